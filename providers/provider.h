@@ -1,0 +1,63 @@
+/* provider.h: what a payment provider profile is. One file per provider under
+ * providers/, each exporting one const struct provider, listed in the
+ * alphabetized table in providers.c. */
+#ifndef IDEMHOOK_PROVIDER_H
+#define IDEMHOOK_PROVIDER_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "event.h"
+#include "http.h"
+#include "reply.h"
+
+/* Why a request was refused before any claim (nothing stored). */
+struct provider_verdict {
+	int pv_status; /* 400, 401 or 403 */
+	const char *pv_reason; /* slug for metrics and logs: "missing_signature",
+				  "malformed_signature", "bad_signature", "stale_timestamp",
+				  "malformed_body", "missing_key", "wrong_app", ... (static) */
+	const char *pv_detail; /* one human sentence (static), or NULL */
+};
+
+struct provider {
+	const char *p_name; /* type name used in config: type = stripe */
+	int64_t p_retry_window_s; /* how long the provider keeps retrying */
+	/* Parses the instance's section (secrets from files) into *ret_state.
+	 * Returns 0, or -1 with the problem logged (naming the key, never a secret). */
+	int (*p_create)(const struct provider_conf *pc, void **ret_state);
+	void (*p_destroy)(void *state);
+	/* Authenticates req over its raw bytes at now_s and normalizes it into
+	 * ret_batch (one event, or one per item for batches). On refusal returns
+	 * -1 with ret_verdict set and the batch left empty. */
+	int (*p_receive)(const struct provider_conf *pc, const struct http_request *req, int64_t now_s,
+			 struct event_batch *ret_batch, struct provider_verdict *ret_verdict);
+	/* The acknowledgement for one processed event: stored and replayed. For a
+	 * batch every item's ack is the same and is the batch's answer. */
+	int (*p_ack)(const struct provider_conf *pc, const struct event *ev, const struct event_outcome *out,
+		     struct reply *ret);
+	/* The answer for a refusal or transient failure (never stored), in the
+	 * provider's own format where it has one, else problem+json. */
+	int (*p_error)(const struct provider_conf *pc, int status, const char *reason, const char *detail,
+		       struct reply *ret);
+	/* Optional: builds the authentication headers for body as the provider
+	 * would send it at time now_s with the instance's first secret (demo
+	 * payments, replay --to re-signing, benchmarks). Calls add_header for
+	 * each header. Returns 0, or -1 when the scheme cannot (e.g. RSA keys of
+	 * the provider are not ours). */
+	int (*p_sign)(const struct provider_conf *pc, const void *body, size_t body_len, int64_t now_s,
+		      const char *event_id, void (*add_header)(void *arg, const char *name, const char *value),
+		      void *arg);
+};
+
+/* The profile called name, or NULL. */
+const struct provider *provider_find(const char *name);
+
+/* NULL-terminated, alphabetized. */
+extern const struct provider *const provider_table[];
+
+/* Shared error answer: RFC 9457 problem+json. */
+int provider_problem(const struct provider_conf *pc, int status, const char *reason, const char *detail,
+		     struct reply *ret);
+
+#endif

@@ -1,0 +1,48 @@
+/* app.h: the running daemon: its configuration, store, listeners and workers,
+ * and the public route table that sends each request to its module. */
+#ifndef IDEMHOOK_APP_H
+#define IDEMHOOK_APP_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "http.h"
+#include "reply.h"
+
+struct store;
+struct capture;
+struct outbound;
+
+struct app {
+	struct store *app_store;
+	struct capture *app_capture; /* NULL when capture is off */
+	struct outbound *app_outbound; /* NULL when no outbound call is configured */
+	struct http_server *app_http;
+	struct http_server *app_admin;
+	int64_t app_started_ms;
+	int app_ready; /* 1 once listening and migrated (readyz) */
+	/* The current config; swapped whole on SIGHUP. Readers hold a reference
+	 * for the length of a request. */
+	pthread_mutex_t app_cfg_lock;
+	struct config *app_cfg;
+	unsigned app_cfg_refs_old; /* references still held on app_cfg_old */
+	struct config *app_cfg_old;
+};
+
+/* Takes a reference on the current config; release it after the request. */
+struct config *app_config_acquire(struct app *app);
+void app_config_release(struct app *app, struct config *cf);
+
+/* Replaces the config with cf (already loaded and validated). The old one is
+ * freed once its last reader releases it. */
+void app_config_swap(struct app *app, struct config *cf);
+
+/* The public listener's route function (arg = struct app *): /hooks/<name>,
+ * /api/..., /checkout, /orders/..., /healthz. */
+void app_route_public(void *arg, const struct http_request *req, struct reply *ret);
+
+/* The current time in ms since the epoch. */
+int64_t app_now_ms(void);
+
+#endif

@@ -1,0 +1,40 @@
+/* cli.h: the idemhook command line: one file per command (cmd_<name>.c),
+ * registered in the alphabetized table in main.c. Exit codes follow
+ * sysexits(3). */
+#ifndef IDEMHOOK_CLI_H
+#define IDEMHOOK_CLI_H
+
+#include <sysexits.h>
+
+struct config;
+struct store;
+
+struct cli_command {
+	const char *cc_name; /* "serve", "outbox", ... */
+	const char *cc_summary; /* one line for idemhook --help */
+	/* argv[0] is the command name; -c/--config has been removed from argv
+	 * and is passed as config_path (NULL when not given). Returns an exit code. */
+	int (*cc_run)(int argc, char **argv, const char *config_path);
+};
+
+/* Loads the config (NULL path: $IDEMHOOK_CONFIG if set, else the demo).
+ * Returns EX_OK with *ret set, or EX_CONFIG (logged). */
+int cli_load_config(const char *config_path, struct config **ret);
+
+/* Opens the store named by cf for a command: read_only commands do not run
+ * migrations nor start a writer. Returns EX_OK with *ret set, or an exit code. */
+int cli_open_store(const struct config *cf, int read_only, struct store **ret);
+
+/* 1 when argv holds -h or --help. */
+int cli_wants_help(int argc, char **argv);
+
+extern const struct cli_command cli_cmd_events;
+extern const struct cli_command cli_cmd_gc;
+extern const struct cli_command cli_cmd_migrate;
+extern const struct cli_command cli_cmd_order;
+extern const struct cli_command cli_cmd_outbox;
+extern const struct cli_command cli_cmd_replay;
+extern const struct cli_command cli_cmd_serve;
+extern const struct cli_command cli_cmd_stats;
+
+#endif

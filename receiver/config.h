@@ -1,0 +1,114 @@
+/* config.h: the INI configuration (inih), kept as sections of key/value pairs.
+ *
+ * config.c parses the core sections ([server], [store], [points], [demo]) and
+ * the [provider NAME] sections into typed fields. Other modules read their
+ * own sections ([admin], [capture], [outbound], [api], ...) through
+ * config_get*() when they start, and report their own bad keys. */
+#ifndef IDEMHOOK_CONFIG_H
+#define IDEMHOOK_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct provider;
+
+struct config_kv {
+	char *kv_key;
+	char *kv_value;
+	int kv_line;
+};
+
+struct config_section {
+	char *cs_name; /* "server", "provider stripe-us", ... */
+	struct config_kv *cs_kv;
+	size_t cs_n;
+};
+
+/* One [provider NAME] section: a provider instance, its own scope and path. */
+struct provider_conf {
+	char *pc_name; /* instance name: scope and path /hooks/<name> */
+	const struct provider *pc_provider;
+	const struct config_section *pc_section; /* all its keys, for the profile */
+	int64_t pc_tolerance_s; /* signature timestamp tolerance, default 300 */
+	int64_t pc_retention_s; /* idempotency retention; default [store] retention */
+	void *pc_state; /* the profile's parsed secrets and keys (p_create) */
+};
+
+struct config {
+	char *cf_path; /* NULL for the built-in demo */
+	int cf_demo; /* demo mode: built-in secret, demo pages */
+	struct config_section *cf_sections;
+	size_t cf_n_sections;
+
+	/* [server] */
+	char *cf_listen_host; /* default 127.0.0.1 */
+	unsigned cf_listen_port; /* default 8080; 0 = ephemeral */
+	unsigned cf_threads; /* default: number of cores */
+	unsigned cf_conn_timeout_s; /* default 30 */
+	unsigned cf_per_ip_limit; /* connections per client address, default 64 */
+	size_t cf_body_max; /* default 1 MiB */
+	char *cf_port_file; /* write the bound port here (tests), or NULL */
+
+	/* [store] */
+	char *cf_db_path; /* default ./var/idemhook.db */
+	int cf_sync; /* enum store_sync */
+	unsigned cf_batch_max; /* default 256 */
+	unsigned cf_busy_timeout_ms;
+	int64_t cf_retention_s; /* default 7 days */
+	int64_t cf_lease_s; /* default 60 */
+
+	/* [points] rate as an exact fraction: points = floor(amount * num / den) */
+	int64_t cf_points_num;
+	int64_t cf_points_den;
+
+	struct provider_conf *cf_providers;
+	size_t cf_n_providers;
+};
+
+/* Loads and validates path; NULL path gives the demo configuration. Returns
+ * NULL on any error (each logged with file, line and key). */
+struct config *config_load(const char *path);
+
+/* Frees the config and each provider's state. NULL is a no-op. */
+void config_destroy(struct config *cf);
+
+/* The provider instance called name, or NULL. */
+const struct provider_conf *config_provider(const struct config *cf, const char *name);
+
+/* Section lookup: the section named exactly name, or NULL. */
+const struct config_section *config_section(const struct config *cf, const char *name);
+
+/* The last value of key in section (NULL when absent). */
+const char *config_get(const struct config *cf, const char *section, const char *key);
+const char *config_section_get(const struct config_section *cs, const char *key);
+
+/* Calls fn for every occurrence of key in section, in file order; stops at
+ * and returns the first non-zero fn result. */
+int config_section_each(const struct config_section *cs, const char *key,
+			int (*fn)(void *arg, const char *value, int line), void *arg);
+
+/* Typed readers: absent key -> default, malformed -> -1 with the error logged
+ * (file, section, key). Durations take "90", "90s", "15m", "25h", "7d". Sizes
+ * take "1048576", "512k", "1M". Booleans take yes/no/true/false/on/off/1/0. */
+int config_get_uint(const struct config *cf, const char *section, const char *key, unsigned dflt,
+		    unsigned *ret);
+int config_get_duration(const struct config *cf, const char *section, const char *key, int64_t dflt_s,
+			int64_t *ret_s);
+int config_get_size(const struct config *cf, const char *section, const char *key, size_t dflt,
+		    size_t *ret);
+int config_get_bool(const struct config *cf, const char *section, const char *key, int dflt, int *ret);
+int config_parse_duration(const char *s, int64_t *ret_s);
+int config_parse_size(const char *s, size_t *ret);
+int config_parse_bool(const char *s, int *ret);
+
+/* Reads a secret named by a config value: "file:PATH" (whole file, one
+ * trailing newline stripped), "credential:NAME" ($CREDENTIALS_DIRECTORY/NAME,
+ * systemd LoadCredential=), or "env:NAME". A bare PATH is read as a file.
+ * Literal secrets are not accepted here. Returns 0 or -1 (logged, never the
+ * secret). */
+int config_read_secret(const char *spec, char **ret, size_t *ret_len);
+
+/* The built-in demo Stripe secret (documented in the README). */
+#define CONFIG_DEMO_STRIPE_SECRET "whsec_idemhook_demo_secret_do_not_use_in_production"
+
+#endif

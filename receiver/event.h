@@ -1,0 +1,68 @@
+/* event.h: a provider callback normalized to what the business handlers need. */
+#ifndef IDEMHOOK_EVENT_H
+#define IDEMHOOK_EVENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum event_kind {
+	EVENT_OTHER = 0, /* acknowledged and recorded, no business effect */
+	EVENT_PAYMENT_SUCCEEDED,
+	EVENT_REFUNDED,
+};
+
+#define EVENT_FINGERPRINT_LEN 32 /* SHA-256 */
+
+struct event {
+	char *ev_key; /* idempotency key: the provider's callback/event id */
+	char *ev_type; /* the provider's own event type, e.g. "charge.refunded" */
+	enum event_kind ev_kind;
+	char *ev_order_ref; /* our order id (orders.id), NULL when absent */
+	char *ev_payment_ref; /* provider's payment/transaction id, or NULL */
+	char *ev_refund_ref; /* provider's refund id for refunds, or NULL */
+	int64_t ev_amount; /* minor units; -1 when absent. Refunds: this refund's amount,
+			      or the running total when ev_refund_cumulative */
+	char ev_currency[4]; /* ISO 4217 upper case, "" when absent */
+	int ev_refund_cumulative;
+	/* SHA-256 over what the profile calls semantic; duplicates that differ
+	 * only in volatile fields share it. */
+	unsigned char ev_fingerprint[EVENT_FINGERPRINT_LEN];
+	/* The semantic payload (JSON or form text), kept with the event record so
+	 * that a failed event can be reprocessed; owned. */
+	char *ev_payload;
+	size_t ev_payload_len;
+	/* Set by a batch profile (Adyen) when this item alone is refused by its
+	 * own rules before any business effect; 0 otherwise. */
+	int ev_refused;
+};
+
+/* What the business handler made of one event; providers turn it into their
+ * acknowledgement. Pointers are borrowed for the call. */
+struct event_outcome {
+	int eo_refused; /* 1: refused by business rules, the key ends failed */
+	const char *eo_reason; /* refusal slug ("unknown_order", "amount_mismatch"), or NULL */
+	const char *eo_order_id; /* our order id, or NULL */
+	const char *eo_effect; /* "paid", "refunded", "partially_refunded", "noop", "recorded" */
+};
+
+struct event_batch {
+	struct event *eb_events;
+	size_t eb_n;
+};
+
+/* Returns a new zeroed event appended to the batch (ev_amount = -1), or NULL
+ * on allocation failure. Pointers to earlier events may move. */
+struct event *event_batch_add(struct event_batch *b);
+
+/* Frees everything the batch and its events own; leaves it empty. */
+void event_batch_finish(struct event_batch *b);
+
+/* Frees what one event owns. */
+void event_finish(struct event *ev);
+
+const char *event_kind_name(enum event_kind kind);
+
+/* SHA-256 of data into ev->ev_fingerprint. */
+void event_fingerprint(struct event *ev, const void *data, size_t len);
+
+#endif

@@ -1,0 +1,74 @@
+/* http.h: the HTTP server seam; only http.c includes microhttpd.h.
+ *
+ * A request reaches the route function complete: headers in arrival order and
+ * the whole raw body (capped). The route fills a response; http.c sends it. */
+#ifndef IDEMHOOK_HTTP_H
+#define IDEMHOOK_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "reply.h"
+
+#define HTTP_BODY_MAX_DEFAULT (1024 * 1024) /* bytes */
+#define HTTP_HEADERS_MAX 100 /* header fields per request */
+
+struct http_header {
+	const char *hh_name;
+	const char *hh_value;
+};
+
+struct http_request {
+	const char *hr_method;
+	const char *hr_url; /* the request target exactly as received (path and query) */
+	const char *hr_path; /* decoded path without the query */
+	const char *hr_version; /* "HTTP/1.1" */
+	const struct http_header *hr_headers; /* arrival order */
+	size_t hr_n_headers;
+	const unsigned char *hr_body; /* raw bytes; NUL-terminated for convenience */
+	size_t hr_body_len;
+	const char *hr_peer; /* peer address, text */
+	const char *hr_client; /* client address: X-Forwarded-For from a trusted proxy, else the peer */
+	int64_t hr_received_ms; /* when the request head arrived */
+};
+
+/* First header called name (case-insensitive), or NULL. */
+const char *http_header_get(const struct http_request *req, const char *name);
+/* How many headers are called name. */
+size_t http_header_count(const struct http_request *req, const char *name);
+/* The raw query parameter value for name (not percent-decoded), copied into
+ * a malloc'd string, or NULL. */
+char *http_query_get(const struct http_request *req, const char *name);
+
+/* Route: fill ret (status, content type, body, extra headers). */
+typedef void (*http_route_fn)(void *arg, const struct http_request *req, struct reply *ret);
+
+struct http_options {
+	const char *ho_host; /* listen address (numeric IPv4/IPv6) */
+	unsigned ho_port; /* 0 = ephemeral */
+	unsigned ho_threads; /* thread pool size, 0 = number of cores */
+	unsigned ho_conn_timeout_s;
+	unsigned ho_per_ip_limit; /* 0 = none */
+	size_t ho_body_max; /* 413 beyond this, without reading the rest */
+	const char *ho_tls_cert_pem; /* PEM text, or NULL for plain HTTP */
+	const char *ho_tls_key_pem;
+	const char *const *ho_trusted_proxies; /* NULL-terminated CIDR list, or NULL */
+	const char *ho_name; /* for logs: "public", "admin" */
+};
+
+struct http_server;
+
+/* Binds and starts serving; NULL on failure (logged). */
+struct http_server *http_create(const struct http_options *opt, http_route_fn route, void *arg);
+
+/* The bound port (useful with ho_port 0). */
+unsigned http_port(const struct http_server *srv);
+
+/* Stops accepting, waits for requests in flight, frees. NULL is a no-op. */
+void http_destroy(struct http_server *srv);
+
+/* 1 if addr (text) lies in the CIDR (e.g. "10.0.0.0/8", "::1/128"); 0 if
+ * not; -1 if either is malformed. */
+int http_cidr_match(const char *cidr, const char *addr);
+
+#endif

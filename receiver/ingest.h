@@ -1,0 +1,46 @@
+/* ingest.h: the path of one provider callback: verify, claim, handle, reply.
+ * Used by the HTTP route and by in-process replay alike. */
+#ifndef IDEMHOOK_INGEST_H
+#define IDEMHOOK_INGEST_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "http.h"
+#include "reply.h"
+
+struct store;
+
+enum ingest_result {
+	INGEST_NEW = 0, /* processed now (applied or recorded) */
+	INGEST_DUPLICATE, /* replayed the stored reply */
+	INGEST_MISMATCH, /* duplicate key with another payload: stored reply, counted */
+	INGEST_FAILED, /* processed now, refused by business rules (key ends failed) */
+	INGEST_REJECTED, /* refused before any claim: signature, timestamp, body */
+	INGEST_IN_PROGRESS, /* 409 */
+	INGEST_TRANSIENT, /* 503, nothing kept */
+};
+
+struct ingest_options {
+	int64_t io_now_ms; /* the clock for records; 0 = now */
+	int64_t io_verify_s; /* time to check signature timestamps against; 0 = io_now_ms */
+	int io_dry_run; /* verify and classify against the store, change nothing */
+};
+
+struct ingest_report {
+	enum ingest_result ir_result; /* the whole request (worst item for batches) */
+	const char *ir_reason; /* rejection/failure slug (static), or NULL */
+	size_t ir_n_events;
+	size_t ir_n_new, ir_n_duplicate, ir_n_failed; /* per item */
+};
+
+/* Runs req through provider instance pc. Fills ret with the answer to send
+ * and ret_report with the classification. Returns 0, or -1 when no answer
+ * could be built at all (out of memory). */
+int ingest_hook(struct store *st, const struct config *cf, const struct provider_conf *pc,
+		const struct http_request *req, const struct ingest_options *opt, struct reply *ret,
+		struct ingest_report *ret_report);
+
+const char *ingest_result_name(enum ingest_result r);
+
+#endif

@@ -1,0 +1,31 @@
+/* log.h: stderr logging with journald priority prefixes, no timestamps. */
+#ifndef IDEMHOOK_LOG_H
+#define IDEMHOOK_LOG_H
+
+enum log_level {
+	LOG_LEVEL_ERR = 3,
+	LOG_LEVEL_WARNING = 4,
+	LOG_LEVEL_NOTICE = 5,
+	LOG_LEVEL_INFO = 6,
+	LOG_LEVEL_DEBUG = 7,
+};
+
+/* Lines above this level are dropped; default LOG_LEVEL_INFO. */
+void log_set_level(enum log_level level);
+enum log_level log_get_level(void);
+
+/* Writes one line "<N>message\n" to stderr. Callers quote user-controlled
+ * strings themselves (log_quote) and never pass a secret. */
+void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define log_err(...) log_msg(LOG_LEVEL_ERR, __VA_ARGS__)
+#define log_warn(...) log_msg(LOG_LEVEL_WARNING, __VA_ARGS__)
+#define log_notice(...) log_msg(LOG_LEVEL_NOTICE, __VA_ARGS__)
+#define log_info(...) log_msg(LOG_LEVEL_INFO, __VA_ARGS__)
+#define log_debug(...) log_msg(LOG_LEVEL_DEBUG, __VA_ARGS__)
+
+/* Copies at most out_size-1 printable bytes of s into out, escaping quotes,
+ * backslashes and control bytes, truncating with "...". Returns out. */
+const char *log_quote(char *out, size_t out_size, const char *s);
+
+#endif

@@ -1,0 +1,228 @@
+/* store.h: the idempotency store and the only SQL seam of idemhook.
+ *
+ * One writer thread owns the only write connection. Callers hand it work and
+ * wait: idempotency claims (store_submit) and plain write functions
+ * (store_write). Work that is queued together commits in one transaction and
+ * one fsync (group commit); each unit runs inside its own SAVEPOINT, so one
+ * failure rolls back only itself. Reads run on per-thread read connections.
+ *
+ * Handlers and modules talk SQL through store_exec/store_query/store_query_each
+ * with '?' placeholders and the portable subset SQLite and PostgreSQL share
+ * (INSERT ... ON CONFLICT DO NOTHING, RETURNING, conditional UPDATE), so a
+ * PostgreSQL backend can implement this header later. Nothing outside
+ * store.c includes sqlite3.h. */
+#ifndef IDEMHOOK_STORE_H
+#define IDEMHOOK_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "reply.h"
+
+struct store;
+struct store_tx; /* a unit of work inside the current transaction */
+
+/* ---- values and rows ---- */
+
+enum store_type {
+	STORE_NULL = 0,
+	STORE_INT,
+	STORE_TEXT,
+	STORE_BLOB,
+};
+
+/* A parameter (borrowed pointers) or a result column (owned copies). */
+struct store_value {
+	enum store_type sv_type;
+	int64_t sv_int;
+	const char *sv_text; /* TEXT/BLOB bytes; NUL-terminated in results */
+	size_t sv_len; /* TEXT/BLOB length; for parameters 0 means strlen for TEXT */
+};
+
+static inline struct store_value store_int(int64_t v)
+{
+	struct store_value sv = {.sv_type = STORE_INT, .sv_int = v};
+	return sv;
+}
+
+/* NULL text becomes SQL NULL. */
+static inline struct store_value store_text(const char *s)
+{
+	struct store_value sv = {.sv_type = s != NULL ? STORE_TEXT : STORE_NULL, .sv_text = s};
+	return sv;
+}
+
+static inline struct store_value store_blob(const void *p, size_t len)
+{
+	struct store_value sv = {.sv_type = STORE_BLOB, .sv_text = (const char *)p, .sv_len = len};
+	return sv;
+}
+
+static inline struct store_value store_null(void)
+{
+	struct store_value sv = {.sv_type = STORE_NULL};
+	return sv;
+}
+
+#define STORE_ROW_MAX 32 /* columns a query may return */
+
+struct store_row {
+	size_t sr_n;
+	struct store_value sr_cols[STORE_ROW_MAX]; /* sv_text owned by the row */
+};
+
+void store_row_finish(struct store_row *row);
+/* Column accessors: 0 / NULL for SQL NULL or an index out of range. */
+int64_t store_row_int(const struct store_row *row, size_t i);
+const char *store_row_text(const struct store_row *row, size_t i);
+int store_row_is_null(const struct store_row *row, size_t i);
+
+/* ---- statements inside a unit of work ---- */
+
+/* Runs one statement. ret_changes (may be NULL) gets the rows changed.
+ * Returns 0, or -1 on error (logged here, once). */
+int store_exec(struct store_tx *tx, const char *sql, const struct store_value *params, size_t n_params,
+	       int64_t *ret_changes);
+
+/* Runs a query and copies its first row into ret_row (finish it after).
+ * Returns 1 when a row came back, 0 when none (ret_row untouched), -1 on error. */
+int store_query(struct store_tx *tx, const char *sql, const struct store_value *params, size_t n_params,
+		struct store_row *ret_row);
+
+/* Calls fn for each row (borrowed for the call). fn returns 0 to go on,
+ * 1 to stop early, -1 to fail. Returns 0, or -1 on error. */
+int store_query_each(struct store_tx *tx, const char *sql, const struct store_value *params, size_t n_params,
+		     int (*fn)(void *arg, const struct store_row *row), void *arg);
+
+/* The time of the unit of work in ms since the epoch (the caller's clock). */
+int64_t store_tx_now(const struct store_tx *tx);
+
+/* ---- opening ---- */
+
+enum store_sync {
+	STORE_SYNC_FULL = 0, /* default: acknowledged means on disk */
+	STORE_SYNC_NORMAL,
+	STORE_SYNC_OFF, /* benchmarks only */
+};
+
+struct store_options {
+	const char *so_path; /* database file; its directory is created if missing */
+	enum store_sync so_sync;
+	unsigned so_batch_max; /* units per transaction, default 256; 1 = no group commit */
+	unsigned so_busy_timeout_ms; /* default 5000 */
+	int so_read_only; /* CLI readers: no writer thread, no migrations */
+	int so_no_migrate; /* refuse to run when migrations are pending */
+};
+
+/* Opens (creating) the database, applies pending migrations (unless
+ * so_no_migrate or so_read_only) and starts the writer thread. A database
+ * whose user_version is newer than this binary knows is refused untouched.
+ * Returns NULL on failure (logged). */
+struct store *store_create(const struct store_options *opt);
+
+/* Finishes queued work, stops the writer, closes connections. NULL is a no-op. */
+void store_destroy(struct store *st);
+
+/* Applies pending migrations to the file at path and returns 0, or -1.
+ * ret_from/ret_to (may be NULL) get the versions before and after. */
+int store_migrate(const char *path, int *ret_from, int *ret_to);
+
+/* The schema version this binary brings. */
+int store_schema_version(void);
+
+/* ---- idempotency claims ---- */
+
+enum store_outcome {
+	STORE_NEW = 0, /* the handler ran and committed; its reply is stored */
+	STORE_REPLAYED, /* done/failed record, same fingerprint: stored reply */
+	STORE_MISMATCH, /* done/failed record, other fingerprint: stored reply (webhooks) or 422 (API) */
+	STORE_IN_PROGRESS, /* processing with a live lease: 409, retry after sc_retry_after_s */
+	STORE_TRANSIENT, /* rolled back; nothing kept: 503, retry after sc_retry_after_s */
+	STORE_CLAIMED, /* store_claim_begin: processing row committed, token in sc_token */
+};
+
+enum store_status {
+	STORE_STATUS_PROCESSING = 0,
+	STORE_STATUS_DONE,
+	STORE_STATUS_FAILED,
+};
+
+/* What the handler returns from sc_apply. */
+enum store_apply_result {
+	STORE_APPLY_TRANSIENT = -1, /* roll back this unit, store nothing, 503 */
+	STORE_APPLY_DONE = 0,
+	STORE_APPLY_FAILED = 1, /* permanent business refusal: reply stored, status failed */
+};
+
+struct store_claim {
+	/* in */
+	const char *sc_scope; /* provider instance name, or "api:<route>:<client>" */
+	const char *sc_key;
+	unsigned char sc_fingerprint[32];
+	int64_t sc_now_ms;
+	int64_t sc_retention_ms; /* older records are deleted and the key runs as new */
+	int64_t sc_lease_ms; /* lease for store_claim_begin; default 60 s */
+	/* Runs inside the unit's savepoint, only for a key that is new (or
+	 * expired, or whose lease expired). Fills ret_reply. No network I/O. */
+	int (*sc_apply)(struct store_tx *tx, void *arg, struct reply *ret_reply);
+	void *sc_arg;
+	/* out */
+	enum store_outcome sc_outcome;
+	enum store_status sc_status; /* of the record, when one exists */
+	struct reply sc_reply; /* the reply to send (owned; reply_finish it) */
+	int64_t sc_retry_after_s;
+	int64_t sc_token; /* fencing token of the record */
+};
+
+/* Runs n claims in one transaction (each in its own savepoint) and waits for
+ * COMMIT. A single claim whose key is already done/failed is answered from a
+ * read connection without queueing on the writer. Every claim gets an
+ * outcome, even on failure (STORE_TRANSIENT). Returns 0, or -1 when the store
+ * is shutting down (outcomes then STORE_TRANSIENT). */
+int store_submit(struct store *st, struct store_claim *claims, size_t n);
+
+/* Two-phase claims, for work that must wait on something outside the database
+ * between claim and completion. begin commits a processing row with a lease
+ * (sc_lease_ms) and a fresh fencing token (outcome STORE_CLAIMED, sc_token);
+ * an expired lease is taken over with a new token. Other outcomes as for
+ * store_submit; sc_apply is not used. */
+int store_claim_begin(struct store *st, struct store_claim *c);
+
+/* Completes a begun claim: runs c->sc_apply and stores its reply, but only if
+ * the record is still processing with token c->sc_token. Returns 0 with
+ * outcome STORE_NEW, 1 when the token is stale (a late write refused, nothing
+ * changed), -1 on failure (STORE_TRANSIENT). */
+int store_claim_complete(struct store *st, struct store_claim *c);
+
+void store_claim_finish(struct store_claim *c);
+
+/* Read-only look at a record, for dry runs: 1 with ret_status and
+ * ret_fingerprint (32 bytes) filled when a live (unexpired) record exists,
+ * 0 when none, -1 on error. */
+int store_peek(struct store *st, const char *scope, const char *key, int64_t now_ms, int64_t retention_ms,
+	       enum store_status *ret_status, unsigned char *ret_fingerprint);
+
+/* ---- plain units of work ---- */
+
+/* Runs fn in the writer's transaction, inside its own savepoint, at time
+ * now_ms. fn returns >= 0 to keep its changes (the value is passed back after
+ * COMMIT) or -1 to roll back its savepoint. Returns fn's value, or -1. */
+int store_write(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx, void *arg), void *arg);
+
+/* Runs fn in a read transaction on this thread's read connection. Returns
+ * fn's value, or -1. */
+int store_read(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx, void *arg), void *arg);
+
+/* ---- statistics the writer keeps (for metrics) ---- */
+
+struct store_stats {
+	uint64_t ss_commits;
+	uint64_t ss_units;
+	uint64_t ss_batch_hist[8]; /* batch sizes: 1, 2-3, 4-7, 8-15, 16-31, 32-63, 64-127, 128+ */
+	uint64_t ss_conflicts; /* unique-key conflicts met by claims */
+	uint64_t ss_transient; /* units rolled back as transient */
+};
+
+void store_get_stats(struct store *st, struct store_stats *ret);
+
+#endif

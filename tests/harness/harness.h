@@ -1,0 +1,102 @@
+/* harness.h: integration-test helpers: a temporary directory, the real daemon
+ * on an ephemeral loopback port, HTTP over libcurl, and database reads through
+ * the store's own read-only API. */
+#ifndef IDEMHOOK_HARNESS_H
+#define IDEMHOOK_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct daemon {
+	char dm_dir[512]; /* temporary directory: config, database, spool */
+	char dm_config[600]; /* dm_dir/idemhook.ini */
+	char dm_db[600]; /* dm_dir/idemhook.db */
+	char dm_log[600]; /* dm_dir/daemon.log: the daemon's stderr */
+	pid_t dm_pid; /* 0 when not running */
+	unsigned dm_port; /* public listener */
+	unsigned dm_admin_port; /* admin listener, 0 if none */
+	char dm_base[64]; /* "http://127.0.0.1:PORT" */
+	char dm_admin_base[64];
+};
+
+/* Creates a temporary directory and writes its config: [server] on
+ * 127.0.0.1 port 0 with a port file, [store] path in the directory, [admin]
+ * on port 0, then extra_ini (provider sections and anything else, may be
+ * NULL). Returns 0 or -1. */
+int daemon_init(struct daemon *d, const char *extra_ini);
+
+/* Starts $IDEMHOOK_BIN serve -c dm_config, waits (up to 20 s) for the port
+ * files, fills dm_port/dm_base. Returns 0 or -1. */
+int daemon_start(struct daemon *d);
+
+/* Sends SIGKILL and reaps. */
+void daemon_kill9(struct daemon *d);
+
+/* Sends SIGTERM, waits up to timeout_s, returns the exit status (or -1, after
+ * a SIGKILL, when it did not stop in time). */
+int daemon_term(struct daemon *d, int timeout_s);
+
+/* Sends a signal (SIGHUP for reload). */
+int daemon_signal(struct daemon *d, int sig);
+
+/* Stops the daemon if running and removes the directory (kept, and its path
+ * printed, when the environment has IDEMHOOK_KEEP_TMP=1). */
+void daemon_finish(struct daemon *d);
+
+/* Writes path relative to dm_dir with content; returns 0 or -1. */
+int daemon_write_file(struct daemon *d, const char *relpath, const char *content);
+
+/* Runs $IDEMHOOK_BIN with args (NULL-terminated, without argv[0]) and -c
+ * dm_config appended when with_config; captures stdout into *ret_out
+ * (malloc'd, may be NULL). Returns the exit status, or -1. */
+int daemon_cli(struct daemon *d, int with_config, const char *const *args, char **ret_out);
+
+struct hres {
+	long hs_status; /* 0 when the transfer failed */
+	char *hs_body;
+	size_t hs_body_len;
+	char *hs_headers; /* raw response header block */
+	double hs_seconds;
+};
+
+/* One request over a new connection. headers: NULL-terminated "Name: value"
+ * strings (or NULL). Returns 0 when an HTTP answer came back, -1 otherwise. */
+int hn_http(const char *method, const char *url, const char *const *headers, const void *body, size_t body_len,
+	    struct hres *ret);
+
+/* The value of response header name (case-insensitive), malloc'd, or NULL. */
+char *hres_header(const struct hres *r, const char *name);
+void hres_finish(struct hres *r);
+
+/* Sends n copies of the same request at once, each on its own connection and
+ * thread, released together by a barrier. ret must hold n results. Returns 0
+ * when every request got an HTTP answer. */
+int hn_http_storm(size_t n, const char *method, const char *url, const char *const *headers, const void *body,
+		  size_t body_len, struct hres *ret);
+
+/* Database reads through the store's read-only API. */
+/* The first column of the first row as an integer (-1 on error or no row). */
+int64_t hn_db_int(const char *db_path, const char *sql);
+/* Every row, columns joined with '|' and rows with '\n' (malloc'd), for
+ * before/after comparisons; NULL on error. */
+char *hn_db_dump(const char *db_path, const char *sql);
+
+/* A Stripe-Signature header value for body at t with secret (v1 only). */
+char *hn_stripe_signature(const char *secret, int64_t t, const char *body, size_t body_len);
+
+/* A minimal Stripe event JSON (malloc'd). type e.g. "payment_intent.succeeded",
+ * object_json the data.object text. */
+char *hn_stripe_event(const char *event_id, const char *type, const char *object_json);
+
+/* POSTs a Stripe-signed event to dm_base/hooks/<provider> now. */
+int hn_post_stripe(struct daemon *d, const char *provider, const char *secret, const char *body, struct hres *ret);
+
+/* Creates an order through the CLI (idemhook order create); writes its id. */
+int hn_order_create(struct daemon *d, int64_t amount, const char *currency, char ret_id[64]);
+
+/* Now in seconds / milliseconds. */
+int64_t hn_now_s(void);
+int64_t hn_now_ms(void);
+
+#endif
