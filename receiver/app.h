@@ -22,20 +22,24 @@ struct app {
 	struct http_server *app_admin;
 	int64_t app_started_ms;
 	int app_ready; /* 1 once listening and migrated (readyz) */
-	/* The current config; swapped whole on SIGHUP. Readers hold a reference
-	 * for the length of a request. */
-	pthread_mutex_t app_cfg_lock;
+	/* The current config; swapped whole on SIGHUP. Readers hold the read
+	 * lock for the length of a request; the lock prefers the writer so a
+	 * reload is never starved by load. */
+	pthread_rwlock_t app_cfg_lock;
 	struct config *app_cfg;
-	unsigned app_cfg_refs_old; /* references still held on app_cfg_old */
-	struct config *app_cfg_old;
 };
 
-/* Takes a reference on the current config; release it after the request. */
+/* init/finish work on caller-owned memory; finish frees the config. */
+int app_init(struct app *app, struct config *cf);
+void app_finish(struct app *app);
+
+/* Takes a reference on the current config; release it after the request.
+ * Never acquire twice on one thread. */
 struct config *app_config_acquire(struct app *app);
 void app_config_release(struct app *app, struct config *cf);
 
-/* Replaces the config with cf (already loaded and validated). The old one is
- * freed once its last reader releases it. */
+/* Replaces the config with cf (already loaded and validated), waiting for
+ * requests that hold the old one, and frees the old one. */
 void app_config_swap(struct app *app, struct config *cf);
 
 /* The public listener's route function (arg = struct app *): /hooks/<name>,

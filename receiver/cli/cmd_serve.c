@@ -1,0 +1,401 @@
+/* cmd_serve.c: `idemhook serve`: run the daemon in the foreground. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "admin.h"
+#include "app.h"
+#include "capture.h"
+#include "cli.h"
+#include "config.h"
+#include "gc.h"
+#include "http.h"
+#include "log.h"
+#include "notify.h"
+#include "outbound.h"
+#include "provider.h"
+#include "store.h"
+
+#define SERVE_TRUSTED_PROXIES_MAX 32
+#define SERVE_OUTBOUND_GRACE_MS 5000
+#define SERVE_TLS_PEM_MAX (64 * 1024)
+
+struct serve_listener {
+	char *sl_host;
+	unsigned sl_port;
+	char *sl_tls_cert;
+	char *sl_tls_key;
+	char *sl_proxy_text;
+	const char *sl_proxies[SERVE_TRUSTED_PROXIES_MAX + 1];
+};
+
+static void serve_listener_finish(struct serve_listener *sl)
+{
+	free(sl->sl_host);
+	if (sl->sl_tls_key != NULL) {
+		explicit_bzero(sl->sl_tls_key, strlen(sl->sl_tls_key));
+	}
+	free(sl->sl_tls_cert);
+	free(sl->sl_tls_key);
+	free(sl->sl_proxy_text);
+	memset(sl, 0, sizeof(*sl));
+}
+
+/* Writes "PORT\n" to path through a temporary file and rename, so a reader
+ * never sees half a number. */
+static int serve_write_port_file(const char *path, unsigned port)
+{
+	char tmp[4096];
+	char line[16];
+	int fd;
+	int len;
+
+	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
+		return -1;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		log_err("cannot write port file %s: %s", tmp, strerror(errno));
+		return -1;
+	}
+	len = snprintf(line, sizeof(line), "%u\n", port);
+	if (write(fd, line, (size_t)len) != len) {
+		log_err("cannot write port file %s: %s", tmp, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	close(fd);
+	if (rename(tmp, path) < 0) {
+		log_err("cannot rename port file to %s: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int serve_read_pem(const char *spec, char **ret)
+{
+	size_t len;
+
+	if (config_read_secret(spec, ret, &len) < 0) {
+		return -1;
+	}
+	if (len > SERVE_TLS_PEM_MAX) {
+		log_err("TLS file %s is too large", spec);
+		free(*ret);
+		*ret = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+static int serve_server_listener(const struct config *cf, struct serve_listener *sl)
+{
+	const char *v;
+	char *tok;
+	size_t n = 0;
+
+	memset(sl, 0, sizeof(*sl));
+	sl->sl_host = strdup(cf->cf_listen_host);
+	sl->sl_port = cf->cf_listen_port;
+	if (sl->sl_host == NULL) {
+		return -1;
+	}
+	v = config_get(cf, "server", "trusted_proxies");
+	if (v != NULL) {
+		sl->sl_proxy_text = strdup(v);
+		if (sl->sl_proxy_text == NULL) {
+			return -1;
+		}
+		/* Split in place on spaces and commas. */
+		for (tok = sl->sl_proxy_text; *tok != '\0';) {
+			char *end = tok + strcspn(tok, " ,");
+
+			if (end == tok) {
+				tok++;
+				continue;
+			}
+			if (*end != '\0') {
+				*end++ = '\0';
+			}
+			if (n == SERVE_TRUSTED_PROXIES_MAX || http_cidr_match(tok, "127.0.0.1") < 0) {
+				log_err("config: [server] trusted_proxies: \"%s\" is not a CIDR (or too many)", tok);
+				return -1;
+			}
+			sl->sl_proxies[n++] = tok;
+			tok = end;
+		}
+	}
+	v = config_get(cf, "server", "tls_cert");
+	if (v != NULL) {
+		const char *k = config_get(cf, "server", "tls_key");
+
+		if (k == NULL) {
+			log_err("config: [server] tls_cert needs tls_key");
+			return -1;
+		}
+		if (serve_read_pem(v, &sl->sl_tls_cert) < 0 || serve_read_pem(k, &sl->sl_tls_key) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static struct http_server *serve_start_public(struct app *app, const struct config *cf)
+{
+	struct serve_listener sl;
+	struct http_options ho;
+	struct http_server *srv = NULL;
+
+	if (serve_server_listener(cf, &sl) < 0) {
+		goto done;
+	}
+	memset(&ho, 0, sizeof(ho));
+	ho.ho_host = sl.sl_host;
+	ho.ho_port = sl.sl_port;
+	ho.ho_threads = cf->cf_threads;
+	ho.ho_conn_timeout_s = cf->cf_conn_timeout_s;
+	ho.ho_per_ip_limit = cf->cf_per_ip_limit;
+	ho.ho_body_max = cf->cf_body_max;
+	ho.ho_tls_cert_pem = sl.sl_tls_cert;
+	ho.ho_tls_key_pem = sl.sl_tls_key;
+	ho.ho_trusted_proxies = sl.sl_proxies[0] != NULL ? sl.sl_proxies : NULL;
+	ho.ho_name = "public";
+	srv = http_create(&ho, app_route_public, app);
+	if (srv != NULL) {
+		log_notice("listening on %s%s:%u%s", strchr(sl.sl_host, ':') != NULL ? "[" : "", sl.sl_host,
+			   http_port(srv), sl.sl_tls_cert != NULL ? " (https)" : "");
+	}
+done:
+	serve_listener_finish(&sl);
+	return srv;
+}
+
+static int serve_start_admin(struct app *app, const struct config *cf)
+{
+	const char *v = config_get(cf, "admin", "listen");
+	const char *port_file = config_get(cf, "admin", "port_file");
+	struct http_options ho;
+	char *host = NULL;
+	const char *colon;
+	char *end;
+	unsigned long port = 9090;
+
+	if (v != NULL && strcmp(v, "off") == 0) {
+		return 0;
+	}
+	if (v == NULL) {
+		v = "127.0.0.1:9090";
+	}
+	colon = strrchr(v, ':');
+	if (colon == NULL) {
+		goto bad;
+	}
+	errno = 0;
+	port = strtoul(colon + 1, &end, 10);
+	if (errno != 0 || *end != '\0' || end == colon + 1 || port > 65535) {
+		goto bad;
+	}
+	host = v[0] == '[' ? strndup(v + 1, (size_t)(colon - v - 2)) : strndup(v, (size_t)(colon - v));
+	if (host == NULL) {
+		return -1;
+	}
+	memset(&ho, 0, sizeof(ho));
+	ho.ho_host = host;
+	ho.ho_port = (unsigned)port;
+	ho.ho_threads = 1;
+	ho.ho_conn_timeout_s = 10;
+	ho.ho_body_max = 4096;
+	ho.ho_name = "admin";
+	app->app_admin = http_create(&ho, admin_route, app);
+	free(host);
+	if (app->app_admin == NULL) {
+		return -1;
+	}
+	log_notice("admin listener on %s (healthz, readyz, metrics)", v);
+	if (port_file != NULL && serve_write_port_file(port_file, http_port(app->app_admin)) < 0) {
+		return -1;
+	}
+	return 0;
+bad:
+	log_err("config: [admin] listen = \"%s\": expected HOST:PORT or off", v);
+	return -1;
+}
+
+static void serve_reload(struct app *app, const char *path)
+{
+	struct config *cf;
+
+	notify_reloading();
+	if (path == NULL) {
+		log_warn("SIGHUP: running on the built-in demo configuration; nothing to reload");
+		notify_ready("serving (demo)");
+		return;
+	}
+	cf = config_load(path);
+	if (cf == NULL) {
+		log_err("SIGHUP: %s is not valid; keeping the running configuration", path);
+		notify_ready("serving (reload refused: bad config)");
+		return;
+	}
+	app_config_swap(app, cf);
+	log_notice("SIGHUP: configuration and secrets reloaded from %s (listeners and [store] are kept "
+		   "until restart)",
+		   path);
+	notify_ready("serving");
+}
+
+static void serve_log_start(const struct config *cf)
+{
+	size_t i;
+
+	if (cf->cf_path == NULL) {
+		log_notice("demo mode: no configuration file given; using the built-in demo");
+		log_notice("demo mode: http://%s:%u, database %s, provider stripe at /hooks/stripe", cf->cf_listen_host,
+			   cf->cf_listen_port, cf->cf_db_path);
+		log_notice("demo mode: the Stripe signing secret is the public demo value \"%s\"; never use it "
+			   "in production",
+			   CONFIG_DEMO_STRIPE_SECRET);
+	} else {
+		log_notice("configuration %s", cf->cf_path);
+	}
+	for (i = 0; i < cf->cf_n_providers; i++) {
+		log_info("provider %s (%s) at /hooks/%s, retention %llds", cf->cf_providers[i].pc_name,
+			 cf->cf_providers[i].pc_provider->p_name, cf->cf_providers[i].pc_name,
+			 (long long)cf->cf_providers[i].pc_retention_s);
+	}
+}
+
+static int serve_loop(struct app *app, const char *config_path)
+{
+	sigset_t set;
+	int64_t wd_ms = notify_watchdog_interval_ms();
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	for (;;) {
+		struct timespec ts;
+		int sig;
+
+		ts.tv_sec = wd_ms > 0 ? wd_ms / 1000 : 1;
+		ts.tv_nsec = wd_ms > 0 ? (long)(wd_ms % 1000) * 1000000 : 0;
+		sig = sigtimedwait(&set, NULL, &ts);
+		notify_watchdog();
+		if (sig == SIGHUP) {
+			serve_reload(app, config_path);
+		} else if (sig == SIGTERM || sig == SIGINT) {
+			log_notice("%s: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+			return 0;
+		}
+	}
+}
+
+static int cmd_serve_run(int argc, char **argv, const char *config_path)
+{
+	struct config *cf = NULL;
+	struct store *st = NULL;
+	struct gc_worker *gcw = NULL;
+	struct app app;
+	sigset_t set;
+	int app_ok = 0;
+	int capture_off = 1;
+	int err = 0;
+	int rc;
+
+	if (cli_wants_help(argc, argv)) {
+		printf("usage: idemhook [-c FILE] serve\n\n"
+		       "Runs the receiver in the foreground (for systemd Type=notify). Without a\n"
+		       "configuration it runs the demo: 127.0.0.1:8080, ./var/idemhook.db and a\n"
+		       "public demo Stripe secret. SIGHUP reloads the configuration and secrets;\n"
+		       "SIGTERM stops after the requests in flight.\n");
+		return EX_OK;
+	}
+	if (argc != 1) {
+		fprintf(stderr, "idemhook serve: takes no arguments\n");
+		return EX_USAGE;
+	}
+	/* Signals are taken synchronously by the main loop; every thread started
+	 * from here on inherits the mask. */
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	rc = cli_load_config(config_path != NULL ? config_path : getenv("IDEMHOOK_CONFIG"), &cf);
+	if (rc != EX_OK) {
+		return rc;
+	}
+	if (config_path == NULL && getenv("IDEMHOOK_CONFIG") != NULL && getenv("IDEMHOOK_CONFIG")[0] != '\0') {
+		config_path = getenv("IDEMHOOK_CONFIG");
+	}
+	serve_log_start(cf);
+	notify_status("opening the database");
+	rc = cli_open_store(cf, 0, &st);
+	if (rc != EX_OK) {
+		config_destroy(cf);
+		return rc;
+	}
+	if (app_init(&app, cf) < 0) {
+		config_destroy(cf);
+		store_destroy(st);
+		return EX_SOFTWARE;
+	}
+	app_ok = 1;
+	app.app_store = st;
+	app.app_capture = capture_create(cf, &capture_off);
+	if (app.app_capture == NULL && !capture_off) {
+		rc = EX_CONFIG;
+		goto done;
+	}
+	app.app_outbound = outbound_start(&app, &err);
+	if (err) {
+		rc = EX_CONFIG;
+		goto done;
+	}
+	gcw = gc_worker_start(&app);
+	app.app_http = serve_start_public(&app, cf);
+	if (app.app_http == NULL) {
+		rc = EX_UNAVAILABLE;
+		goto done;
+	}
+	if (serve_start_admin(&app, cf) < 0) {
+		rc = EX_UNAVAILABLE;
+		goto done;
+	}
+	if (cf->cf_port_file != NULL && serve_write_port_file(cf->cf_port_file, http_port(app.app_http)) < 0) {
+		rc = EX_CANTCREAT;
+		goto done;
+	}
+	app.app_ready = 1;
+	notify_ready("serving");
+	rc = serve_loop(&app, config_path) == 0 ? EX_OK : EX_SOFTWARE;
+done:
+	notify_stopping();
+	app.app_ready = 0;
+	/* Order matters: no new requests, then the ones in flight finish and
+	 * commit, then the workers let go, then the store drains and closes. */
+	http_destroy(app.app_http);
+	http_destroy(app.app_admin);
+	outbound_stop(app.app_outbound, SERVE_OUTBOUND_GRACE_MS);
+	gc_worker_stop(gcw);
+	capture_destroy(app.app_capture);
+	store_destroy(st);
+	if (app_ok) {
+		app_finish(&app);
+	}
+	log_notice("stopped");
+	return rc;
+}
+
+const struct cli_command cli_cmd_serve = {
+	.cc_name = "serve",
+	.cc_summary = "run the receiver in the foreground",
+	.cc_run = cmd_serve_run,
+};

@@ -1,0 +1,150 @@
+/* main.c: the idemhook command line: global options and the command table. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "build_config.h"
+#include "cli.h"
+#include "config.h"
+#include "log.h"
+#include "store.h"
+
+/* Alphabetized; one line per command file. */
+static const struct cli_command *const cli_commands[] = {
+	&cli_cmd_migrate,
+	&cli_cmd_order,
+	&cli_cmd_serve,
+};
+
+#define CLI_N_COMMANDS (sizeof(cli_commands) / sizeof(cli_commands[0]))
+
+static void cli_usage(FILE *out)
+{
+	size_t i;
+
+	fprintf(out, "usage: idemhook [-c FILE] [-v|-q] COMMAND [ARGS...]\n"
+		     "       idemhook --help | --version\n\n"
+		     "A payment-callback receiver that applies each callback exactly once.\n\n"
+		     "Options:\n"
+		     "  -c, --config FILE  configuration file (default: $IDEMHOOK_CONFIG, else the demo)\n"
+		     "  -v, --verbose      log debug lines\n"
+		     "  -q, --quiet        log warnings and errors only\n\n"
+		     "Commands:\n");
+	for (i = 0; i < CLI_N_COMMANDS; i++) {
+		fprintf(out, "  %-9s %s\n", cli_commands[i]->cc_name, cli_commands[i]->cc_summary);
+	}
+	fprintf(out, "\nRun 'idemhook COMMAND --help' for a command's options.\n");
+}
+
+int cli_wants_help(int argc, char **argv)
+{
+	int i;
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int cli_load_config(const char *config_path, struct config **ret)
+{
+	const char *path = config_path;
+	struct config *cf;
+
+	if (path == NULL) {
+		path = getenv("IDEMHOOK_CONFIG");
+		if (path != NULL && path[0] == '\0') {
+			path = NULL;
+		}
+	}
+	cf = config_load(path);
+	if (cf == NULL) {
+		return EX_CONFIG;
+	}
+	*ret = cf;
+	return EX_OK;
+}
+
+int cli_open_store(const struct config *cf, int read_only, struct store **ret)
+{
+	struct store_options so;
+	struct store *st;
+
+	memset(&so, 0, sizeof(so));
+	so.so_path = cf->cf_db_path;
+	so.so_sync = (enum store_sync)cf->cf_sync;
+	so.so_batch_max = cf->cf_batch_max;
+	so.so_busy_timeout_ms = cf->cf_busy_timeout_ms;
+	so.so_read_only = read_only;
+	st = store_create(&so);
+	if (st == NULL) {
+		return EX_UNAVAILABLE;
+	}
+	*ret = st;
+	return EX_OK;
+}
+
+int main(int argc, char **argv)
+{
+	const char *config_path = NULL;
+	char **args;
+	int n = 0;
+	int i;
+	size_t c;
+	int rc;
+
+	args = calloc((size_t)argc + 1, sizeof(char *));
+	if (args == NULL) {
+		return EX_OSERR;
+	}
+	/* Global options may stand before or after the command; -c is taken
+	 * out wherever it is, the rest is the command's. */
+	for (i = 1; i < argc; i++) {
+		if ((strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) && i + 1 < argc) {
+			config_path = argv[++i];
+		} else if (strncmp(argv[i], "--config=", 9) == 0) {
+			config_path = argv[i] + 9;
+		} else if (n == 0 && (strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "--verbose") == 0)) {
+			log_set_level(LOG_LEVEL_DEBUG);
+		} else if (n == 0 && (strcmp(argv[i], "-q") == 0 || strcmp(argv[i], "--quiet") == 0)) {
+			log_set_level(LOG_LEVEL_WARNING);
+		} else if (n == 0 && strcmp(argv[i], "--version") == 0) {
+			printf("idemhook %s\n", IDEMHOOK_VERSION);
+			free(args);
+			return EX_OK;
+		} else if (n == 0 && (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)) {
+			cli_usage(stdout);
+			free(args);
+			return EX_OK;
+		} else if (n == 0 && argv[i][0] == '-') {
+			fprintf(stderr, "idemhook: unknown option %s\n", argv[i]);
+			cli_usage(stderr);
+			free(args);
+			return EX_USAGE;
+		} else if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) {
+			fprintf(stderr, "idemhook: %s needs a file name\n", argv[i]);
+			free(args);
+			return EX_USAGE;
+		} else {
+			args[n++] = argv[i];
+		}
+	}
+	if (n == 0) {
+		cli_usage(stderr);
+		free(args);
+		return EX_USAGE;
+	}
+	for (c = 0; c < CLI_N_COMMANDS; c++) {
+		if (strcmp(cli_commands[c]->cc_name, args[0]) == 0) {
+			rc = cli_commands[c]->cc_run(n, args, config_path);
+			free(args);
+			return rc;
+		}
+	}
+	fprintf(stderr, "idemhook: unknown command '%s'\n", args[0]);
+	cli_usage(stderr);
+	free(args);
+	return EX_USAGE;
+}

@@ -1,0 +1,655 @@
+/* http.c: the HTTP listener on libmicrohttpd; the only file that includes microhttpd.h. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "buf.h"
+#include "http.h"
+#include "log.h"
+
+#define HTTP_URL_MAX 8192 /* bytes in a request target */
+#define HTTP_DRAIN_MAX_MS 10000 /* how long http_destroy waits for requests in flight */
+
+struct http_server {
+	struct MHD_Daemon *hs_daemon;
+	int hs_fd;
+	unsigned hs_port;
+	size_t hs_body_max;
+	http_route_fn hs_route;
+	void *hs_arg;
+	char **hs_proxies; /* trusted proxy CIDRs, NULL-terminated */
+	char *hs_name;
+	atomic_int hs_in_flight;
+};
+
+/* Per-request state, created when the request line arrives. */
+struct http_conn {
+	struct http_server *hc_srv;
+	char *hc_url; /* the raw request target */
+	struct buf hc_body;
+	int hc_head_seen; /* the access handler has seen the request head */
+	int hc_refused; /* a response was queued before the body was read */
+	int64_t hc_received_ms;
+};
+
+struct http_header_list {
+	struct http_header hl_items[HTTP_HEADERS_MAX];
+	size_t hl_n;
+	int hl_overflow;
+};
+
+static int64_t http_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+const char *http_header_get(const struct http_request *req, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < req->hr_n_headers; i++) {
+		if (strcasecmp(req->hr_headers[i].hh_name, name) == 0) {
+			return req->hr_headers[i].hh_value;
+		}
+	}
+	return NULL;
+}
+
+size_t http_header_count(const struct http_request *req, const char *name)
+{
+	size_t i;
+	size_t n = 0;
+
+	for (i = 0; i < req->hr_n_headers; i++) {
+		if (strcasecmp(req->hr_headers[i].hh_name, name) == 0) {
+			n++;
+		}
+	}
+	return n;
+}
+
+char *http_query_get(const struct http_request *req, const char *name)
+{
+	const char *q = strchr(req->hr_url, '?');
+	size_t nlen = strlen(name);
+
+	if (q == NULL) {
+		return NULL;
+	}
+	q++;
+	while (*q != '\0') {
+		const char *amp = strchr(q, '&');
+		size_t len = amp != NULL ? (size_t)(amp - q) : strlen(q);
+
+		if (len > nlen && strncmp(q, name, nlen) == 0 && q[nlen] == '=') {
+			return strndup(q + nlen + 1, len - nlen - 1);
+		}
+		if (len == nlen && strncmp(q, name, nlen) == 0) {
+			return strdup("");
+		}
+		q += len;
+		if (*q == '&') {
+			q++;
+		}
+	}
+	return NULL;
+}
+
+/* ---- CIDR matching ---- */
+
+static int http_parse_addr(const char *s, unsigned char out[16], int *ret_family)
+{
+	struct in_addr a4;
+
+	if (inet_pton(AF_INET, s, &a4) == 1) {
+		/* IPv4 as an IPv4-mapped IPv6 address, so both families compare alike. */
+		memset(out, 0, 10);
+		out[10] = 0xff;
+		out[11] = 0xff;
+		memcpy(out + 12, &a4, 4);
+		*ret_family = AF_INET;
+		return 0;
+	}
+	if (inet_pton(AF_INET6, s, out) == 1) {
+		*ret_family = AF_INET6;
+		return 0;
+	}
+	return -1;
+}
+
+int http_cidr_match(const char *cidr, const char *addr)
+{
+	unsigned char net[16];
+	unsigned char a[16];
+	char host[INET6_ADDRSTRLEN + 1];
+	const char *slash = strchr(cidr, '/');
+	size_t hlen = slash != NULL ? (size_t)(slash - cidr) : strlen(cidr);
+	int fam_net;
+	int fam_a;
+	long bits;
+	long i;
+
+	if (hlen == 0 || hlen >= sizeof(host)) {
+		return -1;
+	}
+	memcpy(host, cidr, hlen);
+	host[hlen] = '\0';
+	if (http_parse_addr(host, net, &fam_net) < 0 || http_parse_addr(addr, a, &fam_a) < 0) {
+		return -1;
+	}
+	if (slash != NULL) {
+		char *end;
+
+		errno = 0;
+		bits = strtol(slash + 1, &end, 10);
+		if (errno != 0 || *end != '\0' || end == slash + 1 || bits < 0 ||
+		    bits > (fam_net == AF_INET ? 32 : 128)) {
+			return -1;
+		}
+	} else {
+		bits = fam_net == AF_INET ? 32 : 128;
+	}
+	if (fam_net == AF_INET) {
+		bits += 96;
+	}
+	for (i = 0; i < bits; i++) {
+		int m = 0x80 >> (i % 8);
+
+		if ((net[i / 8] & m) != (a[i / 8] & m)) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* ---- MHD callbacks ---- */
+
+static void *http_uri_logger(void *cls, const char *uri, struct MHD_Connection *con)
+{
+	struct http_server *srv = cls;
+	struct http_conn *hc = calloc(1, sizeof(*hc));
+
+	if (hc == NULL) {
+		return NULL;
+	}
+	hc->hc_srv = srv;
+	hc->hc_url = strndup(uri, HTTP_URL_MAX);
+	buf_init(&hc->hc_body, srv->hs_body_max);
+	hc->hc_received_ms = http_now_ms();
+	atomic_fetch_add(&srv->hs_in_flight, 1);
+	return hc;
+}
+
+static void http_completed(void *cls, struct MHD_Connection *con, void **con_cls,
+			   enum MHD_RequestTerminationCode toe)
+{
+	struct http_conn *hc = *con_cls;
+
+	if (hc == NULL) {
+		return;
+	}
+	atomic_fetch_sub(&hc->hc_srv->hs_in_flight, 1);
+	buf_finish(&hc->hc_body);
+	free(hc->hc_url);
+	free(hc);
+	*con_cls = NULL;
+}
+
+static enum MHD_Result http_collect_header(void *cls, enum MHD_ValueKind kind, const char *key,
+					   const char *value)
+{
+	struct http_header_list *hl = cls;
+
+	if (hl->hl_n == HTTP_HEADERS_MAX) {
+		hl->hl_overflow = 1;
+		return MHD_NO;
+	}
+	hl->hl_items[hl->hl_n].hh_name = key;
+	hl->hl_items[hl->hl_n].hh_value = value != NULL ? value : "";
+	hl->hl_n++;
+	return MHD_YES;
+}
+
+struct http_header_ctx {
+	struct MHD_Response *hx_resp;
+};
+
+static void http_add_reply_header(void *arg, const char *name, const char *value)
+{
+	struct http_header_ctx *hx = arg;
+
+	MHD_add_response_header(hx->hx_resp, name, value);
+}
+
+static enum MHD_Result http_send(struct MHD_Connection *con, const struct reply *r, int close_after)
+{
+	struct MHD_Response *resp;
+	struct http_header_ctx hx;
+	enum MHD_Result rc;
+
+	resp = MHD_create_response_from_buffer(r->reply_body_len, r->reply_body != NULL ? r->reply_body : "",
+					       MHD_RESPMEM_MUST_COPY);
+	if (resp == NULL) {
+		log_err("http: cannot create a response");
+		return MHD_NO;
+	}
+	if (r->reply_content_type != NULL) {
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->reply_content_type);
+	}
+	hx.hx_resp = resp;
+	reply_each_header(r, http_add_reply_header, &hx);
+	if (close_after) {
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+	}
+	rc = MHD_queue_response(con, (unsigned)r->reply_status, resp);
+	MHD_destroy_response(resp);
+	return rc;
+}
+
+static enum MHD_Result http_refuse(struct MHD_Connection *con, struct http_conn *hc, int status, const char *slug,
+				   const char *title, const char *detail)
+{
+	struct reply r;
+	enum MHD_Result rc;
+
+	reply_init(&r);
+	if (reply_problem(&r, status, slug, title, detail) < 0) {
+		return MHD_NO;
+	}
+	hc->hc_refused = 1;
+	rc = http_send(con, &r, 1);
+	reply_finish(&r);
+	return rc;
+}
+
+static void http_client_address(const struct http_server *srv, const struct http_header_list *hl, const char *peer,
+				char *out, size_t out_size)
+{
+	const char *xff = NULL;
+	char *copy;
+	char *p;
+	size_t i;
+	int trusted = 0;
+
+	snprintf(out, out_size, "%s", peer);
+	if (srv->hs_proxies == NULL) {
+		return;
+	}
+	for (i = 0; srv->hs_proxies[i] != NULL; i++) {
+		if (http_cidr_match(srv->hs_proxies[i], peer) == 1) {
+			trusted = 1;
+			break;
+		}
+	}
+	if (!trusted) {
+		return;
+	}
+	for (i = 0; i < hl->hl_n; i++) {
+		if (strcasecmp(hl->hl_items[i].hh_name, "X-Forwarded-For") == 0) {
+			xff = hl->hl_items[i].hh_value; /* the last one: appended by our proxy */
+		}
+	}
+	if (xff == NULL) {
+		return;
+	}
+	copy = strdup(xff);
+	if (copy == NULL) {
+		return;
+	}
+	/* Walk from the right: the first address that is not a trusted proxy is
+	 * the client; anything left of it could have been forged. */
+	for (;;) {
+		char *comma = strrchr(copy, ',');
+		char *addr = comma != NULL ? comma + 1 : copy;
+		int is_proxy = 0;
+		unsigned char tmp[16];
+		int fam;
+
+		while (*addr == ' ') {
+			addr++;
+		}
+		for (p = addr + strlen(addr); p > addr && p[-1] == ' '; p--) {
+			p[-1] = '\0';
+		}
+		if (http_parse_addr(addr, tmp, &fam) < 0) {
+			break;
+		}
+		for (i = 0; srv->hs_proxies[i] != NULL; i++) {
+			if (http_cidr_match(srv->hs_proxies[i], addr) == 1) {
+				is_proxy = 1;
+				break;
+			}
+		}
+		if (!is_proxy || comma == NULL) {
+			snprintf(out, out_size, "%s", addr);
+			if (!is_proxy) {
+				break;
+			}
+		}
+		if (comma == NULL) {
+			break;
+		}
+		*comma = '\0';
+	}
+	free(copy);
+}
+
+static void http_peer_address(struct MHD_Connection *con, char *out, size_t out_size)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
+
+	snprintf(out, out_size, "unknown");
+	if (sa == NULL) {
+		return;
+	}
+	if (sa->sa_family == AF_INET) {
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, out, (socklen_t)out_size);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct in6_addr *a6 = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+
+		if (IN6_IS_ADDR_V4MAPPED(a6)) {
+			inet_ntop(AF_INET, &a6->s6_addr[12], out, (socklen_t)out_size);
+		} else {
+			inet_ntop(AF_INET6, a6, out, (socklen_t)out_size);
+		}
+	}
+}
+
+static char *http_path_of(const char *url)
+{
+	const char *q = strchr(url, '?');
+	size_t len = q != NULL ? (size_t)(q - url) : strlen(url);
+	char *path = strndup(url, len);
+
+	if (path != NULL) {
+		MHD_http_unescape(path);
+	}
+	return path;
+}
+
+static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const char *url, const char *method,
+				   const char *version, const char *upload_data, size_t *upload_data_size,
+				   void **con_cls)
+{
+	struct http_server *srv = cls;
+	struct http_conn *hc = *con_cls;
+	struct http_header_list *hl = NULL;
+	struct http_request req;
+	struct reply r;
+	char peer[INET6_ADDRSTRLEN + 1];
+	char client[INET6_ADDRSTRLEN + 1];
+	char *path = NULL;
+	enum MHD_Result rc = MHD_NO;
+
+	if (hc == NULL) {
+		return MHD_NO; /* out of memory in the URI logger */
+	}
+	if (hc->hc_refused) {
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (*upload_data_size > 0) {
+		if (buf_append(&hc->hc_body, upload_data, *upload_data_size) < 0) {
+			*upload_data_size = 0;
+			return http_refuse(con, hc, 413, "body-too-large", "Request body too large",
+					   "The body is larger than this endpoint accepts.");
+		}
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+	if (!hc->hc_head_seen) {
+		/* First call: the head is in. Refuse an announced oversized body
+		 * before reading any of it. */
+		const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+		hc->hc_head_seen = 1;
+		if (cl != NULL) {
+			char *end;
+			unsigned long long n;
+
+			errno = 0;
+			n = strtoull(cl, &end, 10);
+			if (errno != 0 || end == cl || *end != '\0' || n > srv->hs_body_max) {
+				return http_refuse(con, hc, 413, "body-too-large", "Request body too large",
+						   "The body is larger than this endpoint accepts.");
+			}
+		}
+		return MHD_YES;
+	}
+	/* The whole request is in: build it and route it. */
+	hl = calloc(1, sizeof(*hl));
+	if (hl == NULL) {
+		return MHD_NO;
+	}
+	MHD_get_connection_values(con, MHD_HEADER_KIND, http_collect_header, hl);
+	if (hl->hl_overflow) {
+		rc = http_refuse(con, hc, 431, "too-many-headers", "Too many header fields", NULL);
+		goto done;
+	}
+	path = http_path_of(hc->hc_url != NULL ? hc->hc_url : url);
+	if (path == NULL) {
+		goto done;
+	}
+	http_peer_address(con, peer, sizeof(peer));
+	http_client_address(srv, hl, peer, client, sizeof(client));
+	memset(&req, 0, sizeof(req));
+	req.hr_method = method;
+	req.hr_url = hc->hc_url != NULL ? hc->hc_url : url;
+	req.hr_path = path;
+	req.hr_version = version;
+	req.hr_headers = hl->hl_items;
+	req.hr_n_headers = hl->hl_n;
+	req.hr_body = (const unsigned char *)(hc->hc_body.buf_data != NULL ? hc->hc_body.buf_data : "");
+	req.hr_body_len = hc->hc_body.buf_len;
+	req.hr_peer = peer;
+	req.hr_client = client;
+	req.hr_received_ms = hc->hc_received_ms;
+	reply_init(&r);
+	srv->hs_route(srv->hs_arg, &req, &r);
+	if (r.reply_status == 0) {
+		reply_problem(&r, 500, "internal", "Internal error", NULL);
+	}
+	rc = http_send(con, &r, 0);
+	reply_finish(&r);
+done:
+	free(path);
+	free(hl);
+	return rc;
+}
+
+static void http_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	const struct http_server *srv = cls;
+	char line[512];
+	size_t len;
+
+	vsnprintf(line, sizeof(line), fmt, ap);
+	len = strlen(line);
+	while (len > 0 && line[len - 1] == '\n') {
+		line[--len] = '\0';
+	}
+	log_debug("http %s: %s", srv->hs_name, line);
+}
+
+static int http_listen(const char *host, unsigned port, int *ret_fd, unsigned *ret_port)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int one = 1;
+	int fd = -1;
+
+	memset(&ss, 0, sizeof(ss));
+	if (strchr(host, ':') != NULL) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET6, host, &s6->sin6_addr) != 1) {
+			goto bad;
+		}
+		len = sizeof(*s6);
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET, host, &s4->sin_addr) != 1) {
+			goto bad;
+		}
+		len = sizeof(*s4);
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		log_err("http: socket: %s", strerror(errno));
+		return -1;
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&ss, len) < 0) {
+		log_err("http: cannot bind %s:%u: %s", host, port, strerror(errno));
+		goto fail;
+	}
+	if (listen(fd, 1024) < 0) {
+		log_err("http: listen: %s", strerror(errno));
+		goto fail;
+	}
+	len = sizeof(ss);
+	if (getsockname(fd, (struct sockaddr *)&ss, &len) < 0) {
+		log_err("http: getsockname: %s", strerror(errno));
+		goto fail;
+	}
+	*ret_port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+						   : ((struct sockaddr_in *)&ss)->sin_port);
+	*ret_fd = fd;
+	return 0;
+bad:
+	log_err("http: listen address \"%s\" is not a numeric IPv4 or IPv6 address", host);
+	return -1;
+fail:
+	close(fd);
+	return -1;
+}
+
+static void http_free(struct http_server *srv)
+{
+	size_t i;
+
+	if (srv->hs_proxies != NULL) {
+		for (i = 0; srv->hs_proxies[i] != NULL; i++) {
+			free(srv->hs_proxies[i]);
+		}
+		free(srv->hs_proxies);
+	}
+	free(srv->hs_name);
+	free(srv);
+}
+
+struct http_server *http_create(const struct http_options *opt, http_route_fn route, void *arg)
+{
+	struct http_server *srv = calloc(1, sizeof(*srv));
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_AUTO;
+	unsigned threads = opt->ho_threads;
+	size_t i;
+	size_t n = 0;
+
+	if (srv == NULL) {
+		return NULL;
+	}
+	srv->hs_fd = -1;
+	srv->hs_body_max = opt->ho_body_max != 0 ? opt->ho_body_max : HTTP_BODY_MAX_DEFAULT;
+	srv->hs_route = route;
+	srv->hs_arg = arg;
+	atomic_init(&srv->hs_in_flight, 0);
+	srv->hs_name = strdup(opt->ho_name != NULL ? opt->ho_name : "http");
+	if (srv->hs_name == NULL) {
+		goto fail;
+	}
+	if (opt->ho_trusted_proxies != NULL) {
+		while (opt->ho_trusted_proxies[n] != NULL) {
+			n++;
+		}
+		srv->hs_proxies = calloc(n + 1, sizeof(char *));
+		if (srv->hs_proxies == NULL) {
+			goto fail;
+		}
+		for (i = 0; i < n; i++) {
+			srv->hs_proxies[i] = strdup(opt->ho_trusted_proxies[i]);
+			if (srv->hs_proxies[i] == NULL) {
+				goto fail;
+			}
+		}
+	}
+	if (http_listen(opt->ho_host, opt->ho_port, &srv->hs_fd, &srv->hs_port) < 0) {
+		goto fail;
+	}
+	if (threads == 0) {
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+		threads = cores > 0 ? (unsigned)cores : 2;
+	}
+	if (opt->ho_tls_cert_pem != NULL) {
+		flags |= MHD_USE_TLS;
+	}
+	srv->hs_daemon = MHD_start_daemon(
+		flags, 0, NULL, NULL, http_access, srv, MHD_OPTION_LISTEN_SOCKET, srv->hs_fd,
+		MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_TIMEOUT, opt->ho_conn_timeout_s,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, opt->ho_per_ip_limit, MHD_OPTION_URI_LOG_CALLBACK,
+		http_uri_logger, srv, MHD_OPTION_NOTIFY_COMPLETED, http_completed, srv,
+		MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+		(size_t)64 * 1024, opt->ho_tls_cert_pem != NULL ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
+		opt->ho_tls_cert_pem, MHD_OPTION_HTTPS_MEM_KEY, opt->ho_tls_key_pem, MHD_OPTION_END);
+	if (srv->hs_daemon == NULL) {
+		log_err("http %s: libmicrohttpd refused to start on %s:%u%s", srv->hs_name, opt->ho_host,
+			srv->hs_port, opt->ho_tls_cert_pem != NULL ? " (check the TLS certificate and key)" : "");
+		goto fail;
+	}
+	return srv;
+fail:
+	if (srv->hs_fd >= 0) {
+		close(srv->hs_fd);
+	}
+	http_free(srv);
+	return NULL;
+}
+
+unsigned http_port(const struct http_server *srv)
+{
+	return srv->hs_port;
+}
+
+void http_destroy(struct http_server *srv)
+{
+	struct timespec pause = {0, 10 * 1000 * 1000};
+	int waited = 0;
+	MHD_socket fd;
+
+	if (srv == NULL) {
+		return;
+	}
+	/* Stop accepting, then let requests in flight finish before the
+	 * connections are closed. */
+	fd = MHD_quiesce_daemon(srv->hs_daemon);
+	while (atomic_load(&srv->hs_in_flight) > 0 && waited < HTTP_DRAIN_MAX_MS) {
+		nanosleep(&pause, NULL);
+		waited += 10;
+	}
+	MHD_stop_daemon(srv->hs_daemon);
+	if (fd != MHD_INVALID_SOCKET) {
+		close(fd);
+	}
+	http_free(srv);
+}

@@ -1,0 +1,333 @@
+/* ingest.c: the path of one provider callback: verify, claim, handle, reply. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "crypto.h"
+#include "ingest.h"
+#include "log.h"
+#include "metrics.h"
+#include "orders.h"
+#include "outbox.h"
+#include "provider.h"
+#include "store.h"
+
+#define INGEST_BATCH_MAX 500 /* items in one provider request (Adyen sends ≤ 100) */
+
+/* What one claim's apply callback needs; lives on the caller's stack. */
+struct ingest_unit {
+	const struct config *iu_cf;
+	const struct provider_conf *iu_pc;
+	const struct event *iu_ev;
+	int64_t iu_received_ms;
+};
+
+const char *ingest_result_name(enum ingest_result r)
+{
+	switch (r) {
+	case INGEST_NEW:
+		return "new";
+	case INGEST_DUPLICATE:
+		return "replayed";
+	case INGEST_MISMATCH:
+		return "mismatch";
+	case INGEST_FAILED:
+		return "failed";
+	case INGEST_REJECTED:
+		return "rejected";
+	case INGEST_IN_PROGRESS:
+		return "in_progress";
+	case INGEST_TRANSIENT:
+		break;
+	}
+	return "transient";
+}
+
+static int64_t ingest_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int ingest_record_event(struct store_tx *tx, const struct ingest_unit *iu, const struct orders_result *res)
+{
+	const struct event *ev = iu->iu_ev;
+	struct store_value p[17];
+
+	p[0] = store_text(iu->iu_pc->pc_name);
+	p[1] = store_text(ev->ev_key);
+	p[2] = store_text(ev->ev_type);
+	p[3] = store_text(event_kind_name(ev->ev_kind));
+	p[4] = store_text(ev->ev_order_ref);
+	p[5] = store_text(ev->ev_payment_ref);
+	p[6] = store_text(ev->ev_refund_ref);
+	p[7] = ev->ev_amount >= 0 ? store_int(ev->ev_amount) : store_null();
+	p[8] = store_text(ev->ev_currency[0] != '\0' ? ev->ev_currency : NULL);
+	p[9] = store_int(ev->ev_refund_cumulative);
+	p[10] = ev->ev_payload != NULL ? store_blob(ev->ev_payload, ev->ev_payload_len) : store_null();
+	p[11] = store_text(res->or_refused ? "failed" : "done");
+	p[12] = store_text(res->or_effect);
+	p[13] = store_text(res->or_refused ? res->or_reason : NULL);
+	p[14] = store_int(iu->iu_received_ms);
+	p[15] = store_int(store_tx_now(tx));
+	p[16] = store_int(0);
+	/* A key whose old record expired runs again; its event row follows. */
+	return store_exec(tx,
+			  "INSERT INTO events (scope, idem_key, type, kind, order_ref, payment_ref, refund_ref, "
+			  "amount, currency, refund_cumulative, payload, outcome, effect, reason, received_at, "
+			  "processed_at, reprocessed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+			  "ON CONFLICT (scope, idem_key) DO UPDATE SET type = excluded.type, kind = excluded.kind, "
+			  "order_ref = excluded.order_ref, payment_ref = excluded.payment_ref, "
+			  "refund_ref = excluded.refund_ref, amount = excluded.amount, "
+			  "currency = excluded.currency, refund_cumulative = excluded.refund_cumulative, "
+			  "payload = excluded.payload, outcome = excluded.outcome, effect = excluded.effect, "
+			  "reason = excluded.reason, received_at = excluded.received_at, "
+			  "processed_at = excluded.processed_at",
+			  p, 17, NULL);
+}
+
+static int ingest_apply(struct store_tx *tx, void *arg, struct reply *ret_reply)
+{
+	const struct ingest_unit *iu = arg;
+	const struct event *ev = iu->iu_ev;
+	struct orders_conf oc;
+	struct orders_result res;
+	struct event_outcome out;
+
+	memset(&res, 0, sizeof(res));
+	oc.oc_points_num = iu->iu_cf->cf_points_num;
+	oc.oc_points_den = iu->iu_cf->cf_points_den;
+	if (ev->ev_refused) {
+		res.or_refused = 1;
+		snprintf(res.or_reason, sizeof(res.or_reason), "refused_by_provider_rules");
+		res.or_effect = "recorded";
+	} else if (orders_apply_event(tx, &oc, iu->iu_pc->pc_name, ev, &res) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	if (!res.or_refused && res.or_order_id[0] != '\0' && res.or_effect != NULL &&
+	    (strcmp(res.or_effect, "paid") == 0 || strcmp(res.or_effect, "refunded") == 0 ||
+	     strcmp(res.or_effect, "partially_refunded") == 0)) {
+		if (outbox_on_effect(tx, iu->iu_cf, iu->iu_pc->pc_name, res.or_order_id, res.or_effect) < 0) {
+			return STORE_APPLY_TRANSIENT;
+		}
+	}
+	if (ingest_record_event(tx, iu, &res) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	memset(&out, 0, sizeof(out));
+	out.eo_refused = res.or_refused;
+	out.eo_reason = res.or_refused ? res.or_reason : NULL;
+	out.eo_order_id = res.or_order_id[0] != '\0' ? res.or_order_id : NULL;
+	out.eo_effect = res.or_effect;
+	if (iu->iu_pc->pc_provider->p_ack(iu->iu_pc, ev, &out, ret_reply) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	return res.or_refused ? STORE_APPLY_FAILED : STORE_APPLY_DONE;
+}
+
+static int ingest_error(const struct provider_conf *pc, int status, const char *reason, const char *detail,
+			int64_t retry_after_s, struct reply *ret)
+{
+	char v[32];
+
+	if (pc->pc_provider->p_error(pc, status, reason, detail, ret) < 0) {
+		return -1;
+	}
+	if (retry_after_s > 0) {
+		snprintf(v, sizeof(v), "%lld", (long long)retry_after_s);
+		return reply_add_header(ret, "Retry-After", v);
+	}
+	return 0;
+}
+
+static int ingest_dry_run(struct store *st, const struct provider_conf *pc, const struct event_batch *b,
+			  int64_t now_ms, struct reply *ret, struct ingest_report *rep)
+{
+	size_t i;
+
+	rep->ir_result = INGEST_NEW;
+	for (i = 0; i < b->eb_n; i++) {
+		enum store_status status;
+		unsigned char fp[EVENT_FINGERPRINT_LEN];
+		int rc = store_peek(st, pc->pc_name, b->eb_events[i].ev_key, now_ms, pc->pc_retention_s * 1000,
+				    &status, fp);
+
+		if (rc < 0) {
+			rep->ir_result = INGEST_TRANSIENT;
+			return ingest_error(pc, 503, "store_unavailable", NULL, 1, ret);
+		}
+		if (rc == 0) {
+			rep->ir_n_new++;
+			continue;
+		}
+		rep->ir_n_duplicate++;
+		if (!crypto_equal(fp, sizeof(fp), b->eb_events[i].ev_fingerprint, EVENT_FINGERPRINT_LEN)) {
+			rep->ir_result = INGEST_MISMATCH;
+		}
+	}
+	if (rep->ir_n_new == 0 && rep->ir_result == INGEST_NEW) {
+		rep->ir_result = INGEST_DUPLICATE;
+	}
+	return reply_set(ret, 200, "text/plain; charset=utf-8", "dry run\n", 8);
+}
+
+/* The request's classification from its items' outcomes: the worst wins. */
+static void ingest_classify(struct store_claim *claims, size_t n, const struct provider_conf *pc,
+			    struct ingest_report *rep, int64_t *ret_retry_after)
+{
+	size_t i;
+	int transient = 0;
+	int in_progress = 0;
+	int mismatch = 0;
+
+	*ret_retry_after = 0;
+	for (i = 0; i < n; i++) {
+		struct store_claim *c = &claims[i];
+		char q[160];
+
+		switch (c->sc_outcome) {
+		case STORE_NEW:
+		case STORE_CLAIMED:
+			if (c->sc_status == STORE_STATUS_FAILED) {
+				rep->ir_n_failed++;
+			} else {
+				rep->ir_n_new++;
+			}
+			break;
+		case STORE_MISMATCH:
+			mismatch = 1;
+			metrics_mismatch(pc->pc_name);
+			log_warn("provider=%s key=%s: a duplicate delivery carries another payload than the first; "
+				 "the first delivery's reply is returned",
+				 pc->pc_name, log_quote(q, sizeof(q), c->sc_key));
+			/* fall through */
+		case STORE_REPLAYED:
+			rep->ir_n_duplicate++;
+			metrics_duplicate(pc->pc_name);
+			break;
+		case STORE_IN_PROGRESS:
+			in_progress = 1;
+			break;
+		case STORE_TRANSIENT:
+			transient = 1;
+			break;
+		}
+		if (c->sc_retry_after_s > *ret_retry_after) {
+			*ret_retry_after = c->sc_retry_after_s;
+		}
+	}
+	if (transient) {
+		rep->ir_result = INGEST_TRANSIENT;
+	} else if (in_progress) {
+		rep->ir_result = INGEST_IN_PROGRESS;
+	} else if (rep->ir_n_new > 0) {
+		rep->ir_result = INGEST_NEW;
+	} else if (rep->ir_n_failed > 0) {
+		rep->ir_result = INGEST_FAILED;
+		rep->ir_reason = "refused_by_business_rules";
+	} else if (mismatch) {
+		rep->ir_result = INGEST_MISMATCH;
+	} else {
+		rep->ir_result = INGEST_DUPLICATE;
+	}
+}
+
+int ingest_hook(struct store *st, const struct config *cf, const struct provider_conf *pc,
+		const struct http_request *req, const struct ingest_options *opt, struct reply *ret,
+		struct ingest_report *ret_report)
+{
+	struct event_batch batch = {0};
+	struct provider_verdict verdict = {0};
+	struct store_claim *claims = NULL;
+	struct ingest_unit *units = NULL;
+	int64_t now_ms = opt != NULL && opt->io_now_ms != 0 ? opt->io_now_ms : ingest_now_ms();
+	int64_t verify_s = opt != NULL && opt->io_verify_s != 0 ? opt->io_verify_s : now_ms / 1000;
+	int64_t retry_after;
+	size_t i;
+	int rc = -1;
+
+	memset(ret_report, 0, sizeof(*ret_report));
+	if (pc->pc_provider->p_receive(pc, req, verify_s, &batch, &verdict) < 0 || batch.eb_n == 0) {
+		if (verdict.pv_status == 0) {
+			verdict.pv_status = 400;
+			verdict.pv_reason = "no_events";
+			verdict.pv_detail = "The callback holds no event.";
+		}
+		event_batch_finish(&batch);
+		ret_report->ir_result = INGEST_REJECTED;
+		ret_report->ir_reason = verdict.pv_reason;
+		metrics_rejected(pc->pc_name, verdict.pv_reason != NULL ? verdict.pv_reason : "unknown");
+		return ingest_error(pc, verdict.pv_status, verdict.pv_reason, verdict.pv_detail, 0, ret);
+	}
+	ret_report->ir_n_events = batch.eb_n;
+	if (batch.eb_n > INGEST_BATCH_MAX) {
+		event_batch_finish(&batch);
+		ret_report->ir_result = INGEST_REJECTED;
+		ret_report->ir_reason = "batch_too_large";
+		metrics_rejected(pc->pc_name, "batch_too_large");
+		return ingest_error(pc, 413, "batch_too_large", "Too many items in one request.", 0, ret);
+	}
+	if (opt != NULL && opt->io_dry_run) {
+		rc = ingest_dry_run(st, pc, &batch, now_ms, ret, ret_report);
+		event_batch_finish(&batch);
+		return rc;
+	}
+	claims = calloc(batch.eb_n, sizeof(*claims));
+	units = calloc(batch.eb_n, sizeof(*units));
+	if (claims == NULL || units == NULL) {
+		goto fail;
+	}
+	for (i = 0; i < batch.eb_n; i++) {
+		const struct event *ev = &batch.eb_events[i];
+
+		units[i].iu_cf = cf;
+		units[i].iu_pc = pc;
+		units[i].iu_ev = ev;
+		units[i].iu_received_ms = req->hr_received_ms != 0 ? req->hr_received_ms : now_ms;
+		claims[i].sc_scope = pc->pc_name;
+		claims[i].sc_key = ev->ev_key;
+		memcpy(claims[i].sc_fingerprint, ev->ev_fingerprint, EVENT_FINGERPRINT_LEN);
+		claims[i].sc_now_ms = now_ms;
+		claims[i].sc_retention_ms = pc->pc_retention_s * 1000;
+		claims[i].sc_lease_ms = cf->cf_lease_s * 1000;
+		claims[i].sc_apply = ingest_apply;
+		claims[i].sc_arg = &units[i];
+		reply_init(&claims[i].sc_reply);
+	}
+	/* Every item of a batch commits in one transaction before any answer. */
+	store_submit(st, claims, batch.eb_n);
+	ingest_classify(claims, batch.eb_n, pc, ret_report, &retry_after);
+	switch (ret_report->ir_result) {
+	case INGEST_TRANSIENT:
+		ret_report->ir_reason = "store_unavailable";
+		rc = ingest_error(pc, 503, "store_unavailable", "Try again later.", retry_after > 0 ? retry_after : 1,
+				  ret);
+		break;
+	case INGEST_IN_PROGRESS:
+		ret_report->ir_reason = "in_progress";
+		rc = ingest_error(pc, 409, "in_progress", "This event is being processed.",
+				  retry_after > 0 ? retry_after : 1, ret);
+		break;
+	default:
+		/* Every item's acknowledgement is the same; the first answers. */
+		rc = reply_copy(ret, &claims[0].sc_reply);
+		if (rc == 0 && (ret_report->ir_result == INGEST_DUPLICATE ||
+				ret_report->ir_result == INGEST_MISMATCH)) {
+			rc = reply_add_header(ret, "Idempotent-Replayed", "true");
+		}
+		break;
+	}
+fail:
+	if (claims != NULL) {
+		for (i = 0; i < batch.eb_n; i++) {
+			store_claim_finish(&claims[i]);
+		}
+	}
+	free(claims);
+	free(units);
+	event_batch_finish(&batch);
+	return rc;
+}
