@@ -1,0 +1,952 @@
+/* test_orders.c: unit tests for the orders handler on the real store. */
+#include <dirent.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "event.h"
+#include "log.h"
+#include "money.h"
+#include "orders.h"
+#include "store.h"
+
+#define T_NOW 1764670000000LL   /* when orders are created */
+#define T_LATER (T_NOW + 60000) /* when events are applied */
+#define T_PROVIDER "stripe"
+
+/* One point per whole currency unit. */
+static const struct orders_conf t_conf = {.oc_points_num = 1, .oc_points_den = 100};
+
+struct fixture {
+	char fx_dir[64];
+	char fx_path[128];
+	struct store *fx_st;
+};
+
+static int setup(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof(*fx));
+	struct store_options opt;
+
+	if (fx == NULL) {
+		return -1;
+	}
+	snprintf(fx->fx_dir, sizeof(fx->fx_dir), "/tmp/test_orders.XXXXXX");
+	if (mkdtemp(fx->fx_dir) == NULL) {
+		free(fx);
+		return -1;
+	}
+	snprintf(fx->fx_path, sizeof(fx->fx_path), "%s/idemhook.db", fx->fx_dir);
+	memset(&opt, 0, sizeof(opt));
+	opt.so_path = fx->fx_path;
+	opt.so_sync = STORE_SYNC_OFF; /* durability is the store's tests' business */
+	fx->fx_st = store_create(&opt);
+	if (fx->fx_st == NULL) {
+		rmdir(fx->fx_dir);
+		free(fx);
+		return -1;
+	}
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *fx = *state;
+	struct dirent *de;
+	DIR *d;
+
+	store_destroy(fx->fx_st);
+	d = opendir(fx->fx_dir);
+	if (d != NULL) {
+		while ((de = readdir(d)) != NULL) {
+			char p[400];
+
+			if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
+				continue;
+			}
+			snprintf(p, sizeof(p), "%s/%s", fx->fx_dir, de->d_name);
+			unlink(p);
+		}
+		closedir(d);
+	}
+	rmdir(fx->fx_dir);
+	free(fx);
+	return 0;
+}
+
+/* ---- writing through orders_* inside a unit of work ---- */
+
+struct create_job {
+	int64_t cj_amount;
+	const char *cj_currency;
+	const char *cj_customer;
+	char cj_id[ORDERS_ID_LEN + 1];
+};
+
+static int create_fn(struct store_tx *tx, void *arg)
+{
+	struct create_job *cj = arg;
+
+	return orders_create(tx, cj->cj_amount, cj->cj_currency, cj->cj_customer, cj->cj_id);
+}
+
+/* Runs orders_create in its own unit of work; returns what store_write returned. */
+static int try_create(struct fixture *fx, int64_t amount, const char *currency,
+                      char ret_id[ORDERS_ID_LEN + 1])
+{
+	struct create_job cj;
+	int rc;
+
+	memset(&cj, 0, sizeof(cj));
+	cj.cj_amount = amount;
+	cj.cj_currency = currency;
+	cj.cj_customer = "cust_42";
+	rc = store_write(fx->fx_st, T_NOW, create_fn, &cj);
+	if (rc == 0 && ret_id != NULL) {
+		memcpy(ret_id, cj.cj_id, sizeof(cj.cj_id));
+	}
+	return rc;
+}
+
+static void create(struct fixture *fx, int64_t amount, const char *currency,
+                   char ret_id[ORDERS_ID_LEN + 1])
+{
+	assert_int_equal(try_create(fx, amount, currency, ret_id), 0);
+}
+
+struct apply_job {
+	const struct orders_conf *aj_conf;
+	const struct event *aj_ev;
+	struct orders_result aj_res;
+};
+
+static int apply_fn(struct store_tx *tx, void *arg)
+{
+	struct apply_job *aj = arg;
+
+	return orders_apply_event(tx, aj->aj_conf, T_PROVIDER, aj->aj_ev, &aj->aj_res);
+}
+
+static char *dup_or_null(const char *s)
+{
+	char *d;
+
+	if (s == NULL) {
+		return NULL;
+	}
+	d = strdup(s);
+	assert_non_null(d);
+	return d;
+}
+
+struct t_event {
+	enum event_kind te_kind;
+	const char *te_key;
+	const char *te_order;
+	const char *te_payment_ref;
+	const char *te_refund_ref;
+	int64_t te_amount;
+	const char *te_currency;
+	int te_cumulative;
+};
+
+/* Applies one event with conf in its own unit of work; the unit must succeed. */
+static void apply_conf(struct fixture *fx, const struct orders_conf *conf, const struct t_event *te,
+                       struct orders_result *ret)
+{
+	struct apply_job aj;
+	struct event ev;
+
+	memset(&ev, 0, sizeof(ev));
+	ev.ev_kind = te->te_kind;
+	ev.ev_key = dup_or_null(te->te_key);
+	ev.ev_order_ref = dup_or_null(te->te_order);
+	ev.ev_payment_ref = dup_or_null(te->te_payment_ref);
+	ev.ev_refund_ref = dup_or_null(te->te_refund_ref);
+	ev.ev_amount = te->te_amount;
+	snprintf(ev.ev_currency, sizeof(ev.ev_currency), "%s",
+	         te->te_currency != NULL ? te->te_currency : "");
+	ev.ev_refund_cumulative = te->te_cumulative;
+	memset(&aj, 0, sizeof(aj));
+	aj.aj_conf = conf;
+	aj.aj_ev = &ev;
+	assert_int_equal(store_write(fx->fx_st, T_LATER, apply_fn, &aj), 0);
+	free(ev.ev_key);
+	free(ev.ev_order_ref);
+	free(ev.ev_payment_ref);
+	free(ev.ev_refund_ref);
+	*ret = aj.aj_res;
+}
+
+static void pay_conf(struct fixture *fx, const struct orders_conf *conf, const char *key,
+                     const char *order, int64_t amount, const char *currency,
+                     const char *payment_ref, struct orders_result *ret)
+{
+	struct t_event te = {
+	        .te_kind = EVENT_PAYMENT_SUCCEEDED,
+	        .te_key = key,
+	        .te_order = order,
+	        .te_payment_ref = payment_ref,
+	        .te_amount = amount,
+	        .te_currency = currency,
+	};
+
+	apply_conf(fx, conf, &te, ret);
+}
+
+static void pay(struct fixture *fx, const char *key, const char *order, int64_t amount,
+                const char *currency, const char *payment_ref, struct orders_result *ret)
+{
+	pay_conf(fx, &t_conf, key, order, amount, currency, payment_ref, ret);
+}
+
+static void refund_conf(struct fixture *fx, const struct orders_conf *conf, const char *key,
+                        const char *order, const char *refund_ref, int64_t amount, int cumulative,
+                        struct orders_result *ret)
+{
+	struct t_event te = {
+	        .te_kind = EVENT_REFUNDED,
+	        .te_key = key,
+	        .te_order = order,
+	        .te_payment_ref = "pi_1",
+	        .te_refund_ref = refund_ref,
+	        .te_amount = amount,
+	        .te_currency = "USD",
+	        .te_cumulative = cumulative,
+	};
+
+	apply_conf(fx, conf, &te, ret);
+}
+
+static void refund(struct fixture *fx, const char *key, const char *order, const char *refund_ref,
+                   int64_t amount, int cumulative, struct orders_result *ret)
+{
+	refund_conf(fx, &t_conf, key, order, refund_ref, amount, cumulative, ret);
+}
+
+/* ---- reading rows back on a read connection ---- */
+
+#define QUERY_ARGS 3
+
+struct query_job {
+	const char *qj_sql;
+	const char *qj_args[QUERY_ARGS]; /* text parameters; the first NULL ends them */
+	struct store_row qj_row;
+	int qj_found;
+};
+
+static int query_fn(struct store_tx *tx, void *arg)
+{
+	struct query_job *qj = arg;
+	struct store_value p[QUERY_ARGS];
+	size_t n = 0;
+
+	while (n < QUERY_ARGS && qj->qj_args[n] != NULL) {
+		p[n] = store_text(qj->qj_args[n]);
+		n++;
+	}
+	qj->qj_found = store_query(tx, qj->qj_sql, p, n, &qj->qj_row);
+	return qj->qj_found < 0 ? -1 : 0;
+}
+
+/* The first row of sql with up to three text parameters; the row must exist. */
+static void query_row(struct fixture *fx, const char *sql, const char *a0, const char *a1,
+                      const char *a2, struct store_row *ret)
+{
+	struct query_job qj;
+
+	memset(&qj, 0, sizeof(qj));
+	qj.qj_sql = sql;
+	qj.qj_args[0] = a0;
+	qj.qj_args[1] = a1;
+	qj.qj_args[2] = a2;
+	assert_int_equal(store_read(fx->fx_st, T_NOW, query_fn, &qj), 0);
+	assert_int_equal(qj.qj_found, 1);
+	*ret = qj.qj_row;
+}
+
+static int64_t query_int(struct fixture *fx, const char *sql, const char *a0, const char *a1,
+                         const char *a2)
+{
+	struct store_row row;
+	int64_t v;
+
+	query_row(fx, sql, a0, a1, a2, &row);
+	v = store_row_int(&row, 0);
+	store_row_finish(&row);
+	return v;
+}
+
+/* Column 0 of the first row of sql (with one parameter) equals want; NULL wants SQL NULL. */
+static void assert_text(struct fixture *fx, const char *sql, const char *a0, const char *want)
+{
+	struct store_row row;
+
+	query_row(fx, sql, a0, NULL, NULL, &row);
+	if (want == NULL) {
+		assert_true(store_row_is_null(&row, 0));
+	} else {
+		assert_non_null(store_row_text(&row, 0));
+		assert_string_equal(store_row_text(&row, 0), want);
+	}
+	store_row_finish(&row);
+}
+
+static void assert_status(struct fixture *fx, const char *id, const char *want)
+{
+	assert_text(fx, "SELECT status FROM orders WHERE id = ?", id, want);
+}
+
+static int64_t refunded_amount(struct fixture *fx, const char *id)
+{
+	return query_int(fx, "SELECT refunded_amount FROM orders WHERE id = ?", id, NULL, NULL);
+}
+
+static int64_t points_total(struct fixture *fx, const char *id)
+{
+	return query_int(fx,
+	                 "SELECT COALESCE(SUM(points), 0) FROM points_ledger WHERE order_id = ?",
+	                 id, NULL, NULL);
+}
+
+static int64_t ledger_rows(struct fixture *fx, const char *id, const char *reason)
+{
+	return query_int(fx, "SELECT COUNT(*) FROM points_ledger WHERE order_id = ? AND reason = ?",
+	                 id, reason, NULL);
+}
+
+/* Points of the ledger row (order, reason, ref), which must exist. */
+static int64_t ledger_points(struct fixture *fx, const char *id, const char *reason,
+                             const char *ref)
+{
+	return query_int(
+	        fx,
+	        "SELECT points FROM points_ledger WHERE order_id = ? AND reason = ? AND ref = ?",
+	        id, reason, ref);
+}
+
+static int64_t refund_rows(struct fixture *fx, const char *id)
+{
+	return query_int(fx, "SELECT COUNT(*) FROM refunds WHERE order_id = ?", id, NULL, NULL);
+}
+
+static int64_t order_count(struct fixture *fx)
+{
+	return query_int(fx, "SELECT COUNT(*) FROM orders", NULL, NULL, NULL);
+}
+
+static void assert_effect(const struct orders_result *res, const char *effect)
+{
+	assert_int_equal(res->or_refused, 0);
+	assert_non_null(res->or_effect);
+	assert_string_equal(res->or_effect, effect);
+}
+
+static void assert_refused(const struct orders_result *res, const char *reason)
+{
+	assert_int_equal(res->or_refused, 1);
+	assert_string_equal(res->or_reason, reason);
+}
+
+/* ---- creating orders ---- */
+
+static void test_create_makes_a_pending_order_with_an_upper_case_currency(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+
+	create(fx, 1999, "usd", id);
+	assert_int_equal(strlen(id), ORDERS_ID_LEN);
+	assert_memory_equal(id, "ord_", 4);
+	assert_status(fx, id, "pending");
+	assert_text(fx, "SELECT currency FROM orders WHERE id = ?", id, "USD");
+	assert_text(fx, "SELECT customer_ref FROM orders WHERE id = ?", id, "cust_42");
+	assert_int_equal(query_int(fx, "SELECT amount FROM orders WHERE id = ?", id, NULL, NULL),
+	                 1999);
+	assert_int_equal(
+	        query_int(fx, "SELECT created_at FROM orders WHERE id = ?", id, NULL, NULL), T_NOW);
+	assert_int_equal(refunded_amount(fx, id), 0);
+	assert_text(fx, "SELECT paid_at FROM orders WHERE id = ?", id, NULL);
+}
+
+static void test_create_accepts_a_zero_amount(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+
+	create(fx, 0, "JPY", id);
+	assert_status(fx, id, "pending");
+}
+
+static void test_create_rejects_negative_amounts_and_malformed_currencies(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+
+	assert_int_equal(try_create(fx, -1, "USD", id), -1);
+	assert_int_equal(try_create(fx, MONEY_MAX_MINOR + 1, "USD", id), -1);
+	assert_int_equal(try_create(fx, 100, "US", id), -1);
+	assert_int_equal(try_create(fx, 100, "USDD", id), -1);
+	assert_int_equal(try_create(fx, 100, "U1D", id), -1);
+	assert_int_equal(try_create(fx, 100, "", id), -1);
+	assert_int_equal(try_create(fx, 100, NULL, id), -1);
+	assert_int_equal(order_count(fx), 0);
+}
+
+static void test_new_ids_are_well_formed_and_distinct(void **state)
+{
+	static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
+	char ids[64][ORDERS_ID_LEN + 1];
+	size_t i;
+	size_t j;
+
+	(void)state;
+	for (i = 0; i < 64; i++) {
+		assert_int_equal(orders_new_id(ids[i]), 0);
+		assert_int_equal(strlen(ids[i]), ORDERS_ID_LEN);
+		assert_memory_equal(ids[i], "ord_", 4);
+		for (j = 4; j < ORDERS_ID_LEN; j++) {
+			assert_non_null(memchr(alphabet, ids[i][j], sizeof(alphabet) - 1));
+		}
+		for (j = 0; j < i; j++) {
+			assert_string_not_equal(ids[i], ids[j]);
+		}
+	}
+}
+
+/* ---- payments ---- */
+
+static void test_payment_marks_the_order_paid_and_awards_points_once(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1999, "USD", id);
+	pay(fx, "evt_1", id, 1999, "USD", "pi_1", &res);
+	assert_effect(&res, "paid");
+	assert_string_equal(res.or_order_id, id);
+	assert_status(fx, id, "paid");
+	assert_text(fx, "SELECT provider FROM orders WHERE id = ?", id, T_PROVIDER);
+	assert_text(fx, "SELECT payment_ref FROM orders WHERE id = ?", id, "pi_1");
+	assert_int_equal(query_int(fx, "SELECT paid_at FROM orders WHERE id = ?", id, NULL, NULL),
+	                 T_LATER);
+	assert_int_equal(ledger_rows(fx, id, "award"), 1);
+	assert_int_equal(ledger_points(fx, id, "award", id), 19);
+
+	/* The same event again (say its idempotency record expired) changes nothing. */
+	pay(fx, "evt_1", id, 1999, "USD", "pi_1", &res);
+	assert_effect(&res, "noop");
+	assert_string_equal(res.or_order_id, id);
+	assert_int_equal(ledger_rows(fx, id, "award"), 1);
+	assert_int_equal(points_total(fx, id), 19);
+}
+
+static void test_two_payment_events_for_one_payment_pay_once(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 5000, "EUR", id);
+	/* checkout.session.completed, then payment_intent.succeeded */
+	pay(fx, "evt_cs", id, 5000, "EUR", "cs_1", &res);
+	assert_effect(&res, "paid");
+	pay(fx, "evt_pi", id, 5000, "EUR", "pi_1", &res);
+	assert_effect(&res, "noop");
+	assert_string_equal(res.or_order_id, id);
+	assert_status(fx, id, "paid");
+	assert_text(fx, "SELECT payment_ref FROM orders WHERE id = ?", id, "cs_1");
+	assert_int_equal(ledger_rows(fx, id, "award"), 1);
+	assert_int_equal(points_total(fx, id), 50);
+}
+
+static void test_payment_for_an_unknown_order_is_refused(void **state)
+{
+	struct fixture *fx = *state;
+	struct orders_result res;
+
+	pay(fx, "evt_1", "ord_doesnotexist000000", 1999, "USD", "pi_1", &res);
+	assert_refused(&res, "unknown_order");
+	assert_string_equal(res.or_order_id, "");
+	pay(fx, "evt_2", NULL, 1999, "USD", "pi_1", &res);
+	assert_refused(&res, "unknown_order");
+	refund(fx, "evt_3", "ord_doesnotexist000000", "re_1", 100, 0, &res);
+	assert_refused(&res, "unknown_order");
+	assert_int_equal(order_count(fx), 0);
+	assert_int_equal(query_int(fx, "SELECT COUNT(*) FROM refunds", NULL, NULL, NULL), 0);
+	assert_int_equal(query_int(fx, "SELECT COUNT(*) FROM points_ledger", NULL, NULL, NULL), 0);
+}
+
+static void test_payment_with_a_different_amount_is_refused(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1999, "USD", id);
+	pay(fx, "evt_1", id, 1998, "USD", "pi_1", &res);
+	assert_refused(&res, "amount_mismatch");
+	assert_string_equal(res.or_order_id, id);
+	pay(fx, "evt_2", id, -1, "USD", "pi_1", &res);
+	assert_refused(&res, "amount_mismatch");
+	assert_status(fx, id, "pending");
+	assert_int_equal(ledger_rows(fx, id, "award"), 0);
+}
+
+static void test_payment_in_a_different_currency_is_refused(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1999, "USD", id);
+	pay(fx, "evt_1", id, 1999, "EUR", "pi_1", &res);
+	assert_refused(&res, "currency_mismatch");
+	assert_string_equal(res.or_order_id, id);
+	pay(fx, "evt_2", id, 1999, "", "pi_1", &res);
+	assert_refused(&res, "currency_mismatch");
+	assert_status(fx, id, "pending");
+	assert_int_equal(ledger_rows(fx, id, "award"), 0);
+}
+
+static void test_a_zero_points_rate_pays_without_ledger_rows(void **state)
+{
+	static const struct orders_conf none = {.oc_points_num = 0, .oc_points_den = 1};
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", id);
+	pay_conf(fx, &none, "evt_1", id, 1000, "USD", "pi_1", &res);
+	assert_effect(&res, "paid");
+	refund_conf(fx, &none, "evt_2", id, "re_1", 1000, 0, &res);
+	assert_effect(&res, "refunded");
+	assert_int_equal(query_int(fx, "SELECT COUNT(*) FROM points_ledger", NULL, NULL, NULL), 0);
+}
+
+static void test_other_events_are_recorded_without_changes(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+	struct t_event te = {
+	        .te_kind = EVENT_OTHER,
+	        .te_key = "evt_1",
+	        .te_amount = -1,
+	};
+
+	create(fx, 1999, "USD", id);
+	te.te_order = id;
+	apply_conf(fx, &t_conf, &te, &res);
+	assert_effect(&res, "recorded");
+	assert_string_equal(res.or_order_id, id);
+	te.te_order = "ord_doesnotexist000000";
+	apply_conf(fx, &t_conf, &te, &res);
+	assert_effect(&res, "recorded");
+	assert_string_equal(res.or_order_id, "");
+	te.te_order = NULL;
+	apply_conf(fx, &t_conf, &te, &res);
+	assert_effect(&res, "recorded");
+	assert_status(fx, id, "pending");
+	assert_int_equal(
+	        query_int(fx, "SELECT updated_at FROM orders WHERE id = ?", id, NULL, NULL), T_NOW);
+}
+
+/* ---- refunds ---- */
+
+static void test_full_refund_after_payment_refunds_the_order_and_claws_back_all_points(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1999, "USD", id);
+	pay(fx, "evt_1", id, 1999, "USD", "pi_1", &res);
+	refund(fx, "evt_2", id, "re_1", 1999, 0, &res);
+	assert_effect(&res, "refunded");
+	assert_string_equal(res.or_order_id, id);
+	assert_status(fx, id, "refunded");
+	assert_int_equal(refunded_amount(fx, id), 1999);
+	assert_int_equal(
+	        query_int(fx, "SELECT refunded_at FROM orders WHERE id = ?", id, NULL, NULL),
+	        T_LATER);
+	assert_int_equal(refund_rows(fx, id), 1);
+	assert_int_equal(ledger_points(fx, id, "clawback", "re_1"), -19);
+	assert_int_equal(points_total(fx, id), 0);
+
+	/* A payment event arriving now cannot move the order back. */
+	pay(fx, "evt_3", id, 1999, "USD", "pi_1", &res);
+	assert_effect(&res, "noop");
+	assert_status(fx, id, "refunded");
+	assert_int_equal(ledger_rows(fx, id, "award"), 1);
+	assert_int_equal(points_total(fx, id), 0);
+}
+
+static void test_partial_refunds_accumulate_until_the_order_is_fully_refunded(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 10000, "USD", id);
+	pay(fx, "evt_1", id, 10000, "USD", "pi_1", &res);
+	assert_int_equal(points_total(fx, id), 100);
+
+	refund(fx, "evt_2", id, "re_1", 2500, 0, &res);
+	assert_effect(&res, "partially_refunded");
+	assert_status(fx, id, "partially_refunded");
+	assert_int_equal(refunded_amount(fx, id), 2500);
+	assert_int_equal(points_total(fx, id), 75);
+
+	refund(fx, "evt_3", id, "re_2", 2500, 0, &res);
+	assert_effect(&res, "partially_refunded");
+	assert_int_equal(refunded_amount(fx, id), 5000);
+	assert_int_equal(points_total(fx, id), 50);
+
+	refund(fx, "evt_4", id, "re_3", 5000, 0, &res);
+	assert_effect(&res, "refunded");
+	assert_status(fx, id, "refunded");
+	assert_int_equal(refunded_amount(fx, id), 10000);
+	assert_int_equal(refund_rows(fx, id), 3);
+	assert_int_equal(ledger_rows(fx, id, "clawback"), 3);
+	assert_int_equal(points_total(fx, id), 0);
+
+	/* Nothing is left to refund: a further refund changes nothing. */
+	refund(fx, "evt_5", id, "re_4", 1, 0, &res);
+	assert_effect(&res, "noop");
+	assert_status(fx, id, "refunded");
+	assert_int_equal(refund_rows(fx, id), 3);
+}
+
+static void test_the_same_refund_id_twice_counts_once(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 10000, "USD", id);
+	pay(fx, "evt_1", id, 10000, "USD", "pi_1", &res);
+	refund(fx, "evt_2", id, "re_1", 1000, 0, &res);
+	assert_effect(&res, "partially_refunded");
+	/* Another event (say refund.updated) naming the same provider refund. */
+	refund(fx, "evt_3", id, "re_1", 1000, 0, &res);
+	assert_effect(&res, "noop");
+	assert_string_equal(res.or_order_id, id);
+	assert_int_equal(refunded_amount(fx, id), 1000);
+	assert_int_equal(refund_rows(fx, id), 1);
+	assert_int_equal(ledger_rows(fx, id, "clawback"), 1);
+	assert_int_equal(points_total(fx, id), 90);
+}
+
+static void test_cumulative_refund_totals_arriving_out_of_order_count_once(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 10000, "USD", id);
+	pay(fx, "evt_1", id, 10000, "USD", "pi_1", &res);
+	/* The second refund's event (running total 5000) arrives first. */
+	refund(fx, "evt_3", id, "re_2", 5000, 1, &res);
+	assert_effect(&res, "partially_refunded");
+	assert_int_equal(refunded_amount(fx, id), 5000);
+	/* The first refund's event carries the smaller total 3000: already counted. */
+	refund(fx, "evt_2", id, "re_1", 3000, 1, &res);
+	assert_effect(&res, "noop");
+	assert_int_equal(refunded_amount(fx, id), 5000);
+	assert_int_equal(refund_rows(fx, id), 1);
+	assert_int_equal(points_total(fx, id), 50);
+	/* A third refund brings the total to the whole amount. */
+	refund(fx, "evt_4", id, "re_3", 10000, 1, &res);
+	assert_effect(&res, "refunded");
+	assert_status(fx, id, "refunded");
+	assert_int_equal(refunded_amount(fx, id), 10000);
+	assert_int_equal(query_int(fx, "SELECT amount FROM refunds WHERE refund_ref = ?", "re_3",
+	                           NULL, NULL),
+	                 5000);
+	assert_int_equal(points_total(fx, id), 0);
+}
+
+static void test_cumulative_totals_under_one_charge_id_count_each_increase(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	/* Stripe's charge.refunded without its refunds list names only the charge. */
+	create(fx, 1000, "USD", id);
+	pay(fx, "evt_1", id, 1000, "USD", "ch_1", &res);
+	refund(fx, "evt_2", id, "ch_1", 300, 1, &res);
+	assert_effect(&res, "partially_refunded");
+	refund(fx, "evt_3", id, "ch_1", 500, 1, &res);
+	assert_effect(&res, "partially_refunded");
+	assert_int_equal(refunded_amount(fx, id), 500);
+	assert_int_equal(ledger_points(fx, id, "clawback", "ch_1"), -3);
+	assert_int_equal(ledger_points(fx, id, "clawback", "ch_1@500"), -2);
+	/* The same total again, by a redelivery or another event, is no refund. */
+	refund(fx, "evt_3", id, "ch_1", 500, 1, &res);
+	assert_effect(&res, "noop");
+	refund(fx, "evt_4", id, "ch_1", 300, 1, &res);
+	assert_effect(&res, "noop");
+	refund(fx, "evt_5", id, "ch_1", 1000, 1, &res);
+	assert_effect(&res, "refunded");
+	assert_int_equal(refunded_amount(fx, id), 1000);
+	assert_int_equal(refund_rows(fx, id), 3);
+	assert_int_equal(points_total(fx, id), 0);
+}
+
+static void test_a_refund_larger_than_what_is_left_is_capped_at_the_order_amount(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", id);
+	pay(fx, "evt_1", id, 1000, "USD", "pi_1", &res);
+	refund(fx, "evt_2", id, "re_1", 600, 0, &res);
+	assert_effect(&res, "partially_refunded");
+	refund(fx, "evt_3", id, "re_2", 600, 0, &res);
+	assert_effect(&res, "refunded");
+	assert_int_equal(refunded_amount(fx, id), 1000);
+	assert_int_equal(query_int(fx, "SELECT amount FROM refunds WHERE refund_ref = ?", "re_2",
+	                           NULL, NULL),
+	                 400);
+	refund(fx, "evt_4", id, "re_3", 5000, 1, &res);
+	assert_effect(&res, "noop");
+	assert_int_equal(refunded_amount(fx, id), 1000);
+	assert_int_equal(points_total(fx, id), 0);
+}
+
+static void test_refund_in_a_different_currency_is_refused(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+	struct t_event te = {
+	        .te_kind = EVENT_REFUNDED,
+	        .te_key = "evt_2",
+	        .te_refund_ref = "re_1",
+	        .te_amount = 100,
+	        .te_currency = "EUR",
+	};
+
+	create(fx, 1000, "USD", id);
+	pay(fx, "evt_1", id, 1000, "USD", "pi_1", &res);
+	te.te_order = id;
+	apply_conf(fx, &t_conf, &te, &res);
+	assert_refused(&res, "currency_mismatch");
+	assert_string_equal(res.or_order_id, id);
+	assert_status(fx, id, "paid");
+	assert_int_equal(refunded_amount(fx, id), 0);
+	assert_int_equal(refund_rows(fx, id), 0);
+}
+
+static void test_refund_without_an_amount_is_refused(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", id);
+	pay(fx, "evt_1", id, 1000, "USD", "pi_1", &res);
+	refund(fx, "evt_2", id, "re_1", -1, 0, &res);
+	assert_refused(&res, "invalid_amount");
+	assert_string_equal(res.or_order_id, id);
+	assert_status(fx, id, "paid");
+	assert_int_equal(refund_rows(fx, id), 0);
+}
+
+static void test_refund_without_a_refund_id_counts_once_per_event(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", id);
+	pay(fx, "evt_1", id, 1000, "USD", "pi_1", &res);
+	refund(fx, "evt_2", id, NULL, 300, 0, &res);
+	assert_effect(&res, "partially_refunded");
+	refund(fx, "evt_2", id, NULL, 300, 0, &res);
+	assert_effect(&res, "noop");
+	assert_int_equal(refunded_amount(fx, id), 300);
+	assert_int_equal(ledger_points(fx, id, "clawback", "evt_2"), -3);
+}
+
+static void test_refund_before_payment_leaves_order_refunded_without_points(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1999, "USD", id);
+	refund(fx, "evt_2", id, "re_1", 1999, 0, &res);
+	assert_effect(&res, "refunded");
+	assert_status(fx, id, "refunded");
+	assert_int_equal(refunded_amount(fx, id), 1999);
+	assert_int_equal(query_int(fx, "SELECT COUNT(*) FROM points_ledger", NULL, NULL, NULL), 0);
+
+	/* The late payment event changes nothing and is not a refusal. */
+	pay(fx, "evt_1", id, 1999, "USD", "pi_1", &res);
+	assert_effect(&res, "noop");
+	assert_string_equal(res.or_order_id, id);
+	assert_status(fx, id, "refunded");
+	assert_text(fx, "SELECT paid_at FROM orders WHERE id = ?", id, NULL);
+	assert_text(fx, "SELECT payment_ref FROM orders WHERE id = ?", id, NULL);
+	assert_int_equal(query_int(fx, "SELECT COUNT(*) FROM points_ledger", NULL, NULL, NULL), 0);
+}
+
+static void test_late_payment_after_a_partial_refund_awards_no_points(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", id);
+	refund(fx, "evt_2", id, "re_1", 400, 0, &res);
+	assert_effect(&res, "partially_refunded");
+	pay(fx, "evt_1", id, 1000, "USD", "pi_1", &res);
+	assert_effect(&res, "noop");
+	assert_status(fx, id, "partially_refunded");
+	assert_int_equal(query_int(fx, "SELECT COUNT(*) FROM points_ledger", NULL, NULL, NULL), 0);
+	/* The rest of the refund completes it, still without points. */
+	refund(fx, "evt_3", id, "re_2", 600, 0, &res);
+	assert_effect(&res, "refunded");
+	assert_int_equal(query_int(fx, "SELECT COUNT(*) FROM points_ledger", NULL, NULL, NULL), 0);
+}
+
+/* ---- points ---- */
+
+static void test_clawback_is_proportional_and_exact_at_the_end(void **state)
+{
+	static const struct orders_conf third = {.oc_points_num = 1, .oc_points_den = 3};
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", id);
+	pay_conf(fx, &third, "evt_1", id, 1000, "USD", "pi_1", &res);
+	assert_int_equal(ledger_points(fx, id, "award", id), 333);
+
+	/* 10% refunded: floor(333 * 100 / 1000) = 33 */
+	refund_conf(fx, &third, "evt_2", id, "re_1", 100, 0, &res);
+	assert_int_equal(ledger_points(fx, id, "clawback", "re_1"), -33);
+	/* 35% refunded: floor(333 * 350 / 1000) = 116, so 83 more */
+	refund_conf(fx, &third, "evt_3", id, "re_2", 250, 0, &res);
+	assert_int_equal(ledger_points(fx, id, "clawback", "re_2"), -83);
+	/* the rest: everything left, 217, whatever the rounding before */
+	refund_conf(fx, &third, "evt_4", id, "re_3", 650, 0, &res);
+	assert_effect(&res, "refunded");
+	assert_int_equal(ledger_points(fx, id, "clawback", "re_3"), -217);
+	assert_int_equal(points_total(fx, id), 0);
+}
+
+static void test_points_are_computed_without_overflow_for_large_amounts(void **state)
+{
+	/* amount * num is about 1.2e20, past INT64_MAX; the result is not. */
+	static const struct orders_conf big = {.oc_points_num = 123456, .oc_points_den = 100000};
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, MONEY_MAX_MINOR, "USD", id);
+	pay_conf(fx, &big, "evt_1", id, MONEY_MAX_MINOR, "USD", "pi_1", &res);
+	assert_effect(&res, "paid");
+	assert_int_equal(ledger_points(fx, id, "award", id), 1234560000000000LL);
+	/* awarded * refunded is about 6e29 */
+	refund_conf(fx, &big, "evt_2", id, "re_1", MONEY_MAX_MINOR / 2, 0, &res);
+	assert_int_equal(ledger_points(fx, id, "clawback", "re_1"), -617280000000000LL);
+	refund_conf(fx, &big, "evt_3", id, "re_2", MONEY_MAX_MINOR / 2, 0, &res);
+	assert_effect(&res, "refunded");
+	assert_int_equal(points_total(fx, id), 0);
+}
+
+static void test_points_past_the_int64_range_saturate_instead_of_wrapping(void **state)
+{
+	static const struct orders_conf huge = {.oc_points_num = INT64_MAX, .oc_points_den = 1};
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", id);
+	pay_conf(fx, &huge, "evt_1", id, 1000, "USD", "pi_1", &res);
+	assert_int_equal(ledger_points(fx, id, "award", id), INT64_MAX);
+	refund_conf(fx, &huge, "evt_2", id, "re_1", 1000, 0, &res);
+	assert_int_equal(ledger_points(fx, id, "clawback", "re_1"), -INT64_MAX);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(
+	                test_create_makes_a_pending_order_with_an_upper_case_currency, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(test_create_accepts_a_zero_amount, setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_create_rejects_negative_amounts_and_malformed_currencies, setup,
+	                teardown),
+	        cmocka_unit_test(test_new_ids_are_well_formed_and_distinct),
+	        cmocka_unit_test_setup_teardown(
+	                test_payment_marks_the_order_paid_and_awards_points_once, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_two_payment_events_for_one_payment_pay_once,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_payment_for_an_unknown_order_is_refused, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_payment_with_a_different_amount_is_refused,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_payment_in_a_different_currency_is_refused,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_a_zero_points_rate_pays_without_ledger_rows,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_other_events_are_recorded_without_changes,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_full_refund_after_payment_refunds_the_order_and_claws_back_all_points,
+	                setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_partial_refunds_accumulate_until_the_order_is_fully_refunded, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(test_the_same_refund_id_twice_counts_once, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_cumulative_refund_totals_arriving_out_of_order_count_once, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_a_refund_larger_than_what_is_left_is_capped_at_the_order_amount, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_cumulative_totals_under_one_charge_id_count_each_increase, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(test_refund_without_an_amount_is_refused, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_refund_without_a_refund_id_counts_once_per_event, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_refund_in_a_different_currency_is_refused,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_refund_before_payment_leaves_order_refunded_without_points, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_late_payment_after_a_partial_refund_awards_no_points, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_clawback_is_proportional_and_exact_at_the_end,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_points_are_computed_without_overflow_for_large_amounts, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_points_past_the_int64_range_saturate_instead_of_wrapping, setup,
+	                teardown),
+	};
+
+	/* Refusals log warnings by design; keep the test output to errors. */
+	log_set_level(LOG_LEVEL_ERR);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
