@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# install-deps.sh: installs the Debian packages idemhook needs to build and
+# test, only those that are missing. Uses sudo when not run as root.
+set -euo pipefail
+
+packages=(
+	build-essential meson ninja-build pkg-config python3 ca-certificates
+	libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libcjson-dev
+	libssl-dev libinih-dev libcmocka-dev libsystemd-dev
+	sqlite3 curl openssl scdoc
+)
+if [ "${1:-}" = "--browser" ]; then
+	packages+=(chromium nodejs npm)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing+=("$p")
+	fi
+done
+if [ "${#missing[@]}" -eq 0 ]; then
+	exit 0
+fi
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+	sudo="sudo"
+fi
+echo "installing: ${missing[*]}" >&2
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# test.sh: installs what is missing, builds with warnings as errors, and runs
+# every test (unit, integration against the real daemon, browser).
+# Usage: contrib/test.sh [BUILD_DIR] [extra meson setup options...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+build="${1:-build}"
+shift || true
+contrib/install-deps.sh --browser
+if [ ! -f "$build/build.ninja" ]; then
+	meson setup "$build" --werror "$@"
+fi
+meson compile -C "$build"
+meson test -C "$build" --print-errorlogs --num-processes 2

@@ -1,0 +1,255 @@
+/* test_rejects.c: bad input gets a clear answer and changes nothing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "stripe_common.h"
+
+struct rejects {
+	struct daemon rj_daemon;
+	char rj_order[64];
+	char rj_url[256];
+};
+
+/* Everything a request could have changed: business and idempotency rows. */
+static char *rejects_snapshot(struct daemon *d)
+{
+	static const char *const tables[] = {
+		"SELECT * FROM idempotency_records ORDER BY id",
+		"SELECT * FROM events ORDER BY id",
+		"SELECT * FROM orders ORDER BY id",
+		"SELECT * FROM points_ledger ORDER BY id",
+		"SELECT * FROM refunds ORDER BY id",
+	};
+	struct buf b;
+	size_t i;
+	char *s;
+
+	buf_init(&b, 0);
+	for (i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+		char *part = hn_db_dump(d->dm_db, tables[i]);
+
+		assert_non_null(part);
+		buf_puts(&b, part);
+		buf_puts(&b, "--\n");
+		free(part);
+	}
+	s = buf_take(&b, NULL);
+	buf_finish(&b);
+	return s;
+}
+
+static int setup(void **state)
+{
+	struct rejects *rj = calloc(1, sizeof(*rj));
+	struct hres r;
+	char *body;
+
+	if (rj == NULL || daemon_init(&rj->rj_daemon, TEST_STRIPE_INI) < 0 || daemon_start(&rj->rj_daemon) < 0 ||
+	    hn_order_create(&rj->rj_daemon, 1999, "usd", rj->rj_order) < 0) {
+		return -1;
+	}
+	/* One accepted callback, so the snapshot is not trivially empty. */
+	body = test_pi_succeeded("evt_reject_base", rj->rj_order, 1999, "usd");
+	if (hn_post_stripe(&rj->rj_daemon, "stripe", TEST_STRIPE_SECRET, body, &r) < 0 || r.hs_status != 200) {
+		return -1;
+	}
+	hres_finish(&r);
+	free(body);
+	snprintf(rj->rj_url, sizeof(rj->rj_url), "%s/hooks/stripe", rj->rj_daemon.dm_base);
+	*state = rj;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct rejects *rj = *state;
+
+	daemon_finish(&rj->rj_daemon);
+	free(rj);
+	return 0;
+}
+
+/* Sends body with the given signature header (NULL: none) and checks the
+ * status, the problem+json answer, and that nothing changed. */
+static void expect_refused(struct rejects *rj, const char *sig_header, const char *body, size_t body_len,
+			   long status)
+{
+	const char *headers[3] = {"Content-Type: application/json", sig_header, NULL};
+	char *before = rejects_snapshot(&rj->rj_daemon);
+	char *after;
+	char *ct;
+	struct hres r;
+
+	assert_int_equal(hn_http("POST", rj->rj_url, headers, body, body_len, &r), 0);
+	assert_int_equal(r.hs_status, status);
+	ct = hres_header(&r, "Content-Type");
+	assert_non_null(ct);
+	assert_string_equal(ct, "application/problem+json");
+	after = rejects_snapshot(&rj->rj_daemon);
+	assert_string_equal(before, after);
+	free(ct);
+	free(before);
+	free(after);
+	hres_finish(&r);
+}
+
+static char *signed_header(const char *secret, int64_t t, const char *body)
+{
+	char *sig = hn_stripe_signature(secret, t, body, strlen(body));
+	char *h = malloc(strlen(sig) + 32);
+
+	snprintf(h, strlen(sig) + 32, "Stripe-Signature: %s", sig);
+	free(sig);
+	return h;
+}
+
+static void test_wrong_secret_is_refused_with_401_and_stores_nothing(void **state)
+{
+	struct rejects *rj = *state;
+	char *body = test_pi_succeeded("evt_bad_sig", rj->rj_order, 1999, "usd");
+	char *h = signed_header("whsec_not_the_secret", hn_now_s(), body);
+
+	expect_refused(rj, h, body, strlen(body), 401);
+	free(h);
+	free(body);
+}
+
+static void test_body_changed_after_signing_is_refused_with_401(void **state)
+{
+	struct rejects *rj = *state;
+	char *body = test_pi_succeeded("evt_tampered", rj->rj_order, 1999, "usd");
+	char *h = signed_header(TEST_STRIPE_SECRET, hn_now_s(), body);
+	char *amount = strstr(body, "1999");
+
+	amount[0] = '9'; /* one byte changed */
+	expect_refused(rj, h, body, strlen(body), 401);
+	free(h);
+	free(body);
+}
+
+static void test_missing_signature_is_refused_with_400(void **state)
+{
+	struct rejects *rj = *state;
+	char *body = test_pi_succeeded("evt_no_sig", rj->rj_order, 1999, "usd");
+
+	expect_refused(rj, NULL, body, strlen(body), 400);
+	free(body);
+}
+
+static void test_malformed_signature_header_is_refused_with_400(void **state)
+{
+	struct rejects *rj = *state;
+	char *body = test_pi_succeeded("evt_garbled", rj->rj_order, 1999, "usd");
+
+	expect_refused(rj, "Stripe-Signature: garbage-without-fields", body, strlen(body), 400);
+	free(body);
+}
+
+static void test_stale_timestamp_is_refused_with_401(void **state)
+{
+	struct rejects *rj = *state;
+	char *body = test_pi_succeeded("evt_stale", rj->rj_order, 1999, "usd");
+	char *h = signed_header(TEST_STRIPE_SECRET, hn_now_s() - 301, body);
+
+	expect_refused(rj, h, body, strlen(body), 401);
+	free(h);
+	free(body);
+}
+
+static void test_malformed_json_with_a_valid_signature_is_refused_with_400(void **state)
+{
+	struct rejects *rj = *state;
+	const char *body = "{\"id\":\"evt_broken\",\"type\":\"payment_intent.succeeded\",\"data\":{";
+	char *h = signed_header(TEST_STRIPE_SECRET, hn_now_s(), body);
+
+	expect_refused(rj, h, body, strlen(body), 400);
+	free(h);
+}
+
+static void test_oversized_body_is_refused_with_413(void **state)
+{
+	struct rejects *rj = *state;
+	size_t len = 2 * 1024 * 1024;
+	char *body = malloc(len + 1);
+	char *h;
+
+	memset(body, ' ', len);
+	body[0] = '{';
+	body[len - 1] = '}';
+	body[len] = '\0';
+	h = signed_header(TEST_STRIPE_SECRET, hn_now_s(), body);
+	expect_refused(rj, h, body, len, 413);
+	free(h);
+	free(body);
+}
+
+static void test_get_on_a_hook_is_refused_with_405(void **state)
+{
+	struct rejects *rj = *state;
+	struct hres r;
+	char *allow;
+
+	assert_int_equal(hn_http("GET", rj->rj_url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 405);
+	allow = hres_header(&r, "Allow");
+	assert_non_null(allow);
+	assert_string_equal(allow, "POST");
+	free(allow);
+	hres_finish(&r);
+}
+
+static void test_unknown_provider_path_is_404(void **state)
+{
+	struct rejects *rj = *state;
+	struct hres r;
+	char url[300];
+
+	snprintf(url, sizeof(url), "%s/hooks/nosuchprovider", rj->rj_daemon.dm_base);
+	assert_int_equal(hn_http("POST", url, NULL, "{}", 2, &r), 0);
+	assert_int_equal(r.hs_status, 404);
+	hres_finish(&r);
+}
+
+static void test_refused_key_is_not_consumed_and_the_valid_delivery_still_applies(void **state)
+{
+	struct rejects *rj = *state;
+	char id[64];
+	char *body;
+	char *bad;
+	struct hres r;
+
+	assert_int_equal(hn_order_create(&rj->rj_daemon, 700, "usd", id), 0);
+	body = test_pi_succeeded("evt_retry_after_bad", id, 700, "usd");
+	bad = signed_header("whsec_wrong", hn_now_s(), body);
+	expect_refused(rj, bad, body, strlen(body), 401);
+	assert_int_equal(hn_post_stripe(&rj->rj_daemon, "stripe", TEST_STRIPE_SECRET, body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	assert_null(hres_header(&r, "Idempotent-Replayed"));
+	assert_int_equal(test_db_int(&rj->rj_daemon, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id), 1);
+	hres_finish(&r);
+	free(bad);
+	free(body);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_wrong_secret_is_refused_with_401_and_stores_nothing),
+		cmocka_unit_test(test_body_changed_after_signing_is_refused_with_401),
+		cmocka_unit_test(test_missing_signature_is_refused_with_400),
+		cmocka_unit_test(test_malformed_signature_header_is_refused_with_400),
+		cmocka_unit_test(test_stale_timestamp_is_refused_with_401),
+		cmocka_unit_test(test_malformed_json_with_a_valid_signature_is_refused_with_400),
+		cmocka_unit_test(test_oversized_body_is_refused_with_413),
+		cmocka_unit_test(test_get_on_a_hook_is_refused_with_405),
+		cmocka_unit_test(test_unknown_provider_path_is_404),
+		cmocka_unit_test(test_refused_key_is_not_consumed_and_the_valid_delivery_still_applies),
+	};
+
+	return cmocka_run_group_tests_name("bad input changes nothing", tests, setup, teardown);
+}
