@@ -10,6 +10,7 @@
 #include "ingest.h"
 #include "log.h"
 #include "metrics.h"
+#include "provider.h"
 
 #define APP_HOOKS_PREFIX "/hooks/"
 
@@ -92,7 +93,13 @@ static void app_hook(struct app *app, const struct config *cf, const struct http
 	}
 	memset(&opt, 0, sizeof(opt));
 	memset(&rep, 0, sizeof(rep));
-	if (ingest_hook(app->app_store, cf, pc, req, &opt, ret, &rep) < 0) {
+	if (!config_provider_allows(pc, req->hr_client)) {
+		metrics_rejected(pc->pc_name, "source_not_allowed");
+		rep.ir_result = INGEST_REJECTED;
+		rep.ir_reason = "source_not_allowed";
+		pc->pc_provider->p_error(pc, 403, "source_not_allowed", "This address may not call this endpoint.",
+					 ret);
+	} else if (ingest_hook(app->app_store, cf, pc, req, &opt, ret, &rep) < 0) {
 		reply_problem(ret, 503, "unavailable", "Temporarily unavailable", NULL);
 		reply_add_header(ret, "Retry-After", "1");
 		rep.ir_result = INGEST_TRANSIENT;

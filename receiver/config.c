@@ -546,6 +546,55 @@ static int config_parse_core(struct config *cf)
 	return config_parse_points(cf);
 }
 
+static int config_parse_allow_from(struct config *cf, const struct config_section *cs, struct provider_conf *pc)
+{
+	const char *v = config_section_get(cs, "allow_from");
+	const char *p;
+	size_t n = 0;
+
+	if (v == NULL) {
+		return 0;
+	}
+	pc->pc_allow_from = calloc(strlen(v) / 2 + 2, sizeof(char *));
+	if (pc->pc_allow_from == NULL) {
+		return -1;
+	}
+	for (p = v; *p != '\0';) {
+		size_t len = strcspn(p, " ,");
+		char *cidr;
+
+		if (len == 0) {
+			p++;
+			continue;
+		}
+		cidr = strndup(p, len);
+		if (cidr == NULL) {
+			return -1;
+		}
+		pc->pc_allow_from[n++] = cidr;
+		if (http_cidr_match(cidr, "127.0.0.1") < 0) {
+			return config_bad(cf, cs->cs_name, "allow_from", cidr, "CIDRs such as 192.0.2.0/24 or ::1/128");
+		}
+		p += len;
+	}
+	return 0;
+}
+
+int config_provider_allows(const struct provider_conf *pc, const char *client)
+{
+	size_t i;
+
+	if (pc->pc_allow_from == NULL) {
+		return 1;
+	}
+	for (i = 0; pc->pc_allow_from[i] != NULL; i++) {
+		if (http_cidr_match(pc->pc_allow_from[i], client) == 1) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static int config_parse_provider(struct config *cf, const struct config_section *cs, struct provider_conf *pc)
 {
 	const char *name = cs->cs_name + strlen("provider ");
@@ -588,6 +637,9 @@ static int config_parse_provider(struct config *cf, const struct config_section 
 		return -1;
 	}
 	pc->pc_retention_s = v;
+	if (config_parse_allow_from(cf, cs, pc) < 0) {
+		return -1;
+	}
 	if (pc->pc_provider->p_create(pc, &pc->pc_state) < 0) {
 		log_err("config %s: [%s]: provider configuration refused", config_file_name(cf), cs->cs_name);
 		return -1;
@@ -698,6 +750,12 @@ void config_destroy(struct config *cf)
 
 		if (pc->pc_state != NULL && pc->pc_provider != NULL && pc->pc_provider->p_destroy != NULL) {
 			pc->pc_provider->p_destroy(pc->pc_state);
+		}
+		if (pc->pc_allow_from != NULL) {
+			for (j = 0; pc->pc_allow_from[j] != NULL; j++) {
+				free(pc->pc_allow_from[j]);
+			}
+			free(pc->pc_allow_from);
 		}
 		free(pc->pc_name);
 	}

@@ -32,7 +32,11 @@ struct provider_conf {
 	int64_t pc_tolerance_s; /* signature timestamp tolerance, default 300 */
 	int64_t pc_retention_s; /* idempotency retention; default [store] retention */
 	void *pc_state; /* the profile's parsed secrets and keys (p_create) */
+	char **pc_allow_from; /* source CIDRs allowed to call (NULL-terminated), or NULL: any */
 };
+
+/* 1 when client (an address) may call provider instance pc, else 0. */
+int config_provider_allows(const struct provider_conf *pc, const char *client);
 
 struct config {
 	char *cf_path; /* NULL for the built-in demo */

@@ -20,6 +20,7 @@
 
 #define HTTP_URL_MAX 8192 /* bytes in a request target */
 #define HTTP_DRAIN_MAX_MS 10000 /* how long http_destroy waits for requests in flight */
+#define HTTP_DISCARD_MAX (8 * 1024 * 1024) /* bytes of an over-cap chunked body dropped before closing */
 
 struct http_server {
 	struct MHD_Daemon *hs_daemon;
@@ -40,6 +41,8 @@ struct http_conn {
 	struct buf hc_body;
 	int hc_head_seen; /* the access handler has seen the request head */
 	int hc_refused; /* a response was queued before the body was read */
+	int hc_too_large; /* an unannounced body went over the cap */
+	size_t hc_discarded; /* bytes dropped since */
 	int64_t hc_received_ms;
 };
 
@@ -404,13 +407,27 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 		return MHD_YES;
 	}
 	if (*upload_data_size > 0) {
-		if (buf_append(&hc->hc_body, upload_data, *upload_data_size) < 0) {
-			*upload_data_size = 0;
-			return http_refuse(con, hc, 413, "body-too-large", "Request body too large",
-					   "The body is larger than this endpoint accepts.");
-		}
+		size_t n = *upload_data_size;
+
 		*upload_data_size = 0;
+		if (hc->hc_too_large) {
+			/* A body of unannounced length went over the cap: drop the
+			 * rest so the client can read the 413, up to a bound. */
+			hc->hc_discarded += n;
+			if (hc->hc_discarded > HTTP_DISCARD_MAX) {
+				return http_refuse(con, hc, 413, "body-too-large", "Request body too large",
+						   "The body is larger than this endpoint accepts.");
+			}
+			return MHD_YES;
+		}
+		if (buf_append(&hc->hc_body, upload_data, n) < 0) {
+			hc->hc_too_large = 1;
+		}
 		return MHD_YES;
+	}
+	if (hc->hc_too_large) {
+		return http_refuse(con, hc, 413, "body-too-large", "Request body too large",
+				   "The body is larger than this endpoint accepts.");
 	}
 	if (!hc->hc_head_seen) {
 		/* First call: the head is in. Refuse an announced oversized body

@@ -1,0 +1,199 @@
+/* test_config.c: the INI configuration, typed readers and secrets. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "store.h"
+
+static char tmpdir[64];
+
+static int setup(void **state)
+{
+	snprintf(tmpdir, sizeof(tmpdir), "/tmp/idemhook-config-XXXXXX");
+	return mkdtemp(tmpdir) != NULL ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static const char *write_file(const char *name, const char *content)
+{
+	static char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(content, f);
+	fclose(f);
+	return path;
+}
+
+static void test_no_file_gives_the_demo_on_loopback_with_a_stripe_instance(void **state)
+{
+	struct config *cf = config_load(NULL);
+
+	assert_non_null(cf);
+	assert_true(cf->cf_demo);
+	assert_string_equal(cf->cf_listen_host, "127.0.0.1");
+	assert_int_equal(cf->cf_listen_port, 8080);
+	assert_string_equal(cf->cf_db_path, "./var/idemhook.db");
+	assert_int_equal(cf->cf_sync, STORE_SYNC_FULL);
+	assert_int_equal(cf->cf_retention_s, 7 * 86400);
+	assert_int_equal(cf->cf_body_max, 1024 * 1024);
+	assert_non_null(config_provider(cf, "stripe"));
+	assert_null(config_provider(cf, "adyen"));
+	config_destroy(cf);
+}
+
+static void test_durations_sizes_and_booleans_parse_exactly(void **state)
+{
+	int64_t d;
+	size_t s;
+	int b;
+
+	assert_int_equal(config_parse_duration("90", &d), 0);
+	assert_int_equal(d, 90);
+	assert_int_equal(config_parse_duration("15m", &d), 0);
+	assert_int_equal(d, 900);
+	assert_int_equal(config_parse_duration("25h", &d), 0);
+	assert_int_equal(d, 90000);
+	assert_int_equal(config_parse_duration("7d", &d), 0);
+	assert_int_equal(d, 604800);
+	assert_int_equal(config_parse_duration("7 d", &d), -1);
+	assert_int_equal(config_parse_duration("-1", &d), -1);
+	assert_int_equal(config_parse_duration("1w", &d), -1);
+	assert_int_equal(config_parse_duration("99999999999999999999", &d), -1);
+	assert_int_equal(config_parse_size("512k", &s), 0);
+	assert_int_equal(s, 512 * 1024);
+	assert_int_equal(config_parse_size("1M", &s), 0);
+	assert_int_equal(s, 1024 * 1024);
+	assert_int_equal(config_parse_size("1.5M", &s), -1);
+	assert_int_equal(config_parse_bool("Yes", &b), 0);
+	assert_true(b);
+	assert_int_equal(config_parse_bool("off", &b), 0);
+	assert_false(b);
+	assert_int_equal(config_parse_bool("maybe", &b), -1);
+}
+
+static void test_full_file_sets_core_keys_and_provider_instances(void **state)
+{
+	char ini[2048];
+	const char *secret_path = write_file("stripe.secret", "whsec_from_file\n");
+	const char *path;
+	const struct provider_conf *eu;
+	const struct provider_conf *us;
+	struct config *cf;
+
+	snprintf(ini, sizeof(ini),
+		 "[server]\nlisten = [::1]:9443\nthreads = 3\nbody_max = 64k\n\n"
+		 "[store]\npath = %s/x.db\nsynchronous = normal\nbatch_max = 16\nretention = 10d\n\n"
+		 "[points]\nrate = 0.05\n\n"
+		 "[provider stripe-eu]\ntype = stripe\nsecret = file:%s\ntolerance = 120\n"
+		 "allow_from = 192.0.2.0/24, 2001:db8::/32\n\n"
+		 "[provider stripe-us]\ntype = stripe\nsecret = whsec_literal\nretention = 2d\n",
+		 tmpdir, secret_path);
+	path = write_file("full.ini", ini);
+	cf = config_load(path);
+	assert_non_null(cf);
+	assert_false(cf->cf_demo);
+	assert_string_equal(cf->cf_listen_host, "::1");
+	assert_int_equal(cf->cf_listen_port, 9443);
+	assert_int_equal(cf->cf_threads, 3);
+	assert_int_equal(cf->cf_body_max, 65536);
+	assert_int_equal(cf->cf_sync, STORE_SYNC_NORMAL);
+	assert_int_equal(cf->cf_batch_max, 16);
+	assert_int_equal(cf->cf_points_num, 5);
+	assert_int_equal(cf->cf_points_den, 100);
+	eu = config_provider(cf, "stripe-eu");
+	us = config_provider(cf, "stripe-us");
+	assert_non_null(eu);
+	assert_non_null(us);
+	assert_int_equal(eu->pc_tolerance_s, 120);
+	assert_int_equal(eu->pc_retention_s, 10 * 86400);
+	assert_int_equal(us->pc_retention_s, 2 * 86400);
+	assert_true(config_provider_allows(eu, "192.0.2.44"));
+	assert_true(config_provider_allows(eu, "2001:db8::1"));
+	assert_false(config_provider_allows(eu, "198.51.100.1"));
+	assert_true(config_provider_allows(us, "198.51.100.1"));
+	config_destroy(cf);
+}
+
+static void test_points_rate_accepts_fractions_and_refuses_floats_in_disguise(void **state)
+{
+	struct config *cf;
+
+	cf = config_load(write_file("r1.ini", "[points]\nrate = 1/3\n"));
+	assert_non_null(cf);
+	assert_int_equal(cf->cf_points_num, 1);
+	assert_int_equal(cf->cf_points_den, 3);
+	config_destroy(cf);
+	assert_null(config_load(write_file("r2.ini", "[points]\nrate = 1e-2\n")));
+	assert_null(config_load(write_file("r3.ini", "[points]\nrate = 1/0\n")));
+	assert_null(config_load(write_file("r4.ini", "[points]\nrate = 0.\n")));
+}
+
+static void test_bad_files_are_refused_whole(void **state)
+{
+	assert_null(config_load(write_file("b1.ini", "[provider x]\ntype = nosuchprovider\n")));
+	assert_null(config_load(write_file("b2.ini", "[server]\nlisten = localhost\n")));
+	assert_null(config_load(write_file("b3.ini", "[server]\nlisten = 127.0.0.1:70000\n")));
+	assert_null(config_load(write_file("b4.ini", "[store]\nsynchronous = sometimes\n")));
+	assert_null(config_load(write_file("b5.ini", "[provider a/b]\ntype = stripe\nsecret = whsec_x\n")));
+	assert_null(config_load(write_file("b6.ini", "this is not ini\n")));
+	assert_null(config_load(write_file("b7.ini", "[provider s]\ntype = stripe\nsecret = whsec_x\n"
+						     "allow_from = 10.0.0.0/99\n")));
+	assert_null(config_load("/nonexistent/idemhook.ini"));
+}
+
+static void test_secrets_come_from_files_credentials_and_environment(void **state)
+{
+	char *s = NULL;
+	size_t len = 0;
+	char spec[256];
+
+	write_file("cred", "s3cret\r\n");
+	snprintf(spec, sizeof(spec), "file:%s/cred", tmpdir);
+	assert_int_equal(config_read_secret(spec, &s, &len), 0);
+	assert_string_equal(s, "s3cret");
+	assert_int_equal(len, 6);
+	free(s);
+	setenv("CREDENTIALS_DIRECTORY", tmpdir, 1);
+	assert_int_equal(config_read_secret("credential:cred", &s, &len), 0);
+	assert_string_equal(s, "s3cret");
+	free(s);
+	assert_int_equal(config_read_secret("credential:../etc/passwd", &s, &len), -1);
+	unsetenv("CREDENTIALS_DIRECTORY");
+	assert_int_equal(config_read_secret("credential:cred", &s, &len), -1);
+	setenv("IDEMHOOK_TEST_SECRET", "from-env", 1);
+	assert_int_equal(config_read_secret("env:IDEMHOOK_TEST_SECRET", &s, &len), 0);
+	assert_string_equal(s, "from-env");
+	free(s);
+	assert_int_equal(config_read_secret("file:/nonexistent/secret", &s, &len), -1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_no_file_gives_the_demo_on_loopback_with_a_stripe_instance),
+		cmocka_unit_test(test_durations_sizes_and_booleans_parse_exactly),
+		cmocka_unit_test(test_full_file_sets_core_keys_and_provider_instances),
+		cmocka_unit_test(test_points_rate_accepts_fractions_and_refuses_floats_in_disguise),
+		cmocka_unit_test(test_bad_files_are_refused_whole),
+		cmocka_unit_test(test_secrets_come_from_files_credentials_and_environment),
+	};
+
+	return cmocka_run_group_tests_name("config", tests, setup, teardown);
+}
