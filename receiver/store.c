@@ -1,0 +1,1791 @@
+/* store.c: the SQLite idempotency store: a writer thread with group commit,
+ * per-thread read connections, migrations, and the statement API of store.h. */
+#include <errno.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "log.h"
+#include "migrations.h"
+#include "store.h"
+
+#define STORE_BATCH_MAX_DEFAULT 256 /* units per transaction */
+#define STORE_BUSY_TIMEOUT_MS_DEFAULT 5000
+#define STORE_LEASE_MS_DEFAULT ((int64_t)60 * 1000)
+#define STORE_RETENTION_MS_DEFAULT ((int64_t)7 * 24 * 3600 * 1000)
+#define STORE_RETRY_AFTER_S 1 /* Retry-After for transient failures */
+#define STORE_STMT_BUCKETS 64
+#define STORE_STMT_CACHE_MAX 512 /* cached statements per connection */
+#define STORE_DIR_MODE 0750
+#define STORE_FINGERPRINT_LEN 32 /* SHA-256, as in struct store_claim */
+
+#define STORE_SQL_RECORD                                                                           \
+	"SELECT id, status, fingerprint, reply_status, reply_content_type, reply_headers, "        \
+	"reply_body, lease_until, fence_token, created_at FROM idempotency_records "               \
+	"WHERE scope = ? AND idem_key = ?"
+
+/* Columns of STORE_SQL_RECORD. */
+enum store_rec_col {
+	STORE_REC_ID = 0,
+	STORE_REC_STATUS,
+	STORE_REC_FINGERPRINT,
+	STORE_REC_REPLY_STATUS,
+	STORE_REC_CONTENT_TYPE,
+	STORE_REC_HEADERS,
+	STORE_REC_BODY,
+	STORE_REC_LEASE_UNTIL,
+	STORE_REC_TOKEN,
+	STORE_REC_CREATED_AT,
+};
+
+struct store_stmt {
+	char *sm_sql;
+	sqlite3_stmt *sm_stmt;
+	int sm_busy; /* in use: a nested use of the same SQL prepares a temporary one */
+	struct store_stmt *sm_next;
+};
+
+struct store_conn {
+	sqlite3 *cn_db;
+	struct store_stmt *cn_stmts[STORE_STMT_BUCKETS];
+	size_t cn_n_stmts;
+	struct store_conn *cn_next; /* in st_readers */
+};
+
+struct store_tx {
+	struct store *tx_store; /* NULL while opening */
+	struct store_conn *tx_conn;
+	int64_t tx_now;
+};
+
+enum store_unit_kind {
+	STORE_UNIT_CLAIMS = 0,
+	STORE_UNIT_BEGIN,
+	STORE_UNIT_COMPLETE,
+	STORE_UNIT_WRITE,
+};
+
+/* A unit of work queued for the writer; lives on the waiting caller's stack. */
+struct store_unit {
+	enum store_unit_kind su_kind;
+	struct store_claim *su_claims;
+	size_t su_n;
+	int (*su_fn)(struct store_tx *tx, void *arg);
+	void *su_arg;
+	int64_t su_now;
+	int su_result;
+	int su_settled;         /* failed for good: not run again in this batch */
+	unsigned char *su_skip; /* per claim: settled, not run again */
+	unsigned char su_skip_one;
+	int su_done;
+	pthread_cond_t su_cond;
+	struct store_unit *su_next;
+};
+
+struct store {
+	char *st_path;
+	int st_read_only;
+	unsigned st_batch_max;
+	unsigned st_busy_timeout_ms;
+	struct store_conn *st_writer; /* used only by the writer thread once it runs */
+	pthread_t st_thread;
+	int st_thread_running;
+	pthread_mutex_t st_mutex;
+	pthread_cond_t st_work;
+	int st_sync_made;
+	struct store_unit *st_head; /* queue, under st_mutex */
+	struct store_unit *st_tail;
+	int st_stopping;
+	pthread_key_t st_key; /* this thread's read connection */
+	int st_key_made;
+	struct store_conn *st_readers; /* every read connection, under st_mutex */
+	struct store_stats st_stats;   /* under st_mutex */
+};
+
+/* ---- errors ---- */
+
+static int store_rc_transient(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_FULL:
+	case SQLITE_IOERR:
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+	case SQLITE_NOMEM:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static void store_log_rc(sqlite3 *db, int rc, const char *what)
+{
+	const char *msg = db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+
+	if (store_rc_transient(rc)) {
+		log_warn("store: %.100s: %s", what, msg);
+	} else {
+		log_err("store: %.100s: %s", what, msg);
+	}
+}
+
+/* ---- connections and the statement cache ---- */
+
+static unsigned store_hash(const char *s)
+{
+	unsigned h = 2166136261u;
+
+	for (; *s != '\0'; s++) {
+		h ^= (unsigned char)*s;
+		h *= 16777619u;
+	}
+	return h;
+}
+
+static void store_conn_close(struct store_conn *cn)
+{
+	size_t i;
+	int rc;
+
+	if (cn == NULL) {
+		return;
+	}
+	for (i = 0; i < STORE_STMT_BUCKETS; i++) {
+		struct store_stmt *sm = cn->cn_stmts[i];
+
+		while (sm != NULL) {
+			struct store_stmt *next = sm->sm_next;
+
+			sqlite3_finalize(sm->sm_stmt);
+			free(sm->sm_sql);
+			free(sm);
+			sm = next;
+		}
+	}
+	if (cn->cn_db != NULL) {
+		rc = sqlite3_close(cn->cn_db);
+		if (rc != SQLITE_OK) {
+			store_log_rc(cn->cn_db, rc, "close");
+		}
+	}
+	free(cn);
+}
+
+static struct store_conn *store_conn_open(const char *path, int flags, unsigned busy_timeout_ms)
+{
+	struct store_conn *cn;
+	char quoted[256];
+	int rc;
+
+	cn = calloc(1, sizeof(*cn));
+	if (cn == NULL) {
+		log_err("store: out of memory");
+		return NULL;
+	}
+	rc = sqlite3_open_v2(path, &cn->cn_db, flags | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		log_err("store: cannot open \"%s\": %s", log_quote(quoted, sizeof(quoted), path),
+		        cn->cn_db != NULL ? sqlite3_errmsg(cn->cn_db) : sqlite3_errstr(rc));
+		goto fail;
+	}
+	sqlite3_busy_timeout(cn->cn_db, (int)busy_timeout_ms);
+	return cn;
+fail:
+	store_conn_close(cn);
+	return NULL;
+}
+
+static int store_sql_is_blank(const char *s)
+{
+	for (; *s != '\0'; s++) {
+		if (*s != ' ' && *s != '\t' && *s != '\n' && *s != '\r' && *s != ';') {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static sqlite3_stmt *store_prepare(struct store_conn *cn, const char *sql, unsigned flags)
+{
+	sqlite3_stmt *stmt = NULL;
+	const char *tail = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v3(cn->cn_db, sql, -1, flags, &stmt, &tail);
+	if (rc != SQLITE_OK) {
+		store_log_rc(cn->cn_db, rc, sql);
+		return NULL;
+	}
+	if (stmt == NULL || (tail != NULL && !store_sql_is_blank(tail))) {
+		log_err("store: %.100s: exactly one statement expected", sql);
+		sqlite3_finalize(stmt);
+		return NULL;
+	}
+	return stmt;
+}
+
+/* Returns the cached statement for sql (marked busy, *ret_entry set), or a
+ * temporary one (*ret_entry NULL) when the cached one is in use or the cache
+ * is full. NULL on error (logged). */
+static sqlite3_stmt *store_stmt_get(struct store_conn *cn, const char *sql,
+                                    struct store_stmt **ret_entry)
+{
+	unsigned b = store_hash(sql) % STORE_STMT_BUCKETS;
+	struct store_stmt *sm;
+
+	*ret_entry = NULL;
+	for (sm = cn->cn_stmts[b]; sm != NULL; sm = sm->sm_next) {
+		if (strcmp(sm->sm_sql, sql) == 0) {
+			break;
+		}
+	}
+	if (sm != NULL && !sm->sm_busy) {
+		sm->sm_busy = 1;
+		*ret_entry = sm;
+		return sm->sm_stmt;
+	}
+	if (sm != NULL || cn->cn_n_stmts >= STORE_STMT_CACHE_MAX) {
+		return store_prepare(cn, sql, 0);
+	}
+	sm = calloc(1, sizeof(*sm));
+	if (sm == NULL) {
+		log_err("store: out of memory");
+		return NULL;
+	}
+	sm->sm_sql = strdup(sql);
+	if (sm->sm_sql == NULL) {
+		log_err("store: out of memory");
+		goto fail;
+	}
+	sm->sm_stmt = store_prepare(cn, sql, SQLITE_PREPARE_PERSISTENT);
+	if (sm->sm_stmt == NULL) {
+		goto fail;
+	}
+	sm->sm_busy = 1;
+	sm->sm_next = cn->cn_stmts[b];
+	cn->cn_stmts[b] = sm;
+	cn->cn_n_stmts++;
+	*ret_entry = sm;
+	return sm->sm_stmt;
+fail:
+	free(sm->sm_sql);
+	free(sm);
+	return NULL;
+}
+
+/* Resets a statement so it holds no lock and no borrowed parameter. */
+static void store_stmt_put(struct store_stmt *entry, sqlite3_stmt *stmt)
+{
+	if (entry == NULL) {
+		sqlite3_finalize(stmt);
+		return;
+	}
+	sqlite3_reset(stmt);
+	sqlite3_clear_bindings(stmt);
+	entry->sm_busy = 0;
+}
+
+/* ---- rows and statements ---- */
+
+void store_row_finish(struct store_row *row)
+{
+	size_t i;
+
+	if (row == NULL) {
+		return;
+	}
+	for (i = 0; i < row->sr_n && i < STORE_ROW_MAX; i++) {
+		if (row->sr_cols[i].sv_type == STORE_TEXT ||
+		    row->sr_cols[i].sv_type == STORE_BLOB) {
+			free((char *)row->sr_cols[i].sv_text);
+		}
+	}
+	memset(row, 0, sizeof(*row));
+}
+
+int64_t store_row_int(const struct store_row *row, size_t i)
+{
+	if (row == NULL || i >= row->sr_n || row->sr_cols[i].sv_type != STORE_INT) {
+		return 0;
+	}
+	return row->sr_cols[i].sv_int;
+}
+
+const char *store_row_text(const struct store_row *row, size_t i)
+{
+	if (row == NULL || i >= row->sr_n) {
+		return NULL;
+	}
+	if (row->sr_cols[i].sv_type != STORE_TEXT && row->sr_cols[i].sv_type != STORE_BLOB) {
+		return NULL;
+	}
+	return row->sr_cols[i].sv_text;
+}
+
+int store_row_is_null(const struct store_row *row, size_t i)
+{
+	return row == NULL || i >= row->sr_n || row->sr_cols[i].sv_type == STORE_NULL;
+}
+
+static size_t store_row_len(const struct store_row *row, size_t i)
+{
+	if (store_row_text(row, i) == NULL) {
+		return 0;
+	}
+	return row->sr_cols[i].sv_len;
+}
+
+static int store_row_fill(sqlite3_stmt *stmt, struct store_row *row)
+{
+	int n = sqlite3_column_count(stmt);
+	int i;
+
+	memset(row, 0, sizeof(*row));
+	if (n > STORE_ROW_MAX) {
+		log_err("store: %.100s: more than %d result columns", sqlite3_sql(stmt),
+		        STORE_ROW_MAX);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		struct store_value *v = &row->sr_cols[i];
+		int type = sqlite3_column_type(stmt, i);
+		const void *p;
+		size_t len;
+		char *copy;
+
+		row->sr_n = (size_t)i + 1;
+		if (type == SQLITE_NULL) {
+			v->sv_type = STORE_NULL;
+			continue;
+		}
+		if (type == SQLITE_INTEGER || type == SQLITE_FLOAT) {
+			v->sv_type = STORE_INT;
+			v->sv_int = sqlite3_column_int64(stmt, i);
+			continue;
+		}
+		if (type == SQLITE_TEXT) {
+			p = sqlite3_column_text(stmt, i);
+		} else {
+			p = sqlite3_column_blob(stmt, i);
+		}
+		len = (size_t)sqlite3_column_bytes(stmt, i);
+		copy = malloc(len + 1);
+		if (copy == NULL) {
+			log_err("store: out of memory");
+			store_row_finish(row);
+			return -1;
+		}
+		if (len > 0) {
+			memcpy(copy, p, len);
+		}
+		copy[len] = '\0';
+		v->sv_type = type == SQLITE_TEXT ? STORE_TEXT : STORE_BLOB;
+		v->sv_text = copy;
+		v->sv_len = len;
+	}
+	return 0;
+}
+
+static int store_bind(sqlite3 *db, sqlite3_stmt *stmt, const struct store_value *params,
+                      size_t n_params)
+{
+	size_t i;
+	int rc;
+
+	if ((size_t)sqlite3_bind_parameter_count(stmt) != n_params) {
+		log_err("store: %.100s: %d parameters expected, %zu given", sqlite3_sql(stmt),
+		        sqlite3_bind_parameter_count(stmt), n_params);
+		return -1;
+	}
+	for (i = 0; i < n_params; i++) {
+		const struct store_value *p = &params[i];
+		int idx = (int)i + 1;
+
+		switch (p->sv_type) {
+		case STORE_INT:
+			rc = sqlite3_bind_int64(stmt, idx, p->sv_int);
+			break;
+		case STORE_TEXT:
+			if (p->sv_text == NULL) {
+				rc = sqlite3_bind_null(stmt, idx);
+			} else {
+				rc = sqlite3_bind_text64(stmt, idx, p->sv_text,
+				                         p->sv_len > 0 ? p->sv_len
+				                                       : strlen(p->sv_text),
+				                         SQLITE_STATIC, SQLITE_UTF8);
+			}
+			break;
+		case STORE_BLOB:
+			/* A NULL pointer would bind SQL NULL; an empty blob stays a blob. */
+			if (p->sv_text == NULL || p->sv_len == 0) {
+				rc = sqlite3_bind_zeroblob(stmt, idx, 0);
+			} else {
+				rc = sqlite3_bind_blob64(stmt, idx, p->sv_text, p->sv_len,
+				                         SQLITE_STATIC);
+			}
+			break;
+		default:
+			rc = sqlite3_bind_null(stmt, idx);
+			break;
+		}
+		if (rc != SQLITE_OK) {
+			store_log_rc(db, rc, sqlite3_sql(stmt));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Runs sql on tx's connection, calling fn for each row (fn may take the
+ * row's contents and leave it empty) until fn returns 1 or -1. Statements
+ * that write are always stepped to the end. Returns 1 when fn stopped, 0 at
+ * the end of the rows, -1 on error (logged). */
+static int store_run(struct store_tx *tx, const char *sql, const struct store_value *params,
+                     size_t n_params, int (*fn)(void *arg, struct store_row *row), void *arg,
+                     int64_t *ret_changes)
+{
+	sqlite3 *db = tx->tx_conn->cn_db;
+	struct store_stmt *entry;
+	struct store_row row;
+	sqlite3_stmt *stmt;
+	int64_t before;
+	int stopped = 0;
+	int rc;
+	int r;
+
+	stmt = store_stmt_get(tx->tx_conn, sql, &entry);
+	if (stmt == NULL) {
+		return -1;
+	}
+	if (store_bind(db, stmt, params, n_params) < 0) {
+		goto fail;
+	}
+	before = sqlite3_total_changes(db);
+	for (;;) {
+		rc = sqlite3_step(stmt);
+		if (rc == SQLITE_DONE) {
+			break;
+		}
+		if (rc != SQLITE_ROW) {
+			store_log_rc(db, rc, sql);
+			goto fail;
+		}
+		if (stopped || fn == NULL) {
+			continue;
+		}
+		if (store_row_fill(stmt, &row) < 0) {
+			goto fail;
+		}
+		r = fn(arg, &row);
+		store_row_finish(&row);
+		if (r < 0) {
+			goto fail;
+		}
+		if (r > 0) {
+			stopped = 1;
+			if (sqlite3_stmt_readonly(stmt)) {
+				break;
+			}
+		}
+	}
+	if (ret_changes != NULL) {
+		*ret_changes = sqlite3_total_changes(db) != before ? sqlite3_changes(db) : 0;
+	}
+	store_stmt_put(entry, stmt);
+	return stopped;
+fail:
+	store_stmt_put(entry, stmt);
+	return -1;
+}
+
+int store_exec(struct store_tx *tx, const char *sql, const struct store_value *params,
+               size_t n_params, int64_t *ret_changes)
+{
+	int64_t changes = 0;
+
+	if (store_run(tx, sql, params, n_params, NULL, NULL, &changes) < 0) {
+		return -1;
+	}
+	if (ret_changes != NULL) {
+		*ret_changes = changes;
+	}
+	return 0;
+}
+
+static int store_take_first(void *arg, struct store_row *row)
+{
+	struct store_row *dst = arg;
+
+	*dst = *row;
+	memset(row, 0, sizeof(*row));
+	return 1;
+}
+
+int store_query(struct store_tx *tx, const char *sql, const struct store_value *params,
+                size_t n_params, struct store_row *ret_row)
+{
+	struct store_row row;
+	int r;
+
+	memset(&row, 0, sizeof(row));
+	r = store_run(tx, sql, params, n_params, store_take_first, &row, NULL);
+	if (r <= 0) {
+		return r;
+	}
+	*ret_row = row;
+	return 1;
+}
+
+struct store_each {
+	int (*se_fn)(void *arg, const struct store_row *row);
+	void *se_arg;
+};
+
+static int store_each_row(void *arg, struct store_row *row)
+{
+	struct store_each *se = arg;
+
+	return se->se_fn(se->se_arg, row);
+}
+
+int store_query_each(struct store_tx *tx, const char *sql, const struct store_value *params,
+                     size_t n_params, int (*fn)(void *arg, const struct store_row *row), void *arg)
+{
+	struct store_each se = {.se_fn = fn, .se_arg = arg};
+
+	return store_run(tx, sql, params, n_params, store_each_row, &se, NULL) < 0 ? -1 : 0;
+}
+
+int64_t store_tx_now(const struct store_tx *tx)
+{
+	return tx->tx_now;
+}
+
+static int store_conn_exec(struct store_conn *cn, const char *sql)
+{
+	struct store_tx tx = {.tx_conn = cn};
+
+	return store_exec(&tx, sql, NULL, 0, NULL);
+}
+
+/* ---- opening and migrations ---- */
+
+int store_schema_version(void)
+{
+	if (migrations_count == 0) {
+		return 0;
+	}
+	return migrations[migrations_count - 1].mg_version;
+}
+
+static int store_user_version(struct store_conn *cn, int *ret)
+{
+	struct store_tx tx = {.tx_conn = cn};
+	struct store_row row;
+	int r;
+
+	r = store_query(&tx, "PRAGMA user_version", NULL, 0, &row);
+	if (r < 0) {
+		return -1;
+	}
+	*ret = r > 0 ? (int)store_row_int(&row, 0) : 0;
+	if (r > 0) {
+		store_row_finish(&row);
+	}
+	return 0;
+}
+
+static int store_mkdir_parent(const char *path)
+{
+	char quoted[256];
+	char *dir;
+	char *p;
+
+	dir = strdup(path);
+	if (dir == NULL) {
+		log_err("store: out of memory");
+		return -1;
+	}
+	p = strrchr(dir, '/');
+	if (p == NULL || p == dir) {
+		free(dir);
+		return 0;
+	}
+	*p = '\0';
+	for (p = dir + 1;; p++) {
+		char c = *p;
+
+		if (c != '/' && c != '\0') {
+			continue;
+		}
+		*p = '\0';
+		if (mkdir(dir, STORE_DIR_MODE) < 0 && errno != EEXIST) {
+			log_err("store: cannot create directory \"%s\": %s",
+			        log_quote(quoted, sizeof(quoted), dir), strerror(errno));
+			goto fail;
+		}
+		*p = c;
+		if (c == '\0') {
+			break;
+		}
+	}
+	free(dir);
+	return 0;
+fail:
+	free(dir);
+	return -1;
+}
+
+static int store_migrate_conn(struct store_conn *cn)
+{
+	sqlite3 *db = cn->cn_db;
+	char sql[64];
+	char *err = NULL;
+	size_t i;
+	int version;
+	int rc;
+
+	for (i = 0; i < migrations_count; i++) {
+		const struct migration *mg = &migrations[i];
+		int applied = 0;
+
+		if (store_conn_exec(cn, "BEGIN IMMEDIATE") < 0) {
+			return -1;
+		}
+		/* Read again under the write lock: another process may have migrated. */
+		if (store_user_version(cn, &version) < 0) {
+			goto fail;
+		}
+		if (version < mg->mg_version) {
+			rc = sqlite3_exec(db, mg->mg_sql, NULL, NULL, &err);
+			if (rc != SQLITE_OK) {
+				log_err("store: migration %s failed: %s", mg->mg_name,
+				        err != NULL ? err : sqlite3_errstr(rc));
+				goto fail;
+			}
+			snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", mg->mg_version);
+			rc = sqlite3_exec(db, sql, NULL, NULL, &err);
+			if (rc != SQLITE_OK) {
+				log_err("store: migration %s: %s", mg->mg_name,
+				        err != NULL ? err : sqlite3_errstr(rc));
+				goto fail;
+			}
+			applied = 1;
+		}
+		if (store_conn_exec(cn, "COMMIT") < 0) {
+			goto fail;
+		}
+		if (applied) {
+			log_info("store: applied migration %s", mg->mg_name);
+		}
+	}
+	return 0;
+fail:
+	sqlite3_free(err);
+	if (!sqlite3_get_autocommit(db)) {
+		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	}
+	return -1;
+}
+
+static const char *store_sync_pragma(enum store_sync sync)
+{
+	switch (sync) {
+	case STORE_SYNC_NORMAL:
+		return "PRAGMA synchronous = NORMAL";
+	case STORE_SYNC_OFF:
+		return "PRAGMA synchronous = OFF";
+	default:
+		return "PRAGMA synchronous = FULL";
+	}
+}
+
+/* Refuses a schema newer than this binary, and an older one unless it is
+ * about to be migrated. */
+static int store_version_check(int version, int may_migrate)
+{
+	int newest = store_schema_version();
+
+	if (version > newest) {
+		log_err("store: database schema version %d is newer than this idemhook (%d); "
+		        "refusing to touch it",
+		        version, newest);
+		return -1;
+	}
+	if (!may_migrate && version < newest) {
+		log_err("store: database schema version %d is older than this idemhook (%d); "
+		        "run idemhook migrate",
+		        version, newest);
+		return -1;
+	}
+	return 0;
+}
+
+/* Opens the write connection: refuses a newer schema before changing
+ * anything, then WAL, synchronous, foreign keys and (unless no_migrate)
+ * pending migrations. */
+static struct store_conn *store_open_writer(const char *path, enum store_sync sync,
+                                            unsigned busy_timeout_ms, int no_migrate, int *ret_from,
+                                            int *ret_to)
+{
+	struct store_tx tx = {0};
+	struct store_row row;
+	struct store_conn *cn;
+	int newest = store_schema_version();
+	int version;
+	int wal;
+	int r;
+
+	if (store_mkdir_parent(path) < 0) {
+		return NULL;
+	}
+	/* A store that may not migrate has no use for a new, empty file. */
+	cn = store_conn_open(path, SQLITE_OPEN_READWRITE | (no_migrate ? 0 : SQLITE_OPEN_CREATE),
+	                     busy_timeout_ms);
+	if (cn == NULL) {
+		return NULL;
+	}
+	tx.tx_conn = cn;
+	if (store_user_version(cn, &version) < 0) {
+		goto fail;
+	}
+	if (store_version_check(version, !no_migrate) < 0) {
+		goto fail;
+	}
+	r = store_query(&tx, "PRAGMA journal_mode = WAL", NULL, 0, &row);
+	if (r < 0) {
+		goto fail;
+	}
+	wal = r > 0 && store_row_text(&row, 0) != NULL &&
+	      strcasecmp(store_row_text(&row, 0), "wal") == 0;
+	if (r > 0) {
+		store_row_finish(&row);
+	}
+	if (!wal) {
+		log_err("store: the database cannot switch to WAL mode");
+		goto fail;
+	}
+	if (store_conn_exec(cn, store_sync_pragma(sync)) < 0 ||
+	    store_conn_exec(cn, "PRAGMA foreign_keys = ON") < 0) {
+		goto fail;
+	}
+	if (ret_from != NULL) {
+		*ret_from = version;
+	}
+	if (!no_migrate && version < newest && store_migrate_conn(cn) < 0) {
+		goto fail;
+	}
+	if (store_user_version(cn, &version) < 0) {
+		goto fail;
+	}
+	if (ret_to != NULL) {
+		*ret_to = version;
+	}
+	return cn;
+fail:
+	store_conn_close(cn);
+	return NULL;
+}
+
+int store_migrate(const char *path, int *ret_from, int *ret_to)
+{
+	struct store_conn *cn;
+	int from = 0;
+	int to = 0;
+
+	cn = store_open_writer(path, STORE_SYNC_FULL, STORE_BUSY_TIMEOUT_MS_DEFAULT, 0, &from, &to);
+	if (cn == NULL) {
+		return -1;
+	}
+	store_conn_close(cn);
+	if (ret_from != NULL) {
+		*ret_from = from;
+	}
+	if (ret_to != NULL) {
+		*ret_to = to;
+	}
+	return 0;
+}
+
+static int store_check_read_only(const struct store *st)
+{
+	struct store_conn *cn;
+	int version;
+
+	cn = store_conn_open(st->st_path, SQLITE_OPEN_READONLY, st->st_busy_timeout_ms);
+	if (cn == NULL) {
+		return -1;
+	}
+	if (store_user_version(cn, &version) < 0) {
+		goto fail;
+	}
+	if (store_version_check(version, 0) < 0) {
+		goto fail;
+	}
+	store_conn_close(cn);
+	return 0;
+fail:
+	store_conn_close(cn);
+	return -1;
+}
+
+/* This thread's read connection, opened on first use. Read connections live
+ * until store_destroy. */
+static struct store_conn *store_reader(struct store *st)
+{
+	struct store_conn *cn = pthread_getspecific(st->st_key);
+
+	if (cn != NULL) {
+		return cn;
+	}
+	cn = store_conn_open(st->st_path, SQLITE_OPEN_READONLY, st->st_busy_timeout_ms);
+	if (cn == NULL) {
+		return NULL;
+	}
+	pthread_mutex_lock(&st->st_mutex);
+	cn->cn_next = st->st_readers;
+	st->st_readers = cn;
+	pthread_mutex_unlock(&st->st_mutex);
+	if (pthread_setspecific(st->st_key, cn) != 0) {
+		log_warn("store: cannot remember this thread's read connection");
+	}
+	return cn;
+}
+
+/* ---- claims ---- */
+
+static int64_t store_retention_ms(const struct store_claim *c)
+{
+	return c->sc_retention_ms > 0 ? c->sc_retention_ms : STORE_RETENTION_MS_DEFAULT;
+}
+
+static int store_status_parse(const char *s, enum store_status *ret)
+{
+	if (s == NULL) {
+		return -1;
+	}
+	if (strcmp(s, "processing") == 0) {
+		*ret = STORE_STATUS_PROCESSING;
+	} else if (strcmp(s, "done") == 0) {
+		*ret = STORE_STATUS_DONE;
+	} else if (strcmp(s, "failed") == 0) {
+		*ret = STORE_STATUS_FAILED;
+	} else {
+		log_err("store: unknown record status");
+		return -1;
+	}
+	return 0;
+}
+
+static void store_count_conflict(struct store *st)
+{
+	pthread_mutex_lock(&st->st_mutex);
+	st->st_stats.ss_conflicts++;
+	pthread_mutex_unlock(&st->st_mutex);
+}
+
+static void store_claim_transient(struct store_claim *c, int keep_reply)
+{
+	if (!keep_reply) {
+		reply_finish(&c->sc_reply);
+	}
+	c->sc_outcome = STORE_TRANSIENT;
+	c->sc_retry_after_s = STORE_RETRY_AFTER_S;
+}
+
+/* Answers c from a done/failed record: its stored reply, REPLAYED when the
+ * fingerprints match, MISMATCH otherwise. */
+static int store_claim_answer(struct store_claim *c, const struct store_row *rec,
+                              enum store_status status)
+{
+	struct reply r;
+	const char *headers = store_row_text(rec, STORE_REC_HEADERS);
+	const char *body = store_row_text(rec, STORE_REC_BODY);
+
+	reply_init(&r);
+	if (reply_set(&r, (int)store_row_int(rec, STORE_REC_REPLY_STATUS),
+	              store_row_text(rec, STORE_REC_CONTENT_TYPE), body,
+	              store_row_len(rec, STORE_REC_BODY)) < 0) {
+		goto fail;
+	}
+	if (headers != NULL) {
+		r.reply_headers = strdup(headers);
+		if (r.reply_headers == NULL) {
+			goto fail;
+		}
+	}
+	reply_finish(&c->sc_reply);
+	c->sc_reply = r;
+	c->sc_status = status;
+	c->sc_token = store_row_int(rec, STORE_REC_TOKEN);
+	if (store_row_len(rec, STORE_REC_FINGERPRINT) == sizeof(c->sc_fingerprint) &&
+	    memcmp(store_row_text(rec, STORE_REC_FINGERPRINT), c->sc_fingerprint,
+	           sizeof(c->sc_fingerprint)) == 0) {
+		c->sc_outcome = STORE_REPLAYED;
+	} else {
+		c->sc_outcome = STORE_MISMATCH;
+	}
+	return 0;
+fail:
+	log_err("store: out of memory");
+	reply_finish(&r);
+	return -1;
+}
+
+static int store_claim_insert(struct store_tx *tx, const struct store_claim *c, int64_t token,
+                              int64_t *ret_changes)
+{
+	int64_t lease_ms = c->sc_lease_ms > 0 ? c->sc_lease_ms : STORE_LEASE_MS_DEFAULT;
+	struct store_value p[] = {
+	        store_text(c->sc_scope),
+	        store_text(c->sc_key),
+	        store_blob(c->sc_fingerprint, sizeof(c->sc_fingerprint)),
+	        store_int(c->sc_now_ms + lease_ms),
+	        store_int(token),
+	        store_int(c->sc_now_ms),
+	        store_int(c->sc_now_ms),
+	};
+
+	return store_exec(
+	        tx,
+	        "INSERT INTO idempotency_records (scope, idem_key, status, fingerprint, "
+	        "lease_until, "
+	        "fence_token, created_at, updated_at) VALUES (?, ?, 'processing', ?, ?, ?, ?, ?) "
+	        "ON CONFLICT (scope, idem_key) DO NOTHING",
+	        p, sizeof(p) / sizeof(p[0]), ret_changes);
+}
+
+/* Runs sc_apply and stores its reply on the record holding c->sc_token.
+ * Returns 0 (outcome NEW), or -1 to roll the unit back (outcome TRANSIENT;
+ * a reply the handler set for its transient failure is kept). */
+static int store_claim_apply(struct store_tx *tx, struct store_claim *c)
+{
+	enum store_status status;
+	int64_t changes = 0;
+	int r;
+
+	reply_finish(&c->sc_reply);
+	if (c->sc_apply == NULL) {
+		log_err("store: a claim without sc_apply");
+		store_claim_transient(c, 0);
+		return -1;
+	}
+	r = c->sc_apply(tx, c->sc_arg, &c->sc_reply);
+	if (r == STORE_APPLY_DONE) {
+		status = STORE_STATUS_DONE;
+	} else if (r == STORE_APPLY_FAILED) {
+		status = STORE_STATUS_FAILED;
+	} else {
+		store_claim_transient(c, 1);
+		return -1;
+	}
+	{
+		const struct reply *rp = &c->sc_reply;
+		struct store_value p[] = {
+		        store_text(status == STORE_STATUS_DONE ? "done" : "failed"),
+		        store_int(rp->reply_status),
+		        store_text(rp->reply_content_type),
+		        store_text(rp->reply_headers),
+		        rp->reply_body != NULL ? store_blob(rp->reply_body, rp->reply_body_len)
+		                               : store_null(),
+		        store_int(c->sc_now_ms),
+		        store_text(c->sc_scope),
+		        store_text(c->sc_key),
+		        store_int(c->sc_token),
+		};
+
+		if (store_exec(
+		            tx,
+		            "UPDATE idempotency_records SET status = ?, reply_status = ?, "
+		            "reply_content_type = ?, "
+		            "reply_headers = ?, reply_body = ?, lease_until = NULL, updated_at = ? "
+		            "WHERE scope = ? AND idem_key = ? AND fence_token = ? AND status = "
+		            "'processing'",
+		            p, sizeof(p) / sizeof(p[0]), &changes) < 0) {
+			goto fail;
+		}
+	}
+	if (changes != 1) {
+		log_err("store: the claimed record changed under its unit");
+		goto fail;
+	}
+	c->sc_outcome = STORE_NEW;
+	c->sc_status = status;
+	return 0;
+fail:
+	store_claim_transient(c, 0);
+	return -1;
+}
+
+/* The state table of DESIGN.md, inside the unit's savepoint. Returns 0 to
+ * keep the unit's changes, -1 to roll them back (outcome TRANSIENT). */
+static int store_claim_decide(struct store *st, struct store_tx *tx, struct store_claim *c,
+                              int two_phase)
+{
+	int64_t lease_ms = c->sc_lease_ms > 0 ? c->sc_lease_ms : STORE_LEASE_MS_DEFAULT;
+	int64_t cutoff = c->sc_now_ms - store_retention_ms(c);
+	struct store_value key[] = {store_text(c->sc_scope), store_text(c->sc_key)};
+	enum store_status status;
+	struct store_row rec;
+	int64_t token = 1;
+	int64_t changes = 0;
+	int64_t lease_until;
+	int found;
+
+	memset(&rec, 0, sizeof(rec));
+	reply_finish(&c->sc_reply);
+	if (store_claim_insert(tx, c, token, &changes) < 0) {
+		goto fail;
+	}
+	if (changes == 0) {
+		store_count_conflict(st);
+		found = store_query(tx, STORE_SQL_RECORD, key, 2, &rec);
+		if (found <= 0) {
+			if (found == 0) {
+				log_err("store: a conflicting record vanished inside the "
+				        "transaction");
+			}
+			goto fail;
+		}
+		if (store_status_parse(store_row_text(&rec, STORE_REC_STATUS), &status) < 0) {
+			goto fail;
+		}
+		token = store_row_int(&rec, STORE_REC_TOKEN);
+		lease_until = store_row_int(&rec, STORE_REC_LEASE_UNTIL);
+		if (store_row_int(&rec, STORE_REC_CREATED_AT) < cutoff) {
+			struct store_value del[] = {store_text(c->sc_scope), store_text(c->sc_key),
+			                            store_int(cutoff)};
+
+			if (store_exec(tx,
+			               "DELETE FROM idempotency_records WHERE scope = ? AND "
+			               "idem_key = ? AND created_at < ?",
+			               del, 3, &changes) < 0) {
+				goto fail;
+			}
+			/* The new record's token continues the old one's, so a late
+			 * completion from before the expiry stays stale. */
+			token++;
+			if (changes != 1 || store_claim_insert(tx, c, token, &changes) < 0 ||
+			    changes != 1) {
+				goto fail;
+			}
+		} else if (status != STORE_STATUS_PROCESSING) {
+			if (store_claim_answer(c, &rec, status) < 0) {
+				goto fail;
+			}
+			store_row_finish(&rec);
+			return 0;
+		} else if (lease_until > c->sc_now_ms) {
+			c->sc_outcome = STORE_IN_PROGRESS;
+			c->sc_status = STORE_STATUS_PROCESSING;
+			c->sc_token = token;
+			c->sc_retry_after_s = (lease_until - c->sc_now_ms + 999) / 1000;
+			if (c->sc_retry_after_s < 1) {
+				c->sc_retry_after_s = 1;
+			}
+			store_row_finish(&rec);
+			return 0;
+		} else {
+			struct store_value upd[] = {
+			        store_blob(c->sc_fingerprint, sizeof(c->sc_fingerprint)),
+			        store_int(c->sc_now_ms + lease_ms),
+			        store_int(c->sc_now_ms),
+			        store_int(store_row_int(&rec, STORE_REC_ID)),
+			        store_int(token),
+			};
+
+			if (store_exec(tx,
+			               "UPDATE idempotency_records SET fingerprint = ?, "
+			               "lease_until = ?, "
+			               "fence_token = fence_token + 1, updated_at = ? "
+			               "WHERE id = ? AND fence_token = ? AND status = 'processing'",
+			               upd, 5, &changes) < 0) {
+				goto fail;
+			}
+			if (changes != 1) {
+				log_err("store: takeover of an expired lease changed nothing");
+				goto fail;
+			}
+			token++;
+		}
+		store_row_finish(&rec);
+	}
+	c->sc_token = token;
+	c->sc_status = STORE_STATUS_PROCESSING;
+	if (two_phase) {
+		c->sc_outcome = STORE_CLAIMED;
+		return 0;
+	}
+	return store_claim_apply(tx, c);
+fail:
+	store_row_finish(&rec);
+	store_claim_transient(c, 0);
+	return -1;
+}
+
+/* ---- the writer ---- */
+
+/* Undoes the unit's savepoint, unless SQLite already ended the transaction. */
+static void store_savepoint_rollback(struct store_conn *cn)
+{
+	if (sqlite3_get_autocommit(cn->cn_db)) {
+		return;
+	}
+	if (store_conn_exec(cn, "ROLLBACK TO unit") == 0) {
+		store_conn_exec(cn, "RELEASE unit");
+	}
+}
+
+/* Runs one unit inside its savepoint. step returns 0 to keep, -1 to roll
+ * back. Returns step's value, or -1. */
+static int store_savepoint_run(struct store_tx *tx, int (*step)(struct store_tx *tx, void *arg),
+                               void *arg)
+{
+	int r;
+
+	if (store_conn_exec(tx->tx_conn, "SAVEPOINT unit") < 0) {
+		return -1;
+	}
+	r = step(tx, arg);
+	if (r < 0) {
+		store_savepoint_rollback(tx->tx_conn);
+		return -1;
+	}
+	if (store_conn_exec(tx->tx_conn, "RELEASE unit") < 0) {
+		store_savepoint_rollback(tx->tx_conn);
+		return -1;
+	}
+	return r;
+}
+
+struct store_claim_step {
+	struct store_claim *cs_claim;
+	int cs_two_phase;
+};
+
+static int store_claim_step_run(struct store_tx *tx, void *arg)
+{
+	struct store_claim_step *cs = arg;
+
+	return store_claim_decide(tx->tx_store, tx, cs->cs_claim, cs->cs_two_phase);
+}
+
+static int store_complete_step_run(struct store_tx *tx, void *arg)
+{
+	struct store_claim *c = arg;
+	struct store_value key[] = {store_text(c->sc_scope), store_text(c->sc_key)};
+	struct store_row rec;
+	int stale;
+	int found;
+
+	found = store_query(tx,
+	                    "SELECT status, fence_token FROM idempotency_records WHERE scope = ? "
+	                    "AND idem_key = ?",
+	                    key, 2, &rec);
+	if (found < 0) {
+		store_claim_transient(c, 0);
+		return -1;
+	}
+	stale = found == 0 || store_row_text(&rec, 0) == NULL ||
+	        strcmp(store_row_text(&rec, 0), "processing") != 0 ||
+	        store_row_int(&rec, 1) != c->sc_token;
+	if (found > 0) {
+		store_row_finish(&rec);
+	}
+	if (stale) {
+		return 1;
+	}
+	return store_claim_apply(tx, c);
+}
+
+/* Runs the unit's claims that are not settled yet, each in its savepoint.
+ * Returns 1 when SQLite ended the transaction (the claim that failed is then
+ * settled as transient), 0 otherwise. */
+static int store_unit_run_claims(struct store *st, struct store_tx *tx, struct store_unit *u)
+{
+	struct store_claim_step cs;
+	size_t i;
+	size_t left = 0;
+	int r = 0;
+
+	for (i = 0; i < u->su_n; i++) {
+		struct store_claim *c = &u->su_claims[i];
+
+		if (u->su_skip[i]) {
+			continue;
+		}
+		tx->tx_now = c->sc_now_ms;
+		if (u->su_kind == STORE_UNIT_COMPLETE) {
+			r = store_savepoint_run(tx, store_complete_step_run, c);
+		} else {
+			cs.cs_claim = c;
+			cs.cs_two_phase = u->su_kind == STORE_UNIT_BEGIN;
+			r = store_savepoint_run(tx, store_claim_step_run, &cs);
+			r = r < 0 ? -1 : 0;
+		}
+		if (r < 0 && c->sc_outcome != STORE_TRANSIENT) {
+			store_claim_transient(c, 0);
+		}
+		u->su_result = u->su_kind == STORE_UNIT_COMPLETE ? r : 0;
+		if (sqlite3_get_autocommit(st->st_writer->cn_db)) {
+			store_claim_transient(c, 0);
+			u->su_skip[i] = 1;
+			break;
+		}
+	}
+	if (i == u->su_n) {
+		return 0;
+	}
+	for (i = 0; i < u->su_n; i++) {
+		left += !u->su_skip[i];
+	}
+	if (left == 0) {
+		u->su_result = -1;
+		u->su_settled = 1;
+	}
+	return 1;
+}
+
+/* Runs one unit. Returns 1 when SQLite ended the transaction during it. */
+static int store_unit_run(struct store *st, struct store_unit *u)
+{
+	struct store_tx tx = {.tx_store = st, .tx_conn = st->st_writer, .tx_now = u->su_now};
+
+	if (u->su_kind != STORE_UNIT_WRITE) {
+		return store_unit_run_claims(st, &tx, u);
+	}
+	u->su_result = store_savepoint_run(&tx, u->su_fn, u->su_arg);
+	if (sqlite3_get_autocommit(st->st_writer->cn_db)) {
+		u->su_result = -1;
+		u->su_settled = 1;
+		return 1;
+	}
+	return 0;
+}
+
+/* Marks a unit as rolled back for good: nothing of it was kept. */
+static void store_unit_fail(struct store_unit *u)
+{
+	size_t i;
+
+	for (i = 0; u->su_kind != STORE_UNIT_WRITE && i < u->su_n; i++) {
+		store_claim_transient(&u->su_claims[i], 0);
+	}
+	u->su_result = -1;
+	u->su_settled = 1;
+}
+
+static void store_units_fail_unsettled(struct store_unit *batch)
+{
+	struct store_unit *u;
+
+	for (u = batch; u != NULL; u = u->su_next) {
+		if (!u->su_settled) {
+			store_unit_fail(u);
+		}
+	}
+}
+
+static int store_batch_pending(const struct store_unit *batch)
+{
+	const struct store_unit *u;
+
+	for (u = batch; u != NULL; u = u->su_next) {
+		if (!u->su_settled) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static uint64_t store_unit_weight(const struct store_unit *u)
+{
+	return u->su_kind == STORE_UNIT_CLAIMS ? u->su_n : 1;
+}
+
+/* Runs a batch in one transaction. SQLite may end the transaction by itself
+ * when a statement fails with FULL, IOERR or NOMEM and has no statement
+ * journal to undo just itself; then the unit that failed is transient, the
+ * claims before it run again in a new transaction (a claim is re-runnable by
+ * contract), and plain writes before it are reported failed (their functions
+ * may have acted on their arguments). */
+static void store_batch_run(struct store *st, struct store_unit *batch, uint64_t *ret_commits)
+{
+	sqlite3 *db = st->st_writer->cn_db;
+	struct store_unit *lost;
+	struct store_unit *u;
+
+	*ret_commits = 0;
+	while (store_batch_pending(batch)) {
+		if (store_conn_exec(st->st_writer, "BEGIN IMMEDIATE") < 0) {
+			store_units_fail_unsettled(batch);
+			break;
+		}
+		lost = NULL;
+		for (u = batch; u != NULL && lost == NULL; u = u->su_next) {
+			if (!u->su_settled && store_unit_run(st, u) == 1) {
+				lost = u;
+			}
+		}
+		if (lost != NULL) {
+			log_warn("store: SQLite rolled the transaction back; the failed unit is "
+			         "transient, the others run again");
+			for (u = batch; u != lost; u = u->su_next) {
+				if (!u->su_settled && u->su_kind == STORE_UNIT_WRITE) {
+					store_unit_fail(u);
+				}
+			}
+			continue;
+		}
+		if (store_conn_exec(st->st_writer, "COMMIT") < 0) {
+			if (!sqlite3_get_autocommit(db)) {
+				store_conn_exec(st->st_writer, "ROLLBACK");
+			}
+			store_units_fail_unsettled(batch);
+		} else {
+			(*ret_commits)++;
+		}
+		break;
+	}
+}
+
+static unsigned store_hist_bucket(uint64_t n)
+{
+	unsigned b = 0;
+
+	while (n > 1 && b < 7) {
+		n >>= 1;
+		b++;
+	}
+	return b;
+}
+
+/* Takes whole units from the queue, up to st_batch_max claims and writes
+ * (a group of claims is never split; the first is taken whatever its size). */
+static struct store_unit *store_queue_take(struct store *st, uint64_t *ret_weight)
+{
+	struct store_unit *batch = NULL;
+	struct store_unit *tail = NULL;
+	uint64_t weight = 0;
+
+	while (st->st_head != NULL) {
+		struct store_unit *u = st->st_head;
+		uint64_t w = store_unit_weight(u);
+
+		if (weight > 0 && weight + w > st->st_batch_max) {
+			break;
+		}
+		st->st_head = u->su_next;
+		if (st->st_head == NULL) {
+			st->st_tail = NULL;
+		}
+		u->su_next = NULL;
+		if (tail == NULL) {
+			batch = u;
+		} else {
+			tail->su_next = u;
+		}
+		tail = u;
+		weight += w;
+	}
+	*ret_weight = weight;
+	return batch;
+}
+
+static void *store_writer_main(void *arg)
+{
+	struct store *st = arg;
+	struct store_unit *batch;
+	struct store_unit *u;
+	struct store_unit *next;
+	uint64_t weight;
+	uint64_t commits;
+	uint64_t transient;
+	size_t i;
+
+	pthread_mutex_lock(&st->st_mutex);
+	for (;;) {
+		while (st->st_head == NULL && !st->st_stopping) {
+			pthread_cond_wait(&st->st_work, &st->st_mutex);
+		}
+		if (st->st_head == NULL) {
+			break;
+		}
+		batch = store_queue_take(st, &weight);
+		pthread_mutex_unlock(&st->st_mutex);
+
+		store_batch_run(st, batch, &commits);
+
+		pthread_mutex_lock(&st->st_mutex);
+		transient = 0;
+		for (u = batch; u != NULL; u = u->su_next) {
+			if (u->su_kind == STORE_UNIT_WRITE) {
+				transient += u->su_result < 0;
+				continue;
+			}
+			for (i = 0; i < u->su_n; i++) {
+				transient += u->su_claims[i].sc_outcome == STORE_TRANSIENT;
+			}
+		}
+		st->st_stats.ss_commits += commits;
+		st->st_stats.ss_units += weight;
+		st->st_stats.ss_batch_hist[store_hist_bucket(weight)]++;
+		st->st_stats.ss_transient += transient;
+		/* Waiters own their units: read next before waking each one. */
+		for (u = batch; u != NULL; u = next) {
+			next = u->su_next;
+			u->su_done = 1;
+			pthread_cond_signal(&u->su_cond);
+		}
+	}
+	pthread_mutex_unlock(&st->st_mutex);
+	return NULL;
+}
+
+/* Queues u and waits until the writer has committed (or failed) it.
+ * Returns 0, or -1 when the store takes no writes (u untouched). */
+static int store_enqueue(struct store *st, struct store_unit *u)
+{
+	if (st->st_read_only || !st->st_thread_running) {
+		log_err("store: the database is open read-only; writes are refused");
+		return -1;
+	}
+	if (pthread_equal(pthread_self(), st->st_thread)) {
+		log_err("store: a unit of work cannot queue another one and wait for it");
+		return -1;
+	}
+	u->su_skip = &u->su_skip_one;
+	u->su_skip_one = 0;
+	if (u->su_kind != STORE_UNIT_WRITE && u->su_n > 1) {
+		u->su_skip = calloc(u->su_n, 1);
+		if (u->su_skip == NULL) {
+			log_err("store: out of memory");
+			return -1;
+		}
+	}
+	if (pthread_cond_init(&u->su_cond, NULL) != 0) {
+		log_err("store: cannot create a condition variable");
+		goto fail;
+	}
+	u->su_done = 0;
+	u->su_settled = 0;
+	u->su_next = NULL;
+	pthread_mutex_lock(&st->st_mutex);
+	if (st->st_stopping) {
+		pthread_mutex_unlock(&st->st_mutex);
+		pthread_cond_destroy(&u->su_cond);
+		goto fail;
+	}
+	if (st->st_tail == NULL) {
+		st->st_head = u;
+	} else {
+		st->st_tail->su_next = u;
+	}
+	st->st_tail = u;
+	pthread_cond_signal(&st->st_work);
+	while (!u->su_done) {
+		pthread_cond_wait(&u->su_cond, &st->st_mutex);
+	}
+	pthread_mutex_unlock(&st->st_mutex);
+	pthread_cond_destroy(&u->su_cond);
+	if (u->su_skip != &u->su_skip_one) {
+		free(u->su_skip);
+	}
+	return 0;
+fail:
+	if (u->su_skip != &u->su_skip_one) {
+		free(u->su_skip);
+	}
+	return -1;
+}
+
+/* ---- public entry points ---- */
+
+struct store *store_create(const struct store_options *opt)
+{
+	struct store *st;
+
+	if (sqlite3_threadsafe() == 0) {
+		log_err("store: this SQLite library is built without thread support");
+		return NULL;
+	}
+	st = calloc(1, sizeof(*st));
+	if (st == NULL) {
+		log_err("store: out of memory");
+		return NULL;
+	}
+	if (pthread_mutex_init(&st->st_mutex, NULL) != 0) {
+		log_err("store: cannot create a mutex");
+		free(st);
+		return NULL;
+	}
+	if (pthread_cond_init(&st->st_work, NULL) != 0) {
+		log_err("store: cannot create a condition variable");
+		pthread_mutex_destroy(&st->st_mutex);
+		free(st);
+		return NULL;
+	}
+	st->st_sync_made = 1;
+	st->st_read_only = opt->so_read_only;
+	st->st_batch_max = opt->so_batch_max > 0 ? opt->so_batch_max : STORE_BATCH_MAX_DEFAULT;
+	st->st_busy_timeout_ms = opt->so_busy_timeout_ms > 0 ? opt->so_busy_timeout_ms
+	                                                     : STORE_BUSY_TIMEOUT_MS_DEFAULT;
+	st->st_path = strdup(opt->so_path != NULL ? opt->so_path : "");
+	if (st->st_path == NULL) {
+		log_err("store: out of memory");
+		goto fail;
+	}
+	if (st->st_path[0] == '\0') {
+		log_err("store: no database path");
+		goto fail;
+	}
+	if (pthread_key_create(&st->st_key, NULL) != 0) {
+		log_err("store: cannot create a thread key");
+		goto fail;
+	}
+	st->st_key_made = 1;
+	if (st->st_read_only) {
+		if (store_check_read_only(st) < 0) {
+			goto fail;
+		}
+		return st;
+	}
+	st->st_writer = store_open_writer(st->st_path, opt->so_sync, st->st_busy_timeout_ms,
+	                                  opt->so_no_migrate, NULL, NULL);
+	if (st->st_writer == NULL) {
+		goto fail;
+	}
+	if (pthread_create(&st->st_thread, NULL, store_writer_main, st) != 0) {
+		log_err("store: cannot start the writer thread");
+		goto fail;
+	}
+	st->st_thread_running = 1;
+	return st;
+fail:
+	store_destroy(st);
+	return NULL;
+}
+
+void store_destroy(struct store *st)
+{
+	struct store_conn *cn;
+
+	if (st == NULL) {
+		return;
+	}
+	if (st->st_thread_running) {
+		pthread_mutex_lock(&st->st_mutex);
+		st->st_stopping = 1;
+		pthread_cond_signal(&st->st_work);
+		pthread_mutex_unlock(&st->st_mutex);
+		pthread_join(st->st_thread, NULL);
+		st->st_thread_running = 0;
+	}
+	while (st->st_readers != NULL) {
+		cn = st->st_readers;
+		st->st_readers = cn->cn_next;
+		store_conn_close(cn);
+	}
+	store_conn_close(st->st_writer);
+	if (st->st_key_made) {
+		pthread_key_delete(st->st_key);
+	}
+	if (st->st_sync_made) {
+		pthread_cond_destroy(&st->st_work);
+		pthread_mutex_destroy(&st->st_mutex);
+	}
+	free(st->st_path);
+	free(st);
+}
+
+static void store_claim_reset(struct store_claim *c)
+{
+	reply_finish(&c->sc_reply);
+	c->sc_outcome = STORE_TRANSIENT;
+	c->sc_status = STORE_STATUS_PROCESSING;
+	c->sc_retry_after_s = 0;
+	c->sc_token = 0;
+}
+
+/* A single claim whose key is already done/failed, answered on this
+ * thread's read connection. Returns 1 when answered, 0 otherwise. */
+static int store_claim_fast(struct store *st, struct store_claim *c)
+{
+	struct store_value key[] = {store_text(c->sc_scope), store_text(c->sc_key)};
+	struct store_tx tx = {.tx_store = st, .tx_now = c->sc_now_ms};
+	enum store_status status;
+	struct store_row rec;
+	int answered = 0;
+
+	tx.tx_conn = store_reader(st);
+	if (tx.tx_conn == NULL) {
+		return 0;
+	}
+	if (store_query(&tx, STORE_SQL_RECORD, key, 2, &rec) <= 0) {
+		return 0;
+	}
+	if (store_status_parse(store_row_text(&rec, STORE_REC_STATUS), &status) == 0 &&
+	    status != STORE_STATUS_PROCESSING &&
+	    store_row_int(&rec, STORE_REC_CREATED_AT) >= c->sc_now_ms - store_retention_ms(c) &&
+	    store_claim_answer(c, &rec, status) == 0) {
+		store_count_conflict(st);
+		answered = 1;
+	}
+	store_row_finish(&rec);
+	return answered;
+}
+
+int store_submit(struct store *st, struct store_claim *claims, size_t n)
+{
+	struct store_unit u = {.su_kind = STORE_UNIT_CLAIMS, .su_claims = claims, .su_n = n};
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		store_claim_reset(&claims[i]);
+	}
+	if (n == 0) {
+		return 0;
+	}
+	if (!st->st_read_only && n == 1 && store_claim_fast(st, &claims[0])) {
+		return 0;
+	}
+	if (store_enqueue(st, &u) < 0) {
+		for (i = 0; i < n; i++) {
+			store_claim_transient(&claims[i], 0);
+		}
+		return -1;
+	}
+	return 0;
+}
+
+int store_claim_begin(struct store *st, struct store_claim *c)
+{
+	struct store_unit u = {.su_kind = STORE_UNIT_BEGIN, .su_claims = c, .su_n = 1};
+
+	store_claim_reset(c);
+	if (store_enqueue(st, &u) < 0) {
+		store_claim_transient(c, 0);
+		return -1;
+	}
+	return 0;
+}
+
+int store_claim_complete(struct store *st, struct store_claim *c)
+{
+	struct store_unit u = {
+	        .su_kind = STORE_UNIT_COMPLETE, .su_claims = c, .su_n = 1, .su_result = -1};
+
+	reply_finish(&c->sc_reply);
+	c->sc_retry_after_s = 0;
+	if (store_enqueue(st, &u) < 0) {
+		store_claim_transient(c, 0);
+		return -1;
+	}
+	return u.su_result;
+}
+
+void store_claim_finish(struct store_claim *c)
+{
+	if (c == NULL) {
+		return;
+	}
+	reply_finish(&c->sc_reply);
+}
+
+int store_peek(struct store *st, const char *scope, const char *key, int64_t now_ms,
+               int64_t retention_ms, enum store_status *ret_status, unsigned char *ret_fingerprint)
+{
+	struct store_value p[] = {store_text(scope), store_text(key)};
+	struct store_tx tx = {.tx_store = st, .tx_now = now_ms};
+	enum store_status status;
+	struct store_row rec;
+	int64_t cutoff = now_ms - (retention_ms > 0 ? retention_ms : STORE_RETENTION_MS_DEFAULT);
+	int found;
+
+	tx.tx_conn = store_reader(st);
+	if (tx.tx_conn == NULL) {
+		return -1;
+	}
+	found = store_query(&tx, STORE_SQL_RECORD, p, 2, &rec);
+	if (found <= 0) {
+		return found;
+	}
+	if (store_status_parse(store_row_text(&rec, STORE_REC_STATUS), &status) < 0) {
+		goto fail;
+	}
+	if (store_row_int(&rec, STORE_REC_CREATED_AT) < cutoff) {
+		store_row_finish(&rec);
+		return 0;
+	}
+	if (ret_status != NULL) {
+		*ret_status = status;
+	}
+	if (ret_fingerprint != NULL) {
+		memset(ret_fingerprint, 0, STORE_FINGERPRINT_LEN);
+		if (store_row_len(&rec, STORE_REC_FINGERPRINT) == STORE_FINGERPRINT_LEN) {
+			memcpy(ret_fingerprint, store_row_text(&rec, STORE_REC_FINGERPRINT),
+			       STORE_FINGERPRINT_LEN);
+		}
+	}
+	store_row_finish(&rec);
+	return 1;
+fail:
+	store_row_finish(&rec);
+	return -1;
+}
+
+int store_write(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx, void *arg),
+                void *arg)
+{
+	struct store_unit u = {.su_kind = STORE_UNIT_WRITE,
+	                       .su_fn = fn,
+	                       .su_arg = arg,
+	                       .su_now = now_ms,
+	                       .su_result = -1};
+
+	if (store_enqueue(st, &u) < 0) {
+		return -1;
+	}
+	return u.su_result;
+}
+
+int store_read(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx, void *arg),
+               void *arg)
+{
+	struct store_tx tx = {.tx_store = st, .tx_now = now_ms};
+	int nested;
+	int r;
+
+	tx.tx_conn = store_reader(st);
+	if (tx.tx_conn == NULL) {
+		return -1;
+	}
+	/* A read nested in another read shares its snapshot. */
+	nested = !sqlite3_get_autocommit(tx.tx_conn->cn_db);
+	if (!nested && store_conn_exec(tx.tx_conn, "BEGIN") < 0) {
+		return -1;
+	}
+	r = fn(&tx, arg);
+	if (nested) {
+		return r;
+	}
+	if (r >= 0 && store_conn_exec(tx.tx_conn, "COMMIT") == 0) {
+		return r;
+	}
+	if (!sqlite3_get_autocommit(tx.tx_conn->cn_db)) {
+		store_conn_exec(tx.tx_conn, "ROLLBACK");
+	}
+	return -1;
+}
+
+void store_get_stats(struct store *st, struct store_stats *ret)
+{
+	pthread_mutex_lock(&st->st_mutex);
+	*ret = st->st_stats;
+	pthread_mutex_unlock(&st->st_mutex);
+}

@@ -1,0 +1,1158 @@
+/* test_store.c: unit tests of the idempotency store against real SQLite files. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "reply.h"
+#include "store.h"
+
+#define T0 ((int64_t)1700000000000) /* the tests' clock starts here, in ms */
+#define RETENTION_MS ((int64_t)7 * 24 * 3600 * 1000)
+#define LEASE_MS ((int64_t)30 * 1000)
+#define STORM_THREADS 32
+
+static const char reply_body_bytes[] = "{\"ok\":true}\0tail\xff";
+#define REPLY_BODY_LEN (sizeof(reply_body_bytes) - 1)
+
+struct fixture {
+	char fx_dir[64];
+	char fx_sub[96];
+	char fx_path[128];
+	struct store *fx_st;
+};
+
+/* What the test apply callbacks do and count. */
+struct applier {
+	atomic_int ap_runs;
+	int ap_result;      /* STORE_APPLY_* */
+	size_t ap_fill;     /* bytes of a scratch blob to insert */
+	const char *ap_tag; /* stored in the scratch row */
+	int ap_orphan;      /* also insert a child row without parent */
+};
+
+static int fixture_open(struct fixture *fx, unsigned batch_max)
+{
+	struct store_options so = {
+	        .so_path = fx->fx_path,
+	        .so_sync = STORE_SYNC_NORMAL,
+	        .so_batch_max = batch_max,
+	};
+
+	fx->fx_st = store_create(&so);
+	return fx->fx_st != NULL ? 0 : -1;
+}
+
+static int unit_create_scratch(struct store_tx *tx, void *arg)
+{
+	if (store_exec(tx, "CREATE TABLE IF NOT EXISTS scratch (tag TEXT, data BLOB)", NULL, 0,
+	               NULL) < 0) {
+		return -1;
+	}
+	if (store_exec(tx, "CREATE TABLE IF NOT EXISTS parent (id INTEGER PRIMARY KEY)", NULL, 0,
+	               NULL) < 0) {
+		return -1;
+	}
+	/* Checked only at COMMIT: a way to make COMMIT itself fail. */
+	return store_exec(
+	        tx,
+	        "CREATE TABLE IF NOT EXISTS child (parent_id INTEGER REFERENCES parent (id) "
+	        "DEFERRABLE INITIALLY DEFERRED)",
+	        NULL, 0, NULL);
+}
+
+static int setup(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof(*fx));
+
+	if (fx == NULL) {
+		return -1;
+	}
+	snprintf(fx->fx_dir, sizeof(fx->fx_dir), "/tmp/test_store.XXXXXX");
+	if (mkdtemp(fx->fx_dir) == NULL) {
+		free(fx);
+		return -1;
+	}
+	/* The store creates the missing sub directory itself. */
+	snprintf(fx->fx_sub, sizeof(fx->fx_sub), "%s/var", fx->fx_dir);
+	snprintf(fx->fx_path, sizeof(fx->fx_path), "%s/idemhook.db", fx->fx_sub);
+	if (fixture_open(fx, 0) < 0 || store_write(fx->fx_st, T0, unit_create_scratch, NULL) < 0) {
+		store_destroy(fx->fx_st);
+		free(fx);
+		return -1;
+	}
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *fx = *state;
+	const char *suffixes[] = {"", "-wal", "-shm", "-journal"};
+	char path[160];
+	size_t i;
+
+	store_destroy(fx->fx_st);
+	for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		snprintf(path, sizeof(path), "%s%s", fx->fx_path, suffixes[i]);
+		unlink(path);
+	}
+	rmdir(fx->fx_sub);
+	rmdir(fx->fx_dir);
+	free(fx);
+	return 0;
+}
+
+/* ---- helpers ---- */
+
+static int apply_test(struct store_tx *tx, void *arg, struct reply *ret_reply)
+{
+	struct applier *ap = arg;
+	void *fill = NULL;
+	int r;
+
+	atomic_fetch_add(&ap->ap_runs, 1);
+	if (ap->ap_fill > 0) {
+		fill = calloc(1, ap->ap_fill);
+		assert_non_null(fill);
+	}
+	{
+		struct store_value p[] = {
+		        store_text(ap->ap_tag != NULL ? ap->ap_tag : "row"),
+		        fill != NULL ? store_blob(fill, ap->ap_fill) : store_null(),
+		};
+
+		r = store_exec(tx, "INSERT INTO scratch (tag, data) VALUES (?, ?)", p, 2, NULL);
+	}
+	free(fill);
+	if (r == 0 && ap->ap_orphan) {
+		r = store_exec(tx, "INSERT INTO child (parent_id) VALUES (42)", NULL, 0, NULL);
+	}
+	if (r < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	if (ap->ap_result == STORE_APPLY_FAILED) {
+		assert_int_equal(reply_problem(ret_reply, 422, "refused", "Refused", NULL), 0);
+		return STORE_APPLY_FAILED;
+	}
+	assert_int_equal(
+	        reply_set(ret_reply, 200, "application/json", reply_body_bytes, REPLY_BODY_LEN), 0);
+	assert_int_equal(reply_add_header(ret_reply, "X-Order-Id", "ord_1"), 0);
+	return ap->ap_result;
+}
+
+static void claim_init(struct store_claim *c, const char *key, unsigned char fp, int64_t now,
+                       struct applier *ap)
+{
+	memset(c, 0, sizeof(*c));
+	c->sc_scope = "stripe";
+	c->sc_key = key;
+	memset(c->sc_fingerprint, fp, sizeof(c->sc_fingerprint));
+	c->sc_now_ms = now;
+	c->sc_retention_ms = RETENTION_MS;
+	c->sc_lease_ms = LEASE_MS;
+	c->sc_apply = apply_test;
+	c->sc_arg = ap;
+}
+
+struct count_query {
+	const char *cq_sql;
+	int64_t cq_value;
+};
+
+static int unit_count(struct store_tx *tx, void *arg)
+{
+	struct count_query *cq = arg;
+	struct store_row row;
+	int r;
+
+	r = store_query(tx, cq->cq_sql, NULL, 0, &row);
+	if (r < 0) {
+		return -1;
+	}
+	cq->cq_value = r > 0 ? store_row_int(&row, 0) : -1;
+	if (r > 0) {
+		store_row_finish(&row);
+	}
+	return 0;
+}
+
+static int64_t count_of(struct store *st, const char *sql)
+{
+	struct count_query cq = {.cq_sql = sql, .cq_value = -1};
+
+	assert_int_equal(store_read(st, T0, unit_count, &cq), 0);
+	return cq.cq_value;
+}
+
+static void assert_reply_is_the_original(const struct reply *r)
+{
+	assert_int_equal(r->reply_status, 200);
+	assert_string_equal(r->reply_content_type, "application/json");
+	assert_string_equal(r->reply_headers, "X-Order-Id: ord_1\n");
+	assert_int_equal(r->reply_body_len, REPLY_BODY_LEN);
+	assert_memory_equal(r->reply_body, reply_body_bytes, REPLY_BODY_LEN);
+}
+
+static int submit_one(struct store *st, struct store_claim *c)
+{
+	return store_submit(st, c, 1);
+}
+
+/* ---- opening and migrations ---- */
+
+static int unit_read_pragmas(struct store_tx *tx, void *arg)
+{
+	int64_t *ret = arg;
+	struct store_row row;
+
+	assert_int_equal(store_query(tx, "PRAGMA user_version", NULL, 0, &row), 1);
+	ret[0] = store_row_int(&row, 0);
+	store_row_finish(&row);
+	assert_int_equal(store_query(tx, "PRAGMA journal_mode", NULL, 0, &row), 1);
+	ret[1] = strcmp(store_row_text(&row, 0), "wal") == 0;
+	store_row_finish(&row);
+	return 0;
+}
+
+static void test_create_makes_the_directory_applies_migrations_and_uses_wal(void **state)
+{
+	struct fixture *fx = *state;
+	int64_t got[2] = {0, 0};
+
+	assert_true(store_schema_version() >= 1);
+	assert_int_equal(store_read(fx->fx_st, T0, unit_read_pragmas, got), 0);
+	assert_int_equal(got[0], store_schema_version());
+	assert_int_equal(got[1], 1);
+}
+
+static void test_migrate_reports_versions_and_is_idempotent(void **state)
+{
+	struct fixture *fx = *state;
+	char path[160];
+	int from = -1;
+	int to = -1;
+
+	snprintf(path, sizeof(path), "%s/other.db", fx->fx_sub);
+	assert_int_equal(store_migrate(path, &from, &to), 0);
+	assert_int_equal(from, 0);
+	assert_int_equal(to, store_schema_version());
+	assert_int_equal(store_migrate(path, &from, &to), 0);
+	assert_int_equal(from, store_schema_version());
+	assert_int_equal(to, store_schema_version());
+	unlink(path);
+}
+
+static int unit_set_user_version(struct store_tx *tx, void *arg)
+{
+	return store_exec(tx, (const char *)arg, NULL, 0, NULL);
+}
+
+static unsigned char *read_file(const char *path, size_t *ret_len)
+{
+	FILE *f = fopen(path, "rb");
+	unsigned char *data;
+	long len;
+
+	assert_non_null(f);
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	len = ftell(f);
+	assert_true(len > 0);
+	rewind(f);
+	data = malloc((size_t)len);
+	assert_non_null(data);
+	assert_int_equal(fread(data, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	*ret_len = (size_t)len;
+	return data;
+}
+
+static void test_newer_schema_is_refused_and_the_file_left_untouched(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_options so = {.so_path = fx->fx_path};
+	unsigned char *before;
+	unsigned char *after;
+	size_t before_len;
+	size_t after_len;
+
+	assert_int_equal(
+	        store_write(fx->fx_st, T0, unit_set_user_version, "PRAGMA user_version = 999"), 0);
+	store_destroy(fx->fx_st);
+	fx->fx_st = NULL;
+	before = read_file(fx->fx_path, &before_len);
+
+	assert_null(store_create(&so));
+	so.so_read_only = 1;
+	assert_null(store_create(&so));
+	assert_int_equal(store_migrate(fx->fx_path, NULL, NULL), -1);
+
+	after = read_file(fx->fx_path, &after_len);
+	assert_int_equal(after_len, before_len);
+	assert_memory_equal(after, before, before_len);
+	free(before);
+	free(after);
+}
+
+static void test_older_schema_is_refused_read_only_and_without_migrations(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_options so = {.so_path = fx->fx_path, .so_read_only = 1};
+
+	assert_int_equal(
+	        store_write(fx->fx_st, T0, unit_set_user_version, "PRAGMA user_version = 1"), 0);
+	store_destroy(fx->fx_st);
+	fx->fx_st = NULL;
+
+	assert_null(store_create(&so));
+	so.so_read_only = 0;
+	so.so_no_migrate = 1;
+	assert_null(store_create(&so));
+}
+
+/* ---- the state table ---- */
+
+static void test_claim_on_a_new_key_runs_apply_and_stores_done(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c;
+
+	claim_init(&c, "evt_new", 1, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_NEW);
+	assert_int_equal(c.sc_status, STORE_STATUS_DONE);
+	assert_int_equal(c.sc_token, 1);
+	assert_reply_is_the_original(&c.sc_reply);
+	assert_int_equal(atomic_load(&ap.ap_runs), 1);
+	assert_int_equal(count_of(fx->fx_st,
+	                          "SELECT count(*) FROM idempotency_records WHERE status = 'done'"),
+	                 1);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 1);
+	store_claim_finish(&c);
+}
+
+static void test_claim_replays_done_record_byte_for_byte(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c;
+	struct store_claim group[2];
+
+	claim_init(&c, "evt_replay", 1, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_NEW);
+	store_claim_finish(&c);
+
+	/* A single claim is answered on the read connection... */
+	claim_init(&c, "evt_replay", 1, T0 + 1000, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_REPLAYED);
+	assert_int_equal(c.sc_status, STORE_STATUS_DONE);
+	assert_reply_is_the_original(&c.sc_reply);
+	store_claim_finish(&c);
+
+	/* ...and a group by the writer, with the same answer. */
+	claim_init(&group[0], "evt_replay", 1, T0 + 2000, &ap);
+	claim_init(&group[1], "evt_other", 1, T0 + 2000, &ap);
+	assert_int_equal(store_submit(fx->fx_st, group, 2), 0);
+	assert_int_equal(group[0].sc_outcome, STORE_REPLAYED);
+	assert_reply_is_the_original(&group[0].sc_reply);
+	assert_int_equal(group[1].sc_outcome, STORE_NEW);
+	store_claim_finish(&group[0]);
+	store_claim_finish(&group[1]);
+
+	assert_int_equal(atomic_load(&ap.ap_runs), 2);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 2);
+}
+
+static void test_claim_replays_failed_record_with_its_stored_reply(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_FAILED};
+	struct store_claim c;
+	char *body;
+
+	claim_init(&c, "evt_failed", 3, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_NEW);
+	assert_int_equal(c.sc_status, STORE_STATUS_FAILED);
+	body = strdup(c.sc_reply.reply_body);
+	assert_non_null(body);
+	store_claim_finish(&c);
+
+	claim_init(&c, "evt_failed", 3, T0 + 5000, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_REPLAYED);
+	assert_int_equal(c.sc_status, STORE_STATUS_FAILED);
+	assert_int_equal(c.sc_reply.reply_status, 422);
+	assert_string_equal(c.sc_reply.reply_content_type, "application/problem+json");
+	assert_null(c.sc_reply.reply_headers);
+	assert_string_equal(c.sc_reply.reply_body, body);
+	assert_int_equal(atomic_load(&ap.ap_runs), 1);
+	free(body);
+	store_claim_finish(&c);
+}
+
+static void test_claim_with_other_fingerprint_gets_mismatch_and_the_stored_reply(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c;
+	struct store_stats stats;
+
+	claim_init(&c, "evt_mismatch", 1, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	store_claim_finish(&c);
+
+	claim_init(&c, "evt_mismatch", 2, T0 + 1000, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_MISMATCH);
+	assert_reply_is_the_original(&c.sc_reply);
+	assert_int_equal(atomic_load(&ap.ap_runs), 1);
+	store_claim_finish(&c);
+
+	store_get_stats(fx->fx_st, &stats);
+	assert_int_equal(stats.ss_conflicts, 1);
+}
+
+static void test_record_one_second_inside_retention_replays(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c;
+
+	claim_init(&c, "evt_ttl", 1, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	store_claim_finish(&c);
+
+	claim_init(&c, "evt_ttl", 1, T0 + RETENTION_MS - 1000, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_REPLAYED);
+	assert_int_equal(atomic_load(&ap.ap_runs), 1);
+	store_claim_finish(&c);
+}
+
+static void test_record_one_second_past_retention_is_deleted_and_runs_as_new(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c;
+
+	claim_init(&c, "evt_ttl", 1, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	store_claim_finish(&c);
+
+	claim_init(&c, "evt_ttl", 1, T0 + RETENTION_MS + 1000, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_NEW);
+	assert_true(c.sc_token > 1);
+	assert_int_equal(atomic_load(&ap.ap_runs), 2);
+	store_claim_finish(&c);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 1);
+	assert_int_equal(count_of(fx->fx_st, "SELECT created_at FROM idempotency_records"),
+	                 T0 + RETENTION_MS + 1000);
+}
+
+static void test_live_lease_answers_in_progress_with_seconds_left(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c;
+
+	claim_init(&c, "evt_lease", 1, T0, &ap);
+	assert_int_equal(store_claim_begin(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_CLAIMED);
+	assert_int_equal(c.sc_token, 1);
+	store_claim_finish(&c);
+
+	/* 30 s lease, 10.5 s later: 19.5 s left, rounded up. */
+	claim_init(&c, "evt_lease", 1, T0 + 10500, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_IN_PROGRESS);
+	assert_int_equal(c.sc_status, STORE_STATUS_PROCESSING);
+	assert_int_equal(c.sc_retry_after_s, 20);
+	store_claim_finish(&c);
+
+	claim_init(&c, "evt_lease", 1, T0 + LEASE_MS - 1, &ap);
+	assert_int_equal(store_claim_begin(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_IN_PROGRESS);
+	assert_int_equal(c.sc_retry_after_s, 1);
+	store_claim_finish(&c);
+	assert_int_equal(atomic_load(&ap.ap_runs), 0);
+}
+
+static void test_expired_lease_is_taken_over_with_a_new_token(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c;
+
+	claim_init(&c, "evt_takeover", 1, T0, &ap);
+	assert_int_equal(store_claim_begin(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_token, 1);
+	store_claim_finish(&c);
+
+	claim_init(&c, "evt_takeover", 1, T0 + LEASE_MS + 1, &ap);
+	assert_int_equal(store_claim_begin(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_CLAIMED);
+	assert_int_equal(c.sc_token, 2);
+	store_claim_finish(&c);
+
+	/* A one-phase claim takes over too, and runs the handler. */
+	claim_init(&c, "evt_takeover", 1, T0 + 2 * LEASE_MS + 2, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_NEW);
+	assert_int_equal(c.sc_token, 3);
+	assert_int_equal(atomic_load(&ap.ap_runs), 1);
+	store_claim_finish(&c);
+}
+
+static void test_late_complete_with_stale_token_is_refused_and_changes_nothing(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier late = {.ap_result = STORE_APPLY_DONE, .ap_tag = "late"};
+	struct applier winner = {.ap_result = STORE_APPLY_DONE, .ap_tag = "winner"};
+	struct store_claim first;
+	struct store_claim second;
+
+	claim_init(&first, "evt_fence", 1, T0, &late);
+	assert_int_equal(store_claim_begin(fx->fx_st, &first), 0);
+	assert_int_equal(first.sc_token, 1);
+
+	claim_init(&second, "evt_fence", 1, T0 + LEASE_MS + 1000, &winner);
+	assert_int_equal(store_claim_begin(fx->fx_st, &second), 0);
+	assert_int_equal(second.sc_outcome, STORE_CLAIMED);
+	assert_int_equal(second.sc_token, 2);
+
+	/* The first owner wakes up after losing its lease. */
+	first.sc_now_ms = T0 + LEASE_MS + 2000;
+	assert_int_equal(store_claim_complete(fx->fx_st, &first), 1);
+	assert_int_equal(atomic_load(&late.ap_runs), 0);
+	assert_int_equal(
+	        count_of(fx->fx_st,
+	                 "SELECT count(*) FROM idempotency_records WHERE status = 'processing' "
+	                 "AND fence_token = 2 AND reply_status IS NULL"),
+	        1);
+
+	second.sc_now_ms = T0 + LEASE_MS + 3000;
+	assert_int_equal(store_claim_complete(fx->fx_st, &second), 0);
+	assert_int_equal(second.sc_outcome, STORE_NEW);
+	assert_int_equal(second.sc_status, STORE_STATUS_DONE);
+
+	/* Stale again, now that the record is done. */
+	assert_int_equal(store_claim_complete(fx->fx_st, &first), 1);
+	assert_int_equal(atomic_load(&late.ap_runs), 0);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'winner'"),
+	                 1);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'late'"), 0);
+	assert_int_equal(count_of(fx->fx_st,
+	                          "SELECT count(*) FROM idempotency_records WHERE status = 'done'"),
+	                 1);
+	store_claim_finish(&first);
+	store_claim_finish(&second);
+}
+
+static void test_transient_complete_keeps_the_claim_processing(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_TRANSIENT};
+	struct store_claim c;
+
+	claim_init(&c, "evt_retry_complete", 1, T0, &ap);
+	assert_int_equal(store_claim_begin(fx->fx_st, &c), 0);
+	assert_int_equal(store_claim_complete(fx->fx_st, &c), -1);
+	assert_int_equal(c.sc_outcome, STORE_TRANSIENT);
+	assert_true(c.sc_retry_after_s >= 1);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 0);
+
+	ap.ap_result = STORE_APPLY_DONE;
+	assert_int_equal(store_claim_complete(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_NEW);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 1);
+	store_claim_finish(&c);
+}
+
+/* ---- group commit ---- */
+
+static void test_group_commit_keeps_other_claims_when_one_is_transient(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ok = {.ap_result = STORE_APPLY_DONE};
+	struct applier bad = {.ap_result = STORE_APPLY_TRANSIENT, .ap_tag = "rolled back"};
+	struct store_claim group[3];
+	struct store_stats stats;
+	size_t i;
+
+	claim_init(&group[0], "evt_g1", 1, T0, &ok);
+	claim_init(&group[1], "evt_g2", 1, T0, &bad);
+	claim_init(&group[2], "evt_g3", 1, T0, &ok);
+	assert_int_equal(store_submit(fx->fx_st, group, 3), 0);
+	assert_int_equal(group[0].sc_outcome, STORE_NEW);
+	assert_int_equal(group[1].sc_outcome, STORE_TRANSIENT);
+	assert_true(group[1].sc_retry_after_s >= 1);
+	assert_int_equal(group[2].sc_outcome, STORE_NEW);
+	for (i = 0; i < 3; i++) {
+		store_claim_finish(&group[i]);
+	}
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 2);
+	assert_int_equal(
+	        count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'rolled back'"), 0);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 2);
+
+	store_get_stats(fx->fx_st, &stats);
+	/* The scratch table from setup, then this group: one transaction. */
+	assert_int_equal(stats.ss_commits, 2);
+	assert_int_equal(stats.ss_units, 4);
+	assert_int_equal(stats.ss_transient, 1);
+	assert_int_equal(stats.ss_batch_hist[1], 1);
+
+	/* The rolled-back key was not consumed: its retry runs. */
+	bad.ap_result = STORE_APPLY_DONE;
+	claim_init(&group[1], "evt_g2", 1, T0 + 1000, &bad);
+	assert_int_equal(submit_one(fx->fx_st, &group[1]), 0);
+	assert_int_equal(group[1].sc_outcome, STORE_NEW);
+	store_claim_finish(&group[1]);
+}
+
+static void test_failed_commit_makes_every_claim_of_the_batch_transient(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ok = {.ap_result = STORE_APPLY_DONE};
+	struct applier orphan = {.ap_result = STORE_APPLY_DONE, .ap_orphan = 1};
+	struct store_claim group[2];
+	struct store_stats stats;
+	size_t i;
+
+	claim_init(&group[0], "evt_c1", 1, T0, &ok);
+	claim_init(&group[1], "evt_c2", 1, T0, &orphan);
+	assert_int_equal(store_submit(fx->fx_st, group, 2), 0);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(group[i].sc_outcome, STORE_TRANSIENT);
+		assert_true(group[i].sc_retry_after_s >= 1);
+		assert_int_equal(group[i].sc_reply.reply_status, 0);
+		store_claim_finish(&group[i]);
+	}
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 0);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 0);
+	store_get_stats(fx->fx_st, &stats);
+	assert_int_equal(stats.ss_transient, 2);
+
+	/* The writer keeps serving. */
+	claim_init(&group[0], "evt_c1", 1, T0 + 1000, &ok);
+	assert_int_equal(submit_one(fx->fx_st, &group[0]), 0);
+	assert_int_equal(group[0].sc_outcome, STORE_NEW);
+	store_claim_finish(&group[0]);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 1);
+}
+
+struct storm {
+	struct store *sm_st;
+	pthread_barrier_t *sm_barrier;
+	struct applier *sm_applier;
+	const char *sm_key;
+	enum store_outcome sm_outcome;
+	int sm_reply_ok;
+};
+
+static void *storm_thread(void *arg)
+{
+	struct storm *s = arg;
+	struct store_claim c;
+
+	claim_init(&c, s->sm_key, 7, T0, s->sm_applier);
+	pthread_barrier_wait(s->sm_barrier);
+	if (store_submit(s->sm_st, &c, 1) == 0) {
+		s->sm_outcome = c.sc_outcome;
+		s->sm_reply_ok =
+		        c.sc_reply.reply_status == 200 &&
+		        c.sc_reply.reply_body_len == REPLY_BODY_LEN &&
+		        memcmp(c.sc_reply.reply_body, reply_body_bytes, REPLY_BODY_LEN) == 0;
+	}
+	store_claim_finish(&c);
+	return NULL;
+}
+
+static void test_identical_claims_from_many_threads_run_apply_once(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct storm storms[STORM_THREADS];
+	pthread_t threads[STORM_THREADS];
+	pthread_barrier_t barrier;
+	int news = 0;
+	int replays = 0;
+	size_t i;
+
+	assert_int_equal(pthread_barrier_init(&barrier, NULL, STORM_THREADS), 0);
+	for (i = 0; i < STORM_THREADS; i++) {
+		storms[i] = (struct storm){
+		        .sm_st = fx->fx_st,
+		        .sm_barrier = &barrier,
+		        .sm_applier = &ap,
+		        .sm_key = "evt_storm",
+		        .sm_outcome = STORE_TRANSIENT,
+		};
+		assert_int_equal(pthread_create(&threads[i], NULL, storm_thread, &storms[i]), 0);
+	}
+	for (i = 0; i < STORM_THREADS; i++) {
+		pthread_join(threads[i], NULL);
+		news += storms[i].sm_outcome == STORE_NEW;
+		replays += storms[i].sm_outcome == STORE_REPLAYED;
+		assert_true(storms[i].sm_reply_ok);
+	}
+	pthread_barrier_destroy(&barrier);
+	assert_int_equal(news, 1);
+	assert_int_equal(replays, STORM_THREADS - 1);
+	assert_int_equal(atomic_load(&ap.ap_runs), 1);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 1);
+}
+
+static void *distinct_thread(void *arg)
+{
+	struct storm *s = arg;
+	struct store_claim c;
+
+	claim_init(&c, s->sm_key, 1, T0, s->sm_applier);
+	store_submit(s->sm_st, &c, 1);
+	s->sm_outcome = c.sc_outcome;
+	store_claim_finish(&c);
+	return NULL;
+}
+
+/* Holds the writer inside one unit until opened, so that others queue up. */
+struct gate {
+	struct store *gt_st;
+	atomic_int gt_entered;
+	atomic_int gt_open;
+};
+
+static int unit_gate(struct store_tx *tx, void *arg)
+{
+	struct gate *g = arg;
+
+	atomic_store(&g->gt_entered, 1);
+	while (!atomic_load(&g->gt_open)) {
+		usleep(1000);
+	}
+	return 0;
+}
+
+static void *gate_thread(void *arg)
+{
+	struct gate *g = arg;
+
+	store_write(g->gt_st, T0, unit_gate, g);
+	return NULL;
+}
+
+static void test_claims_queued_together_commit_as_one_batch_except_the_transient_one(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ok = {.ap_result = STORE_APPLY_DONE};
+	struct applier bad = {.ap_result = STORE_APPLY_TRANSIENT};
+	struct storm storms[STORM_THREADS];
+	pthread_t threads[STORM_THREADS];
+	char keys[STORM_THREADS][16];
+	struct gate gate = {.gt_st = fx->fx_st};
+	pthread_t gater;
+	struct store_stats stats;
+	uint64_t batched = 0;
+	size_t i;
+
+	assert_int_equal(pthread_create(&gater, NULL, gate_thread, &gate), 0);
+	while (!atomic_load(&gate.gt_entered)) {
+		usleep(1000);
+	}
+	for (i = 0; i < STORM_THREADS; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "evt_d%zu", i);
+		storms[i] = (struct storm){
+		        .sm_st = fx->fx_st,
+		        .sm_applier = i == 5 ? &bad : &ok,
+		        .sm_key = keys[i],
+		};
+		assert_int_equal(pthread_create(&threads[i], NULL, distinct_thread, &storms[i]), 0);
+	}
+	usleep(300 * 1000);
+	atomic_store(&gate.gt_open, 1);
+	pthread_join(gater, NULL);
+	for (i = 0; i < STORM_THREADS; i++) {
+		pthread_join(threads[i], NULL);
+		assert_int_equal(storms[i].sm_outcome, i == 5 ? STORE_TRANSIENT : STORE_NEW);
+	}
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), STORM_THREADS - 1);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"),
+	                 STORM_THREADS - 1);
+
+	store_get_stats(fx->fx_st, &stats);
+	assert_int_equal(stats.ss_units, STORM_THREADS + 2);
+	assert_int_equal(stats.ss_transient, 1);
+	for (i = 2; i < 8; i++) {
+		batched += stats.ss_batch_hist[i];
+	}
+	assert_true(batched >= 1);
+	assert_true(stats.ss_commits < stats.ss_units / 2);
+}
+
+static void test_batch_size_one_commits_each_unit_alone(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c;
+	struct store_stats stats;
+	int i;
+
+	store_destroy(fx->fx_st);
+	assert_int_equal(fixture_open(fx, 1), 0);
+	for (i = 0; i < 3; i++) {
+		char key[16];
+
+		snprintf(key, sizeof(key), "evt_b%d", i);
+		claim_init(&c, key, 1, T0, &ap);
+		assert_int_equal(submit_one(fx->fx_st, &c), 0);
+		assert_int_equal(c.sc_outcome, STORE_NEW);
+		store_claim_finish(&c);
+	}
+	store_get_stats(fx->fx_st, &stats);
+	assert_int_equal(stats.ss_commits, 3);
+	assert_int_equal(stats.ss_batch_hist[0], 3);
+}
+
+/* ---- transient failures ---- */
+
+struct page_limit {
+	int64_t pl_pages; /* 0: set to the current size */
+};
+
+static int unit_limit_pages(struct store_tx *tx, void *arg)
+{
+	struct page_limit *pl = arg;
+	struct store_row row;
+	char sql[64];
+	int64_t pages = pl->pl_pages;
+
+	if (pages == 0) {
+		if (store_query(tx, "PRAGMA page_count", NULL, 0, &row) != 1) {
+			return -1;
+		}
+		pages = store_row_int(&row, 0);
+		store_row_finish(&row);
+	}
+	snprintf(sql, sizeof(sql), "PRAGMA max_page_count = %lld", (long long)pages);
+	return store_exec(tx, sql, NULL, 0, NULL);
+}
+
+static void test_disk_full_is_transient_and_the_store_keeps_serving(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier big = {.ap_result = STORE_APPLY_DONE, .ap_fill = 256 * 1024};
+	struct page_limit tight = {0};
+	struct page_limit roomy = {.pl_pages = 1000000};
+	struct store_claim c;
+	struct store_stats stats;
+	enum store_status status;
+	unsigned char fp[32];
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_limit_pages, &tight), 0);
+
+	claim_init(&c, "evt_full", 1, T0, &big);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_TRANSIENT);
+	assert_true(c.sc_retry_after_s >= 1);
+	store_claim_finish(&c);
+	assert_int_equal(store_peek(fx->fx_st, "stripe", "evt_full", T0, RETENTION_MS, &status, fp),
+	                 0);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 0);
+	store_get_stats(fx->fx_st, &stats);
+	assert_int_equal(stats.ss_transient, 1);
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_limit_pages, &roomy), 0);
+	claim_init(&c, "evt_full", 1, T0 + 1000, &big);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_NEW);
+	store_claim_finish(&c);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 1);
+}
+
+static void test_disk_full_in_one_claim_of_a_group_leaves_the_others_committed(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ok = {.ap_result = STORE_APPLY_DONE};
+	struct applier big = {
+	        .ap_result = STORE_APPLY_DONE, .ap_fill = 256 * 1024, .ap_tag = "big"};
+	struct page_limit tight = {0};
+	struct page_limit room = {0};
+	struct store_claim group[3];
+	size_t i;
+
+	/* Room for small rows, none for the big blob. */
+	assert_int_equal(store_write(fx->fx_st, T0, unit_limit_pages, &tight), 0);
+	room.pl_pages = count_of(fx->fx_st, "PRAGMA page_count") + 8;
+	assert_int_equal(store_write(fx->fx_st, T0, unit_limit_pages, &room), 0);
+
+	claim_init(&group[0], "evt_f1", 1, T0, &ok);
+	claim_init(&group[1], "evt_f2", 1, T0, &big);
+	claim_init(&group[2], "evt_f3", 1, T0, &ok);
+	assert_int_equal(store_submit(fx->fx_st, group, 3), 0);
+	assert_int_equal(group[0].sc_outcome, STORE_NEW);
+	assert_int_equal(group[1].sc_outcome, STORE_TRANSIENT);
+	assert_true(group[1].sc_retry_after_s >= 1);
+	assert_int_equal(group[2].sc_outcome, STORE_NEW);
+	assert_reply_is_the_original(&group[0].sc_reply);
+	for (i = 0; i < 3; i++) {
+		store_claim_finish(&group[i]);
+	}
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 2);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'big'"), 0);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 2);
+}
+
+static int unit_fail(struct store_tx *tx, void *arg)
+{
+	assert_int_equal(
+	        store_exec(tx, "INSERT INTO scratch (tag) VALUES ('undone')", NULL, 0, NULL), 0);
+	return -1;
+}
+
+static int unit_returns_seven(struct store_tx *tx, void *arg)
+{
+	assert_int_equal(store_tx_now(tx), T0 + 7);
+	return store_exec(tx, "INSERT INTO scratch (tag) VALUES ('kept')", NULL, 0, NULL) < 0 ? -1
+	                                                                                      : 7;
+}
+
+static void test_write_returns_fn_value_and_rolls_back_on_failure(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_fail, NULL), -1);
+	assert_int_equal(store_write(fx->fx_st, T0 + 7, unit_returns_seven, NULL), 7);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'undone'"),
+	                 0);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'kept'"), 1);
+}
+
+/* ---- statements ---- */
+
+static int unit_fill_values(struct store_tx *tx, void *arg)
+{
+	static const unsigned char blob[] = {0, 1, 2, 0xff};
+	struct store_value p[] = {store_text("a"), store_blob(blob, sizeof(blob))};
+	struct store_value q[] = {store_text(NULL), store_blob("", 0)};
+	struct store_value r[] = {store_text("b"), store_null()};
+	int64_t changes = -1;
+
+	assert_int_equal(
+	        store_exec(tx, "INSERT INTO scratch (tag, data) VALUES (?, ?)", p, 2, &changes), 0);
+	assert_int_equal(changes, 1);
+	assert_int_equal(
+	        store_exec(tx, "INSERT INTO scratch (tag, data) VALUES (?, ?)", q, 2, NULL), 0);
+	assert_int_equal(
+	        store_exec(tx, "INSERT INTO scratch (tag, data) VALUES (?, ?)", r, 2, NULL), 0);
+	assert_int_equal(store_exec(tx, "UPDATE scratch SET tag = tag WHERE tag IS NOT NULL", NULL,
+	                            0, &changes),
+	                 0);
+	assert_int_equal(changes, 2);
+	assert_int_equal(store_exec(tx, "SELECT 1", NULL, 0, &changes), 0);
+	assert_int_equal(changes, 0);
+	/* Wrong parameter counts and bad SQL fail without harm. */
+	assert_int_equal(store_exec(tx, "INSERT INTO scratch (tag) VALUES (?)", NULL, 0, NULL), -1);
+	assert_int_equal(store_exec(tx, "NOT SQL", NULL, 0, NULL), -1);
+	return 0;
+}
+
+struct collected {
+	int cl_rows;
+	int cl_blob_ok;
+	int cl_empty_blob_ok;
+	int cl_null_ok;
+};
+
+static int collect_row(void *arg, const struct store_row *row)
+{
+	struct collected *cl = arg;
+	const char *tag = store_row_text(row, 0);
+
+	cl->cl_rows++;
+	assert_int_equal(row->sr_n, 2);
+	if (tag != NULL && strcmp(tag, "a") == 0) {
+		cl->cl_blob_ok = row->sr_cols[1].sv_type == STORE_BLOB &&
+		                 row->sr_cols[1].sv_len == 4 &&
+		                 memcmp(row->sr_cols[1].sv_text, "\0\1\2\xff", 4) == 0;
+	} else if (tag == NULL) {
+		cl->cl_empty_blob_ok =
+		        store_row_is_null(row, 0) && row->sr_cols[1].sv_type == STORE_BLOB &&
+		        row->sr_cols[1].sv_len == 0 && store_row_text(row, 1) != NULL;
+	} else {
+		cl->cl_null_ok = store_row_is_null(row, 1) && store_row_text(row, 1) == NULL &&
+		                 store_row_int(row, 1) == 0 && store_row_is_null(row, 99);
+	}
+	return 0;
+}
+
+static int stop_after_one(void *arg, const struct store_row *row)
+{
+	int *n = arg;
+
+	(*n)++;
+	return 1;
+}
+
+static int unit_read_values(struct store_tx *tx, void *arg)
+{
+	struct collected *cl = arg;
+	struct store_value none[] = {store_text("nope")};
+	struct store_row row;
+	int n = 0;
+
+	assert_int_equal(store_query_each(tx, "SELECT tag, data FROM scratch ORDER BY rowid", NULL,
+	                                  0, collect_row, cl),
+	                 0);
+	assert_int_equal(
+	        store_query_each(tx, "SELECT tag FROM scratch", NULL, 0, stop_after_one, &n), 0);
+	assert_int_equal(n, 1);
+	memset(&row, 0x5a, sizeof(row));
+	assert_int_equal(store_query(tx, "SELECT tag FROM scratch WHERE tag = ?", none, 1, &row),
+	                 0);
+	assert_int_equal(row.sr_n, (size_t)0x5a5a5a5a5a5a5a5aULL);
+	/* Writing on a read connection is refused. */
+	assert_int_equal(store_exec(tx, "DELETE FROM scratch", NULL, 0, NULL), -1);
+	return 5;
+}
+
+static void test_statements_bind_parameters_and_copy_columns(void **state)
+{
+	struct fixture *fx = *state;
+	struct collected cl = {0};
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_fill_values, NULL), 0);
+	assert_int_equal(store_read(fx->fx_st, T0, unit_read_values, &cl), 5);
+	assert_int_equal(cl.cl_rows, 3);
+	assert_true(cl.cl_blob_ok);
+	assert_true(cl.cl_empty_blob_ok);
+	assert_true(cl.cl_null_ok);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 3);
+}
+
+/* ---- read-only stores and peeking ---- */
+
+static void test_read_only_store_reads_and_refuses_writes(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_options so = {.so_path = fx->fx_path, .so_read_only = 1};
+	struct store_claim c;
+	struct store *ro;
+	enum store_status status;
+	unsigned char fp[32];
+
+	claim_init(&c, "evt_ro", 4, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	store_claim_finish(&c);
+
+	/* A reader beside the running writer, as the CLI does. */
+	ro = store_create(&so);
+	assert_non_null(ro);
+	assert_int_equal(count_of(ro, "SELECT count(*) FROM idempotency_records"), 1);
+	assert_int_equal(store_peek(ro, "stripe", "evt_ro", T0, RETENTION_MS, &status, fp), 1);
+	assert_int_equal(status, STORE_STATUS_DONE);
+
+	claim_init(&c, "evt_ro2", 4, T0, &ap);
+	assert_int_equal(store_submit(ro, &c, 1), -1);
+	assert_int_equal(c.sc_outcome, STORE_TRANSIENT);
+	store_claim_finish(&c);
+	assert_int_equal(store_write(ro, T0, unit_returns_seven, NULL), -1);
+	assert_int_equal(atomic_load(&ap.ap_runs), 1);
+	store_destroy(ro);
+
+	/* And alone, once the writer has gone. */
+	store_destroy(fx->fx_st);
+	fx->fx_st = NULL;
+	ro = store_create(&so);
+	assert_non_null(ro);
+	assert_int_equal(count_of(ro, "SELECT count(*) FROM idempotency_records"), 1);
+	store_destroy(ro);
+}
+
+static void test_peek_reports_live_records_only(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c;
+	enum store_status status = STORE_STATUS_FAILED;
+	unsigned char fp[32];
+	unsigned char want[32];
+
+	assert_int_equal(store_peek(fx->fx_st, "stripe", "evt_peek", T0, RETENTION_MS, &status, fp),
+	                 0);
+
+	claim_init(&c, "evt_peek", 9, T0, &ap);
+	assert_int_equal(store_claim_begin(fx->fx_st, &c), 0);
+	assert_int_equal(store_peek(fx->fx_st, "stripe", "evt_peek", T0, RETENTION_MS, &status, fp),
+	                 1);
+	assert_int_equal(status, STORE_STATUS_PROCESSING);
+	assert_int_equal(store_claim_complete(fx->fx_st, &c), 0);
+	store_claim_finish(&c);
+
+	memset(want, 9, sizeof(want));
+	assert_int_equal(
+	        store_peek(fx->fx_st, "stripe", "evt_peek", T0 + 1, RETENTION_MS, &status, fp), 1);
+	assert_int_equal(status, STORE_STATUS_DONE);
+	assert_memory_equal(fp, want, sizeof(want));
+	assert_int_equal(store_peek(fx->fx_st, "stripe", "evt_peek", T0 + RETENTION_MS + 1,
+	                            RETENTION_MS, &status, fp),
+	                 0);
+	assert_int_equal(store_peek(fx->fx_st, "other", "evt_peek", T0, RETENTION_MS, &status, fp),
+	                 0);
+}
+
+static void test_destroy_of_null_is_a_no_op(void **state)
+{
+	store_destroy(NULL);
+}
+
+/* Every case gets a fresh database in its own temporary directory. */
+#define STORE_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        STORE_TEST(test_create_makes_the_directory_applies_migrations_and_uses_wal),
+	        STORE_TEST(test_migrate_reports_versions_and_is_idempotent),
+	        STORE_TEST(test_newer_schema_is_refused_and_the_file_left_untouched),
+	        STORE_TEST(test_older_schema_is_refused_read_only_and_without_migrations),
+	        STORE_TEST(test_claim_on_a_new_key_runs_apply_and_stores_done),
+	        STORE_TEST(test_claim_replays_done_record_byte_for_byte),
+	        STORE_TEST(test_claim_replays_failed_record_with_its_stored_reply),
+	        STORE_TEST(test_claim_with_other_fingerprint_gets_mismatch_and_the_stored_reply),
+	        STORE_TEST(test_record_one_second_inside_retention_replays),
+	        STORE_TEST(test_record_one_second_past_retention_is_deleted_and_runs_as_new),
+	        STORE_TEST(test_live_lease_answers_in_progress_with_seconds_left),
+	        STORE_TEST(test_expired_lease_is_taken_over_with_a_new_token),
+	        STORE_TEST(test_late_complete_with_stale_token_is_refused_and_changes_nothing),
+	        STORE_TEST(test_transient_complete_keeps_the_claim_processing),
+	        STORE_TEST(test_group_commit_keeps_other_claims_when_one_is_transient),
+	        STORE_TEST(test_failed_commit_makes_every_claim_of_the_batch_transient),
+	        STORE_TEST(test_identical_claims_from_many_threads_run_apply_once),
+	        STORE_TEST(
+	                test_claims_queued_together_commit_as_one_batch_except_the_transient_one),
+	        STORE_TEST(test_batch_size_one_commits_each_unit_alone),
+	        STORE_TEST(test_disk_full_is_transient_and_the_store_keeps_serving),
+	        STORE_TEST(test_disk_full_in_one_claim_of_a_group_leaves_the_others_committed),
+	        STORE_TEST(test_write_returns_fn_value_and_rolls_back_on_failure),
+	        STORE_TEST(test_statements_bind_parameters_and_copy_columns),
+	        STORE_TEST(test_read_only_store_reads_and_refuses_writes),
+	        STORE_TEST(test_peek_reports_live_records_only),
+	        cmocka_unit_test(test_destroy_of_null_is_a_no_op),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
