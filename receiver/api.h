@@ -2,10 +2,69 @@
 #ifndef IDEMHOOK_API_H
 #define IDEMHOOK_API_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "app.h"
+#include "orders.h"
+#include "store.h"
+
+#define API_KEY_MAX 255  /* Idempotency-Key length, characters */
+#define API_TEXT_MAX 128 /* customer_ref, line item sku/name, bytes */
 
 /* Handles /api/... requests (including CORS preflight). Returns 1 when the
  * path belongs to the API (ret filled), 0 otherwise. */
-int api_route(struct app *app, const struct config *cf, const struct http_request *req, struct reply *ret);
+int api_route(struct app *app, const struct config *cf, const struct http_request *req,
+	      struct reply *ret);
+
+/* Parses an Idempotency-Key field value (IETF draft "The Idempotency-Key
+ * HTTP Header Field"): a quoted sf-string or a bare token, 1..API_KEY_MAX
+ * printable ASCII characters. Writes the key (unquoted, unescaped) to ret_key
+ * and returns 0, or returns -1 (ret_key untouched). */
+int api_idempotency_key_parse(const char *value, char ret_key[API_KEY_MAX + 1]);
+
+/* Canonical form of a JSON text: object keys sorted, no whitespace, numbers
+ * and strings in one spelling, so that key order and layout do not matter
+ * and values do. Duplicate keys and nesting past 16 levels are refused.
+ * Returns 0 with *ret malloc'd (NUL-terminated), or -1. */
+int api_canonical_json(const void *json, size_t len, char **ret, size_t *ret_len);
+
+/* SHA-256 of api_canonical_json(json): the request fingerprint. 0 or -1. */
+int api_fingerprint(const void *json, size_t len, unsigned char ret[32]);
+
+/* One order as GET shows it (the checkout page shares it). */
+struct api_order {
+	char ao_id[ORDERS_ID_LEN + 1];
+	char ao_status[24];
+	int64_t ao_amount;
+	char ao_currency[4];
+	int64_t ao_refunded;
+	char ao_customer_ref[API_TEXT_MAX + 1]; /* "" when none */
+	char ao_fulfillment[16];
+	int64_t ao_points; /* SUM of the points ledger */
+	int64_t ao_created_ms;
+	int64_t ao_paid_ms;     /* 0 when not paid */
+	int64_t ao_refunded_ms; /* 0 when not refunded */
+};
+
+/* 1 if id has the shape of an order id, else 0. */
+int api_order_id_valid(const char *id);
+
+/* Reads order id through a read connection: 1 with ret filled, 0 when there
+ * is no such order, -1 on a store error. */
+int api_order_load(struct store *st, const char *id, struct api_order *ret);
+
+/* Token bucket per client address ([api] rate, burst). 1 when the request
+ * may go on; 0 when over the limit, with ret_retry_after_s set. */
+int api_rate_allow(const struct config *cf, const char *client, int64_t now_ms,
+		   int64_t *ret_retry_after_s);
+
+/* Counts (metrics, label e.g. "api:orders") and logs one finished claim of
+ * the order API or the checkout page; t0_ms is when the request began. */
+void api_claim_account(const char *label, const char *client, const char *key,
+		       enum store_outcome outcome, int status, int64_t t0_ms);
+
+/* "2026-12-02T10:20:12.345Z" for ms since the epoch (out: 32 bytes). */
+void api_format_time(int64_t ms, char out[32]);
 
 #endif

@@ -1,0 +1,1388 @@
+/* api.c: the order API: POST /api/orders with Idempotency-Key, GET
+ * /api/orders[/{id}], bearer tokens, CORS and per-address rate limits. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "api.h"
+#include "buf.h"
+#include "crypto.h"
+#include "log.h"
+#include "metrics.h"
+#include "money.h"
+#include "orders.h"
+#include "store.h"
+
+#define API_JSON_DEPTH_MAX 16            /* nesting levels in a request body */
+#define API_BODY_MAX_DEFAULT (64 * 1024) /* bytes; [api] body_max */
+#define API_LINE_ITEMS_MAX 100
+#define API_QUANTITY_MAX 100000
+#define API_CLIENT_MAX 64 /* X-Client-Id and token names, characters */
+#define API_TOKENS_MAX 64
+#define API_ORIGINS_MAX 32
+#define API_ORIGIN_MAX 256  /* characters of one configured origin */
+#define API_RATE_DEFAULT 20 /* requests per second per client address */
+#define API_BURST_DEFAULT 40
+#define API_RATE_MAX 1000000 /* rate and burst are clamped to this */
+#define API_RATE_SLOTS 1024  /* client addresses tracked at once */
+#define API_RATE_PROBE 8
+#define API_ADDR_MAX 64
+#define API_LIST_MAX 100 /* orders in one GET /api/orders */
+#define API_CLIENT_HEADER "X-Client-Id"
+#define API_PROBLEM_TYPE "application/problem+json"
+
+/* ---- settings of the [api] section, loaded once per config ---- */
+
+struct api_token {
+	char at_name[API_CLIENT_MAX + 1];
+	char *at_secret;
+	size_t at_len;
+};
+
+struct api_settings {
+	const struct config *as_cf; /* the config these were read from */
+	char *as_fingerprint;       /* the [api] section's text, to notice a reused address */
+	int as_ok;                  /* 0 when the section is broken: the API answers 503 */
+	struct api_token as_tokens[API_TOKENS_MAX];
+	size_t as_n_tokens;
+	char *as_origins[API_ORIGINS_MAX];
+	size_t as_n_origins;
+	size_t as_body_max;
+	unsigned as_rate;
+	unsigned as_burst;
+};
+
+static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct api_settings api_set;
+
+static void api_settings_clear(struct api_settings *as)
+{
+	size_t i;
+
+	for (i = 0; i < as->as_n_tokens; i++) {
+		if (as->as_tokens[i].at_secret != NULL) {
+			explicit_bzero(as->as_tokens[i].at_secret, as->as_tokens[i].at_len);
+			free(as->as_tokens[i].at_secret);
+		}
+	}
+	for (i = 0; i < as->as_n_origins; i++) {
+		free(as->as_origins[i]);
+	}
+	free(as->as_fingerprint);
+	memset(as, 0, sizeof(*as));
+}
+
+static char *api_section_text(const struct config *cf)
+{
+	const struct config_section *cs = config_section(cf, "api");
+	struct buf b;
+	size_t i;
+
+	buf_init(&b, 0);
+	if (cs != NULL) {
+		for (i = 0; i < cs->cs_n; i++) {
+			if (buf_printf(&b, "%s=%s\n", cs->cs_kv[i].kv_key, cs->cs_kv[i].kv_value) <
+			    0) {
+				buf_finish(&b);
+				return NULL;
+			}
+		}
+	}
+	return buf_take(&b, NULL);
+}
+
+static int api_client_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '.' || c == '_' || c == '-';
+}
+
+static int api_client_valid(const char *s, size_t len)
+{
+	size_t i;
+
+	if (len == 0 || len > API_CLIENT_MAX) {
+		return 0;
+	}
+	for (i = 0; i < len; i++) {
+		if (!api_client_char(s[i])) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+/* The client name of a token given without one: the last part of its
+ * secret reference ("credential:shop-web" and "file:/etc/x/shop-web" give
+ * "shop-web"), so keys stay scoped to it across restarts. */
+static size_t api_token_default_name(const char *spec, const char **ret_name)
+{
+	const char *p = spec;
+	const char *c;
+
+	c = strrchr(p, ':');
+	if (c != NULL) {
+		p = c + 1;
+	}
+	c = strrchr(p, '/');
+	if (c != NULL) {
+		p = c + 1;
+	}
+	*ret_name = p;
+	return strlen(p);
+}
+
+/* token = [NAME] SPEC, SPEC as config_read_secret takes it; NAME is the
+ * client the token stands for. */
+static int api_settings_token(void *arg, const char *value, int line)
+{
+	struct api_settings *as = arg;
+	struct api_token *t;
+	const char *sp = strchr(value, ' ');
+	const char *name = value;
+	const char *spec = value;
+	size_t name_len;
+	size_t i;
+
+	if (as->as_n_tokens == API_TOKENS_MAX) {
+		log_err("config: [api] token (line %d): more than %d tokens", line, API_TOKENS_MAX);
+		return -1;
+	}
+	if (sp != NULL) {
+		name_len = (size_t)(sp - value);
+		spec = sp;
+		while (*spec == ' ') {
+			spec++;
+		}
+	} else {
+		name_len = api_token_default_name(value, &name);
+	}
+	if (!api_client_valid(name, name_len) || spec[0] == '\0') {
+		log_err("config: [api] token (line %d): expected [NAME] file:PATH, credential:NAME "
+			"or env:NAME "
+			"(NAME: 1 to 64 letters, digits, . _ -)",
+			line);
+		return -1;
+	}
+	t = &as->as_tokens[as->as_n_tokens];
+	memcpy(t->at_name, name, name_len);
+	t->at_name[name_len] = '\0';
+	for (i = 0; i < as->as_n_tokens; i++) {
+		if (strcmp(as->as_tokens[i].at_name, t->at_name) == 0) {
+			log_err("config: [api] token (line %d): client name \"%s\" used twice",
+				line, t->at_name);
+			return -1;
+		}
+	}
+	if (config_read_secret(spec, &t->at_secret, &t->at_len) < 0) {
+		return -1;
+	}
+	as->as_n_tokens++;
+	if (t->at_len < 16) {
+		log_warn("config: [api] token %s (line %d) is shorter than 16 bytes", t->at_name,
+			 line);
+	}
+	return 0;
+}
+
+static int api_settings_origins(void *arg, const char *value, int line)
+{
+	struct api_settings *as = arg;
+	const char *p = value;
+
+	while (*p != '\0') {
+		size_t n;
+
+		while (*p == ' ' || *p == ',' || *p == '\t') {
+			p++;
+		}
+		n = strcspn(p, " ,\t");
+		if (n == 0) {
+			break;
+		}
+		if (as->as_n_origins == API_ORIGINS_MAX || n > API_ORIGIN_MAX) {
+			log_err("config: [api] cors_origins (line %d): at most %d origins of %d "
+				"characters",
+				line, API_ORIGINS_MAX, API_ORIGIN_MAX);
+			return -1;
+		}
+		as->as_origins[as->as_n_origins] = strndup(p, n);
+		if (as->as_origins[as->as_n_origins] == NULL) {
+			return -1;
+		}
+		as->as_n_origins++;
+		p += n;
+	}
+	return 0;
+}
+
+static const char *const api_known_keys[] = {
+	"body_max", "burst", "cors_origins", "rate", "token", NULL,
+};
+
+static int api_settings_load(struct api_settings *as, const struct config *cf)
+{
+	const struct config_section *cs = config_section(cf, "api");
+	size_t i;
+	size_t k;
+
+	as->as_cf = cf;
+	as->as_fingerprint = api_section_text(cf);
+	if (as->as_fingerprint == NULL) {
+		goto fail;
+	}
+	for (i = 0; cs != NULL && i < cs->cs_n; i++) {
+		int known = 0;
+
+		for (k = 0; api_known_keys[k] != NULL; k++) {
+			if (strcmp(cs->cs_kv[i].kv_key, api_known_keys[k]) == 0) {
+				known = 1;
+			}
+		}
+		if (!known) {
+			log_warn("config: [api] line %d: unknown key \"%s\" ignored",
+				 cs->cs_kv[i].kv_line, cs->cs_kv[i].kv_key);
+		}
+	}
+	if (config_get_size(cf, "api", "body_max", API_BODY_MAX_DEFAULT, &as->as_body_max) < 0 ||
+	    config_get_uint(cf, "api", "rate", API_RATE_DEFAULT, &as->as_rate) < 0 ||
+	    config_get_uint(cf, "api", "burst", API_BURST_DEFAULT, &as->as_burst) < 0) {
+		goto fail;
+	}
+	/* Bounds that keep the bucket arithmetic far from overflow. */
+	if (as->as_rate > API_RATE_MAX) {
+		as->as_rate = API_RATE_MAX;
+	}
+	if (as->as_burst > API_RATE_MAX) {
+		as->as_burst = API_RATE_MAX;
+	}
+	if (as->as_burst == 0) {
+		as->as_burst = 1;
+	}
+	if (cs != NULL &&
+	    (config_section_each(cs, "token", api_settings_token, as) != 0 ||
+	     config_section_each(cs, "cors_origins", api_settings_origins, as) != 0)) {
+		goto fail;
+	}
+	as->as_ok = 1;
+	return 0;
+fail:
+	log_err("api: the [api] section is unusable; the order API answers 503 until it is fixed");
+	as->as_ok = 0;
+	return -1;
+}
+
+/* Makes api_set describe cf. Called with api_lock held. */
+static void api_settings_ensure(const struct config *cf)
+{
+	char *text;
+	int same;
+
+	if (api_set.as_cf == cf && api_set.as_fingerprint != NULL) {
+		/* A new config can be allocated where an old one was freed: the
+		 * section text tells them apart in all but the rarest case. */
+		text = api_section_text(cf);
+		same = text != NULL && strcmp(text, api_set.as_fingerprint) == 0;
+		free(text);
+		if (same) {
+			return;
+		}
+	}
+	api_settings_clear(&api_set);
+	api_settings_load(&api_set, cf);
+}
+
+/* ---- rate limits ---- */
+
+struct api_bucket {
+	char ab_addr[API_ADDR_MAX];
+	int64_t ab_milli; /* tokens x 1000 */
+	int64_t ab_last_ms;
+};
+
+static struct api_bucket api_buckets[API_RATE_SLOTS];
+
+static uint32_t api_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s != '\0'; s++) {
+		h ^= (unsigned char)*s;
+		h *= 16777619u;
+	}
+	return h;
+}
+
+/* Called with api_lock held. */
+static int api_rate_take(unsigned rate, unsigned burst, const char *client, int64_t now_ms,
+			 int64_t *ret_retry_after_s)
+{
+	struct api_bucket *b = NULL;
+	struct api_bucket *oldest = NULL;
+	uint32_t h;
+	int64_t cap;
+	size_t i;
+
+	if (rate == 0) {
+		return 1;
+	}
+	if (client == NULL || strlen(client) >= API_ADDR_MAX) {
+		client = "?";
+	}
+	h = api_hash(client);
+	for (i = 0; i < API_RATE_PROBE; i++) {
+		struct api_bucket *c = &api_buckets[(h + i) % API_RATE_SLOTS];
+
+		if (strcmp(c->ab_addr, client) == 0) {
+			b = c;
+			break;
+		}
+		if (oldest == NULL || c->ab_last_ms < oldest->ab_last_ms) {
+			oldest = c;
+		}
+	}
+	cap = (int64_t)burst * 1000;
+	if (b == NULL) {
+		/* A new address (or one evicted by the least recently seen
+		 * rule) starts with a full bucket. */
+		b = oldest;
+		memset(b, 0, sizeof(*b));
+		memcpy(b->ab_addr, client, strlen(client) + 1);
+		b->ab_milli = cap;
+		b->ab_last_ms = now_ms;
+	}
+	if (now_ms > b->ab_last_ms) {
+		int64_t elapsed = now_ms - b->ab_last_ms;
+		int64_t add = elapsed >= cap ? cap : elapsed * (int64_t)rate;
+
+		b->ab_milli = add > cap - b->ab_milli ? cap : b->ab_milli + add;
+		b->ab_last_ms = now_ms;
+	}
+	if (b->ab_milli >= 1000) {
+		b->ab_milli -= 1000;
+		return 1;
+	}
+	*ret_retry_after_s = ((1000 - b->ab_milli) / (int64_t)rate + 999) / 1000;
+	if (*ret_retry_after_s < 1) {
+		*ret_retry_after_s = 1;
+	}
+	return 0;
+}
+
+int api_rate_allow(const struct config *cf, const char *client, int64_t now_ms,
+		   int64_t *ret_retry_after_s)
+{
+	int rc;
+
+	pthread_mutex_lock(&api_lock);
+	api_settings_ensure(cf);
+	rc = api_rate_take(api_set.as_rate, api_set.as_burst, client, now_ms, ret_retry_after_s);
+	pthread_mutex_unlock(&api_lock);
+	return rc;
+}
+
+/* ---- Idempotency-Key ---- */
+
+static int api_tchar(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       (c != '\0' && strchr("!#$%&'*+-.^_`|~:/", c) != NULL);
+}
+
+int api_idempotency_key_parse(const char *value, char ret_key[API_KEY_MAX + 1])
+{
+	char key[API_KEY_MAX + 1];
+	size_t n = 0;
+	const char *p;
+	const char *end;
+
+	if (value == NULL) {
+		return -1;
+	}
+	p = value;
+	while (*p == ' ' || *p == '\t') {
+		p++;
+	}
+	end = p + strlen(p);
+	while (end > p && (end[-1] == ' ' || end[-1] == '\t')) {
+		end--;
+	}
+	if (p < end && *p == '"') {
+		/* sf-string: printable ASCII, only \" and \\ escaped. */
+		p++;
+		for (;;) {
+			char c;
+
+			if (p >= end) {
+				return -1;
+			}
+			c = *p++;
+			if (c == '"') {
+				break;
+			}
+			if (c == '\\') {
+				if (p >= end || (*p != '"' && *p != '\\')) {
+					return -1;
+				}
+				c = *p++;
+			} else if (c < 0x20 || c > 0x7e) {
+				return -1;
+			}
+			if (n == API_KEY_MAX) {
+				return -1;
+			}
+			key[n++] = c;
+		}
+		if (p != end) {
+			return -1; /* parameters, a list or trailing bytes */
+		}
+	} else {
+		for (; p < end; p++) {
+			if (!api_tchar(*p) || n == API_KEY_MAX) {
+				return -1;
+			}
+			key[n++] = *p;
+		}
+	}
+	if (n == 0) {
+		return -1;
+	}
+	key[n] = '\0';
+	memcpy(ret_key, key, n + 1);
+	return 0;
+}
+
+/* ---- canonical JSON ---- */
+
+static int api_canon_value(struct buf *b, const cJSON *v, int depth);
+
+static int api_canon_cmp(const void *a, const void *b)
+{
+	const cJSON *x = *(const cJSON *const *)a;
+	const cJSON *y = *(const cJSON *const *)b;
+
+	return strcmp(x->string, y->string);
+}
+
+static int api_canon_number(struct buf *b, double d)
+{
+	if (!isfinite(d)) {
+		return -1;
+	}
+	/* Integers print as integers (1, 1.0 and 1e0 are one value); -0 is 0. */
+	if (d == floor(d) && fabs(d) < 9007199254740992.0) {
+		return buf_printf(b, "%lld", (long long)d);
+	}
+	return buf_printf(b, "%.17g", d);
+}
+
+static int api_canon_object(struct buf *b, const cJSON *v, int depth)
+{
+	const cJSON **kids = NULL;
+	const cJSON *c;
+	size_t n = 0;
+	size_t i;
+
+	for (c = v->child; c != NULL; c = c->next) {
+		n++;
+	}
+	if (n > 0) {
+		kids = calloc(n, sizeof(*kids));
+		if (kids == NULL) {
+			goto fail;
+		}
+	}
+	i = 0;
+	for (c = v->child; c != NULL; c = c->next) {
+		if (c->string == NULL) {
+			goto fail;
+		}
+		kids[i++] = c;
+	}
+	if (n > 1) {
+		qsort(kids, n, sizeof(*kids), api_canon_cmp);
+	}
+	if (buf_puts(b, "{") < 0) {
+		goto fail;
+	}
+	for (i = 0; i < n; i++) {
+		if (i > 0 && strcmp(kids[i - 1]->string, kids[i]->string) == 0) {
+			goto fail; /* a duplicate key has no single meaning */
+		}
+		if ((i > 0 && buf_puts(b, ",") < 0) || buf_json_string(b, kids[i]->string) < 0 ||
+		    buf_puts(b, ":") < 0 || api_canon_value(b, kids[i], depth + 1) < 0) {
+			goto fail;
+		}
+	}
+	if (buf_puts(b, "}") < 0) {
+		goto fail;
+	}
+	free(kids);
+	return 0;
+fail:
+	free(kids);
+	return -1;
+}
+
+static int api_canon_value(struct buf *b, const cJSON *v, int depth)
+{
+	const cJSON *c;
+
+	if ((cJSON_IsArray(v) || cJSON_IsObject(v)) && depth > API_JSON_DEPTH_MAX) {
+		return -1;
+	}
+	if (cJSON_IsNull(v)) {
+		return buf_puts(b, "null");
+	}
+	if (cJSON_IsTrue(v)) {
+		return buf_puts(b, "true");
+	}
+	if (cJSON_IsFalse(v)) {
+		return buf_puts(b, "false");
+	}
+	if (cJSON_IsNumber(v)) {
+		return api_canon_number(b, v->valuedouble);
+	}
+	if (cJSON_IsString(v)) {
+		return buf_json_string(b, v->valuestring);
+	}
+	if (cJSON_IsArray(v)) {
+		if (buf_puts(b, "[") < 0) {
+			return -1;
+		}
+		for (c = v->child; c != NULL; c = c->next) {
+			if ((c != v->child && buf_puts(b, ",") < 0) ||
+			    api_canon_value(b, c, depth + 1) < 0) {
+				return -1;
+			}
+		}
+		return buf_puts(b, "]");
+	}
+	if (cJSON_IsObject(v)) {
+		return api_canon_object(b, v, depth);
+	}
+	return -1;
+}
+
+static int api_canon_tree(const cJSON *root, char **ret, size_t *ret_len)
+{
+	struct buf b;
+	char *out;
+
+	buf_init(&b, 0);
+	if (api_canon_value(&b, root, 1) < 0) {
+		goto fail;
+	}
+	out = buf_take(&b, ret_len);
+	if (out == NULL) {
+		goto fail;
+	}
+	*ret = out;
+	return 0;
+fail:
+	buf_finish(&b);
+	return -1;
+}
+
+static cJSON *api_json_parse(const void *json, size_t len)
+{
+	const char *end = NULL;
+	cJSON *root;
+
+	if (json == NULL || len == 0) {
+		return NULL;
+	}
+	root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
+	if (root == NULL) {
+		return NULL;
+	}
+	/* Only whitespace may follow the value. */
+	while (end < (const char *)json + len && strchr(" \t\r\n", *end) != NULL && *end != '\0') {
+		end++;
+	}
+	if (end != (const char *)json + len) {
+		cJSON_Delete(root);
+		return NULL;
+	}
+	return root;
+}
+
+int api_canonical_json(const void *json, size_t len, char **ret, size_t *ret_len)
+{
+	cJSON *root = api_json_parse(json, len);
+	int rc;
+
+	if (root == NULL) {
+		return -1;
+	}
+	rc = api_canon_tree(root, ret, ret_len);
+	cJSON_Delete(root);
+	return rc;
+}
+
+int api_fingerprint(const void *json, size_t len, unsigned char ret[32])
+{
+	char *canon = NULL;
+	size_t canon_len = 0;
+
+	if (api_canonical_json(json, len, &canon, &canon_len) < 0) {
+		return -1;
+	}
+	crypto_sha256(canon, canon_len, ret);
+	free(canon);
+	return 0;
+}
+
+/* ---- small helpers ---- */
+
+void api_claim_account(const char *label, const char *client, const char *key,
+		       enum store_outcome outcome, int status, int64_t t0_ms)
+{
+	static const char *const names[] = {
+		[STORE_NEW] = "new",
+		[STORE_REPLAYED] = "replayed",
+		[STORE_MISMATCH] = "mismatch",
+		[STORE_IN_PROGRESS] = "in_progress",
+		[STORE_TRANSIENT] = "transient",
+		[STORE_CLAIMED] = "claimed",
+	};
+	const char *name =
+		(size_t)outcome < sizeof(names) / sizeof(names[0]) ? names[outcome] : "transient";
+	int64_t elapsed = app_now_ms() - t0_ms;
+	char qclient[API_CLIENT_MAX + 8];
+	char qkey[80];
+
+	if (outcome == STORE_REPLAYED) {
+		metrics_duplicate(label);
+	} else if (outcome == STORE_MISMATCH) {
+		metrics_mismatch(label);
+	}
+	metrics_request(label, name, (double)elapsed / 1000.0);
+	log_info("%s client=\"%s\" key=\"%s\" outcome=%s status=%d latency_ms=%lld", label,
+		 log_quote(qclient, sizeof(qclient), client), log_quote(qkey, sizeof(qkey), key),
+		 name, status, (long long)elapsed);
+}
+
+void api_format_time(int64_t ms, char out[32])
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	char day[24];
+
+	if (gmtime_r(&t, &tm) == NULL ||
+	    strftime(day, sizeof(day), "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+		snprintf(out, 32, "%lld", (long long)ms);
+		return;
+	}
+	snprintf(out, 32, "%s.%03dZ", day, (int)(ms % 1000));
+}
+
+int api_order_id_valid(const char *id)
+{
+	size_t n = strlen(id);
+	size_t i;
+
+	if (n < 5 || n > ORDERS_ID_LEN || strncmp(id, "ord_", 4) != 0) {
+		return 0;
+	}
+	for (i = 4; i < n; i++) {
+		if (!((id[i] >= 'a' && id[i] <= 'z') || (id[i] >= '0' && id[i] <= '9'))) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static void api_copy(char *dst, size_t dst_size, const char *src)
+{
+	size_t n = src != NULL ? strlen(src) : 0;
+
+	if (n >= dst_size) {
+		n = dst_size - 1;
+	}
+	if (n > 0) {
+		memcpy(dst, src, n);
+	}
+	dst[n] = '\0';
+}
+
+#define API_ORDER_COLUMNS                                                                          \
+	"id, status, amount, currency, refunded_amount, customer_ref, fulfillment_status, "        \
+	"created_at, "                                                                             \
+	"paid_at, refunded_at, (SELECT COALESCE(SUM(points), 0) FROM points_ledger "               \
+	"WHERE points_ledger.order_id = orders.id)"
+
+static void api_order_from_row(const struct store_row *row, struct api_order *o)
+{
+	memset(o, 0, sizeof(*o));
+	api_copy(o->ao_id, sizeof(o->ao_id), store_row_text(row, 0));
+	api_copy(o->ao_status, sizeof(o->ao_status), store_row_text(row, 1));
+	o->ao_amount = store_row_int(row, 2);
+	api_copy(o->ao_currency, sizeof(o->ao_currency), store_row_text(row, 3));
+	o->ao_refunded = store_row_int(row, 4);
+	api_copy(o->ao_customer_ref, sizeof(o->ao_customer_ref), store_row_text(row, 5));
+	api_copy(o->ao_fulfillment, sizeof(o->ao_fulfillment), store_row_text(row, 6));
+	o->ao_created_ms = store_row_int(row, 7);
+	o->ao_paid_ms = store_row_int(row, 8);
+	o->ao_refunded_ms = store_row_int(row, 9);
+	o->ao_points = store_row_int(row, 10);
+}
+
+struct api_load {
+	const char *al_id;
+	struct api_order *al_order;
+};
+
+static int api_order_load_tx(struct store_tx *tx, void *arg)
+{
+	struct api_load *al = arg;
+	struct store_value p = store_text(al->al_id);
+	struct store_row row;
+	int rc;
+
+	rc = store_query(tx, "SELECT " API_ORDER_COLUMNS " FROM orders WHERE id = ?", &p, 1, &row);
+	if (rc == 1) {
+		api_order_from_row(&row, al->al_order);
+		store_row_finish(&row);
+	}
+	return rc;
+}
+
+int api_order_load(struct store *st, const char *id, struct api_order *ret)
+{
+	struct api_order o;
+	struct api_load al = {.al_id = id, .al_order = &o};
+	int rc;
+
+	rc = store_read(st, app_now_ms(), api_order_load_tx, &al);
+	if (rc == 1) {
+		*ret = o;
+	}
+	return rc;
+}
+
+static int api_order_json(struct buf *b, const struct api_order *o)
+{
+	char t[32];
+
+	if (buf_puts(b, "{\"id\":") < 0 || buf_json_string(b, o->ao_id) < 0 ||
+	    buf_puts(b, ",\"status\":") < 0 || buf_json_string(b, o->ao_status) < 0 ||
+	    buf_printf(b, ",\"amount\":%lld,\"currency\":", (long long)o->ao_amount) < 0 ||
+	    buf_json_string(b, o->ao_currency) < 0 ||
+	    buf_printf(b, ",\"refunded_amount\":%lld,\"points\":%lld,\"fulfillment_status\":",
+		       (long long)o->ao_refunded, (long long)o->ao_points) < 0 ||
+	    buf_json_string(b, o->ao_fulfillment) < 0 || buf_puts(b, ",\"customer_ref\":") < 0) {
+		return -1;
+	}
+	if (o->ao_customer_ref[0] != '\0' ? buf_json_string(b, o->ao_customer_ref) < 0
+					  : buf_puts(b, "null") < 0) {
+		return -1;
+	}
+	api_format_time(o->ao_created_ms, t);
+	if (buf_printf(b, ",\"created_at\":\"%s\",\"paid_at\":", t) < 0) {
+		return -1;
+	}
+	api_format_time(o->ao_paid_ms, t);
+	if (buf_printf(b, o->ao_paid_ms != 0 ? "\"%s\"" : "null", t) < 0 ||
+	    buf_puts(b, ",\"refunded_at\":") < 0) {
+		return -1;
+	}
+	api_format_time(o->ao_refunded_ms, t);
+	if (buf_printf(b, o->ao_refunded_ms != 0 ? "\"%s\"" : "null", t) < 0) {
+		return -1;
+	}
+	return buf_puts(b, "}");
+}
+
+static int api_problem(struct reply *ret, int status, const char *slug, const char *title,
+		       const char *detail)
+{
+	return reply_problem(ret, status, slug, title, detail);
+}
+
+static int api_retry_after(struct reply *ret, int64_t seconds)
+{
+	char v[24];
+
+	snprintf(v, sizeof(v), "%lld", (long long)(seconds < 1 ? 1 : seconds));
+	return reply_add_header(ret, "Retry-After", v);
+}
+
+static int api_reply_json(struct reply *ret, int status, struct buf *b)
+{
+	size_t len = 0;
+	char *body = buf_take(b, &len);
+
+	if (body == NULL || reply_set_take(ret, status, "application/json", body, len) < 0) {
+		free(body);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- POST /api/orders ---- */
+
+struct api_create {
+	int64_t ac_amount;
+	char ac_currency[4];
+	char ac_customer_ref[API_TEXT_MAX + 1];
+	int ac_has_customer_ref;
+	char ac_id[ORDERS_ID_LEN + 1]; /* out */
+};
+
+static int api_json_int(const cJSON *v, int64_t min, int64_t max, int64_t *ret)
+{
+	double d;
+
+	if (!cJSON_IsNumber(v)) {
+		return -1;
+	}
+	d = v->valuedouble;
+	if (!isfinite(d) || d != floor(d) || d < (double)min || d > (double)max) {
+		return -1;
+	}
+	*ret = (int64_t)d;
+	return 0;
+}
+
+static int api_text_ok(const cJSON *v)
+{
+	const unsigned char *p;
+	size_t n;
+
+	if (!cJSON_IsString(v)) {
+		return 0;
+	}
+	n = strlen(v->valuestring);
+	if (n == 0 || n > API_TEXT_MAX) {
+		return 0;
+	}
+	for (p = (const unsigned char *)v->valuestring; *p != '\0'; p++) {
+		if (*p < 0x20 || *p == 0x7f) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static int api_only_keys(const cJSON *obj, const char *const *keys, const char **ret_bad)
+{
+	const cJSON *c;
+	size_t i;
+
+	for (c = obj->child; c != NULL; c = c->next) {
+		int ok = 0;
+
+		for (i = 0; keys[i] != NULL; i++) {
+			if (strcmp(c->string, keys[i]) == 0) {
+				ok = 1;
+			}
+		}
+		if (!ok) {
+			*ret_bad = c->string;
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Validates the order body; on refusal *ret_detail says why (static). */
+static int api_create_parse(const cJSON *root, struct api_create *ac, const char **ret_detail)
+{
+	static const char *const top_keys[] = {"amount", "currency", "customer_ref", "line_items",
+					       NULL};
+	static const char *const item_keys[] = {"sku", "name", "quantity", "unit_amount", NULL};
+	const cJSON *items;
+	const cJSON *it;
+	const char *bad = NULL;
+	int64_t sum = 0;
+	size_t n = 0;
+
+	if (!cJSON_IsObject(root)) {
+		*ret_detail = "The body must be a JSON object.";
+		return -1;
+	}
+	if (api_only_keys(root, top_keys, &bad) < 0) {
+		*ret_detail = "Unknown field; allowed: amount, currency, customer_ref, line_items.";
+		return -1;
+	}
+	if (api_json_int(cJSON_GetObjectItemCaseSensitive(root, "amount"), 1, MONEY_MAX_MINOR,
+			 &ac->ac_amount) < 0) {
+		*ret_detail =
+			"amount must be a positive whole number of minor units (1999 for 19.99).";
+		return -1;
+	}
+	it = cJSON_GetObjectItemCaseSensitive(root, "currency");
+	if (!cJSON_IsString(it) || money_currency_normalize(it->valuestring, ac->ac_currency) < 0) {
+		*ret_detail = "currency must be a three-letter ISO 4217 code.";
+		return -1;
+	}
+	it = cJSON_GetObjectItemCaseSensitive(root, "customer_ref");
+	if (it != NULL && !cJSON_IsNull(it)) {
+		if (!api_text_ok(it)) {
+			*ret_detail = "customer_ref must be a string of 1 to 128 bytes without "
+				      "control characters.";
+			return -1;
+		}
+		api_copy(ac->ac_customer_ref, sizeof(ac->ac_customer_ref), it->valuestring);
+		ac->ac_has_customer_ref = 1;
+	}
+	items = cJSON_GetObjectItemCaseSensitive(root, "line_items");
+	if (items == NULL || cJSON_IsNull(items)) {
+		return 0;
+	}
+	if (!cJSON_IsArray(items)) {
+		*ret_detail = "line_items must be an array.";
+		return -1;
+	}
+	cJSON_ArrayForEach(it, items)
+	{
+		const cJSON *sku = cJSON_GetObjectItemCaseSensitive(it, "sku");
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
+		int64_t qty;
+		int64_t unit;
+
+		if (++n > API_LINE_ITEMS_MAX) {
+			*ret_detail = "At most 100 line items.";
+			return -1;
+		}
+		if (!cJSON_IsObject(it) || api_only_keys(it, item_keys, &bad) < 0) {
+			*ret_detail = "Each line item is an object with sku, name, quantity and "
+				      "unit_amount.";
+			return -1;
+		}
+		if ((sku == NULL && name == NULL) || (sku != NULL && !api_text_ok(sku)) ||
+		    (name != NULL && !api_text_ok(name))) {
+			*ret_detail =
+				"Each line item needs a sku or a name (strings of 1 to 128 bytes).";
+			return -1;
+		}
+		if (api_json_int(cJSON_GetObjectItemCaseSensitive(it, "quantity"), 1,
+				 API_QUANTITY_MAX, &qty) < 0 ||
+		    api_json_int(cJSON_GetObjectItemCaseSensitive(it, "unit_amount"), 0,
+				 MONEY_MAX_MINOR, &unit) < 0) {
+			*ret_detail = "Each line item needs a whole quantity (1 to 100000) and a "
+				      "unit_amount in minor units.";
+			return -1;
+		}
+		if (unit != 0 && qty > (MONEY_MAX_MINOR - sum) / unit) {
+			*ret_detail = "The line items add up to more than any order can hold.";
+			return -1;
+		}
+		sum += qty * unit;
+	}
+	if (n > 0 && sum != ac->ac_amount) {
+		*ret_detail =
+			"amount must equal the sum of quantity x unit_amount over line_items.";
+		return -1;
+	}
+	return 0;
+}
+
+static int api_create_apply(struct store_tx *tx, void *arg, struct reply *ret_reply)
+{
+	struct api_create *ac = arg;
+	char location[32 + ORDERS_ID_LEN];
+	struct buf b;
+
+	if (orders_create(tx, ac->ac_amount, ac->ac_currency,
+			  ac->ac_has_customer_ref ? ac->ac_customer_ref : NULL, ac->ac_id) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	/* Accepted + the resource's id, never a snapshot: a replay of this
+	 * reply can never show stale business data. */
+	buf_init(&b, 0);
+	if (buf_puts(&b, "{\"id\":") < 0 || buf_json_string(&b, ac->ac_id) < 0 ||
+	    buf_puts(&b, ",\"status\":\"created\"}") < 0 ||
+	    api_reply_json(ret_reply, 201, &b) < 0) {
+		buf_finish(&b);
+		return STORE_APPLY_TRANSIENT;
+	}
+	snprintf(location, sizeof(location), "/api/orders/%s", ac->ac_id);
+	if (reply_add_header(ret_reply, "Location", location) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	return STORE_APPLY_DONE;
+}
+
+static int api_content_type_json(const char *ct)
+{
+	size_t n = strlen("application/json");
+
+	if (ct == NULL) {
+		return 0;
+	}
+	while (*ct == ' ') {
+		ct++;
+	}
+	return strncasecmp(ct, "application/json", n) == 0 &&
+	       (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+static void api_post_order(struct app *app, const struct config *cf, const struct http_request *req,
+			   const char *client, size_t body_max, struct reply *ret)
+{
+	struct store_claim c;
+	struct api_create ac;
+	char key[API_KEY_MAX + 1];
+	char scope[16 + API_CLIENT_MAX];
+	const char *detail = NULL;
+	char *canon = NULL;
+	size_t canon_len = 0;
+	cJSON *root = NULL;
+	size_t n_keys = http_header_count(req, "Idempotency-Key");
+
+	memset(&c, 0, sizeof(c));
+	memset(&ac, 0, sizeof(ac));
+	if (req->hr_body_len > body_max) {
+		api_problem(ret, 413, "body_too_large", "Request body too large",
+			    "The order body is over the API's size limit ([api] body_max).");
+		return;
+	}
+	if (n_keys == 0) {
+		api_problem(ret, 400, "missing_idempotency_key", "Idempotency-Key header required",
+			    "POST /api/orders needs an Idempotency-Key header: one fresh UUID per "
+			    "order, "
+			    "reused on every retry of that order.");
+		return;
+	}
+	if (n_keys > 1) {
+		api_problem(ret, 400, "several_idempotency_keys", "More than one Idempotency-Key",
+			    "Send exactly one Idempotency-Key header.");
+		return;
+	}
+	if (api_idempotency_key_parse(http_header_get(req, "Idempotency-Key"), key) < 0) {
+		api_problem(ret, 400, "malformed_idempotency_key", "Malformed Idempotency-Key",
+			    "The key must be a quoted string or a bare token of 1 to 255 printable "
+			    "ASCII characters, "
+			    "and only one key.");
+		return;
+	}
+	if (!api_content_type_json(http_header_get(req, "Content-Type"))) {
+		api_problem(ret, 415, "unsupported_media_type",
+			    "Content-Type must be application/json", NULL);
+		return;
+	}
+	root = api_json_parse(req->hr_body, req->hr_body_len);
+	if (root == NULL || api_canon_tree(root, &canon, &canon_len) < 0) {
+		api_problem(ret, 400, "malformed_json", "Malformed JSON",
+			    "The body is not one JSON value, nests too deeply, or repeats a key.");
+		goto done;
+	}
+	crypto_sha256(canon, canon_len, c.sc_fingerprint);
+	if (api_create_parse(root, &ac, &detail) < 0) {
+		api_problem(ret, 400, "invalid_order", "Invalid order", detail);
+		goto done;
+	}
+	snprintf(scope, sizeof(scope), "api:orders:%s", client);
+	c.sc_scope = scope;
+	c.sc_key = key;
+	c.sc_now_ms = app_now_ms();
+	c.sc_retention_ms = cf->cf_retention_s * 1000;
+	c.sc_lease_ms = cf->cf_lease_s * 1000;
+	c.sc_apply = api_create_apply;
+	c.sc_arg = &ac;
+	store_submit(app->app_store, &c, 1);
+	switch (c.sc_outcome) {
+	case STORE_NEW:
+	case STORE_REPLAYED:
+		if (reply_copy(ret, &c.sc_reply) < 0 ||
+		    (c.sc_outcome == STORE_REPLAYED &&
+		     reply_add_header(ret, "Idempotent-Replayed", "true") < 0)) {
+			api_problem(ret, 500, "internal", "Internal error", NULL);
+		}
+		break;
+	case STORE_MISMATCH:
+		api_problem(ret, 422, "idempotency_key_reused",
+			    "Idempotency-Key reused with another request",
+			    "This key was already used for a request with different content. Use a "
+			    "new key for a "
+			    "new order.");
+		break;
+	case STORE_IN_PROGRESS:
+		api_problem(ret, 409, "request_in_progress",
+			    "A request with this Idempotency-Key is in progress",
+			    "Retry with the same key after Retry-After seconds.");
+		api_retry_after(ret, c.sc_retry_after_s);
+		break;
+	case STORE_TRANSIENT:
+	default:
+		api_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable",
+			    "Nothing was kept; retry with the same key.");
+		api_retry_after(ret, c.sc_retry_after_s);
+		break;
+	}
+	api_claim_account("api:orders", client, key, c.sc_outcome, ret->reply_status,
+			  req->hr_received_ms);
+	store_claim_finish(&c);
+done:
+	free(canon);
+	cJSON_Delete(root);
+}
+
+/* ---- GET /api/orders[/{id}] ---- */
+
+static void api_get_order(struct app *app, const char *id, struct reply *ret)
+{
+	struct api_order o;
+	struct buf b;
+	int rc;
+
+	if (!api_order_id_valid(id)) {
+		api_problem(ret, 404, "not_found", "No such order", NULL);
+		return;
+	}
+	rc = api_order_load(app->app_store, id, &o);
+	if (rc < 0) {
+		api_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable", NULL);
+		api_retry_after(ret, 1);
+		return;
+	}
+	if (rc == 0) {
+		api_problem(ret, 404, "not_found", "No such order", NULL);
+		return;
+	}
+	buf_init(&b, 0);
+	if (api_order_json(&b, &o) < 0 || api_reply_json(ret, 200, &b) < 0) {
+		buf_finish(&b);
+		api_problem(ret, 500, "internal", "Internal error", NULL);
+		return;
+	}
+	reply_add_header(ret, "Cache-Control", "no-store");
+}
+
+struct api_list {
+	struct buf *ali_buf;
+	size_t ali_n;
+};
+
+static int api_list_row(void *arg, const struct store_row *row)
+{
+	struct api_list *al = arg;
+	struct api_order o;
+
+	api_order_from_row(row, &o);
+	if ((al->ali_n > 0 && buf_puts(al->ali_buf, ",") < 0) ||
+	    api_order_json(al->ali_buf, &o) < 0) {
+		return -1;
+	}
+	al->ali_n++;
+	return 0;
+}
+
+static int api_list_tx(struct store_tx *tx, void *arg)
+{
+	struct store_value p = store_int(API_LIST_MAX);
+
+	return store_query_each(
+		tx, "SELECT " API_ORDER_COLUMNS " FROM orders ORDER BY created_at DESC, id LIMIT ?",
+		&p, 1, api_list_row, arg);
+}
+
+static void api_list_orders(struct app *app, struct reply *ret)
+{
+	struct buf b;
+	struct api_list al = {.ali_buf = &b};
+
+	buf_init(&b, 0);
+	if (buf_puts(&b, "{\"orders\":[") < 0 ||
+	    store_read(app->app_store, app_now_ms(), api_list_tx, &al) < 0 ||
+	    buf_puts(&b, "]}") < 0 || api_reply_json(ret, 200, &b) < 0) {
+		buf_finish(&b);
+		api_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable", NULL);
+		api_retry_after(ret, 1);
+		return;
+	}
+	reply_add_header(ret, "Cache-Control", "no-store");
+}
+
+/* ---- auth, CORS, routing ---- */
+
+static int api_origin_allowed(const char *origin)
+{
+	size_t i;
+
+	if (origin == NULL) {
+		return 0;
+	}
+	for (i = 0; i < api_set.as_n_origins; i++) {
+		if (strcmp(api_set.as_origins[i], "*") == 0 ||
+		    strcmp(api_set.as_origins[i], origin) == 0) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Called with api_lock held. 1 and ret_client filled when authorized. */
+static int api_authorize(const struct http_request *req, char ret_client[API_CLIENT_MAX + 1])
+{
+	const char *auth = http_header_get(req, "Authorization");
+	const char *tok;
+	size_t tok_len;
+	size_t i;
+	int found = -1;
+
+	if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0 ||
+	    http_header_count(req, "Authorization") != 1) {
+		return 0;
+	}
+	tok = auth + 7;
+	while (*tok == ' ') {
+		tok++;
+	}
+	tok_len = strlen(tok);
+	while (tok_len > 0 && tok[tok_len - 1] == ' ') {
+		tok_len--;
+	}
+	/* Every token is compared, each in constant time. */
+	for (i = 0; i < api_set.as_n_tokens; i++) {
+		if (crypto_equal(tok, tok_len, api_set.as_tokens[i].at_secret,
+				 api_set.as_tokens[i].at_len) &&
+		    found < 0) {
+			found = (int)i;
+		}
+	}
+	if (found < 0) {
+		return 0;
+	}
+	api_copy(ret_client, API_CLIENT_MAX + 1, api_set.as_tokens[found].at_name);
+	return 1;
+}
+
+static void api_cors(struct reply *ret, const char *origin, int preflight)
+{
+	reply_add_header(ret, "Access-Control-Allow-Origin", origin);
+	reply_add_header(ret, "Vary", "Origin");
+	if (preflight) {
+		reply_add_header(ret, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+		reply_add_header(
+			ret, "Access-Control-Allow-Headers",
+			"Idempotency-Key, Content-Type, Authorization, " API_CLIENT_HEADER);
+		reply_add_header(ret, "Access-Control-Max-Age", "600");
+	} else {
+		reply_add_header(ret, "Access-Control-Expose-Headers",
+				 "Location, Retry-After, Idempotent-Replayed");
+	}
+}
+
+int api_route(struct app *app, const struct config *cf, const struct http_request *req,
+	      struct reply *ret)
+{
+	const char *path = req->hr_path;
+	const char *method = req->hr_method;
+	const char *origin = http_header_get(req, "Origin");
+	char client[API_CLIENT_MAX + 1] = "anonymous";
+	char origin_copy[API_ORIGIN_MAX + 1] = "";
+	const char *id = NULL;
+	int is_list;
+	int ok;
+	int allowed;
+	int authorized = 1;
+	int auth_on;
+	int rate_ok;
+	int64_t retry_after = 1;
+	size_t body_max;
+
+	if (strcmp(path, "/api") != 0 && strncmp(path, "/api/", 5) != 0) {
+		return 0;
+	}
+	is_list = strcmp(path, "/api/orders") == 0 || strcmp(path, "/api/orders/") == 0;
+	if (strncmp(path, "/api/orders/", 12) == 0 && path[12] != '\0') {
+		id = path + 12;
+	}
+
+	pthread_mutex_lock(&api_lock);
+	api_settings_ensure(cf);
+	ok = api_set.as_ok;
+	body_max = api_set.as_body_max;
+	allowed = api_origin_allowed(origin);
+	if (allowed) {
+		api_copy(origin_copy, sizeof(origin_copy), origin);
+	}
+	rate_ok = api_rate_take(api_set.as_rate, api_set.as_burst, req->hr_client, app_now_ms(),
+				&retry_after);
+	auth_on = api_set.as_n_tokens > 0;
+	if (ok && auth_on) {
+		authorized = api_authorize(req, client);
+	}
+	pthread_mutex_unlock(&api_lock);
+
+	if (!is_list && id == NULL) {
+		api_problem(ret, 404, "not_found", "No such API resource", NULL);
+		return 1;
+	}
+	if (strcmp(method, "OPTIONS") == 0) {
+		/* A preflight carries no credentials, so it is answered before
+		 * auth; only for the configured origins. */
+		if (!allowed) {
+			api_problem(ret, 403, "cors_origin_not_allowed", "Origin not allowed",
+				    "Add the origin to [api] cors_origins.");
+			return 1;
+		}
+		reply_set(ret, 204, NULL, NULL, 0);
+		api_cors(ret, origin_copy, 1);
+		return 1;
+	}
+	if (!ok) {
+		api_problem(ret, 503, "api_misconfigured", "Order API unavailable",
+			    "The [api] section of the configuration is unusable; see the daemon's "
+			    "log.");
+		goto cors;
+	}
+	if (!rate_ok) {
+		api_problem(ret, 429, "rate_limited", "Too many requests",
+			    "Slow down and retry after Retry-After seconds.");
+		api_retry_after(ret, retry_after);
+		goto cors;
+	}
+	if (!authorized) {
+		api_problem(ret, 401, "unauthorized", "Bearer token required",
+			    "Send Authorization: Bearer <token> with a token from [api] token.");
+		reply_add_header(ret, "WWW-Authenticate", "Bearer realm=\"idemhook\"");
+		goto cors;
+	}
+	if (!auth_on) {
+		/* Without auth a client names itself: its keys live apart from
+		 * other clients' keys. Not a credential. */
+		const char *cid = http_header_get(req, API_CLIENT_HEADER);
+
+		if (cid != NULL) {
+			if (!api_client_valid(cid, strlen(cid))) {
+				api_problem(ret, 400, "malformed_client_id",
+					    "Malformed " API_CLIENT_HEADER,
+					    "1 to 64 letters, digits, '.', '_' or '-'.");
+				goto cors;
+			}
+			api_copy(client, sizeof(client), cid);
+		}
+	}
+	if (is_list && strcmp(method, "POST") == 0) {
+		api_post_order(app, cf, req, client, body_max, ret);
+	} else if (is_list && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
+		if (!auth_on && !cf->cf_demo) {
+			/* Without credentials anyone who reaches the listener
+			 * could read every customer's reference. */
+			api_problem(ret, 403, "listing_disabled", "Listing orders is disabled",
+				    "GET /api/orders needs bearer-token auth ([api] token) or demo "
+				    "mode.");
+		} else {
+			api_list_orders(app, ret);
+		}
+	} else if (id != NULL && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
+		api_get_order(app, id, ret);
+	} else {
+		api_problem(ret, 405, "method_not_allowed", "Method not allowed", NULL);
+		reply_add_header(ret, "Allow", is_list ? "GET, POST, OPTIONS" : "GET, OPTIONS");
+	}
+cors:
+	if (allowed) {
+		api_cors(ret, origin_copy, 0);
+	}
+	return 1;
+}

@@ -1,0 +1,1300 @@
+/* checkout.c: the demo shop's checkout page: a form with a server-made
+ * idempotency key, Post/Redirect/Get to the order page, a one-time flash
+ * message, and (demo mode) a signed payment callback sent to ourselves. */
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "buf.h"
+#include "checkout.h"
+#include "crypto.h"
+#include "ingest.h"
+#include "log.h"
+#include "money.h"
+#include "orders.h"
+#include "provider.h"
+#include "store.h"
+
+#define CHECKOUT_BODY_MAX (16 * 1024) /* bytes of a form post */
+#define CHECKOUT_FIELD_MAX 256        /* bytes of one decoded form value */
+#define CHECKOUT_REF_MAX 64           /* bytes of the customer's reference */
+#define CHECKOUT_QTY_MAX 20
+#define CHECKOUT_CURRENCY "EUR"
+#define CHECKOUT_SCOPE "api:checkout"
+#define CHECKOUT_FLASH_SLOTS 512 /* one-time messages waiting to be shown */
+#define CHECKOUT_FLASH_TTL_MS (15 * 60 * 1000)
+#define CHECKOUT_FLASH_TOKEN_LEN 32 /* hex characters */
+#define CHECKOUT_FLASH_MSG_MAX 320
+#define CHECKOUT_SELF_TIMEOUT_S 10 /* demo payment: our own listener's answer */
+#define CHECKOUT_SELF_REPLY_MAX (16 * 1024)
+
+#define CHECKOUT_HTML "text/html; charset=utf-8"
+#define CHECKOUT_CSP                                                                               \
+	"default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; "   \
+	"form-action 'self'; img-src 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+struct checkout_product {
+	const char *cp_id;
+	const char *cp_name;
+	int64_t cp_price; /* minor units of CHECKOUT_CURRENCY */
+};
+
+static const struct checkout_product checkout_products[] = {
+	{"beans", "Coffee beans, 1 kg", 2490},
+	{"grinder", "Hand grinder", 6900},
+	{"mug", "Enamel mug", 1200},
+};
+
+#define CHECKOUT_N_PRODUCTS (sizeof(checkout_products) / sizeof(checkout_products[0]))
+
+static const char checkout_css[] =
+	":root{color-scheme:light dark;font-family:system-ui,sans-serif}"
+	"body{max-width:36rem;margin:2rem auto;padding:0 1rem;line-height:1.5}"
+	"label{display:block;margin:.75rem 0}"
+	"input,select,button{font:inherit;padding:.45rem;width:100%;box-sizing:border-box}"
+	"button{cursor:pointer;margin-top:1rem}button:disabled{opacity:.6;cursor:progress}"
+	".flash{background:#e6f6e6;color:#0b4a0b;border:1px solid "
+	"#8c8;padding:.6rem;border-radius:4px}"
+	".error{background:#fbe9e9;color:#6a0d0d;border:1px solid "
+	"#d99;padding:.6rem;border-radius:4px}"
+	"table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3rem;border-"
+	"bottom:1px solid #8884}"
+	".note{font-size:.9rem;opacity:.8}";
+
+/* The enhancement: fetch with the form's key, button disabled while busy,
+ * retries on 409/429/5xx/network errors with backoff and the same key, a
+ * fresh key after success. Without it the form posts normally (PRG). */
+static const char checkout_js[] =
+	"// checkout.js: progressive enhancement of the idemhook checkout form.\n"
+	"(function () {\n"
+	"  'use strict';\n"
+	"  var form = document.getElementById('checkout');\n"
+	"  if (!form || !window.fetch || !window.URLSearchParams) { return; }\n"
+	"  var button = form.querySelector('button[type=submit]');\n"
+	"  var statusEl = document.getElementById('status');\n"
+	"  var keyInput = form.elements.idempotency_key;\n"
+	"  var DONE = 'idemhook.checkout.done';\n"
+	"  var busy = false;\n"
+	"  var cameBack = false;\n"
+	"  var nav = performance.getEntriesByType ? performance.getEntriesByType('navigation')[0] "
+	": null;\n"
+	"  if (nav && nav.type === 'back_forward') { cameBack = true; }\n"
+	"  window.addEventListener('pageshow', function (e) {\n"
+	"    if (e.persisted) { cameBack = true; busy = false; button.disabled = false; say(''); "
+	"}\n"
+	"  });\n"
+	"  function say(t) { statusEl.textContent = t; }\n"
+	"  function sleep(ms) { return new Promise(function (r) { setTimeout(r, ms); }); }\n"
+	"  function newKey() {\n"
+	"    if (window.crypto && crypto.randomUUID) { return crypto.randomUUID(); }\n"
+	"    var b = new Uint8Array(16);\n"
+	"    crypto.getRandomValues(b);\n"
+	"    b[6] = (b[6] & 0x0f) | 0x40;\n"
+	"    b[8] = (b[8] & 0x3f) | 0x80;\n"
+	"    var h = Array.prototype.map.call(b, function (x) { return (x + "
+	"0x100).toString(16).slice(1); }).join('');\n"
+	"    return h.slice(0, 8) + '-' + h.slice(8, 12) + '-' + h.slice(12, 16) + '-' + "
+	"h.slice(16, 20) + '-' + h.slice(20);\n"
+	"  }\n"
+	"  // What the order is, without its key.\n"
+	"  function content() {\n"
+	"    var p = new URLSearchParams(new FormData(form));\n"
+	"    p.delete('idempotency_key');\n"
+	"    p.sort();\n"
+	"    return p.toString();\n"
+	"  }\n"
+	"  // Back + resubmit of an order that went through is that same order: reuse\n"
+	"  // the key it succeeded with. Anything else uses the form's current key.\n"
+	"  function keyFor(c) {\n"
+	"    try {\n"
+	"      var done = JSON.parse(sessionStorage.getItem(DONE) || 'null');\n"
+	"      if (cameBack && done && done.content === c) { return done.key; }\n"
+	"    } catch (e) { /* storage off: the form's key */ }\n"
+	"    return keyInput.value;\n"
+	"  }\n"
+	"  form.addEventListener('submit', async function (ev) {\n"
+	"    ev.preventDefault();\n"
+	"    if (busy) { return; }\n"
+	"    busy = true;\n"
+	"    button.disabled = true;\n"
+	"    var c = content();\n"
+	"    var key = keyFor(c);\n"
+	"    var body = new URLSearchParams(new FormData(form));\n"
+	"    body.set('idempotency_key', key);\n"
+	"    for (var attempt = 0; ; attempt++) {\n"
+	"      say(attempt === 0 ? 'Placing your order\\u2026' : 'Retrying (attempt ' + (attempt + "
+	"1) + ')\\u2026');\n"
+	"      var resp = null;\n"
+	"      try {\n"
+	"        resp = await fetch(form.action, {method: 'POST', body: body, credentials: "
+	"'same-origin',\n"
+	"          headers: {'Accept': 'application/json', 'Idempotency-Key': key}});\n"
+	"      } catch (e) { resp = null; }\n"
+	"      if (resp && resp.ok) {\n"
+	"        try { sessionStorage.setItem(DONE, JSON.stringify({key: key, content: c})); } "
+	"catch (e) { /* ignore */ }\n"
+	"        keyInput.value = newKey();\n"
+	"        say('Order placed.');\n"
+	"        location.assign(resp.url);\n"
+	"        return;\n"
+	"      }\n"
+	"      var retry = !resp || resp.status === 409 || resp.status === 429 || resp.status >= "
+	"500;\n"
+	"      if (!retry || attempt >= 5) {\n"
+	"        var msg = 'The network failed, so the order is not confirmed. Submitting again is "
+	"safe: it cannot be placed twice.';\n"
+	"        if (resp) {\n"
+	"          msg = 'The order could not be placed (HTTP ' + resp.status + ').';\n"
+	"          try { var p = await resp.json(); msg = p.detail || p.title || msg; } catch (e) "
+	"{ /* keep msg */ }\n"
+	"        }\n"
+	"        say(msg);\n"
+	"        busy = false;\n"
+	"        button.disabled = false;\n"
+	"        return;\n"
+	"      }\n"
+	"      var wait = Math.min(8000, 400 * Math.pow(2, attempt)) * (0.75 + Math.random() / "
+	"2);\n"
+	"      var ra = resp ? parseInt(resp.headers.get('Retry-After'), 10) : 0;\n"
+	"      if (ra > 0) { wait = Math.max(wait, ra * 1000); }\n"
+	"      await sleep(wait);\n"
+	"    }\n"
+	"  });\n"
+	"})();\n";
+
+/* ---- one-time flash messages ---- */
+
+struct checkout_flash {
+	char fl_token[CHECKOUT_FLASH_TOKEN_LEN + 1];
+	char fl_order[ORDERS_ID_LEN + 1];
+	char fl_msg[CHECKOUT_FLASH_MSG_MAX];
+	int64_t fl_expires_ms;
+};
+
+static pthread_mutex_t checkout_flash_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct checkout_flash checkout_flashes[CHECKOUT_FLASH_SLOTS];
+
+static int checkout_flash_token(char out[CHECKOUT_FLASH_TOKEN_LEN + 1])
+{
+	unsigned char raw[CHECKOUT_FLASH_TOKEN_LEN / 2];
+
+	if (crypto_random(raw, sizeof(raw)) < 0) {
+		return -1;
+	}
+	crypto_hex_encode(raw, sizeof(raw), out);
+	return 0;
+}
+
+static void checkout_copy(char *dst, size_t dst_size, const char *src)
+{
+	size_t n = strlen(src);
+
+	if (n >= dst_size) {
+		n = dst_size - 1;
+	}
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+/* Remembers a message for the first display of order's page with token. */
+static void checkout_flash_put(const char *token, const char *order, const char *msg,
+			       int64_t now_ms)
+{
+	struct checkout_flash *slot = NULL;
+	size_t i;
+
+	pthread_mutex_lock(&checkout_flash_lock);
+	for (i = 0; i < CHECKOUT_FLASH_SLOTS; i++) {
+		struct checkout_flash *f = &checkout_flashes[i];
+
+		if (f->fl_token[0] == '\0' || f->fl_expires_ms < now_ms) {
+			slot = f;
+			break;
+		}
+		if (slot == NULL || f->fl_expires_ms < slot->fl_expires_ms) {
+			slot = f;
+		}
+	}
+	checkout_copy(slot->fl_token, sizeof(slot->fl_token), token);
+	checkout_copy(slot->fl_order, sizeof(slot->fl_order), order);
+	checkout_copy(slot->fl_msg, sizeof(slot->fl_msg), msg);
+	slot->fl_expires_ms = now_ms + CHECKOUT_FLASH_TTL_MS;
+	pthread_mutex_unlock(&checkout_flash_lock);
+}
+
+/* Takes (and forgets) the message for token on order: 1 with ret_msg, else 0. */
+static int checkout_flash_take(const char *token, const char *order, int64_t now_ms,
+			       char ret_msg[CHECKOUT_FLASH_MSG_MAX])
+{
+	int found = 0;
+	size_t i;
+
+	pthread_mutex_lock(&checkout_flash_lock);
+	for (i = 0; i < CHECKOUT_FLASH_SLOTS; i++) {
+		struct checkout_flash *f = &checkout_flashes[i];
+
+		if (f->fl_token[0] != '\0' && strcmp(f->fl_token, token) == 0) {
+			if (strcmp(f->fl_order, order) == 0 && f->fl_expires_ms >= now_ms) {
+				memcpy(ret_msg, f->fl_msg, sizeof(f->fl_msg));
+				found = 1;
+			}
+			memset(f, 0, sizeof(*f));
+			break;
+		}
+	}
+	pthread_mutex_unlock(&checkout_flash_lock);
+	return found;
+}
+
+/* ---- HTML ---- */
+
+static int checkout_esc(struct buf *b, const char *s)
+{
+	for (; *s != '\0'; s++) {
+		int rc;
+
+		switch (*s) {
+		case '&':
+			rc = buf_puts(b, "&amp;");
+			break;
+		case '<':
+			rc = buf_puts(b, "&lt;");
+			break;
+		case '>':
+			rc = buf_puts(b, "&gt;");
+			break;
+		case '"':
+			rc = buf_puts(b, "&quot;");
+			break;
+		case '\'':
+			rc = buf_puts(b, "&#39;");
+			break;
+		default:
+			rc = buf_append(b, s, 1);
+			break;
+		}
+		if (rc < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int checkout_page_begin(struct buf *b, const char *title)
+{
+	if (buf_puts(b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+			"<meta name=\"viewport\" "
+			"content=\"width=device-width,initial-scale=1\"><title>") < 0 ||
+	    checkout_esc(b, title) < 0 ||
+	    buf_printf(
+		    b,
+		    " \xc2\xb7 idemhook demo shop</title><style>%s</style></head>\n<body><main>\n",
+		    checkout_css) < 0) {
+		return -1;
+	}
+	return 0;
+}
+
+static int checkout_page_end(struct buf *b, int with_script)
+{
+	if (with_script && buf_puts(b, "<script src=\"/checkout.js\" defer></script>\n") < 0) {
+		return -1;
+	}
+	return buf_puts(b, "</main></body></html>\n");
+}
+
+static void checkout_headers(struct reply *ret, const char *cache)
+{
+	reply_add_header(ret, "Content-Security-Policy", CHECKOUT_CSP);
+	reply_add_header(ret, "X-Content-Type-Options", "nosniff");
+	reply_add_header(ret, "Referrer-Policy", "same-origin");
+	reply_add_header(ret, "Cache-Control", cache);
+}
+
+static int checkout_reply_html(struct reply *ret, int status, struct buf *b)
+{
+	size_t len = 0;
+	char *body;
+
+	if (b->buf_overflow) {
+		return -1;
+	}
+	body = buf_take(b, &len);
+	if (body == NULL || reply_set_take(ret, status, CHECKOUT_HTML, body, len) < 0) {
+		free(body);
+		return -1;
+	}
+	return 0;
+}
+
+static int checkout_wants_json(const struct http_request *req)
+{
+	const char *accept = http_header_get(req, "Accept");
+
+	return accept != NULL && strstr(accept, "application/json") != NULL &&
+	       strstr(accept, "text/html") == NULL;
+}
+
+static void checkout_internal(struct reply *ret)
+{
+	reply_problem(ret, 500, "internal", "Internal error", NULL);
+}
+
+/* ---- the form ---- */
+
+struct checkout_form {
+	char cf_key[API_KEY_MAX + 1];
+	char cf_product[CHECKOUT_FIELD_MAX + 1];
+	char cf_quantity[CHECKOUT_FIELD_MAX + 1];
+	char cf_ref[CHECKOUT_FIELD_MAX + 1];
+};
+
+static int checkout_hex(char c)
+{
+	if (c >= '0' && c <= '9') {
+		return c - '0';
+	}
+	if (c >= 'a' && c <= 'f') {
+		return c - 'a' + 10;
+	}
+	if (c >= 'A' && c <= 'F') {
+		return c - 'A' + 10;
+	}
+	return -1;
+}
+
+/* Decodes one application/x-www-form-urlencoded component of len bytes into
+ * out (out_size room). Returns 0, or -1 when malformed or too long. */
+static int checkout_unescape(const char *s, size_t len, char *out, size_t out_size)
+{
+	size_t i;
+	size_t o = 0;
+
+	for (i = 0; i < len; i++) {
+		char c = s[i];
+
+		if (c == '+') {
+			c = ' ';
+		} else if (c == '%') {
+			int hi;
+			int lo;
+
+			if (i + 2 >= len) {
+				return -1;
+			}
+			hi = checkout_hex(s[i + 1]);
+			lo = checkout_hex(s[i + 2]);
+			if (hi < 0 || lo < 0) {
+				return -1;
+			}
+			c = (char)(hi * 16 + lo);
+			i += 2;
+		}
+		if (c == '\0' || o + 1 >= out_size) {
+			return -1;
+		}
+		out[o++] = c;
+	}
+	out[o] = '\0';
+	return 0;
+}
+
+/* Fills f from a form body. Unknown fields are ignored; a repeated known
+ * field is refused. Returns 0 or -1. */
+static int checkout_form_parse(const char *body, size_t len, struct checkout_form *f)
+{
+	int seen[4] = {0, 0, 0, 0};
+	size_t pos = 0;
+
+	memset(f, 0, sizeof(*f));
+	while (pos < len) {
+		const char *pair = body + pos;
+		const char *amp = memchr(pair, '&', len - pos);
+		size_t pair_len = amp != NULL ? (size_t)(amp - pair) : len - pos;
+		const char *eq = memchr(pair, '=', pair_len);
+		char name[32];
+		char *out = NULL;
+		size_t out_size = 0;
+		int idx = -1;
+
+		pos += pair_len + 1;
+		if (pair_len == 0) {
+			continue;
+		}
+		if (eq == NULL ||
+		    checkout_unescape(pair, (size_t)(eq - pair), name, sizeof(name)) < 0) {
+			continue; /* a field we do not know cannot matter */
+		}
+		if (strcmp(name, "idempotency_key") == 0) {
+			idx = 0;
+			out = f->cf_key;
+			out_size = sizeof(f->cf_key);
+		} else if (strcmp(name, "product") == 0) {
+			idx = 1;
+			out = f->cf_product;
+			out_size = sizeof(f->cf_product);
+		} else if (strcmp(name, "quantity") == 0) {
+			idx = 2;
+			out = f->cf_quantity;
+			out_size = sizeof(f->cf_quantity);
+		} else if (strcmp(name, "customer_ref") == 0) {
+			idx = 3;
+			out = f->cf_ref;
+			out_size = sizeof(f->cf_ref);
+		}
+		if (idx < 0) {
+			continue;
+		}
+		if (seen[idx]++ > 0) {
+			return -1;
+		}
+		if (checkout_unescape(eq + 1, pair_len - (size_t)(eq + 1 - pair), out, out_size) <
+		    0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static const struct checkout_product *checkout_product_find(const char *id)
+{
+	size_t i;
+
+	for (i = 0; i < CHECKOUT_N_PRODUCTS; i++) {
+		if (strcmp(checkout_products[i].cp_id, id) == 0) {
+			return &checkout_products[i];
+		}
+	}
+	return NULL;
+}
+
+static int checkout_quantity(const char *s, int64_t *ret)
+{
+	int64_t q = 0;
+	size_t i;
+
+	if (s[0] == '\0' || strlen(s) > 2) {
+		return -1;
+	}
+	for (i = 0; s[i] != '\0'; i++) {
+		if (s[i] < '0' || s[i] > '9') {
+			return -1;
+		}
+		q = q * 10 + (s[i] - '0');
+	}
+	if (q < 1 || q > CHECKOUT_QTY_MAX) {
+		return -1;
+	}
+	*ret = q;
+	return 0;
+}
+
+static int checkout_ref_ok(const char *s)
+{
+	const unsigned char *p;
+
+	if (strlen(s) > CHECKOUT_REF_MAX) {
+		return 0;
+	}
+	for (p = (const unsigned char *)s; *p != '\0'; p++) {
+		if (*p < 0x20 || *p == 0x7f) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static int checkout_form_html(struct buf *b, const char *key, const struct checkout_form *prev)
+{
+	size_t i;
+
+	/* The action differs from this page's URL by its query only: a POST
+	 * makes caches drop the entry of the URL it was sent to, and Back
+	 * needs this page's cached copy (see checkout_get). */
+	if (buf_puts(b, "<form id=\"checkout\" method=\"post\" action=\"/checkout?place\">\n"
+			"<input type=\"hidden\" name=\"idempotency_key\" value=\"") < 0 ||
+	    checkout_esc(b, key) < 0 ||
+	    buf_puts(b, "\">\n"
+			"<label>Product <select name=\"product\">") < 0) {
+		return -1;
+	}
+	for (i = 0; i < CHECKOUT_N_PRODUCTS; i++) {
+		const struct checkout_product *p = &checkout_products[i];
+		char price[32];
+		int sel = prev != NULL && strcmp(prev->cf_product, p->cp_id) == 0;
+
+		money_format(p->cp_price, CHECKOUT_CURRENCY, price);
+		if (buf_printf(b, "<option value=\"%s\"%s>", p->cp_id, sel ? " selected" : "") <
+			    0 ||
+		    checkout_esc(b, p->cp_name) < 0 ||
+		    buf_printf(b, " \xe2\x80\x94 %s %s</option>", price, CHECKOUT_CURRENCY) < 0) {
+			return -1;
+		}
+	}
+	if (buf_puts(b, "</select></label>\n<label>Quantity <input type=\"number\" "
+			"name=\"quantity\" value=\"") < 0 ||
+	    checkout_esc(b, prev != NULL ? prev->cf_quantity : "1") < 0 ||
+	    buf_printf(b, "\" min=\"1\" max=\"%d\" required></label>\n", CHECKOUT_QTY_MAX) < 0 ||
+	    buf_puts(b, "<label>Your reference (optional) <input type=\"text\" "
+			"name=\"customer_ref\" value=\"") < 0 ||
+	    checkout_esc(b, prev != NULL ? prev->cf_ref : "") < 0 ||
+	    buf_printf(b, "\" maxlength=\"%d\"></label>\n", CHECKOUT_REF_MAX) < 0 ||
+	    buf_puts(b,
+		     "<button type=\"submit\" id=\"submit\">Place order</button>\n"
+		     "<p id=\"status\" role=\"status\" aria-live=\"polite\"></p>\n</form>\n") < 0) {
+		return -1;
+	}
+	return 0;
+}
+
+static void checkout_get(struct reply *ret)
+{
+	char key[37];
+	struct buf b;
+
+	if (crypto_uuid4(key) < 0) {
+		checkout_internal(ret);
+		return;
+	}
+	buf_init(&b, 0);
+	if (checkout_page_begin(&b, "Checkout") < 0 || buf_puts(&b, "<h1>Checkout</h1>\n") < 0 ||
+	    checkout_form_html(&b, key, NULL) < 0 ||
+	    buf_puts(&b, "<p class=\"note\">This form carries one idempotency key, made by the "
+			 "server when the "
+			 "page was rendered. Double-clicking, reloading the result, going Back and "
+			 "submitting "
+			 "again, or a retry after a lost answer all reach the same single "
+			 "order.</p>\n") < 0 ||
+	    checkout_page_end(&b, 1) < 0 || checkout_reply_html(ret, 200, &b) < 0) {
+		buf_finish(&b);
+		checkout_internal(ret);
+		return;
+	}
+	/* Stale at once, so a new visit renders a new key; but not no-store
+	 * or no-cache: Back takes a stale page from the cache without asking,
+	 * so a resubmit after Back carries the key this form was sent with. */
+	checkout_headers(ret, "private, max-age=0");
+}
+
+/* An answer to a form post that did not create the order: HTML with the
+ * message (and, when retry_form, the same form to send again), or
+ * problem+json for the script. */
+static void checkout_post_error(const struct http_request *req, struct reply *ret, int status,
+				const char *slug, const char *title, const char *detail,
+				const struct checkout_form *retry_form)
+{
+	struct buf b;
+
+	if (checkout_wants_json(req)) {
+		reply_problem(ret, status, slug, title, detail);
+		return;
+	}
+	buf_init(&b, 0);
+	if (checkout_page_begin(&b, title) < 0 || buf_puts(&b, "<h1>") < 0 ||
+	    checkout_esc(&b, title) < 0 || buf_puts(&b, "</h1>\n<p class=\"error\">") < 0 ||
+	    checkout_esc(&b, detail) < 0 || buf_puts(&b, "</p>\n") < 0) {
+		goto fail;
+	}
+	if (retry_form != NULL) {
+		if (buf_puts(&b, "<p>Sending it again is safe: it keeps its idempotency key, so it "
+				 "cannot create a "
+				 "second order.</p>\n") < 0 ||
+		    checkout_form_html(&b, retry_form->cf_key, retry_form) < 0) {
+			goto fail;
+		}
+	}
+	if (buf_puts(&b, "<p><a href=\"/checkout\">Start a new order</a></p>\n") < 0 ||
+	    checkout_page_end(&b, retry_form != NULL) < 0 ||
+	    checkout_reply_html(ret, status, &b) < 0) {
+		goto fail;
+	}
+	checkout_headers(ret, "no-store");
+	return;
+fail:
+	buf_finish(&b);
+	checkout_internal(ret);
+}
+
+struct checkout_create {
+	int64_t cc_amount;
+	const char *cc_ref; /* NULL when none */
+	char cc_flash[CHECKOUT_FLASH_TOKEN_LEN + 1];
+	char cc_id[ORDERS_ID_LEN + 1]; /* out */
+};
+
+static int checkout_create_apply(struct store_tx *tx, void *arg, struct reply *ret_reply)
+{
+	struct checkout_create *cc = arg;
+	char location[64 + ORDERS_ID_LEN];
+	struct buf b;
+
+	if (orders_create(tx, cc->cc_amount, CHECKOUT_CURRENCY, cc->cc_ref, cc->cc_id) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	/* The stored answer is the redirect itself, so Back + resubmit (a
+	 * replay) lands on the same order; its flash token is spent by then. */
+	snprintf(location, sizeof(location), "/orders/%s?flash=%s", cc->cc_id, cc->cc_flash);
+	buf_init(&b, 0);
+	if (buf_printf(&b,
+		       "<!doctype html>\n<title>See Other</title><p>Order created: <a "
+		       "href=\"%s\">%s</a></p>\n",
+		       location, cc->cc_id) < 0 ||
+	    checkout_reply_html(ret_reply, 303, &b) < 0 ||
+	    reply_add_header(ret_reply, "Location", location) < 0) {
+		buf_finish(&b);
+		return STORE_APPLY_TRANSIENT;
+	}
+	return STORE_APPLY_DONE;
+}
+
+static void checkout_post(struct app *app, const struct config *cf, const struct http_request *req,
+			  struct reply *ret)
+{
+	const struct checkout_product *prod;
+	const char *hkey = http_header_get(req, "Idempotency-Key");
+	char header_key[API_KEY_MAX + 1];
+	char key[API_KEY_MAX + 1];
+	struct checkout_form f;
+	struct checkout_create cc;
+	struct store_claim c;
+	struct buf fp;
+	int64_t qty = 0;
+	int64_t retry_after = 1;
+	char *canon = NULL;
+	size_t canon_len = 0;
+
+	memset(&c, 0, sizeof(c));
+	memset(&cc, 0, sizeof(cc));
+	buf_init(&fp, 0);
+	if (api_rate_allow(cf, req->hr_client, app_now_ms(), &retry_after) == 0) {
+		char v[24];
+
+		checkout_post_error(req, ret, 429, "rate_limited", "Too many requests",
+				    "Please wait a moment and try again.", NULL);
+		snprintf(v, sizeof(v), "%lld", (long long)retry_after);
+		reply_add_header(ret, "Retry-After", v);
+		return;
+	}
+	if (req->hr_body_len > CHECKOUT_BODY_MAX) {
+		checkout_post_error(req, ret, 413, "body_too_large", "Form too large",
+				    "The form is too large.", NULL);
+		return;
+	}
+	if (checkout_form_parse((const char *)req->hr_body, req->hr_body_len, &f) < 0) {
+		checkout_post_error(req, ret, 400, "malformed_form", "Malformed form",
+				    "The form could not be read. Please reload the checkout page.",
+				    NULL);
+		return;
+	}
+	if (api_idempotency_key_parse(f.cf_key, key) < 0 ||
+	    http_header_count(req, "Idempotency-Key") > 1 ||
+	    (hkey != NULL &&
+	     (api_idempotency_key_parse(hkey, header_key) < 0 || strcmp(header_key, key) != 0))) {
+		checkout_post_error(req, ret, 400, "malformed_idempotency_key",
+				    "This form has no valid key",
+				    "Please reload the checkout page and submit it again.", NULL);
+		return;
+	}
+	prod = checkout_product_find(f.cf_product);
+	if (prod == NULL || checkout_quantity(f.cf_quantity, &qty) < 0 ||
+	    !checkout_ref_ok(f.cf_ref)) {
+		checkout_post_error(
+			req, ret, 400, "invalid_order", "Please check the form",
+			"Choose a product, a quantity from 1 to 20, and a reference of at most 64 "
+			"characters.",
+			NULL);
+		return;
+	}
+	/* The fingerprint covers what the order is, never the key itself. */
+	if (buf_puts(&fp, "{\"product\":") < 0 || buf_json_string(&fp, prod->cp_id) < 0 ||
+	    buf_printf(&fp, ",\"quantity\":%lld,\"customer_ref\":", (long long)qty) < 0 ||
+	    buf_json_string(&fp, f.cf_ref) < 0 || buf_puts(&fp, "}") < 0 ||
+	    api_canonical_json(fp.buf_data, fp.buf_len, &canon, &canon_len) < 0 ||
+	    checkout_flash_token(cc.cc_flash) < 0) {
+		checkout_internal(ret);
+		goto done;
+	}
+	crypto_sha256(canon, canon_len, c.sc_fingerprint);
+	cc.cc_amount = prod->cp_price * qty;
+	cc.cc_ref = f.cf_ref[0] != '\0' ? f.cf_ref : NULL;
+	c.sc_scope = CHECKOUT_SCOPE;
+	c.sc_key = key;
+	c.sc_now_ms = app_now_ms();
+	c.sc_retention_ms = cf->cf_retention_s * 1000;
+	c.sc_lease_ms = cf->cf_lease_s * 1000;
+	c.sc_apply = checkout_create_apply;
+	c.sc_arg = &cc;
+	store_submit(app->app_store, &c, 1);
+	switch (c.sc_outcome) {
+	case STORE_NEW:
+		checkout_flash_put(cc.cc_flash, cc.cc_id, "Order created.", app_now_ms());
+		if (reply_copy(ret, &c.sc_reply) < 0) {
+			checkout_internal(ret);
+		}
+		break;
+	case STORE_REPLAYED:
+		if (reply_copy(ret, &c.sc_reply) < 0 ||
+		    reply_add_header(ret, "Idempotent-Replayed", "true") < 0) {
+			checkout_internal(ret);
+		}
+		break;
+	case STORE_MISMATCH:
+		checkout_post_error(req, ret, 422, "idempotency_key_reused",
+				    "This form was already used",
+				    "This form already placed an order with different details. "
+				    "Start a new order "
+				    "to buy something else.",
+				    NULL);
+		break;
+	case STORE_IN_PROGRESS:
+	case STORE_TRANSIENT:
+	default: {
+		char v[24];
+		int in_progress = c.sc_outcome == STORE_IN_PROGRESS;
+
+		checkout_post_error(
+			req, ret, in_progress ? 409 : 503,
+			in_progress ? "request_in_progress" : "temporarily_unavailable",
+			in_progress ? "Your order is still being placed" : "Please try again",
+			in_progress
+				? "An earlier submission of this form is still being processed."
+				: "The shop could not save the order just now; nothing was kept.",
+			&f);
+		snprintf(v, sizeof(v), "%lld",
+			 (long long)(c.sc_retry_after_s < 1 ? 1 : c.sc_retry_after_s));
+		reply_add_header(ret, "Retry-After", v);
+		break;
+	}
+	}
+	api_claim_account("api:checkout", req->hr_client, key, c.sc_outcome, ret->reply_status,
+			  req->hr_received_ms);
+done:
+	store_claim_finish(&c);
+	free(canon);
+	buf_finish(&fp);
+}
+
+/* ---- the order page ---- */
+
+static int checkout_row(struct buf *b, const char *name, const char *value)
+{
+	if (buf_printf(b, "<tr><th>%s</th><td>", name) < 0 || checkout_esc(b, value) < 0) {
+		return -1;
+	}
+	return buf_puts(b, "</td></tr>\n");
+}
+
+static int checkout_money_row(struct buf *b, const char *name, int64_t minor, const char *currency)
+{
+	char amount[32];
+	char text[48];
+
+	money_format(minor, currency, amount);
+	snprintf(text, sizeof(text), "%s %s", amount, currency);
+	return checkout_row(b, name, text);
+}
+
+static int checkout_time_row(struct buf *b, const char *name, int64_t ms)
+{
+	char t[32];
+
+	if (ms == 0) {
+		return checkout_row(b, name, "\xe2\x80\x94");
+	}
+	api_format_time(ms, t);
+	return checkout_row(b, name, t);
+}
+
+static const struct provider_conf *checkout_stripe(const struct config *cf)
+{
+	size_t i;
+
+	for (i = 0; i < cf->cf_n_providers; i++) {
+		const struct provider_conf *pc = &cf->cf_providers[i];
+
+		if (pc->pc_provider != NULL && strcmp(pc->pc_provider->p_name, "stripe") == 0 &&
+		    pc->pc_provider->p_sign != NULL) {
+			return pc;
+		}
+	}
+	return NULL;
+}
+
+static void checkout_order_page(struct app *app, const struct config *cf,
+				const struct http_request *req, const char *id, struct reply *ret)
+{
+	const struct provider_conf *stripe = cf->cf_demo ? checkout_stripe(cf) : NULL;
+	char msg[CHECKOUT_FLASH_MSG_MAX];
+	char points[32];
+	struct api_order o;
+	struct buf b;
+	char *flash = NULL;
+	int has_flash = 0;
+	int rc;
+
+	rc = api_order_id_valid(id) ? api_order_load(app->app_store, id, &o) : 0;
+	if (rc < 0) {
+		reply_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable", NULL);
+		reply_add_header(ret, "Retry-After", "1");
+		return;
+	}
+	if (rc == 0) {
+		checkout_post_error(req, ret, 404, "not_found", "No such order",
+				    "There is no order with this id.", NULL);
+		return;
+	}
+	buf_init(&b, 0);
+	if (checkout_wants_json(req)) {
+		/* The script follows the redirect here only to learn where to
+		 * go; the flash stays for the page it then opens. */
+		if (buf_puts(&b, "{\"id\":") < 0 || buf_json_string(&b, o.ao_id) < 0 ||
+		    buf_puts(&b, ",\"status\":") < 0 || buf_json_string(&b, o.ao_status) < 0 ||
+		    buf_puts(&b, "}") < 0) {
+			goto fail;
+		}
+		if (b.buf_overflow ||
+		    reply_set(ret, 200, "application/json", b.buf_data, b.buf_len) < 0) {
+			goto fail;
+		}
+		buf_finish(&b);
+		reply_add_header(ret, "Cache-Control", "no-store");
+		return;
+	}
+	flash = http_query_get(req, "flash");
+	if (flash != NULL && strlen(flash) == CHECKOUT_FLASH_TOKEN_LEN) {
+		has_flash = checkout_flash_take(flash, o.ao_id, app_now_ms(), msg);
+	}
+	snprintf(points, sizeof(points), "%lld", (long long)o.ao_points);
+	if (checkout_page_begin(&b, "Your order") < 0 ||
+	    buf_puts(&b, "<h1>Your order</h1>\n") < 0) {
+		goto fail;
+	}
+	if (has_flash && (buf_puts(&b, "<p class=\"flash\" id=\"flash\" role=\"status\">") < 0 ||
+			  checkout_esc(&b, msg) < 0 || buf_puts(&b, "</p>\n") < 0)) {
+		goto fail;
+	}
+	if (buf_puts(&b, "<table id=\"order\">\n") < 0 || checkout_row(&b, "Order", o.ao_id) < 0 ||
+	    checkout_row(&b, "Status", o.ao_status) < 0 ||
+	    checkout_money_row(&b, "Amount", o.ao_amount, o.ao_currency) < 0 ||
+	    checkout_money_row(&b, "Refunded", o.ao_refunded, o.ao_currency) < 0 ||
+	    checkout_row(&b, "Points", points) < 0 ||
+	    checkout_row(&b, "Fulfillment", o.ao_fulfillment) < 0 ||
+	    checkout_row(&b, "Your reference",
+			 o.ao_customer_ref[0] != '\0' ? o.ao_customer_ref : "\xe2\x80\x94") < 0 ||
+	    checkout_time_row(&b, "Created", o.ao_created_ms) < 0 ||
+	    checkout_time_row(&b, "Paid", o.ao_paid_ms) < 0 ||
+	    checkout_time_row(&b, "Refunded at", o.ao_refunded_ms) < 0 ||
+	    buf_puts(&b, "</table>\n") < 0) {
+		goto fail;
+	}
+	if (stripe != NULL && strcmp(o.ao_status, "pending") == 0) {
+		if (buf_printf(
+			    &b,
+			    "<form method=\"post\" action=\"/orders/%s/pay\">"
+			    "<button type=\"submit\" id=\"pay\">Simulate payment</button></form>\n"
+			    "<p class=\"note\">Demo mode: idemhook sends itself a Stripe-signed "
+			    "<code>payment_intent.succeeded</code> callback for this order through "
+			    "<code>/hooks/",
+			    o.ao_id) < 0 ||
+		    checkout_esc(&b, stripe->pc_name) < 0 ||
+		    buf_puts(&b, "</code>, twice: the first pays the order and awards points, the "
+				 "second is a "
+				 "duplicate and is absorbed.</p>\n") < 0) {
+			goto fail;
+		}
+	}
+	if (buf_printf(&b,
+		       "<p><a href=\"/checkout\">Place another order</a> \xc2\xb7 "
+		       "<a href=\"/api/orders/%s\">This order as JSON</a></p>\n",
+		       o.ao_id) < 0 ||
+	    checkout_page_end(&b, 0) < 0 || checkout_reply_html(ret, 200, &b) < 0) {
+		goto fail;
+	}
+	checkout_headers(ret, "no-store");
+	free(flash);
+	return;
+fail:
+	free(flash);
+	buf_finish(&b);
+	checkout_internal(ret);
+}
+
+/* ---- demo: a signed payment callback to ourselves ---- */
+
+static void checkout_collect_header(void *arg, const char *name, const char *value)
+{
+	struct buf *b = arg;
+
+	buf_printf(b, "%s: %s\r\n", name, value);
+}
+
+/* POSTs body to our own listener over a loopback socket and reads the status
+ * line and whether the answer was a replay. Returns 0 or -1 (logged). */
+static int checkout_self_post(const char *host, unsigned port, const char *path,
+			      const char *headers, const char *body, size_t body_len,
+			      int *ret_status, int *ret_replayed)
+{
+	struct addrinfo hints;
+	struct addrinfo *ai = NULL;
+	struct timeval tv = {.tv_sec = CHECKOUT_SELF_TIMEOUT_S};
+	struct buf req;
+	char port_s[8];
+	char *resp = NULL;
+	size_t resp_len = 0;
+	size_t sent = 0;
+	char *head_end;
+	int fd = -1;
+	int rc;
+	int status;
+
+	buf_init(&req, 0);
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+	snprintf(port_s, sizeof(port_s), "%u", port);
+	rc = getaddrinfo(host, port_s, &hints, &ai);
+	if (rc != 0) {
+		log_err("checkout: demo payment: address %s: %s", host, gai_strerror(rc));
+		goto fail;
+	}
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
+	    connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+		log_err("checkout: demo payment: cannot reach our own listener %s:%u: %s", host,
+			port, strerror(errno));
+		goto fail;
+	}
+	if (buf_printf(&req,
+		       "POST %s HTTP/1.1\r\nHost: %s:%u\r\nUser-Agent: idemhook-demo\r\n"
+		       "Content-Type: application/json\r\nContent-Length: %zu\r\nConnection: "
+		       "close\r\n%s\r\n",
+		       path, host, port, body_len, headers) < 0 ||
+	    buf_append(&req, body, body_len) < 0) {
+		goto fail;
+	}
+	while (sent < req.buf_len) {
+		ssize_t n = send(fd, req.buf_data + sent, req.buf_len - sent, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR) {
+			continue;
+		}
+		if (n <= 0) {
+			log_err("checkout: demo payment: send: %s", strerror(errno));
+			goto fail;
+		}
+		sent += (size_t)n;
+	}
+	resp = malloc(CHECKOUT_SELF_REPLY_MAX + 1);
+	if (resp == NULL) {
+		goto fail;
+	}
+	while (resp_len < CHECKOUT_SELF_REPLY_MAX) {
+		ssize_t n = recv(fd, resp + resp_len, CHECKOUT_SELF_REPLY_MAX - resp_len, 0);
+
+		if (n < 0 && errno == EINTR) {
+			continue;
+		}
+		if (n < 0) {
+			log_err("checkout: demo payment: no answer from our own listener: %s",
+				strerror(errno));
+			goto fail;
+		}
+		if (n == 0) {
+			break;
+		}
+		resp_len += (size_t)n;
+	}
+	resp[resp_len] = '\0';
+	if (resp_len < 12 || strncmp(resp, "HTTP/1.", 7) != 0 || resp[9] < '1' || resp[9] > '5') {
+		log_err("checkout: demo payment: malformed answer from our own listener");
+		goto fail;
+	}
+	status = (resp[9] - '0') * 100 + (resp[10] - '0') * 10 + (resp[11] - '0');
+	head_end = strstr(resp, "\r\n\r\n");
+	if (head_end != NULL) {
+		*head_end = '\0';
+	}
+	*ret_status = status;
+	*ret_replayed = strcasestr(resp, "\r\nIdempotent-Replayed: true") != NULL;
+	free(resp);
+	close(fd);
+	freeaddrinfo(ai);
+	buf_finish(&req);
+	return 0;
+fail:
+	free(resp);
+	if (fd >= 0) {
+		close(fd);
+	}
+	if (ai != NULL) {
+		freeaddrinfo(ai);
+	}
+	buf_finish(&req);
+	return -1;
+}
+
+/* The same delivery handed to ingest_hook in-process, as the HTTP route
+ * would: for a listener with one thread, which cannot answer us while this
+ * request holds it. */
+static int checkout_self_ingest(struct app *app, const struct config *cf,
+				const struct provider_conf *pc, const char *path,
+				const char *signature, const char *body, size_t body_len,
+				int *ret_status, int *ret_replayed)
+{
+	struct http_header headers[2] = {
+		{.hh_name = "Content-Type", .hh_value = "application/json"},
+		{.hh_name = "Stripe-Signature", .hh_value = signature},
+	};
+	struct http_request req;
+	struct ingest_options opt;
+	struct ingest_report report;
+	struct reply rep;
+
+	memset(&req, 0, sizeof(req));
+	memset(&opt, 0, sizeof(opt));
+	memset(&report, 0, sizeof(report));
+	reply_init(&rep);
+	req.hr_method = "POST";
+	req.hr_url = path;
+	req.hr_path = path;
+	req.hr_version = "HTTP/1.1";
+	req.hr_headers = headers;
+	req.hr_n_headers = 2;
+	req.hr_body = (const unsigned char *)body;
+	req.hr_body_len = body_len;
+	req.hr_peer = "127.0.0.1";
+	req.hr_client = "127.0.0.1";
+	req.hr_received_ms = app_now_ms();
+	if (ingest_hook(app->app_store, cf, pc, &req, &opt, &rep, &report) < 0) {
+		reply_finish(&rep);
+		return -1;
+	}
+	*ret_status = rep.reply_status;
+	*ret_replayed = report.ir_result == INGEST_DUPLICATE;
+	reply_finish(&rep);
+	return 0;
+}
+
+static const char *checkout_self_host(const char *listen)
+{
+	if (listen == NULL || listen[0] == '\0' || strcmp(listen, "0.0.0.0") == 0) {
+		return "127.0.0.1";
+	}
+	if (strcmp(listen, "::") == 0) {
+		return "::1";
+	}
+	return listen;
+}
+
+static void checkout_pay(struct app *app, const struct config *cf, const struct http_request *req,
+			 const char *id, struct reply *ret)
+{
+	const struct provider_conf *pc = checkout_stripe(cf);
+	char token[CHECKOUT_FLASH_TOKEN_LEN + 1];
+	char location[64 + ORDERS_ID_LEN];
+	struct buf msg;
+	char path[16 + 128];
+	char evt[16 + ORDERS_ID_LEN];
+	char cur[4];
+	struct api_order o;
+	struct buf body;
+	struct buf hdrs;
+	int64_t retry_after = 1;
+	int status[2] = {0, 0};
+	int replayed[2] = {0, 0};
+	int sent = 0;
+	int in_process;
+	unsigned port;
+	int rc;
+	int i;
+
+	buf_init(&body, 0);
+	buf_init(&hdrs, 0);
+	buf_init(&msg, 0);
+	if (api_rate_allow(cf, req->hr_client, app_now_ms(), &retry_after) == 0) {
+		reply_problem(ret, 429, "rate_limited", "Too many requests", NULL);
+		reply_add_header(ret, "Retry-After", "1");
+		goto done;
+	}
+	if (pc == NULL) {
+		checkout_post_error(
+			req, ret, 409, "no_stripe_instance", "No Stripe instance",
+			"Demo payments need a [provider NAME] section with type = stripe.", NULL);
+		goto done;
+	}
+	rc = api_order_id_valid(id) ? api_order_load(app->app_store, id, &o) : 0;
+	if (rc <= 0) {
+		checkout_post_error(req, ret, rc < 0 ? 503 : 404, "not_found", "No such order",
+				    "There is no order with this id.", NULL);
+		goto done;
+	}
+	for (i = 0; i < 3; i++) {
+		char ch = o.ao_currency[i];
+
+		cur[i] = (char)(ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch);
+	}
+	cur[3] = '\0';
+	/* One event id per order: pressing the button again is a duplicate too. */
+	if (buf_printf(&body,
+		       "{\"id\":\"evt_demo_%s\",\"object\":\"event\",\"type\":\"payment_intent."
+		       "succeeded\","
+		       "\"created\":%lld,\"livemode\":false,\"data\":{\"object\":{\"id\":\"pi_demo_"
+		       "%s\","
+		       "\"object\":\"payment_intent\",\"amount\":%lld,\"amount_received\":%lld,"
+		       "\"currency\":\"%s\","
+		       "\"status\":\"succeeded\",\"metadata\":{\"order_id\":\"%s\"}}}}",
+		       o.ao_id, (long long)(app_now_ms() / 1000), o.ao_id, (long long)o.ao_amount,
+		       (long long)o.ao_amount, cur, o.ao_id) < 0) {
+		goto internal;
+	}
+	snprintf(path, sizeof(path), "/hooks/%s", pc->pc_name);
+	in_process = cf->cf_threads <= 1 || app->app_http == NULL;
+	port = app->app_http != NULL ? http_port(app->app_http) : cf->cf_listen_port;
+	snprintf(evt, sizeof(evt), "evt_demo_%s", o.ao_id);
+	for (i = 0; i < 2; i++) {
+		buf_finish(&hdrs);
+		buf_init(&hdrs, 0);
+		if (pc->pc_provider->p_sign(pc, body.buf_data, body.buf_len, app_now_ms() / 1000,
+					    evt, checkout_collect_header, &hdrs) < 0 ||
+		    hdrs.buf_data == NULL || hdrs.buf_overflow) {
+			goto internal;
+		}
+		if (in_process) {
+			/* "Stripe-Signature: VALUE\r\n": the value alone. */
+			const char *v = strchr(hdrs.buf_data, ':');
+
+			hdrs.buf_data[strcspn(hdrs.buf_data, "\r")] = '\0';
+			rc = v != NULL
+				     ? checkout_self_ingest(app, cf, pc, path, v + 2, body.buf_data,
+							    body.buf_len, &status[i], &replayed[i])
+				     : -1;
+		} else {
+			rc = checkout_self_post(checkout_self_host(cf->cf_listen_host), port, path,
+						hdrs.buf_data, body.buf_data, body.buf_len,
+						&status[i], &replayed[i]);
+		}
+		if (rc < 0) {
+			break;
+		}
+		sent++;
+	}
+	if (sent == 2) {
+		rc = buf_printf(
+			&msg,
+			"Sent a signed Stripe callback (%s) to %s twice%s. First answer: %d%s. "
+			"Second answer: %d%s.",
+			evt, path, in_process ? " (in-process: the listener has one thread)" : "",
+			status[0], replayed[0] ? " (replayed)" : " (processed)", status[1],
+			replayed[1] ? " with Idempotent-Replayed: true, the duplicate was absorbed"
+				    : "");
+	} else {
+		rc = buf_printf(
+			&msg,
+			"Could not deliver the demo callback to our own listener (%d of 2 sent); "
+			"see the daemon's log.",
+			sent);
+	}
+	if (rc < 0) {
+		goto internal;
+	}
+	if (checkout_flash_token(token) < 0) {
+		goto internal;
+	}
+	checkout_flash_put(token, o.ao_id, msg.buf_data, app_now_ms());
+	snprintf(location, sizeof(location), "/orders/%s?flash=%s", o.ao_id, token);
+	if (reply_set(ret, 303, NULL, NULL, 0) < 0 ||
+	    reply_add_header(ret, "Location", location) < 0) {
+		goto internal;
+	}
+	reply_add_header(ret, "Cache-Control", "no-store");
+	goto done;
+internal:
+	checkout_internal(ret);
+done:
+	buf_finish(&body);
+	buf_finish(&hdrs);
+	buf_finish(&msg);
+}
+
+/* ---- routing ---- */
+
+static void checkout_method_not_allowed(struct reply *ret, const char *allow)
+{
+	reply_problem(ret, 405, "method_not_allowed", "Method not allowed", NULL);
+	reply_add_header(ret, "Allow", allow);
+}
+
+int checkout_route(struct app *app, const struct config *cf, const struct http_request *req,
+		   struct reply *ret)
+{
+	const char *path = req->hr_path;
+	const char *method = req->hr_method;
+	int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+	char id[ORDERS_ID_LEN + 1];
+	const char *rest;
+	size_t n;
+
+	if (strcmp(path, "/checkout") == 0 || strcmp(path, "/checkout/") == 0) {
+		if (get) {
+			checkout_get(ret);
+		} else if (strcmp(method, "POST") == 0) {
+			checkout_post(app, cf, req, ret);
+		} else {
+			checkout_method_not_allowed(ret, "GET, POST");
+		}
+		return 1;
+	}
+	if (strcmp(path, "/checkout.js") == 0) {
+		if (!get) {
+			checkout_method_not_allowed(ret, "GET");
+			return 1;
+		}
+		if (reply_set(ret, 200, "text/javascript; charset=utf-8", checkout_js,
+			      sizeof(checkout_js) - 1) < 0) {
+			checkout_internal(ret);
+			return 1;
+		}
+		reply_add_header(ret, "X-Content-Type-Options", "nosniff");
+		reply_add_header(ret, "Cache-Control", "public, max-age=300");
+		return 1;
+	}
+	if (strncmp(path, "/orders/", 8) != 0) {
+		return 0;
+	}
+	rest = path + 8;
+	n = strcspn(rest, "/");
+	if (n == 0 || n > ORDERS_ID_LEN) {
+		reply_problem(ret, 404, "not_found", "No such order", NULL);
+		return 1;
+	}
+	memcpy(id, rest, n);
+	id[n] = '\0';
+	rest += n;
+	if (rest[0] == '\0') {
+		if (get) {
+			checkout_order_page(app, cf, req, id, ret);
+		} else {
+			checkout_method_not_allowed(ret, "GET");
+		}
+		return 1;
+	}
+	if (strcmp(rest, "/pay") == 0 && cf->cf_demo) {
+		if (strcmp(method, "POST") == 0) {
+			checkout_pay(app, cf, req, id, ret);
+		} else {
+			checkout_method_not_allowed(ret, "POST");
+		}
+		return 1;
+	}
+	reply_problem(ret, 404, "not_found", "Not found", NULL);
+	return 1;
+}

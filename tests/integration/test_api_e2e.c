@@ -1,0 +1,979 @@
+/* test_api_e2e.c: the order API and the checkout page against the real
+ * daemon over real HTTP: every status of the Idempotency-Key contract, CORS,
+ * bearer tokens, rate limits, Post/Redirect/Get and the demo payment. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "api.h"
+#include "harness.h"
+#include "store.h"
+
+#define E2E_ORIGIN "https://shop.example"
+#define E2E_STRIPE_SECRET "whsec_api_e2e_test_secret"
+
+static struct daemon e2e_main;
+
+static const char e2e_main_ini[] =
+	"[demo]\nenabled = yes\n\n"
+	"[provider stripe]\ntype = stripe\nsecret = " E2E_STRIPE_SECRET "\n\n"
+	"[api]\ncors_origins = " E2E_ORIGIN " https://other.example\n"
+	"body_max = 4k\nrate = 1000\nburst = 1000\n";
+
+static int e2e_setup(void **state)
+{
+	if (daemon_init(&e2e_main, e2e_main_ini) < 0 || daemon_start(&e2e_main) < 0) {
+		return -1;
+	}
+	return 0;
+}
+
+static int e2e_teardown(void **state)
+{
+	daemon_finish(&e2e_main);
+	return 0;
+}
+
+static char *e2e_url(const struct daemon *d, const char *path)
+{
+	size_t n = strlen(d->dm_base) + strlen(path) + 1;
+	char *u = malloc(n);
+
+	assert_non_null(u);
+	snprintf(u, n, "%s%s", d->dm_base, path);
+	return u;
+}
+
+/* POST /api/orders with the given header lines (NULL-terminated, may be NULL)
+ * plus Content-Type: application/json. */
+static void e2e_post(const struct daemon *d, const char *const *extra, const char *body,
+		     struct hres *ret)
+{
+	const char *headers[16];
+	char *url = e2e_url(d, "/api/orders");
+	size_t n = 0;
+
+	headers[n++] = "Content-Type: application/json";
+	while (extra != NULL && *extra != NULL && n < 15) {
+		headers[n++] = *extra++;
+	}
+	headers[n] = NULL;
+	assert_int_equal(hn_http("POST", url, headers, body, strlen(body), ret), 0);
+	free(url);
+}
+
+static void e2e_post_key(const struct daemon *d, const char *key_line, const char *body,
+			 struct hres *ret)
+{
+	const char *extra[] = {key_line, NULL};
+
+	e2e_post(d, extra, body, ret);
+}
+
+static void assert_header(const struct hres *r, const char *name, const char *want)
+{
+	char *v = hres_header(r, name);
+
+	if (v == NULL || strcmp(v, want) != 0) {
+		fail_msg("header %s: want \"%s\", got \"%s\"", name, want,
+			 v != NULL ? v : "(none)");
+	}
+	free(v);
+}
+
+static void assert_header_contains(const struct hres *r, const char *name, const char *part)
+{
+	char *v = hres_header(r, name);
+
+	if (v == NULL || strstr(v, part) == NULL) {
+		fail_msg("header %s: want it to contain \"%s\", got \"%s\"", name, part,
+			 v != NULL ? v : "(none)");
+	}
+	free(v);
+}
+
+static void assert_no_header(const struct hres *r, const char *name)
+{
+	char *v = hres_header(r, name);
+
+	if (v != NULL) {
+		fail_msg("header %s: want none, got \"%s\"", name, v);
+	}
+}
+
+static void assert_problem(const struct hres *r, long status, const char *slug)
+{
+	char type[128];
+
+	if (r->hs_status != status) {
+		fail_msg("status: want %ld, got %ld: %s", status, r->hs_status,
+			 r->hs_body != NULL ? r->hs_body : "");
+	}
+	assert_header(r, "Content-Type", "application/problem+json");
+	snprintf(type, sizeof(type), "urn:idemhook:problem:%s", slug);
+	if (r->hs_body == NULL || strstr(r->hs_body, type) == NULL) {
+		fail_msg("problem type %s not in body: %s", type,
+			 r->hs_body != NULL ? r->hs_body : "");
+	}
+}
+
+/* The order id in a 201 body {"id":"ord_...","status":"created"}. */
+static void e2e_order_id(const struct hres *r, char out[64])
+{
+	const char *p = r->hs_body != NULL ? strstr(r->hs_body, "\"id\":\"") : NULL;
+	size_t n;
+
+	assert_non_null(p);
+	p += 6;
+	n = strcspn(p, "\"");
+	assert_true(n > 0 && n < 64);
+	memcpy(out, p, n);
+	out[n] = '\0';
+}
+
+static int64_t e2e_count(const struct daemon *d, const char *sql)
+{
+	return hn_db_int(d->dm_db, sql);
+}
+
+/* ---- the Idempotency-Key contract ---- */
+
+static void test_post_without_idempotency_key_is_400(void **state)
+{
+	struct hres r;
+
+	e2e_post(&e2e_main, NULL, "{\"amount\":1999,\"currency\":\"eur\"}", &r);
+	assert_problem(&r, 400, "missing_idempotency_key");
+	hres_finish(&r);
+}
+
+static void test_post_with_malformed_idempotency_key_is_400(void **state)
+{
+	static const char *const bad[] = {
+		"Idempotency-Key: \"unterminated",
+		"Idempotency-Key: \"a\", \"b\"",
+		"Idempotency-Key: has space",
+		"Idempotency-Key: \"\"",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct hres r;
+
+		e2e_post_key(&e2e_main, bad[i], "{\"amount\":1999,\"currency\":\"eur\"}", &r);
+		assert_problem(&r, 400, "malformed_idempotency_key");
+		hres_finish(&r);
+	}
+}
+
+static void test_post_with_a_key_over_255_characters_is_400(void **state)
+{
+	char line[400];
+	struct hres r;
+
+	memcpy(line, "Idempotency-Key: ", 17);
+	memset(line + 17, 'k', 256);
+	line[17 + 256] = '\0';
+	e2e_post_key(&e2e_main, line, "{\"amount\":1999,\"currency\":\"eur\"}", &r);
+	assert_problem(&r, 400, "malformed_idempotency_key");
+	hres_finish(&r);
+}
+
+static void test_post_with_several_idempotency_keys_is_400(void **state)
+{
+	const char *extra[] = {"Idempotency-Key: \"k-one\"", "Idempotency-Key: \"k-two\"", NULL};
+	struct hres r;
+
+	e2e_post(&e2e_main, extra, "{\"amount\":1999,\"currency\":\"eur\"}", &r);
+	assert_problem(&r, 400, "several_idempotency_keys");
+	hres_finish(&r);
+	assert_int_equal(
+		e2e_count(&e2e_main,
+			  "SELECT count(*) FROM idempotency_records WHERE idem_key LIKE 'k-%'"),
+		0);
+}
+
+static void test_first_post_creates_the_order_and_answers_201_with_location(void **state)
+{
+	char id[64];
+	char loc[128];
+	char *url;
+	struct hres r;
+	struct hres g;
+
+	e2e_post_key(&e2e_main, "Idempotency-Key: \"first-post-1\"",
+		     "{\"amount\":1999,\"currency\":\"eur\",\"customer_ref\":\"cust-first\","
+		     "\"line_items\":[{\"sku\":\"beans\",\"quantity\":1,\"unit_amount\":1999}]}",
+		     &r);
+	assert_int_equal(r.hs_status, 201);
+	assert_header(&r, "Content-Type", "application/json");
+	assert_no_header(&r, "Idempotent-Replayed");
+	e2e_order_id(&r, id);
+	assert_string_equal(strstr(r.hs_body, "\"status\":"), "\"status\":\"created\"}");
+	snprintf(loc, sizeof(loc), "/api/orders/%s", id);
+	assert_header(&r, "Location", loc);
+	/* The reply is "accepted + id", never the order's state. */
+	assert_null(strstr(r.hs_body, "amount"));
+
+	url = e2e_url(&e2e_main, loc);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &g), 0);
+	assert_int_equal(g.hs_status, 200);
+	assert_non_null(strstr(g.hs_body, "\"status\":\"pending\""));
+	assert_non_null(strstr(g.hs_body, "\"amount\":1999"));
+	assert_non_null(strstr(g.hs_body, "\"currency\":\"EUR\""));
+	assert_non_null(strstr(g.hs_body, "\"refunded_amount\":0"));
+	assert_non_null(strstr(g.hs_body, "\"points\":0"));
+	assert_non_null(strstr(g.hs_body, "\"fulfillment_status\":\"pending\""));
+	assert_non_null(strstr(g.hs_body, "\"customer_ref\":\"cust-first\""));
+	assert_non_null(strstr(g.hs_body, "\"paid_at\":null"));
+	hres_finish(&g);
+	hres_finish(&r);
+	free(url);
+}
+
+static void test_retry_with_same_key_replays_the_201_byte_for_byte(void **state)
+{
+	const char *body = "{\"amount\":2500,\"currency\":\"usd\",\"customer_ref\":\"cust-retry\"}";
+	char *loc1;
+	char *loc2;
+	struct hres a;
+	struct hres b;
+
+	e2e_post_key(&e2e_main, "Idempotency-Key: retry-1", body, &a);
+	e2e_post_key(&e2e_main, "Idempotency-Key: \"retry-1\"", body, &b);
+	assert_int_equal(a.hs_status, 201);
+	assert_int_equal(b.hs_status, 201);
+	assert_int_equal(a.hs_body_len, b.hs_body_len);
+	assert_memory_equal(a.hs_body, b.hs_body, a.hs_body_len);
+	loc1 = hres_header(&a, "Location");
+	loc2 = hres_header(&b, "Location");
+	assert_non_null(loc1);
+	assert_non_null(loc2);
+	assert_string_equal(loc1, loc2);
+	assert_header(&b, "Idempotent-Replayed", "true");
+	assert_int_equal(e2e_count(&e2e_main,
+				   "SELECT count(*) FROM orders WHERE customer_ref = 'cust-retry'"),
+			 1);
+	free(loc1);
+	free(loc2);
+	hres_finish(&a);
+	hres_finish(&b);
+}
+
+static void test_reordered_json_with_other_whitespace_is_a_replay_not_422(void **state)
+{
+	struct hres a;
+	struct hres b;
+
+	e2e_post_key(&e2e_main, "Idempotency-Key: reorder-1",
+		     "{\"amount\":700,\"currency\":\"eur\",\"customer_ref\":\"cust-reorder\"}", &a);
+	e2e_post_key(&e2e_main, "Idempotency-Key: reorder-1",
+		     "{\n  \"customer_ref\" : \"cust-reorder\",\n  \"currency\": \"eur\",\n  "
+		     "\"amount\": 700.0\n}\n",
+		     &b);
+	assert_int_equal(a.hs_status, 201);
+	assert_int_equal(b.hs_status, 201);
+	assert_header(&b, "Idempotent-Replayed", "true");
+	assert_string_equal(a.hs_body, b.hs_body);
+	assert_int_equal(
+		e2e_count(&e2e_main,
+			  "SELECT count(*) FROM orders WHERE customer_ref = 'cust-reorder'"),
+		1);
+	hres_finish(&a);
+	hres_finish(&b);
+}
+
+static void test_same_key_with_a_changed_amount_is_422(void **state)
+{
+	struct hres a;
+	struct hres b;
+
+	e2e_post_key(&e2e_main, "Idempotency-Key: changed-1",
+		     "{\"amount\":1000,\"currency\":\"eur\",\"customer_ref\":\"cust-changed\"}",
+		     &a);
+	e2e_post_key(&e2e_main, "Idempotency-Key: changed-1",
+		     "{\"amount\":1001,\"currency\":\"eur\",\"customer_ref\":\"cust-changed\"}",
+		     &b);
+	assert_int_equal(a.hs_status, 201);
+	assert_problem(&b, 422, "idempotency_key_reused");
+	assert_no_header(&b, "Location");
+	assert_int_equal(
+		e2e_count(&e2e_main,
+			  "SELECT count(*) FROM orders WHERE customer_ref = 'cust-changed'"),
+		1);
+	hres_finish(&a);
+	hres_finish(&b);
+}
+
+static void test_concurrent_identical_posts_create_one_order(void **state)
+{
+	const char *body = "{\"amount\":4200,\"currency\":\"eur\",\"customer_ref\":\"cust-storm\"}";
+	const char *headers[] = {"Content-Type: application/json", "Idempotency-Key: \"storm-1\"",
+				 NULL};
+	struct hres r[32];
+	char first[64];
+	char *url = e2e_url(&e2e_main, "/api/orders");
+	size_t n_replayed = 0;
+	size_t i;
+
+	assert_int_equal(hn_http_storm(32, "POST", url, headers, body, strlen(body), r), 0);
+	e2e_order_id(&r[0], first);
+	for (i = 0; i < 32; i++) {
+		char id[64];
+		char *rep = hres_header(&r[i], "Idempotent-Replayed");
+
+		assert_int_equal(r[i].hs_status, 201);
+		e2e_order_id(&r[i], id);
+		assert_string_equal(id, first);
+		n_replayed += rep != NULL;
+		free(rep);
+		hres_finish(&r[i]);
+	}
+	assert_int_equal(n_replayed, 31);
+	assert_int_equal(e2e_count(&e2e_main,
+				   "SELECT count(*) FROM orders WHERE customer_ref = 'cust-storm'"),
+			 1);
+	free(url);
+}
+
+static void test_two_clients_with_the_same_key_get_two_orders(void **state)
+{
+	const char *a_h[] = {"Idempotency-Key: shared-key", "X-Client-Id: shop-a", NULL};
+	const char *b_h[] = {"Idempotency-Key: shared-key", "X-Client-Id: shop-b", NULL};
+	const char *body =
+		"{\"amount\":300,\"currency\":\"eur\",\"customer_ref\":\"cust-two-clients\"}";
+	char ida[64];
+	char idb[64];
+	struct hres a;
+	struct hres b;
+
+	e2e_post(&e2e_main, a_h, body, &a);
+	e2e_post(&e2e_main, b_h, body, &b);
+	assert_int_equal(a.hs_status, 201);
+	assert_int_equal(b.hs_status, 201);
+	assert_no_header(&b, "Idempotent-Replayed");
+	e2e_order_id(&a, ida);
+	e2e_order_id(&b, idb);
+	assert_string_not_equal(ida, idb);
+	assert_int_equal(
+		e2e_count(&e2e_main,
+			  "SELECT count(*) FROM orders WHERE customer_ref = 'cust-two-clients'"),
+		2);
+	assert_int_equal(
+		e2e_count(&e2e_main,
+			  "SELECT count(*) FROM idempotency_records WHERE idem_key = "
+			  "'shared-key' AND scope IN ('api:orders:shop-a', 'api:orders:shop-b')"),
+		2);
+	hres_finish(&a);
+	hres_finish(&b);
+}
+
+/* A request in flight: the test opens the same database file and commits a
+ * processing record with a live lease through store_claim_begin, exactly what
+ * a handler waiting on something outside the database leaves behind. */
+static void e2e_begin_claim(const char *db, const char *key, const char *body, int64_t lease_ms)
+{
+	struct store_options so;
+	struct store_claim c;
+	struct store *st;
+
+	memset(&so, 0, sizeof(so));
+	so.so_path = db;
+	st = store_create(&so);
+	assert_non_null(st);
+	memset(&c, 0, sizeof(c));
+	c.sc_scope = "api:orders:anonymous";
+	c.sc_key = key;
+	assert_int_equal(api_fingerprint(body, strlen(body), c.sc_fingerprint), 0);
+	c.sc_now_ms = hn_now_ms();
+	c.sc_retention_ms = 7LL * 24 * 3600 * 1000;
+	c.sc_lease_ms = lease_ms;
+	store_claim_begin(st, &c);
+	assert_int_equal(c.sc_outcome, STORE_CLAIMED);
+	store_claim_finish(&c);
+	store_destroy(st);
+}
+
+static void test_same_key_while_the_first_is_in_flight_is_409_with_retry_after(void **state)
+{
+	const char *body =
+		"{\"amount\":900,\"currency\":\"eur\",\"customer_ref\":\"cust-inflight\"}";
+	char *ra;
+	struct hres r;
+
+	e2e_begin_claim(e2e_main.dm_db, "inflight-1", body, 60000);
+	e2e_post_key(&e2e_main, "Idempotency-Key: inflight-1", body, &r);
+	assert_problem(&r, 409, "request_in_progress");
+	ra = hres_header(&r, "Retry-After");
+	assert_non_null(ra);
+	assert_true(strtol(ra, NULL, 10) >= 1 && strtol(ra, NULL, 10) <= 60);
+	assert_int_equal(
+		e2e_count(&e2e_main,
+			  "SELECT count(*) FROM orders WHERE customer_ref = 'cust-inflight'"),
+		0);
+	free(ra);
+	hres_finish(&r);
+}
+
+static void test_a_crashed_request_is_taken_over_once_its_lease_expires(void **state)
+{
+	const char *body =
+		"{\"amount\":901,\"currency\":\"eur\",\"customer_ref\":\"cust-crashed\"}";
+	struct hres r;
+	struct hres again;
+
+	e2e_begin_claim(e2e_main.dm_db, "crashed-1", body, 300);
+	usleep(600 * 1000);
+	e2e_post_key(&e2e_main, "Idempotency-Key: crashed-1", body, &r);
+	assert_int_equal(r.hs_status, 201);
+	e2e_post_key(&e2e_main, "Idempotency-Key: crashed-1", body, &again);
+	assert_int_equal(again.hs_status, 201);
+	assert_header(&again, "Idempotent-Replayed", "true");
+	assert_int_equal(
+		e2e_count(&e2e_main,
+			  "SELECT count(*) FROM orders WHERE customer_ref = 'cust-crashed'"),
+		1);
+	hres_finish(&r);
+	hres_finish(&again);
+}
+
+/* ---- validation ---- */
+
+static void test_invalid_orders_are_400_and_consume_no_key(void **state)
+{
+	static const char *const bodies[] = {
+		"{\"amount\":0,\"currency\":\"eur\"}",
+		"{\"amount\":19.99,\"currency\":\"eur\"}",
+		"{\"amount\":\"1999\",\"currency\":\"eur\"}",
+		"{\"amount\":1999,\"currency\":\"euro\"}",
+		"{\"amount\":1999}",
+		"{\"amount\":1999,\"currency\":\"eur\",\"surprise\":1}",
+		"{\"amount\":1999,\"currency\":\"eur\",\"line_items\":[{\"sku\":\"a\",\"quantity\":"
+		"1,\"unit_amount\":1}]}",
+		"[1999, \"eur\"]",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		struct hres r;
+
+		e2e_post_key(&e2e_main, "Idempotency-Key: invalid-1", bodies[i], &r);
+		assert_problem(&r, 400, "invalid_order");
+		hres_finish(&r);
+	}
+	assert_int_equal(
+		e2e_count(&e2e_main,
+			  "SELECT count(*) FROM idempotency_records WHERE idem_key = 'invalid-1'"),
+		0);
+}
+
+static void test_malformed_json_and_duplicate_keys_are_400(void **state)
+{
+	struct hres r;
+
+	e2e_post_key(&e2e_main, "Idempotency-Key: badjson-1", "{\"amount\":1999,", &r);
+	assert_problem(&r, 400, "malformed_json");
+	hres_finish(&r);
+	e2e_post_key(&e2e_main, "Idempotency-Key: badjson-1",
+		     "{\"amount\":1999,\"amount\":1,\"currency\":\"eur\"}", &r);
+	assert_problem(&r, 400, "malformed_json");
+	hres_finish(&r);
+}
+
+static void test_wrong_content_type_is_415(void **state)
+{
+	const char *headers[] = {"Content-Type: text/plain", "Idempotency-Key: ct-1", NULL};
+	const char *body = "{\"amount\":1999,\"currency\":\"eur\"}";
+	char *url = e2e_url(&e2e_main, "/api/orders");
+	struct hres r;
+
+	assert_int_equal(hn_http("POST", url, headers, body, strlen(body), &r), 0);
+	assert_problem(&r, 415, "unsupported_media_type");
+	hres_finish(&r);
+	free(url);
+}
+
+static void test_a_body_over_the_api_limit_is_413(void **state)
+{
+	char *body = malloc(6000);
+	struct hres r;
+
+	const char *prefix = "{\"amount\":1,\"currency\":\"eur\",\"customer_ref\":\"";
+	size_t n = strlen(prefix);
+
+	assert_non_null(body);
+	memcpy(body, prefix, n);
+	memset(body + n, 'x', 5900);
+	memcpy(body + n + 5900, "\"}", 3);
+	e2e_post_key(&e2e_main, "Idempotency-Key: big-1", body, &r);
+	assert_problem(&r, 413, "body_too_large");
+	hres_finish(&r);
+	free(body);
+}
+
+static void test_unknown_orders_and_paths_are_404_problems(void **state)
+{
+	char *u1 = e2e_url(&e2e_main, "/api/orders/ord_aaaaaaaaaaaaaaaaaaaa");
+	char *u2 = e2e_url(&e2e_main, "/api/nothing");
+	struct hres r;
+
+	assert_int_equal(hn_http("GET", u1, NULL, NULL, 0, &r), 0);
+	assert_problem(&r, 404, "not_found");
+	hres_finish(&r);
+	assert_int_equal(hn_http("GET", u2, NULL, NULL, 0, &r), 0);
+	assert_problem(&r, 404, "not_found");
+	hres_finish(&r);
+	assert_int_equal(hn_http("DELETE", u1, NULL, NULL, 0, &r), 0);
+	assert_problem(&r, 405, "method_not_allowed");
+	hres_finish(&r);
+	free(u1);
+	free(u2);
+}
+
+/* ---- CORS ---- */
+
+static void test_preflight_from_a_configured_origin_is_answered(void **state)
+{
+	const char *headers[] = {"Origin: " E2E_ORIGIN, "Access-Control-Request-Method: POST",
+				 "Access-Control-Request-Headers: idempotency-key, content-type",
+				 NULL};
+	char *url = e2e_url(&e2e_main, "/api/orders");
+	struct hres r;
+
+	assert_int_equal(hn_http("OPTIONS", url, headers, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 204);
+	assert_header(&r, "Access-Control-Allow-Origin", E2E_ORIGIN);
+	assert_header_contains(&r, "Access-Control-Allow-Headers", "Idempotency-Key");
+	assert_header_contains(&r, "Access-Control-Allow-Headers", "Content-Type");
+	assert_header_contains(&r, "Access-Control-Allow-Headers", "Authorization");
+	assert_header_contains(&r, "Access-Control-Allow-Methods", "POST");
+	assert_header_contains(&r, "Vary", "Origin");
+	hres_finish(&r);
+	free(url);
+}
+
+static void test_preflight_from_another_origin_is_refused(void **state)
+{
+	const char *headers[] = {"Origin: https://evil.example",
+				 "Access-Control-Request-Method: POST", NULL};
+	char *url = e2e_url(&e2e_main, "/api/orders");
+	struct hres r;
+
+	assert_int_equal(hn_http("OPTIONS", url, headers, NULL, 0, &r), 0);
+	assert_problem(&r, 403, "cors_origin_not_allowed");
+	assert_no_header(&r, "Access-Control-Allow-Origin");
+	hres_finish(&r);
+	free(url);
+}
+
+static void test_cross_origin_replies_expose_location_retry_after_and_replayed(void **state)
+{
+	const char *extra[] = {"Origin: " E2E_ORIGIN, "Idempotency-Key: cors-1", NULL};
+	const char *evil[] = {"Origin: https://evil.example", "Idempotency-Key: cors-2", NULL};
+	const char *body = "{\"amount\":111,\"currency\":\"eur\"}";
+	struct hres r;
+
+	e2e_post(&e2e_main, extra, body, &r);
+	assert_int_equal(r.hs_status, 201);
+	assert_header(&r, "Access-Control-Allow-Origin", E2E_ORIGIN);
+	assert_header_contains(&r, "Access-Control-Expose-Headers", "Location");
+	assert_header_contains(&r, "Access-Control-Expose-Headers", "Retry-After");
+	assert_header_contains(&r, "Access-Control-Expose-Headers", "Idempotent-Replayed");
+	hres_finish(&r);
+	/* The CORS headers belong to this answer, not to the stored reply. */
+	e2e_post(&e2e_main, evil, body, &r);
+	assert_int_equal(r.hs_status, 201);
+	assert_no_header(&r, "Access-Control-Allow-Origin");
+	hres_finish(&r);
+}
+
+/* ---- the checkout page ---- */
+
+/* The hidden key of a rendered checkout form. */
+static void e2e_form_key(const char *html, char out[64])
+{
+	const char *p = strstr(html, "name=\"idempotency_key\" value=\"");
+	size_t n;
+
+	assert_non_null(p);
+	p += strlen("name=\"idempotency_key\" value=\"");
+	n = strcspn(p, "\"");
+	assert_int_equal(n, 36);
+	memcpy(out, p, n);
+	out[n] = '\0';
+}
+
+static void e2e_form_post(const char *form, struct hres *ret)
+{
+	const char *headers[] = {"Content-Type: application/x-www-form-urlencoded", NULL};
+	char *url = e2e_url(&e2e_main, "/checkout");
+
+	assert_int_equal(hn_http("POST", url, headers, form, strlen(form), ret), 0);
+	free(url);
+}
+
+static void test_checkout_renders_a_form_with_a_fresh_server_made_key(void **state)
+{
+	char *url = e2e_url(&e2e_main, "/checkout");
+	char k1[64];
+	char k2[64];
+	struct hres a;
+	struct hres b;
+
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &a), 0);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &b), 0);
+	assert_int_equal(a.hs_status, 200);
+	assert_header(&a, "Content-Type", "text/html; charset=utf-8");
+	assert_header_contains(&a, "Content-Security-Policy", "script-src 'self'");
+	e2e_form_key(a.hs_body, k1);
+	e2e_form_key(b.hs_body, k2);
+	assert_string_not_equal(k1, k2);
+	assert_int_equal(k1[14], '4'); /* UUID version 4 */
+	hres_finish(&a);
+	hres_finish(&b);
+	free(url);
+}
+
+static void test_checkout_post_redirects_303_and_a_resubmit_reaches_the_same_order(void **state)
+{
+	char form[256];
+	char *loc1;
+	char *loc2;
+	char *page_url;
+	struct hres a;
+	struct hres b;
+	struct hres p1;
+	struct hres p2;
+
+	snprintf(form, sizeof(form), "idempotency_key=%s&product=mug&quantity=2&customer_ref=%s",
+		 "0b7c1a8e-6f0e-4c52-9d4f-4f1d2b3c4d5e", "prg%20%3Cb%3Etest%3C%2Fb%3E");
+	e2e_form_post(form, &a);
+	assert_int_equal(a.hs_status, 303);
+	loc1 = hres_header(&a, "Location");
+	assert_non_null(loc1);
+	assert_true(strncmp(loc1, "/orders/ord_", 12) == 0);
+	assert_non_null(strstr(loc1, "?flash="));
+
+	/* Back + resubmit: the same form, the same key. */
+	e2e_form_post(form, &b);
+	assert_int_equal(b.hs_status, 303);
+	loc2 = hres_header(&b, "Location");
+	assert_string_equal(loc1, loc2);
+	assert_header(&b, "Idempotent-Replayed", "true");
+	assert_int_equal(
+		e2e_count(&e2e_main,
+			  "SELECT count(*) FROM orders WHERE customer_ref = 'prg <b>test</b>'"),
+		1);
+
+	/* The flash shows once, and user text is escaped. */
+	page_url = e2e_url(&e2e_main, loc1);
+	assert_int_equal(hn_http("GET", page_url, NULL, NULL, 0, &p1), 0);
+	assert_int_equal(p1.hs_status, 200);
+	assert_non_null(strstr(p1.hs_body, "Order created."));
+	assert_non_null(strstr(p1.hs_body, "prg &lt;b&gt;test&lt;/b&gt;"));
+	assert_null(strstr(p1.hs_body, "<b>test"));
+	assert_non_null(strstr(p1.hs_body, "24.00 EUR"));
+	assert_int_equal(hn_http("GET", page_url, NULL, NULL, 0, &p2), 0);
+	assert_int_equal(p2.hs_status, 200);
+	assert_null(strstr(p2.hs_body, "Order created."));
+	free(loc1);
+	free(loc2);
+	free(page_url);
+	hres_finish(&a);
+	hres_finish(&b);
+	hres_finish(&p1);
+	hres_finish(&p2);
+}
+
+static void test_checkout_resubmit_with_changed_details_is_422(void **state)
+{
+	struct hres a;
+	struct hres b;
+
+	e2e_form_post(
+		"idempotency_key=5d0c2e52-1b7a-4f55-8f3d-0a9e8e7f6a51&product=beans&quantity=1",
+		&a);
+	e2e_form_post(
+		"idempotency_key=5d0c2e52-1b7a-4f55-8f3d-0a9e8e7f6a51&product=beans&quantity=3",
+		&b);
+	assert_int_equal(a.hs_status, 303);
+	assert_int_equal(b.hs_status, 422);
+	assert_header(&b, "Content-Type", "text/html; charset=utf-8");
+	assert_non_null(strstr(b.hs_body, "Start a new order"));
+	hres_finish(&a);
+	hres_finish(&b);
+}
+
+static void test_checkout_without_key_or_with_bad_fields_is_400(void **state)
+{
+	struct hres r;
+
+	e2e_form_post("product=beans&quantity=1", &r);
+	assert_int_equal(r.hs_status, 400);
+	hres_finish(&r);
+	e2e_form_post(
+		"idempotency_key=7f0c2e52-1b7a-4f55-8f3d-0a9e8e7f6a51&product=caviar&quantity=1",
+		&r);
+	assert_int_equal(r.hs_status, 400);
+	hres_finish(&r);
+	e2e_form_post(
+		"idempotency_key=7f0c2e52-1b7a-4f55-8f3d-0a9e8e7f6a51&product=beans&quantity=99",
+		&r);
+	assert_int_equal(r.hs_status, 400);
+	hres_finish(&r);
+}
+
+static void test_demo_payment_sends_a_signed_callback_twice_and_pays_once(void **state)
+{
+	char form[128];
+	char pay_path[96];
+	char *loc;
+	char *loc2;
+	char *url;
+	struct hres a;
+	struct hres p;
+	struct hres page;
+	char id[64];
+	size_t n;
+
+	snprintf(form, sizeof(form),
+		 "idempotency_key=%s&product=grinder&quantity=1&customer_ref=demo-pay",
+		 "9a1d2c3b-4e5f-4a6b-8c7d-1e2f3a4b5c6d");
+	e2e_form_post(form, &a);
+	assert_int_equal(a.hs_status, 303);
+	loc = hres_header(&a, "Location");
+	assert_non_null(loc);
+	n = strcspn(loc + 8, "?");
+	memcpy(id, loc + 8, n);
+	id[n] = '\0';
+	snprintf(pay_path, sizeof(pay_path), "/orders/%s/pay", id);
+	url = e2e_url(&e2e_main, pay_path);
+	assert_int_equal(hn_http("POST", url, NULL, "", 0, &p), 0);
+	assert_int_equal(p.hs_status, 303);
+	loc2 = hres_header(&p, "Location");
+	assert_non_null(loc2);
+	free(url);
+
+	url = e2e_url(&e2e_main, loc2);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &page), 0);
+	assert_int_equal(page.hs_status, 200);
+	assert_non_null(strstr(page.hs_body, "Idempotent-Replayed: true"));
+	assert_non_null(strstr(page.hs_body, "<td>paid</td>"));
+	/* 69.00 EUR at the default rate of 1 point per 100 minor units. */
+	assert_non_null(strstr(page.hs_body, "<th>Points</th><td>69</td>"));
+	assert_int_equal(e2e_count(&e2e_main,
+				   "SELECT count(*) FROM points_ledger WHERE order_id IN "
+				   "(SELECT id FROM orders WHERE customer_ref = 'demo-pay')"),
+			 1);
+	assert_int_equal(
+		e2e_count(&e2e_main,
+			  "SELECT count(*) FROM idempotency_records WHERE scope = 'stripe' "
+			  "AND idem_key LIKE 'evt_demo_%'"),
+		1);
+	free(url);
+	free(loc);
+	free(loc2);
+	hres_finish(&a);
+	hres_finish(&p);
+	hres_finish(&page);
+}
+
+static void test_demo_payment_with_a_one_thread_listener_runs_in_process(void **state)
+{
+	const char *form = "idempotency_key=one-thread-1&product=mug&quantity=1";
+	struct daemon d;
+	char *url;
+	char *loc;
+	char *loc2;
+	char pay_path[96];
+	char id[64];
+	struct hres r;
+	size_t n;
+
+	assert_int_equal(daemon_init(&d,
+				     "[server]\nthreads = 1\n\n[demo]\nenabled = yes\n\n"
+				     "[provider stripe]\ntype = stripe\nsecret = " E2E_STRIPE_SECRET
+				     "\n"),
+			 0);
+	assert_int_equal(daemon_start(&d), 0);
+	url = e2e_url(&d, "/checkout");
+	assert_int_equal(hn_http("POST", url, NULL, form, strlen(form), &r), 0);
+	free(url);
+	assert_int_equal(r.hs_status, 303);
+	loc = hres_header(&r, "Location");
+	assert_non_null(loc);
+	hres_finish(&r);
+	n = strcspn(loc + 8, "?");
+	memcpy(id, loc + 8, n);
+	id[n] = '\0';
+	snprintf(pay_path, sizeof(pay_path), "/orders/%s/pay", id);
+	url = e2e_url(&d, pay_path);
+	assert_int_equal(hn_http("POST", url, NULL, "", 0, &r), 0);
+	free(url);
+	assert_int_equal(r.hs_status, 303);
+	assert_true(r.hs_seconds < 5.0);
+	loc2 = hres_header(&r, "Location");
+	hres_finish(&r);
+	url = e2e_url(&d, loc2);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_non_null(strstr(r.hs_body, "in-process"));
+	assert_non_null(strstr(r.hs_body, "Idempotent-Replayed: true"));
+	assert_non_null(strstr(r.hs_body, "<td>paid</td>"));
+	hres_finish(&r);
+	free(url);
+	free(loc);
+	free(loc2);
+	daemon_finish(&d);
+}
+
+/* ---- bearer tokens and rate limits (daemons of their own) ---- */
+
+static void test_bearer_tokens_authenticate_and_scope_keys_per_client(void **state)
+{
+	struct daemon d;
+	FILE *cfg;
+	const char *body = "{\"amount\":500,\"currency\":\"eur\",\"customer_ref\":\"cust-auth\"}";
+	const char *none[] = {"Idempotency-Key: auth-1", NULL};
+	const char *wrong[] = {"Idempotency-Key: auth-1",
+			       "Authorization: Bearer not-a-token-of-ours", NULL};
+	const char *shop_a[] = {"Idempotency-Key: auth-1",
+				"Authorization: Bearer tok-a-0123456789abcdef", NULL};
+	const char *shop_b[] = {"Idempotency-Key: auth-1",
+				"Authorization: Bearer tok-b-0123456789abcdef", NULL};
+	const char *shop_c[] = {"Idempotency-Key: auth-1",
+				"Authorization: bearer tok-c-0123456789abcdef", NULL};
+	char *url;
+	char ida[64];
+	char idb[64];
+	struct hres r;
+
+	assert_int_equal(daemon_init(&d, NULL), 0);
+	assert_int_equal(daemon_write_file(&d, "token-a", "tok-a-0123456789abcdef\n"), 0);
+	assert_int_equal(daemon_write_file(&d, "token-b", "tok-b-0123456789abcdef\n"), 0);
+	cfg = fopen(d.dm_config, "a");
+	assert_non_null(cfg);
+	assert_int_equal(daemon_write_file(&d, "shop-c.token", "tok-c-0123456789abcdef\n"), 0);
+	/* Named tokens, and one named after its file. */
+	fprintf(cfg,
+		"[api]\ntoken = shop-a file:%s/token-a\ntoken = shop-b file:%s/token-b\ntoken = "
+		"file:%s/shop-c.token\n",
+		d.dm_dir, d.dm_dir, d.dm_dir);
+	fclose(cfg);
+	assert_int_equal(daemon_start(&d), 0);
+
+	e2e_post(&d, none, body, &r);
+	assert_problem(&r, 401, "unauthorized");
+	assert_header_contains(&r, "WWW-Authenticate", "Bearer");
+	hres_finish(&r);
+	e2e_post(&d, wrong, body, &r);
+	assert_problem(&r, 401, "unauthorized");
+	hres_finish(&r);
+
+	e2e_post(&d, shop_a, body, &r);
+	assert_int_equal(r.hs_status, 201);
+	e2e_order_id(&r, ida);
+	hres_finish(&r);
+	e2e_post(&d, shop_b, body, &r);
+	assert_int_equal(r.hs_status, 201);
+	assert_no_header(&r, "Idempotent-Replayed");
+	e2e_order_id(&r, idb);
+	hres_finish(&r);
+	assert_string_not_equal(ida, idb);
+	e2e_post(&d, shop_a, body, &r);
+	assert_int_equal(r.hs_status, 201);
+	assert_header(&r, "Idempotent-Replayed", "true");
+	hres_finish(&r);
+	assert_int_equal(e2e_count(&d, "SELECT count(*) FROM orders"), 2);
+	e2e_post(&d, shop_c, body, &r);
+	assert_int_equal(r.hs_status, 201);
+	assert_no_header(&r, "Idempotent-Replayed");
+	hres_finish(&r);
+	assert_int_equal(e2e_count(&d, "SELECT count(*) FROM idempotency_records WHERE scope = "
+				       "'api:orders:shop-c.token'"),
+			 1);
+
+	/* The checkout page stays public. */
+	url = e2e_url(&d, "/checkout");
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	free(url);
+	daemon_finish(&d);
+}
+
+static void test_requests_over_the_rate_limit_get_429_with_retry_after(void **state)
+{
+	struct daemon d;
+	const char *h[] = {"Idempotency-Key: rate-1", NULL};
+	const char *body = "{\"amount\":100,\"currency\":\"eur\"}";
+	size_t n_429 = 0;
+	size_t i;
+
+	assert_int_equal(daemon_init(&d, "[api]\nrate = 1\nburst = 3\n"), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	for (i = 0; i < 6; i++) {
+		struct hres r;
+
+		e2e_post(&d, h, body, &r);
+		if (r.hs_status == 429) {
+			char *ra = hres_header(&r, "Retry-After");
+
+			assert_problem(&r, 429, "rate_limited");
+			assert_non_null(ra);
+			free(ra);
+			n_429++;
+		} else {
+			assert_int_equal(r.hs_status, 201);
+		}
+		hres_finish(&r);
+	}
+	assert_true(n_429 >= 2);
+	assert_int_equal(e2e_count(&d, "SELECT count(*) FROM orders"), 1);
+	daemon_finish(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_post_without_idempotency_key_is_400),
+		cmocka_unit_test(test_post_with_malformed_idempotency_key_is_400),
+		cmocka_unit_test(test_post_with_a_key_over_255_characters_is_400),
+		cmocka_unit_test(test_post_with_several_idempotency_keys_is_400),
+		cmocka_unit_test(test_first_post_creates_the_order_and_answers_201_with_location),
+		cmocka_unit_test(test_retry_with_same_key_replays_the_201_byte_for_byte),
+		cmocka_unit_test(test_reordered_json_with_other_whitespace_is_a_replay_not_422),
+		cmocka_unit_test(test_same_key_with_a_changed_amount_is_422),
+		cmocka_unit_test(test_concurrent_identical_posts_create_one_order),
+		cmocka_unit_test(test_two_clients_with_the_same_key_get_two_orders),
+		cmocka_unit_test(
+			test_same_key_while_the_first_is_in_flight_is_409_with_retry_after),
+		cmocka_unit_test(test_a_crashed_request_is_taken_over_once_its_lease_expires),
+		cmocka_unit_test(test_invalid_orders_are_400_and_consume_no_key),
+		cmocka_unit_test(test_malformed_json_and_duplicate_keys_are_400),
+		cmocka_unit_test(test_wrong_content_type_is_415),
+		cmocka_unit_test(test_a_body_over_the_api_limit_is_413),
+		cmocka_unit_test(test_unknown_orders_and_paths_are_404_problems),
+		cmocka_unit_test(test_preflight_from_a_configured_origin_is_answered),
+		cmocka_unit_test(test_preflight_from_another_origin_is_refused),
+		cmocka_unit_test(
+			test_cross_origin_replies_expose_location_retry_after_and_replayed),
+		cmocka_unit_test(test_checkout_renders_a_form_with_a_fresh_server_made_key),
+		cmocka_unit_test(
+			test_checkout_post_redirects_303_and_a_resubmit_reaches_the_same_order),
+		cmocka_unit_test(test_checkout_resubmit_with_changed_details_is_422),
+		cmocka_unit_test(test_checkout_without_key_or_with_bad_fields_is_400),
+		cmocka_unit_test(test_demo_payment_sends_a_signed_callback_twice_and_pays_once),
+		cmocka_unit_test(test_demo_payment_with_a_one_thread_listener_runs_in_process),
+		cmocka_unit_test(test_bearer_tokens_authenticate_and_scope_keys_per_client),
+		cmocka_unit_test(test_requests_over_the_rate_limit_get_429_with_retry_after),
+	};
+
+	return cmocka_run_group_tests(tests, e2e_setup, e2e_teardown);
+}

@@ -1,0 +1,270 @@
+/* test_api.c: the order API's pure parts: Idempotency-Key parsing and the
+ * canonical JSON fingerprint. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "api.h"
+
+static int key_ok(const char *value, const char *want)
+{
+	char key[API_KEY_MAX + 1];
+
+	memset(key, 'x', sizeof(key));
+	if (api_idempotency_key_parse(value, key) < 0) {
+		return 0;
+	}
+	return strcmp(key, want) == 0;
+}
+
+static int key_bad(const char *value)
+{
+	char key[API_KEY_MAX + 1] = "untouched";
+
+	return api_idempotency_key_parse(value, key) < 0 && strcmp(key, "untouched") == 0;
+}
+
+static void test_key_accepts_a_quoted_structured_field_string(void **state)
+{
+	assert_true(key_ok("\"8e03978e-40d5-43e8-bc93-6894a57f9324\"",
+			   "8e03978e-40d5-43e8-bc93-6894a57f9324"));
+	assert_true(key_ok("\"a key with spaces\"", "a key with spaces"));
+}
+
+static void test_key_accepts_a_bare_token(void **state)
+{
+	assert_true(key_ok("8e03978e-40d5-43e8-bc93-6894a57f9324",
+			   "8e03978e-40d5-43e8-bc93-6894a57f9324"));
+	assert_true(key_ok("order:42/retry_1", "order:42/retry_1"));
+}
+
+static void test_key_ignores_surrounding_whitespace(void **state)
+{
+	assert_true(key_ok("  abc\t", "abc"));
+	assert_true(key_ok(" \"abc\" ", "abc"));
+}
+
+static void test_key_unescapes_quote_and_backslash_in_strings(void **state)
+{
+	assert_true(key_ok("\"a\\\"b\\\\c\"", "a\"b\\c"));
+}
+
+static void test_key_refuses_other_escapes_in_strings(void **state)
+{
+	assert_true(key_bad("\"a\\nb\""));
+	assert_true(key_bad("\"a\\"));
+}
+
+static void test_key_refuses_empty_values(void **state)
+{
+	assert_true(key_bad(""));
+	assert_true(key_bad("   "));
+	assert_true(key_bad("\"\""));
+	assert_true(key_bad(NULL));
+}
+
+static void test_key_refuses_an_unterminated_string(void **state)
+{
+	assert_true(key_bad("\"abc"));
+}
+
+static void test_key_refuses_several_keys_in_one_field(void **state)
+{
+	assert_true(key_bad("\"a\", \"b\""));
+	assert_true(key_bad("a, b"));
+	assert_true(key_bad("a,b"));
+}
+
+static void test_key_refuses_parameters_and_trailing_bytes(void **state)
+{
+	assert_true(key_bad("\"abc\";p=1"));
+	assert_true(key_bad("\"abc\" x"));
+	assert_true(key_bad("abc def"));
+}
+
+static void test_key_refuses_control_and_non_ascii_characters(void **state)
+{
+	assert_true(key_bad("\"a\tb\""));
+	assert_true(key_bad("\"a\x7f\""));
+	assert_true(key_bad("\"caf\xc3\xa9\""));
+	assert_true(key_bad("caf\xc3\xa9"));
+	assert_true(key_bad("a\"b"));
+}
+
+static void test_key_of_255_characters_is_accepted_and_256_refused(void **state)
+{
+	char v[300];
+	char want[300];
+
+	memset(want, 'k', 255);
+	want[255] = '\0';
+	assert_true(key_ok(want, want));
+	v[0] = '"';
+	memcpy(v + 1, want, 255);
+	v[256] = '"';
+	v[257] = '\0';
+	assert_true(key_ok(v, want));
+
+	memset(v, 'k', 256);
+	v[256] = '\0';
+	assert_true(key_bad(v));
+	v[0] = '"';
+	memset(v + 1, 'k', 256);
+	v[257] = '"';
+	v[258] = '\0';
+	assert_true(key_bad(v));
+}
+
+static char *canon(const char *json)
+{
+	char *out = NULL;
+	size_t len = 0;
+
+	if (api_canonical_json(json, strlen(json), &out, &len) < 0) {
+		return NULL;
+	}
+	assert_int_equal(len, strlen(out));
+	return out;
+}
+
+static void assert_canon(const char *json, const char *want)
+{
+	char *got = canon(json);
+
+	assert_non_null(got);
+	assert_string_equal(got, want);
+	free(got);
+}
+
+static void assert_same_fingerprint(const char *a, const char *b, int same)
+{
+	unsigned char fa[32];
+	unsigned char fb[32];
+
+	assert_int_equal(api_fingerprint(a, strlen(a), fa), 0);
+	assert_int_equal(api_fingerprint(b, strlen(b), fb), 0);
+	if (same) {
+		assert_memory_equal(fa, fb, 32);
+	} else {
+		assert_memory_not_equal(fa, fb, 32);
+	}
+}
+
+static void test_canonical_json_sorts_keys_and_drops_whitespace(void **state)
+{
+	assert_canon("{ \"currency\" : \"eur\",\n\t\"amount\": 1999 }",
+		     "{\"amount\":1999,\"currency\":\"eur\"}");
+	assert_canon("{\"b\":{\"z\":1,\"a\":[3, 2, {\"y\":null,\"x\":true}]},\"a\":false}",
+		     "{\"a\":false,\"b\":{\"a\":[3,2,{\"x\":true,\"y\":null}],\"z\":1}}");
+}
+
+static void test_canonical_json_spells_numbers_once(void **state)
+{
+	assert_canon("[1, 1.0, 1e0, 10E-1, -0, 0.5, 1999]", "[1,1,1,1,0,0.5,1999]");
+}
+
+static void test_canonical_json_spells_strings_once(void **state)
+{
+	assert_canon("[\"\\u0041\\/\", \"A/\"]", "[\"A/\",\"A/\"]");
+	assert_canon("[\"a\\\"b\\\\\\n\"]", "[\"a\\\"b\\\\\\u000a\"]");
+}
+
+static void test_fingerprint_ignores_key_order_and_whitespace(void **state)
+{
+	assert_same_fingerprint(
+		"{\"amount\":1999,\"currency\":\"eur\",\"customer_ref\":\"c1\"}",
+		"{\n  \"customer_ref\": \"c1\",\n  \"currency\": \"eur\",\n  \"amount\": 1999\n}\n",
+		1);
+}
+
+static void test_fingerprint_changes_when_a_value_changes(void **state)
+{
+	assert_same_fingerprint("{\"amount\":1999,\"currency\":\"eur\"}",
+				"{\"amount\":2000,\"currency\":\"eur\"}", 0);
+	assert_same_fingerprint("{\"amount\":1999,\"currency\":\"eur\"}",
+				"{\"amount\":1999,\"currency\":\"usd\"}", 0);
+	assert_same_fingerprint("{\"a\":\"1\"}", "{\"a\":1}", 0);
+	assert_same_fingerprint("{\"a\":[1,2]}", "{\"a\":[2,1]}", 0);
+	assert_same_fingerprint("{\"a\":1}", "{\"a\":1,\"b\":null}", 0);
+}
+
+static void test_canonical_json_refuses_duplicate_keys(void **state)
+{
+	assert_null(canon("{\"amount\":1,\"amount\":2}"));
+	assert_null(canon("{\"x\":{\"k\":1,\"k\":1}}"));
+}
+
+static void test_canonical_json_refuses_malformed_text(void **state)
+{
+	assert_null(canon(""));
+	assert_null(canon("{"));
+	assert_null(canon("{\"a\":1} x"));
+	assert_null(canon("{\"a\":1}{}"));
+	assert_null(canon("{'a':1}"));
+}
+
+static void test_canonical_json_accepts_trailing_whitespace(void **state)
+{
+	assert_canon("{\"a\":1} \r\n", "{\"a\":1}");
+}
+
+static void test_canonical_json_refuses_nesting_past_sixteen_levels(void **state)
+{
+	assert_canon("[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]", "[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]");
+	assert_null(canon("[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]"));
+}
+
+static void test_order_ids_are_checked_for_shape(void **state)
+{
+	assert_true(api_order_id_valid("ord_abcdefghij0123456789"));
+	assert_false(api_order_id_valid("ord_"));
+	assert_false(api_order_id_valid("ord_ABC"));
+	assert_false(api_order_id_valid("ord_../../etc"));
+	assert_false(api_order_id_valid("xyz_abc"));
+	assert_false(api_order_id_valid("ord_abcdefghij01234567890123"));
+}
+
+static void test_times_are_formatted_as_rfc3339_utc(void **state)
+{
+	char t[32];
+
+	api_format_time(1764670812345LL, t);
+	assert_string_equal(t, "2025-12-02T10:20:12.345Z");
+	api_format_time(0, t);
+	assert_string_equal(t, "1970-01-01T00:00:00.000Z");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_key_accepts_a_quoted_structured_field_string),
+		cmocka_unit_test(test_key_accepts_a_bare_token),
+		cmocka_unit_test(test_key_ignores_surrounding_whitespace),
+		cmocka_unit_test(test_key_unescapes_quote_and_backslash_in_strings),
+		cmocka_unit_test(test_key_refuses_other_escapes_in_strings),
+		cmocka_unit_test(test_key_refuses_empty_values),
+		cmocka_unit_test(test_key_refuses_an_unterminated_string),
+		cmocka_unit_test(test_key_refuses_several_keys_in_one_field),
+		cmocka_unit_test(test_key_refuses_parameters_and_trailing_bytes),
+		cmocka_unit_test(test_key_refuses_control_and_non_ascii_characters),
+		cmocka_unit_test(test_key_of_255_characters_is_accepted_and_256_refused),
+		cmocka_unit_test(test_canonical_json_sorts_keys_and_drops_whitespace),
+		cmocka_unit_test(test_canonical_json_spells_numbers_once),
+		cmocka_unit_test(test_canonical_json_spells_strings_once),
+		cmocka_unit_test(test_fingerprint_ignores_key_order_and_whitespace),
+		cmocka_unit_test(test_fingerprint_changes_when_a_value_changes),
+		cmocka_unit_test(test_canonical_json_refuses_duplicate_keys),
+		cmocka_unit_test(test_canonical_json_refuses_malformed_text),
+		cmocka_unit_test(test_canonical_json_accepts_trailing_whitespace),
+		cmocka_unit_test(test_canonical_json_refuses_nesting_past_sixteen_levels),
+		cmocka_unit_test(test_order_ids_are_checked_for_shape),
+		cmocka_unit_test(test_times_are_formatted_as_rfc3339_utc),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
