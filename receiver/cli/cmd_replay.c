@@ -1,0 +1,196 @@
+/* cmd_replay.c: `idemhook replay PATH...`: feed captured callbacks back
+ * through the pipeline, in-process or to a running idemhook. */
+#include <getopt.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "capture.h"
+#include "cli.h"
+#include "config.h"
+#include "replay.h"
+#include "store.h"
+
+static void cmd_replay_usage(FILE *out)
+{
+	fprintf(out,
+		"usage: idemhook [-c FILE] replay [OPTIONS] PATH...\n\n"
+		"Replays capture files (and directories of them, recursively) in the order they\n"
+		"were received, through the same verification and deduplication as live\n"
+		"callbacks. Callbacks already applied come back as duplicates and change nothing.\n\n"
+		"Options:\n"
+		"  --to URL             send over plain HTTP to a running idemhook\n"
+		"                       (http://host:port), re-signing where the scheme allows;\n"
+		"                       default: in-process against the configured database\n"
+		"  --provider NAME      only captures of this provider instance\n"
+		"  --since TIME         only requests received at or after TIME\n"
+		"  --until TIME         only requests received before TIME\n"
+		"                       (TIME: 2026-12-02 or 2026-12-02T10:20:00Z)\n"
+		"  --dry-run            verify and classify against the database, change nothing\n"
+		"  --trust-unsigned     also accept Stripe events exported from Stripe (a JSON\n"
+		"                       array or JSON lines), which carry no signature\n"
+		"  --json               print the summary as JSON\n"
+		"  --timeout SECONDS    --to: connect/send/receive timeout (default %d)\n"
+		"  -q, --quiet          no progress output, only errors and the summary\n\n"
+		"Exit status: 0 when every request was new or a duplicate (or refused by\n"
+		"business rules), 65 when any was rejected or could not be replayed.\n",
+		REPLAY_TIMEOUT_DEFAULT_S);
+}
+
+static int cmd_replay_time(const char *name, const char *value, int64_t *ret)
+{
+	if (capture_parse_time(value, ret) < 0) {
+		fprintf(stderr, "replay: %s takes an RFC 3339 time or a date (2026-12-02T10:20:00Z)\n", name);
+		return -1;
+	}
+	return 0;
+}
+
+static int cmd_replay_run(int argc, char **argv, const char *config_path)
+{
+	static const struct option opts[] = {
+		{"to", required_argument, NULL, 't'},
+		{"provider", required_argument, NULL, 'p'},
+		{"since", required_argument, NULL, 's'},
+		{"until", required_argument, NULL, 'u'},
+		{"dry-run", no_argument, NULL, 'n'},
+		{"trust-unsigned", no_argument, NULL, 'U'},
+		{"json", no_argument, NULL, 'j'},
+		{"timeout", required_argument, NULL, 'T'},
+		{"quiet", no_argument, NULL, 'q'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	struct replay_options ro;
+	struct replay_summary sum;
+	struct config *cf = NULL;
+	struct store *st = NULL;
+	struct buf out;
+	char host[256];
+	char prefix[1024];
+	unsigned port;
+	int json = 0;
+	int quiet = 0;
+	int c;
+	int rc;
+
+	memset(&ro, 0, sizeof(ro));
+	ro.ro_since_ms = INT64_MIN;
+	ro.ro_until_ms = INT64_MAX;
+	buf_init(&out, 0);
+	optind = 0;
+	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
+		char *end;
+		unsigned long v;
+
+		switch (c) {
+		case 't':
+			ro.ro_to = optarg;
+			break;
+		case 'p':
+			ro.ro_provider = optarg;
+			break;
+		case 's':
+			if (cmd_replay_time("--since", optarg, &ro.ro_since_ms) < 0) {
+				return EX_USAGE;
+			}
+			break;
+		case 'u':
+			if (cmd_replay_time("--until", optarg, &ro.ro_until_ms) < 0) {
+				return EX_USAGE;
+			}
+			break;
+		case 'n':
+			ro.ro_dry_run = 1;
+			break;
+		case 'U':
+			ro.ro_trust_unsigned = 1;
+			break;
+		case 'j':
+			json = 1;
+			break;
+		case 'T':
+			v = strtoul(optarg, &end, 10);
+			if (*optarg < '0' || *optarg > '9' || *end != '\0' || v == 0 || v > 3600) {
+				fprintf(stderr, "replay: --timeout takes seconds from 1 to 3600\n");
+				return EX_USAGE;
+			}
+			ro.ro_timeout_s = (unsigned)v;
+			break;
+		case 'q':
+			quiet = 1;
+			break;
+		case 'h':
+			cmd_replay_usage(stdout);
+			return EX_OK;
+		default:
+			cmd_replay_usage(stderr);
+			return EX_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		fprintf(stderr, "replay: name at least one capture file or directory\n");
+		cmd_replay_usage(stderr);
+		return EX_USAGE;
+	}
+	if (ro.ro_to != NULL) {
+		if (replay_parse_url(ro.ro_to, host, sizeof(host), &port, prefix, sizeof(prefix)) < 0) {
+			fprintf(stderr, "replay: --to takes a plain http://host[:port][/prefix] URL; https is not "
+					"spoken (use loopback, or a TLS-terminating proxy in front)\n");
+			return EX_USAGE;
+		}
+		if (ro.ro_dry_run) {
+			fprintf(stderr, "replay: --dry-run works in-process only, not with --to\n");
+			return EX_USAGE;
+		}
+	}
+	if (quiet) {
+		ro.ro_progress = REPLAY_PROGRESS_NONE;
+	} else if (isatty(STDERR_FILENO)) {
+		ro.ro_progress = REPLAY_PROGRESS_BAR;
+	} else {
+		ro.ro_progress = REPLAY_PROGRESS_LINES;
+	}
+	rc = cli_load_config(config_path, &cf);
+	if (rc != EX_OK) {
+		return rc;
+	}
+	if (ro.ro_provider != NULL && config_provider(cf, ro.ro_provider) == NULL && ro.ro_to == NULL) {
+		fprintf(stderr, "replay: --provider names no provider instance of the configuration\n");
+		rc = EX_USAGE;
+		goto out;
+	}
+	if (ro.ro_to == NULL) {
+		rc = cli_open_store(cf, ro.ro_dry_run, &st);
+		if (rc != EX_OK) {
+			goto out;
+		}
+	}
+	if (replay_run(st, cf, &ro, (const char *const *)(argv + optind), (size_t)(argc - optind), &sum) < 0) {
+		rc = EX_SOFTWARE;
+		goto out;
+	}
+	if ((json ? replay_summary_json(&sum, ro.ro_dry_run, &out) : replay_summary_text(&sum, ro.ro_dry_run, &out)) <
+	    0) {
+		rc = EX_SOFTWARE;
+		goto out;
+	}
+	fwrite(out.buf_data, 1, out.buf_len, stdout);
+	fflush(stdout);
+	rc = replay_summary_bad(&sum) ? EX_DATAERR : EX_OK;
+out:
+	buf_finish(&out);
+	store_destroy(st);
+	config_destroy(cf);
+	return rc;
+}
+
+const struct cli_command cli_cmd_replay = {
+	.cc_name = "replay",
+	.cc_summary = "feed captured callbacks back through the pipeline",
+	.cc_run = cmd_replay_run,
+};

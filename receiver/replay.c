@@ -1,0 +1,1367 @@
+/* replay.c: replays captured callbacks and exported Stripe events, in
+ * receive-time order, in-process through ingest_hook or over plain HTTP. */
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "capture.h"
+#include "config.h"
+#include "event.h"
+#include "http.h"
+#include "ingest.h"
+#include "log.h"
+#include "provider.h"
+#include "reply.h"
+#include "replay.h"
+
+#define REPLAY_DEPTH_MAX 32 /* directory levels walked */
+#define REPLAY_PEEK 64 /* bytes read to tell a capture from an export */
+#define REPLAY_ERR_MAX 512
+#define REPLAY_HEAD_MAX (64 * 1024) /* bytes of an answer's status line and headers */
+#define REPLAY_BAR_WIDTH 30
+
+struct replay_entry {
+	int64_t re_ms;
+	char *re_path;
+	long re_index; /* -1: a capture file; else the event's index in an export file */
+};
+
+/* Headers we add (signature, content type), owned. */
+struct replay_headers {
+	struct http_header rh_v[HTTP_HEADERS_MAX];
+	size_t rh_n;
+	int rh_overflow;
+};
+
+struct replay_state {
+	struct store *st_store;
+	const struct config *st_cf;
+	const struct replay_options *st_opt;
+	struct replay_summary *st_sum;
+	struct replay_entry *st_v;
+	size_t st_n;
+	size_t st_cap;
+	/* the export file parsed last (one at a time keeps memory bounded) */
+	char *st_export_path;
+	cJSON *st_export;
+	const struct provider_conf *st_export_pc;
+	int st_export_pc_known; /* st_export_pc looked up (may be NULL) */
+	/* --to */
+	char st_host[256];
+	unsigned st_port;
+	char st_prefix[1024];
+	/* progress */
+	size_t st_done;
+	int64_t st_drawn_ms;
+};
+
+static int64_t replay_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t replay_now_s(void)
+{
+	return (int64_t)time(NULL);
+}
+
+static void replay_err(char *err, size_t err_size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static void replay_err(char *err, size_t err_size, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, err_size, fmt, ap);
+	va_end(ap);
+}
+
+/* ---- summary ---- */
+
+static void replay_reason_add(struct replay_reason *v, size_t *n, const char *slug)
+{
+	size_t i;
+
+	if (slug == NULL || *slug == '\0') {
+		slug = "unknown";
+	}
+	for (i = 0; i < *n; i++) {
+		if (strcmp(v[i].rr_slug, slug) == 0) {
+			v[i].rr_n++;
+			return;
+		}
+	}
+	if (*n == REPLAY_REASONS_MAX) {
+		/* The last slot collects whatever does not fit. */
+		snprintf(v[*n - 1].rr_slug, sizeof(v[*n - 1].rr_slug), "%s", "other");
+		v[*n - 1].rr_n++;
+		return;
+	}
+	snprintf(v[*n].rr_slug, sizeof(v[*n].rr_slug), "%s", slug);
+	v[*n].rr_n = 1;
+	(*n)++;
+}
+
+int replay_summary_bad(const struct replay_summary *s)
+{
+	return s->rs_rejected > 0 || s->rs_failed > 0;
+}
+
+static int replay_reasons_text(struct buf *out, const struct replay_reason *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (buf_printf(out, "%s %s %" PRIu64, i == 0 ? ":" : ",", v[i].rr_slug, v[i].rr_n) < 0) {
+			return -1;
+		}
+	}
+	return buf_puts(out, "\n");
+}
+
+int replay_summary_text(const struct replay_summary *s, int dry_run, struct buf *out)
+{
+	double rate = s->rs_seconds > 0 ? (double)s->rs_total / s->rs_seconds : 0.0;
+
+	if (buf_printf(out, "%s%" PRIu64 " requests in %.2f s (%.0f/s)\n", dry_run ? "dry run (nothing changed): " : "",
+		       s->rs_total, s->rs_seconds, rate) < 0 ||
+	    buf_printf(out, "new        %" PRIu64 "\n", s->rs_new) < 0 ||
+	    buf_printf(out, "duplicate  %" PRIu64 " (other payload: %" PRIu64 ")\n", s->rs_duplicate,
+		       s->rs_mismatch) < 0 ||
+	    buf_printf(out, "refused    %" PRIu64 " (business rules; the key ends failed)\n", s->rs_refused) < 0 ||
+	    buf_printf(out, "rejected   %" PRIu64, s->rs_rejected) < 0 ||
+	    replay_reasons_text(out, s->rs_rejected_reasons, s->rs_n_rejected_reasons) < 0 ||
+	    buf_printf(out, "failed     %" PRIu64, s->rs_failed) < 0 ||
+	    replay_reasons_text(out, s->rs_failed_reasons, s->rs_n_failed_reasons) < 0 ||
+	    buf_printf(out, "skipped    %" PRIu64 " (filters)\n", s->rs_skipped) < 0) {
+		return -1;
+	}
+	return 0;
+}
+
+static int replay_reasons_json(struct buf *out, const char *name, const struct replay_reason *v, size_t n)
+{
+	size_t i;
+
+	if (buf_printf(out, ",\"%s\":{", name) < 0) {
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		if ((i > 0 && buf_puts(out, ",") < 0) || buf_json_string(out, v[i].rr_slug) < 0 ||
+		    buf_printf(out, ":%" PRIu64, v[i].rr_n) < 0) {
+			return -1;
+		}
+	}
+	return buf_puts(out, "}");
+}
+
+int replay_summary_json(const struct replay_summary *s, int dry_run, struct buf *out)
+{
+	if (buf_printf(out,
+		       "{\"dry_run\":%s,\"total\":%" PRIu64 ",\"new\":%" PRIu64 ",\"duplicate\":%" PRIu64
+		       ",\"mismatch\":%" PRIu64 ",\"refused\":%" PRIu64 ",\"rejected\":%" PRIu64
+		       ",\"failed\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"seconds\":%.3f",
+		       dry_run ? "true" : "false", s->rs_total, s->rs_new, s->rs_duplicate, s->rs_mismatch,
+		       s->rs_refused, s->rs_rejected, s->rs_failed, s->rs_skipped, s->rs_seconds) < 0 ||
+	    replay_reasons_json(out, "rejected_reasons", s->rs_rejected_reasons, s->rs_n_rejected_reasons) < 0 ||
+	    replay_reasons_json(out, "failed_reasons", s->rs_failed_reasons, s->rs_n_failed_reasons) < 0 ||
+	    buf_puts(out, "}\n") < 0) {
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- progress ---- */
+
+static void replay_draw(struct replay_state *s, int final)
+{
+	const struct replay_summary *sum = s->st_sum;
+	char bar[REPLAY_BAR_WIDTH + 1];
+	size_t fill;
+	size_t i;
+	int64_t now = replay_mono_ms();
+
+	if (s->st_opt->ro_progress != REPLAY_PROGRESS_BAR || (!final && now - s->st_drawn_ms < 100)) {
+		return;
+	}
+	s->st_drawn_ms = now;
+	fill = s->st_n > 0 ? s->st_done * REPLAY_BAR_WIDTH / s->st_n : REPLAY_BAR_WIDTH;
+	for (i = 0; i < REPLAY_BAR_WIDTH; i++) {
+		bar[i] = i < fill ? '#' : '.';
+	}
+	bar[REPLAY_BAR_WIDTH] = '\0';
+	fprintf(stderr, "\rreplay [%s] %zu/%zu new %" PRIu64 " dup %" PRIu64 " rej %" PRIu64 " fail %" PRIu64 "%s",
+		bar, s->st_done, s->st_n, sum->rs_new, sum->rs_duplicate, sum->rs_rejected, sum->rs_failed,
+		final ? "\n" : "");
+	fflush(stderr);
+}
+
+/* One file's outcome on its own line (not on a TTY). */
+static void replay_line(struct replay_state *s, const struct replay_entry *e, const char *what, const char *reason)
+{
+	char q[PATH_MAX];
+
+	if (s->st_opt->ro_progress != REPLAY_PROGRESS_LINES) {
+		return;
+	}
+	if (e->re_index >= 0) {
+		fprintf(stderr, "%s [event %ld]: %s%s%s\n", log_quote(q, sizeof(q), e->re_path), e->re_index, what,
+			reason != NULL ? " " : "", reason != NULL ? reason : "");
+	} else {
+		fprintf(stderr, "%s: %s%s%s\n", log_quote(q, sizeof(q), e->re_path), what, reason != NULL ? " " : "",
+			reason != NULL ? reason : "");
+	}
+}
+
+/* A request that could not be replayed: said on stderr naming the file. */
+static void replay_fail(struct replay_state *s, const char *path, long index, const char *slug, const char *msg)
+{
+	char q[PATH_MAX];
+
+	if (s->st_opt->ro_progress == REPLAY_PROGRESS_BAR) {
+		/* Clear the bar; it is drawn again below the message. */
+		fputs("\r\033[K", stderr);
+	}
+	if (index >= 0) {
+		log_err("replay: \"%s\" event %ld: %s", log_quote(q, sizeof(q), path), index, msg);
+	} else {
+		log_err("replay: \"%s\": %s", log_quote(q, sizeof(q), path), msg);
+	}
+	s->st_sum->rs_total++;
+	s->st_sum->rs_failed++;
+	replay_reason_add(s->st_sum->rs_failed_reasons, &s->st_sum->rs_n_failed_reasons, slug);
+}
+
+/* ---- the list of work ---- */
+
+static int replay_add(struct replay_state *s, int64_t ms, const char *path, long index)
+{
+	struct replay_entry *e;
+
+	if (s->st_n == s->st_cap) {
+		size_t cap = s->st_cap == 0 ? 256 : s->st_cap * 2;
+		struct replay_entry *v = realloc(s->st_v, cap * sizeof(*v));
+
+		if (v == NULL) {
+			return -1;
+		}
+		s->st_v = v;
+		s->st_cap = cap;
+	}
+	e = &s->st_v[s->st_n];
+	e->re_path = strdup(path);
+	if (e->re_path == NULL) {
+		return -1;
+	}
+	e->re_ms = ms;
+	e->re_index = index;
+	s->st_n++;
+	return 0;
+}
+
+static int replay_entry_cmp(const void *a, const void *b)
+{
+	const struct replay_entry *x = a;
+	const struct replay_entry *y = b;
+	int c;
+
+	if (x->re_ms != y->re_ms) {
+		return x->re_ms < y->re_ms ? -1 : 1;
+	}
+	c = strcmp(x->re_path, y->re_path);
+	if (c != 0) {
+		return c;
+	}
+	return x->re_index < y->re_index ? -1 : (x->re_index > y->re_index ? 1 : 0);
+}
+
+/* 1 when ms lies inside --since/--until. */
+static int replay_in_window(const struct replay_options *opt, int64_t ms)
+{
+	return ms >= opt->ro_since_ms && ms < opt->ro_until_ms;
+}
+
+/* ---- exported Stripe events ---- */
+
+/* The provider instance exported events go to: --provider, or the only
+ * Stripe instance configured. */
+static const struct provider_conf *replay_export_pc(struct replay_state *s, char *err, size_t err_size)
+{
+	const struct config *cf = s->st_cf;
+	const struct provider_conf *found = NULL;
+	size_t i;
+
+	if (s->st_opt->ro_provider != NULL) {
+		found = config_provider(cf, s->st_opt->ro_provider);
+		if (found == NULL || strcmp(found->pc_provider->p_name, "stripe") != 0) {
+			replay_err(err, err_size, "--provider does not name a Stripe instance of the configuration");
+			return NULL;
+		}
+		return found;
+	}
+	for (i = 0; i < cf->cf_n_providers; i++) {
+		if (strcmp(cf->cf_providers[i].pc_provider->p_name, "stripe") != 0) {
+			continue;
+		}
+		if (found != NULL) {
+			replay_err(err, err_size, "several Stripe instances are configured: name one with --provider");
+			return NULL;
+		}
+		found = &cf->cf_providers[i];
+	}
+	if (found == NULL) {
+		replay_err(err, err_size, "no Stripe instance is configured");
+	}
+	return found;
+}
+
+/* Parses an export (a JSON array of events, or one event per line) into an
+ * array; a line that is not JSON becomes null so indices stay stable. */
+static cJSON *replay_export_parse(const char *path, char *err, size_t err_size)
+{
+	char *data = NULL;
+	size_t len = 0;
+	size_t i = 0;
+	cJSON *arr = NULL;
+
+	if (capture_read_file(path, REPLAY_EXPORT_MAX, &data, &len, err, err_size) < 0) {
+		return NULL;
+	}
+	while (i < len && (data[i] == ' ' || data[i] == '\t' || data[i] == '\r' || data[i] == '\n')) {
+		i++;
+	}
+	if (i < len && data[i] == '[') {
+		arr = cJSON_ParseWithLength(data, len);
+		if (arr == NULL || !cJSON_IsArray(arr)) {
+			replay_err(err, err_size, "not a valid JSON array of events");
+			cJSON_Delete(arr);
+			arr = NULL;
+		}
+		goto out;
+	}
+	arr = cJSON_CreateArray();
+	if (arr == NULL) {
+		replay_err(err, err_size, "out of memory");
+		goto out;
+	}
+	while (i < len) {
+		char *nl = memchr(data + i, '\n', len - i);
+		size_t end = nl != NULL ? (size_t)(nl - data) : len;
+		size_t j = i;
+		cJSON *item;
+
+		while (j < end && (data[j] == ' ' || data[j] == '\t' || data[j] == '\r')) {
+			j++;
+		}
+		if (j < end) {
+			item = cJSON_ParseWithLength(data + i, end - i);
+			if (item == NULL) {
+				item = cJSON_CreateNull();
+			}
+			if (item == NULL) {
+				replay_err(err, err_size, "out of memory");
+				cJSON_Delete(arr);
+				arr = NULL;
+				goto out;
+			}
+			cJSON_AddItemToArray(arr, item);
+		}
+		i = end + 1;
+	}
+out:
+	free(data);
+	return arr;
+}
+
+/* The event's id and creation time; 0, or -1 when it is not a Stripe event. */
+static int replay_export_event(const cJSON *ev, const char **ret_id, int64_t *ret_created_s)
+{
+	const cJSON *id = cJSON_GetObjectItemCaseSensitive(ev, "id");
+	const cJSON *created = cJSON_GetObjectItemCaseSensitive(ev, "created");
+	const cJSON *type = cJSON_GetObjectItemCaseSensitive(ev, "type");
+	const cJSON *object = cJSON_GetObjectItemCaseSensitive(ev, "object");
+
+	if (!cJSON_IsObject(ev) || !cJSON_IsString(id) || !cJSON_IsNumber(created) || !cJSON_IsString(type) ||
+	    (object != NULL && (!cJSON_IsString(object) || strcmp(object->valuestring, "event") != 0))) {
+		return -1;
+	}
+	*ret_id = id->valuestring;
+	*ret_created_s = (int64_t)created->valuedouble;
+	return 0;
+}
+
+static int replay_scan_export(struct replay_state *s, const char *path)
+{
+	char err[REPLAY_ERR_MAX];
+	const struct provider_conf *pc;
+	const cJSON *ev;
+	cJSON *arr;
+	long index = 0;
+
+	if (!s->st_opt->ro_trust_unsigned) {
+		replay_fail(s, path, -1, "unsigned_export",
+			    "holds exported provider events, which carry no signature: pass --trust-unsigned "
+			    "to replay them (see docs/capture-replay.md)");
+		return 0;
+	}
+	if (!s->st_export_pc_known) {
+		s->st_export_pc = replay_export_pc(s, err, sizeof(err));
+		s->st_export_pc_known = 1;
+	}
+	pc = s->st_export_pc;
+	if (pc == NULL) {
+		replay_fail(s, path, -1, "no_provider", err);
+		return 0;
+	}
+	arr = replay_export_parse(path, err, sizeof(err));
+	if (arr == NULL) {
+		replay_fail(s, path, -1, "unreadable", err);
+		return 0;
+	}
+	cJSON_ArrayForEach(ev, arr)
+	{
+		const char *id;
+		int64_t created_s;
+
+		if (replay_export_event(ev, &id, &created_s) < 0) {
+			replay_fail(s, path, index, "not_an_event",
+				    "not a Stripe event object (needs id, type, created)");
+		} else if (!replay_in_window(s->st_opt, created_s * 1000)) {
+			s->st_sum->rs_skipped++;
+		} else if (replay_add(s, created_s * 1000, path, index) < 0) {
+			cJSON_Delete(arr);
+			return -1;
+		}
+		index++;
+	}
+	cJSON_Delete(arr);
+	return 0;
+}
+
+/* ---- scanning ---- */
+
+static int replay_scan_file(struct replay_state *s, const char *path)
+{
+	char peek[REPLAY_PEEK];
+	char err[REPLAY_ERR_MAX];
+	struct capture_meta meta;
+	size_t magic_len = sizeof(CAPTURE_MAGIC) - 1;
+	ssize_t n;
+	size_t i = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		replay_err(err, sizeof(err), "cannot open: %s", strerror(errno));
+		replay_fail(s, path, -1, "unreadable", err);
+		return 0;
+	}
+	n = read(fd, peek, sizeof(peek));
+	close(fd);
+	if (n < 0) {
+		replay_err(err, sizeof(err), "cannot read: %s", strerror(errno));
+		replay_fail(s, path, -1, "unreadable", err);
+		return 0;
+	}
+	if (n == 0) {
+		replay_fail(s, path, -1, "empty", "empty file");
+		return 0;
+	}
+	/* A capture cut inside its first line is still a capture: truncated. */
+	if (memcmp(peek, CAPTURE_MAGIC, (size_t)n < magic_len ? (size_t)n : magic_len) == 0) {
+		if (capture_read_meta(path, &meta, err, sizeof(err)) < 0) {
+			replay_fail(s, path, -1, strncmp(err, "truncated", 9) == 0 ? "truncated" : "corrupted", err);
+			return 0;
+		}
+		if ((s->st_opt->ro_provider != NULL && strcmp(s->st_opt->ro_provider, meta.cm_provider) != 0) ||
+		    !replay_in_window(s->st_opt, meta.cm_received_ms)) {
+			s->st_sum->rs_skipped++;
+			return 0;
+		}
+		return replay_add(s, meta.cm_received_ms, path, -1);
+	}
+	while (i < (size_t)n && (peek[i] == ' ' || peek[i] == '\t' || peek[i] == '\r' || peek[i] == '\n')) {
+		i++;
+	}
+	if (i < (size_t)n && (peek[i] == '[' || peek[i] == '{')) {
+		return replay_scan_export(s, path);
+	}
+	replay_fail(s, path, -1, "corrupted",
+		    "neither an idemhook capture (first line \"" CAPTURE_MAGIC " 1\") nor exported JSON events");
+	return 0;
+}
+
+/* Files a directory walk picks up: captures and exports, no hidden files
+ * (temporary files of a capture in progress start with a dot). */
+static int replay_wanted_name(const char *name)
+{
+	static const char *const suffixes[] = {CAPTURE_SUFFIX, ".json", ".jsonl", ".ndjson"};
+	size_t len = strlen(name);
+	size_t i;
+
+	if (name[0] == '.') {
+		return 0;
+	}
+	for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		size_t sl = strlen(suffixes[i]);
+
+		if (len > sl && strcmp(name + len - sl, suffixes[i]) == 0) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static int replay_scan(struct replay_state *s, const char *path, int depth, int named)
+{
+	struct stat st;
+	struct dirent *de;
+	DIR *d;
+	char err[REPLAY_ERR_MAX];
+	int rc = 0;
+
+	if (stat(path, &st) < 0) {
+		replay_err(err, sizeof(err), "cannot open: %s", strerror(errno));
+		replay_fail(s, path, -1, "unreadable", err);
+		return 0;
+	}
+	if (S_ISREG(st.st_mode)) {
+		return replay_scan_file(s, path);
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		if (named) {
+			replay_fail(s, path, -1, "unreadable", "neither a file nor a directory");
+		}
+		return 0;
+	}
+	if (depth >= REPLAY_DEPTH_MAX) {
+		replay_fail(s, path, -1, "unreadable", "directories nest too deep");
+		return 0;
+	}
+	d = opendir(path);
+	if (d == NULL) {
+		replay_err(err, sizeof(err), "cannot open directory: %s", strerror(errno));
+		replay_fail(s, path, -1, "unreadable", err);
+		return 0;
+	}
+	for (de = readdir(d); de != NULL && rc == 0; de = readdir(d)) {
+		char child[PATH_MAX];
+		struct stat cst;
+		int len;
+
+		if (de->d_name[0] == '.') {
+			continue;
+		}
+		len = snprintf(child, sizeof(child), "%s/%s", path, de->d_name);
+		if (len < 0 || (size_t)len >= sizeof(child)) {
+			replay_fail(s, path, -1, "unreadable", "a path inside is too long");
+			continue;
+		}
+		/* Symbolic links to directories are not followed: no loops. */
+		if (lstat(child, &cst) < 0) {
+			continue;
+		}
+		if (S_ISLNK(cst.st_mode) && (stat(child, &cst) < 0 || S_ISDIR(cst.st_mode))) {
+			continue;
+		}
+		if (S_ISDIR(cst.st_mode)) {
+			rc = replay_scan(s, child, depth + 1, 0);
+		} else if (S_ISREG(cst.st_mode) && replay_wanted_name(de->d_name)) {
+			rc = replay_scan_file(s, child);
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
+/* ---- headers we add ---- */
+
+static void replay_headers_add(void *arg, const char *name, const char *value)
+{
+	struct replay_headers *h = arg;
+	char *n;
+	char *v;
+
+	if (h->rh_n == HTTP_HEADERS_MAX || strpbrk(name, "\r\n:") != NULL || strpbrk(value, "\r\n") != NULL) {
+		h->rh_overflow = 1;
+		return;
+	}
+	n = strdup(name);
+	v = strdup(value);
+	if (n == NULL || v == NULL) {
+		free(n);
+		free(v);
+		h->rh_overflow = 1;
+		return;
+	}
+	h->rh_v[h->rh_n].hh_name = n;
+	h->rh_v[h->rh_n].hh_value = v;
+	h->rh_n++;
+}
+
+static void replay_headers_finish(struct replay_headers *h)
+{
+	size_t i;
+
+	for (i = 0; i < h->rh_n; i++) {
+		free((char *)h->rh_v[i].hh_name);
+		free((char *)h->rh_v[i].hh_value);
+	}
+	h->rh_n = 0;
+	h->rh_overflow = 0;
+}
+
+static int replay_headers_has(const struct replay_headers *h, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < h->rh_n; i++) {
+		if (strcasecmp(h->rh_v[i].hh_name, name) == 0) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Signs body for pc at now_s into h. Returns 1 when signed, 0 when the
+ * scheme cannot sign, -1 on failure. */
+static int replay_sign(const struct provider_conf *pc, const void *body, size_t len, int64_t now_s,
+		       const char *event_id, struct replay_headers *h)
+{
+	if (pc->pc_provider->p_sign == NULL) {
+		return 0;
+	}
+	if (pc->pc_provider->p_sign(pc, body, len, now_s, event_id, replay_headers_add, h) < 0) {
+		replay_headers_finish(h);
+		return 0;
+	}
+	return h->rh_overflow ? -1 : 1;
+}
+
+/* Checks req's own signature as of verify_s, without the store: NULL when
+ * it holds, else the refusal's reason slug (static). */
+static const char *replay_verify(const struct provider_conf *pc, const struct http_request *req, int64_t verify_s)
+{
+	struct event_batch batch;
+	struct provider_verdict verdict;
+	const char *reason = NULL;
+
+	memset(&batch, 0, sizeof(batch));
+	memset(&verdict, 0, sizeof(verdict));
+	if (pc->pc_provider->p_receive(pc, req, verify_s, &batch, &verdict) < 0) {
+		reason = verdict.pv_reason != NULL ? verdict.pv_reason : "unverified";
+	}
+	event_batch_finish(&batch);
+	return reason;
+}
+
+/* ---- plain HTTP client for --to ---- */
+
+int replay_parse_url(const char *url, char *ret_host, size_t host_size, unsigned *ret_port, char *ret_prefix,
+		     size_t prefix_size)
+{
+	const char *p;
+	const char *host_end;
+	const char *path;
+	size_t host_len;
+	unsigned long port = 80;
+
+	if (strncasecmp(url, "http://", 7) != 0) {
+		return -1;
+	}
+	p = url + 7;
+	path = p + strcspn(p, "/?#");
+	if (*p == '[') {
+		host_end = memchr(p, ']', (size_t)(path - p));
+		if (host_end == NULL) {
+			return -1;
+		}
+		host_len = (size_t)(host_end - p - 1);
+		p++;
+		host_end++;
+	} else {
+		host_end = memchr(p, ':', (size_t)(path - p));
+		if (host_end == NULL) {
+			host_end = path;
+		}
+		host_len = (size_t)(host_end - p);
+	}
+	if (host_len == 0 || host_len >= host_size || memchr(p, '@', host_len) != NULL) {
+		return -1;
+	}
+	memcpy(ret_host, p, host_len);
+	ret_host[host_len] = '\0';
+	if (host_end < path) {
+		char digits[8];
+		size_t dl;
+		char *end;
+
+		if (*host_end != ':') {
+			return -1;
+		}
+		dl = (size_t)(path - host_end - 1);
+		if (dl == 0 || dl >= sizeof(digits)) {
+			return -1;
+		}
+		memcpy(digits, host_end + 1, dl);
+		digits[dl] = '\0';
+		if (digits[0] < '0' || digits[0] > '9') {
+			return -1;
+		}
+		port = strtoul(digits, &end, 10);
+		if (*end != '\0' || port == 0 || port > 65535) {
+			return -1;
+		}
+	}
+	if (*path != '\0' && *path != '/') {
+		return -1;
+	}
+	if (strlen(path) >= prefix_size) {
+		return -1;
+	}
+	snprintf(ret_prefix, prefix_size, "%s", path);
+	/* "http://h/" and "http://h" both mean no prefix. */
+	if (strcmp(ret_prefix, "/") == 0) {
+		ret_prefix[0] = '\0';
+	}
+	*ret_port = (unsigned)port;
+	return 0;
+}
+
+static int replay_connect(const char *host, unsigned port, unsigned timeout_s, char *err, size_t err_size)
+{
+	struct addrinfo hints;
+	struct addrinfo *res = NULL;
+	struct addrinfo *ai;
+	struct timeval tv;
+	char service[8];
+	int fd = -1;
+	int rc;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	snprintf(service, sizeof(service), "%u", port);
+	rc = getaddrinfo(host, service, &hints, &res);
+	if (rc != 0) {
+		replay_err(err, err_size, "cannot resolve the --to host: %s", gai_strerror(rc));
+		return -1;
+	}
+	for (ai = res; ai != NULL; ai = ai->ai_next) {
+		struct pollfd pfd;
+		int flags;
+		int soerr = 0;
+		socklen_t slen = sizeof(soerr);
+
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+		if (fd < 0) {
+			continue;
+		}
+		/* Non-blocking connect so that the timeout holds for it too. */
+		flags = fcntl(fd, F_GETFL);
+		fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+			if (errno != EINPROGRESS) {
+				goto next;
+			}
+			pfd.fd = fd;
+			pfd.events = POLLOUT;
+			pfd.revents = 0;
+			if (poll(&pfd, 1, (int)timeout_s * 1000) <= 0 ||
+			    getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &slen) < 0 || soerr != 0) {
+				if (soerr != 0) {
+					errno = soerr;
+				} else {
+					errno = ETIMEDOUT;
+				}
+				goto next;
+			}
+		}
+		fcntl(fd, F_SETFL, flags);
+		tv.tv_sec = (time_t)timeout_s;
+		tv.tv_usec = 0;
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+		freeaddrinfo(res);
+		return fd;
+next:
+		replay_err(err, err_size, "cannot connect to the --to address: %s", strerror(errno));
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	return -1;
+}
+
+static int replay_send_all(int fd, const char *data, size_t len)
+{
+	while (len > 0) {
+		ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+
+		if (n < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			return -1;
+		}
+		data += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+struct replay_answer {
+	int ra_status;
+	int ra_replayed; /* Idempotent-Replayed: true */
+	char ra_slug[48]; /* "urn:idemhook:problem:<slug>" of a problem answer, or "" */
+};
+
+/* The value of header name in the raw head (CRLF lines), into out. */
+static int replay_head_get(const char *head, const char *name, char *out, size_t out_size)
+{
+	size_t nlen = strlen(name);
+	const char *line = strstr(head, "\r\n");
+
+	while (line != NULL && line[2] != '\0') {
+		const char *next;
+		const char *v;
+		size_t vlen;
+
+		line += 2;
+		next = strstr(line, "\r\n");
+		if (next == NULL) {
+			next = line + strlen(line);
+		}
+		if ((size_t)(next - line) > nlen && strncasecmp(line, name, nlen) == 0 && line[nlen] == ':') {
+			v = line + nlen + 1;
+			while (*v == ' ' || *v == '\t') {
+				v++;
+			}
+			vlen = (size_t)(next - v);
+			if (vlen >= out_size) {
+				vlen = out_size - 1;
+			}
+			memcpy(out, v, vlen);
+			out[vlen] = '\0';
+			return 1;
+		}
+		line = *next != '\0' ? next : NULL;
+	}
+	return 0;
+}
+
+static int replay_read_answer(int fd, struct replay_answer *ret, char *err, size_t err_size)
+{
+	struct buf b;
+	char chunk[16384];
+	char value[64];
+	const char *slug;
+	size_t body_at = 0;
+	long long content_length = -1;
+	int rc = -1;
+
+	buf_init(&b, (size_t)REPLAY_HEAD_MAX + REPLAY_RESPONSE_MAX);
+	memset(ret, 0, sizeof(*ret));
+	for (;;) {
+		ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
+
+		if (n < 0) {
+			if (errno == EINTR) {
+				continue;
+			}
+			replay_err(err, err_size, "no answer from the --to address: %s",
+				   errno == EAGAIN || errno == EWOULDBLOCK ? "timed out" : strerror(errno));
+			goto out;
+		}
+		if (n == 0) {
+			break;
+		}
+		if (buf_append(&b, chunk, (size_t)n) < 0) {
+			replay_err(err, err_size, "the answer is larger than %d bytes", REPLAY_RESPONSE_MAX);
+			goto out;
+		}
+		/* body_at stays 0 until the blank line after the head is seen. */
+		if (body_at == 0) {
+			const char *head_end = strstr(b.buf_data, "\r\n\r\n");
+
+			if (head_end == NULL && b.buf_len > REPLAY_HEAD_MAX) {
+				replay_err(err, err_size, "the answer's head is over %d bytes", REPLAY_HEAD_MAX);
+				goto out;
+			}
+			if (head_end != NULL) {
+				body_at = (size_t)(head_end - b.buf_data) + 4;
+				b.buf_data[body_at - 2] = '\0';
+				if (replay_head_get(b.buf_data, "Content-Length", value, sizeof(value))) {
+					content_length = strtoll(value, NULL, 10);
+				}
+				b.buf_data[body_at - 2] = '\r';
+			}
+		}
+		if (body_at > 0 && content_length >= 0 && b.buf_len - body_at >= (size_t)content_length) {
+			break;
+		}
+	}
+	if (b.buf_data == NULL || body_at == 0) {
+		replay_err(err, err_size, "the --to address closed the connection without an HTTP answer");
+		goto out;
+	}
+	b.buf_data[body_at - 2] = '\0';
+	if (strncmp(b.buf_data, "HTTP/1.", 7) != 0 || b.buf_data[8] != ' ') {
+		replay_err(err, err_size, "the --to address did not answer HTTP/1.x");
+		goto out;
+	}
+	ret->ra_status = (int)strtol(b.buf_data + 9, NULL, 10);
+	if (replay_head_get(b.buf_data, "Idempotent-Replayed", value, sizeof(value)) &&
+	    strcasecmp(value, "true") == 0) {
+		ret->ra_replayed = 1;
+	}
+	slug = strstr(b.buf_data + body_at, "urn:idemhook:problem:");
+	if (slug != NULL) {
+		size_t i = 0;
+
+		slug += strlen("urn:idemhook:problem:");
+		while (i + 1 < sizeof(ret->ra_slug) && (slug[i] == '_' || slug[i] == '-' ||
+							 (slug[i] >= 'a' && slug[i] <= 'z') ||
+							 (slug[i] >= '0' && slug[i] <= '9'))) {
+			ret->ra_slug[i] = slug[i];
+			i++;
+		}
+		ret->ra_slug[i] = '\0';
+	}
+	rc = 0;
+out:
+	buf_finish(&b);
+	return rc;
+}
+
+/* Hop-by-hop and framing headers are ours to write, never copied. */
+static int replay_skip_header(const char *name)
+{
+	static const char *const skip[] = {"Host", "Content-Length", "Connection", "Transfer-Encoding", "Expect",
+					   "Keep-Alive", "TE", "Upgrade", "Proxy-Connection"};
+	size_t i;
+
+	for (i = 0; i < sizeof(skip) / sizeof(skip[0]); i++) {
+		if (strcasecmp(name, skip[i]) == 0) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* POSTs req to the --to address, with the headers in sig (may be NULL)
+ * replacing those of the same name. */
+static int replay_http(struct replay_state *s, const struct http_request *req, const struct replay_headers *sig,
+		       struct replay_answer *ret, char *err, size_t err_size)
+{
+	unsigned timeout = s->st_opt->ro_timeout_s != 0 ? s->st_opt->ro_timeout_s : REPLAY_TIMEOUT_DEFAULT_S;
+	struct buf b;
+	size_t i;
+	int fd = -1;
+	int rc = -1;
+	int v6 = strchr(s->st_host, ':') != NULL;
+
+	buf_init(&b, 0);
+	if (buf_printf(&b, "%s %s%s %s\r\nHost: %s%s%s:%u\r\n", req->hr_method, s->st_prefix, req->hr_url,
+		       "HTTP/1.1", v6 ? "[" : "", s->st_host, v6 ? "]" : "", s->st_port) < 0) {
+		replay_err(err, err_size, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < req->hr_n_headers; i++) {
+		const struct http_header *h = &req->hr_headers[i];
+
+		if (replay_skip_header(h->hh_name) || (sig != NULL && replay_headers_has(sig, h->hh_name))) {
+			continue;
+		}
+		if (buf_printf(&b, "%s: %s\r\n", h->hh_name, h->hh_value) < 0) {
+			replay_err(err, err_size, "out of memory");
+			goto out;
+		}
+	}
+	for (i = 0; sig != NULL && i < sig->rh_n; i++) {
+		if (buf_printf(&b, "%s: %s\r\n", sig->rh_v[i].hh_name, sig->rh_v[i].hh_value) < 0) {
+			replay_err(err, err_size, "out of memory");
+			goto out;
+		}
+	}
+	if (buf_printf(&b, "Content-Length: %zu\r\nConnection: close\r\n\r\n", req->hr_body_len) < 0 ||
+	    (req->hr_body_len > 0 && buf_append(&b, req->hr_body, req->hr_body_len) < 0)) {
+		replay_err(err, err_size, "out of memory");
+		goto out;
+	}
+	fd = replay_connect(s->st_host, s->st_port, timeout, err, err_size);
+	if (fd < 0) {
+		goto out;
+	}
+	if (replay_send_all(fd, b.buf_data, b.buf_len) < 0) {
+		replay_err(err, err_size, "cannot send to the --to address: %s", strerror(errno));
+		goto out;
+	}
+	rc = replay_read_answer(fd, ret, err, err_size);
+out:
+	if (fd >= 0) {
+		close(fd);
+	}
+	buf_finish(&b);
+	return rc;
+}
+
+/* ---- one request ---- */
+
+enum replay_verdict {
+	REPLAY_V_NEW,
+	REPLAY_V_DUPLICATE,
+	REPLAY_V_MISMATCH,
+	REPLAY_V_REFUSED,
+	REPLAY_V_REJECTED,
+	REPLAY_V_RETRY, /* in progress or transient: try again shortly */
+	REPLAY_V_FAILED,
+};
+
+static void replay_count(struct replay_state *s, const struct replay_entry *e, enum replay_verdict v,
+			 const char *reason, const char *msg)
+{
+	struct replay_summary *sum = s->st_sum;
+
+	switch (v) {
+	case REPLAY_V_NEW:
+		sum->rs_total++;
+		sum->rs_new++;
+		replay_line(s, e, s->st_opt->ro_dry_run ? "would be new" : "new", NULL);
+		break;
+	case REPLAY_V_MISMATCH:
+		/* A duplicate all the same, counted apart as well. */
+		sum->rs_total++;
+		sum->rs_duplicate++;
+		sum->rs_mismatch++;
+		replay_line(s, e, "duplicate (other payload)", NULL);
+		break;
+	case REPLAY_V_DUPLICATE:
+		sum->rs_total++;
+		sum->rs_duplicate++;
+		replay_line(s, e, "duplicate", NULL);
+		break;
+	case REPLAY_V_REFUSED:
+		sum->rs_total++;
+		sum->rs_refused++;
+		replay_line(s, e, "refused", reason);
+		break;
+	case REPLAY_V_REJECTED:
+		sum->rs_total++;
+		sum->rs_rejected++;
+		replay_reason_add(sum->rs_rejected_reasons, &sum->rs_n_rejected_reasons, reason);
+		replay_line(s, e, "rejected", reason);
+		break;
+	case REPLAY_V_RETRY:
+	case REPLAY_V_FAILED:
+		replay_fail(s, e->re_path, e->re_index, reason, msg != NULL ? msg : reason);
+		break;
+	}
+}
+
+/* In-process: the same pipeline as the HTTP route. */
+static enum replay_verdict replay_ingest(struct replay_state *s, const struct provider_conf *pc,
+					 const struct http_request *req, int64_t verify_s, const char **ret_reason)
+{
+	struct ingest_options opt;
+	struct ingest_report rep;
+	struct reply answer;
+	enum replay_verdict v = REPLAY_V_FAILED;
+
+	memset(&opt, 0, sizeof(opt));
+	/* The signature is checked as of the moment it arrived: see
+	 * docs/capture-replay.md for why that is safe. */
+	opt.io_verify_s = verify_s;
+	opt.io_dry_run = s->st_opt->ro_dry_run;
+	reply_init(&answer);
+	memset(&rep, 0, sizeof(rep));
+	if (ingest_hook(s->st_store, s->st_cf, pc, req, &opt, &answer, &rep) < 0) {
+		*ret_reason = "out_of_memory";
+		goto out;
+	}
+	*ret_reason = rep.ir_reason;
+	switch (rep.ir_result) {
+	case INGEST_NEW:
+		v = REPLAY_V_NEW;
+		break;
+	case INGEST_DUPLICATE:
+		v = REPLAY_V_DUPLICATE;
+		break;
+	case INGEST_MISMATCH:
+		v = REPLAY_V_MISMATCH;
+		break;
+	case INGEST_FAILED:
+		v = REPLAY_V_REFUSED;
+		break;
+	case INGEST_REJECTED:
+		v = REPLAY_V_REJECTED;
+		break;
+	case INGEST_IN_PROGRESS:
+	case INGEST_TRANSIENT:
+		if (*ret_reason == NULL) {
+			*ret_reason = ingest_result_name(rep.ir_result);
+		}
+		v = REPLAY_V_RETRY;
+		break;
+	}
+out:
+	reply_finish(&answer);
+	return v;
+}
+
+/* Over HTTP: classified from the answer. */
+static enum replay_verdict replay_remote(struct replay_state *s, const struct http_request *req,
+					 const struct replay_headers *sig, char *reason, size_t reason_size, char *err,
+					 size_t err_size)
+{
+	struct replay_answer a;
+
+	if (replay_http(s, req, sig, &a, err, err_size) < 0) {
+		snprintf(reason, reason_size, "%s", "connection");
+		return REPLAY_V_FAILED;
+	}
+	if (a.ra_slug[0] != '\0') {
+		snprintf(reason, reason_size, "%s", a.ra_slug);
+	} else {
+		snprintf(reason, reason_size, "http_%d", a.ra_status);
+	}
+	if (a.ra_status >= 200 && a.ra_status < 300) {
+		return a.ra_replayed ? REPLAY_V_DUPLICATE : REPLAY_V_NEW;
+	}
+	if (a.ra_status == 409 || a.ra_status == 503 || a.ra_status == 429) {
+		replay_err(err, err_size, "the --to address answered %d", a.ra_status);
+		return REPLAY_V_RETRY;
+	}
+	if (a.ra_status == 400 || a.ra_status == 401 || a.ra_status == 403 || a.ra_status == 413) {
+		return REPLAY_V_REJECTED;
+	}
+	replay_err(err, err_size, "the --to address answered %d", a.ra_status);
+	return REPLAY_V_FAILED;
+}
+
+/* Replays req for provider instance name (pc may be NULL with --to). */
+static void replay_one(struct replay_state *s, const struct replay_entry *e, const struct provider_conf *pc,
+		       const struct http_request *req, int64_t verify_s, const struct replay_headers *sig)
+{
+	char reason[64] = "";
+	char err[REPLAY_ERR_MAX] = "";
+	enum replay_verdict v = REPLAY_V_FAILED;
+	int attempt;
+
+	for (attempt = 0; attempt <= REPLAY_RETRIES; attempt++) {
+		if (attempt > 0) {
+			struct timespec ts = {.tv_sec = 0, .tv_nsec = 200000000L * attempt};
+
+			nanosleep(&ts, NULL);
+		}
+		if (s->st_opt->ro_to == NULL) {
+			const char *r = NULL;
+
+			v = replay_ingest(s, pc, req, verify_s, &r);
+			snprintf(reason, sizeof(reason), "%s", r != NULL ? r : "");
+			if (v == REPLAY_V_RETRY || v == REPLAY_V_FAILED) {
+				replay_err(err, sizeof(err), "the store answered %s", reason);
+			}
+		} else {
+			v = replay_remote(s, req, sig, reason, sizeof(reason), err, sizeof(err));
+		}
+		if (v != REPLAY_V_RETRY) {
+			break;
+		}
+	}
+	replay_count(s, e, v, reason[0] != '\0' ? reason : NULL, err[0] != '\0' ? err : NULL);
+}
+
+static void replay_capture(struct replay_state *s, const struct replay_entry *e)
+{
+	struct capture_record rec;
+	struct replay_headers sig;
+	const struct provider_conf *pc;
+	char err[REPLAY_ERR_MAX];
+	char q[160];
+
+	memset(&sig, 0, sizeof(sig));
+	if (capture_read(e->re_path, &rec, err, sizeof(err)) < 0) {
+		replay_fail(s, e->re_path, -1, strncmp(err, "truncated", 9) == 0 ? "truncated" : "corrupted", err);
+		return;
+	}
+	pc = config_provider(s->st_cf, rec.cr_provider);
+	if (s->st_opt->ro_to == NULL) {
+		if (pc == NULL) {
+			replay_err(err, sizeof(err), "provider instance \"%s\" is not in the configuration",
+				   log_quote(q, sizeof(q), rec.cr_provider));
+			replay_fail(s, e->re_path, -1, "unknown_provider", err);
+			goto out;
+		}
+		replay_one(s, e, pc, &rec.cr_req, rec.cr_received_ms / 1000, &sig);
+		goto out;
+	}
+	/* Over HTTP the receiver checks the timestamp against its own clock:
+	 * sign again, now, with this configuration's secret, keeping the
+	 * event id (Standard Webhooks puts it in webhook-id). Only what
+	 * verifies as captured is signed again, or a forged capture would be
+	 * laundered. Schemes we cannot sign go as captured. */
+	if (pc != NULL && pc->pc_provider->p_sign != NULL) {
+		const char *reason = replay_verify(pc, &rec.cr_req, rec.cr_received_ms / 1000);
+
+		if (reason != NULL) {
+			replay_count(s, e, REPLAY_V_REJECTED, reason, NULL);
+			goto out;
+		}
+	}
+	if (pc != NULL && replay_sign(pc, rec.cr_req.hr_body, rec.cr_req.hr_body_len, replay_now_s(),
+				      http_header_get(&rec.cr_req, "webhook-id"), &sig) < 0) {
+		replay_fail(s, e->re_path, -1, "sign", "cannot sign the request again");
+		goto out;
+	}
+	replay_one(s, e, pc, &rec.cr_req, rec.cr_received_ms / 1000, &sig);
+out:
+	replay_headers_finish(&sig);
+	capture_record_finish(&rec);
+}
+
+static void replay_export_item(struct replay_state *s, const struct replay_entry *e)
+{
+	const struct provider_conf *pc = s->st_export_pc;
+	struct replay_headers hdr;
+	struct http_request req;
+	char err[REPLAY_ERR_MAX];
+	char url[CAPTURE_PROVIDER_MAX + 16];
+	const cJSON *ev;
+	const char *id;
+	char *body = NULL;
+	int64_t created_s;
+	int64_t sign_s;
+
+	memset(&hdr, 0, sizeof(hdr));
+	if (s->st_export_path == NULL || strcmp(s->st_export_path, e->re_path) != 0) {
+		cJSON_Delete(s->st_export);
+		free(s->st_export_path);
+		s->st_export = replay_export_parse(e->re_path, err, sizeof(err));
+		s->st_export_path = strdup(e->re_path);
+		if (s->st_export == NULL || s->st_export_path == NULL) {
+			replay_fail(s, e->re_path, e->re_index, "unreadable", "the file changed or memory ran out");
+			return;
+		}
+	}
+	ev = cJSON_GetArrayItem(s->st_export, (int)e->re_index);
+	if (ev == NULL || replay_export_event(ev, &id, &created_s) < 0) {
+		replay_fail(s, e->re_path, e->re_index, "unreadable", "the file changed during the replay");
+		return;
+	}
+	body = cJSON_PrintUnformatted(ev);
+	if (body == NULL) {
+		replay_fail(s, e->re_path, e->re_index, "out_of_memory", "out of memory");
+		return;
+	}
+	/* --trust-unsigned: the operator vouches for these events, so they are
+	 * signed here with the instance's own secret, as of their creation
+	 * time in-process or now over HTTP, and then verified as usual. */
+	sign_s = s->st_opt->ro_to != NULL ? replay_now_s() : created_s;
+	replay_headers_add(&hdr, "Content-Type", "application/json; charset=utf-8");
+	if (replay_sign(pc, body, strlen(body), sign_s, id, &hdr) != 1) {
+		replay_err(err, sizeof(err), "provider instance \"%s\" cannot sign events", pc->pc_name);
+		replay_fail(s, e->re_path, e->re_index, "sign", err);
+		goto out;
+	}
+	snprintf(url, sizeof(url), "/hooks/%s", pc->pc_name);
+	memset(&req, 0, sizeof(req));
+	req.hr_method = "POST";
+	req.hr_url = url;
+	req.hr_path = url;
+	req.hr_version = "HTTP/1.1";
+	req.hr_headers = hdr.rh_v;
+	req.hr_n_headers = hdr.rh_n;
+	req.hr_body = (const unsigned char *)body;
+	req.hr_body_len = strlen(body);
+	req.hr_peer = "replay";
+	req.hr_client = "replay";
+	req.hr_received_ms = created_s * 1000;
+	/* The signature headers are in req already: nothing to replace. */
+	replay_one(s, e, pc, &req, created_s, NULL);
+out:
+	replay_headers_finish(&hdr);
+	cJSON_free(body);
+}
+
+int replay_run(struct store *st, const struct config *cf, const struct replay_options *opt,
+	       const char *const *paths, size_t n_paths, struct replay_summary *ret)
+{
+	struct replay_state s;
+	enum log_level saved_level;
+	int64_t t0 = replay_mono_ms();
+	size_t i;
+	int rc = -1;
+
+	memset(&s, 0, sizeof(s));
+	memset(ret, 0, sizeof(*ret));
+	s.st_store = st;
+	s.st_cf = cf;
+	s.st_opt = opt;
+	s.st_sum = ret;
+	if (opt->ro_to != NULL && replay_parse_url(opt->ro_to, s.st_host, sizeof(s.st_host), &s.st_port,
+						   s.st_prefix, sizeof(s.st_prefix)) < 0) {
+		log_err("replay: --to takes a plain http://host[:port][/prefix] URL (no https: use loopback "
+			"or a TLS-terminating proxy)");
+		return -1;
+	}
+	for (i = 0; i < n_paths; i++) {
+		if (replay_scan(&s, paths[i], 0, 1) < 0) {
+			log_err("replay: out of memory while listing files");
+			goto out;
+		}
+	}
+	/* Only (time, path) pairs are sorted; bodies are read one at a time. */
+	if (s.st_n > 1) {
+		qsort(s.st_v, s.st_n, sizeof(s.st_v[0]), replay_entry_cmp);
+	}
+	/* Warnings of the pipeline (a refused order, a mismatch) would break
+	 * the bar's line; the summary counts them. Errors still show. */
+	saved_level = log_get_level();
+	if (opt->ro_progress == REPLAY_PROGRESS_BAR && saved_level > LOG_LEVEL_ERR) {
+		log_set_level(LOG_LEVEL_ERR);
+	}
+	for (i = 0; i < s.st_n; i++) {
+		if (s.st_v[i].re_index < 0) {
+			replay_capture(&s, &s.st_v[i]);
+		} else {
+			replay_export_item(&s, &s.st_v[i]);
+		}
+		s.st_done++;
+		replay_draw(&s, 0);
+	}
+	replay_draw(&s, 1);
+	log_set_level(saved_level);
+	rc = 0;
+out:
+	ret->rs_seconds = (double)(replay_mono_ms() - t0) / 1000.0;
+	for (i = 0; i < s.st_n; i++) {
+		free(s.st_v[i].re_path);
+	}
+	free(s.st_v);
+	cJSON_Delete(s.st_export);
+	free(s.st_export_path);
+	return rc;
+}

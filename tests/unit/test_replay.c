@@ -1,0 +1,121 @@
+/* test_replay.c: replay's --to URL parsing and its summary output. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <cmocka.h>
+
+#include "buf.h"
+#include "replay.h"
+
+static void expect_url(const char *url, const char *host, unsigned port, const char *prefix)
+{
+	char h[256];
+	char p[256];
+	unsigned n = 0;
+
+	if (replay_parse_url(url, h, sizeof(h), &n, p, sizeof(p)) < 0) {
+		fail_msg("\"%s\" was refused", url);
+	}
+	assert_string_equal(h, host);
+	assert_int_equal(n, port);
+	assert_string_equal(p, prefix);
+}
+
+static void expect_bad_url(const char *url)
+{
+	char h[256];
+	char p[256];
+	unsigned n = 0;
+
+	if (replay_parse_url(url, h, sizeof(h), &n, p, sizeof(p)) == 0) {
+		fail_msg("\"%s\" was accepted", url);
+	}
+}
+
+static void test_replay_url_takes_host_port_and_prefix(void **state)
+{
+	expect_url("http://127.0.0.1:8080", "127.0.0.1", 8080, "");
+	expect_url("http://127.0.0.1:8080/", "127.0.0.1", 8080, "");
+	expect_url("HTTP://localhost", "localhost", 80, "");
+	expect_url("http://[::1]:9000/idemhook", "::1", 9000, "/idemhook");
+	expect_url("http://example.test/a/b", "example.test", 80, "/a/b");
+}
+
+static void test_replay_url_refuses_https_and_malformed_urls(void **state)
+{
+	expect_bad_url("https://127.0.0.1:8443");
+	expect_bad_url("127.0.0.1:8080");
+	expect_bad_url("http://");
+	expect_bad_url("http://:8080");
+	expect_bad_url("http://host:0");
+	expect_bad_url("http://host:65536");
+	expect_bad_url("http://host:80x");
+	expect_bad_url("http://user@host");
+	expect_bad_url("http://[::1:8080");
+}
+
+static void test_replay_summary_json_counts_and_reasons(void **state)
+{
+	struct replay_summary s;
+	struct buf b;
+	cJSON *j;
+
+	memset(&s, 0, sizeof(s));
+	s.rs_total = 5;
+	s.rs_new = 2;
+	s.rs_duplicate = 1;
+	s.rs_rejected = 1;
+	s.rs_failed = 1;
+	snprintf(s.rs_rejected_reasons[0].rr_slug, sizeof(s.rs_rejected_reasons[0].rr_slug), "bad_signature");
+	s.rs_rejected_reasons[0].rr_n = 1;
+	s.rs_n_rejected_reasons = 1;
+	snprintf(s.rs_failed_reasons[0].rr_slug, sizeof(s.rs_failed_reasons[0].rr_slug), "truncated");
+	s.rs_failed_reasons[0].rr_n = 1;
+	s.rs_n_failed_reasons = 1;
+	buf_init(&b, 0);
+	assert_int_equal(replay_summary_json(&s, 1, &b), 0);
+	j = cJSON_Parse(b.buf_data);
+	assert_non_null(j);
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(j, "dry_run")));
+	assert_int_equal(cJSON_GetObjectItem(j, "new")->valueint, 2);
+	assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "rejected_reasons"), "bad_signature")->valueint,
+			 1);
+	assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "failed_reasons"), "truncated")->valueint, 1);
+	cJSON_Delete(j);
+	buf_finish(&b);
+	assert_true(replay_summary_bad(&s));
+}
+
+static void test_replay_summary_text_names_each_reason(void **state)
+{
+	struct replay_summary s;
+	struct buf b;
+
+	memset(&s, 0, sizeof(s));
+	s.rs_total = 3;
+	s.rs_new = 3;
+	buf_init(&b, 0);
+	assert_int_equal(replay_summary_text(&s, 0, &b), 0);
+	assert_non_null(strstr(b.buf_data, "new        3\n"));
+	assert_non_null(strstr(b.buf_data, "rejected   0\n"));
+	assert_false(replay_summary_bad(&s));
+	buf_finish(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_replay_url_takes_host_port_and_prefix),
+		cmocka_unit_test(test_replay_url_refuses_https_and_malformed_urls),
+		cmocka_unit_test(test_replay_summary_json_counts_and_reasons),
+		cmocka_unit_test(test_replay_summary_text_names_each_reason),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
