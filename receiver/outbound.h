@@ -3,15 +3,34 @@
 #ifndef IDEMHOOK_OUTBOUND_H
 #define IDEMHOOK_OUTBOUND_H
 
+#include <stdint.h>
+
 struct app;
 struct outbound;
+struct outbox_conf;
+struct orders_conf;
+struct store;
 
 /* Starts the worker thread from the [outbound] section; NULL when nothing is
  * configured or on failure (logged; *ret_err set to 1 then). Rows left
  * 'delivering' by a previous run are released first. */
 struct outbound *outbound_start(struct app *app, int *ret_err);
 
-/* Wakes the worker (new rows were committed). */
+/* The worker's clock and randomness (backoff jitter); tests inject theirs. */
+struct outbound_clock {
+	int64_t (*ock_now_ms)(void *arg); /* ms since the epoch */
+	uint64_t (*ock_random)(void *arg);
+	void *ock_arg;
+};
+
+/* Starts a worker on st with the parsed conf, which it takes over (the
+ * caller's copy is zeroed; outbound_stop finishes it). clock NULL means the
+ * real clock and the CSPRNG. Releases rows left 'delivering' first. NULL on
+ * failure (logged; conf finished). */
+struct outbound *outbound_create(struct store *st, struct outbox_conf *conf,
+                                 const struct orders_conf *orc, const struct outbound_clock *clock);
+
+/* Wakes the worker (new rows were committed). NULL is a no-op. */
 void outbound_kick(struct outbound *ob);
 
 /* Gives in-flight transfers up to grace_ms to finish, releases the rest for

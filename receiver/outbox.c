@@ -1,0 +1,1865 @@
+/* outbox.c: outbox rows, delivery policy and compensation (SQL through store.h). */
+#include <cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "buf.h"
+#include "crypto.h"
+#include "event.h"
+#include "log.h"
+#include "orders.h"
+#include "outbox.h"
+
+#define OUTBOX_QUOTE_LEN 96         /* bytes of a user-controlled string in a log line */
+#define OUTBOX_BODY_MAX (64 * 1024) /* bytes of a row body we build */
+#define OUTBOX_RETRY_AFTER_MAX_S (30LL * 24 * 3600) /* longer Retry-After values are clamped */
+#define OUTBOX_REFUND_BASE_DEFAULT "https://api.stripe.com"
+
+/* ---- configuration ---- */
+
+static const char *const outbox_fixed_keys[] = {
+        "concurrency",  "connect_timeout", "timeout",         "lease",      "poll",
+        "response_max", "ca_file",         "retry_base",      "retry_cap",  "max_attempts",
+        "max_age",      "signing_secret",  "refund_base_url", "refund_key", NULL,
+};
+
+int outbox_parse_ms(const char *s, int64_t *ret_ms)
+{
+	size_t len;
+	int64_t secs;
+
+	if (s == NULL) {
+		return -1;
+	}
+	len = strlen(s);
+	if (len > 2 && strcmp(s + len - 2, "ms") == 0) {
+		int64_t v = 0;
+		size_t i;
+
+		for (i = 0; i < len - 2; i++) {
+			if (!isdigit((unsigned char)s[i]) || v > (INT64_MAX - 9) / 10) {
+				return -1;
+			}
+			v = v * 10 + (s[i] - '0');
+		}
+		*ret_ms = v;
+		return 0;
+	}
+	if (config_parse_duration(s, &secs) < 0 || secs > INT64_MAX / 1000) {
+		return -1;
+	}
+	*ret_ms = secs * 1000;
+	return 0;
+}
+
+static int outbox_bad_key(const char *key, const char *value, const char *why)
+{
+	char q[OUTBOX_QUOTE_LEN];
+
+	log_err("config [%s] %s = \"%s\": %s", OUTBOX_SECTION, key, log_quote(q, sizeof(q), value),
+	        why);
+	return -1;
+}
+
+static int outbox_get_ms(const struct config *cf, const char *key, int64_t dflt, int64_t *ret)
+{
+	const char *v = config_get(cf, OUTBOX_SECTION, key);
+
+	if (v == NULL) {
+		*ret = dflt;
+		return 0;
+	}
+	if (outbox_parse_ms(v, ret) < 0) {
+		return outbox_bad_key(key, v, "not a duration (e.g. 250ms, 5s, 2m, 1h, 3d)");
+	}
+	return 0;
+}
+
+/* Parses "paid refunded partially_refunded" (spaces or commas). */
+static int outbox_parse_on(const char *s, unsigned *ret)
+{
+	unsigned on = 0;
+	const char *p = s;
+
+	while (*p != '\0') {
+		size_t n;
+
+		while (*p == ' ' || *p == ',' || *p == '\t') {
+			p++;
+		}
+		n = strcspn(p, " ,\t");
+		if (n == 0) {
+			break;
+		}
+		if (n == 4 && strncmp(p, "paid", n) == 0) {
+			on |= OUTBOX_ON_PAID;
+		} else if (n == 8 && strncmp(p, "refunded", n) == 0) {
+			on |= OUTBOX_ON_REFUNDED;
+		} else if (n == 18 && strncmp(p, "partially_refunded", n) == 0) {
+			on |= OUTBOX_ON_PARTIALLY_REFUNDED;
+		} else {
+			return -1;
+		}
+		p += n;
+	}
+	if (on == 0) {
+		return -1;
+	}
+	*ret = on;
+	return 0;
+}
+
+static int outbox_parse_compensation(const char *s, enum outbox_compensation *ret)
+{
+	if (strcmp(s, "none") == 0) {
+		*ret = OUTBOX_COMP_NONE;
+	} else if (strcmp(s, "refund") == 0) {
+		*ret = OUTBOX_COMP_REFUND;
+	} else if (strcmp(s, "manual") == 0) {
+		*ret = OUTBOX_COMP_MANUAL;
+	} else {
+		return -1;
+	}
+	return 0;
+}
+
+static const char *outbox_compensation_name(enum outbox_compensation c)
+{
+	switch (c) {
+	case OUTBOX_COMP_REFUND:
+		return "refund";
+	case OUTBOX_COMP_MANUAL:
+		return "manual";
+	case OUTBOX_COMP_NONE:
+		break;
+	}
+	return "none";
+}
+
+static int outbox_url_ok(const char *url)
+{
+	return strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0;
+}
+
+static int outbox_has_suffix(const char *s, const char *suffix)
+{
+	size_t n = strlen(s);
+	size_t m = strlen(suffix);
+
+	return n > m && strcmp(s + n - m, suffix) == 0;
+}
+
+static struct outbox_call_conf *outbox_find_call(struct outbox_conf *oc, const char *name,
+                                                 size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < oc->oc_n_calls; i++) {
+		if (strlen(oc->oc_calls[i].occ_name) == len &&
+		    strncmp(oc->oc_calls[i].occ_name, name, len) == 0) {
+			return &oc->oc_calls[i];
+		}
+	}
+	return NULL;
+}
+
+/* One "<name>_url" key: a call type. */
+static int outbox_conf_call(const struct config *cf, struct outbox_conf *oc, const char *key)
+{
+	size_t n = strlen(key) - 4;
+	struct outbox_call_conf *c;
+	char okey[96];
+	const char *v;
+	size_t i;
+
+	if (n == 0 || n > 32) {
+		return outbox_bad_key(key, "", "call type names are 1 to 32 characters");
+	}
+	for (i = 0; i < n; i++) {
+		if (!islower((unsigned char)key[i]) && !isdigit((unsigned char)key[i]) &&
+		    key[i] != '_') {
+			return outbox_bad_key(key, "", "call type names use a-z, 0-9 and _");
+		}
+	}
+	if (n == strlen(OUTBOX_REFUND_CALL) && strncmp(key, OUTBOX_REFUND_CALL, n) == 0) {
+		return outbox_bad_key(key, "",
+		                      "\"refund\" is the compensation call; use another name");
+	}
+	if (outbox_find_call(oc, key, n) != NULL) {
+		return 0; /* the same key again: config_get gives its last value */
+	}
+	if (oc->oc_n_calls >= OUTBOX_CALLS_MAX) {
+		return outbox_bad_key(key, "", "too many call types");
+	}
+	c = &oc->oc_calls[oc->oc_n_calls++];
+	c->occ_name = strndup(key, n);
+	if (c->occ_name == NULL) {
+		return -1;
+	}
+	v = config_get(cf, OUTBOX_SECTION, key);
+	if (!outbox_url_ok(v)) {
+		return outbox_bad_key(key, v, "not an http:// or https:// URL");
+	}
+	c->occ_url = strdup(v);
+	if (c->occ_url == NULL) {
+		return -1;
+	}
+	c->occ_on = OUTBOX_ON_PAID | OUTBOX_ON_REFUNDED | OUTBOX_ON_PARTIALLY_REFUNDED;
+	snprintf(okey, sizeof(okey), "%s_on", c->occ_name);
+	v = config_get(cf, OUTBOX_SECTION, okey);
+	if (v != NULL && outbox_parse_on(v, &c->occ_on) < 0) {
+		return outbox_bad_key(okey, v,
+		                      "expected some of: paid refunded partially_refunded");
+	}
+	c->occ_compensation = OUTBOX_COMP_MANUAL;
+	snprintf(okey, sizeof(okey), "%s_compensation", c->occ_name);
+	v = config_get(cf, OUTBOX_SECTION, okey);
+	if (v != NULL && outbox_parse_compensation(v, &c->occ_compensation) < 0) {
+		return outbox_bad_key(okey, v, "expected refund, manual or none");
+	}
+	return 0;
+}
+
+/* Every key must be known: a fixed one, or <call>_url/_on/_compensation. */
+static int outbox_conf_check_keys(const struct config_section *cs, struct outbox_conf *oc)
+{
+	size_t i;
+
+	for (i = 0; i < cs->cs_n; i++) {
+		const char *key = cs->cs_kv[i].kv_key;
+		size_t j;
+		int known = 0;
+
+		for (j = 0; outbox_fixed_keys[j] != NULL; j++) {
+			if (strcmp(key, outbox_fixed_keys[j]) == 0) {
+				known = 1;
+			}
+		}
+		if (!known && outbox_has_suffix(key, "_url")) {
+			known = 1;
+		} else if (!known && outbox_has_suffix(key, "_on")) {
+			known = outbox_find_call(oc, key, strlen(key) - 3) != NULL;
+		} else if (!known && outbox_has_suffix(key, "_compensation")) {
+			known = outbox_find_call(oc, key, strlen(key) - 13) != NULL;
+		}
+		if (!known) {
+			char q[OUTBOX_QUOTE_LEN];
+
+			log_err("config [%s] line %d: unknown key \"%s\"", OUTBOX_SECTION,
+			        cs->cs_kv[i].kv_line, log_quote(q, sizeof(q), key));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int outbox_conf_secrets(const struct config *cf, struct outbox_conf *oc)
+{
+	const char *v;
+	char *secret = NULL;
+	size_t len = 0;
+	size_t i;
+	int need_refund = 0;
+
+	v = config_get(cf, OUTBOX_SECTION, "signing_secret");
+	if (v != NULL) {
+		if (config_read_secret(v, &secret, &len) < 0) {
+			goto fail;
+		}
+		if (outbox_signing_key(secret, len, &oc->oc_signing_key, &oc->oc_signing_key_len) <
+		    0) {
+			log_err("config [%s] signing_secret: not a whsec_<base64> secret",
+			        OUTBOX_SECTION);
+			goto fail;
+		}
+		free(secret);
+		secret = NULL;
+	}
+	for (i = 0; i < oc->oc_n_calls; i++) {
+		if (oc->oc_calls[i].occ_compensation == OUTBOX_COMP_REFUND) {
+			need_refund = 1;
+		}
+	}
+	v = config_get(cf, OUTBOX_SECTION, "refund_key");
+	if (v == NULL && need_refund) {
+		log_err("config [%s]: a call compensates with refund but refund_key is not set",
+		        OUTBOX_SECTION);
+		goto fail;
+	}
+	if (v != NULL) {
+		if (config_read_secret(v, &oc->oc_refund_key, &len) < 0) {
+			goto fail;
+		}
+		if (len == 0 || strpbrk(oc->oc_refund_key, "\r\n") != NULL) {
+			log_err("config [%s] refund_key: the key file must hold one line",
+			        OUTBOX_SECTION);
+			goto fail;
+		}
+	}
+	return 0;
+fail:
+	free(secret);
+	return -1;
+}
+
+int outbox_conf_load(const struct config *cf, int with_secrets, struct outbox_conf *ret)
+{
+	const struct config_section *cs = config_section(cf, OUTBOX_SECTION);
+	struct outbox_conf *oc = ret;
+	size_t i;
+
+	memset(oc, 0, sizeof(*oc));
+	oc->oc_policy.op_max_attempts = 12;
+	oc->oc_concurrency = 8;
+	oc->oc_response_max = OUTBOX_RESPONSE_MAX_DEFAULT;
+	if (outbox_get_ms(cf, "retry_base", 1000, &oc->oc_policy.op_base_ms) < 0 ||
+	    outbox_get_ms(cf, "retry_cap", 3600 * 1000, &oc->oc_policy.op_cap_ms) < 0 ||
+	    outbox_get_ms(cf, "max_age", 3LL * 24 * 3600 * 1000, &oc->oc_policy.op_max_age_ms) <
+	            0 ||
+	    outbox_get_ms(cf, "connect_timeout", 5000, &oc->oc_connect_timeout_ms) < 0 ||
+	    outbox_get_ms(cf, "timeout", 30000, &oc->oc_timeout_ms) < 0 ||
+	    outbox_get_ms(cf, "poll", 1000, &oc->oc_poll_ms) < 0) {
+		goto fail;
+	}
+	if (outbox_get_ms(cf, "lease", oc->oc_timeout_ms + 60000, &oc->oc_lease_ms) < 0) {
+		goto fail;
+	}
+	if (config_get_uint(cf, OUTBOX_SECTION, "max_attempts", 12,
+	                    &oc->oc_policy.op_max_attempts) < 0 ||
+	    config_get_uint(cf, OUTBOX_SECTION, "concurrency", 8, &oc->oc_concurrency) < 0 ||
+	    config_get_size(cf, OUTBOX_SECTION, "response_max", OUTBOX_RESPONSE_MAX_DEFAULT,
+	                    &oc->oc_response_max) < 0) {
+		goto fail;
+	}
+	if (oc->oc_policy.op_base_ms <= 0 || oc->oc_policy.op_cap_ms < oc->oc_policy.op_base_ms) {
+		log_err("config [%s]: retry_base must be > 0 and retry_cap >= retry_base",
+		        OUTBOX_SECTION);
+		goto fail;
+	}
+	if (oc->oc_policy.op_max_attempts == 0 || oc->oc_concurrency == 0 ||
+	    oc->oc_concurrency > 1024 || oc->oc_response_max == 0 || oc->oc_timeout_ms <= 0 ||
+	    oc->oc_connect_timeout_ms <= 0 || oc->oc_poll_ms <= 0) {
+		log_err("config [%s]: max_attempts, concurrency (at most 1024), response_max, "
+		        "timeout, "
+		        "connect_timeout and poll must be > 0",
+		        OUTBOX_SECTION);
+		goto fail;
+	}
+	if (oc->oc_lease_ms <= oc->oc_timeout_ms) {
+		log_err("config [%s]: lease must be longer than timeout", OUTBOX_SECTION);
+		goto fail;
+	}
+	if (config_get(cf, OUTBOX_SECTION, "ca_file") != NULL) {
+		oc->oc_ca_file = strdup(config_get(cf, OUTBOX_SECTION, "ca_file"));
+		if (oc->oc_ca_file == NULL) {
+			goto fail;
+		}
+	}
+	{
+		const char *base = config_get(cf, OUTBOX_SECTION, "refund_base_url");
+
+		if (base == NULL) {
+			base = OUTBOX_REFUND_BASE_DEFAULT;
+		} else if (!outbox_url_ok(base)) {
+			outbox_bad_key("refund_base_url", base, "not an http:// or https:// URL");
+			goto fail;
+		}
+		oc->oc_refund_base_url =
+		        strndup(base, strlen(base) - (outbox_has_suffix(base, "/") ? 1 : 0));
+		if (oc->oc_refund_base_url == NULL) {
+			goto fail;
+		}
+	}
+	if (cs != NULL) {
+		for (i = 0; i < cs->cs_n; i++) {
+			const char *key = cs->cs_kv[i].kv_key;
+
+			if (outbox_has_suffix(key, "_url") && strcmp(key, "refund_base_url") != 0 &&
+			    outbox_conf_call(cf, oc, key) < 0) {
+				goto fail;
+			}
+		}
+		if (outbox_conf_check_keys(cs, oc) < 0) {
+			goto fail;
+		}
+	}
+	if (with_secrets && outbox_conf_secrets(cf, oc) < 0) {
+		goto fail;
+	}
+	return oc->oc_n_calls > 0 ? 1 : 0;
+fail:
+	outbox_conf_finish(oc);
+	return -1;
+}
+
+void outbox_conf_finish(struct outbox_conf *oc)
+{
+	size_t i;
+
+	for (i = 0; i < oc->oc_n_calls; i++) {
+		free(oc->oc_calls[i].occ_name);
+		free(oc->oc_calls[i].occ_url);
+	}
+	oc->oc_n_calls = 0;
+	free(oc->oc_ca_file);
+	oc->oc_ca_file = NULL;
+	free(oc->oc_refund_base_url);
+	oc->oc_refund_base_url = NULL;
+	if (oc->oc_signing_key != NULL) {
+		memset(oc->oc_signing_key, 0, oc->oc_signing_key_len);
+		free(oc->oc_signing_key);
+		oc->oc_signing_key = NULL;
+	}
+	if (oc->oc_refund_key != NULL) {
+		memset(oc->oc_refund_key, 0, strlen(oc->oc_refund_key));
+		free(oc->oc_refund_key);
+		oc->oc_refund_key = NULL;
+	}
+}
+
+/* ---- delivery policy ---- */
+
+enum outbox_class outbox_classify(long http_status)
+{
+	if (http_status >= 200 && http_status <= 299) {
+		return OUTBOX_SUCCESS;
+	}
+	if (http_status == 0 || http_status == 408 || http_status == 425 || http_status == 429 ||
+	    (http_status >= 500 && http_status <= 599)) {
+		return OUTBOX_TRANSIENT;
+	}
+	return OUTBOX_PERMANENT;
+}
+
+int64_t outbox_backoff_ms(const struct outbox_policy *p, unsigned attempts, uint64_t rnd)
+{
+	int64_t window = p->op_base_ms;
+	unsigned i;
+
+	for (i = 1; i < attempts && window < p->op_cap_ms; i++) {
+		window *= 2;
+	}
+	if (window > p->op_cap_ms) {
+		window = p->op_cap_ms;
+	}
+	if (window <= 0) {
+		return 0;
+	}
+	return (int64_t)(rnd % ((uint64_t)window + 1));
+}
+
+static const char *outbox_skip_space(const char *s)
+{
+	while (*s == ' ' || *s == '\t') {
+		s++;
+	}
+	return s;
+}
+
+int outbox_retry_after_ms(const char *value, int64_t now_ms, int64_t *ret_ms)
+{
+	const char *s = outbox_skip_space(value);
+	struct tm tm;
+	const char *end;
+	time_t t;
+
+	if (isdigit((unsigned char)*s)) {
+		int64_t secs = 0;
+
+		while (isdigit((unsigned char)*s)) {
+			if (secs < OUTBOX_RETRY_AFTER_MAX_S) {
+				secs = secs * 10 + (*s - '0');
+			}
+			s++;
+		}
+		if (*outbox_skip_space(s) != '\0') {
+			return -1;
+		}
+		if (secs > OUTBOX_RETRY_AFTER_MAX_S) {
+			secs = OUTBOX_RETRY_AFTER_MAX_S;
+		}
+		*ret_ms = secs * 1000;
+		return 0;
+	}
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(s, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	if (end == NULL || *outbox_skip_space(end) != '\0') {
+		return -1;
+	}
+	t = timegm(&tm);
+	if (t == (time_t)-1) {
+		return -1;
+	}
+	if ((int64_t)t * 1000 <= now_ms) {
+		*ret_ms = 0;
+	} else if ((int64_t)t - now_ms / 1000 > OUTBOX_RETRY_AFTER_MAX_S) {
+		*ret_ms = OUTBOX_RETRY_AFTER_MAX_S * 1000;
+	} else {
+		*ret_ms = (int64_t)t * 1000 - now_ms;
+	}
+	return 0;
+}
+
+int64_t outbox_next_attempt_ms(const struct outbox_policy *p, unsigned attempts,
+                               int64_t window_start_ms, int64_t now_ms, int64_t retry_after_ms,
+                               uint64_t rnd)
+{
+	int64_t delay;
+	int64_t deadline;
+	int64_t t;
+
+	if (attempts >= p->op_max_attempts) {
+		return -1;
+	}
+	delay = outbox_backoff_ms(p, attempts, rnd);
+	if (retry_after_ms > delay) {
+		delay = retry_after_ms;
+	}
+	t = now_ms + delay;
+	if (p->op_max_age_ms <= 0) {
+		return t;
+	}
+	deadline = window_start_ms + p->op_max_age_ms;
+	if (t <= deadline) {
+		return t;
+	}
+	/* The jitter may land past the deadline; the receiver's own Retry-After
+	 * (or a deadline already gone) may not be overruled. */
+	if (now_ms >= deadline || retry_after_ms > deadline - now_ms) {
+		return -1;
+	}
+	return deadline;
+}
+
+int outbox_signing_key(const char *secret, size_t len, unsigned char **ret, size_t *ret_len)
+{
+	unsigned char *key = NULL;
+	size_t key_len = 0;
+
+	if (len >= 6 && strncmp(secret, "whsec_", 6) == 0) {
+		secret += 6;
+		len -= 6;
+	}
+	if (len == 0 || crypto_base64_decode(secret, len, &key, &key_len) < 0) {
+		return -1;
+	}
+	if (key_len == 0) {
+		free(key);
+		return -1;
+	}
+	*ret = key;
+	*ret_len = key_len;
+	return 0;
+}
+
+int outbox_sign(const unsigned char *key, size_t key_len, const char *msg_id, int64_t ts,
+                const void *body, size_t body_len, char **ret)
+{
+	unsigned char mac[CRYPTO_HMAC_MAX];
+	size_t mac_len = 0;
+	char *b64 = NULL;
+	size_t b64_len = 0;
+	struct buf content;
+	struct buf out;
+
+	buf_init(&content, 0);
+	buf_init(&out, 0);
+	if (buf_printf(&content, "%s.%" PRId64 ".", msg_id, ts) < 0 ||
+	    buf_append(&content, body, body_len) < 0) {
+		goto fail;
+	}
+	if (crypto_hmac(CRYPTO_SHA256, key, key_len, content.buf_data, content.buf_len, mac,
+	                &mac_len) < 0 ||
+	    crypto_base64_encode(mac, mac_len, &b64, &b64_len) < 0) {
+		goto fail;
+	}
+	if (buf_puts(&out, "v1,") < 0 || buf_append(&out, b64, b64_len) < 0) {
+		goto fail;
+	}
+	free(b64);
+	buf_finish(&content);
+	*ret = buf_take(&out, NULL);
+	return *ret != NULL ? 0 : -1;
+fail:
+	free(b64);
+	buf_finish(&content);
+	buf_finish(&out);
+	return -1;
+}
+
+/* ---- writing rows ---- */
+
+static unsigned outbox_effect_bit(const char *effect)
+{
+	if (strcmp(effect, "paid") == 0) {
+		return OUTBOX_ON_PAID;
+	}
+	if (strcmp(effect, "refunded") == 0) {
+		return OUTBOX_ON_REFUNDED;
+	}
+	if (strcmp(effect, "partially_refunded") == 0) {
+		return OUTBOX_ON_PARTIALLY_REFUNDED;
+	}
+	return 0;
+}
+
+static int outbox_new_key(char out[OUTBOX_KEY_LEN + 1])
+{
+	char uuid[37];
+
+	if (crypto_uuid4(uuid) < 0) {
+		return -1;
+	}
+	snprintf(out, OUTBOX_KEY_LEN + 1, "obx_%s", uuid);
+	return 0;
+}
+
+static int outbox_insert(struct store_tx *tx, const struct outbox_new *n, const char *key,
+                         int64_t *ret_id)
+{
+	int64_t now = store_tx_now(tx);
+	struct store_row row;
+	struct store_value p[] = {
+	        store_text(n->on_order_id),
+	        store_text(n->on_call_type),
+	        store_text(n->on_effect),
+	        store_text(n->on_provider),
+	        store_text(n->on_url),
+	        store_text(n->on_content_type),
+	        store_blob(n->on_body, n->on_body_len),
+	        store_text(key),
+	        store_text(outbox_compensation_name(n->on_compensation)),
+	        n->on_parent_id > 0 ? store_int(n->on_parent_id) : store_null(),
+	        store_int(now),
+	        store_int(now),
+	        store_int(now),
+	        store_int(now),
+	};
+	int rc;
+
+	/* No RETURNING: SQLite builds a temporary table for it on every run. */
+	if (store_exec(tx,
+	               "INSERT INTO outbox (order_id, call_type, effect, provider, url, "
+	               "content_type, body, idem_key, compensation, parent_id, status, attempts, "
+	               "window_start, next_attempt_at, created_at, updated_at)"
+	               " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?, ?)",
+	               p, sizeof(p) / sizeof(p[0]), NULL) < 0) {
+		return -1;
+	}
+	if (ret_id == NULL) {
+		return 0;
+	}
+	{
+		struct store_value q[] = {store_text(key)};
+
+		rc = store_query(tx, "SELECT id FROM outbox WHERE idem_key = ?", q, 1, &row);
+	}
+	if (rc <= 0) {
+		return -1;
+	}
+	*ret_id = store_row_int(&row, 0);
+	store_row_finish(&row);
+	return 0;
+}
+
+int outbox_enqueue(struct store_tx *tx, const struct outbox_new *n, int64_t *ret_id)
+{
+	char key[OUTBOX_KEY_LEN + 1];
+
+	if (outbox_new_key(key) < 0) {
+		return -1;
+	}
+	return outbox_insert(tx, n, key, ret_id);
+}
+
+/* The order as the notification body shows it. */
+static int outbox_order_body(struct store_tx *tx, const char *key, const char *call,
+                             const char *provider, const char *order_id, const char *effect,
+                             struct buf *out)
+{
+	struct store_value p[] = {store_text(order_id)};
+	struct store_row row;
+	const char *prov;
+	int rc;
+
+	rc = store_query(
+	        tx,
+	        "SELECT id, amount, currency, status, refunded_amount, provider, payment_ref,"
+	        " (SELECT COALESCE(SUM(points), 0) FROM points_ledger WHERE order_id = orders.id)"
+	        " FROM orders WHERE id = ?",
+	        p, 1, &row);
+	if (rc <= 0) {
+		return rc;
+	}
+	prov = provider != NULL ? provider : store_row_text(&row, 5);
+	if (buf_puts(out, "{\"id\":") < 0 || buf_json_string(out, key) < 0 ||
+	    buf_printf(out, ",\"type\":\"order.%s\",\"effect\":", effect) < 0 ||
+	    buf_json_string(out, effect) < 0 || buf_puts(out, ",\"call\":") < 0 ||
+	    buf_json_string(out, call) < 0 ||
+	    buf_printf(out, ",\"created_at\":%" PRId64 ",\"order\":{\"id\":", store_tx_now(tx)) <
+	            0 ||
+	    buf_json_string(out, store_row_text(&row, 0)) < 0 ||
+	    buf_printf(out, ",\"amount\":%" PRId64 ",\"currency\":", store_row_int(&row, 1)) < 0 ||
+	    buf_json_string(out, store_row_text(&row, 2)) < 0 ||
+	    buf_puts(out, ",\"status\":") < 0 ||
+	    buf_json_string(out, store_row_text(&row, 3)) < 0 ||
+	    buf_printf(out, ",\"refunded_amount\":%" PRId64 ",\"provider\":",
+	               store_row_int(&row, 4)) < 0 ||
+	    (prov != NULL ? buf_json_string(out, prov) : buf_puts(out, "null")) < 0 ||
+	    buf_puts(out, ",\"provider_transaction\":") < 0 ||
+	    (store_row_is_null(&row, 6) ? buf_puts(out, "null")
+	                                : buf_json_string(out, store_row_text(&row, 6))) < 0 ||
+	    buf_printf(out, ",\"points\":%" PRId64 "}}", store_row_int(&row, 7)) < 0) {
+		store_row_finish(&row);
+		return -1;
+	}
+	store_row_finish(&row);
+	return 1;
+}
+
+int outbox_queue_effect(struct store_tx *tx, const struct outbox_conf *oc, const char *provider,
+                        const char *order_id, const char *effect)
+{
+	unsigned bit = effect != NULL ? outbox_effect_bit(effect) : 0;
+	int queued = 0;
+	size_t i;
+
+	if (bit == 0 || order_id == NULL) {
+		return 0;
+	}
+	for (i = 0; i < oc->oc_n_calls; i++) {
+		const struct outbox_call_conf *c = &oc->oc_calls[i];
+		char key[OUTBOX_KEY_LEN + 1];
+		struct outbox_new n;
+		struct buf body;
+		int rc;
+
+		if ((c->occ_on & bit) == 0) {
+			continue;
+		}
+		if (outbox_new_key(key) < 0) {
+			return -1;
+		}
+		buf_init(&body, OUTBOX_BODY_MAX);
+		rc = outbox_order_body(tx, key, c->occ_name, provider, order_id, effect, &body);
+		if (rc <= 0) {
+			buf_finish(&body);
+			if (rc == 0) {
+				char q[OUTBOX_QUOTE_LEN];
+
+				log_warn("outbox: order \"%s\" not found; nothing queued",
+				         log_quote(q, sizeof(q), order_id));
+				return 0;
+			}
+			return -1;
+		}
+		memset(&n, 0, sizeof(n));
+		n.on_order_id = order_id;
+		n.on_call_type = c->occ_name;
+		n.on_effect = effect;
+		n.on_provider = provider;
+		n.on_url = c->occ_url;
+		n.on_content_type = "application/json";
+		n.on_body = body.buf_data;
+		n.on_body_len = body.buf_len;
+		n.on_compensation = c->occ_compensation;
+		rc = outbox_insert(tx, &n, key, NULL);
+		buf_finish(&body);
+		if (rc < 0) {
+			return -1;
+		}
+		queued++;
+	}
+	if (queued > 0) {
+		/* News the shop has not heard yet: the order is pending again. */
+		struct store_value p[] = {store_int(store_tx_now(tx)), store_text(order_id)};
+
+		if (store_exec(tx,
+		               "UPDATE orders SET fulfillment_status = 'pending', updated_at = ?"
+		               " WHERE id = ? AND fulfillment_status = 'notified'",
+		               p, 2, NULL) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int outbox_on_effect(struct store_tx *tx, const struct config *cf, const char *provider,
+                     const char *order_id, const char *effect)
+{
+	struct outbox_conf oc;
+	int rc;
+
+	if (effect == NULL || outbox_effect_bit(effect) == 0 ||
+	    config_section(cf, OUTBOX_SECTION) == NULL) {
+		return 0;
+	}
+	rc = outbox_conf_load(cf, 0, &oc);
+	if (rc < 0) {
+		return -1;
+	}
+	rc = outbox_queue_effect(tx, &oc, provider, order_id, effect);
+	outbox_conf_finish(&oc);
+	return rc;
+}
+
+/* ---- the worker's side ---- */
+
+void outbox_row_finish(struct outbox_row *row)
+{
+	free(row->or_order_id);
+	free(row->or_call_type);
+	free(row->or_url);
+	free(row->or_content_type);
+	free(row->or_body);
+	free(row->or_idem_key);
+	memset(row, 0, sizeof(*row));
+}
+
+static int outbox_release_all_tx(struct store_tx *tx, void *arg)
+{
+	int64_t *ret_n = arg;
+	int64_t now = store_tx_now(tx);
+	struct store_value p[] = {store_int(now), store_int(now)};
+
+	return store_exec(tx,
+	                  "UPDATE outbox SET status = CASE WHEN attempts > 0 THEN 'retry_wait'"
+	                  " ELSE 'pending'"
+	                  " END, lease_until = NULL, next_attempt_at = ?, updated_at = ?"
+	                  " WHERE status = 'delivering'",
+	                  p, 2, ret_n) < 0
+	               ? -1
+	               : 0;
+}
+
+int outbox_release_all(struct store *st, int64_t now_ms, int64_t *ret_n)
+{
+	int64_t n = 0;
+
+	if (store_write(st, now_ms, outbox_release_all_tx, &n) < 0) {
+		return -1;
+	}
+	if (n > 0) {
+		log_notice("outbox: %" PRId64
+		           " row(s) left delivering by the last run are queued again",
+		           n);
+	}
+	if (ret_n != NULL) {
+		*ret_n = n;
+	}
+	return 0;
+}
+
+static int outbox_next_due_tx(struct store_tx *tx, void *arg)
+{
+	int64_t *ret = arg;
+	struct store_row row;
+	int rc;
+
+	rc = store_query(
+	        tx,
+	        "SELECT MIN(t) FROM (SELECT MIN(next_attempt_at) AS t FROM outbox"
+	        " WHERE status IN ('pending', 'retry_wait') UNION ALL SELECT MIN(lease_until) AS t"
+	        " FROM outbox WHERE status = 'delivering') AS due",
+	        NULL, 0, &row);
+	if (rc < 0) {
+		return -1;
+	}
+	if (rc == 0 || store_row_is_null(&row, 0)) {
+		if (rc == 1) {
+			store_row_finish(&row);
+		}
+		return 0;
+	}
+	*ret = store_row_int(&row, 0);
+	store_row_finish(&row);
+	return 1;
+}
+
+int outbox_next_due(struct store *st, int64_t now_ms, int64_t *ret_ms)
+{
+	int64_t t = 0;
+	int rc = store_read(st, now_ms, outbox_next_due_tx, &t);
+
+	if (rc == 1) {
+		*ret_ms = t;
+	}
+	return rc;
+}
+
+struct outbox_lease_ctx {
+	int64_t ol_lease_ms;
+	size_t ol_max;
+	struct outbox_row *ol_rows;
+	size_t ol_n;
+	int64_t ol_ids[64];
+	size_t ol_n_ids;
+};
+
+static int outbox_lease_id(void *arg, const struct store_row *row)
+{
+	struct outbox_lease_ctx *ctx = arg;
+
+	ctx->ol_ids[ctx->ol_n_ids++] = store_row_int(row, 0);
+	return ctx->ol_n_ids < sizeof(ctx->ol_ids) / sizeof(ctx->ol_ids[0]) ? 0 : 1;
+}
+
+static char *outbox_dup(const char *s)
+{
+	return strdup(s != NULL ? s : "");
+}
+
+static int outbox_lease_one(struct store_tx *tx, struct outbox_lease_ctx *ctx, int64_t id)
+{
+	int64_t now = store_tx_now(tx);
+	struct outbox_row *r = &ctx->ol_rows[ctx->ol_n];
+	struct store_row row;
+	int64_t changes = 0;
+	int order_null;
+	int rc;
+
+	{
+		struct store_value p[] = {store_int(now + ctx->ol_lease_ms), store_int(now),
+		                          store_int(id), store_int(now), store_int(now)};
+
+		if (store_exec(tx,
+		               "UPDATE outbox"
+		               " SET status = 'delivering', lease_until = ?, lease_token = "
+		               "lease_token + 1, attempts = attempts + 1, updated_at = ?"
+		               " WHERE id = ? AND ((status IN ('pending', 'retry_wait')"
+		               " AND next_attempt_at <= ?) OR (status = 'delivering'"
+		               " AND lease_until < ?))",
+		               p, 5, &changes) < 0) {
+			return -1;
+		}
+	}
+	if (changes != 1) {
+		return 0;
+	}
+	{
+		struct store_value p[] = {store_int(id)};
+
+		rc = store_query(tx,
+		                 "SELECT id, order_id, call_type, url, content_type, body, "
+		                 "idem_key, attempts, window_start, lease_token FROM outbox"
+		                 " WHERE id = ?",
+		                 p, 1, &row);
+	}
+	if (rc <= 0) {
+		return rc;
+	}
+	memset(r, 0, sizeof(*r));
+	order_null = store_row_is_null(&row, 1);
+	r->or_id = store_row_int(&row, 0);
+	r->or_order_id = order_null ? NULL : outbox_dup(store_row_text(&row, 1));
+	r->or_call_type = outbox_dup(store_row_text(&row, 2));
+	r->or_url = outbox_dup(store_row_text(&row, 3));
+	r->or_content_type = outbox_dup(store_row_text(&row, 4));
+	r->or_body_len = row.sr_cols[5].sv_len;
+	r->or_body = malloc(r->or_body_len + 1);
+	r->or_idem_key = outbox_dup(store_row_text(&row, 6));
+	r->or_attempts = (unsigned)store_row_int(&row, 7);
+	r->or_window_start_ms = store_row_int(&row, 8);
+	r->or_lease_token = store_row_int(&row, 9);
+	if (r->or_body != NULL) {
+		if (r->or_body_len > 0) {
+			memcpy(r->or_body, row.sr_cols[5].sv_text, r->or_body_len);
+		}
+		r->or_body[r->or_body_len] = '\0';
+	}
+	store_row_finish(&row);
+	if (r->or_call_type == NULL || r->or_url == NULL || r->or_content_type == NULL ||
+	    r->or_body == NULL || r->or_idem_key == NULL ||
+	    (!order_null && r->or_order_id == NULL)) {
+		outbox_row_finish(r);
+		return -1;
+	}
+	ctx->ol_n++;
+	return 0;
+}
+
+static int outbox_lease_tx(struct store_tx *tx, void *arg)
+{
+	struct outbox_lease_ctx *ctx = arg;
+	int64_t now = store_tx_now(tx);
+	struct store_value p[] = {store_int(now), store_int(now), store_int((int64_t)ctx->ol_max)};
+	size_t i;
+
+	ctx->ol_n_ids = 0;
+	if (store_query_each(tx,
+	                     "SELECT id FROM outbox WHERE (status IN ('pending', 'retry_wait')"
+	                     " AND next_attempt_at <= ?) OR (status = 'delivering'"
+	                     " AND lease_until < ?) ORDER BY next_attempt_at, id LIMIT ?",
+	                     p, 3, outbox_lease_id, ctx) < 0) {
+		return -1;
+	}
+	for (i = 0; i < ctx->ol_n_ids; i++) {
+		if (outbox_lease_one(tx, ctx, ctx->ol_ids[i]) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int outbox_lease(struct store *st, int64_t now_ms, int64_t lease_ms, size_t max,
+                 struct outbox_row *rows, size_t *ret_n)
+{
+	struct outbox_lease_ctx ctx;
+	size_t i;
+
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.ol_lease_ms = lease_ms;
+	ctx.ol_max = max < sizeof(ctx.ol_ids) / sizeof(ctx.ol_ids[0])
+	                     ? max
+	                     : sizeof(ctx.ol_ids) / sizeof(ctx.ol_ids[0]);
+	ctx.ol_rows = rows;
+	*ret_n = 0;
+	if (ctx.ol_max == 0) {
+		return 0;
+	}
+	if (store_write(st, now_ms, outbox_lease_tx, &ctx) < 0) {
+		/* Rolled back (or the commit failed): the copies describe nothing. */
+		for (i = 0; i < ctx.ol_n; i++) {
+			outbox_row_finish(&rows[i]);
+		}
+		return -1;
+	}
+	*ret_n = ctx.ol_n;
+	return 0;
+}
+
+/* Percent-encodes s for an application/x-www-form-urlencoded value. */
+static int outbox_form_value(struct buf *out, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (; *s != '\0'; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+			if (buf_append(out, s, 1) < 0) {
+				return -1;
+			}
+		} else {
+			char esc[3] = {'%', hex[c >> 4], hex[c & 15]};
+
+			if (buf_append(out, esc, 3) < 0) {
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+/* Flags the order for an operator (manual compensation). */
+static int outbox_flag_operator(struct store_tx *tx, int64_t id, const char *order_id,
+                                const char *why)
+{
+	int64_t now = store_tx_now(tx);
+	char q[OUTBOX_QUOTE_LEN];
+
+	if (order_id != NULL) {
+		struct store_value p[] = {store_int(now), store_text(order_id)};
+
+		if (store_exec(tx,
+		               "UPDATE orders SET needs_operator = 1, updated_at = ? WHERE id = ?",
+		               p, 2, NULL) < 0) {
+			return -1;
+		}
+	}
+	{
+		struct store_value p[] = {store_int(now), store_int(id)};
+
+		if (store_exec(
+		            tx,
+		            "UPDATE outbox SET comp_state = 'flagged', updated_at = ? WHERE id = ?",
+		            p, 2, NULL) < 0) {
+			return -1;
+		}
+	}
+	log_warn("outbox: row %" PRId64 " of order \"%s\" needs an operator: %s", id,
+	         log_quote(q, sizeof(q), order_id != NULL ? order_id : "-"), why);
+	return 0;
+}
+
+/* Runs compensation comp for dead/cancelled row id. */
+static int outbox_compensate_tx(struct store_tx *tx, const struct outbox_conf *oc, int64_t id,
+                                const char *order_id, const char *comp, int64_t *ret_refund_id)
+{
+	int64_t now = store_tx_now(tx);
+	struct store_row row;
+	int rc;
+
+	if (order_id != NULL) {
+		struct store_value p[] = {store_int(now), store_text(order_id)};
+
+		if (store_exec(tx,
+		               "UPDATE orders SET fulfillment_status = 'failed', updated_at = ?"
+		               " WHERE id = ? AND fulfillment_status IN ('pending', 'notified')",
+		               p, 2, NULL) < 0) {
+			return -1;
+		}
+	}
+	if (strcmp(comp, "none") == 0) {
+		return 0;
+	}
+	if (strcmp(comp, "refund") != 0 || order_id == NULL) {
+		return outbox_flag_operator(tx, id, order_id, "its call failed for good");
+	}
+	{
+		struct store_value p[] = {store_text(order_id)};
+
+		rc = store_query(tx, "SELECT status, payment_ref FROM orders WHERE id = ?", p, 1,
+		                 &row);
+	}
+	if (rc < 0) {
+		return -1;
+	}
+	if (rc == 0) {
+		return outbox_flag_operator(tx, id, order_id,
+		                            "refund wanted but the order is gone");
+	}
+	if (strcmp(store_row_text(&row, 0), "refunded") == 0) {
+		/* Nothing is left to give back. */
+		struct store_value p[] = {store_int(now), store_int(id)};
+
+		store_row_finish(&row);
+		if (store_exec(tx,
+		               "UPDATE outbox SET comp_state = 'done', updated_at = ? WHERE id = ?",
+		               p, 2, NULL) < 0) {
+			return -1;
+		}
+		{
+			struct store_value q[] = {store_int(now), store_text(order_id)};
+
+			return store_exec(tx,
+			                  "UPDATE orders"
+			                  " SET fulfillment_status = 'compensated', updated_at = ?"
+			                  " WHERE id = ?",
+			                  q, 2, NULL);
+		}
+	}
+	if ((strcmp(store_row_text(&row, 0), "paid") != 0 &&
+	     strcmp(store_row_text(&row, 0), "partially_refunded") != 0) ||
+	    store_row_is_null(&row, 1) || strncmp(store_row_text(&row, 1), "pi_", 3) != 0 ||
+	    oc == NULL || oc->oc_refund_base_url == NULL) {
+		store_row_finish(&row);
+		return outbox_flag_operator(
+		        tx, id, order_id,
+		        "refund wanted but the order is not paid through a Stripe payment intent");
+	}
+	{
+		struct buf url;
+		struct buf body;
+		struct outbox_new n;
+		int64_t refund_id = 0;
+
+		buf_init(&url, 0);
+		buf_init(&body, OUTBOX_BODY_MAX);
+		if (buf_printf(&url, "%s/v1/refunds", oc->oc_refund_base_url) < 0 ||
+		    buf_puts(&body, "payment_intent=") < 0 ||
+		    outbox_form_value(&body, store_row_text(&row, 1)) < 0 ||
+		    buf_puts(&body, "&metadata%5Border_id%5D=") < 0 ||
+		    outbox_form_value(&body, order_id) < 0 ||
+		    buf_printf(&body, "&metadata%%5Boutbox_row%%5D=%" PRId64, id) < 0) {
+			buf_finish(&url);
+			buf_finish(&body);
+			store_row_finish(&row);
+			return -1;
+		}
+		store_row_finish(&row);
+		memset(&n, 0, sizeof(n));
+		n.on_order_id = order_id;
+		n.on_call_type = OUTBOX_REFUND_CALL;
+		n.on_effect = "compensation";
+		n.on_url = url.buf_data;
+		n.on_content_type = "application/x-www-form-urlencoded";
+		n.on_body = body.buf_data;
+		n.on_body_len = body.buf_len;
+		n.on_compensation =
+		        OUTBOX_COMP_MANUAL; /* a refund that fails for good needs a person */
+		n.on_parent_id = id;
+		rc = outbox_enqueue(tx, &n, &refund_id);
+		buf_finish(&url);
+		buf_finish(&body);
+		if (rc < 0) {
+			return -1;
+		}
+		{
+			struct store_value p[] = {store_int(now), store_int(id)};
+
+			if (store_exec(tx,
+			               "UPDATE outbox SET comp_state = 'queued', updated_at = ?"
+			               " WHERE id = ?",
+			               p, 2, NULL) < 0) {
+				return -1;
+			}
+		}
+		if (ret_refund_id != NULL) {
+			*ret_refund_id = refund_id;
+		}
+		log_warn("outbox: row %" PRId64 " is dead; refund queued as row %" PRId64, id,
+		         refund_id);
+	}
+	return 0;
+}
+
+/* A refund row succeeded: apply it to the order through the orders handler,
+ * which counts each provider refund (and its clawback) once. */
+static int outbox_apply_refund(struct store_tx *tx, const struct orders_conf *orc, int64_t id,
+                               const char *order_id, const char *idem_key,
+                               const struct outbox_result *res)
+{
+	int64_t now = store_tx_now(tx);
+	char refund_ref[128];
+	int64_t amount = -1;
+	struct store_row row;
+	struct orders_result ores;
+	struct event ev;
+	char *order_ref = NULL;
+	char *payment_ref = NULL;
+	char *refund = NULL;
+	char *type = NULL;
+	char *key = NULL;
+	char *provider = NULL;
+	int rc = -1;
+	int refused_status = 0;
+
+	snprintf(refund_ref, sizeof(refund_ref), "%s", idem_key);
+	if (res->ors_body != NULL && res->ors_body_len > 0) {
+		cJSON *root = cJSON_ParseWithLength(res->ors_body, res->ors_body_len);
+		const cJSON *v;
+
+		if (root != NULL) {
+			v = cJSON_GetObjectItemCaseSensitive(root, "id");
+			if (cJSON_IsString(v) && strlen(v->valuestring) < sizeof(refund_ref) &&
+			    v->valuestring[0] != '\0') {
+				snprintf(refund_ref, sizeof(refund_ref), "%s", v->valuestring);
+			}
+			v = cJSON_GetObjectItemCaseSensitive(root, "amount");
+			if (cJSON_IsNumber(v) && v->valuedouble > 0 && v->valuedouble < 1e15) {
+				amount = (int64_t)v->valuedouble;
+			}
+			v = cJSON_GetObjectItemCaseSensitive(root, "status");
+			if (cJSON_IsString(v) && (strcmp(v->valuestring, "failed") == 0 ||
+			                          strcmp(v->valuestring, "canceled") == 0)) {
+				refused_status = 1;
+			}
+			cJSON_Delete(root);
+		}
+	}
+	if (refused_status) {
+		return outbox_flag_operator(tx, id, order_id,
+		                            "the provider answered the refund with status failed");
+	}
+	{
+		struct store_value p[] = {store_text(order_id)};
+
+		rc = store_query(tx,
+		                 "SELECT amount, refunded_amount, currency, provider, payment_ref"
+		                 " FROM orders WHERE id = ?",
+		                 p, 1, &row);
+	}
+	if (rc < 0) {
+		return -1;
+	}
+	if (rc == 0) {
+		return outbox_flag_operator(tx, id, order_id, "refunded, but the order is gone");
+	}
+	memset(&ev, 0, sizeof(ev));
+	if (amount < 0) {
+		amount = store_row_int(&row, 0) - store_row_int(&row, 1);
+	}
+	key = strdup(idem_key);
+	type = strdup("outbox.refund");
+	order_ref = strdup(order_id);
+	refund = strdup(refund_ref);
+	payment_ref = store_row_is_null(&row, 4) ? NULL : strdup(store_row_text(&row, 4));
+	provider = strdup(store_row_is_null(&row, 3) ? "stripe" : store_row_text(&row, 3));
+	snprintf(ev.ev_currency, sizeof(ev.ev_currency), "%s", store_row_text(&row, 2));
+	store_row_finish(&row);
+	rc = -1;
+	if (key == NULL || type == NULL || order_ref == NULL || refund == NULL ||
+	    provider == NULL) {
+		goto done;
+	}
+	ev.ev_key = key;
+	ev.ev_type = type;
+	ev.ev_kind = EVENT_REFUNDED;
+	ev.ev_order_ref = order_ref;
+	ev.ev_payment_ref = payment_ref;
+	ev.ev_refund_ref = refund;
+	ev.ev_amount = amount;
+	memset(&ores, 0, sizeof(ores));
+	if (orders_apply_event(tx, orc, provider, &ev, &ores) < 0) {
+		goto done;
+	}
+	if (ores.or_refused) {
+		rc = outbox_flag_operator(tx, id, order_id,
+		                          "the refund succeeded but the order refused it");
+		goto done;
+	}
+	{
+		struct store_value p[] = {store_int(now), store_text(order_id)};
+
+		if (store_exec(tx,
+		               "UPDATE orders"
+		               " SET fulfillment_status = 'compensated', updated_at = ?"
+		               " WHERE id = ?",
+		               p, 2, NULL) < 0) {
+			goto done;
+		}
+	}
+	{
+		struct store_value p[] = {store_int(now), store_int(id)};
+
+		if (store_exec(tx,
+		               "UPDATE outbox SET comp_state = 'done', updated_at = ? WHERE id ="
+		               " (SELECT parent_id FROM outbox WHERE id = ?)",
+		               p, 2, NULL) < 0) {
+			goto done;
+		}
+	}
+	log_notice("outbox: refund row %" PRId64 " applied to order %s (%s)", id, order_id,
+	           ores.or_effect);
+	rc = 0;
+done:
+	free(key);
+	free(type);
+	free(order_ref);
+	free(refund);
+	free(payment_ref);
+	free(provider);
+	return rc;
+}
+
+struct outbox_complete_ctx {
+	const struct outbox_conf *oc_conf;
+	const struct orders_conf *oc_orders;
+	const struct outbox_row *oc_row;
+	const struct outbox_result *oc_res;
+	uint64_t oc_rnd;
+};
+
+/* "HTTP 500: <start of the body>" or the transport error, for last_error. */
+static void outbox_error_text(const struct outbox_result *res, char *out, size_t size)
+{
+	size_t n;
+	size_t i;
+
+	if (res->ors_http_status == 0) {
+		snprintf(out, size, "%s", res->ors_error != NULL ? res->ors_error : "no answer");
+		return;
+	}
+	n = (size_t)snprintf(out, size, "HTTP %ld", res->ors_http_status);
+	if (res->ors_body == NULL || res->ors_body_len == 0 || n + 3 >= size) {
+		return;
+	}
+	out[n++] = ':';
+	out[n++] = ' ';
+	for (i = 0; i < res->ors_body_len && n + 1 < size; i++) {
+		unsigned char c = (unsigned char)res->ors_body[i];
+
+		out[n++] = (c >= 0x20 && c < 0x7f) ? (char)c : ' ';
+	}
+	out[n] = '\0';
+}
+
+static int outbox_complete_tx(struct store_tx *tx, void *arg)
+{
+	struct outbox_complete_ctx *ctx = arg;
+	const struct outbox_row *r = ctx->oc_row;
+	const struct outbox_result *res = ctx->oc_res;
+	int64_t now = store_tx_now(tx);
+	enum outbox_class cls = outbox_classify(res->ors_http_status);
+	char err[OUTBOX_ERROR_MAX];
+	struct store_row row;
+	char *comp = NULL;
+	int64_t parent = 0;
+	int64_t next;
+	int rc;
+
+	{
+		struct store_value p[] = {store_int(r->or_id), store_int(r->or_lease_token)};
+
+		rc = store_query(tx,
+		                 "SELECT compensation, parent_id FROM outbox WHERE id = ?"
+		                 " AND status = 'delivering' AND lease_token = ?",
+		                 p, 2, &row);
+	}
+	if (rc < 0) {
+		return -1;
+	}
+	if (rc == 0) {
+		return 1;
+	}
+	comp = strdup(store_row_text(&row, 0));
+	parent = store_row_int(&row, 1);
+	store_row_finish(&row);
+	if (comp == NULL) {
+		return -1;
+	}
+	outbox_error_text(res, err, sizeof(err));
+	if (cls == OUTBOX_SUCCESS) {
+		struct store_value p[] = {store_int(now), store_int(now),
+		                          store_int(res->ors_http_status), store_int(r->or_id)};
+
+		if (store_exec(tx,
+		               "UPDATE outbox"
+		               " SET status = 'succeeded', delivered_at = ?, updated_at = ?, "
+		               "last_status = ?, last_error = NULL, lease_until = NULL"
+		               " WHERE id = ?",
+		               p, 4, NULL) < 0) {
+			goto fail;
+		}
+		if (strcmp(r->or_call_type, OUTBOX_REFUND_CALL) == 0 && r->or_order_id != NULL &&
+		    parent > 0) {
+			if (outbox_apply_refund(tx, ctx->oc_orders, r->or_id, r->or_order_id,
+			                        r->or_idem_key, res) < 0) {
+				goto fail;
+			}
+		} else if (r->or_order_id != NULL) {
+			/* notified once every regular call of the order got through */
+			struct store_value q[] = {store_int(now), store_text(r->or_order_id),
+			                          store_text(r->or_order_id)};
+
+			if (store_exec(tx,
+			               "UPDATE orders"
+			               " SET fulfillment_status = 'notified', updated_at = ?"
+			               " WHERE id = ?"
+			               " AND fulfillment_status IN ('pending', 'failed')"
+			               " AND NOT EXISTS (SELECT 1 FROM outbox WHERE order_id = ?"
+			               " AND parent_id IS NULL"
+			               " AND status NOT IN ('succeeded', 'cancelled'))",
+			               q, 3, NULL) < 0) {
+				goto fail;
+			}
+		}
+		free(comp);
+		return 0;
+	}
+	next = -1;
+	if (cls == OUTBOX_TRANSIENT) {
+		next = outbox_next_attempt_ms(&ctx->oc_conf->oc_policy, r->or_attempts,
+		                              r->or_window_start_ms, now, res->ors_retry_after_ms,
+		                              ctx->oc_rnd);
+	}
+	if (next >= 0) {
+		struct store_value p[] = {
+		        store_int(next),
+		        store_int(now),
+		        res->ors_http_status != 0 ? store_int(res->ors_http_status) : store_null(),
+		        store_text(err),
+		        store_int(r->or_id),
+		};
+
+		if (store_exec(tx,
+		               "UPDATE outbox"
+		               " SET status = 'retry_wait', next_attempt_at = ?, updated_at = ?, "
+		               "last_status = ?, last_error = ?, lease_until = NULL WHERE id = ?",
+		               p, 5, NULL) < 0) {
+			goto fail;
+		}
+		log_info("outbox: row %" PRId64 " attempt %u failed (%s); next in %" PRId64 " ms",
+		         r->or_id, r->or_attempts, err, next - now);
+		free(comp);
+		return 0;
+	}
+	{
+		struct store_value p[] = {
+		        store_int(now),
+		        res->ors_http_status != 0 ? store_int(res->ors_http_status) : store_null(),
+		        store_text(err),
+		        store_int(r->or_id),
+		};
+
+		if (store_exec(tx,
+		               "UPDATE outbox"
+		               " SET status = 'dead', updated_at = ?, last_status = ?, last_error "
+		               "= ?, lease_until = NULL WHERE id = ?",
+		               p, 4, NULL) < 0) {
+			goto fail;
+		}
+	}
+	log_warn("outbox: row %" PRId64 " (%s) is dead after %u attempt(s): %s%s", r->or_id,
+	         r->or_call_type, r->or_attempts, err,
+	         cls == OUTBOX_PERMANENT ? " (permanent)" : " (gave up)");
+	if (outbox_compensate_tx(tx, ctx->oc_conf, r->or_id, r->or_order_id, comp, NULL) < 0) {
+		goto fail;
+	}
+	free(comp);
+	return 0;
+fail:
+	free(comp);
+	return -1;
+}
+
+int outbox_complete(struct store *st, const struct outbox_conf *oc, const struct orders_conf *orc,
+                    const struct outbox_row *row, const struct outbox_result *res, int64_t now_ms,
+                    uint64_t rnd)
+{
+	struct outbox_complete_ctx ctx = {
+	        .oc_conf = oc,
+	        .oc_orders = orc,
+	        .oc_row = row,
+	        .oc_res = res,
+	        .oc_rnd = rnd,
+	};
+
+	return store_write(st, now_ms, outbox_complete_tx, &ctx);
+}
+
+struct outbox_many_ctx {
+	const struct outbox_conf *om_conf;
+	const struct orders_conf *om_orders;
+	const struct outbox_attempt *om_attempts;
+	size_t om_n;
+};
+
+static int outbox_complete_many_tx(struct store_tx *tx, void *arg)
+{
+	const struct outbox_many_ctx *m = arg;
+	size_t i;
+
+	for (i = 0; i < m->om_n; i++) {
+		struct outbox_complete_ctx ctx = {
+		        .oc_conf = m->om_conf,
+		        .oc_orders = m->om_orders,
+		        .oc_row = m->om_attempts[i].oa_row,
+		        .oc_res = &m->om_attempts[i].oa_res,
+		        .oc_rnd = m->om_attempts[i].oa_rnd,
+		};
+
+		if (outbox_complete_tx(tx, &ctx) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int outbox_complete_many(struct store *st, const struct outbox_conf *oc,
+                         const struct orders_conf *orc, const struct outbox_attempt *attempts,
+                         size_t n, int64_t now_ms)
+{
+	struct outbox_many_ctx m = {
+	        .om_conf = oc,
+	        .om_orders = orc,
+	        .om_attempts = attempts,
+	        .om_n = n,
+	};
+	size_t i;
+
+	if (n == 1) {
+		return outbox_complete(st, oc, orc, attempts[0].oa_row, &attempts[0].oa_res, now_ms,
+		                       attempts[0].oa_rnd) < 0
+		               ? -1
+		               : 0;
+	}
+	if (n == 0 || store_write(st, now_ms, outbox_complete_many_tx, &m) >= 0) {
+		return 0;
+	}
+	/* One outcome failed and took the others with it: record them apart. */
+	for (i = 0; i < n; i++) {
+		outbox_complete(st, oc, orc, attempts[i].oa_row, &attempts[i].oa_res, now_ms,
+		                attempts[i].oa_rnd);
+	}
+	return -1;
+}
+
+static int outbox_release_tx(struct store_tx *tx, void *arg)
+{
+	const struct outbox_row *r = arg;
+	int64_t now = store_tx_now(tx);
+	struct store_value p[] = {store_int(now), store_int(now), store_int(r->or_id),
+	                          store_int(r->or_lease_token)};
+
+	return store_exec(tx,
+	                  "UPDATE outbox SET status = CASE WHEN attempts > 1 THEN 'retry_wait'"
+	                  " ELSE 'pending'"
+	                  " END, attempts = MAX(attempts - 1, 0), lease_until = NULL, "
+	                  "next_attempt_at = ?, updated_at = ? WHERE id = ?"
+	                  " AND status = 'delivering' AND lease_token = ?",
+	                  p, 4, NULL) < 0
+	               ? -1
+	               : 0;
+}
+
+int outbox_release(struct store *st, const struct outbox_row *row, int64_t now_ms)
+{
+	return store_write(st, now_ms, outbox_release_tx, (void *)row);
+}
+
+/* ---- operator transitions ---- */
+
+enum outbox_admin_op {
+	OUTBOX_OP_RETRY = 0,
+	OUTBOX_OP_CANCEL,
+	OUTBOX_OP_COMPENSATE,
+};
+
+struct outbox_admin_ctx {
+	const struct outbox_conf *oa_conf;
+	int64_t oa_id;
+	enum outbox_admin_op oa_op;
+	char *oa_msg;
+	size_t oa_size;
+};
+
+static int outbox_admin_tx(struct store_tx *tx, void *arg)
+{
+	struct outbox_admin_ctx *a = arg;
+	int64_t now = store_tx_now(tx);
+	struct store_value pid[] = {store_int(a->oa_id)};
+	struct store_row row;
+	const char *status;
+	const char *comp_state;
+	const char *order_id;
+	int rc;
+
+	rc = store_query(tx,
+	                 "SELECT o.status, o.compensation, o.comp_state, o.order_id, "
+	                 "COALESCE((SELECT needs_operator FROM orders WHERE id = o.order_id), 0),"
+	                 " (SELECT id FROM outbox WHERE parent_id = o.id ORDER BY id DESC LIMIT 1)"
+	                 " FROM outbox AS o WHERE o.id = ?",
+	                 pid, 1, &row);
+	if (rc < 0) {
+		return -1;
+	}
+	if (rc == 0) {
+		snprintf(a->oa_msg, a->oa_size, "no outbox row %" PRId64, a->oa_id);
+		return OUTBOX_ADMIN_UNKNOWN;
+	}
+	status = store_row_text(&row, 0);
+	comp_state = store_row_text(&row, 2);
+	order_id = store_row_is_null(&row, 3) ? NULL : store_row_text(&row, 3);
+	rc = OUTBOX_ADMIN_ILLEGAL;
+	if (a->oa_op == OUTBOX_OP_RETRY) {
+		if (strcmp(status, "dead") != 0 && strcmp(status, "cancelled") != 0 &&
+		    strcmp(status, "retry_wait") != 0) {
+			snprintf(a->oa_msg, a->oa_size,
+			         "row %" PRId64
+			         " is %s; only dead, cancelled or retry_wait rows can be retried",
+			         a->oa_id, status);
+		} else if (strcmp(comp_state, "queued") == 0 || strcmp(comp_state, "done") == 0) {
+			snprintf(a->oa_msg, a->oa_size,
+			         "row %" PRId64 " was compensated (refund row %" PRId64
+			         "); it cannot be retried",
+			         a->oa_id, store_row_int(&row, 5));
+		} else {
+			struct store_value p[] = {store_int(now), store_int(now), store_int(now),
+			                          store_int(a->oa_id)};
+
+			if (store_exec(tx,
+			               "UPDATE outbox"
+			               " SET status = 'pending', attempts = 0, window_start = ?, "
+			               "next_attempt_at = ?, updated_at = ?, lease_until = NULL"
+			               " WHERE id = ?",
+			               p, 4, NULL) < 0) {
+				goto fail;
+			}
+			snprintf(a->oa_msg, a->oa_size, "row %" PRId64 " queued again", a->oa_id);
+			rc = OUTBOX_ADMIN_OK;
+		}
+	} else if (a->oa_op == OUTBOX_OP_CANCEL) {
+		if (strcmp(status, "pending") != 0 && strcmp(status, "retry_wait") != 0) {
+			snprintf(a->oa_msg, a->oa_size,
+			         "row %" PRId64
+			         " is %s; only pending or retry_wait rows can be cancelled",
+			         a->oa_id, status);
+		} else {
+			struct store_value p[] = {store_int(now), store_int(a->oa_id)};
+
+			if (store_exec(tx,
+			               "UPDATE outbox SET status = 'cancelled', updated_at = ?"
+			               " WHERE id = ?",
+			               p, 2, NULL) < 0) {
+				goto fail;
+			}
+			snprintf(a->oa_msg, a->oa_size, "row %" PRId64 " cancelled", a->oa_id);
+			rc = OUTBOX_ADMIN_OK;
+		}
+	} else {
+		if (strcmp(status, "dead") != 0 && strcmp(status, "cancelled") != 0) {
+			snprintf(a->oa_msg, a->oa_size,
+			         "row %" PRId64
+			         " is %s; only dead or cancelled rows can be compensated",
+			         a->oa_id, status);
+		} else if (strcmp(comp_state, "queued") == 0 || strcmp(comp_state, "done") == 0) {
+			snprintf(a->oa_msg, a->oa_size,
+			         "row %" PRId64 " is already compensated (%s)", a->oa_id,
+			         comp_state);
+		} else if (strcmp(comp_state, "flagged") == 0) {
+			/* The operator reports the case handled. */
+			struct store_value p[] = {store_int(now), store_int(a->oa_id)};
+
+			if (store_exec(tx,
+			               "UPDATE outbox SET comp_state = 'done', updated_at = ?"
+			               " WHERE id = ?",
+			               p, 2, NULL) < 0) {
+				goto fail;
+			}
+			if (order_id != NULL) {
+				struct store_value q[] = {store_int(now), store_text(order_id)};
+
+				if (store_exec(tx,
+				               "UPDATE orders"
+				               " SET needs_operator = 0, fulfillment_status = "
+				               "'compensated', updated_at = ? WHERE id = ?",
+				               q, 2, NULL) < 0) {
+					goto fail;
+				}
+			}
+			snprintf(a->oa_msg, a->oa_size,
+			         "row %" PRId64 ": operator fix recorded, order compensated",
+			         a->oa_id);
+			rc = OUTBOX_ADMIN_OK;
+		} else {
+			const char *comp = store_row_text(&row, 1);
+			int64_t refund_id = 0;
+
+			if (outbox_compensate_tx(tx, a->oa_conf, a->oa_id, order_id,
+			                         strcmp(comp, "none") == 0 ? "manual" : comp,
+			                         &refund_id) < 0) {
+				goto fail;
+			}
+			if (refund_id > 0) {
+				snprintf(a->oa_msg, a->oa_size,
+				         "row %" PRId64 ": refund queued as row %" PRId64, a->oa_id,
+				         refund_id);
+			} else {
+				snprintf(a->oa_msg, a->oa_size,
+				         "row %" PRId64 ": compensation ran (see the log)",
+				         a->oa_id);
+			}
+			rc = OUTBOX_ADMIN_OK;
+		}
+	}
+	store_row_finish(&row);
+	return rc;
+fail:
+	store_row_finish(&row);
+	return -1;
+}
+
+static int outbox_admin(struct store *st, const struct outbox_conf *oc, enum outbox_admin_op op,
+                        int64_t id, int64_t now_ms, char *ret_msg, size_t msg_size)
+{
+	struct outbox_admin_ctx a = {
+	        .oa_conf = oc,
+	        .oa_id = id,
+	        .oa_op = op,
+	        .oa_msg = ret_msg,
+	        .oa_size = msg_size,
+	};
+
+	ret_msg[0] = '\0';
+	return store_write(st, now_ms, outbox_admin_tx, &a);
+}
+
+int outbox_admin_retry(struct store *st, int64_t id, int64_t now_ms, char *ret_msg, size_t msg_size)
+{
+	return outbox_admin(st, NULL, OUTBOX_OP_RETRY, id, now_ms, ret_msg, msg_size);
+}
+
+int outbox_admin_cancel(struct store *st, int64_t id, int64_t now_ms, char *ret_msg,
+                        size_t msg_size)
+{
+	return outbox_admin(st, NULL, OUTBOX_OP_CANCEL, id, now_ms, ret_msg, msg_size);
+}
+
+int outbox_admin_compensate(struct store *st, const struct outbox_conf *oc, int64_t id,
+                            int64_t now_ms, char *ret_msg, size_t msg_size)
+{
+	return outbox_admin(st, oc, OUTBOX_OP_COMPENSATE, id, now_ms, ret_msg, msg_size);
+}
+
+/* ---- listing ---- */
+
+static const char *const outbox_statuses[] = {
+        "pending", "delivering", "retry_wait", "succeeded", "dead", "cancelled", NULL,
+};
+
+int outbox_status_valid(const char *s)
+{
+	size_t i;
+
+	for (i = 0; outbox_statuses[i] != NULL; i++) {
+		if (strcmp(s, outbox_statuses[i]) == 0) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+struct outbox_list_ctx {
+	const char *ol_status;
+	const char *ol_order;
+	int (*ol_fn)(void *arg, const struct outbox_info *info);
+	void *ol_arg;
+};
+
+static int outbox_list_row(void *arg, const struct store_row *row)
+{
+	struct outbox_list_ctx *ctx = arg;
+	struct outbox_info i;
+
+	memset(&i, 0, sizeof(i));
+	i.oi_id = store_row_int(row, 0);
+	i.oi_order_id = store_row_text(row, 1);
+	i.oi_call_type = store_row_text(row, 2);
+	i.oi_effect = store_row_text(row, 3);
+	i.oi_status = store_row_text(row, 4);
+	i.oi_compensation = store_row_text(row, 5);
+	i.oi_comp_state = store_row_text(row, 6);
+	i.oi_parent_id = store_row_int(row, 7);
+	i.oi_attempts = store_row_int(row, 8);
+	i.oi_next_attempt_at = store_row_int(row, 9);
+	i.oi_last_status = store_row_int(row, 10);
+	i.oi_last_error = store_row_text(row, 11);
+	i.oi_idem_key = store_row_text(row, 12);
+	i.oi_fulfillment = store_row_text(row, 13);
+	i.oi_needs_operator = (int)store_row_int(row, 14);
+	i.oi_created_at = store_row_int(row, 15);
+	return ctx->ol_fn(ctx->ol_arg, &i) != 0 ? 1 : 0;
+}
+
+static int outbox_list_tx(struct store_tx *tx, void *arg)
+{
+	struct outbox_list_ctx *ctx = arg;
+	struct store_value p[] = {
+	        store_text(ctx->ol_status),
+	        store_text(ctx->ol_status),
+	        store_text(ctx->ol_order),
+	        store_text(ctx->ol_order),
+	};
+
+	return store_query_each(
+	        tx,
+	        "SELECT o.id, o.order_id, o.call_type, o.effect, o.status, o.compensation, "
+	        "o.comp_state, o.parent_id, o.attempts, o.next_attempt_at, o.last_status, "
+	        "o.last_error, o.idem_key, d.fulfillment_status, d.needs_operator, o.created_at"
+	        " FROM outbox AS o LEFT JOIN orders AS d ON d.id = o.order_id WHERE (? IS NULL"
+	        " OR o.status = ?) AND (? IS NULL OR o.order_id = ?) ORDER BY o.id",
+	        p, 4, outbox_list_row, ctx);
+}
+
+int outbox_list(struct store *st, const char *status, const char *order_id,
+                int (*fn)(void *arg, const struct outbox_info *info), void *arg)
+{
+	struct outbox_list_ctx ctx = {
+	        .ol_status = status,
+	        .ol_order = order_id,
+	        .ol_fn = fn,
+	        .ol_arg = arg,
+	};
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return store_read(st, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, outbox_list_tx,
+	                  &ctx);
+}

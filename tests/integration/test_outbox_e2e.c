@@ -1,0 +1,382 @@
+/* test_outbox_e2e.c: the real daemon with an [outbound] section pointing at
+ * a real HTTP peer: delivery after commit, the CLI, compensation by refund,
+ * and kill -9 during deliveries. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sysexits.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "peer.h"
+#include "stripe_common.h"
+
+#define E2E_WAIT_S 30
+#define CRASH_ORDERS 40
+#define CRASH_SENDERS 4
+
+/* The daemon's config: Stripe, points, and [outbound] on the peer. */
+static void e2e_ini(char *out, size_t size, const struct peer *p, const char *extra)
+{
+	snprintf(out, size,
+	         TEST_STRIPE_INI
+	         "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\nretry_cap = 300ms\n"
+	         "poll = 50ms\ntimeout = 5s\nconnect_timeout = 2s\nconcurrency = 4\n%s",
+	         peer_base(p), extra != NULL ? extra : "");
+}
+
+/* Waits until sql (an integer query) gives want; returns the last value. */
+static int64_t e2e_wait_int(struct daemon *d, const char *sql, int64_t want)
+{
+	int64_t v = -1;
+	int i;
+
+	for (i = 0; i < E2E_WAIT_S * 20; i++) {
+		v = hn_db_int(d->dm_db, sql);
+		if (v == want) {
+			break;
+		}
+		usleep(50000);
+	}
+	return v;
+}
+
+static int e2e_cli(struct daemon *d, const char *a, const char *b, const char *c, char **ret_out)
+{
+	const char *args[] = {a, b, c, NULL};
+
+	return daemon_cli(d, 1, args, ret_out);
+}
+
+static void test_a_paid_callback_reaches_the_shop_once_with_an_idempotency_key(void **state)
+{
+	struct peer *p = peer_create();
+	struct daemon d;
+	char ini[2048];
+	char id[64];
+	char *body;
+	char *keys;
+	char *out = NULL;
+	char cmd_id[32];
+	struct hres r;
+	struct peer_request q;
+
+	(void)state;
+	assert_non_null(p);
+	e2e_ini(ini, sizeof(ini), p, NULL);
+	assert_int_equal(daemon_init(&d, ini), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	assert_int_equal(hn_order_create(&d, 1999, "usd", id), 0);
+	body = test_pi_succeeded("evt_outbox_1", id, 1999, "usd");
+	assert_int_equal(hn_post_stripe(&d, "stripe", TEST_STRIPE_SECRET, body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	assert_int_equal(peer_wait(p, 1, E2E_WAIT_S * 1000), 1);
+	assert_int_equal(peer_request(p, 0, &q), 0);
+	assert_string_equal(q.pq_path, "/notify");
+	assert_non_null(q.pq_idem_key);
+	assert_non_null(strstr(q.pq_body, id));
+	assert_non_null(strstr(q.pq_body, "\"effect\":\"paid\""));
+	keys = hn_db_dump(d.dm_db, "SELECT idem_key FROM outbox");
+	assert_non_null(keys);
+	assert_non_null(strstr(keys, q.pq_idem_key));
+	free(keys);
+	peer_request_finish(&q);
+	assert_int_equal(
+	        e2e_wait_int(&d, "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1), 1);
+
+	/* The provider's retry is a duplicate: no second row, no second call. */
+	assert_int_equal(hn_post_stripe(&d, "stripe", TEST_STRIPE_SECRET, body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	free(body);
+	/* A callback for an order we do not know is refused: nothing queued. */
+	body = test_pi_succeeded("evt_outbox_unknown", "ord_unknownunknownunkn", 500, "usd");
+	assert_int_equal(hn_post_stripe(&d, "stripe", TEST_STRIPE_SECRET, body, &r), 0);
+	hres_finish(&r);
+	free(body);
+	usleep(500000);
+	assert_int_equal(peer_count(p), 1);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT count(*) FROM outbox"), 1);
+	{
+		char sql[256];
+
+		snprintf(sql, sizeof(sql),
+		         "SELECT fulfillment_status = 'notified' AND status = 'paid' FROM orders "
+		         "WHERE id = '%s'",
+		         id);
+		assert_int_equal(hn_db_int(d.dm_db, sql), 1);
+	}
+
+	/* The CLI shows it, and refuses what it must. */
+	assert_int_equal(e2e_cli(&d, "outbox", "list", NULL, &out), 0);
+	assert_non_null(out);
+	assert_non_null(strstr(out, "succeeded"));
+	assert_non_null(strstr(out, id));
+	free(out);
+	out = NULL;
+	assert_int_equal(e2e_cli(&d, "outbox", "retry", "999999", &out), EX_NOINPUT);
+	free(out);
+	out = NULL;
+	snprintf(cmd_id, sizeof(cmd_id), "%" PRId64, hn_db_int(d.dm_db, "SELECT id FROM outbox"));
+	assert_int_equal(e2e_cli(&d, "outbox", "cancel", cmd_id, &out), EX_DATAERR);
+	free(out);
+	out = NULL;
+	assert_int_equal(e2e_cli(&d, "outbox", "retry", "abc", &out), EX_USAGE);
+	free(out);
+	out = NULL;
+	{
+		const char *args[] = {"outbox", "list", "--status", "dead", NULL};
+
+		assert_int_equal(daemon_cli(&d, 1, args, &out), 0);
+		assert_non_null(strstr(out, "no outbox rows"));
+		free(out);
+	}
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
+static void test_a_dead_notify_is_compensated_by_a_refund_at_the_provider(void **state)
+{
+	struct peer *p = peer_create();
+	struct peer_behaviour e400 = peer_reply(400, "{\"error\":\"no such order\"}");
+	struct peer_behaviour refund_ok =
+	        peer_reply(200, "{\"id\":\"re_e2e_1\",\"object\":\"refund\",\"amount\":2500,"
+	                        "\"status\":\"succeeded\"}");
+	struct daemon d;
+	char extra[1024];
+	char ini[3072];
+	char id[64];
+	char sql[256];
+	char *body;
+	char *out = NULL;
+	struct hres r;
+
+	(void)state;
+	assert_non_null(p);
+	peer_default(p, "/notify", &e400);
+	peer_default(p, "/v1/refunds", &refund_ok);
+	/* the daemon (our child) reads the provider API key from its environment */
+	assert_int_equal(setenv("IDEMHOOK_TEST_STRIPE_API_KEY", "sk_test_e2e", 1), 0);
+	snprintf(extra, sizeof(extra),
+	         "notify_compensation = refund\nrefund_base_url = %s\n"
+	         "refund_key = env:IDEMHOOK_TEST_STRIPE_API_KEY\n",
+	         peer_base(p));
+	e2e_ini(ini, sizeof(ini), p, extra);
+	assert_int_equal(daemon_init(&d, ini), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	assert_int_equal(hn_order_create(&d, 2500, "usd", id), 0);
+	body = test_pi_succeeded("evt_outbox_refund", id, 2500, "usd");
+	assert_int_equal(hn_post_stripe(&d, "stripe", TEST_STRIPE_SECRET, body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	free(body);
+	snprintf(sql, sizeof(sql), "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id);
+	assert_int_equal(e2e_wait_int(&d, sql, 1), 1);
+	assert_int_equal(peer_count(p), 2);
+	{
+		struct peer_request q;
+
+		assert_int_equal(peer_request(p, 1, &q), 0);
+		assert_string_equal(q.pq_path, "/v1/refunds");
+		assert_string_equal(q.pq_authorization, "Bearer sk_test_e2e");
+		assert_non_null(strstr(q.pq_body, "payment_intent=pi_"));
+		peer_request_finish(&q);
+	}
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM points_ledger WHERE order_id = '%s' AND reason = 'clawback'",
+	         id);
+	assert_int_equal(hn_db_int(d.dm_db, sql), 1);
+	snprintf(sql, sizeof(sql), "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'",
+	         id);
+	assert_int_equal(hn_db_int(d.dm_db, sql), 0);
+	/* Stripe's own charge.refunded for that refund later changes nothing. */
+	body = test_charge_refunded("evt_outbox_refund_cb", id, 2500, 2500, "re_e2e_1", "usd");
+	assert_int_equal(hn_post_stripe(&d, "stripe", TEST_STRIPE_SECRET, body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	free(body);
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM points_ledger WHERE order_id = '%s' AND reason = 'clawback'",
+	         id);
+	assert_int_equal(hn_db_int(d.dm_db, sql), 1);
+	assert_int_equal(e2e_cli(&d, "outbox", "list", NULL, &out), 0);
+	assert_non_null(strstr(out, "refund:done"));
+	assert_non_null(strstr(out, "compensates row"));
+	free(out);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
+struct crash {
+	struct daemon cr_daemon;
+	char cr_ids[CRASH_ORDERS][64];
+	char *cr_bodies[CRASH_ORDERS];
+	int cr_acked[CRASH_ORDERS];
+	atomic_int cr_next;
+};
+
+static void *crash_sender(void *arg)
+{
+	struct crash *c = arg;
+
+	for (;;) {
+		int i = atomic_fetch_add(&c->cr_next, 1);
+		struct hres r;
+
+		if (i >= CRASH_ORDERS) {
+			break;
+		}
+		if (hn_post_stripe(&c->cr_daemon, "stripe", TEST_STRIPE_SECRET, c->cr_bodies[i],
+		                   &r) == 0 &&
+		    r.hs_status == 200) {
+			c->cr_acked[i] = 1;
+		}
+		hres_finish(&r);
+	}
+	return NULL;
+}
+
+static void test_kill_during_deliveries_delivers_every_committed_row_with_one_key(void **state)
+{
+	struct crash *c = calloc(1, sizeof(*c));
+	struct peer *p = peer_create();
+	/* slow answers keep transfers in flight when the daemon dies */
+	struct peer_behaviour slow = {.pb_action = PEER_DRIP, .pb_ms = 100, .pb_size = 10};
+	struct peer_behaviour fast = peer_reply(200, "{}");
+	pthread_t senders[CRASH_SENDERS];
+	char ini[2048];
+	char *rows;
+	char *line;
+	size_t n_req;
+	size_t i;
+
+	(void)state;
+	assert_non_null(c);
+	assert_non_null(p);
+	peer_default(p, "/notify", &slow);
+	e2e_ini(ini, sizeof(ini), p, NULL);
+	assert_int_equal(daemon_init(&c->cr_daemon, ini), 0);
+	assert_int_equal(daemon_start(&c->cr_daemon), 0);
+	for (i = 0; i < CRASH_ORDERS; i++) {
+		char event_id[64];
+
+		assert_int_equal(
+		        hn_order_create(&c->cr_daemon, 1000 + (int64_t)i, "usd", c->cr_ids[i]), 0);
+		snprintf(event_id, sizeof(event_id), "evt_outbox_crash_%zu", i);
+		c->cr_bodies[i] =
+		        test_pi_succeeded(event_id, c->cr_ids[i], 1000 + (int64_t)i, "usd");
+	}
+	atomic_init(&c->cr_next, 0);
+	for (i = 0; i < CRASH_SENDERS; i++) {
+		assert_int_equal(pthread_create(&senders[i], NULL, crash_sender, c), 0);
+	}
+	/* Kill while deliveries are under way. */
+	assert_true(peer_wait(p, 6, E2E_WAIT_S * 1000) >= 6);
+	daemon_kill9(&c->cr_daemon);
+	for (i = 0; i < CRASH_SENDERS; i++) {
+		pthread_join(senders[i], NULL);
+	}
+	print_message("requests seen before the kill: %zu; rows committed: %" PRId64 "\n",
+	              peer_count(p), hn_db_int(c->cr_daemon.dm_db, "SELECT count(*) FROM outbox"));
+	assert_true(hn_db_int(c->cr_daemon.dm_db,
+	                      "SELECT count(*) FROM outbox WHERE status <> 'succeeded'") > 0);
+
+	peer_default(p, "/notify", &fast);
+	assert_int_equal(daemon_start(&c->cr_daemon), 0);
+	/* The provider retries what was not acknowledged. */
+	for (i = 0; i < CRASH_ORDERS; i++) {
+		struct hres r;
+
+		if (c->cr_acked[i]) {
+			continue;
+		}
+		assert_int_equal(hn_post_stripe(&c->cr_daemon, "stripe", TEST_STRIPE_SECRET,
+		                                c->cr_bodies[i], &r),
+		                 0);
+		assert_int_equal(r.hs_status, 200);
+		hres_finish(&r);
+	}
+	assert_int_equal(hn_db_int(c->cr_daemon.dm_db, "SELECT count(*) FROM outbox"),
+	                 CRASH_ORDERS);
+	assert_int_equal(e2e_wait_int(&c->cr_daemon,
+	                              "SELECT count(*) FROM outbox WHERE status = 'succeeded'",
+	                              CRASH_ORDERS),
+	                 CRASH_ORDERS);
+
+	/* Every committed row reached the peer; every key the peer saw is a
+	 * committed row's; each row kept one key and one body across attempts. */
+	rows = hn_db_dump(c->cr_daemon.dm_db, "SELECT idem_key, order_id FROM outbox ORDER BY id");
+	assert_non_null(rows);
+	n_req = peer_count(p);
+	print_message("requests seen in all: %zu for %d rows\n", n_req, CRASH_ORDERS);
+	assert_true(n_req >= CRASH_ORDERS);
+	for (line = rows; *line != '\0';) {
+		char *eol = strchr(line, '\n');
+		char *bar = strchr(line, '|');
+		size_t seen = 0;
+
+		assert_non_null(eol);
+		assert_non_null(bar);
+		*eol = '\0';
+		*bar = '\0';
+		for (i = 0; i < n_req; i++) {
+			struct peer_request q;
+
+			assert_int_equal(peer_request(p, i, &q), 0);
+			if (q.pq_idem_key != NULL && strcmp(q.pq_idem_key, line) == 0) {
+				seen++;
+				assert_non_null(strstr(q.pq_body, bar + 1));
+			} else {
+				/* another row's key never carries this order */
+				assert_null(strstr(q.pq_body, bar + 1));
+			}
+			peer_request_finish(&q);
+		}
+		assert_true(seen >= 1);
+		line = eol + 1;
+	}
+	free(rows);
+	rows = hn_db_dump(c->cr_daemon.dm_db, "SELECT idem_key FROM outbox ORDER BY id");
+	assert_non_null(rows);
+	for (i = 0; i < n_req; i++) {
+		struct peer_request q;
+
+		assert_int_equal(peer_request(p, i, &q), 0);
+		assert_non_null(q.pq_idem_key);
+		assert_non_null(strstr(rows, q.pq_idem_key));
+		peer_request_finish(&q);
+	}
+	free(rows);
+	assert_int_equal(
+	        hn_db_int(c->cr_daemon.dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
+	        CRASH_ORDERS);
+	for (i = 0; i < CRASH_ORDERS; i++) {
+		free(c->cr_bodies[i]);
+	}
+	assert_int_equal(daemon_term(&c->cr_daemon, 20), 0);
+	daemon_finish(&c->cr_daemon);
+	peer_destroy(p);
+	free(c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(
+	                test_a_paid_callback_reaches_the_shop_once_with_an_idempotency_key),
+	        cmocka_unit_test(test_a_dead_notify_is_compensated_by_a_refund_at_the_provider),
+	        cmocka_unit_test(
+	                test_kill_during_deliveries_delivers_every_committed_row_with_one_key),
+	};
+
+	return cmocka_run_group_tests_name("outbox_e2e", tests, NULL, NULL);
+}
