@@ -10,6 +10,7 @@
 #include "ingest.h"
 #include "log.h"
 #include "metrics.h"
+#include "outbound.h"
 #include "provider.h"
 
 #define APP_HOOKS_PREFIX "/hooks/"
@@ -103,6 +104,10 @@ static void app_hook(struct app *app, const struct config *cf, const struct http
 		reply_problem(ret, 503, "unavailable", "Temporarily unavailable", NULL);
 		reply_add_header(ret, "Retry-After", "1");
 		rep.ir_result = INGEST_TRANSIENT;
+	}
+	/* New rows may have been queued: no need to wait for the next poll. */
+	if (rep.ir_n_new > 0 && app->app_outbound != NULL) {
+		outbound_kick(app->app_outbound);
 	}
 	/* The capture is on disk before the reply leaves. */
 	if (app->app_capture != NULL) {
