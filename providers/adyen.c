@@ -1,0 +1,403 @@
+/* adyen.c: Adyen standard notifications: a batch of items, each with its own
+ * HMAC-SHA256; one key per item (pspReference:eventCode); answer "[accepted]". */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "crypto.h"
+#include "log.h"
+#include "money.h"
+#include "providers.h"
+
+#define ADYEN_BATCH_MAX 500 /* items verified per request: ingest takes no more either */
+#define ADYEN_RETRY_WINDOW_S (30 * 24 * 3600)
+#define ADYEN_AUTH_MAX 1024 /* bytes in the Authorization header */
+
+struct adyen_state {
+	struct provider_secrets ad_keys; /* binary HMAC keys (hex in config) */
+	char *ad_basic;                  /* expected Authorization value, or NULL */
+	char *ad_merchant_account;       /* when set, items of other accounts are refused */
+};
+
+static void adyen_destroy(void *state)
+{
+	struct adyen_state *st = state;
+
+	if (st == NULL) {
+		return;
+	}
+	provider_secrets_finish(&st->ad_keys);
+	if (st->ad_basic != NULL) {
+		memset(st->ad_basic, 0, strlen(st->ad_basic));
+		free(st->ad_basic);
+	}
+	free(st->ad_merchant_account);
+	free(st);
+}
+
+/* Replaces each hex key from the config by its bytes. */
+static int adyen_decode_keys(const struct provider_conf *pc, struct provider_secrets *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->ps_n; i++) {
+		unsigned char *raw = NULL;
+		size_t raw_len = 0;
+
+		if (crypto_hex_decode((const char *)s->ps_items[i].ps_data, s->ps_items[i].ps_len,
+		                      &raw, &raw_len) < 0 ||
+		    raw_len == 0) {
+			log_err("provider %s: hmac_key #%zu is not the hex key from the Customer "
+			        "Area",
+			        pc->pc_name, i + 1);
+			return -1;
+		}
+		memset(s->ps_items[i].ps_data, 0, s->ps_items[i].ps_len);
+		free(s->ps_items[i].ps_data);
+		s->ps_items[i].ps_data = raw;
+		s->ps_items[i].ps_len = raw_len;
+	}
+	return 0;
+}
+
+/* "Basic base64(user:password)" for the configured credentials. */
+static int adyen_basic(const struct provider_conf *pc, struct adyen_state *st)
+{
+	const char *user = config_section_get(pc->pc_section, "basic_user");
+	const char *pass_spec = config_section_get(pc->pc_section, "basic_password");
+	char *pass = NULL;
+	size_t pass_len = 0;
+	char *b64 = NULL;
+	struct buf b;
+	int rc = -1;
+
+	if (user == NULL && pass_spec == NULL) {
+		return 0;
+	}
+	if (user == NULL || pass_spec == NULL || strchr(user, ':') != NULL) {
+		log_err("provider %s: basic_user (without ':') and basic_password go together",
+		        pc->pc_name);
+		return -1;
+	}
+	if (provider_secret_resolve(pc, "basic_password", pass_spec, &pass, &pass_len) < 0) {
+		return -1;
+	}
+	buf_init(&b, 0);
+	if (buf_puts(&b, user) < 0 || buf_puts(&b, ":") < 0 || buf_append(&b, pass, pass_len) < 0 ||
+	    crypto_base64_encode(b.buf_data, b.buf_len, &b64, NULL) < 0) {
+		goto done;
+	}
+	memset(b.buf_data, 0, b.buf_len);
+	buf_finish(&b);
+	buf_init(&b, 0);
+	if (buf_puts(&b, "Basic ") < 0 || buf_puts(&b, b64) < 0) {
+		goto done;
+	}
+	st->ad_basic = buf_take(&b, NULL);
+	rc = st->ad_basic != NULL ? 0 : -1;
+done:
+	if (b64 != NULL) {
+		memset(b64, 0, strlen(b64));
+		free(b64);
+	}
+	memset(pass, 0, pass_len);
+	free(pass);
+	buf_finish(&b);
+	return rc;
+}
+
+static int adyen_create(const struct provider_conf *pc, void **ret_state)
+{
+	struct adyen_state *st = calloc(1, sizeof(*st));
+	const char *account;
+
+	if (st == NULL) {
+		return -1;
+	}
+	if (pc->pc_section == NULL || provider_secrets_load(pc, "hmac_key", &st->ad_keys) < 0 ||
+	    adyen_decode_keys(pc, &st->ad_keys) < 0 || adyen_basic(pc, st) < 0) {
+		goto fail;
+	}
+	if (st->ad_keys.ps_n == 0) {
+		log_err("provider %s: hmac_key (the webhook's HMAC key) is needed", pc->pc_name);
+		goto fail;
+	}
+	account = config_section_get(pc->pc_section, "merchant_account");
+	if (account != NULL) {
+		st->ad_merchant_account = strdup(account);
+		if (st->ad_merchant_account == NULL) {
+			goto fail;
+		}
+	}
+	*ret_state = st;
+	return 0;
+fail:
+	adyen_destroy(st);
+	return -1;
+}
+
+/* A field as it enters the signed string: strings as they are, integral
+ * numbers in decimal, booleans as true/false, absent as "". */
+static int adyen_field(const cJSON *item, const char *path, struct buf *b)
+{
+	const cJSON *it = provider_json_path(item, path);
+	int64_t n;
+
+	if (it == NULL || cJSON_IsNull(it)) {
+		return 0;
+	}
+	if (cJSON_IsString(it)) {
+		return buf_puts(b, it->valuestring);
+	}
+	if (cJSON_IsBool(it)) {
+		return buf_puts(b, cJSON_IsTrue(it) ? "true" : "false");
+	}
+	if (cJSON_IsNumber(it) && provider_json_minor(it, &n) == 0) {
+		return buf_printf(b, "%lld", (long long)n);
+	}
+	return -1;
+}
+
+/* 1 when the item's hmacSignature matches a configured key, 0 when not or
+ * when a field cannot be signed, -1 on error. */
+static int adyen_item_verify(const struct adyen_state *st, const cJSON *item)
+{
+	static const char *const fields[] = {
+	        "pspReference", "originalReference", "merchantAccountCode", "merchantReference",
+	        "amount.value", "amount.currency",   "eventCode",           "success"};
+	const char *given = provider_json_string(item, "additionalData.hmacSignature");
+	struct buf b;
+	size_t i;
+	int ok = 0;
+
+	if (given == NULL) {
+		return 0;
+	}
+	buf_init(&b, 0);
+	for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		if ((i > 0 && buf_puts(&b, ":") < 0) || adyen_field(item, fields[i], &b) < 0) {
+			goto done;
+		}
+	}
+	if (b.buf_data == NULL && buf_puts(&b, "") < 0) {
+		ok = -1;
+		goto done;
+	}
+	for (i = 0; i < st->ad_keys.ps_n; i++) {
+		unsigned char mac[CRYPTO_HMAC_MAX];
+		size_t mac_len = 0;
+		char *b64 = NULL;
+
+		if (crypto_hmac(CRYPTO_SHA256, st->ad_keys.ps_items[i].ps_data,
+		                st->ad_keys.ps_items[i].ps_len, b.buf_data, b.buf_len, mac,
+		                &mac_len) < 0 ||
+		    crypto_base64_encode(mac, mac_len, &b64, NULL) < 0) {
+			ok = -1;
+			goto done;
+		}
+		ok |= crypto_equal(given, strlen(given), b64, strlen(b64));
+		free(b64);
+	}
+done:
+	buf_finish(&b);
+	return ok;
+}
+
+static int adyen_success(const cJSON *item)
+{
+	const cJSON *s = provider_json_path(item, "success");
+
+	return cJSON_IsTrue(s) || (cJSON_IsString(s) && strcmp(s->valuestring, "true") == 0);
+}
+
+static int adyen_item_event(const struct adyen_state *st, const cJSON *item, struct event *ev,
+                            struct provider_verdict *v)
+{
+	const char *psp = provider_json_string(item, "pspReference");
+	const char *code = provider_json_string(item, "eventCode");
+	const char *currency = provider_json_string(item, "amount.currency");
+	const char *account = provider_json_string(item, "merchantAccountCode");
+	const cJSON *amount = provider_json_path(item, "amount.value");
+	cJSON *copy = NULL;
+	cJSON *additional;
+	struct buf b;
+	int rc = -1;
+
+	buf_init(&b, 0);
+	if (psp == NULL || psp[0] == '\0' || code == NULL || code[0] == '\0') {
+		provider_refuse(v, 400, "missing_key", "An item has no pspReference or eventCode.");
+		goto done;
+	}
+	if (buf_printf(&b, "%s:%s", psp, code) < 0 ||
+	    provider_set_ref(&ev->ev_key, b.buf_data) < 0 ||
+	    provider_set_ref(&ev->ev_type, code) < 0) {
+		provider_refuse(v, 400, "malformed_body",
+		                "An item's pspReference or eventCode is not usable.");
+		goto done;
+	}
+	ev->ev_kind = EVENT_OTHER;
+	if (adyen_success(item) && strcmp(code, "AUTHORISATION") == 0) {
+		ev->ev_kind = EVENT_PAYMENT_SUCCEEDED;
+	} else if (adyen_success(item) && strcmp(code, "REFUND") == 0) {
+		ev->ev_kind = EVENT_REFUNDED;
+	}
+	if (provider_set_ref(&ev->ev_order_ref, provider_json_string(item, "merchantReference")) <
+	            0 ||
+	    provider_set_ref(&ev->ev_payment_ref,
+	                     ev->ev_kind == EVENT_REFUNDED
+	                             ? provider_json_string(item, "originalReference")
+	                             : psp) < 0 ||
+	    (ev->ev_kind == EVENT_REFUNDED && provider_set_ref(&ev->ev_refund_ref, psp) < 0)) {
+		provider_refuse(v, 400, "malformed_body", "An item's reference is not usable.");
+		goto done;
+	}
+	if (currency != NULL && money_currency_normalize(currency, ev->ev_currency) < 0) {
+		provider_refuse(v, 400, "malformed_body",
+		                "An item's currency is not an ISO 4217 code.");
+		goto done;
+	}
+	if (amount != NULL && provider_json_minor(amount, &ev->ev_amount) < 0) {
+		ev->ev_amount = -1;
+		provider_refuse(v, 400, "malformed_body",
+		                "An item's amount is not a whole number of minor units.");
+		goto done;
+	}
+	if (st->ad_merchant_account != NULL &&
+	    (account == NULL || strcmp(account, st->ad_merchant_account) != 0)) {
+		ev->ev_refused = 1;
+	}
+	/* The signature changes when the key rotates; the item's facts do not. */
+	copy = cJSON_Duplicate(item, 1);
+	if (copy == NULL) {
+		provider_refuse(v, 503, "out_of_memory", NULL);
+		goto done;
+	}
+	additional = cJSON_GetObjectItemCaseSensitive(copy, "additionalData");
+	if (cJSON_IsObject(additional)) {
+		cJSON_DeleteItemFromObjectCaseSensitive(additional, "hmacSignature");
+	}
+	buf_finish(&b);
+	buf_init(&b, 0);
+	if (provider_json_canonical(copy, &b) < 0 ||
+	    provider_set_payload(ev, b.buf_data, b.buf_len) < 0) {
+		provider_refuse(v, 503, "out_of_memory", NULL);
+		goto done;
+	}
+	event_fingerprint(ev, b.buf_data, b.buf_len);
+	rc = 0;
+done:
+	cJSON_Delete(copy);
+	buf_finish(&b);
+	return rc;
+}
+
+static int adyen_basic_ok(const struct adyen_state *st, const struct http_request *req)
+{
+	const char *auth = http_header_get(req, "Authorization");
+
+	if (st->ad_basic == NULL) {
+		return 1;
+	}
+	if (auth == NULL || strlen(auth) > ADYEN_AUTH_MAX) {
+		return 0;
+	}
+	return crypto_equal(auth, strlen(auth), st->ad_basic, strlen(st->ad_basic));
+}
+
+static int adyen_receive(const struct provider_conf *pc, const struct http_request *req,
+                         int64_t now_s, struct event_batch *ret_batch,
+                         struct provider_verdict *ret_verdict)
+{
+	const struct adyen_state *st = pc->pc_state;
+	const cJSON *items;
+	const cJSON *it;
+	cJSON *root = NULL;
+	int n = 0;
+
+	if (!adyen_basic_ok(st, req)) {
+		return provider_refuse(ret_verdict, 401, "bad_credentials",
+		                       "HTTP Basic credentials are missing or wrong.");
+	}
+	root = cJSON_ParseWithLength((const char *)req->hr_body, req->hr_body_len);
+	items = provider_json_path(root, "notificationItems");
+	if (!cJSON_IsObject(root) || !cJSON_IsArray(items)) {
+		provider_refuse(ret_verdict, 400, "malformed_body",
+		                "The body is not an Adyen notification.");
+		goto fail;
+	}
+	n = cJSON_GetArraySize(items);
+	if (n == 0 || n > ADYEN_BATCH_MAX) {
+		provider_refuse(ret_verdict, 400, "malformed_body",
+		                "The batch is empty or too large.");
+		goto fail;
+	}
+	/* Every item must verify before any is taken: one forged item refuses the batch. */
+	cJSON_ArrayForEach(it, items)
+	{
+		const cJSON *item = provider_json_path(it, "NotificationRequestItem");
+		int ok;
+
+		if (!cJSON_IsObject(item)) {
+			provider_refuse(ret_verdict, 400, "malformed_body",
+			                "An item is not a NotificationRequestItem.");
+			goto fail;
+		}
+		ok = adyen_item_verify(st, item);
+		if (ok < 0) {
+			provider_refuse(ret_verdict, 503, "internal_error", NULL);
+			goto fail;
+		}
+		if (ok == 0) {
+			provider_refuse(ret_verdict, 401, "bad_signature",
+			                "An item's HMAC signature does not verify.");
+			goto fail;
+		}
+	}
+	cJSON_ArrayForEach(it, items)
+	{
+		struct event *ev = event_batch_add(ret_batch);
+
+		if (ev == NULL) {
+			provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
+			goto fail_batch;
+		}
+		if (adyen_item_event(st, provider_json_path(it, "NotificationRequestItem"), ev,
+		                     ret_verdict) < 0) {
+			goto fail_batch;
+		}
+	}
+	cJSON_Delete(root);
+	return 0;
+fail_batch:
+	event_batch_finish(ret_batch);
+fail:
+	cJSON_Delete(root);
+	return -1;
+}
+
+static int adyen_ack(const struct provider_conf *pc, const struct event *ev,
+                     const struct event_outcome *out, struct reply *ret)
+{
+	return reply_set(ret, 200, "text/plain", "[accepted]", 10);
+}
+
+/* The signature sits inside each item, not in a header. */
+static int adyen_sign(const struct provider_conf *pc, const void *body, size_t body_len,
+                      int64_t now_s, const char *event_id,
+                      void (*add_header)(void *arg, const char *name, const char *value), void *arg)
+{
+	return -1;
+}
+
+const struct provider provider_adyen = {
+        .p_name = "adyen",
+        .p_retry_window_s = ADYEN_RETRY_WINDOW_S,
+        .p_create = adyen_create,
+        .p_destroy = adyen_destroy,
+        .p_receive = adyen_receive,
+        .p_ack = adyen_ack,
+        .p_error = provider_problem,
+        .p_sign = adyen_sign,
+};

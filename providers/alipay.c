@@ -1,0 +1,649 @@
+/* alipay.c: Alipay asynchronous notifications: form-encoded, RSA2 over the
+ * sorted parameters, notify_id as key, answer body exactly "success". */
+#include <errno.h>
+#include <iconv.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "buf.h"
+#include "crypto.h"
+#include "log.h"
+#include "money.h"
+#include "providers.h"
+
+#define ALIPAY_PARAMS_MAX 128             /* fields in one notification */
+#define ALIPAY_KEYS_MAX 4                 /* Alipay public keys per instance (rotation) */
+#define ALIPAY_RETRY_WINDOW_S (25 * 3600) /* 8 tries within 25 h */
+
+struct alipay_state {
+	struct crypto_pubkey *as_keys[ALIPAY_KEYS_MAX];
+	size_t as_n_keys;
+	char *as_app_id;
+	char *as_seller_id;  /* NULL: not checked */
+	char as_currency[4]; /* what total_amount is in, default CNY */
+};
+
+struct alipay_param {
+	char *ap_key; /* percent-decoded bytes in the form's charset */
+	char *ap_value;
+	char *ap_key_utf8; /* the same converted to UTF-8 */
+	char *ap_value_utf8;
+};
+
+struct alipay_form {
+	struct alipay_param af_params[ALIPAY_PARAMS_MAX];
+	size_t af_n;
+};
+
+static void alipay_destroy(void *state)
+{
+	struct alipay_state *st = state;
+	size_t i;
+
+	if (st == NULL) {
+		return;
+	}
+	for (i = 0; i < st->as_n_keys; i++) {
+		crypto_pubkey_destroy(st->as_keys[i]);
+	}
+	free(st->as_app_id);
+	free(st->as_seller_id);
+	free(st);
+}
+
+struct alipay_load_ctx {
+	const struct provider_conf *lc_pc;
+	struct alipay_state *lc_st;
+};
+
+static int alipay_load_key(void *arg, const char *value, int line)
+{
+	struct alipay_load_ctx *ctx = arg;
+	struct alipay_state *st = ctx->lc_st;
+	char *text = NULL;
+	size_t len = 0;
+
+	if (st->as_n_keys >= ALIPAY_KEYS_MAX) {
+		log_err("provider %s: line %d: more than %d public_key values", ctx->lc_pc->pc_name,
+		        line, ALIPAY_KEYS_MAX);
+		return -1;
+	}
+	/* A public key is not a secret: the console's base64 text may stand inline. */
+	if (provider_secret_resolve(ctx->lc_pc, "public_key", value, &text, &len) < 0) {
+		return -1;
+	}
+	st->as_keys[st->as_n_keys] = crypto_pubkey_load(text, len);
+	free(text);
+	if (st->as_keys[st->as_n_keys] == NULL) {
+		log_err("provider %s: line %d: public_key is not an Alipay public key (base64 or "
+		        "PEM)",
+		        ctx->lc_pc->pc_name, line);
+		return -1;
+	}
+	st->as_n_keys++;
+	return 0;
+}
+
+static int alipay_create(const struct provider_conf *pc, void **ret_state)
+{
+	struct alipay_state *st = calloc(1, sizeof(*st));
+	struct alipay_load_ctx ctx = {pc, st};
+	const char *app_id;
+	const char *seller_id;
+	const char *currency;
+
+	if (st == NULL) {
+		return -1;
+	}
+	if (pc->pc_section == NULL ||
+	    config_section_each(pc->pc_section, "public_key", alipay_load_key, &ctx) != 0) {
+		goto fail;
+	}
+	app_id = config_section_get(pc->pc_section, "app_id");
+	seller_id = config_section_get(pc->pc_section, "seller_id");
+	currency = config_section_get(pc->pc_section, "currency");
+	if (st->as_n_keys == 0 || app_id == NULL || app_id[0] == '\0') {
+		log_err("provider %s: app_id and public_key (the Alipay public key) are needed",
+		        pc->pc_name);
+		goto fail;
+	}
+	if (money_currency_normalize(currency != NULL ? currency : "CNY", st->as_currency) < 0) {
+		log_err("provider %s: currency: expected a three-letter ISO 4217 code",
+		        pc->pc_name);
+		goto fail;
+	}
+	st->as_app_id = strdup(app_id);
+	if (st->as_app_id == NULL) {
+		goto fail;
+	}
+	if (seller_id != NULL) {
+		st->as_seller_id = strdup(seller_id);
+		if (st->as_seller_id == NULL) {
+			goto fail;
+		}
+	}
+	*ret_state = st;
+	return 0;
+fail:
+	alipay_destroy(st);
+	return -1;
+}
+
+static void alipay_form_finish(struct alipay_form *f)
+{
+	size_t i;
+
+	for (i = 0; i < f->af_n; i++) {
+		free(f->af_params[i].ap_key);
+		free(f->af_params[i].ap_value);
+		free(f->af_params[i].ap_key_utf8);
+		free(f->af_params[i].ap_value_utf8);
+	}
+	f->af_n = 0;
+}
+
+static int alipay_hex(unsigned char c)
+{
+	if (c >= '0' && c <= '9') {
+		return c - '0';
+	}
+	if (c >= 'a' && c <= 'f') {
+		return c - 'a' + 10;
+	}
+	if (c >= 'A' && c <= 'F') {
+		return c - 'A' + 10;
+	}
+	return -1;
+}
+
+/* application/x-www-form-urlencoded decoding of s[0..len): '+' is a space,
+ * %XX a byte; a truncated or non-hex escape, or a NUL byte, is malformed. */
+static char *alipay_unescape(const char *s, size_t len)
+{
+	char *out = malloc(len + 1);
+	size_t o = 0;
+	size_t i;
+
+	if (out == NULL) {
+		return NULL;
+	}
+	for (i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '+') {
+			c = ' ';
+		} else if (c == '%') {
+			int hi;
+			int lo;
+
+			if (i + 2 >= len) {
+				goto fail;
+			}
+			hi = alipay_hex((unsigned char)s[i + 1]);
+			lo = alipay_hex((unsigned char)s[i + 2]);
+			if (hi < 0 || lo < 0) {
+				goto fail;
+			}
+			c = (unsigned char)(hi << 4 | lo);
+			i += 2;
+		}
+		if (c == '\0') {
+			goto fail;
+		}
+		out[o++] = (char)c;
+	}
+	out[o] = '\0';
+	return out;
+fail:
+	free(out);
+	return NULL;
+}
+
+/* Splits body into fields; empty segments ("a=1&&b=2") are skipped, a
+ * segment without '=' or a repeated name is malformed. */
+static int alipay_form_parse(const char *body, size_t len, struct alipay_form *f)
+{
+	size_t i = 0;
+
+	while (i < len) {
+		const char *seg = body + i;
+		const char *amp = memchr(seg, '&', len - i);
+		size_t n = amp != NULL ? (size_t)(amp - seg) : len - i;
+		const char *eq = memchr(seg, '=', n);
+		struct alipay_param *p;
+		size_t j;
+
+		i += n + 1;
+		if (n == 0) {
+			continue;
+		}
+		if (eq == NULL || eq == seg || f->af_n >= ALIPAY_PARAMS_MAX) {
+			return -1;
+		}
+		p = &f->af_params[f->af_n++];
+		p->ap_key = alipay_unescape(seg, (size_t)(eq - seg));
+		p->ap_value = alipay_unescape(eq + 1, n - (size_t)(eq - seg) - 1);
+		if (p->ap_key == NULL || p->ap_value == NULL || p->ap_key[0] == '\0') {
+			return -1;
+		}
+		for (j = 0; j + 1 < f->af_n; j++) {
+			if (strcmp(f->af_params[j].ap_key, p->ap_key) == 0) {
+				return -1;
+			}
+		}
+	}
+	return f->af_n > 0 ? 0 : -1;
+}
+
+static const char *alipay_get(const struct alipay_form *f, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < f->af_n; i++) {
+		if (strcmp(f->af_params[i].ap_key, key) == 0) {
+			return f->af_params[i].ap_value_utf8 != NULL ? f->af_params[i].ap_value_utf8
+			                                             : f->af_params[i].ap_value;
+		}
+	}
+	return NULL;
+}
+
+/* Strict UTF-8: no overlong forms, no surrogates, nothing past U+10FFFF. */
+static int alipay_utf8_valid(const unsigned char *s)
+{
+	while (*s != '\0') {
+		unsigned cp;
+		int n;
+		int k;
+
+		if (s[0] < 0x80) {
+			s++;
+			continue;
+		} else if ((s[0] & 0xe0) == 0xc0) {
+			n = 1;
+			cp = s[0] & 0x1f;
+		} else if ((s[0] & 0xf0) == 0xe0) {
+			n = 2;
+			cp = s[0] & 0x0f;
+		} else if ((s[0] & 0xf8) == 0xf0) {
+			n = 3;
+			cp = s[0] & 0x07;
+		} else {
+			return 0;
+		}
+		for (k = 1; k <= n; k++) {
+			if ((s[k] & 0xc0) != 0x80) {
+				return 0;
+			}
+			cp = cp << 6 | (s[k] & 0x3f);
+		}
+		if ((n == 1 && cp < 0x80) || (n == 2 && cp < 0x800) || (n == 3 && cp < 0x10000) ||
+		    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+			return 0;
+		}
+		s += n + 1;
+	}
+	return 1;
+}
+
+static char *alipay_iconv_one(iconv_t cd, const char *in)
+{
+	size_t in_left = strlen(in);
+	size_t cap = in_left * 2 + 1; /* GBK -> UTF-8 grows at most 2 bytes to 3 */
+	char *out = malloc(cap);
+	char *inp = (char *)in;
+	char *outp = out;
+	size_t out_left = cap - 1;
+
+	if (out == NULL) {
+		return NULL;
+	}
+	iconv(cd, NULL, NULL, NULL, NULL);
+	if (iconv(cd, &inp, &in_left, &outp, &out_left) == (size_t)-1 || in_left != 0) {
+		free(out);
+		return NULL;
+	}
+	*outp = '\0';
+	return out;
+}
+
+/* The charset field names the bytes' encoding: verification works on those
+ * bytes; what we keep is converted to UTF-8. Returns 0 or -1 (malformed). */
+static int alipay_form_to_utf8(struct alipay_form *f)
+{
+	const char *charset = NULL;
+	iconv_t cd;
+	size_t i;
+	int rc = -1;
+
+	for (i = 0; i < f->af_n; i++) {
+		if (strcmp(f->af_params[i].ap_key, "charset") == 0) {
+			charset = f->af_params[i].ap_value;
+		}
+	}
+	if (charset == NULL || strcasecmp(charset, "utf-8") == 0 ||
+	    strcasecmp(charset, "utf8") == 0) {
+		for (i = 0; i < f->af_n; i++) {
+			if (!alipay_utf8_valid((const unsigned char *)f->af_params[i].ap_key) ||
+			    !alipay_utf8_valid((const unsigned char *)f->af_params[i].ap_value)) {
+				return -1;
+			}
+		}
+		return 0;
+	}
+	if (strcasecmp(charset, "gbk") != 0 && strcasecmp(charset, "gb2312") != 0 &&
+	    strcasecmp(charset, "gb18030") != 0) {
+		return -1;
+	}
+	/* GB18030 is a superset of GBK and GB2312. */
+	cd = iconv_open("UTF-8", "GB18030");
+	if (cd == (iconv_t)-1) {
+		log_err("alipay: iconv_open(GB18030): %s", strerror(errno));
+		return -1;
+	}
+	for (i = 0; i < f->af_n; i++) {
+		f->af_params[i].ap_key_utf8 = alipay_iconv_one(cd, f->af_params[i].ap_key);
+		f->af_params[i].ap_value_utf8 = alipay_iconv_one(cd, f->af_params[i].ap_value);
+		if (f->af_params[i].ap_key_utf8 == NULL || f->af_params[i].ap_value_utf8 == NULL) {
+			goto done;
+		}
+	}
+	rc = 0;
+done:
+	iconv_close(cd);
+	return rc;
+}
+
+static int alipay_param_cmp(const void *a, const void *b)
+{
+	const struct alipay_param *const *x = a;
+	const struct alipay_param *const *y = b;
+
+	return strcmp((*x)->ap_key, (*y)->ap_key);
+}
+
+/* Fields sorted by name in byte order, without sign and sign_type (and, for
+ * the fingerprint, without notify_time) and without empty values. */
+static size_t alipay_sorted(const struct alipay_form *f, int semantic,
+                            const struct alipay_param **out)
+{
+	size_t n = 0;
+	size_t i;
+
+	for (i = 0; i < f->af_n; i++) {
+		const struct alipay_param *p = &f->af_params[i];
+
+		if (strcmp(p->ap_key, "sign") == 0 || strcmp(p->ap_key, "sign_type") == 0 ||
+		    p->ap_value[0] == '\0') {
+			continue;
+		}
+		if (semantic && strcmp(p->ap_key, "notify_time") == 0) {
+			continue;
+		}
+		out[n++] = p;
+	}
+	qsort(out, n, sizeof(*out), alipay_param_cmp);
+	return n;
+}
+
+static int alipay_verify(const struct alipay_state *st, const struct alipay_form *f,
+                         const char *sign_b64)
+{
+	const struct alipay_param *sorted[ALIPAY_PARAMS_MAX];
+	unsigned char *sig = NULL;
+	size_t sig_len = 0;
+	size_t n = alipay_sorted(f, 0, sorted);
+	struct buf b;
+	size_t i;
+	int ok = 0;
+
+	if (crypto_base64_decode(sign_b64, strlen(sign_b64), &sig, &sig_len) < 0) {
+		return -2;
+	}
+	buf_init(&b, 0);
+	for (i = 0; i < n; i++) {
+		if ((i > 0 && buf_puts(&b, "&") < 0) || buf_puts(&b, sorted[i]->ap_key) < 0 ||
+		    buf_puts(&b, "=") < 0 || buf_puts(&b, sorted[i]->ap_value) < 0) {
+			ok = -1;
+			goto done;
+		}
+	}
+	for (i = 0; i < st->as_n_keys && ok == 0; i++) {
+		int v = crypto_rsa_sha256_verify(st->as_keys[i], b.buf_data, b.buf_len, sig,
+		                                 sig_len);
+
+		ok = v == 1 ? 1 : v < 0 ? -1 : 0;
+	}
+done:
+	buf_finish(&b);
+	free(sig);
+	return ok;
+}
+
+/* {"k":"v",...} in UTF-8, sorted; the semantic copy leaves out notify_time. */
+static int alipay_json(const struct alipay_form *f, int semantic, struct buf *b)
+{
+	const struct alipay_param *sorted[ALIPAY_PARAMS_MAX];
+	size_t n = alipay_sorted(f, semantic, sorted);
+	size_t i;
+
+	if (buf_puts(b, "{") < 0) {
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		const char *k =
+		        sorted[i]->ap_key_utf8 != NULL ? sorted[i]->ap_key_utf8 : sorted[i]->ap_key;
+		const char *v = sorted[i]->ap_value_utf8 != NULL ? sorted[i]->ap_value_utf8
+		                                                 : sorted[i]->ap_value;
+
+		if ((i > 0 && buf_puts(b, ",") < 0) || buf_json_string(b, k) < 0 ||
+		    buf_puts(b, ":") < 0 || buf_json_string(b, v) < 0) {
+			return -1;
+		}
+	}
+	return buf_puts(b, "}");
+}
+
+static int alipay_amount(const char *text, const char *currency, int64_t *ret)
+{
+	if (text == NULL || text[0] == '\0') {
+		return 1;
+	}
+	return money_parse_decimal(text, currency, ret);
+}
+
+static int alipay_normalize(const struct alipay_state *st, const struct alipay_form *f,
+                            struct event *ev, struct provider_verdict *v)
+{
+	const char *status = alipay_get(f, "trade_status");
+	const char *refund_fee = alipay_get(f, "refund_fee");
+	const char *type = status != NULL ? status : alipay_get(f, "notify_type");
+	int64_t refunded = 0;
+	int rc;
+
+	memcpy(ev->ev_currency, st->as_currency, sizeof(ev->ev_currency));
+	rc = alipay_amount(refund_fee, st->as_currency, &refunded);
+	if (rc < 0) {
+		return provider_refuse(v, 400, "malformed_body",
+		                       "refund_fee is not a decimal amount.");
+	}
+	ev->ev_kind = EVENT_OTHER;
+	if (rc == 0 && refunded > 0) {
+		const char *refund_ref = alipay_get(f, "out_biz_no");
+
+		/* Alipay reports the refunded total so far, not this refund alone. */
+		ev->ev_kind = EVENT_REFUNDED;
+		ev->ev_refund_cumulative = 1;
+		ev->ev_amount = refunded;
+		if (provider_set_ref(&ev->ev_refund_ref,
+		                     refund_ref != NULL ? refund_ref : ev->ev_key) < 0) {
+			return provider_refuse(v, 400, "malformed_body",
+			                       "out_biz_no is not usable.");
+		}
+	} else {
+		if (status != NULL && (strcmp(status, "TRADE_SUCCESS") == 0 ||
+		                       strcmp(status, "TRADE_FINISHED") == 0)) {
+			ev->ev_kind = EVENT_PAYMENT_SUCCEEDED;
+		}
+		rc = alipay_amount(alipay_get(f, "total_amount"), st->as_currency, &ev->ev_amount);
+		if (rc < 0) {
+			ev->ev_amount = -1;
+			return provider_refuse(v, 400, "malformed_body",
+			                       "total_amount is not a decimal amount.");
+		}
+		if (rc > 0 && ev->ev_kind == EVENT_PAYMENT_SUCCEEDED) {
+			return provider_refuse(v, 400, "malformed_body",
+			                       "A paid notification needs total_amount.");
+		}
+	}
+	if (provider_set_ref(&ev->ev_type, type != NULL ? type : "") < 0 ||
+	    provider_set_ref(&ev->ev_order_ref, alipay_get(f, "out_trade_no")) < 0 ||
+	    provider_set_ref(&ev->ev_payment_ref, alipay_get(f, "trade_no")) < 0) {
+		return provider_refuse(v, 400, "malformed_body",
+		                       "A reference in the form is not usable.");
+	}
+	return 0;
+}
+
+static int alipay_receive(const struct provider_conf *pc, const struct http_request *req,
+                          int64_t now_s, struct event_batch *ret_batch,
+                          struct provider_verdict *ret_verdict)
+{
+	const struct alipay_state *st = pc->pc_state;
+	struct alipay_form *f;
+	const char *sign;
+	const char *sign_type;
+	const char *app_id;
+	const char *seller_id;
+	const char *notify_id;
+	struct event *ev;
+	struct buf b;
+	int ok;
+
+	buf_init(&b, 0);
+	f = calloc(1, sizeof(*f));
+	if (f == NULL) {
+		return provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
+	}
+	if (alipay_form_parse((const char *)req->hr_body, req->hr_body_len, f) < 0) {
+		provider_refuse(ret_verdict, 400, "malformed_body",
+		                "The body is not a well-formed form.");
+		goto fail;
+	}
+	if (alipay_form_to_utf8(f) < 0) {
+		provider_refuse(ret_verdict, 400, "malformed_body",
+		                "The form is not valid in its declared charset.");
+		goto fail;
+	}
+	sign = alipay_get(f, "sign");
+	sign_type = alipay_get(f, "sign_type");
+	if (sign == NULL || sign[0] == '\0') {
+		provider_refuse(ret_verdict, 400, "missing_signature",
+		                "The form has no sign field.");
+		goto fail;
+	}
+	if (sign_type != NULL && strcmp(sign_type, "RSA2") != 0) {
+		provider_refuse(ret_verdict, 400, "unsupported_sign_type",
+		                "Only sign_type RSA2 is accepted.");
+		goto fail;
+	}
+	ok = alipay_verify(st, f, sign);
+	if (ok == -2) {
+		provider_refuse(ret_verdict, 400, "malformed_signature", "sign is not base64.");
+		goto fail;
+	}
+	if (ok < 0) {
+		provider_refuse(ret_verdict, 503, "internal_error", NULL);
+		goto fail;
+	}
+	if (ok == 0) {
+		provider_refuse(ret_verdict, 401, "bad_signature",
+		                "The signature does not verify.");
+		goto fail;
+	}
+	app_id = alipay_get(f, "app_id");
+	seller_id = alipay_get(f, "seller_id");
+	if (app_id == NULL || strcmp(app_id, st->as_app_id) != 0) {
+		provider_refuse(ret_verdict, 403, "wrong_app",
+		                "The notification is for another app_id.");
+		goto fail;
+	}
+	if (st->as_seller_id != NULL &&
+	    (seller_id == NULL || strcmp(seller_id, st->as_seller_id) != 0)) {
+		provider_refuse(ret_verdict, 403, "wrong_seller",
+		                "The notification is for another seller_id.");
+		goto fail;
+	}
+	notify_id = alipay_get(f, "notify_id");
+	if (notify_id == NULL || notify_id[0] == '\0') {
+		provider_refuse(ret_verdict, 400, "missing_key", "The form has no notify_id.");
+		goto fail;
+	}
+	ev = event_batch_add(ret_batch);
+	if (ev == NULL) {
+		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
+		goto fail;
+	}
+	if (provider_set_ref(&ev->ev_key, notify_id) < 0) {
+		provider_refuse(ret_verdict, 400, "malformed_body", "notify_id is not usable.");
+		goto fail_batch;
+	}
+	if (alipay_normalize(st, f, ev, ret_verdict) < 0) {
+		goto fail_batch;
+	}
+	if (alipay_json(f, 1, &b) < 0) {
+		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
+		goto fail_batch;
+	}
+	event_fingerprint(ev, b.buf_data, b.buf_len);
+	buf_finish(&b);
+	buf_init(&b, 0);
+	if (alipay_json(f, 0, &b) < 0 || provider_set_payload(ev, b.buf_data, b.buf_len) < 0) {
+		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
+		goto fail_batch;
+	}
+	buf_finish(&b);
+	alipay_form_finish(f);
+	free(f);
+	return 0;
+fail_batch:
+	event_batch_finish(ret_batch);
+fail:
+	buf_finish(&b);
+	alipay_form_finish(f);
+	free(f);
+	return -1;
+}
+
+static int alipay_ack(const struct provider_conf *pc, const struct event *ev,
+                      const struct event_outcome *out, struct reply *ret)
+{
+	return reply_set(ret, 200, "text/plain", "success", 7);
+}
+
+static int alipay_error(const struct provider_conf *pc, int status, const char *reason,
+                        const char *detail, struct reply *ret)
+{
+	return reply_set(ret, status, "text/plain", "fail", 4);
+}
+
+/* Alipay signs with its own private key: nothing for us to sign with. */
+static int alipay_sign(const struct provider_conf *pc, const void *body, size_t body_len,
+                       int64_t now_s, const char *event_id,
+                       void (*add_header)(void *arg, const char *name, const char *value),
+                       void *arg)
+{
+	return -1;
+}
+
+const struct provider provider_alipay = {
+        .p_name = "alipay",
+        .p_retry_window_s = ALIPAY_RETRY_WINDOW_S,
+        .p_create = alipay_create,
+        .p_destroy = alipay_destroy,
+        .p_receive = alipay_receive,
+        .p_ack = alipay_ack,
+        .p_error = alipay_error,
+        .p_sign = alipay_sign,
+};

@@ -1,0 +1,665 @@
+/* providers.c: the alphabetized provider table and helpers the profiles share. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "log.h"
+#include "money.h"
+#include "providers.h"
+
+extern const struct provider provider_adyen;
+extern const struct provider provider_alipay;
+extern const struct provider provider_hmac;
+extern const struct provider provider_standard_webhooks;
+extern const struct provider provider_stripe;
+extern const struct provider provider_wechatpay;
+
+const struct provider *const provider_table[] = {
+        &provider_adyen,  &provider_alipay,    &provider_hmac, &provider_standard_webhooks,
+        &provider_stripe, &provider_wechatpay, NULL,
+};
+
+#define PROVIDER_ACK_MAX 1024 /* bytes in a JSON acknowledgement */
+
+const struct provider *provider_find(const char *name)
+{
+	size_t i;
+
+	if (name == NULL) {
+		return NULL;
+	}
+	for (i = 0; provider_table[i] != NULL; i++) {
+		if (strcmp(provider_table[i]->p_name, name) == 0) {
+			return provider_table[i];
+		}
+	}
+	return NULL;
+}
+
+static const char *provider_status_title(int status)
+{
+	switch (status) {
+	case 400:
+		return "Malformed callback";
+	case 401:
+		return "Callback authentication failed";
+	case 403:
+		return "Callback not meant for this receiver";
+	case 404:
+		return "Not found";
+	case 409:
+		return "Callback is being processed";
+	case 413:
+		return "Callback too large";
+	case 503:
+		return "Temporarily unavailable";
+	default:
+		break;
+	}
+	return status >= 500 ? "Server error" : "Request refused";
+}
+
+int provider_problem(const struct provider_conf *pc, int status, const char *reason,
+                     const char *detail, struct reply *ret)
+{
+	return reply_problem(ret, status, reason != NULL ? reason : "error",
+	                     provider_status_title(status), detail);
+}
+
+/* ---- secrets ---- */
+
+int provider_secret_resolve(const struct provider_conf *pc, const char *key, const char *value,
+                            char **ret, size_t *ret_len)
+{
+	const char *name = pc->pc_name != NULL ? pc->pc_name : "?";
+	char *copy;
+
+	if (strncmp(value, "file:", 5) == 0 || strncmp(value, "credential:", 11) == 0 ||
+	    strncmp(value, "env:", 4) == 0 || value[0] == '/') {
+		if (config_read_secret(value, ret, ret_len) < 0) {
+			log_err("provider %s: %s: cannot read the value", name, key);
+			return -1;
+		}
+		return 0;
+	}
+	if (strcmp(value, CONFIG_DEMO_STRIPE_SECRET) != 0) {
+		log_notice("provider %s: %s is written literally in the config; use file:, "
+		           "credential: or env: "
+		           "outside tests",
+		           name, key);
+	}
+	copy = strdup(value);
+	if (copy == NULL) {
+		return -1;
+	}
+	*ret = copy;
+	*ret_len = strlen(copy);
+	return 0;
+}
+
+struct provider_secrets_ctx {
+	const struct provider_conf *sc_pc;
+	const char *sc_key;
+	struct provider_secrets *sc_out;
+};
+
+static int provider_secrets_one(void *arg, const char *value, int line)
+{
+	struct provider_secrets_ctx *ctx = arg;
+	struct provider_secret *s;
+	char *data = NULL;
+	size_t len = 0;
+
+	if (ctx->sc_out->ps_n >= PROVIDER_SECRETS_MAX) {
+		log_err("provider %s: line %d: more than %d values for %s", ctx->sc_pc->pc_name,
+		        line, PROVIDER_SECRETS_MAX, ctx->sc_key);
+		return -1;
+	}
+	if (provider_secret_resolve(ctx->sc_pc, ctx->sc_key, value, &data, &len) < 0) {
+		return -1;
+	}
+	if (len == 0) {
+		log_err("provider %s: line %d: %s is empty", ctx->sc_pc->pc_name, line,
+		        ctx->sc_key);
+		free(data);
+		return -1;
+	}
+	s = &ctx->sc_out->ps_items[ctx->sc_out->ps_n++];
+	s->ps_data = (unsigned char *)data;
+	s->ps_len = len;
+	return 0;
+}
+
+int provider_secrets_load(const struct provider_conf *pc, const char *key,
+                          struct provider_secrets *ret)
+{
+	struct provider_secrets_ctx ctx = {pc, key, ret};
+
+	memset(ret, 0, sizeof(*ret));
+	if (pc->pc_section == NULL) {
+		return 0;
+	}
+	if (config_section_each(pc->pc_section, key, provider_secrets_one, &ctx) != 0) {
+		provider_secrets_finish(ret);
+		return -1;
+	}
+	return 0;
+}
+
+void provider_secrets_finish(struct provider_secrets *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->ps_n; i++) {
+		volatile unsigned char *p = s->ps_items[i].ps_data;
+		size_t j;
+
+		/* Secrets do not linger in freed memory. */
+		for (j = 0; j < s->ps_items[i].ps_len; j++) {
+			p[j] = 0;
+		}
+		free(s->ps_items[i].ps_data);
+		s->ps_items[i].ps_data = NULL;
+		s->ps_items[i].ps_len = 0;
+	}
+	s->ps_n = 0;
+}
+
+/* ---- small shared checks ---- */
+
+int provider_refuse(struct provider_verdict *v, int status, const char *reason, const char *detail)
+{
+	v->pv_status = status;
+	v->pv_reason = reason;
+	v->pv_detail = detail;
+	return -1;
+}
+
+int provider_parse_timestamp(const char *s, int64_t *ret_s)
+{
+	int64_t v = 0;
+	size_t i;
+
+	if (s == NULL || s[0] == '\0') {
+		return -1;
+	}
+	for (i = 0; s[i] != '\0'; i++) {
+		if (s[i] < '0' || s[i] > '9' || i >= 12) {
+			return -1;
+		}
+		v = v * 10 + (s[i] - '0');
+	}
+	*ret_s = v;
+	return 0;
+}
+
+int provider_timestamp_fresh(int64_t ts, int64_t now_s, int64_t tolerance_s)
+{
+	int64_t d = ts > now_s ? ts - now_s : now_s - ts;
+
+	return d <= tolerance_s;
+}
+
+/* ---- JSON ---- */
+
+const struct cJSON *provider_json_path(const struct cJSON *root, const char *path)
+{
+	const cJSON *cur = root;
+	const char *p = path;
+
+	if (root == NULL || path == NULL || path[0] == '\0') {
+		return NULL;
+	}
+	while (cur != NULL) {
+		const char *dot = strchr(p, '.');
+		size_t n = dot != NULL ? (size_t)(dot - p) : strlen(p);
+		char seg[PROVIDER_JSON_PATH_MAX];
+
+		if (n == 0 || n >= sizeof(seg)) {
+			return NULL;
+		}
+		memcpy(seg, p, n);
+		seg[n] = '\0';
+		if (cJSON_IsObject(cur)) {
+			cur = cJSON_GetObjectItemCaseSensitive(cur, seg);
+		} else if (cJSON_IsArray(cur)) {
+			int64_t idx = 0;
+
+			if (provider_parse_timestamp(seg, &idx) < 0 || idx > 100000) {
+				return NULL;
+			}
+			cur = cJSON_GetArrayItem(cur, (int)idx);
+		} else {
+			return NULL;
+		}
+		if (dot == NULL) {
+			return cur;
+		}
+		p = dot + 1;
+	}
+	return NULL;
+}
+
+const char *provider_json_string(const struct cJSON *root, const char *path)
+{
+	const cJSON *it = provider_json_path(root, path);
+
+	if (!cJSON_IsString(it)) {
+		return NULL;
+	}
+	return it->valuestring;
+}
+
+int provider_json_minor(const struct cJSON *item, int64_t *ret_minor)
+{
+	double d;
+
+	if (cJSON_IsString(item)) {
+		return money_parse_minor(item->valuestring, ret_minor);
+	}
+	if (!cJSON_IsNumber(item)) {
+		return -1;
+	}
+	/* MONEY_MAX_MINOR < 2^53: every integer up to it is exact in a double,
+	 * so an integral value in range is the amount that was sent. */
+	d = item->valuedouble;
+	if (!(d >= 0) || d > (double)MONEY_MAX_MINOR || d != (double)(int64_t)d) {
+		return -1;
+	}
+	*ret_minor = (int64_t)d;
+	return 0;
+}
+
+struct provider_member {
+	const cJSON *pm_item;
+	size_t pm_index;
+};
+
+static int provider_member_cmp(const void *a, const void *b)
+{
+	const struct provider_member *x = a;
+	const struct provider_member *y = b;
+	int c = strcmp(x->pm_item->string, y->pm_item->string);
+
+	if (c != 0) {
+		return c;
+	}
+	return x->pm_index < y->pm_index ? -1 : 1;
+}
+
+static int provider_json_number(const cJSON *item, struct buf *b)
+{
+	char *text = cJSON_PrintUnformatted(item);
+	int rc;
+
+	if (text == NULL) {
+		return -1;
+	}
+	rc = buf_puts(b, text);
+	cJSON_free(text);
+	return rc;
+}
+
+static int provider_json_object(const cJSON *item, struct buf *b)
+{
+	struct provider_member *m = NULL;
+	const cJSON *c;
+	size_t n = 0;
+	size_t i;
+	int rc = -1;
+
+	for (c = item->child; c != NULL; c = c->next) {
+		n++;
+	}
+	if (n > 0) {
+		m = calloc(n, sizeof(*m));
+		if (m == NULL) {
+			return -1;
+		}
+	}
+	n = 0;
+	for (c = item->child; c != NULL; c = c->next) {
+		m[n].pm_item = c;
+		m[n].pm_index = n;
+		n++;
+	}
+	if (n > 0) {
+		qsort(m, n, sizeof(*m), provider_member_cmp);
+	}
+	if (buf_puts(b, "{") < 0) {
+		goto done;
+	}
+	for (i = 0; i < n; i++) {
+		if ((i > 0 && buf_puts(b, ",") < 0) ||
+		    buf_json_string(b, m[i].pm_item->string) < 0 || buf_puts(b, ":") < 0 ||
+		    provider_json_canonical(m[i].pm_item, b) < 0) {
+			goto done;
+		}
+	}
+	rc = buf_puts(b, "}");
+done:
+	free(m);
+	return rc;
+}
+
+int provider_json_canonical(const struct cJSON *item, struct buf *b)
+{
+	const cJSON *c;
+
+	if (cJSON_IsObject(item)) {
+		return provider_json_object(item, b);
+	}
+	if (cJSON_IsArray(item)) {
+		if (buf_puts(b, "[") < 0) {
+			return -1;
+		}
+		for (c = item->child; c != NULL; c = c->next) {
+			if ((c != item->child && buf_puts(b, ",") < 0) ||
+			    provider_json_canonical(c, b) < 0) {
+				return -1;
+			}
+		}
+		return buf_puts(b, "]");
+	}
+	if (cJSON_IsString(item)) {
+		return buf_json_string(b, item->valuestring);
+	}
+	if (cJSON_IsNumber(item)) {
+		return provider_json_number(item, b);
+	}
+	if (cJSON_IsTrue(item)) {
+		return buf_puts(b, "true");
+	}
+	if (cJSON_IsFalse(item)) {
+		return buf_puts(b, "false");
+	}
+	return buf_puts(b, "null");
+}
+
+int provider_set_ref(char **dst, const char *s)
+{
+	char *copy;
+	size_t i;
+
+	free(*dst);
+	*dst = NULL;
+	if (s == NULL) {
+		return 0;
+	}
+	for (i = 0; s[i] != '\0'; i++) {
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f || i >= PROVIDER_REF_MAX) {
+			return -1;
+		}
+	}
+	copy = strdup(s);
+	if (copy == NULL) {
+		return -1;
+	}
+	*dst = copy;
+	return 0;
+}
+
+int provider_set_payload(struct event *ev, const void *data, size_t len)
+{
+	char *p = malloc(len + 1);
+
+	if (p == NULL) {
+		return -1;
+	}
+	if (len > 0) {
+		memcpy(p, data, len);
+	}
+	p[len] = '\0';
+	free(ev->ev_payload);
+	ev->ev_payload = p;
+	ev->ev_payload_len = len;
+	return 0;
+}
+
+int provider_ack_json(const struct event *ev, const struct event_outcome *out, struct reply *ret)
+{
+	const char *order =
+	        out != NULL && out->eo_order_id != NULL ? out->eo_order_id : ev->ev_order_ref;
+	const char *outcome = "recorded";
+	struct buf b;
+	char *body;
+	size_t len = 0;
+
+	if (out != NULL && out->eo_refused) {
+		outcome = "refused";
+	} else if (out != NULL && out->eo_effect != NULL) {
+		outcome = out->eo_effect;
+	}
+	buf_init(&b, PROVIDER_ACK_MAX);
+	if (buf_puts(&b, "{\"received\":true,\"order_id\":") < 0 ||
+	    (order != NULL ? buf_json_string(&b, order) : buf_puts(&b, "null")) < 0 ||
+	    buf_puts(&b, ",\"outcome\":") < 0 || buf_json_string(&b, outcome) < 0) {
+		goto fail;
+	}
+	if (out != NULL && out->eo_refused && out->eo_reason != NULL &&
+	    (buf_puts(&b, ",\"reason\":") < 0 || buf_json_string(&b, out->eo_reason) < 0)) {
+		goto fail;
+	}
+	if (buf_puts(&b, "}") < 0) {
+		goto fail;
+	}
+	body = buf_take(&b, &len);
+	if (body == NULL) {
+		goto fail;
+	}
+	if (reply_set_take(ret, 200, "application/json", body, len) < 0) {
+		free(body);
+		return -1;
+	}
+	return 0;
+fail:
+	buf_finish(&b);
+	return -1;
+}
+
+/* ---- configurable mapping ---- */
+
+static int provider_list_add(char ***list, size_t *n, const char *s, size_t len)
+{
+	char **p;
+	char *item;
+
+	item = strndup(s, len);
+	if (item == NULL) {
+		return -1;
+	}
+	p = realloc(*list, (*n + 1) * sizeof(*p));
+	if (p == NULL) {
+		free(item);
+		return -1;
+	}
+	p[(*n)++] = item;
+	*list = p;
+	return 0;
+}
+
+struct provider_list_ctx {
+	char ***lc_list;
+	size_t *lc_n;
+};
+
+static int provider_list_one(void *arg, const char *value, int line)
+{
+	struct provider_list_ctx *ctx = arg;
+	const char *p = value;
+
+	while (*p != '\0') {
+		size_t n = strcspn(p, ", \t");
+
+		if (n > 0 && provider_list_add(ctx->lc_list, ctx->lc_n, p, n) < 0) {
+			return -1;
+		}
+		p += n;
+		p += strspn(p, ", \t");
+	}
+	return 0;
+}
+
+static int provider_path_get(const struct provider_conf *pc, const char *key, const char *dflt,
+                             char **ret)
+{
+	const char *v = pc->pc_section != NULL ? config_section_get(pc->pc_section, key) : NULL;
+
+	if (v == NULL) {
+		v = dflt;
+	}
+	if (strlen(v) >= PROVIDER_JSON_PATH_MAX || v[0] == '\0') {
+		log_err("provider %s: %s: a JSON path of 1 to %d bytes is needed", pc->pc_name, key,
+		        PROVIDER_JSON_PATH_MAX - 1);
+		return -1;
+	}
+	*ret = strdup(v);
+	return *ret != NULL ? 0 : -1;
+}
+
+int provider_mapping_load(const struct provider_conf *pc, struct provider_mapping *ret)
+{
+	struct provider_list_ctx paid = {&ret->pm_paid, &ret->pm_n_paid};
+	struct provider_list_ctx refunded = {&ret->pm_refunded, &ret->pm_n_refunded};
+	const struct config_section *cs = pc->pc_section;
+	const char *v;
+
+	memset(ret, 0, sizeof(*ret));
+	if (provider_path_get(pc, "type_path", "type", &ret->pm_type_path) < 0 ||
+	    provider_path_get(pc, "order_path", "data.order_id", &ret->pm_order_path) < 0 ||
+	    provider_path_get(pc, "amount_path", "data.amount", &ret->pm_amount_path) < 0 ||
+	    provider_path_get(pc, "currency_path", "data.currency", &ret->pm_currency_path) < 0 ||
+	    provider_path_get(pc, "payment_path", "data.payment_id", &ret->pm_payment_path) < 0 ||
+	    provider_path_get(pc, "refund_path", "data.refund_id", &ret->pm_refund_path) < 0) {
+		goto fail;
+	}
+	if (cs != NULL &&
+	    (config_section_each(cs, "paid_types", provider_list_one, &paid) != 0 ||
+	     config_section_each(cs, "refunded_types", provider_list_one, &refunded) != 0)) {
+		goto fail;
+	}
+	v = cs != NULL ? config_section_get(cs, "amount_format") : NULL;
+	if (v != NULL && strcmp(v, "decimal") == 0) {
+		ret->pm_amount_decimal = 1;
+	} else if (v != NULL && strcmp(v, "minor") != 0) {
+		log_err("provider %s: amount_format: expected minor or decimal", pc->pc_name);
+		goto fail;
+	}
+	v = cs != NULL ? config_section_get(cs, "refund_cumulative") : NULL;
+	if (v != NULL && config_parse_bool(v, &ret->pm_refund_cumulative) < 0) {
+		log_err("provider %s: refund_cumulative: expected yes or no", pc->pc_name);
+		goto fail;
+	}
+	return 0;
+fail:
+	provider_mapping_finish(ret);
+	return -1;
+}
+
+static void provider_list_free(char **list, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(list[i]);
+	}
+	free(list);
+}
+
+void provider_mapping_finish(struct provider_mapping *m)
+{
+	free(m->pm_type_path);
+	free(m->pm_order_path);
+	free(m->pm_amount_path);
+	free(m->pm_currency_path);
+	free(m->pm_payment_path);
+	free(m->pm_refund_path);
+	provider_list_free(m->pm_paid, m->pm_n_paid);
+	provider_list_free(m->pm_refunded, m->pm_n_refunded);
+	memset(m, 0, sizeof(*m));
+}
+
+static int provider_list_has(char *const *list, size_t n, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (strcmp(list[i], s) == 0) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* A reference may be a string or an integer id. */
+static int provider_mapping_ref(const cJSON *root, const char *path, char **dst)
+{
+	const cJSON *it = provider_json_path(root, path);
+	int64_t n;
+
+	if (cJSON_IsString(it)) {
+		return provider_set_ref(dst, it->valuestring);
+	}
+	if (cJSON_IsNumber(it) && provider_json_minor(it, &n) == 0) {
+		char *text = cJSON_PrintUnformatted(it);
+		int rc;
+
+		if (text == NULL) {
+			return -1;
+		}
+		rc = provider_set_ref(dst, text);
+		cJSON_free(text);
+		return rc;
+	}
+	return 0;
+}
+
+int provider_mapping_apply(const struct provider_mapping *m, const struct cJSON *root,
+                           struct event *ev, struct provider_verdict *ret_verdict)
+{
+	const char *type = provider_json_string(root, m->pm_type_path);
+	const char *currency = provider_json_string(root, m->pm_currency_path);
+	const cJSON *amount = provider_json_path(root, m->pm_amount_path);
+
+	if (provider_set_ref(&ev->ev_type, type != NULL ? type : "") < 0) {
+		return provider_refuse(ret_verdict, 400, "malformed_body",
+		                       "The event type is not usable.");
+	}
+	ev->ev_kind = EVENT_OTHER;
+	if (type != NULL && provider_list_has(m->pm_paid, m->pm_n_paid, type)) {
+		ev->ev_kind = EVENT_PAYMENT_SUCCEEDED;
+	} else if (type != NULL && provider_list_has(m->pm_refunded, m->pm_n_refunded, type)) {
+		ev->ev_kind = EVENT_REFUNDED;
+		ev->ev_refund_cumulative = m->pm_refund_cumulative;
+	}
+	if (provider_mapping_ref(root, m->pm_order_path, &ev->ev_order_ref) < 0 ||
+	    provider_mapping_ref(root, m->pm_payment_path, &ev->ev_payment_ref) < 0 ||
+	    provider_mapping_ref(root, m->pm_refund_path, &ev->ev_refund_ref) < 0) {
+		return provider_refuse(ret_verdict, 400, "malformed_body",
+		                       "A reference in the body is not usable.");
+	}
+	if (currency != NULL && money_currency_normalize(currency, ev->ev_currency) < 0) {
+		return provider_refuse(ret_verdict, 400, "malformed_body",
+		                       "The currency is not an ISO 4217 code.");
+	}
+	if (amount != NULL) {
+		int rc;
+
+		if (m->pm_amount_decimal) {
+			rc = cJSON_IsString(amount) && currency != NULL
+			             ? money_parse_decimal(amount->valuestring, currency,
+			                                   &ev->ev_amount)
+			             : -1;
+		} else {
+			rc = provider_json_minor(amount, &ev->ev_amount);
+		}
+		if (rc < 0) {
+			ev->ev_amount = -1;
+			return provider_refuse(ret_verdict, 400, "malformed_body",
+			                       "The amount is malformed.");
+		}
+	}
+	return 0;
+}

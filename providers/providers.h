@@ -1,0 +1,108 @@
+/* providers.h: helpers the provider profiles share (secrets, JSON paths,
+ * canonical JSON, timestamps, configurable field mapping), in providers.c.
+ * Only profiles include this; the rest of idemhook sees provider.h. */
+#ifndef IDEMHOOK_PROVIDERS_H
+#define IDEMHOOK_PROVIDERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "provider.h"
+
+struct cJSON;
+struct buf;
+
+#define PROVIDER_SECRETS_MAX 8     /* active secrets per instance (rotation) */
+#define PROVIDER_JSON_PATH_MAX 256 /* bytes in a configured JSON path */
+#define PROVIDER_REF_MAX 256       /* bytes in an id/reference taken from a callback */
+
+struct provider_secret {
+	unsigned char *ps_data; /* NUL-terminated for convenience */
+	size_t ps_len;
+};
+
+struct provider_secrets {
+	struct provider_secret ps_items[PROVIDER_SECRETS_MAX];
+	size_t ps_n;
+};
+
+/* Resolves one configured value: "file:PATH", "credential:NAME", "env:NAME"
+ * or an absolute path go through config_read_secret; anything else is taken
+ * literally (testing and demos; a notice says so, never the value). Returns
+ * 0 with a malloc'd NUL-terminated copy, or -1 (logged). */
+int provider_secret_resolve(const struct provider_conf *pc, const char *key, const char *value,
+                            char **ret, size_t *ret_len);
+
+/* Loads every occurrence of key in the instance's section, in file order.
+ * Returns 0 (possibly with none) or -1 (logged, naming the key). */
+int provider_secrets_load(const struct provider_conf *pc, const char *key,
+                          struct provider_secrets *ret);
+
+/* Wipes and frees the secrets; leaves the set empty. */
+void provider_secrets_finish(struct provider_secrets *s);
+
+/* Fills *v and returns -1, so a profile can write `return provider_refuse(...)`. */
+int provider_refuse(struct provider_verdict *v, int status, const char *reason, const char *detail);
+
+/* A decimal Unix timestamp (digits only, at most 12). Returns 0 or -1. */
+int provider_parse_timestamp(const char *s, int64_t *ret_s);
+
+/* 1 when ts lies within tolerance_s of now_s either way, else 0. */
+int provider_timestamp_fresh(int64_t ts, int64_t now_s, int64_t tolerance_s);
+
+/* The item at a dotted path ("data.object.metadata.order_id"; numeric
+ * segments index arrays), or NULL. Borrowed from root. */
+const struct cJSON *provider_json_path(const struct cJSON *root, const char *path);
+
+/* The string at path, or NULL when absent or not a string. */
+const char *provider_json_string(const struct cJSON *root, const char *path);
+
+/* An integral, non-negative JSON number (<= MONEY_MAX_MINOR) or a string of
+ * digits. Returns 0 or -1. */
+int provider_json_minor(const struct cJSON *item, int64_t *ret_minor);
+
+/* Appends item serialized canonically: object keys sorted by bytes, no
+ * whitespace, so equal JSON values give equal bytes. Returns 0 or -1. */
+int provider_json_canonical(const struct cJSON *item, struct buf *b);
+
+/* Copies s (at most PROVIDER_REF_MAX bytes, no control bytes) into *dst,
+ * freeing what was there. NULL s leaves *dst NULL. Returns 0 or -1. */
+int provider_set_ref(char **dst, const char *s);
+
+/* Copies a whole buffer into ev->ev_payload. Returns 0 or -1. */
+int provider_set_payload(struct event *ev, const void *data, size_t len);
+
+/* The 2xx JSON acknowledgement {"received":true,"order_id":...,"outcome":...}
+ * used by Stripe, Standard Webhooks and the generic HMAC profile. */
+int provider_ack_json(const struct event *ev, const struct event_outcome *out, struct reply *ret);
+
+/* A field mapping from configuration, for profiles whose payload shape is
+ * the sender's choice (standard-webhooks, hmac). */
+struct provider_mapping {
+	char *pm_type_path; /* default "type" */
+	char *pm_order_path;
+	char *pm_amount_path;
+	char *pm_currency_path;
+	char *pm_payment_path;
+	char *pm_refund_path;
+	char **pm_paid; /* type values meaning "payment succeeded" */
+	size_t pm_n_paid;
+	char **pm_refunded; /* type values meaning "refunded" */
+	size_t pm_n_refunded;
+	int pm_amount_decimal;    /* amount_format = decimal: "12.34" strings */
+	int pm_refund_cumulative; /* the refund amount is the running total */
+};
+
+/* Reads type_path, order_path, amount_path, currency_path, payment_path,
+ * refund_path, paid_types, refunded_types (repeatable, comma or space
+ * separated), amount_format (minor|decimal), refund_cumulative (bool).
+ * Returns 0 or -1 (logged). */
+int provider_mapping_load(const struct provider_conf *pc, struct provider_mapping *ret);
+void provider_mapping_finish(struct provider_mapping *m);
+
+/* Fills ev_type, ev_kind, refs, amount and currency from root. A malformed
+ * amount or currency refuses (400 malformed_body). Returns 0 or -1. */
+int provider_mapping_apply(const struct provider_mapping *m, const struct cJSON *root,
+                           struct event *ev, struct provider_verdict *ret_verdict);
+
+#endif

@@ -1,0 +1,381 @@
+/* standard_webhooks.c: Standard Webhooks (Svix and the SaaS following the spec):
+ * v1 HMAC-SHA256 and v1a Ed25519 over "id.timestamp.body", key = webhook-id. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "crypto.h"
+#include "log.h"
+#include "providers.h"
+
+#define SW_SIGNATURES_MAX 16 /* entries considered in one signature header */
+#define SW_HEADER_MAX 4096   /* bytes in the signature header */
+#define SW_RETRY_WINDOW_S (3 * 24 * 3600)
+#define SW_ED25519_KEY_LEN 32
+
+struct standard_webhooks_state {
+	struct provider_secrets sw_secrets; /* decoded HMAC keys */
+	struct provider_secrets sw_public;  /* raw 32-byte Ed25519 keys */
+	struct provider_mapping sw_map;
+};
+
+/* Replaces each configured value by its base64 payload after prefix. */
+static int standard_webhooks_decode_keys(const struct provider_conf *pc, const char *key,
+                                         const char *prefix, struct provider_secrets *s,
+                                         size_t want_len)
+{
+	size_t plen = strlen(prefix);
+	size_t i;
+
+	for (i = 0; i < s->ps_n; i++) {
+		struct provider_secret *it = &s->ps_items[i];
+		const char *text = (const char *)it->ps_data;
+		size_t len = it->ps_len;
+		unsigned char *raw = NULL;
+		size_t raw_len = 0;
+
+		if (len >= plen && memcmp(text, prefix, plen) == 0) {
+			text += plen;
+			len -= plen;
+		}
+		if (crypto_base64_decode(text, len, &raw, &raw_len) < 0 || raw_len == 0 ||
+		    (want_len != 0 && raw_len != want_len)) {
+			free(raw);
+			log_err("provider %s: %s #%zu is not %s followed by base64%s", pc->pc_name,
+			        key, i + 1, prefix, want_len != 0 ? " of a 32-byte key" : "");
+			return -1;
+		}
+		memset(it->ps_data, 0, it->ps_len);
+		free(it->ps_data);
+		it->ps_data = raw;
+		it->ps_len = raw_len;
+	}
+	return 0;
+}
+
+static void standard_webhooks_destroy(void *state)
+{
+	struct standard_webhooks_state *st = state;
+
+	if (st == NULL) {
+		return;
+	}
+	provider_secrets_finish(&st->sw_secrets);
+	provider_secrets_finish(&st->sw_public);
+	provider_mapping_finish(&st->sw_map);
+	free(st);
+}
+
+static int standard_webhooks_create(const struct provider_conf *pc, void **ret_state)
+{
+	struct standard_webhooks_state *st = calloc(1, sizeof(*st));
+
+	if (st == NULL) {
+		return -1;
+	}
+	if (provider_secrets_load(pc, "secret", &st->sw_secrets) < 0 ||
+	    provider_secrets_load(pc, "public_key", &st->sw_public) < 0 ||
+	    standard_webhooks_decode_keys(pc, "secret", "whsec_", &st->sw_secrets, 0) < 0 ||
+	    standard_webhooks_decode_keys(pc, "public_key", "whpk_", &st->sw_public,
+	                                  SW_ED25519_KEY_LEN) < 0 ||
+	    provider_mapping_load(pc, &st->sw_map) < 0) {
+		goto fail;
+	}
+	if (st->sw_secrets.ps_n == 0 && st->sw_public.ps_n == 0) {
+		log_err("provider %s: a secret (whsec_...) or public_key (whpk_...) is needed",
+		        pc->pc_name);
+		goto fail;
+	}
+	*ret_state = st;
+	return 0;
+fail:
+	standard_webhooks_destroy(st);
+	return -1;
+}
+
+/* The spec's header, or its svix- alias. */
+static const char *standard_webhooks_header(const struct http_request *req, const char *suffix)
+{
+	char name[64];
+	const char *v;
+
+	memcpy(name, "webhook-", 8);
+	memcpy(name + 8, suffix, strlen(suffix) + 1);
+	v = http_header_get(req, name);
+	if (v != NULL) {
+		return v;
+	}
+	memcpy(name, "svix-", 5);
+	memcpy(name + 5, suffix, strlen(suffix) + 1);
+	return http_header_get(req, name);
+}
+
+static int standard_webhooks_signed_content(const char *id, const char *ts, const void *body,
+                                            size_t len, struct buf *b)
+{
+	if (buf_puts(b, id) < 0 || buf_puts(b, ".") < 0 || buf_puts(b, ts) < 0 ||
+	    buf_puts(b, ".") < 0 || buf_append(b, body, len) < 0) {
+		return -1;
+	}
+	return 0;
+}
+
+/* base64 HMAC-SHA256 of content with one key; malloc'd. */
+static char *standard_webhooks_v1(const struct provider_secret *key, const struct buf *content)
+{
+	unsigned char mac[CRYPTO_HMAC_MAX];
+	size_t mac_len = 0;
+	char *out = NULL;
+
+	if (crypto_hmac(CRYPTO_SHA256, key->ps_data, key->ps_len, content->buf_data,
+	                content->buf_len, mac, &mac_len) < 0 ||
+	    crypto_base64_encode(mac, mac_len, &out, NULL) < 0) {
+		return NULL;
+	}
+	return out;
+}
+
+/* 1 when any entry of the header verifies, 0 when none does, -1 on error;
+ * *ret_usable counts the v1/v1a entries seen. */
+static int standard_webhooks_verify(const struct standard_webhooks_state *st, char *header,
+                                    const struct buf *content, size_t *ret_usable)
+{
+	char *v1[PROVIDER_SECRETS_MAX];
+	size_t i;
+	size_t seen = 0;
+	int ok = 0;
+	int rc = -1;
+	char *p = header;
+
+	memset(v1, 0, sizeof(v1));
+	for (i = 0; i < st->sw_secrets.ps_n; i++) {
+		v1[i] = standard_webhooks_v1(&st->sw_secrets.ps_items[i], content);
+		if (v1[i] == NULL) {
+			goto done;
+		}
+	}
+	while (*p != '\0') {
+		char *tok = p + strspn(p, " ");
+		size_t n = strcspn(tok, " ");
+		char *comma;
+
+		if (n == 0) {
+			break;
+		}
+		p = tok[n] == ' ' ? tok + n + 1 : tok + n;
+		tok[n] = '\0';
+		comma = strchr(tok, ',');
+		if (comma == NULL) {
+			continue;
+		}
+		*comma = '\0';
+		if (strcmp(tok, "v1") == 0) {
+			if (++seen > SW_SIGNATURES_MAX) {
+				break;
+			}
+			for (i = 0; i < st->sw_secrets.ps_n; i++) {
+				ok |= crypto_equal(comma + 1, strlen(comma + 1), v1[i],
+				                   strlen(v1[i]));
+			}
+		} else if (strcmp(tok, "v1a") == 0) {
+			unsigned char *sig = NULL;
+			size_t sig_len = 0;
+
+			if (++seen > SW_SIGNATURES_MAX) {
+				break;
+			}
+			if (crypto_base64_decode(comma + 1, strlen(comma + 1), &sig, &sig_len) <
+			    0) {
+				continue;
+			}
+			for (i = 0; i < st->sw_public.ps_n; i++) {
+				if (crypto_ed25519_verify(st->sw_public.ps_items[i].ps_data,
+				                          content->buf_data, content->buf_len, sig,
+				                          sig_len) == 1) {
+					ok = 1;
+				}
+			}
+			free(sig);
+		}
+	}
+	*ret_usable = seen;
+	rc = ok;
+done:
+	for (i = 0; i < st->sw_secrets.ps_n; i++) {
+		free(v1[i]);
+	}
+	return rc;
+}
+
+static int standard_webhooks_receive(const struct provider_conf *pc, const struct http_request *req,
+                                     int64_t now_s, struct event_batch *ret_batch,
+                                     struct provider_verdict *ret_verdict)
+{
+	const struct standard_webhooks_state *st = pc->pc_state;
+	const char *id = standard_webhooks_header(req, "id");
+	const char *ts_text = standard_webhooks_header(req, "timestamp");
+	const char *sig_text = standard_webhooks_header(req, "signature");
+	struct buf content;
+	struct buf canon;
+	cJSON *root = NULL;
+	struct event *ev;
+	char *sig = NULL;
+	size_t usable = 0;
+	int64_t ts = 0;
+	int ok;
+
+	buf_init(&content, 0);
+	buf_init(&canon, 0);
+	if (id == NULL || ts_text == NULL || sig_text == NULL) {
+		provider_refuse(
+		        ret_verdict, 400, "missing_signature",
+		        "webhook-id, webhook-timestamp and webhook-signature are all needed.");
+		goto fail;
+	}
+	if (id[0] == '\0' || strlen(id) > PROVIDER_REF_MAX) {
+		provider_refuse(ret_verdict, 400, "missing_key",
+		                "The webhook-id header is empty or malformed.");
+		goto fail;
+	}
+	if (provider_parse_timestamp(ts_text, &ts) < 0 || strlen(sig_text) > SW_HEADER_MAX) {
+		provider_refuse(ret_verdict, 400, "malformed_signature",
+		                "The timestamp or signature header is malformed.");
+		goto fail;
+	}
+	sig = strdup(sig_text);
+	if (sig == NULL || standard_webhooks_signed_content(id, ts_text, req->hr_body,
+	                                                    req->hr_body_len, &content) < 0) {
+		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
+		goto fail;
+	}
+	ok = standard_webhooks_verify(st, sig, &content, &usable);
+	if (ok < 0) {
+		provider_refuse(ret_verdict, 503, "internal_error", NULL);
+		goto fail;
+	}
+	if (usable == 0) {
+		provider_refuse(ret_verdict, 400, "malformed_signature",
+		                "The signature header holds no v1 or v1a entry.");
+		goto fail;
+	}
+	if (ok == 0) {
+		provider_refuse(ret_verdict, 401, "bad_signature",
+		                "No signature matches a configured key.");
+		goto fail;
+	}
+	if (!provider_timestamp_fresh(ts, now_s, pc->pc_tolerance_s)) {
+		provider_refuse(ret_verdict, 401, "stale_timestamp",
+		                "The signed timestamp is outside the tolerance.");
+		goto fail;
+	}
+	root = cJSON_ParseWithLength((const char *)req->hr_body, req->hr_body_len);
+	if (!cJSON_IsObject(root)) {
+		provider_refuse(ret_verdict, 400, "malformed_body",
+		                "The body is not a JSON object.");
+		goto fail;
+	}
+	ev = event_batch_add(ret_batch);
+	if (ev == NULL || provider_set_ref(&ev->ev_key, id) < 0) {
+		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
+		goto fail_batch;
+	}
+	if (provider_mapping_apply(&st->sw_map, root, ev, ret_verdict) < 0) {
+		goto fail_batch;
+	}
+	if (ev->ev_kind == EVENT_REFUNDED && ev->ev_refund_ref == NULL &&
+	    provider_set_ref(&ev->ev_refund_ref, id) < 0) {
+		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
+		goto fail_batch;
+	}
+	/* The whole payload is semantic; canonical form absorbs re-serialization. */
+	if (provider_json_canonical(root, &canon) < 0 ||
+	    provider_set_payload(ev, req->hr_body, req->hr_body_len) < 0) {
+		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
+		goto fail_batch;
+	}
+	event_fingerprint(ev, canon.buf_data, canon.buf_len);
+	cJSON_Delete(root);
+	buf_finish(&content);
+	buf_finish(&canon);
+	free(sig);
+	return 0;
+fail_batch:
+	event_batch_finish(ret_batch);
+fail:
+	cJSON_Delete(root);
+	buf_finish(&content);
+	buf_finish(&canon);
+	free(sig);
+	return -1;
+}
+
+static int standard_webhooks_ack(const struct provider_conf *pc, const struct event *ev,
+                                 const struct event_outcome *out, struct reply *ret)
+{
+	return provider_ack_json(ev, out, ret);
+}
+
+static int standard_webhooks_sign(const struct provider_conf *pc, const void *body, size_t body_len,
+                                  int64_t now_s, const char *event_id,
+                                  void (*add_header)(void *arg, const char *name,
+                                                     const char *value),
+                                  void *arg)
+{
+	const struct standard_webhooks_state *st = pc->pc_state;
+	char uuid[37];
+	char ts[24];
+	char id[64 + 37];
+	struct buf content;
+	struct buf header;
+	char *mac = NULL;
+	int rc = -1;
+
+	if (st == NULL || st->sw_secrets.ps_n == 0) {
+		return -1;
+	}
+	if (event_id == NULL) {
+		if (crypto_uuid4(uuid) < 0) {
+			return -1;
+		}
+		memcpy(id, "msg_", 4);
+		memcpy(id + 4, uuid, sizeof(uuid));
+		event_id = id;
+	}
+	buf_init(&content, 0);
+	buf_init(&header, 0);
+	if (buf_printf(&header, "%lld", (long long)now_s) < 0 || header.buf_len >= sizeof(ts)) {
+		goto done;
+	}
+	memcpy(ts, header.buf_data, header.buf_len + 1);
+	buf_finish(&header);
+	buf_init(&header, 0);
+	if (standard_webhooks_signed_content(event_id, ts, body, body_len, &content) < 0) {
+		goto done;
+	}
+	mac = standard_webhooks_v1(&st->sw_secrets.ps_items[0], &content);
+	if (mac == NULL || buf_printf(&header, "v1,%s", mac) < 0) {
+		goto done;
+	}
+	add_header(arg, "webhook-id", event_id);
+	add_header(arg, "webhook-timestamp", ts);
+	add_header(arg, "webhook-signature", header.buf_data);
+	rc = 0;
+done:
+	free(mac);
+	buf_finish(&content);
+	buf_finish(&header);
+	return rc;
+}
+
+const struct provider provider_standard_webhooks = {
+        .p_name = "standard-webhooks",
+        .p_retry_window_s = SW_RETRY_WINDOW_S,
+        .p_create = standard_webhooks_create,
+        .p_destroy = standard_webhooks_destroy,
+        .p_receive = standard_webhooks_receive,
+        .p_ack = standard_webhooks_ack,
+        .p_error = provider_problem,
+        .p_sign = standard_webhooks_sign,
+};

@@ -1,0 +1,375 @@
+/* stripe.c: Stripe webhooks: Stripe-Signature HMAC-SHA256, event id as key. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "crypto.h"
+#include "log.h"
+#include "money.h"
+#include "providers.h"
+
+#define STRIPE_SIGNATURES_MAX 16 /* v1 entries considered in one header */
+#define STRIPE_HEADER_MAX 4096   /* bytes in Stripe-Signature */
+#define STRIPE_RETRY_WINDOW_S (3 * 24 * 3600)
+
+struct stripe_state {
+	struct provider_secrets ss_secrets;
+};
+
+struct stripe_sig {
+	int64_t sg_t;
+	int sg_has_t;
+	const char *sg_v1[STRIPE_SIGNATURES_MAX];
+	size_t sg_v1_len[STRIPE_SIGNATURES_MAX];
+	size_t sg_n;
+};
+
+static int stripe_create(const struct provider_conf *pc, void **ret_state)
+{
+	struct stripe_state *st = calloc(1, sizeof(*st));
+
+	if (st == NULL) {
+		return -1;
+	}
+	if (provider_secrets_load(pc, "secret", &st->ss_secrets) < 0) {
+		goto fail;
+	}
+	if (st->ss_secrets.ps_n == 0) {
+		log_err("provider %s: at least one secret (the endpoint's whsec_... signing "
+		        "secret) is needed",
+		        pc->pc_name);
+		goto fail;
+	}
+	*ret_state = st;
+	return 0;
+fail:
+	free(st);
+	return -1;
+}
+
+static void stripe_destroy(void *state)
+{
+	struct stripe_state *st = state;
+
+	if (st == NULL) {
+		return;
+	}
+	provider_secrets_finish(&st->ss_secrets);
+	free(st);
+}
+
+/* Splits "t=..,v1=..,v1=..,v0=.." in place; other schemes are ignored. */
+static int stripe_parse_header(char *h, struct stripe_sig *ret)
+{
+	char *p = h;
+
+	memset(ret, 0, sizeof(*ret));
+	while (*p != '\0') {
+		char *item = p + strspn(p, " \t");
+		size_t n = strcspn(item, ",");
+		char *eq;
+		char *end = item + n;
+
+		p = *end == ',' ? end + 1 : end;
+		*end = '\0';
+		while (end > item && (end[-1] == ' ' || end[-1] == '\t')) {
+			*--end = '\0';
+		}
+		eq = strchr(item, '=');
+		if (eq == NULL) {
+			continue;
+		}
+		*eq = '\0';
+		if (strcmp(item, "t") == 0) {
+			if (ret->sg_has_t || provider_parse_timestamp(eq + 1, &ret->sg_t) < 0) {
+				return -1;
+			}
+			ret->sg_has_t = 1;
+		} else if (strcmp(item, "v1") == 0) {
+			if (ret->sg_n >= STRIPE_SIGNATURES_MAX) {
+				return -1;
+			}
+			ret->sg_v1[ret->sg_n] = eq + 1;
+			ret->sg_v1_len[ret->sg_n] = strlen(eq + 1);
+			ret->sg_n++;
+		}
+	}
+	if (!ret->sg_has_t || ret->sg_n == 0) {
+		return -1;
+	}
+	return 0;
+}
+
+/* HMAC-SHA256 over "<t>.<body>" with secret, as lower-case hex into out[65]. */
+static int stripe_mac(const struct provider_secret *secret, int64_t t, const void *body,
+                      size_t body_len, char out[2 * CRYPTO_SHA256_LEN + 1])
+{
+	unsigned char mac[CRYPTO_HMAC_MAX];
+	size_t mac_len = 0;
+	struct buf b;
+	int rc = -1;
+
+	buf_init(&b, 0);
+	if (buf_printf(&b, "%lld.", (long long)t) < 0 || buf_append(&b, body, body_len) < 0) {
+		goto done;
+	}
+	if (crypto_hmac(CRYPTO_SHA256, secret->ps_data, secret->ps_len, b.buf_data, b.buf_len, mac,
+	                &mac_len) < 0) {
+		goto done;
+	}
+	crypto_hex_encode(mac, mac_len, out);
+	rc = 0;
+done:
+	buf_finish(&b);
+	return rc;
+}
+
+static int stripe_verify(const struct stripe_state *st, const struct stripe_sig *sig,
+                         const struct http_request *req)
+{
+	size_t i;
+	size_t j;
+	int ok = 0;
+
+	for (i = 0; i < st->ss_secrets.ps_n; i++) {
+		char expect[2 * CRYPTO_SHA256_LEN + 1];
+
+		if (stripe_mac(&st->ss_secrets.ps_items[i], sig->sg_t, req->hr_body,
+		               req->hr_body_len, expect) < 0) {
+			return -1;
+		}
+		/* No early exit: the time taken does not depend on which entry matched. */
+		for (j = 0; j < sig->sg_n; j++) {
+			ok |= crypto_equal(sig->sg_v1[j], sig->sg_v1_len[j], expect,
+			                   2 * CRYPTO_SHA256_LEN);
+		}
+	}
+	return ok;
+}
+
+static const char *stripe_order_ref(const cJSON *obj)
+{
+	const char *ref = provider_json_string(obj, "metadata.order_id");
+
+	if (ref == NULL || ref[0] == '\0') {
+		ref = provider_json_string(obj, "client_reference_id");
+	}
+	if (ref != NULL && ref[0] == '\0') {
+		ref = NULL;
+	}
+	return ref;
+}
+
+/* Fills the business fields of ev from the event's type and data.object. */
+static int stripe_normalize(const char *id, const char *type, const cJSON *obj, struct event *ev,
+                            struct provider_verdict *v)
+{
+	const char *currency = provider_json_string(obj, "currency");
+	const char *object_id = provider_json_string(obj, "id");
+	const char *pi = provider_json_string(obj, "payment_intent");
+	const char *amount_key = "amount";
+	const cJSON *amount;
+
+	ev->ev_kind = EVENT_OTHER;
+	if (strcmp(type, "payment_intent.succeeded") == 0) {
+		ev->ev_kind = EVENT_PAYMENT_SUCCEEDED;
+		pi = object_id;
+		amount_key =
+		        cJSON_HasObjectItem(obj, "amount_received") ? "amount_received" : "amount";
+	} else if (strcmp(type, "checkout.session.completed") == 0 ||
+	           strcmp(type, "checkout.session.async_payment_succeeded") == 0) {
+		const char *status = provider_json_string(obj, "payment_status");
+
+		/* An unpaid session (delayed methods) pays later with its own event. */
+		if (status != NULL && strcmp(status, "paid") == 0) {
+			ev->ev_kind = EVENT_PAYMENT_SUCCEEDED;
+		}
+		amount_key = "amount_total";
+	} else if (strcmp(type, "charge.refunded") == 0) {
+		const char *refund = provider_json_string(obj, "refunds.data.0.id");
+
+		ev->ev_kind = EVENT_REFUNDED;
+		ev->ev_refund_cumulative = 1;
+		amount_key = "amount_refunded";
+		if (pi == NULL) {
+			pi = object_id;
+		}
+		if (provider_set_ref(&ev->ev_refund_ref, refund != NULL ? refund : id) < 0) {
+			return provider_refuse(v, 400, "malformed_body",
+			                       "The refund id is not usable.");
+		}
+	}
+	if (provider_set_ref(&ev->ev_order_ref, stripe_order_ref(obj)) < 0 ||
+	    provider_set_ref(&ev->ev_payment_ref, pi) < 0) {
+		return provider_refuse(v, 400, "malformed_body",
+		                       "A reference in the event is not usable.");
+	}
+	if (currency != NULL && money_currency_normalize(currency, ev->ev_currency) < 0) {
+		return provider_refuse(v, 400, "malformed_body",
+		                       "The currency is not an ISO 4217 code.");
+	}
+	amount = cJSON_GetObjectItemCaseSensitive(obj, amount_key);
+	if (amount != NULL && !cJSON_IsNull(amount) &&
+	    provider_json_minor(amount, &ev->ev_amount) < 0) {
+		ev->ev_amount = -1;
+		return provider_refuse(v, 400, "malformed_body",
+		                       "The amount is not a whole number of minor units.");
+	}
+	return 0;
+}
+
+/* Only `type` and `data.object` are semantic: `pending_webhooks`, `request`
+ * and delivery details differ between retries of one event. */
+static int stripe_fingerprint(const char *type, const cJSON *obj, struct event *ev)
+{
+	struct buf b;
+	int rc = -1;
+
+	buf_init(&b, 0);
+	if (buf_puts(&b, "{\"type\":") < 0 || buf_json_string(&b, type) < 0 ||
+	    buf_puts(&b, ",\"object\":") < 0 || provider_json_canonical(obj, &b) < 0 ||
+	    buf_puts(&b, "}") < 0) {
+		goto done;
+	}
+	event_fingerprint(ev, b.buf_data, b.buf_len);
+	rc = 0;
+done:
+	buf_finish(&b);
+	return rc;
+}
+
+static int stripe_receive(const struct provider_conf *pc, const struct http_request *req,
+                          int64_t now_s, struct event_batch *ret_batch,
+                          struct provider_verdict *ret_verdict)
+{
+	const struct stripe_state *st = pc->pc_state;
+	const char *header = http_header_get(req, "Stripe-Signature");
+	struct stripe_sig sig;
+	cJSON *root = NULL;
+	const cJSON *obj;
+	const char *id;
+	const char *type;
+	struct event *ev;
+	char *copy = NULL;
+	int ok;
+
+	if (header == NULL) {
+		return provider_refuse(ret_verdict, 400, "missing_signature",
+		                       "The Stripe-Signature header is missing.");
+	}
+	if (strlen(header) > STRIPE_HEADER_MAX) {
+		return provider_refuse(ret_verdict, 400, "malformed_signature",
+		                       "The Stripe-Signature header is too long.");
+	}
+	copy = strdup(header);
+	if (copy == NULL) {
+		return provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
+	}
+	if (stripe_parse_header(copy, &sig) < 0) {
+		provider_refuse(
+		        ret_verdict, 400, "malformed_signature",
+		        "The Stripe-Signature header needs one t= and at least one v1= entry.");
+		goto fail;
+	}
+	ok = stripe_verify(st, &sig, req);
+	if (ok < 0) {
+		provider_refuse(ret_verdict, 503, "internal_error", NULL);
+		goto fail;
+	}
+	if (ok == 0) {
+		provider_refuse(ret_verdict, 401, "bad_signature",
+		                "No v1 signature matches a configured secret.");
+		goto fail;
+	}
+	if (!provider_timestamp_fresh(sig.sg_t, now_s, pc->pc_tolerance_s)) {
+		provider_refuse(ret_verdict, 401, "stale_timestamp",
+		                "The signed timestamp is outside the tolerance.");
+		goto fail;
+	}
+	root = cJSON_ParseWithLength((const char *)req->hr_body, req->hr_body_len);
+	obj = provider_json_path(root, "data.object");
+	type = provider_json_string(root, "type");
+	if (!cJSON_IsObject(root) || !cJSON_IsObject(obj) || type == NULL) {
+		provider_refuse(ret_verdict, 400, "malformed_body",
+		                "The body is not a Stripe event.");
+		goto fail;
+	}
+	id = provider_json_string(root, "id");
+	if (id == NULL || id[0] == '\0') {
+		provider_refuse(ret_verdict, 400, "missing_key", "The event has no id.");
+		goto fail;
+	}
+	ev = event_batch_add(ret_batch);
+	if (ev == NULL) {
+		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
+		goto fail;
+	}
+	if (provider_set_ref(&ev->ev_key, id) < 0 || provider_set_ref(&ev->ev_type, type) < 0) {
+		provider_refuse(ret_verdict, 400, "malformed_body",
+		                "The event id or type is not usable.");
+		goto fail_batch;
+	}
+	if (stripe_normalize(id, type, obj, ev, ret_verdict) < 0) {
+		goto fail_batch;
+	}
+	if (stripe_fingerprint(type, obj, ev) < 0 ||
+	    provider_set_payload(ev, req->hr_body, req->hr_body_len) < 0) {
+		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
+		goto fail_batch;
+	}
+	cJSON_Delete(root);
+	free(copy);
+	return 0;
+fail_batch:
+	event_batch_finish(ret_batch);
+fail:
+	cJSON_Delete(root);
+	free(copy);
+	return -1;
+}
+
+static int stripe_ack(const struct provider_conf *pc, const struct event *ev,
+                      const struct event_outcome *out, struct reply *ret)
+{
+	return provider_ack_json(ev, out, ret);
+}
+
+static int stripe_sign(const struct provider_conf *pc, const void *body, size_t body_len,
+                       int64_t now_s, const char *event_id,
+                       void (*add_header)(void *arg, const char *name, const char *value),
+                       void *arg)
+{
+	const struct stripe_state *st = pc->pc_state;
+	char mac[2 * CRYPTO_SHA256_LEN + 1];
+	struct buf b;
+	int rc = -1;
+
+	if (st == NULL || st->ss_secrets.ps_n == 0) {
+		return -1;
+	}
+	if (stripe_mac(&st->ss_secrets.ps_items[0], now_s, body, body_len, mac) < 0) {
+		return -1;
+	}
+	buf_init(&b, 0);
+	if (buf_printf(&b, "t=%lld,v1=%s", (long long)now_s, mac) < 0) {
+		goto done;
+	}
+	add_header(arg, "Stripe-Signature", b.buf_data);
+	rc = 0;
+done:
+	buf_finish(&b);
+	return rc;
+}
+
+const struct provider provider_stripe = {
+        .p_name = "stripe",
+        .p_retry_window_s = STRIPE_RETRY_WINDOW_S,
+        .p_create = stripe_create,
+        .p_destroy = stripe_destroy,
+        .p_receive = stripe_receive,
+        .p_ack = stripe_ack,
+        .p_error = provider_problem,
+        .p_sign = stripe_sign,
+};

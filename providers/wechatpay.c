@@ -1,0 +1,454 @@
+/* wechatpay.c: WeChat Pay API v3 notifications: SHA256withRSA by platform key
+ * serial, AES-256-GCM resource decryption, body id as key, 204 acknowledgement. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "buf.h"
+#include "crypto.h"
+#include "log.h"
+#include "money.h"
+#include "providers.h"
+
+#define WECHATPAY_KEYS_MAX 8     /* platform keys/certificates per instance */
+#define WECHATPAY_SERIAL_MAX 128 /* bytes in a serial or public key id */
+#define WECHATPAY_APIV3_KEY_LEN 32
+#define WECHATPAY_SIGNATURE_MAX 2048         /* bytes of base64 in Wechatpay-Signature */
+#define WECHATPAY_NONCE_MAX 64               /* bytes in Wechatpay-Nonce and resource.nonce */
+#define WECHATPAY_RETRY_WINDOW_S (25 * 3600) /* 15 tries from 15 s to 6 h apart: just over 24 h */
+#define WECHATPAY_PROBE_PREFIX "WECHATPAY/SIGNTEST/"
+#define WECHATPAY_ERROR_MAX 1024 /* bytes in an error answer */
+
+struct wechatpay_key {
+	char *wk_serial;
+	struct crypto_pubkey *wk_key;
+};
+
+struct wechatpay_state {
+	struct wechatpay_key ws_keys[WECHATPAY_KEYS_MAX];
+	size_t ws_n_keys;
+	struct provider_secrets ws_apiv3; /* 32-byte API v3 keys, first is current */
+	char *ws_mchid;                   /* when set, the resource's mchid must match */
+};
+
+static void wechatpay_destroy(void *state)
+{
+	struct wechatpay_state *st = state;
+	size_t i;
+
+	if (st == NULL) {
+		return;
+	}
+	for (i = 0; i < st->ws_n_keys; i++) {
+		free(st->ws_keys[i].wk_serial);
+		crypto_pubkey_destroy(st->ws_keys[i].wk_key);
+	}
+	provider_secrets_finish(&st->ws_apiv3);
+	free(st->ws_mchid);
+	free(st);
+}
+
+struct wechatpay_load_ctx {
+	const struct provider_conf *lc_pc;
+	struct wechatpay_state *lc_st;
+};
+
+/* "SERIAL SPEC": the serial WeChat Pay sends in Wechatpay-Serial, then where
+ * the PEM public key or certificate is (file:, credential:, env:). */
+static int wechatpay_load_key(void *arg, const char *value, int line)
+{
+	struct wechatpay_load_ctx *ctx = arg;
+	struct wechatpay_state *st = ctx->lc_st;
+	const char *name = ctx->lc_pc->pc_name;
+	size_t n = strcspn(value, " \t");
+	const char *spec = value + n + strspn(value + n, " \t");
+	struct wechatpay_key *k;
+	char *text = NULL;
+	size_t len = 0;
+
+	if (st->ws_n_keys >= WECHATPAY_KEYS_MAX) {
+		log_err("provider %s: line %d: more than %d platform_key values", name, line,
+		        WECHATPAY_KEYS_MAX);
+		return -1;
+	}
+	if (n == 0 || n > WECHATPAY_SERIAL_MAX || spec[0] == '\0') {
+		log_err("provider %s: line %d: platform_key needs \"SERIAL file:/path/to/key.pem\"",
+		        name, line);
+		return -1;
+	}
+	if (provider_secret_resolve(ctx->lc_pc, "platform_key", spec, &text, &len) < 0) {
+		return -1;
+	}
+	k = &st->ws_keys[st->ws_n_keys];
+	k->wk_key = crypto_pubkey_load(text, len);
+	free(text);
+	if (k->wk_key == NULL) {
+		log_err("provider %s: line %d: platform_key is not a PEM public key or certificate",
+		        name, line);
+		return -1;
+	}
+	k->wk_serial = strndup(value, n);
+	if (k->wk_serial == NULL) {
+		crypto_pubkey_destroy(k->wk_key);
+		k->wk_key = NULL;
+		return -1;
+	}
+	st->ws_n_keys++;
+	return 0;
+}
+
+static int wechatpay_create(const struct provider_conf *pc, void **ret_state)
+{
+	struct wechatpay_state *st = calloc(1, sizeof(*st));
+	struct wechatpay_load_ctx ctx = {pc, st};
+	const char *mchid;
+	size_t i;
+
+	if (st == NULL) {
+		return -1;
+	}
+	if (pc->pc_section == NULL ||
+	    config_section_each(pc->pc_section, "platform_key", wechatpay_load_key, &ctx) != 0 ||
+	    provider_secrets_load(pc, "apiv3_key", &st->ws_apiv3) < 0) {
+		goto fail;
+	}
+	if (st->ws_n_keys == 0 || st->ws_apiv3.ps_n == 0) {
+		log_err("provider %s: platform_key (SERIAL and key file) and apiv3_key are needed",
+		        pc->pc_name);
+		goto fail;
+	}
+	for (i = 0; i < st->ws_apiv3.ps_n; i++) {
+		if (st->ws_apiv3.ps_items[i].ps_len != WECHATPAY_APIV3_KEY_LEN) {
+			log_err("provider %s: apiv3_key #%zu is not %d bytes", pc->pc_name, i + 1,
+			        WECHATPAY_APIV3_KEY_LEN);
+			goto fail;
+		}
+	}
+	mchid = config_section_get(pc->pc_section, "mchid");
+	if (mchid != NULL) {
+		st->ws_mchid = strdup(mchid);
+		if (st->ws_mchid == NULL) {
+			goto fail;
+		}
+	}
+	*ret_state = st;
+	return 0;
+fail:
+	wechatpay_destroy(st);
+	return -1;
+}
+
+static const struct crypto_pubkey *wechatpay_key_for(const struct wechatpay_state *st,
+                                                     const char *serial)
+{
+	size_t i;
+
+	for (i = 0; i < st->ws_n_keys; i++) {
+		if (strcmp(st->ws_keys[i].wk_serial, serial) == 0) {
+			return st->ws_keys[i].wk_key;
+		}
+	}
+	return NULL;
+}
+
+/* SHA256withRSA over "ts\nnonce\nbody\n": 1 valid, 0 not, -1 error. */
+static int wechatpay_verify(const struct crypto_pubkey *key, const char *ts, const char *nonce,
+                            const char *sig_b64, const struct http_request *req)
+{
+	unsigned char *sig = NULL;
+	size_t sig_len = 0;
+	struct buf b;
+	int rc = -1;
+
+	if (crypto_base64_decode(sig_b64, strlen(sig_b64), &sig, &sig_len) < 0) {
+		return 0;
+	}
+	buf_init(&b, 0);
+	if (buf_printf(&b, "%s\n%s\n", ts, nonce) < 0 ||
+	    buf_append(&b, req->hr_body, req->hr_body_len) < 0 || buf_puts(&b, "\n") < 0) {
+		goto done;
+	}
+	rc = crypto_rsa_sha256_verify(key, b.buf_data, b.buf_len, sig, sig_len);
+done:
+	buf_finish(&b);
+	free(sig);
+	return rc;
+}
+
+/* Decrypts resource with any configured API v3 key; malloc'd plaintext. */
+static int wechatpay_decrypt(const struct wechatpay_state *st, const cJSON *resource, char **ret,
+                             size_t *ret_len)
+{
+	const char *alg = provider_json_string(resource, "algorithm");
+	const char *ct = provider_json_string(resource, "ciphertext");
+	const char *nonce = provider_json_string(resource, "nonce");
+	const char *aad = provider_json_string(resource, "associated_data");
+	unsigned char *raw = NULL;
+	size_t raw_len = 0;
+	size_t i;
+	int rc = -1;
+
+	if (alg == NULL || strcmp(alg, "AEAD_AES_256_GCM") != 0 || ct == NULL || nonce == NULL ||
+	    strlen(nonce) > WECHATPAY_NONCE_MAX || nonce[0] == '\0') {
+		return -1;
+	}
+	if (aad == NULL) {
+		aad = "";
+	}
+	if (crypto_base64_decode(ct, strlen(ct), &raw, &raw_len) < 0) {
+		return -1;
+	}
+	for (i = 0; i < st->ws_apiv3.ps_n && rc < 0; i++) {
+		unsigned char *plain = NULL;
+		size_t plain_len = 0;
+
+		if (crypto_aes256gcm_decrypt(st->ws_apiv3.ps_items[i].ps_data, nonce, strlen(nonce),
+		                             aad, strlen(aad), raw, raw_len, &plain,
+		                             &plain_len) == 0) {
+			*ret = (char *)plain;
+			*ret_len = plain_len;
+			rc = 0;
+		}
+	}
+	free(raw);
+	return rc;
+}
+
+/* Fills the business fields from the decrypted resource. */
+static int wechatpay_normalize(const char *event_type, const cJSON *res, struct event *ev,
+                               struct provider_verdict *v)
+{
+	const char *currency = provider_json_string(res, "amount.currency");
+	const char *amount_path = NULL;
+	const cJSON *amount;
+
+	ev->ev_kind = EVENT_OTHER;
+	if (strcmp(event_type, "TRANSACTION.SUCCESS") == 0) {
+		const char *state = provider_json_string(res, "trade_state");
+
+		if (state != NULL && strcmp(state, "SUCCESS") == 0) {
+			ev->ev_kind = EVENT_PAYMENT_SUCCEEDED;
+		}
+		amount_path = "amount.total";
+	} else if (strcmp(event_type, "REFUND.SUCCESS") == 0) {
+		const char *state = provider_json_string(res, "refund_status");
+
+		if (state == NULL || strcmp(state, "SUCCESS") == 0) {
+			ev->ev_kind = EVENT_REFUNDED;
+		}
+		amount_path = "amount.refund";
+		if (provider_set_ref(&ev->ev_refund_ref, provider_json_string(res, "refund_id")) <
+		    0) {
+			return provider_refuse(v, 400, "malformed_body",
+			                       "The refund id is not usable.");
+		}
+	}
+	if (provider_set_ref(&ev->ev_order_ref, provider_json_string(res, "out_trade_no")) < 0 ||
+	    provider_set_ref(&ev->ev_payment_ref, provider_json_string(res, "transaction_id")) <
+	            0) {
+		return provider_refuse(v, 400, "malformed_body",
+		                       "A reference in the resource is not usable.");
+	}
+	/* WeChat Pay settles in CNY; refund notifications carry no currency. */
+	if (money_currency_normalize(currency != NULL ? currency : "CNY", ev->ev_currency) < 0) {
+		return provider_refuse(v, 400, "malformed_body",
+		                       "The currency is not an ISO 4217 code.");
+	}
+	amount = amount_path != NULL ? provider_json_path(res, amount_path) : NULL;
+	if (amount != NULL && provider_json_minor(amount, &ev->ev_amount) < 0) {
+		ev->ev_amount = -1;
+		return provider_refuse(v, 400, "malformed_body",
+		                       "The amount is not a whole number of fen.");
+	}
+	if (ev->ev_kind != EVENT_OTHER && amount == NULL) {
+		return provider_refuse(v, 400, "malformed_body", "The resource has no amount.");
+	}
+	return 0;
+}
+
+/* Checks the headers and the signature; 0, or -1 with the verdict set. */
+static int wechatpay_authenticate(const struct provider_conf *pc, const struct http_request *req,
+                                  int64_t now_s, struct provider_verdict *v)
+{
+	const struct wechatpay_state *st = pc->pc_state;
+	const char *ts_text = http_header_get(req, "Wechatpay-Timestamp");
+	const char *nonce = http_header_get(req, "Wechatpay-Nonce");
+	const char *sig = http_header_get(req, "Wechatpay-Signature");
+	const char *serial = http_header_get(req, "Wechatpay-Serial");
+	const struct crypto_pubkey *key;
+	int64_t ts = 0;
+	int ok;
+
+	if (ts_text == NULL || nonce == NULL || sig == NULL || serial == NULL) {
+		return provider_refuse(
+		        v, 400, "missing_signature",
+		        "Wechatpay-Timestamp, -Nonce, -Signature and -Serial are all needed.");
+	}
+	/* WeChat Pay sends these on purpose to see that we do verify. */
+	if (strncmp(sig, WECHATPAY_PROBE_PREFIX, strlen(WECHATPAY_PROBE_PREFIX)) == 0) {
+		return provider_refuse(v, 401, "probe_signature", "Signature probe refused.");
+	}
+	if (provider_parse_timestamp(ts_text, &ts) < 0 || nonce[0] == '\0' ||
+	    strlen(nonce) > WECHATPAY_NONCE_MAX || strlen(sig) > WECHATPAY_SIGNATURE_MAX) {
+		return provider_refuse(v, 400, "malformed_signature",
+		                       "A Wechatpay-* header is malformed.");
+	}
+	key = wechatpay_key_for(st, serial);
+	if (key == NULL) {
+		return provider_refuse(v, 401, "unknown_serial",
+		                       "Wechatpay-Serial names no configured platform key.");
+	}
+	ok = wechatpay_verify(key, ts_text, nonce, sig, req);
+	if (ok < 0) {
+		return provider_refuse(v, 503, "internal_error", NULL);
+	}
+	if (ok == 0) {
+		return provider_refuse(v, 401, "bad_signature", "The signature does not verify.");
+	}
+	if (!provider_timestamp_fresh(ts, now_s, pc->pc_tolerance_s)) {
+		return provider_refuse(v, 401, "stale_timestamp",
+		                       "The signed timestamp is outside the tolerance.");
+	}
+	return 0;
+}
+
+static int wechatpay_receive(const struct provider_conf *pc, const struct http_request *req,
+                             int64_t now_s, struct event_batch *ret_batch,
+                             struct provider_verdict *ret_verdict)
+{
+	const struct wechatpay_state *st = pc->pc_state;
+	const char *id;
+	const char *event_type;
+	const char *mchid;
+	cJSON *root = NULL;
+	cJSON *res = NULL;
+	char *plain = NULL;
+	size_t plain_len = 0;
+	struct event *ev;
+	struct buf b;
+
+	buf_init(&b, 0);
+	if (wechatpay_authenticate(pc, req, now_s, ret_verdict) < 0) {
+		goto fail;
+	}
+	root = cJSON_ParseWithLength((const char *)req->hr_body, req->hr_body_len);
+	event_type = provider_json_string(root, "event_type");
+	if (!cJSON_IsObject(root) || event_type == NULL ||
+	    !cJSON_IsObject(provider_json_path(root, "resource"))) {
+		provider_refuse(ret_verdict, 400, "malformed_body",
+		                "The body is not a WeChat Pay notification.");
+		goto fail;
+	}
+	id = provider_json_string(root, "id");
+	if (id == NULL || id[0] == '\0') {
+		provider_refuse(ret_verdict, 400, "missing_key", "The notification has no id.");
+		goto fail;
+	}
+	if (wechatpay_decrypt(st, provider_json_path(root, "resource"), &plain, &plain_len) < 0) {
+		provider_refuse(ret_verdict, 401, "decrypt_failed",
+		                "The resource does not decrypt with the configured API v3 key.");
+		goto fail;
+	}
+	res = cJSON_ParseWithLength(plain, plain_len);
+	if (!cJSON_IsObject(res)) {
+		provider_refuse(ret_verdict, 400, "malformed_body",
+		                "The decrypted resource is not a JSON object.");
+		goto fail;
+	}
+	mchid = provider_json_string(res, "mchid");
+	if (st->ws_mchid != NULL && (mchid == NULL || strcmp(mchid, st->ws_mchid) != 0)) {
+		provider_refuse(ret_verdict, 403, "wrong_merchant",
+		                "The notification is for another merchant id.");
+		goto fail;
+	}
+	ev = event_batch_add(ret_batch);
+	if (ev == NULL) {
+		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
+		goto fail;
+	}
+	if (provider_set_ref(&ev->ev_key, id) < 0 ||
+	    provider_set_ref(&ev->ev_type, event_type) < 0) {
+		provider_refuse(ret_verdict, 400, "malformed_body",
+		                "The id or event type is not usable.");
+		goto fail_batch;
+	}
+	if (wechatpay_normalize(event_type, res, ev, ret_verdict) < 0) {
+		goto fail_batch;
+	}
+	/* Semantic: the event type and the decrypted resource; the ciphertext
+	 * and its nonce may differ between deliveries of one notification. */
+	if (buf_puts(&b, "{\"event_type\":") < 0 || buf_json_string(&b, event_type) < 0 ||
+	    buf_puts(&b, ",\"resource\":") < 0 || provider_json_canonical(res, &b) < 0 ||
+	    buf_puts(&b, "}") < 0 || provider_set_payload(ev, b.buf_data, b.buf_len) < 0) {
+		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
+		goto fail_batch;
+	}
+	event_fingerprint(ev, b.buf_data, b.buf_len);
+	buf_finish(&b);
+	cJSON_Delete(res);
+	cJSON_Delete(root);
+	free(plain);
+	return 0;
+fail_batch:
+	event_batch_finish(ret_batch);
+fail:
+	buf_finish(&b);
+	cJSON_Delete(res);
+	cJSON_Delete(root);
+	free(plain);
+	return -1;
+}
+
+static int wechatpay_ack(const struct provider_conf *pc, const struct event *ev,
+                         const struct event_outcome *out, struct reply *ret)
+{
+	return reply_set(ret, 204, NULL, NULL, 0);
+}
+
+static int wechatpay_error(const struct provider_conf *pc, int status, const char *reason,
+                           const char *detail, struct reply *ret)
+{
+	struct buf b;
+	char *body;
+	size_t len = 0;
+
+	buf_init(&b, WECHATPAY_ERROR_MAX);
+	if (buf_puts(&b, "{\"code\":\"FAIL\",\"message\":") < 0 ||
+	    buf_json_string(&b, detail != NULL   ? detail
+	                        : reason != NULL ? reason
+	                                         : "error") < 0 ||
+	    buf_puts(&b, "}") < 0) {
+		buf_finish(&b);
+		return -1;
+	}
+	body = buf_take(&b, &len);
+	if (body == NULL) {
+		return -1;
+	}
+	if (reply_set_take(ret, status, "application/json", body, len) < 0) {
+		free(body);
+		return -1;
+	}
+	return 0;
+}
+
+/* The platform's private key is WeChat Pay's, not ours: nothing to sign with. */
+static int wechatpay_sign(const struct provider_conf *pc, const void *body, size_t body_len,
+                          int64_t now_s, const char *event_id,
+                          void (*add_header)(void *arg, const char *name, const char *value),
+                          void *arg)
+{
+	return -1;
+}
+
+const struct provider provider_wechatpay = {
+        .p_name = "wechatpay",
+        .p_retry_window_s = WECHATPAY_RETRY_WINDOW_S,
+        .p_create = wechatpay_create,
+        .p_destroy = wechatpay_destroy,
+        .p_receive = wechatpay_receive,
+        .p_ack = wechatpay_ack,
+        .p_error = wechatpay_error,
+        .p_sign = wechatpay_sign,
+};

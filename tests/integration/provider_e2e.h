@@ -1,0 +1,106 @@
+/* provider_e2e.h: helpers shared by the non-Stripe provider end-to-end tests:
+ * database reads with printf-style SQL and posting to /hooks/<name>. */
+#ifndef IDEMHOOK_TEST_PROVIDER_E2E_H
+#define IDEMHOOK_TEST_PROVIDER_E2E_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+
+#define E2E_STORM 24 /* concurrent copies of one callback */
+
+static inline int64_t e2e_db_int(struct daemon *d, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+static inline int64_t e2e_db_int(struct daemon *d, const char *fmt, ...)
+{
+	char sql[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	return hn_db_int(d->dm_db, sql);
+}
+
+static inline void e2e_url(struct daemon *d, const char *provider, char *url, size_t size)
+{
+	snprintf(url, size, "%s/hooks/%s", d->dm_base, provider);
+}
+
+/* POSTs body with headers ("Name: value", NULL-terminated). */
+static inline int e2e_post(struct daemon *d, const char *provider, const char *const *headers,
+                           const char *body, struct hres *ret)
+{
+	char url[256];
+
+	e2e_url(d, provider, url, sizeof(url));
+	return hn_http("POST", url, headers, body, strlen(body), ret);
+}
+
+/* 1 when the response carries Idempotent-Replayed: true. */
+static inline int e2e_replayed(const struct hres *r)
+{
+	char *v = hres_header(r, "Idempotent-Replayed");
+	int yes = v != NULL && strcmp(v, "true") == 0;
+
+	free(v);
+	return yes;
+}
+
+/* Sends E2E_STORM copies at once; returns how many answered status with
+ * exactly first's body. */
+static inline int e2e_storm(struct daemon *d, const char *provider, const char *const *headers,
+                            const char *body, long status, const struct hres *first)
+{
+	struct hres res[E2E_STORM];
+	char url[256];
+	int same = 0;
+	size_t i;
+
+	e2e_url(d, provider, url, sizeof(url));
+	if (hn_http_storm(E2E_STORM, "POST", url, headers, body, strlen(body), res) != 0) {
+		return -1;
+	}
+	for (i = 0; i < E2E_STORM; i++) {
+		if (res[i].hs_status == status && res[i].hs_body_len == first->hs_body_len &&
+		    (first->hs_body_len == 0 ||
+		     memcmp(res[i].hs_body, first->hs_body, first->hs_body_len) == 0)) {
+			same++;
+		}
+		hres_finish(&res[i]);
+	}
+	return same;
+}
+
+/* Sends E2E_STORM copies at once; counts answers by class into ret[0] (2xx),
+ * ret[1] (409) and ret[2] (anything else). Returns 0, or -1 when a request
+ * got no HTTP answer. */
+static inline int e2e_storm_classes(struct daemon *d, const char *provider,
+                                    const char *const *headers, const char *body, int ret[3])
+{
+	struct hres res[E2E_STORM];
+	char url[256];
+	size_t i;
+
+	ret[0] = ret[1] = ret[2] = 0;
+	e2e_url(d, provider, url, sizeof(url));
+	if (hn_http_storm(E2E_STORM, "POST", url, headers, body, strlen(body), res) != 0) {
+		return -1;
+	}
+	for (i = 0; i < E2E_STORM; i++) {
+		if (res[i].hs_status >= 200 && res[i].hs_status < 300) {
+			ret[0]++;
+		} else if (res[i].hs_status == 409) {
+			ret[1]++;
+		} else {
+			ret[2]++;
+		}
+		hres_finish(&res[i]);
+	}
+	return 0;
+}
+
+#endif

@@ -1,0 +1,271 @@
+/* test_alipay_e2e.c: Alipay notifications over real HTTP against the real
+ * daemon, signed RSA2 with a key generated at test time. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+
+#include "buf.h"
+#include "crypto.h"
+#include "provider_e2e.h"
+
+#define ALI_APP_ID "2021001144680325"
+#define ALI_SELLER "2088031940831575"
+
+static EVP_PKEY *ali_key;
+static const char *const ali_headers[] = {
+        "Content-Type: application/x-www-form-urlencoded; charset=utf-8", NULL};
+
+struct field {
+	const char *k;
+	const char *v;
+};
+
+static int field_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct field *)a)->k, ((const struct field *)b)->k);
+}
+
+static void form_escape(struct buf *b, const char *s)
+{
+	for (; *s != '\0'; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '-' || c == '_' || c == '.') {
+			buf_append(b, s, 1);
+		} else if (c == ' ') {
+			buf_puts(b, "+");
+		} else {
+			buf_printf(b, "%%%02X", c);
+		}
+	}
+}
+
+/* Signs the fields as Alipay does (sorted, without sign_type and empty values). */
+static char *ali_form(const struct field *fields, size_t n)
+{
+	struct field sorted[32];
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	unsigned char sig[512];
+	size_t sig_len = sizeof(sig);
+	char *b64 = NULL;
+	struct buf content;
+	struct buf body;
+	size_t i;
+
+	memcpy(sorted, fields, n * sizeof(*fields));
+	qsort(sorted, n, sizeof(*sorted), field_cmp);
+	buf_init(&content, 0);
+	for (i = 0; i < n; i++) {
+		if (strcmp(sorted[i].k, "sign_type") == 0 || sorted[i].v[0] == '\0') {
+			continue;
+		}
+		buf_printf(&content, "%s%s=%s", content.buf_len > 0 ? "&" : "", sorted[i].k,
+		           sorted[i].v);
+	}
+	assert_int_equal(EVP_DigestSignInit(ctx, NULL, EVP_sha256(), NULL, ali_key), 1);
+	assert_int_equal(EVP_DigestSign(ctx, sig, &sig_len, (const unsigned char *)content.buf_data,
+	                                content.buf_len),
+	                 1);
+	EVP_MD_CTX_free(ctx);
+	assert_int_equal(crypto_base64_encode(sig, sig_len, &b64, NULL), 0);
+	buf_init(&body, 0);
+	for (i = 0; i < n; i++) {
+		form_escape(&body, fields[i].k);
+		buf_puts(&body, "=");
+		form_escape(&body, fields[i].v);
+		buf_puts(&body, "&");
+	}
+	buf_puts(&body, "sign=");
+	form_escape(&body, b64);
+	free(b64);
+	buf_finish(&content);
+	return buf_take(&body, NULL);
+}
+
+/* A trade notification; refund_fee NULL for a payment. */
+static char *ali_trade(const char *notify_id, const char *order, const char *total,
+                       const char *status, const char *refund_fee, const char *out_biz_no)
+{
+	struct field f[20];
+	size_t n = 0;
+
+	f[n++] = (struct field){"notify_id", notify_id};
+	f[n++] = (struct field){"notify_type", "trade_status_sync"};
+	f[n++] = (struct field){"notify_time", "2024-12-02 10:59:38"};
+	f[n++] = (struct field){"charset", "utf-8"};
+	f[n++] = (struct field){"version", "1.0"};
+	f[n++] = (struct field){"sign_type", "RSA2"};
+	f[n++] = (struct field){"app_id", ALI_APP_ID};
+	f[n++] = (struct field){"seller_id", ALI_SELLER};
+	f[n++] = (struct field){"out_trade_no", order};
+	f[n++] = (struct field){"trade_no", "2024120222001456380542497258"};
+	f[n++] = (struct field){"trade_status", status};
+	f[n++] = (struct field){"total_amount", total};
+	f[n++] = (struct field){"subject", "Order at the shop"};
+	if (refund_fee != NULL) {
+		f[n++] = (struct field){"refund_fee", refund_fee};
+		f[n++] = (struct field){"out_biz_no", out_biz_no};
+	}
+	return ali_form(f, n);
+}
+
+static int setup(void **state)
+{
+	struct daemon *d = calloc(1, sizeof(*d));
+	unsigned char *der = NULL;
+	char *b64 = NULL;
+	struct buf ini;
+	int n;
+	int rc = -1;
+
+	ali_key = EVP_RSA_gen(2048);
+	n = ali_key != NULL ? i2d_PUBKEY(ali_key, &der) : -1;
+	if (d == NULL || n <= 0 || crypto_base64_encode(der, (size_t)n, &b64, NULL) < 0) {
+		return -1;
+	}
+	OPENSSL_free(der);
+	/* The console's one-line key is longer than a config line may be: env:. */
+	setenv("IDEMHOOK_E2E_ALIPAY_PUB", b64, 1);
+	buf_init(&ini, 0);
+	buf_printf(&ini,
+	           "[provider alipay]\ntype = alipay\napp_id = %s\nseller_id = %s\n"
+	           "public_key = env:IDEMHOOK_E2E_ALIPAY_PUB\n\n[points]\nrate = 1/100\n",
+	           ALI_APP_ID, ALI_SELLER);
+	if (daemon_init(d, ini.buf_data) == 0 && daemon_start(d) == 0) {
+		rc = 0;
+	}
+	buf_finish(&ini);
+	free(b64);
+	*state = d;
+	return rc;
+}
+
+static int teardown(void **state)
+{
+	struct daemon *d = *state;
+
+	daemon_finish(d);
+	free(d);
+	EVP_PKEY_free(ali_key);
+	return 0;
+}
+
+static void test_alipay_payment_pays_once_and_answers_success(void **state)
+{
+	struct daemon *d = *state;
+	struct hres first;
+	struct hres again;
+	int classes[3];
+	char id[64];
+	char *body;
+	char *finished;
+
+	assert_int_equal(hn_order_create(d, 1999, "cny", id), 0);
+	body = ali_trade("notify-e2e-1", id, "19.99", "TRADE_SUCCESS", NULL, NULL);
+	assert_int_equal(e2e_post(d, "alipay", ali_headers, body, &first), 0);
+	assert_int_equal(first.hs_status, 200);
+	assert_int_equal(first.hs_body_len, 7);
+	assert_memory_equal(first.hs_body, "success", 7);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id),
+	                 1);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id),
+	        19);
+
+	assert_int_equal(e2e_post(d, "alipay", ali_headers, body, &again), 0);
+	assert_int_equal(again.hs_status, 200);
+	assert_memory_equal(again.hs_body, "success", 7);
+	assert_true(e2e_replayed(&again));
+	assert_int_equal(e2e_storm_classes(d, "alipay", ali_headers, body, classes), 0);
+	assert_int_equal(classes[0], E2E_STORM);
+
+	/* TRADE_FINISHED comes later with its own notify_id and changes nothing. */
+	finished = ali_trade("notify-e2e-1-finished", id, "19.99", "TRADE_FINISHED", NULL, NULL);
+	hres_finish(&again);
+	assert_int_equal(e2e_post(d, "alipay", ali_headers, finished, &again), 0);
+	assert_int_equal(again.hs_status, 200);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id), 1);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id),
+	                 1);
+	hres_finish(&first);
+	hres_finish(&again);
+	free(body);
+	free(finished);
+}
+
+static void test_alipay_refund_applies_once(void **state)
+{
+	struct daemon *d = *state;
+	struct hres r;
+	char id[64];
+	char *pay;
+	char *refund;
+
+	assert_int_equal(hn_order_create(d, 1000, "cny", id), 0);
+	pay = ali_trade("notify-e2e-2", id, "10.00", "TRADE_SUCCESS", NULL, NULL);
+	refund = ali_trade("notify-e2e-2-refund", id, "10.00", "TRADE_CLOSED", "10.00", "refund-2");
+	assert_int_equal(e2e_post(d, "alipay", ali_headers, pay, &r), 0);
+	hres_finish(&r);
+	assert_int_equal(e2e_post(d, "alipay", ali_headers, refund, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id), 1);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id),
+	        0);
+	assert_int_equal(e2e_post(d, "alipay", ali_headers, refund, &r), 0);
+	assert_true(e2e_replayed(&r));
+	hres_finish(&r);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id), 2);
+	free(pay);
+	free(refund);
+}
+
+static void test_alipay_forged_notification_answers_fail_and_stores_nothing(void **state)
+{
+	struct daemon *d = *state;
+	struct hres r;
+	char id[64];
+	char *body;
+	char *amount;
+
+	assert_int_equal(hn_order_create(d, 100, "cny", id), 0);
+	body = ali_trade("notify-e2e-forged", id, "1.00", "TRADE_SUCCESS", NULL, NULL);
+	amount = strstr(body, "total_amount=1.00");
+	assert_non_null(amount);
+	amount[13] = '2';
+	assert_int_equal(e2e_post(d, "alipay", ali_headers, body, &r), 0);
+	assert_int_equal(r.hs_status, 401);
+	assert_int_equal(r.hs_body_len, 4);
+	assert_memory_equal(r.hs_body, "fail", 4);
+	hres_finish(&r);
+	assert_int_equal(e2e_db_int(d, "SELECT COUNT(*) FROM idempotency_records WHERE idem_key = "
+	                               "'notify-e2e-forged'"),
+	                 0);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", id),
+	                 1);
+	free(body);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_alipay_payment_pays_once_and_answers_success),
+	        cmocka_unit_test(test_alipay_refund_applies_once),
+	        cmocka_unit_test(test_alipay_forged_notification_answers_fail_and_stores_nothing),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

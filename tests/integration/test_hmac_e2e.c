@@ -1,0 +1,175 @@
+/* test_hmac_e2e.c: generic HMAC (GitHub-style) callbacks over real HTTP
+ * against the real daemon: paid once, refunded once, no key refused. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "crypto.h"
+#include "provider_e2e.h"
+
+#define HMAC_SECRET "It's a Secret to Everybody"
+
+#define HMAC_INI                                                                                   \
+	"[provider shop-backend]\ntype = hmac\nsecret = " HMAC_SECRET                              \
+	"\nheader = X-Hub-Signature-256\n"                                                         \
+	"prefix = sha256=\nkey_header = X-Delivery\ntype_path = action\npaid_types = paid\n"       \
+	"refunded_types = refunded\norder_path = order.id\namount_path = order.amount\n"           \
+	"currency_path = order.currency\n\n[points]\nrate = 1/100\n"
+
+struct hmac_msg {
+	char hm_sig[2 * CRYPTO_HMAC_MAX + 64];
+	char hm_id[96];
+	const char *hm_headers[4];
+};
+
+static void hmac_sign(struct hmac_msg *m, const char *delivery, const char *body)
+{
+	unsigned char mac[CRYPTO_HMAC_MAX];
+	char hex[2 * CRYPTO_HMAC_MAX + 1];
+	size_t n = 0;
+
+	assert_int_equal(crypto_hmac(CRYPTO_SHA256, HMAC_SECRET, strlen(HMAC_SECRET), body,
+	                             strlen(body), mac, &n),
+	                 0);
+	crypto_hex_encode(mac, n, hex);
+	snprintf(m->hm_sig, sizeof(m->hm_sig), "X-Hub-Signature-256: sha256=%s", hex);
+	m->hm_headers[0] = m->hm_sig;
+	m->hm_headers[1] = "Content-Type: application/json";
+	m->hm_headers[2] = NULL;
+	m->hm_headers[3] = NULL;
+	if (delivery != NULL) {
+		snprintf(m->hm_id, sizeof(m->hm_id), "X-Delivery: %s", delivery);
+		m->hm_headers[2] = m->hm_id;
+	}
+}
+
+static char *hmac_body(const char *action, const char *order, int64_t amount)
+{
+	struct buf b;
+
+	buf_init(&b, 0);
+	buf_printf(&b,
+	           "{\"action\":\"%s\",\"order\":{\"id\":\"%s\",\"amount\":%lld,\"currency\":"
+	           "\"usd\"}}",
+	           action, order, (long long)amount);
+	return buf_take(&b, NULL);
+}
+
+static int setup(void **state)
+{
+	struct daemon *d = calloc(1, sizeof(*d));
+
+	if (d == NULL || daemon_init(d, HMAC_INI) < 0 || daemon_start(d) < 0) {
+		return -1;
+	}
+	*state = d;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct daemon *d = *state;
+
+	daemon_finish(d);
+	free(d);
+	return 0;
+}
+
+static void test_hmac_payment_pays_once_and_duplicates_replay(void **state)
+{
+	struct daemon *d = *state;
+	struct hmac_msg m;
+	struct hres first;
+	struct hres again;
+	int classes[3];
+	char id[64];
+	char *body;
+
+	assert_int_equal(hn_order_create(d, 4200, "usd", id), 0);
+	body = hmac_body("paid", id, 4200);
+	hmac_sign(&m, "delivery-e2e-1", body);
+	assert_int_equal(e2e_post(d, "shop-backend", m.hm_headers, body, &first), 0);
+	assert_int_equal(first.hs_status, 200);
+	assert_non_null(strstr(first.hs_body, id));
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id),
+	                 1);
+	assert_int_equal(e2e_post(d, "shop-backend", m.hm_headers, body, &again), 0);
+	assert_int_equal(again.hs_body_len, first.hs_body_len);
+	assert_memory_equal(again.hs_body, first.hs_body, first.hs_body_len);
+	assert_true(e2e_replayed(&again));
+	assert_int_equal(e2e_storm_classes(d, "shop-backend", m.hm_headers, body, classes), 0);
+	assert_int_equal(classes[0], E2E_STORM);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id), 1);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id),
+	        42);
+	hres_finish(&first);
+	hres_finish(&again);
+	free(body);
+}
+
+static void test_hmac_refund_applies_once(void **state)
+{
+	struct daemon *d = *state;
+	struct hmac_msg m;
+	struct hres r;
+	char id[64];
+	char *pay;
+	char *refund;
+
+	assert_int_equal(hn_order_create(d, 1000, "usd", id), 0);
+	pay = hmac_body("paid", id, 1000);
+	refund = hmac_body("refunded", id, 1000);
+	hmac_sign(&m, "delivery-e2e-2", pay);
+	assert_int_equal(e2e_post(d, "shop-backend", m.hm_headers, pay, &r), 0);
+	hres_finish(&r);
+	hmac_sign(&m, "delivery-e2e-2-refund", refund);
+	assert_int_equal(e2e_post(d, "shop-backend", m.hm_headers, refund, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	assert_int_equal(e2e_post(d, "shop-backend", m.hm_headers, refund, &r), 0);
+	assert_true(e2e_replayed(&r));
+	hres_finish(&r);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id), 1);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id), 2);
+	free(pay);
+	free(refund);
+}
+
+static void test_hmac_callback_without_key_is_refused(void **state)
+{
+	struct daemon *d = *state;
+	struct hmac_msg m;
+	struct hres r;
+	char id[64];
+	char *body;
+
+	assert_int_equal(hn_order_create(d, 100, "usd", id), 0);
+	body = hmac_body("paid", id, 100);
+	hmac_sign(&m, NULL, body);
+	assert_int_equal(e2e_post(d, "shop-backend", m.hm_headers, body, &r), 0);
+	assert_int_equal(r.hs_status, 400);
+	hres_finish(&r);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", id),
+	                 1);
+	free(body);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_hmac_payment_pays_once_and_duplicates_replay),
+	        cmocka_unit_test(test_hmac_refund_applies_once),
+	        cmocka_unit_test(test_hmac_callback_without_key_is_refused),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,239 @@
+/* test_standard_webhooks_e2e.c: Standard Webhooks callbacks over real HTTP
+ * against the real daemon: paid once, refunded once, duplicates replayed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "crypto.h"
+#include "provider_e2e.h"
+
+#define SW_SECRET "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+#define SW_INI                                                                                     \
+	"[provider billing]\ntype = standard-webhooks\nsecret = " SW_SECRET "\n"                   \
+	"paid_types = payment.succeeded\nrefunded_types = payment.refunded\n\n[points]\nrate = "   \
+	"1/100\n"
+
+struct sw_msg {
+	char sm_id[64];
+	char sm_ts[32];
+	char sm_sig[128];
+	const char *sm_headers[5];
+	char sm_h_id[96];
+	char sm_h_ts[64];
+	char sm_h_sig[160];
+};
+
+/* Signs body as a Standard Webhooks sender would, now. */
+static void sw_sign(struct sw_msg *m, const char *id, const char *body)
+{
+	unsigned char *key = NULL;
+	size_t key_len = 0;
+	unsigned char mac[CRYPTO_HMAC_MAX];
+	size_t n = 0;
+	char *b64 = NULL;
+	struct buf b;
+
+	snprintf(m->sm_id, sizeof(m->sm_id), "%s", id);
+	snprintf(m->sm_ts, sizeof(m->sm_ts), "%lld", (long long)hn_now_s());
+	assert_int_equal(crypto_base64_decode(SW_SECRET + 6, strlen(SW_SECRET + 6), &key, &key_len),
+	                 0);
+	buf_init(&b, 0);
+	buf_printf(&b, "%s.%s.%s", m->sm_id, m->sm_ts, body);
+	assert_int_equal(crypto_hmac(CRYPTO_SHA256, key, key_len, b.buf_data, b.buf_len, mac, &n),
+	                 0);
+	assert_int_equal(crypto_base64_encode(mac, n, &b64, NULL), 0);
+	snprintf(m->sm_sig, sizeof(m->sm_sig), "v1,%s", b64);
+	snprintf(m->sm_h_id, sizeof(m->sm_h_id), "webhook-id: %s", m->sm_id);
+	snprintf(m->sm_h_ts, sizeof(m->sm_h_ts), "webhook-timestamp: %s", m->sm_ts);
+	snprintf(m->sm_h_sig, sizeof(m->sm_h_sig), "webhook-signature: %s", m->sm_sig);
+	m->sm_headers[0] = m->sm_h_id;
+	m->sm_headers[1] = m->sm_h_ts;
+	m->sm_headers[2] = m->sm_h_sig;
+	m->sm_headers[3] = "Content-Type: application/json";
+	m->sm_headers[4] = NULL;
+	free(b64);
+	free(key);
+	buf_finish(&b);
+}
+
+static char *sw_body(const char *type, const char *order, int64_t amount)
+{
+	struct buf b;
+
+	buf_init(&b, 0);
+	buf_printf(&b,
+	           "{\"type\":\"%s\",\"timestamp\":\"2024-12-02T10:00:00Z\",\"data\":{\"order_id\":"
+	           "\"%s\","
+	           "\"payment_id\":\"pay_%s\",\"amount\":%lld,\"currency\":\"usd\"}}",
+	           type, order, order, (long long)amount);
+	return buf_take(&b, NULL);
+}
+
+static int setup(void **state)
+{
+	struct daemon *d = calloc(1, sizeof(*d));
+
+	if (d == NULL || daemon_init(d, SW_INI) < 0 || daemon_start(d) < 0) {
+		return -1;
+	}
+	*state = d;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct daemon *d = *state;
+
+	daemon_finish(d);
+	free(d);
+	return 0;
+}
+
+static void test_standard_webhooks_payment_pays_once_and_duplicates_replay(void **state)
+{
+	struct daemon *d = *state;
+	struct sw_msg m;
+	struct hres first;
+	struct hres again;
+	char id[64];
+	char *body;
+
+	assert_int_equal(hn_order_create(d, 1999, "usd", id), 0);
+	body = sw_body("payment.succeeded", id, 1999);
+	sw_sign(&m, "msg_pay_once", body);
+	assert_int_equal(e2e_post(d, "billing", m.sm_headers, body, &first), 0);
+	assert_int_equal(first.hs_status, 200);
+	assert_non_null(strstr(first.hs_body, "\"received\":true"));
+	assert_non_null(strstr(first.hs_body, id));
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id),
+	                 1);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id),
+	        19);
+
+	assert_int_equal(e2e_post(d, "billing", m.sm_headers, body, &again), 0);
+	assert_int_equal(again.hs_status, 200);
+	assert_int_equal(again.hs_body_len, first.hs_body_len);
+	assert_memory_equal(again.hs_body, first.hs_body, first.hs_body_len);
+	assert_true(e2e_replayed(&again));
+
+	assert_int_equal(e2e_storm(d, "billing", m.sm_headers, body, 200, &first), E2E_STORM);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id), 1);
+	assert_int_equal(
+	        e2e_db_int(
+	                d,
+	                "SELECT COUNT(*) FROM idempotency_records WHERE idem_key = 'msg_pay_once'"),
+	        1);
+	hres_finish(&first);
+	hres_finish(&again);
+	free(body);
+}
+
+static void test_standard_webhooks_concurrent_first_deliveries_pay_once(void **state)
+{
+	struct daemon *d = *state;
+	struct sw_msg m;
+	struct hres one;
+	int classes[3];
+	char id[64];
+	char *body;
+
+	assert_int_equal(hn_order_create(d, 500, "usd", id), 0);
+	body = sw_body("payment.succeeded", id, 500);
+	sw_sign(&m, "msg_storm", body);
+	/* Nobody has seen this message yet: every copy races for the claim. */
+	assert_int_equal(e2e_storm_classes(d, "billing", m.sm_headers, body, classes), 0);
+	assert_true(classes[0] >= 1);
+	assert_int_equal(classes[2], 0);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id),
+	                 1);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id), 1);
+	assert_int_equal(e2e_post(d, "billing", m.sm_headers, body, &one), 0);
+	assert_int_equal(one.hs_status, 200);
+	assert_true(e2e_replayed(&one));
+	hres_finish(&one);
+	free(body);
+}
+
+static void test_standard_webhooks_refund_applies_once(void **state)
+{
+	struct daemon *d = *state;
+	struct sw_msg pay;
+	struct sw_msg refund;
+	struct hres r;
+	char id[64];
+	char *pay_body;
+	char *refund_body;
+
+	assert_int_equal(hn_order_create(d, 3000, "usd", id), 0);
+	pay_body = sw_body("payment.succeeded", id, 3000);
+	refund_body = sw_body("payment.refunded", id, 3000);
+	sw_sign(&pay, "msg_r_pay", pay_body);
+	sw_sign(&refund, "msg_r_refund", refund_body);
+	assert_int_equal(e2e_post(d, "billing", pay.sm_headers, pay_body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	assert_int_equal(e2e_post(d, "billing", refund.sm_headers, refund_body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id), 1);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id),
+	        0);
+	assert_int_equal(e2e_post(d, "billing", refund.sm_headers, refund_body, &r), 0);
+	assert_true(e2e_replayed(&r));
+	hres_finish(&r);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id), 2);
+	assert_int_equal(e2e_db_int(d, "SELECT refunded_amount FROM orders WHERE id = '%s'", id),
+	                 3000);
+	free(pay_body);
+	free(refund_body);
+}
+
+static void test_standard_webhooks_bad_signature_is_refused_and_consumes_no_key(void **state)
+{
+	struct daemon *d = *state;
+	struct sw_msg m;
+	struct hres r;
+	char id[64];
+	char *body;
+
+	assert_int_equal(hn_order_create(d, 700, "usd", id), 0);
+	body = sw_body("payment.succeeded", id, 700);
+	sw_sign(&m, "msg_forged", body);
+	body[strlen(body) - 3] = 'X';
+	assert_int_equal(e2e_post(d, "billing", m.sm_headers, body, &r), 0);
+	assert_int_equal(r.hs_status, 401);
+	hres_finish(&r);
+	assert_int_equal(
+	        e2e_db_int(
+	                d,
+	                "SELECT COUNT(*) FROM idempotency_records WHERE idem_key = 'msg_forged'"),
+	        0);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", id),
+	                 1);
+	free(body);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_standard_webhooks_payment_pays_once_and_duplicates_replay),
+	        cmocka_unit_test(test_standard_webhooks_concurrent_first_deliveries_pay_once),
+	        cmocka_unit_test(test_standard_webhooks_refund_applies_once),
+	        cmocka_unit_test(
+	                test_standard_webhooks_bad_signature_is_refused_and_consumes_no_key),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,486 @@
+/* test_stripe.c: unit tests for the Stripe profile: Stripe-Signature, rotation,
+ * tolerance, normalization and the semantic fingerprint. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "crypto.h"
+#include "provider_test.h"
+
+extern const struct provider provider_stripe;
+
+#define NOW 1733130100
+#define SECRET_A "whsec_test_secret_a"
+#define SECRET_B "whsec_test_secret_b"
+
+static char *read_fixture(const char *name, size_t *ret_len)
+{
+	const char *dir = getenv("IDEMHOOK_TESTDATA");
+	char path[1024];
+	char *data;
+	FILE *f;
+	long n;
+
+	snprintf(path, sizeof(path), "%s/stripe/%s", dir != NULL ? dir : "tests/data", name);
+	f = fopen(path, "rb");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	data = malloc((size_t)n + 1);
+	assert_int_equal(fread(data, 1, (size_t)n, f), (size_t)n);
+	data[n] = '\0';
+	fclose(f);
+	*ret_len = (size_t)n;
+	return data;
+}
+
+/* The v1 value for body at t with secret, computed with the bare primitive. */
+static void v1_for(const char *secret, int64_t t, const char *body, char out[65])
+{
+	unsigned char mac[CRYPTO_HMAC_MAX];
+	size_t n = 0;
+	struct buf b;
+
+	buf_init(&b, 0);
+	buf_printf(&b, "%lld.%s", (long long)t, body);
+	assert_int_equal(
+	        crypto_hmac(CRYPTO_SHA256, secret, strlen(secret), b.buf_data, b.buf_len, mac, &n),
+	        0);
+	crypto_hex_encode(mac, n, out);
+	buf_finish(&b);
+}
+
+static void make_instance(struct pt_instance *pi)
+{
+	const char *kv[] = {"type", "stripe", "secret", SECRET_A, "secret", SECRET_B, NULL};
+
+	assert_int_equal(pt_instance_create(pi, &provider_stripe, kv), 0);
+}
+
+static int receive_with_header(struct pt_instance *pi, const char *body, const char *header,
+                               int64_t now, struct event_batch *b, struct provider_verdict *v)
+{
+	struct pt_request r;
+	int rc;
+
+	pt_request_init(&r, body, strlen(body));
+	if (header != NULL) {
+		pt_request_header(&r, "Stripe-Signature", header);
+	}
+	rc = pt_receive(pi, &r, now, b, v);
+	pt_request_finish(&r);
+	return rc;
+}
+
+static int receive_signed(struct pt_instance *pi, const char *body, const char *secret, int64_t t,
+                          int64_t now, struct event_batch *b, struct provider_verdict *v)
+{
+	char v1[65];
+	char header[128];
+
+	v1_for(secret, t, body, v1);
+	snprintf(header, sizeof(header), "t=%lld,v1=%s", (long long)t, v1);
+	return receive_with_header(pi, body, header, now, b, v);
+}
+
+static void test_stripe_accepts_a_signed_payment_intent_succeeded(void **state)
+{
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+	size_t len;
+	char *body = read_fixture("payment_intent_succeeded.json", &len);
+	const struct event *ev;
+
+	(void)state;
+	make_instance(&pi);
+	assert_int_equal(receive_signed(&pi, body, SECRET_A, NOW, NOW, &b, &v), 0);
+	assert_int_equal(b.eb_n, 1);
+	ev = &b.eb_events[0];
+	assert_string_equal(ev->ev_key, "evt_3PpiSucceeded0001");
+	assert_string_equal(ev->ev_type, "payment_intent.succeeded");
+	assert_int_equal(ev->ev_kind, EVENT_PAYMENT_SUCCEEDED);
+	assert_string_equal(ev->ev_order_ref, "ord_0001");
+	assert_string_equal(ev->ev_payment_ref, "pi_3PpiSucceeded0001");
+	assert_null(ev->ev_refund_ref);
+	assert_int_equal(ev->ev_amount, 1999);
+	assert_string_equal(ev->ev_currency, "USD");
+	assert_int_equal(ev->ev_payload_len, len);
+	assert_memory_equal(ev->ev_payload, body, len);
+	event_batch_finish(&b);
+	pt_instance_destroy(&pi);
+	free(body);
+}
+
+static void test_stripe_accepts_a_second_secret_during_rotation(void **state)
+{
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+	const char *body = "{\"id\":\"evt_1\",\"type\":\"customer.created\",\"data\":{\"object\":{"
+	                   "\"id\":\"cus_1\"}}}";
+
+	(void)state;
+	make_instance(&pi);
+	assert_int_equal(receive_signed(&pi, body, SECRET_B, NOW, NOW, &b, &v), 0);
+	assert_int_equal(b.eb_events[0].ev_kind, EVENT_OTHER);
+	event_batch_finish(&b);
+	assert_int_equal(receive_signed(&pi, body, "whsec_retired", NOW, NOW, &b, &v), -1);
+	assert_int_equal(v.pv_status, 401);
+	assert_string_equal(v.pv_reason, "bad_signature");
+	assert_int_equal(b.eb_n, 0);
+	pt_instance_destroy(&pi);
+}
+
+static void test_stripe_accepts_any_matching_v1_and_ignores_v0(void **state)
+{
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+	const char *body = "{\"id\":\"evt_2\",\"type\":\"x\",\"data\":{\"object\":{}}}";
+	char good[65];
+	char header[512];
+
+	(void)state;
+	make_instance(&pi);
+	v1_for(SECRET_A, NOW, body, good);
+	snprintf(header, sizeof(header), "t=%d, v1=%064d, v0=%s, v1=%s", NOW, 0, good, good);
+	assert_int_equal(receive_with_header(&pi, body, header, NOW, &b, &v), 0);
+	event_batch_finish(&b);
+	/* The right MAC under v0 alone is not a v1 signature. */
+	snprintf(header, sizeof(header), "t=%d,v0=%s,v1=%064d", NOW, good, 0);
+	assert_int_equal(receive_with_header(&pi, body, header, NOW, &b, &v), -1);
+	assert_int_equal(v.pv_status, 401);
+	pt_instance_destroy(&pi);
+}
+
+static void test_stripe_rejects_timestamp_older_than_tolerance(void **state)
+{
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+	const char *body = "{\"id\":\"evt_3\",\"type\":\"x\",\"data\":{\"object\":{}}}";
+
+	(void)state;
+	make_instance(&pi);
+	assert_int_equal(receive_signed(&pi, body, SECRET_A, NOW - 301, NOW, &b, &v), -1);
+	assert_int_equal(v.pv_status, 401);
+	assert_string_equal(v.pv_reason, "stale_timestamp");
+	assert_int_equal(receive_signed(&pi, body, SECRET_A, NOW - 300, NOW, &b, &v), 0);
+	event_batch_finish(&b);
+	pt_instance_destroy(&pi);
+}
+
+static void test_stripe_rejects_timestamp_further_in_the_future_than_tolerance(void **state)
+{
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+	const char *body = "{\"id\":\"evt_4\",\"type\":\"x\",\"data\":{\"object\":{}}}";
+
+	(void)state;
+	make_instance(&pi);
+	assert_int_equal(receive_signed(&pi, body, SECRET_A, NOW + 301, NOW, &b, &v), -1);
+	assert_int_equal(v.pv_status, 401);
+	assert_string_equal(v.pv_reason, "stale_timestamp");
+	assert_int_equal(receive_signed(&pi, body, SECRET_A, NOW + 300, NOW, &b, &v), 0);
+	event_batch_finish(&b);
+	pt_instance_destroy(&pi);
+}
+
+static void test_stripe_rejects_missing_and_malformed_headers_with_400(void **state)
+{
+	const char *bad[] = {"",
+	                     "garbage",
+	                     "t=1733130100",
+	                     "v1=abc",
+	                     "t=abc,v1=00",
+	                     "t=1,t=2,v1=00",
+	                     "t=-5,v1=00",
+	                     "t=17331301000000,v1=00"};
+	const char *body = "{\"id\":\"evt_5\",\"type\":\"x\",\"data\":{\"object\":{}}}";
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+	size_t i;
+
+	(void)state;
+	make_instance(&pi);
+	assert_int_equal(receive_with_header(&pi, body, NULL, NOW, &b, &v), -1);
+	assert_int_equal(v.pv_status, 400);
+	assert_string_equal(v.pv_reason, "missing_signature");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(receive_with_header(&pi, body, bad[i], NOW, &b, &v), -1);
+		assert_int_equal(v.pv_status, 400);
+		assert_string_equal(v.pv_reason, "malformed_signature");
+		assert_int_equal(b.eb_n, 0);
+	}
+	pt_instance_destroy(&pi);
+}
+
+static void test_stripe_rejects_a_body_changed_by_one_byte(void **state)
+{
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+	char body[] = "{\"id\":\"evt_6\",\"type\":\"x\",\"data\":{\"object\":{\"amount\":100}}}";
+	char v1[65];
+	char header[128];
+
+	(void)state;
+	make_instance(&pi);
+	v1_for(SECRET_A, NOW, body, v1);
+	snprintf(header, sizeof(header), "t=%d,v1=%s", NOW, v1);
+	strstr(body, "100")[0] = '9';
+	assert_int_equal(receive_with_header(&pi, body, header, NOW, &b, &v), -1);
+	assert_int_equal(v.pv_status, 401);
+	assert_string_equal(v.pv_reason, "bad_signature");
+	pt_instance_destroy(&pi);
+}
+
+static void test_stripe_rejects_signed_bodies_that_are_not_events(void **state)
+{
+	const char *bodies[] = {"not json",
+	                        "[]",
+	                        "{\"type\":\"x\",\"data\":{\"object\":{}}}",
+	                        "{\"id\":\"evt_7\",\"type\":\"x\"}",
+	                        "{\"id\":\"evt_7\",\"data\":{\"object\":{}}}",
+	                        "{\"id\":\"evt_7\",\"type\":\"payment_intent.succeeded\",\"data\":{"
+	                        "\"object\":{\"amount\":1.5}}}",
+	                        "{\"id\":\"evt_7\",\"type\":\"x\",\"data\":{\"object\":{"
+	                        "\"currency\":\"dollars\"}}}"};
+	const char *reasons[] = {"malformed_body", "malformed_body", "missing_key",
+	                         "malformed_body", "malformed_body", "malformed_body",
+	                         "malformed_body"};
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+	size_t i;
+
+	(void)state;
+	make_instance(&pi);
+	for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		assert_int_equal(receive_signed(&pi, bodies[i], SECRET_A, NOW, NOW, &b, &v), -1);
+		assert_int_equal(v.pv_status, 400);
+		assert_string_equal(v.pv_reason, reasons[i]);
+		assert_int_equal(b.eb_n, 0);
+	}
+	pt_instance_destroy(&pi);
+}
+
+static void test_stripe_maps_checkout_session_completed_only_when_paid(void **state)
+{
+	const char *paid =
+	        "{\"id\":\"evt_8\",\"type\":\"checkout.session.completed\",\"data\":{\"object\":{"
+	        "\"id\":\"cs_1\",\"payment_status\":\"paid\",\"client_reference_id\":\"ord_8\","
+	        "\"amount_total\":5000,\"currency\":\"jpy\",\"payment_intent\":\"pi_8\"}}}";
+	const char *unpaid =
+	        "{\"id\":\"evt_9\",\"type\":\"checkout.session.completed\",\"data\":{\"object\":{"
+	        "\"id\":\"cs_2\",\"payment_status\":\"unpaid\",\"client_reference_id\":\"ord_9\","
+	        "\"amount_total\":5000,\"currency\":\"jpy\",\"payment_intent\":null}}}";
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+
+	(void)state;
+	make_instance(&pi);
+	assert_int_equal(receive_signed(&pi, paid, SECRET_A, NOW, NOW, &b, &v), 0);
+	assert_int_equal(b.eb_events[0].ev_kind, EVENT_PAYMENT_SUCCEEDED);
+	assert_string_equal(b.eb_events[0].ev_order_ref, "ord_8");
+	assert_string_equal(b.eb_events[0].ev_payment_ref, "pi_8");
+	assert_int_equal(b.eb_events[0].ev_amount, 5000);
+	assert_string_equal(b.eb_events[0].ev_currency, "JPY");
+	event_batch_finish(&b);
+	assert_int_equal(receive_signed(&pi, unpaid, SECRET_A, NOW, NOW, &b, &v), 0);
+	assert_int_equal(b.eb_events[0].ev_kind, EVENT_OTHER);
+	assert_null(b.eb_events[0].ev_payment_ref);
+	event_batch_finish(&b);
+	pt_instance_destroy(&pi);
+}
+
+static void test_stripe_maps_charge_refunded_to_a_cumulative_refund(void **state)
+{
+	const char *no_list =
+	        "{\"id\":\"evt_10\",\"type\":\"charge.refunded\",\"data\":{\"object\":{"
+	        "\"id\":\"ch_10\",\"amount_refunded\":1999,\"currency\":\"usd\","
+	        "\"metadata\":{\"order_id\":\"ord_10\"}}}}";
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+	size_t len;
+	char *body = read_fixture("charge_refunded.json", &len);
+	const struct event *ev;
+
+	(void)state;
+	make_instance(&pi);
+	assert_int_equal(receive_signed(&pi, body, SECRET_A, NOW, NOW, &b, &v), 0);
+	ev = &b.eb_events[0];
+	assert_int_equal(ev->ev_kind, EVENT_REFUNDED);
+	assert_int_equal(ev->ev_refund_cumulative, 1);
+	assert_int_equal(ev->ev_amount, 500);
+	assert_string_equal(ev->ev_currency, "EUR");
+	assert_string_equal(ev->ev_refund_ref, "re_second");
+	assert_string_equal(ev->ev_payment_ref, "pi_3PpiSucceeded0001");
+	assert_string_equal(ev->ev_order_ref, "ord_0001");
+	event_batch_finish(&b);
+	assert_int_equal(receive_signed(&pi, no_list, SECRET_A, NOW, NOW, &b, &v), 0);
+	assert_string_equal(b.eb_events[0].ev_refund_ref, "evt_10");
+	assert_string_equal(b.eb_events[0].ev_payment_ref, "ch_10");
+	event_batch_finish(&b);
+	pt_instance_destroy(&pi);
+	free(body);
+}
+
+static void fingerprint_of(struct pt_instance *pi, const char *body,
+                           unsigned char out[EVENT_FINGERPRINT_LEN])
+{
+	struct event_batch b;
+	struct provider_verdict v;
+
+	assert_int_equal(receive_signed(pi, body, SECRET_A, NOW, NOW, &b, &v), 0);
+	memcpy(out, b.eb_events[0].ev_fingerprint, EVENT_FINGERPRINT_LEN);
+	event_batch_finish(&b);
+}
+
+static void test_stripe_fingerprint_ignores_pending_webhooks_and_request(void **state)
+{
+	const char *first =
+	        "{\"id\":\"evt_11\",\"type\":\"payment_intent.succeeded\",\"pending_webhooks\":1,"
+	        "\"request\":{\"id\":\"req_1\"},\"data\":{\"object\":{\"id\":\"pi_1\",\"amount\":"
+	        "100,"
+	        "\"currency\":\"usd\",\"metadata\":{\"order_id\":\"o\",\"note\":\"n\"}}}}";
+	/* A retry: volatile fields differ, keys come in another order and spacing. */
+	const char *retry =
+	        "{ \"request\": {\"id\": null, \"idempotency_key\": null}, \"pending_webhooks\": 3,"
+	        "\"data\": {\"object\": {\"metadata\": {\"note\": \"n\", \"order_id\": \"o\"},"
+	        "\"currency\": \"usd\", \"amount\": 100, \"id\": \"pi_1\"}},"
+	        "\"type\": \"payment_intent.succeeded\", \"id\": \"evt_11\"}";
+	const char *changed =
+	        "{\"id\":\"evt_11\",\"type\":\"payment_intent.succeeded\",\"pending_webhooks\":1,"
+	        "\"request\":{\"id\":\"req_1\"},\"data\":{\"object\":{\"id\":\"pi_1\",\"amount\":"
+	        "101,"
+	        "\"currency\":\"usd\",\"metadata\":{\"order_id\":\"o\",\"note\":\"n\"}}}}";
+	unsigned char a[EVENT_FINGERPRINT_LEN];
+	unsigned char b[EVENT_FINGERPRINT_LEN];
+	unsigned char c[EVENT_FINGERPRINT_LEN];
+	struct pt_instance pi;
+
+	(void)state;
+	make_instance(&pi);
+	fingerprint_of(&pi, first, a);
+	fingerprint_of(&pi, retry, b);
+	fingerprint_of(&pi, changed, c);
+	assert_memory_equal(a, b, EVENT_FINGERPRINT_LEN);
+	assert_memory_not_equal(a, c, EVENT_FINGERPRINT_LEN);
+	pt_instance_destroy(&pi);
+}
+
+static void test_stripe_sign_produces_a_header_the_profile_accepts(void **state)
+{
+	const char *body = "{\"id\":\"evt_12\",\"type\":\"x\",\"data\":{\"object\":{}}}";
+	struct pt_instance pi;
+	struct pt_request r;
+	struct event_batch b;
+	struct provider_verdict v;
+	char expect[160];
+	char v1[65];
+
+	(void)state;
+	make_instance(&pi);
+	pt_request_init(&r, body, strlen(body));
+	assert_int_equal(provider_stripe.p_sign(&pi.pi_conf, body, strlen(body), NOW, "evt_12",
+	                                        pt_add_header, &r),
+	                 0);
+	assert_int_equal(r.pr_req.hr_n_headers, 1);
+	assert_string_equal(r.pr_headers[0].hh_name, "Stripe-Signature");
+	v1_for(SECRET_A, NOW, body, v1);
+	snprintf(expect, sizeof(expect), "t=%d,v1=%s", NOW, v1);
+	assert_string_equal(r.pr_headers[0].hh_value, expect);
+	assert_int_equal(pt_receive(&pi, &r, NOW, &b, &v), 0);
+	event_batch_finish(&b);
+	pt_request_finish(&r);
+	pt_instance_destroy(&pi);
+}
+
+static void test_stripe_ack_says_accepted_with_the_order_id(void **state)
+{
+	struct event ev;
+	struct event_outcome out = {0, NULL, "ord_1", "paid"};
+	struct event_outcome refused = {1, "unknown_order", NULL, NULL};
+	struct reply r;
+
+	(void)state;
+	memset(&ev, 0, sizeof(ev));
+	reply_init(&r);
+	assert_int_equal(provider_stripe.p_ack(NULL, &ev, &out, &r), 0);
+	assert_int_equal(r.reply_status, 200);
+	assert_string_equal(r.reply_content_type, "application/json");
+	assert_string_equal(r.reply_body,
+	                    "{\"received\":true,\"order_id\":\"ord_1\",\"outcome\":\"paid\"}");
+	reply_finish(&r);
+	assert_int_equal(provider_stripe.p_ack(NULL, &ev, &refused, &r), 0);
+	assert_string_equal(r.reply_body, "{\"received\":true,\"order_id\":null,\"outcome\":"
+	                                  "\"refused\",\"reason\":\"unknown_order\"}");
+	reply_finish(&r);
+	assert_int_equal(provider_stripe.p_error(NULL, 401, "bad_signature", "x", &r), 0);
+	assert_int_equal(r.reply_status, 401);
+	assert_string_equal(r.reply_content_type, "application/problem+json");
+	reply_finish(&r);
+}
+
+static void test_stripe_refuses_a_config_without_secret(void **state)
+{
+	const char *kv[] = {"type", "stripe", NULL};
+	struct pt_instance pi;
+
+	(void)state;
+	assert_int_equal(pt_instance_create(&pi, &provider_stripe, kv), -1);
+}
+
+static void test_stripe_reads_secrets_from_env_specs(void **state)
+{
+	const char *kv[] = {"secret", "env:IDEMHOOK_TEST_STRIPE_SECRET", NULL};
+	const char *body = "{\"id\":\"evt_13\",\"type\":\"x\",\"data\":{\"object\":{}}}";
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+
+	(void)state;
+	setenv("IDEMHOOK_TEST_STRIPE_SECRET", "whsec_from_env", 1);
+	assert_int_equal(pt_instance_create(&pi, &provider_stripe, kv), 0);
+	assert_int_equal(receive_signed(&pi, body, "whsec_from_env", NOW, NOW, &b, &v), 0);
+	event_batch_finish(&b);
+	pt_instance_destroy(&pi);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_stripe_accepts_a_signed_payment_intent_succeeded),
+	        cmocka_unit_test(test_stripe_accepts_a_second_secret_during_rotation),
+	        cmocka_unit_test(test_stripe_accepts_any_matching_v1_and_ignores_v0),
+	        cmocka_unit_test(test_stripe_rejects_timestamp_older_than_tolerance),
+	        cmocka_unit_test(
+	                test_stripe_rejects_timestamp_further_in_the_future_than_tolerance),
+	        cmocka_unit_test(test_stripe_rejects_missing_and_malformed_headers_with_400),
+	        cmocka_unit_test(test_stripe_rejects_a_body_changed_by_one_byte),
+	        cmocka_unit_test(test_stripe_rejects_signed_bodies_that_are_not_events),
+	        cmocka_unit_test(test_stripe_maps_checkout_session_completed_only_when_paid),
+	        cmocka_unit_test(test_stripe_maps_charge_refunded_to_a_cumulative_refund),
+	        cmocka_unit_test(test_stripe_fingerprint_ignores_pending_webhooks_and_request),
+	        cmocka_unit_test(test_stripe_sign_produces_a_header_the_profile_accepts),
+	        cmocka_unit_test(test_stripe_ack_says_accepted_with_the_order_id),
+	        cmocka_unit_test(test_stripe_refuses_a_config_without_secret),
+	        cmocka_unit_test(test_stripe_reads_secrets_from_env_specs),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
