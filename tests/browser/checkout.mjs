@@ -42,6 +42,7 @@ async function startDaemon(dir) {
   const ini = [
     '[server]', 'listen = 127.0.0.1:0', `port_file = ${portFile}`, 'threads = 4', '',
     '[store]', `path = ${join(dir, 'idemhook.db')}`, '',
+    '[admin]', 'listen = off', '',
     '[demo]', 'enabled = yes', '',
     '[provider stripe]', 'type = stripe', 'secret = whsec_browser_test_secret', '',
     '[api]', 'rate = 1000', 'burst = 1000', '',
