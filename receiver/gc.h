@@ -18,6 +18,10 @@ struct gc_report {
 	int64_t gr_batches;
 };
 
+/* Checks the [gc] section (unknown keys, bad values), logging each problem.
+ * Returns 0 or -1. */
+int gc_check_config(const struct config *cf);
+
 /* One full pass at now_ms until nothing expired is left. dry_run counts only.
  * Returns 0 or -1. */
 int gc_run(struct store *st, const struct config *cf, int64_t now_ms, int dry_run, struct gc_report *ret);

@@ -11,9 +11,14 @@
 
 /* Alphabetized; one line per command file. */
 static const struct cli_command *const cli_commands[] = {
+	&cli_cmd_events,
+	&cli_cmd_gc,
 	&cli_cmd_migrate,
 	&cli_cmd_order,
+	&cli_cmd_outbox,
+	&cli_cmd_replay,
 	&cli_cmd_serve,
+	&cli_cmd_stats,
 };
 
 #define CLI_N_COMMANDS (sizeof(cli_commands) / sizeof(cli_commands[0]))

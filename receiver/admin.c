@@ -1,0 +1,64 @@
+/* admin.c: the admin listener's routes: /healthz, /readyz and /metrics. */
+#include <string.h>
+
+#include "admin.h"
+#include "buf.h"
+#include "metrics.h"
+
+#define ADMIN_METRICS_MAX (4 * 1024 * 1024) /* bytes of one /metrics answer */
+#define ADMIN_METRICS_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+static void admin_text(struct reply *ret, int status, const char *text)
+{
+	reply_set(ret, status, "text/plain; charset=utf-8", text, strlen(text));
+}
+
+static void admin_metrics(struct app *app, struct reply *ret)
+{
+	struct buf b;
+	size_t len;
+	char *body;
+
+	buf_init(&b, ADMIN_METRICS_MAX);
+	if (metrics_render(&b, app->app_store) < 0) {
+		goto fail;
+	}
+	body = buf_take(&b, &len);
+	if (body == NULL || reply_set_take(ret, 200, ADMIN_METRICS_TYPE, body, len) < 0) {
+		goto fail;
+	}
+	return;
+fail:
+	buf_finish(&b);
+	admin_text(ret, 500, "metrics unavailable\n");
+}
+
+void admin_route(void *arg, const struct http_request *req, struct reply *ret)
+{
+	struct app *app = arg;
+	int get = strcmp(req->hr_method, "GET") == 0 || strcmp(req->hr_method, "HEAD") == 0;
+
+	if (strcmp(req->hr_path, "/healthz") != 0 && strcmp(req->hr_path, "/readyz") != 0 &&
+	    strcmp(req->hr_path, "/metrics") != 0) {
+		admin_text(ret, 404, "not found\n");
+		return;
+	}
+	if (!get) {
+		admin_text(ret, 405, "method not allowed\n");
+		reply_add_header(ret, "Allow", "GET, HEAD");
+		return;
+	}
+	if (strcmp(req->hr_path, "/healthz") == 0) {
+		admin_text(ret, 200, "ok\n");
+	} else if (strcmp(req->hr_path, "/readyz") == 0) {
+		/* app_ready is set once by the serving thread; an atomic load keeps
+		 * the admin threads' read well-defined. */
+		if (__atomic_load_n(&app->app_ready, __ATOMIC_ACQUIRE)) {
+			admin_text(ret, 200, "ready\n");
+		} else {
+			admin_text(ret, 503, "not ready\n");
+		}
+	} else {
+		admin_metrics(app, ret);
+	}
+}

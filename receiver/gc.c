@@ -1,0 +1,713 @@
+/* gc.c: cleanup of expired idempotency records, events, finished outbox rows
+ * and old capture files, in small batches with pauses. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "app.h"
+#include "buf.h"
+#include "capture.h"
+#include "config.h"
+#include "gc.h"
+#include "log.h"
+#include "store.h"
+
+#define GC_SECTION "gc"
+#define GC_INTERVAL_DEFAULT_S 3600 /* between passes of the worker; 0 turns it off */
+#define GC_BATCH_DEFAULT 5000      /* rows per batch, each batch its own unit of work */
+#define GC_BATCH_MAX 100000
+#define GC_PAUSE_DEFAULT_MS 50 /* least pause between batches, so requests get the writer */
+#define GC_PAUSE_MAX_MS 60000
+#define GC_OUTBOX_RETENTION_DEFAULT_S (30 * 86400) /* finished outbox rows */
+#define GC_SQL_MAX (64 * 1024)                     /* bytes of one generated statement */
+
+/* What one pass needs, copied out of the config so that no config reference
+ * is held across a long pass (a reload waits for every reference). */
+struct gc_scope {
+	char *gs_name;
+	int64_t gs_retention_ms;
+};
+
+struct gc_plan {
+	unsigned gp_batch;
+	int64_t gp_pause_ms;
+	int64_t gp_default_retention_ms; /* [store] retention: api scopes and unknown ones */
+	struct gc_scope *gp_scopes;      /* provider instances */
+	size_t gp_n_scopes;
+	int64_t gp_events_retention_ms; /* 0: per scope, as the records */
+	int64_t gp_outbox_retention_ms;
+};
+
+struct gc_worker {
+	struct app *gw_app;
+	pthread_t gw_thread;
+	pthread_mutex_t gw_lock;
+	pthread_cond_t gw_cond; /* CLOCK_MONOTONIC */
+	int gw_stop;
+};
+
+/* One table's batched delete: rows whose time column is below their scope's
+ * cutoff, walked in time order through the time index. gt_last moves forward
+ * (keyset) so rows kept by a longer retention are not scanned again by each
+ * batch. */
+struct gc_target {
+	const char *gt_table;
+	const char *gt_time_col;
+	int gt_per_scope;        /* cutoff by scope (CASE scope ...), else one cutoff */
+	int64_t gt_retention_ms; /* one cutoff for every row when > 0 */
+	const char *gt_extra; /* more conditions ("AND ..."), no placeholders but gt_extra_param */
+	int gt_has_extra_param;
+	int64_t gt_extra_param;
+};
+
+static void gc_plan_finish(struct gc_plan *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->gp_n_scopes; i++) {
+		free(p->gp_scopes[i].gs_name);
+	}
+	free(p->gp_scopes);
+	memset(p, 0, sizeof(*p));
+}
+
+/* "50ms", or a duration as the config takes it ("1s", "2m"); "0" is none. */
+static int gc_parse_pause(const char *s, int64_t *ret_ms)
+{
+	size_t len = strlen(s);
+	char *end = NULL;
+	int64_t secs;
+	long long v;
+
+	if (len > 2 && strcmp(s + len - 2, "ms") == 0) {
+		errno = 0;
+		v = strtoll(s, &end, 10);
+		if (errno != 0 || end != s + len - 2 || v < 0 || s[0] == '-' || s[0] == '+') {
+			return -1;
+		}
+		*ret_ms = v;
+		return 0;
+	}
+	if (config_parse_duration(s, &secs) < 0 || secs < 0 || secs > GC_PAUSE_MAX_MS / 1000) {
+		return -1;
+	}
+	*ret_ms = secs * 1000;
+	return 0;
+}
+
+static const char *const gc_keys[] = {
+        "interval", "batch", "pause", "events_retention", "outbox_retention", NULL,
+};
+
+/* Every [gc] key must be known, so a typo is not silently ignored. */
+static int gc_check_keys(const struct config *cf)
+{
+	const struct config_section *cs = config_section(cf, GC_SECTION);
+	char q[64];
+	size_t i;
+	size_t j;
+
+	for (i = 0; cs != NULL && i < cs->cs_n; i++) {
+		for (j = 0; gc_keys[j] != NULL; j++) {
+			if (strcmp(cs->cs_kv[i].kv_key, gc_keys[j]) == 0) {
+				break;
+			}
+		}
+		if (gc_keys[j] == NULL) {
+			log_err("config: [gc]: unknown key \"%s\"",
+			        log_quote(q, sizeof(q), cs->cs_kv[i].kv_key));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int gc_plan_load(const struct config *cf, struct gc_plan *ret)
+{
+	struct gc_plan p;
+	const char *pause;
+	int64_t events_s;
+	int64_t outbox_s;
+	size_t i;
+
+	memset(&p, 0, sizeof(p));
+	if (gc_check_keys(cf) < 0) {
+		goto fail;
+	}
+	if (config_get_uint(cf, GC_SECTION, "batch", GC_BATCH_DEFAULT, &p.gp_batch) < 0) {
+		goto fail;
+	}
+	if (p.gp_batch == 0 || p.gp_batch > GC_BATCH_MAX) {
+		log_err("config: [gc] batch must be 1..%u", GC_BATCH_MAX);
+		goto fail;
+	}
+	p.gp_pause_ms = GC_PAUSE_DEFAULT_MS;
+	pause = config_get(cf, GC_SECTION, "pause");
+	if (pause != NULL &&
+	    (gc_parse_pause(pause, &p.gp_pause_ms) < 0 || p.gp_pause_ms > GC_PAUSE_MAX_MS)) {
+		log_err("config: [gc] pause must be a duration such as 50ms or 1s, at most 60s");
+		goto fail;
+	}
+	if (config_get_duration(cf, GC_SECTION, "events_retention", 0, &events_s) < 0 ||
+	    config_get_duration(cf, GC_SECTION, "outbox_retention", GC_OUTBOX_RETENTION_DEFAULT_S,
+	                        &outbox_s) < 0) {
+		goto fail;
+	}
+	p.gp_events_retention_ms = events_s * 1000;
+	p.gp_outbox_retention_ms = outbox_s * 1000;
+	p.gp_default_retention_ms = cf->cf_retention_s * 1000;
+	if (cf->cf_n_providers > 0) {
+		p.gp_scopes = calloc(cf->cf_n_providers, sizeof(*p.gp_scopes));
+		if (p.gp_scopes == NULL) {
+			log_err("gc: out of memory");
+			goto fail;
+		}
+	}
+	for (i = 0; i < cf->cf_n_providers; i++) {
+		p.gp_scopes[i].gs_name = strdup(cf->cf_providers[i].pc_name);
+		if (p.gp_scopes[i].gs_name == NULL) {
+			log_err("gc: out of memory");
+			goto fail;
+		}
+		p.gp_n_scopes++;
+		p.gp_scopes[i].gs_retention_ms = cf->cf_providers[i].pc_retention_s * 1000;
+	}
+	*ret = p;
+	return 0;
+fail:
+	gc_plan_finish(&p);
+	return -1;
+}
+
+int gc_check_config(const struct config *cf)
+{
+	struct gc_plan p;
+	int64_t interval;
+
+	if (config_get_duration(cf, GC_SECTION, "interval", GC_INTERVAL_DEFAULT_S, &interval) < 0 ||
+	    gc_plan_load(cf, &p) < 0) {
+		return -1;
+	}
+	gc_plan_finish(&p);
+	return 0;
+}
+
+static int64_t gc_monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Sleeps ms, or until the worker is told to stop. Returns 1 when stopping. */
+static int gc_sleep(struct gc_worker *w, int64_t ms)
+{
+	struct timespec ts;
+	int stop;
+
+	if (w == NULL) {
+		ts.tv_sec = (time_t)(ms / 1000);
+		ts.tv_nsec = (long)(ms % 1000) * 1000000L;
+		while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+		}
+		return 0;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_sec += (time_t)(ms / 1000);
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&w->gw_lock);
+	while (!w->gw_stop) {
+		if (pthread_cond_timedwait(&w->gw_cond, &w->gw_lock, &ts) == ETIMEDOUT) {
+			break;
+		}
+	}
+	stop = w->gw_stop;
+	pthread_mutex_unlock(&w->gw_lock);
+	return stop;
+}
+
+static int gc_stopping(struct gc_worker *w)
+{
+	int stop;
+
+	if (w == NULL) {
+		return 0;
+	}
+	pthread_mutex_lock(&w->gw_lock);
+	stop = w->gw_stop;
+	pthread_mutex_unlock(&w->gw_lock);
+	return stop;
+}
+
+/* The WHERE condition of target t and its parameters:
+ *   time >= ?last AND time < ?max_cutoff AND time < CASE scope WHEN ? THEN ? ... ELSE ? END [extra]
+ * The max-cutoff range lets the time index bound the walk. */
+static int gc_condition(const struct gc_plan *p, const struct gc_target *t, int64_t now_ms,
+                        int64_t last, struct buf *sql, struct store_value *params, size_t *n)
+{
+	int64_t dflt = p->gp_default_retention_ms;
+	int64_t cutoff;
+	int64_t max_cutoff;
+	size_t i;
+
+	*n = 0;
+	if (t->gt_retention_ms > 0) {
+		dflt = t->gt_retention_ms;
+	}
+	max_cutoff = now_ms - dflt;
+	if (buf_printf(sql, "%s >= ? AND %s < ?", t->gt_time_col, t->gt_time_col) < 0) {
+		return -1;
+	}
+	params[(*n)++] = store_int(last);
+	params[(*n)++] = store_null(); /* max cutoff, filled below */
+	if (t->gt_per_scope && t->gt_retention_ms == 0 && p->gp_n_scopes > 0) {
+		if (buf_printf(sql, " AND %s < CASE scope", t->gt_time_col) < 0) {
+			return -1;
+		}
+		for (i = 0; i < p->gp_n_scopes; i++) {
+			cutoff = now_ms - p->gp_scopes[i].gs_retention_ms;
+			if (cutoff > max_cutoff) {
+				max_cutoff = cutoff;
+			}
+			if (buf_puts(sql, " WHEN ? THEN ?") < 0) {
+				return -1;
+			}
+			params[(*n)++] = store_text(p->gp_scopes[i].gs_name);
+			params[(*n)++] = store_int(cutoff);
+		}
+		if (buf_puts(sql, " ELSE ? END") < 0) {
+			return -1;
+		}
+		params[(*n)++] = store_int(now_ms - dflt);
+	}
+	params[1] = store_int(max_cutoff);
+	if (t->gt_extra != NULL && buf_printf(sql, " %s", t->gt_extra) < 0) {
+		return -1;
+	}
+	if (t->gt_has_extra_param) {
+		params[(*n)++] = store_int(t->gt_extra_param);
+	}
+	return 0;
+}
+
+struct gc_batch {
+	const char *gb_max_sql; /* max(time) of the next batch */
+	const char *gb_delete_sql;
+	struct store_value *gb_params; /* condition params, then the LIMIT */
+	size_t gb_n;
+	int64_t gb_last;    /* out: time of the batch's newest row */
+	int64_t gb_deleted; /* out */
+	int gb_empty;       /* out: nothing left */
+};
+
+static int gc_batch_tx(struct store_tx *tx, void *arg)
+{
+	struct gc_batch *b = arg;
+	struct store_row row;
+	int rc;
+
+	b->gb_deleted = 0;
+	b->gb_empty = 0;
+	rc = store_query(tx, b->gb_max_sql, b->gb_params, b->gb_n, &row);
+	if (rc < 0) {
+		return -1;
+	}
+	if (rc == 0 || store_row_is_null(&row, 0)) {
+		if (rc == 1) {
+			store_row_finish(&row);
+		}
+		b->gb_empty = 1;
+		return 0;
+	}
+	b->gb_last = store_row_int(&row, 0);
+	store_row_finish(&row);
+	if (store_exec(tx, b->gb_delete_sql, b->gb_params, b->gb_n, &b->gb_deleted) < 0) {
+		return -1;
+	}
+	return 0;
+}
+
+struct gc_count {
+	const char *gcn_sql;
+	const struct store_value *gcn_params;
+	size_t gcn_n;
+	int64_t gcn_count;
+};
+
+static int gc_count_tx(struct store_tx *tx, void *arg)
+{
+	struct gc_count *c = arg;
+	struct store_row row;
+	int rc;
+
+	rc = store_query(tx, c->gcn_sql, c->gcn_params, c->gcn_n, &row);
+	if (rc < 0) {
+		return -1;
+	}
+	c->gcn_count = 0;
+	if (rc == 1) {
+		c->gcn_count = store_row_int(&row, 0);
+		store_row_finish(&row);
+	}
+	return 0;
+}
+
+/* Deletes (or counts) what t selects, batch after batch, each batch its own
+ * unit of work, pausing between them. */
+static int gc_target_run(struct store *st, const struct gc_plan *p, const struct gc_target *t,
+                         int64_t now_ms, int dry_run, struct gc_worker *w, int64_t *ret_rows,
+                         int64_t *ret_batches)
+{
+	struct store_value *params = NULL;
+	struct buf cond;
+	struct buf max_sql;
+	struct buf del_sql;
+	struct gc_batch b;
+	struct gc_count c;
+	int64_t last = INT64_MIN;
+	int64_t pause;
+	int64_t t0;
+	size_t n;
+	int rc = -1;
+
+	buf_init(&cond, GC_SQL_MAX);
+	buf_init(&max_sql, GC_SQL_MAX);
+	buf_init(&del_sql, GC_SQL_MAX);
+	params = calloc(2 * p->gp_n_scopes + 8, sizeof(*params));
+	if (params == NULL) {
+		log_err("gc: out of memory");
+		goto fail;
+	}
+	for (;;) {
+		/* The statements change with the keyset bound: built anew each batch. */
+		buf_finish(&cond);
+		buf_finish(&max_sql);
+		buf_finish(&del_sql);
+		buf_init(&cond, GC_SQL_MAX);
+		buf_init(&max_sql, GC_SQL_MAX);
+		buf_init(&del_sql, GC_SQL_MAX);
+		if (gc_condition(p, t, now_ms, last, &cond, params, &n) < 0) {
+			log_err("gc: statement too long");
+			goto fail;
+		}
+		if (dry_run) {
+			if (buf_printf(&max_sql, "SELECT count(*) FROM %s WHERE %s", t->gt_table,
+			               cond.buf_data) < 0) {
+				goto fail;
+			}
+			c.gcn_sql = max_sql.buf_data;
+			c.gcn_params = params;
+			c.gcn_n = n;
+			if (store_read(st, now_ms, gc_count_tx, &c) < 0) {
+				goto fail;
+			}
+			*ret_rows += c.gcn_count;
+			*ret_batches += (c.gcn_count + p->gp_batch - 1) / p->gp_batch;
+			break;
+		}
+		if (buf_printf(&max_sql,
+		               "SELECT max(%s) FROM (SELECT %s FROM %s WHERE %s ORDER BY %s LIMIT "
+		               "?) AS b",
+		               t->gt_time_col, t->gt_time_col, t->gt_table, cond.buf_data,
+		               t->gt_time_col) < 0 ||
+		    buf_printf(&del_sql,
+		               "DELETE FROM %s WHERE id IN (SELECT id FROM %s WHERE %s ORDER BY %s "
+		               "LIMIT ?)",
+		               t->gt_table, t->gt_table, cond.buf_data, t->gt_time_col) < 0) {
+			log_err("gc: statement too long");
+			goto fail;
+		}
+		params[n] = store_int(p->gp_batch);
+		b.gb_max_sql = max_sql.buf_data;
+		b.gb_delete_sql = del_sql.buf_data;
+		b.gb_params = params;
+		b.gb_n = n + 1;
+		t0 = gc_monotonic_ms();
+		if (store_write(st, now_ms, gc_batch_tx, &b) < 0) {
+			goto fail;
+		}
+		/* At least as long a pause as the batch held the writer: cleanup
+		 * never takes more than half of the writer's time, however slow
+		 * the disk. */
+		pause = gc_monotonic_ms() - t0;
+		if (pause < p->gp_pause_ms) {
+			pause = p->gp_pause_ms;
+		}
+		if (pause > GC_PAUSE_MAX_MS) {
+			pause = GC_PAUSE_MAX_MS;
+		}
+		if (b.gb_empty) {
+			break;
+		}
+		*ret_rows += b.gb_deleted;
+		(*ret_batches)++;
+		last = b.gb_last;
+		if (b.gb_deleted < (int64_t)p->gp_batch) {
+			break;
+		}
+		if (gc_stopping(w) || (pause > 0 && gc_sleep(w, pause))) {
+			break;
+		}
+	}
+	rc = 0;
+fail:
+	free(params);
+	buf_finish(&cond);
+	buf_finish(&max_sql);
+	buf_finish(&del_sql);
+	return rc;
+}
+
+struct gc_has {
+	int gh_found;
+};
+
+static int gc_has_outbox_tx(struct store_tx *tx, void *arg)
+{
+	struct gc_has *h = arg;
+	struct store_row row;
+	int rc;
+
+	/* The outbox arrives with its own migration; tolerate its absence. */
+	rc = store_query(
+	        tx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'outbox'",
+	        NULL, 0, &row);
+	if (rc < 0) {
+		return -1;
+	}
+	h->gh_found = 0;
+	if (rc == 1) {
+		h->gh_found = store_row_int(&row, 0) > 0;
+		store_row_finish(&row);
+	}
+	return 0;
+}
+
+static int gc_run_plan(struct store *st, const struct gc_plan *p, int64_t now_ms, int dry_run,
+                       struct gc_worker *w, struct gc_report *rep)
+{
+	struct gc_target records = {
+	        .gt_table = "idempotency_records",
+	        .gt_time_col = "created_at",
+	        .gt_per_scope = 1,
+	        /* a live lease is never cut short, however old the record */
+	        .gt_extra = "AND NOT (status = 'processing' AND lease_until IS NOT NULL AND "
+	                    "lease_until > ?)",
+	        .gt_has_extra_param = 1,
+	        .gt_extra_param = now_ms,
+	};
+	struct gc_target events = {
+	        .gt_table = "events",
+	        .gt_time_col = "received_at",
+	        .gt_per_scope = 1,
+	        .gt_retention_ms = p->gp_events_retention_ms,
+	};
+	/* Finished rows only; a dead row stays until its compensation is done,
+	 * and a row that a compensation row points at stays with it. */
+	struct gc_target outbox = {
+	        .gt_table = "outbox",
+	        .gt_time_col = "updated_at",
+	        .gt_retention_ms = p->gp_outbox_retention_ms,
+	        .gt_extra =
+	                "AND (status IN ('succeeded', 'cancelled') OR (status = 'dead' AND "
+	                "comp_state = 'done'))"
+	                " AND NOT EXISTS (SELECT 1 FROM outbox AS c WHERE c.parent_id = outbox.id)",
+	};
+	struct gc_has h;
+
+	if (gc_target_run(st, p, &records, now_ms, dry_run, w, &rep->gr_records, &rep->gr_batches) <
+	    0) {
+		return -1;
+	}
+	if (gc_stopping(w)) {
+		return 0;
+	}
+	if (gc_target_run(st, p, &events, now_ms, dry_run, w, &rep->gr_events, &rep->gr_batches) <
+	    0) {
+		return -1;
+	}
+	if (gc_stopping(w)) {
+		return 0;
+	}
+	if (store_read(st, now_ms, gc_has_outbox_tx, &h) < 0) {
+		return -1;
+	}
+	if (h.gh_found) {
+		if (gc_target_run(st, p, &outbox, now_ms, dry_run, w, &rep->gr_outbox,
+		                  &rep->gr_batches) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int gc_run(struct store *st, const struct config *cf, int64_t now_ms, int dry_run,
+           struct gc_report *ret)
+{
+	struct gc_report rep;
+	struct gc_plan p;
+	int rc = -1;
+
+	memset(&rep, 0, sizeof(rep));
+	if (gc_plan_load(cf, &p) < 0) {
+		return -1;
+	}
+	if (gc_run_plan(st, &p, now_ms, dry_run, NULL, &rep) < 0) {
+		goto fail;
+	}
+	if (capture_expire(cf, now_ms, dry_run, &rep.gr_captures) < 0) {
+		goto fail;
+	}
+	*ret = rep;
+	rc = 0;
+fail:
+	gc_plan_finish(&p);
+	return rc;
+}
+
+static void gc_log_report(const struct gc_report *r, int64_t ms)
+{
+	if (r->gr_records + r->gr_events + r->gr_outbox + r->gr_captures == 0) {
+		log_debug("gc: nothing expired");
+		return;
+	}
+	log_info("gc: deleted %" PRId64 " records, %" PRId64 " events, %" PRId64
+	         " outbox rows, %" PRId64 " capture files in %" PRId64 " batches (%" PRId64 " ms)",
+	         r->gr_records, r->gr_events, r->gr_outbox, r->gr_captures, r->gr_batches, ms);
+}
+
+/* The worker's pass: the plan is copied under a short config reference, the
+ * batches run without one. */
+static void gc_worker_pass(struct gc_worker *w)
+{
+	struct app *app = w->gw_app;
+	struct gc_report rep;
+	struct config *cf;
+	struct gc_plan p;
+	int64_t start = app_now_ms();
+	int rc;
+
+	memset(&rep, 0, sizeof(rep));
+	cf = app_config_acquire(app);
+	rc = gc_plan_load(cf, &p);
+	app_config_release(app, cf);
+	if (rc < 0) {
+		return;
+	}
+	rc = gc_run_plan(app->app_store, &p, start, 0, w, &rep);
+	gc_plan_finish(&p);
+	if (rc < 0) {
+		log_warn("gc: pass stopped early; the next one goes on");
+	}
+	if (!gc_stopping(w)) {
+		cf = app_config_acquire(app);
+		capture_expire(cf, start, 0, &rep.gr_captures);
+		app_config_release(app, cf);
+	}
+	gc_log_report(&rep, app_now_ms() - start);
+}
+
+static int64_t gc_interval_s(struct app *app)
+{
+	struct config *cf;
+	int64_t s;
+
+	cf = app_config_acquire(app);
+	if (config_get_duration(cf, GC_SECTION, "interval", GC_INTERVAL_DEFAULT_S, &s) < 0) {
+		s = GC_INTERVAL_DEFAULT_S;
+	}
+	app_config_release(app, cf);
+	return s;
+}
+
+static void *gc_worker_main(void *arg)
+{
+	struct gc_worker *w = arg;
+	int64_t interval;
+
+	for (;;) {
+		/* Re-read each time: a reload may change it; 0 pauses the worker. */
+		interval = gc_interval_s(w->gw_app);
+		if (gc_sleep(w, (interval > 0 ? interval : 60) * 1000)) {
+			break;
+		}
+		if (interval > 0) {
+			gc_worker_pass(w);
+		}
+		if (gc_stopping(w)) {
+			break;
+		}
+	}
+	return NULL;
+}
+
+struct gc_worker *gc_worker_start(struct app *app)
+{
+	struct gc_worker *w = NULL;
+	pthread_condattr_t ca;
+	struct config *cf;
+	int64_t interval = 0;
+	int rc;
+
+	cf = app_config_acquire(app);
+	/* Check every [gc] key now, so a typo shows at start. */
+	rc = gc_check_config(cf);
+	if (rc == 0) {
+		rc = config_get_duration(cf, GC_SECTION, "interval", GC_INTERVAL_DEFAULT_S,
+		                         &interval);
+	}
+	app_config_release(app, cf);
+	if (rc < 0) {
+		return NULL;
+	}
+	if (interval == 0) {
+		log_info("gc: periodic cleanup off ([gc] interval = 0)");
+		return NULL;
+	}
+	w = calloc(1, sizeof(*w));
+	if (w == NULL) {
+		log_err("gc: out of memory");
+		return NULL;
+	}
+	w->gw_app = app;
+	pthread_mutex_init(&w->gw_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->gw_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	rc = pthread_create(&w->gw_thread, NULL, gc_worker_main, w);
+	if (rc != 0) {
+		log_err("gc: cannot start the worker thread: %s", strerror(rc));
+		goto fail;
+	}
+	log_info("gc: periodic cleanup every %" PRId64 " s", interval);
+	return w;
+fail:
+	pthread_cond_destroy(&w->gw_cond);
+	pthread_mutex_destroy(&w->gw_lock);
+	free(w);
+	return NULL;
+}
+
+void gc_worker_stop(struct gc_worker *w)
+{
+	if (w == NULL) {
+		return;
+	}
+	pthread_mutex_lock(&w->gw_lock);
+	w->gw_stop = 1;
+	pthread_cond_broadcast(&w->gw_cond);
+	pthread_mutex_unlock(&w->gw_lock);
+	pthread_join(w->gw_thread, NULL);
+	pthread_cond_destroy(&w->gw_cond);
+	pthread_mutex_destroy(&w->gw_lock);
+	free(w);
+}

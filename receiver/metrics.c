@@ -1,0 +1,421 @@
+/* metrics.c: process-wide counters and histograms, rendered as Prometheus text. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "buf.h"
+#include "metrics.h"
+#include "stats.h"
+#include "store.h"
+
+/* Label values come from the config (provider names) and static slugs, but a
+ * caller could pass something a client chose: past this many series per
+ * family, new label sets are folded into one "other" series. */
+#define METRICS_SERIES_MAX 512
+#define METRICS_LABEL_MAX 64 /* bytes kept of one label value */
+#define METRICS_OVERFLOW_LABEL "other"
+
+/* Request latency buckets, seconds. */
+static const double metrics_latency_le[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                            0.25,  0.5,    1,     2.5,  5,     10};
+static const char *const metrics_latency_le_text[] = {"0.001", "0.0025", "0.005", "0.01", "0.025",
+                                                      "0.05",  "0.1",    "0.25",  "0.5",  "1",
+                                                      "2.5",   "5",      "10"};
+#define METRICS_LATENCY_N (sizeof(metrics_latency_le) / sizeof(metrics_latency_le[0]))
+
+/* Upper bounds of store_stats.ss_batch_hist buckets (the last is +Inf). */
+static const char *const metrics_batch_le_text[] = {"1", "3", "7", "15", "31", "63", "127", "+Inf"};
+
+struct metrics_series {
+	char ms_a[METRICS_LABEL_MAX]; /* first label value */
+	char ms_b[METRICS_LABEL_MAX]; /* second label value, "" when the family has one label */
+	uint64_t ms_count;
+	/* histogram families only */
+	uint64_t ms_buckets[METRICS_LATENCY_N];
+	double ms_sum;
+};
+
+struct metrics_family {
+	struct metrics_series *mf_series;
+	size_t mf_n;
+	size_t mf_cap;
+};
+
+static pthread_mutex_t metrics_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct metrics_family metrics_requests;   /* provider, outcome */
+static struct metrics_family metrics_rejects;    /* provider, reason */
+static struct metrics_family metrics_duplicates; /* provider */
+static struct metrics_family metrics_mismatches; /* provider */
+static struct metrics_family metrics_latency;    /* provider (histogram) */
+static uint64_t metrics_capture_failures;
+
+static void metrics_label_copy(char out[METRICS_LABEL_MAX], const char *s)
+{
+	size_t n;
+
+	if (s == NULL) {
+		s = "";
+	}
+	n = strnlen(s, METRICS_LABEL_MAX - 1);
+	memcpy(out, s, n);
+	out[n] = '\0';
+}
+
+static int metrics_series_is(const struct metrics_series *s, const char *a, const char *b)
+{
+	return strncmp(s->ms_a, a, METRICS_LABEL_MAX - 1) == 0 &&
+	       strncmp(s->ms_b, b, METRICS_LABEL_MAX - 1) == 0;
+}
+
+/* The series for (a, b), created on first use; NULL when out of memory.
+ * Called with metrics_lock held. */
+static struct metrics_series *metrics_series_get(struct metrics_family *f, const char *a,
+                                                 const char *b)
+{
+	struct metrics_series *grown;
+	struct metrics_series *s;
+	size_t cap;
+	size_t i;
+
+	a = a != NULL ? a : "";
+	b = b != NULL ? b : "";
+	for (i = 0; i < f->mf_n; i++) {
+		if (metrics_series_is(&f->mf_series[i], a, b)) {
+			return &f->mf_series[i];
+		}
+	}
+	if (f->mf_n >= METRICS_SERIES_MAX) {
+		a = METRICS_OVERFLOW_LABEL;
+		b = b[0] != '\0' ? METRICS_OVERFLOW_LABEL : "";
+		for (i = 0; i < f->mf_n; i++) {
+			if (metrics_series_is(&f->mf_series[i], a, b)) {
+				return &f->mf_series[i];
+			}
+		}
+	}
+	if (f->mf_n == f->mf_cap) {
+		cap = f->mf_cap != 0 ? f->mf_cap * 2 : 8;
+		grown = realloc(f->mf_series, cap * sizeof(*grown));
+		if (grown == NULL) {
+			return NULL;
+		}
+		f->mf_series = grown;
+		f->mf_cap = cap;
+	}
+	s = &f->mf_series[f->mf_n++];
+	memset(s, 0, sizeof(*s));
+	metrics_label_copy(s->ms_a, a);
+	metrics_label_copy(s->ms_b, b);
+	return s;
+}
+
+static void metrics_count(struct metrics_family *f, const char *a, const char *b)
+{
+	struct metrics_series *s;
+
+	pthread_mutex_lock(&metrics_lock);
+	s = metrics_series_get(f, a, b);
+	if (s != NULL) {
+		s->ms_count++;
+	}
+	pthread_mutex_unlock(&metrics_lock);
+}
+
+void metrics_request(const char *provider, const char *outcome, double seconds)
+{
+	struct metrics_series *s;
+	size_t i;
+
+	pthread_mutex_lock(&metrics_lock);
+	s = metrics_series_get(&metrics_requests, provider, outcome);
+	if (s != NULL) {
+		s->ms_count++;
+	}
+	s = metrics_series_get(&metrics_latency, provider, "");
+	if (s != NULL) {
+		if (!(seconds >= 0)) {
+			seconds = 0;
+		}
+		s->ms_count++;
+		s->ms_sum += seconds;
+		for (i = 0; i < METRICS_LATENCY_N; i++) {
+			if (seconds <= metrics_latency_le[i]) {
+				s->ms_buckets[i]++;
+			}
+		}
+	}
+	pthread_mutex_unlock(&metrics_lock);
+}
+
+void metrics_rejected(const char *provider, const char *reason)
+{
+	metrics_count(&metrics_rejects, provider, reason);
+}
+
+void metrics_duplicate(const char *provider)
+{
+	metrics_count(&metrics_duplicates, provider, "");
+}
+
+void metrics_mismatch(const char *provider)
+{
+	metrics_count(&metrics_mismatches, provider, "");
+}
+
+void metrics_capture_failure(void)
+{
+	pthread_mutex_lock(&metrics_lock);
+	metrics_capture_failures++;
+	pthread_mutex_unlock(&metrics_lock);
+}
+
+static void metrics_family_reset(struct metrics_family *f)
+{
+	free(f->mf_series);
+	memset(f, 0, sizeof(*f));
+}
+
+void metrics_reset(void)
+{
+	pthread_mutex_lock(&metrics_lock);
+	metrics_family_reset(&metrics_requests);
+	metrics_family_reset(&metrics_rejects);
+	metrics_family_reset(&metrics_duplicates);
+	metrics_family_reset(&metrics_mismatches);
+	metrics_family_reset(&metrics_latency);
+	metrics_capture_failures = 0;
+	pthread_mutex_unlock(&metrics_lock);
+}
+
+/* A label value with \, " and newline escaped as the text format asks. */
+static int metrics_label_value(struct buf *out, const char *s)
+{
+	const char *p;
+	int rc;
+
+	if (buf_puts(out, "\"") < 0) {
+		return -1;
+	}
+	for (p = s; *p != '\0'; p++) {
+		if (*p == '\\') {
+			rc = buf_puts(out, "\\\\");
+		} else if (*p == '"') {
+			rc = buf_puts(out, "\\\"");
+		} else if (*p == '\n') {
+			rc = buf_puts(out, "\\n");
+		} else {
+			rc = buf_append(out, p, 1);
+		}
+		if (rc < 0) {
+			return -1;
+		}
+	}
+	return buf_puts(out, "\"");
+}
+
+static int metrics_header(struct buf *out, const char *name, const char *type, const char *help)
+{
+	return buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* name{la="a",lb="b"} count, for each series of a counter family. */
+static int metrics_render_counter(struct buf *out, const struct metrics_family *f, const char *name,
+                                  const char *help, const char *la, const char *lb)
+{
+	const struct metrics_series *s;
+	size_t i;
+
+	if (metrics_header(out, name, "counter", help) < 0) {
+		return -1;
+	}
+	for (i = 0; i < f->mf_n; i++) {
+		s = &f->mf_series[i];
+		if (buf_printf(out, "%s{%s=", name, la) < 0 ||
+		    metrics_label_value(out, s->ms_a) < 0) {
+			return -1;
+		}
+		if (lb != NULL &&
+		    (buf_printf(out, ",%s=", lb) < 0 || metrics_label_value(out, s->ms_b) < 0)) {
+			return -1;
+		}
+		if (buf_printf(out, "} %" PRIu64 "\n", s->ms_count) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int metrics_render_latency(struct buf *out)
+{
+	const char *name = "idemhook_request_duration_seconds";
+	const struct metrics_series *s;
+	size_t i;
+	size_t j;
+
+	if (metrics_header(out, name, "histogram",
+	                   "Time from request head to answer built, per provider instance.") < 0) {
+		return -1;
+	}
+	for (i = 0; i < metrics_latency.mf_n; i++) {
+		s = &metrics_latency.mf_series[i];
+		for (j = 0; j < METRICS_LATENCY_N; j++) {
+			if (buf_printf(out, "%s_bucket{provider=", name) < 0 ||
+			    metrics_label_value(out, s->ms_a) < 0 ||
+			    buf_printf(out, ",le=\"%s\"} %" PRIu64 "\n", metrics_latency_le_text[j],
+			               s->ms_buckets[j]) < 0) {
+				return -1;
+			}
+		}
+		if (buf_printf(out, "%s_bucket{provider=", name) < 0 ||
+		    metrics_label_value(out, s->ms_a) < 0 ||
+		    buf_printf(out, ",le=\"+Inf\"} %" PRIu64 "\n", s->ms_count) < 0) {
+			return -1;
+		}
+		if (buf_printf(out, "%s_sum{provider=", name) < 0 ||
+		    metrics_label_value(out, s->ms_a) < 0 ||
+		    buf_printf(out, "} %.9f\n", s->ms_sum) < 0) {
+			return -1;
+		}
+		if (buf_printf(out, "%s_count{provider=", name) < 0 ||
+		    metrics_label_value(out, s->ms_a) < 0 ||
+		    buf_printf(out, "} %" PRIu64 "\n", s->ms_count) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Everything kept in memory, under the lock. */
+static int metrics_render_memory(struct buf *out)
+{
+	if (metrics_render_counter(out, &metrics_requests, "idemhook_requests_total",
+	                           "Provider callbacks answered, by provider instance and outcome.",
+	                           "provider", "outcome") < 0) {
+		return -1;
+	}
+	if (metrics_render_counter(
+	            out, &metrics_rejects, "idemhook_rejected_total",
+	            "Callbacks refused before any claim (nothing stored), by reason.", "provider",
+	            "reason") < 0) {
+		return -1;
+	}
+	if (metrics_render_counter(out, &metrics_duplicates, "idemhook_duplicates_absorbed_total",
+	                           "Duplicate deliveries absorbed (the key was already claimed).",
+	                           "provider", NULL) < 0) {
+		return -1;
+	}
+	if (metrics_render_counter(
+	            out, &metrics_mismatches, "idemhook_fingerprint_mismatches_total",
+	            "Duplicate keys whose payload fingerprint differed from the stored one.",
+	            "provider", NULL) < 0) {
+		return -1;
+	}
+	if (metrics_render_latency(out) < 0) {
+		return -1;
+	}
+	if (metrics_header(out, "idemhook_capture_failures_total", "counter",
+	                   "Requests that could not be written to the capture spool.") < 0 ||
+	    buf_printf(out, "idemhook_capture_failures_total %" PRIu64 "\n",
+	               metrics_capture_failures) < 0) {
+		return -1;
+	}
+	return 0;
+}
+
+static int metrics_render_store(struct buf *out, struct store *st)
+{
+	struct store_stats ss;
+	struct stats_gauges g;
+	struct timespec ts;
+	uint64_t cum = 0;
+	int64_t now_ms;
+	size_t i;
+
+	store_get_stats(st, &ss);
+	if (metrics_header(out, "idemhook_store_batch_size", "histogram",
+	                   "Units of work per group-commit transaction.") < 0) {
+		return -1;
+	}
+	for (i = 0; i < 8; i++) {
+		cum += ss.ss_batch_hist[i];
+		if (buf_printf(out, "idemhook_store_batch_size_bucket{le=\"%s\"} %" PRIu64 "\n",
+		               metrics_batch_le_text[i], i == 7 ? ss.ss_commits : cum) < 0) {
+			return -1;
+		}
+	}
+	if (buf_printf(out,
+	               "idemhook_store_batch_size_sum %" PRIu64
+	               "\nidemhook_store_batch_size_count %" PRIu64 "\n",
+	               ss.ss_units, ss.ss_commits) < 0) {
+		return -1;
+	}
+	if (metrics_header(out, "idemhook_store_commits_total", "counter",
+	                   "Write transactions committed by the store's writer.") < 0 ||
+	    buf_printf(out, "idemhook_store_commits_total %" PRIu64 "\n", ss.ss_commits) < 0) {
+		return -1;
+	}
+	if (metrics_header(
+	            out, "idemhook_store_units_total", "counter",
+	            "Units of work (claims and writes) committed or rolled back by the writer.") <
+	            0 ||
+	    buf_printf(out, "idemhook_store_units_total %" PRIu64 "\n", ss.ss_units) < 0) {
+		return -1;
+	}
+	if (metrics_header(out, "idemhook_store_conflicts_total", "counter",
+	                   "Unique-key conflicts met by idempotency claims.") < 0 ||
+	    buf_printf(out, "idemhook_store_conflicts_total %" PRIu64 "\n", ss.ss_conflicts) < 0) {
+		return -1;
+	}
+	if (metrics_header(out, "idemhook_store_transient_total", "counter",
+	                   "Units rolled back as transient failures (answered 503).") < 0 ||
+	    buf_printf(out, "idemhook_store_transient_total %" PRIu64 "\n", ss.ss_transient) < 0) {
+		return -1;
+	}
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	/* A failed read leaves the gauges out rather than showing a false zero. */
+	if (stats_gauges(st, now_ms, &g) < 0) {
+		return 0;
+	}
+	if (metrics_header(out, "idemhook_processing_stuck", "gauge",
+	                   "Idempotency records in processing, untouched for more than 60 s.") <
+	            0 ||
+	    buf_printf(out, "idemhook_processing_stuck %" PRId64 "\n", g.sg_processing_stuck) < 0) {
+		return -1;
+	}
+	if (!g.sg_has_outbox) {
+		return 0;
+	}
+	if (metrics_header(
+	            out, "idemhook_outbox_backlog", "gauge",
+	            "Outbound rows waiting for delivery (pending, delivering, retry_wait).") < 0 ||
+	    buf_printf(out, "idemhook_outbox_backlog %" PRId64 "\n", g.sg_outbox_backlog) < 0) {
+		return -1;
+	}
+	if (metrics_header(out, "idemhook_outbox_dead", "gauge", "Outbound rows dead-lettered.") <
+	            0 ||
+	    buf_printf(out, "idemhook_outbox_dead %" PRId64 "\n", g.sg_outbox_dead) < 0) {
+		return -1;
+	}
+	return 0;
+}
+
+int metrics_render(struct buf *out, struct store *st)
+{
+	int rc;
+
+	pthread_mutex_lock(&metrics_lock);
+	rc = metrics_render_memory(out);
+	pthread_mutex_unlock(&metrics_lock);
+	if (rc < 0) {
+		return -1;
+	}
+	if (st != NULL && metrics_render_store(out, st) < 0) {
+		return -1;
+	}
+	return 0;
+}

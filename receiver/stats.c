@@ -1,0 +1,314 @@
+/* stats.c: operator figures read from the database (gauges and daily report). */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "buf.h"
+#include "stats.h"
+#include "store.h"
+
+/* The outbox table arrives with its own migration; until then (or on a
+ * database migrated by an older binary) its figures are simply absent. */
+static int stats_has_table(struct store_tx *tx, const char *name)
+{
+	struct store_value p[1] = {store_text(name)};
+	struct store_row row;
+	int rc;
+
+	rc = store_query(tx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+	                 p, 1, &row);
+	if (rc <= 0) {
+		return rc;
+	}
+	rc = store_row_int(&row, 0) > 0 ? 1 : 0;
+	store_row_finish(&row);
+	return rc;
+}
+
+/* Runs a query returning one integer into *ret (0 when no row). */
+static int stats_int(struct store_tx *tx, const char *sql, const struct store_value *p, size_t n,
+                     int64_t *ret)
+{
+	struct store_row row;
+	int rc;
+
+	rc = store_query(tx, sql, p, n, &row);
+	if (rc < 0) {
+		return -1;
+	}
+	*ret = 0;
+	if (rc == 1) {
+		*ret = store_row_int(&row, 0);
+		store_row_finish(&row);
+	}
+	return 0;
+}
+
+static int stats_gauges_tx(struct store_tx *tx, void *arg)
+{
+	struct stats_gauges *g = arg;
+	struct store_value p[1] = {store_int(store_tx_now(tx) - STATS_STUCK_MS)};
+	int has;
+
+	memset(g, 0, sizeof(*g));
+	if (stats_int(tx,
+	              "SELECT count(*) FROM idempotency_records WHERE status = 'processing' AND "
+	              "updated_at < ?",
+	              p, 1, &g->sg_processing_stuck) < 0) {
+		return -1;
+	}
+	has = stats_has_table(tx, "outbox");
+	if (has < 0) {
+		return -1;
+	}
+	if (has == 0) {
+		return 0;
+	}
+	g->sg_has_outbox = 1;
+	if (stats_int(tx,
+	              "SELECT count(*) FROM outbox WHERE status IN ('pending', 'delivering', "
+	              "'retry_wait')",
+	              NULL, 0, &g->sg_outbox_backlog) < 0) {
+		return -1;
+	}
+	if (stats_int(tx, "SELECT count(*) FROM outbox WHERE status = 'dead'", NULL, 0,
+	              &g->sg_outbox_dead) < 0) {
+		return -1;
+	}
+	return 0;
+}
+
+int stats_gauges(struct store *st, int64_t now_ms, struct stats_gauges *ret)
+{
+	struct stats_gauges g;
+
+	if (store_read(st, now_ms, stats_gauges_tx, &g) < 0) {
+		return -1;
+	}
+	*ret = g;
+	return 0;
+}
+
+static char *stats_strdup(const char *s)
+{
+	return strdup(s != NULL ? s : "");
+}
+
+static int stats_group_row(void *arg, const struct store_row *row)
+{
+	struct stats_report *r = arg;
+	struct stats_group *g;
+	struct stats_group *grown;
+
+	if (r->sr_n_groups >= STATS_GROUPS_MAX) {
+		return 1;
+	}
+	grown = realloc(r->sr_groups, (r->sr_n_groups + 1) * sizeof(*grown));
+	if (grown == NULL) {
+		return -1;
+	}
+	r->sr_groups = grown;
+	g = &r->sr_groups[r->sr_n_groups];
+	memset(g, 0, sizeof(*g));
+	r->sr_n_groups++;
+	g->sgr_provider = stats_strdup(store_row_text(row, 0));
+	g->sgr_outcome = stats_strdup(store_row_text(row, 1));
+	g->sgr_detail = stats_strdup(store_row_text(row, 2));
+	g->sgr_count = store_row_int(row, 3);
+	if (g->sgr_provider == NULL || g->sgr_outcome == NULL || g->sgr_detail == NULL) {
+		return -1;
+	}
+	return 0;
+}
+
+static int stats_collect_tx(struct store_tx *tx, void *arg)
+{
+	struct stats_report *r = arg;
+	struct store_value since[1] = {store_int(r->sr_since_ms)};
+
+	if (store_query_each(tx,
+	                     "SELECT scope, outcome, COALESCE(CASE outcome WHEN 'done' THEN effect "
+	                     "ELSE reason END, ''),"
+	                     " count(*) FROM events WHERE received_at >= ?"
+	                     " GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+	                     since, 1, stats_group_row, r) < 0) {
+		return -1;
+	}
+	if (stats_int(tx, "SELECT count(*) FROM events WHERE received_at >= ?", since, 1,
+	              &r->sr_events) < 0 ||
+	    stats_int(tx,
+	              "SELECT count(*) FROM events WHERE received_at >= ? AND outcome = 'failed'",
+	              since, 1, &r->sr_events_failed) < 0 ||
+	    stats_int(tx, "SELECT count(*) FROM events WHERE received_at >= ? AND reprocessed > 0",
+	              since, 1, &r->sr_events_reprocessed) < 0 ||
+	    stats_int(tx, "SELECT count(*) FROM events WHERE outcome = 'failed'", NULL, 0,
+	              &r->sr_failed_open) < 0 ||
+	    stats_int(tx, "SELECT count(*) FROM orders WHERE paid_at >= ?", since, 1,
+	              &r->sr_orders_paid) < 0 ||
+	    stats_int(tx, "SELECT count(*) FROM orders WHERE refunded_at >= ?", since, 1,
+	              &r->sr_orders_refunded) < 0) {
+		return -1;
+	}
+	return stats_gauges_tx(tx, &r->sr_gauges);
+}
+
+int stats_collect(struct store *st, int64_t now_ms, int64_t since_ms, struct stats_report *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->sr_since_ms = since_ms;
+	ret->sr_now_ms = now_ms;
+	if (store_read(st, now_ms, stats_collect_tx, ret) < 0) {
+		goto fail;
+	}
+	return 0;
+fail:
+	stats_report_finish(ret);
+	return -1;
+}
+
+void stats_report_finish(struct stats_report *r)
+{
+	size_t i;
+
+	for (i = 0; i < r->sr_n_groups; i++) {
+		free(r->sr_groups[i].sgr_provider);
+		free(r->sr_groups[i].sgr_outcome);
+		free(r->sr_groups[i].sgr_detail);
+	}
+	free(r->sr_groups);
+	memset(r, 0, sizeof(*r));
+}
+
+static void stats_time(int64_t ms, char out[32])
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (gmtime_r(&t, &tm) == NULL || strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+		out[0] = '\0';
+	}
+}
+
+static int stats_width(const struct stats_report *r, size_t col, int min)
+{
+	size_t i;
+	size_t w = (size_t)min;
+	const char *s;
+
+	for (i = 0; i < r->sr_n_groups; i++) {
+		s = col == 0
+		            ? r->sr_groups[i].sgr_provider
+		            : (col == 1 ? r->sr_groups[i].sgr_outcome : r->sr_groups[i].sgr_detail);
+		if (strlen(s) > w) {
+			w = strlen(s);
+		}
+	}
+	return w > 64 ? 64 : (int)w;
+}
+
+int stats_format_text(const struct stats_report *r, struct buf *out)
+{
+	char since[32];
+	char now[32];
+	int wp = stats_width(r, 0, 8);
+	int wo = stats_width(r, 1, 7);
+	int wd = stats_width(r, 2, 6);
+	const struct stats_group *g;
+	size_t i;
+
+	stats_time(r->sr_since_ms, since);
+	stats_time(r->sr_now_ms, now);
+	if (buf_printf(out, "idemhook stats: %s .. %s\n\n", since, now) < 0) {
+		return -1;
+	}
+	if (buf_printf(out, "%-*s  %-*s  %-*s  %10s\n", wp, "PROVIDER", wo, "OUTCOME", wd, "DETAIL",
+	               "CALLBACKS") < 0) {
+		return -1;
+	}
+	for (i = 0; i < r->sr_n_groups; i++) {
+		g = &r->sr_groups[i];
+		if (buf_printf(out, "%-*.*s  %-*.*s  %-*.*s  %10" PRId64 "\n", wp, wp,
+		               g->sgr_provider, wo, wo, g->sgr_outcome, wd, wd,
+		               g->sgr_detail[0] != '\0' ? g->sgr_detail : "-", g->sgr_count) < 0) {
+			return -1;
+		}
+	}
+	if (r->sr_n_groups == 0 && buf_puts(out, "(no callbacks in this window)\n") < 0) {
+		return -1;
+	}
+	if (buf_printf(out,
+	               "\n"
+	               "%-38s %10" PRId64 "\n"
+	               "%-38s %10" PRId64 "\n"
+	               "%-38s %10" PRId64 "\n"
+	               "%-38s %10" PRId64 "\n"
+	               "%-38s %10" PRId64 "\n"
+	               "%-38s %10" PRId64 "\n"
+	               "%-38s %10" PRId64 "\n",
+	               "callbacks (unique events)", r->sr_events, "failed events",
+	               r->sr_events_failed, "reprocessed events", r->sr_events_reprocessed,
+	               "failed events still open (any age)", r->sr_failed_open, "orders paid",
+	               r->sr_orders_paid, "orders refunded (fully or partly)",
+	               r->sr_orders_refunded, "records stuck in processing > 60 s",
+	               r->sr_gauges.sg_processing_stuck) < 0) {
+		return -1;
+	}
+	if (r->sr_gauges.sg_has_outbox) {
+		if (buf_printf(out, "%-38s %10" PRId64 "\n%-38s %10" PRId64 "\n",
+		               "outbound backlog", r->sr_gauges.sg_outbox_backlog,
+		               "outbound dead rows", r->sr_gauges.sg_outbox_dead) < 0) {
+			return -1;
+		}
+	} else if (buf_printf(out, "%-38s %10s\n", "outbound dead rows", "n/a") < 0) {
+		return -1;
+	}
+	return 0;
+}
+
+int stats_format_json(const struct stats_report *r, struct buf *out)
+{
+	char since[32];
+	char now[32];
+	const struct stats_group *g;
+	size_t i;
+
+	stats_time(r->sr_since_ms, since);
+	stats_time(r->sr_now_ms, now);
+	if (buf_puts(out, "{\"since\":") < 0 || buf_json_string(out, since) < 0 ||
+	    buf_puts(out, ",\"until\":") < 0 || buf_json_string(out, now) < 0 ||
+	    buf_puts(out, ",\"callbacks\":[") < 0) {
+		return -1;
+	}
+	for (i = 0; i < r->sr_n_groups; i++) {
+		g = &r->sr_groups[i];
+		if (buf_puts(out, i > 0 ? ",{\"provider\":" : "{\"provider\":") < 0 ||
+		    buf_json_string(out, g->sgr_provider) < 0 ||
+		    buf_puts(out, ",\"outcome\":") < 0 ||
+		    buf_json_string(out, g->sgr_outcome) < 0 || buf_puts(out, ",\"detail\":") < 0 ||
+		    buf_json_string(out, g->sgr_detail) < 0 ||
+		    buf_printf(out, ",\"count\":%" PRId64 "}", g->sgr_count) < 0) {
+			return -1;
+		}
+	}
+	if (buf_printf(out,
+	               "],\"events\":%" PRId64 ",\"events_failed\":%" PRId64
+	               ",\"events_reprocessed\":%" PRId64 ",\"failed_open\":%" PRId64
+	               ",\"orders_paid\":%" PRId64 ",\"orders_refunded\":%" PRId64
+	               ",\"processing_stuck\":%" PRId64,
+	               r->sr_events, r->sr_events_failed, r->sr_events_reprocessed,
+	               r->sr_failed_open, r->sr_orders_paid, r->sr_orders_refunded,
+	               r->sr_gauges.sg_processing_stuck) < 0) {
+		return -1;
+	}
+	if (r->sr_gauges.sg_has_outbox) {
+		if (buf_printf(out,
+		               ",\"outbox_backlog\":%" PRId64 ",\"outbox_dead\":%" PRId64 "}\n",
+		               r->sr_gauges.sg_outbox_backlog, r->sr_gauges.sg_outbox_dead) < 0) {
+			return -1;
+		}
+	} else if (buf_puts(out, ",\"outbox_backlog\":null,\"outbox_dead\":null}\n") < 0) {
+		return -1;
+	}
+	return 0;
+}

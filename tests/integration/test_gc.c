@@ -1,0 +1,464 @@
+/* test_gc.c: cleanup deletes expired records in batches, honours each scope's
+ * retention to the second, and never stalls the callbacks arriving meanwhile. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "gc.h"
+#include "log.h"
+#include "store.h"
+#include "harness.h"
+
+#define TEST_STRIPE_SECRET "whsec_gc_test_secret"
+#define TEST_STRIPE_INI "[provider stripe]\ntype = stripe\nsecret = " TEST_STRIPE_SECRET "\n"
+
+#define T_DAY_MS (86400LL * 1000)
+#define T_SEC_MS 1000LL
+#define T_EXPIRED_ROWS 100000
+#define T_INSERT_UNITS 4 /* big units of work for the bulk insert */
+
+/* ---- direct: gc_run on a store at a fixed clock ---- */
+
+struct t_direct {
+	char td_dir[64];
+	char td_ini[128];
+	char td_db[128];
+	struct config *td_cf;
+	struct store *td_st;
+	int64_t td_now;
+};
+
+static int t_write(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (f == NULL) {
+		return -1;
+	}
+	fputs(text, f);
+	return fclose(f);
+}
+
+static int t_direct_open(struct t_direct *t, const char *extra)
+{
+	struct store_options so;
+	char ini[2048];
+
+	memset(t, 0, sizeof(*t));
+	snprintf(t->td_dir, sizeof(t->td_dir), "/tmp/test_gc.XXXXXX");
+	if (mkdtemp(t->td_dir) == NULL) {
+		return -1;
+	}
+	snprintf(t->td_ini, sizeof(t->td_ini), "%s/gc.ini", t->td_dir);
+	snprintf(t->td_db, sizeof(t->td_db), "%s/gc.db", t->td_dir);
+	snprintf(ini, sizeof(ini),
+	         "[store]\npath = %s\nretention = 7d\n\n"
+	         "[provider stripe]\ntype = stripe\nsecret = whsec_gc\nretention = 4d\n\n"
+	         "[provider legacy]\ntype = stripe\nsecret = whsec_gc\n\n"
+	         "[capture]\nmode = off\ndir = %s/captures\n\n"
+	         "[gc]\nbatch = 3\npause = 0\n%s",
+	         t->td_db, t->td_dir, extra != NULL ? extra : "");
+	if (t_write(t->td_ini, ini) < 0) {
+		return -1;
+	}
+	t->td_cf = config_load(t->td_ini);
+	if (t->td_cf == NULL) {
+		return -1;
+	}
+	memset(&so, 0, sizeof(so));
+	so.so_path = t->td_db;
+	so.so_sync = STORE_SYNC_OFF;
+	t->td_st = store_create(&so);
+	if (t->td_st == NULL) {
+		return -1;
+	}
+	t->td_now = 1796200000000LL;
+	return 0;
+}
+
+static void t_direct_close(struct t_direct *t)
+{
+	char cmd[256];
+
+	store_destroy(t->td_st);
+	config_destroy(t->td_cf);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", t->td_dir);
+	if (system(cmd) != 0) {
+		fprintf(stderr, "could not remove %s\n", t->td_dir);
+	}
+}
+
+struct t_rec {
+	const char *tr_scope;
+	const char *tr_key;
+	const char *tr_status;
+	int64_t tr_created;
+	int64_t tr_lease;
+};
+
+static int t_insert_rec(struct store_tx *tx, void *arg)
+{
+	const struct t_rec *r = arg;
+	struct store_value p[6] = {
+	        store_text(r->tr_scope),
+	        store_text(r->tr_key),
+	        store_text(r->tr_status),
+	        store_blob("fp", 2),
+	        r->tr_lease != 0 ? store_int(r->tr_lease) : store_null(),
+	        store_int(r->tr_created),
+	};
+	struct store_value e[3] = {store_text(r->tr_scope), store_text(r->tr_key),
+	                           store_int(r->tr_created)};
+
+	if (store_exec(tx,
+	               "INSERT INTO idempotency_records (scope, idem_key, status, fingerprint, "
+	               "reply_status,"
+	               " lease_until, created_at, updated_at) VALUES (?, ?, ?, ?, 200, ?, ?6, ?6)",
+	               p, 6, NULL) < 0) {
+		return -1;
+	}
+	return store_exec(
+	        tx,
+	        "INSERT INTO events (scope, idem_key, kind, outcome, received_at, processed_at)"
+	        " VALUES (?, ?, 'other', 'done', ?3, ?3)",
+	        e, 3, NULL);
+}
+
+static void t_rec(struct t_direct *t, const char *scope, const char *key, const char *status,
+                  int64_t age_ms, int64_t lease_ms)
+{
+	struct t_rec r = {scope, key, status, t->td_now - age_ms,
+	                  lease_ms != 0 ? t->td_now + lease_ms : 0};
+
+	assert_int_equal(store_write(t->td_st, t->td_now, t_insert_rec, &r), 0);
+}
+
+static int64_t t_count(struct t_direct *t, const char *sql)
+{
+	return hn_db_int(t->td_db, sql);
+}
+
+static void
+test_retention_boundary_is_kept_one_second_inside_and_deleted_one_second_outside(void **state)
+{
+	struct t_direct t;
+	struct gc_report rep;
+
+	(void)state;
+	assert_int_equal(t_direct_open(&t, NULL), 0);
+	/* stripe: its own 4 d; legacy, api and unknown scopes: [store] 7 d */
+	t_rec(&t, "stripe", "s_out", "done", 4 * T_DAY_MS + T_SEC_MS, 0);
+	t_rec(&t, "stripe", "s_in", "done", 4 * T_DAY_MS - T_SEC_MS, 0);
+	t_rec(&t, "legacy", "l_5d", "done", 5 * T_DAY_MS, 0);
+	t_rec(&t, "legacy", "l_out", "failed", 7 * T_DAY_MS + T_SEC_MS, 0);
+	t_rec(&t, "api:orders:client", "a_out", "done", 7 * T_DAY_MS + T_SEC_MS, 0);
+	t_rec(&t, "api:orders:client", "a_in", "done", 7 * T_DAY_MS - T_SEC_MS, 0);
+	t_rec(&t, "removed-provider", "r_out", "done", 8 * T_DAY_MS, 0);
+	/* an old record whose lease is still live is never cut short */
+	t_rec(&t, "stripe", "s_leased", "processing", 9 * T_DAY_MS, 60 * T_SEC_MS);
+	t_rec(&t, "stripe", "s_lease_over", "processing", 9 * T_DAY_MS, -T_SEC_MS);
+
+	assert_int_equal(gc_run(t.td_st, t.td_cf, t.td_now, 1, &rep), 0);
+	assert_int_equal(rep.gr_records, 5);
+	assert_int_equal(rep.gr_events, 6);
+	assert_int_equal(t_count(&t, "SELECT count(*) FROM idempotency_records"), 9);
+
+	assert_int_equal(gc_run(t.td_st, t.td_cf, t.td_now, 0, &rep), 0);
+	assert_int_equal(rep.gr_records, 5);
+	assert_int_equal(rep.gr_events, 6);
+	assert_true(rep.gr_batches >= 3); /* [gc] batch = 3 */
+	assert_int_equal(t_count(&t, "SELECT count(*) FROM idempotency_records WHERE idem_key IN"
+	                             " ('s_in', 'l_5d', 'a_in', 's_leased')"),
+	                 4);
+	assert_int_equal(t_count(&t, "SELECT count(*) FROM idempotency_records"), 4);
+	/* events follow their scope's retention too (the leased one's event is old) */
+	assert_int_equal(t_count(&t, "SELECT count(*) FROM events"), 3);
+
+	assert_int_equal(gc_run(t.td_st, t.td_cf, t.td_now, 0, &rep), 0);
+	assert_int_equal(rep.gr_records + rep.gr_events, 0);
+	t_direct_close(&t);
+}
+
+static int t_insert_outbox(struct store_tx *tx, void *arg)
+{
+	int64_t now = store_tx_now(tx);
+	static const char *const rows[][3] = {
+	        {"succeeded", "none", "31"}, {"cancelled", "none", "31"},
+	        {"succeeded", "none", "29"}, {"dead", "none", "31"},
+	        {"dead", "done", "31"},      {"pending", "none", "31"},
+	};
+	size_t i;
+
+	(void)arg;
+	for (i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		char key[32];
+		int64_t at = now - strtoll(rows[i][2], NULL, 10) * T_DAY_MS;
+		struct store_value p[5] = {store_text(key), store_text(rows[i][0]),
+		                           store_text(rows[i][1]), store_int(at), store_int(at)};
+
+		snprintf(key, sizeof(key), "obx_%zu", i);
+		if (store_exec(tx,
+		               "INSERT INTO outbox (call_type, effect, url, content_type, body, "
+		               "idem_key, status,"
+		               " comp_state, window_start, next_attempt_at, created_at, updated_at)"
+		               " VALUES ('notify', 'paid', 'http://127.0.0.1:1/', "
+		               "'application/json', '{}', ?, ?, ?,"
+		               " ?4, ?4, ?4, ?5)",
+		               p, 5, NULL) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void test_finished_outbox_rows_go_after_their_retention_and_open_ones_stay(void **state)
+{
+	struct t_direct t;
+	struct gc_report rep;
+
+	(void)state;
+	assert_int_equal(t_direct_open(&t, "outbox_retention = 30d\n"), 0);
+	if (t_count(&t, "SELECT count(*) FROM sqlite_master WHERE name = 'outbox'") != 1) {
+		t_direct_close(&t);
+		skip();
+	}
+	assert_int_equal(store_write(t.td_st, t.td_now, t_insert_outbox, NULL), 0);
+	assert_int_equal(gc_run(t.td_st, t.td_cf, t.td_now, 0, &rep), 0);
+	assert_int_equal(rep.gr_outbox, 3);
+	assert_int_equal(t_count(&t, "SELECT count(*) FROM outbox"), 3);
+	assert_int_equal(t_count(&t, "SELECT count(*) FROM outbox WHERE status = 'pending'"), 1);
+	assert_int_equal(t_count(&t, "SELECT count(*) FROM outbox WHERE status = 'dead'"), 1);
+	t_direct_close(&t);
+}
+
+/* ---- the daemon: 100,000 expired records while callbacks keep coming ---- */
+
+struct t_bulk {
+	int64_t tb_now;
+	int tb_from;
+	int tb_to;
+};
+
+static int t_bulk_insert(struct store_tx *tx, void *arg)
+{
+	const struct t_bulk *b = arg;
+	char key[32];
+	struct store_value p[3] = {store_text(key), store_blob("fp", 2), store_int(0)};
+	int i;
+
+	for (i = b->tb_from; i < b->tb_to; i++) {
+		snprintf(key, sizeof(key), "evt_old_%06d", i);
+		/* 8 to 9 days old: past the 7-day retention */
+		p[2] = store_int(b->tb_now - 8 * T_DAY_MS - (int64_t)i * 500);
+		if (store_exec(
+		            tx,
+		            "INSERT INTO idempotency_records (scope, idem_key, status, "
+		            "fingerprint, reply_status,"
+		            " created_at, updated_at) VALUES ('stripe', ?, 'done', ?, 200, ?3, ?3)",
+		            p, 3, NULL) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+struct t_load {
+	struct daemon *tl_d;
+	pthread_mutex_t tl_lock;
+	int tl_stop;
+	int tl_sent;
+	int tl_ok;
+	int tl_bad;
+	int tl_during_gc; /* answered while expired rows were still there */
+};
+
+static int t_load_stopping(struct t_load *l)
+{
+	int stop;
+
+	pthread_mutex_lock(&l->tl_lock);
+	stop = l->tl_stop;
+	pthread_mutex_unlock(&l->tl_lock);
+	return stop;
+}
+
+static void *t_load_main(void *arg)
+{
+	struct t_load *l = arg;
+	char id[64];
+	int i;
+
+	for (i = 0; !t_load_stopping(l); i++) {
+		struct hres r;
+		char *body;
+
+		snprintf(id, sizeof(id), "evt_live_%06d", i);
+		body = hn_stripe_event(id, "customer.created",
+		                       "{\"id\":\"cus_1\",\"object\":\"customer\"}");
+		assert_non_null(body);
+		memset(&r, 0, sizeof(r));
+		hn_post_stripe(l->tl_d, "stripe", TEST_STRIPE_SECRET, body, &r);
+		pthread_mutex_lock(&l->tl_lock);
+		l->tl_sent++;
+		if (r.hs_status == 200) {
+			l->tl_ok++;
+		} else {
+			l->tl_bad++;
+			fprintf(stderr, "load: %s answered %ld\n", id, r.hs_status);
+		}
+		pthread_mutex_unlock(&l->tl_lock);
+		hres_finish(&r);
+		free(body);
+	}
+	return NULL;
+}
+
+static char *t_slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char *data;
+	long n;
+
+	if (f == NULL) {
+		return NULL;
+	}
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	data = calloc(1, (size_t)n + 1);
+	if (data != NULL && fread(data, 1, (size_t)n, f) != (size_t)n) {
+		free(data);
+		data = NULL;
+	}
+	fclose(f);
+	return data;
+}
+
+static void
+test_daemon_deletes_100000_expired_records_in_batches_while_callbacks_keep_getting_answers(
+        void **state)
+{
+	struct daemon d;
+	struct store_options so;
+	struct store *st;
+	struct t_bulk b;
+	struct t_load l;
+	pthread_t th;
+	int64_t left = -1;
+	int64_t deadline;
+	char *log_text;
+	const char *hit;
+	int i;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI
+	                             "\n[gc]\ninterval = 2s\nbatch = 5000\npause = 50ms\n"),
+	                 0);
+	memset(&so, 0, sizeof(so));
+	so.so_path = d.dm_db;
+	so.so_sync = STORE_SYNC_OFF;
+	st = store_create(&so);
+	assert_non_null(st);
+	b.tb_now = hn_now_ms();
+	for (i = 0; i < T_INSERT_UNITS; i++) {
+		b.tb_from = i * (T_EXPIRED_ROWS / T_INSERT_UNITS);
+		b.tb_to = (i + 1) * (T_EXPIRED_ROWS / T_INSERT_UNITS);
+		assert_int_equal(store_write(st, b.tb_now, t_bulk_insert, &b), 0);
+	}
+	store_destroy(st);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT count(*) FROM idempotency_records"),
+	                 T_EXPIRED_ROWS);
+	{
+		static const char *const args[] = {"gc", "--dry-run", NULL};
+		char *out = NULL;
+
+		/* the command line counts the same rows and deletes nothing */
+		assert_int_equal(daemon_cli(&d, 1, args, &out), 0);
+		assert_non_null(out);
+		assert_non_null(strstr(out, "would delete"));
+		assert_non_null(strstr(out, "100000"));
+		free(out);
+		assert_int_equal(hn_db_int(d.dm_db, "SELECT count(*) FROM idempotency_records"),
+		                 T_EXPIRED_ROWS);
+	}
+
+	assert_int_equal(daemon_start(&d), 0);
+	memset(&l, 0, sizeof(l));
+	l.tl_d = &d;
+	pthread_mutex_init(&l.tl_lock, NULL);
+	assert_int_equal(pthread_create(&th, NULL, t_load_main, &l), 0);
+	deadline = hn_now_ms() + 240 * 1000;
+	while (hn_now_ms() < deadline) {
+		left = hn_db_int(
+		        d.dm_db,
+		        "SELECT count(*) FROM idempotency_records WHERE idem_key LIKE 'evt_old_%'");
+		pthread_mutex_lock(&l.tl_lock);
+		if (left > 0) {
+			l.tl_during_gc = l.tl_ok;
+		}
+		pthread_mutex_unlock(&l.tl_lock);
+		if (left == 0) {
+			break;
+		}
+		usleep(100 * 1000);
+	}
+	/* keep the load on a little past the end of the pass */
+	usleep(300 * 1000);
+	pthread_mutex_lock(&l.tl_lock);
+	l.tl_stop = 1;
+	pthread_mutex_unlock(&l.tl_lock);
+	pthread_join(th, NULL);
+	fprintf(stderr,
+	        "load: %d sent, %d answered 200 (%d while expired rows were left), %d other\n",
+	        l.tl_sent, l.tl_ok, l.tl_during_gc, l.tl_bad);
+
+	assert_int_equal(left, 0);
+	assert_int_equal(l.tl_bad, 0);
+	assert_true(l.tl_during_gc > 0);
+	/* every live callback is still there: gc touched only the expired */
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT count(*) FROM idempotency_records WHERE "
+	                                    "idem_key LIKE 'evt_live_%'"),
+	                 l.tl_ok);
+	assert_int_equal(daemon_term(&d, 30), 0);
+
+	/* the pass was cut into batches of [gc] batch rows */
+	log_text = t_slurp(d.dm_log);
+	assert_non_null(log_text);
+	hit = strstr(log_text, "gc: deleted 100000 records");
+	if (hit == NULL) {
+		fprintf(stderr, "%s\n", log_text);
+	}
+	assert_non_null(hit);
+	assert_non_null(strstr(hit, " batches"));
+	{
+		const char *in = strstr(hit, " in ");
+		long batches = in != NULL ? strtol(in + 4, NULL, 10) : 0;
+
+		assert_true(batches >= T_EXPIRED_ROWS / 5000);
+	}
+	free(log_text);
+	daemon_finish(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(
+	                test_retention_boundary_is_kept_one_second_inside_and_deleted_one_second_outside),
+	        cmocka_unit_test(
+	                test_finished_outbox_rows_go_after_their_retention_and_open_ones_stay),
+	        cmocka_unit_test(
+	                test_daemon_deletes_100000_expired_records_in_batches_while_callbacks_keep_getting_answers),
+	};
+
+	log_set_level(LOG_LEVEL_WARNING);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
