@@ -23,6 +23,15 @@ int64_t app_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Seconds on the monotonic clock, for latencies. */
+static double app_mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 int app_init(struct app *app, struct config *cf)
 {
 	pthread_rwlockattr_t attr;
@@ -80,8 +89,8 @@ static void app_hook(struct app *app, const struct config *cf, const struct http
 	struct ingest_report rep;
 	char qkey[160];
 	char qname[80];
-	int64_t t0 = app_now_ms();
-	int64_t elapsed;
+	double t0 = app_mono_s();
+	double elapsed;
 
 	if (pc == NULL) {
 		reply_problem(ret, 404, "unknown-provider", "No provider is configured at this path", NULL);
@@ -113,12 +122,12 @@ static void app_hook(struct app *app, const struct config *cf, const struct http
 	if (app->app_capture != NULL) {
 		capture_request(app->app_capture, pc->pc_name, req, rep.ir_result == INGEST_REJECTED);
 	}
-	elapsed = app_now_ms() - t0;
-	metrics_request(pc->pc_name, ingest_result_name(rep.ir_result), (double)elapsed / 1000.0);
-	log_info("hook provider=%s events=%zu outcome=%s%s%s status=%d client=%s latency_ms=%lld",
+	elapsed = app_mono_s() - t0;
+	metrics_request(pc->pc_name, ingest_result_name(rep.ir_result), elapsed);
+	log_info("hook provider=%s events=%zu outcome=%s%s%s status=%d client=%s latency_ms=%.1f",
 		 log_quote(qname, sizeof(qname), pc->pc_name), rep.ir_n_events, ingest_result_name(rep.ir_result),
 		 rep.ir_reason != NULL ? " reason=" : "", rep.ir_reason != NULL ? rep.ir_reason : "",
-		 ret->reply_status, log_quote(qkey, sizeof(qkey), req->hr_client), (long long)elapsed);
+		 ret->reply_status, log_quote(qkey, sizeof(qkey), req->hr_client), elapsed * 1000.0);
 }
 
 void app_route_public(void *arg, const struct http_request *req, struct reply *ret)
