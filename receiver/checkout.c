@@ -1,21 +1,17 @@
 /* checkout.c: the demo shop's checkout page: a form with a server-made
  * idempotency key, Post/Redirect/Get to the order page, a one-time flash
  * message, and (demo mode) a signed payment callback sent to ourselves. */
-#include <errno.h>
-#include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
 
 #include "api.h"
 #include "buf.h"
 #include "checkout.h"
 #include "crypto.h"
+#include "httpc.h"
 #include "ingest.h"
 #include "log.h"
 #include "money.h"
@@ -929,116 +925,47 @@ fail:
 
 /* ---- demo: a signed payment callback to ourselves ---- */
 
-static void checkout_collect_header(void *arg, const char *name, const char *value)
-{
-	struct buf *b = arg;
-
-	buf_printf(b, "%s: %s\r\n", name, value);
-}
-
 /* POSTs body to our own listener over a loopback socket and reads the status
- * line and whether the answer was a replay. Returns 0 or -1 (logged). */
+ * and whether the answer was a replay. Returns 0 or -1 (logged). */
 static int checkout_self_post(const char *host, unsigned port, const char *path,
-			      const char *headers, const char *body, size_t body_len,
+			      const struct httpc_headers *sig, const char *body, size_t body_len,
 			      int *ret_status, int *ret_replayed)
 {
-	struct addrinfo hints;
-	struct addrinfo *ai = NULL;
-	struct timeval tv = {.tv_sec = CHECKOUT_SELF_TIMEOUT_S};
-	struct buf req;
-	char port_s[8];
-	char *resp = NULL;
-	size_t resp_len = 0;
-	size_t sent = 0;
-	char *head_end;
-	int fd = -1;
-	int rc;
-	int status;
+	struct httpc_headers hdrs;
+	struct httpc_request hreq;
+	struct httpc_response resp;
+	const char *replayed;
+	char err[HTTPC_ERR_MAX];
+	size_t i;
 
-	buf_init(&req, 0);
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-	snprintf(port_s, sizeof(port_s), "%u", port);
-	rc = getaddrinfo(host, port_s, &hints, &ai);
-	if (rc != 0) {
-		log_err("checkout: demo payment: address %s: %s", host, gai_strerror(rc));
+	httpc_headers_init(&hdrs);
+	memset(&hreq, 0, sizeof(hreq));
+	httpc_headers_add(&hdrs, "User-Agent", "idemhook-demo");
+	httpc_headers_add(&hdrs, "Content-Type", "application/json");
+	for (i = 0; i < sig->hch_n; i++) {
+		httpc_headers_add(&hdrs, sig->hch_v[i].hh_name, sig->hch_v[i].hh_value);
+	}
+	hreq.hcq_method = "POST";
+	hreq.hcq_host = host;
+	hreq.hcq_port = port;
+	hreq.hcq_target = path;
+	hreq.hcq_headers = &hdrs;
+	hreq.hcq_body = body;
+	hreq.hcq_body_len = body_len;
+	hreq.hcq_answer_max = CHECKOUT_SELF_REPLY_MAX;
+	hreq.hcq_timeout_ms = CHECKOUT_SELF_TIMEOUT_S * 1000;
+	if (httpc_exchange(&hreq, &resp, err, sizeof(err)) < 0) {
+		log_err("checkout: demo payment: our own listener %s port %u: %s", host, port, err);
 		goto fail;
 	}
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) < 0 ||
-	    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0 ||
-	    connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-		log_err("checkout: demo payment: cannot reach our own listener %s:%u: %s", host,
-			port, strerror(errno));
-		goto fail;
-	}
-	if (buf_printf(&req,
-		       "POST %s HTTP/1.1\r\nHost: %s:%u\r\nUser-Agent: idemhook-demo\r\n"
-		       "Content-Type: application/json\r\nContent-Length: %zu\r\nConnection: "
-		       "close\r\n%s\r\n",
-		       path, host, port, body_len, headers) < 0 ||
-	    buf_append(&req, body, body_len) < 0) {
-		goto fail;
-	}
-	while (sent < req.buf_len) {
-		ssize_t n = send(fd, req.buf_data + sent, req.buf_len - sent, MSG_NOSIGNAL);
-
-		if (n < 0 && errno == EINTR) {
-			continue;
-		}
-		if (n <= 0) {
-			log_err("checkout: demo payment: send: %s", strerror(errno));
-			goto fail;
-		}
-		sent += (size_t)n;
-	}
-	resp = malloc(CHECKOUT_SELF_REPLY_MAX + 1);
-	if (resp == NULL) {
-		goto fail;
-	}
-	while (resp_len < CHECKOUT_SELF_REPLY_MAX) {
-		ssize_t n = recv(fd, resp + resp_len, CHECKOUT_SELF_REPLY_MAX - resp_len, 0);
-
-		if (n < 0 && errno == EINTR) {
-			continue;
-		}
-		if (n < 0) {
-			log_err("checkout: demo payment: no answer from our own listener: %s",
-				strerror(errno));
-			goto fail;
-		}
-		if (n == 0) {
-			break;
-		}
-		resp_len += (size_t)n;
-	}
-	resp[resp_len] = '\0';
-	if (resp_len < 12 || strncmp(resp, "HTTP/1.", 7) != 0 || resp[9] < '1' || resp[9] > '5') {
-		log_err("checkout: demo payment: malformed answer from our own listener");
-		goto fail;
-	}
-	status = (resp[9] - '0') * 100 + (resp[10] - '0') * 10 + (resp[11] - '0');
-	head_end = strstr(resp, "\r\n\r\n");
-	if (head_end != NULL) {
-		*head_end = '\0';
-	}
-	*ret_status = status;
-	*ret_replayed = strcasestr(resp, "\r\nIdempotent-Replayed: true") != NULL;
-	free(resp);
-	close(fd);
-	freeaddrinfo(ai);
-	buf_finish(&req);
+	replayed = httpc_response_header(&resp, "Idempotent-Replayed");
+	*ret_status = resp.hcr_status;
+	*ret_replayed = replayed != NULL && strcasecmp(replayed, "true") == 0;
+	httpc_response_finish(&resp);
+	httpc_headers_finish(&hdrs);
 	return 0;
 fail:
-	free(resp);
-	if (fd >= 0) {
-		close(fd);
-	}
-	if (ai != NULL) {
-		freeaddrinfo(ai);
-	}
-	buf_finish(&req);
+	httpc_headers_finish(&hdrs);
 	return -1;
 }
 
@@ -1107,7 +1034,7 @@ static void checkout_pay(struct app *app, const struct config *cf, const struct 
 	char cur[4];
 	struct api_order o;
 	struct buf body;
-	struct buf hdrs;
+	struct httpc_headers sig;
 	int64_t retry_after = 1;
 	int status[2] = {0, 0};
 	int replayed[2] = {0, 0};
@@ -1118,7 +1045,7 @@ static void checkout_pay(struct app *app, const struct config *cf, const struct 
 	int i;
 
 	buf_init(&body, 0);
-	buf_init(&hdrs, 0);
+	httpc_headers_init(&sig);
 	buf_init(&msg, 0);
 	if (api_rate_allow(cf, req->hr_client, app_now_ms(), &retry_after) == 0) {
 		reply_problem(ret, 429, "rate_limited", "Too many requests", NULL);
@@ -1161,26 +1088,23 @@ static void checkout_pay(struct app *app, const struct config *cf, const struct 
 	port = app->app_http != NULL ? http_port(app->app_http) : cf->cf_listen_port;
 	snprintf(evt, sizeof(evt), "evt_demo_%s", o.ao_id);
 	for (i = 0; i < 2; i++) {
-		buf_finish(&hdrs);
-		buf_init(&hdrs, 0);
+		httpc_headers_finish(&sig);
 		if (pc->pc_provider->p_sign(pc, body.buf_data, body.buf_len, app_now_ms() / 1000,
-					    evt, checkout_collect_header, &hdrs) < 0 ||
-		    hdrs.buf_data == NULL || hdrs.buf_overflow) {
+					    evt, httpc_headers_add, &sig) < 0 ||
+		    sig.hch_n == 0 || sig.hch_overflow) {
 			goto internal;
 		}
 		if (in_process) {
-			/* "Stripe-Signature: VALUE\r\n": the value alone. */
-			const char *v = strchr(hdrs.buf_data, ':');
+			const char *v = httpc_headers_get(&sig, "Stripe-Signature");
 
-			hdrs.buf_data[strcspn(hdrs.buf_data, "\r")] = '\0';
 			rc = v != NULL
-				     ? checkout_self_ingest(app, cf, pc, path, v + 2, body.buf_data,
+				     ? checkout_self_ingest(app, cf, pc, path, v, body.buf_data,
 							    body.buf_len, &status[i], &replayed[i])
 				     : -1;
 		} else {
 			rc = checkout_self_post(checkout_self_host(cf->cf_listen_host), port, path,
-						hdrs.buf_data, body.buf_data, body.buf_len,
-						&status[i], &replayed[i]);
+						&sig, body.buf_data, body.buf_len, &status[i],
+						&replayed[i]);
 		}
 		if (rc < 0) {
 			break;
@@ -1221,7 +1145,7 @@ internal:
 	checkout_internal(ret);
 done:
 	buf_finish(&body);
-	buf_finish(&hdrs);
+	httpc_headers_finish(&sig);
 	buf_finish(&msg);
 }
 

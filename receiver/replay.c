@@ -1,22 +1,16 @@
 /* replay.c: replays captured callbacks and exported Stripe events, in
  * receive-time order, in-process through ingest_hook or over plain HTTP. */
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +22,7 @@
 #include "config.h"
 #include "event.h"
 #include "http.h"
+#include "httpc.h"
 #include "ingest.h"
 #include "log.h"
 #include "provider.h"
@@ -37,20 +32,12 @@
 #define REPLAY_DEPTH_MAX 32 /* directory levels walked */
 #define REPLAY_PEEK 64 /* bytes read to tell a capture from an export */
 #define REPLAY_ERR_MAX 512
-#define REPLAY_HEAD_MAX (64 * 1024) /* bytes of an answer's status line and headers */
 #define REPLAY_BAR_WIDTH 30
 
 struct replay_entry {
 	int64_t re_ms;
 	char *re_path;
 	long re_index; /* -1: a capture file; else the event's index in an export file */
-};
-
-/* Headers we add (signature, content type), owned. */
-struct replay_headers {
-	struct http_header rh_v[HTTP_HEADERS_MAX];
-	size_t rh_n;
-	int rh_overflow;
 };
 
 struct replay_state {
@@ -596,68 +583,21 @@ static int replay_scan(struct replay_state *s, const char *path, int depth, int 
 	return rc;
 }
 
-/* ---- headers we add ---- */
-
-static void replay_headers_add(void *arg, const char *name, const char *value)
-{
-	struct replay_headers *h = arg;
-	char *n;
-	char *v;
-
-	if (h->rh_n == HTTP_HEADERS_MAX || strpbrk(name, "\r\n:") != NULL || strpbrk(value, "\r\n") != NULL) {
-		h->rh_overflow = 1;
-		return;
-	}
-	n = strdup(name);
-	v = strdup(value);
-	if (n == NULL || v == NULL) {
-		free(n);
-		free(v);
-		h->rh_overflow = 1;
-		return;
-	}
-	h->rh_v[h->rh_n].hh_name = n;
-	h->rh_v[h->rh_n].hh_value = v;
-	h->rh_n++;
-}
-
-static void replay_headers_finish(struct replay_headers *h)
-{
-	size_t i;
-
-	for (i = 0; i < h->rh_n; i++) {
-		free((char *)h->rh_v[i].hh_name);
-		free((char *)h->rh_v[i].hh_value);
-	}
-	h->rh_n = 0;
-	h->rh_overflow = 0;
-}
-
-static int replay_headers_has(const struct replay_headers *h, const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < h->rh_n; i++) {
-		if (strcasecmp(h->rh_v[i].hh_name, name) == 0) {
-			return 1;
-		}
-	}
-	return 0;
-}
+/* ---- signatures ---- */
 
 /* Signs body for pc at now_s into h. Returns 1 when signed, 0 when the
  * scheme cannot sign, -1 on failure. */
 static int replay_sign(const struct provider_conf *pc, const void *body, size_t len, int64_t now_s,
-		       const char *event_id, struct replay_headers *h)
+		       const char *event_id, struct httpc_headers *h)
 {
 	if (pc->pc_provider->p_sign == NULL) {
 		return 0;
 	}
-	if (pc->pc_provider->p_sign(pc, body, len, now_s, event_id, replay_headers_add, h) < 0) {
-		replay_headers_finish(h);
+	if (pc->pc_provider->p_sign(pc, body, len, now_s, event_id, httpc_headers_add, h) < 0) {
+		httpc_headers_finish(h);
 		return 0;
 	}
-	return h->rh_overflow ? -1 : 1;
+	return h->hch_overflow ? -1 : 1;
 }
 
 /* Checks req's own signature as of verify_s, without the store: NULL when
@@ -677,7 +617,7 @@ static const char *replay_verify(const struct provider_conf *pc, const struct ht
 	return reason;
 }
 
-/* ---- plain HTTP client for --to ---- */
+/* ---- --to over HTTP ---- */
 
 int replay_parse_url(const char *url, char *ret_host, size_t host_size, unsigned *ret_port, char *ret_prefix,
 		     size_t prefix_size)
@@ -750,281 +690,84 @@ int replay_parse_url(const char *url, char *ret_host, size_t host_size, unsigned
 	return 0;
 }
 
-static int replay_connect(const char *host, unsigned port, unsigned timeout_s, char *err, size_t err_size)
-{
-	struct addrinfo hints;
-	struct addrinfo *res = NULL;
-	struct addrinfo *ai;
-	struct timeval tv;
-	char service[8];
-	int fd = -1;
-	int rc;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	snprintf(service, sizeof(service), "%u", port);
-	rc = getaddrinfo(host, service, &hints, &res);
-	if (rc != 0) {
-		replay_err(err, err_size, "cannot resolve the --to host: %s", gai_strerror(rc));
-		return -1;
-	}
-	for (ai = res; ai != NULL; ai = ai->ai_next) {
-		struct pollfd pfd;
-		int flags;
-		int soerr = 0;
-		socklen_t slen = sizeof(soerr);
-
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
-		if (fd < 0) {
-			continue;
-		}
-		/* Non-blocking connect so that the timeout holds for it too. */
-		flags = fcntl(fd, F_GETFL);
-		fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-			if (errno != EINPROGRESS) {
-				goto next;
-			}
-			pfd.fd = fd;
-			pfd.events = POLLOUT;
-			pfd.revents = 0;
-			if (poll(&pfd, 1, (int)timeout_s * 1000) <= 0 ||
-			    getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &slen) < 0 || soerr != 0) {
-				if (soerr != 0) {
-					errno = soerr;
-				} else {
-					errno = ETIMEDOUT;
-				}
-				goto next;
-			}
-		}
-		fcntl(fd, F_SETFL, flags);
-		tv.tv_sec = (time_t)timeout_s;
-		tv.tv_usec = 0;
-		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-		freeaddrinfo(res);
-		return fd;
-next:
-		replay_err(err, err_size, "cannot connect to the --to address: %s", strerror(errno));
-		close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	return -1;
-}
-
-static int replay_send_all(int fd, const char *data, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
-
-		if (n < 0) {
-			if (errno == EINTR) {
-				continue;
-			}
-			return -1;
-		}
-		data += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 struct replay_answer {
 	int ra_status;
 	int ra_replayed; /* Idempotent-Replayed: true */
 	char ra_slug[48]; /* "urn:idemhook:problem:<slug>" of a problem answer, or "" */
 };
 
-/* The value of header name in the raw head (CRLF lines), into out. */
-static int replay_head_get(const char *head, const char *name, char *out, size_t out_size)
-{
-	size_t nlen = strlen(name);
-	const char *line = strstr(head, "\r\n");
-
-	while (line != NULL && line[2] != '\0') {
-		const char *next;
-		const char *v;
-		size_t vlen;
-
-		line += 2;
-		next = strstr(line, "\r\n");
-		if (next == NULL) {
-			next = line + strlen(line);
-		}
-		if ((size_t)(next - line) > nlen && strncasecmp(line, name, nlen) == 0 && line[nlen] == ':') {
-			v = line + nlen + 1;
-			while (*v == ' ' || *v == '\t') {
-				v++;
-			}
-			vlen = (size_t)(next - v);
-			if (vlen >= out_size) {
-				vlen = out_size - 1;
-			}
-			memcpy(out, v, vlen);
-			out[vlen] = '\0';
-			return 1;
-		}
-		line = *next != '\0' ? next : NULL;
-	}
-	return 0;
-}
-
-static int replay_read_answer(int fd, struct replay_answer *ret, char *err, size_t err_size)
-{
-	struct buf b;
-	char chunk[16384];
-	char value[64];
-	const char *slug;
-	size_t body_at = 0;
-	long long content_length = -1;
-	int rc = -1;
-
-	buf_init(&b, (size_t)REPLAY_HEAD_MAX + REPLAY_RESPONSE_MAX);
-	memset(ret, 0, sizeof(*ret));
-	for (;;) {
-		ssize_t n = recv(fd, chunk, sizeof(chunk), 0);
-
-		if (n < 0) {
-			if (errno == EINTR) {
-				continue;
-			}
-			replay_err(err, err_size, "no answer from the --to address: %s",
-				   errno == EAGAIN || errno == EWOULDBLOCK ? "timed out" : strerror(errno));
-			goto out;
-		}
-		if (n == 0) {
-			break;
-		}
-		if (buf_append(&b, chunk, (size_t)n) < 0) {
-			replay_err(err, err_size, "the answer is larger than %d bytes", REPLAY_RESPONSE_MAX);
-			goto out;
-		}
-		/* body_at stays 0 until the blank line after the head is seen. */
-		if (body_at == 0) {
-			const char *head_end = strstr(b.buf_data, "\r\n\r\n");
-
-			if (head_end == NULL && b.buf_len > REPLAY_HEAD_MAX) {
-				replay_err(err, err_size, "the answer's head is over %d bytes", REPLAY_HEAD_MAX);
-				goto out;
-			}
-			if (head_end != NULL) {
-				body_at = (size_t)(head_end - b.buf_data) + 4;
-				b.buf_data[body_at - 2] = '\0';
-				if (replay_head_get(b.buf_data, "Content-Length", value, sizeof(value))) {
-					content_length = strtoll(value, NULL, 10);
-				}
-				b.buf_data[body_at - 2] = '\r';
-			}
-		}
-		if (body_at > 0 && content_length >= 0 && b.buf_len - body_at >= (size_t)content_length) {
-			break;
-		}
-	}
-	if (b.buf_data == NULL || body_at == 0) {
-		replay_err(err, err_size, "the --to address closed the connection without an HTTP answer");
-		goto out;
-	}
-	b.buf_data[body_at - 2] = '\0';
-	if (strncmp(b.buf_data, "HTTP/1.", 7) != 0 || b.buf_data[8] != ' ') {
-		replay_err(err, err_size, "the --to address did not answer HTTP/1.x");
-		goto out;
-	}
-	ret->ra_status = (int)strtol(b.buf_data + 9, NULL, 10);
-	if (replay_head_get(b.buf_data, "Idempotent-Replayed", value, sizeof(value)) &&
-	    strcasecmp(value, "true") == 0) {
-		ret->ra_replayed = 1;
-	}
-	slug = strstr(b.buf_data + body_at, "urn:idemhook:problem:");
-	if (slug != NULL) {
-		size_t i = 0;
-
-		slug += strlen("urn:idemhook:problem:");
-		while (i + 1 < sizeof(ret->ra_slug) && (slug[i] == '_' || slug[i] == '-' ||
-							 (slug[i] >= 'a' && slug[i] <= 'z') ||
-							 (slug[i] >= '0' && slug[i] <= '9'))) {
-			ret->ra_slug[i] = slug[i];
-			i++;
-		}
-		ret->ra_slug[i] = '\0';
-	}
-	rc = 0;
-out:
-	buf_finish(&b);
-	return rc;
-}
-
-/* Hop-by-hop and framing headers are ours to write, never copied. */
-static int replay_skip_header(const char *name)
-{
-	static const char *const skip[] = {"Host", "Content-Length", "Connection", "Transfer-Encoding", "Expect",
-					   "Keep-Alive", "TE", "Upgrade", "Proxy-Connection"};
-	size_t i;
-
-	for (i = 0; i < sizeof(skip) / sizeof(skip[0]); i++) {
-		if (strcasecmp(name, skip[i]) == 0) {
-			return 1;
-		}
-	}
-	return 0;
-}
-
 /* POSTs req to the --to address, with the headers in sig (may be NULL)
  * replacing those of the same name. */
-static int replay_http(struct replay_state *s, const struct http_request *req, const struct replay_headers *sig,
+static int replay_http(struct replay_state *s, const struct http_request *req, const struct httpc_headers *sig,
 		       struct replay_answer *ret, char *err, size_t err_size)
 {
 	unsigned timeout = s->st_opt->ro_timeout_s != 0 ? s->st_opt->ro_timeout_s : REPLAY_TIMEOUT_DEFAULT_S;
-	struct buf b;
+	struct httpc_headers hdrs;
+	struct httpc_request hreq;
+	struct httpc_response resp;
+	struct buf target;
+	char herr[HTTPC_ERR_MAX];
+	const char *replayed;
+	const char *slug;
 	size_t i;
-	int fd = -1;
 	int rc = -1;
-	int v6 = strchr(s->st_host, ':') != NULL;
 
-	buf_init(&b, 0);
-	if (buf_printf(&b, "%s %s%s %s\r\nHost: %s%s%s:%u\r\n", req->hr_method, s->st_prefix, req->hr_url,
-		       "HTTP/1.1", v6 ? "[" : "", s->st_host, v6 ? "]" : "", s->st_port) < 0) {
-		replay_err(err, err_size, "out of memory");
-		goto out;
-	}
+	httpc_headers_init(&hdrs);
+	buf_init(&target, 0);
+	memset(&hreq, 0, sizeof(hreq));
+	memset(&resp, 0, sizeof(resp));
 	for (i = 0; i < req->hr_n_headers; i++) {
 		const struct http_header *h = &req->hr_headers[i];
 
-		if (replay_skip_header(h->hh_name) || (sig != NULL && replay_headers_has(sig, h->hh_name))) {
-			continue;
-		}
-		if (buf_printf(&b, "%s: %s\r\n", h->hh_name, h->hh_value) < 0) {
-			replay_err(err, err_size, "out of memory");
-			goto out;
+		if (sig == NULL || httpc_headers_get(sig, h->hh_name) == NULL) {
+			httpc_headers_add(&hdrs, h->hh_name, h->hh_value);
 		}
 	}
-	for (i = 0; sig != NULL && i < sig->rh_n; i++) {
-		if (buf_printf(&b, "%s: %s\r\n", sig->rh_v[i].hh_name, sig->rh_v[i].hh_value) < 0) {
-			replay_err(err, err_size, "out of memory");
-			goto out;
+	for (i = 0; sig != NULL && i < sig->hch_n; i++) {
+		httpc_headers_add(&hdrs, sig->hch_v[i].hh_name, sig->hch_v[i].hh_value);
+	}
+	if (hdrs.hch_overflow || buf_printf(&target, "%s%s", s->st_prefix, req->hr_url) < 0) {
+		replay_err(err, err_size, "cannot build the request for the --to address");
+		goto out;
+	}
+	if (timeout > UINT_MAX / 1000) {
+		timeout = UINT_MAX / 1000;
+	}
+	hreq.hcq_method = req->hr_method;
+	hreq.hcq_host = s->st_host;
+	hreq.hcq_port = s->st_port;
+	hreq.hcq_target = target.buf_data;
+	hreq.hcq_headers = &hdrs;
+	hreq.hcq_body = req->hr_body;
+	hreq.hcq_body_len = req->hr_body_len;
+	hreq.hcq_answer_max = REPLAY_RESPONSE_MAX;
+	hreq.hcq_timeout_ms = timeout * 1000;
+	if (httpc_exchange(&hreq, &resp, herr, sizeof(herr)) < 0) {
+		replay_err(err, err_size, "the --to address: %s", herr);
+		goto out;
+	}
+	memset(ret, 0, sizeof(*ret));
+	ret->ra_status = resp.hcr_status;
+	replayed = httpc_response_header(&resp, "Idempotent-Replayed");
+	ret->ra_replayed = replayed != NULL && strcasecmp(replayed, "true") == 0;
+	slug = strstr(resp.hcr_body, "urn:idemhook:problem:");
+	if (slug != NULL) {
+		size_t n = 0;
+
+		slug += strlen("urn:idemhook:problem:");
+		while (n + 1 < sizeof(ret->ra_slug) && (slug[n] == '_' || slug[n] == '-' ||
+							 (slug[n] >= 'a' && slug[n] <= 'z') ||
+							 (slug[n] >= '0' && slug[n] <= '9'))) {
+			ret->ra_slug[n] = slug[n];
+			n++;
 		}
+		ret->ra_slug[n] = '\0';
 	}
-	if (buf_printf(&b, "Content-Length: %zu\r\nConnection: close\r\n\r\n", req->hr_body_len) < 0 ||
-	    (req->hr_body_len > 0 && buf_append(&b, req->hr_body, req->hr_body_len) < 0)) {
-		replay_err(err, err_size, "out of memory");
-		goto out;
-	}
-	fd = replay_connect(s->st_host, s->st_port, timeout, err, err_size);
-	if (fd < 0) {
-		goto out;
-	}
-	if (replay_send_all(fd, b.buf_data, b.buf_len) < 0) {
-		replay_err(err, err_size, "cannot send to the --to address: %s", strerror(errno));
-		goto out;
-	}
-	rc = replay_read_answer(fd, ret, err, err_size);
+	rc = 0;
 out:
-	if (fd >= 0) {
-		close(fd);
-	}
-	buf_finish(&b);
+	httpc_response_finish(&resp);
+	httpc_headers_finish(&hdrs);
+	buf_finish(&target);
 	return rc;
 }
 
@@ -1133,7 +876,7 @@ out:
 
 /* Over HTTP: classified from the answer. */
 static enum replay_verdict replay_remote(struct replay_state *s, const struct http_request *req,
-					 const struct replay_headers *sig, char *reason, size_t reason_size, char *err,
+					 const struct httpc_headers *sig, char *reason, size_t reason_size, char *err,
 					 size_t err_size)
 {
 	struct replay_answer a;
@@ -1163,7 +906,7 @@ static enum replay_verdict replay_remote(struct replay_state *s, const struct ht
 
 /* Replays req for provider instance name (pc may be NULL with --to). */
 static void replay_one(struct replay_state *s, const struct replay_entry *e, const struct provider_conf *pc,
-		       const struct http_request *req, int64_t verify_s, const struct replay_headers *sig)
+		       const struct http_request *req, int64_t verify_s, const struct httpc_headers *sig)
 {
 	char reason[64] = "";
 	char err[REPLAY_ERR_MAX] = "";
@@ -1197,12 +940,12 @@ static void replay_one(struct replay_state *s, const struct replay_entry *e, con
 static void replay_capture(struct replay_state *s, const struct replay_entry *e)
 {
 	struct capture_record rec;
-	struct replay_headers sig;
+	struct httpc_headers sig;
 	const struct provider_conf *pc;
 	char err[REPLAY_ERR_MAX];
 	char q[160];
 
-	memset(&sig, 0, sizeof(sig));
+	httpc_headers_init(&sig);
 	if (capture_read(e->re_path, &rec, err, sizeof(err)) < 0) {
 		replay_fail(s, e->re_path, -1, strncmp(err, "truncated", 9) == 0 ? "truncated" : "corrupted", err);
 		return;
@@ -1238,14 +981,14 @@ static void replay_capture(struct replay_state *s, const struct replay_entry *e)
 	}
 	replay_one(s, e, pc, &rec.cr_req, rec.cr_received_ms / 1000, &sig);
 out:
-	replay_headers_finish(&sig);
+	httpc_headers_finish(&sig);
 	capture_record_finish(&rec);
 }
 
 static void replay_export_item(struct replay_state *s, const struct replay_entry *e)
 {
 	const struct provider_conf *pc = s->st_export_pc;
-	struct replay_headers hdr;
+	struct httpc_headers hdr;
 	struct http_request req;
 	char err[REPLAY_ERR_MAX];
 	char url[CAPTURE_PROVIDER_MAX + 16];
@@ -1255,7 +998,7 @@ static void replay_export_item(struct replay_state *s, const struct replay_entry
 	int64_t created_s;
 	int64_t sign_s;
 
-	memset(&hdr, 0, sizeof(hdr));
+	httpc_headers_init(&hdr);
 	if (s->st_export_path == NULL || strcmp(s->st_export_path, e->re_path) != 0) {
 		cJSON_Delete(s->st_export);
 		free(s->st_export_path);
@@ -1280,7 +1023,7 @@ static void replay_export_item(struct replay_state *s, const struct replay_entry
 	 * signed here with the instance's own secret, as of their creation
 	 * time in-process or now over HTTP, and then verified as usual. */
 	sign_s = s->st_opt->ro_to != NULL ? replay_now_s() : created_s;
-	replay_headers_add(&hdr, "Content-Type", "application/json; charset=utf-8");
+	httpc_headers_add(&hdr, "Content-Type", "application/json; charset=utf-8");
 	if (replay_sign(pc, body, strlen(body), sign_s, id, &hdr) != 1) {
 		replay_err(err, sizeof(err), "provider instance \"%s\" cannot sign events", pc->pc_name);
 		replay_fail(s, e->re_path, e->re_index, "sign", err);
@@ -1292,8 +1035,8 @@ static void replay_export_item(struct replay_state *s, const struct replay_entry
 	req.hr_url = url;
 	req.hr_path = url;
 	req.hr_version = "HTTP/1.1";
-	req.hr_headers = hdr.rh_v;
-	req.hr_n_headers = hdr.rh_n;
+	req.hr_headers = hdr.hch_v;
+	req.hr_n_headers = hdr.hch_n;
 	req.hr_body = (const unsigned char *)body;
 	req.hr_body_len = strlen(body);
 	req.hr_peer = "replay";
@@ -1302,7 +1045,7 @@ static void replay_export_item(struct replay_state *s, const struct replay_entry
 	/* The signature headers are in req already: nothing to replace. */
 	replay_one(s, e, pc, &req, created_s, NULL);
 out:
-	replay_headers_finish(&hdr);
+	httpc_headers_finish(&hdr);
 	cJSON_free(body);
 }
 
