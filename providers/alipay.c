@@ -11,6 +11,7 @@
 #include "log.h"
 #include "money.h"
 #include "providers.h"
+#include "text.h"
 
 #define ALIPAY_PARAMS_MAX 128             /* fields in one notification */
 #define ALIPAY_KEYS_MAX 4                 /* Alipay public keys per instance (rotation) */
@@ -143,63 +144,6 @@ static void alipay_form_finish(struct alipay_form *f)
 	f->af_n = 0;
 }
 
-static int alipay_hex(unsigned char c)
-{
-	if (c >= '0' && c <= '9') {
-		return c - '0';
-	}
-	if (c >= 'a' && c <= 'f') {
-		return c - 'a' + 10;
-	}
-	if (c >= 'A' && c <= 'F') {
-		return c - 'A' + 10;
-	}
-	return -1;
-}
-
-/* application/x-www-form-urlencoded decoding of s[0..len): '+' is a space,
- * %XX a byte; a truncated or non-hex escape, or a NUL byte, is malformed. */
-static char *alipay_unescape(const char *s, size_t len)
-{
-	char *out = malloc(len + 1);
-	size_t o = 0;
-	size_t i;
-
-	if (out == NULL) {
-		return NULL;
-	}
-	for (i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		if (c == '+') {
-			c = ' ';
-		} else if (c == '%') {
-			int hi;
-			int lo;
-
-			if (i + 2 >= len) {
-				goto fail;
-			}
-			hi = alipay_hex((unsigned char)s[i + 1]);
-			lo = alipay_hex((unsigned char)s[i + 2]);
-			if (hi < 0 || lo < 0) {
-				goto fail;
-			}
-			c = (unsigned char)(hi << 4 | lo);
-			i += 2;
-		}
-		if (c == '\0') {
-			goto fail;
-		}
-		out[o++] = (char)c;
-	}
-	out[o] = '\0';
-	return out;
-fail:
-	free(out);
-	return NULL;
-}
-
 /* Splits body into fields; empty segments ("a=1&&b=2") are skipped, a
  * segment without '=' or a repeated name is malformed. */
 static int alipay_form_parse(const char *body, size_t len, struct alipay_form *f)
@@ -222,8 +166,8 @@ static int alipay_form_parse(const char *body, size_t len, struct alipay_form *f
 			return -1;
 		}
 		p = &f->af_params[f->af_n++];
-		p->ap_key = alipay_unescape(seg, (size_t)(eq - seg));
-		p->ap_value = alipay_unescape(eq + 1, n - (size_t)(eq - seg) - 1);
+		p->ap_key = text_form_decode(seg, (size_t)(eq - seg));
+		p->ap_value = text_form_decode(eq + 1, n - (size_t)(eq - seg) - 1);
 		if (p->ap_key == NULL || p->ap_value == NULL || p->ap_key[0] == '\0') {
 			return -1;
 		}

@@ -20,6 +20,7 @@
 #include "crypto.h"
 #include "log.h"
 #include "metrics.h"
+#include "text.h"
 
 #define CAPTURE_NAME_MAX 256 /* bytes of one file name */
 #define CAPTURE_META_LINES_MAX 64 /* metadata lines a reader accepts */
@@ -550,20 +551,6 @@ static int capture_parse_i64(const char *s, int64_t *ret)
 	return 0;
 }
 
-static int capture_hex_value(char c)
-{
-	if (c >= '0' && c <= '9') {
-		return c - '0';
-	}
-	if (c >= 'a' && c <= 'f') {
-		return c - 'a' + 10;
-	}
-	if (c >= 'A' && c <= 'F') {
-		return c - 'A' + 10;
-	}
-	return -1;
-}
-
 /* Percent-decodes the path part of url (before '?') into a new string. */
 static char *capture_decode_path(const char *url)
 {
@@ -576,9 +563,9 @@ static char *capture_decode_path(const char *url)
 		return NULL;
 	}
 	for (i = 0; i < len; i++) {
-		if (url[i] == '%' && i + 2 < len && capture_hex_value(url[i + 1]) >= 0 &&
-		    capture_hex_value(url[i + 2]) >= 0) {
-			out[o++] = (char)(capture_hex_value(url[i + 1]) * 16 + capture_hex_value(url[i + 2]));
+		if (url[i] == '%' && i + 2 < len && text_hex_value(url[i + 1]) >= 0 &&
+		    text_hex_value(url[i + 2]) >= 0) {
+			out[o++] = (char)(text_hex_value(url[i + 1]) * 16 + text_hex_value(url[i + 2]));
 			i += 2;
 		} else {
 			out[o++] = url[i];

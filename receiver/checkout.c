@@ -18,6 +18,7 @@
 #include "orders.h"
 #include "provider.h"
 #include "store.h"
+#include "text.h"
 
 #define CHECKOUT_BODY_MAX (16 * 1024) /* bytes of a form post */
 #define CHECKOUT_FIELD_MAX 256        /* bytes of one decoded form value */
@@ -353,53 +354,23 @@ struct checkout_form {
 	char cf_ref[CHECKOUT_FIELD_MAX + 1];
 };
 
-static int checkout_hex(char c)
-{
-	if (c >= '0' && c <= '9') {
-		return c - '0';
-	}
-	if (c >= 'a' && c <= 'f') {
-		return c - 'a' + 10;
-	}
-	if (c >= 'A' && c <= 'F') {
-		return c - 'A' + 10;
-	}
-	return -1;
-}
-
 /* Decodes one application/x-www-form-urlencoded component of len bytes into
  * out (out_size room). Returns 0, or -1 when malformed or too long. */
 static int checkout_unescape(const char *s, size_t len, char *out, size_t out_size)
 {
-	size_t i;
-	size_t o = 0;
+	char *dec = text_form_decode(s, len);
+	size_t n;
 
-	for (i = 0; i < len; i++) {
-		char c = s[i];
-
-		if (c == '+') {
-			c = ' ';
-		} else if (c == '%') {
-			int hi;
-			int lo;
-
-			if (i + 2 >= len) {
-				return -1;
-			}
-			hi = checkout_hex(s[i + 1]);
-			lo = checkout_hex(s[i + 2]);
-			if (hi < 0 || lo < 0) {
-				return -1;
-			}
-			c = (char)(hi * 16 + lo);
-			i += 2;
-		}
-		if (c == '\0' || o + 1 >= out_size) {
-			return -1;
-		}
-		out[o++] = c;
+	if (dec == NULL) {
+		return -1;
 	}
-	out[o] = '\0';
+	n = strlen(dec);
+	if (n + 1 > out_size) {
+		free(dec);
+		return -1;
+	}
+	memcpy(out, dec, n + 1);
+	free(dec);
 	return 0;
 }
 

@@ -14,6 +14,7 @@
 
 #include "crypto.h"
 #include "log.h"
+#include "text.h"
 
 struct crypto_pubkey {
 	EVP_PKEY *ck_pkey;
@@ -147,20 +148,6 @@ void crypto_hex_encode(const unsigned char *in, size_t len, char *out)
 	out[2 * len] = '\0';
 }
 
-static int crypto_hex_value(char c)
-{
-	if (c >= '0' && c <= '9') {
-		return c - '0';
-	}
-	if (c >= 'a' && c <= 'f') {
-		return c - 'a' + 10;
-	}
-	if (c >= 'A' && c <= 'F') {
-		return c - 'A' + 10;
-	}
-	return -1;
-}
-
 int crypto_hex_decode(const char *hex, size_t hex_len, unsigned char **ret, size_t *ret_len)
 {
 	unsigned char *out;
@@ -174,8 +161,8 @@ int crypto_hex_decode(const char *hex, size_t hex_len, unsigned char **ret, size
 		return -1;
 	}
 	for (i = 0; i < hex_len / 2; i++) {
-		int hi = crypto_hex_value(hex[2 * i]);
-		int lo = crypto_hex_value(hex[2 * i + 1]);
+		int hi = text_hex_value(hex[2 * i]);
+		int lo = text_hex_value(hex[2 * i + 1]);
 
 		if (hi < 0 || lo < 0) {
 			goto fail;

@@ -15,6 +15,7 @@
 
 #include "buf.h"
 #include "httpc.h"
+#include "text.h"
 
 #define HTTPC_CHUNK 16384 /* bytes read per recv */
 
@@ -290,20 +291,6 @@ fail:
 
 /* ---- the answer ---- */
 
-static int httpc_hex(char c)
-{
-	if (c >= '0' && c <= '9') {
-		return c - '0';
-	}
-	if (c >= 'a' && c <= 'f') {
-		return c - 'a' + 10;
-	}
-	if (c >= 'A' && c <= 'F') {
-		return c - 'A' + 10;
-	}
-	return -1;
-}
-
 /* Walks a chunked body of len bytes at data. With decode, moves the chunks'
  * data together at data and sets *ret_len. Returns 1 when the last chunk
  * and the trailer are complete, 0 when more is needed, -1 when malformed. */
@@ -317,8 +304,8 @@ static int httpc_chunked(char *data, size_t len, int decode, size_t *ret_len)
 		size_t digits = 0;
 		const char *eol;
 
-		while (at < len && httpc_hex(data[at]) >= 0) {
-			int v = httpc_hex(data[at]);
+		while (at < len && text_hex_value(data[at]) >= 0) {
+			int v = text_hex_value(data[at]);
 
 			if (size > (SIZE_MAX >> 4)) {
 				return -1;
