@@ -283,14 +283,12 @@ static int hmac_receive(const struct provider_conf *pc, const struct http_reques
 	const char *id = NULL;
 	size_t plen = strlen(st->hs_prefix);
 	struct buf content;
-	struct buf canon;
 	cJSON *root = NULL;
 	struct event *ev;
 	int64_t ts = 0;
 	int ok;
 
 	buf_init(&content, 0);
-	buf_init(&canon, 0);
 	if (st->hs_timestamp_header != NULL) {
 		ts_text = http_header_get(req, st->hs_timestamp_header);
 	}
@@ -349,30 +347,17 @@ static int hmac_receive(const struct provider_conf *pc, const struct http_reques
 		                "The callback carries no usable idempotency key.");
 		goto fail_batch;
 	}
-	if (provider_mapping_apply(&st->hs_map, root, ev, ret_verdict) < 0) {
+	if (provider_mapping_event(&st->hs_map, root, req, ev, ret_verdict) < 0) {
 		goto fail_batch;
 	}
-	if (ev->ev_kind == EVENT_REFUNDED && ev->ev_refund_ref == NULL &&
-	    provider_set_ref(&ev->ev_refund_ref, ev->ev_key) < 0) {
-		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
-		goto fail_batch;
-	}
-	if (provider_json_canonical(root, &canon) < 0 ||
-	    provider_set_payload(ev, req->hr_body, req->hr_body_len) < 0) {
-		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
-		goto fail_batch;
-	}
-	event_fingerprint(ev, canon.buf_data, canon.buf_len);
 	cJSON_Delete(root);
 	buf_finish(&content);
-	buf_finish(&canon);
 	return 0;
 fail_batch:
 	event_batch_finish(ret_batch);
 fail:
 	cJSON_Delete(root);
 	buf_finish(&content);
-	buf_finish(&canon);
 	return -1;
 }
 

@@ -663,3 +663,27 @@ int provider_mapping_apply(const struct provider_mapping *m, const struct cJSON 
 	}
 	return 0;
 }
+
+int provider_mapping_event(const struct provider_mapping *m, const struct cJSON *root,
+                           const struct http_request *req, struct event *ev,
+                           struct provider_verdict *ret_verdict)
+{
+	struct buf canon;
+
+	if (provider_mapping_apply(m, root, ev, ret_verdict) < 0) {
+		return -1;
+	}
+	buf_init(&canon, 0);
+	if ((ev->ev_kind == EVENT_REFUNDED && ev->ev_refund_ref == NULL &&
+	     provider_set_ref(&ev->ev_refund_ref, ev->ev_key) < 0) ||
+	    provider_json_canonical(root, &canon) < 0 ||
+	    provider_set_payload(ev, req->hr_body, req->hr_body_len) < 0) {
+		buf_finish(&canon);
+		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
+		return -1;
+	}
+	/* The whole payload is semantic; canonical form absorbs re-serialization. */
+	event_fingerprint(ev, canon.buf_data, canon.buf_len);
+	buf_finish(&canon);
+	return 0;
+}

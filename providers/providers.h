@@ -105,4 +105,12 @@ void provider_mapping_finish(struct provider_mapping *m);
 int provider_mapping_apply(const struct provider_mapping *m, const struct cJSON *root,
                            struct event *ev, struct provider_verdict *ret_verdict);
 
+/* Completes an event whose ev_key is set from a configurably mapped JSON
+ * body: provider_mapping_apply, the refund id defaulting to the key, the
+ * whole body as payload and its canonical form as fingerprint. Returns 0,
+ * or -1 with ret_verdict set. */
+int provider_mapping_event(const struct provider_mapping *m, const struct cJSON *root,
+                           const struct http_request *req, struct event *ev,
+                           struct provider_verdict *ret_verdict);
+
 #endif

@@ -218,7 +218,6 @@ static int standard_webhooks_receive(const struct provider_conf *pc, const struc
 	const char *ts_text = standard_webhooks_header(req, "timestamp");
 	const char *sig_text = standard_webhooks_header(req, "signature");
 	struct buf content;
-	struct buf canon;
 	cJSON *root = NULL;
 	struct event *ev;
 	char *sig = NULL;
@@ -227,7 +226,6 @@ static int standard_webhooks_receive(const struct provider_conf *pc, const struc
 	int ok;
 
 	buf_init(&content, 0);
-	buf_init(&canon, 0);
 	if (id == NULL || ts_text == NULL || sig_text == NULL) {
 		provider_refuse(
 		        ret_verdict, 400, "missing_signature",
@@ -281,24 +279,11 @@ static int standard_webhooks_receive(const struct provider_conf *pc, const struc
 		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
 		goto fail_batch;
 	}
-	if (provider_mapping_apply(&st->sw_map, root, ev, ret_verdict) < 0) {
+	if (provider_mapping_event(&st->sw_map, root, req, ev, ret_verdict) < 0) {
 		goto fail_batch;
 	}
-	if (ev->ev_kind == EVENT_REFUNDED && ev->ev_refund_ref == NULL &&
-	    provider_set_ref(&ev->ev_refund_ref, id) < 0) {
-		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
-		goto fail_batch;
-	}
-	/* The whole payload is semantic; canonical form absorbs re-serialization. */
-	if (provider_json_canonical(root, &canon) < 0 ||
-	    provider_set_payload(ev, req->hr_body, req->hr_body_len) < 0) {
-		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
-		goto fail_batch;
-	}
-	event_fingerprint(ev, canon.buf_data, canon.buf_len);
 	cJSON_Delete(root);
 	buf_finish(&content);
-	buf_finish(&canon);
 	free(sig);
 	return 0;
 fail_batch:
@@ -306,7 +291,6 @@ fail_batch:
 fail:
 	cJSON_Delete(root);
 	buf_finish(&content);
-	buf_finish(&canon);
 	free(sig);
 	return -1;
 }
