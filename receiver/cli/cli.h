@@ -4,6 +4,7 @@
 #ifndef IDEMHOOK_CLI_H
 #define IDEMHOOK_CLI_H
 
+#include <stdint.h>
 #include <sysexits.h>
 
 struct config;
@@ -27,6 +28,18 @@ int cli_open_store(const struct config *cf, int read_only, struct store **ret);
 
 /* 1 when argv holds -h or --help. */
 int cli_wants_help(int argc, char **argv);
+
+/* The wall clock in ms since the epoch. */
+int64_t cli_now_ms(void);
+
+/* Parses a positive decimal row id. Returns 0 or -1. */
+int cli_parse_id(const char *s, int64_t *ret);
+
+/* ms since the epoch as "YYYY-MM-DDTHH:MM:SSZ" (UTC); "-" for ms <= 0. */
+void cli_format_time(int64_t ms, char out[32]);
+
+/* s, or "-" when s is NULL or empty. */
+const char *cli_or_dash(const char *s);
 
 extern const struct cli_command cli_cmd_events;
 extern const struct cli_command cli_cmd_gc;

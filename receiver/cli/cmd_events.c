@@ -35,43 +35,6 @@ static void cmd_events_usage(FILE *out)
 	        "the new outcome and reply, and a second reprocess of a done event is refused.\n");
 }
 
-static int64_t cmd_events_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int cmd_events_parse_id(const char *s, int64_t *ret)
-{
-	char *end = NULL;
-	long long v;
-
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || v <= 0) {
-		return -1;
-	}
-	*ret = v;
-	return 0;
-}
-
-static void cmd_events_time(int64_t ms, char out[32])
-{
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-
-	if (gmtime_r(&t, &tm) == NULL || strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
-		snprintf(out, 32, "-");
-	}
-}
-
-static const char *cmd_events_or_dash(const char *s)
-{
-	return s != NULL && s[0] != '\0' ? s : "-";
-}
-
 /* ---- list ---- */
 
 struct cmd_events_list {
@@ -91,14 +54,14 @@ static int cmd_events_list_row(void *arg, const struct store_row *row)
 		       "KEY", "KIND", "ORDER", "OUTCOME", "DETAIL");
 	}
 	el->el_n++;
-	cmd_events_time(store_row_int(row, 1), when);
+	cli_format_time(store_row_int(row, 1), when);
 	printf("%-8" PRId64 " %-20s %-16.16s %-32.32s %-17.17s %-26.26s %-7s %s%s\n",
-	       store_row_int(row, 0), when, cmd_events_or_dash(store_row_text(row, 2)),
-	       cmd_events_or_dash(store_row_text(row, 3)),
-	       cmd_events_or_dash(store_row_text(row, 4)),
-	       cmd_events_or_dash(store_row_text(row, 5)),
-	       cmd_events_or_dash(store_row_text(row, 6)),
-	       cmd_events_or_dash(store_row_text(row, 7)),
+	       store_row_int(row, 0), when, cli_or_dash(store_row_text(row, 2)),
+	       cli_or_dash(store_row_text(row, 3)),
+	       cli_or_dash(store_row_text(row, 4)),
+	       cli_or_dash(store_row_text(row, 5)),
+	       cli_or_dash(store_row_text(row, 6)),
+	       cli_or_dash(store_row_text(row, 7)),
 	       store_row_int(row, 8) > 0 ? " (reprocessed)" : "");
 	return 0;
 }
@@ -148,7 +111,7 @@ static int cmd_events_list(int argc, char **argv, struct store *st)
 		} else if (c == 'p') {
 			el.el_provider = optarg;
 		} else if (c == 'n') {
-			if (cmd_events_parse_id(optarg, &el.el_limit) < 0 ||
+			if (cli_parse_id(optarg, &el.el_limit) < 0 ||
 			    el.el_limit > CMD_EVENTS_LIMIT_MAX) {
 				fprintf(stderr, "idemhook events: --limit wants 1..%d\n",
 				        CMD_EVENTS_LIMIT_MAX);
@@ -163,7 +126,7 @@ static int cmd_events_list(int argc, char **argv, struct store *st)
 		cmd_events_usage(stderr);
 		return EX_USAGE;
 	}
-	if (store_read(st, cmd_events_now_ms(), cmd_events_list_unit, &el) < 0) {
+	if (store_read(st, cli_now_ms(), cmd_events_list_unit, &el) < 0) {
 		return EX_SOFTWARE;
 	}
 	if (el.el_n == 0) {
@@ -179,8 +142,8 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 	char received[32];
 	char processed[32];
 
-	cmd_events_time(store_row_int(row, 15), received);
-	cmd_events_time(store_row_int(row, 16), processed);
+	cli_format_time(store_row_int(row, 15), received);
+	cli_format_time(store_row_int(row, 16), processed);
 	printf("id:              %" PRId64 "\n"
 	       "provider:        %s\n"
 	       "key:             %s\n"
@@ -189,18 +152,18 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 	       "order:           %s\n"
 	       "payment ref:     %s\n"
 	       "refund ref:      %s\n",
-	       store_row_int(row, 0), cmd_events_or_dash(store_row_text(row, 1)),
-	       cmd_events_or_dash(store_row_text(row, 2)),
-	       cmd_events_or_dash(store_row_text(row, 3)),
-	       cmd_events_or_dash(store_row_text(row, 4)),
-	       cmd_events_or_dash(store_row_text(row, 5)),
-	       cmd_events_or_dash(store_row_text(row, 6)),
-	       cmd_events_or_dash(store_row_text(row, 7)));
+	       store_row_int(row, 0), cli_or_dash(store_row_text(row, 1)),
+	       cli_or_dash(store_row_text(row, 2)),
+	       cli_or_dash(store_row_text(row, 3)),
+	       cli_or_dash(store_row_text(row, 4)),
+	       cli_or_dash(store_row_text(row, 5)),
+	       cli_or_dash(store_row_text(row, 6)),
+	       cli_or_dash(store_row_text(row, 7)));
 	if (store_row_is_null(row, 8)) {
 		printf("amount:          -\n");
 	} else {
 		printf("amount:          %" PRId64 " %s%s\n", store_row_int(row, 8),
-		       cmd_events_or_dash(store_row_text(row, 9)),
+		       cli_or_dash(store_row_text(row, 9)),
 		       store_row_int(row, 10) ? " (refunded total so far)" : "");
 	}
 	printf("outcome:         %s\n"
@@ -210,9 +173,9 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 	       "processed:       %s\n"
 	       "reprocessed:     %" PRId64 " time(s)\n"
 	       "payload:\n",
-	       cmd_events_or_dash(store_row_text(row, 12)),
-	       cmd_events_or_dash(store_row_text(row, 13)),
-	       cmd_events_or_dash(store_row_text(row, 14)), received, processed,
+	       cli_or_dash(store_row_text(row, 12)),
+	       cli_or_dash(store_row_text(row, 13)),
+	       cli_or_dash(store_row_text(row, 14)), received, processed,
 	       store_row_int(row, 17));
 	if (!store_row_is_null(row, 11)) {
 		fwrite(row->sr_cols[11].sv_text, 1, row->sr_cols[11].sv_len, stdout);
@@ -436,7 +399,7 @@ static int cmd_events_reprocess(int64_t id, const struct config *cf, struct stor
 	memset(&rp, 0, sizeof(rp));
 	rp.rp_id = id;
 	rp.rp_cf = cf;
-	if (store_write(st, cmd_events_now_ms(), cmd_events_reprocess_unit, &rp) < 0) {
+	if (store_write(st, cli_now_ms(), cmd_events_reprocess_unit, &rp) < 0) {
 		fprintf(stderr,
 		        "idemhook events: reprocessing event %" PRId64 " failed; nothing changed\n",
 		        id);
@@ -489,7 +452,7 @@ static int cmd_events_run(int argc, char **argv, const char *config_path)
 		cmd_events_usage(stderr);
 		return EX_USAGE;
 	}
-	if (strcmp(sub, "list") != 0 && (argc != 3 || cmd_events_parse_id(argv[2], &id) < 0)) {
+	if (strcmp(sub, "list") != 0 && (argc != 3 || cli_parse_id(argv[2], &id) < 0)) {
 		fprintf(stderr, "idemhook events %s: wants one event ID (a positive number)\n",
 		        sub);
 		return EX_USAGE;
@@ -508,7 +471,7 @@ static int cmd_events_run(int argc, char **argv, const char *config_path)
 		memset(&one, 0, sizeof(one));
 		one.eo_id = id;
 		rc = EX_OK;
-		if (store_read(st, cmd_events_now_ms(), cmd_events_show_unit, &one) < 0) {
+		if (store_read(st, cli_now_ms(), cmd_events_show_unit, &one) < 0) {
 			rc = EX_SOFTWARE;
 		} else if (!one.eo_found) {
 			fprintf(stderr, "idemhook events: no event %" PRId64 "\n", id);

@@ -20,14 +20,6 @@ static void cmd_gc_usage(FILE *out)
 	        "Safe while the daemon runs. --dry-run only counts what would go.\n");
 }
 
-static int64_t cmd_gc_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int cmd_gc_run(int argc, char **argv, const char *config_path)
 {
 	static const struct option opts[] = {
@@ -74,7 +66,7 @@ static int cmd_gc_run(int argc, char **argv, const char *config_path)
 	if (rc != EX_OK) {
 		goto fail;
 	}
-	if (gc_run(st, cf, cmd_gc_now_ms(), dry_run, &rep) < 0) {
+	if (gc_run(st, cf, cli_now_ms(), dry_run, &rep) < 0) {
 		rc = EX_SOFTWARE;
 		goto fail;
 	}

@@ -35,44 +35,6 @@ static void cmd_outbox_usage(FILE *out)
 	        "69 database unavailable, 75 database busy or failing.\n");
 }
 
-static int64_t cmd_outbox_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int cmd_outbox_parse_id(const char *s, int64_t *ret)
-{
-	char *end = NULL;
-	long long v;
-
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno != 0 || end == s || *end != '\0' || v <= 0) {
-		return -1;
-	}
-	*ret = v;
-	return 0;
-}
-
-static void cmd_outbox_time(int64_t ms, char out[32])
-{
-	time_t t = (time_t)(ms / 1000);
-	struct tm tm;
-
-	if (ms <= 0 || gmtime_r(&t, &tm) == NULL ||
-	    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
-		snprintf(out, 32, "-");
-	}
-}
-
-static const char *cmd_outbox_or_dash(const char *s)
-{
-	return s != NULL && s[0] != '\0' ? s : "-";
-}
-
 /* ---- list ---- */
 
 struct cmd_outbox_list {
@@ -93,7 +55,7 @@ static int cmd_outbox_list_row(void *arg, const struct outbox_info *i)
 	}
 	ol->ol_n++;
 	if (strcmp(i->oi_status, "pending") == 0 || strcmp(i->oi_status, "retry_wait") == 0) {
-		cmd_outbox_time(i->oi_next_attempt_at, next);
+		cli_format_time(i->oi_next_attempt_at, next);
 	} else {
 		snprintf(next, sizeof(next), "-");
 	}
@@ -109,9 +71,9 @@ static int cmd_outbox_list_row(void *arg, const struct outbox_info *i)
 	}
 	printf("%-6" PRId64 " %-10s %-9.9s %-24.24s %-18.18s %-3" PRId64
 	       " %-20s %-4s %-17s %-11s %s%s%s",
-	       i->oi_id, i->oi_status, i->oi_call_type, cmd_outbox_or_dash(i->oi_order_id),
+	       i->oi_id, i->oi_status, i->oi_call_type, cli_or_dash(i->oi_order_id),
 	       i->oi_effect, i->oi_attempts, next, last, comp,
-	       cmd_outbox_or_dash(i->oi_fulfillment), i->oi_needs_operator ? "needs operator" : "",
+	       cli_or_dash(i->oi_fulfillment), i->oi_needs_operator ? "needs operator" : "",
 	       i->oi_needs_operator && i->oi_last_error != NULL ? "; " : "",
 	       i->oi_last_error != NULL ? i->oi_last_error : "");
 	if (i->oi_parent_id > 0) {
@@ -178,16 +140,16 @@ static int cmd_outbox_transition(const char *sub, int64_t id, const struct confi
 	int rc;
 
 	if (strcmp(sub, "retry") == 0) {
-		rc = outbox_admin_retry(st, id, cmd_outbox_now_ms(), msg, sizeof(msg));
+		rc = outbox_admin_retry(st, id, cli_now_ms(), msg, sizeof(msg));
 	} else if (strcmp(sub, "cancel") == 0) {
-		rc = outbox_admin_cancel(st, id, cmd_outbox_now_ms(), msg, sizeof(msg));
+		rc = outbox_admin_cancel(st, id, cli_now_ms(), msg, sizeof(msg));
 	} else {
 		/* The refund's URL comes from the config; its key is read by the
 		 * worker when it sends the refund. */
 		if (outbox_conf_load(cf, 0, &oc) < 0) {
 			return EX_CONFIG;
 		}
-		rc = outbox_admin_compensate(st, &oc, id, cmd_outbox_now_ms(), msg, sizeof(msg));
+		rc = outbox_admin_compensate(st, &oc, id, cli_now_ms(), msg, sizeof(msg));
 		outbox_conf_finish(&oc);
 	}
 	switch (rc) {
@@ -229,7 +191,7 @@ static int cmd_outbox_run(int argc, char **argv, const char *config_path)
 		cmd_outbox_usage(stderr);
 		return EX_USAGE;
 	}
-	if (!list && (argc != 3 || cmd_outbox_parse_id(argv[2], &id) < 0)) {
+	if (!list && (argc != 3 || cli_parse_id(argv[2], &id) < 0)) {
 		fprintf(stderr, "idemhook outbox %s: wants one row ID (a positive number)\n", sub);
 		return EX_USAGE;
 	}

@@ -1,7 +1,9 @@
 /* main.c: the idemhook command line: global options and the command table. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "build_config.h"
 #include "cli.h"
@@ -51,6 +53,43 @@ int cli_wants_help(int argc, char **argv)
 		}
 	}
 	return 0;
+}
+
+int64_t cli_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int cli_parse_id(const char *s, int64_t *ret)
+{
+	char *end = NULL;
+	long long v;
+
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || end == s || *end != '\0' || v <= 0) {
+		return -1;
+	}
+	*ret = v;
+	return 0;
+}
+
+void cli_format_time(int64_t ms, char out[32])
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+
+	if (ms <= 0 || gmtime_r(&t, &tm) == NULL || strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+		snprintf(out, 32, "-");
+	}
+}
+
+const char *cli_or_dash(const char *s)
+{
+	return s != NULL && s[0] != '\0' ? s : "-";
 }
 
 int cli_load_config(const char *config_path, struct config **ret)
