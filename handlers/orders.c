@@ -447,29 +447,6 @@ fail:
 	return -1;
 }
 
-/* Upper-cases a code of exactly three ASCII letters into out. Returns 0 or -1. */
-static int orders_currency(const char *in, char out[4])
-{
-	size_t i;
-
-	if (in == NULL || strlen(in) != 3) {
-		return -1;
-	}
-	for (i = 0; i < 3; i++) {
-		char c = in[i];
-
-		if (c >= 'a' && c <= 'z') {
-			c = (char)(c - 'a' + 'A');
-		}
-		if (c < 'A' || c > 'Z') {
-			return -1;
-		}
-		out[i] = c;
-	}
-	out[3] = '\0';
-	return 0;
-}
-
 int orders_create(struct store_tx *tx, int64_t amount, const char *currency,
                   const char *customer_ref, char ret_id[ORDERS_ID_LEN + 1])
 {
@@ -484,7 +461,7 @@ int orders_create(struct store_tx *tx, int64_t amount, const char *currency,
 		         (long long)amount);
 		goto fail;
 	}
-	if (orders_currency(currency, cur) < 0) {
+	if (money_currency_normalize(currency, cur) < 0) {
 		char q[ORDERS_QUOTE_LEN];
 
 		log_warn("orders: refusing to create an order in currency \"%s\"",

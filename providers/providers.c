@@ -488,16 +488,14 @@ struct provider_list_ctx {
 static int provider_list_one(void *arg, const char *value, int line)
 {
 	struct provider_list_ctx *ctx = arg;
-	const char *p = value;
+	const char *cursor = value;
+	const char *p;
+	size_t n;
 
-	while (*p != '\0') {
-		size_t n = strcspn(p, ", \t");
-
-		if (n > 0 && provider_list_add(ctx->lc_list, ctx->lc_n, p, n) < 0) {
+	while ((p = config_list_next(&cursor, &n)) != NULL) {
+		if (provider_list_add(ctx->lc_list, ctx->lc_n, p, n) < 0) {
 			return -1;
 		}
-		p += n;
-		p += strspn(p, ", \t");
 	}
 	return 0;
 }

@@ -193,18 +193,11 @@ static int api_settings_token(void *arg, const char *value, int line)
 static int api_settings_origins(void *arg, const char *value, int line)
 {
 	struct api_settings *as = arg;
-	const char *p = value;
+	const char *cursor = value;
+	const char *p;
+	size_t n;
 
-	while (*p != '\0') {
-		size_t n;
-
-		while (*p == ' ' || *p == ',' || *p == '\t') {
-			p++;
-		}
-		n = strcspn(p, " ,\t");
-		if (n == 0) {
-			break;
-		}
+	while ((p = config_list_next(&cursor, &n)) != NULL) {
 		if (as->as_n_origins == API_ORIGINS_MAX || n > API_ORIGIN_MAX) {
 			log_err("config: [api] cors_origins (line %d): at most %d origins of %d "
 				"characters",
@@ -216,7 +209,6 @@ static int api_settings_origins(void *arg, const char *value, int line)
 			return -1;
 		}
 		as->as_n_origins++;
-		p += n;
 	}
 	return 0;
 }

@@ -402,6 +402,66 @@ static int config_ini_handler(void *user, const char *section, const char *name,
 	return config_add_kv(cf, section, name, value, line) == 0;
 }
 
+const char *config_list_next(const char **cursor, size_t *ret_len)
+{
+	const char *p = *cursor;
+	size_t n;
+
+	p += strspn(p, " ,\t");
+	n = strcspn(p, " ,\t");
+	if (n == 0) {
+		*cursor = p;
+		return NULL;
+	}
+	*cursor = p + n;
+	*ret_len = n;
+	return p;
+}
+
+/* Parses a CIDR list value into a NULL-terminated array (NULL when the key is
+ * absent). */
+static int config_parse_cidrs(struct config *cf, const char *section, const char *key, const char *v,
+			      char ***ret)
+{
+	const char *cursor = v;
+	const char *item;
+	size_t len;
+	size_t n = 0;
+	char **list;
+
+	if (v == NULL) {
+		return 0;
+	}
+	list = calloc(strlen(v) / 2 + 2, sizeof(char *));
+	if (list == NULL) {
+		return -1;
+	}
+	*ret = list;
+	while ((item = config_list_next(&cursor, &len)) != NULL) {
+		list[n] = strndup(item, len);
+		if (list[n] == NULL) {
+			return -1;
+		}
+		if (http_cidr_match(list[n++], "127.0.0.1") < 0) {
+			return config_bad(cf, section, key, list[n - 1], "CIDRs such as 192.0.2.0/24 or ::1/128");
+		}
+	}
+	return 0;
+}
+
+static void config_free_list(char **list)
+{
+	size_t i;
+
+	if (list == NULL) {
+		return;
+	}
+	for (i = 0; list[i] != NULL; i++) {
+		free(list[i]);
+	}
+	free(list);
+}
+
 /* ---- typed core sections ---- */
 
 static int config_parse_listen(struct config *cf, const char *section, char **ret_host, unsigned *ret_port)
@@ -508,6 +568,10 @@ static int config_parse_core(struct config *cf)
 	if (cf->cf_threads == 0) {
 		cf->cf_threads = cores > 0 ? (unsigned)cores : 2;
 	}
+	if (config_parse_cidrs(cf, "server", "trusted_proxies", config_get(cf, "server", "trusted_proxies"),
+			       &cf->cf_trusted_proxies) < 0) {
+		return -1;
+	}
 	v = config_get(cf, "server", "port_file");
 	if (v != NULL && (cf->cf_port_file = strdup(v)) == NULL) {
 		return -1;
@@ -546,39 +610,6 @@ static int config_parse_core(struct config *cf)
 	return config_parse_points(cf);
 }
 
-static int config_parse_allow_from(struct config *cf, const struct config_section *cs, struct provider_conf *pc)
-{
-	const char *v = config_section_get(cs, "allow_from");
-	const char *p;
-	size_t n = 0;
-
-	if (v == NULL) {
-		return 0;
-	}
-	pc->pc_allow_from = calloc(strlen(v) / 2 + 2, sizeof(char *));
-	if (pc->pc_allow_from == NULL) {
-		return -1;
-	}
-	for (p = v; *p != '\0';) {
-		size_t len = strcspn(p, " ,");
-		char *cidr;
-
-		if (len == 0) {
-			p++;
-			continue;
-		}
-		cidr = strndup(p, len);
-		if (cidr == NULL) {
-			return -1;
-		}
-		pc->pc_allow_from[n++] = cidr;
-		if (http_cidr_match(cidr, "127.0.0.1") < 0) {
-			return config_bad(cf, cs->cs_name, "allow_from", cidr, "CIDRs such as 192.0.2.0/24 or ::1/128");
-		}
-		p += len;
-	}
-	return 0;
-}
 
 int config_provider_allows(const struct provider_conf *pc, const char *client)
 {
@@ -637,7 +668,8 @@ static int config_parse_provider(struct config *cf, const struct config_section 
 		return -1;
 	}
 	pc->pc_retention_s = v;
-	if (config_parse_allow_from(cf, cs, pc) < 0) {
+	if (config_parse_cidrs(cf, cs->cs_name, "allow_from", config_section_get(cs, "allow_from"),
+			       &pc->pc_allow_from) < 0) {
 		return -1;
 	}
 	if (pc->pc_provider->p_create(pc, &pc->pc_state) < 0) {
@@ -751,12 +783,7 @@ void config_destroy(struct config *cf)
 		if (pc->pc_state != NULL && pc->pc_provider != NULL && pc->pc_provider->p_destroy != NULL) {
 			pc->pc_provider->p_destroy(pc->pc_state);
 		}
-		if (pc->pc_allow_from != NULL) {
-			for (j = 0; pc->pc_allow_from[j] != NULL; j++) {
-				free(pc->pc_allow_from[j]);
-			}
-			free(pc->pc_allow_from);
-		}
+		config_free_list(pc->pc_allow_from);
 		free(pc->pc_name);
 	}
 	free(cf->cf_providers);
@@ -775,6 +802,7 @@ void config_destroy(struct config *cf)
 	free(cf->cf_sections);
 	free(cf->cf_listen_host);
 	free(cf->cf_port_file);
+	config_free_list(cf->cf_trusted_proxies);
 	free(cf->cf_db_path);
 	free(cf->cf_path);
 	free(cf);

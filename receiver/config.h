@@ -52,6 +52,7 @@ struct config {
 	unsigned cf_per_ip_limit; /* connections per client address, default 64 */
 	size_t cf_body_max; /* default 1 MiB */
 	char *cf_port_file; /* write the bound port here (tests), or NULL */
+	char **cf_trusted_proxies; /* CIDRs whose X-Forwarded-For is believed (NULL-terminated), or NULL */
 
 	/* [store] */
 	char *cf_db_path; /* default ./var/idemhook.db */
@@ -102,6 +103,11 @@ int config_get_size(const struct config *cf, const char *section, const char *ke
 		    size_t *ret);
 int config_get_bool(const struct config *cf, const char *section, const char *key, int dflt, int *ret);
 int config_parse_duration(const char *s, int64_t *ret_s);
+
+/* Walks a list whose items are separated by spaces, tabs or commas: returns
+ * the next item (not NUL-terminated) with its length in ret_len and advances
+ * *cursor, or NULL when no item is left. */
+const char *config_list_next(const char **cursor, size_t *ret_len);
 int config_parse_size(const char *s, size_t *ret);
 int config_parse_bool(const char *s, int *ret);
 

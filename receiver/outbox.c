@@ -84,18 +84,11 @@ static int outbox_get_ms(const struct config *cf, const char *key, int64_t dflt,
 static int outbox_parse_on(const char *s, unsigned *ret)
 {
 	unsigned on = 0;
-	const char *p = s;
+	const char *cursor = s;
+	const char *p;
+	size_t n;
 
-	while (*p != '\0') {
-		size_t n;
-
-		while (*p == ' ' || *p == ',' || *p == '\t') {
-			p++;
-		}
-		n = strcspn(p, " ,\t");
-		if (n == 0) {
-			break;
-		}
+	while ((p = config_list_next(&cursor, &n)) != NULL) {
 		if (n == 4 && strncmp(p, "paid", n) == 0) {
 			on |= OUTBOX_ON_PAID;
 		} else if (n == 8 && strncmp(p, "refunded", n) == 0) {
@@ -105,7 +98,6 @@ static int outbox_parse_on(const char *s, unsigned *ret)
 		} else {
 			return -1;
 		}
-		p += n;
 	}
 	if (on == 0) {
 		return -1;

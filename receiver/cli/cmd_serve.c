@@ -20,7 +20,6 @@
 #include "provider.h"
 #include "store.h"
 
-#define SERVE_TRUSTED_PROXIES_MAX 32
 #define SERVE_OUTBOUND_GRACE_MS 5000
 #define SERVE_TLS_PEM_MAX (64 * 1024)
 
@@ -29,8 +28,6 @@ struct serve_listener {
 	unsigned sl_port;
 	char *sl_tls_cert;
 	char *sl_tls_key;
-	char *sl_proxy_text;
-	const char *sl_proxies[SERVE_TRUSTED_PROXIES_MAX + 1];
 };
 
 static void serve_listener_finish(struct serve_listener *sl)
@@ -41,7 +38,6 @@ static void serve_listener_finish(struct serve_listener *sl)
 	}
 	free(sl->sl_tls_cert);
 	free(sl->sl_tls_key);
-	free(sl->sl_proxy_text);
 	memset(sl, 0, sizeof(*sl));
 }
 
@@ -95,39 +91,12 @@ static int serve_read_pem(const char *spec, char **ret)
 static int serve_server_listener(const struct config *cf, struct serve_listener *sl)
 {
 	const char *v;
-	char *tok;
-	size_t n = 0;
 
 	memset(sl, 0, sizeof(*sl));
 	sl->sl_host = strdup(cf->cf_listen_host);
 	sl->sl_port = cf->cf_listen_port;
 	if (sl->sl_host == NULL) {
 		return -1;
-	}
-	v = config_get(cf, "server", "trusted_proxies");
-	if (v != NULL) {
-		sl->sl_proxy_text = strdup(v);
-		if (sl->sl_proxy_text == NULL) {
-			return -1;
-		}
-		/* Split in place on spaces and commas. */
-		for (tok = sl->sl_proxy_text; *tok != '\0';) {
-			char *end = tok + strcspn(tok, " ,");
-
-			if (end == tok) {
-				tok++;
-				continue;
-			}
-			if (*end != '\0') {
-				*end++ = '\0';
-			}
-			if (n == SERVE_TRUSTED_PROXIES_MAX || http_cidr_match(tok, "127.0.0.1") < 0) {
-				log_err("config: [server] trusted_proxies: \"%s\" is not a CIDR (or too many)", tok);
-				return -1;
-			}
-			sl->sl_proxies[n++] = tok;
-			tok = end;
-		}
 	}
 	v = config_get(cf, "server", "tls_cert");
 	if (v != NULL) {
@@ -162,7 +131,7 @@ static struct http_server *serve_start_public(struct app *app, const struct conf
 	ho.ho_body_max = cf->cf_body_max;
 	ho.ho_tls_cert_pem = sl.sl_tls_cert;
 	ho.ho_tls_key_pem = sl.sl_tls_key;
-	ho.ho_trusted_proxies = sl.sl_proxies[0] != NULL ? sl.sl_proxies : NULL;
+	ho.ho_trusted_proxies = (const char *const *)cf->cf_trusted_proxies;
 	ho.ho_name = "public";
 	srv = http_create(&ho, app_route_public, app);
 	if (srv != NULL) {

@@ -49,7 +49,10 @@ static int setup(void **state)
 	struct hres r;
 	char *body;
 
-	if (rj == NULL || daemon_init(&rj->rj_daemon, TEST_STRIPE_INI) < 0 || daemon_start(&rj->rj_daemon) < 0 ||
+	if (rj == NULL ||
+	    daemon_init(&rj->rj_daemon,
+			TEST_STRIPE_INI "\n[provider stripe-locked]\ntype = stripe\nsecret = " TEST_STRIPE_SECRET
+					"\nallow_from = 192.0.2.0/24, 2001:db8::/32\n") < 0 || daemon_start(&rj->rj_daemon) < 0 ||
 	    hn_order_create(&rj->rj_daemon, 1999, "usd", rj->rj_order) < 0) {
 		return -1;
 	}
@@ -236,6 +239,22 @@ static void test_refused_key_is_not_consumed_and_the_valid_delivery_still_applie
 	free(body);
 }
 
+static void test_caller_outside_allow_from_gets_403_and_changes_nothing(void **state)
+{
+	struct rejects *rj = *state;
+	char *body = test_pi_succeeded("evt_wrong_source", rj->rj_order, 1999, "usd");
+	char *h = signed_header(TEST_STRIPE_SECRET, hn_now_s(), body);
+	char saved[256];
+
+	/* A correctly signed callback, but from an address the instance does not allow. */
+	snprintf(saved, sizeof(saved), "%s", rj->rj_url);
+	snprintf(rj->rj_url, sizeof(rj->rj_url), "%s/hooks/stripe-locked", rj->rj_daemon.dm_base);
+	expect_refused(rj, h, body, strlen(body), 403);
+	snprintf(rj->rj_url, sizeof(rj->rj_url), "%s", saved);
+	free(h);
+	free(body);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -249,6 +268,7 @@ int main(void)
 		cmocka_unit_test(test_get_on_a_hook_is_refused_with_405),
 		cmocka_unit_test(test_unknown_provider_path_is_404),
 		cmocka_unit_test(test_refused_key_is_not_consumed_and_the_valid_delivery_still_applies),
+		cmocka_unit_test(test_caller_outside_allow_from_gets_403_and_changes_nothing),
 	};
 
 	return cmocka_run_group_tests_name("bad input changes nothing", tests, setup, teardown);

@@ -41,6 +41,24 @@ static const char *write_file(const char *name, const char *content)
 	return path;
 }
 
+static void test_lists_split_on_spaces_tabs_and_commas(void **state)
+{
+	const char *cursor = " a,b\t, c ,,";
+	const char *item;
+	size_t len;
+
+	item = config_list_next(&cursor, &len);
+	assert_int_equal(len, 1);
+	assert_memory_equal(item, "a", 1);
+	item = config_list_next(&cursor, &len);
+	assert_memory_equal(item, "b", 1);
+	item = config_list_next(&cursor, &len);
+	assert_memory_equal(item, "c", 1);
+	assert_null(config_list_next(&cursor, &len));
+	cursor = "";
+	assert_null(config_list_next(&cursor, &len));
+}
+
 static void test_no_file_gives_the_demo_on_loopback_with_a_stripe_instance(void **state)
 {
 	struct config *cf = config_load(NULL);
@@ -98,7 +116,8 @@ static void test_full_file_sets_core_keys_and_provider_instances(void **state)
 	struct config *cf;
 
 	snprintf(ini, sizeof(ini),
-		 "[server]\nlisten = [::1]:9443\nthreads = 3\nbody_max = 64k\n\n"
+		 "[server]\nlisten = [::1]:9443\nthreads = 3\nbody_max = 64k\n"
+		 "trusted_proxies = 10.0.0.0/8,192.0.2.1  ::1/128\n\n"
 		 "[store]\npath = %s/x.db\nsynchronous = normal\nbatch_max = 16\nretention = 10d\n\n"
 		 "[points]\nrate = 0.05\n\n"
 		 "[provider stripe-eu]\ntype = stripe\nsecret = file:%s\ntolerance = 120\n"
@@ -113,6 +132,11 @@ static void test_full_file_sets_core_keys_and_provider_instances(void **state)
 	assert_int_equal(cf->cf_listen_port, 9443);
 	assert_int_equal(cf->cf_threads, 3);
 	assert_int_equal(cf->cf_body_max, 65536);
+	assert_non_null(cf->cf_trusted_proxies);
+	assert_string_equal(cf->cf_trusted_proxies[0], "10.0.0.0/8");
+	assert_string_equal(cf->cf_trusted_proxies[1], "192.0.2.1");
+	assert_string_equal(cf->cf_trusted_proxies[2], "::1/128");
+	assert_null(cf->cf_trusted_proxies[3]);
 	assert_int_equal(cf->cf_sync, STORE_SYNC_NORMAL);
 	assert_int_equal(cf->cf_batch_max, 16);
 	assert_int_equal(cf->cf_points_num, 5);
@@ -155,6 +179,7 @@ static void test_bad_files_are_refused_whole(void **state)
 	assert_null(config_load(write_file("b6.ini", "this is not ini\n")));
 	assert_null(config_load(write_file("b7.ini", "[provider s]\ntype = stripe\nsecret = whsec_x\n"
 						     "allow_from = 10.0.0.0/99\n")));
+	assert_null(config_load(write_file("b8.ini", "[server]\ntrusted_proxies = 10.0.0.0/8 proxy.example\n")));
 	assert_null(config_load("/nonexistent/idemhook.ini"));
 }
 
@@ -187,6 +212,7 @@ static void test_secrets_come_from_files_credentials_and_environment(void **stat
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_lists_split_on_spaces_tabs_and_commas),
 		cmocka_unit_test(test_no_file_gives_the_demo_on_loopback_with_a_stripe_instance),
 		cmocka_unit_test(test_durations_sizes_and_booleans_parse_exactly),
 		cmocka_unit_test(test_full_file_sets_core_keys_and_provider_instances),
