@@ -411,7 +411,7 @@ static int replay_scan_export(struct replay_state *s, const char *path)
 	if (!s->st_opt->ro_trust_unsigned) {
 		replay_fail(s, path, -1, "unsigned_export",
 			    "holds exported provider events, which carry no signature: pass --trust-unsigned "
-			    "to replay them (see README.md, "Capture and replay")");
+			    "to replay them (see README.md, Capture and replay)");
 		return 0;
 	}
 	if (!s->st_export_pc_known) {
