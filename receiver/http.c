@@ -22,21 +22,36 @@
 #define HTTP_DRAIN_MAX_MS 10000 /* how long http_destroy waits for requests in flight */
 #define HTTP_DISCARD_MAX (8 * 1024 * 1024) /* bytes of an over-cap chunked body dropped before closing */
 
+/* One libmicrohttpd daemon and the settings it serves with. A reload starts
+ * a new generation on a dup of the same listening socket before the old one
+ * stops, so settings never change under a request in flight. */
+struct http_gen {
+	struct http_server *hg_srv;
+	struct MHD_Daemon *hg_daemon;
+	int hg_fd; /* this generation's descriptor of the listening socket */
+	size_t hg_body_max;
+	char **hg_proxies; /* trusted proxy CIDRs, NULL-terminated, or NULL */
+	atomic_int hg_in_flight; /* requests begun and not completed */
+	atomic_int hg_fresh; /* connections accepted whose first request has not begun (TLS handshakes) */
+};
+
+/* Per-connection state: whether it still counts in hg_fresh. */
+struct http_sock {
+	atomic_int hk_fresh;
+};
+
 struct http_server {
-	struct MHD_Daemon *hs_daemon;
-	int hs_fd;
+	struct http_gen *hs_gen;
+	char *hs_host;
 	unsigned hs_port;
-	size_t hs_body_max;
 	http_route_fn hs_route;
 	void *hs_arg;
-	char **hs_proxies; /* trusted proxy CIDRs, NULL-terminated */
 	char *hs_name;
-	atomic_int hs_in_flight;
 };
 
 /* Per-request state, created when the request line arrives. */
 struct http_conn {
-	struct http_server *hc_srv;
+	struct http_gen *hc_gen;
 	char *hc_url; /* the raw request target */
 	struct buf hc_body;
 	int hc_head_seen; /* the access handler has seen the request head */
@@ -183,17 +198,25 @@ int http_cidr_match(const char *cidr, const char *addr)
 
 static void *http_uri_logger(void *cls, const char *uri, struct MHD_Connection *con)
 {
-	struct http_server *srv = cls;
+	struct http_gen *gen = cls;
 	struct http_conn *hc = calloc(1, sizeof(*hc));
 
 	if (hc == NULL) {
 		return NULL;
 	}
-	hc->hc_srv = srv;
+	hc->hc_gen = gen;
+	{
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+		struct http_sock *hk = ci != NULL ? ci->socket_context : NULL;
+
+		if (hk != NULL && atomic_exchange(&hk->hk_fresh, 0) == 1) {
+			atomic_fetch_sub(&gen->hg_fresh, 1);
+		}
+	}
 	hc->hc_url = strndup(uri, HTTP_URL_MAX);
-	buf_init(&hc->hc_body, srv->hs_body_max);
+	buf_init(&hc->hc_body, gen->hg_body_max);
 	hc->hc_received_ms = http_now_ms();
-	atomic_fetch_add(&srv->hs_in_flight, 1);
+	atomic_fetch_add(&gen->hg_in_flight, 1);
 	return hc;
 }
 
@@ -205,11 +228,35 @@ static void http_completed(void *cls, struct MHD_Connection *con, void **con_cls
 	if (hc == NULL) {
 		return;
 	}
-	atomic_fetch_sub(&hc->hc_srv->hs_in_flight, 1);
+	atomic_fetch_sub(&hc->hc_gen->hg_in_flight, 1);
 	buf_finish(&hc->hc_body);
 	free(hc->hc_url);
 	free(hc);
 	*con_cls = NULL;
+}
+
+static void http_connection_notify(void *cls, struct MHD_Connection *con, void **socket_context,
+				   enum MHD_ConnectionNotificationCode toe)
+{
+	struct http_gen *gen = cls;
+	struct http_sock *hk = *socket_context;
+
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		hk = calloc(1, sizeof(*hk));
+		if (hk != NULL) {
+			atomic_init(&hk->hk_fresh, 1);
+			atomic_fetch_add(&gen->hg_fresh, 1);
+		}
+		*socket_context = hk;
+		return;
+	}
+	if (hk != NULL) {
+		if (atomic_exchange(&hk->hk_fresh, 0) == 1) {
+			atomic_fetch_sub(&gen->hg_fresh, 1);
+		}
+		free(hk);
+		*socket_context = NULL;
+	}
 }
 
 static enum MHD_Result http_collect_header(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -279,7 +326,7 @@ static enum MHD_Result http_refuse(struct MHD_Connection *con, struct http_conn 
 	return rc;
 }
 
-static void http_client_address(const struct http_server *srv, const struct http_header_list *hl, const char *peer,
+static void http_client_address(const struct http_gen *gen, const struct http_header_list *hl, const char *peer,
 				char *out, size_t out_size)
 {
 	const char *xff = NULL;
@@ -289,11 +336,11 @@ static void http_client_address(const struct http_server *srv, const struct http
 	int trusted = 0;
 
 	snprintf(out, out_size, "%s", peer);
-	if (srv->hs_proxies == NULL) {
+	if (gen->hg_proxies == NULL) {
 		return;
 	}
-	for (i = 0; srv->hs_proxies[i] != NULL; i++) {
-		if (http_cidr_match(srv->hs_proxies[i], peer) == 1) {
+	for (i = 0; gen->hg_proxies[i] != NULL; i++) {
+		if (http_cidr_match(gen->hg_proxies[i], peer) == 1) {
 			trusted = 1;
 			break;
 		}
@@ -331,8 +378,8 @@ static void http_client_address(const struct http_server *srv, const struct http
 		if (http_parse_addr(addr, tmp, &fam) < 0) {
 			break;
 		}
-		for (i = 0; srv->hs_proxies[i] != NULL; i++) {
-			if (http_cidr_match(srv->hs_proxies[i], addr) == 1) {
+		for (i = 0; gen->hg_proxies[i] != NULL; i++) {
+			if (http_cidr_match(gen->hg_proxies[i], addr) == 1) {
 				is_proxy = 1;
 				break;
 			}
@@ -389,7 +436,8 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 				   const char *version, const char *upload_data, size_t *upload_data_size,
 				   void **con_cls)
 {
-	struct http_server *srv = cls;
+	struct http_gen *gen = cls;
+	struct http_server *srv = gen->hg_srv;
 	struct http_conn *hc = *con_cls;
 	struct http_header_list *hl = NULL;
 	struct http_request req;
@@ -441,7 +489,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 
 			errno = 0;
 			n = strtoull(cl, &end, 10);
-			if (errno != 0 || end == cl || *end != '\0' || n > srv->hs_body_max) {
+			if (errno != 0 || end == cl || *end != '\0' || n > gen->hg_body_max) {
 				return http_refuse(con, hc, 413, "body-too-large", "Request body too large",
 						   "The body is larger than this endpoint accepts.");
 			}
@@ -463,7 +511,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 		goto done;
 	}
 	http_peer_address(con, peer, sizeof(peer));
-	http_client_address(srv, hl, peer, client, sizeof(client));
+	http_client_address(gen, hl, peer, client, sizeof(client));
 	memset(&req, 0, sizeof(req));
 	req.hr_method = method;
 	req.hr_url = hc->hc_url != NULL ? hc->hc_url : url;
@@ -491,7 +539,7 @@ done:
 
 static void http_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-	const struct http_server *srv = cls;
+	const struct http_gen *gen = cls;
 	char line[512];
 	size_t len;
 
@@ -500,7 +548,7 @@ static void http_mhd_log(void *cls, const char *fmt, va_list ap)
 	while (len > 0 && line[len - 1] == '\n') {
 		line[--len] = '\0';
 	}
-	log_debug("http %s: %s", srv->hs_name, line);
+	log_debug("http %s: %s", gen->hg_srv->hs_name, line);
 }
 
 static int http_listen(const char *host, unsigned port, int *ret_fd, unsigned *ret_port)
@@ -561,57 +609,81 @@ fail:
 	return -1;
 }
 
-static void http_free(struct http_server *srv)
+static void http_free_list(char **list)
 {
 	size_t i;
 
-	if (srv->hs_proxies != NULL) {
-		for (i = 0; srv->hs_proxies[i] != NULL; i++) {
-			free(srv->hs_proxies[i]);
-		}
-		free(srv->hs_proxies);
+	if (list == NULL) {
+		return;
 	}
-	free(srv->hs_name);
-	free(srv);
+	for (i = 0; list[i] != NULL; i++) {
+		free(list[i]);
+	}
+	free(list);
 }
 
-struct http_server *http_create(const struct http_options *opt, http_route_fn route, void *arg)
+/* Stops accepting, lets requests in flight finish, stops and frees. */
+static void http_gen_destroy(struct http_gen *gen)
 {
-	struct http_server *srv = calloc(1, sizeof(*srv));
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_AUTO;
+	struct timespec pause = {0, 10 * 1000 * 1000};
+	int waited = 0;
+	MHD_socket fd;
+
+	if (gen == NULL) {
+		return;
+	}
+	if (gen->hg_daemon != NULL) {
+		fd = MHD_quiesce_daemon(gen->hg_daemon);
+		/* Requests in flight finish, and so do connections accepted but
+		 * not yet at their first request (a TLS handshake under way). */
+		while ((atomic_load(&gen->hg_in_flight) > 0 || atomic_load(&gen->hg_fresh) > 0) &&
+		       waited < HTTP_DRAIN_MAX_MS) {
+			nanosleep(&pause, NULL);
+			waited += 10;
+		}
+		MHD_stop_daemon(gen->hg_daemon);
+		/* A quiesced daemon hands the socket back; otherwise it closed it. */
+		gen->hg_fd = fd != MHD_INVALID_SOCKET ? fd : -1;
+	}
+	if (gen->hg_fd >= 0) {
+		close(gen->hg_fd);
+	}
+	http_free_list(gen->hg_proxies);
+	free(gen);
+}
+
+/* Starts a daemon with opt on fd (taken over, closed on failure). */
+static struct http_gen *http_gen_create(struct http_server *srv, const struct http_options *opt, int fd)
+{
+	struct http_gen *gen = calloc(1, sizeof(*gen));
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_AUTO | MHD_USE_ITC;
 	unsigned threads = opt->ho_threads;
 	size_t i;
 	size_t n = 0;
 
-	if (srv == NULL) {
+	if (gen == NULL) {
+		close(fd);
 		return NULL;
 	}
-	srv->hs_fd = -1;
-	srv->hs_body_max = opt->ho_body_max != 0 ? opt->ho_body_max : HTTP_BODY_MAX_DEFAULT;
-	srv->hs_route = route;
-	srv->hs_arg = arg;
-	atomic_init(&srv->hs_in_flight, 0);
-	srv->hs_name = strdup(opt->ho_name != NULL ? opt->ho_name : "http");
-	if (srv->hs_name == NULL) {
-		goto fail;
-	}
+	gen->hg_srv = srv;
+	gen->hg_fd = fd;
+	gen->hg_body_max = opt->ho_body_max != 0 ? opt->ho_body_max : HTTP_BODY_MAX_DEFAULT;
+	atomic_init(&gen->hg_in_flight, 0);
+	atomic_init(&gen->hg_fresh, 0);
 	if (opt->ho_trusted_proxies != NULL) {
 		while (opt->ho_trusted_proxies[n] != NULL) {
 			n++;
 		}
-		srv->hs_proxies = calloc(n + 1, sizeof(char *));
-		if (srv->hs_proxies == NULL) {
+		gen->hg_proxies = calloc(n + 1, sizeof(char *));
+		if (gen->hg_proxies == NULL) {
 			goto fail;
 		}
 		for (i = 0; i < n; i++) {
-			srv->hs_proxies[i] = strdup(opt->ho_trusted_proxies[i]);
-			if (srv->hs_proxies[i] == NULL) {
+			gen->hg_proxies[i] = strdup(opt->ho_trusted_proxies[i]);
+			if (gen->hg_proxies[i] == NULL) {
 				goto fail;
 			}
 		}
-	}
-	if (http_listen(opt->ho_host, opt->ho_port, &srv->hs_fd, &srv->hs_port) < 0) {
-		goto fail;
 	}
 	if (threads == 0) {
 		long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -621,26 +693,85 @@ struct http_server *http_create(const struct http_options *opt, http_route_fn ro
 	if (opt->ho_tls_cert_pem != NULL) {
 		flags |= MHD_USE_TLS;
 	}
-	srv->hs_daemon = MHD_start_daemon(
-		flags, 0, NULL, NULL, http_access, srv, MHD_OPTION_LISTEN_SOCKET, srv->hs_fd,
+	gen->hg_daemon = MHD_start_daemon(
+		flags, 0, NULL, NULL, http_access, gen, MHD_OPTION_LISTEN_SOCKET, gen->hg_fd,
 		MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_TIMEOUT, opt->ho_conn_timeout_s,
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT, opt->ho_per_ip_limit, MHD_OPTION_URI_LOG_CALLBACK,
-		http_uri_logger, srv, MHD_OPTION_NOTIFY_COMPLETED, http_completed, srv,
-		MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+		http_uri_logger, gen, MHD_OPTION_NOTIFY_COMPLETED, http_completed, gen,
+		MHD_OPTION_NOTIFY_CONNECTION, http_connection_notify, gen,
+		MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, gen, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
 		(size_t)64 * 1024, opt->ho_tls_cert_pem != NULL ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
 		opt->ho_tls_cert_pem, MHD_OPTION_HTTPS_MEM_KEY, opt->ho_tls_key_pem, MHD_OPTION_END);
-	if (srv->hs_daemon == NULL) {
-		log_err("http %s: libmicrohttpd refused to start on %s:%u%s", srv->hs_name, opt->ho_host,
+	if (gen->hg_daemon == NULL) {
+		log_err("http %s: libmicrohttpd refused to start on %s:%u%s", srv->hs_name, srv->hs_host,
 			srv->hs_port, opt->ho_tls_cert_pem != NULL ? " (check the TLS certificate and key)" : "");
+		goto fail;
+	}
+	return gen;
+fail:
+	http_gen_destroy(gen);
+	return NULL;
+}
+
+static void http_free(struct http_server *srv)
+{
+	free(srv->hs_host);
+	free(srv->hs_name);
+	free(srv);
+}
+
+struct http_server *http_create(const struct http_options *opt, http_route_fn route, void *arg)
+{
+	struct http_server *srv = calloc(1, sizeof(*srv));
+	int fd;
+
+	if (srv == NULL) {
+		return NULL;
+	}
+	srv->hs_route = route;
+	srv->hs_arg = arg;
+	srv->hs_name = strdup(opt->ho_name != NULL ? opt->ho_name : "http");
+	srv->hs_host = strdup(opt->ho_host);
+	if (srv->hs_name == NULL || srv->hs_host == NULL) {
+		goto fail;
+	}
+	if (http_listen(opt->ho_host, opt->ho_port, &fd, &srv->hs_port) < 0) {
+		goto fail;
+	}
+	srv->hs_gen = http_gen_create(srv, opt, fd);
+	if (srv->hs_gen == NULL) {
 		goto fail;
 	}
 	return srv;
 fail:
-	if (srv->hs_fd >= 0) {
-		close(srv->hs_fd);
-	}
 	http_free(srv);
 	return NULL;
+}
+
+int http_reload(struct http_server *srv, const struct http_options *opt)
+{
+	struct http_gen *gen;
+	struct http_gen *old;
+	int fd;
+
+	if (strcmp(opt->ho_host, srv->hs_host) != 0 || (opt->ho_port != 0 && opt->ho_port != srv->hs_port)) {
+		log_warn("http %s: a new listen address takes effect at the next start", srv->hs_name);
+		return 1;
+	}
+	fd = dup(srv->hs_gen->hg_fd);
+	if (fd < 0) {
+		log_err("http %s: dup: %s", srv->hs_name, strerror(errno));
+		return -1;
+	}
+	gen = http_gen_create(srv, opt, fd);
+	if (gen == NULL) {
+		return -1;
+	}
+	/* Both accept on the socket for a moment; then the old one drains. */
+	old = srv->hs_gen;
+	srv->hs_gen = gen;
+	http_gen_destroy(old);
+	return 0;
 }
 
 unsigned http_port(const struct http_server *srv)
@@ -650,23 +781,9 @@ unsigned http_port(const struct http_server *srv)
 
 void http_destroy(struct http_server *srv)
 {
-	struct timespec pause = {0, 10 * 1000 * 1000};
-	int waited = 0;
-	MHD_socket fd;
-
 	if (srv == NULL) {
 		return;
 	}
-	/* Stop accepting, then let requests in flight finish before the
-	 * connections are closed. */
-	fd = MHD_quiesce_daemon(srv->hs_daemon);
-	while (atomic_load(&srv->hs_in_flight) > 0 && waited < HTTP_DRAIN_MAX_MS) {
-		nanosleep(&pause, NULL);
-		waited += 10;
-	}
-	MHD_stop_daemon(srv->hs_daemon);
-	if (fd != MHD_INVALID_SOCKET) {
-		close(fd);
-	}
+	http_gen_destroy(srv->hs_gen);
 	http_free(srv);
 }

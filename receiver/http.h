@@ -61,6 +61,14 @@ struct http_server;
 /* Binds and starts serving; NULL on failure (logged). */
 struct http_server *http_create(const struct http_options *opt, http_route_fn route, void *arg);
 
+/* Restarts serving with opt (TLS certificate and key, limits, timeouts,
+ * trusted proxies) on the same listening socket: the new daemon accepts
+ * before the old one stops and drains, so no connection is refused. The
+ * address cannot change this way (returns 1, nothing changed). Returns 0, 1,
+ * or -1 with the old settings still serving. Not thread-safe against
+ * http_destroy. */
+int http_reload(struct http_server *srv, const struct http_options *opt);
+
 /* The bound port (useful with ho_port 0). */
 unsigned http_port(const struct http_server *srv);
 

@@ -113,32 +113,39 @@ static int serve_server_listener(const struct config *cf, struct serve_listener 
 	return 0;
 }
 
+/* Fills ho from cf's [server] section; sl owns the strings it points to. */
+static int serve_public_options(const struct config *cf, struct serve_listener *sl, struct http_options *ho)
+{
+	if (serve_server_listener(cf, sl) < 0) {
+		return -1;
+	}
+	memset(ho, 0, sizeof(*ho));
+	ho->ho_host = sl->sl_host;
+	ho->ho_port = sl->sl_port;
+	ho->ho_threads = cf->cf_threads;
+	ho->ho_conn_timeout_s = cf->cf_conn_timeout_s;
+	ho->ho_per_ip_limit = cf->cf_per_ip_limit;
+	ho->ho_body_max = cf->cf_body_max;
+	ho->ho_tls_cert_pem = sl->sl_tls_cert;
+	ho->ho_tls_key_pem = sl->sl_tls_key;
+	ho->ho_trusted_proxies = (const char *const *)cf->cf_trusted_proxies;
+	ho->ho_name = "public";
+	return 0;
+}
+
 static struct http_server *serve_start_public(struct app *app, const struct config *cf)
 {
 	struct serve_listener sl;
 	struct http_options ho;
 	struct http_server *srv = NULL;
 
-	if (serve_server_listener(cf, &sl) < 0) {
-		goto done;
+	if (serve_public_options(cf, &sl, &ho) == 0) {
+		srv = http_create(&ho, app_route_public, app);
 	}
-	memset(&ho, 0, sizeof(ho));
-	ho.ho_host = sl.sl_host;
-	ho.ho_port = sl.sl_port;
-	ho.ho_threads = cf->cf_threads;
-	ho.ho_conn_timeout_s = cf->cf_conn_timeout_s;
-	ho.ho_per_ip_limit = cf->cf_per_ip_limit;
-	ho.ho_body_max = cf->cf_body_max;
-	ho.ho_tls_cert_pem = sl.sl_tls_cert;
-	ho.ho_tls_key_pem = sl.sl_tls_key;
-	ho.ho_trusted_proxies = (const char *const *)cf->cf_trusted_proxies;
-	ho.ho_name = "public";
-	srv = http_create(&ho, app_route_public, app);
 	if (srv != NULL) {
 		log_notice("listening on %s%s:%u%s", strchr(sl.sl_host, ':') != NULL ? "[" : "", sl.sl_host,
 			   http_port(srv), sl.sl_tls_cert != NULL ? " (https)" : "");
 	}
-done:
 	serve_listener_finish(&sl);
 	return srv;
 }
@@ -196,6 +203,8 @@ bad:
 
 static void serve_reload(struct app *app, const char *path)
 {
+	struct serve_listener sl;
+	struct http_options ho;
 	struct config *cf;
 
 	notify_reloading();
@@ -210,9 +219,20 @@ static void serve_reload(struct app *app, const char *path)
 		notify_ready("serving (reload refused: bad config)");
 		return;
 	}
+	/* The listener first: a certificate that does not load refuses the
+	 * whole reload, so config and listener never disagree. */
+	if (serve_public_options(cf, &sl, &ho) < 0 || http_reload(app->app_http, &ho) < 0) {
+		serve_listener_finish(&sl);
+		config_destroy(cf);
+		log_err("SIGHUP: the listener could not take the new [server] settings; keeping the running "
+			"configuration");
+		notify_ready("serving (reload refused: listener)");
+		return;
+	}
+	serve_listener_finish(&sl);
 	app_config_swap(app, cf);
-	log_notice("SIGHUP: configuration and secrets reloaded from %s (listeners and [store] are kept "
-		   "until restart)",
+	log_notice("SIGHUP: configuration, secrets and TLS certificate reloaded from %s (the listen "
+		   "address and [store] take effect at the next start)",
 		   path);
 	notify_ready("serving");
 }
