@@ -393,6 +393,41 @@ done:
 	return pkey;
 }
 
+int crypto_tls_pair_check(const char *cert_pem, const char *key_pem)
+{
+	BIO *cb = BIO_new_mem_buf(cert_pem, -1);
+	BIO *kb = BIO_new_mem_buf(key_pem, -1);
+	X509 *cert = NULL;
+	EVP_PKEY *key = NULL;
+	int rc = -1;
+
+	if (cb == NULL || kb == NULL) {
+		goto done;
+	}
+	cert = PEM_read_bio_X509(cb, NULL, NULL, NULL);
+	if (cert == NULL) {
+		log_err("TLS: the certificate is not a PEM X.509 certificate");
+		goto done;
+	}
+	key = PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL);
+	if (key == NULL) {
+		log_err("TLS: the key is not an unencrypted PEM private key");
+		goto done;
+	}
+	if (X509_check_private_key(cert, key) != 1) {
+		log_err("TLS: the private key does not belong to the certificate");
+		goto done;
+	}
+	rc = 0;
+done:
+	ERR_clear_error();
+	X509_free(cert);
+	EVP_PKEY_free(key);
+	BIO_free(cb);
+	BIO_free(kb);
+	return rc;
+}
+
 struct crypto_pubkey *crypto_pubkey_load(const char *text, size_t len)
 {
 	struct crypto_pubkey *key = NULL;

@@ -47,6 +47,11 @@ struct crypto_pubkey;
 struct crypto_pubkey *crypto_pubkey_load(const char *text, size_t len);
 void crypto_pubkey_destroy(struct crypto_pubkey *key);
 
+/* Checks that cert_pem holds a PEM X.509 certificate and key_pem a PEM
+ * private key that belongs to it. Returns 0, or -1 with the reason logged
+ * (never the key). */
+int crypto_tls_pair_check(const char *cert_pem, const char *key_pem);
+
 /* SHA256withRSA PKCS#1 v1.5: 1 valid, 0 invalid, -1 error. */
 int crypto_rsa_sha256_verify(const struct crypto_pubkey *key, const void *data, size_t len, const unsigned char *sig,
 			     size_t sig_len);

@@ -695,7 +695,7 @@ static struct http_gen *http_gen_create(struct http_server *srv, const struct ht
 	}
 	gen->hg_daemon = MHD_start_daemon(
 		flags, 0, NULL, NULL, http_access, gen, MHD_OPTION_LISTEN_SOCKET, gen->hg_fd,
-		MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_TIMEOUT, opt->ho_conn_timeout_s,
+		MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0, MHD_OPTION_CONNECTION_TIMEOUT, opt->ho_conn_timeout_s,
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT, opt->ho_per_ip_limit, MHD_OPTION_URI_LOG_CALLBACK,
 		http_uri_logger, gen, MHD_OPTION_NOTIFY_COMPLETED, http_completed, gen,
 		MHD_OPTION_NOTIFY_CONNECTION, http_connection_notify, gen,

@@ -12,6 +12,7 @@
 #include "capture.h"
 #include "cli.h"
 #include "config.h"
+#include "crypto.h"
 #include "gc.h"
 #include "http.h"
 #include "log.h"
@@ -106,7 +107,9 @@ static int serve_server_listener(const struct config *cf, struct serve_listener 
 			log_err("config: [server] tls_cert needs tls_key");
 			return -1;
 		}
-		if (serve_read_pem(v, &sl->sl_tls_cert) < 0 || serve_read_pem(k, &sl->sl_tls_key) < 0) {
+		/* Checked here, so libmicrohttpd never sees a pair it cannot load. */
+		if (serve_read_pem(v, &sl->sl_tls_cert) < 0 || serve_read_pem(k, &sl->sl_tls_key) < 0 ||
+		    crypto_tls_pair_check(sl->sl_tls_cert, sl->sl_tls_key) < 0) {
 			return -1;
 		}
 	}

@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 
 #include "buf.h"
+#include "crypto.h"
 #include "harness.h"
 #include "http.h"
 
@@ -216,6 +217,23 @@ static void test_https_listener_serves_with_the_configured_certificate(void **st
 	cert = read_all(cert_path);
 	assert_non_null(key);
 	assert_non_null(cert);
+	/* The pair is checked before libmicrohttpd ever sees it. */
+	assert_int_equal(crypto_tls_pair_check(cert, key), 0);
+	assert_int_equal(crypto_tls_pair_check("-----BEGIN CERTIFICATE-----\nbroken\n", key), -1);
+	assert_int_equal(crypto_tls_pair_check(cert, "not a key"), -1);
+	{
+		char other[1024];
+		char *other_key;
+
+		snprintf(other, sizeof(other), "openssl genrsa -out %s/other.pem 2048 >/dev/null 2>&1", dir);
+		assert_int_equal(system(other), 0);
+		snprintf(other, sizeof(other), "%s/other.pem", dir);
+		other_key = read_all(other);
+		assert_non_null(other_key);
+		assert_int_equal(crypto_tls_pair_check(cert, other_key), -1);
+		free(other_key);
+		unlink(other);
+	}
 	memset(&ho, 0, sizeof(ho));
 	ho.ho_host = "127.0.0.1";
 	ho.ho_threads = 1;
