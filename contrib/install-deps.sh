@@ -7,7 +7,7 @@ packages=(
 	build-essential meson ninja-build pkg-config python3 ca-certificates
 	libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libcjson-dev
 	libssl-dev libinih-dev libcmocka-dev libsystemd-dev
-	sqlite3 curl openssl scdoc
+	sqlite3 curl openssl scdoc valgrind
 )
 missing=()
 for p in "${packages[@]}"; do
