@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -129,6 +130,9 @@ int daemon_start(struct daemon *d)
 	if (d->dm_pid == 0) {
 		int fd = open(d->dm_log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 
+		/* A failed assertion skips daemon_finish: the daemon must still
+		 * not outlive its test program. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		if (fd >= 0) {
 			dup2(fd, 2);
 			dup2(fd, 1);
