@@ -163,6 +163,27 @@ int daemon_start(struct daemon *d)
 	return -1;
 }
 
+int daemon_setup(void **state, const char *extra_ini)
+{
+	struct daemon *d = calloc(1, sizeof(*d));
+
+	if (d == NULL || daemon_init(d, extra_ini) < 0 || daemon_start(d) < 0) {
+		free(d);
+		return -1;
+	}
+	*state = d;
+	return 0;
+}
+
+int daemon_teardown(void **state)
+{
+	struct daemon *d = *state;
+
+	daemon_finish(d);
+	free(d);
+	return 0;
+}
+
 void daemon_kill9(struct daemon *d)
 {
 	if (d->dm_pid > 0) {

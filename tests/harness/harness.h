@@ -30,6 +30,11 @@ int daemon_init(struct daemon *d, const char *extra_ini);
  * files, fills dm_port/dm_base. Returns 0 or -1. */
 int daemon_start(struct daemon *d);
 
+/* cmocka setup/teardown helpers: a daemon started with extra_ini, stored in
+ * *state (calloc'd); and its teardown (daemon_finish + free). */
+int daemon_setup(void **state, const char *extra_ini);
+int daemon_teardown(void **state);
+
 /* Sends SIGKILL and reaps. */
 void daemon_kill9(struct daemon *d);
 

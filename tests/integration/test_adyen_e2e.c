@@ -83,23 +83,9 @@ static char *batch(const struct item *items, size_t n)
 
 static int setup(void **state)
 {
-	struct daemon *d = calloc(1, sizeof(*d));
-
-	if (d == NULL || daemon_init(d, ADYEN_INI) < 0 || daemon_start(d) < 0) {
-		return -1;
-	}
-	*state = d;
-	return 0;
+	return daemon_setup(state, ADYEN_INI);
 }
 
-static int teardown(void **state)
-{
-	struct daemon *d = *state;
-
-	daemon_finish(d);
-	free(d);
-	return 0;
-}
 
 static void post_accepted(struct daemon *d, const char *body, struct hres *r)
 {
@@ -272,5 +258,5 @@ int main(void)
 	        cmocka_unit_test(test_adyen_wrong_basic_credentials_are_refused),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, setup, daemon_teardown);
 }

@@ -62,23 +62,9 @@ static char *hmac_body(const char *action, const char *order, int64_t amount)
 
 static int setup(void **state)
 {
-	struct daemon *d = calloc(1, sizeof(*d));
-
-	if (d == NULL || daemon_init(d, HMAC_INI) < 0 || daemon_start(d) < 0) {
-		return -1;
-	}
-	*state = d;
-	return 0;
+	return daemon_setup(state, HMAC_INI);
 }
 
-static int teardown(void **state)
-{
-	struct daemon *d = *state;
-
-	daemon_finish(d);
-	free(d);
-	return 0;
-}
 
 static void test_hmac_payment_pays_once_and_duplicates_replay(void **state)
 {
@@ -171,5 +157,5 @@ int main(void)
 	        cmocka_unit_test(test_hmac_callback_without_key_is_refused),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, setup, daemon_teardown);
 }

@@ -77,23 +77,9 @@ static char *sw_body(const char *type, const char *order, int64_t amount)
 
 static int setup(void **state)
 {
-	struct daemon *d = calloc(1, sizeof(*d));
-
-	if (d == NULL || daemon_init(d, SW_INI) < 0 || daemon_start(d) < 0) {
-		return -1;
-	}
-	*state = d;
-	return 0;
+	return daemon_setup(state, SW_INI);
 }
 
-static int teardown(void **state)
-{
-	struct daemon *d = *state;
-
-	daemon_finish(d);
-	free(d);
-	return 0;
-}
 
 static void test_standard_webhooks_payment_pays_once_and_duplicates_replay(void **state)
 {
@@ -235,5 +221,5 @@ int main(void)
 	                test_standard_webhooks_bad_signature_is_refused_and_consumes_no_key),
 	};
 
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, setup, daemon_teardown);
 }

@@ -10,23 +10,9 @@
 
 static int setup(void **state)
 {
-	struct daemon *d = calloc(1, sizeof(*d));
-
-	if (d == NULL || daemon_init(d, TEST_STRIPE_INI) < 0 || daemon_start(d) < 0) {
-		return -1;
-	}
-	*state = d;
-	return 0;
+	return daemon_setup(state, TEST_STRIPE_INI);
 }
 
-static int teardown(void **state)
-{
-	struct daemon *d = *state;
-
-	daemon_finish(d);
-	free(d);
-	return 0;
-}
 
 static void post_ok(struct daemon *d, const char *body, struct hres *r)
 {
@@ -225,18 +211,18 @@ static void test_other_event_types_are_acknowledged_without_effect(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(test_payment_marks_order_paid_and_awards_points_once, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_full_refund_after_payment_claws_back_all_points, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_payment_marks_order_paid_and_awards_points_once, setup, daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_full_refund_after_payment_claws_back_all_points, setup, daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_partial_refunds_accumulate_until_the_order_is_refunded, setup,
-						teardown),
+						daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_refund_delivered_before_its_payment_wins_and_awards_no_points, setup,
-						teardown),
+						daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_session_and_intent_events_for_one_payment_pay_once, setup,
-						teardown),
+						daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_unknown_order_is_acknowledged_and_recorded_as_failed, setup,
-						teardown),
-		cmocka_unit_test_setup_teardown(test_amount_mismatch_leaves_the_order_pending, setup, teardown),
-		cmocka_unit_test_setup_teardown(test_other_event_types_are_acknowledged_without_effect, setup, teardown),
+						daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_amount_mismatch_leaves_the_order_pending, setup, daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_other_event_types_are_acknowledged_without_effect, setup, daemon_teardown),
 	};
 
 	return cmocka_run_group_tests_name("stripe end to end", tests, NULL, NULL);
