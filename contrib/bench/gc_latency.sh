@@ -16,12 +16,8 @@ rows="${1:-1000000}"
 clients="${2:-8}"
 gc_batch="${GC_BATCH:-5000}"
 gc_pause="${GC_PAUSE:-50ms}"
-contrib/install-deps.sh
-if [ ! -f build-bench/build.ninja ]; then
-	meson setup build-bench --buildtype=release >/dev/null
-fi
-meson compile -C build-bench receiver/cli/idemhook >/dev/null
-bin="$PWD/build-bench/receiver/cli/idemhook"
+. contrib/bench/common.sh
+bench_binary
 work="$(mktemp -d /tmp/idemhook-gcbench.XXXXXX)"
 pid=""
 cleanup() {
@@ -83,27 +79,6 @@ c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 c.close()
 PY
 cp "$work/gc.db" "$work/nogc.db"
-
-start_daemon() { # NAME
-	rm -f "$work/$1.port"
-	"$bin" -q -c "$work/$1.ini" serve 2>"$work/$1.log" &
-	pid=$!
-	for _ in $(seq 1 600); do
-		if [ -s "$work/$1.port" ]; then
-			return 0
-		fi
-		sleep 0.05
-	done
-	echo "daemon $1 did not start; see its log:" >&2
-	cat "$work/$1.log" >&2
-	exit 1
-}
-
-stop_daemon() {
-	kill -TERM "$pid"
-	wait "$pid" || true
-	pid=""
-}
 
 # Load: CLIENTS keep-alive connections, unique signed callbacks, one at a time
 # each. Mode "until-empty" runs until the expired rows are gone and prints the

@@ -14,15 +14,8 @@ cd "$(dirname "$0")/../.."
 
 n="${1:-3000}"
 clients="${2:-16}"
-if [ -z "${IDEMHOOK_BIN:-}" ]; then
-	contrib/install-deps.sh
-	if [ ! -f build-bench/build.ninja ]; then
-		meson setup build-bench --buildtype=release >/dev/null
-	fi
-	meson compile -C build-bench receiver/cli/idemhook >/dev/null
-	IDEMHOOK_BIN="$PWD/build-bench/receiver/cli/idemhook"
-fi
-bin="$IDEMHOOK_BIN"
+. contrib/bench/common.sh
+bench_binary
 work="$(mktemp -d "${TMPDIR:-/tmp}/idemhook-outbound-hang.XXXXXX")"
 pid=""
 hang_pid=""
@@ -95,27 +88,6 @@ timeout = 30s
 concurrency = 8
 INI
 	fi
-}
-
-start_daemon() { # NAME
-	rm -f "$work/$1.port"
-	"$bin" -q -c "$work/$1.ini" serve 2>"$work/$1.log" &
-	pid=$!
-	for _ in $(seq 1 600); do
-		if [ -s "$work/$1.port" ]; then
-			return 0
-		fi
-		sleep 0.05
-	done
-	echo "daemon $1 did not start; see its log:" >&2
-	cat "$work/$1.log" >&2
-	exit 1
-}
-
-stop_daemon() {
-	kill -TERM "$pid"
-	wait "$pid" || true
-	pid=""
 }
 
 # Orders to pay, written straight into the migrated database.

@@ -16,14 +16,8 @@ if [ "$n" -lt 1000 ]; then
 	echo "replay_bench: use at least 1000 captures" >&2
 	exit 64
 fi
-if [ -z "${IDEMHOOK_BIN:-}" ]; then
-	contrib/install-deps.sh
-	if [ ! -f build-bench/build.ninja ]; then
-		meson setup build-bench --buildtype=release >/dev/null
-	fi
-	meson compile -C build-bench receiver/cli/idemhook >/dev/null
-	IDEMHOOK_BIN="$PWD/build-bench/receiver/cli/idemhook"
-fi
+. contrib/bench/common.sh
+bench_binary
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/idemhook-replay-bench-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
