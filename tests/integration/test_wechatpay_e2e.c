@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "crypto.h"
 #include "provider_e2e.h"
+#include "wechatpay_fixture.h"
 
 #define WX_SERIAL "5157F09EFDC096DE15EBE81A47057A7232F1B8E1"
 #define WX_APIV3 "abcdefghijklmnopqrstuvwxyz012345"
@@ -33,60 +34,17 @@ struct wx_msg {
 static char *wx_body(const char *id, const char *event_type, const char *plaintext,
                      const char *nonce)
 {
-	unsigned char ct[4096];
-	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
-	const char *aad = "transaction";
-	char *b64 = NULL;
-	int n = 0;
-	int f = 0;
-	struct buf b;
-
-	assert_int_equal(EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL,
-	                                    (const unsigned char *)WX_APIV3,
-	                                    (const unsigned char *)nonce),
-	                 1);
-	assert_int_equal(
-	        EVP_EncryptUpdate(ctx, NULL, &n, (const unsigned char *)aad, (int)strlen(aad)), 1);
-	assert_int_equal(EVP_EncryptUpdate(ctx, ct, &n, (const unsigned char *)plaintext,
-	                                   (int)strlen(plaintext)),
-	                 1);
-	assert_int_equal(EVP_EncryptFinal_ex(ctx, ct + n, &f), 1);
-	assert_int_equal(EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, ct + n + f), 1);
-	EVP_CIPHER_CTX_free(ctx);
-	assert_int_equal(crypto_base64_encode(ct, (size_t)(n + f + 16), &b64, NULL), 0);
-	buf_init(&b, 0);
-	buf_printf(&b,
-	           "{\"id\":\"%s\",\"create_time\":\"2024-12-02T10:00:00+08:00\",\"resource_type\":"
-	           "\"encrypt-resource\","
-	           "\"event_type\":\"%s\",\"summary\":\"ok\",\"resource\":{\"original_type\":"
-	           "\"transaction\","
-	           "\"algorithm\":\"AEAD_AES_256_GCM\",\"ciphertext\":\"%s\",\"associated_data\":"
-	           "\"%s\","
-	           "\"nonce\":\"%s\"}}",
-	           id, event_type, b64, aad, nonce);
-	free(b64);
-	return buf_take(&b, NULL);
+	return wx_fixture_body(id, event_type, plaintext, WX_APIV3, nonce);
 }
 
 /* Signs body now; sig_override replaces the signature (probes). */
 static void wx_sign(struct wx_msg *m, const char *body, const char *sig_override)
 {
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	unsigned char sig[512];
-	size_t n = sizeof(sig);
-	char *b64 = NULL;
+	char *b64;
 	char ts[32];
-	struct buf b;
 
 	snprintf(ts, sizeof(ts), "%lld", (long long)hn_now_s());
-	buf_init(&b, 0);
-	buf_printf(&b, "%s\nnonce-e2e\n%s\n", ts, body);
-	assert_int_equal(EVP_DigestSignInit(ctx, NULL, EVP_sha256(), NULL, wx_key), 1);
-	assert_int_equal(EVP_DigestSign(ctx, sig, &n, (const unsigned char *)b.buf_data, b.buf_len),
-	                 1);
-	EVP_MD_CTX_free(ctx);
-	buf_finish(&b);
-	assert_int_equal(crypto_base64_encode(sig, n, &b64, NULL), 0);
+	b64 = wx_fixture_sign(wx_key, ts, "nonce-e2e", body);
 	snprintf(m->wm_h[0], sizeof(m->wm_h[0]), "Wechatpay-Timestamp: %s", ts);
 	snprintf(m->wm_h[1], sizeof(m->wm_h[1]), "Wechatpay-Nonce: nonce-e2e");
 	snprintf(m->wm_h[2], sizeof(m->wm_h[2]), "Wechatpay-Signature: %s",

@@ -17,6 +17,7 @@
 #include "buf.h"
 #include "crypto.h"
 #include "provider_test.h"
+#include "wechatpay_fixture.h"
 
 extern const struct provider provider_wechatpay;
 
@@ -87,65 +88,6 @@ static void make_instance(struct pt_instance *pi)
 	assert_int_equal(pt_instance_create(pi, &provider_wechatpay, kv), 0);
 }
 
-/* A notification body with plaintext encrypted as WeChat Pay does. */
-static char *make_body(const char *id, const char *event_type, const char *plaintext,
-                       const char *key, const char *nonce)
-{
-	unsigned char ct[4096];
-	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
-	const char *aad = "transaction";
-	char *b64 = NULL;
-	int n = 0;
-	int f = 0;
-	struct buf b;
-
-	assert_true(strlen(plaintext) < sizeof(ct) - 16);
-	assert_int_equal(EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL,
-	                                    (const unsigned char *)key,
-	                                    (const unsigned char *)nonce),
-	                 1);
-	assert_int_equal(
-	        EVP_EncryptUpdate(ctx, NULL, &n, (const unsigned char *)aad, (int)strlen(aad)), 1);
-	assert_int_equal(EVP_EncryptUpdate(ctx, ct, &n, (const unsigned char *)plaintext,
-	                                   (int)strlen(plaintext)),
-	                 1);
-	assert_int_equal(EVP_EncryptFinal_ex(ctx, ct + n, &f), 1);
-	assert_int_equal(EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, ct + n + f), 1);
-	EVP_CIPHER_CTX_free(ctx);
-	assert_int_equal(crypto_base64_encode(ct, (size_t)(n + f + 16), &b64, NULL), 0);
-	buf_init(&b, 0);
-	buf_printf(&b,
-	           "{\"id\":\"%s\",\"create_time\":\"2024-12-02T10:00:00+08:00\",\"resource_type\":"
-	           "\"encrypt-resource\","
-	           "\"event_type\":\"%s\",\"summary\":\"ok\",\"resource\":{\"original_type\":"
-	           "\"transaction\","
-	           "\"algorithm\":\"AEAD_AES_256_GCM\",\"ciphertext\":\"%s\",\"associated_data\":"
-	           "\"%s\","
-	           "\"nonce\":\"%s\"}}",
-	           id, event_type, b64, aad, nonce);
-	free(b64);
-	return buf_take(&b, NULL);
-}
-
-static char *sign(EVP_PKEY *k, const char *ts, const char *nonce, const char *body)
-{
-	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-	unsigned char sig[512];
-	size_t n = sizeof(sig);
-	char *b64 = NULL;
-	struct buf b;
-
-	buf_init(&b, 0);
-	buf_printf(&b, "%s\n%s\n%s\n", ts, nonce, body);
-	assert_int_equal(EVP_DigestSignInit(ctx, NULL, EVP_sha256(), NULL, k), 1);
-	assert_int_equal(EVP_DigestSign(ctx, sig, &n, (const unsigned char *)b.buf_data, b.buf_len),
-	                 1);
-	EVP_MD_CTX_free(ctx);
-	buf_finish(&b);
-	assert_int_equal(crypto_base64_encode(sig, n, &b64, NULL), 0);
-	return b64;
-}
-
 struct wx_req {
 	const char *ts;
 	const char *nonce;
@@ -159,7 +101,7 @@ static int receive(struct pt_instance *pi, const struct wx_req *w, const char *b
                    struct event_batch *b, struct provider_verdict *v)
 {
 	struct pt_request r;
-	char *sig = sign(w->key, w->ts, w->nonce, body);
+	char *sig = wx_fixture_sign(w->key, w->ts, w->nonce, body);
 	int rc;
 
 	pt_request_init(&r, body, strlen(body));
@@ -194,7 +136,7 @@ static const char *paid_plain =
 static void test_wechatpay_accepts_a_signed_transaction_success(void **state)
 {
 	struct wx_req w = {"1733130100", "nonce-abc", SERIAL_A, key_a, NULL, NULL};
-	char *body = make_body("EV-2018022511223320873", "TRANSACTION.SUCCESS", paid_plain,
+	char *body = wx_fixture_body("EV-2018022511223320873", "TRANSACTION.SUCCESS", paid_plain,
 	                       APIV3_KEY, "fdasflkja484");
 	struct pt_instance pi;
 	struct event_batch b;
@@ -223,7 +165,7 @@ static void test_wechatpay_accepts_the_second_platform_key_by_its_serial(void **
 {
 	struct wx_req w = {"1733130100", "nonce-abc", SERIAL_B, key_b, NULL, NULL};
 	char *body =
-	        make_body("EV-2", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "fdasflkja484");
+	        wx_fixture_body("EV-2", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "fdasflkja484");
 	struct pt_instance pi;
 	struct event_batch b;
 	struct provider_verdict v;
@@ -250,7 +192,7 @@ static void test_wechatpay_maps_refund_success_to_a_refund(void **state)
 	        "\"amount\":{\"total\":1999,\"refund\":500,\"payer_total\":1999,\"payer_refund\":"
 	        "500}}";
 	struct wx_req w = {"1733130100", "n2", SERIAL_A, key_a, NULL, NULL};
-	char *body = make_body("EV-R1", "REFUND.SUCCESS", plain, APIV3_KEY, "000000000001");
+	char *body = wx_fixture_body("EV-R1", "REFUND.SUCCESS", plain, APIV3_KEY, "000000000001");
 	struct pt_instance pi;
 	struct event_batch b;
 	struct provider_verdict v;
@@ -277,7 +219,7 @@ static void test_wechatpay_records_a_transaction_that_is_not_successful(void **s
 	        "{\"mchid\":\"1900000001\",\"out_trade_no\":\"o2\",\"trade_state\":\"CLOSED\","
 	        "\"amount\":{\"total\":100,\"currency\":\"CNY\"}}";
 	struct wx_req w = {"1733130100", "n3", SERIAL_A, key_a, NULL, NULL};
-	char *body = make_body("EV-C", "TRANSACTION.SUCCESS", plain, APIV3_KEY, "000000000002");
+	char *body = wx_fixture_body("EV-C", "TRANSACTION.SUCCESS", plain, APIV3_KEY, "000000000002");
 	struct pt_instance pi;
 	struct event_batch b;
 	struct provider_verdict v;
@@ -296,7 +238,7 @@ static void test_wechatpay_rejects_signtest_probes(void **state)
 	struct wx_req w = {
 	        "1733130100", "n", SERIAL_A, key_a, "WECHATPAY/SIGNTEST/9U3hMQoNxhp3gR5A", NULL};
 	char *body =
-	        make_body("EV-P", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "000000000003");
+	        wx_fixture_body("EV-P", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "000000000003");
 	struct pt_instance pi;
 	struct event_batch b;
 	struct provider_verdict v;
@@ -316,7 +258,7 @@ static void test_wechatpay_rejects_an_unknown_serial(void **state)
 	struct wx_req w = {"1733130100", "n",  "0000000000000000000000000000000000000000",
 	                   key_a,        NULL, NULL};
 	char *body =
-	        make_body("EV-S", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "000000000004");
+	        wx_fixture_body("EV-S", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "000000000004");
 	struct pt_instance pi;
 	struct event_batch b;
 	struct provider_verdict v;
@@ -334,7 +276,7 @@ static void test_wechatpay_rejects_a_signature_by_the_wrong_key(void **state)
 {
 	struct wx_req w = {"1733130100", "n", SERIAL_A, key_other, NULL, NULL};
 	char *body =
-	        make_body("EV-W", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "000000000005");
+	        wx_fixture_body("EV-W", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "000000000005");
 	struct pt_instance pi;
 	struct event_batch b;
 	struct provider_verdict v;
@@ -352,8 +294,8 @@ static void test_wechatpay_rejects_a_body_changed_by_one_byte(void **state)
 {
 	struct wx_req w = {"1733130100", "n", SERIAL_A, key_a, NULL, NULL};
 	char *body =
-	        make_body("EV-B", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "000000000006");
-	char *sig = sign(key_a, "1733130100", "n", body);
+	        wx_fixture_body("EV-B", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "000000000006");
+	char *sig = wx_fixture_sign(key_a, "1733130100", "n", body);
 	struct pt_instance pi;
 	struct event_batch b;
 	struct provider_verdict v;
@@ -375,7 +317,7 @@ static void test_wechatpay_rejects_missing_headers_with_400(void **state)
 	const char *names[] = {"Wechatpay-Timestamp", "Wechatpay-Nonce", "Wechatpay-Signature",
 	                       "Wechatpay-Serial"};
 	char *body =
-	        make_body("EV-M", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "000000000007");
+	        wx_fixture_body("EV-M", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "000000000007");
 	struct pt_instance pi;
 	struct event_batch b;
 	struct provider_verdict v;
@@ -400,7 +342,7 @@ static void test_wechatpay_rejects_stale_and_future_timestamps(void **state)
 	struct wx_req future = {"1733130401", "n", SERIAL_A, key_a, NULL, NULL};
 	struct wx_req bad = {"17331x0100", "n", SERIAL_A, key_a, NULL, NULL};
 	char *body =
-	        make_body("EV-T", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "000000000008");
+	        wx_fixture_body("EV-T", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "000000000008");
 	struct pt_instance pi;
 	struct event_batch b;
 	struct provider_verdict v;
@@ -422,7 +364,7 @@ static void test_wechatpay_rejects_stale_and_future_timestamps(void **state)
 static void test_wechatpay_rejects_a_resource_encrypted_with_another_key(void **state)
 {
 	struct wx_req w = {"1733130100", "n", SERIAL_A, key_a, NULL, NULL};
-	char *body = make_body("EV-K", "TRANSACTION.SUCCESS", paid_plain,
+	char *body = wx_fixture_body("EV-K", "TRANSACTION.SUCCESS", paid_plain,
 	                       "ABCDEFGHIJKLMNOPQRSTUVWXYZ012345", "000000000009");
 	struct pt_instance pi;
 	struct event_batch b;
@@ -443,7 +385,7 @@ static void test_wechatpay_rejects_another_merchants_notification(void **state)
 	        "{\"mchid\":\"1900000002\",\"out_trade_no\":\"o\",\"trade_state\":\"SUCCESS\","
 	        "\"amount\":{\"total\":1,\"currency\":\"CNY\"}}";
 	struct wx_req w = {"1733130100", "n", SERIAL_A, key_a, NULL, NULL};
-	char *body = make_body("EV-X", "TRANSACTION.SUCCESS", plain, APIV3_KEY, "000000000010");
+	char *body = wx_fixture_body("EV-X", "TRANSACTION.SUCCESS", plain, APIV3_KEY, "000000000010");
 	struct pt_instance pi;
 	struct event_batch b;
 	struct provider_verdict v;
@@ -462,10 +404,10 @@ static void test_wechatpay_fingerprint_covers_the_plaintext_not_the_ciphertext(v
 	                          "state\":\"SUCCESS\","
 	                          "\"amount\":{\"total\":2000,\"currency\":\"CNY\"}}";
 	struct wx_req w = {"1733130100", "n", SERIAL_A, key_a, NULL, NULL};
-	char *one = make_body("EV-F", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "aaaaaaaaaaaa");
-	char *two = make_body("EV-F", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "bbbbbbbbbbbb");
+	char *one = wx_fixture_body("EV-F", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "aaaaaaaaaaaa");
+	char *two = wx_fixture_body("EV-F", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY, "bbbbbbbbbbbb");
 	char *three =
-	        make_body("EV-F", "TRANSACTION.SUCCESS", other_plain, APIV3_KEY, "aaaaaaaaaaaa");
+	        wx_fixture_body("EV-F", "TRANSACTION.SUCCESS", other_plain, APIV3_KEY, "aaaaaaaaaaaa");
 	unsigned char f1[EVENT_FINGERPRINT_LEN];
 	unsigned char f2[EVENT_FINGERPRINT_LEN];
 	struct pt_instance pi;
