@@ -1,7 +1,7 @@
 /* capture.h: the spool of raw callbacks on disk, and reading it back.
  *
  * One file per request, in a format people can read and ordinary tools can
- * write (README.md, "Capture and replay"):
+ * write (docs/capture-replay.md):
  *
  *	idemhook-capture 1
  *	received-at: 2026-12-02T10:20:12.345Z

@@ -411,7 +411,7 @@ static int replay_scan_export(struct replay_state *s, const char *path)
 	if (!s->st_opt->ro_trust_unsigned) {
 		replay_fail(s, path, -1, "unsigned_export",
 			    "holds exported provider events, which carry no signature: pass --trust-unsigned "
-			    "to replay them (see README.md, Capture and replay)");
+			    "to replay them (see docs/capture-replay.md)");
 		return 0;
 	}
 	if (!s->st_export_pc_known) {
@@ -835,7 +835,7 @@ static enum replay_verdict replay_ingest(struct replay_state *s, const struct pr
 
 	memset(&opt, 0, sizeof(opt));
 	/* The signature is checked as of the moment it arrived: see
-	 * README.md, "Capture and replay", for why that is safe. */
+	 * docs/capture-replay.md, for why that is safe. */
 	opt.io_verify_s = verify_s;
 	opt.io_dry_run = s->st_opt->ro_dry_run;
 	reply_init(&answer);

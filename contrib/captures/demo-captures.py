@@ -6,7 +6,7 @@
 # usage: contrib/captures/demo-captures.py ORDER_ID [OUTDIR] [--amount 1999]
 #        [--currency usd] [--secret S] [--at UNIX_SECONDS]
 #
-# The files are plain text (README.md, "Capture and replay"): look at them, then
+# The files are plain text (docs/capture-replay.md): look at them, then
 # `idemhook replay OUTDIR`.
 import argparse
 import hashlib
