@@ -1079,6 +1079,29 @@ static int outbox_flag_operator(struct store_tx *tx, int64_t id, const char *ord
 	return 0;
 }
 
+/* A row that had been flagged (or compensated by hand) and was retried got
+ * through: its compensation is void, and the order needs no operator once
+ * no other row of it is still flagged. */
+static int outbox_unflag_tx(struct store_tx *tx, int64_t id, const char *order_id)
+{
+	int64_t now = store_tx_now(tx);
+	struct store_value p[] = {store_int(now), store_int(id)};
+	struct store_value q[] = {store_int(now), store_text(order_id), store_text(order_id)};
+
+	if (store_exec(tx,
+	               "UPDATE outbox SET comp_state = 'none', updated_at = ?"
+	               " WHERE id = ? AND comp_state IN ('flagged', 'done')",
+	               p, 2, NULL) < 0) {
+		return -1;
+	}
+	return store_exec(tx,
+	                  "UPDATE orders SET needs_operator = 0, updated_at = ?"
+	                  " WHERE id = ? AND needs_operator <> 0"
+	                  " AND NOT EXISTS (SELECT 1 FROM outbox WHERE order_id = ?"
+	                  " AND comp_state = 'flagged')",
+	                  q, 3, NULL);
+}
+
 /* Runs compensation comp for dead/cancelled row id. */
 static int outbox_compensate_tx(struct store_tx *tx, const struct outbox_conf *oc, int64_t id,
                                 const char *order_id, const char *comp, int64_t *ret_refund_id)
@@ -1424,11 +1447,14 @@ static int outbox_complete_tx(struct store_tx *tx, void *arg)
 			               "UPDATE orders"
 			               " SET fulfillment_status = 'notified', updated_at = ?"
 			               " WHERE id = ?"
-			               " AND fulfillment_status IN ('pending', 'failed')"
+			               " AND fulfillment_status IN ('pending', 'failed', 'compensated')"
 			               " AND NOT EXISTS (SELECT 1 FROM outbox WHERE order_id = ?"
 			               " AND parent_id IS NULL"
 			               " AND status NOT IN ('succeeded', 'cancelled'))",
 			               q, 3, NULL) < 0) {
+				goto fail;
+			}
+			if (outbox_unflag_tx(tx, r->or_id, r->or_order_id) < 0) {
 				goto fail;
 			}
 		}
@@ -1637,9 +1663,11 @@ static int outbox_admin_tx(struct store_tx *tx, void *arg)
 			         "row %" PRId64
 			         " is %s; only dead, cancelled or retry_wait rows can be retried",
 			         a->oa_id, status);
-		} else if (strcmp(comp_state, "queued") == 0 || strcmp(comp_state, "done") == 0) {
+		} else if (strcmp(comp_state, "queued") == 0 || store_row_int(&row, 5) > 0) {
+			/* A refund row exists: the money went (or is going) back.
+			 * A manual compensation gave nothing back: retry is fine. */
 			snprintf(a->oa_msg, a->oa_size,
-			         "row %" PRId64 " was compensated (refund row %" PRId64
+			         "row %" PRId64 " was compensated by a refund (row %" PRId64
 			         "); it cannot be retried",
 			         a->oa_id, store_row_int(&row, 5));
 		} else {

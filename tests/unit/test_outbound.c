@@ -689,6 +689,16 @@ static void test_dead_row_compensates_with_a_refund_that_claws_points_back_once(
 	                 1);
 	assert_int_equal(db_int(fx, "SELECT SUM(points) FROM points_ledger WHERE order_id = ?", id),
 	                 0);
+	/* the money went back: the dead call may not be sent again */
+	{
+		char msg[200];
+		int64_t row = db_int(
+		        fx, "SELECT id FROM outbox WHERE order_id = ? AND call_type = 'notify'", id);
+
+		assert_int_equal(outbox_admin_retry(fx->fx_st, row, now_ms(), msg, sizeof(msg)),
+		                 OUTBOX_ADMIN_ILLEGAL);
+		assert_non_null(strstr(msg, "refund"));
+	}
 	peer_request_finish(&r1);
 	peer_request_finish(&r2);
 }
@@ -993,6 +1003,70 @@ static void test_operator_compensation_resolves_a_flagged_order(void **state)
 	assert_int_equal(peer_count(fx->fx_peer), 0);
 }
 
+static void test_a_row_compensated_by_hand_can_be_retried_and_clears_the_operator_flag(void **state)
+{
+	struct fixture *fx = *state;
+	struct peer_behaviour e404 = peer_reply(404, "{}");
+	char id[ORDERS_ID_LEN + 1];
+	char msg[200];
+	char text[64];
+	int64_t row;
+
+	quick_conf(fx);
+	load_conf(fx);
+	/* the first attempt is refused for good; the peer answers 200 after */
+	peer_script(fx->fx_peer, "/notify", &e404);
+	order_paid(fx, 1000, id);
+	row = db_int(fx, "SELECT id FROM outbox WHERE order_id = ?", id);
+	start_worker(fx);
+	wait_row(fx, id, "notify", "dead");
+	assert_int_equal(db_int(fx, "SELECT needs_operator FROM orders WHERE id = ?", id), 1);
+	/* the operator records a manual fix, then asks for the call again */
+	assert_int_equal(
+	        outbox_admin_compensate(fx->fx_st, &fx->fx_oc, row, now_ms(), msg, sizeof(msg)),
+	        OUTBOX_ADMIN_OK);
+	assert_int_equal(outbox_admin_retry(fx->fx_st, row, now_ms(), msg, sizeof(msg)),
+	                 OUTBOX_ADMIN_OK);
+	outbound_kick(fx->fx_ob);
+	wait_row(fx, id, "notify", "succeeded");
+	assert_int_equal(peer_count(fx->fx_peer), 2);
+	assert_int_equal(db_int(fx, "SELECT needs_operator FROM orders WHERE id = ?", id), 0);
+	db_text(fx, "SELECT fulfillment_status FROM orders WHERE id = ?", id, text, sizeof(text));
+	assert_string_equal(text, "notified");
+	db_text(fx, "SELECT comp_state FROM outbox WHERE order_id = ?", id, text, sizeof(text));
+	assert_string_equal(text, "none");
+}
+
+static void test_a_flagged_row_retried_and_delivered_clears_needs_operator(void **state)
+{
+	struct fixture *fx = *state;
+	struct peer_behaviour e422 = peer_reply(422, "{}");
+	char id[ORDERS_ID_LEN + 1];
+	char msg[200];
+	char text[64];
+	int64_t row;
+
+	quick_conf(fx);
+	load_conf(fx);
+	peer_script(fx->fx_peer, "/notify", &e422);
+	order_paid(fx, 1200, id);
+	row = db_int(fx, "SELECT id FROM outbox WHERE order_id = ?", id);
+	start_worker(fx);
+	wait_row(fx, id, "notify", "dead");
+	db_text(fx, "SELECT comp_state FROM outbox WHERE order_id = ?", id, text, sizeof(text));
+	assert_string_equal(text, "flagged");
+	assert_int_equal(db_int(fx, "SELECT needs_operator FROM orders WHERE id = ?", id), 1);
+	assert_int_equal(outbox_admin_retry(fx->fx_st, row, now_ms(), msg, sizeof(msg)),
+	                 OUTBOX_ADMIN_OK);
+	outbound_kick(fx->fx_ob);
+	wait_row(fx, id, "notify", "succeeded");
+	assert_int_equal(db_int(fx, "SELECT needs_operator FROM orders WHERE id = ?", id), 0);
+	db_text(fx, "SELECT comp_state FROM outbox WHERE order_id = ?", id, text, sizeof(text));
+	assert_string_equal(text, "none");
+	db_text(fx, "SELECT fulfillment_status FROM orders WHERE id = ?", id, text, sizeof(text));
+	assert_string_equal(text, "notified");
+}
+
 static void test_config_rejects_unknown_keys_and_bad_values(void **state)
 {
 	struct fixture *fx = *state;
@@ -1029,6 +1103,12 @@ int main(void)
 	        cmocka_unit_test(test_durations_take_milliseconds_or_config_units),
 	        cmocka_unit_test_setup_teardown(test_config_rejects_unknown_keys_and_bad_values,
 	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_a_row_compensated_by_hand_can_be_retried_and_clears_the_operator_flag,
+	                setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_a_flagged_row_retried_and_delivered_clears_needs_operator, setup,
+	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                test_500_then_200_retries_with_the_same_idempotency_key, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_429_retry_after_is_honoured, setup, teardown),
