@@ -111,7 +111,7 @@ static int cmd_order_create(int argc, char **argv, const struct config *cf)
 	if (rc != EX_OK) {
 		return rc;
 	}
-	if (store_write(st, 0, cmd_order_create_unit, &co) < 0) {
+	if (store_write(st, cli_now_ms(), cmd_order_create_unit, &co) < 0) {
 		store_destroy(st);
 		return EX_TEMPFAIL;
 	}
