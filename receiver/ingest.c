@@ -4,7 +4,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "crypto.h"
 #include "ingest.h"
 #include "log.h"
 #include "metrics.h"
@@ -143,37 +142,6 @@ static int ingest_error(const struct provider_conf *pc, int status, const char *
 	return 0;
 }
 
-static int ingest_dry_run(struct store *st, const struct provider_conf *pc, const struct event_batch *b,
-			  int64_t now_ms, struct reply *ret, struct ingest_report *rep)
-{
-	size_t i;
-
-	rep->ir_result = INGEST_NEW;
-	for (i = 0; i < b->eb_n; i++) {
-		enum store_status status;
-		unsigned char fp[EVENT_FINGERPRINT_LEN];
-		int rc = store_peek(st, pc->pc_name, b->eb_events[i].ev_key, now_ms, pc->pc_retention_s * 1000,
-				    &status, fp);
-
-		if (rc < 0) {
-			rep->ir_result = INGEST_TRANSIENT;
-			return ingest_error(pc, 503, "store_unavailable", NULL, 1, ret);
-		}
-		if (rc == 0) {
-			rep->ir_n_new++;
-			continue;
-		}
-		rep->ir_n_duplicate++;
-		if (!crypto_equal(fp, sizeof(fp), b->eb_events[i].ev_fingerprint, EVENT_FINGERPRINT_LEN)) {
-			rep->ir_result = INGEST_MISMATCH;
-		}
-	}
-	if (rep->ir_n_new == 0 && rep->ir_result == INGEST_NEW) {
-		rep->ir_result = INGEST_DUPLICATE;
-	}
-	return reply_set(ret, 200, "text/plain; charset=utf-8", "dry run\n", 8);
-}
-
 /* The request's classification from its items' outcomes: the worst wins. */
 static void ingest_classify(struct store_claim *claims, size_t n, const struct provider_conf *pc,
 			    struct ingest_report *rep, int64_t *ret_retry_after)
@@ -235,9 +203,9 @@ static void ingest_classify(struct store_claim *claims, size_t n, const struct p
 	}
 }
 
-int ingest_hook(struct store *st, const struct config *cf, const struct provider_conf *pc,
-		const struct http_request *req, const struct ingest_options *opt, struct reply *ret,
-		struct ingest_report *ret_report)
+static int ingest_run(struct store *st, const struct config *cf, const struct provider_conf *pc,
+		      const struct http_request *req, const struct ingest_options *opt, struct reply *ret,
+		      struct ingest_report *ret_report)
 {
 	struct event_batch batch = {0};
 	struct provider_verdict verdict = {0};
@@ -269,11 +237,6 @@ int ingest_hook(struct store *st, const struct config *cf, const struct provider
 		ret_report->ir_reason = "batch_too_large";
 		metrics_rejected(pc->pc_name, "batch_too_large");
 		return ingest_error(pc, 413, "batch_too_large", "Too many items in one request.", 0, ret);
-	}
-	if (opt != NULL && opt->io_dry_run) {
-		rc = ingest_dry_run(st, pc, &batch, now_ms, ret, ret_report);
-		event_batch_finish(&batch);
-		return rc;
 	}
 	claims = calloc(batch.eb_n, sizeof(*claims));
 	units = calloc(batch.eb_n, sizeof(*units));
@@ -330,4 +293,14 @@ fail:
 	free(units);
 	event_batch_finish(&batch);
 	return rc;
+}
+
+int ingest_hook(struct store *st, const struct config *cf, const struct provider_conf *pc,
+		const struct http_request *req, const struct ingest_options *opt, struct reply *ret,
+		struct ingest_report *ret_report)
+{
+	if (ingest_run(st, cf, pc, req, opt, ret, ret_report) < 0) {
+		return -1;
+	}
+	return reply_add_header(ret, INGEST_OUTCOME_HEADER, ingest_result_name(ret_report->ir_result));
 }

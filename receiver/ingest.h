@@ -21,10 +21,14 @@ enum ingest_result {
 	INGEST_TRANSIENT, /* 503, nothing kept */
 };
 
+/* The answer to every callback carries ingest_result_name() of it in this
+ * header, so a client such as `replay --to` counts it as in-process replay
+ * does (a business refusal is acknowledged 2xx like a new event). */
+#define INGEST_OUTCOME_HEADER "Idemhook-Outcome"
+
 struct ingest_options {
 	int64_t io_now_ms; /* the clock for records; 0 = now */
 	int64_t io_verify_s; /* time to check signature timestamps against; 0 = io_now_ms */
-	int io_dry_run; /* verify and classify against the store, change nothing */
 };
 
 struct ingest_report {

@@ -59,6 +59,8 @@ struct replay_state {
 	char st_prefix[1024];
 	/* progress */
 	size_t st_done;
+	size_t st_scan_failed; /* files that failed while being listed: done, and in the total */
+	int st_scanning;
 	int64_t st_drawn_ms;
 };
 
@@ -187,6 +189,8 @@ static void replay_draw(struct replay_state *s, int final)
 {
 	const struct replay_summary *sum = s->st_sum;
 	char bar[REPLAY_BAR_WIDTH + 1];
+	size_t done;
+	size_t total;
 	size_t fill;
 	size_t i;
 	int64_t now = replay_mono_ms();
@@ -195,13 +199,15 @@ static void replay_draw(struct replay_state *s, int final)
 		return;
 	}
 	s->st_drawn_ms = now;
-	fill = s->st_n > 0 ? s->st_done * REPLAY_BAR_WIDTH / s->st_n : REPLAY_BAR_WIDTH;
+	done = s->st_done + s->st_scan_failed;
+	total = s->st_n + s->st_scan_failed;
+	fill = total > 0 ? done * REPLAY_BAR_WIDTH / total : REPLAY_BAR_WIDTH;
 	for (i = 0; i < REPLAY_BAR_WIDTH; i++) {
 		bar[i] = i < fill ? '#' : '.';
 	}
 	bar[REPLAY_BAR_WIDTH] = '\0';
 	fprintf(stderr, "\rreplay [%s] %zu/%zu new %" PRIu64 " dup %" PRIu64 " rej %" PRIu64 " fail %" PRIu64 "%s",
-		bar, s->st_done, s->st_n, sum->rs_new, sum->rs_duplicate, sum->rs_rejected, sum->rs_failed,
+		bar, done, total, sum->rs_new, sum->rs_duplicate, sum->rs_rejected, sum->rs_failed,
 		final ? "\n" : "");
 	fflush(stderr);
 }
@@ -240,6 +246,9 @@ static void replay_fail(struct replay_state *s, const char *path, long index, co
 	s->st_sum->rs_total++;
 	s->st_sum->rs_failed++;
 	replay_reason_add(s->st_sum->rs_failed_reasons, &s->st_sum->rs_n_failed_reasons, slug);
+	if (s->st_scanning) {
+		s->st_scan_failed++;
+	}
 }
 
 /* ---- the list of work ---- */
@@ -693,6 +702,7 @@ int replay_parse_url(const char *url, char *ret_host, size_t host_size, unsigned
 struct replay_answer {
 	int ra_status;
 	int ra_replayed; /* Idempotent-Replayed: true */
+	char ra_outcome[24]; /* Idemhook-Outcome, or "" */
 	char ra_slug[48]; /* "urn:idemhook:problem:<slug>" of a problem answer, or "" */
 };
 
@@ -708,6 +718,7 @@ static int replay_http(struct replay_state *s, const struct http_request *req, c
 	struct buf target;
 	char herr[HTTPC_ERR_MAX];
 	const char *replayed;
+	const char *outcome;
 	const char *slug;
 	size_t i;
 	int rc = -1;
@@ -750,6 +761,10 @@ static int replay_http(struct replay_state *s, const struct http_request *req, c
 	ret->ra_status = resp.hcr_status;
 	replayed = httpc_response_header(&resp, "Idempotent-Replayed");
 	ret->ra_replayed = replayed != NULL && strcasecmp(replayed, "true") == 0;
+	outcome = httpc_response_header(&resp, INGEST_OUTCOME_HEADER);
+	if (outcome != NULL && strlen(outcome) < sizeof(ret->ra_outcome)) {
+		snprintf(ret->ra_outcome, sizeof(ret->ra_outcome), "%s", outcome);
+	}
 	slug = strstr(resp.hcr_body, "urn:idemhook:problem:");
 	if (slug != NULL) {
 		size_t n = 0;
@@ -835,9 +850,9 @@ static enum replay_verdict replay_ingest(struct replay_state *s, const struct pr
 
 	memset(&opt, 0, sizeof(opt));
 	/* The signature is checked as of the moment it arrived: see
-	 * docs/capture-replay.md, for why that is safe. */
+	 * docs/capture-replay.md, for why that is safe. A dry run is this same
+	 * replay into a snapshot of the database (replay.h). */
 	opt.io_verify_s = verify_s;
-	opt.io_dry_run = s->st_opt->ro_dry_run;
 	reply_init(&answer);
 	memset(&rep, 0, sizeof(rep));
 	if (ingest_hook(s->st_store, s->st_cf, pc, req, &opt, &answer, &rep) < 0) {
@@ -889,6 +904,16 @@ static enum replay_verdict replay_remote(struct replay_state *s, const struct ht
 		snprintf(reason, reason_size, "%s", a.ra_slug);
 	} else {
 		snprintf(reason, reason_size, "http_%d", a.ra_status);
+	}
+	/* An idemhook says what became of the request, as in-process replay
+	 * would count it; the status alone cannot tell a business refusal
+	 * (acknowledged 2xx) from a new event. */
+	if (a.ra_status >= 200 && a.ra_status < 300 && strcmp(a.ra_outcome, "failed") == 0) {
+		snprintf(reason, reason_size, "%s", "refused_by_business_rules");
+		return REPLAY_V_REFUSED;
+	}
+	if (a.ra_status >= 200 && a.ra_status < 300 && strcmp(a.ra_outcome, "mismatch") == 0) {
+		return REPLAY_V_MISMATCH;
 	}
 	if (a.ra_status >= 200 && a.ra_status < 300) {
 		return a.ra_replayed ? REPLAY_V_DUPLICATE : REPLAY_V_NEW;
@@ -1070,12 +1095,14 @@ int replay_run(struct store *st, const struct config *cf, const struct replay_op
 			"or a TLS-terminating proxy)");
 		return -1;
 	}
+	s.st_scanning = 1;
 	for (i = 0; i < n_paths; i++) {
 		if (replay_scan(&s, paths[i], 0, 1) < 0) {
 			log_err("replay: out of memory while listing files");
 			goto out;
 		}
 	}
+	s.st_scanning = 0;
 	/* Only (time, path) pairs are sorted; bodies are read one at a time. */
 	if (s.st_n > 1) {
 		qsort(s.st_v, s.st_n, sizeof(s.st_v[0]), replay_entry_cmp);

@@ -27,7 +27,7 @@ struct replay_options {
 	const char *ro_provider; /* only this provider instance, or NULL */
 	int64_t ro_since_ms; /* received at or after; INT64_MIN for none */
 	int64_t ro_until_ms; /* received before; INT64_MAX for none */
-	int ro_dry_run; /* verify and classify, change nothing */
+	int ro_dry_run; /* a dry run: st is a disposable snapshot (store_snapshot); only the words change */
 	int ro_trust_unsigned; /* accept exported provider events (signed here) */
 	enum replay_progress ro_progress;
 	unsigned ro_timeout_s; /* --to; 0 = REPLAY_TIMEOUT_DEFAULT_S */

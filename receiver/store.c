@@ -1,14 +1,18 @@
 /* store.c: the SQLite idempotency store: a writer thread with group commit,
  * per-thread read connections, migrations, and the statement API of store.h. */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "migrations.h"
@@ -105,7 +109,19 @@ struct store {
 	int st_key_made;
 	struct store_conn *st_readers; /* every read connection, under st_mutex */
 	struct store_stats st_stats;   /* under st_mutex */
+	/* Health (see "operations" below): the writer's heartbeat, written by
+	 * the writer thread and read with atomics by store_probe. */
+	int64_t st_hb_busy_since; /* monotonic ms the current batch began; 0 when idle */
+	int64_t st_hb_ok;         /* monotonic ms of the last batch that committed */
+	int64_t st_hb_fail;       /* monotonic ms of the last batch that committed nothing */
+	int st_hb_fail_rc;        /* its SQLite error code */
+	struct store_conn *st_probe; /* store_probe's own connection */
+	pthread_mutex_t st_probe_lock;
+	int st_probe_lock_made;
 };
+
+static void store_heartbeat_begin(struct store *st);
+static void store_heartbeat_end(struct store *st, uint64_t commits);
 
 /* ---- errors ---- */
 
@@ -755,6 +771,11 @@ static struct store_conn *store_open_writer(const char *path, enum store_sync sy
 		goto fail;
 	}
 	if (store_version_check(version, !no_migrate) < 0) {
+		goto fail;
+	}
+	/* Only a file without tables takes this (a no-op otherwise): gc can
+	 * then give freed pages back while serving (store_reclaim). */
+	if (version == 0 && store_conn_exec(cn, "PRAGMA auto_vacuum = INCREMENTAL") < 0) {
 		goto fail;
 	}
 	r = store_query(&tx, "PRAGMA journal_mode = WAL", NULL, 0, &row);
@@ -1419,7 +1440,9 @@ static void *store_writer_main(void *arg)
 		batch = store_queue_take(st, &weight);
 		pthread_mutex_unlock(&st->st_mutex);
 
+		store_heartbeat_begin(st);
 		store_batch_run(st, batch, &commits);
+		store_heartbeat_end(st, commits);
 
 		pthread_mutex_lock(&st->st_mutex);
 		transient = 0;
@@ -1531,6 +1554,11 @@ struct store *store_create(const struct store_options *opt)
 		return NULL;
 	}
 	st->st_sync_made = 1;
+	if (pthread_mutex_init(&st->st_probe_lock, NULL) != 0) {
+		log_err("store: cannot create a mutex");
+		goto fail;
+	}
+	st->st_probe_lock_made = 1;
 	st->st_read_only = opt->so_read_only;
 	st->st_batch_max = opt->so_batch_max > 0 ? opt->so_batch_max : STORE_BATCH_MAX_DEFAULT;
 	st->st_busy_timeout_ms = opt->so_busy_timeout_ms > 0 ? opt->so_busy_timeout_ms
@@ -1592,6 +1620,10 @@ void store_destroy(struct store *st)
 		store_conn_close(cn);
 	}
 	store_conn_close(st->st_writer);
+	store_conn_close(st->st_probe);
+	if (st->st_probe_lock_made) {
+		pthread_mutex_destroy(&st->st_probe_lock);
+	}
 	if (st->st_key_made) {
 		pthread_key_delete(st->st_key);
 	}
@@ -1788,4 +1820,360 @@ void store_get_stats(struct store *st, struct store_stats *ret)
 	pthread_mutex_lock(&st->st_mutex);
 	*ret = st->st_stats;
 	pthread_mutex_unlock(&st->st_mutex);
+}
+
+/* ---- operations: health, file sizes, space, snapshots ----
+ * Everything here works beside the writer, on connections of its own with a
+ * short busy timeout, and reports rather than logs what it meets on the way
+ * (a probe that fails every 250 ms would flood the journal). */
+
+#define STORE_PROBE_BUSY_MS 100       /* the probe's wait for the write lock */
+#define STORE_STALL_MS 1000           /* a batch older than this means no commit now */
+#define STORE_FAIL_HOLD_MS 5000       /* a failed commit keeps readiness off this long */
+#define STORE_WRITER_HANG_MS 30000    /* past the busy timeout: the writer is stuck */
+#define STORE_CHECKPOINT_BUSY_MS 200  /* a TRUNCATE checkpoint briefly holds writers back */
+
+static int64_t store_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The writer's heartbeat: the writer thread calls begin before a batch and
+ * end after it, nothing more; store_probe reads it. */
+static void store_heartbeat_begin(struct store *st)
+{
+	__atomic_store_n(&st->st_hb_busy_since, store_mono_ms(), __ATOMIC_RELEASE);
+}
+
+static void store_heartbeat_end(struct store *st, uint64_t commits)
+{
+	int64_t now = store_mono_ms();
+
+	if (commits > 0) {
+		__atomic_store_n(&st->st_hb_ok, now, __ATOMIC_RELEASE);
+	} else {
+		__atomic_store_n(&st->st_hb_fail_rc, sqlite3_extended_errcode(st->st_writer->cn_db),
+		                 __ATOMIC_RELEASE);
+		__atomic_store_n(&st->st_hb_fail, now, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&st->st_hb_busy_since, 0, __ATOMIC_RELEASE);
+}
+
+/* One integer from a PRAGMA on cn, without logging. Returns 0 or an SQLite
+ * error code. */
+static int store_pragma_int(struct store_conn *cn, const char *sql, int64_t *ret)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v2(cn->cn_db, sql, -1, &stmt, NULL);
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_step(stmt);
+		if (rc == SQLITE_ROW) {
+			*ret = sqlite3_column_int64(stmt, 0);
+			rc = SQLITE_OK;
+		}
+	}
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+static void store_health_fail(struct store_health *h, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+
+static void store_health_fail(struct store_health *h, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!h->sh_ok) {
+		return; /* the first reason found is the one told */
+	}
+	h->sh_ok = 0;
+	va_start(ap, fmt);
+	vsnprintf(h->sh_reason, sizeof(h->sh_reason), fmt, ap);
+	va_end(ap);
+}
+
+/* Tries the write lock on the probe connection and lets go at once.
+ * Returns SQLITE_OK, or the error code (SQLITE_BUSY when held elsewhere). */
+static int store_probe_lock(struct store_conn *cn)
+{
+	int rc;
+
+	rc = sqlite3_exec(cn->cn_db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_exec(cn->cn_db, "ROLLBACK", NULL, NULL, NULL);
+	}
+	if (!sqlite3_get_autocommit(cn->cn_db)) {
+		sqlite3_exec(cn->cn_db, "ROLLBACK", NULL, NULL, NULL);
+	}
+	return rc;
+}
+
+int store_probe(struct store *st, struct store_health *ret)
+{
+	struct store_health h = {.sh_ok = 1, .sh_writer_alive = 1};
+	int64_t now = store_mono_ms();
+	int64_t busy;
+	int64_t ok_at;
+	int64_t fail_at;
+	int64_t version = 0;
+	int newest = store_schema_version();
+	int rc;
+
+	if (st->st_read_only || !st->st_thread_running) {
+		h.sh_writer_alive = 0;
+		store_health_fail(&h, "the store has no writer");
+		goto out;
+	}
+	busy = __atomic_load_n(&st->st_hb_busy_since, __ATOMIC_ACQUIRE);
+	ok_at = __atomic_load_n(&st->st_hb_ok, __ATOMIC_ACQUIRE);
+	fail_at = __atomic_load_n(&st->st_hb_fail, __ATOMIC_ACQUIRE);
+	if (busy != 0 && now - busy > (int64_t)st->st_busy_timeout_ms + STORE_WRITER_HANG_MS) {
+		h.sh_writer_alive = 0;
+	}
+	if (busy != 0 && now - busy > STORE_STALL_MS) {
+		store_health_fail(&h, "the writer has waited %" PRId64 " ms for one commit (database locked?)",
+		                  now - busy);
+	}
+	if (fail_at > ok_at && now - fail_at < STORE_FAIL_HOLD_MS) {
+		store_health_fail(&h, "the last commit failed: %s",
+		                  sqlite3_errstr(__atomic_load_n(&st->st_hb_fail_rc, __ATOMIC_ACQUIRE)));
+	}
+	pthread_mutex_lock(&st->st_probe_lock);
+	if (st->st_probe == NULL) {
+		st->st_probe = store_conn_open(st->st_path, SQLITE_OPEN_READWRITE, STORE_PROBE_BUSY_MS);
+	}
+	if (st->st_probe == NULL) {
+		store_health_fail(&h, "the database cannot be opened");
+		goto unlock;
+	}
+	rc = store_pragma_int(st->st_probe, "PRAGMA user_version", &version);
+	if (rc != SQLITE_OK) {
+		store_health_fail(&h, "the schema version cannot be read: %s", sqlite3_errstr(rc));
+	} else if (version < newest) {
+		store_health_fail(&h, "migrations pending: database schema %" PRId64 ", this idemhook needs %d",
+		                  version, newest);
+	} else if (version > newest) {
+		store_health_fail(&h, "database schema %" PRId64 " is newer than this idemhook (%d)", version,
+		                  newest);
+	}
+	/* While our own writer is inside a young batch it holds the lock: a
+	 * probe would only compete with it. */
+	if (h.sh_ok && busy == 0) {
+		rc = store_probe_lock(st->st_probe);
+		if (rc != SQLITE_OK && __atomic_load_n(&st->st_hb_busy_since, __ATOMIC_ACQUIRE) == 0) {
+			store_health_fail(&h, "the database is write-locked by another connection (%s)",
+			                  sqlite3_errstr(rc));
+		}
+	}
+unlock:
+	pthread_mutex_unlock(&st->st_probe_lock);
+out:
+	*ret = h;
+	return 0;
+}
+
+struct store_file_query {
+	int64_t fq_free_pages;
+	int64_t fq_page_size;
+	int64_t fq_auto_vacuum;
+};
+
+static int store_file_query_tx(struct store_tx *tx, void *arg)
+{
+	struct store_file_query *q = arg;
+
+	if (store_pragma_int(tx->tx_conn, "PRAGMA freelist_count", &q->fq_free_pages) != SQLITE_OK ||
+	    store_pragma_int(tx->tx_conn, "PRAGMA page_size", &q->fq_page_size) != SQLITE_OK ||
+	    store_pragma_int(tx->tx_conn, "PRAGMA auto_vacuum", &q->fq_auto_vacuum) != SQLITE_OK) {
+		return -1;
+	}
+	return 0;
+}
+
+static int64_t store_file_size(const char *path, const char *suffix)
+{
+	char name[4096];
+	struct stat sb;
+
+	if (snprintf(name, sizeof(name), "%s%s", path, suffix) >= (int)sizeof(name) ||
+	    stat(name, &sb) < 0) {
+		return 0;
+	}
+	return (int64_t)sb.st_size;
+}
+
+int store_file_stats(struct store *st, struct store_file_stats *ret)
+{
+	struct store_file_query q = {0};
+	struct store_file_stats fs;
+
+	memset(&fs, 0, sizeof(fs));
+	fs.sf_db_bytes = store_file_size(st->st_path, "");
+	fs.sf_wal_bytes = store_file_size(st->st_path, "-wal");
+	if (store_read(st, 0, store_file_query_tx, &q) < 0) {
+		return -1;
+	}
+	fs.sf_free_bytes = q.fq_free_pages * q.fq_page_size;
+	fs.sf_incremental = q.fq_auto_vacuum == 2;
+	*ret = fs;
+	return 0;
+}
+
+struct store_reclaim_job {
+	char rj_sql[64];
+	int64_t rj_freed;
+};
+
+static int store_reclaim_tx(struct store_tx *tx, void *arg)
+{
+	struct store_reclaim_job *j = arg;
+	int64_t before = 0;
+	int64_t after = 0;
+
+	if (store_pragma_int(tx->tx_conn, "PRAGMA freelist_count", &before) != SQLITE_OK ||
+	    store_exec(tx, j->rj_sql, NULL, 0, NULL) < 0 ||
+	    store_pragma_int(tx->tx_conn, "PRAGMA freelist_count", &after) != SQLITE_OK) {
+		return -1;
+	}
+	j->rj_freed = before - after;
+	return 0;
+}
+
+int store_reclaim(struct store *st, int64_t max_pages, int64_t *ret_pages)
+{
+	struct store_reclaim_job j;
+
+	memset(&j, 0, sizeof(j));
+	snprintf(j.rj_sql, sizeof(j.rj_sql), "PRAGMA incremental_vacuum(%" PRId64 ")",
+	         max_pages > 0 ? max_pages : 1);
+	if (store_write(st, 0, store_reclaim_tx, &j) < 0) {
+		return -1;
+	}
+	*ret_pages = j.rj_freed;
+	return 0;
+}
+
+int store_checkpoint(struct store *st)
+{
+	struct store_conn *cn;
+	sqlite3_stmt *stmt = NULL;
+	int busy = 1;
+	int rc;
+
+	cn = store_conn_open(st->st_path, SQLITE_OPEN_READWRITE, STORE_CHECKPOINT_BUSY_MS);
+	if (cn == NULL) {
+		return -1;
+	}
+	rc = sqlite3_prepare_v2(cn->cn_db, "PRAGMA wal_checkpoint(TRUNCATE)", -1, &stmt, NULL);
+	if (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW) {
+		busy = sqlite3_column_int(stmt, 0);
+	}
+	sqlite3_finalize(stmt);
+	store_conn_close(cn);
+	return busy ? 1 : 0;
+}
+
+int store_vacuum(struct store *st)
+{
+	struct store_conn *cn;
+	char *err = NULL;
+	int rc;
+
+	cn = store_conn_open(st->st_path, SQLITE_OPEN_READWRITE, st->st_busy_timeout_ms);
+	if (cn == NULL) {
+		return -1;
+	}
+	rc = sqlite3_exec(cn->cn_db, "PRAGMA auto_vacuum = INCREMENTAL; VACUUM", NULL, NULL, &err);
+	if (rc != SQLITE_OK) {
+		log_err("store: VACUUM failed: %s", err != NULL ? err : sqlite3_errstr(rc));
+		sqlite3_free(err);
+		store_conn_close(cn);
+		return -1;
+	}
+	store_conn_close(cn);
+	return 0;
+}
+
+int store_snapshot(const char *path, const char *dir, char **ret_path)
+{
+	struct store_conn *cn = NULL;
+	sqlite3_stmt *stmt = NULL;
+	char quoted[256];
+	char *name = NULL;
+	size_t len;
+	int fd;
+	int rc;
+
+	if (access(path, R_OK) < 0) {
+		log_err("store: cannot read the database \"%s\": %s",
+		        log_quote(quoted, sizeof(quoted), path), strerror(errno));
+		return -1;
+	}
+	if (dir == NULL || dir[0] == '\0') {
+		dir = getenv("TMPDIR") != NULL && getenv("TMPDIR")[0] != '\0' ? getenv("TMPDIR") : "/tmp";
+	}
+	len = strlen(dir) + sizeof("/idemhook-snapshot.XXXXXX.db");
+	name = malloc(len);
+	if (name == NULL) {
+		log_err("store: out of memory");
+		return -1;
+	}
+	snprintf(name, len, "%s/idemhook-snapshot.XXXXXX.db", dir);
+	/* A new private file: VACUUM INTO takes an empty one. */
+	fd = mkstemps(name, 3);
+	if (fd < 0) {
+		log_err("store: cannot create a snapshot file in \"%s\": %s",
+		        log_quote(quoted, sizeof(quoted), dir), strerror(errno));
+		free(name);
+		return -1;
+	}
+	close(fd);
+	cn = store_conn_open(path, SQLITE_OPEN_READONLY, STORE_BUSY_TIMEOUT_MS_DEFAULT);
+	if (cn == NULL) {
+		goto fail;
+	}
+	/* One read transaction: a consistent copy that never blocks writers. */
+	rc = sqlite3_prepare_v2(cn->cn_db, "VACUUM INTO ?", -1, &stmt, NULL);
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+	}
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_step(stmt);
+	}
+	if (rc != SQLITE_DONE) {
+		log_err("store: cannot copy the database into \"%s\": %s",
+		        log_quote(quoted, sizeof(quoted), name), sqlite3_errmsg(cn->cn_db));
+		goto fail;
+	}
+	sqlite3_finalize(stmt);
+	store_conn_close(cn);
+	*ret_path = name;
+	return 0;
+fail:
+	sqlite3_finalize(stmt);
+	store_conn_close(cn);
+	store_snapshot_remove(name);
+	free(name);
+	return -1;
+}
+
+void store_snapshot_remove(const char *snapshot_path)
+{
+	static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+	char name[4096];
+	size_t i;
+
+	if (snapshot_path == NULL) {
+		return;
+	}
+	for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		if (snprintf(name, sizeof(name), "%s%s", snapshot_path, suffixes[i]) < (int)sizeof(name)) {
+			unlink(name);
+		}
+	}
 }

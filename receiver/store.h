@@ -225,4 +225,61 @@ struct store_stats {
 
 void store_get_stats(struct store *st, struct store_stats *ret);
 
+/* ---- operations: health, file sizes, space, snapshots ----
+ * Beside the writer, on connections of their own, never waiting longer than
+ * a short busy timeout of their own. */
+
+#define STORE_HEALTH_REASON_MAX 200
+
+struct store_health {
+	int sh_ok;           /* 1: the writer can commit now and the schema is this binary's */
+	int sh_writer_alive; /* 0: the writer thread is gone, or stuck in one batch far past the busy timeout */
+	char sh_reason[STORE_HEALTH_REASON_MAX]; /* why not ok, one line; "" when ok */
+};
+
+/* Checks whether the writer can commit now: its heartbeat (no batch waiting
+ * for the lock over a second, no failed commit in the last seconds), the
+ * schema version (no migration pending, none newer), and, while the writer
+ * is idle, the write lock itself (BEGIN IMMEDIATE and ROLLBACK on a probe
+ * connection, 100 ms busy timeout). Blocks at most about 100 ms; logs
+ * nothing. Meant to be called periodically from one thread; readers of the
+ * result should use the last one. Always fills ret and returns 0. */
+int store_probe(struct store *st, struct store_health *ret);
+
+struct store_file_stats {
+	int64_t sf_db_bytes;   /* the database file */
+	int64_t sf_wal_bytes;  /* its write-ahead log, 0 when none */
+	int64_t sf_free_bytes; /* free pages inside the file: what reclaiming gives back */
+	int sf_incremental;    /* 1: auto_vacuum is incremental, store_reclaim can shrink the file */
+};
+
+/* File sizes and free space, on this thread's read connection. Returns 0,
+ * or -1 (logged by the store). */
+int store_file_stats(struct store *st, struct store_file_stats *ret);
+
+/* Gives up to max_pages free pages back to the file system, in one unit of
+ * work on the writer; the file shrinks at the next checkpoint. A no-op
+ * (0 pages) unless auto_vacuum is incremental, which new databases get and
+ * store_vacuum sets. ret_pages gets the pages freed. Returns 0 or -1. */
+int store_reclaim(struct store *st, int64_t max_pages, int64_t *ret_pages);
+
+/* Checkpoints the write-ahead log into the file and truncates the log, on a
+ * connection of its own (200 ms busy timeout). Returns 0 when done, 1 when
+ * readers or a writer kept it from finishing (a later one finishes it), -1
+ * on error. */
+int store_checkpoint(struct store *st);
+
+/* Rebuilds the whole file (VACUUM) with incremental auto_vacuum, on a
+ * connection of its own: it holds the write lock for as long as it takes
+ * and needs free disk space for a copy. Returns 0, or -1 (logged). */
+int store_vacuum(struct store *st);
+
+/* Copies a consistent snapshot of the database at path (read-only: one read
+ * transaction, writers go on) into a new file of mode 0600 in dir (NULL:
+ * $TMPDIR, else /tmp). ret_path gets its malloc'd path. Returns 0, or -1
+ * (logged). */
+int store_snapshot(const char *path, const char *dir, char **ret_path);
+/* Removes a snapshot and its -wal/-shm files. NULL is a no-op. */
+void store_snapshot_remove(const char *snapshot_path);
+
 #endif

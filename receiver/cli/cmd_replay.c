@@ -30,7 +30,8 @@ static void cmd_replay_usage(FILE *out)
 		"  --since TIME         only requests received at or after TIME\n"
 		"  --until TIME         only requests received before TIME\n"
 		"                       (TIME: 2026-12-02 or 2026-12-02T10:20:00Z)\n"
-		"  --dry-run            verify and classify against the database, change nothing\n"
+		"  --dry-run            replay into a private copy of the database and report\n"
+		"                       what the replay would do; the database is not changed\n"
 		"  --trust-unsigned     also accept Stripe events exported from Stripe (a JSON\n"
 		"                       array or JSON lines), which carry no signature\n"
 		"  --json               print the summary as JSON\n"
@@ -48,6 +49,26 @@ static int cmd_replay_time(const char *name, const char *value, int64_t *ret)
 		return -1;
 	}
 	return 0;
+}
+
+/* A dry run is the real replay into a private snapshot of the database, so
+ * it counts exactly what the replay would (the second copy of an event is a
+ * duplicate, a business refusal is refused), and the snapshot is removed
+ * after. */
+static int cmd_replay_open_snapshot(const struct config *cf, char **ret_path, struct store **ret)
+{
+	struct store_options so;
+
+	if (store_snapshot(cf->cf_db_path, NULL, ret_path) < 0) {
+		return EX_UNAVAILABLE;
+	}
+	memset(&so, 0, sizeof(so));
+	so.so_path = *ret_path;
+	so.so_sync = STORE_SYNC_OFF; /* thrown away after */
+	so.so_batch_max = cf->cf_batch_max;
+	so.so_busy_timeout_ms = cf->cf_busy_timeout_ms;
+	*ret = store_create(&so);
+	return *ret != NULL ? EX_OK : EX_UNAVAILABLE;
 }
 
 static int cmd_replay_run(int argc, char **argv, const char *config_path)
@@ -69,6 +90,7 @@ static int cmd_replay_run(int argc, char **argv, const char *config_path)
 	struct replay_summary sum;
 	struct config *cf = NULL;
 	struct store *st = NULL;
+	char *snapshot = NULL;
 	struct buf out;
 	char host[256];
 	char prefix[1024];
@@ -165,7 +187,7 @@ static int cmd_replay_run(int argc, char **argv, const char *config_path)
 		goto out;
 	}
 	if (ro.ro_to == NULL) {
-		rc = cli_open_store(cf, ro.ro_dry_run, &st);
+		rc = ro.ro_dry_run ? cmd_replay_open_snapshot(cf, &snapshot, &st) : cli_open_store(cf, 0, &st);
 		if (rc != EX_OK) {
 			goto out;
 		}
@@ -185,6 +207,8 @@ static int cmd_replay_run(int argc, char **argv, const char *config_path)
 out:
 	buf_finish(&out);
 	store_destroy(st);
+	store_snapshot_remove(snapshot);
+	free(snapshot);
 	config_destroy(cf);
 	return rc;
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -154,6 +155,11 @@ static int group_setup(void **state)
 	body = hn_stripe_event("evt_cr_other", "customer.created", "{\"id\":\"cus_1\",\"object\":\"customer\"}");
 	post(&o->og_d, TEST_STRIPE_SECRET, body, 200);
 	free(body);
+	/* A payment for an order nobody created: acknowledged, refused by the
+	 * business rules (its key ends failed). */
+	body = test_pi_succeeded("evt_cr_unknown", "ord_unknownunknownunkn", 500, "usd");
+	post(&o->og_d, TEST_STRIPE_SECRET, body, 200);
+	free(body);
 	if (daemon_term(&o->og_d, 20) != 0) {
 		return -1;
 	}
@@ -230,14 +236,14 @@ static void test_capture_writes_one_0600_file_per_callback_that_reached_a_provid
 	char line[64] = "";
 	FILE *p;
 
-	/* Six callbacks arrived; each is one file in a day directory. */
+	/* Seven callbacks arrived; each is one file in a day directory. */
 	snprintf(cmd, sizeof(cmd), "find '%s' -mindepth 2 -maxdepth 2 -name '*.cap' -perm 0600 | wc -l",
 		 o->og_spool);
 	p = popen(cmd, "r");
 	assert_non_null(p);
 	assert_non_null(fgets(line, sizeof(line), p));
 	pclose(p);
-	assert_int_equal(strtol(line, NULL, 10), 6);
+	assert_int_equal(strtol(line, NULL, 10), 7);
 }
 
 static void test_replay_into_a_restored_database_rebuilds_the_same_state_and_again_changes_nothing(void **state)
@@ -252,9 +258,10 @@ static void test_replay_into_a_restored_database_rebuilds_the_same_state_and_aga
 	restored(o, &b);
 	/* The forged callback is rejected again: the exit status says so. */
 	assert_int_equal(replay(&b, args, &s), 65);
-	assert_int_equal(field(s, "total"), 6);
+	assert_int_equal(field(s, "total"), 7);
 	assert_int_equal(field(s, "new"), 4);
 	assert_int_equal(field(s, "duplicate"), 1);
+	assert_int_equal(field(s, "refused"), 1);
 	assert_int_equal(field(s, "rejected"), 1);
 	assert_int_equal(reason(s, "rejected_reasons", "bad_signature"), 1);
 	assert_int_equal(field(s, "failed"), 0);
@@ -266,7 +273,7 @@ static void test_replay_into_a_restored_database_rebuilds_the_same_state_and_aga
 	/* Replaying the same spool again: all duplicates, nothing changed. */
 	assert_int_equal(replay(&b, args, &s), 65);
 	assert_int_equal(field(s, "new"), 0);
-	assert_int_equal(field(s, "duplicate"), 5);
+	assert_int_equal(field(s, "duplicate"), 6);
 	assert_int_equal(field(s, "rejected"), 1);
 	cJSON_Delete(s);
 	before_again = state_of(b.dm_db);
@@ -293,12 +300,14 @@ static void test_replay_to_a_running_daemon_over_http_rebuilds_the_same_state(vo
 	assert_int_equal(replay(&c, args, &s), 65);
 	assert_int_equal(field(s, "new"), 4);
 	assert_int_equal(field(s, "duplicate"), 1);
+	/* counted as in-process replay counts it, though acknowledged 200 */
+	assert_int_equal(field(s, "refused"), 1);
 	assert_int_equal(field(s, "rejected"), 1);
 	assert_int_equal(reason(s, "rejected_reasons", "bad_signature"), 1);
 	cJSON_Delete(s);
 	assert_int_equal(replay(&c, args, &s), 65);
 	assert_int_equal(field(s, "new"), 0);
-	assert_int_equal(field(s, "duplicate"), 5);
+	assert_int_equal(field(s, "duplicate"), 6);
 	cJSON_Delete(s);
 	assert_int_equal(daemon_term(&c, 20), 0);
 	after = state_of(c.dm_db);
@@ -342,6 +351,7 @@ static void test_replay_reports_empty_truncated_and_corrupted_files_and_goes_on(
 	args[0] = tree;
 	assert_int_equal(replay(&b, args, &s), 65);
 	assert_int_equal(field(s, "new"), 4);
+	assert_int_equal(field(s, "refused"), 1);
 	assert_int_equal(field(s, "failed"), 4);
 	assert_int_equal(reason(s, "failed_reasons", "empty"), 1);
 	assert_int_equal(reason(s, "failed_reasons", "truncated"), 1);
@@ -367,26 +377,47 @@ static void test_replay_reports_empty_truncated_and_corrupted_files_and_goes_on(
 	daemon_finish(&b);
 }
 
-static void test_dry_run_classifies_without_changing_anything(void **state)
+static void test_dry_run_classifies_exactly_as_the_replay_and_changes_nothing(void **state)
 {
 	struct origin *o = *state;
 	const char *args[] = {"--dry-run", o->og_spool, NULL};
+	char tmp[700];
+	char cmd[800];
+	char line[64] = "";
 	struct daemon b;
 	cJSON *s = NULL;
 	char *before;
 	char *after;
+	FILE *p;
 
 	restored(o, &b);
 	before = state_of(b.dm_db);
+	/* the snapshot it works on goes to $TMPDIR, and is gone after */
+	snprintf(tmp, sizeof(tmp), "%s/tmp", b.dm_dir);
+	assert_int_equal(mkdir(tmp, 0700), 0);
+	assert_int_equal(setenv("TMPDIR", tmp, 1), 0);
 	assert_int_equal(replay(&b, args, &s), 65);
+	unsetenv("TMPDIR");
 	assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "dry_run")));
-	/* Each of the six is judged alone against the untouched database. */
-	assert_int_equal(field(s, "new"), 5);
+	/* The same counts as the real replay: the second delivery of order 0's
+	 * payment is a duplicate, the unknown order's payment is refused. */
+	assert_int_equal(field(s, "total"), 7);
+	assert_int_equal(field(s, "new"), 4);
+	assert_int_equal(field(s, "duplicate"), 1);
+	assert_int_equal(field(s, "refused"), 1);
 	assert_int_equal(field(s, "rejected"), 1);
+	assert_int_equal(field(s, "failed"), 0);
 	cJSON_Delete(s);
 	after = state_of(b.dm_db);
 	assert_string_equal(after, before);
 	assert_int_equal(hn_db_int(b.dm_db, "SELECT COUNT(*) FROM idempotency_records"), 0);
+	assert_int_equal(hn_db_int(b.dm_db, "SELECT COUNT(*) FROM events"), 0);
+	snprintf(cmd, sizeof(cmd), "find '%s' -type f | wc -l", tmp);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	assert_non_null(fgets(line, sizeof(line), p));
+	pclose(p);
+	assert_int_equal(strtol(line, NULL, 10), 0);
 	free(before);
 	free(after);
 	daemon_finish(&b);
@@ -404,14 +435,14 @@ static void test_filters_leave_out_what_they_do_not_match(void **state)
 	restored(o, &b);
 	assert_int_equal(replay(&b, future, &s), 0);
 	assert_int_equal(field(s, "total"), 0);
-	assert_int_equal(field(s, "skipped"), 6);
+	assert_int_equal(field(s, "skipped"), 7);
 	cJSON_Delete(s);
 	assert_int_equal(replay(&b, past, &s), 0);
-	assert_int_equal(field(s, "skipped"), 6);
+	assert_int_equal(field(s, "skipped"), 7);
 	cJSON_Delete(s);
 	assert_int_equal(hn_db_int(b.dm_db, "SELECT COUNT(*) FROM idempotency_records"), 0);
 	assert_int_equal(replay(&b, named, &s), 65);
-	assert_int_equal(field(s, "total"), 6);
+	assert_int_equal(field(s, "total"), 7);
 	cJSON_Delete(s);
 	daemon_finish(&b);
 }
@@ -520,7 +551,7 @@ int main(void)
 		cmocka_unit_test(test_replay_into_a_restored_database_rebuilds_the_same_state_and_again_changes_nothing),
 		cmocka_unit_test(test_replay_to_a_running_daemon_over_http_rebuilds_the_same_state),
 		cmocka_unit_test(test_replay_reports_empty_truncated_and_corrupted_files_and_goes_on),
-		cmocka_unit_test(test_dry_run_classifies_without_changing_anything),
+		cmocka_unit_test(test_dry_run_classifies_exactly_as_the_replay_and_changes_nothing),
 		cmocka_unit_test(test_filters_leave_out_what_they_do_not_match),
 		cmocka_unit_test(test_exported_stripe_events_need_trust_unsigned),
 		cmocka_unit_test(test_a_capture_that_cannot_be_written_never_loses_the_callback),

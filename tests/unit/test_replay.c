@@ -1,4 +1,6 @@
-/* test_replay.c: replay's --to URL parsing and its summary output. */
+/* test_replay.c: replay's --to URL parsing, its summary output and its
+ * progress bar. */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -6,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
 #include "buf.h"
+#include "config.h"
 #include "replay.h"
 
 static void expect_url(const char *url, const char *host, unsigned port, const char *prefix)
@@ -108,6 +112,75 @@ static void test_replay_summary_text_names_each_reason(void **state)
 	buf_finish(&b);
 }
 
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+static void test_progress_total_counts_files_that_fail_while_listed(void **state)
+{
+	char dir[] = "/tmp/test_replay.XXXXXX";
+	char path[128];
+	char err_path[128];
+	char text[4096];
+	const char *paths[1];
+	struct replay_options ro;
+	struct replay_summary sum;
+	struct config cf;
+	const char *last;
+	size_t n;
+	FILE *f;
+	int saved;
+	int fd;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/empty.cap", dir);
+	write_text(path, "");
+	snprintf(path, sizeof(path), "%s/garbage.cap", dir);
+	write_text(path, "hello, world\n");
+	snprintf(err_path, sizeof(err_path), "%s/stderr", dir);
+	memset(&ro, 0, sizeof(ro));
+	ro.ro_since_ms = INT64_MIN;
+	ro.ro_until_ms = INT64_MAX;
+	ro.ro_progress = REPLAY_PROGRESS_BAR;
+	memset(&cf, 0, sizeof(cf));
+	paths[0] = dir;
+
+	/* the bar goes to stderr: catch it in a file */
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(saved >= 0 && fd >= 0);
+	dup2(fd, STDERR_FILENO);
+	close(fd);
+	assert_int_equal(replay_run(NULL, &cf, &ro, paths, 1, &sum), 0);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+
+	assert_int_equal(sum.rs_failed, 2);
+	f = fopen(err_path, "r");
+	assert_non_null(f);
+	n = fread(text, 1, sizeof(text) - 1, f);
+	fclose(f);
+	text[n] = '\0';
+	last = strrchr(text, '\r');
+	assert_non_null(last);
+	if (strstr(last, " 2/2 ") == NULL) {
+		fail_msg("the last bar is \"%s\"", last + 1);
+	}
+	unlink(err_path);
+	snprintf(path, sizeof(path), "%s/empty.cap", dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/garbage.cap", dir);
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -115,6 +188,7 @@ int main(void)
 		cmocka_unit_test(test_replay_url_refuses_https_and_malformed_urls),
 		cmocka_unit_test(test_replay_summary_json_counts_and_reasons),
 		cmocka_unit_test(test_replay_summary_text_names_each_reason),
+		cmocka_unit_test(test_progress_total_counts_files_that_fail_while_listed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
