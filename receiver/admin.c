@@ -1,8 +1,10 @@
 /* admin.c: the admin listener's routes: /healthz, /readyz and /metrics. */
+#include <stdio.h>
 #include <string.h>
 
 #include "admin.h"
 #include "buf.h"
+#include "health.h"
 #include "metrics.h"
 
 #define ADMIN_METRICS_MAX (4 * 1024 * 1024) /* bytes of one /metrics answer */
@@ -33,6 +35,22 @@ fail:
 	admin_text(ret, 500, "metrics unavailable\n");
 }
 
+/* The health thread's last answer: never waits for the database. */
+static void admin_readyz(struct app *app, struct reply *ret)
+{
+	struct health *h = __atomic_load_n(&app->app_health, __ATOMIC_ACQUIRE);
+	char reason[HEALTH_REASON_MAX];
+	char text[HEALTH_REASON_MAX + 16];
+
+	if (health_ready(h, reason, sizeof(reason))) {
+		admin_text(ret, 200, "ready\n");
+		return;
+	}
+	snprintf(text, sizeof(text), "not ready: %s\n", reason);
+	admin_text(ret, 503, text);
+	reply_add_header(ret, "Retry-After", "1");
+}
+
 void admin_route(void *arg, const struct http_request *req, struct reply *ret)
 {
 	struct app *app = arg;
@@ -49,15 +67,10 @@ void admin_route(void *arg, const struct http_request *req, struct reply *ret)
 		return;
 	}
 	if (strcmp(req->hr_path, "/healthz") == 0) {
+		/* The process answers: nothing more (readiness is /readyz). */
 		admin_text(ret, 200, "ok\n");
 	} else if (strcmp(req->hr_path, "/readyz") == 0) {
-		/* app_ready is set once by the serving thread; an atomic load keeps
-		 * the admin threads' read well-defined. */
-		if (__atomic_load_n(&app->app_ready, __ATOMIC_ACQUIRE)) {
-			admin_text(ret, 200, "ready\n");
-		} else {
-			admin_text(ret, 503, "not ready\n");
-		}
+		admin_readyz(app, ret);
 	} else {
 		admin_metrics(app, ret);
 	}

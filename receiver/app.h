@@ -12,6 +12,7 @@
 
 struct store;
 struct capture;
+struct health;
 struct outbound;
 
 struct app {
@@ -21,7 +22,9 @@ struct app {
 	struct http_server *app_http;
 	struct http_server *app_admin;
 	int64_t app_started_ms;
-	int app_ready; /* 1 once listening and migrated (readyz) */
+	/* Readiness and the watchdog (/readyz); set once listening, read with
+	 * an atomic load. NULL until then: not ready. */
+	struct health *app_health;
 	/* The current config; swapped whole on SIGHUP. Readers hold the read
 	 * lock for the length of a request; the lock prefers the writer so a
 	 * reload is never starved by load. */

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "gc.h"
 #include "log.h"
+#include "metrics.h"
 #include "store.h"
 
 #define GC_SECTION "gc"
@@ -23,6 +24,12 @@
 #define GC_PAUSE_MAX_MS 60000
 #define GC_OUTBOX_RETENTION_DEFAULT_S (30 * 86400) /* finished outbox rows */
 #define GC_SQL_MAX (64 * 1024)                     /* bytes of one generated statement */
+/* Free pages are given back to the file system when they make up this
+ * share of the file (1/4) and at least this much: smaller amounts are
+ * simply reused by new rows. */
+#define GC_RECLAIM_SHARE 4
+#define GC_RECLAIM_MIN_BYTES (1024 * 1024)
+#define GC_RECLAIM_PAGES 2048 /* pages per unit of work (8 MiB of 4 KiB pages) */
 
 /* What one pass needs, copied out of the config so that no config reference
  * is held across a long pass (a reload waits for every reference). */
@@ -46,7 +53,10 @@ struct gc_worker {
 	pthread_t gw_thread;
 	pthread_mutex_t gw_lock;
 	pthread_cond_t gw_cond; /* CLOCK_MONOTONIC */
+	/* under gw_lock */
 	int gw_stop;
+	int gw_kick;           /* the interval changed: look again */
+	int64_t gw_interval_s; /* [gc] interval of the current config; 0 = off */
 };
 
 /* One table's batched delete: rows whose time column is below their scope's
@@ -224,16 +234,18 @@ static int gc_sleep(struct gc_worker *w, int64_t ms)
 		ts.tv_nsec -= 1000000000L;
 	}
 	pthread_mutex_lock(&w->gw_lock);
-	while (!w->gw_stop) {
+	while (!w->gw_stop && w->gw_interval_s != 0) {
 		if (pthread_cond_timedwait(&w->gw_cond, &w->gw_lock, &ts) == ETIMEDOUT) {
 			break;
 		}
 	}
-	stop = w->gw_stop;
+	stop = w->gw_stop || w->gw_interval_s == 0;
 	pthread_mutex_unlock(&w->gw_lock);
 	return stop;
 }
 
+/* 1 when the worker must stop, or cleanup was turned off by a reload: a
+ * pass then ends after its current batch. */
 static int gc_stopping(struct gc_worker *w)
 {
 	int stop;
@@ -242,7 +254,7 @@ static int gc_stopping(struct gc_worker *w)
 		return 0;
 	}
 	pthread_mutex_lock(&w->gw_lock);
-	stop = w->gw_stop;
+	stop = w->gw_stop || w->gw_interval_s == 0;
 	pthread_mutex_unlock(&w->gw_lock);
 	return stop;
 }
@@ -549,6 +561,75 @@ static int gc_run_plan(struct store *st, const struct gc_plan *p, int64_t now_ms
 	return 0;
 }
 
+/* Gives free pages back to the file system, a unit of work at a time with
+ * the batch pause between units, then checkpoints so that the file shrinks
+ * now rather than at some later checkpoint. Unless force, only when the free
+ * pages are a large share of the file. */
+static int gc_reclaim(struct store *st, int64_t pause_ms, int force, struct gc_worker *w,
+                      struct gc_report *rep)
+{
+	struct store_file_stats before;
+	struct store_file_stats after;
+	int64_t pages = 0;
+
+	if (store_file_stats(st, &before) < 0) {
+		return -1;
+	}
+	if (!force && (before.sf_free_bytes < GC_RECLAIM_MIN_BYTES ||
+	               before.sf_free_bytes * GC_RECLAIM_SHARE < before.sf_db_bytes)) {
+		return 0;
+	}
+	if (!before.sf_incremental) {
+		log_notice("gc: %" PRId64 " MiB are free inside the database file; an older database "
+		           "gives them back only after a one-time `idemhook gc --vacuum` "
+		           "(docs/operations.md)",
+		           before.sf_free_bytes / (1024 * 1024));
+		return 0;
+	}
+	do {
+		if (store_reclaim(st, GC_RECLAIM_PAGES, &pages) < 0) {
+			return -1;
+		}
+	} while (pages >= GC_RECLAIM_PAGES && !gc_stopping(w) &&
+	         !(pause_ms > 0 && gc_sleep(w, pause_ms)));
+	if (store_checkpoint(st) < 0 || store_file_stats(st, &after) < 0) {
+		return -1;
+	}
+	rep->gr_file_before = before.sf_db_bytes + before.sf_wal_bytes;
+	rep->gr_file_after = after.sf_db_bytes + after.sf_wal_bytes;
+	log_info("gc: the database files went from %" PRId64 " to %" PRId64 " bytes",
+	         rep->gr_file_before, rep->gr_file_after);
+	return 0;
+}
+
+int gc_vacuum(struct store *st, const struct config *cf, struct gc_report *ret)
+{
+	struct store_file_stats before;
+	struct store_file_stats after;
+	struct gc_plan p;
+	int rc;
+
+	if (store_file_stats(st, &before) < 0) {
+		return -1;
+	}
+	if (before.sf_incremental) {
+		if (gc_plan_load(cf, &p) < 0) {
+			return -1;
+		}
+		rc = gc_reclaim(st, p.gp_pause_ms, 1, NULL, ret);
+		gc_plan_finish(&p);
+		return rc;
+	}
+	log_notice("gc: rebuilding the database file once (VACUUM) to switch it to incremental "
+	           "vacuum; writers wait until it is done");
+	if (store_vacuum(st) < 0 || store_checkpoint(st) < 0 || store_file_stats(st, &after) < 0) {
+		return -1;
+	}
+	ret->gr_file_before = before.sf_db_bytes + before.sf_wal_bytes;
+	ret->gr_file_after = after.sf_db_bytes + after.sf_wal_bytes;
+	return 0;
+}
+
 int gc_run(struct store *st, const struct config *cf, int64_t now_ms, int dry_run,
            struct gc_report *ret)
 {
@@ -561,6 +642,9 @@ int gc_run(struct store *st, const struct config *cf, int64_t now_ms, int dry_ru
 		return -1;
 	}
 	if (gc_run_plan(st, &p, now_ms, dry_run, NULL, &rep) < 0) {
+		goto fail;
+	}
+	if (!dry_run && gc_reclaim(st, p.gp_pause_ms, 0, NULL, &rep) < 0) {
 		goto fail;
 	}
 	if (capture_expire(cf, now_ms, dry_run, &rep.gr_captures) < 0) {
@@ -589,60 +673,112 @@ static void gc_log_report(const struct gc_report *r, int64_t ms)
 static void gc_worker_pass(struct gc_worker *w)
 {
 	struct app *app = w->gw_app;
+	struct metrics_gc_pass pass;
 	struct gc_report rep;
 	struct config *cf;
 	struct gc_plan p;
 	int64_t start = app_now_ms();
+	int64_t t0 = gc_monotonic_ms();
 	int rc;
 
 	memset(&rep, 0, sizeof(rep));
+	memset(&pass, 0, sizeof(pass));
 	cf = app_config_acquire(app);
 	rc = gc_plan_load(cf, &p);
 	app_config_release(app, cf);
 	if (rc < 0) {
+		pass.mg_ok = 0;
+		metrics_gc_pass(&pass);
 		return;
 	}
 	rc = gc_run_plan(app->app_store, &p, start, 0, w, &rep);
+	if (rc == 0 && !gc_stopping(w)) {
+		rc = gc_reclaim(app->app_store, p.gp_pause_ms, 0, w, &rep);
+	}
 	gc_plan_finish(&p);
 	if (rc < 0) {
 		log_warn("gc: pass stopped early; the next one goes on");
 	}
 	if (!gc_stopping(w)) {
 		cf = app_config_acquire(app);
-		capture_expire(cf, start, 0, &rep.gr_captures);
+		if (capture_expire(cf, start, 0, &rep.gr_captures) < 0) {
+			rc = -1;
+		}
 		app_config_release(app, cf);
 	}
 	gc_log_report(&rep, app_now_ms() - start);
+	pass.mg_ok = rc == 0;
+	pass.mg_seconds = (double)(gc_monotonic_ms() - t0) / 1000.0;
+	pass.mg_records = rep.gr_records;
+	pass.mg_events = rep.gr_events;
+	pass.mg_outbox = rep.gr_outbox;
+	pass.mg_captures = rep.gr_captures;
+	pass.mg_reclaimed_bytes =
+	        rep.gr_file_before > rep.gr_file_after ? rep.gr_file_before - rep.gr_file_after : 0;
+	metrics_gc_pass(&pass);
 }
 
-static int64_t gc_interval_s(struct app *app)
+/* [gc] interval of cf; the default when it does not parse (checked at load). */
+static int64_t gc_interval_of(const struct config *cf)
 {
-	struct config *cf;
 	int64_t s;
 
-	cf = app_config_acquire(app);
-	if (config_get_duration(cf, GC_SECTION, "interval", GC_INTERVAL_DEFAULT_S, &s) < 0) {
+	if (config_get_duration(cf, GC_SECTION, "interval", GC_INTERVAL_DEFAULT_S, &s) < 0 || s < 0) {
 		s = GC_INTERVAL_DEFAULT_S;
 	}
-	app_config_release(app, cf);
 	return s;
+}
+
+static void gc_log_interval(int64_t interval)
+{
+	if (interval == 0) {
+		log_info("gc: periodic cleanup off ([gc] interval = 0)");
+	} else {
+		log_info("gc: periodic cleanup every %" PRId64 " s", interval);
+	}
+}
+
+/* Waits until the monotonic time deadline_ms (< 0: no deadline), a stop or
+ * a changed interval. Returns 1 when stopping. */
+static int gc_wait(struct gc_worker *w, int64_t deadline_ms)
+{
+	struct timespec ts;
+	int stop;
+
+	ts.tv_sec = (time_t)(deadline_ms / 1000);
+	ts.tv_nsec = (long)(deadline_ms % 1000) * 1000000L;
+	pthread_mutex_lock(&w->gw_lock);
+	while (!w->gw_stop && !w->gw_kick) {
+		if (deadline_ms < 0) {
+			pthread_cond_wait(&w->gw_cond, &w->gw_lock);
+		} else if (pthread_cond_timedwait(&w->gw_cond, &w->gw_lock, &ts) == ETIMEDOUT) {
+			break;
+		}
+	}
+	w->gw_kick = 0;
+	stop = w->gw_stop;
+	pthread_mutex_unlock(&w->gw_lock);
+	return stop;
 }
 
 static void *gc_worker_main(void *arg)
 {
 	struct gc_worker *w = arg;
+	int64_t last = gc_monotonic_ms(); /* end of the last pass, or the start */
 	int64_t interval;
 
 	for (;;) {
-		/* Re-read each time: a reload may change it; 0 pauses the worker. */
-		interval = gc_interval_s(w->gw_app);
-		if (gc_sleep(w, (interval > 0 ? interval : 60) * 1000)) {
-			break;
-		}
-		if (interval > 0) {
+		pthread_mutex_lock(&w->gw_lock);
+		interval = w->gw_interval_s;
+		pthread_mutex_unlock(&w->gw_lock);
+		/* A changed interval counts from the last pass: one that is
+		 * already due runs at once, never after the old sleep. */
+		if (interval > 0 && gc_monotonic_ms() >= last + interval * 1000) {
 			gc_worker_pass(w);
+			last = gc_monotonic_ms();
+			continue;
 		}
-		if (gc_stopping(w)) {
+		if (gc_wait(w, interval > 0 ? last + interval * 1000 : -1)) {
 			break;
 		}
 	}
@@ -660,16 +796,9 @@ struct gc_worker *gc_worker_start(struct app *app)
 	cf = app_config_acquire(app);
 	/* Check every [gc] key now, so a typo shows at start. */
 	rc = gc_check_config(cf);
-	if (rc == 0) {
-		rc = config_get_duration(cf, GC_SECTION, "interval", GC_INTERVAL_DEFAULT_S,
-		                         &interval);
-	}
+	interval = gc_interval_of(cf);
 	app_config_release(app, cf);
 	if (rc < 0) {
-		return NULL;
-	}
-	if (interval == 0) {
-		log_info("gc: periodic cleanup off ([gc] interval = 0)");
 		return NULL;
 	}
 	w = calloc(1, sizeof(*w));
@@ -678,23 +807,49 @@ struct gc_worker *gc_worker_start(struct app *app)
 		return NULL;
 	}
 	w->gw_app = app;
+	w->gw_interval_s = interval;
 	pthread_mutex_init(&w->gw_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&w->gw_cond, &ca);
 	pthread_condattr_destroy(&ca);
+	/* The thread exists even while cleanup is off, so that a reload can
+	 * turn it on. */
 	rc = pthread_create(&w->gw_thread, NULL, gc_worker_main, w);
 	if (rc != 0) {
 		log_err("gc: cannot start the worker thread: %s", strerror(rc));
 		goto fail;
 	}
-	log_info("gc: periodic cleanup every %" PRId64 " s", interval);
+	gc_log_interval(interval);
 	return w;
 fail:
 	pthread_cond_destroy(&w->gw_cond);
 	pthread_mutex_destroy(&w->gw_lock);
 	free(w);
 	return NULL;
+}
+
+void gc_worker_reload(struct gc_worker *w)
+{
+	struct config *cf;
+	int64_t interval;
+	int changed;
+
+	if (w == NULL) {
+		return;
+	}
+	cf = app_config_acquire(w->gw_app);
+	interval = gc_interval_of(cf);
+	app_config_release(w->gw_app, cf);
+	pthread_mutex_lock(&w->gw_lock);
+	changed = interval != w->gw_interval_s;
+	w->gw_interval_s = interval;
+	w->gw_kick = 1;
+	pthread_cond_broadcast(&w->gw_cond);
+	pthread_mutex_unlock(&w->gw_lock);
+	if (changed) {
+		gc_log_interval(interval);
+	}
 }
 
 void gc_worker_stop(struct gc_worker *w)

@@ -16,21 +16,38 @@ struct gc_report {
 	int64_t gr_outbox;
 	int64_t gr_captures;
 	int64_t gr_batches;
+	/* bytes of the database and its WAL before and after free pages were
+	 * given back; both 0 when nothing was given back */
+	int64_t gr_file_before;
+	int64_t gr_file_after;
 };
 
 /* Checks the [gc] section (unknown keys, bad values), logging each problem.
  * Returns 0 or -1. */
 int gc_check_config(const struct config *cf);
 
-/* One full pass at now_ms until nothing expired is left. dry_run counts only.
- * Returns 0 or -1. */
+/* One full pass at now_ms until nothing expired is left, then, when the free
+ * pages make up a quarter of the file (and at least 1 MiB) and the database
+ * has incremental vacuum, gives them back to the file system. dry_run
+ * counts only. Returns 0 or -1. */
 int gc_run(struct store *st, const struct config *cf, int64_t now_ms, int dry_run, struct gc_report *ret);
+
+/* Gives every free page back to the file system (gr_file_before/after):
+ * in small units of work when the database has incremental vacuum, else by
+ * rebuilding the file once (VACUUM, which also switches it to incremental
+ * vacuum; writers wait meanwhile). Returns 0 or -1. */
+int gc_vacuum(struct store *st, const struct config *cf, struct gc_report *ret);
 
 struct gc_worker;
 
-/* Starts the periodic cleanup thread ([gc] interval). NULL when disabled or
- * on failure (logged). */
+/* Starts the periodic cleanup thread ([gc] interval; it idles while the
+ * interval is 0). NULL on a bad [gc] section or failure (logged). */
 struct gc_worker *gc_worker_start(struct app *app);
+/* Takes [gc] interval from the app's current config at once: from 0 passes
+ * start, to 0 they stop (a pass in progress ends after its batch), and a new
+ * interval counts from the last pass, so one already due runs now. NULL is
+ * a no-op. */
+void gc_worker_reload(struct gc_worker *w);
 /* Stops it, waiting for the current batch. NULL is a no-op. */
 void gc_worker_stop(struct gc_worker *w);
 

@@ -1,11 +1,14 @@
 /* metrics.c: process-wide counters and histograms, rendered as Prometheus text. */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "build_config.h"
 #include "buf.h"
 #include "metrics.h"
 #include "stats.h"
@@ -25,6 +28,15 @@ static const char *const metrics_latency_le_text[] = {"0.001", "0.0025", "0.005"
                                                       "0.05",  "0.1",    "0.25",  "0.5",  "1",
                                                       "2.5",   "5",      "10"};
 #define METRICS_LATENCY_N (sizeof(metrics_latency_le) / sizeof(metrics_latency_le[0]))
+
+/* Cleanup pass duration buckets, seconds. */
+static const double metrics_gc_le[] = {0.1, 0.5, 1, 5, 10, 30, 60, 300, 900};
+static const char *const metrics_gc_le_text[] = {"0.1", "0.5", "1", "5", "10", "30", "60", "300", "900"};
+#define METRICS_GC_LE_N (sizeof(metrics_gc_le) / sizeof(metrics_gc_le[0]))
+
+/* What a cleanup pass deletes, in the order of metrics_gc.mgc_deleted. */
+static const char *const metrics_gc_kinds[] = {"records", "events", "outbox", "captures"};
+#define METRICS_GC_KINDS 4
 
 /* Upper bounds of store_stats.ss_batch_hist buckets (the last is +Inf). */
 static const char *const metrics_batch_le_text[] = {"1", "3", "7", "15", "31", "63", "127", "+Inf"};
@@ -51,6 +63,30 @@ static struct metrics_family metrics_duplicates; /* provider */
 static struct metrics_family metrics_mismatches; /* provider */
 static struct metrics_family metrics_latency;    /* provider (histogram) */
 static uint64_t metrics_capture_failures;
+static int64_t metrics_start_ms;
+static int metrics_ready_now;
+
+/* Configuration reloads. The generation counts configurations taken,
+ * starting at 1 with the process. */
+static struct {
+	uint64_t mr_ok;
+	uint64_t mr_failed;
+	uint64_t mr_generation;
+	int mr_last_ok;            /* the last reload was taken (1 before any) */
+	int64_t mr_last_success_s; /* the last configuration taken (the start) */
+} metrics_reloads = {0, 0, 1, 1, 0};
+
+/* Cleanup passes of the daemon's worker. */
+static struct {
+	uint64_t mgc_ok;
+	uint64_t mgc_failed;
+	uint64_t mgc_deleted[METRICS_GC_KINDS];
+	uint64_t mgc_reclaimed;
+	uint64_t mgc_buckets[METRICS_GC_LE_N];
+	uint64_t mgc_count;
+	double mgc_sum;
+	int64_t mgc_last_success_s; /* 0: none yet */
+} metrics_gc;
 
 static void metrics_label_copy(char out[METRICS_LABEL_MAX], const char *s)
 {
@@ -172,6 +208,75 @@ void metrics_capture_failure(void)
 	pthread_mutex_unlock(&metrics_lock);
 }
 
+static int64_t metrics_now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec;
+}
+
+void metrics_set_start_time(int64_t ms)
+{
+	pthread_mutex_lock(&metrics_lock);
+	metrics_start_ms = ms;
+	metrics_reloads.mr_last_success_s = ms / 1000;
+	pthread_mutex_unlock(&metrics_lock);
+}
+
+void metrics_set_ready(int ready)
+{
+	pthread_mutex_lock(&metrics_lock);
+	metrics_ready_now = ready != 0;
+	pthread_mutex_unlock(&metrics_lock);
+}
+
+void metrics_reload(int ok)
+{
+	pthread_mutex_lock(&metrics_lock);
+	if (ok) {
+		metrics_reloads.mr_ok++;
+		metrics_reloads.mr_generation++;
+		metrics_reloads.mr_last_success_s = metrics_now_s();
+	} else {
+		metrics_reloads.mr_failed++;
+	}
+	metrics_reloads.mr_last_ok = ok != 0;
+	pthread_mutex_unlock(&metrics_lock);
+}
+
+static uint64_t metrics_nonneg(int64_t v)
+{
+	return v > 0 ? (uint64_t)v : 0;
+}
+
+void metrics_gc_pass(const struct metrics_gc_pass *pass)
+{
+	double seconds = pass->mg_seconds >= 0 ? pass->mg_seconds : 0;
+	size_t i;
+
+	pthread_mutex_lock(&metrics_lock);
+	if (pass->mg_ok) {
+		metrics_gc.mgc_ok++;
+		metrics_gc.mgc_last_success_s = metrics_now_s();
+	} else {
+		metrics_gc.mgc_failed++;
+	}
+	metrics_gc.mgc_deleted[0] += metrics_nonneg(pass->mg_records);
+	metrics_gc.mgc_deleted[1] += metrics_nonneg(pass->mg_events);
+	metrics_gc.mgc_deleted[2] += metrics_nonneg(pass->mg_outbox);
+	metrics_gc.mgc_deleted[3] += metrics_nonneg(pass->mg_captures);
+	metrics_gc.mgc_reclaimed += metrics_nonneg(pass->mg_reclaimed_bytes);
+	metrics_gc.mgc_count++;
+	metrics_gc.mgc_sum += seconds;
+	for (i = 0; i < METRICS_GC_LE_N; i++) {
+		if (seconds <= metrics_gc_le[i]) {
+			metrics_gc.mgc_buckets[i]++;
+		}
+	}
+	pthread_mutex_unlock(&metrics_lock);
+}
+
 static void metrics_family_reset(struct metrics_family *f)
 {
 	free(f->mf_series);
@@ -187,6 +292,12 @@ void metrics_reset(void)
 	metrics_family_reset(&metrics_mismatches);
 	metrics_family_reset(&metrics_latency);
 	metrics_capture_failures = 0;
+	metrics_ready_now = 0;
+	memset(&metrics_reloads, 0, sizeof(metrics_reloads));
+	metrics_reloads.mr_generation = 1;
+	metrics_reloads.mr_last_ok = 1;
+	metrics_reloads.mr_last_success_s = metrics_start_ms / 1000;
+	memset(&metrics_gc, 0, sizeof(metrics_gc));
 	pthread_mutex_unlock(&metrics_lock);
 }
 
@@ -288,6 +399,115 @@ static int metrics_render_latency(struct buf *out)
 	return 0;
 }
 
+/* One sample without labels, after its HELP and TYPE lines. */
+static int metrics_single(struct buf *out, const char *name, const char *type, const char *help,
+                          const char *value_fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static int metrics_single(struct buf *out, const char *name, const char *type, const char *help,
+                          const char *value_fmt, ...)
+{
+	char value[64];
+	va_list ap;
+
+	va_start(ap, value_fmt);
+	vsnprintf(value, sizeof(value), value_fmt, ap);
+	va_end(ap);
+	return metrics_header(out, name, type, help) < 0 ? -1
+	                                                 : buf_printf(out, "%s %s\n", name, value);
+}
+
+/* Build, start, readiness, configuration reloads. */
+static int metrics_render_process(struct buf *out)
+{
+	if (metrics_header(out, "idemhook_build_info", "gauge",
+	                   "Always 1; the labels say which idemhook and SQLite run.") < 0 ||
+	    buf_puts(out, "idemhook_build_info{version=") < 0 ||
+	    metrics_label_value(out, IDEMHOOK_VERSION) < 0 || buf_puts(out, ",sqlite=") < 0 ||
+	    metrics_label_value(out, store_library_version()) < 0 || buf_puts(out, "} 1\n") < 0) {
+		return -1;
+	}
+	if (metrics_single(out, "process_start_time_seconds", "gauge",
+	                   "Start time of the process since the epoch, in seconds.", "%" PRId64,
+	                   metrics_start_ms / 1000) < 0 ||
+	    metrics_single(out, "idemhook_ready", "gauge",
+	                   "1 while /readyz answers 200 (the writer can commit, no migration "
+	                   "pending, listeners answer, not draining).",
+	                   "%d", metrics_ready_now) < 0) {
+		return -1;
+	}
+	if (metrics_header(out, "idemhook_config_reloads_total", "counter",
+	                   "Configuration reloads (SIGHUP), taken (success) or refused (failure).") <
+	            0 ||
+	    buf_printf(out,
+	               "idemhook_config_reloads_total{result=\"success\"} %" PRIu64 "\n"
+	               "idemhook_config_reloads_total{result=\"failure\"} %" PRIu64 "\n",
+	               metrics_reloads.mr_ok, metrics_reloads.mr_failed) < 0) {
+		return -1;
+	}
+	return metrics_single(out, "idemhook_config_generation", "gauge",
+	                      "Configurations taken since the start: 1 at start, +1 per reload taken.",
+	                      "%" PRIu64, metrics_reloads.mr_generation) < 0 ||
+	                       metrics_single(out, "idemhook_config_last_reload_successful", "gauge",
+	                                      "1 when the last reload was taken (or none was tried), 0 "
+	                                      "when it was refused.",
+	                                      "%d", metrics_reloads.mr_last_ok) < 0 ||
+	                       metrics_single(out, "idemhook_config_last_reload_success_timestamp_seconds",
+	                                      "gauge",
+	                                      "When the running configuration was taken, in seconds "
+	                                      "since the epoch.",
+	                                      "%" PRId64, metrics_reloads.mr_last_success_s) < 0
+	               ? -1
+	               : 0;
+}
+
+/* The cleanup worker's passes. */
+static int metrics_render_gc(struct buf *out)
+{
+	const char *name = "idemhook_gc_duration_seconds";
+	size_t i;
+
+	if (metrics_header(out, "idemhook_gc_runs_total", "counter",
+	                   "Cleanup passes of the daemon's worker, by result.") < 0 ||
+	    buf_printf(out,
+	               "idemhook_gc_runs_total{result=\"success\"} %" PRIu64 "\n"
+	               "idemhook_gc_runs_total{result=\"failure\"} %" PRIu64 "\n",
+	               metrics_gc.mgc_ok, metrics_gc.mgc_failed) < 0) {
+		return -1;
+	}
+	if (metrics_header(out, "idemhook_gc_deleted_total", "counter",
+	                   "Rows (and capture files) deleted by cleanup passes, by kind.") < 0) {
+		return -1;
+	}
+	for (i = 0; i < METRICS_GC_KINDS; i++) {
+		if (buf_printf(out, "idemhook_gc_deleted_total{kind=\"%s\"} %" PRIu64 "\n",
+		               metrics_gc_kinds[i], metrics_gc.mgc_deleted[i]) < 0) {
+			return -1;
+		}
+	}
+	if (metrics_single(out, "idemhook_gc_reclaimed_bytes_total", "counter",
+	                   "Database file bytes cleanup gave back to the file system.",
+	                   "%" PRIu64, metrics_gc.mgc_reclaimed) < 0 ||
+	    metrics_single(out, "idemhook_gc_last_success_timestamp_seconds", "gauge",
+	                   "When the last cleanup pass succeeded, in seconds since the epoch; 0 "
+	                   "before the first.",
+	                   "%" PRId64, metrics_gc.mgc_last_success_s) < 0) {
+		return -1;
+	}
+	if (metrics_header(out, name, "histogram", "Duration of the cleanup passes.") < 0) {
+		return -1;
+	}
+	for (i = 0; i < METRICS_GC_LE_N; i++) {
+		if (buf_printf(out, "%s_bucket{le=\"%s\"} %" PRIu64 "\n", name, metrics_gc_le_text[i],
+		               metrics_gc.mgc_buckets[i]) < 0) {
+			return -1;
+		}
+	}
+	return buf_printf(out,
+	                  "%s_bucket{le=\"+Inf\"} %" PRIu64 "\n%s_sum %.6f\n%s_count %" PRIu64 "\n",
+	                  name, metrics_gc.mgc_count, name, metrics_gc.mgc_sum, name,
+	                  metrics_gc.mgc_count);
+}
+
 /* Everything kept in memory, under the lock. */
 static int metrics_render_memory(struct buf *out)
 {
@@ -322,11 +542,12 @@ static int metrics_render_memory(struct buf *out)
 	               metrics_capture_failures) < 0) {
 		return -1;
 	}
-	return 0;
+	return metrics_render_process(out) < 0 || metrics_render_gc(out) < 0 ? -1 : 0;
 }
 
 static int metrics_render_store(struct buf *out, struct store *st)
 {
+	struct store_file_stats fs;
 	struct store_stats ss;
 	struct stats_gauges g;
 	struct timespec ts;
@@ -375,9 +596,20 @@ static int metrics_render_store(struct buf *out, struct store *st)
 		return -1;
 	}
 
+	/* A failed read leaves the gauges out rather than showing a false zero. */
+	if (store_file_stats(st, &fs) == 0 &&
+	    (metrics_single(out, "idemhook_db_size_bytes", "gauge", "Size of the database file.",
+	                    "%" PRId64, fs.sf_db_bytes) < 0 ||
+	     metrics_single(out, "idemhook_db_wal_size_bytes", "gauge",
+	                    "Size of the database's write-ahead log.", "%" PRId64,
+	                    fs.sf_wal_bytes) < 0 ||
+	     metrics_single(out, "idemhook_db_free_bytes", "gauge",
+	                    "Free pages inside the database file: what a vacuum would give back.",
+	                    "%" PRId64, fs.sf_free_bytes) < 0)) {
+		return -1;
+	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-	/* A failed read leaves the gauges out rather than showing a false zero. */
 	if (stats_gauges(st, now_ms, &g) < 0) {
 		return 0;
 	}
@@ -387,8 +619,29 @@ static int metrics_render_store(struct buf *out, struct store *st)
 	    buf_printf(out, "idemhook_processing_stuck %" PRId64 "\n", g.sg_processing_stuck) < 0) {
 		return -1;
 	}
+	if (metrics_single(out, "idemhook_events_failed_open", "gauge",
+	                   "Events acknowledged to the provider but refused by the business rules "
+	                   "(outcome failed) and not reprocessed since.",
+	                   "%" PRId64, g.sg_events_failed_open) < 0) {
+		return -1;
+	}
 	if (!g.sg_has_outbox) {
 		return 0;
+	}
+	if (metrics_header(out, "idemhook_outbox_rows", "gauge", "Outbound rows by status.") < 0) {
+		return -1;
+	}
+	for (i = 0; i < STATS_OUTBOX_STATUSES; i++) {
+		if (buf_printf(out, "idemhook_outbox_rows{status=\"%s\"} %" PRId64 "\n",
+		               stats_outbox_statuses[i], g.sg_outbox_rows[i]) < 0) {
+			return -1;
+		}
+	}
+	if (metrics_single(out, "idemhook_outbox_oldest_pending_age_seconds", "gauge",
+	                   "Age of the oldest outbound row not yet delivered (pending, delivering, "
+	                   "retry_wait); 0 when none.",
+	                   "%.3f", (double)g.sg_outbox_oldest_pending_ms / 1000.0) < 0) {
+		return -1;
 	}
 	if (metrics_header(
 	            out, "idemhook_outbox_backlog", "gauge",

@@ -2,6 +2,8 @@
 #ifndef IDEMHOOK_METRICS_H
 #define IDEMHOOK_METRICS_H
 
+#include <stdint.h>
+
 struct buf;
 struct store;
 
@@ -16,9 +18,29 @@ void metrics_mismatch(const char *provider);
 /* A capture file that could not be written. */
 void metrics_capture_failure(void);
 
+/* The process started at ms since the epoch (process_start_time_seconds). */
+void metrics_set_start_time(int64_t ms);
+/* Readiness as /readyz answers it (idemhook_ready). */
+void metrics_set_ready(int ready);
+/* A configuration reload that was taken (ok: the generation moves on) or
+ * refused. */
+void metrics_reload(int ok);
+
+/* One pass of the cleanup worker. */
+struct metrics_gc_pass {
+	int mg_ok;
+	double mg_seconds;
+	int64_t mg_records;
+	int64_t mg_events;
+	int64_t mg_outbox;
+	int64_t mg_captures;
+	int64_t mg_reclaimed_bytes; /* file bytes given back to the file system */
+};
+void metrics_gc_pass(const struct metrics_gc_pass *pass);
+
 /* Appends the Prometheus text exposition (format 0.0.4) of every metric,
- * including gauges read from the store (processing > 60 s, outbox backlog,
- * dead rows) when st is not NULL. Returns 0 or -1. */
+ * including gauges read from the store (processing > 60 s, outbox rows by
+ * status, failed events, file sizes) when st is not NULL. Returns 0 or -1. */
 int metrics_render(struct buf *out, struct store *st);
 
 /* Forgets every counter (tests). */

@@ -8,6 +8,10 @@
 #include "stats.h"
 #include "store.h"
 
+const char *const stats_outbox_statuses[STATS_OUTBOX_STATUSES] = {
+        "pending", "delivering", "retry_wait", "succeeded", "dead", "cancelled",
+};
+
 /* The outbox table arrives with its own migration; until then (or on a
  * database migrated by an older binary) its figures are simply absent. */
 static int stats_has_table(struct store_tx *tx, const char *name)
@@ -45,6 +49,20 @@ static int stats_int(struct store_tx *tx, const char *sql, const struct store_va
 	return 0;
 }
 
+static int stats_outbox_row(void *arg, const struct store_row *row)
+{
+	struct stats_gauges *g = arg;
+	const char *status = store_row_text(row, 0);
+	size_t i;
+
+	for (i = 0; status != NULL && i < STATS_OUTBOX_STATUSES; i++) {
+		if (strcmp(status, stats_outbox_statuses[i]) == 0) {
+			g->sg_outbox_rows[i] = store_row_int(row, 1);
+		}
+	}
+	return 0;
+}
+
 static int stats_gauges_tx(struct store_tx *tx, void *arg)
 {
 	struct stats_gauges *g = arg;
@@ -56,6 +74,10 @@ static int stats_gauges_tx(struct store_tx *tx, void *arg)
 	              "SELECT count(*) FROM idempotency_records WHERE status = 'processing' AND "
 	              "updated_at < ?",
 	              p, 1, &g->sg_processing_stuck) < 0) {
+		return -1;
+	}
+	if (stats_int(tx, "SELECT count(*) FROM events WHERE outcome = 'failed'", NULL, 0,
+	              &g->sg_events_failed_open) < 0) {
 		return -1;
 	}
 	has = stats_has_table(tx, "outbox");
@@ -75,6 +97,20 @@ static int stats_gauges_tx(struct store_tx *tx, void *arg)
 	if (stats_int(tx, "SELECT count(*) FROM outbox WHERE status = 'dead'", NULL, 0,
 	              &g->sg_outbox_dead) < 0) {
 		return -1;
+	}
+	if (store_query_each(tx, "SELECT status, count(*) FROM outbox GROUP BY status", NULL, 0,
+	                     stats_outbox_row, g) < 0) {
+		return -1;
+	}
+	{
+		struct store_value now[1] = {store_int(store_tx_now(tx))};
+
+		if (stats_int(tx,
+		              "SELECT COALESCE(? - min(created_at), 0) FROM outbox WHERE status IN "
+		              "('pending', 'delivering', 'retry_wait')",
+		              now, 1, &g->sg_outbox_oldest_pending_ms) < 0) {
+			return -1;
+		}
 	}
 	return 0;
 }

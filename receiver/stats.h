@@ -13,11 +13,18 @@ struct store;
 #define STATS_STUCK_MS 60000  /* a processing record untouched this long is stuck */
 #define STATS_GROUPS_MAX 4096 /* (provider, outcome, detail) rows in one report */
 
+/* Outbox row statuses, in the order of sg_outbox_rows. */
+#define STATS_OUTBOX_STATUSES 6
+extern const char *const stats_outbox_statuses[STATS_OUTBOX_STATUSES];
+
 struct stats_gauges {
 	int64_t sg_processing_stuck; /* status processing, updated_at older than STATS_STUCK_MS */
+	int64_t sg_events_failed_open; /* events acknowledged but refused (outcome failed), any age */
 	int sg_has_outbox;           /* 0 while the outbox table does not exist */
 	int64_t sg_outbox_backlog;   /* pending, delivering, retry_wait */
 	int64_t sg_outbox_dead;
+	int64_t sg_outbox_rows[STATS_OUTBOX_STATUSES]; /* by stats_outbox_statuses */
+	int64_t sg_outbox_oldest_pending_ms; /* age of the oldest backlog row; 0 when none */
 };
 
 /* Reads the gauges at now_ms on this thread's read connection. Returns 0 or

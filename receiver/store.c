@@ -116,6 +116,8 @@ struct store {
 	int64_t st_hb_fail;       /* monotonic ms of the last batch that committed nothing */
 	int st_hb_fail_rc;        /* its SQLite error code */
 	struct store_conn *st_probe; /* store_probe's own connection */
+	int64_t st_probe_locked_at;  /* monotonic ms the probe last found the lock held; 0 */
+	int st_probe_locked_rc;
 	pthread_mutex_t st_probe_lock;
 	int st_probe_lock_made;
 };
@@ -1833,6 +1835,11 @@ void store_get_stats(struct store *st, struct store_stats *ret)
 #define STORE_WRITER_HANG_MS 30000    /* past the busy timeout: the writer is stuck */
 #define STORE_CHECKPOINT_BUSY_MS 200  /* a TRUNCATE checkpoint briefly holds writers back */
 
+const char *store_library_version(void)
+{
+	return sqlite3_libversion();
+}
+
 static int64_t store_mono_ms(void)
 {
 	struct timespec ts;
@@ -1922,6 +1929,7 @@ int store_probe(struct store *st, struct store_health *ret)
 	int64_t fail_at;
 	int64_t version = 0;
 	int newest = store_schema_version();
+	int fail_rc;
 	int rc;
 
 	if (st->st_read_only || !st->st_thread_running) {
@@ -1939,9 +1947,13 @@ int store_probe(struct store *st, struct store_health *ret)
 		store_health_fail(&h, "the writer has waited %" PRId64 " ms for one commit (database locked?)",
 		                  now - busy);
 	}
-	if (fail_at > ok_at && now - fail_at < STORE_FAIL_HOLD_MS) {
-		store_health_fail(&h, "the last commit failed: %s",
-		                  sqlite3_errstr(__atomic_load_n(&st->st_hb_fail_rc, __ATOMIC_ACQUIRE)));
+	fail_rc = __atomic_load_n(&st->st_hb_fail_rc, __ATOMIC_ACQUIRE);
+	/* A lock that was busy and is free now is no failure any more; any
+	 * other (disk full, I/O) is believed for a while, as a probe that
+	 * writes nothing cannot see it. */
+	if (fail_at > ok_at && now - fail_at < STORE_FAIL_HOLD_MS &&
+	    (fail_rc & 0xff) != SQLITE_BUSY && (fail_rc & 0xff) != SQLITE_LOCKED) {
+		store_health_fail(&h, "the last commit failed: %s", sqlite3_errstr(fail_rc));
 	}
 	pthread_mutex_lock(&st->st_probe_lock);
 	if (st->st_probe == NULL) {
@@ -1961,14 +1973,21 @@ int store_probe(struct store *st, struct store_health *ret)
 		store_health_fail(&h, "database schema %" PRId64 " is newer than this idemhook (%d)", version,
 		                  newest);
 	}
-	/* While our own writer is inside a young batch it holds the lock: a
-	 * probe would only compete with it. */
-	if (h.sh_ok && busy == 0) {
+	/* While our own writer is inside a young batch it holds the lock (or
+	 * waits for it): a probe would only compete with it. The last probe's
+	 * verdict stands until the writer commits after it. */
+	if (busy == 0) {
 		rc = store_probe_lock(st->st_probe);
-		if (rc != SQLITE_OK && __atomic_load_n(&st->st_hb_busy_since, __ATOMIC_ACQUIRE) == 0) {
-			store_health_fail(&h, "the database is write-locked by another connection (%s)",
-			                  sqlite3_errstr(rc));
+		if (rc == SQLITE_OK) {
+			st->st_probe_locked_at = 0;
+		} else if (__atomic_load_n(&st->st_hb_busy_since, __ATOMIC_ACQUIRE) == 0) {
+			st->st_probe_locked_at = store_mono_ms();
+			st->st_probe_locked_rc = rc;
 		}
+	}
+	if (st->st_probe_locked_at != 0 && st->st_probe_locked_at > ok_at) {
+		store_health_fail(&h, "the database is write-locked by another connection (%s)",
+		                  sqlite3_errstr(st->st_probe_locked_rc));
 	}
 unlock:
 	pthread_mutex_unlock(&st->st_probe_lock);

@@ -229,6 +229,9 @@ void store_get_stats(struct store *st, struct store_stats *ret);
  * Beside the writer, on connections of their own, never waiting longer than
  * a short busy timeout of their own. */
 
+/* The storage engine's version ("3.40.1"), for build info. */
+const char *store_library_version(void);
+
 #define STORE_HEALTH_REASON_MAX 200
 
 struct store_health {

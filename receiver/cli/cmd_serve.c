@@ -14,8 +14,10 @@
 #include "config.h"
 #include "crypto.h"
 #include "gc.h"
+#include "health.h"
 #include "http.h"
 #include "log.h"
+#include "metrics.h"
 #include "notify.h"
 #include "outbound.h"
 #include "provider.h"
@@ -153,7 +155,10 @@ static struct http_server *serve_start_public(struct app *app, const struct conf
 	return srv;
 }
 
-static int serve_start_admin(struct app *app, const struct config *cf)
+/* Starts the admin listener ([admin] listen, or off). ret_hl (when the
+ * listener runs) gets what the health thread needs to check it. Returns
+ * 1 when started, 0 when off, -1 on failure. */
+static int serve_start_admin(struct app *app, const struct config *cf, struct health_listener *ret_hl)
 {
 	const char *v = config_get(cf, "admin", "listen");
 	const char *port_file = config_get(cf, "admin", "port_file");
@@ -190,21 +195,24 @@ static int serve_start_admin(struct app *app, const struct config *cf)
 	ho.ho_body_max = 4096;
 	ho.ho_name = "admin";
 	app->app_admin = http_create(&ho, admin_route, app);
-	free(host);
 	if (app->app_admin == NULL) {
+		free(host);
 		return -1;
 	}
+	health_listener_set(ret_hl, "admin", host, http_port(app->app_admin), 0);
+	free(host);
 	log_notice("admin listener on %s (healthz, readyz, metrics)", v);
 	if (port_file != NULL && serve_write_port_file(port_file, http_port(app->app_admin)) < 0) {
 		return -1;
 	}
-	return 0;
+	return 1;
 bad:
 	log_err("config: [admin] listen = \"%s\": expected HOST:PORT or off", v);
 	return -1;
 }
 
-static void serve_reload(struct app *app, const char *path)
+/* Returns 1 when the new configuration was taken, 0 when refused. */
+static int serve_reload_run(struct app *app, struct gc_worker *gcw, const char *path)
 {
 	struct serve_listener sl;
 	struct http_options ho;
@@ -214,13 +222,14 @@ static void serve_reload(struct app *app, const char *path)
 	if (path == NULL) {
 		log_warn("SIGHUP: running on the built-in demo configuration; nothing to reload");
 		notify_ready("serving (demo)");
-		return;
+		return 0;
 	}
 	cf = config_load(path);
-	if (cf == NULL) {
+	if (cf == NULL || gc_check_config(cf) < 0) {
+		config_destroy(cf);
 		log_err("SIGHUP: %s is not valid; keeping the running configuration", path);
 		notify_ready("serving (reload refused: bad config)");
-		return;
+		return 0;
 	}
 	/* The listener first: a certificate that does not load refuses the
 	 * whole reload, so config and listener never disagree. */
@@ -230,14 +239,24 @@ static void serve_reload(struct app *app, const char *path)
 		log_err("SIGHUP: the listener could not take the new [server] settings; keeping the running "
 			"configuration");
 		notify_ready("serving (reload refused: listener)");
-		return;
+		return 0;
 	}
 	serve_listener_finish(&sl);
 	app_config_swap(app, cf);
+	gc_worker_reload(gcw);
 	log_notice("SIGHUP: configuration, secrets and TLS certificate reloaded from %s (the listen "
 		   "address and [store] take effect at the next start)",
 		   path);
 	notify_ready("serving");
+	return 1;
+}
+
+static void serve_reload(struct app *app, struct gc_worker *gcw, const char *path)
+{
+	metrics_reload(serve_reload_run(app, gcw, path));
+	/* READY=1 came with a STATUS= of its own: readiness says its own again
+	 * when it is not "serving". */
+	health_status_touched(__atomic_load_n(&app->app_health, __ATOMIC_ACQUIRE));
 }
 
 static void serve_log_start(const struct config *cf)
@@ -261,25 +280,21 @@ static void serve_log_start(const struct config *cf)
 	}
 }
 
-static int serve_loop(struct app *app, const char *config_path)
+/* Takes signals one at a time. The watchdog is not fed here but by the
+ * health thread, so a reload that waits for a connection never starves it. */
+static int serve_loop(struct app *app, struct gc_worker *gcw, const char *config_path)
 {
 	sigset_t set;
-	int64_t wd_ms = notify_watchdog_interval_ms();
 
 	sigemptyset(&set);
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
 	for (;;) {
-		struct timespec ts;
-		int sig;
+		int sig = sigwaitinfo(&set, NULL);
 
-		ts.tv_sec = wd_ms > 0 ? wd_ms / 1000 : 1;
-		ts.tv_nsec = wd_ms > 0 ? (long)(wd_ms % 1000) * 1000000 : 0;
-		sig = sigtimedwait(&set, NULL, &ts);
-		notify_watchdog();
 		if (sig == SIGHUP) {
-			serve_reload(app, config_path);
+			serve_reload(app, gcw, config_path);
 		} else if (sig == SIGTERM || sig == SIGINT) {
 			log_notice("%s: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 			return 0;
@@ -292,6 +307,8 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	struct config *cf = NULL;
 	struct store *st = NULL;
 	struct gc_worker *gcw = NULL;
+	struct health *health = NULL;
+	struct health_options hopt;
 	struct app app;
 	sigset_t set;
 	int app_ok = 0;
@@ -340,6 +357,7 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 		return EX_SOFTWARE;
 	}
 	app_ok = 1;
+	metrics_set_start_time(app.app_started_ms);
 	app.app_store = st;
 	app.app_capture = capture_create(cf, &capture_off);
 	if (app.app_capture == NULL && !capture_off) {
@@ -352,29 +370,49 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 		goto done;
 	}
 	gcw = gc_worker_start(&app);
+	if (gcw == NULL) {
+		rc = EX_CONFIG;
+		goto done;
+	}
 	app.app_http = serve_start_public(&app, cf);
 	if (app.app_http == NULL) {
 		rc = EX_UNAVAILABLE;
 		goto done;
 	}
-	if (serve_start_admin(&app, cf) < 0) {
+	memset(&hopt, 0, sizeof(hopt));
+	hopt.ho_store = st;
+	hopt.ho_watchdog_ms = notify_watchdog_interval_ms();
+	health_listener_set(&hopt.ho_listeners[hopt.ho_n_listeners++], "public", cf->cf_listen_host,
+			    http_port(app.app_http), config_get(cf, "server", "tls_cert") != NULL);
+	rc = serve_start_admin(&app, cf, &hopt.ho_listeners[hopt.ho_n_listeners]);
+	if (rc < 0) {
 		rc = EX_UNAVAILABLE;
 		goto done;
 	}
+	hopt.ho_n_listeners += (size_t)rc;
 	if (cf->cf_port_file != NULL && serve_write_port_file(cf->cf_port_file, http_port(app.app_http)) < 0) {
 		rc = EX_CANTCREAT;
 		goto done;
 	}
-	app.app_ready = 1;
+	health = health_start(&hopt);
+	if (health == NULL) {
+		rc = EX_SOFTWARE;
+		goto done;
+	}
+	__atomic_store_n(&app.app_health, health, __ATOMIC_RELEASE);
 	notify_ready("serving");
-	rc = serve_loop(&app, config_path) == 0 ? EX_OK : EX_SOFTWARE;
+	health_status_touched(health);
+	rc = serve_loop(&app, gcw, config_path) == 0 ? EX_OK : EX_SOFTWARE;
 done:
 	notify_stopping();
-	app.app_ready = 0;
+	health_set_draining(health);
 	/* Order matters: no new requests, then the ones in flight finish and
-	 * commit, then the workers let go, then the store drains and closes. */
+	 * commit, then the workers let go, then the store drains and closes.
+	 * The health thread keeps the watchdog fed through the drain. */
 	http_destroy(app.app_http);
 	http_destroy(app.app_admin);
+	__atomic_store_n(&app.app_health, NULL, __ATOMIC_RELEASE);
+	health_stop(health);
 	outbound_stop(app.app_outbound, SERVE_OUTBOUND_GRACE_MS);
 	gc_worker_stop(gcw);
 	capture_destroy(app.app_capture);

@@ -1,0 +1,374 @@
+/* test_health.c: /readyz and systemd hear the truth. A database write-locked
+ * by another process turns /readyz to 503 within a second (and STATUS= says
+ * why) and back to 200 once released; a pending migration does too; the
+ * watchdog keeps coming while a reload waits for an idle connection. */
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+#define T_SECRET "whsec_health_test_secret"
+#define T_INI                                                                                      \
+	"[store]\nbusy_timeout_ms = 300\n\n"                                                       \
+	"[provider stripe]\ntype = stripe\nsecret = " T_SECRET "\n"
+#define T_WATCHDOG_USEC "400000" /* WATCHDOG=1 every 200 ms */
+#define T_NOTIFY_MAX 256
+
+/* ---- a second process holding the write lock: the sqlite3 shell ---- */
+
+struct t_locker {
+	pid_t tl_pid;
+	FILE *tl_in;
+	FILE *tl_out;
+};
+
+/* Starts `sqlite3 DB` and sends it sql; waits until it printed "ready". */
+static void t_sqlite_start(struct t_locker *l, const char *db, const char *sql)
+{
+	int in[2];
+	int out[2];
+	char line[256];
+
+	assert_int_equal(pipe(in), 0);
+	assert_int_equal(pipe(out), 0);
+	l->tl_pid = fork();
+	assert_true(l->tl_pid >= 0);
+	if (l->tl_pid == 0) {
+		dup2(in[0], STDIN_FILENO);
+		dup2(out[1], STDOUT_FILENO);
+		close(in[0]);
+		close(in[1]);
+		close(out[0]);
+		close(out[1]);
+		execlp("sqlite3", "sqlite3", "-batch", db, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	l->tl_in = fdopen(in[1], "w");
+	l->tl_out = fdopen(out[0], "r");
+	assert_non_null(l->tl_in);
+	assert_non_null(l->tl_out);
+	fprintf(l->tl_in, ".timeout 5000\n%s\nSELECT 'ready';\n", sql);
+	fflush(l->tl_in);
+	assert_non_null(fgets(line, sizeof(line), l->tl_out));
+	assert_string_equal(line, "ready\n");
+}
+
+static void t_sqlite_finish(struct t_locker *l, const char *sql)
+{
+	int status = 0;
+
+	fprintf(l->tl_in, "%s\n.quit\n", sql);
+	fclose(l->tl_in);
+	fclose(l->tl_out);
+	assert_int_equal(waitpid(l->tl_pid, &status, 0), l->tl_pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* ---- systemd's notify socket, with the arrival time of each message ---- */
+
+struct t_msg {
+	int64_t tm_ms;
+	char tm_text[256];
+};
+
+struct t_notify {
+	char tn_dir[64];
+	char tn_path[128];
+	int tn_fd;
+	struct t_msg tn_msgs[T_NOTIFY_MAX];
+	size_t tn_n;
+};
+
+static void t_notify_open(struct t_notify *n)
+{
+	struct sockaddr_un sa;
+	struct timeval tv = {.tv_sec = 0, .tv_usec = 20 * 1000};
+
+	memset(n, 0, sizeof(*n));
+	snprintf(n->tn_dir, sizeof(n->tn_dir), "/tmp/idemhook-health.XXXXXX");
+	assert_non_null(mkdtemp(n->tn_dir));
+	snprintf(n->tn_path, sizeof(n->tn_path), "%s/notify", n->tn_dir);
+	n->tn_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_true(n->tn_fd >= 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, n->tn_path, strlen(n->tn_path) + 1);
+	assert_int_equal(bind(n->tn_fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(setsockopt(n->tn_fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)), 0);
+}
+
+static void t_notify_close(struct t_notify *n)
+{
+	close(n->tn_fd);
+	unlink(n->tn_path);
+	rmdir(n->tn_dir);
+}
+
+/* Reads whatever arrives for ms milliseconds (the oldest messages give way
+ * when the list is full). */
+static void t_notify_read(struct t_notify *n, int ms)
+{
+	int64_t until = hn_now_ms() + ms;
+
+	while (hn_now_ms() < until) {
+		char buf[sizeof(n->tn_msgs[0].tm_text)];
+		ssize_t got = recv(n->tn_fd, buf, sizeof(buf) - 1, 0);
+
+		if (got <= 0) {
+			continue;
+		}
+		if (n->tn_n == T_NOTIFY_MAX) {
+			memmove(&n->tn_msgs[0], &n->tn_msgs[1], sizeof(n->tn_msgs[0]) * (T_NOTIFY_MAX - 1));
+			n->tn_n--;
+		}
+		buf[got] = '\0';
+		n->tn_msgs[n->tn_n].tm_ms = hn_now_ms();
+		memcpy(n->tn_msgs[n->tn_n].tm_text, buf, (size_t)got + 1);
+		n->tn_n++;
+	}
+}
+
+/* Reads until a message holding want arrives (up to ms). Returns 1 or 0. */
+static int t_notify_until(struct t_notify *n, const char *want, int ms)
+{
+	int64_t until = hn_now_ms() + ms;
+	size_t seen = 0;
+
+	for (;;) {
+		for (; seen < n->tn_n; seen++) {
+			if (strstr(n->tn_msgs[seen].tm_text, want) != NULL) {
+				return 1;
+			}
+		}
+		if (hn_now_ms() >= until) {
+			return 0;
+		}
+		t_notify_read(n, 20);
+		if (seen > n->tn_n) {
+			seen = n->tn_n;
+		}
+	}
+}
+
+/* ---- helpers ---- */
+
+static long t_readyz(struct daemon *d, char *body, size_t size)
+{
+	struct hres r;
+	char url[256];
+	long status;
+
+	snprintf(url, sizeof(url), "%s/readyz", d->dm_admin_base);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	status = r.hs_status;
+	if (body != NULL) {
+		snprintf(body, size, "%s", r.hs_body != NULL ? r.hs_body : "");
+	}
+	hres_finish(&r);
+	return status;
+}
+
+/* Polls /readyz until it answers want (with a body holding says, when not
+ * NULL); returns ms waited, or -1 after ms. */
+static int64_t t_readyz_until(struct daemon *d, long want, const char *says, int ms, char *body,
+                              size_t size)
+{
+	int64_t start = hn_now_ms();
+
+	for (;;) {
+		if (t_readyz(d, body, size) == want && (says == NULL || strstr(body, says) != NULL)) {
+			return hn_now_ms() - start;
+		}
+		if (hn_now_ms() - start > ms) {
+			return -1;
+		}
+		usleep(20 * 1000);
+	}
+}
+
+static void t_start_with_notify(struct daemon *d, struct t_notify *n)
+{
+	t_notify_open(n);
+	assert_int_equal(daemon_init(d, T_INI), 0);
+	setenv("NOTIFY_SOCKET", n->tn_path, 1);
+	setenv("WATCHDOG_USEC", T_WATCHDOG_USEC, 1);
+	assert_int_equal(daemon_start(d), 0);
+	unsetenv("NOTIFY_SOCKET");
+	unsetenv("WATCHDOG_USEC");
+	assert_true(t_notify_until(n, "READY=1", 10000));
+}
+
+/* ---- tests ---- */
+
+static void test_a_write_locked_database_turns_readyz_to_503_within_a_second_and_back(void **state)
+{
+	struct t_locker l;
+	struct t_notify n;
+	struct daemon d;
+	struct hres r;
+	char body[512];
+	char url[256];
+	char *evt;
+	int64_t waited;
+
+	(void)state;
+	t_start_with_notify(&d, &n);
+	assert_int_equal(t_readyz(&d, body, sizeof(body)), 200);
+	assert_string_equal(body, "ready\n");
+
+	t_sqlite_start(&l, d.dm_db, "BEGIN IMMEDIATE;");
+	waited = t_readyz_until(&d, 503, NULL, 1000, body, sizeof(body));
+	fprintf(stderr, "health: /readyz answered 503 %lld ms after the lock was taken\n",
+	        (long long)waited);
+	assert_true(waited >= 0);
+	assert_non_null(strstr(body, "write-locked"));
+	/* systemd is told why */
+	assert_true(t_notify_until(&n, "STATUS=not ready: the database is write-locked", 2000));
+	/* the process itself is fine: /healthz says so */
+	snprintf(url, sizeof(url), "%s/healthz", d.dm_admin_base);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	/* what /readyz foretold: a callback cannot commit */
+	evt = hn_stripe_event("evt_health_locked", "customer.created",
+	                      "{\"id\":\"cus_h\",\"object\":\"customer\"}");
+	assert_int_equal(hn_post_stripe(&d, "stripe", T_SECRET, evt, &r), 0);
+	assert_int_equal(r.hs_status, 503);
+	hres_finish(&r);
+	assert_int_equal(t_readyz(&d, NULL, 0), 503);
+
+	t_sqlite_finish(&l, "ROLLBACK;");
+	assert_true(t_readyz_until(&d, 200, NULL, 2000, body, sizeof(body)) >= 0);
+	assert_true(t_notify_until(&n, "STATUS=serving", 2000));
+	assert_int_equal(hn_post_stripe(&d, "stripe", T_SECRET, evt, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	free(evt);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+	t_notify_close(&n);
+}
+
+static void test_a_pending_or_newer_schema_turns_readyz_to_503(void **state)
+{
+	struct t_locker l;
+	struct daemon d;
+	char body[512];
+	char sql[64];
+	int64_t version;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, T_INI), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	assert_int_equal(t_readyz(&d, NULL, 0), 200);
+	version = hn_db_int(d.dm_db, "PRAGMA user_version");
+	assert_true(version > 1);
+
+	/* an older schema, as if this binary were newer than the database */
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %lld;", (long long)version - 1);
+	t_sqlite_start(&l, d.dm_db, sql);
+	t_sqlite_finish(&l, "");
+	assert_true(t_readyz_until(&d, 503, "migrations pending", 2000, body, sizeof(body)) >= 0);
+	/* a newer one, as after `idemhook migrate` of a newer release */
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %lld;", (long long)version + 1);
+	t_sqlite_start(&l, d.dm_db, sql);
+	t_sqlite_finish(&l, "");
+	assert_true(t_readyz_until(&d, 503, "newer than this idemhook", 2000, body, sizeof(body)) >=
+	            0);
+
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %lld;", (long long)version);
+	t_sqlite_start(&l, d.dm_db, sql);
+	t_sqlite_finish(&l, "");
+	assert_true(t_readyz_until(&d, 200, NULL, 2000, body, sizeof(body)) >= 0);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+/* A connection that is open and says nothing (a client that connected
+ * ahead of time, or a proxy's idle pool): the old listener waits for it. */
+static int t_idle_connection(struct daemon *d)
+{
+	struct sockaddr_in sa;
+	int fd;
+
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)d->dm_port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+static void test_the_watchdog_keeps_coming_while_a_reload_waits_for_an_idle_connection(void **state)
+{
+	struct t_notify n;
+	struct daemon d;
+	int64_t sighup_ms;
+	int64_t last = 0;
+	int64_t gap = 0;
+	size_t from;
+	size_t i;
+	int pings = 0;
+	int fd;
+
+	(void)state;
+	t_start_with_notify(&d, &n);
+	fd = t_idle_connection(&d);
+	from = n.tn_n;
+	sighup_ms = hn_now_ms();
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	t_notify_read(&n, 3000);
+	last = sighup_ms;
+	for (i = from; i < n.tn_n; i++) {
+		if (strstr(n.tn_msgs[i].tm_text, "WATCHDOG=1") == NULL) {
+			continue;
+		}
+		pings++;
+		if (n.tn_msgs[i].tm_ms - last > gap) {
+			gap = n.tn_msgs[i].tm_ms - last;
+		}
+		last = n.tn_msgs[i].tm_ms;
+	}
+	if (hn_now_ms() - last > gap) {
+		gap = hn_now_ms() - last;
+	}
+	fprintf(stderr, "health: %d WATCHDOG=1 in the 3 s after SIGHUP, longest gap %lld ms\n", pings,
+	        (long long)gap);
+	/* every 200 ms asked; a gap of 1.5 s is a starved watchdog */
+	assert_true(gap < 1500);
+	close(fd);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+	t_notify_close(&n);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(
+	                test_a_write_locked_database_turns_readyz_to_503_within_a_second_and_back),
+	        cmocka_unit_test(test_a_pending_or_newer_schema_turns_readyz_to_503),
+	        cmocka_unit_test(
+	                test_the_watchdog_keeps_coming_while_a_reload_waits_for_an_idle_connection),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
