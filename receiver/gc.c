@@ -597,7 +597,7 @@ static int gc_reclaim(struct store *st, int64_t pause_ms, int force, struct gc_w
 	}
 	rep->gr_file_before = before.sf_db_bytes + before.sf_wal_bytes;
 	rep->gr_file_after = after.sf_db_bytes + after.sf_wal_bytes;
-	log_info("gc: the database files went from %" PRId64 " to %" PRId64 " bytes",
+	log_notice("gc: the database files went from %" PRId64 " to %" PRId64 " bytes",
 	         rep->gr_file_before, rep->gr_file_after);
 	return 0;
 }

@@ -1,4 +1,4 @@
-/* cmd_gc.c: `idemhook gc [--dry-run]`: one cleanup pass on demand. */
+/* cmd_gc.c: `idemhook gc [--dry-run | --vacuum]`: one cleanup pass on demand. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -13,17 +13,22 @@
 static void cmd_gc_usage(FILE *out)
 {
 	fprintf(out,
-	        "usage: idemhook [-c FILE] gc [--dry-run]\n\n"
+	        "usage: idemhook [-c FILE] gc [--dry-run | --vacuum]\n\n"
 	        "Deletes expired idempotency records (per-provider retention, [store] retention\n"
 	        "for the order API), events past their retention, finished outbox rows and old\n"
 	        "capture files, in batches of [gc] batch rows with [gc] pause between batches.\n"
-	        "Safe while the daemon runs. --dry-run only counts what would go.\n");
+	        "Safe while the daemon runs. --dry-run only counts what would go.\n"
+	        "--vacuum then gives every free page of the database file back to the file\n"
+	        "system. A database made before idemhook had incremental vacuum is rebuilt\n"
+	        "once (VACUUM): writers, the daemon's callbacks too, wait until it is done, and\n"
+	        "it needs free disk space for a copy of the live data.\n");
 }
 
 static int cmd_gc_run(int argc, char **argv, const char *config_path)
 {
 	static const struct option opts[] = {
 	        {"dry-run", no_argument, NULL, 'n'},
+	        {"vacuum", no_argument, NULL, 'V'},
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
@@ -31,6 +36,7 @@ static int cmd_gc_run(int argc, char **argv, const char *config_path)
 	struct store *st = NULL;
 	struct gc_report rep;
 	int dry_run = 0;
+	int vacuum = 0;
 	int c;
 	int rc;
 
@@ -42,6 +48,8 @@ static int cmd_gc_run(int argc, char **argv, const char *config_path)
 		}
 		if (c == 'n') {
 			dry_run = 1;
+		} else if (c == 'V') {
+			vacuum = 1;
 		} else if (c == 'h') {
 			cmd_gc_usage(stdout);
 			return EX_OK;
@@ -50,7 +58,7 @@ static int cmd_gc_run(int argc, char **argv, const char *config_path)
 			return EX_USAGE;
 		}
 	}
-	if (optind != argc) {
+	if (optind != argc || (dry_run && vacuum)) {
 		cmd_gc_usage(stderr);
 		return EX_USAGE;
 	}
@@ -66,7 +74,7 @@ static int cmd_gc_run(int argc, char **argv, const char *config_path)
 	if (rc != EX_OK) {
 		goto fail;
 	}
-	if (gc_run(st, cf, cli_now_ms(), dry_run, &rep) < 0) {
+	if (gc_run(st, cf, cli_now_ms(), dry_run, &rep) < 0 || (vacuum && gc_vacuum(st, cf, &rep) < 0)) {
 		rc = EX_SOFTWARE;
 		goto fail;
 	}
@@ -78,6 +86,10 @@ static int cmd_gc_run(int argc, char **argv, const char *config_path)
 	       "batches              %12" PRId64 "\n",
 	       dry_run ? "would delete (dry run):" : "deleted:", rep.gr_records, rep.gr_events,
 	       rep.gr_outbox, rep.gr_captures, rep.gr_batches);
+	if (rep.gr_file_before > 0) {
+		printf("database files       %12" PRId64 " bytes before, %" PRId64 " after\n",
+		       rep.gr_file_before, rep.gr_file_after);
+	}
 	rc = EX_OK;
 fail:
 	store_destroy(st);

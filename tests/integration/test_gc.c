@@ -6,7 +6,9 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -448,6 +450,285 @@ test_daemon_deletes_100000_expired_records_in_batches_while_callbacks_keep_getti
 	daemon_finish(&d);
 }
 
+/* ---- the file gives space back; the interval follows reloads ---- */
+
+#define T_BIG_ROWS 20000
+#define T_BIG_BODY 1000 /* bytes of stored reply per row */
+
+struct t_fill {
+	int64_t tf_now;
+	const char *tf_prefix;
+	int tf_n;
+	size_t tf_body;
+};
+
+/* Expired records (8 days old) with a stored reply of tf_body bytes. */
+static int t_fill_tx(struct store_tx *tx, void *arg)
+{
+	const struct t_fill *f = arg;
+	char key[64];
+	char *body = malloc(f->tf_body + 1);
+	struct store_value p[4];
+	int rc = 0;
+	int i;
+
+	if (body == NULL) {
+		return -1;
+	}
+	memset(body, 'x', f->tf_body);
+	body[f->tf_body] = '\0';
+	for (i = 0; i < f->tf_n && rc == 0; i++) {
+		snprintf(key, sizeof(key), "%s_%06d", f->tf_prefix, i);
+		p[0] = store_text(key);
+		p[1] = store_blob("fp", 2);
+		p[2] = store_blob(body, f->tf_body > 0 ? f->tf_body : 1);
+		p[3] = store_int(f->tf_now - 8 * T_DAY_MS - i);
+		rc = store_exec(tx,
+		                "INSERT INTO idempotency_records (scope, idem_key, status, fingerprint, "
+		                "reply_status, reply_body, created_at, updated_at)"
+		                " VALUES ('stripe', ?, 'done', ?, 200, ?, ?4, ?4)",
+		                p, 4, NULL);
+	}
+	free(body);
+	return rc;
+}
+
+/* Adds n expired records called prefix_NNNNNN to the database at path
+ * (the daemon may be running on it). */
+static void t_fill(const char *path, const char *prefix, int n, size_t body)
+{
+	struct store_options so;
+	struct store *st;
+	struct t_fill f = {hn_now_ms(), prefix, n, body};
+
+	memset(&so, 0, sizeof(so));
+	so.so_path = path;
+	so.so_sync = STORE_SYNC_OFF;
+	st = store_create(&so);
+	assert_non_null(st);
+	assert_int_equal(store_write(st, f.tf_now, t_fill_tx, &f), 0);
+	store_destroy(st);
+}
+
+/* The database file and its WAL, in bytes. */
+static int64_t t_file_bytes(const char *db)
+{
+	char wal[700];
+	struct stat sb;
+	int64_t n = 0;
+
+	if (stat(db, &sb) == 0) {
+		n += (int64_t)sb.st_size;
+	}
+	snprintf(wal, sizeof(wal), "%s-wal", db);
+	if (stat(wal, &sb) == 0) {
+		n += (int64_t)sb.st_size;
+	}
+	return n;
+}
+
+static int64_t t_left(struct daemon *d, const char *prefix)
+{
+	char sql[200];
+
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM idempotency_records WHERE idem_key LIKE '%s_%%'", prefix);
+	return hn_db_int(d->dm_db, sql);
+}
+
+/* Waits up to ms for the rows called prefix_... to be gone. */
+static int t_gone_within(struct daemon *d, const char *prefix, int ms)
+{
+	int64_t until = hn_now_ms() + ms;
+
+	while (hn_now_ms() < until) {
+		if (t_left(d, prefix) == 0) {
+			return 1;
+		}
+		usleep(100 * 1000);
+	}
+	return 0;
+}
+
+/* Rewrites "interval = OLD" in the daemon's config and sends SIGHUP; waits
+ * for the log to say the reload was taken. */
+static void t_set_interval(struct daemon *d, const char *interval)
+{
+	char *text = t_slurp(d->dm_config);
+	char *at;
+	char *log_text;
+	size_t before = 0;
+	FILE *f;
+	int i;
+
+	assert_non_null(text);
+	at = strstr(text, "interval = ");
+	assert_non_null(at);
+	log_text = t_slurp(d->dm_log);
+	for (const char *p = log_text; p != NULL && (p = strstr(p, "SIGHUP: configuration")) != NULL;
+	     p++) {
+		before++;
+	}
+	free(log_text);
+	f = fopen(d->dm_config, "w");
+	assert_non_null(f);
+	fwrite(text, 1, (size_t)(at - text), f);
+	fprintf(f, "interval = %s\n", interval);
+	fputs(strchr(at, '\n') + 1, f);
+	assert_int_equal(fclose(f), 0);
+	free(text);
+	assert_int_equal(daemon_signal(d, SIGHUP), 0);
+	for (i = 0; i < 100; i++) {
+		size_t now = 0;
+
+		log_text = t_slurp(d->dm_log);
+		for (const char *p = log_text; p != NULL && (p = strstr(p, "SIGHUP: configuration")) != NULL;
+		     p++) {
+			now++;
+		}
+		free(log_text);
+		if (now > before) {
+			return;
+		}
+		usleep(50 * 1000);
+	}
+	fail_msg("the reload to interval = %s was not taken", interval);
+}
+
+static double t_metric(struct daemon *d, const char *sample)
+{
+	struct hres r;
+	char url[256];
+	const char *at;
+	double v;
+
+	snprintf(url, sizeof(url), "%s/metrics", d->dm_admin_base);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	/* a sample line, not the HELP line that names it too */
+	for (at = strstr(r.hs_body, sample); at != NULL && at != r.hs_body && at[-1] != '\n';
+	     at = strstr(at + 1, sample)) {
+	}
+	if (at == NULL) {
+		fail_msg("no %s in /metrics", sample);
+	}
+	v = strtod(at + strlen(sample), NULL);
+	hres_finish(&r);
+	return v;
+}
+
+static void test_gc_interval_changed_by_sighup_takes_effect_at_once(void **state)
+{
+	struct daemon d;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI "\n[gc]\ninterval = 0\npause = 0\n"), 0);
+	t_fill(d.dm_db, "off", 50, 10);
+	assert_int_equal(daemon_start(&d), 0);
+	usleep(1500 * 1000);
+	assert_int_equal(t_left(&d, "off"), 50); /* cleanup off */
+
+	/* from 0: a worker runs */
+	t_set_interval(&d, "1s");
+	assert_true(t_gone_within(&d, "off", 10000));
+
+	/* to 0: it stops */
+	t_set_interval(&d, "0");
+	t_fill(d.dm_db, "paused", 50, 10);
+	usleep(2500 * 1000);
+	assert_int_equal(t_left(&d, "paused"), 50);
+
+	/* a long interval, then a short one: the short one applies at once,
+	 * not after the long sleep */
+	t_set_interval(&d, "1h");
+	usleep(1500 * 1000);
+	assert_int_equal(t_left(&d, "paused"), 50);
+	t_set_interval(&d, "2s");
+	assert_true(t_gone_within(&d, "paused", 10000));
+
+	assert_true(t_metric(&d, "idemhook_gc_runs_total{result=\"success\"} ") >= 2);
+	assert_true(t_metric(&d, "idemhook_gc_deleted_total{kind=\"records\"} ") == 100);
+	assert_true(t_metric(&d, "idemhook_config_reloads_total{result=\"success\"} ") == 4);
+	assert_true(t_metric(&d, "idemhook_config_generation ") == 5);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+static void test_a_pass_that_frees_much_gives_the_space_back_to_the_file_system(void **state)
+{
+	struct daemon d;
+	int64_t before;
+	int64_t after = 0;
+	int64_t until;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI "\n[gc]\ninterval = 1s\n"), 0);
+	t_fill(d.dm_db, "big", T_BIG_ROWS, T_BIG_BODY);
+	before = t_file_bytes(d.dm_db);
+	assert_true(before > T_BIG_ROWS * T_BIG_BODY);
+	assert_int_equal(daemon_start(&d), 0);
+	assert_true(t_gone_within(&d, "big", 60000));
+	until = hn_now_ms() + 30000;
+	while (hn_now_ms() < until) {
+		after = t_file_bytes(d.dm_db);
+		if (after < before / 4) {
+			break;
+		}
+		usleep(100 * 1000);
+	}
+	fprintf(stderr, "gc: %d records of %d bytes deleted; database files %lld -> %lld bytes\n",
+	        T_BIG_ROWS, T_BIG_BODY, (long long)before, (long long)after);
+	assert_true(after < before / 4);
+	assert_true(t_metric(&d, "idemhook_gc_reclaimed_bytes_total ") > 0);
+	assert_int_equal(hn_db_int(d.dm_db, "PRAGMA auto_vacuum"), 2);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+static void test_gc_vacuum_shrinks_an_older_database_once_and_switches_it_to_incremental(
+        void **state)
+{
+	static const char *const gc[] = {"gc", NULL};
+	static const char *const vacuum[] = {"gc", "--vacuum", NULL};
+	static const char *const both[] = {"gc", "--vacuum", "--dry-run", NULL};
+	struct daemon d;
+	char cmd[1024];
+	char *out = NULL;
+	int64_t before;
+	int64_t mid;
+	int64_t after;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI "\n[gc]\npause = 0\n"), 0);
+	t_fill(d.dm_db, "old", 0, 1);
+	/* as a database made before idemhook set incremental vacuum */
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'PRAGMA auto_vacuum = NONE; VACUUM;'", d.dm_db);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(hn_db_int(d.dm_db, "PRAGMA auto_vacuum"), 0);
+	t_fill(d.dm_db, "old", T_BIG_ROWS, T_BIG_BODY);
+	before = t_file_bytes(d.dm_db);
+
+	/* a plain pass deletes, but the file keeps its size */
+	assert_int_equal(daemon_cli(&d, 1, gc, &out), 0);
+	assert_non_null(strstr(out, "20000"));
+	free(out);
+	out = NULL;
+	assert_int_equal(t_left(&d, "old"), 0);
+	mid = t_file_bytes(d.dm_db);
+	assert_true(mid > before / 2);
+
+	assert_int_equal(daemon_cli(&d, 1, both, NULL), 64);
+	assert_int_equal(daemon_cli(&d, 1, vacuum, &out), 0);
+	assert_non_null(strstr(out, "database files"));
+	free(out);
+	after = t_file_bytes(d.dm_db);
+	fprintf(stderr, "gc --vacuum: database files %lld -> %lld (after gc) -> %lld bytes\n",
+	        (long long)before, (long long)mid, (long long)after);
+	assert_true(after < before / 4);
+	assert_int_equal(hn_db_int(d.dm_db, "PRAGMA auto_vacuum"), 2);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -457,6 +738,10 @@ int main(void)
 	                test_finished_outbox_rows_go_after_their_retention_and_open_ones_stay),
 	        cmocka_unit_test(
 	                test_daemon_deletes_100000_expired_records_in_batches_while_callbacks_keep_getting_answers),
+	        cmocka_unit_test(test_gc_interval_changed_by_sighup_takes_effect_at_once),
+	        cmocka_unit_test(test_a_pass_that_frees_much_gives_the_space_back_to_the_file_system),
+	        cmocka_unit_test(
+	                test_gc_vacuum_shrinks_an_older_database_once_and_switches_it_to_incremental),
 	};
 
 	log_set_level(LOG_LEVEL_WARNING);
