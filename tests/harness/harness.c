@@ -664,3 +664,70 @@ int hn_order_create(struct daemon *d, int64_t amount, const char *currency, char
 	free(out);
 	return 0;
 }
+
+int hn_sqlite_start(struct hn_sqlite *q, const char *db_path, const char *sql)
+{
+	char line[256];
+	FILE *in = NULL;
+	FILE *out = NULL;
+	int to[2] = {-1, -1};
+	int from[2] = {-1, -1};
+
+	memset(q, 0, sizeof(*q));
+	if (pipe(to) < 0 || pipe(from) < 0) {
+		goto fail;
+	}
+	q->hq_pid = fork();
+	if (q->hq_pid < 0) {
+		goto fail;
+	}
+	if (q->hq_pid == 0) {
+		dup2(to[0], STDIN_FILENO);
+		dup2(from[1], STDOUT_FILENO);
+		close(to[0]);
+		close(to[1]);
+		close(from[0]);
+		close(from[1]);
+		execlp("sqlite3", "sqlite3", "-batch", db_path, (char *)NULL);
+		_exit(127);
+	}
+	close(to[0]);
+	close(from[1]);
+	in = fdopen(to[1], "w");
+	out = fdopen(from[0], "r");
+	if (in == NULL || out == NULL) {
+		goto fail;
+	}
+	q->hq_in = in;
+	q->hq_out = out;
+	fprintf(in, ".timeout 5000\n%s\nSELECT 'ready';\n", sql);
+	fflush(in);
+	if (fgets(line, sizeof(line), out) == NULL || strcmp(line, "ready\n") != 0) {
+		hn_sqlite_finish(q, "");
+		return -1;
+	}
+	return 0;
+fail:
+	fprintf(stderr, "harness: cannot start sqlite3: %s\n", strerror(errno));
+	return -1;
+}
+
+int hn_sqlite_finish(struct hn_sqlite *q, const char *sql)
+{
+	int status = 0;
+
+	if (q->hq_in != NULL) {
+		fprintf(q->hq_in, "%s\n.quit\n", sql);
+		fclose(q->hq_in);
+	}
+	if (q->hq_out != NULL) {
+		fclose(q->hq_out);
+	}
+	q->hq_in = NULL;
+	q->hq_out = NULL;
+	if (q->hq_pid <= 0 || waitpid(q->hq_pid, &status, 0) != q->hq_pid) {
+		return -1;
+	}
+	q->hq_pid = 0;
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}

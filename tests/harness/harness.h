@@ -87,6 +87,19 @@ int64_t hn_db_int(const char *db_path, const char *sql);
  * before/after comparisons; NULL on error. */
 char *hn_db_dump(const char *db_path, const char *sql);
 
+/* A second process on the database: the sqlite3 shell, started on db_path
+ * with sql (for example "BEGIN IMMEDIATE;" to hold the write lock), and
+ * waited for until it has run it. */
+struct hn_sqlite {
+	pid_t hq_pid;
+	void *hq_in;  /* FILE * */
+	void *hq_out; /* FILE * */
+};
+int hn_sqlite_start(struct hn_sqlite *q, const char *db_path, const char *sql);
+/* Sends sql (for example "ROLLBACK;"), ends the shell and waits for it.
+ * Returns 0 when it exited 0. */
+int hn_sqlite_finish(struct hn_sqlite *q, const char *sql);
+
 /* A Stripe-Signature header value for body at t with secret (v1 only). */
 char *hn_stripe_signature(const char *secret, int64_t t, const char *body, size_t body_len);
 

@@ -1,6 +1,10 @@
 /* prom_text.h: a strict reader of the Prometheus text exposition format
- * (0.0.4) for the tests: it checks the grammar and the family rules and
- * answers sums of samples by name and labels. */
+ * (0.0.4) for the tests: it checks the grammar (names, label syntax and
+ * escapes, values) and the family rules (HELP and TYPE for every family
+ * before its samples, samples of a family together, no series twice, no
+ * label twice, counters named *_total and never negative, histograms
+ * complete: cumulative buckets ending in +Inf equal to _count, with _sum),
+ * and answers sums of samples by name and labels. */
 #ifndef IDEMHOOK_TEST_PROM_TEXT_H
 #define IDEMHOOK_TEST_PROM_TEXT_H
 
@@ -14,6 +18,7 @@
 #define PROM_MAX_FAMILIES 256
 #define PROM_NAME_MAX 128
 #define PROM_LABELS_MAX 512 /* bytes of one sample's normalized labels */
+#define PROM_PAIRS_MAX 16   /* labels of one sample */
 
 struct prom_sample {
 	char ps_name[PROM_NAME_MAX];
@@ -27,6 +32,7 @@ struct prom_family {
 	char pf_type[16];
 	int pf_help;
 	int pf_closed; /* samples of another family came after this one's */
+	size_t pf_samples;
 };
 
 struct prom_text {
@@ -34,7 +40,7 @@ struct prom_text {
 	size_t pt_n;
 	struct prom_family pt_families[PROM_MAX_FAMILIES];
 	size_t pt_n_families;
-	char pt_error[256];
+	char pt_error[1024];
 };
 
 static inline int prom_fail(struct prom_text *p, int line, const char *what)
@@ -130,6 +136,83 @@ static inline int prom_parse_value(const char *s, double *ret)
 	}
 	*ret = strtod(s, &end);
 	return end != s && *end == '\0' ? 0 : -1;
+}
+
+/* Splits labels (name="value" pairs joined by ',', as read) into pairs,
+ * minding quotes and escapes. Returns the count, or -1 past PROM_PAIRS_MAX. */
+static inline int prom_pairs(const char *labels, char pairs[PROM_PAIRS_MAX][PROM_LABELS_MAX])
+{
+	const char *q = labels;
+	int n = 0;
+
+	while (*q != '\0') {
+		const char *start = q;
+		int quoted = 0;
+		size_t len;
+
+		while (*q != '\0' && (quoted || *q != ',')) {
+			if (quoted && *q == '\\' && q[1] != '\0') {
+				q++;
+			} else if (*q == '"') {
+				quoted = !quoted;
+			}
+			q++;
+		}
+		if (n == PROM_PAIRS_MAX) {
+			return -1;
+		}
+		len = (size_t)(q - start);
+		memcpy(pairs[n], start, len);
+		pairs[n][len] = '\0';
+		n++;
+		if (*q == ',') {
+			q++;
+		}
+	}
+	return n;
+}
+
+static inline int prom_pair_cmp(const void *a, const void *b)
+{
+	return strcmp((const char *)a, (const char *)b);
+}
+
+/* The labels sorted by name, without the one called skip (may be NULL), in
+ * out: the identity of a series. Returns 0, or -1 when two labels share a
+ * name or there are too many. */
+static inline int prom_canon(const char *labels, const char *skip, char out[PROM_LABELS_MAX])
+{
+	char pairs[PROM_PAIRS_MAX][PROM_LABELS_MAX];
+	size_t skip_len = skip != NULL ? strlen(skip) : 0;
+	size_t len = 0;
+	int n = prom_pairs(labels, pairs);
+	int i;
+
+	out[0] = '\0';
+	if (n < 0) {
+		return -1;
+	}
+	qsort(pairs, (size_t)n, sizeof(pairs[0]), prom_pair_cmp);
+	for (i = 0; i < n; i++) {
+		size_t pl = strlen(pairs[i]);
+		size_t nl = strcspn(pairs[i], "=");
+
+		if (i > 0 && strncmp(pairs[i], pairs[i - 1], nl + 1) == 0) {
+			return -1;
+		}
+		if (skip != NULL && nl == skip_len && strncmp(pairs[i], skip, nl) == 0) {
+			continue;
+		}
+		if (len + pl + 2 >= PROM_LABELS_MAX) {
+			return -1;
+		}
+		if (len > 0) {
+			out[len++] = ',';
+		}
+		memcpy(out + len, pairs[i], pl + 1);
+		len += pl;
+	}
+	return 0;
 }
 
 /* Parses one sample line into p. */
@@ -252,6 +335,25 @@ static inline int prom_sample_line(struct prom_text *p, int line, const char *s,
 	if (strcmp(f->pf_type, "counter") == 0 && !(sm->ps_value >= 0)) {
 		return prom_fail(p, line, "a negative counter");
 	}
+	{
+		char canon[PROM_LABELS_MAX];
+		size_t i;
+
+		if (prom_canon(sm->ps_labels, NULL, canon) < 0) {
+			return prom_fail(p, line, "a label name twice, or too many labels");
+		}
+		/* The same name and labels in any order is the same series. */
+		for (i = 0; i < p->pt_n; i++) {
+			char other[PROM_LABELS_MAX];
+
+			if (strcmp(p->pt_samples[i].ps_name, sm->ps_name) == 0 &&
+			    prom_canon(p->pt_samples[i].ps_labels, NULL, other) == 0 &&
+			    strcmp(other, canon) == 0) {
+				return prom_fail(p, line, "a series twice");
+			}
+		}
+	}
+	f->pf_samples++;
 	p->pt_n++;
 	return 0;
 }
@@ -326,6 +428,26 @@ static inline int prom_parse(struct prom_text *p, const char *text)
 			return -1;
 		}
 	}
+	{
+		size_t i;
+
+		for (i = 0; i < p->pt_n_families; i++) {
+			const struct prom_family *f = &p->pt_families[i];
+			size_t nl = strlen(f->pf_name);
+
+			if (f->pf_type[0] == '\0' || !f->pf_help) {
+				snprintf(p->pt_error, sizeof(p->pt_error), "%s: HELP or TYPE missing",
+				         f->pf_name);
+				return -1;
+			}
+			if (strcmp(f->pf_type, "counter") == 0 &&
+			    (nl < 6 || strcmp(f->pf_name + nl - 6, "_total") != 0)) {
+				snprintf(p->pt_error, sizeof(p->pt_error),
+				         "%s: a counter whose name does not end in _total", f->pf_name);
+				return -1;
+			}
+		}
+	}
 	return 0;
 }
 
@@ -397,61 +519,160 @@ static inline const char *prom_type(struct prom_text *p, const char *family)
 	return f != NULL && f->pf_type[0] != '\0' ? f->pf_type : NULL;
 }
 
-/* Checks every histogram: buckets non-decreasing in le order, a +Inf bucket
- * equal to _count, for each label set. Returns 0 or -1 with pt_error. */
+/* The sample called name whose labels are canon (sorted, as prom_canon), or
+ * NULL. */
+static inline const struct prom_sample *prom_find(const struct prom_text *p, const char *name,
+                                                  const char *canon)
+{
+	size_t i;
+
+	for (i = 0; i < p->pt_n; i++) {
+		char c[PROM_LABELS_MAX];
+
+		if (strcmp(p->pt_samples[i].ps_name, name) == 0 &&
+		    prom_canon(p->pt_samples[i].ps_labels, NULL, c) == 0 && strcmp(c, canon) == 0) {
+			return &p->pt_samples[i];
+		}
+	}
+	return NULL;
+}
+
+/* The value of label name in labels (quotes and escapes kept), or -1. */
+static inline int prom_label(const char *labels, const char *name, char *out, size_t size)
+{
+	char pairs[PROM_PAIRS_MAX][PROM_LABELS_MAX];
+	size_t nl = strlen(name);
+	int n = prom_pairs(labels, pairs);
+	int i;
+
+	for (i = 0; i < n; i++) {
+		size_t vl;
+
+		if (strncmp(pairs[i], name, nl) != 0 || pairs[i][nl] != '=') {
+			continue;
+		}
+		vl = strlen(pairs[i] + nl + 2);
+		if (vl == 0 || vl > size) {
+			return -1;
+		}
+		memcpy(out, pairs[i] + nl + 2, vl - 1); /* without the quotes */
+		out[vl - 1] = '\0';
+		return 0;
+	}
+	return -1;
+}
+
+/* Checks every histogram, per label set: every bucket has le, the le bounds
+ * rise and the counts never fall, the last bucket is +Inf, +Inf equals
+ * _count, _sum is there, and no _count or _sum stands without buckets.
+ * Returns 0 or -1 with pt_error. */
 static inline int prom_check_histograms(struct prom_text *p)
 {
 	size_t i;
 	size_t j;
 
 	for (i = 0; i < p->pt_n; i++) {
-		const struct prom_sample *b = &p->pt_samples[i];
-		const struct prom_family *f = prom_family_find(p, b->ps_family);
-		size_t nl = strlen(b->ps_name);
-		double prev = -1;
+		const struct prom_sample *s = &p->pt_samples[i];
+		const struct prom_family *f = prom_family_find(p, s->ps_family);
+		char base[PROM_LABELS_MAX];
+		char name[PROM_NAME_MAX + 8];
+		const struct prom_sample *count;
 		double prev_le = -INFINITY;
-		int saw_inf = 0;
+		double prev = 0;
+		double inf = -1;
+		size_t nl = strlen(s->ps_name);
+		size_t n_buckets = 0;
 
-		if (f == NULL || strcmp(f->pf_type, "histogram") != 0 || nl < 7 ||
-		    strcmp(b->ps_name + nl - 7, "_bucket") != 0) {
+		if (f == NULL || strcmp(f->pf_type, "histogram") != 0) {
 			continue;
 		}
-		/* Start of a label set: the first bucket whose base labels are new. */
-		if (strstr(b->ps_labels, "le=\"") == NULL) {
-			return prom_fail(p, 0, "a bucket without le");
+		if (prom_canon(s->ps_labels, "le", base) < 0) {
+			return prom_fail(p, 0, "bad labels in a histogram");
 		}
-		for (j = i; j < p->pt_n && strcmp(p->pt_samples[j].ps_name, b->ps_name) == 0; j++) {
-			const char *le = strstr(p->pt_samples[j].ps_labels, "le=\"");
-			double lev;
-			char lebuf[32];
-			size_t k = 0;
+		if (nl > 6 && (strcmp(s->ps_name + nl - 4, "_sum") == 0 ||
+		               strcmp(s->ps_name + nl - 6, "_count") == 0)) {
+			/* checked from its buckets below; here only that they exist */
+			snprintf(name, sizeof(name), "%s_bucket", f->pf_name);
+			for (j = 0; j < p->pt_n; j++) {
+				char c[PROM_LABELS_MAX];
 
-			le += 4;
-			while (le[k] != '"' && k + 1 < sizeof(lebuf)) {
-				lebuf[k] = le[k];
-				k++;
+				if (strcmp(p->pt_samples[j].ps_name, name) == 0 &&
+				    prom_canon(p->pt_samples[j].ps_labels, "le", c) == 0 &&
+				    strcmp(c, base) == 0) {
+					break;
+				}
 			}
-			lebuf[k] = '\0';
-			if (prom_parse_value(lebuf, &lev) < 0) {
-				return prom_fail(p, 0, "le is not a float");
+			if (j == p->pt_n) {
+				snprintf(p->pt_error, sizeof(p->pt_error), "%s{%s}: no buckets", s->ps_name,
+				         base);
+				return -1;
 			}
-			if (lev <= prev_le) {
-				/* a new label set starts */
+			continue;
+		}
+		/* the first bucket of a label set walks all of them */
+		for (j = 0; j < i; j++) {
+			char c[PROM_LABELS_MAX];
+
+			if (strcmp(p->pt_samples[j].ps_name, s->ps_name) == 0 &&
+			    prom_canon(p->pt_samples[j].ps_labels, "le", c) == 0 && strcmp(c, base) == 0) {
 				break;
 			}
-			if (p->pt_samples[j].ps_value < prev) {
-				return prom_fail(p, 0, "buckets are not cumulative");
+		}
+		if (j < i) {
+			continue;
+		}
+		for (j = i; j < p->pt_n; j++) {
+			const struct prom_sample *b = &p->pt_samples[j];
+			char c[PROM_LABELS_MAX];
+			char le[32];
+			double lev;
+
+			if (strcmp(b->ps_name, s->ps_name) != 0 || prom_canon(b->ps_labels, "le", c) < 0 ||
+			    strcmp(c, base) != 0) {
+				continue;
 			}
-			prev = p->pt_samples[j].ps_value;
+			if (prom_label(b->ps_labels, "le", le, sizeof(le)) < 0 ||
+			    prom_parse_value(le, &lev) < 0) {
+				snprintf(p->pt_error, sizeof(p->pt_error), "%s{%s}: a bucket without a valid le",
+				         b->ps_name, base);
+				return -1;
+			}
+			if (!(lev > prev_le) || inf >= 0) {
+				snprintf(p->pt_error, sizeof(p->pt_error),
+				         "%s{%s}: le bounds do not rise to a last +Inf", b->ps_name, base);
+				return -1;
+			}
+			if (b->ps_value < prev || b->ps_value != floor(b->ps_value)) {
+				snprintf(p->pt_error, sizeof(p->pt_error),
+				         "%s{%s}: buckets are not cumulative counts (le=%s: %g after %g)",
+				         b->ps_name, base, le, b->ps_value, prev);
+				return -1;
+			}
+			prev = b->ps_value;
 			prev_le = lev;
+			n_buckets++;
 			if (isinf(lev)) {
-				saw_inf = 1;
+				inf = b->ps_value;
 			}
 		}
-		if (!saw_inf) {
-			return prom_fail(p, 0, "a histogram without a +Inf bucket");
+		if (inf < 0) {
+			snprintf(p->pt_error, sizeof(p->pt_error), "%s{%s}: no +Inf bucket", s->ps_name,
+			         base);
+			return -1;
 		}
-		i = j - 1;
+		snprintf(name, sizeof(name), "%s_count", f->pf_name);
+		count = prom_find(p, name, base);
+		if (count == NULL || count->ps_value != inf) {
+			snprintf(p->pt_error, sizeof(p->pt_error),
+			         "%s{%s}: +Inf bucket %g, _count %g", f->pf_name, base, inf,
+			         count != NULL ? count->ps_value : -1.0);
+			return -1;
+		}
+		snprintf(name, sizeof(name), "%s_sum", f->pf_name);
+		if (prom_find(p, name, base) == NULL) {
+			snprintf(p->pt_error, sizeof(p->pt_error), "%s{%s}: no _sum", f->pf_name, base);
+			return -1;
+		}
 	}
 	return 0;
 }

@@ -13,7 +13,6 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 
@@ -27,58 +26,6 @@
 	"[provider stripe]\ntype = stripe\nsecret = " T_SECRET "\n"
 #define T_WATCHDOG_USEC "400000" /* WATCHDOG=1 every 200 ms */
 #define T_NOTIFY_MAX 256
-
-/* ---- a second process holding the write lock: the sqlite3 shell ---- */
-
-struct t_locker {
-	pid_t tl_pid;
-	FILE *tl_in;
-	FILE *tl_out;
-};
-
-/* Starts `sqlite3 DB` and sends it sql; waits until it printed "ready". */
-static void t_sqlite_start(struct t_locker *l, const char *db, const char *sql)
-{
-	int in[2];
-	int out[2];
-	char line[256];
-
-	assert_int_equal(pipe(in), 0);
-	assert_int_equal(pipe(out), 0);
-	l->tl_pid = fork();
-	assert_true(l->tl_pid >= 0);
-	if (l->tl_pid == 0) {
-		dup2(in[0], STDIN_FILENO);
-		dup2(out[1], STDOUT_FILENO);
-		close(in[0]);
-		close(in[1]);
-		close(out[0]);
-		close(out[1]);
-		execlp("sqlite3", "sqlite3", "-batch", db, (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	l->tl_in = fdopen(in[1], "w");
-	l->tl_out = fdopen(out[0], "r");
-	assert_non_null(l->tl_in);
-	assert_non_null(l->tl_out);
-	fprintf(l->tl_in, ".timeout 5000\n%s\nSELECT 'ready';\n", sql);
-	fflush(l->tl_in);
-	assert_non_null(fgets(line, sizeof(line), l->tl_out));
-	assert_string_equal(line, "ready\n");
-}
-
-static void t_sqlite_finish(struct t_locker *l, const char *sql)
-{
-	int status = 0;
-
-	fprintf(l->tl_in, "%s\n.quit\n", sql);
-	fclose(l->tl_in);
-	fclose(l->tl_out);
-	assert_int_equal(waitpid(l->tl_pid, &status, 0), l->tl_pid);
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}
 
 /* ---- systemd's notify socket, with the arrival time of each message ---- */
 
@@ -218,7 +165,7 @@ static void t_start_with_notify(struct daemon *d, struct t_notify *n)
 
 static void test_a_write_locked_database_turns_readyz_to_503_within_a_second_and_back(void **state)
 {
-	struct t_locker l;
+	struct hn_sqlite l;
 	struct t_notify n;
 	struct daemon d;
 	struct hres r;
@@ -232,7 +179,7 @@ static void test_a_write_locked_database_turns_readyz_to_503_within_a_second_and
 	assert_int_equal(t_readyz(&d, body, sizeof(body)), 200);
 	assert_string_equal(body, "ready\n");
 
-	t_sqlite_start(&l, d.dm_db, "BEGIN IMMEDIATE;");
+	assert_int_equal(hn_sqlite_start(&l, d.dm_db, "BEGIN IMMEDIATE;"), 0);
 	waited = t_readyz_until(&d, 503, NULL, 1000, body, sizeof(body));
 	fprintf(stderr, "health: /readyz answered 503 %lld ms after the lock was taken\n",
 	        (long long)waited);
@@ -253,7 +200,7 @@ static void test_a_write_locked_database_turns_readyz_to_503_within_a_second_and
 	hres_finish(&r);
 	assert_int_equal(t_readyz(&d, NULL, 0), 503);
 
-	t_sqlite_finish(&l, "ROLLBACK;");
+	assert_int_equal(hn_sqlite_finish(&l, "ROLLBACK;"), 0);
 	assert_true(t_readyz_until(&d, 200, NULL, 2000, body, sizeof(body)) >= 0);
 	assert_true(t_notify_until(&n, "STATUS=serving", 2000));
 	assert_int_equal(hn_post_stripe(&d, "stripe", T_SECRET, evt, &r), 0);
@@ -267,7 +214,7 @@ static void test_a_write_locked_database_turns_readyz_to_503_within_a_second_and
 
 static void test_a_pending_or_newer_schema_turns_readyz_to_503(void **state)
 {
-	struct t_locker l;
+	struct hn_sqlite l;
 	struct daemon d;
 	char body[512];
 	char sql[64];
@@ -282,19 +229,19 @@ static void test_a_pending_or_newer_schema_turns_readyz_to_503(void **state)
 
 	/* an older schema, as if this binary were newer than the database */
 	snprintf(sql, sizeof(sql), "PRAGMA user_version = %lld;", (long long)version - 1);
-	t_sqlite_start(&l, d.dm_db, sql);
-	t_sqlite_finish(&l, "");
+	assert_int_equal(hn_sqlite_start(&l, d.dm_db, sql), 0);
+	assert_int_equal(hn_sqlite_finish(&l, ""), 0);
 	assert_true(t_readyz_until(&d, 503, "migrations pending", 2000, body, sizeof(body)) >= 0);
 	/* a newer one, as after `idemhook migrate` of a newer release */
 	snprintf(sql, sizeof(sql), "PRAGMA user_version = %lld;", (long long)version + 1);
-	t_sqlite_start(&l, d.dm_db, sql);
-	t_sqlite_finish(&l, "");
+	assert_int_equal(hn_sqlite_start(&l, d.dm_db, sql), 0);
+	assert_int_equal(hn_sqlite_finish(&l, ""), 0);
 	assert_true(t_readyz_until(&d, 503, "newer than this idemhook", 2000, body, sizeof(body)) >=
 	            0);
 
 	snprintf(sql, sizeof(sql), "PRAGMA user_version = %lld;", (long long)version);
-	t_sqlite_start(&l, d.dm_db, sql);
-	t_sqlite_finish(&l, "");
+	assert_int_equal(hn_sqlite_start(&l, d.dm_db, sql), 0);
+	assert_int_equal(hn_sqlite_finish(&l, ""), 0);
 	assert_true(t_readyz_until(&d, 200, NULL, 2000, body, sizeof(body)) >= 0);
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);

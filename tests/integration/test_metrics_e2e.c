@@ -1,12 +1,14 @@
 /* test_metrics_e2e.c: the admin listener's /metrics, /healthz and /readyz
- * over real HTTP: the text parses as Prometheus exposition format 0.0.4 and
- * the counters move as expected after a storm of duplicates. */
+ * over real HTTP: the text parses strictly as Prometheus exposition format
+ * 0.0.4 (also after rejects, a failed batch and a gc pass) and the counters
+ * move as expected after a storm of duplicates. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -209,6 +211,129 @@ static void test_a_changed_payload_under_a_used_key_counts_as_a_fingerprint_mism
 	free(second);
 }
 
+/* Every family the daemon exports, with its type. */
+static const char *const t_families[][2] = {
+        {"idemhook_requests_total", "counter"},
+        {"idemhook_rejected_total", "counter"},
+        {"idemhook_duplicates_absorbed_total", "counter"},
+        {"idemhook_fingerprint_mismatches_total", "counter"},
+        {"idemhook_request_duration_seconds", "histogram"},
+        {"idemhook_capture_failures_total", "counter"},
+        {"idemhook_build_info", "gauge"},
+        {"process_start_time_seconds", "gauge"},
+        {"idemhook_ready", "gauge"},
+        {"idemhook_config_reloads_total", "counter"},
+        {"idemhook_config_generation", "gauge"},
+        {"idemhook_config_last_reload_successful", "gauge"},
+        {"idemhook_config_last_reload_success_timestamp_seconds", "gauge"},
+        {"idemhook_gc_runs_total", "counter"},
+        {"idemhook_gc_deleted_total", "counter"},
+        {"idemhook_gc_reclaimed_bytes_total", "counter"},
+        {"idemhook_gc_last_success_timestamp_seconds", "gauge"},
+        {"idemhook_gc_duration_seconds", "histogram"},
+        {"idemhook_store_batch_size", "histogram"},
+        {"idemhook_store_commits_total", "counter"},
+        {"idemhook_store_units_total", "counter"},
+        {"idemhook_store_conflicts_total", "counter"},
+        {"idemhook_store_transient_total", "counter"},
+        {"idemhook_db_size_bytes", "gauge"},
+        {"idemhook_db_wal_size_bytes", "gauge"},
+        {"idemhook_db_free_bytes", "gauge"},
+        {"idemhook_processing_stuck", "gauge"},
+        {"idemhook_events_failed_open", "gauge"},
+        {"idemhook_outbox_rows", "gauge"},
+        {"idemhook_outbox_oldest_pending_age_seconds", "gauge"},
+        {"idemhook_outbox_backlog", "gauge"},
+        {"idemhook_outbox_dead", "gauge"},
+};
+
+static void t_post(struct daemon *d, const char *secret, const char *id, const char *customer,
+                   long want)
+{
+	char obj[128];
+	struct hres r;
+	char *body;
+
+	snprintf(obj, sizeof(obj), "{\"id\":\"%s\",\"object\":\"customer\"}", customer);
+	body = hn_stripe_event(id, "customer.created", obj);
+	assert_non_null(body);
+	assert_int_equal(hn_post_stripe(d, "stripe", secret, body, &r), 0);
+	assert_int_equal(r.hs_status, want);
+	hres_finish(&r);
+	free(body);
+}
+
+static void
+test_the_whole_exposition_parses_strictly_after_rejects_a_failed_batch_and_a_gc_pass(void **state)
+{
+	static struct prom_text p;
+	struct hn_sqlite lock;
+	struct daemon d;
+	char *unknown;
+	struct hres r;
+	size_t i;
+	int tries;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, "[store]\nbusy_timeout_ms = 300\n\n[gc]\ninterval = 1s\n\n" T_INI
+	                                  "\n[outbound]\nnotify_url = http://127.0.0.1:9/notify\n"),
+	                 0);
+	assert_int_equal(daemon_start(&d), 0);
+	/* new callbacks, duplicates, a changed payload, a forged signature, and
+	 * a payment the business rules refuse */
+	t_post(&d, T_SECRET, "evt_strict_1", "cus_1", 200);
+	t_post(&d, T_SECRET, "evt_strict_2", "cus_2", 200);
+	t_post(&d, T_SECRET, "evt_strict_1", "cus_1", 200);
+	t_post(&d, T_SECRET, "evt_strict_1", "cus_1", 200);
+	t_post(&d, T_SECRET, "evt_strict_2", "cus_changed", 200);
+	t_post(&d, "whsec_forged", "evt_strict_3", "cus_3", 401);
+	unknown = hn_stripe_event("evt_strict_unknown", "payment_intent.succeeded",
+	                          "{\"id\":\"pi_1\",\"object\":\"payment_intent\",\"amount\":500,"
+	                          "\"amount_received\":500,\"currency\":\"usd\",\"status\":"
+	                          "\"succeeded\",\"metadata\":{\"order_id\":\"ord_nosuchorder000000000\"}}");
+	assert_int_equal(hn_post_stripe(&d, "stripe", T_SECRET, unknown, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	free(unknown);
+	/* a batch that cannot commit: another process holds the write lock */
+	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	t_post(&d, T_SECRET, "evt_strict_locked", "cus_4", 503);
+	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
+	/* and a gc pass */
+	for (tries = 0; tries < 100; tries++) {
+		scrape(&d, &p);
+		if (prom_sum(&p, "idemhook_gc_runs_total", "result=\"success\"") >= 1) {
+			break;
+		}
+		usleep(100 * 1000);
+	}
+	/* scrape() parsed the whole text strictly; now what it must hold */
+	scrape(&d, &p);
+	for (i = 0; i < sizeof(t_families) / sizeof(t_families[0]); i++) {
+		const char *type = prom_type(&p, t_families[i][0]);
+
+		if (type == NULL || strcmp(type, t_families[i][1]) != 0) {
+			fail_msg("%s: TYPE %s, expected %s", t_families[i][0], type != NULL ? type : "missing",
+			         t_families[i][1]);
+		}
+	}
+	assert_true(prom_sum(&p, "idemhook_gc_runs_total", "result=\"success\"") >= 1);
+	assert_true(prom_sum(&p, "idemhook_gc_duration_seconds_count", "") >= 1);
+	assert_true(prom_sum(&p, "idemhook_store_transient_total", "") >= 1);
+	assert_int_equal(prom_sum(&p, "idemhook_requests_total", "outcome=\"transient\""), 1);
+	assert_int_equal(prom_sum(&p, "idemhook_requests_total", "outcome=\"failed\""), 1);
+	assert_int_equal(prom_sum(&p, "idemhook_requests_total", "outcome=\"mismatch\""), 1);
+	assert_int_equal(prom_sum(&p, "idemhook_requests_total", "outcome=\"rejected\""), 1);
+	assert_int_equal(prom_sum(&p, "idemhook_events_failed_open", ""), 1);
+	assert_int_equal(prom_sum(&p, "idemhook_build_info", ""), 1);
+	assert_true(prom_sum(&p, "process_start_time_seconds", "") > 1.7e9);
+	assert_true(prom_sum(&p, "idemhook_db_size_bytes", "") > 0);
+	assert_int_equal(prom_count(&p, "idemhook_outbox_rows"), 6);
+	assert_int_equal(prom_sum(&p, "idemhook_config_generation", ""), 1);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -218,6 +343,8 @@ int main(void)
 	                test_a_storm_of_duplicates_moves_new_once_and_replayed_for_the_rest),
 	        cmocka_unit_test(
 	                test_a_changed_payload_under_a_used_key_counts_as_a_fingerprint_mismatch),
+	        cmocka_unit_test(
+	                test_the_whole_exposition_parses_strictly_after_rejects_a_failed_batch_and_a_gc_pass),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

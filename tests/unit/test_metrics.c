@@ -236,6 +236,64 @@ static void test_store_gauges_show_stuck_processing_and_batch_sizes(void **state
 	rmdir(dir);
 }
 
+/* The reader the integration tests trust must refuse each kind of broken
+ * text, or a passing test would prove nothing. */
+static void expect_refused(const char *text, const char *why)
+{
+	static struct prom_text p;
+
+	if (prom_parse(&p, text) == 0 && prom_check_histograms(&p) == 0) {
+		fail_msg("accepted (%s):\n%s", why, text);
+	}
+}
+
+#define T_HIST_HEAD "# HELP h_seconds H.\n# TYPE h_seconds histogram\n"
+
+static void test_the_strict_reader_refuses_each_kind_of_broken_exposition(void **state)
+{
+	static struct prom_text p;
+	static const char good[] =
+	        "# HELP a_total A.\n# TYPE a_total counter\na_total{x=\"1\",y=\"a,b\\\"c\"} 3\n"
+	        T_HIST_HEAD "h_seconds_bucket{le=\"1\"} 1\nh_seconds_bucket{le=\"+Inf\"} 2\n"
+	        "h_seconds_sum 3.5\nh_seconds_count 2\n";
+
+	(void)state;
+	assert_int_equal(prom_parse(&p, good), 0);
+	assert_int_equal(prom_check_histograms(&p), 0);
+	expect_refused("# TYPE a_total counter\na_total 1\n", "no HELP");
+	expect_refused("# HELP a_total A.\na_total 1\n", "no TYPE");
+	expect_refused("# HELP a A.\n# TYPE a counter\na 1\n", "a counter without _total");
+	expect_refused("# HELP a_total A.\n# TYPE a_total counter\na_total -1\n", "negative");
+	expect_refused("# HELP a_total A.\n# TYPE a_total counter\na_total{x=\"1\",y=\"2\"} 1\n"
+	               "a_total{y=\"2\",x=\"1\"} 1\n",
+	               "the same series twice, labels reordered");
+	expect_refused("# HELP a_total A.\n# TYPE a_total counter\na_total{x=\"1\",x=\"2\"} 1\n",
+	               "a label twice");
+	expect_refused("# HELP a_total A.\n# TYPE a_total counter\na_total{1x=\"1\"} 1\n",
+	               "a bad label name");
+	expect_refused("# HELP a_total A.\n# TYPE a_total counter\na_total{x=\"\\q\"} 1\n",
+	               "a bad escape");
+	expect_refused(T_HIST_HEAD "h_seconds_bucket{le=\"1\"} 3\nh_seconds_bucket{le=\"+Inf\"} 2\n"
+	                           "h_seconds_sum 1\nh_seconds_count 2\n",
+	               "buckets not cumulative");
+	expect_refused(T_HIST_HEAD "h_seconds_bucket{le=\"1\"} 1\nh_seconds_bucket{le=\"+Inf\"} 2\n"
+	                           "h_seconds_sum 1\nh_seconds_count 3\n",
+	               "+Inf is not _count");
+	expect_refused(T_HIST_HEAD "h_seconds_bucket{le=\"1\"} 1\nh_seconds_bucket{le=\"+Inf\"} 2\n"
+	                           "h_seconds_count 2\n",
+	               "no _sum");
+	expect_refused(T_HIST_HEAD "h_seconds_bucket{le=\"1\"} 1\nh_seconds_bucket{le=\"2\"} 2\n"
+	                           "h_seconds_sum 1\nh_seconds_count 2\n",
+	               "no +Inf bucket");
+	expect_refused(T_HIST_HEAD "h_seconds_bucket{le=\"+Inf\"} 2\nh_seconds_bucket{le=\"1\"} 1\n"
+	                           "h_seconds_sum 1\nh_seconds_count 2\n",
+	               "le out of order");
+	expect_refused(T_HIST_HEAD "h_seconds_sum 1\nh_seconds_count 2\n", "no buckets");
+	expect_refused("# HELP a_total A.\n# TYPE a_total counter\na_total 1\n"
+	               "# HELP b B.\n# TYPE b gauge\nb 1\na_total{x=\"1\"} 1\n",
+	               "a family split in two");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -249,6 +307,7 @@ int main(void)
 	        cmocka_unit_test_setup(test_concurrent_increments_are_never_lost, reset),
 	        cmocka_unit_test_setup(test_store_gauges_show_stuck_processing_and_batch_sizes,
 	                               reset),
+	        cmocka_unit_test(test_the_strict_reader_refuses_each_kind_of_broken_exposition),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
