@@ -8,6 +8,7 @@ packages=(
 	libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libcjson-dev
 	libssl-dev libinih-dev libcmocka-dev libsystemd-dev
 	sqlite3 curl openssl scdoc valgrind
+	prometheus
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -32,4 +33,23 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "installing: ${missing[*]}" >&2
 $sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The prometheus package is here for its promtool (the checks of contrib/
+# prometheus). Its own server would start at once and at every boot on port
+# 9090, the admin listener's default: a policy-rc.d keeps the install from
+# starting any service, and the unit is disabled after.
+policy=""
+if [[ " ${missing[*]} " == *" prometheus "* ]] && [ ! -e /usr/sbin/policy-rc.d ]; then
+	policy=/usr/sbin/policy-rc.d
+	printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+	$sudo chmod 0755 "$policy"
+fi
+status=0
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+	status=$?
+if [ -n "$policy" ]; then
+	$sudo rm -f "$policy"
+fi
+if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+	$sudo systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+fi
+exit "$status"
