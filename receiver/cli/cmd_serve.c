@@ -161,7 +161,6 @@ static struct http_server *serve_start_public(struct app *app, const struct conf
 static int serve_start_admin(struct app *app, const struct config *cf, struct health_listener *ret_hl)
 {
 	const char *v = config_get(cf, "admin", "listen");
-	const char *port_file = config_get(cf, "admin", "port_file");
 	struct http_options ho;
 	char *host = NULL;
 	const char *colon;
@@ -202,9 +201,6 @@ static int serve_start_admin(struct app *app, const struct config *cf, struct he
 	health_listener_set(ret_hl, "admin", host, http_port(app->app_admin), 0);
 	free(host);
 	log_notice("admin listener on %s (healthz, readyz, metrics)", v);
-	if (port_file != NULL && serve_write_port_file(port_file, http_port(app->app_admin)) < 0) {
-		return -1;
-	}
 	return 1;
 bad:
 	log_err("config: [admin] listen = \"%s\": expected HOST:PORT or off", v);
@@ -390,16 +386,21 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 		goto done;
 	}
 	hopt.ho_n_listeners += (size_t)rc;
-	if (cf->cf_port_file != NULL && serve_write_port_file(cf->cf_port_file, http_port(app.app_http)) < 0) {
-		rc = EX_CANTCREAT;
-		goto done;
-	}
 	health = health_start(&hopt);
 	if (health == NULL) {
 		rc = EX_SOFTWARE;
 		goto done;
 	}
 	__atomic_store_n(&app.app_health, health, __ATOMIC_RELEASE);
+	/* The port files last: whoever waits for them finds /readyz answered
+	 * by the health thread's first look, not "starting". */
+	if ((cf->cf_port_file != NULL &&
+	     serve_write_port_file(cf->cf_port_file, http_port(app.app_http)) < 0) ||
+	    (app.app_admin != NULL && config_get(cf, "admin", "port_file") != NULL &&
+	     serve_write_port_file(config_get(cf, "admin", "port_file"), http_port(app.app_admin)) < 0)) {
+		rc = EX_CANTCREAT;
+		goto done;
+	}
 	notify_ready("serving");
 	health_status_touched(health);
 	rc = serve_loop(&app, gcw, config_path) == 0 ? EX_OK : EX_SOFTWARE;
