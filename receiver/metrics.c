@@ -560,17 +560,20 @@ static int metrics_render_store(struct buf *out, struct store *st)
 	                   "Units of work per group-commit transaction.") < 0) {
 		return -1;
 	}
+	/* Buckets, +Inf and _count all count batches (committed or not), as
+	 * _sum sums their units: a failed batch must not make +Inf smaller
+	 * than a bucket below it. */
 	for (i = 0; i < 8; i++) {
 		cum += ss.ss_batch_hist[i];
 		if (buf_printf(out, "idemhook_store_batch_size_bucket{le=\"%s\"} %" PRIu64 "\n",
-		               metrics_batch_le_text[i], i == 7 ? ss.ss_commits : cum) < 0) {
+		               metrics_batch_le_text[i], cum) < 0) {
 			return -1;
 		}
 	}
 	if (buf_printf(out,
 	               "idemhook_store_batch_size_sum %" PRIu64
 	               "\nidemhook_store_batch_size_count %" PRIu64 "\n",
-	               ss.ss_units, ss.ss_commits) < 0) {
+	               ss.ss_units, cum) < 0) {
 		return -1;
 	}
 	if (metrics_header(out, "idemhook_store_commits_total", "counter",
