@@ -9,7 +9,7 @@ void notify_ready(const char *status);
 void notify_status(const char *status);
 void notify_stopping(void);
 void notify_reloading(void);
-/* Sends WATCHDOG=1; call from the serving loop. */
+/* Sends WATCHDOG=1 (the health thread does, while the daemon is alive). */
 void notify_watchdog(void);
 /* Half the watchdog interval in ms, or 0 when no watchdog is asked for. */
 int64_t notify_watchdog_interval_ms(void);
