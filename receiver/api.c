@@ -911,7 +911,7 @@ static int api_create_parse(const cJSON *root, struct api_create *ac, const char
 	}
 	it = cJSON_GetObjectItemCaseSensitive(root, "currency");
 	if (!cJSON_IsString(it) || money_currency_normalize(it->valuestring, ac->ac_currency) < 0) {
-		*ret_detail = "currency must be a three-letter ISO 4217 code.";
+		*ret_detail = "currency must be an ISO 4217 currency code, such as EUR or usd.";
 		return -1;
 	}
 	it = cJSON_GetObjectItemCaseSensitive(root, "customer_ref");

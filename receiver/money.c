@@ -1,23 +1,13 @@
 /* money.c: exact decimal and minor-unit amounts with ISO 4217 exponents. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "iso4217.h"
 #include "money.h"
 
-struct money_exp {
-	const char *me_code;
-	int me_exponent;
-};
-
-/* ISO 4217 codes whose minor unit is not the usual 2 digits. */
-static const struct money_exp money_exceptions[] = {
-        {"BHD", 3}, {"BIF", 0}, {"CLF", 4}, {"CLP", 0}, {"DJF", 0}, {"GNF", 0}, {"IQD", 3},
-        {"ISK", 0}, {"JOD", 3}, {"JPY", 0}, {"KMF", 0}, {"KRW", 0}, {"KWD", 3}, {"LYD", 3},
-        {"OMR", 3}, {"PYG", 0}, {"RWF", 0}, {"TND", 3}, {"UGX", 0}, {"UYI", 0}, {"UYW", 4},
-        {"VND", 0}, {"VUV", 0}, {"XAF", 0}, {"XOF", 0}, {"XPF", 0},
-};
-
-int money_currency_normalize(const char *in, char out[4])
+/* Upper-cases three ASCII letters into out[4]; -1 for anything else. */
+static int money_code(const char *in, char out[4])
 {
 	size_t i;
 
@@ -42,20 +32,65 @@ int money_currency_normalize(const char *in, char out[4])
 	return 0;
 }
 
-int money_exponent(const char *currency)
+static int money_code_cmp(const void *key, const void *elem)
+{
+	const struct iso4217_currency *c = elem;
+
+	return strcmp(key, c->ic_code);
+}
+
+/* The table entry of a code, or NULL. */
+static const struct iso4217_currency *money_lookup(const char *currency)
 {
 	char code[4];
-	size_t i;
 
-	if (money_currency_normalize(currency, code) != 0) {
+	if (money_code(currency, code) < 0) {
+		return NULL;
+	}
+	return bsearch(code, iso4217_currencies, iso4217_count, sizeof(iso4217_currencies[0]),
+	               money_code_cmp);
+}
+
+int money_currency_normalize(const char *in, char out[4])
+{
+	const struct iso4217_currency *c = money_lookup(in);
+
+	if (c == NULL) {
 		return -1;
 	}
-	for (i = 0; i < sizeof(money_exceptions) / sizeof(money_exceptions[0]); i++) {
-		if (strcmp(money_exceptions[i].me_code, code) == 0) {
-			return money_exceptions[i].me_exponent;
-		}
+	memcpy(out, c->ic_code, 4);
+	return 0;
+}
+
+int money_exponent(const char *currency)
+{
+	const struct iso4217_currency *c = money_lookup(currency);
+
+	return c != NULL ? c->ic_exponent : -1;
+}
+
+int money_rescale(int64_t amount, int from_exp, int to_exp, int64_t *ret)
+{
+	int64_t v = amount;
+	int e;
+
+	if (amount < 0 || amount > MONEY_MAX_MINOR) {
+		return -1;
 	}
-	return 2;
+	for (e = from_exp; e > to_exp; e--) {
+		if (v % 10 != 0) {
+			return -1;
+		}
+		v /= 10;
+	}
+	for (e = from_exp; e < to_exp; e++) {
+		if (v > MONEY_MAX_MINOR / 10) {
+			return -1;
+		}
+		v *= 10;
+	}
+	*ret = v;
+	return 0;
 }
 
 /* Accumulates one decimal digit; -1 past MONEY_MAX_MINOR. */

@@ -474,6 +474,29 @@ static void test_invalid_orders_are_400_and_consume_no_key(void **state)
 		0);
 }
 
+static void test_currencies_iso_4217_does_not_list_are_400_and_create_nothing(void **state)
+{
+	static const char *const currencies[] = {"QQQ", "abc", "XAU", "HRK"};
+	int64_t before = e2e_count(&e2e_main, "SELECT count(*) FROM orders");
+	size_t i;
+
+	for (i = 0; i < sizeof(currencies) / sizeof(currencies[0]); i++) {
+		char body[96];
+		struct hres r;
+
+		snprintf(body, sizeof(body), "{\"amount\":1999,\"currency\":\"%s\"}", currencies[i]);
+		e2e_post_key(&e2e_main, "Idempotency-Key: currency-1", body, &r);
+		assert_problem(&r, 400, "invalid_order");
+		assert_non_null(strstr(r.hs_body, "ISO 4217"));
+		hres_finish(&r);
+	}
+	assert_int_equal(e2e_count(&e2e_main, "SELECT count(*) FROM orders"), before);
+	assert_int_equal(
+		e2e_count(&e2e_main,
+			  "SELECT count(*) FROM idempotency_records WHERE idem_key = 'currency-1'"),
+		0);
+}
+
 static void test_malformed_json_and_duplicate_keys_are_400(void **state)
 {
 	struct hres r;
@@ -956,6 +979,7 @@ int main(void)
 			test_same_key_while_the_first_is_in_flight_is_409_with_retry_after),
 		cmocka_unit_test(test_a_crashed_request_is_taken_over_once_its_lease_expires),
 		cmocka_unit_test(test_invalid_orders_are_400_and_consume_no_key),
+		cmocka_unit_test(test_currencies_iso_4217_does_not_list_are_400_and_create_nothing),
 		cmocka_unit_test(test_malformed_json_and_duplicate_keys_are_400),
 		cmocka_unit_test(test_wrong_content_type_is_415),
 		cmocka_unit_test(test_a_body_over_the_api_limit_is_413),

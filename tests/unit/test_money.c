@@ -3,9 +3,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <cmocka.h>
 
+#include "iso4217.h"
 #include "money.h"
 
 static void test_money_exponents_follow_iso_4217(void **state)
@@ -18,7 +20,15 @@ static void test_money_exponents_follow_iso_4217(void **state)
 	assert_int_equal(money_exponent("CNY"), 2);
 	assert_int_equal(money_exponent("KWD"), 3);
 	assert_int_equal(money_exponent("BHD"), 3);
-	assert_int_equal(money_exponent("XYZ"), 2);
+	assert_int_equal(money_exponent("ISK"), 0);
+	assert_int_equal(money_exponent("UGX"), 0);
+	assert_int_equal(money_exponent("HUF"), 2);
+	assert_int_equal(money_exponent("CLF"), 4);
+	assert_int_equal(money_exponent("XCG"), 2);
+	/* Not ISO 4217 codes: unknown, not a guess. */
+	assert_int_equal(money_exponent("XYZ"), -1);
+	assert_int_equal(money_exponent("QQQ"), -1);
+	assert_int_equal(money_exponent("XAU"), -1);
 	assert_int_equal(money_exponent("US"), -1);
 	assert_int_equal(money_exponent("USDX"), -1);
 	assert_int_equal(money_exponent("U$D"), -1);
@@ -120,6 +130,66 @@ static void test_money_currency_normalize_upper_cases_three_letters(void **state
 	assert_int_equal(money_currency_normalize("u1d", out), -1);
 }
 
+static void test_money_currency_normalize_refuses_codes_iso_4217_does_not_list(void **state)
+{
+	char out[4] = "";
+
+	(void)state;
+	assert_int_equal(money_currency_normalize("QQQ", out), -1);
+	assert_int_equal(money_currency_normalize("abc", out), -1);
+	assert_int_equal(money_currency_normalize("HRK", out), -1); /* withdrawn in 2023 */
+	assert_string_equal(out, "");
+	assert_int_equal(money_currency_normalize("jpy", out), 0);
+	assert_string_equal(out, "JPY");
+	assert_int_equal(money_currency_normalize("Zwg", out), 0);
+	assert_string_equal(out, "ZWG");
+	assert_int_equal(money_currency_normalize(NULL, out), -1);
+}
+
+static void test_money_rescale_converts_exactly_between_exponents(void **state)
+{
+	int64_t v = -1;
+
+	(void)state;
+	assert_int_equal(money_rescale(50000, 2, 0, &v), 0);
+	assert_int_equal(v, 500);
+	assert_int_equal(money_rescale(500, 0, 2, &v), 0);
+	assert_int_equal(v, 50000);
+	assert_int_equal(money_rescale(1999, 2, 2, &v), 0);
+	assert_int_equal(v, 1999);
+	v = 7;
+	assert_int_equal(money_rescale(50050, 2, 0, &v), -1); /* would lose the 50 */
+	assert_int_equal(money_rescale(-100, 2, 0, &v), -1);
+	assert_int_equal(money_rescale(MONEY_MAX_MINOR, 0, 2, &v), -1);
+	assert_int_equal(v, 7);
+}
+
+static void test_money_table_is_sorted_and_every_code_normalizes(void **state)
+{
+	char out[4];
+	char lower[4];
+	size_t i;
+
+	(void)state;
+	assert_true(iso4217_count > 150);
+	for (i = 0; i < iso4217_count; i++) {
+		const struct iso4217_currency *c = &iso4217_currencies[i];
+
+		/* bsearch needs strictly ascending codes. */
+		if (i > 0) {
+			assert_true(strcmp(iso4217_currencies[i - 1].ic_code, c->ic_code) < 0);
+		}
+		assert_in_range(c->ic_exponent, 0, 4);
+		lower[0] = (char)(c->ic_code[0] - 'A' + 'a');
+		lower[1] = (char)(c->ic_code[1] - 'A' + 'a');
+		lower[2] = (char)(c->ic_code[2] - 'A' + 'a');
+		lower[3] = '\0';
+		assert_int_equal(money_currency_normalize(lower, out), 0);
+		assert_string_equal(out, c->ic_code);
+		assert_int_equal(money_exponent(c->ic_code), c->ic_exponent);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -129,6 +199,9 @@ int main(void)
 	        cmocka_unit_test(test_money_parse_minor_takes_only_plain_digits),
 	        cmocka_unit_test(test_money_format_uses_the_currency_exponent),
 	        cmocka_unit_test(test_money_currency_normalize_upper_cases_three_letters),
+	        cmocka_unit_test(test_money_currency_normalize_refuses_codes_iso_4217_does_not_list),
+	        cmocka_unit_test(test_money_rescale_converts_exactly_between_exponents),
+	        cmocka_unit_test(test_money_table_is_sorted_and_every_code_normalizes),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
