@@ -1,17 +1,23 @@
-/* orders.h: the business handler: orders, refunds and the points ledger.
+/* orders.h: the business handler: the payment lifecycle of orders, the
+ * references they are known under, refunds, disputes and the points ledger.
  *
  * Everything here runs inside the caller's unit of work (store_tx): no
- * network I/O. Status moves only through conditional updates, so a stale or
- * reordered event cannot move an order backwards. */
+ * network I/O. Every change to an order is a compare-and-set on its revision,
+ * and every effect is recorded once per provider reference (refund, dispute
+ * step, award), so a repeated, stale or reordered event changes nothing it
+ * should not. docs/orders.md describes the rules. */
 #ifndef IDEMHOOK_ORDERS_H
 #define IDEMHOOK_ORDERS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "event.h"
 #include "store.h"
 
 #define ORDERS_ID_LEN 24 /* "ord_" + 20 base32 characters */
+#define ORDERS_REF_MAX 257 /* an order id or reference as callbacks carry them, NUL included */
+#define ORDERS_EFFECTS_MAX 16 /* effects one unit reports (its event and parked ones) */
 
 struct orders_conf {
 	int64_t oc_points_num; /* points = floor(amount_minor * num / den) */
@@ -20,14 +26,26 @@ struct orders_conf {
 
 struct orders_result {
 	int or_refused;
-	char or_reason[32]; /* "unknown_order", "amount_mismatch", "currency_mismatch" */
-	char or_order_id[ORDERS_ID_LEN + 1];
-	const char *or_effect; /* "paid", "refunded", "partially_refunded", "noop", "recorded" (static) */
+	char or_reason[32]; /* "unknown_order", "amount_mismatch", "currency_mismatch", ... */
+	char or_order_id[ORDERS_REF_MAX];
+	/* What the event did to the order (static): "paid", "authorized",
+	 * "refunded", "partially_refunded", "refund_failed", "disputed",
+	 * "dispute_won", "dispute_lost", "capture_failed", "cancelled",
+	 * "expired", "noop" (nothing left to change) or "recorded" (not a
+	 * business event). */
+	const char *or_effect;
+	/* Every effect of the unit, in order: or_effect first, then those of
+	 * events parked until this one made their payment known. */
+	const char *or_effects[ORDERS_EFFECTS_MAX];
+	size_t or_n_effects;
 };
 
-/* Applies ev (from provider instance `provider`) to the orders it names.
- * Returns 0 with ret filled (applied, no-op or refused), or -1 on a store
- * error (the caller rolls back and answers 503). */
+/* Applies ev (from provider instance `provider`) to the order it names, or
+ * that one of its payment references belongs to. An event for a payment no
+ * order is known under yet is parked and refused as unknown_order, then
+ * applied when that payment's event arrives. Returns 0 with ret filled
+ * (applied, no-op or refused), or -1 on a store error or a concurrent change
+ * (the caller rolls back and answers 503). */
 int orders_apply_event(struct store_tx *tx, const struct orders_conf *conf, const char *provider,
 		       const struct event *ev, struct orders_result *ret);
 

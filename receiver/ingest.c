@@ -106,12 +106,20 @@ static int ingest_apply(struct store_tx *tx, void *arg, struct reply *ret_reply)
 	} else if (orders_apply_event(tx, &oc, iu->iu_pc->pc_name, ev, &res) < 0) {
 		return STORE_APPLY_TRANSIENT;
 	}
-	if (!res.or_refused && res.or_order_id[0] != '\0' && res.or_effect != NULL &&
-	    (strcmp(res.or_effect, "paid") == 0 || strcmp(res.or_effect, "refunded") == 0 ||
-	     strcmp(res.or_effect, "partially_refunded") == 0)) {
-		if (outbox_on_effect(tx, iu->iu_cf, iu->iu_pc->pc_name, res.or_order_id, res.or_effect) < 0) {
-			return STORE_APPLY_TRANSIENT;
+	/* Every effect of the unit (this event's, then those of events parked
+	 * until it arrived); the outbox queues the calls configured for each. */
+	if (!res.or_refused && res.or_order_id[0] != '\0') {
+		size_t i;
+
+		for (i = 0; i < res.or_n_effects; i++) {
+			if (outbox_on_effect(tx, iu->iu_cf, iu->iu_pc->pc_name, res.or_order_id,
+					     res.or_effects[i]) < 0) {
+				return STORE_APPLY_TRANSIENT;
+			}
 		}
+	}
+	if (res.or_refused) {
+		metrics_unapplied(iu->iu_pc->pc_name, res.or_reason);
 	}
 	if (ingest_record_event(tx, iu, &res) < 0) {
 		return STORE_APPLY_TRANSIENT;

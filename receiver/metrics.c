@@ -62,6 +62,7 @@ static struct metrics_family metrics_rejects;    /* provider, reason */
 static struct metrics_family metrics_duplicates; /* provider */
 static struct metrics_family metrics_mismatches; /* provider */
 static struct metrics_family metrics_latency;    /* provider (histogram) */
+static struct metrics_family metrics_unapplieds; /* provider, reason */
 static uint64_t metrics_capture_failures;
 static int64_t metrics_start_ms;
 static int metrics_ready_now;
@@ -201,6 +202,11 @@ void metrics_mismatch(const char *provider)
 	metrics_count(&metrics_mismatches, provider, "");
 }
 
+void metrics_unapplied(const char *provider, const char *reason)
+{
+	metrics_count(&metrics_unapplieds, provider, reason);
+}
+
 void metrics_capture_failure(void)
 {
 	pthread_mutex_lock(&metrics_lock);
@@ -291,6 +297,7 @@ void metrics_reset(void)
 	metrics_family_reset(&metrics_duplicates);
 	metrics_family_reset(&metrics_mismatches);
 	metrics_family_reset(&metrics_latency);
+	metrics_family_reset(&metrics_unapplieds);
 	metrics_capture_failures = 0;
 	metrics_ready_now = 0;
 	memset(&metrics_reloads, 0, sizeof(metrics_reloads));
@@ -531,6 +538,13 @@ static int metrics_render_memory(struct buf *out)
 	            out, &metrics_mismatches, "idemhook_fingerprint_mismatches_total",
 	            "Duplicate keys whose payload fingerprint differed from the stored one.",
 	            "provider", NULL) < 0) {
+		return -1;
+	}
+	if (metrics_render_counter(
+	            out, &metrics_unapplieds, "idemhook_events_unapplied_total",
+	            "Events acknowledged but not applied to an order (idemhook events list "
+	            "--status failed), by reason.",
+	            "provider", "reason") < 0) {
 		return -1;
 	}
 	if (metrics_render_latency(out) < 0) {

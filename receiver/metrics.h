@@ -15,6 +15,9 @@ void metrics_rejected(const char *provider, const char *reason);
 void metrics_duplicate(const char *provider);
 /* A duplicate key whose payload fingerprint differs. */
 void metrics_mismatch(const char *provider);
+/* An event acknowledged but not applied to an order (the business handler
+ * refused it: unknown_order, amount_mismatch, ...), by reason slug. */
+void metrics_unapplied(const char *provider, const char *reason);
 /* A capture file that could not be written. */
 void metrics_capture_failure(void);
 

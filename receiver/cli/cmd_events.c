@@ -246,12 +246,7 @@ static int cmd_events_rebuild(const struct store_row *row, struct event *ev)
 	if (ev->ev_key == NULL) {
 		return -1;
 	}
-	ev->ev_kind = EVENT_OTHER;
-	if (kind != NULL && strcmp(kind, event_kind_name(EVENT_PAYMENT_SUCCEEDED)) == 0) {
-		ev->ev_kind = EVENT_PAYMENT_SUCCEEDED;
-	} else if (kind != NULL && strcmp(kind, event_kind_name(EVENT_REFUNDED)) == 0) {
-		ev->ev_kind = EVENT_REFUNDED;
-	}
+	ev->ev_kind = event_kind_from_name(kind);
 	if (!store_row_is_null(row, 8)) {
 		ev->ev_amount = store_row_int(row, 8);
 	}
@@ -270,12 +265,6 @@ static int cmd_events_rebuild(const struct store_row *row, struct event *ev)
 		event_fingerprint(ev, ev->ev_payload, ev->ev_payload_len);
 	}
 	return 0;
-}
-
-static int cmd_events_is_effect(const char *effect)
-{
-	return effect != NULL && (strcmp(effect, "paid") == 0 || strcmp(effect, "refunded") == 0 ||
-	                          strcmp(effect, "partially_refunded") == 0);
 }
 
 static int cmd_events_reprocess_unit(struct store_tx *tx, void *arg)
@@ -329,10 +318,15 @@ static int cmd_events_reprocess_unit(struct store_tx *tx, void *arg)
 	if (orders_apply_event(tx, &oc, scope, &ev, &rp->rp_res) < 0) {
 		goto out;
 	}
-	if (!rp->rp_res.or_refused && rp->rp_res.or_order_id[0] != '\0' &&
-	    cmd_events_is_effect(rp->rp_res.or_effect) &&
-	    outbox_on_effect(tx, cf, scope, rp->rp_res.or_order_id, rp->rp_res.or_effect) < 0) {
-		goto out;
+	if (!rp->rp_res.or_refused && rp->rp_res.or_order_id[0] != '\0') {
+		size_t i;
+
+		for (i = 0; i < rp->rp_res.or_n_effects; i++) {
+			if (outbox_on_effect(tx, cf, scope, rp->rp_res.or_order_id,
+			                     rp->rp_res.or_effects[i]) < 0) {
+				goto out;
+			}
+		}
 	}
 	p[0] = store_text(rp->rp_res.or_refused ? "failed" : "done");
 	p[1] = store_text(rp->rp_res.or_effect);

@@ -124,6 +124,7 @@ static void create(struct fixture *fx, int64_t amount, const char *currency,
 
 struct apply_job {
 	const struct orders_conf *aj_conf;
+	const char *aj_provider;
 	const struct event *aj_ev;
 	struct orders_result aj_res;
 };
@@ -132,7 +133,7 @@ static int apply_fn(struct store_tx *tx, void *arg)
 {
 	struct apply_job *aj = arg;
 
-	return orders_apply_event(tx, aj->aj_conf, T_PROVIDER, aj->aj_ev, &aj->aj_res);
+	return orders_apply_event(tx, aj->aj_conf, aj->aj_provider, aj->aj_ev, &aj->aj_res);
 }
 
 static char *dup_or_null(const char *s)
@@ -156,6 +157,9 @@ struct t_event {
 	int64_t te_amount;
 	const char *te_currency;
 	int te_cumulative;
+	const char *te_charge_ref;
+	int64_t te_occurred_ms;
+	const char *te_provider; /* T_PROVIDER when NULL */
 };
 
 /* Applies one event with conf in its own unit of work; the unit must succeed. */
@@ -175,13 +179,17 @@ static void apply_conf(struct fixture *fx, const struct orders_conf *conf, const
 	snprintf(ev.ev_currency, sizeof(ev.ev_currency), "%s",
 	         te->te_currency != NULL ? te->te_currency : "");
 	ev.ev_refund_cumulative = te->te_cumulative;
+	ev.ev_charge_ref = dup_or_null(te->te_charge_ref);
+	ev.ev_occurred_ms = te->te_occurred_ms;
 	memset(&aj, 0, sizeof(aj));
 	aj.aj_conf = conf;
+	aj.aj_provider = te->te_provider != NULL ? te->te_provider : T_PROVIDER;
 	aj.aj_ev = &ev;
 	assert_int_equal(store_write(fx->fx_st, T_LATER, apply_fn, &aj), 0);
 	free(ev.ev_key);
 	free(ev.ev_order_ref);
 	free(ev.ev_payment_ref);
+	free(ev.ev_charge_ref);
 	free(ev.ev_refund_ref);
 	*ret = aj.aj_res;
 }
@@ -823,6 +831,493 @@ static void test_late_payment_after_a_partial_refund_awards_no_points(void **sta
 	assert_int_equal(query_int(fx, "SELECT COUNT(*) FROM points_ledger", NULL, NULL, NULL), 0);
 }
 
+/* ---- the lifecycle: references, parked events, failures, disputes ---- */
+
+/* Applies an event of kind about a payment (and, when order is not NULL, the
+ * order): the shape every lifecycle event has. */
+static void lc(struct fixture *fx, enum event_kind kind, const char *key, const char *order,
+               const char *payment_ref, const char *ref, int64_t amount,
+               struct orders_result *ret)
+{
+	struct t_event te = {
+	        .te_kind = kind,
+	        .te_key = key,
+	        .te_order = order,
+	        .te_payment_ref = payment_ref,
+	        .te_refund_ref = ref,
+	        .te_amount = amount,
+	        .te_currency = "USD",
+	};
+
+	apply_conf(fx, &t_conf, &te, ret);
+}
+
+/* A capture (or its failure) at the provider's time t. */
+static void capture_at(struct fixture *fx, enum event_kind kind, const char *key,
+                       const char *order, int64_t t, struct orders_result *ret)
+{
+	struct t_event te = {
+	        .te_kind = kind,
+	        .te_key = key,
+	        .te_order = order,
+	        .te_payment_ref = "psp_pay",
+	        .te_refund_ref = "psp_cap",
+	        .te_amount = 1000,
+	        .te_currency = "USD",
+	        .te_occurred_ms = t,
+	};
+
+	apply_conf(fx, &t_conf, &te, ret);
+}
+
+static int64_t chargeback_amount(struct fixture *fx, const char *id)
+{
+	return query_int(fx, "SELECT chargeback_amount FROM orders WHERE id = ?", id, NULL, NULL);
+}
+
+static int64_t parked_open(struct fixture *fx)
+{
+	return query_int(fx, "SELECT COUNT(*) FROM order_parked WHERE applied_at IS NULL", NULL,
+	                 NULL, NULL);
+}
+
+static void test_a_refund_naming_only_the_payment_finds_its_order(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+	struct t_event by_charge = {
+	        .te_kind = EVENT_REFUNDED,
+	        .te_key = "evt_3",
+	        .te_charge_ref = "ch_1",
+	        .te_refund_ref = "re_2",
+	        .te_amount = 100,
+	        .te_currency = "USD",
+	};
+	struct t_event paid = {
+	        .te_kind = EVENT_PAYMENT_SUCCEEDED,
+	        .te_key = "evt_1",
+	        .te_payment_ref = "pi_1",
+	        .te_charge_ref = "ch_1",
+	        .te_amount = 1000,
+	        .te_currency = "USD",
+	};
+
+	create(fx, 1000, "USD", id);
+	paid.te_order = id;
+	apply_conf(fx, &t_conf, &paid, &res);
+	assert_effect(&res, "paid");
+	/* Stripe Checkout: the refund's metadata is empty, its PaymentIntent
+	 * is the payment's. */
+	lc(fx, EVENT_REFUNDED, "evt_2", NULL, "pi_1", "re_1", 400, &res);
+	assert_effect(&res, "partially_refunded");
+	assert_string_equal(res.or_order_id, id);
+	/* A reference the order was seen under, the charge, finds it as well. */
+	apply_conf(fx, &t_conf, &by_charge, &res);
+	assert_effect(&res, "partially_refunded");
+	assert_string_equal(res.or_order_id, id);
+	assert_int_equal(refunded_amount(fx, id), 500);
+	/* A reference under another provider instance is another payment. */
+	by_charge.te_key = "evt_4";
+	by_charge.te_refund_ref = "re_3";
+	by_charge.te_provider = "stripe-eu";
+	apply_conf(fx, &t_conf, &by_charge, &res);
+	assert_refused(&res, "unknown_order");
+	assert_int_equal(refunded_amount(fx, id), 500);
+	assert_int_equal(query_int(fx, "SELECT COUNT(*) FROM order_refs WHERE order_id = ?", id,
+	                           NULL, NULL),
+	                 2);
+}
+
+static void test_a_refund_before_the_payment_it_names_waits_for_the_payment(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", id);
+	lc(fx, EVENT_REFUNDED, "evt_2", NULL, "pi_1", "re_1", 1000, &res);
+	assert_refused(&res, "unknown_order");
+	assert_status(fx, id, "pending");
+	assert_int_equal(parked_open(fx), 1);
+	/* The same callback again parks nothing more. */
+	lc(fx, EVENT_REFUNDED, "evt_2", NULL, "pi_1", "re_1", 1000, &res);
+	assert_int_equal(parked_open(fx), 1);
+
+	pay(fx, "evt_1", id, 1000, "USD", "pi_1", &res);
+	assert_effect(&res, "paid");
+	assert_int_equal(res.or_n_effects, 2);
+	assert_string_equal(res.or_effects[0], "paid");
+	assert_string_equal(res.or_effects[1], "refunded");
+	assert_status(fx, id, "refunded");
+	assert_int_equal(refunded_amount(fx, id), 1000);
+	assert_int_equal(points_total(fx, id), 0);
+	assert_int_equal(parked_open(fx), 0);
+	/* Redelivered now, the refund finds its order and counts nothing. */
+	lc(fx, EVENT_REFUNDED, "evt_2", NULL, "pi_1", "re_1", 1000, &res);
+	assert_effect(&res, "noop");
+	assert_int_equal(refund_rows(fx, id), 1);
+}
+
+static void test_a_dispute_before_its_payment_waits_for_it(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", id);
+	lc(fx, EVENT_DISPUTE_OPENED, "evt_d1", NULL, "pi_1", "dp_1", 1000, &res);
+	assert_refused(&res, "unknown_order");
+	pay(fx, "evt_1", id, 1000, "USD", "pi_1", &res);
+	assert_effect(&res, "paid");
+	assert_int_equal(res.or_n_effects, 2);
+	assert_string_equal(res.or_effects[1], "disputed");
+	assert_status(fx, id, "disputed");
+	assert_int_equal(query_int(fx, "SELECT disputed_amount FROM orders WHERE id = ?", id, NULL,
+	                           NULL),
+	                 1000);
+	/* Points stay while the dispute is open: the funds are only withheld. */
+	assert_int_equal(points_total(fx, id), 10);
+}
+
+static void test_dispute_opened_then_lost_claws_back_points_once(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", id);
+	pay(fx, "evt_1", id, 1000, "USD", "pi_1", &res);
+	assert_int_equal(points_total(fx, id), 10);
+	lc(fx, EVENT_DISPUTE_OPENED, "evt_d1", NULL, "pi_1", "dp_1", 1000, &res);
+	assert_effect(&res, "disputed");
+	assert_status(fx, id, "disputed");
+	assert_int_equal(points_total(fx, id), 10);
+	lc(fx, EVENT_DISPUTE_LOST, "evt_d2", NULL, "pi_1", "dp_1", 1000, &res);
+	assert_effect(&res, "dispute_lost");
+	assert_status(fx, id, "refunded");
+	assert_int_equal(chargeback_amount(fx, id), 1000);
+	assert_int_equal(points_total(fx, id), 0);
+	assert_int_equal(ledger_points(fx, id, "clawback", "dp_1"), -10);
+	/* Delivered twice, and a second notice of the same loss: nothing more. */
+	lc(fx, EVENT_DISPUTE_LOST, "evt_d2", NULL, "pi_1", "dp_1", 1000, &res);
+	assert_effect(&res, "noop");
+	lc(fx, EVENT_DISPUTE_OPENED, "evt_d1", NULL, "pi_1", "dp_1", 1000, &res);
+	assert_effect(&res, "noop");
+	assert_status(fx, id, "refunded");
+	assert_int_equal(ledger_rows(fx, id, "clawback"), 1);
+	assert_int_equal(points_total(fx, id), 0);
+}
+
+static void test_dispute_lost_before_it_opened_ends_the_same(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", id);
+	pay(fx, "evt_1", id, 1000, "USD", "pi_1", &res);
+	lc(fx, EVENT_DISPUTE_LOST, "evt_d2", NULL, "pi_1", "dp_1", 600, &res);
+	assert_effect(&res, "dispute_lost");
+	lc(fx, EVENT_DISPUTE_OPENED, "evt_d1", NULL, "pi_1", "dp_1", 600, &res);
+	assert_effect(&res, "noop");
+	assert_status(fx, id, "partially_refunded");
+	assert_int_equal(chargeback_amount(fx, id), 600);
+	assert_int_equal(points_total(fx, id), 4);
+	assert_int_equal(ledger_rows(fx, id, "clawback"), 1);
+}
+
+static void test_dispute_opened_then_won_restores_the_state_before(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", id);
+	pay(fx, "evt_1", id, 1000, "USD", "pi_1", &res);
+	refund(fx, "evt_2", id, "re_1", 300, 0, &res);
+	assert_status(fx, id, "partially_refunded");
+	assert_int_equal(points_total(fx, id), 7);
+	lc(fx, EVENT_DISPUTE_OPENED, "evt_d1", NULL, "pi_1", "dp_1", 700, &res);
+	assert_effect(&res, "disputed");
+	assert_status(fx, id, "disputed");
+	lc(fx, EVENT_DISPUTE_WON, "evt_d2", NULL, "pi_1", "dp_1", 700, &res);
+	assert_effect(&res, "dispute_won");
+	assert_status(fx, id, "partially_refunded");
+	assert_int_equal(refunded_amount(fx, id), 300);
+	assert_int_equal(chargeback_amount(fx, id), 0);
+	assert_int_equal(points_total(fx, id), 7);
+	/* Twice, and in reverse: still back where it was. */
+	lc(fx, EVENT_DISPUTE_WON, "evt_d2", NULL, "pi_1", "dp_1", 700, &res);
+	assert_effect(&res, "noop");
+	assert_status(fx, id, "partially_refunded");
+}
+
+static void test_dispute_won_before_it_opened_leaves_the_order_paid(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", id);
+	pay(fx, "evt_1", id, 1000, "USD", "pi_1", &res);
+	lc(fx, EVENT_DISPUTE_WON, "evt_d2", NULL, "pi_1", "dp_1", 1000, &res);
+	assert_effect(&res, "dispute_won");
+	lc(fx, EVENT_DISPUTE_OPENED, "evt_d1", NULL, "pi_1", "dp_1", 1000, &res);
+	assert_effect(&res, "noop");
+	assert_status(fx, id, "paid");
+	assert_int_equal(points_total(fx, id), 10);
+}
+
+static void test_a_decision_the_issuer_reverses_follows_the_last_step(void **state)
+{
+	/* Adyen: CHARGEBACK, CHARGEBACK_REVERSED (won), SECOND_CHARGEBACK
+	 * (lost), PREARBITRATION_WON; in order, then in reverse. */
+	static const struct {
+		enum event_kind kind;
+		const char *key;
+		const char *status;
+		int64_t points;
+	} steps[] = {
+	        {EVENT_DISPUTE_OPENED, "d:CHARGEBACK", "disputed", 10},
+	        {EVENT_DISPUTE_WON, "d:CHARGEBACK_REVERSED", "paid", 10},
+	        {EVENT_DISPUTE_LOST, "d:SECOND_CHARGEBACK", "refunded", 0},
+	        {EVENT_DISPUTE_WON, "d:PREARBITRATION_WON", "paid", 10},
+	};
+	struct fixture *fx = *state;
+	char a[ORDERS_ID_LEN + 1];
+	char b[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+	size_t i;
+
+	create(fx, 1000, "USD", a);
+	create(fx, 1000, "USD", b);
+	pay(fx, "evt_a", a, 1000, "USD", "psp_a", &res);
+	pay(fx, "evt_b", b, 1000, "USD", "psp_b", &res);
+	for (i = 0; i < 4; i++) {
+		lc(fx, steps[i].kind, steps[i].key, NULL, "psp_a", "dispute_a", 1000, &res);
+		assert_status(fx, a, steps[i].status);
+		assert_int_equal(points_total(fx, a), steps[i].points);
+	}
+	assert_int_equal(ledger_points(fx, a, "clawback", "dispute_a"), -10);
+	assert_int_equal(ledger_points(fx, a, "restore", "dispute_a"), 10);
+	for (i = 4; i-- > 0;) {
+		lc(fx, steps[i].kind, steps[i].key, NULL, "psp_b", "dispute_b", 1000, &res);
+	}
+	assert_status(fx, b, "paid");
+	assert_int_equal(points_total(fx, b), 10);
+}
+
+static void test_a_failed_refund_gives_back_exactly_that_refund_once(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", id);
+	pay(fx, "evt_1", id, 1000, "USD", "pi_1", &res);
+	refund(fx, "evt_2", id, "re_1", 300, 0, &res);
+	refund(fx, "evt_3", id, "re_2", 200, 0, &res);
+	assert_int_equal(points_total(fx, id), 5);
+	lc(fx, EVENT_REFUND_FAILED, "evt_4", NULL, "pi_1", "re_1", 300, &res);
+	assert_effect(&res, "refund_failed");
+	assert_status(fx, id, "partially_refunded");
+	assert_int_equal(refunded_amount(fx, id), 200);
+	assert_int_equal(points_total(fx, id), 8);
+	assert_int_equal(ledger_points(fx, id, "restore", "re_1"), 3);
+	/* Twice, under its own key and under another: once. */
+	lc(fx, EVENT_REFUND_FAILED, "evt_4", NULL, "pi_1", "re_1", 300, &res);
+	assert_effect(&res, "noop");
+	lc(fx, EVENT_REFUND_FAILED, "evt_5", NULL, "pi_1", "re_1", 300, &res);
+	assert_effect(&res, "noop");
+	/* And a late copy of the refund counts nothing. */
+	refund(fx, "evt_2", id, "re_1", 300, 0, &res);
+	assert_effect(&res, "noop");
+	assert_int_equal(refunded_amount(fx, id), 200);
+	/* The whole refund failing brings the order back to paid. */
+	lc(fx, EVENT_REFUND_FAILED, "evt_6", NULL, "pi_1", "re_2", 200, &res);
+	assert_effect(&res, "refund_failed");
+	assert_status(fx, id, "paid");
+	assert_int_equal(points_total(fx, id), 10);
+}
+
+static void test_a_refund_failure_before_its_refund_leaves_the_refund_uncounted(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", id);
+	pay(fx, "evt_1", id, 1000, "USD", "pi_1", &res);
+	lc(fx, EVENT_REFUND_FAILED, "evt_4", NULL, "pi_1", "re_1", 1000, &res);
+	assert_effect(&res, "noop");
+	refund(fx, "evt_2", id, "re_1", 1000, 0, &res);
+	assert_effect(&res, "noop");
+	lc(fx, EVENT_REFUND_FAILED, "evt_4", NULL, "pi_1", "re_1", 1000, &res);
+	assert_effect(&res, "noop");
+	assert_status(fx, id, "paid");
+	assert_int_equal(refunded_amount(fx, id), 0);
+	assert_int_equal(points_total(fx, id), 10);
+}
+
+static void test_a_failed_refund_counted_only_in_running_totals_is_given_back(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	char id2[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	/* Stripe's charge.refunded without its refunds list: running totals
+	 * under the charge; the failure names a refund never seen by id. */
+	create(fx, 1000, "USD", id);
+	pay(fx, "evt_1", id, 1000, "USD", "pi_1", &res);
+	refund(fx, "evt_2", id, "ch_1", 200, 1, &res);
+	refund(fx, "evt_3", id, "ch_1", 500, 1, &res);
+	assert_int_equal(refunded_amount(fx, id), 500);
+	lc(fx, EVENT_REFUND_FAILED, "evt_4", NULL, "pi_1", "re_2", 300, &res);
+	assert_effect(&res, "refund_failed");
+	assert_int_equal(refunded_amount(fx, id), 200);
+	/* The provider's total keeps counting the failed refund. */
+	refund(fx, "evt_3b", id, "ch_1", 500, 1, &res);
+	assert_effect(&res, "noop");
+	refund(fx, "evt_5", id, "ch_1", 800, 1, &res);
+	assert_effect(&res, "partially_refunded");
+	assert_int_equal(refunded_amount(fx, id), 500);
+
+	/* The failure first: the totals that follow come out the same. */
+	create(fx, 1000, "USD", id2);
+	pay(fx, "evt_6", id2, 1000, "USD", "pi_2", &res);
+	lc(fx, EVENT_REFUND_FAILED, "evt_9", NULL, "pi_2", "re_2", 300, &res);
+	assert_effect(&res, "noop");
+	refund(fx, "evt_8", id2, "ch_2", 500, 1, &res);
+	refund(fx, "evt_7", id2, "ch_2", 200, 1, &res);
+	assert_int_equal(refunded_amount(fx, id2), 200);
+	assert_status(fx, id2, "partially_refunded");
+}
+
+static void test_manual_capture_authorizes_then_pays_on_capture(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", id);
+	lc(fx, EVENT_PAYMENT_AUTHORIZED, "psp_pay:AUTHORISATION", id, "psp_pay", NULL, 1000, &res);
+	assert_effect(&res, "authorized");
+	assert_status(fx, id, "authorized");
+	assert_int_equal(points_total(fx, id), 0);
+	lc(fx, EVENT_PAYMENT_AUTHORIZED, "psp_pay:AUTHORISATION", id, "psp_pay", NULL, 1000, &res);
+	assert_effect(&res, "noop");
+	lc(fx, EVENT_PAYMENT_AUTHORIZED, "psp_x:AUTHORISATION", id, "psp_x", NULL, 999, &res);
+	assert_refused(&res, "amount_mismatch");
+	capture_at(fx, EVENT_PAYMENT_CAPTURED, "psp_cap:CAPTURE@1", NULL, 1000, &res);
+	assert_effect(&res, "paid");
+	assert_string_equal(res.or_order_id, id);
+	assert_status(fx, id, "paid");
+	assert_int_equal(points_total(fx, id), 10);
+}
+
+static void test_a_failed_capture_unpays_the_order_until_a_later_capture(void **state)
+{
+	struct fixture *fx = *state;
+	char a[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", a);
+	lc(fx, EVENT_PAYMENT_AUTHORIZED, "k1", a, "psp_pay", NULL, 1000, &res);
+	capture_at(fx, EVENT_PAYMENT_CAPTURED, "k2", a, 1000, &res);
+	assert_effect(&res, "paid");
+	capture_at(fx, EVENT_CAPTURE_FAILED, "k3", a, 2000, &res);
+	assert_effect(&res, "capture_failed");
+	assert_status(fx, a, "authorized");
+	assert_int_equal(points_total(fx, a), 0);
+	capture_at(fx, EVENT_CAPTURE_FAILED, "k3", a, 2000, &res);
+	assert_effect(&res, "noop");
+	/* The provider re-captures. */
+	capture_at(fx, EVENT_PAYMENT_CAPTURED, "k4", a, 3000, &res);
+	assert_effect(&res, "paid");
+	assert_status(fx, a, "paid");
+	assert_int_equal(points_total(fx, a), 10);
+	assert_int_equal(ledger_rows(fx, a, "award"), 1);
+}
+
+static void test_a_capture_failure_before_its_capture_keeps_the_order_unpaid(void **state)
+{
+	struct fixture *fx = *state;
+	char a[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", a);
+	lc(fx, EVENT_PAYMENT_AUTHORIZED, "k1", a, "psp_pay", NULL, 1000, &res);
+	capture_at(fx, EVENT_CAPTURE_FAILED, "k3", a, 2000, &res);
+	assert_effect(&res, "noop");
+	capture_at(fx, EVENT_PAYMENT_CAPTURED, "k2", a, 1000, &res);
+	assert_effect(&res, "noop");
+	assert_status(fx, a, "authorized");
+	assert_int_equal(points_total(fx, a), 0);
+	capture_at(fx, EVENT_PAYMENT_CAPTURED, "k4", a, 3000, &res);
+	assert_effect(&res, "paid");
+	assert_int_equal(points_total(fx, a), 10);
+}
+
+static void test_cancellation_and_expiry_close_only_unpaid_orders(void **state)
+{
+	struct fixture *fx = *state;
+	char a[ORDERS_ID_LEN + 1];
+	char b[ORDERS_ID_LEN + 1];
+	char c[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", a);
+	create(fx, 1000, "USD", b);
+	create(fx, 1000, "USD", c);
+	lc(fx, EVENT_PAYMENT_CANCELLED, "x1", a, "pa", NULL, -1, &res);
+	assert_effect(&res, "cancelled");
+	assert_status(fx, a, "cancelled");
+	lc(fx, EVENT_PAYMENT_CANCELLED, "x1", a, "pa", NULL, -1, &res);
+	assert_effect(&res, "noop");
+	lc(fx, EVENT_PAYMENT_AUTHORIZED, "x2", b, "pb", NULL, 1000, &res);
+	lc(fx, EVENT_PAYMENT_EXPIRED, "x3", NULL, "pb", NULL, -1, &res);
+	assert_effect(&res, "expired");
+	assert_status(fx, b, "expired");
+	pay(fx, "x4", c, 1000, "USD", "pc", &res);
+	lc(fx, EVENT_PAYMENT_CANCELLED, "x5", c, "pc", NULL, -1, &res);
+	assert_effect(&res, "noop");
+	lc(fx, EVENT_PAYMENT_EXPIRED, "x6", c, "pc", NULL, -1, &res);
+	assert_effect(&res, "noop");
+	assert_status(fx, c, "paid");
+	/* Money taken after all: the payment wins over the cancellation. */
+	pay(fx, "x7", a, 1000, "USD", "pa", &res);
+	assert_effect(&res, "paid");
+	assert_status(fx, a, "paid");
+}
+
+static void test_cancel_or_refund_cancels_unpaid_and_refunds_the_rest_of_paid(void **state)
+{
+	struct fixture *fx = *state;
+	char a[ORDERS_ID_LEN + 1];
+	char b[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", a);
+	create(fx, 1000, "USD", b);
+	lc(fx, EVENT_PAYMENT_AUTHORIZED, "y1", a, "pa", NULL, 1000, &res);
+	lc(fx, EVENT_CANCEL_OR_REFUND, "y2", NULL, "pa", "mod_a", 1000, &res);
+	assert_effect(&res, "cancelled");
+	assert_status(fx, a, "cancelled");
+	pay(fx, "y3", b, 1000, "USD", "pb", &res);
+	refund(fx, "y4", b, "re_1", 300, 0, &res);
+	lc(fx, EVENT_CANCEL_OR_REFUND, "y5", NULL, "pb", "mod_b", 1000, &res);
+	assert_effect(&res, "refunded");
+	assert_status(fx, b, "refunded");
+	assert_int_equal(query_int(fx, "SELECT amount FROM refunds WHERE refund_ref = ?", "mod_b",
+	                           NULL, NULL),
+	                 700);
+	lc(fx, EVENT_CANCEL_OR_REFUND, "y5", NULL, "pb", "mod_b", 1000, &res);
+	assert_effect(&res, "noop");
+	assert_int_equal(points_total(fx, b), 0);
+}
+
 /* ---- points ---- */
 
 static void test_clawback_is_proportional_and_exact_at_the_end(void **state)
@@ -936,6 +1431,38 @@ int main(void)
 	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                test_late_payment_after_a_partial_refund_awards_no_points, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_a_refund_naming_only_the_payment_finds_its_order, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_a_refund_before_the_payment_it_names_waits_for_the_payment, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_a_dispute_before_its_payment_waits_for_it, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_dispute_opened_then_lost_claws_back_points_once, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_dispute_lost_before_it_opened_ends_the_same, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_dispute_opened_then_won_restores_the_state_before, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_dispute_won_before_it_opened_leaves_the_order_paid, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_a_decision_the_issuer_reverses_follows_the_last_step, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_a_failed_refund_gives_back_exactly_that_refund_once, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_a_refund_failure_before_its_refund_leaves_the_refund_uncounted, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_a_failed_refund_counted_only_in_running_totals_is_given_back, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_manual_capture_authorizes_then_pays_on_capture, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_a_failed_capture_unpays_the_order_until_a_later_capture, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_a_capture_failure_before_its_capture_keeps_the_order_unpaid, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_cancellation_and_expiry_close_only_unpaid_orders, setup,
+	                                        teardown),
+	        cmocka_unit_test_setup_teardown(test_cancel_or_refund_cancels_unpaid_and_refunds_the_rest_of_paid, setup,
+	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_clawback_is_proportional_and_exact_at_the_end,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(
