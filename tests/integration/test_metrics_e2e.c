@@ -110,6 +110,7 @@ static void test_metrics_text_declares_every_family_with_help_and_type(void **st
 	                    "counter");
 	assert_string_equal(prom_type(&t_before, "idemhook_request_duration_seconds"), "histogram");
 	assert_string_equal(prom_type(&t_before, "idemhook_capture_failures_total"), "counter");
+	assert_string_equal(prom_type(&t_before, "idemhook_events_unapplied_total"), "counter");
 	assert_string_equal(prom_type(&t_before, "idemhook_processing_stuck"), "gauge");
 	assert_string_equal(prom_type(&t_before, "idemhook_store_batch_size"), "histogram");
 	assert_string_equal(prom_type(&t_before, "idemhook_store_commits_total"), "counter");
@@ -219,6 +220,7 @@ static const char *const t_families[][2] = {
         {"idemhook_fingerprint_mismatches_total", "counter"},
         {"idemhook_request_duration_seconds", "histogram"},
         {"idemhook_capture_failures_total", "counter"},
+        {"idemhook_events_unapplied_total", "counter"},
         {"idemhook_build_info", "gauge"},
         {"process_start_time_seconds", "gauge"},
         {"idemhook_ready", "gauge"},
@@ -334,6 +336,32 @@ test_the_whole_exposition_parses_strictly_after_rejects_a_failed_batch_and_a_gc_
 	daemon_finish(&d);
 }
 
+static void test_an_event_acknowledged_but_not_applied_counts_once_by_reason(void **state)
+{
+	struct daemon *d = *state;
+	struct hres r;
+	char *body;
+
+	body = hn_stripe_event("evt_metrics_unknown", "payment_intent.succeeded",
+	                       "{\"id\":\"pi_unknown\",\"object\":\"payment_intent\",\"amount\":100,"
+	                       "\"amount_received\":100,\"currency\":\"usd\",\"metadata\":{"
+	                       "\"order_id\":\"ord_nosuchorder0000000000\"}}");
+	scrape(d, &t_before);
+	assert_int_equal(hn_post_stripe(d, "stripe", T_SECRET, body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	assert_non_null(strstr(r.hs_body, "\"reason\":\"unknown_order\""));
+	hres_finish(&r);
+	/* The retry is answered from the stored reply and counts nothing more. */
+	assert_int_equal(hn_post_stripe(d, "stripe", T_SECRET, body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	scrape(d, &t_after);
+	assert_int_equal(delta("idemhook_events_unapplied_total",
+	                       "provider=\"stripe\",reason=\"unknown_order\""),
+	                 1);
+	free(body);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -345,6 +373,8 @@ int main(void)
 	                test_a_changed_payload_under_a_used_key_counts_as_a_fingerprint_mismatch),
 	        cmocka_unit_test(
 	                test_the_whole_exposition_parses_strictly_after_rejects_a_failed_batch_and_a_gc_pass),
+	        cmocka_unit_test(
+	                test_an_event_acknowledged_but_not_applied_counts_once_by_reason),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

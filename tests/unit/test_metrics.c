@@ -54,6 +54,7 @@ static void test_every_family_has_help_and_type_even_before_any_request(void **s
 	assert_string_equal(prom_type(p, "idemhook_fingerprint_mismatches_total"), "counter");
 	assert_string_equal(prom_type(p, "idemhook_request_duration_seconds"), "histogram");
 	assert_string_equal(prom_type(p, "idemhook_capture_failures_total"), "counter");
+	assert_string_equal(prom_type(p, "idemhook_events_unapplied_total"), "counter");
 	assert_int_equal(prom_sum(p, "idemhook_capture_failures_total", ""), 0);
 }
 
