@@ -80,7 +80,43 @@ static int outbox_get_ms(const struct config *cf, const char *key, int64_t dflt,
 	return 0;
 }
 
-/* Parses "paid refunded partially_refunded" (spaces or commas). */
+/* The effects of orders.h a call can be queued on, and their bits. */
+static const struct {
+	const char *oe_name;
+	unsigned oe_bit;
+} outbox_effects[] = {
+        {"paid", OUTBOX_ON_PAID},
+        {"authorized", OUTBOX_ON_AUTHORIZED},
+        {"refunded", OUTBOX_ON_REFUNDED},
+        {"partially_refunded", OUTBOX_ON_PARTIALLY_REFUNDED},
+        {"refund_failed", OUTBOX_ON_REFUND_FAILED},
+        {"disputed", OUTBOX_ON_DISPUTED},
+        {"dispute_won", OUTBOX_ON_DISPUTE_WON},
+        {"dispute_lost", OUTBOX_ON_DISPUTE_LOST},
+        {"capture_failed", OUTBOX_ON_CAPTURE_FAILED},
+        {"cancelled", OUTBOX_ON_CANCELLED},
+        {"expired", OUTBOX_ON_EXPIRED},
+};
+
+#define OUTBOX_EFFECTS_TEXT                                                                        \
+	"paid authorized refunded partially_refunded refund_failed disputed dispute_won "         \
+	"dispute_lost capture_failed cancelled expired"
+
+/* The bit of an effect named by n bytes at p, or 0. */
+static unsigned outbox_effect_bit_n(const char *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(outbox_effects) / sizeof(outbox_effects[0]); i++) {
+		if (strlen(outbox_effects[i].oe_name) == n &&
+		    strncmp(p, outbox_effects[i].oe_name, n) == 0) {
+			return outbox_effects[i].oe_bit;
+		}
+	}
+	return 0;
+}
+
+/* Parses "paid refunded partially_refunded ..." (spaces or commas). */
 static int outbox_parse_on(const char *s, unsigned *ret)
 {
 	unsigned on = 0;
@@ -89,15 +125,12 @@ static int outbox_parse_on(const char *s, unsigned *ret)
 	size_t n;
 
 	while ((p = config_list_next(&cursor, &n)) != NULL) {
-		if (n == 4 && strncmp(p, "paid", n) == 0) {
-			on |= OUTBOX_ON_PAID;
-		} else if (n == 8 && strncmp(p, "refunded", n) == 0) {
-			on |= OUTBOX_ON_REFUNDED;
-		} else if (n == 18 && strncmp(p, "partially_refunded", n) == 0) {
-			on |= OUTBOX_ON_PARTIALLY_REFUNDED;
-		} else {
+		unsigned bit = outbox_effect_bit_n(p, n);
+
+		if (bit == 0) {
 			return -1;
 		}
+		on |= bit;
 	}
 	if (on == 0) {
 		return -1;
@@ -201,12 +234,12 @@ static int outbox_conf_call(const struct config *cf, struct outbox_conf *oc, con
 	if (c->occ_url == NULL) {
 		return -1;
 	}
-	c->occ_on = OUTBOX_ON_PAID | OUTBOX_ON_REFUNDED | OUTBOX_ON_PARTIALLY_REFUNDED;
+	c->occ_on = OUTBOX_ON_ALL;
 	snprintf(okey, sizeof(okey), "%s_on", c->occ_name);
 	v = config_get(cf, OUTBOX_SECTION, okey);
 	if (v != NULL && outbox_parse_on(v, &c->occ_on) < 0) {
 		return outbox_bad_key(okey, v,
-		                      "expected some of: paid refunded partially_refunded");
+		                      "expected some of: " OUTBOX_EFFECTS_TEXT);
 	}
 	c->occ_compensation = OUTBOX_COMP_MANUAL;
 	snprintf(okey, sizeof(okey), "%s_compensation", c->occ_name);
@@ -588,16 +621,7 @@ fail:
 
 static unsigned outbox_effect_bit(const char *effect)
 {
-	if (strcmp(effect, "paid") == 0) {
-		return OUTBOX_ON_PAID;
-	}
-	if (strcmp(effect, "refunded") == 0) {
-		return OUTBOX_ON_REFUNDED;
-	}
-	if (strcmp(effect, "partially_refunded") == 0) {
-		return OUTBOX_ON_PARTIALLY_REFUNDED;
-	}
-	return 0;
+	return outbox_effect_bit_n(effect, strlen(effect));
 }
 
 static int outbox_new_key(char out[OUTBOX_KEY_LEN + 1])

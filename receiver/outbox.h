@@ -25,10 +25,19 @@ struct orders_conf;
 #define OUTBOX_ERROR_MAX 200        /* bytes of last_error kept per row */
 #define OUTBOX_REFUND_CALL "refund" /* call type of compensation refund rows */
 
-/* Effects a call type may be queued on (bit set). */
+/* Effects a call type may be queued on (bit set); docs/outbound.md. */
 #define OUTBOX_ON_PAID 0x1u
 #define OUTBOX_ON_REFUNDED 0x2u
 #define OUTBOX_ON_PARTIALLY_REFUNDED 0x4u
+#define OUTBOX_ON_AUTHORIZED 0x8u
+#define OUTBOX_ON_REFUND_FAILED 0x10u
+#define OUTBOX_ON_DISPUTED 0x20u
+#define OUTBOX_ON_DISPUTE_WON 0x40u
+#define OUTBOX_ON_DISPUTE_LOST 0x80u
+#define OUTBOX_ON_CAPTURE_FAILED 0x100u
+#define OUTBOX_ON_CANCELLED 0x200u
+#define OUTBOX_ON_EXPIRED 0x400u
+#define OUTBOX_ON_ALL 0x7ffu
 
 enum outbox_compensation {
 	OUTBOX_COMP_NONE = 0,
@@ -126,7 +135,8 @@ int outbox_signing_key(const char *secret, size_t len, unsigned char **ret, size
 
 /* Called by the ingest path inside the event's unit of work after the
  * business handler changed order_id with `effect` ("paid", "refunded",
- * "partially_refunded"): queues the outbound calls configured for it.
+ * "disputed", ... as orders.h lists them): queues the outbound calls
+ * configured for it; "noop" and "recorded" queue nothing.
  * Returns 0 (also when nothing is configured), or -1 (store error). */
 int outbox_on_effect(struct store_tx *tx, const struct config *cf, const char *provider,
                      const char *order_id, const char *effect);

@@ -795,6 +795,71 @@ static void test_each_call_type_gets_its_own_row_and_key(void **state)
 	peer_request_finish(&b);
 }
 
+struct effects_job {
+	struct fixture *ej_fx;
+	char ej_id[ORDERS_ID_LEN + 1];
+};
+
+static int effects_fn(struct store_tx *tx, void *arg)
+{
+	static const char *const effects[] = {"disputed",      "cancelled", "authorized",
+	                                      "refund_failed", "noop",      "recorded"};
+	struct effects_job *ej = arg;
+	size_t i;
+
+	if (orders_create(tx, 1000, "usd", "cust_1", ej->ej_id) < 0) {
+		return -1;
+	}
+	for (i = 0; i < sizeof(effects) / sizeof(effects[0]); i++) {
+		if (outbox_queue_effect(tx, &ej->ej_fx->fx_oc, "stripe", ej->ej_id, effects[i]) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void test_call_types_queue_on_lifecycle_effects_all_of_them_by_default(void **state)
+{
+	struct fixture *fx = *state;
+	struct effects_job ej;
+
+	quick_conf(fx);
+	set_url(fx, "receipt_url", "/receipt");
+	set_key(fx, "receipt_on", "disputed, cancelled");
+	load_conf(fx);
+	memset(&ej, 0, sizeof(ej));
+	ej.ej_fx = fx;
+	assert_int_equal(store_write(fx->fx_st, now_ms(), effects_fn, &ej), 0);
+	/* notify has no notify_on: every effect but noop and recorded. */
+	assert_int_equal(
+	        db_int(fx, "SELECT count(*) FROM outbox WHERE call_type = 'notify' AND order_id = ?",
+	               ej.ej_id),
+	        4);
+	assert_int_equal(
+	        db_int(fx,
+	               "SELECT count(*) FROM outbox WHERE call_type = 'receipt' AND order_id = ?"
+	               " AND effect IN ('disputed', 'cancelled')",
+	               ej.ej_id),
+	        2);
+	assert_int_equal(db_int(fx, "SELECT count(*) FROM outbox WHERE effect = 'noop'", NULL), 0);
+	assert_int_equal(
+	        db_int(fx,
+	               "SELECT count(*) FROM outbox"
+	               " WHERE CAST(body AS TEXT) LIKE '%\"order.disputed\"%'",
+	               NULL),
+	        2);
+}
+
+static void test_an_unknown_effect_in_a_call_list_is_refused(void **state)
+{
+	struct fixture *fx = *state;
+	struct outbox_conf oc;
+
+	quick_conf(fx);
+	set_key(fx, "notify_on", "paid chargeback");
+	assert_int_equal(outbox_conf_load(&fx->fx_cf, 0, &oc), -1);
+}
+
 static void test_signed_bodies_verify_and_keep_their_id_across_attempts(void **state)
 {
 	struct fixture *fx = *state;
@@ -1109,6 +1174,11 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                test_a_flagged_row_retried_and_delivered_clears_needs_operator, setup,
 	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_call_types_queue_on_lifecycle_effects_all_of_them_by_default, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(test_an_unknown_effect_in_a_call_list_is_refused,
+	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(
 	                test_500_then_200_retries_with_the_same_idempotency_key, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_429_retry_after_is_honoured, setup, teardown),
