@@ -212,14 +212,192 @@ static int adyen_success(const cJSON *item)
 	return cJSON_IsTrue(s) || (cJSON_IsString(s) && strcmp(s->valuestring, "true") == 0);
 }
 
-static int adyen_item_event(const struct adyen_state *st, const cJSON *item, struct event *ev,
+/* What each eventCode means for an order (docs/providers.md has the table;
+ * codes not listed are recorded). */
+struct adyen_code {
+	const char *ac_code;
+	enum event_kind ac_kind;
+	int ac_needs_success; /* success=false: the operation did not happen, recorded */
+	int ac_dated_key;     /* may come again for one pspReference: the key adds eventDate */
+};
+
+static const struct adyen_code adyen_codes[] = {
+        {"AUTHORISATION", EVENT_PAYMENT_SUCCEEDED, 1, 0},
+        {"CANCELLATION", EVENT_PAYMENT_CANCELLED, 1, 0},
+        {"CANCEL_OR_REFUND", EVENT_CANCEL_OR_REFUND, 1, 0},
+        /* Adyen re-captures a capture the scheme rejected and reports it
+         * as a new CAPTURE of the same pspReference. */
+        {"CAPTURE", EVENT_PAYMENT_CAPTURED, 1, 1},
+        {"CAPTURE_FAILED", EVENT_CAPTURE_FAILED, 0, 1},
+        {"CHARGEBACK", EVENT_DISPUTE_OPENED, 0, 0},
+        {"CHARGEBACK_REVERSED", EVENT_DISPUTE_WON, 0, 0},
+        {"EXPIRE", EVENT_PAYMENT_EXPIRED, 0, 0},
+        {"OFFER_CLOSED", EVENT_PAYMENT_EXPIRED, 0, 0},
+        {"PREARBITRATION_LOST", EVENT_DISPUTE_LOST, 0, 0},
+        {"PREARBITRATION_WON", EVENT_DISPUTE_WON, 0, 0},
+        {"REFUND", EVENT_REFUNDED, 1, 0},
+        {"REFUND_FAILED", EVENT_REFUND_FAILED, 0, 0},
+        {"SECOND_CHARGEBACK", EVENT_DISPUTE_LOST, 0, 0},
+        {"TECHNICAL_CANCEL", EVENT_PAYMENT_CANCELLED, 1, 0},
+};
+
+static const struct adyen_code *adyen_code_find(const char *code)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(adyen_codes) / sizeof(adyen_codes[0]); i++) {
+		if (strcmp(adyen_codes[i].ac_code, code) == 0) {
+			return &adyen_codes[i];
+		}
+	}
+	return NULL;
+}
+
+/* Adyen counts these currencies with other decimals than ISO 4217
+ * (docs.adyen.com/development-resources/currency-codes: "For CLP, CVE, IDR,
+ * and ISK the standard has a different number of decimals"). */
+static const struct {
+	const char *ae_code;
+	int ae_exponent;
+} adyen_exponents[] = {
+        {"CLP", 2},
+        {"CVE", 0},
+        {"IDR", 0},
+        {"ISK", 2},
+};
+
+/* amount.value as Adyen counts it in currency (upper case), into ISO minor
+ * units. Returns 0, or -1 when malformed or not a whole ISO amount. */
+static int adyen_amount(const cJSON *item, const char *currency, int64_t *ret)
+{
+	int iso = money_exponent(currency);
+	int exponent = iso;
+	int64_t raw;
+	size_t i;
+
+	if (iso < 0 || provider_json_minor(item, &raw) < 0) {
+		return -1;
+	}
+	for (i = 0; i < sizeof(adyen_exponents) / sizeof(adyen_exponents[0]); i++) {
+		if (strcmp(adyen_exponents[i].ae_code, currency) == 0) {
+			exponent = adyen_exponents[i].ae_exponent;
+		}
+	}
+	return money_rescale(raw, exponent, iso, ret);
+}
+
+/* n decimal digits at *p, advancing it. Returns the value or -1. */
+static int64_t adyen_digits(const char **p, int n)
+{
+	int64_t v = 0;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		if ((*p)[i] < '0' || (*p)[i] > '9') {
+			return -1;
+		}
+		v = v * 10 + ((*p)[i] - '0');
+	}
+	*p += n;
+	return v;
+}
+
+/* Days from 1970-01-01 to a proleptic Gregorian date (y, m 1..12, d). */
+static int64_t adyen_days(int64_t y, int64_t m, int64_t d)
+{
+	int64_t era;
+	int64_t yoe;
+	int64_t doy;
+
+	y -= m <= 2;
+	era = (y >= 0 ? y : y - 399) / 400;
+	yoe = y - era * 400;
+	doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+	return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+}
+
+/* eventDate ("2024-12-02T10:00:00+01:00", ISO 8601 with a zone) in ms since
+ * the epoch, or 0 when absent or not in that form. */
+static int64_t adyen_event_ms(const char *s)
+{
+	int64_t y, mo, d, h, mi, sec, off = 0;
+	const char *p = s;
+
+	if (s == NULL) {
+		return 0;
+	}
+	y = adyen_digits(&p, 4);
+	if (y < 0 || *p++ != '-' || (mo = adyen_digits(&p, 2)) < 1 || mo > 12 || *p++ != '-' ||
+	    (d = adyen_digits(&p, 2)) < 1 || d > 31 || *p++ != 'T' ||
+	    (h = adyen_digits(&p, 2)) < 0 || h > 23 || *p++ != ':' ||
+	    (mi = adyen_digits(&p, 2)) < 0 || mi > 59 || *p++ != ':' ||
+	    (sec = adyen_digits(&p, 2)) < 0 || sec > 60) {
+		return 0;
+	}
+	if (*p == '.') {
+		p++;
+		while (*p >= '0' && *p <= '9') {
+			p++;
+		}
+	}
+	if (*p == '+' || *p == '-') {
+		int sign = *p++ == '-' ? -1 : 1;
+		int64_t oh = adyen_digits(&p, 2);
+		int64_t om;
+
+		if (oh < 0 || oh > 23 || *p++ != ':' || (om = adyen_digits(&p, 2)) < 0 || om > 59) {
+			return 0;
+		}
+		off = sign * (oh * 3600 + om * 60);
+	} else if (*p++ != 'Z') {
+		return 0;
+	}
+	if (*p != '\0') {
+		return 0;
+	}
+	return ((adyen_days(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec) - off) * 1000;
+}
+
+/* The kind of an item: its code, success flag and, where the code leaves it
+ * open, additionalData. */
+static enum event_kind adyen_kind(const struct provider_conf *pc, const cJSON *item,
+                                  const struct adyen_code *c)
+{
+	/* additionalData keys are flat: "modification.action" is one key. */
+	const cJSON *additional = provider_json_path(item, "additionalData");
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(additional, "modification.action");
+	const char *action = cJSON_IsString(a) ? a->valuestring : NULL;
+	const char *dispute = provider_json_string(additional, "disputeStatus");
+
+	if (c == NULL || (c->ac_needs_success && !adyen_success(item))) {
+		return EVENT_OTHER;
+	}
+	if (c->ac_kind == EVENT_PAYMENT_SUCCEEDED && pc->pc_capture_manual) {
+		return EVENT_PAYMENT_AUTHORIZED;
+	}
+	if (c->ac_kind == EVENT_CANCEL_OR_REFUND && action != NULL &&
+	    strcmp(action, "cancel") == 0) {
+		return EVENT_PAYMENT_CANCELLED;
+	}
+	if (c->ac_kind == EVENT_DISPUTE_OPENED && dispute != NULL &&
+	    (strcmp(dispute, "Lost") == 0 || strcmp(dispute, "Accepted") == 0)) {
+		return EVENT_DISPUTE_LOST;
+	}
+	return c->ac_kind;
+}
+
+static int adyen_item_event(const struct provider_conf *pc, const cJSON *item, struct event *ev,
                             struct provider_verdict *v)
 {
+	const struct adyen_state *st = pc->pc_state;
 	const char *psp = provider_json_string(item, "pspReference");
+	const char *orig = provider_json_string(item, "originalReference");
 	const char *code = provider_json_string(item, "eventCode");
 	const char *currency = provider_json_string(item, "amount.currency");
 	const char *account = provider_json_string(item, "merchantAccountCode");
+	const char *date = provider_json_string(item, "eventDate");
 	const cJSON *amount = provider_json_path(item, "amount.value");
+	const struct adyen_code *c;
 	cJSON *copy = NULL;
 	cJSON *additional;
 	struct buf b;
@@ -230,26 +408,30 @@ static int adyen_item_event(const struct adyen_state *st, const cJSON *item, str
 		provider_refuse(v, 400, "missing_key", "An item has no pspReference or eventCode.");
 		goto done;
 	}
+	c = adyen_code_find(code);
+	/* Adyen retries an item as it was; success=false then success=true for
+	 * one pspReference are two events. A key without a suffix is the
+	 * success=true one, as before the suffix existed. */
 	if (buf_printf(&b, "%s:%s", psp, code) < 0 ||
+	    (!adyen_success(item) && buf_puts(&b, ":false") < 0) ||
+	    (c != NULL && c->ac_dated_key && date != NULL && buf_printf(&b, "@%s", date) < 0) ||
 	    provider_set_ref(&ev->ev_key, b.buf_data) < 0 ||
 	    provider_set_ref(&ev->ev_type, code) < 0) {
 		provider_refuse(v, 400, "malformed_body",
 		                "An item's pspReference or eventCode is not usable.");
 		goto done;
 	}
-	ev->ev_kind = EVENT_OTHER;
-	if (adyen_success(item) && strcmp(code, "AUTHORISATION") == 0) {
-		ev->ev_kind = EVENT_PAYMENT_SUCCEEDED;
-	} else if (adyen_success(item) && strcmp(code, "REFUND") == 0) {
-		ev->ev_kind = EVENT_REFUNDED;
+	ev->ev_kind = adyen_kind(pc, item, c);
+	if (orig != NULL && orig[0] == '\0') {
+		orig = NULL;
 	}
+	/* A modification (refund, capture, dispute, ...) names the payment in
+	 * originalReference and itself in pspReference. */
 	if (provider_set_ref(&ev->ev_order_ref, provider_json_string(item, "merchantReference")) <
 	            0 ||
-	    provider_set_ref(&ev->ev_payment_ref,
-	                     ev->ev_kind == EVENT_REFUNDED
-	                             ? provider_json_string(item, "originalReference")
-	                             : psp) < 0 ||
-	    (ev->ev_kind == EVENT_REFUNDED && provider_set_ref(&ev->ev_refund_ref, psp) < 0)) {
+	    provider_set_ref(&ev->ev_payment_ref, orig != NULL ? orig : psp) < 0 ||
+	    provider_set_ref(&ev->ev_refund_ref,
+	                     orig != NULL && ev->ev_kind != EVENT_OTHER ? psp : NULL) < 0) {
 		provider_refuse(v, 400, "malformed_body", "An item's reference is not usable.");
 		goto done;
 	}
@@ -258,12 +440,15 @@ static int adyen_item_event(const struct adyen_state *st, const cJSON *item, str
 		                "An item's currency is not an ISO 4217 code.");
 		goto done;
 	}
-	if (amount != NULL && provider_json_minor(amount, &ev->ev_amount) < 0) {
+	if (amount != NULL &&
+	    (currency == NULL || adyen_amount(amount, ev->ev_currency, &ev->ev_amount) < 0)) {
 		ev->ev_amount = -1;
 		provider_refuse(v, 400, "malformed_body",
-		                "An item's amount is not a whole number of minor units.");
+		                "An item's amount is not a whole number of minor units of its "
+		                "currency.");
 		goto done;
 	}
+	ev->ev_occurred_ms = adyen_event_ms(date);
 	if (st->ad_merchant_account != NULL &&
 	    (account == NULL || strcmp(account, st->ad_merchant_account) != 0)) {
 		ev->ev_refused = 1;
@@ -363,7 +548,7 @@ static int adyen_receive(const struct provider_conf *pc, const struct http_reque
 			provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
 			goto fail_batch;
 		}
-		if (adyen_item_event(st, provider_json_path(it, "NotificationRequestItem"), ev,
+		if (adyen_item_event(pc, provider_json_path(it, "NotificationRequestItem"), ev,
 		                     ret_verdict) < 0) {
 			goto fail_batch;
 		}
@@ -394,6 +579,7 @@ static int adyen_sign(const struct provider_conf *pc, const void *body, size_t b
 const struct provider provider_adyen = {
         .p_name = "adyen",
         .p_retry_window_s = ADYEN_RETRY_WINDOW_S,
+        .p_capture = 1,
         .p_create = adyen_create,
         .p_destroy = adyen_destroy,
         .p_receive = adyen_receive,

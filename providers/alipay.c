@@ -429,6 +429,10 @@ static int alipay_normalize(const struct alipay_state *st, const struct alipay_f
 		if (status != NULL && (strcmp(status, "TRADE_SUCCESS") == 0 ||
 		                       strcmp(status, "TRADE_FINISHED") == 0)) {
 			ev->ev_kind = EVENT_PAYMENT_SUCCEEDED;
+		} else if (status != NULL && strcmp(status, "TRADE_CLOSED") == 0) {
+			/* Closed unpaid (timeout, or closed by the merchant). Closed
+			 * after a full refund carries refund_fee and is that refund. */
+			ev->ev_kind = EVENT_PAYMENT_CANCELLED;
 		}
 		rc = alipay_amount(alipay_get(f, "total_amount"), st->as_currency, &ev->ev_amount);
 		if (rc < 0) {

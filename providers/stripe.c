@@ -162,47 +162,141 @@ static const char *stripe_order_ref(const cJSON *obj)
 	return ref;
 }
 
-/* Fills the business fields of ev from the event's type and data.object. */
-static int stripe_normalize(const char *id, const char *type, const cJSON *obj, struct event *ev,
-                            struct provider_verdict *v)
+/* Stripe counts ISK in hundredths though ISO 4217 gives it no minor unit:
+ * "ISK will remain a two-decimal currency in the Stripe API, and an ISK
+ * amount of 100 will continue to represent 1 krona" (Stripe, deprecation of
+ * fractional ISK, 2023; docs.stripe.com/currencies "Special cases"). HUF and
+ * TWD are two-decimal in charges as in ISO (their special case is payouts,
+ * in whole units), and UGX is zero-decimal as in ISO; the other currencies
+ * follow ISO 4217 too. */
+static const struct {
+	const char *se_code;
+	int se_exponent;
+} stripe_exponents[] = {
+        {"ISK", 2},
+};
+
+/* An amount as Stripe counts it in currency (upper case), into ISO minor
+ * units. Returns 0, or -1 when malformed or not a whole ISO amount. */
+static int stripe_amount(const cJSON *item, const char *currency, int64_t *ret)
+{
+	int iso = money_exponent(currency);
+	int exponent = iso;
+	int64_t raw;
+	size_t i;
+
+	if (iso < 0 || provider_json_minor(item, &raw) < 0) {
+		return -1;
+	}
+	for (i = 0; i < sizeof(stripe_exponents) / sizeof(stripe_exponents[0]); i++) {
+		if (strcmp(stripe_exponents[i].se_code, currency) == 0) {
+			exponent = stripe_exponents[i].se_exponent;
+		}
+	}
+	return money_rescale(raw, exponent, iso, ret);
+}
+
+static int stripe_is(const char *s, const char *want)
+{
+	return s != NULL && strcmp(s, want) == 0;
+}
+
+/* Fills the business fields of ev from the event's type and data.object
+ * (docs/providers.md has the table). */
+static int stripe_normalize(const char *id, const char *type, int64_t created_s, const cJSON *obj,
+                            struct event *ev, struct provider_verdict *v)
 {
 	const char *currency = provider_json_string(obj, "currency");
 	const char *object_id = provider_json_string(obj, "id");
+	const char *status = provider_json_string(obj, "status");
 	const char *pi = provider_json_string(obj, "payment_intent");
+	const char *charge = provider_json_string(obj, "charge");
+	const char *ref = NULL;
 	const char *amount_key = "amount";
 	const cJSON *amount;
 
 	ev->ev_kind = EVENT_OTHER;
+	/* A PaymentIntent or a Charge is the payment; refunds, disputes and
+	 * sessions name it. */
+	if (stripe_is(provider_json_string(obj, "object"), "payment_intent")) {
+		pi = object_id;
+		charge = provider_json_string(obj, "latest_charge");
+	} else if (stripe_is(provider_json_string(obj, "object"), "charge")) {
+		charge = object_id;
+	} else if (stripe_is(provider_json_string(obj, "object"), "checkout.session")) {
+		amount_key = "amount_total";
+	}
 	if (strcmp(type, "payment_intent.succeeded") == 0) {
 		ev->ev_kind = EVENT_PAYMENT_SUCCEEDED;
 		pi = object_id;
+		charge = provider_json_string(obj, "latest_charge");
 		amount_key =
 		        cJSON_HasObjectItem(obj, "amount_received") ? "amount_received" : "amount";
+	} else if (strcmp(type, "payment_intent.amount_capturable_updated") == 0) {
+		const cJSON *capturable = cJSON_GetObjectItemCaseSensitive(obj, "amount_capturable");
+
+		/* capture_method=manual: the funds are held until captured. */
+		if (cJSON_IsNumber(capturable) && capturable->valuedouble > 0) {
+			ev->ev_kind = EVENT_PAYMENT_AUTHORIZED;
+		}
+		pi = object_id;
+		charge = provider_json_string(obj, "latest_charge");
+	} else if (strcmp(type, "payment_intent.canceled") == 0) {
+		ev->ev_kind = EVENT_PAYMENT_CANCELLED;
+		pi = object_id;
 	} else if (strcmp(type, "checkout.session.completed") == 0 ||
 	           strcmp(type, "checkout.session.async_payment_succeeded") == 0) {
-		const char *status = provider_json_string(obj, "payment_status");
-
 		/* An unpaid session (delayed methods) pays later with its own event. */
-		if (status != NULL && strcmp(status, "paid") == 0) {
+		if (stripe_is(provider_json_string(obj, "payment_status"), "paid")) {
 			ev->ev_kind = EVENT_PAYMENT_SUCCEEDED;
 		}
 		amount_key = "amount_total";
+	} else if (strcmp(type, "checkout.session.expired") == 0) {
+		ev->ev_kind = EVENT_PAYMENT_EXPIRED;
+		amount_key = "amount_total";
 	} else if (strcmp(type, "charge.refunded") == 0) {
-		const char *refund = provider_json_string(obj, "refunds.data.0.id");
-
 		ev->ev_kind = EVENT_REFUNDED;
 		ev->ev_refund_cumulative = 1;
 		amount_key = "amount_refunded";
-		if (pi == NULL) {
-			pi = object_id;
+		charge = object_id;
+		ref = provider_json_string(obj, "refunds.data.0.id");
+		if (ref == NULL) {
+			ref = id;
 		}
-		if (provider_set_ref(&ev->ev_refund_ref, refund != NULL ? refund : id) < 0) {
-			return provider_refuse(v, 400, "malformed_body",
-			                       "The refund id is not usable.");
+	} else if (strcmp(type, "charge.refund.updated") == 0 ||
+	           strcmp(type, "refund.updated") == 0 || strcmp(type, "refund.failed") == 0) {
+		/* A Refund object; refund.created and succeeded updates are
+		 * counted by charge.refunded already. */
+		if (stripe_is(status, "failed") || stripe_is(status, "canceled")) {
+			ev->ev_kind = EVENT_REFUND_FAILED;
 		}
+		ref = object_id;
+	} else if (strncmp(type, "charge.dispute.", 15) == 0) {
+		const char *what = type + 15;
+
+		/* Inquiries (status warning_*) withhold no funds. */
+		if ((strcmp(what, "created") == 0 && status != NULL &&
+		     strncmp(status, "warning_", 8) != 0) ||
+		    strcmp(what, "funds_withdrawn") == 0) {
+			ev->ev_kind = EVENT_DISPUTE_OPENED;
+		} else if (strcmp(what, "funds_reinstated") == 0 ||
+		           (strcmp(what, "closed") == 0 && stripe_is(status, "won"))) {
+			ev->ev_kind = EVENT_DISPUTE_WON;
+		} else if (strcmp(what, "closed") == 0 && stripe_is(status, "lost")) {
+			ev->ev_kind = EVENT_DISPUTE_LOST;
+		}
+		ref = object_id;
+	}
+	/* The PaymentIntent names the payment; a charge without one (the
+	 * Charges API) names it by itself. */
+	if (pi == NULL) {
+		pi = charge;
+		charge = NULL;
 	}
 	if (provider_set_ref(&ev->ev_order_ref, stripe_order_ref(obj)) < 0 ||
-	    provider_set_ref(&ev->ev_payment_ref, pi) < 0) {
+	    provider_set_ref(&ev->ev_payment_ref, pi) < 0 ||
+	    provider_set_ref(&ev->ev_charge_ref, charge) < 0 ||
+	    provider_set_ref(&ev->ev_refund_ref, ev->ev_kind != EVENT_OTHER ? ref : NULL) < 0) {
 		return provider_refuse(v, 400, "malformed_body",
 		                       "A reference in the event is not usable.");
 	}
@@ -212,11 +306,13 @@ static int stripe_normalize(const char *id, const char *type, const cJSON *obj, 
 	}
 	amount = cJSON_GetObjectItemCaseSensitive(obj, amount_key);
 	if (amount != NULL && !cJSON_IsNull(amount) &&
-	    provider_json_minor(amount, &ev->ev_amount) < 0) {
+	    (currency == NULL || stripe_amount(amount, ev->ev_currency, &ev->ev_amount) < 0)) {
 		ev->ev_amount = -1;
 		return provider_refuse(v, 400, "malformed_body",
-		                       "The amount is not a whole number of minor units.");
+		                       "The amount is not a whole number of minor units of its "
+		                       "currency.");
 	}
+	ev->ev_occurred_ms = created_s > 0 ? created_s * 1000 : 0;
 	return 0;
 }
 
@@ -249,6 +345,7 @@ static int stripe_receive(const struct provider_conf *pc, const struct http_requ
 	struct stripe_sig sig;
 	cJSON *root = NULL;
 	const cJSON *obj;
+	const cJSON *created;
 	const char *id;
 	const char *type;
 	struct event *ev;
@@ -311,7 +408,13 @@ static int stripe_receive(const struct provider_conf *pc, const struct http_requ
 		                "The event id or type is not usable.");
 		goto fail_batch;
 	}
-	if (stripe_normalize(id, type, obj, ev, ret_verdict) < 0) {
+	created = cJSON_GetObjectItemCaseSensitive(root, "created");
+	if (stripe_normalize(id, type,
+	                     cJSON_IsNumber(created) && created->valuedouble > 0 &&
+	                                     created->valuedouble < 1e11
+	                             ? (int64_t)created->valuedouble
+	                             : 0,
+	                     obj, ev, ret_verdict) < 0) {
 		goto fail_batch;
 	}
 	if (stripe_fingerprint(type, obj, ev) < 0 ||

@@ -30,6 +30,8 @@ struct wechatpay_state {
 	size_t ws_n_keys;
 	struct provider_secrets ws_apiv3; /* 32-byte API v3 keys, first is current */
 	char *ws_mchid;                   /* when set, the resource's mchid must match */
+	char *ws_sp_mchid; /* partner mode: the service provider's merchant id */
+	char **ws_sub_mchids; /* partner mode: sub-merchants accepted (NULL-terminated), or NULL: any */
 };
 
 static void wechatpay_destroy(void *state)
@@ -46,6 +48,11 @@ static void wechatpay_destroy(void *state)
 	}
 	provider_secrets_finish(&st->ws_apiv3);
 	free(st->ws_mchid);
+	free(st->ws_sp_mchid);
+	for (i = 0; st->ws_sub_mchids != NULL && st->ws_sub_mchids[i] != NULL; i++) {
+		free(st->ws_sub_mchids[i]);
+	}
+	free(st->ws_sub_mchids);
 	free(st);
 }
 
@@ -98,6 +105,95 @@ static int wechatpay_load_key(void *arg, const char *value, int line)
 	return 0;
 }
 
+/* One sub_mchid line: one or more ids (comma or space separated). */
+static int wechatpay_sub_mchid(void *arg, const char *value, int line)
+{
+	struct wechatpay_state *st = arg;
+	const char *cursor = value;
+	const char *p;
+	size_t n;
+	size_t count = 0;
+
+	while (st->ws_sub_mchids != NULL && st->ws_sub_mchids[count] != NULL) {
+		count++;
+	}
+	while ((p = config_list_next(&cursor, &n)) != NULL) {
+		char **grown = realloc(st->ws_sub_mchids, (count + 2) * sizeof(*grown));
+
+		if (grown == NULL) {
+			return -1;
+		}
+		st->ws_sub_mchids = grown;
+		grown[count] = strndup(p, n);
+		grown[count + 1] = NULL;
+		if (grown[count] == NULL) {
+			return -1;
+		}
+		count++;
+	}
+	return 0;
+}
+
+/* Partner (service provider) mode: sp_mchid, and optionally which
+ * sub_mchid values are ours. Direct mode's mchid does not go with it. */
+static int wechatpay_partner_load(const struct provider_conf *pc, struct wechatpay_state *st)
+{
+	const char *sp = config_section_get(pc->pc_section, "sp_mchid");
+
+	if (sp == NULL) {
+		if (config_section_get(pc->pc_section, "sub_mchid") != NULL) {
+			log_err("provider %s: sub_mchid needs sp_mchid (partner mode)", pc->pc_name);
+			return -1;
+		}
+		return 0;
+	}
+	if (st->ws_mchid != NULL) {
+		log_err("provider %s: mchid (direct merchant) and sp_mchid (partner mode) exclude "
+		        "each other",
+		        pc->pc_name);
+		return -1;
+	}
+	st->ws_sp_mchid = strdup(sp);
+	if (st->ws_sp_mchid == NULL) {
+		return -1;
+	}
+	if (config_section_each(pc->pc_section, "sub_mchid", wechatpay_sub_mchid, st) != 0) {
+		log_err("provider %s: sub_mchid: out of memory", pc->pc_name);
+		return -1;
+	}
+	return 0;
+}
+
+/* 1 when the resource is for this instance's merchant: its mchid (direct),
+ * or its sp_mchid and an accepted sub_mchid (partner), or anything when
+ * neither is configured. */
+static int wechatpay_merchant_ok(const struct wechatpay_state *st, const cJSON *res)
+{
+	const char *mchid = provider_json_string(res, "mchid");
+	const char *sp = provider_json_string(res, "sp_mchid");
+	const char *sub = provider_json_string(res, "sub_mchid");
+	size_t i;
+
+	if (st->ws_mchid != NULL) {
+		return mchid != NULL && strcmp(mchid, st->ws_mchid) == 0;
+	}
+	if (st->ws_sp_mchid == NULL) {
+		return 1;
+	}
+	if (sp == NULL || strcmp(sp, st->ws_sp_mchid) != 0) {
+		return 0;
+	}
+	if (st->ws_sub_mchids == NULL) {
+		return 1;
+	}
+	for (i = 0; sub != NULL && st->ws_sub_mchids[i] != NULL; i++) {
+		if (strcmp(sub, st->ws_sub_mchids[i]) == 0) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static int wechatpay_create(const struct provider_conf *pc, void **ret_state)
 {
 	struct wechatpay_state *st = calloc(1, sizeof(*st));
@@ -131,6 +227,9 @@ static int wechatpay_create(const struct provider_conf *pc, void **ret_state)
 		if (st->ws_mchid == NULL) {
 			goto fail;
 		}
+	}
+	if (wechatpay_partner_load(pc, st) < 0) {
+		goto fail;
 	}
 	*ret_state = st;
 	return 0;
@@ -243,6 +342,17 @@ static int wechatpay_normalize(const char *event_type, const cJSON *res, struct 
 			return provider_refuse(v, 400, "malformed_body",
 			                       "The refund id is not usable.");
 		}
+	} else if (strcmp(event_type, "REFUND.ABNORMAL") == 0 ||
+	           strcmp(event_type, "REFUND.CLOSED") == 0) {
+		/* The refund did not reach the payer (ABNORMAL: e.g. a closed card;
+		 * the money stays with the merchant) or was closed. */
+		ev->ev_kind = EVENT_REFUND_FAILED;
+		amount_path = "amount.refund";
+		if (provider_set_ref(&ev->ev_refund_ref, provider_json_string(res, "refund_id")) <
+		    0) {
+			return provider_refuse(v, 400, "malformed_body",
+			                       "The refund id is not usable.");
+		}
 	}
 	if (provider_set_ref(&ev->ev_order_ref, provider_json_string(res, "out_trade_no")) < 0 ||
 	    provider_set_ref(&ev->ev_payment_ref, provider_json_string(res, "transaction_id")) <
@@ -320,7 +430,6 @@ static int wechatpay_receive(const struct provider_conf *pc, const struct http_r
 	const struct wechatpay_state *st = pc->pc_state;
 	const char *id;
 	const char *event_type;
-	const char *mchid;
 	cJSON *root = NULL;
 	cJSON *res = NULL;
 	char *plain = NULL;
@@ -356,8 +465,7 @@ static int wechatpay_receive(const struct provider_conf *pc, const struct http_r
 		                "The decrypted resource is not a JSON object.");
 		goto fail;
 	}
-	mchid = provider_json_string(res, "mchid");
-	if (st->ws_mchid != NULL && (mchid == NULL || strcmp(mchid, st->ws_mchid) != 0)) {
+	if (!wechatpay_merchant_ok(st, res)) {
 		provider_refuse(ret_verdict, 403, "wrong_merchant",
 		                "The notification is for another merchant id.");
 		goto fail;

@@ -668,6 +668,18 @@ static int config_parse_provider(struct config *cf, const struct config_section 
 		return -1;
 	}
 	pc->pc_retention_s = v;
+	/* Provider key "capture": automatic (default) or manual, for profiles
+	 * whose authorisation and capture are separate events. */
+	p = config_section_get(cs, "capture");
+	if (p != NULL) {
+		if (strcmp(p, "manual") == 0 && pc->pc_provider->p_capture) {
+			pc->pc_capture_manual = 1;
+		} else if (strcmp(p, "automatic") != 0) {
+			return config_bad(cf, cs->cs_name, "capture", p,
+					  pc->pc_provider->p_capture ? "automatic or manual"
+								     : "automatic (this type captures with the payment)");
+		}
+	}
 	if (config_parse_cidrs(cf, cs->cs_name, "allow_from", config_section_get(cs, "allow_from"),
 			       &pc->pc_allow_from) < 0) {
 		return -1;

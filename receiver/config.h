@@ -31,6 +31,7 @@ struct provider_conf {
 	const struct config_section *pc_section; /* all its keys, for the profile */
 	int64_t pc_tolerance_s; /* signature timestamp tolerance, default 300 */
 	int64_t pc_retention_s; /* idempotency retention; default [store] retention */
+	int pc_capture_manual; /* capture = manual: authorised is not paid (profiles with p_capture) */
 	void *pc_state; /* the profile's parsed secrets and keys (p_create) */
 	char **pc_allow_from; /* source CIDRs allowed to call (NULL-terminated), or NULL: any */
 };

@@ -46,6 +46,7 @@ struct item {
 	const char *currency;
 	const char *code;
 	const char *success;
+	const char *extra; /* more additionalData members, or NULL */
 };
 
 /* base64 HMAC of the item's 8 fields with a hex key, computed independently. */
@@ -74,7 +75,7 @@ static void item_json(struct buf *b, const struct item *it, const char *sig)
 {
 	buf_printf(b,
 	           "{\"NotificationRequestItem\":{\"additionalData\":{\"hmacSignature\":\"%s\","
-	           "\"authCode\":\"1234\"},"
+	           "\"authCode\":\"1234\"%s%s},"
 	           "\"amount\":{\"currency\":\"%s\",\"value\":%lld},\"eventCode\":\"%s\","
 	           "\"eventDate\":"
 	           "\"2024-12-02T10:00:00+01:00\",\"merchantAccountCode\":\"%s\","
@@ -82,7 +83,8 @@ static void item_json(struct buf *b, const struct item *it, const char *sig)
 	           "\"originalReference\":\"%s\",\"paymentMethod\":\"visa\",\"pspReference\":\"%"
 	           "s\",\"reason\":\"\","
 	           "\"success\":\"%s\"}}",
-	           sig, it->currency, it->value, it->code, it->account, it->ref, it->orig, it->psp,
+	           sig, it->extra != NULL ? "," : "", it->extra != NULL ? it->extra : "",
+	           it->currency, it->value, it->code, it->account, it->ref, it->orig, it->psp,
 	           it->success);
 }
 
@@ -126,7 +128,7 @@ static int receive(struct pt_instance *pi, const char *body, const char *auth,
 
 static const struct item vec_item = {
         "pspReference", "originalReference", "merchantAccount", "reference", 1000, "EUR", "CAPTURE",
-        "true"};
+        "true", NULL};
 
 static void test_adyen_item_hmac_matches_the_published_vector(void **state)
 {
@@ -146,8 +148,14 @@ static void test_adyen_item_hmac_matches_the_published_vector(void **state)
 	make_instance(&pi, NULL);
 	assert_int_equal(receive(&pi, b.buf_data, NULL, &eb, &v), 0);
 	assert_int_equal(eb.eb_n, 1);
-	assert_string_equal(eb.eb_events[0].ev_key, "pspReference:CAPTURE");
-	assert_int_equal(eb.eb_events[0].ev_kind, EVENT_OTHER);
+	/* A capture may be reported again for one pspReference (a re-capture):
+	 * its key carries the event date. */
+	assert_string_equal(eb.eb_events[0].ev_key,
+	                    "pspReference:CAPTURE@2024-12-02T10:00:00+01:00");
+	assert_int_equal(eb.eb_events[0].ev_kind, EVENT_PAYMENT_CAPTURED);
+	assert_string_equal(eb.eb_events[0].ev_payment_ref, "originalReference");
+	assert_string_equal(eb.eb_events[0].ev_refund_ref, "pspReference");
+	assert_int_equal(eb.eb_events[0].ev_occurred_ms, 1733130000000LL);
 	event_batch_finish(&eb);
 	pt_instance_destroy(&pi);
 	buf_finish(&b);
@@ -156,10 +164,10 @@ static void test_adyen_item_hmac_matches_the_published_vector(void **state)
 static void test_adyen_gives_one_event_per_item_with_its_own_key(void **state)
 {
 	const struct item items[] = {
-	        {"8535296650153317", "", "ShopCOM", "ord_a1", 1999, "EUR", "AUTHORISATION", "true"},
+	        {"8535296650153317", "", "ShopCOM", "ord_a1", 1999, "EUR", "AUTHORISATION", "true", NULL},
 	        {"8535296650153318", "8535296650153317", "ShopCOM", "ord_a1", 500, "EUR", "REFUND",
-	         "true"},
-	        {"8535296650153319", "", "ShopCOM", "ord_a2", 700, "JPY", "AUTHORISATION", "false"},
+	         "true", NULL},
+	        {"8535296650153319", "", "ShopCOM", "ord_a2", 700, "JPY", "AUTHORISATION", "false", NULL},
 	};
 	const char *keys[] = {VEC_KEY, VEC_KEY, VEC_KEY};
 	char *body = batch(items, keys, 3);
@@ -199,9 +207,9 @@ static void test_adyen_gives_one_event_per_item_with_its_own_key(void **state)
 static void test_adyen_refuses_the_whole_batch_when_one_item_is_forged(void **state)
 {
 	const struct item items[] = {
-	        {"1001", "", "ShopCOM", "ord_1", 100, "EUR", "AUTHORISATION", "true"},
-	        {"1002", "", "ShopCOM", "ord_2", 100, "EUR", "AUTHORISATION", "true"},
-	        {"1003", "", "ShopCOM", "ord_3", 100, "EUR", "AUTHORISATION", "true"},
+	        {"1001", "", "ShopCOM", "ord_1", 100, "EUR", "AUTHORISATION", "true", NULL},
+	        {"1002", "", "ShopCOM", "ord_2", 100, "EUR", "AUTHORISATION", "true", NULL},
+	        {"1003", "", "ShopCOM", "ord_3", 100, "EUR", "AUTHORISATION", "true", NULL},
 	};
 	const char *keys[] = {VEC_KEY, NULL, VEC_KEY};
 	const char *wrong_key[] = {VEC_KEY, VEC_KEY, KEY_2};
@@ -228,7 +236,7 @@ static void test_adyen_refuses_the_whole_batch_when_one_item_is_forged(void **st
 static void test_adyen_refuses_an_item_changed_after_signing(void **state)
 {
 	const struct item items[] = {
-	        {"2001", "", "ShopCOM", "ord_1", 100, "EUR", "AUTHORISATION", "true"}};
+	        {"2001", "", "ShopCOM", "ord_1", 100, "EUR", "AUTHORISATION", "true", NULL}};
 	const char *keys[] = {VEC_KEY};
 	char *body = batch(items, keys, 1);
 	struct pt_instance pi;
@@ -267,8 +275,8 @@ static void test_adyen_accepts_items_signed_with_a_rotated_key(void **state)
 {
 	const char *extra[] = {"hmac_key", KEY_2, NULL};
 	const struct item items[] = {
-	        {"3001", "", "ShopCOM", "ord_1", 100, "EUR", "AUTHORISATION", "true"},
-	        {"3002", "", "ShopCOM", "ord_2", 100, "EUR", "AUTHORISATION", "true"},
+	        {"3001", "", "ShopCOM", "ord_1", 100, "EUR", "AUTHORISATION", "true", NULL},
+	        {"3002", "", "ShopCOM", "ord_2", 100, "EUR", "AUTHORISATION", "true", NULL},
 	};
 	const char *keys[] = {VEC_KEY, KEY_2};
 	const char *keys_new[] = {KEY_2, KEY_2};
@@ -299,7 +307,7 @@ static void test_adyen_checks_http_basic_auth_when_configured(void **state)
 	/* "adyen:s3cret" in base64 is YWR5ZW46czNjcmV0. */
 	const char *extra[] = {"basic_user", "adyen", "basic_password", "s3cret", NULL};
 	const struct item items[] = {
-	        {"4001", "", "ShopCOM", "ord_1", 100, "EUR", "AUTHORISATION", "true"}};
+	        {"4001", "", "ShopCOM", "ord_1", 100, "EUR", "AUTHORISATION", "true", NULL}};
 	const char *keys[] = {VEC_KEY};
 	char *body = batch(items, keys, 1);
 	struct pt_instance pi;
@@ -323,8 +331,8 @@ static void test_adyen_marks_items_of_another_merchant_account_refused(void **st
 {
 	const char *extra[] = {"merchant_account", "ShopCOM", NULL};
 	const struct item items[] = {
-	        {"5001", "", "ShopCOM", "ord_1", 100, "EUR", "AUTHORISATION", "true"},
-	        {"5002", "", "OtherCOM", "ord_2", 100, "EUR", "AUTHORISATION", "true"},
+	        {"5001", "", "ShopCOM", "ord_1", 100, "EUR", "AUTHORISATION", "true", NULL},
+	        {"5002", "", "OtherCOM", "ord_2", 100, "EUR", "AUTHORISATION", "true", NULL},
 	};
 	const char *keys[] = {VEC_KEY, VEC_KEY};
 	char *body = batch(items, keys, 2);
@@ -391,6 +399,197 @@ static void test_adyen_refuses_bad_configuration(void **state)
 	assert_int_equal(pt_instance_create(&pi, &provider_adyen, half_basic), -1);
 }
 
+/* ---- the lifecycle: every eventCode that touches money ---- */
+
+/* Receives one signed item; the batch is the caller's. */
+static void receive_item(struct pt_instance *pi, const struct item *it, struct event_batch *b)
+{
+	const char *keys[] = {VEC_KEY};
+	struct provider_verdict v;
+	char *body = batch(it, keys, 1);
+
+	assert_int_equal(receive(pi, body, NULL, b, &v), 0);
+	assert_int_equal(b->eb_n, 1);
+	free(body);
+}
+
+struct adyen_row {
+	struct item ar_item;
+	enum event_kind ar_kind;
+	const char *ar_payment;
+	const char *ar_ref; /* ev_refund_ref */
+};
+
+#define PAY "8835296650153300"
+#define MOD "8835296650153399"
+
+static const struct adyen_row adyen_rows[] = {
+        {{PAY, "", "ShopCOM", "ord_1", 1999, "EUR", "AUTHORISATION", "true", NULL},
+         EVENT_PAYMENT_SUCCEEDED, PAY, NULL},
+        {{PAY, "", "ShopCOM", "ord_1", 1999, "EUR", "AUTHORISATION", "false", NULL}, EVENT_OTHER,
+         PAY, NULL},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CAPTURE", "true", NULL},
+         EVENT_PAYMENT_CAPTURED, PAY, MOD},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CAPTURE", "false", NULL}, EVENT_OTHER, PAY,
+         NULL},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CAPTURE_FAILED", "true", NULL},
+         EVENT_CAPTURE_FAILED, PAY, MOD},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CANCELLATION", "true", NULL},
+         EVENT_PAYMENT_CANCELLED, PAY, MOD},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CANCELLATION", "false", NULL}, EVENT_OTHER,
+         PAY, NULL},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "TECHNICAL_CANCEL", "true", NULL},
+         EVENT_PAYMENT_CANCELLED, PAY, MOD},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CANCEL_OR_REFUND", "true", NULL},
+         EVENT_CANCEL_OR_REFUND, PAY, MOD},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CANCEL_OR_REFUND", "true",
+          "\"modification.action\":\"cancel\""},
+         EVENT_PAYMENT_CANCELLED, PAY, MOD},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CANCEL_OR_REFUND", "true",
+          "\"modification.action\":\"refund\""},
+         EVENT_CANCEL_OR_REFUND, PAY, MOD},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "EXPIRE", "true", NULL},
+         EVENT_PAYMENT_EXPIRED, PAY, MOD},
+        {{PAY, "", "ShopCOM", "ord_1", 1999, "EUR", "OFFER_CLOSED", "true", NULL},
+         EVENT_PAYMENT_EXPIRED, PAY, NULL},
+        /* The refund's own reference in merchantReference, not the order's. */
+        {{MOD, PAY, "ShopCOM", "refund-7", 500, "EUR", "REFUND", "true", NULL}, EVENT_REFUNDED,
+         PAY, MOD},
+        {{MOD, PAY, "ShopCOM", "refund-7", 500, "EUR", "REFUND", "false", NULL}, EVENT_OTHER, PAY,
+         NULL},
+        {{MOD, PAY, "ShopCOM", "refund-7", 500, "EUR", "REFUND_FAILED", "true", NULL},
+         EVENT_REFUND_FAILED, PAY, MOD},
+        {{MOD, PAY, "ShopCOM", "ord_1", 500, "EUR", "REFUNDED_REVERSED", "true", NULL},
+         EVENT_OTHER, PAY, NULL},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "NOTIFICATION_OF_CHARGEBACK", "true", NULL},
+         EVENT_OTHER, PAY, NULL},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "REQUEST_FOR_INFORMATION", "true", NULL},
+         EVENT_OTHER, PAY, NULL},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CHARGEBACK", "true", NULL},
+         EVENT_DISPUTE_OPENED, PAY, MOD},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CHARGEBACK", "true",
+          "\"disputeStatus\":\"Accepted\""},
+         EVENT_DISPUTE_LOST, PAY, MOD},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CHARGEBACK_REVERSED", "true", NULL},
+         EVENT_DISPUTE_WON, PAY, MOD},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "SECOND_CHARGEBACK", "true", NULL},
+         EVENT_DISPUTE_LOST, PAY, MOD},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "PREARBITRATION_WON", "true", NULL},
+         EVENT_DISPUTE_WON, PAY, MOD},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "PREARBITRATION_LOST", "true", NULL},
+         EVENT_DISPUTE_LOST, PAY, MOD},
+};
+
+static void test_adyen_maps_every_event_code_that_touches_money(void **state)
+{
+	struct pt_instance pi;
+	struct event_batch b;
+	size_t i;
+
+	(void)state;
+	make_instance(&pi, NULL);
+	for (i = 0; i < sizeof(adyen_rows) / sizeof(adyen_rows[0]); i++) {
+		const struct adyen_row *r = &adyen_rows[i];
+		const struct event *ev;
+
+		receive_item(&pi, &r->ar_item, &b);
+		ev = &b.eb_events[0];
+		print_message("%s success=%s %s\n", r->ar_item.code, r->ar_item.success,
+		              event_kind_name(r->ar_kind));
+		assert_int_equal(ev->ev_kind, r->ar_kind);
+		assert_string_equal(ev->ev_payment_ref, r->ar_payment);
+		if (r->ar_ref == NULL) {
+			assert_null(ev->ev_refund_ref);
+		} else {
+			assert_string_equal(ev->ev_refund_ref, r->ar_ref);
+		}
+		assert_string_equal(ev->ev_order_ref, r->ar_item.ref);
+		assert_int_equal(ev->ev_amount, r->ar_item.value);
+		assert_int_equal(ev->ev_occurred_ms, 1733130000000LL);
+		event_batch_finish(&b);
+	}
+	pt_instance_destroy(&pi);
+}
+
+static void test_adyen_authorisation_refused_then_granted_are_two_events(void **state)
+{
+	const struct item refused = {PAY, "", "ShopCOM", "ord_1", 1999, "EUR", "AUTHORISATION",
+	                             "false", NULL};
+	const struct item granted = {PAY, "", "ShopCOM", "ord_1", 1999, "EUR", "AUTHORISATION",
+	                             "true", NULL};
+	struct pt_instance pi;
+	struct event_batch b;
+	char *first;
+
+	(void)state;
+	make_instance(&pi, NULL);
+	receive_item(&pi, &refused, &b);
+	first = strdup(b.eb_events[0].ev_key);
+	event_batch_finish(&b);
+	receive_item(&pi, &granted, &b);
+	/* Adyen retries an item unchanged; these two differ in success. */
+	assert_string_equal(first, PAY ":AUTHORISATION:false");
+	assert_string_equal(b.eb_events[0].ev_key, PAY ":AUTHORISATION");
+	event_batch_finish(&b);
+	free(first);
+	pt_instance_destroy(&pi);
+}
+
+static void test_adyen_manual_capture_makes_authorisation_only_authorized(void **state)
+{
+	const struct item auth = {PAY, "", "ShopCOM", "ord_1", 1999, "EUR", "AUTHORISATION", "true",
+	                          NULL};
+	struct pt_instance pi;
+	struct event_batch b;
+
+	(void)state;
+	make_instance(&pi, NULL);
+	pi.pi_conf.pc_capture_manual = 1;
+	receive_item(&pi, &auth, &b);
+	assert_int_equal(b.eb_events[0].ev_kind, EVENT_PAYMENT_AUTHORIZED);
+	event_batch_finish(&b);
+	pt_instance_destroy(&pi);
+}
+
+static void test_adyen_counts_clp_cve_idr_and_isk_with_its_own_decimals(void **state)
+{
+	static const struct {
+		const char *currency;
+		long long adyen;
+		int64_t iso; /* -1: refused */
+	} cases[] = {
+	        {"CLP", 150000, 1500},   {"CLP", 150050, -1}, {"CVE", 1500, 150000},
+	        {"IDR", 10000, 1000000}, {"ISK", 50000, 500}, {"ISK", 50001, -1},
+	        {"JPY", 500, 500},       {"EUR", 1999, 1999}, {"KWD", 1234, 1234},
+	};
+	struct pt_instance pi;
+	struct event_batch b;
+	size_t i;
+
+	(void)state;
+	make_instance(&pi, NULL);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct item it = {PAY, "", "ShopCOM", "ord_1", cases[i].adyen, cases[i].currency,
+		                  "AUTHORISATION", "true", NULL};
+		const char *keys[] = {VEC_KEY};
+		char *body = batch(&it, keys, 1);
+		struct provider_verdict v;
+		int rc = receive(&pi, body, NULL, &b, &v);
+
+		free(body);
+		if (cases[i].iso < 0) {
+			assert_int_equal(rc, -1);
+			assert_int_equal(v.pv_status, 400);
+			assert_string_equal(v.pv_reason, "malformed_body");
+			continue;
+		}
+		assert_int_equal(rc, 0);
+		assert_int_equal(b.eb_events[0].ev_amount, cases[i].iso);
+		event_batch_finish(&b);
+	}
+	pt_instance_destroy(&pi);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -405,6 +604,10 @@ int main(void)
 	        cmocka_unit_test(test_adyen_rejects_malformed_batches),
 	        cmocka_unit_test(test_adyen_answers_accepted),
 	        cmocka_unit_test(test_adyen_refuses_bad_configuration),
+	        cmocka_unit_test(test_adyen_maps_every_event_code_that_touches_money),
+	        cmocka_unit_test(test_adyen_authorisation_refused_then_granted_are_two_events),
+	        cmocka_unit_test(test_adyen_manual_capture_makes_authorisation_only_authorized),
+	        cmocka_unit_test(test_adyen_counts_clp_cve_idr_and_isk_with_its_own_decimals),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -198,7 +198,7 @@ static void test_alipay_accepts_a_signed_trade_success(void **state)
 	free(body);
 }
 
-static void test_alipay_maps_trade_finished_to_paid_and_trade_closed_to_other(void **state)
+static void test_alipay_maps_trade_finished_to_paid_and_trade_closed_unpaid_to_cancelled(void **state)
 {
 	const struct field finished[] = {BASE_FIELDS("TRADE_FINISHED")};
 	const struct field closed[] = {BASE_FIELDS("TRADE_CLOSED")};
@@ -214,12 +214,41 @@ static void test_alipay_maps_trade_finished_to_paid_and_trade_closed_to_other(vo
 	assert_int_equal(b.eb_events[0].ev_kind, EVENT_PAYMENT_SUCCEEDED);
 	event_batch_finish(&b);
 	assert_int_equal(receive(&pi, b2, &b, &v), 0);
-	assert_int_equal(b.eb_events[0].ev_kind, EVENT_OTHER);
+	assert_int_equal(b.eb_events[0].ev_kind, EVENT_PAYMENT_CANCELLED);
 	assert_string_equal(b.eb_events[0].ev_type, "TRADE_CLOSED");
 	event_batch_finish(&b);
 	pt_instance_destroy(&pi);
 	free(b1);
 	free(b2);
+}
+
+static void test_alipay_trade_closed_after_a_full_refund_is_that_refund(void **state)
+{
+	struct field f[] = {BASE_FIELDS("TRADE_CLOSED"),
+	                    {"refund_fee", "0.10"},
+	                    {"out_biz_no", "refund-all"},
+	                    {"gmt_close", "2024-12-03 10:00:00"}};
+	struct field waiting[] = {BASE_FIELDS("WAIT_BUYER_PAY")};
+	char *body = make_form(f, sizeof(f) / sizeof(f[0]), alipay_key);
+	char *body_waiting = make_form(waiting, sizeof(waiting) / sizeof(waiting[0]), alipay_key);
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+
+	(void)state;
+	make_instance(&pi, 1);
+	/* Not the cancellation of a paid order: the refund that closed it. */
+	assert_int_equal(receive(&pi, body, &b, &v), 0);
+	assert_int_equal(b.eb_events[0].ev_kind, EVENT_REFUNDED);
+	assert_int_equal(b.eb_events[0].ev_amount, 10);
+	assert_string_equal(b.eb_events[0].ev_refund_ref, "refund-all");
+	event_batch_finish(&b);
+	assert_int_equal(receive(&pi, body_waiting, &b, &v), 0);
+	assert_int_equal(b.eb_events[0].ev_kind, EVENT_OTHER);
+	event_batch_finish(&b);
+	pt_instance_destroy(&pi);
+	free(body);
+	free(body_waiting);
 }
 
 static void test_alipay_maps_refund_fee_to_a_cumulative_refund(void **state)
@@ -611,8 +640,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_alipay_accepts_a_signed_trade_success),
-	        cmocka_unit_test(test_alipay_maps_trade_finished_to_paid_and_trade_closed_to_other),
+	        cmocka_unit_test(test_alipay_maps_trade_finished_to_paid_and_trade_closed_unpaid_to_cancelled),
 	        cmocka_unit_test(test_alipay_maps_refund_fee_to_a_cumulative_refund),
+	        cmocka_unit_test(test_alipay_trade_closed_after_a_full_refund_is_that_refund),
 	        cmocka_unit_test(test_alipay_rejects_a_form_changed_by_one_byte),
 	        cmocka_unit_test(test_alipay_rejects_a_signature_by_the_wrong_key),
 	        cmocka_unit_test(test_alipay_rejects_a_form_without_sign),

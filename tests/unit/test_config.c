@@ -183,6 +183,34 @@ static void test_bad_files_are_refused_whole(void **state)
 	assert_null(config_load("/nonexistent/idemhook.ini"));
 }
 
+static void test_capture_is_manual_only_where_authorisation_and_capture_are_separate(void **state)
+{
+	const char *adyen = "[provider adyen]\ntype = adyen\nhmac_key = "
+	                    "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF\n";
+	char ini[512];
+	struct config *cf;
+
+	snprintf(ini, sizeof(ini), "%scapture = manual\n", adyen);
+	cf = config_load(write_file("c1.ini", ini));
+	assert_non_null(cf);
+	assert_int_equal(config_provider(cf, "adyen")->pc_capture_manual, 1);
+	config_destroy(cf);
+	snprintf(ini, sizeof(ini), "%scapture = automatic\n", adyen);
+	cf = config_load(write_file("c2.ini", ini));
+	assert_non_null(cf);
+	assert_int_equal(config_provider(cf, "adyen")->pc_capture_manual, 0);
+	config_destroy(cf);
+	cf = config_load(write_file("c3.ini", adyen));
+	assert_non_null(cf);
+	assert_int_equal(config_provider(cf, "adyen")->pc_capture_manual, 0);
+	config_destroy(cf);
+	snprintf(ini, sizeof(ini), "%scapture = later\n", adyen);
+	assert_null(config_load(write_file("c4.ini", ini)));
+	/* Stripe's events say themselves whether funds were only authorised. */
+	assert_null(config_load(write_file("c5.ini", "[provider s]\ntype = stripe\nsecret = whsec_x\n"
+	                                             "capture = manual\n")));
+}
+
 static void test_secrets_come_from_files_credentials_and_environment(void **state)
 {
 	char *s = NULL;
@@ -218,6 +246,7 @@ int main(void)
 		cmocka_unit_test(test_full_file_sets_core_keys_and_provider_instances),
 		cmocka_unit_test(test_points_rate_accepts_fractions_and_refuses_floats_in_disguise),
 		cmocka_unit_test(test_bad_files_are_refused_whole),
+		cmocka_unit_test(test_capture_is_manual_only_where_authorisation_and_capture_are_separate),
 		cmocka_unit_test(test_secrets_come_from_files_credentials_and_environment),
 	};
 

@@ -339,6 +339,194 @@ static void test_stripe_maps_charge_refunded_to_a_cumulative_refund(void **state
 	free(body);
 }
 
+/* ---- the lifecycle: every event type that touches money ---- */
+
+struct stripe_row {
+	const char *sr_type;
+	const char *sr_object; /* data.object */
+	enum event_kind sr_kind;
+	const char *sr_order;
+	const char *sr_payment;
+	const char *sr_charge;
+	const char *sr_ref;
+	int64_t sr_amount;
+};
+
+/* Receives one event of type with data.object obj; the batch is the caller's. */
+static void receive_object(struct pt_instance *pi, const char *type, const char *obj,
+                           struct event_batch *b)
+{
+	struct provider_verdict v;
+	char body[2048];
+
+	snprintf(body, sizeof(body),
+	         "{\"id\":\"evt_row\",\"object\":\"event\",\"created\":1733130000,\"type\":\"%s\","
+	         "\"data\":{\"object\":%s}}",
+	         type, obj);
+	assert_int_equal(receive_signed(pi, body, SECRET_A, NOW, NOW, b, &v), 0);
+	assert_int_equal(b->eb_n, 1);
+}
+
+static void assert_ref(const char *got, const char *want)
+{
+	if (want == NULL) {
+		assert_null(got);
+	} else {
+		assert_non_null(got);
+		assert_string_equal(got, want);
+	}
+}
+
+#define PI_OBJ(extra)                                                                              \
+	"{\"id\":\"pi_1\",\"object\":\"payment_intent\",\"amount\":1999,\"currency\":\"usd\","     \
+	"\"latest_charge\":\"ch_1\",\"metadata\":{\"order_id\":\"ord_1\"}" extra "}"
+#define REFUND_OBJ(status)                                                                         \
+	"{\"id\":\"re_1\",\"object\":\"refund\",\"amount\":500,\"currency\":\"usd\","               \
+	"\"charge\":\"ch_1\",\"payment_intent\":\"pi_1\",\"metadata\":{},\"status\":\"" status     \
+	"\"}"
+#define DISPUTE_OBJ(status)                                                                        \
+	"{\"id\":\"dp_1\",\"object\":\"dispute\",\"amount\":1999,\"currency\":\"usd\","             \
+	"\"charge\":\"ch_1\",\"payment_intent\":\"pi_1\",\"metadata\":{},\"status\":\"" status     \
+	"\"}"
+#define SESSION_OBJ(extra)                                                                         \
+	"{\"id\":\"cs_1\",\"object\":\"checkout.session\",\"amount_total\":1999,"                   \
+	"\"currency\":\"usd\",\"client_reference_id\":\"ord_1\",\"payment_intent\":\"pi_1\","      \
+	"\"metadata\":{}" extra "}"
+
+static const struct stripe_row stripe_rows[] = {
+        {"payment_intent.succeeded", PI_OBJ(",\"amount_received\":1999"),
+         EVENT_PAYMENT_SUCCEEDED, "ord_1", "pi_1", "ch_1", NULL, 1999},
+        {"payment_intent.amount_capturable_updated", PI_OBJ(",\"amount_capturable\":1999"),
+         EVENT_PAYMENT_AUTHORIZED, "ord_1", "pi_1", "ch_1", NULL, 1999},
+        {"payment_intent.canceled", PI_OBJ(""), EVENT_PAYMENT_CANCELLED, "ord_1", "pi_1", "ch_1",
+         NULL, 1999},
+        {"payment_intent.payment_failed", PI_OBJ(""), EVENT_OTHER, "ord_1", "pi_1", "ch_1", NULL,
+         1999},
+        {"checkout.session.completed", SESSION_OBJ(",\"payment_status\":\"paid\""),
+         EVENT_PAYMENT_SUCCEEDED, "ord_1", "pi_1", NULL, NULL, 1999},
+        {"checkout.session.async_payment_succeeded", SESSION_OBJ(",\"payment_status\":\"paid\""),
+         EVENT_PAYMENT_SUCCEEDED, "ord_1", "pi_1", NULL, NULL, 1999},
+        {"checkout.session.async_payment_failed", SESSION_OBJ(",\"payment_status\":\"unpaid\""),
+         EVENT_OTHER, "ord_1", "pi_1", NULL, NULL, 1999},
+        {"checkout.session.expired", SESSION_OBJ(",\"payment_status\":\"unpaid\""),
+         EVENT_PAYMENT_EXPIRED, "ord_1", "pi_1", NULL, NULL, 1999},
+        /* Checkout: the charge carries no order id, only its PaymentIntent. */
+        {"charge.refunded",
+         "{\"id\":\"ch_1\",\"object\":\"charge\",\"amount\":1999,\"amount_refunded\":500,"
+         "\"currency\":\"usd\",\"payment_intent\":\"pi_1\",\"metadata\":{}}",
+         EVENT_REFUNDED, NULL, "pi_1", "ch_1", "evt_row", 500},
+        {"charge.refund.updated", REFUND_OBJ("failed"), EVENT_REFUND_FAILED, NULL, "pi_1", "ch_1",
+         "re_1", 500},
+        {"charge.refund.updated", REFUND_OBJ("succeeded"), EVENT_OTHER, NULL, "pi_1", "ch_1", NULL,
+         500},
+        {"refund.updated", REFUND_OBJ("canceled"), EVENT_REFUND_FAILED, NULL, "pi_1", "ch_1",
+         "re_1", 500},
+        {"refund.failed", REFUND_OBJ("failed"), EVENT_REFUND_FAILED, NULL, "pi_1", "ch_1", "re_1",
+         500},
+        {"refund.created", REFUND_OBJ("succeeded"), EVENT_OTHER, NULL, "pi_1", "ch_1", NULL, 500},
+        {"charge.dispute.created", DISPUTE_OBJ("needs_response"), EVENT_DISPUTE_OPENED, NULL,
+         "pi_1", "ch_1", "dp_1", 1999},
+        {"charge.dispute.created", DISPUTE_OBJ("warning_needs_response"), EVENT_OTHER, NULL,
+         "pi_1", "ch_1", NULL, 1999},
+        {"charge.dispute.funds_withdrawn", DISPUTE_OBJ("needs_response"), EVENT_DISPUTE_OPENED,
+         NULL, "pi_1", "ch_1", "dp_1", 1999},
+        {"charge.dispute.updated", DISPUTE_OBJ("under_review"), EVENT_OTHER, NULL, "pi_1", "ch_1",
+         NULL, 1999},
+        {"charge.dispute.funds_reinstated", DISPUTE_OBJ("won"), EVENT_DISPUTE_WON, NULL, "pi_1",
+         "ch_1", "dp_1", 1999},
+        {"charge.dispute.closed", DISPUTE_OBJ("won"), EVENT_DISPUTE_WON, NULL, "pi_1", "ch_1",
+         "dp_1", 1999},
+        {"charge.dispute.closed", DISPUTE_OBJ("lost"), EVENT_DISPUTE_LOST, NULL, "pi_1", "ch_1",
+         "dp_1", 1999},
+        {"charge.dispute.closed", DISPUTE_OBJ("warning_closed"), EVENT_OTHER, NULL, "pi_1", "ch_1",
+         NULL, 1999},
+};
+
+static void test_stripe_maps_every_event_type_that_touches_money(void **state)
+{
+	struct pt_instance pi;
+	struct event_batch b;
+	size_t i;
+
+	(void)state;
+	make_instance(&pi);
+	for (i = 0; i < sizeof(stripe_rows) / sizeof(stripe_rows[0]); i++) {
+		const struct stripe_row *r = &stripe_rows[i];
+		const struct event *ev;
+
+		receive_object(&pi, r->sr_type, r->sr_object, &b);
+		ev = &b.eb_events[0];
+		print_message("%s %s\n", r->sr_type, event_kind_name(r->sr_kind));
+		assert_int_equal(ev->ev_kind, r->sr_kind);
+		assert_ref(ev->ev_order_ref, r->sr_order);
+		assert_ref(ev->ev_payment_ref, r->sr_payment);
+		assert_ref(ev->ev_charge_ref, r->sr_charge);
+		assert_ref(ev->ev_refund_ref, r->sr_ref);
+		assert_int_equal(ev->ev_amount, r->sr_amount);
+		assert_string_equal(ev->ev_currency, "USD");
+		assert_int_equal(ev->ev_occurred_ms, 1733130000000LL);
+		event_batch_finish(&b);
+	}
+	pt_instance_destroy(&pi);
+}
+
+static void test_stripe_counts_isk_in_hundredths_and_other_currencies_as_iso(void **state)
+{
+	static const struct {
+		const char *currency;
+		int64_t stripe;
+		int64_t iso; /* -1: refused */
+	} cases[] = {
+	        {"isk", 50000, 500}, {"isk", 50050, -1}, {"huf", 199950, 199950},
+	        {"twd", 12345, 12345}, {"ugx", 5000, 5000},  {"jpy", 500, 500},
+	        {"kwd", 1230, 1230},   {"usd", 1999, 1999},
+	};
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+	size_t i;
+
+	(void)state;
+	make_instance(&pi);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char body[512];
+		int rc;
+
+		snprintf(body, sizeof(body),
+		         "{\"id\":\"evt_m\",\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":{"
+		         "\"id\":\"pi_m\",\"amount_received\":%lld,\"currency\":\"%s\"}}}",
+		         (long long)cases[i].stripe, cases[i].currency);
+		rc = receive_signed(&pi, body, SECRET_A, NOW, NOW, &b, &v);
+		if (cases[i].iso < 0) {
+			assert_int_equal(rc, -1);
+			assert_int_equal(v.pv_status, 400);
+			assert_string_equal(v.pv_reason, "malformed_body");
+			continue;
+		}
+		assert_int_equal(rc, 0);
+		assert_int_equal(b.eb_events[0].ev_amount, cases[i].iso);
+		event_batch_finish(&b);
+	}
+	pt_instance_destroy(&pi);
+}
+
+static void test_stripe_refuses_a_currency_iso_4217_does_not_list(void **state)
+{
+	const char *body = "{\"id\":\"evt_q\",\"type\":\"payment_intent.succeeded\",\"data\":{"
+	                   "\"object\":{\"id\":\"pi_q\",\"amount\":100,\"currency\":\"qqq\"}}}";
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+
+	(void)state;
+	make_instance(&pi);
+	assert_int_equal(receive_signed(&pi, body, SECRET_A, NOW, NOW, &b, &v), -1);
+	assert_int_equal(v.pv_status, 400);
+	assert_string_equal(v.pv_reason, "malformed_body");
+	assert_int_equal(b.eb_n, 0);
+	pt_instance_destroy(&pi);
+}
+
 static void fingerprint_of(struct pt_instance *pi, const char *body,
                            unsigned char out[EVENT_FINGERPRINT_LEN])
 {
@@ -477,6 +665,9 @@ int main(void)
 	        cmocka_unit_test(test_stripe_maps_charge_refunded_to_a_cumulative_refund),
 	        cmocka_unit_test(test_stripe_fingerprint_ignores_pending_webhooks_and_request),
 	        cmocka_unit_test(test_stripe_sign_produces_a_header_the_profile_accepts),
+	        cmocka_unit_test(test_stripe_maps_every_event_type_that_touches_money),
+	        cmocka_unit_test(test_stripe_counts_isk_in_hundredths_and_other_currencies_as_iso),
+	        cmocka_unit_test(test_stripe_refuses_a_currency_iso_4217_does_not_list),
 	        cmocka_unit_test(test_stripe_ack_says_accepted_with_the_order_id),
 	        cmocka_unit_test(test_stripe_refuses_a_config_without_secret),
 	        cmocka_unit_test(test_stripe_reads_secrets_from_env_specs),

@@ -472,6 +472,128 @@ static void test_wechatpay_refuses_incomplete_configuration(void **state)
 	assert_int_equal(pt_instance_create(&pi, &provider_wechatpay, no_spec), -1);
 }
 
+/* ---- the lifecycle: failed refunds, partner (service provider) mode ---- */
+
+static void make_partner_instance(struct pt_instance *pi, const char *sub)
+{
+	const char *kv[] = {"platform_key", SERIAL_A " env:IDEMHOOK_TEST_WXP_KEY_A",
+	                    "apiv3_key",    "env:IDEMHOOK_TEST_WXP_APIV3",
+	                    "sp_mchid",     "1900000100",
+	                    sub != NULL ? "sub_mchid" : NULL, sub, NULL};
+
+	setenv("IDEMHOOK_TEST_WXP_APIV3", APIV3_KEY, 1);
+	assert_int_equal(pt_instance_create(pi, &provider_wechatpay, kv), 0);
+}
+
+/* Receives plain as event_type, signed with key A; 0 or -1 with v set. */
+static int receive_plain(struct pt_instance *pi, const char *event_type, const char *plain,
+                         struct event_batch *b, struct provider_verdict *v)
+{
+	struct wx_req w = {"1733130100", "n-life", SERIAL_A, key_a, NULL, NULL};
+	char *body = wx_fixture_body("EV-LIFE", event_type, plain, APIV3_KEY, "000000000077");
+	int rc = receive(pi, &w, body, NOW, b, v);
+
+	free(body);
+	return rc;
+}
+
+static void test_wechatpay_maps_refund_abnormal_and_closed_to_a_failed_refund(void **state)
+{
+	static const char *const types[] = {"REFUND.ABNORMAL", "REFUND.CLOSED"};
+	static const char *const statuses[] = {"ABNORMAL", "CLOSED"};
+	struct pt_instance pi;
+	size_t i;
+
+	(void)state;
+	make_instance(&pi);
+	for (i = 0; i < 2; i++) {
+		char plain[512];
+		struct event_batch b;
+		struct provider_verdict v;
+		const struct event *ev;
+
+		snprintf(plain, sizeof(plain),
+		         "{\"mchid\":\"1900000001\",\"out_trade_no\":\"ord_wx_1\","
+		         "\"transaction_id\":\"4200000001202412020000000001\",\"out_refund_no\":"
+		         "\"r1\",\"refund_id\":\"50000000382019052709732678859\",\"refund_status\":"
+		         "\"%s\",\"amount\":{\"total\":1999,\"refund\":500,\"payer_total\":1999,"
+		         "\"payer_refund\":500}}",
+		         statuses[i]);
+		assert_int_equal(receive_plain(&pi, types[i], plain, &b, &v), 0);
+		ev = &b.eb_events[0];
+		assert_int_equal(ev->ev_kind, EVENT_REFUND_FAILED);
+		assert_string_equal(ev->ev_refund_ref, "50000000382019052709732678859");
+		assert_string_equal(ev->ev_payment_ref, "4200000001202412020000000001");
+		assert_string_equal(ev->ev_order_ref, "ord_wx_1");
+		assert_int_equal(ev->ev_amount, 500);
+		event_batch_finish(&b);
+	}
+	pt_instance_destroy(&pi);
+}
+
+static const char *partner_paid =
+        "{\"sp_appid\":\"wx8888888888888888\",\"sp_mchid\":\"1900000100\","
+        "\"sub_appid\":\"wxd678efh567hg6999\",\"sub_mchid\":\"1900000109\","
+        "\"out_trade_no\":\"ord_wx_p\",\"transaction_id\":\"4200000001202412020000000009\","
+        "\"trade_type\":\"JSAPI\",\"trade_state\":\"SUCCESS\",\"amount\":{\"total\":880,"
+        "\"payer_total\":880,\"currency\":\"CNY\",\"payer_currency\":\"CNY\"}}";
+
+static void test_wechatpay_partner_mode_takes_sp_mchid_and_sub_mchid(void **state)
+{
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+
+	(void)state;
+	/* Any sub-merchant of the service provider. */
+	make_partner_instance(&pi, NULL);
+	assert_int_equal(receive_plain(&pi, "TRANSACTION.SUCCESS", partner_paid, &b, &v), 0);
+	assert_int_equal(b.eb_events[0].ev_kind, EVENT_PAYMENT_SUCCEEDED);
+	assert_string_equal(b.eb_events[0].ev_order_ref, "ord_wx_p");
+	assert_int_equal(b.eb_events[0].ev_amount, 880);
+	event_batch_finish(&b);
+	pt_instance_destroy(&pi);
+	/* Only the listed sub-merchants. */
+	make_partner_instance(&pi, "1900000108, 1900000109");
+	assert_int_equal(receive_plain(&pi, "TRANSACTION.SUCCESS", partner_paid, &b, &v), 0);
+	event_batch_finish(&b);
+	pt_instance_destroy(&pi);
+	make_partner_instance(&pi, "1900000108");
+	assert_int_equal(receive_plain(&pi, "TRANSACTION.SUCCESS", partner_paid, &b, &v), -1);
+	assert_int_equal(v.pv_status, 403);
+	assert_string_equal(v.pv_reason, "wrong_merchant");
+	pt_instance_destroy(&pi);
+	/* A direct merchant's instance refuses a partner notification, and a
+	 * partner instance a direct one. */
+	make_instance(&pi);
+	assert_int_equal(receive_plain(&pi, "TRANSACTION.SUCCESS", partner_paid, &b, &v), -1);
+	assert_string_equal(v.pv_reason, "wrong_merchant");
+	pt_instance_destroy(&pi);
+	make_partner_instance(&pi, NULL);
+	assert_int_equal(receive_plain(&pi, "TRANSACTION.SUCCESS", paid_plain, &b, &v), -1);
+	assert_string_equal(v.pv_reason, "wrong_merchant");
+	pt_instance_destroy(&pi);
+}
+
+static void test_wechatpay_refuses_mixing_direct_and_partner_merchant_ids(void **state)
+{
+	const char *both[] = {"platform_key", SERIAL_A " env:IDEMHOOK_TEST_WXP_KEY_A",
+	                      "apiv3_key",    "env:IDEMHOOK_TEST_WXP_APIV3",
+	                      "mchid",        "1900000001",
+	                      "sp_mchid",     "1900000100",
+	                      NULL};
+	const char *sub_alone[] = {"platform_key", SERIAL_A " env:IDEMHOOK_TEST_WXP_KEY_A",
+	                           "apiv3_key",    "env:IDEMHOOK_TEST_WXP_APIV3",
+	                           "sub_mchid",    "1900000109",
+	                           NULL};
+	struct pt_instance pi;
+
+	(void)state;
+	setenv("IDEMHOOK_TEST_WXP_APIV3", APIV3_KEY, 1);
+	assert_int_equal(pt_instance_create(&pi, &provider_wechatpay, both), -1);
+	assert_int_equal(pt_instance_create(&pi, &provider_wechatpay, sub_alone), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -491,6 +613,9 @@ int main(void)
 	                test_wechatpay_fingerprint_covers_the_plaintext_not_the_ciphertext),
 	        cmocka_unit_test(test_wechatpay_answers_204_and_fail_json),
 	        cmocka_unit_test(test_wechatpay_refuses_incomplete_configuration),
+	        cmocka_unit_test(test_wechatpay_maps_refund_abnormal_and_closed_to_a_failed_refund),
+	        cmocka_unit_test(test_wechatpay_partner_mode_takes_sp_mchid_and_sub_mchid),
+	        cmocka_unit_test(test_wechatpay_refuses_mixing_direct_and_partner_merchant_ids),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
