@@ -592,9 +592,10 @@ static int orders_do_pay(struct orders_unit *u, const struct event *ev, struct o
 		os->os_captured_at = ev->ev_occurred_ms;
 		os->os_dirty = 1;
 	}
-	/* Refunded or disputed before this event arrived: the money already
-	 * moved on, and no points go with a payment seen that late. */
-	if (os->os_paid_at == 0 && !orders_paid_like(os)) {
+	/* The first payment event records the payment and its award, even when
+	 * a refund or dispute overtook it: the points settled below come out
+	 * as if the events had arrived in order. */
+	if (os->os_paid_at == 0) {
 		if (orders_status_is(os, "cancelled") || orders_status_is(os, "expired")) {
 			char q[ORDERS_QUOTE_LEN];
 

@@ -789,7 +789,7 @@ static void test_refund_without_a_refund_id_counts_once_per_event(void **state)
 	assert_int_equal(ledger_points(fx, id, "clawback", "evt_2"), -3);
 }
 
-static void test_refund_before_payment_leaves_order_refunded_without_points(void **state)
+static void test_a_refund_before_its_payment_ends_as_if_it_came_after(void **state)
 {
 	struct fixture *fx = *state;
 	char id[ORDERS_ID_LEN + 1];
@@ -802,17 +802,22 @@ static void test_refund_before_payment_leaves_order_refunded_without_points(void
 	assert_int_equal(refunded_amount(fx, id), 1999);
 	assert_int_equal(query_int(fx, "SELECT COUNT(*) FROM points_ledger", NULL, NULL, NULL), 0);
 
-	/* The late payment event changes nothing and is not a refusal. */
+	/* The late payment is recorded and its points are taken back at once:
+	 * the order stays refunded and is not reported paid again. */
 	pay(fx, "evt_1", id, 1999, "USD", "pi_1", &res);
 	assert_effect(&res, "noop");
 	assert_string_equal(res.or_order_id, id);
 	assert_status(fx, id, "refunded");
-	assert_text(fx, "SELECT paid_at FROM orders WHERE id = ?", id, NULL);
-	assert_text(fx, "SELECT payment_ref FROM orders WHERE id = ?", id, NULL);
-	assert_int_equal(query_int(fx, "SELECT COUNT(*) FROM points_ledger", NULL, NULL, NULL), 0);
+	assert_text(fx, "SELECT payment_ref FROM orders WHERE id = ?", id, "pi_1");
+	assert_int_equal(ledger_points(fx, id, "award", id), 19);
+	assert_int_equal(points_total(fx, id), 0);
+	pay(fx, "evt_1", id, 1999, "USD", "pi_1", &res);
+	assert_effect(&res, "noop");
+	assert_int_equal(ledger_rows(fx, id, "award"), 1);
+	assert_int_equal(points_total(fx, id), 0);
 }
 
-static void test_late_payment_after_a_partial_refund_awards_no_points(void **state)
+static void test_a_late_payment_after_a_partial_refund_earns_the_points_left(void **state)
 {
 	struct fixture *fx = *state;
 	char id[ORDERS_ID_LEN + 1];
@@ -824,11 +829,12 @@ static void test_late_payment_after_a_partial_refund_awards_no_points(void **sta
 	pay(fx, "evt_1", id, 1000, "USD", "pi_1", &res);
 	assert_effect(&res, "noop");
 	assert_status(fx, id, "partially_refunded");
-	assert_int_equal(query_int(fx, "SELECT COUNT(*) FROM points_ledger", NULL, NULL, NULL), 0);
-	/* The rest of the refund completes it, still without points. */
+	/* As if in order: 10 awarded, 4 taken back for the 40% refunded. */
+	assert_int_equal(points_total(fx, id), 6);
+	/* The rest of the refund takes the rest back. */
 	refund(fx, "evt_3", id, "re_2", 600, 0, &res);
 	assert_effect(&res, "refunded");
-	assert_int_equal(query_int(fx, "SELECT COUNT(*) FROM points_ledger", NULL, NULL, NULL), 0);
+	assert_int_equal(points_total(fx, id), 0);
 }
 
 /* ---- the lifecycle: references, parked events, failures, disputes ---- */
@@ -1427,10 +1433,10 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_refund_in_a_different_currency_is_refused,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(
-	                test_refund_before_payment_leaves_order_refunded_without_points, setup,
-	                teardown),
+	                test_a_refund_before_its_payment_ends_as_if_it_came_after, setup, teardown),
 	        cmocka_unit_test_setup_teardown(
-	                test_late_payment_after_a_partial_refund_awards_no_points, setup, teardown),
+	                test_a_late_payment_after_a_partial_refund_earns_the_points_left, setup,
+	                teardown),
 	        cmocka_unit_test_setup_teardown(test_a_refund_naming_only_the_payment_finds_its_order, setup,
 	                                        teardown),
 	        cmocka_unit_test_setup_teardown(test_a_refund_before_the_payment_it_names_waits_for_the_payment, setup,
