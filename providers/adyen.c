@@ -375,9 +375,14 @@ static enum event_kind adyen_kind(const struct provider_conf *pc, const cJSON *i
 	if (c->ac_kind == EVENT_PAYMENT_SUCCEEDED && pc->pc_capture_manual) {
 		return EVENT_PAYMENT_AUTHORIZED;
 	}
+	/* Adyen says which one it did; without that the order's state decides. */
 	if (c->ac_kind == EVENT_CANCEL_OR_REFUND && action != NULL &&
 	    strcmp(action, "cancel") == 0) {
 		return EVENT_PAYMENT_CANCELLED;
+	}
+	if (c->ac_kind == EVENT_CANCEL_OR_REFUND && action != NULL &&
+	    strcmp(action, "refund") == 0) {
+		return EVENT_REFUNDED;
 	}
 	if (c->ac_kind == EVENT_DISPUTE_OPENED && dispute != NULL &&
 	    (strcmp(dispute, "Lost") == 0 || strcmp(dispute, "Accepted") == 0)) {

@@ -447,7 +447,7 @@ static const struct adyen_row adyen_rows[] = {
          EVENT_PAYMENT_CANCELLED, PAY, MOD},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CANCEL_OR_REFUND", "true",
           "\"modification.action\":\"refund\""},
-         EVENT_CANCEL_OR_REFUND, PAY, MOD},
+         EVENT_REFUNDED, PAY, MOD},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "EXPIRE", "true", NULL},
          EVENT_PAYMENT_EXPIRED, PAY, MOD},
         {{PAY, "", "ShopCOM", "ord_1", 1999, "EUR", "OFFER_CLOSED", "true", NULL},
