@@ -103,4 +103,42 @@ static inline int e2e_storm_classes(struct daemon *d, const char *provider,
 	return 0;
 }
 
+/* fmt with every '@' replaced by id (malloc'd): one scenario's bodies for
+ * as many orders as it is run against. */
+static inline char *e2e_expand(const char *fmt, const char *id)
+{
+	size_t n = 1;
+	const char *p;
+	char *out;
+	char *o;
+
+	for (p = fmt; *p != '\0'; p++) {
+		n += *p == '@' ? strlen(id) : 1;
+	}
+	out = malloc(n);
+	if (out == NULL) {
+		return NULL;
+	}
+	o = out;
+	for (p = fmt; *p != '\0'; p++) {
+		if (*p == '@') {
+			memcpy(o, id, strlen(id));
+			o += strlen(id);
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+/* Failed events (not applied, or parked and never released) of order id. */
+static inline int64_t e2e_failed_events(struct daemon *d, const char *id)
+{
+	return e2e_db_int(d,
+	                  "SELECT COUNT(*) FROM events WHERE outcome = 'failed' AND (order_ref = '%s'"
+	                  " OR payment_ref LIKE '%%%s%%' OR idem_key LIKE '%%%s%%')",
+	                  id, id, id);
+}
+
 #endif

@@ -17,7 +17,9 @@
 
 #define ADYEN_INI                                                                                  \
 	"[provider adyen]\ntype = adyen\nhmac_key = " ADYEN_KEY "\nbasic_user = adyen\n"           \
-	"basic_password = s3cret\n\n[points]\nrate = 1/100\n"
+	"basic_password = s3cret\nretention = 31d\n\n"                                              \
+	"[provider adyen-manual]\ntype = adyen\nhmac_key = " ADYEN_KEY "\nbasic_user = adyen\n"    \
+	"basic_password = s3cret\nretention = 31d\ncapture = manual\n\n[points]\nrate = 1/100\n"
 
 /* "adyen:s3cret" */
 static const char *const adyen_headers[] = {"Authorization: Basic YWR5ZW46czNjcmV0",
@@ -248,6 +250,256 @@ static void test_adyen_wrong_basic_credentials_are_refused(void **state)
 	free(body);
 }
 
+/* ---- the lifecycle: each scenario in order and in reverse, every batch twice ---- */
+
+struct life_item {
+	const char *li_psp; /* '@' stands for the order id */
+	const char *li_orig;
+	const char *li_ref; /* merchantReference */
+	long long li_value;
+	const char *li_code;
+	const char *li_success;
+	const char *li_date;
+	const char *li_extra; /* more additionalData members, or NULL */
+};
+
+/* One item signed as Adyen signs it, with the order id put in for '@'. */
+static void life_item_json(struct buf *b, const struct life_item *it, const char *id)
+{
+	char *psp = e2e_expand(it->li_psp, id);
+	char *orig = e2e_expand(it->li_orig, id);
+	char *ref = e2e_expand(it->li_ref, id);
+	unsigned char *key = NULL;
+	size_t key_len = 0;
+	unsigned char mac[CRYPTO_HMAC_MAX];
+	size_t n = 0;
+	char *sig = NULL;
+	struct buf data;
+
+	assert_int_equal(crypto_hex_decode(ADYEN_KEY, strlen(ADYEN_KEY), &key, &key_len), 0);
+	buf_init(&data, 0);
+	buf_printf(&data, "%s:%s:ShopCOM:%s:%lld:EUR:%s:%s", psp, orig, ref, it->li_value,
+	           it->li_code, it->li_success);
+	assert_int_equal(
+	        crypto_hmac(CRYPTO_SHA256, key, key_len, data.buf_data, data.buf_len, mac, &n), 0);
+	assert_int_equal(crypto_base64_encode(mac, n, &sig, NULL), 0);
+	buf_printf(b,
+	           "{\"NotificationRequestItem\":{\"additionalData\":{\"hmacSignature\":\"%s\"%s%s},"
+	           "\"amount\":{\"currency\":\"EUR\",\"value\":%lld},\"eventCode\":\"%s\","
+	           "\"eventDate\":\"%s\",\"merchantAccountCode\":\"ShopCOM\","
+	           "\"merchantReference\":\"%s\",\"originalReference\":\"%s\",\"pspReference\":\"%s\","
+	           "\"reason\":\"\",\"success\":\"%s\"}}",
+	           sig, it->li_extra != NULL ? "," : "", it->li_extra != NULL ? it->li_extra : "",
+	           it->li_value, it->li_code,
+	           it->li_date != NULL ? it->li_date : "2024-12-02T10:00:00+01:00", ref, orig, psp,
+	           it->li_success);
+	free(sig);
+	free(key);
+	buf_finish(&data);
+	free(psp);
+	free(orig);
+	free(ref);
+}
+
+static char *life_batch(const struct life_item *it, const char *id)
+{
+	struct buf b;
+
+	buf_init(&b, 0);
+	buf_puts(&b, "{\"live\":\"false\",\"notificationItems\":[");
+	life_item_json(&b, it, id);
+	buf_puts(&b, "]}");
+	return buf_take(&b, NULL);
+}
+
+struct life_scenario {
+	const char *ls_provider;
+	const struct life_item *ls_items;
+	size_t ls_n;
+	const char *ls_status; /* final status, whatever the delivery order */
+	int64_t ls_refunded;
+	int64_t ls_chargeback;
+	int64_t ls_points;
+};
+
+static void life_deliver_twice(struct daemon *d, const struct life_scenario *sc, size_t i,
+                               const char *id)
+{
+	char *body = life_batch(&sc->ls_items[i], id);
+	struct hres first;
+	struct hres again;
+
+	assert_int_equal(e2e_post(d, sc->ls_provider, adyen_headers, body, &first), 0);
+	assert_int_equal(first.hs_status, 200);
+	assert_memory_equal(first.hs_body, "[accepted]", 10);
+	assert_int_equal(e2e_post(d, sc->ls_provider, adyen_headers, body, &again), 0);
+	assert_int_equal(again.hs_status, 200);
+	assert_true(e2e_replayed(&again));
+	hres_finish(&first);
+	hres_finish(&again);
+	free(body);
+}
+
+static void life_assert_end(struct daemon *d, const struct life_scenario *sc, const char *id)
+{
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT status = '%s' FROM orders WHERE id = '%s'", sc->ls_status, id),
+	        1);
+	assert_int_equal(e2e_db_int(d, "SELECT refunded_amount FROM orders WHERE id = '%s'", id),
+	                 sc->ls_refunded);
+	assert_int_equal(e2e_db_int(d, "SELECT chargeback_amount FROM orders WHERE id = '%s'", id),
+	                 sc->ls_chargeback);
+	assert_int_equal(e2e_db_int(d,
+	                            "SELECT COALESCE(SUM(points), 0) FROM points_ledger WHERE "
+	                            "order_id = '%s'",
+	                            id),
+	                 sc->ls_points);
+	assert_int_equal(e2e_failed_events(d, id), 0);
+}
+
+/* Runs sc on a fresh order in order, and on another in reverse. */
+static void life_run(struct daemon *d, const struct life_scenario *sc)
+{
+	char a[64];
+	char b[64];
+	size_t i;
+
+	assert_int_equal(hn_order_create(d, 2000, "eur", a), 0);
+	assert_int_equal(hn_order_create(d, 2000, "eur", b), 0);
+	for (i = 0; i < sc->ls_n; i++) {
+		life_deliver_twice(d, sc, i, a);
+	}
+	life_assert_end(d, sc, a);
+	for (i = sc->ls_n; i-- > 0;) {
+		life_deliver_twice(d, sc, i, b);
+	}
+	life_assert_end(d, sc, b);
+}
+
+#define LIFE(provider, items) provider, items, sizeof(items) / sizeof(items[0])
+#define AUTH(success) {"pay-@", "", "@", 2000, "AUTHORISATION", success, NULL, NULL}
+
+/* A refund names the payment in originalReference and itself in
+ * merchantReference: the order is found by the payment's pspReference. */
+static const struct life_item refund_then_failed[] = {
+        AUTH("true"),
+        {"refund-@", "pay-@", "refund-ref-@", 2000, "REFUND", "true", NULL, NULL},
+        {"refund-@", "pay-@", "refund-ref-@", 2000, "REFUND_FAILED", "true", NULL, NULL},
+};
+
+static const struct life_item refund_only[] = {
+        AUTH("true"),
+        {"refund-@", "pay-@", "refund-ref-@", 500, "REFUND", "true", NULL, NULL},
+};
+
+static const struct life_item refused_then_granted[] = {AUTH("false"), AUTH("true")};
+
+static const struct life_item cancel_or_refund_paid[] = {
+        AUTH("true"),
+        {"cor-@", "pay-@", "@", 2000, "CANCEL_OR_REFUND", "true", NULL,
+         "\"modification.action\":\"refund\""},
+};
+
+static const struct life_item chargeback_lost[] = {
+        AUTH("true"),
+        {"dispute-@", "pay-@", "@", 2000, "NOTIFICATION_OF_CHARGEBACK", "true", NULL, NULL},
+        {"dispute-@", "pay-@", "@", 2000, "CHARGEBACK", "true", NULL, NULL},
+        {"dispute-@", "pay-@", "@", 2000, "CHARGEBACK_REVERSED", "true", NULL, NULL},
+        {"dispute-@", "pay-@", "@", 2000, "SECOND_CHARGEBACK", "true", NULL, NULL},
+};
+
+static const struct life_item chargeback_won[] = {
+        AUTH("true"),
+        {"dispute-@", "pay-@", "@", 2000, "CHARGEBACK", "true", NULL, NULL},
+        {"dispute-@", "pay-@", "@", 2000, "CHARGEBACK_REVERSED", "true", NULL, NULL},
+};
+
+/* capture = manual: authorised, captured, the capture rejected, captured again. */
+static const struct life_item manual_capture[] = {
+        AUTH("true"),
+        {"capture-@", "pay-@", "@", 2000, "CAPTURE", "true", "2024-12-02T11:00:00+01:00", NULL},
+        {"capture-@", "pay-@", "@", 2000, "CAPTURE_FAILED", "true", "2024-12-03T11:00:00+01:00",
+         NULL},
+        {"capture-@", "pay-@", "@", 2000, "CAPTURE", "true", "2024-12-04T11:00:00+01:00", NULL},
+};
+
+static const struct life_item manual_cancelled[] = {
+        AUTH("true"),
+        {"cancel-@", "pay-@", "@", 2000, "CANCELLATION", "true", NULL, NULL},
+};
+
+static const struct life_item manual_expired[] = {
+        AUTH("true"),
+        {"expire-@", "pay-@", "@", 2000, "EXPIRE", "true", NULL, NULL},
+};
+
+static void test_adyen_refund_by_original_reference_then_refund_failed(void **state)
+{
+	const struct life_scenario failed = {LIFE("adyen", refund_then_failed), "paid", 0, 0, 20};
+	const struct life_scenario refunded = {LIFE("adyen", refund_only), "partially_refunded", 500,
+	                                       0, 15};
+
+	life_run(*state, &refunded);
+	life_run(*state, &failed);
+}
+
+static void test_adyen_authorisation_refused_then_granted_pays_the_order(void **state)
+{
+	const struct life_scenario sc = {LIFE("adyen", refused_then_granted), "paid", 0, 0, 20};
+
+	life_run(*state, &sc);
+}
+
+static void test_adyen_cancel_or_refund_of_a_paid_order_refunds_it(void **state)
+{
+	const struct life_scenario sc = {LIFE("adyen", cancel_or_refund_paid), "refunded", 2000, 0,
+	                                 0};
+
+	life_run(*state, &sc);
+}
+
+static void test_adyen_chargeback_lost_claws_back_once_and_won_restores(void **state)
+{
+	const struct life_scenario lost = {LIFE("adyen", chargeback_lost), "refunded", 0, 2000, 0};
+	const struct life_scenario won = {LIFE("adyen", chargeback_won), "paid", 0, 0, 20};
+	struct daemon *d = *state;
+
+	life_run(d, &lost);
+	life_run(d, &won);
+	/* Each order lost its points once, whichever event came last. */
+	assert_int_equal(e2e_db_int(d, "SELECT MAX(n) FROM (SELECT COUNT(*) AS n FROM points_ledger"
+	                               " WHERE reason = 'clawback' GROUP BY order_id) AS per_order"),
+	                 1);
+}
+
+static void test_adyen_manual_capture_authorizes_then_captures(void **state)
+{
+	const struct life_scenario captured = {LIFE("adyen-manual", manual_capture), "paid", 0, 0,
+	                                       20};
+	const struct life_scenario cancelled = {LIFE("adyen-manual", manual_cancelled), "cancelled",
+	                                        0, 0, 0};
+	const struct life_scenario expired = {LIFE("adyen-manual", manual_expired), "expired", 0, 0,
+	                                      0};
+	struct daemon *d = *state;
+	char id[64];
+	char *body;
+	struct hres r;
+
+	life_run(d, &captured);
+	life_run(d, &cancelled);
+	life_run(d, &expired);
+	/* Between authorisation and capture the order is authorised, no points. */
+	assert_int_equal(hn_order_create(d, 2000, "eur", id), 0);
+	body = life_batch(&manual_capture[0], id);
+	assert_int_equal(e2e_post(d, "adyen-manual", adyen_headers, body, &r), 0);
+	hres_finish(&r);
+	free(body);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'authorized' FROM orders WHERE id = '%s'", id),
+	                 1);
+	assert_int_equal(e2e_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id),
+	                 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -256,6 +508,11 @@ int main(void)
 	        cmocka_unit_test(test_adyen_business_refusal_of_one_item_keeps_the_others),
 	        cmocka_unit_test(test_adyen_refund_item_applies_once),
 	        cmocka_unit_test(test_adyen_wrong_basic_credentials_are_refused),
+	        cmocka_unit_test(test_adyen_refund_by_original_reference_then_refund_failed),
+	        cmocka_unit_test(test_adyen_authorisation_refused_then_granted_pays_the_order),
+	        cmocka_unit_test(test_adyen_cancel_or_refund_of_a_paid_order_refunds_it),
+	        cmocka_unit_test(test_adyen_chargeback_lost_claws_back_once_and_won_restores),
+	        cmocka_unit_test(test_adyen_manual_capture_authorizes_then_captures),
 	};
 
 	return cmocka_run_group_tests(tests, setup, daemon_teardown);

@@ -259,12 +259,92 @@ static void test_alipay_forged_notification_answers_fail_and_stores_nothing(void
 	free(body);
 }
 
+/* ---- the lifecycle: TRADE_CLOSED, in order and in reverse ---- */
+
+/* Posts body twice; both answered "success", the second replayed. */
+static void ali_deliver_twice(struct daemon *d, const char *body)
+{
+	int round;
+
+	for (round = 0; round < 2; round++) {
+		struct hres r;
+
+		assert_int_equal(e2e_post(d, "alipay", ali_headers, body, &r), 0);
+		assert_int_equal(r.hs_status, 200);
+		assert_memory_equal(r.hs_body, "success", 7);
+		assert_int_equal(e2e_replayed(&r), round == 1);
+		hres_finish(&r);
+	}
+}
+
+static void test_alipay_trade_closed_unpaid_cancels_the_order(void **state)
+{
+	struct daemon *d = *state;
+	char id[64];
+	char notify[96];
+	char *closed;
+
+	assert_int_equal(hn_order_create(d, 1000, "cny", id), 0);
+	snprintf(notify, sizeof(notify), "notify-closed-%s", id);
+	/* Closed on timeout: the buyer never paid. */
+	closed = ali_trade(notify, id, "10.00", "TRADE_CLOSED", NULL, NULL);
+	ali_deliver_twice(d, closed);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'cancelled' FROM orders WHERE id = '%s'", id),
+	                 1);
+	assert_int_equal(e2e_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id),
+	                 0);
+	free(closed);
+}
+
+static void test_alipay_trade_closed_after_a_full_refund_is_that_refund(void **state)
+{
+	struct daemon *d = *state;
+	const char *ids[2];
+	char a[64];
+	char b[64];
+	size_t k;
+
+	assert_int_equal(hn_order_create(d, 1000, "cny", a), 0);
+	assert_int_equal(hn_order_create(d, 1000, "cny", b), 0);
+	ids[0] = a;
+	ids[1] = b;
+	for (k = 0; k < 2; k++) {
+		char n1[96];
+		char n2[96];
+		char *paid;
+		char *closed;
+
+		snprintf(n1, sizeof(n1), "notify-paid-%s", ids[k]);
+		snprintf(n2, sizeof(n2), "notify-refund-close-%s", ids[k]);
+		paid = ali_trade(n1, ids[k], "10.00", "TRADE_SUCCESS", NULL, NULL);
+		closed = ali_trade(n2, ids[k], "10.00", "TRADE_CLOSED", "10.00", "refund-all");
+		/* a in order, b in reverse. */
+		ali_deliver_twice(d, k == 0 ? paid : closed);
+		ali_deliver_twice(d, k == 0 ? closed : paid);
+		assert_int_equal(
+		        e2e_db_int(d, "SELECT status = 'refunded' FROM orders WHERE id = '%s'", ids[k]),
+		        1);
+		assert_int_equal(
+		        e2e_db_int(d, "SELECT refunded_amount FROM orders WHERE id = '%s'", ids[k]),
+		        1000);
+		assert_int_equal(e2e_db_int(d,
+		                            "SELECT COALESCE(SUM(points), 0) FROM points_ledger WHERE "
+		                            "order_id = '%s'",
+		                            ids[k]),
+		                 0);
+		free(paid);
+		free(closed);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_alipay_payment_pays_once_and_answers_success),
 	        cmocka_unit_test(test_alipay_refund_applies_once),
 	        cmocka_unit_test(test_alipay_forged_notification_answers_fail_and_stores_nothing),
+	        cmocka_unit_test(test_alipay_trade_closed_unpaid_cancels_the_order),
+	        cmocka_unit_test(test_alipay_trade_closed_after_a_full_refund_is_that_refund),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

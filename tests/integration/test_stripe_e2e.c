@@ -6,6 +6,7 @@
 
 #include <cmocka.h>
 
+#include "provider_e2e.h"
 #include "stripe_common.h"
 
 static int setup(void **state)
@@ -114,7 +115,7 @@ static void test_partial_refunds_accumulate_until_the_order_is_refunded(void **s
 	free(rest);
 }
 
-static void test_refund_delivered_before_its_payment_wins_and_awards_no_points(void **state)
+static void test_refund_delivered_before_its_payment_wins_and_leaves_no_points(void **state)
 {
 	struct daemon *d = *state;
 	struct hres r;
@@ -131,8 +132,7 @@ static void test_refund_delivered_before_its_payment_wins_and_awards_no_points(v
 	post_ok(d, pay, &r);
 	hres_finish(&r);
 	assert_int_equal(test_db_int(d, "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id), 1);
-	assert_int_equal(test_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s' AND points > 0", id),
-			 0);
+	assert_int_equal(test_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id), 0);
 	free(pay);
 	free(refund);
 }
@@ -208,6 +208,213 @@ static void test_other_event_types_are_acknowledged_without_effect(void **state)
 	free(body);
 }
 
+/* ---- the lifecycle: each scenario in order and in reverse, every event twice ---- */
+
+struct stripe_step {
+	const char *ss_type;
+	const char *ss_object; /* data.object; '@' stands for the order id */
+};
+
+struct stripe_scenario {
+	const struct stripe_step *sc_steps;
+	size_t sc_n;
+	const char *sc_status; /* final status, whatever the delivery order */
+	int64_t sc_refunded;
+	int64_t sc_chargeback;
+	int64_t sc_points;
+};
+
+#define PI_PAID                                                                                    \
+	{"payment_intent.succeeded",                                                               \
+	 "{\"id\":\"pi_@\",\"object\":\"payment_intent\",\"amount\":2000,\"amount_received\":2000," \
+	 "\"currency\":\"usd\",\"latest_charge\":\"ch_@\",\"metadata\":{\"order_id\":\"@\"}}"}
+#define DISPUTE(type, status)                                                                      \
+	{type, "{\"id\":\"dp_@\",\"object\":\"dispute\",\"amount\":2000,\"currency\":\"usd\","     \
+	       "\"charge\":\"ch_@\",\"payment_intent\":\"pi_@\",\"metadata\":{},\"status\":\"" status \
+	       "\"}"}
+
+/* Stripe Checkout: the order is named in client_reference_id, which the
+ * charge does not carry; its refund has empty metadata. */
+static const struct stripe_step checkout_refund[] = {
+        {"checkout.session.completed",
+         "{\"id\":\"cs_@\",\"object\":\"checkout.session\",\"amount_total\":2000,"
+         "\"currency\":\"usd\",\"payment_status\":\"paid\",\"client_reference_id\":\"@\","
+         "\"payment_intent\":\"pi_@\",\"metadata\":{}}"},
+        {"charge.refunded",
+         "{\"id\":\"ch_@\",\"object\":\"charge\",\"amount\":2000,\"amount_refunded\":2000,"
+         "\"currency\":\"usd\",\"payment_intent\":\"pi_@\",\"refunded\":true,\"metadata\":{}}"},
+};
+
+static const struct stripe_step dispute_lost[] = {
+        PI_PAID,
+        DISPUTE("charge.dispute.created", "needs_response"),
+        DISPUTE("charge.dispute.funds_withdrawn", "needs_response"),
+        DISPUTE("charge.dispute.closed", "lost"),
+};
+
+static const struct stripe_step dispute_won[] = {
+        PI_PAID,
+        DISPUTE("charge.dispute.created", "needs_response"),
+        DISPUTE("charge.dispute.closed", "won"),
+        DISPUTE("charge.dispute.funds_reinstated", "won"),
+};
+
+/* The refund named in the charge's refunds list, then its failure. */
+static const struct stripe_step refund_failed[] = {
+        PI_PAID,
+        {"charge.refunded",
+         "{\"id\":\"ch_@\",\"object\":\"charge\",\"amount\":2000,\"amount_refunded\":800,"
+         "\"currency\":\"usd\",\"payment_intent\":\"pi_@\",\"metadata\":{},\"refunds\":{"
+         "\"object\":\"list\",\"data\":[{\"id\":\"re_@\",\"object\":\"refund\",\"amount\":800}]}}"},
+        {"charge.refund.updated",
+         "{\"id\":\"re_@\",\"object\":\"refund\",\"amount\":800,\"currency\":\"usd\",\"charge\":"
+         "\"ch_@\",\"payment_intent\":\"pi_@\",\"metadata\":{},\"status\":\"failed\","
+         "\"failure_reason\":\"expired_or_canceled_card\"}"},
+};
+
+/* The same without the refunds list (API versions since 2022-11-15): the
+ * refund is counted from the charge's running total. */
+static const struct stripe_step refund_failed_total_only[] = {
+        PI_PAID,
+        {"charge.refunded",
+         "{\"id\":\"ch_@\",\"object\":\"charge\",\"amount\":2000,\"amount_refunded\":800,"
+         "\"currency\":\"usd\",\"payment_intent\":\"pi_@\",\"metadata\":{}}"},
+        {"charge.refund.updated",
+         "{\"id\":\"re_@\",\"object\":\"refund\",\"amount\":800,\"currency\":\"usd\",\"charge\":"
+         "\"ch_@\",\"payment_intent\":\"pi_@\",\"metadata\":{},\"status\":\"failed\"}"},
+};
+
+/* Delivers step i of sc for order id twice; the second is a replay. */
+static void deliver_twice(struct daemon *d, const struct stripe_scenario *sc, size_t i,
+                          const char *id)
+{
+	char event_id[96];
+	struct hres first;
+	struct hres again;
+	char *obj = e2e_expand(sc->sc_steps[i].ss_object, id);
+	char *body;
+
+	snprintf(event_id, sizeof(event_id), "evt_%zu_%s", i, id);
+	body = hn_stripe_event(event_id, sc->sc_steps[i].ss_type, obj);
+	post_ok(d, body, &first);
+	post_ok(d, body, &again);
+	assert_true(e2e_replayed(&again));
+	assert_int_equal(again.hs_body_len, first.hs_body_len);
+	hres_finish(&first);
+	hres_finish(&again);
+	free(body);
+	free(obj);
+}
+
+static void assert_scenario_end(struct daemon *d, const struct stripe_scenario *sc,
+                                const char *id)
+{
+	char status[64];
+
+	snprintf(status, sizeof(status), "%s", sc->sc_status);
+	assert_int_equal(test_db_int(d, "SELECT status = '%s' FROM orders WHERE id = '%s'", status,
+	                             id),
+	                 1);
+	assert_int_equal(test_db_int(d, "SELECT refunded_amount FROM orders WHERE id = '%s'", id),
+	                 sc->sc_refunded);
+	assert_int_equal(test_db_int(d, "SELECT chargeback_amount FROM orders WHERE id = '%s'", id),
+	                 sc->sc_chargeback);
+	assert_int_equal(test_db_int(d,
+	                             "SELECT COALESCE(SUM(points), 0) FROM points_ledger WHERE "
+	                             "order_id = '%s'",
+	                             id),
+	                 sc->sc_points);
+	/* Events that waited for the payment were applied when it came. */
+	assert_int_equal(e2e_failed_events(d, id), 0);
+	assert_int_equal(test_db_int(d, "SELECT COUNT(*) FROM order_parked WHERE applied_at IS NULL"),
+	                 0);
+}
+
+/* Runs sc on a fresh order in order, and on another in reverse. */
+static void run_scenario(struct daemon *d, const struct stripe_scenario *sc)
+{
+	char a[64];
+	char b[64];
+	size_t i;
+
+	assert_int_equal(hn_order_create(d, 2000, "usd", a), 0);
+	assert_int_equal(hn_order_create(d, 2000, "usd", b), 0);
+	for (i = 0; i < sc->sc_n; i++) {
+		deliver_twice(d, sc, i, a);
+	}
+	assert_scenario_end(d, sc, a);
+	for (i = sc->sc_n; i-- > 0;) {
+		deliver_twice(d, sc, i, b);
+	}
+	assert_scenario_end(d, sc, b);
+}
+
+#define SCENARIO(steps) steps, sizeof(steps) / sizeof(steps[0])
+
+static void test_checkout_refund_with_empty_metadata_finds_its_order_by_payment_intent(
+        void **state)
+{
+	const struct stripe_scenario sc = {SCENARIO(checkout_refund), "refunded", 2000, 0, 0};
+
+	run_scenario(*state, &sc);
+}
+
+static void test_dispute_created_then_lost_claws_points_back_once(void **state)
+{
+	const struct stripe_scenario sc = {SCENARIO(dispute_lost), "refunded", 0, 2000, 0};
+	struct daemon *d = *state;
+
+	run_scenario(d, &sc);
+	assert_int_equal(test_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE reason = "
+	                                "'clawback' AND ref = 'dp_' || order_id"),
+	                 2);
+}
+
+static void test_dispute_created_then_won_restores_the_order(void **state)
+{
+	const struct stripe_scenario sc = {SCENARIO(dispute_won), "paid", 0, 0, 20};
+
+	run_scenario(*state, &sc);
+}
+
+static void test_refund_then_its_failure_leaves_the_order_paid(void **state)
+{
+	const struct stripe_scenario named = {SCENARIO(refund_failed), "paid", 0, 0, 20};
+	const struct stripe_scenario total = {SCENARIO(refund_failed_total_only), "paid", 0, 0, 20};
+	struct daemon *d = *state;
+
+	run_scenario(d, &named);
+	run_scenario(d, &total);
+}
+
+static void test_a_dispute_open_then_the_ack_says_disputed(void **state)
+{
+	struct daemon *d = *state;
+	struct hres r;
+	char id[64];
+	char *obj;
+	char *body;
+	char *pay;
+
+	assert_int_equal(hn_order_create(d, 2000, "usd", id), 0);
+	obj = e2e_expand(dispute_lost[0].ss_object, id);
+	pay = hn_stripe_event("evt_ack_pay", "payment_intent.succeeded", obj);
+	free(obj);
+	post_ok(d, pay, &r);
+	hres_finish(&r);
+	obj = e2e_expand(dispute_lost[1].ss_object, id);
+	body = hn_stripe_event("evt_ack_dispute", "charge.dispute.created", obj);
+	post_ok(d, body, &r);
+	assert_non_null(strstr(r.hs_body, "\"outcome\":\"disputed\""));
+	assert_non_null(strstr(r.hs_body, id));
+	hres_finish(&r);
+	assert_int_equal(test_db_int(d, "SELECT status = 'disputed' FROM orders WHERE id = '%s'", id),
+	                 1);
+	free(obj);
+	free(body);
+	free(pay);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -215,7 +422,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_full_refund_after_payment_claws_back_all_points, setup, daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_partial_refunds_accumulate_until_the_order_is_refunded, setup,
 						daemon_teardown),
-		cmocka_unit_test_setup_teardown(test_refund_delivered_before_its_payment_wins_and_awards_no_points, setup,
+		cmocka_unit_test_setup_teardown(test_refund_delivered_before_its_payment_wins_and_leaves_no_points, setup,
 						daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_session_and_intent_events_for_one_payment_pay_once, setup,
 						daemon_teardown),
@@ -223,6 +430,17 @@ int main(void)
 						daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_amount_mismatch_leaves_the_order_pending, setup, daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_other_event_types_are_acknowledged_without_effect, setup, daemon_teardown),
+		cmocka_unit_test_setup_teardown(
+			test_checkout_refund_with_empty_metadata_finds_its_order_by_payment_intent, setup,
+			daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_dispute_created_then_lost_claws_points_back_once, setup,
+						daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_dispute_created_then_won_restores_the_order, setup,
+						daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_refund_then_its_failure_leaves_the_order_paid, setup,
+						daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_a_dispute_open_then_the_ack_says_disputed, setup,
+						daemon_teardown),
 	};
 
 	return cmocka_run_group_tests_name("stripe end to end", tests, NULL, NULL);

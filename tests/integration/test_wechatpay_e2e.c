@@ -22,7 +22,10 @@
 #define WX_INI                                                                                     \
 	"[provider wechatpay]\ntype = wechatpay\nplatform_key = " WX_SERIAL                        \
 	" env:IDEMHOOK_E2E_WX_PUB\n"                                                               \
-	"apiv3_key = " WX_APIV3 "\nmchid = 1900000001\n\n[points]\nrate = 1/100\n"
+	"apiv3_key = " WX_APIV3 "\nmchid = 1900000001\n\n"                                         \
+	"[provider wechatpay-partner]\ntype = wechatpay\nplatform_key = " WX_SERIAL               \
+	" env:IDEMHOOK_E2E_WX_PUB\napiv3_key = " WX_APIV3 "\nsp_mchid = 1900000100\n"              \
+	"sub_mchid = 1900000108, 1900000109\n\n[points]\nrate = 1/100\n"
 
 static EVP_PKEY *wx_key;
 
@@ -247,12 +250,144 @@ static void test_wechatpay_probe_is_refused_with_fail_json(void **state)
 	free(body);
 }
 
+/* ---- the lifecycle: failed refunds and partner mode, in order and in reverse ---- */
+
+struct wx_step {
+	const char *ws_type;  /* event_type */
+	const char *ws_plain; /* the resource; '@' stands for the order id */
+};
+
+#define WX_DIRECT "\"mchid\":\"1900000001\""
+#define WX_PARTNER                                                                                 \
+	"\"sp_appid\":\"wx8888888888888888\",\"sp_mchid\":\"1900000100\","                          \
+	"\"sub_appid\":\"wxd678efh567hg6999\",\"sub_mchid\":\"1900000109\""
+#define WX_PAID(merchant)                                                                          \
+	{"TRANSACTION.SUCCESS",                                                                    \
+	 "{" merchant ",\"out_trade_no\":\"@\",\"transaction_id\":\"42000@\",\"trade_type\":"      \
+	 "\"JSAPI\",\"trade_state\":\"SUCCESS\",\"amount\":{\"total\":1000,\"payer_total\":1000,"  \
+	 "\"currency\":\"CNY\",\"payer_currency\":\"CNY\"}}"}
+#define WX_REFUND(merchant, type, status)                                                          \
+	{type, "{" merchant ",\"out_trade_no\":\"@\",\"transaction_id\":\"42000@\","               \
+	       "\"out_refund_no\":\"r-@\",\"refund_id\":\"50000@\",\"refund_status\":\"" status    \
+	       "\",\"amount\":{\"total\":1000,\"refund\":1000,\"payer_total\":1000,"              \
+	       "\"payer_refund\":1000}}"}
+
+static const struct wx_step refund_abnormal[] = {
+        WX_PAID(WX_DIRECT),
+        WX_REFUND(WX_DIRECT, "REFUND.SUCCESS", "SUCCESS"),
+        WX_REFUND(WX_DIRECT, "REFUND.ABNORMAL", "ABNORMAL"),
+};
+
+static const struct wx_step partner_refund_closed[] = {
+        WX_PAID(WX_PARTNER),
+        WX_REFUND(WX_PARTNER, "REFUND.SUCCESS", "SUCCESS"),
+        WX_REFUND(WX_PARTNER, "REFUND.CLOSED", "CLOSED"),
+};
+
+static const struct wx_step partner_refunded[] = {
+        WX_PAID(WX_PARTNER),
+        WX_REFUND(WX_PARTNER, "REFUND.SUCCESS", "SUCCESS"),
+};
+
+/* Step i for order id, delivered twice (the retry re-encrypted) with 204. */
+static void wx_deliver_twice(struct daemon *d, const char *provider, const struct wx_step *st,
+                             size_t i, const char *id)
+{
+	char *plain = e2e_expand(st[i].ws_plain, id);
+	char event_id[96];
+	struct wx_msg m;
+	struct hres r;
+	char *body;
+	int round;
+
+	snprintf(event_id, sizeof(event_id), "EV-%zu-%s", i, id);
+	for (round = 0; round < 2; round++) {
+		body = wx_body(event_id, st[i].ws_type, plain, round == 0 ? "eeeeeeeeeeee" : "ffffffffffff");
+		wx_sign(&m, body, NULL);
+		assert_int_equal(e2e_post(d, provider, m.wm_headers, body, &r), 0);
+		assert_int_equal(r.hs_status, 204);
+		assert_int_equal(e2e_replayed(&r), round == 1);
+		hres_finish(&r);
+		free(body);
+	}
+	free(plain);
+}
+
+/* Runs the steps on a fresh order in order, and on another in reverse. */
+static void wx_run(struct daemon *d, const char *provider, const struct wx_step *st, size_t n,
+                   const char *status, int64_t points)
+{
+	char a[64];
+	char b[64];
+	size_t i;
+
+	assert_int_equal(hn_order_create(d, 1000, "cny", a), 0);
+	assert_int_equal(hn_order_create(d, 1000, "cny", b), 0);
+	for (i = 0; i < n; i++) {
+		wx_deliver_twice(d, provider, st, i, a);
+	}
+	for (i = n; i-- > 0;) {
+		wx_deliver_twice(d, provider, st, i, b);
+	}
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT COUNT(*) FROM orders WHERE id IN ('%s', '%s') AND status = '%s'",
+	                   a, b, status),
+	        2);
+	assert_int_equal(e2e_db_int(d,
+	                            "SELECT COALESCE(SUM(points), 0) FROM points_ledger WHERE "
+	                            "order_id IN ('%s', '%s')",
+	                            a, b),
+	                 2 * points);
+	assert_int_equal(e2e_failed_events(d, a) + e2e_failed_events(d, b), 0);
+}
+
+static void test_wechatpay_refund_then_refund_abnormal_leaves_the_order_paid(void **state)
+{
+	wx_run(*state, "wechatpay", refund_abnormal, 3, "paid", 10);
+}
+
+static void test_wechatpay_partner_mode_pays_refunds_and_closes_refunds(void **state)
+{
+	struct daemon *d = *state;
+	struct wx_msg m;
+	struct hres r;
+	char id[64];
+	char *plain;
+	char *body;
+
+	wx_run(d, "wechatpay-partner", partner_refunded, 2, "refunded", 0);
+	wx_run(d, "wechatpay-partner", partner_refund_closed, 3, "paid", 10);
+	/* A direct merchant's notification is not for the partner instance,
+	 * nor a partner's for the direct one. */
+	assert_int_equal(hn_order_create(d, 1000, "cny", id), 0);
+	plain = e2e_expand(refund_abnormal[0].ws_plain, id);
+	body = wx_body("EV-wrong-1", "TRANSACTION.SUCCESS", plain, "gggggggggggg");
+	wx_sign(&m, body, NULL);
+	assert_int_equal(e2e_post(d, "wechatpay-partner", m.wm_headers, body, &r), 0);
+	assert_int_equal(r.hs_status, 403);
+	hres_finish(&r);
+	free(plain);
+	free(body);
+	plain = e2e_expand(partner_refunded[0].ws_plain, id);
+	body = wx_body("EV-wrong-2", "TRANSACTION.SUCCESS", plain, "hhhhhhhhhhhh");
+	wx_sign(&m, body, NULL);
+	assert_int_equal(e2e_post(d, "wechatpay", m.wm_headers, body, &r), 0);
+	assert_int_equal(r.hs_status, 403);
+	hres_finish(&r);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", id),
+	                 1);
+	free(plain);
+	free(body);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_wechatpay_payment_pays_once_and_answers_204),
 	        cmocka_unit_test(test_wechatpay_refund_applies_once),
 	        cmocka_unit_test(test_wechatpay_probe_is_refused_with_fail_json),
+	        cmocka_unit_test(test_wechatpay_refund_then_refund_abnormal_leaves_the_order_paid),
+	        cmocka_unit_test(test_wechatpay_partner_mode_pays_refunds_and_closes_refunds),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
