@@ -12,7 +12,8 @@
 
 #define SW_SIGNATURES_MAX 16 /* entries considered in one signature header */
 #define SW_HEADER_MAX 4096   /* bytes in the signature header */
-#define SW_RETRY_WINDOW_S (3 * 24 * 3600)
+/* Svix: immediately, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: about 27.6 h. */
+#define SW_RETRY_WINDOW_S (28 * 3600)
 #define SW_ED25519_KEY_LEN 32
 
 struct standard_webhooks_state {
