@@ -781,14 +781,14 @@ static int orders_do_refund(struct orders_unit *u, const struct event *ev,
 	int64_t delta = amount;
 	int added;
 
+	if (amount < 0 && ev->ev_amount < 0) {
+		orders_refuse(u->ou_provider, ev, "invalid_amount", res);
+		return 0;
+	}
+	if (orders_currency_refused(u->ou_provider, ev, os, 0, res)) {
+		return 0;
+	}
 	if (amount < 0) {
-		if (ev->ev_amount < 0) {
-			orders_refuse(u->ou_provider, ev, "invalid_amount", res);
-			return 0;
-		}
-		if (orders_currency_refused(u->ou_provider, ev, os, 0, res)) {
-			return 0;
-		}
 		if (refund_ref == NULL) {
 			orders_refuse(u->ou_provider, ev, "missing_refund_ref", res);
 			return 0;
@@ -1046,10 +1046,13 @@ static int orders_bind(struct orders_unit *u, const char *ref, const char *kind,
 		return 0;
 	}
 	if (u->ou_n_refs >= ORDERS_RELEASE_REFS_MAX) {
-		char q[ORDERS_QUOTE_LEN];
+		char qref[ORDERS_QUOTE_LEN];
+		char qid[ORDERS_QUOTE_LEN];
 
-		log_warn("orders: events parked under \"%s\" wait for the next event of order \"%s\"",
-		         log_quote(q, sizeof(q), ref), os->os_id);
+		log_warn("orders: events parked under \"%s\" wait; more than %d references bound "
+		         "at once to order \"%s\"",
+		         log_quote(qref, sizeof(qref), ref), ORDERS_RELEASE_REFS_MAX,
+		         log_quote(qid, sizeof(qid), os->os_id));
 		return 0;
 	}
 	u->ou_refs[u->ou_n_refs] = strdup(ref);
@@ -1173,9 +1176,13 @@ static int orders_release(struct orders_unit *u, struct orders_result *res)
 					rc = store_exec(tx, ORDERS_SQL_EVENT_RELEASED, e, 6, NULL);
 				}
 				if (rc == 0 && !sub.or_refused) {
+					char qkey[ORDERS_QUOTE_LEN];
+					char qid[ORDERS_QUOTE_LEN];
+
 					log_info("orders: parked %s event \"%s\" applied to order \"%s\": %s",
-					         event_kind_name(ev.ev_kind), ev.ev_key, sub.or_order_id,
-					         sub.or_effect);
+					         event_kind_name(ev.ev_kind),
+					         log_quote(qkey, sizeof(qkey), ev.ev_key),
+					         log_quote(qid, sizeof(qid), sub.or_order_id), sub.or_effect);
 					orders_effect_add(res, sub.or_effect);
 				}
 			}
