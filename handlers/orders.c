@@ -16,7 +16,9 @@
 #define ORDERS_CREATE_TRIES 3 /* fresh ids to try should one collide */
 #define ORDERS_QUOTE_LEN 80   /* room for one quoted id in a log line */
 #define ORDERS_STATUS_MAX 24
-#define ORDERS_RELEASE_REFS_MAX 16 /* newly bound references whose parked events one unit applies */
+#define ORDERS_RELEASE_REFS_MAX                                                                    \
+	16 /* newly bound references whose parked events one unit applies                          \
+	    */
 
 /* One order as an event is applied to it: loaded, changed in memory, then
  * saved by one compare-and-set on its revision. Times are ms, 0 for none. */
@@ -144,8 +146,7 @@ static const char ORDERS_SQL_PARKED_NEXT[] =
         "currency, refund_cumulative, occurred_at FROM order_parked "
         "WHERE provider = ? AND ref = ? AND applied_at IS NULL ORDER BY id LIMIT 1";
 
-static const char ORDERS_SQL_PARKED_DONE[] =
-        "UPDATE order_parked SET applied_at = ? WHERE id = ?";
+static const char ORDERS_SQL_PARKED_DONE[] = "UPDATE order_parked SET applied_at = ? WHERE id = ?";
 
 static const char ORDERS_SQL_PARKED_DONE_KEY[] =
         "UPDATE order_parked SET applied_at = ? WHERE provider = ? AND idem_key = ? "
@@ -163,7 +164,6 @@ static const char ORDERS_SQL_CREATE[] =
 
 static int orders_apply_one(struct orders_unit *u, const struct event *ev,
                             struct orders_result *res);
-
 
 /* ---- loading and saving an order ---- */
 
@@ -484,8 +484,8 @@ static int orders_ledger_adjust(struct store_tx *tx, const char *order_id, const
  * has failed; fewer again after a refund failed or a dispute was won (a
  * restore row). Taking the difference to what is already taken keeps
  * rounding from leaving points behind. */
-static int orders_points_settle(struct store_tx *tx, const struct orders_state *os,
-                                const char *ref, const char *key)
+static int orders_points_settle(struct store_tx *tx, const struct orders_state *os, const char *ref,
+                                const char *key)
 {
 	int64_t reversed = orders_reversed(os);
 	int64_t awarded;
@@ -599,8 +599,8 @@ static int orders_do_pay(struct orders_unit *u, const struct event *ev, struct o
 		if (orders_status_is(os, "cancelled") || orders_status_is(os, "expired")) {
 			char q[ORDERS_QUOTE_LEN];
 
-			log_warn("orders: order \"%s\" was %s but is paid now", log_quote(q, sizeof(q), os->os_id),
-			         os->os_status);
+			log_warn("orders: order \"%s\" was %s but is paid now",
+			         log_quote(q, sizeof(q), os->os_id), os->os_status);
 		}
 		os->os_paid_at = store_tx_now(tx);
 		orders_copy(os->os_provider, sizeof(os->os_provider), u->ou_provider);
@@ -611,7 +611,8 @@ static int orders_do_pay(struct orders_unit *u, const struct event *ev, struct o
 			                       u->ou_conf->oc_points_den);
 		}
 		/* ref = the order id: one award per order, whichever event pays it. */
-		if (points > 0 && orders_ledger_add(tx, os->os_id, "award", os->os_id, points) < 0) {
+		if (points > 0 &&
+		    orders_ledger_add(tx, os->os_id, "award", os->os_id, points) < 0) {
 			return -1;
 		}
 	}
@@ -715,7 +716,8 @@ static int orders_refund_delta(struct store_tx *tx, const char *provider, const 
 	if (ev->ev_refund_cumulative) {
 		/* A running total: an older, smaller one gives delta <= 0. The
 		 * provider's total still counts refunds that failed later. */
-		if (orders_refund_sum(tx, ORDERS_SQL_REFUND_FAILED_SUM, provider, os, &failed) < 0) {
+		if (orders_refund_sum(tx, ORDERS_SQL_REFUND_FAILED_SUM, provider, os, &failed) <
+		    0) {
 			return -1;
 		}
 		delta = ev->ev_amount - os->os_refunded - failed;
@@ -747,9 +749,9 @@ static int orders_refund_add(struct store_tx *tx, const char *provider,
 	int64_t now = store_tx_now(tx);
 	int failed = strcmp(status, "failed") == 0;
 	struct store_value p[] = {
-	        store_text(os->os_id), store_text(provider),         store_text(ref),
-	        store_int(amount),     store_int(now),               store_text(status),
-	        store_int(cumulative), store_int(reversed), failed ? store_int(now) : store_null(),
+	        store_text(os->os_id), store_text(provider), store_text(ref),
+	        store_int(amount),     store_int(now),       store_text(status),
+	        store_int(cumulative), store_int(reversed),  failed ? store_int(now) : store_null(),
 	};
 	int64_t changes = 0;
 
@@ -772,8 +774,8 @@ static char *orders_ref_at_total(const char *ref, int64_t total)
 }
 
 /* Counts amount (or, with amount < 0, what ev says) as refund ref. */
-static int orders_do_refund(struct orders_unit *u, const struct event *ev,
-                            struct orders_state *os, int64_t amount, struct orders_result *res)
+static int orders_do_refund(struct orders_unit *u, const struct event *ev, struct orders_state *os,
+                            int64_t amount, struct orders_result *res)
 {
 	struct store_tx *tx = u->ou_tx;
 	const char *refund_ref = orders_event_ref(ev);
@@ -814,7 +816,8 @@ static int orders_do_refund(struct orders_unit *u, const struct event *ev,
 			return -1;
 		}
 		refund_ref = ref_at_total;
-		added = orders_refund_add(tx, u->ou_provider, os, refund_ref, delta, "applied", 1, 0);
+		added = orders_refund_add(tx, u->ou_provider, os, refund_ref, delta, "applied", 1,
+		                          0);
 	}
 	if (added <= 0) {
 		/* This provider refund was already counted (or a store error). */
@@ -928,8 +931,8 @@ static int orders_dispute_status(struct store_tx *tx, const char *provider,
 
 /* One step of a dispute: opened (funds withheld), won or lost. Each
  * provider event counts once; the dispute's status follows its steps. */
-static int orders_do_dispute(struct orders_unit *u, const struct event *ev,
-                             struct orders_state *os, struct orders_result *res)
+static int orders_do_dispute(struct orders_unit *u, const struct event *ev, struct orders_state *os,
+                             struct orders_result *res)
 {
 	struct store_tx *tx = u->ou_tx;
 	const char *ref = ev->ev_refund_ref;
@@ -954,7 +957,8 @@ static int orders_do_dispute(struct orders_unit *u, const struct event *ev,
 	}
 	{
 		struct store_value p[] = {store_text(u->ou_provider), store_text(ref),
-		                          store_text(ev->ev_key), store_text(outcome), store_int(now)};
+		                          store_text(ev->ev_key), store_text(outcome),
+		                          store_int(now)};
 
 		if (store_exec(tx, ORDERS_SQL_STEP_ADD, p, 5, &changes) < 0) {
 			return -1;
@@ -977,9 +981,17 @@ static int orders_do_dispute(struct orders_unit *u, const struct event *ev,
 	}
 	{
 		struct store_value p[] = {
-		        store_int(won),         store_int(lost),  store_int(amount), store_int(amount),
-		        store_int(lost),        store_int(lost),  store_int(won),    store_int(won),
-		        store_int(now),         store_text(os->os_id), store_text(u->ou_provider),
+		        store_int(won),
+		        store_int(lost),
+		        store_int(amount),
+		        store_int(amount),
+		        store_int(lost),
+		        store_int(lost),
+		        store_int(won),
+		        store_int(won),
+		        store_int(now),
+		        store_text(os->os_id),
+		        store_text(u->ou_provider),
 		        store_text(ref),
 		};
 
@@ -1000,7 +1012,8 @@ static int orders_do_dispute(struct orders_unit *u, const struct event *ev,
 		}
 		fresh.os_revision = revision;
 		if (fresh.os_open_disputes != os->os_open_disputes ||
-		    fresh.os_disputed != os->os_disputed || fresh.os_chargeback != os->os_chargeback) {
+		    fresh.os_disputed != os->os_disputed ||
+		    fresh.os_chargeback != os->os_chargeback) {
 			os->os_dirty = 1;
 		}
 		os->os_open_disputes = fresh.os_open_disputes;
@@ -1161,7 +1174,8 @@ static int orders_release(struct orders_unit *u, struct orders_result *res)
 				rc = orders_apply_one(u, &ev, &sub);
 			}
 			if (rc == 0) {
-				struct store_value d[] = {store_int(store_tx_now(tx)), store_int(id)};
+				struct store_value d[] = {store_int(store_tx_now(tx)),
+				                          store_int(id)};
 				struct store_value e[] = {
 				        store_text(sub.or_refused ? "failed" : "done"),
 				        store_text(sub.or_effect),
@@ -1179,10 +1193,12 @@ static int orders_release(struct orders_unit *u, struct orders_result *res)
 					char qkey[ORDERS_QUOTE_LEN];
 					char qid[ORDERS_QUOTE_LEN];
 
-					log_info("orders: parked %s event \"%s\" applied to order \"%s\": %s",
+					log_info("orders: parked %s event \"%s\" applied to order "
+					         "\"%s\": %s",
 					         event_kind_name(ev.ev_kind),
 					         log_quote(qkey, sizeof(qkey), ev.ev_key),
-					         log_quote(qid, sizeof(qid), sub.or_order_id), sub.or_effect);
+					         log_quote(qid, sizeof(qid), sub.or_order_id),
+					         sub.or_effect);
 					orders_effect_add(res, sub.or_effect);
 				}
 			}
@@ -1201,8 +1217,8 @@ static int orders_release(struct orders_unit *u, struct orders_result *res)
 
 /* ---- applying one event ---- */
 
-static int orders_dispatch(struct orders_unit *u, const struct event *ev,
-                           struct orders_state *os, struct orders_result *res)
+static int orders_dispatch(struct orders_unit *u, const struct event *ev, struct orders_state *os,
+                           struct orders_result *res)
 {
 	switch (ev->ev_kind) {
 	case EVENT_PAYMENT_SUCCEEDED:

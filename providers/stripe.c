@@ -233,7 +233,8 @@ static int stripe_normalize(const char *id, const char *type, int64_t created_s,
 		amount_key =
 		        cJSON_HasObjectItem(obj, "amount_received") ? "amount_received" : "amount";
 	} else if (strcmp(type, "payment_intent.amount_capturable_updated") == 0) {
-		const cJSON *capturable = cJSON_GetObjectItemCaseSensitive(obj, "amount_capturable");
+		const cJSON *capturable =
+		        cJSON_GetObjectItemCaseSensitive(obj, "amount_capturable");
 
 		/* capture_method=manual: the funds are held until captured. */
 		if (cJSON_IsNumber(capturable) && capturable->valuedouble > 0) {

@@ -30,8 +30,9 @@ struct wechatpay_state {
 	size_t ws_n_keys;
 	struct provider_secrets ws_apiv3; /* 32-byte API v3 keys, first is current */
 	char *ws_mchid;                   /* when set, the resource's mchid must match */
-	char *ws_sp_mchid; /* partner mode: the service provider's merchant id */
-	char **ws_sub_mchids; /* partner mode: sub-merchants accepted (NULL-terminated), or NULL: any */
+	char *ws_sp_mchid;                /* partner mode: the service provider's merchant id */
+	char **ws_sub_mchids; /* partner mode: accepted sub_mchid values (NULL-terminated) or NULL
+	                       */
 };
 
 static void wechatpay_destroy(void *state)
@@ -142,7 +143,8 @@ static int wechatpay_partner_load(const struct provider_conf *pc, struct wechatp
 
 	if (sp == NULL) {
 		if (config_section_get(pc->pc_section, "sub_mchid") != NULL) {
-			log_err("provider %s: sub_mchid needs sp_mchid (partner mode)", pc->pc_name);
+			log_err("provider %s: sub_mchid needs sp_mchid (partner mode)",
+			        pc->pc_name);
 			return -1;
 		}
 		return 0;

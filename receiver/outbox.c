@@ -99,7 +99,7 @@ static const struct {
 };
 
 #define OUTBOX_EFFECTS_TEXT                                                                        \
-	"paid authorized refunded partially_refunded refund_failed disputed dispute_won "         \
+	"paid authorized refunded partially_refunded refund_failed disputed dispute_won "          \
 	"dispute_lost capture_failed cancelled expired"
 
 /* The bit of an effect named by n bytes at p, or 0. */
@@ -238,8 +238,7 @@ static int outbox_conf_call(const struct config *cf, struct outbox_conf *oc, con
 	snprintf(okey, sizeof(okey), "%s_on", c->occ_name);
 	v = config_get(cf, OUTBOX_SECTION, okey);
 	if (v != NULL && outbox_parse_on(v, &c->occ_on) < 0) {
-		return outbox_bad_key(okey, v,
-		                      "expected some of: " OUTBOX_EFFECTS_TEXT);
+		return outbox_bad_key(okey, v, "expected some of: " OUTBOX_EFFECTS_TEXT);
 	}
 	c->occ_compensation = OUTBOX_COMP_MANUAL;
 	snprintf(okey, sizeof(okey), "%s_compensation", c->occ_name);

@@ -135,10 +135,11 @@ static inline char *e2e_expand(const char *fmt, const char *id)
 /* Failed events (not applied, or parked and never released) of order id. */
 static inline int64_t e2e_failed_events(struct daemon *d, const char *id)
 {
-	return e2e_db_int(d,
-	                  "SELECT COUNT(*) FROM events WHERE outcome = 'failed' AND (order_ref = '%s'"
-	                  " OR payment_ref LIKE '%%%s%%' OR idem_key LIKE '%%%s%%')",
-	                  id, id, id);
+	return e2e_db_int(
+	        d,
+	        "SELECT COUNT(*) FROM events WHERE outcome = 'failed' AND (order_ref = '%s'"
+	        " OR payment_ref LIKE '%%%s%%' OR idem_key LIKE '%%%s%%')",
+	        id, id, id);
 }
 
 #endif

@@ -289,10 +289,10 @@ static void test_alipay_trade_closed_unpaid_cancels_the_order(void **state)
 	/* Closed on timeout: the buyer never paid. */
 	closed = ali_trade(notify, id, "10.00", "TRADE_CLOSED", NULL, NULL);
 	ali_deliver_twice(d, closed);
-	assert_int_equal(e2e_db_int(d, "SELECT status = 'cancelled' FROM orders WHERE id = '%s'", id),
-	                 1);
-	assert_int_equal(e2e_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id),
-	                 0);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT status = 'cancelled' FROM orders WHERE id = '%s'", id), 1);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id), 0);
 	free(closed);
 }
 
@@ -322,16 +322,18 @@ static void test_alipay_trade_closed_after_a_full_refund_is_that_refund(void **s
 		ali_deliver_twice(d, k == 0 ? paid : closed);
 		ali_deliver_twice(d, k == 0 ? closed : paid);
 		assert_int_equal(
-		        e2e_db_int(d, "SELECT status = 'refunded' FROM orders WHERE id = '%s'", ids[k]),
+		        e2e_db_int(d, "SELECT status = 'refunded' FROM orders WHERE id = '%s'",
+		                   ids[k]),
 		        1);
 		assert_int_equal(
 		        e2e_db_int(d, "SELECT refunded_amount FROM orders WHERE id = '%s'", ids[k]),
 		        1000);
-		assert_int_equal(e2e_db_int(d,
-		                            "SELECT COALESCE(SUM(points), 0) FROM points_ledger WHERE "
-		                            "order_id = '%s'",
-		                            ids[k]),
-		                 0);
+		assert_int_equal(
+		        e2e_db_int(d,
+		                   "SELECT COALESCE(SUM(points), 0) FROM points_ledger WHERE "
+		                   "order_id = '%s'",
+		                   ids[k]),
+		        0);
 		free(paid);
 		free(closed);
 	}

@@ -342,10 +342,11 @@ static void test_an_event_acknowledged_but_not_applied_counts_once_by_reason(voi
 	struct hres r;
 	char *body;
 
-	body = hn_stripe_event("evt_metrics_unknown", "payment_intent.succeeded",
-	                       "{\"id\":\"pi_unknown\",\"object\":\"payment_intent\",\"amount\":100,"
-	                       "\"amount_received\":100,\"currency\":\"usd\",\"metadata\":{"
-	                       "\"order_id\":\"ord_nosuchorder0000000000\"}}");
+	body = hn_stripe_event(
+	        "evt_metrics_unknown", "payment_intent.succeeded",
+	        "{\"id\":\"pi_unknown\",\"object\":\"payment_intent\",\"amount\":100,"
+	        "\"amount_received\":100,\"currency\":\"usd\",\"metadata\":{"
+	        "\"order_id\":\"ord_nosuchorder0000000000\"}}");
 	scrape(d, &t_before);
 	assert_int_equal(hn_post_stripe(d, "stripe", T_SECRET, body, &r), 0);
 	assert_int_equal(r.hs_status, 200);
@@ -373,8 +374,7 @@ int main(void)
 	                test_a_changed_payload_under_a_used_key_counts_as_a_fingerprint_mismatch),
 	        cmocka_unit_test(
 	                test_the_whole_exposition_parses_strictly_after_rejects_a_failed_batch_and_a_gc_pass),
-	        cmocka_unit_test(
-	                test_an_event_acknowledged_but_not_applied_counts_once_by_reason),
+	        cmocka_unit_test(test_an_event_acknowledged_but_not_applied_counts_once_by_reason),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -40,9 +40,9 @@ static int append_file(FILE *f, const char *path)
  * pending order, their ledger, refund and outbox rows. */
 static void build_previous_schema(struct daemon *d)
 {
-	static const char *const files[] = {
-	        "0001_create_idempotency_records.sql", "0002_create_orders.sql",
-	        "0003_create_events.sql", "0004_create_outbox.sql"};
+	static const char *const files[] = {"0001_create_idempotency_records.sql",
+	                                    "0002_create_orders.sql", "0003_create_events.sql",
+	                                    "0004_create_outbox.sql"};
 	const char *root = getenv("IDEMHOOK_SOURCE_ROOT");
 	char sql_path[700];
 	char path[1024];
@@ -121,13 +121,15 @@ static void test_migrate_keeps_every_row_and_learns_each_payment_reference(void 
 	assert_int_equal(daemon_cli(&d, 1, args, NULL), 0);
 
 	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM orders"), 3);
-	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM orders WHERE (id, status, amount,"
-	                                " refunded_amount) IN (VALUES ('ord_migrate_paid', 'paid',"
-	                                " 2000, 0), ('ord_migrate_part', 'partially_refunded', 1000,"
-	                                " 300), ('ord_migrate_pend', 'pending', 500, 0))"),
+	assert_int_equal(e2e_db_int(&d,
+	                            "SELECT COUNT(*) FROM orders WHERE (id, status, amount,"
+	                            " refunded_amount) IN (VALUES ('ord_migrate_paid', 'paid',"
+	                            " 2000, 0), ('ord_migrate_part', 'partially_refunded', 1000,"
+	                            " 300), ('ord_migrate_pend', 'pending', 500, 0))"),
 	                 3);
 	assert_int_equal(e2e_db_int(&d, "SELECT SUM(points) FROM points_ledger"), 27);
-	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM refunds WHERE status = 'applied'"), 1);
+	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM refunds WHERE status = 'applied'"),
+	                 1);
 	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM outbox"), 1);
 	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM order_refs"), 2);
 	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM order_refs WHERE provider = 'stripe'"
@@ -148,7 +150,8 @@ static void test_migrate_keeps_every_row_and_learns_each_payment_reference(void 
 	assert_non_null(strstr(r.hs_body, "\"outcome\":\"refunded\""));
 	hres_finish(&r);
 	assert_int_equal(
-	        e2e_db_int(&d, "SELECT status = 'refunded' FROM orders WHERE id = 'ord_migrate_part'"),
+	        e2e_db_int(&d,
+	                   "SELECT status = 'refunded' FROM orders WHERE id = 'ord_migrate_part'"),
 	        1);
 	assert_int_equal(e2e_db_int(&d, "SELECT SUM(points) FROM points_ledger WHERE order_id ="
 	                                " 'ord_migrate_part'"),

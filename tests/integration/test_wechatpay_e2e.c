@@ -23,7 +23,7 @@
 	"[provider wechatpay]\ntype = wechatpay\nplatform_key = " WX_SERIAL                        \
 	" env:IDEMHOOK_E2E_WX_PUB\n"                                                               \
 	"apiv3_key = " WX_APIV3 "\nmchid = 1900000001\n\n"                                         \
-	"[provider wechatpay-partner]\ntype = wechatpay\nplatform_key = " WX_SERIAL               \
+	"[provider wechatpay-partner]\ntype = wechatpay\nplatform_key = " WX_SERIAL                \
 	" env:IDEMHOOK_E2E_WX_PUB\napiv3_key = " WX_APIV3 "\nsp_mchid = 1900000100\n"              \
 	"sub_mchid = 1900000108, 1900000109\n\n[points]\nrate = 1/100\n"
 
@@ -259,18 +259,25 @@ struct wx_step {
 
 #define WX_DIRECT "\"mchid\":\"1900000001\""
 #define WX_PARTNER                                                                                 \
-	"\"sp_appid\":\"wx8888888888888888\",\"sp_mchid\":\"1900000100\","                          \
+	"\"sp_appid\":\"wx8888888888888888\",\"sp_mchid\":\"1900000100\","                         \
 	"\"sub_appid\":\"wxd678efh567hg6999\",\"sub_mchid\":\"1900000109\""
 #define WX_PAID(merchant)                                                                          \
-	{"TRANSACTION.SUCCESS",                                                                    \
-	 "{" merchant ",\"out_trade_no\":\"@\",\"transaction_id\":\"42000@\",\"trade_type\":"      \
-	 "\"JSAPI\",\"trade_state\":\"SUCCESS\",\"amount\":{\"total\":1000,\"payer_total\":1000,"  \
-	 "\"currency\":\"CNY\",\"payer_currency\":\"CNY\"}}"}
+	{                                                                                          \
+		"TRANSACTION.SUCCESS",                                                             \
+		        "{" merchant                                                               \
+		        ",\"out_trade_no\":\"@\",\"transaction_id\":\"42000@\",\"trade_type\":"    \
+		        "\"JSAPI\",\"trade_state\":\"SUCCESS\",\"amount\":{\"total\":1000,"        \
+		        "\"payer_total\":1000,"                                                    \
+		        "\"currency\":\"CNY\",\"payer_currency\":\"CNY\"}}"                        \
+	}
 #define WX_REFUND(merchant, type, status)                                                          \
-	{type, "{" merchant ",\"out_trade_no\":\"@\",\"transaction_id\":\"42000@\","               \
-	       "\"out_refund_no\":\"r-@\",\"refund_id\":\"50000@\",\"refund_status\":\"" status    \
-	       "\",\"amount\":{\"total\":1000,\"refund\":1000,\"payer_total\":1000,"              \
-	       "\"payer_refund\":1000}}"}
+	{                                                                                          \
+		type, "{" merchant ",\"out_trade_no\":\"@\",\"transaction_id\":\"42000@\","        \
+		      "\"out_refund_no\":\"r-@\",\"refund_id\":\"50000@\",\"refund_status\":"      \
+		      "\"" status                                                                  \
+		      "\",\"amount\":{\"total\":1000,\"refund\":1000,\"payer_total\":1000,"        \
+		      "\"payer_refund\":1000}}"                                                    \
+	}
 
 static const struct wx_step refund_abnormal[] = {
         WX_PAID(WX_DIRECT),
@@ -302,7 +309,8 @@ static void wx_deliver_twice(struct daemon *d, const char *provider, const struc
 
 	snprintf(event_id, sizeof(event_id), "EV-%zu-%s", i, id);
 	for (round = 0; round < 2; round++) {
-		body = wx_body(event_id, st[i].ws_type, plain, round == 0 ? "eeeeeeeeeeee" : "ffffffffffff");
+		body = wx_body(event_id, st[i].ws_type, plain,
+		               round == 0 ? "eeeeeeeeeeee" : "ffffffffffff");
 		wx_sign(&m, body, NULL);
 		assert_int_equal(e2e_post(d, provider, m.wm_headers, body, &r), 0);
 		assert_int_equal(r.hs_status, 204);
@@ -330,7 +338,8 @@ static void wx_run(struct daemon *d, const char *provider, const struct wx_step 
 		wx_deliver_twice(d, provider, st, i, b);
 	}
 	assert_int_equal(
-	        e2e_db_int(d, "SELECT COUNT(*) FROM orders WHERE id IN ('%s', '%s') AND status = '%s'",
+	        e2e_db_int(d,
+	                   "SELECT COUNT(*) FROM orders WHERE id IN ('%s', '%s') AND status = '%s'",
 	                   a, b, status),
 	        2);
 	assert_int_equal(e2e_db_int(d,

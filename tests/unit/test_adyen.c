@@ -126,9 +126,15 @@ static int receive(struct pt_instance *pi, const char *body, const char *auth,
 	return rc;
 }
 
-static const struct item vec_item = {
-        "pspReference", "originalReference", "merchantAccount", "reference", 1000, "EUR", "CAPTURE",
-        "true", NULL};
+static const struct item vec_item = {"pspReference",
+                                     "originalReference",
+                                     "merchantAccount",
+                                     "reference",
+                                     1000,
+                                     "EUR",
+                                     "CAPTURE",
+                                     "true",
+                                     NULL};
 
 static void test_adyen_item_hmac_matches_the_published_vector(void **state)
 {
@@ -164,10 +170,12 @@ static void test_adyen_item_hmac_matches_the_published_vector(void **state)
 static void test_adyen_gives_one_event_per_item_with_its_own_key(void **state)
 {
 	const struct item items[] = {
-	        {"8535296650153317", "", "ShopCOM", "ord_a1", 1999, "EUR", "AUTHORISATION", "true", NULL},
+	        {"8535296650153317", "", "ShopCOM", "ord_a1", 1999, "EUR", "AUTHORISATION", "true",
+	         NULL},
 	        {"8535296650153318", "8535296650153317", "ShopCOM", "ord_a1", 500, "EUR", "REFUND",
 	         "true", NULL},
-	        {"8535296650153319", "", "ShopCOM", "ord_a2", 700, "JPY", "AUTHORISATION", "false", NULL},
+	        {"8535296650153319", "", "ShopCOM", "ord_a2", 700, "JPY", "AUTHORISATION", "false",
+	         NULL},
 	};
 	const char *keys[] = {VEC_KEY, VEC_KEY, VEC_KEY};
 	char *body = batch(items, keys, 3);
@@ -425,59 +433,109 @@ struct adyen_row {
 
 static const struct adyen_row adyen_rows[] = {
         {{PAY, "", "ShopCOM", "ord_1", 1999, "EUR", "AUTHORISATION", "true", NULL},
-         EVENT_PAYMENT_SUCCEEDED, PAY, NULL},
-        {{PAY, "", "ShopCOM", "ord_1", 1999, "EUR", "AUTHORISATION", "false", NULL}, EVENT_OTHER,
-         PAY, NULL},
+         EVENT_PAYMENT_SUCCEEDED,
+         PAY,
+         NULL},
+        {{PAY, "", "ShopCOM", "ord_1", 1999, "EUR", "AUTHORISATION", "false", NULL},
+         EVENT_OTHER,
+         PAY,
+         NULL},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CAPTURE", "true", NULL},
-         EVENT_PAYMENT_CAPTURED, PAY, MOD},
-        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CAPTURE", "false", NULL}, EVENT_OTHER, PAY,
+         EVENT_PAYMENT_CAPTURED,
+         PAY,
+         MOD},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CAPTURE", "false", NULL},
+         EVENT_OTHER,
+         PAY,
          NULL},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CAPTURE_FAILED", "true", NULL},
-         EVENT_CAPTURE_FAILED, PAY, MOD},
+         EVENT_CAPTURE_FAILED,
+         PAY,
+         MOD},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CANCELLATION", "true", NULL},
-         EVENT_PAYMENT_CANCELLED, PAY, MOD},
-        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CANCELLATION", "false", NULL}, EVENT_OTHER,
-         PAY, NULL},
+         EVENT_PAYMENT_CANCELLED,
+         PAY,
+         MOD},
+        {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CANCELLATION", "false", NULL},
+         EVENT_OTHER,
+         PAY,
+         NULL},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "TECHNICAL_CANCEL", "true", NULL},
-         EVENT_PAYMENT_CANCELLED, PAY, MOD},
+         EVENT_PAYMENT_CANCELLED,
+         PAY,
+         MOD},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CANCEL_OR_REFUND", "true", NULL},
-         EVENT_CANCEL_OR_REFUND, PAY, MOD},
+         EVENT_CANCEL_OR_REFUND,
+         PAY,
+         MOD},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CANCEL_OR_REFUND", "true",
           "\"modification.action\":\"cancel\""},
-         EVENT_PAYMENT_CANCELLED, PAY, MOD},
+         EVENT_PAYMENT_CANCELLED,
+         PAY,
+         MOD},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CANCEL_OR_REFUND", "true",
           "\"modification.action\":\"refund\""},
-         EVENT_REFUNDED, PAY, MOD},
+         EVENT_REFUNDED,
+         PAY,
+         MOD},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "EXPIRE", "true", NULL},
-         EVENT_PAYMENT_EXPIRED, PAY, MOD},
+         EVENT_PAYMENT_EXPIRED,
+         PAY,
+         MOD},
         {{PAY, "", "ShopCOM", "ord_1", 1999, "EUR", "OFFER_CLOSED", "true", NULL},
-         EVENT_PAYMENT_EXPIRED, PAY, NULL},
+         EVENT_PAYMENT_EXPIRED,
+         PAY,
+         NULL},
         /* The refund's own reference in merchantReference, not the order's. */
-        {{MOD, PAY, "ShopCOM", "refund-7", 500, "EUR", "REFUND", "true", NULL}, EVENT_REFUNDED,
-         PAY, MOD},
-        {{MOD, PAY, "ShopCOM", "refund-7", 500, "EUR", "REFUND", "false", NULL}, EVENT_OTHER, PAY,
+        {{MOD, PAY, "ShopCOM", "refund-7", 500, "EUR", "REFUND", "true", NULL},
+         EVENT_REFUNDED,
+         PAY,
+         MOD},
+        {{MOD, PAY, "ShopCOM", "refund-7", 500, "EUR", "REFUND", "false", NULL},
+         EVENT_OTHER,
+         PAY,
          NULL},
         {{MOD, PAY, "ShopCOM", "refund-7", 500, "EUR", "REFUND_FAILED", "true", NULL},
-         EVENT_REFUND_FAILED, PAY, MOD},
+         EVENT_REFUND_FAILED,
+         PAY,
+         MOD},
         {{MOD, PAY, "ShopCOM", "ord_1", 500, "EUR", "REFUNDED_REVERSED", "true", NULL},
-         EVENT_OTHER, PAY, NULL},
+         EVENT_OTHER,
+         PAY,
+         NULL},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "NOTIFICATION_OF_CHARGEBACK", "true", NULL},
-         EVENT_OTHER, PAY, NULL},
+         EVENT_OTHER,
+         PAY,
+         NULL},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "REQUEST_FOR_INFORMATION", "true", NULL},
-         EVENT_OTHER, PAY, NULL},
+         EVENT_OTHER,
+         PAY,
+         NULL},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CHARGEBACK", "true", NULL},
-         EVENT_DISPUTE_OPENED, PAY, MOD},
+         EVENT_DISPUTE_OPENED,
+         PAY,
+         MOD},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CHARGEBACK", "true",
           "\"disputeStatus\":\"Accepted\""},
-         EVENT_DISPUTE_LOST, PAY, MOD},
+         EVENT_DISPUTE_LOST,
+         PAY,
+         MOD},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "CHARGEBACK_REVERSED", "true", NULL},
-         EVENT_DISPUTE_WON, PAY, MOD},
+         EVENT_DISPUTE_WON,
+         PAY,
+         MOD},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "SECOND_CHARGEBACK", "true", NULL},
-         EVENT_DISPUTE_LOST, PAY, MOD},
+         EVENT_DISPUTE_LOST,
+         PAY,
+         MOD},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "PREARBITRATION_WON", "true", NULL},
-         EVENT_DISPUTE_WON, PAY, MOD},
+         EVENT_DISPUTE_WON,
+         PAY,
+         MOD},
         {{MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", "PREARBITRATION_LOST", "true", NULL},
-         EVENT_DISPUTE_LOST, PAY, MOD},
+         EVENT_DISPUTE_LOST,
+         PAY,
+         MOD},
 };
 
 static void test_adyen_maps_every_event_code_that_touches_money(void **state)
@@ -513,9 +571,9 @@ static void test_adyen_maps_every_event_code_that_touches_money(void **state)
 
 static void test_adyen_authorisation_refused_then_granted_are_two_events(void **state)
 {
-	const struct item refused = {PAY, "", "ShopCOM", "ord_1", 1999, "EUR", "AUTHORISATION",
+	const struct item refused = {PAY,     "",  "ShopCOM", "ord_1", 1999, "EUR", "AUTHORISATION",
 	                             "false", NULL};
-	const struct item granted = {PAY, "", "ShopCOM", "ord_1", 1999, "EUR", "AUTHORISATION",
+	const struct item granted = {PAY,    "",  "ShopCOM", "ord_1", 1999, "EUR", "AUTHORISATION",
 	                             "true", NULL};
 	struct pt_instance pi;
 	struct event_batch b;
@@ -537,8 +595,8 @@ static void test_adyen_authorisation_refused_then_granted_are_two_events(void **
 
 static void test_adyen_manual_capture_makes_authorisation_only_authorized(void **state)
 {
-	const struct item auth = {PAY, "", "ShopCOM", "ord_1", 1999, "EUR", "AUTHORISATION", "true",
-	                          NULL};
+	const struct item auth = {PAY,    "",  "ShopCOM", "ord_1", 1999, "EUR", "AUTHORISATION",
+	                          "true", NULL};
 	struct pt_instance pi;
 	struct event_batch b;
 
@@ -569,8 +627,15 @@ static void test_adyen_counts_clp_cve_idr_and_isk_with_its_own_decimals(void **s
 	(void)state;
 	make_instance(&pi, NULL);
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct item it = {PAY, "", "ShopCOM", "ord_1", cases[i].adyen, cases[i].currency,
-		                  "AUTHORISATION", "true", NULL};
+		struct item it = {PAY,
+		                  "",
+		                  "ShopCOM",
+		                  "ord_1",
+		                  cases[i].adyen,
+		                  cases[i].currency,
+		                  "AUTHORISATION",
+		                  "true",
+		                  NULL};
 		const char *keys[] = {VEC_KEY};
 		char *body = batch(&it, keys, 1);
 		struct provider_verdict v;

@@ -198,7 +198,8 @@ static void test_alipay_accepts_a_signed_trade_success(void **state)
 	free(body);
 }
 
-static void test_alipay_maps_trade_finished_to_paid_and_trade_closed_unpaid_to_cancelled(void **state)
+static void
+test_alipay_maps_trade_finished_to_paid_and_trade_closed_unpaid_to_cancelled(void **state)
 {
 	const struct field finished[] = {BASE_FIELDS("TRADE_FINISHED")};
 	const struct field closed[] = {BASE_FIELDS("TRADE_CLOSED")};
@@ -640,7 +641,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_alipay_accepts_a_signed_trade_success),
-	        cmocka_unit_test(test_alipay_maps_trade_finished_to_paid_and_trade_closed_unpaid_to_cancelled),
+	        cmocka_unit_test(
+	                test_alipay_maps_trade_finished_to_paid_and_trade_closed_unpaid_to_cancelled),
 	        cmocka_unit_test(test_alipay_maps_refund_fee_to_a_cumulative_refund),
 	        cmocka_unit_test(test_alipay_trade_closed_after_a_full_refund_is_that_refund),
 	        cmocka_unit_test(test_alipay_rejects_a_form_changed_by_one_byte),

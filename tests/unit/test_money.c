@@ -199,7 +199,8 @@ int main(void)
 	        cmocka_unit_test(test_money_parse_minor_takes_only_plain_digits),
 	        cmocka_unit_test(test_money_format_uses_the_currency_exponent),
 	        cmocka_unit_test(test_money_currency_normalize_upper_cases_three_letters),
-	        cmocka_unit_test(test_money_currency_normalize_refuses_codes_iso_4217_does_not_list),
+	        cmocka_unit_test(
+	                test_money_currency_normalize_refuses_codes_iso_4217_does_not_list),
 	        cmocka_unit_test(test_money_rescale_converts_exactly_between_exponents),
 	        cmocka_unit_test(test_money_table_is_sorted_and_every_code_normalizes),
 	};

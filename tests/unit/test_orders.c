@@ -842,8 +842,7 @@ static void test_a_late_payment_after_a_partial_refund_earns_the_points_left(voi
 /* Applies an event of kind about a payment (and, when order is not NULL, the
  * order): the shape every lifecycle event has. */
 static void lc(struct fixture *fx, enum event_kind kind, const char *key, const char *order,
-               const char *payment_ref, const char *ref, int64_t amount,
-               struct orders_result *ret)
+               const char *payment_ref, const char *ref, int64_t amount, struct orders_result *ret)
 {
 	struct t_event te = {
 	        .te_kind = kind,
@@ -859,8 +858,8 @@ static void lc(struct fixture *fx, enum event_kind kind, const char *key, const 
 }
 
 /* A capture (or its failure) at the provider's time t. */
-static void capture_at(struct fixture *fx, enum event_kind kind, const char *key,
-                       const char *order, int64_t t, struct orders_result *ret)
+static void capture_at(struct fixture *fx, enum event_kind kind, const char *key, const char *order,
+                       int64_t t, struct orders_result *ret)
 {
 	struct t_event te = {
 	        .te_kind = kind,
@@ -930,9 +929,9 @@ static void test_a_refund_naming_only_the_payment_finds_its_order(void **state)
 	apply_conf(fx, &t_conf, &by_charge, &res);
 	assert_refused(&res, "unknown_order");
 	assert_int_equal(refunded_amount(fx, id), 500);
-	assert_int_equal(query_int(fx, "SELECT COUNT(*) FROM order_refs WHERE order_id = ?", id,
-	                           NULL, NULL),
-	                 2);
+	assert_int_equal(
+	        query_int(fx, "SELECT COUNT(*) FROM order_refs WHERE order_id = ?", id, NULL, NULL),
+	        2);
 }
 
 static void test_a_refund_before_the_payment_it_names_waits_for_the_payment(void **state)
@@ -979,9 +978,9 @@ static void test_a_dispute_before_its_payment_waits_for_it(void **state)
 	assert_int_equal(res.or_n_effects, 2);
 	assert_string_equal(res.or_effects[1], "disputed");
 	assert_status(fx, id, "disputed");
-	assert_int_equal(query_int(fx, "SELECT disputed_amount FROM orders WHERE id = ?", id, NULL,
-	                           NULL),
-	                 1000);
+	assert_int_equal(
+	        query_int(fx, "SELECT disputed_amount FROM orders WHERE id = ?", id, NULL, NULL),
+	        1000);
 	/* Points stay while the dispute is open: the funds are only withheld. */
 	assert_int_equal(points_total(fx, id), 10);
 }
@@ -1437,38 +1436,44 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                test_a_late_payment_after_a_partial_refund_earns_the_points_left, setup,
 	                teardown),
-	        cmocka_unit_test_setup_teardown(test_a_refund_naming_only_the_payment_finds_its_order, setup,
-	                                        teardown),
-	        cmocka_unit_test_setup_teardown(test_a_refund_before_the_payment_it_names_waits_for_the_payment, setup,
-	                                        teardown),
-	        cmocka_unit_test_setup_teardown(test_a_dispute_before_its_payment_waits_for_it, setup,
-	                                        teardown),
-	        cmocka_unit_test_setup_teardown(test_dispute_opened_then_lost_claws_back_points_once, setup,
-	                                        teardown),
-	        cmocka_unit_test_setup_teardown(test_dispute_lost_before_it_opened_ends_the_same, setup,
-	                                        teardown),
-	        cmocka_unit_test_setup_teardown(test_dispute_opened_then_won_restores_the_state_before, setup,
-	                                        teardown),
-	        cmocka_unit_test_setup_teardown(test_dispute_won_before_it_opened_leaves_the_order_paid, setup,
-	                                        teardown),
-	        cmocka_unit_test_setup_teardown(test_a_decision_the_issuer_reverses_follows_the_last_step, setup,
-	                                        teardown),
-	        cmocka_unit_test_setup_teardown(test_a_failed_refund_gives_back_exactly_that_refund_once, setup,
-	                                        teardown),
-	        cmocka_unit_test_setup_teardown(test_a_refund_failure_before_its_refund_leaves_the_refund_uncounted, setup,
-	                                        teardown),
-	        cmocka_unit_test_setup_teardown(test_a_failed_refund_counted_only_in_running_totals_is_given_back, setup,
-	                                        teardown),
-	        cmocka_unit_test_setup_teardown(test_manual_capture_authorizes_then_pays_on_capture, setup,
-	                                        teardown),
-	        cmocka_unit_test_setup_teardown(test_a_failed_capture_unpays_the_order_until_a_later_capture, setup,
-	                                        teardown),
-	        cmocka_unit_test_setup_teardown(test_a_capture_failure_before_its_capture_keeps_the_order_unpaid, setup,
-	                                        teardown),
-	        cmocka_unit_test_setup_teardown(test_cancellation_and_expiry_close_only_unpaid_orders, setup,
-	                                        teardown),
-	        cmocka_unit_test_setup_teardown(test_cancel_or_refund_cancels_unpaid_and_refunds_the_rest_of_paid, setup,
-	                                        teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_a_refund_naming_only_the_payment_finds_its_order, setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_a_refund_before_the_payment_it_names_waits_for_the_payment, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(test_a_dispute_before_its_payment_waits_for_it,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_dispute_opened_then_lost_claws_back_points_once, setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_dispute_lost_before_it_opened_ends_the_same,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_dispute_opened_then_won_restores_the_state_before, setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_dispute_won_before_it_opened_leaves_the_order_paid, setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_a_decision_the_issuer_reverses_follows_the_last_step, setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_a_failed_refund_gives_back_exactly_that_refund_once, setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_a_refund_failure_before_its_refund_leaves_the_refund_uncounted, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_a_failed_refund_counted_only_in_running_totals_is_given_back, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(test_manual_capture_authorizes_then_pays_on_capture,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_a_failed_capture_unpays_the_order_until_a_later_capture, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_a_capture_failure_before_its_capture_keeps_the_order_unpaid, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_cancellation_and_expiry_close_only_unpaid_orders, setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_cancel_or_refund_cancels_unpaid_and_refunds_the_rest_of_paid, setup,
+	                teardown),
 	        cmocka_unit_test_setup_teardown(test_clawback_is_proportional_and_exact_at_the_end,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(

@@ -811,7 +811,8 @@ static int effects_fn(struct store_tx *tx, void *arg)
 		return -1;
 	}
 	for (i = 0; i < sizeof(effects) / sizeof(effects[0]); i++) {
-		if (outbox_queue_effect(tx, &ej->ej_fx->fx_oc, "stripe", ej->ej_id, effects[i]) < 0) {
+		if (outbox_queue_effect(tx, &ej->ej_fx->fx_oc, "stripe", ej->ej_id, effects[i]) <
+		    0) {
 			return -1;
 		}
 	}
@@ -832,7 +833,8 @@ static void test_call_types_queue_on_lifecycle_effects_all_of_them_by_default(vo
 	assert_int_equal(store_write(fx->fx_st, now_ms(), effects_fn, &ej), 0);
 	/* notify has no notify_on: every effect but noop and recorded. */
 	assert_int_equal(
-	        db_int(fx, "SELECT count(*) FROM outbox WHERE call_type = 'notify' AND order_id = ?",
+	        db_int(fx,
+	               "SELECT count(*) FROM outbox WHERE call_type = 'notify' AND order_id = ?",
 	               ej.ej_id),
 	        4);
 	assert_int_equal(
@@ -842,12 +844,11 @@ static void test_call_types_queue_on_lifecycle_effects_all_of_them_by_default(vo
 	               ej.ej_id),
 	        2);
 	assert_int_equal(db_int(fx, "SELECT count(*) FROM outbox WHERE effect = 'noop'", NULL), 0);
-	assert_int_equal(
-	        db_int(fx,
-	               "SELECT count(*) FROM outbox"
-	               " WHERE CAST(body AS TEXT) LIKE '%\"order.disputed\"%'",
-	               NULL),
-	        2);
+	assert_int_equal(db_int(fx,
+	                        "SELECT count(*) FROM outbox"
+	                        " WHERE CAST(body AS TEXT) LIKE '%\"order.disputed\"%'",
+	                        NULL),
+	                 2);
 }
 
 static void test_an_unknown_effect_in_a_call_list_is_refused(void **state)

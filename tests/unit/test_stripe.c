@@ -381,21 +381,21 @@ static void assert_ref(const char *got, const char *want)
 	"{\"id\":\"pi_1\",\"object\":\"payment_intent\",\"amount\":1999,\"currency\":\"usd\","     \
 	"\"latest_charge\":\"ch_1\",\"metadata\":{\"order_id\":\"ord_1\"}" extra "}"
 #define REFUND_OBJ(status)                                                                         \
-	"{\"id\":\"re_1\",\"object\":\"refund\",\"amount\":500,\"currency\":\"usd\","               \
+	"{\"id\":\"re_1\",\"object\":\"refund\",\"amount\":500,\"currency\":\"usd\","              \
 	"\"charge\":\"ch_1\",\"payment_intent\":\"pi_1\",\"metadata\":{},\"status\":\"" status     \
 	"\"}"
 #define DISPUTE_OBJ(status)                                                                        \
-	"{\"id\":\"dp_1\",\"object\":\"dispute\",\"amount\":1999,\"currency\":\"usd\","             \
+	"{\"id\":\"dp_1\",\"object\":\"dispute\",\"amount\":1999,\"currency\":\"usd\","            \
 	"\"charge\":\"ch_1\",\"payment_intent\":\"pi_1\",\"metadata\":{},\"status\":\"" status     \
 	"\"}"
 #define SESSION_OBJ(extra)                                                                         \
-	"{\"id\":\"cs_1\",\"object\":\"checkout.session\",\"amount_total\":1999,"                   \
+	"{\"id\":\"cs_1\",\"object\":\"checkout.session\",\"amount_total\":1999,"                  \
 	"\"currency\":\"usd\",\"client_reference_id\":\"ord_1\",\"payment_intent\":\"pi_1\","      \
 	"\"metadata\":{}" extra "}"
 
 static const struct stripe_row stripe_rows[] = {
-        {"payment_intent.succeeded", PI_OBJ(",\"amount_received\":1999"),
-         EVENT_PAYMENT_SUCCEEDED, "ord_1", "pi_1", "ch_1", NULL, 1999},
+        {"payment_intent.succeeded", PI_OBJ(",\"amount_received\":1999"), EVENT_PAYMENT_SUCCEEDED,
+         "ord_1", "pi_1", "ch_1", NULL, 1999},
         {"payment_intent.amount_capturable_updated", PI_OBJ(",\"amount_capturable\":1999"),
          EVENT_PAYMENT_AUTHORIZED, "ord_1", "pi_1", "ch_1", NULL, 1999},
         {"payment_intent.canceled", PI_OBJ(""), EVENT_PAYMENT_CANCELLED, "ord_1", "pi_1", "ch_1",
@@ -426,8 +426,8 @@ static const struct stripe_row stripe_rows[] = {
         {"refund.created", REFUND_OBJ("succeeded"), EVENT_OTHER, NULL, "pi_1", "ch_1", NULL, 500},
         {"charge.dispute.created", DISPUTE_OBJ("needs_response"), EVENT_DISPUTE_OPENED, NULL,
          "pi_1", "ch_1", "dp_1", 1999},
-        {"charge.dispute.created", DISPUTE_OBJ("warning_needs_response"), EVENT_OTHER, NULL,
-         "pi_1", "ch_1", NULL, 1999},
+        {"charge.dispute.created", DISPUTE_OBJ("warning_needs_response"), EVENT_OTHER, NULL, "pi_1",
+         "ch_1", NULL, 1999},
         {"charge.dispute.funds_withdrawn", DISPUTE_OBJ("needs_response"), EVENT_DISPUTE_OPENED,
          NULL, "pi_1", "ch_1", "dp_1", 1999},
         {"charge.dispute.updated", DISPUTE_OBJ("under_review"), EVENT_OTHER, NULL, "pi_1", "ch_1",
@@ -477,8 +477,8 @@ static void test_stripe_counts_isk_in_hundredths_and_other_currencies_as_iso(voi
 		int64_t stripe;
 		int64_t iso; /* -1: refused */
 	} cases[] = {
-	        {"isk", 50000, 500}, {"isk", 50050, -1}, {"huf", 199950, 199950},
-	        {"twd", 12345, 12345}, {"ugx", 5000, 5000},  {"jpy", 500, 500},
+	        {"isk", 50000, 500},   {"isk", 50050, -1},  {"huf", 199950, 199950},
+	        {"twd", 12345, 12345}, {"ugx", 5000, 5000}, {"jpy", 500, 500},
 	        {"kwd", 1230, 1230},   {"usd", 1999, 1999},
 	};
 	struct pt_instance pi;
@@ -493,7 +493,8 @@ static void test_stripe_counts_isk_in_hundredths_and_other_currencies_as_iso(voi
 		int rc;
 
 		snprintf(body, sizeof(body),
-		         "{\"id\":\"evt_m\",\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":{"
+		         "{\"id\":\"evt_m\",\"type\":\"payment_intent.succeeded\",\"data\":{"
+		         "\"object\":{"
 		         "\"id\":\"pi_m\",\"amount_received\":%lld,\"currency\":\"%s\"}}}",
 		         (long long)cases[i].stripe, cases[i].currency);
 		rc = receive_signed(&pi, body, SECRET_A, NOW, NOW, &b, &v);
