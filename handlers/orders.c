@@ -683,7 +683,7 @@ static int orders_do_close(struct orders_unit *u, const char *status, struct ord
 
 /* ---- refunds ---- */
 
-/* Sum of the refunds of (order, provider) that failed. Returns 0 or -1. */
+/* The one-column sum sql gives over the refunds of (order, provider). Returns 0 or -1. */
 static int orders_refund_sum(struct store_tx *tx, const char *sql, const char *provider,
                              const struct orders_state *os, int64_t *ret)
 {
