@@ -27,6 +27,12 @@
 #define STORE_STMT_CACHE_MAX 512 /* cached statements per connection */
 #define STORE_DIR_MODE 0750
 #define STORE_FINGERPRINT_LEN 32 /* SHA-256, as in struct store_claim */
+#define STORE_HIST_BUCKETS 8 /* as in struct store_stats */
+/* WAL frames (pages) after which the checkpointer copies them into the
+ * database file, and after which the writer itself completes a checkpoint
+ * so the WAL can start over (about 4 MB and 16 MB at 4 KiB pages). */
+#define STORE_CKPT_FRAMES 1000
+#define STORE_CKPT_FRAMES_MAX 4000
 
 #define STORE_SQL_RECORD                                                                           \
 	"SELECT id, status, fingerprint, reply_status, reply_content_type, reply_headers, "        \
@@ -74,7 +80,8 @@ enum store_unit_kind {
 	STORE_UNIT_WRITE,
 };
 
-/* A unit of work queued for the writer; lives on the waiting caller's stack. */
+/* A unit of work queued for the writer: allocated by the submitter, freed by
+ * the writer once su_done has run. */
 struct store_unit {
 	enum store_unit_kind su_kind;
 	struct store_claim *su_claims;
@@ -83,12 +90,23 @@ struct store_unit {
 	void *su_arg;
 	int64_t su_now;
 	int su_result;
-	int su_settled;         /* failed for good: not run again in this batch */
-	unsigned char *su_skip; /* per claim: settled, not run again */
-	unsigned char su_skip_one;
-	int su_done;
-	pthread_cond_t su_cond;
+	int su_settled; /* failed for good: not run again in this batch */
+	store_done_fn su_done;
+	void *su_done_arg;
 	struct store_unit *su_next;
+	unsigned char su_skip[]; /* per claim: settled, not run again */
+};
+
+/* The checkpointer: copies WAL frames into the database file on its own
+ * connection and thread, so the writer's commits never wait for it. */
+struct store_ckpt {
+	struct store_conn *ck_conn;
+	pthread_t ck_thread;
+	int ck_running;
+	pthread_mutex_t ck_mutex;
+	pthread_cond_t ck_cond;
+	int ck_wanted; /* under ck_mutex */
+	int ck_stopping; /* under ck_mutex */
 };
 
 struct store {
@@ -108,7 +126,12 @@ struct store {
 	pthread_key_t st_key; /* this thread's read connection */
 	int st_key_made;
 	struct store_conn *st_readers; /* every read connection, under st_mutex */
-	struct store_stats st_stats;   /* under st_mutex */
+	pthread_mutex_t st_stats_mutex;
+	struct store_stats st_stats; /* under st_stats_mutex */
+	int st_wal_frames; /* frames in the WAL after the last commit (writer thread) */
+	int st_ckpt_asked; /* st_wal_frames when the checkpointer was last woken (writer thread) */
+	uint64_t st_wal_written; /* frames appended to the WAL (writer thread) */
+	struct store_ckpt st_ckpt;
 	/* Health (see "operations" below): the writer's heartbeat, written by
 	 * the writer thread and read with atomics by store_probe. */
 	int64_t st_hb_busy_since; /* monotonic ms the current batch began; 0 when idle */
@@ -154,13 +177,23 @@ static void store_log_rc(sqlite3 *db, int rc, const char *what)
 
 /* ---- connections and the statement cache ---- */
 
+/* The statement cache's key: FNV-1a over the length and the first and
+ * last STORE_HASH_EDGE bytes. Statements run for every unit of work and
+ * some are long; the whole text is compared on a hit anyway. */
+#define STORE_HASH_EDGE 32
+
 static unsigned store_hash(const char *s)
 {
-	unsigned h = 2166136261u;
+	size_t len = strlen(s);
+	size_t head = len < 2 * STORE_HASH_EDGE ? len : STORE_HASH_EDGE;
+	unsigned h = 2166136261u ^ (unsigned)len;
+	size_t i;
 
-	for (; *s != '\0'; s++) {
-		h ^= (unsigned char)*s;
-		h *= 16777619u;
+	for (i = 0; i < head; i++) {
+		h = (h ^ (unsigned char)s[i]) * 16777619u;
+	}
+	for (i = len - (len - head < STORE_HASH_EDGE ? len - head : STORE_HASH_EDGE); i < len; i++) {
+		h = (h ^ (unsigned char)s[i]) * 16777619u;
 	}
 	return h;
 }
@@ -907,9 +940,9 @@ static int store_status_parse(const char *s, enum store_status *ret)
 
 static void store_count_conflict(struct store *st)
 {
-	pthread_mutex_lock(&st->st_mutex);
+	pthread_mutex_lock(&st->st_stats_mutex);
 	st->st_stats.ss_conflicts++;
-	pthread_mutex_unlock(&st->st_mutex);
+	pthread_mutex_unlock(&st->st_stats_mutex);
 }
 
 static void store_claim_transient(struct store_claim *c, int keep_reply)
@@ -983,13 +1016,11 @@ static int store_claim_insert(struct store_tx *tx, const struct store_claim *c, 
 	        p, sizeof(p) / sizeof(p[0]), ret_changes);
 }
 
-/* Runs sc_apply and stores its reply on the record holding c->sc_token.
- * Returns 0 (outcome NEW), or -1 to roll the unit back (outcome TRANSIENT;
- * a reply the handler set for its transient failure is kept). */
-static int store_claim_apply(struct store_tx *tx, struct store_claim *c)
+/* Runs sc_apply. Returns 0 with the status the record takes, or -1 (outcome
+ * TRANSIENT; a reply the handler set for its transient failure is kept). */
+static int store_claim_run_apply(struct store_tx *tx, struct store_claim *c,
+                                 enum store_status *ret_status)
 {
-	enum store_status status;
-	int64_t changes = 0;
 	int r;
 
 	reply_finish(&c->sc_reply);
@@ -1000,11 +1031,25 @@ static int store_claim_apply(struct store_tx *tx, struct store_claim *c)
 	}
 	r = c->sc_apply(tx, c->sc_arg, &c->sc_reply);
 	if (r == STORE_APPLY_DONE) {
-		status = STORE_STATUS_DONE;
+		*ret_status = STORE_STATUS_DONE;
 	} else if (r == STORE_APPLY_FAILED) {
-		status = STORE_STATUS_FAILED;
+		*ret_status = STORE_STATUS_FAILED;
 	} else {
 		store_claim_transient(c, 1);
+		return -1;
+	}
+	return 0;
+}
+
+/* Runs sc_apply and stores its reply on the record holding c->sc_token.
+ * Returns 0 (outcome NEW), or -1 to roll the unit back (outcome TRANSIENT;
+ * a reply the handler set for its transient failure is kept). */
+static int store_claim_apply(struct store_tx *tx, struct store_claim *c)
+{
+	enum store_status status;
+	int64_t changes = 0;
+
+	if (store_claim_run_apply(tx, c, &status) < 0) {
 		return -1;
 	}
 	{
@@ -1045,6 +1090,50 @@ fail:
 	return -1;
 }
 
+/* A one-phase claim on a free key: runs sc_apply first and then writes the
+ * finished record in one INSERT. The writer is the only writer and the key
+ * was looked up in this transaction, so nothing can take the key in between;
+ * one row write instead of an INSERT of a processing row and an UPDATE of it.
+ * Returns 0 (outcome NEW), or -1 (outcome TRANSIENT). */
+static int store_claim_apply_new(struct store_tx *tx, struct store_claim *c, int64_t token)
+{
+	enum store_status status;
+
+	if (store_claim_run_apply(tx, c, &status) < 0) {
+		return -1;
+	}
+	{
+		const struct reply *rp = &c->sc_reply;
+		struct store_value p[] = {
+		        store_text(c->sc_scope),
+		        store_text(c->sc_key),
+		        store_text(status == STORE_STATUS_DONE ? "done" : "failed"),
+		        store_blob(c->sc_fingerprint, sizeof(c->sc_fingerprint)),
+		        store_int(rp->reply_status),
+		        store_text(rp->reply_content_type),
+		        store_text(rp->reply_headers),
+		        rp->reply_body != NULL ? store_blob(rp->reply_body, rp->reply_body_len)
+		                               : store_null(),
+		        store_int(token),
+		        store_int(c->sc_now_ms),
+		        store_int(c->sc_now_ms),
+		};
+
+		if (store_exec(tx,
+		               "INSERT INTO idempotency_records (scope, idem_key, status, fingerprint, "
+		               "reply_status, reply_content_type, reply_headers, reply_body, "
+		               "fence_token, created_at, updated_at) "
+		               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		               p, sizeof(p) / sizeof(p[0]), NULL) < 0) {
+			store_claim_transient(c, 0);
+			return -1;
+		}
+	}
+	c->sc_outcome = STORE_NEW;
+	c->sc_status = status;
+	return 0;
+}
+
 /* The state table of DESIGN.md, inside the unit's savepoint. Returns 0 to
  * keep the unit's changes, -1 to roll them back (outcome TRANSIENT). */
 static int store_claim_decide(struct store *st, struct store_tx *tx, struct store_claim *c,
@@ -1062,19 +1151,12 @@ static int store_claim_decide(struct store *st, struct store_tx *tx, struct stor
 
 	memset(&rec, 0, sizeof(rec));
 	reply_finish(&c->sc_reply);
-	if (store_claim_insert(tx, c, token, &changes) < 0) {
+	found = store_query(tx, STORE_SQL_RECORD, key, 2, &rec);
+	if (found < 0) {
 		goto fail;
 	}
-	if (changes == 0) {
+	if (found > 0) {
 		store_count_conflict(st);
-		found = store_query(tx, STORE_SQL_RECORD, key, 2, &rec);
-		if (found <= 0) {
-			if (found == 0) {
-				log_err("store: a conflicting record vanished inside the "
-				        "transaction");
-			}
-			goto fail;
-		}
 		if (store_status_parse(store_row_text(&rec, STORE_REC_STATUS), &status) < 0) {
 			goto fail;
 		}
@@ -1087,16 +1169,13 @@ static int store_claim_decide(struct store *st, struct store_tx *tx, struct stor
 			if (store_exec(tx,
 			               "DELETE FROM idempotency_records WHERE scope = ? AND "
 			               "idem_key = ? AND created_at < ?",
-			               del, 3, &changes) < 0) {
+			               del, 3, &changes) < 0 ||
+			    changes != 1) {
 				goto fail;
 			}
 			/* The new record's token continues the old one's, so a late
 			 * completion from before the expiry stays stale. */
 			token++;
-			if (changes != 1 || store_claim_insert(tx, c, token, &changes) < 0 ||
-			    changes != 1) {
-				goto fail;
-			}
 		} else if (status != STORE_STATUS_PROCESSING) {
 			if (store_claim_answer(c, &rec, status) < 0) {
 				goto fail;
@@ -1134,17 +1213,28 @@ static int store_claim_decide(struct store *st, struct store_tx *tx, struct stor
 				log_err("store: takeover of an expired lease changed nothing");
 				goto fail;
 			}
-			token++;
+			store_row_finish(&rec);
+			c->sc_token = token + 1;
+			c->sc_status = STORE_STATUS_PROCESSING;
+			if (two_phase) {
+				c->sc_outcome = STORE_CLAIMED;
+				return 0;
+			}
+			return store_claim_apply(tx, c);
 		}
 		store_row_finish(&rec);
 	}
+	/* The key is free (never used, or its record expired just now). */
 	c->sc_token = token;
 	c->sc_status = STORE_STATUS_PROCESSING;
-	if (two_phase) {
-		c->sc_outcome = STORE_CLAIMED;
-		return 0;
+	if (!two_phase) {
+		return store_claim_apply_new(tx, c, token);
 	}
-	return store_claim_apply(tx, c);
+	if (store_claim_insert(tx, c, token, &changes) < 0 || changes != 1) {
+		goto fail;
+	}
+	c->sc_outcome = STORE_CLAIMED;
+	return 0;
 fail:
 	store_row_finish(&rec);
 	store_claim_transient(c, 0);
@@ -1381,7 +1471,7 @@ static unsigned store_hist_bucket(uint64_t n)
 {
 	unsigned b = 0;
 
-	while (n > 1 && b < 7) {
+	while (n > 1 && b < STORE_HIST_BUCKETS - 1) {
 		n >>= 1;
 		b++;
 	}
@@ -1420,6 +1510,176 @@ static struct store_unit *store_queue_take(struct store *st, uint64_t *ret_weigh
 	return batch;
 }
 
+/* Counts one batch: one observation of the batch-size histogram whatever
+ * became of it, so its buckets, _sum and _count always agree. */
+static void store_count_batch(struct store *st, const struct store_unit *batch, uint64_t weight,
+                              uint64_t commits)
+{
+	const struct store_unit *u;
+	uint64_t transient = 0;
+	size_t i;
+
+	for (u = batch; u != NULL; u = u->su_next) {
+		if (u->su_kind == STORE_UNIT_WRITE) {
+			transient += u->su_result < 0;
+			continue;
+		}
+		for (i = 0; i < u->su_n; i++) {
+			transient += u->su_claims[i].sc_outcome == STORE_TRANSIENT;
+		}
+	}
+	pthread_mutex_lock(&st->st_stats_mutex);
+	st->st_stats.ss_wal_frames = st->st_wal_written;
+	st->st_stats.ss_commits += commits;
+	st->st_stats.ss_units += weight;
+	st->st_stats.ss_batches++;
+	st->st_stats.ss_batch_hist[store_hist_bucket(weight)]++;
+	st->st_stats.ss_transient += transient;
+	pthread_mutex_unlock(&st->st_stats_mutex);
+}
+
+/* What a completion reports: claims were run (each has its outcome), a
+ * completion of a two-phase claim says whether it applied, a write passes
+ * back its function's value. */
+static int store_unit_result(const struct store_unit *u)
+{
+	switch (u->su_kind) {
+	case STORE_UNIT_CLAIMS:
+	case STORE_UNIT_BEGIN:
+		return 0;
+	default:
+		return u->su_result;
+	}
+}
+
+/* ---- the checkpointer ---- */
+
+/* After each commit: SQLite reports the frames now in the WAL. The writer
+ * connection runs no checkpoint of its own (this hook replaces the
+ * auto-checkpoint); past STORE_CKPT_FRAMES the checkpointer is woken. */
+static int store_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
+{
+	struct store *st = arg;
+
+	(void)db;
+	(void)name;
+	if (frames < st->st_wal_frames) {
+		st->st_ckpt_asked = 0; /* the WAL started over */
+		st->st_wal_written += frames;
+	} else {
+		st->st_wal_written += frames - st->st_wal_frames;
+	}
+	st->st_wal_frames = frames;
+	/* Once per STORE_CKPT_FRAMES new frames, not after every commit: a
+	 * checkpoint costs two fsyncs, and the WAL keeps its length until the
+	 * writer rewinds it. */
+	if (frames - st->st_ckpt_asked >= STORE_CKPT_FRAMES && st->st_ckpt.ck_running) {
+		st->st_ckpt_asked = frames;
+		pthread_mutex_lock(&st->st_ckpt.ck_mutex);
+		if (!st->st_ckpt.ck_wanted) {
+			st->st_ckpt.ck_wanted = 1;
+			pthread_cond_signal(&st->st_ckpt.ck_cond);
+		}
+		pthread_mutex_unlock(&st->st_ckpt.ck_mutex);
+	}
+	return SQLITE_OK;
+}
+
+static void *store_ckpt_main(void *arg)
+{
+	struct store *st = arg;
+	struct store_ckpt *ck = &st->st_ckpt;
+	int log_frames;
+	int done_frames;
+	int rc;
+
+	pthread_setname_np(pthread_self(), "store-ckpt");
+	pthread_mutex_lock(&ck->ck_mutex);
+	for (;;) {
+		while (!ck->ck_wanted && !ck->ck_stopping) {
+			pthread_cond_wait(&ck->ck_cond, &ck->ck_mutex);
+		}
+		if (ck->ck_stopping) {
+			break;
+		}
+		ck->ck_wanted = 0;
+		pthread_mutex_unlock(&ck->ck_mutex);
+		/* PASSIVE: copies what no reader still needs and never blocks the
+		 * writer, which goes on appending meanwhile. */
+		rc = sqlite3_wal_checkpoint_v2(ck->ck_conn->cn_db, NULL, SQLITE_CHECKPOINT_PASSIVE,
+		                               &log_frames, &done_frames);
+		if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
+			store_log_rc(ck->ck_conn->cn_db, rc, "checkpoint");
+		}
+		pthread_mutex_lock(&ck->ck_mutex);
+	}
+	pthread_mutex_unlock(&ck->ck_mutex);
+	return NULL;
+}
+
+/* A PASSIVE checkpoint that runs while commits keep appending never catches
+ * up with the end of the WAL, and SQLite restarts the WAL from its start only
+ * once every frame is in the database. So past STORE_CKPT_FRAMES_MAX the
+ * writer finishes the job between two batches: the checkpointer has already
+ * copied most frames, this copies the rest, and the next transaction
+ * rewinds the WAL. This bounds the WAL file. */
+static void store_ckpt_catch_up(struct store *st)
+{
+	int log_frames = 0;
+	int done_frames = 0;
+	int rc;
+
+	if (st->st_wal_frames < STORE_CKPT_FRAMES_MAX) {
+		return;
+	}
+	rc = sqlite3_wal_checkpoint_v2(st->st_writer->cn_db, NULL, SQLITE_CHECKPOINT_PASSIVE,
+	                               &log_frames, &done_frames);
+	if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
+		store_log_rc(st->st_writer->cn_db, rc, "checkpoint");
+	}
+	pthread_mutex_lock(&st->st_stats_mutex);
+	st->st_stats.ss_catch_ups++;
+	pthread_mutex_unlock(&st->st_stats_mutex);
+}
+
+static int store_ckpt_start(struct store *st, enum store_sync sync)
+{
+	struct store_ckpt *ck = &st->st_ckpt;
+
+	ck->ck_conn = store_conn_open(st->st_path, SQLITE_OPEN_READWRITE, st->st_busy_timeout_ms);
+	if (ck->ck_conn == NULL) {
+		return -1;
+	}
+	/* The checkpoint's fsyncs follow the store's durability setting. */
+	if (store_conn_exec(ck->ck_conn, store_sync_pragma(sync)) < 0) {
+		return -1;
+	}
+	if (pthread_create(&ck->ck_thread, NULL, store_ckpt_main, st) != 0) {
+		log_err("store: cannot start the checkpoint thread");
+		return -1;
+	}
+	ck->ck_running = 1;
+	return 0;
+}
+
+static void store_ckpt_stop(struct store *st)
+{
+	struct store_ckpt *ck = &st->st_ckpt;
+
+	if (ck->ck_running) {
+		pthread_mutex_lock(&ck->ck_mutex);
+		ck->ck_stopping = 1;
+		pthread_cond_signal(&ck->ck_cond);
+		pthread_mutex_unlock(&ck->ck_mutex);
+		pthread_join(ck->ck_thread, NULL);
+		ck->ck_running = 0;
+	}
+	store_conn_close(ck->ck_conn);
+	ck->ck_conn = NULL;
+}
+
+/* ---- the writer's loop ---- */
+
 static void *store_writer_main(void *arg)
 {
 	struct store *st = arg;
@@ -1428,83 +1688,70 @@ static void *store_writer_main(void *arg)
 	struct store_unit *next;
 	uint64_t weight;
 	uint64_t commits;
-	uint64_t transient;
-	size_t i;
 
-	pthread_mutex_lock(&st->st_mutex);
+	/* Named, so that top -H and perf tell the writer apart. */
+	pthread_setname_np(pthread_self(), "store-writer");
 	for (;;) {
+		pthread_mutex_lock(&st->st_mutex);
 		while (st->st_head == NULL && !st->st_stopping) {
 			pthread_cond_wait(&st->st_work, &st->st_mutex);
 		}
 		if (st->st_head == NULL) {
+			pthread_mutex_unlock(&st->st_mutex);
 			break;
 		}
+		/* Whatever queued up while the last batch ran goes in this one;
+		 * a lone unit goes at once. */
 		batch = store_queue_take(st, &weight);
 		pthread_mutex_unlock(&st->st_mutex);
 
 		store_heartbeat_begin(st);
 		store_batch_run(st, batch, &commits);
 		store_heartbeat_end(st, commits);
-
-		pthread_mutex_lock(&st->st_mutex);
-		transient = 0;
-		for (u = batch; u != NULL; u = u->su_next) {
-			if (u->su_kind == STORE_UNIT_WRITE) {
-				transient += u->su_result < 0;
-				continue;
-			}
-			for (i = 0; i < u->su_n; i++) {
-				transient += u->su_claims[i].sc_outcome == STORE_TRANSIENT;
-			}
-		}
-		st->st_stats.ss_commits += commits;
-		st->st_stats.ss_units += weight;
-		st->st_stats.ss_batch_hist[store_hist_bucket(weight)]++;
-		st->st_stats.ss_transient += transient;
-		/* Waiters own their units: read next before waking each one. */
+		/* Counted before anyone hears back, so a reader of the metrics
+		 * who has every answer also sees every batch. */
+		store_count_batch(st, batch, weight, commits);
+		/* No lock is held here: a completion may take locks of its own
+		 * (resuming a connection) or queue more work. */
 		for (u = batch; u != NULL; u = next) {
 			next = u->su_next;
-			u->su_done = 1;
-			pthread_cond_signal(&u->su_cond);
+			u->su_done(u->su_done_arg, store_unit_result(u));
+			free(u);
 		}
+		store_ckpt_catch_up(st);
 	}
-	pthread_mutex_unlock(&st->st_mutex);
 	return NULL;
 }
 
-/* Queues u and waits until the writer has committed (or failed) it.
- * Returns 0, or -1 when the store takes no writes (u untouched). */
+/* A unit for n claims (n = 0 for a plain write), or NULL (logged). */
+static struct store_unit *store_unit_new(enum store_unit_kind kind, size_t n)
+{
+	struct store_unit *u = calloc(1, sizeof(*u) + n);
+
+	if (u == NULL) {
+		log_err("store: out of memory");
+		return NULL;
+	}
+	u->su_kind = kind;
+	u->su_n = n;
+	u->su_result = -1;
+	return u;
+}
+
+/* Queues u for the writer, which calls u->su_done after COMMIT and frees u.
+ * Returns 0, or -1 when the store takes no writes (u untouched, not freed). */
 static int store_enqueue(struct store *st, struct store_unit *u)
 {
 	if (st->st_read_only || !st->st_thread_running) {
 		log_err("store: the database is open read-only; writes are refused");
 		return -1;
 	}
-	if (pthread_equal(pthread_self(), st->st_thread)) {
-		log_err("store: a unit of work cannot queue another one and wait for it");
-		return -1;
-	}
-	u->su_skip = &u->su_skip_one;
-	u->su_skip_one = 0;
-	if (u->su_kind != STORE_UNIT_WRITE && u->su_n > 1) {
-		u->su_skip = calloc(u->su_n, 1);
-		if (u->su_skip == NULL) {
-			log_err("store: out of memory");
-			return -1;
-		}
-	}
-	if (pthread_cond_init(&u->su_cond, NULL) != 0) {
-		log_err("store: cannot create a condition variable");
-		goto fail;
-	}
-	u->su_done = 0;
 	u->su_settled = 0;
 	u->su_next = NULL;
 	pthread_mutex_lock(&st->st_mutex);
 	if (st->st_stopping) {
 		pthread_mutex_unlock(&st->st_mutex);
-		pthread_cond_destroy(&u->su_cond);
-		goto fail;
+		return -1;
 	}
 	if (st->st_tail == NULL) {
 		st->st_head = u;
@@ -1513,23 +1760,79 @@ static int store_enqueue(struct store *st, struct store_unit *u)
 	}
 	st->st_tail = u;
 	pthread_cond_signal(&st->st_work);
-	while (!u->su_done) {
-		pthread_cond_wait(&u->su_cond, &st->st_mutex);
-	}
 	pthread_mutex_unlock(&st->st_mutex);
-	pthread_cond_destroy(&u->su_cond);
-	if (u->su_skip != &u->su_skip_one) {
-		free(u->su_skip);
+	return 0;
+}
+
+/* ---- waiting for a completion (the blocking calls) ---- */
+
+struct store_wait {
+	pthread_mutex_t sw_mutex;
+	pthread_cond_t sw_cond;
+	int sw_done;
+	int sw_result;
+};
+
+static int store_wait_init(struct store *st, struct store_wait *sw)
+{
+	if (st->st_thread_running && pthread_equal(pthread_self(), st->st_thread)) {
+		log_err("store: a unit of work cannot queue another one and wait for it");
+		return -1;
+	}
+	sw->sw_done = 0;
+	sw->sw_result = -1;
+	if (pthread_mutex_init(&sw->sw_mutex, NULL) != 0) {
+		log_err("store: cannot create a mutex");
+		return -1;
+	}
+	if (pthread_cond_init(&sw->sw_cond, NULL) != 0) {
+		log_err("store: cannot create a condition variable");
+		pthread_mutex_destroy(&sw->sw_mutex);
+		return -1;
 	}
 	return 0;
-fail:
-	if (u->su_skip != &u->su_skip_one) {
-		free(u->su_skip);
+}
+
+static void store_wait_done(void *arg, int result)
+{
+	struct store_wait *sw = arg;
+
+	/* Signalled under the mutex: the waiter cannot return and free sw
+	 * before this thread has let go of it. */
+	pthread_mutex_lock(&sw->sw_mutex);
+	sw->sw_result = result;
+	sw->sw_done = 1;
+	pthread_cond_signal(&sw->sw_cond);
+	pthread_mutex_unlock(&sw->sw_mutex);
+}
+
+/* Waits for store_wait_done, frees the wait and returns its result. */
+static int store_wait_finish(struct store_wait *sw)
+{
+	int result;
+
+	pthread_mutex_lock(&sw->sw_mutex);
+	while (!sw->sw_done) {
+		pthread_cond_wait(&sw->sw_cond, &sw->sw_mutex);
 	}
-	return -1;
+	result = sw->sw_result;
+	pthread_mutex_unlock(&sw->sw_mutex);
+	pthread_cond_destroy(&sw->sw_cond);
+	pthread_mutex_destroy(&sw->sw_mutex);
+	return result;
 }
 
 /* ---- public entry points ---- */
+
+static pthread_once_t store_config_once = PTHREAD_ONCE_INIT;
+
+/* Process-wide SQLite settings, before SQLite is first used. Memory
+ * statistics take a global mutex around every allocation SQLite makes;
+ * nothing here reads them. */
+static void store_config(void)
+{
+	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
 
 struct store *store_create(const struct store_options *opt)
 {
@@ -1539,6 +1842,7 @@ struct store *store_create(const struct store_options *opt)
 		log_err("store: this SQLite library is built without thread support");
 		return NULL;
 	}
+	pthread_once(&store_config_once, store_config);
 	st = calloc(1, sizeof(*st));
 	if (st == NULL) {
 		log_err("store: out of memory");
@@ -1555,6 +1859,10 @@ struct store *store_create(const struct store_options *opt)
 		free(st);
 		return NULL;
 	}
+	/* Static initializers: these never fail and need no destroy. */
+	st->st_stats_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	st->st_ckpt.ck_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	st->st_ckpt.ck_cond = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
 	st->st_sync_made = 1;
 	if (pthread_mutex_init(&st->st_probe_lock, NULL) != 0) {
 		log_err("store: cannot create a mutex");
@@ -1590,6 +1898,10 @@ struct store *store_create(const struct store_options *opt)
 	if (st->st_writer == NULL) {
 		goto fail;
 	}
+	if (store_ckpt_start(st, opt->so_sync) < 0) {
+		goto fail;
+	}
+	sqlite3_wal_hook(st->st_writer->cn_db, store_wal_hook, st);
 	if (pthread_create(&st->st_thread, NULL, store_writer_main, st) != 0) {
 		log_err("store: cannot start the writer thread");
 		goto fail;
@@ -1609,6 +1921,8 @@ void store_destroy(struct store *st)
 		return;
 	}
 	if (st->st_thread_running) {
+		/* The writer finishes what is queued (each completion called)
+		 * and stops; later submissions are refused. */
 		pthread_mutex_lock(&st->st_mutex);
 		st->st_stopping = 1;
 		pthread_cond_signal(&st->st_work);
@@ -1616,11 +1930,13 @@ void store_destroy(struct store *st)
 		pthread_join(st->st_thread, NULL);
 		st->st_thread_running = 0;
 	}
+	store_ckpt_stop(st);
 	while (st->st_readers != NULL) {
 		cn = st->st_readers;
 		st->st_readers = cn->cn_next;
 		store_conn_close(cn);
 	}
+	/* The last connection to close checkpoints the WAL into the file. */
 	store_conn_close(st->st_writer);
 	store_conn_close(st->st_probe);
 	if (st->st_probe_lock_made) {
@@ -1674,53 +1990,91 @@ static int store_claim_fast(struct store *st, struct store_claim *c)
 	return answered;
 }
 
-int store_submit(struct store *st, struct store_claim *claims, size_t n)
+/* Queues a claims unit of kind for the writer. On refusal every claim is
+ * transient and done runs here, with -1. */
+static int store_submit_unit(struct store *st, enum store_unit_kind kind,
+                             struct store_claim *claims, size_t n, store_done_fn done, void *arg)
 {
-	struct store_unit u = {.su_kind = STORE_UNIT_CLAIMS, .su_claims = claims, .su_n = n};
+	struct store_unit *u;
+	size_t i;
+
+	u = store_unit_new(kind, n);
+	if (u != NULL) {
+		u->su_claims = claims;
+		u->su_done = done;
+		u->su_done_arg = arg;
+		if (store_enqueue(st, u) == 0) {
+			return 0;
+		}
+		free(u);
+	}
+	for (i = 0; i < n; i++) {
+		store_claim_transient(&claims[i], 0);
+	}
+	done(arg, -1);
+	return -1;
+}
+
+int store_submit_async(struct store *st, struct store_claim *claims, size_t n,
+                       store_done_fn done, void *arg)
+{
 	size_t i;
 
 	for (i = 0; i < n; i++) {
 		store_claim_reset(&claims[i]);
 	}
 	if (n == 0) {
+		done(arg, 0);
 		return 0;
 	}
 	if (!st->st_read_only && n == 1 && store_claim_fast(st, &claims[0])) {
+		done(arg, 0);
 		return 0;
 	}
-	if (store_enqueue(st, &u) < 0) {
+	return store_submit_unit(st, STORE_UNIT_CLAIMS, claims, n, done, arg);
+}
+
+int store_submit(struct store *st, struct store_claim *claims, size_t n)
+{
+	struct store_wait sw;
+	size_t i;
+
+	if (store_wait_init(st, &sw) < 0) {
 		for (i = 0; i < n; i++) {
+			store_claim_reset(&claims[i]);
 			store_claim_transient(&claims[i], 0);
 		}
 		return -1;
 	}
-	return 0;
+	store_submit_async(st, claims, n, store_wait_done, &sw);
+	return store_wait_finish(&sw) < 0 ? -1 : 0;
 }
 
 int store_claim_begin(struct store *st, struct store_claim *c)
 {
-	struct store_unit u = {.su_kind = STORE_UNIT_BEGIN, .su_claims = c, .su_n = 1};
+	struct store_wait sw;
 
 	store_claim_reset(c);
-	if (store_enqueue(st, &u) < 0) {
+	if (store_wait_init(st, &sw) < 0) {
 		store_claim_transient(c, 0);
 		return -1;
 	}
-	return 0;
+	store_submit_unit(st, STORE_UNIT_BEGIN, c, 1, store_wait_done, &sw);
+	return store_wait_finish(&sw) < 0 ? -1 : 0;
 }
 
 int store_claim_complete(struct store *st, struct store_claim *c)
 {
-	struct store_unit u = {
-	        .su_kind = STORE_UNIT_COMPLETE, .su_claims = c, .su_n = 1, .su_result = -1};
+	struct store_wait sw;
 
 	reply_finish(&c->sc_reply);
 	c->sc_retry_after_s = 0;
-	if (store_enqueue(st, &u) < 0) {
+	if (store_wait_init(st, &sw) < 0) {
 		store_claim_transient(c, 0);
 		return -1;
 	}
-	return u.su_result;
+	store_submit_unit(st, STORE_UNIT_COMPLETE, c, 1, store_wait_done, &sw);
+	return store_wait_finish(&sw);
 }
 
 void store_claim_finish(struct store_claim *c)
@@ -1776,16 +2130,28 @@ fail:
 int store_write(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx, void *arg),
                 void *arg)
 {
-	struct store_unit u = {.su_kind = STORE_UNIT_WRITE,
-	                       .su_fn = fn,
-	                       .su_arg = arg,
-	                       .su_now = now_ms,
-	                       .su_result = -1};
+	struct store_unit *u;
+	struct store_wait sw;
 
-	if (store_enqueue(st, &u) < 0) {
+	if (store_wait_init(st, &sw) < 0) {
 		return -1;
 	}
-	return u.su_result;
+	u = store_unit_new(STORE_UNIT_WRITE, 0);
+	if (u != NULL) {
+		u->su_fn = fn;
+		u->su_arg = arg;
+		u->su_now = now_ms;
+		u->su_done = store_wait_done;
+		u->su_done_arg = &sw;
+		if (store_enqueue(st, u) < 0) {
+			free(u);
+			u = NULL;
+		}
+	}
+	if (u == NULL) {
+		store_wait_done(&sw, -1);
+	}
+	return store_wait_finish(&sw);
 }
 
 int store_read(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx, void *arg),
@@ -1819,9 +2185,9 @@ int store_read(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx, 
 
 void store_get_stats(struct store *st, struct store_stats *ret)
 {
-	pthread_mutex_lock(&st->st_mutex);
+	pthread_mutex_lock(&st->st_stats_mutex);
 	*ret = st->st_stats;
-	pthread_mutex_unlock(&st->st_mutex);
+	pthread_mutex_unlock(&st->st_stats_mutex);
 }
 
 /* ---- operations: health, file sizes, space, snapshots ----

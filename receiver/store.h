@@ -1,10 +1,12 @@
 /* store.h: the idempotency store and the only SQL seam of idemhook.
  *
- * One writer thread owns the only write connection. Callers hand it work and
- * wait: idempotency claims (store_submit) and plain write functions
- * (store_write). Work that is queued together commits in one transaction and
- * one fsync (group commit); each unit runs inside its own SAVEPOINT, so one
- * failure rolls back only itself. Reads run on per-thread read connections.
+ * One writer thread owns the only write connection. Callers hand it work:
+ * idempotency claims (store_submit_async, or store_submit to wait) and plain
+ * write functions (store_write). Work that is queued together commits in one
+ * transaction and one fsync (group commit); each unit runs inside its own
+ * SAVEPOINT, so one failure rolls back only itself. A checkpoint thread keeps
+ * WAL checkpoints off the commit path. Reads run on per-thread read
+ * connections.
  *
  * Handlers and modules talk SQL through store_exec/store_query/store_query_each
  * with '?' placeholders and the portable subset SQLite and PostgreSQL share
@@ -174,11 +176,26 @@ struct store_claim {
 	int64_t sc_token; /* fencing token of the record */
 };
 
-/* Runs n claims in one transaction (each in its own savepoint) and waits for
- * COMMIT. A single claim whose key is already done/failed is answered from a
- * read connection without queueing on the writer. Every claim gets an
- * outcome, even on failure (STORE_TRANSIENT). Returns 0, or -1 when the store
- * is shutting down (outcomes then STORE_TRANSIENT). */
+/* A completion: result is what the blocking call would return (for claims 0,
+ * or -1 when the store refused the work). */
+typedef void (*store_done_fn)(void *arg, int result);
+
+/* Queues n claims for one transaction (each in its own savepoint) and
+ * returns without waiting. done(arg, result) is called exactly once, after
+ * COMMIT returned (or the transaction failed), when every claim has its
+ * outcome: on the writer thread with no lock of the store held, so it may
+ * resume a connection or submit more, but must be quick and must not wait
+ * for the store. A single claim whose key is already done/failed is answered
+ * from this thread's read connection, and a refused submission (store
+ * stopping, read-only) gets STORE_TRANSIENT outcomes: done then runs on this
+ * thread before this returns. claims and arg must stay valid until done.
+ * Returns 0, or -1 when refused. */
+int store_submit_async(struct store *st, struct store_claim *claims, size_t n, store_done_fn done,
+		       void *arg);
+
+/* store_submit_async, waiting for done. Every claim gets an outcome, even on
+ * failure (STORE_TRANSIENT). Returns 0, or -1 when the store is shutting down
+ * (outcomes then STORE_TRANSIENT). Never call it from a completion. */
 int store_submit(struct store *st, struct store_claim *claims, size_t n);
 
 /* Two-phase claims, for work that must wait on something outside the database
@@ -216,11 +233,14 @@ int store_read(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx, 
 /* ---- statistics the writer keeps (for metrics) ---- */
 
 struct store_stats {
-	uint64_t ss_commits;
-	uint64_t ss_units;
-	uint64_t ss_batch_hist[8]; /* batch sizes: 1, 2-3, 4-7, 8-15, 16-31, 32-63, 64-127, 128+ */
+	uint64_t ss_commits; /* transactions committed */
+	uint64_t ss_batches; /* batches the writer took, committed or not */
+	uint64_t ss_units; /* claims and writes in those batches: the histogram's sum */
+	uint64_t ss_batch_hist[8]; /* batches by size: 1, 2-3, 4-7, 8-15, 16-31, 32-63, 64-127, 128+ */
 	uint64_t ss_conflicts; /* unique-key conflicts met by claims */
 	uint64_t ss_transient; /* units rolled back as transient */
+	uint64_t ss_catch_ups; /* checkpoints the writer ran itself to bound the WAL */
+	uint64_t ss_wal_frames; /* pages written to the WAL by commits */
 };
 
 void store_get_stats(struct store *st, struct store_stats *ret);

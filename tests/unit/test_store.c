@@ -826,6 +826,222 @@ static void test_batch_size_one_commits_each_unit_alone(void **state)
 	assert_int_equal(stats.ss_batch_hist[0], 3);
 }
 
+/* ---- asynchronous submission ---- */
+
+/* Counts completions of async submissions; each slot must hear once. */
+struct async_wait {
+	pthread_mutex_t aw_mutex;
+	pthread_cond_t aw_cond;
+	int aw_calls[64];
+	int aw_results[64];
+	int aw_total;
+	pthread_t aw_thread[64];
+};
+
+struct async_slot {
+	struct async_wait *as_w;
+	int as_i;
+};
+
+static void async_done(void *arg, int result)
+{
+	struct async_slot *sl = arg;
+	struct async_wait *w = sl->as_w;
+
+	pthread_mutex_lock(&w->aw_mutex);
+	w->aw_calls[sl->as_i]++;
+	w->aw_results[sl->as_i] = result;
+	w->aw_thread[sl->as_i] = pthread_self();
+	w->aw_total++;
+	pthread_cond_broadcast(&w->aw_cond);
+	pthread_mutex_unlock(&w->aw_mutex);
+}
+
+static void async_wait_for(struct async_wait *w, int total)
+{
+	pthread_mutex_lock(&w->aw_mutex);
+	while (w->aw_total < total) {
+		pthread_cond_wait(&w->aw_cond, &w->aw_mutex);
+	}
+	pthread_mutex_unlock(&w->aw_mutex);
+}
+
+static void test_async_completion_runs_once_per_submission_after_commit(void **state)
+{
+	struct fixture *fx = *state;
+	struct async_wait w = {.aw_mutex = PTHREAD_MUTEX_INITIALIZER, .aw_cond = PTHREAD_COND_INITIALIZER};
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c[40];
+	struct async_slot slots[40];
+	char keys[40][16];
+	struct gate gate = {.gt_st = fx->fx_st};
+	pthread_t gater;
+	size_t i;
+
+	/* The writer is held, so every submission is queued and none can
+	 * complete before all are in: they commit together. */
+	assert_int_equal(pthread_create(&gater, NULL, gate_thread, &gate), 0);
+	while (!atomic_load(&gate.gt_entered)) {
+		usleep(1000);
+	}
+	for (i = 0; i < 40; i++) {
+		/* Every fourth key repeats the one before: a duplicate in flight. */
+		snprintf(keys[i], sizeof(keys[i]), "evt_a%zu", i % 4 == 3 ? i - 1 : i);
+		claim_init(&c[i], keys[i], 3, T0, &ap);
+		slots[i] = (struct async_slot){.as_w = &w, .as_i = (int)i};
+		assert_int_equal(store_submit_async(fx->fx_st, &c[i], 1, async_done, &slots[i]), 0);
+	}
+	pthread_mutex_lock(&w.aw_mutex);
+	assert_int_equal(w.aw_total, 0);
+	pthread_mutex_unlock(&w.aw_mutex);
+	atomic_store(&gate.gt_open, 1);
+	pthread_join(gater, NULL);
+	async_wait_for(&w, 40);
+	for (i = 0; i < 40; i++) {
+		assert_int_equal(w.aw_calls[i], 1);
+		assert_int_equal(w.aw_results[i], 0);
+		assert_false(pthread_equal(w.aw_thread[i], pthread_self()));
+		assert_int_equal(c[i].sc_outcome, i % 4 == 3 ? STORE_REPLAYED : STORE_NEW);
+		assert_reply_is_the_original(&c[i].sc_reply);
+		store_claim_finish(&c[i]);
+	}
+	assert_int_equal(atomic_load(&ap.ap_runs), 30);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 30);
+	/* Nothing is counted twice, however long the wait. */
+	usleep(50 * 1000);
+	assert_int_equal(w.aw_total, 40);
+}
+
+static void test_async_duplicate_of_a_done_key_completes_before_submit_returns(void **state)
+{
+	struct fixture *fx = *state;
+	struct async_wait w = {.aw_mutex = PTHREAD_MUTEX_INITIALIZER, .aw_cond = PTHREAD_COND_INITIALIZER};
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct async_slot slot = {.as_w = &w, .as_i = 0};
+	struct store_claim c;
+
+	claim_init(&c, "evt_fast", 4, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	store_claim_finish(&c);
+
+	claim_init(&c, "evt_fast", 4, T0 + 1000, &ap);
+	assert_int_equal(store_submit_async(fx->fx_st, &c, 1, async_done, &slot), 0);
+	/* Answered from this thread's read connection: no writer involved. */
+	assert_int_equal(w.aw_total, 1);
+	assert_true(pthread_equal(w.aw_thread[0], pthread_self()));
+	assert_int_equal(c.sc_outcome, STORE_REPLAYED);
+	assert_int_equal(atomic_load(&ap.ap_runs), 1);
+	store_claim_finish(&c);
+}
+
+struct destroyer {
+	struct store *ds_st;
+	struct gate *ds_gate;
+};
+
+static void *destroy_thread(void *arg)
+{
+	struct destroyer *ds = arg;
+
+	store_destroy(ds->ds_st);
+	return NULL;
+}
+
+static void test_destroy_finishes_queued_work_and_calls_every_completion(void **state)
+{
+	struct fixture *fx = *state;
+	struct async_wait w = {.aw_mutex = PTHREAD_MUTEX_INITIALIZER, .aw_cond = PTHREAD_COND_INITIALIZER};
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c[20];
+	struct async_slot slots[20];
+	char keys[20][16];
+	struct gate gate = {.gt_st = fx->fx_st};
+	struct destroyer ds = {.ds_st = fx->fx_st, .ds_gate = &gate};
+	pthread_t gater;
+	pthread_t destroyer;
+	size_t i;
+
+	assert_int_equal(pthread_create(&gater, NULL, gate_thread, &gate), 0);
+	while (!atomic_load(&gate.gt_entered)) {
+		usleep(1000);
+	}
+	for (i = 0; i < 20; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "evt_q%zu", i);
+		claim_init(&c[i], keys[i], 5, T0, &ap);
+		slots[i] = (struct async_slot){.as_w = &w, .as_i = (int)i};
+		assert_int_equal(store_submit_async(fx->fx_st, &c[i], 1, async_done, &slots[i]), 0);
+	}
+	/* Shutting down with work queued: destroy waits for it. */
+	assert_int_equal(pthread_create(&destroyer, NULL, destroy_thread, &ds), 0);
+	usleep(100 * 1000);
+	atomic_store(&gate.gt_open, 1);
+	pthread_join(destroyer, NULL);
+	pthread_join(gater, NULL);
+	assert_int_equal(w.aw_total, 20);
+	for (i = 0; i < 20; i++) {
+		assert_int_equal(w.aw_calls[i], 1);
+		assert_int_equal(c[i].sc_outcome, STORE_NEW);
+		store_claim_finish(&c[i]);
+	}
+	/* What was acknowledged is on disk. */
+	assert_int_equal(fixture_open(fx, 0), 0);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 20);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 20);
+}
+
+static void test_read_only_store_refuses_async_work_and_still_completes_it(void **state)
+{
+	struct fixture *fx = *state;
+	struct async_wait w = {.aw_mutex = PTHREAD_MUTEX_INITIALIZER, .aw_cond = PTHREAD_COND_INITIALIZER};
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct async_slot slot = {.as_w = &w, .as_i = 0};
+	struct store_options so = {.so_path = fx->fx_path, .so_read_only = 1};
+	struct store_claim c;
+	struct store *ro = store_create(&so);
+
+	assert_non_null(ro);
+	claim_init(&c, "evt_ro", 1, T0, &ap);
+	assert_int_equal(store_submit_async(ro, &c, 1, async_done, &slot), -1);
+	assert_int_equal(w.aw_total, 1);
+	assert_int_equal(w.aw_results[0], -1);
+	assert_int_equal(c.sc_outcome, STORE_TRANSIENT);
+	assert_true(c.sc_retry_after_s >= 1);
+	store_claim_finish(&c);
+	store_destroy(ro);
+}
+
+static void test_batch_histogram_counts_batches_whether_or_not_they_commit(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ok = {.ap_result = STORE_APPLY_DONE};
+	struct applier orphan = {.ap_result = STORE_APPLY_DONE, .ap_orphan = 1};
+	struct store_claim group[2];
+	struct store_stats before;
+	struct store_stats after;
+	uint64_t buckets = 0;
+	size_t i;
+
+	store_get_stats(fx->fx_st, &before);
+	claim_init(&group[0], "evt_h1", 1, T0, &ok);
+	claim_init(&group[1], "evt_h2", 1, T0, &orphan);
+	/* COMMIT fails on the deferred foreign key: a batch without a commit. */
+	assert_int_equal(store_submit(fx->fx_st, group, 2), 0);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(group[i].sc_outcome, STORE_TRANSIENT);
+		store_claim_finish(&group[i]);
+	}
+	store_get_stats(fx->fx_st, &after);
+	assert_int_equal(after.ss_commits, before.ss_commits);
+	assert_int_equal(after.ss_batches, before.ss_batches + 1);
+	assert_int_equal(after.ss_units, before.ss_units + 2);
+	for (i = 0; i < 8; i++) {
+		buckets += after.ss_batch_hist[i];
+	}
+	/* Buckets, _sum and _count of idemhook_store_batch_size agree. */
+	assert_int_equal(buckets, after.ss_batches);
+	assert_int_equal(after.ss_batch_hist[1], before.ss_batch_hist[1] + 1);
+}
+
 /* ---- transient failures ---- */
 
 struct page_limit {
@@ -1145,6 +1361,11 @@ int main(void)
 	        STORE_TEST(
 	                test_claims_queued_together_commit_as_one_batch_except_the_transient_one),
 	        STORE_TEST(test_batch_size_one_commits_each_unit_alone),
+	        STORE_TEST(test_async_completion_runs_once_per_submission_after_commit),
+	        STORE_TEST(test_async_duplicate_of_a_done_key_completes_before_submit_returns),
+	        STORE_TEST(test_destroy_finishes_queued_work_and_calls_every_completion),
+	        STORE_TEST(test_read_only_store_refuses_async_work_and_still_completes_it),
+	        STORE_TEST(test_batch_histogram_counts_batches_whether_or_not_they_commit),
 	        STORE_TEST(test_disk_full_is_transient_and_the_store_keeps_serving),
 	        STORE_TEST(test_disk_full_in_one_claim_of_a_group_leaves_the_others_committed),
 	        STORE_TEST(test_write_returns_fn_value_and_rolls_back_on_failure),
