@@ -21,6 +21,13 @@
 #define HTTP_URL_MAX 8192 /* bytes in a request target */
 #define HTTP_DRAIN_MAX_MS 10000 /* how long http_destroy waits for requests in flight */
 #define HTTP_DISCARD_MAX (8 * 1024 * 1024) /* bytes of an over-cap chunked body dropped before closing */
+/* Bytes of libmicrohttpd's per-connection pool: the request head (up to
+ * HTTP_HEADERS_MAX fields and HTTP_URL_MAX of target), read and write
+ * buffers; bodies are copied out as they arrive. libmicrohttpd clears the
+ * whole pool before every request on a connection, and every connection
+ * holds one (a suspended one too): the size is paid per request and per
+ * connection, so it is no bigger than a request head needs. */
+#define HTTP_CONN_MEMORY (16 * 1024)
 
 /* One libmicrohttpd daemon and the settings it serves with. A reload starts
  * a new generation on a dup of the same listening socket before the old one
@@ -33,6 +40,11 @@ struct http_gen {
 	char **hg_proxies; /* trusted proxy CIDRs, NULL-terminated, or NULL */
 	atomic_int hg_in_flight; /* requests begun and not completed */
 	atomic_int hg_fresh; /* connections accepted whose first request has not begun (TLS handshakes) */
+	atomic_int hg_suspended; /* deferred requests whose answer is not queued yet */
+	atomic_int hg_draining; /* stopping: answers close their connection */
+	atomic_int hg_stopping; /* the daemon is about to stop: no more suspensions */
+	atomic_int hg_started; /* MHD_start_daemon returned */
+	atomic_llong hg_log_ms; /* when the last loud libmicrohttpd message was logged */
 };
 
 /* Per-connection state: whether it still counts in hg_fresh. */
@@ -49,9 +61,33 @@ struct http_server {
 	char *hs_name;
 };
 
+/* Where a deferred request is. The route's thread and the thread that calls
+ * http_resume race; each step is one atomic transition, so exactly one of
+ * them resumes the connection and exactly one runs the finish function. */
+enum http_defer_state {
+	HTTP_DEFER_NONE = 0,
+	HTTP_DEFER_WAITING, /* deferred; not suspended yet, answer not ready */
+	HTTP_DEFER_SUSPENDED, /* suspended, waiting for http_resume */
+	HTTP_DEFER_READY, /* http_resume came: the answer may be built */
+	HTTP_DEFER_ORPHANED, /* the connection ended first: http_resume frees */
+	HTTP_DEFER_FINISHED, /* the finish function ran */
+};
+
+struct http_deferred {
+	atomic_int hd_state; /* enum http_defer_state */
+	http_finish_fn hd_fn;
+	void *hd_arg;
+	struct MHD_Connection *hd_con;
+	struct http_conn *hd_hc;
+	int hd_counted; /* counted in hg_suspended (server thread only) */
+};
+
+struct http_header_list;
+
 /* Per-request state, created when the request line arrives. */
 struct http_conn {
 	struct http_gen *hc_gen;
+	struct MHD_Connection *hc_con;
 	char *hc_url; /* the raw request target */
 	struct buf hc_body;
 	int hc_head_seen; /* the access handler has seen the request head */
@@ -59,6 +95,14 @@ struct http_conn {
 	int hc_too_large; /* an unannounced body went over the cap */
 	size_t hc_discarded; /* bytes dropped since */
 	int64_t hc_received_ms;
+	/* The request as routed, kept until it completes: a deferred answer
+	 * is built from it after the connection is resumed. */
+	struct http_header_list *hc_headers;
+	char *hc_path;
+	char hc_peer[INET6_ADDRSTRLEN + 1];
+	char hc_client[INET6_ADDRSTRLEN + 1];
+	struct http_request hc_req;
+	struct http_deferred hc_defer;
 };
 
 struct http_header_list {
@@ -205,6 +249,7 @@ static void *http_uri_logger(void *cls, const char *uri, struct MHD_Connection *
 		return NULL;
 	}
 	hc->hc_gen = gen;
+	hc->hc_con = con;
 	{
 		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 		struct http_sock *hk = ci != NULL ? ci->socket_context : NULL;
@@ -216,8 +261,52 @@ static void *http_uri_logger(void *cls, const char *uri, struct MHD_Connection *
 	hc->hc_url = strndup(uri, HTTP_URL_MAX);
 	buf_init(&hc->hc_body, gen->hg_body_max);
 	hc->hc_received_ms = http_now_ms();
+	atomic_init(&hc->hc_defer.hd_state, HTTP_DEFER_NONE);
 	atomic_fetch_add(&gen->hg_in_flight, 1);
 	return hc;
+}
+
+static void http_conn_free(struct http_conn *hc)
+{
+	buf_finish(&hc->hc_body);
+	free(hc->hc_url);
+	free(hc->hc_headers);
+	free(hc->hc_path);
+	free(hc);
+}
+
+/* Takes a deferred request out of hg_suspended (on a server thread). */
+static void http_defer_uncount(struct http_conn *hc)
+{
+	if (hc->hc_defer.hd_counted) {
+		hc->hc_defer.hd_counted = 0;
+		atomic_fetch_sub(&hc->hc_gen->hg_suspended, 1);
+	}
+}
+
+/* The request ended with its deferral unfinished. Returns 1 when hc must
+ * stay allocated (http_resume is still to come and frees it), else 0. */
+static int http_defer_abandon(struct http_conn *hc)
+{
+	struct http_deferred *d = &hc->hc_defer;
+	int state = atomic_load(&d->hd_state);
+
+	http_defer_uncount(hc);
+	while (state == HTTP_DEFER_WAITING || state == HTTP_DEFER_SUSPENDED) {
+		if (atomic_compare_exchange_strong(&d->hd_state, &state, HTTP_DEFER_ORPHANED)) {
+			/* libmicrohttpd never ends a suspended connection unless
+			 * stopped with one, which http_gen_destroy prevents. */
+			log_err("http %s: a deferred request ended before its answer was ready",
+				hc->hc_gen->hg_srv->hs_name);
+			return 1;
+		}
+	}
+	if (state == HTTP_DEFER_READY) {
+		/* Resumed, but the client went away before the answer was built. */
+		d->hd_fn(d->hd_arg, NULL, NULL);
+		atomic_store(&d->hd_state, HTTP_DEFER_FINISHED);
+	}
+	return 0;
 }
 
 static void http_completed(void *cls, struct MHD_Connection *con, void **con_cls,
@@ -228,11 +317,12 @@ static void http_completed(void *cls, struct MHD_Connection *con, void **con_cls
 	if (hc == NULL) {
 		return;
 	}
-	atomic_fetch_sub(&hc->hc_gen->hg_in_flight, 1);
-	buf_finish(&hc->hc_body);
-	free(hc->hc_url);
-	free(hc);
 	*con_cls = NULL;
+	atomic_fetch_sub(&hc->hc_gen->hg_in_flight, 1);
+	if (hc->hc_defer.hd_fn != NULL && http_defer_abandon(hc)) {
+		return;
+	}
+	http_conn_free(hc);
 }
 
 static void http_connection_notify(void *cls, struct MHD_Connection *con, void **socket_context,
@@ -432,6 +522,90 @@ static char *http_path_of(const char *url)
 	return path;
 }
 
+/* ---- deferred answers ---- */
+
+struct http_deferred *http_defer(const struct http_request *req, http_finish_fn fn, void *arg)
+{
+	struct http_conn *hc = req->hr_conn;
+	struct http_deferred *d = &hc->hc_defer;
+
+	d->hd_fn = fn;
+	d->hd_arg = arg;
+	d->hd_con = hc->hc_con;
+	d->hd_hc = hc;
+	atomic_store(&d->hd_state, HTTP_DEFER_WAITING);
+	return d;
+}
+
+void http_resume(struct http_deferred *d)
+{
+	/* Read before the exchange: once it is READY, d may be freed by the
+	 * server thread unless the connection was suspended. */
+	struct MHD_Connection *con = d->hd_con;
+	int prev = atomic_exchange(&d->hd_state, HTTP_DEFER_READY);
+
+	if (prev == HTTP_DEFER_SUSPENDED) {
+		MHD_resume_connection(con);
+	} else if (prev == HTTP_DEFER_ORPHANED) {
+		d->hd_fn(d->hd_arg, NULL, NULL);
+		http_conn_free(d->hd_hc);
+	}
+	/* WAITING: the route's thread has not suspended yet and will see READY. */
+}
+
+/* Builds the deferred answer and queues it (server thread, state READY). */
+static enum MHD_Result http_defer_finish(struct MHD_Connection *con, struct http_conn *hc)
+{
+	struct http_deferred *d = &hc->hc_defer;
+	struct reply r;
+	enum MHD_Result rc;
+
+	reply_init(&r);
+	d->hd_fn(d->hd_arg, &hc->hc_req, &r);
+	atomic_store(&d->hd_state, HTTP_DEFER_FINISHED);
+	if (r.reply_status == 0) {
+		reply_problem(&r, 500, "internal", "Internal error", NULL);
+	}
+	rc = http_send(con, &r, atomic_load(&hc->hc_gen->hg_draining));
+	reply_finish(&r);
+	/* Counted until now, so a drain waits until the answer is queued. */
+	http_defer_uncount(hc);
+	return rc;
+}
+
+/* Right after a route deferred: suspends the connection, unless the answer
+ * is ready already (a duplicate answered from a read connection). */
+static enum MHD_Result http_defer_suspend(struct MHD_Connection *con, struct http_conn *hc)
+{
+	struct http_deferred *d = &hc->hc_defer;
+	struct http_gen *gen = hc->hc_gen;
+	struct timespec pause = {0, 1000 * 1000};
+	int expected = HTTP_DEFER_WAITING;
+
+	if (atomic_load(&d->hd_state) == HTTP_DEFER_READY) {
+		return http_defer_finish(con, hc);
+	}
+	/* Counted before stopping is read, as http_gen_destroy sets stopping
+	 * before it reads the count: either it waits for this request, or this
+	 * request sees it stopping and does not suspend. */
+	atomic_fetch_add(&gen->hg_suspended, 1);
+	d->hd_counted = 1;
+	if (atomic_load(&gen->hg_stopping)) {
+		/* A daemon may not stop with a suspended connection: wait on this
+		 * thread instead, for a commit already under way. */
+		while (atomic_load(&d->hd_state) != HTTP_DEFER_READY) {
+			nanosleep(&pause, NULL);
+		}
+		return http_defer_finish(con, hc);
+	}
+	MHD_suspend_connection(con);
+	if (!atomic_compare_exchange_strong(&d->hd_state, &expected, HTTP_DEFER_SUSPENDED)) {
+		/* http_resume came in between and left the resuming to us. */
+		MHD_resume_connection(con);
+	}
+	return MHD_YES;
+}
+
 static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const char *url, const char *method,
 				   const char *version, const char *upload_data, size_t *upload_data_size,
 				   void **con_cls)
@@ -439,16 +613,19 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 	struct http_gen *gen = cls;
 	struct http_server *srv = gen->hg_srv;
 	struct http_conn *hc = *con_cls;
-	struct http_header_list *hl = NULL;
-	struct http_request req;
+	struct http_request *req;
 	struct reply r;
-	char peer[INET6_ADDRSTRLEN + 1];
-	char client[INET6_ADDRSTRLEN + 1];
-	char *path = NULL;
-	enum MHD_Result rc = MHD_NO;
+	enum MHD_Result rc;
 
 	if (hc == NULL) {
 		return MHD_NO; /* out of memory in the URI logger */
+	}
+	if (hc->hc_defer.hd_fn != NULL) {
+		/* Called again after a resume. */
+		if (atomic_load(&hc->hc_defer.hd_state) != HTTP_DEFER_READY) {
+			return MHD_YES;
+		}
+		return http_defer_finish(con, hc);
 	}
 	if (hc->hc_refused) {
 		*upload_data_size = 0;
@@ -496,59 +673,96 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 		}
 		return MHD_YES;
 	}
-	/* The whole request is in: build it and route it. */
-	hl = calloc(1, sizeof(*hl));
-	if (hl == NULL) {
+	/* The whole request is in: build it and route it. It lives in hc, so
+	 * that a deferred answer can still read it after a resume. */
+	hc->hc_headers = calloc(1, sizeof(*hc->hc_headers));
+	if (hc->hc_headers == NULL) {
 		return MHD_NO;
 	}
-	MHD_get_connection_values(con, MHD_HEADER_KIND, http_collect_header, hl);
-	if (hl->hl_overflow) {
-		rc = http_refuse(con, hc, 431, "too-many-headers", "Too many header fields", NULL);
-		goto done;
+	MHD_get_connection_values(con, MHD_HEADER_KIND, http_collect_header, hc->hc_headers);
+	if (hc->hc_headers->hl_overflow) {
+		return http_refuse(con, hc, 431, "too-many-headers", "Too many header fields", NULL);
 	}
-	path = http_path_of(hc->hc_url != NULL ? hc->hc_url : url);
-	if (path == NULL) {
-		goto done;
+	hc->hc_path = http_path_of(hc->hc_url != NULL ? hc->hc_url : url);
+	if (hc->hc_path == NULL) {
+		return MHD_NO;
 	}
-	http_peer_address(con, peer, sizeof(peer));
-	http_client_address(gen, hl, peer, client, sizeof(client));
-	memset(&req, 0, sizeof(req));
-	req.hr_method = method;
-	req.hr_url = hc->hc_url != NULL ? hc->hc_url : url;
-	req.hr_path = path;
-	req.hr_version = version;
-	req.hr_headers = hl->hl_items;
-	req.hr_n_headers = hl->hl_n;
-	req.hr_body = (const unsigned char *)(hc->hc_body.buf_data != NULL ? hc->hc_body.buf_data : "");
-	req.hr_body_len = hc->hc_body.buf_len;
-	req.hr_peer = peer;
-	req.hr_client = client;
-	req.hr_received_ms = hc->hc_received_ms;
+	http_peer_address(con, hc->hc_peer, sizeof(hc->hc_peer));
+	http_client_address(gen, hc->hc_headers, hc->hc_peer, hc->hc_client, sizeof(hc->hc_client));
+	req = &hc->hc_req;
+	req->hr_method = method;
+	req->hr_url = hc->hc_url != NULL ? hc->hc_url : url;
+	req->hr_path = hc->hc_path;
+	req->hr_version = version;
+	req->hr_headers = hc->hc_headers->hl_items;
+	req->hr_n_headers = hc->hc_headers->hl_n;
+	req->hr_body = (const unsigned char *)(hc->hc_body.buf_data != NULL ? hc->hc_body.buf_data : "");
+	req->hr_body_len = hc->hc_body.buf_len;
+	req->hr_peer = hc->hc_peer;
+	req->hr_client = hc->hc_client;
+	req->hr_received_ms = hc->hc_received_ms;
+	req->hr_conn = hc;
 	reply_init(&r);
-	srv->hs_route(srv->hs_arg, &req, &r);
+	srv->hs_route(srv->hs_arg, req, &r);
+	if (hc->hc_defer.hd_fn != NULL) {
+		reply_finish(&r);
+		return http_defer_suspend(con, hc);
+	}
 	if (r.reply_status == 0) {
 		reply_problem(&r, 500, "internal", "Internal error", NULL);
 	}
-	rc = http_send(con, &r, 0);
+	rc = http_send(con, &r, atomic_load(&gen->hg_draining));
 	reply_finish(&r);
-done:
-	free(path);
-	free(hl);
 	return rc;
+}
+
+/* Messages of libmicrohttpd that mean it is short of something (memory,
+ * descriptors, threads) or refused connections; everything else it says at
+ * run time is about one client's connection (a reset, a malformed request). */
+static const char *const http_mhd_loud[] = {
+	"limit", "memory", "thread", "epoll", "inter-thread", "listen", "socket descriptor",
+};
+
+#define HTTP_MHD_LOUD_EVERY_MS 1000 /* at most one loud message a second */
+
+static enum log_level http_mhd_level(struct http_gen *gen, const char *line)
+{
+	int64_t now = http_now_ms();
+	long long last;
+	size_t i;
+
+	if (!atomic_load(&gen->hg_started)) {
+		return LOG_LEVEL_WARNING; /* why the listener did not start */
+	}
+	for (i = 0; i < sizeof(http_mhd_loud) / sizeof(http_mhd_loud[0]); i++) {
+		if (strcasestr(line, http_mhd_loud[i]) == NULL) {
+			continue;
+		}
+		/* Under a flood, one a second is enough to say what happens. */
+		last = atomic_load(&gen->hg_log_ms);
+		if (now - last >= HTTP_MHD_LOUD_EVERY_MS &&
+		    atomic_compare_exchange_strong(&gen->hg_log_ms, &last, now)) {
+			return LOG_LEVEL_WARNING;
+		}
+		return LOG_LEVEL_DEBUG;
+	}
+	return LOG_LEVEL_DEBUG;
 }
 
 static void http_mhd_log(void *cls, const char *fmt, va_list ap)
 {
-	const struct http_gen *gen = cls;
+	struct http_gen *gen = cls;
 	char line[512];
+	char quoted[600];
 	size_t len;
 
 	vsnprintf(line, sizeof(line), fmt, ap);
 	len = strlen(line);
-	while (len > 0 && line[len - 1] == '\n') {
+	while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) {
 		line[--len] = '\0';
 	}
-	log_debug("http %s: %s", gen->hg_srv->hs_name, line);
+	log_msg(http_mhd_level(gen, line), "http %s: libmicrohttpd: %s", gen->hg_srv->hs_name,
+		log_quote(quoted, sizeof(quoted), line));
 }
 
 static int http_listen(const char *host, unsigned port, int *ret_fd, unsigned *ret_port)
@@ -622,11 +836,16 @@ static void http_free_list(char **list)
 	free(list);
 }
 
-/* Stops accepting, lets requests in flight finish, stops and frees. */
+/* Stops accepting, lets requests in flight finish, stops and frees. A
+ * deferred request is always waited for, however long its commit takes:
+ * libmicrohttpd may not stop with a suspended connection, and its answer
+ * says that what it sent is on disk. Other requests (a slow upload) get
+ * HTTP_DRAIN_MAX_MS. */
 static void http_gen_destroy(struct http_gen *gen)
 {
 	struct timespec pause = {0, 10 * 1000 * 1000};
 	int waited = 0;
+	int busy;
 	MHD_socket fd;
 
 	if (gen == NULL) {
@@ -634,12 +853,28 @@ static void http_gen_destroy(struct http_gen *gen)
 	}
 	if (gen->hg_daemon != NULL) {
 		fd = MHD_quiesce_daemon(gen->hg_daemon);
+		/* Answers from now on close their connection, so a keep-alive
+		 * client cannot keep the drain going with new requests. */
+		atomic_store(&gen->hg_draining, 1);
 		/* Requests in flight finish, and so do connections accepted but
 		 * not yet at their first request (a TLS handshake under way). */
-		while ((atomic_load(&gen->hg_in_flight) > 0 || atomic_load(&gen->hg_fresh) > 0) &&
-		       waited < HTTP_DRAIN_MAX_MS) {
+		for (;;) {
+			busy = atomic_load(&gen->hg_in_flight) > 0 || atomic_load(&gen->hg_fresh) > 0;
+			if (atomic_load(&gen->hg_suspended) == 0 && (!busy || waited >= HTTP_DRAIN_MAX_MS)) {
+				break;
+			}
+			if (waited > 0 && waited % 5000 == 0 && atomic_load(&gen->hg_suspended) > 0) {
+				log_notice("http %s: waiting for %d deferred answers", gen->hg_srv->hs_name,
+					   atomic_load(&gen->hg_suspended));
+			}
 			nanosleep(&pause, NULL);
 			waited += 10;
+		}
+		/* From here no request suspends; one that deferred meanwhile is
+		 * counted, and waited for, or waits on its own thread. */
+		atomic_store(&gen->hg_stopping, 1);
+		while (atomic_load(&gen->hg_suspended) > 0) {
+			nanosleep(&pause, NULL);
 		}
 		MHD_stop_daemon(gen->hg_daemon);
 		/* A quiesced daemon hands the socket back; otherwise it closed it. */
@@ -656,8 +891,11 @@ static void http_gen_destroy(struct http_gen *gen)
 static struct http_gen *http_gen_create(struct http_server *srv, const struct http_options *opt, int fd)
 {
 	struct http_gen *gen = calloc(1, sizeof(*gen));
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_AUTO | MHD_USE_ITC;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_AUTO | MHD_USE_ITC |
+			 MHD_ALLOW_SUSPEND_RESUME;
+	struct MHD_OptionItem more[4];
 	unsigned threads = opt->ho_threads;
+	size_t n_more = 0;
 	size_t i;
 	size_t n = 0;
 
@@ -670,6 +908,11 @@ static struct http_gen *http_gen_create(struct http_server *srv, const struct ht
 	gen->hg_body_max = opt->ho_body_max != 0 ? opt->ho_body_max : HTTP_BODY_MAX_DEFAULT;
 	atomic_init(&gen->hg_in_flight, 0);
 	atomic_init(&gen->hg_fresh, 0);
+	atomic_init(&gen->hg_suspended, 0);
+	atomic_init(&gen->hg_draining, 0);
+	atomic_init(&gen->hg_stopping, 0);
+	atomic_init(&gen->hg_started, 0);
+	atomic_init(&gen->hg_log_ms, 0);
 	if (opt->ho_trusted_proxies != NULL) {
 		while (opt->ho_trusted_proxies[n] != NULL) {
 			n++;
@@ -690,23 +933,32 @@ static struct http_gen *http_gen_create(struct http_server *srv, const struct ht
 
 		threads = cores > 0 ? (unsigned)cores : 2;
 	}
+	/* A pool of one is no pool: libmicrohttpd wants the option left out
+	 * then rather than given 0 or 1. */
+	if (threads > 1) {
+		more[n_more++] = (struct MHD_OptionItem){MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)threads, NULL};
+	}
 	if (opt->ho_tls_cert_pem != NULL) {
 		flags |= MHD_USE_TLS;
+		more[n_more++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)opt->ho_tls_cert_pem};
+		more[n_more++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, (void *)opt->ho_tls_key_pem};
 	}
+	more[n_more] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+	/* The logger comes first, so that libmicrohttpd says nothing on its
+	 * own stderr even while it reads the options that follow. */
 	gen->hg_daemon = MHD_start_daemon(
-		flags, 0, NULL, NULL, http_access, gen, MHD_OPTION_LISTEN_SOCKET, gen->hg_fd,
-		MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0, MHD_OPTION_CONNECTION_TIMEOUT, opt->ho_conn_timeout_s,
+		flags, 0, NULL, NULL, http_access, gen, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, gen,
+		MHD_OPTION_LISTEN_SOCKET, gen->hg_fd, MHD_OPTION_CONNECTION_TIMEOUT, opt->ho_conn_timeout_s,
 		MHD_OPTION_PER_IP_CONNECTION_LIMIT, opt->ho_per_ip_limit, MHD_OPTION_URI_LOG_CALLBACK,
 		http_uri_logger, gen, MHD_OPTION_NOTIFY_COMPLETED, http_completed, gen,
-		MHD_OPTION_NOTIFY_CONNECTION, http_connection_notify, gen,
-		MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, gen, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-		(size_t)64 * 1024, opt->ho_tls_cert_pem != NULL ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END,
-		opt->ho_tls_cert_pem, MHD_OPTION_HTTPS_MEM_KEY, opt->ho_tls_key_pem, MHD_OPTION_END);
+		MHD_OPTION_NOTIFY_CONNECTION, http_connection_notify, gen, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+		(size_t)HTTP_CONN_MEMORY, MHD_OPTION_ARRAY, more, MHD_OPTION_END);
 	if (gen->hg_daemon == NULL) {
 		log_err("http %s: libmicrohttpd refused to start on %s:%u%s", srv->hs_name, srv->hs_host,
 			srv->hs_port, opt->ho_tls_cert_pem != NULL ? " (check the TLS certificate and key)" : "");
 		goto fail;
 	}
+	atomic_store(&gen->hg_started, 1);
 	return gen;
 fail:
 	http_gen_destroy(gen);

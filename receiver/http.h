@@ -13,6 +13,9 @@
 #define HTTP_BODY_MAX_DEFAULT (1024 * 1024) /* bytes */
 #define HTTP_HEADERS_MAX 100 /* header fields per request */
 
+struct http_conn;
+struct http_deferred;
+
 struct http_header {
 	const char *hh_name;
 	const char *hh_value;
@@ -30,6 +33,7 @@ struct http_request {
 	const char *hr_peer; /* peer address, text */
 	const char *hr_client; /* client address: X-Forwarded-For from a trusted proxy, else the peer */
 	int64_t hr_received_ms; /* when the request head arrived */
+	struct http_conn *hr_conn; /* opaque: what http_defer needs */
 };
 
 /* First header called name (case-insensitive), or NULL. */
@@ -40,8 +44,24 @@ size_t http_header_count(const struct http_request *req, const char *name);
  * a malloc'd string, or NULL. */
 char *http_query_get(const struct http_request *req, const char *name);
 
-/* Route: fill ret (status, content type, body, extra headers). */
+/* Route: fill ret (status, content type, body, extra headers), or defer. */
 typedef void (*http_route_fn)(void *arg, const struct http_request *req, struct reply *ret);
+
+/* Finishes a deferred request on a server thread once it was resumed: fills
+ * ret from req (the same request the route saw). Called exactly once per
+ * deferral; with req and ret NULL when the request ended without an answer
+ * (the client went away while suspended): then only release what arg holds. */
+typedef void (*http_finish_fn)(void *arg, const struct http_request *req, struct reply *ret);
+
+/* From inside a route: the answer comes later. The route returns with ret
+ * untouched; the connection is suspended until http_resume(d), then fn
+ * builds the answer. Cheap, and right even when http_resume is called
+ * before the route returns (the answer then goes out without suspending).
+ * Returns the handle (never NULL). Only once per request. */
+struct http_deferred *http_defer(const struct http_request *req, http_finish_fn fn, void *arg);
+
+/* From any thread, exactly once per handle: the answer can be built now. */
+void http_resume(struct http_deferred *d);
 
 struct http_options {
 	const char *ho_host; /* listen address (numeric IPv4/IPv6) */
@@ -63,7 +83,8 @@ struct http_server *http_create(const struct http_options *opt, http_route_fn ro
 
 /* Restarts serving with opt (TLS certificate and key, limits, timeouts,
  * trusted proxies) on the same listening socket: the new daemon accepts
- * before the old one stops and drains, so no connection is refused. The
+ * before the old one stops and drains (as http_destroy does), so no
+ * connection is refused. The
  * address cannot change this way (returns 1, nothing changed). Returns 0, 1,
  * or -1 with the old settings still serving. Not thread-safe against
  * http_destroy. */
@@ -72,7 +93,9 @@ int http_reload(struct http_server *srv, const struct http_options *opt);
 /* The bound port (useful with ho_port 0). */
 unsigned http_port(const struct http_server *srv);
 
-/* Stops accepting, waits for requests in flight, frees. NULL is a no-op. */
+/* Stops accepting, waits for requests in flight (every deferred one is
+ * resumed and answered first: nothing acknowledged or committed goes
+ * unanswered), frees. NULL is a no-op. */
 void http_destroy(struct http_server *srv);
 
 /* 1 if addr (text) lies in the CIDR (e.g. "10.0.0.0/8", "::1/128"); 0 if
