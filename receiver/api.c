@@ -1016,75 +1016,46 @@ static int api_content_type_json(const char *ct)
 	       (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
 }
 
-static void api_post_order(struct app *app, const struct config *cf, const struct http_request *req,
-			   const char *client, size_t body_max, struct reply *ret)
-{
-	struct store_claim c;
-	struct api_create ac;
-	char key[API_KEY_MAX + 1];
-	char scope[16 + API_CLIENT_MAX];
-	const char *detail = NULL;
-	char *canon = NULL;
-	size_t canon_len = 0;
-	cJSON *root = NULL;
-	size_t n_keys = http_header_count(req, "Idempotency-Key");
+/* A POST /api/orders whose claim is with the store: what its answer needs. */
+struct api_post {
+	struct store_claim ap_claim;
+	struct api_create ap_create;
+	char ap_key[API_KEY_MAX + 1];
+	char ap_scope[16 + API_CLIENT_MAX];
+	char ap_client[API_CLIENT_MAX + 1];
+	char ap_origin[API_ORIGIN_MAX + 1]; /* "" when no CORS headers are due */
+	int64_t ap_received_ms;
+	struct http_deferred *ap_defer;
+};
 
-	memset(&c, 0, sizeof(c));
-	memset(&ac, 0, sizeof(ac));
-	if (req->hr_body_len > body_max) {
-		api_problem(ret, 413, "body_too_large", "Request body too large",
-			    "The order body is over the API's size limit ([api] body_max).");
-		return;
+static void api_post_committed(void *arg, int result)
+{
+	struct api_post *ap = arg;
+
+	(void)result; /* the claim has its outcome, transient when refused */
+	http_resume(ap->ap_defer);
+}
+
+static void api_cors(struct reply *ret, const char *origin, int preflight);
+
+/* The answer to a POST /api/orders once its claim committed, on a server
+ * thread (ret NULL: the client went away). */
+static void api_post_finish(void *arg, const struct http_request *req, struct reply *ret)
+{
+	struct api_post *ap = arg;
+	struct store_claim *c = &ap->ap_claim;
+	struct reply scratch;
+
+	(void)req;
+	reply_init(&scratch);
+	if (ret == NULL) {
+		ret = &scratch;
 	}
-	if (n_keys == 0) {
-		api_problem(ret, 400, "missing_idempotency_key", "Idempotency-Key header required",
-			    "POST /api/orders needs an Idempotency-Key header: one fresh UUID per "
-			    "order, "
-			    "reused on every retry of that order.");
-		return;
-	}
-	if (n_keys > 1) {
-		api_problem(ret, 400, "several_idempotency_keys", "More than one Idempotency-Key",
-			    "Send exactly one Idempotency-Key header.");
-		return;
-	}
-	if (api_idempotency_key_parse(http_header_get(req, "Idempotency-Key"), key) < 0) {
-		api_problem(ret, 400, "malformed_idempotency_key", "Malformed Idempotency-Key",
-			    "The key must be a quoted string or a bare token of 1 to 255 printable "
-			    "ASCII characters, "
-			    "and only one key.");
-		return;
-	}
-	if (!api_content_type_json(http_header_get(req, "Content-Type"))) {
-		api_problem(ret, 415, "unsupported_media_type",
-			    "Content-Type must be application/json", NULL);
-		return;
-	}
-	root = api_json_parse(req->hr_body, req->hr_body_len);
-	if (root == NULL || api_canon_tree(root, &canon, &canon_len) < 0) {
-		api_problem(ret, 400, "malformed_json", "Malformed JSON",
-			    "The body is not one JSON value, nests too deeply, or repeats a key.");
-		goto done;
-	}
-	crypto_sha256(canon, canon_len, c.sc_fingerprint);
-	if (api_create_parse(root, &ac, &detail) < 0) {
-		api_problem(ret, 400, "invalid_order", "Invalid order", detail);
-		goto done;
-	}
-	snprintf(scope, sizeof(scope), "api:orders:%s", client);
-	c.sc_scope = scope;
-	c.sc_key = key;
-	c.sc_now_ms = app_now_ms();
-	c.sc_retention_ms = cf->cf_retention_s * 1000;
-	c.sc_lease_ms = cf->cf_lease_s * 1000;
-	c.sc_apply = api_create_apply;
-	c.sc_arg = &ac;
-	store_submit(app->app_store, &c, 1);
-	switch (c.sc_outcome) {
+	switch (c->sc_outcome) {
 	case STORE_NEW:
 	case STORE_REPLAYED:
-		if (reply_copy(ret, &c.sc_reply) < 0 ||
-		    (c.sc_outcome == STORE_REPLAYED &&
+		if (reply_copy(ret, &c->sc_reply) < 0 ||
+		    (c->sc_outcome == STORE_REPLAYED &&
 		     reply_add_header(ret, "Idempotent-Replayed", "true") < 0)) {
 			api_problem(ret, 500, "internal", "Internal error", NULL);
 		}
@@ -1100,21 +1071,105 @@ static void api_post_order(struct app *app, const struct config *cf, const struc
 		api_problem(ret, 409, "request_in_progress",
 			    "A request with this Idempotency-Key is in progress",
 			    "Retry with the same key after Retry-After seconds.");
-		api_retry_after(ret, c.sc_retry_after_s);
+		api_retry_after(ret, c->sc_retry_after_s);
 		break;
 	case STORE_TRANSIENT:
 	default:
 		api_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable",
 			    "Nothing was kept; retry with the same key.");
-		api_retry_after(ret, c.sc_retry_after_s);
+		api_retry_after(ret, c->sc_retry_after_s);
 		break;
 	}
-	api_claim_account("api:orders", client, key, c.sc_outcome, ret->reply_status,
-			  req->hr_received_ms);
-	store_claim_finish(&c);
+	if (ap->ap_origin[0] != '\0') {
+		api_cors(ret, ap->ap_origin, 0);
+	}
+	api_claim_account("api:orders", ap->ap_client, ap->ap_key, c->sc_outcome,
+			  ret != &scratch ? ret->reply_status : 0, ap->ap_received_ms);
+	reply_finish(&scratch);
+	store_claim_finish(c);
+	free(ap);
+}
+
+/* Answers ret now, or defers the answer until the claim committed (then
+ * returns 1: the answer carries its CORS headers for origin itself). */
+static int api_post_order(struct app *app, const struct config *cf, const struct http_request *req,
+			  const char *client, size_t body_max, const char *origin, struct reply *ret)
+{
+	struct api_post *ap = NULL;
+	const char *detail = NULL;
+	char *canon = NULL;
+	size_t canon_len = 0;
+	cJSON *root = NULL;
+	size_t n_keys = http_header_count(req, "Idempotency-Key");
+	int deferred = 0;
+
+	if (req->hr_body_len > body_max) {
+		api_problem(ret, 413, "body_too_large", "Request body too large",
+			    "The order body is over the API's size limit ([api] body_max).");
+		return 0;
+	}
+	if (n_keys == 0) {
+		api_problem(ret, 400, "missing_idempotency_key", "Idempotency-Key header required",
+			    "POST /api/orders needs an Idempotency-Key header: one fresh UUID per "
+			    "order, "
+			    "reused on every retry of that order.");
+		return 0;
+	}
+	if (n_keys > 1) {
+		api_problem(ret, 400, "several_idempotency_keys", "More than one Idempotency-Key",
+			    "Send exactly one Idempotency-Key header.");
+		return 0;
+	}
+	ap = calloc(1, sizeof(*ap));
+	if (ap == NULL) {
+		api_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable", NULL);
+		api_retry_after(ret, 1);
+		return 0;
+	}
+	if (api_idempotency_key_parse(http_header_get(req, "Idempotency-Key"), ap->ap_key) < 0) {
+		api_problem(ret, 400, "malformed_idempotency_key", "Malformed Idempotency-Key",
+			    "The key must be a quoted string or a bare token of 1 to 255 printable "
+			    "ASCII characters, "
+			    "and only one key.");
+		goto done;
+	}
+	if (!api_content_type_json(http_header_get(req, "Content-Type"))) {
+		api_problem(ret, 415, "unsupported_media_type",
+			    "Content-Type must be application/json", NULL);
+		goto done;
+	}
+	root = api_json_parse(req->hr_body, req->hr_body_len);
+	if (root == NULL || api_canon_tree(root, &canon, &canon_len) < 0) {
+		api_problem(ret, 400, "malformed_json", "Malformed JSON",
+			    "The body is not one JSON value, nests too deeply, or repeats a key.");
+		goto done;
+	}
+	crypto_sha256(canon, canon_len, ap->ap_claim.sc_fingerprint);
+	if (api_create_parse(root, &ap->ap_create, &detail) < 0) {
+		api_problem(ret, 400, "invalid_order", "Invalid order", detail);
+		goto done;
+	}
+	snprintf(ap->ap_scope, sizeof(ap->ap_scope), "api:orders:%s", client);
+	api_copy(ap->ap_client, sizeof(ap->ap_client), client);
+	api_copy(ap->ap_origin, sizeof(ap->ap_origin), origin != NULL ? origin : "");
+	ap->ap_received_ms = req->hr_received_ms;
+	ap->ap_claim.sc_scope = ap->ap_scope;
+	ap->ap_claim.sc_key = ap->ap_key;
+	ap->ap_claim.sc_now_ms = app_now_ms();
+	ap->ap_claim.sc_retention_ms = cf->cf_retention_s * 1000;
+	ap->ap_claim.sc_lease_ms = cf->cf_lease_s * 1000;
+	ap->ap_claim.sc_apply = api_create_apply;
+	ap->ap_claim.sc_arg = &ap->ap_create;
+	/* No server thread waits for the COMMIT: api_post_finish answers. */
+	ap->ap_defer = http_defer(req, api_post_finish, ap);
+	store_submit_async(app->app_store, &ap->ap_claim, 1, api_post_committed, ap);
+	ap = NULL;
+	deferred = 1;
 done:
+	free(ap);
 	free(canon);
 	cJSON_Delete(root);
+	return deferred;
 }
 
 /* ---- GET /api/orders[/{id}] ---- */
@@ -1355,7 +1410,9 @@ int api_route(struct app *app, const struct config *cf, const struct http_reques
 		}
 	}
 	if (is_list && strcmp(method, "POST") == 0) {
-		api_post_order(app, cf, req, client, body_max, ret);
+		if (api_post_order(app, cf, req, client, body_max, allowed ? origin_copy : NULL, ret)) {
+			return 1; /* deferred; its answer brings its own CORS headers */
+		}
 	} else if (is_list && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
 		if (!auth_on && !cf->cf_demo) {
 			/* Without credentials anyone who reaches the listener

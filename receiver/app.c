@@ -1,5 +1,6 @@
 /* app.c: the running daemon's shared state and the public route table. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -32,65 +33,215 @@ static double app_mono_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* A config and the number of its holders: the daemon while it is current,
+ * and every request or worker that acquired it. */
+struct app_cfg_ref {
+	struct config *acr_cfg;
+	unsigned acr_refs; /* under app_cfg_mutex */
+	struct app_cfg_ref *acr_next;
+};
+
 int app_init(struct app *app, struct config *cf)
 {
-	pthread_rwlockattr_t attr;
-	int rc;
-
 	memset(app, 0, sizeof(*app));
-	pthread_rwlockattr_init(&attr);
-	pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	rc = pthread_rwlock_init(&app->app_cfg_lock, &attr);
-	pthread_rwlockattr_destroy(&attr);
-	if (rc != 0) {
-		log_err("app: cannot create the config lock");
+	if (pthread_mutex_init(&app->app_cfg_mutex, NULL) != 0) {
+		log_err("app: cannot create the config mutex");
 		return -1;
 	}
-	app->app_cfg = cf;
+	app->app_cfgs = calloc(1, sizeof(*app->app_cfgs));
+	if (app->app_cfgs == NULL) {
+		log_err("app: out of memory");
+		pthread_mutex_destroy(&app->app_cfg_mutex);
+		return -1;
+	}
+	app->app_cfgs->acr_cfg = cf;
+	app->app_cfgs->acr_refs = 1;
 	app->app_started_ms = app_now_ms();
 	return 0;
 }
 
 void app_finish(struct app *app)
 {
-	config_destroy(app->app_cfg);
-	app->app_cfg = NULL;
-	pthread_rwlock_destroy(&app->app_cfg_lock);
+	struct app_cfg_ref *r;
+	int held = 0;
+
+	/* Every request and worker is gone by now: what is left is the
+	 * current config with the daemon's reference, and nothing else. */
+	while (app->app_cfgs != NULL) {
+		r = app->app_cfgs;
+		app->app_cfgs = r->acr_next;
+		held += r->acr_refs > 1 || app->app_cfgs != NULL;
+		config_destroy(r->acr_cfg);
+		free(r);
+	}
+	if (held > 0) {
+		log_warn("app: a configuration was still held at exit");
+	}
+	pthread_mutex_destroy(&app->app_cfg_mutex);
 }
 
+/* A mutex, held for a few instructions, rather than a lone atomic count:
+ * taking a reference must read the current pointer and count it as one
+ * step against a swap, and release must find cf's count without a field
+ * in struct config. */
 struct config *app_config_acquire(struct app *app)
 {
-	pthread_rwlock_rdlock(&app->app_cfg_lock);
-	return app->app_cfg;
+	struct config *cf;
+
+	pthread_mutex_lock(&app->app_cfg_mutex);
+	app->app_cfgs->acr_refs++;
+	cf = app->app_cfgs->acr_cfg;
+	pthread_mutex_unlock(&app->app_cfg_mutex);
+	return cf;
+}
+
+struct config *app_config_retain(struct app *app, struct config *cf)
+{
+	struct app_cfg_ref *r;
+
+	pthread_mutex_lock(&app->app_cfg_mutex);
+	for (r = app->app_cfgs; r != NULL && r->acr_cfg != cf; r = r->acr_next) {
+	}
+	if (r != NULL) {
+		r->acr_refs++;
+	}
+	pthread_mutex_unlock(&app->app_cfg_mutex);
+	return cf;
+}
+
+/* Drops one reference under the mutex; returns the entry to free (after
+ * the mutex) when it was the last, else NULL. */
+static struct app_cfg_ref *app_config_unref(struct app *app, struct config *cf)
+{
+	struct app_cfg_ref **pr;
+	struct app_cfg_ref *r;
+
+	for (pr = &app->app_cfgs; *pr != NULL && (*pr)->acr_cfg != cf; pr = &(*pr)->acr_next) {
+	}
+	r = *pr;
+	if (r == NULL) {
+		log_err("app: a configuration released that nobody holds");
+		return NULL;
+	}
+	r->acr_refs--;
+	if (r->acr_refs > 0) {
+		return NULL;
+	}
+	*pr = r->acr_next;
+	return r;
 }
 
 void app_config_release(struct app *app, struct config *cf)
 {
-	(void)cf;
-	pthread_rwlock_unlock(&app->app_cfg_lock);
+	struct app_cfg_ref *last;
+
+	pthread_mutex_lock(&app->app_cfg_mutex);
+	last = app_config_unref(app, cf);
+	pthread_mutex_unlock(&app->app_cfg_mutex);
+	if (last != NULL) {
+		config_destroy(last->acr_cfg);
+		free(last);
+	}
 }
 
 void app_config_swap(struct app *app, struct config *cf)
 {
+	struct app_cfg_ref *r = calloc(1, sizeof(*r));
+	struct app_cfg_ref *last;
 	struct config *old;
 
-	pthread_rwlock_wrlock(&app->app_cfg_lock);
-	old = app->app_cfg;
-	app->app_cfg = cf;
-	pthread_rwlock_unlock(&app->app_cfg_lock);
-	config_destroy(old);
+	if (r == NULL) {
+		log_err("app: out of memory; keeping the running configuration");
+		config_destroy(cf);
+		return;
+	}
+	r->acr_cfg = cf;
+	r->acr_refs = 1; /* the daemon's */
+	pthread_mutex_lock(&app->app_cfg_mutex);
+	old = app->app_cfgs->acr_cfg;
+	r->acr_next = app->app_cfgs;
+	app->app_cfgs = r;
+	last = app_config_unref(app, old);
+	pthread_mutex_unlock(&app->app_cfg_mutex);
+	if (last != NULL) {
+		config_destroy(last->acr_cfg);
+		free(last);
+	}
 }
 
-static void app_hook(struct app *app, const struct config *cf, const struct http_request *req, struct reply *ret)
+/* One provider callback between its route and its answer. */
+struct app_hook_job {
+	struct app *hj_app;
+	struct config *hj_cf; /* a reference of its own, released at the end */
+	const struct provider_conf *hj_pc;
+	struct ingest_job *hj_job;
+	struct http_deferred *hj_defer;
+	double hj_t0;
+};
+
+/* Counts and logs one finished callback (client NULL: it went away). */
+static void app_hook_account(struct app *app, const struct provider_conf *pc, const struct ingest_report *rep,
+			     int status, const char *client, double t0)
+{
+	double elapsed = app_mono_s() - t0;
+	char qname[80];
+	char qkey[INGEST_KEY_LOG_MAX + 8];
+	char qclient[160];
+	char events[32] = "";
+
+	/* New rows may have been queued: no need to wait for the next poll. */
+	if (rep->ir_n_new > 0 && app->app_outbound != NULL) {
+		outbound_kick(app->app_outbound);
+	}
+	metrics_request(pc->pc_name, ingest_result_name(rep->ir_result), elapsed);
+	if (rep->ir_n_events > 1) {
+		snprintf(events, sizeof(events), " events=%zu", rep->ir_n_events);
+	}
+	log_info("hook provider=\"%s\"%s %s=\"%s\" outcome=%s%s%s status=%d client=%s%s%s latency_ms=%.1f",
+		 log_quote(qname, sizeof(qname), pc->pc_name), events, rep->ir_n_events > 1 ? "first_key" : "key",
+		 log_quote(qkey, sizeof(qkey), rep->ir_first_key), ingest_result_name(rep->ir_result),
+		 rep->ir_reason != NULL ? " reason=" : "", rep->ir_reason != NULL ? rep->ir_reason : "", status,
+		 client != NULL ? "\"" : "", client != NULL ? log_quote(qclient, sizeof(qclient), client) : "gone",
+		 client != NULL ? "\"" : "", elapsed * 1000.0);
+}
+
+/* The writer's completion (writer thread): only wakes the connection. */
+static void app_hook_committed(void *arg)
+{
+	struct app_hook_job *hj = arg;
+
+	http_resume(hj->hj_defer);
+}
+
+/* The deferred answer, on a server thread (req NULL: the client is gone). */
+static void app_hook_finish(void *arg, const struct http_request *req, struct reply *ret)
+{
+	struct app_hook_job *hj = arg;
+	struct ingest_report rep;
+	struct reply scratch;
+
+	reply_init(&scratch);
+	if (ingest_finish(hj->hj_job, ret != NULL ? ret : &scratch, &rep) < 0 && ret != NULL) {
+		reply_finish(ret);
+		reply_problem(ret, 503, "unavailable", "Temporarily unavailable", NULL);
+		reply_add_header(ret, "Retry-After", "1");
+	}
+	reply_finish(&scratch);
+	app_hook_account(hj->hj_app, hj->hj_pc, &rep, ret != NULL ? ret->reply_status : 0,
+			 req != NULL ? req->hr_client : NULL, hj->hj_t0);
+	ingest_job_destroy(hj->hj_job);
+	app_config_release(hj->hj_app, hj->hj_cf);
+	free(hj);
+}
+
+static void app_hook(struct app *app, struct config *cf, const struct http_request *req, struct reply *ret)
 {
 	const char *name = req->hr_path + strlen(APP_HOOKS_PREFIX);
 	const struct provider_conf *pc = config_provider(cf, name);
-	struct ingest_options opt;
+	struct ingest_job *job = NULL;
+	struct app_hook_job *hj;
 	struct ingest_report rep;
-	char qkey[160];
-	char qname[80];
 	double t0 = app_mono_s();
-	double elapsed;
 
 	if (pc == NULL) {
 		reply_problem(ret, 404, "unknown-provider", "No provider is configured at this path", NULL);
@@ -101,7 +252,6 @@ static void app_hook(struct app *app, const struct config *cf, const struct http
 		reply_add_header(ret, "Allow", "POST");
 		return;
 	}
-	memset(&opt, 0, sizeof(opt));
 	memset(&rep, 0, sizeof(rep));
 	if (!config_provider_allows(pc, req->hr_client)) {
 		metrics_rejected(pc->pc_name, "source_not_allowed");
@@ -109,25 +259,39 @@ static void app_hook(struct app *app, const struct config *cf, const struct http
 		rep.ir_reason = "source_not_allowed";
 		pc->pc_provider->p_error(pc, 403, "source_not_allowed", "This address may not call this endpoint.",
 					 ret);
-	} else if (ingest_hook(app->app_store, cf, pc, req, &opt, ret, &rep) < 0) {
+	} else if (ingest_prepare(app->app_store, cf, pc, req, NULL, &job, ret, &rep) < 0) {
 		reply_problem(ret, 503, "unavailable", "Temporarily unavailable", NULL);
 		reply_add_header(ret, "Retry-After", "1");
 		rep.ir_result = INGEST_TRANSIENT;
 	}
-	/* New rows may have been queued: no need to wait for the next poll. */
-	if (rep.ir_n_new > 0 && app->app_outbound != NULL) {
-		outbound_kick(app->app_outbound);
-	}
-	/* The capture is on disk before the reply leaves. */
+	/* The capture is on disk before the reply leaves; taken while the
+	 * claims wait for their COMMIT. */
 	if (app->app_capture != NULL) {
-		capture_request(app->app_capture, pc->pc_name, req, rep.ir_result == INGEST_REJECTED);
+		capture_request(app->app_capture, pc->pc_name, req, job == NULL && rep.ir_result == INGEST_REJECTED);
 	}
-	elapsed = app_mono_s() - t0;
-	metrics_request(pc->pc_name, ingest_result_name(rep.ir_result), elapsed);
-	log_info("hook provider=%s events=%zu outcome=%s%s%s status=%d client=%s latency_ms=%.1f",
-		 log_quote(qname, sizeof(qname), pc->pc_name), rep.ir_n_events, ingest_result_name(rep.ir_result),
-		 rep.ir_reason != NULL ? " reason=" : "", rep.ir_reason != NULL ? rep.ir_reason : "",
-		 ret->reply_status, log_quote(qkey, sizeof(qkey), req->hr_client), elapsed * 1000.0);
+	if (job == NULL) {
+		app_hook_account(app, pc, &rep, ret->reply_status, req->hr_client, t0);
+		return;
+	}
+	hj = calloc(1, sizeof(*hj));
+	if (hj == NULL) {
+		ingest_job_destroy(job);
+		reply_problem(ret, 503, "unavailable", "Temporarily unavailable", NULL);
+		reply_add_header(ret, "Retry-After", "1");
+		rep.ir_result = INGEST_TRANSIENT;
+		app_hook_account(app, pc, &rep, ret->reply_status, req->hr_client, t0);
+		return;
+	}
+	hj->hj_app = app;
+	hj->hj_cf = app_config_retain(app, cf);
+	hj->hj_pc = pc;
+	hj->hj_job = job;
+	hj->hj_t0 = t0;
+	/* No thread waits for the disk: the connection is suspended until the
+	 * writer's completion resumes it, and a duplicate answered from a read
+	 * connection goes out at once. */
+	hj->hj_defer = http_defer(req, app_hook_finish, hj);
+	ingest_submit(app->app_store, job, app_hook_committed, hj);
 }
 
 void app_route_public(void *arg, const struct http_request *req, struct reply *ret)

@@ -14,6 +14,7 @@ struct store;
 struct capture;
 struct health;
 struct outbound;
+struct app_cfg_ref;
 
 struct app {
 	struct store *app_store;
@@ -25,24 +26,29 @@ struct app {
 	/* Readiness and the watchdog (/readyz); set once listening, read with
 	 * an atomic load. NULL until then: not ready. */
 	struct health *app_health;
-	/* The current config; swapped whole on SIGHUP. Readers hold the read
-	 * lock for the length of a request; the lock prefers the writer so a
-	 * reload is never starved by load. */
-	pthread_rwlock_t app_cfg_lock;
-	struct config *app_cfg;
+	/* Every config still held, newest (the current one) first, each with
+	 * its count of holders; swapped on SIGHUP. A request holds its config
+	 * for as long as it lives, across a suspension and on whatever thread
+	 * it finishes; the last holder frees it. */
+	pthread_mutex_t app_cfg_mutex;
+	struct app_cfg_ref *app_cfgs;
 };
 
 /* init/finish work on caller-owned memory; finish frees the config. */
 int app_init(struct app *app, struct config *cf);
 void app_finish(struct app *app);
 
-/* Takes a reference on the current config; release it after the request.
- * Never acquire twice on one thread. */
+/* Takes a reference on the current config; release it when done, on any
+ * thread. Never blocks on a reload. */
 struct config *app_config_acquire(struct app *app);
+/* Takes one more reference on cf, which the caller holds already (for work
+ * that outlives the caller's own reference). Returns cf. */
+struct config *app_config_retain(struct app *app, struct config *cf);
 void app_config_release(struct app *app, struct config *cf);
 
-/* Replaces the config with cf (already loaded and validated), waiting for
- * requests that hold the old one, and frees the old one. */
+/* Makes cf (already loaded and validated) the current config and drops the
+ * daemon's reference on the old one, which is freed by its last holder:
+ * now, or when the last request that holds it finishes. */
 void app_config_swap(struct app *app, struct config *cf);
 
 /* The public listener's route function (arg = struct app *): /hooks/<name>,

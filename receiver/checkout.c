@@ -622,93 +622,47 @@ static int checkout_create_apply(struct store_tx *tx, void *arg, struct reply *r
 	return STORE_APPLY_DONE;
 }
 
-static void checkout_post(struct app *app, const struct config *cf, const struct http_request *req,
-			  struct reply *ret)
+/* A checkout form whose claim is with the store: what its answer needs. */
+struct checkout_post_job {
+	struct store_claim cp_claim;
+	struct checkout_create cp_create;
+	struct checkout_form cp_form;
+	char cp_key[API_KEY_MAX + 1];
+	struct http_deferred *cp_defer;
+};
+
+static void checkout_post_committed(void *arg, int result)
 {
-	const struct checkout_product *prod;
-	const char *hkey = http_header_get(req, "Idempotency-Key");
-	char header_key[API_KEY_MAX + 1];
-	char key[API_KEY_MAX + 1];
-	struct checkout_form f;
-	struct checkout_create cc;
-	struct store_claim c;
-	struct buf fp;
-	int64_t qty = 0;
-	int64_t retry_after = 1;
-	char *canon = NULL;
-	size_t canon_len = 0;
+	struct checkout_post_job *cp = arg;
 
-	memset(&c, 0, sizeof(c));
-	memset(&cc, 0, sizeof(cc));
-	buf_init(&fp, 0);
-	if (api_rate_allow(cf, req->hr_client, app_now_ms(), &retry_after) == 0) {
-		char v[24];
+	(void)result; /* the claim has its outcome, transient when refused */
+	http_resume(cp->cp_defer);
+}
 
-		checkout_post_error(req, ret, 429, "rate_limited", "Too many requests",
-				    "Please wait a moment and try again.", NULL);
-		snprintf(v, sizeof(v), "%lld", (long long)retry_after);
-		reply_add_header(ret, "Retry-After", v);
-		return;
-	}
-	if (req->hr_body_len > CHECKOUT_BODY_MAX) {
-		checkout_post_error(req, ret, 413, "body_too_large", "Form too large",
-				    "The form is too large.", NULL);
-		return;
-	}
-	if (checkout_form_parse((const char *)req->hr_body, req->hr_body_len, &f) < 0) {
-		checkout_post_error(req, ret, 400, "malformed_form", "Malformed form",
-				    "The form could not be read. Please reload the checkout page.",
-				    NULL);
-		return;
-	}
-	if (api_idempotency_key_parse(f.cf_key, key) < 0 ||
-	    http_header_count(req, "Idempotency-Key") > 1 ||
-	    (hkey != NULL &&
-	     (api_idempotency_key_parse(hkey, header_key) < 0 || strcmp(header_key, key) != 0))) {
-		checkout_post_error(req, ret, 400, "malformed_idempotency_key",
-				    "This form has no valid key",
-				    "Please reload the checkout page and submit it again.", NULL);
-		return;
-	}
-	prod = checkout_product_find(f.cf_product);
-	if (prod == NULL || checkout_quantity(f.cf_quantity, &qty) < 0 ||
-	    !checkout_ref_ok(f.cf_ref)) {
-		checkout_post_error(
-			req, ret, 400, "invalid_order", "Please check the form",
-			"Choose a product, a quantity from 1 to 20, and a reference of at most 64 "
-			"characters.",
-			NULL);
-		return;
-	}
-	/* The fingerprint covers what the order is, never the key itself. */
-	if (buf_puts(&fp, "{\"product\":") < 0 || buf_json_string(&fp, prod->cp_id) < 0 ||
-	    buf_printf(&fp, ",\"quantity\":%lld,\"customer_ref\":", (long long)qty) < 0 ||
-	    buf_json_string(&fp, f.cf_ref) < 0 || buf_puts(&fp, "}") < 0 ||
-	    api_canonical_json(fp.buf_data, fp.buf_len, &canon, &canon_len) < 0 ||
-	    checkout_flash_token(cc.cc_flash) < 0) {
-		checkout_internal(ret);
+/* The answer to a form post once its claim committed, on a server thread
+ * (req and ret NULL: the client went away). */
+static void checkout_post_finish(void *arg, const struct http_request *req, struct reply *ret)
+{
+	struct checkout_post_job *cp = arg;
+	struct store_claim *c = &cp->cp_claim;
+
+	if (req == NULL) {
+		if (c->sc_outcome == STORE_NEW) {
+			checkout_flash_put(cp->cp_create.cc_flash, cp->cp_create.cc_id, "Order created.",
+					   app_now_ms());
+		}
+		api_claim_account("api:checkout", "gone", cp->cp_key, c->sc_outcome, 0, app_now_ms());
 		goto done;
 	}
-	crypto_sha256(canon, canon_len, c.sc_fingerprint);
-	cc.cc_amount = prod->cp_price * qty;
-	cc.cc_ref = f.cf_ref[0] != '\0' ? f.cf_ref : NULL;
-	c.sc_scope = CHECKOUT_SCOPE;
-	c.sc_key = key;
-	c.sc_now_ms = app_now_ms();
-	c.sc_retention_ms = cf->cf_retention_s * 1000;
-	c.sc_lease_ms = cf->cf_lease_s * 1000;
-	c.sc_apply = checkout_create_apply;
-	c.sc_arg = &cc;
-	store_submit(app->app_store, &c, 1);
-	switch (c.sc_outcome) {
+	switch (c->sc_outcome) {
 	case STORE_NEW:
-		checkout_flash_put(cc.cc_flash, cc.cc_id, "Order created.", app_now_ms());
-		if (reply_copy(ret, &c.sc_reply) < 0) {
+		checkout_flash_put(cp->cp_create.cc_flash, cp->cp_create.cc_id, "Order created.", app_now_ms());
+		if (reply_copy(ret, &c->sc_reply) < 0) {
 			checkout_internal(ret);
 		}
 		break;
 	case STORE_REPLAYED:
-		if (reply_copy(ret, &c.sc_reply) < 0 ||
+		if (reply_copy(ret, &c->sc_reply) < 0 ||
 		    reply_add_header(ret, "Idempotent-Replayed", "true") < 0) {
 			checkout_internal(ret);
 		}
@@ -725,7 +679,7 @@ static void checkout_post(struct app *app, const struct config *cf, const struct
 	case STORE_TRANSIENT:
 	default: {
 		char v[24];
-		int in_progress = c.sc_outcome == STORE_IN_PROGRESS;
+		int in_progress = c->sc_outcome == STORE_IN_PROGRESS;
 
 		checkout_post_error(
 			req, ret, in_progress ? 409 : 503,
@@ -734,17 +688,107 @@ static void checkout_post(struct app *app, const struct config *cf, const struct
 			in_progress
 				? "An earlier submission of this form is still being processed."
 				: "The shop could not save the order just now; nothing was kept.",
-			&f);
+			&cp->cp_form);
 		snprintf(v, sizeof(v), "%lld",
-			 (long long)(c.sc_retry_after_s < 1 ? 1 : c.sc_retry_after_s));
+			 (long long)(c->sc_retry_after_s < 1 ? 1 : c->sc_retry_after_s));
 		reply_add_header(ret, "Retry-After", v);
 		break;
 	}
 	}
-	api_claim_account("api:checkout", req->hr_client, key, c.sc_outcome, ret->reply_status,
+	api_claim_account("api:checkout", req->hr_client, cp->cp_key, c->sc_outcome, ret->reply_status,
 			  req->hr_received_ms);
 done:
-	store_claim_finish(&c);
+	store_claim_finish(c);
+	free(cp);
+}
+
+static void checkout_post(struct app *app, const struct config *cf, const struct http_request *req,
+			  struct reply *ret)
+{
+	const struct checkout_product *prod;
+	const char *hkey = http_header_get(req, "Idempotency-Key");
+	char header_key[API_KEY_MAX + 1];
+	struct checkout_post_job *cp = NULL;
+	struct checkout_form *f;
+	struct store_claim *c;
+	struct buf fp;
+	int64_t qty = 0;
+	int64_t retry_after = 1;
+	char *canon = NULL;
+	size_t canon_len = 0;
+
+	buf_init(&fp, 0);
+	if (api_rate_allow(cf, req->hr_client, app_now_ms(), &retry_after) == 0) {
+		char v[24];
+
+		checkout_post_error(req, ret, 429, "rate_limited", "Too many requests",
+				    "Please wait a moment and try again.", NULL);
+		snprintf(v, sizeof(v), "%lld", (long long)retry_after);
+		reply_add_header(ret, "Retry-After", v);
+		return;
+	}
+	if (req->hr_body_len > CHECKOUT_BODY_MAX) {
+		checkout_post_error(req, ret, 413, "body_too_large", "Form too large",
+				    "The form is too large.", NULL);
+		return;
+	}
+	cp = calloc(1, sizeof(*cp));
+	if (cp == NULL) {
+		checkout_internal(ret);
+		return;
+	}
+	f = &cp->cp_form;
+	c = &cp->cp_claim;
+	if (checkout_form_parse((const char *)req->hr_body, req->hr_body_len, f) < 0) {
+		checkout_post_error(req, ret, 400, "malformed_form", "Malformed form",
+				    "The form could not be read. Please reload the checkout page.",
+				    NULL);
+		goto done;
+	}
+	if (api_idempotency_key_parse(f->cf_key, cp->cp_key) < 0 ||
+	    http_header_count(req, "Idempotency-Key") > 1 ||
+	    (hkey != NULL &&
+	     (api_idempotency_key_parse(hkey, header_key) < 0 || strcmp(header_key, cp->cp_key) != 0))) {
+		checkout_post_error(req, ret, 400, "malformed_idempotency_key",
+				    "This form has no valid key",
+				    "Please reload the checkout page and submit it again.", NULL);
+		goto done;
+	}
+	prod = checkout_product_find(f->cf_product);
+	if (prod == NULL || checkout_quantity(f->cf_quantity, &qty) < 0 ||
+	    !checkout_ref_ok(f->cf_ref)) {
+		checkout_post_error(
+			req, ret, 400, "invalid_order", "Please check the form",
+			"Choose a product, a quantity from 1 to 20, and a reference of at most 64 "
+			"characters.",
+			NULL);
+		goto done;
+	}
+	/* The fingerprint covers what the order is, never the key itself. */
+	if (buf_puts(&fp, "{\"product\":") < 0 || buf_json_string(&fp, prod->cp_id) < 0 ||
+	    buf_printf(&fp, ",\"quantity\":%lld,\"customer_ref\":", (long long)qty) < 0 ||
+	    buf_json_string(&fp, f->cf_ref) < 0 || buf_puts(&fp, "}") < 0 ||
+	    api_canonical_json(fp.buf_data, fp.buf_len, &canon, &canon_len) < 0 ||
+	    checkout_flash_token(cp->cp_create.cc_flash) < 0) {
+		checkout_internal(ret);
+		goto done;
+	}
+	crypto_sha256(canon, canon_len, c->sc_fingerprint);
+	cp->cp_create.cc_amount = prod->cp_price * qty;
+	cp->cp_create.cc_ref = f->cf_ref[0] != '\0' ? f->cf_ref : NULL;
+	c->sc_scope = CHECKOUT_SCOPE;
+	c->sc_key = cp->cp_key;
+	c->sc_now_ms = app_now_ms();
+	c->sc_retention_ms = cf->cf_retention_s * 1000;
+	c->sc_lease_ms = cf->cf_lease_s * 1000;
+	c->sc_apply = checkout_create_apply;
+	c->sc_arg = &cp->cp_create;
+	/* No server thread waits for the COMMIT: checkout_post_finish answers. */
+	cp->cp_defer = http_defer(req, checkout_post_finish, cp);
+	store_submit_async(app->app_store, c, 1, checkout_post_committed, cp);
+	cp = NULL;
+done:
+	free(cp);
 	free(canon);
 	buf_finish(&fp);
 }

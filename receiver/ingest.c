@@ -1,4 +1,5 @@
 /* ingest.c: the path of one provider callback: verify, claim, handle, reply. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,20 +212,63 @@ static void ingest_classify(struct store_claim *claims, size_t n, const struct p
 	}
 }
 
-static int ingest_run(struct store *st, const struct config *cf, const struct provider_conf *pc,
-		      const struct http_request *req, const struct ingest_options *opt, struct reply *ret,
-		      struct ingest_report *ret_report)
+/* Every answer says what became of the callback (INGEST_OUTCOME_HEADER). */
+static int ingest_outcome_header(int rc, struct reply *ret, const struct ingest_report *rep)
+{
+	if (rc < 0) {
+		return -1;
+	}
+	return reply_add_header(ret, INGEST_OUTCOME_HEADER, ingest_result_name(rep->ir_result));
+}
+
+struct ingest_job {
+	const struct config *ij_cf;
+	const struct provider_conf *ij_pc;
+	struct event_batch ij_batch;
+	struct store_claim *ij_claims;
+	struct ingest_unit *ij_units;
+	void (*ij_done)(void *arg);
+	void *ij_done_arg;
+};
+
+static void ingest_report_key(struct ingest_report *rep, const struct event_batch *b)
+{
+	if (b->eb_n > 0 && b->eb_events[0].ev_key != NULL) {
+		snprintf(rep->ir_first_key, sizeof(rep->ir_first_key), "%s", b->eb_events[0].ev_key);
+	}
+}
+
+void ingest_job_destroy(struct ingest_job *job)
+{
+	size_t i;
+
+	if (job == NULL) {
+		return;
+	}
+	if (job->ij_claims != NULL) {
+		for (i = 0; i < job->ij_batch.eb_n; i++) {
+			store_claim_finish(&job->ij_claims[i]);
+		}
+	}
+	free(job->ij_claims);
+	free(job->ij_units);
+	event_batch_finish(&job->ij_batch);
+	free(job);
+}
+
+int ingest_prepare(struct store *st, const struct config *cf, const struct provider_conf *pc,
+		   const struct http_request *req, const struct ingest_options *opt, struct ingest_job **ret_job,
+		   struct reply *ret, struct ingest_report *ret_report)
 {
 	struct event_batch batch = {0};
 	struct provider_verdict verdict = {0};
-	struct store_claim *claims = NULL;
-	struct ingest_unit *units = NULL;
+	struct ingest_job *job = NULL;
 	int64_t now_ms = opt != NULL && opt->io_now_ms != 0 ? opt->io_now_ms : ingest_now_ms();
 	int64_t verify_s = opt != NULL && opt->io_verify_s != 0 ? opt->io_verify_s : now_ms / 1000;
-	int64_t retry_after;
 	size_t i;
-	int rc = -1;
+	int rc;
 
+	*ret_job = NULL;
 	memset(ret_report, 0, sizeof(*ret_report));
 	if (pc->pc_provider->p_receive(pc, req, verify_s, &batch, &verdict) < 0 || batch.eb_n == 0) {
 		if (verdict.pv_status == 0) {
@@ -232,45 +276,86 @@ static int ingest_run(struct store *st, const struct config *cf, const struct pr
 			verdict.pv_reason = "no_events";
 			verdict.pv_detail = "The callback holds no event.";
 		}
+		ingest_report_key(ret_report, &batch);
 		event_batch_finish(&batch);
 		ret_report->ir_result = INGEST_REJECTED;
 		ret_report->ir_reason = verdict.pv_reason;
 		metrics_rejected(pc->pc_name, verdict.pv_reason != NULL ? verdict.pv_reason : "unknown");
-		return ingest_error(pc, verdict.pv_status, verdict.pv_reason, verdict.pv_detail, 0, ret);
+		rc = ingest_error(pc, verdict.pv_status, verdict.pv_reason, verdict.pv_detail, 0, ret);
+		return ingest_outcome_header(rc, ret, ret_report);
 	}
 	ret_report->ir_n_events = batch.eb_n;
+	ingest_report_key(ret_report, &batch);
 	if (batch.eb_n > INGEST_BATCH_MAX) {
 		event_batch_finish(&batch);
 		ret_report->ir_result = INGEST_REJECTED;
 		ret_report->ir_reason = "batch_too_large";
 		metrics_rejected(pc->pc_name, "batch_too_large");
-		return ingest_error(pc, 413, "batch_too_large", "Too many items in one request.", 0, ret);
+		rc = ingest_error(pc, 413, "batch_too_large", "Too many items in one request.", 0, ret);
+		return ingest_outcome_header(rc, ret, ret_report);
 	}
-	claims = calloc(batch.eb_n, sizeof(*claims));
-	units = calloc(batch.eb_n, sizeof(*units));
-	if (claims == NULL || units == NULL) {
-		goto fail;
+	job = calloc(1, sizeof(*job));
+	if (job == NULL) {
+		event_batch_finish(&batch);
+		return -1;
+	}
+	job->ij_cf = cf;
+	job->ij_pc = pc;
+	job->ij_batch = batch;
+	job->ij_claims = calloc(batch.eb_n, sizeof(*job->ij_claims));
+	job->ij_units = calloc(batch.eb_n, sizeof(*job->ij_units));
+	if (job->ij_claims == NULL || job->ij_units == NULL) {
+		ingest_job_destroy(job);
+		return -1;
 	}
 	for (i = 0; i < batch.eb_n; i++) {
-		const struct event *ev = &batch.eb_events[i];
+		const struct event *ev = &job->ij_batch.eb_events[i];
+		struct store_claim *c = &job->ij_claims[i];
 
-		units[i].iu_cf = cf;
-		units[i].iu_pc = pc;
-		units[i].iu_ev = ev;
-		units[i].iu_received_ms = req->hr_received_ms != 0 ? req->hr_received_ms : now_ms;
-		claims[i].sc_scope = pc->pc_name;
-		claims[i].sc_key = ev->ev_key;
-		memcpy(claims[i].sc_fingerprint, ev->ev_fingerprint, EVENT_FINGERPRINT_LEN);
-		claims[i].sc_now_ms = now_ms;
-		claims[i].sc_retention_ms = pc->pc_retention_s * 1000;
-		claims[i].sc_lease_ms = cf->cf_lease_s * 1000;
-		claims[i].sc_apply = ingest_apply;
-		claims[i].sc_arg = &units[i];
-		reply_init(&claims[i].sc_reply);
+		job->ij_units[i].iu_cf = cf;
+		job->ij_units[i].iu_pc = pc;
+		job->ij_units[i].iu_ev = ev;
+		job->ij_units[i].iu_received_ms = req->hr_received_ms != 0 ? req->hr_received_ms : now_ms;
+		c->sc_scope = pc->pc_name;
+		c->sc_key = ev->ev_key;
+		memcpy(c->sc_fingerprint, ev->ev_fingerprint, EVENT_FINGERPRINT_LEN);
+		c->sc_now_ms = now_ms;
+		c->sc_retention_ms = pc->pc_retention_s * 1000;
+		c->sc_lease_ms = cf->cf_lease_s * 1000;
+		c->sc_apply = ingest_apply;
+		c->sc_arg = &job->ij_units[i];
+		reply_init(&c->sc_reply);
 	}
+	*ret_job = job;
+	return 0;
+}
+
+static void ingest_committed(void *arg, int result)
+{
+	struct ingest_job *job = arg;
+
+	(void)result; /* every claim has its outcome, transient when refused */
+	job->ij_done(job->ij_done_arg);
+}
+
+void ingest_submit(struct store *st, struct ingest_job *job, void (*done)(void *arg), void *arg)
+{
+	job->ij_done = done;
+	job->ij_done_arg = arg;
 	/* Every item of a batch commits in one transaction before any answer. */
-	store_submit(st, claims, batch.eb_n);
-	ingest_classify(claims, batch.eb_n, pc, ret_report, &retry_after);
+	store_submit_async(st, job->ij_claims, job->ij_batch.eb_n, ingest_committed, job);
+}
+
+int ingest_finish(struct ingest_job *job, struct reply *ret, struct ingest_report *ret_report)
+{
+	const struct provider_conf *pc = job->ij_pc;
+	int64_t retry_after;
+	int rc;
+
+	memset(ret_report, 0, sizeof(*ret_report));
+	ret_report->ir_n_events = job->ij_batch.eb_n;
+	ingest_report_key(ret_report, &job->ij_batch);
+	ingest_classify(job->ij_claims, job->ij_batch.eb_n, pc, ret_report, &retry_after);
 	switch (ret_report->ir_result) {
 	case INGEST_TRANSIENT:
 		ret_report->ir_reason = "store_unavailable";
@@ -284,31 +369,56 @@ static int ingest_run(struct store *st, const struct config *cf, const struct pr
 		break;
 	default:
 		/* Every item's acknowledgement is the same; the first answers. */
-		rc = reply_copy(ret, &claims[0].sc_reply);
+		rc = reply_copy(ret, &job->ij_claims[0].sc_reply);
 		if (rc == 0 && (ret_report->ir_result == INGEST_DUPLICATE ||
 				ret_report->ir_result == INGEST_MISMATCH)) {
 			rc = reply_add_header(ret, "Idempotent-Replayed", "true");
 		}
 		break;
 	}
-fail:
-	if (claims != NULL) {
-		for (i = 0; i < batch.eb_n; i++) {
-			store_claim_finish(&claims[i]);
-		}
-	}
-	free(claims);
-	free(units);
-	event_batch_finish(&batch);
-	return rc;
+	return ingest_outcome_header(rc, ret, ret_report);
+}
+
+/* For the blocking ingest_hook: one waiter. */
+struct ingest_wait {
+	pthread_mutex_t iw_mutex;
+	pthread_cond_t iw_cond;
+	int iw_done;
+};
+
+static void ingest_wait_done(void *arg)
+{
+	struct ingest_wait *iw = arg;
+
+	pthread_mutex_lock(&iw->iw_mutex);
+	iw->iw_done = 1;
+	pthread_cond_signal(&iw->iw_cond);
+	pthread_mutex_unlock(&iw->iw_mutex);
 }
 
 int ingest_hook(struct store *st, const struct config *cf, const struct provider_conf *pc,
 		const struct http_request *req, const struct ingest_options *opt, struct reply *ret,
 		struct ingest_report *ret_report)
 {
-	if (ingest_run(st, cf, pc, req, opt, ret, ret_report) < 0) {
+	struct ingest_wait iw = {.iw_mutex = PTHREAD_MUTEX_INITIALIZER, .iw_cond = PTHREAD_COND_INITIALIZER};
+	struct ingest_job *job = NULL;
+	int rc;
+
+	if (ingest_prepare(st, cf, pc, req, opt, &job, ret, ret_report) < 0) {
 		return -1;
 	}
-	return reply_add_header(ret, INGEST_OUTCOME_HEADER, ingest_result_name(ret_report->ir_result));
+	if (job == NULL) {
+		return 0;
+	}
+	ingest_submit(st, job, ingest_wait_done, &iw);
+	pthread_mutex_lock(&iw.iw_mutex);
+	while (!iw.iw_done) {
+		pthread_cond_wait(&iw.iw_cond, &iw.iw_mutex);
+	}
+	pthread_mutex_unlock(&iw.iw_mutex);
+	rc = ingest_finish(job, ret, ret_report);
+	ingest_job_destroy(job);
+	pthread_cond_destroy(&iw.iw_cond);
+	pthread_mutex_destroy(&iw.iw_mutex);
+	return rc;
 }

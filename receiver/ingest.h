@@ -1,5 +1,6 @@
 /* ingest.h: the path of one provider callback: verify, claim, handle, reply.
- * Used by the HTTP route and by in-process replay alike. */
+ * Used by the HTTP route and by in-process replay alike; in three steps
+ * (prepare, submit, finish) so that no thread has to wait for the COMMIT. */
 #ifndef IDEMHOOK_INGEST_H
 #define IDEMHOOK_INGEST_H
 
@@ -31,16 +32,46 @@ struct ingest_options {
 	int64_t io_verify_s; /* time to check signature timestamps against; 0 = io_now_ms */
 };
 
+#define INGEST_KEY_LOG_MAX 128 /* bytes of the first key kept for the log line */
+
 struct ingest_report {
 	enum ingest_result ir_result; /* the whole request (worst item for batches) */
 	const char *ir_reason; /* rejection/failure slug (static), or NULL */
 	size_t ir_n_events;
 	size_t ir_n_new, ir_n_duplicate, ir_n_failed; /* per item */
+	char ir_first_key[INGEST_KEY_LOG_MAX]; /* the first item's key (truncated), "" when none */
 };
 
-/* Runs req through provider instance pc. Fills ret with the answer to send
- * and ret_report with the classification. Returns 0, or -1 when no answer
- * could be built at all (out of memory). */
+/* A verified request on its way through the store: its events and claims. */
+struct ingest_job;
+
+/* Everything that can happen before the transaction: verifies req's
+ * signature, normalises its events (fingerprints, payloads) and builds one
+ * claim per event. Sets *ret_job, or leaves it NULL when the request is
+ * answered already (rejected): ret and ret_report are then filled. cf and pc are borrowed until ingest_job_destroy; req only for the
+ * call. Returns 0, or -1 when no answer could be built (out of memory). */
+int ingest_prepare(struct store *st, const struct config *cf, const struct provider_conf *pc,
+		   const struct http_request *req, const struct ingest_options *opt, struct ingest_job **ret_job,
+		   struct reply *ret, struct ingest_report *ret_report);
+
+/* Queues the job's claims in one transaction without waiting; done(arg)
+ * runs once they committed (or failed), as for store_submit_async, maybe
+ * before this returns. Then call ingest_finish. */
+void ingest_submit(struct store *st, struct ingest_job *job, void (*done)(void *arg), void *arg);
+
+/* After done: classifies the outcomes (counting duplicates and mismatches in
+ * the metrics) and builds the provider's answer in ret, with its
+ * INGEST_OUTCOME_HEADER (so does ingest_prepare when it answers). Returns 0, or -1
+ * when no answer could be built (out of memory). */
+int ingest_finish(struct ingest_job *job, struct reply *ret, struct ingest_report *ret_report);
+
+/* NULL is a no-op. */
+void ingest_job_destroy(struct ingest_job *job);
+
+/* Runs req through provider instance pc: ingest_prepare, ingest_submit,
+ * waiting, ingest_finish. Fills ret with the answer to send and ret_report
+ * with the classification. Returns 0, or -1 when no answer could be built
+ * at all (out of memory). */
 int ingest_hook(struct store *st, const struct config *cf, const struct provider_conf *pc,
 		const struct http_request *req, const struct ingest_options *opt, struct reply *ret,
 		struct ingest_report *ret_report);
