@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,22 @@ struct replay_state {
 	size_t st_scan_failed; /* files that failed while being listed: done, and in the total */
 	int st_scanning;
 	int64_t st_drawn_ms;
+	/* in-process: requests whose claims are with the store (--jobs) */
+	unsigned st_jobs; /* at most this many in flight */
+	unsigned st_in_flight; /* main thread only */
+	pthread_mutex_t st_jobs_mutex;
+	pthread_cond_t st_jobs_cond;
+	struct replay_slot *st_finished; /* committed, waiting to be counted; under st_jobs_mutex */
+};
+
+/* One in-process request whose claims are with the store. The request
+ * itself is not kept: ingest_prepare copied what the claims need. */
+struct replay_slot {
+	struct replay_state *rl_s;
+	const struct replay_entry *rl_e;
+	struct ingest_job *rl_job;
+	int rl_attempt;
+	struct replay_slot *rl_next;
 };
 
 static int64_t replay_mono_ms(void)
@@ -839,54 +856,165 @@ static void replay_count(struct replay_state *s, const struct replay_entry *e, e
 	}
 }
 
-/* In-process: the same pipeline as the HTTP route. */
-static enum replay_verdict replay_ingest(struct replay_state *s, const struct provider_conf *pc,
-					 const struct http_request *req, int64_t verify_s, const char **ret_reason)
+/* The verdict on an in-process request from its ingest report. */
+static enum replay_verdict replay_verdict_of(const struct ingest_report *rep, const char **ret_reason)
+{
+	*ret_reason = rep->ir_reason;
+	switch (rep->ir_result) {
+	case INGEST_NEW:
+		return REPLAY_V_NEW;
+	case INGEST_DUPLICATE:
+		return REPLAY_V_DUPLICATE;
+	case INGEST_MISMATCH:
+		return REPLAY_V_MISMATCH;
+	case INGEST_FAILED:
+		return REPLAY_V_REFUSED;
+	case INGEST_REJECTED:
+		return REPLAY_V_REJECTED;
+	case INGEST_IN_PROGRESS:
+	case INGEST_TRANSIENT:
+		if (*ret_reason == NULL) {
+			*ret_reason = ingest_result_name(rep->ir_result);
+		}
+		return REPLAY_V_RETRY;
+	}
+	return REPLAY_V_FAILED;
+}
+
+static void replay_backoff(int attempt)
+{
+	struct timespec ts = {.tv_sec = 0, .tv_nsec = 200000000L * attempt};
+
+	nanosleep(&ts, NULL);
+}
+
+/* Counts an in-process verdict; a retry that found no success counts as
+ * failed, with the store's answer as the reason. */
+static void replay_count_ingest(struct replay_state *s, const struct replay_entry *e, enum replay_verdict v,
+				const char *reason)
+{
+	char err[REPLAY_ERR_MAX] = "";
+
+	if (v == REPLAY_V_RETRY || v == REPLAY_V_FAILED) {
+		replay_err(err, sizeof(err), "the store answered %s", reason != NULL ? reason : "");
+	}
+	replay_count(s, e, v, reason != NULL && reason[0] != '\0' ? reason : NULL, err[0] != '\0' ? err : NULL);
+}
+
+/* The writer's completion (writer thread): hands the slot to the main
+ * thread, which counts it. */
+static void replay_slot_done(void *arg)
+{
+	struct replay_slot *sl = arg;
+	struct replay_state *s = sl->rl_s;
+
+	pthread_mutex_lock(&s->st_jobs_mutex);
+	sl->rl_next = s->st_finished;
+	s->st_finished = sl;
+	pthread_cond_signal(&s->st_jobs_cond);
+	pthread_mutex_unlock(&s->st_jobs_mutex);
+}
+
+/* Counts committed requests until at most max are in flight. A transient
+ * one goes back to the store after a pause, as the sequential replay does. */
+static void replay_collect(struct replay_state *s, unsigned max)
+{
+	struct replay_slot *list;
+	struct replay_slot *sl;
+	struct ingest_report rep;
+	enum replay_verdict v;
+	const char *reason;
+	struct reply answer;
+
+	while (s->st_in_flight > max) {
+		pthread_mutex_lock(&s->st_jobs_mutex);
+		while (s->st_finished == NULL) {
+			pthread_cond_wait(&s->st_jobs_cond, &s->st_jobs_mutex);
+		}
+		list = s->st_finished;
+		s->st_finished = NULL;
+		pthread_mutex_unlock(&s->st_jobs_mutex);
+		while (list != NULL) {
+			sl = list;
+			list = sl->rl_next;
+			reply_init(&answer);
+			if (ingest_finish(sl->rl_job, &answer, &rep) < 0) {
+				v = REPLAY_V_FAILED;
+				reason = "out_of_memory";
+			} else {
+				v = replay_verdict_of(&rep, &reason);
+			}
+			reply_finish(&answer);
+			if (v == REPLAY_V_RETRY && sl->rl_attempt < REPLAY_RETRIES) {
+				sl->rl_attempt++;
+				replay_backoff(sl->rl_attempt);
+				ingest_submit(s->st_store, sl->rl_job, replay_slot_done, sl);
+				continue;
+			}
+			replay_count_ingest(s, sl->rl_e, v, reason);
+			ingest_job_destroy(sl->rl_job);
+			free(sl);
+			s->st_in_flight--;
+		}
+	}
+}
+
+/* In-process: the same pipeline as the HTTP route. Verifies and prepares
+ * req now (req is not needed after) and leaves its claims with the store;
+ * up to st_jobs requests are in flight, so their claims share commits. */
+static void replay_submit(struct replay_state *s, const struct replay_entry *e, const struct provider_conf *pc,
+			  const struct http_request *req, int64_t verify_s)
 {
 	struct ingest_options opt;
 	struct ingest_report rep;
+	struct ingest_job *job = NULL;
+	struct replay_slot *sl;
 	struct reply answer;
 	enum replay_verdict v = REPLAY_V_FAILED;
+	const char *reason = NULL;
+	int attempt;
 
+	replay_collect(s, s->st_jobs - 1);
 	memset(&opt, 0, sizeof(opt));
 	/* The signature is checked as of the moment it arrived: see
 	 * docs/capture-replay.md, for why that is safe. A dry run is this same
 	 * replay into a snapshot of the database (replay.h). */
 	opt.io_verify_s = verify_s;
-	reply_init(&answer);
-	memset(&rep, 0, sizeof(rep));
-	if (ingest_hook(s->st_store, s->st_cf, pc, req, &opt, &answer, &rep) < 0) {
-		*ret_reason = "out_of_memory";
-		goto out;
-	}
-	*ret_reason = rep.ir_reason;
-	switch (rep.ir_result) {
-	case INGEST_NEW:
-		v = REPLAY_V_NEW;
-		break;
-	case INGEST_DUPLICATE:
-		v = REPLAY_V_DUPLICATE;
-		break;
-	case INGEST_MISMATCH:
-		v = REPLAY_V_MISMATCH;
-		break;
-	case INGEST_FAILED:
-		v = REPLAY_V_REFUSED;
-		break;
-	case INGEST_REJECTED:
-		v = REPLAY_V_REJECTED;
-		break;
-	case INGEST_IN_PROGRESS:
-	case INGEST_TRANSIENT:
-		if (*ret_reason == NULL) {
-			*ret_reason = ingest_result_name(rep.ir_result);
+	for (attempt = 0; attempt <= REPLAY_RETRIES; attempt++) {
+		if (attempt > 0) {
+			replay_backoff(attempt);
 		}
-		v = REPLAY_V_RETRY;
-		break;
+		reply_init(&answer);
+		if (ingest_prepare(s->st_store, s->st_cf, pc, req, &opt, &job, &answer, &rep) < 0) {
+			reply_finish(&answer);
+			replay_count_ingest(s, e, REPLAY_V_FAILED, "out_of_memory");
+			return;
+		}
+		reply_finish(&answer);
+		if (job != NULL) {
+			break;
+		}
+		/* Answered without a claim: rejected. */
+		v = replay_verdict_of(&rep, &reason);
+		if (v != REPLAY_V_RETRY) {
+			break;
+		}
 	}
-out:
-	reply_finish(&answer);
-	return v;
+	if (job == NULL) {
+		replay_count_ingest(s, e, v, reason);
+		return;
+	}
+	sl = calloc(1, sizeof(*sl));
+	if (sl == NULL) {
+		ingest_job_destroy(job);
+		replay_count_ingest(s, e, REPLAY_V_FAILED, "out_of_memory");
+		return;
+	}
+	sl->rl_s = s;
+	sl->rl_e = e;
+	sl->rl_job = job;
+	s->st_in_flight++;
+	ingest_submit(s->st_store, job, replay_slot_done, sl);
 }
 
 /* Over HTTP: classified from the answer. */
@@ -938,23 +1066,15 @@ static void replay_one(struct replay_state *s, const struct replay_entry *e, con
 	enum replay_verdict v = REPLAY_V_FAILED;
 	int attempt;
 
+	if (s->st_opt->ro_to == NULL) {
+		replay_submit(s, e, pc, req, verify_s);
+		return;
+	}
 	for (attempt = 0; attempt <= REPLAY_RETRIES; attempt++) {
 		if (attempt > 0) {
-			struct timespec ts = {.tv_sec = 0, .tv_nsec = 200000000L * attempt};
-
-			nanosleep(&ts, NULL);
+			replay_backoff(attempt);
 		}
-		if (s->st_opt->ro_to == NULL) {
-			const char *r = NULL;
-
-			v = replay_ingest(s, pc, req, verify_s, &r);
-			snprintf(reason, sizeof(reason), "%s", r != NULL ? r : "");
-			if (v == REPLAY_V_RETRY || v == REPLAY_V_FAILED) {
-				replay_err(err, sizeof(err), "the store answered %s", reason);
-			}
-		} else {
-			v = replay_remote(s, req, sig, reason, sizeof(reason), err, sizeof(err));
-		}
+		v = replay_remote(s, req, sig, reason, sizeof(reason), err, sizeof(err));
 		if (v != REPLAY_V_RETRY) {
 			break;
 		}
@@ -1089,6 +1209,9 @@ int replay_run(struct store *st, const struct config *cf, const struct replay_op
 	s.st_cf = cf;
 	s.st_opt = opt;
 	s.st_sum = ret;
+	s.st_jobs = opt->ro_jobs > 0 ? opt->ro_jobs : REPLAY_JOBS_DEFAULT;
+	s.st_jobs_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	s.st_jobs_cond = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
 	if (opt->ro_to != NULL && replay_parse_url(opt->ro_to, s.st_host, sizeof(s.st_host), &s.st_port,
 						   s.st_prefix, sizeof(s.st_prefix)) < 0) {
 		log_err("replay: --to takes a plain http://host[:port][/prefix] URL (no https: use loopback "
@@ -1122,6 +1245,7 @@ int replay_run(struct store *st, const struct config *cf, const struct replay_op
 		s.st_done++;
 		replay_draw(&s, 0);
 	}
+	replay_collect(&s, 0);
 	replay_draw(&s, 1);
 	log_set_level(saved_level);
 	rc = 0;

@@ -15,6 +15,8 @@ struct store;
 #define REPLAY_REASONS_MAX 32 /* distinct reasons kept per summary category */
 #define REPLAY_TIMEOUT_DEFAULT_S 30 /* --to: connect, send and receive, each */
 #define REPLAY_RETRIES 3 /* extra attempts after a 409/503-like answer */
+#define REPLAY_JOBS_DEFAULT 1 /* in-process requests in flight (--jobs) */
+#define REPLAY_JOBS_MAX 1024
 
 enum replay_progress {
 	REPLAY_PROGRESS_NONE = 0,
@@ -31,6 +33,8 @@ struct replay_options {
 	int ro_trust_unsigned; /* accept exported provider events (signed here) */
 	enum replay_progress ro_progress;
 	unsigned ro_timeout_s; /* --to; 0 = REPLAY_TIMEOUT_DEFAULT_S */
+	unsigned ro_jobs; /* in-process: requests in flight, their claims sharing commits;
+			     0 = REPLAY_JOBS_DEFAULT */
 };
 
 struct replay_reason {
@@ -55,8 +59,10 @@ struct replay_summary {
 };
 
 /* Replays every capture and export under paths (files, directories walked
- * recursively), in receive-time order, with memory bounded by one request
- * plus a (time, path) pair per file. In-process when opt->ro_to is NULL
+ * recursively), in receive-time order, with memory bounded by ro_jobs
+ * requests plus a (time, path) pair per file. With ro_jobs > 1 requests are
+ * still handed to the store in that order and applied in it, but one that
+ * needs a retry is applied after later ones. In-process when opt->ro_to is NULL
  * (st must be open), else over HTTP (st unused). A file that cannot be read
  * is reported on stderr naming it, counted as failed, and the replay goes on.
  * Fills ret. Returns 0, or -1 when the replay could not run at all (logged). */

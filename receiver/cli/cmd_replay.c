@@ -30,6 +30,9 @@ static void cmd_replay_usage(FILE *out)
 		"  --since TIME         only requests received at or after TIME\n"
 		"  --until TIME         only requests received before TIME\n"
 		"                       (TIME: 2026-12-02 or 2026-12-02T10:20:00Z)\n"
+		"  --jobs N             in-process: up to N requests in flight, so that their\n"
+		"                       claims share commits (default %d); they are applied in\n"
+		"                       receive order, except that a retried one comes later\n"
 		"  --dry-run            replay into a private copy of the database and report\n"
 		"                       what the replay would do; the database is not changed\n"
 		"  --trust-unsigned     also accept Stripe events exported from Stripe (a JSON\n"
@@ -39,7 +42,7 @@ static void cmd_replay_usage(FILE *out)
 		"  -q, --quiet          no progress output, only errors and the summary\n\n"
 		"Exit status: 0 when every request was new or a duplicate (or refused by\n"
 		"business rules), 65 when any was rejected or could not be replayed.\n",
-		REPLAY_TIMEOUT_DEFAULT_S);
+		REPLAY_JOBS_DEFAULT, REPLAY_TIMEOUT_DEFAULT_S);
 }
 
 static int cmd_replay_time(const char *name, const char *value, int64_t *ret)
@@ -82,6 +85,7 @@ static int cmd_replay_run(int argc, char **argv, const char *config_path)
 		{"trust-unsigned", no_argument, NULL, 'U'},
 		{"json", no_argument, NULL, 'j'},
 		{"timeout", required_argument, NULL, 'T'},
+		{"jobs", required_argument, NULL, 'J'},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -143,6 +147,14 @@ static int cmd_replay_run(int argc, char **argv, const char *config_path)
 			}
 			ro.ro_timeout_s = (unsigned)v;
 			break;
+		case 'J':
+			v = strtoul(optarg, &end, 10);
+			if (*optarg < '0' || *optarg > '9' || *end != '\0' || v == 0 || v > REPLAY_JOBS_MAX) {
+				fprintf(stderr, "replay: --jobs takes a number from 1 to %d\n", REPLAY_JOBS_MAX);
+				return EX_USAGE;
+			}
+			ro.ro_jobs = (unsigned)v;
+			break;
 		case 'q':
 			quiet = 1;
 			break;
@@ -167,6 +179,10 @@ static int cmd_replay_run(int argc, char **argv, const char *config_path)
 		}
 		if (ro.ro_dry_run) {
 			fprintf(stderr, "replay: --dry-run works in-process only, not with --to\n");
+			return EX_USAGE;
+		}
+		if (ro.ro_jobs > 1) {
+			fprintf(stderr, "replay: --jobs works in-process only, not with --to\n");
 			return EX_USAGE;
 		}
 	}
