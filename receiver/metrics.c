@@ -40,6 +40,9 @@ static const char *const metrics_gc_kinds[] = {"records", "events", "outbox", "c
 
 /* Upper bounds of store_stats.ss_batch_hist buckets (the last is +Inf). */
 static const char *const metrics_batch_le_text[] = {"1", "3", "7", "15", "31", "63", "127", "+Inf"};
+/* Upper bounds of store_stats.ss_commit_hist buckets, seconds. */
+static const char *const metrics_commit_le_text[STORE_COMMIT_BUCKETS] = {
+        "0.0005", "0.001", "0.002", "0.005", "0.01", "0.025", "0.05", "0.1", "+Inf"};
 
 struct metrics_series {
 	char ms_a[METRICS_LABEL_MAX]; /* first label value */
@@ -588,6 +591,24 @@ static int metrics_render_store(struct buf *out, struct store *st)
 	               "idemhook_store_batch_size_sum %" PRIu64
 	               "\nidemhook_store_batch_size_count %" PRIu64 "\n",
 	               ss.ss_units, cum) < 0) {
+		return -1;
+	}
+	if (metrics_header(out, "idemhook_store_commit_seconds", "histogram",
+	                   "Time one COMMIT took: writing the batch to the WAL and its fsync.") < 0) {
+		return -1;
+	}
+	cum = 0;
+	for (i = 0; i < STORE_COMMIT_BUCKETS; i++) {
+		cum += ss.ss_commit_hist[i];
+		if (buf_printf(out, "idemhook_store_commit_seconds_bucket{le=\"%s\"} %" PRIu64 "\n",
+		               metrics_commit_le_text[i], cum) < 0) {
+			return -1;
+		}
+	}
+	if (buf_printf(out,
+	               "idemhook_store_commit_seconds_sum %.6f\nidemhook_store_commit_seconds_count %" PRIu64
+	               "\n",
+	               ss.ss_commit_seconds, cum) < 0) {
 		return -1;
 	}
 	if (metrics_header(out, "idemhook_store_commits_total", "counter",

@@ -148,6 +148,14 @@ struct store {
 static void store_heartbeat_begin(struct store *st);
 static void store_heartbeat_end(struct store *st, uint64_t commits);
 
+static double store_mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* ---- errors ---- */
 
 static int store_rc_transient(int rc)
@@ -1427,13 +1435,16 @@ static uint64_t store_unit_weight(const struct store_unit *u)
  * claims before it run again in a new transaction (a claim is re-runnable by
  * contract), and plain writes before it are reported failed (their functions
  * may have acted on their arguments). */
-static void store_batch_run(struct store *st, struct store_unit *batch, uint64_t *ret_commits)
+static void store_batch_run(struct store *st, struct store_unit *batch, uint64_t *ret_commits,
+                            double *ret_commit_s)
 {
 	sqlite3 *db = st->st_writer->cn_db;
 	struct store_unit *lost;
 	struct store_unit *u;
+	double t0;
 
 	*ret_commits = 0;
+	*ret_commit_s = 0;
 	while (store_batch_pending(batch)) {
 		if (store_conn_exec(st->st_writer, "BEGIN IMMEDIATE") < 0) {
 			store_units_fail_unsettled(batch);
@@ -1455,6 +1466,7 @@ static void store_batch_run(struct store *st, struct store_unit *batch, uint64_t
 			}
 			continue;
 		}
+		t0 = store_mono_s();
 		if (store_conn_exec(st->st_writer, "COMMIT") < 0) {
 			if (!sqlite3_get_autocommit(db)) {
 				store_conn_exec(st->st_writer, "ROLLBACK");
@@ -1462,6 +1474,7 @@ static void store_batch_run(struct store *st, struct store_unit *batch, uint64_t
 			store_units_fail_unsettled(batch);
 		} else {
 			(*ret_commits)++;
+			*ret_commit_s = store_mono_s() - t0;
 		}
 		break;
 	}
@@ -1510,10 +1523,15 @@ static struct store_unit *store_queue_take(struct store *st, uint64_t *ret_weigh
 	return batch;
 }
 
+/* Upper bounds of ss_commit_hist, seconds (the last bucket is +Inf). */
+static const double store_commit_le[STORE_COMMIT_BUCKETS - 1] = {0.0005, 0.001, 0.002, 0.005,
+                                                                 0.01,   0.025, 0.05,  0.1};
+
 /* Counts one batch: one observation of the batch-size histogram whatever
- * became of it, so its buckets, _sum and _count always agree. */
+ * became of it, so its buckets, _sum and _count always agree; and the time
+ * its COMMIT took (the fsync), when it committed. */
 static void store_count_batch(struct store *st, const struct store_unit *batch, uint64_t weight,
-                              uint64_t commits)
+                              uint64_t commits, double commit_s)
 {
 	const struct store_unit *u;
 	uint64_t transient = 0;
@@ -1535,6 +1553,12 @@ static void store_count_batch(struct store *st, const struct store_unit *batch, 
 	st->st_stats.ss_batches++;
 	st->st_stats.ss_batch_hist[store_hist_bucket(weight)]++;
 	st->st_stats.ss_transient += transient;
+	if (commits > 0) {
+		for (i = 0; i < STORE_COMMIT_BUCKETS - 1 && commit_s > store_commit_le[i]; i++) {
+		}
+		st->st_stats.ss_commit_hist[i]++;
+		st->st_stats.ss_commit_seconds += commit_s;
+	}
 	pthread_mutex_unlock(&st->st_stats_mutex);
 }
 
@@ -1688,6 +1712,7 @@ static void *store_writer_main(void *arg)
 	struct store_unit *next;
 	uint64_t weight;
 	uint64_t commits;
+	double commit_s;
 
 	/* Named, so that top -H and perf tell the writer apart. */
 	pthread_setname_np(pthread_self(), "store-writer");
@@ -1706,11 +1731,11 @@ static void *store_writer_main(void *arg)
 		pthread_mutex_unlock(&st->st_mutex);
 
 		store_heartbeat_begin(st);
-		store_batch_run(st, batch, &commits);
+		store_batch_run(st, batch, &commits, &commit_s);
 		store_heartbeat_end(st, commits);
 		/* Counted before anyone hears back, so a reader of the metrics
 		 * who has every answer also sees every batch. */
-		store_count_batch(st, batch, weight, commits);
+		store_count_batch(st, batch, weight, commits, commit_s);
 		/* No lock is held here: a completion may take locks of its own
 		 * (resuming a connection) or queue more work. */
 		for (u = batch; u != NULL; u = next) {

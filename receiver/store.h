@@ -232,6 +232,8 @@ int store_read(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx, 
 
 /* ---- statistics the writer keeps (for metrics) ---- */
 
+#define STORE_COMMIT_BUCKETS 9
+
 struct store_stats {
 	uint64_t ss_commits; /* transactions committed */
 	uint64_t ss_batches; /* batches the writer took, committed or not */
@@ -241,6 +243,10 @@ struct store_stats {
 	uint64_t ss_transient; /* units rolled back as transient */
 	uint64_t ss_catch_ups; /* checkpoints the writer ran itself to bound the WAL */
 	uint64_t ss_wal_frames; /* pages written to the WAL by commits */
+	/* How long each COMMIT took (writing the WAL and its fsync), by upper
+	 * bound: 0.5, 1, 2, 5, 10, 25, 50, 100 ms, +Inf; and their sum. */
+	uint64_t ss_commit_hist[STORE_COMMIT_BUCKETS];
+	double ss_commit_seconds;
 };
 
 void store_get_stats(struct store *st, struct store_stats *ret);
