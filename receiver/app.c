@@ -184,6 +184,7 @@ static void app_hook_account(struct app *app, const struct provider_conf *pc, co
 			     int status, const char *client, double t0)
 {
 	double elapsed = app_mono_s() - t0;
+	long long tenths = (long long)(elapsed * 10000.0 + 0.5); /* of a millisecond */
 	char qname[80];
 	char qkey[INGEST_KEY_LOG_MAX + 8];
 	char qclient[160];
@@ -197,12 +198,12 @@ static void app_hook_account(struct app *app, const struct provider_conf *pc, co
 	if (rep->ir_n_events > 1) {
 		snprintf(events, sizeof(events), " events=%zu", rep->ir_n_events);
 	}
-	log_info("hook provider=\"%s\"%s %s=\"%s\" outcome=%s%s%s status=%d client=%s%s%s latency_ms=%.1f",
+	log_info("hook provider=\"%s\"%s %s=\"%s\" outcome=%s%s%s status=%d client=%s%s%s latency_ms=%lld.%lld",
 		 log_quote(qname, sizeof(qname), pc->pc_name), events, rep->ir_n_events > 1 ? "first_key" : "key",
 		 log_quote(qkey, sizeof(qkey), rep->ir_first_key), ingest_result_name(rep->ir_result),
 		 rep->ir_reason != NULL ? " reason=" : "", rep->ir_reason != NULL ? rep->ir_reason : "", status,
 		 client != NULL ? "\"" : "", client != NULL ? log_quote(qclient, sizeof(qclient), client) : "gone",
-		 client != NULL ? "\"" : "", elapsed * 1000.0);
+		 client != NULL ? "\"" : "", tenths / 10, tenths % 10);
 }
 
 /* The writer's completion (writer thread): only wakes the connection. */

@@ -375,14 +375,23 @@ static void http_add_reply_header(void *arg, const char *name, const char *value
 	MHD_add_response_header(hx->hx_resp, name, value);
 }
 
-static enum MHD_Result http_send(struct MHD_Connection *con, const struct reply *r, int close_after)
+/* Queues r; its body is handed over to libmicrohttpd (r keeps the rest). */
+static enum MHD_Result http_send(struct MHD_Connection *con, struct reply *r, int close_after)
 {
+	static char empty[] = "";
 	struct MHD_Response *resp;
 	struct http_header_ctx hx;
 	enum MHD_Result rc;
 
-	resp = MHD_create_response_from_buffer(r->reply_body_len, r->reply_body != NULL ? r->reply_body : "",
-					       MHD_RESPMEM_MUST_COPY);
+	if (r->reply_body != NULL && r->reply_body_len > 0) {
+		resp = MHD_create_response_from_buffer_with_free_callback(r->reply_body_len, r->reply_body, free);
+		if (resp != NULL) {
+			r->reply_body = NULL;
+			r->reply_body_len = 0;
+		}
+	} else {
+		resp = MHD_create_response_from_buffer(0, empty, MHD_RESPMEM_PERSISTENT);
+	}
 	if (resp == NULL) {
 		log_err("http: cannot create a response");
 		return MHD_NO;

@@ -368,10 +368,13 @@ int ingest_finish(struct ingest_job *job, struct reply *ret, struct ingest_repor
 				  retry_after > 0 ? retry_after : 1, ret);
 		break;
 	default:
-		/* Every item's acknowledgement is the same; the first answers. */
-		rc = reply_copy(ret, &job->ij_claims[0].sc_reply);
-		if (rc == 0 && (ret_report->ir_result == INGEST_DUPLICATE ||
-				ret_report->ir_result == INGEST_MISMATCH)) {
+		/* Every item's acknowledgement is the same; the first answers,
+		 * handed over rather than copied (submitting again resets it). */
+		reply_finish(ret);
+		*ret = job->ij_claims[0].sc_reply;
+		reply_init(&job->ij_claims[0].sc_reply);
+		rc = 0;
+		if (ret_report->ir_result == INGEST_DUPLICATE || ret_report->ir_result == INGEST_MISMATCH) {
 			rc = reply_add_header(ret, "Idempotent-Replayed", "true");
 		}
 		break;
