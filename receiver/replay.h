@@ -15,7 +15,8 @@ struct store;
 #define REPLAY_REASONS_MAX 32 /* distinct reasons kept per summary category */
 #define REPLAY_TIMEOUT_DEFAULT_S 30 /* --to: connect, send and receive, each */
 #define REPLAY_RETRIES 3 /* extra attempts after a 409/503-like answer */
-#define REPLAY_JOBS_DEFAULT 1 /* in-process requests in flight (--jobs) */
+#define REPLAY_JOBS_DEFAULT 64 /* in-process requests in flight (--jobs): a batch
+				 * of group commit, a bounded amount of memory */
 #define REPLAY_JOBS_MAX 1024
 
 enum replay_progress {
