@@ -234,6 +234,7 @@ static const char *const t_families[][2] = {
         {"idemhook_gc_last_success_timestamp_seconds", "gauge"},
         {"idemhook_gc_duration_seconds", "histogram"},
         {"idemhook_store_batch_size", "histogram"},
+        {"idemhook_store_commit_seconds", "histogram"},
         {"idemhook_store_commits_total", "counter"},
         {"idemhook_store_units_total", "counter"},
         {"idemhook_store_conflicts_total", "counter"},
