@@ -298,6 +298,7 @@ int lg_run(const struct lg_options *opt, const struct lg_request *reqs, size_t n
 	ls.ls_last = ls.ls_t0;
 	while (ls.ls_answered < n) {
 		double now = lg_now();
+		struct timespec until;
 		int timeout = -1;
 		unsigned live = 0;
 		int k;
@@ -314,10 +315,17 @@ int lg_run(const struct lg_options *opt, const struct lg_request *reqs, size_t n
 		}
 		if (opt->lo_rate > 0 && ls.ls_next < n) {
 			double due = ls.ls_t0 + (double)ls.ls_next / opt->lo_rate;
+			double wait = due > now ? due - now : 0;
 
-			timeout = due > now ? (int)((due - now) * 1000.0) : 0;
+			/* To the nanosecond: a millisecond timeout rounds a short
+			 * wait down to zero and spins, taking a core from the
+			 * server under test. */
+			until.tv_sec = (time_t)wait;
+			until.tv_nsec = (long)((wait - (double)until.tv_sec) * 1e9);
+			timeout = 1;
 		}
-		k = epoll_wait(ls.ls_ep, evs, (int)(sizeof(evs) / sizeof(evs[0])), timeout);
+		k = epoll_pwait2(ls.ls_ep, evs, (int)(sizeof(evs) / sizeof(evs[0])), timeout > 0 ? &until : NULL,
+				 NULL);
 		if (k < 0 && errno != EINTR) {
 			goto out;
 		}
