@@ -4,7 +4,8 @@
  * idemhook with batch_max = 1, the storage ceiling (sqlite_ceiling), the
  * HTTP ceiling (http_ceiling), batch sizes and commits from /metrics, peak
  * RSS, and in-process replay of captures. Every figure comes from the same
- * pre-signed Stripe callbacks sent by the same load generator (loadgen.c). */
+ * pre-signed Stripe callbacks sent by the same load generator (loadgen.c).
+ * Phases that a ratio compares run next to each other (bench_all). */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -24,6 +25,8 @@
 #include "loadgen.h"
 #include "orders.h"
 #include "store.h"
+
+#include <sqlite3.h>
 
 #define BENCH_SECRET "whsec_bench_secret"
 #define BENCH_SOURCES 8 /* loopback source addresses: a provider's senders */
@@ -74,70 +77,116 @@ static int bench_request(struct lg_request *r, const char *body, int64_t t)
 	return r->lr_data != NULL ? 0 : -1;
 }
 
-struct bench_orders {
-	size_t bo_n;
-	char (*bo_ids)[ORDERS_ID_LEN + 1];
+/* A set of callbacks: n new orders in the database at db now (before its
+ * daemon starts), and n payment_intent.succeeded callbacks paying them,
+ * signed later by bench_set_sign (Stripe's tolerance is 300 s, so a set is
+ * signed just before it is sent). tag keeps the event ids of sets apart. */
+struct bench_plan {
+	size_t bp_n;
+	char bp_tag[16];
+	char (*bp_orders)[ORDERS_ID_LEN + 1];
 };
 
-static int bench_make_orders(struct store_tx *tx, void *arg)
+/* The orders go in with plain SQL into a database that the binary under
+ * test has migrated itself, so the benchmark runs against other versions of
+ * idemhook as well (the one before a change, for a comparison). */
+static int bench_plan_make(struct bench_plan *bp, const struct daemon *d, const char *tag, size_t n)
 {
-	struct bench_orders *bo = arg;
+	char cmd[2048];
+	sqlite3_stmt *ins = NULL;
+	sqlite3 *db = NULL;
+	int64_t now = hn_now_ms();
 	size_t i;
+	int rc = -1;
 
-	for (i = 0; i < bo->bo_n; i++) {
-		if (orders_create(tx, 1000, "USD", NULL, bo->bo_ids[i]) < 0) {
-			return -1;
-		}
+	memset(bp, 0, sizeof(*bp));
+	bp->bp_n = n;
+	snprintf(bp->bp_tag, sizeof(bp->bp_tag), "%s", tag);
+	bp->bp_orders = calloc(n, sizeof(*bp->bp_orders));
+	snprintf(cmd, sizeof(cmd), "'%s' -q -c '%s' migrate >/dev/null", bench_bin, d->dm_config);
+	if (bp->bp_orders == NULL || system(cmd) != 0 || sqlite3_open(d->dm_db, &db) != SQLITE_OK ||
+	    sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db,
+			       "INSERT INTO orders (id, amount, currency, status, created_at, updated_at) "
+			       "VALUES (?, 1000, 'USD', 'pending', ?, ?)",
+			       -1, &ins, NULL) != SQLITE_OK) {
+		goto out;
 	}
-	return 0;
+	for (i = 0; i < n; i++) {
+		if (orders_new_id(bp->bp_orders[i]) < 0) {
+			goto out;
+		}
+		sqlite3_bind_text(ins, 1, bp->bp_orders[i], -1, SQLITE_STATIC);
+		sqlite3_bind_int64(ins, 2, now);
+		sqlite3_bind_int64(ins, 3, now);
+		if (sqlite3_step(ins) != SQLITE_DONE) {
+			goto out;
+		}
+		sqlite3_reset(ins);
+	}
+	rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+out:
+	if (rc < 0) {
+		fprintf(stderr, "bench: cannot create orders%s%s\n", db != NULL ? ": " : "",
+			db != NULL ? sqlite3_errmsg(db) : "");
+	}
+	sqlite3_finalize(ins);
+	sqlite3_close(db);
+	return rc;
 }
 
-/* n payment_intent.succeeded callbacks, each paying its own new order in
- * the database at db, signed now (Stripe's tolerance is 300 s: a set is
- * made just before it is sent). tag keeps the event ids of sets apart. */
-static int bench_set_make(struct bench_set *bs, const char *db, const char *tag, size_t n)
+/* Orders paid in d's database (plain SQL, whatever the schema version). */
+static int64_t bench_paid(const struct daemon *d)
 {
-	struct bench_orders bo = {.bo_n = n};
-	struct store_options so;
-	struct store *st;
+	sqlite3_stmt *q = NULL;
+	sqlite3 *db = NULL;
+	int64_t n = -1;
+
+	if (sqlite3_open_v2(d->dm_db, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+	    sqlite3_prepare_v2(db, "SELECT count(*) FROM orders WHERE status = 'paid'", -1, &q, NULL) == SQLITE_OK &&
+	    sqlite3_step(q) == SQLITE_ROW) {
+		n = sqlite3_column_int64(q, 0);
+	}
+	sqlite3_finalize(q);
+	sqlite3_close(db);
+	return n;
+}
+
+static void bench_plan_finish(struct bench_plan *bp)
+{
+	free(bp->bp_orders);
+	memset(bp, 0, sizeof(*bp));
+}
+
+static int bench_set_sign(struct bench_set *bs, const struct bench_plan *bp)
+{
 	int64_t now = hn_now_s();
 	size_t i;
 
 	memset(bs, 0, sizeof(*bs));
-	bo.bo_ids = calloc(n, sizeof(*bo.bo_ids));
-	bs->bs_reqs = calloc(n, sizeof(*bs->bs_reqs));
-	memset(&so, 0, sizeof(so));
-	so.so_path = db;
-	so.so_sync = STORE_SYNC_NORMAL;
-	st = bo.bo_ids != NULL && bs->bs_reqs != NULL ? store_create(&so) : NULL;
-	if (st == NULL || store_write(st, 0, bench_make_orders, &bo) < 0) {
-		fprintf(stderr, "bench: cannot create orders\n");
-		store_destroy(st);
-		free(bo.bo_ids);
+	bs->bs_reqs = calloc(bp->bp_n, sizeof(*bs->bs_reqs));
+	if (bs->bs_reqs == NULL) {
 		return -1;
 	}
-	store_destroy(st);
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < bp->bp_n; i++) {
 		char id[64];
 		char obj[512];
 		char *body;
 
-		snprintf(id, sizeof(id), "evt_%s_%08zu%08x", tag, i, (unsigned)rand());
+		snprintf(id, sizeof(id), "evt_%s_%08zu%08x", bp->bp_tag, i, (unsigned)rand());
 		snprintf(obj, sizeof(obj),
 			 "{\"id\":\"pi_%s_%zu\",\"object\":\"payment_intent\",\"amount\":1000,"
 			 "\"amount_received\":1000,\"currency\":\"usd\",\"status\":\"succeeded\","
 			 "\"metadata\":{\"order_id\":\"%s\"}}",
-			 tag, i, bo.bo_ids[i]);
+			 bp->bp_tag, i, bp->bp_orders[i]);
 		body = hn_stripe_event(id, "payment_intent.succeeded", obj);
 		if (body == NULL || bench_request(&bs->bs_reqs[i], body, now) < 0) {
 			free(body);
-			free(bo.bo_ids);
 			return -1;
 		}
 		bs->bs_n++;
 		free(body);
 	}
-	free(bo.bo_ids);
 	return 0;
 }
 
@@ -621,145 +670,128 @@ static double bench_replay_once(const char *dir, unsigned jobs, size_t n, char *
 /* ---- main ---- */
 
 struct bench_figures {
-	double bf_storage; /* tx/s */
-	double bf_http32, bf_http256; /* duplicates through the HTTP ceiling */
+	double bf_storage[3]; /* tx/s: before the 32-connection pair, between, after the 256 one */
+	struct bench_row bf_h32, bf_h256; /* the HTTP ceiling, right before the duplicates */
 	struct bench_row bf_u32, bf_d32, bf_u256, bf_d256, bf_half, bf_one32, bf_one256;
 	double bf_rss;
 	double bf_replay1, bf_replay_jobs;
 };
 
-static int bench_idemhook_default(struct bench_figures *bf, size_t n)
+/* Signs plan and sends it. */
+static int bench_send(struct bench_row *br, const char *label, const struct daemon *d, unsigned port,
+		      const struct bench_plan *plan, unsigned conns, double rate, struct bench_set *keep)
 {
-	struct daemon d;
-	struct bench_set u32;
-	struct bench_set u256;
-	struct bench_set half;
+	struct bench_set set;
+	int rc;
+
+	if (bench_set_sign(&set, plan) < 0) {
+		return -1;
+	}
+	rc = bench_phase(br, label, d, port, &set, conns, rate);
+	if (keep != NULL) {
+		*keep = set;
+	} else {
+		bench_set_finish(&set);
+	}
+	return rc;
+}
+
+static int bench_storage_row(double *ret, const char *dir)
+{
+	*ret = bench_storage_ceiling(dir);
+	printf("%-36s %5s %7s %9.0f tx/s (one INSERT per transaction, WAL, synchronous=FULL)\n",
+	       "storage ceiling (sqlite_ceiling)", "", "", *ret);
+	fflush(stdout);
+	return *ret > 0 ? 0 : -1;
+}
+
+/* The phases that are compared run next to each other in time, so that a
+ * neighbour's load on a shared machine falls on both sides of a ratio:
+ * the storage ceiling before and after each unique phase, the HTTP ceiling
+ * right before the duplicates, batch_max = 1 right after the default. Both
+ * daemons and the HTTP ceiling run the whole time (idle when not measured). */
+static int bench_all(struct bench_figures *bf, size_t n)
+{
+	struct bench_ceiling bc = {0};
+	struct bench_plan pu32 = {0}, pu256 = {0}, phalf = {0}, po32 = {0}, po256 = {0};
+	struct bench_set dup32 = {0}, dup256 = {0};
+	struct daemon d = {0};
+	struct daemon one = {0};
+	char tmp[512];
 	double peak;
 	int rc = -1;
 
-	memset(&u32, 0, sizeof(u32));
-	memset(&u256, 0, sizeof(u256));
-	memset(&half, 0, sizeof(half));
-	if (bench_daemon_init(&d, "") < 0 || bench_set_make(&u32, d.dm_db, "u32", n) < 0 ||
-	    bench_daemon_start(&d) < 0) {
-		return -1;
-	}
-	if (bench_phase(&bf->bf_u32, "default config, unique", &d, d.dm_port, &u32, 32, 0) < 0 ||
-	    bench_phase(&bf->bf_d32, "default config, duplicates", &d, d.dm_port, &u32, 32, 0) < 0) {
+	snprintf(tmp, sizeof(tmp), "%s", getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp");
+	if (bench_daemon_init(&d, "") < 0 || bench_daemon_init(&one, "batch_max = 1\n") < 0 ||
+	    bench_plan_make(&pu32, &d, "u32", n) < 0 || bench_plan_make(&pu256, &d, "u256", n) < 0 ||
+	    bench_plan_make(&phalf, &d, "half", n / 2) < 0 || bench_plan_make(&po32, &one, "o32", n / 5) < 0 ||
+	    bench_plan_make(&po256, &one, "o256", n / 5) < 0 || bench_daemon_start(&d) < 0 ||
+	    bench_daemon_start(&one) < 0 || bench_ceiling_start(&bc) < 0) {
 		goto out;
 	}
-	daemon_term(&d, 60);
-	if (bench_set_make(&u256, d.dm_db, "u256", n) < 0 || bench_daemon_start(&d) < 0) {
-		goto out;
-	}
-	if (bench_phase(&bf->bf_u256, "default config, unique", &d, d.dm_port, &u256, 256, 0) < 0 ||
-	    bench_phase(&bf->bf_d256, "default config, duplicates", &d, d.dm_port, &u256, 256, 0) < 0) {
+	if (bench_storage_row(&bf->bf_storage[0], tmp) < 0 ||
+	    bench_send(&bf->bf_u32, "default config, unique", &d, d.dm_port, &pu32, 32, 0, &dup32) < 0 ||
+	    bench_send(&bf->bf_one32, "batch_max = 1, unique", &one, one.dm_port, &po32, 32, 0, NULL) < 0 ||
+	    bench_phase(&bf->bf_h32, "HTTP ceiling (MHD, 200, no work)", NULL, bc.bc_port, &dup32, 32, 0) < 0 ||
+	    bench_phase(&bf->bf_d32, "default config, duplicates", &d, d.dm_port, &dup32, 32, 0) < 0 ||
+	    bench_storage_row(&bf->bf_storage[1], tmp) < 0 ||
+	    bench_send(&bf->bf_u256, "default config, unique", &d, d.dm_port, &pu256, 256, 0, &dup256) < 0 ||
+	    bench_send(&bf->bf_one256, "batch_max = 1, unique", &one, one.dm_port, &po256, 256, 0, NULL) < 0 ||
+	    bench_phase(&bf->bf_h256, "HTTP ceiling (MHD, 200, no work)", NULL, bc.bc_port, &dup256, 256, 0) <
+	            0 ||
+	    bench_phase(&bf->bf_d256, "default config, duplicates", &d, d.dm_port, &dup256, 256, 0) < 0 ||
+	    bench_storage_row(&bf->bf_storage[2], tmp) < 0) {
 		goto out;
 	}
 	/* Half of the best unique rate, open loop over 256 connections. */
-	daemon_term(&d, 60);
 	peak = bf->bf_u32.br_rate > bf->bf_u256.br_rate ? bf->bf_u32.br_rate : bf->bf_u256.br_rate;
-	if (bench_set_make(&half, d.dm_db, "half", n / 2) < 0 || bench_daemon_start(&d) < 0) {
-		goto out;
-	}
-	if (bench_phase(&bf->bf_half, "default config, unique at half peak", &d, d.dm_port, &half, 256, peak / 2) <
-	    0) {
+	if (bench_send(&bf->bf_half, "default config, unique at half peak", &d, d.dm_port, &phalf, 256, peak / 2,
+		       NULL) < 0) {
 		goto out;
 	}
 	bf->bf_rss = bench_peak_rss_mib(d.dm_pid);
-	if (hn_db_int(d.dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'") !=
-	    (int64_t)(u32.bs_n + u256.bs_n + half.bs_n)) {
+	if (bench_paid(&d) != (int64_t)(pu32.bp_n + pu256.bp_n + phalf.bp_n) ||
+	    bench_paid(&one) != (int64_t)(po32.bp_n + po256.bp_n)) {
 		fprintf(stderr, "bench: not every order was paid exactly once\n");
 		goto out;
 	}
 	rc = 0;
 out:
-	daemon_finish(&d);
-	bench_set_finish(&u32);
-	bench_set_finish(&u256);
-	bench_set_finish(&half);
-	return rc;
-}
-
-static int bench_idemhook_batch1(struct bench_figures *bf, size_t n)
-{
-	struct daemon d;
-	struct bench_set s32;
-	struct bench_set s256;
-	int rc = -1;
-
-	memset(&s32, 0, sizeof(s32));
-	memset(&s256, 0, sizeof(s256));
-	if (bench_daemon_init(&d, "batch_max = 1\n") < 0 || bench_set_make(&s32, d.dm_db, "one32", n) < 0 ||
-	    bench_set_make(&s256, d.dm_db, "one256", n) < 0 || bench_daemon_start(&d) < 0) {
-		return -1;
-	}
-	if (bench_phase(&bf->bf_one32, "batch_max = 1, unique", &d, d.dm_port, &s32, 32, 0) == 0 &&
-	    bench_phase(&bf->bf_one256, "batch_max = 1, unique", &d, d.dm_port, &s256, 256, 0) == 0) {
-		rc = 0;
+	if (bc.bc_pid > 0) {
+		bench_ceiling_stop(&bc);
 	}
 	daemon_finish(&d);
-	bench_set_finish(&s32);
-	bench_set_finish(&s256);
-	return rc;
-}
-
-static int bench_http_ceiling(struct bench_figures *bf, size_t n)
-{
-	struct bench_ceiling bc;
-	struct bench_set set;
-	struct bench_row r32;
-	struct bench_row r256;
-	char dir[] = "/tmp/idemhook-bench-ceiling-XXXXXX";
-	char db[64];
-	int rc = -1;
-
-	if (mkdtemp(dir) == NULL) {
-		return -1;
-	}
-	snprintf(db, sizeof(db), "%s/orders.db", dir);
-	if (bench_set_make(&set, db, "ceiling", n) < 0 || bench_ceiling_start(&bc) < 0) {
-		return -1;
-	}
-	if (bench_phase(&r32, "HTTP ceiling (MHD, 200, no work)", NULL, bc.bc_port, &set, 32, 0) == 0 &&
-	    bench_phase(&r256, "HTTP ceiling (MHD, 200, no work)", NULL, bc.bc_port, &set, 256, 0) == 0) {
-		bf->bf_http32 = r32.br_rate;
-		bf->bf_http256 = r256.br_rate;
-		rc = 0;
-	}
-	bench_ceiling_stop(&bc);
-	bench_set_finish(&set);
-	snprintf(db, sizeof(db), "rm -rf '%s'", dir);
-	if (system(db) != 0) {
-		rc = -1;
-	}
+	daemon_finish(&one);
+	bench_set_finish(&dup32);
+	bench_set_finish(&dup256);
+	bench_plan_finish(&pu32);
+	bench_plan_finish(&pu256);
+	bench_plan_finish(&phalf);
+	bench_plan_finish(&po32);
+	bench_plan_finish(&po256);
 	return rc;
 }
 
 static int bench_replay(struct bench_figures *bf)
 {
-	struct bench_orders bo = {.bo_n = 100};
-	struct store_options so;
-	struct store *st;
+	struct bench_plan plan = {0};
+	struct daemon base;
 	char dir[] = "/tmp/idemhook-bench-replay-XXXXXX";
-	char path[128];
-	char detail[512];
+	char cmd[128];
+	char detail[1024];
 	int rc = -1;
 
 	if (mkdtemp(dir) == NULL) {
 		return -1;
 	}
-	bo.bo_ids = calloc(bo.bo_n, sizeof(*bo.bo_ids));
-	snprintf(path, sizeof(path), "%s/base.db", dir);
-	memset(&so, 0, sizeof(so));
-	so.so_path = path;
-	st = store_create(&so);
-	if (st == NULL || store_write(st, 0, bench_make_orders, &bo) < 0) {
-		store_destroy(st);
-		goto out;
-	}
-	store_destroy(st);
-	if (bench_captures(dir, bo.bo_ids, bo.bo_n, BENCH_REPLAY_N) < 0) {
+	/* base.db: migrated by the binary under test, with 100 orders. */
+	memset(&base, 0, sizeof(base));
+	snprintf(base.dm_dir, sizeof(base.dm_dir), "%s", dir);
+	snprintf(base.dm_config, sizeof(base.dm_config), "%s/base.ini", dir);
+	snprintf(base.dm_db, sizeof(base.dm_db), "%s/base.db", dir);
+	snprintf(detail, sizeof(detail), "[store]\npath = %s\n", base.dm_db);
+	if (daemon_write_file(&base, "base.ini", detail) < 0 || bench_plan_make(&plan, &base, "replay", 100) < 0 ||
+	    bench_captures(dir, plan.bp_orders, plan.bp_n, BENCH_REPLAY_N) < 0) {
 		goto out;
 	}
 	bf->bf_replay1 = bench_replay_once(dir, 1, BENCH_REPLAY_N, detail, sizeof(detail));
@@ -769,9 +801,9 @@ static int bench_replay(struct bench_figures *bf)
 	       detail);
 	rc = bf->bf_replay1 > 0 && bf->bf_replay_jobs > 0 ? 0 : -1;
 out:
-	free(bo.bo_ids);
-	snprintf(path, sizeof(path), "rm -rf '%s'", dir);
-	if (system(path) != 0) {
+	bench_plan_finish(&plan);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0) {
 		rc = -1;
 	}
 	return rc;
@@ -798,19 +830,20 @@ static void bench_cpu_bound(const char *what, const struct bench_row *br)
 
 static void bench_summary(const struct bench_figures *bf)
 {
+	double s32 = (bf->bf_storage[0] + bf->bf_storage[1]) / 2;
+	double s256 = (bf->bf_storage[1] + bf->bf_storage[2]) / 2;
 	double best_unique = bf->bf_u32.br_rate > bf->bf_u256.br_rate ? bf->bf_u32.br_rate : bf->bf_u256.br_rate;
 
-	printf("\nratios, all from this run:\n");
-	bench_target("unique/s (32 conns) / storage ceiling (1 INSERT per tx)", bf->bf_u32.br_rate / bf->bf_storage,
-		     ">=", 6);
-	bench_target("unique/s (256 conns) / storage ceiling", bf->bf_u256.br_rate / bf->bf_storage, ">=", 6);
+	printf("\nratios, each between phases run next to each other in this run:\n");
+	bench_target("unique/s (32 conns) / storage ceiling around it", bf->bf_u32.br_rate / s32, ">=", 6);
+	bench_target("unique/s (256 conns) / storage ceiling around it", bf->bf_u256.br_rate / s256, ">=", 6);
 	bench_target("unique/s (32 conns) / batch_max = 1 (32 conns)", bf->bf_u32.br_rate / bf->bf_one32.br_rate, ">=",
 		     10);
 	bench_target("unique/s (256 conns) / batch_max = 1 (256 conns)", bf->bf_u256.br_rate / bf->bf_one256.br_rate,
 		     ">=", 10);
-	bench_target("duplicates/s (32 conns) / HTTP ceiling (32 conns)", bf->bf_d32.br_rate / bf->bf_http32, ">=",
-		     0.5);
-	bench_target("duplicates/s (256 conns) / HTTP ceiling (256 conns)", bf->bf_d256.br_rate / bf->bf_http256,
+	bench_target("duplicates/s (32 conns) / HTTP ceiling (32 conns)", bf->bf_d32.br_rate / bf->bf_h32.br_rate,
+		     ">=", 0.5);
+	bench_target("duplicates/s (256 conns) / HTTP ceiling (256 conns)", bf->bf_d256.br_rate / bf->bf_h256.br_rate,
 		     ">=", 0.5);
 	bench_target("p99 ms of unique callbacks at half the peak rate", bf->bf_half.br_res.lg_p99_ms, "<", 5);
 	bench_target("peak RSS MiB of the daemon (256 conns)", bf->bf_rss, "<", 32);
@@ -821,10 +854,10 @@ static void bench_summary(const struct bench_figures *bf)
 	bench_cpu_bound("unique, 256 conns", &bf->bf_u256);
 	bench_cpu_bound("duplicates, 32 conns", &bf->bf_d32);
 	bench_cpu_bound("duplicates, 256 conns", &bf->bf_d256);
-	printf("  (best unique rate %.0f/s; half of it offered: %.0f/s; storage ceiling %.0f tx/s;\n"
+	printf("  (storage ceiling %.0f, %.0f, %.0f tx/s; best unique rate %.0f/s, half of it offered: %.0f/s;\n"
 	       "   replay --jobs 1 in this run %.0f/s, so --jobs %d is %.1fx of it)\n",
-	       best_unique, best_unique / 2, bf->bf_storage, bf->bf_replay1, BENCH_REPLAY_JOBS,
-	       bf->bf_replay1 > 0 ? bf->bf_replay_jobs / bf->bf_replay1 : 0);
+	       bf->bf_storage[0], bf->bf_storage[1], bf->bf_storage[2], best_unique, best_unique / 2, bf->bf_replay1,
+	       BENCH_REPLAY_JOBS, bf->bf_replay1 > 0 ? bf->bf_replay_jobs / bf->bf_replay1 : 0);
 }
 
 int main(int argc, char **argv)
@@ -832,7 +865,6 @@ int main(int argc, char **argv)
 	struct bench_figures bf;
 	size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 20000;
 	char *slash;
-	char dir[1024];
 	char self[1024];
 	ssize_t len;
 
@@ -855,26 +887,17 @@ int main(int argc, char **argv)
 	memset(&bf, 0, sizeof(bf));
 
 	printf("idemhook webhook benchmark: Stripe callbacks, synchronous=FULL, loopback, keep-alive connections\n"
-	       "from %d loopback addresses; %zu callbacks per unique phase\n\n",
-	       BENCH_SOURCES, n);
-	snprintf(dir, sizeof(dir), "%s", getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp");
-	bf.bf_storage = bench_storage_ceiling(dir);
-	printf("%-36s %9.0f tx/s (one INSERT per transaction, WAL, synchronous=FULL, %s)\n\n",
-	       "storage ceiling (sqlite_ceiling)", bf.bf_storage, dir);
+	       "from %d loopback addresses; %zu callbacks per unique phase (%zu with batch_max = 1)\n\n",
+	       BENCH_SOURCES, n, n / 5);
 	bench_print_header();
-	if (getenv("BENCH_ONLY_DEFAULT") != NULL) {
-		/* For profiling: only the daemon at its default configuration. */
-		return bench_idemhook_default(&bf, n) < 0 ? 1 : 0;
-	}
-	if (bench_http_ceiling(&bf, n) < 0 || bench_idemhook_default(&bf, n) < 0 ||
-	    bench_idemhook_batch1(&bf, n / 5) < 0) {
+	if (bench_all(&bf, n) < 0) {
 		fprintf(stderr, "bench: a phase failed\n");
 		return 1;
 	}
 	printf("%-36s peak RSS %.1f MiB\n\n", "default config daemon", bf.bf_rss);
 	if (bench_replay(&bf) < 0) {
+		/* An idemhook from before --jobs: the rest of the figures stand. */
 		fprintf(stderr, "bench: the replay failed\n");
-		return 1;
 	}
 	bench_summary(&bf);
 	return 0;

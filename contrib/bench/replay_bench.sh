@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # replay_bench.sh: in-process replay throughput (captures/s) and peak RSS.
-# Usage: contrib/bench/replay_bench.sh [CAPTURES]
+# Usage: [JOBS=N] contrib/bench/replay_bench.sh [CAPTURES]   (--jobs, default 64)
 #
 # Generates CAPTURES (default 10000) Stripe-signed capture files in ten day
 # directories: payments for 100 orders, Stripe's retries of them, and events
@@ -28,7 +28,7 @@ for db in tenth full; do
 	cat >"$tmp/$db.ini" <<EOF
 [store]
 path = $tmp/$db.db
-sync = full
+synchronous = full
 
 [provider stripe]
 type = stripe
@@ -79,8 +79,8 @@ EOF
 # Runs one replay and prints captures, seconds, captures/s and peak RSS.
 measure() {
 	python3 - "$IDEMHOOK_BIN" "$@" <<'EOF'
-import json, resource, subprocess, sys, time
-argv = [sys.argv[1], "-q", "-c", sys.argv[2], "replay", "-q", "--json"] + sys.argv[3:]
+import json, os, resource, subprocess, sys, time
+argv = [sys.argv[1], "-q", "-c", sys.argv[2], "replay", "-q", "--json", "--jobs", os.environ.get("JOBS", "64")] + sys.argv[3:]
 t = time.monotonic()
 p = subprocess.run(argv, stdout=subprocess.PIPE)
 wall = time.monotonic() - t
@@ -92,7 +92,7 @@ print("%6d captures  %7.2f s  %8.0f captures/s  peak RSS %6.1f MiB  (new %d, dup
 EOF
 }
 
-echo "in-process replay, synchronous=FULL, one transaction per capture"
+echo "in-process replay, synchronous=FULL, --jobs ${JOBS:-64} (JOBS=1: one transaction per capture)"
 printf 'one tenth, fresh db:     '
 measure "$tmp/tenth.ini" "$tmp/spool/day00"
 printf 'all, fresh db:           '
