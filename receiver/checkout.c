@@ -940,8 +940,8 @@ fail:
 
 /* ---- demo: a signed payment callback to ourselves ---- */
 
-/* POSTs body to our own listener over a loopback socket and reads the status
- * and whether the answer was a replay. Returns 0 or -1 (logged). */
+/* POSTs body to our own listener over loopback and reads the status and
+ * whether the answer was a replay. Returns 0 or -1 (logged). */
 static int checkout_self_post(const char *host, unsigned port, const char *path,
 			      const struct httpc_headers *sig, const char *body, size_t body_len,
 			      int *ret_status, int *ret_replayed)
@@ -951,6 +951,7 @@ static int checkout_self_post(const char *host, unsigned port, const char *path,
 	struct httpc_response resp;
 	const char *replayed;
 	char err[HTTPC_ERR_MAX];
+	char url[128 + 16 + 128];
 	size_t i;
 
 	httpc_headers_init(&hdrs);
@@ -960,21 +961,21 @@ static int checkout_self_post(const char *host, unsigned port, const char *path,
 	for (i = 0; i < sig->hch_n; i++) {
 		httpc_headers_add(&hdrs, sig->hch_v[i].hh_name, sig->hch_v[i].hh_value);
 	}
+	snprintf(url, sizeof(url), strchr(host, ':') != NULL ? "http://[%s]:%u%s" : "http://%s:%u%s",
+		 host, port, path);
 	hreq.hcq_method = "POST";
-	hreq.hcq_host = host;
-	hreq.hcq_port = port;
-	hreq.hcq_target = path;
+	hreq.hcq_url = url;
 	hreq.hcq_headers = &hdrs;
 	hreq.hcq_body = body;
 	hreq.hcq_body_len = body_len;
-	hreq.hcq_answer_max = CHECKOUT_SELF_REPLY_MAX;
+	hreq.hcq_response_max = CHECKOUT_SELF_REPLY_MAX;
 	hreq.hcq_timeout_ms = CHECKOUT_SELF_TIMEOUT_S * 1000;
 	if (httpc_exchange(&hreq, &resp, err, sizeof(err)) < 0) {
 		log_err("checkout: demo payment: our own listener %s port %u: %s", host, port, err);
 		goto fail;
 	}
 	replayed = httpc_response_header(&resp, "Idempotent-Replayed");
-	*ret_status = resp.hcr_status;
+	*ret_status = (int)resp.hcr_status;
 	*ret_replayed = replayed != NULL && strcasecmp(replayed, "true") == 0;
 	httpc_response_finish(&resp);
 	httpc_headers_finish(&hdrs);
@@ -986,7 +987,7 @@ fail:
 
 /* The same delivery handed to ingest_hook in-process, as the HTTP route
  * would: for a listener with one thread, which cannot answer us while this
- * request holds it. */
+ * request holds it, and for a native TLS listener. */
 static int checkout_self_ingest(struct app *app, const struct config *cf,
 				const struct provider_conf *pc, const char *path,
 				const char *signature, const char *body, size_t body_len,
@@ -1099,7 +1100,10 @@ static void checkout_pay(struct app *app, const struct config *cf, const struct 
 		goto internal;
 	}
 	snprintf(path, sizeof(path), "/hooks/%s", pc->pc_name);
-	in_process = cf->cf_threads <= 1 || app->app_http == NULL;
+	/* In-process also behind native TLS: the certificate names the public
+	 * host, which a loopback connection cannot verify. */
+	in_process = cf->cf_threads <= 1 || app->app_http == NULL ||
+		     config_get(cf, "server", "tls_cert") != NULL;
 	port = app->app_http != NULL ? http_port(app->app_http) : cf->cf_listen_port;
 	snprintf(evt, sizeof(evt), "evt_demo_%s", o.ao_id);
 	for (i = 0; i < 2; i++) {
@@ -1131,7 +1135,7 @@ static void checkout_pay(struct app *app, const struct config *cf, const struct 
 			&msg,
 			"Sent a signed Stripe callback (%s) to %s twice%s. First answer: %d%s. "
 			"Second answer: %d%s.",
-			evt, path, in_process ? " (in-process: the listener has one thread)" : "",
+			evt, path, in_process ? " (in-process)" : "",
 			status[0], replayed[0] ? " (replayed)" : " (processed)", status[1],
 			replayed[1] ? " with Idempotent-Replayed: true, the duplicate was absorbed"
 				    : "");

@@ -831,3 +831,8 @@ const struct provider_conf *config_provider(const struct config *cf, const char 
 	}
 	return NULL;
 }
+
+const char *config_client_ca_file(const struct config *cf)
+{
+	return config_get(cf, "client", "ca_file");
+}

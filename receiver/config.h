@@ -119,6 +119,11 @@ int config_parse_bool(const char *s, int *ret);
  * secret). */
 int config_read_secret(const char *spec, char **ret, size_t *ret_len);
 
+/* [client] ca_file: PEM CA certificates that every HTTPS call idemhook makes
+ * (outbound calls, replay --to, simulate --to) verifies peers with, or NULL
+ * for the system's CAs. */
+const char *config_client_ca_file(const struct config *cf);
+
 /* The built-in demo Stripe secret (documented in the README). */
 #define CONFIG_DEMO_STRIPE_SECRET "whsec_idemhook_demo_secret_do_not_use_in_production"
 

@@ -130,6 +130,7 @@ static int health_listener_probe(const struct health_listener *hl, char *err, si
 	struct httpc_request req;
 	struct httpc_response resp;
 	char herr[HTTPC_ERR_MAX];
+	char url[128];
 	int rc;
 
 	if (hl->hl_tls) {
@@ -137,19 +138,22 @@ static int health_listener_probe(const struct health_listener *hl, char *err, si
 	}
 	memset(&req, 0, sizeof(req));
 	memset(&resp, 0, sizeof(resp));
+	snprintf(url, sizeof(url),
+		 strchr(hl->hl_host, ':') != NULL ? "http://[%s]:%u/healthz" : "http://%s:%u/healthz",
+		 hl->hl_host, hl->hl_port);
 	req.hcq_method = "GET";
-	req.hcq_host = hl->hl_host;
-	req.hcq_port = hl->hl_port;
-	req.hcq_target = "/healthz";
-	req.hcq_answer_max = HEALTH_ANSWER_MAX;
-	req.hcq_timeout_ms = HEALTH_LISTENER_TIMEOUT_MS;
+	req.hcq_url = url;
+	req.hcq_response_max = HEALTH_ANSWER_MAX;
+	/* Connect, send and answer, each within the limit: three in all. */
+	req.hcq_connect_timeout_ms = HEALTH_LISTENER_TIMEOUT_MS;
+	req.hcq_timeout_ms = 3 * HEALTH_LISTENER_TIMEOUT_MS;
 	if (httpc_exchange(&req, &resp, herr, sizeof(herr)) < 0) {
 		snprintf(err, err_size, "%.100s", herr);
 		return -1;
 	}
 	rc = resp.hcr_status == 200 ? 0 : -1;
 	if (rc < 0) {
-		snprintf(err, err_size, "/healthz answered %d", resp.hcr_status);
+		snprintf(err, err_size, "/healthz answered %ld", resp.hcr_status);
 	}
 	httpc_response_finish(&resp);
 	return rc;

@@ -1,23 +1,58 @@
-/* httpc.c: a small blocking HTTP/1.1 client over plain TCP, one request per connection. */
-#include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
+/* httpc.c: the one HTTP client, on libcurl: blocking exchanges and a multi
+ * set of concurrent transfers, sharing one way to set up and read a transfer. */
+#include <curl/curl.h>
+#include <pthread.h>
 #include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "buf.h"
 #include "httpc.h"
-#include "text.h"
+#include "log.h"
 
-#define HTTPC_CHUNK 16384 /* bytes read per recv */
+#define HTTPC_BODY_MAX_DEFAULT (64 * 1024) /* bytes kept when hcq_response_max is 0 */
+#define HTTPC_TIMEOUT_DEFAULT_MS 30000     /* when hcq_timeout_ms is 0 */
+#define HTTPC_LINE_MAX 8192                /* bytes of one request header line we send */
+
+struct httpc_xfer {
+	CURL *hx_easy;
+	struct curl_slist *hx_list;
+	struct buf hx_body;
+	size_t hx_body_max;
+	int hx_truncated;
+	struct httpc_headers hx_headers; /* of the answer being read */
+	size_t hx_head_bytes;
+	const char *hx_head_error; /* static: why the answer's head was refused */
+	void *hx_arg;
+	struct httpc_xfer *hx_next; /* in the multi's list */
+	char hx_errbuf[CURL_ERROR_SIZE];
+};
+
+struct httpc_multi {
+	CURLM *hm_multi;
+	struct httpc_xfer *hm_xfers; /* running */
+};
+
+static pthread_once_t httpc_once = PTHREAD_ONCE_INIT;
+static int httpc_global_rc;
+
+static void httpc_global_init(void)
+{
+	CURLcode rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+
+	if (rc != CURLE_OK) {
+		log_err("httpc: curl_global_init: %s", curl_easy_strerror(rc));
+		httpc_global_rc = -1;
+	}
+}
+
+static int httpc_global(void)
+{
+	pthread_once(&httpc_once, httpc_global_init);
+	return httpc_global_rc;
+}
 
 static void httpc_err(char *err, size_t err_size, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
@@ -32,37 +67,6 @@ static void httpc_err(char *err, size_t err_size, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err, err_size, fmt, ap);
 	va_end(ap);
-}
-
-static int64_t httpc_mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* Waits until fd is ready for events or deadline_ms passes. Returns 1 when
- * ready, 0 on timeout, -1 on a poll error. */
-static int httpc_wait(int fd, short events, int64_t deadline_ms)
-{
-	for (;;) {
-		struct pollfd pfd = {.fd = fd, .events = events};
-		int64_t left = deadline_ms - httpc_mono_ms();
-		int rc;
-
-		if (left <= 0) {
-			return 0;
-		}
-		rc = poll(&pfd, 1, left > INT32_MAX ? INT32_MAX : (int)left);
-		if (rc < 0 && errno == EINTR) {
-			continue;
-		}
-		if (rc < 0) {
-			return -1;
-		}
-		return rc > 0;
-	}
 }
 
 /* ---- header lists ---- */
@@ -83,28 +87,38 @@ void httpc_headers_finish(struct httpc_headers *h)
 	httpc_headers_init(h);
 }
 
-void httpc_headers_add(void *arg, const char *name, const char *value)
+/* Appends copies of the counted name and value. Returns 0 or -1 (full, or
+ * out of memory). */
+static int httpc_headers_put(struct httpc_headers *h, const char *name, size_t name_len,
+                             const char *value, size_t value_len)
 {
-	struct httpc_headers *h = arg;
 	char *n;
 	char *v;
 
-	if (h->hch_n == HTTPC_HEADERS_MAX || name[0] == '\0' || strpbrk(name, "\r\n: \t") != NULL ||
-	    strpbrk(value, "\r\n") != NULL) {
-		h->hch_overflow = 1;
-		return;
+	if (h->hch_n == HTTPC_HEADERS_MAX) {
+		return -1;
 	}
-	n = strdup(name);
-	v = strdup(value);
+	n = strndup(name, name_len);
+	v = strndup(value, value_len);
 	if (n == NULL || v == NULL) {
 		free(n);
 		free(v);
-		h->hch_overflow = 1;
-		return;
+		return -1;
 	}
 	h->hch_v[h->hch_n].hh_name = n;
 	h->hch_v[h->hch_n].hh_value = v;
 	h->hch_n++;
+	return 0;
+}
+
+void httpc_headers_add(void *arg, const char *name, const char *value)
+{
+	struct httpc_headers *h = arg;
+
+	if (name[0] == '\0' || strpbrk(name, "\r\n: \t") != NULL || strpbrk(value, "\r\n") != NULL ||
+	    httpc_headers_put(h, name, strlen(name), value, strlen(value)) < 0) {
+		h->hch_overflow = 1;
+	}
 }
 
 const char *httpc_headers_get(const struct httpc_headers *h, const char *name)
@@ -119,80 +133,111 @@ const char *httpc_headers_get(const struct httpc_headers *h, const char *name)
 	return NULL;
 }
 
-/* ---- connect and send ---- */
-
-/* Returns a connected non-blocking socket, or -1 (err set). */
-static int httpc_connect(const char *host, unsigned port, int64_t deadline_ms, char *err,
-                         size_t err_size)
+int httpc_url_ok(const char *url)
 {
-	struct addrinfo hints;
-	struct addrinfo *res = NULL;
-	struct addrinfo *ai;
-	char service[8];
-	int fd = -1;
-	int rc;
+	const char *host;
 
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICSERV;
-	snprintf(service, sizeof(service), "%u", port);
-	rc = getaddrinfo(host, service, &hints, &res);
-	if (rc != 0) {
-		httpc_err(err, err_size, "cannot resolve %s: %s", host, gai_strerror(rc));
-		goto fail;
+	if (strncasecmp(url, "http://", 7) == 0) {
+		host = url + 7;
+	} else if (strncasecmp(url, "https://", 8) == 0) {
+		host = url + 8;
+	} else {
+		return 0;
 	}
-	httpc_err(err, err_size, "cannot connect to %s port %u", host, port);
-	for (ai = res; ai != NULL; ai = ai->ai_next) {
-		int soerr = 0;
-		socklen_t slen = sizeof(soerr);
-
-		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK,
-		            ai->ai_protocol);
-		if (fd < 0) {
-			httpc_err(err, err_size, "socket: %s", strerror(errno));
-			continue;
-		}
-		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
-			break;
-		}
-		if (errno == EINPROGRESS) {
-			rc = httpc_wait(fd, POLLOUT, deadline_ms);
-			if (rc > 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &slen) == 0 &&
-			    soerr == 0) {
-				break;
-			}
-			errno = rc == 0 ? ETIMEDOUT : soerr != 0 ? soerr : errno;
-		}
-		httpc_err(err, err_size, "cannot connect to %s port %u: %s", host, port,
-		          strerror(errno));
-		close(fd);
-		fd = -1;
-	}
-	if (fd < 0) {
-		goto fail;
-	}
-	freeaddrinfo(res);
-	return fd;
-fail:
-	if (res != NULL) {
-		freeaddrinfo(res);
-	}
-	return -1;
+	return host[0] != '\0' && host[0] != '/' && host[0] != ':' && strpbrk(url, " \t\r\n") == NULL;
 }
 
-/* Hop-by-hop and framing fields are ours to write, never the caller's. */
+/* ---- one transfer ---- */
+
+/* Keeps the body up to the cap; past it, ends the transfer (the status line
+ * has arrived and is what counts). */
+static size_t httpc_on_body(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct httpc_xfer *x = arg;
+	size_t n = size * nmemb;
+	size_t room = x->hx_body_max - x->hx_body.buf_len;
+
+	if (n > room) {
+		if (room > 0 && buf_append(&x->hx_body, data, room) < 0) {
+			return 0;
+		}
+		x->hx_truncated = 1;
+		return 0;
+	}
+	if (n > 0 && buf_append(&x->hx_body, data, n) < 0) {
+		return 0;
+	}
+	return n;
+}
+
+/* One line of the answer's head at a time; a new status line (after a 1xx)
+ * starts the list again. */
+static size_t httpc_on_header(char *data, size_t size, size_t nmemb, void *arg)
+{
+	struct httpc_xfer *x = arg;
+	size_t n = size * nmemb;
+	size_t len = n;
+	const char *colon;
+	size_t name_len;
+	size_t v;
+
+	if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+		httpc_headers_finish(&x->hx_headers);
+		x->hx_head_bytes = 0;
+		return n;
+	}
+	x->hx_head_bytes += n;
+	if (x->hx_head_bytes > HTTPC_HEAD_MAX) {
+		x->hx_head_error = "the answer's header fields are too large";
+		return 0;
+	}
+	while (len > 0 && (data[len - 1] == '\r' || data[len - 1] == '\n')) {
+		len--;
+	}
+	/* The blank line, a folded continuation line (obsolete), or no field. */
+	if (len == 0 || data[0] == ' ' || data[0] == '\t') {
+		return n;
+	}
+	colon = memchr(data, ':', len);
+	if (colon == NULL) {
+		return n;
+	}
+	name_len = (size_t)(colon - data);
+	v = name_len + 1;
+	while (v < len && (data[v] == ' ' || data[v] == '\t')) {
+		v++;
+	}
+	while (len > v && (data[len - 1] == ' ' || data[len - 1] == '\t')) {
+		len--;
+	}
+	if (httpc_headers_put(&x->hx_headers, data, name_len, data + v, len - v) < 0) {
+		x->hx_head_error = "the answer has too many header fields";
+		return 0;
+	}
+	return n;
+}
+
+static void httpc_xfer_destroy(struct httpc_xfer *x)
+{
+	if (x == NULL) {
+		return;
+	}
+	if (x->hx_easy != NULL) {
+		curl_easy_cleanup(x->hx_easy);
+	}
+	curl_slist_free_all(x->hx_list);
+	buf_finish(&x->hx_body);
+	httpc_headers_finish(&x->hx_headers);
+	free(x);
+}
+
+/* Framing, hop-by-hop and routing fields are the client's to write. */
 static int httpc_skip_header(const char *name)
 {
-	static const char *const skip[] = {"Host",
-	                                   "Content-Length",
-	                                   "Connection",
-	                                   "Transfer-Encoding",
-	                                   "Expect",
-	                                   "Keep-Alive",
-	                                   "TE",
-	                                   "Upgrade",
-	                                   "Proxy-Connection"};
+	static const char *const skip[] = {
+	        "Host",       "Content-Length", "Connection", "Transfer-Encoding", "Expect",
+	        "Keep-Alive", "TE",             "Trailer",    "Upgrade",           "Proxy-Connection",
+	};
 	size_t i;
 
 	for (i = 0; i < sizeof(skip) / sizeof(skip[0]); i++) {
@@ -203,481 +248,360 @@ static int httpc_skip_header(const char *name)
 	return 0;
 }
 
-/* 1 when s is non-empty and holds no space, control character or DEL. */
-static int httpc_token_ok(const char *s)
+static int httpc_list_add(struct httpc_xfer *x, const char *line)
 {
-	const unsigned char *p = (const unsigned char *)s;
+	struct curl_slist *l = curl_slist_append(x->hx_list, line);
 
-	if (*p == '\0') {
-		return 0;
-	}
-	for (; *p != '\0'; p++) {
-		if (*p <= ' ' || *p == 0x7f) {
-			return 0;
-		}
-	}
-	return 1;
-}
-
-/* The request's bytes into b. Returns 0, or -1 (err set). */
-static int httpc_build(const struct httpc_request *req, struct buf *b, char *err, size_t err_size)
-{
-	const struct httpc_headers *h = req->hcq_headers;
-	int v6 = strchr(req->hcq_host, ':') != NULL;
-	size_t i;
-
-	if (!httpc_token_ok(req->hcq_method) || !httpc_token_ok(req->hcq_target) ||
-	    (h != NULL && h->hch_overflow)) {
-		httpc_err(err, err_size, "malformed request (method, target or header fields)");
-		goto fail;
-	}
-	if (buf_printf(b, "%s %s HTTP/1.1\r\nHost: %s%s%s:%u\r\n", req->hcq_method, req->hcq_target,
-	               v6 ? "[" : "", req->hcq_host, v6 ? "]" : "", req->hcq_port) < 0) {
-		goto nomem;
-	}
-	for (i = 0; h != NULL && i < h->hch_n; i++) {
-		if (httpc_skip_header(h->hch_v[i].hh_name)) {
-			continue;
-		}
-		if (buf_printf(b, "%s: %s\r\n", h->hch_v[i].hh_name, h->hch_v[i].hh_value) < 0) {
-			goto nomem;
-		}
-	}
-	if (buf_printf(b, "Content-Length: %zu\r\nConnection: close\r\n\r\n", req->hcq_body_len) <
-	            0 ||
-	    (req->hcq_body_len > 0 && buf_append(b, req->hcq_body, req->hcq_body_len) < 0)) {
-		goto nomem;
-	}
-	return 0;
-nomem:
-	httpc_err(err, err_size, "out of memory");
-fail:
-	return -1;
-}
-
-static int httpc_send(int fd, const char *data, size_t len, int64_t deadline_ms, char *err,
-                      size_t err_size)
-{
-	while (len > 0) {
-		ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
-		int rc;
-
-		if (n < 0 && errno == EINTR) {
-			continue;
-		}
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			rc = httpc_wait(fd, POLLOUT, deadline_ms);
-			if (rc == 0) {
-				httpc_err(err, err_size, "timed out sending the request");
-				goto fail;
-			}
-			if (rc < 0) {
-				httpc_err(err, err_size, "poll: %s", strerror(errno));
-				goto fail;
-			}
-			continue;
-		}
-		if (n < 0) {
-			httpc_err(err, err_size, "cannot send the request: %s", strerror(errno));
-			goto fail;
-		}
-		data += n;
-		len -= (size_t)n;
-	}
-	return 0;
-fail:
-	return -1;
-}
-
-/* ---- the answer ---- */
-
-/* Walks a chunked body of len bytes at data. With decode, moves the chunks'
- * data together at data and sets *ret_len. Returns 1 when the last chunk
- * and the trailer are complete, 0 when more is needed, -1 when malformed. */
-static int httpc_chunked(char *data, size_t len, int decode, size_t *ret_len)
-{
-	size_t at = 0;
-	size_t out = 0;
-
-	for (;;) {
-		size_t size = 0;
-		size_t digits = 0;
-		const char *eol;
-
-		while (at < len && text_hex_value(data[at]) >= 0) {
-			int v = text_hex_value(data[at]);
-
-			if (size > (SIZE_MAX >> 4)) {
-				return -1;
-			}
-			size = size * 16 + (size_t)v;
-			digits++;
-			at++;
-		}
-		if (at == len) {
-			return 0;
-		}
-		if (digits == 0 ||
-		    (data[at] != ';' && data[at] != '\r' && data[at] != ' ' && data[at] != '\t')) {
-			return -1;
-		}
-		/* Chunk extensions are allowed and ignored. */
-		eol = memchr(data + at, '\n', len - at);
-		if (eol == NULL) {
-			return 0;
-		}
-		at = (size_t)(eol - data) + 1;
-		if (size == 0) {
-			break;
-		}
-		if (size > len - at || len - at - size < 2) {
-			return 0;
-		}
-		if (data[at + size] != '\r' || data[at + size + 1] != '\n') {
-			return -1;
-		}
-		if (decode) {
-			memmove(data + out, data + at, size);
-		}
-		out += size;
-		at += size + 2;
-	}
-	/* Trailer fields, ignored, up to the empty line. */
-	for (;;) {
-		const char *eol = memchr(data + at, '\n', len - at);
-
-		if (eol == NULL) {
-			return 0;
-		}
-		if (eol == data + at || (eol == data + at + 1 && data[at] == '\r')) {
-			break;
-		}
-		at = (size_t)(eol - data) + 1;
-	}
-	if (decode) {
-		data[out] = '\0';
-		*ret_len = out;
-	}
-	return 1;
-}
-
-/* Parses a Content-Length value. Returns 0, or -1 when not all digits. */
-static int httpc_content_length(const char *s, size_t *ret)
-{
-	size_t v = 0;
-
-	if (*s == '\0') {
+	if (l == NULL) {
 		return -1;
 	}
-	for (; *s != '\0'; s++) {
-		if (*s < '0' || *s > '9' || v > (SIZE_MAX - 9) / 10) {
-			return -1;
-		}
-		v = v * 10 + (size_t)(*s - '0');
-	}
-	*ret = v;
+	x->hx_list = l;
 	return 0;
 }
 
-/* Splits the head (NUL-terminated, CRLF lines, without the blank line) in
- * place into status and fields. Returns 0, or -1 when malformed. */
-static int httpc_parse_head(char *head, struct httpc_response *r)
+/* The request's header lines. "Name:" with nothing after it makes curl
+ * drop a field of its own, so an empty value is sent as "Name;". */
+static int httpc_list_build(struct httpc_xfer *x, const struct httpc_request *req, int with_body)
 {
-	char *line = head;
-	char *next;
+	const struct httpc_headers *h = req->hcq_headers;
+	struct buf line;
+	size_t i;
+	int rc = -1;
 
-	next = strstr(line, "\r\n");
-	if (next != NULL) {
-		*next = '\0';
-		next += 2;
-	}
-	/* "HTTP/1.x NNN[ reason]" */
-	if (strncmp(line, "HTTP/1.", 7) != 0 || line[7] < '0' || line[7] > '9' || line[8] != ' ' ||
-	    line[9] < '1' || line[9] > '5' || line[10] < '0' || line[10] > '9' || line[11] < '0' ||
-	    line[11] > '9' || (line[12] != ' ' && line[12] != '\0')) {
-		goto fail;
-	}
-	r->hcr_status = (line[9] - '0') * 100 + (line[10] - '0') * 10 + (line[11] - '0');
-	r->hcr_headers = calloc(HTTPC_HEADERS_MAX, sizeof(r->hcr_headers[0]));
-	if (r->hcr_headers == NULL) {
-		goto fail;
-	}
-	while (next != NULL && *next != '\0') {
-		char *colon;
-		char *v;
-		char *end;
+	buf_init(&line, HTTPC_LINE_MAX);
+	for (i = 0; h != NULL && i < h->hch_n; i++) {
+		const struct http_header *f = &h->hch_v[i];
 
-		line = next;
-		next = strstr(line, "\r\n");
-		if (next != NULL) {
-			*next = '\0';
-			next += 2;
+		if (httpc_skip_header(f->hh_name)) {
+			continue;
 		}
-		colon = strchr(line, ':');
-		if (colon == NULL || colon == line || r->hcr_n_headers == HTTPC_HEADERS_MAX) {
-			goto fail;
+		line.buf_len = 0;
+		if ((f->hh_value[0] == '\0' ? buf_printf(&line, "%s;", f->hh_name)
+		                            : buf_printf(&line, "%s: %s", f->hh_name, f->hh_value)) < 0 ||
+		    httpc_list_add(x, line.buf_data) < 0) {
+			goto done;
 		}
-		*colon = '\0';
-		/* Whitespace in a name, or an obsolete folded line. */
-		if (strpbrk(line, " \t") != NULL) {
-			goto fail;
-		}
-		v = colon + 1;
-		while (*v == ' ' || *v == '\t') {
-			v++;
-		}
-		end = v + strlen(v);
-		while (end > v && (end[-1] == ' ' || end[-1] == '\t')) {
-			end--;
-		}
-		*end = '\0';
-		r->hcr_headers[r->hcr_n_headers].hh_name = line;
-		r->hcr_headers[r->hcr_n_headers].hh_value = v;
-		r->hcr_n_headers++;
 	}
-	return 0;
-fail:
-	free(r->hcr_headers);
-	r->hcr_headers = NULL;
-	r->hcr_n_headers = 0;
-	return -1;
+	/* No fields the caller did not ask for: curl's own Accept, its form
+	 * Content-Type on a body, and the 100-continue wait. */
+	if ((h == NULL || httpc_headers_get(h, "Accept") == NULL) && httpc_list_add(x, "Accept:") < 0) {
+		goto done;
+	}
+	if (with_body && (h == NULL || httpc_headers_get(h, "Content-Type") == NULL) &&
+	    httpc_list_add(x, "Content-Type:") < 0) {
+		goto done;
+	}
+	if (httpc_list_add(x, "Expect:") < 0) {
+		goto done;
+	}
+	rc = 0;
+done:
+	buf_finish(&line);
+	return rc;
 }
 
-/* How the body ends, known once the head is in. */
-enum httpc_framing {
-	HTTPC_FRAME_NONE, /* no body: HEAD, 1xx, 204, 304 */
-	HTTPC_FRAME_LENGTH,
-	HTTPC_FRAME_CHUNKED,
-	HTTPC_FRAME_CLOSE, /* until the server closes */
-};
-
-static int httpc_framing(const struct httpc_request *req, const struct httpc_response *r,
-                         enum httpc_framing *ret, size_t *ret_length, char *err, size_t err_size)
+/* Typed wrappers: curl_easy_setopt is variadic, so each value type gets its
+ * own. Each returns 0, or -1 with curl's message logged. */
+static int httpc_opt_check(CURLcode rc, CURLoption opt)
 {
-	const char *te = httpc_response_header(r, "Transfer-Encoding");
-	const char *cl = httpc_response_header(r, "Content-Length");
-
-	if (strcmp(req->hcq_method, "HEAD") == 0 || r->hcr_status < 200 || r->hcr_status == 204 ||
-	    r->hcr_status == 304) {
-		*ret = HTTPC_FRAME_NONE;
-		return 0;
+	if (rc != CURLE_OK) {
+		log_err("httpc: curl_easy_setopt(%d): %s", (int)opt, curl_easy_strerror(rc));
+		return -1;
 	}
-	if (te != NULL) {
-		if (strcasecmp(te, "chunked") != 0) {
-			httpc_err(err, err_size, "unsupported Transfer-Encoding in the answer");
-			return -1;
-		}
-		*ret = HTTPC_FRAME_CHUNKED;
-		return 0;
-	}
-	if (cl != NULL) {
-		if (httpc_content_length(cl, ret_length) < 0) {
-			httpc_err(err, err_size, "malformed Content-Length in the answer");
-			return -1;
-		}
-		if (*ret_length > req->hcq_answer_max) {
-			httpc_err(err, err_size, "the answer's body is over %zu bytes",
-			          req->hcq_answer_max);
-			return -1;
-		}
-		*ret = HTTPC_FRAME_LENGTH;
-		return 0;
-	}
-	*ret = HTTPC_FRAME_CLOSE;
 	return 0;
 }
 
-/* Reads the whole answer from fd. Returns 0 with ret filled, or -1 (err
- * set, ret untouched). */
-static int httpc_read(int fd, const struct httpc_request *req, int64_t deadline_ms,
-                      struct httpc_response *ret, char *err, size_t err_size)
+static int httpc_opt_long(CURL *easy, CURLoption opt, long v)
 {
-	struct httpc_response r;
-	enum httpc_framing framing = HTTPC_FRAME_CLOSE;
-	struct buf b;
-	char *chunk = NULL;
-	size_t body_at = 0; /* 0 until the blank line after the head is in */
-	size_t length = 0;
-	size_t body_len = 0;
-	int done = 0;
+	return httpc_opt_check(curl_easy_setopt(easy, opt, v), opt);
+}
 
-	memset(&r, 0, sizeof(r));
-	buf_init(&b, 0);
-	chunk = malloc(HTTPC_CHUNK);
-	if (chunk == NULL) {
+static int httpc_opt_ptr(CURL *easy, CURLoption opt, const void *v)
+{
+	return httpc_opt_check(curl_easy_setopt(easy, opt, v), opt);
+}
+
+static int httpc_opt_off(CURL *easy, CURLoption opt, curl_off_t v)
+{
+	return httpc_opt_check(curl_easy_setopt(easy, opt, v), opt);
+}
+
+static int httpc_opt_fn(CURL *easy, CURLoption opt, curl_write_callback fn)
+{
+	return httpc_opt_check(curl_easy_setopt(easy, opt, fn), opt);
+}
+
+static int httpc_opt_method(CURL *easy, const char *method, const struct httpc_request *req)
+{
+	if (strcmp(method, "GET") == 0) {
+		return httpc_opt_long(easy, CURLOPT_HTTPGET, 1L);
+	}
+	if (strcmp(method, "HEAD") == 0) {
+		return httpc_opt_long(easy, CURLOPT_NOBODY, 1L);
+	}
+	/* The body is copied: a multi transfer outlives the caller's request. */
+	if (httpc_opt_long(easy, CURLOPT_POST, 1L) < 0 ||
+	    httpc_opt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->hcq_body_len) < 0 ||
+	    httpc_opt_ptr(easy, CURLOPT_COPYPOSTFIELDS,
+	                  req->hcq_body != NULL ? req->hcq_body : (const void *)"") < 0) {
+		return -1;
+	}
+	if (strcmp(method, "POST") != 0) {
+		return httpc_opt_ptr(easy, CURLOPT_CUSTOMREQUEST, method);
+	}
+	return 0;
+}
+
+/* A transfer set up for req, not started. NULL with err set on failure. */
+static struct httpc_xfer *httpc_xfer_create(const struct httpc_request *req, char *err,
+                                            size_t err_size)
+{
+	const char *method = req->hcq_method != NULL ? req->hcq_method : "POST";
+	int with_body = strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
+	unsigned timeout = req->hcq_timeout_ms != 0 ? req->hcq_timeout_ms : HTTPC_TIMEOUT_DEFAULT_MS;
+	unsigned connect = req->hcq_connect_timeout_ms != 0 ? req->hcq_connect_timeout_ms : timeout;
+	struct httpc_xfer *x;
+	CURL *e;
+
+	if (req->hcq_url == NULL || !httpc_url_ok(req->hcq_url)) {
+		httpc_err(err, err_size, "not an http:// or https:// URL");
+		return NULL;
+	}
+	if (httpc_global() < 0) {
+		httpc_err(err, err_size, "libcurl did not initialize");
+		return NULL;
+	}
+	x = calloc(1, sizeof(*x));
+	if (x == NULL) {
+		httpc_err(err, err_size, "out of memory");
+		return NULL;
+	}
+	buf_init(&x->hx_body, 0);
+	x->hx_body_max = req->hcq_response_max != 0 ? req->hcq_response_max : HTTPC_BODY_MAX_DEFAULT;
+	x->hx_easy = curl_easy_init();
+	if (x->hx_easy == NULL || httpc_list_build(x, req, with_body) < 0) {
 		httpc_err(err, err_size, "out of memory");
 		goto fail;
 	}
-	while (!done) {
-		ssize_t n = recv(fd, chunk, HTTPC_CHUNK, 0);
-		size_t scan_from = b.buf_len > 3 ? b.buf_len - 3 : 0;
-		int rc;
-
-		if (n < 0 && errno == EINTR) {
-			continue;
-		}
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			rc = httpc_wait(fd, POLLIN, deadline_ms);
-			if (rc == 0) {
-				httpc_err(err, err_size, "timed out waiting for the answer");
-				goto fail;
-			}
-			if (rc < 0) {
-				httpc_err(err, err_size, "poll: %s", strerror(errno));
-				goto fail;
-			}
-			continue;
-		}
-		if (n < 0) {
-			httpc_err(err, err_size, "cannot read the answer: %s", strerror(errno));
-			goto fail;
-		}
-		if (n == 0) {
-			if (body_at == 0) {
-				httpc_err(err, err_size,
-				          "connection closed without an HTTP answer");
-				goto fail;
-			}
-			if (framing != HTTPC_FRAME_CLOSE) {
-				httpc_err(err, err_size, "connection closed in the answer's body");
-				goto fail;
-			}
-			break;
-		}
-		if (buf_append(&b, chunk, (size_t)n) < 0) {
-			httpc_err(err, err_size, "out of memory");
-			goto fail;
-		}
-		if (body_at == 0) {
-			char *head_end = memmem(b.buf_data + scan_from, b.buf_len - scan_from,
-			                        "\r\n\r\n", 4);
-
-			if (head_end == NULL) {
-				if (b.buf_len > HTTPC_HEAD_MAX) {
-					httpc_err(err, err_size,
-					          "the answer's head is over %d bytes",
-					          HTTPC_HEAD_MAX);
-					goto fail;
-				}
-				continue;
-			}
-			body_at = (size_t)(head_end - b.buf_data) + 4;
-			if (body_at > HTTPC_HEAD_MAX) {
-				httpc_err(err, err_size, "the answer's head is over %d bytes",
-				          HTTPC_HEAD_MAX);
-				goto fail;
-			}
-			/* Parsed in place: the head's strings end where its CRLFs were. */
-			head_end[2] = '\0';
-			if (httpc_parse_head(b.buf_data, &r) < 0) {
-				httpc_err(err, err_size, "malformed answer (not HTTP/1.x)");
-				goto fail;
-			}
-			if (httpc_framing(req, &r, &framing, &length, err, err_size) < 0) {
-				goto fail;
-			}
-		}
-		body_len = b.buf_len - body_at;
-		/* A Content-Length over the cap was refused with the head. */
-		if ((framing == HTTPC_FRAME_CHUNKED || framing == HTTPC_FRAME_CLOSE) &&
-		    body_len > req->hcq_answer_max) {
-			httpc_err(err, err_size, "the answer's body is over %zu bytes",
-			          req->hcq_answer_max);
-			goto fail;
-		}
-		switch (framing) {
-		case HTTPC_FRAME_NONE:
-			body_len = 0;
-			done = 1;
-			break;
-		case HTTPC_FRAME_LENGTH:
-			if (body_len >= length) {
-				body_len = length;
-				done = 1;
-			}
-			break;
-		case HTTPC_FRAME_CHUNKED:
-			rc = httpc_chunked(b.buf_data + body_at, body_len, 0, NULL);
-			if (rc < 0) {
-				httpc_err(err, err_size, "malformed chunked body in the answer");
-				goto fail;
-			}
-			if (rc > 0) {
-				httpc_chunked(b.buf_data + body_at, body_len, 1, &body_len);
-				done = 1;
-			}
-			break;
-		case HTTPC_FRAME_CLOSE:
-			break;
-		}
-	}
-	r.hcr_raw = buf_take(&b, NULL);
-	if (r.hcr_raw == NULL) {
-		httpc_err(err, err_size, "out of memory");
+	e = x->hx_easy;
+	if (httpc_opt_ptr(e, CURLOPT_URL, req->hcq_url) < 0 ||
+	    httpc_opt_ptr(e, CURLOPT_PROTOCOLS_STR, "http,https") < 0 ||
+	    httpc_opt_long(e, CURLOPT_NOSIGNAL, 1L) < 0 ||
+	    httpc_opt_method(e, method, req) < 0 ||
+	    httpc_opt_ptr(e, CURLOPT_HTTPHEADER, x->hx_list) < 0 ||
+	    httpc_opt_long(e, CURLOPT_CONNECTTIMEOUT_MS, (long)connect) < 0 ||
+	    httpc_opt_long(e, CURLOPT_TIMEOUT_MS, (long)timeout) < 0 ||
+	    httpc_opt_long(e, CURLOPT_SSL_VERIFYPEER, 1L) < 0 ||
+	    httpc_opt_long(e, CURLOPT_SSL_VERIFYHOST, 2L) < 0 ||
+	    (req->hcq_ca_file != NULL && httpc_opt_ptr(e, CURLOPT_CAINFO, req->hcq_ca_file) < 0) ||
+	    httpc_opt_fn(e, CURLOPT_WRITEFUNCTION, httpc_on_body) < 0 ||
+	    httpc_opt_ptr(e, CURLOPT_WRITEDATA, x) < 0 ||
+	    httpc_opt_fn(e, CURLOPT_HEADERFUNCTION, httpc_on_header) < 0 ||
+	    httpc_opt_ptr(e, CURLOPT_HEADERDATA, x) < 0 ||
+	    httpc_opt_ptr(e, CURLOPT_ERRORBUFFER, x->hx_errbuf) < 0 ||
+	    httpc_opt_ptr(e, CURLOPT_PRIVATE, x) < 0) {
+		httpc_err(err, err_size, "cannot set up the transfer");
 		goto fail;
 	}
-	/* buf_take hands the same allocation over: the header pointers hold. */
-	r.hcr_body = r.hcr_raw + body_at;
-	r.hcr_body[body_len] = '\0';
-	r.hcr_body_len = body_len;
-	free(chunk);
-	*ret = r;
-	return 0;
+	return x;
 fail:
-	free(r.hcr_headers);
-	free(chunk);
-	buf_finish(&b);
-	return -1;
+	httpc_xfer_destroy(x);
+	return NULL;
 }
 
-/* ---- one exchange ---- */
+/* Hands the finished transfer's answer over to ret. Returns 0, or -1 with
+ * err set and ret zeroed when no usable answer came back. */
+static int httpc_xfer_result(struct httpc_xfer *x, CURLcode rc, struct httpc_response *ret,
+                             char *err, size_t err_size)
+{
+	long code = 0;
+
+	memset(ret, 0, sizeof(*ret));
+	curl_easy_getinfo(x->hx_easy, CURLINFO_RESPONSE_CODE, &code);
+	if (x->hx_head_error != NULL) {
+		httpc_err(err, err_size, "%s", x->hx_head_error);
+		return -1;
+	}
+	/* A write error is ours when the body passed the cap: the answer came. */
+	if (rc != CURLE_OK && !(x->hx_truncated && rc == CURLE_WRITE_ERROR && code != 0)) {
+		httpc_err(err, err_size, "%s",
+		          x->hx_errbuf[0] != '\0' ? x->hx_errbuf : curl_easy_strerror(rc));
+		return -1;
+	}
+	if (code == 0) {
+		httpc_err(err, err_size, "no HTTP answer");
+		return -1;
+	}
+	ret->hcr_body = buf_take(&x->hx_body, &ret->hcr_body_len);
+	if (ret->hcr_body == NULL) {
+		httpc_err(err, err_size, "out of memory");
+		return -1;
+	}
+	ret->hcr_status = code;
+	ret->hcr_headers = x->hx_headers;
+	httpc_headers_init(&x->hx_headers);
+	ret->hcr_truncated = x->hx_truncated;
+	return 0;
+}
 
 int httpc_exchange(const struct httpc_request *req, struct httpc_response *ret, char *err,
                    size_t err_size)
 {
-	struct buf b;
-	int fd = -1;
+	struct httpc_xfer *x = httpc_xfer_create(req, err, err_size);
+	CURLcode rc;
+	int result;
 
-	buf_init(&b, 0);
-	if (httpc_build(req, &b, err, err_size) < 0) {
-		goto fail;
+	memset(ret, 0, sizeof(*ret));
+	if (x == NULL) {
+		return -1;
 	}
-	fd = httpc_connect(req->hcq_host, req->hcq_port, httpc_mono_ms() + req->hcq_timeout_ms, err,
-	                   err_size);
-	if (fd < 0) {
-		goto fail;
-	}
-	if (httpc_send(fd, b.buf_data, b.buf_len, httpc_mono_ms() + req->hcq_timeout_ms, err,
-	               err_size) < 0 ||
-	    httpc_read(fd, req, httpc_mono_ms() + req->hcq_timeout_ms, ret, err, err_size) < 0) {
-		goto fail;
-	}
-	close(fd);
-	buf_finish(&b);
-	return 0;
-fail:
-	if (fd >= 0) {
-		close(fd);
-	}
-	buf_finish(&b);
-	return -1;
+	rc = curl_easy_perform(x->hx_easy);
+	result = httpc_xfer_result(x, rc, ret, err, err_size);
+	httpc_xfer_destroy(x);
+	return result;
 }
 
 const char *httpc_response_header(const struct httpc_response *r, const char *name)
 {
-	size_t i;
-
-	for (i = 0; i < r->hcr_n_headers; i++) {
-		if (strcasecmp(r->hcr_headers[i].hh_name, name) == 0) {
-			return r->hcr_headers[i].hh_value;
-		}
-	}
-	return NULL;
+	return httpc_headers_get(&r->hcr_headers, name);
 }
 
 void httpc_response_finish(struct httpc_response *r)
 {
-	free(r->hcr_headers);
-	free(r->hcr_raw);
+	httpc_headers_finish(&r->hcr_headers);
+	free(r->hcr_body);
 	memset(r, 0, sizeof(*r));
+}
+
+/* ---- concurrent transfers ---- */
+
+struct httpc_multi *httpc_multi_create(void)
+{
+	struct httpc_multi *m;
+
+	if (httpc_global() < 0) {
+		return NULL;
+	}
+	m = calloc(1, sizeof(*m));
+	if (m == NULL) {
+		log_err("httpc: out of memory");
+		return NULL;
+	}
+	m->hm_multi = curl_multi_init();
+	if (m->hm_multi == NULL) {
+		log_err("httpc: curl_multi_init failed");
+		free(m);
+		return NULL;
+	}
+	return m;
+}
+
+static void httpc_multi_unlink(struct httpc_multi *m, struct httpc_xfer *x)
+{
+	struct httpc_xfer **p;
+
+	for (p = &m->hm_xfers; *p != NULL; p = &(*p)->hx_next) {
+		if (*p == x) {
+			*p = x->hx_next;
+			break;
+		}
+	}
+	curl_multi_remove_handle(m->hm_multi, x->hx_easy);
+}
+
+void httpc_multi_destroy(struct httpc_multi *m)
+{
+	if (m == NULL) {
+		return;
+	}
+	while (m->hm_xfers != NULL) {
+		struct httpc_xfer *x = m->hm_xfers;
+
+		httpc_multi_unlink(m, x);
+		httpc_xfer_destroy(x);
+	}
+	curl_multi_cleanup(m->hm_multi);
+	free(m);
+}
+
+int httpc_multi_add(struct httpc_multi *m, const struct httpc_request *req, void *arg)
+{
+	char err[HTTPC_ERR_MAX];
+	struct httpc_xfer *x = httpc_xfer_create(req, err, sizeof(err));
+	CURLMcode mc;
+
+	if (x == NULL) {
+		log_err("httpc: %s", err);
+		return -1;
+	}
+	x->hx_arg = arg;
+	mc = curl_multi_add_handle(m->hm_multi, x->hx_easy);
+	if (mc != CURLM_OK) {
+		log_err("httpc: curl_multi_add_handle: %s", curl_multi_strerror(mc));
+		httpc_xfer_destroy(x);
+		return -1;
+	}
+	x->hx_next = m->hm_xfers;
+	m->hm_xfers = x;
+	return 0;
+}
+
+int httpc_multi_perform(struct httpc_multi *m)
+{
+	int running = 0;
+	CURLMcode mc = curl_multi_perform(m->hm_multi, &running);
+
+	if (mc != CURLM_OK) {
+		log_err("httpc: curl_multi_perform: %s", curl_multi_strerror(mc));
+		return -1;
+	}
+	return 0;
+}
+
+int httpc_multi_done(struct httpc_multi *m, void **ret_arg, struct httpc_response *ret, char *err,
+                     size_t err_size)
+{
+	for (;;) {
+		struct httpc_xfer *x;
+		char *priv = NULL;
+		CURLMsg *msg;
+		CURLcode rc;
+		int left = 0;
+
+		msg = curl_multi_info_read(m->hm_multi, &left);
+		if (msg == NULL) {
+			return 0;
+		}
+		if (msg->msg != CURLMSG_DONE) {
+			continue;
+		}
+		rc = msg->data.result;
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
+		x = (struct httpc_xfer *)priv;
+		if (err != NULL && err_size > 0) {
+			err[0] = '\0';
+		}
+		/* On failure ret stays zeroed: status 0 means no answer. */
+		httpc_xfer_result(x, rc, ret, err, err_size);
+		*ret_arg = x->hx_arg;
+		httpc_multi_unlink(m, x);
+		httpc_xfer_destroy(x);
+		return 1;
+	}
+}
+
+int httpc_multi_poll(struct httpc_multi *m, int wait_ms)
+{
+	CURLMcode mc = curl_multi_poll(m->hm_multi, NULL, 0, wait_ms < 0 ? 0 : wait_ms, NULL);
+
+	if (mc != CURLM_OK) {
+		log_err("httpc: curl_multi_poll: %s", curl_multi_strerror(mc));
+		return -1;
+	}
+	return 0;
+}
+
+void httpc_multi_wakeup(struct httpc_multi *m)
+{
+	curl_multi_wakeup(m->hm_multi);
 }

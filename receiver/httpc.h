@@ -1,4 +1,7 @@
-/* httpc.h: a small blocking HTTP/1.1 client over plain TCP (libcurl stays in outbound.c). */
+/* httpc.h: the one HTTP client (libcurl; only httpc.c includes curl.h): a
+ * blocking exchange for the CLI and the demo, and a set of concurrent
+ * transfers for the outbox worker. http:// and https:// only; TLS peers are
+ * always verified, against the system CAs or a given CA file. */
 #ifndef IDEMHOOK_HTTPC_H
 #define IDEMHOOK_HTTPC_H
 
@@ -6,11 +9,11 @@
 
 #include "http.h"
 
-#define HTTPC_HEAD_MAX (64 * 1024) /* bytes of an answer's status line and headers */
+#define HTTPC_HEAD_MAX (64 * 1024) /* bytes of an answer's header fields */
 #define HTTPC_HEADERS_MAX 128      /* fields per list or answer: a whole captured request fits */
 #define HTTPC_ERR_MAX 256          /* bytes of an error message, NUL included */
 
-/* Header fields to send, owned (copies). */
+/* Header fields, owned (copies). */
 struct httpc_headers {
 	struct http_header hch_v[HTTPC_HEADERS_MAX];
 	size_t hch_n;
@@ -18,26 +21,25 @@ struct httpc_headers {
 };
 
 struct httpc_request {
-	const char *hcq_method;
-	/* Numeric address without brackets, also sent as Host. A name is looked
-	 * up by the system resolver, which the timeout does not bound. */
-	const char *hcq_host;
-	unsigned hcq_port;
-	const char *hcq_target;                  /* path and query, sent as they are */
-	const struct httpc_headers *hcq_headers; /* may be NULL */
+	const char *hcq_method; /* "POST" when NULL; "GET" and "HEAD" send no body */
+	const char *hcq_url;    /* http:// or https:// */
+	/* May be NULL. Host, framing and hop-by-hop fields are left out: the
+	 * client writes its own. No Content-Type is added when none is given. */
+	const struct httpc_headers *hcq_headers;
 	const void *hcq_body;
 	size_t hcq_body_len;
-	size_t hcq_answer_max;   /* bytes of the answer's body as sent (chunk framing included) */
-	unsigned hcq_timeout_ms; /* for the connect, for sending, for the whole answer: each */
+	size_t hcq_response_max;         /* bytes of the answer's body kept; past it the transfer ends */
+	unsigned hcq_connect_timeout_ms; /* 0: hcq_timeout_ms */
+	unsigned hcq_timeout_ms;         /* the whole exchange */
+	const char *hcq_ca_file;         /* PEM CA certificates to verify TLS peers with, or NULL */
 };
 
 struct httpc_response {
-	int hcr_status;
-	struct http_header *hcr_headers; /* arrival order; point into hcr_raw */
-	size_t hcr_n_headers;
-	char *hcr_body; /* into hcr_raw; NUL-terminated, may hold any bytes */
+	long hcr_status;                  /* the final answer's status (after any 1xx) */
+	struct httpc_headers hcr_headers; /* the final answer's fields, in arrival order */
+	char *hcr_body;                   /* NUL-terminated, may hold any bytes; owned */
 	size_t hcr_body_len;
-	char *hcr_raw; /* the whole answer, owned */
+	int hcr_truncated; /* the body passed hcq_response_max: the rest was not read */
 };
 
 /* init/finish work on caller-owned memory; finish frees the copies and
@@ -52,11 +54,14 @@ void httpc_headers_add(void *arg, const char *name, const char *value);
 /* The value of the first field called name (case-insensitive), or NULL. */
 const char *httpc_headers_get(const struct httpc_headers *h, const char *name);
 
-/* Connects to req's address, sends the request with Host, Content-Length
- * and "Connection: close" of its own (framing and hop-by-hop fields in
- * hcq_headers are left out), and reads the whole answer. Returns 0 with ret
- * filled (finish it with httpc_response_finish), or -1 with err set and ret
- * untouched: no connection, a timeout, an answer over the cap or not HTTP. */
+/* 1 when url is an http:// or https:// URL with a host, else 0. */
+int httpc_url_ok(const char *url);
+
+/* Sends req and waits for the answer. Returns 0 with ret filled (finish it
+ * with httpc_response_finish) when an answer came back, whole or cut at the
+ * cap (hcr_truncated); -1 with one sentence in err and ret zeroed when none
+ * did: no connection, TLS verification failed, a timeout, a malformed or
+ * oversized head. */
 int httpc_exchange(const struct httpc_request *req, struct httpc_response *ret, char *err,
                    size_t err_size);
 
@@ -66,5 +71,36 @@ const char *httpc_response_header(const struct httpc_response *r, const char *na
 
 /* Frees what the answer owns and zeroes it; a zeroed struct is a no-op. */
 void httpc_response_finish(struct httpc_response *r);
+
+/* ---- concurrent transfers, driven by one thread ---- */
+
+struct httpc_multi;
+
+/* NULL on failure (logged). */
+struct httpc_multi *httpc_multi_create(void);
+
+/* Ends the transfers still running (their answers are dropped) and frees.
+ * NULL is a no-op. */
+void httpc_multi_destroy(struct httpc_multi *m);
+
+/* Starts req, copied whole (the caller may free it at once); arg comes back
+ * with the result from httpc_multi_done. Returns 0, or -1 (logged). */
+int httpc_multi_add(struct httpc_multi *m, const struct httpc_request *req, void *arg);
+
+/* Moves the running transfers on without blocking. Returns 0 or -1 (logged). */
+int httpc_multi_perform(struct httpc_multi *m);
+
+/* Takes one finished transfer: returns 1 with its arg and its answer in ret
+ * (as httpc_exchange: hcr_status 0 and err set when no answer came back), or
+ * 0 when none has finished. */
+int httpc_multi_done(struct httpc_multi *m, void **ret_arg, struct httpc_response *ret, char *err,
+                     size_t err_size);
+
+/* Waits up to wait_ms for activity on the transfers or a wakeup. Returns 0
+ * or -1 (logged). */
+int httpc_multi_poll(struct httpc_multi *m, int wait_ms);
+
+/* Ends a httpc_multi_poll early; callable from any thread. */
+void httpc_multi_wakeup(struct httpc_multi *m);
 
 #endif

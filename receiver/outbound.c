@@ -1,7 +1,8 @@
-/* outbound.c: the outbox delivery worker: one thread driving libcurl's multi interface. */
-#include <curl/curl.h>
+/* outbound.c: the outbox delivery worker: one thread driving the HTTP client's concurrent
+ * transfers (httpc multi). */
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -11,6 +12,7 @@
 #include "buf.h"
 #include "build_config.h"
 #include "crypto.h"
+#include "httpc.h"
 #include "log.h"
 #include "orders.h"
 #include "outbound.h"
@@ -18,18 +20,11 @@
 
 #define OUTBOUND_USER_AGENT "idemhook/" IDEMHOOK_VERSION
 #define OUTBOUND_HEADER_MAX 4096    /* bytes of one request header line we build */
-#define OUTBOUND_RETRY_AFTER_MAX 64 /* bytes of a Retry-After value we look at */
 #define OUTBOUND_STOP_TICK_MS 50    /* poll interval while draining at shutdown */
 
 struct outbound_xfer {
-	struct outbound *ox_ob;
-	CURL *ox_easy;
-	struct curl_slist *ox_headers;
 	struct outbox_row ox_row;
-	struct buf ox_resp;
-	int ox_capped; /* the response passed oc_response_max: transfer ended */
-	int64_t ox_retry_after_ms;
-	char ox_errbuf[CURL_ERROR_SIZE];
+	struct outbound_xfer *ox_next; /* running, in ob_xfers */
 };
 
 struct outbound {
@@ -37,32 +32,21 @@ struct outbound {
 	struct outbox_conf ob_conf;
 	struct orders_conf ob_orders;
 	struct outbound_clock ob_clock;
-	CURLM *ob_multi;
+	struct httpc_multi *ob_multi;
 	pthread_t ob_thread;
 	int ob_thread_started;
 	pthread_mutex_t ob_lock;
 	int ob_stop;
 	int ob_kicked;
 	int64_t ob_grace_ms;
-	struct outbound_xfer **ob_xfers; /* oc_concurrency slots */
+	struct outbound_xfer *ob_xfers; /* running transfers */
 	size_t ob_n_xfers;
 	struct outbox_row *ob_lease_rows;   /* scratch for outbox_lease */
 	struct outbox_attempt *ob_attempts; /* scratch for outbound_harvest */
 	struct outbound_xfer **ob_done;
+	struct httpc_response *ob_resps;              /* answers of ob_done */
+	char (*ob_errs)[HTTPC_ERR_MAX];               /* and their errors */
 };
-
-static pthread_once_t outbound_global_once = PTHREAD_ONCE_INIT;
-static int outbound_global_rc;
-
-static void outbound_global_init(void)
-{
-	CURLcode rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-
-	if (rc != CURLE_OK) {
-		log_err("outbound: curl_global_init: %s", curl_easy_strerror(rc));
-		outbound_global_rc = -1;
-	}
-}
 
 static int64_t outbound_real_now(void *arg)
 {
@@ -94,172 +78,63 @@ static void outbound_xfer_destroy(struct outbound_xfer *x)
 	if (x == NULL) {
 		return;
 	}
-	if (x->ox_easy != NULL) {
-		curl_multi_remove_handle(x->ox_ob->ob_multi, x->ox_easy);
-		curl_easy_cleanup(x->ox_easy);
-	}
-	curl_slist_free_all(x->ox_headers);
-	buf_finish(&x->ox_resp);
 	outbox_row_finish(&x->ox_row);
 	free(x);
 }
 
-/* Keeps the response up to the cap; past it, ends the transfer (the status
- * line has arrived and is what counts). */
-static size_t outbound_on_body(char *data, size_t size, size_t nmemb, void *arg)
+/* The request headers of a row's attempt. */
+static int outbound_headers(struct outbound *ob, const struct outbox_row *r,
+                            struct httpc_headers *h)
 {
-	struct outbound_xfer *x = arg;
-	size_t n = size * nmemb;
-	size_t room = x->ox_resp.buf_max - x->ox_resp.buf_len;
-
-	if (n > room) {
-		if (room > 0) {
-			buf_append(&x->ox_resp, data, room);
-		}
-		x->ox_capped = 1;
-		return 0;
-	}
-	if (n > 0 && buf_append(&x->ox_resp, data, n) < 0) {
-		return 0;
-	}
-	return n;
-}
-
-static size_t outbound_on_header(char *data, size_t size, size_t nmemb, void *arg)
-{
-	struct outbound_xfer *x = arg;
-	size_t n = size * nmemb;
-	static const char name[] = "retry-after:";
-	size_t name_len = sizeof(name) - 1;
-	char value[OUTBOUND_RETRY_AFTER_MAX];
-	size_t len;
-	int64_t ms;
-
-	if (n >= 5 && strncmp(data, "HTTP/", 5) == 0) {
-		x->ox_retry_after_ms = -1; /* a new response (after 100 Continue) */
-		return n;
-	}
-	if (n <= name_len || strncasecmp(data, name, name_len) != 0) {
-		return n;
-	}
-	len = n - name_len;
-	while (len > 0 && (data[name_len + len - 1] == '\r' || data[name_len + len - 1] == '\n')) {
-		len--;
-	}
-	if (len >= sizeof(value)) {
-		return n;
-	}
-	memcpy(value, data + name_len, len);
-	value[len] = '\0';
-	if (outbox_retry_after_ms(value, outbound_now(x->ox_ob), &ms) == 0) {
-		x->ox_retry_after_ms = ms;
-	}
-	return n;
-}
-
-static int outbound_add_header(struct outbound_xfer *x, const char *name, const char *value)
-{
-	struct curl_slist *l;
-	struct buf line;
-
-	buf_init(&line, OUTBOUND_HEADER_MAX);
-	if (buf_printf(&line, "%s: %s", name, value) < 0) {
-		buf_finish(&line);
-		return -1;
-	}
-	l = curl_slist_append(x->ox_headers, line.buf_data);
-	buf_finish(&line);
-	if (l == NULL) {
-		return -1;
-	}
-	x->ox_headers = l;
-	return 0;
-}
-
-static int outbound_headers(struct outbound *ob, struct outbound_xfer *x)
-{
-	const struct outbox_row *r = &x->ox_row;
-
-	if (outbound_add_header(x, "Content-Type", r->or_content_type) < 0 ||
-	    outbound_add_header(x, "Idempotency-Key", r->or_idem_key) < 0 ||
-	    outbound_add_header(x, "User-Agent", OUTBOUND_USER_AGENT) < 0) {
-		return -1;
-	}
-	/* An empty value makes curl leave the header out: no 100-continue wait. */
-	x->ox_headers = curl_slist_append(x->ox_headers, "Expect:");
-	if (x->ox_headers == NULL) {
-		return -1;
-	}
+	httpc_headers_add(h, "Content-Type", r->or_content_type);
+	httpc_headers_add(h, "Idempotency-Key", r->or_idem_key);
+	httpc_headers_add(h, "User-Agent", OUTBOUND_USER_AGENT);
 	if (strcmp(r->or_call_type, OUTBOX_REFUND_CALL) == 0) {
 		struct buf auth;
 		int rc;
 
 		if (ob->ob_conf.oc_refund_key == NULL) {
-			return 0; /* the provider will answer 401: the row dies, an operator is
-			             flagged */
+			return h->hch_overflow ? -1 : 0; /* the provider will answer 401: the row
+			                                    dies, an operator is flagged */
 		}
 		buf_init(&auth, OUTBOUND_HEADER_MAX);
 		rc = buf_printf(&auth, "Bearer %s", ob->ob_conf.oc_refund_key);
 		if (rc == 0) {
-			rc = outbound_add_header(x, "Authorization", auth.buf_data);
+			httpc_headers_add(h, "Authorization", auth.buf_data);
 		}
 		memset(auth.buf_data, 0, auth.buf_len);
 		buf_finish(&auth);
-		return rc;
+		return rc < 0 || h->hch_overflow ? -1 : 0;
 	}
 	if (ob->ob_conf.oc_signing_key != NULL) {
 		int64_t ts = outbound_now(ob) / 1000;
 		char ts_text[24];
 		char *sig = NULL;
-		int rc;
 
 		if (outbox_sign(ob->ob_conf.oc_signing_key, ob->ob_conf.oc_signing_key_len,
 		                r->or_idem_key, ts, r->or_body, r->or_body_len, &sig) < 0) {
 			return -1;
 		}
 		snprintf(ts_text, sizeof(ts_text), "%" PRId64, ts);
-		rc = outbound_add_header(x, "webhook-id", r->or_idem_key);
-		if (rc == 0) {
-			rc = outbound_add_header(x, "webhook-timestamp", ts_text);
-		}
-		if (rc == 0) {
-			rc = outbound_add_header(x, "webhook-signature", sig);
-		}
+		httpc_headers_add(h, "webhook-id", r->or_idem_key);
+		httpc_headers_add(h, "webhook-timestamp", ts_text);
+		httpc_headers_add(h, "webhook-signature", sig);
 		free(sig);
-		return rc;
 	}
-	return 0;
+	return h->hch_overflow ? -1 : 0;
 }
 
-/* Typed wrappers: curl_easy_setopt is variadic, so each value type gets its
- * own. Each returns 0, or -1 with curl's message logged. */
-static int outbound_opt_check(CURLcode rc, CURLoption opt)
+/* Wipes the header values (an Authorization may be among them), then frees. */
+static void outbound_headers_finish(struct httpc_headers *h)
 {
-	if (rc != CURLE_OK) {
-		log_err("outbound: curl_easy_setopt(%d): %s", (int)opt, curl_easy_strerror(rc));
-		return -1;
+	size_t i;
+
+	for (i = 0; i < h->hch_n; i++) {
+		char *v = (char *)h->hch_v[i].hh_value;
+
+		memset(v, 0, strlen(v));
 	}
-	return 0;
-}
-
-static int outbound_opt_long(CURL *easy, CURLoption opt, long v)
-{
-	return outbound_opt_check(curl_easy_setopt(easy, opt, v), opt);
-}
-
-static int outbound_opt_ptr(CURL *easy, CURLoption opt, const void *v)
-{
-	return outbound_opt_check(curl_easy_setopt(easy, opt, v), opt);
-}
-
-static int outbound_opt_off(CURL *easy, CURLoption opt, curl_off_t v)
-{
-	return outbound_opt_check(curl_easy_setopt(easy, opt, v), opt);
-}
-
-static int outbound_opt_write_fn(CURL *easy, CURLoption opt, curl_write_callback fn)
-{
-	return outbound_opt_check(curl_easy_setopt(easy, opt, fn), opt);
+	httpc_headers_finish(h);
 }
 
 /* Starts the transfer of a leased row; takes the row over (also on failure). */
@@ -267,77 +142,54 @@ static int outbound_begin(struct outbound *ob, struct outbox_row *row)
 {
 	struct outbound_xfer *x = calloc(1, sizeof(*x));
 	const struct outbox_conf *oc = &ob->ob_conf;
-	CURL *easy;
-	CURLMcode mc;
+	struct httpc_request req;
+	struct httpc_headers h;
+	int rc;
 
 	if (x == NULL) {
 		outbox_row_finish(row);
 		return -1;
 	}
-	x->ox_ob = ob;
 	x->ox_row = *row;
 	memset(row, 0, sizeof(*row));
-	x->ox_retry_after_ms = -1;
-	buf_init(&x->ox_resp, oc->oc_response_max);
-	x->ox_easy = curl_easy_init();
-	if (x->ox_easy == NULL) {
-		log_err("outbound: curl_easy_init failed");
-		goto fail;
+	httpc_headers_init(&h);
+	memset(&req, 0, sizeof(req));
+	req.hcq_method = "POST";
+	req.hcq_url = x->ox_row.or_url;
+	req.hcq_headers = &h;
+	req.hcq_body = x->ox_row.or_body;
+	req.hcq_body_len = x->ox_row.or_body_len;
+	req.hcq_response_max = oc->oc_response_max;
+	req.hcq_connect_timeout_ms = (unsigned)oc->oc_connect_timeout_ms;
+	req.hcq_timeout_ms = (unsigned)oc->oc_timeout_ms;
+	req.hcq_ca_file = oc->oc_ca_file;
+	rc = outbound_headers(ob, &x->ox_row, &h);
+	if (rc == 0) {
+		rc = httpc_multi_add(ob->ob_multi, &req, x);
 	}
-	if (outbound_headers(ob, x) < 0) {
-		goto fail;
+	outbound_headers_finish(&h);
+	if (rc < 0) {
+		/* Not sent: the lease is given back so the row is not stuck until it expires. */
+		outbox_release(ob->ob_store, &x->ox_row, outbound_now(ob));
+		outbound_xfer_destroy(x);
+		return -1;
 	}
-	easy = x->ox_easy;
-	if (outbound_opt_ptr(easy, CURLOPT_URL, x->ox_row.or_url) < 0 ||
-	    outbound_opt_ptr(easy, CURLOPT_PROTOCOLS_STR, "http,https") < 0 ||
-	    outbound_opt_long(easy, CURLOPT_NOSIGNAL, 1L) < 0 ||
-	    outbound_opt_long(easy, CURLOPT_POST, 1L) < 0 ||
-	    outbound_opt_ptr(easy, CURLOPT_POSTFIELDS, x->ox_row.or_body) < 0 ||
-	    outbound_opt_off(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->ox_row.or_body_len) <
-	            0 ||
-	    outbound_opt_ptr(easy, CURLOPT_HTTPHEADER, x->ox_headers) < 0 ||
-	    outbound_opt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)oc->oc_connect_timeout_ms) <
-	            0 ||
-	    outbound_opt_long(easy, CURLOPT_TIMEOUT_MS, (long)oc->oc_timeout_ms) < 0 ||
-	    outbound_opt_long(easy, CURLOPT_SSL_VERIFYPEER, 1L) < 0 ||
-	    outbound_opt_long(easy, CURLOPT_SSL_VERIFYHOST, 2L) < 0 ||
-	    (oc->oc_ca_file != NULL &&
-	     outbound_opt_ptr(easy, CURLOPT_CAINFO, oc->oc_ca_file) < 0) ||
-	    outbound_opt_write_fn(easy, CURLOPT_WRITEFUNCTION, outbound_on_body) < 0 ||
-	    outbound_opt_ptr(easy, CURLOPT_WRITEDATA, x) < 0 ||
-	    outbound_opt_write_fn(easy, CURLOPT_HEADERFUNCTION, outbound_on_header) < 0 ||
-	    outbound_opt_ptr(easy, CURLOPT_HEADERDATA, x) < 0 ||
-	    outbound_opt_ptr(easy, CURLOPT_ERRORBUFFER, x->ox_errbuf) < 0 ||
-	    outbound_opt_ptr(easy, CURLOPT_PRIVATE, x) < 0) {
-		goto fail;
-	}
-	mc = curl_multi_add_handle(ob->ob_multi, x->ox_easy);
-	if (mc != CURLM_OK) {
-		log_err("outbound: curl_multi_add_handle: %s", curl_multi_strerror(mc));
-		goto fail;
-	}
-	ob->ob_xfers[ob->ob_n_xfers++] = x;
+	x->ox_next = ob->ob_xfers;
+	ob->ob_xfers = x;
+	ob->ob_n_xfers++;
 	log_debug("outbound: row %" PRId64 " attempt %u started", x->ox_row.or_id,
 	          x->ox_row.or_attempts);
 	return 0;
-fail:
-	/* Not sent: the lease is given back so the row is not stuck until it expires. */
-	outbox_release(ob->ob_store, &x->ox_row, outbound_now(ob));
-	if (x->ox_easy != NULL) {
-		curl_easy_cleanup(x->ox_easy);
-		x->ox_easy = NULL;
-	}
-	outbound_xfer_destroy(x);
-	return -1;
 }
 
 static void outbound_forget(struct outbound *ob, struct outbound_xfer *x)
 {
-	size_t i;
+	struct outbound_xfer **p;
 
-	for (i = 0; i < ob->ob_n_xfers; i++) {
-		if (ob->ob_xfers[i] == x) {
-			ob->ob_xfers[i] = ob->ob_xfers[--ob->ob_n_xfers];
+	for (p = &ob->ob_xfers; *p != NULL; p = &(*p)->ox_next) {
+		if (*p == x) {
+			*p = x->ox_next;
+			ob->ob_n_xfers--;
 			break;
 		}
 	}
@@ -355,50 +207,43 @@ static size_t outbound_harvest(struct outbound *ob)
 
 	while (n < ob->ob_conf.oc_concurrency) {
 		struct outbox_result *res = &done[n].oa_res;
-		struct outbound_xfer *x;
-		char *priv = NULL;
-		CURLMsg *msg;
-		CURLcode rc;
-		long code = 0;
-		int left = 0;
+		struct httpc_response *resp = &ob->ob_resps[n];
+		const char *retry_after;
+		void *arg = NULL;
+		int64_t ms;
 
-		msg = curl_multi_info_read(ob->ob_multi, &left);
-		if (msg == NULL) {
+		if (httpc_multi_done(ob->ob_multi, &arg, resp, ob->ob_errs[n], HTTPC_ERR_MAX) == 0) {
 			break;
 		}
-		if (msg->msg != CURLMSG_DONE) {
-			continue;
-		}
-		rc = msg->data.result;
-		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
-		x = (struct outbound_xfer *)priv;
-		curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+		xs[n] = arg;
 		memset(res, 0, sizeof(*res));
-		res->ors_retry_after_ms = x->ox_retry_after_ms;
-		if (rc == CURLE_OK || (x->ox_capped && rc == CURLE_WRITE_ERROR && code != 0)) {
-			res->ors_http_status = code;
-		} else {
-			/* Also when a status line came but the rest did not: the
-			 * answer is incomplete, and a repeat is deduplicated. */
-			res->ors_http_status = 0;
-			res->ors_error =
-			        x->ox_errbuf[0] != '\0' ? x->ox_errbuf : curl_easy_strerror(rc);
+		res->ors_retry_after_ms = -1;
+		/* Status 0 also when a status line came but the rest did not: the
+		 * answer is incomplete, and a repeat is deduplicated. */
+		res->ors_http_status = resp->hcr_status;
+		if (resp->hcr_status == 0) {
+			res->ors_error = ob->ob_errs[n];
 		}
-		res->ors_body = x->ox_resp.buf_data;
-		res->ors_body_len = x->ox_resp.buf_len;
-		if (x->ox_capped) {
+		retry_after = httpc_response_header(resp, "Retry-After");
+		if (retry_after != NULL && outbox_retry_after_ms(retry_after, outbound_now(ob), &ms) == 0) {
+			res->ors_retry_after_ms = ms;
+		}
+		res->ors_body = resp->hcr_body;
+		res->ors_body_len = resp->hcr_body_len;
+		if (resp->hcr_truncated) {
 			log_notice("outbound: row %" PRId64 ": response cut at %zu bytes",
-			           x->ox_row.or_id, ob->ob_conf.oc_response_max);
+			           xs[n]->ox_row.or_id, ob->ob_conf.oc_response_max);
 		}
-		done[n].oa_row = &x->ox_row;
+		done[n].oa_row = &xs[n]->ox_row;
 		done[n].oa_rnd = ob->ob_clock.ock_random(ob->ob_clock.ock_arg);
-		xs[n++] = x;
+		n++;
 	}
 	if (n > 0) {
 		outbox_complete_many(ob->ob_store, &ob->ob_conf, &ob->ob_orders, done, n,
 		                     outbound_now(ob));
 	}
 	for (i = 0; i < n; i++) {
+		httpc_response_finish(&ob->ob_resps[i]);
 		outbound_forget(ob, xs[i]);
 	}
 	return n;
@@ -438,15 +283,12 @@ static void *outbound_main(void *arg)
 	struct outbound *ob = arg;
 	int64_t next_check = 0;
 	int64_t deadline = -1;
-	size_t i;
 
 	for (;;) {
 		int64_t now = outbound_now(ob);
 		int64_t wait;
-		int running = 0;
 		int stop;
 		int kicked;
-		CURLMcode mc;
 
 		pthread_mutex_lock(&ob->ob_lock);
 		stop = ob->ob_stop;
@@ -463,10 +305,7 @@ static void *outbound_main(void *arg)
 		    (kicked || now >= next_check)) {
 			next_check = outbound_fill(ob, now);
 		}
-		mc = curl_multi_perform(ob->ob_multi, &running);
-		if (mc != CURLM_OK) {
-			log_err("outbound: curl_multi_perform: %s", curl_multi_strerror(mc));
-		}
+		httpc_multi_perform(ob->ob_multi);
 		if (outbound_harvest(ob) > 0) {
 			next_check = now; /* a slot is free */
 		}
@@ -485,21 +324,17 @@ static void *outbound_main(void *arg)
 		if (wait > ob->ob_conf.oc_poll_ms) {
 			wait = ob->ob_conf.oc_poll_ms;
 		}
-		mc = curl_multi_poll(ob->ob_multi, NULL, 0, (int)wait, NULL);
-		if (mc != CURLM_OK) {
-			log_err("outbound: curl_multi_poll: %s", curl_multi_strerror(mc));
-		}
+		httpc_multi_poll(ob->ob_multi, (int)wait);
 	}
 	if (ob->ob_n_xfers > 0) {
 		log_notice("outbound: %zu transfer(s) still running at shutdown; released for the "
 		           "next start",
 		           ob->ob_n_xfers);
 	}
-	for (i = 0; i < ob->ob_n_xfers; i++) {
-		outbox_release(ob->ob_store, &ob->ob_xfers[i]->ox_row, outbound_now(ob));
-		outbound_xfer_destroy(ob->ob_xfers[i]);
+	while (ob->ob_xfers != NULL) {
+		outbox_release(ob->ob_store, &ob->ob_xfers->ox_row, outbound_now(ob));
+		outbound_forget(ob, ob->ob_xfers);
 	}
-	ob->ob_n_xfers = 0;
 	return NULL;
 }
 
@@ -508,13 +343,13 @@ static void outbound_destroy(struct outbound *ob)
 	if (ob == NULL) {
 		return;
 	}
-	if (ob->ob_multi != NULL) {
-		curl_multi_cleanup(ob->ob_multi);
-	}
-	free(ob->ob_xfers);
+	/* Transfers still in the set belong to rows already released. */
+	httpc_multi_destroy(ob->ob_multi);
 	free(ob->ob_lease_rows);
 	free(ob->ob_attempts);
 	free(ob->ob_done);
+	free(ob->ob_resps);
+	free(ob->ob_errs);
 	outbox_conf_finish(&ob->ob_conf);
 	pthread_mutex_destroy(&ob->ob_lock);
 	free(ob);
@@ -541,18 +376,18 @@ struct outbound *outbound_create(struct store *st, struct outbox_conf *conf,
 		ob->ob_clock.ock_now_ms = outbound_real_now;
 		ob->ob_clock.ock_random = outbound_real_random;
 	}
-	pthread_once(&outbound_global_once, outbound_global_init);
-	if (outbound_global_rc < 0) {
-		goto fail;
-	}
-	ob->ob_xfers = calloc(ob->ob_conf.oc_concurrency, sizeof(*ob->ob_xfers));
 	ob->ob_lease_rows = calloc(ob->ob_conf.oc_concurrency, sizeof(*ob->ob_lease_rows));
 	ob->ob_attempts = calloc(ob->ob_conf.oc_concurrency, sizeof(*ob->ob_attempts));
 	ob->ob_done = calloc(ob->ob_conf.oc_concurrency, sizeof(*ob->ob_done));
-	ob->ob_multi = curl_multi_init();
-	if (ob->ob_xfers == NULL || ob->ob_lease_rows == NULL || ob->ob_attempts == NULL ||
-	    ob->ob_done == NULL || ob->ob_multi == NULL) {
+	ob->ob_resps = calloc(ob->ob_conf.oc_concurrency, sizeof(*ob->ob_resps));
+	ob->ob_errs = calloc(ob->ob_conf.oc_concurrency, sizeof(*ob->ob_errs));
+	if (ob->ob_lease_rows == NULL || ob->ob_attempts == NULL || ob->ob_done == NULL ||
+	    ob->ob_resps == NULL || ob->ob_errs == NULL) {
 		log_err("outbound: out of memory");
+		goto fail;
+	}
+	ob->ob_multi = httpc_multi_create();
+	if (ob->ob_multi == NULL) {
 		goto fail;
 	}
 	if (outbox_release_all(st, outbound_now(ob), NULL) < 0) {
@@ -609,7 +444,7 @@ void outbound_kick(struct outbound *ob)
 	pthread_mutex_lock(&ob->ob_lock);
 	ob->ob_kicked = 1;
 	pthread_mutex_unlock(&ob->ob_lock);
-	curl_multi_wakeup(ob->ob_multi);
+	httpc_multi_wakeup(ob->ob_multi);
 }
 
 void outbound_stop(struct outbound *ob, int grace_ms)
@@ -622,7 +457,7 @@ void outbound_stop(struct outbound *ob, int grace_ms)
 		ob->ob_stop = 1;
 		ob->ob_grace_ms = grace_ms > 0 ? grace_ms : 0;
 		pthread_mutex_unlock(&ob->ob_lock);
-		curl_multi_wakeup(ob->ob_multi);
+		httpc_multi_wakeup(ob->ob_multi);
 		pthread_join(ob->ob_thread, NULL);
 	}
 	outbound_destroy(ob);

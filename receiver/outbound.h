@@ -1,5 +1,5 @@
-/* outbound.h: the outbox delivery worker (libcurl multi); only outbound.c
- * includes curl.h. */
+/* outbound.h: the outbox delivery worker, on the HTTP client's concurrent
+ * transfers (httpc.h). */
 #ifndef IDEMHOOK_OUTBOUND_H
 #define IDEMHOOK_OUTBOUND_H
 

@@ -378,9 +378,15 @@ int outbox_conf_load(const struct config *cf, int with_secrets, struct outbox_co
 		log_err("config [%s]: lease must be longer than timeout", OUTBOX_SECTION);
 		goto fail;
 	}
-	if (config_get(cf, OUTBOX_SECTION, "ca_file") != NULL) {
-		oc->oc_ca_file = strdup(config_get(cf, OUTBOX_SECTION, "ca_file"));
-		if (oc->oc_ca_file == NULL) {
+	{
+		/* [outbound] ca_file is kept for configurations written before
+		 * [client] ca_file served every outgoing call. */
+		const char *ca = config_get(cf, OUTBOX_SECTION, "ca_file");
+
+		if (ca == NULL) {
+			ca = config_client_ca_file(cf);
+		}
+		if (ca != NULL && (oc->oc_ca_file = strdup(ca)) == NULL) {
 			goto fail;
 		}
 	}

@@ -1,5 +1,5 @@
 /* replay.c: replays captured callbacks and exported Stripe events, in
- * receive-time order, in-process through ingest_hook or over plain HTTP. */
+ * receive-time order, in-process through ingest_hook or over HTTP(S). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -54,10 +54,9 @@ struct replay_state {
 	cJSON *st_export;
 	const struct provider_conf *st_export_pc;
 	int st_export_pc_known; /* st_export_pc looked up (may be NULL) */
-	/* --to */
-	char st_host[256];
-	unsigned st_port;
-	char st_prefix[1024];
+	/* --to: the URL captured targets are appended to */
+	char st_base[1024];
+	const char *st_ca_file;
 	/* progress */
 	size_t st_done;
 	size_t st_scan_failed; /* files that failed while being listed: done, and in the total */
@@ -645,19 +644,21 @@ static const char *replay_verify(const struct provider_conf *pc, const struct ht
 
 /* ---- --to over HTTP ---- */
 
-int replay_parse_url(const char *url, char *ret_host, size_t host_size, unsigned *ret_port, char *ret_prefix,
-		     size_t prefix_size)
+int replay_parse_url(const char *url, char *ret_base, size_t base_size)
 {
 	const char *p;
 	const char *host_end;
 	const char *path;
 	size_t host_len;
-	unsigned long port = 80;
+	size_t len;
 
-	if (strncasecmp(url, "http://", 7) != 0) {
+	if (strncasecmp(url, "http://", 7) == 0) {
+		p = url + 7;
+	} else if (strncasecmp(url, "https://", 8) == 0) {
+		p = url + 8;
+	} else {
 		return -1;
 	}
-	p = url + 7;
 	path = p + strcspn(p, "/?#");
 	if (*p == '[') {
 		host_end = memchr(p, ']', (size_t)(path - p));
@@ -665,7 +666,6 @@ int replay_parse_url(const char *url, char *ret_host, size_t host_size, unsigned
 			return -1;
 		}
 		host_len = (size_t)(host_end - p - 1);
-		p++;
 		host_end++;
 	} else {
 		host_end = memchr(p, ':', (size_t)(path - p));
@@ -674,15 +674,14 @@ int replay_parse_url(const char *url, char *ret_host, size_t host_size, unsigned
 		}
 		host_len = (size_t)(host_end - p);
 	}
-	if (host_len == 0 || host_len >= host_size || memchr(p, '@', host_len) != NULL) {
+	if (host_len == 0 || memchr(p, '@', (size_t)(path - p)) != NULL) {
 		return -1;
 	}
-	memcpy(ret_host, p, host_len);
-	ret_host[host_len] = '\0';
 	if (host_end < path) {
 		char digits[8];
 		size_t dl;
 		char *end;
+		unsigned long port;
 
 		if (*host_end != ':') {
 			return -1;
@@ -701,18 +700,19 @@ int replay_parse_url(const char *url, char *ret_host, size_t host_size, unsigned
 			return -1;
 		}
 	}
-	if (*path != '\0' && *path != '/') {
+	if ((*path != '\0' && *path != '/') || strpbrk(path, "?# \t\r\n") != NULL) {
 		return -1;
 	}
-	if (strlen(path) >= prefix_size) {
-		return -1;
-	}
-	snprintf(ret_prefix, prefix_size, "%s", path);
 	/* "http://h/" and "http://h" both mean no prefix. */
-	if (strcmp(ret_prefix, "/") == 0) {
-		ret_prefix[0] = '\0';
+	len = strlen(url);
+	if (len > 0 && url[len - 1] == '/') {
+		len--;
 	}
-	*ret_port = (unsigned)port;
+	if (len >= base_size) {
+		return -1;
+	}
+	memcpy(ret_base, url, len);
+	ret_base[len] = '\0';
 	return 0;
 }
 
@@ -732,7 +732,7 @@ static int replay_http(struct replay_state *s, const struct http_request *req, c
 	struct httpc_headers hdrs;
 	struct httpc_request hreq;
 	struct httpc_response resp;
-	struct buf target;
+	struct buf url;
 	char herr[HTTPC_ERR_MAX];
 	const char *replayed;
 	const char *outcome;
@@ -741,7 +741,7 @@ static int replay_http(struct replay_state *s, const struct http_request *req, c
 	int rc = -1;
 
 	httpc_headers_init(&hdrs);
-	buf_init(&target, 0);
+	buf_init(&url, 0);
 	memset(&hreq, 0, sizeof(hreq));
 	memset(&resp, 0, sizeof(resp));
 	for (i = 0; i < req->hr_n_headers; i++) {
@@ -754,7 +754,7 @@ static int replay_http(struct replay_state *s, const struct http_request *req, c
 	for (i = 0; sig != NULL && i < sig->hch_n; i++) {
 		httpc_headers_add(&hdrs, sig->hch_v[i].hh_name, sig->hch_v[i].hh_value);
 	}
-	if (hdrs.hch_overflow || buf_printf(&target, "%s%s", s->st_prefix, req->hr_url) < 0) {
+	if (hdrs.hch_overflow || buf_printf(&url, "%s%s", s->st_base, req->hr_url) < 0) {
 		replay_err(err, err_size, "cannot build the request for the --to address");
 		goto out;
 	}
@@ -762,20 +762,19 @@ static int replay_http(struct replay_state *s, const struct http_request *req, c
 		timeout = UINT_MAX / 1000;
 	}
 	hreq.hcq_method = req->hr_method;
-	hreq.hcq_host = s->st_host;
-	hreq.hcq_port = s->st_port;
-	hreq.hcq_target = target.buf_data;
+	hreq.hcq_url = url.buf_data;
 	hreq.hcq_headers = &hdrs;
 	hreq.hcq_body = req->hr_body;
 	hreq.hcq_body_len = req->hr_body_len;
-	hreq.hcq_answer_max = REPLAY_RESPONSE_MAX;
+	hreq.hcq_response_max = REPLAY_RESPONSE_MAX;
 	hreq.hcq_timeout_ms = timeout * 1000;
+	hreq.hcq_ca_file = s->st_ca_file;
 	if (httpc_exchange(&hreq, &resp, herr, sizeof(herr)) < 0) {
 		replay_err(err, err_size, "the --to address: %s", herr);
 		goto out;
 	}
 	memset(ret, 0, sizeof(*ret));
-	ret->ra_status = resp.hcr_status;
+	ret->ra_status = (int)resp.hcr_status;
 	replayed = httpc_response_header(&resp, "Idempotent-Replayed");
 	ret->ra_replayed = replayed != NULL && strcasecmp(replayed, "true") == 0;
 	outcome = httpc_response_header(&resp, INGEST_OUTCOME_HEADER);
@@ -799,7 +798,7 @@ static int replay_http(struct replay_state *s, const struct http_request *req, c
 out:
 	httpc_response_finish(&resp);
 	httpc_headers_finish(&hdrs);
-	buf_finish(&target);
+	buf_finish(&url);
 	return rc;
 }
 
@@ -1212,12 +1211,11 @@ int replay_run(struct store *st, const struct config *cf, const struct replay_op
 	s.st_jobs = opt->ro_jobs > 0 ? opt->ro_jobs : REPLAY_JOBS_DEFAULT;
 	s.st_jobs_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	s.st_jobs_cond = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
-	if (opt->ro_to != NULL && replay_parse_url(opt->ro_to, s.st_host, sizeof(s.st_host), &s.st_port,
-						   s.st_prefix, sizeof(s.st_prefix)) < 0) {
-		log_err("replay: --to takes a plain http://host[:port][/prefix] URL (no https: use loopback "
-			"or a TLS-terminating proxy)");
+	if (opt->ro_to != NULL && replay_parse_url(opt->ro_to, s.st_base, sizeof(s.st_base)) < 0) {
+		log_err("replay: --to takes an http:// or https://host[:port][/prefix] URL");
 		return -1;
 	}
+	s.st_ca_file = config_client_ca_file(cf);
 	s.st_scanning = 1;
 	for (i = 0; i < n_paths; i++) {
 		if (replay_scan(&s, paths[i], 0, 1) < 0) {

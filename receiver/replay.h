@@ -13,7 +13,7 @@ struct store;
 #define REPLAY_RESPONSE_MAX (1024 * 1024) /* bytes of an answer read back with --to */
 #define REPLAY_EXPORT_MAX (256 * 1024 * 1024) /* bytes of one exported-events file */
 #define REPLAY_REASONS_MAX 32 /* distinct reasons kept per summary category */
-#define REPLAY_TIMEOUT_DEFAULT_S 30 /* --to: connect, send and receive, each */
+#define REPLAY_TIMEOUT_DEFAULT_S 30 /* --to: the whole exchange of one request */
 #define REPLAY_RETRIES 3 /* extra attempts after a 409/503-like answer */
 #define REPLAY_JOBS_DEFAULT 64 /* in-process requests in flight (--jobs): a batch
 				 * of group commit, a bounded amount of memory */
@@ -26,7 +26,7 @@ enum replay_progress {
 };
 
 struct replay_options {
-	const char *ro_to; /* "http://host[:port][/prefix]", or NULL for in-process */
+	const char *ro_to; /* "http[s]://host[:port][/prefix]", or NULL for in-process */
 	const char *ro_provider; /* only this provider instance, or NULL */
 	int64_t ro_since_ms; /* received at or after; INT64_MIN for none */
 	int64_t ro_until_ms; /* received before; INT64_MAX for none */
@@ -77,9 +77,10 @@ int replay_summary_json(const struct replay_summary *s, int dry_run, struct buf 
 /* 1 when anything was rejected or failed (the exit status is then non-zero). */
 int replay_summary_bad(const struct replay_summary *s);
 
-/* Parses "http://host[:port][/prefix]" into its parts (host without
- * brackets). Returns 0, or -1 for any other scheme or a malformed URL. */
-int replay_parse_url(const char *url, char *ret_host, size_t host_size, unsigned *ret_port, char *ret_prefix,
-		     size_t prefix_size);
+/* Checks a --to URL, http:// or https://host[:port][/prefix], and writes
+ * the base that captured request targets are appended to (no trailing '/')
+ * into ret_base. Returns 0, or -1 when malformed (user info, a query, a bad
+ * port) or longer than base_size. */
+int replay_parse_url(const char *url, char *ret_base, size_t base_size);
 
 #endif

@@ -23,8 +23,10 @@ static void cmd_replay_usage(FILE *out)
 		"were received, through the same verification and deduplication as live\n"
 		"callbacks. Callbacks already applied come back as duplicates and change nothing.\n\n"
 		"Options:\n"
-		"  --to URL             send over plain HTTP to a running idemhook\n"
-		"                       (http://host:port), re-signing where the scheme allows;\n"
+		"  --to URL             send to a running idemhook (http://host:port or\n"
+		"                       https://host[:port][/prefix]), re-signing where the\n"
+		"                       scheme allows; HTTPS peers are verified against the\n"
+		"                       system CAs or [client] ca_file;\n"
 		"                       default: in-process against the configured database\n"
 		"  --provider NAME      only captures of this provider instance\n"
 		"  --since TIME         only requests received at or after TIME\n"
@@ -38,7 +40,7 @@ static void cmd_replay_usage(FILE *out)
 		"  --trust-unsigned     also accept Stripe events exported from Stripe (a JSON\n"
 		"                       array or JSON lines), which carry no signature\n"
 		"  --json               print the summary as JSON\n"
-		"  --timeout SECONDS    --to: connect/send/receive timeout (default %d)\n"
+		"  --timeout SECONDS    --to: time limit per request (default %d)\n"
 		"  -q, --quiet          no progress output, only errors and the summary\n\n"
 		"Exit status: 0 when every request was new or a duplicate (or refused by\n"
 		"business rules), 65 when any was rejected or could not be replayed.\n",
@@ -96,9 +98,7 @@ static int cmd_replay_run(int argc, char **argv, const char *config_path)
 	struct store *st = NULL;
 	char *snapshot = NULL;
 	struct buf out;
-	char host[256];
-	char prefix[1024];
-	unsigned port;
+	char base[1024];
 	int json = 0;
 	int quiet = 0;
 	int c;
@@ -172,9 +172,8 @@ static int cmd_replay_run(int argc, char **argv, const char *config_path)
 		return EX_USAGE;
 	}
 	if (ro.ro_to != NULL) {
-		if (replay_parse_url(ro.ro_to, host, sizeof(host), &port, prefix, sizeof(prefix)) < 0) {
-			fprintf(stderr, "replay: --to takes a plain http://host[:port][/prefix] URL; https is not "
-					"spoken (use loopback, or a TLS-terminating proxy in front)\n");
+		if (replay_parse_url(ro.ro_to, base, sizeof(base)) < 0) {
+			fprintf(stderr, "replay: --to takes an http:// or https://host[:port][/prefix] URL\n");
 			return EX_USAGE;
 		}
 		if (ro.ro_dry_run) {

@@ -16,8 +16,9 @@ struct daemon {
 	pid_t dm_pid; /* 0 when not running */
 	unsigned dm_port; /* public listener */
 	unsigned dm_admin_port; /* admin listener, 0 if none */
-	char dm_base[64]; /* "http://127.0.0.1:PORT" */
+	char dm_base[64]; /* "http://127.0.0.1:PORT" ("https://" after daemon_use_tls) */
 	char dm_admin_base[64];
+	char dm_ca[600]; /* daemon_use_tls: the certificate a client must trust, else "" */
 };
 
 /* Creates a temporary directory and writes its config: [server] on
@@ -25,6 +26,12 @@ struct daemon {
  * on port 0, then extra_ini (provider sections and anything else, may be
  * NULL). Returns 0 or -1. */
 int daemon_init(struct daemon *d, const char *extra_ini);
+
+/* Makes the public listener serve native HTTPS with a fresh self-signed
+ * certificate for 127.0.0.1 (openssl): the certificate, also the CA a client
+ * must trust, is dm_ca. Call between daemon_init and daemon_start. Returns 0
+ * or -1. */
+int daemon_use_tls(struct daemon *d);
 
 /* Starts $IDEMHOOK_BIN serve -c dm_config, waits (up to 20 s) for the port
  * files, fills dm_port/dm_base. Returns 0 or -1. */

@@ -1,5 +1,6 @@
 /* test_capture_replay.c: capture callbacks to the spool, replay them into
- * a restored database in-process and over HTTP, and survive broken files. */
+ * a restored database in-process and over HTTP and HTTPS, and survive broken
+ * files. */
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -532,10 +533,48 @@ static void test_a_capture_that_cannot_be_written_never_loses_the_callback(void 
 	daemon_finish(&d);
 }
 
-static void test_replay_refuses_a_to_url_that_is_not_plain_http(void **state)
+static void test_replay_to_a_running_daemon_over_https_verifies_it_and_rebuilds_the_same_state(void **state)
 {
 	struct origin *o = *state;
-	const char *args[] = {"replay", "--to", "https://127.0.0.1:8443", o->og_spool, NULL};
+	const char *args[] = {"--to", NULL, o->og_spool, NULL};
+	char ini[800];
+	struct daemon c;
+	cJSON *s = NULL;
+	char *after;
+
+	restored(o, &c);
+	assert_int_equal(daemon_use_tls(&c), 0);
+	assert_int_equal(daemon_start(&c), 0);
+	assert_int_equal(strncmp(c.dm_base, "https://", 8), 0);
+	args[1] = c.dm_base;
+	/* The system CAs do not know its certificate: nothing is delivered. */
+	assert_int_equal(replay(&c, args, &s), 65);
+	assert_int_equal(field(s, "new"), 0);
+	assert_int_equal(field(s, "failed"), 6);
+	assert_int_equal(field(s, "rejected"), 1);
+	cJSON_Delete(s);
+	assert_int_equal(hn_db_int(c.dm_db, "SELECT COUNT(*) FROM idempotency_records"), 0);
+
+	/* Trusted through [client] ca_file, the same replay goes through. */
+	snprintf(ini, sizeof(ini), "\n[client]\nca_file = %s\n", c.dm_ca);
+	assert_int_equal(append_ini(&c, ini), 0);
+	assert_int_equal(replay(&c, args, &s), 65);
+	assert_int_equal(field(s, "new"), 4);
+	assert_int_equal(field(s, "duplicate"), 1);
+	assert_int_equal(field(s, "refused"), 1);
+	assert_int_equal(field(s, "rejected"), 1);
+	cJSON_Delete(s);
+	assert_int_equal(daemon_term(&c, 20), 0);
+	after = state_of(c.dm_db);
+	assert_string_equal(after, o->og_state);
+	free(after);
+	daemon_finish(&c);
+}
+
+static void test_replay_refuses_a_to_url_that_is_not_http_or_https(void **state)
+{
+	struct origin *o = *state;
+	const char *args[] = {"replay", "--to", "ftp://127.0.0.1:8443", o->og_spool, NULL};
 	struct daemon b;
 
 	restored(o, &b);
@@ -555,7 +594,8 @@ int main(void)
 		cmocka_unit_test(test_filters_leave_out_what_they_do_not_match),
 		cmocka_unit_test(test_exported_stripe_events_need_trust_unsigned),
 		cmocka_unit_test(test_a_capture_that_cannot_be_written_never_loses_the_callback),
-		cmocka_unit_test(test_replay_refuses_a_to_url_that_is_not_plain_http),
+		cmocka_unit_test(test_replay_to_a_running_daemon_over_https_verifies_it_and_rebuilds_the_same_state),
+		cmocka_unit_test(test_replay_refuses_a_to_url_that_is_not_http_or_https),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -1,4 +1,4 @@
-/* test_httpc.c: the small HTTP/1.1 client against real loopback servers. */
+/* test_httpc.c: the one HTTP client (libcurl) against real loopback servers, plain and TLS. */
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -88,23 +88,41 @@ static int bound_socket(int listening, unsigned *ret_port)
 	return fd;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
+static char url_buf[8][256];
+static int url_next;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+/* "http://127.0.0.1:PORT/TARGET" in one of a few rotating buffers. */
+static const char *url_of(const char *scheme, unsigned port, const char *target)
+{
+	char *u = url_buf[url_next++ % 8];
+
+	snprintf(u, sizeof(url_buf[0]), "%s://127.0.0.1:%u%s", scheme, port, target);
+	return u;
 }
 
 static void request_init(struct httpc_request *req, unsigned port, const char *target)
 {
 	memset(req, 0, sizeof(*req));
 	req->hcq_method = "GET";
-	req->hcq_host = "127.0.0.1";
-	req->hcq_port = port;
-	req->hcq_target = target;
-	req->hcq_answer_max = 64 * 1024;
+	req->hcq_url = url_of("http", port, target);
+	req->hcq_response_max = 64 * 1024;
 	req->hcq_timeout_ms = 5000;
+}
+
+static char *read_all(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	struct buf b;
+	char chunk[4096];
+	size_t n;
+
+	assert_non_null(f);
+	buf_init(&b, 0);
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+		assert_int_equal(buf_append(&b, chunk, n), 0);
+	}
+	fclose(f);
+	return buf_take(&b, NULL);
 }
 
 /* ---- a canned server: one connection, fixed bytes, optionally slowly ---- */
@@ -180,8 +198,9 @@ static void test_post_round_trip_carries_body_and_headers(void **state)
 	httpc_headers_init(&hdrs);
 	httpc_headers_add(&hdrs, "X-Test", "hello there");
 	httpc_headers_add(&hdrs, "Content-Type", "application/json");
-	/* Framing is the client's own: a caller's Content-Length is left out. */
+	/* Framing is the client's own: a caller's Content-Length and Host are left out. */
 	httpc_headers_add(&hdrs, "Content-Length", "999");
+	httpc_headers_add(&hdrs, "Host", "shop.example.com");
 	assert_int_equal(hdrs.hch_overflow, 0);
 	request_init(&req, http_port(srv), "/echo?q=1");
 	req.hcq_method = "POST";
@@ -192,6 +211,7 @@ static void test_post_round_trip_carries_body_and_headers(void **state)
 		fail_msg("exchange failed: %s", err);
 	}
 	assert_int_equal(resp.hcr_status, 201);
+	assert_int_equal(resp.hcr_truncated, 0);
 	assert_string_equal(httpc_response_header(&resp, "x-echo"), "yes");
 	assert_null(httpc_response_header(&resp, "X-Missing"));
 	assert_non_null(strstr(resp.hcr_body,
@@ -199,13 +219,39 @@ static void test_post_round_trip_carries_body_and_headers(void **state)
 	assert_memory_equal(resp.hcr_body + resp.hcr_body_len - (sizeof(body) - 1), body,
 	                    sizeof(body) - 1);
 	httpc_response_finish(&resp);
-	assert_null(resp.hcr_raw);
+	assert_null(resp.hcr_body);
 	httpc_response_finish(&resp);
 	httpc_headers_finish(&hdrs);
 	http_destroy(srv);
 }
 
-static void test_answer_larger_than_the_cap_is_refused(void **state)
+static void test_a_body_without_content_type_gets_none_and_empty_values_are_sent(void **state)
+{
+	struct http_server *srv = start_server();
+	struct httpc_headers hdrs;
+	struct httpc_request req;
+	struct httpc_response resp;
+	char err[HTTPC_ERR_MAX] = "";
+
+	(void)state;
+	httpc_headers_init(&hdrs);
+	httpc_headers_add(&hdrs, "X-Test", "");
+	request_init(&req, http_port(srv), "/echo");
+	req.hcq_method = "PUT";
+	req.hcq_headers = &hdrs;
+	req.hcq_body = "x=1";
+	req.hcq_body_len = 3;
+	if (httpc_exchange(&req, &resp, err, sizeof(err)) < 0) {
+		fail_msg("exchange failed: %s", err);
+	}
+	/* No form Content-Type of libcurl's own; the empty field arrives empty. */
+	assert_non_null(strstr(resp.hcr_body, "PUT /echo x= type=- len=3\n"));
+	httpc_response_finish(&resp);
+	httpc_headers_finish(&hdrs);
+	http_destroy(srv);
+}
+
+static void test_answer_larger_than_the_cap_is_cut_and_marked(void **state)
 {
 	struct http_server *srv = start_server();
 	struct httpc_request req;
@@ -213,39 +259,47 @@ static void test_answer_larger_than_the_cap_is_refused(void **state)
 	char err[HTTPC_ERR_MAX] = "";
 
 	(void)state;
-	memset(&resp, 0, sizeof(resp));
 	request_init(&req, http_port(srv), "/big");
-	req.hcq_answer_max = BIG_BODY - 1;
-	assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "over"));
-	assert_null(resp.hcr_raw);
-	assert_null(resp.hcr_headers);
+	req.hcq_response_max = BIG_BODY - 1;
+	if (httpc_exchange(&req, &resp, err, sizeof(err)) < 0) {
+		fail_msg("exchange failed: %s", err);
+	}
+	assert_int_equal(resp.hcr_status, 200);
+	assert_int_equal(resp.hcr_truncated, 1);
+	assert_int_equal(resp.hcr_body_len, BIG_BODY - 1);
+	httpc_response_finish(&resp);
 
 	/* At the cap exactly, it is read whole. */
-	req.hcq_answer_max = BIG_BODY;
+	req.hcq_response_max = BIG_BODY;
 	assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), 0);
 	assert_int_equal(resp.hcr_status, 200);
+	assert_int_equal(resp.hcr_truncated, 0);
 	assert_int_equal(resp.hcr_body_len, BIG_BODY);
 	httpc_response_finish(&resp);
 	http_destroy(srv);
 }
 
-static void test_answer_without_length_over_the_cap_is_refused(void **state)
+static void test_answer_without_length_over_the_cap_is_cut(void **state)
 {
 	struct canned c;
 	struct httpc_request req;
 	struct httpc_response resp;
 	char err[HTTPC_ERR_MAX] = "";
 	unsigned port = canned_start(&c,
-	                             "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"
+	                             "HTTP/1.1 503 Busy\r\nConnection: close\r\n\r\n"
 	                             "0123456789abcdefghijklmnopqrstuvwxyz",
 	                             0);
 
 	(void)state;
 	request_init(&req, port, "/");
-	req.hcq_answer_max = 10;
-	assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "over 10 bytes"));
+	req.hcq_response_max = 10;
+	if (httpc_exchange(&req, &resp, err, sizeof(err)) < 0) {
+		fail_msg("exchange failed: %s", err);
+	}
+	assert_int_equal(resp.hcr_status, 503);
+	assert_int_equal(resp.hcr_truncated, 1);
+	assert_string_equal(resp.hcr_body, "0123456789");
+	httpc_response_finish(&resp);
 	canned_stop(&c);
 }
 
@@ -259,7 +313,7 @@ static void test_chunked_answer_is_decoded(void **state)
 	        canned_start(&c,
 	                     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
 	                     "Idempotent-Replayed: true\r\n\r\n"
-	                     "5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nX-Trailer: t\r\n\r\n",
+	                     "5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n",
 	                     0);
 
 	(void)state;
@@ -275,6 +329,51 @@ static void test_chunked_answer_is_decoded(void **state)
 	canned_stop(&c);
 }
 
+static void test_only_the_final_answer_after_a_1xx_counts(void **state)
+{
+	struct canned c;
+	struct httpc_request req;
+	struct httpc_response resp;
+	char err[HTTPC_ERR_MAX] = "";
+	unsigned port = canned_start(&c,
+	                             "HTTP/1.1 100 Continue\r\nX-Early: 1\r\n\r\n"
+	                             "HTTP/1.1 429 Slow down\r\nRetry-After: 7\r\n"
+	                             "Content-Length: 2\r\n\r\nno",
+	                             0);
+
+	(void)state;
+	request_init(&req, port, "/");
+	if (httpc_exchange(&req, &resp, err, sizeof(err)) < 0) {
+		fail_msg("exchange failed: %s", err);
+	}
+	assert_int_equal(resp.hcr_status, 429);
+	assert_null(httpc_response_header(&resp, "X-Early"));
+	assert_string_equal(httpc_response_header(&resp, "retry-after"), "7");
+	assert_string_equal(resp.hcr_body, "no");
+	httpc_response_finish(&resp);
+	canned_stop(&c);
+}
+
+static void test_redirects_are_not_followed(void **state)
+{
+	struct canned c;
+	struct httpc_request req;
+	struct httpc_response resp;
+	char err[HTTPC_ERR_MAX] = "";
+	unsigned port = canned_start(&c,
+	                             "HTTP/1.1 302 Found\r\nLocation: file:///etc/passwd\r\n"
+	                             "Content-Length: 0\r\n\r\n",
+	                             0);
+
+	(void)state;
+	request_init(&req, port, "/");
+	assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), 0);
+	assert_int_equal(resp.hcr_status, 302);
+	assert_string_equal(httpc_response_header(&resp, "Location"), "file:///etc/passwd");
+	httpc_response_finish(&resp);
+	canned_stop(&c);
+}
+
 static void test_answer_that_is_not_http_is_refused(void **state)
 {
 	struct canned c;
@@ -286,8 +385,30 @@ static void test_answer_that_is_not_http_is_refused(void **state)
 	(void)state;
 	request_init(&req, port, "/");
 	assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), -1);
-	assert_non_null(strstr(err, "malformed"));
+	assert_true(err[0] != '\0');
+	assert_int_equal(resp.hcr_status, 0);
+	assert_null(resp.hcr_body);
 	canned_stop(&c);
+}
+
+static void test_only_http_and_https_urls_are_taken(void **state)
+{
+	struct httpc_request req;
+	struct httpc_response resp;
+	char err[HTTPC_ERR_MAX] = "";
+
+	(void)state;
+	assert_int_equal(httpc_url_ok("http://127.0.0.1:8080/hooks/x"), 1);
+	assert_int_equal(httpc_url_ok("HTTPS://example.test"), 1);
+	assert_int_equal(httpc_url_ok("ftp://example.test/"), 0);
+	assert_int_equal(httpc_url_ok("file:///etc/passwd"), 0);
+	assert_int_equal(httpc_url_ok("127.0.0.1:8080"), 0);
+	assert_int_equal(httpc_url_ok("http://"), 0);
+	assert_int_equal(httpc_url_ok("http://a b/"), 0);
+	request_init(&req, 1, "/");
+	req.hcq_url = "file:///etc/passwd";
+	assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "http"));
 }
 
 static void test_connect_to_a_closed_port_fails_cleanly(void **state)
@@ -297,17 +418,13 @@ static void test_connect_to_a_closed_port_fails_cleanly(void **state)
 	char err[HTTPC_ERR_MAX] = "";
 	unsigned port;
 	int fd = bound_socket(0, &port);
-	int64_t t0;
 
 	(void)state;
 	/* Bound, never listening: nothing accepts on this port. */
 	request_init(&req, port, "/");
-	memset(&resp, 0, sizeof(resp));
-	t0 = mono_ms();
 	assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), -1);
-	assert_true(mono_ms() - t0 < 2000);
-	assert_non_null(strstr(err, "cannot connect"));
-	assert_null(resp.hcr_raw);
+	assert_non_null(strstr(err, "connect"));
+	assert_null(resp.hcr_body);
 	close(fd);
 }
 
@@ -318,18 +435,12 @@ static void test_server_that_never_answers_hits_the_timeout(void **state)
 	char err[HTTPC_ERR_MAX] = "";
 	unsigned port;
 	int fd = bound_socket(1, &port);
-	int64_t t0;
-	int64_t took;
 
 	(void)state;
 	/* The kernel completes the handshake; nobody ever reads or writes. */
 	request_init(&req, port, "/");
 	req.hcq_timeout_ms = 300;
-	t0 = mono_ms();
 	assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), -1);
-	took = mono_ms() - t0;
-	assert_true(took >= 250);
-	assert_true(took < 3000);
 	assert_non_null(strstr(err, "timed out"));
 	close(fd);
 }
@@ -342,20 +453,188 @@ static void test_answer_trickling_in_still_hits_the_total_timeout(void **state)
 	char err[HTTPC_ERR_MAX] = "";
 	unsigned port = canned_start(
 	        &c, "HTTP/1.1 200 OK\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n\r\n", 50);
-	int64_t t0;
-	int64_t took;
 
 	(void)state;
 	/* Each byte comes well within the timeout; the whole answer does not. */
 	request_init(&req, port, "/");
 	req.hcq_timeout_ms = 400;
-	t0 = mono_ms();
 	assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), -1);
-	took = mono_ms() - t0;
-	assert_true(took >= 350);
-	assert_true(took < 2000);
 	assert_non_null(strstr(err, "timed out"));
 	canned_stop(&c);
+}
+
+/* ---- HTTPS against a local TLS listener ---- */
+
+struct tls_fixture {
+	char tf_dir[64];
+	char tf_cert[128]; /* the listener's self-signed certificate: the CA to trust */
+	char tf_other[128]; /* another self-signed certificate: a CA that did not sign it */
+	struct http_server *tf_srv;
+};
+
+static void tls_make_cert(const char *dir, const char *name)
+{
+	char cmd[1024];
+
+	snprintf(cmd, sizeof(cmd),
+	         "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/%s.key -out %s/%s.pem -days 1 "
+	         "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
+	         dir, name, dir, name);
+	assert_int_equal(system(cmd), 0);
+}
+
+static void tls_start(struct tls_fixture *tf)
+{
+	struct http_options ho;
+	char path[160];
+	char *cert;
+	char *key;
+
+	snprintf(tf->tf_dir, sizeof(tf->tf_dir), "/tmp/idemhook-httpc-XXXXXX");
+	assert_non_null(mkdtemp(tf->tf_dir));
+	tls_make_cert(tf->tf_dir, "server");
+	tls_make_cert(tf->tf_dir, "other");
+	snprintf(tf->tf_cert, sizeof(tf->tf_cert), "%s/server.pem", tf->tf_dir);
+	snprintf(tf->tf_other, sizeof(tf->tf_other), "%s/other.pem", tf->tf_dir);
+	snprintf(path, sizeof(path), "%s/server.key", tf->tf_dir);
+	cert = read_all(tf->tf_cert);
+	key = read_all(path);
+	memset(&ho, 0, sizeof(ho));
+	ho.ho_host = "127.0.0.1";
+	ho.ho_threads = 2;
+	ho.ho_conn_timeout_s = 10;
+	ho.ho_body_max = 64 * 1024;
+	ho.ho_tls_cert_pem = cert;
+	ho.ho_tls_key_pem = key;
+	ho.ho_name = "tls";
+	tf->tf_srv = http_create(&ho, test_route, NULL);
+	assert_non_null(tf->tf_srv);
+	free(cert);
+	free(key);
+}
+
+static void tls_stop(struct tls_fixture *tf)
+{
+	char cmd[256];
+
+	http_destroy(tf->tf_srv);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", tf->tf_dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static void test_https_is_verified_against_the_given_ca_file(void **state)
+{
+	struct tls_fixture tf;
+	struct httpc_request req;
+	struct httpc_response resp;
+	char err[HTTPC_ERR_MAX] = "";
+
+	(void)state;
+	tls_start(&tf);
+	request_init(&req, http_port(tf.tf_srv), "/echo");
+	req.hcq_url = url_of("https", http_port(tf.tf_srv), "/echo");
+	req.hcq_method = "POST";
+	req.hcq_body = "{}";
+	req.hcq_body_len = 2;
+	req.hcq_ca_file = tf.tf_cert;
+	if (httpc_exchange(&req, &resp, err, sizeof(err)) < 0) {
+		fail_msg("exchange failed: %s", err);
+	}
+	assert_int_equal(resp.hcr_status, 201);
+	assert_non_null(strstr(resp.hcr_body, "POST /echo"));
+	httpc_response_finish(&resp);
+
+	/* The system CAs did not sign it, nor did another CA: no answer. */
+	req.hcq_ca_file = NULL;
+	assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "certificate"));
+	req.hcq_ca_file = tf.tf_other;
+	err[0] = '\0';
+	assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "certificate"));
+
+	/* Trusted, but for another name: the host is checked too. */
+	req.hcq_ca_file = tf.tf_cert;
+	snprintf(url_buf[0], sizeof(url_buf[0]), "https://localhost:%u/echo", http_port(tf.tf_srv));
+	req.hcq_url = url_buf[0];
+	err[0] = '\0';
+	assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), -1);
+	assert_true(err[0] != '\0');
+	tls_stop(&tf);
+}
+
+/* ---- concurrent transfers ---- */
+
+static void test_multi_runs_transfers_at_once_and_hands_back_each_arg(void **state)
+{
+	struct http_server *srv = start_server();
+	struct httpc_multi *m = httpc_multi_create();
+	struct httpc_request req;
+	struct httpc_response resp;
+	char err[HTTPC_ERR_MAX];
+	int args[4] = {0, 1, 2, 3};
+	int seen[4] = {0, 0, 0, 0};
+	long status[4] = {-1, -1, -1, -1};
+	unsigned closed_port;
+	int closed_fd = bound_socket(0, &closed_port);
+	int done = 0;
+	int i;
+
+	(void)state;
+	assert_non_null(m);
+	for (i = 0; i < 3; i++) {
+		char target[32];
+		char body[16];
+
+		snprintf(target, sizeof(target), "/echo?n=%d", i);
+		snprintf(body, sizeof(body), "body-%d", i);
+		request_init(&req, http_port(srv), target);
+		req.hcq_method = "POST";
+		/* Copied at once: the request's memory is reused for the next. */
+		req.hcq_body = body;
+		req.hcq_body_len = strlen(body);
+		assert_int_equal(httpc_multi_add(m, &req, &args[i]), 0);
+	}
+	request_init(&req, closed_port, "/");
+	assert_int_equal(httpc_multi_add(m, &req, &args[3]), 0);
+	while (done < 4) {
+		void *arg = NULL;
+
+		assert_int_equal(httpc_multi_perform(m), 0);
+		while (httpc_multi_done(m, &arg, &resp, err, sizeof(err)) == 1) {
+			int n = *(int *)arg;
+			char want[32];
+
+			seen[n]++;
+			status[n] = resp.hcr_status;
+			if (n < 3) {
+				snprintf(want, sizeof(want), "POST /echo?n=%d", n);
+				assert_non_null(strstr(resp.hcr_body, want));
+				snprintf(want, sizeof(want), "body-%d", n);
+				assert_non_null(strstr(resp.hcr_body, want));
+			} else {
+				assert_non_null(strstr(err, "connect"));
+			}
+			httpc_response_finish(&resp);
+			done++;
+		}
+		assert_int_equal(httpc_multi_poll(m, 100), 0);
+	}
+	for (i = 0; i < 4; i++) {
+		assert_int_equal(seen[i], 1);
+	}
+	assert_int_equal(status[0], 201);
+	assert_int_equal(status[1], 201);
+	assert_int_equal(status[2], 201);
+	assert_int_equal(status[3], 0);
+	close(closed_fd);
+
+	/* A set destroyed with a transfer still running lets it go. */
+	request_init(&req, http_port(srv), "/echo");
+	assert_int_equal(httpc_multi_add(m, &req, &args[0]), 0);
+	httpc_multi_destroy(m);
+	httpc_multi_destroy(NULL);
+	http_destroy(srv);
 }
 
 static void test_header_list_refuses_line_breaks_and_finds_by_name(void **state)
@@ -380,14 +659,20 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_post_round_trip_carries_body_and_headers),
-	        cmocka_unit_test(test_answer_larger_than_the_cap_is_refused),
-	        cmocka_unit_test(test_answer_without_length_over_the_cap_is_refused),
+	        cmocka_unit_test(test_a_body_without_content_type_gets_none_and_empty_values_are_sent),
+	        cmocka_unit_test(test_answer_larger_than_the_cap_is_cut_and_marked),
+	        cmocka_unit_test(test_answer_without_length_over_the_cap_is_cut),
 	        cmocka_unit_test(test_chunked_answer_is_decoded),
+	        cmocka_unit_test(test_only_the_final_answer_after_a_1xx_counts),
+	        cmocka_unit_test(test_redirects_are_not_followed),
 	        cmocka_unit_test(test_answer_that_is_not_http_is_refused),
+	        cmocka_unit_test(test_only_http_and_https_urls_are_taken),
 	        cmocka_unit_test(test_connect_to_a_closed_port_fails_cleanly),
 	        cmocka_unit_test(test_server_that_never_answers_hits_the_timeout),
 	        cmocka_unit_test(test_answer_trickling_in_still_hits_the_total_timeout),
 	        cmocka_unit_test(test_header_list_refuses_line_breaks_and_finds_by_name),
+	        cmocka_unit_test(test_https_is_verified_against_the_given_ca_file),
+	        cmocka_unit_test(test_multi_runs_transfers_at_once_and_hands_back_each_arg),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,50 +17,49 @@
 #include "config.h"
 #include "replay.h"
 
-static void expect_url(const char *url, const char *host, unsigned port, const char *prefix)
+static void expect_url(const char *url, const char *base)
 {
-	char h[256];
-	char p[256];
-	unsigned n = 0;
+	char b[256];
 
-	if (replay_parse_url(url, h, sizeof(h), &n, p, sizeof(p)) < 0) {
+	if (replay_parse_url(url, b, sizeof(b)) < 0) {
 		fail_msg("\"%s\" was refused", url);
 	}
-	assert_string_equal(h, host);
-	assert_int_equal(n, port);
-	assert_string_equal(p, prefix);
+	assert_string_equal(b, base);
 }
 
 static void expect_bad_url(const char *url)
 {
-	char h[256];
-	char p[256];
-	unsigned n = 0;
+	char b[256];
 
-	if (replay_parse_url(url, h, sizeof(h), &n, p, sizeof(p)) == 0) {
+	if (replay_parse_url(url, b, sizeof(b)) == 0) {
 		fail_msg("\"%s\" was accepted", url);
 	}
 }
 
-static void test_replay_url_takes_host_port_and_prefix(void **state)
+static void test_replay_url_takes_http_and_https_with_port_and_prefix(void **state)
 {
-	expect_url("http://127.0.0.1:8080", "127.0.0.1", 8080, "");
-	expect_url("http://127.0.0.1:8080/", "127.0.0.1", 8080, "");
-	expect_url("HTTP://localhost", "localhost", 80, "");
-	expect_url("http://[::1]:9000/idemhook", "::1", 9000, "/idemhook");
-	expect_url("http://example.test/a/b", "example.test", 80, "/a/b");
+	expect_url("http://127.0.0.1:8080", "http://127.0.0.1:8080");
+	expect_url("http://127.0.0.1:8080/", "http://127.0.0.1:8080");
+	expect_url("HTTP://localhost", "HTTP://localhost");
+	expect_url("http://[::1]:9000/idemhook", "http://[::1]:9000/idemhook");
+	expect_url("http://example.test/a/b", "http://example.test/a/b");
+	expect_url("https://127.0.0.1:8443", "https://127.0.0.1:8443");
+	expect_url("https://staging.example.test/idemhook/", "https://staging.example.test/idemhook");
 }
 
-static void test_replay_url_refuses_https_and_malformed_urls(void **state)
+static void test_replay_url_refuses_malformed_urls(void **state)
 {
-	expect_bad_url("https://127.0.0.1:8443");
+	expect_bad_url("ftp://127.0.0.1:8443");
 	expect_bad_url("127.0.0.1:8080");
 	expect_bad_url("http://");
+	expect_bad_url("https://");
 	expect_bad_url("http://:8080");
 	expect_bad_url("http://host:0");
 	expect_bad_url("http://host:65536");
 	expect_bad_url("http://host:80x");
 	expect_bad_url("http://user@host");
+	expect_bad_url("https://user:pw@host/");
+	expect_bad_url("http://host/a?b=1");
 	expect_bad_url("http://[::1:8080");
 }
 
@@ -184,8 +183,8 @@ static void test_progress_total_counts_files_that_fail_while_listed(void **state
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_replay_url_takes_host_port_and_prefix),
-		cmocka_unit_test(test_replay_url_refuses_https_and_malformed_urls),
+		cmocka_unit_test(test_replay_url_takes_http_and_https_with_port_and_prefix),
+		cmocka_unit_test(test_replay_url_refuses_malformed_urls),
 		cmocka_unit_test(test_replay_summary_json_counts_and_reasons),
 		cmocka_unit_test(test_replay_summary_text_names_each_reason),
 		cmocka_unit_test(test_progress_total_counts_files_that_fail_while_listed),
