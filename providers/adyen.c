@@ -2,6 +2,7 @@
  * HMAC-SHA256; one key per item (pspReference:eventCode); answer "[accepted]". */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -160,13 +161,45 @@ static int adyen_field(const cJSON *item, const char *path, struct buf *b)
 	return -1;
 }
 
-/* 1 when the item's hmacSignature matches a configured key, 0 when not or
- * when a field cannot be signed, -1 on error. */
-static int adyen_item_verify(const struct adyen_state *st, const cJSON *item)
+/* The string an item's HMAC is over: eight fields joined by ':'. Returns 0,
+ * or -1 when a field cannot be signed or memory ran out. */
+static int adyen_signed(const cJSON *item, struct buf *b)
 {
 	static const char *const fields[] = {
 	        "pspReference", "originalReference", "merchantAccountCode", "merchantReference",
 	        "amount.value", "amount.currency",   "eventCode",           "success"};
+	size_t i;
+
+	for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		if ((i > 0 && buf_puts(b, ":") < 0) || adyen_field(item, fields[i], b) < 0) {
+			return -1;
+		}
+	}
+	if (b->buf_data == NULL && buf_puts(b, "") < 0) {
+		return -1;
+	}
+	return 0;
+}
+
+/* The base64 HMAC-SHA256 of signed with key (malloc'd), or NULL. */
+static char *adyen_mac(const struct provider_secret *key, const struct buf *signed_text)
+{
+	unsigned char mac[CRYPTO_HMAC_MAX];
+	size_t mac_len = 0;
+	char *b64 = NULL;
+
+	if (crypto_hmac(CRYPTO_SHA256, key->ps_data, key->ps_len, signed_text->buf_data,
+	                signed_text->buf_len, mac, &mac_len) < 0 ||
+	    crypto_base64_encode(mac, mac_len, &b64, NULL) < 0) {
+		return NULL;
+	}
+	return b64;
+}
+
+/* 1 when the item's hmacSignature matches a configured key, 0 when not or
+ * when a field cannot be signed, -1 on error. */
+static int adyen_item_verify(const struct adyen_state *st, const cJSON *item)
+{
 	const char *given = provider_json_string(item, "additionalData.hmacSignature");
 	struct buf b;
 	size_t i;
@@ -176,24 +209,14 @@ static int adyen_item_verify(const struct adyen_state *st, const cJSON *item)
 		return 0;
 	}
 	buf_init(&b, 0);
-	for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-		if ((i > 0 && buf_puts(&b, ":") < 0) || adyen_field(item, fields[i], &b) < 0) {
-			goto done;
-		}
-	}
-	if (b.buf_data == NULL && buf_puts(&b, "") < 0) {
-		ok = -1;
+	if (adyen_signed(item, &b) < 0) {
+		ok = b.buf_overflow ? -1 : 0;
 		goto done;
 	}
 	for (i = 0; i < st->ad_keys.ps_n; i++) {
-		unsigned char mac[CRYPTO_HMAC_MAX];
-		size_t mac_len = 0;
-		char *b64 = NULL;
+		char *b64 = adyen_mac(&st->ad_keys.ps_items[i], &b);
 
-		if (crypto_hmac(CRYPTO_SHA256, st->ad_keys.ps_items[i].ps_data,
-		                st->ad_keys.ps_items[i].ps_len, b.buf_data, b.buf_len, mac,
-		                &mac_len) < 0 ||
-		    crypto_base64_encode(mac, mac_len, &b64, NULL) < 0) {
+		if (b64 == NULL) {
 			ok = -1;
 			goto done;
 		}
@@ -573,6 +596,87 @@ static int adyen_ack(const struct provider_conf *pc, const struct event *ev,
 	return reply_set(ret, 200, "text/plain", "[accepted]", 10);
 }
 
+/* One AUTHORISATION or REFUND item in a batch of one, its hmacSignature
+ * made with the first hmac_key, with the instance's Basic credentials. */
+static int adyen_simulate(const struct provider_conf *pc, const struct provider_sim *sim,
+                          int64_t now_s, struct buf *ret_body,
+                          void (*add_header)(void *arg, const char *name, const char *value),
+                          void *arg)
+{
+	const struct adyen_state *st = pc->pc_state;
+	int refund = sim->ps_kind == PROVIDER_SIM_REFUND;
+	char psp[17];
+	char original[17];
+	char date[40];
+	time_t t = (time_t)now_s;
+	struct tm tm;
+	cJSON *root = cJSON_CreateObject();
+	cJSON *items = cJSON_AddArrayToObject(root, "notificationItems");
+	cJSON *wrap = cJSON_CreateObject();
+	cJSON *item = cJSON_AddObjectToObject(wrap, "NotificationRequestItem");
+	cJSON *amount = cJSON_AddObjectToObject(item, "amount");
+	cJSON *additional;
+	struct buf signed_text;
+	char *mac = NULL;
+	char *text = NULL;
+	int rc = -1;
+
+	buf_init(&signed_text, 0);
+	if (st == NULL || st->ad_keys.ps_n == 0 || root == NULL || items == NULL || wrap == NULL ||
+	    item == NULL || amount == NULL || !cJSON_AddItemToArray(items, wrap)) {
+		cJSON_Delete(wrap);
+		goto done;
+	}
+	provider_sim_ref(sim->ps_id, 1, psp, 16);
+	provider_sim_ref(sim->ps_order_id, 1, original, 16);
+	if (gmtime_r(&t, &tm) == NULL || strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S+00:00", &tm) == 0) {
+		goto done;
+	}
+	if (cJSON_AddStringToObject(root, "live", "false") == NULL ||
+	    cJSON_AddStringToObject(amount, "currency", sim->ps_currency) == NULL ||
+	    cJSON_AddNumberToObject(amount, "value", (double)sim->ps_amount) == NULL ||
+	    cJSON_AddStringToObject(item, "eventCode", refund ? "REFUND" : "AUTHORISATION") == NULL ||
+	    cJSON_AddStringToObject(item, "eventDate", date) == NULL ||
+	    cJSON_AddStringToObject(item, "merchantAccountCode",
+	                            st->ad_merchant_account != NULL ? st->ad_merchant_account
+	                                                            : "SimulatedMerchant") == NULL ||
+	    cJSON_AddStringToObject(item, "merchantReference", sim->ps_order_id) == NULL ||
+	    (refund && cJSON_AddStringToObject(item, "originalReference", original) == NULL) ||
+	    cJSON_AddStringToObject(item, "paymentMethod", "visa") == NULL ||
+	    cJSON_AddStringToObject(item, "pspReference", psp) == NULL ||
+	    cJSON_AddStringToObject(item, "reason", "") == NULL ||
+	    cJSON_AddStringToObject(item, "success", "true") == NULL) {
+		goto done;
+	}
+	if (adyen_signed(item, &signed_text) < 0) {
+		goto done;
+	}
+	mac = adyen_mac(&st->ad_keys.ps_items[0], &signed_text);
+	additional = cJSON_AddObjectToObject(item, "additionalData");
+	if (mac == NULL || additional == NULL ||
+	    cJSON_AddStringToObject(additional, "hmacSignature", mac) == NULL) {
+		goto done;
+	}
+	text = cJSON_PrintUnformatted(root);
+	if (text == NULL || buf_puts(ret_body, text) < 0) {
+		goto done;
+	}
+	add_header(arg, "Content-Type", "application/json");
+	if (st->ad_basic != NULL) {
+		add_header(arg, "Authorization", st->ad_basic);
+	}
+	rc = 0;
+done:
+	if (rc < 0) {
+		log_err("provider %s: cannot build a notification", pc->pc_name);
+	}
+	cJSON_free(text);
+	free(mac);
+	buf_finish(&signed_text);
+	cJSON_Delete(root);
+	return rc;
+}
+
 /* The signature sits inside each item, not in a header. */
 static int adyen_sign(const struct provider_conf *pc, const void *body, size_t body_len,
                       int64_t now_s, const char *event_id,
@@ -591,4 +695,5 @@ const struct provider provider_adyen = {
         .p_ack = adyen_ack,
         .p_error = provider_problem,
         .p_sign = adyen_sign,
+        .p_simulate = adyen_simulate,
 };

@@ -2,9 +2,11 @@
  * sorted parameters, notify_id as key, answer body exactly "success". */
 #include <errno.h>
 #include <iconv.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "buf.h"
 #include "crypto.h"
@@ -576,6 +578,148 @@ static int alipay_error(const struct provider_conf *pc, int status, const char *
 	return reply_set(ret, status, "text/plain", "fail", 4);
 }
 
+/* Appends s form-encoded: unreserved bytes as they are, the rest as %XX. */
+static int alipay_sim_encode(struct buf *b, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (; *s != '\0'; s++) {
+		unsigned char c = (unsigned char)*s;
+		char esc[3] = {'%', hex[c >> 4], hex[c & 0xf]};
+		int unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		                 (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == '~';
+
+		if ((unreserved ? buf_append(b, s, 1) : buf_append(b, esc, 3)) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* A trade_status_sync notification signed RSA2 with the throwaway key, which
+ * must be the private half of a configured public_key. Amounts are in the
+ * instance's currency; refunds carry the running total in refund_fee. */
+static int alipay_simulate(const struct provider_conf *pc, const struct provider_sim *sim,
+                           int64_t now_s, struct buf *ret_body,
+                           void (*add_header)(void *arg, const char *name, const char *value),
+                           void *arg)
+{
+	const struct alipay_state *st = pc->pc_state;
+	int refund = sim->ps_kind == PROVIDER_SIM_REFUND;
+	const char *seller = st != NULL && st->as_seller_id != NULL ? st->as_seller_id
+	                                                            : "2088000000000000";
+	struct alipay_form f;
+	const struct alipay_param *sorted[ALIPAY_PARAMS_MAX];
+	char trade_no[29];
+	char out_biz_no[80];
+	char when[32];
+	char total[32];
+	char paid[32];
+	char refund_fee[32];
+	time_t t = (time_t)(now_s + 8 * 3600); /* Alipay writes Beijing time */
+	struct tm tm;
+	struct buf signed_text;
+	unsigned char *sig = NULL;
+	size_t sig_len = 0;
+	char *sig_b64 = NULL;
+	size_t n;
+	size_t i;
+	int ours = 0;
+	int rc = -1;
+
+	memset(&f, 0, sizeof(f));
+	buf_init(&signed_text, 0);
+	for (i = 0; st != NULL && i < st->as_n_keys; i++) {
+		ours |= crypto_privkey_matches(sim->ps_key, st->as_keys[i]);
+	}
+	if (!ours) {
+		log_err("provider %s: no public_key is the public half of the simulate key pair; "
+		        "see idemhook simulate --print-config",
+		        pc->pc_name);
+		goto done;
+	}
+	memcpy(trade_no, "2026", 4);
+	provider_sim_ref(sim->ps_order_id, 0, trade_no + 4, 24);
+	snprintf(out_biz_no, sizeof(out_biz_no), "sim_%s", sim->ps_id);
+	if (gmtime_r(&t, &tm) == NULL || strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm) == 0) {
+		goto done;
+	}
+	money_format(refund ? sim->ps_order_amount : sim->ps_amount, st->as_currency, total);
+	money_format(sim->ps_amount, st->as_currency, paid);
+	money_format(sim->ps_refunded_total, st->as_currency, refund_fee);
+	{
+		const char *const kv[][2] = {
+		        {"app_id", st->as_app_id},
+		        {"auth_app_id", st->as_app_id},
+		        {"buyer_id", "2088102122524333"},
+		        {"charset", "utf-8"},
+		        {"gmt_create", when},
+		        {"gmt_payment", when},
+		        {"gmt_refund", refund ? when : ""},
+		        {"notify_id", sim->ps_id},
+		        {"notify_time", when},
+		        {"notify_type", "trade_status_sync"},
+		        {"out_biz_no", refund ? out_biz_no : ""},
+		        {"out_trade_no", sim->ps_order_id},
+		        {"receipt_amount", refund ? "" : paid},
+		        {"refund_fee", refund ? refund_fee : ""},
+		        {"seller_id", seller},
+		        {"sign_type", "RSA2"},
+		        {"subject", "idemhook simulate"},
+		        {"total_amount", total},
+		        {"trade_no", trade_no},
+		        {"trade_status", refund && sim->ps_refunded_total >= sim->ps_order_amount
+		                                 ? "TRADE_CLOSED"
+		                                 : "TRADE_SUCCESS"},
+		        {"version", "1.0"},
+		};
+
+		for (i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
+			if (kv[i][1][0] == '\0') {
+				continue;
+			}
+			f.af_params[f.af_n].ap_key = strdup(kv[i][0]);
+			f.af_params[f.af_n].ap_value = strdup(kv[i][1]);
+			f.af_n++;
+			if (f.af_params[f.af_n - 1].ap_key == NULL ||
+			    f.af_params[f.af_n - 1].ap_value == NULL) {
+				goto done;
+			}
+		}
+	}
+	/* Signed as it is verified: sorted, without sign and sign_type. */
+	n = alipay_sorted(&f, 0, sorted);
+	for (i = 0; i < n; i++) {
+		if ((i > 0 && buf_puts(&signed_text, "&") < 0) ||
+		    buf_printf(&signed_text, "%s=%s", sorted[i]->ap_key, sorted[i]->ap_value) < 0) {
+			goto done;
+		}
+	}
+	if (crypto_rsa_sha256_sign(sim->ps_key, signed_text.buf_data, signed_text.buf_len, &sig,
+	                           &sig_len) < 0 ||
+	    crypto_base64_encode(sig, sig_len, &sig_b64, NULL) < 0) {
+		goto done;
+	}
+	for (i = 0; i < f.af_n; i++) {
+		if (buf_puts(ret_body, f.af_params[i].ap_key) < 0 || buf_puts(ret_body, "=") < 0 ||
+		    alipay_sim_encode(ret_body, f.af_params[i].ap_value) < 0 ||
+		    buf_puts(ret_body, "&") < 0) {
+			goto done;
+		}
+	}
+	if (buf_puts(ret_body, "sign=") < 0 || alipay_sim_encode(ret_body, sig_b64) < 0) {
+		goto done;
+	}
+	add_header(arg, "Content-Type", "application/x-www-form-urlencoded; charset=utf-8");
+	rc = 0;
+done:
+	alipay_form_finish(&f);
+	buf_finish(&signed_text);
+	free(sig);
+	free(sig_b64);
+	return rc;
+}
+
 /* Alipay signs with its own private key: nothing for us to sign with. */
 static int alipay_sign(const struct provider_conf *pc, const void *body, size_t body_len,
                        int64_t now_s, const char *event_id,
@@ -594,4 +738,5 @@ const struct provider provider_alipay = {
         .p_ack = alipay_ack,
         .p_error = alipay_error,
         .p_sign = alipay_sign,
+        .p_simulate = alipay_simulate,
 };

@@ -1,5 +1,6 @@
 /* hmac.c: a generic HMAC profile for senders not covered by a named one
  * (GitHub-style "sha256=" headers and the like), configured key by key. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -409,6 +410,48 @@ done:
 	return rc;
 }
 
+/* A body shaped by the instance's mapping, its key in key_header or at
+ * key_path, signed as configured with the first secret. */
+static int hmac_simulate(const struct provider_conf *pc, const struct provider_sim *sim,
+                         int64_t now_s, struct buf *ret_body,
+                         void (*add_header)(void *arg, const char *name, const char *value),
+                         void *arg)
+{
+	const struct hmac_state *st = pc->pc_state;
+	char id[64];
+	cJSON *root;
+	char *text;
+	int rc;
+
+	if (st == NULL || st->hs_secrets.ps_n == 0) {
+		log_err("provider %s: no secret to sign with", pc->pc_name);
+		return -1;
+	}
+	root = provider_mapping_build(pc, &st->hs_map, sim);
+	if (root == NULL) {
+		return -1;
+	}
+	snprintf(id, sizeof(id), "sim_%s", sim->ps_id);
+	if (st->hs_key_header == NULL &&
+	    provider_json_put(root, st->hs_key_path, cJSON_CreateString(id)) < 0) {
+		log_err("provider %s: key_path does not fit into the body", pc->pc_name);
+		cJSON_Delete(root);
+		return -1;
+	}
+	text = cJSON_PrintUnformatted(root);
+	cJSON_Delete(root);
+	if (text == NULL) {
+		return -1;
+	}
+	rc = buf_puts(ret_body, text);
+	cJSON_free(text);
+	if (rc < 0) {
+		return -1;
+	}
+	add_header(arg, "Content-Type", "application/json");
+	return hmac_sign(pc, ret_body->buf_data, ret_body->buf_len, now_s, id, add_header, arg);
+}
+
 const struct provider provider_hmac = {
         .p_name = "hmac",
         .p_retry_window_s = HMAC_RETRY_WINDOW_S,
@@ -418,4 +461,5 @@ const struct provider provider_hmac = {
         .p_ack = hmac_ack,
         .p_error = provider_problem,
         .p_sign = hmac_sign,
+        .p_simulate = hmac_simulate,
 };

@@ -11,6 +11,27 @@
 #include "http.h"
 #include "reply.h"
 
+struct buf;
+struct crypto_privkey;
+
+/* A callback for `idemhook simulate` to build as the provider would send it. */
+enum provider_sim_kind {
+	PROVIDER_SIM_PAYMENT = 0,
+	PROVIDER_SIM_REFUND,
+};
+
+struct provider_sim {
+	enum provider_sim_kind ps_kind;
+	const char *ps_id;         /* fresh for every callback (lower-case hex): ids derive from it */
+	const char *ps_order_id;   /* our order id; stable provider references derive from it */
+	int64_t ps_amount;         /* minor units: the payment, or this refund */
+	int64_t ps_refunded_total; /* refunds: all refunded so far, this one included */
+	int64_t ps_order_amount;   /* the order's whole amount */
+	char ps_currency[4];       /* ISO 4217, upper case */
+	const struct crypto_privkey *ps_key; /* the throwaway key pair, for schemes signed
+						with the provider's own private key; or NULL */
+};
+
 /* Why a request was refused before any claim (nothing stored). */
 struct provider_verdict {
 	int pv_status; /* 400, 401 or 403 */
@@ -49,6 +70,14 @@ struct provider {
 	int (*p_sign)(const struct provider_conf *pc, const void *body, size_t body_len, int64_t now_s,
 		      const char *event_id, void (*add_header)(void *arg, const char *name, const char *value),
 		      void *arg);
+	/* Optional (idemhook simulate): builds sim as the provider sends it at
+	 * now_s, signed as the provider signs (shared secrets: the instance's
+	 * first; private keys: sim->ps_key): the body into ret_body, and every
+	 * header, Content-Type included, through add_header. Returns 0, or -1
+	 * with the reason logged (a key that is missing or does not match). */
+	int (*p_simulate)(const struct provider_conf *pc, const struct provider_sim *sim, int64_t now_s,
+			  struct buf *ret_body,
+			  void (*add_header)(void *arg, const char *name, const char *value), void *arg);
 };
 
 /* The profile called name, or NULL. */

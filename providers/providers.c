@@ -1,10 +1,12 @@
 /* providers.c: the alphabetized provider table and helpers the profiles share. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
 #include "buf.h"
+#include "crypto.h"
 #include "log.h"
 #include "money.h"
 #include "providers.h"
@@ -684,4 +686,136 @@ int provider_mapping_event(const struct provider_mapping *m, const struct cJSON 
 	event_fingerprint(ev, canon.buf_data, canon.buf_len);
 	buf_finish(&canon);
 	return 0;
+}
+
+/* ---- idemhook simulate ---- */
+
+void provider_sim_ref(const char *seed, int hex, char *out, size_t n)
+{
+	static const char digits[] = "0123456789ABCDEF";
+	unsigned char h[CRYPTO_SHA256_LEN];
+	size_t i;
+
+	crypto_sha256(seed, strlen(seed), h);
+	for (i = 0; i < n && i < 2 * sizeof(h); i++) {
+		unsigned v = i % 2 == 0 ? h[i / 2] >> 4 : h[i / 2] & 0xf;
+
+		out[i] = hex ? digits[v] : digits[v % 10];
+	}
+	out[i] = '\0';
+}
+
+int provider_json_put(struct cJSON *root, const char *path, struct cJSON *value)
+{
+	cJSON *cur = root;
+	const char *p = path;
+
+	for (;;) {
+		const char *dot = strchr(p, '.');
+		size_t n = dot != NULL ? (size_t)(dot - p) : strlen(p);
+		char seg[PROVIDER_JSON_PATH_MAX];
+		int64_t idx = -1;
+		cJSON *next;
+
+		if (n == 0 || n >= sizeof(seg)) {
+			goto fail;
+		}
+		memcpy(seg, p, n);
+		seg[n] = '\0';
+		if (cJSON_IsArray(cur)) {
+			if (provider_parse_timestamp(seg, &idx) < 0 || idx > 1000) {
+				goto fail;
+			}
+			while (cJSON_GetArraySize(cur) <= idx) {
+				if (!cJSON_AddItemToArray(cur, cJSON_CreateObject())) {
+					goto fail;
+				}
+			}
+			if (dot == NULL) {
+				return cJSON_ReplaceItemInArray(cur, (int)idx, value) ? 0 : -1;
+			}
+			next = cJSON_GetArrayItem(cur, (int)idx);
+		} else if (cJSON_IsObject(cur)) {
+			if (dot == NULL) {
+				cJSON_DeleteItemFromObjectCaseSensitive(cur, seg);
+				return cJSON_AddItemToObject(cur, seg, value) ? 0 : -1;
+			}
+			next = cJSON_GetObjectItemCaseSensitive(cur, seg);
+			if (next == NULL) {
+				int64_t ignored;
+				const char *after = dot + 1;
+				size_t an = strcspn(after, ".");
+				char aseg[PROVIDER_JSON_PATH_MAX];
+
+				if (an == 0 || an >= sizeof(aseg)) {
+					goto fail;
+				}
+				memcpy(aseg, after, an);
+				aseg[an] = '\0';
+				next = provider_parse_timestamp(aseg, &ignored) == 0 ? cJSON_CreateArray()
+										  : cJSON_CreateObject();
+				if (next == NULL || !cJSON_AddItemToObject(cur, seg, next)) {
+					cJSON_Delete(next);
+					goto fail;
+				}
+			}
+		} else {
+			goto fail;
+		}
+		cur = next;
+		p = dot + 1;
+	}
+fail:
+	cJSON_Delete(value);
+	return -1;
+}
+
+struct cJSON *provider_mapping_build(const struct provider_conf *pc, const struct provider_mapping *m,
+                                     const struct provider_sim *sim)
+{
+	int refund = sim->ps_kind == PROVIDER_SIM_REFUND;
+	const char *type = refund ? (m->pm_n_refunded > 0 ? m->pm_refunded[0] : NULL)
+	                          : (m->pm_n_paid > 0 ? m->pm_paid[0] : NULL);
+	int64_t amount = refund && m->pm_refund_cumulative ? sim->ps_refunded_total : sim->ps_amount;
+	cJSON *root = cJSON_CreateObject();
+	cJSON *amount_item;
+	char ref[80];
+
+	if (type == NULL) {
+		log_err("provider %s: no %s value is configured, so no callback would count as a %s",
+		        pc->pc_name, refund ? "refunded_types" : "paid_types",
+		        refund ? "refund" : "payment");
+		cJSON_Delete(root);
+		return NULL;
+	}
+	snprintf(ref, sizeof(ref), "pay_sim_%s", sim->ps_order_id);
+	if (root == NULL ||
+	    provider_json_put(root, m->pm_type_path, cJSON_CreateString(type)) < 0 ||
+	    provider_json_put(root, m->pm_order_path, cJSON_CreateString(sim->ps_order_id)) < 0 ||
+	    provider_json_put(root, m->pm_currency_path, cJSON_CreateString(sim->ps_currency)) < 0 ||
+	    provider_json_put(root, m->pm_payment_path, cJSON_CreateString(ref)) < 0) {
+		goto fail;
+	}
+	if (m->pm_amount_decimal) {
+		char text[32];
+
+		money_format(amount, sim->ps_currency, text);
+		amount_item = cJSON_CreateString(text);
+	} else {
+		amount_item = cJSON_CreateNumber((double)amount);
+	}
+	if (provider_json_put(root, m->pm_amount_path, amount_item) < 0) {
+		goto fail;
+	}
+	if (refund) {
+		snprintf(ref, sizeof(ref), "re_sim_%s", sim->ps_id);
+		if (provider_json_put(root, m->pm_refund_path, cJSON_CreateString(ref)) < 0) {
+			goto fail;
+		}
+	}
+	return root;
+fail:
+	log_err("provider %s: the configured JSON paths do not fit into one body", pc->pc_name);
+	cJSON_Delete(root);
+	return NULL;
 }

@@ -113,4 +113,23 @@ int provider_mapping_event(const struct provider_mapping *m, const struct cJSON 
                            const struct http_request *req, struct event *ev,
                            struct provider_verdict *ret_verdict);
 
+/* ---- idemhook simulate ---- */
+
+/* n characters derived from seed (decimal digits, or upper-case hex with
+ * hex) into out (n + 1 bytes, n <= 64): stable made-up provider references. */
+void provider_sim_ref(const char *seed, int hex, char *out, size_t n);
+
+/* Sets value at a dotted path under root, creating objects on the way (and
+ * arrays, padded with empty objects, for numeric segments); takes value over
+ * (freed on failure). Returns 0 or -1. */
+int provider_json_put(struct cJSON *root, const char *path, struct cJSON *value);
+
+/* The JSON body of sim for a profile whose payload is mapped by
+ * configuration (standard-webhooks, hmac): the first paid_types or
+ * refunded_types value, order, amount (refund_cumulative: the running
+ * total), currency, payment and refund at their paths. NULL on failure
+ * (logged: e.g. no type value configured for the kind). */
+struct cJSON *provider_mapping_build(const struct provider_conf *pc, const struct provider_mapping *m,
+                                     const struct provider_sim *sim);
+
 #endif

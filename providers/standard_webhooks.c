@@ -1,5 +1,6 @@
 /* standard_webhooks.c: Standard Webhooks (Svix and the SaaS following the spec):
  * v1 HMAC-SHA256 and v1a Ed25519 over "id.timestamp.body", key = webhook-id. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -354,6 +355,46 @@ done:
 	return rc;
 }
 
+/* A body shaped by the instance's mapping, signed v1 with its first secret
+ * under a fresh webhook-id. */
+static int standard_webhooks_simulate(const struct provider_conf *pc,
+                                      const struct provider_sim *sim, int64_t now_s,
+                                      struct buf *ret_body,
+                                      void (*add_header)(void *arg, const char *name,
+                                                         const char *value),
+                                      void *arg)
+{
+	const struct standard_webhooks_state *st = pc->pc_state;
+	char id[64];
+	cJSON *root;
+	char *text;
+	int rc;
+
+	if (st == NULL || st->sw_secrets.ps_n == 0) {
+		log_err("provider %s: simulate signs v1 (HMAC) only: it needs a whsec_ secret",
+		        pc->pc_name);
+		return -1;
+	}
+	root = provider_mapping_build(pc, &st->sw_map, sim);
+	if (root == NULL) {
+		return -1;
+	}
+	text = cJSON_PrintUnformatted(root);
+	cJSON_Delete(root);
+	if (text == NULL) {
+		return -1;
+	}
+	rc = buf_puts(ret_body, text);
+	cJSON_free(text);
+	if (rc < 0) {
+		return -1;
+	}
+	snprintf(id, sizeof(id), "msg_sim_%s", sim->ps_id);
+	add_header(arg, "Content-Type", "application/json");
+	return standard_webhooks_sign(pc, ret_body->buf_data, ret_body->buf_len, now_s, id, add_header,
+	                              arg);
+}
+
 const struct provider provider_standard_webhooks = {
         .p_name = "standard-webhooks",
         .p_retry_window_s = SW_RETRY_WINDOW_S,
@@ -363,4 +404,5 @@ const struct provider provider_standard_webhooks = {
         .p_ack = standard_webhooks_ack,
         .p_error = provider_problem,
         .p_sign = standard_webhooks_sign,
+        .p_simulate = standard_webhooks_simulate,
 };

@@ -1,4 +1,5 @@
 /* stripe.c: Stripe webhooks: Stripe-Signature HMAC-SHA256, event id as key. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -467,6 +468,64 @@ done:
 	return rc;
 }
 
+/* A payment_intent.succeeded, or a charge.refunded carrying the running
+ * total, shaped as Stripe sends them (currency in lower case). */
+static int stripe_simulate(const struct provider_conf *pc, const struct provider_sim *sim,
+                           int64_t now_s, struct buf *ret_body,
+                           void (*add_header)(void *arg, const char *name, const char *value),
+                           void *arg)
+{
+	char cur[4];
+	char id[64];
+	int rc;
+	int i;
+
+	if (pc->pc_state == NULL ||
+	    ((const struct stripe_state *)pc->pc_state)->ss_secrets.ps_n == 0) {
+		log_err("provider %s: no secret to sign with", pc->pc_name);
+		return -1;
+	}
+	for (i = 0; i < 3; i++) {
+		cur[i] = (char)(sim->ps_currency[i] >= 'A' && sim->ps_currency[i] <= 'Z'
+		                        ? sim->ps_currency[i] - 'A' + 'a'
+		                        : sim->ps_currency[i]);
+	}
+	cur[3] = '\0';
+	snprintf(id, sizeof(id), "evt_sim_%s", sim->ps_id);
+	if (sim->ps_kind == PROVIDER_SIM_PAYMENT) {
+		rc = buf_printf(ret_body,
+		                "{\"id\":\"%s\",\"object\":\"event\",\"api_version\":\"2024-06-20\","
+		                "\"created\":%lld,\"livemode\":false,\"pending_webhooks\":1,"
+		                "\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":{"
+		                "\"id\":\"pi_sim_%s\",\"object\":\"payment_intent\",\"amount\":%lld,"
+		                "\"amount_received\":%lld,\"currency\":\"%s\",\"status\":\"succeeded\","
+		                "\"metadata\":{\"order_id\":\"%s\"}}}}",
+		                id, (long long)now_s, sim->ps_order_id, (long long)sim->ps_amount,
+		                (long long)sim->ps_amount, cur, sim->ps_order_id);
+	} else {
+		/* charge.refunded reports amount_refunded as the running total. */
+		rc = buf_printf(ret_body,
+		                "{\"id\":\"%s\",\"object\":\"event\",\"api_version\":\"2024-06-20\","
+		                "\"created\":%lld,\"livemode\":false,\"pending_webhooks\":1,"
+		                "\"type\":\"charge.refunded\",\"data\":{\"object\":{"
+		                "\"id\":\"ch_sim_%s\",\"object\":\"charge\",\"amount\":%lld,"
+		                "\"amount_refunded\":%lld,\"currency\":\"%s\",\"payment_intent\":"
+		                "\"pi_sim_%s\",\"refunded\":%s,\"metadata\":{\"order_id\":\"%s\"},"
+		                "\"refunds\":{\"object\":\"list\",\"data\":[{\"id\":\"re_sim_%s\","
+		                "\"object\":\"refund\",\"amount\":%lld,\"currency\":\"%s\","
+		                "\"status\":\"succeeded\"}]}}}}",
+		                id, (long long)now_s, sim->ps_order_id, (long long)sim->ps_order_amount,
+		                (long long)sim->ps_refunded_total, cur, sim->ps_order_id,
+		                sim->ps_refunded_total >= sim->ps_order_amount ? "true" : "false",
+		                sim->ps_order_id, sim->ps_id, (long long)sim->ps_amount, cur);
+	}
+	if (rc < 0) {
+		return -1;
+	}
+	add_header(arg, "Content-Type", "application/json; charset=utf-8");
+	return stripe_sign(pc, ret_body->buf_data, ret_body->buf_len, now_s, id, add_header, arg);
+}
+
 const struct provider provider_stripe = {
         .p_name = "stripe",
         .p_retry_window_s = STRIPE_RETRY_WINDOW_S,
@@ -476,4 +535,5 @@ const struct provider provider_stripe = {
         .p_ack = stripe_ack,
         .p_error = provider_problem,
         .p_sign = stripe_sign,
+        .p_simulate = stripe_simulate,
 };

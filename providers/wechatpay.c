@@ -1,7 +1,9 @@
 /* wechatpay.c: WeChat Pay API v3 notifications: SHA256withRSA by platform key
  * serial, AES-256-GCM resource decryption, body id as key, 204 acknowledgement. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -543,6 +545,143 @@ static int wechatpay_error(const struct provider_conf *pc, int status, const cha
 	return 0;
 }
 
+/* Random lower-case hex of n characters into out (n + 1 bytes, n <= 64). */
+static int wechatpay_sim_nonce(char *out, size_t n)
+{
+	unsigned char raw[32];
+	char hex[2 * sizeof(raw) + 1];
+
+	if (n > 2 * sizeof(raw) || crypto_random(raw, sizeof(raw)) < 0) {
+		return -1;
+	}
+	crypto_hex_encode(raw, sizeof(raw), hex);
+	memcpy(out, hex, n);
+	out[n] = '\0';
+	return 0;
+}
+
+/* The decrypted resource of a TRANSACTION.SUCCESS or REFUND.SUCCESS. */
+static int wechatpay_sim_resource(const struct wechatpay_state *st, const struct provider_sim *sim,
+                                  const char *when, struct buf *b)
+{
+	const char *mchid = st->ws_mchid != NULL ? st->ws_mchid : "1900000001";
+	char transaction[29];
+	char refund[29];
+
+	memcpy(transaction, "4200", 4);
+	provider_sim_ref(sim->ps_order_id, 0, transaction + 4, 24);
+	if (sim->ps_kind == PROVIDER_SIM_PAYMENT) {
+		return buf_printf(b,
+		                  "{\"mchid\":\"%s\",\"appid\":\"wxd678efh567hg6787\","
+		                  "\"out_trade_no\":\"%s\",\"transaction_id\":\"%s\","
+		                  "\"trade_type\":\"NATIVE\",\"trade_state\":\"SUCCESS\","
+		                  "\"trade_state_desc\":\"OK\",\"bank_type\":\"OTHERS\",\"attach\":\"\","
+		                  "\"success_time\":\"%s\",\"payer\":{\"openid\":\"o-simulated\"},"
+		                  "\"amount\":{\"total\":%lld,\"payer_total\":%lld,\"currency\":\"%s\","
+		                  "\"payer_currency\":\"%s\"}}",
+		                  mchid, sim->ps_order_id, transaction, when, (long long)sim->ps_amount,
+		                  (long long)sim->ps_amount, sim->ps_currency, sim->ps_currency);
+	}
+	memcpy(refund, "5030", 4);
+	provider_sim_ref(sim->ps_id, 0, refund + 4, 24);
+	/* Refund notifications carry no currency: WeChat Pay refunds in CNY. */
+	return buf_printf(b,
+	                  "{\"mchid\":\"%s\",\"out_trade_no\":\"%s\",\"transaction_id\":\"%s\","
+	                  "\"out_refund_no\":\"sim_%s\",\"refund_id\":\"%s\","
+	                  "\"refund_status\":\"SUCCESS\",\"success_time\":\"%s\","
+	                  "\"user_received_account\":\"simulated\",\"amount\":{\"total\":%lld,"
+	                  "\"refund\":%lld,\"payer_total\":%lld,\"payer_refund\":%lld}}",
+	                  mchid, sim->ps_order_id, transaction, sim->ps_id, refund, when,
+	                  (long long)sim->ps_order_amount, (long long)sim->ps_amount,
+	                  (long long)sim->ps_order_amount, (long long)sim->ps_amount);
+}
+
+/* A notification encrypted with the first API v3 key and signed with the
+ * throwaway key, under the serial of the platform_key that is its public half. */
+static int wechatpay_simulate(const struct provider_conf *pc, const struct provider_sim *sim,
+                              int64_t now_s, struct buf *ret_body,
+                              void (*add_header)(void *arg, const char *name, const char *value),
+                              void *arg)
+{
+	const struct wechatpay_state *st = pc->pc_state;
+	int refund = sim->ps_kind == PROVIDER_SIM_REFUND;
+	const char *aad = refund ? "refund" : "transaction";
+	const char *serial = NULL;
+	char res_nonce[13];
+	char nonce[33];
+	char when[40];
+	char ts[24];
+	time_t t = (time_t)(now_s + 8 * 3600); /* WeChat Pay writes Beijing time */
+	struct tm tm;
+	struct buf plain;
+	struct buf signed_text;
+	unsigned char *ct = NULL;
+	size_t ct_len = 0;
+	unsigned char *sig = NULL;
+	size_t sig_len = 0;
+	char *ct_b64 = NULL;
+	char *sig_b64 = NULL;
+	size_t i;
+	int rc = -1;
+
+	buf_init(&plain, 0);
+	buf_init(&signed_text, 0);
+	for (i = 0; st != NULL && i < st->ws_n_keys && serial == NULL; i++) {
+		if (crypto_privkey_matches(sim->ps_key, st->ws_keys[i].wk_key)) {
+			serial = st->ws_keys[i].wk_serial;
+		}
+	}
+	if (serial == NULL) {
+		log_err("provider %s: no platform_key is the public half of the simulate key pair; "
+		        "see idemhook simulate --print-config",
+		        pc->pc_name);
+		goto done;
+	}
+	if (gmtime_r(&t, &tm) == NULL ||
+	    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S+08:00", &tm) == 0 ||
+	    wechatpay_sim_nonce(res_nonce, 12) < 0 || wechatpay_sim_nonce(nonce, 32) < 0 ||
+	    wechatpay_sim_resource(st, sim, when, &plain) < 0 ||
+	    crypto_aes256gcm_encrypt(st->ws_apiv3.ps_items[0].ps_data, res_nonce, strlen(res_nonce),
+	                             aad, strlen(aad), plain.buf_data, plain.buf_len, &ct,
+	                             &ct_len) < 0 ||
+	    crypto_base64_encode(ct, ct_len, &ct_b64, NULL) < 0) {
+		goto done;
+	}
+	if (buf_printf(ret_body,
+	               "{\"id\":\"sim-%s\",\"create_time\":\"%s\",\"resource_type\":"
+	               "\"encrypt-resource\",\"event_type\":\"%s\",\"summary\":\"%s\","
+	               "\"resource\":{\"original_type\":\"%s\",\"algorithm\":\"AEAD_AES_256_GCM\","
+	               "\"ciphertext\":\"%s\",\"associated_data\":\"%s\",\"nonce\":\"%s\"}}",
+	               sim->ps_id, when, refund ? "REFUND.SUCCESS" : "TRANSACTION.SUCCESS",
+	               refund ? "Refund succeeded" : "Payment succeeded", aad, ct_b64, aad,
+	               res_nonce) < 0) {
+		goto done;
+	}
+	snprintf(ts, sizeof(ts), "%lld", (long long)now_s);
+	if (buf_printf(&signed_text, "%s\n%s\n", ts, nonce) < 0 ||
+	    buf_append(&signed_text, ret_body->buf_data, ret_body->buf_len) < 0 ||
+	    buf_puts(&signed_text, "\n") < 0 ||
+	    crypto_rsa_sha256_sign(sim->ps_key, signed_text.buf_data, signed_text.buf_len, &sig,
+	                           &sig_len) < 0 ||
+	    crypto_base64_encode(sig, sig_len, &sig_b64, NULL) < 0) {
+		goto done;
+	}
+	add_header(arg, "Content-Type", "application/json");
+	add_header(arg, "Wechatpay-Timestamp", ts);
+	add_header(arg, "Wechatpay-Nonce", nonce);
+	add_header(arg, "Wechatpay-Signature", sig_b64);
+	add_header(arg, "Wechatpay-Serial", serial);
+	rc = 0;
+done:
+	buf_finish(&plain);
+	buf_finish(&signed_text);
+	free(ct);
+	free(ct_b64);
+	free(sig);
+	free(sig_b64);
+	return rc;
+}
+
 /* The platform's private key is WeChat Pay's, not ours: nothing to sign with. */
 static int wechatpay_sign(const struct provider_conf *pc, const void *body, size_t body_len,
                           int64_t now_s, const char *event_id,
@@ -561,4 +700,5 @@ const struct provider provider_wechatpay = {
         .p_ack = wechatpay_ack,
         .p_error = wechatpay_error,
         .p_sign = wechatpay_sign,
+        .p_simulate = wechatpay_simulate,
 };

@@ -20,6 +20,10 @@ struct crypto_pubkey {
 	EVP_PKEY *ck_pkey;
 };
 
+struct crypto_privkey {
+	EVP_PKEY *cp_pkey;
+};
+
 /* Logs the OpenSSL error queue's first entry once, then clears the queue. */
 static void crypto_log_openssl(const char *what)
 {
@@ -573,6 +577,190 @@ int crypto_aes256gcm_decrypt(const unsigned char key[32], const void *iv, size_t
 	out[n + fin] = '\0';
 	*ret = out;
 	*ret_len = (size_t)(n + fin);
+	return 0;
+fail:
+	EVP_CIPHER_CTX_free(ctx);
+	free(out);
+	return -1;
+}
+
+/* pkey as PEM text (its private key when private_key), malloc'd; NULL on failure. */
+static char *crypto_pem_text(EVP_PKEY *pkey, int private_key)
+{
+	BIO *bio = BIO_new(BIO_s_mem());
+	char *data = NULL;
+	char *out = NULL;
+	long n;
+	int ok;
+
+	if (bio == NULL) {
+		return NULL;
+	}
+	ok = private_key ? PEM_write_bio_PrivateKey(bio, pkey, NULL, NULL, 0, NULL, NULL)
+			 : PEM_write_bio_PUBKEY(bio, pkey);
+	n = BIO_get_mem_data(bio, &data);
+	if (ok == 1 && n > 0) {
+		out = malloc((size_t)n + 1);
+		if (out != NULL) {
+			memcpy(out, data, (size_t)n);
+			out[n] = '\0';
+		}
+	}
+	if (private_key && data != NULL && n > 0) {
+		OPENSSL_cleanse(data, (size_t)n);
+	}
+	BIO_free(bio);
+	return out;
+}
+
+int crypto_rsa_generate(unsigned bits, char **ret_private_pem, char **ret_public_pem)
+{
+	EVP_PKEY *pkey = EVP_RSA_gen(bits);
+	char *priv = NULL;
+	char *pub = NULL;
+
+	if (pkey == NULL) {
+		crypto_log_openssl("generating an RSA key");
+		return -1;
+	}
+	priv = crypto_pem_text(pkey, 1);
+	pub = crypto_pem_text(pkey, 0);
+	EVP_PKEY_free(pkey);
+	if (priv == NULL || pub == NULL) {
+		crypto_log_openssl("writing an RSA key as PEM");
+		if (priv != NULL) {
+			OPENSSL_cleanse(priv, strlen(priv));
+		}
+		free(priv);
+		free(pub);
+		return -1;
+	}
+	*ret_private_pem = priv;
+	*ret_public_pem = pub;
+	return 0;
+}
+
+struct crypto_privkey *crypto_privkey_load(const char *pem, size_t len)
+{
+	struct crypto_privkey *key;
+	EVP_PKEY *pkey;
+	BIO *bio;
+
+	if (len > INT32_MAX) {
+		return NULL;
+	}
+	bio = BIO_new_mem_buf(pem, (int)len);
+	if (bio == NULL) {
+		return NULL;
+	}
+	pkey = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
+	BIO_free(bio);
+	if (pkey == NULL) {
+		/* OpenSSL's message names no key material. */
+		crypto_log_openssl("loading a private key");
+		return NULL;
+	}
+	key = malloc(sizeof(*key));
+	if (key == NULL) {
+		EVP_PKEY_free(pkey);
+		return NULL;
+	}
+	key->cp_pkey = pkey;
+	return key;
+}
+
+void crypto_privkey_destroy(struct crypto_privkey *key)
+{
+	if (key == NULL) {
+		return;
+	}
+	EVP_PKEY_free(key->cp_pkey);
+	free(key);
+}
+
+int crypto_privkey_matches(const struct crypto_privkey *key, const struct crypto_pubkey *pub)
+{
+	int rc;
+
+	if (key == NULL || pub == NULL) {
+		return 0;
+	}
+	rc = EVP_PKEY_eq(key->cp_pkey, pub->ck_pkey) == 1;
+	ERR_clear_error();
+	return rc;
+}
+
+int crypto_rsa_sha256_sign(const struct crypto_privkey *key, const void *data, size_t len,
+                           unsigned char **ret, size_t *ret_len)
+{
+	EVP_MD_CTX *ctx = NULL;
+	unsigned char *sig = NULL;
+	size_t n = 0;
+
+	if (key == NULL || !EVP_PKEY_is_a(key->cp_pkey, "RSA")) {
+		return -1;
+	}
+	ctx = EVP_MD_CTX_new();
+	if (ctx == NULL) {
+		return -1;
+	}
+	if (EVP_DigestSignInit(ctx, NULL, EVP_sha256(), NULL, key->cp_pkey) != 1 ||
+	    EVP_DigestSign(ctx, NULL, &n, data, len) != 1) {
+		crypto_log_openssl("SHA256withRSA sign");
+		goto fail;
+	}
+	sig = malloc(n);
+	if (sig == NULL) {
+		goto fail;
+	}
+	if (EVP_DigestSign(ctx, sig, &n, data, len) != 1) {
+		crypto_log_openssl("SHA256withRSA sign");
+		goto fail;
+	}
+	EVP_MD_CTX_free(ctx);
+	*ret = sig;
+	*ret_len = n;
+	return 0;
+fail:
+	EVP_MD_CTX_free(ctx);
+	free(sig);
+	return -1;
+}
+
+int crypto_aes256gcm_encrypt(const unsigned char key[32], const void *iv, size_t iv_len,
+                             const void *aad, size_t aad_len, const void *in, size_t in_len,
+                             unsigned char **ret, size_t *ret_len)
+{
+	EVP_CIPHER_CTX *ctx = NULL;
+	unsigned char *out = NULL;
+	int n = 0;
+	int fin = 0;
+
+	if (in_len > INT32_MAX - 32 || iv_len == 0 || iv_len > INT32_MAX || aad_len > INT32_MAX) {
+		return -1;
+	}
+	out = malloc(in_len + 16);
+	ctx = EVP_CIPHER_CTX_new();
+	if (out == NULL || ctx == NULL) {
+		goto fail;
+	}
+	if (EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, NULL, NULL) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_IVLEN, (int)iv_len, NULL) != 1 ||
+	    EVP_EncryptInit_ex(ctx, NULL, NULL, key, iv) != 1 ||
+	    (aad_len > 0 && EVP_EncryptUpdate(ctx, NULL, &n, aad, (int)aad_len) != 1)) {
+		crypto_log_openssl("AES-256-GCM encrypt init");
+		goto fail;
+	}
+	n = 0;
+	if ((in_len > 0 && EVP_EncryptUpdate(ctx, out, &n, in, (int)in_len) != 1) ||
+	    EVP_EncryptFinal_ex(ctx, out + n, &fin) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, out + n + fin) != 1) {
+		crypto_log_openssl("AES-256-GCM encrypt");
+		goto fail;
+	}
+	EVP_CIPHER_CTX_free(ctx);
+	*ret = out;
+	*ret_len = (size_t)(n + fin) + 16;
 	return 0;
 fail:
 	EVP_CIPHER_CTX_free(ctx);

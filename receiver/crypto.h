@@ -60,6 +60,31 @@ int crypto_rsa_sha256_verify(const struct crypto_pubkey *key, const void *data, 
 int crypto_ed25519_verify(const unsigned char pub[32], const void *data, size_t len, const unsigned char *sig,
 			  size_t sig_len);
 
+/* Private keys, for idemhook simulate's throwaway key pair. */
+struct crypto_privkey;
+
+/* A new RSA key pair of bits bits: the private key as unencrypted PKCS#8 PEM
+ * and the public key as PEM SubjectPublicKeyInfo, both malloc'd. Returns 0,
+ * or -1 (logged). */
+int crypto_rsa_generate(unsigned bits, char **ret_private_pem, char **ret_public_pem);
+
+/* Loads an unencrypted PEM private key. NULL on failure (logged, never the key). */
+struct crypto_privkey *crypto_privkey_load(const char *pem, size_t len);
+void crypto_privkey_destroy(struct crypto_privkey *key);
+
+/* 1 when pub is the public half of key, else 0. */
+int crypto_privkey_matches(const struct crypto_privkey *key, const struct crypto_pubkey *pub);
+
+/* SHA256withRSA PKCS#1 v1.5 signature, malloc'd. Returns 0 or -1 (logged). */
+int crypto_rsa_sha256_sign(const struct crypto_privkey *key, const void *data, size_t len,
+			   unsigned char **ret, size_t *ret_len);
+
+/* AES-256-GCM encrypt; ret = ciphertext || 16-byte tag, malloc'd. Returns 0,
+ * or -1 (logged). */
+int crypto_aes256gcm_encrypt(const unsigned char key[32], const void *iv, size_t iv_len, const void *aad,
+			     size_t aad_len, const void *in, size_t in_len, unsigned char **ret,
+			     size_t *ret_len);
+
 /* AES-256-GCM decrypt; in = ciphertext || 16-byte tag. malloc'd plaintext,
  * NUL-terminated. Returns 0, or -1 (bad tag or error). */
 int crypto_aes256gcm_decrypt(const unsigned char key[32], const void *iv, size_t iv_len, const void *aad,

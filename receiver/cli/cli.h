@@ -48,6 +48,7 @@ extern const struct cli_command cli_cmd_order;
 extern const struct cli_command cli_cmd_outbox;
 extern const struct cli_command cli_cmd_replay;
 extern const struct cli_command cli_cmd_serve;
+extern const struct cli_command cli_cmd_simulate;
 extern const struct cli_command cli_cmd_stats;
 
 #endif

@@ -20,6 +20,7 @@ static const struct cli_command *const cli_commands[] = {
 	&cli_cmd_outbox,
 	&cli_cmd_replay,
 	&cli_cmd_serve,
+	&cli_cmd_simulate,
 	&cli_cmd_stats,
 };
 

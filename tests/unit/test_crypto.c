@@ -364,6 +364,109 @@ static void test_crypto_aes256gcm_decrypts_and_refuses_a_bad_tag(void **state)
 	        -1);
 }
 
+static void test_crypto_aes256gcm_encrypt_matches_openssl_and_round_trips(void **state)
+{
+	const unsigned char key[32] = "0123456789abcdef0123456789abcdef";
+	const char *iv = "nonce1234567";
+	const char *aad = "transaction";
+	const char *plain = "{\"out_trade_no\":\"o1\"}";
+	unsigned char want[128];
+	unsigned char *ct = NULL;
+	unsigned char *back = NULL;
+	size_t ct_len = 0;
+	size_t back_len = 0;
+	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
+	int n = 0;
+	int f = 0;
+
+	(void)state;
+	assert_int_equal(
+	        EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), NULL, key, (const unsigned char *)iv),
+	        1);
+	assert_int_equal(
+	        EVP_EncryptUpdate(ctx, NULL, &n, (const unsigned char *)aad, (int)strlen(aad)), 1);
+	assert_int_equal(
+	        EVP_EncryptUpdate(ctx, want, &n, (const unsigned char *)plain, (int)strlen(plain)),
+	        1);
+	assert_int_equal(EVP_EncryptFinal_ex(ctx, want + n, &f), 1);
+	assert_int_equal(EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, 16, want + n + f), 1);
+	EVP_CIPHER_CTX_free(ctx);
+
+	assert_int_equal(crypto_aes256gcm_encrypt(key, iv, 12, aad, strlen(aad), plain, strlen(plain),
+	                                          &ct, &ct_len),
+	                 0);
+	assert_int_equal(ct_len, (size_t)(n + f) + 16);
+	assert_memory_equal(ct, want, ct_len);
+	assert_int_equal(
+	        crypto_aes256gcm_decrypt(key, iv, 12, aad, strlen(aad), ct, ct_len, &back, &back_len),
+	        0);
+	assert_string_equal((char *)back, plain);
+	free(back);
+	free(ct);
+}
+
+static void test_crypto_generated_rsa_pair_signs_what_its_public_half_verifies(void **state)
+{
+	const char *data = "1700000000\nnonce\n{\"id\":\"x\"}\n";
+	char *priv_pem = NULL;
+	char *pub_pem = NULL;
+	char *other_priv = NULL;
+	char *other_pub = NULL;
+	struct crypto_privkey *priv;
+	struct crypto_privkey *other;
+	struct crypto_pubkey *pub;
+	struct crypto_pubkey *pub_der;
+	unsigned char *sig = NULL;
+	size_t sig_len = 0;
+	char der_b64[1024];
+	const char *p;
+	size_t n = 0;
+
+	(void)state;
+	assert_int_equal(crypto_rsa_generate(2048, &priv_pem, &pub_pem), 0);
+	assert_non_null(strstr(priv_pem, "-----BEGIN PRIVATE KEY-----"));
+	assert_non_null(strstr(pub_pem, "-----BEGIN PUBLIC KEY-----"));
+	priv = crypto_privkey_load(priv_pem, strlen(priv_pem));
+	pub = crypto_pubkey_load(pub_pem, strlen(pub_pem));
+	assert_non_null(priv);
+	assert_non_null(pub);
+	assert_int_equal(crypto_privkey_matches(priv, pub), 1);
+	assert_int_equal(crypto_rsa_sha256_sign(priv, data, strlen(data), &sig, &sig_len), 0);
+	assert_int_equal(sig_len, 256);
+	assert_int_equal(crypto_rsa_sha256_verify(pub, data, strlen(data), sig, sig_len), 1);
+	assert_int_equal(crypto_rsa_sha256_verify(pub, data, strlen(data) - 1, sig, sig_len), 0);
+
+	/* The public half as Alipay's console shows a key: one base64 line of DER. */
+	p = strchr(pub_pem, '\n') + 1;
+	while (*p != '-') {
+		if (*p != '\n') {
+			der_b64[n++] = *p;
+		}
+		p++;
+	}
+	der_b64[n] = '\0';
+	pub_der = crypto_pubkey_load(der_b64, n);
+	assert_non_null(pub_der);
+	assert_int_equal(crypto_rsa_sha256_verify(pub_der, data, strlen(data), sig, sig_len), 1);
+
+	/* Another pair: not this public key's half. */
+	assert_int_equal(crypto_rsa_generate(2048, &other_priv, &other_pub), 0);
+	other = crypto_privkey_load(other_priv, strlen(other_priv));
+	assert_non_null(other);
+	assert_int_equal(crypto_privkey_matches(other, pub), 0);
+	assert_null(crypto_privkey_load(pub_pem, strlen(pub_pem)));
+	crypto_privkey_destroy(NULL);
+	crypto_privkey_destroy(other);
+	crypto_privkey_destroy(priv);
+	crypto_pubkey_destroy(pub);
+	crypto_pubkey_destroy(pub_der);
+	free(sig);
+	free(priv_pem);
+	free(pub_pem);
+	free(other_priv);
+	free(other_pub);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -381,6 +484,8 @@ int main(void)
 	        cmocka_unit_test(test_crypto_pubkey_load_takes_the_key_from_a_certificate),
 	        cmocka_unit_test(test_crypto_ed25519_verifies_rfc8032_test1),
 	        cmocka_unit_test(test_crypto_aes256gcm_decrypts_and_refuses_a_bad_tag),
+	        cmocka_unit_test(test_crypto_aes256gcm_encrypt_matches_openssl_and_round_trips),
+	        cmocka_unit_test(test_crypto_generated_rsa_pair_signs_what_its_public_half_verifies),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
