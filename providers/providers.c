@@ -444,7 +444,7 @@ int provider_ack_json(const struct event *ev, const struct event_outcome *out, s
 	    (buf_puts(&b, ",\"reason\":") < 0 || buf_json_string(&b, out->eo_reason) < 0)) {
 		goto fail;
 	}
-	if (buf_puts(&b, "}") < 0) {
+	if (buf_puts(&b, "}\n") < 0) {
 		goto fail;
 	}
 	body = buf_take(&b, &len);

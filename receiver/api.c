@@ -808,7 +808,7 @@ static int api_retry_after(struct reply *ret, int64_t seconds)
 static int api_reply_json(struct reply *ret, int status, struct buf *b)
 {
 	size_t len = 0;
-	char *body = buf_take(b, &len);
+	char *body = buf_puts(b, "\n") == 0 ? buf_take(b, &len) : NULL;
 
 	if (body == NULL || reply_set_take(ret, status, "application/json", body, len) < 0) {
 		free(body);

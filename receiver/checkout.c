@@ -868,7 +868,7 @@ static void checkout_order_page(struct app *app, const struct config *cf,
 		 * go; the flash stays for the page it then opens. */
 		if (buf_puts(&b, "{\"id\":") < 0 || buf_json_string(&b, o.ao_id) < 0 ||
 		    buf_puts(&b, ",\"status\":") < 0 || buf_json_string(&b, o.ao_status) < 0 ||
-		    buf_puts(&b, "}") < 0) {
+		    buf_puts(&b, "}\n") < 0) {
 			goto fail;
 		}
 		if (b.buf_overflow ||

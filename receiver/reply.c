@@ -139,7 +139,7 @@ int reply_problem(struct reply *r, int status, const char *slug, const char *tit
 	if (detail != NULL && (buf_puts(&b, ",\"detail\":") < 0 || buf_json_string(&b, detail) < 0)) {
 		goto fail;
 	}
-	if (buf_puts(&b, "}") < 0) {
+	if (buf_puts(&b, "}\n") < 0) {
 		goto fail;
 	}
 	body = buf_take(&b, &len);

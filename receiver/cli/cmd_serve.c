@@ -148,8 +148,20 @@ static struct http_server *serve_start_public(struct app *app, const struct conf
 		srv = http_create(&ho, app_route_public, app);
 	}
 	if (srv != NULL) {
-		log_notice("listening on %s%s:%u%s", strchr(sl.sl_host, ':') != NULL ? "[" : "", sl.sl_host,
+		int v6 = strchr(sl.sl_host, ':') != NULL;
+
+		log_notice("listening on %s%s%s:%u%s", v6 ? "[" : "", sl.sl_host, v6 ? "]" : "",
 			   http_port(srv), sl.sl_tls_cert != NULL ? " (https)" : "");
+		if (cf->cf_demo) {
+			const char *host = strcmp(sl.sl_host, "0.0.0.0") == 0 ? "127.0.0.1"
+					   : strcmp(sl.sl_host, "::") == 0    ? "::1"
+									      : sl.sl_host;
+
+			v6 = strchr(host, ':') != NULL;
+			log_notice("demo mode: the checkout page is %s://%s%s%s:%u/checkout",
+				   sl.sl_tls_cert != NULL ? "https" : "http", v6 ? "[" : "", host,
+				   v6 ? "]" : "", http_port(srv));
+		}
 	}
 	serve_listener_finish(&sl);
 	return srv;

@@ -122,6 +122,8 @@ static void assert_problem(const struct hres *r, long status, const char *slug)
 		fail_msg("problem type %s not in body: %s", type,
 			 r->hs_body != NULL ? r->hs_body : "");
 	}
+	/* It ends its line, for people reading it in a terminal. */
+	assert_true(r->hs_body_len > 0 && r->hs_body[r->hs_body_len - 1] == '\n');
 }
 
 /* The order id in a 201 body {"id":"ord_...","status":"created"}. */
@@ -216,7 +218,7 @@ static void test_first_post_creates_the_order_and_answers_201_with_location(void
 	assert_header(&r, "Content-Type", "application/json");
 	assert_no_header(&r, "Idempotent-Replayed");
 	e2e_order_id(&r, id);
-	assert_string_equal(strstr(r.hs_body, "\"status\":"), "\"status\":\"created\"}");
+	assert_string_equal(strstr(r.hs_body, "\"status\":"), "\"status\":\"created\"}\n");
 	snprintf(loc, sizeof(loc), "/api/orders/%s", id);
 	assert_header(&r, "Location", loc);
 	/* The reply is "accepted + id", never the order's state. */
@@ -801,6 +803,21 @@ static void test_demo_payment_sends_a_signed_callback_twice_and_pays_once(void *
 			  "AND idem_key LIKE 'evt_demo_%'"),
 		1);
 	free(url);
+	/* The demo names its checkout page in the log. */
+	{
+		char want[128];
+		char line[4096];
+		FILE *f = fopen(e2e_main.dm_log, "r");
+		int found = 0;
+
+		assert_non_null(f);
+		snprintf(want, sizeof(want), "checkout page is http://127.0.0.1:%u/checkout", e2e_main.dm_port);
+		while (fgets(line, sizeof(line), f) != NULL) {
+			found |= strstr(line, want) != NULL;
+		}
+		fclose(f);
+		assert_true(found);
+	}
 	free(loc);
 	free(loc2);
 	hres_finish(&a);

@@ -19,6 +19,8 @@ static void post_ok(struct daemon *d, const char *body, struct hres *r)
 {
 	assert_int_equal(hn_post_stripe(d, "stripe", TEST_STRIPE_SECRET, body, r), 0);
 	assert_int_equal(r->hs_status, 200);
+	/* Our own JSON acknowledgement ends its line, for people reading it in a terminal. */
+	assert_true(r->hs_body_len > 0 && r->hs_body[r->hs_body_len - 1] == '\n');
 }
 
 static void test_payment_marks_order_paid_and_awards_points_once(void **state)

@@ -613,11 +613,11 @@ static void test_stripe_ack_says_accepted_with_the_order_id(void **state)
 	assert_int_equal(r.reply_status, 200);
 	assert_string_equal(r.reply_content_type, "application/json");
 	assert_string_equal(r.reply_body,
-	                    "{\"received\":true,\"order_id\":\"ord_1\",\"outcome\":\"paid\"}");
+	                    "{\"received\":true,\"order_id\":\"ord_1\",\"outcome\":\"paid\"}\n");
 	reply_finish(&r);
 	assert_int_equal(provider_stripe.p_ack(NULL, &ev, &refused, &r), 0);
 	assert_string_equal(r.reply_body, "{\"received\":true,\"order_id\":null,\"outcome\":"
-	                                  "\"refused\",\"reason\":\"unknown_order\"}");
+	                                  "\"refused\",\"reason\":\"unknown_order\"}\n");
 	reply_finish(&r);
 	assert_int_equal(provider_stripe.p_error(NULL, 401, "bad_signature", "x", &r), 0);
 	assert_int_equal(r.reply_status, 401);
