@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # install-deps.sh: installs the Debian packages idemhook needs to build and
-# test, only those that are missing. Uses sudo when not run as root.
+# test, only those that are missing, as root or through sudo. Without either
+# it prints the one apt-get command to run and exits 1.
+# Usage: install-deps.sh [--browser]   (--browser: also what the browser tests use)
 set -euo pipefail
 
 packages=(
@@ -10,25 +12,27 @@ packages=(
 	sqlite3 curl openssl scdoc valgrind
 	prometheus
 )
+# The browser tests: Debian's Chromium, its driver and Selenium, nothing
+# from another registry.
+browser_packages=(chromium chromium-driver python3-selenium)
+if [ "${1:-}" = "--browser" ]; then
+	packages+=("${browser_packages[@]}")
+fi
 missing=()
 for p in "${packages[@]}"; do
 	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
 		missing+=("$p")
 	fi
 done
-# The browser tests need a Chromium and Node.js with npm. They are checked as
-# commands: a machine may have Node.js from elsewhere, and Debian's npm
-# package would conflict with it.
-if [ "${1:-}" = "--browser" ]; then
-	[ -x /usr/bin/chromium ] || missing+=(chromium)
-	command -v node >/dev/null 2>&1 || missing+=(nodejs)
-	command -v npm >/dev/null 2>&1 || missing+=(npm)
-fi
 if [ "${#missing[@]}" -eq 0 ]; then
 	exit 0
 fi
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
+	if ! command -v sudo >/dev/null 2>&1; then
+		echo "install-deps.sh: missing packages; as root, run: apt-get install -y --no-install-recommends ${missing[*]}" >&2
+		exit 1
+	fi
 	sudo="sudo"
 fi
 echo "installing: ${missing[*]}" >&2
@@ -44,7 +48,7 @@ if [[ " ${missing[*]} " == *" prometheus "* ]] && [ ! -e /usr/sbin/policy-rc.d ]
 	$sudo chmod 0755 "$policy"
 fi
 status=0
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null ||
 	status=$?
 if [ -n "$policy" ]; then
 	$sudo rm -f "$policy"

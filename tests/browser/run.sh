@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# run.sh: the checkout page in a real browser. Headless Chromium (Debian's
-# /usr/bin/chromium) driven by playwright-core from npm, installed here on
-# first use. Starts the real daemon from $IDEMHOOK_BIN with a temporary
+# run.sh: the checkout page in a real browser: headless Chromium driven by
+# Selenium, all three from Debian (chromium, chromium-driver,
+# python3-selenium; contrib/install-deps.sh installs them). Nothing is
+# downloaded. Starts the real daemon from $IDEMHOOK_BIN with a temporary
 # config; screenshots go to tests/browser/artifacts/.
 set -euo pipefail
 
@@ -11,23 +12,15 @@ if [ -z "${IDEMHOOK_BIN:-}" ] || [ ! -x "${IDEMHOOK_BIN}" ]; then
 	echo "run.sh: IDEMHOOK_BIN must name the idemhook executable (meson test sets it)" >&2
 	exit 1
 fi
-
-need_apt=()
-[ -x /usr/bin/chromium ] || need_apt+=(chromium)
-command -v node >/dev/null 2>&1 || need_apt+=(nodejs)
-command -v npm >/dev/null 2>&1 || need_apt+=(npm)
-if [ "${#need_apt[@]}" -gt 0 ]; then
-	if [ "$(id -u)" != 0 ]; then
-		echo "run.sh: missing ${need_apt[*]}; install them (apt-get install -y ${need_apt[*]}) or run as root" >&2
-		exit 77
-	fi
-	apt-get update
-	DEBIAN_FRONTEND=noninteractive apt-get install -y "${need_apt[@]}"
+# Debian's own Python: python3-selenium is installed for it, not for another
+# python3 that may come first on PATH.
+python=/usr/bin/python3
+missing=()
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+[ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)
+{ [ -x "$python" ] && "$python" -c 'import selenium' 2>/dev/null; } || missing+=(python3-selenium)
+if [ "${#missing[@]}" -gt 0 ]; then
+	echo "run.sh: missing ${missing[*]}: run contrib/install-deps.sh (apt-get install ${missing[*]})" >&2
+	exit 1
 fi
-
-if [ ! -f "$here/node_modules/playwright-core/package.json" ]; then
-	(cd "$here" && npm install --no-audit --no-fund --loglevel=error)
-fi
-
-mkdir -p "$here/artifacts"
-exec node "$here/checkout.mjs"
+exec "$python" "$here/checkout.py"
