@@ -629,17 +629,20 @@ static int adyen_simulate(const struct provider_conf *pc, const struct provider_
 	}
 	provider_sim_ref(sim->ps_id, 1, psp, 16);
 	provider_sim_ref(sim->ps_order_id, 1, original, 16);
-	if (gmtime_r(&t, &tm) == NULL || strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S+00:00", &tm) == 0) {
+	if (gmtime_r(&t, &tm) == NULL ||
+	    strftime(date, sizeof(date), "%Y-%m-%dT%H:%M:%S+00:00", &tm) == 0) {
 		goto done;
 	}
 	if (cJSON_AddStringToObject(root, "live", "false") == NULL ||
 	    cJSON_AddStringToObject(amount, "currency", sim->ps_currency) == NULL ||
 	    cJSON_AddNumberToObject(amount, "value", (double)sim->ps_amount) == NULL ||
-	    cJSON_AddStringToObject(item, "eventCode", refund ? "REFUND" : "AUTHORISATION") == NULL ||
+	    cJSON_AddStringToObject(item, "eventCode", refund ? "REFUND" : "AUTHORISATION") ==
+	            NULL ||
 	    cJSON_AddStringToObject(item, "eventDate", date) == NULL ||
 	    cJSON_AddStringToObject(item, "merchantAccountCode",
-	                            st->ad_merchant_account != NULL ? st->ad_merchant_account
-	                                                            : "SimulatedMerchant") == NULL ||
+	                            st->ad_merchant_account != NULL
+	                                    ? st->ad_merchant_account
+	                                    : "SimulatedMerchant") == NULL ||
 	    cJSON_AddStringToObject(item, "merchantReference", sim->ps_order_id) == NULL ||
 	    (refund && cJSON_AddStringToObject(item, "originalReference", original) == NULL) ||
 	    cJSON_AddStringToObject(item, "paymentMethod", "visa") == NULL ||

@@ -587,7 +587,8 @@ static int alipay_sim_encode(struct buf *b, const char *s)
 		unsigned char c = (unsigned char)*s;
 		char esc[3] = {'%', hex[c >> 4], hex[c & 0xf]};
 		int unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-		                 (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' || c == '~';
+		                 (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
+		                 c == '~';
 
 		if ((unreserved ? buf_append(b, s, 1) : buf_append(b, esc, 3)) < 0) {
 			return -1;
@@ -606,8 +607,8 @@ static int alipay_simulate(const struct provider_conf *pc, const struct provider
 {
 	const struct alipay_state *st = pc->pc_state;
 	int refund = sim->ps_kind == PROVIDER_SIM_REFUND;
-	const char *seller = st != NULL && st->as_seller_id != NULL ? st->as_seller_id
-	                                                            : "2088000000000000";
+	const char *seller =
+	        st != NULL && st->as_seller_id != NULL ? st->as_seller_id : "2088000000000000";
 	struct alipay_form f;
 	const struct alipay_param *sorted[ALIPAY_PARAMS_MAX];
 	char trade_no[29];
@@ -641,7 +642,8 @@ static int alipay_simulate(const struct provider_conf *pc, const struct provider
 	memcpy(trade_no, "2026", 4);
 	provider_sim_ref(sim->ps_order_id, 0, trade_no + 4, 24);
 	snprintf(out_biz_no, sizeof(out_biz_no), "sim_%s", sim->ps_id);
-	if (gmtime_r(&t, &tm) == NULL || strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm) == 0) {
+	if (gmtime_r(&t, &tm) == NULL ||
+	    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm) == 0) {
 		goto done;
 	}
 	money_format(refund ? sim->ps_order_amount : sim->ps_amount, st->as_currency, total);

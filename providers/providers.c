@@ -752,8 +752,9 @@ int provider_json_put(struct cJSON *root, const char *path, struct cJSON *value)
 				}
 				memcpy(aseg, after, an);
 				aseg[an] = '\0';
-				next = provider_parse_timestamp(aseg, &ignored) == 0 ? cJSON_CreateArray()
-										  : cJSON_CreateObject();
+				next = provider_parse_timestamp(aseg, &ignored) == 0
+				               ? cJSON_CreateArray()
+				               : cJSON_CreateObject();
 				if (next == NULL || !cJSON_AddItemToObject(cur, seg, next)) {
 					cJSON_Delete(next);
 					goto fail;
@@ -770,19 +771,22 @@ fail:
 	return -1;
 }
 
-struct cJSON *provider_mapping_build(const struct provider_conf *pc, const struct provider_mapping *m,
+struct cJSON *provider_mapping_build(const struct provider_conf *pc,
+                                     const struct provider_mapping *m,
                                      const struct provider_sim *sim)
 {
 	int refund = sim->ps_kind == PROVIDER_SIM_REFUND;
 	const char *type = refund ? (m->pm_n_refunded > 0 ? m->pm_refunded[0] : NULL)
 	                          : (m->pm_n_paid > 0 ? m->pm_paid[0] : NULL);
-	int64_t amount = refund && m->pm_refund_cumulative ? sim->ps_refunded_total : sim->ps_amount;
+	int64_t amount =
+	        refund && m->pm_refund_cumulative ? sim->ps_refunded_total : sim->ps_amount;
 	cJSON *root = cJSON_CreateObject();
 	cJSON *amount_item;
 	char ref[80];
 
 	if (type == NULL) {
-		log_err("provider %s: no %s value is configured, so no callback would count as a %s",
+		log_err("provider %s: no %s value is configured, so no callback would count as a "
+		        "%s",
 		        pc->pc_name, refund ? "refunded_types" : "paid_types",
 		        refund ? "refund" : "payment");
 		cJSON_Delete(root);
@@ -792,7 +796,8 @@ struct cJSON *provider_mapping_build(const struct provider_conf *pc, const struc
 	if (root == NULL ||
 	    provider_json_put(root, m->pm_type_path, cJSON_CreateString(type)) < 0 ||
 	    provider_json_put(root, m->pm_order_path, cJSON_CreateString(sim->ps_order_id)) < 0 ||
-	    provider_json_put(root, m->pm_currency_path, cJSON_CreateString(sim->ps_currency)) < 0 ||
+	    provider_json_put(root, m->pm_currency_path, cJSON_CreateString(sim->ps_currency)) <
+	            0 ||
 	    provider_json_put(root, m->pm_payment_path, cJSON_CreateString(ref)) < 0) {
 		goto fail;
 	}

@@ -357,12 +357,11 @@ done:
 
 /* A body shaped by the instance's mapping, signed v1 with its first secret
  * under a fresh webhook-id. */
-static int standard_webhooks_simulate(const struct provider_conf *pc,
-                                      const struct provider_sim *sim, int64_t now_s,
-                                      struct buf *ret_body,
-                                      void (*add_header)(void *arg, const char *name,
-                                                         const char *value),
-                                      void *arg)
+static int
+standard_webhooks_simulate(const struct provider_conf *pc, const struct provider_sim *sim,
+                           int64_t now_s, struct buf *ret_body,
+                           void (*add_header)(void *arg, const char *name, const char *value),
+                           void *arg)
 {
 	const struct standard_webhooks_state *st = pc->pc_state;
 	char id[64];
@@ -391,8 +390,8 @@ static int standard_webhooks_simulate(const struct provider_conf *pc,
 	}
 	snprintf(id, sizeof(id), "msg_sim_%s", sim->ps_id);
 	add_header(arg, "Content-Type", "application/json");
-	return standard_webhooks_sign(pc, ret_body->buf_data, ret_body->buf_len, now_s, id, add_header,
-	                              arg);
+	return standard_webhooks_sign(pc, ret_body->buf_data, ret_body->buf_len, now_s, id,
+	                              add_header, arg);
 }
 
 const struct provider provider_standard_webhooks = {

@@ -493,31 +493,33 @@ static int stripe_simulate(const struct provider_conf *pc, const struct provider
 	cur[3] = '\0';
 	snprintf(id, sizeof(id), "evt_sim_%s", sim->ps_id);
 	if (sim->ps_kind == PROVIDER_SIM_PAYMENT) {
-		rc = buf_printf(ret_body,
-		                "{\"id\":\"%s\",\"object\":\"event\",\"api_version\":\"2024-06-20\","
-		                "\"created\":%lld,\"livemode\":false,\"pending_webhooks\":1,"
-		                "\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":{"
-		                "\"id\":\"pi_sim_%s\",\"object\":\"payment_intent\",\"amount\":%lld,"
-		                "\"amount_received\":%lld,\"currency\":\"%s\",\"status\":\"succeeded\","
-		                "\"metadata\":{\"order_id\":\"%s\"}}}}",
-		                id, (long long)now_s, sim->ps_order_id, (long long)sim->ps_amount,
-		                (long long)sim->ps_amount, cur, sim->ps_order_id);
+		rc = buf_printf(
+		        ret_body,
+		        "{\"id\":\"%s\",\"object\":\"event\",\"api_version\":\"2024-06-20\","
+		        "\"created\":%lld,\"livemode\":false,\"pending_webhooks\":1,"
+		        "\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":{"
+		        "\"id\":\"pi_sim_%s\",\"object\":\"payment_intent\",\"amount\":%lld,"
+		        "\"amount_received\":%lld,\"currency\":\"%s\",\"status\":\"succeeded\","
+		        "\"metadata\":{\"order_id\":\"%s\"}}}}",
+		        id, (long long)now_s, sim->ps_order_id, (long long)sim->ps_amount,
+		        (long long)sim->ps_amount, cur, sim->ps_order_id);
 	} else {
 		/* charge.refunded reports amount_refunded as the running total. */
-		rc = buf_printf(ret_body,
-		                "{\"id\":\"%s\",\"object\":\"event\",\"api_version\":\"2024-06-20\","
-		                "\"created\":%lld,\"livemode\":false,\"pending_webhooks\":1,"
-		                "\"type\":\"charge.refunded\",\"data\":{\"object\":{"
-		                "\"id\":\"ch_sim_%s\",\"object\":\"charge\",\"amount\":%lld,"
-		                "\"amount_refunded\":%lld,\"currency\":\"%s\",\"payment_intent\":"
-		                "\"pi_sim_%s\",\"refunded\":%s,\"metadata\":{\"order_id\":\"%s\"},"
-		                "\"refunds\":{\"object\":\"list\",\"data\":[{\"id\":\"re_sim_%s\","
-		                "\"object\":\"refund\",\"amount\":%lld,\"currency\":\"%s\","
-		                "\"status\":\"succeeded\"}]}}}}",
-		                id, (long long)now_s, sim->ps_order_id, (long long)sim->ps_order_amount,
-		                (long long)sim->ps_refunded_total, cur, sim->ps_order_id,
-		                sim->ps_refunded_total >= sim->ps_order_amount ? "true" : "false",
-		                sim->ps_order_id, sim->ps_id, (long long)sim->ps_amount, cur);
+		rc = buf_printf(
+		        ret_body,
+		        "{\"id\":\"%s\",\"object\":\"event\",\"api_version\":\"2024-06-20\","
+		        "\"created\":%lld,\"livemode\":false,\"pending_webhooks\":1,"
+		        "\"type\":\"charge.refunded\",\"data\":{\"object\":{"
+		        "\"id\":\"ch_sim_%s\",\"object\":\"charge\",\"amount\":%lld,"
+		        "\"amount_refunded\":%lld,\"currency\":\"%s\",\"payment_intent\":"
+		        "\"pi_sim_%s\",\"refunded\":%s,\"metadata\":{\"order_id\":\"%s\"},"
+		        "\"refunds\":{\"object\":\"list\",\"data\":[{\"id\":\"re_sim_%s\","
+		        "\"object\":\"refund\",\"amount\":%lld,\"currency\":\"%s\","
+		        "\"status\":\"succeeded\"}]}}}}",
+		        id, (long long)now_s, sim->ps_order_id, (long long)sim->ps_order_amount,
+		        (long long)sim->ps_refunded_total, cur, sim->ps_order_id,
+		        sim->ps_refunded_total >= sim->ps_order_amount ? "true" : "false",
+		        sim->ps_order_id, sim->ps_id, (long long)sim->ps_amount, cur);
 	}
 	if (rc < 0) {
 		return -1;

@@ -571,16 +571,17 @@ static int wechatpay_sim_resource(const struct wechatpay_state *st, const struct
 	memcpy(transaction, "4200", 4);
 	provider_sim_ref(sim->ps_order_id, 0, transaction + 4, 24);
 	if (sim->ps_kind == PROVIDER_SIM_PAYMENT) {
-		return buf_printf(b,
-		                  "{\"mchid\":\"%s\",\"appid\":\"wxd678efh567hg6787\","
-		                  "\"out_trade_no\":\"%s\",\"transaction_id\":\"%s\","
-		                  "\"trade_type\":\"NATIVE\",\"trade_state\":\"SUCCESS\","
-		                  "\"trade_state_desc\":\"OK\",\"bank_type\":\"OTHERS\",\"attach\":\"\","
-		                  "\"success_time\":\"%s\",\"payer\":{\"openid\":\"o-simulated\"},"
-		                  "\"amount\":{\"total\":%lld,\"payer_total\":%lld,\"currency\":\"%s\","
-		                  "\"payer_currency\":\"%s\"}}",
-		                  mchid, sim->ps_order_id, transaction, when, (long long)sim->ps_amount,
-		                  (long long)sim->ps_amount, sim->ps_currency, sim->ps_currency);
+		return buf_printf(
+		        b,
+		        "{\"mchid\":\"%s\",\"appid\":\"wxd678efh567hg6787\","
+		        "\"out_trade_no\":\"%s\",\"transaction_id\":\"%s\","
+		        "\"trade_type\":\"NATIVE\",\"trade_state\":\"SUCCESS\","
+		        "\"trade_state_desc\":\"OK\",\"bank_type\":\"OTHERS\",\"attach\":\"\","
+		        "\"success_time\":\"%s\",\"payer\":{\"openid\":\"o-simulated\"},"
+		        "\"amount\":{\"total\":%lld,\"payer_total\":%lld,\"currency\":\"%s\","
+		        "\"payer_currency\":\"%s\"}}",
+		        mchid, sim->ps_order_id, transaction, when, (long long)sim->ps_amount,
+		        (long long)sim->ps_amount, sim->ps_currency, sim->ps_currency);
 	}
 	memcpy(refund, "5030", 4);
 	provider_sim_ref(sim->ps_id, 0, refund + 4, 24);

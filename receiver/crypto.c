@@ -597,7 +597,7 @@ static char *crypto_pem_text(EVP_PKEY *pkey, int private_key)
 		return NULL;
 	}
 	ok = private_key ? PEM_write_bio_PrivateKey(bio, pkey, NULL, NULL, 0, NULL, NULL)
-			 : PEM_write_bio_PUBKEY(bio, pkey);
+	                 : PEM_write_bio_PUBKEY(bio, pkey);
 	n = BIO_get_mem_data(bio, &data);
 	if (ok == 1 && n > 0) {
 		out = malloc((size_t)n + 1);

@@ -115,7 +115,8 @@ void httpc_headers_add(void *arg, const char *name, const char *value)
 {
 	struct httpc_headers *h = arg;
 
-	if (name[0] == '\0' || strpbrk(name, "\r\n: \t") != NULL || strpbrk(value, "\r\n") != NULL ||
+	if (name[0] == '\0' || strpbrk(name, "\r\n: \t") != NULL ||
+	    strpbrk(value, "\r\n") != NULL ||
 	    httpc_headers_put(h, name, strlen(name), value, strlen(value)) < 0) {
 		h->hch_overflow = 1;
 	}
@@ -144,7 +145,8 @@ int httpc_url_ok(const char *url)
 	} else {
 		return 0;
 	}
-	return host[0] != '\0' && host[0] != '/' && host[0] != ':' && strpbrk(url, " \t\r\n") == NULL;
+	return host[0] != '\0' && host[0] != '/' && host[0] != ':' &&
+	       strpbrk(url, " \t\r\n") == NULL;
 }
 
 /* ---- one transfer ---- */
@@ -235,8 +237,8 @@ static void httpc_xfer_destroy(struct httpc_xfer *x)
 static int httpc_skip_header(const char *name)
 {
 	static const char *const skip[] = {
-	        "Host",       "Content-Length", "Connection", "Transfer-Encoding", "Expect",
-	        "Keep-Alive", "TE",             "Trailer",    "Upgrade",           "Proxy-Connection",
+	        "Host", "Content-Length", "Connection", "Transfer-Encoding", "Expect", "Keep-Alive",
+	        "TE",   "Trailer",        "Upgrade",    "Proxy-Connection",
 	};
 	size_t i;
 
@@ -276,15 +278,17 @@ static int httpc_list_build(struct httpc_xfer *x, const struct httpc_request *re
 			continue;
 		}
 		line.buf_len = 0;
-		if ((f->hh_value[0] == '\0' ? buf_printf(&line, "%s;", f->hh_name)
-		                            : buf_printf(&line, "%s: %s", f->hh_name, f->hh_value)) < 0 ||
+		if ((f->hh_value[0] == '\0'
+		             ? buf_printf(&line, "%s;", f->hh_name)
+		             : buf_printf(&line, "%s: %s", f->hh_name, f->hh_value)) < 0 ||
 		    httpc_list_add(x, line.buf_data) < 0) {
 			goto done;
 		}
 	}
 	/* No fields the caller did not ask for: curl's own Accept, its form
 	 * Content-Type on a body, and the 100-continue wait. */
-	if ((h == NULL || httpc_headers_get(h, "Accept") == NULL) && httpc_list_add(x, "Accept:") < 0) {
+	if ((h == NULL || httpc_headers_get(h, "Accept") == NULL) &&
+	    httpc_list_add(x, "Accept:") < 0) {
 		goto done;
 	}
 	if (with_body && (h == NULL || httpc_headers_get(h, "Content-Type") == NULL) &&
@@ -358,7 +362,8 @@ static struct httpc_xfer *httpc_xfer_create(const struct httpc_request *req, cha
 {
 	const char *method = req->hcq_method != NULL ? req->hcq_method : "POST";
 	int with_body = strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0;
-	unsigned timeout = req->hcq_timeout_ms != 0 ? req->hcq_timeout_ms : HTTPC_TIMEOUT_DEFAULT_MS;
+	unsigned timeout =
+	        req->hcq_timeout_ms != 0 ? req->hcq_timeout_ms : HTTPC_TIMEOUT_DEFAULT_MS;
 	unsigned connect = req->hcq_connect_timeout_ms != 0 ? req->hcq_connect_timeout_ms : timeout;
 	struct httpc_xfer *x;
 	CURL *e;
@@ -377,7 +382,8 @@ static struct httpc_xfer *httpc_xfer_create(const struct httpc_request *req, cha
 		return NULL;
 	}
 	buf_init(&x->hx_body, 0);
-	x->hx_body_max = req->hcq_response_max != 0 ? req->hcq_response_max : HTTPC_BODY_MAX_DEFAULT;
+	x->hx_body_max =
+	        req->hcq_response_max != 0 ? req->hcq_response_max : HTTPC_BODY_MAX_DEFAULT;
 	x->hx_easy = curl_easy_init();
 	if (x->hx_easy == NULL || httpc_list_build(x, req, with_body) < 0) {
 		httpc_err(err, err_size, "out of memory");
@@ -386,8 +392,7 @@ static struct httpc_xfer *httpc_xfer_create(const struct httpc_request *req, cha
 	e = x->hx_easy;
 	if (httpc_opt_ptr(e, CURLOPT_URL, req->hcq_url) < 0 ||
 	    httpc_opt_ptr(e, CURLOPT_PROTOCOLS_STR, "http,https") < 0 ||
-	    httpc_opt_long(e, CURLOPT_NOSIGNAL, 1L) < 0 ||
-	    httpc_opt_method(e, method, req) < 0 ||
+	    httpc_opt_long(e, CURLOPT_NOSIGNAL, 1L) < 0 || httpc_opt_method(e, method, req) < 0 ||
 	    httpc_opt_ptr(e, CURLOPT_HTTPHEADER, x->hx_list) < 0 ||
 	    httpc_opt_long(e, CURLOPT_CONNECTTIMEOUT_MS, (long)connect) < 0 ||
 	    httpc_opt_long(e, CURLOPT_TIMEOUT_MS, (long)timeout) < 0 ||

@@ -28,7 +28,7 @@ struct httpc_request {
 	const struct httpc_headers *hcq_headers;
 	const void *hcq_body;
 	size_t hcq_body_len;
-	size_t hcq_response_max;         /* bytes of the answer's body kept; past it the transfer ends */
+	size_t hcq_response_max; /* bytes of the answer's body kept; past it the transfer ends */
 	unsigned hcq_connect_timeout_ms; /* 0: hcq_timeout_ms */
 	unsigned hcq_timeout_ms;         /* the whole exchange */
 	const char *hcq_ca_file;         /* PEM CA certificates to verify TLS peers with, or NULL */

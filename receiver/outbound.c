@@ -19,8 +19,8 @@
 #include "outbox.h"
 
 #define OUTBOUND_USER_AGENT "idemhook/" IDEMHOOK_VERSION
-#define OUTBOUND_HEADER_MAX 4096    /* bytes of one request header line we build */
-#define OUTBOUND_STOP_TICK_MS 50    /* poll interval while draining at shutdown */
+#define OUTBOUND_HEADER_MAX 4096 /* bytes of one request header line we build */
+#define OUTBOUND_STOP_TICK_MS 50 /* poll interval while draining at shutdown */
 
 struct outbound_xfer {
 	struct outbox_row ox_row;
@@ -44,8 +44,8 @@ struct outbound {
 	struct outbox_row *ob_lease_rows;   /* scratch for outbox_lease */
 	struct outbox_attempt *ob_attempts; /* scratch for outbound_harvest */
 	struct outbound_xfer **ob_done;
-	struct httpc_response *ob_resps;              /* answers of ob_done */
-	char (*ob_errs)[HTTPC_ERR_MAX];               /* and their errors */
+	struct httpc_response *ob_resps; /* answers of ob_done */
+	char (*ob_errs)[HTTPC_ERR_MAX];  /* and their errors */
 };
 
 static int64_t outbound_real_now(void *arg)
@@ -212,7 +212,8 @@ static size_t outbound_harvest(struct outbound *ob)
 		void *arg = NULL;
 		int64_t ms;
 
-		if (httpc_multi_done(ob->ob_multi, &arg, resp, ob->ob_errs[n], HTTPC_ERR_MAX) == 0) {
+		if (httpc_multi_done(ob->ob_multi, &arg, resp, ob->ob_errs[n], HTTPC_ERR_MAX) ==
+		    0) {
 			break;
 		}
 		xs[n] = arg;
@@ -225,7 +226,8 @@ static size_t outbound_harvest(struct outbound *ob)
 			res->ors_error = ob->ob_errs[n];
 		}
 		retry_after = httpc_response_header(resp, "Retry-After");
-		if (retry_after != NULL && outbox_retry_after_ms(retry_after, outbound_now(ob), &ms) == 0) {
+		if (retry_after != NULL &&
+		    outbox_retry_after_ms(retry_after, outbound_now(ob), &ms) == 0) {
 			res->ors_retry_after_ms = ms;
 		}
 		res->ors_body = resp->hcr_body;

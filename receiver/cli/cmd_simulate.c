@@ -21,14 +21,13 @@
 #include "provider.h"
 #include "store.h"
 
-#define SIMULATE_DIR "simulate"              /* beside the database */
+#define SIMULATE_DIR "simulate"                /* beside the database */
 #define SIMULATE_PRIVATE_KEY "private-key.pem" /* the throwaway key pair */
 #define SIMULATE_PUBLIC_KEY "public-key.pem"
 #define SIMULATE_APIV3_KEY "wechatpay-apiv3-key"
 #define SIMULATE_KEY_BITS 2048
 #define SIMULATE_KEY_MAX (16 * 1024)      /* bytes of the private key file */
-#define SIMULATE_LAST_MAX (4 * 1024 * 1024) /* bytes of a saved callback */
-#define SIMULATE_ANSWER_MAX (1024 * 1024)   /* bytes of an answer printed */
+#define SIMULATE_ANSWER_MAX (1024 * 1024) /* bytes of an answer printed */
 #define SIMULATE_TIMEOUT_MS 30000
 #define SIMULATE_ID_BYTES 12 /* random bytes of a callback id: 24 hex characters */
 
@@ -45,26 +44,26 @@ struct simulate_opts {
 static void cmd_simulate_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: idemhook [-c FILE] simulate PROVIDER payment|refund --order ID [--amount MINOR]\n"
-		"                [--currency CODE] [--to URL]\n"
-		"       idemhook [-c FILE] simulate PROVIDER duplicate [--to URL]\n"
-		"       idemhook [-c FILE] simulate --print-config\n\n"
-		"Builds the callback the provider instance PROVIDER ([provider PROVIDER] of the\n"
-		"configuration) would send, with a fresh id and timestamp, signs it as the\n"
-		"provider signs (with the instance's secret; WeChat Pay and Alipay with a\n"
-		"throwaway key pair), sends it and prints the answer.\n\n"
-		"  payment            the order's payment (amount and currency from the database)\n"
-		"  refund             a refund of what is left, or of --amount (a partial refund)\n"
-		"  duplicate          the last callback simulated for PROVIDER again, byte for byte\n"
-		"  --order ID         the order the callback is about\n"
-		"  --amount MINOR     amount in minor units instead of the order's\n"
-		"  --currency CODE    currency instead of the order's\n"
-		"  --to URL           where to send it (default: the configured listener,\n"
-		"                     http://HOST:PORT/hooks/PROVIDER); https:// is verified\n"
-		"                     against the system CAs or [client] ca_file\n"
-		"  --print-config     make the throwaway key pair (once) and print the provider\n"
-		"                     sections of a test instance that accepts it\n\n"
-		"Exit status: 0 for a 2xx answer, 65 for any other answer, 69 when none came.\n");
+	        "usage: idemhook [-c FILE] simulate PROVIDER payment|refund --order ID\n"
+	        "                [--amount MINOR] [--currency CODE] [--to URL]\n"
+	        "       idemhook [-c FILE] simulate PROVIDER duplicate [--to URL]\n"
+	        "       idemhook [-c FILE] simulate --print-config\n\n"
+	        "Builds the callback the provider instance PROVIDER ([provider PROVIDER] of the\n"
+	        "configuration) would send, with a fresh id and timestamp, signs it as the\n"
+	        "provider signs (with the instance's secret; WeChat Pay and Alipay with a\n"
+	        "throwaway key pair), sends it and prints the answer.\n\n"
+	        "  payment            the order's payment (amount and currency from the database)\n"
+	        "  refund             a refund of what is left, or of --amount (a partial refund)\n"
+	        "  duplicate          the last callback for PROVIDER again, byte for byte\n"
+	        "  --order ID         the order the callback is about\n"
+	        "  --amount MINOR     amount in minor units instead of the order's\n"
+	        "  --currency CODE    currency instead of the order's\n"
+	        "  --to URL           where to send it (default: the configured listener,\n"
+	        "                     http://HOST:PORT/hooks/PROVIDER); https:// is verified\n"
+	        "                     against the system CAs or [client] ca_file\n"
+	        "  --print-config     make the throwaway key pair (once) and print the provider\n"
+	        "                     sections of a test instance that accepts it\n\n"
+	        "Exit status: 0 for a 2xx answer, 65 for any other answer, 69 when none came.\n");
 }
 
 /* DIR of the database + "/simulate", into out. Returns 0 or -1. */
@@ -121,7 +120,8 @@ static int simulate_write(const char *path, const void *data, size_t len, mode_t
 /* Makes the throwaway key pair and WeChat Pay API v3 key once. */
 static int simulate_keys_ensure(const char *dir)
 {
-	static const char alnum[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	static const char alnum[] =
+	        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 	char priv_path[PATH_MAX];
 	char pub_path[PATH_MAX];
 	char apiv3_path[PATH_MAX];
@@ -226,7 +226,7 @@ static struct crypto_privkey *simulate_key_load(const char *dir)
 
 /* The configured listener's URL for instance name, into out. */
 static int simulate_default_url(const struct config *cf, const char *name, char *out,
-				size_t out_size)
+                                size_t out_size)
 {
 	const char *host = cf->cf_listen_host;
 	const char *scheme = config_get(cf, "server", "tls_cert") != NULL ? "https" : "http";
@@ -250,18 +250,19 @@ static int simulate_default_url(const struct config *cf, const char *name, char 
 	}
 	if (port == 0) {
 		fprintf(stderr, "simulate: the listener's port is chosen at start and [server] "
-				"port_file names no port yet: give --to URL\n");
+		                "port_file names no port yet: give --to URL\n");
 		return -1;
 	}
-	n = snprintf(out, out_size, strchr(host, ':') != NULL ? "%s://[%s]:%u/hooks/%s" : "%s://%s:%u/hooks/%s",
-		     scheme, host, port, name);
+	n = snprintf(out, out_size,
+	             strchr(host, ':') != NULL ? "%s://[%s]:%u/hooks/%s" : "%s://%s:%u/hooks/%s",
+	             scheme, host, port, name);
 	return n < 0 || (size_t)n >= out_size ? -1 : 0;
 }
 
 /* Reads the order: 1 found, 0 not (no database, or no such order), or -1
  * with an exit code in *ret_rc. */
 static int simulate_order(const struct config *cf, const char *id, struct api_order *ret,
-			  int *ret_rc)
+                          int *ret_rc)
 {
 	struct store *st = NULL;
 	int rc;
@@ -281,7 +282,7 @@ static int simulate_order(const struct config *cf, const char *id, struct api_or
 
 /* Fills sim from the options and the order. Returns EX_OK or an exit code. */
 static int simulate_fill(const struct config *cf, const struct simulate_opts *o,
-			 struct provider_sim *sim)
+                         struct provider_sim *sim)
 {
 	struct api_order order;
 	int found;
@@ -293,13 +294,14 @@ static int simulate_fill(const struct config *cf, const struct simulate_opts *o,
 		return rc;
 	}
 	if (found == 0 && (o->so_amount < 0 || o->so_currency == NULL)) {
-		fprintf(stderr, "simulate: no order %s in %s; give --amount and --currency for an order "
-				"this database does not hold\n",
-			o->so_order, cf->cf_db_path);
+		fprintf(stderr,
+		        "simulate: no order %s in %s; give --amount and --currency for an order "
+		        "this database does not hold\n",
+		        o->so_order, cf->cf_db_path);
 		return EX_DATAERR;
 	}
 	if (money_currency_normalize(o->so_currency != NULL ? o->so_currency : order.ao_currency,
-				     sim->ps_currency) < 0) {
+	                             sim->ps_currency) < 0) {
 		fprintf(stderr, "simulate: --currency takes a three-letter ISO 4217 code\n");
 		return EX_USAGE;
 	}
@@ -312,7 +314,7 @@ static int simulate_fill(const struct config *cf, const struct simulate_opts *o,
 	sim->ps_amount = o->so_amount >= 0 ? o->so_amount : order.ao_amount - order.ao_refunded;
 	if (sim->ps_amount <= 0) {
 		fprintf(stderr, "simulate: order %s has nothing left to refund; give --amount\n",
-			o->so_order);
+		        o->so_order);
 		return EX_DATAERR;
 	}
 	sim->ps_refunded_total = order.ao_refunded + sim->ps_amount;
@@ -321,7 +323,7 @@ static int simulate_fill(const struct config *cf, const struct simulate_opts *o,
 
 /* Sends hdrs and body to url and prints the answer. Returns the exit code. */
 static int simulate_send(const struct config *cf, const char *url, const struct httpc_headers *hdrs,
-			 const char *body, size_t body_len)
+                         const char *body, size_t body_len)
 {
 	struct httpc_request req;
 	struct httpc_response resp;
@@ -372,7 +374,7 @@ static int simulate_last_path(const struct config *cf, const char *name, char *o
 
 /* Keeps the callback, in capture format, for `duplicate` (and replay). */
 static int simulate_save(const struct config *cf, const struct provider_conf *pc,
-			 const struct httpc_headers *hdrs, const struct buf *body)
+                         const struct httpc_headers *hdrs, const struct buf *body)
 {
 	char dir[PATH_MAX];
 	char path[PATH_MAX];
@@ -381,7 +383,8 @@ static int simulate_save(const struct config *cf, const struct provider_conf *pc
 	struct buf text;
 	int rc = -1;
 
-	if (simulate_dir(cf, dir, sizeof(dir)) < 0 || simulate_last_path(cf, pc->pc_name, path, sizeof(path)) < 0) {
+	if (simulate_dir(cf, dir, sizeof(dir)) < 0 ||
+	    simulate_last_path(cf, pc->pc_name, path, sizeof(path)) < 0) {
 		return -1;
 	}
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
@@ -410,7 +413,7 @@ static int simulate_save(const struct config *cf, const struct provider_conf *pc
 }
 
 static int simulate_duplicate(const struct config *cf, const struct provider_conf *pc,
-			      const char *url)
+                              const char *url)
 {
 	char path[PATH_MAX];
 	char err[256];
@@ -423,9 +426,10 @@ static int simulate_duplicate(const struct config *cf, const struct provider_con
 		return EX_SOFTWARE;
 	}
 	if (access(path, F_OK) != 0) {
-		fprintf(stderr, "simulate: no callback was simulated for %s yet (%s): simulate a payment "
-				"or refund first\n",
-			pc->pc_name, path);
+		fprintf(stderr,
+		        "simulate: no callback was simulated for %s yet (%s): simulate a payment "
+		        "or refund first\n",
+		        pc->pc_name, path);
 		return EX_NOINPUT;
 	}
 	if (capture_read(path, &rec, err, sizeof(err)) < 0) {
@@ -434,13 +438,16 @@ static int simulate_duplicate(const struct config *cf, const struct provider_con
 	}
 	httpc_headers_init(&hdrs);
 	for (i = 0; i < rec.cr_req.hr_n_headers; i++) {
-		httpc_headers_add(&hdrs, rec.cr_req.hr_headers[i].hh_name, rec.cr_req.hr_headers[i].hh_value);
+		httpc_headers_add(&hdrs, rec.cr_req.hr_headers[i].hh_name,
+		                  rec.cr_req.hr_headers[i].hh_value);
 	}
 	if (hdrs.hch_overflow) {
 		rc = EX_DATAERR;
 	} else {
-		fprintf(stderr, "simulate: %s: the last %s callback again, byte for byte\n", url, pc->pc_name);
-		rc = simulate_send(cf, url, &hdrs, (const char *)rec.cr_req.hr_body, rec.cr_req.hr_body_len);
+		fprintf(stderr, "simulate: %s: the last %s callback again, byte for byte\n", url,
+		        pc->pc_name);
+		rc = simulate_send(cf, url, &hdrs, (const char *)rec.cr_req.hr_body,
+		                   rec.cr_req.hr_body_len);
 	}
 	httpc_headers_finish(&hdrs);
 	capture_record_finish(&rec);
@@ -448,7 +455,7 @@ static int simulate_duplicate(const struct config *cf, const struct provider_con
 }
 
 static int simulate_new(const struct config *cf, const struct provider_conf *pc,
-			const struct simulate_opts *o, const char *url)
+                        const struct simulate_opts *o, const char *url)
 {
 	struct provider_sim sim;
 	struct httpc_headers hdrs;
@@ -460,7 +467,8 @@ static int simulate_new(const struct config *cf, const struct provider_conf *pc,
 	int rc;
 
 	memset(&sim, 0, sizeof(sim));
-	sim.ps_kind = strcmp(o->so_event, "refund") == 0 ? PROVIDER_SIM_REFUND : PROVIDER_SIM_PAYMENT;
+	sim.ps_kind =
+	        strcmp(o->so_event, "refund") == 0 ? PROVIDER_SIM_REFUND : PROVIDER_SIM_PAYMENT;
 	rc = simulate_fill(cf, o, &sim);
 	if (rc != EX_OK) {
 		return rc;
@@ -474,11 +482,11 @@ static int simulate_new(const struct config *cf, const struct provider_conf *pc,
 	sim.ps_key = key;
 	httpc_headers_init(&hdrs);
 	buf_init(&body, 0);
-	if (pc->pc_provider->p_simulate(pc, &sim, cli_now_ms() / 1000, &body, httpc_headers_add, &hdrs) <
-		    0 ||
+	if (pc->pc_provider->p_simulate(pc, &sim, cli_now_ms() / 1000, &body, httpc_headers_add,
+	                                &hdrs) < 0 ||
 	    hdrs.hch_overflow) {
 		fprintf(stderr, "simulate: cannot build a %s callback for %s (see above)\n",
-			pc->pc_provider->p_name, pc->pc_name);
+		        pc->pc_provider->p_name, pc->pc_name);
 		rc = EX_CONFIG;
 		goto done;
 	}
@@ -487,7 +495,7 @@ static int simulate_new(const struct config *cf, const struct provider_conf *pc,
 		goto done;
 	}
 	fprintf(stderr, "simulate: %s: %s %s of %lld %s for order %s (id %s)\n", url, pc->pc_name,
-		o->so_event, (long long)sim.ps_amount, sim.ps_currency, sim.ps_order_id, id);
+	        o->so_event, (long long)sim.ps_amount, sim.ps_currency, sim.ps_order_id, id);
 	rc = simulate_send(cf, url, &hdrs, body.buf_data, body.buf_len);
 done:
 	crypto_privkey_destroy(key);
@@ -499,13 +507,13 @@ done:
 static int cmd_simulate_run(int argc, char **argv, const char *config_path)
 {
 	static const struct option opts[] = {
-		{"order", required_argument, NULL, 'o'},
-		{"amount", required_argument, NULL, 'a'},
-		{"currency", required_argument, NULL, 'C'},
-		{"to", required_argument, NULL, 't'},
-		{"print-config", no_argument, NULL, 'P'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	        {"order", required_argument, NULL, 'o'},
+	        {"amount", required_argument, NULL, 'a'},
+	        {"currency", required_argument, NULL, 'C'},
+	        {"to", required_argument, NULL, 't'},
+	        {"print-config", no_argument, NULL, 'P'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
 	};
 	struct simulate_opts o;
 	const struct provider_conf *pc;
@@ -524,7 +532,8 @@ static int cmd_simulate_run(int argc, char **argv, const char *config_path)
 			break;
 		case 'a':
 			if (money_parse_minor(optarg, &o.so_amount) < 0 || o.so_amount == 0) {
-				fprintf(stderr, "simulate: --amount takes minor units above 0, e.g. 500\n");
+				fprintf(stderr,
+				        "simulate: --amount takes minor units above 0, e.g. 500\n");
 				return EX_USAGE;
 			}
 			break;
@@ -565,11 +574,14 @@ static int cmd_simulate_run(int argc, char **argv, const char *config_path)
 	o.so_event = argv[optind + 1];
 	if (strcmp(o.so_event, "payment") != 0 && strcmp(o.so_event, "refund") != 0 &&
 	    strcmp(o.so_event, "duplicate") != 0) {
-		fprintf(stderr, "simulate: EVENT is payment, refund or duplicate, not \"%s\"\n", o.so_event);
+		fprintf(stderr, "simulate: EVENT is payment, refund or duplicate, not \"%s\"\n",
+		        o.so_event);
 		return EX_USAGE;
 	}
-	if (strcmp(o.so_event, "duplicate") != 0 && (o.so_order == NULL || !api_order_id_valid(o.so_order))) {
-		fprintf(stderr, "simulate: %s needs --order with an order id (ord_...)\n", o.so_event);
+	if (strcmp(o.so_event, "duplicate") != 0 &&
+	    (o.so_order == NULL || !api_order_id_valid(o.so_order))) {
+		fprintf(stderr, "simulate: %s needs --order with an order id (ord_...)\n",
+		        o.so_event);
 		return EX_USAGE;
 	}
 	if (o.so_to != NULL && !httpc_url_ok(o.so_to)) {
@@ -582,12 +594,14 @@ static int cmd_simulate_run(int argc, char **argv, const char *config_path)
 	}
 	pc = config_provider(cf, o.so_provider);
 	if (pc == NULL) {
-		fprintf(stderr, "simulate: the configuration has no [provider %s]\n", o.so_provider);
+		fprintf(stderr, "simulate: the configuration has no [provider %s]\n",
+		        o.so_provider);
 		rc = EX_USAGE;
 		goto out;
 	}
 	if (pc->pc_provider->p_simulate == NULL) {
-		fprintf(stderr, "simulate: the %s profile cannot be simulated\n", pc->pc_provider->p_name);
+		fprintf(stderr, "simulate: the %s profile cannot be simulated\n",
+		        pc->pc_provider->p_name);
 		rc = EX_USAGE;
 		goto out;
 	}
@@ -608,7 +622,7 @@ out:
 }
 
 const struct cli_command cli_cmd_simulate = {
-	.cc_name = "simulate",
-	.cc_summary = "send a provider's signed callback, as the provider would",
-	.cc_run = cmd_simulate_run,
+        .cc_name = "simulate",
+        .cc_summary = "send a provider's signed callback, as the provider would",
+        .cc_run = cmd_simulate_run,
 };

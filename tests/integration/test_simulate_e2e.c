@@ -19,53 +19,56 @@
 struct sim_case {
 	const char *sc_name;
 	const char *sc_currency;
-	const char *sc_ini; /* @DIR@ stands for the daemon's directory */
+	const char *sc_ini;         /* @DIR@ stands for the daemon's directory */
 	const char *sc_files[3][3]; /* name, right content, wrong content */
 	int sc_keypair;             /* sections come from simulate --print-config */
 };
 
 static const struct sim_case sim_cases[] = {
-	{
-		.sc_name = "stripe",
-		.sc_currency = "usd",
-		.sc_ini = "[provider stripe]\ntype = stripe\nsecret = file:@DIR@/stripe-secret\n",
-		.sc_files = {{"stripe-secret", "whsec_simulate_right\n", "whsec_simulate_wrong\n"}},
-	},
-	{
-		.sc_name = "saas-billing",
-		.sc_currency = "usd",
-		.sc_ini = "[provider saas-billing]\ntype = standard-webhooks\n"
-			  "secret = file:@DIR@/saas-billing-secret\n"
-			  "paid_types = invoice.paid, payment.succeeded\n"
-			  "refunded_types = payment.refunded\n"
-			  "order_path = data.metadata.order_id\n"
-			  "amount_path = data.amount\n"
-			  "currency_path = data.currency\n",
-		.sc_files = {{"saas-billing-secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
-			      "whsec_QmFzZTY0IGlzIG5vdCB0aGUgcmlnaHQga2V5"}},
-	},
-	{
-		.sc_name = "adyen",
-		.sc_currency = "eur",
-		.sc_ini = "[provider adyen]\ntype = adyen\nhmac_key = file:@DIR@/adyen-hmac\n"
-			  "basic_user = idemhook\nbasic_password = file:@DIR@/adyen-basic-password\n"
-			  "merchant_account = ShopCOM\nretention = 31d\n",
-		.sc_files = {{"adyen-hmac", "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
-			      "0011223344556677889900112233445566778899001122334455667788990011"},
-			     {"adyen-basic-password", "right-password", "right-password"}},
-	},
-	{
-		.sc_name = "shop-backend",
-		.sc_currency = "usd",
-		.sc_ini = "[provider shop-backend]\ntype = hmac\nsecret = file:@DIR@/shop-backend-secret\n"
-			  "header = X-Hub-Signature-256\nprefix = sha256=\nalgorithm = sha256\n"
-			  "encoding = hex\nkey_header = X-GitHub-Delivery\ntype_path = action\n"
-			  "paid_types = paid\nrefunded_types = refunded\norder_path = order.id\n"
-			  "amount_path = order.total\ncurrency_path = order.currency\n",
-		.sc_files = {{"shop-backend-secret", "shop-secret-right", "shop-secret-wrong"}},
-	},
-	{.sc_name = "wechatpay", .sc_currency = "cny", .sc_keypair = 1},
-	{.sc_name = "alipay", .sc_currency = "cny", .sc_keypair = 1},
+        {
+                .sc_name = "stripe",
+                .sc_currency = "usd",
+                .sc_ini = "[provider stripe]\ntype = stripe\nsecret = file:@DIR@/stripe-secret\n",
+                .sc_files = {{"stripe-secret", "whsec_simulate_right\n", "whsec_simulate_wrong\n"}},
+        },
+        {
+                .sc_name = "saas-billing",
+                .sc_currency = "usd",
+                .sc_ini = "[provider saas-billing]\ntype = standard-webhooks\n"
+                          "secret = file:@DIR@/saas-billing-secret\n"
+                          "paid_types = invoice.paid, payment.succeeded\n"
+                          "refunded_types = payment.refunded\n"
+                          "order_path = data.metadata.order_id\n"
+                          "amount_path = data.amount\n"
+                          "currency_path = data.currency\n",
+                .sc_files = {{"saas-billing-secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                              "whsec_QmFzZTY0IGlzIG5vdCB0aGUgcmlnaHQga2V5"}},
+        },
+        {
+                .sc_name = "adyen",
+                .sc_currency = "eur",
+                .sc_ini =
+                        "[provider adyen]\ntype = adyen\nhmac_key = file:@DIR@/adyen-hmac\n"
+                        "basic_user = idemhook\nbasic_password = file:@DIR@/adyen-basic-password\n"
+                        "merchant_account = ShopCOM\nretention = 31d\n",
+                .sc_files = {{"adyen-hmac",
+                              "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056",
+                              "0011223344556677889900112233445566778899001122334455667788990011"},
+                             {"adyen-basic-password", "right-password", "right-password"}},
+        },
+        {
+                .sc_name = "shop-backend",
+                .sc_currency = "usd",
+                .sc_ini = "[provider shop-backend]\ntype = hmac\nsecret = "
+                          "file:@DIR@/shop-backend-secret\n"
+                          "header = X-Hub-Signature-256\nprefix = sha256=\nalgorithm = sha256\n"
+                          "encoding = hex\nkey_header = X-GitHub-Delivery\ntype_path = action\n"
+                          "paid_types = paid\nrefunded_types = refunded\norder_path = order.id\n"
+                          "amount_path = order.total\ncurrency_path = order.currency\n",
+                .sc_files = {{"shop-backend-secret", "shop-secret-right", "shop-secret-wrong"}},
+        },
+        {.sc_name = "wechatpay", .sc_currency = "cny", .sc_keypair = 1},
+        {.sc_name = "alipay", .sc_currency = "cny", .sc_keypair = 1},
 };
 
 #define N_CASES (sizeof(sim_cases) / sizeof(sim_cases[0]))
@@ -106,7 +109,8 @@ static void configure(struct daemon *d, const struct sim_case *c, int wrong, str
 		return;
 	}
 	for (i = 0; i < 3 && c->sc_files[i][0] != NULL; i++) {
-		assert_int_equal(daemon_write_file(d, c->sc_files[i][0], c->sc_files[i][wrong ? 2 : 1]), 0);
+		assert_int_equal(
+		        daemon_write_file(d, c->sc_files[i][0], c->sc_files[i][wrong ? 2 : 1]), 0);
 	}
 	{
 		const char *p = c->sc_ini;
@@ -147,7 +151,8 @@ static void expect_order(struct daemon *d, const char *id, const char *status, i
 	s[strcspn(s, "\n")] = '\0';
 	assert_string_equal(s, status);
 	free(s);
-	assert_int_equal(e2e_db_int(d, "SELECT refunded_amount FROM orders WHERE id = '%s'", id), refunded);
+	assert_int_equal(e2e_db_int(d, "SELECT refunded_amount FROM orders WHERE id = '%s'", id),
+	                 refunded);
 }
 
 static void simulate_case(const struct sim_case *c)
@@ -160,9 +165,11 @@ static void simulate_case(const struct sim_case *c)
 	char to[256];
 	const char *pay[] = {"simulate", c->sc_name, "payment", "--order", order, NULL};
 	const char *dup[] = {"simulate", c->sc_name, "duplicate", NULL};
-	const char *part[] = {"simulate", c->sc_name, "refund", "--order", order, "--amount", "500", NULL};
+	const char *part[] = {"simulate", c->sc_name, "refund", "--order",
+	                      order,      "--amount", "500",    NULL};
 	const char *rest[] = {"simulate", c->sc_name, "refund", "--order", order, NULL};
-	const char *refused[] = {"simulate", c->sc_name, "payment", "--order", other, "--to", to, NULL};
+	const char *refused[] = {"simulate", c->sc_name, "payment", "--order",
+	                         other,      "--to",     to,        NULL};
 	char *out = NULL;
 	int64_t records;
 
@@ -222,7 +229,8 @@ static void test_simulated_stripe_callback_pays_once_and_its_duplicate_is_replay
 	simulate_case(&sim_cases[0]);
 }
 
-static void test_simulated_standard_webhooks_callback_pays_once_and_its_duplicate_is_replayed(void **state)
+static void
+test_simulated_standard_webhooks_callback_pays_once_and_its_duplicate_is_replayed(void **state)
 {
 	simulate_case(&sim_cases[1]);
 }
@@ -237,7 +245,8 @@ static void test_simulated_hmac_callback_pays_once_and_its_duplicate_is_replayed
 	simulate_case(&sim_cases[3]);
 }
 
-static void test_simulated_wechatpay_notification_pays_once_and_its_duplicate_is_replayed(void **state)
+static void
+test_simulated_wechatpay_notification_pays_once_and_its_duplicate_is_replayed(void **state)
 {
 	simulate_case(&sim_cases[4]);
 }
@@ -287,8 +296,10 @@ static void test_simulate_refuses_what_it_cannot_do_with_a_clear_exit_status(voi
 	const char *no_last[] = {"simulate", "stripe", "duplicate", NULL};
 	const char *bad_event[] = {"simulate", "stripe", "chargeback", "--order", order, NULL};
 	const char *no_order[] = {"simulate", "stripe", "payment", NULL};
-	const char *missing[] = {"simulate", "stripe", "payment", "--order", "ord_aaaaaaaaaaaaaaaaaaaa", NULL};
-	const char *bad_to[] = {"simulate", "stripe", "payment", "--order", order, "--to", "ftp://x/", NULL};
+	const char *missing[] = {
+	        "simulate", "stripe", "payment", "--order", "ord_aaaaaaaaaaaaaaaaaaaa", NULL};
+	const char *bad_to[] = {"simulate", "stripe", "payment",  "--order",
+	                        order,      "--to",   "ftp://x/", NULL};
 
 	assert_int_equal(daemon_init(&d, NULL), 0);
 	configure(&d, &sim_cases[0], 0, &d);
@@ -308,14 +319,21 @@ static void test_simulate_refuses_what_it_cannot_do_with_a_clear_exit_status(voi
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_simulated_stripe_callback_pays_once_and_its_duplicate_is_replayed),
-		cmocka_unit_test(test_simulated_standard_webhooks_callback_pays_once_and_its_duplicate_is_replayed),
-		cmocka_unit_test(test_simulated_adyen_notification_pays_once_and_its_duplicate_is_replayed),
-		cmocka_unit_test(test_simulated_hmac_callback_pays_once_and_its_duplicate_is_replayed),
-		cmocka_unit_test(test_simulated_wechatpay_notification_pays_once_and_its_duplicate_is_replayed),
-		cmocka_unit_test(test_simulated_alipay_notification_pays_once_and_its_duplicate_is_replayed),
-		cmocka_unit_test(test_simulate_to_https_verifies_the_listener_against_client_ca_file),
-		cmocka_unit_test(test_simulate_refuses_what_it_cannot_do_with_a_clear_exit_status),
+	        cmocka_unit_test(
+	                test_simulated_stripe_callback_pays_once_and_its_duplicate_is_replayed),
+	        cmocka_unit_test(
+	                test_simulated_standard_webhooks_callback_pays_once_and_its_duplicate_is_replayed),
+	        cmocka_unit_test(
+	                test_simulated_adyen_notification_pays_once_and_its_duplicate_is_replayed),
+	        cmocka_unit_test(
+	                test_simulated_hmac_callback_pays_once_and_its_duplicate_is_replayed),
+	        cmocka_unit_test(
+	                test_simulated_wechatpay_notification_pays_once_and_its_duplicate_is_replayed),
+	        cmocka_unit_test(
+	                test_simulated_alipay_notification_pays_once_and_its_duplicate_is_replayed),
+	        cmocka_unit_test(
+	                test_simulate_to_https_verifies_the_listener_against_client_ca_file),
+	        cmocka_unit_test(test_simulate_refuses_what_it_cannot_do_with_a_clear_exit_status),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

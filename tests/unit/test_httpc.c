@@ -309,12 +309,11 @@ static void test_chunked_answer_is_decoded(void **state)
 	struct httpc_request req;
 	struct httpc_response resp;
 	char err[HTTPC_ERR_MAX] = "";
-	unsigned port =
-	        canned_start(&c,
-	                     "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
-	                     "Idempotent-Replayed: true\r\n\r\n"
-	                     "5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n",
-	                     0);
+	unsigned port = canned_start(&c,
+	                             "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+	                             "Idempotent-Replayed: true\r\n\r\n"
+	                             "5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\n\r\n",
+	                             0);
 
 	(void)state;
 	request_init(&req, port, "/");
@@ -467,7 +466,7 @@ static void test_answer_trickling_in_still_hits_the_total_timeout(void **state)
 
 struct tls_fixture {
 	char tf_dir[64];
-	char tf_cert[128]; /* the listener's self-signed certificate: the CA to trust */
+	char tf_cert[128];  /* the listener's self-signed certificate: the CA to trust */
 	char tf_other[128]; /* another self-signed certificate: a CA that did not sign it */
 	struct http_server *tf_srv;
 };
@@ -477,7 +476,8 @@ static void tls_make_cert(const char *dir, const char *name)
 	char cmd[1024];
 
 	snprintf(cmd, sizeof(cmd),
-	         "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/%s.key -out %s/%s.pem -days 1 "
+	         "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/%s.key -out %s/%s.pem -days "
+	         "1 "
 	         "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
 	         dir, name, dir, name);
 	assert_int_equal(system(cmd), 0);
@@ -659,7 +659,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_post_round_trip_carries_body_and_headers),
-	        cmocka_unit_test(test_a_body_without_content_type_gets_none_and_empty_values_are_sent),
+	        cmocka_unit_test(
+	                test_a_body_without_content_type_gets_none_and_empty_values_are_sent),
 	        cmocka_unit_test(test_answer_larger_than_the_cap_is_cut_and_marked),
 	        cmocka_unit_test(test_answer_without_length_over_the_cap_is_cut),
 	        cmocka_unit_test(test_chunked_answer_is_decoded),
