@@ -30,7 +30,7 @@ fi
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
 	if ! command -v sudo >/dev/null 2>&1; then
-		echo "install-deps.sh: missing packages; as root, run: apt-get install -y --no-install-recommends ${missing[*]}" >&2
+		echo "install-deps.sh: missing packages; as root, run: apt-get update && apt-get install -y --no-install-recommends ${missing[*]}" >&2
 		exit 1
 	fi
 	sudo="sudo"
