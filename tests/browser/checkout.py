@@ -28,7 +28,6 @@ import urllib.request
 
 from selenium import webdriver
 from selenium.common.exceptions import WebDriverException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -195,21 +194,88 @@ class Proxy:
 
 
 # ---- the browser ----
+#
+# Chromium and ChromeDriver are started here and talk to each other and to
+# Selenium over 127.0.0.1 (the DevTools address, debuggerAddress): left to
+# themselves they look up "localhost", which a bare root without /etc/hosts
+# cannot resolve.
 
-def launch(tmp, name, javascript):
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_for(what, cond, proc=None, timeout_s=WAIT_S):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        if proc is not None and proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not come up")
+
+
+class Driver:
+    """One ChromeDriver for the whole run."""
+
+    def __init__(self, tmp):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        log = open(os.path.join(tmp, "chromedriver.log"), "ab")
+        self.proc = subprocess.Popen([CHROMEDRIVER, f"--port={self.port}"], stdout=log,
+                                     stderr=log)
+
+        def ready():
+            try:
+                with urllib.request.urlopen(f"{self.url}/status", timeout=2) as r:
+                    return json.loads(r.read())["value"]["ready"]
+            except (OSError, ValueError, KeyError):
+                return False
+
+        wait_for("chromedriver", ready, self.proc)
+
+    def close(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+class Browser:
     """A fresh profile for every browser: no cache, no history, no cookies."""
-    profile = tempfile.mkdtemp(prefix=f"{name}-", dir=tmp)
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for flag in FLAGS:
-        opts.add_argument(flag)
-    opts.add_argument(f"--user-data-dir={profile}")
-    if not javascript:
-        opts.add_experimental_option(
-            "prefs", {"profile.managed_default_content_settings.javascript": 2})
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
-    driver.set_page_load_timeout(WAIT_S)
-    return driver
+
+    def __init__(self, tmp, name, javascript, chromedriver):
+        profile = tempfile.mkdtemp(prefix=f"{name}-", dir=tmp)
+        if not javascript:
+            os.makedirs(os.path.join(profile, "Default"))
+            with open(os.path.join(profile, "Default", "Preferences"), "w") as f:
+                json.dump({"profile": {"managed_default_content_settings": {"javascript": 2}}}, f)
+        log = open(os.path.join(tmp, f"{name}-chromium.log"), "ab")
+        self.proc = subprocess.Popen(
+            [CHROMIUM] + FLAGS + ["--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
+                                  f"--user-data-dir={profile}", "about:blank"],
+            stdout=log, stderr=log)
+        active = os.path.join(profile, "DevToolsActivePort")
+        wait_for("chromium", lambda: os.path.exists(active) and open(active).readline().strip(),
+                 self.proc)
+        devtools = int(open(active).readline())
+        opts = webdriver.ChromeOptions()
+        opts.add_experimental_option("debuggerAddress", f"127.0.0.1:{devtools}")
+        self.driver = webdriver.Remote(command_executor=chromedriver.url, options=opts)
+        self.driver.set_page_load_timeout(WAIT_S)
+
+    def quit(self):
+        try:
+            self.driver.quit()
+        finally:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
 
 
 def shot(driver, name):
@@ -396,23 +462,29 @@ def main():
         ("noscript", False, s.no_script),
         ("demo", True, s.demo_payment),
     ]
+    chromedriver = None
     try:
+        chromedriver = Driver(tmp)
         for name, javascript, fn in scenarios:
-            driver = None
+            browser = None
             try:
-                driver = launch(tmp, name, javascript)
-                fn(driver)
+                browser = Browser(tmp, name, javascript, chromedriver)
+                fn(browser.driver)
             except (WebDriverException, OSError, RuntimeError, KeyError, ValueError) as e:
                 check(f"scenario {name} ran to the end", False, str(e).split("\n")[0])
-                if driver is not None:
+                if browser is not None:
                     try:
-                        shot(driver, f"failed-{name}")
+                        shot(browser.driver, f"failed-{name}")
                     except WebDriverException:
                         pass
             finally:
-                if driver is not None:
-                    driver.quit()
+                if browser is not None:
+                    browser.quit()
+    except RuntimeError as e:
+        check("the browser came up", False, str(e))
     finally:
+        if chromedriver is not None:
+            chromedriver.close()
         proxy.close()
         stop_daemon(proc)
         if failed > 0 or os.environ.get("IDEMHOOK_KEEP_TMP") == "1":
