@@ -533,6 +533,8 @@ static void test_https_is_verified_against_the_given_ca_file(void **state)
 	tls_start(&tf);
 	request_init(&req, http_port(tf.tf_srv), "/echo");
 	req.hcq_url = url_of("https", http_port(tf.tf_srv), "/echo");
+	/* Room for two RSA handshakes in one process under valgrind. */
+	req.hcq_timeout_ms = 120000;
 	req.hcq_method = "POST";
 	req.hcq_body = "{}";
 	req.hcq_body_len = 2;
