@@ -8,6 +8,7 @@
 
 #include "buf.h"
 #include "crypto.h"
+#include "json.h"
 #include "log.h"
 #include "money.h"
 #include "providers.h"
@@ -533,7 +534,7 @@ static int adyen_receive(const struct provider_conf *pc, const struct http_reque
 		return provider_refuse(ret_verdict, 401, "bad_credentials",
 		                       "HTTP Basic credentials are missing or wrong.");
 	}
-	root = cJSON_ParseWithLength((const char *)req->hr_body, req->hr_body_len);
+	root = json_parse_strict(req->hr_body, req->hr_body_len, NULL);
 	items = provider_json_path(root, "notificationItems");
 	if (!cJSON_IsObject(root) || !cJSON_IsArray(items)) {
 		provider_refuse(ret_verdict, 400, "malformed_body",

@@ -8,6 +8,7 @@
 
 #include "buf.h"
 #include "crypto.h"
+#include "json.h"
 #include "log.h"
 #include "providers.h"
 
@@ -326,7 +327,7 @@ static int hmac_receive(const struct provider_conf *pc, const struct http_reques
 		                "The signed timestamp is outside the tolerance.");
 		goto fail;
 	}
-	root = cJSON_ParseWithLength((const char *)req->hr_body, req->hr_body_len);
+	root = json_parse_strict(req->hr_body, req->hr_body_len, NULL);
 	if (!cJSON_IsObject(root)) {
 		provider_refuse(ret_verdict, 400, "malformed_body",
 		                "The body is not a JSON object.");

@@ -7,6 +7,7 @@
 
 #include "buf.h"
 #include "crypto.h"
+#include "json.h"
 #include "log.h"
 #include "money.h"
 #include "providers.h"
@@ -387,7 +388,7 @@ static int stripe_receive(const struct provider_conf *pc, const struct http_requ
 		                "The signed timestamp is outside the tolerance.");
 		goto fail;
 	}
-	root = cJSON_ParseWithLength((const char *)req->hr_body, req->hr_body_len);
+	root = json_parse_strict(req->hr_body, req->hr_body_len, NULL);
 	obj = provider_json_path(root, "data.object");
 	type = provider_json_string(root, "type");
 	if (!cJSON_IsObject(root) || !cJSON_IsObject(obj) || type == NULL) {

@@ -9,6 +9,7 @@
 
 #include "buf.h"
 #include "crypto.h"
+#include "json.h"
 #include "log.h"
 #include "money.h"
 #include "providers.h"
@@ -445,7 +446,7 @@ static int wechatpay_receive(const struct provider_conf *pc, const struct http_r
 	if (wechatpay_authenticate(pc, req, now_s, ret_verdict) < 0) {
 		goto fail;
 	}
-	root = cJSON_ParseWithLength((const char *)req->hr_body, req->hr_body_len);
+	root = json_parse_strict(req->hr_body, req->hr_body_len, NULL);
 	event_type = provider_json_string(root, "event_type");
 	if (!cJSON_IsObject(root) || event_type == NULL ||
 	    !cJSON_IsObject(provider_json_path(root, "resource"))) {
@@ -463,7 +464,7 @@ static int wechatpay_receive(const struct provider_conf *pc, const struct http_r
 		                "The resource does not decrypt with the configured API v3 key.");
 		goto fail;
 	}
-	res = cJSON_ParseWithLength(plain, plain_len);
+	res = json_parse_strict(plain, plain_len, NULL);
 	if (!cJSON_IsObject(res)) {
 		provider_refuse(ret_verdict, 400, "malformed_body",
 		                "The decrypted resource is not a JSON object.");

@@ -12,6 +12,7 @@
 #include "api.h"
 #include "buf.h"
 #include "crypto.h"
+#include "json.h"
 #include "log.h"
 #include "metrics.h"
 #include "money.h"
@@ -583,25 +584,7 @@ fail:
 
 static cJSON *api_json_parse(const void *json, size_t len)
 {
-	const char *end = NULL;
-	cJSON *root;
-
-	if (json == NULL || len == 0) {
-		return NULL;
-	}
-	root = cJSON_ParseWithLengthOpts(json, len, &end, 0);
-	if (root == NULL) {
-		return NULL;
-	}
-	/* Only whitespace may follow the value. */
-	while (end < (const char *)json + len && strchr(" \t\r\n", *end) != NULL && *end != '\0') {
-		end++;
-	}
-	if (end != (const char *)json + len) {
-		cJSON_Delete(root);
-		return NULL;
-	}
-	return root;
+	return json_parse_strict(json, len, NULL);
 }
 
 int api_canonical_json(const void *json, size_t len, char **ret, size_t *ret_len)

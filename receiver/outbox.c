@@ -11,6 +11,7 @@
 #include "buf.h"
 #include "crypto.h"
 #include "event.h"
+#include "json.h"
 #include "log.h"
 #include "orders.h"
 #include "outbox.h"
@@ -1276,7 +1277,7 @@ static int outbox_apply_refund(struct store_tx *tx, const struct orders_conf *or
 
 	snprintf(refund_ref, sizeof(refund_ref), "%s", idem_key);
 	if (res->ors_body != NULL && res->ors_body_len > 0) {
-		cJSON *root = cJSON_ParseWithLength(res->ors_body, res->ors_body_len);
+		cJSON *root = json_parse_strict(res->ors_body, res->ors_body_len, NULL);
 		const cJSON *v;
 
 		if (root != NULL) {

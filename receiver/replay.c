@@ -25,6 +25,7 @@
 #include "http.h"
 #include "httpc.h"
 #include "ingest.h"
+#include "json.h"
 #include "log.h"
 #include "provider.h"
 #include "reply.h"
@@ -366,7 +367,7 @@ static cJSON *replay_export_parse(const char *path, char *err, size_t err_size)
 		i++;
 	}
 	if (i < len && data[i] == '[') {
-		arr = cJSON_ParseWithLength(data, len);
+		arr = json_parse_strict(data, len, NULL);
 		if (arr == NULL || !cJSON_IsArray(arr)) {
 			replay_err(err, err_size, "not a valid JSON array of events");
 			cJSON_Delete(arr);
@@ -389,7 +390,7 @@ static cJSON *replay_export_parse(const char *path, char *err, size_t err_size)
 			j++;
 		}
 		if (j < end) {
-			item = cJSON_ParseWithLength(data + i, end - i);
+			item = json_parse_strict(data + i, end - i, NULL);
 			if (item == NULL) {
 				item = cJSON_CreateNull();
 			}
