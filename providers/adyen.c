@@ -229,6 +229,26 @@ done:
 	return ok;
 }
 
+/* The signed string joins eight fields with ':', so a field holding ':'
+ * could be read back split another way under the same signature. The fields
+ * the key and the refund and payment references come from are Adyen's own
+ * tokens, which never hold one: refusing ':' there pins them in place. */
+static int adyen_item_unambiguous(const cJSON *item)
+{
+	static const char *const fields[] = {"pspReference", "originalReference", "eventCode",
+	                                     "success"};
+	size_t i;
+
+	for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		const char *v = provider_json_string(item, fields[i]);
+
+		if (v != NULL && strchr(v, ':') != NULL) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
 static int adyen_success(const cJSON *item)
 {
 	const cJSON *s = provider_json_path(item, "success");
@@ -556,6 +576,12 @@ static int adyen_receive(const struct provider_conf *pc, const struct http_reque
 		if (!cJSON_IsObject(item)) {
 			provider_refuse(ret_verdict, 400, "malformed_body",
 			                "An item is not a NotificationRequestItem.");
+			goto fail;
+		}
+		if (!adyen_item_unambiguous(item)) {
+			provider_refuse(ret_verdict, 400, "malformed_body",
+			                "An item's pspReference, originalReference, eventCode or "
+			                "success holds ':'.");
 			goto fail;
 		}
 		ok = adyen_item_verify(st, item);

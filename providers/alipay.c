@@ -182,12 +182,14 @@ static int alipay_form_parse(const char *body, size_t len, struct alipay_form *f
 	return f->af_n > 0 ? 0 : -1;
 }
 
+/* The value of field key, or NULL. Empty values are left out of the signed
+ * content, so anyone could add one: they read as absent. */
 static const char *alipay_get(const struct alipay_form *f, const char *key)
 {
 	size_t i;
 
 	for (i = 0; i < f->af_n; i++) {
-		if (strcmp(f->af_params[i].ap_key, key) == 0) {
+		if (strcmp(f->af_params[i].ap_key, key) == 0 && f->af_params[i].ap_value[0] != '\0') {
 			return f->af_params[i].ap_value_utf8 != NULL ? f->af_params[i].ap_value_utf8
 			                                             : f->af_params[i].ap_value;
 		}

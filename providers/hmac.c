@@ -74,25 +74,70 @@ static int hmac_get(const struct provider_conf *pc, const char *key, const char 
 	return *ret != NULL ? 0 : -1;
 }
 
-/* Only {timestamp}, {body} and {id} may appear, and each needs its source. */
+/* Only {timestamp}, {body} and {id} may appear, and each needs its source.
+ * Whatever the key, the timestamp and the body come from must be signed: a
+ * key header outside the signature lets anyone replay one captured request
+ * under fresh keys, each processed as new. {id} next to another placeholder
+ * could be split two ways ("evt_0" + "1700000000" = "evt_" + "01700000000"),
+ * so a literal must separate them. */
 static int hmac_template_check(const struct provider_conf *pc, const struct hmac_state *st)
 {
 	const char *p = st->hs_template;
+	const char *prev_end = NULL; /* just past the previous placeholder */
+	int prev_id = 0;
+	int has_body = 0;
+	int has_ts = 0;
+	int has_id = 0;
 
 	while ((p = strchr(p, '{')) != NULL) {
+		int is_id = 0;
+		size_t n;
+
 		if (strncmp(p, "{body}", 6) == 0) {
-			p += 6;
+			n = 6;
+			has_body = 1;
 		} else if (strncmp(p, "{timestamp}", 11) == 0 && st->hs_timestamp_header != NULL) {
-			p += 11;
+			n = 11;
+			has_ts = 1;
 		} else if (strncmp(p, "{id}", 4) == 0 && st->hs_key_header != NULL) {
-			p += 4;
+			n = 4;
+			has_id = 1;
+			is_id = 1;
 		} else {
 			log_err("provider %s: signed_content: only {body}, {timestamp} (with "
-			        "timestamp_header) and {id} "
-			        "(with key_header) may be used",
+			        "timestamp_header) and {id} (with key_header) may be used",
 			        pc->pc_name);
 			return -1;
 		}
+		if (prev_end == p && (is_id || prev_id)) {
+			log_err("provider %s: signed_content: put a separator such as '.' between "
+			        "{id} and the placeholder next to it",
+			        pc->pc_name);
+			return -1;
+		}
+		prev_id = is_id;
+		p += n;
+		prev_end = p;
+	}
+	if (!has_body) {
+		log_err("provider %s: signed_content must include {body}: the body is what the "
+		        "signature protects",
+		        pc->pc_name);
+		return -1;
+	}
+	if (st->hs_timestamp_header != NULL && !has_ts) {
+		log_err("provider %s: timestamp_header %s is not signed: add {timestamp} to "
+		        "signed_content, or drop timestamp_header",
+		        pc->pc_name, st->hs_timestamp_header);
+		return -1;
+	}
+	if (st->hs_key_header != NULL && !has_id) {
+		log_err("provider %s: key_header %s is not covered by the signature, so a captured "
+		        "callback could be replayed under any key: add {id} to signed_content "
+		        "(as the sender signs it, e.g. {id}.{timestamp}.{body}), or take the key "
+		        "from the signed body with key_path instead",
+		        pc->pc_name, st->hs_key_header);
+		return -1;
 	}
 	return 0;
 }

@@ -81,6 +81,45 @@ int daemon_write_file(struct daemon *d, const char *relpath, const char *content
 	return hn_write_file(path, content);
 }
 
+char *hn_read_file(const char *path)
+{
+	struct buf b;
+	char chunk[4096];
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (f == NULL) {
+		return NULL;
+	}
+	buf_init(&b, 0);
+	buf_puts(&b, "");
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+		buf_append(&b, chunk, n);
+	}
+	fclose(f);
+	return buf_take(&b, NULL);
+}
+
+int daemon_log_wait(struct daemon *d, const char *text, int timeout_ms)
+{
+	int waited = 0;
+
+	for (;;) {
+		char *log_text = hn_read_file(d->dm_log);
+		int found = log_text != NULL && strstr(log_text, text) != NULL;
+
+		free(log_text);
+		if (found) {
+			return 0;
+		}
+		if (waited >= timeout_ms) {
+			return -1;
+		}
+		hn_sleep_ms(50);
+		waited += 50;
+	}
+}
+
 int daemon_init(struct daemon *d, const char *extra_ini)
 {
 	struct buf b;

@@ -59,6 +59,13 @@ void daemon_finish(struct daemon *d);
 /* Writes path relative to dm_dir with content; returns 0 or -1. */
 int daemon_write_file(struct daemon *d, const char *relpath, const char *content);
 
+/* The whole file at path, malloc'd and NUL-terminated, or NULL. */
+char *hn_read_file(const char *path);
+
+/* Waits up to timeout_ms for text to appear in the daemon's log (dm_log).
+ * Returns 0 when it did, -1 when not. */
+int daemon_log_wait(struct daemon *d, const char *text, int timeout_ms);
+
 /* Runs $IDEMHOOK_BIN with args (NULL-terminated, without argv[0]) and -c
  * dm_config appended when with_config; captures stdout into *ret_out
  * (malloc'd, may be NULL). Returns the exit status, or -1. */

@@ -1,5 +1,6 @@
 /* test_hmac_e2e.c: generic HMAC (GitHub-style) callbacks over real HTTP
- * against the real daemon: paid once, refunded once, no key refused. */
+ * against the real daemon: paid once, refunded once, no key refused, and a
+ * captured callback replayed under fresh unsigned headers changes nothing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,35 +18,57 @@
 #define HMAC_INI                                                                                   \
 	"[provider shop-backend]\ntype = hmac\nsecret = " HMAC_SECRET                              \
 	"\nheader = X-Hub-Signature-256\n"                                                         \
-	"prefix = sha256=\nkey_header = X-Delivery\ntype_path = action\npaid_types = paid\n"       \
+	"prefix = sha256=\nkey_header = X-Delivery\nsigned_content = {id}.{body}\n"               \
+	"type_path = action\npaid_types = paid\n"                                                 \
+	"refunded_types = refunded\norder_path = order.id\namount_path = order.amount\n"           \
+	"currency_path = order.currency\n\n"                                                      \
+	"[provider shop-body]\ntype = hmac\nsecret = " HMAC_SECRET                                  \
+	"\nheader = X-Hub-Signature-256\nprefix = sha256=\nkey_path = event_id\n"                  \
+	"type_path = action\npaid_types = paid\n"                                                 \
 	"refunded_types = refunded\norder_path = order.id\namount_path = order.amount\n"           \
 	"currency_path = order.currency\n\n[points]\nrate = 1/100\n"
+
+/* The example the docs used to give: the key from a header GitHub does not sign. */
+#define HMAC_UNSIGNED_KEY_INI                                                                      \
+	"[provider github]\ntype = hmac\nsecret = " HMAC_SECRET                                     \
+	"\nheader = X-Hub-Signature-256\nprefix = sha256=\nkey_header = X-GitHub-Delivery\n"
 
 struct hmac_msg {
 	char hm_sig[2 * CRYPTO_HMAC_MAX + 64];
 	char hm_id[96];
-	const char *hm_headers[4];
+	const char *hm_headers[5];
 };
 
-static void hmac_sign(struct hmac_msg *m, const char *delivery, const char *body)
+/* Signs content (what the instance's signed_content renders to) into m. */
+static void hmac_sign_content(struct hmac_msg *m, const char *content, const char *delivery)
 {
 	unsigned char mac[CRYPTO_HMAC_MAX];
 	char hex[2 * CRYPTO_HMAC_MAX + 1];
 	size_t n = 0;
 
-	assert_int_equal(crypto_hmac(CRYPTO_SHA256, HMAC_SECRET, strlen(HMAC_SECRET), body,
-	                             strlen(body), mac, &n),
+	assert_int_equal(crypto_hmac(CRYPTO_SHA256, HMAC_SECRET, strlen(HMAC_SECRET), content,
+	                             strlen(content), mac, &n),
 	                 0);
 	crypto_hex_encode(mac, n, hex);
 	snprintf(m->hm_sig, sizeof(m->hm_sig), "X-Hub-Signature-256: sha256=%s", hex);
+	memset(m->hm_headers, 0, sizeof(m->hm_headers));
 	m->hm_headers[0] = m->hm_sig;
 	m->hm_headers[1] = "Content-Type: application/json";
-	m->hm_headers[2] = NULL;
-	m->hm_headers[3] = NULL;
 	if (delivery != NULL) {
 		snprintf(m->hm_id, sizeof(m->hm_id), "X-Delivery: %s", delivery);
 		m->hm_headers[2] = m->hm_id;
 	}
+}
+
+/* As shop-backend signs: "{id}.{body}", the delivery id under the signature. */
+static void hmac_sign(struct hmac_msg *m, const char *delivery, const char *body)
+{
+	struct buf content;
+
+	buf_init(&content, 0);
+	buf_printf(&content, "%s.%s", delivery != NULL ? delivery : "", body);
+	hmac_sign_content(m, content.buf_data, delivery);
+	buf_finish(&content);
 }
 
 static char *hmac_body(const char *action, const char *order, int64_t amount)
@@ -149,12 +172,107 @@ static void test_hmac_callback_without_key_is_refused(void **state)
 	free(body);
 }
 
+static void test_hmac_key_header_outside_the_signature_refuses_to_start(void **state)
+{
+	struct daemon d;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, HMAC_UNSIGNED_KEY_INI), 0);
+	assert_int_equal(daemon_start(&d), -1);
+	assert_int_equal(daemon_log_wait(&d, "key_header X-GitHub-Delivery is not covered by the "
+	                                     "signature", 0),
+	                 0);
+	daemon_finish(&d);
+}
+
+/* One captured partial refund, replayed under fresh delivery ids and other
+ * unsigned headers, refunds once, whether the key is signed in the header
+ * ({id}) or taken from the signed body (key_path). */
+static void test_hmac_a_captured_refund_replayed_under_fresh_unsigned_headers_refunds_once(
+        void **state)
+{
+	struct daemon *d = *state;
+	char header_id[64];
+	char body_id[64];
+	char extra[64];
+	char delivery[64];
+	struct hmac_msg m;
+	struct hres r;
+	char *pay;
+	char *refund;
+	struct buf b;
+	int i;
+
+	assert_int_equal(hn_order_create(d, 1000, "usd", header_id), 0);
+	assert_int_equal(hn_order_create(d, 1000, "usd", body_id), 0);
+	pay = hmac_body("paid", header_id, 1000);
+	hmac_sign(&m, "replay-pay", pay);
+	assert_int_equal(e2e_post(d, "shop-backend", m.hm_headers, pay, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	free(pay);
+	refund = hmac_body("refunded", header_id, 400);
+	hmac_sign(&m, "replay-refund", refund);
+	assert_int_equal(e2e_post(d, "shop-backend", m.hm_headers, refund, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	for (i = 0; i < 3; i++) {
+		snprintf(delivery, sizeof(delivery), "X-Delivery: replay-refund-%d", i);
+		snprintf(extra, sizeof(extra), "X-Request-Id: %d", i);
+		m.hm_headers[2] = delivery;
+		m.hm_headers[3] = extra;
+		assert_int_equal(e2e_post(d, "shop-backend", m.hm_headers, refund, &r), 0);
+		assert_int_equal(r.hs_status, 401);
+		hres_finish(&r);
+	}
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT refunded_amount FROM orders WHERE id = '%s'", header_id), 400);
+	free(refund);
+
+	buf_init(&b, 0);
+	buf_printf(&b,
+	           "{\"event_id\":\"evt-pay-%s\",\"action\":\"paid\",\"order\":{\"id\":\"%s\","
+	           "\"amount\":1000,\"currency\":\"usd\"}}",
+	           body_id, body_id);
+	hmac_sign_content(&m, b.buf_data, NULL);
+	assert_int_equal(e2e_post(d, "shop-body", m.hm_headers, b.buf_data, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	buf_finish(&b);
+	buf_init(&b, 0);
+	buf_printf(&b,
+	           "{\"event_id\":\"evt-refund-%s\",\"action\":\"refunded\",\"order\":{\"id\":"
+	           "\"%s\",\"amount\":400,\"currency\":\"usd\"}}",
+	           body_id, body_id);
+	hmac_sign_content(&m, b.buf_data, NULL);
+	for (i = 0; i < 3; i++) {
+		snprintf(delivery, sizeof(delivery), "X-Delivery: replay-body-%d", i);
+		snprintf(extra, sizeof(extra), "X-Request-Id: %d", i);
+		m.hm_headers[2] = delivery;
+		m.hm_headers[3] = extra;
+		assert_int_equal(e2e_post(d, "shop-body", m.hm_headers, b.buf_data, &r), 0);
+		assert_int_equal(r.hs_status, 200);
+		assert_int_equal(e2e_replayed(&r), i > 0);
+		hres_finish(&r);
+	}
+	buf_finish(&b);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT refunded_amount FROM orders WHERE id = '%s'", body_id), 400);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT status = 'partially_refunded' FROM orders WHERE id = '%s'",
+	                   body_id),
+	        1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_hmac_payment_pays_once_and_duplicates_replay),
 	        cmocka_unit_test(test_hmac_refund_applies_once),
 	        cmocka_unit_test(test_hmac_callback_without_key_is_refused),
+	        cmocka_unit_test(test_hmac_key_header_outside_the_signature_refuses_to_start),
+	        cmocka_unit_test(
+	                test_hmac_a_captured_refund_replayed_under_fresh_unsigned_headers_refunds_once),
 	};
 
 	return cmocka_run_group_tests(tests, setup, daemon_teardown);

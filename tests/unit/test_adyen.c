@@ -212,6 +212,36 @@ static void test_adyen_gives_one_event_per_item_with_its_own_key(void **state)
 	free(body);
 }
 
+/* "psp::Shop:EU:..." is one signed string whether read as psp "P", account
+ * "Shop:EU" or as psp "P:", original "Shop", account "EU": the second
+ * reading would be another refund under the same signature. */
+static void test_adyen_refuses_a_colon_that_would_shift_the_signed_fields(void **state)
+{
+	const struct item original[] = {
+	        {"8535296650153320", "", "Shop:EU", "ord_a1", 500, "EUR", "REFUND", "true", NULL}};
+	const struct item shifted[] = {
+	        {"8535296650153320:", "Shop", "EU", "ord_a1", 500, "EUR", "REFUND", "true", NULL}};
+	const char *keys[] = {VEC_KEY};
+	char *body = batch(original, keys, 1);
+	char *forged = batch(shifted, keys, 1);
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+
+	(void)state;
+	make_instance(&pi, NULL);
+	assert_int_equal(receive(&pi, body, NULL, &b, &v), 0);
+	assert_string_equal(b.eb_events[0].ev_key, "8535296650153320:REFUND");
+	event_batch_finish(&b);
+	assert_int_equal(receive(&pi, forged, NULL, &b, &v), -1);
+	assert_int_equal(v.pv_status, 400);
+	assert_string_equal(v.pv_reason, "malformed_body");
+	assert_int_equal(b.eb_n, 0);
+	pt_instance_destroy(&pi);
+	free(body);
+	free(forged);
+}
+
 static void test_adyen_refuses_the_whole_batch_when_one_item_is_forged(void **state)
 {
 	const struct item items[] = {
@@ -660,6 +690,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_adyen_item_hmac_matches_the_published_vector),
 	        cmocka_unit_test(test_adyen_gives_one_event_per_item_with_its_own_key),
+	        cmocka_unit_test(test_adyen_refuses_a_colon_that_would_shift_the_signed_fields),
 	        cmocka_unit_test(test_adyen_refuses_the_whole_batch_when_one_item_is_forged),
 	        cmocka_unit_test(test_adyen_refuses_an_item_changed_after_signing),
 	        cmocka_unit_test(test_adyen_refuses_an_item_without_hmac_signature),

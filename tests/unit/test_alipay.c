@@ -285,6 +285,27 @@ static void test_alipay_maps_refund_fee_to_a_cumulative_refund(void **state)
 	free(body_zero);
 }
 
+/* Empty values are not signed: an added "out_biz_no=" must not replace the
+ * signed notify_id as the refund id. */
+static void test_alipay_reads_an_unsigned_empty_field_as_absent(void **state)
+{
+	struct field f[] = {BASE_FIELDS("TRADE_SUCCESS"), {"refund_fee", "0.05"},
+	                    {"out_biz_no", ""}};
+	char *body = make_form(f, sizeof(f) / sizeof(f[0]), alipay_key);
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+
+	(void)state;
+	make_instance(&pi, 1);
+	assert_int_equal(receive(&pi, body, &b, &v), 0);
+	assert_int_equal(b.eb_events[0].ev_kind, EVENT_REFUNDED);
+	assert_string_equal(b.eb_events[0].ev_refund_ref, "2024120200222105938056380529774436");
+	event_batch_finish(&b);
+	pt_instance_destroy(&pi);
+	free(body);
+}
+
 static void test_alipay_rejects_a_form_changed_by_one_byte(void **state)
 {
 	const struct field f[] = {BASE_FIELDS("TRADE_SUCCESS")};
@@ -645,6 +666,7 @@ int main(void)
 	                test_alipay_maps_trade_finished_to_paid_and_trade_closed_unpaid_to_cancelled),
 	        cmocka_unit_test(test_alipay_maps_refund_fee_to_a_cumulative_refund),
 	        cmocka_unit_test(test_alipay_trade_closed_after_a_full_refund_is_that_refund),
+	        cmocka_unit_test(test_alipay_reads_an_unsigned_empty_field_as_absent),
 	        cmocka_unit_test(test_alipay_rejects_a_form_changed_by_one_byte),
 	        cmocka_unit_test(test_alipay_rejects_a_signature_by_the_wrong_key),
 	        cmocka_unit_test(test_alipay_rejects_a_form_without_sign),

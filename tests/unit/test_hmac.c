@@ -24,12 +24,23 @@ extern const struct provider provider_hmac;
 #define GH_BODY "Hello, World!"
 #define GH_SIG "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
 
+/* GitHub signs the body only: its X-GitHub-Delivery header is not covered,
+ * so the key comes from the body. */
 static const char *const github[] = {
-        "secret",        GH_SECRET,        "header",      "X-Hub-Signature-256",
-        "prefix",        "sha256=",        "key_header",  "X-GitHub-Delivery",
-        "type_path",     "action",         "paid_types",  "paid",
-        "order_path",    "order.id",       "amount_path", "order.total",
-        "currency_path", "order.currency", NULL};
+        "secret",      GH_SECRET,     "header",        "X-Hub-Signature-256",
+        "prefix",      "sha256=",     "type_path",     "action",
+        "paid_types",  "paid",        "order_path",    "order.id",
+        "amount_path", "order.total", "currency_path", "order.currency",
+        NULL};
+
+/* A sender that signs its delivery id along with the body. */
+static const char *const delivery[] = {
+        "secret",         GH_SECRET,     "header",        "X-Hub-Signature-256",
+        "prefix",         "sha256=",     "key_header",    "X-Delivery",
+        "signed_content", "{id}.{body}", "type_path",     "action",
+        "paid_types",     "paid",        "refunded_types", "refunded",
+        "order_path",     "order.id",    "amount_path",    "order.total",
+        "currency_path",  "order.currency", NULL};
 
 static int receive(struct pt_instance *pi, const char *body, const char *const *headers,
                    int64_t now, struct event_batch *b, struct provider_verdict *v)
@@ -74,11 +85,10 @@ static void test_hmac_reproduces_githubs_documented_signature(void **state)
 	(void)state;
 	assert_int_equal(pt_instance_create(&pi, &provider_hmac, github), 0);
 	pt_request_init(&r, GH_BODY, strlen(GH_BODY));
-	assert_int_equal(provider_hmac.p_sign(&pi.pi_conf, GH_BODY, strlen(GH_BODY), NOW, "d-1",
+	assert_int_equal(provider_hmac.p_sign(&pi.pi_conf, GH_BODY, strlen(GH_BODY), NOW, NULL,
 	                                      pt_add_header, &r),
 	                 0);
 	assert_string_equal(http_header_get(&r.pr_req, "X-Hub-Signature-256"), GH_SIG);
-	assert_string_equal(http_header_get(&r.pr_req, "X-GitHub-Delivery"), "d-1");
 	pt_request_finish(&r);
 	/* The signature is accepted; the body is not JSON, so it stops there. */
 	assert_int_equal(receive(&pi, GH_BODY, headers, NOW, &b, &v), -1);
@@ -97,7 +107,7 @@ static void test_hmac_maps_a_github_style_callback(void **state)
 	const struct event *ev;
 
 	(void)state;
-	assert_int_equal(pt_instance_create(&pi, &provider_hmac, github), 0);
+	assert_int_equal(pt_instance_create(&pi, &provider_hmac, delivery), 0);
 	assert_int_equal(
 	        roundtrip(&pi, body, NOW, NOW, "72d3162e-cc78-11e3-81ab-4c9367dc0958", &b, &v), 0);
 	ev = &b.eb_events[0];
@@ -261,6 +271,7 @@ static void test_hmac_refuses_bad_configuration(void **state)
 	const char *ts_without_header[] = {"secret", "s", "signed_content", "{timestamp}.{body}",
 	                                   NULL};
 	const char *unknown_placeholder[] = {"secret", "s", "signed_content", "{url}{body}", NULL};
+	const char *no_body[] = {"secret", "s", "key_header", "X-Id", "signed_content", "{id}", NULL};
 	struct pt_instance pi;
 
 	(void)state;
@@ -269,6 +280,65 @@ static void test_hmac_refuses_bad_configuration(void **state)
 	assert_int_equal(pt_instance_create(&pi, &provider_hmac, bad_enc), -1);
 	assert_int_equal(pt_instance_create(&pi, &provider_hmac, ts_without_header), -1);
 	assert_int_equal(pt_instance_create(&pi, &provider_hmac, unknown_placeholder), -1);
+	assert_int_equal(pt_instance_create(&pi, &provider_hmac, no_body), -1);
+}
+
+/* The docs' old example: the key from a header the signature does not cover,
+ * so one captured callback replays under any fresh key. */
+static void test_hmac_refuses_a_key_header_the_signature_does_not_cover(void **state)
+{
+	const char *body_only[] = {"secret", "s", "key_header", "X-GitHub-Delivery", NULL};
+	const char *ts_only[] = {"secret",           "s",           "key_header", "X-Delivery",
+	                         "timestamp_header", "X-Timestamp", NULL};
+	const char *ts_unsigned[] = {"secret", "s", "timestamp_header", "X-Timestamp",
+	                             "signed_content", "{body}", NULL};
+	const char *id_glued[] = {"secret",           "s",           "key_header",
+	                          "X-Delivery",       "timestamp_header", "X-Timestamp",
+	                          "signed_content",   "{id}{timestamp}.{body}", NULL};
+	const char *signed_id[] = {"secret",           "s",           "key_header",
+	                           "X-Delivery",       "timestamp_header", "X-Timestamp",
+	                           "signed_content",   "{id}.{timestamp}.{body}", NULL};
+	struct pt_instance pi;
+
+	(void)state;
+	assert_int_equal(pt_instance_create(&pi, &provider_hmac, body_only), -1);
+	assert_int_equal(pt_instance_create(&pi, &provider_hmac, ts_only), -1);
+	assert_int_equal(pt_instance_create(&pi, &provider_hmac, ts_unsigned), -1);
+	assert_int_equal(pt_instance_create(&pi, &provider_hmac, id_glued), -1);
+	assert_int_equal(pt_instance_create(&pi, &provider_hmac, signed_id), 0);
+	pt_instance_destroy(&pi);
+}
+
+static void test_hmac_a_changed_key_header_no_longer_verifies(void **state)
+{
+	const char *body = "{\"action\":\"refunded\",\"order\":{\"id\":\"ord_h2\",\"total\":500,"
+	                   "\"currency\":\"usd\"}}";
+	struct pt_instance pi;
+	struct pt_request r;
+	struct event_batch b;
+	struct provider_verdict v;
+
+	(void)state;
+	assert_int_equal(pt_instance_create(&pi, &provider_hmac, delivery), 0);
+	pt_request_init(&r, body, strlen(body));
+	assert_int_equal(provider_hmac.p_sign(&pi.pi_conf, body, strlen(body), NOW, "d-7",
+	                                      pt_add_header, &r),
+	                 0);
+	assert_int_equal(pt_receive(&pi, &r, NOW, &b, &v), 0);
+	assert_string_equal(b.eb_events[0].ev_key, "d-7");
+	/* Without refund_path the refund id is the key, which is signed. */
+	assert_string_equal(b.eb_events[0].ev_refund_ref, "d-7");
+	event_batch_finish(&b);
+	free(r.pr_owned[1]);
+	r.pr_owned[1] = strdup("d-8");
+	r.pr_headers[1].hh_value = r.pr_owned[1];
+	assert_string_equal(r.pr_headers[1].hh_name, "X-Delivery");
+	assert_int_equal(pt_receive(&pi, &r, NOW, &b, &v), -1);
+	assert_int_equal(v.pv_status, 401);
+	assert_string_equal(v.pv_reason, "bad_signature");
+	assert_int_equal(b.eb_n, 0);
+	pt_request_finish(&r);
+	pt_instance_destroy(&pi);
 }
 
 int main(void)
@@ -282,6 +352,8 @@ int main(void)
 	        cmocka_unit_test(test_hmac_refuses_stale_and_future_signed_timestamps),
 	        cmocka_unit_test(test_hmac_signed_timestamp_is_part_of_the_signed_content),
 	        cmocka_unit_test(test_hmac_refuses_bad_configuration),
+	        cmocka_unit_test(test_hmac_refuses_a_key_header_the_signature_does_not_cover),
+	        cmocka_unit_test(test_hmac_a_changed_key_header_no_longer_verifies),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
