@@ -645,6 +645,31 @@ char *hn_db_dump(const char *db_path, const char *sql)
 	return out;
 }
 
+char *hn_db_snapshot(const char *db_path)
+{
+	static const char *const tables[] = {
+		"SELECT * FROM idempotency_records ORDER BY id", "SELECT * FROM events ORDER BY id",
+		"SELECT * FROM orders ORDER BY id",              "SELECT * FROM points_ledger ORDER BY id",
+		"SELECT * FROM refunds ORDER BY id",             "SELECT * FROM outbox ORDER BY id",
+	};
+	struct buf b;
+	size_t i;
+
+	buf_init(&b, 0);
+	for (i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+		char *part = hn_db_dump(db_path, tables[i]);
+
+		if (part == NULL) {
+			buf_finish(&b);
+			return NULL;
+		}
+		buf_puts(&b, part);
+		buf_puts(&b, "--\n");
+		free(part);
+	}
+	return buf_take(&b, NULL);
+}
+
 /* ---- Stripe ---- */
 
 char *hn_stripe_signature(const char *secret, int64_t t, const char *body, size_t body_len)

@@ -114,6 +114,11 @@ int hn_sqlite_start(struct hn_sqlite *q, const char *db_path, const char *sql);
  * Returns 0 when it exited 0. */
 int hn_sqlite_finish(struct hn_sqlite *q, const char *sql);
 
+/* Every row a request could change (idempotency records, events, orders,
+ * points, refunds, outbox), as text for before/after comparison; NULL on
+ * error. */
+char *hn_db_snapshot(const char *db_path);
+
 /* A Stripe-Signature header value for body at t with secret (v1 only). */
 char *hn_stripe_signature(const char *secret, int64_t t, const char *body, size_t body_len);
 

@@ -1,5 +1,6 @@
 /* provider_e2e.h: helpers shared by the non-Stripe provider end-to-end tests:
- * database reads with printf-style SQL and posting to /hooks/<name>. */
+ * database reads with printf-style SQL and posting to /hooks/<name>.
+ * Include after cmocka.h. */
 #ifndef IDEMHOOK_TEST_PROVIDER_E2E_H
 #define IDEMHOOK_TEST_PROVIDER_E2E_H
 
@@ -38,6 +39,62 @@ static inline int e2e_post(struct daemon *d, const char *provider, const char *c
 
 	e2e_url(d, provider, url, sizeof(url));
 	return hn_http("POST", url, headers, body, strlen(body), ret);
+}
+
+/* POSTs body with headers and checks the answer's status and that no row
+ * changed: nothing stored, no key consumed. */
+static inline void e2e_expect_unchanged(struct daemon *d, const char *provider,
+                                        const char *const *headers, const char *body,
+                                        long status)
+{
+	char *before = hn_db_snapshot(d->dm_db);
+	char *after;
+	struct hres r;
+
+	assert_non_null(before);
+	assert_int_equal(e2e_post(d, provider, headers, body, &r), 0);
+	if (r.hs_status != status) {
+		fail_msg("status %ld, expected %ld, for %s", r.hs_status, status, body);
+	}
+	after = hn_db_snapshot(d->dm_db);
+	assert_non_null(after);
+	assert_string_equal(before, after);
+	hres_finish(&r);
+	free(before);
+	free(after);
+}
+
+/* body followed by text (a second object, a stray byte), malloc'd. */
+static inline char *e2e_append(const char *body, const char *text)
+{
+	size_t a = strlen(body);
+	size_t b = strlen(text);
+	char *out = malloc(a + b + 1);
+
+	assert_non_null(out);
+	memcpy(out, body, a);
+	memcpy(out + a, text, b + 1);
+	return out;
+}
+
+/* body with the first occurrence of from replaced by to, malloc'd. */
+static inline char *e2e_replace(const char *body, const char *from, const char *to)
+{
+	const char *at = strstr(body, from);
+	size_t head;
+	size_t to_len = strlen(to);
+	size_t tail_len;
+	char *out;
+
+	assert_non_null(at);
+	head = (size_t)(at - body);
+	tail_len = strlen(at + strlen(from));
+	out = malloc(head + to_len + tail_len + 1);
+	assert_non_null(out);
+	memcpy(out, body, head);
+	memcpy(out + head, to, to_len);
+	memcpy(out + head + to_len, at + strlen(from), tail_len + 1);
+	return out;
 }
 
 /* 1 when the response carries Idempotent-Replayed: true. */

@@ -500,9 +500,47 @@ static void test_adyen_manual_capture_authorizes_then_captures(void **state)
 	                 0);
 }
 
+/* Signed batches two JSON parsers could read differently are refused before
+ * any claim; the batch's real delivery still applies afterwards. */
+static void test_adyen_bodies_parsers_disagree_on_consume_no_key(void **state)
+{
+	struct daemon *d = *state;
+	char id[64];
+	char ref[96];
+	char cut[112];
+	struct item it = {"8835296650159001", "", NULL, 1500, "AUTHORISATION", 0};
+	struct hres r;
+	char *good;
+	char *bad[4];
+	size_t i;
+
+	assert_int_equal(hn_order_create(d, 1500, "EUR", id), 0);
+	it.ref = id;
+	good = batch(&it, 1);
+	/* a second amount after the signed one */
+	bad[0] = e2e_replace(good, "\"eventCode\"",
+	                     "\"amount\":{\"currency\":\"EUR\",\"value\":1},\"eventCode\"");
+	/* the signature is over the reference cut at the NUL */
+	snprintf(ref, sizeof(ref), "\"merchantReference\":\"%s\"", id);
+	snprintf(cut, sizeof(cut), "\"merchantReference\":\"%s\\u0000x\"", id);
+	bad[1] = e2e_replace(good, ref, cut);
+	bad[2] = e2e_append(good, "{\"live\":\"false\"}");
+	bad[3] = e2e_append(good, "]");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		e2e_expect_unchanged(d, "adyen", adyen_headers, bad[i], 400);
+		free(bad[i]);
+	}
+	post_accepted(d, good, &r);
+	assert_false(e2e_replayed(&r));
+	hres_finish(&r);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id), 1);
+	free(good);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_adyen_bodies_parsers_disagree_on_consume_no_key),
 	        cmocka_unit_test(test_adyen_batch_pays_each_order_once_and_a_resent_batch_replays),
 	        cmocka_unit_test(test_adyen_one_forged_item_refuses_the_whole_batch),
 	        cmocka_unit_test(test_adyen_business_refusal_of_one_item_keeps_the_others),

@@ -339,6 +339,35 @@ static void test_alipay_trade_closed_after_a_full_refund_is_that_refund(void **s
 	}
 }
 
+/* The form counterparts of the JSON cases, each on a correctly signed form:
+ * a NUL escape (the signature covers the value cut at it) and a repeated
+ * field, signed or empty and unsigned. Refused before any claim. */
+static void test_alipay_forms_parsers_disagree_on_consume_no_key(void **state)
+{
+	struct daemon *d = *state;
+	struct hres r;
+	char id[64];
+	char *good;
+	char *bad[3];
+	size_t i;
+
+	assert_int_equal(hn_order_create(d, 880, "cny", id), 0);
+	good = ali_trade("notify-strict", id, "8.80", "TRADE_SUCCESS", NULL, NULL);
+	bad[0] = e2e_replace(good, "notify_id=notify-strict", "notify_id=notify-strict%00x");
+	bad[1] = e2e_replace(good, "&sign=", "&total_amount=0.01&sign=");
+	bad[2] = e2e_replace(good, "&sign=", "&notify_id=&sign=");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		e2e_expect_unchanged(d, "alipay", ali_headers, bad[i], 400);
+		free(bad[i]);
+	}
+	assert_int_equal(e2e_post(d, "alipay", ali_headers, good, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	assert_false(e2e_replayed(&r));
+	hres_finish(&r);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id), 1);
+	free(good);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -347,6 +376,7 @@ int main(void)
 	        cmocka_unit_test(test_alipay_forged_notification_answers_fail_and_stores_nothing),
 	        cmocka_unit_test(test_alipay_trade_closed_unpaid_cancels_the_order),
 	        cmocka_unit_test(test_alipay_trade_closed_after_a_full_refund_is_that_refund),
+	        cmocka_unit_test(test_alipay_forms_parsers_disagree_on_consume_no_key),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

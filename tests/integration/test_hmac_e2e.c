@@ -264,12 +264,61 @@ static void test_hmac_a_captured_refund_replayed_under_fresh_unsigned_headers_re
 	        1);
 }
 
+/* Signed bodies two JSON parsers could read differently are refused before
+ * any claim; the event's real delivery still applies afterwards. */
+static void test_hmac_bodies_parsers_disagree_on_consume_no_key(void **state)
+{
+	struct daemon *d = *state;
+	struct hmac_msg m;
+	struct hres r;
+	char id[64];
+	char *good;
+	char *bad[4];
+	struct buf b;
+	size_t i;
+
+	assert_int_equal(hn_order_create(d, 900, "usd", id), 0);
+	buf_init(&b, 0);
+	buf_printf(&b,
+	           "{\"event_id\":\"evt-strict\",\"action\":\"paid\",\"order\":{\"id\":\"%s\","
+	           "\"amount\":900,\"currency\":\"usd\"}}",
+	           id);
+	good = buf_take(&b, NULL);
+	buf_init(&b, 0);
+	buf_printf(&b,
+	           "{\"event_id\":\"evt-strict\",\"action\":\"paid\",\"order\":{\"id\":\"%s\","
+	           "\"amount\":1,\"currency\":\"usd\",\"amount\":900}}",
+	           id);
+	bad[0] = buf_take(&b, NULL);
+	buf_init(&b, 0);
+	buf_printf(&b,
+	           "{\"event_id\":\"evt-strict\\u0000x\",\"action\":\"paid\",\"order\":{\"id\":"
+	           "\"%s\",\"amount\":900,\"currency\":\"usd\"}}",
+	           id);
+	bad[1] = buf_take(&b, NULL);
+	bad[2] = e2e_append(good, "{\"event_id\":\"evt-other\"}");
+	bad[3] = e2e_append(good, " 0");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		hmac_sign_content(&m, bad[i], NULL);
+		e2e_expect_unchanged(d, "shop-body", m.hm_headers, bad[i], 400);
+		free(bad[i]);
+	}
+	hmac_sign_content(&m, good, NULL);
+	assert_int_equal(e2e_post(d, "shop-body", m.hm_headers, good, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	assert_false(e2e_replayed(&r));
+	hres_finish(&r);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id), 1);
+	free(good);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_hmac_payment_pays_once_and_duplicates_replay),
 	        cmocka_unit_test(test_hmac_refund_applies_once),
 	        cmocka_unit_test(test_hmac_callback_without_key_is_refused),
+	        cmocka_unit_test(test_hmac_bodies_parsers_disagree_on_consume_no_key),
 	        cmocka_unit_test(test_hmac_key_header_outside_the_signature_refuses_to_start),
 	        cmocka_unit_test(
 	                test_hmac_a_captured_refund_replayed_under_fresh_unsigned_headers_refunds_once),

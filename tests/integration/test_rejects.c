@@ -174,6 +174,66 @@ static void test_malformed_json_with_a_valid_signature_is_refused_with_400(void 
 	free(h);
 }
 
+#define STRICT_OBJECT                                                                              \
+	"{\"id\":\"pi_strict\",\"object\":\"payment_intent\",\"amount\":1999,"                     \
+	"\"amount_received\":1999,\"currency\":\"usd\",\"status\":\"succeeded\",\"metadata\":{"   \
+	"\"order_id\":\"%s\"}}"
+#define STRICT_DUP_OBJECT                                                                          \
+	"{\"id\":\"pi_strict\",\"object\":\"payment_intent\",\"amount\":1999,"                     \
+	"\"amount_received\":1,\"amount_received\":1999,\"currency\":\"usd\",\"status\":"          \
+	"\"succeeded\",\"metadata\":{\"order_id\":\"%s\"}}"
+
+/* Bodies two JSON parsers could read differently, each correctly signed:
+ * refused before any claim, so the event's real delivery still applies. */
+static void test_bodies_parsers_disagree_on_are_refused_and_consume_no_key(void **state)
+{
+	struct rejects *rj = *state;
+	char id[64];
+	char obj[512];
+	char *good;
+	char *bad[5];
+	struct buf b;
+	struct hres r;
+	size_t i;
+
+	assert_int_equal(hn_order_create(&rj->rj_daemon, 1999, "usd", id), 0);
+	snprintf(obj, sizeof(obj), STRICT_OBJECT, id);
+	good = hn_stripe_event("evt_strict_1", "payment_intent.succeeded", obj);
+	/* a repeated key: cJSON took the first, most parsers the last */
+	snprintf(obj, sizeof(obj), STRICT_DUP_OBJECT, id);
+	bad[0] = hn_stripe_event("evt_strict_1", "payment_intent.succeeded", obj);
+	/* a NUL cut the id to "evt_strict_1" */
+	snprintf(obj, sizeof(obj), STRICT_OBJECT, id);
+	bad[1] = hn_stripe_event("evt_strict_1\\u0000x", "payment_intent.succeeded", obj);
+	/* a second object after the first, and a stray byte */
+	buf_init(&b, 0);
+	buf_printf(&b, "%s{\"id\":\"evt_strict_2\"}", good);
+	bad[2] = buf_take(&b, NULL);
+	buf_init(&b, 0);
+	buf_printf(&b, "%s x", good);
+	bad[3] = buf_take(&b, NULL);
+	/* invalid UTF-8 inside a string */
+	buf_init(&b, 0);
+	buf_puts(&b, good);
+	bad[4] = buf_take(&b, NULL);
+	memcpy(strstr(bad[4], "succeeded\",\"metadata"), "succ\xc0\xaf" "ded", 9);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *h = signed_header(TEST_STRIPE_SECRET, hn_now_s(), bad[i]);
+
+		expect_refused(rj, h, bad[i], strlen(bad[i]), 400);
+		free(h);
+		free(bad[i]);
+	}
+	assert_int_equal(hn_post_stripe(&rj->rj_daemon, "stripe", TEST_STRIPE_SECRET, good, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	assert_null(hres_header(&r, "Idempotent-Replayed"));
+	assert_int_equal(
+	        test_db_int(&rj->rj_daemon, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id),
+	        1);
+	hres_finish(&r);
+	free(good);
+}
+
 static void test_oversized_body_is_refused_with_413(void **state)
 {
 	struct rejects *rj = *state;
@@ -264,6 +324,7 @@ int main(void)
 		cmocka_unit_test(test_malformed_signature_header_is_refused_with_400),
 		cmocka_unit_test(test_stale_timestamp_is_refused_with_401),
 		cmocka_unit_test(test_malformed_json_with_a_valid_signature_is_refused_with_400),
+		cmocka_unit_test(test_bodies_parsers_disagree_on_are_refused_and_consume_no_key),
 		cmocka_unit_test(test_oversized_body_is_refused_with_413),
 		cmocka_unit_test(test_get_on_a_hook_is_refused_with_405),
 		cmocka_unit_test(test_unknown_provider_path_is_404),

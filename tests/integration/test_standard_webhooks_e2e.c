@@ -211,6 +211,49 @@ static void test_standard_webhooks_bad_signature_is_refused_and_consumes_no_key(
 	free(body);
 }
 
+/* Signed bodies two JSON parsers could read differently are refused before
+ * any claim; the message's real delivery still applies afterwards. */
+static void test_standard_webhooks_bodies_parsers_disagree_on_consume_no_key(void **state)
+{
+	struct daemon *d = *state;
+	struct sw_msg m;
+	struct hres r;
+	char id[64];
+	char *good;
+	char *bad[4];
+	struct buf b;
+	size_t i;
+
+	assert_int_equal(hn_order_create(d, 700, "usd", id), 0);
+	good = sw_body("payment.succeeded", id, 700);
+	buf_init(&b, 0);
+	buf_printf(&b,
+	           "{\"type\":\"payment.succeeded\",\"data\":{\"order_id\":\"%s\","
+	           "\"amount\":1,\"amount\":700,\"currency\":\"usd\"}}",
+	           id);
+	bad[0] = buf_take(&b, NULL);
+	buf_init(&b, 0);
+	buf_printf(&b,
+	           "{\"type\":\"payment.succeeded\",\"data\":{\"order_id\":\"%s\\u0000x\","
+	           "\"amount\":700,\"currency\":\"usd\"}}",
+	           id);
+	bad[1] = buf_take(&b, NULL);
+	bad[2] = e2e_append(good, "{\"type\":\"payment.refunded\"}");
+	bad[3] = e2e_append(good, "\n]");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		sw_sign(&m, "msg_strict", bad[i]);
+		e2e_expect_unchanged(d, "billing", m.sm_headers, bad[i], 400);
+		free(bad[i]);
+	}
+	sw_sign(&m, "msg_strict", good);
+	assert_int_equal(e2e_post(d, "billing", m.sm_headers, good, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	assert_false(e2e_replayed(&r));
+	hres_finish(&r);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id), 1);
+	free(good);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -219,6 +262,7 @@ int main(void)
 	        cmocka_unit_test(test_standard_webhooks_refund_applies_once),
 	        cmocka_unit_test(
 	                test_standard_webhooks_bad_signature_is_refused_and_consumes_no_key),
+	        cmocka_unit_test(test_standard_webhooks_bodies_parsers_disagree_on_consume_no_key),
 	};
 
 	return cmocka_run_group_tests(tests, setup, daemon_teardown);

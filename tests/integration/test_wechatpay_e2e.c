@@ -389,6 +389,55 @@ static void test_wechatpay_partner_mode_pays_refunds_and_closes_refunds(void **s
 	free(body);
 }
 
+/* Signed notifications two JSON parsers could read differently, in the body
+ * or in the decrypted resource, are refused before any claim; the real
+ * delivery still applies afterwards. */
+static void test_wechatpay_bodies_parsers_disagree_on_consume_no_key(void **state)
+{
+	struct daemon *d = *state;
+	struct wx_msg m;
+	struct hres r;
+	char id[64];
+	char ref[96];
+	char cut[112];
+	char *plain;
+	char *odd_plain;
+	char *good;
+	char *bad[6];
+	size_t i;
+
+	assert_int_equal(hn_order_create(d, 880, "cny", id), 0);
+	plain = paid_plain(id, 880);
+	good = wx_body("EV-strict", "TRANSACTION.SUCCESS", plain, "cccccccccccc");
+	bad[0] = e2e_replace(good, "{\"id\":\"EV-strict\"", "{\"id\":\"EV-other\",\"id\":\"EV-strict\"");
+	bad[1] = e2e_replace(good, "\"EV-strict\"", "\"EV-strict\\u0000x\"");
+	bad[2] = e2e_append(good, "{}");
+	odd_plain = e2e_replace(plain, "\"amount\":{\"total\":", "\"amount\":{\"total\":1,\"total\":");
+	bad[3] = wx_body("EV-strict", "TRANSACTION.SUCCESS", odd_plain, "cccccccccccc");
+	free(odd_plain);
+	snprintf(ref, sizeof(ref), "\"out_trade_no\":\"%s\"", id);
+	snprintf(cut, sizeof(cut), "\"out_trade_no\":\"%s\\u0000x\"", id);
+	odd_plain = e2e_replace(plain, ref, cut);
+	bad[4] = wx_body("EV-strict", "TRANSACTION.SUCCESS", odd_plain, "cccccccccccc");
+	free(odd_plain);
+	odd_plain = e2e_append(plain, "{\"mchid\":\"1900000002\"}");
+	bad[5] = wx_body("EV-strict", "TRANSACTION.SUCCESS", odd_plain, "cccccccccccc");
+	free(odd_plain);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		wx_sign(&m, bad[i], NULL);
+		e2e_expect_unchanged(d, "wechatpay", m.wm_headers, bad[i], 400);
+		free(bad[i]);
+	}
+	wx_sign(&m, good, NULL);
+	assert_int_equal(e2e_post(d, "wechatpay", m.wm_headers, good, &r), 0);
+	assert_int_equal(r.hs_status, 204);
+	assert_false(e2e_replayed(&r));
+	hres_finish(&r);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id), 1);
+	free(plain);
+	free(good);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -397,6 +446,7 @@ int main(void)
 	        cmocka_unit_test(test_wechatpay_probe_is_refused_with_fail_json),
 	        cmocka_unit_test(test_wechatpay_refund_then_refund_abnormal_leaves_the_order_paid),
 	        cmocka_unit_test(test_wechatpay_partner_mode_pays_refunds_and_closes_refunds),
+	        cmocka_unit_test(test_wechatpay_bodies_parsers_disagree_on_consume_no_key),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
