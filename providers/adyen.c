@@ -715,8 +715,12 @@ static int adyen_sign(const struct provider_conf *pc, const void *body, size_t b
 	return -1;
 }
 
+static const char *const adyen_keys[] = {"hmac_key", "basic_user", "basic_password",
+                                         "merchant_account", NULL};
+
 const struct provider provider_adyen = {
         .p_name = "adyen",
+        .p_keys = adyen_keys,
         .p_retry_window_s = ADYEN_RETRY_WINDOW_S,
         .p_capture = 1,
         .p_create = adyen_create,

@@ -189,7 +189,8 @@ static const char *alipay_get(const struct alipay_form *f, const char *key)
 	size_t i;
 
 	for (i = 0; i < f->af_n; i++) {
-		if (strcmp(f->af_params[i].ap_key, key) == 0 && f->af_params[i].ap_value[0] != '\0') {
+		if (strcmp(f->af_params[i].ap_key, key) == 0 &&
+		    f->af_params[i].ap_value[0] != '\0') {
 			return f->af_params[i].ap_value_utf8 != NULL ? f->af_params[i].ap_value_utf8
 			                                             : f->af_params[i].ap_value;
 		}
@@ -733,8 +734,11 @@ static int alipay_sign(const struct provider_conf *pc, const void *body, size_t 
 	return -1;
 }
 
+static const char *const alipay_keys[] = {"app_id", "seller_id", "public_key", "currency", NULL};
+
 const struct provider provider_alipay = {
         .p_name = "alipay",
+        .p_keys = alipay_keys,
         .p_retry_window_s = ALIPAY_RETRY_WINDOW_S,
         .p_create = alipay_create,
         .p_destroy = alipay_destroy,

@@ -498,8 +498,14 @@ static int hmac_simulate(const struct provider_conf *pc, const struct provider_s
 	return hmac_sign(pc, ret_body->buf_data, ret_body->buf_len, now_s, id, add_header, arg);
 }
 
+static const char *const hmac_keys[] = {
+        "secret",         "algorithm",           "encoding",   "header",
+        "prefix",         "timestamp_header",    "key_header", "key_path",
+        "signed_content", PROVIDER_MAPPING_KEYS, NULL};
+
 const struct provider provider_hmac = {
         .p_name = "hmac",
+        .p_keys = hmac_keys,
         .p_retry_window_s = HMAC_RETRY_WINDOW_S,
         .p_create = hmac_create,
         .p_destroy = hmac_destroy,

@@ -45,6 +45,10 @@ struct provider {
 	const char *p_name; /* type name used in config: type = stripe */
 	int64_t p_retry_window_s; /* how long the provider keeps retrying */
 	int p_capture; /* 1: authorisation and capture are separate events (capture = manual) */
+	/* The profile's own keys in its [provider NAME] section, NULL-terminated,
+	 * besides those every provider section takes (type, tolerance, ...,
+	 * listed in config.c): any other key refuses the configuration. */
+	const char *const *p_keys;
 	/* Parses the instance's section (secrets from files) into *ret_state.
 	 * Returns 0, or -1 with the problem logged (naming the key, never a secret). */
 	int (*p_create)(const struct provider_conf *pc, void **ret_state);

@@ -93,6 +93,12 @@ struct provider_mapping {
 	int pm_refund_cumulative; /* the refund amount is the running total */
 };
 
+/* The keys provider_mapping_load reads, for the p_keys of a profile that
+ * uses a mapping. */
+#define PROVIDER_MAPPING_KEYS                                                                      \
+	"type_path", "order_path", "amount_path", "amount_format", "currency_path",                \
+	        "payment_path", "refund_path", "paid_types", "refunded_types", "refund_cumulative"
+
 /* Reads type_path, order_path, amount_path, currency_path, payment_path,
  * refund_path, paid_types, refunded_types (repeatable, comma or space
  * separated), amount_format (minor|decimal), refund_cumulative (bool).

@@ -395,8 +395,12 @@ standard_webhooks_simulate(const struct provider_conf *pc, const struct provider
 	                              add_header, arg);
 }
 
+static const char *const standard_webhooks_keys[] = {"secret", "public_key", PROVIDER_MAPPING_KEYS,
+                                                     NULL};
+
 const struct provider provider_standard_webhooks = {
         .p_name = "standard-webhooks",
+        .p_keys = standard_webhooks_keys,
         .p_retry_window_s = SW_RETRY_WINDOW_S,
         .p_create = standard_webhooks_create,
         .p_destroy = standard_webhooks_destroy,

@@ -529,8 +529,11 @@ static int stripe_simulate(const struct provider_conf *pc, const struct provider
 	return stripe_sign(pc, ret_body->buf_data, ret_body->buf_len, now_s, id, add_header, arg);
 }
 
+static const char *const stripe_keys[] = {"secret", NULL};
+
 const struct provider provider_stripe = {
         .p_name = "stripe",
+        .p_keys = stripe_keys,
         .p_retry_window_s = STRIPE_RETRY_WINDOW_S,
         .p_create = stripe_create,
         .p_destroy = stripe_destroy,

@@ -693,8 +693,12 @@ static int wechatpay_sign(const struct provider_conf *pc, const void *body, size
 	return -1;
 }
 
+static const char *const wechatpay_keys[] = {"platform_key", "apiv3_key", "mchid",
+                                             "sp_mchid",     "sub_mchid", NULL};
+
 const struct provider provider_wechatpay = {
         .p_name = "wechatpay",
+        .p_keys = wechatpay_keys,
         .p_retry_window_s = WECHATPAY_RETRY_WINDOW_S,
         .p_create = wechatpay_create,
         .p_destroy = wechatpay_destroy,

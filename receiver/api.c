@@ -214,33 +214,14 @@ static int api_settings_origins(void *arg, const char *value, int line)
 	return 0;
 }
 
-static const char *const api_known_keys[] = {
-	"body_max", "burst", "cors_origins", "rate", "token", NULL,
-};
-
 static int api_settings_load(struct api_settings *as, const struct config *cf)
 {
 	const struct config_section *cs = config_section(cf, "api");
-	size_t i;
-	size_t k;
 
 	as->as_cf = cf;
 	as->as_fingerprint = api_section_text(cf);
 	if (as->as_fingerprint == NULL) {
 		goto fail;
-	}
-	for (i = 0; cs != NULL && i < cs->cs_n; i++) {
-		int known = 0;
-
-		for (k = 0; api_known_keys[k] != NULL; k++) {
-			if (strcmp(cs->cs_kv[i].kv_key, api_known_keys[k]) == 0) {
-				known = 1;
-			}
-		}
-		if (!known) {
-			log_warn("config: [api] line %d: unknown key \"%s\" ignored",
-				 cs->cs_kv[i].kv_line, cs->cs_kv[i].kv_key);
-		}
 	}
 	if (config_get_size(cf, "api", "body_max", API_BODY_MAX_DEFAULT, &as->as_body_max) < 0 ||
 	    config_get_uint(cf, "api", "rate", API_RATE_DEFAULT, &as->as_rate) < 0 ||

@@ -17,6 +17,78 @@
 
 #define CONFIG_SECRET_MAX (64 * 1024) /* bytes in one secret or key file */
 #define CONFIG_RETENTION_DEFAULT_S (7 * 24 * 3600)
+#define CONFIG_LINE_MAX INI_MAX_LINE /* bytes in one line, newline included */
+#define CONFIG_PROVIDER_KIND "provider" /* [provider NAME] sections */
+
+/* ---- every key the configuration may hold ----
+ *
+ * A key or section not listed here is an error at start and refuses a
+ * reload, so a misspelt key never silently leaves a default in force.
+ * Adding a key: one line here, in its section's place, then
+ * contrib/idemhook.example.ini and docs/configuration.md. "*_url" stands for
+ * any key ending in "_url". [provider NAME] sections take the keys of
+ * section "provider" below plus those their profile lists in its p_keys. */
+struct config_known_key {
+	const char *ck_section;
+	const char *ck_key;
+};
+
+static const struct config_known_key config_known_keys[] = {
+	{"admin", "listen"},
+	{"admin", "port_file"},
+	{"api", "body_max"},
+	{"api", "burst"},
+	{"api", "cors_origins"},
+	{"api", "rate"},
+	{"api", "token"},
+	{"capture", "dir"},
+	{"capture", "mode"},
+	{"capture", "retention"},
+	{"demo", "enabled"},
+	{"gc", "batch"},
+	{"gc", "events_retention"},
+	{"gc", "interval"},
+	{"gc", "outbox_retention"},
+	{"gc", "pause"},
+	{"outbound", "ca_file"},
+	{"outbound", "concurrency"},
+	{"outbound", "connect_timeout"},
+	{"outbound", "lease"},
+	{"outbound", "max_age"},
+	{"outbound", "max_attempts"},
+	{"outbound", "poll"},
+	{"outbound", "refund_base_url"},
+	{"outbound", "refund_key"},
+	{"outbound", "response_max"},
+	{"outbound", "retry_base"},
+	{"outbound", "retry_cap"},
+	{"outbound", "signing_secret"},
+	{"outbound", "timeout"},
+	{"outbound", "*_compensation"},
+	{"outbound", "*_on"},
+	{"outbound", "*_url"},
+	{"points", "rate"},
+	{"provider", "allow_from"},
+	{"provider", "capture"},
+	{"provider", "retention"},
+	{"provider", "tolerance"},
+	{"provider", "type"},
+	{"server", "body_max"},
+	{"server", "connection_timeout"},
+	{"server", "listen"},
+	{"server", "per_ip_connections"},
+	{"server", "port_file"},
+	{"server", "threads"},
+	{"server", "tls_cert"},
+	{"server", "tls_key"},
+	{"server", "trusted_proxies"},
+	{"store", "batch_max"},
+	{"store", "busy_timeout_ms"},
+	{"store", "lease"},
+	{"store", "path"},
+	{"store", "retention"},
+	{"store", "synchronous"},
+};
 
 static const char *config_file_name(const struct config *cf)
 {
@@ -383,23 +455,362 @@ static int config_add_kv(struct config *cf, const char *section, const char *key
 	return 0;
 }
 
+/* inih reads through this, so every key keeps the line it came from. */
+struct config_reader {
+	struct config *cr_cf;
+	FILE *cr_file;
+	int cr_line;     /* physical line of the text inih is parsing */
+	int cr_header;   /* line of the last [section] header seen */
+	int cr_too_long; /* the line that does not fit CONFIG_LINE_MAX, or 0 */
+};
+
+static char *config_reader_line(char *str, int num, void *stream)
+{
+	struct config_reader *cr = stream;
+	size_t len;
+	int next;
+
+	if (fgets(str, num, cr->cr_file) == NULL) {
+		return NULL;
+	}
+	cr->cr_line++;
+	/* inih reports a section only with its first key: remember the header. */
+	if (str[strspn(str, " \t")] == '[') {
+		cr->cr_header = cr->cr_line;
+	}
+	len = strlen(str);
+	if (len > 0 && str[len - 1] != '\n') {
+		/* Cut short by the buffer, not by the end of the file: inih would
+		 * read the rest as a line of its own. */
+		next = getc(cr->cr_file);
+		if (next != EOF) {
+			cr->cr_too_long = cr->cr_line;
+			return NULL;
+		}
+	}
+	return str;
+}
+
 static int config_ini_handler(void *user, const char *section, const char *name, const char *value)
 {
-	int line = 0;
-	struct config *cf = user;
+	struct config_reader *cr = user;
+	struct config *cf = cr->cr_cf;
+	struct config_section *cs;
 
 	if (name == NULL) {
 		/* A section header alone still declares the section. */
-		if (config_section(cf, section) == NULL && config_add_section(cf, section) == NULL) {
-			return 0;
+		cs = (struct config_section *)config_section(cf, section);
+		if (cs == NULL) {
+			cs = config_add_section(cf, section);
+			if (cs == NULL) {
+				return 0;
+			}
+			cs->cs_line = cr->cr_line;
 		}
 		return 1;
 	}
 	if (section[0] == '\0') {
-		log_err("config %s: key \"%s\" outside any section", config_file_name(cf), name);
+		log_err("config %s:%d: key \"%s\" outside any section", config_file_name(cf), cr->cr_line,
+			name);
 		return 0;
 	}
-	return config_add_kv(cf, section, name, value, line) == 0;
+	if (config_section(cf, section) == NULL) {
+		cs = config_add_section(cf, section);
+		if (cs == NULL) {
+			return 0;
+		}
+		cs->cs_line = cr->cr_header;
+	}
+	return config_add_kv(cf, section, name, value, cr->cr_line) == 0;
+}
+
+/* Parses the INI file at path into cf's sections. Returns 0 or -1 (logged). */
+static int config_read_ini(struct config *cf, const char *path)
+{
+	struct config_reader cr;
+	int rc;
+
+	memset(&cr, 0, sizeof(cr));
+	cr.cr_cf = cf;
+	cr.cr_file = fopen(path, "r");
+	if (cr.cr_file == NULL) {
+		log_err("config %s: cannot open: %s", path, strerror(errno));
+		return -1;
+	}
+	rc = ini_parse_stream(config_reader_line, &cr, config_ini_handler, &cr);
+	fclose(cr.cr_file);
+	if (cr.cr_too_long > 0) {
+		log_err("config %s:%d: the line is longer than %d bytes; give long values through "
+			"file: or env:",
+			path, cr.cr_too_long, CONFIG_LINE_MAX - 1);
+		return -1;
+	}
+	if (rc != 0) {
+		log_err("config %s:%d: cannot parse this line", path, rc > 0 ? rc : cr.cr_line);
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- unknown keys and sections ---- */
+
+static unsigned char config_lower(unsigned char c)
+{
+	return c >= 'A' && c <= 'Z' ? (unsigned char)(c - 'A' + 'a') : c;
+}
+
+/* Edit distance with adjacent transpositions (optimal string alignment),
+ * ignoring case; capped at CONFIG_LINE_MAX-long strings. */
+static size_t config_distance(const char *a, const char *b)
+{
+	size_t n = strlen(a);
+	size_t m = strlen(b);
+	size_t rows[3][CONFIG_LINE_MAX + 1];
+	size_t i;
+	size_t j;
+
+	if (n > CONFIG_LINE_MAX || m > CONFIG_LINE_MAX) {
+		return SIZE_MAX;
+	}
+	/* Row i lives in rows[(i + 2) % 3]. */
+	for (j = 0; j <= m; j++) {
+		rows[2][j] = j;
+	}
+	for (i = 1; i <= n; i++) {
+		size_t *prev2 = rows[i % 3];
+		size_t *prev = rows[(i + 1) % 3];
+		size_t *cur = rows[(i + 2) % 3];
+
+		cur[0] = i;
+		for (j = 1; j <= m; j++) {
+			size_t cost = config_lower((unsigned char)a[i - 1]) !=
+					      config_lower((unsigned char)b[j - 1]);
+			size_t best = prev[j] + 1;
+
+			if (cur[j - 1] + 1 < best) {
+				best = cur[j - 1] + 1;
+			}
+			if (prev[j - 1] + cost < best) {
+				best = prev[j - 1] + cost;
+			}
+			if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+			    prev2[j - 2] + 1 < best) {
+				best = prev2[j - 2] + 1;
+			}
+			cur[j] = best;
+		}
+	}
+	return rows[(n + 2) % 3][m];
+}
+
+/* Keeps candidate in best (best_size bytes) when it is closer to typed than
+ * what is there and close enough to be a likely typo. A pattern "*_on" is
+ * tried as typed's own prefix before each '_' followed by "_on". */
+static void config_closer(const char *typed, const char *candidate, char *best, size_t best_size,
+			  size_t *best_d)
+{
+	size_t len = strlen(typed);
+	size_t limit = len <= 4 ? 1 : len <= 8 ? 2 : 3;
+	char formed[CONFIG_LINE_MAX + 1];
+	size_t d;
+	size_t k;
+
+	if (candidate[0] == '*') {
+		for (k = 1; k < len; k++) {
+			if (typed[k] == '_' &&
+			    snprintf(formed, sizeof(formed), "%.*s%s", (int)k, typed, candidate + 1) <
+				    (int)sizeof(formed)) {
+				config_closer(typed, formed, best, best_size, best_d);
+			}
+		}
+		return;
+	}
+	d = config_distance(typed, candidate);
+	if (d <= limit && d < *best_d && strlen(candidate) < best_size) {
+		memcpy(best, candidate, strlen(candidate) + 1);
+		*best_d = d;
+	}
+}
+
+static int config_key_matches(const char *pattern, const char *key)
+{
+	size_t plen;
+	size_t klen;
+
+	if (pattern[0] != '*') {
+		return strcmp(pattern, key) == 0;
+	}
+	plen = strlen(pattern + 1);
+	klen = strlen(key);
+	return klen > plen && strcmp(key + klen - plen, pattern + 1) == 0;
+}
+
+/* 1 when kind ("server", "provider", ...) is a section the table knows. */
+static int config_kind_known(const char *kind)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(config_known_keys) / sizeof(config_known_keys[0]); i++) {
+		if (strcmp(config_known_keys[i].ck_section, kind) == 0) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* 1 when key belongs in a section of kind (with profile p's own keys for a
+ * provider section); else 0 with hint (hint_size bytes) the closest known
+ * key, or "" when none is close. */
+static int config_key_known(const char *kind, const struct provider *p, const char *key,
+			    char *hint, size_t hint_size)
+{
+	size_t best_d = SIZE_MAX;
+	size_t i;
+
+	hint[0] = '\0';
+	for (i = 0; i < sizeof(config_known_keys) / sizeof(config_known_keys[0]); i++) {
+		if (strcmp(config_known_keys[i].ck_section, kind) != 0) {
+			continue;
+		}
+		if (config_key_matches(config_known_keys[i].ck_key, key)) {
+			return 1;
+		}
+		config_closer(key, config_known_keys[i].ck_key, hint, hint_size, &best_d);
+	}
+	for (i = 0; p != NULL && p->p_keys != NULL && p->p_keys[i] != NULL; i++) {
+		if (strcmp(p->p_keys[i], key) == 0) {
+			return 1;
+		}
+		config_closer(key, p->p_keys[i], hint, hint_size, &best_d);
+	}
+	return 0;
+}
+
+/* The other sections that take key, as "[store]" or "[capture], [store]",
+ * into out; 0 when none does. */
+static size_t config_key_homes(const char *kind, const char *key, char *out, size_t out_size)
+{
+	size_t n = 0;
+	size_t len = 0;
+	size_t i;
+
+	out[0] = '\0';
+	for (i = 0; i < sizeof(config_known_keys) / sizeof(config_known_keys[0]); i++) {
+		const char *home = config_known_keys[i].ck_section;
+		int w;
+
+		if (strcmp(config_known_keys[i].ck_key, key) != 0 || strcmp(home, kind) == 0) {
+			continue;
+		}
+		w = snprintf(out + len, out_size - len, "%s[%s%s]", n > 0 ? ", " : "", home,
+			     strcmp(home, CONFIG_PROVIDER_KIND) == 0 ? " NAME" : "");
+		if (w < 0 || (size_t)w >= out_size - len) {
+			break;
+		}
+		len += (size_t)w;
+		n++;
+	}
+	return n;
+}
+
+static void config_unknown_section(const struct config *cf, const struct config_section *cs)
+{
+	const char *name = cs->cs_name;
+	char best[64] = "";
+	size_t best_d = SIZE_MAX;
+	size_t word = strcspn(name, " \t");
+	char q[128];
+	char first[64];
+	size_t i;
+
+	if (strcmp(name, CONFIG_PROVIDER_KIND) == 0) {
+		log_err("config %s:%d: [provider] needs a name: [provider NAME]", config_file_name(cf),
+			cs->cs_line);
+		return;
+	}
+	for (i = 0; i < sizeof(config_known_keys) / sizeof(config_known_keys[0]); i++) {
+		if (strcmp(config_known_keys[i].ck_section, CONFIG_PROVIDER_KIND) != 0) {
+			config_closer(name, config_known_keys[i].ck_section, best, sizeof(best),
+				      &best_d);
+		}
+	}
+	/* [providers stripe], [Provider stripe]: the first word was meant. */
+	if (name[word] != '\0' && word < sizeof(first)) {
+		memcpy(first, name, word);
+		first[word] = '\0';
+		if (config_distance(first, CONFIG_PROVIDER_KIND) <= 2) {
+			log_err("config %s:%d: unknown section [%s]; did you mean [provider %s]?",
+				config_file_name(cf), cs->cs_line, log_quote(q, sizeof(q), name),
+				name + word + strspn(name + word, " \t"));
+			return;
+		}
+	}
+	if (best[0] != '\0') {
+		log_err("config %s:%d: unknown section [%s]; did you mean [%s]?", config_file_name(cf),
+			cs->cs_line, log_quote(q, sizeof(q), name), best);
+	} else {
+		log_err("config %s:%d: unknown section [%s]", config_file_name(cf), cs->cs_line,
+			log_quote(q, sizeof(q), name));
+	}
+}
+
+/* Every section and key must be known (config_known_keys, the profiles'
+ * p_keys): each one that is not is logged with its line and the closest
+ * known name. A provider section of an unknown type is left to
+ * config_parse_provider, which says so. Returns 0 or -1. */
+static int config_check_known(const struct config *cf)
+{
+	int rc = 0;
+	size_t i;
+	size_t j;
+
+	for (i = 0; i < cf->cf_n_sections; i++) {
+		const struct config_section *cs = &cf->cf_sections[i];
+		const struct provider *p = NULL;
+		const char *kind = cs->cs_name;
+
+		if (strncmp(cs->cs_name, CONFIG_PROVIDER_KIND " ", strlen(CONFIG_PROVIDER_KIND) + 1) == 0) {
+			const char *type = config_section_get(cs, "type");
+
+			kind = CONFIG_PROVIDER_KIND;
+			if (type == NULL) {
+				type = cs->cs_name + strlen(CONFIG_PROVIDER_KIND) + 1;
+				type += strspn(type, " ");
+			}
+			p = provider_find(type);
+			if (p == NULL) {
+				continue;
+			}
+		} else if (strcmp(kind, CONFIG_PROVIDER_KIND) == 0 || !config_kind_known(kind)) {
+			config_unknown_section(cf, cs);
+			rc = -1;
+			continue;
+		}
+		for (j = 0; j < cs->cs_n; j++) {
+			const char *key = cs->cs_kv[j].kv_key;
+			char hint[CONFIG_LINE_MAX + 1];
+			char homes[128];
+			char q[128];
+
+			if (config_key_known(kind, p, key, hint, sizeof(hint))) {
+				continue;
+			}
+			rc = -1;
+			if (hint[0] != '\0') {
+				log_err("config %s:%d: [%s] unknown key \"%s\"; did you mean \"%s\"?",
+					config_file_name(cf), cs->cs_kv[j].kv_line, cs->cs_name,
+					log_quote(q, sizeof(q), key), hint);
+			} else if (config_key_homes(kind, key, homes, sizeof(homes)) > 0) {
+				log_err("config %s:%d: [%s] unknown key \"%s\"; it belongs in %s",
+					config_file_name(cf), cs->cs_kv[j].kv_line, cs->cs_name,
+					log_quote(q, sizeof(q), key), homes);
+			} else {
+				log_err("config %s:%d: [%s] unknown key \"%s\"", config_file_name(cf),
+					cs->cs_kv[j].kv_line, cs->cs_name, log_quote(q, sizeof(q), key));
+			}
+		}
+	}
+	return rc;
 }
 
 const char *config_list_next(const char **cursor, size_t *ret_len)
@@ -747,7 +1158,6 @@ static int config_demo_sections(struct config *cf)
 struct config *config_load(const char *path)
 {
 	struct config *cf = calloc(1, sizeof(*cf));
-	int rc;
 
 	if (cf == NULL) {
 		return NULL;
@@ -761,15 +1171,12 @@ struct config *config_load(const char *path)
 		if (cf->cf_path == NULL) {
 			goto fail;
 		}
-		rc = ini_parse(path, config_ini_handler, cf);
-		if (rc < 0) {
-			log_err("config %s: cannot open: %s", path, strerror(errno));
+		if (config_read_ini(cf, path) < 0) {
 			goto fail;
 		}
-		if (rc > 0) {
-			log_err("config %s:%d: cannot parse this line", path, rc);
-			goto fail;
-		}
+	}
+	if (config_check_known(cf) < 0) {
+		goto fail;
 	}
 	if (config_get_bool(cf, "demo", "enabled", 0, &cf->cf_demo) < 0 || config_parse_core(cf) < 0 ||
 	    config_parse_providers(cf) < 0) {

@@ -3,7 +3,9 @@
  * config.c parses the core sections ([server], [store], [points], [demo]) and
  * the [provider NAME] sections into typed fields. Other modules read their
  * own sections ([admin], [capture], [outbound], [api], ...) through
- * config_get*() when they start, and report their own bad keys. */
+ * config_get*() when they start, and report their own bad values. Which
+ * sections and keys exist is one table in config.c (config_known_keys) plus
+ * each provider profile's p_keys: anything else refuses the file. */
 #ifndef IDEMHOOK_CONFIG_H
 #define IDEMHOOK_CONFIG_H
 
@@ -22,6 +24,7 @@ struct config_section {
 	char *cs_name; /* "server", "provider stripe-us", ... */
 	struct config_kv *cs_kv;
 	size_t cs_n;
+	int cs_line; /* where the section first appears, 0 when built in */
 };
 
 /* One [provider NAME] section: a provider instance, its own scope and path. */

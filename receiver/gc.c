@@ -108,33 +108,6 @@ static int gc_parse_pause(const char *s, int64_t *ret_ms)
 	return 0;
 }
 
-static const char *const gc_keys[] = {
-        "interval", "batch", "pause", "events_retention", "outbox_retention", NULL,
-};
-
-/* Every [gc] key must be known, so a typo is not silently ignored. */
-static int gc_check_keys(const struct config *cf)
-{
-	const struct config_section *cs = config_section(cf, GC_SECTION);
-	char q[64];
-	size_t i;
-	size_t j;
-
-	for (i = 0; cs != NULL && i < cs->cs_n; i++) {
-		for (j = 0; gc_keys[j] != NULL; j++) {
-			if (strcmp(cs->cs_kv[i].kv_key, gc_keys[j]) == 0) {
-				break;
-			}
-		}
-		if (gc_keys[j] == NULL) {
-			log_err("config: [gc]: unknown key \"%s\"",
-			        log_quote(q, sizeof(q), cs->cs_kv[i].kv_key));
-			return -1;
-		}
-	}
-	return 0;
-}
-
 static int gc_plan_load(const struct config *cf, struct gc_plan *ret)
 {
 	struct gc_plan p;
@@ -144,9 +117,6 @@ static int gc_plan_load(const struct config *cf, struct gc_plan *ret)
 	size_t i;
 
 	memset(&p, 0, sizeof(p));
-	if (gc_check_keys(cf) < 0) {
-		goto fail;
-	}
 	if (config_get_uint(cf, GC_SECTION, "batch", GC_BATCH_DEFAULT, &p.gp_batch) < 0) {
 		goto fail;
 	}

@@ -22,7 +22,8 @@ struct gc_report {
 	int64_t gr_file_after;
 };
 
-/* Checks the [gc] section (unknown keys, bad values), logging each problem.
+/* Checks the [gc] section's values (config_load refuses unknown keys),
+ * logging each problem.
  * Returns 0 or -1. */
 int gc_check_config(const struct config *cf);
 

@@ -39,8 +39,8 @@ static void *json_refuse(struct json_reader *jr, const char *why)
 
 static void json_skip_ws(struct json_reader *jr)
 {
-	while (jr->jr_p < jr->jr_end && (*jr->jr_p == ' ' || *jr->jr_p == '\t' ||
-	                                 *jr->jr_p == '\n' || *jr->jr_p == '\r')) {
+	while (jr->jr_p < jr->jr_end &&
+	       (*jr->jr_p == ' ' || *jr->jr_p == '\t' || *jr->jr_p == '\n' || *jr->jr_p == '\r')) {
 		jr->jr_p++;
 	}
 }
@@ -193,7 +193,8 @@ static char *json_string(struct json_reader *jr)
 		size_t len;
 
 		if (c < 0x20) {
-			json_refuse(jr, c == 0 ? "NUL byte in a string" : "control character in a string");
+			json_refuse(jr, c == 0 ? "NUL byte in a string"
+			                       : "control character in a string");
 			goto fail;
 		}
 		if (c != '\\') {

@@ -393,6 +393,43 @@ static void test_a_broken_config_on_sighup_is_refused_and_the_old_one_keeps_serv
 	daemon_finish(&d);
 }
 
+/* A misspelt allow_from would open an endpoint to everyone: the key is
+ * refused at start, and on SIGHUP the running config (address limit and
+ * all) keeps serving. */
+static void test_a_misspelt_key_refuses_start_and_reload_and_the_old_config_keeps_serving(
+        void **state)
+{
+	struct daemon d;
+	struct hres r;
+	char url[256];
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, T_INI_A "allow_frm = 192.0.2.0/24\n"), 0);
+	assert_int_equal(daemon_start(&d), -1);
+	/* File and line (the harness writes the section after its own). */
+	assert_int_equal(daemon_log_wait(&d, "idemhook.ini:18: [provider stripe] unknown key "
+	                                     "\"allow_frm\"; did you mean \"allow_from\"?",
+	                                 0),
+	                 0);
+	daemon_finish(&d);
+
+	assert_int_equal(daemon_init(&d, T_INI_A "allow_from = 192.0.2.0/24\n"), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	assert_int_equal(t_probe_until(&d, T_SECRET_A, 403, "limited"), 403);
+	t_rewrite_config(&d, "allow_from = 192.0.2.0/24\n", "allow_frm = 192.0.2.0/24\n");
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "keeping the running configuration", 10000), 0);
+	assert_int_equal(daemon_log_wait(&d, "did you mean \"allow_from\"?", 0), 0);
+	assert_int_equal(kill(d.dm_pid, 0), 0);
+	assert_int_equal(t_probe_until(&d, T_SECRET_A, 403, "still-limited"), 403);
+	snprintf(url, sizeof(url), "%s/readyz", d.dm_admin_base);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
 /* ---- sd_notify ---- */
 
 /* A stand-in for systemd's notify socket: a datagram socket the daemon finds
@@ -607,6 +644,8 @@ int main(void)
 	        cmocka_unit_test(test_sighup_rotates_the_secret_while_callbacks_keep_arriving),
 	        cmocka_unit_test(
 	                test_a_broken_config_on_sighup_is_refused_and_the_old_one_keeps_serving),
+	        cmocka_unit_test(
+	                test_a_misspelt_key_refuses_start_and_reload_and_the_old_config_keeps_serving),
 	        cmocka_unit_test(test_systemd_hears_ready_watchdog_reloading_and_stopping_in_order),
 	        cmocka_unit_test(
 	                test_a_failed_event_reprocessed_once_its_order_exists_pays_once_and_replays_the_new_reply),

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -237,6 +238,157 @@ static void test_secrets_come_from_files_credentials_and_environment(void **stat
 	assert_int_equal(config_read_secret("file:/nonexistent/secret", &s, &len), -1);
 }
 
+/* config_load(path) with stderr caught: *ret_log gets what was logged. */
+static struct config *load_logged(const char *path, char **ret_log)
+{
+	char log_path[128];
+	struct config *cf;
+	FILE *f;
+	long n;
+	int saved;
+	int fd;
+
+	snprintf(log_path, sizeof(log_path), "%s/stderr.log", tmpdir);
+	fflush(stderr);
+	saved = dup(2);
+	fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(saved >= 0 && fd >= 0);
+	dup2(fd, 2);
+	close(fd);
+	cf = config_load(path);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	f = fopen(log_path, "r");
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	*ret_log = calloc(1, (size_t)n + 1);
+	assert_non_null(*ret_log);
+	assert_int_equal(fread(*ret_log, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	return cf;
+}
+
+static void assert_logged(const char *log_text, const char *part)
+{
+	if (strstr(log_text, part) == NULL) {
+		fail_msg("\"%s\" not in the log:\n%s", part, log_text);
+	}
+}
+
+/* A misspelt allow_from would leave the endpoint open to everyone. */
+static void test_a_misspelt_key_is_refused_with_its_line_and_the_closest_key(void **state)
+{
+	const char *path = write_file("typo.ini", "[store]\npath = /tmp/x.db\n\n"
+						  "[provider stripe]\ntype = stripe\nsecret = whsec_x\n"
+						  "allow_frm = 192.0.2.0/24\n");
+	char expect[256];
+	char *log_text = NULL;
+
+	assert_null(load_logged(path, &log_text));
+	snprintf(expect, sizeof(expect),
+		 "%s:7: [provider stripe] unknown key \"allow_frm\"; did you mean \"allow_from\"?",
+		 path);
+	assert_logged(log_text, expect);
+	free(log_text);
+}
+
+static void test_every_unknown_key_and_section_is_named(void **state)
+{
+	const char *path = write_file("unknown.ini",
+				      "[server]\nlisten = 127.0.0.1:0\nretention = 7d\n"
+				      "[stor]\npath = /tmp/x.db\n"
+				      "[providers stripe]\nsecret = whsec_x\n"
+				      "[provider s]\ntype = stripe\nsecret = whsec_x\nTolerance = 60\n"
+				      "apiv3_key = x\n"
+				      "[outbound]\nnotify_url = http://127.0.0.1:9/\n"
+				      "notify_compensaton = none\n");
+	char *log_text = NULL;
+
+	assert_null(load_logged(path, &log_text));
+	assert_logged(log_text, ":3: [server] unknown key \"retention\"; it belongs in [capture], "
+				"[provider NAME], [store]");
+	assert_logged(log_text, ":4: unknown section [stor]; did you mean [store]?");
+	assert_logged(log_text, ":6: unknown section [providers stripe]; did you mean [provider "
+				"stripe]?");
+	assert_logged(log_text, ":11: [provider s] unknown key \"Tolerance\"; did you mean "
+				"\"tolerance\"?");
+	/* Another profile's key is not this one's. */
+	assert_logged(log_text, ":12: [provider s] unknown key \"apiv3_key\"");
+	assert_logged(log_text, ":15: [outbound] unknown key \"notify_compensaton\"; did you mean "
+				"\"notify_compensation\"?");
+	free(log_text);
+}
+
+static void test_profile_keys_and_call_type_keys_are_known(void **state)
+{
+	const char *path = write_file("known.ini",
+				      "[provider billing]\ntype = standard-webhooks\n"
+				      "secret = whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n"
+				      "paid_types = invoice.paid\nrefund_cumulative = yes\n"
+				      "[outbound]\nnotify_url = http://127.0.0.1:9/\n"
+				      "notify_on = paid\nnotify_compensation = none\n");
+	struct config *cf = config_load(path);
+
+	assert_non_null(cf);
+	config_destroy(cf);
+}
+
+static void test_a_line_over_the_limit_is_refused_with_its_number(void **state)
+{
+	char name[301];
+	char ini[600];
+	char *log_text = NULL;
+	const char *path;
+
+	memset(name, 'a', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	snprintf(ini, sizeof(ini), "[server]\n\nport_file = /tmp/%s\n", name);
+	path = write_file("long.ini", ini);
+	assert_null(load_logged(path, &log_text));
+	assert_logged(log_text, ":3: the line is longer than");
+	free(log_text);
+}
+
+/* contrib/idemhook.example.ini, every commented-out key switched on, uses
+ * only keys the table knows (its secrets do not exist here, so the load
+ * stops later, at the first provider). */
+static void test_the_example_configuration_uses_only_known_keys(void **state)
+{
+	const char *root = getenv("IDEMHOOK_SOURCE_ROOT");
+	char src[512];
+	char line[512];
+	FILE *in;
+	FILE *out;
+	char *log_text = NULL;
+	const char *path = write_file("example.ini", "");
+	struct config *cf;
+
+	assert_non_null(root);
+	snprintf(src, sizeof(src), "%s/contrib/idemhook.example.ini", root);
+	in = fopen(src, "r");
+	out = fopen(path, "w");
+	assert_true(in != NULL && out != NULL);
+	while (fgets(line, sizeof(line), in) != NULL) {
+		int on = line[0] == ';' && (line[1] == '[' || (line[1] >= 'a' && line[1] <= 'z' &&
+							       strstr(line, " = ") != NULL &&
+							       strchr(line, ' ') == strstr(line, " = ")));
+
+		fputs(on ? line + 1 : line, out);
+	}
+	fclose(in);
+	fclose(out);
+	cf = load_logged(path, &log_text);
+	config_destroy(cf);
+	if (strstr(log_text, "unknown") != NULL || strstr(log_text, "cannot parse") != NULL) {
+		fail_msg("%s", log_text);
+	}
+	assert_logged(log_text, "provider");
+	free(log_text);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -248,6 +400,11 @@ int main(void)
 		cmocka_unit_test(test_bad_files_are_refused_whole),
 		cmocka_unit_test(test_capture_is_manual_only_where_authorisation_and_capture_are_separate),
 		cmocka_unit_test(test_secrets_come_from_files_credentials_and_environment),
+		cmocka_unit_test(test_a_misspelt_key_is_refused_with_its_line_and_the_closest_key),
+		cmocka_unit_test(test_every_unknown_key_and_section_is_named),
+		cmocka_unit_test(test_profile_keys_and_call_type_keys_are_known),
+		cmocka_unit_test(test_a_line_over_the_limit_is_refused_with_its_number),
+		cmocka_unit_test(test_the_example_configuration_uses_only_known_keys),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, setup, teardown);
