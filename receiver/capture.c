@@ -281,7 +281,7 @@ static int capture_fsync_dir(const char *dir)
 	return rc;
 }
 
-/* mkdir -p for the spool directory itself (0700 for what it creates). */
+/* mkdir -p for the spool directory itself (exactly 0700 for what it creates). */
 static int capture_mkdirs(const char *path)
 {
 	char tmp[PATH_MAX];
@@ -298,7 +298,11 @@ static int capture_mkdirs(const char *path)
 			char saved = tmp[i];
 
 			tmp[i] = '\0';
-			if (mkdir(tmp, 0700) < 0 && errno != EEXIST) {
+			if (mkdir(tmp, 0700) == 0) {
+				if (chmod(tmp, 0700) < 0) {
+					return -1;
+				}
+			} else if (errno != EEXIST) {
 				return -1;
 			}
 			tmp[i] = saved;
@@ -432,8 +436,9 @@ int capture_request(struct capture *cap, const char *provider, const struct http
 	}
 	what = "day directory";
 	if (mkdir(day, 0700) == 0) {
-		/* A new directory entry is durable only once its parent is synced. */
-		if (capture_fsync_dir(cap->cap_dir) < 0) {
+		/* Exactly 0700 whatever the umask; a new directory entry is
+		 * durable only once its parent is synced. */
+		if (chmod(day, 0700) < 0 || capture_fsync_dir(cap->cap_dir) < 0) {
 			goto fail;
 		}
 	} else if (errno != EEXIST) {

@@ -1,6 +1,7 @@
 /* store.c: the SQLite idempotency store: a writer thread with group commit,
  * per-thread read connections, migrations, and the statement API of store.h. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -25,7 +26,8 @@
 #define STORE_RETRY_AFTER_S 1 /* Retry-After for transient failures */
 #define STORE_STMT_BUCKETS 64
 #define STORE_STMT_CACHE_MAX 512 /* cached statements per connection */
-#define STORE_DIR_MODE 0750
+#define STORE_DIR_MODE 0700  /* directories the store creates */
+#define STORE_FILE_MODE 0600 /* the database; SQLite gives -wal and -shm its mode */
 #define STORE_FINGERPRINT_LEN 32 /* SHA-256, as in struct store_claim */
 #define STORE_HIST_BUCKETS 8 /* as in struct store_stats */
 /* WAL frames (pages) after which the checkpointer copies them into the
@@ -683,7 +685,14 @@ static int store_mkdir_parent(const char *path)
 			continue;
 		}
 		*p = '\0';
-		if (mkdir(dir, STORE_DIR_MODE) < 0 && errno != EEXIST) {
+		if (mkdir(dir, STORE_DIR_MODE) == 0) {
+			/* Exactly 0700, whatever the umask. */
+			if (chmod(dir, STORE_DIR_MODE) < 0) {
+				log_err("store: cannot chmod directory \"%s\": %s",
+				        log_quote(quoted, sizeof(quoted), dir), strerror(errno));
+				goto fail;
+			}
+		} else if (errno != EEXIST) {
 			log_err("store: cannot create directory \"%s\": %s",
 			        log_quote(quoted, sizeof(quoted), dir), strerror(errno));
 			goto fail;
@@ -785,6 +794,34 @@ static int store_version_check(int version, int may_migrate)
 	return 0;
 }
 
+/* Creates the database file empty with mode 0600 when it does not exist
+ * yet: SQLite would create it 0644 less the umask, and gives the -wal and
+ * -shm files the database's mode. An existing file keeps its mode. Returns
+ * 0 or -1 (logged). */
+static int store_create_private(const char *path)
+{
+	char quoted[256];
+	int fd;
+
+	if (path[0] == '\0' || strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0) {
+		return 0;
+	}
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, STORE_FILE_MODE);
+	if (fd < 0 && errno == EEXIST) {
+		return 0;
+	}
+	if (fd < 0 || fchmod(fd, STORE_FILE_MODE) < 0) {
+		log_err("store: cannot create \"%s\" with mode 0600: %s",
+		        log_quote(quoted, sizeof(quoted), path), strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+		}
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
 /* Opens the write connection: refuses a newer schema before changing
  * anything, then WAL, synchronous, foreign keys and (unless no_migrate)
  * pending migrations. */
@@ -800,7 +837,7 @@ static struct store_conn *store_open_writer(const char *path, enum store_sync sy
 	int wal;
 	int r;
 
-	if (store_mkdir_parent(path) < 0) {
+	if (store_mkdir_parent(path) < 0 || (!no_migrate && store_create_private(path) < 0)) {
 		return NULL;
 	}
 	/* A store that may not migrate has no use for a new, empty file. */

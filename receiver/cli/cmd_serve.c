@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "admin.h"
@@ -56,9 +57,12 @@ static int serve_write_port_file(const char *path, unsigned port)
 	if (snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp)) {
 		return -1;
 	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd < 0 || fchmod(fd, 0600) < 0) {
 		log_err("cannot write port file %s: %s", tmp, strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+		}
 		return -1;
 	}
 	len = snprintf(line, sizeof(line), "%u\n", port);
