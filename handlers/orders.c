@@ -159,8 +159,8 @@ static const char ORDERS_SQL_EVENT_RELEASED[] =
         "reprocessed = reprocessed + 1 WHERE scope = ? AND idem_key = ? AND outcome = 'failed'";
 
 static const char ORDERS_SQL_CREATE[] =
-        "INSERT INTO orders (id, amount, currency, status, customer_ref, created_at, updated_at) "
-        "VALUES (?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT (id) DO NOTHING";
+        "INSERT INTO orders (id, amount, currency, status, customer_ref, created_at, updated_at, "
+        "owner) VALUES (?, ?, ?, 'pending', ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING";
 
 static int orders_apply_one(struct orders_unit *u, const struct event *ev,
                             struct orders_result *res);
@@ -1361,6 +1361,13 @@ fail:
 int orders_create(struct store_tx *tx, int64_t amount, const char *currency,
                   const char *customer_ref, char ret_id[ORDERS_ID_LEN + 1])
 {
+	return orders_create_owned(tx, NULL, amount, currency, customer_ref, ret_id);
+}
+
+int orders_create_owned(struct store_tx *tx, const char *owner, int64_t amount,
+                        const char *currency, const char *customer_ref,
+                        char ret_id[ORDERS_ID_LEN + 1])
+{
 	char id[ORDERS_ID_LEN + 1];
 	char cur[4];
 	int64_t now = store_tx_now(tx);
@@ -1382,7 +1389,7 @@ int orders_create(struct store_tx *tx, int64_t amount, const char *currency,
 	/* 100 random bits make a collision all but impossible; should one
 	 * happen, the insert changes nothing and a new id is drawn. */
 	for (i = 0; i < ORDERS_CREATE_TRIES && changes == 0; i++) {
-		struct store_value p[6];
+		struct store_value p[7];
 
 		if (orders_new_id(id) < 0) {
 			goto fail;
@@ -1393,7 +1400,8 @@ int orders_create(struct store_tx *tx, int64_t amount, const char *currency,
 		p[3] = store_text(customer_ref);
 		p[4] = store_int(now);
 		p[5] = store_int(now);
-		if (store_exec(tx, ORDERS_SQL_CREATE, p, 6, &changes) < 0) {
+		p[6] = store_text(owner);
+		if (store_exec(tx, ORDERS_SQL_CREATE, p, 7, &changes) < 0) {
 			goto fail;
 		}
 	}

@@ -53,6 +53,11 @@ int orders_apply_event(struct store_tx *tx, const struct orders_conf *conf, cons
 int orders_create(struct store_tx *tx, int64_t amount, const char *currency, const char *customer_ref,
 		  char ret_id[ORDERS_ID_LEN + 1]);
 
+/* orders_create for the order API client owner (NULL: none), who alone may
+ * read the order back through the API unless configured otherwise. */
+int orders_create_owned(struct store_tx *tx, const char *owner, int64_t amount, const char *currency,
+			const char *customer_ref, char ret_id[ORDERS_ID_LEN + 1]);
+
 /* Fills out with a fresh random order id. Returns 0 or -1. */
 int orders_new_id(char out[ORDERS_ID_LEN + 1]);
 

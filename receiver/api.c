@@ -56,6 +56,7 @@ struct api_settings {
 	size_t as_body_max;
 	unsigned as_rate;
 	unsigned as_burst;
+	int as_reads_all; /* [api] order_reads = all: any client reads any order */
 };
 
 static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -214,6 +215,24 @@ static int api_settings_origins(void *arg, const char *value, int line)
 	return 0;
 }
 
+/* [api] order_reads: own (default) or all. */
+static int api_settings_reads(struct api_settings *as, const struct config *cf)
+{
+	const char *v = config_get(cf, "api", "order_reads");
+	char q[64];
+
+	as->as_reads_all = 0;
+	if (v == NULL || strcmp(v, "own") == 0) {
+		return 0;
+	}
+	if (strcmp(v, "all") == 0) {
+		as->as_reads_all = 1;
+		return 0;
+	}
+	log_err("config: [api] order_reads = \"%s\": expected own or all", log_quote(q, sizeof(q), v));
+	return -1;
+}
+
 static int api_settings_load(struct api_settings *as, const struct config *cf)
 {
 	const struct config_section *cs = config_section(cf, "api");
@@ -225,7 +244,8 @@ static int api_settings_load(struct api_settings *as, const struct config *cf)
 	}
 	if (config_get_size(cf, "api", "body_max", API_BODY_MAX_DEFAULT, &as->as_body_max) < 0 ||
 	    config_get_uint(cf, "api", "rate", API_RATE_DEFAULT, &as->as_rate) < 0 ||
-	    config_get_uint(cf, "api", "burst", API_BURST_DEFAULT, &as->as_burst) < 0) {
+	    config_get_uint(cf, "api", "burst", API_BURST_DEFAULT, &as->as_burst) < 0 ||
+	    api_settings_reads(as, cf) < 0) {
 		goto fail;
 	}
 	/* Bounds that keep the bucket arithmetic far from overflow. */
@@ -689,19 +709,39 @@ static void api_order_from_row(const struct store_row *row, struct api_order *o)
 	o->ao_points = store_row_int(row, 10);
 }
 
+/* Whose orders a GET may show through the API. */
+struct api_reader {
+	const char *ar_client; /* only this client's; NULL: every order (order_reads = all) */
+	int ar_ownerless;      /* also those no API client created (no tokens configured) */
+};
+
+#define API_OWNED_BY "(owner = ? OR (? AND owner IS NULL))"
+
 struct api_load {
 	const char *al_id;
+	const struct api_reader *al_reader; /* NULL: any order */
 	struct api_order *al_order;
 };
 
 static int api_order_load_tx(struct store_tx *tx, void *arg)
 {
 	struct api_load *al = arg;
-	struct store_value p = store_text(al->al_id);
+	struct store_value p[3];
 	struct store_row row;
 	int rc;
 
-	rc = store_query(tx, "SELECT " API_ORDER_COLUMNS " FROM orders WHERE id = ?", &p, 1, &row);
+	p[0] = store_text(al->al_id);
+	if (al->al_reader == NULL || al->al_reader->ar_client == NULL) {
+		rc = store_query(tx, "SELECT " API_ORDER_COLUMNS " FROM orders WHERE id = ?", p, 1,
+				 &row);
+	} else {
+		p[1] = store_text(al->al_reader->ar_client);
+		p[2] = store_int(al->al_reader->ar_ownerless);
+		rc = store_query(tx,
+				 "SELECT " API_ORDER_COLUMNS
+				 " FROM orders WHERE id = ? AND " API_OWNED_BY,
+				 p, 3, &row);
+	}
 	if (rc == 1) {
 		api_order_from_row(&row, al->al_order);
 		store_row_finish(&row);
@@ -788,6 +828,7 @@ struct api_create {
 	char ac_currency[4];
 	char ac_customer_ref[API_TEXT_MAX + 1];
 	int ac_has_customer_ref;
+	const char *ac_owner;          /* the client, who may read the order back */
 	char ac_id[ORDERS_ID_LEN + 1]; /* out */
 };
 
@@ -946,8 +987,8 @@ static int api_create_apply(struct store_tx *tx, void *arg, struct reply *ret_re
 	char location[32 + ORDERS_ID_LEN];
 	struct buf b;
 
-	if (orders_create(tx, ac->ac_amount, ac->ac_currency,
-			  ac->ac_has_customer_ref ? ac->ac_customer_ref : NULL, ac->ac_id) < 0) {
+	if (orders_create_owned(tx, ac->ac_owner, ac->ac_amount, ac->ac_currency,
+				ac->ac_has_customer_ref ? ac->ac_customer_ref : NULL, ac->ac_id) < 0) {
 		return STORE_APPLY_TRANSIENT;
 	}
 	/* Accepted + the resource's id, never a snapshot: a replay of this
@@ -1115,6 +1156,7 @@ static int api_post_order(struct app *app, const struct config *cf, const struct
 	}
 	snprintf(ap->ap_scope, sizeof(ap->ap_scope), "api:orders:%s", client);
 	api_copy(ap->ap_client, sizeof(ap->ap_client), client);
+	ap->ap_create.ac_owner = ap->ap_client;
 	api_copy(ap->ap_origin, sizeof(ap->ap_origin), origin != NULL ? origin : "");
 	ap->ap_received_ms = req->hr_received_ms;
 	ap->ap_claim.sc_scope = ap->ap_scope;
@@ -1138,9 +1180,13 @@ done:
 
 /* ---- GET /api/orders[/{id}] ---- */
 
-static void api_get_order(struct app *app, const char *id, struct reply *ret)
+/* Another client's order is 404, not 403: an id says nothing about whether
+ * it exists. */
+static void api_get_order(struct app *app, const char *id, const struct api_reader *reader,
+			  struct reply *ret)
 {
 	struct api_order o;
+	struct api_load al = {.al_id = id, .al_reader = reader, .al_order = &o};
 	struct buf b;
 	int rc;
 
@@ -1148,7 +1194,7 @@ static void api_get_order(struct app *app, const char *id, struct reply *ret)
 		api_problem(ret, 404, "not_found", "No such order", NULL);
 		return;
 	}
-	rc = api_order_load(app->app_store, id, &o);
+	rc = store_read(app->app_store, app_now_ms(), api_order_load_tx, &al);
 	if (rc < 0) {
 		api_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable", NULL);
 		api_retry_after(ret, 1);
@@ -1168,6 +1214,7 @@ static void api_get_order(struct app *app, const char *id, struct reply *ret)
 }
 
 struct api_list {
+	const struct api_reader *ali_reader;
 	struct buf *ali_buf;
 	size_t ali_n;
 };
@@ -1188,17 +1235,29 @@ static int api_list_row(void *arg, const struct store_row *row)
 
 static int api_list_tx(struct store_tx *tx, void *arg)
 {
-	struct store_value p = store_int(API_LIST_MAX);
+	struct api_list *al = arg;
+	struct store_value p[3];
 
-	return store_query_each(
-		tx, "SELECT " API_ORDER_COLUMNS " FROM orders ORDER BY created_at DESC, id LIMIT ?",
-		&p, 1, api_list_row, arg);
+	if (al->ali_reader->ar_client == NULL) {
+		p[0] = store_int(API_LIST_MAX);
+		return store_query_each(tx,
+					"SELECT " API_ORDER_COLUMNS
+					" FROM orders ORDER BY created_at DESC, id LIMIT ?",
+					p, 1, api_list_row, arg);
+	}
+	p[0] = store_text(al->ali_reader->ar_client);
+	p[1] = store_int(al->ali_reader->ar_ownerless);
+	p[2] = store_int(API_LIST_MAX);
+	return store_query_each(tx,
+				"SELECT " API_ORDER_COLUMNS " FROM orders WHERE " API_OWNED_BY
+				" ORDER BY created_at DESC, id LIMIT ?",
+				p, 3, api_list_row, arg);
 }
 
-static void api_list_orders(struct app *app, struct reply *ret)
+static void api_list_orders(struct app *app, const struct api_reader *reader, struct reply *ret)
 {
 	struct buf b;
-	struct api_list al = {.ali_buf = &b};
+	struct api_list al = {.ali_reader = reader, .ali_buf = &b};
 
 	buf_init(&b, 0);
 	if (buf_puts(&b, "{\"orders\":[") < 0 ||
@@ -1299,6 +1358,8 @@ int api_route(struct app *app, const struct config *cf, const struct http_reques
 	int rate_ok;
 	int64_t retry_after = 1;
 	size_t body_max;
+	struct api_reader reader;
+	int reads_all;
 
 	if (strcmp(path, "/api") != 0 && strncmp(path, "/api/", 5) != 0) {
 		return 0;
@@ -1312,6 +1373,7 @@ int api_route(struct app *app, const struct config *cf, const struct http_reques
 	api_settings_ensure(cf);
 	ok = api_set.as_ok;
 	body_max = api_set.as_body_max;
+	reads_all = api_set.as_reads_all;
 	allowed = api_origin_allowed(origin);
 	if (allowed) {
 		api_copy(origin_copy, sizeof(origin_copy), origin);
@@ -1373,6 +1435,11 @@ int api_route(struct app *app, const struct config *cf, const struct http_reques
 			api_copy(client, sizeof(client), cid);
 		}
 	}
+	/* Reads are scoped to the client that created the order; without
+	 * tokens, orders no API client created (checkout page, CLI) stay
+	 * readable by id, as the checkout page links them. */
+	reader.ar_client = reads_all ? NULL : client;
+	reader.ar_ownerless = !auth_on;
 	if (is_list && strcmp(method, "POST") == 0) {
 		if (api_post_order(app, cf, req, client, body_max, allowed ? origin_copy : NULL, ret)) {
 			return 1; /* deferred; its answer brings its own CORS headers */
@@ -1385,10 +1452,10 @@ int api_route(struct app *app, const struct config *cf, const struct http_reques
 				    "GET /api/orders needs bearer-token auth ([api] token) or demo "
 				    "mode.");
 		} else {
-			api_list_orders(app, ret);
+			api_list_orders(app, &reader, ret);
 		}
 	} else if (id != NULL && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
-		api_get_order(app, id, ret);
+		api_get_order(app, id, &reader, ret);
 	} else {
 		api_problem(ret, 405, "method_not_allowed", "Method not allowed", NULL);
 		reply_add_header(ret, "Allow", is_list ? "GET, POST, OPTIONS" : "GET, OPTIONS");

@@ -39,6 +39,7 @@ static const struct config_known_key config_known_keys[] = {
 	{"api", "body_max"},
 	{"api", "burst"},
 	{"api", "cors_origins"},
+	{"api", "order_reads"},
 	{"api", "rate"},
 	{"api", "token"},
 	{"capture", "dir"},

@@ -2,6 +2,7 @@
  * daemon over real HTTP: every status of the Idempotency-Key contract, CORS,
  * bearer tokens, rate limits, Post/Redirect/Get and the demo payment. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -971,6 +972,140 @@ static void test_bearer_tokens_authenticate_and_scope_keys_per_client(void **sta
 	daemon_finish(&d);
 }
 
+/* GET with the given header lines; status and body into ret. */
+static void e2e_get(const struct daemon *d, const char *path, const char *const *headers,
+		    struct hres *ret)
+{
+	char *url = e2e_url(d, path);
+
+	assert_int_equal(hn_http("GET", url, headers, NULL, 0, ret), 0);
+	free(url);
+}
+
+/* A token reads the orders it created; another valid token gets the same
+ * 404 as for an order that does not exist, so ids do not leak existence. */
+static void test_order_reads_are_scoped_to_the_token_that_created_them(void **state)
+{
+	struct daemon d;
+	const char *body = "{\"amount\":700,\"currency\":\"eur\"}";
+	const char *post_a[] = {"Idempotency-Key: scope-1",
+				"Authorization: Bearer tok-a-0123456789abcdef", NULL};
+	const char *post_b[] = {"Idempotency-Key: scope-1",
+				"Authorization: Bearer tok-b-0123456789abcdef", NULL};
+	const char *read_a[] = {"Authorization: Bearer tok-a-0123456789abcdef", NULL};
+	const char *read_b[] = {"Authorization: Bearer tok-b-0123456789abcdef", NULL};
+	char path[96];
+	char cli_id[64];
+	char ida[64];
+	char idb[64];
+	struct hres r;
+	struct hres missing;
+	FILE *cfg;
+	int i;
+
+	assert_int_equal(daemon_init(&d, NULL), 0);
+	assert_int_equal(daemon_write_file(&d, "token-a", "tok-a-0123456789abcdef\n"), 0);
+	assert_int_equal(daemon_write_file(&d, "token-b", "tok-b-0123456789abcdef\n"), 0);
+	cfg = fopen(d.dm_config, "a");
+	assert_non_null(cfg);
+	fprintf(cfg, "[api]\ntoken = shop-a file:%s/token-a\ntoken = shop-b file:%s/token-b\n",
+		d.dm_dir, d.dm_dir);
+	fclose(cfg);
+	assert_int_equal(daemon_start(&d), 0);
+	e2e_post(&d, post_a, body, &r);
+	assert_int_equal(r.hs_status, 201);
+	e2e_order_id(&r, ida);
+	hres_finish(&r);
+	e2e_post(&d, post_b, body, &r);
+	assert_int_equal(r.hs_status, 201);
+	e2e_order_id(&r, idb);
+	hres_finish(&r);
+	assert_int_equal(hn_order_create(&d, 300, "eur", cli_id), 0);
+
+	snprintf(path, sizeof(path), "/api/orders/%s", ida);
+	e2e_get(&d, path, read_a, &r);
+	assert_int_equal(r.hs_status, 200);
+	assert_non_null(strstr(r.hs_body, ida));
+	hres_finish(&r);
+	e2e_get(&d, path, read_b, &r);
+	assert_problem(&r, 404, "not_found");
+	e2e_get(&d, "/api/orders/ord_aaaaaaaaaaaaaaaaaaaa", read_b, &missing);
+	assert_problem(&missing, 404, "not_found");
+	assert_int_equal(r.hs_body_len, missing.hs_body_len);
+	assert_memory_equal(r.hs_body, missing.hs_body, r.hs_body_len);
+	hres_finish(&r);
+	hres_finish(&missing);
+	e2e_get(&d, path, NULL, &r);
+	assert_problem(&r, 401, "unauthorized");
+	hres_finish(&r);
+	/* An order no token created (here by the CLI) is no token's. */
+	snprintf(path, sizeof(path), "/api/orders/%s", cli_id);
+	e2e_get(&d, path, read_a, &r);
+	assert_problem(&r, 404, "not_found");
+	hres_finish(&r);
+	/* The list shows a token its own orders only. */
+	e2e_get(&d, "/api/orders", read_b, &r);
+	assert_int_equal(r.hs_status, 200);
+	assert_non_null(strstr(r.hs_body, idb));
+	assert_null(strstr(r.hs_body, ida));
+	assert_null(strstr(r.hs_body, cli_id));
+	hres_finish(&r);
+
+	/* order_reads = all restores reads of every order by any token. */
+	cfg = fopen(d.dm_config, "a");
+	assert_non_null(cfg);
+	fprintf(cfg, "order_reads = all\n");
+	fclose(cfg);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	snprintf(path, sizeof(path), "/api/orders/%s", ida);
+	for (i = 0; i < 100; i++) {
+		e2e_get(&d, path, read_b, &r);
+		if (r.hs_status == 200) {
+			break;
+		}
+		hres_finish(&r);
+		usleep(100 * 1000);
+	}
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	daemon_finish(&d);
+}
+
+/* Without tokens the client is what it names itself (X-Client-Id): not a
+ * credential, but its orders stay apart as its keys do. Orders no API
+ * client created stay readable by id (the checkout page links them). */
+static void test_without_tokens_reads_are_scoped_to_the_client_id(void **state)
+{
+	const char *body = "{\"amount\":640,\"currency\":\"eur\"}";
+	const char *post_x[] = {"Idempotency-Key: scope-2", "X-Client-Id: shop-x", NULL};
+	const char *read_x[] = {"X-Client-Id: shop-x", NULL};
+	const char *read_y[] = {"X-Client-Id: shop-y", NULL};
+	char path[96];
+	char cli_id[64];
+	char id[64];
+	struct hres r;
+
+	e2e_post(&e2e_main, post_x, body, &r);
+	assert_int_equal(r.hs_status, 201);
+	e2e_order_id(&r, id);
+	hres_finish(&r);
+	snprintf(path, sizeof(path), "/api/orders/%s", id);
+	e2e_get(&e2e_main, path, read_x, &r);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	e2e_get(&e2e_main, path, read_y, &r);
+	assert_problem(&r, 404, "not_found");
+	hres_finish(&r);
+	e2e_get(&e2e_main, path, NULL, &r);
+	assert_problem(&r, 404, "not_found");
+	hres_finish(&r);
+	assert_int_equal(hn_order_create(&e2e_main, 300, "eur", cli_id), 0);
+	snprintf(path, sizeof(path), "/api/orders/%s", cli_id);
+	e2e_get(&e2e_main, path, read_y, &r);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+}
+
 static void test_requests_over_the_rate_limit_get_429_with_retry_after(void **state)
 {
 	struct daemon d;
@@ -1036,6 +1171,8 @@ int main(void)
 		cmocka_unit_test(test_demo_payment_sends_a_signed_callback_twice_and_pays_once),
 		cmocka_unit_test(test_demo_payment_with_a_one_thread_listener_runs_in_process),
 		cmocka_unit_test(test_bearer_tokens_authenticate_and_scope_keys_per_client),
+		cmocka_unit_test(test_order_reads_are_scoped_to_the_token_that_created_them),
+		cmocka_unit_test(test_without_tokens_reads_are_scoped_to_the_client_id),
 		cmocka_unit_test(test_requests_over_the_rate_limit_get_429_with_retry_after),
 	};
 
