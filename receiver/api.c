@@ -824,10 +824,7 @@ static int api_reply_json(struct reply *ret, int status, struct buf *b)
 /* ---- POST /api/orders ---- */
 
 struct api_create {
-	int64_t ac_amount;
-	char ac_currency[4];
-	char ac_customer_ref[API_TEXT_MAX + 1];
-	int ac_has_customer_ref;
+	struct api_order_body ac_body;
 	const char *ac_owner;          /* the client, who may read the order back */
 	char ac_id[ORDERS_ID_LEN + 1]; /* out */
 };
@@ -889,7 +886,7 @@ static int api_only_keys(const cJSON *obj, const char *const *keys, const char *
 }
 
 /* Validates the order body; on refusal *ret_detail says why (static). */
-static int api_create_parse(const cJSON *root, struct api_create *ac, const char **ret_detail)
+static int api_create_parse(const cJSON *root, struct api_order_body *ob, const char **ret_detail)
 {
 	static const char *const top_keys[] = {"amount", "currency", "customer_ref", "line_items",
 					       NULL};
@@ -909,13 +906,13 @@ static int api_create_parse(const cJSON *root, struct api_create *ac, const char
 		return -1;
 	}
 	if (api_json_int(cJSON_GetObjectItemCaseSensitive(root, "amount"), 1, MONEY_MAX_MINOR,
-			 &ac->ac_amount) < 0) {
+			 &ob->ob_amount) < 0) {
 		*ret_detail =
 			"amount must be a positive whole number of minor units (1999 for 19.99).";
 		return -1;
 	}
 	it = cJSON_GetObjectItemCaseSensitive(root, "currency");
-	if (!cJSON_IsString(it) || money_currency_normalize(it->valuestring, ac->ac_currency) < 0) {
+	if (!cJSON_IsString(it) || money_currency_normalize(it->valuestring, ob->ob_currency) < 0) {
 		*ret_detail = "currency must be an ISO 4217 currency code, such as EUR or usd.";
 		return -1;
 	}
@@ -926,8 +923,8 @@ static int api_create_parse(const cJSON *root, struct api_create *ac, const char
 				      "control characters.";
 			return -1;
 		}
-		api_copy(ac->ac_customer_ref, sizeof(ac->ac_customer_ref), it->valuestring);
-		ac->ac_has_customer_ref = 1;
+		api_copy(ob->ob_customer_ref, sizeof(ob->ob_customer_ref), it->valuestring);
+		ob->ob_has_customer_ref = 1;
 	}
 	items = cJSON_GetObjectItemCaseSensitive(root, "line_items");
 	if (items == NULL || cJSON_IsNull(items)) {
@@ -973,12 +970,42 @@ static int api_create_parse(const cJSON *root, struct api_create *ac, const char
 		}
 		sum += qty * unit;
 	}
-	if (n > 0 && sum != ac->ac_amount) {
+	if (n > 0 && sum != ob->ob_amount) {
 		*ret_detail =
 			"amount must equal the sum of quantity x unit_amount over line_items.";
 		return -1;
 	}
 	return 0;
+}
+
+int api_order_body_parse(const void *body, size_t len, struct api_order_body *ret,
+			 const char **ret_slug, const char **ret_detail)
+{
+	struct api_order_body ob;
+	char *canon = NULL;
+	size_t canon_len = 0;
+	cJSON *root;
+	int rc = -1;
+
+	memset(&ob, 0, sizeof(ob));
+	*ret_slug = "malformed_json";
+	*ret_detail = "The body is not one JSON value, nests too deeply, repeats a key, or holds "
+		      "NUL or invalid UTF-8.";
+	root = api_json_parse(body, len);
+	if (root == NULL || api_canon_tree(root, &canon, &canon_len) < 0) {
+		goto done;
+	}
+	crypto_sha256(canon, canon_len, ob.ob_fingerprint);
+	*ret_slug = "invalid_order";
+	if (api_create_parse(root, &ob, ret_detail) < 0) {
+		goto done;
+	}
+	*ret = ob;
+	rc = 0;
+done:
+	free(canon);
+	cJSON_Delete(root);
+	return rc;
 }
 
 static int api_create_apply(struct store_tx *tx, void *arg, struct reply *ret_reply)
@@ -987,8 +1014,9 @@ static int api_create_apply(struct store_tx *tx, void *arg, struct reply *ret_re
 	char location[32 + ORDERS_ID_LEN];
 	struct buf b;
 
-	if (orders_create_owned(tx, ac->ac_owner, ac->ac_amount, ac->ac_currency,
-				ac->ac_has_customer_ref ? ac->ac_customer_ref : NULL, ac->ac_id) < 0) {
+	if (orders_create_owned(tx, ac->ac_owner, ac->ac_body.ob_amount, ac->ac_body.ob_currency,
+				ac->ac_body.ob_has_customer_ref ? ac->ac_body.ob_customer_ref : NULL,
+				ac->ac_id) < 0) {
 		return STORE_APPLY_TRANSIENT;
 	}
 	/* Accepted + the resource's id, never a snapshot: a replay of this
@@ -1101,10 +1129,8 @@ static int api_post_order(struct app *app, const struct config *cf, const struct
 			  const char *client, size_t body_max, const char *origin, struct reply *ret)
 {
 	struct api_post *ap = NULL;
+	const char *slug = NULL;
 	const char *detail = NULL;
-	char *canon = NULL;
-	size_t canon_len = 0;
-	cJSON *root = NULL;
 	size_t n_keys = http_header_count(req, "Idempotency-Key");
 	int deferred = 0;
 
@@ -1143,17 +1169,15 @@ static int api_post_order(struct app *app, const struct config *cf, const struct
 			    "Content-Type must be application/json", NULL);
 		goto done;
 	}
-	root = api_json_parse(req->hr_body, req->hr_body_len);
-	if (root == NULL || api_canon_tree(root, &canon, &canon_len) < 0) {
-		api_problem(ret, 400, "malformed_json", "Malformed JSON",
-			    "The body is not one JSON value, nests too deeply, or repeats a key.");
+	if (api_order_body_parse(req->hr_body, req->hr_body_len, &ap->ap_create.ac_body, &slug,
+				 &detail) < 0) {
+		api_problem(ret, 400, slug,
+			    strcmp(slug, "malformed_json") == 0 ? "Malformed JSON" : "Invalid order",
+			    detail);
 		goto done;
 	}
-	crypto_sha256(canon, canon_len, ap->ap_claim.sc_fingerprint);
-	if (api_create_parse(root, &ap->ap_create, &detail) < 0) {
-		api_problem(ret, 400, "invalid_order", "Invalid order", detail);
-		goto done;
-	}
+	memcpy(ap->ap_claim.sc_fingerprint, ap->ap_create.ac_body.ob_fingerprint,
+	       sizeof(ap->ap_claim.sc_fingerprint));
 	snprintf(ap->ap_scope, sizeof(ap->ap_scope), "api:orders:%s", client);
 	api_copy(ap->ap_client, sizeof(ap->ap_client), client);
 	ap->ap_create.ac_owner = ap->ap_client;
@@ -1173,8 +1197,6 @@ static int api_post_order(struct app *app, const struct config *cf, const struct
 	deferred = 1;
 done:
 	free(ap);
-	free(canon);
-	cJSON_Delete(root);
 	return deferred;
 }
 

@@ -32,6 +32,22 @@ int api_canonical_json(const void *json, size_t len, char **ret, size_t *ret_len
 /* SHA-256 of api_canonical_json(json): the request fingerprint. 0 or -1. */
 int api_fingerprint(const void *json, size_t len, unsigned char ret[32]);
 
+/* An order body as POST /api/orders accepts it. */
+struct api_order_body {
+	int64_t ob_amount;
+	char ob_currency[4];
+	char ob_customer_ref[API_TEXT_MAX + 1]; /* "" when none */
+	int ob_has_customer_ref;
+	unsigned char ob_fingerprint[32]; /* SHA-256 of the canonical JSON */
+};
+
+/* Reads body through the strict JSON reader (json.h) and validates it as an
+ * order. Returns 0 with ret filled, or -1 with *ret_slug ("malformed_json"
+ * or "invalid_order") and *ret_detail (a static sentence) saying why; ret
+ * is then untouched. */
+int api_order_body_parse(const void *body, size_t len, struct api_order_body *ret,
+			 const char **ret_slug, const char **ret_detail);
+
 /* One order as GET shows it (the checkout page shares it). */
 struct api_order {
 	char ao_id[ORDERS_ID_LEN + 1];

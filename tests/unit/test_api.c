@@ -219,6 +219,48 @@ static void test_canonical_json_refuses_nesting_past_sixteen_levels(void **state
 	assert_null(canon("[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]"));
 }
 
+static void test_order_body_is_parsed_with_its_fingerprint(void **state)
+{
+	const char *body = "{\"currency\":\"eur\",\"amount\":1999,\"customer_ref\":\"c-1\"}";
+	struct api_order_body ob;
+	unsigned char fp[32];
+	const char *slug = NULL;
+	const char *detail = NULL;
+
+	assert_int_equal(api_order_body_parse(body, strlen(body), &ob, &slug, &detail), 0);
+	assert_int_equal(ob.ob_amount, 1999);
+	assert_string_equal(ob.ob_currency, "EUR");
+	assert_true(ob.ob_has_customer_ref);
+	assert_string_equal(ob.ob_customer_ref, "c-1");
+	assert_int_equal(api_fingerprint(body, strlen(body), fp), 0);
+	assert_memory_equal(ob.ob_fingerprint, fp, sizeof(fp));
+}
+
+static void test_order_body_refusals_say_which_kind(void **state)
+{
+	static const char *const malformed[] = {
+		"{\"amount\":1999,\"currency\":\"eur\",\"customer_ref\":\"a\\u0000b\"}",
+		"{\"amount\":1999,\"currency\":\"eur\"}{}",
+		"{\"amount\":1,\"amount\":1999,\"currency\":\"eur\"}",
+	};
+	const char *invalid = "{\"amount\":1999,\"currency\":\"eur\",\"line_items\":[{\"sku\":"
+			      "\"a\",\"quantity\":1,\"unit_amount\":1}]}";
+	struct api_order_body ob;
+	const char *slug = NULL;
+	const char *detail = NULL;
+	size_t i;
+
+	for (i = 0; i < sizeof(malformed) / sizeof(malformed[0]); i++) {
+		assert_int_equal(api_order_body_parse(malformed[i], strlen(malformed[i]), &ob, &slug,
+						      &detail),
+				 -1);
+		assert_string_equal(slug, "malformed_json");
+	}
+	assert_int_equal(api_order_body_parse(invalid, strlen(invalid), &ob, &slug, &detail), -1);
+	assert_string_equal(slug, "invalid_order");
+	assert_non_null(strstr(detail, "sum"));
+}
+
 static void test_order_ids_are_checked_for_shape(void **state)
 {
 	assert_true(api_order_id_valid("ord_abcdefghij0123456789"));
@@ -262,6 +304,8 @@ int main(void)
 		cmocka_unit_test(test_canonical_json_refuses_malformed_text),
 		cmocka_unit_test(test_canonical_json_accepts_trailing_whitespace),
 		cmocka_unit_test(test_canonical_json_refuses_nesting_past_sixteen_levels),
+		cmocka_unit_test(test_order_body_is_parsed_with_its_fingerprint),
+		cmocka_unit_test(test_order_body_refusals_say_which_kind),
 		cmocka_unit_test(test_order_ids_are_checked_for_shape),
 		cmocka_unit_test(test_times_are_formatted_as_rfc3339_utc),
 	};
