@@ -318,12 +318,20 @@ static int config_read_file(const char *path, char **ret, size_t *ret_len)
 {
 	char *data = NULL;
 	size_t len = 0;
+	struct stat st;
 	int fd;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO must not wait for a writer. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		log_err("cannot read secret file %s: %s", path, strerror(errno));
 		return -1;
+	}
+	/* A FIFO, a terminal or a device could keep start or a reload waiting
+	 * forever (or never end): secrets come from regular files. */
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		log_err("secret file %s is not a regular file", path);
+		goto fail;
 	}
 	data = malloc(CONFIG_SECRET_MAX + 1);
 	if (data == NULL) {

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -236,6 +237,11 @@ static void test_secrets_come_from_files_credentials_and_environment(void **stat
 	assert_string_equal(s, "from-env");
 	free(s);
 	assert_int_equal(config_read_secret("file:/nonexistent/secret", &s, &len), -1);
+	/* A FIFO would keep a reload waiting for a writer; a device may never end. */
+	snprintf(spec, sizeof(spec), "%s/fifo", tmpdir);
+	assert_int_equal(mkfifo(spec, 0600), 0);
+	assert_int_equal(config_read_secret(spec, &s, &len), -1);
+	assert_int_equal(config_read_secret("file:/dev/zero", &s, &len), -1);
 }
 
 /* config_load(path) with stderr caught: *ret_log gets what was logged. */
