@@ -11,6 +11,7 @@ packages=(
 	libssl-dev libinih-dev libcmocka-dev libsystemd-dev
 	sqlite3 curl openssl scdoc valgrind
 	prometheus
+	clang libclang-rt-14-dev
 )
 # The browser tests: Debian's Chromium, its driver and Selenium, nothing
 # from another registry.
