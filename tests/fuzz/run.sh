@@ -10,4 +10,4 @@ work=$3
 runs=$4
 mkdir -p "$work"
 exec "$fuzzer" -runs="$runs" -print_final_stats=1 -timeout=10 -rss_limit_mb=2048 \
-	-max_len=8192 "$work" "$seeds"
+	-max_len=8192 -artifact_prefix="$work-" "$work" "$seeds"
