@@ -176,7 +176,8 @@ int capture_parse_time(const char *s, int64_t *ret_ms)
 	tm.tm_min = min;
 	tm.tm_sec = sec;
 	t = timegm(&tm);
-	if (t == (time_t)-1) {
+	/* Nothing was received before 1970: received-ms is never negative. */
+	if (t == (time_t)-1 || (int64_t)t - offset_s < 0) {
 		return -1;
 	}
 	*ret_ms = ((int64_t)t - offset_s) * 1000 + ms;

@@ -104,7 +104,7 @@ void capture_rfc3339(int64_t ms, char out[32]);
 
 /* Parses RFC 3339 ("2026-12-02T10:20:12Z", fractional seconds and numeric
  * offsets allowed) or a bare date ("2026-12-02", midnight UTC) into ms since
- * the epoch. Returns 0 or -1. */
+ * the epoch. Returns 0, or -1 (also for a time before 1970). */
 int capture_parse_time(const char *s, int64_t *ret_ms);
 
 /* Deletes capture files of the [capture] dir whose UTC day ended more than

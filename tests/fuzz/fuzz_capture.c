@@ -27,7 +27,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	buf_init(&b, 0);
 	if (capture_format(&b, rec.cr_provider, &rec.cr_req, rec.cr_rejected == 1) == 0) {
-		FUZZ_CHECK(capture_parse(b.buf_data, b.buf_len, &again, err, sizeof(err)) == 0);
+		if (capture_parse(b.buf_data, b.buf_len, &again, err, sizeof(err)) < 0) {
+			fprintf(stderr, "fuzz: the capture written again does not read back: %s\n%.*s\n",
+			        err, (int)b.buf_len, b.buf_data);
+			abort();
+		}
 		FUZZ_CHECK(strcmp(again.cr_provider, rec.cr_provider) == 0);
 		FUZZ_CHECK(strcmp(again.cr_req.hr_method, rec.cr_req.hr_method) == 0);
 		FUZZ_CHECK(strcmp(again.cr_req.hr_url, rec.cr_req.hr_url) == 0);

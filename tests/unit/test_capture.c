@@ -283,6 +283,11 @@ static void test_capture_parse_time_reads_rfc3339_and_dates(void **state)
 	assert_int_equal(capture_parse_time("yesterday", &ms), -1);
 	assert_int_equal(capture_parse_time("2026-13-02", &ms), -1);
 	assert_int_equal(capture_parse_time("2026-12-02T10:20:12Zjunk", &ms), -1);
+	/* received-ms is never negative: a capture read back must write again. */
+	assert_int_equal(capture_parse_time("1013-12-02T10:00:00.120Z", &ms), -1);
+	assert_int_equal(capture_parse_time("1970-01-01T00:30:00+01:00", &ms), -1);
+	assert_int_equal(capture_parse_time("1970-01-01T00:00:00Z", &ms), 0);
+	assert_int_equal(ms, 0);
 }
 
 static void test_capture_rfc3339_prints_milliseconds_in_utc(void **state)
