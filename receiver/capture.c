@@ -176,8 +176,10 @@ int capture_parse_time(const char *s, int64_t *ret_ms)
 	tm.tm_min = min;
 	tm.tm_sec = sec;
 	t = timegm(&tm);
-	/* Nothing was received before 1970: received-ms is never negative. */
-	if (t == (time_t)-1 || (int64_t)t - offset_s < 0) {
+	/* Nothing was received before 1970, and received-at has four digits
+	 * of year: a time read here can always be written again. */
+	if (t == (time_t)-1 || (int64_t)t - offset_s < 0 ||
+	    ((int64_t)t - offset_s) * 1000 + ms > CAPTURE_TIME_MAX_MS) {
 		return -1;
 	}
 	*ret_ms = ((int64_t)t - offset_s) * 1000 + ms;
@@ -664,8 +666,9 @@ static int capture_parse_meta(char *data, size_t len, size_t *pos, struct captur
 			value++;
 		}
 		if (strcmp(line, "received-ms") == 0) {
-			if (capture_parse_i64(value, &mp->mp_received_ms) < 0) {
-				capture_err(err, err_size, "corrupted: received-ms is not a number");
+			if (capture_parse_i64(value, &mp->mp_received_ms) < 0 ||
+			    mp->mp_received_ms > CAPTURE_TIME_MAX_MS) {
+				capture_err(err, err_size, "corrupted: received-ms is not a number before the year 10000");
 				return -1;
 			}
 			mp->mp_have_ms = 1;

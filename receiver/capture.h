@@ -38,6 +38,7 @@ struct buf;
 #define CAPTURE_BODY_MAX (64 * 1024 * 1024) /* bytes of body a capture may hold */
 #define CAPTURE_PROVIDER_MAX 128 /* bytes of a provider instance name */
 #define CAPTURE_RETENTION_DEFAULT_S (30 * 86400) /* [capture] retention */
+#define CAPTURE_TIME_MAX_MS 253402300799999LL /* ms at 9999-12-31T23:59:59.999Z */
 #define CAPTURE_DIR_DEFAULT "./var/captures" /* [capture] dir */
 
 struct capture;
@@ -104,7 +105,8 @@ void capture_rfc3339(int64_t ms, char out[32]);
 
 /* Parses RFC 3339 ("2026-12-02T10:20:12Z", fractional seconds and numeric
  * offsets allowed) or a bare date ("2026-12-02", midnight UTC) into ms since
- * the epoch. Returns 0, or -1 (also for a time before 1970). */
+ * the epoch. Returns 0, or -1 (also for a time before 1970 or after
+ * CAPTURE_TIME_MAX_MS). */
 int capture_parse_time(const char *s, int64_t *ret_ms);
 
 /* Deletes capture files of the [capture] dir whose UTC day ended more than

@@ -256,6 +256,10 @@ static void test_capture_reader_rejects_corrupted_metadata(void **state)
 		"idemhook-capture 1\nreceived-ms: 1\nprovider: s\nbody-length: 0\n\nPOST / HTTP/1.1\r\nNoColon\r\n\r\n";
 	static const char huge[] =
 		"idemhook-capture 1\nreceived-ms: 1\nprovider: s\nbody-length: 99999999999\n\nPOST / HTTP/1.1\r\n\r\n";
+	static const char far[] = "idemhook-capture 1\nreceived-ms: 179620560012600120\nprovider: s\n"
+				  "body-length: 0\n\nPOST / HTTP/1.1\r\n\r\n";
+	static const char old[] = "idemhook-capture 1\nreceived-at: 1013-12-02T10:00:00.120Z\nprovider: s\n"
+				  "body-length: 0\n\nPOST / HTTP/1.1\r\n\r\n";
 
 	expect_parse_error(no_length, sizeof(no_length) - 1, "body-length is missing");
 	expect_parse_error(bad_length, sizeof(bad_length) - 1, "body-length is not a number");
@@ -265,6 +269,9 @@ static void test_capture_reader_rejects_corrupted_metadata(void **state)
 	expect_parse_error(bad_request, sizeof(bad_request) - 1, "request line");
 	expect_parse_error(bad_header, sizeof(bad_header) - 1, "header line 1");
 	expect_parse_error(huge, sizeof(huge) - 1, "over the limit");
+	/* Found by fuzzing: times that could be read but not written again. */
+	expect_parse_error(far, sizeof(far) - 1, "received-ms");
+	expect_parse_error(old, sizeof(old) - 1, "received-at");
 }
 
 static void test_capture_parse_time_reads_rfc3339_and_dates(void **state)
@@ -288,6 +295,9 @@ static void test_capture_parse_time_reads_rfc3339_and_dates(void **state)
 	assert_int_equal(capture_parse_time("1970-01-01T00:30:00+01:00", &ms), -1);
 	assert_int_equal(capture_parse_time("1970-01-01T00:00:00Z", &ms), 0);
 	assert_int_equal(ms, 0);
+	assert_int_equal(capture_parse_time("9999-12-31T23:59:59.999Z", &ms), 0);
+	assert_int_equal(ms, CAPTURE_TIME_MAX_MS);
+	assert_int_equal(capture_parse_time("9999-12-31T23:59:59-00:01", &ms), -1);
 }
 
 static void test_capture_rfc3339_prints_milliseconds_in_utc(void **state)
