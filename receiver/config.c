@@ -612,32 +612,40 @@ static size_t config_distance(const char *a, const char *b)
 	return rows[(n + 2) % 3][m];
 }
 
-/* Keeps candidate in best (best_size bytes) when it is closer to typed than
- * what is there and close enough to be a likely typo. A pattern "*_on" is
- * tried as typed's own prefix before each '_' followed by "_on". */
-static void config_closer(const char *typed, const char *candidate, char *best, size_t best_size,
-			  size_t *best_d)
+/* Keeps the plain name candidate in best (best_size bytes) when it is closer
+ * to typed than what is there and close enough to be a likely typo. */
+static void config_closer_name(const char *typed, const char *candidate, char *best,
+			       size_t best_size, size_t *best_d)
 {
 	size_t len = strlen(typed);
 	size_t limit = len <= 4 ? 1 : len <= 8 ? 2 : 3;
-	char formed[CONFIG_LINE_MAX + 1];
-	size_t d;
-	size_t k;
+	size_t d = config_distance(typed, candidate);
 
-	if (candidate[0] == '*') {
-		for (k = 1; k < len; k++) {
-			if (typed[k] == '_' &&
-			    snprintf(formed, sizeof(formed), "%.*s%s", (int)k, typed, candidate + 1) <
-				    (int)sizeof(formed)) {
-				config_closer(typed, formed, best, best_size, best_d);
-			}
-		}
-		return;
-	}
-	d = config_distance(typed, candidate);
 	if (d <= limit && d < *best_d && strlen(candidate) < best_size) {
 		memcpy(best, candidate, strlen(candidate) + 1);
 		*best_d = d;
+	}
+}
+
+/* config_closer_name for a known key or section; a pattern "*_on" is tried
+ * as typed's own prefix before each '_' followed by "_on". */
+static void config_closer(const char *typed, const char *candidate, char *best, size_t best_size,
+			  size_t *best_d)
+{
+	char formed[CONFIG_LINE_MAX + 1];
+	size_t len = strlen(typed);
+	size_t k;
+
+	if (candidate[0] != '*') {
+		config_closer_name(typed, candidate, best, best_size, best_d);
+		return;
+	}
+	for (k = 1; k < len; k++) {
+		if (typed[k] == '_' &&
+		    snprintf(formed, sizeof(formed), "%.*s%s", (int)k, typed, candidate + 1) <
+			    (int)sizeof(formed)) {
+			config_closer_name(typed, formed, best, best_size, best_d);
+		}
 	}
 }
 

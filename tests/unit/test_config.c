@@ -310,7 +310,7 @@ static void test_every_unknown_key_and_section_is_named(void **state)
 				      "[provider s]\ntype = stripe\nsecret = whsec_x\nTolerance = 60\n"
 				      "apiv3_key = x\n"
 				      "[outbound]\nnotify_url = http://127.0.0.1:9/\n"
-				      "notify_compensaton = none\n");
+				      "notify_compensaton = none\n*_onx = paid\n");
 	char *log_text = NULL;
 
 	assert_null(load_logged(path, &log_text));
@@ -325,6 +325,9 @@ static void test_every_unknown_key_and_section_is_named(void **state)
 	assert_logged(log_text, ":12: [provider s] unknown key \"apiv3_key\"");
 	assert_logged(log_text, ":15: [outbound] unknown key \"notify_compensaton\"; did you mean "
 				"\"notify_compensation\"?");
+	/* Found by fuzzing: a key that is itself a pattern ran the suggestion
+	 * into endless recursion. */
+	assert_logged(log_text, ":16: [outbound] unknown key \"*_onx\"");
 	free(log_text);
 }
 
