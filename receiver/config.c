@@ -808,6 +808,7 @@ static int config_check_known(const struct config *cf)
 			char hint[CONFIG_LINE_MAX + 1];
 			char homes[128];
 			char q[128];
+			char qs[128];
 
 			if (config_key_known(kind, p, key, hint, sizeof(hint))) {
 				continue;
@@ -815,15 +816,16 @@ static int config_check_known(const struct config *cf)
 			rc = -1;
 			if (hint[0] != '\0') {
 				log_err("config %s:%d: [%s] unknown key \"%s\"; did you mean \"%s\"?",
-					config_file_name(cf), cs->cs_kv[j].kv_line, cs->cs_name,
+					config_file_name(cf), cs->cs_kv[j].kv_line, log_quote(qs, sizeof(qs), cs->cs_name),
 					log_quote(q, sizeof(q), key), hint);
 			} else if (config_key_homes(kind, key, homes, sizeof(homes)) > 0) {
 				log_err("config %s:%d: [%s] unknown key \"%s\"; it belongs in %s",
-					config_file_name(cf), cs->cs_kv[j].kv_line, cs->cs_name,
+					config_file_name(cf), cs->cs_kv[j].kv_line, log_quote(qs, sizeof(qs), cs->cs_name),
 					log_quote(q, sizeof(q), key), homes);
 			} else {
 				log_err("config %s:%d: [%s] unknown key \"%s\"", config_file_name(cf),
-					cs->cs_kv[j].kv_line, cs->cs_name, log_quote(q, sizeof(q), key));
+					cs->cs_kv[j].kv_line, log_quote(qs, sizeof(qs), cs->cs_name),
+					log_quote(q, sizeof(q), key));
 			}
 		}
 	}
