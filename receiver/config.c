@@ -45,6 +45,7 @@ static const struct config_known_key config_known_keys[] = {
 	{"capture", "dir"},
 	{"capture", "mode"},
 	{"capture", "retention"},
+	{"client", "ca_file"},
 	{"demo", "enabled"},
 	{"gc", "batch"},
 	{"gc", "events_retention"},

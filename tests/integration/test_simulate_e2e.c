@@ -62,7 +62,8 @@ static const struct sim_case sim_cases[] = {
                 .sc_ini = "[provider shop-backend]\ntype = hmac\nsecret = "
                           "file:@DIR@/shop-backend-secret\n"
                           "header = X-Hub-Signature-256\nprefix = sha256=\nalgorithm = sha256\n"
-                          "encoding = hex\nkey_header = X-GitHub-Delivery\ntype_path = action\n"
+                          "encoding = hex\nkey_header = X-Delivery\nsigned_content = {id}.{body}\n"
+                          "type_path = action\n"
                           "paid_types = paid\nrefunded_types = refunded\norder_path = order.id\n"
                           "amount_path = order.total\ncurrency_path = order.currency\n",
                 .sc_files = {{"shop-backend-secret", "shop-secret-right", "shop-secret-wrong"}},
