@@ -15,12 +15,17 @@
 
 #define INGEST_BATCH_MAX 500 /* items in one provider request (Adyen sends ≤ 100) */
 
-/* What one claim's apply callback needs; lives on the caller's stack. */
+/* What one claim's apply callback needs, and what the handler made of its
+ * event (written on the writer thread, read after the completion). */
 struct ingest_unit {
 	const struct config *iu_cf;
 	const struct provider_conf *iu_pc;
 	const struct event *iu_ev;
 	int64_t iu_received_ms;
+	const char *iu_source; /* events.source: "callback" or "reconcile" */
+	const char *iu_effect; /* static, NULL until the handler ran */
+	char iu_reason[32];
+	char iu_order_id[ORDERS_REF_MAX];
 };
 
 const char *ingest_result_name(enum ingest_result r)
@@ -55,7 +60,7 @@ static int64_t ingest_now_ms(void)
 static int ingest_record_event(struct store_tx *tx, const struct ingest_unit *iu, const struct orders_result *res)
 {
 	const struct event *ev = iu->iu_ev;
-	struct store_value p[17];
+	struct store_value p[18];
 
 	p[0] = store_text(iu->iu_pc->pc_name);
 	p[1] = store_text(ev->ev_key);
@@ -74,24 +79,26 @@ static int ingest_record_event(struct store_tx *tx, const struct ingest_unit *iu
 	p[14] = store_int(iu->iu_received_ms);
 	p[15] = store_int(store_tx_now(tx));
 	p[16] = store_int(0);
+	p[17] = store_text(iu->iu_source);
 	/* A key whose old record expired runs again; its event row follows. */
 	return store_exec(tx,
 			  "INSERT INTO events (scope, idem_key, type, kind, order_ref, payment_ref, refund_ref, "
 			  "amount, currency, refund_cumulative, payload, outcome, effect, reason, received_at, "
-			  "processed_at, reprocessed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+			  "processed_at, reprocessed, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+			  "?, ?) "
 			  "ON CONFLICT (scope, idem_key) DO UPDATE SET type = excluded.type, kind = excluded.kind, "
 			  "order_ref = excluded.order_ref, payment_ref = excluded.payment_ref, "
 			  "refund_ref = excluded.refund_ref, amount = excluded.amount, "
 			  "currency = excluded.currency, refund_cumulative = excluded.refund_cumulative, "
 			  "payload = excluded.payload, outcome = excluded.outcome, effect = excluded.effect, "
 			  "reason = excluded.reason, received_at = excluded.received_at, "
-			  "processed_at = excluded.processed_at",
-			  p, 17, NULL);
+			  "processed_at = excluded.processed_at, source = excluded.source",
+			  p, 18, NULL);
 }
 
 static int ingest_apply(struct store_tx *tx, void *arg, struct reply *ret_reply)
 {
-	const struct ingest_unit *iu = arg;
+	struct ingest_unit *iu = arg;
 	const struct event *ev = iu->iu_ev;
 	struct orders_conf oc;
 	struct orders_result res;
@@ -122,6 +129,9 @@ static int ingest_apply(struct store_tx *tx, void *arg, struct reply *ret_reply)
 	if (res.or_refused) {
 		metrics_unapplied(iu->iu_pc->pc_name, res.or_reason);
 	}
+	iu->iu_effect = res.or_effect;
+	snprintf(iu->iu_reason, sizeof(iu->iu_reason), "%s", res.or_refused ? res.or_reason : "");
+	snprintf(iu->iu_order_id, sizeof(iu->iu_order_id), "%s", res.or_order_id);
 	if (ingest_record_event(tx, iu, &res) < 0) {
 		return STORE_APPLY_TRANSIENT;
 	}
@@ -256,6 +266,51 @@ void ingest_job_destroy(struct ingest_job *job)
 	free(job);
 }
 
+/* A job for the events of batch (taken over: left empty, also on failure),
+ * one claim per event. NULL when out of memory. */
+static struct ingest_job *ingest_job_create(const struct config *cf, const struct provider_conf *pc,
+					    struct event_batch *batch, int64_t now_ms, int64_t received_ms,
+					    const char *source)
+{
+	struct ingest_job *job = calloc(1, sizeof(*job));
+	size_t i;
+
+	if (job == NULL) {
+		event_batch_finish(batch);
+		return NULL;
+	}
+	job->ij_cf = cf;
+	job->ij_pc = pc;
+	job->ij_batch = *batch;
+	memset(batch, 0, sizeof(*batch));
+	job->ij_claims = calloc(job->ij_batch.eb_n, sizeof(*job->ij_claims));
+	job->ij_units = calloc(job->ij_batch.eb_n, sizeof(*job->ij_units));
+	if (job->ij_claims == NULL || job->ij_units == NULL) {
+		ingest_job_destroy(job);
+		return NULL;
+	}
+	for (i = 0; i < job->ij_batch.eb_n; i++) {
+		const struct event *ev = &job->ij_batch.eb_events[i];
+		struct store_claim *c = &job->ij_claims[i];
+
+		job->ij_units[i].iu_cf = cf;
+		job->ij_units[i].iu_pc = pc;
+		job->ij_units[i].iu_ev = ev;
+		job->ij_units[i].iu_received_ms = received_ms;
+		job->ij_units[i].iu_source = source != NULL ? source : INGEST_SOURCE_CALLBACK;
+		c->sc_scope = pc->pc_name;
+		c->sc_key = ev->ev_key;
+		memcpy(c->sc_fingerprint, ev->ev_fingerprint, EVENT_FINGERPRINT_LEN);
+		c->sc_now_ms = now_ms;
+		c->sc_retention_ms = pc->pc_retention_s * 1000;
+		c->sc_lease_ms = cf->cf_lease_s * 1000;
+		c->sc_apply = ingest_apply;
+		c->sc_arg = &job->ij_units[i];
+		reply_init(&c->sc_reply);
+	}
+	return job;
+}
+
 int ingest_prepare(struct store *st, const struct config *cf, const struct provider_conf *pc,
 		   const struct http_request *req, const struct ingest_options *opt, struct ingest_job **ret_job,
 		   struct reply *ret, struct ingest_report *ret_report)
@@ -265,7 +320,6 @@ int ingest_prepare(struct store *st, const struct config *cf, const struct provi
 	struct ingest_job *job = NULL;
 	int64_t now_ms = opt != NULL && opt->io_now_ms != 0 ? opt->io_now_ms : ingest_now_ms();
 	int64_t verify_s = opt != NULL && opt->io_verify_s != 0 ? opt->io_verify_s : now_ms / 1000;
-	size_t i;
 	int rc;
 
 	*ret_job = NULL;
@@ -294,37 +348,30 @@ int ingest_prepare(struct store *st, const struct config *cf, const struct provi
 		rc = ingest_error(pc, 413, "batch_too_large", "Too many items in one request.", 0, ret);
 		return ingest_outcome_header(rc, ret, ret_report);
 	}
-	job = calloc(1, sizeof(*job));
+	job = ingest_job_create(cf, pc, &batch, now_ms,
+				req->hr_received_ms != 0 ? req->hr_received_ms : now_ms,
+				opt != NULL ? opt->io_source : NULL);
 	if (job == NULL) {
-		event_batch_finish(&batch);
 		return -1;
 	}
-	job->ij_cf = cf;
-	job->ij_pc = pc;
-	job->ij_batch = batch;
-	job->ij_claims = calloc(batch.eb_n, sizeof(*job->ij_claims));
-	job->ij_units = calloc(batch.eb_n, sizeof(*job->ij_units));
-	if (job->ij_claims == NULL || job->ij_units == NULL) {
-		ingest_job_destroy(job);
-		return -1;
-	}
-	for (i = 0; i < batch.eb_n; i++) {
-		const struct event *ev = &job->ij_batch.eb_events[i];
-		struct store_claim *c = &job->ij_claims[i];
+	*ret_job = job;
+	return 0;
+}
 
-		job->ij_units[i].iu_cf = cf;
-		job->ij_units[i].iu_pc = pc;
-		job->ij_units[i].iu_ev = ev;
-		job->ij_units[i].iu_received_ms = req->hr_received_ms != 0 ? req->hr_received_ms : now_ms;
-		c->sc_scope = pc->pc_name;
-		c->sc_key = ev->ev_key;
-		memcpy(c->sc_fingerprint, ev->ev_fingerprint, EVENT_FINGERPRINT_LEN);
-		c->sc_now_ms = now_ms;
-		c->sc_retention_ms = pc->pc_retention_s * 1000;
-		c->sc_lease_ms = cf->cf_lease_s * 1000;
-		c->sc_apply = ingest_apply;
-		c->sc_arg = &job->ij_units[i];
-		reply_init(&c->sc_reply);
+int ingest_prepare_events(const struct config *cf, const struct provider_conf *pc, struct event_batch *batch,
+			  const struct ingest_options *opt, struct ingest_job **ret_job)
+{
+	int64_t now_ms = opt != NULL && opt->io_now_ms != 0 ? opt->io_now_ms : ingest_now_ms();
+	struct ingest_job *job;
+
+	*ret_job = NULL;
+	if (batch->eb_n == 0 || batch->eb_n > INGEST_BATCH_MAX) {
+		event_batch_finish(batch);
+		return -1;
+	}
+	job = ingest_job_create(cf, pc, batch, now_ms, now_ms, opt != NULL ? opt->io_source : NULL);
+	if (job == NULL) {
+		return -1;
 	}
 	*ret_job = job;
 	return 0;
@@ -382,7 +429,7 @@ int ingest_finish(struct ingest_job *job, struct reply *ret, struct ingest_repor
 	return ingest_outcome_header(rc, ret, ret_report);
 }
 
-/* For the blocking ingest_hook: one waiter. */
+/* For ingest_submit_wait: one waiter. */
 struct ingest_wait {
 	pthread_mutex_t iw_mutex;
 	pthread_cond_t iw_cond;
@@ -399,11 +446,59 @@ static void ingest_wait_done(void *arg)
 	pthread_mutex_unlock(&iw->iw_mutex);
 }
 
+void ingest_submit_wait(struct store *st, struct ingest_job *job)
+{
+	struct ingest_wait iw = {.iw_mutex = PTHREAD_MUTEX_INITIALIZER, .iw_cond = PTHREAD_COND_INITIALIZER};
+
+	ingest_submit(st, job, ingest_wait_done, &iw);
+	pthread_mutex_lock(&iw.iw_mutex);
+	while (!iw.iw_done) {
+		pthread_cond_wait(&iw.iw_cond, &iw.iw_mutex);
+	}
+	pthread_mutex_unlock(&iw.iw_mutex);
+	pthread_cond_destroy(&iw.iw_cond);
+	pthread_mutex_destroy(&iw.iw_mutex);
+}
+
+size_t ingest_job_count(const struct ingest_job *job)
+{
+	return job->ij_batch.eb_n;
+}
+
+void ingest_job_item(const struct ingest_job *job, size_t i, struct ingest_item *ret)
+{
+	const struct store_claim *c = &job->ij_claims[i];
+	const struct ingest_unit *iu = &job->ij_units[i];
+
+	memset(ret, 0, sizeof(*ret));
+	ret->ii_event = &job->ij_batch.eb_events[i];
+	switch (c->sc_outcome) {
+	case STORE_NEW:
+	case STORE_CLAIMED:
+		ret->ii_result = c->sc_status == STORE_STATUS_FAILED ? INGEST_FAILED : INGEST_NEW;
+		ret->ii_effect = iu->iu_effect;
+		ret->ii_reason = iu->iu_reason[0] != '\0' ? iu->iu_reason : NULL;
+		ret->ii_order_id = iu->iu_order_id[0] != '\0' ? iu->iu_order_id : NULL;
+		break;
+	case STORE_REPLAYED:
+		ret->ii_result = INGEST_DUPLICATE;
+		break;
+	case STORE_MISMATCH:
+		ret->ii_result = INGEST_MISMATCH;
+		break;
+	case STORE_IN_PROGRESS:
+		ret->ii_result = INGEST_IN_PROGRESS;
+		break;
+	case STORE_TRANSIENT:
+		ret->ii_result = INGEST_TRANSIENT;
+		break;
+	}
+}
+
 int ingest_hook(struct store *st, const struct config *cf, const struct provider_conf *pc,
 		const struct http_request *req, const struct ingest_options *opt, struct reply *ret,
 		struct ingest_report *ret_report)
 {
-	struct ingest_wait iw = {.iw_mutex = PTHREAD_MUTEX_INITIALIZER, .iw_cond = PTHREAD_COND_INITIALIZER};
 	struct ingest_job *job = NULL;
 	int rc;
 
@@ -413,15 +508,8 @@ int ingest_hook(struct store *st, const struct config *cf, const struct provider
 	if (job == NULL) {
 		return 0;
 	}
-	ingest_submit(st, job, ingest_wait_done, &iw);
-	pthread_mutex_lock(&iw.iw_mutex);
-	while (!iw.iw_done) {
-		pthread_cond_wait(&iw.iw_cond, &iw.iw_mutex);
-	}
-	pthread_mutex_unlock(&iw.iw_mutex);
+	ingest_submit_wait(st, job);
 	rc = ingest_finish(job, ret, ret_report);
 	ingest_job_destroy(job);
-	pthread_cond_destroy(&iw.iw_cond);
-	pthread_mutex_destroy(&iw.iw_mutex);
 	return rc;
 }

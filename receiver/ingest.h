@@ -10,6 +10,8 @@
 #include "http.h"
 #include "reply.h"
 
+struct event;
+struct event_batch;
 struct store;
 
 enum ingest_result {
@@ -27,9 +29,14 @@ enum ingest_result {
  * does (a business refusal is acknowledged 2xx like a new event). */
 #define INGEST_OUTCOME_HEADER "Idemhook-Outcome"
 
+/* Where an event came from (events.source). */
+#define INGEST_SOURCE_CALLBACK "callback" /* the provider sent it */
+#define INGEST_SOURCE_RECONCILE "reconcile" /* reconciliation asked the provider */
+
 struct ingest_options {
 	int64_t io_now_ms; /* the clock for records; 0 = now */
 	int64_t io_verify_s; /* time to check signature timestamps against; 0 = io_now_ms */
+	const char *io_source; /* INGEST_SOURCE_*; NULL = INGEST_SOURCE_CALLBACK */
 };
 
 #define INGEST_KEY_LOG_MAX 128 /* bytes of the first key kept for the log line */
@@ -54,6 +61,14 @@ int ingest_prepare(struct store *st, const struct config *cf, const struct provi
 		   const struct http_request *req, const struct ingest_options *opt, struct ingest_job **ret_job,
 		   struct reply *ret, struct ingest_report *ret_report);
 
+/* Like ingest_prepare, for events that did not arrive as a request: a
+ * provider's answers to reconciliation (docs/reconcile.md), verified and
+ * normalised by its profile already, given the same claims, handlers and
+ * outbox as a callback's. Takes batch over (left empty, also on failure).
+ * Returns 0 with *ret_job set, or -1 (no events, too many, out of memory). */
+int ingest_prepare_events(const struct config *cf, const struct provider_conf *pc, struct event_batch *batch,
+			  const struct ingest_options *opt, struct ingest_job **ret_job);
+
 /* Queues the job's claims in one transaction without waiting; done(arg)
  * runs once they committed (or failed), as for store_submit_async, maybe
  * before this returns. Then call ingest_finish. */
@@ -64,6 +79,24 @@ void ingest_submit(struct store *st, struct ingest_job *job, void (*done)(void *
  * INGEST_OUTCOME_HEADER (so does ingest_prepare when it answers). Returns 0, or -1
  * when no answer could be built (out of memory). */
 int ingest_finish(struct ingest_job *job, struct reply *ret, struct ingest_report *ret_report);
+
+/* ingest_submit, waiting for its completion. Never call it from one. */
+void ingest_submit_wait(struct store *st, struct ingest_job *job);
+
+/* What became of one event of a job, once its claims completed. Unlike
+ * ingest_finish, it counts nothing in the metrics (reconciliation meets
+ * known events on purpose: they are not duplicate deliveries). */
+struct ingest_item {
+	const struct event *ii_event; /* borrowed from the job */
+	enum ingest_result ii_result; /* new, failed (refused by business rules), replayed,
+					 mismatch, in_progress or transient */
+	const char *ii_effect; /* new and failed: what the handler did ("paid", "noop", ...), static */
+	const char *ii_reason; /* failed: the refusal slug ("unknown_order"), borrowed */
+	const char *ii_order_id; /* new and failed: the order the event is about, or NULL; borrowed */
+};
+
+size_t ingest_job_count(const struct ingest_job *job);
+void ingest_job_item(const struct ingest_job *job, size_t i, struct ingest_item *ret);
 
 /* NULL is a no-op. */
 void ingest_job_destroy(struct ingest_job *job);

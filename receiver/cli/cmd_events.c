@@ -23,11 +23,13 @@
 static void cmd_events_usage(FILE *out)
 {
 	fprintf(out,
-	        "usage: idemhook [-c FILE] events list [--status done|failed] [--provider NAME] "
-	        "[--limit N]\n"
+	        "usage: idemhook [-c FILE] events list [--status done|failed] [--provider NAME]\n"
+	        "                                  [--source callback|reconcile] [--limit N]\n"
 	        "       idemhook [-c FILE] events show ID\n"
 	        "       idemhook [-c FILE] events reprocess ID\n\n"
-	        "list shows processed callbacks, newest first (default limit 50).\n"
+	        "list shows processed callbacks, newest first (default limit 50); SOURCE says\n"
+	        "whether the provider sent the event (callback) or reconciliation asked for it\n"
+	        "(reconcile, see idemhook reconcile).\n"
 	        "show prints one event with its stored semantic payload.\n"
 	        "reprocess runs a failed event through the business handler again (for\n"
 	        "example after its missing order was created): the order still moves only\n"
@@ -40,6 +42,7 @@ static void cmd_events_usage(FILE *out)
 struct cmd_events_list {
 	const char *el_status;
 	const char *el_provider;
+	const char *el_source;
 	int64_t el_limit;
 	int64_t el_n;
 };
@@ -50,13 +53,14 @@ static int cmd_events_list_row(void *arg, const struct store_row *row)
 	char when[32];
 
 	if (el->el_n == 0) {
-		printf("%-8s %-20s %-16s %-32s %-17s %-26s %-7s %s\n", "ID", "RECEIVED", "PROVIDER",
-		       "KEY", "KIND", "ORDER", "OUTCOME", "DETAIL");
+		printf("%-8s %-20s %-16s %-9s %-32s %-17s %-26s %-7s %s\n", "ID", "RECEIVED",
+		       "PROVIDER", "SOURCE", "KEY", "KIND", "ORDER", "OUTCOME", "DETAIL");
 	}
 	el->el_n++;
 	cli_format_time(store_row_int(row, 1), when);
-	printf("%-8" PRId64 " %-20s %-16.16s %-32.32s %-17.17s %-26.26s %-7s %s%s\n",
+	printf("%-8" PRId64 " %-20s %-16.16s %-9.9s %-32.32s %-17.17s %-26.26s %-7s %s%s\n",
 	       store_row_int(row, 0), when, cli_or_dash(store_row_text(row, 2)),
+	       cli_or_dash(store_row_text(row, 9)),
 	       cli_or_dash(store_row_text(row, 3)),
 	       cli_or_dash(store_row_text(row, 4)),
 	       cli_or_dash(store_row_text(row, 5)),
@@ -69,18 +73,19 @@ static int cmd_events_list_row(void *arg, const struct store_row *row)
 static int cmd_events_list_unit(struct store_tx *tx, void *arg)
 {
 	struct cmd_events_list *el = arg;
-	struct store_value p[5] = {
+	struct store_value p[7] = {
 	        store_text(el->el_status),   store_text(el->el_status), store_text(el->el_provider),
-	        store_text(el->el_provider), store_int(el->el_limit),
+	        store_text(el->el_provider), store_text(el->el_source), store_text(el->el_source),
+	        store_int(el->el_limit),
 	};
 
 	return store_query_each(
 	        tx,
 	        "SELECT id, received_at, scope, idem_key, kind, order_ref, outcome,"
-	        " CASE outcome WHEN 'failed' THEN reason ELSE effect END, reprocessed"
+	        " CASE outcome WHEN 'failed' THEN reason ELSE effect END, reprocessed, source"
 	        " FROM events WHERE (? IS NULL OR outcome = ?) AND (? IS NULL OR scope = ?)"
-	        " ORDER BY id DESC LIMIT ?",
-	        p, 5, cmd_events_list_row, el);
+	        " AND (? IS NULL OR source = ?) ORDER BY id DESC LIMIT ?",
+	        p, 7, cmd_events_list_row, el);
 }
 
 static int cmd_events_list(int argc, char **argv, struct store *st)
@@ -88,6 +93,7 @@ static int cmd_events_list(int argc, char **argv, struct store *st)
 	static const struct option opts[] = {
 	        {"status", required_argument, NULL, 's'},
 	        {"provider", required_argument, NULL, 'p'},
+	        {"source", required_argument, NULL, 'o'},
 	        {"limit", required_argument, NULL, 'n'},
 	        {NULL, 0, NULL, 0},
 	};
@@ -98,7 +104,7 @@ static int cmd_events_list(int argc, char **argv, struct store *st)
 	el.el_limit = CMD_EVENTS_LIMIT_DEFAULT;
 	optind = 0;
 	for (;;) {
-		c = getopt_long(argc, argv, "s:p:n:", opts, NULL);
+		c = getopt_long(argc, argv, "s:p:o:n:", opts, NULL);
 		if (c == -1) {
 			break;
 		}
@@ -110,6 +116,12 @@ static int cmd_events_list(int argc, char **argv, struct store *st)
 			el.el_status = optarg;
 		} else if (c == 'p') {
 			el.el_provider = optarg;
+		} else if (c == 'o') {
+			if (strcmp(optarg, "callback") != 0 && strcmp(optarg, "reconcile") != 0) {
+				fprintf(stderr, "idemhook events: --source is callback or reconcile\n");
+				return EX_USAGE;
+			}
+			el.el_source = optarg;
 		} else if (c == 'n') {
 			if (cli_parse_id(optarg, &el.el_limit) < 0 ||
 			    el.el_limit > CMD_EVENTS_LIMIT_MAX) {
@@ -166,14 +178,15 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 		       cli_or_dash(store_row_text(row, 9)),
 		       store_row_int(row, 10) ? " (refunded total so far)" : "");
 	}
-	printf("outcome:         %s\n"
+	printf("source:          %s\n"
+	       "outcome:         %s\n"
 	       "effect:          %s\n"
 	       "reason:          %s\n"
 	       "received:        %s\n"
 	       "processed:       %s\n"
 	       "reprocessed:     %" PRId64 " time(s)\n"
 	       "payload:\n",
-	       cli_or_dash(store_row_text(row, 12)),
+	       cli_or_dash(store_row_text(row, 18)), cli_or_dash(store_row_text(row, 12)),
 	       cli_or_dash(store_row_text(row, 13)),
 	       cli_or_dash(store_row_text(row, 14)), received, processed,
 	       store_row_int(row, 17));
@@ -188,7 +201,7 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 #define CMD_EVENTS_COLUMNS                                                                         \
 	"id, scope, idem_key, type, kind, order_ref, payment_ref, refund_ref, amount, currency,"   \
 	" refund_cumulative, payload, outcome, effect, reason, received_at, processed_at, "        \
-	"reprocessed"
+	"reprocessed, source"
 
 struct cmd_events_one {
 	int64_t eo_id;
