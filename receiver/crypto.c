@@ -640,6 +640,48 @@ int crypto_rsa_generate(unsigned bits, char **ret_private_pem, char **ret_public
 	return 0;
 }
 
+/* 1 when text holds a PEM "-----BEGIN" line. */
+static int crypto_has_pem_header(const char *text, size_t len)
+{
+	static const char begin[] = "-----BEGIN";
+	size_t i;
+
+	for (i = 0; i + sizeof(begin) - 1 <= len; i++) {
+		if (memcmp(text + i, begin, sizeof(begin) - 1) == 0) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* The base64 of a DER private key, PKCS#8 or PKCS#1 RSA, as Alipay's key
+ * tool writes it: one line, surrounding whitespace ignored. */
+static EVP_PKEY *crypto_privkey_from_der_b64(const char *text, size_t len)
+{
+	unsigned char *der = NULL;
+	const unsigned char *p;
+	size_t der_len = 0;
+	EVP_PKEY *pkey;
+
+	while (len > 0 &&
+	       (text[len - 1] == '\n' || text[len - 1] == '\r' || text[len - 1] == ' ')) {
+		len--;
+	}
+	while (len > 0 && (text[0] == ' ' || text[0] == '\n' || text[0] == '\r')) {
+		text++;
+		len--;
+	}
+	if (crypto_base64_decode(text, len, &der, &der_len) < 0 || der_len > INT32_MAX) {
+		free(der);
+		return NULL;
+	}
+	p = der;
+	pkey = d2i_AutoPrivateKey(NULL, &p, (long)der_len);
+	explicit_bzero(der, der_len);
+	free(der);
+	return pkey;
+}
+
 struct crypto_privkey *crypto_privkey_load(const char *pem, size_t len)
 {
 	struct crypto_privkey *key;
@@ -649,12 +691,16 @@ struct crypto_privkey *crypto_privkey_load(const char *pem, size_t len)
 	if (len > INT32_MAX) {
 		return NULL;
 	}
-	bio = BIO_new_mem_buf(pem, (int)len);
-	if (bio == NULL) {
-		return NULL;
+	if (crypto_has_pem_header(pem, len)) {
+		bio = BIO_new_mem_buf(pem, (int)len);
+		if (bio == NULL) {
+			return NULL;
+		}
+		pkey = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
+		BIO_free(bio);
+	} else {
+		pkey = crypto_privkey_from_der_b64(pem, len);
 	}
-	pkey = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
-	BIO_free(bio);
 	if (pkey == NULL) {
 		/* OpenSSL's message names no key material. */
 		crypto_log_openssl("loading a private key");

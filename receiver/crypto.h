@@ -68,7 +68,9 @@ struct crypto_privkey;
  * or -1 (logged). */
 int crypto_rsa_generate(unsigned bits, char **ret_private_pem, char **ret_public_pem);
 
-/* Loads an unencrypted PEM private key. NULL on failure (logged, never the key). */
+/* Loads an unencrypted private key: PEM, or the base64 of its DER (PKCS#8
+ * or PKCS#1 RSA, Alipay's key tool's one line). NULL on failure (logged,
+ * never the key). */
 struct crypto_privkey *crypto_privkey_load(const char *pem, size_t len);
 void crypto_privkey_destroy(struct crypto_privkey *key);
 
