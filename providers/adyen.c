@@ -715,6 +715,17 @@ static int adyen_sign(const struct provider_conf *pc, const void *body, size_t b
 	return -1;
 }
 
+/* Adyen offers no API that lists past webhook events or tells a payment's
+ * outcome by our reference; its Customer Area resends what failed. */
+static enum provider_reconcile_mode adyen_reconcile_mode(const struct provider_conf *pc,
+                                                         const char **ret_why)
+{
+	*ret_why = "Adyen has no API to ask for past webhook events: it retries a failed delivery "
+	           "for up to 30 days, and its Customer Area (Developers > Webhooks > the "
+	           "endpoint > Troubleshoot) lists the failed ones and sends them again";
+	return PROVIDER_RECONCILE_NONE;
+}
+
 static const char *const adyen_keys[] = {"hmac_key", "basic_user", "basic_password",
                                          "merchant_account", NULL};
 
@@ -730,4 +741,5 @@ const struct provider provider_adyen = {
         .p_error = provider_problem,
         .p_sign = adyen_sign,
         .p_simulate = adyen_simulate,
+        .p_reconcile_mode = adyen_reconcile_mode,
 };

@@ -8,8 +8,11 @@
 #include <strings.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "buf.h"
 #include "crypto.h"
+#include "json.h"
 #include "log.h"
 #include "money.h"
 #include "providers.h"
@@ -18,6 +21,10 @@
 #define ALIPAY_PARAMS_MAX 128             /* fields in one notification */
 #define ALIPAY_KEYS_MAX 4                 /* Alipay public keys per instance (rotation) */
 #define ALIPAY_RETRY_WINDOW_S (25 * 3600) /* 8 tries within 25 h */
+#define ALIPAY_GATEWAY_DEFAULT "https://openapi.alipay.com/gateway.do"
+#define ALIPAY_QUERY_METHOD "alipay.trade.query"
+#define ALIPAY_QUERY_RESPONSE "alipay_trade_query_response"
+#define ALIPAY_ERROR_RESPONSE "error_response"
 
 struct alipay_state {
 	struct crypto_pubkey *as_keys[ALIPAY_KEYS_MAX];
@@ -25,6 +32,10 @@ struct alipay_state {
 	char *as_app_id;
 	char *as_seller_id;  /* NULL: not checked */
 	char as_currency[4]; /* what total_amount is in, default CNY */
+	/* Reconciliation: the app's private key (signs alipay.trade.query), or
+	 * NULL; and the gateway it is sent to. */
+	struct crypto_privkey *as_app_key;
+	char *as_gateway;
 };
 
 struct alipay_param {
@@ -52,6 +63,8 @@ static void alipay_destroy(void *state)
 	}
 	free(st->as_app_id);
 	free(st->as_seller_id);
+	crypto_privkey_destroy(st->as_app_key);
+	free(st->as_gateway);
 	free(st);
 }
 
@@ -125,6 +138,10 @@ static int alipay_create(const struct provider_conf *pc, void **ret_state)
 		if (st->as_seller_id == NULL) {
 			goto fail;
 		}
+	}
+	if (provider_privkey_load(pc, "app_private_key", &st->as_app_key) < 0 ||
+	    provider_base_url(pc, "gateway_url", ALIPAY_GATEWAY_DEFAULT, &st->as_gateway) < 0) {
+		goto fail;
 	}
 	*ret_state = st;
 	return 0;
@@ -734,7 +751,452 @@ static int alipay_sign(const struct provider_conf *pc, const void *body, size_t 
 	return -1;
 }
 
-static const char *const alipay_keys[] = {"app_id", "seller_id", "public_key", "currency", NULL};
+/* ---- reconciliation: alipay.trade.query ----
+ *
+ * The request is signed as every OpenAPI request: every parameter but sign
+ * (sign_type included, empty values left out) sorted by name, joined as
+ * k=v with '&', SHA256withRSA with the app's private key, base64. The
+ * answer is {"alipay_trade_query_response":{...},"sign":"..."} and its
+ * signature covers the JSON text of the _response value exactly as sent,
+ * verified with the Alipay public key (docs/reconcile.md has the sources). */
+
+static enum provider_reconcile_mode alipay_reconcile_mode(const struct provider_conf *pc,
+                                                          const char **ret_why)
+{
+	const struct alipay_state *st = pc->pc_state;
+
+	*ret_why = NULL;
+	if (st == NULL || st->as_app_key == NULL) {
+		*ret_why = "no app_private_key: give the instance the app's private key "
+		           "(app_private_key = credential:NAME) so that reconciliation can sign "
+		           "alipay.trade.query";
+		return PROVIDER_RECONCILE_NONE;
+	}
+	return PROVIDER_RECONCILE_ORDERS;
+}
+
+static int alipay_reconcile_request(const struct provider_conf *pc, const struct provider_query *q,
+                                    int64_t now_s, struct provider_request *ret)
+{
+	const struct alipay_state *st = pc->pc_state;
+	time_t t = (time_t)(now_s + 8 * 3600); /* Alipay reads Beijing time */
+	struct alipay_form f;
+	const struct alipay_param *sorted[ALIPAY_PARAMS_MAX];
+	struct buf biz;
+	struct buf signed_text;
+	char when[32];
+	struct tm tm;
+	unsigned char *sig = NULL;
+	size_t sig_len = 0;
+	char *sig_b64 = NULL;
+	size_t n;
+	size_t i;
+	int rc = -1;
+
+	memset(&f, 0, sizeof(f));
+	buf_init(&biz, 0);
+	buf_init(&signed_text, 0);
+	if (gmtime_r(&t, &tm) == NULL ||
+	    strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm) == 0 ||
+	    buf_puts(&biz, "{\"out_trade_no\":") < 0 || buf_json_string(&biz, q->pq_order_id) < 0 ||
+	    buf_puts(&biz, "}") < 0) {
+		goto done;
+	}
+	{
+		const char *const kv[][2] = {
+		        {"app_id", st->as_app_id}, {"method", ALIPAY_QUERY_METHOD},
+		        {"format", "JSON"},        {"charset", "utf-8"},
+		        {"sign_type", "RSA2"},     {"timestamp", when},
+		        {"version", "1.0"},        {"biz_content", biz.buf_data},
+		};
+
+		for (i = 0; i < sizeof(kv) / sizeof(kv[0]); i++) {
+			f.af_params[f.af_n].ap_key = strdup(kv[i][0]);
+			f.af_params[f.af_n].ap_value = strdup(kv[i][1]);
+			f.af_n++;
+			if (f.af_params[f.af_n - 1].ap_key == NULL ||
+			    f.af_params[f.af_n - 1].ap_value == NULL) {
+				goto done;
+			}
+		}
+	}
+	/* Unlike a notification's, a request's signed text keeps sign_type. */
+	n = 0;
+	for (i = 0; i < f.af_n; i++) {
+		sorted[n++] = &f.af_params[i];
+	}
+	qsort(sorted, n, sizeof(*sorted), alipay_param_cmp);
+	for (i = 0; i < n; i++) {
+		if ((i > 0 && buf_puts(&signed_text, "&") < 0) ||
+		    buf_printf(&signed_text, "%s=%s", sorted[i]->ap_key, sorted[i]->ap_value) < 0) {
+			goto done;
+		}
+	}
+	if (crypto_rsa_sha256_sign(st->as_app_key, signed_text.buf_data, signed_text.buf_len, &sig,
+	                           &sig_len) < 0 ||
+	    crypto_base64_encode(sig, sig_len, &sig_b64, NULL) < 0) {
+		goto done;
+	}
+	for (i = 0; i < f.af_n; i++) {
+		if (buf_puts(&ret->prq_body, f.af_params[i].ap_key) < 0 ||
+		    buf_puts(&ret->prq_body, "=") < 0 ||
+		    provider_url_encode(&ret->prq_body, f.af_params[i].ap_value) < 0 ||
+		    buf_puts(&ret->prq_body, "&") < 0) {
+			goto done;
+		}
+	}
+	if (buf_puts(&ret->prq_body, "sign=") < 0 ||
+	    provider_url_encode(&ret->prq_body, sig_b64) < 0 ||
+	    buf_puts(&ret->prq_url, st->as_gateway) < 0) {
+		goto done;
+	}
+	ret->prq_method = "POST";
+	httpc_headers_add(&ret->prq_headers, "Content-Type",
+	                  "application/x-www-form-urlencoded; charset=utf-8");
+	httpc_headers_add(&ret->prq_headers, "Accept", "application/json");
+	rc = ret->prq_headers.hch_overflow ? -1 : 0;
+done:
+	alipay_form_finish(&f);
+	buf_finish(&biz);
+	buf_finish(&signed_text);
+	free(sig);
+	free(sig_b64);
+	return rc;
+}
+
+/* Past the JSON value that starts at text[i] (nested objects, arrays and
+ * strings with their escapes included); returns the index after it, or 0
+ * when it is malformed or cut short. */
+static size_t alipay_json_skip(const char *text, size_t len, size_t i)
+{
+	static const char delimiters[] = ",}] \t\r\n";
+	size_t depth = 0;
+	size_t from = i;
+
+	if (i >= len) {
+		return 0;
+	}
+	if (text[i] != '"' && text[i] != '{' && text[i] != '[') {
+		/* A number, true, false or null: up to the next delimiter. */
+		while (i < len && memchr(delimiters, text[i], sizeof(delimiters) - 1) == NULL) {
+			i++;
+		}
+		return i > from ? i : 0;
+	}
+	for (;;) {
+		if (i >= len) {
+			return 0;
+		}
+		if (text[i] == '"') {
+			for (i++; i < len && text[i] != '"'; i++) {
+				if (text[i] == '\\') {
+					i++;
+				}
+			}
+			if (i >= len) {
+				return 0;
+			}
+		} else if (text[i] == '{' || text[i] == '[') {
+			depth++;
+		} else if (text[i] == '}' || text[i] == ']') {
+			if (depth == 0) {
+				return 0;
+			}
+			depth--;
+		}
+		i++;
+		if (depth == 0) {
+			return i;
+		}
+	}
+}
+
+static size_t alipay_json_space(const char *text, size_t len, size_t i)
+{
+	while (i < len &&
+	       (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n')) {
+		i++;
+	}
+	return i;
+}
+
+/* The exact text of the value of top-level key in the JSON object text:
+ * what Alipay's signature covers. Returns 1 with the span, 0 when the key
+ * is absent, -1 when the text is malformed or holds the key twice. */
+static int alipay_json_span(const char *text, size_t len, const char *key, size_t *ret_start,
+                            size_t *ret_len)
+{
+	size_t klen = strlen(key);
+	size_t i = alipay_json_space(text, len, 0);
+	int found = 0;
+
+	if (i >= len || text[i] != '{') {
+		return -1;
+	}
+	i = alipay_json_space(text, len, i + 1);
+	if (i < len && text[i] == '}') {
+		return 0;
+	}
+	for (;;) {
+		size_t kstart;
+		size_t kend;
+		size_t vstart;
+		size_t vend;
+
+		if (i >= len || text[i] != '"') {
+			return -1;
+		}
+		kstart = i + 1;
+		kend = alipay_json_skip(text, len, i);
+		if (kend == 0) {
+			return -1;
+		}
+		kend--; /* the closing quote */
+		i = alipay_json_space(text, len, kend + 1);
+		if (i >= len || text[i] != ':') {
+			return -1;
+		}
+		vstart = alipay_json_space(text, len, i + 1);
+		vend = alipay_json_skip(text, len, vstart);
+		if (vend == 0) {
+			return -1;
+		}
+		if (kend - kstart == klen && memcmp(text + kstart, key, klen) == 0) {
+			if (found) {
+				return -1;
+			}
+			found = 1;
+			*ret_start = vstart;
+			*ret_len = vend - vstart;
+		}
+		i = alipay_json_space(text, len, vend);
+		if (i < len && text[i] == ',') {
+			i = alipay_json_space(text, len, i + 1);
+			continue;
+		}
+		if (i < len && text[i] == '}') {
+			break;
+		}
+		return -1;
+	}
+	return found;
+}
+
+/* 1 when the signature verifies over text with a configured public key. */
+static int alipay_answer_verified(const struct alipay_state *st, const char *text, size_t len,
+                                  const char *sign_b64)
+{
+	unsigned char *sig = NULL;
+	size_t sig_len = 0;
+	size_t i;
+	int ok = 0;
+
+	if (crypto_base64_decode(sign_b64, strlen(sign_b64), &sig, &sig_len) < 0) {
+		return 0;
+	}
+	for (i = 0; i < st->as_n_keys && !ok; i++) {
+		ok = crypto_rsa_sha256_verify(st->as_keys[i], text, len, sig, sig_len) == 1;
+	}
+	free(sig);
+	return ok;
+}
+
+/* A string field of the answer, or NULL (numbers are not what the
+ * gateway sends for these fields). */
+static const char *alipay_answer_get(const cJSON *res, const char *key)
+{
+	const char *v = provider_json_string(res, key);
+
+	return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+/* Appends one event of the answer: kind, amount (cumulative for a refund),
+ * its key "reconcile:<ref>:<what>". Returns 0 or -1. */
+static int alipay_answer_event(const struct alipay_state *st, const cJSON *res, const char *text,
+                               size_t len, enum event_kind kind, const char *what,
+                               struct provider_answer *ret)
+{
+	const char *trade_no = alipay_answer_get(res, "trade_no");
+	const char *order = alipay_answer_get(res, "out_trade_no");
+	const char *status = alipay_answer_get(res, "trade_status");
+	const char *total = alipay_answer_get(res, "total_amount");
+	struct event *ev = event_batch_add(&ret->pa_events);
+	struct buf key;
+	int rc = -1;
+
+	buf_init(&key, 0);
+	if (ev == NULL) {
+		return -1;
+	}
+	memcpy(ev->ev_currency, st->as_currency, sizeof(ev->ev_currency));
+	ev->ev_kind = kind;
+	if (buf_printf(&key, "reconcile:%s:%s", trade_no != NULL ? trade_no : order, what) < 0 ||
+	    provider_set_ref(&ev->ev_key, key.buf_data) < 0 ||
+	    provider_set_ref(&ev->ev_type, status) < 0 ||
+	    provider_set_ref(&ev->ev_order_ref, order) < 0 ||
+	    provider_set_ref(&ev->ev_payment_ref, trade_no) < 0) {
+		goto done;
+	}
+	if (kind == EVENT_PAYMENT_SUCCEEDED || kind == EVENT_REFUNDED) {
+		if (total == NULL ||
+		    money_parse_decimal(total, st->as_currency, &ev->ev_amount) < 0) {
+			ev->ev_amount = -1;
+			goto done;
+		}
+	}
+	if (kind == EVENT_REFUNDED) {
+		/* Closed after a full refund: the refunded total is the whole
+		 * amount, a running total as the refund notifications carry. */
+		ev->ev_refund_cumulative = 1;
+		buf_finish(&key);
+		buf_init(&key, 0);
+		if (buf_printf(&key, "%s:closed", trade_no) < 0 ||
+		    provider_set_ref(&ev->ev_refund_ref, key.buf_data) < 0) {
+			goto done;
+		}
+	}
+	if (provider_fingerprint_normalized(ev) < 0 || provider_set_payload(ev, text, len) < 0) {
+		goto done;
+	}
+	rc = 0;
+done:
+	buf_finish(&key);
+	if (rc < 0) {
+		event_finish(ev);
+		if (--ret->pa_events.eb_n == 0) {
+			event_batch_finish(&ret->pa_events);
+		}
+	}
+	return rc;
+}
+
+/* The trade as the verified answer describes it. */
+static int alipay_answer_trade(const struct alipay_state *st, const struct provider_query *q,
+                               const cJSON *res, const char *text, size_t len,
+                               struct provider_answer *ret)
+{
+	const char *order = alipay_answer_get(res, "out_trade_no");
+	const char *status = alipay_answer_get(res, "trade_status");
+
+	if (order == NULL || strcmp(order, q->pq_order_id) != 0) {
+		return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "mismatched_answer",
+		                           "the answer is about another out_trade_no");
+	}
+	if (status == NULL) {
+		return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "malformed_answer",
+		                           "the answer has no trade_status");
+	}
+	snprintf(ret->pa_state, sizeof(ret->pa_state), "%s", status);
+	if (strcmp(status, "TRADE_SUCCESS") == 0 || strcmp(status, "TRADE_FINISHED") == 0) {
+		if (alipay_answer_event(st, res, text, len, EVENT_PAYMENT_SUCCEEDED, "paid", ret) <
+		    0) {
+			goto malformed;
+		}
+	} else if (strcmp(status, "TRADE_CLOSED") == 0) {
+		/* "Closed unpaid on timeout, or fully refunded after payment"
+		 * (trade_status): only a paid trade has send_pay_date, the time
+		 * the money went to the seller, and a trade_no. */
+		if (alipay_answer_get(res, "send_pay_date") != NULL &&
+		    alipay_answer_get(res, "trade_no") != NULL) {
+			if (alipay_answer_event(st, res, text, len, EVENT_PAYMENT_SUCCEEDED, "paid",
+			                        ret) < 0 ||
+			    alipay_answer_event(st, res, text, len, EVENT_REFUNDED, "refunded",
+			                        ret) < 0) {
+				goto malformed;
+			}
+		} else if (alipay_answer_event(st, res, text, len, EVENT_PAYMENT_CANCELLED,
+		                               "closed", ret) < 0) {
+			goto malformed;
+		}
+	} else if (strcmp(status, "WAIT_BUYER_PAY") != 0) {
+		snprintf(ret->pa_note, sizeof(ret->pa_note),
+		         "trade_status %.64s is not one idemhook knows; nothing applied", status);
+	}
+	return provider_answer_set(ret, PROVIDER_ANSWER_OK, NULL, NULL);
+malformed:
+	event_batch_finish(&ret->pa_events);
+	return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "malformed_answer",
+	                           "a reference or amount of the answer is not usable");
+}
+
+static int alipay_reconcile_answer(const struct provider_conf *pc, const struct provider_query *q,
+                                   const struct httpc_response *resp, int64_t now_s,
+                                   struct provider_answer *ret)
+{
+	const struct alipay_state *st = pc->pc_state;
+	const char *body = resp->hcr_body;
+	size_t len = resp->hcr_body_len;
+	cJSON *root = NULL;
+	cJSON *res = NULL;
+	const char *sign;
+	const char *code;
+	const char *sub_code;
+	size_t start = 0;
+	size_t span = 0;
+	int found;
+	int rc;
+
+	if (resp->hcr_status != 200 || resp->hcr_truncated) {
+		return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "provider_error",
+		                           "HTTP %ld from the gateway%s", resp->hcr_status,
+		                           resp->hcr_truncated ? " (answer cut at the cap)" : "");
+	}
+	root = json_parse_strict(body, len, NULL);
+	sign = provider_json_string(root, "sign");
+	found = alipay_json_span(body, len, ALIPAY_QUERY_RESPONSE, &start, &span);
+	if (found == 0) {
+		found = alipay_json_span(body, len, ALIPAY_ERROR_RESPONSE, &start, &span);
+	}
+	if (!cJSON_IsObject(root) || found != 1) {
+		rc = provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "malformed_answer",
+		                         "the answer holds no " ALIPAY_QUERY_RESPONSE);
+		goto done;
+	}
+	if (sign == NULL || !alipay_answer_verified(st, body + start, span, sign)) {
+		rc = provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "bad_signature",
+		                         "the answer's sign does not verify with any public_key: "
+		                         "nothing of it was used");
+		goto done;
+	}
+	/* Only the signed text is read. */
+	res = json_parse_strict(body + start, span, NULL);
+	code = provider_json_string(res, "code");
+	sub_code = provider_json_string(res, "sub_code");
+	if (!cJSON_IsObject(res) || code == NULL) {
+		rc = provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "malformed_answer",
+		                         "the signed answer has no code");
+		goto done;
+	}
+	if (strcmp(code, "10000") == 0) {
+		rc = alipay_answer_trade(st, q, res, body + start, span, ret);
+	} else if (sub_code != NULL && strcmp(sub_code, "ACQ.TRADE_NOT_EXIST") == 0) {
+		/* No trade was ever created at Alipay for this order. */
+		snprintf(ret->pa_state, sizeof(ret->pa_state), "TRADE_NOT_EXIST");
+		rc = provider_answer_set(ret, PROVIDER_ANSWER_OK, NULL, NULL);
+	} else if (strcmp(code, "20000") == 0 ||
+	           (sub_code != NULL && strcmp(sub_code, "ACQ.SYSTEM_ERROR") == 0)) {
+		rc = provider_answer_set(ret, PROVIDER_ANSWER_RETRY, "provider_busy",
+		                         "code %.16s %.64s: the gateway asks to try again", code,
+		                         sub_code != NULL ? sub_code : "");
+	} else {
+		const char *sub_msg = provider_json_string(res, "sub_msg");
+		const char *msg = provider_json_string(res, "msg");
+
+		rc = provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "provider_error",
+		                         "code %.16s %.64s: %.120s", code,
+		                         sub_code != NULL ? sub_code : "",
+		                         sub_msg != NULL ? sub_msg
+		                         : msg != NULL   ? msg
+		                                         : "");
+	}
+done:
+	cJSON_Delete(res);
+	cJSON_Delete(root);
+	return rc;
+}
+
+static const char *const alipay_keys[] = {
+        "app_id", "seller_id", "public_key", "currency", "app_private_key", "gateway_url", NULL};
 
 const struct provider provider_alipay = {
         .p_name = "alipay",
@@ -747,4 +1209,7 @@ const struct provider provider_alipay = {
         .p_error = alipay_error,
         .p_sign = alipay_sign,
         .p_simulate = alipay_simulate,
+        .p_reconcile_mode = alipay_reconcile_mode,
+        .p_reconcile_request = alipay_reconcile_request,
+        .p_reconcile_answer = alipay_reconcile_answer,
 };

@@ -498,6 +498,16 @@ static int hmac_simulate(const struct provider_conf *pc, const struct provider_s
 	return hmac_sign(pc, ret_body->buf_data, ret_body->buf_len, now_s, id, add_header, arg);
 }
 
+/* A generic sender: idemhook does not know its API. */
+static enum provider_reconcile_mode hmac_reconcile_mode(const struct provider_conf *pc,
+                                                        const char **ret_why)
+{
+	*ret_why = "a generic HMAC sender has no query API idemhook knows: ask the sender to "
+	           "send the missing events again (its dashboard or API), or replay captures "
+	           "with idemhook replay";
+	return PROVIDER_RECONCILE_NONE;
+}
+
 static const char *const hmac_keys[] = {
         "secret",         "algorithm",           "encoding",   "header",
         "prefix",         "timestamp_header",    "key_header", "key_path",
@@ -514,4 +524,5 @@ const struct provider provider_hmac = {
         .p_error = provider_problem,
         .p_sign = hmac_sign,
         .p_simulate = hmac_simulate,
+        .p_reconcile_mode = hmac_reconcile_mode,
 };

@@ -6,12 +6,13 @@
 
 #include <stdint.h>
 
+#include "buf.h"
 #include "config.h"
 #include "event.h"
 #include "http.h"
+#include "httpc.h"
 #include "reply.h"
 
-struct buf;
 struct crypto_privkey;
 
 /* A callback for `idemhook simulate` to build as the provider would send it. */
@@ -40,6 +41,71 @@ struct provider_verdict {
 				  "malformed_body", "missing_key", "wrong_app", ... (static) */
 	const char *pv_detail; /* one human sentence (static), or NULL */
 };
+
+/* ---- reconciliation: asking the provider (docs/reconcile.md) ---- */
+
+/* How an instance can be asked what became of payments whose callbacks
+ * never arrived. */
+enum provider_reconcile_mode {
+	PROVIDER_RECONCILE_NONE = 0, /* it cannot: the why says what to do instead */
+	PROVIDER_RECONCILE_ORDERS,   /* order by order, by our order id */
+	PROVIDER_RECONCILE_EVENTS,   /* its own list of recent events, page by page */
+};
+
+/* One question. */
+struct provider_query {
+	const char *pq_order_id; /* ORDERS: the order asked about */
+	int64_t pq_since_s;      /* EVENTS: events created at or after ... */
+	int64_t pq_until_s;      /* ... and at or before */
+	const char *pq_cursor;   /* EVENTS: the page after this cursor; NULL for the first */
+};
+
+/* The request a profile builds for a query; the caller sends it (timeouts,
+ * retries, rate limits). init/finish work on caller-owned memory. */
+struct provider_request {
+	const char *prq_method;          /* static: "GET" or "POST" */
+	struct buf prq_url;              /* absolute http(s) URL */
+	struct httpc_headers prq_headers;
+	struct buf prq_body;             /* empty for GET */
+};
+
+void provider_request_init(struct provider_request *r);
+void provider_request_finish(struct provider_request *r);
+
+enum provider_answer_verdict {
+	PROVIDER_ANSWER_OK = 0, /* authentic and understood: its events (maybe none) */
+	PROVIDER_ANSWER_RETRY,  /* the provider asks to try again later (busy, rate limited) */
+	PROVIDER_ANSWER_FAILED, /* refused (bad signature, malformed) or a permanent error */
+};
+
+#define PROVIDER_ANSWER_TEXT_MAX 256
+
+/* What a profile made of the answer to a query. init/finish work on
+ * caller-owned memory. */
+struct provider_answer {
+	enum provider_answer_verdict pa_verdict;
+	const char *pa_reason; /* RETRY/FAILED: slug ("bad_signature", "provider_error", ...), static */
+	char pa_detail[PROVIDER_ANSWER_TEXT_MAX]; /* RETRY/FAILED: one line for the operator, or "" */
+	/* ORDERS: the provider's word for where the payment stands
+	 * ("TRADE_SUCCESS", "NOTPAY", "TRADE_NOT_EXIST"), or "" */
+	char pa_state[64];
+	/* One sentence that needs the operator's attention even though the
+	 * answer was understood (e.g. a refund the query cannot size), or "" */
+	char pa_note[PROVIDER_ANSWER_TEXT_MAX];
+	char *pa_cursor; /* EVENTS: the next page's cursor (malloc'd), NULL at the end */
+	/* The events the answer carries, verified and normalised exactly as
+	 * the same facts arriving by callback, with the callback's key where
+	 * the provider has one (docs/reconcile.md). */
+	struct event_batch pa_events;
+};
+
+void provider_answer_init(struct provider_answer *a);
+void provider_answer_finish(struct provider_answer *a);
+
+/* Fills a with verdict, reason and a printf-formatted detail; returns -1
+ * for FAILED and RETRY, 0 for OK (so a profile can return it). */
+int provider_answer_set(struct provider_answer *a, enum provider_answer_verdict verdict, const char *reason,
+			const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 struct provider {
 	const char *p_name; /* type name used in config: type = stripe */
@@ -82,6 +148,20 @@ struct provider {
 	int (*p_simulate)(const struct provider_conf *pc, const struct provider_sim *sim, int64_t now_s,
 			  struct buf *ret_body,
 			  void (*add_header)(void *arg, const char *name, const char *value), void *arg);
+	/* Optional (reconciliation): how this instance can be asked; NULL is
+	 * PROVIDER_RECONCILE_NONE. With NONE, *ret_why (static) says why and
+	 * what to do instead; the other modes may set it too (NULL: none). */
+	enum provider_reconcile_mode (*p_reconcile_mode)(const struct provider_conf *pc, const char **ret_why);
+	/* Builds the request for q at now_s (signed where the provider wants
+	 * it), into ret (initialised by the caller). Returns 0, or -1 (logged). */
+	int (*p_reconcile_request)(const struct provider_conf *pc, const struct provider_query *q, int64_t now_s,
+				   struct provider_request *ret);
+	/* Verifies and reads the answer resp to q, at now_s, into ret
+	 * (initialised by the caller): its verdict, and for OK its events. The
+	 * caller has already retried 408, 429 and 5xx answers. Returns 0 for
+	 * OK, -1 otherwise (ret says why); no network I/O. */
+	int (*p_reconcile_answer)(const struct provider_conf *pc, const struct provider_query *q,
+				  const struct httpc_response *resp, int64_t now_s, struct provider_answer *ret);
 };
 
 /* The profile called name, or NULL. */

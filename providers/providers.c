@@ -1,7 +1,10 @@
 /* providers.c: the alphabetized provider table and helpers the profiles share. */
+#include <arpa/inet.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cjson/cJSON.h>
 
@@ -823,4 +826,191 @@ fail:
 	log_err("provider %s: the configured JSON paths do not fit into one body", pc->pc_name);
 	cJSON_Delete(root);
 	return NULL;
+}
+
+/* ---- reconciliation ---- */
+
+void provider_request_init(struct provider_request *r)
+{
+	memset(r, 0, sizeof(*r));
+	buf_init(&r->prq_url, 0);
+	buf_init(&r->prq_body, 0);
+	httpc_headers_init(&r->prq_headers);
+}
+
+void provider_request_finish(struct provider_request *r)
+{
+	/* The headers may carry an API key or an Authorization. */
+	size_t i;
+
+	for (i = 0; i < r->prq_headers.hch_n; i++) {
+		char *v = (char *)r->prq_headers.hch_v[i].hh_value;
+
+		if (v != NULL) {
+			explicit_bzero(v, strlen(v));
+		}
+	}
+	httpc_headers_finish(&r->prq_headers);
+	buf_finish(&r->prq_url);
+	buf_finish(&r->prq_body);
+	memset(r, 0, sizeof(*r));
+}
+
+void provider_answer_init(struct provider_answer *a)
+{
+	memset(a, 0, sizeof(*a));
+}
+
+void provider_answer_finish(struct provider_answer *a)
+{
+	free(a->pa_cursor);
+	event_batch_finish(&a->pa_events);
+	memset(a, 0, sizeof(*a));
+}
+
+int provider_answer_set(struct provider_answer *a, enum provider_answer_verdict verdict,
+                        const char *reason, const char *fmt, ...)
+{
+	va_list ap;
+
+	a->pa_verdict = verdict;
+	a->pa_reason = reason;
+	a->pa_detail[0] = '\0';
+	if (fmt != NULL) {
+		va_start(ap, fmt);
+		vsnprintf(a->pa_detail, sizeof(a->pa_detail), fmt, ap);
+		va_end(ap);
+	}
+	return verdict == PROVIDER_ANSWER_OK ? 0 : -1;
+}
+
+/* 1 when host (without port, brackets removed) is a loopback address. */
+static int provider_host_loopback(const char *host, size_t len)
+{
+	char h[64];
+	unsigned char addr[16];
+
+	if (len == 0 || len >= sizeof(h)) {
+		return 0;
+	}
+	memcpy(h, host, len);
+	h[len] = '\0';
+	if (strcasecmp(h, "localhost") == 0) {
+		return 1;
+	}
+	if (inet_pton(AF_INET, h, addr) == 1) {
+		return addr[0] == 127;
+	}
+	if (inet_pton(AF_INET6, h, addr) == 1) {
+		static const unsigned char one[16] = {0, 0, 0, 0, 0, 0, 0, 0,
+		                                      0, 0, 0, 0, 0, 0, 0, 1};
+
+		return memcmp(addr, one, sizeof(one)) == 0;
+	}
+	return 0;
+}
+
+int provider_base_url(const struct provider_conf *pc, const char *key, const char *dflt, char **ret)
+{
+	const char *v = pc->pc_section != NULL ? config_section_get(pc->pc_section, key) : NULL;
+	const char *host;
+	size_t host_len;
+	size_t len;
+	char *copy;
+
+	*ret = NULL;
+	if (v == NULL) {
+		v = dflt;
+	}
+	if (!httpc_url_ok(v) || strchr(v, '?') != NULL || strchr(v, '#') != NULL) {
+		log_err("provider %s: %s: expected an https:// URL", pc->pc_name, key);
+		return -1;
+	}
+	if (strncasecmp(v, "http://", 7) == 0) {
+		host = v + 7;
+		if (host[0] == '[') {
+			host++;
+			host_len = strcspn(host, "]");
+		} else {
+			host_len = strcspn(host, ":/");
+		}
+		if (!provider_host_loopback(host, host_len)) {
+			log_err("provider %s: %s: http:// only to a loopback address; the API key "
+			        "would cross the network in clear: use https://",
+			        pc->pc_name, key);
+			return -1;
+		}
+	}
+	len = strlen(v);
+	while (len > 0 && v[len - 1] == '/') {
+		len--;
+	}
+	copy = strndup(v, len);
+	if (copy == NULL) {
+		return -1;
+	}
+	*ret = copy;
+	return 0;
+}
+
+int provider_privkey_load(const struct provider_conf *pc, const char *key,
+                          struct crypto_privkey **ret)
+{
+	const char *v = pc->pc_section != NULL ? config_section_get(pc->pc_section, key) : NULL;
+	char *text = NULL;
+	size_t len = 0;
+
+	*ret = NULL;
+	if (v == NULL) {
+		return 0;
+	}
+	if (provider_secret_resolve(pc, key, v, &text, &len) < 0) {
+		return -1;
+	}
+	*ret = crypto_privkey_load(text, len);
+	explicit_bzero(text, len);
+	free(text);
+	if (*ret == NULL) {
+		log_err("provider %s: %s is not a private key (PEM, or the base64 of its DER)",
+		        pc->pc_name, key);
+		return -1;
+	}
+	return 0;
+}
+
+int provider_url_encode(struct buf *b, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (; *s != '\0'; s++) {
+		unsigned char c = (unsigned char)*s;
+		char esc[3] = {'%', hex[c >> 4], hex[c & 0xf]};
+		int unreserved = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+		                 (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
+		                 c == '~';
+
+		if ((unreserved ? buf_append(b, s, 1) : buf_append(b, esc, 3)) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int provider_fingerprint_normalized(struct event *ev)
+{
+	struct buf b;
+	int rc;
+
+	buf_init(&b, 0);
+	rc = buf_printf(&b, "%s\n%s\n%s\n%s\n%s\n%lld\n%s\n%d", event_kind_name(ev->ev_kind),
+	                ev->ev_order_ref != NULL ? ev->ev_order_ref : "",
+	                ev->ev_payment_ref != NULL ? ev->ev_payment_ref : "",
+	                ev->ev_charge_ref != NULL ? ev->ev_charge_ref : "",
+	                ev->ev_refund_ref != NULL ? ev->ev_refund_ref : "",
+	                (long long)ev->ev_amount, ev->ev_currency, ev->ev_refund_cumulative);
+	if (rc == 0) {
+		event_fingerprint(ev, b.buf_data, b.buf_len);
+	}
+	buf_finish(&b);
+	return rc;
 }

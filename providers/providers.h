@@ -119,6 +119,28 @@ int provider_mapping_event(const struct provider_mapping *m, const struct cJSON 
                            const struct http_request *req, struct event *ev,
                            struct provider_verdict *ret_verdict);
 
+/* ---- reconciliation (docs/reconcile.md) ---- */
+
+/* Reads an API base URL (key) from the instance's section into *ret
+ * (malloc'd, no trailing '/'), dflt when absent. Only https://, or http://
+ * to a loopback address (a local fake or tunnel: the credentials must not
+ * cross a network in clear). Returns 0, or -1 (logged, naming the key). */
+int provider_base_url(const struct provider_conf *pc, const char *key, const char *dflt, char **ret);
+
+/* Loads one private key (PEM) named by the secret reference at key, or
+ * leaves *ret NULL when the key is absent. Returns 0, or -1 (logged). */
+int provider_privkey_load(const struct provider_conf *pc, const char *key, struct crypto_privkey **ret);
+
+/* Appends s percent-encoded as a URL query or path component (unreserved
+ * bytes as they are). Returns 0 or -1. */
+int provider_url_encode(struct buf *b, const char *s);
+
+/* The fingerprint of an event a query answer gave, over its normalised
+ * fields (kind, references, amount, currency), so the same facts asked
+ * again give the same fingerprint whatever else the answer carried.
+ * Returns 0 or -1 (out of memory). */
+int provider_fingerprint_normalized(struct event *ev);
+
 /* ---- idemhook simulate ---- */
 
 /* n characters derived from seed (decimal digits, or upper-case hex with

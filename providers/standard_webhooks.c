@@ -395,6 +395,16 @@ standard_webhooks_simulate(const struct provider_conf *pc, const struct provider
 	                              add_header, arg);
 }
 
+/* A generic sender: idemhook does not know its API. */
+static enum provider_reconcile_mode standard_webhooks_reconcile_mode(const struct provider_conf *pc,
+                                                                     const char **ret_why)
+{
+	*ret_why = "a Standard Webhooks sender has no query API idemhook knows: most (Svix "
+	           "among them) can resend or replay failed messages from their dashboard or "
+	           "API; or replay captures with idemhook replay";
+	return PROVIDER_RECONCILE_NONE;
+}
+
 static const char *const standard_webhooks_keys[] = {"secret", "public_key", PROVIDER_MAPPING_KEYS,
                                                      NULL};
 
@@ -409,4 +419,5 @@ const struct provider provider_standard_webhooks = {
         .p_error = provider_problem,
         .p_sign = standard_webhooks_sign,
         .p_simulate = standard_webhooks_simulate,
+        .p_reconcile_mode = standard_webhooks_reconcile_mode,
 };

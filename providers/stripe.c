@@ -16,9 +16,59 @@
 #define STRIPE_HEADER_MAX 4096   /* bytes in Stripe-Signature */
 #define STRIPE_RETRY_WINDOW_S (3 * 24 * 3600)
 
+#define STRIPE_API_BASE_DEFAULT "https://api.stripe.com"
+#define STRIPE_PAGE_LIMIT 100 /* events per page, Stripe's most */
+
 struct stripe_state {
 	struct provider_secrets ss_secrets;
+	/* Reconciliation: a restricted key that may read Events, or NULL. */
+	char *ss_api_key;
+	char *ss_api_base;
+	int ss_undelivered_only; /* ask only for events not delivered to every endpoint */
 };
+
+/* The event types the profile gives a meaning (stripe_normalize), which
+ * reconciliation lists (Stripe takes up to 20 in types[]). */
+static const char *const stripe_reconcile_types[] = {
+        "payment_intent.succeeded",
+        "payment_intent.amount_capturable_updated",
+        "payment_intent.canceled",
+        "checkout.session.completed",
+        "checkout.session.async_payment_succeeded",
+        "checkout.session.expired",
+        "charge.refunded",
+        "charge.refund.updated",
+        "refund.updated",
+        "refund.failed",
+        "charge.dispute.created",
+        "charge.dispute.funds_withdrawn",
+        "charge.dispute.funds_reinstated",
+        "charge.dispute.closed",
+        NULL,
+};
+
+static void stripe_destroy(void *state);
+
+/* The reconciliation keys: api_key, api_base_url, reconcile_undelivered_only. */
+static int stripe_create_reconcile(const struct provider_conf *pc, struct stripe_state *st)
+{
+	const char *key = config_section_get(pc->pc_section, "api_key");
+	const char *undelivered = config_section_get(pc->pc_section, "reconcile_undelivered_only");
+	size_t len = 0;
+
+	if (key != NULL && provider_secret_resolve(pc, "api_key", key, &st->ss_api_key, &len) < 0) {
+		return -1;
+	}
+	if (st->ss_api_key != NULL && len == 0) {
+		log_err("provider %s: api_key is empty", pc->pc_name);
+		return -1;
+	}
+	if (undelivered != NULL && config_parse_bool(undelivered, &st->ss_undelivered_only) < 0) {
+		log_err("provider %s: reconcile_undelivered_only: expected yes or no", pc->pc_name);
+		return -1;
+	}
+	return provider_base_url(pc, "api_base_url", STRIPE_API_BASE_DEFAULT, &st->ss_api_base);
+}
 
 struct stripe_sig {
 	int64_t sg_t;
@@ -44,10 +94,13 @@ static int stripe_create(const struct provider_conf *pc, void **ret_state)
 		        pc->pc_name);
 		goto fail;
 	}
+	if (pc->pc_section != NULL && stripe_create_reconcile(pc, st) < 0) {
+		goto fail;
+	}
 	*ret_state = st;
 	return 0;
 fail:
-	free(st);
+	stripe_destroy(st);
 	return -1;
 }
 
@@ -59,6 +112,11 @@ static void stripe_destroy(void *state)
 		return;
 	}
 	provider_secrets_finish(&st->ss_secrets);
+	if (st->ss_api_key != NULL) {
+		explicit_bzero(st->ss_api_key, strlen(st->ss_api_key));
+	}
+	free(st->ss_api_key);
+	free(st->ss_api_base);
 	free(st);
 }
 
@@ -339,6 +397,56 @@ done:
 	return rc;
 }
 
+/* Appends the Stripe event root (raw: its text, kept as the payload) to b,
+ * normalised: the webhook's body and an event Stripe lists are the same
+ * object, so both give the same key, event and fingerprint. Returns 0, or
+ * -1 with v set and b as it was. */
+static int stripe_event_read(const cJSON *root, const void *raw, size_t raw_len,
+                             struct event_batch *b, struct provider_verdict *v)
+{
+	const cJSON *obj = provider_json_path(root, "data.object");
+	const char *type = provider_json_string(root, "type");
+	const cJSON *created;
+	const char *id;
+	struct event *ev;
+
+	if (!cJSON_IsObject(root) || !cJSON_IsObject(obj) || type == NULL) {
+		return provider_refuse(v, 400, "malformed_body", "The body is not a Stripe event.");
+	}
+	id = provider_json_string(root, "id");
+	if (id == NULL || id[0] == '\0') {
+		return provider_refuse(v, 400, "missing_key", "The event has no id.");
+	}
+	ev = event_batch_add(b);
+	if (ev == NULL) {
+		return provider_refuse(v, 503, "out_of_memory", NULL);
+	}
+	if (provider_set_ref(&ev->ev_key, id) < 0 || provider_set_ref(&ev->ev_type, type) < 0) {
+		provider_refuse(v, 400, "malformed_body", "The event id or type is not usable.");
+		goto fail;
+	}
+	created = cJSON_GetObjectItemCaseSensitive(root, "created");
+	if (stripe_normalize(id, type,
+	                     cJSON_IsNumber(created) && created->valuedouble > 0 &&
+	                                     created->valuedouble < 1e11
+	                             ? (int64_t)created->valuedouble
+	                             : 0,
+	                     obj, ev, v) < 0) {
+		goto fail;
+	}
+	if (stripe_fingerprint(type, obj, ev) < 0 || provider_set_payload(ev, raw, raw_len) < 0) {
+		provider_refuse(v, 503, "out_of_memory", NULL);
+		goto fail;
+	}
+	return 0;
+fail:
+	event_finish(ev);
+	if (--b->eb_n == 0) {
+		event_batch_finish(b);
+	}
+	return -1;
+}
+
 static int stripe_receive(const struct provider_conf *pc, const struct http_request *req,
                           int64_t now_s, struct event_batch *ret_batch,
                           struct provider_verdict *ret_verdict)
@@ -347,11 +455,6 @@ static int stripe_receive(const struct provider_conf *pc, const struct http_requ
 	const char *header = http_header_get(req, "Stripe-Signature");
 	struct stripe_sig sig;
 	cJSON *root = NULL;
-	const cJSON *obj;
-	const cJSON *created;
-	const char *id;
-	const char *type;
-	struct event *ev;
 	char *copy = NULL;
 	int ok;
 
@@ -389,47 +492,12 @@ static int stripe_receive(const struct provider_conf *pc, const struct http_requ
 		goto fail;
 	}
 	root = json_parse_strict(req->hr_body, req->hr_body_len, NULL);
-	obj = provider_json_path(root, "data.object");
-	type = provider_json_string(root, "type");
-	if (!cJSON_IsObject(root) || !cJSON_IsObject(obj) || type == NULL) {
-		provider_refuse(ret_verdict, 400, "malformed_body",
-		                "The body is not a Stripe event.");
+	if (stripe_event_read(root, req->hr_body, req->hr_body_len, ret_batch, ret_verdict) < 0) {
 		goto fail;
-	}
-	id = provider_json_string(root, "id");
-	if (id == NULL || id[0] == '\0') {
-		provider_refuse(ret_verdict, 400, "missing_key", "The event has no id.");
-		goto fail;
-	}
-	ev = event_batch_add(ret_batch);
-	if (ev == NULL) {
-		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
-		goto fail;
-	}
-	if (provider_set_ref(&ev->ev_key, id) < 0 || provider_set_ref(&ev->ev_type, type) < 0) {
-		provider_refuse(ret_verdict, 400, "malformed_body",
-		                "The event id or type is not usable.");
-		goto fail_batch;
-	}
-	created = cJSON_GetObjectItemCaseSensitive(root, "created");
-	if (stripe_normalize(id, type,
-	                     cJSON_IsNumber(created) && created->valuedouble > 0 &&
-	                                     created->valuedouble < 1e11
-	                             ? (int64_t)created->valuedouble
-	                             : 0,
-	                     obj, ev, ret_verdict) < 0) {
-		goto fail_batch;
-	}
-	if (stripe_fingerprint(type, obj, ev) < 0 ||
-	    provider_set_payload(ev, req->hr_body, req->hr_body_len) < 0) {
-		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
-		goto fail_batch;
 	}
 	cJSON_Delete(root);
 	free(copy);
 	return 0;
-fail_batch:
-	event_batch_finish(ret_batch);
 fail:
 	cJSON_Delete(root);
 	free(copy);
@@ -529,7 +597,159 @@ static int stripe_simulate(const struct provider_conf *pc, const struct provider
 	return stripe_sign(pc, ret_body->buf_data, ret_body->buf_len, now_s, id, add_header, arg);
 }
 
-static const char *const stripe_keys[] = {"secret", NULL};
+/* ---- reconciliation: Stripe's own list of events ---- */
+
+static enum provider_reconcile_mode stripe_reconcile_mode(const struct provider_conf *pc,
+                                                          const char **ret_why)
+{
+	const struct stripe_state *st = pc->pc_state;
+
+	*ret_why = NULL;
+	if (st == NULL || st->ss_api_key == NULL) {
+		*ret_why = "no api_key: give the instance a restricted key that may read Events "
+		           "(api_key = credential:NAME) so that reconciliation can list them";
+		return PROVIDER_RECONCILE_NONE;
+	}
+	return PROVIDER_RECONCILE_EVENTS;
+}
+
+/* GET /v1/events: the types this profile reads, created in [since, until],
+ * 100 a page, newest first; the next page starts after the last id. */
+static int stripe_reconcile_request(const struct provider_conf *pc, const struct provider_query *q,
+                                    int64_t now_s, struct provider_request *ret)
+{
+	const struct stripe_state *st = pc->pc_state;
+	struct buf auth;
+	size_t i;
+	int rc = -1;
+
+	buf_init(&auth, 0);
+	ret->prq_method = "GET";
+	if (buf_printf(&ret->prq_url,
+	               "%s/v1/events?limit=%d&created%%5Bgte%%5D=%lld&created%%5Blte%%5D=%lld",
+	               st->ss_api_base, STRIPE_PAGE_LIMIT, (long long)q->pq_since_s,
+	               (long long)(q->pq_until_s > 0 ? q->pq_until_s : now_s)) < 0) {
+		goto done;
+	}
+	for (i = 0; stripe_reconcile_types[i] != NULL; i++) {
+		if (buf_puts(&ret->prq_url, "&types%5B%5D=") < 0 ||
+		    provider_url_encode(&ret->prq_url, stripe_reconcile_types[i]) < 0) {
+			goto done;
+		}
+	}
+	if (st->ss_undelivered_only && buf_puts(&ret->prq_url, "&delivery_success=false") < 0) {
+		goto done;
+	}
+	if (q->pq_cursor != NULL && (buf_puts(&ret->prq_url, "&starting_after=") < 0 ||
+	                             provider_url_encode(&ret->prq_url, q->pq_cursor) < 0)) {
+		goto done;
+	}
+	if (buf_printf(&auth, "Bearer %s", st->ss_api_key) < 0) {
+		goto done;
+	}
+	httpc_headers_add(&ret->prq_headers, "Authorization", auth.buf_data);
+	httpc_headers_add(&ret->prq_headers, "Accept", "application/json");
+	rc = ret->prq_headers.hch_overflow ? -1 : 0;
+done:
+	if (auth.buf_data != NULL) {
+		explicit_bzero(auth.buf_data, auth.buf_len);
+	}
+	buf_finish(&auth);
+	return rc;
+}
+
+/* Stripe's error object: {"error":{"type":...,"code":...,"message":...}}. */
+static int stripe_reconcile_error(const cJSON *root, long status, struct provider_answer *ret)
+{
+	const char *message = provider_json_string(root, "error.message");
+	const char *code = provider_json_string(root, "error.code");
+
+	if (status == 401 || status == 403) {
+		return provider_answer_set(
+		        ret, PROVIDER_ANSWER_FAILED, "unauthorized",
+		        "HTTP %ld: the api_key was refused (it must be able to read "
+		        "Events)%s%.160s",
+		        status, message != NULL ? ": " : "", message != NULL ? message : "");
+	}
+	return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "provider_error",
+	                           "HTTP %ld %.40s%s%.160s", status, code != NULL ? code : "",
+	                           message != NULL ? ": " : "", message != NULL ? message : "");
+}
+
+static int stripe_reconcile_answer(const struct provider_conf *pc, const struct provider_query *q,
+                                   const struct httpc_response *resp, int64_t now_s,
+                                   struct provider_answer *ret)
+{
+	cJSON *root = NULL;
+	const cJSON *data;
+	const cJSON *item;
+	const char *last = NULL;
+	size_t unread = 0;
+	int rc;
+
+	if (resp->hcr_truncated) {
+		return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "malformed_answer",
+		                           "the answer is larger than the response cap");
+	}
+	root = json_parse_strict(resp->hcr_body, resp->hcr_body_len, NULL);
+	if (resp->hcr_status != 200) {
+		rc = stripe_reconcile_error(root, resp->hcr_status, ret);
+		cJSON_Delete(root);
+		return rc;
+	}
+	data = cJSON_GetObjectItemCaseSensitive(root, "data");
+	if (!cJSON_IsObject(root) || !stripe_is(provider_json_string(root, "object"), "list") ||
+	    !cJSON_IsArray(data)) {
+		cJSON_Delete(root);
+		return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "malformed_answer",
+		                           "the answer is not a list of events");
+	}
+	cJSON_ArrayForEach(item, data)
+	{
+		struct provider_verdict v = {0};
+		char *text = cJSON_PrintUnformatted(item);
+		const char *id = provider_json_string(item, "id");
+
+		if (id != NULL) {
+			last = id;
+		}
+		if (text == NULL) {
+			cJSON_Delete(root);
+			return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "out_of_memory",
+			                           NULL);
+		}
+		/* An event this profile cannot read would be refused as a
+		 * callback too: it is left out and named, the rest go on. */
+		if (stripe_event_read(item, text, strlen(text), &ret->pa_events, &v) < 0) {
+			if (unread++ == 0) {
+				snprintf(ret->pa_note, sizeof(ret->pa_note),
+				         "event %.64s cannot be read: %.120s",
+				         id != NULL ? id : "(no id)",
+				         v.pv_detail != NULL ? v.pv_detail : v.pv_reason);
+			}
+		}
+		free(text);
+	}
+	if (unread > 1) {
+		size_t n = strlen(ret->pa_note);
+
+		snprintf(ret->pa_note + n, sizeof(ret->pa_note) - n, " (and %zu more)", unread - 1);
+	}
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "has_more")) && last != NULL &&
+	    (q->pq_cursor == NULL || strcmp(q->pq_cursor, last) != 0)) {
+		ret->pa_cursor = strdup(last);
+		if (ret->pa_cursor == NULL) {
+			cJSON_Delete(root);
+			return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "out_of_memory",
+			                           NULL);
+		}
+	}
+	cJSON_Delete(root);
+	return provider_answer_set(ret, PROVIDER_ANSWER_OK, NULL, NULL);
+}
+
+static const char *const stripe_keys[] = {"secret", "api_key", "api_base_url",
+                                          "reconcile_undelivered_only", NULL};
 
 const struct provider provider_stripe = {
         .p_name = "stripe",
@@ -542,4 +762,7 @@ const struct provider provider_stripe = {
         .p_error = provider_problem,
         .p_sign = stripe_sign,
         .p_simulate = stripe_simulate,
+        .p_reconcile_mode = stripe_reconcile_mode,
+        .p_reconcile_request = stripe_reconcile_request,
+        .p_reconcile_answer = stripe_reconcile_answer,
 };

@@ -22,6 +22,8 @@
 #define WECHATPAY_RETRY_WINDOW_S (25 * 3600) /* 15 tries from 15 s to 6 h apart: just over 24 h */
 #define WECHATPAY_PROBE_PREFIX "WECHATPAY/SIGNTEST/"
 #define WECHATPAY_ERROR_MAX 1024 /* bytes in an error answer */
+#define WECHATPAY_API_BASE_DEFAULT "https://api.mch.weixin.qq.com"
+#define WECHATPAY_AUTH_SCHEMA "WECHATPAY2-SHA256-RSA2048"
 
 struct wechatpay_key {
 	char *wk_serial;
@@ -36,6 +38,11 @@ struct wechatpay_state {
 	char *ws_sp_mchid;                /* partner mode: the service provider's merchant id */
 	char **ws_sub_mchids; /* partner mode: accepted sub_mchid values (NULL-terminated) or NULL
 	                       */
+	/* Reconciliation: the merchant API private key and its certificate's
+	 * serial (sign the queries), or NULL; the API base. */
+	struct crypto_privkey *ws_merchant_key;
+	char *ws_merchant_serial;
+	char *ws_api_base;
 };
 
 static void wechatpay_destroy(void *state)
@@ -57,6 +64,9 @@ static void wechatpay_destroy(void *state)
 		free(st->ws_sub_mchids[i]);
 	}
 	free(st->ws_sub_mchids);
+	crypto_privkey_destroy(st->ws_merchant_key);
+	free(st->ws_merchant_serial);
+	free(st->ws_api_base);
 	free(st);
 }
 
@@ -199,6 +209,38 @@ static int wechatpay_merchant_ok(const struct wechatpay_state *st, const cJSON *
 	return 0;
 }
 
+/* Reconciliation's keys: merchant_key and merchant_serial go together,
+ * and a query names the direct merchant (mchid). */
+static int wechatpay_reconcile_load(const struct provider_conf *pc, struct wechatpay_state *st)
+{
+	const char *serial = config_section_get(pc->pc_section, "merchant_serial");
+
+	if (provider_privkey_load(pc, "merchant_key", &st->ws_merchant_key) < 0 ||
+	    provider_base_url(pc, "api_base_url", WECHATPAY_API_BASE_DEFAULT, &st->ws_api_base) <
+	            0) {
+		return -1;
+	}
+	if ((st->ws_merchant_key != NULL) != (serial != NULL)) {
+		log_err("provider %s: merchant_key and merchant_serial (the serial of the merchant "
+		        "API certificate) go together",
+		        pc->pc_name);
+		return -1;
+	}
+	if (serial != NULL && (serial[0] == '\0' || strlen(serial) > WECHATPAY_SERIAL_MAX ||
+	                       strpbrk(serial, "\" \t") != NULL)) {
+		log_err("provider %s: merchant_serial: expected the certificate's serial number",
+		        pc->pc_name);
+		return -1;
+	}
+	if (serial != NULL) {
+		st->ws_merchant_serial = strdup(serial);
+		if (st->ws_merchant_serial == NULL) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
 static int wechatpay_create(const struct provider_conf *pc, void **ret_state)
 {
 	struct wechatpay_state *st = calloc(1, sizeof(*st));
@@ -233,7 +275,7 @@ static int wechatpay_create(const struct provider_conf *pc, void **ret_state)
 			goto fail;
 		}
 	}
-	if (wechatpay_partner_load(pc, st) < 0) {
+	if (wechatpay_partner_load(pc, st) < 0 || wechatpay_reconcile_load(pc, st) < 0) {
 		goto fail;
 	}
 	*ret_state = st;
@@ -693,8 +735,242 @@ static int wechatpay_sign(const struct provider_conf *pc, const void *body, size
 	return -1;
 }
 
-static const char *const wechatpay_keys[] = {"platform_key", "apiv3_key", "mchid",
-                                             "sp_mchid",     "sub_mchid", NULL};
+/* ---- reconciliation: query by out_trade_no ----
+ *
+ * GET /v3/pay/transactions/out-trade-no/{out_trade_no}?mchid=..., with
+ * Authorization: WECHATPAY2-SHA256-RSA2048 over "GET\nURL\nts\nnonce\n\n"
+ * (URL: path and query, no host) with the merchant's private key; the
+ * answer is signed as a notification is, over "ts\nnonce\nbody\n" with the
+ * platform key its Wechatpay-Serial names (docs/reconcile.md). */
+
+static enum provider_reconcile_mode wechatpay_reconcile_mode(const struct provider_conf *pc,
+                                                             const char **ret_why)
+{
+	const struct wechatpay_state *st = pc->pc_state;
+
+	*ret_why = NULL;
+	if (st != NULL && st->ws_sp_mchid != NULL) {
+		*ret_why = "partner mode (sp_mchid): a query must name each order's sub-merchant, "
+		           "which idemhook does not know; look the orders up in the merchant "
+		           "platform, or ask WeChat Pay to send the callbacks again";
+		return PROVIDER_RECONCILE_NONE;
+	}
+	if (st == NULL || st->ws_merchant_key == NULL || st->ws_mchid == NULL) {
+		*ret_why = "no merchant_key, merchant_serial and mchid: reconciliation signs its "
+		           "queries with the merchant API key as the direct merchant mchid";
+		return PROVIDER_RECONCILE_NONE;
+	}
+	return PROVIDER_RECONCILE_ORDERS;
+}
+
+static int wechatpay_reconcile_request(const struct provider_conf *pc,
+                                       const struct provider_query *q, int64_t now_s,
+                                       struct provider_request *ret)
+{
+	const struct wechatpay_state *st = pc->pc_state;
+	const char *path;
+	struct buf signed_text;
+	struct buf auth;
+	unsigned char *sig = NULL;
+	size_t sig_len = 0;
+	char *sig_b64 = NULL;
+	char nonce[33];
+	int rc = -1;
+
+	buf_init(&signed_text, 0);
+	buf_init(&auth, 0);
+	ret->prq_method = "GET";
+	if (buf_printf(&ret->prq_url, "%s/v3/pay/transactions/out-trade-no/", st->ws_api_base) <
+	            0 ||
+	    provider_url_encode(&ret->prq_url, q->pq_order_id) < 0 ||
+	    buf_puts(&ret->prq_url, "?mchid=") < 0 ||
+	    provider_url_encode(&ret->prq_url, st->ws_mchid) < 0 ||
+	    wechatpay_sim_nonce(nonce, 32) < 0) {
+		goto done;
+	}
+	/* The URL as signed: what follows the host. */
+	path = strstr(ret->prq_url.buf_data, "://");
+	path = path != NULL ? strchr(path + 3, '/') : NULL;
+	if (path == NULL ||
+	    buf_printf(&signed_text, "GET\n%s\n%lld\n%s\n\n", path, (long long)now_s, nonce) < 0 ||
+	    crypto_rsa_sha256_sign(st->ws_merchant_key, signed_text.buf_data, signed_text.buf_len,
+	                           &sig, &sig_len) < 0 ||
+	    crypto_base64_encode(sig, sig_len, &sig_b64, NULL) < 0 ||
+	    buf_printf(&auth,
+	               WECHATPAY_AUTH_SCHEMA " mchid=\"%s\",nonce_str=\"%s\",signature=\"%s\","
+	                                     "timestamp=\"%lld\",serial_no=\"%s\"",
+	               st->ws_mchid, nonce, sig_b64, (long long)now_s,
+	               st->ws_merchant_serial) < 0) {
+		goto done;
+	}
+	httpc_headers_add(&ret->prq_headers, "Authorization", auth.buf_data);
+	httpc_headers_add(&ret->prq_headers, "Accept", "application/json");
+	rc = ret->prq_headers.hch_overflow ? -1 : 0;
+done:
+	buf_finish(&signed_text);
+	buf_finish(&auth);
+	free(sig);
+	free(sig_b64);
+	return rc;
+}
+
+/* Checks the answer's Wechatpay-* headers and signature as a callback's. */
+static int wechatpay_answer_authentic(const struct provider_conf *pc,
+                                      const struct httpc_response *resp, int64_t now_s,
+                                      struct provider_answer *ret)
+{
+	struct http_request req;
+	struct provider_verdict v = {0};
+
+	memset(&req, 0, sizeof(req));
+	req.hr_headers = resp->hcr_headers.hch_v;
+	req.hr_n_headers = resp->hcr_headers.hch_n;
+	req.hr_body = (const unsigned char *)resp->hcr_body;
+	req.hr_body_len = resp->hcr_body_len;
+	if (wechatpay_authenticate(pc, &req, now_s, &v) < 0) {
+		return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "bad_signature",
+		                           "the answer is not signed by a configured platform key "
+		                           "(%s): nothing of it was used",
+		                           v.pv_reason != NULL ? v.pv_reason : "unverified");
+	}
+	return 0;
+}
+
+/* One event of the answer, keyed "reconcile:<ref>:<what>". */
+static int wechatpay_answer_event(const cJSON *res, const struct httpc_response *resp,
+                                  enum event_kind kind, const char *what,
+                                  struct provider_answer *ret)
+{
+	const char *state = provider_json_string(res, "trade_state");
+	const char *transaction = provider_json_string(res, "transaction_id");
+	const char *order = provider_json_string(res, "out_trade_no");
+	struct provider_verdict v = {0};
+	struct event *ev = event_batch_add(&ret->pa_events);
+	struct buf key;
+	int rc = -1;
+
+	buf_init(&key, 0);
+	if (ev == NULL) {
+		return -1;
+	}
+	/* The answer is the resource a TRANSACTION.SUCCESS notification
+	 * carries: read the same way, the kind from the state asked. */
+	if (wechatpay_normalize("TRANSACTION.SUCCESS", res, ev, &v) < 0) {
+		goto done;
+	}
+	ev->ev_kind = kind;
+	if (kind != EVENT_PAYMENT_SUCCEEDED) {
+		ev->ev_amount = -1;
+	} else if (ev->ev_amount < 0) {
+		goto done;
+	}
+	if (buf_printf(&key, "reconcile:%s:%s",
+	               transaction != NULL && transaction[0] != '\0' ? transaction : order,
+	               what) < 0 ||
+	    provider_set_ref(&ev->ev_key, key.buf_data) < 0 ||
+	    provider_set_ref(&ev->ev_type, state) < 0 || provider_fingerprint_normalized(ev) < 0 ||
+	    provider_set_payload(ev, resp->hcr_body, resp->hcr_body_len) < 0) {
+		goto done;
+	}
+	rc = 0;
+done:
+	buf_finish(&key);
+	if (rc < 0) {
+		event_finish(ev);
+		if (--ret->pa_events.eb_n == 0) {
+			event_batch_finish(&ret->pa_events);
+		}
+	}
+	return rc;
+}
+
+static int wechatpay_reconcile_answer(const struct provider_conf *pc,
+                                      const struct provider_query *q,
+                                      const struct httpc_response *resp, int64_t now_s,
+                                      struct provider_answer *ret)
+{
+	const struct wechatpay_state *st = pc->pc_state;
+	cJSON *root = NULL;
+	const char *state;
+	const char *order;
+	int rc;
+
+	if (resp->hcr_truncated) {
+		return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "malformed_answer",
+		                           "the answer is larger than the response cap");
+	}
+	root = json_parse_strict(resp->hcr_body, resp->hcr_body_len, NULL);
+	if (resp->hcr_status != 200) {
+		const char *code = provider_json_string(root, "code");
+		const char *message = provider_json_string(root, "message");
+
+		/* An error answer changes nothing, so it is read unverified. */
+		if (resp->hcr_status == 404 && code != NULL &&
+		    strcmp(code, "ORDER_NOT_EXIST") == 0) {
+			snprintf(ret->pa_state, sizeof(ret->pa_state), "ORDER_NOT_EXIST");
+			rc = provider_answer_set(ret, PROVIDER_ANSWER_OK, NULL, NULL);
+		} else {
+			rc = provider_answer_set(
+			        ret, PROVIDER_ANSWER_FAILED,
+			        resp->hcr_status == 401 ? "unauthorized" : "provider_error",
+			        "HTTP %ld %.40s: %.160s%s", resp->hcr_status,
+			        code != NULL ? code : "", message != NULL ? message : "",
+			        resp->hcr_status == 401
+			                ? " (check merchant_key and merchant_serial)"
+			                : "");
+		}
+		goto done;
+	}
+	if (wechatpay_answer_authentic(pc, resp, now_s, ret) < 0) {
+		rc = -1;
+		goto done;
+	}
+	state = provider_json_string(root, "trade_state");
+	order = provider_json_string(root, "out_trade_no");
+	if (!cJSON_IsObject(root) || state == NULL) {
+		rc = provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "malformed_answer",
+		                         "the answer is not a transaction");
+		goto done;
+	}
+	if (order == NULL || strcmp(order, q->pq_order_id) != 0 ||
+	    !wechatpay_merchant_ok(st, root)) {
+		rc = provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "mismatched_answer",
+		                         "the answer is about another order or merchant");
+		goto done;
+	}
+	snprintf(ret->pa_state, sizeof(ret->pa_state), "%s", state);
+	rc = 0;
+	if (strcmp(state, "SUCCESS") == 0 || strcmp(state, "REFUND") == 0) {
+		rc = wechatpay_answer_event(root, resp, EVENT_PAYMENT_SUCCEEDED, "paid", ret);
+		if (strcmp(state, "REFUND") == 0) {
+			snprintf(ret->pa_note, sizeof(ret->pa_note),
+			         "paid, then refunded (trade_state REFUND); the query does not say "
+			         "how "
+			         "much: the REFUND.SUCCESS callback applies it, or look the refund "
+			         "up "
+			         "in the merchant platform");
+		}
+	} else if (strcmp(state, "CLOSED") == 0 || strcmp(state, "REVOKED") == 0) {
+		rc = wechatpay_answer_event(root, resp, EVENT_PAYMENT_CANCELLED, "closed", ret);
+	} else if (strcmp(state, "PAYERROR") == 0) {
+		snprintf(ret->pa_note, sizeof(ret->pa_note),
+		         "the payment failed (trade_state PAYERROR); the order stays pending");
+	}
+	if (rc < 0) {
+		event_batch_finish(&ret->pa_events);
+		rc = provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "malformed_answer",
+		                         "a reference or amount of the answer is not usable");
+		goto done;
+	}
+	rc = provider_answer_set(ret, PROVIDER_ANSWER_OK, NULL, NULL);
+done:
+	cJSON_Delete(root);
+	return rc;
+}
+
+static const char *const wechatpay_keys[] = {"platform_key",    "apiv3_key",    "mchid",
+                                             "sp_mchid",        "sub_mchid",    "merchant_key",
+                                             "merchant_serial", "api_base_url", NULL};
 
 const struct provider provider_wechatpay = {
         .p_name = "wechatpay",
@@ -707,4 +983,7 @@ const struct provider provider_wechatpay = {
         .p_error = wechatpay_error,
         .p_sign = wechatpay_sign,
         .p_simulate = wechatpay_simulate,
+        .p_reconcile_mode = wechatpay_reconcile_mode,
+        .p_reconcile_request = wechatpay_reconcile_request,
+        .p_reconcile_answer = wechatpay_reconcile_answer,
 };
