@@ -66,6 +66,9 @@ static struct metrics_family metrics_duplicates; /* provider */
 static struct metrics_family metrics_mismatches; /* provider */
 static struct metrics_family metrics_latency;    /* provider (histogram) */
 static struct metrics_family metrics_unapplieds; /* provider, reason */
+static struct metrics_family metrics_rec_checked;  /* provider */
+static struct metrics_family metrics_rec_events;   /* provider, result */
+static struct metrics_family metrics_rec_failures; /* provider */
 static uint64_t metrics_capture_failures;
 static int64_t metrics_start_ms;
 static int metrics_ready_now;
@@ -79,6 +82,13 @@ static struct {
 	int mr_last_ok;            /* the last reload was taken (1 before any) */
 	int64_t mr_last_success_s; /* the last configuration taken (the start) */
 } metrics_reloads = {0, 0, 1, 1, 0};
+
+/* Reconciliation runs (idemhook reconcile, the daemon's worker). */
+static struct {
+	uint64_t mrc_ok;
+	uint64_t mrc_failed;
+	int64_t mrc_last_success_s; /* 0: none yet */
+} metrics_rec;
 
 /* Cleanup passes of the daemon's worker. */
 static struct {
@@ -152,15 +162,20 @@ static struct metrics_series *metrics_series_get(struct metrics_family *f, const
 	return s;
 }
 
+/* Adds n to the series (a, b); called with metrics_lock held. */
+static void metrics_add_locked(struct metrics_family *f, const char *a, const char *b, uint64_t n)
+{
+	struct metrics_series *s = metrics_series_get(f, a, b);
+
+	if (s != NULL) {
+		s->ms_count += n;
+	}
+}
+
 static void metrics_count(struct metrics_family *f, const char *a, const char *b)
 {
-	struct metrics_series *s;
-
 	pthread_mutex_lock(&metrics_lock);
-	s = metrics_series_get(f, a, b);
-	if (s != NULL) {
-		s->ms_count++;
-	}
+	metrics_add_locked(f, a, b, 1);
 	pthread_mutex_unlock(&metrics_lock);
 }
 
@@ -286,6 +301,30 @@ void metrics_gc_pass(const struct metrics_gc_pass *pass)
 	pthread_mutex_unlock(&metrics_lock);
 }
 
+void metrics_reconcile_instance(const char *provider, const struct metrics_reconcile *m)
+{
+	pthread_mutex_lock(&metrics_lock);
+	/* Every series exists once the instance has run, zero or not. */
+	metrics_add_locked(&metrics_rec_checked, provider, "", metrics_nonneg(m->mr_orders_checked));
+	metrics_add_locked(&metrics_rec_events, provider, "applied", metrics_nonneg(m->mr_applied));
+	metrics_add_locked(&metrics_rec_events, provider, "already_known", metrics_nonneg(m->mr_known));
+	metrics_add_locked(&metrics_rec_events, provider, "refused", metrics_nonneg(m->mr_refused));
+	metrics_add_locked(&metrics_rec_failures, provider, "", metrics_nonneg(m->mr_failed));
+	pthread_mutex_unlock(&metrics_lock);
+}
+
+void metrics_reconcile_run(int ok)
+{
+	pthread_mutex_lock(&metrics_lock);
+	if (ok) {
+		metrics_rec.mrc_ok++;
+		metrics_rec.mrc_last_success_s = metrics_now_s();
+	} else {
+		metrics_rec.mrc_failed++;
+	}
+	pthread_mutex_unlock(&metrics_lock);
+}
+
 static void metrics_family_reset(struct metrics_family *f)
 {
 	free(f->mf_series);
@@ -301,6 +340,10 @@ void metrics_reset(void)
 	metrics_family_reset(&metrics_mismatches);
 	metrics_family_reset(&metrics_latency);
 	metrics_family_reset(&metrics_unapplieds);
+	metrics_family_reset(&metrics_rec_checked);
+	metrics_family_reset(&metrics_rec_events);
+	metrics_family_reset(&metrics_rec_failures);
+	memset(&metrics_rec, 0, sizeof(metrics_rec));
 	metrics_capture_failures = 0;
 	metrics_ready_now = 0;
 	memset(&metrics_reloads, 0, sizeof(metrics_reloads));
@@ -518,6 +561,38 @@ static int metrics_render_gc(struct buf *out)
 	                  metrics_gc.mgc_count);
 }
 
+/* Reconciliation runs and what they found. */
+static int metrics_render_reconcile(struct buf *out)
+{
+	if (metrics_header(out, "idemhook_reconcile_runs_total", "counter",
+	                   "Reconciliation runs, by result (failure: a question to a provider "
+	                   "failed after its retries).") < 0 ||
+	    buf_printf(out,
+	               "idemhook_reconcile_runs_total{result=\"success\"} %" PRIu64 "\n"
+	               "idemhook_reconcile_runs_total{result=\"failure\"} %" PRIu64 "\n",
+	               metrics_rec.mrc_ok, metrics_rec.mrc_failed) < 0 ||
+	    metrics_single(out, "idemhook_reconcile_last_success_timestamp_seconds", "gauge",
+	                   "When the last reconciliation run without a failed question ended, in "
+	                   "seconds since the epoch; 0 before the first.",
+	                   "%" PRId64, metrics_rec.mrc_last_success_s) < 0) {
+		return -1;
+	}
+	if (metrics_render_counter(out, &metrics_rec_checked, "idemhook_reconcile_orders_checked_total",
+	                           "Waiting orders reconciliation asked a provider about.", "provider",
+	                           NULL) < 0 ||
+	    metrics_render_counter(out, &metrics_rec_events, "idemhook_reconcile_events_total",
+	                           "Events reconciliation found, by what became of them: applied "
+	                           "(the callback had not arrived), already_known, refused.",
+	                           "provider", "result") < 0 ||
+	    metrics_render_counter(out, &metrics_rec_failures, "idemhook_reconcile_failures_total",
+	                           "Questions to a provider that failed after their retries, and "
+	                           "events the store could not take; nothing of them was applied.",
+	                           "provider", NULL) < 0) {
+		return -1;
+	}
+	return 0;
+}
+
 /* Everything kept in memory, under the lock. */
 static int metrics_render_memory(struct buf *out)
 {
@@ -559,7 +634,10 @@ static int metrics_render_memory(struct buf *out)
 	               metrics_capture_failures) < 0) {
 		return -1;
 	}
-	return metrics_render_process(out) < 0 || metrics_render_gc(out) < 0 ? -1 : 0;
+	return metrics_render_process(out) < 0 || metrics_render_gc(out) < 0 ||
+	                       metrics_render_reconcile(out) < 0
+	               ? -1
+	               : 0;
 }
 
 static int metrics_render_store(struct buf *out, struct store *st)

@@ -41,6 +41,19 @@ struct metrics_gc_pass {
 };
 void metrics_gc_pass(const struct metrics_gc_pass *pass);
 
+/* What one reconciliation run did for one provider instance
+ * (docs/reconcile.md). */
+struct metrics_reconcile {
+	int64_t mr_orders_checked;
+	int64_t mr_applied; /* events that changed an order */
+	int64_t mr_known;   /* events recorded before, or that changed nothing */
+	int64_t mr_refused; /* events refused by the business rules */
+	int64_t mr_failed;  /* questions (or their events) that failed */
+};
+void metrics_reconcile_instance(const char *provider, const struct metrics_reconcile *m);
+/* One whole run: ok when no question failed. */
+void metrics_reconcile_run(int ok);
+
 /* Appends the Prometheus text exposition (format 0.0.4) of every metric,
  * including gauges read from the store (processing > 60 s, outbox rows by
  * status, failed events, file sizes) when st is not NULL. Returns 0 or -1. */

@@ -46,6 +46,7 @@ extern const struct cli_command cli_cmd_gc;
 extern const struct cli_command cli_cmd_migrate;
 extern const struct cli_command cli_cmd_order;
 extern const struct cli_command cli_cmd_outbox;
+extern const struct cli_command cli_cmd_reconcile;
 extern const struct cli_command cli_cmd_replay;
 extern const struct cli_command cli_cmd_serve;
 extern const struct cli_command cli_cmd_simulate;

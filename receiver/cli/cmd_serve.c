@@ -22,6 +22,7 @@
 #include "notify.h"
 #include "outbound.h"
 #include "provider.h"
+#include "reconcile.h"
 #include "store.h"
 
 #define SERVE_OUTBOUND_GRACE_MS 5000
@@ -223,9 +224,16 @@ bad:
 	return -1;
 }
 
+/* The workers a reload tells about the new configuration. */
+struct serve_workers {
+	struct gc_worker *sw_gc;
+	struct reconcile_worker *sw_reconcile;
+};
+
 /* Returns 1 when the new configuration was taken, 0 when refused. */
-static int serve_reload_run(struct app *app, struct gc_worker *gcw, const char *path)
+static int serve_reload_run(struct app *app, const struct serve_workers *sw, const char *path)
 {
+	struct reconcile_conf rc;
 	struct serve_listener sl;
 	struct http_options ho;
 	struct config *cf;
@@ -237,7 +245,7 @@ static int serve_reload_run(struct app *app, struct gc_worker *gcw, const char *
 		return 0;
 	}
 	cf = config_load(path);
-	if (cf == NULL || gc_check_config(cf) < 0) {
+	if (cf == NULL || gc_check_config(cf) < 0 || reconcile_conf_load(cf, &rc) < 0) {
 		config_destroy(cf);
 		log_err("SIGHUP: %s is not valid; keeping the running configuration", path);
 		notify_ready("serving (reload refused: bad config)");
@@ -255,7 +263,8 @@ static int serve_reload_run(struct app *app, struct gc_worker *gcw, const char *
 	}
 	serve_listener_finish(&sl);
 	app_config_swap(app, cf);
-	gc_worker_reload(gcw);
+	gc_worker_reload(sw->sw_gc);
+	reconcile_worker_reload(sw->sw_reconcile);
 	log_notice("SIGHUP: configuration, secrets and TLS certificate reloaded from %s (the listen "
 		   "address and [store] take effect at the next start)",
 		   path);
@@ -263,9 +272,9 @@ static int serve_reload_run(struct app *app, struct gc_worker *gcw, const char *
 	return 1;
 }
 
-static void serve_reload(struct app *app, struct gc_worker *gcw, const char *path)
+static void serve_reload(struct app *app, const struct serve_workers *sw, const char *path)
 {
-	metrics_reload(serve_reload_run(app, gcw, path));
+	metrics_reload(serve_reload_run(app, sw, path));
 	/* READY=1 came with a STATUS= of its own: readiness says its own again
 	 * when it is not "serving". */
 	health_status_touched(__atomic_load_n(&app->app_health, __ATOMIC_ACQUIRE));
@@ -294,7 +303,7 @@ static void serve_log_start(const struct config *cf)
 
 /* Takes signals one at a time. The watchdog is not fed here but by the
  * health thread, so a reload that waits for a connection never starves it. */
-static int serve_loop(struct app *app, struct gc_worker *gcw, const char *config_path)
+static int serve_loop(struct app *app, const struct serve_workers *sw, const char *config_path)
 {
 	sigset_t set;
 
@@ -306,7 +315,7 @@ static int serve_loop(struct app *app, struct gc_worker *gcw, const char *config
 		int sig = sigwaitinfo(&set, NULL);
 
 		if (sig == SIGHUP) {
-			serve_reload(app, gcw, config_path);
+			serve_reload(app, sw, config_path);
 		} else if (sig == SIGTERM || sig == SIGINT) {
 			log_notice("%s: stopping", sig == SIGTERM ? "SIGTERM" : "SIGINT");
 			return 0;
@@ -318,7 +327,7 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 {
 	struct config *cf = NULL;
 	struct store *st = NULL;
-	struct gc_worker *gcw = NULL;
+	struct serve_workers sw = {NULL, NULL};
 	struct health *health = NULL;
 	struct health_options hopt;
 	struct app app;
@@ -381,8 +390,13 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 		rc = EX_CONFIG;
 		goto done;
 	}
-	gcw = gc_worker_start(&app);
-	if (gcw == NULL) {
+	sw.sw_gc = gc_worker_start(&app);
+	if (sw.sw_gc == NULL) {
+		rc = EX_CONFIG;
+		goto done;
+	}
+	sw.sw_reconcile = reconcile_worker_start(&app);
+	if (sw.sw_reconcile == NULL) {
 		rc = EX_CONFIG;
 		goto done;
 	}
@@ -419,7 +433,7 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	}
 	notify_ready("serving");
 	health_status_touched(health);
-	rc = serve_loop(&app, gcw, config_path) == 0 ? EX_OK : EX_SOFTWARE;
+	rc = serve_loop(&app, &sw, config_path) == 0 ? EX_OK : EX_SOFTWARE;
 done:
 	notify_stopping();
 	health_set_draining(health);
@@ -430,8 +444,9 @@ done:
 	http_destroy(app.app_admin);
 	__atomic_store_n(&app.app_health, NULL, __ATOMIC_RELEASE);
 	health_stop(health);
+	reconcile_worker_stop(sw.sw_reconcile);
 	outbound_stop(app.app_outbound, SERVE_OUTBOUND_GRACE_MS);
-	gc_worker_stop(gcw);
+	gc_worker_stop(sw.sw_gc);
 	capture_destroy(app.app_capture);
 	store_destroy(st);
 	if (app_ok) {

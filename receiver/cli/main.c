@@ -18,6 +18,7 @@ static const struct cli_command *const cli_commands[] = {
 	&cli_cmd_migrate,
 	&cli_cmd_order,
 	&cli_cmd_outbox,
+	&cli_cmd_reconcile,
 	&cli_cmd_replay,
 	&cli_cmd_serve,
 	&cli_cmd_simulate,
