@@ -14,10 +14,18 @@
 #define PEER_BODY_MAX (16 * 1024 * 1024) /* bytes of a request body kept */
 #define PEER_ROUTES_MAX 16
 #define PEER_SCRIPT_MAX 256
+#define PEER_HANDLERS_MAX 8
 
 struct peer_step {
 	char *ps_path;              /* NULL: any */
-	struct peer_behaviour ps_b; /* pb_body and pb_retry_after owned */
+	struct peer_behaviour ps_b; /* pb_body, pb_retry_after and pb_headers owned */
+};
+
+struct peer_handler_entry {
+	char *ph_prefix;
+	peer_handler_fn ph_fn;
+	void (*ph_done)(void *arg, struct peer_behaviour *ret);
+	void *ph_arg;
 };
 
 struct peer {
@@ -30,11 +38,15 @@ struct peer {
 	size_t p_n_defaults;
 	struct peer_step p_script[PEER_SCRIPT_MAX];
 	size_t p_n_script;
+	struct peer_handler_entry p_handlers[PEER_HANDLERS_MAX];
+	size_t p_n_handlers;
 	struct peer_request *p_reqs;
 	size_t p_n_reqs;
 };
 
 struct peer_conn {
+	char *pc_uri; /* the request line's target, as sent */
+	int pc_started;
 	char *pc_body;
 	size_t pc_len;
 	int pc_too_big;
@@ -72,19 +84,32 @@ struct peer_behaviour peer_reply(int status, const char *body)
 
 static int peer_step_set(struct peer_step *s, const char *path, const struct peer_behaviour *b)
 {
+	size_t i;
+
 	memset(s, 0, sizeof(*s));
 	s->ps_b = *b;
 	s->ps_path = peer_strdup(path);
 	s->ps_b.pb_body = peer_strdup(b->pb_body);
 	s->ps_b.pb_retry_after = peer_strdup(b->pb_retry_after);
+	for (i = 0; i < PEER_HEADERS_MAX && b->pb_headers[i] != NULL; i++) {
+		s->ps_b.pb_headers[i] = peer_strdup(b->pb_headers[i]);
+	}
+	for (; i < PEER_HEADERS_MAX; i++) {
+		s->ps_b.pb_headers[i] = NULL;
+	}
 	return 0;
 }
 
 static void peer_step_finish(struct peer_step *s)
 {
+	size_t i;
+
 	free(s->ps_path);
 	free((char *)s->ps_b.pb_body);
 	free((char *)s->ps_b.pb_retry_after);
+	for (i = 0; i < PEER_HEADERS_MAX; i++) {
+		free((char *)s->ps_b.pb_headers[i]);
+	}
 	memset(s, 0, sizeof(*s));
 }
 
@@ -94,8 +119,10 @@ static int peer_path_matches(const struct peer_step *s, const char *path)
 }
 
 /* Picks the behaviour for path (caller holds the lock); copies into ret with
- * owned strings. */
-static void peer_pick(struct peer *p, const char *path, struct peer_step *ret)
+ * owned strings. Returns 1 instead, with *ret_handler, when a handler
+ * answers it. */
+static int peer_pick(struct peer *p, const char *path, struct peer_step *ret,
+                     struct peer_handler_entry *ret_handler)
 {
 	size_t i;
 
@@ -105,7 +132,14 @@ static void peer_pick(struct peer *p, const char *path, struct peer_step *ret)
 			memmove(&p->p_script[i], &p->p_script[i + 1],
 			        (p->p_n_script - i - 1) * sizeof(p->p_script[0]));
 			p->p_n_script--;
-			return;
+			return 0;
+		}
+	}
+	for (i = 0; i < p->p_n_handlers; i++) {
+		if (strncmp(path, p->p_handlers[i].ph_prefix, strlen(p->p_handlers[i].ph_prefix)) ==
+		    0) {
+			*ret_handler = p->p_handlers[i];
+			return 1;
 		}
 	}
 	/* The last matching default wins, so a path default beats "any". */
@@ -113,13 +147,13 @@ static void peer_pick(struct peer *p, const char *path, struct peer_step *ret)
 		if (p->p_defaults[i - 1].ps_path != NULL &&
 		    strcmp(p->p_defaults[i - 1].ps_path, path) == 0) {
 			peer_step_set(ret, path, &p->p_defaults[i - 1].ps_b);
-			return;
+			return 0;
 		}
 	}
 	for (i = p->p_n_defaults; i > 0; i--) {
 		if (p->p_defaults[i - 1].ps_path == NULL) {
 			peer_step_set(ret, path, &p->p_defaults[i - 1].ps_b);
-			return;
+			return 0;
 		}
 	}
 	{
@@ -127,11 +161,39 @@ static void peer_pick(struct peer *p, const char *path, struct peer_step *ret)
 
 		peer_step_set(ret, path, &ok);
 	}
+	return 0;
 }
 
 static const char *peer_header(struct MHD_Connection *c, const char *name)
 {
 	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+/* The request as received, into r (owned copies). */
+static void peer_request_fill(struct peer_request *r, struct MHD_Connection *c, const char *method,
+                              const char *path, const struct peer_conn *pc)
+{
+	const char *q = pc->pc_uri != NULL ? strchr(pc->pc_uri, '?') : NULL;
+
+	memset(r, 0, sizeof(*r));
+	r->pq_method = peer_strdup(method);
+	r->pq_path = peer_strdup(path);
+	r->pq_query = peer_strdup(q != NULL ? q + 1 : "");
+	r->pq_idem_key = peer_strdup(peer_header(c, "Idempotency-Key"));
+	r->pq_content_type = peer_strdup(peer_header(c, "Content-Type"));
+	r->pq_authorization = peer_strdup(peer_header(c, "Authorization"));
+	r->pq_webhook_id = peer_strdup(peer_header(c, "webhook-id"));
+	r->pq_webhook_timestamp = peer_strdup(peer_header(c, "webhook-timestamp"));
+	r->pq_webhook_signature = peer_strdup(peer_header(c, "webhook-signature"));
+	r->pq_body = malloc(pc->pc_len + 1);
+	if (r->pq_body != NULL) {
+		if (pc->pc_len > 0) {
+			memcpy(r->pq_body, pc->pc_body, pc->pc_len);
+		}
+		r->pq_body[pc->pc_len] = '\0';
+		r->pq_body_len = pc->pc_len;
+	}
+	r->pq_at_ms = peer_now_ms();
 }
 
 static void peer_record(struct peer *p, struct MHD_Connection *c, const char *method,
@@ -140,24 +202,7 @@ static void peer_record(struct peer *p, struct MHD_Connection *c, const char *me
 	struct peer_request r;
 	struct peer_request *grown;
 
-	memset(&r, 0, sizeof(r));
-	r.pq_method = peer_strdup(method);
-	r.pq_path = peer_strdup(path);
-	r.pq_idem_key = peer_strdup(peer_header(c, "Idempotency-Key"));
-	r.pq_content_type = peer_strdup(peer_header(c, "Content-Type"));
-	r.pq_authorization = peer_strdup(peer_header(c, "Authorization"));
-	r.pq_webhook_id = peer_strdup(peer_header(c, "webhook-id"));
-	r.pq_webhook_timestamp = peer_strdup(peer_header(c, "webhook-timestamp"));
-	r.pq_webhook_signature = peer_strdup(peer_header(c, "webhook-signature"));
-	r.pq_body = malloc(pc->pc_len + 1);
-	if (r.pq_body != NULL) {
-		if (pc->pc_len > 0) {
-			memcpy(r.pq_body, pc->pc_body, pc->pc_len);
-		}
-		r.pq_body[pc->pc_len] = '\0';
-		r.pq_body_len = pc->pc_len;
-	}
-	r.pq_at_ms = peer_now_ms();
+	peer_request_fill(&r, c, method, path, pc);
 	r.pq_action = action;
 	pthread_mutex_lock(&p->p_lock);
 	grown = realloc(p->p_reqs, (p->p_n_reqs + 1) * sizeof(*grown));
@@ -248,6 +293,30 @@ static enum MHD_Result peer_queue(struct MHD_Connection *c, struct MHD_Response 
 	return rc;
 }
 
+/* The extra "Name: value" fields of b. */
+static void peer_add_headers(struct MHD_Response *resp, const struct peer_behaviour *b)
+{
+	size_t i;
+
+	for (i = 0; i < PEER_HEADERS_MAX && b->pb_headers[i] != NULL; i++) {
+		const char *colon = strchr(b->pb_headers[i], ':');
+		char name[128];
+		size_t n;
+
+		if (colon == NULL || (size_t)(colon - b->pb_headers[i]) >= sizeof(name)) {
+			continue;
+		}
+		n = (size_t)(colon - b->pb_headers[i]);
+		memcpy(name, b->pb_headers[i], n);
+		name[n] = '\0';
+		colon++;
+		while (*colon == ' ') {
+			colon++;
+		}
+		MHD_add_response_header(resp, name, colon);
+	}
+}
+
 static enum MHD_Result peer_answer(struct peer *p, struct MHD_Connection *c,
                                    const struct peer_step *step)
 {
@@ -272,6 +341,7 @@ static enum MHD_Result peer_answer(struct peer *p, struct MHD_Connection *c,
 		if (b->pb_retry_after != NULL) {
 			MHD_add_response_header(resp, "Retry-After", b->pb_retry_after);
 		}
+		peer_add_headers(resp, b);
 		return peer_queue(c, resp, status);
 	case PEER_HANG:
 		peer_sleep(p, b->pb_ms);
@@ -306,6 +376,7 @@ static enum MHD_Result peer_handle(void *cls, struct MHD_Connection *c, const ch
 {
 	struct peer *p = cls;
 	struct peer_conn *pc = *con_cls;
+	struct peer_handler_entry h;
 	struct peer_step step;
 	enum MHD_Result rc;
 
@@ -316,6 +387,9 @@ static enum MHD_Result peer_handle(void *cls, struct MHD_Connection *c, const ch
 			return MHD_NO;
 		}
 		*con_cls = pc;
+	}
+	if (!pc->pc_started) {
+		pc->pc_started = 1;
 		return MHD_YES;
 	}
 	if (*upload_data_size > 0) {
@@ -336,13 +410,42 @@ static enum MHD_Result peer_handle(void *cls, struct MHD_Connection *c, const ch
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
+	memset(&h, 0, sizeof(h));
 	pthread_mutex_lock(&p->p_lock);
-	peer_pick(p, url, &step);
+	rc = peer_pick(p, url, &step, &h) ? MHD_YES : MHD_NO;
 	pthread_mutex_unlock(&p->p_lock);
+	if (rc == MHD_YES) {
+		/* A fake: the answer is computed from the request. */
+		struct peer_request req;
+		struct peer_behaviour b;
+
+		peer_request_fill(&req, c, method, url, pc);
+		memset(&b, 0, sizeof(b));
+		b.pb_action = PEER_REPLY;
+		h.ph_fn(h.ph_arg, &req, &b);
+		peer_step_set(&step, url, &b);
+		if (h.ph_done != NULL) {
+			h.ph_done(h.ph_arg, &b);
+		}
+		peer_request_finish(&req);
+	}
 	peer_record(p, c, method, url, pc, step.ps_b.pb_action);
 	rc = peer_answer(p, c, &step);
 	peer_step_finish(&step);
 	return rc;
+}
+
+/* The request target as sent, query included, before MHD parses it. */
+static void *peer_uri_log(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	struct peer_conn *pc = calloc(1, sizeof(*pc));
+
+	(void)cls;
+	(void)c;
+	if (pc != NULL) {
+		pc->pc_uri = peer_strdup(uri);
+	}
+	return pc;
 }
 
 static void peer_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -354,6 +457,7 @@ static void peer_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	(void)c;
 	(void)toe;
 	if (pc != NULL) {
+		free(pc->pc_uri);
 		free(pc->pc_body);
 		free(pc);
 		*con_cls = NULL;
@@ -379,8 +483,8 @@ struct peer *peer_create(void)
 	p->p_daemon = MHD_start_daemon(
 	        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL, NULL,
 	        peer_handle, p, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-	        MHD_OPTION_NOTIFY_COMPLETED, peer_completed, p, MHD_OPTION_CONNECTION_TIMEOUT,
-	        (unsigned)120, MHD_OPTION_END);
+	        MHD_OPTION_URI_LOG_CALLBACK, peer_uri_log, p, MHD_OPTION_NOTIFY_COMPLETED,
+	        peer_completed, p, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
 	if (p->p_daemon == NULL) {
 		fprintf(stderr, "peer: MHD_start_daemon failed\n");
 		goto fail;
@@ -417,6 +521,9 @@ void peer_destroy(struct peer *p)
 	for (i = 0; i < p->p_n_script; i++) {
 		peer_step_finish(&p->p_script[i]);
 	}
+	for (i = 0; i < p->p_n_handlers; i++) {
+		free(p->p_handlers[i].ph_prefix);
+	}
 	for (i = 0; i < p->p_n_reqs; i++) {
 		peer_request_finish(&p->p_reqs[i]);
 	}
@@ -452,6 +559,28 @@ int peer_script(struct peer *p, const char *path, const struct peer_behaviour *b
 	if (p->p_n_script < PEER_SCRIPT_MAX) {
 		peer_step_set(&p->p_script[p->p_n_script++], path, b);
 		rc = 0;
+	}
+	pthread_mutex_unlock(&p->p_lock);
+	return rc;
+}
+
+int peer_handler(struct peer *p, const char *prefix, peer_handler_fn fn,
+                 void (*done)(void *arg, struct peer_behaviour *ret), void *arg)
+{
+	int rc = -1;
+
+	pthread_mutex_lock(&p->p_lock);
+	if (p->p_n_handlers < PEER_HANDLERS_MAX) {
+		struct peer_handler_entry *h = &p->p_handlers[p->p_n_handlers];
+
+		h->ph_prefix = peer_strdup(prefix);
+		h->ph_fn = fn;
+		h->ph_done = done;
+		h->ph_arg = arg;
+		if (h->ph_prefix != NULL) {
+			p->p_n_handlers++;
+			rc = 0;
+		}
 	}
 	pthread_mutex_unlock(&p->p_lock);
 	return rc;
@@ -507,6 +636,7 @@ int peer_request(struct peer *p, size_t i, struct peer_request *ret)
 		r = &p->p_reqs[i];
 		ret->pq_method = peer_strdup(r->pq_method);
 		ret->pq_path = peer_strdup(r->pq_path);
+		ret->pq_query = peer_strdup(r->pq_query);
 		ret->pq_idem_key = peer_strdup(r->pq_idem_key);
 		ret->pq_content_type = peer_strdup(r->pq_content_type);
 		ret->pq_authorization = peer_strdup(r->pq_authorization);
@@ -531,6 +661,7 @@ void peer_request_finish(struct peer_request *r)
 {
 	free(r->pq_method);
 	free(r->pq_path);
+	free(r->pq_query);
 	free(r->pq_idem_key);
 	free(r->pq_content_type);
 	free(r->pq_authorization);

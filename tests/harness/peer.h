@@ -1,11 +1,14 @@
 /* peer.h: a real HTTP test peer (libmicrohttpd) on an ephemeral loopback
  * port: answers each request as scripted (200, any status, 429 with
- * Retry-After, hang, close, drip, oversized body) and records what it got. */
+ * Retry-After, hang, close, drip, oversized body), or as a handler computes
+ * from the request (a provider's API fake), and records what it got. */
 #ifndef IDEMHOOK_PEER_H
 #define IDEMHOOK_PEER_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#define PEER_HEADERS_MAX 8 /* extra answer header fields */
 
 enum peer_action {
 	PEER_REPLY = 0,   /* pb_status (default 200) with pb_body */
@@ -23,12 +26,15 @@ struct peer_behaviour {
 	const char *pb_retry_after; /* header value, e.g. "2" or an HTTP-date */
 	unsigned pb_ms;
 	size_t pb_size;
+	const char
+	        *pb_headers[PEER_HEADERS_MAX]; /* more "Name: value" fields (copied), NULL-ended */
 };
 
 /* One request as received (owned by the peer; copy what you keep). */
 struct peer_request {
 	char *pq_method;
 	char *pq_path;
+	char *pq_query;    /* what followed '?' in the request line, as sent; "" when nothing */
 	char *pq_idem_key; /* Idempotency-Key, or NULL */
 	char *pq_content_type;
 	char *pq_authorization;
@@ -58,6 +64,18 @@ int peer_default(struct peer *p, const char *path, const struct peer_behaviour *
 /* Appends b to the script of path (NULL: any path); each request takes the
  * first scripted behaviour whose path matches, else the default. */
 int peer_script(struct peer *p, const char *path, const struct peer_behaviour *b);
+
+/* A fake's answer to one request: fn fills ret (zeroed, pb_action
+ * PEER_REPLY) from req; the peer copies what ret points to at once, then
+ * calls done(arg, ret) (may be NULL) so fn's strings can be freed. Runs on
+ * the peer's connection threads, one call per request. */
+typedef void (*peer_handler_fn)(void *arg, const struct peer_request *req,
+                                struct peer_behaviour *ret);
+
+/* Requests whose path starts with prefix that no script step takes are
+ * answered by fn. Returns 0, or -1 when the table is full. */
+int peer_handler(struct peer *p, const char *prefix, peer_handler_fn fn,
+                 void (*done)(void *arg, struct peer_behaviour *ret), void *arg);
 
 /* How many requests have been received so far. */
 size_t peer_count(struct peer *p);
