@@ -204,9 +204,9 @@ struct reconcile_ctx {
 	const struct config *rx_cf;
 	const struct reconcile_options *rx_opt;
 	struct reconcile_conf rx_conf;
-	int64_t rx_since_s;
-	int64_t rx_until_s;
-	int rx_stopping; /* ro_sleep said so: the run ends */
+	int64_t rx_since_ms; /* the window: created at or after ... */
+	int64_t rx_until_ms; /* ... and at or before */
+	int rx_stopping;     /* ro_sleep said so: the run ends */
 };
 
 static int64_t reconcile_now_ms(void)
@@ -228,11 +228,21 @@ static int reconcile_sleep(struct reconcile_ctx *x, int64_t ms)
 		}
 		return x->rx_stopping;
 	}
+	if (ms <= 0) {
+		return 0;
+	}
 	ts.tv_sec = (time_t)(ms / 1000);
 	ts.tv_nsec = (long)(ms % 1000) * 1000000L;
 	while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
 	}
 	return 0;
+}
+
+/* 1 when the run must end (the daemon is stopping): asked between
+ * questions, so a stop waits for one request at most. */
+static int reconcile_stopping(struct reconcile_ctx *x)
+{
+	return x->rx_stopping || reconcile_sleep(x, 0);
 }
 
 /* The delay before attempt number attempt + 1 (full jitter). */
@@ -536,17 +546,18 @@ static int reconcile_events(struct reconcile_ctx *x, const struct provider_conf 
 	struct event_batch all = {0};
 	char *cursor = NULL;
 	int64_t mark = reconcile_mark_get(x->rx_opt->ro_marks, pc->pc_name);
+	int64_t failed_before = in->rn_failed;
 	int complete = 0;
 	size_t i;
 	int rc = 0;
 
 	memset(&q, 0, sizeof(q));
-	q.pq_since_s = x->rx_since_s;
+	q.pq_since_s = x->rx_since_ms / 1000;
 	if (mark > 0 && mark - RECONCILE_MARK_OVERLAP_S > q.pq_since_s) {
 		q.pq_since_s = mark - RECONCILE_MARK_OVERLAP_S;
 	}
-	q.pq_until_s = x->rx_until_s;
-	while (!x->rx_stopping) {
+	q.pq_until_s = x->rx_until_ms / 1000;
+	while (!reconcile_stopping(x)) {
 		struct provider_answer a;
 
 		if (in->rn_pages >= RECONCILE_PAGES_MAX) {
@@ -592,7 +603,7 @@ static int reconcile_events(struct reconcile_ctx *x, const struct provider_conf 
 	if (all.eb_n > 1) {
 		qsort(all.eb_events, all.eb_n, sizeof(*all.eb_events), reconcile_event_cmp);
 	}
-	for (i = 0; i < all.eb_n && rc == 0; i++) {
+	for (i = 0; i < all.eb_n && rc == 0 && !reconcile_stopping(x); i++) {
 		struct event_batch one = {0};
 		struct event *ev = event_batch_add(&one);
 
@@ -606,8 +617,10 @@ static int reconcile_events(struct reconcile_ctx *x, const struct provider_conf 
 		event_batch_finish(&one);
 	}
 	event_batch_finish(&all);
-	/* The next pass of the worker starts where a whole listing ended. */
-	if (rc == 0 && complete && !x->rx_opt->ro_dry_run) {
+	/* The next pass of the worker starts where a whole listing ended, every
+	 * event of it taken: one the store could not take is listed again. */
+	if (rc == 0 && complete && i == all.eb_n && in->rn_failed == failed_before &&
+	    !x->rx_opt->ro_dry_run) {
 		reconcile_mark_set(x->rx_opt->ro_marks, pc->pc_name, q.pq_until_s);
 	}
 	return rc;
@@ -677,15 +690,15 @@ static int reconcile_orders(struct reconcile_ctx *x, const struct provider_conf 
 
 	memset(&o, 0, sizeof(o));
 	o.ro_scope = pc->pc_name;
-	o.ro_from_ms = x->rx_since_s * 1000;
-	o.ro_until_ms = x->rx_until_s * 1000;
+	o.ro_from_ms = x->rx_since_ms;
+	o.ro_until_ms = x->rx_until_ms;
 	o.ro_limit = x->rx_conf.rc_max_orders;
 	if (store_read(x->rx_st, reconcile_now_ms(), reconcile_orders_unit, &o) < 0) {
 		reconcile_orders_finish(&o);
 		return reconcile_note(in, RECONCILE_FAILED, NULL, NULL, NULL, NULL,
 		                      "store: the waiting orders could not be read");
 	}
-	for (i = 0; i < o.ro_n && rc == 0 && !x->rx_stopping; i++) {
+	for (i = 0; i < o.ro_n && rc == 0 && !reconcile_stopping(x); i++) {
 		struct provider_query q;
 		struct provider_answer a;
 
@@ -757,6 +770,19 @@ static int reconcile_instance_run(struct reconcile_ctx *x, const struct provider
 	    (p->p_reconcile_request == NULL || p->p_reconcile_answer == NULL)) {
 		in->rn_mode = PROVIDER_RECONCILE_NONE;
 	}
+	if (in->rn_mode != PROVIDER_RECONCILE_NONE &&
+	    reconcile_now_ms() - x->rx_since_ms > pc->pc_retention_s * 1000) {
+		char qname[80];
+
+		/* Keys older than the retention are forgotten: such an event runs
+		 * again, and only the order's own guards keep it from changing
+		 * anything twice (docs/reconcile.md). */
+		log_warn("reconcile provider=\"%s\": looking back further than its retention "
+		         "(%" PRId64
+		         " s); events whose keys expired are run again and kept single by the "
+		         "orders' guards alone",
+		         log_quote(qname, sizeof(qname), pc->pc_name), pc->pc_retention_s);
+	}
 	if (in->rn_mode == PROVIDER_RECONCILE_EVENTS) {
 		rc = reconcile_events(x, pc, in);
 	} else if (in->rn_mode == PROVIDER_RECONCILE_ORDERS) {
@@ -797,18 +823,18 @@ int reconcile_run(struct store *st, const struct config *cf, const struct reconc
 		return -1;
 	}
 	older = opt->ro_older_than_s >= 0 ? opt->ro_older_than_s : x.rx_conf.rc_older_than_s;
-	x.rx_until_s = now_ms / 1000 - older;
-	x.rx_since_s = opt->ro_since_ms != 0 ? opt->ro_since_ms / 1000
-	                                     : now_ms / 1000 - x.rx_conf.rc_lookback_s;
+	x.rx_until_ms = now_ms - older * 1000;
+	x.rx_since_ms =
+	        opt->ro_since_ms != 0 ? opt->ro_since_ms : now_ms - x.rx_conf.rc_lookback_s * 1000;
 	ret->rr_dry_run = opt->ro_dry_run;
-	ret->rr_since_ms = x.rx_since_s * 1000;
-	ret->rr_until_ms = x.rx_until_s * 1000;
+	ret->rr_since_ms = x.rx_since_ms;
+	ret->rr_until_ms = x.rx_until_ms;
 	ret->rr_instances =
 	        calloc(cf->cf_n_providers > 0 ? cf->cf_n_providers : 1, sizeof(*ret->rr_instances));
 	if (ret->rr_instances == NULL) {
 		return -1;
 	}
-	for (i = 0; i < cf->cf_n_providers && !x.rx_stopping; i++) {
+	for (i = 0; i < cf->cf_n_providers && !reconcile_stopping(&x); i++) {
 		const struct provider_conf *pc = &cf->cf_providers[i];
 
 		if (opt->ro_provider != NULL && strcmp(pc->pc_name, opt->ro_provider) != 0) {
