@@ -27,6 +27,7 @@
 #define RECONCILE_OLDER_THAN_DEFAULT_S (15 * 60)
 #define RECONCILE_LOOKBACK_DEFAULT_S (3 * 24 * 3600)
 #define RECONCILE_TIMEOUT_DEFAULT_MS 10000
+#define RECONCILE_TIMEOUT_MAX_MS (5 * 60 * 1000)
 #define RECONCILE_RETRIES_DEFAULT 3
 #define RECONCILE_RETRIES_MAX 10
 #define RECONCILE_RETRY_BASE_DEFAULT_MS 1000
@@ -67,21 +68,22 @@ int reconcile_conf_load(const struct config *cf, struct reconcile_conf *ret)
 	ret->rc_timeout_ms = RECONCILE_TIMEOUT_DEFAULT_MS;
 	ret->rc_retry_base_ms = RECONCILE_RETRY_BASE_DEFAULT_MS;
 	v = config_get(cf, RECONCILE_SECTION, "timeout");
-	if (v != NULL && (outbox_parse_ms(v, &ret->rc_timeout_ms) < 0 || ret->rc_timeout_ms <= 0)) {
-		log_err("config: [reconcile] timeout: expected a duration above 0 (\"10s\", "
-		        "\"500ms\")");
+	if (v != NULL && (outbox_parse_ms(v, &ret->rc_timeout_ms) < 0 || ret->rc_timeout_ms <= 0 ||
+	                  ret->rc_timeout_ms > RECONCILE_TIMEOUT_MAX_MS)) {
+		log_err("config: [reconcile] timeout: expected a duration above 0, at most 5m "
+		        "(\"10s\", \"500ms\")");
 		return -1;
 	}
 	v = config_get(cf, RECONCILE_SECTION, "retry_base");
-	if (v != NULL && outbox_parse_ms(v, &ret->rc_retry_base_ms) < 0) {
-		log_err("config: [reconcile] retry_base: expected a duration (\"1s\", \"200ms\", "
-		        "\"0\")");
+	if (v != NULL && (outbox_parse_ms(v, &ret->rc_retry_base_ms) < 0 ||
+	                  ret->rc_retry_base_ms > RECONCILE_RETRY_CAP_MS)) {
+		log_err("config: [reconcile] retry_base: expected a duration, at most 30s (\"1s\", "
+		        "\"200ms\", \"0\")");
 		return -1;
 	}
 	if (ret->rc_interval_s < 0 || ret->rc_older_than_s < 0 || ret->rc_lookback_s <= 0) {
-		log_err("config: [reconcile]: interval and older_than take 0 or more, lookback "
-		        "more "
-		        "than 0");
+		log_err("config: [reconcile]: interval and older_than take 0 or more, "
+		        "lookback more than 0");
 		return -1;
 	}
 	if (ret->rc_retries > RECONCILE_RETRIES_MAX) {

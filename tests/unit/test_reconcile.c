@@ -11,13 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "buf.h"
+#include "config.h"
 #include "crypto.h"
 #include "httpc.h"
 #include "provider_test.h"
+#include "reconcile.h"
 #include "text.h"
 
 extern const struct provider provider_adyen;
@@ -813,6 +816,58 @@ static void test_alipay_private_key_loads_from_the_key_tools_base64_line(void **
 	buf_finish(&line);
 }
 
+/* [reconcile] of an ini text, through the configuration loader. Returns
+ * reconcile_conf_load's result, or -2 when the file itself is refused. */
+static int conf_of(const char *ini, struct reconcile_conf *ret)
+{
+	char path[] = "/tmp/test-reconcile-XXXXXX";
+	struct config *cf;
+	int fd = mkstemp(path);
+	int rc;
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, ini, strlen(ini)), (ssize_t)strlen(ini));
+	close(fd);
+	cf = config_load(path);
+	unlink(path);
+	if (cf == NULL) {
+		return -2;
+	}
+	rc = reconcile_conf_load(cf, ret);
+	config_destroy(cf);
+	return rc;
+}
+
+static void test_reconcile_section_defaults_and_refusals(void **state)
+{
+	struct reconcile_conf rc;
+
+	(void)state;
+	assert_int_equal(conf_of("[store]\npath = /tmp/unused.db\n", &rc), 0);
+	assert_int_equal(rc.rc_interval_s, 0);
+	assert_int_equal(rc.rc_older_than_s, 15 * 60);
+	assert_int_equal(rc.rc_lookback_s, 3 * 24 * 3600);
+	assert_int_equal(rc.rc_timeout_ms, 10000);
+	assert_int_equal(rc.rc_retries, 3);
+	assert_int_equal(rc.rc_retry_base_ms, 1000);
+	assert_int_equal(rc.rc_max_orders, 500);
+	assert_int_equal(conf_of("[reconcile]\ninterval = 15m\ntimeout = 500ms\nretry_base = 0\n"
+	                         "retries = 0\nolder_than = 0\nlookback = 30d\nmax_orders = 9\n",
+	                         &rc),
+	                 0);
+	assert_int_equal(rc.rc_interval_s, 900);
+	assert_int_equal(rc.rc_timeout_ms, 500);
+	assert_int_equal(rc.rc_retry_base_ms, 0);
+	assert_int_equal(rc.rc_max_orders, 9);
+	assert_int_equal(conf_of("[reconcile]\ntimeout = 0\n", &rc), -1);
+	assert_int_equal(conf_of("[reconcile]\ntimeout = 1h\n", &rc), -1);
+	assert_int_equal(conf_of("[reconcile]\nretries = 11\n", &rc), -1);
+	assert_int_equal(conf_of("[reconcile]\nretry_base = 1m\n", &rc), -1);
+	assert_int_equal(conf_of("[reconcile]\nlookback = 0\n", &rc), -1);
+	assert_int_equal(conf_of("[reconcile]\nmax_orders = 0\n", &rc), -1);
+	assert_int_equal(conf_of("[reconcile]\nintervall = 15m\n", &rc), -2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -835,6 +890,7 @@ int main(void)
 	        cmocka_unit_test(test_wechatpay_reads_paid_unpaid_closed_and_refunded_transactions),
 	        cmocka_unit_test(test_wechatpay_refuses_a_wrongly_signed_or_foreign_answer),
 	        cmocka_unit_test(test_alipay_private_key_loads_from_the_key_tools_base64_line),
+	        cmocka_unit_test(test_reconcile_section_defaults_and_refusals),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
