@@ -837,17 +837,24 @@ static int alipay_reconcile_request(const struct provider_conf *pc, const struct
 	    crypto_base64_encode(sig, sig_len, &sig_b64, NULL) < 0) {
 		goto done;
 	}
+	/* As Alipay's SDKs send it: the common parameters and sign in the
+	 * query string, biz_content in the form body. */
+	if (buf_puts(&ret->prq_url, st->as_gateway) < 0) {
+		goto done;
+	}
 	for (i = 0; i < f.af_n; i++) {
-		if (buf_puts(&ret->prq_body, f.af_params[i].ap_key) < 0 ||
-		    buf_puts(&ret->prq_body, "=") < 0 ||
-		    provider_url_encode(&ret->prq_body, f.af_params[i].ap_value) < 0 ||
-		    buf_puts(&ret->prq_body, "&") < 0) {
+		int in_body = strcmp(f.af_params[i].ap_key, "biz_content") == 0;
+		struct buf *to = in_body ? &ret->prq_body : &ret->prq_url;
+		const char *sep = in_body ? (to->buf_len > 0 ? "&" : "")
+		                          : (strchr(to->buf_data, '?') != NULL ? "&" : "?");
+
+		if (buf_puts(to, sep) < 0 || buf_puts(to, f.af_params[i].ap_key) < 0 ||
+		    buf_puts(to, "=") < 0 || provider_url_encode(to, f.af_params[i].ap_value) < 0) {
 			goto done;
 		}
 	}
-	if (buf_puts(&ret->prq_body, "sign=") < 0 ||
-	    provider_url_encode(&ret->prq_body, sig_b64) < 0 ||
-	    buf_puts(&ret->prq_url, st->as_gateway) < 0) {
+	if (buf_puts(&ret->prq_url, "&sign=") < 0 ||
+	    provider_url_encode(&ret->prq_url, sig_b64) < 0) {
 		goto done;
 	}
 	ret->prq_method = "POST";

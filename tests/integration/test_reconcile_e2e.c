@@ -305,6 +305,7 @@ static int alipay_request_ok(const char *body)
 /* Alipay: POST /gateway.do, method alipay.trade.query. */
 static void fake_alipay(void *arg, const struct peer_request *req, struct peer_behaviour *ret)
 {
+	char *params = malloc(strlen(req->pq_query) + req->pq_body_len + 2);
 	char *biz = form_value(req->pq_body, "biz_content");
 	cJSON *root = biz != NULL ? cJSON_Parse(biz) : NULL;
 	const cJSON *id = cJSON_GetObjectItemCaseSensitive(root, "out_trade_no");
@@ -318,7 +319,9 @@ static void fake_alipay(void *arg, const struct peer_request *req, struct peer_b
 	(void)arg;
 	fake_delay();
 	pthread_mutex_lock(&fake.fk_lock);
-	if (!alipay_request_ok(req->pq_body) || !cJSON_IsString(id)) {
+	/* The gateway reads the query string and the form body alike. */
+	sprintf(params, "%s&%s", req->pq_query, req->pq_body);
+	if (!alipay_request_ok(params) || !cJSON_IsString(id)) {
 		fake.fk_bad_requests++;
 		step = "badreq";
 	} else {
@@ -395,6 +398,7 @@ static void fake_alipay(void *arg, const struct peer_request *req, struct peer_b
 done:
 	cJSON_Delete(root);
 	free(biz);
+	free(params);
 }
 
 /* The value of name="..." in an Authorization header, malloc'd, or NULL. */
