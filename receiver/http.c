@@ -1,13 +1,19 @@
 /* http.c: the HTTP listener on libmicrohttpd; the only file that includes microhttpd.h. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
+#include <linux/tcp.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,47 +24,131 @@
 #include "http.h"
 #include "log.h"
 
-#define HTTP_URL_MAX 8192 /* bytes in a request target */
-#define HTTP_DRAIN_MAX_MS 10000 /* how long http_destroy waits for requests in flight */
 #define HTTP_DISCARD_MAX (8 * 1024 * 1024) /* bytes of an over-cap chunked body dropped before closing */
 /* Bytes of libmicrohttpd's per-connection pool: the request head (up to
- * HTTP_HEADERS_MAX fields and HTTP_URL_MAX of target), read and write
- * buffers; bodies are copied out as they arrive. libmicrohttpd clears the
- * whole pool before every request on a connection, and every connection
- * holds one (a suspended one too): the size is paid per request and per
- * connection, so it is no bigger than a request head needs. */
+ * HTTP_HEAD_MAX bytes in HTTP_HEADERS_MAX fields), read and write buffers;
+ * bodies are copied out as they arrive. libmicrohttpd clears the whole pool
+ * before every request on a connection, and every connection holds one (a
+ * suspended one too): the size is paid per request and per connection, so
+ * it is no bigger than a request head needs. A head it cannot hold gets its
+ * own 431 (or 414), with a short HTML body. */
 #define HTTP_CONN_MEMORY (16 * 1024)
+#define HTTP_LISTEN_BACKLOG 4096 /* the kernel caps it at net.core.somaxconn */
+#define HTTP_FD_RESERVE 256      /* descriptors kept for the database, outbound calls, files */
+#define HTTP_CONN_MIN 16         /* the least connection limit the file limit may size */
+/* The sweeper: a thread per server that enforces the head deadline and the
+ * body rate, keeps room for new connections and drains old generations. */
+#define HTTP_SWEEP_MS 100
+#define HTTP_IDLE_PROBE_MS 500  /* how often an idle keep-alive connection is looked at */
+#define HTTP_BODY_GRACE_MS 5000 /* a body is measured against its floor after this */
+#define HTTP_RESERVE_DIV 10     /* a tenth of the connection limit is kept free for new requests */
+#define HTTP_RESERVE_MIN 4
+#define HTTP_DRAIN_IDLE_MS 2000  /* stopping: an idle keep-alive connection is closed after this */
+#define HTTP_DRAIN_FLUSH_MS 5000 /* past the deadline: answers already made get this to go out */
+#define HTTP_DRAIN_LOG_MS 2000   /* drain progress in the log */
+#define HTTP_CUT_LOG_MS 10000    /* slow clients cut: one summary line at most this often */
+#define HTTP_LINGER_MS 1000 /* a 408 gets this long to be read before the connection is reset */
+#define HTTP_ALIVE_PROGRESS_MS                                                                     \
+	5000 /* at the connection limit, a request completed within this is life */
+
+/* Where a connection is, for the sweeper. */
+enum http_phase {
+	HTTP_PHASE_HEAD = 0, /* reading a request head (a TLS handshake too) */
+	HTTP_PHASE_BODY,     /* the head is in; reading the body */
+	HTTP_PHASE_BUSY,     /* the request is complete: routed, deferred or answering */
+	HTTP_PHASE_IDLE,     /* keep-alive, between requests */
+	HTTP_PHASE_CUT,      /* the sweeper closed it: nothing more is routed */
+};
+
+/* Why the sweeper closed a connection. */
+enum http_cut {
+	HTTP_CUT_HEAD = 0, /* the head took longer than the deadline */
+	HTTP_CUT_BODY,     /* the body came slower than the floor */
+	HTTP_CUT_ROOM,     /* the oldest incomplete heads and idle connections, to keep room */
+	HTTP_CUT_DRAIN,    /* draining: idle, or the drain deadline passed */
+	HTTP_CUT_N,
+};
+
+struct http_gen;
+
+/* One connection (libmicrohttpd's socket context), from accept to close, in
+ * its generation's list. Server threads move its phase; the sweeper reads
+ * it, and may shut its socket down: the descriptor stays valid for as long
+ * as the connection is listed, as libmicrohttpd reports a connection closed
+ * before it closes the descriptor, and unlisting takes the lock. */
+struct http_sock {
+	struct http_sock *hk_prev;
+	struct http_sock *hk_next;
+	int hk_fd;
+	atomic_int hk_phase;        /* enum http_phase */
+	atomic_llong hk_since_ms;   /* monotonic: when the phase began */
+	atomic_llong hk_body_bytes; /* of the body being read */
+	/* the sweeper's own */
+	int64_t hk_linger_ms;   /* cut with an answer: its read side is shut this much later */
+	int64_t hk_probe_ms;    /* an idle connection was last looked at */
+	uint64_t hk_idle_bytes; /* bytes received by then; UINT64_MAX: not looked at yet */
+};
 
 /* One libmicrohttpd daemon and the settings it serves with. A reload starts
  * a new generation on a dup of the same listening socket before the old one
- * stops, so settings never change under a request in flight. */
+ * stops accepting, so settings never change under a request in flight. */
 struct http_gen {
 	struct http_server *hg_srv;
 	struct MHD_Daemon *hg_daemon;
+	struct http_gen *hg_next; /* in the server's list of draining generations */
+	unsigned hg_number;       /* 1 at start, +1 per reload: for the log */
 	int hg_fd; /* this generation's descriptor of the listening socket */
+	int hg_tls;
 	size_t hg_body_max;
+	unsigned hg_conn_limit;
+	int64_t hg_head_timeout_ms;
+	size_t hg_body_min_rate;
+	int64_t hg_drain_timeout_ms;
 	char **hg_proxies; /* trusted proxy CIDRs, NULL-terminated, or NULL */
-	atomic_int hg_in_flight; /* requests begun and not completed */
-	atomic_int hg_fresh; /* connections accepted whose first request has not begun (TLS handshakes) */
+	http_route_fn hg_refused;
+	char *hg_timeout_answer; /* the 408 a plain-HTTP slow client gets */
+	size_t hg_timeout_answer_len;
+	pthread_mutex_t hg_lock;    /* hg_socks */
+	struct http_sock *hg_socks; /* every open connection */
+	atomic_int hg_conns;        /* open connections */
 	atomic_int hg_suspended; /* deferred requests whose answer is not queued yet */
-	atomic_int hg_draining; /* stopping: answers close their connection */
+	atomic_int hg_draining;  /* not accepting: answers close their connection */
 	atomic_int hg_stopping; /* the daemon is about to stop: no more suspensions */
 	atomic_int hg_started; /* MHD_start_daemon returned */
 	atomic_llong hg_log_ms; /* when the last loud libmicrohttpd message was logged */
-};
-
-/* Per-connection state: whether it still counts in hg_fresh. */
-struct http_sock {
-	atomic_int hk_fresh;
+	atomic_llong hg_progress_ms; /* monotonic: a request last completed */
+	atomic_long hg_answered;     /* requests completed */
+	/* the sweeper's own */
+	int hg_drain_stop; /* the drain is a stop, not a reload */
+	int64_t hg_drain_since_ms;
+	int64_t hg_drain_deadline_ms;
+	int64_t hg_drain_log_ms;
+	long hg_drain_answered; /* hg_answered when the drain began */
+	int hg_deadline_told;
+	unsigned long hg_cuts[HTTP_CUT_N];
+	unsigned long hg_cuts_told[HTTP_CUT_N];
+	int64_t hg_cut_log_ms;
 };
 
 struct http_server {
-	struct http_gen *hs_gen;
 	char *hs_host;
 	unsigned hs_port;
 	http_route_fn hs_route;
 	void *hs_arg;
 	char *hs_name;
+	pthread_mutex_t hs_lock;      /* what follows, and the generations' drain fields */
+	pthread_cond_t hs_cond;       /* a generation ended, or the sweeper is to stop */
+	struct http_gen *hs_gen;      /* the serving generation; NULL once draining to stop */
+	struct http_gen *hs_draining; /* older generations still finishing */
+	unsigned hs_generations;
+	int hs_stop;
+	pthread_t hs_sweeper;
+	int hs_sweeper_started;
+	/* http_alive: the local port of the probe under way, and whether a
+	 * server thread took its connection */
+	pthread_mutex_t hs_probe_lock;
+	atomic_int hs_probe_port;
+	atomic_int hs_probe_seen;
 };
 
 /* Where a deferred request is. The route's thread and the thread that calls
@@ -88,7 +178,10 @@ struct http_header_list;
 struct http_conn {
 	struct http_gen *hc_gen;
 	struct MHD_Connection *hc_con;
-	char *hc_url; /* the raw request target */
+	struct http_sock *hc_sock; /* NULL if it could not be tracked */
+	char *hc_url;              /* the raw request target (at most HTTP_URL_MAX bytes of it) */
+	size_t hc_url_len;         /* its whole length up to a NUL */
+	size_t hc_params;          /* query parameters in it */
 	struct buf hc_body;
 	int hc_head_seen; /* the access handler has seen the request head */
 	int hc_refused; /* a response was queued before the body was read */
@@ -111,12 +204,38 @@ struct http_header_list {
 	int hl_overflow;
 };
 
+#define HTTP_STR(x) #x
+#define HTTP_XSTR(x) HTTP_STR(x) /* a limit's value, in a message */
+
+/* An answer http.c makes itself, before routing. */
+struct http_refusal {
+	int hf_status;
+	const char *hf_slug;
+	const char *hf_title;
+	const char *hf_detail;
+};
+
 static int64_t http_now_ms(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t http_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void http_sleep_ms(long ms)
+{
+	struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+
+	nanosleep(&pause, NULL);
 }
 
 const char *http_header_get(const struct http_request *req, const char *name)
@@ -238,31 +357,466 @@ int http_cidr_match(const char *cidr, const char *addr)
 	return 1;
 }
 
+/* ---- connections ---- */
+
+/* Moves a connection to phase, from any phase but HTTP_PHASE_CUT (only the
+ * sweeper moves one into it, and nothing out). Returns 0, or -1 when the
+ * sweeper closed it: then the request must not be routed. NULL (a
+ * connection that could not be tracked) is always 0. */
+static int http_sock_move(struct http_sock *hk, enum http_phase phase)
+{
+	int cur;
+
+	if (hk == NULL) {
+		return 0;
+	}
+	atomic_store(&hk->hk_since_ms, http_mono_ms());
+	cur = atomic_load(&hk->hk_phase);
+	for (;;) {
+		if (cur == HTTP_PHASE_CUT) {
+			return -1;
+		}
+		if (atomic_compare_exchange_weak(&hk->hk_phase, &cur, (int)phase)) {
+			return 0;
+		}
+	}
+}
+
+/* The connection of http_alive's probe, seen by a server thread? */
+static void http_probe_check(struct http_server *srv, struct MHD_Connection *con)
+{
+	int port = atomic_load(&srv->hs_probe_port);
+	const union MHD_ConnectionInfo *ci;
+	const struct sockaddr *sa;
+	int seen = 0;
+
+	if (port == 0) {
+		return;
+	}
+	ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	sa = ci != NULL ? ci->client_addr : NULL;
+	if (sa == NULL) {
+		return;
+	}
+	if (sa->sa_family == AF_INET) {
+		seen = ntohs(((const struct sockaddr_in *)(const void *)sa)->sin_port) == port;
+	} else if (sa->sa_family == AF_INET6) {
+		seen = ntohs(((const struct sockaddr_in6 *)(const void *)sa)->sin6_port) == port;
+	}
+	if (seen) {
+		atomic_store(&srv->hs_probe_seen, 1);
+	}
+}
+
+static void http_connection_notify(void *cls, struct MHD_Connection *con, void **socket_context,
+                                   enum MHD_ConnectionNotificationCode toe)
+{
+	struct http_gen *gen = cls;
+	struct http_sock *hk = *socket_context;
+
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+		        MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
+
+		atomic_fetch_add(&gen->hg_conns, 1);
+		http_probe_check(gen->hg_srv, con);
+		hk = calloc(1, sizeof(*hk));
+		*socket_context = hk;
+		if (hk == NULL) {
+			return; /* served, but the sweeper cannot see it */
+		}
+		hk->hk_fd = ci != NULL ? ci->connect_fd : -1;
+		hk->hk_idle_bytes = UINT64_MAX;
+		atomic_init(&hk->hk_phase, HTTP_PHASE_HEAD);
+		atomic_init(&hk->hk_since_ms, http_mono_ms());
+		atomic_init(&hk->hk_body_bytes, 0);
+		pthread_mutex_lock(&gen->hg_lock);
+		hk->hk_next = gen->hg_socks;
+		if (gen->hg_socks != NULL) {
+			gen->hg_socks->hk_prev = hk;
+		}
+		gen->hg_socks = hk;
+		pthread_mutex_unlock(&gen->hg_lock);
+		return;
+	}
+	if (hk != NULL) {
+		pthread_mutex_lock(&gen->hg_lock);
+		if (hk->hk_prev != NULL) {
+			hk->hk_prev->hk_next = hk->hk_next;
+		} else {
+			gen->hg_socks = hk->hk_next;
+		}
+		if (hk->hk_next != NULL) {
+			hk->hk_next->hk_prev = hk->hk_prev;
+		}
+		pthread_mutex_unlock(&gen->hg_lock);
+		free(hk);
+		*socket_context = NULL;
+	}
+	atomic_fetch_sub(&gen->hg_conns, 1);
+}
+
+/* ---- the sweeper ---- */
+
+static unsigned http_gen_reserve(const struct http_gen *gen)
+{
+	unsigned r = gen->hg_conn_limit / HTTP_RESERVE_DIV;
+
+	return r > HTTP_RESERVE_MIN ? r : HTTP_RESERVE_MIN;
+}
+
+/* Closes a connection that is in phase from: nothing more is routed on it
+ * (a request that completes meanwhile is dropped, never processed), and a
+ * plain-HTTP client in the middle of a request is told 408. Its server
+ * thread sees the end of the stream and closes it: at once, or after the
+ * 408 had HTTP_LINGER_MS to be read (closing on unread input resets the
+ * connection, and a reset can destroy the answer before the client reads
+ * it). Returns 1, or 0 when the connection left that phase first. hg_lock
+ * held. */
+static int http_sock_cut(struct http_gen *gen, struct http_sock *hk, int from, enum http_cut why,
+                         int64_t now)
+{
+	if (hk->hk_fd < 0 ||
+	    !atomic_compare_exchange_strong(&hk->hk_phase, &from, HTTP_PHASE_CUT)) {
+		return 0;
+	}
+	gen->hg_cuts[why]++;
+	if (from != HTTP_PHASE_IDLE && !gen->hg_tls && gen->hg_timeout_answer != NULL) {
+		/* Its server thread writes nothing while a request is still
+		 * arriving, and will write nothing more now. */
+		(void)send(hk->hk_fd, gen->hg_timeout_answer, gen->hg_timeout_answer_len,
+		           MSG_DONTWAIT | MSG_NOSIGNAL);
+		shutdown(hk->hk_fd, SHUT_WR);
+		hk->hk_linger_ms = now;
+		return 1;
+	}
+	shutdown(hk->hk_fd, SHUT_RDWR);
+	return 1;
+}
+
+/* An idle keep-alive connection on which bytes arrived has begun its next
+ * head: its deadline runs from now (the request line may not be complete
+ * yet, so libmicrohttpd has not said so). hg_lock held. */
+static void http_sock_probe_idle(struct http_sock *hk, int64_t since, int64_t now)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	int idle = HTTP_PHASE_IDLE;
+
+	if (hk->hk_fd < 0 || now - hk->hk_probe_ms < HTTP_IDLE_PROBE_MS) {
+		return;
+	}
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(hk->hk_fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+	    len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received)) {
+		return;
+	}
+	if (hk->hk_idle_bytes == UINT64_MAX || hk->hk_probe_ms < since) {
+		/* The first look in this idle period: what came before. */
+		hk->hk_idle_bytes = ti.tcpi_bytes_received;
+	} else if (ti.tcpi_bytes_received > hk->hk_idle_bytes) {
+		atomic_store(&hk->hk_since_ms, now);
+		atomic_compare_exchange_strong(&hk->hk_phase, &idle, HTTP_PHASE_HEAD);
+		hk->hk_idle_bytes = UINT64_MAX;
+	}
+	hk->hk_probe_ms = now;
+}
+
+struct http_victim {
+	struct http_sock *hv_sock;
+	int hv_phase;
+	int64_t hv_since;
+};
+
+/* Heads before idle connections, the oldest first. */
+static int http_victim_cmp(const void *a, const void *b)
+{
+	const struct http_victim *x = a;
+	const struct http_victim *y = b;
+
+	if (x->hv_phase != y->hv_phase) {
+		return x->hv_phase == HTTP_PHASE_HEAD ? -1 : 1;
+	}
+	return x->hv_since < y->hv_since ? -1 : x->hv_since > y->hv_since;
+}
+
+/* One look at every connection of gen: heads past their deadline, bodies
+ * under their rate, and (draining) idle connections and everything past the
+ * drain deadline are closed; when fewer than a tenth of the connection limit
+ * is free, the oldest incomplete heads, then the longest idle connections,
+ * until it is. Requests complete or answering are never touched. */
+static void http_gen_sweep(struct http_gen *gen, int64_t now)
+{
+	int draining = atomic_load(&gen->hg_draining);
+	int past = draining && now >= gen->hg_drain_deadline_ms;
+	int conns = atomic_load(&gen->hg_conns);
+	unsigned reserve = http_gen_reserve(gen);
+	size_t excess = 0;
+	struct http_victim *v = NULL;
+	size_t n_v = 0;
+	size_t cap_v = 0;
+	struct http_sock *hk;
+	size_t i;
+
+	if (!draining && conns > 0 && (unsigned)conns + reserve > gen->hg_conn_limit) {
+		excess = (unsigned)conns + reserve - gen->hg_conn_limit;
+		cap_v = (size_t)conns + 64; /* a few more may come while we look */
+		v = calloc(cap_v, sizeof(*v));
+	}
+	pthread_mutex_lock(&gen->hg_lock);
+	for (hk = gen->hg_socks; hk != NULL; hk = hk->hk_next) {
+		int phase = atomic_load(&hk->hk_phase);
+		int64_t since = atomic_load(&hk->hk_since_ms);
+		int64_t elapsed = now - since;
+
+		switch (phase) {
+		case HTTP_PHASE_HEAD:
+			if ((past || elapsed > gen->hg_head_timeout_ms) &&
+			    http_sock_cut(gen, hk, phase, past ? HTTP_CUT_DRAIN : HTTP_CUT_HEAD,
+			                  now)) {
+				if (excess > 0) {
+					excess--;
+				}
+				continue;
+			}
+			break;
+		case HTTP_PHASE_BODY:
+			/* bytes < rate * (elapsed - grace) / 1000, in integers */
+			if ((past || (elapsed > HTTP_BODY_GRACE_MS &&
+			              (uint64_t)atomic_load(&hk->hk_body_bytes) * 1000 <
+			                      (uint64_t)gen->hg_body_min_rate *
+			                              (uint64_t)(elapsed - HTTP_BODY_GRACE_MS))) &&
+			    http_sock_cut(gen, hk, phase, past ? HTTP_CUT_DRAIN : HTTP_CUT_BODY,
+			                  now)) {
+				if (excess > 0) {
+					excess--;
+				}
+			}
+			continue; /* an upload under way is never cut for room */
+		case HTTP_PHASE_IDLE:
+			if ((past ||
+			     (gen->hg_drain_stop && draining && elapsed >= HTTP_DRAIN_IDLE_MS)) &&
+			    http_sock_cut(gen, hk, phase, HTTP_CUT_DRAIN, now)) {
+				continue;
+			}
+			http_sock_probe_idle(hk, since, now);
+			phase = atomic_load(&hk->hk_phase);
+			break;
+		case HTTP_PHASE_CUT:
+			if (hk->hk_linger_ms != 0 && now - hk->hk_linger_ms >= HTTP_LINGER_MS) {
+				shutdown(hk->hk_fd, SHUT_RDWR);
+				hk->hk_linger_ms = 0;
+			}
+			continue;
+		default:
+			continue; /* busy */
+		}
+		if (n_v < cap_v && (phase == HTTP_PHASE_HEAD || phase == HTTP_PHASE_IDLE)) {
+			v[n_v].hv_sock = hk;
+			v[n_v].hv_phase = phase;
+			v[n_v].hv_since = atomic_load(&hk->hk_since_ms);
+			n_v++;
+		}
+	}
+	if (excess > 0 && n_v > 0) {
+		qsort(v, n_v, sizeof(*v), http_victim_cmp);
+		for (i = 0; i < n_v && excess > 0; i++) {
+			if (http_sock_cut(gen, v[i].hv_sock, v[i].hv_phase, HTTP_CUT_ROOM, now)) {
+				excess--;
+			}
+		}
+	}
+	pthread_mutex_unlock(&gen->hg_lock);
+	free(v);
+}
+
+/* One line now and then on the slow and idle connections the sweeper
+ * closed: under a flood, what happens, not one line per connection. */
+static void http_gen_cut_log(struct http_gen *gen, int64_t now)
+{
+	unsigned long d[HTTP_CUT_N];
+	unsigned long total = 0;
+	int i;
+
+	if (now - gen->hg_cut_log_ms < HTTP_CUT_LOG_MS) {
+		return;
+	}
+	for (i = 0; i < HTTP_CUT_N; i++) {
+		d[i] = gen->hg_cuts[i] - gen->hg_cuts_told[i];
+		gen->hg_cuts_told[i] = gen->hg_cuts[i];
+		total += i != HTTP_CUT_DRAIN ? d[i] : 0;
+	}
+	gen->hg_cut_log_ms = now;
+	if (total == 0) {
+		return;
+	}
+	log_warn("http %s: closed %lu slow connections in %d s: %lu heads not in within %lld ms, "
+	         "%lu bodies under %zu bytes/s, %lu incomplete or idle to keep room "
+	         "(%d of %u connections open)",
+	         gen->hg_srv->hs_name, total, HTTP_CUT_LOG_MS / 1000, d[HTTP_CUT_HEAD],
+	         (long long)gen->hg_head_timeout_ms, d[HTTP_CUT_BODY], gen->hg_body_min_rate,
+	         d[HTTP_CUT_ROOM], atomic_load(&gen->hg_conns), gen->hg_conn_limit);
+}
+
+/* Where a draining generation is; 1 when it may stop now: no connection
+ * left, or past the deadline and its flush time with no deferred answer
+ * outstanding (those are always waited for). */
+static int http_gen_drain_step(struct http_gen *gen, int64_t now)
+{
+	struct http_server *srv = gen->hg_srv;
+	int conns = atomic_load(&gen->hg_conns);
+	int suspended = atomic_load(&gen->hg_suspended);
+	long answered = atomic_load(&gen->hg_answered) - gen->hg_drain_answered;
+
+	if (conns == 0 && suspended == 0) {
+		log_notice("http %s: generation %u drained in %lld ms (%ld requests answered with "
+		           "Connection: close)",
+		           srv->hs_name, gen->hg_number, (long long)(now - gen->hg_drain_since_ms),
+		           answered);
+		return 1;
+	}
+	if (now >= gen->hg_drain_deadline_ms && !gen->hg_deadline_told) {
+		gen->hg_deadline_told = 1;
+		log_warn("http %s: generation %u: drain deadline of %lld ms passed with %d "
+		         "connections open; closing all but the requests being answered",
+		         srv->hs_name, gen->hg_number, (long long)gen->hg_drain_timeout_ms, conns);
+	}
+	if (now >= gen->hg_drain_deadline_ms + HTTP_DRAIN_FLUSH_MS) {
+		/* From here no request suspends; one that deferred meanwhile is
+		 * counted, and waited for, or waits on its own thread. */
+		atomic_store(&gen->hg_stopping, 1);
+		if (atomic_load(&gen->hg_suspended) == 0) {
+			log_warn("http %s: generation %u: stopping with %d connections still open",
+			         srv->hs_name, gen->hg_number, atomic_load(&gen->hg_conns));
+			return 1;
+		}
+	}
+	if (now - gen->hg_drain_log_ms >= HTTP_DRAIN_LOG_MS) {
+		gen->hg_drain_log_ms = now;
+		log_info("http %s: generation %u draining: %d connections open, %d waiting for "
+		         "their commit, %ld answered so far, %lld ms to the deadline",
+		         srv->hs_name, gen->hg_number, conns, suspended, answered,
+		         (long long)(gen->hg_drain_deadline_ms - now));
+	}
+	return 0;
+}
+
+static void http_gen_destroy(struct http_gen *gen);
+
+/* Sleeps a sweep interval, or until woken. */
+static void http_sweeper_sleep(struct http_server *srv)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ts.tv_nsec += HTTP_SWEEP_MS * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&srv->hs_lock);
+	pthread_cond_timedwait(&srv->hs_cond, &srv->hs_lock, &ts);
+	pthread_mutex_unlock(&srv->hs_lock);
+}
+
+static void *http_sweeper_main(void *arg)
+{
+	struct http_server *srv = arg;
+
+	for (;;) {
+		struct http_gen *cur;
+		struct http_gen *g;
+		struct http_gen *next;
+		int64_t now = http_mono_ms();
+		int done;
+
+		pthread_mutex_lock(&srv->hs_lock);
+		cur = srv->hs_gen;
+		g = srv->hs_draining;
+		pthread_mutex_unlock(&srv->hs_lock);
+		if (cur != NULL) {
+			http_gen_sweep(cur, now);
+			http_gen_cut_log(cur, now);
+		}
+		/* Only this thread takes a generation off the list, and others
+		 * only push onto its head: the walk is safe without the lock. */
+		for (; g != NULL; g = next) {
+			next = g->hg_next;
+			http_gen_sweep(g, now);
+			http_gen_cut_log(g, now);
+			if (!http_gen_drain_step(g, now)) {
+				continue;
+			}
+			pthread_mutex_lock(&srv->hs_lock);
+			{
+				struct http_gen **pp = &srv->hs_draining;
+
+				while (*pp != g) {
+					pp = &(*pp)->hg_next;
+				}
+				*pp = g->hg_next;
+			}
+			pthread_mutex_unlock(&srv->hs_lock);
+			http_gen_destroy(g);
+		}
+		pthread_mutex_lock(&srv->hs_lock);
+		done = srv->hs_stop && srv->hs_gen == NULL && srv->hs_draining == NULL;
+		pthread_mutex_unlock(&srv->hs_lock);
+		if (done) {
+			return NULL;
+		}
+		http_sweeper_sleep(srv);
+	}
+}
+
 /* ---- MHD callbacks ---- */
+
+/* Query parameters in q (the text after '?'): one more than its '&'. */
+static size_t http_count_params(const char *q)
+{
+	size_t n = *q != '\0';
+
+	for (; *q != '\0'; q++) {
+		n += *q == '&';
+	}
+	return n;
+}
 
 static void *http_uri_logger(void *cls, const char *uri, struct MHD_Connection *con)
 {
 	struct http_gen *gen = cls;
 	struct http_conn *hc = calloc(1, sizeof(*hc));
+	const union MHD_ConnectionInfo *ci;
+	char *q;
 
 	if (hc == NULL) {
 		return NULL;
 	}
 	hc->hc_gen = gen;
 	hc->hc_con = con;
-	{
-		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-		struct http_sock *hk = ci != NULL ? ci->socket_context : NULL;
-
-		if (hk != NULL && atomic_exchange(&hk->hk_fresh, 0) == 1) {
-			atomic_fetch_sub(&gen->hg_fresh, 1);
-		}
+	ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	hc->hc_sock = ci != NULL ? ci->socket_context : NULL;
+	if (hc->hc_sock != NULL && atomic_load(&hc->hc_sock->hk_phase) == HTTP_PHASE_IDLE) {
+		/* The next request on a kept-alive connection: its head's
+		 * deadline runs from here unless the sweeper saw it begin. */
+		http_sock_move(hc->hc_sock, HTTP_PHASE_HEAD);
 	}
+	hc->hc_url_len = strlen(uri);
 	hc->hc_url = strndup(uri, HTTP_URL_MAX);
+	q = strchr(uri, '?');
+	if (q != NULL) {
+		hc->hc_params = http_count_params(q + 1);
+		/* libmicrohttpd (0.9.75) next splits the query into the
+		 * connection's 16 KiB pool, and when the pool runs out it queues
+		 * an error that it then never sends: the client waits for the
+		 * timeout. Nothing here reads its copy (http_query_get reads
+		 * the target), so it gets an empty query to split. uri points
+		 * into the connection's own read buffer, which is writable. */
+		q[1] = '\0';
+	}
 	buf_init(&hc->hc_body, gen->hg_body_max);
 	hc->hc_received_ms = http_now_ms();
 	atomic_init(&hc->hc_defer.hd_state, HTTP_DEFER_NONE);
-	atomic_fetch_add(&gen->hg_in_flight, 1);
 	return hc;
 }
 
@@ -295,7 +849,7 @@ static int http_defer_abandon(struct http_conn *hc)
 	while (state == HTTP_DEFER_WAITING || state == HTTP_DEFER_SUSPENDED) {
 		if (atomic_compare_exchange_strong(&d->hd_state, &state, HTTP_DEFER_ORPHANED)) {
 			/* libmicrohttpd never ends a suspended connection unless
-			 * stopped with one, which http_gen_destroy prevents. */
+			 * stopped with one, which the drain prevents. */
 			log_err("http %s: a deferred request ended before its answer was ready",
 				hc->hc_gen->hg_srv->hs_name);
 			return 1;
@@ -312,41 +866,20 @@ static int http_defer_abandon(struct http_conn *hc)
 static void http_completed(void *cls, struct MHD_Connection *con, void **con_cls,
 			   enum MHD_RequestTerminationCode toe)
 {
+	struct http_gen *gen = cls;
 	struct http_conn *hc = *con_cls;
 
 	if (hc == NULL) {
 		return;
 	}
 	*con_cls = NULL;
-	atomic_fetch_sub(&hc->hc_gen->hg_in_flight, 1);
+	atomic_fetch_add(&gen->hg_answered, 1);
+	atomic_store(&gen->hg_progress_ms, http_mono_ms());
+	http_sock_move(hc->hc_sock, HTTP_PHASE_IDLE);
 	if (hc->hc_defer.hd_fn != NULL && http_defer_abandon(hc)) {
 		return;
 	}
 	http_conn_free(hc);
-}
-
-static void http_connection_notify(void *cls, struct MHD_Connection *con, void **socket_context,
-				   enum MHD_ConnectionNotificationCode toe)
-{
-	struct http_gen *gen = cls;
-	struct http_sock *hk = *socket_context;
-
-	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-		hk = calloc(1, sizeof(*hk));
-		if (hk != NULL) {
-			atomic_init(&hk->hk_fresh, 1);
-			atomic_fetch_add(&gen->hg_fresh, 1);
-		}
-		*socket_context = hk;
-		return;
-	}
-	if (hk != NULL) {
-		if (atomic_exchange(&hk->hk_fresh, 0) == 1) {
-			atomic_fetch_sub(&gen->hg_fresh, 1);
-		}
-		free(hk);
-		*socket_context = NULL;
-	}
 }
 
 static enum MHD_Result http_collect_header(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -406,22 +939,6 @@ static enum MHD_Result http_send(struct MHD_Connection *con, struct reply *r, in
 	}
 	rc = MHD_queue_response(con, (unsigned)r->reply_status, resp);
 	MHD_destroy_response(resp);
-	return rc;
-}
-
-static enum MHD_Result http_refuse(struct MHD_Connection *con, struct http_conn *hc, int status, const char *slug,
-				   const char *title, const char *detail)
-{
-	struct reply r;
-	enum MHD_Result rc;
-
-	reply_init(&r);
-	if (reply_problem(&r, status, slug, title, detail) < 0) {
-		return MHD_NO;
-	}
-	hc->hc_refused = 1;
-	rc = http_send(con, &r, 1);
-	reply_finish(&r);
 	return rc;
 }
 
@@ -519,16 +1036,336 @@ static void http_peer_address(struct MHD_Connection *con, char *out, size_t out_
 	}
 }
 
-static char *http_path_of(const char *url)
+static int http_hex(int c)
+{
+	if (c >= '0' && c <= '9') {
+		return c - '0';
+	}
+	if (c >= 'a' && c <= 'f') {
+		return c - 'a' + 10;
+	}
+	if (c >= 'A' && c <= 'F') {
+		return c - 'A' + 10;
+	}
+	return -1;
+}
+
+/* The percent-decoded path of a request target (up to '?'), malloc'd;
+ * ret_nul set when it decodes to a NUL byte (the path is then cut there,
+ * for the refusal's decoration only). A '%' not followed by two hex digits
+ * stays as it is. NULL when out of memory. */
+static char *http_path_decode(const char *url, int *ret_nul)
 {
 	const char *q = strchr(url, '?');
 	size_t len = q != NULL ? (size_t)(q - url) : strlen(url);
-	char *path = strndup(url, len);
+	char *path = malloc(len + 1);
+	size_t i;
+	size_t o = 0;
 
-	if (path != NULL) {
-		MHD_http_unescape(path);
+	*ret_nul = 0;
+	if (path == NULL) {
+		return NULL;
 	}
+	for (i = 0; i < len; i++) {
+		int hi;
+		int lo;
+
+		if (url[i] == '%' && i + 2 < len && (hi = http_hex(url[i + 1])) >= 0 &&
+		    (lo = http_hex(url[i + 2])) >= 0) {
+			path[o] = (char)(hi * 16 + lo);
+			i += 2;
+		} else {
+			path[o] = url[i];
+		}
+		if (path[o] == '\0') {
+			*ret_nul = 1;
+			break;
+		}
+		o++;
+	}
+	path[o] = '\0';
 	return path;
+}
+
+/* Fills hc->hc_req from the connection: the head, and the body read so far
+ * (none for a refusal). It lives in hc, so that a deferred answer can still
+ * read it after a resume. Returns 0, or -1 when out of memory. */
+static int http_request_build(struct MHD_Connection *con, struct http_conn *hc, const char *url,
+                              const char *method, const char *version)
+{
+	struct http_request *req = &hc->hc_req;
+	int nul;
+
+	if (hc->hc_headers == NULL) {
+		hc->hc_headers = calloc(1, sizeof(*hc->hc_headers));
+		if (hc->hc_headers == NULL) {
+			return -1;
+		}
+		MHD_get_connection_values(con, MHD_HEADER_KIND, http_collect_header,
+		                          hc->hc_headers);
+	}
+	if (hc->hc_path == NULL) {
+		hc->hc_path = http_path_decode(hc->hc_url != NULL ? hc->hc_url : url, &nul);
+		if (hc->hc_path == NULL) {
+			return -1;
+		}
+	}
+	http_peer_address(con, hc->hc_peer, sizeof(hc->hc_peer));
+	http_client_address(hc->hc_gen, hc->hc_headers, hc->hc_peer, hc->hc_client,
+	                    sizeof(hc->hc_client));
+	req->hr_method = method;
+	req->hr_url = hc->hc_url != NULL ? hc->hc_url : url;
+	req->hr_path = hc->hc_path;
+	req->hr_version = version;
+	req->hr_headers = hc->hc_headers->hl_items;
+	req->hr_n_headers = hc->hc_headers->hl_n;
+	req->hr_body = (const unsigned char *)(hc->hc_body.buf_data != NULL && !hc->hc_refused
+	                                               ? hc->hc_body.buf_data
+	                                               : "");
+	req->hr_body_len = hc->hc_refused ? 0 : hc->hc_body.buf_len;
+	req->hr_peer = hc->hc_peer;
+	req->hr_client = hc->hc_client;
+	req->hr_received_ms = hc->hc_received_ms;
+	req->hr_conn = hc;
+	return 0;
+}
+
+/* Answers the request with a problem before routing it, and closes the
+ * connection (its body, if any, is not read). The route layer may decorate
+ * the answer (ho_refused). */
+static enum MHD_Result http_refuse(struct MHD_Connection *con, struct http_conn *hc,
+                                   const struct http_refusal *hf, const char *url,
+                                   const char *method, const char *version)
+{
+	struct http_gen *gen = hc->hc_gen;
+	struct reply r;
+	enum MHD_Result rc;
+
+	hc->hc_refused = 1;
+	if (http_sock_move(hc->hc_sock, HTTP_PHASE_BUSY) < 0) {
+		return MHD_NO;
+	}
+	reply_init(&r);
+	if (reply_problem(&r, hf->hf_status, hf->hf_slug, hf->hf_title, hf->hf_detail) < 0) {
+		return MHD_NO;
+	}
+	if (gen->hg_refused != NULL && http_request_build(con, hc, url, method, version) == 0) {
+		gen->hg_refused(gen->hg_srv->hs_arg, &hc->hc_req, &r);
+		if (r.reply_status == 0) {
+			reply_problem(&r, hf->hf_status, hf->hf_slug, hf->hf_title, hf->hf_detail);
+		}
+	}
+	rc = http_send(con, &r, 1);
+	reply_finish(&r);
+	return rc;
+}
+
+static void http_refusal_set(struct http_refusal *hf, int status, const char *slug,
+                             const char *title, const char *detail)
+{
+	hf->hf_status = status;
+	hf->hf_slug = slug;
+	hf->hf_title = title;
+	hf->hf_detail = detail;
+}
+
+static void http_refuse_too_large(struct http_refusal *hf)
+{
+	http_refusal_set(hf, 413, "body_too_large", "Request body too large",
+	                 "The body is larger than this server accepts.");
+}
+
+/* What the framing checks need from the header fields. */
+struct http_framing {
+	size_t hm_fields;
+	size_t hm_cl_n;   /* Content-Length fields */
+	int hm_cl_bad;    /* one is not a plain decimal number */
+	int hm_cl_differ; /* two say different lengths */
+	unsigned long long hm_cl;
+	size_t hm_te_n; /* Transfer-Encoding fields */
+	const char *hm_te_first;
+	char hm_te[256]; /* their values joined with ", " */
+	int hm_te_long;  /* longer than that */
+};
+
+static int http_parse_length(const char *s, unsigned long long *ret)
+{
+	unsigned long long n = 0;
+	const char *p;
+
+	if (*s == '\0') {
+		return -1;
+	}
+	for (p = s; *p != '\0'; p++) {
+		if (*p < '0' || *p > '9' || n > (ULLONG_MAX - 9) / 10) {
+			return -1;
+		}
+		n = n * 10 + (unsigned long long)(*p - '0');
+	}
+	*ret = n;
+	return 0;
+}
+
+static enum MHD_Result http_framing_collect(void *cls, enum MHD_ValueKind kind, const char *key,
+                                            const char *value)
+{
+	struct http_framing *hm = cls;
+	unsigned long long n = 0;
+
+	hm->hm_fields++;
+	if (value == NULL) {
+		value = "";
+	}
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+		if (http_parse_length(value, &n) < 0) {
+			hm->hm_cl_bad = 1;
+		} else if (hm->hm_cl_n > 0 && n != hm->hm_cl) {
+			hm->hm_cl_differ = 1;
+		}
+		hm->hm_cl = n;
+		hm->hm_cl_n++;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+		size_t used = strlen(hm->hm_te);
+
+		if (hm->hm_te_n == 0) {
+			hm->hm_te_first = value;
+		}
+		if (snprintf(hm->hm_te + used, sizeof(hm->hm_te) - used, "%s%s",
+		             used > 0 ? ", " : "", value) >= (int)(sizeof(hm->hm_te) - used)) {
+			hm->hm_te_long = 1;
+		}
+		hm->hm_te_n++;
+	}
+	return MHD_YES;
+}
+
+/* The last transfer coding in a Transfer-Encoding list, and whether there
+ * are others: 1 when it is "chunked" and alone, 0 when it is "chunked"
+ * after others, -1 when it is not "chunked" (the length cannot be known). */
+static int http_te_chunked_last(const char *list)
+{
+	const char *last = list;
+	const char *p;
+	size_t len;
+	int others = 0;
+
+	for (p = list; *p != '\0'; p++) {
+		if (*p == ',') {
+			const char *q = p + 1;
+
+			while (*q == ' ' || *q == '\t') {
+				q++;
+			}
+			if (*q != '\0' && *q != ',') {
+				others = 1;
+				last = q;
+			}
+		}
+	}
+	while (*last == ' ' || *last == '\t') {
+		last++;
+	}
+	len = strcspn(last, ",; \t");
+	if (len != 7 || strncasecmp(last, "chunked", 7) != 0) {
+		return -1;
+	}
+	return others ? 0 : 1;
+}
+
+/* Checks a request head once it is all in. Returns 0, or -1 with the
+ * refusal in hf. libmicrohttpd takes the first Content-Length and the first
+ * Transfer-Encoding, and only an exact "chunked" as chunked: anything that
+ * could make another parser frame the body differently is refused here,
+ * before a byte of it is read (RFC 9112 6.1 and 6.3). */
+static int http_head_check(struct MHD_Connection *con, struct http_conn *hc, const char *url,
+                           const char *version, struct http_refusal *hf)
+{
+	const union MHD_ConnectionInfo *ci =
+	        MHD_get_connection_info(con, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+	struct http_framing hm;
+	char *path;
+	int nul = 0;
+
+	if (hc->hc_url == NULL) {
+		http_refusal_set(hf, 503, "unavailable", "Temporarily unavailable",
+		                 "Out of memory.");
+		return -1;
+	}
+	/* The target runs from url to the space before the version, which
+	 * libmicrohttpd ended with a NUL: a NUL before that came from the
+	 * client, and everything after it was hidden from the route. */
+	if (version[0] != '\0' && (uintptr_t)version != (uintptr_t)url + hc->hc_url_len + 1) {
+		http_refusal_set(hf, 400, "nul_in_target", "NUL byte in the request target",
+		                 "The request target contains a NUL byte.");
+		return -1;
+	}
+	if (hc->hc_url_len > HTTP_URL_MAX) {
+		http_refusal_set(
+		        hf, 414, "target_too_long", "Request target too long",
+		        "The request target is longer than " HTTP_XSTR(HTTP_URL_MAX) " bytes.");
+		return -1;
+	}
+	if (hc->hc_params > HTTP_QUERY_PARAMS_MAX) {
+		http_refusal_set(hf, 414, "too_many_query_parameters", "Too many query parameters",
+		                 "The request target has more than " HTTP_XSTR(
+		                         HTTP_QUERY_PARAMS_MAX) " query parameters.");
+		return -1;
+	}
+	path = http_path_decode(hc->hc_url, &nul);
+	free(path);
+	if (nul) {
+		http_refusal_set(hf, 400, "nul_in_target", "NUL byte in the request target",
+		                 "The path contains an encoded NUL byte (%00).");
+		return -1;
+	}
+	memset(&hm, 0, sizeof(hm));
+	MHD_get_connection_values(con, MHD_HEADER_KIND, http_framing_collect, &hm);
+	if (hm.hm_fields > HTTP_HEADERS_MAX) {
+		http_refusal_set(
+		        hf, 431, "too_many_headers", "Too many header fields",
+		        "The request has more than " HTTP_XSTR(HTTP_HEADERS_MAX) " header fields.");
+		return -1;
+	}
+	if (ci != NULL && ci->header_size > HTTP_HEAD_MAX) {
+		http_refusal_set(hf, 431, "headers_too_large", "Request header fields too large",
+		                 "The request line and header fields are larger than " HTTP_XSTR(
+		                         HTTP_HEAD_MAX) " bytes.");
+		return -1;
+	}
+	if (hm.hm_te_n > 0) {
+		int chunked = hm.hm_te_long ? -1 : http_te_chunked_last(hm.hm_te);
+
+		if (hm.hm_cl_n > 0 || strcmp(version, MHD_HTTP_VERSION_1_0) == 0) {
+			http_refusal_set(hf, 400, "ambiguous_framing", "Ambiguous message framing",
+			                 "Transfer-Encoding comes with Content-Length, or in an "
+			                 "HTTP/1.0 request.");
+			return -1;
+		}
+		if (chunked < 0) {
+			http_refusal_set(hf, 400, "bad_transfer_encoding",
+			                 "Transfer-Encoding does not end in chunked",
+			                 "The length of the body cannot be known.");
+			return -1;
+		}
+		if (chunked == 0 || hm.hm_te_n > 1 || strcasecmp(hm.hm_te_first, "chunked") != 0) {
+			http_refusal_set(hf, 501, "unsupported_transfer_encoding",
+			                 "Transfer coding not supported",
+			                 "Only Transfer-Encoding: chunked is supported.");
+			return -1;
+		}
+	}
+	if (hm.hm_cl_bad || hm.hm_cl_differ) {
+		http_refusal_set(
+		        hf, 400, "conflicting_content_length",
+		        "Invalid or conflicting Content-Length",
+		        "Content-Length must be one decimal number, the same in every field.");
+		return -1;
+	}
+	if (hm.hm_cl_n > 0 && hm.hm_cl > hc->hc_gen->hg_body_max) {
+		http_refuse_too_large(hf);
+		return -1;
+	}
+	return 0;
 }
 
 /* ---- deferred answers ---- */
@@ -588,22 +1425,21 @@ static enum MHD_Result http_defer_suspend(struct MHD_Connection *con, struct htt
 {
 	struct http_deferred *d = &hc->hc_defer;
 	struct http_gen *gen = hc->hc_gen;
-	struct timespec pause = {0, 1000 * 1000};
 	int expected = HTTP_DEFER_WAITING;
 
 	if (atomic_load(&d->hd_state) == HTTP_DEFER_READY) {
 		return http_defer_finish(con, hc);
 	}
-	/* Counted before stopping is read, as http_gen_destroy sets stopping
-	 * before it reads the count: either it waits for this request, or this
-	 * request sees it stopping and does not suspend. */
+	/* Counted before stopping is read, as a drain sets stopping before it
+	 * reads the count: either it waits for this request, or this request
+	 * sees it stopping and does not suspend. */
 	atomic_fetch_add(&gen->hg_suspended, 1);
 	d->hd_counted = 1;
 	if (atomic_load(&gen->hg_stopping)) {
 		/* A daemon may not stop with a suspended connection: wait on this
 		 * thread instead, for a commit already under way. */
 		while (atomic_load(&d->hd_state) != HTTP_DEFER_READY) {
-			nanosleep(&pause, NULL);
+			http_sleep_ms(1);
 		}
 		return http_defer_finish(con, hc);
 	}
@@ -622,7 +1458,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 	struct http_gen *gen = cls;
 	struct http_server *srv = gen->hg_srv;
 	struct http_conn *hc = *con_cls;
-	struct http_request *req;
+	struct http_refusal hf;
 	struct reply r;
 	enum MHD_Result rc;
 
@@ -640,17 +1476,23 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
+	if (hc->hc_sock != NULL && atomic_load(&hc->hc_sock->hk_phase) == HTTP_PHASE_CUT) {
+		return MHD_NO; /* the sweeper closed it: read and route nothing more */
+	}
 	if (*upload_data_size > 0) {
 		size_t n = *upload_data_size;
 
 		*upload_data_size = 0;
+		if (hc->hc_sock != NULL) {
+			atomic_fetch_add(&hc->hc_sock->hk_body_bytes, (long long)n);
+		}
 		if (hc->hc_too_large) {
 			/* A body of unannounced length went over the cap: drop the
 			 * rest so the client can read the 413, up to a bound. */
 			hc->hc_discarded += n;
 			if (hc->hc_discarded > HTTP_DISCARD_MAX) {
-				return http_refuse(con, hc, 413, "body-too-large", "Request body too large",
-						   "The body is larger than this endpoint accepts.");
+				http_refuse_too_large(&hf);
+				return http_refuse(con, hc, &hf, url, method, version);
 			}
 			return MHD_YES;
 		}
@@ -660,59 +1502,31 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 		return MHD_YES;
 	}
 	if (hc->hc_too_large) {
-		return http_refuse(con, hc, 413, "body-too-large", "Request body too large",
-				   "The body is larger than this endpoint accepts.");
+		http_refuse_too_large(&hf);
+		return http_refuse(con, hc, &hf, url, method, version);
 	}
 	if (!hc->hc_head_seen) {
-		/* First call: the head is in. Refuse an announced oversized body
-		 * before reading any of it. */
-		const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-
+		/* First call: the head is in. Refuse what is malformed or too
+		 * large before reading any of the body. */
 		hc->hc_head_seen = 1;
-		if (cl != NULL) {
-			char *end;
-			unsigned long long n;
-
-			errno = 0;
-			n = strtoull(cl, &end, 10);
-			if (errno != 0 || end == cl || *end != '\0' || n > gen->hg_body_max) {
-				return http_refuse(con, hc, 413, "body-too-large", "Request body too large",
-						   "The body is larger than this endpoint accepts.");
-			}
+		if (http_sock_move(hc->hc_sock, HTTP_PHASE_BODY) < 0) {
+			return MHD_NO;
+		}
+		if (hc->hc_sock != NULL) {
+			atomic_store(&hc->hc_sock->hk_body_bytes, 0);
+		}
+		if (http_head_check(con, hc, url, version, &hf) < 0) {
+			return http_refuse(con, hc, &hf, url, method, version);
 		}
 		return MHD_YES;
 	}
-	/* The whole request is in: build it and route it. It lives in hc, so
-	 * that a deferred answer can still read it after a resume. */
-	hc->hc_headers = calloc(1, sizeof(*hc->hc_headers));
-	if (hc->hc_headers == NULL) {
+	/* The whole request is in. From here the sweeper leaves it alone. */
+	if (http_sock_move(hc->hc_sock, HTTP_PHASE_BUSY) < 0 ||
+	    http_request_build(con, hc, url, method, version) < 0) {
 		return MHD_NO;
 	}
-	MHD_get_connection_values(con, MHD_HEADER_KIND, http_collect_header, hc->hc_headers);
-	if (hc->hc_headers->hl_overflow) {
-		return http_refuse(con, hc, 431, "too-many-headers", "Too many header fields", NULL);
-	}
-	hc->hc_path = http_path_of(hc->hc_url != NULL ? hc->hc_url : url);
-	if (hc->hc_path == NULL) {
-		return MHD_NO;
-	}
-	http_peer_address(con, hc->hc_peer, sizeof(hc->hc_peer));
-	http_client_address(gen, hc->hc_headers, hc->hc_peer, hc->hc_client, sizeof(hc->hc_client));
-	req = &hc->hc_req;
-	req->hr_method = method;
-	req->hr_url = hc->hc_url != NULL ? hc->hc_url : url;
-	req->hr_path = hc->hc_path;
-	req->hr_version = version;
-	req->hr_headers = hc->hc_headers->hl_items;
-	req->hr_n_headers = hc->hc_headers->hl_n;
-	req->hr_body = (const unsigned char *)(hc->hc_body.buf_data != NULL ? hc->hc_body.buf_data : "");
-	req->hr_body_len = hc->hc_body.buf_len;
-	req->hr_peer = hc->hc_peer;
-	req->hr_client = hc->hc_client;
-	req->hr_received_ms = hc->hc_received_ms;
-	req->hr_conn = hc;
 	reply_init(&r);
-	srv->hs_route(srv->hs_arg, req, &r);
+	srv->hs_route(srv->hs_arg, &hc->hc_req, &r);
 	if (hc->hc_defer.hd_fn != NULL) {
 		reply_finish(&r);
 		return http_defer_suspend(con, hc);
@@ -742,6 +1556,9 @@ static enum log_level http_mhd_level(struct http_gen *gen, const char *line)
 
 	if (!atomic_load(&gen->hg_started)) {
 		return LOG_LEVEL_WARNING; /* why the listener did not start */
+	}
+	if (strncmp(line, "Error processing request", 24) == 0) {
+		return LOG_LEVEL_DEBUG; /* its own answer to one malformed request */
 	}
 	for (i = 0; i < sizeof(http_mhd_loud) / sizeof(http_mhd_loud[0]); i++) {
 		if (strcasestr(line, http_mhd_loud[i]) == NULL) {
@@ -811,7 +1628,7 @@ static int http_listen(const char *host, unsigned port, int *ret_fd, unsigned *r
 		log_err("http: cannot bind %s:%u: %s", host, port, strerror(errno));
 		goto fail;
 	}
-	if (listen(fd, 1024) < 0) {
+	if (listen(fd, HTTP_LISTEN_BACKLOG) < 0) {
 		log_err("http: listen: %s", strerror(errno));
 		goto fail;
 	}
@@ -845,63 +1662,112 @@ static void http_free_list(char **list)
 	free(list);
 }
 
-/* Stops accepting, lets requests in flight finish, stops and frees. A
- * deferred request is always waited for, however long its commit takes:
- * libmicrohttpd may not stop with a suspended connection, and its answer
- * says that what it sent is on disk. Other requests (a slow upload) get
- * HTTP_DRAIN_MAX_MS. */
+/* The connection limit: what was configured, or what the file limit
+ * (raised to its hard limit at start) leaves after HTTP_FD_RESERVE, and
+ * never more than that. */
+static unsigned http_conn_limit(const char *name, unsigned configured)
+{
+	struct rlimit rl;
+	unsigned budget = 65536;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+		budget = rl.rlim_cur > (rlim_t)(HTTP_FD_RESERVE + HTTP_CONN_MIN)
+		                 ? (rl.rlim_cur - HTTP_FD_RESERVE > UINT_MAX
+		                            ? UINT_MAX
+		                            : (unsigned)(rl.rlim_cur - HTTP_FD_RESERVE))
+		                 : HTTP_CONN_MIN;
+	}
+	if (configured == 0) {
+		return budget;
+	}
+	if (configured > budget) {
+		log_warn("http %s: max_connections %u is more than the file limit allows (%u, with "
+		         "%d descriptors kept for the rest); using %u",
+		         name, configured, budget, HTTP_FD_RESERVE, budget);
+		return budget;
+	}
+	return configured;
+}
+
+/* The 408 a plain-HTTP client gets when the sweeper closes its request. */
+static int http_timeout_answer_make(struct http_gen *gen)
+{
+	struct reply r;
+	struct buf b;
+	int rc = -1;
+
+	reply_init(&r);
+	buf_init(&b, 0);
+	if (reply_problem(&r, 408, "request_timeout", "Request timeout",
+	                  "The request head did not arrive in time, or the body came too slowly.") <
+	            0 ||
+	    buf_printf(&b,
+	               "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: %s\r\n"
+	               "Content-Length: %zu\r\n\r\n",
+	               r.reply_content_type, r.reply_body_len) < 0 ||
+	    buf_append(&b, r.reply_body, r.reply_body_len) < 0) {
+		goto done;
+	}
+	gen->hg_timeout_answer = buf_take(&b, &gen->hg_timeout_answer_len);
+	rc = gen->hg_timeout_answer != NULL ? 0 : -1;
+done:
+	reply_finish(&r);
+	buf_finish(&b);
+	return rc;
+}
+
+/* Stops the daemon (it has no connection left, or the drain gave up on
+ * them and no deferred request is outstanding) and frees. */
 static void http_gen_destroy(struct http_gen *gen)
 {
-	struct timespec pause = {0, 10 * 1000 * 1000};
-	int waited = 0;
-	int busy;
-	MHD_socket fd;
-
 	if (gen == NULL) {
 		return;
 	}
 	if (gen->hg_daemon != NULL) {
-		fd = MHD_quiesce_daemon(gen->hg_daemon);
-		/* Answers from now on close their connection, so a keep-alive
-		 * client cannot keep the drain going with new requests. */
-		atomic_store(&gen->hg_draining, 1);
-		/* Requests in flight finish, and so do connections accepted but
-		 * not yet at their first request (a TLS handshake under way). */
-		for (;;) {
-			busy = atomic_load(&gen->hg_in_flight) > 0 || atomic_load(&gen->hg_fresh) > 0;
-			if (atomic_load(&gen->hg_suspended) == 0 && (!busy || waited >= HTTP_DRAIN_MAX_MS)) {
-				break;
-			}
-			if (waited > 0 && waited % 5000 == 0 && atomic_load(&gen->hg_suspended) > 0) {
-				log_notice("http %s: waiting for %d deferred answers", gen->hg_srv->hs_name,
-					   atomic_load(&gen->hg_suspended));
-			}
-			nanosleep(&pause, NULL);
-			waited += 10;
-		}
-		/* From here no request suspends; one that deferred meanwhile is
-		 * counted, and waited for, or waits on its own thread. */
 		atomic_store(&gen->hg_stopping, 1);
-		while (atomic_load(&gen->hg_suspended) > 0) {
-			nanosleep(&pause, NULL);
-		}
 		MHD_stop_daemon(gen->hg_daemon);
-		/* A quiesced daemon hands the socket back; otherwise it closed it. */
-		gen->hg_fd = fd != MHD_INVALID_SOCKET ? fd : -1;
 	}
+	/* A daemon that was quiesced, or never started, leaves the socket to
+	 * us; a running one closed it. */
 	if (gen->hg_fd >= 0) {
 		close(gen->hg_fd);
 	}
 	http_free_list(gen->hg_proxies);
+	free(gen->hg_timeout_answer);
+	pthread_mutex_destroy(&gen->hg_lock);
 	free(gen);
+}
+
+/* Stops a generation accepting (for a stop, the listening socket is shut
+ * down as well: new connections are refused at once, including those the
+ * kernel had queued) and marks it draining: its answers close their
+ * connection from now on. The caller then hands it to the sweeper. */
+static void http_gen_drain_begin(struct http_gen *gen, int stop)
+{
+	MHD_socket fd;
+	int64_t now = http_mono_ms();
+
+	atomic_store(&gen->hg_draining, 1);
+	fd = MHD_quiesce_daemon(gen->hg_daemon);
+	if (fd == MHD_INVALID_SOCKET) {
+		gen->hg_fd = -1; /* libmicrohttpd keeps it and closes it when it stops */
+	}
+	if (stop && gen->hg_fd >= 0) {
+		shutdown(gen->hg_fd, SHUT_RDWR);
+	}
+	gen->hg_drain_stop = stop;
+	gen->hg_drain_since_ms = now;
+	gen->hg_drain_deadline_ms = now + gen->hg_drain_timeout_ms;
+	gen->hg_drain_log_ms = now;
+	gen->hg_drain_answered = atomic_load(&gen->hg_answered);
 }
 
 /* Starts a daemon with opt on fd (taken over, closed on failure). */
 static struct http_gen *http_gen_create(struct http_server *srv, const struct http_options *opt, int fd)
 {
 	struct http_gen *gen = calloc(1, sizeof(*gen));
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_AUTO | MHD_USE_ITC |
-			 MHD_ALLOW_SUSPEND_RESUME;
+	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC |
+	                 MHD_ALLOW_SUSPEND_RESUME;
 	struct MHD_OptionItem more[4];
 	unsigned threads = opt->ho_threads;
 	size_t n_more = 0;
@@ -914,14 +1780,29 @@ static struct http_gen *http_gen_create(struct http_server *srv, const struct ht
 	}
 	gen->hg_srv = srv;
 	gen->hg_fd = fd;
+	gen->hg_tls = opt->ho_tls_cert_pem != NULL;
 	gen->hg_body_max = opt->ho_body_max != 0 ? opt->ho_body_max : HTTP_BODY_MAX_DEFAULT;
-	atomic_init(&gen->hg_in_flight, 0);
-	atomic_init(&gen->hg_fresh, 0);
+	gen->hg_conn_limit = http_conn_limit(srv->hs_name, opt->ho_max_connections);
+	gen->hg_head_timeout_ms = opt->ho_head_timeout_ms != 0 ? opt->ho_head_timeout_ms
+	                                                       : HTTP_HEAD_TIMEOUT_DEFAULT_MS;
+	gen->hg_body_min_rate =
+	        opt->ho_body_min_rate != 0 ? opt->ho_body_min_rate : HTTP_BODY_MIN_RATE_DEFAULT;
+	gen->hg_drain_timeout_ms = opt->ho_drain_timeout_ms != 0 ? opt->ho_drain_timeout_ms
+	                                                         : HTTP_DRAIN_TIMEOUT_DEFAULT_MS;
+	gen->hg_refused = opt->ho_refused;
+	pthread_mutex_init(&gen->hg_lock, NULL);
+	atomic_init(&gen->hg_conns, 0);
 	atomic_init(&gen->hg_suspended, 0);
 	atomic_init(&gen->hg_draining, 0);
 	atomic_init(&gen->hg_stopping, 0);
 	atomic_init(&gen->hg_started, 0);
 	atomic_init(&gen->hg_log_ms, 0);
+	atomic_init(&gen->hg_progress_ms, http_mono_ms());
+	atomic_init(&gen->hg_answered, 0);
+	gen->hg_cut_log_ms = http_mono_ms();
+	if (http_timeout_answer_make(gen) < 0) {
+		goto fail;
+	}
 	if (opt->ho_trusted_proxies != NULL) {
 		while (opt->ho_trusted_proxies[n] != NULL) {
 			n++;
@@ -954,20 +1835,25 @@ static struct http_gen *http_gen_create(struct http_server *srv, const struct ht
 	}
 	more[n_more] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
 	/* The logger comes first, so that libmicrohttpd says nothing on its
-	 * own stderr even while it reads the options that follow. */
+	 * own stderr even while it reads the options that follow. epoll, and
+	 * a connection limit of our own: its default is FD_SETSIZE - 4
+	 * whatever the file limit and the polling. */
 	gen->hg_daemon = MHD_start_daemon(
-		flags, 0, NULL, NULL, http_access, gen, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log, gen,
-		MHD_OPTION_LISTEN_SOCKET, gen->hg_fd, MHD_OPTION_CONNECTION_TIMEOUT, opt->ho_conn_timeout_s,
-		MHD_OPTION_PER_IP_CONNECTION_LIMIT, opt->ho_per_ip_limit, MHD_OPTION_URI_LOG_CALLBACK,
-		http_uri_logger, gen, MHD_OPTION_NOTIFY_COMPLETED, http_completed, gen,
-		MHD_OPTION_NOTIFY_CONNECTION, http_connection_notify, gen, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-		(size_t)HTTP_CONN_MEMORY, MHD_OPTION_ARRAY, more, MHD_OPTION_END);
+	        flags, 0, NULL, NULL, http_access, gen, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log,
+	        gen, MHD_OPTION_LISTEN_SOCKET, gen->hg_fd, MHD_OPTION_CONNECTION_TIMEOUT,
+	        opt->ho_conn_timeout_s, MHD_OPTION_CONNECTION_LIMIT, gen->hg_conn_limit,
+	        MHD_OPTION_PER_IP_CONNECTION_LIMIT, opt->ho_per_ip_limit,
+	        MHD_OPTION_URI_LOG_CALLBACK, http_uri_logger, gen, MHD_OPTION_NOTIFY_COMPLETED,
+	        http_completed, gen, MHD_OPTION_NOTIFY_CONNECTION, http_connection_notify, gen,
+	        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONN_MEMORY, MHD_OPTION_ARRAY,
+	        more, MHD_OPTION_END);
 	if (gen->hg_daemon == NULL) {
 		log_err("http %s: libmicrohttpd refused to start on %s:%u%s", srv->hs_name, srv->hs_host,
 			srv->hs_port, opt->ho_tls_cert_pem != NULL ? " (check the TLS certificate and key)" : "");
 		goto fail;
 	}
 	atomic_store(&gen->hg_started, 1);
+	gen->hg_number = ++srv->hs_generations;
 	return gen;
 fail:
 	http_gen_destroy(gen);
@@ -976,21 +1862,48 @@ fail:
 
 static void http_free(struct http_server *srv)
 {
+	pthread_cond_destroy(&srv->hs_cond);
+	pthread_mutex_destroy(&srv->hs_lock);
+	pthread_mutex_destroy(&srv->hs_probe_lock);
 	free(srv->hs_host);
 	free(srv->hs_name);
 	free(srv);
 }
 
+static void http_log_limits(const struct http_server *srv, const struct http_gen *gen,
+                            unsigned per_ip)
+{
+	char per[32] = "no limit";
+
+	if (per_ip > 0) {
+		snprintf(per, sizeof(per), "%u", per_ip);
+	}
+	log_info("http %s: up to %u connections (per address: %s), request heads within %lld ms, "
+	         "bodies at least %zu bytes/s, drains up to %lld ms",
+	         srv->hs_name, gen->hg_conn_limit, per, (long long)gen->hg_head_timeout_ms,
+	         gen->hg_body_min_rate, (long long)gen->hg_drain_timeout_ms);
+}
+
 struct http_server *http_create(const struct http_options *opt, http_route_fn route, void *arg)
 {
 	struct http_server *srv = calloc(1, sizeof(*srv));
+	pthread_condattr_t ca;
 	int fd;
+	int rc;
 
 	if (srv == NULL) {
 		return NULL;
 	}
 	srv->hs_route = route;
 	srv->hs_arg = arg;
+	pthread_mutex_init(&srv->hs_lock, NULL);
+	pthread_mutex_init(&srv->hs_probe_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&srv->hs_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	atomic_init(&srv->hs_probe_port, 0);
+	atomic_init(&srv->hs_probe_seen, 0);
 	srv->hs_name = strdup(opt->ho_name != NULL ? opt->ho_name : "http");
 	srv->hs_host = strdup(opt->ho_host);
 	if (srv->hs_name == NULL || srv->hs_host == NULL) {
@@ -1003,6 +1916,14 @@ struct http_server *http_create(const struct http_options *opt, http_route_fn ro
 	if (srv->hs_gen == NULL) {
 		goto fail;
 	}
+	rc = pthread_create(&srv->hs_sweeper, NULL, http_sweeper_main, srv);
+	if (rc != 0) {
+		log_err("http %s: cannot start the sweeper thread: %s", srv->hs_name, strerror(rc));
+		http_gen_destroy(srv->hs_gen);
+		goto fail;
+	}
+	srv->hs_sweeper_started = 1;
+	http_log_limits(srv, srv->hs_gen, opt->ho_per_ip_limit);
 	return srv;
 fail:
 	http_free(srv);
@@ -1014,12 +1935,16 @@ int http_reload(struct http_server *srv, const struct http_options *opt)
 	struct http_gen *gen;
 	struct http_gen *old;
 	int fd;
+	int conns;
 
 	if (strcmp(opt->ho_host, srv->hs_host) != 0 || (opt->ho_port != 0 && opt->ho_port != srv->hs_port)) {
 		log_warn("http %s: a new listen address takes effect at the next start", srv->hs_name);
 		return 1;
 	}
-	fd = dup(srv->hs_gen->hg_fd);
+	pthread_mutex_lock(&srv->hs_lock);
+	old = srv->hs_gen;
+	pthread_mutex_unlock(&srv->hs_lock);
+	fd = dup(old->hg_fd);
 	if (fd < 0) {
 		log_err("http %s: dup: %s", srv->hs_name, strerror(errno));
 		return -1;
@@ -1028,10 +1953,20 @@ int http_reload(struct http_server *srv, const struct http_options *opt)
 	if (gen == NULL) {
 		return -1;
 	}
-	/* Both accept on the socket for a moment; then the old one drains. */
-	old = srv->hs_gen;
+	/* Both accept on the socket for a moment; then the old one drains
+	 * in the background, its answers closing their connections. */
+	http_gen_drain_begin(old, 0);
+	conns = atomic_load(&old->hg_conns);
+	pthread_mutex_lock(&srv->hs_lock);
 	srv->hs_gen = gen;
-	http_gen_destroy(old);
+	old->hg_next = srv->hs_draining;
+	srv->hs_draining = old;
+	pthread_mutex_unlock(&srv->hs_lock);
+	log_notice("http %s: listener generation %u serves the new settings; generation %u drains "
+	           "(%d connections, deadline %lld ms)",
+	           srv->hs_name, gen->hg_number, old->hg_number, conns,
+	           (long long)old->hg_drain_timeout_ms);
+	http_log_limits(srv, gen, opt->ho_per_ip_limit);
 	return 0;
 }
 
@@ -1040,11 +1975,166 @@ unsigned http_port(const struct http_server *srv)
 	return srv->hs_port;
 }
 
+int http_tls(struct http_server *srv)
+{
+	int tls;
+
+	pthread_mutex_lock(&srv->hs_lock);
+	tls = srv->hs_gen != NULL && srv->hs_gen->hg_tls;
+	pthread_mutex_unlock(&srv->hs_lock);
+	return tls;
+}
+
 void http_destroy(struct http_server *srv)
 {
+	struct http_gen *gen;
+
 	if (srv == NULL) {
 		return;
 	}
-	http_gen_destroy(srv->hs_gen);
+	pthread_mutex_lock(&srv->hs_lock);
+	gen = srv->hs_gen;
+	pthread_mutex_unlock(&srv->hs_lock);
+	if (gen != NULL) {
+		http_gen_drain_begin(gen, 1);
+		log_notice("http %s: draining: the listening socket is closed; %d connections "
+		           "open, %d waiting for their commit, deadline %lld ms",
+		           srv->hs_name, atomic_load(&gen->hg_conns),
+		           atomic_load(&gen->hg_suspended), (long long)gen->hg_drain_timeout_ms);
+	}
+	pthread_mutex_lock(&srv->hs_lock);
+	if (gen != NULL) {
+		gen->hg_next = srv->hs_draining;
+		srv->hs_draining = gen;
+	}
+	srv->hs_gen = NULL;
+	srv->hs_stop = 1;
+	pthread_cond_broadcast(&srv->hs_cond);
+	pthread_mutex_unlock(&srv->hs_lock);
+	/* The sweeper ends once every generation has drained and stopped. */
+	if (srv->hs_sweeper_started) {
+		pthread_join(srv->hs_sweeper, NULL);
+	}
 	http_free(srv);
+}
+
+/* ---- liveness ---- */
+
+/* Connects fd to the listener and waits for a server thread to take it
+ * (or close it: at a limit libmicrohttpd accepts and closes). Returns 1
+ * when a server thread did, 0 when none did in time, -1 when the
+ * connection was refused (err set). */
+static int http_probe_run(struct http_server *srv, int fd, const struct sockaddr *to,
+                          socklen_t to_len, int timeout_ms, char *err, size_t err_size)
+{
+	int64_t end = http_mono_ms() + timeout_ms;
+	struct pollfd pfd;
+	int connected = 0;
+
+	if (connect(fd, to, to_len) == 0) {
+		connected = 1;
+	} else if (errno != EINPROGRESS) {
+		snprintf(err, err_size, "connect: %s", strerror(errno));
+		return -1;
+	}
+	for (;;) {
+		int64_t left = end - http_mono_ms();
+		int soerr = 0;
+		socklen_t len = sizeof(soerr);
+
+		if (atomic_load(&srv->hs_probe_seen)) {
+			return 1;
+		}
+		if (left <= 0) {
+			snprintf(err, err_size, "no server thread took a connection within %d ms",
+			         timeout_ms);
+			return 0;
+		}
+		pfd.fd = fd;
+		pfd.events = connected ? POLLIN : POLLOUT;
+		pfd.revents = 0;
+		if (poll(&pfd, 1, left < 10 ? (int)left : 10) <= 0) {
+			continue;
+		}
+		if (!connected) {
+			if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr != 0) {
+				snprintf(err, err_size, "connect: %s",
+				         strerror(soerr != 0 ? soerr : errno));
+				return -1;
+			}
+			connected = 1;
+			continue;
+		}
+		/* Readable before any request: closed by a server thread. */
+		return 1;
+	}
+}
+
+int http_alive(struct http_server *srv, int timeout_ms, char *err, size_t err_size)
+{
+	struct sockaddr_storage ss;
+	struct sockaddr_storage local;
+	socklen_t len;
+	struct http_gen *gen;
+	const char *host = srv->hs_host;
+	int fd;
+	int rc = 0;
+
+	snprintf(err, err_size, "%s", "");
+	memset(&ss, 0, sizeof(ss));
+	if (strcmp(host, "0.0.0.0") == 0) {
+		host = "127.0.0.1";
+	} else if (strcmp(host, "::") == 0) {
+		host = "::1";
+	}
+	if (strchr(host, ':') != NULL) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+
+		s6->sin6_family = AF_INET6;
+		inet_pton(AF_INET6, host, &s6->sin6_addr);
+		len = sizeof(*s6);
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+
+		s4->sin_family = AF_INET;
+		inet_pton(AF_INET, host, &s4->sin_addr);
+		len = sizeof(*s4);
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(err, err_size, "socket: %s", strerror(errno));
+		return 0;
+	}
+	/* Bound first, so that the port is known before a server thread
+	 * can see the connection. */
+	memcpy(&local, &ss, sizeof(ss));
+	((struct sockaddr_in *)&local)->sin_port = 0; /* same offset in both families */
+	pthread_mutex_lock(&srv->hs_probe_lock);
+	if (bind(fd, (struct sockaddr *)&local, len) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&local, &len) < 0) {
+		snprintf(err, err_size, "bind: %s", strerror(errno));
+	} else {
+		((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)srv->hs_port);
+		atomic_store(&srv->hs_probe_seen, 0);
+		atomic_store(&srv->hs_probe_port, ntohs(((struct sockaddr_in *)&local)->sin_port));
+		rc = http_probe_run(srv, fd, (struct sockaddr *)&ss, len, timeout_ms, err,
+		                    err_size);
+		atomic_store(&srv->hs_probe_port, 0);
+	}
+	pthread_mutex_unlock(&srv->hs_probe_lock);
+	close(fd);
+	if (rc == 1) {
+		return 1;
+	}
+	/* At the connection limit no thread takes a new one: alive as long
+	 * as requests keep completing. */
+	pthread_mutex_lock(&srv->hs_lock);
+	gen = srv->hs_gen;
+	if (rc == 0 && gen != NULL &&
+	    (unsigned)atomic_load(&gen->hg_conns) + http_gen_reserve(gen) >= gen->hg_conn_limit &&
+	    http_mono_ms() - atomic_load(&gen->hg_progress_ms) < HTTP_ALIVE_PROGRESS_MS) {
+		rc = 1;
+	}
+	pthread_mutex_unlock(&srv->hs_lock);
+	return rc == 1;
 }

@@ -11,7 +11,13 @@
 #include "reply.h"
 
 #define HTTP_BODY_MAX_DEFAULT (1024 * 1024) /* bytes */
-#define HTTP_HEADERS_MAX 100 /* header fields per request */
+#define HTTP_HEADERS_MAX 100 /* header fields per request: 431 beyond */
+#define HTTP_HEAD_MAX 8192 /* bytes of request line and header fields: 431 beyond */
+#define HTTP_URL_MAX 4096 /* bytes of a request target: 414 beyond */
+#define HTTP_QUERY_PARAMS_MAX 100 /* query parameters: 414 beyond */
+#define HTTP_HEAD_TIMEOUT_DEFAULT_MS 10000 /* the whole request head, TLS handshake included */
+#define HTTP_BODY_MIN_RATE_DEFAULT 1024 /* bytes per second a body averages, after a grace */
+#define HTTP_DRAIN_TIMEOUT_DEFAULT_MS 45000 /* below the unit's TimeoutStopSec=60s */
 
 struct http_conn;
 struct http_deferred;
@@ -63,17 +69,27 @@ struct http_deferred *http_defer(const struct http_request *req, http_finish_fn 
 /* From any thread, exactly once per handle: the answer can be built now. */
 void http_resume(struct http_deferred *d);
 
+/* Limits and timeouts: 0 takes the default. */
 struct http_options {
 	const char *ho_host; /* listen address (numeric IPv4/IPv6) */
 	unsigned ho_port; /* 0 = ephemeral */
 	unsigned ho_threads; /* thread pool size, 0 = number of cores */
-	unsigned ho_conn_timeout_s;
-	unsigned ho_per_ip_limit; /* 0 = none */
+	unsigned ho_conn_timeout_s;   /* a connection idle this long is closed */
+	unsigned ho_per_ip_limit;     /* connections per client address; 0 = none */
+	unsigned ho_max_connections;  /* 0 = what the file limit (RLIMIT_NOFILE) allows */
+	unsigned ho_head_timeout_ms;  /* the whole request head within this, or 408 and closed */
+	size_t ho_body_min_rate;      /* bytes/s a body averages after a grace, or 408 and closed */
+	unsigned ho_drain_timeout_ms; /* how long a drain waits for connections */
 	size_t ho_body_max; /* 413 beyond this, without reading the rest */
 	const char *ho_tls_cert_pem; /* PEM text, or NULL for plain HTTP */
 	const char *ho_tls_key_pem;
 	const char *const *ho_trusted_proxies; /* NULL-terminated CIDR list, or NULL */
 	const char *ho_name; /* for logs: "public", "admin" */
+	/* Optional: called (with the route's arg) on every answer http.c
+	 * makes itself once a request head is in (400, 413, 414, 431, 501):
+	 * ret holds the problem; it may add headers (CORS) or replace it,
+	 * never defer. req has no body. */
+	http_route_fn ho_refused;
 };
 
 struct http_server;
@@ -83,8 +99,10 @@ struct http_server *http_create(const struct http_options *opt, http_route_fn ro
 
 /* Restarts serving with opt (TLS certificate and key, limits, timeouts,
  * trusted proxies) on the same listening socket: the new daemon accepts
- * before the old one stops and drains (as http_destroy does), so no
- * connection is refused. The
+ * before the old one stops accepting, so no connection is refused. The old
+ * one drains in the background: each of its connections gets its current
+ * request answered with Connection: close, and it stops once they are all
+ * closed (idle ones by the idle timeout) or at its drain timeout. The
  * address cannot change this way (returns 1, nothing changed). Returns 0, 1,
  * or -1 with the old settings still serving. Not thread-safe against
  * http_destroy. */
@@ -93,9 +111,21 @@ int http_reload(struct http_server *srv, const struct http_options *opt);
 /* The bound port (useful with ho_port 0). */
 unsigned http_port(const struct http_server *srv);
 
-/* Stops accepting, waits for requests in flight (every deferred one is
- * resumed and answered first: nothing acknowledged or committed goes
- * unanswered), frees. NULL is a no-op. */
+/* 1 while the listener serves HTTPS (a reload may turn it on or off). */
+int http_tls(struct http_server *srv);
+
+/* 1 when the listener's threads serve: one of them took a loopback
+ * connection to the listener within timeout_ms (or every connection is
+ * busy and requests keep completing); else 0 with the reason in err. Blocks
+ * up to timeout_ms. Any thread, never during or after http_destroy. */
+int http_alive(struct http_server *srv, int timeout_ms, char *err, size_t err_size);
+
+/* Drains and frees: closes the listening socket (new connections are
+ * refused at once), answers the current request of every connection with
+ * Connection: close, closes idle ones, and waits for them all up to the
+ * drain timeout, then cuts what is left but never a deferred request (each
+ * is resumed and answered first: nothing acknowledged or committed goes
+ * unanswered). Logs its progress. NULL is a no-op. */
 void http_destroy(struct http_server *srv);
 
 /* 1 if addr (text) lies in the CIDR (e.g. "10.0.0.0/8", "::1/128"); 0 if

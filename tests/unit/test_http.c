@@ -1,5 +1,6 @@
 /* test_http.c: the HTTP listener over real loopback sockets. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -19,6 +20,9 @@
 #include "crypto.h"
 #include "harness.h"
 #include "http.h"
+#include "rawhttp.h"
+
+static atomic_int routed; /* requests echo_route saw */
 
 /* Echoes what the route saw: body length, body hash-free bytes, addresses. */
 static void echo_route(void *arg, const struct http_request *req, struct reply *ret)
@@ -27,6 +31,7 @@ static void echo_route(void *arg, const struct http_request *req, struct reply *
 	char *s;
 	size_t len;
 
+	atomic_fetch_add(&routed, 1);
 	buf_init(&b, 0);
 	buf_printf(&b, "method=%s path=%s url=%s peer=%s client=%s len=%zu headers=%zu x=%s\n", req->hr_method,
 		   req->hr_path, req->hr_url, req->hr_peer, req->hr_client, req->hr_body_len, req->hr_n_headers,
@@ -570,21 +575,728 @@ static void test_https_listener_serves_with_the_configured_certificate(void **st
 	rmdir(dir);
 }
 
+/* ---- the edge: answers made before routing ---- */
+
+/* Sends data on a new connection: the answer is status, closes the
+ * connection, and (slug non-NULL) is problem+json of that type; the route
+ * never saw the request. */
+static void expect_refusal(unsigned port, const char *data, size_t len, int status,
+                           const char *slug)
+{
+	struct rh_response r;
+	int before = atomic_load(&routed);
+	char type[128];
+	char *ct;
+
+	assert_int_equal(rh_exchange(port, data, len, 10000, &r), 1);
+	assert_int_equal(r.rr_status, status);
+	assert_true(r.rr_close);
+	if (slug != NULL) {
+		ct = rh_header(&r, "Content-Type");
+		assert_non_null(ct);
+		assert_string_equal(ct, "application/problem+json");
+		free(ct);
+		snprintf(type, sizeof(type), "\"type\":\"urn:idemhook:problem:%s\"", slug);
+		assert_non_null(strstr(r.rr_body, type));
+	}
+	rh_response_finish(&r);
+	assert_int_equal(atomic_load(&routed), before);
+}
+
+/* Sends data on a new connection and expects the echo route's 200. */
+static void expect_routed(unsigned port, const char *data, size_t len, const char *needle)
+{
+	struct rh_response r;
+
+	assert_int_equal(rh_exchange(port, data, len, 10000, &r), 1);
+	assert_int_equal(r.rr_status, 200);
+	if (needle != NULL) {
+		assert_non_null(strstr(r.rr_body, needle));
+	}
+	rh_response_finish(&r);
+}
+
+static char *request_with_target(const char *target)
+{
+	struct buf b;
+	char *s;
+
+	buf_init(&b, 0);
+	buf_printf(&b, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}", target);
+	s = buf_take(&b, NULL);
+	buf_finish(&b);
+	return s;
+}
+
+static void test_too_many_query_parameters_or_a_long_target_get_414(void **state)
+{
+	char url[128];
+	struct http_server *srv = start(1024, NULL, url);
+	struct buf t;
+	char *req;
+	int i;
+
+	/* 1000 parameters once got no answer until the connection timeout. */
+	buf_init(&t, 0);
+	buf_puts(&t, "/hooks/x?a");
+	for (i = 1; i < 1000; i++) {
+		buf_puts(&t, "&a");
+	}
+	req = request_with_target(t.buf_data);
+	expect_refusal(http_port(srv), req, strlen(req), 414, "too_many_query_parameters");
+	free(req);
+	buf_finish(&t);
+	/* As many as the limit are fine. */
+	buf_init(&t, 0);
+	buf_puts(&t, "/hooks/x?a=1");
+	for (i = 1; i < HTTP_QUERY_PARAMS_MAX; i++) {
+		buf_printf(&t, "&p%d=%d", i, i);
+	}
+	req = request_with_target(t.buf_data);
+	expect_routed(http_port(srv), req, strlen(req), "path=/hooks/x url=/hooks/x?a=1&p1=1&p2=2");
+	free(req);
+	buf_finish(&t);
+	/* A target over HTTP_URL_MAX. */
+	buf_init(&t, 0);
+	buf_puts(&t, "/hooks/x?v=");
+	for (i = 0; i < HTTP_URL_MAX; i++) {
+		buf_puts(&t, "v");
+	}
+	req = request_with_target(t.buf_data);
+	expect_refusal(http_port(srv), req, strlen(req), 414, "target_too_long");
+	free(req);
+	buf_finish(&t);
+	http_destroy(srv);
+}
+
+static void test_nul_in_the_path_raw_or_encoded_gets_400_and_is_not_routed(void **state)
+{
+	char url[128];
+	struct http_server *srv = start(1024, NULL, url);
+	const char encoded[] =
+	        "POST /hooks/stripe%00evil HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+	const char raw[] =
+	        "POST /hooks/stripe\0evil HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+	const char raw_query[] =
+	        "POST /hooks/stripe?a=\0b HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+	const char percent[] =
+	        "POST /hooks/x%2500 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+
+	expect_refusal(http_port(srv), encoded, sizeof(encoded) - 1, 400, "nul_in_target");
+	expect_refusal(http_port(srv), raw, sizeof(raw) - 1, 400, "nul_in_target");
+	expect_refusal(http_port(srv), raw_query, sizeof(raw_query) - 1, 400, "nul_in_target");
+	/* An encoded '%' followed by "00" is no NUL. */
+	expect_routed(http_port(srv), percent, sizeof(percent) - 1, "path=/hooks/x%00 ");
+	http_destroy(srv);
+}
+
+static char *request_with_header(const char *name, size_t value_len)
+{
+	struct buf b;
+	char *s;
+	size_t i;
+
+	buf_init(&b, 0);
+	buf_printf(&b, "POST /hooks/x HTTP/1.1\r\nHost: x\r\n%s: ", name);
+	for (i = 0; i < value_len; i++) {
+		buf_puts(&b, "h");
+	}
+	buf_puts(&b, "\r\nContent-Length: 2\r\n\r\n{}");
+	s = buf_take(&b, NULL);
+	buf_finish(&b);
+	return s;
+}
+
+static void test_heads_over_the_limit_get_431(void **state)
+{
+	char url[128];
+	struct http_server *srv = start(1024, NULL, url);
+	struct buf b;
+	char *req;
+	int i;
+
+	/* Over HTTP_HEAD_MAX, within libmicrohttpd's pool: our problem. */
+	req = request_with_header("X-Big", HTTP_HEAD_MAX);
+	expect_refusal(http_port(srv), req, strlen(req), 431, "headers_too_large");
+	free(req);
+	/* Beyond what the 16 KiB pool holds: libmicrohttpd's own 431, an
+	 * answer and a close, not a dropped connection. */
+	req = request_with_header("X-Huge", 20000);
+	expect_refusal(http_port(srv), req, strlen(req), 431, NULL);
+	free(req);
+	/* HTTP_HEADERS_MAX fields in HTTP_HEAD_MAX bytes fit. */
+	buf_init(&b, 0);
+	buf_puts(&b, "POST /hooks/x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n");
+	for (i = 2; i < HTTP_HEADERS_MAX; i++) {
+		buf_printf(&b, "X-H%02d: %060d\r\n", i, i);
+	}
+	buf_puts(&b, "\r\n{}");
+	assert_true(b.buf_len < HTTP_HEAD_MAX);
+	expect_routed(http_port(srv), b.buf_data, b.buf_len, "headers=100");
+	buf_finish(&b);
+	/* One more field is one too many. */
+	buf_init(&b, 0);
+	buf_puts(&b, "POST /hooks/x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n");
+	for (i = 2; i <= HTTP_HEADERS_MAX; i++) {
+		buf_printf(&b, "X-H%02d: %d\r\n", i, i);
+	}
+	buf_puts(&b, "\r\n{}");
+	expect_refusal(http_port(srv), b.buf_data, b.buf_len, 431, "too_many_headers");
+	buf_finish(&b);
+	http_destroy(srv);
+}
+
+static void test_conflicting_content_lengths_get_400(void **state)
+{
+	char url[128];
+	struct http_server *srv = start(1024, NULL, url);
+	const char differ[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nContent-Length: "
+	                      "2\r\nContent-Length: 3\r\n\r\n{}x";
+	const char bad[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nContent-Length: "
+	                   "2\r\nContent-Length: +2\r\n\r\n{}";
+	const char same[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nContent-Length: "
+	                    "2\r\nContent-Length: 2\r\n\r\n{}";
+
+	expect_refusal(http_port(srv), differ, sizeof(differ) - 1, 400,
+	               "conflicting_content_length");
+	expect_refusal(http_port(srv), bad, sizeof(bad) - 1, 400, "conflicting_content_length");
+	/* The same length twice is one length (RFC 9112 6.3). */
+	expect_routed(http_port(srv), same, sizeof(same) - 1, "len=2");
+	http_destroy(srv);
+}
+
+static void test_transfer_encoding_is_chunked_alone_or_refused(void **state)
+{
+	char url[128];
+	struct http_server *srv = start(1024, NULL, url);
+	const char with_cl[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nContent-Length: "
+	                       "7\r\nTransfer-Encoding: chunked\r\n\r\n"
+	                       "2\r\n{}\r\n0\r\n\r\n";
+	const char gzip[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: "
+	                    "gzip\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
+	const char gzip_chunked[] =
+	        "POST /hooks/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+	        "2\r\n{}\r\n0\r\n\r\n";
+	const char two[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+	                   "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
+	const char http10[] = "POST /hooks/x HTTP/1.0\r\nHost: x\r\nTransfer-Encoding: "
+	                      "chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
+	const char chunked[] =
+	        "POST /hooks/x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+	        "2\r\n{}\r\n0\r\n\r\n";
+
+	expect_refusal(http_port(srv), with_cl, sizeof(with_cl) - 1, 400, "ambiguous_framing");
+	expect_refusal(http_port(srv), http10, sizeof(http10) - 1, 400, "ambiguous_framing");
+	/* A coding other than chunked last: the length cannot be known. */
+	expect_refusal(http_port(srv), gzip, sizeof(gzip) - 1, 400, "bad_transfer_encoding");
+	expect_refusal(http_port(srv), gzip_chunked, sizeof(gzip_chunked) - 1, 501,
+	               "unsupported_transfer_encoding");
+	expect_refusal(http_port(srv), two, sizeof(two) - 1, 501, "unsupported_transfer_encoding");
+	expect_routed(http_port(srv), chunked, sizeof(chunked) - 1, "len=2");
+	http_destroy(srv);
+}
+
+static void decorate(void *arg, const struct http_request *req, struct reply *ret)
+{
+	reply_add_header(ret, "X-Decorated", req->hr_path);
+}
+
+static void test_the_route_layer_decorates_answers_made_before_routing(void **state)
+{
+	struct http_options ho;
+	struct http_server *srv;
+	const char big[] =
+	        "POST /api/orders HTTP/1.1\r\nHost: x\r\nOrigin: https://shop.example\r\n"
+	        "Content-Length: 101\r\n\r\n";
+	struct rh_response r;
+	char *v;
+
+	memset(&ho, 0, sizeof(ho));
+	ho.ho_host = "127.0.0.1";
+	ho.ho_threads = 2;
+	ho.ho_conn_timeout_s = 10;
+	ho.ho_body_max = 100;
+	ho.ho_name = "test";
+	ho.ho_refused = decorate;
+	srv = http_create(&ho, echo_route, NULL);
+	assert_non_null(srv);
+	assert_int_equal(rh_exchange(http_port(srv), big, sizeof(big) - 1, 10000, &r), 1);
+	assert_int_equal(r.rr_status, 413);
+	assert_non_null(strstr(r.rr_body, "urn:idemhook:problem:body_too_large"));
+	v = rh_header(&r, "X-Decorated");
+	assert_non_null(v);
+	assert_string_equal(v, "/api/orders");
+	free(v);
+	rh_response_finish(&r);
+	http_destroy(srv);
+}
+
+/* ---- slow clients ---- */
+
+static struct http_server *start_limited(unsigned head_ms, size_t rate, unsigned max_conns,
+                                         unsigned per_ip)
+{
+	struct http_options ho;
+	struct http_server *srv;
+
+	memset(&ho, 0, sizeof(ho));
+	ho.ho_host = "127.0.0.1";
+	ho.ho_threads = 2;
+	ho.ho_conn_timeout_s = 30;
+	ho.ho_head_timeout_ms = head_ms;
+	ho.ho_body_min_rate = rate;
+	ho.ho_max_connections = max_conns;
+	ho.ho_per_ip_limit = per_ip;
+	ho.ho_body_max = 1024 * 1024;
+	ho.ho_name = "test";
+	srv = http_create(&ho, echo_route, NULL);
+	assert_non_null(srv);
+	return srv;
+}
+
+/* Sends one header line every step_ms on fd until the server closes it or
+ * limit_ms passed. Returns what the server sent before closing (malloc'd),
+ * or NULL if it never closed. */
+static char *trickle_until_closed(int fd, int step_ms, int limit_ms)
+{
+	int64_t end = hn_now_ms() + limit_ms;
+	struct buf got;
+	char chunk[1024];
+	char *s;
+
+	buf_init(&got, 0);
+	while (hn_now_ms() < end) {
+		ssize_t n;
+
+		if (rh_send(fd, "X-Slow: 1\r\n", 11) < 0) {
+			break; /* closed */
+		}
+		usleep((useconds_t)step_ms * 1000);
+		n = recv(fd, chunk, sizeof(chunk), MSG_DONTWAIT);
+		if (n > 0) {
+			buf_append(&got, chunk, (size_t)n);
+		}
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+			break; /* closed */
+		}
+	}
+	if (hn_now_ms() >= end) {
+		buf_finish(&got);
+		return NULL;
+	}
+	if (rh_wait_closed(fd, 2000)) {
+		/* drained */
+	}
+	s = buf_take(&got, NULL);
+	buf_finish(&got);
+	return s;
+}
+
+static void test_a_trickling_head_is_cut_at_its_deadline_with_408(void **state)
+{
+	struct http_server *srv = start_limited(1000, 0, 0, 0);
+	int before = atomic_load(&routed);
+	int fd = rh_connect(NULL, http_port(srv));
+	char *got;
+
+	/* One header line every 100 ms resets any idle timeout; the head's
+	 * deadline holds anyway. */
+	assert_true(fd >= 0);
+	assert_int_equal(rh_send(fd, "POST /hooks/x HTTP/1.1\r\nHost: x\r\n", 33), 0);
+	got = trickle_until_closed(fd, 100, 15000);
+	assert_non_null(got);
+	assert_non_null(strstr(got, "HTTP/1.1 408 "));
+	assert_non_null(strstr(got, "urn:idemhook:problem:request_timeout"));
+	free(got);
+	close(fd);
+	assert_int_equal(atomic_load(&routed), before);
+	http_destroy(srv);
+}
+
+static void
+test_an_idle_keep_alive_connection_is_not_a_slow_head_but_its_trickled_next_head_is(void **state)
+{
+	struct http_server *srv = start_limited(1000, 0, 0, 0);
+	const char req[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+	int fd = rh_connect(NULL, http_port(srv));
+	struct rh_response r;
+	char *got;
+
+	assert_true(fd >= 0);
+	assert_int_equal(rh_send(fd, req, sizeof(req) - 1), 0);
+	assert_int_equal(rh_read_response(fd, 5000, &r), 1);
+	assert_int_equal(r.rr_status, 200);
+	rh_response_finish(&r);
+	/* Idle for longer than the head deadline: still served. */
+	usleep(2500 * 1000);
+	assert_int_equal(rh_send(fd, req, sizeof(req) - 1), 0);
+	assert_int_equal(rh_read_response(fd, 5000, &r), 1);
+	assert_int_equal(r.rr_status, 200);
+	rh_response_finish(&r);
+	/* The next head, trickled, is cut. */
+	assert_int_equal(rh_send(fd, "POST /hooks/x HTTP/1.1\r\n", 24), 0);
+	got = trickle_until_closed(fd, 100, 15000);
+	assert_non_null(got);
+	assert_non_null(strstr(got, "HTTP/1.1 408 "));
+	free(got);
+	close(fd);
+	http_destroy(srv);
+}
+
+static void test_a_body_slower_than_the_floor_is_cut_with_408(void **state)
+{
+	struct http_server *srv = start_limited(0, 1000, 0, 0);
+	const char head[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n";
+	int before = atomic_load(&routed);
+	int fd = rh_connect(NULL, http_port(srv));
+	int64_t end = hn_now_ms() + 30000;
+	struct buf got;
+	char chunk[1024];
+	int closed = 0;
+
+	assert_true(fd >= 0);
+	assert_int_equal(rh_send(fd, head, sizeof(head) - 1), 0);
+	buf_init(&got, 0);
+	/* 100 bytes a second against a floor of 1000. */
+	while (!closed && hn_now_ms() < end) {
+		ssize_t n;
+
+		if (rh_send(fd, "0123456789", 10) < 0) {
+			closed = 1;
+			break;
+		}
+		usleep(100 * 1000);
+		n = recv(fd, chunk, sizeof(chunk), MSG_DONTWAIT);
+		if (n > 0) {
+			buf_append(&got, chunk, (size_t)n);
+		}
+		closed = n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+	}
+	assert_true(closed);
+	assert_non_null(got.buf_data);
+	assert_non_null(strstr(got.buf_data, "HTTP/1.1 408 "));
+	buf_finish(&got);
+	close(fd);
+	assert_int_equal(atomic_load(&routed), before);
+	http_destroy(srv);
+}
+
+static void test_more_connections_than_fd_setsize_and_a_request_is_still_answered(void **state)
+{
+	enum { N = 1100 };
+	struct http_server *srv = start_limited(60000, 0, 0, 0);
+	const char get[] = "GET /hooks/x HTTP/1.1\r\nHost: x\r\n\r\n";
+	static int fds[N];
+	struct rh_response r;
+	int i;
+
+	for (i = 0; i < N; i++) {
+		fds[i] = rh_connect(NULL, http_port(srv));
+		assert_true(fds[i] >= 0);
+		assert_int_equal(rh_send(fds[i], "POST /hooks/x HTTP/1.1\r\n", 24), 0);
+	}
+	for (i = 0; i < N; i++) {
+		assert_int_equal(rh_send(fds[i], "X-Slow: 1\r\n", 11), 0);
+	}
+	assert_int_equal(rh_exchange(http_port(srv), get, sizeof(get) - 1, 10000, &r), 1);
+	assert_int_equal(r.rr_status, 200);
+	rh_response_finish(&r);
+	/* None of them was cut to make room: the limit is far away. */
+	for (i = 0; i < N; i++) {
+		assert_false(rh_closed_now(fds[i]));
+		close(fds[i]);
+	}
+	http_destroy(srv);
+}
+
+static void test_near_the_connection_limit_the_oldest_incomplete_heads_make_room(void **state)
+{
+	enum { LIMIT = 40 };
+	struct http_server *srv = start_limited(60000, 0, LIMIT, 0);
+	const char get[] = "GET /hooks/x HTTP/1.1\r\nHost: x\r\n\r\n";
+	int fds[LIMIT];
+	struct rh_response r;
+	int i;
+
+	for (i = 0; i < LIMIT; i++) {
+		fds[i] = rh_connect(NULL, http_port(srv));
+		assert_true(fds[i] >= 0);
+		assert_int_equal(rh_send(fds[i], "POST /hooks/x HTTP/1.1\r\n", 24), 0);
+		usleep(5000); /* each one older than the next */
+	}
+	/* A request that arrives whole is answered long before any head
+	 * deadline: room was kept for it. */
+	assert_int_equal(rh_exchange(http_port(srv), get, sizeof(get) - 1, 10000, &r), 1);
+	assert_int_equal(r.rr_status, 200);
+	rh_response_finish(&r);
+	/* The oldest went first, told why; the newest stay. */
+	for (i = 0; i < LIMIT / 10; i++) {
+		char got[512] = "";
+		ssize_t n = recv(fds[i], got, sizeof(got) - 1, 0);
+
+		assert_true(n > 0);
+		assert_non_null(strstr(got, "HTTP/1.1 408 "));
+		assert_true(rh_wait_closed(fds[i], 5000));
+	}
+	assert_false(rh_closed_now(fds[LIMIT - 1]));
+	for (i = 0; i < LIMIT; i++) {
+		close(fds[i]);
+	}
+	http_destroy(srv);
+}
+
+static void test_the_per_address_limit_still_holds(void **state)
+{
+	struct http_server *srv = start_limited(60000, 0, 0, 3);
+	const char get[] = "GET /hooks/x HTTP/1.1\r\nHost: x\r\n\r\n";
+	struct rh_response r;
+	int fds[3];
+	int extra;
+	int other;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		fds[i] = rh_connect("127.0.0.1", http_port(srv));
+		assert_true(fds[i] >= 0);
+	}
+	usleep(100 * 1000);
+	extra = rh_connect("127.0.0.1", http_port(srv));
+	assert_true(extra >= 0);
+	assert_true(rh_wait_closed(extra, 5000));
+	close(extra);
+	other = rh_connect("127.0.0.2", http_port(srv));
+	assert_true(other >= 0);
+	assert_int_equal(rh_send(other, get, sizeof(get) - 1), 0);
+	assert_int_equal(rh_read_response(other, 5000, &r), 1);
+	assert_int_equal(r.rr_status, 200);
+	rh_response_finish(&r);
+	close(other);
+	for (i = 0; i < 3; i++) {
+		close(fds[i]);
+	}
+	http_destroy(srv);
+}
+
+/* ---- drains and liveness ---- */
+
+struct blocker {
+	pthread_mutex_t bl_mutex;
+	pthread_cond_t bl_cond;
+	int bl_inside;
+	int bl_release;
+};
+
+static void block_route(void *arg, const struct http_request *req, struct reply *ret)
+{
+	struct blocker *bl = arg;
+
+	pthread_mutex_lock(&bl->bl_mutex);
+	bl->bl_inside++;
+	pthread_cond_broadcast(&bl->bl_cond);
+	while (!bl->bl_release) {
+		pthread_cond_wait(&bl->bl_cond, &bl->bl_mutex);
+	}
+	pthread_mutex_unlock(&bl->bl_mutex);
+	reply_set(ret, 200, "text/plain", "done", 4);
+}
+
+struct one_request {
+	unsigned or_port;
+	struct rh_response or_resp;
+	int or_rc;
+};
+
+static void *one_request_run(void *arg)
+{
+	struct one_request * or = arg;
+	const char get[] = "GET /block HTTP/1.1\r\nHost: x\r\n\r\n";
+
+	or->or_rc = rh_exchange(or->or_port, get, sizeof(get) - 1, 20000, & or->or_resp);
+	return NULL;
+}
+
+static void test_alive_says_whether_the_listener_threads_take_connections(void **state)
+{
+	struct blocker bl = {.bl_mutex = PTHREAD_MUTEX_INITIALIZER,
+	                     .bl_cond = PTHREAD_COND_INITIALIZER};
+	struct one_request or ;
+	struct http_options ho;
+	struct http_server *srv;
+	char err[128];
+	pthread_t t;
+
+	memset(&ho, 0, sizeof(ho));
+	ho.ho_host = "127.0.0.1";
+	ho.ho_threads = 1;
+	ho.ho_conn_timeout_s = 30;
+	ho.ho_name = "test";
+	srv = http_create(&ho, block_route, &bl);
+	assert_non_null(srv);
+	assert_int_equal(http_alive(srv, 2000, err, sizeof(err)), 1);
+	/* Its only thread stuck in a route: nobody takes a connection. */
+	memset(& or, 0, sizeof(or));
+	or.or_port = http_port(srv);
+	assert_int_equal(pthread_create(&t, NULL, one_request_run, & or), 0);
+	pthread_mutex_lock(&bl.bl_mutex);
+	while (bl.bl_inside == 0) {
+		pthread_cond_wait(&bl.bl_cond, &bl.bl_mutex);
+	}
+	pthread_mutex_unlock(&bl.bl_mutex);
+	assert_int_equal(http_alive(srv, 300, err, sizeof(err)), 0);
+	assert_non_null(strstr(err, "no server thread"));
+	pthread_mutex_lock(&bl.bl_mutex);
+	bl.bl_release = 1;
+	pthread_cond_broadcast(&bl.bl_cond);
+	pthread_mutex_unlock(&bl.bl_mutex);
+	pthread_join(t, NULL);
+	assert_int_equal(or.or_rc, 1);
+	assert_int_equal(or.or_resp.rr_status, 200);
+	rh_response_finish(& or.or_resp);
+	assert_int_equal(http_alive(srv, 2000, err, sizeof(err)), 1);
+	http_destroy(srv);
+}
+
+static void *destroy_run(void *arg)
+{
+	http_destroy(arg);
+	return NULL;
+}
+
+/* 1 once a new connection to port is refused. */
+static int refused_within(unsigned port, int ms)
+{
+	int64_t end = hn_now_ms() + ms;
+
+	while (hn_now_ms() < end) {
+		int fd = rh_connect(NULL, port);
+
+		if (fd < 0) {
+			return errno == ECONNREFUSED;
+		}
+		close(fd);
+		usleep(10 * 1000);
+	}
+	return 0;
+}
+
+static void test_a_drain_refuses_new_connections_and_answers_every_started_request(void **state)
+{
+	struct http_server *srv = start_limited(60000, 0, 0, 0);
+	const char req[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+	const char head[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n{}";
+	unsigned port = http_port(srv);
+	int kept = rh_connect(NULL, port);
+	int slow = rh_connect(NULL, port);
+	struct rh_response r;
+	pthread_t t;
+
+	/* kept: a keep-alive connection between requests; slow: half its body
+	 * sent. */
+	assert_true(kept >= 0 && slow >= 0);
+	assert_int_equal(rh_send(kept, req, sizeof(req) - 1), 0);
+	assert_int_equal(rh_read_response(kept, 5000, &r), 1);
+	assert_false(r.rr_close);
+	rh_response_finish(&r);
+	assert_int_equal(rh_send(slow, head, sizeof(head) - 1), 0);
+	usleep(100 * 1000);
+	assert_int_equal(pthread_create(&t, NULL, destroy_run, srv), 0);
+	/* New connections are refused at once, not left in a backlog. */
+	assert_true(refused_within(port, 5000));
+	/* The kept-alive connection's next request is answered, and closed. */
+	assert_int_equal(rh_send(kept, req, sizeof(req) - 1), 0);
+	assert_int_equal(rh_read_response(kept, 5000, &r), 1);
+	assert_int_equal(r.rr_status, 200);
+	assert_true(r.rr_close);
+	rh_response_finish(&r);
+	assert_true(rh_wait_closed(kept, 5000));
+	/* The request under way is finished and answered, and closed. */
+	assert_int_equal(rh_send(slow, "{}", 2), 0);
+	assert_int_equal(rh_read_response(slow, 5000, &r), 1);
+	assert_int_equal(r.rr_status, 200);
+	assert_non_null(strstr(r.rr_body, "len=4"));
+	assert_true(r.rr_close);
+	rh_response_finish(&r);
+	pthread_join(t, NULL);
+	close(kept);
+	close(slow);
+}
+
+static void test_after_a_reload_old_connections_get_their_answer_and_close(void **state)
+{
+	struct http_options ho;
+	struct http_server *srv = start_limited(60000, 0, 0, 0);
+	const char req[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+	int kept = rh_connect(NULL, http_port(srv));
+	struct rh_response r;
+	int fresh;
+
+	assert_true(kept >= 0);
+	assert_int_equal(rh_send(kept, req, sizeof(req) - 1), 0);
+	assert_int_equal(rh_read_response(kept, 5000, &r), 1);
+	assert_false(r.rr_close);
+	rh_response_finish(&r);
+	memset(&ho, 0, sizeof(ho));
+	ho.ho_host = "127.0.0.1";
+	ho.ho_threads = 2;
+	ho.ho_conn_timeout_s = 30;
+	ho.ho_body_max = 1; /* the new settings show */
+	ho.ho_name = "test";
+	assert_int_equal(http_reload(srv, &ho), 0);
+	/* The old generation answers the next request, with the old
+	 * settings, and closes. */
+	assert_int_equal(rh_send(kept, req, sizeof(req) - 1), 0);
+	assert_int_equal(rh_read_response(kept, 5000, &r), 1);
+	assert_int_equal(r.rr_status, 200);
+	assert_true(r.rr_close);
+	rh_response_finish(&r);
+	assert_true(rh_wait_closed(kept, 5000));
+	close(kept);
+	fresh = rh_connect(NULL, http_port(srv));
+	assert_true(fresh >= 0);
+	assert_int_equal(rh_send(fresh, req, sizeof(req) - 1), 0);
+	assert_int_equal(rh_read_response(fresh, 5000, &r), 1);
+	assert_int_equal(r.rr_status, 413);
+	rh_response_finish(&r);
+	close(fresh);
+	http_destroy(srv);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_route_sees_the_raw_body_and_target_exactly),
-		cmocka_unit_test(test_announced_oversized_body_gets_413_before_it_is_read),
-		cmocka_unit_test(test_chunked_body_over_the_cap_gets_413),
-		cmocka_unit_test(test_forwarded_for_is_trusted_only_from_a_configured_proxy),
-		cmocka_unit_test(test_cidr_matching_covers_both_families_and_bad_input),
-		cmocka_unit_test(test_too_many_header_fields_get_431),
-		cmocka_unit_test(test_deferred_requests_wait_without_holding_a_thread),
-		cmocka_unit_test(test_an_answer_ready_before_the_route_returns_goes_out_at_once),
-		cmocka_unit_test(test_client_gone_while_suspended_is_finished_once_and_the_server_goes_on),
-		cmocka_unit_test(test_destroy_waits_for_suspended_requests_and_answers_them),
-		cmocka_unit_test(test_libmicrohttpd_speaks_through_the_log_with_a_priority_and_the_listener),
-		cmocka_unit_test(test_https_listener_serves_with_the_configured_certificate),
+	        cmocka_unit_test(test_route_sees_the_raw_body_and_target_exactly),
+	        cmocka_unit_test(test_announced_oversized_body_gets_413_before_it_is_read),
+	        cmocka_unit_test(test_chunked_body_over_the_cap_gets_413),
+	        cmocka_unit_test(test_forwarded_for_is_trusted_only_from_a_configured_proxy),
+	        cmocka_unit_test(test_cidr_matching_covers_both_families_and_bad_input),
+	        cmocka_unit_test(test_too_many_header_fields_get_431),
+	        cmocka_unit_test(test_deferred_requests_wait_without_holding_a_thread),
+	        cmocka_unit_test(test_an_answer_ready_before_the_route_returns_goes_out_at_once),
+	        cmocka_unit_test(
+	                test_client_gone_while_suspended_is_finished_once_and_the_server_goes_on),
+	        cmocka_unit_test(test_destroy_waits_for_suspended_requests_and_answers_them),
+	        cmocka_unit_test(
+	                test_libmicrohttpd_speaks_through_the_log_with_a_priority_and_the_listener),
+	        cmocka_unit_test(test_https_listener_serves_with_the_configured_certificate),
+	        cmocka_unit_test(test_too_many_query_parameters_or_a_long_target_get_414),
+	        cmocka_unit_test(test_nul_in_the_path_raw_or_encoded_gets_400_and_is_not_routed),
+	        cmocka_unit_test(test_heads_over_the_limit_get_431),
+	        cmocka_unit_test(test_conflicting_content_lengths_get_400),
+	        cmocka_unit_test(test_transfer_encoding_is_chunked_alone_or_refused),
+	        cmocka_unit_test(test_the_route_layer_decorates_answers_made_before_routing),
+	        cmocka_unit_test(test_a_trickling_head_is_cut_at_its_deadline_with_408),
+	        cmocka_unit_test(
+	                test_an_idle_keep_alive_connection_is_not_a_slow_head_but_its_trickled_next_head_is),
+	        cmocka_unit_test(test_a_body_slower_than_the_floor_is_cut_with_408),
+	        cmocka_unit_test(
+	                test_more_connections_than_fd_setsize_and_a_request_is_still_answered),
+	        cmocka_unit_test(
+	                test_near_the_connection_limit_the_oldest_incomplete_heads_make_room),
+	        cmocka_unit_test(test_the_per_address_limit_still_holds),
+	        cmocka_unit_test(test_alive_says_whether_the_listener_threads_take_connections),
+	        cmocka_unit_test(
+	                test_a_drain_refuses_new_connections_and_answers_every_started_request),
+	        cmocka_unit_test(test_after_a_reload_old_connections_get_their_answer_and_close),
 	};
 
 	curl_global_init(CURL_GLOBAL_DEFAULT);
