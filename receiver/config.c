@@ -83,8 +83,12 @@ static const struct config_known_key config_known_keys[] = {
 	{"reconcile", "retry_base"},
 	{"reconcile", "timeout"},
 	{"server", "body_max"},
+	{"server", "body_min_rate"},
 	{"server", "connection_timeout"},
+	{"server", "drain_timeout"},
+	{"server", "head_timeout"},
 	{"server", "listen"},
+	{"server", "max_connections"},
 	{"server", "per_ip_connections"},
 	{"server", "port_file"},
 	{"server", "threads"},
@@ -997,11 +1001,33 @@ static int config_parse_core(struct config *cf)
 		return -1;
 	}
 	if (config_parse_listen(cf, "server", &cf->cf_listen_host, &cf->cf_listen_port) < 0 ||
-	    config_get_uint(cf, "server", "threads", cores > 0 ? (unsigned)cores : 2, &cf->cf_threads) < 0 ||
+	    config_get_uint(cf, "server", "threads", cores > 0 ? (unsigned)cores : 2,
+	                    &cf->cf_threads) < 0 ||
 	    config_get_uint(cf, "server", "connection_timeout", 30, &cf->cf_conn_timeout_s) < 0 ||
 	    config_get_uint(cf, "server", "per_ip_connections", 64, &cf->cf_per_ip_limit) < 0 ||
-	    config_get_size(cf, "server", "body_max", HTTP_BODY_MAX_DEFAULT, &cf->cf_body_max) < 0) {
+	    config_get_size(cf, "server", "body_max", HTTP_BODY_MAX_DEFAULT, &cf->cf_body_max) <
+	            0 ||
+	    config_get_uint(cf, "server", "max_connections", 0, &cf->cf_max_connections) < 0 ||
+	    config_get_duration(cf, "server", "head_timeout", HTTP_HEAD_TIMEOUT_DEFAULT_MS / 1000,
+	                        &cf->cf_head_timeout_s) < 0 ||
+	    config_get_size(cf, "server", "body_min_rate", HTTP_BODY_MIN_RATE_DEFAULT,
+	                    &cf->cf_body_min_rate) < 0 ||
+	    config_get_duration(cf, "server", "drain_timeout", HTTP_DRAIN_TIMEOUT_DEFAULT_MS / 1000,
+	                        &cf->cf_drain_timeout_s) < 0) {
 		return -1;
+	}
+	if (cf->cf_head_timeout_s < 1 || cf->cf_head_timeout_s > 3600) {
+		return config_bad(cf, "server", "head_timeout",
+		                  config_get(cf, "server", "head_timeout"), "1s to 1h");
+	}
+	if (cf->cf_drain_timeout_s < 1 || cf->cf_drain_timeout_s > 3600) {
+		return config_bad(cf, "server", "drain_timeout",
+		                  config_get(cf, "server", "drain_timeout"), "1s to 1h");
+	}
+	if (cf->cf_body_min_rate == 0) {
+		return config_bad(cf, "server", "body_min_rate",
+		                  config_get(cf, "server", "body_min_rate"),
+		                  "at least 1 byte per second");
 	}
 	if (cf->cf_threads == 0) {
 		cf->cf_threads = cores > 0 ? (unsigned)cores : 2;

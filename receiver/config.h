@@ -54,6 +54,10 @@ struct config {
 	unsigned cf_threads; /* default: number of cores */
 	unsigned cf_conn_timeout_s; /* default 30 */
 	unsigned cf_per_ip_limit; /* connections per client address, default 64 */
+	unsigned cf_max_connections; /* default 0: what the file limit allows */
+	int64_t cf_head_timeout_s;   /* a request head within this, default 10 */
+	size_t cf_body_min_rate;     /* bytes/s a body averages, default 1k */
+	int64_t cf_drain_timeout_s;  /* a drain waits this long for connections, default 45 */
 	size_t cf_body_max; /* default 1 MiB */
 	char *cf_port_file; /* write the bound port here (tests), or NULL */
 	char **cf_trusted_proxies; /* CIDRs whose X-Forwarded-For is believed (NULL-terminated), or NULL */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "health.h"
+#include "http.h"
 #include "httpc.h"
 #include "log.h"
 #include "metrics.h"
@@ -42,6 +43,7 @@ struct health {
 	pthread_t hh_thread;
 	pthread_mutex_t hh_lock;
 	pthread_cond_t hh_cond; /* CLOCK_MONOTONIC */
+	pthread_mutex_t hh_probe_lock; /* held while the listeners are asked */
 	/* under hh_lock */
 	int hh_stop;
 	int hh_draining;
@@ -63,7 +65,7 @@ static int64_t health_mono_ms(void)
 }
 
 void health_listener_set(struct health_listener *hl, const char *name, const char *host,
-                         unsigned port, int tls)
+                         struct http_server *srv)
 {
 	memset(hl, 0, sizeof(*hl));
 	hl->hl_name = name;
@@ -73,58 +75,12 @@ void health_listener_set(struct health_listener *hl, const char *name, const cha
 		host = "::1";
 	}
 	snprintf(hl->hl_host, sizeof(hl->hl_host), "%s", host);
-	hl->hl_port = port;
-	hl->hl_tls = tls;
+	hl->hl_port = http_port(srv);
+	hl->hl_http = srv;
 }
 
-/* A TCP connect within the timeout: all a TLS listener can be asked here. */
-static int health_connect(const struct health_listener *hl, char *err, size_t err_size)
-{
-	struct addrinfo hints;
-	struct addrinfo *ai = NULL;
-	struct pollfd pfd;
-	char port[8];
-	socklen_t len = sizeof(int);
-	int soerr = 0;
-	int fd = -1;
-	int rc = -1;
-
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_socktype = SOCK_STREAM;
-	hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-	snprintf(port, sizeof(port), "%u", hl->hl_port);
-	if (getaddrinfo(hl->hl_host, port, &hints, &ai) != 0 || ai == NULL) {
-		snprintf(err, err_size, "bad address");
-		goto out;
-	}
-	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0) {
-		snprintf(err, err_size, "socket: %s", strerror(errno));
-		goto out;
-	}
-	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0 && errno != EINPROGRESS) {
-		snprintf(err, err_size, "connect: %s", strerror(errno));
-		goto out;
-	}
-	pfd.fd = fd;
-	pfd.events = POLLOUT;
-	if (poll(&pfd, 1, HEALTH_LISTENER_TIMEOUT_MS) != 1 ||
-	    getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0 || soerr != 0) {
-		snprintf(err, err_size, "connect: %s", soerr != 0 ? strerror(soerr) : "timed out");
-		goto out;
-	}
-	rc = 0;
-out:
-	if (fd >= 0) {
-		close(fd);
-	}
-	if (ai != NULL) {
-		freeaddrinfo(ai);
-	}
-	return rc;
-}
-
-/* One round trip: GET /healthz answered 200. Returns 0 or -1 (err set). */
+/* One round trip: GET /healthz answered 200; for a TLS listener, one of
+ * its threads took a connection. Returns 0 or -1 (err set). */
 static int health_listener_probe(const struct health_listener *hl, char *err, size_t err_size)
 {
 	struct httpc_request req;
@@ -133,8 +89,8 @@ static int health_listener_probe(const struct health_listener *hl, char *err, si
 	char url[128];
 	int rc;
 
-	if (hl->hl_tls) {
-		return health_connect(hl, err, err_size);
+	if (http_tls(hl->hl_http)) {
+		return http_alive(hl->hl_http, HEALTH_LISTENER_TIMEOUT_MS, err, err_size) ? 0 : -1;
 	}
 	memset(&req, 0, sizeof(req));
 	memset(&resp, 0, sizeof(resp));
@@ -200,10 +156,15 @@ static void health_tick(struct health *h)
 
 	store_probe(h->hh_store, &sh);
 	now = health_mono_ms();
+	/* Draining, the listeners are on their way out: not asked. */
+	pthread_mutex_lock(&h->hh_probe_lock);
+	pthread_mutex_lock(&h->hh_lock);
+	draining = h->hh_draining;
+	pthread_mutex_unlock(&h->hh_lock);
 	for (i = 0; i < h->hh_n_probes; i++) {
 		struct health_probe *p = &h->hh_probes[i];
 
-		if (now >= p->hp_next_ms) {
+		if (!draining && now >= p->hp_next_ms) {
 			if (health_listener_probe(&p->hp_conf, p->hp_error, sizeof(p->hp_error)) == 0) {
 				p->hp_ok_ms = health_mono_ms();
 				p->hp_misses = 0;
@@ -218,6 +179,7 @@ static void health_tick(struct health *h)
 			listeners_alive = 0;
 		}
 	}
+	pthread_mutex_unlock(&h->hh_probe_lock);
 	pthread_mutex_lock(&h->hh_lock);
 	draining = h->hh_draining;
 	touched = h->hh_touched;
@@ -310,6 +272,7 @@ struct health *health_start(const struct health_options *opt)
 	}
 	h->hh_n_probes = i;
 	pthread_mutex_init(&h->hh_lock, NULL);
+	pthread_mutex_init(&h->hh_probe_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&h->hh_cond, &ca);
@@ -320,6 +283,7 @@ struct health *health_start(const struct health_options *opt)
 		log_err("health: cannot start the health thread: %s", strerror(rc));
 		pthread_cond_destroy(&h->hh_cond);
 		pthread_mutex_destroy(&h->hh_lock);
+		pthread_mutex_destroy(&h->hh_probe_lock);
 		free(h);
 		return NULL;
 	}
@@ -338,6 +302,7 @@ void health_stop(struct health *h)
 	pthread_join(h->hh_thread, NULL);
 	pthread_cond_destroy(&h->hh_cond);
 	pthread_mutex_destroy(&h->hh_lock);
+	pthread_mutex_destroy(&h->hh_probe_lock);
 	free(h);
 }
 
@@ -370,6 +335,9 @@ void health_set_draining(struct health *h)
 	h->hh_ready = 0;
 	snprintf(h->hh_reason, sizeof(h->hh_reason), "draining: the daemon is stopping");
 	pthread_mutex_unlock(&h->hh_lock);
+	/* A look at the listeners under way ends before this returns. */
+	pthread_mutex_lock(&h->hh_probe_lock);
+	pthread_mutex_unlock(&h->hh_probe_lock);
 }
 
 void health_status_touched(struct health *h)

@@ -8,18 +8,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct http_server;
 struct store;
 
 #define HEALTH_LISTENERS_MAX 2
 #define HEALTH_REASON_MAX 240 /* bytes of one "why not ready" line */
 
-/* A listener to check: GET /healthz over plain HTTP, or for a TLS listener
- * a TCP connect only (the health thread speaks no TLS). */
+/* A listener to check: GET /healthz over plain HTTP; while it serves TLS
+ * (the health thread speaks no TLS), whether its threads take a connection
+ * (http_alive). */
 struct health_listener {
 	const char *hl_name; /* "public", "admin" (static) */
 	char hl_host[64];    /* numeric address to connect to (loopback for a wildcard) */
 	unsigned hl_port;
-	int hl_tls;
+	struct http_server *hl_http; /* the listener itself */
 };
 
 struct health_options {
@@ -42,7 +44,9 @@ void health_stop(struct health *h);
  * blocks for I/O; safe from any thread. NULL h: not ready ("starting"). */
 int health_ready(struct health *h, char *reason, size_t reason_size);
 
-/* From now on not ready ("draining"): the daemon is stopping. */
+/* From now on not ready ("draining"): the daemon is stopping. The
+ * listeners are not asked any more: once this returns, they may be
+ * destroyed. */
 void health_set_draining(struct health *h);
 
 /* Something else has just sent STATUS= (a reload): say ours again at the
@@ -50,8 +54,8 @@ void health_set_draining(struct health *h);
 void health_status_touched(struct health *h);
 
 /* Fills a listener for host as configured ("0.0.0.0", "::" or an address)
- * and port. */
+ * and the running listener srv. */
 void health_listener_set(struct health_listener *hl, const char *name, const char *host,
-                         unsigned port, int tls);
+                         struct http_server *srv);
 
 #endif

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -26,6 +27,8 @@
 #include "store.h"
 
 #define SERVE_OUTBOUND_GRACE_MS 5000
+#define SERVE_ADMIN_CONNECTIONS 64 /* scrapers and probes */
+#define SERVE_ADMIN_DRAIN_MS 5000
 #define SERVE_TLS_PEM_MAX (64 * 1024)
 
 struct serve_listener {
@@ -135,11 +138,16 @@ static int serve_public_options(const struct config *cf, struct serve_listener *
 	ho->ho_threads = cf->cf_threads;
 	ho->ho_conn_timeout_s = cf->cf_conn_timeout_s;
 	ho->ho_per_ip_limit = cf->cf_per_ip_limit;
+	ho->ho_max_connections = cf->cf_max_connections;
+	ho->ho_head_timeout_ms = (unsigned)(cf->cf_head_timeout_s * 1000);
+	ho->ho_body_min_rate = cf->cf_body_min_rate;
+	ho->ho_drain_timeout_ms = (unsigned)(cf->cf_drain_timeout_s * 1000);
 	ho->ho_body_max = cf->cf_body_max;
 	ho->ho_tls_cert_pem = sl->sl_tls_cert;
 	ho->ho_tls_key_pem = sl->sl_tls_key;
 	ho->ho_trusted_proxies = (const char *const *)cf->cf_trusted_proxies;
 	ho->ho_name = "public";
+	ho->ho_refused = app_refused_public;
 	return 0;
 }
 
@@ -208,6 +216,8 @@ static int serve_start_admin(struct app *app, const struct config *cf, struct he
 	ho.ho_port = (unsigned)port;
 	ho.ho_threads = 1;
 	ho.ho_conn_timeout_s = 10;
+	ho.ho_max_connections = SERVE_ADMIN_CONNECTIONS;
+	ho.ho_drain_timeout_ms = SERVE_ADMIN_DRAIN_MS;
 	ho.ho_body_max = 4096;
 	ho.ho_name = "admin";
 	app->app_admin = http_create(&ho, admin_route, app);
@@ -215,7 +225,7 @@ static int serve_start_admin(struct app *app, const struct config *cf, struct he
 		free(host);
 		return -1;
 	}
-	health_listener_set(ret_hl, "admin", host, http_port(app->app_admin), 0);
+	health_listener_set(ret_hl, "admin", host, app->app_admin);
 	free(host);
 	log_notice("admin listener on %s (healthz, readyz, metrics)", v);
 	return 1;
@@ -278,6 +288,30 @@ static void serve_reload(struct app *app, const struct serve_workers *sw, const 
 	/* READY=1 came with a STATUS= of its own: readiness says its own again
 	 * when it is not "serving". */
 	health_status_touched(__atomic_load_n(&app->app_health, __ATOMIC_ACQUIRE));
+}
+
+/* Connections are descriptors: the soft file limit goes up to the hard
+ * one, and the listener sizes its connection limit from it. */
+static void serve_raise_file_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+		log_warn("getrlimit(RLIMIT_NOFILE): %s", strerror(errno));
+		return;
+	}
+	if (rl.rlim_cur < rl.rlim_max) {
+		rlim_t was = rl.rlim_cur;
+
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+			log_warn("cannot raise the file limit from %llu to %llu: %s",
+			         (unsigned long long)was, (unsigned long long)rl.rlim_max,
+			         strerror(errno));
+			return;
+		}
+	}
+	log_info("file limit %llu descriptors", (unsigned long long)rl.rlim_cur);
 }
 
 static void serve_log_start(const struct config *cf)
@@ -366,6 +400,7 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 		config_path = getenv("IDEMHOOK_CONFIG");
 	}
 	serve_log_start(cf);
+	serve_raise_file_limit();
 	notify_status("opening the database");
 	rc = cli_open_store(cf, 0, &st);
 	if (rc != EX_OK) {
@@ -409,7 +444,7 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	hopt.ho_store = st;
 	hopt.ho_watchdog_ms = notify_watchdog_interval_ms();
 	health_listener_set(&hopt.ho_listeners[hopt.ho_n_listeners++], "public", cf->cf_listen_host,
-			    http_port(app.app_http), config_get(cf, "server", "tls_cert") != NULL);
+	                    app.app_http);
 	rc = serve_start_admin(&app, cf, &hopt.ho_listeners[hopt.ho_n_listeners]);
 	if (rc < 0) {
 		rc = EX_UNAVAILABLE;

@@ -157,6 +157,31 @@ static void test_full_file_sets_core_keys_and_provider_instances(void **state)
 	config_destroy(cf);
 }
 
+static void test_server_connection_limits_have_defaults_and_refuse_zero_timeouts(void **state)
+{
+	struct config *cf;
+
+	cf = config_load(write_file("l0.ini", "[server]\nlisten = 127.0.0.1:0\n"));
+	assert_non_null(cf);
+	assert_int_equal(cf->cf_max_connections, 0); /* the file limit decides */
+	assert_int_equal(cf->cf_head_timeout_s, 10);
+	assert_int_equal(cf->cf_body_min_rate, 1024);
+	assert_int_equal(cf->cf_drain_timeout_s, 45);
+	config_destroy(cf);
+	cf = config_load(write_file("l1.ini", "[server]\nmax_connections = 5000\nhead_timeout = 5s\n"
+					      "body_min_rate = 4k\ndrain_timeout = 2m\n"));
+	assert_non_null(cf);
+	assert_int_equal(cf->cf_max_connections, 5000);
+	assert_int_equal(cf->cf_head_timeout_s, 5);
+	assert_int_equal(cf->cf_body_min_rate, 4096);
+	assert_int_equal(cf->cf_drain_timeout_s, 120);
+	config_destroy(cf);
+	assert_null(config_load(write_file("l2.ini", "[server]\nhead_timeout = 0\n")));
+	assert_null(config_load(write_file("l3.ini", "[server]\ndrain_timeout = 0\n")));
+	assert_null(config_load(write_file("l4.ini", "[server]\nbody_min_rate = 0\n")));
+	assert_null(config_load(write_file("l5.ini", "[server]\nmax_connections = many\n")));
+}
+
 static void test_points_rate_accepts_fractions_and_refuses_floats_in_disguise(void **state)
 {
 	struct config *cf;
@@ -405,6 +430,7 @@ int main(void)
 		cmocka_unit_test(test_no_file_gives_the_demo_on_loopback_with_a_stripe_instance),
 		cmocka_unit_test(test_durations_sizes_and_booleans_parse_exactly),
 		cmocka_unit_test(test_full_file_sets_core_keys_and_provider_instances),
+		cmocka_unit_test(test_server_connection_limits_have_defaults_and_refuse_zero_timeouts),
 		cmocka_unit_test(test_points_rate_accepts_fractions_and_refuses_floats_in_disguise),
 		cmocka_unit_test(test_bad_files_are_refused_whole),
 		cmocka_unit_test(test_capture_is_manual_only_where_authorisation_and_capture_are_separate),

@@ -1,0 +1,334 @@
+/* test_reload_drain.c: reloads and stops answer every request: keep-alive
+ * clients posting signed callbacks through 20 reloads get an answer to
+ * each, and every committed event was answered; a drain finishes what was
+ * under way, refuses new connections at once, says not ready, exits 0. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "rawhttp.h"
+#include "stripe_common.h"
+
+#define RELOADS 20
+/* Half check the connection before reusing it, half do not; half post back
+ * to back, half pause up to 300 ms between requests (their connections are
+ * often idle when a reload comes). */
+#define CLIENTS 4
+#define SENT_MAX 100000
+
+static int log_count(struct daemon *d, const char *needle)
+{
+	FILE *f = fopen(d->dm_log, "r");
+	char line[4096];
+	int n = 0;
+
+	if (f == NULL) {
+		return 0;
+	}
+	while (fgets(line, sizeof(line), f) != NULL) {
+		n += strstr(line, needle) != NULL;
+	}
+	fclose(f);
+	return n;
+}
+
+static void wait_log(struct daemon *d, const char *needle, int count)
+{
+	int i;
+
+	for (i = 0; i < 1000 && log_count(d, needle) < count; i++) {
+		usleep(20 * 1000);
+	}
+	assert_true(log_count(d, needle) >= count);
+}
+
+/* A signed Stripe callback for event id, as raw bytes (malloc'd). */
+static char *signed_callback(const char *event_id, size_t *ret_len)
+{
+	char *body = hn_stripe_event(event_id, "customer.created",
+	                             "{\"id\":\"cus_1\",\"object\":\"customer\"}");
+	char *sig = hn_stripe_signature(TEST_STRIPE_SECRET, hn_now_s(), body, strlen(body));
+	struct buf b;
+	char *s;
+
+	buf_init(&b, 0);
+	buf_printf(&b,
+	           "POST /hooks/stripe HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+	           "Content-Type: application/json\r\nStripe-Signature: %s\r\n"
+	           "Content-Length: %zu\r\n\r\n%s",
+	           sig, strlen(body), body);
+	s = buf_take(&b, ret_len);
+	buf_finish(&b);
+	free(body);
+	free(sig);
+	return s;
+}
+
+struct poster {
+	struct daemon *po_daemon;
+	int po_id;
+	int po_check; /* looks whether the server closed a kept connection before reusing it */
+	int po_pause; /* waits up to 300 ms between requests */
+	atomic_int *po_stop;
+	/* results */
+	char (*po_answered)[48]; /* event ids answered 200 */
+	size_t po_n_answered;
+	size_t po_unanswered;
+	size_t po_other; /* answered, but not 200 */
+	size_t po_reconnects;
+	char po_first_unanswered[48];
+};
+
+static void *poster_run(void *arg)
+{
+	struct poster *po = arg;
+	int fd = -1;
+	unsigned seq = 0;
+	unsigned pause_seed = (unsigned)po->po_id;
+
+	while (!atomic_load(po->po_stop) && po->po_n_answered < SENT_MAX) {
+		char id[48];
+		struct rh_response r;
+		size_t len;
+		char *req;
+		int rc;
+
+		if (po->po_pause) {
+			usleep((useconds_t)(rand_r(&pause_seed) % 300) * 1000);
+		}
+		if (fd >= 0 && po->po_check && rh_closed_now(fd)) {
+			close(fd);
+			fd = -1;
+		}
+		if (fd < 0) {
+			fd = rh_connect(NULL, po->po_daemon->dm_port);
+			po->po_reconnects++;
+			if (fd < 0) {
+				continue;
+			}
+		}
+		snprintf(id, sizeof(id), "evt_c%d_%u", po->po_id, seq++);
+		req = signed_callback(id, &len);
+		rc = rh_send(fd, req, len) == 0 ? rh_read_response(fd, 20000, &r) : -1;
+		free(req);
+		if (rc != 1) {
+			/* Sent, and the connection ended without an answer. */
+			if (po->po_unanswered++ == 0) {
+				snprintf(po->po_first_unanswered, sizeof(po->po_first_unanswered),
+				         "%s", id);
+			}
+			close(fd);
+			fd = -1;
+			continue;
+		}
+		if (r.rr_status == 200) {
+			snprintf(po->po_answered[po->po_n_answered++], 48, "%s", id);
+		} else {
+			po->po_other++;
+		}
+		if (r.rr_close) {
+			close(fd);
+			fd = -1;
+		}
+		rh_response_finish(&r);
+	}
+	if (fd >= 0) {
+		close(fd);
+	}
+	return NULL;
+}
+
+static int answered_has(const struct poster *po, size_t n, const char *id)
+{
+	size_t c;
+	size_t i;
+
+	for (c = 0; c < n; c++) {
+		for (i = 0; i < po[c].po_n_answered; i++) {
+			if (strcmp(po[c].po_answered[i], id) == 0) {
+				return 1;
+			}
+		}
+	}
+	return 0;
+}
+
+static void test_keep_alive_clients_get_every_answer_through_20_reloads(void **state)
+{
+	struct daemon d;
+	struct poster po[CLIENTS];
+	pthread_t th[CLIENTS];
+	atomic_int stop;
+	size_t answered = 0;
+	size_t committed;
+	char *keys;
+	char *line;
+	char *next;
+	int i;
+
+	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	atomic_init(&stop, 0);
+	for (i = 0; i < CLIENTS; i++) {
+		memset(&po[i], 0, sizeof(po[i]));
+		po[i].po_daemon = &d;
+		po[i].po_id = i;
+		po[i].po_check = i % 2;
+		po[i].po_pause = i / 2;
+		po[i].po_stop = &stop;
+		po[i].po_answered = calloc(SENT_MAX, 48);
+		assert_non_null(po[i].po_answered);
+		assert_int_equal(pthread_create(&th[i], NULL, poster_run, &po[i]), 0);
+	}
+	for (i = 0; i < RELOADS; i++) {
+		usleep(150 * 1000);
+		assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+		wait_log(&d, "SIGHUP: configuration", i + 1);
+	}
+	usleep(200 * 1000);
+	atomic_store(&stop, 1);
+	for (i = 0; i < CLIENTS; i++) {
+		pthread_join(th[i], NULL);
+		print_message("client %d (%s, %s): %zu answered, %zu other, %zu unanswered (first "
+		              "%s), %zu connections\n",
+		              i, po[i].po_check ? "checks" : "does not check",
+		              po[i].po_pause ? "pauses" : "back to back", po[i].po_n_answered,
+		              po[i].po_other, po[i].po_unanswered, po[i].po_first_unanswered,
+		              po[i].po_reconnects);
+		answered += po[i].po_n_answered;
+	}
+	for (i = 0; i < CLIENTS; i++) {
+		assert_int_equal(po[i].po_unanswered, 0);
+		assert_int_equal(po[i].po_other, 0);
+		assert_true(po[i].po_n_answered > 0);
+	}
+	/* Every committed event was answered, and every answer committed. */
+	keys = hn_db_dump(d.dm_db,
+	                  "SELECT idem_key FROM idempotency_records WHERE scope = 'stripe'");
+	assert_non_null(keys);
+	committed = 0;
+	for (line = keys; line != NULL && *line != '\0'; line = next) {
+		next = strchr(line, '\n');
+		if (next != NULL) {
+			*next++ = '\0';
+		}
+		assert_true(answered_has(po, CLIENTS, line));
+		committed++;
+	}
+	free(keys);
+	print_message("%zu answered, %zu committed, %d reloads\n", answered, committed, RELOADS);
+	assert_int_equal(committed, answered);
+	assert_true(log_count(&d, "drained in") >= 1);
+	assert_int_equal(daemon_term(&d, 60), 0);
+	for (i = 0; i < CLIENTS; i++) {
+		free(po[i].po_answered);
+	}
+	daemon_finish(&d);
+}
+
+static void test_a_drain_finishes_requests_refuses_new_connections_and_is_not_ready(void **state)
+{
+	struct daemon d;
+	char url[128];
+	struct hres h;
+	struct rh_response r;
+	size_t len_a;
+	size_t len_b;
+	char *a = signed_callback("evt_drain_kept", &len_a);
+	char *b = signed_callback("evt_drain_slow", &len_b);
+	size_t head_b = strstr(b, "\r\n\r\n") + 4 - b;
+	int kept;
+	int slow;
+	int fresh = -1;
+	int i;
+
+	/* No body floor: the half-sent body waits as long as the test takes. */
+	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI "\n[server]\nbody_min_rate = 1\n"), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	kept = rh_connect(NULL, d.dm_port);
+	slow = rh_connect(NULL, d.dm_port);
+	assert_true(kept >= 0 && slow >= 0);
+	/* kept: one request done, the connection kept; slow: its head and
+	 * half its body sent. */
+	{
+		char *warm = signed_callback("evt_drain_warm", &len_a);
+
+		assert_int_equal(rh_send(kept, warm, len_a), 0);
+		assert_int_equal(rh_read_response(kept, 10000, &r), 1);
+		assert_int_equal(r.rr_status, 200);
+		assert_false(r.rr_close);
+		rh_response_finish(&r);
+		free(warm);
+	}
+	assert_int_equal(rh_send(slow, b, head_b + 10), 0);
+	usleep(200 * 1000);
+
+	assert_int_equal(daemon_signal(&d, SIGTERM), 0);
+	wait_log(&d, "SIGTERM: stopping", 1);
+	/* New connections are refused at once (not queued by the kernel and
+	 * reset later): a proxy retries elsewhere. */
+	for (i = 0; i < 200; i++) {
+		fresh = rh_connect(NULL, d.dm_port);
+		if (fresh < 0) {
+			break;
+		}
+		close(fresh);
+		usleep(10 * 1000);
+	}
+	assert_true(fresh < 0);
+	assert_int_equal(errno, ECONNREFUSED);
+	/* The kept connection's next request is answered, with Connection: close. */
+	assert_int_equal(rh_send(kept, a, len_a), 0);
+	assert_int_equal(rh_read_response(kept, 10000, &r), 1);
+	assert_int_equal(r.rr_status, 200);
+	assert_true(r.rr_close);
+	rh_response_finish(&r);
+	/* The admin listener still answers, and says not ready. */
+	snprintf(url, sizeof(url), "%s/readyz", d.dm_admin_base);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &h), 0);
+	assert_int_equal(h.hs_status, 503);
+	assert_non_null(strstr(h.hs_body, "draining"));
+	hres_finish(&h);
+	/* The request under way finishes and is answered. */
+	assert_int_equal(rh_send(slow, b + head_b + 10, len_b - head_b - 10), 0);
+	assert_int_equal(rh_read_response(slow, 10000, &r), 1);
+	assert_int_equal(r.rr_status, 200);
+	assert_true(r.rr_close);
+	rh_response_finish(&r);
+	close(kept);
+	close(slow);
+	assert_int_equal(daemon_term(&d, 60), 0);
+	assert_true(log_count(&d, "drained in") >= 1);
+	/* All three committed, each once. */
+	assert_int_equal(
+	        hn_db_int(d.dm_db,
+	                  "SELECT count(*) FROM idempotency_records WHERE scope = 'stripe' AND "
+	                  "idem_key IN ('evt_drain_warm', 'evt_drain_kept', 'evt_drain_slow') "
+	                  "AND status = 'done'"),
+	        3);
+	free(a);
+	free(b);
+	daemon_finish(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_keep_alive_clients_get_every_answer_through_20_reloads),
+	        cmocka_unit_test(
+	                test_a_drain_finishes_requests_refuses_new_connections_and_is_not_ready),
+	};
+
+	return cmocka_run_group_tests_name("reload and drain", tests, NULL, NULL);
+}
