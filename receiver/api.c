@@ -1166,7 +1166,8 @@ static int api_post_order(struct app *app, const struct config *cf, const struct
 	}
 	if (!api_content_type_json(http_header_get(req, "Content-Type"))) {
 		api_problem(ret, 415, "unsupported_media_type",
-			    "Content-Type must be application/json", NULL);
+		            "Content-Type must be application/json",
+		            "Send the order as a JSON object with Content-Type: application/json.");
 		goto done;
 	}
 	if (api_order_body_parse(req->hr_body, req->hr_body_len, &ap->ap_create.ac_body, &slug,
@@ -1487,4 +1488,25 @@ cors:
 		api_cors(ret, origin_copy, 0);
 	}
 	return 1;
+}
+
+void api_refused(const struct config *cf, const struct http_request *req, struct reply *ret)
+{
+	const char *origin = http_header_get(req, "Origin");
+	char origin_copy[API_ORIGIN_MAX + 1] = "";
+	int allowed;
+
+	if (strcmp(req->hr_path, "/api") != 0 && strncmp(req->hr_path, "/api/", 5) != 0) {
+		return;
+	}
+	pthread_mutex_lock(&api_lock);
+	api_settings_ensure(cf);
+	allowed = api_origin_allowed(origin);
+	if (allowed) {
+		api_copy(origin_copy, sizeof(origin_copy), origin);
+	}
+	pthread_mutex_unlock(&api_lock);
+	if (allowed) {
+		api_cors(ret, origin_copy, 0);
+	}
 }

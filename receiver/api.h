@@ -17,6 +17,12 @@
 int api_route(struct app *app, const struct config *cf, const struct http_request *req,
 	      struct reply *ret);
 
+/* Decorates an answer the listener made itself before routing (413 over
+ * [server] body_max, 414, 431, 400): for a request to /api/... from an
+ * allowed origin it adds the CORS headers, so that the browser shows the
+ * problem instead of a network error. Other paths: ret unchanged. */
+void api_refused(const struct config *cf, const struct http_request *req, struct reply *ret);
+
 /* Parses an Idempotency-Key field value (IETF draft "The Idempotency-Key
  * HTTP Header Field"): a quoted sf-string or a bare token, 1..API_KEY_MAX
  * printable ASCII characters. Writes the key (unquoted, unescaped) to ret_key

@@ -245,11 +245,12 @@ static void app_hook(struct app *app, struct config *cf, const struct http_reque
 	double t0 = app_mono_s();
 
 	if (pc == NULL) {
-		reply_problem(ret, 404, "unknown-provider", "No provider is configured at this path", NULL);
+		reply_problem(ret, 404, "unknown_provider",
+		              "No provider is configured at this path", NULL);
 		return;
 	}
 	if (strcmp(req->hr_method, "POST") != 0) {
-		reply_problem(ret, 405, "method-not-allowed", "Callbacks are POSTed", NULL);
+		reply_problem(ret, 405, "method_not_allowed", "Callbacks are POSTed", NULL);
 		reply_add_header(ret, "Allow", "POST");
 		return;
 	}
@@ -307,7 +308,16 @@ void app_route_public(void *arg, const struct http_request *req, struct reply *r
 	} else if (api_route(app, cf, req, ret) || checkout_route(app, cf, req, ret)) {
 		/* answered */
 	} else {
-		reply_problem(ret, 404, "not-found", "Not found", NULL);
+		reply_problem(ret, 404, "not_found", "Not found", NULL);
 	}
+	app_config_release(app, cf);
+}
+
+void app_refused_public(void *arg, const struct http_request *req, struct reply *ret)
+{
+	struct app *app = arg;
+	struct config *cf = app_config_acquire(app);
+
+	api_refused(cf, req, ret);
 	app_config_release(app, cf);
 }

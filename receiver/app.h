@@ -55,6 +55,10 @@ void app_config_swap(struct app *app, struct config *cf);
  * /api/..., /checkout, /orders/..., /healthz. */
 void app_route_public(void *arg, const struct http_request *req, struct reply *ret);
 
+/* Decorates, for the public listener, the answers it makes before routing
+ * (arg = struct app *): see api_refused. */
+void app_refused_public(void *arg, const struct http_request *req, struct reply *ret);
+
 /* The current time in ms since the epoch. */
 int64_t app_now_ms(void);
 

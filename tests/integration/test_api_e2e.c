@@ -545,6 +545,7 @@ static void test_wrong_content_type_is_415(void **state)
 
 	assert_int_equal(hn_http("POST", url, headers, body, strlen(body), &r), 0);
 	assert_problem(&r, 415, "unsupported_media_type");
+	assert_non_null(strstr(r.hs_body, "\"detail\":\"Send the order as a JSON object"));
 	hres_finish(&r);
 	free(url);
 }
@@ -563,6 +564,30 @@ static void test_a_body_over_the_api_limit_is_413(void **state)
 	memcpy(body + n + 5900, "\"}", 3);
 	e2e_post_key(&e2e_main, "Idempotency-Key: big-1", body, &r);
 	assert_problem(&r, 413, "body_too_large");
+	hres_finish(&r);
+	free(body);
+}
+
+static void test_a_body_over_the_server_limit_is_413_with_cors_for_an_allowed_origin(void **state)
+{
+	const char *allowed[] = {"Origin: " E2E_ORIGIN, "Idempotency-Key: huge-1", NULL};
+	const char *evil[] = {"Origin: https://evil.example", "Idempotency-Key: huge-2", NULL};
+	size_t len = 1024 * 1024 + 1; /* over [server] body_max: refused before routing */
+	char *body = malloc(len + 1);
+	struct hres r;
+
+	assert_non_null(body);
+	memset(body, ' ', len);
+	body[len] = '\0';
+	/* A browser on an allowed origin sees the problem, not a network error. */
+	e2e_post(&e2e_main, allowed, body, &r);
+	assert_problem(&r, 413, "body_too_large");
+	assert_header(&r, "Access-Control-Allow-Origin", E2E_ORIGIN);
+	assert_header_contains(&r, "Access-Control-Expose-Headers", "Retry-After");
+	hres_finish(&r);
+	e2e_post(&e2e_main, evil, body, &r);
+	assert_problem(&r, 413, "body_too_large");
+	assert_no_header(&r, "Access-Control-Allow-Origin");
 	hres_finish(&r);
 	free(body);
 }
@@ -1157,6 +1182,7 @@ int main(void)
 		cmocka_unit_test(test_currencies_iso_4217_does_not_list_are_400_and_create_nothing),
 		cmocka_unit_test(test_malformed_json_duplicate_keys_nul_and_trailing_bytes_are_400),
 		cmocka_unit_test(test_wrong_content_type_is_415),
+		cmocka_unit_test(test_a_body_over_the_server_limit_is_413_with_cors_for_an_allowed_origin),
 		cmocka_unit_test(test_a_body_over_the_api_limit_is_413),
 		cmocka_unit_test(test_unknown_orders_and_paths_are_404_problems),
 		cmocka_unit_test(test_preflight_from_a_configured_origin_is_answered),

@@ -275,6 +275,22 @@ static void test_unknown_provider_path_is_404(void **state)
 	snprintf(url, sizeof(url), "%s/hooks/nosuchprovider", rj->rj_daemon.dm_base);
 	assert_int_equal(hn_http("POST", url, NULL, "{}", 2, &r), 0);
 	assert_int_equal(r.hs_status, 404);
+	assert_non_null(strstr(r.hs_body, "\"type\":\"urn:idemhook:problem:unknown_provider\""));
+	hres_finish(&r);
+}
+
+static void test_an_encoded_nul_never_routes_to_the_provider_before_it(void **state)
+{
+	struct rejects *rj = *state;
+	struct hres r;
+	char url[300];
+
+	/* Cut at the NUL, this path would read /hooks/stripe. */
+	snprintf(url, sizeof(url), "%s/hooks/stripe%%00evil", rj->rj_daemon.dm_base);
+	assert_int_equal(hn_http("POST", url, NULL, "{}", 2, &r), 0);
+	assert_int_equal(r.hs_status, 400);
+	assert_non_null(strstr(r.hs_body, "\"type\":\"urn:idemhook:problem:nul_in_target\""));
+	assert_null(strstr(r.hs_body, "signature"));
 	hres_finish(&r);
 }
 
@@ -328,6 +344,7 @@ int main(void)
 		cmocka_unit_test(test_oversized_body_is_refused_with_413),
 		cmocka_unit_test(test_get_on_a_hook_is_refused_with_405),
 		cmocka_unit_test(test_unknown_provider_path_is_404),
+		cmocka_unit_test(test_an_encoded_nul_never_routes_to_the_provider_before_it),
 		cmocka_unit_test(test_refused_key_is_not_consumed_and_the_valid_delivery_still_applies),
 		cmocka_unit_test(test_caller_outside_allow_from_gets_403_and_changes_nothing),
 	};
