@@ -80,13 +80,17 @@ struct http_sock {
 	struct http_sock *hk_prev;
 	struct http_sock *hk_next;
 	int hk_fd;
-	atomic_int hk_phase;        /* enum http_phase */
+	/* The phase (enum http_phase) in the low byte, above it a count of
+	 * moves: a compare-and-swap on the whole word fails if the
+	 * connection moved at all since it was read, even back and forth. */
+	atomic_ullong hk_state;
 	atomic_llong hk_since_ms;   /* monotonic: when the phase began */
 	atomic_llong hk_body_bytes; /* of the body being read */
 	/* the sweeper's own */
 	int64_t hk_linger_ms;   /* cut with an answer: its read side is shut this much later */
 	int64_t hk_probe_ms;    /* an idle connection was last looked at */
 	uint64_t hk_idle_bytes; /* bytes received by then; UINT64_MAX: not looked at yet */
+	unsigned long long hk_idle_state; /* hk_state when hk_idle_bytes was taken */
 };
 
 /* One libmicrohttpd daemon and the settings it serves with. A reload starts
@@ -359,24 +363,32 @@ int http_cidr_match(const char *cidr, const char *addr)
 
 /* ---- connections ---- */
 
+#define HTTP_STATE_PHASE(st) ((int)((st)&0xff))
+#define HTTP_STATE_NEXT(st, phase) (((((st) >> 8) + 1) << 8) | (unsigned long long)(phase))
+
+static int http_sock_phase(struct http_sock *hk)
+{
+	return HTTP_STATE_PHASE(atomic_load(&hk->hk_state));
+}
+
 /* Moves a connection to phase, from any phase but HTTP_PHASE_CUT (only the
  * sweeper moves one into it, and nothing out). Returns 0, or -1 when the
  * sweeper closed it: then the request must not be routed. NULL (a
  * connection that could not be tracked) is always 0. */
 static int http_sock_move(struct http_sock *hk, enum http_phase phase)
 {
-	int cur;
+	unsigned long long cur;
 
 	if (hk == NULL) {
 		return 0;
 	}
 	atomic_store(&hk->hk_since_ms, http_mono_ms());
-	cur = atomic_load(&hk->hk_phase);
+	cur = atomic_load(&hk->hk_state);
 	for (;;) {
-		if (cur == HTTP_PHASE_CUT) {
+		if (HTTP_STATE_PHASE(cur) == HTTP_PHASE_CUT) {
 			return -1;
 		}
-		if (atomic_compare_exchange_weak(&hk->hk_phase, &cur, (int)phase)) {
+		if (atomic_compare_exchange_weak(&hk->hk_state, &cur, HTTP_STATE_NEXT(cur, phase))) {
 			return 0;
 		}
 	}
@@ -427,7 +439,7 @@ static void http_connection_notify(void *cls, struct MHD_Connection *con, void *
 		}
 		hk->hk_fd = ci != NULL ? ci->connect_fd : -1;
 		hk->hk_idle_bytes = UINT64_MAX;
-		atomic_init(&hk->hk_phase, HTTP_PHASE_HEAD);
+		atomic_init(&hk->hk_state, (unsigned long long)HTTP_PHASE_HEAD);
 		atomic_init(&hk->hk_since_ms, http_mono_ms());
 		atomic_init(&hk->hk_body_bytes, 0);
 		pthread_mutex_lock(&gen->hg_lock);
@@ -473,11 +485,13 @@ static unsigned http_gen_reserve(const struct http_gen *gen)
  * connection, and a reset can destroy the answer before the client reads
  * it). Returns 1, or 0 when the connection left that phase first. hg_lock
  * held. */
-static int http_sock_cut(struct http_gen *gen, struct http_sock *hk, int from, enum http_cut why,
-                         int64_t now)
+static int http_sock_cut(struct http_gen *gen, struct http_sock *hk, unsigned long long state,
+                         enum http_cut why, int64_t now)
 {
-	if (hk->hk_fd < 0 ||
-	    !atomic_compare_exchange_strong(&hk->hk_phase, &from, HTTP_PHASE_CUT)) {
+	int from = HTTP_STATE_PHASE(state);
+
+	if (hk->hk_fd < 0 || !atomic_compare_exchange_strong(&hk->hk_state, &state,
+	                                                     HTTP_STATE_NEXT(state, HTTP_PHASE_CUT))) {
 		return 0;
 	}
 	gen->hg_cuts[why]++;
@@ -497,34 +511,36 @@ static int http_sock_cut(struct http_gen *gen, struct http_sock *hk, int from, e
 /* An idle keep-alive connection on which bytes arrived has begun its next
  * head: its deadline runs from now (the request line may not be complete
  * yet, so libmicrohttpd has not said so). hg_lock held. */
-static void http_sock_probe_idle(struct http_sock *hk, int64_t since, int64_t now)
+static void http_sock_probe_idle(struct http_sock *hk, unsigned long long state, int64_t now)
 {
 	struct tcp_info ti;
 	socklen_t len = sizeof(ti);
-	int idle = HTTP_PHASE_IDLE;
 
 	if (hk->hk_fd < 0 || now - hk->hk_probe_ms < HTTP_IDLE_PROBE_MS) {
 		return;
 	}
+	hk->hk_probe_ms = now;
 	memset(&ti, 0, sizeof(ti));
 	if (getsockopt(hk->hk_fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
 	    len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received)) {
 		return;
 	}
-	if (hk->hk_idle_bytes == UINT64_MAX || hk->hk_probe_ms < since) {
+	if (hk->hk_idle_bytes == UINT64_MAX || hk->hk_idle_state != state) {
 		/* The first look in this idle period: what came before. */
 		hk->hk_idle_bytes = ti.tcpi_bytes_received;
+		hk->hk_idle_state = state;
 	} else if (ti.tcpi_bytes_received > hk->hk_idle_bytes) {
+		/* Fails, rightly, if a request came and went meanwhile. */
 		atomic_store(&hk->hk_since_ms, now);
-		atomic_compare_exchange_strong(&hk->hk_phase, &idle, HTTP_PHASE_HEAD);
+		atomic_compare_exchange_strong(&hk->hk_state, &state,
+		                               HTTP_STATE_NEXT(state, HTTP_PHASE_HEAD));
 		hk->hk_idle_bytes = UINT64_MAX;
 	}
-	hk->hk_probe_ms = now;
 }
 
 struct http_victim {
 	struct http_sock *hv_sock;
-	int hv_phase;
+	unsigned long long hv_state;
 	int64_t hv_since;
 };
 
@@ -534,8 +550,8 @@ static int http_victim_cmp(const void *a, const void *b)
 	const struct http_victim *x = a;
 	const struct http_victim *y = b;
 
-	if (x->hv_phase != y->hv_phase) {
-		return x->hv_phase == HTTP_PHASE_HEAD ? -1 : 1;
+	if (HTTP_STATE_PHASE(x->hv_state) != HTTP_STATE_PHASE(y->hv_state)) {
+		return HTTP_STATE_PHASE(x->hv_state) == HTTP_PHASE_HEAD ? -1 : 1;
 	}
 	return x->hv_since < y->hv_since ? -1 : x->hv_since > y->hv_since;
 }
@@ -565,14 +581,15 @@ static void http_gen_sweep(struct http_gen *gen, int64_t now)
 	}
 	pthread_mutex_lock(&gen->hg_lock);
 	for (hk = gen->hg_socks; hk != NULL; hk = hk->hk_next) {
-		int phase = atomic_load(&hk->hk_phase);
+		unsigned long long state = atomic_load(&hk->hk_state);
+		int phase = HTTP_STATE_PHASE(state);
 		int64_t since = atomic_load(&hk->hk_since_ms);
 		int64_t elapsed = now - since;
 
 		switch (phase) {
 		case HTTP_PHASE_HEAD:
 			if ((past || elapsed > gen->hg_head_timeout_ms) &&
-			    http_sock_cut(gen, hk, phase, past ? HTTP_CUT_DRAIN : HTTP_CUT_HEAD,
+			    http_sock_cut(gen, hk, state, past ? HTTP_CUT_DRAIN : HTTP_CUT_HEAD,
 			                  now)) {
 				if (excess > 0) {
 					excess--;
@@ -586,7 +603,7 @@ static void http_gen_sweep(struct http_gen *gen, int64_t now)
 			              (uint64_t)atomic_load(&hk->hk_body_bytes) * 1000 <
 			                      (uint64_t)gen->hg_body_min_rate *
 			                              (uint64_t)(elapsed - HTTP_BODY_GRACE_MS))) &&
-			    http_sock_cut(gen, hk, phase, past ? HTTP_CUT_DRAIN : HTTP_CUT_BODY,
+			    http_sock_cut(gen, hk, state, past ? HTTP_CUT_DRAIN : HTTP_CUT_BODY,
 			                  now)) {
 				if (excess > 0) {
 					excess--;
@@ -594,13 +611,18 @@ static void http_gen_sweep(struct http_gen *gen, int64_t now)
 			}
 			continue; /* an upload under way is never cut for room */
 		case HTTP_PHASE_IDLE:
-			if ((past ||
-			     (gen->hg_drain_stop && draining && elapsed >= HTTP_DRAIN_IDLE_MS)) &&
-			    http_sock_cut(gen, hk, phase, HTTP_CUT_DRAIN, now)) {
+			/* Stopping, an idle connection has HTTP_DRAIN_IDLE_MS
+			 * from the start of the drain to send its next request. */
+			if (since < gen->hg_drain_since_ms) {
+				since = gen->hg_drain_since_ms;
+			}
+			if ((past || (gen->hg_drain_stop && draining && now - since >= HTTP_DRAIN_IDLE_MS)) &&
+			    http_sock_cut(gen, hk, state, HTTP_CUT_DRAIN, now)) {
 				continue;
 			}
-			http_sock_probe_idle(hk, since, now);
-			phase = atomic_load(&hk->hk_phase);
+			http_sock_probe_idle(hk, state, now);
+			state = atomic_load(&hk->hk_state);
+			phase = HTTP_STATE_PHASE(state);
 			break;
 		case HTTP_PHASE_CUT:
 			if (hk->hk_linger_ms != 0 && now - hk->hk_linger_ms >= HTTP_LINGER_MS) {
@@ -613,7 +635,7 @@ static void http_gen_sweep(struct http_gen *gen, int64_t now)
 		}
 		if (n_v < cap_v && (phase == HTTP_PHASE_HEAD || phase == HTTP_PHASE_IDLE)) {
 			v[n_v].hv_sock = hk;
-			v[n_v].hv_phase = phase;
+			v[n_v].hv_state = state;
 			v[n_v].hv_since = atomic_load(&hk->hk_since_ms);
 			n_v++;
 		}
@@ -621,7 +643,7 @@ static void http_gen_sweep(struct http_gen *gen, int64_t now)
 	if (excess > 0 && n_v > 0) {
 		qsort(v, n_v, sizeof(*v), http_victim_cmp);
 		for (i = 0; i < n_v && excess > 0; i++) {
-			if (http_sock_cut(gen, v[i].hv_sock, v[i].hv_phase, HTTP_CUT_ROOM, now)) {
+			if (http_sock_cut(gen, v[i].hv_sock, v[i].hv_state, HTTP_CUT_ROOM, now)) {
 				excess--;
 			}
 		}
@@ -796,7 +818,7 @@ static void *http_uri_logger(void *cls, const char *uri, struct MHD_Connection *
 	hc->hc_con = con;
 	ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	hc->hc_sock = ci != NULL ? ci->socket_context : NULL;
-	if (hc->hc_sock != NULL && atomic_load(&hc->hc_sock->hk_phase) == HTTP_PHASE_IDLE) {
+	if (hc->hc_sock != NULL && http_sock_phase(hc->hc_sock) == HTTP_PHASE_IDLE) {
 		/* The next request on a kept-alive connection: its head's
 		 * deadline runs from here unless the sweeper saw it begin. */
 		http_sock_move(hc->hc_sock, HTTP_PHASE_HEAD);
@@ -873,8 +895,10 @@ static void http_completed(void *cls, struct MHD_Connection *con, void **con_cls
 		return;
 	}
 	*con_cls = NULL;
-	atomic_fetch_add(&gen->hg_answered, 1);
-	atomic_store(&gen->hg_progress_ms, http_mono_ms());
+	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+		atomic_fetch_add(&gen->hg_answered, 1);
+		atomic_store(&gen->hg_progress_ms, http_mono_ms());
+	}
 	http_sock_move(hc->hc_sock, HTTP_PHASE_IDLE);
 	if (hc->hc_defer.hd_fn != NULL && http_defer_abandon(hc)) {
 		return;
@@ -1476,7 +1500,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
-	if (hc->hc_sock != NULL && atomic_load(&hc->hc_sock->hk_phase) == HTTP_PHASE_CUT) {
+	if (hc->hc_sock != NULL && http_sock_phase(hc->hc_sock) == HTTP_PHASE_CUT) {
 		return MHD_NO; /* the sweeper closed it: read and route nothing more */
 	}
 	if (*upload_data_size > 0) {

@@ -75,7 +75,7 @@ test_a_callback_is_answered_with_more_trickling_connections_than_fd_setsize(void
 	int i;
 
 	raise_file_limit();
-	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI), 0);
+	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI "\n[server]\nper_ip_connections = 64\n"), 0);
 	assert_int_equal(daemon_start(&d), 0);
 	for (i = 0; i < SLOW_N; i++) {
 		char source[32];
