@@ -1900,6 +1900,10 @@ struct store *store_create(const struct store_options *opt)
 {
 	struct store *st;
 
+	if (opt->so_backend != STORE_BACKEND_SQLITE) {
+		log_err("store: backend = postgresql is not available in this build yet");
+		return NULL;
+	}
 	if (sqlite3_threadsafe() == 0) {
 		log_err("store: this SQLite library is built without thread support");
 		return NULL;
@@ -2623,4 +2627,30 @@ void store_snapshot_remove(const char *snapshot_path)
 			unlink(name);
 		}
 	}
+}
+
+int store_location_parse(const char *loc, struct store_options *opt)
+{
+	if (loc == NULL || loc[0] == '\0') {
+		return -1;
+	}
+	if (strncmp(loc, "postgresql://", 13) == 0 || strncmp(loc, "postgres://", 11) == 0) {
+		opt->so_backend = STORE_BACKEND_POSTGRESQL;
+		opt->so_conninfo = loc;
+		return 0;
+	}
+	if (strncmp(loc, "postgresql:", 11) == 0 || strncmp(loc, "postgres:", 9) == 0) {
+		opt->so_backend = STORE_BACKEND_POSTGRESQL;
+		opt->so_conninfo = strchr(loc, ':') + 1;
+		return opt->so_conninfo[0] != '\0' ? 0 : -1;
+	}
+	opt->so_backend = STORE_BACKEND_SQLITE;
+	opt->so_path = strncmp(loc, "sqlite:", 7) == 0 ? loc + 7 : loc;
+	return opt->so_path[0] != '\0' ? 0 : -1;
+}
+
+int store_after_copy(struct store *st)
+{
+	(void)st; /* SQLite: INTEGER PRIMARY KEY takes max(id) + 1 by itself */
+	return 0;
 }

@@ -107,14 +107,37 @@ enum store_sync {
 	STORE_SYNC_OFF, /* benchmarks only */
 };
 
+/* Where the data lives. SQLite is the embedded default and single-receiver;
+ * PostgreSQL is shared by any number of receivers. */
+enum store_backend {
+	STORE_BACKEND_SQLITE = 0,
+	STORE_BACKEND_POSTGRESQL,
+};
+
 struct store_options {
-	const char *so_path; /* database file; its directory is created if missing */
+	enum store_backend so_backend;
+	const char *so_path; /* SQLite: database file; its directory is created if missing */
+	const char *so_conninfo; /* PostgreSQL: libpq connection string or URI */
+	unsigned so_pool_size; /* PostgreSQL: read connections, default 4 */
+	unsigned so_statement_timeout_ms; /* PostgreSQL: per statement, default 5000 */
 	enum store_sync so_sync;
 	unsigned so_batch_max; /* units per transaction, default 256; 1 = no group commit */
 	unsigned so_busy_timeout_ms; /* default 5000 */
 	int so_read_only; /* CLI readers: no writer thread, no migrations */
 	int so_no_migrate; /* refuse to run when migrations are pending */
 };
+
+/* Parses a store location into opt's backend and path/conninfo (pointers
+ * into loc, which must outlive opt): "sqlite:PATH", "postgresql:CONNINFO"
+ * (also "postgres:" and "postgresql://..." / "postgres://..." URIs) or a bare
+ * PATH (SQLite). Returns 0, or -1 for an empty location. Used by commands
+ * that name a store on the command line (store copy, tests). */
+int store_location_parse(const char *loc, struct store_options *opt);
+
+/* After rows were inserted with explicit ids (store copy): moves every
+ * id generator past the largest id in its table so new rows do not
+ * collide. A no-op where ids come from the rows themselves (SQLite). */
+int store_after_copy(struct store *st);
 
 /* Opens (creating) the database, applies pending migrations (unless
  * so_no_migrate or so_read_only) and starts the writer thread. A database
