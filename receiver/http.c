@@ -1,6 +1,7 @@
 /* http.c: the HTTP listener on libmicrohttpd; the only file that includes microhttpd.h. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
@@ -24,7 +25,18 @@
 #include "http.h"
 #include "log.h"
 
-#define HTTP_DISCARD_MAX (8 * 1024 * 1024) /* bytes of an over-cap chunked body dropped before closing */
+#define HTTP_DISCARD_MAX (8 * 1024 * 1024) /* bytes of a refused body dropped before closing */
+/* Lingering close. A connection answered before its body was read (a 413,
+ * any refusal of the head) is closed by libmicrohttpd once the answer is
+ * out; closing a socket with unread input makes the kernel send a reset,
+ * and a client still sending then sees the reset instead of the answer
+ * (its send fails, or the reset destroys what it had not read yet). So
+ * such a socket is kept open past libmicrohttpd's close, shut for writing,
+ * and what the client still sends is read and dropped, until it closes,
+ * HTTP_DISCARD_MAX bytes or HTTP_DISCARD_MS. */
+#define HTTP_DISCARD_MS 5000
+#define HTTP_LINGER_SOCKS_MAX 128 /* at most this many at once; beyond, closed at once */
+#define HTTP_LINGER_SWEEP_MS 10   /* the sweeper's interval while some linger */
 /* Bytes of libmicrohttpd's per-connection pool: the request head (up to
  * HTTP_HEAD_MAX bytes in HTTP_HEADERS_MAX fields), read and write buffers;
  * bodies are copied out as they arrive. libmicrohttpd clears the whole pool
@@ -87,6 +99,7 @@ struct http_sock {
 	atomic_llong hk_since_ms;   /* monotonic: when the phase began */
 	atomic_llong hk_body_bytes; /* of the body being read */
 	/* the sweeper's own */
+	atomic_int hk_unread;   /* answered before its body was read: linger when closed */
 	int64_t hk_linger_ms;   /* cut with an answer: its read side is shut this much later */
 	int64_t hk_probe_ms;    /* an idle connection was last looked at */
 	uint64_t hk_idle_bytes; /* bytes received by then; UINT64_MAX: not looked at yet */
@@ -134,6 +147,13 @@ struct http_gen {
 	int64_t hg_cut_log_ms;
 };
 
+/* A refused connection's socket kept open to drop its unread body. */
+struct http_linger {
+	int hl_fd; /* a dup: libmicrohttpd closed its own */
+	int64_t hl_since_ms;
+	size_t hl_bytes;
+};
+
 struct http_server {
 	char *hs_host;
 	unsigned hs_port;
@@ -148,6 +168,10 @@ struct http_server {
 	int hs_stop;
 	pthread_t hs_sweeper;
 	int hs_sweeper_started;
+	/* lingering closes: hs_linger_lock */
+	pthread_mutex_t hs_linger_lock;
+	struct http_linger *hs_lingers;
+	size_t hs_n_lingers;
 	/* http_alive: the local port of the probe under way, and whether a
 	 * server thread took its connection */
 	pthread_mutex_t hs_probe_lock;
@@ -420,6 +444,71 @@ static void http_probe_check(struct http_server *srv, struct MHD_Connection *con
 	}
 }
 
+/* Keeps the socket behind fd open after libmicrohttpd closes fd (which it
+ * is about to): its answer is out, and the sweeper drops what the client
+ * still sends. The answer's end is marked (shut for writing) so the client
+ * sees the end of the stream once it has read it. */
+static void http_linger_add(struct http_server *srv, int fd)
+{
+	int dup_fd;
+
+	pthread_mutex_lock(&srv->hs_linger_lock);
+	if (srv->hs_lingers == NULL || srv->hs_n_lingers >= HTTP_LINGER_SOCKS_MAX) {
+		pthread_mutex_unlock(&srv->hs_linger_lock);
+		return;
+	}
+	dup_fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (dup_fd < 0) {
+		pthread_mutex_unlock(&srv->hs_linger_lock);
+		return;
+	}
+	(void)shutdown(dup_fd, SHUT_WR);
+	srv->hs_lingers[srv->hs_n_lingers].hl_fd = dup_fd;
+	srv->hs_lingers[srv->hs_n_lingers].hl_since_ms = http_mono_ms();
+	srv->hs_lingers[srv->hs_n_lingers].hl_bytes = 0;
+	srv->hs_n_lingers++;
+	pthread_mutex_unlock(&srv->hs_linger_lock);
+}
+
+/* Reads and drops what every lingering socket has received; closes those
+ * whose client closed or failed, or that reached a bound. Returns how many
+ * still linger. */
+static size_t http_linger_step(struct http_server *srv, int64_t now, int all)
+{
+	char sink[64 * 1024];
+	size_t i = 0;
+	size_t left;
+
+	pthread_mutex_lock(&srv->hs_linger_lock);
+	while (i < srv->hs_n_lingers) {
+		struct http_linger *hl = &srv->hs_lingers[i];
+		int done = all;
+
+		while (!done) {
+			ssize_t n = recv(hl->hl_fd, sink, sizeof(sink), MSG_DONTWAIT);
+
+			if (n > 0) {
+				hl->hl_bytes += (size_t)n;
+				done = hl->hl_bytes > HTTP_DISCARD_MAX;
+			} else if (n < 0 && errno == EINTR) {
+				continue;
+			} else {
+				done = n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+				break;
+			}
+		}
+		if (done || now - hl->hl_since_ms >= HTTP_DISCARD_MS) {
+			close(hl->hl_fd);
+			*hl = srv->hs_lingers[--srv->hs_n_lingers];
+			continue;
+		}
+		i++;
+	}
+	left = srv->hs_n_lingers;
+	pthread_mutex_unlock(&srv->hs_linger_lock);
+	return left;
+}
+
 static void http_connection_notify(void *cls, struct MHD_Connection *con, void **socket_context,
                                    enum MHD_ConnectionNotificationCode toe)
 {
@@ -452,6 +541,9 @@ static void http_connection_notify(void *cls, struct MHD_Connection *con, void *
 		return;
 	}
 	if (hk != NULL) {
+		if (atomic_load(&hk->hk_unread) && hk->hk_fd >= 0) {
+			http_linger_add(gen->hg_srv, hk->hk_fd);
+		}
 		pthread_mutex_lock(&gen->hg_lock);
 		if (hk->hk_prev != NULL) {
 			hk->hk_prev->hk_next = hk->hk_next;
@@ -725,13 +817,13 @@ static int http_gen_drain_step(struct http_gen *gen, int64_t now)
 
 static void http_gen_destroy(struct http_gen *gen);
 
-/* Sleeps a sweep interval, or until woken. */
-static void http_sweeper_sleep(struct http_server *srv)
+/* Sleeps a sweep interval (ms), or until woken. */
+static void http_sweeper_sleep(struct http_server *srv, long ms)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ts.tv_nsec += HTTP_SWEEP_MS * 1000000L;
+	ts.tv_nsec += ms * 1000000L;
 	if (ts.tv_nsec >= 1000000000L) {
 		ts.tv_sec++;
 		ts.tv_nsec -= 1000000000L;
@@ -750,6 +842,7 @@ static void *http_sweeper_main(void *arg)
 		struct http_gen *g;
 		struct http_gen *next;
 		int64_t now = http_mono_ms();
+		size_t lingering = http_linger_step(srv, now, 0);
 		int done;
 
 		pthread_mutex_lock(&srv->hs_lock);
@@ -785,9 +878,10 @@ static void *http_sweeper_main(void *arg)
 		done = srv->hs_stop && srv->hs_gen == NULL && srv->hs_draining == NULL;
 		pthread_mutex_unlock(&srv->hs_lock);
 		if (done) {
+			http_linger_step(srv, now, 1);
 			return NULL;
 		}
-		http_sweeper_sleep(srv);
+		http_sweeper_sleep(srv, lingering > 0 ? HTTP_LINGER_SWEEP_MS : HTTP_SWEEP_MS);
 	}
 }
 
@@ -1155,8 +1249,8 @@ static int http_request_build(struct MHD_Connection *con, struct http_conn *hc, 
 }
 
 /* Answers the request with a problem before routing it, and closes the
- * connection (its body, if any, is not read). The route layer may decorate
- * the answer (ho_refused). */
+ * connection (its body, if any, is not read: it lingers, see
+ * HTTP_DISCARD_MS). The route layer may decorate the answer (ho_refused). */
 static enum MHD_Result http_refuse(struct MHD_Connection *con, struct http_conn *hc,
                                    const struct http_refusal *hf, const char *url,
                                    const char *method, const char *version)
@@ -1166,6 +1260,16 @@ static enum MHD_Result http_refuse(struct MHD_Connection *con, struct http_conn 
 	enum MHD_Result rc;
 
 	hc->hc_refused = 1;
+	if (hc->hc_sock != NULL) {
+		const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
+		                                             MHD_HTTP_HEADER_CONTENT_LENGTH);
+
+		if ((cl != NULL && strcmp(cl, "0") != 0) ||
+		    MHD_lookup_connection_value(con, MHD_HEADER_KIND,
+		                                MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL) {
+			atomic_store(&hc->hc_sock->hk_unread, 1);
+		}
+	}
 	if (http_sock_move(hc->hc_sock, HTTP_PHASE_BUSY) < 0) {
 		return MHD_NO;
 	}
@@ -1889,6 +1993,11 @@ static void http_free(struct http_server *srv)
 	pthread_cond_destroy(&srv->hs_cond);
 	pthread_mutex_destroy(&srv->hs_lock);
 	pthread_mutex_destroy(&srv->hs_probe_lock);
+	if (srv->hs_lingers != NULL) {
+		http_linger_step(srv, 0, 1);
+		free(srv->hs_lingers);
+	}
+	pthread_mutex_destroy(&srv->hs_linger_lock);
 	free(srv->hs_host);
 	free(srv->hs_name);
 	free(srv);
@@ -1922,6 +2031,7 @@ struct http_server *http_create(const struct http_options *opt, http_route_fn ro
 	srv->hs_arg = arg;
 	pthread_mutex_init(&srv->hs_lock, NULL);
 	pthread_mutex_init(&srv->hs_probe_lock, NULL);
+	pthread_mutex_init(&srv->hs_linger_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&srv->hs_cond, &ca);
@@ -1930,7 +2040,8 @@ struct http_server *http_create(const struct http_options *opt, http_route_fn ro
 	atomic_init(&srv->hs_probe_seen, 0);
 	srv->hs_name = strdup(opt->ho_name != NULL ? opt->ho_name : "http");
 	srv->hs_host = strdup(opt->ho_host);
-	if (srv->hs_name == NULL || srv->hs_host == NULL) {
+	srv->hs_lingers = calloc(HTTP_LINGER_SOCKS_MAX, sizeof(*srv->hs_lingers));
+	if (srv->hs_name == NULL || srv->hs_host == NULL || srv->hs_lingers == NULL) {
 		goto fail;
 	}
 	if (http_listen(opt->ho_host, opt->ho_port, &fd, &srv->hs_port) < 0) {

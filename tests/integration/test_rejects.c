@@ -1,12 +1,18 @@
 /* test_rejects.c: bad input gets a clear answer and changes nothing. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "buf.h"
+#include "rawhttp.h"
 #include "stripe_common.h"
 
 struct rejects {
@@ -251,6 +257,127 @@ static void test_oversized_body_is_refused_with_413(void **state)
 	free(body);
 }
 
+/* How a 413 client sends the body it was refused. */
+enum upload_style {
+	UPLOAD_INTERLEAVED, /* as fast as it can, reading whenever an answer comes */
+	UPLOAD_ALL_FIRST,   /* the whole body before it reads a byte, as many clients do */
+	UPLOAD_SLOW,        /* small pieces with pauses, reading meanwhile */
+};
+
+/* Sends a head announcing body_len bytes, then the body in the given style,
+ * and returns what came back before the connection ended (malloc'd). A
+ * reset that destroys the answer leaves the buffer without it. */
+static char *upload_refused(unsigned port, size_t body_len, enum upload_style style)
+{
+	static char chunk[64 * 1024];
+	char head[256];
+	struct buf got;
+	size_t sent = 0;
+	int fd = rh_connect(NULL, port);
+	int64_t end = hn_now_ms() + 20000;
+	char *s;
+
+	assert_true(fd >= 0);
+	memset(chunk, ' ', sizeof(chunk));
+	buf_init(&got, 0);
+	snprintf(head, sizeof(head),
+	         "POST /hooks/stripe HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+	         "Stripe-Signature: t=1,v1=00\r\nContent-Length: %zu\r\n\r\n",
+	         body_len);
+	assert_int_equal(rh_send(fd, head, strlen(head)), 0);
+	if (style == UPLOAD_ALL_FIRST) {
+		/* Blocking: the server must read (or discard) it all for this
+		 * to return; a reset ends it early. */
+		while (sent < body_len) {
+			size_t n = body_len - sent < sizeof(chunk) ? body_len - sent : sizeof(chunk);
+			ssize_t w = send(fd, chunk, n, MSG_NOSIGNAL);
+
+			if (w <= 0) {
+				/* Such a client reports the failed send, never the answer. */
+				close(fd);
+				buf_finish(&got);
+				s = malloc(64);
+				snprintf(s, 64, "(send failed after %zu bytes: %s)", sent, strerror(errno));
+				return s;
+			}
+			sent += (size_t)w;
+		}
+	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	while (hn_now_ms() < end) {
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		char in[4096];
+		ssize_t r;
+
+		if (sent < body_len) {
+			pfd.events |= POLLOUT;
+		}
+		if (poll(&pfd, 1, style == UPLOAD_SLOW ? 2 : 1000) < 0) {
+			break;
+		}
+		if (pfd.revents & (POLLIN | POLLHUP | POLLERR)) {
+			r = recv(fd, in, sizeof(in), 0);
+			if (r > 0) {
+				buf_append(&got, in, (size_t)r);
+				continue;
+			}
+			if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+				break; /* the end, or a reset */
+			}
+		}
+		if (sent < body_len && (pfd.revents & POLLOUT)) {
+			size_t n = style == UPLOAD_SLOW ? 4096 : sizeof(chunk);
+			ssize_t w;
+
+			if (n > body_len - sent) {
+				n = body_len - sent;
+			}
+			w = send(fd, chunk, n, MSG_NOSIGNAL);
+			if (w > 0) {
+				sent += (size_t)w;
+			} else if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+				sent = body_len; /* cannot send more: read what is left */
+			}
+		}
+	}
+	close(fd);
+	buf_append(&got, "", 1);
+	s = buf_take(&got, NULL);
+	buf_finish(&got);
+	return s;
+}
+
+/* A client still sending a body it was refused must read the 413, not a
+ * reset: closing a socket with unread input makes the kernel send RST,
+ * which can destroy the answer before the client reads it. Many times,
+ * each way of sending, because the loss depends on timing. */
+static void test_a_client_still_sending_reads_the_413_not_a_reset(void **state)
+{
+	struct rejects *rj = *state;
+	char *before = rejects_snapshot(&rj->rj_daemon);
+	char *after;
+	int i;
+
+	for (i = 0; i < 60; i++) {
+		enum upload_style style = (enum upload_style)(i % 3);
+		/* More than the kernel's socket buffers take in without the
+		 * server reading (about 4 MiB on loopback), less than it
+		 * drains after a refusal. */
+		size_t len = style == UPLOAD_SLOW ? 2 * 1024 * 1024 : 7 * 1024 * 1024;
+		char *got = upload_refused(rj->rj_daemon.dm_port, len, style);
+
+		if (strncmp(got, "HTTP/1.1 413 ", 13) != 0 || strstr(got, "body_too_large") == NULL) {
+			fail_msg("round %d (style %d): no 413 read, got %zu bytes: %.80s", i, (int)style,
+			         strlen(got), got);
+		}
+		free(got);
+	}
+	after = rejects_snapshot(&rj->rj_daemon);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+}
+
 static void test_get_on_a_hook_is_refused_with_405(void **state)
 {
 	struct rejects *rj = *state;
@@ -342,6 +469,7 @@ int main(void)
 		cmocka_unit_test(test_malformed_json_with_a_valid_signature_is_refused_with_400),
 		cmocka_unit_test(test_bodies_parsers_disagree_on_are_refused_and_consume_no_key),
 		cmocka_unit_test(test_oversized_body_is_refused_with_413),
+		cmocka_unit_test(test_a_client_still_sending_reads_the_413_not_a_reset),
 		cmocka_unit_test(test_get_on_a_hook_is_refused_with_405),
 		cmocka_unit_test(test_unknown_provider_path_is_404),
 		cmocka_unit_test(test_an_encoded_nul_never_routes_to_the_provider_before_it),
