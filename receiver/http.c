@@ -1703,7 +1703,9 @@ static enum log_level http_mhd_level(struct http_gen *gen, const char *line)
 	return LOG_LEVEL_DEBUG;
 }
 
-static void http_mhd_log(void *cls, const char *fmt, va_list ap)
+/* libmicrohttpd's messages: fmt is its own printf format. */
+__attribute__((format(printf, 2, 0))) static void http_mhd_log(void *cls, const char *fmt,
+                                                               va_list ap)
 {
 	struct http_gen *gen = cls;
 	char line[512];

@@ -458,8 +458,8 @@ static void test_invalid_orders_are_400_and_consume_no_key(void **state)
 		"{\"amount\":1999,\"currency\":\"euro\"}",
 		"{\"amount\":1999}",
 		"{\"amount\":1999,\"currency\":\"eur\",\"surprise\":1}",
-		"{\"amount\":1999,\"currency\":\"eur\",\"line_items\":[{\"sku\":\"a\",\"quantity\":"
-		"1,\"unit_amount\":1}]}",
+		("{\"amount\":1999,\"currency\":\"eur\",\"line_items\":[{\"sku\":\"a\",\"quantity\":"
+		 "1,\"unit_amount\":1}]}"),
 		"[1999, \"eur\"]",
 	};
 	size_t i;
@@ -509,8 +509,9 @@ static void test_malformed_json_duplicate_keys_nul_and_trailing_bytes_are_400(vo
 		"{\"amount\":1999,\"amount\":1,\"currency\":\"eur\"}",
 		"{\"amount\":1999,\"currency\":\"eur\",\"customer_ref\":\"strict-ref\\u0000x\"}",
 		"{\"amount\":1999,\"currency\":\"eur\",\"customer_ref\\u0000x\":\"strict-ref\"}",
-		"{\"amount\":1999,\"currency\":\"eur\",\"customer_ref\":\"strict-ref\"}"
-		"{\"amount\":1,\"currency\":\"eur\"}",
+		/* two objects back to back: one string */
+		("{\"amount\":1999,\"currency\":\"eur\",\"customer_ref\":\"strict-ref\"}"
+		 "{\"amount\":1,\"currency\":\"eur\"}"),
 		"{\"amount\":1999,\"currency\":\"eur\",\"customer_ref\":\"strict-ref\"} x",
 		"{\"amount\":1999,\"currency\":\"eur\",\"customer_ref\":\"strict-\xc0\xae\"}",
 	};
