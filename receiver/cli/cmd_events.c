@@ -23,13 +23,15 @@
 static void cmd_events_usage(FILE *out)
 {
 	fprintf(out,
-	        "usage: idemhook [-c FILE] events list [--status done|failed] [--provider NAME]\n"
-	        "                                  [--source callback|reconcile] [--limit N]\n"
+	        "usage: idemhook [-c FILE] events list [--status done|failed | --failed]\n"
+	        "                                  [--provider NAME] [--source callback|reconcile]\n"
+	        "                                  [--limit N]\n"
 	        "       idemhook [-c FILE] events show ID\n"
 	        "       idemhook [-c FILE] events reprocess ID\n\n"
 	        "list shows processed callbacks, newest first (default limit 50); SOURCE says\n"
 	        "whether the provider sent the event (callback) or reconciliation asked for it\n"
-	        "(reconcile, see idemhook reconcile).\n"
+	        "(reconcile, see idemhook reconcile). --failed is --status failed: the events\n"
+	        "acknowledged but not applied (idemhook_events_unapplied_total).\n"
 	        "show prints one event with its stored semantic payload.\n"
 	        "reprocess runs a failed event through the business handler again (for\n"
 	        "example after its missing order was created): the order still moves only\n"
@@ -95,6 +97,7 @@ static int cmd_events_list(int argc, char **argv, struct store *st)
 	        {"provider", required_argument, NULL, 'p'},
 	        {"source", required_argument, NULL, 'o'},
 	        {"limit", required_argument, NULL, 'n'},
+	        {"failed", no_argument, NULL, 'f'},
 	        {NULL, 0, NULL, 0},
 	};
 	struct cmd_events_list el;
@@ -104,7 +107,7 @@ static int cmd_events_list(int argc, char **argv, struct store *st)
 	el.el_limit = CMD_EVENTS_LIMIT_DEFAULT;
 	optind = 0;
 	for (;;) {
-		c = getopt_long(argc, argv, "s:p:o:n:", opts, NULL);
+		c = getopt_long(argc, argv, "s:p:o:n:f", opts, NULL);
 		if (c == -1) {
 			break;
 		}
@@ -113,7 +116,19 @@ static int cmd_events_list(int argc, char **argv, struct store *st)
 				fprintf(stderr, "idemhook events: --status is done or failed\n");
 				return EX_USAGE;
 			}
+			if (el.el_status != NULL && strcmp(el.el_status, optarg) != 0) {
+				fprintf(stderr, "idemhook events: --failed is --status failed; "
+				                "give one status\n");
+				return EX_USAGE;
+			}
 			el.el_status = optarg;
+		} else if (c == 'f') {
+			if (el.el_status != NULL && strcmp(el.el_status, "failed") != 0) {
+				fprintf(stderr, "idemhook events: --failed is --status failed; "
+				                "give one status\n");
+				return EX_USAGE;
+			}
+			el.el_status = "failed";
 		} else if (c == 'p') {
 			el.el_provider = optarg;
 		} else if (c == 'o') {

@@ -11,7 +11,71 @@
 
 #include "harness.h"
 
-#define T_INI "[provider stripe]\ntype = stripe\nsecret = whsec_operator_cli\n"
+#define T_SECRET "whsec_operator_cli"
+#define T_INI "[provider stripe]\ntype = stripe\nsecret = " T_SECRET "\n"
+
+/* A Stripe payment callback for order, answered 200 (applied or not). */
+static void t_pay(struct daemon *d, const char *event_id, const char *order)
+{
+	char obj[512];
+	char *body;
+	struct hres r;
+
+	snprintf(obj, sizeof(obj),
+	         "{\"id\":\"pi_%s\",\"object\":\"payment_intent\",\"amount\":1999,"
+	         "\"amount_received\":1999,\"currency\":\"usd\",\"status\":\"succeeded\","
+	         "\"metadata\":{\"order_id\":\"%s\"}}",
+	         event_id, order);
+	body = hn_stripe_event(event_id, "payment_intent.succeeded", obj);
+	assert_non_null(body);
+	assert_int_equal(hn_post_stripe(d, "stripe", T_SECRET, body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	free(body);
+}
+
+/* --failed lists what --status failed lists: the events acknowledged but
+ * not applied, and not the applied ones. */
+static void test_events_list_failed_is_the_failed_status_filter(void **state)
+{
+	static const char *const failed[] = {"events", "list", "--failed", NULL};
+	static const char *const status[] = {"events", "list", "--status", "failed", NULL};
+	static const char *const both[] = {"events", "list", "--failed", "--status", "failed", NULL};
+	static const char *const conflict[] = {"events", "list", "--failed", "--status", "done",
+	                                       NULL};
+	static const char *const conflict2[] = {"events", "list", "--status", "done", "--failed",
+	                                        NULL};
+	struct daemon *d = *state;
+	char order[64];
+	char *out_failed = NULL;
+	char *out_status = NULL;
+	char *out = NULL;
+
+	assert_int_equal(hn_order_create(d, 1999, "usd", order), 0);
+	t_pay(d, "evt_cli_applied", order);
+	t_pay(d, "evt_cli_unapplied", "ord_cli_no_such_order0001");
+	assert_int_equal(daemon_cli(d, 1, failed, &out_failed), 0);
+	assert_non_null(out_failed);
+	assert_non_null(strstr(out_failed, "evt_cli_unapplied"));
+	assert_non_null(strstr(out_failed, "unknown_order"));
+	assert_null(strstr(out_failed, "evt_cli_applied"));
+	assert_int_equal(daemon_cli(d, 1, status, &out_status), 0);
+	assert_string_equal(out_failed, out_status);
+	assert_int_equal(daemon_cli(d, 1, both, &out), 0);
+	assert_string_equal(out_failed, out);
+	free(out);
+	out = NULL;
+	/* two different statuses: a usage error (EX_USAGE), nothing listed */
+	assert_int_equal(daemon_cli(d, 1, conflict, &out), 64);
+	assert_true(out == NULL || strstr(out, "evt_cli") == NULL);
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, conflict2, &out), 64);
+	assert_true(out == NULL || strstr(out, "evt_cli") == NULL);
+	free(out);
+	free(out_failed);
+	free(out_status);
+}
 
 static void test_order_create_stamps_created_and_updated_at_with_the_current_time(void **state)
 {
@@ -39,6 +103,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(
 	                test_order_create_stamps_created_and_updated_at_with_the_current_time),
+	        cmocka_unit_test(test_events_list_failed_is_the_failed_status_filter),
 	};
 
 	return cmocka_run_group_tests(tests, setup, daemon_teardown);
