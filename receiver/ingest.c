@@ -126,9 +126,8 @@ static int ingest_apply(struct store_tx *tx, void *arg, struct reply *ret_reply)
 			}
 		}
 	}
-	if (res.or_refused) {
-		metrics_unapplied(iu->iu_pc->pc_name, res.or_reason);
-	}
+	/* Counted as unapplied once committed (ingest_committed): this
+	 * transaction may still roll back, and run again. */
 	iu->iu_effect = res.or_effect;
 	snprintf(iu->iu_reason, sizeof(iu->iu_reason), "%s", res.or_refused ? res.or_reason : "");
 	snprintf(iu->iu_order_id, sizeof(iu->iu_order_id), "%s", res.or_order_id);
@@ -380,8 +379,19 @@ int ingest_prepare_events(const struct config *cf, const struct provider_conf *p
 static void ingest_committed(void *arg, int result)
 {
 	struct ingest_job *job = arg;
+	size_t i;
 
 	(void)result; /* every claim has its outcome, transient when refused */
+	/* A unit that ran the handler here and is stored as failed committed:
+	 * acknowledged, not applied. A rolled-back one is transient instead. */
+	for (i = 0; i < job->ij_batch.eb_n; i++) {
+		const struct store_claim *c = &job->ij_claims[i];
+
+		if ((c->sc_outcome == STORE_NEW || c->sc_outcome == STORE_CLAIMED) &&
+		    c->sc_status == STORE_STATUS_FAILED && job->ij_units[i].iu_reason[0] != '\0') {
+			metrics_unapplied(job->ij_pc->pc_name, job->ij_units[i].iu_reason);
+		}
+	}
 	job->ij_done(job->ij_done_arg);
 }
 

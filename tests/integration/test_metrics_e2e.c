@@ -364,6 +364,52 @@ static void test_an_event_acknowledged_but_not_applied_counts_once_by_reason(voi
 	free(body);
 }
 
+/* A unit rolled back after its handler refused the event (here the events
+ * row cannot be written: a trigger aborts it) was not acknowledged: it is
+ * not counted as unapplied. Its retry, once it commits, counts once. */
+static void test_an_unapplied_event_rolled_back_is_not_counted_until_it_commits(void **state)
+{
+	struct daemon *d = *state;
+	struct hn_sqlite q;
+	struct hres r;
+	char *body;
+
+	body = hn_stripe_event(
+	        "evt_metrics_rolled_back", "payment_intent.succeeded",
+	        "{\"id\":\"pi_rolled_back\",\"object\":\"payment_intent\",\"amount\":100,"
+	        "\"amount_received\":100,\"currency\":\"usd\",\"metadata\":{"
+	        "\"order_id\":\"ord_nosuchorder0000000001\"}}");
+	assert_int_equal(hn_sqlite_start(&q, d->dm_db,
+	                                 "CREATE TRIGGER t_no_event BEFORE INSERT ON events"
+	                                 " WHEN NEW.idem_key = 'evt_metrics_rolled_back'"
+	                                 " BEGIN SELECT RAISE(ABORT, 'test: no event row'); END;"),
+	                 0);
+	assert_int_equal(hn_sqlite_finish(&q, ""), 0);
+	scrape(d, &t_before);
+	assert_int_equal(hn_post_stripe(d, "stripe", T_SECRET, body, &r), 0);
+	assert_int_equal(r.hs_status, 503);
+	hres_finish(&r);
+	scrape(d, &t_after);
+	assert_int_equal(delta("idemhook_events_unapplied_total",
+	                       "provider=\"stripe\",reason=\"unknown_order\""),
+	                 0);
+	assert_int_equal(hn_db_int(d->dm_db, "SELECT count(*) FROM events"
+	                                     " WHERE idem_key = 'evt_metrics_rolled_back'"),
+	                 0);
+
+	assert_int_equal(hn_sqlite_start(&q, d->dm_db, "DROP TRIGGER t_no_event;"), 0);
+	assert_int_equal(hn_sqlite_finish(&q, ""), 0);
+	assert_int_equal(hn_post_stripe(d, "stripe", T_SECRET, body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	assert_non_null(strstr(r.hs_body, "\"reason\":\"unknown_order\""));
+	hres_finish(&r);
+	scrape(d, &t_after);
+	assert_int_equal(delta("idemhook_events_unapplied_total",
+	                       "provider=\"stripe\",reason=\"unknown_order\""),
+	                 1);
+	free(body);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -376,6 +422,8 @@ int main(void)
 	        cmocka_unit_test(
 	                test_the_whole_exposition_parses_strictly_after_rejects_a_failed_batch_and_a_gc_pass),
 	        cmocka_unit_test(test_an_event_acknowledged_but_not_applied_counts_once_by_reason),
+	        cmocka_unit_test(
+	                test_an_unapplied_event_rolled_back_is_not_counted_until_it_commits),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
