@@ -988,6 +988,38 @@ static int config_parse_points(struct config *cf)
 	return 0;
 }
 
+/* The line of the value config_get(cf, section, key) returns, or 0. */
+static int config_line(const struct config *cf, const char *section, const char *key)
+{
+	const struct config_section *cs = config_section(cf, section);
+	int line = 0;
+	size_t i;
+
+	for (i = 0; cs != NULL && i < cs->cs_n; i++) {
+		if (strcmp(cs->cs_kv[i].kv_key, key) == 0) {
+			line = cs->cs_kv[i].kv_line;
+		}
+	}
+	return line;
+}
+
+/* [api] order_reads is own or all (api.c reads it): anything else is
+ * refused here, at start and on reload, rather than later by the API. */
+static int config_check_order_reads(const struct config *cf)
+{
+	const char *v = config_get(cf, "api", "order_reads");
+	char q[128];
+
+	if (v == NULL || strcmp(v, "own") == 0 || strcmp(v, "all") == 0) {
+		return 0;
+	}
+	log_err("config %s:%d: [api] order_reads = \"%s\": expected own (a client reads the orders "
+	        "it created, the default) or all (any authorized client reads every order)",
+	        config_file_name(cf), config_line(cf, "api", "order_reads"),
+	        log_quote(q, sizeof(q), v));
+	return -1;
+}
+
 static int config_parse_core(struct config *cf)
 {
 	const char *v;
@@ -1071,6 +1103,9 @@ static int config_parse_core(struct config *cf)
 		return config_bad(cf, "store", "batch_max", "0", "at least 1");
 	}
 	cf->cf_lease_s = lease_s > 0 ? lease_s : 60;
+	if (config_check_order_reads(cf) < 0) {
+		return -1;
+	}
 	return config_parse_points(cf);
 }
 

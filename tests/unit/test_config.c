@@ -423,6 +423,40 @@ static void test_the_example_configuration_uses_only_known_keys(void **state)
 	free(log_text);
 }
 
+/* An [api] order_reads nobody reads as own or all is refused at load,
+ * with its line and the values allowed; own and all load. */
+static void test_an_invalid_order_reads_is_refused_with_its_line_and_the_values(void **state)
+{
+	static const char *const bad[] = {"everyone", "Own", "", "own all"};
+	char text[256];
+	char expect[256];
+	char *log_text = NULL;
+	struct config *cf;
+	const char *path;
+	size_t i;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text),
+		         "[store]\npath = /tmp/x.db\n\n[api]\nrate = 5\norder_reads = %s\n", bad[i]);
+		path = write_file("reads.ini", text);
+		assert_null(load_logged(path, &log_text));
+		snprintf(expect, sizeof(expect), "%s:6: [api] order_reads = \"%s\": expected own (",
+		         path, bad[i]);
+		assert_logged(log_text, expect);
+		assert_logged(log_text, ") or all (");
+		free(log_text);
+	}
+	for (i = 0; i < 2; i++) {
+		snprintf(text, sizeof(text), "[store]\npath = /tmp/x.db\n[api]\norder_reads = %s\n",
+		         i == 0 ? "own" : "all");
+		path = write_file("reads.ini", text);
+		cf = load_logged(path, &log_text);
+		assert_non_null(cf);
+		config_destroy(cf);
+		free(log_text);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -437,6 +471,7 @@ int main(void)
 		cmocka_unit_test(test_secrets_come_from_files_credentials_and_environment),
 		cmocka_unit_test(test_a_misspelt_key_is_refused_with_its_line_and_the_closest_key),
 		cmocka_unit_test(test_every_unknown_key_and_section_is_named),
+		cmocka_unit_test(test_an_invalid_order_reads_is_refused_with_its_line_and_the_values),
 		cmocka_unit_test(test_profile_keys_and_call_type_keys_are_known),
 		cmocka_unit_test(test_a_line_over_the_limit_is_refused_with_its_number),
 		cmocka_unit_test(test_the_example_configuration_uses_only_known_keys),
