@@ -24,6 +24,7 @@
 #include "buf.h"
 #include "http.h"
 #include "log.h"
+#include "metrics.h"
 
 #define HTTP_DISCARD_MAX (8 * 1024 * 1024) /* bytes of a refused body dropped before closing */
 /* Lingering close. A connection answered before its body was read (a 413,
@@ -80,6 +81,10 @@ enum http_cut {
 	HTTP_CUT_DRAIN,    /* draining: idle, or the drain deadline passed */
 	HTTP_CUT_N,
 };
+
+/* Their names in metrics (idemhook_http_connections_cut_total). */
+static const char *const http_cut_names[HTTP_CUT_N] = {"head_timeout", "body_min_rate",
+                                                       "make_room", "drain"};
 
 struct http_gen;
 
@@ -463,6 +468,7 @@ static void http_linger_add(struct http_server *srv, int fd)
 		return;
 	}
 	(void)shutdown(dup_fd, SHUT_WR);
+	metrics_http_linger(srv->hs_name);
 	srv->hs_lingers[srv->hs_n_lingers].hl_fd = dup_fd;
 	srv->hs_lingers[srv->hs_n_lingers].hl_since_ms = http_mono_ms();
 	srv->hs_lingers[srv->hs_n_lingers].hl_bytes = 0;
@@ -587,6 +593,7 @@ static int http_sock_cut(struct http_gen *gen, struct http_sock *hk, unsigned lo
 		return 0;
 	}
 	gen->hg_cuts[why]++;
+	metrics_http_cut(gen->hg_srv->hs_name, http_cut_names[why]);
 	if (from != HTTP_PHASE_IDLE && !gen->hg_tls && gen->hg_timeout_answer != NULL) {
 		/* Its server thread writes nothing while a request is still
 		 * arriving, and will write nothing more now. */
@@ -1260,6 +1267,7 @@ static enum MHD_Result http_refuse(struct MHD_Connection *con, struct http_conn 
 	enum MHD_Result rc;
 
 	hc->hc_refused = 1;
+	metrics_http_refused(gen->hg_srv->hs_name, hf->hf_status);
 	if (hc->hc_sock != NULL) {
 		const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND,
 		                                             MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -1878,6 +1886,7 @@ static void http_gen_drain_begin(struct http_gen *gen, int stop)
 	int64_t now = http_mono_ms();
 
 	atomic_store(&gen->hg_draining, 1);
+	metrics_http_drain(gen->hg_srv->hs_name, stop ? "stop" : "reload");
 	fd = MHD_quiesce_daemon(gen->hg_daemon);
 	if (fd == MHD_INVALID_SOCKET) {
 		gen->hg_fd = -1; /* libmicrohttpd keeps it and closes it when it stops */

@@ -69,6 +69,10 @@ static struct metrics_family metrics_unapplieds; /* provider, reason */
 static struct metrics_family metrics_rec_checked;  /* provider */
 static struct metrics_family metrics_rec_events;   /* provider, result */
 static struct metrics_family metrics_rec_failures; /* provider */
+static struct metrics_family metrics_http_cuts;     /* listener, reason */
+static struct metrics_family metrics_http_refusals; /* listener, status */
+static struct metrics_family metrics_http_drains;   /* listener, kind */
+static struct metrics_family metrics_http_lingers;  /* listener */
 static uint64_t metrics_capture_failures;
 static int64_t metrics_start_ms;
 static int metrics_ready_now;
@@ -225,6 +229,29 @@ void metrics_unapplied(const char *provider, const char *reason)
 	metrics_count(&metrics_unapplieds, provider, reason);
 }
 
+void metrics_http_cut(const char *listener, const char *reason)
+{
+	metrics_count(&metrics_http_cuts, listener, reason);
+}
+
+void metrics_http_refused(const char *listener, int status)
+{
+	char text[16];
+
+	snprintf(text, sizeof(text), "%d", status);
+	metrics_count(&metrics_http_refusals, listener, text);
+}
+
+void metrics_http_drain(const char *listener, const char *kind)
+{
+	metrics_count(&metrics_http_drains, listener, kind);
+}
+
+void metrics_http_linger(const char *listener)
+{
+	metrics_count(&metrics_http_lingers, listener, "");
+}
+
 void metrics_capture_failure(void)
 {
 	pthread_mutex_lock(&metrics_lock);
@@ -343,6 +370,10 @@ void metrics_reset(void)
 	metrics_family_reset(&metrics_rec_checked);
 	metrics_family_reset(&metrics_rec_events);
 	metrics_family_reset(&metrics_rec_failures);
+	metrics_family_reset(&metrics_http_cuts);
+	metrics_family_reset(&metrics_http_refusals);
+	metrics_family_reset(&metrics_http_drains);
+	metrics_family_reset(&metrics_http_lingers);
 	memset(&metrics_rec, 0, sizeof(metrics_rec));
 	metrics_capture_failures = 0;
 	metrics_ready_now = 0;
@@ -408,6 +439,34 @@ static int metrics_render_counter(struct buf *out, const struct metrics_family *
 		if (buf_printf(out, "} %" PRIu64 "\n", s->ms_count) < 0) {
 			return -1;
 		}
+	}
+	return 0;
+}
+
+/* What the listeners did before routing: connections the sweeper closed,
+ * requests refused at the edge, drains, lingering closes. */
+static int metrics_render_http(struct buf *out)
+{
+	if (metrics_render_counter(
+	            out, &metrics_http_cuts, "idemhook_http_connections_cut_total",
+	            "Connections the listener closed before their request was complete: "
+	            "head_timeout, body_min_rate, make_room (at the connection limit), drain.",
+	            "listener", "reason") < 0 ||
+	    metrics_render_counter(
+	            out, &metrics_http_refusals, "idemhook_http_refused_total",
+	            "Requests the listener answered itself before routing (400, 413, 414, 431, "
+	            "501), by status.",
+	            "listener", "status") < 0 ||
+	    metrics_render_counter(out, &metrics_http_drains, "idemhook_http_drains_total",
+	                           "Listener drains begun: reload (a new generation took over) "
+	                           "or stop.",
+	                           "listener", "kind") < 0 ||
+	    metrics_render_counter(
+	            out, &metrics_http_lingers, "idemhook_http_lingering_closes_total",
+	            "Refused connections kept open after the answer to read and drop the rest "
+	            "of their body, so the client reads the answer rather than a reset.",
+	            "listener", NULL) < 0) {
+		return -1;
 	}
 	return 0;
 }
@@ -625,7 +684,7 @@ static int metrics_render_memory(struct buf *out)
 	            "provider", "reason") < 0) {
 		return -1;
 	}
-	if (metrics_render_latency(out) < 0) {
+	if (metrics_render_latency(out) < 0 || metrics_render_http(out) < 0) {
 		return -1;
 	}
 	if (metrics_header(out, "idemhook_capture_failures_total", "counter",

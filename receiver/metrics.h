@@ -18,6 +18,14 @@ void metrics_mismatch(const char *provider);
 /* An event acknowledged but not applied to an order (the business handler
  * refused it: unknown_order, amount_mismatch, ...), by reason slug. */
 void metrics_unapplied(const char *provider, const char *reason);
+/* The HTTP listener named listener ("public", "admin"): a connection the
+ * sweeper closed (reason: head_timeout, body_min_rate, make_room, drain),
+ * a request answered before routing (status), a drain begun (kind: reload
+ * or stop), a refused connection kept open to drop its unread body. */
+void metrics_http_cut(const char *listener, const char *reason);
+void metrics_http_refused(const char *listener, int status);
+void metrics_http_drain(const char *listener, const char *kind);
+void metrics_http_linger(const char *listener);
 /* A capture file that could not be written. */
 void metrics_capture_failure(void);
 

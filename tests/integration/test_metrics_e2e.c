@@ -2,18 +2,23 @@
  * over real HTTP: the text parses strictly as Prometheus exposition format
  * 0.0.4 (also after rejects, a failed batch and a gc pass) and the counters
  * move as expected after a storm of duplicates. */
+#include <errno.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "buf.h"
 #include "harness.h"
 #include "integration/prom_text.h"
+#include "rawhttp.h"
 
 #define T_SECRET "whsec_metrics_test_secret"
 #define T_INI "[provider stripe]\ntype = stripe\nsecret = " T_SECRET "\n"
@@ -221,6 +226,10 @@ static const char *const t_families[][2] = {
         {"idemhook_request_duration_seconds", "histogram"},
         {"idemhook_capture_failures_total", "counter"},
         {"idemhook_events_unapplied_total", "counter"},
+        {"idemhook_http_connections_cut_total", "counter"},
+        {"idemhook_http_refused_total", "counter"},
+        {"idemhook_http_drains_total", "counter"},
+        {"idemhook_http_lingering_closes_total", "counter"},
         {"idemhook_build_info", "gauge"},
         {"process_start_time_seconds", "gauge"},
         {"idemhook_ready", "gauge"},
@@ -410,6 +419,122 @@ static void test_an_unapplied_event_rolled_back_is_not_counted_until_it_commits(
 	free(body);
 }
 
+/* Sends req on a connection of its own and returns the answer's status. */
+static int edge_status(unsigned port, const char *req, size_t len)
+{
+	struct rh_response r;
+	int status;
+
+	assert_int_equal(rh_exchange(port, req, len, 10000, &r), 1);
+	status = r.rr_status;
+	rh_response_finish(&r);
+	return status;
+}
+
+#define T_EDGE_ROOM 28 /* trickling heads: with a limit of 32, some are cut for room */
+
+/* Each thing the listener does before routing shows in /metrics: the
+ * sweeper's cuts by reason, the edge's refusals by status, the lingering
+ * close after a 413 with its body unread, and a reload's drain. */
+static void test_the_listener_counts_cuts_refusals_lingering_closes_and_drains(void **state)
+{
+	static struct prom_text p;
+	struct daemon d;
+	struct buf req;
+	int heads[T_EDGE_ROOM];
+	int body_fd;
+	int i;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, T_INI "[server]\nmax_connections = 32\nhead_timeout = 3s\n"
+	                                       "body_min_rate = 1000\n"),
+	                 0);
+	assert_int_equal(daemon_start(&d), 0);
+
+	/* the edge: one refusal of each status */
+	buf_init(&req, 0);
+	buf_puts(&req, "GET /hooks/stripe%00x HTTP/1.1\r\nHost: a\r\n\r\n");
+	assert_int_equal(edge_status(d.dm_port, req.buf_data, req.buf_len), 400);
+	buf_finish(&req);
+	buf_init(&req, 0);
+	buf_puts(&req, "POST /hooks/stripe HTTP/1.1\r\nHost: a\r\nContent-Length: 2000000\r\n\r\n");
+	buf_puts(&req, "{\"id\":\"evt_big\"");
+	assert_int_equal(edge_status(d.dm_port, req.buf_data, req.buf_len), 413);
+	buf_finish(&req);
+	buf_init(&req, 0);
+	buf_puts(&req, "GET /hooks/stripe?");
+	for (i = 0; i < 5000; i++) {
+		buf_puts(&req, "a");
+	}
+	buf_puts(&req, " HTTP/1.1\r\nHost: a\r\n\r\n");
+	assert_int_equal(edge_status(d.dm_port, req.buf_data, req.buf_len), 414);
+	buf_finish(&req);
+	buf_init(&req, 0);
+	buf_puts(&req, "GET /healthz HTTP/1.1\r\nHost: a\r\n");
+	for (i = 0; i < 120; i++) {
+		buf_printf(&req, "X-Field-%d: 1\r\n", i);
+	}
+	buf_puts(&req, "\r\n");
+	assert_int_equal(edge_status(d.dm_port, req.buf_data, req.buf_len), 431);
+	buf_finish(&req);
+	buf_init(&req, 0);
+	buf_puts(&req, "POST /hooks/stripe HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+	               "0\r\n\r\n");
+	assert_int_equal(edge_status(d.dm_port, req.buf_data, req.buf_len), 501);
+	buf_finish(&req);
+
+	/* the sweeper: a body under its floor, heads past their deadline,
+	 * and, at 32 connections with 4 kept free, heads cut to make room */
+	body_fd = rh_connect(NULL, d.dm_port);
+	assert_true(body_fd >= 0);
+	assert_int_equal(rh_send(body_fd, "POST /hooks/stripe HTTP/1.1\r\nHost: a\r\nContent-Length: "
+	                                  "100000\r\n\r\n{\"id\":",
+	                         72),
+	                 0);
+	for (i = 0; i < T_EDGE_ROOM; i++) {
+		heads[i] = rh_connect(i % 2 == 0 ? "127.0.0.2" : "127.0.0.3", d.dm_port);
+		assert_true(heads[i] >= 0);
+		assert_int_equal(rh_send(heads[i], "POST /hooks/stripe HTTP/1.1\r\n", 29), 0);
+	}
+	/* The body has a 5 s grace, then 1000 bytes/s; the heads 3 s. */
+	assert_int_equal(rh_wait_closed(body_fd, 15000), 1);
+	for (i = 0; i < T_EDGE_ROOM; i++) {
+		assert_int_equal(rh_wait_closed(heads[i], 10000), 1);
+		close(heads[i]);
+	}
+	close(body_fd);
+
+	/* a reload: the old generation drains */
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "SIGHUP: configuration", 10000), 0);
+
+	scrape(&d, &p);
+	assert_int_equal(prom_sum(&p, "idemhook_http_refused_total", "listener=\"public\",status=\"400\""), 1);
+	assert_int_equal(prom_sum(&p, "idemhook_http_refused_total", "listener=\"public\",status=\"413\""), 1);
+	assert_int_equal(prom_sum(&p, "idemhook_http_refused_total", "listener=\"public\",status=\"414\""), 1);
+	assert_int_equal(prom_sum(&p, "idemhook_http_refused_total", "listener=\"public\",status=\"431\""), 1);
+	assert_int_equal(prom_sum(&p, "idemhook_http_refused_total", "listener=\"public\",status=\"501\""), 1);
+	/* the 413 and the 501: both announced a body that was not read */
+	assert_int_equal(prom_sum(&p, "idemhook_http_lingering_closes_total", "listener=\"public\""), 2);
+	assert_int_equal(prom_sum(&p, "idemhook_http_connections_cut_total",
+	                          "listener=\"public\",reason=\"body_min_rate\""),
+	                 1);
+	assert_true(prom_sum(&p, "idemhook_http_connections_cut_total",
+	                     "listener=\"public\",reason=\"make_room\"") >= 1);
+	assert_true(prom_sum(&p, "idemhook_http_connections_cut_total",
+	                     "listener=\"public\",reason=\"head_timeout\"") >= 1);
+	assert_int_equal(prom_sum(&p, "idemhook_http_connections_cut_total",
+	                          "listener=\"public\",reason=\"make_room\"") +
+	                         prom_sum(&p, "idemhook_http_connections_cut_total",
+	                                  "listener=\"public\",reason=\"head_timeout\""),
+	                 T_EDGE_ROOM);
+	assert_int_equal(prom_sum(&p, "idemhook_http_drains_total",
+	                          "listener=\"public\",kind=\"reload\""),
+	                 1);
+	assert_int_equal(daemon_term(&d, 60), 0);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -424,6 +549,8 @@ int main(void)
 	        cmocka_unit_test(test_an_event_acknowledged_but_not_applied_counts_once_by_reason),
 	        cmocka_unit_test(
 	                test_an_unapplied_event_rolled_back_is_not_counted_until_it_commits),
+	        cmocka_unit_test(
+	                test_the_listener_counts_cuts_refusals_lingering_closes_and_drains),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
