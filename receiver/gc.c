@@ -1,5 +1,5 @@
-/* gc.c: cleanup of expired idempotency records, events, finished outbox rows
- * and old capture files, in small batches with pauses. */
+/* gc.c: cleanup of expired idempotency records, events, applied parked
+ * events, finished outbox rows and old capture files, in small batches with pauses. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -67,6 +67,7 @@ struct gc_target {
 	const char *gt_table;
 	const char *gt_time_col;
 	int gt_per_scope;        /* cutoff by scope (CASE scope ...), else one cutoff */
+	const char *gt_scope_col; /* the scope's column when not "scope" */
 	int64_t gt_retention_ms; /* one cutoff for every row when > 0 */
 	const char *gt_extra; /* more conditions ("AND ..."), no placeholders but gt_extra_param */
 	int gt_has_extra_param;
@@ -251,7 +252,8 @@ static int gc_condition(const struct gc_plan *p, const struct gc_target *t, int6
 	params[(*n)++] = store_int(last);
 	params[(*n)++] = store_null(); /* max cutoff, filled below */
 	if (t->gt_per_scope && t->gt_retention_ms == 0 && p->gp_n_scopes > 0) {
-		if (buf_printf(sql, " AND %s < CASE scope", t->gt_time_col) < 0) {
+		if (buf_printf(sql, " AND %s < CASE %s", t->gt_time_col,
+		               t->gt_scope_col != NULL ? t->gt_scope_col : "scope") < 0) {
 			return -1;
 		}
 		for (i = 0; i < p->gp_n_scopes; i++) {
@@ -503,6 +505,17 @@ static int gc_run_plan(struct store *st, const struct gc_plan *p, int64_t now_ms
 	                "comp_state = 'done'))"
 	                " AND NOT EXISTS (SELECT 1 FROM outbox AS c WHERE c.parent_id = outbox.id)",
 	};
+	/* Parked refunds, disputes and reversals once applied (applied_at set),
+	 * as long as the events they came with. One still waiting for its
+	 * payment stays: it is money the provider moved, and deleting it would
+	 * leave the order wrong when the payment arrives. */
+	struct gc_target parked = {
+	        .gt_table = "order_parked",
+	        .gt_time_col = "applied_at",
+	        .gt_per_scope = 1,
+	        .gt_scope_col = "provider",
+	        .gt_retention_ms = p->gp_events_retention_ms,
+	};
 	struct gc_has h;
 
 	if (gc_target_run(st, p, &records, now_ms, dry_run, w, &rep->gr_records, &rep->gr_batches) <
@@ -513,6 +526,13 @@ static int gc_run_plan(struct store *st, const struct gc_plan *p, int64_t now_ms
 		return 0;
 	}
 	if (gc_target_run(st, p, &events, now_ms, dry_run, w, &rep->gr_events, &rep->gr_batches) <
+	    0) {
+		return -1;
+	}
+	if (gc_stopping(w)) {
+		return 0;
+	}
+	if (gc_target_run(st, p, &parked, now_ms, dry_run, w, &rep->gr_parked, &rep->gr_batches) <
 	    0) {
 		return -1;
 	}
@@ -629,13 +649,15 @@ fail:
 
 static void gc_log_report(const struct gc_report *r, int64_t ms)
 {
-	if (r->gr_records + r->gr_events + r->gr_outbox + r->gr_captures == 0) {
+	if (r->gr_records + r->gr_events + r->gr_parked + r->gr_outbox + r->gr_captures == 0) {
 		log_debug("gc: nothing expired");
 		return;
 	}
 	log_info("gc: deleted %" PRId64 " records, %" PRId64 " events, %" PRId64
-	         " outbox rows, %" PRId64 " capture files in %" PRId64 " batches (%" PRId64 " ms)",
-	         r->gr_records, r->gr_events, r->gr_outbox, r->gr_captures, r->gr_batches, ms);
+	         " parked events applied, %" PRId64 " outbox rows, %" PRId64
+	         " capture files in %" PRId64 " batches (%" PRId64 " ms)",
+	         r->gr_records, r->gr_events, r->gr_parked, r->gr_outbox, r->gr_captures,
+	         r->gr_batches, ms);
 }
 
 /* The worker's pass: the plan is copied under a short config reference, the
@@ -682,6 +704,7 @@ static void gc_worker_pass(struct gc_worker *w)
 	pass.mg_records = rep.gr_records;
 	pass.mg_events = rep.gr_events;
 	pass.mg_outbox = rep.gr_outbox;
+	pass.mg_parked = rep.gr_parked;
 	pass.mg_captures = rep.gr_captures;
 	pass.mg_reclaimed_bytes =
 	        rep.gr_file_before > rep.gr_file_after ? rep.gr_file_before - rep.gr_file_after : 0;

@@ -13,6 +13,7 @@ struct store;
 struct gc_report {
 	int64_t gr_records; /* idempotency records deleted (or that would be) */
 	int64_t gr_events;
+	int64_t gr_parked; /* parked events applied long enough ago (order_parked) */
 	int64_t gr_outbox;
 	int64_t gr_captures;
 	int64_t gr_batches;

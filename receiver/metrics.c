@@ -35,8 +35,9 @@ static const char *const metrics_gc_le_text[] = {"0.1", "0.5", "1", "5", "10", "
 #define METRICS_GC_LE_N (sizeof(metrics_gc_le) / sizeof(metrics_gc_le[0]))
 
 /* What a cleanup pass deletes, in the order of metrics_gc.mgc_deleted. */
-static const char *const metrics_gc_kinds[] = {"records", "events", "outbox", "captures"};
-#define METRICS_GC_KINDS 4
+static const char *const metrics_gc_kinds[] = {"records", "events", "outbox", "captures",
+                                               "parked"};
+#define METRICS_GC_KINDS 5
 
 /* Upper bounds of store_stats.ss_batch_hist buckets (the last is +Inf). */
 static const char *const metrics_batch_le_text[] = {"1", "3", "7", "15", "31", "63", "127", "+Inf"};
@@ -317,6 +318,7 @@ void metrics_gc_pass(const struct metrics_gc_pass *pass)
 	metrics_gc.mgc_deleted[1] += metrics_nonneg(pass->mg_events);
 	metrics_gc.mgc_deleted[2] += metrics_nonneg(pass->mg_outbox);
 	metrics_gc.mgc_deleted[3] += metrics_nonneg(pass->mg_captures);
+	metrics_gc.mgc_deleted[4] += metrics_nonneg(pass->mg_parked);
 	metrics_gc.mgc_reclaimed += metrics_nonneg(pass->mg_reclaimed_bytes);
 	metrics_gc.mgc_count++;
 	metrics_gc.mgc_sum += seconds;

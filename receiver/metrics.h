@@ -45,6 +45,7 @@ struct metrics_gc_pass {
 	int64_t mg_events;
 	int64_t mg_outbox;
 	int64_t mg_captures;
+	int64_t mg_parked; /* applied parked events (order_parked rows) */
 	int64_t mg_reclaimed_bytes; /* file bytes given back to the file system */
 };
 void metrics_gc_pass(const struct metrics_gc_pass *pass);

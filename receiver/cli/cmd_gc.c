@@ -81,11 +81,12 @@ static int cmd_gc_run(int argc, char **argv, const char *config_path)
 	printf("%s\n"
 	       "idempotency records  %12" PRId64 "\n"
 	       "events               %12" PRId64 "\n"
+	       "parked, applied      %12" PRId64 "\n"
 	       "outbox rows          %12" PRId64 "\n"
 	       "capture files        %12" PRId64 "\n"
 	       "batches              %12" PRId64 "\n",
 	       dry_run ? "would delete (dry run):" : "deleted:", rep.gr_records, rep.gr_events,
-	       rep.gr_outbox, rep.gr_captures, rep.gr_batches);
+	       rep.gr_parked, rep.gr_outbox, rep.gr_captures, rep.gr_batches);
 	if (rep.gr_file_before > 0) {
 		printf("database files       %12" PRId64 " bytes before, %" PRId64 " after\n",
 		       rep.gr_file_before, rep.gr_file_after);

@@ -241,6 +241,74 @@ static void test_finished_outbox_rows_go_after_their_retention_and_open_ones_sta
 	t_direct_close(&t);
 }
 
+struct t_parked {
+	const char *tp_provider;
+	const char *tp_key;
+	int64_t tp_created;
+	int64_t tp_applied; /* 0: still waiting for its payment */
+};
+
+static int t_insert_parked(struct store_tx *tx, void *arg)
+{
+	const struct t_parked *r = arg;
+	struct store_value p[4] = {
+	        store_text(r->tp_provider),
+	        store_text(r->tp_key),
+	        store_int(r->tp_created),
+	        r->tp_applied != 0 ? store_int(r->tp_applied) : store_null(),
+	};
+
+	return store_exec(tx,
+	                  "INSERT INTO order_parked (provider, ref, idem_key, kind, refund_ref, amount,"
+	                  " currency, created_at, applied_at)"
+	                  " VALUES (?1, 'pi_parked', ?2, 'refund', 're_' || ?2, 500, 'USD', ?3, ?4)",
+	                  p, 4, NULL);
+}
+
+static void t_parked(struct t_direct *t, const char *provider, const char *key,
+                     int64_t created_age_ms, int64_t applied_age_ms)
+{
+	struct t_parked r = {provider, key, t->td_now - created_age_ms,
+	                     applied_age_ms >= 0 ? t->td_now - applied_age_ms : 0};
+
+	assert_int_equal(store_write(t->td_st, t->td_now, t_insert_parked, &r), 0);
+}
+
+/* A parked refund applied longer ago than its provider's retention goes;
+ * one applied more recently stays, and one still waiting for its payment
+ * stays however old it is. */
+static void test_applied_parked_events_go_after_their_retention_and_waiting_ones_stay(
+        void **state)
+{
+	struct t_direct t;
+	struct gc_report rep;
+
+	(void)state;
+	assert_int_equal(t_direct_open(&t, NULL), 0);
+	/* stripe: 4 d; legacy: [store] 7 d */
+	t_parked(&t, "stripe", "p_out", 10 * T_DAY_MS, 4 * T_DAY_MS + T_SEC_MS);
+	t_parked(&t, "stripe", "p_in", 10 * T_DAY_MS, 4 * T_DAY_MS - T_SEC_MS);
+	t_parked(&t, "stripe", "p_waiting", 90 * T_DAY_MS, -1);
+	t_parked(&t, "legacy", "l_5d", 10 * T_DAY_MS, 5 * T_DAY_MS);
+	t_parked(&t, "legacy", "l_out", 10 * T_DAY_MS, 7 * T_DAY_MS + T_SEC_MS);
+	t_parked(&t, "legacy", "l_waiting", 90 * T_DAY_MS, -1);
+
+	assert_int_equal(gc_run(t.td_st, t.td_cf, t.td_now, 1, &rep), 0);
+	assert_int_equal(rep.gr_parked, 2);
+	assert_int_equal(t_count(&t, "SELECT count(*) FROM order_parked"), 6);
+
+	assert_int_equal(gc_run(t.td_st, t.td_cf, t.td_now, 0, &rep), 0);
+	assert_int_equal(rep.gr_parked, 2);
+	assert_int_equal(t_count(&t, "SELECT count(*) FROM order_parked WHERE idem_key IN"
+	                             " ('p_in', 'p_waiting', 'l_5d', 'l_waiting')"),
+	                 4);
+	assert_int_equal(t_count(&t, "SELECT count(*) FROM order_parked"), 4);
+
+	assert_int_equal(gc_run(t.td_st, t.td_cf, t.td_now, 0, &rep), 0);
+	assert_int_equal(rep.gr_parked, 0);
+	t_direct_close(&t);
+}
+
 /* ---- the daemon: 100,000 expired records while callbacks keep coming ---- */
 
 struct t_bulk {
@@ -754,6 +822,8 @@ int main(void)
 	                test_finished_outbox_rows_go_after_their_retention_and_open_ones_stay),
 	        cmocka_unit_test(
 	                test_daemon_deletes_100000_expired_records_in_batches_while_callbacks_keep_getting_answers),
+	        cmocka_unit_test(
+	                test_applied_parked_events_go_after_their_retention_and_waiting_ones_stay),
 	        cmocka_unit_test(test_gc_interval_changed_by_sighup_takes_effect_at_once),
 	        cmocka_unit_test(test_a_pass_that_frees_much_gives_the_space_back_to_the_file_system),
 	        cmocka_unit_test(
