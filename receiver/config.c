@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <ini.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1243,6 +1244,8 @@ static int config_demo_sections(struct config *cf)
 	return 0;
 }
 
+static atomic_ullong config_serials; /* configs loaded so far: cf_serial */
+
 struct config *config_load(const char *path)
 {
 	struct config *cf = calloc(1, sizeof(*cf));
@@ -1270,6 +1273,7 @@ struct config *config_load(const char *path)
 	    config_parse_providers(cf) < 0) {
 		goto fail;
 	}
+	cf->cf_serial = atomic_fetch_add(&config_serials, 1) + 1;
 	return cf;
 fail:
 	config_destroy(cf);

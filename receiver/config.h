@@ -76,6 +76,11 @@ struct config {
 
 	struct provider_conf *cf_providers;
 	size_t cf_n_providers;
+
+	/* Set by config_load, from 1, never twice in a process (0: built by
+	 * hand): modules that keep what they parsed from a config tell two
+	 * configs apart by it, even one allocated where another was freed. */
+	uint64_t cf_serial;
 };
 
 /* Loads and validates path; NULL path gives the demo configuration. Returns

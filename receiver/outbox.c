@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -811,6 +812,15 @@ int outbox_queue_effect(struct store_tx *tx, const struct outbox_conf *oc, const
 	return 0;
 }
 
+/* [outbound] as outbox_on_effect queues from it, parsed once per loaded
+ * config (cf_serial) rather than once per callback. Only a parse that
+ * succeeded is kept: one that failed is tried (and logged) again, as
+ * before. The lock is held while the rows are queued, so the conf cannot be
+ * replaced under a caller. */
+static pthread_mutex_t outbox_effect_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t outbox_effect_serial; /* of the config outbox_effect_conf is from; 0: none */
+static struct outbox_conf outbox_effect_conf;
+
 int outbox_on_effect(struct store_tx *tx, const struct config *cf, const char *provider,
                      const char *order_id, const char *effect)
 {
@@ -821,12 +831,28 @@ int outbox_on_effect(struct store_tx *tx, const struct config *cf, const char *p
 	    config_section(cf, OUTBOX_SECTION) == NULL) {
 		return 0;
 	}
-	rc = outbox_conf_load(cf, 0, &oc);
-	if (rc < 0) {
-		return -1;
+	if (cf->cf_serial == 0) {
+		/* a config built by hand: nothing tells it apart, parse it now */
+		rc = outbox_conf_load(cf, 0, &oc);
+		if (rc < 0) {
+			return -1;
+		}
+		rc = outbox_queue_effect(tx, &oc, provider, order_id, effect);
+		outbox_conf_finish(&oc);
+		return rc;
 	}
-	rc = outbox_queue_effect(tx, &oc, provider, order_id, effect);
-	outbox_conf_finish(&oc);
+	pthread_mutex_lock(&outbox_effect_lock);
+	if (outbox_effect_serial != cf->cf_serial) {
+		if (outbox_conf_load(cf, 0, &oc) < 0) {
+			pthread_mutex_unlock(&outbox_effect_lock);
+			return -1;
+		}
+		outbox_conf_finish(&outbox_effect_conf);
+		outbox_effect_conf = oc; /* taken over: not finished here */
+		outbox_effect_serial = cf->cf_serial;
+	}
+	rc = outbox_queue_effect(tx, &outbox_effect_conf, provider, order_id, effect);
+	pthread_mutex_unlock(&outbox_effect_lock);
 	return rc;
 }
 

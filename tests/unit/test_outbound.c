@@ -1157,6 +1157,90 @@ static void test_config_rejects_unknown_keys_and_bad_values(void **state)
 	assert_int_equal(outbox_conf_load(&fx->fx_cf, 0, &oc), -1);
 }
 
+/* ---- outbox_on_effect follows the config it is given ---- */
+
+struct effect_job {
+	const struct config *ej_cf;
+	char ej_id[ORDERS_ID_LEN + 1];
+};
+
+static int effect_fn(struct store_tx *tx, void *arg)
+{
+	struct effect_job *ej = arg;
+
+	if (orders_create(tx, 1999, "usd", "cust_1", ej->ej_id) < 0) {
+		return -1;
+	}
+	return outbox_on_effect(tx, ej->ej_cf, "stripe", ej->ej_id, "paid");
+}
+
+/* Loads a config whose notify_url ends in path (a file in the fixture's
+ * directory). */
+static struct config *effect_conf(struct fixture *fx, const char *path)
+{
+	char file[256];
+	struct config *cf;
+	FILE *f;
+
+	snprintf(file, sizeof(file), "%s/outbound-%s.ini", fx->fx_dir, path + 1);
+	f = fopen(file, "w");
+	assert_non_null(f);
+	fprintf(f, "[store]\npath = %s\n\n[outbound]\nnotify_url = http://127.0.0.1:1%s\n",
+	        fx->fx_path, path);
+	assert_int_equal(fclose(f), 0);
+	cf = config_load(file);
+	assert_non_null(cf);
+	unlink(file);
+	return cf;
+}
+
+/* The URL of the row outbox_on_effect queues for a new order under cf. */
+static void effect_url(struct fixture *fx, const struct config *cf, char *out, size_t size)
+{
+	struct effect_job ej;
+
+	memset(&ej, 0, sizeof(ej));
+	ej.ej_cf = cf;
+	assert_int_equal(store_write(fx->fx_st, time(NULL) * 1000LL, effect_fn, &ej), 0);
+	db_text(fx, "SELECT url FROM outbox WHERE order_id = ?", ej.ej_id, out, size);
+}
+
+/* [outbound] is parsed once per loaded config, not per callback: each call
+ * still queues from the config it was given, configs alive together
+ * (requests that began before a reload) each get their own, and a config
+ * loaded where a freed one was (the same address) is not mistaken for it. */
+static void test_queued_calls_follow_each_config_across_reloads(void **state)
+{
+	struct fixture *fx = *state;
+	struct config *a = effect_conf(fx, "/a");
+	struct config *b = effect_conf(fx, "/b");
+	struct config *c;
+	char url[256];
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		effect_url(fx, a, url, sizeof(url));
+		assert_string_equal(url, "http://127.0.0.1:1/a");
+		effect_url(fx, b, url, sizeof(url));
+		assert_string_equal(url, "http://127.0.0.1:1/b");
+	}
+	effect_url(fx, a, url, sizeof(url));
+	config_destroy(a);
+	for (i = 0; i < 20; i++) {
+		c = effect_conf(fx, "/c");
+		effect_url(fx, c, url, sizeof(url));
+		assert_string_equal(url, "http://127.0.0.1:1/c");
+		config_destroy(c);
+		a = effect_conf(fx, "/a");
+		effect_url(fx, a, url, sizeof(url));
+		assert_string_equal(url, "http://127.0.0.1:1/a");
+		config_destroy(a);
+	}
+	effect_url(fx, b, url, sizeof(url));
+	assert_string_equal(url, "http://127.0.0.1:1/b");
+	config_destroy(b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1221,6 +1305,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(test_operator_transitions_check_the_rows_status,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_operator_compensation_resolves_a_flagged_order,
+	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(test_queued_calls_follow_each_config_across_reloads,
 	                                        setup, teardown),
 	};
 
