@@ -438,6 +438,8 @@ static int edge_status(unsigned port, const char *req, size_t len)
  * close after a 413 with its body unread, and a reload's drain. */
 static void test_the_listener_counts_cuts_refusals_lingering_closes_and_drains(void **state)
 {
+	static const char slow_body[] =
+	        "POST /hooks/stripe HTTP/1.1\r\nHost: a\r\nContent-Length: 100000\r\n\r\n{\"id\":";
 	static struct prom_text p;
 	struct daemon d;
 	struct buf req;
@@ -487,10 +489,7 @@ static void test_the_listener_counts_cuts_refusals_lingering_closes_and_drains(v
 	 * and, at 32 connections with 4 kept free, heads cut to make room */
 	body_fd = rh_connect(NULL, d.dm_port);
 	assert_true(body_fd >= 0);
-	assert_int_equal(rh_send(body_fd, "POST /hooks/stripe HTTP/1.1\r\nHost: a\r\nContent-Length: "
-	                                  "100000\r\n\r\n{\"id\":",
-	                         72),
-	                 0);
+	assert_int_equal(rh_send(body_fd, slow_body, strlen(slow_body)), 0);
 	for (i = 0; i < T_EDGE_ROOM; i++) {
 		heads[i] = rh_connect(i % 2 == 0 ? "127.0.0.2" : "127.0.0.3", d.dm_port);
 		assert_true(heads[i] >= 0);
