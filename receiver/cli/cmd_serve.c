@@ -458,11 +458,13 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	}
 	__atomic_store_n(&app.app_health, health, __ATOMIC_RELEASE);
 	/* The port files last: whoever waits for them finds /readyz answered
-	 * by the health thread's first look, not "starting". */
-	if ((cf->cf_port_file != NULL &&
-	     serve_write_port_file(cf->cf_port_file, http_port(app.app_http)) < 0) ||
-	    (app.app_admin != NULL && config_get(cf, "admin", "port_file") != NULL &&
-	     serve_write_port_file(config_get(cf, "admin", "port_file"), http_port(app.app_admin)) < 0)) {
+	 * by the health thread's first look, not "starting". The admin port
+	 * first and the server's port after it, so whoever waits for the
+	 * server's file (as the test harness does) finds both. */
+	if ((app.app_admin != NULL && config_get(cf, "admin", "port_file") != NULL &&
+	     serve_write_port_file(config_get(cf, "admin", "port_file"), http_port(app.app_admin)) < 0) ||
+	    (cf->cf_port_file != NULL &&
+	     serve_write_port_file(cf->cf_port_file, http_port(app.app_http)) < 0)) {
 		rc = EX_CANTCREAT;
 		goto done;
 	}
