@@ -167,6 +167,12 @@ struct provider {
 /* The profile called name, or NULL. */
 const struct provider *provider_find(const char *name);
 
+/* Loads and validates the configuration at path (NULL: the built-in demo)
+ * with its [provider NAME] instances, each made by its profile: what the
+ * daemon and every command load. NULL on any error (logged, as
+ * config_load_with). */
+struct config *provider_config_load(const char *path);
+
 /* NULL-terminated, alphabetized. */
 extern const struct provider *const provider_table[];
 

@@ -28,6 +28,42 @@ const struct provider *const provider_table[] = {
 
 #define PROVIDER_ACK_MAX 1024 /* bytes in a JSON acknowledgement */
 
+static int provider_config_find(const char *type, struct config_profile *ret)
+{
+	const struct provider *p = provider_find(type);
+
+	if (p == NULL) {
+		return 0;
+	}
+	ret->cpf_name = p->p_name;
+	ret->cpf_keys = p->p_keys;
+	ret->cpf_capture = p->p_capture;
+	ret->cpf_retry_window_s = p->p_retry_window_s;
+	return 1;
+}
+
+static int provider_config_create(const char *type, struct provider_conf *pc)
+{
+	const struct provider *p = provider_find(type);
+
+	if (p == NULL) {
+		return -1;
+	}
+	pc->pc_provider = p;
+	pc->pc_state_destroy = p->p_destroy;
+	return p->p_create(pc, &pc->pc_state);
+}
+
+static const struct config_profiles provider_config_profiles = {
+	.cpr_find = provider_config_find,
+	.cpr_create = provider_config_create,
+};
+
+struct config *provider_config_load(const char *path)
+{
+	return config_load_with(path, &provider_config_profiles);
+}
+
 const struct provider *provider_find(const char *name)
 {
 	size_t i;

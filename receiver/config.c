@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "http.h"
 #include "log.h"
-#include "provider.h"
 #include "store.h"
 
 #define CONFIG_SECRET_MAX (64 * 1024) /* bytes in one secret or key file */
@@ -28,7 +28,8 @@
  * Adding a key: one line here, in its section's place, then
  * contrib/idemhook.example.ini and docs/configuration.md. "*_url" stands for
  * any key ending in "_url". [provider NAME] sections take the keys of
- * section "provider" below plus those their profile lists in its p_keys. */
+ * section "provider" below plus those their profile lists in its p_keys
+ * (through struct config_profiles: config knows no profile). */
 struct config_known_key {
 	const char *ck_section;
 	const char *ck_key;
@@ -688,10 +689,10 @@ static int config_kind_known(const char *kind)
 	return 0;
 }
 
-/* 1 when key belongs in a section of kind (with profile p's own keys for a
- * provider section); else 0 with hint (hint_size bytes) the closest known
- * key, or "" when none is close. */
-static int config_key_known(const char *kind, const struct provider *p, const char *key,
+/* 1 when key belongs in a section of kind (with a profile's own keys, NULL
+ * or NULL-terminated, for a provider section); else 0 with hint (hint_size
+ * bytes) the closest known key, or "" when none is close. */
+static int config_key_known(const char *kind, const char *const *profile_keys, const char *key,
 			    char *hint, size_t hint_size)
 {
 	size_t best_d = SIZE_MAX;
@@ -707,11 +708,11 @@ static int config_key_known(const char *kind, const struct provider *p, const ch
 		}
 		config_closer(key, config_known_keys[i].ck_key, hint, hint_size, &best_d);
 	}
-	for (i = 0; p != NULL && p->p_keys != NULL && p->p_keys[i] != NULL; i++) {
-		if (strcmp(p->p_keys[i], key) == 0) {
+	for (i = 0; profile_keys != NULL && profile_keys[i] != NULL; i++) {
+		if (strcmp(profile_keys[i], key) == 0) {
 			return 1;
 		}
-		config_closer(key, p->p_keys[i], hint, hint_size, &best_d);
+		config_closer(key, profile_keys[i], hint, hint_size, &best_d);
 	}
 	return 0;
 }
@@ -787,8 +788,9 @@ static void config_unknown_section(const struct config *cf, const struct config_
 /* Every section and key must be known (config_known_keys, the profiles'
  * p_keys): each one that is not is logged with its line and the closest
  * known name. A provider section of an unknown type is left to
- * config_parse_provider, which says so. Returns 0 or -1. */
-static int config_check_known(const struct config *cf)
+ * config_parse_provider, which says so; without profiles (cpr NULL)
+ * provider sections are not looked at. Returns 0 or -1. */
+static int config_check_known(const struct config *cf, const struct config_profiles *cpr)
 {
 	int rc = 0;
 	size_t i;
@@ -796,7 +798,7 @@ static int config_check_known(const struct config *cf)
 
 	for (i = 0; i < cf->cf_n_sections; i++) {
 		const struct config_section *cs = &cf->cf_sections[i];
-		const struct provider *p = NULL;
+		struct config_profile prof = {.cpf_keys = NULL};
 		const char *kind = cs->cs_name;
 
 		if (strncmp(cs->cs_name, CONFIG_PROVIDER_KIND " ", strlen(CONFIG_PROVIDER_KIND) + 1) == 0) {
@@ -807,8 +809,7 @@ static int config_check_known(const struct config *cf)
 				type = cs->cs_name + strlen(CONFIG_PROVIDER_KIND) + 1;
 				type += strspn(type, " ");
 			}
-			p = provider_find(type);
-			if (p == NULL) {
+			if (cpr == NULL || cpr->cpr_find(type, &prof) != 1) {
 				continue;
 			}
 		} else if (strcmp(kind, CONFIG_PROVIDER_KIND) == 0 || !config_kind_known(kind)) {
@@ -823,7 +824,7 @@ static int config_check_known(const struct config *cf)
 			char q[128];
 			char qs[128];
 
-			if (config_key_known(kind, p, key, hint, sizeof(hint))) {
+			if (config_key_known(kind, prof.cpf_keys, key, hint, sizeof(hint))) {
 				continue;
 			}
 			rc = -1;
@@ -1126,8 +1127,10 @@ int config_provider_allows(const struct provider_conf *pc, const char *client)
 	return 0;
 }
 
-static int config_parse_provider(struct config *cf, const struct config_section *cs, struct provider_conf *pc)
+static int config_parse_provider(struct config *cf, const struct config_profiles *cpr,
+				 const struct config_section *cs, struct provider_conf *pc)
 {
+	struct config_profile prof;
 	const char *name = cs->cs_name + strlen("provider ");
 	const char *type = config_section_get(cs, "type");
 	const char *p;
@@ -1157,8 +1160,7 @@ static int config_parse_provider(struct config *cf, const struct config_section 
 	if (type == NULL) {
 		type = name; /* [provider stripe] with no type = stripe */
 	}
-	pc->pc_provider = provider_find(type);
-	if (pc->pc_provider == NULL) {
+	if (cpr->cpr_find(type, &prof) != 1) {
 		log_err("config %s: [%s] type = \"%s\": unknown provider type", config_file_name(cf), cs->cs_name,
 			log_quote(q, sizeof(q), type));
 		return -1;
@@ -1172,32 +1174,32 @@ static int config_parse_provider(struct config *cf, const struct config_section 
 	 * whose authorisation and capture are separate events. */
 	p = config_section_get(cs, "capture");
 	if (p != NULL) {
-		if (strcmp(p, "manual") == 0 && pc->pc_provider->p_capture) {
+		if (strcmp(p, "manual") == 0 && prof.cpf_capture) {
 			pc->pc_capture_manual = 1;
 		} else if (strcmp(p, "automatic") != 0) {
 			return config_bad(cf, cs->cs_name, "capture", p,
-					  pc->pc_provider->p_capture ? "automatic or manual"
-								     : "automatic (this type captures with the payment)");
+					  prof.cpf_capture ? "automatic or manual"
+							   : "automatic (this type captures with the payment)");
 		}
 	}
 	if (config_parse_cidrs(cf, cs->cs_name, "allow_from", config_section_get(cs, "allow_from"),
 			       &pc->pc_allow_from) < 0) {
 		return -1;
 	}
-	if (pc->pc_provider->p_create(pc, &pc->pc_state) < 0) {
+	if (cpr->cpr_create(type, pc) < 0) {
 		log_err("config %s: [%s]: provider configuration refused", config_file_name(cf), cs->cs_name);
 		return -1;
 	}
-	if (pc->pc_retention_s < pc->pc_provider->p_retry_window_s) {
+	if (pc->pc_retention_s < prof.cpf_retry_window_s) {
 		log_warn("[%s]: retention %llds is shorter than %s's retry window of %llds: a late retry "
 			 "could be processed again",
-			 cs->cs_name, (long long)pc->pc_retention_s, pc->pc_provider->p_name,
-			 (long long)pc->pc_provider->p_retry_window_s);
+			 cs->cs_name, (long long)pc->pc_retention_s, prof.cpf_name,
+			 (long long)prof.cpf_retry_window_s);
 	}
 	return 0;
 }
 
-static int config_parse_providers(struct config *cf)
+static int config_parse_providers(struct config *cf, const struct config_profiles *cpr)
 {
 	size_t i;
 	size_t j;
@@ -1206,7 +1208,7 @@ static int config_parse_providers(struct config *cf)
 		const struct config_section *cs = &cf->cf_sections[i];
 		struct provider_conf *p;
 
-		if (strncmp(cs->cs_name, "provider ", 9) != 0) {
+		if (cpr == NULL || strncmp(cs->cs_name, "provider ", 9) != 0) {
 			continue;
 		}
 		p = realloc(cf->cf_providers, (cf->cf_n_providers + 1) * sizeof(*p));
@@ -1216,7 +1218,7 @@ static int config_parse_providers(struct config *cf)
 		cf->cf_providers = p;
 		memset(&p[cf->cf_n_providers], 0, sizeof(*p));
 		cf->cf_n_providers++;
-		if (config_parse_provider(cf, cs, &p[cf->cf_n_providers - 1]) < 0) {
+		if (config_parse_provider(cf, cpr, cs, &p[cf->cf_n_providers - 1]) < 0) {
 			return -1;
 		}
 		for (j = 0; j + 1 < cf->cf_n_providers; j++) {
@@ -1248,6 +1250,11 @@ static atomic_ullong config_serials; /* configs loaded so far: cf_serial */
 
 struct config *config_load(const char *path)
 {
+	return config_load_with(path, NULL);
+}
+
+struct config *config_load_with(const char *path, const struct config_profiles *cpr)
+{
 	struct config *cf = calloc(1, sizeof(*cf));
 
 	if (cf == NULL) {
@@ -1266,11 +1273,11 @@ struct config *config_load(const char *path)
 			goto fail;
 		}
 	}
-	if (config_check_known(cf) < 0) {
+	if (config_check_known(cf, cpr) < 0) {
 		goto fail;
 	}
 	if (config_get_bool(cf, "demo", "enabled", 0, &cf->cf_demo) < 0 || config_parse_core(cf) < 0 ||
-	    config_parse_providers(cf) < 0) {
+	    config_parse_providers(cf, cpr) < 0) {
 		goto fail;
 	}
 	cf->cf_serial = atomic_fetch_add(&config_serials, 1) + 1;
@@ -1291,8 +1298,8 @@ void config_destroy(struct config *cf)
 	for (i = 0; i < cf->cf_n_providers; i++) {
 		struct provider_conf *pc = &cf->cf_providers[i];
 
-		if (pc->pc_state != NULL && pc->pc_provider != NULL && pc->pc_provider->p_destroy != NULL) {
-			pc->pc_provider->p_destroy(pc->pc_state);
+		if (pc->pc_state != NULL && pc->pc_state_destroy != NULL) {
+			pc->pc_state_destroy(pc->pc_state);
 		}
 		config_free_list(pc->pc_allow_from);
 		free(pc->pc_name);

@@ -1,7 +1,9 @@
 /* config.h: the INI configuration (inih), kept as sections of key/value pairs.
  *
  * config.c parses the core sections ([server], [store], [points], [demo]) and
- * the [provider NAME] sections into typed fields. Other modules read their
+ * the [provider NAME] sections into typed fields; what a provider profile
+ * makes of its section comes from the profile table above config, through
+ * struct config_profiles (provider_config_load in providers.c). Other modules read their
  * own sections ([admin], [capture], [outbound], [api], ...) through
  * config_get*() when they start, and report their own bad values. Which
  * sections and keys exist is one table in config.c (config_known_keys) plus
@@ -36,6 +38,7 @@ struct provider_conf {
 	int64_t pc_retention_s; /* idempotency retention; default [store] retention */
 	int pc_capture_manual; /* capture = manual: authorised is not paid (profiles with p_capture) */
 	void *pc_state; /* the profile's parsed secrets and keys (p_create) */
+	void (*pc_state_destroy)(void *state); /* frees pc_state (p_destroy), or NULL */
 	char **pc_allow_from; /* source CIDRs allowed to call (NULL-terminated), or NULL: any */
 };
 
@@ -83,8 +86,34 @@ struct config {
 	uint64_t cf_serial;
 };
 
-/* Loads and validates path; NULL path gives the demo configuration. Returns
- * NULL on any error (each logged with file, line and key). */
+/* What config needs to know about the provider profile a [provider NAME]
+ * section names (type = ...). */
+struct config_profile {
+	const char *cpf_name;           /* the profile's name (static) */
+	const char *const *cpf_keys;    /* its own keys in the section, NULL-terminated, or NULL */
+	int cpf_capture;                /* 1: authorisation and capture are separate events */
+	int64_t cpf_retry_window_s;     /* how long the provider keeps retrying */
+};
+
+/* The provider profiles, handed to config_load_with by the table that
+ * knows them (providers.c), so that config includes no provider. */
+struct config_profiles {
+	/* 1 with ret filled when a profile is called type, else 0. */
+	int (*cpr_find)(const char *type, struct config_profile *ret);
+	/* Makes pc, its common keys read, an instance of profile type: sets
+	 * pc_provider, pc_state and pc_state_destroy from the section. Returns
+	 * 0, or -1 with the problem logged (naming the key, never a secret). */
+	int (*cpr_create)(const char *type, struct provider_conf *pc);
+};
+
+/* Loads and validates path with its provider instances (cpr: the profiles;
+ * NULL reads no [provider NAME] section and checks none of their keys);
+ * NULL path gives the demo configuration. Returns NULL on any error (each
+ * logged with file, line and key). The daemon and the commands load through
+ * provider_config_load (provider.h), which passes the profiles. */
+struct config *config_load_with(const char *path, const struct config_profiles *cpr);
+
+/* config_load_with(path, NULL): the core sections only. */
 struct config *config_load(const char *path);
 
 /* Frees the config and each provider's state. NULL is a no-op. */

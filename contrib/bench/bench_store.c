@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "provider.h"
 #include "harness.h"
 #include "http.h"
 #include "ingest.h"
@@ -143,7 +144,7 @@ int main(int argc, char **argv)
 	if (f == NULL || fputs(ini, f) < 0 || fclose(f) != 0) {
 		return 1;
 	}
-	cf = config_load(path);
+	cf = provider_config_load(path);
 	pc = cf != NULL ? config_provider(cf, "stripe") : NULL;
 	memset(&so, 0, sizeof(so));
 	so.so_path = db;

@@ -254,7 +254,7 @@ static int serve_reload_run(struct app *app, const struct serve_workers *sw, con
 		notify_ready("serving (demo)");
 		return 0;
 	}
-	cf = config_load(path);
+	cf = provider_config_load(path);
 	if (cf == NULL || gc_check_config(cf) < 0 || reconcile_conf_load(cf, &rc) < 0) {
 		config_destroy(cf);
 		log_err("SIGHUP: %s is not valid; keeping the running configuration", path);

@@ -8,6 +8,7 @@
 #include "build_config.h"
 #include "cli.h"
 #include "config.h"
+#include "provider.h"
 #include "log.h"
 #include "store.h"
 
@@ -105,7 +106,7 @@ int cli_load_config(const char *config_path, struct config **ret)
 			path = NULL;
 		}
 	}
-	cf = config_load(path);
+	cf = provider_config_load(path);
 	if (cf == NULL) {
 		return EX_CONFIG;
 	}

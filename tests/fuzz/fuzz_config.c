@@ -6,6 +6,7 @@
 
 #include "api.h"
 #include "config.h"
+#include "provider.h"
 #include "fuzz.h"
 #include "gc.h"
 #include "outbox.h"
@@ -33,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	FUZZ_CHECK(ftruncate(fuzz_fd, 0) == 0);
 	FUZZ_CHECK(size == 0 || pwrite(fuzz_fd, data, size, 0) == (ssize_t)size);
-	cf = config_load(fuzz_path);
+	cf = provider_config_load(fuzz_path);
 	if (cf == NULL) {
 		return 0;
 	}

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "provider.h"
 #include "gc.h"
 #include "log.h"
 #include "store.h"
@@ -71,7 +72,7 @@ static int t_direct_open(struct t_direct *t, const char *extra)
 	if (t_write(t->td_ini, ini) < 0) {
 		return -1;
 	}
-	t->td_cf = config_load(t->td_ini);
+	t->td_cf = provider_config_load(t->td_ini);
 	if (t->td_cf == NULL) {
 		return -1;
 	}

@@ -18,6 +18,7 @@
 #include "buf.h"
 #include "capture.h"
 #include "config.h"
+#include "provider.h"
 
 /* 2026-12-02T10:20:12.345Z */
 #define T_MS 1796206812345LL
@@ -332,7 +333,7 @@ static void spool_setup(struct spool *sp, const char *mode, const char *retentio
 	fprintf(f, "[store]\npath = %s/idemhook.db\n\n[capture]\nmode = %s\ndir = %s/spool\nretention = %s\n", dir,
 		mode, dir, retention);
 	fclose(f);
-	sp->sp_cf = config_load(sp->sp_ini);
+	sp->sp_cf = provider_config_load(sp->sp_ini);
 	assert_non_null(sp->sp_cf);
 }
 

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "provider.h"
 #include "store.h"
 
 static char tmpdir[64];
@@ -63,7 +64,7 @@ static void test_lists_split_on_spaces_tabs_and_commas(void **state)
 
 static void test_no_file_gives_the_demo_on_loopback_with_a_stripe_instance(void **state)
 {
-	struct config *cf = config_load(NULL);
+	struct config *cf = provider_config_load(NULL);
 
 	assert_non_null(cf);
 	assert_true(cf->cf_demo);
@@ -127,7 +128,7 @@ static void test_full_file_sets_core_keys_and_provider_instances(void **state)
 		 "[provider stripe-us]\ntype = stripe\nsecret = whsec_literal\nretention = 2d\n",
 		 tmpdir, secret_path);
 	path = write_file("full.ini", ini);
-	cf = config_load(path);
+	cf = provider_config_load(path);
 	assert_non_null(cf);
 	assert_false(cf->cf_demo);
 	assert_string_equal(cf->cf_listen_host, "::1");
@@ -161,14 +162,14 @@ static void test_server_connection_limits_have_defaults_and_refuse_zero_timeouts
 {
 	struct config *cf;
 
-	cf = config_load(write_file("l0.ini", "[server]\nlisten = 127.0.0.1:0\n"));
+	cf = provider_config_load(write_file("l0.ini", "[server]\nlisten = 127.0.0.1:0\n"));
 	assert_non_null(cf);
 	assert_int_equal(cf->cf_max_connections, 0); /* the file limit decides */
 	assert_int_equal(cf->cf_head_timeout_s, 10);
 	assert_int_equal(cf->cf_body_min_rate, 1024);
 	assert_int_equal(cf->cf_drain_timeout_s, 45);
 	config_destroy(cf);
-	cf = config_load(write_file("l1.ini", "[server]\nmax_connections = 5000\nhead_timeout = 5s\n"
+	cf = provider_config_load(write_file("l1.ini", "[server]\nmax_connections = 5000\nhead_timeout = 5s\n"
 					      "body_min_rate = 4k\ndrain_timeout = 2m\n"));
 	assert_non_null(cf);
 	assert_int_equal(cf->cf_max_connections, 5000);
@@ -176,38 +177,38 @@ static void test_server_connection_limits_have_defaults_and_refuse_zero_timeouts
 	assert_int_equal(cf->cf_body_min_rate, 4096);
 	assert_int_equal(cf->cf_drain_timeout_s, 120);
 	config_destroy(cf);
-	assert_null(config_load(write_file("l2.ini", "[server]\nhead_timeout = 0\n")));
-	assert_null(config_load(write_file("l3.ini", "[server]\ndrain_timeout = 0\n")));
-	assert_null(config_load(write_file("l4.ini", "[server]\nbody_min_rate = 0\n")));
-	assert_null(config_load(write_file("l5.ini", "[server]\nmax_connections = many\n")));
+	assert_null(provider_config_load(write_file("l2.ini", "[server]\nhead_timeout = 0\n")));
+	assert_null(provider_config_load(write_file("l3.ini", "[server]\ndrain_timeout = 0\n")));
+	assert_null(provider_config_load(write_file("l4.ini", "[server]\nbody_min_rate = 0\n")));
+	assert_null(provider_config_load(write_file("l5.ini", "[server]\nmax_connections = many\n")));
 }
 
 static void test_points_rate_accepts_fractions_and_refuses_floats_in_disguise(void **state)
 {
 	struct config *cf;
 
-	cf = config_load(write_file("r1.ini", "[points]\nrate = 1/3\n"));
+	cf = provider_config_load(write_file("r1.ini", "[points]\nrate = 1/3\n"));
 	assert_non_null(cf);
 	assert_int_equal(cf->cf_points_num, 1);
 	assert_int_equal(cf->cf_points_den, 3);
 	config_destroy(cf);
-	assert_null(config_load(write_file("r2.ini", "[points]\nrate = 1e-2\n")));
-	assert_null(config_load(write_file("r3.ini", "[points]\nrate = 1/0\n")));
-	assert_null(config_load(write_file("r4.ini", "[points]\nrate = 0.\n")));
+	assert_null(provider_config_load(write_file("r2.ini", "[points]\nrate = 1e-2\n")));
+	assert_null(provider_config_load(write_file("r3.ini", "[points]\nrate = 1/0\n")));
+	assert_null(provider_config_load(write_file("r4.ini", "[points]\nrate = 0.\n")));
 }
 
 static void test_bad_files_are_refused_whole(void **state)
 {
-	assert_null(config_load(write_file("b1.ini", "[provider x]\ntype = nosuchprovider\n")));
-	assert_null(config_load(write_file("b2.ini", "[server]\nlisten = localhost\n")));
-	assert_null(config_load(write_file("b3.ini", "[server]\nlisten = 127.0.0.1:70000\n")));
-	assert_null(config_load(write_file("b4.ini", "[store]\nsynchronous = sometimes\n")));
-	assert_null(config_load(write_file("b5.ini", "[provider a/b]\ntype = stripe\nsecret = whsec_x\n")));
-	assert_null(config_load(write_file("b6.ini", "this is not ini\n")));
-	assert_null(config_load(write_file("b7.ini", "[provider s]\ntype = stripe\nsecret = whsec_x\n"
+	assert_null(provider_config_load(write_file("b1.ini", "[provider x]\ntype = nosuchprovider\n")));
+	assert_null(provider_config_load(write_file("b2.ini", "[server]\nlisten = localhost\n")));
+	assert_null(provider_config_load(write_file("b3.ini", "[server]\nlisten = 127.0.0.1:70000\n")));
+	assert_null(provider_config_load(write_file("b4.ini", "[store]\nsynchronous = sometimes\n")));
+	assert_null(provider_config_load(write_file("b5.ini", "[provider a/b]\ntype = stripe\nsecret = whsec_x\n")));
+	assert_null(provider_config_load(write_file("b6.ini", "this is not ini\n")));
+	assert_null(provider_config_load(write_file("b7.ini", "[provider s]\ntype = stripe\nsecret = whsec_x\n"
 						     "allow_from = 10.0.0.0/99\n")));
-	assert_null(config_load(write_file("b8.ini", "[server]\ntrusted_proxies = 10.0.0.0/8 proxy.example\n")));
-	assert_null(config_load("/nonexistent/idemhook.ini"));
+	assert_null(provider_config_load(write_file("b8.ini", "[server]\ntrusted_proxies = 10.0.0.0/8 proxy.example\n")));
+	assert_null(provider_config_load("/nonexistent/idemhook.ini"));
 }
 
 static void test_capture_is_manual_only_where_authorisation_and_capture_are_separate(void **state)
@@ -218,23 +219,23 @@ static void test_capture_is_manual_only_where_authorisation_and_capture_are_sepa
 	struct config *cf;
 
 	snprintf(ini, sizeof(ini), "%scapture = manual\n", adyen);
-	cf = config_load(write_file("c1.ini", ini));
+	cf = provider_config_load(write_file("c1.ini", ini));
 	assert_non_null(cf);
 	assert_int_equal(config_provider(cf, "adyen")->pc_capture_manual, 1);
 	config_destroy(cf);
 	snprintf(ini, sizeof(ini), "%scapture = automatic\n", adyen);
-	cf = config_load(write_file("c2.ini", ini));
+	cf = provider_config_load(write_file("c2.ini", ini));
 	assert_non_null(cf);
 	assert_int_equal(config_provider(cf, "adyen")->pc_capture_manual, 0);
 	config_destroy(cf);
-	cf = config_load(write_file("c3.ini", adyen));
+	cf = provider_config_load(write_file("c3.ini", adyen));
 	assert_non_null(cf);
 	assert_int_equal(config_provider(cf, "adyen")->pc_capture_manual, 0);
 	config_destroy(cf);
 	snprintf(ini, sizeof(ini), "%scapture = later\n", adyen);
-	assert_null(config_load(write_file("c4.ini", ini)));
+	assert_null(provider_config_load(write_file("c4.ini", ini)));
 	/* Stripe's events say themselves whether funds were only authorised. */
-	assert_null(config_load(write_file("c5.ini", "[provider s]\ntype = stripe\nsecret = whsec_x\n"
+	assert_null(provider_config_load(write_file("c5.ini", "[provider s]\ntype = stripe\nsecret = whsec_x\n"
 	                                             "capture = manual\n")));
 }
 
@@ -269,7 +270,7 @@ static void test_secrets_come_from_files_credentials_and_environment(void **stat
 	assert_int_equal(config_read_secret("file:/dev/zero", &s, &len), -1);
 }
 
-/* config_load(path) with stderr caught: *ret_log gets what was logged. */
+/* provider_config_load(path) with stderr caught: *ret_log gets what was logged. */
 static struct config *load_logged(const char *path, char **ret_log)
 {
 	char log_path[128];
@@ -286,7 +287,7 @@ static struct config *load_logged(const char *path, char **ret_log)
 	assert_true(saved >= 0 && fd >= 0);
 	dup2(fd, 2);
 	close(fd);
-	cf = config_load(path);
+	cf = provider_config_load(path);
 	fflush(stderr);
 	dup2(saved, 2);
 	close(saved);
@@ -364,7 +365,7 @@ static void test_profile_keys_and_call_type_keys_are_known(void **state)
 				      "paid_types = invoice.paid\nrefund_cumulative = yes\n"
 				      "[outbound]\nnotify_url = http://127.0.0.1:9/\n"
 				      "notify_on = paid\nnotify_compensation = none\n");
-	struct config *cf = config_load(path);
+	struct config *cf = provider_config_load(path);
 
 	assert_non_null(cf);
 	config_destroy(cf);

@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "provider.h"
 #include "event.h"
 #include "log.h"
 #include "orders.h"
@@ -1188,7 +1189,7 @@ static struct config *effect_conf(struct fixture *fx, const char *path)
 	fprintf(f, "[store]\npath = %s\n\n[outbound]\nnotify_url = http://127.0.0.1:1%s\n",
 	        fx->fx_path, path);
 	assert_int_equal(fclose(f), 0);
-	cf = config_load(file);
+	cf = provider_config_load(file);
 	assert_non_null(cf);
 	unlink(file);
 	return cf;

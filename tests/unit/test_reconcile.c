@@ -836,7 +836,7 @@ static int conf_of(const char *ini, struct reconcile_conf *ret)
 	assert_true(fd >= 0);
 	assert_int_equal(write(fd, ini, strlen(ini)), (ssize_t)strlen(ini));
 	close(fd);
-	cf = config_load(path);
+	cf = provider_config_load(path);
 	unlink(path);
 	if (cf == NULL) {
 		return -2;
