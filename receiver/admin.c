@@ -4,6 +4,7 @@
 
 #include "admin.h"
 #include "buf.h"
+#include "env.h"
 #include "health.h"
 #include "metrics.h"
 
@@ -15,14 +16,14 @@ static void admin_text(struct reply *ret, int status, const char *text)
 	reply_set(ret, status, "text/plain; charset=utf-8", text, strlen(text));
 }
 
-static void admin_metrics(struct app *app, struct reply *ret)
+static void admin_metrics(const struct env *env, struct reply *ret)
 {
 	struct buf b;
 	size_t len;
 	char *body;
 
 	buf_init(&b, ADMIN_METRICS_MAX);
-	if (metrics_render(&b, app->app_store) < 0) {
+	if (metrics_render(&b, env->env_store) < 0) {
 		goto fail;
 	}
 	body = buf_take(&b, &len);
@@ -36,9 +37,9 @@ fail:
 }
 
 /* The health thread's last answer: never waits for the database. */
-static void admin_readyz(struct app *app, struct reply *ret)
+static void admin_readyz(const struct env *env, struct reply *ret)
 {
-	struct health *h = __atomic_load_n(&app->app_health, __ATOMIC_ACQUIRE);
+	struct health *h = env_health(env);
 	char reason[HEALTH_REASON_MAX];
 	char text[HEALTH_REASON_MAX + 16];
 
@@ -53,7 +54,7 @@ static void admin_readyz(struct app *app, struct reply *ret)
 
 void admin_route(void *arg, const struct http_request *req, struct reply *ret)
 {
-	struct app *app = arg;
+	const struct env *env = arg;
 	int get = strcmp(req->hr_method, "GET") == 0 || strcmp(req->hr_method, "HEAD") == 0;
 
 	if (strcmp(req->hr_path, "/healthz") != 0 && strcmp(req->hr_path, "/readyz") != 0 &&
@@ -70,8 +71,8 @@ void admin_route(void *arg, const struct http_request *req, struct reply *ret)
 		/* The process answers: nothing more (readiness is /readyz). */
 		admin_text(ret, 200, "ok\n");
 	} else if (strcmp(req->hr_path, "/readyz") == 0) {
-		admin_readyz(app, ret);
+		admin_readyz(env, ret);
 	} else {
-		admin_metrics(app, ret);
+		admin_metrics(env, ret);
 	}
 }

@@ -2,9 +2,11 @@
 #ifndef IDEMHOOK_ADMIN_H
 #define IDEMHOOK_ADMIN_H
 
-#include "app.h"
+#include "http.h"
+#include "reply.h"
 
-/* The admin listener's route function (arg = struct app *). */
+/* The admin listener's route function (arg = const struct env *: the
+ * store for /metrics, the health thread for /readyz). */
 void admin_route(void *arg, const struct http_request *req, struct reply *ret);
 
 #endif

@@ -12,6 +12,7 @@
 #include "api.h"
 #include "buf.h"
 #include "crypto.h"
+#include "env.h"
 #include "json.h"
 #include "log.h"
 #include "metrics.h"
@@ -617,7 +618,7 @@ int api_fingerprint(const void *json, size_t len, unsigned char ret[32])
 /* ---- small helpers ---- */
 
 void api_claim_account(const char *label, const char *client, const char *key,
-		       enum store_outcome outcome, int status, int64_t t0_ms)
+		       enum store_outcome outcome, int status, int64_t t0_ms, int64_t now_ms)
 {
 	static const char *const names[] = {
 		[STORE_NEW] = "new",
@@ -629,7 +630,7 @@ void api_claim_account(const char *label, const char *client, const char *key,
 	};
 	const char *name =
 		(size_t)outcome < sizeof(names) / sizeof(names[0]) ? names[outcome] : "transient";
-	int64_t elapsed = app_now_ms() - t0_ms;
+	int64_t elapsed = now_ms - t0_ms;
 	char qclient[API_CLIENT_MAX + 8];
 	char qkey[80];
 
@@ -749,13 +750,13 @@ static int api_order_load_tx(struct store_tx *tx, void *arg)
 	return rc;
 }
 
-int api_order_load(struct store *st, const char *id, struct api_order *ret)
+int api_order_load(struct store *st, int64_t now_ms, const char *id, struct api_order *ret)
 {
 	struct api_order o;
 	struct api_load al = {.al_id = id, .al_order = &o};
 	int rc;
 
-	rc = store_read(st, app_now_ms(), api_order_load_tx, &al);
+	rc = store_read(st, now_ms, api_order_load_tx, &al);
 	if (rc == 1) {
 		*ret = o;
 	}
@@ -1058,6 +1059,7 @@ struct api_post {
 	char ap_client[API_CLIENT_MAX + 1];
 	char ap_origin[API_ORIGIN_MAX + 1]; /* "" when no CORS headers are due */
 	int64_t ap_received_ms;
+	const struct env *ap_env;
 	struct http_deferred *ap_defer;
 };
 
@@ -1117,7 +1119,7 @@ static void api_post_finish(void *arg, const struct http_request *req, struct re
 		api_cors(ret, ap->ap_origin, 0);
 	}
 	api_claim_account("api:orders", ap->ap_client, ap->ap_key, c->sc_outcome,
-			  ret != &scratch ? ret->reply_status : 0, ap->ap_received_ms);
+			  ret != &scratch ? ret->reply_status : 0, ap->ap_received_ms, env_now_ms(ap->ap_env));
 	reply_finish(&scratch);
 	store_claim_finish(c);
 	free(ap);
@@ -1125,7 +1127,7 @@ static void api_post_finish(void *arg, const struct http_request *req, struct re
 
 /* Answers ret now, or defers the answer until the claim committed (then
  * returns 1: the answer carries its CORS headers for origin itself). */
-static int api_post_order(struct app *app, const struct config *cf, const struct http_request *req,
+static int api_post_order(const struct env *env, const struct config *cf, const struct http_request *req,
 			  const char *client, size_t body_max, const char *origin, struct reply *ret)
 {
 	struct api_post *ap = NULL;
@@ -1186,14 +1188,15 @@ static int api_post_order(struct app *app, const struct config *cf, const struct
 	ap->ap_received_ms = req->hr_received_ms;
 	ap->ap_claim.sc_scope = ap->ap_scope;
 	ap->ap_claim.sc_key = ap->ap_key;
-	ap->ap_claim.sc_now_ms = app_now_ms();
+	ap->ap_env = env;
+	ap->ap_claim.sc_now_ms = env_now_ms(env);
 	ap->ap_claim.sc_retention_ms = cf->cf_retention_s * 1000;
 	ap->ap_claim.sc_lease_ms = cf->cf_lease_s * 1000;
 	ap->ap_claim.sc_apply = api_create_apply;
 	ap->ap_claim.sc_arg = &ap->ap_create;
 	/* No server thread waits for the COMMIT: api_post_finish answers. */
 	ap->ap_defer = http_defer(req, api_post_finish, ap);
-	store_submit_async(app->app_store, &ap->ap_claim, 1, api_post_committed, ap);
+	store_submit_async(env->env_store, &ap->ap_claim, 1, api_post_committed, ap);
 	ap = NULL;
 	deferred = 1;
 done:
@@ -1205,7 +1208,7 @@ done:
 
 /* Another client's order is 404, not 403: an id says nothing about whether
  * it exists. */
-static void api_get_order(struct app *app, const char *id, const struct api_reader *reader,
+static void api_get_order(const struct env *env, const char *id, const struct api_reader *reader,
 			  struct reply *ret)
 {
 	struct api_order o;
@@ -1217,7 +1220,7 @@ static void api_get_order(struct app *app, const char *id, const struct api_read
 		api_problem(ret, 404, "not_found", "No such order", NULL);
 		return;
 	}
-	rc = store_read(app->app_store, app_now_ms(), api_order_load_tx, &al);
+	rc = store_read(env->env_store, env_now_ms(env), api_order_load_tx, &al);
 	if (rc < 0) {
 		api_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable", NULL);
 		api_retry_after(ret, 1);
@@ -1277,14 +1280,14 @@ static int api_list_tx(struct store_tx *tx, void *arg)
 				p, 3, api_list_row, arg);
 }
 
-static void api_list_orders(struct app *app, const struct api_reader *reader, struct reply *ret)
+static void api_list_orders(const struct env *env, const struct api_reader *reader, struct reply *ret)
 {
 	struct buf b;
 	struct api_list al = {.ali_reader = reader, .ali_buf = &b};
 
 	buf_init(&b, 0);
 	if (buf_puts(&b, "{\"orders\":[") < 0 ||
-	    store_read(app->app_store, app_now_ms(), api_list_tx, &al) < 0 ||
+	    store_read(env->env_store, env_now_ms(env), api_list_tx, &al) < 0 ||
 	    buf_puts(&b, "]}") < 0 || api_reply_json(ret, 200, &b) < 0) {
 		buf_finish(&b);
 		api_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable", NULL);
@@ -1364,7 +1367,7 @@ static void api_cors(struct reply *ret, const char *origin, int preflight)
 	}
 }
 
-int api_route(struct app *app, const struct config *cf, const struct http_request *req,
+int api_route(const struct env *env, const struct config *cf, const struct http_request *req,
 	      struct reply *ret)
 {
 	const char *path = req->hr_path;
@@ -1401,7 +1404,7 @@ int api_route(struct app *app, const struct config *cf, const struct http_reques
 	if (allowed) {
 		api_copy(origin_copy, sizeof(origin_copy), origin);
 	}
-	rate_ok = api_rate_take(api_set.as_rate, api_set.as_burst, req->hr_client, app_now_ms(),
+	rate_ok = api_rate_take(api_set.as_rate, api_set.as_burst, req->hr_client, env_now_ms(env),
 				&retry_after);
 	auth_on = api_set.as_n_tokens > 0;
 	if (ok && auth_on) {
@@ -1464,7 +1467,7 @@ int api_route(struct app *app, const struct config *cf, const struct http_reques
 	reader.ar_client = reads_all ? NULL : client;
 	reader.ar_ownerless = !auth_on;
 	if (is_list && strcmp(method, "POST") == 0) {
-		if (api_post_order(app, cf, req, client, body_max, allowed ? origin_copy : NULL, ret)) {
+		if (api_post_order(env, cf, req, client, body_max, allowed ? origin_copy : NULL, ret)) {
 			return 1; /* deferred; its answer brings its own CORS headers */
 		}
 	} else if (is_list && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
@@ -1475,10 +1478,10 @@ int api_route(struct app *app, const struct config *cf, const struct http_reques
 				    "GET /api/orders needs bearer-token auth ([api] token) or demo "
 				    "mode.");
 		} else {
-			api_list_orders(app, &reader, ret);
+			api_list_orders(env, &reader, ret);
 		}
 	} else if (id != NULL && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
-		api_get_order(app, id, &reader, ret);
+		api_get_order(env, id, &reader, ret);
 	} else {
 		api_problem(ret, 405, "method_not_allowed", "Method not allowed", NULL);
 		reply_add_header(ret, "Allow", is_list ? "GET, POST, OPTIONS" : "GET, OPTIONS");

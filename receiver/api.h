@@ -5,8 +5,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "app.h"
+#include "config.h"
+#include "env.h"
+#include "http.h"
 #include "orders.h"
+#include "reply.h"
 #include "store.h"
 
 #define API_KEY_MAX 255  /* Idempotency-Key length, characters */
@@ -14,7 +17,7 @@
 
 /* Handles /api/... requests (including CORS preflight). Returns 1 when the
  * path belongs to the API (ret filled), 0 otherwise. */
-int api_route(struct app *app, const struct config *cf, const struct http_request *req,
+int api_route(const struct env *env, const struct config *cf, const struct http_request *req,
 	      struct reply *ret);
 
 /* Decorates an answer the listener made itself before routing (413 over
@@ -72,9 +75,9 @@ struct api_order {
 /* 1 if id has the shape of an order id, else 0. */
 int api_order_id_valid(const char *id);
 
-/* Reads order id through a read connection: 1 with ret filled, 0 when there
- * is no such order, -1 on a store error. */
-int api_order_load(struct store *st, const char *id, struct api_order *ret);
+/* Reads order id through a read connection at now_ms: 1 with ret filled, 0
+ * when there is no such order, -1 on a store error. */
+int api_order_load(struct store *st, int64_t now_ms, const char *id, struct api_order *ret);
 
 /* Token bucket per client address ([api] rate, burst). 1 when the request
  * may go on; 0 when over the limit, with ret_retry_after_s set. */
@@ -82,9 +85,10 @@ int api_rate_allow(const struct config *cf, const char *client, int64_t now_ms,
 		   int64_t *ret_retry_after_s);
 
 /* Counts (metrics, label e.g. "api:orders") and logs one finished claim of
- * the order API or the checkout page; t0_ms is when the request began. */
+ * the order API or the checkout page; t0_ms is when the request began,
+ * now_ms when it ended. */
 void api_claim_account(const char *label, const char *client, const char *key,
-		       enum store_outcome outcome, int status, int64_t t0_ms);
+		       enum store_outcome outcome, int status, int64_t t0_ms, int64_t now_ms);
 
 /* "2026-12-02T10:20:12.345Z" for ms since the epoch (out: 32 bytes). */
 void api_format_time(int64_t ms, char out[32]);

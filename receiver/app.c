@@ -8,6 +8,7 @@
 #include "app.h"
 #include "capture.h"
 #include "checkout.h"
+#include "env.h"
 #include "ingest.h"
 #include "log.h"
 #include "metrics.h"
@@ -15,14 +16,6 @@
 #include "provider.h"
 
 #define APP_HOOKS_PREFIX "/hooks/"
-
-int64_t app_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Seconds on the monotonic clock, for latencies. */
 static double app_mono_s(void)
@@ -41,6 +34,29 @@ struct app_cfg_ref {
 	struct app_cfg_ref *acr_next;
 };
 
+/* The env hooks (arg = struct app *). */
+static struct config *app_env_acquire(void *arg)
+{
+	return app_config_acquire(arg);
+}
+
+static struct config *app_env_retain(void *arg, struct config *cf)
+{
+	return app_config_retain(arg, cf);
+}
+
+static void app_env_release(void *arg, struct config *cf)
+{
+	app_config_release(arg, cf);
+}
+
+static void app_env_outbox_kick(void *arg)
+{
+	struct app *app = arg;
+
+	outbound_kick(app->app_outbound);
+}
+
 int app_init(struct app *app, struct config *cf)
 {
 	memset(app, 0, sizeof(*app));
@@ -56,7 +72,13 @@ int app_init(struct app *app, struct config *cf)
 	}
 	app->app_cfgs->acr_cfg = cf;
 	app->app_cfgs->acr_refs = 1;
-	app->app_started_ms = app_now_ms();
+	app->app_env.env_clock = env_clock_ms;
+	app->app_env.env_cfg_acquire = app_env_acquire;
+	app->app_env.env_cfg_retain = app_env_retain;
+	app->app_env.env_cfg_release = app_env_release;
+	app->app_env.env_outbox_kick = app_env_outbox_kick;
+	app->app_env.env_cfg_arg = app;
+	app->app_started_ms = env_clock_ms();
 	return 0;
 }
 
@@ -261,7 +283,7 @@ static void app_hook(struct app *app, struct config *cf, const struct http_reque
 		rep.ir_reason = "source_not_allowed";
 		pc->pc_provider->p_error(pc, 403, "source_not_allowed", "This address may not call this endpoint.",
 					 ret);
-	} else if (ingest_prepare(app->app_store, cf, pc, req, NULL, &job, ret, &rep) < 0) {
+	} else if (ingest_prepare(app->app_env.env_store, cf, pc, req, NULL, &job, ret, &rep) < 0) {
 		reply_problem(ret, 503, "unavailable", "Temporarily unavailable", NULL);
 		reply_add_header(ret, "Retry-After", "1");
 		rep.ir_result = INGEST_TRANSIENT;
@@ -293,7 +315,7 @@ static void app_hook(struct app *app, struct config *cf, const struct http_reque
 	 * writer's completion resumes it, and a duplicate answered from a read
 	 * connection goes out at once. */
 	hj->hj_defer = http_defer(req, app_hook_finish, hj);
-	ingest_submit(app->app_store, job, app_hook_committed, hj);
+	ingest_submit(app->app_env.env_store, job, app_hook_committed, hj);
 }
 
 void app_route_public(void *arg, const struct http_request *req, struct reply *ret)
@@ -305,7 +327,7 @@ void app_route_public(void *arg, const struct http_request *req, struct reply *r
 		app_hook(app, cf, req, ret);
 	} else if (strcmp(req->hr_path, "/healthz") == 0) {
 		reply_set(ret, 200, "text/plain; charset=utf-8", "ok\n", 3);
-	} else if (api_route(app, cf, req, ret) || checkout_route(app, cf, req, ret)) {
+	} else if (api_route(&app->app_env, cf, req, ret) || checkout_route(&app->app_env, cf, req, ret)) {
 		/* answered */
 	} else {
 		reply_problem(ret, 404, "not_found", "Not found", NULL);

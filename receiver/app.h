@@ -7,25 +7,24 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "env.h"
 #include "http.h"
 #include "reply.h"
 
-struct store;
 struct capture;
-struct health;
 struct outbound;
 struct app_cfg_ref;
 
 struct app {
-	struct store *app_store;
+	/* What the modules the daemon runs are handed (env.h): the clock,
+	 * these configs, the store (env_store), the public listener
+	 * (env_http) and readiness (env_health, NULL until listening). Set up
+	 * by app_init; env_store, env_http and env_health by the caller. */
+	struct env app_env;
 	struct capture *app_capture; /* NULL when capture is off */
 	struct outbound *app_outbound; /* NULL when no outbound call is configured */
-	struct http_server *app_http;
 	struct http_server *app_admin;
 	int64_t app_started_ms;
-	/* Readiness and the watchdog (/readyz); set once listening, read with
-	 * an atomic load. NULL until then: not ready. */
-	struct health *app_health;
 	/* Every config still held, newest (the current one) first, each with
 	 * its count of holders; swapped on SIGHUP. A request holds its config
 	 * for as long as it lives, across a suspension and on whatever thread
@@ -58,8 +57,5 @@ void app_route_public(void *arg, const struct http_request *req, struct reply *r
 /* Decorates, for the public listener, the answers it makes before routing
  * (arg = struct app *): see api_refused. */
 void app_refused_public(void *arg, const struct http_request *req, struct reply *ret);
-
-/* The current time in ms since the epoch. */
-int64_t app_now_ms(void);
 
 #endif

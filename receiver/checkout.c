@@ -11,6 +11,7 @@
 #include "buf.h"
 #include "checkout.h"
 #include "crypto.h"
+#include "env.h"
 #include "httpc.h"
 #include "ingest.h"
 #include "log.h"
@@ -628,6 +629,7 @@ struct checkout_post_job {
 	struct checkout_create cp_create;
 	struct checkout_form cp_form;
 	char cp_key[API_KEY_MAX + 1];
+	const struct env *cp_env;
 	struct http_deferred *cp_defer;
 };
 
@@ -645,18 +647,19 @@ static void checkout_post_finish(void *arg, const struct http_request *req, stru
 {
 	struct checkout_post_job *cp = arg;
 	struct store_claim *c = &cp->cp_claim;
+	int64_t now_ms = env_now_ms(cp->cp_env);
 
 	if (req == NULL) {
 		if (c->sc_outcome == STORE_NEW) {
 			checkout_flash_put(cp->cp_create.cc_flash, cp->cp_create.cc_id, "Order created.",
-					   app_now_ms());
+					   now_ms);
 		}
-		api_claim_account("api:checkout", "gone", cp->cp_key, c->sc_outcome, 0, app_now_ms());
+		api_claim_account("api:checkout", "gone", cp->cp_key, c->sc_outcome, 0, now_ms, now_ms);
 		goto done;
 	}
 	switch (c->sc_outcome) {
 	case STORE_NEW:
-		checkout_flash_put(cp->cp_create.cc_flash, cp->cp_create.cc_id, "Order created.", app_now_ms());
+		checkout_flash_put(cp->cp_create.cc_flash, cp->cp_create.cc_id, "Order created.", now_ms);
 		if (reply_copy(ret, &c->sc_reply) < 0) {
 			checkout_internal(ret);
 		}
@@ -696,13 +699,13 @@ static void checkout_post_finish(void *arg, const struct http_request *req, stru
 	}
 	}
 	api_claim_account("api:checkout", req->hr_client, cp->cp_key, c->sc_outcome, ret->reply_status,
-			  req->hr_received_ms);
+			  req->hr_received_ms, now_ms);
 done:
 	store_claim_finish(c);
 	free(cp);
 }
 
-static void checkout_post(struct app *app, const struct config *cf, const struct http_request *req,
+static void checkout_post(const struct env *env, const struct config *cf, const struct http_request *req,
 			  struct reply *ret)
 {
 	const struct checkout_product *prod;
@@ -718,7 +721,7 @@ static void checkout_post(struct app *app, const struct config *cf, const struct
 	size_t canon_len = 0;
 
 	buf_init(&fp, 0);
-	if (api_rate_allow(cf, req->hr_client, app_now_ms(), &retry_after) == 0) {
+	if (api_rate_allow(cf, req->hr_client, env_now_ms(env), &retry_after) == 0) {
 		char v[24];
 
 		checkout_post_error(req, ret, 429, "rate_limited", "Too many requests",
@@ -778,14 +781,15 @@ static void checkout_post(struct app *app, const struct config *cf, const struct
 	cp->cp_create.cc_ref = f->cf_ref[0] != '\0' ? f->cf_ref : NULL;
 	c->sc_scope = CHECKOUT_SCOPE;
 	c->sc_key = cp->cp_key;
-	c->sc_now_ms = app_now_ms();
+	c->sc_now_ms = env_now_ms(env);
 	c->sc_retention_ms = cf->cf_retention_s * 1000;
 	c->sc_lease_ms = cf->cf_lease_s * 1000;
 	c->sc_apply = checkout_create_apply;
 	c->sc_arg = &cp->cp_create;
 	/* No server thread waits for the COMMIT: checkout_post_finish answers. */
+	cp->cp_env = env;
 	cp->cp_defer = http_defer(req, checkout_post_finish, cp);
-	store_submit_async(app->app_store, c, 1, checkout_post_committed, cp);
+	store_submit_async(env->env_store, c, 1, checkout_post_committed, cp);
 	cp = NULL;
 done:
 	free(cp);
@@ -839,7 +843,7 @@ static const struct provider_conf *checkout_stripe(const struct config *cf)
 	return NULL;
 }
 
-static void checkout_order_page(struct app *app, const struct config *cf,
+static void checkout_order_page(const struct env *env, const struct config *cf,
 				const struct http_request *req, const char *id, struct reply *ret)
 {
 	const struct provider_conf *stripe = cf->cf_demo ? checkout_stripe(cf) : NULL;
@@ -851,7 +855,7 @@ static void checkout_order_page(struct app *app, const struct config *cf,
 	int has_flash = 0;
 	int rc;
 
-	rc = api_order_id_valid(id) ? api_order_load(app->app_store, id, &o) : 0;
+	rc = api_order_id_valid(id) ? api_order_load(env->env_store, env_now_ms(env), id, &o) : 0;
 	if (rc < 0) {
 		reply_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable", NULL);
 		reply_add_header(ret, "Retry-After", "1");
@@ -881,7 +885,7 @@ static void checkout_order_page(struct app *app, const struct config *cf,
 	}
 	flash = http_query_get(req, "flash");
 	if (flash != NULL && strlen(flash) == CHECKOUT_FLASH_TOKEN_LEN) {
-		has_flash = checkout_flash_take(flash, o.ao_id, app_now_ms(), msg);
+		has_flash = checkout_flash_take(flash, o.ao_id, env_now_ms(env), msg);
 	}
 	snprintf(points, sizeof(points), "%lld", (long long)o.ao_points);
 	if (checkout_page_begin(&b, "Your order") < 0 ||
@@ -988,7 +992,7 @@ fail:
 /* The same delivery handed to ingest_hook in-process, as the HTTP route
  * would: for a listener with one thread, which cannot answer us while this
  * request holds it, and for a native TLS listener. */
-static int checkout_self_ingest(struct app *app, const struct config *cf,
+static int checkout_self_ingest(const struct env *env, const struct config *cf,
 				const struct provider_conf *pc, const char *path,
 				const char *signature, const char *body, size_t body_len,
 				int *ret_status, int *ret_replayed)
@@ -1016,8 +1020,8 @@ static int checkout_self_ingest(struct app *app, const struct config *cf,
 	req.hr_body_len = body_len;
 	req.hr_peer = "127.0.0.1";
 	req.hr_client = "127.0.0.1";
-	req.hr_received_ms = app_now_ms();
-	if (ingest_hook(app->app_store, cf, pc, &req, &opt, &rep, &report) < 0) {
+	req.hr_received_ms = env_now_ms(env);
+	if (ingest_hook(env->env_store, cf, pc, &req, &opt, &rep, &report) < 0) {
 		reply_finish(&rep);
 		return -1;
 	}
@@ -1038,7 +1042,7 @@ static const char *checkout_self_host(const char *listen)
 	return listen;
 }
 
-static void checkout_pay(struct app *app, const struct config *cf, const struct http_request *req,
+static void checkout_pay(const struct env *env, const struct config *cf, const struct http_request *req,
 			 const char *id, struct reply *ret)
 {
 	const struct provider_conf *pc = checkout_stripe(cf);
@@ -1056,6 +1060,7 @@ static void checkout_pay(struct app *app, const struct config *cf, const struct 
 	int replayed[2] = {0, 0};
 	int sent = 0;
 	int in_process;
+	struct http_server *srv;
 	unsigned port;
 	int rc;
 	int i;
@@ -1063,7 +1068,7 @@ static void checkout_pay(struct app *app, const struct config *cf, const struct 
 	buf_init(&body, 0);
 	httpc_headers_init(&sig);
 	buf_init(&msg, 0);
-	if (api_rate_allow(cf, req->hr_client, app_now_ms(), &retry_after) == 0) {
+	if (api_rate_allow(cf, req->hr_client, env_now_ms(env), &retry_after) == 0) {
 		reply_problem(ret, 429, "rate_limited", "Too many requests", NULL);
 		reply_add_header(ret, "Retry-After", "1");
 		goto done;
@@ -1074,7 +1079,7 @@ static void checkout_pay(struct app *app, const struct config *cf, const struct 
 			"Demo payments need a [provider NAME] section with type = stripe.", NULL);
 		goto done;
 	}
-	rc = api_order_id_valid(id) ? api_order_load(app->app_store, id, &o) : 0;
+	rc = api_order_id_valid(id) ? api_order_load(env->env_store, env_now_ms(env), id, &o) : 0;
 	if (rc <= 0) {
 		checkout_post_error(req, ret, rc < 0 ? 503 : 404, "not_found", "No such order",
 				    "There is no order with this id.", NULL);
@@ -1095,20 +1100,21 @@ static void checkout_pay(struct app *app, const struct config *cf, const struct 
 		       "\"object\":\"payment_intent\",\"amount\":%lld,\"amount_received\":%lld,"
 		       "\"currency\":\"%s\","
 		       "\"status\":\"succeeded\",\"metadata\":{\"order_id\":\"%s\"}}}}",
-		       o.ao_id, (long long)(app_now_ms() / 1000), o.ao_id, (long long)o.ao_amount,
+		       o.ao_id, (long long)(env_now_ms(env) / 1000), o.ao_id, (long long)o.ao_amount,
 		       (long long)o.ao_amount, cur, o.ao_id) < 0) {
 		goto internal;
 	}
 	snprintf(path, sizeof(path), "/hooks/%s", pc->pc_name);
 	/* In-process also behind native TLS: the certificate names the public
 	 * host, which a loopback connection cannot verify. */
-	in_process = cf->cf_threads <= 1 || app->app_http == NULL ||
+	srv = env_http(env);
+	in_process = cf->cf_threads <= 1 || srv == NULL ||
 		     config_get(cf, "server", "tls_cert") != NULL;
-	port = app->app_http != NULL ? http_port(app->app_http) : cf->cf_listen_port;
+	port = srv != NULL ? http_port(srv) : cf->cf_listen_port;
 	snprintf(evt, sizeof(evt), "evt_demo_%s", o.ao_id);
 	for (i = 0; i < 2; i++) {
 		httpc_headers_finish(&sig);
-		if (pc->pc_provider->p_sign(pc, body.buf_data, body.buf_len, app_now_ms() / 1000,
+		if (pc->pc_provider->p_sign(pc, body.buf_data, body.buf_len, env_now_ms(env) / 1000,
 					    evt, httpc_headers_add, &sig) < 0 ||
 		    sig.hch_n == 0 || sig.hch_overflow) {
 			goto internal;
@@ -1117,7 +1123,7 @@ static void checkout_pay(struct app *app, const struct config *cf, const struct 
 			const char *v = httpc_headers_get(&sig, "Stripe-Signature");
 
 			rc = v != NULL
-				     ? checkout_self_ingest(app, cf, pc, path, v, body.buf_data,
+				     ? checkout_self_ingest(env, cf, pc, path, v, body.buf_data,
 							    body.buf_len, &status[i], &replayed[i])
 				     : -1;
 		} else {
@@ -1152,7 +1158,7 @@ static void checkout_pay(struct app *app, const struct config *cf, const struct 
 	if (checkout_flash_token(token) < 0) {
 		goto internal;
 	}
-	checkout_flash_put(token, o.ao_id, msg.buf_data, app_now_ms());
+	checkout_flash_put(token, o.ao_id, msg.buf_data, env_now_ms(env));
 	snprintf(location, sizeof(location), "/orders/%s?flash=%s", o.ao_id, token);
 	if (reply_set(ret, 303, NULL, NULL, 0) < 0 ||
 	    reply_add_header(ret, "Location", location) < 0) {
@@ -1176,7 +1182,7 @@ static void checkout_method_not_allowed(struct reply *ret, const char *allow)
 	reply_add_header(ret, "Allow", allow);
 }
 
-int checkout_route(struct app *app, const struct config *cf, const struct http_request *req,
+int checkout_route(const struct env *env, const struct config *cf, const struct http_request *req,
 		   struct reply *ret)
 {
 	const char *path = req->hr_path;
@@ -1190,7 +1196,7 @@ int checkout_route(struct app *app, const struct config *cf, const struct http_r
 		if (get) {
 			checkout_get(ret);
 		} else if (strcmp(method, "POST") == 0) {
-			checkout_post(app, cf, req, ret);
+			checkout_post(env, cf, req, ret);
 		} else {
 			checkout_method_not_allowed(ret, "GET, POST");
 		}
@@ -1224,7 +1230,7 @@ int checkout_route(struct app *app, const struct config *cf, const struct http_r
 	rest += n;
 	if (rest[0] == '\0') {
 		if (get) {
-			checkout_order_page(app, cf, req, id, ret);
+			checkout_order_page(env, cf, req, id, ret);
 		} else {
 			checkout_method_not_allowed(ret, "GET");
 		}
@@ -1232,7 +1238,7 @@ int checkout_route(struct app *app, const struct config *cf, const struct http_r
 	}
 	if (strcmp(rest, "/pay") == 0 && cf->cf_demo) {
 		if (strcmp(method, "POST") == 0) {
-			checkout_pay(app, cf, req, id, ret);
+			checkout_pay(env, cf, req, id, ret);
 		} else {
 			checkout_method_not_allowed(ret, "POST");
 		}

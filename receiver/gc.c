@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "app.h"
+#include "env.h"
 #include "buf.h"
 #include "capture.h"
 #include "config.h"
@@ -49,7 +49,7 @@ struct gc_plan {
 };
 
 struct gc_worker {
-	struct app *gw_app;
+	const struct env *gw_env;
 	pthread_t gw_thread;
 	pthread_mutex_t gw_lock;
 	pthread_cond_t gw_cond; /* CLOCK_MONOTONIC */
@@ -664,41 +664,41 @@ static void gc_log_report(const struct gc_report *r, int64_t ms)
  * batches run without one. */
 static void gc_worker_pass(struct gc_worker *w)
 {
-	struct app *app = w->gw_app;
+	const struct env *env = w->gw_env;
 	struct metrics_gc_pass pass;
 	struct gc_report rep;
 	struct config *cf;
 	struct gc_plan p;
-	int64_t start = app_now_ms();
+	int64_t start = env_now_ms(env);
 	int64_t t0 = gc_monotonic_ms();
 	int rc;
 
 	memset(&rep, 0, sizeof(rep));
 	memset(&pass, 0, sizeof(pass));
-	cf = app_config_acquire(app);
+	cf = env_config_acquire(env);
 	rc = gc_plan_load(cf, &p);
-	app_config_release(app, cf);
+	env_config_release(env, cf);
 	if (rc < 0) {
 		pass.mg_ok = 0;
 		metrics_gc_pass(&pass);
 		return;
 	}
-	rc = gc_run_plan(app->app_store, &p, start, 0, w, &rep);
+	rc = gc_run_plan(env->env_store, &p, start, 0, w, &rep);
 	if (rc == 0 && !gc_stopping(w)) {
-		rc = gc_reclaim(app->app_store, p.gp_pause_ms, 0, w, &rep);
+		rc = gc_reclaim(env->env_store, p.gp_pause_ms, 0, w, &rep);
 	}
 	gc_plan_finish(&p);
 	if (rc < 0) {
 		log_warn("gc: pass stopped early; the next one goes on");
 	}
 	if (!gc_stopping(w)) {
-		cf = app_config_acquire(app);
+		cf = env_config_acquire(env);
 		if (capture_expire(cf, start, 0, &rep.gr_captures) < 0) {
 			rc = -1;
 		}
-		app_config_release(app, cf);
+		env_config_release(env, cf);
 	}
-	gc_log_report(&rep, app_now_ms() - start);
+	gc_log_report(&rep, env_now_ms(env) - start);
 	pass.mg_ok = rc == 0;
 	pass.mg_seconds = (double)(gc_monotonic_ms() - t0) / 1000.0;
 	pass.mg_records = rep.gr_records;
@@ -778,7 +778,7 @@ static void *gc_worker_main(void *arg)
 	return NULL;
 }
 
-struct gc_worker *gc_worker_start(struct app *app)
+struct gc_worker *gc_worker_start(const struct env *env)
 {
 	struct gc_worker *w = NULL;
 	pthread_condattr_t ca;
@@ -786,11 +786,11 @@ struct gc_worker *gc_worker_start(struct app *app)
 	int64_t interval = 0;
 	int rc;
 
-	cf = app_config_acquire(app);
+	cf = env_config_acquire(env);
 	/* Check every [gc] key now, so a typo shows at start. */
 	rc = gc_check_config(cf);
 	interval = gc_interval_of(cf);
-	app_config_release(app, cf);
+	env_config_release(env, cf);
 	if (rc < 0) {
 		return NULL;
 	}
@@ -799,7 +799,7 @@ struct gc_worker *gc_worker_start(struct app *app)
 		log_err("gc: out of memory");
 		return NULL;
 	}
-	w->gw_app = app;
+	w->gw_env = env;
 	w->gw_interval_s = interval;
 	pthread_mutex_init(&w->gw_lock, NULL);
 	pthread_condattr_init(&ca);
@@ -831,9 +831,9 @@ void gc_worker_reload(struct gc_worker *w)
 	if (w == NULL) {
 		return;
 	}
-	cf = app_config_acquire(w->gw_app);
+	cf = env_config_acquire(w->gw_env);
 	interval = gc_interval_of(cf);
-	app_config_release(w->gw_app, cf);
+	env_config_release(w->gw_env, cf);
 	pthread_mutex_lock(&w->gw_lock);
 	changed = interval != w->gw_interval_s;
 	w->gw_interval_s = interval;

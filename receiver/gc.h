@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-struct app;
+struct env;
 struct config;
 struct store;
 
@@ -44,7 +44,7 @@ struct gc_worker;
 
 /* Starts the periodic cleanup thread ([gc] interval; it idles while the
  * interval is 0). NULL on a bad [gc] section or failure (logged). */
-struct gc_worker *gc_worker_start(struct app *app);
+struct gc_worker *gc_worker_start(const struct env *env);
 /* Takes [gc] interval from the app's current config at once: from 0 passes
  * start, to 0 they stop (a pass in progress ends after its batch), and a new
  * interval counts from the last pass, so one already due runs now. NULL is

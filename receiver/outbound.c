@@ -8,7 +8,7 @@
 #include <strings.h>
 #include <time.h>
 
-#include "app.h"
+#include "env.h"
 #include "buf.h"
 #include "build_config.h"
 #include "crypto.h"
@@ -409,7 +409,7 @@ fail:
 	return NULL;
 }
 
-struct outbound *outbound_start(struct app *app, int *ret_err)
+struct outbound *outbound_start(const struct env *env, int *ret_err)
 {
 	struct outbox_conf oc;
 	struct orders_conf orc;
@@ -418,11 +418,11 @@ struct outbound *outbound_start(struct app *app, int *ret_err)
 	int rc;
 
 	*ret_err = 0;
-	cf = app_config_acquire(app);
+	cf = env_config_acquire(env);
 	rc = outbox_conf_load(cf, 1, &oc);
 	orc.oc_points_num = cf->cf_points_num;
 	orc.oc_points_den = cf->cf_points_den;
-	app_config_release(app, cf);
+	env_config_release(env, cf);
 	if (rc < 0) {
 		*ret_err = 1;
 		return NULL;
@@ -431,7 +431,7 @@ struct outbound *outbound_start(struct app *app, int *ret_err)
 		outbox_conf_finish(&oc);
 		return NULL;
 	}
-	ob = outbound_create(app->app_store, &oc, &orc, NULL);
+	ob = outbound_create(env->env_store, &oc, &orc, NULL);
 	if (ob == NULL) {
 		*ret_err = 1;
 	}

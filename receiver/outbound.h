@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-struct app;
+struct env;
 struct outbound;
 struct outbox_conf;
 struct orders_conf;
@@ -14,7 +14,7 @@ struct store;
 /* Starts the worker thread from the [outbound] section; NULL when nothing is
  * configured or on failure (logged; *ret_err set to 1 then). Rows left
  * 'delivering' by a previous run are released first. */
-struct outbound *outbound_start(struct app *app, int *ret_err);
+struct outbound *outbound_start(const struct env *env, int *ret_err);
 
 /* The worker's clock and randomness (backoff jitter); tests inject theirs. */
 struct outbound_clock {

@@ -10,7 +10,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "app.h"
+#include "env.h"
 #include "build_config.h"
 #include "buf.h"
 #include "config.h"
@@ -19,7 +19,6 @@
 #include "ingest.h"
 #include "log.h"
 #include "metrics.h"
-#include "outbound.h"
 #include "outbox.h"
 #include "reconcile.h"
 #include "store.h"
@@ -1082,7 +1081,7 @@ done:
 /* ---- the daemon's worker ---- */
 
 struct reconcile_worker {
-	struct app *rw_app;
+	const struct env *rw_env;
 	pthread_t rw_thread;
 	pthread_mutex_t rw_lock;
 	pthread_cond_t rw_cond;          /* CLOCK_MONOTONIC */
@@ -1136,7 +1135,7 @@ static int reconcile_worker_sleep(void *arg, int64_t ms)
 
 static void reconcile_worker_pass(struct reconcile_worker *w)
 {
-	struct app *app = w->rw_app;
+	const struct env *env = w->rw_env;
 	struct reconcile_options opt;
 	struct reconcile_report rep;
 	struct config *cf;
@@ -1148,16 +1147,16 @@ static void reconcile_worker_pass(struct reconcile_worker *w)
 	opt.ro_marks = &w->rw_marks;
 	/* The config is held for the run: its providers' keys are in it. A
 	 * reload swaps in a new one meanwhile; this run finishes on its own. */
-	cf = app_config_acquire(app);
-	if (reconcile_run(app->app_store, cf, &opt, &rep) == 0) {
-		if (rep.rr_applied > 0 && app->app_outbound != NULL) {
-			outbound_kick(app->app_outbound);
+	cf = env_config_acquire(env);
+	if (reconcile_run(env->env_store, cf, &opt, &rep) == 0) {
+		if (rep.rr_applied > 0) {
+			env_outbox_kick(env);
 		}
 		reconcile_report_finish(&rep);
 	} else {
 		metrics_reconcile_run(0);
 	}
-	app_config_release(app, cf);
+	env_config_release(env, cf);
 }
 
 static int64_t reconcile_interval_of(const struct config *cf)
@@ -1198,7 +1197,7 @@ static void *reconcile_worker_main(void *arg)
 	return NULL;
 }
 
-struct reconcile_worker *reconcile_worker_start(struct app *app)
+struct reconcile_worker *reconcile_worker_start(const struct env *env)
 {
 	struct reconcile_worker *w;
 	struct reconcile_conf conf;
@@ -1206,9 +1205,9 @@ struct reconcile_worker *reconcile_worker_start(struct app *app)
 	struct config *cf;
 	int rc;
 
-	cf = app_config_acquire(app);
+	cf = env_config_acquire(env);
 	rc = reconcile_conf_load(cf, &conf);
-	app_config_release(app, cf);
+	env_config_release(env, cf);
 	if (rc < 0) {
 		return NULL;
 	}
@@ -1217,7 +1216,7 @@ struct reconcile_worker *reconcile_worker_start(struct app *app)
 		log_err("reconcile: out of memory");
 		return NULL;
 	}
-	w->rw_app = app;
+	w->rw_env = env;
 	w->rw_interval_s = conf.rc_interval_s;
 	pthread_mutex_init(&w->rw_lock, NULL);
 	pthread_condattr_init(&ca);
@@ -1247,9 +1246,9 @@ void reconcile_worker_reload(struct reconcile_worker *w)
 	if (w == NULL) {
 		return;
 	}
-	cf = app_config_acquire(w->rw_app);
+	cf = env_config_acquire(w->rw_env);
 	interval = reconcile_interval_of(cf);
-	app_config_release(w->rw_app, cf);
+	env_config_release(w->rw_env, cf);
 	pthread_mutex_lock(&w->rw_lock);
 	changed = interval != w->rw_interval_s;
 	w->rw_interval_s = interval;

@@ -11,7 +11,7 @@
 
 #include "provider.h"
 
-struct app;
+struct env;
 struct buf;
 struct config;
 struct store;
@@ -133,7 +133,7 @@ struct reconcile_worker;
 /* Starts the periodic worker ([reconcile] interval; it idles while the
  * interval is 0, the default). NULL on a bad [reconcile] section or
  * failure (logged). */
-struct reconcile_worker *reconcile_worker_start(struct app *app);
+struct reconcile_worker *reconcile_worker_start(const struct env *env);
 /* Takes [reconcile] interval from the app's current config at once, as the
  * cleanup worker does (gc.h). NULL is a no-op. */
 void reconcile_worker_reload(struct reconcile_worker *w);

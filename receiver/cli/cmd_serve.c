@@ -220,7 +220,7 @@ static int serve_start_admin(struct app *app, const struct config *cf, struct he
 	ho.ho_drain_timeout_ms = SERVE_ADMIN_DRAIN_MS;
 	ho.ho_body_max = 4096;
 	ho.ho_name = "admin";
-	app->app_admin = http_create(&ho, admin_route, app);
+	app->app_admin = http_create(&ho, admin_route, &app->app_env);
 	if (app->app_admin == NULL) {
 		free(host);
 		return -1;
@@ -263,7 +263,7 @@ static int serve_reload_run(struct app *app, const struct serve_workers *sw, con
 	}
 	/* The listener first: a certificate that does not load refuses the
 	 * whole reload, so config and listener never disagree. */
-	if (serve_public_options(cf, &sl, &ho) < 0 || http_reload(app->app_http, &ho) < 0) {
+	if (serve_public_options(cf, &sl, &ho) < 0 || http_reload(app->app_env.env_http, &ho) < 0) {
 		serve_listener_finish(&sl);
 		config_destroy(cf);
 		log_err("SIGHUP: the listener could not take the new [server] settings; keeping the running "
@@ -287,7 +287,7 @@ static void serve_reload(struct app *app, const struct serve_workers *sw, const 
 	metrics_reload(serve_reload_run(app, sw, path));
 	/* READY=1 came with a STATUS= of its own: readiness says its own again
 	 * when it is not "serving". */
-	health_status_touched(__atomic_load_n(&app->app_health, __ATOMIC_ACQUIRE));
+	health_status_touched(__atomic_load_n(&app->app_env.env_health, __ATOMIC_ACQUIRE));
 }
 
 /* Connections are descriptors: the soft file limit goes up to the hard
@@ -414,29 +414,29 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	}
 	app_ok = 1;
 	metrics_set_start_time(app.app_started_ms);
-	app.app_store = st;
+	app.app_env.env_store = st;
 	app.app_capture = capture_create(cf, &capture_off);
 	if (app.app_capture == NULL && !capture_off) {
 		rc = EX_CONFIG;
 		goto done;
 	}
-	app.app_outbound = outbound_start(&app, &err);
+	app.app_outbound = outbound_start(&app.app_env, &err);
 	if (err) {
 		rc = EX_CONFIG;
 		goto done;
 	}
-	sw.sw_gc = gc_worker_start(&app);
+	sw.sw_gc = gc_worker_start(&app.app_env);
 	if (sw.sw_gc == NULL) {
 		rc = EX_CONFIG;
 		goto done;
 	}
-	sw.sw_reconcile = reconcile_worker_start(&app);
+	sw.sw_reconcile = reconcile_worker_start(&app.app_env);
 	if (sw.sw_reconcile == NULL) {
 		rc = EX_CONFIG;
 		goto done;
 	}
-	app.app_http = serve_start_public(&app, cf);
-	if (app.app_http == NULL) {
+	__atomic_store_n(&app.app_env.env_http, serve_start_public(&app, cf), __ATOMIC_RELEASE);
+	if (app.app_env.env_http == NULL) {
 		rc = EX_UNAVAILABLE;
 		goto done;
 	}
@@ -444,7 +444,7 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	hopt.ho_store = st;
 	hopt.ho_watchdog_ms = notify_watchdog_interval_ms();
 	health_listener_set(&hopt.ho_listeners[hopt.ho_n_listeners++], "public", cf->cf_listen_host,
-	                    app.app_http);
+	                    app.app_env.env_http);
 	rc = serve_start_admin(&app, cf, &hopt.ho_listeners[hopt.ho_n_listeners]);
 	if (rc < 0) {
 		rc = EX_UNAVAILABLE;
@@ -456,7 +456,7 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 		rc = EX_SOFTWARE;
 		goto done;
 	}
-	__atomic_store_n(&app.app_health, health, __ATOMIC_RELEASE);
+	__atomic_store_n(&app.app_env.env_health, health, __ATOMIC_RELEASE);
 	/* The port files last: whoever waits for them finds /readyz answered
 	 * by the health thread's first look, not "starting". The admin port
 	 * first and the server's port after it, so whoever waits for the
@@ -464,7 +464,7 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	if ((app.app_admin != NULL && config_get(cf, "admin", "port_file") != NULL &&
 	     serve_write_port_file(config_get(cf, "admin", "port_file"), http_port(app.app_admin)) < 0) ||
 	    (cf->cf_port_file != NULL &&
-	     serve_write_port_file(cf->cf_port_file, http_port(app.app_http)) < 0)) {
+	     serve_write_port_file(cf->cf_port_file, http_port(app.app_env.env_http)) < 0)) {
 		rc = EX_CANTCREAT;
 		goto done;
 	}
@@ -477,9 +477,9 @@ done:
 	/* Order matters: no new requests, then the ones in flight finish and
 	 * commit, then the workers let go, then the store drains and closes.
 	 * The health thread keeps the watchdog fed through the drain. */
-	http_destroy(app.app_http);
+	http_destroy(app.app_env.env_http);
 	http_destroy(app.app_admin);
-	__atomic_store_n(&app.app_health, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&app.app_env.env_health, NULL, __ATOMIC_RELEASE);
 	health_stop(health);
 	reconcile_worker_stop(sw.sw_reconcile);
 	outbound_stop(app.app_outbound, SERVE_OUTBOUND_GRACE_MS);

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "config.h"
 #include "crypto.h"
+#include "env.h"
 #include "httpc.h"
 #include "money.h"
 #include "orders.h"
@@ -274,7 +275,7 @@ static int simulate_order(const struct config *cf, const char *id, struct api_or
 	if (*ret_rc != EX_OK) {
 		return -1;
 	}
-	rc = api_order_load(st, id, ret);
+	rc = api_order_load(st, env_clock_ms(), id, ret);
 	store_destroy(st);
 	*ret_rc = EX_TEMPFAIL;
 	return rc;
