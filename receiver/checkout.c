@@ -10,6 +10,7 @@
 #include "api.h"
 #include "buf.h"
 #include "checkout.h"
+#include "checkout_assets.h"
 #include "crypto.h"
 #include "env.h"
 #include "httpc.h"
@@ -52,121 +53,6 @@ static const struct checkout_product checkout_products[] = {
 };
 
 #define CHECKOUT_N_PRODUCTS (sizeof(checkout_products) / sizeof(checkout_products[0]))
-
-static const char checkout_css[] =
-	":root{color-scheme:light dark;font-family:system-ui,sans-serif}"
-	"body{max-width:36rem;margin:2rem auto;padding:0 1rem;line-height:1.5}"
-	"label{display:block;margin:.75rem 0}"
-	"input,select,button{font:inherit;padding:.45rem;width:100%;box-sizing:border-box}"
-	"button{cursor:pointer;margin-top:1rem}button:disabled{opacity:.6;cursor:progress}"
-	".flash{background:#e6f6e6;color:#0b4a0b;border:1px solid "
-	"#8c8;padding:.6rem;border-radius:4px}"
-	".error{background:#fbe9e9;color:#6a0d0d;border:1px solid "
-	"#d99;padding:.6rem;border-radius:4px}"
-	"table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3rem;border-"
-	"bottom:1px solid #8884}"
-	".note{font-size:.9rem;opacity:.8}";
-
-/* The enhancement: fetch with the form's key, button disabled while busy,
- * retries on 409/429/5xx/network errors with backoff and the same key, a
- * fresh key after success. Without it the form posts normally (PRG). */
-static const char checkout_js[] =
-	"// checkout.js: progressive enhancement of the idemhook checkout form.\n"
-	"(function () {\n"
-	"  'use strict';\n"
-	"  var form = document.getElementById('checkout');\n"
-	"  if (!form || !window.fetch || !window.URLSearchParams) { return; }\n"
-	"  var button = form.querySelector('button[type=submit]');\n"
-	"  var statusEl = document.getElementById('status');\n"
-	"  var keyInput = form.elements.idempotency_key;\n"
-	"  var DONE = 'idemhook.checkout.done';\n"
-	"  var busy = false;\n"
-	"  var cameBack = false;\n"
-	"  var nav = performance.getEntriesByType ? performance.getEntriesByType('navigation')[0] "
-	": null;\n"
-	"  if (nav && nav.type === 'back_forward') { cameBack = true; }\n"
-	"  window.addEventListener('pageshow', function (e) {\n"
-	"    if (e.persisted) { cameBack = true; busy = false; button.disabled = false; say(''); "
-	"}\n"
-	"  });\n"
-	"  function say(t) { statusEl.textContent = t; }\n"
-	"  function sleep(ms) { return new Promise(function (r) { setTimeout(r, ms); }); }\n"
-	"  function newKey() {\n"
-	"    if (window.crypto && crypto.randomUUID) { return crypto.randomUUID(); }\n"
-	"    var b = new Uint8Array(16);\n"
-	"    crypto.getRandomValues(b);\n"
-	"    b[6] = (b[6] & 0x0f) | 0x40;\n"
-	"    b[8] = (b[8] & 0x3f) | 0x80;\n"
-	"    var h = Array.prototype.map.call(b, function (x) { return (x + "
-	"0x100).toString(16).slice(1); }).join('');\n"
-	"    return h.slice(0, 8) + '-' + h.slice(8, 12) + '-' + h.slice(12, 16) + '-' + "
-	"h.slice(16, 20) + '-' + h.slice(20);\n"
-	"  }\n"
-	"  // What the order is, without its key.\n"
-	"  function content() {\n"
-	"    var p = new URLSearchParams(new FormData(form));\n"
-	"    p.delete('idempotency_key');\n"
-	"    p.sort();\n"
-	"    return p.toString();\n"
-	"  }\n"
-	"  // Back + resubmit of an order that went through is that same order: reuse\n"
-	"  // the key it succeeded with. Anything else uses the form's current key.\n"
-	"  function keyFor(c) {\n"
-	"    try {\n"
-	"      var done = JSON.parse(sessionStorage.getItem(DONE) || 'null');\n"
-	"      if (cameBack && done && done.content === c) { return done.key; }\n"
-	"    } catch (e) { /* storage off: the form's key */ }\n"
-	"    return keyInput.value;\n"
-	"  }\n"
-	"  form.addEventListener('submit', async function (ev) {\n"
-	"    ev.preventDefault();\n"
-	"    if (busy) { return; }\n"
-	"    busy = true;\n"
-	"    button.disabled = true;\n"
-	"    var c = content();\n"
-	"    var key = keyFor(c);\n"
-	"    var body = new URLSearchParams(new FormData(form));\n"
-	"    body.set('idempotency_key', key);\n"
-	"    for (var attempt = 0; ; attempt++) {\n"
-	"      say(attempt === 0 ? 'Placing your order\\u2026' : 'Retrying (attempt ' + (attempt + "
-	"1) + ')\\u2026');\n"
-	"      var resp = null;\n"
-	"      try {\n"
-	"        resp = await fetch(form.action, {method: 'POST', body: body, credentials: "
-	"'same-origin',\n"
-	"          headers: {'Accept': 'application/json', 'Idempotency-Key': key}});\n"
-	"      } catch (e) { resp = null; }\n"
-	"      if (resp && resp.ok) {\n"
-	"        try { sessionStorage.setItem(DONE, JSON.stringify({key: key, content: c})); } "
-	"catch (e) { /* ignore */ }\n"
-	"        keyInput.value = newKey();\n"
-	"        say('Order placed.');\n"
-	"        location.assign(resp.url);\n"
-	"        return;\n"
-	"      }\n"
-	"      var retry = !resp || resp.status === 409 || resp.status === 429 || resp.status >= "
-	"500;\n"
-	"      if (!retry || attempt >= 5) {\n"
-	"        var msg = 'The network failed, so the order is not confirmed. Submitting again is "
-	"safe: it cannot be placed twice.';\n"
-	"        if (resp) {\n"
-	"          msg = 'The order could not be placed (HTTP ' + resp.status + ').';\n"
-	"          try { var p = await resp.json(); msg = p.detail || p.title || msg; } catch (e) "
-	"{ /* keep msg */ }\n"
-	"        }\n"
-	"        say(msg);\n"
-	"        busy = false;\n"
-	"        button.disabled = false;\n"
-	"        return;\n"
-	"      }\n"
-	"      var wait = Math.min(8000, 400 * Math.pow(2, attempt)) * (0.75 + Math.random() / "
-	"2);\n"
-	"      var ra = resp ? parseInt(resp.headers.get('Retry-After'), 10) : 0;\n"
-	"      if (ra > 0) { wait = Math.max(wait, ra * 1000); }\n"
-	"      await sleep(wait);\n"
-	"    }\n"
-	"  });\n"
-	"})();\n";
 
 /* ---- one-time flash messages ---- */
 
@@ -286,27 +172,72 @@ static int checkout_esc(struct buf *b, const char *s)
 	return 0;
 }
 
-static int checkout_page_begin(struct buf *b, const char *title)
+/* The page template (handlers/checkout/page.html) from from to to: its
+ * {{title}} filled with title (escaped), its {{css}} with the stylesheet. */
+static int checkout_template_put(struct buf *b, const char *from, const char *to, const char *title)
 {
-	if (buf_puts(b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-			"<meta name=\"viewport\" "
-			"content=\"width=device-width,initial-scale=1\"><title>") < 0 ||
-	    checkout_esc(b, title) < 0 ||
-	    buf_printf(
-		    b,
-		    " \xc2\xb7 idemhook demo shop</title><style>%s</style></head>\n<body><main>\n",
-		    checkout_css) < 0) {
-		return -1;
+	static const char title_mark[] = "{{title}}";
+	static const char css_mark[] = "{{css}}";
+
+	while (from < to) {
+		const char *mark = memchr(from, '{', (size_t)(to - from));
+		size_t n = mark != NULL ? (size_t)(mark - from) : (size_t)(to - from);
+
+		if (buf_append(b, from, n) < 0) {
+			return -1;
+		}
+		from += n;
+		if (mark == NULL) {
+			break;
+		}
+		if ((size_t)(to - mark) >= sizeof(title_mark) - 1 &&
+		    memcmp(mark, title_mark, sizeof(title_mark) - 1) == 0) {
+			if (checkout_esc(b, title) < 0) {
+				return -1;
+			}
+			from += sizeof(title_mark) - 1;
+		} else if ((size_t)(to - mark) >= sizeof(css_mark) - 1 &&
+			   memcmp(mark, css_mark, sizeof(css_mark) - 1) == 0) {
+			if (buf_append(b, checkout_css, checkout_css_len) < 0) {
+				return -1;
+			}
+			from += sizeof(css_mark) - 1;
+		} else {
+			if (buf_append(b, "{", 1) < 0) {
+				return -1;
+			}
+			from++;
+		}
 	}
 	return 0;
 }
 
+/* Where the template's {{main}} is: the page's own content goes there. */
+static const char *checkout_template_main(void)
+{
+	static const char main_mark[] = "{{main}}";
+	const char *m = memmem(checkout_page_html, checkout_page_html_len, main_mark, sizeof(main_mark) - 1);
+
+	return m != NULL ? m : checkout_page_html + checkout_page_html_len;
+}
+
+static int checkout_page_begin(struct buf *b, const char *title)
+{
+	return checkout_template_put(b, checkout_page_html, checkout_template_main(), title);
+}
+
 static int checkout_page_end(struct buf *b, int with_script)
 {
+	const char *m = checkout_template_main();
+	const char *end = checkout_page_html + checkout_page_html_len;
+
 	if (with_script && buf_puts(b, "<script src=\"/checkout.js\" defer></script>\n") < 0) {
 		return -1;
 	}
-	return buf_puts(b, "</main></body></html>\n");
+	if (m < end) {
+		m += strlen("{{main}}");
+	}
+	return checkout_template_put(b, m, end, "");
 }
 
 static void checkout_headers(struct reply *ret, const char *cache)
@@ -1208,7 +1139,7 @@ int checkout_route(const struct env *env, const struct config *cf, const struct 
 			return 1;
 		}
 		if (reply_set(ret, 200, "text/javascript; charset=utf-8", checkout_js,
-			      sizeof(checkout_js) - 1) < 0) {
+			      checkout_js_len) < 0) {
 			checkout_internal(ret);
 			return 1;
 		}

@@ -786,6 +786,63 @@ static void test_checkout_resubmit_with_changed_details_is_422(void **state)
 	hres_finish(&b);
 }
 
+/* The source file handlers/checkout/NAME, read whole (NUL-terminated). */
+static char *e2e_asset(const char *name)
+{
+	const char *root = getenv("IDEMHOOK_SOURCE_ROOT");
+	char path[4096];
+	char *text;
+
+	assert_non_null(root);
+	snprintf(path, sizeof(path), "%s/handlers/checkout/%s", root, name);
+	text = hn_read_file(path);
+	assert_non_null(text);
+	return text;
+}
+
+static void test_checkout_serves_its_script_and_stylesheet_as_the_files_in_the_tree(void **state)
+{
+	char *js = e2e_asset("checkout.js");
+	char *css = e2e_asset("checkout.css");
+	char *page = e2e_asset("page.html");
+	char *url = e2e_url(&e2e_main, "/checkout.js");
+	char *style;
+	size_t i;
+	size_t n = 0;
+	struct hres r;
+
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	assert_header(&r, "Content-Type", "text/javascript; charset=utf-8");
+	assert_int_equal(r.hs_body_len, strlen(js));
+	assert_memory_equal(r.hs_body, js, strlen(js));
+	hres_finish(&r);
+	free(url);
+
+	/* The stylesheet, one rule per line in the tree, is inlined as one line. */
+	for (i = 0; css[i] != '\0'; i++) {
+		if (css[i] != '\n') {
+			css[n++] = css[i];
+		}
+	}
+	css[n] = '\0';
+	assert_int_equal(asprintf(&style, "<style>%s</style>", css) > 0, 1);
+	url = e2e_url(&e2e_main, "/checkout");
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	assert_non_null(strstr(r.hs_body, style));
+	/* The page is the template around the form. */
+	assert_memory_equal(r.hs_body, page, strcspn(page, "{"));
+	assert_non_null(strstr(r.hs_body, "<title>Checkout \xc2\xb7 idemhook demo shop</title>"));
+	assert_non_null(strstr(r.hs_body, "<script src=\"/checkout.js\" defer></script>\n</main></body></html>\n"));
+	hres_finish(&r);
+	free(url);
+	free(style);
+	free(js);
+	free(css);
+	free(page);
+}
+
 static void test_checkout_without_key_or_with_bad_fields_is_400(void **state)
 {
 	struct hres r;
@@ -1195,6 +1252,7 @@ int main(void)
 			test_checkout_post_redirects_303_and_a_resubmit_reaches_the_same_order),
 		cmocka_unit_test(test_checkout_resubmit_with_changed_details_is_422),
 		cmocka_unit_test(test_checkout_without_key_or_with_bad_fields_is_400),
+		cmocka_unit_test(test_checkout_serves_its_script_and_stylesheet_as_the_files_in_the_tree),
 		cmocka_unit_test(test_demo_payment_sends_a_signed_callback_twice_and_pays_once),
 		cmocka_unit_test(test_demo_payment_with_a_one_thread_listener_runs_in_process),
 		cmocka_unit_test(test_bearer_tokens_authenticate_and_scope_keys_per_client),
