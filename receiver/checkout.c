@@ -14,7 +14,6 @@
 #include "crypto.h"
 #include "env.h"
 #include "httpc.h"
-#include "ingest.h"
 #include "log.h"
 #include "money.h"
 #include "orders.h"
@@ -34,6 +33,7 @@
 #define CHECKOUT_FLASH_MSG_MAX 320
 #define CHECKOUT_SELF_TIMEOUT_S 10 /* demo payment: our own listener's answer */
 #define CHECKOUT_SELF_REPLY_MAX (16 * 1024)
+#define CHECKOUT_SELF_URL_MAX (16 + 2 * 128 + 16 + 128) /* scheme, [host], :port, path */
 
 #define CHECKOUT_HTML "text/html; charset=utf-8"
 #define CHECKOUT_CSP                                                                               \
@@ -875,38 +875,71 @@ fail:
 
 /* ---- demo: a signed payment callback to ourselves ---- */
 
-/* POSTs body to our own listener over loopback and reads the status and
- * whether the answer was a replay. Returns 0 or -1 (logged). */
-static int checkout_self_post(const char *host, unsigned port, const char *path,
-			      const struct httpc_headers *sig, const char *body, size_t body_len,
-			      int *ret_status, int *ret_replayed)
+/* A demo payment between its route and its answer. The two deliveries go
+ * out over HTTP to our own listener, like any provider's callback, from a
+ * thread of their own: the request's connection is suspended meanwhile,
+ * so even a listener with one thread is free to answer them. */
+struct checkout_pay_job {
+	const struct env *pj_env;
+	struct config *pj_cf; /* a reference of its own, released at the end */
+	const struct provider_conf *pj_pc;
+	char pj_order_id[ORDERS_ID_LEN + 1];
+	char pj_evt[16 + ORDERS_ID_LEN];
+	char pj_path[16 + 128];
+	char pj_url[CHECKOUT_SELF_URL_MAX];
+	char *pj_pin; /* our certificate's key pin over TLS, else NULL */
+	struct buf pj_body;
+	int pj_status[2];
+	int pj_replayed[2];
+	int pj_sent;
+	struct http_deferred *pj_defer;
+};
+
+static void checkout_pay_job_destroy(struct checkout_pay_job *pj)
 {
+	if (pj == NULL) {
+		return;
+	}
+	if (pj->pj_cf != NULL) {
+		env_config_release(pj->pj_env, pj->pj_cf);
+	}
+	free(pj->pj_pin);
+	buf_finish(&pj->pj_body);
+	free(pj);
+}
+
+/* POSTs the job's body, signed now, to our own listener and reads the
+ * status and whether the answer was a replay. Returns 0 or -1 (logged). */
+static int checkout_self_post(struct checkout_pay_job *pj, int *ret_status, int *ret_replayed)
+{
+	const struct provider_conf *pc = pj->pj_pc;
 	struct httpc_headers hdrs;
 	struct httpc_request hreq;
 	struct httpc_response resp;
 	const char *replayed;
 	char err[HTTPC_ERR_MAX];
-	char url[128 + 16 + 128];
-	size_t i;
 
 	httpc_headers_init(&hdrs);
 	memset(&hreq, 0, sizeof(hreq));
 	httpc_headers_add(&hdrs, "User-Agent", "idemhook-demo");
 	httpc_headers_add(&hdrs, "Content-Type", "application/json");
-	for (i = 0; i < sig->hch_n; i++) {
-		httpc_headers_add(&hdrs, sig->hch_v[i].hh_name, sig->hch_v[i].hh_value);
+	if (pc->pc_provider->p_sign(pc, pj->pj_body.buf_data, pj->pj_body.buf_len,
+				    env_now_ms(pj->pj_env) / 1000, pj->pj_evt, httpc_headers_add,
+				    &hdrs) < 0 ||
+	    hdrs.hch_n <= 2 || hdrs.hch_overflow) {
+		log_err("checkout: demo payment: cannot sign the callback");
+		goto fail;
 	}
-	snprintf(url, sizeof(url), strchr(host, ':') != NULL ? "http://[%s]:%u%s" : "http://%s:%u%s",
-		 host, port, path);
 	hreq.hcq_method = "POST";
-	hreq.hcq_url = url;
+	hreq.hcq_url = pj->pj_url;
 	hreq.hcq_headers = &hdrs;
-	hreq.hcq_body = body;
-	hreq.hcq_body_len = body_len;
+	hreq.hcq_body = pj->pj_body.buf_data;
+	hreq.hcq_body_len = pj->pj_body.buf_len;
 	hreq.hcq_response_max = CHECKOUT_SELF_REPLY_MAX;
 	hreq.hcq_timeout_ms = CHECKOUT_SELF_TIMEOUT_S * 1000;
+	hreq.hcq_pinned_key = pj->pj_pin;
 	if (httpc_exchange(&hreq, &resp, err, sizeof(err)) < 0) {
-		log_err("checkout: demo payment: our own listener %s port %u: %s", host, port, err);
+		log_err("checkout: demo payment: our own listener %s: %s", pj->pj_url, err);
 		goto fail;
 	}
 	replayed = httpc_response_header(&resp, "Idempotent-Replayed");
@@ -920,46 +953,69 @@ fail:
 	return -1;
 }
 
-/* The same delivery handed to ingest_hook in-process, as the HTTP route
- * would: for a listener with one thread, which cannot answer us while this
- * request holds it, and for a native TLS listener. */
-static int checkout_self_ingest(const struct env *env, const struct config *cf,
-				const struct provider_conf *pc, const char *path,
-				const char *signature, const char *body, size_t body_len,
-				int *ret_status, int *ret_replayed)
+/* The deliveries, on the job's own thread; then the answer is due. */
+static void *checkout_pay_thread(void *arg)
 {
-	struct http_header headers[2] = {
-		{.hh_name = "Content-Type", .hh_value = "application/json"},
-		{.hh_name = "Stripe-Signature", .hh_value = signature},
-	};
-	struct http_request req;
-	struct ingest_options opt;
-	struct ingest_report report;
-	struct reply rep;
+	struct checkout_pay_job *pj = arg;
+	int i;
 
-	memset(&req, 0, sizeof(req));
-	memset(&opt, 0, sizeof(opt));
-	memset(&report, 0, sizeof(report));
-	reply_init(&rep);
-	req.hr_method = "POST";
-	req.hr_url = path;
-	req.hr_path = path;
-	req.hr_version = "HTTP/1.1";
-	req.hr_headers = headers;
-	req.hr_n_headers = 2;
-	req.hr_body = (const unsigned char *)body;
-	req.hr_body_len = body_len;
-	req.hr_peer = "127.0.0.1";
-	req.hr_client = "127.0.0.1";
-	req.hr_received_ms = env_now_ms(env);
-	if (ingest_hook(env->env_store, cf, pc, &req, &opt, &rep, &report) < 0) {
-		reply_finish(&rep);
-		return -1;
+	for (i = 0; i < 2; i++) {
+		if (checkout_self_post(pj, &pj->pj_status[i], &pj->pj_replayed[i]) < 0) {
+			break;
+		}
+		pj->pj_sent++;
 	}
-	*ret_status = rep.reply_status;
-	*ret_replayed = report.ir_result == INGEST_DUPLICATE;
-	reply_finish(&rep);
-	return 0;
+	/* pj belongs to the answer from here on. */
+	http_resume(pj->pj_defer);
+	return NULL;
+}
+
+/* The answer to a demo payment, on a server thread (req and ret NULL: the
+ * client went away). */
+static void checkout_pay_finish(void *arg, const struct http_request *req, struct reply *ret)
+{
+	struct checkout_pay_job *pj = arg;
+	char token[CHECKOUT_FLASH_TOKEN_LEN + 1];
+	char location[64 + ORDERS_ID_LEN];
+	struct buf msg;
+	int rc;
+
+	buf_init(&msg, 0);
+	if (req == NULL) {
+		goto done;
+	}
+	if (pj->pj_sent == 2) {
+		rc = buf_printf(
+			&msg,
+			"Sent a signed Stripe callback (%s) to %s twice. First answer: %d%s. "
+			"Second answer: %d%s.",
+			pj->pj_evt, pj->pj_path, pj->pj_status[0],
+			pj->pj_replayed[0] ? " (replayed)" : " (processed)", pj->pj_status[1],
+			pj->pj_replayed[1] ? " with Idempotent-Replayed: true, the duplicate was absorbed"
+					   : "");
+	} else {
+		rc = buf_printf(
+			&msg,
+			"Could not deliver the demo callback to our own listener (%d of 2 sent); "
+			"see the daemon's log.",
+			pj->pj_sent);
+	}
+	if (rc < 0 || checkout_flash_token(token) < 0) {
+		goto internal;
+	}
+	checkout_flash_put(token, pj->pj_order_id, msg.buf_data, env_now_ms(pj->pj_env));
+	snprintf(location, sizeof(location), "/orders/%s?flash=%s", pj->pj_order_id, token);
+	if (reply_set(ret, 303, NULL, NULL, 0) < 0 ||
+	    reply_add_header(ret, "Location", location) < 0) {
+		goto internal;
+	}
+	reply_add_header(ret, "Cache-Control", "no-store");
+	goto done;
+internal:
+	checkout_internal(ret);
+done:
+	buf_finish(&msg);
+	checkout_pay_job_destroy(pj);
 }
 
 static const char *checkout_self_host(const char *listen)
@@ -973,49 +1029,87 @@ static const char *checkout_self_host(const char *listen)
 	return listen;
 }
 
-static void checkout_pay(const struct env *env, const struct config *cf, const struct http_request *req,
+/* Where our own listener answers (pj_url), and over TLS the pin of the
+ * certificate it serves (pj_pin): a loopback connection cannot check the
+ * public host name the certificate names, and needs no CA to trust the
+ * key it holds itself. Returns 0 or -1 (logged). */
+static int checkout_self_target(struct checkout_pay_job *pj, struct http_server *srv)
+{
+	const struct config *cf = pj->pj_cf;
+	const char *host = checkout_self_host(cf->cf_listen_host);
+	const char *cert_spec = config_get(cf, "server", "tls_cert");
+	int tls = http_tls(srv);
+	struct crypto_pubkey *key;
+	char *pem = NULL;
+	size_t pem_len = 0;
+	int n;
+
+	n = snprintf(pj->pj_url, sizeof(pj->pj_url),
+		     strchr(host, ':') != NULL ? "%s://[%s]:%u%s" : "%s://%s:%u%s", tls ? "https" : "http",
+		     host, http_port(srv), pj->pj_path);
+	if (n < 0 || (size_t)n >= sizeof(pj->pj_url)) {
+		log_err("checkout: demo payment: our own address is too long");
+		return -1;
+	}
+	if (!tls) {
+		return 0;
+	}
+	if (cert_spec == NULL || config_read_secret(cert_spec, &pem, &pem_len) < 0) {
+		log_err("checkout: demo payment: cannot read [server] tls_cert to reach our own listener");
+		return -1;
+	}
+	key = crypto_pubkey_load(pem, pem_len);
+	free(pem);
+	if (key == NULL || crypto_pubkey_pin(key, &pj->pj_pin) < 0) {
+		crypto_pubkey_destroy(key);
+		return -1;
+	}
+	crypto_pubkey_destroy(key);
+	return 0;
+}
+
+static void checkout_pay(const struct env *env, struct config *cf, const struct http_request *req,
 			 const char *id, struct reply *ret)
 {
 	const struct provider_conf *pc = checkout_stripe(cf);
-	char token[CHECKOUT_FLASH_TOKEN_LEN + 1];
-	char location[64 + ORDERS_ID_LEN];
-	struct buf msg;
-	char path[16 + 128];
-	char evt[16 + ORDERS_ID_LEN];
-	char cur[4];
+	struct checkout_pay_job *pj = NULL;
+	struct http_server *srv = env_http(env);
 	struct api_order o;
-	struct buf body;
-	struct httpc_headers sig;
+	pthread_attr_t attr;
+	pthread_t th;
 	int64_t retry_after = 1;
-	int status[2] = {0, 0};
-	int replayed[2] = {0, 0};
-	int sent = 0;
-	int in_process;
-	struct http_server *srv;
-	unsigned port;
+	char cur[4];
 	int rc;
 	int i;
 
-	buf_init(&body, 0);
-	httpc_headers_init(&sig);
-	buf_init(&msg, 0);
 	if (api_rate_allow(cf, req->hr_client, env_now_ms(env), &retry_after) == 0) {
 		reply_problem(ret, 429, "rate_limited", "Too many requests", NULL);
 		reply_add_header(ret, "Retry-After", "1");
-		goto done;
+		return;
 	}
 	if (pc == NULL) {
 		checkout_post_error(
 			req, ret, 409, "no_stripe_instance", "No Stripe instance",
 			"Demo payments need a [provider NAME] section with type = stripe.", NULL);
-		goto done;
+		return;
 	}
 	rc = api_order_id_valid(id) ? api_order_load(env->env_store, env_now_ms(env), id, &o) : 0;
 	if (rc <= 0) {
 		checkout_post_error(req, ret, rc < 0 ? 503 : 404, "not_found", "No such order",
 				    "There is no order with this id.", NULL);
-		goto done;
+		return;
 	}
+	pj = calloc(1, sizeof(*pj));
+	if (pj == NULL) {
+		goto internal;
+	}
+	buf_init(&pj->pj_body, 0);
+	pj->pj_env = env;
+	pj->pj_cf = env_config_retain(env, cf);
+	pj->pj_pc = pc;
+	snprintf(pj->pj_order_id, sizeof(pj->pj_order_id), "%s", o.ao_id);
+	snprintf(pj->pj_evt, sizeof(pj->pj_evt), "evt_demo_%s", o.ao_id);
+	snprintf(pj->pj_path, sizeof(pj->pj_path), "/hooks/%s", pc->pc_name);
 	for (i = 0; i < 3; i++) {
 		char ch = o.ao_currency[i];
 
@@ -1023,7 +1117,7 @@ static void checkout_pay(const struct env *env, const struct config *cf, const s
 	}
 	cur[3] = '\0';
 	/* One event id per order: pressing the button again is a duplicate too. */
-	if (buf_printf(&body,
+	if (buf_printf(&pj->pj_body,
 		       "{\"id\":\"evt_demo_%s\",\"object\":\"event\",\"type\":\"payment_intent."
 		       "succeeded\","
 		       "\"created\":%lld,\"livemode\":false,\"data\":{\"object\":{\"id\":\"pi_demo_"
@@ -1035,74 +1129,27 @@ static void checkout_pay(const struct env *env, const struct config *cf, const s
 		       (long long)o.ao_amount, cur, o.ao_id) < 0) {
 		goto internal;
 	}
-	snprintf(path, sizeof(path), "/hooks/%s", pc->pc_name);
-	/* In-process also behind native TLS: the certificate names the public
-	 * host, which a loopback connection cannot verify. */
-	srv = env_http(env);
-	in_process = cf->cf_threads <= 1 || srv == NULL ||
-		     config_get(cf, "server", "tls_cert") != NULL;
-	port = srv != NULL ? http_port(srv) : cf->cf_listen_port;
-	snprintf(evt, sizeof(evt), "evt_demo_%s", o.ao_id);
-	for (i = 0; i < 2; i++) {
-		httpc_headers_finish(&sig);
-		if (pc->pc_provider->p_sign(pc, body.buf_data, body.buf_len, env_now_ms(env) / 1000,
-					    evt, httpc_headers_add, &sig) < 0 ||
-		    sig.hch_n == 0 || sig.hch_overflow) {
-			goto internal;
-		}
-		if (in_process) {
-			const char *v = httpc_headers_get(&sig, "Stripe-Signature");
-
-			rc = v != NULL
-				     ? checkout_self_ingest(env, cf, pc, path, v, body.buf_data,
-							    body.buf_len, &status[i], &replayed[i])
-				     : -1;
-		} else {
-			rc = checkout_self_post(checkout_self_host(cf->cf_listen_host), port, path,
-						&sig, body.buf_data, body.buf_len, &status[i],
-						&replayed[i]);
-		}
-		if (rc < 0) {
-			break;
-		}
-		sent++;
+	/* No listener yet (a request ahead of its own start): nothing is sent,
+	 * and the page says so. */
+	pj->pj_defer = http_defer(req, checkout_pay_finish, pj);
+	if (srv == NULL || checkout_self_target(pj, srv) < 0) {
+		http_resume(pj->pj_defer);
+		return;
 	}
-	if (sent == 2) {
-		rc = buf_printf(
-			&msg,
-			"Sent a signed Stripe callback (%s) to %s twice%s. First answer: %d%s. "
-			"Second answer: %d%s.",
-			evt, path, in_process ? " (in-process)" : "",
-			status[0], replayed[0] ? " (replayed)" : " (processed)", status[1],
-			replayed[1] ? " with Idempotent-Replayed: true, the duplicate was absorbed"
-				    : "");
-	} else {
-		rc = buf_printf(
-			&msg,
-			"Could not deliver the demo callback to our own listener (%d of 2 sent); "
-			"see the daemon's log.",
-			sent);
+	rc = pthread_attr_init(&attr);
+	if (rc == 0) {
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&th, &attr, checkout_pay_thread, pj);
+		pthread_attr_destroy(&attr);
 	}
-	if (rc < 0) {
-		goto internal;
+	if (rc != 0) {
+		log_err("checkout: demo payment: pthread_create: %s", strerror(rc));
+		http_resume(pj->pj_defer);
 	}
-	if (checkout_flash_token(token) < 0) {
-		goto internal;
-	}
-	checkout_flash_put(token, o.ao_id, msg.buf_data, env_now_ms(env));
-	snprintf(location, sizeof(location), "/orders/%s?flash=%s", o.ao_id, token);
-	if (reply_set(ret, 303, NULL, NULL, 0) < 0 ||
-	    reply_add_header(ret, "Location", location) < 0) {
-		goto internal;
-	}
-	reply_add_header(ret, "Cache-Control", "no-store");
-	goto done;
+	return;
 internal:
+	checkout_pay_job_destroy(pj);
 	checkout_internal(ret);
-done:
-	buf_finish(&body);
-	httpc_headers_finish(&sig);
-	buf_finish(&msg);
 }
 
 /* ---- routing ---- */
@@ -1113,7 +1160,7 @@ static void checkout_method_not_allowed(struct reply *ret, const char *allow)
 	reply_add_header(ret, "Allow", allow);
 }
 
-int checkout_route(const struct env *env, const struct config *cf, const struct http_request *req,
+int checkout_route(const struct env *env, struct config *cf, const struct http_request *req,
 		   struct reply *ret)
 {
 	const char *path = req->hr_path;

@@ -8,7 +8,9 @@
 #include "reply.h"
 
 /* Handles /checkout, /orders/{id} and the page's static script. Returns 1
- * when the path is the page's (ret filled), 0 otherwise. */
-int checkout_route(const struct env *env, const struct config *cf, const struct http_request *req, struct reply *ret);
+ * when the path is the page's (ret filled or deferred), 0 otherwise. cf is
+ * the request's config: a demo payment keeps a reference of its own
+ * (env_config_retain) until it is answered. */
+int checkout_route(const struct env *env, struct config *cf, const struct http_request *req, struct reply *ret);
 
 #endif

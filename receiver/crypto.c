@@ -466,6 +466,38 @@ fail:
 	return NULL;
 }
 
+int crypto_pubkey_pin(const struct crypto_pubkey *key, char **ret)
+{
+	static const char prefix[] = "sha256//";
+	unsigned char digest[CRYPTO_SHA256_LEN];
+	unsigned char *der = NULL;
+	char *b64 = NULL;
+	size_t b64_len;
+	char *pin;
+	int n;
+
+	n = i2d_PUBKEY(key->ck_pkey, &der);
+	if (n <= 0) {
+		crypto_log_openssl("encoding a public key");
+		return -1;
+	}
+	crypto_sha256(der, (size_t)n, digest);
+	OPENSSL_free(der);
+	if (crypto_base64_encode(digest, sizeof(digest), &b64, &b64_len) < 0) {
+		return -1;
+	}
+	pin = malloc(sizeof(prefix) + b64_len);
+	if (pin == NULL) {
+		free(b64);
+		return -1;
+	}
+	memcpy(pin, prefix, sizeof(prefix) - 1);
+	memcpy(pin + sizeof(prefix) - 1, b64, b64_len + 1);
+	free(b64);
+	*ret = pin;
+	return 0;
+}
+
 void crypto_pubkey_destroy(struct crypto_pubkey *key)
 {
 	if (key == NULL) {

@@ -47,6 +47,11 @@ struct crypto_pubkey;
 struct crypto_pubkey *crypto_pubkey_load(const char *text, size_t len);
 void crypto_pubkey_destroy(struct crypto_pubkey *key);
 
+/* The key's pin as the HTTP client takes it (httpc_request hcq_pinned_key):
+ * "sha256//" and the base64 of the SHA-256 of its DER SubjectPublicKeyInfo.
+ * Returns 0 with *ret malloc'd, or -1 (logged). */
+int crypto_pubkey_pin(const struct crypto_pubkey *key, char **ret);
+
 /* Checks that cert_pem holds a PEM X.509 certificate and key_pem a PEM
  * private key that belongs to it. Returns 0, or -1 with the reason logged
  * (never the key). */

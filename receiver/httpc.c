@@ -396,9 +396,12 @@ static struct httpc_xfer *httpc_xfer_create(const struct httpc_request *req, cha
 	    httpc_opt_ptr(e, CURLOPT_HTTPHEADER, x->hx_list) < 0 ||
 	    httpc_opt_long(e, CURLOPT_CONNECTTIMEOUT_MS, (long)connect) < 0 ||
 	    httpc_opt_long(e, CURLOPT_TIMEOUT_MS, (long)timeout) < 0 ||
-	    httpc_opt_long(e, CURLOPT_SSL_VERIFYPEER, 1L) < 0 ||
-	    httpc_opt_long(e, CURLOPT_SSL_VERIFYHOST, 2L) < 0 ||
+	    httpc_opt_long(e, CURLOPT_SSL_VERIFYPEER, req->hcq_pinned_key == NULL ? 1L : 0L) < 0 ||
+	    httpc_opt_long(e, CURLOPT_SSL_VERIFYHOST, req->hcq_pinned_key == NULL ? 2L : 0L) < 0 ||
 	    (req->hcq_ca_file != NULL && httpc_opt_ptr(e, CURLOPT_CAINFO, req->hcq_ca_file) < 0) ||
+	    /* libcurl checks a pin whether or not it verifies the chain. */
+	    (req->hcq_pinned_key != NULL &&
+	     httpc_opt_ptr(e, CURLOPT_PINNEDPUBLICKEY, req->hcq_pinned_key) < 0) ||
 	    httpc_opt_fn(e, CURLOPT_WRITEFUNCTION, httpc_on_body) < 0 ||
 	    httpc_opt_ptr(e, CURLOPT_WRITEDATA, x) < 0 ||
 	    httpc_opt_fn(e, CURLOPT_HEADERFUNCTION, httpc_on_header) < 0 ||

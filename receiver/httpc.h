@@ -1,7 +1,8 @@
 /* httpc.h: the one HTTP client (libcurl; only httpc.c includes curl.h): a
  * blocking exchange for the CLI and the demo, and a set of concurrent
  * transfers for the outbox worker. http:// and https:// only; TLS peers are
- * always verified, against the system CAs or a given CA file. */
+ * always verified, against the system CAs, a given CA file, or a pinned
+ * public key. */
 #ifndef IDEMHOOK_HTTPC_H
 #define IDEMHOOK_HTTPC_H
 
@@ -32,6 +33,12 @@ struct httpc_request {
 	unsigned hcq_connect_timeout_ms; /* 0: hcq_timeout_ms */
 	unsigned hcq_timeout_ms;         /* the whole exchange */
 	const char *hcq_ca_file;         /* PEM CA certificates to verify TLS peers with, or NULL */
+	/* Optional: the one public key a TLS peer must hold, as
+	 * crypto_pubkey_pin makes it; that key alone then authenticates the
+	 * peer (neither the CA chain nor the host name is checked). For a
+	 * call to our own listener over loopback, whose certificate names the
+	 * public host. */
+	const char *hcq_pinned_key;
 };
 
 struct httpc_response {

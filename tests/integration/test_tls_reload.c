@@ -1,5 +1,6 @@
-/* test_tls_reload.c: native HTTPS, and a certificate rotated by SIGHUP
- * without refusing a single connection. */
+/* test_tls_reload.c: native HTTPS, a certificate rotated by SIGHUP
+ * without refusing a single connection, and the demo payment's callback to
+ * a native HTTPS listener. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <cmocka.h>
@@ -172,10 +174,113 @@ static void test_sighup_rotates_the_certificate_without_refusing_connections(voi
 	daemon_finish(&d);
 }
 
+struct https_answer {
+	long ha_status;
+	char ha_location[256];
+	char ha_body[16384];
+	size_t ha_len;
+};
+
+static size_t https_body(char *p, size_t s, size_t n, void *arg)
+{
+	struct https_answer *a = arg;
+	size_t len = s * n;
+	size_t room = sizeof(a->ha_body) - 1 - a->ha_len;
+
+	memcpy(a->ha_body + a->ha_len, p, len < room ? len : room);
+	a->ha_len += len < room ? len : room;
+	a->ha_body[a->ha_len] = '\0';
+	return len;
+}
+
+static size_t https_header(char *p, size_t s, size_t n, void *arg)
+{
+	struct https_answer *a = arg;
+	size_t len = s * n;
+
+	if (len > 10 && strncasecmp(p, "Location: ", 10) == 0 && len - 10 < sizeof(a->ha_location)) {
+		memcpy(a->ha_location, p + 10, len - 10);
+		a->ha_location[strcspn(a->ha_location, "\r\n")] = '\0';
+	}
+	return len;
+}
+
+/* method path (with body, or NULL) over https trusting only ca_path. */
+static void https_do(struct daemon *d, const char *ca_path, const char *method, const char *path,
+		     const char *body, struct https_answer *ret)
+{
+	char url[512];
+	CURL *c = curl_easy_init();
+
+	memset(ret, 0, sizeof(*ret));
+	snprintf(url, sizeof(url), "https://127.0.0.1:%u%s", d->dm_port, path);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+	if (body != NULL) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+	}
+	curl_easy_setopt(c, CURLOPT_CAINFO, ca_path);
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, https_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, ret);
+	curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, https_header);
+	curl_easy_setopt(c, CURLOPT_HEADERDATA, ret);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, 20L);
+	if (curl_easy_perform(c) == CURLE_OK) {
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &ret->ha_status);
+	}
+	curl_easy_cleanup(c);
+}
+
+static void test_demo_payment_reaches_a_native_tls_listener_over_https(void **state)
+{
+	struct daemon d;
+	struct https_answer a;
+	char extra[2048];
+	char ca[700];
+	char pay[256];
+	int threads;
+
+	/* With one thread, and with several. */
+	for (threads = 1; threads <= 2; threads++) {
+		assert_int_equal(daemon_init(&d, NULL), 0);
+		snprintf(extra, sizeof(extra),
+			 "[server]\nthreads = %d\ntls_cert = file:%s/cert.pem\ntls_key = file:%s/key.pem\n\n"
+			 "[demo]\nenabled = yes\n\n"
+			 "[provider stripe]\ntype = stripe\nsecret = whsec_tls_test\n",
+			 threads, d.dm_dir, d.dm_dir);
+		{
+			FILE *f = fopen(d.dm_config, "a");
+
+			assert_non_null(f);
+			fputs(extra, f);
+			fclose(f);
+		}
+		make_cert(&d, "ca.pem");
+		snprintf(ca, sizeof(ca), "%s/ca.pem", d.dm_dir);
+		assert_int_equal(daemon_start(&d), 0);
+		https_do(&d, ca, "POST", "/checkout", "idempotency_key=tls-pay-1&product=mug&quantity=1", &a);
+		assert_int_equal(a.ha_status, 303);
+		assert_int_equal(strncmp(a.ha_location, "/orders/", 8), 0);
+		snprintf(pay, sizeof(pay), "%.*s/pay", (int)strcspn(a.ha_location, "?"), a.ha_location);
+		https_do(&d, ca, "POST", pay, "", &a);
+		assert_int_equal(a.ha_status, 303);
+		snprintf(pay, sizeof(pay), "%s", a.ha_location);
+		https_do(&d, ca, "GET", pay, NULL, &a);
+		assert_int_equal(a.ha_status, 200);
+		assert_non_null(strstr(a.ha_body, "First answer: 200 (processed)"));
+		assert_non_null(strstr(a.ha_body, "Idempotent-Replayed: true"));
+		assert_non_null(strstr(a.ha_body, "<td>paid</td>"));
+		daemon_finish(&d);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sighup_rotates_the_certificate_without_refusing_connections),
+		cmocka_unit_test(test_demo_payment_reaches_a_native_tls_listener_over_https),
 	};
 
 	curl_global_init(CURL_GLOBAL_DEFAULT);
