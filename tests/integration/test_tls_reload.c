@@ -237,37 +237,27 @@ static void test_demo_payment_reaches_a_native_tls_listener_over_https(void **st
 {
 	struct daemon d;
 	struct https_answer a;
-	char extra[2048];
-	char ca[700];
-	char pay[256];
+	char ini[256];
+	char path[256];
 	int threads;
 
 	/* With one thread, and with several. */
 	for (threads = 1; threads <= 2; threads++) {
-		assert_int_equal(daemon_init(&d, NULL), 0);
-		snprintf(extra, sizeof(extra),
-			 "[server]\nthreads = %d\ntls_cert = file:%s/cert.pem\ntls_key = file:%s/key.pem\n\n"
-			 "[demo]\nenabled = yes\n\n"
+		snprintf(ini, sizeof(ini),
+			 "[server]\nthreads = %d\n\n[demo]\nenabled = yes\n\n"
 			 "[provider stripe]\ntype = stripe\nsecret = whsec_tls_test\n",
-			 threads, d.dm_dir, d.dm_dir);
-		{
-			FILE *f = fopen(d.dm_config, "a");
-
-			assert_non_null(f);
-			fputs(extra, f);
-			fclose(f);
-		}
-		make_cert(&d, "ca.pem");
-		snprintf(ca, sizeof(ca), "%s/ca.pem", d.dm_dir);
+			 threads);
+		assert_int_equal(daemon_init(&d, ini), 0);
+		assert_int_equal(daemon_use_tls(&d), 0);
 		assert_int_equal(daemon_start(&d), 0);
-		https_do(&d, ca, "POST", "/checkout", "idempotency_key=tls-pay-1&product=mug&quantity=1", &a);
+		https_do(&d, d.dm_ca, "POST", "/checkout", "idempotency_key=tls-pay-1&product=mug&quantity=1", &a);
 		assert_int_equal(a.ha_status, 303);
 		assert_int_equal(strncmp(a.ha_location, "/orders/", 8), 0);
-		snprintf(pay, sizeof(pay), "%.*s/pay", (int)strcspn(a.ha_location, "?"), a.ha_location);
-		https_do(&d, ca, "POST", pay, "", &a);
+		snprintf(path, sizeof(path), "%.*s/pay", (int)strcspn(a.ha_location, "?"), a.ha_location);
+		https_do(&d, d.dm_ca, "POST", path, "", &a);
 		assert_int_equal(a.ha_status, 303);
-		snprintf(pay, sizeof(pay), "%s", a.ha_location);
-		https_do(&d, ca, "GET", pay, NULL, &a);
+		snprintf(path, sizeof(path), "%s", a.ha_location);
+		https_do(&d, d.dm_ca, "GET", path, NULL, &a);
 		assert_int_equal(a.ha_status, 200);
 		assert_non_null(strstr(a.ha_body, "First answer: 200 (processed)"));
 		assert_non_null(strstr(a.ha_body, "Idempotent-Replayed: true"));
