@@ -13,11 +13,11 @@
 #include <unistd.h>
 
 #include "config.h"
-#include "provider.h"
 #include "harness.h"
 #include "http.h"
 #include "ingest.h"
 #include "orders.h"
+#include "provider.h"
 #include "store.h"
 
 #define BSTORE_SECRET "whsec_bench_store"

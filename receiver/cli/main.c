@@ -8,8 +8,8 @@
 #include "build_config.h"
 #include "cli.h"
 #include "config.h"
-#include "provider.h"
 #include "log.h"
+#include "provider.h"
 #include "store.h"
 
 /* Alphabetized; one line per command file. */

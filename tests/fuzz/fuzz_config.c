@@ -6,10 +6,10 @@
 
 #include "api.h"
 #include "config.h"
-#include "provider.h"
 #include "fuzz.h"
 #include "gc.h"
 #include "outbox.h"
+#include "provider.h"
 
 static int fuzz_fd = -1;
 static char fuzz_path[64];

@@ -14,9 +14,9 @@
 #include <cmocka.h>
 
 #include "config.h"
-#include "provider.h"
 #include "gc.h"
 #include "log.h"
+#include "provider.h"
 #include "store.h"
 #include "harness.h"
 
