@@ -11,6 +11,7 @@
 
 #include "buf.h"
 #include "crypto.h"
+#include "fixtures.h"
 #include "provider_e2e.h"
 
 #define ADYEN_KEY "DFB1EB5485895CFA84146406857104ABB4CBCABDC8AAF103A624C8F6A3EAAB00"
@@ -106,8 +107,8 @@ static void test_adyen_batch_pays_each_order_once_and_a_resent_batch_replays(voi
 	char b[64];
 	char *body;
 
-	assert_int_equal(hn_order_create(d, 1999, "eur", a), 0);
-	assert_int_equal(hn_order_create(d, 500, "eur", b), 0);
+	fx_order(d, 1999, "eur", a);
+	fx_order(d, 500, "eur", b);
 	{
 		const struct item items[] = {{"psp-e2e-a", "", a, 1999, "AUTHORISATION", 0},
 		                             {"psp-e2e-b", "", b, 500, "AUTHORISATION", 0}};
@@ -143,8 +144,8 @@ static void test_adyen_one_forged_item_refuses_the_whole_batch(void **state)
 	char b[64];
 	char *body;
 
-	assert_int_equal(hn_order_create(d, 100, "eur", a), 0);
-	assert_int_equal(hn_order_create(d, 200, "eur", b), 0);
+	fx_order(d, 100, "eur", a);
+	fx_order(d, 200, "eur", b);
 	{
 		const struct item items[] = {{"psp-e2e-f1", "", a, 100, "AUTHORISATION", 0},
 		                             {"psp-e2e-f2", "", b, 200, "AUTHORISATION", 1}};
@@ -171,7 +172,7 @@ static void test_adyen_business_refusal_of_one_item_keeps_the_others(void **stat
 	char a[64];
 	char *body;
 
-	assert_int_equal(hn_order_create(d, 300, "eur", a), 0);
+	fx_order(d, 300, "eur", a);
 	{
 		const struct item items[] = {
 		        {"psp-e2e-u1", "", a, 300, "AUTHORISATION", 0},
@@ -204,7 +205,7 @@ static void test_adyen_refund_item_applies_once(void **state)
 	char *refund;
 	int classes[3];
 
-	assert_int_equal(hn_order_create(d, 800, "eur", a), 0);
+	fx_order(d, 800, "eur", a);
 	{
 		const struct item p[] = {{"psp-e2e-r", "", a, 800, "AUTHORISATION", 0}};
 		const struct item f[] = {{"psp-e2e-r-refund", "psp-e2e-r", a, 800, "REFUND", 0}};
@@ -236,7 +237,7 @@ static void test_adyen_wrong_basic_credentials_are_refused(void **state)
 	char a[64];
 	char *body;
 
-	assert_int_equal(hn_order_create(d, 100, "eur", a), 0);
+	fx_order(d, 100, "eur", a);
 	{
 		const struct item items[] = {{"psp-e2e-auth", "", a, 100, "AUTHORISATION", 0}};
 
@@ -364,8 +365,8 @@ static void life_run(struct daemon *d, const struct life_scenario *sc)
 	char b[64];
 	size_t i;
 
-	assert_int_equal(hn_order_create(d, 2000, "eur", a), 0);
-	assert_int_equal(hn_order_create(d, 2000, "eur", b), 0);
+	fx_order(d, 2000, "eur", a);
+	fx_order(d, 2000, "eur", b);
 	for (i = 0; i < sc->ls_n; i++) {
 		life_deliver_twice(d, sc, i, a);
 	}
@@ -489,7 +490,7 @@ static void test_adyen_manual_capture_authorizes_then_captures(void **state)
 	life_run(d, &cancelled);
 	life_run(d, &expired);
 	/* Between authorisation and capture the order is authorised, no points. */
-	assert_int_equal(hn_order_create(d, 2000, "eur", id), 0);
+	fx_order(d, 2000, "eur", id);
 	body = life_batch(&manual_capture[0], id);
 	assert_int_equal(e2e_post(d, "adyen-manual", adyen_headers, body, &r), 0);
 	hres_finish(&r);
@@ -514,7 +515,7 @@ static void test_adyen_bodies_parsers_disagree_on_consume_no_key(void **state)
 	char *bad[4];
 	size_t i;
 
-	assert_int_equal(hn_order_create(d, 1500, "EUR", id), 0);
+	fx_order(d, 1500, "EUR", id);
 	it.ref = id;
 	good = batch(&it, 1);
 	/* a second amount after the signed one */

@@ -14,6 +14,7 @@
 
 #include "buf.h"
 #include "crypto.h"
+#include "fixtures.h"
 #include "provider_e2e.h"
 
 #define ALI_APP_ID "2021001144680325"
@@ -169,7 +170,7 @@ static void test_alipay_payment_pays_once_and_answers_success(void **state)
 	char *body;
 	char *finished;
 
-	assert_int_equal(hn_order_create(d, 1999, "cny", id), 0);
+	fx_order(d, 1999, "cny", id);
 	body = ali_trade("notify-e2e-1", id, "19.99", "TRADE_SUCCESS", NULL, NULL);
 	assert_int_equal(e2e_post(d, "alipay", ali_headers, body, &first), 0);
 	assert_int_equal(first.hs_status, 200);
@@ -211,7 +212,7 @@ static void test_alipay_refund_applies_once(void **state)
 	char *pay;
 	char *refund;
 
-	assert_int_equal(hn_order_create(d, 1000, "cny", id), 0);
+	fx_order(d, 1000, "cny", id);
 	pay = ali_trade("notify-e2e-2", id, "10.00", "TRADE_SUCCESS", NULL, NULL);
 	refund = ali_trade("notify-e2e-2-refund", id, "10.00", "TRADE_CLOSED", "10.00", "refund-2");
 	assert_int_equal(e2e_post(d, "alipay", ali_headers, pay, &r), 0);
@@ -241,7 +242,7 @@ static void test_alipay_forged_notification_answers_fail_and_stores_nothing(void
 	char *body;
 	char *amount;
 
-	assert_int_equal(hn_order_create(d, 100, "cny", id), 0);
+	fx_order(d, 100, "cny", id);
 	body = ali_trade("notify-e2e-forged", id, "1.00", "TRADE_SUCCESS", NULL, NULL);
 	amount = strstr(body, "total_amount=1.00");
 	assert_non_null(amount);
@@ -284,7 +285,7 @@ static void test_alipay_trade_closed_unpaid_cancels_the_order(void **state)
 	char notify[96];
 	char *closed;
 
-	assert_int_equal(hn_order_create(d, 1000, "cny", id), 0);
+	fx_order(d, 1000, "cny", id);
 	snprintf(notify, sizeof(notify), "notify-closed-%s", id);
 	/* Closed on timeout: the buyer never paid. */
 	closed = ali_trade(notify, id, "10.00", "TRADE_CLOSED", NULL, NULL);
@@ -304,8 +305,8 @@ static void test_alipay_trade_closed_after_a_full_refund_is_that_refund(void **s
 	char b[64];
 	size_t k;
 
-	assert_int_equal(hn_order_create(d, 1000, "cny", a), 0);
-	assert_int_equal(hn_order_create(d, 1000, "cny", b), 0);
+	fx_order(d, 1000, "cny", a);
+	fx_order(d, 1000, "cny", b);
 	ids[0] = a;
 	ids[1] = b;
 	for (k = 0; k < 2; k++) {
@@ -351,7 +352,7 @@ static void test_alipay_forms_parsers_disagree_on_consume_no_key(void **state)
 	char *bad[3];
 	size_t i;
 
-	assert_int_equal(hn_order_create(d, 880, "cny", id), 0);
+	fx_order(d, 880, "cny", id);
 	good = ali_trade("notify-strict", id, "8.80", "TRADE_SUCCESS", NULL, NULL);
 	bad[0] = e2e_replace(good, "notify_id=notify-strict", "notify_id=notify-strict%00x");
 	bad[1] = e2e_replace(good, "&sign=", "&total_amount=0.01&sign=");

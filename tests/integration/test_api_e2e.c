@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "api.h"
+#include "fixtures.h"
 #include "harness.h"
 #include "store.h"
 
@@ -1105,7 +1106,7 @@ static void test_order_reads_are_scoped_to_the_token_that_created_them(void **st
 	assert_int_equal(r.hs_status, 201);
 	e2e_order_id(&r, idb);
 	hres_finish(&r);
-	assert_int_equal(hn_order_create(&d, 300, "eur", cli_id), 0);
+	fx_order(&d, 300, "eur", cli_id);
 
 	snprintf(path, sizeof(path), "/api/orders/%s", ida);
 	e2e_get(&d, path, read_a, &r);
@@ -1184,7 +1185,7 @@ static void test_without_tokens_reads_are_scoped_to_the_client_id(void **state)
 	e2e_get(&e2e_main, path, NULL, &r);
 	assert_problem(&r, 404, "not_found");
 	hres_finish(&r);
-	assert_int_equal(hn_order_create(&e2e_main, 300, "eur", cli_id), 0);
+	fx_order(&e2e_main, 300, "eur", cli_id);
 	snprintf(path, sizeof(path), "/api/orders/%s", cli_id);
 	e2e_get(&e2e_main, path, read_y, &r);
 	assert_int_equal(r.hs_status, 200);
@@ -1199,8 +1200,7 @@ static void test_requests_over_the_rate_limit_get_429_with_retry_after(void **st
 	size_t n_429 = 0;
 	size_t i;
 
-	assert_int_equal(daemon_init(&d, "[api]\nrate = 1\nburst = 3\n"), 0);
-	assert_int_equal(daemon_start(&d), 0);
+	fx_daemon_start(&d, "[api]\nrate = 1\nburst = 3\n");
 	for (i = 0; i < 6; i++) {
 		struct hres r;
 

@@ -2,6 +2,7 @@
  * a restored database in-process and over HTTP and HTTPS, and survive broken
  * files. */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +15,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "stripe_common.h"
+#include "fixtures.h"
 
 #define N_ORDERS 4
 
@@ -119,7 +120,7 @@ static int group_setup(void **state)
 	char *body;
 	size_t i;
 
-	if (o == NULL || daemon_init(&o->og_d, TEST_STRIPE_INI) < 0) {
+	if (o == NULL || daemon_init(&o->og_d, FX_STRIPE_INI) < 0) {
 		return -1;
 	}
 	snprintf(o->og_spool, sizeof(o->og_spool), "%s/spool", o->og_d.dm_dir);
@@ -137,29 +138,29 @@ static int group_setup(void **state)
 		return -1;
 	}
 	/* Order 0: paid, the same callback delivered twice. */
-	body = test_pi_succeeded("evt_cr_pay0", o->og_orders[0], 1000, "usd");
-	post(&o->og_d, TEST_STRIPE_SECRET, body, 200);
-	post(&o->og_d, TEST_STRIPE_SECRET, body, 200);
+	body = fx_stripe_payment("evt_cr_pay0", o->og_orders[0], 1000, "usd");
+	post(&o->og_d, FX_STRIPE_SECRET, body, 200);
+	post(&o->og_d, FX_STRIPE_SECRET, body, 200);
 	free(body);
 	/* Order 1: paid, then partly refunded. */
-	body = test_session_completed("evt_cr_pay1", o->og_orders[1], 2000, "usd");
-	post(&o->og_d, TEST_STRIPE_SECRET, body, 200);
+	body = fx_stripe_session("evt_cr_pay1", o->og_orders[1], 2000, "usd");
+	post(&o->og_d, FX_STRIPE_SECRET, body, 200);
 	free(body);
-	body = test_charge_refunded("evt_cr_ref1", o->og_orders[1], 2000, 500, "re_cr_1", "usd");
-	post(&o->og_d, TEST_STRIPE_SECRET, body, 200);
+	body = fx_stripe_refund("evt_cr_ref1", o->og_orders[1], 2000, 500, "re_cr_1", "usd");
+	post(&o->og_d, FX_STRIPE_SECRET, body, 200);
 	free(body);
 	/* Order 2: a forged payment, refused, never applied. */
-	body = test_pi_succeeded("evt_cr_forged", o->og_orders[2], 3000, "usd");
+	body = fx_stripe_payment("evt_cr_forged", o->og_orders[2], 3000, "usd");
 	post(&o->og_d, "whsec_not_the_secret", body, 401);
 	free(body);
 	/* Order 3 stays pending; an event with no business effect. */
 	body = hn_stripe_event("evt_cr_other", "customer.created", "{\"id\":\"cus_1\",\"object\":\"customer\"}");
-	post(&o->og_d, TEST_STRIPE_SECRET, body, 200);
+	post(&o->og_d, FX_STRIPE_SECRET, body, 200);
 	free(body);
 	/* A payment for an order nobody created: acknowledged, refused by the
 	 * business rules (its key ends failed). */
-	body = test_pi_succeeded("evt_cr_unknown", "ord_unknownunknownunkn", 500, "usd");
-	post(&o->og_d, TEST_STRIPE_SECRET, body, 200);
+	body = fx_stripe_payment("evt_cr_unknown", "ord_unknownunknownunkn", 500, "usd");
+	post(&o->og_d, FX_STRIPE_SECRET, body, 200);
 	free(body);
 	if (daemon_term(&o->og_d, 20) != 0) {
 		return -1;
@@ -185,7 +186,7 @@ static int group_teardown(void **state)
 /* A second instance with the same secret whose database is the snapshot. */
 static void restored(struct origin *o, struct daemon *d)
 {
-	assert_int_equal(daemon_init(d, TEST_STRIPE_INI), 0);
+	assert_int_equal(daemon_init(d, FX_STRIPE_INI), 0);
 	assert_int_equal(copy_file(o->og_snapshot, d->dm_db), 0);
 }
 
@@ -463,7 +464,7 @@ static void test_exported_stripe_events_need_trust_unsigned(void **state)
 	cJSON *s = NULL;
 
 	restored(o, &b);
-	ev1 = test_pi_succeeded("evt_export_3", o->og_orders[3], 4000, "usd");
+	ev1 = fx_stripe_payment("evt_export_3", o->og_orders[3], 4000, "usd");
 	ev2 = hn_stripe_event("evt_export_other", "customer.updated", "{\"id\":\"cus_1\",\"object\":\"customer\"}");
 	len = strlen(ev1) + strlen(ev2) + 8;
 	text = malloc(len);
@@ -510,7 +511,7 @@ static void test_a_capture_that_cannot_be_written_never_loses_the_callback(void 
 	char url[128];
 	char *body;
 
-	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI), 0);
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
 	snprintf(spool, sizeof(spool), "%s/spool", d.dm_dir);
 	snprintf(ini, sizeof(ini), "\n[capture]\nmode = all\ndir = %s\n", spool);
 	assert_int_equal(append_ini(&d, ini), 0);
@@ -521,7 +522,7 @@ static void test_a_capture_that_cannot_be_written_never_loses_the_callback(void 
 	assert_int_equal(daemon_write_file(&d, "spool", "not a directory\n"), 0);
 
 	body = hn_stripe_event("evt_cr_nospool", "customer.created", "{\"id\":\"cus_2\",\"object\":\"customer\"}");
-	post(&d, TEST_STRIPE_SECRET, body, 200);
+	post(&d, FX_STRIPE_SECRET, body, 200);
 	free(body);
 	assert_int_equal(hn_db_int(d.dm_db, "SELECT COUNT(*) FROM idempotency_records"), 1);
 

@@ -1,16 +1,19 @@
 /* test_crash.c: kill -9 the daemon during a load of unique callbacks, restart,
  * resend everything: each order paid exactly once, nothing acknowledged lost. */
+#include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <cmocka.h>
 
-#include "stripe_common.h"
+#include "fixtures.h"
 
 #define CRASH_ORDERS 240
 #define CRASH_SENDERS 8
@@ -35,7 +38,7 @@ static void *crash_sender(void *p)
 		if (i >= CRASH_ORDERS) {
 			break;
 		}
-		if (hn_post_stripe(&c->cr_daemon, "stripe", TEST_STRIPE_SECRET, c->cr_bodies[i], &r) == 0 &&
+		if (hn_post_stripe(&c->cr_daemon, "stripe", FX_STRIPE_SECRET, c->cr_bodies[i], &r) == 0 &&
 		    r.hs_status >= 200 && r.hs_status < 300) {
 			c->cr_acked[i] = 1;
 			atomic_fetch_add(&c->cr_acks, 1);
@@ -54,14 +57,13 @@ static void test_kill_during_load_loses_no_acknowledged_callback_and_pays_once(v
 	int i;
 
 	assert_non_null(c);
-	assert_int_equal(daemon_init(&c->cr_daemon, TEST_STRIPE_INI), 0);
-	assert_int_equal(daemon_start(&c->cr_daemon), 0);
+	fx_daemon_start(&c->cr_daemon, FX_STRIPE_INI);
 	for (i = 0; i < CRASH_ORDERS; i++) {
 		char event_id[64];
 
-		assert_int_equal(hn_order_create(&c->cr_daemon, 100 + i, "usd", c->cr_ids[i]), 0);
+		fx_order(&c->cr_daemon, 100 + i, "usd", c->cr_ids[i]);
 		snprintf(event_id, sizeof(event_id), "evt_crash_%d", i);
-		c->cr_bodies[i] = test_pi_succeeded(event_id, c->cr_ids[i], 100 + i, "usd");
+		c->cr_bodies[i] = fx_stripe_payment(event_id, c->cr_ids[i], 100 + i, "usd");
 	}
 	atomic_init(&c->cr_next, 0);
 	atomic_init(&c->cr_acks, 0);
@@ -86,7 +88,7 @@ static void test_kill_during_load_loses_no_acknowledged_callback_and_pays_once(v
 	/* Nothing that was acknowledged is lost. */
 	for (i = 0; i < CRASH_ORDERS; i++) {
 		if (c->cr_acked[i]) {
-			assert_int_equal(test_db_int(&c->cr_daemon,
+			assert_int_equal(fx_db_int(&c->cr_daemon,
 						     "SELECT status = 'paid' FROM orders WHERE id = '%s'", c->cr_ids[i]),
 					 1);
 		}
@@ -95,7 +97,7 @@ static void test_kill_during_load_loses_no_acknowledged_callback_and_pays_once(v
 	for (i = 0; i < CRASH_ORDERS; i++) {
 		struct hres r;
 
-		assert_int_equal(hn_post_stripe(&c->cr_daemon, "stripe", TEST_STRIPE_SECRET, c->cr_bodies[i], &r), 0);
+		assert_int_equal(hn_post_stripe(&c->cr_daemon, "stripe", FX_STRIPE_SECRET, c->cr_bodies[i], &r), 0);
 		assert_int_equal(r.hs_status, 200);
 		hres_finish(&r);
 	}

@@ -1,6 +1,7 @@
 /* test_file_modes.c: everything the daemon writes (database, WAL, captures,
  * port files, the directories it creates) is private to its user under the
  * usual umask 022: files 0600, directories 0700. */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,7 +14,7 @@
 #include <cmocka.h>
 
 #include "buf.h"
-#include "stripe_common.h"
+#include "fixtures.h"
 
 static void assert_mode(const char *path, mode_t want)
 {
@@ -65,12 +66,11 @@ static void test_the_daemon_writes_files_0600_and_directories_0700_under_umask_0
 	char spool[700];
 	char *config;
 	struct buf b;
-	struct hres r;
 	char *body;
 
 	(void)state;
 	umask(022);
-	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI), 0);
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
 	/* The database and the spool in directories the daemon has to create. */
 	config = hn_read_file(d.dm_config);
 	assert_non_null(config);
@@ -85,9 +85,7 @@ static void test_the_daemon_writes_files_0600_and_directories_0700_under_umask_0
 	assert_int_equal(daemon_start(&d), 0);
 
 	body = hn_stripe_event("evt_modes_1", "customer.created", "{\"id\":\"cus_modes\"}");
-	assert_int_equal(hn_post_stripe(&d, "stripe", TEST_STRIPE_SECRET, body, &r), 0);
-	assert_int_equal(r.hs_status, 200);
-	hres_finish(&r);
+	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
 	free(body);
 
 	assert_mode(d.dm_db, 0600);

@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "fixtures.h"
 #include "harness.h"
 
 #define T_SECRET "whsec_health_test_secret"
@@ -221,8 +222,7 @@ static void test_a_pending_or_newer_schema_turns_readyz_to_503(void **state)
 	int64_t version;
 
 	(void)state;
-	assert_int_equal(daemon_init(&d, T_INI), 0);
-	assert_int_equal(daemon_start(&d), 0);
+	fx_daemon_start(&d, T_INI);
 	assert_int_equal(t_readyz(&d, NULL, 0), 200);
 	version = hn_db_int(d.dm_db, "PRAGMA user_version");
 	assert_true(version > 1);

@@ -11,6 +11,7 @@
 
 #include "buf.h"
 #include "crypto.h"
+#include "fixtures.h"
 #include "provider_e2e.h"
 
 #define HMAC_SECRET "It's a Secret to Everybody"
@@ -99,7 +100,7 @@ static void test_hmac_payment_pays_once_and_duplicates_replay(void **state)
 	char id[64];
 	char *body;
 
-	assert_int_equal(hn_order_create(d, 4200, "usd", id), 0);
+	fx_order(d, 4200, "usd", id);
 	body = hmac_body("paid", id, 4200);
 	hmac_sign(&m, "delivery-e2e-1", body);
 	assert_int_equal(e2e_post(d, "shop-backend", m.hm_headers, body, &first), 0);
@@ -132,7 +133,7 @@ static void test_hmac_refund_applies_once(void **state)
 	char *pay;
 	char *refund;
 
-	assert_int_equal(hn_order_create(d, 1000, "usd", id), 0);
+	fx_order(d, 1000, "usd", id);
 	pay = hmac_body("paid", id, 1000);
 	refund = hmac_body("refunded", id, 1000);
 	hmac_sign(&m, "delivery-e2e-2", pay);
@@ -161,7 +162,7 @@ static void test_hmac_callback_without_key_is_refused(void **state)
 	char id[64];
 	char *body;
 
-	assert_int_equal(hn_order_create(d, 100, "usd", id), 0);
+	fx_order(d, 100, "usd", id);
 	body = hmac_body("paid", id, 100);
 	hmac_sign(&m, NULL, body);
 	assert_int_equal(e2e_post(d, "shop-backend", m.hm_headers, body, &r), 0);
@@ -203,8 +204,8 @@ static void test_hmac_a_captured_refund_replayed_under_fresh_unsigned_headers_re
 	struct buf b;
 	int i;
 
-	assert_int_equal(hn_order_create(d, 1000, "usd", header_id), 0);
-	assert_int_equal(hn_order_create(d, 1000, "usd", body_id), 0);
+	fx_order(d, 1000, "usd", header_id);
+	fx_order(d, 1000, "usd", body_id);
 	pay = hmac_body("paid", header_id, 1000);
 	hmac_sign(&m, "replay-pay", pay);
 	assert_int_equal(e2e_post(d, "shop-backend", m.hm_headers, pay, &r), 0);
@@ -277,7 +278,7 @@ static void test_hmac_bodies_parsers_disagree_on_consume_no_key(void **state)
 	struct buf b;
 	size_t i;
 
-	assert_int_equal(hn_order_create(d, 900, "usd", id), 0);
+	fx_order(d, 900, "usd", id);
 	buf_init(&b, 0);
 	buf_printf(&b,
 	           "{\"event_id\":\"evt-strict\",\"action\":\"paid\",\"order\":{\"id\":\"%s\","

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "fixtures.h"
 #include "harness.h"
 #include "store.h"
 
@@ -128,8 +129,7 @@ test_sigterm_under_load_keeps_every_acknowledged_callback_and_a_restart_answers_
 	int j;
 
 	(void)state;
-	assert_int_equal(daemon_init(&d, T_INI_A), 0);
-	assert_int_equal(daemon_start(&d), 0);
+	fx_daemon_start(&d, T_INI_A);
 	for (i = 0; i < T_LOADERS; i++) {
 		memset(&loaders[i], 0, sizeof(loaders[i]));
 		loaders[i].tl_d = &d;
@@ -314,8 +314,7 @@ static void test_sighup_rotates_the_secret_while_callbacks_keep_arriving(void **
 	pthread_t th;
 
 	(void)state;
-	assert_int_equal(daemon_init(&d, T_INI_A), 0);
-	assert_int_equal(daemon_start(&d), 0);
+	fx_daemon_start(&d, T_INI_A);
 	memset(&t, 0, sizeof(t));
 	t.tr_d = &d;
 	t.tr_secret = T_SECRET_A;
@@ -360,8 +359,7 @@ static void test_a_broken_config_on_sighup_is_refused_and_the_old_one_keeps_serv
 	int i;
 
 	(void)state;
-	assert_int_equal(daemon_init(&d, T_INI_A), 0);
-	assert_int_equal(daemon_start(&d), 0);
+	fx_daemon_start(&d, T_INI_A);
 	/* an unknown provider type, then plain garbage */
 	t_rewrite_config(&d, T_INI_A, "[provider stripe]\ntype = no-such-provider\n");
 	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
@@ -413,8 +411,7 @@ static void test_a_misspelt_key_refuses_start_and_reload_and_the_old_config_keep
 	                 0);
 	daemon_finish(&d);
 
-	assert_int_equal(daemon_init(&d, T_INI_A "allow_from = 192.0.2.0/24\n"), 0);
-	assert_int_equal(daemon_start(&d), 0);
+	fx_daemon_start(&d, T_INI_A "allow_from = 192.0.2.0/24\n");
 	assert_int_equal(t_probe_until(&d, T_SECRET_A, 403, "limited"), 403);
 	t_rewrite_config(&d, "allow_from = 192.0.2.0/24\n", "allow_frm = 192.0.2.0/24\n");
 	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
@@ -571,8 +568,7 @@ test_a_failed_event_reprocessed_once_its_order_exists_pays_once_and_replays_the_
 	struct daemon d;
 
 	(void)state;
-	assert_int_equal(daemon_init(&d, T_INI_A), 0);
-	assert_int_equal(daemon_start(&d), 0);
+	fx_daemon_start(&d, T_INI_A);
 	snprintf(
 	        obj, sizeof(obj),
 	        "{\"id\":\"pi_rp\",\"object\":\"payment_intent\",\"amount\":1999,\"amount_"

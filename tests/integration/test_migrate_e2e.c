@@ -3,6 +3,7 @@
  * current one with every row kept, foreign keys intact and each order's
  * payment reference known, so the first refund after the upgrade that names
  * only the payment finds its order. */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -15,7 +16,7 @@
 #include <cmocka.h>
 
 #include "provider_e2e.h"
-#include "stripe_common.h"
+#include "fixtures.h"
 
 #define T_PREVIOUS_SCHEMA 4
 
@@ -116,7 +117,7 @@ static void test_migrate_keeps_every_row_and_learns_each_payment_reference(void 
 	char *body;
 
 	(void)state;
-	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI), 0);
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
 	build_previous_schema(&d);
 	assert_int_equal(daemon_cli(&d, 1, args, NULL), 0);
 
@@ -145,7 +146,7 @@ static void test_migrate_keeps_every_row_and_learns_each_payment_reference(void 
 	                       "{\"id\":\"ch_migrate\",\"object\":\"charge\",\"amount\":1000,"
 	                       "\"amount_refunded\":1000,\"currency\":\"usd\",\"payment_intent\":"
 	                       "\"pi_migrate_part\",\"metadata\":{}}");
-	assert_int_equal(hn_post_stripe(&d, "stripe", TEST_STRIPE_SECRET, body, &r), 0);
+	assert_int_equal(hn_post_stripe(&d, "stripe", FX_STRIPE_SECRET, body, &r), 0);
 	assert_int_equal(r.hs_status, 200);
 	assert_non_null(strstr(r.hs_body, "\"outcome\":\"refunded\""));
 	hres_finish(&r);

@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "fixtures.h"
 #include "harness.h"
 
 #define T_SECRET "whsec_operator_cli"
@@ -51,7 +52,7 @@ static void test_events_list_failed_is_the_failed_status_filter(void **state)
 	char *out_status = NULL;
 	char *out = NULL;
 
-	assert_int_equal(hn_order_create(d, 1999, "usd", order), 0);
+	fx_order(d, 1999, "usd", order);
 	t_pay(d, "evt_cli_applied", order);
 	t_pay(d, "evt_cli_unapplied", "ord_cli_no_such_order0001");
 	assert_int_equal(daemon_cli(d, 1, failed, &out_failed), 0);
@@ -85,7 +86,7 @@ static void test_order_create_stamps_created_and_updated_at_with_the_current_tim
 	int64_t before = hn_now_ms();
 	int64_t after;
 
-	assert_int_equal(hn_order_create(d, 1999, "usd", id), 0);
+	fx_order(d, 1999, "usd", id);
 	after = hn_now_ms();
 	snprintf(sql, sizeof(sql), "SELECT created_at FROM orders WHERE id = '%s'", id);
 	assert_in_range(hn_db_int(d->dm_db, sql), before, after);

@@ -1,11 +1,13 @@
 /* test_outbox_e2e.c: the real daemon with an [outbound] section pointing at
  * a real HTTP peer: delivery after commit, the CLI, compensation by refund,
  * and kill -9 during deliveries. */
+#include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
@@ -15,7 +17,7 @@
 #include <cmocka.h>
 
 #include "peer.h"
-#include "stripe_common.h"
+#include "fixtures.h"
 
 #define E2E_WAIT_S 30
 #define CRASH_ORDERS 40
@@ -25,7 +27,7 @@
 static void e2e_ini(char *out, size_t size, const struct peer *p, const char *extra)
 {
 	snprintf(out, size,
-	         TEST_STRIPE_INI
+	         FX_STRIPE_INI
 	         "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\nretry_cap = 300ms\n"
 	         "poll = 50ms\ntimeout = 5s\nconnect_timeout = 2s\nconcurrency = 4\n%s",
 	         peer_base(p), extra != NULL ? extra : "");
@@ -70,13 +72,10 @@ static void test_a_paid_callback_reaches_the_shop_once_with_an_idempotency_key(v
 	(void)state;
 	assert_non_null(p);
 	e2e_ini(ini, sizeof(ini), p, NULL);
-	assert_int_equal(daemon_init(&d, ini), 0);
-	assert_int_equal(daemon_start(&d), 0);
-	assert_int_equal(hn_order_create(&d, 1999, "usd", id), 0);
-	body = test_pi_succeeded("evt_outbox_1", id, 1999, "usd");
-	assert_int_equal(hn_post_stripe(&d, "stripe", TEST_STRIPE_SECRET, body, &r), 0);
-	assert_int_equal(r.hs_status, 200);
-	hres_finish(&r);
+	fx_daemon_start(&d, "%s", ini);
+	fx_order(&d, 1999, "usd", id);
+	body = fx_stripe_payment("evt_outbox_1", id, 1999, "usd");
+	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
 	assert_int_equal(peer_wait(p, 1, E2E_WAIT_S * 1000), 1);
 	assert_int_equal(peer_request(p, 0, &q), 0);
 	assert_string_equal(q.pq_path, "/notify");
@@ -92,13 +91,11 @@ static void test_a_paid_callback_reaches_the_shop_once_with_an_idempotency_key(v
 	        e2e_wait_int(&d, "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1), 1);
 
 	/* The provider's retry is a duplicate: no second row, no second call. */
-	assert_int_equal(hn_post_stripe(&d, "stripe", TEST_STRIPE_SECRET, body, &r), 0);
-	assert_int_equal(r.hs_status, 200);
-	hres_finish(&r);
+	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
 	free(body);
 	/* A callback for an order we do not know is refused: nothing queued. */
-	body = test_pi_succeeded("evt_outbox_unknown", "ord_unknownunknownunkn", 500, "usd");
-	assert_int_equal(hn_post_stripe(&d, "stripe", TEST_STRIPE_SECRET, body, &r), 0);
+	body = fx_stripe_payment("evt_outbox_unknown", "ord_unknownunknownunkn", 500, "usd");
+	assert_int_equal(hn_post_stripe(&d, "stripe", FX_STRIPE_SECRET, body, &r), 0);
 	hres_finish(&r);
 	free(body);
 	usleep(500000);
@@ -157,7 +154,6 @@ static void test_a_dead_notify_is_compensated_by_a_refund_at_the_provider(void *
 	char sql[256];
 	char *body;
 	char *out = NULL;
-	struct hres r;
 
 	(void)state;
 	assert_non_null(p);
@@ -170,13 +166,10 @@ static void test_a_dead_notify_is_compensated_by_a_refund_at_the_provider(void *
 	         "refund_key = env:IDEMHOOK_TEST_STRIPE_API_KEY\n",
 	         peer_base(p));
 	e2e_ini(ini, sizeof(ini), p, extra);
-	assert_int_equal(daemon_init(&d, ini), 0);
-	assert_int_equal(daemon_start(&d), 0);
-	assert_int_equal(hn_order_create(&d, 2500, "usd", id), 0);
-	body = test_pi_succeeded("evt_outbox_refund", id, 2500, "usd");
-	assert_int_equal(hn_post_stripe(&d, "stripe", TEST_STRIPE_SECRET, body, &r), 0);
-	assert_int_equal(r.hs_status, 200);
-	hres_finish(&r);
+	fx_daemon_start(&d, "%s", ini);
+	fx_order(&d, 2500, "usd", id);
+	body = fx_stripe_payment("evt_outbox_refund", id, 2500, "usd");
+	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
 	free(body);
 	snprintf(sql, sizeof(sql), "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id);
 	assert_int_equal(e2e_wait_int(&d, sql, 1), 1);
@@ -198,10 +191,8 @@ static void test_a_dead_notify_is_compensated_by_a_refund_at_the_provider(void *
 	         id);
 	assert_int_equal(hn_db_int(d.dm_db, sql), 0);
 	/* Stripe's own charge.refunded for that refund later changes nothing. */
-	body = test_charge_refunded("evt_outbox_refund_cb", id, 2500, 2500, "re_e2e_1", "usd");
-	assert_int_equal(hn_post_stripe(&d, "stripe", TEST_STRIPE_SECRET, body, &r), 0);
-	assert_int_equal(r.hs_status, 200);
-	hres_finish(&r);
+	body = fx_stripe_refund("evt_outbox_refund_cb", id, 2500, 2500, "re_e2e_1", "usd");
+	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
 	free(body);
 	snprintf(sql, sizeof(sql),
 	         "SELECT count(*) FROM points_ledger WHERE order_id = '%s' AND reason = 'clawback'",
@@ -235,7 +226,7 @@ static void *crash_sender(void *arg)
 		if (i >= CRASH_ORDERS) {
 			break;
 		}
-		if (hn_post_stripe(&c->cr_daemon, "stripe", TEST_STRIPE_SECRET, c->cr_bodies[i],
+		if (hn_post_stripe(&c->cr_daemon, "stripe", FX_STRIPE_SECRET, c->cr_bodies[i],
 		                   &r) == 0 &&
 		    r.hs_status == 200) {
 			c->cr_acked[i] = 1;
@@ -264,8 +255,7 @@ static void test_kill_during_deliveries_delivers_every_committed_row_with_one_ke
 	assert_non_null(p);
 	peer_default(p, "/notify", &slow);
 	e2e_ini(ini, sizeof(ini), p, NULL);
-	assert_int_equal(daemon_init(&c->cr_daemon, ini), 0);
-	assert_int_equal(daemon_start(&c->cr_daemon), 0);
+	fx_daemon_start(&c->cr_daemon, "%s", ini);
 	for (i = 0; i < CRASH_ORDERS; i++) {
 		char event_id[64];
 
@@ -273,7 +263,7 @@ static void test_kill_during_deliveries_delivers_every_committed_row_with_one_ke
 		        hn_order_create(&c->cr_daemon, 1000 + (int64_t)i, "usd", c->cr_ids[i]), 0);
 		snprintf(event_id, sizeof(event_id), "evt_outbox_crash_%zu", i);
 		c->cr_bodies[i] =
-		        test_pi_succeeded(event_id, c->cr_ids[i], 1000 + (int64_t)i, "usd");
+		        fx_stripe_payment(event_id, c->cr_ids[i], 1000 + (int64_t)i, "usd");
 	}
 	atomic_init(&c->cr_next, 0);
 	for (i = 0; i < CRASH_SENDERS; i++) {
@@ -299,7 +289,7 @@ static void test_kill_during_deliveries_delivers_every_committed_row_with_one_ke
 		if (c->cr_acked[i]) {
 			continue;
 		}
-		assert_int_equal(hn_post_stripe(&c->cr_daemon, "stripe", TEST_STRIPE_SECRET,
+		assert_int_equal(hn_post_stripe(&c->cr_daemon, "stripe", FX_STRIPE_SECRET,
 		                                c->cr_bodies[i], &r),
 		                 0);
 		assert_int_equal(r.hs_status, 200);

@@ -4,6 +4,7 @@
  * and WeChat Pay query endpoints that check our request signatures and sign
  * their answers as the providers do (one signs wrongly), fail, rate-limit or
  * hang when told to. Keys are generated at test time. */
+#include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,7 +24,7 @@
 #include "crypto.h"
 #include "peer.h"
 #include "provider_e2e.h"
-#include "stripe_common.h"
+#include "fixtures.h"
 #include "text.h"
 
 #define T_APP_ID "2021001144680325"
@@ -541,7 +542,7 @@ static void env_start(struct t_env *e, const char *extra)
 	buf_init(&ini, 0);
 	buf_printf(
 	        &ini,
-	        "[provider stripe]\ntype = stripe\nsecret = " TEST_STRIPE_SECRET "\n"
+	        "[provider stripe]\ntype = stripe\nsecret = " FX_STRIPE_SECRET "\n"
 	        "api_key = env:IDEMHOOK_E2E_REC_STRIPE_KEY\napi_base_url = %s\n\n"
 	        "[provider alipay]\ntype = alipay\napp_id = " T_APP_ID "\n"
 	        "public_key = env:IDEMHOOK_E2E_REC_PROVIDER_PUB\n"
@@ -595,7 +596,7 @@ static int reconcile(struct t_env *e, char **ret_out, ...)
 
 static void order_create(struct t_env *e, int64_t amount, const char *currency, char id[64])
 {
-	assert_int_equal(hn_order_create(&e->te_d, amount, currency, id), 0);
+	fx_order(&e->te_d, amount, currency, id);
 }
 
 static const char *order_status(struct t_env *e, const char *id, char out[32])
@@ -652,13 +653,11 @@ test_stripe_reconcile_pays_the_missing_order_once_counts_the_known_one_and_a_lat
 	env_start(&e, T_RECONCILE_FAST);
 	order_create(&e, 1999, "usd", a);
 	order_create(&e, 2500, "usd", b);
-	paid_a = test_pi_succeeded("evt_rec_a_paid", a, 1999, "usd");
-	paid_b = test_pi_succeeded("evt_rec_b_paid", b, 2500, "usd");
-	refund_b = test_charge_refunded("evt_rec_b_refund", b, 2500, 500, "re_rec_b", "usd");
+	paid_a = fx_stripe_payment("evt_rec_a_paid", a, 1999, "usd");
+	paid_b = fx_stripe_payment("evt_rec_b_paid", b, 2500, "usd");
+	refund_b = fx_stripe_refund("evt_rec_b_refund", b, 2500, 500, "re_rec_b", "usd");
 	/* B's payment came by webhook; A's never did, nor B's refund. */
-	assert_int_equal(hn_post_stripe(&e.te_d, "stripe", TEST_STRIPE_SECRET, paid_b, &r), 0);
-	assert_int_equal(r.hs_status, 200);
-	hres_finish(&r);
+	assert_int_equal(fx_stripe_send(&e.te_d, paid_b, NULL), 200);
 	assert_status(&e, b, "paid");
 	fake_event(paid_a);
 	fake_event(paid_b);
@@ -703,7 +702,7 @@ test_stripe_reconcile_pays_the_missing_order_once_counts_the_known_one_and_a_lat
 	peer_request_finish(&pr);
 
 	/* Stripe's own late delivery of A's payment: the stored answer. */
-	assert_int_equal(hn_post_stripe(&e.te_d, "stripe", TEST_STRIPE_SECRET, paid_a, &r), 0);
+	assert_int_equal(hn_post_stripe(&e.te_d, "stripe", FX_STRIPE_SECRET, paid_a, &r), 0);
 	assert_int_equal(r.hs_status, 200);
 	replayed = hres_header(&r, "Idempotent-Replayed");
 	assert_non_null(replayed);
@@ -782,7 +781,7 @@ static void test_dry_run_reports_what_would_change_and_changes_nothing(void **st
 	env_start(&e, T_RECONCILE_FAST);
 	order_create(&e, 1999, "usd", a);
 	order_create(&e, 1500, "cny", w);
-	paid = test_pi_succeeded("evt_rec_dry", a, 1999, "usd");
+	paid = fx_stripe_payment("evt_rec_dry", a, 1999, "usd");
 	fake_event(paid);
 	fake_order(w, 1500, "paid");
 	before = dump_state(&e);
@@ -1139,7 +1138,7 @@ static void *race_post_stripe(void *arg)
 	struct hres r;
 
 	usleep(t->tp_after_ms * 1000);
-	if (hn_post_stripe(&t->tp_env->te_d, "stripe", TEST_STRIPE_SECRET, t->tp_body, &r) == 0) {
+	if (hn_post_stripe(&t->tp_env->te_d, "stripe", FX_STRIPE_SECRET, t->tp_body, &r) == 0) {
 		t->tp_status = r.hs_status;
 		hres_finish(&r);
 	}
@@ -1188,7 +1187,7 @@ static void test_reconcile_racing_the_same_callbacks_changes_each_order_exactly_
 		order_create(&e, 2000 + (int64_t)i, "cny", alipay_ids[i]);
 		snprintf(evt, sizeof(evt), "evt_race_%zu", i);
 		snprintf(oid, sizeof(oid), "%.40s", stripe_ids[i]);
-		events[i] = test_pi_succeeded(evt, oid, 1000 + (int64_t)i, "usd");
+		events[i] = fx_stripe_payment(evt, oid, 1000 + (int64_t)i, "usd");
 		fake_event(events[i]);
 		fake_order(alipay_ids[i], 2000 + (int64_t)i, "paid");
 	}
@@ -1321,7 +1320,7 @@ static void test_the_daemon_reconciles_every_interval_once_a_reload_turns_it_on(
 	(void)state;
 	env_start(&e, "[reconcile]\ninterval = 0\nolder_than = 0\n");
 	order_create(&e, 1999, "usd", id);
-	paid = test_pi_succeeded("evt_rec_worker", id, 1999, "usd");
+	paid = fx_stripe_payment("evt_rec_worker", id, 1999, "usd");
 	fake_event(paid);
 	ini = read_file(e.te_d.dm_config);
 	assert_non_null(ini);

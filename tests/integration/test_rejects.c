@@ -1,10 +1,13 @@
 /* test_rejects.c: bad input gets a clear answer and changes nothing. */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,7 +16,7 @@
 
 #include "buf.h"
 #include "rawhttp.h"
-#include "stripe_common.h"
+#include "fixtures.h"
 
 struct rejects {
 	struct daemon rj_daemon;
@@ -57,14 +60,14 @@ static int setup(void **state)
 
 	if (rj == NULL ||
 	    daemon_init(&rj->rj_daemon,
-			TEST_STRIPE_INI "\n[provider stripe-locked]\ntype = stripe\nsecret = " TEST_STRIPE_SECRET
+			FX_STRIPE_INI "\n[provider stripe-locked]\ntype = stripe\nsecret = " FX_STRIPE_SECRET
 					"\nallow_from = 192.0.2.0/24, 2001:db8::/32\n") < 0 || daemon_start(&rj->rj_daemon) < 0 ||
 	    hn_order_create(&rj->rj_daemon, 1999, "usd", rj->rj_order) < 0) {
 		return -1;
 	}
 	/* One accepted callback, so the snapshot is not trivially empty. */
-	body = test_pi_succeeded("evt_reject_base", rj->rj_order, 1999, "usd");
-	if (hn_post_stripe(&rj->rj_daemon, "stripe", TEST_STRIPE_SECRET, body, &r) < 0 || r.hs_status != 200) {
+	body = fx_stripe_payment("evt_reject_base", rj->rj_order, 1999, "usd");
+	if (hn_post_stripe(&rj->rj_daemon, "stripe", FX_STRIPE_SECRET, body, &r) < 0 || r.hs_status != 200) {
 		return -1;
 	}
 	hres_finish(&r);
@@ -120,7 +123,7 @@ static char *signed_header(const char *secret, int64_t t, const char *body)
 static void test_wrong_secret_is_refused_with_401_and_stores_nothing(void **state)
 {
 	struct rejects *rj = *state;
-	char *body = test_pi_succeeded("evt_bad_sig", rj->rj_order, 1999, "usd");
+	char *body = fx_stripe_payment("evt_bad_sig", rj->rj_order, 1999, "usd");
 	char *h = signed_header("whsec_not_the_secret", hn_now_s(), body);
 
 	expect_refused(rj, h, body, strlen(body), 401);
@@ -131,8 +134,8 @@ static void test_wrong_secret_is_refused_with_401_and_stores_nothing(void **stat
 static void test_body_changed_after_signing_is_refused_with_401(void **state)
 {
 	struct rejects *rj = *state;
-	char *body = test_pi_succeeded("evt_tampered", rj->rj_order, 1999, "usd");
-	char *h = signed_header(TEST_STRIPE_SECRET, hn_now_s(), body);
+	char *body = fx_stripe_payment("evt_tampered", rj->rj_order, 1999, "usd");
+	char *h = signed_header(FX_STRIPE_SECRET, hn_now_s(), body);
 	char *amount = strstr(body, "1999");
 
 	amount[0] = '9'; /* one byte changed */
@@ -144,7 +147,7 @@ static void test_body_changed_after_signing_is_refused_with_401(void **state)
 static void test_missing_signature_is_refused_with_400(void **state)
 {
 	struct rejects *rj = *state;
-	char *body = test_pi_succeeded("evt_no_sig", rj->rj_order, 1999, "usd");
+	char *body = fx_stripe_payment("evt_no_sig", rj->rj_order, 1999, "usd");
 
 	expect_refused(rj, NULL, body, strlen(body), 400);
 	free(body);
@@ -153,7 +156,7 @@ static void test_missing_signature_is_refused_with_400(void **state)
 static void test_malformed_signature_header_is_refused_with_400(void **state)
 {
 	struct rejects *rj = *state;
-	char *body = test_pi_succeeded("evt_garbled", rj->rj_order, 1999, "usd");
+	char *body = fx_stripe_payment("evt_garbled", rj->rj_order, 1999, "usd");
 
 	expect_refused(rj, "Stripe-Signature: garbage-without-fields", body, strlen(body), 400);
 	free(body);
@@ -162,8 +165,8 @@ static void test_malformed_signature_header_is_refused_with_400(void **state)
 static void test_stale_timestamp_is_refused_with_401(void **state)
 {
 	struct rejects *rj = *state;
-	char *body = test_pi_succeeded("evt_stale", rj->rj_order, 1999, "usd");
-	char *h = signed_header(TEST_STRIPE_SECRET, hn_now_s() - 301, body);
+	char *body = fx_stripe_payment("evt_stale", rj->rj_order, 1999, "usd");
+	char *h = signed_header(FX_STRIPE_SECRET, hn_now_s() - 301, body);
 
 	expect_refused(rj, h, body, strlen(body), 401);
 	free(h);
@@ -174,7 +177,7 @@ static void test_malformed_json_with_a_valid_signature_is_refused_with_400(void 
 {
 	struct rejects *rj = *state;
 	const char *body = "{\"id\":\"evt_broken\",\"type\":\"payment_intent.succeeded\",\"data\":{";
-	char *h = signed_header(TEST_STRIPE_SECRET, hn_now_s(), body);
+	char *h = signed_header(FX_STRIPE_SECRET, hn_now_s(), body);
 
 	expect_refused(rj, h, body, strlen(body), 400);
 	free(h);
@@ -202,7 +205,7 @@ static void test_bodies_parsers_disagree_on_are_refused_and_consume_no_key(void 
 	struct hres r;
 	size_t i;
 
-	assert_int_equal(hn_order_create(&rj->rj_daemon, 1999, "usd", id), 0);
+	fx_order(&rj->rj_daemon, 1999, "usd", id);
 	snprintf(obj, sizeof(obj), STRICT_OBJECT, id);
 	good = hn_stripe_event("evt_strict_1", "payment_intent.succeeded", obj);
 	/* a repeated key: cJSON took the first, most parsers the last */
@@ -224,17 +227,17 @@ static void test_bodies_parsers_disagree_on_are_refused_and_consume_no_key(void 
 	bad[4] = buf_take(&b, NULL);
 	memcpy(strstr(bad[4], "succeeded\",\"metadata"), "succ\xc0\xaf" "ded", 9);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		char *h = signed_header(TEST_STRIPE_SECRET, hn_now_s(), bad[i]);
+		char *h = signed_header(FX_STRIPE_SECRET, hn_now_s(), bad[i]);
 
 		expect_refused(rj, h, bad[i], strlen(bad[i]), 400);
 		free(h);
 		free(bad[i]);
 	}
-	assert_int_equal(hn_post_stripe(&rj->rj_daemon, "stripe", TEST_STRIPE_SECRET, good, &r), 0);
+	assert_int_equal(hn_post_stripe(&rj->rj_daemon, "stripe", FX_STRIPE_SECRET, good, &r), 0);
 	assert_int_equal(r.hs_status, 200);
 	assert_null(hres_header(&r, "Idempotent-Replayed"));
 	assert_int_equal(
-	        test_db_int(&rj->rj_daemon, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id),
+	        fx_db_int(&rj->rj_daemon, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id),
 	        1);
 	hres_finish(&r);
 	free(good);
@@ -251,7 +254,7 @@ static void test_oversized_body_is_refused_with_413(void **state)
 	body[0] = '{';
 	body[len - 1] = '}';
 	body[len] = '\0';
-	h = signed_header(TEST_STRIPE_SECRET, hn_now_s(), body);
+	h = signed_header(FX_STRIPE_SECRET, hn_now_s(), body);
 	expect_refused(rj, h, body, len, 413);
 	free(h);
 	free(body);
@@ -429,14 +432,14 @@ static void test_refused_key_is_not_consumed_and_the_valid_delivery_still_applie
 	char *bad;
 	struct hres r;
 
-	assert_int_equal(hn_order_create(&rj->rj_daemon, 700, "usd", id), 0);
-	body = test_pi_succeeded("evt_retry_after_bad", id, 700, "usd");
+	fx_order(&rj->rj_daemon, 700, "usd", id);
+	body = fx_stripe_payment("evt_retry_after_bad", id, 700, "usd");
 	bad = signed_header("whsec_wrong", hn_now_s(), body);
 	expect_refused(rj, bad, body, strlen(body), 401);
-	assert_int_equal(hn_post_stripe(&rj->rj_daemon, "stripe", TEST_STRIPE_SECRET, body, &r), 0);
+	assert_int_equal(hn_post_stripe(&rj->rj_daemon, "stripe", FX_STRIPE_SECRET, body, &r), 0);
 	assert_int_equal(r.hs_status, 200);
 	assert_null(hres_header(&r, "Idempotent-Replayed"));
-	assert_int_equal(test_db_int(&rj->rj_daemon, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id), 1);
+	assert_int_equal(fx_db_int(&rj->rj_daemon, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id), 1);
 	hres_finish(&r);
 	free(bad);
 	free(body);
@@ -445,8 +448,8 @@ static void test_refused_key_is_not_consumed_and_the_valid_delivery_still_applie
 static void test_caller_outside_allow_from_gets_403_and_changes_nothing(void **state)
 {
 	struct rejects *rj = *state;
-	char *body = test_pi_succeeded("evt_wrong_source", rj->rj_order, 1999, "usd");
-	char *h = signed_header(TEST_STRIPE_SECRET, hn_now_s(), body);
+	char *body = fx_stripe_payment("evt_wrong_source", rj->rj_order, 1999, "usd");
+	char *h = signed_header(FX_STRIPE_SECRET, hn_now_s(), body);
 	char saved[256];
 
 	/* A correctly signed callback, but from an address the instance does not allow. */

@@ -3,6 +3,7 @@
  * each, and every committed event was answered; a drain finishes what was
  * under way, refuses new connections at once, says not ready, exits 0. */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -18,7 +19,7 @@
 
 #include "buf.h"
 #include "rawhttp.h"
-#include "stripe_common.h"
+#include "fixtures.h"
 
 #define RELOADS 20
 /* Half check the connection before reusing it, half do not; half post back
@@ -58,7 +59,7 @@ static char *signed_callback(const char *event_id, size_t *ret_len)
 {
 	char *body = hn_stripe_event(event_id, "customer.created",
 	                             "{\"id\":\"cus_1\",\"object\":\"customer\"}");
-	char *sig = hn_stripe_signature(TEST_STRIPE_SECRET, hn_now_s(), body, strlen(body));
+	char *sig = hn_stripe_signature(FX_STRIPE_SECRET, hn_now_s(), body, strlen(body));
 	struct buf b;
 	char *s;
 
@@ -177,8 +178,7 @@ static void test_keep_alive_clients_get_every_answer_through_20_reloads(void **s
 	char *next;
 	int i;
 
-	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI), 0);
-	assert_int_equal(daemon_start(&d), 0);
+	fx_daemon_start(&d, FX_STRIPE_INI);
 	atomic_init(&stop, 0);
 	for (i = 0; i < CLIENTS; i++) {
 		memset(&po[i], 0, sizeof(po[i]));
@@ -254,8 +254,7 @@ static void test_a_drain_finishes_requests_refuses_new_connections_and_is_not_re
 	int i;
 
 	/* No body floor: the half-sent body waits as long as the test takes. */
-	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI "\n[server]\nbody_min_rate = 1\n"), 0);
-	assert_int_equal(daemon_start(&d), 0);
+	fx_daemon_start(&d, FX_STRIPE_INI "\n[server]\nbody_min_rate = 1\n");
 	kept = rh_connect(NULL, d.dm_port);
 	slow = rh_connect(NULL, d.dm_port);
 	assert_true(kept >= 0 && slow >= 0);

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "fixtures.h"
 #include "provider_e2e.h"
 
 /* One provider instance: its section as the docs write it (secrets in files
@@ -133,7 +134,7 @@ static void configure(struct daemon *d, const struct sim_case *c, int wrong, str
 
 static void order_create(struct daemon *d, const char *currency, char id[64])
 {
-	assert_int_equal(hn_order_create(d, 1999, currency, id), 0);
+	fx_order(d, 1999, currency, id);
 }
 
 static char *order_text(struct daemon *d, const char *id, const char *column)

@@ -3,6 +3,7 @@
  * (each under the per-address limit), and a signed callback from another
  * address is still answered; a trickling head is cut at its deadline. */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,7 +19,7 @@
 #include <cmocka.h>
 
 #include "rawhttp.h"
-#include "stripe_common.h"
+#include "fixtures.h"
 
 #define SLOW_SOURCES 20
 #define SLOW_PER_SOURCE 55                      /* under the default per_ip_connections = 64 */
@@ -38,7 +39,7 @@ static void *callback_run(void *arg)
 	struct callback_job *cj = arg;
 	char *body = hn_stripe_event("evt_slow_clients", "customer.created",
 	                             "{\"id\":\"cus_1\",\"object\":\"customer\"}");
-	char *sig = hn_stripe_signature(TEST_STRIPE_SECRET, hn_now_s(), body, strlen(body));
+	char *sig = hn_stripe_signature(FX_STRIPE_SECRET, hn_now_s(), body, strlen(body));
 	char req[4096];
 	int len;
 
@@ -75,8 +76,7 @@ test_a_callback_is_answered_with_more_trickling_connections_than_fd_setsize(void
 	int i;
 
 	raise_file_limit();
-	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI "\n[server]\nper_ip_connections = 64\n"), 0);
-	assert_int_equal(daemon_start(&d), 0);
+	fx_daemon_start(&d, FX_STRIPE_INI "\n[server]\nper_ip_connections = 64\n");
 	for (i = 0; i < SLOW_N; i++) {
 		char source[32];
 
@@ -128,8 +128,7 @@ static void test_a_trickling_head_is_cut_after_its_deadline(void **state)
 	int closed = 0;
 	int fd;
 
-	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI "\n[server]\nhead_timeout = 2s\n"), 0);
-	assert_int_equal(daemon_start(&d), 0);
+	fx_daemon_start(&d, FX_STRIPE_INI "\n[server]\nhead_timeout = 2s\n");
 	fd = rh_connect(NULL, d.dm_port);
 	assert_true(fd >= 0);
 	assert_int_equal(rh_send(fd, "POST /hooks/stripe HTTP/1.1\r\n", 29), 0);

@@ -10,6 +10,7 @@
 
 #include "buf.h"
 #include "crypto.h"
+#include "fixtures.h"
 #include "provider_e2e.h"
 
 #define SW_SECRET "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -90,7 +91,7 @@ static void test_standard_webhooks_payment_pays_once_and_duplicates_replay(void 
 	char id[64];
 	char *body;
 
-	assert_int_equal(hn_order_create(d, 1999, "usd", id), 0);
+	fx_order(d, 1999, "usd", id);
 	body = sw_body("payment.succeeded", id, 1999);
 	sw_sign(&m, "msg_pay_once", body);
 	assert_int_equal(e2e_post(d, "billing", m.sm_headers, body, &first), 0);
@@ -131,7 +132,7 @@ static void test_standard_webhooks_concurrent_first_deliveries_pay_once(void **s
 	char id[64];
 	char *body;
 
-	assert_int_equal(hn_order_create(d, 500, "usd", id), 0);
+	fx_order(d, 500, "usd", id);
 	body = sw_body("payment.succeeded", id, 500);
 	sw_sign(&m, "msg_storm", body);
 	/* Nobody has seen this message yet: every copy races for the claim. */
@@ -159,7 +160,7 @@ static void test_standard_webhooks_refund_applies_once(void **state)
 	char *pay_body;
 	char *refund_body;
 
-	assert_int_equal(hn_order_create(d, 3000, "usd", id), 0);
+	fx_order(d, 3000, "usd", id);
 	pay_body = sw_body("payment.succeeded", id, 3000);
 	refund_body = sw_body("payment.refunded", id, 3000);
 	sw_sign(&pay, "msg_r_pay", pay_body);
@@ -194,7 +195,7 @@ static void test_standard_webhooks_bad_signature_is_refused_and_consumes_no_key(
 	char id[64];
 	char *body;
 
-	assert_int_equal(hn_order_create(d, 700, "usd", id), 0);
+	fx_order(d, 700, "usd", id);
 	body = sw_body("payment.succeeded", id, 700);
 	sw_sign(&m, "msg_forged", body);
 	body[strlen(body) - 3] = 'X';
@@ -224,7 +225,7 @@ static void test_standard_webhooks_bodies_parsers_disagree_on_consume_no_key(voi
 	struct buf b;
 	size_t i;
 
-	assert_int_equal(hn_order_create(d, 700, "usd", id), 0);
+	fx_order(d, 700, "usd", id);
 	good = sw_body("payment.succeeded", id, 700);
 	buf_init(&b, 0);
 	buf_printf(&b,

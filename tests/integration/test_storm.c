@@ -1,14 +1,17 @@
 /* test_storm.c: many identical callbacks at the same moment on separate
  * connections change the shop's state exactly once. */
+#include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
-#include "stripe_common.h"
+#include "fixtures.h"
 
 #define STORM_EVENTS 20
 #define STORM_COPIES 60
@@ -24,11 +27,10 @@ static void test_duplicate_storm_applies_each_event_exactly_once(void **state)
 	size_t i;
 
 	assert_non_null(res);
-	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI), 0);
-	assert_int_equal(daemon_start(&d), 0);
+	fx_daemon_start(&d, FX_STRIPE_INI);
 	snprintf(url, sizeof(url), "%s/hooks/stripe", d.dm_base);
 	for (e = 0; e < STORM_EVENTS; e++) {
-		assert_int_equal(hn_order_create(&d, 1000 + e, "usd", ids[e]), 0);
+		fx_order(&d, 1000 + e, "usd", ids[e]);
 	}
 	for (e = 0; e < STORM_EVENTS; e++) {
 		char event_id[64];
@@ -40,8 +42,8 @@ static void test_duplicate_storm_applies_each_event_exactly_once(void **state)
 		size_t first = STORM_COPIES;
 
 		snprintf(event_id, sizeof(event_id), "evt_storm_%d", e);
-		body = test_pi_succeeded(event_id, ids[e], 1000 + e, "usd");
-		sig = hn_stripe_signature(TEST_STRIPE_SECRET, hn_now_s(), body, strlen(body));
+		body = fx_stripe_payment(event_id, ids[e], 1000 + e, "usd");
+		sig = hn_stripe_signature(FX_STRIPE_SECRET, hn_now_s(), body, strlen(body));
 		snprintf(hdr, sizeof(hdr), "Stripe-Signature: %s", sig);
 		headers[0] = hdr;
 		headers[1] = "Content-Type: application/json";
@@ -120,18 +122,17 @@ static void test_overlapping_storms_of_different_events_each_apply_once(void **s
 
 	assert_non_null(res);
 	memset(jobs, 0, sizeof(jobs));
-	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI), 0);
-	assert_int_equal(daemon_start(&d), 0);
+	fx_daemon_start(&d, FX_STRIPE_INI);
 	snprintf(url, sizeof(url), "%s/hooks/stripe", d.dm_base);
 	for (e = 0; e < MIX_EVENTS; e++) {
 		char event_id[64];
 		char id[64];
 		char *sig;
 
-		assert_int_equal(hn_order_create(&d, 500, "usd", id), 0);
+		fx_order(&d, 500, "usd", id);
 		snprintf(event_id, sizeof(event_id), "evt_mix_%d", e);
-		jobs[e].sj_body = test_pi_succeeded(event_id, id, 500, "usd");
-		sig = hn_stripe_signature(TEST_STRIPE_SECRET, hn_now_s(), jobs[e].sj_body, strlen(jobs[e].sj_body));
+		jobs[e].sj_body = fx_stripe_payment(event_id, id, 500, "usd");
+		sig = hn_stripe_signature(FX_STRIPE_SECRET, hn_now_s(), jobs[e].sj_body, strlen(jobs[e].sj_body));
 		snprintf(jobs[e].sj_sig_header, sizeof(jobs[e].sj_sig_header), "Stripe-Signature: %s", sig);
 		free(sig);
 		jobs[e].sj_url = url;

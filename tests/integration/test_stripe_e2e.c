@@ -1,23 +1,26 @@
 /* test_stripe_e2e.c: Stripe callbacks over real HTTP against the real daemon. */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
 #include "provider_e2e.h"
-#include "stripe_common.h"
+#include "fixtures.h"
 
 static int setup(void **state)
 {
-	return daemon_setup(state, TEST_STRIPE_INI);
+	return daemon_setup(state, FX_STRIPE_INI);
 }
 
 
 static void post_ok(struct daemon *d, const char *body, struct hres *r)
 {
-	assert_int_equal(hn_post_stripe(d, "stripe", TEST_STRIPE_SECRET, body, r), 0);
+	assert_int_equal(hn_post_stripe(d, "stripe", FX_STRIPE_SECRET, body, r), 0);
 	assert_int_equal(r->hs_status, 200);
 	/* Our own JSON acknowledgement ends its line, for people reading it in a terminal. */
 	assert_true(r->hs_body_len > 0 && r->hs_body[r->hs_body_len - 1] == '\n');
@@ -32,14 +35,14 @@ static void test_payment_marks_order_paid_and_awards_points_once(void **state)
 	char *body;
 	char *replayed;
 
-	assert_int_equal(hn_order_create(d, 1999, "usd", id), 0);
-	body = test_pi_succeeded("evt_pay_once", id, 1999, "usd");
+	fx_order(d, 1999, "usd", id);
+	body = fx_stripe_payment("evt_pay_once", id, 1999, "usd");
 	post_ok(d, body, &first);
 	assert_non_null(strstr(first.hs_body, id));
 	assert_null(hres_header(&first, "Idempotent-Replayed"));
-	assert_int_equal(test_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id), 1);
-	assert_int_equal(test_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id), 1);
-	assert_int_equal(test_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id), 19);
+	assert_int_equal(fx_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id), 1);
+	assert_int_equal(fx_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id), 1);
+	assert_int_equal(fx_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id), 19);
 
 	/* The duplicate gets the stored reply byte for byte, marked replayed. */
 	post_ok(d, body, &again);
@@ -48,7 +51,7 @@ static void test_payment_marks_order_paid_and_awards_points_once(void **state)
 	replayed = hres_header(&again, "Idempotent-Replayed");
 	assert_non_null(replayed);
 	assert_string_equal(replayed, "true");
-	assert_int_equal(test_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id), 1);
+	assert_int_equal(fx_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id), 1);
 	assert_int_equal(hn_db_int(d->dm_db, "SELECT COUNT(*) FROM idempotency_records"), 1);
 	free(replayed);
 	free(body);
@@ -59,25 +62,21 @@ static void test_payment_marks_order_paid_and_awards_points_once(void **state)
 static void test_full_refund_after_payment_claws_back_all_points(void **state)
 {
 	struct daemon *d = *state;
-	struct hres r;
 	char id[64];
 	char *pay;
 	char *refund;
 
-	assert_int_equal(hn_order_create(d, 5000, "eur", id), 0);
-	pay = test_pi_succeeded("evt_pay_r1", id, 5000, "eur");
-	refund = test_charge_refunded("evt_ref_r1", id, 5000, 5000, "re_full_1", "eur");
-	post_ok(d, pay, &r);
-	hres_finish(&r);
-	post_ok(d, refund, &r);
-	hres_finish(&r);
-	assert_int_equal(test_db_int(d, "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id), 1);
-	assert_int_equal(test_db_int(d, "SELECT refunded_amount FROM orders WHERE id = '%s'", id), 5000);
-	assert_int_equal(test_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id), 0);
+	fx_order(d, 5000, "eur", id);
+	pay = fx_stripe_payment("evt_pay_r1", id, 5000, "eur");
+	refund = fx_stripe_refund("evt_ref_r1", id, 5000, 5000, "re_full_1", "eur");
+	assert_int_equal(fx_stripe_send(d, pay, NULL), 200);
+	assert_int_equal(fx_stripe_send(d, refund, NULL), 200);
+	assert_int_equal(fx_db_int(d, "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id), 1);
+	assert_int_equal(fx_db_int(d, "SELECT refunded_amount FROM orders WHERE id = '%s'", id), 5000);
+	assert_int_equal(fx_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id), 0);
 	/* The refund delivered again changes nothing. */
-	post_ok(d, refund, &r);
-	hres_finish(&r);
-	assert_int_equal(test_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id), 2);
+	assert_int_equal(fx_stripe_send(d, refund, NULL), 200);
+	assert_int_equal(fx_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id), 2);
 	free(pay);
 	free(refund);
 }
@@ -85,33 +84,28 @@ static void test_full_refund_after_payment_claws_back_all_points(void **state)
 static void test_partial_refunds_accumulate_until_the_order_is_refunded(void **state)
 {
 	struct daemon *d = *state;
-	struct hres r;
 	char id[64];
 	char *pay;
 	char *part;
 	char *rest;
 
-	assert_int_equal(hn_order_create(d, 10000, "usd", id), 0);
-	pay = test_pi_succeeded("evt_pay_p", id, 10000, "usd");
-	part = test_charge_refunded("evt_ref_p1", id, 10000, 3000, "re_p1", "usd");
-	rest = test_charge_refunded("evt_ref_p2", id, 10000, 10000, "re_p2", "usd");
-	post_ok(d, pay, &r);
-	hres_finish(&r);
-	assert_int_equal(test_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id), 100);
-	post_ok(d, part, &r);
-	hres_finish(&r);
-	assert_int_equal(test_db_int(d, "SELECT status = 'partially_refunded' FROM orders WHERE id = '%s'", id), 1);
-	assert_int_equal(test_db_int(d, "SELECT refunded_amount FROM orders WHERE id = '%s'", id), 3000);
-	assert_int_equal(test_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id), 70);
-	post_ok(d, rest, &r);
-	hres_finish(&r);
-	assert_int_equal(test_db_int(d, "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id), 1);
-	assert_int_equal(test_db_int(d, "SELECT refunded_amount FROM orders WHERE id = '%s'", id), 10000);
-	assert_int_equal(test_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id), 0);
+	fx_order(d, 10000, "usd", id);
+	pay = fx_stripe_payment("evt_pay_p", id, 10000, "usd");
+	part = fx_stripe_refund("evt_ref_p1", id, 10000, 3000, "re_p1", "usd");
+	rest = fx_stripe_refund("evt_ref_p2", id, 10000, 10000, "re_p2", "usd");
+	assert_int_equal(fx_stripe_send(d, pay, NULL), 200);
+	assert_int_equal(fx_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id), 100);
+	assert_int_equal(fx_stripe_send(d, part, NULL), 200);
+	assert_int_equal(fx_db_int(d, "SELECT status = 'partially_refunded' FROM orders WHERE id = '%s'", id), 1);
+	assert_int_equal(fx_db_int(d, "SELECT refunded_amount FROM orders WHERE id = '%s'", id), 3000);
+	assert_int_equal(fx_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id), 70);
+	assert_int_equal(fx_stripe_send(d, rest, NULL), 200);
+	assert_int_equal(fx_db_int(d, "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id), 1);
+	assert_int_equal(fx_db_int(d, "SELECT refunded_amount FROM orders WHERE id = '%s'", id), 10000);
+	assert_int_equal(fx_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id), 0);
 	/* The older, smaller running total arriving late moves nothing back. */
-	post_ok(d, part, &r);
-	hres_finish(&r);
-	assert_int_equal(test_db_int(d, "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id), 1);
+	assert_int_equal(fx_stripe_send(d, part, NULL), 200);
+	assert_int_equal(fx_db_int(d, "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id), 1);
 	free(pay);
 	free(part);
 	free(rest);
@@ -120,21 +114,18 @@ static void test_partial_refunds_accumulate_until_the_order_is_refunded(void **s
 static void test_refund_delivered_before_its_payment_wins_and_leaves_no_points(void **state)
 {
 	struct daemon *d = *state;
-	struct hres r;
 	char id[64];
 	char *pay;
 	char *refund;
 
-	assert_int_equal(hn_order_create(d, 2500, "usd", id), 0);
-	pay = test_pi_succeeded("evt_pay_late", id, 2500, "usd");
-	refund = test_charge_refunded("evt_ref_early", id, 2500, 2500, "re_early", "usd");
-	post_ok(d, refund, &r);
-	hres_finish(&r);
-	assert_int_equal(test_db_int(d, "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id), 1);
-	post_ok(d, pay, &r);
-	hres_finish(&r);
-	assert_int_equal(test_db_int(d, "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id), 1);
-	assert_int_equal(test_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id), 0);
+	fx_order(d, 2500, "usd", id);
+	pay = fx_stripe_payment("evt_pay_late", id, 2500, "usd");
+	refund = fx_stripe_refund("evt_ref_early", id, 2500, 2500, "re_early", "usd");
+	assert_int_equal(fx_stripe_send(d, refund, NULL), 200);
+	assert_int_equal(fx_db_int(d, "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id), 1);
+	assert_int_equal(fx_stripe_send(d, pay, NULL), 200);
+	assert_int_equal(fx_db_int(d, "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id), 1);
+	assert_int_equal(fx_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id), 0);
 	free(pay);
 	free(refund);
 }
@@ -142,21 +133,18 @@ static void test_refund_delivered_before_its_payment_wins_and_leaves_no_points(v
 static void test_session_and_intent_events_for_one_payment_pay_once(void **state)
 {
 	struct daemon *d = *state;
-	struct hres r;
 	char id[64];
 	char *session;
 	char *intent;
 
-	assert_int_equal(hn_order_create(d, 1200, "usd", id), 0);
-	session = test_session_completed("evt_cs_1", id, 1200, "usd");
-	intent = test_pi_succeeded("evt_pi_1", id, 1200, "usd");
-	post_ok(d, session, &r);
-	hres_finish(&r);
-	post_ok(d, intent, &r);
-	hres_finish(&r);
-	assert_int_equal(test_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id), 1);
-	assert_int_equal(test_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id), 1);
-	assert_int_equal(test_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id), 12);
+	fx_order(d, 1200, "usd", id);
+	session = fx_stripe_session("evt_cs_1", id, 1200, "usd");
+	intent = fx_stripe_payment("evt_pi_1", id, 1200, "usd");
+	assert_int_equal(fx_stripe_send(d, session, NULL), 200);
+	assert_int_equal(fx_stripe_send(d, intent, NULL), 200);
+	assert_int_equal(fx_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id), 1);
+	assert_int_equal(fx_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", id), 1);
+	assert_int_equal(fx_db_int(d, "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", id), 12);
 	free(session);
 	free(intent);
 }
@@ -164,11 +152,9 @@ static void test_session_and_intent_events_for_one_payment_pay_once(void **state
 static void test_unknown_order_is_acknowledged_and_recorded_as_failed(void **state)
 {
 	struct daemon *d = *state;
-	struct hres r;
-	char *body = test_pi_succeeded("evt_unknown", "ord_doesnotexist0000000", 100, "usd");
+	char *body = fx_stripe_payment("evt_unknown", "ord_doesnotexist0000000", 100, "usd");
 
-	post_ok(d, body, &r);
-	hres_finish(&r);
+	assert_int_equal(fx_stripe_send(d, body, NULL), 200);
 	assert_int_equal(hn_db_int(d->dm_db, "SELECT COUNT(*) FROM idempotency_records WHERE idem_key = "
 					     "'evt_unknown' AND status = 'failed'"),
 			 1);
@@ -181,15 +167,13 @@ static void test_unknown_order_is_acknowledged_and_recorded_as_failed(void **sta
 static void test_amount_mismatch_leaves_the_order_pending(void **state)
 {
 	struct daemon *d = *state;
-	struct hres r;
 	char id[64];
 	char *body;
 
-	assert_int_equal(hn_order_create(d, 1999, "usd", id), 0);
-	body = test_pi_succeeded("evt_mismatch", id, 1, "usd");
-	post_ok(d, body, &r);
-	hres_finish(&r);
-	assert_int_equal(test_db_int(d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", id), 1);
+	fx_order(d, 1999, "usd", id);
+	body = fx_stripe_payment("evt_mismatch", id, 1, "usd");
+	assert_int_equal(fx_stripe_send(d, body, NULL), 200);
+	assert_int_equal(fx_db_int(d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", id), 1);
 	assert_int_equal(hn_db_int(d->dm_db, "SELECT COUNT(*) FROM idempotency_records WHERE idem_key = "
 					     "'evt_mismatch' AND status = 'failed'"),
 			 1);
@@ -199,11 +183,9 @@ static void test_amount_mismatch_leaves_the_order_pending(void **state)
 static void test_other_event_types_are_acknowledged_without_effect(void **state)
 {
 	struct daemon *d = *state;
-	struct hres r;
 	char *body = hn_stripe_event("evt_other", "customer.created", "{\"id\":\"cus_1\",\"object\":\"customer\"}");
 
-	post_ok(d, body, &r);
-	hres_finish(&r);
+	assert_int_equal(fx_stripe_send(d, body, NULL), 200);
 	assert_int_equal(hn_db_int(d->dm_db, "SELECT COUNT(*) FROM events WHERE idem_key = 'evt_other' AND "
 					     "kind = 'other' AND outcome = 'done'"),
 			 1);
@@ -314,21 +296,21 @@ static void assert_scenario_end(struct daemon *d, const struct stripe_scenario *
 	char status[64];
 
 	snprintf(status, sizeof(status), "%s", sc->sc_status);
-	assert_int_equal(test_db_int(d, "SELECT status = '%s' FROM orders WHERE id = '%s'", status,
+	assert_int_equal(fx_db_int(d, "SELECT status = '%s' FROM orders WHERE id = '%s'", status,
 	                             id),
 	                 1);
-	assert_int_equal(test_db_int(d, "SELECT refunded_amount FROM orders WHERE id = '%s'", id),
+	assert_int_equal(fx_db_int(d, "SELECT refunded_amount FROM orders WHERE id = '%s'", id),
 	                 sc->sc_refunded);
-	assert_int_equal(test_db_int(d, "SELECT chargeback_amount FROM orders WHERE id = '%s'", id),
+	assert_int_equal(fx_db_int(d, "SELECT chargeback_amount FROM orders WHERE id = '%s'", id),
 	                 sc->sc_chargeback);
-	assert_int_equal(test_db_int(d,
+	assert_int_equal(fx_db_int(d,
 	                             "SELECT COALESCE(SUM(points), 0) FROM points_ledger WHERE "
 	                             "order_id = '%s'",
 	                             id),
 	                 sc->sc_points);
 	/* Events that waited for the payment were applied when it came. */
 	assert_int_equal(e2e_failed_events(d, id), 0);
-	assert_int_equal(test_db_int(d, "SELECT COUNT(*) FROM order_parked WHERE applied_at IS NULL"),
+	assert_int_equal(fx_db_int(d, "SELECT COUNT(*) FROM order_parked WHERE applied_at IS NULL"),
 	                 0);
 }
 
@@ -339,8 +321,8 @@ static void run_scenario(struct daemon *d, const struct stripe_scenario *sc)
 	char b[64];
 	size_t i;
 
-	assert_int_equal(hn_order_create(d, 2000, "usd", a), 0);
-	assert_int_equal(hn_order_create(d, 2000, "usd", b), 0);
+	fx_order(d, 2000, "usd", a);
+	fx_order(d, 2000, "usd", b);
 	for (i = 0; i < sc->sc_n; i++) {
 		deliver_twice(d, sc, i, a);
 	}
@@ -367,7 +349,7 @@ static void test_dispute_created_then_lost_claws_points_back_once(void **state)
 	struct daemon *d = *state;
 
 	run_scenario(d, &sc);
-	assert_int_equal(test_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE reason = "
+	assert_int_equal(fx_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE reason = "
 	                                "'clawback' AND ref = 'dp_' || order_id"),
 	                 2);
 }
@@ -398,19 +380,18 @@ static void test_a_dispute_open_then_the_ack_says_disputed(void **state)
 	char *body;
 	char *pay;
 
-	assert_int_equal(hn_order_create(d, 2000, "usd", id), 0);
+	fx_order(d, 2000, "usd", id);
 	obj = e2e_expand(dispute_lost[0].ss_object, id);
 	pay = hn_stripe_event("evt_ack_pay", "payment_intent.succeeded", obj);
 	free(obj);
-	post_ok(d, pay, &r);
-	hres_finish(&r);
+	assert_int_equal(fx_stripe_send(d, pay, NULL), 200);
 	obj = e2e_expand(dispute_lost[1].ss_object, id);
 	body = hn_stripe_event("evt_ack_dispute", "charge.dispute.created", obj);
 	post_ok(d, body, &r);
 	assert_non_null(strstr(r.hs_body, "\"outcome\":\"disputed\""));
 	assert_non_null(strstr(r.hs_body, id));
 	hres_finish(&r);
-	assert_int_equal(test_db_int(d, "SELECT status = 'disputed' FROM orders WHERE id = '%s'", id),
+	assert_int_equal(fx_db_int(d, "SELECT status = 'disputed' FROM orders WHERE id = '%s'", id),
 	                 1);
 	free(obj);
 	free(body);

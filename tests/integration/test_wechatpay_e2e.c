@@ -13,6 +13,7 @@
 
 #include "buf.h"
 #include "crypto.h"
+#include "fixtures.h"
 #include "provider_e2e.h"
 #include "wechatpay_fixture.h"
 
@@ -147,7 +148,7 @@ static void test_wechatpay_payment_pays_once_and_answers_204(void **state)
 	char *plain;
 	char *body;
 
-	assert_int_equal(hn_order_create(d, 1999, "cny", id), 0);
+	fx_order(d, 1999, "cny", id);
 	plain = paid_plain(id, 1999);
 	body = wx_body("EV-e2e-pay-1", "TRANSACTION.SUCCESS", plain, "aaaaaaaaaaaa");
 	wx_sign(&m, body, NULL);
@@ -191,7 +192,7 @@ static void test_wechatpay_refund_applies_once(void **state)
 	char *plain;
 	char *body;
 
-	assert_int_equal(hn_order_create(d, 1000, "cny", id), 0);
+	fx_order(d, 1000, "cny", id);
 	plain = paid_plain(id, 1000);
 	body = wx_body("EV-e2e-pay-2", "TRANSACTION.SUCCESS", plain, "cccccccccccc");
 	wx_sign(&m, body, NULL);
@@ -231,7 +232,7 @@ static void test_wechatpay_probe_is_refused_with_fail_json(void **state)
 	char *plain;
 	char *body;
 
-	assert_int_equal(hn_order_create(d, 100, "cny", id), 0);
+	fx_order(d, 100, "cny", id);
 	plain = paid_plain(id, 100);
 	body = wx_body("EV-e2e-probe", "TRANSACTION.SUCCESS", plain, "eeeeeeeeeeee");
 	wx_sign(&m, body, "WECHATPAY/SIGNTEST/9U3hMQoNxhp3gR5A");
@@ -329,8 +330,8 @@ static void wx_run(struct daemon *d, const char *provider, const struct wx_step 
 	char b[64];
 	size_t i;
 
-	assert_int_equal(hn_order_create(d, 1000, "cny", a), 0);
-	assert_int_equal(hn_order_create(d, 1000, "cny", b), 0);
+	fx_order(d, 1000, "cny", a);
+	fx_order(d, 1000, "cny", b);
 	for (i = 0; i < n; i++) {
 		wx_deliver_twice(d, provider, st, i, a);
 	}
@@ -368,7 +369,7 @@ static void test_wechatpay_partner_mode_pays_refunds_and_closes_refunds(void **s
 	wx_run(d, "wechatpay-partner", partner_refund_closed, 3, "paid", 10);
 	/* A direct merchant's notification is not for the partner instance,
 	 * nor a partner's for the direct one. */
-	assert_int_equal(hn_order_create(d, 1000, "cny", id), 0);
+	fx_order(d, 1000, "cny", id);
 	plain = e2e_expand(refund_abnormal[0].ws_plain, id);
 	body = wx_body("EV-wrong-1", "TRANSACTION.SUCCESS", plain, "gggggggggggg");
 	wx_sign(&m, body, NULL);
@@ -406,7 +407,7 @@ static void test_wechatpay_bodies_parsers_disagree_on_consume_no_key(void **stat
 	char *bad[6];
 	size_t i;
 
-	assert_int_equal(hn_order_create(d, 880, "cny", id), 0);
+	fx_order(d, 880, "cny", id);
 	plain = paid_plain(id, 880);
 	good = wx_body("EV-strict", "TRANSACTION.SUCCESS", plain, "cccccccccccc");
 	bad[0] = e2e_replace(good, "{\"id\":\"EV-strict\"", "{\"id\":\"EV-other\",\"id\":\"EV-strict\"");

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "buf.h"
+#include "fixtures.h"
 #include "integration/prom_text.h"
 #include "metrics.h"
 #include "store.h"
@@ -197,22 +198,14 @@ static int insert_stuck(struct store_tx *tx, void *arg)
 
 static void test_store_gauges_show_stuck_processing_and_batch_sizes(void **state)
 {
-	char dir[] = "/tmp/test_metrics.XXXXXX";
-	char path[128];
-	struct store_options opt;
+	char dir[64];
 	struct prom_text *p;
 	struct store *st;
 	struct timespec ts;
 	int64_t now;
 
 	(void)state;
-	assert_non_null(mkdtemp(dir));
-	snprintf(path, sizeof(path), "%s/idemhook.db", dir);
-	memset(&opt, 0, sizeof(opt));
-	opt.so_path = path;
-	opt.so_sync = STORE_SYNC_OFF;
-	st = store_create(&opt);
-	assert_non_null(st);
+	st = fx_store_create(dir);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 	assert_int_equal(store_write(st, now, insert_stuck, NULL), 0);
@@ -228,13 +221,7 @@ static void test_store_gauges_show_stuck_processing_and_batch_sizes(void **state
 		assert_int_equal(prom_sum(p, "idemhook_outbox_backlog", ""), 0);
 		assert_int_equal(prom_sum(p, "idemhook_outbox_dead", ""), 0);
 	}
-	store_destroy(st);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/idemhook.db-wal", dir);
-	unlink(path);
-	snprintf(path, sizeof(path), "%s/idemhook.db-shm", dir);
-	unlink(path);
-	rmdir(dir);
+	fx_store_destroy(st, dir);
 }
 
 /* The reader the integration tests trust must refuse each kind of broken

@@ -14,13 +14,14 @@
 #include <cmocka.h>
 
 #include "config.h"
-#include "provider.h"
 #include "event.h"
+#include "fixtures.h"
 #include "log.h"
 #include "orders.h"
 #include "outbound.h"
 #include "outbox.h"
 #include "peer.h"
+#include "provider.h"
 #include "store.h"
 
 #define T_WAIT_MS 15000 /* longest wait for a row to settle */
@@ -323,14 +324,7 @@ static int paid_fn(struct store_tx *tx, void *arg)
 		return -1;
 	}
 	snprintf(key, sizeof(key), "evt_%s", pj->pj_id);
-	memset(&ev, 0, sizeof(ev));
-	ev.ev_key = key;
-	ev.ev_type = (char *)"payment_intent.succeeded";
-	ev.ev_kind = EVENT_PAYMENT_SUCCEEDED;
-	ev.ev_order_ref = pj->pj_id;
-	ev.ev_payment_ref = (char *)pj->pj_payment_ref;
-	ev.ev_amount = pj->pj_amount;
-	snprintf(ev.ev_currency, sizeof(ev.ev_currency), "USD");
+	fx_event_payment(&ev, key, pj->pj_id, pj->pj_payment_ref, pj->pj_amount, "usd");
 	memset(&res, 0, sizeof(res));
 	if (orders_apply_event(tx, &t_orders, "stripe", &ev, &res) < 0 || res.or_refused) {
 		return -1;

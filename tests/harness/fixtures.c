@@ -1,0 +1,181 @@
+/* fixtures.c: the setup blocks tests share (fixtures.h). */
+#include <ctype.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "event.h"
+#include "fixtures.h"
+#include "orders.h"
+#include "store.h"
+
+#define FX_OBJECT_MAX 1536 /* bytes of an event's data.object */
+
+void fx_daemon_start(struct daemon *d, const char *fmt, ...)
+{
+	va_list ap;
+	char *text = NULL;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = vasprintf(&text, fmt, ap);
+	va_end(ap);
+	assert_true(rc >= 0);
+	assert_int_equal(daemon_init(d, text), 0);
+	free(text);
+	assert_int_equal(daemon_start(d), 0);
+}
+
+void fx_order(struct daemon *d, int64_t amount, const char *currency, char ret_id[64])
+{
+	assert_int_equal(hn_order_create(d, amount, currency, ret_id), 0);
+}
+
+int64_t fx_db_int(struct daemon *d, const char *fmt, ...)
+{
+	char sql[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(sql, sizeof(sql), fmt, ap);
+	va_end(ap);
+	assert_true(n > 0 && (size_t)n < sizeof(sql));
+	return hn_db_int(d->dm_db, sql);
+}
+
+char *fx_stripe_payment(const char *event_id, const char *order_id, int64_t amount, const char *currency)
+{
+	char obj[FX_OBJECT_MAX];
+
+	snprintf(obj, sizeof(obj),
+		 "{\"id\":\"pi_%s\",\"object\":\"payment_intent\",\"amount\":%" PRId64 ",\"amount_received\":%" PRId64
+		 ",\"currency\":\"%s\",\"status\":\"succeeded\",\"metadata\":{\"order_id\":\"%s\"}}",
+		 order_id, amount, amount, currency, order_id);
+	return hn_stripe_event(event_id, "payment_intent.succeeded", obj);
+}
+
+char *fx_stripe_session(const char *event_id, const char *order_id, int64_t amount, const char *currency)
+{
+	char obj[FX_OBJECT_MAX];
+
+	snprintf(obj, sizeof(obj),
+		 "{\"id\":\"cs_%s\",\"object\":\"checkout.session\",\"amount_total\":%" PRId64
+		 ",\"currency\":\"%s\",\"payment_status\":\"paid\",\"status\":\"complete\","
+		 "\"client_reference_id\":\"%s\",\"payment_intent\":\"pi_%s\",\"metadata\":{}}",
+		 order_id, amount, currency, order_id, order_id);
+	return hn_stripe_event(event_id, "checkout.session.completed", obj);
+}
+
+char *fx_stripe_refund(const char *event_id, const char *order_id, int64_t amount, int64_t amount_refunded,
+		       const char *refund_id, const char *currency)
+{
+	char obj[FX_OBJECT_MAX];
+
+	snprintf(obj, sizeof(obj),
+		 "{\"id\":\"ch_%s\",\"object\":\"charge\",\"amount\":%" PRId64 ",\"amount_refunded\":%" PRId64
+		 ",\"currency\":\"%s\",\"payment_intent\":\"pi_%s\",\"refunded\":%s,"
+		 "\"metadata\":{\"order_id\":\"%s\"},\"refunds\":{\"object\":\"list\",\"data\":[{\"id\":\"%s\","
+		 "\"object\":\"refund\",\"amount\":%" PRId64 "}]}}",
+		 order_id, amount, amount_refunded, currency, order_id,
+		 amount_refunded >= amount ? "true" : "false", order_id, refund_id, amount_refunded);
+	return hn_stripe_event(event_id, "charge.refunded", obj);
+}
+
+long fx_stripe_send(struct daemon *d, const char *body, struct hres *ret)
+{
+	struct hres scratch;
+	long status;
+
+	assert_non_null(body);
+	assert_int_equal(hn_post_stripe(d, "stripe", FX_STRIPE_SECRET, body, ret != NULL ? ret : &scratch), 0);
+	status = ret != NULL ? ret->hs_status : scratch.hs_status;
+	if (ret == NULL) {
+		hres_finish(&scratch);
+	}
+	return status;
+}
+
+long fx_stripe_pay(struct daemon *d, const char *event_id, const char *order_id, int64_t amount,
+		   const char *currency)
+{
+	char *body = fx_stripe_payment(event_id, order_id, amount, currency);
+	long status = fx_stripe_send(d, body, NULL);
+
+	free(body);
+	return status;
+}
+
+struct store *fx_store_create(char ret_dir[64])
+{
+	struct store_options opt;
+	struct store *st;
+	char path[128];
+
+	snprintf(ret_dir, 64, "/tmp/idemhook-fx.XXXXXX");
+	assert_non_null(mkdtemp(ret_dir));
+	snprintf(path, sizeof(path), "%s/idemhook.db", ret_dir);
+	memset(&opt, 0, sizeof(opt));
+	opt.so_path = path;
+	opt.so_sync = STORE_SYNC_OFF;
+	st = store_create(&opt);
+	assert_non_null(st);
+	return st;
+}
+
+void fx_store_destroy(struct store *st, const char *dir)
+{
+	char cmd[128];
+
+	store_destroy(st);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+struct fx_order_job {
+	int64_t oj_amount;
+	const char *oj_currency;
+	char oj_id[ORDERS_ID_LEN + 1];
+};
+
+static int fx_order_fn(struct store_tx *tx, void *arg)
+{
+	struct fx_order_job *oj = arg;
+
+	return orders_create(tx, oj->oj_amount, oj->oj_currency, "cust_1", oj->oj_id);
+}
+
+void fx_order_row(struct store *st, int64_t amount, const char *currency, char ret_id[64])
+{
+	struct fx_order_job oj;
+
+	memset(&oj, 0, sizeof(oj));
+	oj.oj_amount = amount;
+	oj.oj_currency = currency;
+	assert_int_equal(store_write(st, (int64_t)time(NULL) * 1000, fx_order_fn, &oj), 0);
+	snprintf(ret_id, 64, "%s", oj.oj_id);
+}
+
+void fx_event_payment(struct event *ev, const char *key, const char *order_id, const char *payment_ref,
+		      int64_t amount, const char *currency)
+{
+	size_t i;
+
+	memset(ev, 0, sizeof(*ev));
+	ev->ev_key = (char *)key;
+	ev->ev_type = (char *)"payment_intent.succeeded";
+	ev->ev_kind = EVENT_PAYMENT_SUCCEEDED;
+	ev->ev_order_ref = (char *)order_id;
+	ev->ev_payment_ref = (char *)payment_ref;
+	ev->ev_amount = amount;
+	for (i = 0; i + 1 < sizeof(ev->ev_currency) && currency[i] != '\0'; i++) {
+		ev->ev_currency[i] = (char)toupper((unsigned char)currency[i]);
+	}
+}
