@@ -11,8 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cidr.h"
 #include "config.h"
-#include "http.h"
+#include "http.h" /* the listener's defaults: HTTP_*_DEFAULT */
 #include "log.h"
 #include "store.h"
 
@@ -886,7 +887,7 @@ static int config_parse_cidrs(struct config *cf, const char *section, const char
 		if (list[n] == NULL) {
 			return -1;
 		}
-		if (http_cidr_match(list[n++], "127.0.0.1") < 0) {
+		if (cidr_match(list[n++], "127.0.0.1") < 0) {
 			return config_bad(cf, section, key, list[n - 1], "CIDRs such as 192.0.2.0/24 or ::1/128");
 		}
 	}
@@ -1120,7 +1121,7 @@ int config_provider_allows(const struct provider_conf *pc, const char *client)
 		return 1;
 	}
 	for (i = 0; pc->pc_allow_from[i] != NULL; i++) {
-		if (http_cidr_match(pc->pc_allow_from[i], client) == 1) {
+		if (cidr_match(pc->pc_allow_from[i], client) == 1) {
 			return 1;
 		}
 	}

@@ -22,6 +22,7 @@
 #include <microhttpd.h>
 
 #include "buf.h"
+#include "cidr.h"
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
@@ -321,73 +322,6 @@ char *http_query_get(const struct http_request *req, const char *name)
 		}
 	}
 	return NULL;
-}
-
-/* ---- CIDR matching ---- */
-
-static int http_parse_addr(const char *s, unsigned char out[16], int *ret_family)
-{
-	struct in_addr a4;
-
-	if (inet_pton(AF_INET, s, &a4) == 1) {
-		/* IPv4 as an IPv4-mapped IPv6 address, so both families compare alike. */
-		memset(out, 0, 10);
-		out[10] = 0xff;
-		out[11] = 0xff;
-		memcpy(out + 12, &a4, 4);
-		*ret_family = AF_INET;
-		return 0;
-	}
-	if (inet_pton(AF_INET6, s, out) == 1) {
-		*ret_family = AF_INET6;
-		return 0;
-	}
-	return -1;
-}
-
-int http_cidr_match(const char *cidr, const char *addr)
-{
-	unsigned char net[16];
-	unsigned char a[16];
-	char host[INET6_ADDRSTRLEN + 1];
-	const char *slash = strchr(cidr, '/');
-	size_t hlen = slash != NULL ? (size_t)(slash - cidr) : strlen(cidr);
-	int fam_net;
-	int fam_a;
-	long bits;
-	long i;
-
-	if (hlen == 0 || hlen >= sizeof(host)) {
-		return -1;
-	}
-	memcpy(host, cidr, hlen);
-	host[hlen] = '\0';
-	if (http_parse_addr(host, net, &fam_net) < 0 || http_parse_addr(addr, a, &fam_a) < 0) {
-		return -1;
-	}
-	if (slash != NULL) {
-		char *end;
-
-		errno = 0;
-		bits = strtol(slash + 1, &end, 10);
-		if (errno != 0 || *end != '\0' || end == slash + 1 || bits < 0 ||
-		    bits > (fam_net == AF_INET ? 32 : 128)) {
-			return -1;
-		}
-	} else {
-		bits = fam_net == AF_INET ? 32 : 128;
-	}
-	if (fam_net == AF_INET) {
-		bits += 96;
-	}
-	for (i = 0; i < bits; i++) {
-		int m = 0x80 >> (i % 8);
-
-		if ((net[i / 8] & m) != (a[i / 8] & m)) {
-			return 0;
-		}
-	}
-	return 1;
 }
 
 /* ---- connections ---- */
@@ -1081,7 +1015,7 @@ static void http_client_address(const struct http_gen *gen, const struct http_he
 		return;
 	}
 	for (i = 0; gen->hg_proxies[i] != NULL; i++) {
-		if (http_cidr_match(gen->hg_proxies[i], peer) == 1) {
+		if (cidr_match(gen->hg_proxies[i], peer) == 1) {
 			trusted = 1;
 			break;
 		}
@@ -1116,11 +1050,11 @@ static void http_client_address(const struct http_gen *gen, const struct http_he
 		for (p = addr + strlen(addr); p > addr && p[-1] == ' '; p--) {
 			p[-1] = '\0';
 		}
-		if (http_parse_addr(addr, tmp, &fam) < 0) {
+		if (cidr_parse_addr(addr, tmp, &fam) < 0) {
 			break;
 		}
 		for (i = 0; gen->hg_proxies[i] != NULL; i++) {
-			if (http_cidr_match(gen->hg_proxies[i], addr) == 1) {
+			if (cidr_match(gen->hg_proxies[i], addr) == 1) {
 				is_proxy = 1;
 				break;
 			}

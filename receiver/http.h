@@ -128,8 +128,4 @@ int http_alive(struct http_server *srv, int timeout_ms, char *err, size_t err_si
  * unanswered). Logs its progress. NULL is a no-op. */
 void http_destroy(struct http_server *srv);
 
-/* 1 if addr (text) lies in the CIDR (e.g. "10.0.0.0/8", "::1/128"); 0 if
- * not; -1 if either is malformed. */
-int http_cidr_match(const char *cidr, const char *addr);
-
 #endif

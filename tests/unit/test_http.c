@@ -17,6 +17,7 @@
 #include <curl/curl.h>
 
 #include "buf.h"
+#include "cidr.h"
 #include "crypto.h"
 #include "harness.h"
 #include "http.h"
@@ -142,17 +143,17 @@ static void test_forwarded_for_is_trusted_only_from_a_configured_proxy(void **st
 
 static void test_cidr_matching_covers_both_families_and_bad_input(void **state)
 {
-	assert_int_equal(http_cidr_match("10.0.0.0/8", "10.200.3.4"), 1);
-	assert_int_equal(http_cidr_match("10.0.0.0/8", "11.0.0.1"), 0);
-	assert_int_equal(http_cidr_match("192.0.2.1", "192.0.2.1"), 1);
-	assert_int_equal(http_cidr_match("192.0.2.0/31", "192.0.2.2"), 0);
-	assert_int_equal(http_cidr_match("0.0.0.0/0", "8.8.8.8"), 1);
-	assert_int_equal(http_cidr_match("::1/128", "::1"), 1);
-	assert_int_equal(http_cidr_match("2001:db8::/32", "2001:db8:1::5"), 1);
-	assert_int_equal(http_cidr_match("2001:db8::/32", "2001:db9::5"), 0);
-	assert_int_equal(http_cidr_match("10.0.0.0/33", "10.0.0.1"), -1);
-	assert_int_equal(http_cidr_match("nonsense", "10.0.0.1"), -1);
-	assert_int_equal(http_cidr_match("10.0.0.0/8", "not-an-address"), -1);
+	assert_int_equal(cidr_match("10.0.0.0/8", "10.200.3.4"), 1);
+	assert_int_equal(cidr_match("10.0.0.0/8", "11.0.0.1"), 0);
+	assert_int_equal(cidr_match("192.0.2.1", "192.0.2.1"), 1);
+	assert_int_equal(cidr_match("192.0.2.0/31", "192.0.2.2"), 0);
+	assert_int_equal(cidr_match("0.0.0.0/0", "8.8.8.8"), 1);
+	assert_int_equal(cidr_match("::1/128", "::1"), 1);
+	assert_int_equal(cidr_match("2001:db8::/32", "2001:db8:1::5"), 1);
+	assert_int_equal(cidr_match("2001:db8::/32", "2001:db9::5"), 0);
+	assert_int_equal(cidr_match("10.0.0.0/33", "10.0.0.1"), -1);
+	assert_int_equal(cidr_match("nonsense", "10.0.0.1"), -1);
+	assert_int_equal(cidr_match("10.0.0.0/8", "not-an-address"), -1);
 }
 
 static void test_too_many_header_fields_get_431(void **state)
