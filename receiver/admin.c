@@ -7,6 +7,7 @@
 #include "env.h"
 #include "health.h"
 #include "metrics.h"
+#include "stats.h"
 
 #define ADMIN_METRICS_MAX (4 * 1024 * 1024) /* bytes of one /metrics answer */
 #define ADMIN_METRICS_TYPE "text/plain; version=0.0.4; charset=utf-8"
@@ -23,7 +24,8 @@ static void admin_metrics(const struct env *env, struct reply *ret)
 	char *body;
 
 	buf_init(&b, ADMIN_METRICS_MAX);
-	if (metrics_render(&b, env->env_store) < 0) {
+	if (metrics_render(&b) < 0 ||
+	    (env->env_store != NULL && stats_render_metrics(&b, env->env_store) < 0)) {
 		goto fail;
 	}
 	body = buf_take(&b, &len);

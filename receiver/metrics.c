@@ -11,8 +11,6 @@
 #include "build_config.h"
 #include "buf.h"
 #include "metrics.h"
-#include "stats.h"
-#include "store.h"
 
 /* Label values come from the config (provider names) and static slugs, but a
  * caller could pass something a client chose: past this many series per
@@ -38,12 +36,6 @@ static const char *const metrics_gc_le_text[] = {"0.1", "0.5", "1", "5", "10", "
 static const char *const metrics_gc_kinds[] = {"records", "events", "outbox", "captures",
                                                "parked"};
 #define METRICS_GC_KINDS 5
-
-/* Upper bounds of store_stats.ss_batch_hist buckets (the last is +Inf). */
-static const char *const metrics_batch_le_text[] = {"1", "3", "7", "15", "31", "63", "127", "+Inf"};
-/* Upper bounds of store_stats.ss_commit_hist buckets, seconds. */
-static const char *const metrics_commit_le_text[STORE_COMMIT_BUCKETS] = {
-        "0.0005", "0.001", "0.002", "0.005", "0.01", "0.025", "0.05", "0.1", "+Inf"};
 
 struct metrics_series {
 	char ms_a[METRICS_LABEL_MAX]; /* first label value */
@@ -76,6 +68,8 @@ static struct metrics_family metrics_http_drains;   /* listener, kind */
 static struct metrics_family metrics_http_lingers;  /* listener */
 static uint64_t metrics_capture_failures;
 static int64_t metrics_start_ms;
+/* The store's library and its version, for idemhook_build_info (static). */
+static const char *metrics_store_library = "";
 static int metrics_ready_now;
 
 /* Configuration reloads. The generation counts configurations taken,
@@ -268,6 +262,13 @@ static int64_t metrics_now_s(void)
 	return (int64_t)ts.tv_sec;
 }
 
+void metrics_set_store_library(const char *version)
+{
+	pthread_mutex_lock(&metrics_lock);
+	metrics_store_library = version != NULL ? version : "";
+	pthread_mutex_unlock(&metrics_lock);
+}
+
 void metrics_set_start_time(int64_t ms)
 {
 	pthread_mutex_lock(&metrics_lock);
@@ -413,7 +414,7 @@ static int metrics_label_value(struct buf *out, const char *s)
 	return buf_puts(out, "\"");
 }
 
-static int metrics_header(struct buf *out, const char *name, const char *type, const char *help)
+int metrics_text_header(struct buf *out, const char *name, const char *type, const char *help)
 {
 	return buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
@@ -425,7 +426,7 @@ static int metrics_render_counter(struct buf *out, const struct metrics_family *
 	const struct metrics_series *s;
 	size_t i;
 
-	if (metrics_header(out, name, "counter", help) < 0) {
+	if (metrics_text_header(out, name, "counter", help) < 0) {
 		return -1;
 	}
 	for (i = 0; i < f->mf_n; i++) {
@@ -480,7 +481,7 @@ static int metrics_render_latency(struct buf *out)
 	size_t i;
 	size_t j;
 
-	if (metrics_header(out, name, "histogram",
+	if (metrics_text_header(out, name, "histogram",
 	                   "Time from request head to answer built, per provider instance.") < 0) {
 		return -1;
 	}
@@ -514,11 +515,8 @@ static int metrics_render_latency(struct buf *out)
 }
 
 /* One sample without labels, after its HELP and TYPE lines. */
-static int metrics_single(struct buf *out, const char *name, const char *type, const char *help,
-                          const char *value_fmt, ...) __attribute__((format(printf, 5, 6)));
-
-static int metrics_single(struct buf *out, const char *name, const char *type, const char *help,
-                          const char *value_fmt, ...)
+int metrics_text_single(struct buf *out, const char *name, const char *type, const char *help,
+                        const char *value_fmt, ...)
 {
 	char value[64];
 	va_list ap;
@@ -526,30 +524,30 @@ static int metrics_single(struct buf *out, const char *name, const char *type, c
 	va_start(ap, value_fmt);
 	vsnprintf(value, sizeof(value), value_fmt, ap);
 	va_end(ap);
-	return metrics_header(out, name, type, help) < 0 ? -1
+	return metrics_text_header(out, name, type, help) < 0 ? -1
 	                                                 : buf_printf(out, "%s %s\n", name, value);
 }
 
 /* Build, start, readiness, configuration reloads. */
 static int metrics_render_process(struct buf *out)
 {
-	if (metrics_header(out, "idemhook_build_info", "gauge",
+	if (metrics_text_header(out, "idemhook_build_info", "gauge",
 	                   "Always 1; the labels say which idemhook and SQLite run.") < 0 ||
 	    buf_puts(out, "idemhook_build_info{version=") < 0 ||
 	    metrics_label_value(out, IDEMHOOK_VERSION) < 0 || buf_puts(out, ",sqlite=") < 0 ||
-	    metrics_label_value(out, store_library_version()) < 0 || buf_puts(out, "} 1\n") < 0) {
+	    metrics_label_value(out, metrics_store_library) < 0 || buf_puts(out, "} 1\n") < 0) {
 		return -1;
 	}
-	if (metrics_single(out, "process_start_time_seconds", "gauge",
+	if (metrics_text_single(out, "process_start_time_seconds", "gauge",
 	                   "Start time of the process since the epoch, in seconds.", "%" PRId64,
 	                   metrics_start_ms / 1000) < 0 ||
-	    metrics_single(out, "idemhook_ready", "gauge",
+	    metrics_text_single(out, "idemhook_ready", "gauge",
 	                   "1 while /readyz answers 200 (the writer can commit, no migration "
 	                   "pending, listeners answer, not draining).",
 	                   "%d", metrics_ready_now) < 0) {
 		return -1;
 	}
-	if (metrics_header(out, "idemhook_config_reloads_total", "counter",
+	if (metrics_text_header(out, "idemhook_config_reloads_total", "counter",
 	                   "Configuration reloads (SIGHUP), taken (success) or refused (failure).") <
 	            0 ||
 	    buf_printf(out,
@@ -558,14 +556,14 @@ static int metrics_render_process(struct buf *out)
 	               metrics_reloads.mr_ok, metrics_reloads.mr_failed) < 0) {
 		return -1;
 	}
-	return metrics_single(out, "idemhook_config_generation", "gauge",
+	return metrics_text_single(out, "idemhook_config_generation", "gauge",
 	                      "Configurations taken since the start: 1 at start, +1 per reload taken.",
 	                      "%" PRIu64, metrics_reloads.mr_generation) < 0 ||
-	                       metrics_single(out, "idemhook_config_last_reload_successful", "gauge",
+	                       metrics_text_single(out, "idemhook_config_last_reload_successful", "gauge",
 	                                      "1 when the last reload was taken (or none was tried), 0 "
 	                                      "when it was refused.",
 	                                      "%d", metrics_reloads.mr_last_ok) < 0 ||
-	                       metrics_single(out, "idemhook_config_last_reload_success_timestamp_seconds",
+	                       metrics_text_single(out, "idemhook_config_last_reload_success_timestamp_seconds",
 	                                      "gauge",
 	                                      "When the running configuration was taken, in seconds "
 	                                      "since the epoch.",
@@ -580,7 +578,7 @@ static int metrics_render_gc(struct buf *out)
 	const char *name = "idemhook_gc_duration_seconds";
 	size_t i;
 
-	if (metrics_header(out, "idemhook_gc_runs_total", "counter",
+	if (metrics_text_header(out, "idemhook_gc_runs_total", "counter",
 	                   "Cleanup passes of the daemon's worker, by result.") < 0 ||
 	    buf_printf(out,
 	               "idemhook_gc_runs_total{result=\"success\"} %" PRIu64 "\n"
@@ -588,7 +586,7 @@ static int metrics_render_gc(struct buf *out)
 	               metrics_gc.mgc_ok, metrics_gc.mgc_failed) < 0) {
 		return -1;
 	}
-	if (metrics_header(out, "idemhook_gc_deleted_total", "counter",
+	if (metrics_text_header(out, "idemhook_gc_deleted_total", "counter",
 	                   "Rows (and capture files) deleted by cleanup passes, by kind.") < 0) {
 		return -1;
 	}
@@ -598,16 +596,16 @@ static int metrics_render_gc(struct buf *out)
 			return -1;
 		}
 	}
-	if (metrics_single(out, "idemhook_gc_reclaimed_bytes_total", "counter",
+	if (metrics_text_single(out, "idemhook_gc_reclaimed_bytes_total", "counter",
 	                   "Database file bytes cleanup gave back to the file system.",
 	                   "%" PRIu64, metrics_gc.mgc_reclaimed) < 0 ||
-	    metrics_single(out, "idemhook_gc_last_success_timestamp_seconds", "gauge",
+	    metrics_text_single(out, "idemhook_gc_last_success_timestamp_seconds", "gauge",
 	                   "When the last cleanup pass succeeded, in seconds since the epoch; 0 "
 	                   "before the first.",
 	                   "%" PRId64, metrics_gc.mgc_last_success_s) < 0) {
 		return -1;
 	}
-	if (metrics_header(out, name, "histogram", "Duration of the cleanup passes.") < 0) {
+	if (metrics_text_header(out, name, "histogram", "Duration of the cleanup passes.") < 0) {
 		return -1;
 	}
 	for (i = 0; i < METRICS_GC_LE_N; i++) {
@@ -625,14 +623,14 @@ static int metrics_render_gc(struct buf *out)
 /* Reconciliation runs and what they found. */
 static int metrics_render_reconcile(struct buf *out)
 {
-	if (metrics_header(out, "idemhook_reconcile_runs_total", "counter",
+	if (metrics_text_header(out, "idemhook_reconcile_runs_total", "counter",
 	                   "Reconciliation runs, by result (failure: a question to a provider "
 	                   "failed after its retries).") < 0 ||
 	    buf_printf(out,
 	               "idemhook_reconcile_runs_total{result=\"success\"} %" PRIu64 "\n"
 	               "idemhook_reconcile_runs_total{result=\"failure\"} %" PRIu64 "\n",
 	               metrics_rec.mrc_ok, metrics_rec.mrc_failed) < 0 ||
-	    metrics_single(out, "idemhook_reconcile_last_success_timestamp_seconds", "gauge",
+	    metrics_text_single(out, "idemhook_reconcile_last_success_timestamp_seconds", "gauge",
 	                   "When the last reconciliation run without a failed question ended, in "
 	                   "seconds since the epoch; 0 before the first.",
 	                   "%" PRId64, metrics_rec.mrc_last_success_s) < 0) {
@@ -689,7 +687,7 @@ static int metrics_render_memory(struct buf *out)
 	if (metrics_render_latency(out) < 0 || metrics_render_http(out) < 0) {
 		return -1;
 	}
-	if (metrics_header(out, "idemhook_capture_failures_total", "counter",
+	if (metrics_text_header(out, "idemhook_capture_failures_total", "counter",
 	                   "Requests that could not be written to the capture spool.") < 0 ||
 	    buf_printf(out, "idemhook_capture_failures_total %" PRIu64 "\n",
 	               metrics_capture_failures) < 0) {
@@ -701,151 +699,12 @@ static int metrics_render_memory(struct buf *out)
 	               : 0;
 }
 
-static int metrics_render_store(struct buf *out, struct store *st)
-{
-	struct store_file_stats fs;
-	struct store_stats ss;
-	struct stats_gauges g;
-	struct timespec ts;
-	uint64_t cum = 0;
-	int64_t now_ms;
-	size_t i;
-
-	store_get_stats(st, &ss);
-	if (metrics_header(out, "idemhook_store_batch_size", "histogram",
-	                   "Units of work per group-commit transaction.") < 0) {
-		return -1;
-	}
-	/* Buckets, +Inf and _count all count batches (committed or not), as
-	 * _sum sums their units: a failed batch must not make +Inf smaller
-	 * than a bucket below it. */
-	for (i = 0; i < 8; i++) {
-		cum += ss.ss_batch_hist[i];
-		if (buf_printf(out, "idemhook_store_batch_size_bucket{le=\"%s\"} %" PRIu64 "\n",
-		               metrics_batch_le_text[i], cum) < 0) {
-			return -1;
-		}
-	}
-	if (buf_printf(out,
-	               "idemhook_store_batch_size_sum %" PRIu64
-	               "\nidemhook_store_batch_size_count %" PRIu64 "\n",
-	               ss.ss_units, cum) < 0) {
-		return -1;
-	}
-	if (metrics_header(out, "idemhook_store_commit_seconds", "histogram",
-	                   "Time one COMMIT took: writing the batch to the WAL and its fsync.") < 0) {
-		return -1;
-	}
-	cum = 0;
-	for (i = 0; i < STORE_COMMIT_BUCKETS; i++) {
-		cum += ss.ss_commit_hist[i];
-		if (buf_printf(out, "idemhook_store_commit_seconds_bucket{le=\"%s\"} %" PRIu64 "\n",
-		               metrics_commit_le_text[i], cum) < 0) {
-			return -1;
-		}
-	}
-	if (buf_printf(out,
-	               "idemhook_store_commit_seconds_sum %.6f\nidemhook_store_commit_seconds_count %" PRIu64
-	               "\n",
-	               ss.ss_commit_seconds, cum) < 0) {
-		return -1;
-	}
-	if (metrics_header(out, "idemhook_store_commits_total", "counter",
-	                   "Write transactions committed by the store's writer.") < 0 ||
-	    buf_printf(out, "idemhook_store_commits_total %" PRIu64 "\n", ss.ss_commits) < 0) {
-		return -1;
-	}
-	if (metrics_header(
-	            out, "idemhook_store_units_total", "counter",
-	            "Units of work (claims and writes) committed or rolled back by the writer.") <
-	            0 ||
-	    buf_printf(out, "idemhook_store_units_total %" PRIu64 "\n", ss.ss_units) < 0) {
-		return -1;
-	}
-	if (metrics_header(out, "idemhook_store_conflicts_total", "counter",
-	                   "Unique-key conflicts met by idempotency claims.") < 0 ||
-	    buf_printf(out, "idemhook_store_conflicts_total %" PRIu64 "\n", ss.ss_conflicts) < 0) {
-		return -1;
-	}
-	if (metrics_header(out, "idemhook_store_transient_total", "counter",
-	                   "Units rolled back as transient failures (answered 503).") < 0 ||
-	    buf_printf(out, "idemhook_store_transient_total %" PRIu64 "\n", ss.ss_transient) < 0) {
-		return -1;
-	}
-
-	/* A failed read leaves the gauges out rather than showing a false zero. */
-	if (store_file_stats(st, &fs) == 0 &&
-	    (metrics_single(out, "idemhook_db_size_bytes", "gauge", "Size of the database file.",
-	                    "%" PRId64, fs.sf_db_bytes) < 0 ||
-	     metrics_single(out, "idemhook_db_wal_size_bytes", "gauge",
-	                    "Size of the database's write-ahead log.", "%" PRId64,
-	                    fs.sf_wal_bytes) < 0 ||
-	     metrics_single(out, "idemhook_db_free_bytes", "gauge",
-	                    "Free pages inside the database file: what a vacuum would give back.",
-	                    "%" PRId64, fs.sf_free_bytes) < 0)) {
-		return -1;
-	}
-	clock_gettime(CLOCK_REALTIME, &ts);
-	now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-	if (stats_gauges(st, now_ms, &g) < 0) {
-		return 0;
-	}
-	if (metrics_header(out, "idemhook_processing_stuck", "gauge",
-	                   "Idempotency records in processing, untouched for more than 60 s.") <
-	            0 ||
-	    buf_printf(out, "idemhook_processing_stuck %" PRId64 "\n", g.sg_processing_stuck) < 0) {
-		return -1;
-	}
-	if (metrics_single(out, "idemhook_events_failed_open", "gauge",
-	                   "Events acknowledged to the provider but refused by the business rules "
-	                   "(outcome failed) and not reprocessed since.",
-	                   "%" PRId64, g.sg_events_failed_open) < 0) {
-		return -1;
-	}
-	if (!g.sg_has_outbox) {
-		return 0;
-	}
-	if (metrics_header(out, "idemhook_outbox_rows", "gauge", "Outbound rows by status.") < 0) {
-		return -1;
-	}
-	for (i = 0; i < STATS_OUTBOX_STATUSES; i++) {
-		if (buf_printf(out, "idemhook_outbox_rows{status=\"%s\"} %" PRId64 "\n",
-		               stats_outbox_statuses[i], g.sg_outbox_rows[i]) < 0) {
-			return -1;
-		}
-	}
-	if (metrics_single(out, "idemhook_outbox_oldest_pending_age_seconds", "gauge",
-	                   "Age of the oldest outbound row not yet delivered (pending, delivering, "
-	                   "retry_wait); 0 when none.",
-	                   "%.3f", (double)g.sg_outbox_oldest_pending_ms / 1000.0) < 0) {
-		return -1;
-	}
-	if (metrics_header(
-	            out, "idemhook_outbox_backlog", "gauge",
-	            "Outbound rows waiting for delivery (pending, delivering, retry_wait).") < 0 ||
-	    buf_printf(out, "idemhook_outbox_backlog %" PRId64 "\n", g.sg_outbox_backlog) < 0) {
-		return -1;
-	}
-	if (metrics_header(out, "idemhook_outbox_dead", "gauge", "Outbound rows dead-lettered.") <
-	            0 ||
-	    buf_printf(out, "idemhook_outbox_dead %" PRId64 "\n", g.sg_outbox_dead) < 0) {
-		return -1;
-	}
-	return 0;
-}
-
-int metrics_render(struct buf *out, struct store *st)
+int metrics_render(struct buf *out)
 {
 	int rc;
 
 	pthread_mutex_lock(&metrics_lock);
 	rc = metrics_render_memory(out);
 	pthread_mutex_unlock(&metrics_lock);
-	if (rc < 0) {
-		return -1;
-	}
-	if (st != NULL && metrics_render_store(out, st) < 0) {
-		return -1;
-	}
-	return 0;
+	return rc;
 }

@@ -5,7 +5,6 @@
 #include <stdint.h>
 
 struct buf;
-struct store;
 
 /* One finished provider request: outcome is ingest_result_name() of it. */
 void metrics_request(const char *provider, const char *outcome, double seconds);
@@ -29,6 +28,9 @@ void metrics_http_linger(const char *listener);
 /* A capture file that could not be written. */
 void metrics_capture_failure(void);
 
+/* The store's library and version (static text), the sqlite label of
+ * idemhook_build_info: store_library_version(), given at start. */
+void metrics_set_store_library(const char *version);
 /* The process started at ms since the epoch (process_start_time_seconds). */
 void metrics_set_start_time(int64_t ms);
 /* Readiness as /readyz answers it (idemhook_ready). */
@@ -63,10 +65,16 @@ void metrics_reconcile_instance(const char *provider, const struct metrics_recon
 /* One whole run: ok when no question failed. */
 void metrics_reconcile_run(int ok);
 
-/* Appends the Prometheus text exposition (format 0.0.4) of every metric,
- * including gauges read from the store (processing > 60 s, outbox rows by
- * status, failed events, file sizes) when st is not NULL. Returns 0 or -1. */
-int metrics_render(struct buf *out, struct store *st);
+/* Appends the Prometheus text exposition (format 0.0.4) of every counter
+ * and histogram kept here; the store's own figures and the gauges read from
+ * it follow from stats_render_metrics (stats.h). Returns 0 or -1. */
+int metrics_render(struct buf *out);
+
+/* The exposition's pieces, for the renderers of other modules: a family's
+ * HELP and TYPE lines; and those with one unlabelled sample. 0 or -1. */
+int metrics_text_header(struct buf *out, const char *name, const char *type, const char *help);
+int metrics_text_single(struct buf *out, const char *name, const char *type, const char *help,
+                        const char *value_fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Forgets every counter (tests). */
 void metrics_reset(void);

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "metrics.h"
 #include "stats.h"
 #include "store.h"
 
@@ -344,6 +345,147 @@ int stats_format_json(const struct stats_report *r, struct buf *out)
 			return -1;
 		}
 	} else if (buf_puts(out, ",\"outbox_backlog\":null,\"outbox_dead\":null}\n") < 0) {
+		return -1;
+	}
+	return 0;
+}
+
+/* ---- the store's part of /metrics ---- */
+
+/* Upper bounds of store_stats.ss_batch_hist buckets (the last is +Inf). */
+static const char *const stats_batch_le_text[] = {"1", "3", "7", "15", "31", "63", "127", "+Inf"};
+/* Upper bounds of store_stats.ss_commit_hist buckets, seconds. */
+static const char *const stats_commit_le_text[STORE_COMMIT_BUCKETS] = {
+        "0.0005", "0.001", "0.002", "0.005", "0.01", "0.025", "0.05", "0.1", "+Inf"};
+
+int stats_render_metrics(struct buf *out, struct store *st)
+{
+	struct store_file_stats fs;
+	struct store_stats ss;
+	struct stats_gauges g;
+	struct timespec ts;
+	uint64_t cum = 0;
+	int64_t now_ms;
+	size_t i;
+
+	store_get_stats(st, &ss);
+	if (metrics_text_header(out, "idemhook_store_batch_size", "histogram",
+	                   "Units of work per group-commit transaction.") < 0) {
+		return -1;
+	}
+	/* Buckets, +Inf and _count all count batches (committed or not), as
+	 * _sum sums their units: a failed batch must not make +Inf smaller
+	 * than a bucket below it. */
+	for (i = 0; i < 8; i++) {
+		cum += ss.ss_batch_hist[i];
+		if (buf_printf(out, "idemhook_store_batch_size_bucket{le=\"%s\"} %" PRIu64 "\n",
+		               stats_batch_le_text[i], cum) < 0) {
+			return -1;
+		}
+	}
+	if (buf_printf(out,
+	               "idemhook_store_batch_size_sum %" PRIu64
+	               "\nidemhook_store_batch_size_count %" PRIu64 "\n",
+	               ss.ss_units, cum) < 0) {
+		return -1;
+	}
+	if (metrics_text_header(out, "idemhook_store_commit_seconds", "histogram",
+	                   "Time one COMMIT took: writing the batch to the WAL and its fsync.") < 0) {
+		return -1;
+	}
+	cum = 0;
+	for (i = 0; i < STORE_COMMIT_BUCKETS; i++) {
+		cum += ss.ss_commit_hist[i];
+		if (buf_printf(out, "idemhook_store_commit_seconds_bucket{le=\"%s\"} %" PRIu64 "\n",
+		               stats_commit_le_text[i], cum) < 0) {
+			return -1;
+		}
+	}
+	if (buf_printf(out,
+	               "idemhook_store_commit_seconds_sum %.6f\nidemhook_store_commit_seconds_count %" PRIu64
+	               "\n",
+	               ss.ss_commit_seconds, cum) < 0) {
+		return -1;
+	}
+	if (metrics_text_header(out, "idemhook_store_commits_total", "counter",
+	                   "Write transactions committed by the store's writer.") < 0 ||
+	    buf_printf(out, "idemhook_store_commits_total %" PRIu64 "\n", ss.ss_commits) < 0) {
+		return -1;
+	}
+	if (metrics_text_header(
+	            out, "idemhook_store_units_total", "counter",
+	            "Units of work (claims and writes) committed or rolled back by the writer.") <
+	            0 ||
+	    buf_printf(out, "idemhook_store_units_total %" PRIu64 "\n", ss.ss_units) < 0) {
+		return -1;
+	}
+	if (metrics_text_header(out, "idemhook_store_conflicts_total", "counter",
+	                   "Unique-key conflicts met by idempotency claims.") < 0 ||
+	    buf_printf(out, "idemhook_store_conflicts_total %" PRIu64 "\n", ss.ss_conflicts) < 0) {
+		return -1;
+	}
+	if (metrics_text_header(out, "idemhook_store_transient_total", "counter",
+	                   "Units rolled back as transient failures (answered 503).") < 0 ||
+	    buf_printf(out, "idemhook_store_transient_total %" PRIu64 "\n", ss.ss_transient) < 0) {
+		return -1;
+	}
+
+	/* A failed read leaves the gauges out rather than showing a false zero. */
+	if (store_file_stats(st, &fs) == 0 &&
+	    (metrics_text_single(out, "idemhook_db_size_bytes", "gauge", "Size of the database file.",
+	                    "%" PRId64, fs.sf_db_bytes) < 0 ||
+	     metrics_text_single(out, "idemhook_db_wal_size_bytes", "gauge",
+	                    "Size of the database's write-ahead log.", "%" PRId64,
+	                    fs.sf_wal_bytes) < 0 ||
+	     metrics_text_single(out, "idemhook_db_free_bytes", "gauge",
+	                    "Free pages inside the database file: what a vacuum would give back.",
+	                    "%" PRId64, fs.sf_free_bytes) < 0)) {
+		return -1;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	if (stats_gauges(st, now_ms, &g) < 0) {
+		return 0;
+	}
+	if (metrics_text_header(out, "idemhook_processing_stuck", "gauge",
+	                   "Idempotency records in processing, untouched for more than 60 s.") <
+	            0 ||
+	    buf_printf(out, "idemhook_processing_stuck %" PRId64 "\n", g.sg_processing_stuck) < 0) {
+		return -1;
+	}
+	if (metrics_text_single(out, "idemhook_events_failed_open", "gauge",
+	                   "Events acknowledged to the provider but refused by the business rules "
+	                   "(outcome failed) and not reprocessed since.",
+	                   "%" PRId64, g.sg_events_failed_open) < 0) {
+		return -1;
+	}
+	if (!g.sg_has_outbox) {
+		return 0;
+	}
+	if (metrics_text_header(out, "idemhook_outbox_rows", "gauge", "Outbound rows by status.") < 0) {
+		return -1;
+	}
+	for (i = 0; i < STATS_OUTBOX_STATUSES; i++) {
+		if (buf_printf(out, "idemhook_outbox_rows{status=\"%s\"} %" PRId64 "\n",
+		               stats_outbox_statuses[i], g.sg_outbox_rows[i]) < 0) {
+			return -1;
+		}
+	}
+	if (metrics_text_single(out, "idemhook_outbox_oldest_pending_age_seconds", "gauge",
+	                   "Age of the oldest outbound row not yet delivered (pending, delivering, "
+	                   "retry_wait); 0 when none.",
+	                   "%.3f", (double)g.sg_outbox_oldest_pending_ms / 1000.0) < 0) {
+		return -1;
+	}
+	if (metrics_text_header(
+	            out, "idemhook_outbox_backlog", "gauge",
+	            "Outbound rows waiting for delivery (pending, delivering, retry_wait).") < 0 ||
+	    buf_printf(out, "idemhook_outbox_backlog %" PRId64 "\n", g.sg_outbox_backlog) < 0) {
+		return -1;
+	}
+	if (metrics_text_header(out, "idemhook_outbox_dead", "gauge", "Outbound rows dead-lettered.") <
+	            0 ||
+	    buf_printf(out, "idemhook_outbox_dead %" PRId64 "\n", g.sg_outbox_dead) < 0) {
 		return -1;
 	}
 	return 0;

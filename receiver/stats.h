@@ -31,6 +31,13 @@ struct stats_gauges {
  * -1 (store error, logged by the store). */
 int stats_gauges(struct store *st, int64_t now_ms, struct stats_gauges *ret);
 
+/* Appends the store's part of the Prometheus exposition: the writer's
+ * batch and commit histograms and counters, the file sizes, and the gauges
+ * above (processing > 60 s, failed events, outbox rows by status), after
+ * metrics_render's part. A failed read leaves those figures out. Returns 0
+ * or -1. */
+int stats_render_metrics(struct buf *out, struct store *st);
+
 /* Events of one provider instance with one outcome and detail. */
 struct stats_group {
 	char *sgr_provider; /* events.scope */

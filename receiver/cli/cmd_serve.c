@@ -414,6 +414,7 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	}
 	app_ok = 1;
 	metrics_set_start_time(app.app_started_ms);
+	metrics_set_store_library(store_library_version());
 	app.app_env.env_store = st;
 	app.app_capture = capture_create(cf, &capture_off);
 	if (app.app_capture == NULL && !capture_off) {
