@@ -168,9 +168,7 @@ static void test_a_dead_notify_is_compensated_by_a_refund_at_the_provider(void *
 	e2e_ini(ini, sizeof(ini), p, extra);
 	fx_daemon_start(&d, "%s", ini);
 	fx_order(&d, 2500, "usd", id);
-	body = fx_stripe_payment("evt_outbox_refund", id, 2500, "usd");
-	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
-	free(body);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_refund", id, 2500, "usd"), 200);
 	snprintf(sql, sizeof(sql), "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id);
 	assert_int_equal(e2e_wait_int(&d, sql, 1), 1);
 	assert_int_equal(peer_count(p), 2);

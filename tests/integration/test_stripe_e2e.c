@@ -152,32 +152,27 @@ static void test_session_and_intent_events_for_one_payment_pay_once(void **state
 static void test_unknown_order_is_acknowledged_and_recorded_as_failed(void **state)
 {
 	struct daemon *d = *state;
-	char *body = fx_stripe_payment("evt_unknown", "ord_doesnotexist0000000", 100, "usd");
 
-	assert_int_equal(fx_stripe_send(d, body, NULL), 200);
+	assert_int_equal(fx_stripe_pay(d, "evt_unknown", "ord_doesnotexist0000000", 100, "usd"), 200);
 	assert_int_equal(hn_db_int(d->dm_db, "SELECT COUNT(*) FROM idempotency_records WHERE idem_key = "
 					     "'evt_unknown' AND status = 'failed'"),
 			 1);
 	assert_int_equal(hn_db_int(d->dm_db, "SELECT COUNT(*) FROM events WHERE idem_key = 'evt_unknown' AND "
 					     "outcome = 'failed' AND reason = 'unknown_order'"),
 			 1);
-	free(body);
 }
 
 static void test_amount_mismatch_leaves_the_order_pending(void **state)
 {
 	struct daemon *d = *state;
 	char id[64];
-	char *body;
 
 	fx_order(d, 1999, "usd", id);
-	body = fx_stripe_payment("evt_mismatch", id, 1, "usd");
-	assert_int_equal(fx_stripe_send(d, body, NULL), 200);
+	assert_int_equal(fx_stripe_pay(d, "evt_mismatch", id, 1, "usd"), 200);
 	assert_int_equal(fx_db_int(d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", id), 1);
 	assert_int_equal(hn_db_int(d->dm_db, "SELECT COUNT(*) FROM idempotency_records WHERE idem_key = "
 					     "'evt_mismatch' AND status = 'failed'"),
 			 1);
-	free(body);
 }
 
 static void test_other_event_types_are_acknowledged_without_effect(void **state)
