@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "buf.h"
+#include "crypto.h"
 #include "http.h"
 #include "httpc.h"
 
@@ -565,6 +566,58 @@ static void test_https_is_verified_against_the_given_ca_file(void **state)
 	tls_stop(&tf);
 }
 
+static void test_a_pinned_key_alone_authenticates_a_tls_peer(void **state)
+{
+	struct tls_fixture tf;
+	struct httpc_request req;
+	struct httpc_response resp;
+	struct crypto_pubkey *key;
+	char err[HTTPC_ERR_MAX] = "";
+	char *pem;
+	char *pin = NULL;
+	char *other_pin = NULL;
+
+	(void)state;
+	tls_start(&tf);
+	pem = read_all(tf.tf_cert);
+	key = crypto_pubkey_load(pem, strlen(pem));
+	assert_non_null(key);
+	assert_int_equal(crypto_pubkey_pin(key, &pin), 0);
+	assert_int_equal(strncmp(pin, "sha256//", 8), 0);
+	crypto_pubkey_destroy(key);
+	free(pem);
+	pem = read_all(tf.tf_other);
+	key = crypto_pubkey_load(pem, strlen(pem));
+	assert_non_null(key);
+	assert_int_equal(crypto_pubkey_pin(key, &other_pin), 0);
+	crypto_pubkey_destroy(key);
+	free(pem);
+
+	/* No CA trusts it and the name is not the certificate's: the pin is
+	 * what lets the answer in. */
+	request_init(&req, http_port(tf.tf_srv), "/echo");
+	snprintf(url_buf[0], sizeof(url_buf[0]), "https://localhost:%u/echo", http_port(tf.tf_srv));
+	req.hcq_url = url_buf[0];
+	req.hcq_timeout_ms = 120000;
+	req.hcq_pinned_key = pin;
+	if (httpc_exchange(&req, &resp, err, sizeof(err)) < 0) {
+		fail_msg("exchange failed: %s", err);
+	}
+	assert_int_equal(resp.hcr_status, 201);
+	httpc_response_finish(&resp);
+
+	/* Another key's pin: no answer. */
+	req.hcq_pinned_key = other_pin;
+	err[0] = '\0';
+	assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), -1);
+	if (strstr(err, "pinned") == NULL) {
+		fail_msg("refused for another reason: %s", err);
+	}
+	free(pin);
+	free(other_pin);
+	tls_stop(&tf);
+}
+
 /* ---- concurrent transfers ---- */
 
 static void test_multi_runs_transfers_at_once_and_hands_back_each_arg(void **state)
@@ -675,6 +728,7 @@ int main(void)
 	        cmocka_unit_test(test_answer_trickling_in_still_hits_the_total_timeout),
 	        cmocka_unit_test(test_header_list_refuses_line_breaks_and_finds_by_name),
 	        cmocka_unit_test(test_https_is_verified_against_the_given_ca_file),
+	        cmocka_unit_test(test_a_pinned_key_alone_authenticates_a_tls_peer),
 	        cmocka_unit_test(test_multi_runs_transfers_at_once_and_hands_back_each_arg),
 	};
 
