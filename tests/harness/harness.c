@@ -555,11 +555,7 @@ void hres_finish(struct hres *r)
 
 struct hn_storm_arg {
 	pthread_barrier_t *sa_barrier;
-	const char *sa_method;
-	const char *sa_url;
-	const char *const *sa_headers;
-	const void *sa_body;
-	size_t sa_body_len;
+	const struct hreq *sa_req;
 	struct hres *sa_ret;
 	int sa_rc;
 };
@@ -567,14 +563,14 @@ struct hn_storm_arg {
 static void *hn_storm_thread(void *p)
 {
 	struct hn_storm_arg *a = p;
+	const struct hreq *q = a->sa_req;
 
 	pthread_barrier_wait(a->sa_barrier);
-	a->sa_rc = hn_http(a->sa_method, a->sa_url, a->sa_headers, a->sa_body, a->sa_body_len, a->sa_ret);
+	a->sa_rc = hn_http(q->rq_method, q->rq_url, q->rq_headers, q->rq_body, q->rq_body_len, a->sa_ret);
 	return NULL;
 }
 
-int hn_http_storm(size_t n, const char *method, const char *url, const char *const *headers, const void *body,
-		  size_t body_len, struct hres *ret)
+int hn_http_storm_each(size_t n, const struct hreq *reqs, struct hres *ret)
 {
 	pthread_barrier_t barrier;
 	pthread_t *threads = calloc(n, sizeof(*threads));
@@ -592,11 +588,7 @@ int hn_http_storm(size_t n, const char *method, const char *url, const char *con
 	pthread_barrier_init(&barrier, NULL, (unsigned)n);
 	for (i = 0; i < n; i++) {
 		args[i].sa_barrier = &barrier;
-		args[i].sa_method = method;
-		args[i].sa_url = url;
-		args[i].sa_headers = headers;
-		args[i].sa_body = body;
-		args[i].sa_body_len = body_len;
+		args[i].sa_req = &reqs[i];
 		args[i].sa_ret = &ret[i];
 		if (pthread_create(&threads[i], NULL, hn_storm_thread, &args[i]) != 0) {
 			break;
@@ -616,6 +608,28 @@ int hn_http_storm(size_t n, const char *method, const char *url, const char *con
 	pthread_barrier_destroy(&barrier);
 	free(threads);
 	free(args);
+	return rc;
+}
+
+int hn_http_storm(size_t n, const char *method, const char *url, const char *const *headers, const void *body,
+		  size_t body_len, struct hres *ret)
+{
+	struct hreq *reqs = calloc(n, sizeof(*reqs));
+	size_t i;
+	int rc;
+
+	if (reqs == NULL) {
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		reqs[i].rq_method = method;
+		reqs[i].rq_url = url;
+		reqs[i].rq_headers = headers;
+		reqs[i].rq_body = body;
+		reqs[i].rq_body_len = body_len;
+	}
+	rc = hn_http_storm_each(n, reqs, ret);
+	free(reqs);
 	return rc;
 }
 

@@ -111,6 +111,20 @@ void hres_finish(struct hres *r);
 int hn_http_storm(size_t n, const char *method, const char *url, const char *const *headers, const void *body,
 		  size_t body_len, struct hres *ret);
 
+/* One request of hn_http_storm_each (borrowed pointers). */
+struct hreq {
+	const char *rq_method;
+	const char *rq_url;
+	const char *const *rq_headers; /* NULL-terminated, or NULL */
+	const void *rq_body;
+	size_t rq_body_len;
+};
+
+/* Sends n different requests at once (several receivers, several events),
+ * each on its own connection and thread, released together by a barrier.
+ * Returns 0 when every request got an HTTP answer. */
+int hn_http_storm_each(size_t n, const struct hreq *reqs, struct hres *ret);
+
 /* Database reads through the store's read-only API. db_path is a store
  * location (store_location_parse): a SQLite file, or "postgresql:CONNINFO"
  * as dm_db holds for a daemon on PostgreSQL. A text column that reads as an
