@@ -556,7 +556,27 @@ static int store_claim_decide(struct store *st, struct store_tx *tx, struct stor
 
 	memset(&rec, 0, sizeof(rec));
 	reply_finish(&c->sc_reply);
-	found = store_query(tx, STORE_SQL_RECORD, key, 2, &rec);
+	if (st->st_engine->en_shared) {
+		/* Several receivers: the unique index decides. The insert waits
+		 * for another receiver's uncommitted claim of the key; whoever
+		 * inserted owns the key, the others read the winner's record,
+		 * locked so a takeover or expiry below is theirs alone. */
+		if (store_claim_insert(tx, c, token, &changes) < 0) {
+			goto fail;
+		}
+		if (changes == 1) {
+			c->sc_token = token;
+			c->sc_status = STORE_STATUS_PROCESSING;
+			if (two_phase) {
+				c->sc_outcome = STORE_CLAIMED;
+				return 0;
+			}
+			return store_claim_apply(tx, c);
+		}
+		found = store_query(tx, STORE_SQL_RECORD " FOR UPDATE", key, 2, &rec);
+	} else {
+		found = store_query(tx, STORE_SQL_RECORD, key, 2, &rec);
+	}
 	if (found < 0) {
 		goto fail;
 	}
