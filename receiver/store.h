@@ -10,9 +10,11 @@
  *
  * Handlers and modules talk SQL through store_exec/store_query/store_query_each
  * with '?' placeholders and the portable subset SQLite and PostgreSQL share
- * (INSERT ... ON CONFLICT DO NOTHING, RETURNING, conditional UPDATE), so a
- * PostgreSQL backend can implement this header later. Nothing outside
- * store.c includes sqlite3.h. */
+ * (INSERT ... ON CONFLICT DO NOTHING, RETURNING, conditional UPDATE). Two
+ * engines implement this header (store_engine.h): SQLite (store_sqlite.c, the
+ * only file that includes sqlite3.h; one receiver per file) and PostgreSQL
+ * (store_pg.c, the only file that includes libpq-fe.h; any number of
+ * receivers on one database). */
 #ifndef IDEMHOOK_STORE_H
 #define IDEMHOOK_STORE_H
 
@@ -139,6 +141,9 @@ int store_location_parse(const char *loc, struct store_options *opt);
  * collide. A no-op where ids come from the rows themselves (SQLite). */
 int store_after_copy(struct store *st);
 
+/* The backend a store was opened on. */
+enum store_backend store_backend_of(const struct store *st);
+
 /* Opens (creating) the database, applies pending migrations (unless
  * so_no_migrate or so_read_only) and starts the writer thread. A database
  * whose user_version is newer than this binary knows is refused untouched.
@@ -151,6 +156,11 @@ void store_destroy(struct store *st);
 /* Applies pending migrations to the file at path and returns 0, or -1.
  * ret_from/ret_to (may be NULL) get the versions before and after. */
 int store_migrate(const char *path, int *ret_from, int *ret_to);
+
+/* store_migrate for any backend: opt names the database (so_read_only and
+ * so_no_migrate are ignored). On PostgreSQL the migrations run under an
+ * advisory lock, so receivers starting together migrate once. */
+int store_migrate_options(const struct store_options *opt, int *ret_from, int *ret_to);
 
 /* The schema version this binary brings. */
 int store_schema_version(void);
@@ -252,6 +262,16 @@ int store_write(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx,
 /* Runs fn in a read transaction on this thread's read connection. Returns
  * fn's value, or -1. */
 int store_read(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx, void *arg), void *arg);
+
+/* ---- work one receiver does at a time ---- */
+
+/* Takes the named lock for this store's database, shared by every receiver
+ * on it (PostgreSQL: a session advisory lock on a connection of its own;
+ * SQLite, one receiver per file: always granted). Returns 1 when taken, 0
+ * when another receiver holds it, -1 on error (logged). Release it with
+ * store_unlock from the same store. Periodic gc and reconcile use it. */
+int store_try_lock(struct store *st, const char *name);
+void store_unlock(struct store *st, const char *name);
 
 /* ---- statistics the writer keeps (for metrics) ---- */
 

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "pg_fixture.h"
 #include "reply.h"
 #include "store.h"
 
@@ -28,7 +29,11 @@ struct fixture {
 	char fx_sub[96];
 	char fx_path[128];
 	struct store *fx_st;
+	int fx_pg; /* on PostgreSQL: fx_conninfo, not fx_path */
+	char fx_conninfo[PG_FIXTURE_CONNINFO_MAX];
 };
+
+#define PG_SCHEMA "idemhook_test_store"
 
 /* What the test apply callbacks do and count. */
 struct applier {
@@ -47,14 +52,22 @@ static int fixture_open(struct fixture *fx, unsigned batch_max)
 	        .so_batch_max = batch_max,
 	};
 
+	if (fx->fx_pg) {
+		so.so_backend = STORE_BACKEND_POSTGRESQL;
+		so.so_conninfo = fx->fx_conninfo;
+	}
 	fx->fx_st = store_create(&so);
 	return fx->fx_st != NULL ? 0 : -1;
 }
 
 static int unit_create_scratch(struct store_tx *tx, void *arg)
 {
-	if (store_exec(tx, "CREATE TABLE IF NOT EXISTS scratch (tag TEXT, data BLOB)", NULL, 0,
-	               NULL) < 0) {
+	const struct fixture *fx = arg;
+
+	if (store_exec(tx,
+	               fx->fx_pg ? "CREATE TABLE IF NOT EXISTS scratch (tag TEXT, data BYTEA)"
+	                         : "CREATE TABLE IF NOT EXISTS scratch (tag TEXT, data BLOB)",
+	               NULL, 0, NULL) < 0) {
 		return -1;
 	}
 	if (store_exec(tx, "CREATE TABLE IF NOT EXISTS parent (id INTEGER PRIMARY KEY)", NULL, 0,
@@ -84,12 +97,41 @@ static int setup(void **state)
 	/* The store creates the missing sub directory itself. */
 	snprintf(fx->fx_sub, sizeof(fx->fx_sub), "%s/var", fx->fx_dir);
 	snprintf(fx->fx_path, sizeof(fx->fx_path), "%s/idemhook.db", fx->fx_sub);
-	if (fixture_open(fx, 0) < 0 || store_write(fx->fx_st, T0, unit_create_scratch, NULL) < 0) {
+	if (fixture_open(fx, 0) < 0 || store_write(fx->fx_st, T0, unit_create_scratch, fx) < 0) {
 		store_destroy(fx->fx_st);
 		free(fx);
 		return -1;
 	}
 	*state = fx;
+	return 0;
+}
+
+/* The same fixture on PostgreSQL: a fresh schema of this program's. */
+static int setup_pg(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof(*fx));
+
+	if (fx == NULL) {
+		return -1;
+	}
+	fx->fx_pg = 1;
+	if (pg_fixture_conninfo(PG_SCHEMA, fx->fx_conninfo, sizeof(fx->fx_conninfo)) < 0 ||
+	    pg_fixture_reset(PG_SCHEMA) < 0 || fixture_open(fx, 0) < 0 ||
+	    store_write(fx->fx_st, T0, unit_create_scratch, fx) < 0) {
+		store_destroy(fx->fx_st);
+		free(fx);
+		return -1;
+	}
+	*state = fx;
+	return 0;
+}
+
+static int teardown_pg(void **state)
+{
+	struct fixture *fx = *state;
+
+	store_destroy(fx->fx_st);
+	free(fx);
 	return 0;
 }
 
@@ -1337,6 +1379,7 @@ static void test_destroy_of_null_is_a_no_op(void **state)
 
 /* Every case gets a fresh database in its own temporary directory. */
 #define STORE_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define PG_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_pg, teardown_pg)
 
 int main(void)
 {
@@ -1375,5 +1418,35 @@ int main(void)
 	        cmocka_unit_test(test_destroy_of_null_is_a_no_op),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	/* The same scenarios on PostgreSQL, when a database is given. */
+	const struct CMUnitTest pg_tests[] = {
+	        PG_TEST(test_claim_on_a_new_key_runs_apply_and_stores_done),
+	        PG_TEST(test_claim_replays_done_record_byte_for_byte),
+	        PG_TEST(test_claim_replays_failed_record_with_its_stored_reply),
+	        PG_TEST(test_claim_with_other_fingerprint_gets_mismatch_and_the_stored_reply),
+	        PG_TEST(test_record_one_second_inside_retention_replays),
+	        PG_TEST(test_record_one_second_past_retention_is_deleted_and_runs_as_new),
+	        PG_TEST(test_live_lease_answers_in_progress_with_seconds_left),
+	        PG_TEST(test_expired_lease_is_taken_over_with_a_new_token),
+	        PG_TEST(test_late_complete_with_stale_token_is_refused_and_changes_nothing),
+	        PG_TEST(test_transient_complete_keeps_the_claim_processing),
+	        PG_TEST(test_group_commit_keeps_other_claims_when_one_is_transient),
+	        PG_TEST(test_failed_commit_makes_every_claim_of_the_batch_transient),
+	        PG_TEST(test_identical_claims_from_many_threads_run_apply_once),
+	        PG_TEST(test_claims_queued_together_commit_as_one_batch_except_the_transient_one),
+	        PG_TEST(test_batch_size_one_commits_each_unit_alone),
+	        PG_TEST(test_async_completion_runs_once_per_submission_after_commit),
+	        PG_TEST(test_async_duplicate_of_a_done_key_completes_before_submit_returns),
+	        PG_TEST(test_destroy_finishes_queued_work_and_calls_every_completion),
+	        PG_TEST(test_batch_histogram_counts_batches_whether_or_not_they_commit),
+	        PG_TEST(test_write_returns_fn_value_and_rolls_back_on_failure),
+	        PG_TEST(test_peek_reports_live_records_only),
+	};
+	int failed;
+
+	failed = cmocka_run_group_tests(tests, NULL, NULL);
+	if (pg_fixture_base() == NULL) {
+		return failed;
+	}
+	return failed + cmocka_run_group_tests_name("postgresql", pg_tests, NULL, NULL);
 }
