@@ -457,21 +457,14 @@ struct gc_has {
 static int gc_has_outbox_tx(struct store_tx *tx, void *arg)
 {
 	struct gc_has *h = arg;
-	struct store_row row;
 	int rc;
 
 	/* The outbox arrives with its own migration; tolerate its absence. */
-	rc = store_query(
-	        tx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'outbox'",
-	        NULL, 0, &row);
+	rc = store_has_table(tx, "outbox");
 	if (rc < 0) {
 		return -1;
 	}
-	h->gh_found = 0;
-	if (rc == 1) {
-		h->gh_found = store_row_int(&row, 0) > 0;
-		store_row_finish(&row);
-	}
+	h->gh_found = rc;
 	return 0;
 }
 

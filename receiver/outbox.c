@@ -1655,7 +1655,8 @@ static int outbox_release_tx(struct store_tx *tx, void *arg)
 	return store_exec(tx,
 	                  "UPDATE outbox SET status = CASE WHEN attempts > 1 THEN 'retry_wait'"
 	                  " ELSE 'pending'"
-	                  " END, attempts = MAX(attempts - 1, 0), lease_until = NULL, "
+	                  " END, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,"
+	                  " lease_until = NULL, "
 	                  "next_attempt_at = ?, updated_at = ? WHERE id = ?"
 	                  " AND status = 'delivering' AND lease_token = ?",
 	                  p, 4, NULL) < 0

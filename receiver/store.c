@@ -220,6 +220,21 @@ int store_query_each(struct store_tx *tx, const char *sql, const struct store_va
 	return store_run(tx, sql, params, n_params, store_each_row, &se, NULL) < 0 ? -1 : 0;
 }
 
+int store_has_table(struct store_tx *tx, const char *name)
+{
+	struct store_value p[1] = {store_text(name)};
+	struct store_row row;
+	int rc;
+
+	rc = store_query(tx, tx->tx_engine->en_sql_has_table, p, 1, &row);
+	if (rc <= 0) {
+		return rc;
+	}
+	rc = store_row_int(&row, 0) > 0 ? 1 : 0;
+	store_row_finish(&row);
+	return rc;
+}
+
 int64_t store_tx_now(const struct store_tx *tx)
 {
 	return tx->tx_now;

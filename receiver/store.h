@@ -98,6 +98,9 @@ int store_query(struct store_tx *tx, const char *sql, const struct store_value *
 int store_query_each(struct store_tx *tx, const char *sql, const struct store_value *params, size_t n_params,
 		     int (*fn)(void *arg, const struct store_row *row), void *arg);
 
+/* 1 when the database has a table of that name, 0 when not, -1 on error. */
+int store_has_table(struct store_tx *tx, const char *name);
+
 /* The time of the unit of work in ms since the epoch (the caller's clock). */
 int64_t store_tx_now(const struct store_tx *tx);
 

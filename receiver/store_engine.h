@@ -38,6 +38,8 @@ struct store_engine {
 	/* 1: several receivers write the same database: a claim inserts its
 	 * key first and reads the winner, a batch's claims run sorted by key. */
 	int en_shared;
+	/* A query with one parameter, a table name: count(*) of such tables. */
+	const char *en_sql_has_table;
 
 	/* Opens the database for st's options: a writer connection with the
 	 * schema checked and migrated (unless so_no_migrate), or for

@@ -384,9 +384,10 @@ static int store_pg_value(const PGresult *res, int r, int c, struct store_value 
 	case STORE_PG_OID_NUMERIC:
 	case STORE_PG_OID_FLOAT4:
 	case STORE_PG_OID_FLOAT8:
-		/* sum() of bigint is numeric; SQLite hands such values over as integers. */
+		/* sum() of bigint is numeric; SQLite hands such values over as
+		 * integers: the integer part, saturated. */
 		v->sv_type = STORE_INT;
-		v->sv_int = (int64_t)strtod(s, NULL);
+		v->sv_int = strtoll(s, NULL, 10);
 		return 0;
 	case STORE_PG_OID_BOOL:
 		v->sv_type = STORE_INT;
@@ -1147,6 +1148,8 @@ fail:
 const struct store_engine store_engine_pg = {
 	.en_name = "postgresql",
 	.en_shared = 1,
+	.en_sql_has_table = "SELECT count(*) FROM information_schema.tables WHERE table_name = ? "
+	                    "AND table_schema = current_schema()",
 	.en_open = store_pg_open,
 	.en_close = store_pg_close,
 	.en_writer = store_pg_writer,

@@ -1288,6 +1288,7 @@ fail:
 const struct store_engine store_engine_sqlite = {
 	.en_name = "sqlite",
 	.en_shared = 0,
+	.en_sql_has_table = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
 	.en_open = store_sqlite_open,
 	.en_close = store_sqlite_close,
 	.en_writer = store_sqlite_writer,

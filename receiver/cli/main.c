@@ -119,7 +119,11 @@ int cli_open_store(const struct config *cf, int read_only, struct store **ret)
 	struct store *st;
 
 	memset(&so, 0, sizeof(so));
+	so.so_backend = (enum store_backend)cf->cf_backend;
 	so.so_path = cf->cf_db_path;
+	so.so_conninfo = cf->cf_conninfo;
+	so.so_pool_size = cf->cf_pool_size;
+	so.so_statement_timeout_ms = cf->cf_statement_timeout_ms;
 	so.so_sync = (enum store_sync)cf->cf_sync;
 	so.so_batch_max = cf->cf_batch_max;
 	so.so_busy_timeout_ms = cf->cf_busy_timeout_ms;
