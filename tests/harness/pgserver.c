@@ -229,7 +229,7 @@ static void pgserver_watch(const struct pgserver *pg, int watch_fd, uid_t uid, g
 		execl(postgres, "postgres", "-D", data, "-p", opt_port, "-k", pg->pg_dir, "-c", "listen_addresses=",
 		      "-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "full_page_writes=on", "-c",
 		      "max_connections=300", "-c", "shared_buffers=64MB", "-c",
-		      "shared_preload_libraries=pg_stat_statements", "-c", "pg_stat_statements.track=all", "-c",
+		      "shared_preload_libraries=pg_stat_statements", "-c",
 		      "logging_collector=off", "-c", "log_min_messages=warning", (char *)NULL);
 		_exit(127);
 	}
