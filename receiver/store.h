@@ -98,6 +98,11 @@ int store_query(struct store_tx *tx, const char *sql, const struct store_value *
 int store_query_each(struct store_tx *tx, const char *sql, const struct store_value *params, size_t n_params,
 		     int (*fn)(void *arg, const struct store_row *row), void *arg);
 
+/* 1 when several receivers may write this database at once (PostgreSQL):
+ * queries may then add row locks such as FOR UPDATE SKIP LOCKED, which
+ * SQLite (one writer) neither has nor needs. */
+int store_tx_shared(const struct store_tx *tx);
+
 /* 1 when the database has a table of that name, 0 when not, -1 on error. */
 int store_has_table(struct store_tx *tx, const char *name);
 
