@@ -135,6 +135,12 @@ struct store_options {
 	unsigned so_busy_timeout_ms; /* default 5000 */
 	int so_read_only; /* CLI readers: no writer thread, no migrations */
 	int so_no_migrate; /* refuse to run when migrations are pending */
+	/* SQLite: one receiver per file. Takes a write lock on PATH.lock (an
+	 * open-file-description fcntl lock) for the life of the store and
+	 * refuses to open while another store holds it. `serve` and `store
+	 * copy` set it; other commands do not, so they run beside `serve`.
+	 * PostgreSQL: ignored (any number of receivers). */
+	int so_exclusive;
 };
 
 /* Parses a store location into opt's backend and path/conninfo (pointers
