@@ -664,6 +664,7 @@ static void gc_worker_pass(struct gc_worker *w)
 	struct gc_plan p;
 	int64_t start = app_now_ms();
 	int64_t t0 = gc_monotonic_ms();
+	int locked;
 	int rc;
 
 	memset(&rep, 0, sizeof(rep));
@@ -676,10 +677,21 @@ static void gc_worker_pass(struct gc_worker *w)
 		metrics_gc_pass(&pass);
 		return;
 	}
+	/* Receivers sharing a database clean it one at a time: the others
+	 * skip this pass (the holder's covers theirs). */
+	locked = store_try_lock(app->app_store, "gc");
+	if (locked <= 0) {
+		gc_plan_finish(&p);
+		if (locked == 0) {
+			log_debug("gc: another receiver is cleaning the database; this pass is skipped");
+		}
+		return;
+	}
 	rc = gc_run_plan(app->app_store, &p, start, 0, w, &rep);
 	if (rc == 0 && !gc_stopping(w)) {
 		rc = gc_reclaim(app->app_store, p.gp_pause_ms, 0, w, &rep);
 	}
+	store_unlock(app->app_store, "gc");
 	gc_plan_finish(&p);
 	if (rc < 0) {
 		log_warn("gc: pass stopped early; the next one goes on");

@@ -1039,10 +1039,20 @@ static int outbox_lease_tx(struct store_tx *tx, void *arg)
 	size_t i;
 
 	ctx->ol_n_ids = 0;
+	/* Several receivers on one database: each takes due rows no other is
+	 * taking right now (their locks skipped, not waited for); the
+	 * conditional UPDATE of outbox_lease_one makes one of them the holder
+	 * of a row in any case, and a dead receiver's row is due again when
+	 * its lease_until passes. */
 	if (store_query_each(tx,
-	                     "SELECT id FROM outbox WHERE (status IN ('pending', 'retry_wait')"
-	                     " AND next_attempt_at <= ?) OR (status = 'delivering'"
-	                     " AND lease_until < ?) ORDER BY next_attempt_at, id LIMIT ?",
+	                     store_tx_shared(tx)
+	                             ? "SELECT id FROM outbox WHERE (status IN ('pending', 'retry_wait')"
+	                               " AND next_attempt_at <= ?) OR (status = 'delivering'"
+	                               " AND lease_until < ?) ORDER BY next_attempt_at, id LIMIT ?"
+	                               " FOR UPDATE SKIP LOCKED"
+	                             : "SELECT id FROM outbox WHERE (status IN ('pending', 'retry_wait')"
+	                               " AND next_attempt_at <= ?) OR (status = 'delivering'"
+	                               " AND lease_until < ?) ORDER BY next_attempt_at, id LIMIT ?",
 	                     p, 3, outbox_lease_id, ctx) < 0) {
 		return -1;
 	}

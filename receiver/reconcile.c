@@ -1140,6 +1140,7 @@ static void reconcile_worker_pass(struct reconcile_worker *w)
 	struct reconcile_options opt;
 	struct reconcile_report rep;
 	struct config *cf;
+	int locked;
 
 	memset(&opt, 0, sizeof(opt));
 	opt.ro_older_than_s = -1;
@@ -1148,6 +1149,14 @@ static void reconcile_worker_pass(struct reconcile_worker *w)
 	opt.ro_marks = &w->rw_marks;
 	/* The config is held for the run: its providers' keys are in it. A
 	 * reload swaps in a new one meanwhile; this run finishes on its own. */
+	/* Receivers sharing a database ask the providers one at a time. */
+	locked = store_try_lock(app->app_store, "reconcile");
+	if (locked <= 0) {
+		if (locked == 0) {
+			log_debug("reconcile: another receiver is reconciling; this pass is skipped");
+		}
+		return;
+	}
 	cf = app_config_acquire(app);
 	if (reconcile_run(app->app_store, cf, &opt, &rep) == 0) {
 		if (rep.rr_applied > 0 && app->app_outbound != NULL) {
@@ -1158,6 +1167,7 @@ static void reconcile_worker_pass(struct reconcile_worker *w)
 		metrics_reconcile_run(0);
 	}
 	app_config_release(app, cf);
+	store_unlock(app->app_store, "reconcile");
 }
 
 static int64_t reconcile_interval_of(const struct config *cf)

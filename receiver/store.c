@@ -220,6 +220,11 @@ int store_query_each(struct store_tx *tx, const char *sql, const struct store_va
 	return store_run(tx, sql, params, n_params, store_each_row, &se, NULL) < 0 ? -1 : 0;
 }
 
+int store_tx_shared(const struct store_tx *tx)
+{
+	return tx->tx_engine->en_shared;
+}
+
 int store_has_table(struct store_tx *tx, const char *name)
 {
 	struct store_value p[1] = {store_text(name)};

@@ -98,6 +98,11 @@ int store_query(struct store_tx *tx, const char *sql, const struct store_value *
 int store_query_each(struct store_tx *tx, const char *sql, const struct store_value *params, size_t n_params,
 		     int (*fn)(void *arg, const struct store_row *row), void *arg);
 
+/* 1 when several receivers may write this database at once (PostgreSQL):
+ * queries may then add row locks such as FOR UPDATE SKIP LOCKED, which
+ * SQLite (one writer) neither has nor needs. */
+int store_tx_shared(const struct store_tx *tx);
+
 /* 1 when the database has a table of that name, 0 when not, -1 on error. */
 int store_has_table(struct store_tx *tx, const char *name);
 
@@ -130,6 +135,12 @@ struct store_options {
 	unsigned so_busy_timeout_ms; /* default 5000 */
 	int so_read_only; /* CLI readers: no writer thread, no migrations */
 	int so_no_migrate; /* refuse to run when migrations are pending */
+	/* SQLite: one receiver per file. Takes a write lock on PATH.lock (an
+	 * open-file-description fcntl lock) for the life of the store and
+	 * refuses to open while another store holds it. `serve` and `store
+	 * copy` set it; other commands do not, so they run beside `serve`.
+	 * PostgreSQL: ignored (any number of receivers). */
+	int so_exclusive;
 };
 
 /* Parses a store location into opt's backend and path/conninfo (pointers

@@ -176,6 +176,8 @@ static int store_pg_conn_revive(struct store_conn *cn, unsigned timeout_ms)
 
 /* ---- statements ---- */
 
+static int store_pg_in_tx(struct store_conn *cn);
+
 static int store_pg_sqlstate_retry(const char *state)
 {
 	/* serialization_failure, deadlock_detected */
@@ -259,21 +261,75 @@ static char *store_pg_rewrite(const char *sql, size_t *ret_n)
 	return out;
 }
 
-/* The type each parameter is sent with. A NULL gets none (0): the server
- * infers it from where it stands, unless nothing tells (`? IS NULL`):
- * then untyped_text gives it text. */
-static Oid store_pg_type(const struct store_value *v, int untyped_text)
+/* The type each parameter is sent with: int8, text, bytea; a NULL none
+ * (see store_pg_prepare_typed). */
+static Oid store_pg_type(const struct store_value *v)
 {
 	switch (v->sv_type) {
 	case STORE_INT:
 		return STORE_PG_OID_INT8;
 	case STORE_TEXT:
-		return v->sv_text != NULL ? STORE_PG_OID_TEXT : (untyped_text ? STORE_PG_OID_TEXT : 0);
+		return v->sv_text != NULL ? STORE_PG_OID_TEXT : 0;
 	case STORE_BLOB:
 		return STORE_PG_OID_BYTEA;
 	default:
-		return untyped_text ? STORE_PG_OID_TEXT : 0;
+		return 0;
 	}
+}
+
+/* The parameter number in "could not determine data type of parameter $N",
+ * or 0. */
+static size_t store_pg_untyped_param(const PGresult *res)
+{
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	const char *dollar;
+
+	if (state == NULL || strcmp(state, "42P18") != 0 || msg == NULL) {
+		return 0;
+	}
+	dollar = strrchr(msg, '$');
+	return dollar != NULL ? (size_t)strtoul(dollar + 1, NULL, 10) : 0;
+}
+
+/* Prepares pg_sql. A NULL parameter goes untyped (0) and the server infers
+ * its type from where it stands; where nothing tells (`? IS NULL OR col =
+ * ?`), it is given text and the statement prepared again. Inside a
+ * transaction each try runs in a savepoint, as a failed PREPARE would abort
+ * the transaction. Only the first use of a statement on a connection pays
+ * for this. Returns the last result (the caller clears it). */
+static PGresult *store_pg_prepare_typed(struct store_conn *cn, const char *name, const char *pg_sql,
+                                        Oid *types, size_t n)
+{
+	int in_tx = store_pg_in_tx(cn);
+	PGresult *res = NULL;
+	PGresult *sp;
+	size_t tries;
+	size_t k;
+
+	for (tries = 0; tries <= n; tries++) {
+		if (in_tx) {
+			sp = PQexec(cn->cn_pg, "SAVEPOINT idemhook_prepare");
+			PQclear(sp);
+		}
+		PQclear(res);
+		res = PQprepare(cn->cn_pg, name, pg_sql, (int)n, types);
+		if (in_tx) {
+			sp = PQexec(cn->cn_pg, PQresultStatus(res) == PGRES_COMMAND_OK
+			                               ? "RELEASE idemhook_prepare"
+			                               : "ROLLBACK TO idemhook_prepare");
+			PQclear(sp);
+		}
+		if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+			break;
+		}
+		k = store_pg_untyped_param(res);
+		if (k == 0 || k > n || types[k - 1] != 0) {
+			break;
+		}
+		types[k - 1] = STORE_PG_OID_TEXT;
+	}
+	return res;
 }
 
 static unsigned store_pg_hash(const char *s, size_t len)
@@ -288,10 +344,9 @@ static unsigned store_pg_hash(const char *s, size_t len)
 }
 
 /* Returns the name of the statement prepared on cn for sql with these
- * types, preparing it on first use; NULL on failure (logged). A full cache
- * prepares nothing: *ret_unnamed then says to run sql unprepared. */
+ * types, preparing it on first use; NULL on failure (logged). */
 static const char *store_pg_prepare(struct store_conn *cn, const char *sql, const char *pg_sql,
-                                    const Oid *types, size_t n, int *ret_unnamed)
+                                    Oid *types, size_t n)
 {
 	size_t sql_len = strlen(sql);
 	size_t key_len = sql_len + 1 + n * sizeof(Oid);
@@ -300,7 +355,6 @@ static const char *store_pg_prepare(struct store_conn *cn, const char *sql, cons
 	unsigned b;
 	char *key;
 
-	*ret_unnamed = 0;
 	key = malloc(key_len);
 	if (key == NULL) {
 		log_err("store: out of memory");
@@ -318,8 +372,15 @@ static const char *store_pg_prepare(struct store_conn *cn, const char *sql, cons
 		}
 	}
 	if (cn->cn_n_stmts >= STORE_PG_STMT_CACHE_MAX) {
+		/* A full cache: the unnamed statement, prepared for this run only. */
 		free(key);
-		*ret_unnamed = 1;
+		res = store_pg_prepare_typed(cn, "", pg_sql, types, n);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+			store_pg_fail(cn, res, sql);
+			PQclear(res);
+			return NULL;
+		}
+		PQclear(res);
 		return "";
 	}
 	ps = calloc(1, sizeof(*ps));
@@ -331,7 +392,7 @@ static const char *store_pg_prepare(struct store_conn *cn, const char *sql, cons
 	ps->ps_key = key;
 	ps->ps_key_len = key_len;
 	snprintf(ps->ps_name, sizeof(ps->ps_name), "idemhook_%u", cn->cn_next_id++);
-	res = PQprepare(cn->cn_pg, ps->ps_name, pg_sql, (int)n, types);
+	res = store_pg_prepare_typed(cn, ps->ps_name, pg_sql, types, n);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		store_pg_fail(cn, res, sql);
 		PQclear(res);
@@ -446,17 +507,16 @@ struct store_pg_params {
 
 /* Sends one statement: prepared once per connection and types. */
 static PGresult *store_pg_exec(struct store_conn *cn, const char *sql, const char *pg_sql,
-                               const struct store_value *params, size_t n, int untyped_text,
+                               const struct store_value *params, size_t n,
                                struct store_pg_params *pp)
 {
 	const char *name;
-	int unnamed;
 	size_t i;
 
 	for (i = 0; i < n; i++) {
 		const struct store_value *v = &params[i];
 
-		pp->pp_types[i] = store_pg_type(v, untyped_text);
+		pp->pp_types[i] = store_pg_type(v);
 		pp->pp_formats[i] = 0;
 		pp->pp_lengths[i] = 0;
 		switch (v->sv_type) {
@@ -477,13 +537,9 @@ static PGresult *store_pg_exec(struct store_conn *cn, const char *sql, const cha
 			break;
 		}
 	}
-	name = store_pg_prepare(cn, sql, pg_sql, pp->pp_types, n, &unnamed);
+	name = store_pg_prepare(cn, sql, pg_sql, pp->pp_types, n);
 	if (name == NULL) {
 		return NULL;
-	}
-	if (unnamed) {
-		return PQexecParams(cn->cn_pg, pg_sql, (int)n, pp->pp_types, pp->pp_values,
-		                    pp->pp_lengths, pp->pp_formats, 0);
 	}
 	return PQexecPrepared(cn->cn_pg, name, (int)n, pp->pp_values, pp->pp_lengths,
 	                      pp->pp_formats, 0);
@@ -579,11 +635,7 @@ static int store_pg_run(struct store_conn *cn, const char *sql, const struct sto
 	if (store_pg_call_init(&pc, params, n_params) < 0) {
 		goto out;
 	}
-	res = store_pg_exec(cn, sql, pg_sql, pc.pc_fixed, n_params, 0, &pc.pc_pp);
-	if (res == NULL && strcmp(cn->cn_sqlstate, "42P18") == 0) {
-		/* A NULL whose type nothing tells (`? IS NULL`): sent as text. */
-		res = store_pg_exec(cn, sql, pg_sql, pc.pc_fixed, n_params, 1, &pc.pc_pp);
-	}
+	res = store_pg_exec(cn, sql, pg_sql, pc.pc_fixed, n_params, &pc.pc_pp);
 	if (res == NULL) {
 		goto out;
 	}

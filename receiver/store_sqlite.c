@@ -75,6 +75,7 @@ struct store_db {
 	struct store_conn *db_probe; /* store_probe's own connection (the probe's thread) */
 	int64_t db_probe_locked_at;  /* monotonic ms the probe last found the lock held; 0 */
 	int db_probe_locked_rc;
+	int db_lock_fd; /* PATH.lock while so_exclusive holds it, else -1 */
 };
 
 static const struct store_engine *const en = &store_engine_sqlite;
@@ -1178,6 +1179,59 @@ static void store_sqlite_unlock(struct store_db *db, const char *name)
 	(void)name;
 }
 
+/* so_exclusive: the receiver lock on PATH.lock, held until the store
+ * closes. An open-file-description lock, so two stores of one process
+ * exclude each other too, and closing another descriptor of the file does
+ * not drop it. Returns 0, or -1 (logged) when another holds it. */
+static int store_sqlite_lock_receiver(struct store_db *db)
+{
+	struct flock fl;
+	char quoted[256];
+	char *name = NULL;
+	size_t len;
+
+	if (strcmp(db->db_path, ":memory:") == 0 || strncmp(db->db_path, "file:", 5) == 0) {
+		return 0;
+	}
+	len = strlen(db->db_path) + sizeof(".lock");
+	name = malloc(len);
+	if (name == NULL) {
+		log_err("store: out of memory");
+		return -1;
+	}
+	snprintf(name, len, "%s.lock", db->db_path);
+	db->db_lock_fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, STORE_FILE_MODE);
+	if (db->db_lock_fd < 0) {
+		log_err("store: cannot open the lock file \"%s\": %s",
+		        log_quote(quoted, sizeof(quoted), name), strerror(errno));
+		goto fail;
+	}
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	if (fcntl(db->db_lock_fd, F_OFD_SETLK, &fl) < 0) {
+		if (errno == EAGAIN || errno == EACCES) {
+			log_err("store: another idemhook serve (or store copy) is using \"%s\": SQLite "
+			        "takes one receiver per database file; stop it first, or share a "
+			        "PostgreSQL database ([store] backend = postgresql) between receivers",
+			        log_quote(quoted, sizeof(quoted), db->db_path));
+		} else {
+			log_err("store: cannot lock \"%s\": %s", log_quote(quoted, sizeof(quoted), name),
+			        strerror(errno));
+		}
+		goto fail;
+	}
+	free(name);
+	return 0;
+fail:
+	if (db->db_lock_fd >= 0) {
+		close(db->db_lock_fd);
+		db->db_lock_fd = -1;
+	}
+	free(name);
+	return -1;
+}
+
 static int store_sqlite_check_read_only(struct store_db *db)
 {
 	struct store_conn *cn;
@@ -1215,6 +1269,9 @@ static void store_sqlite_close(struct store_db *db)
 		pthread_key_delete(db->db_key);
 	}
 	pthread_mutex_destroy(&db->db_mutex);
+	if (db->db_lock_fd >= 0) {
+		close(db->db_lock_fd); /* lets go of the receiver lock */
+	}
 	free(db->db_path);
 	free(db);
 }
@@ -1248,6 +1305,7 @@ static struct store_db *store_sqlite_open(const struct store_options *opt, int *
 	db->db_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	db->db_ckpt.ck_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	db->db_ckpt.ck_cond = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
+	db->db_lock_fd = -1;
 	db->db_busy_timeout_ms = opt->so_busy_timeout_ms > 0 ? opt->so_busy_timeout_ms
 	                                                     : STORE_BUSY_TIMEOUT_MS_DEFAULT;
 	db->db_path = strdup(opt->so_path != NULL ? opt->so_path : "");
@@ -1264,6 +1322,11 @@ static struct store_db *store_sqlite_open(const struct store_options *opt, int *
 		goto fail;
 	}
 	db->db_key_made = 1;
+	if (opt->so_exclusive &&
+	    ((!opt->so_read_only && store_mkdir_parent(db->db_path) < 0) ||
+	     store_sqlite_lock_receiver(db) < 0)) {
+		goto fail;
+	}
 	if (opt->so_read_only) {
 		if (store_sqlite_check_read_only(db) < 0) {
 			goto fail;

@@ -402,7 +402,9 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	serve_log_start(cf);
 	serve_raise_file_limit();
 	notify_status("opening the database");
-	rc = cli_open_store(cf, 0, &st);
+	/* One serve per SQLite file: a second one is refused here, before it
+	 * touches the database; CLI commands are not held back. */
+	rc = cli_open_store_exclusive(cf, 0, 1, &st);
 	if (rc != EX_OK) {
 		config_destroy(cf);
 		return rc;

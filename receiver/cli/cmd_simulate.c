@@ -267,7 +267,7 @@ static int simulate_order(const struct config *cf, const char *id, struct api_or
 	struct store *st = NULL;
 	int rc;
 
-	if (access(cf->cf_db_path, F_OK) != 0) {
+	if (cf->cf_backend == STORE_BACKEND_SQLITE && access(cf->cf_db_path, F_OK) != 0) {
 		return 0;
 	}
 	*ret_rc = cli_open_store(cf, 1, &st);
@@ -297,7 +297,8 @@ static int simulate_fill(const struct config *cf, const struct simulate_opts *o,
 		fprintf(stderr,
 		        "simulate: no order %s in %s; give --amount and --currency for an order "
 		        "this database does not hold\n",
-		        o->so_order, cf->cf_db_path);
+		        o->so_order,
+		        cf->cf_backend == STORE_BACKEND_POSTGRESQL ? "the postgresql database" : cf->cf_db_path);
 		return EX_DATAERR;
 	}
 	if (money_currency_normalize(o->so_currency != NULL ? o->so_currency : order.ao_currency,

@@ -115,6 +115,12 @@ int cli_load_config(const char *config_path, struct config **ret)
 
 int cli_open_store(const struct config *cf, int read_only, struct store **ret)
 {
+	return cli_open_store_exclusive(cf, read_only, 0, ret);
+}
+
+int cli_open_store_exclusive(const struct config *cf, int read_only, int exclusive,
+                             struct store **ret)
+{
 	struct store_options so;
 	struct store *st;
 
@@ -128,6 +134,7 @@ int cli_open_store(const struct config *cf, int read_only, struct store **ret)
 	so.so_batch_max = cf->cf_batch_max;
 	so.so_busy_timeout_ms = cf->cf_busy_timeout_ms;
 	so.so_read_only = read_only;
+	so.so_exclusive = exclusive;
 	st = store_create(&so);
 	if (st == NULL) {
 		return EX_UNAVAILABLE;
