@@ -181,6 +181,15 @@ pid_t pgserver_postmaster_pid(const struct pgserver *pg)
 	return (pid_t)pid;
 }
 
+/* IDEMHOOK_KEEP_TMP=1 keeps the directory (the server's log) as it keeps
+ * the daemons'. */
+static int pgserver_keep(void)
+{
+	const char *keep = getenv("IDEMHOOK_KEEP_TMP");
+
+	return keep != NULL && strcmp(keep, "1") == 0;
+}
+
 /* The watcher: in a session of its own (a test runner killing the test's
  * process group does not reach it), it runs postgres as its child and, once
  * the pipe from the test program reads EOF (pgserver_stop closed it, or the
@@ -259,7 +268,9 @@ static void pgserver_watch(const struct pgserver *pg, int watch_fd, uid_t uid, g
 			waitpid(child, &status, 0);
 		}
 	}
-	pgserver_rmdir(pg->pg_dir);
+	if (!pgserver_keep()) {
+		pgserver_rmdir(pg->pg_dir);
+	}
 	_exit(0);
 }
 
@@ -390,6 +401,9 @@ int pgserver_start(struct pgserver *pg)
 	fds[0] = -1;
 	pg->pg_watch_fd = fds[1];
 	pg->pg_running = 1;
+	if (pgserver_keep()) {
+		fprintf(stderr, "pgserver: will keep %s\n", pg->pg_dir);
+	}
 	if (pgserver_wait_ready(pg) < 0) {
 		fprintf(stderr, "pgserver: the server in %s did not become ready\n", pg->pg_dir);
 		pgserver_print_log(pg);
