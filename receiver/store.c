@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "log.h"
@@ -238,6 +239,46 @@ int store_has_table(struct store_tx *tx, const char *name)
 	rc = store_row_int(&row, 0) > 0 ? 1 : 0;
 	store_row_finish(&row);
 	return rc;
+}
+
+struct store_names {
+	int (*sn_table)(void *arg, const char *name);
+	int (*sn_column)(void *arg, const char *name, int is_blob);
+	void *sn_arg;
+};
+
+static int store_names_row(void *arg, const struct store_row *row)
+{
+	const struct store_names *sn = arg;
+	const char *name = store_row_text(row, 0);
+	const char *type = store_row_text(row, 1);
+
+	if (name == NULL) {
+		return 0;
+	}
+	if (sn->sn_table != NULL) {
+		return sn->sn_table(sn->sn_arg, name) < 0 ? -1 : 0;
+	}
+	return sn->sn_column(sn->sn_arg, name,
+			     type != NULL && (strcasecmp(type, "blob") == 0 || strcasecmp(type, "bytea") == 0)) < 0
+		       ? -1
+		       : 0;
+}
+
+int store_tables(struct store_tx *tx, int (*fn)(void *arg, const char *name), void *arg)
+{
+	struct store_names sn = {.sn_table = fn, .sn_arg = arg};
+
+	return store_query_each(tx, tx->tx_engine->en_sql_tables, NULL, 0, store_names_row, &sn);
+}
+
+int store_columns(struct store_tx *tx, const char *table,
+		  int (*fn)(void *arg, const char *name, int is_blob), void *arg)
+{
+	struct store_names sn = {.sn_column = fn, .sn_arg = arg};
+	struct store_value p[1] = {store_text(table)};
+
+	return store_query_each(tx, tx->tx_engine->en_sql_columns, p, 1, store_names_row, &sn);
 }
 
 int64_t store_tx_now(const struct store_tx *tx)

@@ -106,6 +106,15 @@ int store_tx_shared(const struct store_tx *tx);
 /* 1 when the database has a table of that name, 0 when not, -1 on error. */
 int store_has_table(struct store_tx *tx, const char *name);
 
+/* The database's own tables (not the engine's bookkeeping), by name: fn
+ * gets each name (borrowed). Returns 0 or -1. */
+int store_tables(struct store_tx *tx, int (*fn)(void *arg, const char *name), void *arg);
+
+/* A table's columns in order: fn gets each name and whether it holds
+ * binary data (declared BLOB / bytea). Returns 0 or -1. */
+int store_columns(struct store_tx *tx, const char *table,
+		  int (*fn)(void *arg, const char *name, int is_blob), void *arg);
+
 /* The time of the unit of work in ms since the epoch (the caller's clock). */
 int64_t store_tx_now(const struct store_tx *tx);
 

@@ -40,6 +40,10 @@ struct store_engine {
 	int en_shared;
 	/* A query with one parameter, a table name: count(*) of such tables. */
 	const char *en_sql_has_table;
+	/* The application's tables (name), and a table's columns (name, declared
+	 * type) in order, with one parameter, the table name. */
+	const char *en_sql_tables;
+	const char *en_sql_columns;
 
 	/* Opens the database for st's options: a writer connection with the
 	 * schema checked and migrated (unless so_no_migrate), or for

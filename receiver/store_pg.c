@@ -1202,6 +1202,12 @@ const struct store_engine store_engine_pg = {
 	.en_shared = 1,
 	.en_sql_has_table = "SELECT count(*) FROM information_schema.tables WHERE table_name = ? "
 	                    "AND table_schema = current_schema()",
+	.en_sql_tables = "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+	                 "current_schema() AND table_type = 'BASE TABLE' AND table_name <> "
+	                 "'idemhook_schema' ORDER BY table_name",
+	.en_sql_columns = "SELECT column_name, data_type FROM information_schema.columns WHERE "
+	                  "table_name = ? AND table_schema = current_schema() ORDER BY "
+	                  "ordinal_position",
 	.en_open = store_pg_open,
 	.en_close = store_pg_close,
 	.en_writer = store_pg_writer,

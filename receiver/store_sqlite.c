@@ -1352,6 +1352,9 @@ const struct store_engine store_engine_sqlite = {
 	.en_name = "sqlite",
 	.en_shared = 0,
 	.en_sql_has_table = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+	.en_sql_tables = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+	                 "'sqlite%' ORDER BY name",
+	.en_sql_columns = "SELECT name, type FROM pragma_table_info(?) ORDER BY cid",
 	.en_open = store_sqlite_open,
 	.en_close = store_sqlite_close,
 	.en_writer = store_sqlite_writer,

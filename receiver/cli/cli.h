@@ -56,5 +56,6 @@ extern const struct cli_command cli_cmd_replay;
 extern const struct cli_command cli_cmd_serve;
 extern const struct cli_command cli_cmd_simulate;
 extern const struct cli_command cli_cmd_stats;
+extern const struct cli_command cli_cmd_store;
 
 #endif

@@ -23,6 +23,7 @@ static const struct cli_command *const cli_commands[] = {
 	&cli_cmd_serve,
 	&cli_cmd_simulate,
 	&cli_cmd_stats,
+	&cli_cmd_store,
 };
 
 #define CLI_N_COMMANDS (sizeof(cli_commands) / sizeof(cli_commands[0]))

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "outbox.h"
 #include "pg_fixture.h"
 #include "reply.h"
 #include "store.h"
@@ -1378,6 +1379,286 @@ static void test_destroy_of_null_is_a_no_op(void **state)
 }
 
 /* Every case gets a fresh database in its own temporary directory. */
+/* ---- several receivers on one PostgreSQL database ---- */
+
+/* A second receiver: another store on the fixture's database. */
+static struct store *second_receiver(struct fixture *fx)
+{
+	struct store_options so = {
+	        .so_backend = STORE_BACKEND_POSTGRESQL,
+	        .so_conninfo = fx->fx_conninfo,
+	};
+	struct store *st = store_create(&so);
+
+	assert_non_null(st);
+	return st;
+}
+
+struct two_storm {
+	struct store *ts_st;
+	pthread_barrier_t *ts_barrier;
+	struct applier *ts_applier;
+	const char *ts_keys[8];
+	size_t ts_n;
+	enum store_outcome ts_outcomes[8];
+};
+
+static void *two_storm_thread(void *arg)
+{
+	struct two_storm *ts = arg;
+	struct store_claim c[8];
+	size_t i;
+
+	for (i = 0; i < ts->ts_n; i++) {
+		claim_init(&c[i], ts->ts_keys[i], 7, T0, ts->ts_applier);
+	}
+	pthread_barrier_wait(ts->ts_barrier);
+	if (store_submit(ts->ts_st, c, ts->ts_n) == 0) {
+		for (i = 0; i < ts->ts_n; i++) {
+			ts->ts_outcomes[i] = c[i].sc_outcome;
+		}
+	}
+	for (i = 0; i < ts->ts_n; i++) {
+		store_claim_finish(&c[i]);
+	}
+	return NULL;
+}
+
+/* Two receivers claim the same keys at once, in opposite orders (a batch's
+ * claims are sorted by key, so they do not deadlock): each key's handler
+ * runs once, and the other receiver gets the stored reply. */
+static void test_pg_two_receivers_claiming_the_same_keys_apply_each_once(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store *other = second_receiver(fx);
+	pthread_barrier_t barrier;
+	struct two_storm ts[2];
+	pthread_t th[2];
+	size_t i;
+	size_t k;
+	int new_count = 0;
+
+	assert_int_equal(pthread_barrier_init(&barrier, NULL, 2), 0);
+	memset(ts, 0, sizeof(ts));
+	for (i = 0; i < 2; i++) {
+		static const char *const keys[] = {"evt_k1", "evt_k2", "evt_k3", "evt_k4"};
+
+		ts[i].ts_st = i == 0 ? fx->fx_st : other;
+		ts[i].ts_barrier = &barrier;
+		ts[i].ts_applier = &ap;
+		ts[i].ts_n = 4;
+		for (k = 0; k < 4; k++) {
+			ts[i].ts_keys[k] = keys[i == 0 ? k : 3 - k];
+		}
+		assert_int_equal(pthread_create(&th[i], NULL, two_storm_thread, &ts[i]), 0);
+	}
+	for (i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		for (k = 0; k < 4; k++) {
+			assert_true(ts[i].ts_outcomes[k] == STORE_NEW ||
+			            ts[i].ts_outcomes[k] == STORE_REPLAYED);
+			new_count += ts[i].ts_outcomes[k] == STORE_NEW;
+		}
+	}
+	pthread_barrier_destroy(&barrier);
+	assert_int_equal(new_count, 4);
+	assert_int_equal(atomic_load(&ap.ap_runs), 4);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 4);
+	store_destroy(other);
+}
+
+/* A receiver claims a key and dies; once its lease has expired another
+ * receiver takes the key over with a new fencing token, and the dead one's
+ * late completion (a process that was only paused) is refused. */
+static void test_pg_a_dead_receivers_expired_lease_is_taken_over_and_its_late_write_refused(
+        void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store *dying = second_receiver(fx);
+	struct store_claim first;
+	struct store_claim again;
+
+	claim_init(&first, "evt_lease", 1, T0, &ap);
+	assert_int_equal(store_claim_begin(dying, &first), 0);
+	assert_int_equal(first.sc_outcome, STORE_CLAIMED);
+	store_destroy(dying);
+
+	/* Still inside the lease: another receiver is told to come back. */
+	claim_init(&again, "evt_lease", 1, T0 + LEASE_MS - 1000, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &again), 0);
+	assert_int_equal(again.sc_outcome, STORE_IN_PROGRESS);
+	store_claim_finish(&again);
+
+	claim_init(&again, "evt_lease", 1, T0 + LEASE_MS + 1, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &again), 0);
+	assert_int_equal(again.sc_outcome, STORE_NEW);
+	assert_int_equal(again.sc_token, first.sc_token + 1);
+	store_claim_finish(&again);
+
+	/* The first holder's completion carries the old token. */
+	dying = second_receiver(fx);
+	first.sc_now_ms = T0 + LEASE_MS + 2;
+	assert_int_equal(store_claim_complete(dying, &first), 1);
+	store_claim_finish(&first);
+	store_destroy(dying);
+	assert_int_equal(atomic_load(&ap.ap_runs), 1);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 1);
+}
+
+static void test_pg_a_named_lock_is_held_by_one_receiver_at_a_time(void **state)
+{
+	struct fixture *fx = *state;
+	struct store *other = second_receiver(fx);
+	int tries;
+
+	assert_int_equal(store_try_lock(fx->fx_st, "gc"), 1);
+	assert_int_equal(store_try_lock(other, "gc"), 0);
+	assert_int_equal(store_try_lock(other, "reconcile"), 1);
+	store_unlock(fx->fx_st, "gc");
+	assert_int_equal(store_try_lock(other, "gc"), 1);
+	assert_int_equal(store_try_lock(fx->fx_st, "gc"), 0);
+	/* A receiver that dies lets go of its locks (once the server has
+	 * seen its connection end). */
+	store_destroy(other);
+	for (tries = 0; tries < 50 && store_try_lock(fx->fx_st, "gc") == 0; tries++) {
+		usleep(100 * 1000);
+	}
+	assert_true(tries < 50);
+	assert_int_equal(store_try_lock(fx->fx_st, "reconcile"), 1);
+	store_unlock(fx->fx_st, "gc");
+	store_unlock(fx->fx_st, "reconcile");
+}
+
+static void *open_thread(void *arg)
+{
+	struct fixture *fx = arg;
+	struct store_options so = {
+	        .so_backend = STORE_BACKEND_POSTGRESQL,
+	        .so_conninfo = fx->fx_conninfo,
+	};
+
+	return store_create(&so);
+}
+
+/* Two receivers starting together on an empty database: both come up, the
+ * migrations ran once each (one version row apiece), and migrating again
+ * changes nothing. */
+static void test_pg_two_receivers_starting_together_migrate_once(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_options so = {
+	        .so_backend = STORE_BACKEND_POSTGRESQL,
+	        .so_conninfo = fx->fx_conninfo,
+	};
+	struct store *st[2];
+	pthread_t th[2];
+	size_t i;
+	int from = -1;
+	int to = -1;
+
+	store_destroy(fx->fx_st);
+	fx->fx_st = NULL;
+	assert_int_equal(pg_fixture_reset(PG_SCHEMA), 0);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(pthread_create(&th[i], NULL, open_thread, fx), 0);
+	}
+	for (i = 0; i < 2; i++) {
+		void *r = NULL;
+
+		pthread_join(th[i], &r);
+		st[i] = r;
+		assert_non_null(st[i]);
+	}
+	assert_int_equal(count_of(st[0], "SELECT count(*) FROM idemhook_schema"),
+	                 store_schema_version());
+	assert_int_equal(count_of(st[1], "SELECT max(version) FROM idemhook_schema"),
+	                 store_schema_version());
+	assert_int_equal(store_migrate_options(&so, &from, &to), 0);
+	assert_int_equal(from, store_schema_version());
+	assert_int_equal(to, store_schema_version());
+	store_destroy(st[1]);
+	fx->fx_st = st[0];
+}
+
+struct outbox_seed {
+	int os_n;
+};
+
+static int unit_seed_outbox(struct store_tx *tx, void *arg)
+{
+	const struct outbox_seed *os = arg;
+	char key[32];
+	int i;
+
+	for (i = 0; i < os->os_n; i++) {
+		struct store_value p[] = {store_text(key), store_int(T0), store_int(T0), store_int(T0),
+		                          store_int(T0)};
+
+		snprintf(key, sizeof(key), "obx_%d", i);
+		if (store_exec(tx,
+		               "INSERT INTO outbox (call_type, effect, url, content_type, body, "
+		               "idem_key, window_start, next_attempt_at, created_at, updated_at) VALUES "
+		               "('notify', 'paid', 'http://127.0.0.1:9/', 'application/json', '{}', ?, "
+		               "?, ?, ?, ?)",
+		               p, 5, NULL) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int count_info(void *arg, const struct outbox_info *info)
+{
+	(void)info;
+	(*(int *)arg)++;
+	return 0;
+}
+
+/* Due outbox rows go to one receiver at a time; a receiver that died with
+ * rows leased has them delivered by another once the lease has passed. The
+ * listing with optional filters (untyped NULL parameters) works too. */
+static void test_pg_outbox_rows_are_leased_by_one_receiver_at_a_time(void **state)
+{
+	struct fixture *fx = *state;
+	struct outbox_seed os = {.os_n = 5};
+	struct store *other = second_receiver(fx);
+	struct outbox_row rows[8];
+	size_t n = 0;
+	size_t m = 0;
+	size_t i;
+	int listed = 0;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_seed_outbox, &os), 0);
+	assert_int_equal(outbox_list(fx->fx_st, NULL, NULL, count_info, &listed), 0);
+	assert_int_equal(listed, 5);
+	listed = 0;
+	assert_int_equal(outbox_list(fx->fx_st, "pending", NULL, count_info, &listed), 0);
+	assert_int_equal(listed, 5);
+
+	assert_int_equal(outbox_lease(other, T0 + 1, 30000, 3, rows, &n), 0);
+	assert_int_equal(n, 3);
+	for (i = 0; i < n; i++) {
+		outbox_row_finish(&rows[i]);
+	}
+	/* The other receiver gets only what is left. */
+	assert_int_equal(outbox_lease(fx->fx_st, T0 + 2, 30000, 8, rows, &m), 0);
+	assert_int_equal(m, 2);
+	for (i = 0; i < m; i++) {
+		outbox_row_finish(&rows[i]);
+	}
+	assert_int_equal(outbox_lease(fx->fx_st, T0 + 3, 30000, 8, rows, &m), 0);
+	assert_int_equal(m, 0);
+	store_destroy(other);
+	/* The dead receiver's rows (and ours) are due again after their lease. */
+	assert_int_equal(outbox_lease(fx->fx_st, T0 + 30000 + 10, 30000, 8, rows, &m), 0);
+	assert_int_equal(m, 5);
+	for (i = 0; i < m; i++) {
+		outbox_row_finish(&rows[i]);
+	}
+}
+
 #define STORE_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 #define PG_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_pg, teardown_pg)
 
@@ -1441,6 +1722,11 @@ int main(void)
 	        PG_TEST(test_batch_histogram_counts_batches_whether_or_not_they_commit),
 	        PG_TEST(test_write_returns_fn_value_and_rolls_back_on_failure),
 	        PG_TEST(test_peek_reports_live_records_only),
+	        PG_TEST(test_pg_two_receivers_claiming_the_same_keys_apply_each_once),
+	        PG_TEST(test_pg_a_dead_receivers_expired_lease_is_taken_over_and_its_late_write_refused),
+	        PG_TEST(test_pg_a_named_lock_is_held_by_one_receiver_at_a_time),
+	        PG_TEST(test_pg_two_receivers_starting_together_migrate_once),
+	        PG_TEST(test_pg_outbox_rows_are_leased_by_one_receiver_at_a_time),
 	};
 	int failed;
 
