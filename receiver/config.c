@@ -462,12 +462,12 @@ static int config_parse_backend(struct config *cf)
 	}
 	cf->cf_statement_timeout_ms = (unsigned)(timeout_s * 1000);
 	v = config_get(cf, "store", "conninfo");
+	if (cf->cf_backend != STORE_BACKEND_POSTGRESQL) {
+		return 0; /* a conninfo kept for later is not read (its secret may not be there) */
+	}
 	if (v == NULL) {
-		if (cf->cf_backend == STORE_BACKEND_POSTGRESQL) {
-			log_err("%s: [store] backend = postgresql needs conninfo", config_file_name(cf));
-			return -1;
-		}
-		return 0;
+		log_err("%s: [store] backend = postgresql needs conninfo", config_file_name(cf));
+		return -1;
 	}
 	if (strncmp(v, "credential:", 11) == 0 || strncmp(v, "file:", 5) == 0 ||
 	    strncmp(v, "env:", 4) == 0) {

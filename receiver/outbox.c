@@ -875,6 +875,20 @@ static int outbox_release_all_tx(struct store_tx *tx, void *arg)
 	int64_t now = store_tx_now(tx);
 	struct store_value p[] = {store_int(now), store_int(now)};
 
+	/* Several receivers on one database: the rows other live receivers
+	 * are delivering are theirs; only an expired lease is given back. */
+	if (store_tx_shared(tx)) {
+		struct store_value q[] = {store_int(now), store_int(now), store_int(now)};
+
+		return store_exec(tx,
+		                  "UPDATE outbox SET status = CASE WHEN attempts > 0 THEN 'retry_wait'"
+		                  " ELSE 'pending'"
+		                  " END, lease_until = NULL, next_attempt_at = ?, updated_at = ?"
+		                  " WHERE status = 'delivering' AND lease_until < ?",
+		                  q, 3, ret_n) < 0
+		               ? -1
+		               : 0;
+	}
 	return store_exec(tx,
 	                  "UPDATE outbox SET status = CASE WHEN attempts > 0 THEN 'retry_wait'"
 	                  " ELSE 'pending'"

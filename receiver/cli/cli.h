@@ -27,7 +27,10 @@ int cli_load_config(const char *config_path, struct config **ret);
 int cli_open_store(const struct config *cf, int read_only, struct store **ret);
 
 /* cli_open_store, and with exclusive the SQLite receiver lock held for the
- * store's life (serve): a second one on the same file is refused. */
+ * store's life (serve): a second one on the same file is refused.
+ * read_only may be CLI_STORE_NO_MIGRATE: a writer that refuses a database
+ * with migrations pending instead of applying them. */
+#define CLI_STORE_NO_MIGRATE 2
 int cli_open_store_exclusive(const struct config *cf, int read_only, int exclusive,
                              struct store **ret);
 

@@ -134,7 +134,8 @@ int cli_open_store_exclusive(const struct config *cf, int read_only, int exclusi
 	so.so_sync = (enum store_sync)cf->cf_sync;
 	so.so_batch_max = cf->cf_batch_max;
 	so.so_busy_timeout_ms = cf->cf_busy_timeout_ms;
-	so.so_read_only = read_only;
+	so.so_read_only = read_only == 1;
+	so.so_no_migrate = read_only == CLI_STORE_NO_MIGRATE;
 	so.so_exclusive = exclusive;
 	st = store_create(&so);
 	if (st == NULL) {
