@@ -1659,6 +1659,59 @@ static void test_pg_outbox_rows_are_leased_by_one_receiver_at_a_time(void **stat
 	}
 }
 
+static int unit_backend_pid(struct store_tx *tx, void *arg)
+{
+	struct store_row row;
+
+	assert_int_equal(store_query(tx, "SELECT pg_backend_pid()", NULL, 0, &row), 1);
+	*(int64_t *)arg = store_row_int(&row, 0);
+	store_row_finish(&row);
+	return 0;
+}
+
+static int unit_terminate(struct store_tx *tx, void *arg)
+{
+	struct store_value p[] = {store_int(*(int64_t *)arg)};
+
+	return store_exec(tx, "SELECT pg_terminate_backend(CAST(? AS integer))", p, 1, NULL);
+}
+
+/* The writer's connection is cut (a failover, a restart of the server):
+ * the batch that meets it is answered transient, nothing acknowledged, and
+ * the next batch runs on a new connection. */
+static void test_pg_a_lost_writer_connection_fails_its_batch_and_is_made_again(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store *other = second_receiver(fx);
+	struct store_claim c;
+	int64_t pid = 0;
+	int tries;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_backend_pid, &pid), 0);
+	assert_true(pid > 0);
+	assert_int_equal(store_write(other, T0, unit_terminate, &pid), 0);
+	store_destroy(other);
+
+	claim_init(&c, "evt_lost", 1, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_TRANSIENT);
+	store_claim_finish(&c);
+	/* The server may take a moment to be reachable by a new session. */
+	for (tries = 0; tries < 20; tries++) {
+		claim_init(&c, "evt_lost", 1, T0 + 1000, &ap);
+		assert_int_equal(submit_one(fx->fx_st, &c), 0);
+		if (c.sc_outcome == STORE_NEW) {
+			break;
+		}
+		store_claim_finish(&c);
+		usleep(100 * 1000);
+	}
+	assert_int_equal(c.sc_outcome, STORE_NEW);
+	store_claim_finish(&c);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 1);
+}
+
 #define STORE_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 #define PG_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_pg, teardown_pg)
 
@@ -1727,6 +1780,7 @@ int main(void)
 	        PG_TEST(test_pg_a_named_lock_is_held_by_one_receiver_at_a_time),
 	        PG_TEST(test_pg_two_receivers_starting_together_migrate_once),
 	        PG_TEST(test_pg_outbox_rows_are_leased_by_one_receiver_at_a_time),
+	        PG_TEST(test_pg_a_lost_writer_connection_fails_its_batch_and_is_made_again),
 	};
 	int failed;
 
