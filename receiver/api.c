@@ -715,8 +715,7 @@ struct api_reader {
 	int ar_ownerless;      /* also those no API client created (no tokens configured) */
 };
 
-/* "? <> 0": PostgreSQL takes no integer as a condition. */
-#define API_OWNED_BY "(owner = ? OR (? <> 0 AND owner IS NULL))"
+#define API_OWNED_BY "(owner = ? OR (? = 1 AND owner IS NULL))"
 
 struct api_load {
 	const char *al_id;

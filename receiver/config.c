@@ -1139,10 +1139,6 @@ static int config_parse_core(struct config *cf)
 	v = config_get(cf, "store", "path");
 	if (v != NULL) {
 		free(cf->cf_db_path);
-	if (cf->cf_conninfo != NULL) {
-		explicit_bzero(cf->cf_conninfo, strlen(cf->cf_conninfo));
-		free(cf->cf_conninfo);
-	}
 		cf->cf_db_path = strdup(v);
 		if (cf->cf_db_path == NULL) {
 			return -1;
@@ -1385,6 +1381,10 @@ void config_destroy(struct config *cf)
 	free(cf->cf_port_file);
 	config_free_list(cf->cf_trusted_proxies);
 	free(cf->cf_db_path);
+	if (cf->cf_conninfo != NULL) {
+		explicit_bzero(cf->cf_conninfo, strlen(cf->cf_conninfo));
+		free(cf->cf_conninfo);
+	}
 	free(cf->cf_path);
 	free(cf);
 }

@@ -680,18 +680,20 @@ static void gc_worker_pass(struct gc_worker *w)
 	/* Receivers sharing a database clean it one at a time: the others
 	 * skip this pass (the holder's covers theirs). */
 	locked = store_try_lock(app->app_store, "gc");
-	if (locked <= 0) {
+	if (locked == 0) {
 		gc_plan_finish(&p);
-		if (locked == 0) {
-			log_debug("gc: another receiver is cleaning the database; this pass is skipped");
-		}
+		log_debug("gc: another receiver is cleaning the database; this pass is skipped");
 		return;
 	}
+	/* A server without advisory locks (-1): the pass runs anyway; its
+	 * deletes are conditional, so several at once only repeat work. */
 	rc = gc_run_plan(app->app_store, &p, start, 0, w, &rep);
 	if (rc == 0 && !gc_stopping(w)) {
 		rc = gc_reclaim(app->app_store, p.gp_pause_ms, 0, w, &rep);
 	}
-	store_unlock(app->app_store, "gc");
+	if (locked > 0) {
+		store_unlock(app->app_store, "gc");
+	}
 	gc_plan_finish(&p);
 	if (rc < 0) {
 		log_warn("gc: pass stopped early; the next one goes on");

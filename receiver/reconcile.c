@@ -1151,12 +1151,13 @@ static void reconcile_worker_pass(struct reconcile_worker *w)
 	 * reload swaps in a new one meanwhile; this run finishes on its own. */
 	/* Receivers sharing a database ask the providers one at a time. */
 	locked = store_try_lock(app->app_store, "reconcile");
-	if (locked <= 0) {
-		if (locked == 0) {
-			log_debug("reconcile: another receiver is reconciling; this pass is skipped");
-		}
+	if (locked == 0) {
+		log_debug("reconcile: another receiver is reconciling; this pass is skipped");
 		return;
 	}
+	/* A server without advisory locks (-1): the pass runs anyway; what it
+	 * finds is claimed like a callback, so several at once only repeat
+	 * questions. */
 	cf = app_config_acquire(app);
 	if (reconcile_run(app->app_store, cf, &opt, &rep) == 0) {
 		if (rep.rr_applied > 0 && app->app_outbound != NULL) {
@@ -1167,7 +1168,9 @@ static void reconcile_worker_pass(struct reconcile_worker *w)
 		metrics_reconcile_run(0);
 	}
 	app_config_release(app, cf);
-	store_unlock(app->app_store, "reconcile");
+	if (locked > 0) {
+		store_unlock(app->app_store, "reconcile");
+	}
 }
 
 static int64_t reconcile_interval_of(const struct config *cf)

@@ -132,7 +132,7 @@ static int store_pg_conn_setup(struct store_conn *cn, unsigned timeout_ms)
 	return ok ? 0 : -1;
 }
 
-static struct store_conn *store_pg_conn_open(const char *conninfo, unsigned timeout_ms)
+static struct store_conn *store_pg_conn_open_q(const char *conninfo, unsigned timeout_ms, int quiet)
 {
 	struct store_conn *cn;
 
@@ -144,8 +144,10 @@ static struct store_conn *store_pg_conn_open(const char *conninfo, unsigned time
 	cn->cn_pg = PQconnectdb(conninfo);
 	if (cn->cn_pg == NULL || PQstatus(cn->cn_pg) != CONNECTION_OK) {
 		/* libpq's message names host and port, never the password. */
-		log_err("store: cannot connect to postgresql: %s",
-		        cn->cn_pg != NULL ? PQerrorMessage(cn->cn_pg) : "out of memory");
+		if (!quiet) {
+			log_err("store: cannot connect to postgresql: %s",
+			        cn->cn_pg != NULL ? PQerrorMessage(cn->cn_pg) : "out of memory");
+		}
 		goto fail;
 	}
 	if (store_pg_conn_setup(cn, timeout_ms) < 0) {
@@ -155,6 +157,11 @@ static struct store_conn *store_pg_conn_open(const char *conninfo, unsigned time
 fail:
 	store_pg_conn_close(cn);
 	return NULL;
+}
+
+static struct store_conn *store_pg_conn_open(const char *conninfo, unsigned timeout_ms)
+{
+	return store_pg_conn_open_q(conninfo, timeout_ms, 0);
 }
 
 /* Reconnects a connection the server or the network dropped. Its prepared
@@ -693,7 +700,9 @@ static int store_pg_begin(struct store_conn *cn, int write)
 	cn->cn_sqlstate[0] = '\0';
 	/* READ COMMITTED: a claim that meets another receiver's uncommitted
 	 * insert of its key waits for it and then sees the winner. */
-	return store_pg_simple(cn, write ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN", NULL);
+	return store_pg_simple(cn,
+	                       write ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN READ ONLY",
+	                       NULL);
 }
 
 static int store_pg_in_tx(struct store_conn *cn)
@@ -737,8 +746,8 @@ static const char *store_pg_error_reason(int code)
 /* ---- migrations ---- */
 
 /* The schema version recorded in idemhook_schema (0 without the table).
- * Returns 0 or -1. */
-static int store_pg_version(struct store_conn *cn, int *ret)
+ * Returns 0 or -1 (logged unless quiet: the health probe's). */
+static int store_pg_version_q(struct store_conn *cn, int *ret, int quiet)
 {
 	PGresult *res;
 	const char *state;
@@ -755,9 +764,16 @@ static int store_pg_version(struct store_conn *cn, int *ret)
 		*ret = 0;
 		return 0;
 	}
-	store_pg_fail(cn, res, "read the schema version");
+	if (!quiet) {
+		store_pg_fail(cn, res, "read the schema version");
+	}
 	PQclear(res);
 	return -1;
+}
+
+static int store_pg_version(struct store_conn *cn, int *ret)
+{
+	return store_pg_version_q(cn, ret, 0);
 }
 
 /* Applies one migration in its own transaction with its version row. The
@@ -949,15 +965,17 @@ static void store_pg_probe(struct store_db *db, const int64_t *busy_since, int64
 	(void)busy_since;
 	(void)ok_at;
 	if (db->db_probe == NULL) {
-		db->db_probe = store_pg_conn_open(db->db_conninfo, 1000);
+		/* Quiet too: a probe that cannot connect says so in its verdict. */
+		db->db_probe = store_pg_conn_open_q(db->db_conninfo, 1000, 1);
 	} else if (PQstatus(db->db_probe->cn_pg) != CONNECTION_OK) {
+		store_pg_stmts_clear(db->db_probe);
 		PQreset(db->db_probe->cn_pg);
 	}
 	if (db->db_probe == NULL || PQstatus(db->db_probe->cn_pg) != CONNECTION_OK) {
 		store_health_fail(h, "postgresql cannot be reached");
 		return;
 	}
-	if (store_pg_version(db->db_probe, &version) < 0) {
+	if (store_pg_version_q(db->db_probe, &version, 1) < 0) {
 		store_health_fail(h, "the schema version cannot be read");
 	} else if (version < newest) {
 		store_health_fail(h, "migrations pending: database schema %d, this idemhook needs %d", version,
@@ -1198,7 +1216,7 @@ fail:
 }
 
 const struct store_engine store_engine_pg = {
-	.en_name = "postgresql",
+	.en_name = "PostgreSQL",
 	.en_shared = 1,
 	.en_sql_has_table = "SELECT count(*) FROM information_schema.tables WHERE table_name = ? "
 	                    "AND table_schema = current_schema()",

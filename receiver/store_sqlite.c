@@ -1349,7 +1349,7 @@ fail:
 }
 
 const struct store_engine store_engine_sqlite = {
-	.en_name = "sqlite",
+	.en_name = "SQLite",
 	.en_shared = 0,
 	.en_sql_has_table = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
 	.en_sql_tables = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "

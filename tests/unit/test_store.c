@@ -1659,6 +1659,143 @@ static void test_pg_outbox_rows_are_leased_by_one_receiver_at_a_time(void **stat
 	}
 }
 
+struct row_holder {
+	pthread_mutex_t rh_mutex;
+	pthread_cond_t rh_cond;
+	int rh_locked;   /* the row is locked: the other receiver may go */
+	int rh_release;  /* the other receiver is done: let go */
+};
+
+/* One receiver's worker in the middle of taking row 1: holds its row lock
+ * until told to let go. */
+static int unit_hold_row_one(struct store_tx *tx, void *arg)
+{
+	struct row_holder *rh = arg;
+	struct store_row row;
+
+	assert_int_equal(store_query(tx, "SELECT id FROM outbox WHERE id = 1 FOR UPDATE", NULL, 0,
+	                             &row),
+	                 1);
+	store_row_finish(&row);
+	pthread_mutex_lock(&rh->rh_mutex);
+	rh->rh_locked = 1;
+	pthread_cond_broadcast(&rh->rh_cond);
+	while (!rh->rh_release) {
+		pthread_cond_wait(&rh->rh_cond, &rh->rh_mutex);
+	}
+	pthread_mutex_unlock(&rh->rh_mutex);
+	return 0;
+}
+
+struct hold_job {
+	struct store *hj_st;
+	struct row_holder *hj_rh;
+};
+
+static void *hold_thread(void *arg)
+{
+	struct hold_job *hj = arg;
+
+	store_write(hj->hj_st, T0, unit_hold_row_one, hj->hj_rh);
+	return NULL;
+}
+
+/* While one receiver has a due row locked, another's worker takes the
+ * other due rows at once (SKIP LOCKED) instead of waiting for it. */
+static void test_pg_outbox_workers_skip_the_rows_another_receiver_holds(void **state)
+{
+	struct fixture *fx = *state;
+	struct outbox_seed os = {.os_n = 3};
+	struct store *other = second_receiver(fx);
+	struct row_holder rh = {.rh_mutex = PTHREAD_MUTEX_INITIALIZER,
+	                        .rh_cond = PTHREAD_COND_INITIALIZER};
+	struct hold_job hj = {.hj_st = fx->fx_st, .hj_rh = &rh};
+	struct outbox_row rows[8];
+	pthread_t th;
+	size_t n = 0;
+	size_t i;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_seed_outbox, &os), 0);
+	assert_int_equal(pthread_create(&th, NULL, hold_thread, &hj), 0);
+	pthread_mutex_lock(&rh.rh_mutex);
+	while (!rh.rh_locked) {
+		pthread_cond_wait(&rh.rh_cond, &rh.rh_mutex);
+	}
+	pthread_mutex_unlock(&rh.rh_mutex);
+
+	assert_int_equal(outbox_lease(other, T0 + 1, 30000, 8, rows, &n), 0);
+	assert_int_equal(n, 2);
+	for (i = 0; i < n; i++) {
+		assert_true(rows[i].or_id != 1);
+		outbox_row_finish(&rows[i]);
+	}
+
+	pthread_mutex_lock(&rh.rh_mutex);
+	rh.rh_release = 1;
+	pthread_cond_broadcast(&rh.rh_cond);
+	pthread_mutex_unlock(&rh.rh_mutex);
+	pthread_join(th, NULL);
+	/* Let go of, row 1 is the other's to take. */
+	assert_int_equal(outbox_lease(other, T0 + 2, 30000, 8, rows, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(rows[0].or_id, 1);
+	outbox_row_finish(&rows[0]);
+	store_destroy(other);
+}
+
+static int unit_backend_pid(struct store_tx *tx, void *arg)
+{
+	struct store_row row;
+
+	assert_int_equal(store_query(tx, "SELECT pg_backend_pid()", NULL, 0, &row), 1);
+	*(int64_t *)arg = store_row_int(&row, 0);
+	store_row_finish(&row);
+	return 0;
+}
+
+static int unit_terminate(struct store_tx *tx, void *arg)
+{
+	struct store_value p[] = {store_int(*(int64_t *)arg)};
+
+	return store_exec(tx, "SELECT pg_terminate_backend(CAST(? AS integer))", p, 1, NULL);
+}
+
+/* The writer's connection is cut (a failover, a restart of the server):
+ * the batch that meets it is answered transient, nothing acknowledged, and
+ * the next batch runs on a new connection. */
+static void test_pg_a_lost_writer_connection_fails_its_batch_and_is_made_again(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store *other = second_receiver(fx);
+	struct store_claim c;
+	int64_t pid = 0;
+	int tries;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_backend_pid, &pid), 0);
+	assert_true(pid > 0);
+	assert_int_equal(store_write(other, T0, unit_terminate, &pid), 0);
+	store_destroy(other);
+
+	claim_init(&c, "evt_lost", 1, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_TRANSIENT);
+	store_claim_finish(&c);
+	/* The server may take a moment to be reachable by a new session. */
+	for (tries = 0; tries < 20; tries++) {
+		claim_init(&c, "evt_lost", 1, T0 + 1000, &ap);
+		assert_int_equal(submit_one(fx->fx_st, &c), 0);
+		if (c.sc_outcome == STORE_NEW) {
+			break;
+		}
+		store_claim_finish(&c);
+		usleep(100 * 1000);
+	}
+	assert_int_equal(c.sc_outcome, STORE_NEW);
+	store_claim_finish(&c);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 1);
+}
+
 #define STORE_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 #define PG_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_pg, teardown_pg)
 
@@ -1727,6 +1864,8 @@ int main(void)
 	        PG_TEST(test_pg_a_named_lock_is_held_by_one_receiver_at_a_time),
 	        PG_TEST(test_pg_two_receivers_starting_together_migrate_once),
 	        PG_TEST(test_pg_outbox_rows_are_leased_by_one_receiver_at_a_time),
+	        PG_TEST(test_pg_a_lost_writer_connection_fails_its_batch_and_is_made_again),
+	        PG_TEST(test_pg_outbox_workers_skip_the_rows_another_receiver_holds),
 	};
 	int failed;
 
