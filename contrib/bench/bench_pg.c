@@ -26,7 +26,7 @@
 
 #define BENCH_PG_SECRET "whsec_bench_secret"
 #define BENCH_PG_SOURCES 8 /* loopback source addresses, as in bench_hooks */
-#define BENCH_PG_CONNS 32 /* in all, spread over the receivers */
+#define BENCH_PG_CONNS 32  /* in all, spread over the receivers */
 #define BENCH_PG_RECEIVERS_MAX 3
 #define BENCH_PG_TOP 8 /* statements shown per phase */
 
@@ -47,12 +47,13 @@ static int bench_pg_insert_orders(struct store_tx *tx, void *arg)
 
 	for (i = 0; i < bo->bo_n; i++) {
 		struct store_value v[3] = {store_text(bo->bo_ids[i]), store_int(store_tx_now(tx)),
-					   store_int(store_tx_now(tx))};
+		                           store_int(store_tx_now(tx))};
 
 		if (store_exec(tx,
-			       "INSERT INTO orders (id, amount, currency, status, created_at, updated_at) "
-			       "VALUES (?, 1000, 'USD', 'pending', ?, ?)",
-			       v, 3, NULL) < 0) {
+		               "INSERT INTO orders (id, amount, currency, status, created_at, "
+		               "updated_at) "
+		               "VALUES (?, 1000, 'USD', 'pending', ?, ?)",
+		               v, 3, NULL) < 0) {
 			return -1;
 		}
 	}
@@ -92,8 +93,8 @@ static int bench_pg_orders_make(struct bench_pg_orders *bo, const char *location
 }
 
 /* Signed requests paying the orders, dealt round robin into k sets. */
-static int bench_pg_sign(const struct bench_pg_orders *bo, const char *tag, size_t k, struct lg_request **ret_sets,
-			 size_t *ret_counts)
+static int bench_pg_sign(const struct bench_pg_orders *bo, const char *tag, size_t k,
+                         struct lg_request **ret_sets, size_t *ret_counts)
 {
 	int64_t now = hn_now_s();
 	size_t i;
@@ -115,22 +116,23 @@ static int bench_pg_sign(const struct bench_pg_orders *bo, const char *tag, size
 
 		snprintf(id, sizeof(id), "evt_%s_%08zu%08x", tag, i, (unsigned)rand());
 		snprintf(obj, sizeof(obj),
-			 "{\"id\":\"pi_%s_%zu\",\"object\":\"payment_intent\",\"amount\":1000,"
-			 "\"amount_received\":1000,\"currency\":\"usd\",\"status\":\"succeeded\","
-			 "\"metadata\":{\"order_id\":\"%s\"}}",
-			 tag, i, bo->bo_ids[i]);
+		         "{\"id\":\"pi_%s_%zu\",\"object\":\"payment_intent\",\"amount\":1000,"
+		         "\"amount_received\":1000,\"currency\":\"usd\",\"status\":\"succeeded\","
+		         "\"metadata\":{\"order_id\":\"%s\"}}",
+		         tag, i, bo->bo_ids[i]);
 		body = hn_stripe_event(id, "payment_intent.succeeded", obj);
-		sig = body != NULL ? hn_stripe_signature(BENCH_PG_SECRET, now, body, strlen(body)) : NULL;
+		sig = body != NULL ? hn_stripe_signature(BENCH_PG_SECRET, now, body, strlen(body))
+		                   : NULL;
 		if (sig == NULL) {
 			free(body);
 			return -1;
 		}
 		buf_init(&b, 0);
 		buf_printf(&b,
-			   "POST /hooks/stripe HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-			   "Content-Type: application/json\r\nStripe-Signature: %s\r\n"
-			   "Content-Length: %zu\r\n\r\n%s",
-			   sig, strlen(body), body);
+		           "POST /hooks/stripe HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+		           "Content-Type: application/json\r\nStripe-Signature: %s\r\n"
+		           "Content-Length: %zu\r\n\r\n%s",
+		           sig, strlen(body), body);
 		r->lr_data = buf_take(&b, &r->lr_len);
 		buf_finish(&b);
 		free(sig);
@@ -195,7 +197,7 @@ static int bench_pg_start(struct daemon *d)
  * idle backend flushes them, seconds later). */
 struct bench_pg_counts {
 	double bc_statements; /* statements run, each one round trip */
-	double bc_xacts; /* transaction blocks opened (BEGIN ...): batches of the writer */
+	double bc_xacts;      /* transaction blocks opened (BEGIN ...): batches of the writer */
 };
 
 static int bench_pg_counts(const char *db, struct bench_pg_counts *ret)
@@ -205,12 +207,15 @@ static int bench_pg_counts(const char *db, struct bench_pg_counts *ret)
 	int rc;
 
 	snprintf(sql, sizeof(sql),
-		 "SELECT coalesce(sum(s.calls), 0) || ' ' || coalesce(sum(s.calls) FILTER (WHERE s.query ILIKE "
-		 "'begin%%'), 0) FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = "
-		 "'%s'",
-		 db);
+	         "SELECT coalesce(sum(s.calls), 0) || ' ' || coalesce(sum(s.calls) FILTER (WHERE "
+	         "s.query ILIKE "
+	         "'begin%%'), 0) FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid "
+	         "WHERE d.datname = "
+	         "'%s'",
+	         db);
 	rc = pgserver_psql(bench_pg_server, NULL, sql, &out);
-	if (rc < 0 || out == NULL || sscanf(out, "%lf %lf", &ret->bc_statements, &ret->bc_xacts) != 2) {
+	if (rc < 0 || out == NULL ||
+	    sscanf(out, "%lf %lf", &ret->bc_statements, &ret->bc_xacts) != 2) {
 		free(out);
 		return -1;
 	}
@@ -232,11 +237,15 @@ static void bench_pg_top(const char *db, size_t callbacks)
 	char *line;
 
 	snprintf(sql, sizeof(sql),
-		 "SELECT round(s.calls::numeric / %zu, 2) || ' | ' || round(s.mean_exec_time::numeric * 1000, 1) || "
-		 "' | ' || round((100 * s.total_exec_time / nullif(sum(s.total_exec_time) OVER (), 0))::numeric, 1) "
-		 "|| ' | ' || left(regexp_replace(s.query, '\\s+', ' ', 'g'), 90) FROM pg_stat_statements s JOIN "
-		 "pg_database d ON d.oid = s.dbid WHERE d.datname = '%s' ORDER BY s.total_exec_time DESC LIMIT %d",
-		 callbacks, db, BENCH_PG_TOP);
+	         "SELECT round(s.calls::numeric / %zu, 2) || ' | ' || "
+	         "round(s.mean_exec_time::numeric * 1000, 1) || "
+	         "' | ' || round((100 * s.total_exec_time / nullif(sum(s.total_exec_time) OVER (), "
+	         "0))::numeric, 1) "
+	         "|| ' | ' || left(regexp_replace(s.query, '\\s+', ' ', 'g'), 90) FROM "
+	         "pg_stat_statements s JOIN "
+	         "pg_database d ON d.oid = s.dbid WHERE d.datname = '%s' ORDER BY "
+	         "s.total_exec_time DESC LIMIT %d",
+	         callbacks, db, BENCH_PG_TOP);
 	if (pgserver_psql(bench_pg_server, NULL, sql, &out) < 0 || out == NULL) {
 		free(out);
 		return;
@@ -291,7 +300,7 @@ struct bench_pg_row {
 /* Sends every set to its receiver at once (the connections split between
  * them) and fills br. */
 static int bench_pg_phase(struct bench_pg_row *br, const char *label, struct daemon *r, size_t k,
-			  struct lg_request **sets, const size_t *counts, const char *db)
+                          struct lg_request **sets, const size_t *counts, const char *db)
 {
 	struct bench_pg_load load[BENCH_PG_RECEIVERS_MAX];
 	pthread_t threads[BENCH_PG_RECEIVERS_MAX];
@@ -341,12 +350,13 @@ static int bench_pg_phase(struct bench_pg_row *br, const char *label, struct dae
 	br->br_xacts = -1;
 	if (db != NULL) {
 		if (bench_pg_counts(db, &after) == 0 && br->br_n > 0) {
-			br->br_statements = (after.bc_statements - before.bc_statements) / (double)br->br_n;
+			br->br_statements =
+			        (after.bc_statements - before.bc_statements) / (double)br->br_n;
 			br->br_xacts = (after.bc_xacts - before.bc_xacts) / (double)br->br_n;
 		}
 	}
-	printf("%-34s %9zu %7zu %9.0f %8.2f %8.2f %6zu", br->br_label, br->br_receivers, br->br_n, br->br_rate,
-	       br->br_p50_ms, br->br_p99_ms, br->br_errors);
+	printf("%-34s %9zu %7zu %9.0f %8.2f %8.2f %6zu", br->br_label, br->br_receivers, br->br_n,
+	       br->br_rate, br->br_p50_ms, br->br_p99_ms, br->br_errors);
 	if (br->br_statements >= 0) {
 		printf(" %11.2f %10.3f", br->br_statements, br->br_xacts);
 	}
@@ -358,11 +368,13 @@ static int bench_pg_phase(struct bench_pg_row *br, const char *label, struct dae
 	return 0;
 }
 
-static const char bench_pg_ini[] = "[provider stripe]\ntype = stripe\nsecret = " BENCH_PG_SECRET "\n";
+static const char bench_pg_ini[] =
+        "[provider stripe]\ntype = stripe\nsecret = " BENCH_PG_SECRET "\n";
 
 /* One configuration: k receivers on SQLite (k = 1) or on one PostgreSQL
  * database; n unique callbacks, then the same n again as duplicates. */
-static int bench_pg_config(const char *backend, size_t k, size_t n, double *ret_unique, double *ret_dup)
+static int bench_pg_config(const char *backend, size_t k, size_t n, double *ret_unique,
+                           double *ret_dup)
 {
 	struct daemon r[BENCH_PG_RECEIVERS_MAX];
 	struct lg_request *sets[BENCH_PG_RECEIVERS_MAX] = {NULL};
@@ -392,7 +404,8 @@ static int bench_pg_config(const char *backend, size_t k, size_t n, double *ret_
 		return -1;
 	}
 	snprintf(tag, sizeof(tag), "%c%zu", backend[0], k);
-	if (bench_pg_orders_make(&bo, r[0].dm_db, n) < 0 || bench_pg_sign(&bo, tag, k, sets, counts) < 0) {
+	if (bench_pg_orders_make(&bo, r[0].dm_db, n) < 0 ||
+	    bench_pg_sign(&bo, tag, k, sets, counts) < 0) {
 		fprintf(stderr, "bench: cannot make the orders and callbacks\n");
 		goto out;
 	}
@@ -406,8 +419,12 @@ static int bench_pg_config(const char *backend, size_t k, size_t n, double *ret_
 		goto out;
 	}
 	*ret_unique = row.br_rate;
-	if (hn_db_int(r[0].dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'") != (int64_t)n || row.br_errors) {
-		fprintf(stderr, "bench: %s with %zu receivers: not every callback was applied once\n", backend, k);
+	if (hn_db_int(r[0].dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'") !=
+	            (int64_t)n ||
+	    row.br_errors) {
+		fprintf(stderr,
+		        "bench: %s with %zu receivers: not every callback was applied once\n",
+		        backend, k);
 		goto out;
 	}
 	snprintf(label, sizeof(label), "%s, duplicates", backend);
@@ -450,28 +467,35 @@ int main(int argc, char **argv)
 	bench_pg_server = pgserver_shared(&missing);
 	if (bench_pg_server == NULL) {
 		fprintf(stderr, "bench: %s\n",
-			missing ? "PostgreSQL is not installed (contrib/install-deps.sh installs it)"
-				: "the throwaway PostgreSQL server did not start");
+		        missing ? "PostgreSQL is not installed (contrib/install-deps.sh installs "
+		                  "it)"
+		                : "the throwaway PostgreSQL server did not start");
 		return 1;
 	}
-	pgserver_psql(bench_pg_server, NULL, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements", NULL);
+	pgserver_psql(bench_pg_server, NULL, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements",
+	              NULL);
 	pgserver_psql(bench_pg_server, NULL, "SELECT version()", &version);
-	printf("idemhook on PostgreSQL beside SQLite: Stripe callbacks, loopback, %d keep-alive connections in all\n"
-	       "from %d loopback addresses; %zu callbacks per phase. SQLite: synchronous=FULL, WAL.\n"
-	       "PostgreSQL: a local throwaway server, unix socket, fsync=on, synchronous_commit=on\n%s\n",
+	printf("idemhook on PostgreSQL beside SQLite: Stripe callbacks, loopback, %d keep-alive "
+	       "connections in all\n"
+	       "from %d loopback addresses; %zu callbacks per phase. SQLite: synchronous=FULL, "
+	       "WAL.\n"
+	       "PostgreSQL: a local throwaway server, unix socket, fsync=on, "
+	       "synchronous_commit=on\n%s\n",
 	       BENCH_PG_CONNS, BENCH_PG_SOURCES, n, version != NULL ? version : "");
 	free(version);
-	printf("%-34s %9s %7s %9s %8s %8s %6s %11s %10s\n", "phase", "receivers", "reqs", "req/s", "p50 ms", "p99 ms",
-	       "errors", "stmts/cb", "txns/cb");
+	printf("%-34s %9s %7s %9s %8s %8s %6s %11s %10s\n", "phase", "receivers", "reqs", "req/s",
+	       "p50 ms", "p99 ms", "errors", "stmts/cb", "txns/cb");
 	if (bench_pg_config("sqlite", 1, n, &unique[0], &dup[0]) < 0 ||
 	    bench_pg_config("postgresql", 1, n, &unique[1], &dup[1]) < 0 ||
 	    bench_pg_config("postgresql", 3, n, &unique[2], &dup[2]) < 0) {
 		fprintf(stderr, "bench: a phase failed\n");
 		return 1;
 	}
-	printf("\nunique callbacks/s:    SQLite %.0f | PostgreSQL, 1 receiver %.0f | 3 receivers %.0f\n", unique[0],
-	       unique[1], unique[2]);
-	printf("duplicate callbacks/s: SQLite %.0f | PostgreSQL, 1 receiver %.0f | 3 receivers %.0f\n", dup[0], dup[1],
-	       dup[2]);
+	printf("\nunique callbacks/s:    SQLite %.0f | PostgreSQL, 1 receiver %.0f | 3 receivers "
+	       "%.0f\n",
+	       unique[0], unique[1], unique[2]);
+	printf("duplicate callbacks/s: SQLite %.0f | PostgreSQL, 1 receiver %.0f | 3 receivers "
+	       "%.0f\n",
+	       dup[0], dup[1], dup[2]);
 	return 0;
 }

@@ -100,7 +100,8 @@ static int pgserver_account(uid_t *ret_uid, gid_t *ret_gid)
 		pw = getpwnam("nobody");
 	}
 	if (pw == NULL) {
-		fprintf(stderr, "pgserver: running as root and there is neither a postgres nor a nobody user\n");
+		fprintf(stderr, "pgserver: running as root and there is neither a postgres nor a "
+		                "nobody user\n");
 		return -1;
 	}
 	*ret_uid = pw->pw_uid;
@@ -136,7 +137,8 @@ static int pgserver_free_port(unsigned *ret)
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &len) < 0) {
 		close(fd);
 		return -1;
 	}
@@ -156,7 +158,8 @@ static void pgserver_rmdir(const char *dir)
 
 	/* A backend may still be writing for a moment after its postmaster died. */
 	for (i = 0; i < 20; i++) {
-		if (nftw(dir, pgserver_rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 || access(dir, F_OK) != 0) {
+		if (nftw(dir, pgserver_rm_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ||
+		    access(dir, F_OK) != 0) {
 			return;
 		}
 		pgserver_sleep_ms(100);
@@ -235,11 +238,12 @@ static void pgserver_watch(const struct pgserver *pg, int watch_fd, uid_t uid, g
 		pgserver_child_setup(uid, gid, log);
 		/* Durable as in production: fsync and synchronous_commit on. The
 		 * unix socket in the directory; no TCP listener to collide with. */
-		execl(postgres, "postgres", "-D", data, "-p", opt_port, "-k", pg->pg_dir, "-c", "listen_addresses=",
-		      "-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "full_page_writes=on", "-c",
-		      "max_connections=300", "-c", "shared_buffers=64MB", "-c",
-		      "shared_preload_libraries=pg_stat_statements", "-c",
-		      "logging_collector=off", "-c", "log_min_messages=warning", (char *)NULL);
+		execl(postgres, "postgres", "-D", data, "-p", opt_port, "-k", pg->pg_dir, "-c",
+		      "listen_addresses=", "-c", "fsync=on", "-c", "synchronous_commit=on", "-c",
+		      "full_page_writes=on", "-c", "max_connections=300", "-c",
+		      "shared_buffers=64MB", "-c", "shared_preload_libraries=pg_stat_statements",
+		      "-c", "logging_collector=off", "-c", "log_min_messages=warning",
+		      (char *)NULL);
 		_exit(127);
 	}
 	for (;;) {
@@ -361,7 +365,7 @@ int pgserver_start(struct pgserver *pg)
 	}
 	/* The socket lives here: keep the path well under the 107 bytes of sun_path. */
 	snprintf(pg->pg_dir, sizeof(pg->pg_dir), "%s/idemhook-pg-XXXXXX",
-		 tmp != NULL && strlen(tmp) < 60 ? tmp : "/tmp");
+	         tmp != NULL && strlen(tmp) < 60 ? tmp : "/tmp");
 	if (mkdtemp(pg->pg_dir) == NULL) {
 		fprintf(stderr, "pgserver: mkdtemp: %s\n", strerror(errno));
 		pg->pg_dir[0] = '\0';
@@ -377,8 +381,10 @@ int pgserver_start(struct pgserver *pg)
 	{
 		/* --no-sync only for creating the cluster: the server itself
 		 * runs with fsync on. */
-		const char *argv[] = {initdb, "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8",
-				      "--locale=C", "--no-sync", "--no-instructions", NULL};
+		const char *argv[] = {initdb,     "-D",         data,        "-U",
+		                      "postgres", "-A",         "trust",     "-E",
+		                      "UTF8",     "--locale=C", "--no-sync", "--no-instructions",
+		                      NULL};
 
 		if (pgserver_run(argv, uid, gid, log) < 0) {
 			fprintf(stderr, "pgserver: initdb failed; see %s\n", log);
@@ -468,8 +474,8 @@ int pgserver_psql(const struct pgserver *pg, const char *db, const char *sql, ch
 	}
 	if (pid == 0) {
 		dup2(pipefd[1], 1);
-		execl(psql, "psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", conninfo, "-c", sql,
-		      (char *)NULL);
+		execl(psql, "psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", conninfo,
+		      "-c", sql, (char *)NULL);
 		_exit(127);
 	}
 	close(pipefd[1]);
@@ -554,12 +560,13 @@ void pgserver_require_or_skip(const char *program)
 	}
 	if (pgserver_required()) {
 		fprintf(stderr,
-			"%s: PostgreSQL is not installed (no /usr/lib/postgresql/N/bin/initdb) and "
-			"IDEMHOOK_TEST_REQUIRE_PG=1: contrib/install-deps.sh installs it\n",
-			program);
+		        "%s: PostgreSQL is not installed (no /usr/lib/postgresql/N/bin/initdb) and "
+		        "IDEMHOOK_TEST_REQUIRE_PG=1: contrib/install-deps.sh installs it\n",
+		        program);
 		exit(1);
 	}
-	fprintf(stderr, "%s: skipped: PostgreSQL is not installed (no /usr/lib/postgresql/N/bin/initdb)\n",
-		program);
+	fprintf(stderr,
+	        "%s: skipped: PostgreSQL is not installed (no /usr/lib/postgresql/N/bin/initdb)\n",
+	        program);
 	exit(PGSERVER_SKIP);
 }

@@ -11,11 +11,11 @@
 #define PGSERVER_SKIP 77
 
 struct pgserver {
-	char pg_dir[512]; /* temporary directory: data/, the socket, the log */
+	char pg_dir[512];    /* temporary directory: data/, the socket, the log */
 	char pg_bindir[256]; /* where initdb, pg_ctl, postgres and psql are */
 	unsigned pg_port;
 	pid_t pg_watcher; /* stops the server when this process dies */
-	int pg_watch_fd; /* write end of the watcher's pipe */
+	int pg_watch_fd;  /* write end of the watcher's pipe */
 	int pg_running;
 	unsigned pg_next_db; /* pgserver_create_db numbering */
 };

@@ -67,11 +67,11 @@ static inline int pg_callback_send(const struct pg_callback *c, struct hres *ret
 static inline struct hreq pg_callback_req(const struct pg_callback *c)
 {
 	struct hreq q = {
-		.rq_method = "POST",
-		.rq_url = c->pc_url,
-		.rq_headers = c->pc_headers,
-		.rq_body = c->pc_body,
-		.rq_body_len = strlen(c->pc_body),
+	        .rq_method = "POST",
+	        .rq_url = c->pc_url,
+	        .rq_headers = c->pc_headers,
+	        .rq_body = c->pc_body,
+	        .rq_body_len = strlen(c->pc_body),
 	};
 
 	return q;

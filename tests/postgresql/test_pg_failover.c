@@ -106,11 +106,12 @@ static void test_a_receiver_killed_mid_load_loses_nothing_and_applies_nothing_tw
 	victim = &f->fo_r[FAILOVER_VICTIM];
 	peer_default(p, "/notify", &ok);
 	snprintf(ini, sizeof(ini),
-		 TEST_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\nretry_cap = 300ms\n"
-				 "poll = 50ms\ntimeout = 2s\nconnect_timeout = 1s\nconcurrency = 4\n"
-				 /* the killed receiver's rows are due again after this */
-				 "lease = 3s\n",
-		 peer_base(p));
+	         TEST_STRIPE_INI
+	         "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\nretry_cap = 300ms\n"
+	         "poll = 50ms\ntimeout = 2s\nconnect_timeout = 1s\nconcurrency = 4\n"
+	         /* the killed receiver's rows are due again after this */
+	         "lease = 3s\n",
+	         peer_base(p));
 	assert_int_equal(pg_receivers_start(f->fo_r, PG_RECEIVERS, ini), 0);
 	for (e = 0; e < FAILOVER_EVENTS; e++) {
 		char event_id[64];
@@ -132,7 +133,8 @@ static void test_a_receiver_killed_mid_load_loses_nothing_and_applies_nothing_tw
 	}
 	daemon_kill9(victim);
 	killed_ms = hn_now_ms();
-	print_message("killed receiver %d after %d acknowledgements\n", FAILOVER_VICTIM, atomic_load(&f->fo_acked));
+	print_message("killed receiver %d after %d acknowledgements\n", FAILOVER_VICTIM,
+	              atomic_load(&f->fo_acked));
 	/* Start it again while the others still take the load (or once
 	 * every sender has taken its last event). */
 	while (atomic_load(&f->fo_acked) < FAILOVER_EVENTS * 3 / 4 &&
@@ -144,20 +146,25 @@ static void test_a_receiver_killed_mid_load_loses_nothing_and_applies_nothing_tw
 	for (i = 0; i < FAILOVER_SENDERS; i++) {
 		pthread_join(senders[i], NULL);
 	}
-	print_message("acknowledged %d of %d; failed tries (refused, reset, 5xx) %d\n", atomic_load(&f->fo_acked),
-		      FAILOVER_EVENTS, atomic_load(&f->fo_failed_tries));
+	print_message("acknowledged %d of %d; failed tries (refused, reset, 5xx) %d\n",
+	              atomic_load(&f->fo_acked), FAILOVER_EVENTS, atomic_load(&f->fo_failed_tries));
 	assert_int_equal(atomic_load(&f->fo_acked), FAILOVER_EVENTS);
 
 	/* Every acknowledged callback applied exactly once. */
-	assert_int_equal(hn_db_int(victim->dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
-			 FAILOVER_EVENTS);
-	assert_int_equal(hn_db_int(victim->dm_db, "SELECT COUNT(*) FROM points_ledger"), FAILOVER_EVENTS);
+	assert_int_equal(
+	        hn_db_int(victim->dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
+	        FAILOVER_EVENTS);
+	assert_int_equal(hn_db_int(victim->dm_db, "SELECT COUNT(*) FROM points_ledger"),
+	                 FAILOVER_EVENTS);
 	assert_int_equal(hn_db_int(victim->dm_db, "SELECT COUNT(*) FROM events"), FAILOVER_EVENTS);
 	/* The killed receiver's open transaction died with its connection: no
 	 * key is left processing, none is failed. */
-	assert_int_equal(hn_db_int(victim->dm_db, "SELECT COUNT(*) FROM idempotency_records WHERE status <> 'done'"),
-			 0);
-	assert_int_equal(hn_db_int(victim->dm_db, "SELECT COUNT(*) FROM idempotency_records"), FAILOVER_EVENTS);
+	assert_int_equal(
+	        hn_db_int(victim->dm_db,
+	                  "SELECT COUNT(*) FROM idempotency_records WHERE status <> 'done'"),
+	        0);
+	assert_int_equal(hn_db_int(victim->dm_db, "SELECT COUNT(*) FROM idempotency_records"),
+	                 FAILOVER_EVENTS);
 
 	/* The restarted receiver answers every event with the stored reply. */
 	for (e = 0; e < FAILOVER_EVENTS; e++) {
@@ -178,9 +185,10 @@ static void test_a_receiver_killed_mid_load_loses_nothing_and_applies_nothing_tw
 
 	/* Every outbox row delivered, each with its own key on every attempt. */
 	assert_int_equal(hn_db_int(victim->dm_db, "SELECT COUNT(*) FROM outbox"), FAILOVER_EVENTS);
-	assert_int_equal(failover_wait_int(victim, "SELECT COUNT(*) FROM outbox WHERE status = 'succeeded'",
-					   FAILOVER_EVENTS),
-			 FAILOVER_EVENTS);
+	assert_int_equal(failover_wait_int(victim,
+	                                   "SELECT COUNT(*) FROM outbox WHERE status = 'succeeded'",
+	                                   FAILOVER_EVENTS),
+	                 FAILOVER_EVENTS);
 	rows = hn_db_dump(victim->dm_db, "SELECT idem_key, order_id FROM outbox ORDER BY id");
 	assert_non_null(rows);
 	n_req = peer_count(p);
@@ -217,10 +225,13 @@ static void test_a_receiver_killed_mid_load_loses_nothing_and_applies_nothing_tw
 		 * are delivering. */
 		assert_true(seen >= 1);
 		if (seen > 1) {
-			print_message("row %s: %zu deliveries, the first %+" PRId64 " ms from the kill\n", line, seen,
-				      first_ms - killed_ms);
+			print_message("row %s: %zu deliveries, the first %+" PRId64
+			              " ms from the kill\n",
+			              line, seen, first_ms - killed_ms);
 			if (first_ms >= restart_ms) {
-				fail_msg("row %s was delivered %zu times, the first after the restart", line, seen);
+				fail_msg("row %s was delivered %zu times, the first after the "
+				         "restart",
+				         line, seen);
 			}
 			again += seen - 1;
 		}
@@ -242,7 +253,8 @@ static void test_a_receiver_killed_mid_load_loses_nothing_and_applies_nothing_tw
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_a_receiver_killed_mid_load_loses_nothing_and_applies_nothing_twice),
+	        cmocka_unit_test(
+	                test_a_receiver_killed_mid_load_loses_nothing_and_applies_nothing_twice),
 	};
 
 	pgserver_require_or_skip("test_pg_failover");

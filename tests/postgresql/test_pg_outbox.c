@@ -102,9 +102,10 @@ static void test_three_receivers_deliver_each_row_once_per_attempt_never_twice_a
 	pthread_mutex_init(&s->sh_lock, NULL);
 	assert_int_equal(peer_handler(p, "/notify", shop_answer, NULL, s), 0);
 	snprintf(ini, sizeof(ini),
-		 TEST_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\nretry_cap = 200ms\n"
-				 "poll = 20ms\ntimeout = 5s\nconnect_timeout = 2s\nconcurrency = 4\n",
-		 peer_base(p));
+	         TEST_STRIPE_INI
+	         "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\nretry_cap = 200ms\n"
+	         "poll = 20ms\ntimeout = 5s\nconnect_timeout = 2s\nconcurrency = 4\n",
+	         peer_base(p));
 	assert_int_equal(pg_receivers_start(r, PG_RECEIVERS, ini), 0);
 	for (e = 0; e < OUTBOX_EVENTS; e++) {
 		struct pg_callback cb;
@@ -124,7 +125,8 @@ static void test_three_receivers_deliver_each_row_once_per_attempt_never_twice_a
 	}
 	assert_int_equal(hn_db_int(r[0].dm_db, "SELECT COUNT(*) FROM outbox"), OUTBOX_EVENTS);
 	for (i = 0; i < OUTBOX_WAIT_S * 20; i++) {
-		done = hn_db_int(r[0].dm_db, "SELECT COUNT(*) FROM outbox WHERE status = 'succeeded'");
+		done = hn_db_int(r[0].dm_db,
+		                 "SELECT COUNT(*) FROM outbox WHERE status = 'succeeded'");
 		if (done == OUTBOX_EVENTS) {
 			break;
 		}
@@ -133,8 +135,8 @@ static void test_three_receivers_deliver_each_row_once_per_attempt_never_twice_a
 	assert_int_equal(done, OUTBOX_EVENTS);
 
 	pthread_mutex_lock(&s->sh_lock);
-	print_message("deliveries: %u, refused first attempts: %d, overlaps: %d\n", s->sh_requests, s->sh_refused,
-		      s->sh_overlaps);
+	print_message("deliveries: %u, refused first attempts: %d, overlaps: %d\n", s->sh_requests,
+	              s->sh_refused, s->sh_overlaps);
 	assert_int_equal(s->sh_overlaps, 0);
 	assert_true(s->sh_refused > 0);
 	assert_int_equal(s->sh_n, OUTBOX_EVENTS);
@@ -153,7 +155,8 @@ static void test_three_receivers_deliver_each_row_once_per_attempt_never_twice_a
 		k = shop_key_find(s, line);
 		assert_non_null(k);
 		if (k->sk_seen != strtol(bar + 1, NULL, 10)) {
-			fail_msg("row %s: attempted %s times, the shop saw it %d times", line, bar + 1, k->sk_seen);
+			fail_msg("row %s: attempted %s times, the shop saw it %d times", line,
+			         bar + 1, k->sk_seen);
 		}
 		line = eol + 1;
 	}
@@ -169,7 +172,8 @@ static void test_three_receivers_deliver_each_row_once_per_attempt_never_twice_a
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_three_receivers_deliver_each_row_once_per_attempt_never_twice_at_once),
+	        cmocka_unit_test(
+	                test_three_receivers_deliver_each_row_once_per_attempt_never_twice_at_once),
 	};
 
 	pgserver_require_or_skip("test_pg_outbox");

@@ -47,8 +47,8 @@ static void test_copies_spread_over_three_receivers_apply_each_event_exactly_onc
 			}
 			/* Copy i of event e goes to receiver (e + i) % 3. */
 			for (i = 0; i < STORM_COPIES; i++) {
-				reqs[e * STORM_COPIES + i] =
-					pg_callback_req(&cb[e * PG_RECEIVERS + (e + i) % PG_RECEIVERS]);
+				reqs[e * STORM_COPIES + i] = pg_callback_req(
+				        &cb[e * PG_RECEIVERS + (e + i) % PG_RECEIVERS]);
 			}
 		}
 		assert_int_equal(hn_http_storm_each(STORM_AT_ONCE * STORM_COPIES, reqs, res), 0);
@@ -63,8 +63,9 @@ static void test_copies_spread_over_three_receivers_apply_each_event_exactly_onc
 				/* Zero 5xx, and no 409: a duplicate waits for the
 				 * first copy's commit and gets its reply. */
 				if (er[i].hs_status != 200) {
-					fail_msg("event %d copy %zu: status %ld: %s", e0 + e, i, er[i].hs_status,
-						 er[i].hs_body != NULL ? er[i].hs_body : "");
+					fail_msg("event %d copy %zu: status %ld: %s", e0 + e, i,
+					         er[i].hs_status,
+					         er[i].hs_body != NULL ? er[i].hs_body : "");
 				}
 				if (replayed == NULL) {
 					fresh++;
@@ -77,7 +78,8 @@ static void test_copies_spread_over_three_receivers_apply_each_event_exactly_onc
 			/* Every answer is the stored reply or its replay, byte for byte. */
 			for (i = 0; i < STORM_COPIES; i++) {
 				assert_int_equal(er[i].hs_body_len, er[first].hs_body_len);
-				assert_memory_equal(er[i].hs_body, er[first].hs_body, er[first].hs_body_len);
+				assert_memory_equal(er[i].hs_body, er[first].hs_body,
+				                    er[first].hs_body_len);
 			}
 		}
 		for (i = 0; i < STORM_AT_ONCE * STORM_COPIES; i++) {
@@ -88,17 +90,24 @@ static void test_copies_spread_over_three_receivers_apply_each_event_exactly_onc
 		}
 	}
 	print_message("first copies applied by receiver: %zu %zu %zu\n", fresh_by_receiver[0],
-		      fresh_by_receiver[1], fresh_by_receiver[2]);
+	              fresh_by_receiver[1], fresh_by_receiver[2]);
 	/* Count rows: one transition, one ledger row, one event, one record per event. */
-	assert_int_equal(hn_db_int(r[0].dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"), STORM_EVENTS);
+	assert_int_equal(hn_db_int(r[0].dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
+	                 STORM_EVENTS);
 	assert_int_equal(hn_db_int(r[0].dm_db, "SELECT COUNT(*) FROM points_ledger"), STORM_EVENTS);
 	assert_int_equal(hn_db_int(r[0].dm_db, "SELECT COUNT(*) FROM events"), STORM_EVENTS);
-	assert_int_equal(hn_db_int(r[0].dm_db, "SELECT COUNT(*) FROM idempotency_records WHERE status = 'done'"),
-			 STORM_EVENTS);
-	assert_int_equal(hn_db_int(r[0].dm_db, "SELECT COUNT(*) FROM idempotency_records"), STORM_EVENTS);
+	assert_int_equal(
+	        hn_db_int(r[0].dm_db,
+	                  "SELECT COUNT(*) FROM idempotency_records WHERE status = 'done'"),
+	        STORM_EVENTS);
+	assert_int_equal(hn_db_int(r[0].dm_db, "SELECT COUNT(*) FROM idempotency_records"),
+	                 STORM_EVENTS);
 	for (e = 0; e < STORM_EVENTS; e++) {
-		assert_int_equal(test_db_int(&r[0], "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'", ids[e]),
-				 (1000 + e) / 100);
+		assert_int_equal(
+		        test_db_int(&r[0],
+		                    "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'",
+		                    ids[e]),
+		        (1000 + e) / 100);
 	}
 	pg_receivers_finish(r, PG_RECEIVERS);
 	free(cb);
@@ -109,7 +118,8 @@ static void test_copies_spread_over_three_receivers_apply_each_event_exactly_onc
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_copies_spread_over_three_receivers_apply_each_event_exactly_once),
+	        cmocka_unit_test(
+	                test_copies_spread_over_three_receivers_apply_each_event_exactly_once),
 	};
 
 	pgserver_require_or_skip("test_pg_storm");

@@ -52,10 +52,11 @@ static void test_a_throwaway_server_answers_with_fsync_and_synchronous_commit_on
 	pid = pgserver_postmaster_pid(&pg);
 	assert_true(pid > 0);
 	assert_int_equal(pgserver_psql(&pg, NULL,
-				       "SELECT current_setting('fsync') || ' ' || current_setting('synchronous_commit') "
-				       "|| ' ' || current_setting('full_page_writes')",
-				       &out),
-			 0);
+	                               "SELECT current_setting('fsync') || ' ' || "
+	                               "current_setting('synchronous_commit') "
+	                               "|| ' ' || current_setting('full_page_writes')",
+	                               &out),
+	                 0);
 	assert_string_equal(out, "on on on\n");
 	free(out);
 	pgserver_stop(&pg);
@@ -75,9 +76,11 @@ static void test_each_created_database_is_fresh_and_reachable_by_its_conninfo(vo
 	assert_int_equal(pgserver_create_db(&pg, "t", a), 0);
 	assert_int_equal(pgserver_create_db(&pg, "t", b), 0);
 	assert_string_not_equal(a, b);
-	assert_int_equal(pgserver_psql(&pg, a, "CREATE TABLE only_in_a (x int); INSERT INTO only_in_a VALUES (7)",
-				       NULL),
-			 0);
+	assert_int_equal(
+	        pgserver_psql(&pg, a,
+	                      "CREATE TABLE only_in_a (x int); INSERT INTO only_in_a VALUES (7)",
+	                      NULL),
+	        0);
 	assert_int_equal(pgserver_psql(&pg, a, "SELECT x FROM only_in_a", &out), 0);
 	assert_string_equal(out, "7\n");
 	free(out);
@@ -169,10 +172,11 @@ static void test_missing_binaries_skip_unless_postgresql_is_required(void **stat
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_a_throwaway_server_answers_with_fsync_and_synchronous_commit_on),
-		cmocka_unit_test(test_each_created_database_is_fresh_and_reachable_by_its_conninfo),
-		cmocka_unit_test(test_a_killed_test_program_leaves_no_server_and_no_directory),
-		cmocka_unit_test(test_missing_binaries_skip_unless_postgresql_is_required),
+	        cmocka_unit_test(
+	                test_a_throwaway_server_answers_with_fsync_and_synchronous_commit_on),
+	        cmocka_unit_test(test_each_created_database_is_fresh_and_reachable_by_its_conninfo),
+	        cmocka_unit_test(test_a_killed_test_program_leaves_no_server_and_no_directory),
+	        cmocka_unit_test(test_missing_binaries_skip_unless_postgresql_is_required),
 	};
 	char bindir[256];
 

@@ -50,7 +50,8 @@ static void copy_api_post(struct daemon *d, int i, struct hres *ret)
 
 	snprintf(url, sizeof(url), "%s/api/orders", d->dm_base);
 	snprintf(key, sizeof(key), "Idempotency-Key: copy-api-%d", i);
-	snprintf(body, sizeof(body), "{\"amount\":%d,\"currency\":\"eur\",\"customer_ref\":\"copy-%d\"}", 700 + i, i);
+	snprintf(body, sizeof(body),
+	         "{\"amount\":%d,\"currency\":\"eur\",\"customer_ref\":\"copy-%d\"}", 700 + i, i);
 	headers[0] = "Content-Type: application/json";
 	headers[1] = key;
 	headers[2] = NULL;
@@ -61,8 +62,9 @@ static void copy_api_post(struct daemon *d, int i, struct hres *ret)
  * store's read API on both sides: "table\nrow\nrow\n--\n" per table. */
 static char *copy_dump_all(const char *sqlite_db, const char *db)
 {
-	char *tables = hn_db_dump(sqlite_db, "SELECT name FROM sqlite_master WHERE type = 'table' "
-					     "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name");
+	char *tables =
+	        hn_db_dump(sqlite_db, "SELECT name FROM sqlite_master WHERE type = 'table' "
+	                              "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name");
 	struct buf out;
 	char *line;
 	char *next;
@@ -78,11 +80,13 @@ static char *copy_dump_all(const char *sqlite_db, const char *db)
 		char *c;
 		char *rows;
 		int n = 0;
+		int i;
 		size_t used;
 
 		next = strchr(line, '\n');
 		*next++ = '\0';
-		snprintf(sql, sizeof(sql), "SELECT name FROM pragma_table_info('%s') ORDER BY cid", line);
+		snprintf(sql, sizeof(sql), "SELECT name FROM pragma_table_info('%s') ORDER BY cid",
+		         line);
 		cols = hn_db_dump(sqlite_db, sql);
 		assert_non_null(cols);
 		used = (size_t)snprintf(sql, sizeof(sql), "SELECT ");
@@ -90,13 +94,16 @@ static char *copy_dump_all(const char *sqlite_db, const char *db)
 			char *eol = strchr(c, '\n');
 
 			*eol = '\0';
-			used += (size_t)snprintf(sql + used, sizeof(sql) - used, "%s%s", n > 0 ? ", " : "", c);
+			used += (size_t)snprintf(sql + used, sizeof(sql) - used, "%s%s",
+			                         n > 0 ? ", " : "", c);
 			n++;
 			c = eol + 1;
 		}
-		used += (size_t)snprintf(sql + used, sizeof(sql) - used, " FROM %s ORDER BY ", line);
-		for (int i = 1; i <= n; i++) {
-			used += (size_t)snprintf(sql + used, sizeof(sql) - used, "%s%d", i > 1 ? ", " : "", i);
+		used += (size_t)snprintf(sql + used, sizeof(sql) - used, " FROM %s ORDER BY ",
+		                         line);
+		for (i = 1; i <= n; i++) {
+			used += (size_t)snprintf(sql + used, sizeof(sql) - used, "%s%d",
+			                         i > 1 ? ", " : "", i);
 		}
 		assert_true(used < sizeof(sql));
 		rows = hn_db_dump(db, sql);
@@ -135,7 +142,8 @@ static void copy_assert_same(const char *want, const char *got, const char *what
 
 static int copy_run(struct daemon *d, const char *from, const char *to, int replace)
 {
-	const char *args[] = {"store", "copy", "--from", from, "--to", to, replace ? "--replace" : NULL, NULL};
+	const char *args[] = {
+	        "store", "copy", "--from", from, "--to", to, replace ? "--replace" : NULL, NULL};
 
 	return daemon_cli(d, 0, args, NULL);
 }
@@ -162,9 +170,10 @@ static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_th
 	/* Outbox rows stay due: the shop answers 503 until the copy. */
 	peer_default(p, "/notify", &busy);
 	snprintf(ini, sizeof(ini),
-		 TEST_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nretry_base = 10s\nretry_cap = 60s\n"
-				 "poll = 50ms\ntimeout = 5s\nconnect_timeout = 2s\n",
-		 peer_base(p));
+	         TEST_STRIPE_INI
+	         "\n[outbound]\nnotify_url = %s/notify\nretry_base = 10s\nretry_cap = 60s\n"
+	         "poll = 50ms\ntimeout = 5s\nconnect_timeout = 2s\n",
+	         peer_base(p));
 	/* The SQLite install, filled through its real front door. */
 	assert_int_equal(daemon_init(&lite, ini), 0);
 	assert_int_equal(daemon_start(&lite), 0);
@@ -175,7 +184,8 @@ static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_th
 
 		assert_int_equal(hn_order_create(&lite, 1000 * (k + 1), "usd", order), 0);
 		snprintf(event_id, sizeof(event_id), "evt_copy_pay_%d", k);
-		copy_post(&lite, &sent[n_sent++], test_pi_succeeded(event_id, order, 1000 * (k + 1), "usd"));
+		copy_post(&lite, &sent[n_sent++],
+		          test_pi_succeeded(event_id, order, 1000 * (k + 1), "usd"));
 		if (k % 3 == 0) {
 			continue;
 		}
@@ -183,11 +193,13 @@ static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_th
 		snprintf(event_id, sizeof(event_id), "evt_copy_ref_%d", k);
 		snprintf(refund_id, sizeof(refund_id), "re_copy_%d", k);
 		copy_post(&lite, &sent[n_sent++],
-			  test_charge_refunded(event_id, order, 1000 * (k + 1), k % 3 == 1 ? 300 : 1000 * (k + 1),
-					       refund_id, "usd"));
+		          test_charge_refunded(event_id, order, 1000 * (k + 1),
+		                               k % 3 == 1 ? 300 : 1000 * (k + 1), refund_id,
+		                               "usd"));
 	}
 	/* An event for an order nobody knows: stored, not applied. */
-	copy_post(&lite, &sent[n_sent++], test_pi_succeeded("evt_copy_unknown", "ord_unknownunknownunk", 500, "usd"));
+	copy_post(&lite, &sent[n_sent++],
+	          test_pi_succeeded("evt_copy_unknown", "ord_unknownunknownunk", 500, "usd"));
 	for (k = 0; k < COPY_API_ORDERS; k++) {
 		copy_api_post(&lite, k, &api_first[k]);
 		assert_int_equal(api_first[k].hs_status, 201);
@@ -249,10 +261,11 @@ static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_th
 		hres_finish(&api_first[k]);
 	}
 	/* Nothing was applied twice; new ids do not collide with copied ones. */
-	assert_int_equal(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
-			 hn_db_int(lite.dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"));
+	assert_int_equal(
+	        hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
+	        hn_db_int(lite.dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"));
 	assert_int_equal(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM points_ledger"),
-			 hn_db_int(lite.dm_db, "SELECT COUNT(*) FROM points_ledger"));
+	                 hn_db_int(lite.dm_db, "SELECT COUNT(*) FROM points_ledger"));
 	{
 		char id[64];
 		struct copy_sent fresh;
@@ -289,7 +302,8 @@ static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_th
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_the_same),
+	        cmocka_unit_test(
+	                test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_the_same),
 	};
 
 	pgserver_require_or_skip("test_store_copy_pg");
