@@ -1148,6 +1148,25 @@ static void store_pg_close(struct store_db *db)
 	free(db);
 }
 
+/* A provider is acknowledged after COMMIT returned: with synchronous_commit
+ * off (or only local, with a standby to fail over to) that COMMIT may be
+ * lost with the server, and the payment with it. Says so, once. */
+static void store_pg_check_durability(struct store_conn *cn)
+{
+	PGresult *res = PQexec(cn->cn_pg, "SHOW synchronous_commit");
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+		const char *v = PQgetvalue(res, 0, 0);
+
+		if (strcmp(v, "off") == 0 || strcmp(v, "local") == 0) {
+			log_warn("store: postgresql synchronous_commit = %s: a callback acknowledged "
+			         "just before a server crash (or failover) may be lost",
+			         v);
+		}
+	}
+	PQclear(res);
+}
+
 static struct store_db *store_pg_open(const struct store_options *opt, int *ret_from, int *ret_to)
 {
 	struct store_conn *cn = NULL;
@@ -1207,6 +1226,7 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 	if (store_pg_conn_setup(cn, db->db_timeout_ms) < 0) {
 		goto fail;
 	}
+	store_pg_check_durability(cn);
 	db->db_writer = cn;
 	return db;
 fail:
