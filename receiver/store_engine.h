@@ -58,8 +58,9 @@ struct store_engine {
 	 * reconnects a lost one here), -1 otherwise. */
 	int (*en_writer_ready)(struct store_db *db);
 	/* A read connection for this thread, held until en_reader_put; nested
-	 * gets on one thread return the same connection. NULL on failure. */
-	struct store_conn *(*en_reader_get)(struct store_db *db);
+	 * gets on one thread return the same connection. With wait 0, NULL
+	 * rather than waiting for a pooled one to come free. NULL on failure. */
+	struct store_conn *(*en_reader_get)(struct store_db *db, int wait);
 	void (*en_reader_put)(struct store_db *db, struct store_conn *cn);
 
 	/* Runs one statement with '?' placeholders (store_run's contract). */

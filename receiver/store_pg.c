@@ -868,7 +868,7 @@ out:
 
 /* ---- readers ---- */
 
-static struct store_conn *store_pg_reader_get(struct store_db *db)
+static struct store_conn *store_pg_reader_get(struct store_db *db, int wait)
 {
 	struct store_conn *cn = pthread_getspecific(db->db_key);
 
@@ -878,6 +878,10 @@ static struct store_conn *store_pg_reader_get(struct store_db *db)
 	}
 	pthread_mutex_lock(&db->db_mutex);
 	while (db->db_free == NULL && db->db_pool_open >= db->db_pool_size) {
+		if (!wait) {
+			pthread_mutex_unlock(&db->db_mutex);
+			return NULL;
+		}
 		pthread_cond_wait(&db->db_cond, &db->db_mutex);
 	}
 	if (db->db_free != NULL) {
