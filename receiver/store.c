@@ -1658,11 +1658,9 @@ void store_get_stats(struct store *st, struct store_stats *ret)
  * short busy timeout, and reports rather than logs what it meets on the way
  * (a probe that fails every 250 ms would flood the journal). */
 
-
 #define STORE_STALL_MS 1000           /* a batch older than this means no commit now */
 #define STORE_FAIL_HOLD_MS 5000       /* a failed commit keeps readiness off this long */
 #define STORE_WRITER_HANG_MS 30000    /* past the busy timeout: the writer is stuck */
-
 
 static int64_t store_mono_ms(void)
 {

@@ -662,7 +662,6 @@ fail:
 	return NULL;
 }
 
-
 /* ---- the checkpointer ---- */
 
 /* After each commit: SQLite reports the frames now in the WAL. The writer

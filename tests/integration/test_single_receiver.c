@@ -38,7 +38,8 @@ static int t_serve_again(struct daemon *d, char **ret_err)
 	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-static void test_a_second_serve_on_the_same_file_is_refused_and_the_first_keeps_serving(void **state)
+static void
+test_a_second_serve_on_the_same_file_is_refused_and_the_first_keeps_serving(void **state)
 {
 	static const char *const stats[] = {"stats", NULL};
 	struct daemon *d = *state;
@@ -155,8 +156,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                test_a_second_serve_on_the_same_file_is_refused_and_the_first_keeps_serving,
 	                setup, daemon_teardown),
-	        cmocka_unit_test_setup_teardown(test_after_the_first_stops_a_new_serve_starts, setup,
-	                                        daemon_teardown),
+	        cmocka_unit_test_setup_teardown(test_after_the_first_stops_a_new_serve_starts,
+	                                        setup, daemon_teardown),
 	        cmocka_unit_test_setup_teardown(test_a_killed_serve_leaves_no_lock_behind, setup,
 	                                        daemon_teardown),
 	        cmocka_unit_test_setup_teardown(
