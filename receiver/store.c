@@ -1426,7 +1426,9 @@ static int store_claim_fast(struct store *st, struct store_claim *c)
 	int answered = 0;
 	int found;
 
-	tx.tx_conn = st->st_engine->en_reader_get(st->st_db);
+	/* The fast path is an optimization: a busy pool sends the claim to
+	 * the writer rather than holding this (server) thread. */
+	tx.tx_conn = st->st_engine->en_reader_get(st->st_db, 0);
 	if (tx.tx_conn == NULL) {
 		return 0;
 	}
@@ -1551,7 +1553,7 @@ int store_peek(struct store *st, const char *scope, const char *key, int64_t now
 	int64_t cutoff = now_ms - (retention_ms > 0 ? retention_ms : STORE_RETENTION_MS_DEFAULT);
 	int found;
 
-	tx.tx_conn = st->st_engine->en_reader_get(st->st_db);
+	tx.tx_conn = st->st_engine->en_reader_get(st->st_db, 1);
 	if (tx.tx_conn == NULL) {
 		return -1;
 	}
@@ -1619,7 +1621,7 @@ int store_read(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx, 
 	int nested;
 	int r = -1;
 
-	tx.tx_conn = en->en_reader_get(st->st_db);
+	tx.tx_conn = en->en_reader_get(st->st_db, 1);
 	if (tx.tx_conn == NULL) {
 		return -1;
 	}
@@ -1656,11 +1658,9 @@ void store_get_stats(struct store *st, struct store_stats *ret)
  * short busy timeout, and reports rather than logs what it meets on the way
  * (a probe that fails every 250 ms would flood the journal). */
 
-
 #define STORE_STALL_MS 1000           /* a batch older than this means no commit now */
 #define STORE_FAIL_HOLD_MS 5000       /* a failed commit keeps readiness off this long */
 #define STORE_WRITER_HANG_MS 30000    /* past the busy timeout: the writer is stuck */
-
 
 static int64_t store_mono_ms(void)
 {

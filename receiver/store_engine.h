@@ -24,9 +24,9 @@ struct store_tx {
 /* What became of the writer's transaction after a unit failed. */
 enum store_tx_state {
 	STORE_TXS_OPEN = 0, /* still open: the unit's savepoint was rolled back */
-	STORE_TXS_ENDED,    /* the engine ended it (SQLite FULL/IOERR/NOMEM): the unit is at fault */
-	STORE_TXS_RETRY,    /* serialization failure or deadlock: run the whole batch again */
-	STORE_TXS_LOST,     /* the connection is gone: every unit transient, reconnect */
+	STORE_TXS_ENDED, /* the engine ended it (SQLite FULL/IOERR/NOMEM): the unit is at fault */
+	STORE_TXS_RETRY, /* serialization failure or deadlock: run the whole batch again */
+	STORE_TXS_LOST,  /* the connection is gone: every unit transient, reconnect */
 };
 
 /* Called for each result row; may take the row's contents and leave it
@@ -58,13 +58,14 @@ struct store_engine {
 	 * reconnects a lost one here), -1 otherwise. */
 	int (*en_writer_ready)(struct store_db *db);
 	/* A read connection for this thread, held until en_reader_put; nested
-	 * gets on one thread return the same connection. NULL on failure. */
-	struct store_conn *(*en_reader_get)(struct store_db *db);
+	 * gets on one thread return the same connection. With wait 0, NULL
+	 * rather than waiting for a pooled one to come free. NULL on failure. */
+	struct store_conn *(*en_reader_get)(struct store_db *db, int wait);
 	void (*en_reader_put)(struct store_db *db, struct store_conn *cn);
 
 	/* Runs one statement with '?' placeholders (store_run's contract). */
 	int (*en_run)(struct store_conn *cn, const char *sql, const struct store_value *params,
-		      size_t n_params, store_row_fn fn, void *arg, int64_t *ret_changes);
+	              size_t n_params, store_row_fn fn, void *arg, int64_t *ret_changes);
 	/* BEGIN for the writer (write = 1) or a reader. Returns 0 or -1. */
 	int (*en_begin)(struct store_conn *cn, int write);
 	/* 1 while cn is inside a transaction. */
@@ -86,7 +87,7 @@ struct store_engine {
 	/* Operations: see store.h. */
 	/* busy_since: the writer's heartbeat (read atomically; 0 when idle). */
 	void (*en_probe)(struct store_db *db, const int64_t *busy_since, int64_t ok_at,
-			 struct store_health *h);
+	                 struct store_health *h);
 	int (*en_file_stats)(struct store *st, struct store_db *db, struct store_file_stats *ret);
 	int (*en_reclaim)(struct store *st, int64_t max_pages, int64_t *ret_pages);
 	int (*en_checkpoint)(struct store_db *db);
@@ -101,7 +102,8 @@ extern const struct store_engine store_engine_sqlite;
 extern const struct store_engine store_engine_pg;
 
 /* Shared by the engines (store.c). */
-void store_health_fail(struct store_health *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void store_health_fail(struct store_health *h, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
 /* Refuses a schema newer than this binary, and an older one unless it is
  * about to be migrated. Returns 0 or -1 (logged). */
 int store_version_check(int version, int may_migrate);

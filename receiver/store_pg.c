@@ -21,7 +21,7 @@
 #define STORE_PG_STATEMENT_TIMEOUT_MS_DEFAULT 5000
 #define STORE_PG_STMT_BUCKETS 64
 #define STORE_PG_STMT_CACHE_MAX 512 /* prepared statements per connection */
-#define STORE_PG_PARAMS_MAX 1000     /* '?' in one statement */
+#define STORE_PG_PARAMS_MAX 1000    /* '?' in one statement */
 /* The advisory lock every migrating receiver takes: "idemhook" in ASCII. */
 #define STORE_PG_MIGRATE_LOCK INT64_C(0x6964656d686f6f6b)
 
@@ -49,9 +49,9 @@ struct store_conn {
 	struct store_pg_stmt *cn_stmts[STORE_PG_STMT_BUCKETS];
 	size_t cn_n_stmts;
 	unsigned cn_next_id;
-	int cn_retry; /* a deadlock or serialization failure since BEGIN */
-	char cn_sqlstate[6]; /* of the last failure */
-	int cn_depth; /* reader: nested gets on its thread */
+	int cn_retry;               /* a deadlock or serialization failure since BEGIN */
+	char cn_sqlstate[6];        /* of the last failure */
+	int cn_depth;               /* reader: nested gets on its thread */
 	struct store_conn *cn_next; /* reader: in the free list */
 };
 
@@ -63,9 +63,9 @@ struct store_db {
 	pthread_cond_t db_cond;
 	struct store_conn *db_free; /* idle read connections, under db_mutex */
 	unsigned db_pool_size;
-	unsigned db_pool_open; /* read connections made, under db_mutex */
+	unsigned db_pool_open;      /* read connections made, under db_mutex */
 	struct store_conn **db_all; /* every read connection, for closing */
-	pthread_key_t db_key; /* the read connection this thread holds */
+	pthread_key_t db_key;       /* the read connection this thread holds */
 	int db_key_made;
 	struct store_conn *db_lock_conn; /* advisory locks (session), under db_lock_mutex */
 	pthread_mutex_t db_lock_mutex;
@@ -471,7 +471,8 @@ static int store_pg_value(const PGresult *res, int r, int c, struct store_value 
 			return -1;
 		}
 		for (i = 0; 2 + 2 * i + 1 < len; i++) {
-			copy[i] = (char)(store_pg_hex(s[2 + 2 * i]) << 4 | store_pg_hex(s[2 + 2 * i + 1]));
+			copy[i] = (char)(store_pg_hex(s[2 + 2 * i]) << 4 |
+			                 store_pg_hex(s[2 + 2 * i + 1]));
 		}
 		copy[i] = '\0';
 		v->sv_type = STORE_BLOB;
@@ -592,15 +593,15 @@ static int store_pg_call_init(struct store_pg_call *pc, const struct store_value
 	pc->pc_pp.pp_ints = calloc(m, sizeof(*pc->pc_pp.pp_ints));
 	pc->pc_fixed = calloc(m, sizeof(*pc->pc_fixed));
 	pc->pc_copies = calloc(m, sizeof(char *));
-	if (pc->pc_pp.pp_types == NULL || pc->pc_pp.pp_values == NULL || pc->pc_pp.pp_lengths == NULL ||
-	    pc->pc_pp.pp_formats == NULL || pc->pc_pp.pp_ints == NULL || pc->pc_fixed == NULL ||
-	    pc->pc_copies == NULL) {
+	if (pc->pc_pp.pp_types == NULL || pc->pc_pp.pp_values == NULL ||
+	    pc->pc_pp.pp_lengths == NULL || pc->pc_pp.pp_formats == NULL ||
+	    pc->pc_pp.pp_ints == NULL || pc->pc_fixed == NULL || pc->pc_copies == NULL) {
 		goto fail;
 	}
 	for (i = 0; i < n; i++) {
 		pc->pc_fixed[i] = params[i];
-		if (params[i].sv_type == STORE_TEXT && params[i].sv_text != NULL && params[i].sv_len > 0 &&
-		    strlen(params[i].sv_text) != params[i].sv_len) {
+		if (params[i].sv_type == STORE_TEXT && params[i].sv_text != NULL &&
+		    params[i].sv_len > 0 && strlen(params[i].sv_text) != params[i].sv_len) {
 			pc->pc_copies[i] = strndup(params[i].sv_text, params[i].sv_len);
 			if (pc->pc_copies[i] == NULL) {
 				goto fail;
@@ -700,9 +701,8 @@ static int store_pg_begin(struct store_conn *cn, int write)
 	cn->cn_sqlstate[0] = '\0';
 	/* READ COMMITTED: a claim that meets another receiver's uncommitted
 	 * insert of its key waits for it and then sees the winner. */
-	return store_pg_simple(cn,
-	                       write ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN READ ONLY",
-	                       NULL);
+	return store_pg_simple(
+	        cn, write ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN READ ONLY", NULL);
 }
 
 static int store_pg_in_tx(struct store_conn *cn)
@@ -831,14 +831,16 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_version)
 	/* Receivers starting together migrate once: the others wait here. */
 	snprintf(sql, sizeof(sql), "SELECT pg_advisory_lock(%" PRId64 ")", STORE_PG_MIGRATE_LOCK);
 	if (store_pg_simple(cn, sql, "take the migration lock") < 0) {
-		log_warn("store: no advisory locks on this server; migrating under the version key only");
+		log_warn("store: no advisory locks on this server; migrating under the version key "
+		         "only");
 	} else {
 		locked = 1;
 	}
-	if (store_pg_simple(cn,
-	                    "CREATE TABLE IF NOT EXISTS idemhook_schema (version BIGINT PRIMARY KEY, "
-	                    "name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
-	                    "create idemhook_schema") < 0) {
+	if (store_pg_simple(
+	            cn,
+	            "CREATE TABLE IF NOT EXISTS idemhook_schema (version BIGINT PRIMARY KEY, "
+	            "name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
+	            "create idemhook_schema") < 0) {
 		goto out;
 	}
 	for (i = 0; i < migrations_pg_count; i++) {
@@ -860,7 +862,8 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_version)
 	rc = store_pg_version(cn, ret_version);
 out:
 	if (locked) {
-		snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock(%" PRId64 ")", STORE_PG_MIGRATE_LOCK);
+		snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock(%" PRId64 ")",
+		         STORE_PG_MIGRATE_LOCK);
 		store_pg_simple(cn, sql, "release the migration lock");
 	}
 	return rc;
@@ -868,7 +871,7 @@ out:
 
 /* ---- readers ---- */
 
-static struct store_conn *store_pg_reader_get(struct store_db *db)
+static struct store_conn *store_pg_reader_get(struct store_db *db, int wait)
 {
 	struct store_conn *cn = pthread_getspecific(db->db_key);
 
@@ -878,6 +881,10 @@ static struct store_conn *store_pg_reader_get(struct store_db *db)
 	}
 	pthread_mutex_lock(&db->db_mutex);
 	while (db->db_free == NULL && db->db_pool_open >= db->db_pool_size) {
+		if (!wait) {
+			pthread_mutex_unlock(&db->db_mutex);
+			return NULL;
+		}
 		pthread_cond_wait(&db->db_cond, &db->db_mutex);
 	}
 	if (db->db_free != NULL) {
@@ -978,10 +985,12 @@ static void store_pg_probe(struct store_db *db, const int64_t *busy_since, int64
 	if (store_pg_version_q(db->db_probe, &version, 1) < 0) {
 		store_health_fail(h, "the schema version cannot be read");
 	} else if (version < newest) {
-		store_health_fail(h, "migrations pending: database schema %d, this idemhook needs %d", version,
-		                  newest);
+		store_health_fail(h,
+		                  "migrations pending: database schema %d, this idemhook needs %d",
+		                  version, newest);
 	} else if (version > newest) {
-		store_health_fail(h, "database schema %d is newer than this idemhook (%d)", version, newest);
+		store_health_fail(h, "database schema %d is newer than this idemhook (%d)", version,
+		                  newest);
 	}
 }
 
@@ -1036,8 +1045,8 @@ static int store_pg_vacuum(struct store_db *db)
 
 /* Tables whose id comes from an identity column. */
 static const char *const store_pg_id_tables[] = {
-	"idempotency_records", "refunds", "points_ledger", "events", "outbox", "disputes",
-	"order_parked",
+        "idempotency_records", "refunds", "points_ledger", "events", "outbox", "disputes",
+        "order_parked",
 };
 
 static int store_pg_after_copy_tx(struct store_tx *tx, void *arg)
@@ -1148,6 +1157,26 @@ static void store_pg_close(struct store_db *db)
 	free(db);
 }
 
+/* A provider is acknowledged after COMMIT returned: with synchronous_commit
+ * off (or only local, with a standby to fail over to) that COMMIT may be
+ * lost with the server, and the payment with it. Says so, once. */
+static void store_pg_check_durability(struct store_conn *cn)
+{
+	PGresult *res = PQexec(cn->cn_pg, "SHOW synchronous_commit");
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+		const char *v = PQgetvalue(res, 0, 0);
+
+		if (strcmp(v, "off") == 0 || strcmp(v, "local") == 0) {
+			log_warn("store: postgresql synchronous_commit = %s: a callback "
+			         "acknowledged "
+			         "just before a server crash (or failover) may be lost",
+			         v);
+		}
+	}
+	PQclear(res);
+}
+
 static struct store_db *store_pg_open(const struct store_options *opt, int *ret_from, int *ret_to)
 {
 	struct store_conn *cn = NULL;
@@ -1167,8 +1196,9 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 	db->db_cond = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
 	db->db_lock_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	db->db_pool_size = opt->so_pool_size > 0 ? opt->so_pool_size : STORE_PG_POOL_DEFAULT;
-	db->db_timeout_ms = opt->so_statement_timeout_ms > 0 ? opt->so_statement_timeout_ms
-	                                                     : STORE_PG_STATEMENT_TIMEOUT_MS_DEFAULT;
+	db->db_timeout_ms = opt->so_statement_timeout_ms > 0
+	                            ? opt->so_statement_timeout_ms
+	                            : STORE_PG_STATEMENT_TIMEOUT_MS_DEFAULT;
 	db->db_conninfo = strdup(opt->so_conninfo);
 	db->db_all = calloc(db->db_pool_size, sizeof(*db->db_all));
 	if (db->db_conninfo == NULL || db->db_all == NULL) {
@@ -1207,6 +1237,7 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 	if (store_pg_conn_setup(cn, db->db_timeout_ms) < 0) {
 		goto fail;
 	}
+	store_pg_check_durability(cn);
 	db->db_writer = cn;
 	return db;
 fail:
@@ -1216,36 +1247,36 @@ fail:
 }
 
 const struct store_engine store_engine_pg = {
-	.en_name = "PostgreSQL",
-	.en_shared = 1,
-	.en_sql_has_table = "SELECT count(*) FROM information_schema.tables WHERE table_name = ? "
-	                    "AND table_schema = current_schema()",
-	.en_sql_tables = "SELECT table_name FROM information_schema.tables WHERE table_schema = "
-	                 "current_schema() AND table_type = 'BASE TABLE' AND table_name <> "
-	                 "'idemhook_schema' ORDER BY table_name",
-	.en_sql_columns = "SELECT column_name, data_type FROM information_schema.columns WHERE "
-	                  "table_name = ? AND table_schema = current_schema() ORDER BY "
-	                  "ordinal_position",
-	.en_open = store_pg_open,
-	.en_close = store_pg_close,
-	.en_writer = store_pg_writer,
-	.en_writer_ready = store_pg_writer_ready,
-	.en_reader_get = store_pg_reader_get,
-	.en_reader_put = store_pg_reader_put,
-	.en_run = store_pg_run,
-	.en_begin = store_pg_begin,
-	.en_in_tx = store_pg_in_tx,
-	.en_tx_state = store_pg_tx_state,
-	.en_last_error = store_pg_last_error,
-	.en_error_reason = store_pg_error_reason,
-	.en_after_batch = store_pg_after_batch,
-	.en_wal_written = store_pg_wal_written,
-	.en_probe = store_pg_probe,
-	.en_file_stats = store_pg_file_stats,
-	.en_reclaim = store_pg_reclaim,
-	.en_checkpoint = store_pg_checkpoint,
-	.en_vacuum = store_pg_vacuum,
-	.en_after_copy = store_pg_after_copy,
-	.en_try_lock = store_pg_try_lock,
-	.en_unlock = store_pg_unlock,
+        .en_name = "PostgreSQL",
+        .en_shared = 1,
+        .en_sql_has_table = "SELECT count(*) FROM information_schema.tables WHERE table_name = ? "
+                            "AND table_schema = current_schema()",
+        .en_sql_tables = "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                         "current_schema() AND table_type = 'BASE TABLE' AND table_name <> "
+                         "'idemhook_schema' ORDER BY table_name",
+        .en_sql_columns = "SELECT column_name, data_type FROM information_schema.columns WHERE "
+                          "table_name = ? AND table_schema = current_schema() ORDER BY "
+                          "ordinal_position",
+        .en_open = store_pg_open,
+        .en_close = store_pg_close,
+        .en_writer = store_pg_writer,
+        .en_writer_ready = store_pg_writer_ready,
+        .en_reader_get = store_pg_reader_get,
+        .en_reader_put = store_pg_reader_put,
+        .en_run = store_pg_run,
+        .en_begin = store_pg_begin,
+        .en_in_tx = store_pg_in_tx,
+        .en_tx_state = store_pg_tx_state,
+        .en_last_error = store_pg_last_error,
+        .en_error_reason = store_pg_error_reason,
+        .en_after_batch = store_pg_after_batch,
+        .en_wal_written = store_pg_wal_written,
+        .en_probe = store_pg_probe,
+        .en_file_stats = store_pg_file_stats,
+        .en_reclaim = store_pg_reclaim,
+        .en_checkpoint = store_pg_checkpoint,
+        .en_vacuum = store_pg_vacuum,
+        .en_after_copy = store_pg_after_copy,
+        .en_try_lock = store_pg_try_lock,
+        .en_unlock = store_pg_unlock,
 };

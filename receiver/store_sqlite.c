@@ -662,7 +662,6 @@ fail:
 	return NULL;
 }
 
-
 /* ---- the checkpointer ---- */
 
 /* After each commit: SQLite reports the frames now in the WAL. The writer
@@ -1096,10 +1095,11 @@ static int store_sqlite_writer_ready(struct store_db *db)
 
 /* This thread's read connection, opened on first use. Read connections live
  * until the store is closed. */
-static struct store_conn *store_sqlite_reader_get(struct store_db *db)
+static struct store_conn *store_sqlite_reader_get(struct store_db *db, int wait)
 {
 	struct store_conn *cn = pthread_getspecific(db->db_key);
 
+	(void)wait; /* one connection per thread: never waited for */
 	if (cn != NULL) {
 		return cn;
 	}

@@ -66,6 +66,29 @@ static void cmd_simulate_usage(FILE *out)
 	        "Exit status: 0 for a 2xx answer, 65 for any other answer, 69 when none came.\n");
 }
 
+/* Makes dir (mode 0700) and its parent when missing: beside a SQLite
+ * database the parent exists; with a PostgreSQL store it may not. Returns 0
+ * or -1 (told). */
+static int simulate_mkdir(const char *dir)
+{
+	char parent[PATH_MAX];
+	const char *slash = strrchr(dir, '/');
+
+	if (slash != NULL && slash != dir && (size_t)(slash - dir) < sizeof(parent)) {
+		memcpy(parent, dir, (size_t)(slash - dir));
+		parent[slash - dir] = '\0';
+		if (mkdir(parent, 0700) < 0 && errno != EEXIST) {
+			fprintf(stderr, "simulate: cannot create %s: %s\n", parent, strerror(errno));
+			return -1;
+		}
+	}
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		fprintf(stderr, "simulate: cannot create %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 /* DIR of the database + "/simulate", into out. Returns 0 or -1. */
 static int simulate_dir(const struct config *cf, char *out, size_t out_size)
 {
@@ -138,8 +161,7 @@ static int simulate_keys_ensure(const char *dir)
 		fprintf(stderr, "simulate: the directory name %s is too long\n", dir);
 		return -1;
 	}
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-		fprintf(stderr, "simulate: cannot create %s: %s\n", dir, strerror(errno));
+	if (simulate_mkdir(dir) < 0) {
 		return -1;
 	}
 	if (access(priv_path, F_OK) != 0 || access(pub_path, F_OK) != 0) {
@@ -388,8 +410,7 @@ static int simulate_save(const struct config *cf, const struct provider_conf *pc
 	    simulate_last_path(cf, pc->pc_name, path, sizeof(path)) < 0) {
 		return -1;
 	}
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-		fprintf(stderr, "simulate: cannot create %s: %s\n", dir, strerror(errno));
+	if (simulate_mkdir(dir) < 0) {
 		return -1;
 	}
 	snprintf(target, sizeof(target), "/hooks/%s", pc->pc_name);

@@ -19,17 +19,17 @@ struct cmd_store_table {
 };
 
 static const struct cmd_store_table cmd_store_tables[] = {
-	{"orders", "id"},
-	{"order_refs", "provider, ref"},
-	{"refunds", "id"},
-	{"points_ledger", "id"},
-	{"disputes", "id"},
-	{"dispute_steps", "provider, dispute_ref, step_key"},
-	{"order_parked", "id"},
-	{"events", "id"},
-	{"outbox", "id"},
-	{"idempotency_records", "id"},
-	{"checkout_flash", "token"},
+        {"orders", "id"},
+        {"order_refs", "provider, ref"},
+        {"refunds", "id"},
+        {"points_ledger", "id"},
+        {"disputes", "id"},
+        {"dispute_steps", "provider, dispute_ref, step_key"},
+        {"order_parked", "id"},
+        {"events", "id"},
+        {"outbox", "id"},
+        {"idempotency_records", "id"},
+        {"checkout_flash", "token"},
 };
 
 #define CMD_STORE_N_TABLES (sizeof(cmd_store_tables) / sizeof(cmd_store_tables[0]))
@@ -75,7 +75,8 @@ static int cmd_store_column(void *arg, const char *name, int is_blob)
 	struct cmd_store_copy *cs = arg;
 
 	if (cs->cs_n_cols >= STORE_ROW_MAX) {
-		fprintf(stderr, "idemhook store copy: more than %d columns in one table\n", STORE_ROW_MAX);
+		fprintf(stderr, "idemhook store copy: more than %d columns in one table\n",
+		        STORE_ROW_MAX);
 		return -1;
 	}
 	cs->cs_blob[cs->cs_n_cols] = is_blob;
@@ -360,7 +361,7 @@ static int cmd_store_run(int argc, char **argv, const char *config_path)
 }
 
 const struct cli_command cli_cmd_store = {
-	.cc_name = "store",
-	.cc_summary = "copy a store into another (SQLite to PostgreSQL and back)",
-	.cc_run = cmd_store_run,
+        .cc_name = "store",
+        .cc_summary = "copy a store into another (SQLite to PostgreSQL and back)",
+        .cc_run = cmd_store_run,
 };

@@ -1743,6 +1743,93 @@ static void test_pg_outbox_workers_skip_the_rows_another_receiver_holds(void **s
 	store_destroy(other);
 }
 
+/* A handler that changes two rows, waiting between them (on its first run)
+ * for the other receiver's handler to have changed the other row first. */
+struct crossing {
+	pthread_barrier_t *cr_barrier;
+	const char *cr_first;
+	const char *cr_second;
+	atomic_int cr_runs;
+};
+
+static int apply_crossing(struct store_tx *tx, void *arg, struct reply *ret_reply)
+{
+	struct crossing *cr = arg;
+	struct store_value first[] = {store_text(cr->cr_first)};
+	struct store_value second[] = {store_text(cr->cr_second)};
+
+	if (store_exec(tx, "UPDATE scratch SET data = NULL WHERE tag = ?", first, 1, NULL) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	if (atomic_fetch_add(&cr->cr_runs, 1) == 0) {
+		pthread_barrier_wait(cr->cr_barrier);
+	}
+	if (store_exec(tx, "UPDATE scratch SET data = NULL WHERE tag = ?", second, 1, NULL) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	assert_int_equal(reply_set(ret_reply, 200, "text/plain", "ok", 2), 0);
+	return STORE_APPLY_DONE;
+}
+
+static int unit_two_rows(struct store_tx *tx, void *arg)
+{
+	(void)arg;
+	return store_exec(tx, "INSERT INTO scratch (tag) VALUES ('x'), ('y')", NULL, 0, NULL);
+}
+
+struct crossing_job {
+	struct store *cj_st;
+	struct store_claim cj_claim;
+};
+
+static void *crossing_thread(void *arg)
+{
+	struct crossing_job *cj = arg;
+
+	store_submit(cj->cj_st, &cj->cj_claim, 1);
+	return NULL;
+}
+
+/* Two receivers' handlers change the same two rows in opposite orders: the
+ * server breaks the deadlock by aborting one, whose batch runs again, and
+ * both callbacks are applied; nobody sees a 503. */
+static void test_pg_a_deadlock_between_receivers_runs_the_losing_batch_again(void **state)
+{
+	struct fixture *fx = *state;
+	struct store *other = second_receiver(fx);
+	pthread_barrier_t barrier;
+	struct crossing cr[2];
+	struct crossing_job cj[2];
+	pthread_t th[2];
+	size_t i;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_two_rows, NULL), 0);
+	assert_int_equal(pthread_barrier_init(&barrier, NULL, 2), 0);
+	memset(cr, 0, sizeof(cr));
+	memset(cj, 0, sizeof(cj));
+	for (i = 0; i < 2; i++) {
+		cr[i].cr_barrier = &barrier;
+		cr[i].cr_first = i == 0 ? "x" : "y";
+		cr[i].cr_second = i == 0 ? "y" : "x";
+		cj[i].cj_st = i == 0 ? fx->fx_st : other;
+		claim_init(&cj[i].cj_claim, i == 0 ? "evt_cross_a" : "evt_cross_b", 1, T0, NULL);
+		cj[i].cj_claim.sc_apply = apply_crossing;
+		cj[i].cj_claim.sc_arg = &cr[i];
+		assert_int_equal(pthread_create(&th[i], NULL, crossing_thread, &cj[i]), 0);
+	}
+	for (i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(cj[i].cj_claim.sc_outcome, STORE_NEW);
+		store_claim_finish(&cj[i].cj_claim);
+	}
+	pthread_barrier_destroy(&barrier);
+	/* The deadlock's loser ran again (the server may, rarely, break the
+	 * cycle on both sides: then both did). */
+	assert_true(atomic_load(&cr[0].cr_runs) + atomic_load(&cr[1].cr_runs) >= 3);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 2);
+	store_destroy(other);
+}
+
 static int unit_backend_pid(struct store_tx *tx, void *arg)
 {
 	struct store_row row;
@@ -1866,6 +1953,7 @@ int main(void)
 	        PG_TEST(test_pg_outbox_rows_are_leased_by_one_receiver_at_a_time),
 	        PG_TEST(test_pg_a_lost_writer_connection_fails_its_batch_and_is_made_again),
 	        PG_TEST(test_pg_outbox_workers_skip_the_rows_another_receiver_holds),
+	        PG_TEST(test_pg_a_deadlock_between_receivers_runs_the_losing_batch_again),
 	};
 	int failed;
 
