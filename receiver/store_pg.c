@@ -700,9 +700,13 @@ static int store_pg_begin(struct store_conn *cn, int write)
 	cn->cn_retry = 0;
 	cn->cn_sqlstate[0] = '\0';
 	/* READ COMMITTED: a claim that meets another receiver's uncommitted
-	 * insert of its key waits for it and then sees the winner. */
-	return store_pg_simple(
-	        cn, write ? "BEGIN ISOLATION LEVEL READ COMMITTED" : "BEGIN READ ONLY", NULL);
+	 * insert of its key waits for it and then sees the winner. A read is
+	 * one snapshot, as SQLite's read transactions are (a read-only
+	 * repeatable read never fails to serialize). */
+	return store_pg_simple(cn,
+	                       write ? "BEGIN ISOLATION LEVEL READ COMMITTED"
+	                             : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+	                       NULL);
 }
 
 static int store_pg_in_tx(struct store_conn *cn)

@@ -35,7 +35,10 @@ static const struct cmd_store_table cmd_store_tables[] = {
 #define CMD_STORE_N_TABLES (sizeof(cmd_store_tables) / sizeof(cmd_store_tables[0]))
 
 struct cmd_store_copy {
-	struct store *cs_src;
+	struct store *cs_dst;
+	/* The source's one read transaction (one snapshot of every table),
+	 * used from the target's writer while this thread waits for it. */
+	struct store_tx *cs_src_tx;
 	int cs_replace;
 	int64_t cs_counts[CMD_STORE_N_TABLES];
 	/* the table being copied */
@@ -65,10 +68,6 @@ static int cmd_store_known_table(void *arg, const char *name)
 	return -1;
 }
 
-static int cmd_store_check_tables_tx(struct store_tx *tx, void *arg)
-{
-	return store_tables(tx, cmd_store_known_table, arg);
-}
 
 static int cmd_store_column(void *arg, const char *name, int is_blob)
 {
@@ -89,12 +88,6 @@ static int cmd_store_column(void *arg, const char *name, int is_blob)
 	return 0;
 }
 
-static int cmd_store_columns_tx(struct store_tx *tx, void *arg)
-{
-	struct cmd_store_copy *cs = arg;
-
-	return store_columns(tx, cs->cs_table, cmd_store_column, cs);
-}
 
 /* One source row into the target, each column as what it is, binary
  * columns as binary whatever SQLite stored in them. */
@@ -117,16 +110,9 @@ static int cmd_store_row(void *arg, const struct store_row *row)
 	return 0;
 }
 
-static int cmd_store_rows_tx(struct store_tx *tx, void *arg)
-{
-	struct cmd_store_copy *cs = arg;
-
-	return store_query_each(tx, cs->cs_select.buf_data, NULL, 0, cmd_store_row, cs);
-}
 
 /* Copies one table: its columns as the source has them, every row. */
-static int cmd_store_copy_table(struct cmd_store_copy *cs, const struct cmd_store_table *t,
-                                int64_t now_ms)
+static int cmd_store_copy_table(struct cmd_store_copy *cs, const struct cmd_store_table *t)
 {
 	size_t i;
 	int rc = -1;
@@ -137,7 +123,7 @@ static int cmd_store_copy_table(struct cmd_store_copy *cs, const struct cmd_stor
 	cs->cs_rows = 0;
 	cs->cs_table = t->ct_name;
 	if (buf_printf(&cs->cs_insert, "INSERT INTO %s (", t->ct_name) < 0 ||
-	    store_read(cs->cs_src, now_ms, cmd_store_columns_tx, cs) < 0) {
+	    store_columns(cs->cs_src_tx, cs->cs_table, cmd_store_column, cs) < 0) {
 		goto out;
 	}
 	if (cs->cs_n_cols == 0) {
@@ -169,7 +155,9 @@ static int cmd_store_copy_table(struct cmd_store_copy *cs, const struct cmd_stor
 		fprintf(stderr, "idemhook store copy: %s: statement too long\n", t->ct_name);
 		goto out;
 	}
-	rc = store_read(cs->cs_src, now_ms, cmd_store_rows_tx, cs) < 0 ? -1 : 0;
+	rc = store_query_each(cs->cs_src_tx, cs->cs_select.buf_data, NULL, 0, cmd_store_row, cs) < 0
+	             ? -1
+	             : 0;
 out:
 	buf_finish(&cs->cs_select);
 	buf_finish(&cs->cs_insert);
@@ -220,10 +208,28 @@ static int cmd_store_copy_tx(struct store_tx *tx, void *arg)
 	}
 	cs->cs_target = tx;
 	for (i = 0; i < CMD_STORE_N_TABLES; i++) {
-		if (cmd_store_copy_table(cs, &cmd_store_tables[i], store_tx_now(tx)) < 0) {
+		if (cmd_store_copy_table(cs, &cmd_store_tables[i]) < 0) {
 			return -1;
 		}
 		cs->cs_counts[i] = cs->cs_rows;
+	}
+	return 0;
+}
+
+/* The source's read transaction: one snapshot of the whole source (SQLite's
+ * read transaction, PostgreSQL's repeatable read), copied by one write
+ * transaction of the target. */
+static int cmd_store_source_tx(struct store_tx *tx, void *arg)
+{
+	struct cmd_store_copy *cs = arg;
+
+	if (store_tables(tx, cmd_store_known_table, cs) < 0) {
+		return -1;
+	}
+	cs->cs_src_tx = tx;
+	if (store_write(cs->cs_dst, store_tx_now(tx), cmd_store_copy_tx, cs) < 0) {
+		fprintf(stderr, "idemhook store copy: nothing was copied\n");
+		return -1;
 	}
 	return 0;
 }
@@ -313,13 +319,9 @@ static int cmd_store_copy_run(int argc, char **argv)
 	if (dst == NULL) {
 		goto out;
 	}
-	cs.cs_src = src;
+	cs.cs_dst = dst;
 	rc = EX_DATAERR;
-	if (store_read(src, cli_now_ms(), cmd_store_check_tables_tx, &cs) < 0) {
-		goto out;
-	}
-	if (store_write(dst, cli_now_ms(), cmd_store_copy_tx, &cs) < 0) {
-		fprintf(stderr, "idemhook store copy: nothing was copied\n");
+	if (store_read(src, cli_now_ms(), cmd_store_source_tx, &cs) < 0) {
 		goto out;
 	}
 	if (store_after_copy(dst) < 0) {
