@@ -8,9 +8,10 @@ set -euo pipefail
 packages=(
 	build-essential meson ninja-build pkg-config python3 ca-certificates
 	libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev libcjson-dev
-	libssl-dev libinih-dev libcmocka-dev libsystemd-dev
+	libssl-dev libinih-dev libcmocka-dev libsystemd-dev libpq-dev
 	sqlite3 curl openssl scdoc valgrind
 	prometheus
+	postgresql
 	clang libclang-rt-14-dev
 )
 # The browser tests: Debian's Chromium, its driver and Selenium, nothing
@@ -39,11 +40,20 @@ fi
 echo "installing: ${missing[*]}" >&2
 $sudo apt-get update -qq
 # The prometheus package is here for its promtool (the checks of contrib/
-# prometheus). Its own server would start at once and at every boot on port
-# 9090, the admin listener's default: a policy-rc.d keeps the install from
-# starting any service, and the unit is disabled after.
+# prometheus); postgresql for the binaries the suite postgresql runs in a
+# throwaway directory of its own (tests/harness/pgserver.c). Their own
+# servers would start at once and at every boot (prometheus on port 9090, the
+# admin listener's default; PostgreSQL's "main" cluster on 5432): a
+# policy-rc.d keeps the install from starting any service, and the units are
+# disabled after.
+services=()
+for p in prometheus postgresql; do
+	if [[ " ${missing[*]} " == *" $p "* ]]; then
+		services+=("$p")
+	fi
+done
 policy=""
-if [[ " ${missing[*]} " == *" prometheus "* ]] && [ ! -e /usr/sbin/policy-rc.d ]; then
+if [ "${#services[@]}" -gt 0 ] && [ ! -e /usr/sbin/policy-rc.d ]; then
 	policy=/usr/sbin/policy-rc.d
 	printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
 	$sudo chmod 0755 "$policy"
@@ -54,7 +64,9 @@ $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-rec
 if [ -n "$policy" ]; then
 	$sudo rm -f "$policy"
 fi
-if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
-	$sudo systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+if [ "${#services[@]}" -gt 0 ] && [ -d /run/systemd/system ]; then
+	for p in "${services[@]}"; do
+		$sudo systemctl disable --now "$p.service" >/dev/null 2>&1 || true
+	done
 fi
 exit "$status"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: installs what is missing, builds with warnings as errors, and runs
-# every test (unit, integration against the real daemon, browser).
+# every test (unit, integration against the real daemon, the PostgreSQL
+# backend against a throwaway server, browser).
 # Usage: contrib/test.sh [BUILD_DIR] [extra meson setup options...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,4 +13,7 @@ if [ ! -f "$build/build.ninja" ]; then
 	meson setup "$build" --werror "$@"
 fi
 meson compile -C "$build"
+# PostgreSQL was installed above: a suite postgresql that cannot find it
+# fails instead of skipping.
+export IDEMHOOK_TEST_REQUIRE_PG=1
 meson test -C "$build" --print-errorlogs --num-processes 2

@@ -13,4 +13,8 @@ struct migration {
 extern const struct migration migrations[];
 extern const size_t migrations_count;
 
+/* The same versions for PostgreSQL (migrations/postgresql/). */
+extern const struct migration migrations_pg[];
+extern const size_t migrations_pg_count;
+
 #endif

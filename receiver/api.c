@@ -716,7 +716,7 @@ struct api_reader {
 	int ar_ownerless;      /* also those no API client created (no tokens configured) */
 };
 
-#define API_OWNED_BY "(owner = ? OR (? AND owner IS NULL))"
+#define API_OWNED_BY "(owner = ? OR (? = 1 AND owner IS NULL))"
 
 struct api_load {
 	const char *al_id;

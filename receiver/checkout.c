@@ -27,7 +27,6 @@
 #define CHECKOUT_QTY_MAX 20
 #define CHECKOUT_CURRENCY "EUR"
 #define CHECKOUT_SCOPE "api:checkout"
-#define CHECKOUT_FLASH_SLOTS 512 /* one-time messages waiting to be shown */
 #define CHECKOUT_FLASH_TTL_MS (15 * 60 * 1000)
 #define CHECKOUT_FLASH_TOKEN_LEN 32 /* hex characters */
 #define CHECKOUT_FLASH_MSG_MAX 320
@@ -56,16 +55,6 @@ static const struct checkout_product checkout_products[] = {
 
 /* ---- one-time flash messages ---- */
 
-struct checkout_flash {
-	char fl_token[CHECKOUT_FLASH_TOKEN_LEN + 1];
-	char fl_order[ORDERS_ID_LEN + 1];
-	char fl_msg[CHECKOUT_FLASH_MSG_MAX];
-	int64_t fl_expires_ms;
-};
-
-static pthread_mutex_t checkout_flash_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct checkout_flash checkout_flashes[CHECKOUT_FLASH_SLOTS];
-
 static int checkout_flash_token(char out[CHECKOUT_FLASH_TOKEN_LEN + 1])
 {
 	unsigned char raw[CHECKOUT_FLASH_TOKEN_LEN / 2];
@@ -88,54 +77,94 @@ static void checkout_copy(char *dst, size_t dst_size, const char *src)
 	dst[n] = '\0';
 }
 
-/* Remembers a message for the first display of order's page with token. */
-static void checkout_flash_put(const char *token, const char *order, const char *msg,
-			       int64_t now_ms)
+/* Remembers a message for the first display of order's page with token,
+ * in the transaction that creates the order: the page may be asked of any
+ * receiver sharing the database. Returns 0 or -1. */
+static int checkout_flash_put(struct store_tx *tx, const char *token, const char *order,
+			      const char *msg)
 {
-	struct checkout_flash *slot = NULL;
-	size_t i;
+	struct store_value p[] = {store_text(token), store_text(order), store_text(msg),
+				  store_int(store_tx_now(tx) + CHECKOUT_FLASH_TTL_MS)};
 
-	pthread_mutex_lock(&checkout_flash_lock);
-	for (i = 0; i < CHECKOUT_FLASH_SLOTS; i++) {
-		struct checkout_flash *f = &checkout_flashes[i];
+	return store_exec(tx,
+			  "INSERT INTO checkout_flash (token, order_id, message, expires_at) "
+			  "VALUES (?, ?, ?, ?)",
+			  p, 4, NULL);
+}
 
-		if (f->fl_token[0] == '\0' || f->fl_expires_ms < now_ms) {
-			slot = f;
-			break;
-		}
-		if (slot == NULL || f->fl_expires_ms < slot->fl_expires_ms) {
-			slot = f;
-		}
+struct checkout_flash_job {
+	const char *fj_token;
+	const char *fj_order;
+	const char *fj_msg;
+};
+
+static int checkout_flash_put_tx(struct store_tx *tx, void *arg)
+{
+	const struct checkout_flash_job *fj = arg;
+
+	return checkout_flash_put(tx, fj->fj_token, fj->fj_order, fj->fj_msg);
+}
+
+/* checkout_flash_put in a write of its own. Returns 0 or -1. */
+static int checkout_flash_put_now(struct store *st, const char *token, const char *order,
+				  const char *msg, int64_t now_ms)
+{
+	struct checkout_flash_job fj = {.fj_token = token, .fj_order = order, .fj_msg = msg};
+
+	return store_write(st, now_ms, checkout_flash_put_tx, &fj) < 0 ? -1 : 0;
+}
+
+struct checkout_flash_take {
+	const char *ft_token;
+	const char *ft_order;
+	char ft_msg[CHECKOUT_FLASH_MSG_MAX];
+	int ft_found;
+};
+
+static int checkout_flash_take_tx(struct store_tx *tx, void *arg)
+{
+	struct checkout_flash_take *ft = arg;
+	int64_t now = store_tx_now(tx);
+	struct store_value p[] = {store_text(ft->ft_token), store_text(ft->ft_order), store_int(now)};
+	struct store_value gone[] = {store_int(now)};
+	struct store_row row;
+	int r;
+
+	/* A token is spent by its first look, whatever it names. */
+	r = store_query(tx,
+			"DELETE FROM checkout_flash WHERE token = ? RETURNING order_id, message, "
+			"expires_at",
+			p, 1, &row);
+	if (r < 0) {
+		return -1;
 	}
-	checkout_copy(slot->fl_token, sizeof(slot->fl_token), token);
-	checkout_copy(slot->fl_order, sizeof(slot->fl_order), order);
-	checkout_copy(slot->fl_msg, sizeof(slot->fl_msg), msg);
-	slot->fl_expires_ms = now_ms + CHECKOUT_FLASH_TTL_MS;
-	pthread_mutex_unlock(&checkout_flash_lock);
+	if (r > 0) {
+		ft->ft_found = store_row_text(&row, 0) != NULL && store_row_text(&row, 1) != NULL &&
+			       strcmp(store_row_text(&row, 0), ft->ft_order) == 0 &&
+			       store_row_int(&row, 2) >= now;
+		if (ft->ft_found) {
+			checkout_copy(ft->ft_msg, sizeof(ft->ft_msg), store_row_text(&row, 1));
+		}
+		store_row_finish(&row);
+	}
+	/* Messages nobody came for. */
+	return store_exec(tx, "DELETE FROM checkout_flash WHERE expires_at < ?", gone, 1, NULL);
 }
 
 /* Takes (and forgets) the message for token on order: 1 with ret_msg, else 0. */
-static int checkout_flash_take(const char *token, const char *order, int64_t now_ms,
-			       char ret_msg[CHECKOUT_FLASH_MSG_MAX])
+static int checkout_flash_take(struct store *st, const char *token, const char *order,
+			       int64_t now_ms, char ret_msg[CHECKOUT_FLASH_MSG_MAX])
 {
-	int found = 0;
-	size_t i;
+	struct checkout_flash_take ft;
 
-	pthread_mutex_lock(&checkout_flash_lock);
-	for (i = 0; i < CHECKOUT_FLASH_SLOTS; i++) {
-		struct checkout_flash *f = &checkout_flashes[i];
-
-		if (f->fl_token[0] != '\0' && strcmp(f->fl_token, token) == 0) {
-			if (strcmp(f->fl_order, order) == 0 && f->fl_expires_ms >= now_ms) {
-				memcpy(ret_msg, f->fl_msg, sizeof(f->fl_msg));
-				found = 1;
-			}
-			memset(f, 0, sizeof(*f));
-			break;
-		}
+	memset(&ft, 0, sizeof(ft));
+	ft.ft_token = token;
+	ft.ft_order = order;
+	if (store_write(st, now_ms, checkout_flash_take_tx, &ft) < 0 || !ft.ft_found) {
+		return 0;
 	}
-	pthread_mutex_unlock(&checkout_flash_lock);
-	return found;
+	memcpy(ret_msg, ft.ft_msg, sizeof(ft.ft_msg));
+	return 1;
 }
 
 /* ---- HTML ---- */
@@ -535,7 +564,8 @@ static int checkout_create_apply(struct store_tx *tx, void *arg, struct reply *r
 	char location[64 + ORDERS_ID_LEN];
 	struct buf b;
 
-	if (orders_create(tx, cc->cc_amount, CHECKOUT_CURRENCY, cc->cc_ref, cc->cc_id) < 0) {
+	if (orders_create(tx, cc->cc_amount, CHECKOUT_CURRENCY, cc->cc_ref, cc->cc_id) < 0 ||
+	    checkout_flash_put(tx, cc->cc_flash, cc->cc_id, "Order created.") < 0) {
 		return STORE_APPLY_TRANSIENT;
 	}
 	/* The stored answer is the redirect itself, so Back + resubmit (a
@@ -581,16 +611,11 @@ static void checkout_post_finish(void *arg, const struct http_request *req, stru
 	int64_t now_ms = env_now_ms(cp->cp_env);
 
 	if (req == NULL) {
-		if (c->sc_outcome == STORE_NEW) {
-			checkout_flash_put(cp->cp_create.cc_flash, cp->cp_create.cc_id, "Order created.",
-					   now_ms);
-		}
 		api_claim_account("api:checkout", "gone", cp->cp_key, c->sc_outcome, 0, now_ms, now_ms);
 		goto done;
 	}
 	switch (c->sc_outcome) {
 	case STORE_NEW:
-		checkout_flash_put(cp->cp_create.cc_flash, cp->cp_create.cc_id, "Order created.", now_ms);
 		if (reply_copy(ret, &c->sc_reply) < 0) {
 			checkout_internal(ret);
 		}
@@ -816,7 +841,7 @@ static void checkout_order_page(const struct env *env, const struct config *cf,
 	}
 	flash = http_query_get(req, "flash");
 	if (flash != NULL && strlen(flash) == CHECKOUT_FLASH_TOKEN_LEN) {
-		has_flash = checkout_flash_take(flash, o.ao_id, env_now_ms(env), msg);
+		has_flash = checkout_flash_take(env->env_store, flash, o.ao_id, env_now_ms(env), msg);
 	}
 	snprintf(points, sizeof(points), "%lld", (long long)o.ao_points);
 	if (checkout_page_begin(&b, "Your order") < 0 ||
@@ -1000,10 +1025,11 @@ static void checkout_pay_finish(void *arg, const struct http_request *req, struc
 			"see the daemon's log.",
 			pj->pj_sent);
 	}
-	if (rc < 0 || checkout_flash_token(token) < 0) {
+	if (rc < 0 || checkout_flash_token(token) < 0 ||
+	    checkout_flash_put_now(pj->pj_env->env_store, token, pj->pj_order_id, msg.buf_data,
+				   env_now_ms(pj->pj_env)) < 0) {
 		goto internal;
 	}
-	checkout_flash_put(token, pj->pj_order_id, msg.buf_data, env_now_ms(pj->pj_env));
 	snprintf(location, sizeof(location), "/orders/%s?flash=%s", pj->pj_order_id, token);
 	if (reply_set(ret, 303, NULL, NULL, 0) < 0 ||
 	    reply_add_header(ret, "Location", location) < 0) {

@@ -98,11 +98,15 @@ static const struct config_known_key config_known_keys[] = {
 	{"server", "tls_cert"},
 	{"server", "tls_key"},
 	{"server", "trusted_proxies"},
+	{"store", "backend"},
 	{"store", "batch_max"},
 	{"store", "busy_timeout_ms"},
+	{"store", "conninfo"},
 	{"store", "lease"},
 	{"store", "path"},
+	{"store", "pool_size"},
 	{"store", "retention"},
+	{"store", "statement_timeout"},
 	{"store", "synchronous"},
 };
 
@@ -425,6 +429,65 @@ int config_read_secret(const char *spec, char **ret, size_t *ret_len)
 		return 0;
 	}
 	return config_read_file(spec, ret, ret_len);
+}
+
+/* [store] backend, conninfo, pool_size, statement_timeout. conninfo holds
+ * the database password, so like every secret it may be read from
+ * credential:NAME, file:PATH or env:NAME (the whole connection string);
+ * anything else is the string itself. It is never logged. */
+static int config_parse_backend(struct config *cf)
+{
+	const char *v = config_get(cf, "store", "backend");
+	int64_t timeout_s;
+	size_t len;
+
+	cf->cf_backend = STORE_BACKEND_SQLITE;
+	if (v != NULL) {
+		if (strcasecmp(v, "sqlite") == 0) {
+			cf->cf_backend = STORE_BACKEND_SQLITE;
+		} else if (strcasecmp(v, "postgresql") == 0) {
+			cf->cf_backend = STORE_BACKEND_POSTGRESQL;
+		} else {
+			return config_bad(cf, "store", "backend", v, "sqlite or postgresql");
+		}
+	}
+	if (config_get_uint(cf, "store", "pool_size", 4, &cf->cf_pool_size) < 0 ||
+	    config_get_duration(cf, "store", "statement_timeout", 5, &timeout_s) < 0) {
+		return -1;
+	}
+	if (cf->cf_pool_size == 0) {
+		return config_bad(cf, "store", "pool_size", "0", "at least 1");
+	}
+	if (timeout_s <= 0 || timeout_s > 3600) {
+		return config_bad(cf, "store", "statement_timeout",
+		                  config_get(cf, "store", "statement_timeout"), "1s to 1h");
+	}
+	cf->cf_statement_timeout_ms = (unsigned)(timeout_s * 1000);
+	v = config_get(cf, "store", "conninfo");
+	if (cf->cf_backend != STORE_BACKEND_POSTGRESQL) {
+		return 0; /* a conninfo kept for later is not read (its secret may not be there) */
+	}
+	if (v == NULL) {
+		log_err("%s: [store] backend = postgresql needs conninfo", config_file_name(cf));
+		return -1;
+	}
+	if (strncmp(v, "credential:", 11) == 0 || strncmp(v, "file:", 5) == 0 ||
+	    strncmp(v, "env:", 4) == 0) {
+		if (config_read_secret(v, &cf->cf_conninfo, &len) < 0) {
+			return -1;
+		}
+		while (len > 0 && (cf->cf_conninfo[len - 1] == '\n' || cf->cf_conninfo[len - 1] == '\r')) {
+			cf->cf_conninfo[--len] = '\0';
+		}
+		return 0;
+	}
+	if (strstr(v, "password") != NULL || strchr(v, '@') != NULL) {
+		log_warn("%s: [store] conninfo may hold a password in the file itself; "
+		         "prefer conninfo = credential:NAME (or a .pgpass file)",
+		         config_file_name(cf));
+	}
+	cf->cf_conninfo = strdup(v);
+	return cf->cf_conninfo != NULL ? 0 : -1;
 }
 
 /* ---- building the section list ---- */
@@ -1106,6 +1169,9 @@ static int config_parse_core(struct config *cf)
 		return config_bad(cf, "store", "batch_max", "0", "at least 1");
 	}
 	cf->cf_lease_s = lease_s > 0 ? lease_s : 60;
+	if (config_parse_backend(cf) < 0) {
+		return -1;
+	}
 	if (config_check_order_reads(cf) < 0) {
 		return -1;
 	}
@@ -1323,6 +1389,10 @@ void config_destroy(struct config *cf)
 	free(cf->cf_port_file);
 	config_free_list(cf->cf_trusted_proxies);
 	free(cf->cf_db_path);
+	if (cf->cf_conninfo != NULL) {
+		explicit_bzero(cf->cf_conninfo, strlen(cf->cf_conninfo));
+		free(cf->cf_conninfo);
+	}
 	free(cf->cf_path);
 	free(cf);
 }

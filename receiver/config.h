@@ -72,6 +72,10 @@ struct config {
 	unsigned cf_busy_timeout_ms;
 	int64_t cf_retention_s; /* default 7 days */
 	int64_t cf_lease_s; /* default 60 */
+	int cf_backend; /* enum store_backend, default sqlite */
+	char *cf_conninfo; /* PostgreSQL connection string, resolved (a secret: never logged) */
+	unsigned cf_pool_size; /* PostgreSQL read connections, default 4 */
+	unsigned cf_statement_timeout_ms; /* PostgreSQL, default 5000 */
 
 	/* [points] rate as an exact fraction: points = floor(amount * num / den) */
 	int64_t cf_points_num;

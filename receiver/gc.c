@@ -457,21 +457,14 @@ struct gc_has {
 static int gc_has_outbox_tx(struct store_tx *tx, void *arg)
 {
 	struct gc_has *h = arg;
-	struct store_row row;
 	int rc;
 
 	/* The outbox arrives with its own migration; tolerate its absence. */
-	rc = store_query(
-	        tx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'outbox'",
-	        NULL, 0, &row);
+	rc = store_has_table(tx, "outbox");
 	if (rc < 0) {
 		return -1;
 	}
-	h->gh_found = 0;
-	if (rc == 1) {
-		h->gh_found = store_row_int(&row, 0) > 0;
-		store_row_finish(&row);
-	}
+	h->gh_found = rc;
 	return 0;
 }
 
@@ -671,6 +664,7 @@ static void gc_worker_pass(struct gc_worker *w)
 	struct gc_plan p;
 	int64_t start = env_now_ms(env);
 	int64_t t0 = gc_monotonic_ms();
+	int locked;
 	int rc;
 
 	memset(&rep, 0, sizeof(rep));
@@ -683,9 +677,22 @@ static void gc_worker_pass(struct gc_worker *w)
 		metrics_gc_pass(&pass);
 		return;
 	}
+	/* Receivers sharing a database clean it one at a time: the others
+	 * skip this pass (the holder's covers theirs). */
+	locked = store_try_lock(env->env_store, "gc");
+	if (locked == 0) {
+		gc_plan_finish(&p);
+		log_debug("gc: another receiver is cleaning the database; this pass is skipped");
+		return;
+	}
+	/* A server without advisory locks (-1): the pass runs anyway; its
+	 * deletes are conditional, so several at once only repeat work. */
 	rc = gc_run_plan(env->env_store, &p, start, 0, w, &rep);
 	if (rc == 0 && !gc_stopping(w)) {
 		rc = gc_reclaim(env->env_store, p.gp_pause_ms, 0, w, &rep);
+	}
+	if (locked > 0) {
+		store_unlock(env->env_store, "gc");
 	}
 	gc_plan_finish(&p);
 	if (rc < 0) {

@@ -875,6 +875,20 @@ static int outbox_release_all_tx(struct store_tx *tx, void *arg)
 	int64_t now = store_tx_now(tx);
 	struct store_value p[] = {store_int(now), store_int(now)};
 
+	/* Several receivers on one database: the rows other live receivers
+	 * are delivering are theirs; only an expired lease is given back. */
+	if (store_tx_shared(tx)) {
+		struct store_value q[] = {store_int(now), store_int(now), store_int(now)};
+
+		return store_exec(tx,
+		                  "UPDATE outbox SET status = CASE WHEN attempts > 0 THEN 'retry_wait'"
+		                  " ELSE 'pending'"
+		                  " END, lease_until = NULL, next_attempt_at = ?, updated_at = ?"
+		                  " WHERE status = 'delivering' AND lease_until < ?",
+		                  q, 3, ret_n) < 0
+		               ? -1
+		               : 0;
+	}
 	return store_exec(tx,
 	                  "UPDATE outbox SET status = CASE WHEN attempts > 0 THEN 'retry_wait'"
 	                  " ELSE 'pending'"
@@ -1039,10 +1053,20 @@ static int outbox_lease_tx(struct store_tx *tx, void *arg)
 	size_t i;
 
 	ctx->ol_n_ids = 0;
+	/* Several receivers on one database: each takes due rows no other is
+	 * taking right now (their locks skipped, not waited for); the
+	 * conditional UPDATE of outbox_lease_one makes one of them the holder
+	 * of a row in any case, and a dead receiver's row is due again when
+	 * its lease_until passes. */
 	if (store_query_each(tx,
-	                     "SELECT id FROM outbox WHERE (status IN ('pending', 'retry_wait')"
-	                     " AND next_attempt_at <= ?) OR (status = 'delivering'"
-	                     " AND lease_until < ?) ORDER BY next_attempt_at, id LIMIT ?",
+	                     store_tx_shared(tx)
+	                             ? "SELECT id FROM outbox WHERE (status IN ('pending', 'retry_wait')"
+	                               " AND next_attempt_at <= ?) OR (status = 'delivering'"
+	                               " AND lease_until < ?) ORDER BY next_attempt_at, id LIMIT ?"
+	                               " FOR UPDATE SKIP LOCKED"
+	                             : "SELECT id FROM outbox WHERE (status IN ('pending', 'retry_wait')"
+	                               " AND next_attempt_at <= ?) OR (status = 'delivering'"
+	                               " AND lease_until < ?) ORDER BY next_attempt_at, id LIMIT ?",
 	                     p, 3, outbox_lease_id, ctx) < 0) {
 		return -1;
 	}
@@ -1655,7 +1679,8 @@ static int outbox_release_tx(struct store_tx *tx, void *arg)
 	return store_exec(tx,
 	                  "UPDATE outbox SET status = CASE WHEN attempts > 1 THEN 'retry_wait'"
 	                  " ELSE 'pending'"
-	                  " END, attempts = MAX(attempts - 1, 0), lease_until = NULL, "
+	                  " END, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,"
+	                  " lease_until = NULL, "
 	                  "next_attempt_at = ?, updated_at = ? WHERE id = ?"
 	                  " AND status = 'delivering' AND lease_token = ?",
 	                  p, 4, NULL) < 0

@@ -1139,12 +1139,22 @@ static void reconcile_worker_pass(struct reconcile_worker *w)
 	struct reconcile_options opt;
 	struct reconcile_report rep;
 	struct config *cf;
+	int locked;
 
 	memset(&opt, 0, sizeof(opt));
 	opt.ro_older_than_s = -1;
 	opt.ro_sleep = reconcile_worker_sleep;
 	opt.ro_sleep_arg = w;
 	opt.ro_marks = &w->rw_marks;
+	/* Receivers sharing a database ask the providers one at a time. */
+	locked = store_try_lock(env->env_store, "reconcile");
+	if (locked == 0) {
+		log_debug("reconcile: another receiver is reconciling; this pass is skipped");
+		return;
+	}
+	/* A server without advisory locks (-1): the pass runs anyway; what it
+	 * finds is claimed like a callback, so several at once only repeat
+	 * questions. */
 	/* The config is held for the run: its providers' keys are in it. A
 	 * reload swaps in a new one meanwhile; this run finishes on its own. */
 	cf = env_config_acquire(env);
@@ -1157,6 +1167,9 @@ static void reconcile_worker_pass(struct reconcile_worker *w)
 		metrics_reconcile_run(0);
 	}
 	env_config_release(env, cf);
+	if (locked > 0) {
+		store_unlock(env->env_store, "reconcile");
+	}
 }
 
 static int64_t reconcile_interval_of(const struct config *cf)

@@ -17,18 +17,7 @@ const char *const stats_outbox_statuses[STATS_OUTBOX_STATUSES] = {
  * database migrated by an older binary) its figures are simply absent. */
 static int stats_has_table(struct store_tx *tx, const char *name)
 {
-	struct store_value p[1] = {store_text(name)};
-	struct store_row row;
-	int rc;
-
-	rc = store_query(tx, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
-	                 p, 1, &row);
-	if (rc <= 0) {
-		return rc;
-	}
-	rc = store_row_int(&row, 0) > 0 ? 1 : 0;
-	store_row_finish(&row);
-	return rc;
+	return store_has_table(tx, name);
 }
 
 /* Runs a query returning one integer into *ret (0 when no row). */

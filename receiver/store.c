@@ -1,40 +1,30 @@
-/* store.c: the SQLite idempotency store: a writer thread with group commit,
- * per-thread read connections, migrations, and the statement API of store.h. */
+/* store.c: the idempotency store, backend-neutral: the writer thread with
+ * group commit, the claim/lease/fencing state machine of DESIGN.md, async
+ * submission, and the statement API of store.h. The SQL itself runs on an
+ * engine (store_engine.h): store_sqlite.c or store_pg.c. */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
-#include <sys/types.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "log.h"
 #include "migrations.h"
 #include "store.h"
+#include "store_engine.h"
 
 #define STORE_BATCH_MAX_DEFAULT 256 /* units per transaction */
 #define STORE_BUSY_TIMEOUT_MS_DEFAULT 5000
 #define STORE_LEASE_MS_DEFAULT ((int64_t)60 * 1000)
 #define STORE_RETENTION_MS_DEFAULT ((int64_t)7 * 24 * 3600 * 1000)
 #define STORE_RETRY_AFTER_S 1 /* Retry-After for transient failures */
-#define STORE_STMT_BUCKETS 64
-#define STORE_STMT_CACHE_MAX 512 /* cached statements per connection */
-#define STORE_DIR_MODE 0700  /* directories the store creates */
-#define STORE_FILE_MODE 0600 /* the database; SQLite gives -wal and -shm its mode */
 #define STORE_FINGERPRINT_LEN 32 /* SHA-256, as in struct store_claim */
 #define STORE_HIST_BUCKETS 8 /* as in struct store_stats */
-/* WAL frames (pages) after which the checkpointer copies them into the
- * database file, and after which the writer itself completes a checkpoint
- * so the WAL can start over (about 4 MB and 16 MB at 4 KiB pages). */
-#define STORE_CKPT_FRAMES 1000
-#define STORE_CKPT_FRAMES_MAX 4000
+#define STORE_BATCH_RETRIES 3 /* a batch run again after a deadlock or serialization failure */
 
 #define STORE_SQL_RECORD                                                                           \
 	"SELECT id, status, fingerprint, reply_status, reply_content_type, reply_headers, "        \
@@ -53,26 +43,6 @@ enum store_rec_col {
 	STORE_REC_LEASE_UNTIL,
 	STORE_REC_TOKEN,
 	STORE_REC_CREATED_AT,
-};
-
-struct store_stmt {
-	char *sm_sql;
-	sqlite3_stmt *sm_stmt;
-	int sm_busy; /* in use: a nested use of the same SQL prepares a temporary one */
-	struct store_stmt *sm_next;
-};
-
-struct store_conn {
-	sqlite3 *cn_db;
-	struct store_stmt *cn_stmts[STORE_STMT_BUCKETS];
-	size_t cn_n_stmts;
-	struct store_conn *cn_next; /* in st_readers */
-};
-
-struct store_tx {
-	struct store *tx_store; /* NULL while opening */
-	struct store_conn *tx_conn;
-	int64_t tx_now;
 };
 
 enum store_unit_kind {
@@ -99,20 +69,9 @@ struct store_unit {
 	unsigned char su_skip[]; /* per claim: settled, not run again */
 };
 
-/* The checkpointer: copies WAL frames into the database file on its own
- * connection and thread, so the writer's commits never wait for it. */
-struct store_ckpt {
-	struct store_conn *ck_conn;
-	pthread_t ck_thread;
-	int ck_running;
-	pthread_mutex_t ck_mutex;
-	pthread_cond_t ck_cond;
-	int ck_wanted; /* under ck_mutex */
-	int ck_stopping; /* under ck_mutex */
-};
-
 struct store {
-	char *st_path;
+	const struct store_engine *st_engine;
+	struct store_db *st_db;
 	int st_read_only;
 	unsigned st_batch_max;
 	unsigned st_busy_timeout_ms;
@@ -125,24 +84,14 @@ struct store {
 	struct store_unit *st_head; /* queue, under st_mutex */
 	struct store_unit *st_tail;
 	int st_stopping;
-	pthread_key_t st_key; /* this thread's read connection */
-	int st_key_made;
-	struct store_conn *st_readers; /* every read connection, under st_mutex */
 	pthread_mutex_t st_stats_mutex;
 	struct store_stats st_stats; /* under st_stats_mutex */
-	int st_wal_frames; /* frames in the WAL after the last commit (writer thread) */
-	int st_ckpt_asked; /* st_wal_frames when the checkpointer was last woken (writer thread) */
-	uint64_t st_wal_written; /* frames appended to the WAL (writer thread) */
-	struct store_ckpt st_ckpt;
 	/* Health (see "operations" below): the writer's heartbeat, written by
 	 * the writer thread and read with atomics by store_probe. */
 	int64_t st_hb_busy_since; /* monotonic ms the current batch began; 0 when idle */
 	int64_t st_hb_ok;         /* monotonic ms of the last batch that committed */
 	int64_t st_hb_fail;       /* monotonic ms of the last batch that committed nothing */
-	int st_hb_fail_rc;        /* its SQLite error code */
-	struct store_conn *st_probe; /* store_probe's own connection */
-	int64_t st_probe_locked_at;  /* monotonic ms the probe last found the lock held; 0 */
-	int st_probe_locked_rc;
+	int st_hb_fail_rc;        /* its engine error code */
 	pthread_mutex_t st_probe_lock;
 	int st_probe_lock_made;
 };
@@ -156,199 +105,6 @@ static double store_mono_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* ---- errors ---- */
-
-static int store_rc_transient(int rc)
-{
-	switch (rc & 0xff) {
-	case SQLITE_FULL:
-	case SQLITE_IOERR:
-	case SQLITE_BUSY:
-	case SQLITE_LOCKED:
-	case SQLITE_NOMEM:
-		return 1;
-	default:
-		return 0;
-	}
-}
-
-static void store_log_rc(sqlite3 *db, int rc, const char *what)
-{
-	const char *msg = db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-
-	if (store_rc_transient(rc)) {
-		log_warn("store: %.100s: %s", what, msg);
-	} else {
-		log_err("store: %.100s: %s", what, msg);
-	}
-}
-
-/* ---- connections and the statement cache ---- */
-
-/* The statement cache's key: FNV-1a over the length and the first and
- * last STORE_HASH_EDGE bytes. Statements run for every unit of work and
- * some are long; the whole text is compared on a hit anyway. */
-#define STORE_HASH_EDGE 32
-
-static unsigned store_hash(const char *s)
-{
-	size_t len = strlen(s);
-	size_t head = len < 2 * STORE_HASH_EDGE ? len : STORE_HASH_EDGE;
-	unsigned h = 2166136261u ^ (unsigned)len;
-	size_t i;
-
-	for (i = 0; i < head; i++) {
-		h = (h ^ (unsigned char)s[i]) * 16777619u;
-	}
-	for (i = len - (len - head < STORE_HASH_EDGE ? len - head : STORE_HASH_EDGE); i < len; i++) {
-		h = (h ^ (unsigned char)s[i]) * 16777619u;
-	}
-	return h;
-}
-
-static void store_conn_close(struct store_conn *cn)
-{
-	size_t i;
-	int rc;
-
-	if (cn == NULL) {
-		return;
-	}
-	for (i = 0; i < STORE_STMT_BUCKETS; i++) {
-		struct store_stmt *sm = cn->cn_stmts[i];
-
-		while (sm != NULL) {
-			struct store_stmt *next = sm->sm_next;
-
-			sqlite3_finalize(sm->sm_stmt);
-			free(sm->sm_sql);
-			free(sm);
-			sm = next;
-		}
-	}
-	if (cn->cn_db != NULL) {
-		rc = sqlite3_close(cn->cn_db);
-		if (rc != SQLITE_OK) {
-			store_log_rc(cn->cn_db, rc, "close");
-		}
-	}
-	free(cn);
-}
-
-static struct store_conn *store_conn_open(const char *path, int flags, unsigned busy_timeout_ms)
-{
-	struct store_conn *cn;
-	char quoted[256];
-	int rc;
-
-	cn = calloc(1, sizeof(*cn));
-	if (cn == NULL) {
-		log_err("store: out of memory");
-		return NULL;
-	}
-	rc = sqlite3_open_v2(path, &cn->cn_db, flags | SQLITE_OPEN_NOMUTEX, NULL);
-	if (rc != SQLITE_OK) {
-		log_err("store: cannot open \"%s\": %s", log_quote(quoted, sizeof(quoted), path),
-		        cn->cn_db != NULL ? sqlite3_errmsg(cn->cn_db) : sqlite3_errstr(rc));
-		goto fail;
-	}
-	sqlite3_busy_timeout(cn->cn_db, (int)busy_timeout_ms);
-	return cn;
-fail:
-	store_conn_close(cn);
-	return NULL;
-}
-
-static int store_sql_is_blank(const char *s)
-{
-	for (; *s != '\0'; s++) {
-		if (*s != ' ' && *s != '\t' && *s != '\n' && *s != '\r' && *s != ';') {
-			return 0;
-		}
-	}
-	return 1;
-}
-
-static sqlite3_stmt *store_prepare(struct store_conn *cn, const char *sql, unsigned flags)
-{
-	sqlite3_stmt *stmt = NULL;
-	const char *tail = NULL;
-	int rc;
-
-	rc = sqlite3_prepare_v3(cn->cn_db, sql, -1, flags, &stmt, &tail);
-	if (rc != SQLITE_OK) {
-		store_log_rc(cn->cn_db, rc, sql);
-		return NULL;
-	}
-	if (stmt == NULL || (tail != NULL && !store_sql_is_blank(tail))) {
-		log_err("store: %.100s: exactly one statement expected", sql);
-		sqlite3_finalize(stmt);
-		return NULL;
-	}
-	return stmt;
-}
-
-/* Returns the cached statement for sql (marked busy, *ret_entry set), or a
- * temporary one (*ret_entry NULL) when the cached one is in use or the cache
- * is full. NULL on error (logged). */
-static sqlite3_stmt *store_stmt_get(struct store_conn *cn, const char *sql,
-                                    struct store_stmt **ret_entry)
-{
-	unsigned b = store_hash(sql) % STORE_STMT_BUCKETS;
-	struct store_stmt *sm;
-
-	*ret_entry = NULL;
-	for (sm = cn->cn_stmts[b]; sm != NULL; sm = sm->sm_next) {
-		if (strcmp(sm->sm_sql, sql) == 0) {
-			break;
-		}
-	}
-	if (sm != NULL && !sm->sm_busy) {
-		sm->sm_busy = 1;
-		*ret_entry = sm;
-		return sm->sm_stmt;
-	}
-	if (sm != NULL || cn->cn_n_stmts >= STORE_STMT_CACHE_MAX) {
-		return store_prepare(cn, sql, 0);
-	}
-	sm = calloc(1, sizeof(*sm));
-	if (sm == NULL) {
-		log_err("store: out of memory");
-		return NULL;
-	}
-	sm->sm_sql = strdup(sql);
-	if (sm->sm_sql == NULL) {
-		log_err("store: out of memory");
-		goto fail;
-	}
-	sm->sm_stmt = store_prepare(cn, sql, SQLITE_PREPARE_PERSISTENT);
-	if (sm->sm_stmt == NULL) {
-		goto fail;
-	}
-	sm->sm_busy = 1;
-	sm->sm_next = cn->cn_stmts[b];
-	cn->cn_stmts[b] = sm;
-	cn->cn_n_stmts++;
-	*ret_entry = sm;
-	return sm->sm_stmt;
-fail:
-	free(sm->sm_sql);
-	free(sm);
-	return NULL;
-}
-
-/* Resets a statement so it holds no lock and no borrowed parameter. */
-static void store_stmt_put(struct store_stmt *entry, sqlite3_stmt *stmt)
-{
-	if (entry == NULL) {
-		sqlite3_finalize(stmt);
-		return;
-	}
-	sqlite3_reset(stmt);
-	sqlite3_clear_bindings(stmt);
-	entry->sm_busy = 0;
 }
 
 /* ---- rows and statements ---- */
@@ -401,167 +157,10 @@ static size_t store_row_len(const struct store_row *row, size_t i)
 	return row->sr_cols[i].sv_len;
 }
 
-static int store_row_fill(sqlite3_stmt *stmt, struct store_row *row)
-{
-	int n = sqlite3_column_count(stmt);
-	int i;
-
-	memset(row, 0, sizeof(*row));
-	if (n > STORE_ROW_MAX) {
-		log_err("store: %.100s: more than %d result columns", sqlite3_sql(stmt),
-		        STORE_ROW_MAX);
-		return -1;
-	}
-	for (i = 0; i < n; i++) {
-		struct store_value *v = &row->sr_cols[i];
-		int type = sqlite3_column_type(stmt, i);
-		const void *p;
-		size_t len;
-		char *copy;
-
-		row->sr_n = (size_t)i + 1;
-		if (type == SQLITE_NULL) {
-			v->sv_type = STORE_NULL;
-			continue;
-		}
-		if (type == SQLITE_INTEGER || type == SQLITE_FLOAT) {
-			v->sv_type = STORE_INT;
-			v->sv_int = sqlite3_column_int64(stmt, i);
-			continue;
-		}
-		if (type == SQLITE_TEXT) {
-			p = sqlite3_column_text(stmt, i);
-		} else {
-			p = sqlite3_column_blob(stmt, i);
-		}
-		len = (size_t)sqlite3_column_bytes(stmt, i);
-		copy = malloc(len + 1);
-		if (copy == NULL) {
-			log_err("store: out of memory");
-			store_row_finish(row);
-			return -1;
-		}
-		if (len > 0) {
-			memcpy(copy, p, len);
-		}
-		copy[len] = '\0';
-		v->sv_type = type == SQLITE_TEXT ? STORE_TEXT : STORE_BLOB;
-		v->sv_text = copy;
-		v->sv_len = len;
-	}
-	return 0;
-}
-
-static int store_bind(sqlite3 *db, sqlite3_stmt *stmt, const struct store_value *params,
-                      size_t n_params)
-{
-	size_t i;
-	int rc;
-
-	if ((size_t)sqlite3_bind_parameter_count(stmt) != n_params) {
-		log_err("store: %.100s: %d parameters expected, %zu given", sqlite3_sql(stmt),
-		        sqlite3_bind_parameter_count(stmt), n_params);
-		return -1;
-	}
-	for (i = 0; i < n_params; i++) {
-		const struct store_value *p = &params[i];
-		int idx = (int)i + 1;
-
-		switch (p->sv_type) {
-		case STORE_INT:
-			rc = sqlite3_bind_int64(stmt, idx, p->sv_int);
-			break;
-		case STORE_TEXT:
-			if (p->sv_text == NULL) {
-				rc = sqlite3_bind_null(stmt, idx);
-			} else {
-				rc = sqlite3_bind_text64(stmt, idx, p->sv_text,
-				                         p->sv_len > 0 ? p->sv_len
-				                                       : strlen(p->sv_text),
-				                         SQLITE_STATIC, SQLITE_UTF8);
-			}
-			break;
-		case STORE_BLOB:
-			/* A NULL pointer would bind SQL NULL; an empty blob stays a blob. */
-			if (p->sv_text == NULL || p->sv_len == 0) {
-				rc = sqlite3_bind_zeroblob(stmt, idx, 0);
-			} else {
-				rc = sqlite3_bind_blob64(stmt, idx, p->sv_text, p->sv_len,
-				                         SQLITE_STATIC);
-			}
-			break;
-		default:
-			rc = sqlite3_bind_null(stmt, idx);
-			break;
-		}
-		if (rc != SQLITE_OK) {
-			store_log_rc(db, rc, sqlite3_sql(stmt));
-			return -1;
-		}
-	}
-	return 0;
-}
-
-/* Runs sql on tx's connection, calling fn for each row (fn may take the
- * row's contents and leave it empty) until fn returns 1 or -1. Statements
- * that write are always stepped to the end. Returns 1 when fn stopped, 0 at
- * the end of the rows, -1 on error (logged). */
 static int store_run(struct store_tx *tx, const char *sql, const struct store_value *params,
-                     size_t n_params, int (*fn)(void *arg, struct store_row *row), void *arg,
-                     int64_t *ret_changes)
+                     size_t n_params, store_row_fn fn, void *arg, int64_t *ret_changes)
 {
-	sqlite3 *db = tx->tx_conn->cn_db;
-	struct store_stmt *entry;
-	struct store_row row;
-	sqlite3_stmt *stmt;
-	int64_t before;
-	int stopped = 0;
-	int rc;
-	int r;
-
-	stmt = store_stmt_get(tx->tx_conn, sql, &entry);
-	if (stmt == NULL) {
-		return -1;
-	}
-	if (store_bind(db, stmt, params, n_params) < 0) {
-		goto fail;
-	}
-	before = sqlite3_total_changes(db);
-	for (;;) {
-		rc = sqlite3_step(stmt);
-		if (rc == SQLITE_DONE) {
-			break;
-		}
-		if (rc != SQLITE_ROW) {
-			store_log_rc(db, rc, sql);
-			goto fail;
-		}
-		if (stopped || fn == NULL) {
-			continue;
-		}
-		if (store_row_fill(stmt, &row) < 0) {
-			goto fail;
-		}
-		r = fn(arg, &row);
-		store_row_finish(&row);
-		if (r < 0) {
-			goto fail;
-		}
-		if (r > 0) {
-			stopped = 1;
-			if (sqlite3_stmt_readonly(stmt)) {
-				break;
-			}
-		}
-	}
-	if (ret_changes != NULL) {
-		*ret_changes = sqlite3_total_changes(db) != before ? sqlite3_changes(db) : 0;
-	}
-	store_stmt_put(entry, stmt);
-	return stopped;
-fail:
-	store_stmt_put(entry, stmt);
-	return -1;
+	return tx->tx_engine->en_run(tx->tx_conn, sql, params, n_params, fn, arg, ret_changes);
 }
 
 int store_exec(struct store_tx *tx, const char *sql, const struct store_value *params,
@@ -622,16 +221,94 @@ int store_query_each(struct store_tx *tx, const char *sql, const struct store_va
 	return store_run(tx, sql, params, n_params, store_each_row, &se, NULL) < 0 ? -1 : 0;
 }
 
+int store_tx_shared(const struct store_tx *tx)
+{
+	return tx->tx_engine->en_shared;
+}
+
+int store_has_table(struct store_tx *tx, const char *name)
+{
+	struct store_value p[1] = {store_text(name)};
+	struct store_row row;
+	int rc;
+
+	rc = store_query(tx, tx->tx_engine->en_sql_has_table, p, 1, &row);
+	if (rc <= 0) {
+		return rc;
+	}
+	rc = store_row_int(&row, 0) > 0 ? 1 : 0;
+	store_row_finish(&row);
+	return rc;
+}
+
+struct store_names {
+	int (*sn_table)(void *arg, const char *name);
+	int (*sn_column)(void *arg, const char *name, int is_blob);
+	void *sn_arg;
+};
+
+static int store_names_row(void *arg, const struct store_row *row)
+{
+	const struct store_names *sn = arg;
+	const char *name = store_row_text(row, 0);
+	const char *type = store_row_text(row, 1);
+
+	if (name == NULL) {
+		return 0;
+	}
+	if (sn->sn_table != NULL) {
+		return sn->sn_table(sn->sn_arg, name) < 0 ? -1 : 0;
+	}
+	return sn->sn_column(sn->sn_arg, name,
+			     type != NULL && (strcasecmp(type, "blob") == 0 || strcasecmp(type, "bytea") == 0)) < 0
+		       ? -1
+		       : 0;
+}
+
+int store_tables(struct store_tx *tx, int (*fn)(void *arg, const char *name), void *arg)
+{
+	struct store_names sn = {.sn_table = fn, .sn_arg = arg};
+
+	return store_query_each(tx, tx->tx_engine->en_sql_tables, NULL, 0, store_names_row, &sn);
+}
+
+int store_columns(struct store_tx *tx, const char *table,
+		  int (*fn)(void *arg, const char *name, int is_blob), void *arg)
+{
+	struct store_names sn = {.sn_column = fn, .sn_arg = arg};
+	struct store_value p[1] = {store_text(table)};
+
+	return store_query_each(tx, tx->tx_engine->en_sql_columns, p, 1, store_names_row, &sn);
+}
+
 int64_t store_tx_now(const struct store_tx *tx)
 {
 	return tx->tx_now;
 }
 
-static int store_conn_exec(struct store_conn *cn, const char *sql)
+int store_conn_exec(const struct store_engine *en, struct store_conn *cn, const char *sql)
 {
-	struct store_tx tx = {.tx_conn = cn};
+	return en->en_run(cn, sql, NULL, 0, NULL, NULL, NULL);
+}
 
-	return store_exec(&tx, sql, NULL, 0, NULL);
+int store_value_copy(struct store_value *dst, enum store_type type, const void *p, size_t len)
+{
+	char *copy;
+
+	memset(dst, 0, sizeof(*dst));
+	copy = malloc(len + 1);
+	if (copy == NULL) {
+		log_err("store: out of memory");
+		return -1;
+	}
+	if (len > 0) {
+		memcpy(copy, p, len);
+	}
+	copy[len] = '\0';
+	dst->sv_type = type;
+	dst->sv_text = copy;
+	dst->sv_len = len;
+	return 0;
 }
 
 /* ---- opening and migrations ---- */
@@ -644,138 +321,7 @@ int store_schema_version(void)
 	return migrations[migrations_count - 1].mg_version;
 }
 
-static int store_user_version(struct store_conn *cn, int *ret)
-{
-	struct store_tx tx = {.tx_conn = cn};
-	struct store_row row;
-	int r;
-
-	r = store_query(&tx, "PRAGMA user_version", NULL, 0, &row);
-	if (r < 0) {
-		return -1;
-	}
-	*ret = r > 0 ? (int)store_row_int(&row, 0) : 0;
-	if (r > 0) {
-		store_row_finish(&row);
-	}
-	return 0;
-}
-
-static int store_mkdir_parent(const char *path)
-{
-	char quoted[256];
-	char *dir;
-	char *p;
-
-	dir = strdup(path);
-	if (dir == NULL) {
-		log_err("store: out of memory");
-		return -1;
-	}
-	p = strrchr(dir, '/');
-	if (p == NULL || p == dir) {
-		free(dir);
-		return 0;
-	}
-	*p = '\0';
-	for (p = dir + 1;; p++) {
-		char c = *p;
-
-		if (c != '/' && c != '\0') {
-			continue;
-		}
-		*p = '\0';
-		if (mkdir(dir, STORE_DIR_MODE) == 0) {
-			/* Exactly 0700, whatever the umask. */
-			if (chmod(dir, STORE_DIR_MODE) < 0) {
-				log_err("store: cannot chmod directory \"%s\": %s",
-				        log_quote(quoted, sizeof(quoted), dir), strerror(errno));
-				goto fail;
-			}
-		} else if (errno != EEXIST) {
-			log_err("store: cannot create directory \"%s\": %s",
-			        log_quote(quoted, sizeof(quoted), dir), strerror(errno));
-			goto fail;
-		}
-		*p = c;
-		if (c == '\0') {
-			break;
-		}
-	}
-	free(dir);
-	return 0;
-fail:
-	free(dir);
-	return -1;
-}
-
-static int store_migrate_conn(struct store_conn *cn)
-{
-	sqlite3 *db = cn->cn_db;
-	char sql[64];
-	char *err = NULL;
-	size_t i;
-	int version;
-	int rc;
-
-	for (i = 0; i < migrations_count; i++) {
-		const struct migration *mg = &migrations[i];
-		int applied = 0;
-
-		if (store_conn_exec(cn, "BEGIN IMMEDIATE") < 0) {
-			return -1;
-		}
-		/* Read again under the write lock: another process may have migrated. */
-		if (store_user_version(cn, &version) < 0) {
-			goto fail;
-		}
-		if (version < mg->mg_version) {
-			rc = sqlite3_exec(db, mg->mg_sql, NULL, NULL, &err);
-			if (rc != SQLITE_OK) {
-				log_err("store: migration %s failed: %s", mg->mg_name,
-				        err != NULL ? err : sqlite3_errstr(rc));
-				goto fail;
-			}
-			snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", mg->mg_version);
-			rc = sqlite3_exec(db, sql, NULL, NULL, &err);
-			if (rc != SQLITE_OK) {
-				log_err("store: migration %s: %s", mg->mg_name,
-				        err != NULL ? err : sqlite3_errstr(rc));
-				goto fail;
-			}
-			applied = 1;
-		}
-		if (store_conn_exec(cn, "COMMIT") < 0) {
-			goto fail;
-		}
-		if (applied) {
-			log_info("store: applied migration %s", mg->mg_name);
-		}
-	}
-	return 0;
-fail:
-	sqlite3_free(err);
-	if (!sqlite3_get_autocommit(db)) {
-		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-	}
-	return -1;
-}
-
-static const char *store_sync_pragma(enum store_sync sync)
-{
-	switch (sync) {
-	case STORE_SYNC_NORMAL:
-		return "PRAGMA synchronous = NORMAL";
-	case STORE_SYNC_OFF:
-		return "PRAGMA synchronous = OFF";
-	default:
-		return "PRAGMA synchronous = FULL";
-	}
-}
-
-/* Refuses a schema newer than this binary, and an older one unless it is
- * about to be migrated. */
-static int store_version_check(int version, int may_migrate)
+int store_version_check(int version, int may_migrate)
 {
 	int newest = store_schema_version();
 
@@ -794,116 +340,26 @@ static int store_version_check(int version, int may_migrate)
 	return 0;
 }
 
-/* Creates the database file empty with mode 0600 when it does not exist
- * yet: SQLite would create it 0644 less the umask, and gives the -wal and
- * -shm files the database's mode. An existing file keeps its mode. Returns
- * 0 or -1 (logged). */
-static int store_create_private(const char *path)
+static const struct store_engine *store_engine_of(const struct store_options *opt)
 {
-	char quoted[256];
-	int fd;
-
-	if (path[0] == '\0' || strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0) {
-		return 0;
-	}
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, STORE_FILE_MODE);
-	if (fd < 0 && errno == EEXIST) {
-		return 0;
-	}
-	if (fd < 0 || fchmod(fd, STORE_FILE_MODE) < 0) {
-		log_err("store: cannot create \"%s\" with mode 0600: %s",
-		        log_quote(quoted, sizeof(quoted), path), strerror(errno));
-		if (fd >= 0) {
-			close(fd);
-		}
-		return -1;
-	}
-	close(fd);
-	return 0;
+	return opt->so_backend == STORE_BACKEND_POSTGRESQL ? &store_engine_pg : &store_engine_sqlite;
 }
 
-/* Opens the write connection: refuses a newer schema before changing
- * anything, then WAL, synchronous, foreign keys and (unless no_migrate)
- * pending migrations. */
-static struct store_conn *store_open_writer(const char *path, enum store_sync sync,
-                                            unsigned busy_timeout_ms, int no_migrate, int *ret_from,
-                                            int *ret_to)
+int store_migrate_options(const struct store_options *opt, int *ret_from, int *ret_to)
 {
-	struct store_tx tx = {0};
-	struct store_row row;
-	struct store_conn *cn;
-	int newest = store_schema_version();
-	int version;
-	int wal;
-	int r;
-
-	if (store_mkdir_parent(path) < 0 || (!no_migrate && store_create_private(path) < 0)) {
-		return NULL;
-	}
-	/* A store that may not migrate has no use for a new, empty file. */
-	cn = store_conn_open(path, SQLITE_OPEN_READWRITE | (no_migrate ? 0 : SQLITE_OPEN_CREATE),
-	                     busy_timeout_ms);
-	if (cn == NULL) {
-		return NULL;
-	}
-	tx.tx_conn = cn;
-	if (store_user_version(cn, &version) < 0) {
-		goto fail;
-	}
-	if (store_version_check(version, !no_migrate) < 0) {
-		goto fail;
-	}
-	/* Only a file without tables takes this (a no-op otherwise): gc can
-	 * then give freed pages back while serving (store_reclaim). */
-	if (version == 0 && store_conn_exec(cn, "PRAGMA auto_vacuum = INCREMENTAL") < 0) {
-		goto fail;
-	}
-	r = store_query(&tx, "PRAGMA journal_mode = WAL", NULL, 0, &row);
-	if (r < 0) {
-		goto fail;
-	}
-	wal = r > 0 && store_row_text(&row, 0) != NULL &&
-	      strcasecmp(store_row_text(&row, 0), "wal") == 0;
-	if (r > 0) {
-		store_row_finish(&row);
-	}
-	if (!wal) {
-		log_err("store: the database cannot switch to WAL mode");
-		goto fail;
-	}
-	if (store_conn_exec(cn, store_sync_pragma(sync)) < 0 ||
-	    store_conn_exec(cn, "PRAGMA foreign_keys = ON") < 0) {
-		goto fail;
-	}
-	if (ret_from != NULL) {
-		*ret_from = version;
-	}
-	if (!no_migrate && version < newest && store_migrate_conn(cn) < 0) {
-		goto fail;
-	}
-	if (store_user_version(cn, &version) < 0) {
-		goto fail;
-	}
-	if (ret_to != NULL) {
-		*ret_to = version;
-	}
-	return cn;
-fail:
-	store_conn_close(cn);
-	return NULL;
-}
-
-int store_migrate(const char *path, int *ret_from, int *ret_to)
-{
-	struct store_conn *cn;
+	const struct store_engine *en = store_engine_of(opt);
+	struct store_options o = *opt;
+	struct store_db *db;
 	int from = 0;
 	int to = 0;
 
-	cn = store_open_writer(path, STORE_SYNC_FULL, STORE_BUSY_TIMEOUT_MS_DEFAULT, 0, &from, &to);
-	if (cn == NULL) {
+	o.so_read_only = 0;
+	o.so_no_migrate = 0;
+	db = en->en_open(&o, &from, &to);
+	if (db == NULL) {
 		return -1;
 	}
-	store_conn_close(cn);
+	en->en_close(db);
 	if (ret_from != NULL) {
 		*ret_from = from;
 	}
@@ -913,49 +369,14 @@ int store_migrate(const char *path, int *ret_from, int *ret_to)
 	return 0;
 }
 
-static int store_check_read_only(const struct store *st)
+int store_migrate(const char *path, int *ret_from, int *ret_to)
 {
-	struct store_conn *cn;
-	int version;
+	struct store_options o;
 
-	cn = store_conn_open(st->st_path, SQLITE_OPEN_READONLY, st->st_busy_timeout_ms);
-	if (cn == NULL) {
-		return -1;
-	}
-	if (store_user_version(cn, &version) < 0) {
-		goto fail;
-	}
-	if (store_version_check(version, 0) < 0) {
-		goto fail;
-	}
-	store_conn_close(cn);
-	return 0;
-fail:
-	store_conn_close(cn);
-	return -1;
-}
-
-/* This thread's read connection, opened on first use. Read connections live
- * until store_destroy. */
-static struct store_conn *store_reader(struct store *st)
-{
-	struct store_conn *cn = pthread_getspecific(st->st_key);
-
-	if (cn != NULL) {
-		return cn;
-	}
-	cn = store_conn_open(st->st_path, SQLITE_OPEN_READONLY, st->st_busy_timeout_ms);
-	if (cn == NULL) {
-		return NULL;
-	}
-	pthread_mutex_lock(&st->st_mutex);
-	cn->cn_next = st->st_readers;
-	st->st_readers = cn;
-	pthread_mutex_unlock(&st->st_mutex);
-	if (pthread_setspecific(st->st_key, cn) != 0) {
-		log_warn("store: cannot remember this thread's read connection");
-	}
-	return cn;
+	memset(&o, 0, sizeof(o));
+	o.so_backend = STORE_BACKEND_SQLITE;
+	o.so_path = path;
+	return store_migrate_options(&o, ret_from, ret_to);
 }
 
 /* ---- claims ---- */
@@ -1196,7 +617,27 @@ static int store_claim_decide(struct store *st, struct store_tx *tx, struct stor
 
 	memset(&rec, 0, sizeof(rec));
 	reply_finish(&c->sc_reply);
-	found = store_query(tx, STORE_SQL_RECORD, key, 2, &rec);
+	if (st->st_engine->en_shared) {
+		/* Several receivers: the unique index decides. The insert waits
+		 * for another receiver's uncommitted claim of the key; whoever
+		 * inserted owns the key, the others read the winner's record,
+		 * locked so a takeover or expiry below is theirs alone. */
+		if (store_claim_insert(tx, c, token, &changes) < 0) {
+			goto fail;
+		}
+		if (changes == 1) {
+			c->sc_token = token;
+			c->sc_status = STORE_STATUS_PROCESSING;
+			if (two_phase) {
+				c->sc_outcome = STORE_CLAIMED;
+				return 0;
+			}
+			return store_claim_apply(tx, c);
+		}
+		found = store_query(tx, STORE_SQL_RECORD " FOR UPDATE", key, 2, &rec);
+	} else {
+		found = store_query(tx, STORE_SQL_RECORD, key, 2, &rec);
+	}
 	if (found < 0) {
 		goto fail;
 	}
@@ -1288,14 +729,15 @@ fail:
 
 /* ---- the writer ---- */
 
-/* Undoes the unit's savepoint, unless SQLite already ended the transaction. */
-static void store_savepoint_rollback(struct store_conn *cn)
+/* Undoes the unit's savepoint, unless the engine already ended the
+ * transaction. */
+static void store_savepoint_rollback(struct store_tx *tx)
 {
-	if (sqlite3_get_autocommit(cn->cn_db)) {
+	if (!tx->tx_engine->en_in_tx(tx->tx_conn)) {
 		return;
 	}
-	if (store_conn_exec(cn, "ROLLBACK TO unit") == 0) {
-		store_conn_exec(cn, "RELEASE unit");
+	if (store_conn_exec(tx->tx_engine, tx->tx_conn, "ROLLBACK TO unit") == 0) {
+		store_conn_exec(tx->tx_engine, tx->tx_conn, "RELEASE unit");
 	}
 }
 
@@ -1306,16 +748,16 @@ static int store_savepoint_run(struct store_tx *tx, int (*step)(struct store_tx 
 {
 	int r;
 
-	if (store_conn_exec(tx->tx_conn, "SAVEPOINT unit") < 0) {
+	if (store_conn_exec(tx->tx_engine, tx->tx_conn, "SAVEPOINT unit") < 0) {
 		return -1;
 	}
 	r = step(tx, arg);
 	if (r < 0) {
-		store_savepoint_rollback(tx->tx_conn);
+		store_savepoint_rollback(tx);
 		return -1;
 	}
-	if (store_conn_exec(tx->tx_conn, "RELEASE unit") < 0) {
-		store_savepoint_rollback(tx->tx_conn);
+	if (store_conn_exec(tx->tx_engine, tx->tx_conn, "RELEASE unit") < 0) {
+		store_savepoint_rollback(tx);
 		return -1;
 	}
 	return r;
@@ -1361,69 +803,77 @@ static int store_complete_step_run(struct store_tx *tx, void *arg)
 	return store_claim_apply(tx, c);
 }
 
-/* Runs the unit's claims that are not settled yet, each in its savepoint.
- * Returns 1 when SQLite ended the transaction (the claim that failed is then
- * settled as transient), 0 otherwise. */
-static int store_unit_run_claims(struct store *st, struct store_tx *tx, struct store_unit *u)
+/* One step of a batch: a claim of a unit (sp_claim its index), or a plain
+ * write (sp_claim SIZE_MAX). */
+struct store_step {
+	struct store_unit *sp_unit;
+	size_t sp_claim;
+};
+
+#define STORE_STEP_WRITE SIZE_MAX
+
+/* Runs one claim of u in its savepoint. */
+static enum store_tx_state store_step_run_claim(struct store *st, struct store_tx *tx,
+                                                struct store_unit *u, size_t i)
 {
+	const struct store_engine *en = st->st_engine;
+	struct store_claim *c = &u->su_claims[i];
 	struct store_claim_step cs;
-	size_t i;
+	enum store_tx_state state;
 	size_t left = 0;
-	int r = 0;
+	size_t j;
+	int r;
 
-	for (i = 0; i < u->su_n; i++) {
-		struct store_claim *c = &u->su_claims[i];
-
-		if (u->su_skip[i]) {
-			continue;
-		}
-		tx->tx_now = c->sc_now_ms;
-		if (u->su_kind == STORE_UNIT_COMPLETE) {
-			r = store_savepoint_run(tx, store_complete_step_run, c);
-		} else {
-			cs.cs_claim = c;
-			cs.cs_two_phase = u->su_kind == STORE_UNIT_BEGIN;
-			r = store_savepoint_run(tx, store_claim_step_run, &cs);
-			r = r < 0 ? -1 : 0;
-		}
-		if (r < 0 && c->sc_outcome != STORE_TRANSIENT) {
-			store_claim_transient(c, 0);
-		}
-		u->su_result = u->su_kind == STORE_UNIT_COMPLETE ? r : 0;
-		if (sqlite3_get_autocommit(st->st_writer->cn_db)) {
-			store_claim_transient(c, 0);
-			u->su_skip[i] = 1;
-			break;
-		}
+	tx->tx_now = c->sc_now_ms;
+	if (u->su_kind == STORE_UNIT_COMPLETE) {
+		r = store_savepoint_run(tx, store_complete_step_run, c);
+	} else {
+		cs.cs_claim = c;
+		cs.cs_two_phase = u->su_kind == STORE_UNIT_BEGIN;
+		r = store_savepoint_run(tx, store_claim_step_run, &cs);
+		r = r < 0 ? -1 : 0;
 	}
-	if (i == u->su_n) {
-		return 0;
+	if (r < 0 && c->sc_outcome != STORE_TRANSIENT) {
+		store_claim_transient(c, 0);
 	}
-	for (i = 0; i < u->su_n; i++) {
-		left += !u->su_skip[i];
+	u->su_result = u->su_kind == STORE_UNIT_COMPLETE ? r : 0;
+	state = en->en_in_tx(tx->tx_conn) && r >= 0 ? STORE_TXS_OPEN : en->en_tx_state(tx->tx_conn);
+	if (state != STORE_TXS_ENDED) {
+		return state;
+	}
+	/* The engine ended the transaction: this claim is settled as transient. */
+	store_claim_transient(c, 0);
+	u->su_skip[i] = 1;
+	for (j = 0; j < u->su_n; j++) {
+		left += !u->su_skip[j];
 	}
 	if (left == 0) {
 		u->su_result = -1;
 		u->su_settled = 1;
 	}
-	return 1;
+	return state;
 }
 
-/* Runs one unit. Returns 1 when SQLite ended the transaction during it. */
-static int store_unit_run(struct store *st, struct store_unit *u)
+/* Runs one step. Returns what became of the transaction. */
+static enum store_tx_state store_step_run(struct store *st, const struct store_step *sp)
 {
-	struct store_tx tx = {.tx_store = st, .tx_conn = st->st_writer, .tx_now = u->su_now};
+	const struct store_engine *en = st->st_engine;
+	struct store_unit *u = sp->sp_unit;
+	struct store_tx tx = {.tx_store = st, .tx_engine = en, .tx_conn = st->st_writer,
+	                      .tx_now = u->su_now};
+	enum store_tx_state state;
 
-	if (u->su_kind != STORE_UNIT_WRITE) {
-		return store_unit_run_claims(st, &tx, u);
+	if (sp->sp_claim != STORE_STEP_WRITE) {
+		return store_step_run_claim(st, &tx, u, sp->sp_claim);
 	}
 	u->su_result = store_savepoint_run(&tx, u->su_fn, u->su_arg);
-	if (sqlite3_get_autocommit(st->st_writer->cn_db)) {
+	state = en->en_in_tx(tx.tx_conn) && u->su_result >= 0 ? STORE_TXS_OPEN
+	                                                      : en->en_tx_state(tx.tx_conn);
+	if (state == STORE_TXS_ENDED) {
 		u->su_result = -1;
 		u->su_settled = 1;
-		return 1;
 	}
-	return 0;
+	return state;
 }
 
 /* Marks a unit as rolled back for good: nothing of it was kept. */
@@ -1466,55 +916,167 @@ static uint64_t store_unit_weight(const struct store_unit *u)
 	return u->su_kind == STORE_UNIT_CLAIMS ? u->su_n : 1;
 }
 
+static int store_step_cmp(const void *a, const void *b)
+{
+	const struct store_step *x = a;
+	const struct store_step *y = b;
+	const struct store_claim *cx;
+	const struct store_claim *cy;
+	int r;
+
+	/* Writes after claims, in queue order. */
+	if (x->sp_claim == STORE_STEP_WRITE || y->sp_claim == STORE_STEP_WRITE) {
+		if (x->sp_claim != STORE_STEP_WRITE) {
+			return -1;
+		}
+		if (y->sp_claim != STORE_STEP_WRITE) {
+			return 1;
+		}
+		return x < y ? -1 : x > y;
+	}
+	cx = &x->sp_unit->su_claims[x->sp_claim];
+	cy = &y->sp_unit->su_claims[y->sp_claim];
+	r = strcmp(cx->sc_scope != NULL ? cx->sc_scope : "", cy->sc_scope != NULL ? cy->sc_scope : "");
+	if (r == 0) {
+		r = strcmp(cx->sc_key != NULL ? cx->sc_key : "", cy->sc_key != NULL ? cy->sc_key : "");
+	}
+	return r;
+}
+
+/* The batch's steps in the order they run: queue order, or for an engine
+ * shared by several receivers every claim sorted by (scope, key) so two
+ * writers lock keys in one order and do not deadlock. NULL on failure. */
+static struct store_step *store_batch_steps(struct store *st, struct store_unit *batch,
+                                            size_t *ret_n)
+{
+	struct store_step *steps;
+	struct store_unit *u;
+	size_t n = 0;
+	size_t i;
+
+	for (u = batch; u != NULL; u = u->su_next) {
+		n += u->su_kind == STORE_UNIT_WRITE ? 1 : u->su_n;
+	}
+	steps = calloc(n > 0 ? n : 1, sizeof(*steps));
+	if (steps == NULL) {
+		log_err("store: out of memory");
+		return NULL;
+	}
+	n = 0;
+	for (u = batch; u != NULL; u = u->su_next) {
+		if (u->su_kind == STORE_UNIT_WRITE) {
+			steps[n].sp_unit = u;
+			steps[n++].sp_claim = STORE_STEP_WRITE;
+			continue;
+		}
+		for (i = 0; i < u->su_n; i++) {
+			steps[n].sp_unit = u;
+			steps[n++].sp_claim = i;
+		}
+	}
+	if (st->st_engine->en_shared && n > 1) {
+		/* qsort is not stable; writes compare by address, which is queue order. */
+		qsort(steps, n, sizeof(*steps), store_step_cmp);
+	}
+	*ret_n = n;
+	return steps;
+}
+
+static int store_step_pending(const struct store_step *sp)
+{
+	return !sp->sp_unit->su_settled &&
+	       (sp->sp_claim == STORE_STEP_WRITE || !sp->sp_unit->su_skip[sp->sp_claim]);
+}
+
+/* After a failed pass: the writes that ran are reported failed (their
+ * functions may have acted on their arguments), claims run again in a new
+ * transaction (a claim is re-runnable by contract). */
+static void store_steps_fail_writes(struct store_step *steps, size_t upto)
+{
+	size_t i;
+
+	for (i = 0; i < upto; i++) {
+		struct store_unit *u = steps[i].sp_unit;
+
+		if (!u->su_settled && steps[i].sp_claim == STORE_STEP_WRITE) {
+			store_unit_fail(u);
+		}
+	}
+}
+
 /* Runs a batch in one transaction. SQLite may end the transaction by itself
  * when a statement fails with FULL, IOERR or NOMEM and has no statement
- * journal to undo just itself; then the unit that failed is transient, the
- * claims before it run again in a new transaction (a claim is re-runnable by
- * contract), and plain writes before it are reported failed (their functions
- * may have acted on their arguments). */
+ * journal to undo just itself; then the unit that failed is transient and
+ * the others run again. PostgreSQL may abort the batch on a deadlock or
+ * serialization failure between receivers: the whole batch runs again, up
+ * to STORE_BATCH_RETRIES times. A lost connection fails every unit
+ * (transient: 503, nothing acknowledged before a COMMIT returned); the
+ * writer reconnects before its next batch. */
 static void store_batch_run(struct store *st, struct store_unit *batch, uint64_t *ret_commits,
                             double *ret_commit_s)
 {
-	sqlite3 *db = st->st_writer->cn_db;
-	struct store_unit *lost;
-	struct store_unit *u;
+	const struct store_engine *en = st->st_engine;
+	enum store_tx_state state;
+	struct store_step *steps;
+	unsigned retries = 0;
+	size_t n = 0;
+	size_t i;
 	double t0;
 
 	*ret_commits = 0;
 	*ret_commit_s = 0;
+	steps = store_batch_steps(st, batch, &n);
+	if (steps == NULL) {
+		store_units_fail_unsettled(batch);
+		return;
+	}
 	while (store_batch_pending(batch)) {
-		if (store_conn_exec(st->st_writer, "BEGIN IMMEDIATE") < 0) {
+		if (en->en_writer_ready(st->st_db) < 0 || en->en_begin(st->st_writer, 1) < 0) {
 			store_units_fail_unsettled(batch);
 			break;
 		}
-		lost = NULL;
-		for (u = batch; u != NULL && lost == NULL; u = u->su_next) {
-			if (!u->su_settled && store_unit_run(st, u) == 1) {
-				lost = u;
+		state = STORE_TXS_OPEN;
+		for (i = 0; i < n && state == STORE_TXS_OPEN; i++) {
+			if (store_step_pending(&steps[i])) {
+				state = store_step_run(st, &steps[i]);
 			}
 		}
-		if (lost != NULL) {
-			log_warn("store: SQLite rolled the transaction back; the failed unit is "
-			         "transient, the others run again");
-			for (u = batch; u != lost; u = u->su_next) {
-				if (!u->su_settled && u->su_kind == STORE_UNIT_WRITE) {
-					store_unit_fail(u);
-				}
+		if (state == STORE_TXS_OPEN) {
+			t0 = store_mono_s();
+			if (store_conn_exec(en, st->st_writer, "COMMIT") == 0) {
+				(*ret_commits)++;
+				*ret_commit_s = store_mono_s() - t0;
+				break;
 			}
+			state = en->en_tx_state(st->st_writer);
+			if (state == STORE_TXS_OPEN || state == STORE_TXS_ENDED) {
+				if (en->en_in_tx(st->st_writer)) {
+					store_conn_exec(en, st->st_writer, "ROLLBACK");
+				}
+				store_units_fail_unsettled(batch);
+				break;
+			}
+			i = n;
+		}
+		if (state == STORE_TXS_ENDED) {
+			log_warn("store: %s rolled the transaction back; the failed unit is "
+			         "transient, the others run again",
+			         en->en_name);
+			store_steps_fail_writes(steps, i - 1);
 			continue;
 		}
-		t0 = store_mono_s();
-		if (store_conn_exec(st->st_writer, "COMMIT") < 0) {
-			if (!sqlite3_get_autocommit(db)) {
-				store_conn_exec(st->st_writer, "ROLLBACK");
-			}
-			store_units_fail_unsettled(batch);
-		} else {
-			(*ret_commits)++;
-			*ret_commit_s = store_mono_s() - t0;
+		if (en->en_in_tx(st->st_writer)) {
+			store_conn_exec(en, st->st_writer, "ROLLBACK");
 		}
+		if (state == STORE_TXS_RETRY && ++retries <= STORE_BATCH_RETRIES) {
+			log_warn("store: the batch met a deadlock or serialization failure; running it again");
+			store_steps_fail_writes(steps, i);
+			continue;
+		}
+		store_units_fail_unsettled(batch);
 		break;
 	}
+	free(steps);
 }
 
 static unsigned store_hist_bucket(uint64_t n)
@@ -1584,7 +1146,7 @@ static void store_count_batch(struct store *st, const struct store_unit *batch, 
 		}
 	}
 	pthread_mutex_lock(&st->st_stats_mutex);
-	st->st_stats.ss_wal_frames = st->st_wal_written;
+	st->st_stats.ss_wal_frames = st->st_engine->en_wal_written(st->st_db);
 	st->st_stats.ss_commits += commits;
 	st->st_stats.ss_units += weight;
 	st->st_stats.ss_batches++;
@@ -1611,132 +1173,6 @@ static int store_unit_result(const struct store_unit *u)
 	default:
 		return u->su_result;
 	}
-}
-
-/* ---- the checkpointer ---- */
-
-/* After each commit: SQLite reports the frames now in the WAL. The writer
- * connection runs no checkpoint of its own (this hook replaces the
- * auto-checkpoint); past STORE_CKPT_FRAMES the checkpointer is woken. */
-static int store_wal_hook(void *arg, sqlite3 *db, const char *name, int frames)
-{
-	struct store *st = arg;
-
-	(void)db;
-	(void)name;
-	if (frames < st->st_wal_frames) {
-		st->st_ckpt_asked = 0; /* the WAL started over */
-		st->st_wal_written += frames;
-	} else {
-		st->st_wal_written += frames - st->st_wal_frames;
-	}
-	st->st_wal_frames = frames;
-	/* Once per STORE_CKPT_FRAMES new frames, not after every commit: a
-	 * checkpoint costs two fsyncs, and the WAL keeps its length until the
-	 * writer rewinds it. */
-	if (frames - st->st_ckpt_asked >= STORE_CKPT_FRAMES && st->st_ckpt.ck_running) {
-		st->st_ckpt_asked = frames;
-		pthread_mutex_lock(&st->st_ckpt.ck_mutex);
-		if (!st->st_ckpt.ck_wanted) {
-			st->st_ckpt.ck_wanted = 1;
-			pthread_cond_signal(&st->st_ckpt.ck_cond);
-		}
-		pthread_mutex_unlock(&st->st_ckpt.ck_mutex);
-	}
-	return SQLITE_OK;
-}
-
-static void *store_ckpt_main(void *arg)
-{
-	struct store *st = arg;
-	struct store_ckpt *ck = &st->st_ckpt;
-	int log_frames;
-	int done_frames;
-	int rc;
-
-	pthread_setname_np(pthread_self(), "store-ckpt");
-	pthread_mutex_lock(&ck->ck_mutex);
-	for (;;) {
-		while (!ck->ck_wanted && !ck->ck_stopping) {
-			pthread_cond_wait(&ck->ck_cond, &ck->ck_mutex);
-		}
-		if (ck->ck_stopping) {
-			break;
-		}
-		ck->ck_wanted = 0;
-		pthread_mutex_unlock(&ck->ck_mutex);
-		/* PASSIVE: copies what no reader still needs and never blocks the
-		 * writer, which goes on appending meanwhile. */
-		rc = sqlite3_wal_checkpoint_v2(ck->ck_conn->cn_db, NULL, SQLITE_CHECKPOINT_PASSIVE,
-		                               &log_frames, &done_frames);
-		if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
-			store_log_rc(ck->ck_conn->cn_db, rc, "checkpoint");
-		}
-		pthread_mutex_lock(&ck->ck_mutex);
-	}
-	pthread_mutex_unlock(&ck->ck_mutex);
-	return NULL;
-}
-
-/* A PASSIVE checkpoint that runs while commits keep appending never catches
- * up with the end of the WAL, and SQLite restarts the WAL from its start only
- * once every frame is in the database. So past STORE_CKPT_FRAMES_MAX the
- * writer finishes the job between two batches: the checkpointer has already
- * copied most frames, this copies the rest, and the next transaction
- * rewinds the WAL. This bounds the WAL file. */
-static void store_ckpt_catch_up(struct store *st)
-{
-	int log_frames = 0;
-	int done_frames = 0;
-	int rc;
-
-	if (st->st_wal_frames < STORE_CKPT_FRAMES_MAX) {
-		return;
-	}
-	rc = sqlite3_wal_checkpoint_v2(st->st_writer->cn_db, NULL, SQLITE_CHECKPOINT_PASSIVE,
-	                               &log_frames, &done_frames);
-	if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
-		store_log_rc(st->st_writer->cn_db, rc, "checkpoint");
-	}
-	pthread_mutex_lock(&st->st_stats_mutex);
-	st->st_stats.ss_catch_ups++;
-	pthread_mutex_unlock(&st->st_stats_mutex);
-}
-
-static int store_ckpt_start(struct store *st, enum store_sync sync)
-{
-	struct store_ckpt *ck = &st->st_ckpt;
-
-	ck->ck_conn = store_conn_open(st->st_path, SQLITE_OPEN_READWRITE, st->st_busy_timeout_ms);
-	if (ck->ck_conn == NULL) {
-		return -1;
-	}
-	/* The checkpoint's fsyncs follow the store's durability setting. */
-	if (store_conn_exec(ck->ck_conn, store_sync_pragma(sync)) < 0) {
-		return -1;
-	}
-	if (pthread_create(&ck->ck_thread, NULL, store_ckpt_main, st) != 0) {
-		log_err("store: cannot start the checkpoint thread");
-		return -1;
-	}
-	ck->ck_running = 1;
-	return 0;
-}
-
-static void store_ckpt_stop(struct store *st)
-{
-	struct store_ckpt *ck = &st->st_ckpt;
-
-	if (ck->ck_running) {
-		pthread_mutex_lock(&ck->ck_mutex);
-		ck->ck_stopping = 1;
-		pthread_cond_signal(&ck->ck_cond);
-		pthread_mutex_unlock(&ck->ck_mutex);
-		pthread_join(ck->ck_thread, NULL);
-		ck->ck_running = 0;
-	}
-	store_conn_close(ck->ck_conn);
-	ck->ck_conn = NULL;
 }
 
 /* ---- the writer's loop ---- */
@@ -1780,7 +1216,11 @@ static void *store_writer_main(void *arg)
 			u->su_done(u->su_done_arg, store_unit_result(u));
 			free(u);
 		}
-		store_ckpt_catch_up(st);
+		if (st->st_engine->en_after_batch(st->st_db) > 0) {
+			pthread_mutex_lock(&st->st_stats_mutex);
+			st->st_stats.ss_catch_ups++;
+			pthread_mutex_unlock(&st->st_stats_mutex);
+		}
 	}
 	return NULL;
 }
@@ -1886,29 +1326,10 @@ static int store_wait_finish(struct store_wait *sw)
 
 /* ---- public entry points ---- */
 
-static pthread_once_t store_config_once = PTHREAD_ONCE_INIT;
-
-/* Process-wide SQLite settings, before SQLite is first used. Memory
- * statistics take a global mutex around every allocation SQLite makes;
- * nothing here reads them. */
-static void store_config(void)
-{
-	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
-}
-
 struct store *store_create(const struct store_options *opt)
 {
 	struct store *st;
 
-	if (opt->so_backend != STORE_BACKEND_SQLITE) {
-		log_err("store: backend = postgresql is not available in this build yet");
-		return NULL;
-	}
-	if (sqlite3_threadsafe() == 0) {
-		log_err("store: this SQLite library is built without thread support");
-		return NULL;
-	}
-	pthread_once(&store_config_once, store_config);
 	st = calloc(1, sizeof(*st));
 	if (st == NULL) {
 		log_err("store: out of memory");
@@ -1927,8 +1348,6 @@ struct store *store_create(const struct store_options *opt)
 	}
 	/* Static initializers: these never fail and need no destroy. */
 	st->st_stats_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
-	st->st_ckpt.ck_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
-	st->st_ckpt.ck_cond = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
 	st->st_sync_made = 1;
 	if (pthread_mutex_init(&st->st_probe_lock, NULL) != 0) {
 		log_err("store: cannot create a mutex");
@@ -1939,35 +1358,15 @@ struct store *store_create(const struct store_options *opt)
 	st->st_batch_max = opt->so_batch_max > 0 ? opt->so_batch_max : STORE_BATCH_MAX_DEFAULT;
 	st->st_busy_timeout_ms = opt->so_busy_timeout_ms > 0 ? opt->so_busy_timeout_ms
 	                                                     : STORE_BUSY_TIMEOUT_MS_DEFAULT;
-	st->st_path = strdup(opt->so_path != NULL ? opt->so_path : "");
-	if (st->st_path == NULL) {
-		log_err("store: out of memory");
+	st->st_engine = store_engine_of(opt);
+	st->st_db = st->st_engine->en_open(opt, NULL, NULL);
+	if (st->st_db == NULL) {
 		goto fail;
 	}
-	if (st->st_path[0] == '\0') {
-		log_err("store: no database path");
-		goto fail;
-	}
-	if (pthread_key_create(&st->st_key, NULL) != 0) {
-		log_err("store: cannot create a thread key");
-		goto fail;
-	}
-	st->st_key_made = 1;
 	if (st->st_read_only) {
-		if (store_check_read_only(st) < 0) {
-			goto fail;
-		}
 		return st;
 	}
-	st->st_writer = store_open_writer(st->st_path, opt->so_sync, st->st_busy_timeout_ms,
-	                                  opt->so_no_migrate, NULL, NULL);
-	if (st->st_writer == NULL) {
-		goto fail;
-	}
-	if (store_ckpt_start(st, opt->so_sync) < 0) {
-		goto fail;
-	}
-	sqlite3_wal_hook(st->st_writer->cn_db, store_wal_hook, st);
+	st->st_writer = st->st_engine->en_writer(st->st_db);
 	if (pthread_create(&st->st_thread, NULL, store_writer_main, st) != 0) {
 		log_err("store: cannot start the writer thread");
 		goto fail;
@@ -1981,8 +1380,6 @@ fail:
 
 void store_destroy(struct store *st)
 {
-	struct store_conn *cn;
-
 	if (st == NULL) {
 		return;
 	}
@@ -1996,26 +1393,16 @@ void store_destroy(struct store *st)
 		pthread_join(st->st_thread, NULL);
 		st->st_thread_running = 0;
 	}
-	store_ckpt_stop(st);
-	while (st->st_readers != NULL) {
-		cn = st->st_readers;
-		st->st_readers = cn->cn_next;
-		store_conn_close(cn);
+	if (st->st_db != NULL) {
+		st->st_engine->en_close(st->st_db);
 	}
-	/* The last connection to close checkpoints the WAL into the file. */
-	store_conn_close(st->st_writer);
-	store_conn_close(st->st_probe);
 	if (st->st_probe_lock_made) {
 		pthread_mutex_destroy(&st->st_probe_lock);
-	}
-	if (st->st_key_made) {
-		pthread_key_delete(st->st_key);
 	}
 	if (st->st_sync_made) {
 		pthread_cond_destroy(&st->st_work);
 		pthread_mutex_destroy(&st->st_mutex);
 	}
-	free(st->st_path);
 	free(st);
 }
 
@@ -2033,16 +1420,21 @@ static void store_claim_reset(struct store_claim *c)
 static int store_claim_fast(struct store *st, struct store_claim *c)
 {
 	struct store_value key[] = {store_text(c->sc_scope), store_text(c->sc_key)};
-	struct store_tx tx = {.tx_store = st, .tx_now = c->sc_now_ms};
+	struct store_tx tx = {.tx_store = st, .tx_engine = st->st_engine, .tx_now = c->sc_now_ms};
 	enum store_status status;
 	struct store_row rec;
 	int answered = 0;
+	int found;
 
-	tx.tx_conn = store_reader(st);
+	/* The fast path is an optimization: a busy pool sends the claim to
+	 * the writer rather than holding this (server) thread. */
+	tx.tx_conn = st->st_engine->en_reader_get(st->st_db, 0);
 	if (tx.tx_conn == NULL) {
 		return 0;
 	}
-	if (store_query(&tx, STORE_SQL_RECORD, key, 2, &rec) <= 0) {
+	found = store_query(&tx, STORE_SQL_RECORD, key, 2, &rec);
+	st->st_engine->en_reader_put(st->st_db, tx.tx_conn);
+	if (found <= 0) {
 		return 0;
 	}
 	if (store_status_parse(store_row_text(&rec, STORE_REC_STATUS), &status) == 0 &&
@@ -2155,17 +1547,18 @@ int store_peek(struct store *st, const char *scope, const char *key, int64_t now
                int64_t retention_ms, enum store_status *ret_status, unsigned char *ret_fingerprint)
 {
 	struct store_value p[] = {store_text(scope), store_text(key)};
-	struct store_tx tx = {.tx_store = st, .tx_now = now_ms};
+	struct store_tx tx = {.tx_store = st, .tx_engine = st->st_engine, .tx_now = now_ms};
 	enum store_status status;
 	struct store_row rec;
 	int64_t cutoff = now_ms - (retention_ms > 0 ? retention_ms : STORE_RETENTION_MS_DEFAULT);
 	int found;
 
-	tx.tx_conn = store_reader(st);
+	tx.tx_conn = st->st_engine->en_reader_get(st->st_db, 1);
 	if (tx.tx_conn == NULL) {
 		return -1;
 	}
 	found = store_query(&tx, STORE_SQL_RECORD, p, 2, &rec);
+	st->st_engine->en_reader_put(st->st_db, tx.tx_conn);
 	if (found <= 0) {
 		return found;
 	}
@@ -2223,30 +1616,34 @@ int store_write(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx,
 int store_read(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx, void *arg),
                void *arg)
 {
-	struct store_tx tx = {.tx_store = st, .tx_now = now_ms};
+	const struct store_engine *en = st->st_engine;
+	struct store_tx tx = {.tx_store = st, .tx_engine = en, .tx_now = now_ms};
 	int nested;
-	int r;
+	int r = -1;
 
-	tx.tx_conn = store_reader(st);
+	tx.tx_conn = en->en_reader_get(st->st_db, 1);
 	if (tx.tx_conn == NULL) {
 		return -1;
 	}
 	/* A read nested in another read shares its snapshot. */
-	nested = !sqlite3_get_autocommit(tx.tx_conn->cn_db);
-	if (!nested && store_conn_exec(tx.tx_conn, "BEGIN") < 0) {
-		return -1;
+	nested = en->en_in_tx(tx.tx_conn);
+	if (!nested && en->en_begin(tx.tx_conn, 0) < 0) {
+		goto out;
 	}
 	r = fn(&tx, arg);
 	if (nested) {
-		return r;
+		goto out;
 	}
-	if (r >= 0 && store_conn_exec(tx.tx_conn, "COMMIT") == 0) {
-		return r;
+	if (r >= 0 && store_conn_exec(en, tx.tx_conn, "COMMIT") == 0) {
+		goto out;
 	}
-	if (!sqlite3_get_autocommit(tx.tx_conn->cn_db)) {
-		store_conn_exec(tx.tx_conn, "ROLLBACK");
+	if (en->en_in_tx(tx.tx_conn)) {
+		store_conn_exec(en, tx.tx_conn, "ROLLBACK");
 	}
-	return -1;
+	r = -1;
+out:
+	en->en_reader_put(st->st_db, tx.tx_conn);
+	return r;
 }
 
 void store_get_stats(struct store *st, struct store_stats *ret)
@@ -2261,16 +1658,9 @@ void store_get_stats(struct store *st, struct store_stats *ret)
  * short busy timeout, and reports rather than logs what it meets on the way
  * (a probe that fails every 250 ms would flood the journal). */
 
-#define STORE_PROBE_BUSY_MS 100       /* the probe's wait for the write lock */
 #define STORE_STALL_MS 1000           /* a batch older than this means no commit now */
 #define STORE_FAIL_HOLD_MS 5000       /* a failed commit keeps readiness off this long */
 #define STORE_WRITER_HANG_MS 30000    /* past the busy timeout: the writer is stuck */
-#define STORE_CHECKPOINT_BUSY_MS 200  /* a TRUNCATE checkpoint briefly holds writers back */
-
-const char *store_library_version(void)
-{
-	return sqlite3_libversion();
-}
 
 static int64_t store_mono_ms(void)
 {
@@ -2294,36 +1684,14 @@ static void store_heartbeat_end(struct store *st, uint64_t commits)
 	if (commits > 0) {
 		__atomic_store_n(&st->st_hb_ok, now, __ATOMIC_RELEASE);
 	} else {
-		__atomic_store_n(&st->st_hb_fail_rc, sqlite3_extended_errcode(st->st_writer->cn_db),
+		__atomic_store_n(&st->st_hb_fail_rc, st->st_engine->en_last_error(st->st_writer),
 		                 __ATOMIC_RELEASE);
 		__atomic_store_n(&st->st_hb_fail, now, __ATOMIC_RELEASE);
 	}
 	__atomic_store_n(&st->st_hb_busy_since, 0, __ATOMIC_RELEASE);
 }
 
-/* One integer from a PRAGMA on cn, without logging. Returns 0 or an SQLite
- * error code. */
-static int store_pragma_int(struct store_conn *cn, const char *sql, int64_t *ret)
-{
-	sqlite3_stmt *stmt = NULL;
-	int rc;
-
-	rc = sqlite3_prepare_v2(cn->cn_db, sql, -1, &stmt, NULL);
-	if (rc == SQLITE_OK) {
-		rc = sqlite3_step(stmt);
-		if (rc == SQLITE_ROW) {
-			*ret = sqlite3_column_int64(stmt, 0);
-			rc = SQLITE_OK;
-		}
-	}
-	sqlite3_finalize(stmt);
-	return rc;
-}
-
-static void store_health_fail(struct store_health *h, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
-
-static void store_health_fail(struct store_health *h, const char *fmt, ...)
+void store_health_fail(struct store_health *h, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -2336,22 +1704,6 @@ static void store_health_fail(struct store_health *h, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Tries the write lock on the probe connection and lets go at once.
- * Returns SQLITE_OK, or the error code (SQLITE_BUSY when held elsewhere). */
-static int store_probe_lock(struct store_conn *cn)
-{
-	int rc;
-
-	rc = sqlite3_exec(cn->cn_db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-	if (rc == SQLITE_OK) {
-		rc = sqlite3_exec(cn->cn_db, "ROLLBACK", NULL, NULL, NULL);
-	}
-	if (!sqlite3_get_autocommit(cn->cn_db)) {
-		sqlite3_exec(cn->cn_db, "ROLLBACK", NULL, NULL, NULL);
-	}
-	return rc;
-}
-
 int store_probe(struct store *st, struct store_health *ret)
 {
 	struct store_health h = {.sh_ok = 1, .sh_writer_alive = 1};
@@ -2359,10 +1711,7 @@ int store_probe(struct store *st, struct store_health *ret)
 	int64_t busy;
 	int64_t ok_at;
 	int64_t fail_at;
-	int64_t version = 0;
-	int newest = store_schema_version();
 	int fail_rc;
-	int rc;
 
 	if (st->st_read_only || !st->st_thread_running) {
 		h.sh_writer_alive = 0;
@@ -2384,249 +1733,15 @@ int store_probe(struct store *st, struct store_health *ret)
 	 * other (disk full, I/O) is believed for a while, as a probe that
 	 * writes nothing cannot see it. */
 	if (fail_at > ok_at && now - fail_at < STORE_FAIL_HOLD_MS &&
-	    (fail_rc & 0xff) != SQLITE_BUSY && (fail_rc & 0xff) != SQLITE_LOCKED) {
-		store_health_fail(&h, "the last commit failed: %s", sqlite3_errstr(fail_rc));
+	    st->st_engine->en_error_reason(fail_rc) != NULL) {
+		store_health_fail(&h, "the last commit failed: %s", st->st_engine->en_error_reason(fail_rc));
 	}
 	pthread_mutex_lock(&st->st_probe_lock);
-	if (st->st_probe == NULL) {
-		st->st_probe = store_conn_open(st->st_path, SQLITE_OPEN_READWRITE, STORE_PROBE_BUSY_MS);
-	}
-	if (st->st_probe == NULL) {
-		store_health_fail(&h, "the database cannot be opened");
-		goto unlock;
-	}
-	rc = store_pragma_int(st->st_probe, "PRAGMA user_version", &version);
-	if (rc != SQLITE_OK) {
-		store_health_fail(&h, "the schema version cannot be read: %s", sqlite3_errstr(rc));
-	} else if (version < newest) {
-		store_health_fail(&h, "migrations pending: database schema %" PRId64 ", this idemhook needs %d",
-		                  version, newest);
-	} else if (version > newest) {
-		store_health_fail(&h, "database schema %" PRId64 " is newer than this idemhook (%d)", version,
-		                  newest);
-	}
-	/* While our own writer is inside a young batch it holds the lock (or
-	 * waits for it): a probe would only compete with it. The last probe's
-	 * verdict stands until the writer commits after it. */
-	if (busy == 0) {
-		rc = store_probe_lock(st->st_probe);
-		if (rc == SQLITE_OK) {
-			st->st_probe_locked_at = 0;
-		} else if (__atomic_load_n(&st->st_hb_busy_since, __ATOMIC_ACQUIRE) == 0) {
-			st->st_probe_locked_at = store_mono_ms();
-			st->st_probe_locked_rc = rc;
-		}
-	}
-	if (st->st_probe_locked_at != 0 && st->st_probe_locked_at > ok_at) {
-		store_health_fail(&h, "the database is write-locked by another connection (%s)",
-		                  sqlite3_errstr(st->st_probe_locked_rc));
-	}
-unlock:
+	st->st_engine->en_probe(st->st_db, &st->st_hb_busy_since, ok_at, &h);
 	pthread_mutex_unlock(&st->st_probe_lock);
 out:
 	*ret = h;
 	return 0;
-}
-
-struct store_file_query {
-	int64_t fq_free_pages;
-	int64_t fq_page_size;
-	int64_t fq_auto_vacuum;
-};
-
-static int store_file_query_tx(struct store_tx *tx, void *arg)
-{
-	struct store_file_query *q = arg;
-
-	if (store_pragma_int(tx->tx_conn, "PRAGMA freelist_count", &q->fq_free_pages) != SQLITE_OK ||
-	    store_pragma_int(tx->tx_conn, "PRAGMA page_size", &q->fq_page_size) != SQLITE_OK ||
-	    store_pragma_int(tx->tx_conn, "PRAGMA auto_vacuum", &q->fq_auto_vacuum) != SQLITE_OK) {
-		return -1;
-	}
-	return 0;
-}
-
-static int64_t store_file_size(const char *path, const char *suffix)
-{
-	char name[4096];
-	struct stat sb;
-
-	if (snprintf(name, sizeof(name), "%s%s", path, suffix) >= (int)sizeof(name) ||
-	    stat(name, &sb) < 0) {
-		return 0;
-	}
-	return (int64_t)sb.st_size;
-}
-
-int store_file_stats(struct store *st, struct store_file_stats *ret)
-{
-	struct store_file_query q = {0};
-	struct store_file_stats fs;
-
-	memset(&fs, 0, sizeof(fs));
-	fs.sf_db_bytes = store_file_size(st->st_path, "");
-	fs.sf_wal_bytes = store_file_size(st->st_path, "-wal");
-	if (store_read(st, 0, store_file_query_tx, &q) < 0) {
-		return -1;
-	}
-	fs.sf_free_bytes = q.fq_free_pages * q.fq_page_size;
-	fs.sf_incremental = q.fq_auto_vacuum == 2;
-	*ret = fs;
-	return 0;
-}
-
-struct store_reclaim_job {
-	char rj_sql[64];
-	int64_t rj_freed;
-};
-
-static int store_reclaim_tx(struct store_tx *tx, void *arg)
-{
-	struct store_reclaim_job *j = arg;
-	int64_t before = 0;
-	int64_t after = 0;
-
-	if (store_pragma_int(tx->tx_conn, "PRAGMA freelist_count", &before) != SQLITE_OK ||
-	    store_exec(tx, j->rj_sql, NULL, 0, NULL) < 0 ||
-	    store_pragma_int(tx->tx_conn, "PRAGMA freelist_count", &after) != SQLITE_OK) {
-		return -1;
-	}
-	j->rj_freed = before - after;
-	return 0;
-}
-
-int store_reclaim(struct store *st, int64_t max_pages, int64_t *ret_pages)
-{
-	struct store_reclaim_job j;
-
-	memset(&j, 0, sizeof(j));
-	snprintf(j.rj_sql, sizeof(j.rj_sql), "PRAGMA incremental_vacuum(%" PRId64 ")",
-	         max_pages > 0 ? max_pages : 1);
-	if (store_write(st, 0, store_reclaim_tx, &j) < 0) {
-		return -1;
-	}
-	*ret_pages = j.rj_freed;
-	return 0;
-}
-
-int store_checkpoint(struct store *st)
-{
-	struct store_conn *cn;
-	sqlite3_stmt *stmt = NULL;
-	int busy = 1;
-	int rc;
-
-	cn = store_conn_open(st->st_path, SQLITE_OPEN_READWRITE, STORE_CHECKPOINT_BUSY_MS);
-	if (cn == NULL) {
-		return -1;
-	}
-	rc = sqlite3_prepare_v2(cn->cn_db, "PRAGMA wal_checkpoint(TRUNCATE)", -1, &stmt, NULL);
-	if (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW) {
-		busy = sqlite3_column_int(stmt, 0);
-	}
-	sqlite3_finalize(stmt);
-	store_conn_close(cn);
-	return busy ? 1 : 0;
-}
-
-int store_vacuum(struct store *st)
-{
-	struct store_conn *cn;
-	char *err = NULL;
-	int rc;
-
-	cn = store_conn_open(st->st_path, SQLITE_OPEN_READWRITE, st->st_busy_timeout_ms);
-	if (cn == NULL) {
-		return -1;
-	}
-	rc = sqlite3_exec(cn->cn_db, "PRAGMA auto_vacuum = INCREMENTAL; VACUUM", NULL, NULL, &err);
-	if (rc != SQLITE_OK) {
-		log_err("store: VACUUM failed: %s", err != NULL ? err : sqlite3_errstr(rc));
-		sqlite3_free(err);
-		store_conn_close(cn);
-		return -1;
-	}
-	store_conn_close(cn);
-	return 0;
-}
-
-int store_snapshot(const char *path, const char *dir, char **ret_path)
-{
-	struct store_conn *cn = NULL;
-	sqlite3_stmt *stmt = NULL;
-	char quoted[256];
-	char *name = NULL;
-	size_t len;
-	int fd;
-	int rc;
-
-	if (access(path, R_OK) < 0) {
-		log_err("store: cannot read the database \"%s\": %s",
-		        log_quote(quoted, sizeof(quoted), path), strerror(errno));
-		return -1;
-	}
-	if (dir == NULL || dir[0] == '\0') {
-		dir = getenv("TMPDIR") != NULL && getenv("TMPDIR")[0] != '\0' ? getenv("TMPDIR") : "/tmp";
-	}
-	len = strlen(dir) + sizeof("/idemhook-snapshot.XXXXXX.db");
-	name = malloc(len);
-	if (name == NULL) {
-		log_err("store: out of memory");
-		return -1;
-	}
-	snprintf(name, len, "%s/idemhook-snapshot.XXXXXX.db", dir);
-	/* A new private file: VACUUM INTO takes an empty one. */
-	fd = mkstemps(name, 3);
-	if (fd < 0) {
-		log_err("store: cannot create a snapshot file in \"%s\": %s",
-		        log_quote(quoted, sizeof(quoted), dir), strerror(errno));
-		free(name);
-		return -1;
-	}
-	close(fd);
-	cn = store_conn_open(path, SQLITE_OPEN_READONLY, STORE_BUSY_TIMEOUT_MS_DEFAULT);
-	if (cn == NULL) {
-		goto fail;
-	}
-	/* One read transaction: a consistent copy that never blocks writers. */
-	rc = sqlite3_prepare_v2(cn->cn_db, "VACUUM INTO ?", -1, &stmt, NULL);
-	if (rc == SQLITE_OK) {
-		rc = sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
-	}
-	if (rc == SQLITE_OK) {
-		rc = sqlite3_step(stmt);
-	}
-	if (rc != SQLITE_DONE) {
-		log_err("store: cannot copy the database into \"%s\": %s",
-		        log_quote(quoted, sizeof(quoted), name), sqlite3_errmsg(cn->cn_db));
-		goto fail;
-	}
-	sqlite3_finalize(stmt);
-	store_conn_close(cn);
-	*ret_path = name;
-	return 0;
-fail:
-	sqlite3_finalize(stmt);
-	store_conn_close(cn);
-	store_snapshot_remove(name);
-	free(name);
-	return -1;
-}
-
-void store_snapshot_remove(const char *snapshot_path)
-{
-	static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
-	char name[4096];
-	size_t i;
-
-	if (snapshot_path == NULL) {
-		return;
-	}
-	for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
-		if (snprintf(name, sizeof(name), "%s%s", snapshot_path, suffixes[i]) < (int)sizeof(name)) {
-			unlink(name);
-		}
-	}
 }
 
 int store_location_parse(const char *loc, struct store_options *opt)
@@ -2651,6 +1766,45 @@ int store_location_parse(const char *loc, struct store_options *opt)
 
 int store_after_copy(struct store *st)
 {
-	(void)st; /* SQLite: INTEGER PRIMARY KEY takes max(id) + 1 by itself */
-	return 0;
+	return st->st_engine->en_after_copy(st);
+}
+
+int store_file_stats(struct store *st, struct store_file_stats *ret)
+{
+	return st->st_engine->en_file_stats(st, st->st_db, ret);
+}
+
+int store_reclaim(struct store *st, int64_t max_pages, int64_t *ret_pages)
+{
+	return st->st_engine->en_reclaim(st, max_pages, ret_pages);
+}
+
+int store_checkpoint(struct store *st)
+{
+	return st->st_engine->en_checkpoint(st->st_db);
+}
+
+int store_vacuum(struct store *st)
+{
+	return st->st_engine->en_vacuum(st->st_db);
+}
+
+enum store_backend store_backend_of(const struct store *st)
+{
+	return st->st_engine == &store_engine_pg ? STORE_BACKEND_POSTGRESQL : STORE_BACKEND_SQLITE;
+}
+
+int store_try_lock(struct store *st, const char *name)
+{
+	if (st->st_read_only) {
+		return 1;
+	}
+	return st->st_engine->en_try_lock(st->st_db, name);
+}
+
+void store_unlock(struct store *st, const char *name)
+{
+	if (!st->st_read_only) {
+		st->st_engine->en_unlock(st->st_db, name);
+	}
 }

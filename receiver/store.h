@@ -10,9 +10,11 @@
  *
  * Handlers and modules talk SQL through store_exec/store_query/store_query_each
  * with '?' placeholders and the portable subset SQLite and PostgreSQL share
- * (INSERT ... ON CONFLICT DO NOTHING, RETURNING, conditional UPDATE), so a
- * PostgreSQL backend can implement this header later. Nothing outside
- * store.c includes sqlite3.h. */
+ * (INSERT ... ON CONFLICT DO NOTHING, RETURNING, conditional UPDATE). Two
+ * engines implement this header (store_engine.h): SQLite (store_sqlite.c, the
+ * only file that includes sqlite3.h; one receiver per file) and PostgreSQL
+ * (store_pg.c, the only file that includes libpq-fe.h; any number of
+ * receivers on one database). */
 #ifndef IDEMHOOK_STORE_H
 #define IDEMHOOK_STORE_H
 
@@ -96,6 +98,23 @@ int store_query(struct store_tx *tx, const char *sql, const struct store_value *
 int store_query_each(struct store_tx *tx, const char *sql, const struct store_value *params, size_t n_params,
 		     int (*fn)(void *arg, const struct store_row *row), void *arg);
 
+/* 1 when several receivers may write this database at once (PostgreSQL):
+ * queries may then add row locks such as FOR UPDATE SKIP LOCKED, which
+ * SQLite (one writer) neither has nor needs. */
+int store_tx_shared(const struct store_tx *tx);
+
+/* 1 when the database has a table of that name, 0 when not, -1 on error. */
+int store_has_table(struct store_tx *tx, const char *name);
+
+/* The database's own tables (not the engine's bookkeeping), by name: fn
+ * gets each name (borrowed). Returns 0 or -1. */
+int store_tables(struct store_tx *tx, int (*fn)(void *arg, const char *name), void *arg);
+
+/* A table's columns in order: fn gets each name and whether it holds
+ * binary data (declared BLOB / bytea). Returns 0 or -1. */
+int store_columns(struct store_tx *tx, const char *table,
+		  int (*fn)(void *arg, const char *name, int is_blob), void *arg);
+
 /* The time of the unit of work in ms since the epoch (the caller's clock). */
 int64_t store_tx_now(const struct store_tx *tx);
 
@@ -125,6 +144,12 @@ struct store_options {
 	unsigned so_busy_timeout_ms; /* default 5000 */
 	int so_read_only; /* CLI readers: no writer thread, no migrations */
 	int so_no_migrate; /* refuse to run when migrations are pending */
+	/* SQLite: one receiver per file. Takes a write lock on PATH.lock (an
+	 * open-file-description fcntl lock) for the life of the store and
+	 * refuses to open while another store holds it. `serve` and `store
+	 * copy` set it; other commands do not, so they run beside `serve`.
+	 * PostgreSQL: ignored (any number of receivers). */
+	int so_exclusive;
 };
 
 /* Parses a store location into opt's backend and path/conninfo (pointers
@@ -139,6 +164,9 @@ int store_location_parse(const char *loc, struct store_options *opt);
  * collide. A no-op where ids come from the rows themselves (SQLite). */
 int store_after_copy(struct store *st);
 
+/* The backend a store was opened on. */
+enum store_backend store_backend_of(const struct store *st);
+
 /* Opens (creating) the database, applies pending migrations (unless
  * so_no_migrate or so_read_only) and starts the writer thread. A database
  * whose user_version is newer than this binary knows is refused untouched.
@@ -151,6 +179,11 @@ void store_destroy(struct store *st);
 /* Applies pending migrations to the file at path and returns 0, or -1.
  * ret_from/ret_to (may be NULL) get the versions before and after. */
 int store_migrate(const char *path, int *ret_from, int *ret_to);
+
+/* store_migrate for any backend: opt names the database (so_read_only and
+ * so_no_migrate are ignored). On PostgreSQL the migrations run under an
+ * advisory lock, so receivers starting together migrate once. */
+int store_migrate_options(const struct store_options *opt, int *ret_from, int *ret_to);
 
 /* The schema version this binary brings. */
 int store_schema_version(void);
@@ -252,6 +285,16 @@ int store_write(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx,
 /* Runs fn in a read transaction on this thread's read connection. Returns
  * fn's value, or -1. */
 int store_read(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx, void *arg), void *arg);
+
+/* ---- work one receiver does at a time ---- */
+
+/* Takes the named lock for this store's database, shared by every receiver
+ * on it (PostgreSQL: a session advisory lock on a connection of its own;
+ * SQLite, one receiver per file: always granted). Returns 1 when taken, 0
+ * when another receiver holds it, -1 on error (logged). Release it with
+ * store_unlock from the same store. Periodic gc and reconcile use it. */
+int store_try_lock(struct store *st, const char *name);
+void store_unlock(struct store *st, const char *name);
 
 /* ---- statistics the writer keeps (for metrics) ---- */
 

@@ -6,14 +6,33 @@
 # ceiling (libmicrohttpd answering 200 with no work), batch sizes and commits
 # from /metrics, peak RSS, and in-process replay of 10,000 captures; then the
 # ratios against the targets of issue 10.
+# With --postgresql: unique and duplicate callbacks with one receiver on
+# SQLite, one on PostgreSQL and three on one PostgreSQL database (a local
+# throwaway server, synchronous_commit=on), with statements and transactions
+# per callback from pg_stat_statements (docs/benchmarks.md, PostgreSQL).
 # Usage: contrib/bench/bench.sh [CALLBACKS]   (per unique phase, default 20000)
+#        contrib/bench/bench.sh --postgresql [CALLBACKS]   (per phase, default 5000)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
+postgresql=0
+if [ "${1:-}" = "--postgresql" ]; then
+	postgresql=1
+	shift
+fi
 n="${1:-20000}"
 contrib/install-deps.sh
 if [ ! -f build-bench/build.ninja ]; then
 	meson setup build-bench --buildtype=release >/dev/null
+fi
+if [ "$postgresql" = 1 ]; then
+	n="${1:-5000}"
+	meson compile -C build-bench receiver/cli/idemhook contrib/bench/bench_pg >/dev/null
+	IDEMHOOK_BIN="$PWD/build-bench/receiver/cli/idemhook" build-bench/contrib/bench/bench_pg "$n"
+	echo
+	echo "machine: $(nproc) cores, $(uname -r), $(df -h --output=source,fstype "${TMPDIR:-/tmp}" | tail -1)"
+	echo "reproduce: contrib/bench/bench.sh --postgresql $n"
+	exit 0
 fi
 meson compile -C build-bench receiver/cli/idemhook contrib/bench/bench_hooks contrib/bench/sqlite_ceiling \
 	contrib/bench/http_ceiling >/dev/null

@@ -26,6 +26,14 @@ int cli_load_config(const char *config_path, struct config **ret);
  * migrations nor start a writer. Returns EX_OK with *ret set, or an exit code. */
 int cli_open_store(const struct config *cf, int read_only, struct store **ret);
 
+/* cli_open_store, and with exclusive the SQLite receiver lock held for the
+ * store's life (serve): a second one on the same file is refused.
+ * read_only may be CLI_STORE_NO_MIGRATE: a writer that refuses a database
+ * with migrations pending instead of applying them. */
+#define CLI_STORE_NO_MIGRATE 2
+int cli_open_store_exclusive(const struct config *cf, int read_only, int exclusive,
+                             struct store **ret);
+
 /* 1 when argv holds -h or --help. */
 int cli_wants_help(int argc, char **argv);
 
@@ -51,5 +59,6 @@ extern const struct cli_command cli_cmd_replay;
 extern const struct cli_command cli_cmd_serve;
 extern const struct cli_command cli_cmd_simulate;
 extern const struct cli_command cli_cmd_stats;
+extern const struct cli_command cli_cmd_store;
 
 #endif

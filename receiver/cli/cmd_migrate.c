@@ -1,5 +1,6 @@
 /* cmd_migrate.c: `idemhook migrate`: apply pending schema migrations. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 #include "config.h"
@@ -7,7 +8,9 @@
 
 static int cmd_migrate_run(int argc, char **argv, const char *config_path)
 {
+	struct store_options so;
 	struct config *cf = NULL;
+	const char *name;
 	int from;
 	int to;
 	int rc;
@@ -26,14 +29,21 @@ static int cmd_migrate_run(int argc, char **argv, const char *config_path)
 	if (rc != EX_OK) {
 		return rc;
 	}
-	if (store_migrate(cf->cf_db_path, &from, &to) < 0) {
+	memset(&so, 0, sizeof(so));
+	so.so_backend = (enum store_backend)cf->cf_backend;
+	so.so_path = cf->cf_db_path;
+	so.so_conninfo = cf->cf_conninfo;
+	so.so_busy_timeout_ms = cf->cf_busy_timeout_ms;
+	/* The connection string may hold a password: never printed. */
+	name = so.so_backend == STORE_BACKEND_POSTGRESQL ? "postgresql" : cf->cf_db_path;
+	if (store_migrate_options(&so, &from, &to) < 0) {
 		config_destroy(cf);
 		return EX_DATAERR;
 	}
 	if (from == to) {
-		printf("%s: schema version %d, up to date\n", cf->cf_db_path, to);
+		printf("%s: schema version %d, up to date\n", name, to);
 	} else {
-		printf("%s: migrated from schema version %d to %d\n", cf->cf_db_path, from, to);
+		printf("%s: migrated from schema version %d to %d\n", name, from, to);
 	}
 	config_destroy(cf);
 	return EX_OK;

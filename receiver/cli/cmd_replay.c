@@ -64,6 +64,13 @@ static int cmd_replay_open_snapshot(const struct config *cf, char **ret_path, st
 {
 	struct store_options so;
 
+	if (cf->cf_backend != STORE_BACKEND_SQLITE) {
+		/* A private copy of a shared database is no cheap file copy. */
+		fprintf(stderr, "idemhook replay: --dry-run replays into a copy of the SQLite file; "
+		                "with [store] backend = postgresql, replay into a test instance "
+		                "(--to URL) instead\n");
+		return EX_UNAVAILABLE;
+	}
 	if (store_snapshot(cf->cf_db_path, NULL, ret_path) < 0) {
 		return EX_UNAVAILABLE;
 	}

@@ -367,20 +367,26 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	struct app app;
 	sigset_t set;
 	int app_ok = 0;
+	int no_migrate = 0;
 	int capture_off = 1;
 	int err = 0;
 	int rc;
 
 	if (cli_wants_help(argc, argv)) {
-		printf("usage: idemhook [-c FILE] serve\n\n"
+		printf("usage: idemhook [-c FILE] serve [--no-migrate]\n\n"
 		       "Runs the receiver in the foreground (for systemd Type=notify). Without a\n"
 		       "configuration it runs the demo: 127.0.0.1:8080, ./var/idemhook.db and a\n"
 		       "public demo Stripe secret. SIGHUP reloads the configuration and secrets;\n"
-		       "SIGTERM stops after the requests in flight.\n");
+		       "SIGTERM stops after the requests in flight.\n\n"
+		       "  --no-migrate  refuse to start while migrations are pending, rather than\n"
+		       "                apply them (run idemhook migrate once, then start the\n"
+		       "                receivers)\n");
 		return EX_OK;
 	}
-	if (argc != 1) {
-		fprintf(stderr, "idemhook serve: takes no arguments\n");
+	if (argc == 2 && strcmp(argv[1], "--no-migrate") == 0) {
+		no_migrate = 1;
+	} else if (argc != 1) {
+		fprintf(stderr, "idemhook serve: takes no arguments but --no-migrate\n");
 		return EX_USAGE;
 	}
 	/* Signals are taken synchronously by the main loop; every thread started
@@ -402,7 +408,9 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	serve_log_start(cf);
 	serve_raise_file_limit();
 	notify_status("opening the database");
-	rc = cli_open_store(cf, 0, &st);
+	/* One serve per SQLite file: a second one is refused here, before it
+	 * touches the database; CLI commands are not held back. */
+	rc = cli_open_store_exclusive(cf, no_migrate ? CLI_STORE_NO_MIGRATE : 0, 1, &st);
 	if (rc != EX_OK) {
 		config_destroy(cf);
 		return rc;

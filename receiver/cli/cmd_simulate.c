@@ -67,6 +67,29 @@ static void cmd_simulate_usage(FILE *out)
 	        "Exit status: 0 for a 2xx answer, 65 for any other answer, 69 when none came.\n");
 }
 
+/* Makes dir (mode 0700) and its parent when missing: beside a SQLite
+ * database the parent exists; with a PostgreSQL store it may not. Returns 0
+ * or -1 (told). */
+static int simulate_mkdir(const char *dir)
+{
+	char parent[PATH_MAX];
+	const char *slash = strrchr(dir, '/');
+
+	if (slash != NULL && slash != dir && (size_t)(slash - dir) < sizeof(parent)) {
+		memcpy(parent, dir, (size_t)(slash - dir));
+		parent[slash - dir] = '\0';
+		if (mkdir(parent, 0700) < 0 && errno != EEXIST) {
+			fprintf(stderr, "simulate: cannot create %s: %s\n", parent, strerror(errno));
+			return -1;
+		}
+	}
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		fprintf(stderr, "simulate: cannot create %s: %s\n", dir, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 /* DIR of the database + "/simulate", into out. Returns 0 or -1. */
 static int simulate_dir(const struct config *cf, char *out, size_t out_size)
 {
@@ -139,8 +162,7 @@ static int simulate_keys_ensure(const char *dir)
 		fprintf(stderr, "simulate: the directory name %s is too long\n", dir);
 		return -1;
 	}
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-		fprintf(stderr, "simulate: cannot create %s: %s\n", dir, strerror(errno));
+	if (simulate_mkdir(dir) < 0) {
 		return -1;
 	}
 	if (access(priv_path, F_OK) != 0 || access(pub_path, F_OK) != 0) {
@@ -268,7 +290,7 @@ static int simulate_order(const struct config *cf, const char *id, struct api_or
 	struct store *st = NULL;
 	int rc;
 
-	if (access(cf->cf_db_path, F_OK) != 0) {
+	if (cf->cf_backend == STORE_BACKEND_SQLITE && access(cf->cf_db_path, F_OK) != 0) {
 		return 0;
 	}
 	*ret_rc = cli_open_store(cf, 1, &st);
@@ -298,7 +320,8 @@ static int simulate_fill(const struct config *cf, const struct simulate_opts *o,
 		fprintf(stderr,
 		        "simulate: no order %s in %s; give --amount and --currency for an order "
 		        "this database does not hold\n",
-		        o->so_order, cf->cf_db_path);
+		        o->so_order,
+		        cf->cf_backend == STORE_BACKEND_POSTGRESQL ? "the postgresql database" : cf->cf_db_path);
 		return EX_DATAERR;
 	}
 	if (money_currency_normalize(o->so_currency != NULL ? o->so_currency : order.ao_currency,
@@ -388,8 +411,7 @@ static int simulate_save(const struct config *cf, const struct provider_conf *pc
 	    simulate_last_path(cf, pc->pc_name, path, sizeof(path)) < 0) {
 		return -1;
 	}
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-		fprintf(stderr, "simulate: cannot create %s: %s\n", dir, strerror(errno));
+	if (simulate_mkdir(dir) < 0) {
 		return -1;
 	}
 	snprintf(target, sizeof(target), "/hooks/%s", pc->pc_name);

@@ -24,6 +24,7 @@ static const struct cli_command *const cli_commands[] = {
 	&cli_cmd_serve,
 	&cli_cmd_simulate,
 	&cli_cmd_stats,
+	&cli_cmd_store,
 };
 
 #define CLI_N_COMMANDS (sizeof(cli_commands) / sizeof(cli_commands[0]))
@@ -116,15 +117,27 @@ int cli_load_config(const char *config_path, struct config **ret)
 
 int cli_open_store(const struct config *cf, int read_only, struct store **ret)
 {
+	return cli_open_store_exclusive(cf, read_only, 0, ret);
+}
+
+int cli_open_store_exclusive(const struct config *cf, int read_only, int exclusive,
+                             struct store **ret)
+{
 	struct store_options so;
 	struct store *st;
 
 	memset(&so, 0, sizeof(so));
+	so.so_backend = (enum store_backend)cf->cf_backend;
 	so.so_path = cf->cf_db_path;
+	so.so_conninfo = cf->cf_conninfo;
+	so.so_pool_size = cf->cf_pool_size;
+	so.so_statement_timeout_ms = cf->cf_statement_timeout_ms;
 	so.so_sync = (enum store_sync)cf->cf_sync;
 	so.so_batch_max = cf->cf_batch_max;
 	so.so_busy_timeout_ms = cf->cf_busy_timeout_ms;
-	so.so_read_only = read_only;
+	so.so_read_only = read_only == 1;
+	so.so_no_migrate = read_only == CLI_STORE_NO_MIGRATE;
+	so.so_exclusive = exclusive;
 	st = store_create(&so);
 	if (st == NULL) {
 		return EX_UNAVAILABLE;

@@ -21,6 +21,7 @@
 #include "buf.h"
 #include "crypto.h"
 #include "harness.h"
+#include "pgserver.h"
 #include "store.h"
 
 int64_t hn_now_ms(void)
@@ -120,31 +121,112 @@ int daemon_log_wait(struct daemon *d, const char *text, int timeout_ms)
 	}
 }
 
-int daemon_init(struct daemon *d, const char *extra_ini)
+int hn_backend_is_postgresql(void)
 {
-	struct buf b;
+	const char *v = getenv("IDEMHOOK_TEST_BACKEND");
+
+	return v != NULL && (strcmp(v, "postgresql") == 0 || strcmp(v, "postgres") == 0);
+}
+
+/* Writes the config with store_ini as its [store] section's keys. */
+static int hn_daemon_prepare(struct daemon *d)
+{
 	const char *tmp = getenv("TMPDIR");
-	int rc;
 
 	memset(d, 0, sizeof(*d));
 	snprintf(d->dm_dir, sizeof(d->dm_dir), "%s/idemhook-test-XXXXXX", tmp != NULL ? tmp : "/tmp");
 	if (mkdtemp(d->dm_dir) == NULL) {
 		fprintf(stderr, "harness: mkdtemp: %s\n", strerror(errno));
+		d->dm_dir[0] = '\0';
 		return -1;
 	}
 	snprintf(d->dm_config, sizeof(d->dm_config), "%s/idemhook.ini", d->dm_dir);
 	snprintf(d->dm_db, sizeof(d->dm_db), "%s/idemhook.db", d->dm_dir);
 	snprintf(d->dm_log, sizeof(d->dm_log), "%s/daemon.log", d->dm_dir);
+	return 0;
+}
+
+static int hn_daemon_write_config(struct daemon *d, const char *store_ini, const char *extra_ini)
+{
+	struct buf b;
+	int rc;
+
 	buf_init(&b, 0);
 	buf_printf(&b,
 		   "[server]\nlisten = 127.0.0.1:0\nport_file = %s/port\nthreads = 8\n"
 		   "connection_timeout = 30\nper_ip_connections = 0\n\n"
-		   "[store]\npath = %s\n\n"
+		   "[store]\n%s\n"
 		   "[admin]\nlisten = 127.0.0.1:0\nport_file = %s/admin_port\n\n%s\n",
-		   d->dm_dir, d->dm_db, d->dm_dir, extra_ini != NULL ? extra_ini : "");
+		   d->dm_dir, store_ini, d->dm_dir, extra_ini != NULL ? extra_ini : "");
 	rc = hn_write_file(d->dm_config, b.buf_data);
 	buf_finish(&b);
 	return rc;
+}
+
+/* The [store] keys for a daemon on PostgreSQL database db. */
+static int hn_daemon_write_pg_config(struct daemon *d, const char *db, const char *extra_ini)
+{
+	struct pgserver *pg = pgserver_shared(NULL);
+	char conninfo[500];
+	char store_ini[600];
+
+	if (pg == NULL) {
+		fprintf(stderr, "harness: no PostgreSQL server for a daemon on backend = postgresql\n");
+		return -1;
+	}
+	pgserver_conninfo(pg, db, conninfo, sizeof(conninfo));
+	snprintf(d->dm_pg_db, sizeof(d->dm_pg_db), "%s", db);
+	snprintf(d->dm_db, sizeof(d->dm_db), "postgresql:%s", conninfo);
+	snprintf(store_ini, sizeof(store_ini), "backend = postgresql\nconninfo = %s\n", conninfo);
+	return hn_daemon_write_config(d, store_ini, extra_ini);
+}
+
+int daemon_init_pg(struct daemon *d, const char *extra_ini)
+{
+	struct pgserver *pg;
+	char db[64];
+
+	if (hn_daemon_prepare(d) < 0) {
+		return -1;
+	}
+	/* No PostgreSQL installed: skip the test program (exit 77), or fail
+	 * it where the run requires PostgreSQL. */
+	pgserver_require_or_skip("harness");
+	pg = pgserver_shared(NULL);
+	if (pg == NULL || pgserver_create_db(pg, "idemhook", db) < 0) {
+		fprintf(stderr, "harness: no PostgreSQL database for the daemon\n");
+		return -1;
+	}
+	return hn_daemon_write_pg_config(d, db, extra_ini);
+}
+
+int daemon_init_beside(struct daemon *d, const struct daemon *first, const char *extra_ini)
+{
+	char db[64];
+
+	if (first->dm_pg_db[0] == '\0') {
+		fprintf(stderr, "harness: daemon_init_beside needs a first daemon on PostgreSQL\n");
+		return -1;
+	}
+	snprintf(db, sizeof(db), "%s", first->dm_pg_db);
+	if (hn_daemon_prepare(d) < 0) {
+		return -1;
+	}
+	return hn_daemon_write_pg_config(d, db, extra_ini);
+}
+
+int daemon_init(struct daemon *d, const char *extra_ini)
+{
+	char store_ini[700];
+
+	if (hn_backend_is_postgresql()) {
+		return daemon_init_pg(d, extra_ini);
+	}
+	if (hn_daemon_prepare(d) < 0) {
+		return -1;
+	}
+	snprintf(store_ini, sizeof(store_ini), "path = %s\n", d->dm_db);
+	return hn_daemon_write_config(d, store_ini, extra_ini);
 }
 
 int daemon_use_tls(struct daemon *d)
@@ -473,11 +555,7 @@ void hres_finish(struct hres *r)
 
 struct hn_storm_arg {
 	pthread_barrier_t *sa_barrier;
-	const char *sa_method;
-	const char *sa_url;
-	const char *const *sa_headers;
-	const void *sa_body;
-	size_t sa_body_len;
+	const struct hreq *sa_req;
 	struct hres *sa_ret;
 	int sa_rc;
 };
@@ -485,14 +563,14 @@ struct hn_storm_arg {
 static void *hn_storm_thread(void *p)
 {
 	struct hn_storm_arg *a = p;
+	const struct hreq *q = a->sa_req;
 
 	pthread_barrier_wait(a->sa_barrier);
-	a->sa_rc = hn_http(a->sa_method, a->sa_url, a->sa_headers, a->sa_body, a->sa_body_len, a->sa_ret);
+	a->sa_rc = hn_http(q->rq_method, q->rq_url, q->rq_headers, q->rq_body, q->rq_body_len, a->sa_ret);
 	return NULL;
 }
 
-int hn_http_storm(size_t n, const char *method, const char *url, const char *const *headers, const void *body,
-		  size_t body_len, struct hres *ret)
+int hn_http_storm_each(size_t n, const struct hreq *reqs, struct hres *ret)
 {
 	pthread_barrier_t barrier;
 	pthread_t *threads = calloc(n, sizeof(*threads));
@@ -510,11 +588,7 @@ int hn_http_storm(size_t n, const char *method, const char *url, const char *con
 	pthread_barrier_init(&barrier, NULL, (unsigned)n);
 	for (i = 0; i < n; i++) {
 		args[i].sa_barrier = &barrier;
-		args[i].sa_method = method;
-		args[i].sa_url = url;
-		args[i].sa_headers = headers;
-		args[i].sa_body = body;
-		args[i].sa_body_len = body_len;
+		args[i].sa_req = &reqs[i];
 		args[i].sa_ret = &ret[i];
 		if (pthread_create(&threads[i], NULL, hn_storm_thread, &args[i]) != 0) {
 			break;
@@ -537,6 +611,28 @@ int hn_http_storm(size_t n, const char *method, const char *url, const char *con
 	return rc;
 }
 
+int hn_http_storm(size_t n, const char *method, const char *url, const char *const *headers, const void *body,
+		  size_t body_len, struct hres *ret)
+{
+	struct hreq *reqs = calloc(n, sizeof(*reqs));
+	size_t i;
+	int rc;
+
+	if (reqs == NULL) {
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		reqs[i].rq_method = method;
+		reqs[i].rq_url = url;
+		reqs[i].rq_headers = headers;
+		reqs[i].rq_body = body;
+		reqs[i].rq_body_len = body_len;
+	}
+	rc = hn_http_storm_each(n, reqs, ret);
+	free(reqs);
+	return rc;
+}
+
 /* ---- database ---- */
 
 struct hn_db_query {
@@ -546,13 +642,33 @@ struct hn_db_query {
 	int dq_rows;
 };
 
+/* An integer however the backend typed it: PostgreSQL gives sums of
+ * bigints as numeric text and comparisons as booleans. */
+static int64_t hn_db_value_int(const struct store_value *v)
+{
+	switch (v->sv_type) {
+	case STORE_INT:
+		return v->sv_int;
+	case STORE_TEXT:
+		if (strcmp(v->sv_text, "t") == 0 || strcmp(v->sv_text, "true") == 0) {
+			return 1;
+		}
+		if (strcmp(v->sv_text, "f") == 0 || strcmp(v->sv_text, "false") == 0) {
+			return 0;
+		}
+		return strtoll(v->sv_text, NULL, 10);
+	default:
+		return -1;
+	}
+}
+
 static int hn_db_row(void *arg, const struct store_row *row)
 {
 	struct hn_db_query *q = arg;
 	size_t i;
 
 	if (q->dq_rows == 0 && row->sr_n > 0) {
-		q->dq_int = store_row_is_null(row, 0) ? -1 : store_row_int(row, 0);
+		q->dq_int = hn_db_value_int(&row->sr_cols[0]);
 	}
 	q->dq_rows++;
 	for (i = 0; i < row->sr_n; i++) {
@@ -602,7 +718,9 @@ static int hn_db_run(const char *db_path, struct hn_db_query *q)
 	int rc;
 
 	memset(&so, 0, sizeof(so));
-	so.so_path = db_path;
+	if (store_location_parse(db_path, &so) < 0) {
+		return -1;
+	}
 	so.so_read_only = 1;
 	st = store_create(&so);
 	if (st == NULL) {

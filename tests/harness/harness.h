@@ -11,7 +11,9 @@
 struct daemon {
 	char dm_dir[512]; /* temporary directory: config, database, spool */
 	char dm_config[600]; /* dm_dir/idemhook.ini */
-	char dm_db[600]; /* dm_dir/idemhook.db */
+	char dm_db[600]; /* the store as hn_db_* take it: dm_dir/idemhook.db, or
+			  * "postgresql:CONNINFO" for a daemon on PostgreSQL */
+	char dm_pg_db[64]; /* the PostgreSQL database's name, "" on SQLite */
 	char dm_log[600]; /* dm_dir/daemon.log: the daemon's stderr */
 	pid_t dm_pid; /* 0 when not running */
 	unsigned dm_port; /* public listener */
@@ -26,6 +28,21 @@ struct daemon {
  * on port 0, then extra_ini (provider sections and anything else, may be
  * NULL). Returns 0 or -1. */
 int daemon_init(struct daemon *d, const char *extra_ini);
+
+/* The backend daemon_init gives a daemon: PostgreSQL when the environment
+ * has IDEMHOOK_TEST_BACKEND=postgresql (the meson suite postgresql sets it
+ * for the Stripe and order-API flows), else SQLite. */
+int hn_backend_is_postgresql(void);
+
+/* daemon_init with [store] backend = postgresql on a fresh database (CREATE
+ * DATABASE on the test program's throwaway server, tests/harness/pgserver.h),
+ * whatever the environment says. Returns 0 or -1. */
+int daemon_init_pg(struct daemon *d, const char *extra_ini);
+
+/* daemon_init for one more receiver on first's database (first must be on
+ * PostgreSQL): its own directory, ports, log and config, the same [store].
+ * Returns 0 or -1. */
+int daemon_init_beside(struct daemon *d, const struct daemon *first, const char *extra_ini);
 
 /* Makes the public listener serve native HTTPS with a fresh self-signed
  * certificate for 127.0.0.1 (openssl): the certificate, also the CA a client
@@ -94,7 +111,24 @@ void hres_finish(struct hres *r);
 int hn_http_storm(size_t n, const char *method, const char *url, const char *const *headers, const void *body,
 		  size_t body_len, struct hres *ret);
 
-/* Database reads through the store's read-only API. */
+/* One request of hn_http_storm_each (borrowed pointers). */
+struct hreq {
+	const char *rq_method;
+	const char *rq_url;
+	const char *const *rq_headers; /* NULL-terminated, or NULL */
+	const void *rq_body;
+	size_t rq_body_len;
+};
+
+/* Sends n different requests at once (several receivers, several events),
+ * each on its own connection and thread, released together by a barrier.
+ * Returns 0 when every request got an HTTP answer. */
+int hn_http_storm_each(size_t n, const struct hreq *reqs, struct hres *ret);
+
+/* Database reads through the store's read-only API. db_path is a store
+ * location (store_location_parse): a SQLite file, or "postgresql:CONNINFO"
+ * as dm_db holds for a daemon on PostgreSQL. A text column that reads as an
+ * integer (PostgreSQL's numeric sums) or a boolean (t/f) counts as one. */
 /* The first column of the first row as an integer (-1 on error or no row). */
 int64_t hn_db_int(const char *db_path, const char *sql);
 /* Every row, columns joined with '|' and rows with '\n' (malloc'd), for

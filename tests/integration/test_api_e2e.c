@@ -379,7 +379,7 @@ static void test_two_clients_with_the_same_key_get_two_orders(void **state)
 	hres_finish(&b);
 }
 
-/* A request in flight: the test opens the same database file and commits a
+/* A request in flight: the test opens the same database and commits a
  * processing record with a live lease through store_claim_begin, exactly what
  * a handler waiting on something outside the database leaves behind. */
 static void e2e_begin_claim(const char *db, const char *key, const char *body, int64_t lease_ms)
@@ -389,7 +389,8 @@ static void e2e_begin_claim(const char *db, const char *key, const char *body, i
 	struct store *st;
 
 	memset(&so, 0, sizeof(so));
-	so.so_path = db;
+	/* a file, or the daemon's PostgreSQL database in the suite postgresql */
+	assert_int_equal(store_location_parse(db, &so), 0);
 	st = store_create(&so);
 	assert_non_null(st);
 	memset(&c, 0, sizeof(c));

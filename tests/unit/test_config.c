@@ -424,6 +424,46 @@ static void test_the_example_configuration_uses_only_known_keys(void **state)
 	free(log_text);
 }
 
+/* [store] backend = postgresql: conninfo is needed, read like any secret
+ * (here from the environment), and never needed by SQLite; bad values of
+ * the other keys are refused with the values allowed. */
+static void test_a_postgresql_store_reads_its_conninfo_as_a_secret(void **state)
+{
+	char *log_text = NULL;
+	struct config *cf;
+
+	(void)state;
+	setenv("IDEMHOOK_TEST_CONNINFO", "host=db dbname=idemhook password=s3cret\n", 1);
+	cf = config_load(write_file("pg.ini", "[store]\nbackend = postgresql\n"
+	                                      "conninfo = env:IDEMHOOK_TEST_CONNINFO\n"
+	                                      "pool_size = 8\nstatement_timeout = 2s\n"));
+	assert_non_null(cf);
+	assert_int_equal(cf->cf_backend, STORE_BACKEND_POSTGRESQL);
+	assert_string_equal(cf->cf_conninfo, "host=db dbname=idemhook password=s3cret");
+	assert_int_equal(cf->cf_pool_size, 8);
+	assert_int_equal(cf->cf_statement_timeout_ms, 2000);
+	config_destroy(cf);
+
+	cf = config_load(write_file("pg2.ini", "[store]\nbackend = postgresql\n"));
+	assert_null(cf);
+	cf = load_logged(write_file("pg3.ini", "[store]\nbackend = mysql\n"), &log_text);
+	assert_null(cf);
+	assert_logged(log_text, "sqlite or postgresql");
+	free(log_text);
+	cf = config_load(write_file("pg4.ini", "[store]\nbackend = postgresql\nconninfo = host=db\n"
+	                                       "pool_size = 0\n"));
+	assert_null(cf);
+
+	/* SQLite (the default) reads no conninfo, even one whose secret is absent. */
+	cf = config_load(write_file("pg5.ini", "[store]\nconninfo = credential:absent\n"));
+	assert_non_null(cf);
+	assert_int_equal(cf->cf_backend, STORE_BACKEND_SQLITE);
+	assert_int_equal(cf->cf_pool_size, 4);
+	assert_int_equal(cf->cf_statement_timeout_ms, 5000);
+	config_destroy(cf);
+	unsetenv("IDEMHOOK_TEST_CONNINFO");
+}
+
 /* An [api] order_reads nobody reads as own or all is refused at load,
  * with its line and the values allowed; own and all load. */
 static void test_an_invalid_order_reads_is_refused_with_its_line_and_the_values(void **state)
@@ -476,6 +516,7 @@ int main(void)
 		cmocka_unit_test(test_profile_keys_and_call_type_keys_are_known),
 		cmocka_unit_test(test_a_line_over_the_limit_is_refused_with_its_number),
 		cmocka_unit_test(test_the_example_configuration_uses_only_known_keys),
+		cmocka_unit_test(test_a_postgresql_store_reads_its_conninfo_as_a_secret),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, setup, teardown);

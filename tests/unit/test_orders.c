@@ -15,6 +15,7 @@
 #include "log.h"
 #include "money.h"
 #include "orders.h"
+#include "pg_fixture.h"
 #include "store.h"
 
 #define T_NOW 1764670000000LL   /* when orders are created */
@@ -29,6 +30,11 @@ struct fixture {
 	char fx_path[128];
 	struct store *fx_st;
 };
+
+/* Set for the second run of every test, on PostgreSQL. */
+static int t_pg;
+static char t_pg_conninfo[PG_FIXTURE_CONNINFO_MAX];
+#define T_PG_SCHEMA "idemhook_test_orders"
 
 static int setup(void **state)
 {
@@ -47,6 +53,15 @@ static int setup(void **state)
 	memset(&opt, 0, sizeof(opt));
 	opt.so_path = fx->fx_path;
 	opt.so_sync = STORE_SYNC_OFF; /* durability is the store's tests' business */
+	if (t_pg) {
+		opt.so_backend = STORE_BACKEND_POSTGRESQL;
+		opt.so_conninfo = t_pg_conninfo;
+		if (pg_fixture_reset(T_PG_SCHEMA) < 0) {
+			rmdir(fx->fx_dir);
+			free(fx);
+			return -1;
+		}
+	}
 	fx->fx_st = store_create(&opt);
 	if (fx->fx_st == NULL) {
 		rmdir(fx->fx_dir);
@@ -1385,6 +1400,7 @@ static void test_points_past_the_int64_range_saturate_instead_of_wrapping(void *
 
 int main(void)
 {
+	int failed;
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test_setup_teardown(
 	                test_create_makes_a_pending_order_with_an_upper_case_currency, setup,
@@ -1486,5 +1502,11 @@ int main(void)
 
 	/* Refusals log warnings by design; keep the test output to errors. */
 	log_set_level(LOG_LEVEL_ERR);
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	failed = cmocka_run_group_tests(tests, NULL, NULL);
+	if (pg_fixture_conninfo(T_PG_SCHEMA, t_pg_conninfo, sizeof(t_pg_conninfo)) < 0) {
+		return failed;
+	}
+	/* The same handler flows on PostgreSQL. */
+	t_pg = 1;
+	return failed + cmocka_run_group_tests_name("postgresql", tests, NULL, NULL);
 }

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "outbox.h"
+#include "pg_fixture.h"
 #include "reply.h"
 #include "store.h"
 
@@ -28,7 +30,11 @@ struct fixture {
 	char fx_sub[96];
 	char fx_path[128];
 	struct store *fx_st;
+	int fx_pg; /* on PostgreSQL: fx_conninfo, not fx_path */
+	char fx_conninfo[PG_FIXTURE_CONNINFO_MAX];
 };
+
+#define PG_SCHEMA "idemhook_test_store"
 
 /* What the test apply callbacks do and count. */
 struct applier {
@@ -47,14 +53,22 @@ static int fixture_open(struct fixture *fx, unsigned batch_max)
 	        .so_batch_max = batch_max,
 	};
 
+	if (fx->fx_pg) {
+		so.so_backend = STORE_BACKEND_POSTGRESQL;
+		so.so_conninfo = fx->fx_conninfo;
+	}
 	fx->fx_st = store_create(&so);
 	return fx->fx_st != NULL ? 0 : -1;
 }
 
 static int unit_create_scratch(struct store_tx *tx, void *arg)
 {
-	if (store_exec(tx, "CREATE TABLE IF NOT EXISTS scratch (tag TEXT, data BLOB)", NULL, 0,
-	               NULL) < 0) {
+	const struct fixture *fx = arg;
+
+	if (store_exec(tx,
+	               fx->fx_pg ? "CREATE TABLE IF NOT EXISTS scratch (tag TEXT, data BYTEA)"
+	                         : "CREATE TABLE IF NOT EXISTS scratch (tag TEXT, data BLOB)",
+	               NULL, 0, NULL) < 0) {
 		return -1;
 	}
 	if (store_exec(tx, "CREATE TABLE IF NOT EXISTS parent (id INTEGER PRIMARY KEY)", NULL, 0,
@@ -84,12 +98,41 @@ static int setup(void **state)
 	/* The store creates the missing sub directory itself. */
 	snprintf(fx->fx_sub, sizeof(fx->fx_sub), "%s/var", fx->fx_dir);
 	snprintf(fx->fx_path, sizeof(fx->fx_path), "%s/idemhook.db", fx->fx_sub);
-	if (fixture_open(fx, 0) < 0 || store_write(fx->fx_st, T0, unit_create_scratch, NULL) < 0) {
+	if (fixture_open(fx, 0) < 0 || store_write(fx->fx_st, T0, unit_create_scratch, fx) < 0) {
 		store_destroy(fx->fx_st);
 		free(fx);
 		return -1;
 	}
 	*state = fx;
+	return 0;
+}
+
+/* The same fixture on PostgreSQL: a fresh schema of this program's. */
+static int setup_pg(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof(*fx));
+
+	if (fx == NULL) {
+		return -1;
+	}
+	fx->fx_pg = 1;
+	if (pg_fixture_conninfo(PG_SCHEMA, fx->fx_conninfo, sizeof(fx->fx_conninfo)) < 0 ||
+	    pg_fixture_reset(PG_SCHEMA) < 0 || fixture_open(fx, 0) < 0 ||
+	    store_write(fx->fx_st, T0, unit_create_scratch, fx) < 0) {
+		store_destroy(fx->fx_st);
+		free(fx);
+		return -1;
+	}
+	*state = fx;
+	return 0;
+}
+
+static int teardown_pg(void **state)
+{
+	struct fixture *fx = *state;
+
+	store_destroy(fx->fx_st);
+	free(fx);
 	return 0;
 }
 
@@ -1336,7 +1379,512 @@ static void test_destroy_of_null_is_a_no_op(void **state)
 }
 
 /* Every case gets a fresh database in its own temporary directory. */
+/* ---- several receivers on one PostgreSQL database ---- */
+
+/* A second receiver: another store on the fixture's database. */
+static struct store *second_receiver(struct fixture *fx)
+{
+	struct store_options so = {
+	        .so_backend = STORE_BACKEND_POSTGRESQL,
+	        .so_conninfo = fx->fx_conninfo,
+	};
+	struct store *st = store_create(&so);
+
+	assert_non_null(st);
+	return st;
+}
+
+struct two_storm {
+	struct store *ts_st;
+	pthread_barrier_t *ts_barrier;
+	struct applier *ts_applier;
+	const char *ts_keys[8];
+	size_t ts_n;
+	enum store_outcome ts_outcomes[8];
+};
+
+static void *two_storm_thread(void *arg)
+{
+	struct two_storm *ts = arg;
+	struct store_claim c[8];
+	size_t i;
+
+	for (i = 0; i < ts->ts_n; i++) {
+		claim_init(&c[i], ts->ts_keys[i], 7, T0, ts->ts_applier);
+	}
+	pthread_barrier_wait(ts->ts_barrier);
+	if (store_submit(ts->ts_st, c, ts->ts_n) == 0) {
+		for (i = 0; i < ts->ts_n; i++) {
+			ts->ts_outcomes[i] = c[i].sc_outcome;
+		}
+	}
+	for (i = 0; i < ts->ts_n; i++) {
+		store_claim_finish(&c[i]);
+	}
+	return NULL;
+}
+
+/* Two receivers claim the same keys at once, in opposite orders (a batch's
+ * claims are sorted by key, so they do not deadlock): each key's handler
+ * runs once, and the other receiver gets the stored reply. */
+static void test_pg_two_receivers_claiming_the_same_keys_apply_each_once(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store *other = second_receiver(fx);
+	pthread_barrier_t barrier;
+	struct two_storm ts[2];
+	pthread_t th[2];
+	size_t i;
+	size_t k;
+	int new_count = 0;
+
+	assert_int_equal(pthread_barrier_init(&barrier, NULL, 2), 0);
+	memset(ts, 0, sizeof(ts));
+	for (i = 0; i < 2; i++) {
+		static const char *const keys[] = {"evt_k1", "evt_k2", "evt_k3", "evt_k4"};
+
+		ts[i].ts_st = i == 0 ? fx->fx_st : other;
+		ts[i].ts_barrier = &barrier;
+		ts[i].ts_applier = &ap;
+		ts[i].ts_n = 4;
+		for (k = 0; k < 4; k++) {
+			ts[i].ts_keys[k] = keys[i == 0 ? k : 3 - k];
+		}
+		assert_int_equal(pthread_create(&th[i], NULL, two_storm_thread, &ts[i]), 0);
+	}
+	for (i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		for (k = 0; k < 4; k++) {
+			assert_true(ts[i].ts_outcomes[k] == STORE_NEW ||
+			            ts[i].ts_outcomes[k] == STORE_REPLAYED);
+			new_count += ts[i].ts_outcomes[k] == STORE_NEW;
+		}
+	}
+	pthread_barrier_destroy(&barrier);
+	assert_int_equal(new_count, 4);
+	assert_int_equal(atomic_load(&ap.ap_runs), 4);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 4);
+	store_destroy(other);
+}
+
+/* A receiver claims a key and dies; once its lease has expired another
+ * receiver takes the key over with a new fencing token, and the dead one's
+ * late completion (a process that was only paused) is refused. */
+static void test_pg_a_dead_receivers_expired_lease_is_taken_over_and_its_late_write_refused(
+        void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store *dying = second_receiver(fx);
+	struct store_claim first;
+	struct store_claim again;
+
+	claim_init(&first, "evt_lease", 1, T0, &ap);
+	assert_int_equal(store_claim_begin(dying, &first), 0);
+	assert_int_equal(first.sc_outcome, STORE_CLAIMED);
+	store_destroy(dying);
+
+	/* Still inside the lease: another receiver is told to come back. */
+	claim_init(&again, "evt_lease", 1, T0 + LEASE_MS - 1000, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &again), 0);
+	assert_int_equal(again.sc_outcome, STORE_IN_PROGRESS);
+	store_claim_finish(&again);
+
+	claim_init(&again, "evt_lease", 1, T0 + LEASE_MS + 1, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &again), 0);
+	assert_int_equal(again.sc_outcome, STORE_NEW);
+	assert_int_equal(again.sc_token, first.sc_token + 1);
+	store_claim_finish(&again);
+
+	/* The first holder's completion carries the old token. */
+	dying = second_receiver(fx);
+	first.sc_now_ms = T0 + LEASE_MS + 2;
+	assert_int_equal(store_claim_complete(dying, &first), 1);
+	store_claim_finish(&first);
+	store_destroy(dying);
+	assert_int_equal(atomic_load(&ap.ap_runs), 1);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 1);
+}
+
+static void test_pg_a_named_lock_is_held_by_one_receiver_at_a_time(void **state)
+{
+	struct fixture *fx = *state;
+	struct store *other = second_receiver(fx);
+	int tries;
+
+	assert_int_equal(store_try_lock(fx->fx_st, "gc"), 1);
+	assert_int_equal(store_try_lock(other, "gc"), 0);
+	assert_int_equal(store_try_lock(other, "reconcile"), 1);
+	store_unlock(fx->fx_st, "gc");
+	assert_int_equal(store_try_lock(other, "gc"), 1);
+	assert_int_equal(store_try_lock(fx->fx_st, "gc"), 0);
+	/* A receiver that dies lets go of its locks (once the server has
+	 * seen its connection end). */
+	store_destroy(other);
+	for (tries = 0; tries < 50 && store_try_lock(fx->fx_st, "gc") == 0; tries++) {
+		usleep(100 * 1000);
+	}
+	assert_true(tries < 50);
+	assert_int_equal(store_try_lock(fx->fx_st, "reconcile"), 1);
+	store_unlock(fx->fx_st, "gc");
+	store_unlock(fx->fx_st, "reconcile");
+}
+
+static void *open_thread(void *arg)
+{
+	struct fixture *fx = arg;
+	struct store_options so = {
+	        .so_backend = STORE_BACKEND_POSTGRESQL,
+	        .so_conninfo = fx->fx_conninfo,
+	};
+
+	return store_create(&so);
+}
+
+/* Two receivers starting together on an empty database: both come up, the
+ * migrations ran once each (one version row apiece), and migrating again
+ * changes nothing. */
+static void test_pg_two_receivers_starting_together_migrate_once(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_options so = {
+	        .so_backend = STORE_BACKEND_POSTGRESQL,
+	        .so_conninfo = fx->fx_conninfo,
+	};
+	struct store *st[2];
+	pthread_t th[2];
+	size_t i;
+	int from = -1;
+	int to = -1;
+
+	store_destroy(fx->fx_st);
+	fx->fx_st = NULL;
+	assert_int_equal(pg_fixture_reset(PG_SCHEMA), 0);
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(pthread_create(&th[i], NULL, open_thread, fx), 0);
+	}
+	for (i = 0; i < 2; i++) {
+		void *r = NULL;
+
+		pthread_join(th[i], &r);
+		st[i] = r;
+		assert_non_null(st[i]);
+	}
+	assert_int_equal(count_of(st[0], "SELECT count(*) FROM idemhook_schema"),
+	                 store_schema_version());
+	assert_int_equal(count_of(st[1], "SELECT max(version) FROM idemhook_schema"),
+	                 store_schema_version());
+	assert_int_equal(store_migrate_options(&so, &from, &to), 0);
+	assert_int_equal(from, store_schema_version());
+	assert_int_equal(to, store_schema_version());
+	store_destroy(st[1]);
+	fx->fx_st = st[0];
+}
+
+struct outbox_seed {
+	int os_n;
+};
+
+static int unit_seed_outbox(struct store_tx *tx, void *arg)
+{
+	const struct outbox_seed *os = arg;
+	char key[32];
+	int i;
+
+	for (i = 0; i < os->os_n; i++) {
+		struct store_value p[] = {store_text(key), store_int(T0), store_int(T0), store_int(T0),
+		                          store_int(T0)};
+
+		snprintf(key, sizeof(key), "obx_%d", i);
+		if (store_exec(tx,
+		               "INSERT INTO outbox (call_type, effect, url, content_type, body, "
+		               "idem_key, window_start, next_attempt_at, created_at, updated_at) VALUES "
+		               "('notify', 'paid', 'http://127.0.0.1:9/', 'application/json', '{}', ?, "
+		               "?, ?, ?, ?)",
+		               p, 5, NULL) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int count_info(void *arg, const struct outbox_info *info)
+{
+	(void)info;
+	(*(int *)arg)++;
+	return 0;
+}
+
+/* Due outbox rows go to one receiver at a time; a receiver that died with
+ * rows leased has them delivered by another once the lease has passed. The
+ * listing with optional filters (untyped NULL parameters) works too. */
+static void test_pg_outbox_rows_are_leased_by_one_receiver_at_a_time(void **state)
+{
+	struct fixture *fx = *state;
+	struct outbox_seed os = {.os_n = 5};
+	struct store *other = second_receiver(fx);
+	struct outbox_row rows[8];
+	size_t n = 0;
+	size_t m = 0;
+	size_t i;
+	int listed = 0;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_seed_outbox, &os), 0);
+	assert_int_equal(outbox_list(fx->fx_st, NULL, NULL, count_info, &listed), 0);
+	assert_int_equal(listed, 5);
+	listed = 0;
+	assert_int_equal(outbox_list(fx->fx_st, "pending", NULL, count_info, &listed), 0);
+	assert_int_equal(listed, 5);
+
+	assert_int_equal(outbox_lease(other, T0 + 1, 30000, 3, rows, &n), 0);
+	assert_int_equal(n, 3);
+	for (i = 0; i < n; i++) {
+		outbox_row_finish(&rows[i]);
+	}
+	/* The other receiver gets only what is left. */
+	assert_int_equal(outbox_lease(fx->fx_st, T0 + 2, 30000, 8, rows, &m), 0);
+	assert_int_equal(m, 2);
+	for (i = 0; i < m; i++) {
+		outbox_row_finish(&rows[i]);
+	}
+	assert_int_equal(outbox_lease(fx->fx_st, T0 + 3, 30000, 8, rows, &m), 0);
+	assert_int_equal(m, 0);
+	store_destroy(other);
+	/* The dead receiver's rows (and ours) are due again after their lease. */
+	assert_int_equal(outbox_lease(fx->fx_st, T0 + 30000 + 10, 30000, 8, rows, &m), 0);
+	assert_int_equal(m, 5);
+	for (i = 0; i < m; i++) {
+		outbox_row_finish(&rows[i]);
+	}
+}
+
+struct row_holder {
+	pthread_mutex_t rh_mutex;
+	pthread_cond_t rh_cond;
+	int rh_locked;   /* the row is locked: the other receiver may go */
+	int rh_release;  /* the other receiver is done: let go */
+};
+
+/* One receiver's worker in the middle of taking row 1: holds its row lock
+ * until told to let go. */
+static int unit_hold_row_one(struct store_tx *tx, void *arg)
+{
+	struct row_holder *rh = arg;
+	struct store_row row;
+
+	assert_int_equal(store_query(tx, "SELECT id FROM outbox WHERE id = 1 FOR UPDATE", NULL, 0,
+	                             &row),
+	                 1);
+	store_row_finish(&row);
+	pthread_mutex_lock(&rh->rh_mutex);
+	rh->rh_locked = 1;
+	pthread_cond_broadcast(&rh->rh_cond);
+	while (!rh->rh_release) {
+		pthread_cond_wait(&rh->rh_cond, &rh->rh_mutex);
+	}
+	pthread_mutex_unlock(&rh->rh_mutex);
+	return 0;
+}
+
+struct hold_job {
+	struct store *hj_st;
+	struct row_holder *hj_rh;
+};
+
+static void *hold_thread(void *arg)
+{
+	struct hold_job *hj = arg;
+
+	store_write(hj->hj_st, T0, unit_hold_row_one, hj->hj_rh);
+	return NULL;
+}
+
+/* While one receiver has a due row locked, another's worker takes the
+ * other due rows at once (SKIP LOCKED) instead of waiting for it. */
+static void test_pg_outbox_workers_skip_the_rows_another_receiver_holds(void **state)
+{
+	struct fixture *fx = *state;
+	struct outbox_seed os = {.os_n = 3};
+	struct store *other = second_receiver(fx);
+	struct row_holder rh = {.rh_mutex = PTHREAD_MUTEX_INITIALIZER,
+	                        .rh_cond = PTHREAD_COND_INITIALIZER};
+	struct hold_job hj = {.hj_st = fx->fx_st, .hj_rh = &rh};
+	struct outbox_row rows[8];
+	pthread_t th;
+	size_t n = 0;
+	size_t i;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_seed_outbox, &os), 0);
+	assert_int_equal(pthread_create(&th, NULL, hold_thread, &hj), 0);
+	pthread_mutex_lock(&rh.rh_mutex);
+	while (!rh.rh_locked) {
+		pthread_cond_wait(&rh.rh_cond, &rh.rh_mutex);
+	}
+	pthread_mutex_unlock(&rh.rh_mutex);
+
+	assert_int_equal(outbox_lease(other, T0 + 1, 30000, 8, rows, &n), 0);
+	assert_int_equal(n, 2);
+	for (i = 0; i < n; i++) {
+		assert_true(rows[i].or_id != 1);
+		outbox_row_finish(&rows[i]);
+	}
+
+	pthread_mutex_lock(&rh.rh_mutex);
+	rh.rh_release = 1;
+	pthread_cond_broadcast(&rh.rh_cond);
+	pthread_mutex_unlock(&rh.rh_mutex);
+	pthread_join(th, NULL);
+	/* Let go of, row 1 is the other's to take. */
+	assert_int_equal(outbox_lease(other, T0 + 2, 30000, 8, rows, &n), 0);
+	assert_int_equal(n, 1);
+	assert_int_equal(rows[0].or_id, 1);
+	outbox_row_finish(&rows[0]);
+	store_destroy(other);
+}
+
+/* A handler that changes two rows, waiting between them (on its first run)
+ * for the other receiver's handler to have changed the other row first. */
+struct crossing {
+	pthread_barrier_t *cr_barrier;
+	const char *cr_first;
+	const char *cr_second;
+	atomic_int cr_runs;
+};
+
+static int apply_crossing(struct store_tx *tx, void *arg, struct reply *ret_reply)
+{
+	struct crossing *cr = arg;
+	struct store_value first[] = {store_text(cr->cr_first)};
+	struct store_value second[] = {store_text(cr->cr_second)};
+
+	if (store_exec(tx, "UPDATE scratch SET data = NULL WHERE tag = ?", first, 1, NULL) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	if (atomic_fetch_add(&cr->cr_runs, 1) == 0) {
+		pthread_barrier_wait(cr->cr_barrier);
+	}
+	if (store_exec(tx, "UPDATE scratch SET data = NULL WHERE tag = ?", second, 1, NULL) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	assert_int_equal(reply_set(ret_reply, 200, "text/plain", "ok", 2), 0);
+	return STORE_APPLY_DONE;
+}
+
+static int unit_two_rows(struct store_tx *tx, void *arg)
+{
+	(void)arg;
+	return store_exec(tx, "INSERT INTO scratch (tag) VALUES ('x'), ('y')", NULL, 0, NULL);
+}
+
+struct crossing_job {
+	struct store *cj_st;
+	struct store_claim cj_claim;
+};
+
+static void *crossing_thread(void *arg)
+{
+	struct crossing_job *cj = arg;
+
+	store_submit(cj->cj_st, &cj->cj_claim, 1);
+	return NULL;
+}
+
+/* Two receivers' handlers change the same two rows in opposite orders: the
+ * server breaks the deadlock by aborting one, whose batch runs again, and
+ * both callbacks are applied; nobody sees a 503. */
+static void test_pg_a_deadlock_between_receivers_runs_the_losing_batch_again(void **state)
+{
+	struct fixture *fx = *state;
+	struct store *other = second_receiver(fx);
+	pthread_barrier_t barrier;
+	struct crossing cr[2];
+	struct crossing_job cj[2];
+	pthread_t th[2];
+	size_t i;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_two_rows, NULL), 0);
+	assert_int_equal(pthread_barrier_init(&barrier, NULL, 2), 0);
+	memset(cr, 0, sizeof(cr));
+	memset(cj, 0, sizeof(cj));
+	for (i = 0; i < 2; i++) {
+		cr[i].cr_barrier = &barrier;
+		cr[i].cr_first = i == 0 ? "x" : "y";
+		cr[i].cr_second = i == 0 ? "y" : "x";
+		cj[i].cj_st = i == 0 ? fx->fx_st : other;
+		claim_init(&cj[i].cj_claim, i == 0 ? "evt_cross_a" : "evt_cross_b", 1, T0, NULL);
+		cj[i].cj_claim.sc_apply = apply_crossing;
+		cj[i].cj_claim.sc_arg = &cr[i];
+		assert_int_equal(pthread_create(&th[i], NULL, crossing_thread, &cj[i]), 0);
+	}
+	for (i = 0; i < 2; i++) {
+		pthread_join(th[i], NULL);
+		assert_int_equal(cj[i].cj_claim.sc_outcome, STORE_NEW);
+		store_claim_finish(&cj[i].cj_claim);
+	}
+	pthread_barrier_destroy(&barrier);
+	/* The deadlock's loser ran again (the server may, rarely, break the
+	 * cycle on both sides: then both did). */
+	assert_true(atomic_load(&cr[0].cr_runs) + atomic_load(&cr[1].cr_runs) >= 3);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 2);
+	store_destroy(other);
+}
+
+static int unit_backend_pid(struct store_tx *tx, void *arg)
+{
+	struct store_row row;
+
+	assert_int_equal(store_query(tx, "SELECT pg_backend_pid()", NULL, 0, &row), 1);
+	*(int64_t *)arg = store_row_int(&row, 0);
+	store_row_finish(&row);
+	return 0;
+}
+
+static int unit_terminate(struct store_tx *tx, void *arg)
+{
+	struct store_value p[] = {store_int(*(int64_t *)arg)};
+
+	return store_exec(tx, "SELECT pg_terminate_backend(CAST(? AS integer))", p, 1, NULL);
+}
+
+/* The writer's connection is cut (a failover, a restart of the server):
+ * the batch that meets it is answered transient, nothing acknowledged, and
+ * the next batch runs on a new connection. */
+static void test_pg_a_lost_writer_connection_fails_its_batch_and_is_made_again(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store *other = second_receiver(fx);
+	struct store_claim c;
+	int64_t pid = 0;
+	int tries;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_backend_pid, &pid), 0);
+	assert_true(pid > 0);
+	assert_int_equal(store_write(other, T0, unit_terminate, &pid), 0);
+	store_destroy(other);
+
+	claim_init(&c, "evt_lost", 1, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_TRANSIENT);
+	store_claim_finish(&c);
+	/* The server may take a moment to be reachable by a new session. */
+	for (tries = 0; tries < 20; tries++) {
+		claim_init(&c, "evt_lost", 1, T0 + 1000, &ap);
+		assert_int_equal(submit_one(fx->fx_st, &c), 0);
+		if (c.sc_outcome == STORE_NEW) {
+			break;
+		}
+		store_claim_finish(&c);
+		usleep(100 * 1000);
+	}
+	assert_int_equal(c.sc_outcome, STORE_NEW);
+	store_claim_finish(&c);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 1);
+}
+
 #define STORE_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define PG_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_pg, teardown_pg)
 
 int main(void)
 {
@@ -1375,5 +1923,43 @@ int main(void)
 	        cmocka_unit_test(test_destroy_of_null_is_a_no_op),
 	};
 
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	/* The same scenarios on PostgreSQL, when a database is given. */
+	const struct CMUnitTest pg_tests[] = {
+	        PG_TEST(test_claim_on_a_new_key_runs_apply_and_stores_done),
+	        PG_TEST(test_claim_replays_done_record_byte_for_byte),
+	        PG_TEST(test_claim_replays_failed_record_with_its_stored_reply),
+	        PG_TEST(test_claim_with_other_fingerprint_gets_mismatch_and_the_stored_reply),
+	        PG_TEST(test_record_one_second_inside_retention_replays),
+	        PG_TEST(test_record_one_second_past_retention_is_deleted_and_runs_as_new),
+	        PG_TEST(test_live_lease_answers_in_progress_with_seconds_left),
+	        PG_TEST(test_expired_lease_is_taken_over_with_a_new_token),
+	        PG_TEST(test_late_complete_with_stale_token_is_refused_and_changes_nothing),
+	        PG_TEST(test_transient_complete_keeps_the_claim_processing),
+	        PG_TEST(test_group_commit_keeps_other_claims_when_one_is_transient),
+	        PG_TEST(test_failed_commit_makes_every_claim_of_the_batch_transient),
+	        PG_TEST(test_identical_claims_from_many_threads_run_apply_once),
+	        PG_TEST(test_claims_queued_together_commit_as_one_batch_except_the_transient_one),
+	        PG_TEST(test_batch_size_one_commits_each_unit_alone),
+	        PG_TEST(test_async_completion_runs_once_per_submission_after_commit),
+	        PG_TEST(test_async_duplicate_of_a_done_key_completes_before_submit_returns),
+	        PG_TEST(test_destroy_finishes_queued_work_and_calls_every_completion),
+	        PG_TEST(test_batch_histogram_counts_batches_whether_or_not_they_commit),
+	        PG_TEST(test_write_returns_fn_value_and_rolls_back_on_failure),
+	        PG_TEST(test_peek_reports_live_records_only),
+	        PG_TEST(test_pg_two_receivers_claiming_the_same_keys_apply_each_once),
+	        PG_TEST(test_pg_a_dead_receivers_expired_lease_is_taken_over_and_its_late_write_refused),
+	        PG_TEST(test_pg_a_named_lock_is_held_by_one_receiver_at_a_time),
+	        PG_TEST(test_pg_two_receivers_starting_together_migrate_once),
+	        PG_TEST(test_pg_outbox_rows_are_leased_by_one_receiver_at_a_time),
+	        PG_TEST(test_pg_a_lost_writer_connection_fails_its_batch_and_is_made_again),
+	        PG_TEST(test_pg_outbox_workers_skip_the_rows_another_receiver_holds),
+	        PG_TEST(test_pg_a_deadlock_between_receivers_runs_the_losing_batch_again),
+	};
+	int failed;
+
+	failed = cmocka_run_group_tests(tests, NULL, NULL);
+	if (pg_fixture_base() == NULL) {
+		return failed;
+	}
+	return failed + cmocka_run_group_tests_name("postgresql", pg_tests, NULL, NULL);
 }

@@ -1,0 +1,369 @@
+/* cmd_store.c: `idemhook store copy`: every row of one store copied into
+ * another (SQLite to PostgreSQL, or back), in one transaction of the target. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "cli.h"
+#include "store.h"
+
+#define CMD_STORE_SQL_MAX 8192 /* bytes of one generated statement */
+
+/* Every table, parents before the rows that reference them, each in the
+ * order of its key (outbox: a compensation row after the row it is for). */
+struct cmd_store_table {
+	const char *ct_name;
+	const char *ct_order;
+};
+
+static const struct cmd_store_table cmd_store_tables[] = {
+        {"orders", "id"},
+        {"order_refs", "provider, ref"},
+        {"refunds", "id"},
+        {"points_ledger", "id"},
+        {"disputes", "id"},
+        {"dispute_steps", "provider, dispute_ref, step_key"},
+        {"order_parked", "id"},
+        {"events", "id"},
+        {"outbox", "id"},
+        {"idempotency_records", "id"},
+        {"checkout_flash", "token"},
+};
+
+#define CMD_STORE_N_TABLES (sizeof(cmd_store_tables) / sizeof(cmd_store_tables[0]))
+
+struct cmd_store_copy {
+	struct store *cs_dst;
+	/* The source's one read transaction (one snapshot of every table),
+	 * used from the target's writer while this thread waits for it. */
+	struct store_tx *cs_src_tx;
+	int cs_replace;
+	int64_t cs_counts[CMD_STORE_N_TABLES];
+	/* the table being copied */
+	const char *cs_table;
+	struct store_tx *cs_target;
+	struct buf cs_select;
+	struct buf cs_insert;
+	int cs_blob[STORE_ROW_MAX]; /* per column: declared binary */
+	size_t cs_n_cols;
+	int64_t cs_rows;
+};
+
+static int cmd_store_known_table(void *arg, const char *name)
+{
+	size_t i;
+
+	(void)arg;
+	for (i = 0; i < CMD_STORE_N_TABLES; i++) {
+		if (strcmp(cmd_store_tables[i].ct_name, name) == 0) {
+			return 0;
+		}
+	}
+	/* A table a later migration added and this copy does not know: copying
+	 * without it would lose rows. */
+	fprintf(stderr, "idemhook store copy: the source has a table this copy does not know: %s\n",
+	        name);
+	return -1;
+}
+
+
+static int cmd_store_column(void *arg, const char *name, int is_blob)
+{
+	struct cmd_store_copy *cs = arg;
+
+	if (cs->cs_n_cols >= STORE_ROW_MAX) {
+		fprintf(stderr, "idemhook store copy: more than %d columns in one table\n",
+		        STORE_ROW_MAX);
+		return -1;
+	}
+	cs->cs_blob[cs->cs_n_cols] = is_blob;
+	if ((cs->cs_n_cols > 0 &&
+	     (buf_puts(&cs->cs_select, ", ") < 0 || buf_puts(&cs->cs_insert, ", ") < 0)) ||
+	    buf_puts(&cs->cs_select, name) < 0 || buf_puts(&cs->cs_insert, name) < 0) {
+		return -1;
+	}
+	cs->cs_n_cols++;
+	return 0;
+}
+
+
+/* One source row into the target, each column as what it is, binary
+ * columns as binary whatever SQLite stored in them. */
+static int cmd_store_row(void *arg, const struct store_row *row)
+{
+	struct cmd_store_copy *cs = arg;
+	struct store_value p[STORE_ROW_MAX];
+	size_t i;
+
+	for (i = 0; i < row->sr_n && i < STORE_ROW_MAX; i++) {
+		p[i] = row->sr_cols[i];
+		if (p[i].sv_type == STORE_TEXT && cs->cs_blob[i]) {
+			p[i].sv_type = STORE_BLOB;
+		}
+	}
+	if (store_exec(cs->cs_target, cs->cs_insert.buf_data, p, row->sr_n, NULL) < 0) {
+		return -1;
+	}
+	cs->cs_rows++;
+	return 0;
+}
+
+
+/* Copies one table: its columns as the source has them, every row. */
+static int cmd_store_copy_table(struct cmd_store_copy *cs, const struct cmd_store_table *t)
+{
+	size_t i;
+	int rc = -1;
+
+	buf_init(&cs->cs_select, CMD_STORE_SQL_MAX);
+	buf_init(&cs->cs_insert, CMD_STORE_SQL_MAX);
+	cs->cs_n_cols = 0;
+	cs->cs_rows = 0;
+	cs->cs_table = t->ct_name;
+	if (buf_printf(&cs->cs_insert, "INSERT INTO %s (", t->ct_name) < 0 ||
+	    store_columns(cs->cs_src_tx, cs->cs_table, cmd_store_column, cs) < 0) {
+		goto out;
+	}
+	if (cs->cs_n_cols == 0) {
+		fprintf(stderr, "idemhook store copy: the source has no table %s\n", t->ct_name);
+		goto out;
+	}
+	{
+		/* cs_select holds the column list: make it the query. */
+		struct buf cols = cs->cs_select;
+
+		buf_init(&cs->cs_select, CMD_STORE_SQL_MAX);
+		if (buf_printf(&cs->cs_select, "SELECT %s FROM %s ORDER BY %s", cols.buf_data,
+		               t->ct_name, t->ct_order) < 0) {
+			buf_finish(&cols);
+			goto out;
+		}
+		buf_finish(&cols);
+	}
+	if (buf_puts(&cs->cs_insert, ") VALUES (") < 0) {
+		goto out;
+	}
+	for (i = 0; i < cs->cs_n_cols; i++) {
+		if (buf_puts(&cs->cs_insert, i > 0 ? ", ?" : "?") < 0) {
+			goto out;
+		}
+	}
+	if (buf_puts(&cs->cs_insert, ")") < 0 || cs->cs_select.buf_overflow ||
+	    cs->cs_insert.buf_overflow) {
+		fprintf(stderr, "idemhook store copy: %s: statement too long\n", t->ct_name);
+		goto out;
+	}
+	rc = store_query_each(cs->cs_src_tx, cs->cs_select.buf_data, NULL, 0, cmd_store_row, cs) < 0
+	             ? -1
+	             : 0;
+out:
+	buf_finish(&cs->cs_select);
+	buf_finish(&cs->cs_insert);
+	return rc;
+}
+
+static int64_t cmd_store_count(struct store_tx *tx, const char *table)
+{
+	struct store_row row;
+	char sql[128];
+	int64_t n;
+
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM %s", table);
+	if (store_query(tx, sql, NULL, 0, &row) <= 0) {
+		return -1;
+	}
+	n = store_row_int(&row, 0);
+	store_row_finish(&row);
+	return n;
+}
+
+/* The whole copy, one unit of work on the target's writer. */
+static int cmd_store_copy_tx(struct store_tx *tx, void *arg)
+{
+	struct cmd_store_copy *cs = arg;
+	char sql[128];
+	int64_t n;
+	size_t i;
+
+	for (i = 0; i < CMD_STORE_N_TABLES; i++) {
+		n = cmd_store_count(tx, cmd_store_tables[i].ct_name);
+		if (n < 0) {
+			return -1;
+		}
+		if (n > 0 && !cs->cs_replace) {
+			fprintf(stderr,
+			        "idemhook store copy: the target is not empty (%s has %lld rows); "
+			        "--replace deletes what it holds first\n",
+			        cmd_store_tables[i].ct_name, (long long)n);
+			return -1;
+		}
+	}
+	for (i = CMD_STORE_N_TABLES; cs->cs_replace && i-- > 0;) {
+		snprintf(sql, sizeof(sql), "DELETE FROM %s", cmd_store_tables[i].ct_name);
+		if (store_exec(tx, sql, NULL, 0, NULL) < 0) {
+			return -1;
+		}
+	}
+	cs->cs_target = tx;
+	for (i = 0; i < CMD_STORE_N_TABLES; i++) {
+		if (cmd_store_copy_table(cs, &cmd_store_tables[i]) < 0) {
+			return -1;
+		}
+		cs->cs_counts[i] = cs->cs_rows;
+	}
+	return 0;
+}
+
+/* The source's read transaction: one snapshot of the whole source (SQLite's
+ * read transaction, PostgreSQL's repeatable read), copied by one write
+ * transaction of the target. */
+static int cmd_store_source_tx(struct store_tx *tx, void *arg)
+{
+	struct cmd_store_copy *cs = arg;
+
+	if (store_tables(tx, cmd_store_known_table, cs) < 0) {
+		return -1;
+	}
+	cs->cs_src_tx = tx;
+	if (store_write(cs->cs_dst, store_tx_now(tx), cmd_store_copy_tx, cs) < 0) {
+		fprintf(stderr, "idemhook store copy: nothing was copied\n");
+		return -1;
+	}
+	return 0;
+}
+
+/* A location as the user may see it: a connection string may hold a password. */
+static const char *cmd_store_name(const struct store_options *so)
+{
+	return so->so_backend == STORE_BACKEND_POSTGRESQL ? "postgresql" : so->so_path;
+}
+
+static void cmd_store_usage(FILE *out)
+{
+	fprintf(out,
+	        "usage: idemhook store copy --from LOCATION --to LOCATION [--replace]\n\n"
+	        "Copies every table (idempotency records with their stored replies, orders,\n"
+	        "refunds, points, disputes, events, outbox, checkout messages) from one store\n"
+	        "into another, row by row, in one transaction of the target, then moves the\n"
+	        "target's id generators past the copied ids. The target is migrated first and\n"
+	        "must be empty unless --replace. A SQLite store is locked as serve locks it:\n"
+	        "stop serve first (the copy is refused while it runs).\n\n"
+	        "  LOCATION   sqlite:PATH, postgresql:CONNINFO or a postgresql:// URI\n"
+	        "  --replace  delete what the target holds first\n\n"
+	        "Example:\n"
+	        "  idemhook store copy --from sqlite:/var/lib/idemhook/idemhook.db \\\n"
+	        "      --to 'postgresql:host=db.internal dbname=idemhook user=idemhook'\n");
+}
+
+static int cmd_store_copy_run(int argc, char **argv)
+{
+	static const struct option opts[] = {
+	        {"from", required_argument, NULL, 'f'},
+	        {"to", required_argument, NULL, 't'},
+	        {"replace", no_argument, NULL, 'r'},
+	        {NULL, 0, NULL, 0},
+	};
+	struct store_options from;
+	struct store_options to;
+	struct cmd_store_copy cs;
+	struct store *src = NULL;
+	struct store *dst = NULL;
+	const char *from_loc = NULL;
+	const char *to_loc = NULL;
+	int64_t total = 0;
+	size_t i;
+	int rc = EX_UNAVAILABLE;
+
+	memset(&cs, 0, sizeof(cs));
+	optind = 1;
+	for (;;) {
+		int c = getopt_long(argc, argv, "", opts, NULL);
+
+		if (c == -1) {
+			break;
+		}
+		switch (c) {
+		case 'f':
+			from_loc = optarg;
+			break;
+		case 't':
+			to_loc = optarg;
+			break;
+		case 'r':
+			cs.cs_replace = 1;
+			break;
+		default:
+			cmd_store_usage(stderr);
+			return EX_USAGE;
+		}
+	}
+	memset(&from, 0, sizeof(from));
+	memset(&to, 0, sizeof(to));
+	if (optind != argc || from_loc == NULL || to_loc == NULL ||
+	    store_location_parse(from_loc, &from) < 0 || store_location_parse(to_loc, &to) < 0) {
+		cmd_store_usage(stderr);
+		return EX_USAGE;
+	}
+	/* The source only read, at this binary's schema; both SQLite ends
+	 * locked against a serve for the copy's length. */
+	from.so_read_only = 1;
+	from.so_exclusive = 1;
+	to.so_exclusive = 1;
+	src = store_create(&from);
+	if (src == NULL) {
+		goto out;
+	}
+	dst = store_create(&to);
+	if (dst == NULL) {
+		goto out;
+	}
+	cs.cs_dst = dst;
+	rc = EX_DATAERR;
+	if (store_read(src, cli_now_ms(), cmd_store_source_tx, &cs) < 0) {
+		goto out;
+	}
+	if (store_after_copy(dst) < 0) {
+		fprintf(stderr, "idemhook store copy: the rows are copied, but the target's id "
+		                "generators could not be moved past them\n");
+		rc = EX_SOFTWARE;
+		goto out;
+	}
+	for (i = 0; i < CMD_STORE_N_TABLES; i++) {
+		printf("%-22s %10lld\n", cmd_store_tables[i].ct_name, (long long)cs.cs_counts[i]);
+		total += cs.cs_counts[i];
+	}
+	printf("copied %lld rows from %s to %s\n", (long long)total, cmd_store_name(&from),
+	       cmd_store_name(&to));
+	rc = EX_OK;
+out:
+	store_destroy(dst);
+	store_destroy(src);
+	return rc;
+}
+
+static int cmd_store_run(int argc, char **argv, const char *config_path)
+{
+	(void)config_path; /* the locations are named on the command line */
+	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+		cmd_store_usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? EX_USAGE : EX_OK;
+	}
+	if (strcmp(argv[1], "copy") == 0) {
+		if (cli_wants_help(argc, argv)) {
+			cmd_store_usage(stdout);
+			return EX_OK;
+		}
+		return cmd_store_copy_run(argc - 1, argv + 1);
+	}
+	fprintf(stderr, "idemhook store: unknown subcommand '%s'\n", argv[1]);
+	cmd_store_usage(stderr);
+	return EX_USAGE;
+}
+
+const struct cli_command cli_cmd_store = {
+        .cc_name = "store",
+        .cc_summary = "copy a store into another (SQLite to PostgreSQL and back)",
+        .cc_run = cmd_store_run,
+};

@@ -1,0 +1,115 @@
+/* store_engine.h: what the backend-neutral store (store.c) asks of a storage
+ * engine: store_sqlite.c (the only file that includes sqlite3.h) and
+ * store_pg.c (the only file that includes libpq-fe.h). Internal to the
+ * store; nothing outside receiver/store*.c includes it. */
+#ifndef IDEMHOOK_STORE_ENGINE_H
+#define IDEMHOOK_STORE_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+struct store_conn; /* one database connection, defined by its engine */
+struct store_db;   /* an engine's state for one struct store */
+struct store_engine;
+
+struct store_tx {
+	struct store *tx_store; /* NULL while the engine opens the database */
+	const struct store_engine *tx_engine;
+	struct store_conn *tx_conn;
+	int64_t tx_now;
+};
+
+/* What became of the writer's transaction after a unit failed. */
+enum store_tx_state {
+	STORE_TXS_OPEN = 0, /* still open: the unit's savepoint was rolled back */
+	STORE_TXS_ENDED, /* the engine ended it (SQLite FULL/IOERR/NOMEM): the unit is at fault */
+	STORE_TXS_RETRY, /* serialization failure or deadlock: run the whole batch again */
+	STORE_TXS_LOST,  /* the connection is gone: every unit transient, reconnect */
+};
+
+/* Called for each result row; may take the row's contents and leave it
+ * empty. Returns 0 to go on, 1 to stop, -1 to fail. */
+typedef int (*store_row_fn)(void *arg, struct store_row *row);
+
+struct store_engine {
+	const char *en_name;
+	/* 1: several receivers write the same database: a claim inserts its
+	 * key first and reads the winner, a batch's claims run sorted by key. */
+	int en_shared;
+	/* A query with one parameter, a table name: count(*) of such tables. */
+	const char *en_sql_has_table;
+	/* The application's tables (name), and a table's columns (name, declared
+	 * type) in order, with one parameter, the table name. */
+	const char *en_sql_tables;
+	const char *en_sql_columns;
+
+	/* Opens the database for st's options: a writer connection with the
+	 * schema checked and migrated (unless so_no_migrate), or for
+	 * so_read_only only the schema check. ret_from/ret_to (may be NULL)
+	 * get the schema versions before and after. NULL on failure (logged). */
+	struct store_db *(*en_open)(const struct store_options *opt, int *ret_from, int *ret_to);
+	void (*en_close)(struct store_db *db);
+
+	/* The writer connection; NULL when the database is open read-only. */
+	struct store_conn *(*en_writer)(struct store_db *db);
+	/* Before each batch: 0 when the writer connection is usable (PostgreSQL
+	 * reconnects a lost one here), -1 otherwise. */
+	int (*en_writer_ready)(struct store_db *db);
+	/* A read connection for this thread, held until en_reader_put; nested
+	 * gets on one thread return the same connection. With wait 0, NULL
+	 * rather than waiting for a pooled one to come free. NULL on failure. */
+	struct store_conn *(*en_reader_get)(struct store_db *db, int wait);
+	void (*en_reader_put)(struct store_db *db, struct store_conn *cn);
+
+	/* Runs one statement with '?' placeholders (store_run's contract). */
+	int (*en_run)(struct store_conn *cn, const char *sql, const struct store_value *params,
+	              size_t n_params, store_row_fn fn, void *arg, int64_t *ret_changes);
+	/* BEGIN for the writer (write = 1) or a reader. Returns 0 or -1. */
+	int (*en_begin)(struct store_conn *cn, int write);
+	/* 1 while cn is inside a transaction. */
+	int (*en_in_tx)(struct store_conn *cn);
+	/* After a failure on the writer: what became of its transaction. */
+	enum store_tx_state (*en_tx_state)(struct store_conn *cn);
+	/* The last error code on cn (for the health probe), and what it means
+	 * for readiness: NULL when it is no failure once it passed (a lock
+	 * that was busy), else a short description. */
+	int (*en_last_error)(struct store_conn *cn);
+	const char *(*en_error_reason)(int code);
+
+	/* Between batches, with nothing of the store locked. Returns 1 when it
+	 * ran a checkpoint catch-up (counted), 0 otherwise. */
+	int (*en_after_batch)(struct store_db *db);
+	/* Pages appended to the WAL so far (SQLite), 0 elsewhere. */
+	uint64_t (*en_wal_written)(struct store_db *db);
+
+	/* Operations: see store.h. */
+	/* busy_since: the writer's heartbeat (read atomically; 0 when idle). */
+	void (*en_probe)(struct store_db *db, const int64_t *busy_since, int64_t ok_at,
+	                 struct store_health *h);
+	int (*en_file_stats)(struct store *st, struct store_db *db, struct store_file_stats *ret);
+	int (*en_reclaim)(struct store *st, int64_t max_pages, int64_t *ret_pages);
+	int (*en_checkpoint)(struct store_db *db);
+	int (*en_vacuum)(struct store_db *db);
+	int (*en_after_copy)(struct store *st);
+	/* Named cluster-wide locks: 1 when taken, 0 when another holds it, -1. */
+	int (*en_try_lock)(struct store_db *db, const char *name);
+	void (*en_unlock)(struct store_db *db, const char *name);
+};
+
+extern const struct store_engine store_engine_sqlite;
+extern const struct store_engine store_engine_pg;
+
+/* Shared by the engines (store.c). */
+void store_health_fail(struct store_health *h, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+/* Refuses a schema newer than this binary, and an older one unless it is
+ * about to be migrated. Returns 0 or -1 (logged). */
+int store_version_check(int version, int may_migrate);
+/* The engine's statement runner on a connection outside any store. */
+int store_conn_exec(const struct store_engine *en, struct store_conn *cn, const char *sql);
+/* Copies a row value (NUL-terminated copy for TEXT/BLOB). Returns 0 or -1. */
+int store_value_copy(struct store_value *dst, enum store_type type, const void *p, size_t len);
+
+#endif

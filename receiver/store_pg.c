@@ -1,0 +1,1286 @@
+/* store_pg.c: the PostgreSQL engine of the store: one writer connection, a
+ * pool of read connections, statements prepared once per connection with
+ * '?' rewritten to $n and every parameter's type sent, migrations versioned
+ * in idemhook_schema under an advisory lock, and named advisory locks for
+ * work one receiver does at a time. The only file that includes libpq-fe.h. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "log.h"
+#include "migrations.h"
+#include "store_engine.h"
+
+#define STORE_PG_POOL_DEFAULT 4
+#define STORE_PG_STATEMENT_TIMEOUT_MS_DEFAULT 5000
+#define STORE_PG_STMT_BUCKETS 64
+#define STORE_PG_STMT_CACHE_MAX 512 /* prepared statements per connection */
+#define STORE_PG_PARAMS_MAX 1000    /* '?' in one statement */
+/* The advisory lock every migrating receiver takes: "idemhook" in ASCII. */
+#define STORE_PG_MIGRATE_LOCK INT64_C(0x6964656d686f6f6b)
+
+/* Type OIDs of the parameters we send (pg_type.h, stable). */
+#define STORE_PG_OID_BYTEA 17
+#define STORE_PG_OID_INT8 20
+#define STORE_PG_OID_TEXT 25
+#define STORE_PG_OID_INT2 21
+#define STORE_PG_OID_INT4 23
+#define STORE_PG_OID_OID 26
+#define STORE_PG_OID_BOOL 16
+#define STORE_PG_OID_FLOAT4 700
+#define STORE_PG_OID_FLOAT8 701
+#define STORE_PG_OID_NUMERIC 1700
+
+struct store_pg_stmt {
+	char *ps_key; /* the statement's SQL, then a NUL, then its parameter types */
+	size_t ps_key_len;
+	char ps_name[24];
+	struct store_pg_stmt *ps_next;
+};
+
+struct store_conn {
+	PGconn *cn_pg;
+	struct store_pg_stmt *cn_stmts[STORE_PG_STMT_BUCKETS];
+	size_t cn_n_stmts;
+	unsigned cn_next_id;
+	int cn_retry;               /* a deadlock or serialization failure since BEGIN */
+	char cn_sqlstate[6];        /* of the last failure */
+	int cn_depth;               /* reader: nested gets on its thread */
+	struct store_conn *cn_next; /* reader: in the free list */
+};
+
+struct store_db {
+	char *db_conninfo;
+	unsigned db_timeout_ms;
+	struct store_conn *db_writer; /* NULL when read-only */
+	pthread_mutex_t db_mutex;
+	pthread_cond_t db_cond;
+	struct store_conn *db_free; /* idle read connections, under db_mutex */
+	unsigned db_pool_size;
+	unsigned db_pool_open;      /* read connections made, under db_mutex */
+	struct store_conn **db_all; /* every read connection, for closing */
+	pthread_key_t db_key;       /* the read connection this thread holds */
+	int db_key_made;
+	struct store_conn *db_lock_conn; /* advisory locks (session), under db_lock_mutex */
+	pthread_mutex_t db_lock_mutex;
+	struct store_conn *db_probe;
+};
+
+static const struct store_engine *const en = &store_engine_pg;
+
+/* ---- connections ---- */
+
+static void store_pg_notice(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message; /* NOTICEs (IF NOT EXISTS ... skipping) are not news */
+}
+
+static void store_pg_stmts_clear(struct store_conn *cn)
+{
+	size_t i;
+
+	for (i = 0; i < STORE_PG_STMT_BUCKETS; i++) {
+		struct store_pg_stmt *ps = cn->cn_stmts[i];
+
+		while (ps != NULL) {
+			struct store_pg_stmt *next = ps->ps_next;
+
+			free(ps->ps_key);
+			free(ps);
+			ps = next;
+		}
+		cn->cn_stmts[i] = NULL;
+	}
+	cn->cn_n_stmts = 0;
+}
+
+static void store_pg_conn_close(struct store_conn *cn)
+{
+	if (cn == NULL) {
+		return;
+	}
+	store_pg_stmts_clear(cn);
+	if (cn->cn_pg != NULL) {
+		PQfinish(cn->cn_pg);
+	}
+	free(cn);
+}
+
+/* Session settings every connection gets (again after a reconnect). */
+static int store_pg_conn_setup(struct store_conn *cn, unsigned timeout_ms)
+{
+	char sql[96];
+	PGresult *res;
+	int ok;
+
+	PQsetNoticeProcessor(cn->cn_pg, store_pg_notice, NULL);
+	snprintf(sql, sizeof(sql), "SET statement_timeout = %u; SET client_min_messages = warning",
+	         timeout_ms);
+	res = PQexec(cn->cn_pg, sql);
+	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	if (!ok) {
+		log_err("store: postgresql: %s", PQerrorMessage(cn->cn_pg));
+	}
+	PQclear(res);
+	return ok ? 0 : -1;
+}
+
+static struct store_conn *store_pg_conn_open_q(const char *conninfo, unsigned timeout_ms, int quiet)
+{
+	struct store_conn *cn;
+
+	cn = calloc(1, sizeof(*cn));
+	if (cn == NULL) {
+		log_err("store: out of memory");
+		return NULL;
+	}
+	cn->cn_pg = PQconnectdb(conninfo);
+	if (cn->cn_pg == NULL || PQstatus(cn->cn_pg) != CONNECTION_OK) {
+		/* libpq's message names host and port, never the password. */
+		if (!quiet) {
+			log_err("store: cannot connect to postgresql: %s",
+			        cn->cn_pg != NULL ? PQerrorMessage(cn->cn_pg) : "out of memory");
+		}
+		goto fail;
+	}
+	if (store_pg_conn_setup(cn, timeout_ms) < 0) {
+		goto fail;
+	}
+	return cn;
+fail:
+	store_pg_conn_close(cn);
+	return NULL;
+}
+
+static struct store_conn *store_pg_conn_open(const char *conninfo, unsigned timeout_ms)
+{
+	return store_pg_conn_open_q(conninfo, timeout_ms, 0);
+}
+
+/* Reconnects a connection the server or the network dropped. Its prepared
+ * statements went with the old session. Returns 0 or -1 (logged). */
+static int store_pg_conn_revive(struct store_conn *cn, unsigned timeout_ms)
+{
+	if (PQstatus(cn->cn_pg) == CONNECTION_OK) {
+		return 0;
+	}
+	store_pg_stmts_clear(cn);
+	PQreset(cn->cn_pg);
+	if (PQstatus(cn->cn_pg) != CONNECTION_OK) {
+		log_warn("store: cannot reconnect to postgresql: %s", PQerrorMessage(cn->cn_pg));
+		return -1;
+	}
+	log_info("store: reconnected to postgresql");
+	return store_pg_conn_setup(cn, timeout_ms);
+}
+
+/* ---- statements ---- */
+
+static int store_pg_in_tx(struct store_conn *cn);
+
+static int store_pg_sqlstate_retry(const char *state)
+{
+	/* serialization_failure, deadlock_detected */
+	return strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0;
+}
+
+/* Remembers and logs (once, here) a failed result. */
+static void store_pg_fail(struct store_conn *cn, const PGresult *res, const char *what)
+{
+	const char *state = res != NULL ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	const char *msg = res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(cn->cn_pg);
+
+	snprintf(cn->cn_sqlstate, sizeof(cn->cn_sqlstate), "%s", state != NULL ? state : "08000");
+	if (store_pg_sqlstate_retry(cn->cn_sqlstate)) {
+		cn->cn_retry = 1;
+		log_warn("store: %.100s: %s", what, msg);
+	} else if (PQstatus(cn->cn_pg) != CONNECTION_OK || strcmp(cn->cn_sqlstate, "57014") == 0) {
+		log_warn("store: %.100s: %s", what, msg);
+	} else {
+		log_err("store: %.100s: %s", what, msg);
+	}
+}
+
+/* Rewrites '?' placeholders to $1..$n outside string literals, quoted
+ * identifiers and comments. Returns the new text (malloc'd) with *ret_n the
+ * number of placeholders, or NULL (logged). */
+static char *store_pg_rewrite(const char *sql, size_t *ret_n)
+{
+	size_t len = strlen(sql);
+	size_t cap = len + 1;
+	size_t n = 0;
+	size_t o = 0;
+	const char *p;
+	char *out;
+
+	for (p = sql; *p != '\0'; p++) {
+		cap += *p == '?' ? 5 : 0;
+	}
+	out = malloc(cap);
+	if (out == NULL) {
+		log_err("store: out of memory");
+		return NULL;
+	}
+	for (p = sql; *p != '\0'; p++) {
+		if (*p == '\'' || *p == '"') {
+			char q = *p;
+
+			out[o++] = *p++;
+			while (*p != '\0' && *p != q) {
+				out[o++] = *p++;
+			}
+			if (*p == '\0') {
+				break;
+			}
+			out[o++] = *p; /* the closing quote; '' is two literals in a row */
+			continue;
+		}
+		if (p[0] == '-' && p[1] == '-') {
+			while (*p != '\0' && *p != '\n') {
+				out[o++] = *p++;
+			}
+			if (*p == '\0') {
+				break;
+			}
+			out[o++] = *p;
+			continue;
+		}
+		if (*p != '?') {
+			out[o++] = *p;
+			continue;
+		}
+		if (++n > STORE_PG_PARAMS_MAX) {
+			log_err("store: %.100s: too many parameters", sql);
+			free(out);
+			return NULL;
+		}
+		o += (size_t)snprintf(out + o, cap - o, "$%zu", n);
+	}
+	out[o] = '\0';
+	*ret_n = n;
+	return out;
+}
+
+/* The type each parameter is sent with: int8, text, bytea; a NULL none
+ * (see store_pg_prepare_typed). */
+static Oid store_pg_type(const struct store_value *v)
+{
+	switch (v->sv_type) {
+	case STORE_INT:
+		return STORE_PG_OID_INT8;
+	case STORE_TEXT:
+		return v->sv_text != NULL ? STORE_PG_OID_TEXT : 0;
+	case STORE_BLOB:
+		return STORE_PG_OID_BYTEA;
+	default:
+		return 0;
+	}
+}
+
+/* The parameter number in "could not determine data type of parameter $N",
+ * or 0. */
+static size_t store_pg_untyped_param(const PGresult *res)
+{
+	const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	const char *dollar;
+
+	if (state == NULL || strcmp(state, "42P18") != 0 || msg == NULL) {
+		return 0;
+	}
+	dollar = strrchr(msg, '$');
+	return dollar != NULL ? (size_t)strtoul(dollar + 1, NULL, 10) : 0;
+}
+
+/* Prepares pg_sql. A NULL parameter goes untyped (0) and the server infers
+ * its type from where it stands; where nothing tells (`? IS NULL OR col =
+ * ?`), it is given text and the statement prepared again. Inside a
+ * transaction each try runs in a savepoint, as a failed PREPARE would abort
+ * the transaction. Only the first use of a statement on a connection pays
+ * for this. Returns the last result (the caller clears it). */
+static PGresult *store_pg_prepare_typed(struct store_conn *cn, const char *name, const char *pg_sql,
+                                        Oid *types, size_t n)
+{
+	int in_tx = store_pg_in_tx(cn);
+	PGresult *res = NULL;
+	PGresult *sp;
+	size_t tries;
+	size_t k;
+
+	for (tries = 0; tries <= n; tries++) {
+		if (in_tx) {
+			sp = PQexec(cn->cn_pg, "SAVEPOINT idemhook_prepare");
+			PQclear(sp);
+		}
+		PQclear(res);
+		res = PQprepare(cn->cn_pg, name, pg_sql, (int)n, types);
+		if (in_tx) {
+			sp = PQexec(cn->cn_pg, PQresultStatus(res) == PGRES_COMMAND_OK
+			                               ? "RELEASE idemhook_prepare"
+			                               : "ROLLBACK TO idemhook_prepare");
+			PQclear(sp);
+		}
+		if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+			break;
+		}
+		k = store_pg_untyped_param(res);
+		if (k == 0 || k > n || types[k - 1] != 0) {
+			break;
+		}
+		types[k - 1] = STORE_PG_OID_TEXT;
+	}
+	return res;
+}
+
+static unsigned store_pg_hash(const char *s, size_t len)
+{
+	unsigned h = 2166136261u;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		h = (h ^ (unsigned char)s[i]) * 16777619u;
+	}
+	return h;
+}
+
+/* Returns the name of the statement prepared on cn for sql with these
+ * types, preparing it on first use; NULL on failure (logged). */
+static const char *store_pg_prepare(struct store_conn *cn, const char *sql, const char *pg_sql,
+                                    Oid *types, size_t n)
+{
+	size_t sql_len = strlen(sql);
+	size_t key_len = sql_len + 1 + n * sizeof(Oid);
+	struct store_pg_stmt *ps;
+	PGresult *res;
+	unsigned b;
+	char *key;
+
+	key = malloc(key_len);
+	if (key == NULL) {
+		log_err("store: out of memory");
+		return NULL;
+	}
+	memcpy(key, sql, sql_len + 1);
+	if (n > 0) {
+		memcpy(key + sql_len + 1, types, n * sizeof(Oid));
+	}
+	b = store_pg_hash(key, key_len) % STORE_PG_STMT_BUCKETS;
+	for (ps = cn->cn_stmts[b]; ps != NULL; ps = ps->ps_next) {
+		if (ps->ps_key_len == key_len && memcmp(ps->ps_key, key, key_len) == 0) {
+			free(key);
+			return ps->ps_name;
+		}
+	}
+	if (cn->cn_n_stmts >= STORE_PG_STMT_CACHE_MAX) {
+		/* A full cache: the unnamed statement, prepared for this run only. */
+		free(key);
+		res = store_pg_prepare_typed(cn, "", pg_sql, types, n);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+			store_pg_fail(cn, res, sql);
+			PQclear(res);
+			return NULL;
+		}
+		PQclear(res);
+		return "";
+	}
+	ps = calloc(1, sizeof(*ps));
+	if (ps == NULL) {
+		log_err("store: out of memory");
+		free(key);
+		return NULL;
+	}
+	ps->ps_key = key;
+	ps->ps_key_len = key_len;
+	snprintf(ps->ps_name, sizeof(ps->ps_name), "idemhook_%u", cn->cn_next_id++);
+	res = store_pg_prepare_typed(cn, ps->ps_name, pg_sql, types, n);
+	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		store_pg_fail(cn, res, sql);
+		PQclear(res);
+		free(ps->ps_key);
+		free(ps);
+		return NULL;
+	}
+	PQclear(res);
+	ps->ps_next = cn->cn_stmts[b];
+	cn->cn_stmts[b] = ps;
+	cn->cn_n_stmts++;
+	return ps->ps_name;
+}
+
+static int store_pg_hex(char c)
+{
+	if (c >= '0' && c <= '9') {
+		return c - '0';
+	}
+	if (c >= 'a' && c <= 'f') {
+		return c - 'a' + 10;
+	}
+	if (c >= 'A' && c <= 'F') {
+		return c - 'A' + 10;
+	}
+	return -1;
+}
+
+/* One result value (text format) as a store value. */
+static int store_pg_value(const PGresult *res, int r, int c, struct store_value *v)
+{
+	const char *s = PQgetvalue(res, r, c);
+	size_t len = (size_t)PQgetlength(res, r, c);
+	char *copy;
+	size_t i;
+
+	memset(v, 0, sizeof(*v));
+	if (PQgetisnull(res, r, c)) {
+		v->sv_type = STORE_NULL;
+		return 0;
+	}
+	switch (PQftype(res, c)) {
+	case STORE_PG_OID_INT2:
+	case STORE_PG_OID_INT4:
+	case STORE_PG_OID_INT8:
+	case STORE_PG_OID_OID:
+		v->sv_type = STORE_INT;
+		v->sv_int = strtoll(s, NULL, 10);
+		return 0;
+	case STORE_PG_OID_NUMERIC:
+	case STORE_PG_OID_FLOAT4:
+	case STORE_PG_OID_FLOAT8:
+		/* sum() of bigint is numeric; SQLite hands such values over as
+		 * integers: the integer part, saturated. */
+		v->sv_type = STORE_INT;
+		v->sv_int = strtoll(s, NULL, 10);
+		return 0;
+	case STORE_PG_OID_BOOL:
+		v->sv_type = STORE_INT;
+		v->sv_int = s[0] == 't';
+		return 0;
+	case STORE_PG_OID_BYTEA:
+		if (len < 2 || s[0] != '\\' || s[1] != 'x') {
+			return store_value_copy(v, STORE_BLOB, s, len); /* not hex: as is */
+		}
+		copy = malloc((len - 2) / 2 + 1);
+		if (copy == NULL) {
+			log_err("store: out of memory");
+			return -1;
+		}
+		for (i = 0; 2 + 2 * i + 1 < len; i++) {
+			copy[i] = (char)(store_pg_hex(s[2 + 2 * i]) << 4 |
+			                 store_pg_hex(s[2 + 2 * i + 1]));
+		}
+		copy[i] = '\0';
+		v->sv_type = STORE_BLOB;
+		v->sv_text = copy;
+		v->sv_len = i;
+		return 0;
+	default:
+		return store_value_copy(v, STORE_TEXT, s, len);
+	}
+}
+
+static int store_pg_row_fill(const PGresult *res, int r, struct store_row *row)
+{
+	int n = PQnfields(res);
+	int c;
+
+	memset(row, 0, sizeof(*row));
+	if (n > STORE_ROW_MAX) {
+		log_err("store: more than %d result columns", STORE_ROW_MAX);
+		return -1;
+	}
+	for (c = 0; c < n; c++) {
+		if (store_pg_value(res, r, c, &row->sr_cols[c]) < 0) {
+			store_row_finish(row);
+			return -1;
+		}
+		row->sr_n = (size_t)c + 1;
+	}
+	return 0;
+}
+
+/* The arrays libpq takes for n parameters, in one allocation. */
+struct store_pg_params {
+	Oid *pp_types;
+	const char **pp_values;
+	int *pp_lengths;
+	int *pp_formats;
+	char (*pp_ints)[24];
+};
+
+/* Sends one statement: prepared once per connection and types. */
+static PGresult *store_pg_exec(struct store_conn *cn, const char *sql, const char *pg_sql,
+                               const struct store_value *params, size_t n,
+                               struct store_pg_params *pp)
+{
+	const char *name;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		const struct store_value *v = &params[i];
+
+		pp->pp_types[i] = store_pg_type(v);
+		pp->pp_formats[i] = 0;
+		pp->pp_lengths[i] = 0;
+		switch (v->sv_type) {
+		case STORE_INT:
+			snprintf(pp->pp_ints[i], sizeof(pp->pp_ints[i]), "%" PRId64, v->sv_int);
+			pp->pp_values[i] = pp->pp_ints[i];
+			break;
+		case STORE_TEXT:
+			pp->pp_values[i] = v->sv_text;
+			break;
+		case STORE_BLOB:
+			pp->pp_values[i] = v->sv_text != NULL ? v->sv_text : "";
+			pp->pp_lengths[i] = (int)v->sv_len;
+			pp->pp_formats[i] = 1;
+			break;
+		default:
+			pp->pp_values[i] = NULL;
+			break;
+		}
+	}
+	name = store_pg_prepare(cn, sql, pg_sql, pp->pp_types, n);
+	if (name == NULL) {
+		return NULL;
+	}
+	return PQexecPrepared(cn->cn_pg, name, (int)n, pp->pp_values, pp->pp_lengths,
+	                      pp->pp_formats, 0);
+}
+
+/* Everything one statement needs beside its SQL, in one allocation: the
+ * parameters as libpq takes them, and copies of TEXT parameters whose
+ * explicit length is not their C string's (libpq reads text to its NUL). */
+struct store_pg_call {
+	struct store_pg_params pc_pp;
+	struct store_value *pc_fixed;
+	char **pc_copies;
+	size_t pc_n;
+};
+
+static void store_pg_call_finish(struct store_pg_call *pc)
+{
+	size_t i;
+
+	for (i = 0; pc->pc_copies != NULL && i < pc->pc_n; i++) {
+		free(pc->pc_copies[i]);
+	}
+	free(pc->pc_pp.pp_types);
+	free(pc->pc_pp.pp_values);
+	free(pc->pc_pp.pp_lengths);
+	free(pc->pc_pp.pp_formats);
+	free(pc->pc_pp.pp_ints);
+	free(pc->pc_fixed);
+	free(pc->pc_copies);
+}
+
+static int store_pg_call_init(struct store_pg_call *pc, const struct store_value *params, size_t n)
+{
+	size_t m = n > 0 ? n : 1;
+	size_t i;
+
+	memset(pc, 0, sizeof(*pc));
+	pc->pc_n = n;
+	pc->pc_pp.pp_types = calloc(m, sizeof(Oid));
+	pc->pc_pp.pp_values = calloc(m, sizeof(char *));
+	pc->pc_pp.pp_lengths = calloc(m, sizeof(int));
+	pc->pc_pp.pp_formats = calloc(m, sizeof(int));
+	pc->pc_pp.pp_ints = calloc(m, sizeof(*pc->pc_pp.pp_ints));
+	pc->pc_fixed = calloc(m, sizeof(*pc->pc_fixed));
+	pc->pc_copies = calloc(m, sizeof(char *));
+	if (pc->pc_pp.pp_types == NULL || pc->pc_pp.pp_values == NULL ||
+	    pc->pc_pp.pp_lengths == NULL || pc->pc_pp.pp_formats == NULL ||
+	    pc->pc_pp.pp_ints == NULL || pc->pc_fixed == NULL || pc->pc_copies == NULL) {
+		goto fail;
+	}
+	for (i = 0; i < n; i++) {
+		pc->pc_fixed[i] = params[i];
+		if (params[i].sv_type == STORE_TEXT && params[i].sv_text != NULL &&
+		    params[i].sv_len > 0 && strlen(params[i].sv_text) != params[i].sv_len) {
+			pc->pc_copies[i] = strndup(params[i].sv_text, params[i].sv_len);
+			if (pc->pc_copies[i] == NULL) {
+				goto fail;
+			}
+			pc->pc_fixed[i].sv_text = pc->pc_copies[i];
+		}
+	}
+	return 0;
+fail:
+	log_err("store: out of memory");
+	store_pg_call_finish(pc);
+	memset(pc, 0, sizeof(*pc));
+	return -1;
+}
+
+static int store_pg_run(struct store_conn *cn, const char *sql, const struct store_value *params,
+                        size_t n_params, store_row_fn fn, void *arg, int64_t *ret_changes)
+{
+	struct store_pg_call pc;
+	struct store_row row;
+	PGresult *res = NULL;
+	char *pg_sql;
+	size_t n = 0;
+	int stopped = 0;
+	int rows;
+	int i;
+	int r;
+	int rc = -1;
+
+	memset(&pc, 0, sizeof(pc));
+	pg_sql = store_pg_rewrite(sql, &n);
+	if (pg_sql == NULL) {
+		return -1;
+	}
+	if (n != n_params) {
+		log_err("store: %.100s: %zu parameters expected, %zu given", sql, n, n_params);
+		goto out;
+	}
+	if (store_pg_call_init(&pc, params, n_params) < 0) {
+		goto out;
+	}
+	res = store_pg_exec(cn, sql, pg_sql, pc.pc_fixed, n_params, &pc.pc_pp);
+	if (res == NULL) {
+		goto out;
+	}
+	if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK) {
+		store_pg_fail(cn, res, sql);
+		goto out;
+	}
+	rows = PQntuples(res);
+	for (i = 0; i < rows && fn != NULL; i++) {
+		if (store_pg_row_fill(res, i, &row) < 0) {
+			goto out;
+		}
+		r = fn(arg, &row);
+		store_row_finish(&row);
+		if (r < 0) {
+			goto out;
+		}
+		if (r > 0) {
+			stopped = 1;
+			break;
+		}
+	}
+	if (ret_changes != NULL) {
+		const char *t = PQcmdTuples(res);
+
+		*ret_changes = t[0] != '\0' ? strtoll(t, NULL, 10) : 0;
+	}
+	rc = stopped;
+out:
+	PQclear(res);
+	store_pg_call_finish(&pc);
+	free(pg_sql);
+	return rc;
+}
+
+/* A statement without parameters, by the simple protocol (several
+ * statements allowed: migrations). Returns 0 or -1 (logged). */
+static int store_pg_simple(struct store_conn *cn, const char *sql, const char *what)
+{
+	PGresult *res = PQexec(cn->cn_pg, sql);
+	int ok = PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK;
+
+	if (!ok) {
+		store_pg_fail(cn, res, what != NULL ? what : sql);
+	}
+	PQclear(res);
+	return ok ? 0 : -1;
+}
+
+/* ---- transactions ---- */
+
+static int store_pg_begin(struct store_conn *cn, int write)
+{
+	cn->cn_retry = 0;
+	cn->cn_sqlstate[0] = '\0';
+	/* READ COMMITTED: a claim that meets another receiver's uncommitted
+	 * insert of its key waits for it and then sees the winner. A read is
+	 * one snapshot, as SQLite's read transactions are (a read-only
+	 * repeatable read never fails to serialize). */
+	return store_pg_simple(cn,
+	                       write ? "BEGIN ISOLATION LEVEL READ COMMITTED"
+	                             : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
+	                       NULL);
+}
+
+static int store_pg_in_tx(struct store_conn *cn)
+{
+	PGTransactionStatusType ts = PQtransactionStatus(cn->cn_pg);
+
+	return ts == PQTRANS_INTRANS || ts == PQTRANS_INERROR || ts == PQTRANS_ACTIVE;
+}
+
+static enum store_tx_state store_pg_tx_state(struct store_conn *cn)
+{
+	if (PQstatus(cn->cn_pg) != CONNECTION_OK) {
+		return STORE_TXS_LOST;
+	}
+	if (cn->cn_retry) {
+		return STORE_TXS_RETRY;
+	}
+	return store_pg_in_tx(cn) ? STORE_TXS_OPEN : STORE_TXS_ENDED;
+}
+
+static int store_pg_last_error(struct store_conn *cn)
+{
+	if (cn == NULL || PQstatus(cn->cn_pg) != CONNECTION_OK) {
+		return 1;
+	}
+	return cn->cn_retry ? 2 : 3;
+}
+
+static const char *store_pg_error_reason(int code)
+{
+	switch (code) {
+	case 1:
+		return "the connection to postgresql is lost";
+	case 2:
+		return NULL; /* a deadlock passes */
+	default:
+		return "a statement failed";
+	}
+}
+
+/* ---- migrations ---- */
+
+/* The schema version recorded in idemhook_schema (0 without the table).
+ * Returns 0 or -1 (logged unless quiet: the health probe's). */
+static int store_pg_version_q(struct store_conn *cn, int *ret, int quiet)
+{
+	PGresult *res;
+	const char *state;
+
+	res = PQexec(cn->cn_pg, "SELECT COALESCE(max(version), 0) FROM idemhook_schema");
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+		*ret = (int)strtol(PQgetvalue(res, 0, 0), NULL, 10);
+		PQclear(res);
+		return 0;
+	}
+	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	if (state != NULL && strcmp(state, "42P01") == 0) {
+		PQclear(res);
+		*ret = 0;
+		return 0;
+	}
+	if (!quiet) {
+		store_pg_fail(cn, res, "read the schema version");
+	}
+	PQclear(res);
+	return -1;
+}
+
+static int store_pg_version(struct store_conn *cn, int *ret)
+{
+	return store_pg_version_q(cn, ret, 0);
+}
+
+/* Applies one migration in its own transaction with its version row. The
+ * version is the primary key: a second receiver migrating at the same time
+ * (no advisory locks on CockroachDB) fails to commit and finds it done. */
+static int store_pg_migrate_one(struct store_conn *cn, const struct migration *mg, int *ret_applied)
+{
+	char sql[160];
+	int version;
+
+	*ret_applied = 0;
+	if (store_pg_simple(cn, "BEGIN", NULL) < 0) {
+		return -1;
+	}
+	if (store_pg_version(cn, &version) < 0) {
+		goto fail;
+	}
+	if (version >= mg->mg_version) {
+		return store_pg_simple(cn, "COMMIT", NULL);
+	}
+	if (store_pg_simple(cn, mg->mg_sql, mg->mg_name) < 0) {
+		goto fail;
+	}
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO idemhook_schema (version, name, applied_at) VALUES (%d, '%s', "
+	         "(extract(epoch from now()) * 1000)::bigint)",
+	         mg->mg_version, mg->mg_name);
+	if (store_pg_simple(cn, sql, mg->mg_name) < 0 || store_pg_simple(cn, "COMMIT", NULL) < 0) {
+		goto fail;
+	}
+	*ret_applied = 1;
+	return 0;
+fail:
+	if (PQtransactionStatus(cn->cn_pg) != PQTRANS_IDLE) {
+		PGresult *res = PQexec(cn->cn_pg, "ROLLBACK");
+
+		PQclear(res);
+	}
+	return -1;
+}
+
+static int store_pg_migrate(struct store_conn *cn, int *ret_version)
+{
+	char sql[96];
+	int applied;
+	int locked = 0;
+	size_t i;
+	int rc = -1;
+
+	if (migrations_pg_count != migrations_count ||
+	    migrations_pg[migrations_pg_count - 1].mg_version != store_schema_version()) {
+		log_err("store: this build's postgresql migrations do not match its sqlite ones");
+		return -1;
+	}
+	/* Receivers starting together migrate once: the others wait here. */
+	snprintf(sql, sizeof(sql), "SELECT pg_advisory_lock(%" PRId64 ")", STORE_PG_MIGRATE_LOCK);
+	if (store_pg_simple(cn, sql, "take the migration lock") < 0) {
+		log_warn("store: no advisory locks on this server; migrating under the version key "
+		         "only");
+	} else {
+		locked = 1;
+	}
+	if (store_pg_simple(
+	            cn,
+	            "CREATE TABLE IF NOT EXISTS idemhook_schema (version BIGINT PRIMARY KEY, "
+	            "name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
+	            "create idemhook_schema") < 0) {
+		goto out;
+	}
+	for (i = 0; i < migrations_pg_count; i++) {
+		const struct migration *mg = &migrations_pg[i];
+		int version;
+
+		if (store_pg_migrate_one(cn, mg, &applied) < 0) {
+			/* Another receiver may have applied it meanwhile. */
+			if (store_pg_version(cn, &version) < 0 || version < mg->mg_version) {
+				log_err("store: migration %s failed", mg->mg_name);
+				goto out;
+			}
+			continue;
+		}
+		if (applied) {
+			log_info("store: applied migration %s (postgresql)", mg->mg_name);
+		}
+	}
+	rc = store_pg_version(cn, ret_version);
+out:
+	if (locked) {
+		snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock(%" PRId64 ")",
+		         STORE_PG_MIGRATE_LOCK);
+		store_pg_simple(cn, sql, "release the migration lock");
+	}
+	return rc;
+}
+
+/* ---- readers ---- */
+
+static struct store_conn *store_pg_reader_get(struct store_db *db, int wait)
+{
+	struct store_conn *cn = pthread_getspecific(db->db_key);
+
+	if (cn != NULL) {
+		cn->cn_depth++;
+		return cn;
+	}
+	pthread_mutex_lock(&db->db_mutex);
+	while (db->db_free == NULL && db->db_pool_open >= db->db_pool_size) {
+		if (!wait) {
+			pthread_mutex_unlock(&db->db_mutex);
+			return NULL;
+		}
+		pthread_cond_wait(&db->db_cond, &db->db_mutex);
+	}
+	if (db->db_free != NULL) {
+		cn = db->db_free;
+		db->db_free = cn->cn_next;
+		pthread_mutex_unlock(&db->db_mutex);
+		if (store_pg_conn_revive(cn, db->db_timeout_ms) < 0) {
+			pthread_mutex_lock(&db->db_mutex);
+			cn->cn_next = db->db_free;
+			db->db_free = cn;
+			pthread_cond_signal(&db->db_cond);
+			pthread_mutex_unlock(&db->db_mutex);
+			return NULL;
+		}
+	} else {
+		unsigned slot = db->db_pool_open++;
+
+		pthread_mutex_unlock(&db->db_mutex);
+		cn = store_pg_conn_open(db->db_conninfo, db->db_timeout_ms);
+		pthread_mutex_lock(&db->db_mutex);
+		if (cn == NULL) {
+			db->db_pool_open--;
+			pthread_cond_signal(&db->db_cond);
+			pthread_mutex_unlock(&db->db_mutex);
+			return NULL;
+		}
+		db->db_all[slot] = cn;
+		pthread_mutex_unlock(&db->db_mutex);
+	}
+	cn->cn_next = NULL;
+	cn->cn_depth = 1;
+	pthread_setspecific(db->db_key, cn);
+	return cn;
+}
+
+static void store_pg_reader_put(struct store_db *db, struct store_conn *cn)
+{
+	if (cn == NULL || --cn->cn_depth > 0) {
+		return;
+	}
+	pthread_setspecific(db->db_key, NULL);
+	if (store_pg_in_tx(cn)) {
+		store_pg_simple(cn, "ROLLBACK", NULL);
+	}
+	pthread_mutex_lock(&db->db_mutex);
+	cn->cn_next = db->db_free;
+	db->db_free = cn;
+	pthread_cond_signal(&db->db_cond);
+	pthread_mutex_unlock(&db->db_mutex);
+}
+
+/* ---- the engine ---- */
+
+static struct store_conn *store_pg_writer(struct store_db *db)
+{
+	return db->db_writer;
+}
+
+static int store_pg_writer_ready(struct store_db *db)
+{
+	if (db->db_writer == NULL) {
+		return -1;
+	}
+	return store_pg_conn_revive(db->db_writer, db->db_timeout_ms);
+}
+
+static int store_pg_after_batch(struct store_db *db)
+{
+	(void)db;
+	return 0;
+}
+
+static uint64_t store_pg_wal_written(struct store_db *db)
+{
+	(void)db;
+	return 0;
+}
+
+static void store_pg_probe(struct store_db *db, const int64_t *busy_since, int64_t ok_at,
+                           struct store_health *h)
+{
+	int newest = store_schema_version();
+	int version = 0;
+
+	(void)busy_since;
+	(void)ok_at;
+	if (db->db_probe == NULL) {
+		/* Quiet too: a probe that cannot connect says so in its verdict. */
+		db->db_probe = store_pg_conn_open_q(db->db_conninfo, 1000, 1);
+	} else if (PQstatus(db->db_probe->cn_pg) != CONNECTION_OK) {
+		store_pg_stmts_clear(db->db_probe);
+		PQreset(db->db_probe->cn_pg);
+	}
+	if (db->db_probe == NULL || PQstatus(db->db_probe->cn_pg) != CONNECTION_OK) {
+		store_health_fail(h, "postgresql cannot be reached");
+		return;
+	}
+	if (store_pg_version_q(db->db_probe, &version, 1) < 0) {
+		store_health_fail(h, "the schema version cannot be read");
+	} else if (version < newest) {
+		store_health_fail(h,
+		                  "migrations pending: database schema %d, this idemhook needs %d",
+		                  version, newest);
+	} else if (version > newest) {
+		store_health_fail(h, "database schema %d is newer than this idemhook (%d)", version,
+		                  newest);
+	}
+}
+
+static int store_pg_size_tx(struct store_tx *tx, void *arg)
+{
+	struct store_row row;
+	int r;
+
+	r = store_query(tx, "SELECT pg_database_size(current_database())", NULL, 0, &row);
+	if (r <= 0) {
+		return -1;
+	}
+	*(int64_t *)arg = store_row_int(&row, 0);
+	store_row_finish(&row);
+	return 0;
+}
+
+/* The database's size; no WAL or free pages of ours to speak of. */
+static int store_pg_file_stats(struct store *st, struct store_db *db, struct store_file_stats *ret)
+{
+	int64_t size = 0;
+
+	(void)db;
+	if (store_read(st, 0, store_pg_size_tx, &size) < 0) {
+		return -1;
+	}
+	memset(ret, 0, sizeof(*ret));
+	ret->sf_db_bytes = size;
+	return 0;
+}
+
+/* The server's autovacuum gives space back; nothing to do here. */
+static int store_pg_reclaim(struct store *st, int64_t max_pages, int64_t *ret_pages)
+{
+	(void)st;
+	(void)max_pages;
+	*ret_pages = 0;
+	return 0;
+}
+
+static int store_pg_checkpoint(struct store_db *db)
+{
+	(void)db;
+	return 0;
+}
+
+static int store_pg_vacuum(struct store_db *db)
+{
+	(void)db;
+	return 0;
+}
+
+/* Tables whose id comes from an identity column. */
+static const char *const store_pg_id_tables[] = {
+        "idempotency_records", "refunds", "points_ledger", "events", "outbox", "disputes",
+        "order_parked",
+};
+
+static int store_pg_after_copy_tx(struct store_tx *tx, void *arg)
+{
+	char sql[320];
+	size_t i;
+
+	(void)arg;
+	for (i = 0; i < sizeof(store_pg_id_tables) / sizeof(store_pg_id_tables[0]); i++) {
+		const char *t = store_pg_id_tables[i];
+
+		snprintf(sql, sizeof(sql),
+		         "SELECT setval(pg_get_serial_sequence('%s', 'id'), "
+		         "COALESCE((SELECT max(id) FROM %s), 0) + 1, false)",
+		         t, t);
+		if (store_exec(tx, sql, NULL, 0, NULL) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int store_pg_after_copy(struct store *st)
+{
+	return store_write(st, 0, store_pg_after_copy_tx, NULL) < 0 ? -1 : 0;
+}
+
+/* A lock name as a 64-bit advisory lock key (FNV-1a), in a space of its own. */
+static int64_t store_pg_lock_key(const char *name)
+{
+	uint64_t h = UINT64_C(14695981039346656037);
+	const char *p;
+
+	for (p = "idemhook:"; *p != '\0'; p++) {
+		h = (h ^ (unsigned char)*p) * UINT64_C(1099511628211);
+	}
+	for (p = name; *p != '\0'; p++) {
+		h = (h ^ (unsigned char)*p) * UINT64_C(1099511628211);
+	}
+	return (int64_t)h;
+}
+
+static int store_pg_try_lock(struct store_db *db, const char *name)
+{
+	struct store_value p = store_int(store_pg_lock_key(name));
+	struct store_tx tx = {.tx_engine = en};
+	struct store_row row;
+	int r = -1;
+
+	pthread_mutex_lock(&db->db_lock_mutex);
+	if (db->db_lock_conn == NULL) {
+		db->db_lock_conn = store_pg_conn_open(db->db_conninfo, db->db_timeout_ms);
+	} else if (store_pg_conn_revive(db->db_lock_conn, db->db_timeout_ms) < 0) {
+		goto out;
+	}
+	if (db->db_lock_conn == NULL) {
+		goto out;
+	}
+	tx.tx_conn = db->db_lock_conn;
+	/* A session lock: held until unlocked, or until this connection dies
+	 * with its receiver, when another receiver may take it. */
+	r = store_query(&tx, "SELECT pg_try_advisory_lock(?)", &p, 1, &row);
+	if (r > 0) {
+		r = store_row_int(&row, 0) != 0;
+		store_row_finish(&row);
+	} else {
+		r = -1;
+	}
+out:
+	pthread_mutex_unlock(&db->db_lock_mutex);
+	return r;
+}
+
+static void store_pg_unlock(struct store_db *db, const char *name)
+{
+	struct store_value p = store_int(store_pg_lock_key(name));
+	struct store_tx tx = {.tx_engine = en};
+
+	pthread_mutex_lock(&db->db_lock_mutex);
+	if (db->db_lock_conn != NULL && PQstatus(db->db_lock_conn->cn_pg) == CONNECTION_OK) {
+		tx.tx_conn = db->db_lock_conn;
+		store_exec(&tx, "SELECT pg_advisory_unlock(?)", &p, 1, NULL);
+	}
+	pthread_mutex_unlock(&db->db_lock_mutex);
+}
+
+static void store_pg_close(struct store_db *db)
+{
+	unsigned i;
+
+	if (db == NULL) {
+		return;
+	}
+	for (i = 0; db->db_all != NULL && i < db->db_pool_size; i++) {
+		store_pg_conn_close(db->db_all[i]);
+	}
+	free(db->db_all);
+	store_pg_conn_close(db->db_writer);
+	store_pg_conn_close(db->db_lock_conn);
+	store_pg_conn_close(db->db_probe);
+	if (db->db_key_made) {
+		pthread_key_delete(db->db_key);
+	}
+	pthread_mutex_destroy(&db->db_mutex);
+	pthread_cond_destroy(&db->db_cond);
+	pthread_mutex_destroy(&db->db_lock_mutex);
+	free(db->db_conninfo);
+	free(db);
+}
+
+/* A provider is acknowledged after COMMIT returned: with synchronous_commit
+ * off (or only local, with a standby to fail over to) that COMMIT may be
+ * lost with the server, and the payment with it. Says so, once. */
+static void store_pg_check_durability(struct store_conn *cn)
+{
+	PGresult *res = PQexec(cn->cn_pg, "SHOW synchronous_commit");
+
+	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+		const char *v = PQgetvalue(res, 0, 0);
+
+		if (strcmp(v, "off") == 0 || strcmp(v, "local") == 0) {
+			log_warn("store: postgresql synchronous_commit = %s: a callback "
+			         "acknowledged "
+			         "just before a server crash (or failover) may be lost",
+			         v);
+		}
+	}
+	PQclear(res);
+}
+
+static struct store_db *store_pg_open(const struct store_options *opt, int *ret_from, int *ret_to)
+{
+	struct store_conn *cn = NULL;
+	struct store_db *db;
+	int version = 0;
+
+	if (opt->so_conninfo == NULL || opt->so_conninfo[0] == '\0') {
+		log_err("store: backend = postgresql needs [store] conninfo");
+		return NULL;
+	}
+	db = calloc(1, sizeof(*db));
+	if (db == NULL) {
+		log_err("store: out of memory");
+		return NULL;
+	}
+	db->db_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	db->db_cond = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
+	db->db_lock_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	db->db_pool_size = opt->so_pool_size > 0 ? opt->so_pool_size : STORE_PG_POOL_DEFAULT;
+	db->db_timeout_ms = opt->so_statement_timeout_ms > 0
+	                            ? opt->so_statement_timeout_ms
+	                            : STORE_PG_STATEMENT_TIMEOUT_MS_DEFAULT;
+	db->db_conninfo = strdup(opt->so_conninfo);
+	db->db_all = calloc(db->db_pool_size, sizeof(*db->db_all));
+	if (db->db_conninfo == NULL || db->db_all == NULL) {
+		log_err("store: out of memory");
+		goto fail;
+	}
+	if (pthread_key_create(&db->db_key, NULL) != 0) {
+		log_err("store: cannot create a thread key");
+		goto fail;
+	}
+	db->db_key_made = 1;
+	/* Migrations may take longer than one statement's timeout. */
+	cn = store_pg_conn_open(db->db_conninfo, opt->so_read_only ? db->db_timeout_ms : 0);
+	if (cn == NULL) {
+		goto fail;
+	}
+	if (store_pg_version(cn, &version) < 0) {
+		goto fail;
+	}
+	if (ret_from != NULL) {
+		*ret_from = version;
+	}
+	if (store_version_check(version, !opt->so_read_only && !opt->so_no_migrate) < 0) {
+		goto fail;
+	}
+	if (!opt->so_read_only && !opt->so_no_migrate && store_pg_migrate(cn, &version) < 0) {
+		goto fail;
+	}
+	if (ret_to != NULL) {
+		*ret_to = version;
+	}
+	if (opt->so_read_only) {
+		store_pg_conn_close(cn);
+		return db;
+	}
+	if (store_pg_conn_setup(cn, db->db_timeout_ms) < 0) {
+		goto fail;
+	}
+	store_pg_check_durability(cn);
+	db->db_writer = cn;
+	return db;
+fail:
+	store_pg_conn_close(cn);
+	store_pg_close(db);
+	return NULL;
+}
+
+const struct store_engine store_engine_pg = {
+        .en_name = "PostgreSQL",
+        .en_shared = 1,
+        .en_sql_has_table = "SELECT count(*) FROM information_schema.tables WHERE table_name = ? "
+                            "AND table_schema = current_schema()",
+        .en_sql_tables = "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+                         "current_schema() AND table_type = 'BASE TABLE' AND table_name <> "
+                         "'idemhook_schema' ORDER BY table_name",
+        .en_sql_columns = "SELECT column_name, data_type FROM information_schema.columns WHERE "
+                          "table_name = ? AND table_schema = current_schema() ORDER BY "
+                          "ordinal_position",
+        .en_open = store_pg_open,
+        .en_close = store_pg_close,
+        .en_writer = store_pg_writer,
+        .en_writer_ready = store_pg_writer_ready,
+        .en_reader_get = store_pg_reader_get,
+        .en_reader_put = store_pg_reader_put,
+        .en_run = store_pg_run,
+        .en_begin = store_pg_begin,
+        .en_in_tx = store_pg_in_tx,
+        .en_tx_state = store_pg_tx_state,
+        .en_last_error = store_pg_last_error,
+        .en_error_reason = store_pg_error_reason,
+        .en_after_batch = store_pg_after_batch,
+        .en_wal_written = store_pg_wal_written,
+        .en_probe = store_pg_probe,
+        .en_file_stats = store_pg_file_stats,
+        .en_reclaim = store_pg_reclaim,
+        .en_checkpoint = store_pg_checkpoint,
+        .en_vacuum = store_pg_vacuum,
+        .en_after_copy = store_pg_after_copy,
+        .en_try_lock = store_pg_try_lock,
+        .en_unlock = store_pg_unlock,
+};

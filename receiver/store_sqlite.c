@@ -1,0 +1,1380 @@
+/* store_sqlite.c: the SQLite engine of the store: connections with a
+ * prepared-statement cache, WAL and its checkpointer thread, migrations under
+ * PRAGMA user_version, and the file operations (sizes, reclaim, VACUUM,
+ * snapshots). The only file that includes sqlite3.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "migrations.h"
+#include "store_engine.h"
+
+#define STORE_BUSY_TIMEOUT_MS_DEFAULT 5000
+#define STORE_STMT_BUCKETS 64
+#define STORE_STMT_CACHE_MAX 512 /* cached statements per connection */
+#define STORE_DIR_MODE 0700  /* directories the store creates */
+#define STORE_FILE_MODE 0600 /* the database; SQLite gives -wal and -shm its mode */
+/* WAL frames (pages) after which the checkpointer copies them into the
+ * database file, and after which the writer itself completes a checkpoint
+ * so the WAL can start over (about 4 MB and 16 MB at 4 KiB pages). */
+#define STORE_CKPT_FRAMES 1000
+#define STORE_CKPT_FRAMES_MAX 4000
+#define STORE_PROBE_BUSY_MS 100       /* the probe's wait for the write lock */
+#define STORE_CHECKPOINT_BUSY_MS 200  /* a TRUNCATE checkpoint briefly holds writers back */
+
+struct store_stmt {
+	char *sm_sql;
+	sqlite3_stmt *sm_stmt;
+	int sm_busy; /* in use: a nested use of the same SQL prepares a temporary one */
+	struct store_stmt *sm_next;
+};
+
+struct store_conn {
+	sqlite3 *cn_db;
+	struct store_stmt *cn_stmts[STORE_STMT_BUCKETS];
+	size_t cn_n_stmts;
+	struct store_conn *cn_next; /* in db_readers */
+};
+
+/* The checkpointer: copies WAL frames into the database file on its own
+ * connection and thread, so the writer's commits never wait for it. */
+struct store_ckpt {
+	struct store_conn *ck_conn;
+	pthread_t ck_thread;
+	int ck_running;
+	pthread_mutex_t ck_mutex;
+	pthread_cond_t ck_cond;
+	int ck_wanted; /* under ck_mutex */
+	int ck_stopping; /* under ck_mutex */
+};
+
+struct store_db {
+	char *db_path;
+	unsigned db_busy_timeout_ms;
+	struct store_conn *db_writer; /* NULL when read-only */
+	pthread_mutex_t db_mutex;
+	pthread_key_t db_key; /* this thread's read connection */
+	int db_key_made;
+	struct store_conn *db_readers; /* every read connection, under db_mutex */
+	int db_wal_frames; /* frames in the WAL after the last commit (writer thread) */
+	int db_ckpt_asked; /* db_wal_frames when the checkpointer was last woken (writer thread) */
+	uint64_t db_wal_written; /* frames appended to the WAL (writer thread; read atomically) */
+	struct store_ckpt db_ckpt;
+	struct store_conn *db_probe; /* store_probe's own connection (the probe's thread) */
+	int64_t db_probe_locked_at;  /* monotonic ms the probe last found the lock held; 0 */
+	int db_probe_locked_rc;
+	int db_lock_fd; /* PATH.lock while so_exclusive holds it, else -1 */
+};
+
+static const struct store_engine *const en = &store_engine_sqlite;
+
+static int store_rc_transient(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_FULL:
+	case SQLITE_IOERR:
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+	case SQLITE_NOMEM:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static void store_log_rc(sqlite3 *db, int rc, const char *what)
+{
+	const char *msg = db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
+
+	if (store_rc_transient(rc)) {
+		log_warn("store: %.100s: %s", what, msg);
+	} else {
+		log_err("store: %.100s: %s", what, msg);
+	}
+}
+
+/* ---- connections and the statement cache ---- */
+
+/* The statement cache's key: FNV-1a over the length and the first and
+ * last STORE_HASH_EDGE bytes. Statements run for every unit of work and
+ * some are long; the whole text is compared on a hit anyway. */
+#define STORE_HASH_EDGE 32
+
+static unsigned store_hash(const char *s)
+{
+	size_t len = strlen(s);
+	size_t head = len < 2 * STORE_HASH_EDGE ? len : STORE_HASH_EDGE;
+	unsigned h = 2166136261u ^ (unsigned)len;
+	size_t i;
+
+	for (i = 0; i < head; i++) {
+		h = (h ^ (unsigned char)s[i]) * 16777619u;
+	}
+	for (i = len - (len - head < STORE_HASH_EDGE ? len - head : STORE_HASH_EDGE); i < len; i++) {
+		h = (h ^ (unsigned char)s[i]) * 16777619u;
+	}
+	return h;
+}
+
+static void store_conn_close(struct store_conn *cn)
+{
+	size_t i;
+	int rc;
+
+	if (cn == NULL) {
+		return;
+	}
+	for (i = 0; i < STORE_STMT_BUCKETS; i++) {
+		struct store_stmt *sm = cn->cn_stmts[i];
+
+		while (sm != NULL) {
+			struct store_stmt *next = sm->sm_next;
+
+			sqlite3_finalize(sm->sm_stmt);
+			free(sm->sm_sql);
+			free(sm);
+			sm = next;
+		}
+	}
+	if (cn->cn_db != NULL) {
+		rc = sqlite3_close(cn->cn_db);
+		if (rc != SQLITE_OK) {
+			store_log_rc(cn->cn_db, rc, "close");
+		}
+	}
+	free(cn);
+}
+
+static struct store_conn *store_conn_open(const char *path, int flags, unsigned busy_timeout_ms)
+{
+	struct store_conn *cn;
+	char quoted[256];
+	int rc;
+
+	cn = calloc(1, sizeof(*cn));
+	if (cn == NULL) {
+		log_err("store: out of memory");
+		return NULL;
+	}
+	rc = sqlite3_open_v2(path, &cn->cn_db, flags | SQLITE_OPEN_NOMUTEX, NULL);
+	if (rc != SQLITE_OK) {
+		log_err("store: cannot open \"%s\": %s", log_quote(quoted, sizeof(quoted), path),
+		        cn->cn_db != NULL ? sqlite3_errmsg(cn->cn_db) : sqlite3_errstr(rc));
+		goto fail;
+	}
+	sqlite3_busy_timeout(cn->cn_db, (int)busy_timeout_ms);
+	return cn;
+fail:
+	store_conn_close(cn);
+	return NULL;
+}
+
+static int store_sql_is_blank(const char *s)
+{
+	for (; *s != '\0'; s++) {
+		if (*s != ' ' && *s != '\t' && *s != '\n' && *s != '\r' && *s != ';') {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+static sqlite3_stmt *store_prepare(struct store_conn *cn, const char *sql, unsigned flags)
+{
+	sqlite3_stmt *stmt = NULL;
+	const char *tail = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v3(cn->cn_db, sql, -1, flags, &stmt, &tail);
+	if (rc != SQLITE_OK) {
+		store_log_rc(cn->cn_db, rc, sql);
+		return NULL;
+	}
+	if (stmt == NULL || (tail != NULL && !store_sql_is_blank(tail))) {
+		log_err("store: %.100s: exactly one statement expected", sql);
+		sqlite3_finalize(stmt);
+		return NULL;
+	}
+	return stmt;
+}
+
+/* Returns the cached statement for sql (marked busy, *ret_entry set), or a
+ * temporary one (*ret_entry NULL) when the cached one is in use or the cache
+ * is full. NULL on error (logged). */
+static sqlite3_stmt *store_stmt_get(struct store_conn *cn, const char *sql,
+                                    struct store_stmt **ret_entry)
+{
+	unsigned b = store_hash(sql) % STORE_STMT_BUCKETS;
+	struct store_stmt *sm;
+
+	*ret_entry = NULL;
+	for (sm = cn->cn_stmts[b]; sm != NULL; sm = sm->sm_next) {
+		if (strcmp(sm->sm_sql, sql) == 0) {
+			break;
+		}
+	}
+	if (sm != NULL && !sm->sm_busy) {
+		sm->sm_busy = 1;
+		*ret_entry = sm;
+		return sm->sm_stmt;
+	}
+	if (sm != NULL || cn->cn_n_stmts >= STORE_STMT_CACHE_MAX) {
+		return store_prepare(cn, sql, 0);
+	}
+	sm = calloc(1, sizeof(*sm));
+	if (sm == NULL) {
+		log_err("store: out of memory");
+		return NULL;
+	}
+	sm->sm_sql = strdup(sql);
+	if (sm->sm_sql == NULL) {
+		log_err("store: out of memory");
+		goto fail;
+	}
+	sm->sm_stmt = store_prepare(cn, sql, SQLITE_PREPARE_PERSISTENT);
+	if (sm->sm_stmt == NULL) {
+		goto fail;
+	}
+	sm->sm_busy = 1;
+	sm->sm_next = cn->cn_stmts[b];
+	cn->cn_stmts[b] = sm;
+	cn->cn_n_stmts++;
+	*ret_entry = sm;
+	return sm->sm_stmt;
+fail:
+	free(sm->sm_sql);
+	free(sm);
+	return NULL;
+}
+
+/* Resets a statement so it holds no lock and no borrowed parameter. */
+static void store_stmt_put(struct store_stmt *entry, sqlite3_stmt *stmt)
+{
+	if (entry == NULL) {
+		sqlite3_finalize(stmt);
+		return;
+	}
+	sqlite3_reset(stmt);
+	sqlite3_clear_bindings(stmt);
+	entry->sm_busy = 0;
+}
+
+/* ---- rows and statements ---- */
+static int store_row_fill(sqlite3_stmt *stmt, struct store_row *row)
+{
+	int n = sqlite3_column_count(stmt);
+	int i;
+
+	memset(row, 0, sizeof(*row));
+	if (n > STORE_ROW_MAX) {
+		log_err("store: %.100s: more than %d result columns", sqlite3_sql(stmt),
+		        STORE_ROW_MAX);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		struct store_value *v = &row->sr_cols[i];
+		int type = sqlite3_column_type(stmt, i);
+		const void *p;
+		size_t len;
+		char *copy;
+
+		row->sr_n = (size_t)i + 1;
+		if (type == SQLITE_NULL) {
+			v->sv_type = STORE_NULL;
+			continue;
+		}
+		if (type == SQLITE_INTEGER || type == SQLITE_FLOAT) {
+			v->sv_type = STORE_INT;
+			v->sv_int = sqlite3_column_int64(stmt, i);
+			continue;
+		}
+		if (type == SQLITE_TEXT) {
+			p = sqlite3_column_text(stmt, i);
+		} else {
+			p = sqlite3_column_blob(stmt, i);
+		}
+		len = (size_t)sqlite3_column_bytes(stmt, i);
+		copy = malloc(len + 1);
+		if (copy == NULL) {
+			log_err("store: out of memory");
+			store_row_finish(row);
+			return -1;
+		}
+		if (len > 0) {
+			memcpy(copy, p, len);
+		}
+		copy[len] = '\0';
+		v->sv_type = type == SQLITE_TEXT ? STORE_TEXT : STORE_BLOB;
+		v->sv_text = copy;
+		v->sv_len = len;
+	}
+	return 0;
+}
+
+static int store_bind(sqlite3 *db, sqlite3_stmt *stmt, const struct store_value *params,
+                      size_t n_params)
+{
+	size_t i;
+	int rc;
+
+	if ((size_t)sqlite3_bind_parameter_count(stmt) != n_params) {
+		log_err("store: %.100s: %d parameters expected, %zu given", sqlite3_sql(stmt),
+		        sqlite3_bind_parameter_count(stmt), n_params);
+		return -1;
+	}
+	for (i = 0; i < n_params; i++) {
+		const struct store_value *p = &params[i];
+		int idx = (int)i + 1;
+
+		switch (p->sv_type) {
+		case STORE_INT:
+			rc = sqlite3_bind_int64(stmt, idx, p->sv_int);
+			break;
+		case STORE_TEXT:
+			if (p->sv_text == NULL) {
+				rc = sqlite3_bind_null(stmt, idx);
+			} else {
+				rc = sqlite3_bind_text64(stmt, idx, p->sv_text,
+				                         p->sv_len > 0 ? p->sv_len
+				                                       : strlen(p->sv_text),
+				                         SQLITE_STATIC, SQLITE_UTF8);
+			}
+			break;
+		case STORE_BLOB:
+			/* A NULL pointer would bind SQL NULL; an empty blob stays a blob. */
+			if (p->sv_text == NULL || p->sv_len == 0) {
+				rc = sqlite3_bind_zeroblob(stmt, idx, 0);
+			} else {
+				rc = sqlite3_bind_blob64(stmt, idx, p->sv_text, p->sv_len,
+				                         SQLITE_STATIC);
+			}
+			break;
+		default:
+			rc = sqlite3_bind_null(stmt, idx);
+			break;
+		}
+		if (rc != SQLITE_OK) {
+			store_log_rc(db, rc, sqlite3_sql(stmt));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Runs sql on tx's connection, calling fn for each row (fn may take the
+ * row's contents and leave it empty) until fn returns 1 or -1. Statements
+ * that write are always stepped to the end. Returns 1 when fn stopped, 0 at
+ * the end of the rows, -1 on error (logged). */
+static int store_sqlite_run(struct store_conn *cn, const char *sql, const struct store_value *params,
+                            size_t n_params, store_row_fn fn, void *arg, int64_t *ret_changes)
+{
+	sqlite3 *db = cn->cn_db;
+	struct store_stmt *entry;
+	struct store_row row;
+	sqlite3_stmt *stmt;
+	int64_t before;
+	int stopped = 0;
+	int rc;
+	int r;
+
+	stmt = store_stmt_get(cn, sql, &entry);
+	if (stmt == NULL) {
+		return -1;
+	}
+	if (store_bind(db, stmt, params, n_params) < 0) {
+		goto fail;
+	}
+	before = sqlite3_total_changes(db);
+	for (;;) {
+		rc = sqlite3_step(stmt);
+		if (rc == SQLITE_DONE) {
+			break;
+		}
+		if (rc != SQLITE_ROW) {
+			store_log_rc(db, rc, sql);
+			goto fail;
+		}
+		if (stopped || fn == NULL) {
+			continue;
+		}
+		if (store_row_fill(stmt, &row) < 0) {
+			goto fail;
+		}
+		r = fn(arg, &row);
+		store_row_finish(&row);
+		if (r < 0) {
+			goto fail;
+		}
+		if (r > 0) {
+			stopped = 1;
+			if (sqlite3_stmt_readonly(stmt)) {
+				break;
+			}
+		}
+	}
+	if (ret_changes != NULL) {
+		*ret_changes = sqlite3_total_changes(db) != before ? sqlite3_changes(db) : 0;
+	}
+	store_stmt_put(entry, stmt);
+	return stopped;
+fail:
+	store_stmt_put(entry, stmt);
+	return -1;
+}
+
+static int store_user_version(struct store_conn *cn, int *ret)
+{
+	struct store_tx tx = {.tx_engine = en, .tx_conn = cn};
+	struct store_row row;
+	int r;
+
+	r = store_query(&tx, "PRAGMA user_version", NULL, 0, &row);
+	if (r < 0) {
+		return -1;
+	}
+	*ret = r > 0 ? (int)store_row_int(&row, 0) : 0;
+	if (r > 0) {
+		store_row_finish(&row);
+	}
+	return 0;
+}
+
+static int store_mkdir_parent(const char *path)
+{
+	char quoted[256];
+	char *dir;
+	char *p;
+
+	dir = strdup(path);
+	if (dir == NULL) {
+		log_err("store: out of memory");
+		return -1;
+	}
+	p = strrchr(dir, '/');
+	if (p == NULL || p == dir) {
+		free(dir);
+		return 0;
+	}
+	*p = '\0';
+	for (p = dir + 1;; p++) {
+		char c = *p;
+
+		if (c != '/' && c != '\0') {
+			continue;
+		}
+		*p = '\0';
+		if (mkdir(dir, STORE_DIR_MODE) == 0) {
+			/* Exactly 0700, whatever the umask. */
+			if (chmod(dir, STORE_DIR_MODE) < 0) {
+				log_err("store: cannot chmod directory \"%s\": %s",
+				        log_quote(quoted, sizeof(quoted), dir), strerror(errno));
+				goto fail;
+			}
+		} else if (errno != EEXIST) {
+			log_err("store: cannot create directory \"%s\": %s",
+			        log_quote(quoted, sizeof(quoted), dir), strerror(errno));
+			goto fail;
+		}
+		*p = c;
+		if (c == '\0') {
+			break;
+		}
+	}
+	free(dir);
+	return 0;
+fail:
+	free(dir);
+	return -1;
+}
+
+static int store_migrate_conn(struct store_conn *cn)
+{
+	sqlite3 *db = cn->cn_db;
+	char sql[64];
+	char *err = NULL;
+	size_t i;
+	int version;
+	int rc;
+
+	for (i = 0; i < migrations_count; i++) {
+		const struct migration *mg = &migrations[i];
+		int applied = 0;
+
+		if (store_conn_exec(en, cn, "BEGIN IMMEDIATE") < 0) {
+			return -1;
+		}
+		/* Read again under the write lock: another process may have migrated. */
+		if (store_user_version(cn, &version) < 0) {
+			goto fail;
+		}
+		if (version < mg->mg_version) {
+			rc = sqlite3_exec(db, mg->mg_sql, NULL, NULL, &err);
+			if (rc != SQLITE_OK) {
+				log_err("store: migration %s failed: %s", mg->mg_name,
+				        err != NULL ? err : sqlite3_errstr(rc));
+				goto fail;
+			}
+			snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", mg->mg_version);
+			rc = sqlite3_exec(db, sql, NULL, NULL, &err);
+			if (rc != SQLITE_OK) {
+				log_err("store: migration %s: %s", mg->mg_name,
+				        err != NULL ? err : sqlite3_errstr(rc));
+				goto fail;
+			}
+			applied = 1;
+		}
+		if (store_conn_exec(en, cn, "COMMIT") < 0) {
+			goto fail;
+		}
+		if (applied) {
+			log_info("store: applied migration %s", mg->mg_name);
+		}
+	}
+	return 0;
+fail:
+	sqlite3_free(err);
+	if (!sqlite3_get_autocommit(db)) {
+		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+	}
+	return -1;
+}
+
+static const char *store_sync_pragma(enum store_sync sync)
+{
+	switch (sync) {
+	case STORE_SYNC_NORMAL:
+		return "PRAGMA synchronous = NORMAL";
+	case STORE_SYNC_OFF:
+		return "PRAGMA synchronous = OFF";
+	default:
+		return "PRAGMA synchronous = FULL";
+	}
+}
+
+/* Creates the database file empty with mode 0600 when it does not exist
+ * yet: SQLite would create it 0644 less the umask, and gives the -wal and
+ * -shm files the database's mode. An existing file keeps its mode. Returns
+ * 0 or -1 (logged). */
+static int store_create_private(const char *path)
+{
+	char quoted[256];
+	int fd;
+
+	if (path[0] == '\0' || strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0) {
+		return 0;
+	}
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, STORE_FILE_MODE);
+	if (fd < 0 && errno == EEXIST) {
+		return 0;
+	}
+	if (fd < 0 || fchmod(fd, STORE_FILE_MODE) < 0) {
+		log_err("store: cannot create \"%s\" with mode 0600: %s",
+		        log_quote(quoted, sizeof(quoted), path), strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+		}
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+/* Opens the write connection: refuses a newer schema before changing
+ * anything, then WAL, synchronous, foreign keys and (unless no_migrate)
+ * pending migrations. */
+static struct store_conn *store_open_writer(const char *path, enum store_sync sync,
+                                            unsigned busy_timeout_ms, int no_migrate, int *ret_from,
+                                            int *ret_to)
+{
+	struct store_tx tx = {.tx_engine = en};
+	struct store_row row;
+	struct store_conn *cn;
+	int newest = store_schema_version();
+	int version;
+	int wal;
+	int r;
+
+	if (store_mkdir_parent(path) < 0 || (!no_migrate && store_create_private(path) < 0)) {
+		return NULL;
+	}
+	/* A store that may not migrate has no use for a new, empty file. */
+	cn = store_conn_open(path, SQLITE_OPEN_READWRITE | (no_migrate ? 0 : SQLITE_OPEN_CREATE),
+	                     busy_timeout_ms);
+	if (cn == NULL) {
+		return NULL;
+	}
+	tx.tx_conn = cn;
+	if (store_user_version(cn, &version) < 0) {
+		goto fail;
+	}
+	if (store_version_check(version, !no_migrate) < 0) {
+		goto fail;
+	}
+	/* Only a file without tables takes this (a no-op otherwise): gc can
+	 * then give freed pages back while serving (store_reclaim). */
+	if (version == 0 && store_conn_exec(en, cn, "PRAGMA auto_vacuum = INCREMENTAL") < 0) {
+		goto fail;
+	}
+	r = store_query(&tx, "PRAGMA journal_mode = WAL", NULL, 0, &row);
+	if (r < 0) {
+		goto fail;
+	}
+	wal = r > 0 && store_row_text(&row, 0) != NULL &&
+	      strcasecmp(store_row_text(&row, 0), "wal") == 0;
+	if (r > 0) {
+		store_row_finish(&row);
+	}
+	if (!wal) {
+		log_err("store: the database cannot switch to WAL mode");
+		goto fail;
+	}
+	if (store_conn_exec(en, cn, store_sync_pragma(sync)) < 0 ||
+	    store_conn_exec(en, cn, "PRAGMA foreign_keys = ON") < 0) {
+		goto fail;
+	}
+	if (ret_from != NULL) {
+		*ret_from = version;
+	}
+	if (!no_migrate && version < newest && store_migrate_conn(cn) < 0) {
+		goto fail;
+	}
+	if (store_user_version(cn, &version) < 0) {
+		goto fail;
+	}
+	if (ret_to != NULL) {
+		*ret_to = version;
+	}
+	return cn;
+fail:
+	store_conn_close(cn);
+	return NULL;
+}
+
+/* ---- the checkpointer ---- */
+
+/* After each commit: SQLite reports the frames now in the WAL. The writer
+ * connection runs no checkpoint of its own (this hook replaces the
+ * auto-checkpoint); past STORE_CKPT_FRAMES the checkpointer is woken. */
+static int store_wal_hook(void *arg, sqlite3 *handle, const char *name, int frames)
+{
+	struct store_db *db = arg;
+
+	(void)handle;
+	(void)name;
+	if (frames < db->db_wal_frames) {
+		db->db_ckpt_asked = 0; /* the WAL started over */
+		db->db_wal_written += frames;
+	} else {
+		db->db_wal_written += frames - db->db_wal_frames;
+	}
+	db->db_wal_frames = frames;
+	/* Once per STORE_CKPT_FRAMES new frames, not after every commit: a
+	 * checkpoint costs two fsyncs, and the WAL keeps its length until the
+	 * writer rewinds it. */
+	if (frames - db->db_ckpt_asked >= STORE_CKPT_FRAMES && db->db_ckpt.ck_running) {
+		db->db_ckpt_asked = frames;
+		pthread_mutex_lock(&db->db_ckpt.ck_mutex);
+		if (!db->db_ckpt.ck_wanted) {
+			db->db_ckpt.ck_wanted = 1;
+			pthread_cond_signal(&db->db_ckpt.ck_cond);
+		}
+		pthread_mutex_unlock(&db->db_ckpt.ck_mutex);
+	}
+	return SQLITE_OK;
+}
+
+static void *store_ckpt_main(void *arg)
+{
+	struct store_db *db = arg;
+	struct store_ckpt *ck = &db->db_ckpt;
+	int log_frames;
+	int done_frames;
+	int rc;
+
+	pthread_setname_np(pthread_self(), "store-ckpt");
+	pthread_mutex_lock(&ck->ck_mutex);
+	for (;;) {
+		while (!ck->ck_wanted && !ck->ck_stopping) {
+			pthread_cond_wait(&ck->ck_cond, &ck->ck_mutex);
+		}
+		if (ck->ck_stopping) {
+			break;
+		}
+		ck->ck_wanted = 0;
+		pthread_mutex_unlock(&ck->ck_mutex);
+		/* PASSIVE: copies what no reader still needs and never blocks the
+		 * writer, which goes on appending meanwhile. */
+		rc = sqlite3_wal_checkpoint_v2(ck->ck_conn->cn_db, NULL, SQLITE_CHECKPOINT_PASSIVE,
+		                               &log_frames, &done_frames);
+		if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
+			store_log_rc(ck->ck_conn->cn_db, rc, "checkpoint");
+		}
+		pthread_mutex_lock(&ck->ck_mutex);
+	}
+	pthread_mutex_unlock(&ck->ck_mutex);
+	return NULL;
+}
+
+/* A PASSIVE checkpoint that runs while commits keep appending never catches
+ * up with the end of the WAL, and SQLite restarts the WAL from its start only
+ * once every frame is in the database. So past STORE_CKPT_FRAMES_MAX the
+ * writer finishes the job between two batches: the checkpointer has already
+ * copied most frames, this copies the rest, and the next transaction
+ * rewinds the WAL. This bounds the WAL file. */
+static int store_sqlite_after_batch(struct store_db *db)
+{
+	int log_frames = 0;
+	int done_frames = 0;
+	int rc;
+
+	if (db->db_writer == NULL || db->db_wal_frames < STORE_CKPT_FRAMES_MAX) {
+		return 0;
+	}
+	rc = sqlite3_wal_checkpoint_v2(db->db_writer->cn_db, NULL, SQLITE_CHECKPOINT_PASSIVE,
+	                               &log_frames, &done_frames);
+	if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
+		store_log_rc(db->db_writer->cn_db, rc, "checkpoint");
+	}
+	return 1;
+}
+
+static int store_ckpt_start(struct store_db *db, enum store_sync sync)
+{
+	struct store_ckpt *ck = &db->db_ckpt;
+
+	ck->ck_conn = store_conn_open(db->db_path, SQLITE_OPEN_READWRITE, db->db_busy_timeout_ms);
+	if (ck->ck_conn == NULL) {
+		return -1;
+	}
+	/* The checkpoint's fsyncs follow the store's durability setting. */
+	if (store_conn_exec(en, ck->ck_conn, store_sync_pragma(sync)) < 0) {
+		return -1;
+	}
+	if (pthread_create(&ck->ck_thread, NULL, store_ckpt_main, db) != 0) {
+		log_err("store: cannot start the checkpoint thread");
+		return -1;
+	}
+	ck->ck_running = 1;
+	return 0;
+}
+
+static void store_ckpt_stop(struct store_db *db)
+{
+	struct store_ckpt *ck = &db->db_ckpt;
+
+	if (ck->ck_running) {
+		pthread_mutex_lock(&ck->ck_mutex);
+		ck->ck_stopping = 1;
+		pthread_cond_signal(&ck->ck_cond);
+		pthread_mutex_unlock(&ck->ck_mutex);
+		pthread_join(ck->ck_thread, NULL);
+		ck->ck_running = 0;
+	}
+	store_conn_close(ck->ck_conn);
+	ck->ck_conn = NULL;
+}
+
+/* ---- operations ---- */
+
+static int64_t store_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One integer from a PRAGMA on cn, without logging. Returns 0 or an SQLite
+ * error code. */
+static int store_pragma_int(struct store_conn *cn, const char *sql, int64_t *ret)
+{
+	sqlite3_stmt *stmt = NULL;
+	int rc;
+
+	rc = sqlite3_prepare_v2(cn->cn_db, sql, -1, &stmt, NULL);
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_step(stmt);
+		if (rc == SQLITE_ROW) {
+			*ret = sqlite3_column_int64(stmt, 0);
+			rc = SQLITE_OK;
+		}
+	}
+	sqlite3_finalize(stmt);
+	return rc;
+}
+
+/* Tries the write lock on the probe connection and lets go at once.
+ * Returns SQLITE_OK, or the error code (SQLITE_BUSY when held elsewhere). */
+static int store_probe_lock(struct store_conn *cn)
+{
+	int rc;
+
+	rc = sqlite3_exec(cn->cn_db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_exec(cn->cn_db, "ROLLBACK", NULL, NULL, NULL);
+	}
+	if (!sqlite3_get_autocommit(cn->cn_db)) {
+		sqlite3_exec(cn->cn_db, "ROLLBACK", NULL, NULL, NULL);
+	}
+	return rc;
+}
+
+/* The schema version and the write lock, on the probe's own connection
+ * (store_probe serializes its callers). */
+static void store_sqlite_probe(struct store_db *db, const int64_t *busy_since, int64_t ok_at,
+                               struct store_health *h)
+{
+	int newest = store_schema_version();
+	int64_t version = 0;
+	int rc;
+
+	if (db->db_probe == NULL) {
+		db->db_probe = store_conn_open(db->db_path, SQLITE_OPEN_READWRITE, STORE_PROBE_BUSY_MS);
+	}
+	if (db->db_probe == NULL) {
+		store_health_fail(h, "the database cannot be opened");
+		return;
+	}
+	rc = store_pragma_int(db->db_probe, "PRAGMA user_version", &version);
+	if (rc != SQLITE_OK) {
+		store_health_fail(h, "the schema version cannot be read: %s", sqlite3_errstr(rc));
+	} else if (version < newest) {
+		store_health_fail(h, "migrations pending: database schema %" PRId64 ", this idemhook needs %d",
+		                  version, newest);
+	} else if (version > newest) {
+		store_health_fail(h, "database schema %" PRId64 " is newer than this idemhook (%d)", version,
+		                  newest);
+	}
+	/* While our own writer is inside a young batch it holds the lock (or
+	 * waits for it): a probe would only compete with it. The last probe's
+	 * verdict stands until the writer commits after it. */
+	if (__atomic_load_n(busy_since, __ATOMIC_ACQUIRE) == 0) {
+		rc = store_probe_lock(db->db_probe);
+		if (rc == SQLITE_OK) {
+			db->db_probe_locked_at = 0;
+		} else if (__atomic_load_n(busy_since, __ATOMIC_ACQUIRE) == 0) {
+			db->db_probe_locked_at = store_mono_ms();
+			db->db_probe_locked_rc = rc;
+		}
+	}
+	if (db->db_probe_locked_at != 0 && db->db_probe_locked_at > ok_at) {
+		store_health_fail(h, "the database is write-locked by another connection (%s)",
+		                  sqlite3_errstr(db->db_probe_locked_rc));
+	}
+}
+
+struct store_file_query {
+	int64_t fq_free_pages;
+	int64_t fq_page_size;
+	int64_t fq_auto_vacuum;
+};
+
+static int store_file_query_tx(struct store_tx *tx, void *arg)
+{
+	struct store_file_query *q = arg;
+
+	if (store_pragma_int(tx->tx_conn, "PRAGMA freelist_count", &q->fq_free_pages) != SQLITE_OK ||
+	    store_pragma_int(tx->tx_conn, "PRAGMA page_size", &q->fq_page_size) != SQLITE_OK ||
+	    store_pragma_int(tx->tx_conn, "PRAGMA auto_vacuum", &q->fq_auto_vacuum) != SQLITE_OK) {
+		return -1;
+	}
+	return 0;
+}
+
+static int64_t store_file_size(const char *path, const char *suffix)
+{
+	char name[4096];
+	struct stat sb;
+
+	if (snprintf(name, sizeof(name), "%s%s", path, suffix) >= (int)sizeof(name) ||
+	    stat(name, &sb) < 0) {
+		return 0;
+	}
+	return (int64_t)sb.st_size;
+}
+
+static int store_sqlite_file_stats(struct store *st, struct store_db *db, struct store_file_stats *ret)
+{
+	struct store_file_query q = {0};
+	struct store_file_stats fs;
+
+	memset(&fs, 0, sizeof(fs));
+	fs.sf_db_bytes = store_file_size(db->db_path, "");
+	fs.sf_wal_bytes = store_file_size(db->db_path, "-wal");
+	if (store_read(st, 0, store_file_query_tx, &q) < 0) {
+		return -1;
+	}
+	fs.sf_free_bytes = q.fq_free_pages * q.fq_page_size;
+	fs.sf_incremental = q.fq_auto_vacuum == 2;
+	*ret = fs;
+	return 0;
+}
+
+struct store_reclaim_job {
+	char rj_sql[64];
+	int64_t rj_freed;
+};
+
+static int store_reclaim_tx(struct store_tx *tx, void *arg)
+{
+	struct store_reclaim_job *j = arg;
+	int64_t before = 0;
+	int64_t after = 0;
+
+	if (store_pragma_int(tx->tx_conn, "PRAGMA freelist_count", &before) != SQLITE_OK ||
+	    store_exec(tx, j->rj_sql, NULL, 0, NULL) < 0 ||
+	    store_pragma_int(tx->tx_conn, "PRAGMA freelist_count", &after) != SQLITE_OK) {
+		return -1;
+	}
+	j->rj_freed = before - after;
+	return 0;
+}
+
+static int store_sqlite_reclaim(struct store *st, int64_t max_pages, int64_t *ret_pages)
+{
+	struct store_reclaim_job j;
+
+	memset(&j, 0, sizeof(j));
+	snprintf(j.rj_sql, sizeof(j.rj_sql), "PRAGMA incremental_vacuum(%" PRId64 ")",
+	         max_pages > 0 ? max_pages : 1);
+	if (store_write(st, 0, store_reclaim_tx, &j) < 0) {
+		return -1;
+	}
+	*ret_pages = j.rj_freed;
+	return 0;
+}
+
+static int store_sqlite_checkpoint(struct store_db *db)
+{
+	struct store_conn *cn;
+	sqlite3_stmt *stmt = NULL;
+	int busy = 1;
+	int rc;
+
+	cn = store_conn_open(db->db_path, SQLITE_OPEN_READWRITE, STORE_CHECKPOINT_BUSY_MS);
+	if (cn == NULL) {
+		return -1;
+	}
+	rc = sqlite3_prepare_v2(cn->cn_db, "PRAGMA wal_checkpoint(TRUNCATE)", -1, &stmt, NULL);
+	if (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW) {
+		busy = sqlite3_column_int(stmt, 0);
+	}
+	sqlite3_finalize(stmt);
+	store_conn_close(cn);
+	return busy ? 1 : 0;
+}
+
+static int store_sqlite_vacuum(struct store_db *db)
+{
+	struct store_conn *cn;
+	char *err = NULL;
+	int rc;
+
+	cn = store_conn_open(db->db_path, SQLITE_OPEN_READWRITE, db->db_busy_timeout_ms);
+	if (cn == NULL) {
+		return -1;
+	}
+	rc = sqlite3_exec(cn->cn_db, "PRAGMA auto_vacuum = INCREMENTAL; VACUUM", NULL, NULL, &err);
+	if (rc != SQLITE_OK) {
+		log_err("store: VACUUM failed: %s", err != NULL ? err : sqlite3_errstr(rc));
+		sqlite3_free(err);
+		store_conn_close(cn);
+		return -1;
+	}
+	store_conn_close(cn);
+	return 0;
+}
+
+int store_snapshot(const char *path, const char *dir, char **ret_path)
+{
+	struct store_conn *cn = NULL;
+	sqlite3_stmt *stmt = NULL;
+	char quoted[256];
+	char *name = NULL;
+	size_t len;
+	int fd;
+	int rc;
+
+	if (access(path, R_OK) < 0) {
+		log_err("store: cannot read the database \"%s\": %s",
+		        log_quote(quoted, sizeof(quoted), path), strerror(errno));
+		return -1;
+	}
+	if (dir == NULL || dir[0] == '\0') {
+		dir = getenv("TMPDIR") != NULL && getenv("TMPDIR")[0] != '\0' ? getenv("TMPDIR") : "/tmp";
+	}
+	len = strlen(dir) + sizeof("/idemhook-snapshot.XXXXXX.db");
+	name = malloc(len);
+	if (name == NULL) {
+		log_err("store: out of memory");
+		return -1;
+	}
+	snprintf(name, len, "%s/idemhook-snapshot.XXXXXX.db", dir);
+	/* A new private file: VACUUM INTO takes an empty one. */
+	fd = mkstemps(name, 3);
+	if (fd < 0) {
+		log_err("store: cannot create a snapshot file in \"%s\": %s",
+		        log_quote(quoted, sizeof(quoted), dir), strerror(errno));
+		free(name);
+		return -1;
+	}
+	close(fd);
+	cn = store_conn_open(path, SQLITE_OPEN_READONLY, STORE_BUSY_TIMEOUT_MS_DEFAULT);
+	if (cn == NULL) {
+		goto fail;
+	}
+	/* One read transaction: a consistent copy that never blocks writers. */
+	rc = sqlite3_prepare_v2(cn->cn_db, "VACUUM INTO ?", -1, &stmt, NULL);
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+	}
+	if (rc == SQLITE_OK) {
+		rc = sqlite3_step(stmt);
+	}
+	if (rc != SQLITE_DONE) {
+		log_err("store: cannot copy the database into \"%s\": %s",
+		        log_quote(quoted, sizeof(quoted), name), sqlite3_errmsg(cn->cn_db));
+		goto fail;
+	}
+	sqlite3_finalize(stmt);
+	store_conn_close(cn);
+	*ret_path = name;
+	return 0;
+fail:
+	sqlite3_finalize(stmt);
+	store_conn_close(cn);
+	store_snapshot_remove(name);
+	free(name);
+	return -1;
+}
+
+void store_snapshot_remove(const char *snapshot_path)
+{
+	static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+	char name[4096];
+	size_t i;
+
+	if (snapshot_path == NULL) {
+		return;
+	}
+	for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		if (snprintf(name, sizeof(name), "%s%s", snapshot_path, suffixes[i]) < (int)sizeof(name)) {
+			unlink(name);
+		}
+	}
+}
+
+/* ---- the engine ---- */
+
+const char *store_library_version(void)
+{
+	return sqlite3_libversion();
+}
+
+static struct store_conn *store_sqlite_writer(struct store_db *db)
+{
+	return db->db_writer;
+}
+
+static int store_sqlite_writer_ready(struct store_db *db)
+{
+	return db->db_writer != NULL ? 0 : -1;
+}
+
+/* This thread's read connection, opened on first use. Read connections live
+ * until the store is closed. */
+static struct store_conn *store_sqlite_reader_get(struct store_db *db, int wait)
+{
+	struct store_conn *cn = pthread_getspecific(db->db_key);
+
+	(void)wait; /* one connection per thread: never waited for */
+	if (cn != NULL) {
+		return cn;
+	}
+	cn = store_conn_open(db->db_path, SQLITE_OPEN_READONLY, db->db_busy_timeout_ms);
+	if (cn == NULL) {
+		return NULL;
+	}
+	pthread_mutex_lock(&db->db_mutex);
+	cn->cn_next = db->db_readers;
+	db->db_readers = cn;
+	pthread_mutex_unlock(&db->db_mutex);
+	if (pthread_setspecific(db->db_key, cn) != 0) {
+		log_warn("store: cannot remember this thread's read connection");
+	}
+	return cn;
+}
+
+static void store_sqlite_reader_put(struct store_db *db, struct store_conn *cn)
+{
+	(void)db;
+	(void)cn; /* kept for the thread's next read */
+}
+
+static int store_sqlite_begin(struct store_conn *cn, int write)
+{
+	return store_conn_exec(en, cn, write ? "BEGIN IMMEDIATE" : "BEGIN");
+}
+
+static int store_sqlite_in_tx(struct store_conn *cn)
+{
+	return !sqlite3_get_autocommit(cn->cn_db);
+}
+
+/* SQLite ends the transaction by itself when a statement fails with FULL,
+ * IOERR or NOMEM and has no statement journal to undo just itself. */
+static enum store_tx_state store_sqlite_tx_state(struct store_conn *cn)
+{
+	return sqlite3_get_autocommit(cn->cn_db) ? STORE_TXS_ENDED : STORE_TXS_OPEN;
+}
+
+static int store_sqlite_last_error(struct store_conn *cn)
+{
+	return cn != NULL ? sqlite3_extended_errcode(cn->cn_db) : SQLITE_OK;
+}
+
+static const char *store_sqlite_error_reason(int code)
+{
+	/* A lock that was busy and is free now is no failure any more. */
+	if ((code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED) {
+		return NULL;
+	}
+	return sqlite3_errstr(code);
+}
+
+static uint64_t store_sqlite_wal_written(struct store_db *db)
+{
+	return db->db_wal_written;
+}
+
+static int store_sqlite_after_copy(struct store *st)
+{
+	(void)st; /* INTEGER PRIMARY KEY takes max(id) + 1 by itself */
+	return 0;
+}
+
+/* One process writes a SQLite file at a time: every named lock is its own. */
+static int store_sqlite_try_lock(struct store_db *db, const char *name)
+{
+	(void)db;
+	(void)name;
+	return 1;
+}
+
+static void store_sqlite_unlock(struct store_db *db, const char *name)
+{
+	(void)db;
+	(void)name;
+}
+
+/* so_exclusive: the receiver lock on PATH.lock, held until the store
+ * closes. An open-file-description lock, so two stores of one process
+ * exclude each other too, and closing another descriptor of the file does
+ * not drop it. Returns 0, or -1 (logged) when another holds it. */
+static int store_sqlite_lock_receiver(struct store_db *db)
+{
+	struct flock fl;
+	char quoted[256];
+	char *name = NULL;
+	size_t len;
+
+	if (strcmp(db->db_path, ":memory:") == 0 || strncmp(db->db_path, "file:", 5) == 0) {
+		return 0;
+	}
+	len = strlen(db->db_path) + sizeof(".lock");
+	name = malloc(len);
+	if (name == NULL) {
+		log_err("store: out of memory");
+		return -1;
+	}
+	snprintf(name, len, "%s.lock", db->db_path);
+	db->db_lock_fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, STORE_FILE_MODE);
+	if (db->db_lock_fd < 0) {
+		log_err("store: cannot open the lock file \"%s\": %s",
+		        log_quote(quoted, sizeof(quoted), name), strerror(errno));
+		goto fail;
+	}
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = F_WRLCK;
+	fl.l_whence = SEEK_SET;
+	if (fcntl(db->db_lock_fd, F_OFD_SETLK, &fl) < 0) {
+		if (errno == EAGAIN || errno == EACCES) {
+			log_err("store: another idemhook serve (or store copy) is using \"%s\": SQLite "
+			        "takes one receiver per database file; stop it first, or share a "
+			        "PostgreSQL database ([store] backend = postgresql) between receivers",
+			        log_quote(quoted, sizeof(quoted), db->db_path));
+		} else {
+			log_err("store: cannot lock \"%s\": %s", log_quote(quoted, sizeof(quoted), name),
+			        strerror(errno));
+		}
+		goto fail;
+	}
+	free(name);
+	return 0;
+fail:
+	if (db->db_lock_fd >= 0) {
+		close(db->db_lock_fd);
+		db->db_lock_fd = -1;
+	}
+	free(name);
+	return -1;
+}
+
+static int store_sqlite_check_read_only(struct store_db *db)
+{
+	struct store_conn *cn;
+	int version;
+
+	cn = store_conn_open(db->db_path, SQLITE_OPEN_READONLY, db->db_busy_timeout_ms);
+	if (cn == NULL) {
+		return -1;
+	}
+	if (store_user_version(cn, &version) < 0 || store_version_check(version, 0) < 0) {
+		store_conn_close(cn);
+		return -1;
+	}
+	store_conn_close(cn);
+	return 0;
+}
+
+static void store_sqlite_close(struct store_db *db)
+{
+	struct store_conn *cn;
+
+	if (db == NULL) {
+		return;
+	}
+	store_ckpt_stop(db);
+	while (db->db_readers != NULL) {
+		cn = db->db_readers;
+		db->db_readers = cn->cn_next;
+		store_conn_close(cn);
+	}
+	/* The last connection to close checkpoints the WAL into the file. */
+	store_conn_close(db->db_writer);
+	store_conn_close(db->db_probe);
+	if (db->db_key_made) {
+		pthread_key_delete(db->db_key);
+	}
+	pthread_mutex_destroy(&db->db_mutex);
+	if (db->db_lock_fd >= 0) {
+		close(db->db_lock_fd); /* lets go of the receiver lock */
+	}
+	free(db->db_path);
+	free(db);
+}
+
+static pthread_once_t store_sqlite_once = PTHREAD_ONCE_INIT;
+
+/* Process-wide SQLite settings, before SQLite is first used. Memory
+ * statistics take a global mutex around every allocation SQLite makes;
+ * nothing here reads them. */
+static void store_sqlite_config(void)
+{
+	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
+static struct store_db *store_sqlite_open(const struct store_options *opt, int *ret_from,
+                                          int *ret_to)
+{
+	struct store_db *db;
+
+	if (sqlite3_threadsafe() == 0) {
+		log_err("store: this SQLite library is built without thread support");
+		return NULL;
+	}
+	pthread_once(&store_sqlite_once, store_sqlite_config);
+	db = calloc(1, sizeof(*db));
+	if (db == NULL) {
+		log_err("store: out of memory");
+		return NULL;
+	}
+	/* Static initializers: these never fail. */
+	db->db_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	db->db_ckpt.ck_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	db->db_ckpt.ck_cond = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
+	db->db_lock_fd = -1;
+	db->db_busy_timeout_ms = opt->so_busy_timeout_ms > 0 ? opt->so_busy_timeout_ms
+	                                                     : STORE_BUSY_TIMEOUT_MS_DEFAULT;
+	db->db_path = strdup(opt->so_path != NULL ? opt->so_path : "");
+	if (db->db_path == NULL) {
+		log_err("store: out of memory");
+		goto fail;
+	}
+	if (db->db_path[0] == '\0') {
+		log_err("store: no database path");
+		goto fail;
+	}
+	if (pthread_key_create(&db->db_key, NULL) != 0) {
+		log_err("store: cannot create a thread key");
+		goto fail;
+	}
+	db->db_key_made = 1;
+	if (opt->so_exclusive &&
+	    ((!opt->so_read_only && store_mkdir_parent(db->db_path) < 0) ||
+	     store_sqlite_lock_receiver(db) < 0)) {
+		goto fail;
+	}
+	if (opt->so_read_only) {
+		if (store_sqlite_check_read_only(db) < 0) {
+			goto fail;
+		}
+		return db;
+	}
+	db->db_writer = store_open_writer(db->db_path, opt->so_sync, db->db_busy_timeout_ms,
+	                                  opt->so_no_migrate, ret_from, ret_to);
+	if (db->db_writer == NULL) {
+		goto fail;
+	}
+	if (store_ckpt_start(db, opt->so_sync) < 0) {
+		goto fail;
+	}
+	sqlite3_wal_hook(db->db_writer->cn_db, store_wal_hook, db);
+	return db;
+fail:
+	store_sqlite_close(db);
+	return NULL;
+}
+
+const struct store_engine store_engine_sqlite = {
+	.en_name = "SQLite",
+	.en_shared = 0,
+	.en_sql_has_table = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+	.en_sql_tables = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+	                 "'sqlite%' ORDER BY name",
+	.en_sql_columns = "SELECT name, type FROM pragma_table_info(?) ORDER BY cid",
+	.en_open = store_sqlite_open,
+	.en_close = store_sqlite_close,
+	.en_writer = store_sqlite_writer,
+	.en_writer_ready = store_sqlite_writer_ready,
+	.en_reader_get = store_sqlite_reader_get,
+	.en_reader_put = store_sqlite_reader_put,
+	.en_run = store_sqlite_run,
+	.en_begin = store_sqlite_begin,
+	.en_in_tx = store_sqlite_in_tx,
+	.en_tx_state = store_sqlite_tx_state,
+	.en_last_error = store_sqlite_last_error,
+	.en_error_reason = store_sqlite_error_reason,
+	.en_after_batch = store_sqlite_after_batch,
+	.en_wal_written = store_sqlite_wal_written,
+	.en_probe = store_sqlite_probe,
+	.en_file_stats = store_sqlite_file_stats,
+	.en_reclaim = store_sqlite_reclaim,
+	.en_checkpoint = store_sqlite_checkpoint,
+	.en_vacuum = store_sqlite_vacuum,
+	.en_after_copy = store_sqlite_after_copy,
+	.en_try_lock = store_sqlite_try_lock,
+	.en_unlock = store_sqlite_unlock,
+};

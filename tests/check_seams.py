@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""check_seams.py: each foreign library's header is included by its one module.
+
+meson already gives a library's headers to its module's static library only;
+this names the offender when someone includes one elsewhere anyway (a
+header found through a system include path would slip past meson)."""
+import os
+import re
+import sys
+
+SEAMS = {
+    'sqlite3.h': {'receiver/store_sqlite.c'},
+    'libpq-fe.h': {'receiver/store_pg.c'},
+    'microhttpd.h': {'receiver/http.c'},
+    'curl/curl.h': {'receiver/httpc.c'},
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+
+root = sys.argv[1] if len(sys.argv) > 1 else '.'
+bad = []
+for top in ('receiver', 'handlers', 'providers'):  # the daemon; benchmarks may compare
+    for dirpath, _, names in os.walk(os.path.join(root, top)):
+        for name in names:
+            if not name.endswith(('.c', '.h')):
+                continue
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, root)
+            with open(path, encoding='utf-8', errors='replace') as f:
+                for header in INCLUDE.findall(f.read()):
+                    if header in SEAMS and rel not in SEAMS[header]:
+                        bad.append(f'{rel} includes {header}, which only {", ".join(sorted(SEAMS[header]))} may')
+for line in bad:
+    print(line)
+sys.exit(1 if bad else 0)

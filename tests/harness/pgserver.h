@@ -1,0 +1,68 @@
+/* pgserver.h: a throwaway PostgreSQL server for tests and benchmarks:
+ * Debian's initdb and postgres in a fresh temporary directory, a unix
+ * socket there and 127.0.0.1 on a free port, fsync and synchronous_commit
+ * on; removed afterwards, even when the test program is killed. */
+#ifndef IDEMHOOK_PGSERVER_H
+#define IDEMHOOK_PGSERVER_H
+
+#include <sys/types.h>
+
+/* exit status meson counts as "skipped" */
+#define PGSERVER_SKIP 77
+
+struct pgserver {
+	char pg_dir[512];    /* temporary directory: data/, the socket, the log */
+	char pg_bindir[256]; /* where initdb, pg_ctl, postgres and psql are */
+	unsigned pg_port;
+	pid_t pg_watcher; /* stops the server when this process dies */
+	int pg_watch_fd;  /* write end of the watcher's pipe */
+	int pg_running;
+	unsigned pg_next_db; /* pgserver_create_db numbering */
+};
+
+/* The directory holding Debian's PostgreSQL binaries ($IDEMHOOK_PG_BINDIR,
+ * else the newest /usr/lib/postgresql/N/bin with initdb and postgres),
+ * written into ret (size bytes). Returns 0, or -1 when there is none. */
+int pgserver_find_bindir(char *ret, size_t size);
+
+/* Whether a missing PostgreSQL must fail the test rather than skip it:
+ * $IDEMHOOK_TEST_REQUIRE_PG=1 (contrib/test.sh and CI set it). */
+int pgserver_required(void);
+
+/* initdb in a fresh temporary directory and starts the server (as the
+ * postgres user, or nobody, when running as root). A watcher process stops
+ * it and removes the directory when this process exits or dies. Returns 0,
+ * 1 when the binaries are missing (nothing started), -1 on failure (logged). */
+int pgserver_start(struct pgserver *pg);
+
+/* Stops the server (fast shutdown, then SIGKILL) and removes its directory.
+ * A zeroed or stopped pgserver is a no-op. */
+void pgserver_stop(struct pgserver *pg);
+
+/* The postmaster's process id (from its postmaster.pid), 0 when unknown. */
+pid_t pgserver_postmaster_pid(const struct pgserver *pg);
+
+/* A libpq conninfo for database db on the server, written into ret. */
+void pgserver_conninfo(const struct pgserver *pg, const char *db, char *ret, size_t size);
+
+/* Runs sql through psql (-X -q -v ON_ERROR_STOP=1) on database db ("postgres"
+ * when NULL); stdout, unaligned and tuples only, into *ret_out (malloc'd,
+ * may be NULL). Returns 0 when psql exited 0, -1 otherwise. */
+int pgserver_psql(const struct pgserver *pg, const char *db, const char *sql, char **ret_out);
+
+/* CREATE DATABASE with a fresh name (prefix_N), written into ret_name
+ * (64 bytes). Returns 0 or -1. */
+int pgserver_create_db(struct pgserver *pg, const char *prefix, char ret_name[64]);
+
+/* The server the harness shares within one test program: started on first
+ * use, stopped at exit (and by its watcher when the program is killed).
+ * Returns NULL when it cannot be had: *ret_missing (may be NULL) is then 1
+ * when the binaries are missing, 0 when starting failed. */
+struct pgserver *pgserver_shared(int *ret_missing);
+
+/* For main(): when the shared server cannot be had because PostgreSQL is
+ * not installed, prints why and exits PGSERVER_SKIP, or exits 1 when
+ * pgserver_required(); on other failures exits 1. Returns when it runs. */
+void pgserver_require_or_skip(const char *program);
+
+#endif

@@ -1,0 +1,181 @@
+/* test_pg_outbox.c: three receivers on one PostgreSQL database share one
+ * outbox: a shop that counts what it gets sees each row's key once per
+ * attempt, and never one row delivered by two receivers at the same time. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "peer.h"
+#include "pg_common.h"
+
+#define OUTBOX_EVENTS 60
+#define OUTBOX_HOLD_MS 20 /* each delivery stays in flight this long */
+#define OUTBOX_WAIT_S 60
+
+/* The shop: per key, deliveries seen and how many were in flight at once. */
+struct shop_key {
+	char sk_key[128];
+	int sk_seen;
+	int sk_in_flight;
+};
+
+struct shop {
+	pthread_mutex_t sh_lock;
+	struct shop_key sh_keys[OUTBOX_EVENTS * 2];
+	size_t sh_n;
+	int sh_overlaps; /* a delivery that began while another of its key was in flight */
+	int sh_refused;
+	unsigned sh_requests;
+};
+
+static struct shop_key *shop_key_find(struct shop *s, const char *key)
+{
+	size_t i;
+
+	for (i = 0; i < s->sh_n; i++) {
+		if (strcmp(s->sh_keys[i].sk_key, key) == 0) {
+			return &s->sh_keys[i];
+		}
+	}
+	if (s->sh_n == sizeof(s->sh_keys) / sizeof(s->sh_keys[0])) {
+		return NULL;
+	}
+	snprintf(s->sh_keys[s->sh_n].sk_key, sizeof(s->sh_keys[0].sk_key), "%s", key);
+	return &s->sh_keys[s->sh_n++];
+}
+
+/* Every other row's first attempt is refused with a 503, so retries are
+ * claimed again, perhaps by another receiver. */
+static void shop_answer(void *arg, const struct peer_request *req, struct peer_behaviour *ret)
+{
+	struct shop *s = arg;
+	struct timespec hold = {0, OUTBOX_HOLD_MS * 1000000L};
+	struct shop_key *k;
+	int refuse;
+
+	pthread_mutex_lock(&s->sh_lock);
+	k = shop_key_find(s, req->pq_idem_key != NULL ? req->pq_idem_key : "(none)");
+	if (k == NULL) {
+		pthread_mutex_unlock(&s->sh_lock);
+		ret->pb_status = 500;
+		return;
+	}
+	k->sk_seen++;
+	k->sk_in_flight++;
+	if (k->sk_in_flight > 1) {
+		s->sh_overlaps++;
+	}
+	refuse = k->sk_seen == 1 && s->sh_requests++ % 2 == 0;
+	if (refuse) {
+		s->sh_refused++;
+	}
+	pthread_mutex_unlock(&s->sh_lock);
+	nanosleep(&hold, NULL);
+	pthread_mutex_lock(&s->sh_lock);
+	k->sk_in_flight--;
+	pthread_mutex_unlock(&s->sh_lock);
+	ret->pb_status = refuse ? 503 : 200;
+	ret->pb_body = "{}";
+}
+
+static void test_three_receivers_deliver_each_row_once_per_attempt_never_twice_at_once(void **state)
+{
+	struct daemon r[PG_RECEIVERS];
+	struct shop *s = calloc(1, sizeof(*s));
+	struct peer *p = peer_create();
+	char ini[2048];
+	char *rows;
+	char *line;
+	int64_t done = -1;
+	int e;
+	int i;
+
+	assert_non_null(s);
+	assert_non_null(p);
+	pthread_mutex_init(&s->sh_lock, NULL);
+	assert_int_equal(peer_handler(p, "/notify", shop_answer, NULL, s), 0);
+	snprintf(ini, sizeof(ini),
+	         TEST_STRIPE_INI
+	         "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\nretry_cap = 200ms\n"
+	         "poll = 20ms\ntimeout = 5s\nconnect_timeout = 2s\nconcurrency = 4\n",
+	         peer_base(p));
+	assert_int_equal(pg_receivers_start(r, PG_RECEIVERS, ini), 0);
+	for (e = 0; e < OUTBOX_EVENTS; e++) {
+		struct pg_callback cb;
+		struct hres res;
+		char event_id[64];
+		char id[64];
+		char *body;
+
+		assert_int_equal(hn_order_create(&r[e % PG_RECEIVERS], 3000 + e, "usd", id), 0);
+		snprintf(event_id, sizeof(event_id), "evt_pg_outbox_%d", e);
+		body = test_pi_succeeded(event_id, id, 3000 + e, "usd");
+		pg_callback_init(&cb, &r[e % PG_RECEIVERS], body);
+		assert_int_equal(pg_callback_send(&cb, &res), 0);
+		assert_int_equal(res.hs_status, 200);
+		hres_finish(&res);
+		free(body);
+	}
+	assert_int_equal(hn_db_int(r[0].dm_db, "SELECT COUNT(*) FROM outbox"), OUTBOX_EVENTS);
+	for (i = 0; i < OUTBOX_WAIT_S * 20; i++) {
+		done = hn_db_int(r[0].dm_db,
+		                 "SELECT COUNT(*) FROM outbox WHERE status = 'succeeded'");
+		if (done == OUTBOX_EVENTS) {
+			break;
+		}
+		usleep(50000);
+	}
+	assert_int_equal(done, OUTBOX_EVENTS);
+
+	pthread_mutex_lock(&s->sh_lock);
+	print_message("deliveries: %u, refused first attempts: %d, overlaps: %d\n", s->sh_requests,
+	              s->sh_refused, s->sh_overlaps);
+	assert_int_equal(s->sh_overlaps, 0);
+	assert_true(s->sh_refused > 0);
+	assert_int_equal(s->sh_n, OUTBOX_EVENTS);
+	/* The shop saw each row's key exactly as often as the row was attempted. */
+	rows = hn_db_dump(r[0].dm_db, "SELECT idem_key, attempts FROM outbox ORDER BY id");
+	assert_non_null(rows);
+	for (line = rows; *line != '\0';) {
+		char *eol = strchr(line, '\n');
+		char *bar = strchr(line, '|');
+		struct shop_key *k;
+
+		assert_non_null(eol);
+		assert_non_null(bar);
+		*eol = '\0';
+		*bar = '\0';
+		k = shop_key_find(s, line);
+		assert_non_null(k);
+		if (k->sk_seen != strtol(bar + 1, NULL, 10)) {
+			fail_msg("row %s: attempted %s times, the shop saw it %d times", line,
+			         bar + 1, k->sk_seen);
+		}
+		line = eol + 1;
+	}
+	assert_int_equal(s->sh_n, OUTBOX_EVENTS); /* no key the outbox does not hold */
+	pthread_mutex_unlock(&s->sh_lock);
+	free(rows);
+	pg_receivers_finish(r, PG_RECEIVERS);
+	peer_destroy(p);
+	pthread_mutex_destroy(&s->sh_lock);
+	free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(
+	                test_three_receivers_deliver_each_row_once_per_attempt_never_twice_at_once),
+	};
+
+	pgserver_require_or_skip("test_pg_outbox");
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,311 @@
+/* test_store_copy_pg.c: the upgrade path from SQLite: a receiver's SQLite
+ * database filled by real callbacks, `idemhook store copy` to PostgreSQL,
+ * every table equal row by row, a receiver on PostgreSQL answering the old
+ * duplicates with their stored replies; a non-empty target is refused
+ * without --replace; and the way back. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "peer.h"
+#include "pg_common.h"
+
+#define COPY_ORDERS 12
+#define COPY_API_ORDERS 4
+
+/* What was sent to the SQLite receiver and what it answered. */
+struct copy_sent {
+	char *cs_body;
+	char *cs_reply;
+	size_t cs_reply_len;
+};
+
+static void copy_post(struct daemon *d, struct copy_sent *s, char *body)
+{
+	struct pg_callback cb;
+	struct hres r;
+
+	s->cs_body = body;
+	pg_callback_init(&cb, d, body);
+	assert_int_equal(pg_callback_send(&cb, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	s->cs_reply = r.hs_body;
+	s->cs_reply_len = r.hs_body_len;
+	r.hs_body = NULL;
+	hres_finish(&r);
+}
+
+static void copy_api_post(struct daemon *d, int i, struct hres *ret)
+{
+	char url[256];
+	char key[80];
+	char body[128];
+	const char *headers[3];
+
+	snprintf(url, sizeof(url), "%s/api/orders", d->dm_base);
+	snprintf(key, sizeof(key), "Idempotency-Key: copy-api-%d", i);
+	snprintf(body, sizeof(body),
+	         "{\"amount\":%d,\"currency\":\"eur\",\"customer_ref\":\"copy-%d\"}", 700 + i, i);
+	headers[0] = "Content-Type: application/json";
+	headers[1] = key;
+	headers[2] = NULL;
+	assert_int_equal(hn_http("POST", url, headers, body, strlen(body), ret), 0);
+}
+
+/* Every table of the SQLite schema, each row in one text form, through the
+ * store's read API on both sides: "table\nrow\nrow\n--\n" per table. */
+static char *copy_dump_all(const char *sqlite_db, const char *db)
+{
+	char *tables =
+	        hn_db_dump(sqlite_db, "SELECT name FROM sqlite_master WHERE type = 'table' "
+	                              "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name");
+	struct buf out;
+	char *line;
+	char *next;
+	char *s;
+
+	if (tables == NULL) {
+		return NULL;
+	}
+	buf_init(&out, 0);
+	for (line = tables; *line != '\0'; line = next) {
+		char sql[2048];
+		char *cols;
+		char *c;
+		char *rows;
+		int n = 0;
+		int i;
+		size_t used;
+
+		next = strchr(line, '\n');
+		*next++ = '\0';
+		snprintf(sql, sizeof(sql), "SELECT name FROM pragma_table_info('%s') ORDER BY cid",
+		         line);
+		cols = hn_db_dump(sqlite_db, sql);
+		assert_non_null(cols);
+		used = (size_t)snprintf(sql, sizeof(sql), "SELECT ");
+		for (c = cols; *c != '\0';) {
+			char *eol = strchr(c, '\n');
+
+			*eol = '\0';
+			used += (size_t)snprintf(sql + used, sizeof(sql) - used, "%s%s",
+			                         n > 0 ? ", " : "", c);
+			n++;
+			c = eol + 1;
+		}
+		used += (size_t)snprintf(sql + used, sizeof(sql) - used, " FROM %s ORDER BY ",
+		                         line);
+		for (i = 1; i <= n; i++) {
+			used += (size_t)snprintf(sql + used, sizeof(sql) - used, "%s%d",
+			                         i > 1 ? ", " : "", i);
+		}
+		assert_true(used < sizeof(sql));
+		rows = hn_db_dump(db, sql);
+		if (rows == NULL) {
+			fail_msg("cannot read table %s from %s", line, db);
+		}
+		buf_printf(&out, "%s\n%s--\n", line, rows);
+		free(rows);
+		free(cols);
+	}
+	free(tables);
+	s = buf_take(&out, NULL);
+	buf_finish(&out);
+	return s;
+}
+
+static void copy_assert_same(const char *want, const char *got, const char *what)
+{
+	const char *w = want;
+	const char *g = got;
+	int line = 1;
+
+	assert_non_null(want);
+	assert_non_null(got);
+	while (*w != '\0' && *w == *g) {
+		if (*w == '\n') {
+			line++;
+		}
+		w++;
+		g++;
+	}
+	if (*w != '\0' || *g != '\0') {
+		fail_msg("%s differs at line %d:\nwant: %.200s\ngot:  %.200s", what, line, w, g);
+	}
+}
+
+static int copy_run(struct daemon *d, const char *from, const char *to, int replace)
+{
+	const char *args[] = {
+	        "store", "copy", "--from", from, "--to", to, replace ? "--replace" : NULL, NULL};
+
+	return daemon_cli(d, 0, args, NULL);
+}
+
+static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_the_same(void **state)
+{
+	struct peer *p = peer_create();
+	struct peer_behaviour busy = peer_reply(503, "{}");
+	struct copy_sent sent[COPY_ORDERS * 2 + 1];
+	struct hres api_first[COPY_API_ORDERS];
+	struct daemon lite;
+	struct daemon pgd;
+	struct daemon back;
+	char ini[2048];
+	char from[700];
+	char back_loc[700];
+	char *want;
+	char *got;
+	size_t n_sent = 0;
+	size_t i;
+	int k;
+
+	assert_non_null(p);
+	/* Outbox rows stay due: the shop answers 503 until the copy. */
+	peer_default(p, "/notify", &busy);
+	snprintf(ini, sizeof(ini),
+	         TEST_STRIPE_INI
+	         "\n[outbound]\nnotify_url = %s/notify\nretry_base = 10s\nretry_cap = 60s\n"
+	         "poll = 50ms\ntimeout = 5s\nconnect_timeout = 2s\n",
+	         peer_base(p));
+	/* The SQLite install, filled through its real front door. */
+	assert_int_equal(daemon_init(&lite, ini), 0);
+	assert_int_equal(daemon_start(&lite), 0);
+	for (k = 0; k < COPY_ORDERS; k++) {
+		char event_id[64];
+		char refund_id[64];
+		char order[64];
+
+		assert_int_equal(hn_order_create(&lite, 1000 * (k + 1), "usd", order), 0);
+		snprintf(event_id, sizeof(event_id), "evt_copy_pay_%d", k);
+		copy_post(&lite, &sent[n_sent++],
+		          test_pi_succeeded(event_id, order, 1000 * (k + 1), "usd"));
+		if (k % 3 == 0) {
+			continue;
+		}
+		/* Partial refunds for some orders, full ones for others. */
+		snprintf(event_id, sizeof(event_id), "evt_copy_ref_%d", k);
+		snprintf(refund_id, sizeof(refund_id), "re_copy_%d", k);
+		copy_post(&lite, &sent[n_sent++],
+		          test_charge_refunded(event_id, order, 1000 * (k + 1),
+		                               k % 3 == 1 ? 300 : 1000 * (k + 1), refund_id,
+		                               "usd"));
+	}
+	/* An event for an order nobody knows: stored, not applied. */
+	copy_post(&lite, &sent[n_sent++],
+	          test_pi_succeeded("evt_copy_unknown", "ord_unknownunknownunk", 500, "usd"));
+	for (k = 0; k < COPY_API_ORDERS; k++) {
+		copy_api_post(&lite, k, &api_first[k]);
+		assert_int_equal(api_first[k].hs_status, 201);
+	}
+	assert_true(hn_db_int(lite.dm_db, "SELECT COUNT(*) FROM outbox") > 0);
+	assert_true(hn_db_int(lite.dm_db, "SELECT COUNT(*) FROM refunds") > 0);
+	assert_int_equal(daemon_term(&lite, 20), 0);
+	want = copy_dump_all(lite.dm_db, lite.dm_db);
+	assert_non_null(want);
+
+	/* Stop, copy, switch the config, start. */
+	assert_int_equal(daemon_init_pg(&pgd, ini), 0);
+	snprintf(from, sizeof(from), "sqlite:%s", lite.dm_db);
+	assert_int_equal(copy_run(&lite, from, pgd.dm_db, 0), 0);
+	got = copy_dump_all(lite.dm_db, pgd.dm_db);
+	copy_assert_same(want, got, "the copy on PostgreSQL");
+	free(got);
+
+	/* A target with data is refused, and left as it was; --replace
+	 * replaces it. */
+	assert_true(copy_run(&lite, from, pgd.dm_db, 0) != 0);
+	got = copy_dump_all(lite.dm_db, pgd.dm_db);
+	copy_assert_same(want, got, "the target after a refused copy");
+	free(got);
+	assert_int_equal(copy_run(&lite, from, pgd.dm_db, 1), 0);
+	got = copy_dump_all(lite.dm_db, pgd.dm_db);
+	copy_assert_same(want, got, "the copy after --replace");
+	free(got);
+
+	/* A receiver on PostgreSQL: every duplicate gets the stored reply. */
+	assert_int_equal(daemon_start(&pgd), 0);
+	for (i = 0; i < n_sent; i++) {
+		struct pg_callback cb;
+		struct hres r;
+		char *replayed;
+
+		pg_callback_init(&cb, &pgd, sent[i].cs_body);
+		assert_int_equal(pg_callback_send(&cb, &r), 0);
+		assert_int_equal(r.hs_status, 200);
+		replayed = hres_header(&r, "Idempotent-Replayed");
+		assert_non_null(replayed);
+		free(replayed);
+		assert_int_equal(r.hs_body_len, sent[i].cs_reply_len);
+		assert_memory_equal(r.hs_body, sent[i].cs_reply, r.hs_body_len);
+		hres_finish(&r);
+	}
+	for (k = 0; k < COPY_API_ORDERS; k++) {
+		struct hres r;
+		char *replayed;
+
+		copy_api_post(&pgd, k, &r);
+		assert_int_equal(r.hs_status, 201);
+		replayed = hres_header(&r, "Idempotent-Replayed");
+		assert_non_null(replayed);
+		free(replayed);
+		assert_int_equal(r.hs_body_len, api_first[k].hs_body_len);
+		assert_memory_equal(r.hs_body, api_first[k].hs_body, r.hs_body_len);
+		hres_finish(&r);
+		hres_finish(&api_first[k]);
+	}
+	/* Nothing was applied twice; new ids do not collide with copied ones. */
+	assert_int_equal(
+	        hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
+	        hn_db_int(lite.dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"));
+	assert_int_equal(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM points_ledger"),
+	                 hn_db_int(lite.dm_db, "SELECT COUNT(*) FROM points_ledger"));
+	{
+		char id[64];
+		struct copy_sent fresh;
+
+		assert_int_equal(hn_order_create(&pgd, 4242, "usd", id), 0);
+		copy_post(&pgd, &fresh, test_pi_succeeded("evt_copy_after", id, 4242, "usd"));
+		assert_null(strstr(fresh.cs_reply, "replayed"));
+		free(fresh.cs_body);
+		free(fresh.cs_reply);
+	}
+	assert_int_equal(daemon_term(&pgd, 20), 0);
+
+	/* And back: PostgreSQL to a new SQLite file holds what PostgreSQL holds. */
+	assert_int_equal(daemon_init(&back, NULL), 0);
+	snprintf(back_loc, sizeof(back_loc), "sqlite:%s", back.dm_db);
+	assert_int_equal(copy_run(&back, pgd.dm_db, back_loc, 0), 0);
+	free(want);
+	want = copy_dump_all(lite.dm_db, pgd.dm_db);
+	got = copy_dump_all(lite.dm_db, back.dm_db);
+	copy_assert_same(want, got, "the copy back to SQLite");
+	free(got);
+	free(want);
+
+	for (i = 0; i < n_sent; i++) {
+		free(sent[i].cs_body);
+		free(sent[i].cs_reply);
+	}
+	daemon_finish(&back);
+	daemon_finish(&pgd);
+	daemon_finish(&lite);
+	peer_destroy(p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(
+	                test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_the_same),
+	};
+
+	pgserver_require_or_skip("test_store_copy_pg");
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
