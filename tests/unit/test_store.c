@@ -1830,6 +1830,54 @@ static void test_pg_a_deadlock_between_receivers_runs_the_losing_batch_again(voi
 	store_destroy(other);
 }
 
+/* A reader beside the receivers, as the CLI opens one: it reads, answers a
+ * peek, and refuses work; a newer schema is refused by writers and readers
+ * alike, and an older one by a store that may not migrate. */
+static void test_pg_read_only_stores_and_schema_versions_are_checked_as_on_sqlite(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_options so = {
+	        .so_backend = STORE_BACKEND_POSTGRESQL,
+	        .so_conninfo = fx->fx_conninfo,
+	        .so_read_only = 1,
+	};
+	enum store_status status;
+	unsigned char fp[32];
+	struct store_claim c;
+	struct store *ro;
+
+	claim_init(&c, "evt_ro", 4, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	store_claim_finish(&c);
+	ro = store_create(&so);
+	assert_non_null(ro);
+	assert_int_equal(count_of(ro, "SELECT count(*) FROM idempotency_records"), 1);
+	assert_int_equal(store_peek(ro, "stripe", "evt_ro", T0, RETENTION_MS, &status, fp), 1);
+	assert_int_equal(status, STORE_STATUS_DONE);
+	claim_init(&c, "evt_ro2", 4, T0, &ap);
+	assert_int_equal(store_submit(ro, &c, 1), -1);
+	assert_int_equal(c.sc_outcome, STORE_TRANSIENT);
+	store_claim_finish(&c);
+	store_destroy(ro);
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_set_user_version,
+	                             "INSERT INTO idemhook_schema (version, name, applied_at) "
+	                             "VALUES (999, 'future', 0)"),
+	                 0);
+	assert_null(store_create(&so));
+	so.so_read_only = 0;
+	assert_null(store_create(&so));
+	assert_int_equal(store_migrate_options(&so, NULL, NULL), -1);
+	assert_int_equal(store_write(fx->fx_st, T0, unit_set_user_version,
+	                             "DELETE FROM idemhook_schema WHERE version >= 2"),
+	                 0);
+	so.so_no_migrate = 1;
+	assert_null(store_create(&so));
+	so.so_read_only = 1;
+	assert_null(store_create(&so));
+}
+
 static int unit_backend_pid(struct store_tx *tx, void *arg)
 {
 	struct store_row row;
@@ -1954,6 +2002,7 @@ int main(void)
 	        PG_TEST(test_pg_a_lost_writer_connection_fails_its_batch_and_is_made_again),
 	        PG_TEST(test_pg_outbox_workers_skip_the_rows_another_receiver_holds),
 	        PG_TEST(test_pg_a_deadlock_between_receivers_runs_the_losing_batch_again),
+	        PG_TEST(test_pg_read_only_stores_and_schema_versions_are_checked_as_on_sqlite),
 	};
 	int failed;
 
