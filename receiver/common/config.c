@@ -13,9 +13,8 @@
 
 #include "cidr.h"
 #include "config.h"
-#include "http.h" /* the listener's defaults: HTTP_*_DEFAULT */
+#include "defaults.h" /* HTTP_*_DEFAULT, enum store_sync, enum store_backend */
 #include "log.h"
-#include "store.h"
 
 #define CONFIG_SECRET_MAX (64 * 1024) /* bytes in one secret or key file */
 #define CONFIG_RETENTION_DEFAULT_S (7 * 24 * 3600)
