@@ -238,7 +238,7 @@ static void pgserver_watch(const struct pgserver *pg, int watch_fd, uid_t uid, g
 		pgserver_child_setup(uid, gid, log);
 		/* Durable as in production: fsync and synchronous_commit on. The
 		 * unix socket in the directory; no TCP listener to collide with. */
-		execl(postgres, "postgres", "-D", data, "-p", opt_port, "-k", pg->pg_dir, "-c",
+		execl(postgres, postgres, "-D", data, "-p", opt_port, "-k", pg->pg_dir, "-c",
 		      "listen_addresses=", "-c", "fsync=on", "-c", "synchronous_commit=on", "-c",
 		      "full_page_writes=on", "-c", "max_connections=300", "-c",
 		      "shared_buffers=64MB", "-c", "shared_preload_libraries=pg_stat_statements",
