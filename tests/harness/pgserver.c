@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "buf.h"
+#include "harness.h"
 #include "pgserver.h"
 
 #define PGSERVER_READY_TIMEOUT_MS 60000
@@ -453,7 +454,7 @@ int pgserver_psql(const struct pgserver *pg, const char *db, const char *sql, ch
 {
 	char psql[300];
 	char conninfo[700];
-	struct buf out;
+	char *out;
 	int pipefd[2];
 	int status;
 	pid_t pid;
@@ -479,28 +480,16 @@ int pgserver_psql(const struct pgserver *pg, const char *db, const char *sql, ch
 		_exit(127);
 	}
 	close(pipefd[1]);
-	buf_init(&out, 0);
-	buf_puts(&out, "");
-	for (;;) {
-		char chunk[4096];
-		ssize_t r = read(pipefd[0], chunk, sizeof(chunk));
-
-		if (r < 0 && errno == EINTR) {
-			continue;
-		}
-		if (r <= 0) {
-			break;
-		}
-		buf_append(&out, chunk, (size_t)r);
-	}
+	out = hn_read_fd(pipefd[0]);
 	close(pipefd[0]);
 	if (waitpid(pid, &status, 0) != pid) {
 		status = -1;
 	}
 	if (ret_out != NULL) {
-		*ret_out = buf_take(&out, NULL);
+		*ret_out = out;
+	} else {
+		free(out);
 	}
-	buf_finish(&out);
 	return status == 0 ? 0 : -1;
 }
 
