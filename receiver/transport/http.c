@@ -26,6 +26,7 @@
 #include "http.h"
 #include "log.h"
 #include "metrics.h"
+#include "text.h"
 
 #define HTTP_DISCARD_MAX (8 * 1024 * 1024) /* bytes of a refused body dropped before closing */
 /* Lingering close. A connection answered before its body was read (a 413,
@@ -1095,20 +1096,6 @@ static void http_peer_address(struct MHD_Connection *con, char *out, size_t out_
 	}
 }
 
-static int http_hex(int c)
-{
-	if (c >= '0' && c <= '9') {
-		return c - '0';
-	}
-	if (c >= 'a' && c <= 'f') {
-		return c - 'a' + 10;
-	}
-	if (c >= 'A' && c <= 'F') {
-		return c - 'A' + 10;
-	}
-	return -1;
-}
-
 /* The percent-decoded path of a request target (up to '?'), malloc'd;
  * ret_nul set when it decodes to a NUL byte (the path is then cut there,
  * for the refusal's decoration only). A '%' not followed by two hex digits
@@ -1129,8 +1116,8 @@ static char *http_path_decode(const char *url, int *ret_nul)
 		int hi;
 		int lo;
 
-		if (url[i] == '%' && i + 2 < len && (hi = http_hex(url[i + 1])) >= 0 &&
-		    (lo = http_hex(url[i + 2])) >= 0) {
+		if (url[i] == '%' && i + 2 < len && (hi = text_hex_value(url[i + 1])) >= 0 &&
+		    (lo = text_hex_value(url[i + 2])) >= 0) {
 			path[o] = (char)(hi * 16 + lo);
 			i += 2;
 		} else {

@@ -101,6 +101,27 @@ char *hn_read_file(const char *path)
 	return buf_take(&b, NULL);
 }
 
+char *hn_read_fd(int fd)
+{
+	struct buf b;
+
+	buf_init(&b, 0);
+	buf_puts(&b, "");
+	for (;;) {
+		char chunk[4096];
+		ssize_t r = read(fd, chunk, sizeof(chunk));
+
+		if (r < 0 && errno == EINTR) {
+			continue;
+		}
+		if (r <= 0) {
+			break;
+		}
+		buf_append(&b, chunk, (size_t)r);
+	}
+	return buf_take(&b, NULL);
+}
+
 int daemon_log_wait(struct daemon *d, const char *text, int timeout_ms)
 {
 	int waited = 0;
@@ -395,7 +416,7 @@ int daemon_cli(struct daemon *d, int with_config, const char *const *args, char 
 {
 	const char *bin = getenv("IDEMHOOK_BIN");
 	const char *argv[64];
-	struct buf out;
+	char *out;
 	int pipefd[2];
 	int n = 0;
 	int status;
@@ -432,25 +453,14 @@ int daemon_cli(struct daemon *d, int with_config, const char *const *args, char 
 		_exit(127);
 	}
 	close(pipefd[1]);
-	buf_init(&out, 0);
-	for (;;) {
-		char chunk[4096];
-		ssize_t r = read(pipefd[0], chunk, sizeof(chunk));
-
-		if (r < 0 && errno == EINTR) {
-			continue;
-		}
-		if (r <= 0) {
-			break;
-		}
-		buf_append(&out, chunk, (size_t)r);
-	}
+	out = hn_read_fd(pipefd[0]);
 	close(pipefd[0]);
 	waitpid(pid, &status, 0);
 	if (ret_out != NULL) {
-		*ret_out = buf_take(&out, NULL);
+		*ret_out = out;
+	} else {
+		free(out);
 	}
-	buf_finish(&out);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 

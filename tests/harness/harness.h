@@ -79,6 +79,10 @@ int daemon_write_file(struct daemon *d, const char *relpath, const char *content
 /* The whole file at path, malloc'd and NUL-terminated, or NULL. */
 char *hn_read_file(const char *path);
 
+/* Everything fd gives until end of file (or an error), malloc'd and
+ * NUL-terminated; NULL only when memory ran out. */
+char *hn_read_fd(int fd);
+
 /* Waits up to timeout_ms for text to appear in the daemon's log (dm_log).
  * Returns 0 when it did, -1 when not. */
 int daemon_log_wait(struct daemon *d, const char *text, int timeout_ms);

@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "buf.h"
+#include "harness.h"
 #include "pgserver.h"
 
 #define PGSERVER_READY_TIMEOUT_MS 60000
@@ -238,7 +239,7 @@ static void pgserver_watch(const struct pgserver *pg, int watch_fd, uid_t uid, g
 		pgserver_child_setup(uid, gid, log);
 		/* Durable as in production: fsync and synchronous_commit on. The
 		 * unix socket in the directory; no TCP listener to collide with. */
-		execl(postgres, "postgres", "-D", data, "-p", opt_port, "-k", pg->pg_dir, "-c",
+		execl(postgres, postgres, "-D", data, "-p", opt_port, "-k", pg->pg_dir, "-c",
 		      "listen_addresses=", "-c", "fsync=on", "-c", "synchronous_commit=on", "-c",
 		      "full_page_writes=on", "-c", "max_connections=300", "-c",
 		      "shared_buffers=64MB", "-c", "shared_preload_libraries=pg_stat_statements",
@@ -453,7 +454,7 @@ int pgserver_psql(const struct pgserver *pg, const char *db, const char *sql, ch
 {
 	char psql[300];
 	char conninfo[700];
-	struct buf out;
+	char *out;
 	int pipefd[2];
 	int status;
 	pid_t pid;
@@ -479,28 +480,16 @@ int pgserver_psql(const struct pgserver *pg, const char *db, const char *sql, ch
 		_exit(127);
 	}
 	close(pipefd[1]);
-	buf_init(&out, 0);
-	buf_puts(&out, "");
-	for (;;) {
-		char chunk[4096];
-		ssize_t r = read(pipefd[0], chunk, sizeof(chunk));
-
-		if (r < 0 && errno == EINTR) {
-			continue;
-		}
-		if (r <= 0) {
-			break;
-		}
-		buf_append(&out, chunk, (size_t)r);
-	}
+	out = hn_read_fd(pipefd[0]);
 	close(pipefd[0]);
 	if (waitpid(pid, &status, 0) != pid) {
 		status = -1;
 	}
 	if (ret_out != NULL) {
-		*ret_out = buf_take(&out, NULL);
+		*ret_out = out;
+	} else {
+		free(out);
 	}
-	buf_finish(&out);
 	return status == 0 ? 0 : -1;
 }
 

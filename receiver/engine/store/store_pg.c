@@ -16,6 +16,7 @@
 #include "log.h"
 #include "migrations.h"
 #include "store_engine.h"
+#include "text.h"
 
 #define STORE_PG_POOL_DEFAULT 4
 #define STORE_PG_STATEMENT_TIMEOUT_MS_DEFAULT 5000
@@ -414,20 +415,6 @@ static const char *store_pg_prepare(struct store_conn *cn, const char *sql, cons
 	return ps->ps_name;
 }
 
-static int store_pg_hex(char c)
-{
-	if (c >= '0' && c <= '9') {
-		return c - '0';
-	}
-	if (c >= 'a' && c <= 'f') {
-		return c - 'a' + 10;
-	}
-	if (c >= 'A' && c <= 'F') {
-		return c - 'A' + 10;
-	}
-	return -1;
-}
-
 /* One result value (text format) as a store value. */
 static int store_pg_value(const PGresult *res, int r, int c, struct store_value *v)
 {
@@ -471,8 +458,8 @@ static int store_pg_value(const PGresult *res, int r, int c, struct store_value 
 			return -1;
 		}
 		for (i = 0; 2 + 2 * i + 1 < len; i++) {
-			copy[i] = (char)(store_pg_hex(s[2 + 2 * i]) << 4 |
-			                 store_pg_hex(s[2 + 2 * i + 1]));
+			copy[i] = (char)(text_hex_value(s[2 + 2 * i]) << 4 |
+			                 text_hex_value(s[2 + 2 * i + 1]));
 		}
 		copy[i] = '\0';
 		v->sv_type = STORE_BLOB;
