@@ -8,8 +8,8 @@
 
 /* The listener ([server]; http.c). */
 #define HTTP_BODY_MAX_DEFAULT (1024 * 1024) /* bytes */
-#define HTTP_HEAD_TIMEOUT_DEFAULT_MS 10000 /* the whole request head, TLS handshake included */
-#define HTTP_BODY_MIN_RATE_DEFAULT 1024 /* bytes per second a body averages, after a grace */
+#define HTTP_HEAD_TIMEOUT_DEFAULT_MS 10000  /* the whole request head, TLS handshake included */
+#define HTTP_BODY_MIN_RATE_DEFAULT 1024     /* bytes per second a body averages, after a grace */
 #define HTTP_DRAIN_TIMEOUT_DEFAULT_MS 45000 /* below the unit's TimeoutStopSec=60s */
 
 /* The store ([store]; store.c). */
