@@ -9,10 +9,10 @@ import re
 import sys
 
 SEAMS = {
-    'sqlite3.h': {'receiver/store_sqlite.c'},
-    'libpq-fe.h': {'receiver/store_pg.c'},
-    'microhttpd.h': {'receiver/http.c'},
-    'curl/curl.h': {'receiver/httpc.c'},
+    'sqlite3.h': {'receiver/engine/store/store_sqlite.c'},
+    'libpq-fe.h': {'receiver/engine/store/store_pg.c'},
+    'microhttpd.h': {'receiver/transport/http.c'},
+    'curl/curl.h': {'receiver/transport/httpc.c'},
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 

@@ -10,17 +10,11 @@ another when its .c or .h has `#include "other.h"`. The check fails when
     does not allow it to (the layout: dependencies point down).
 
 Usage: include-graph.py [--root DIR] [--dot] [--deps] [--quiet] [--self-test]
-                        [--plan] [--plan-table]
   --root DIR    the source tree (default: this script's ../..)
   --dot         print the module graph in Graphviz dot and exit 0
   --deps        print each module's dependencies and exit 0
   --self-test   check the checker on small made-up trees (a cycle, a
                 forbidden include, a clean tree) and exit
-  --plan        check the planned layout (PLAN, PLANNED_FOLDER_DEPS) on
-                today's tree: every include the move must still cut; exit 1
-                when there is one
-  --plan-table  print PLAN as a Markdown table (today's file, its folder
-                after the move) and exit 0
 Exit status: 0 clean, 1 a cycle or a forbidden include, 2 usage or I/O error.
 Python 3 standard library only.
 """
@@ -32,21 +26,13 @@ import sys
 # folder of its own.
 SCAN = ['receiver', 'providers', 'handlers']
 
-# Folder -> the folders its modules may include (besides its own). A folder
-# not listed here may include anything; None for a listed folder means the
-# same. Fill this when files move (docs/architecture.md has the plan), e.g.
-#   'receiver/common': [],
-#   'receiver/transport': ['receiver/common'],
-#   'receiver/engine': ['receiver/common', 'receiver/transport'],
-#   'providers': ['receiver/common', ...],
-# so that the move edits this table and nothing else here.
-FOLDER_DEPS = {
-}
 
-# The layout issue 17 moves to (docs/architecture.md): each folder and the
-# folders it may include, lowest first. When the files move, this becomes
-# FOLDER_DEPS and PLAN goes.
-PLANNED_FOLDER_DEPS = {
+# Folder -> the folders its modules may include (besides its own), lowest
+# first: dependencies point down (docs/architecture.md). meson gives each
+# folder's static library the include directories of these folders only, so
+# a forbidden include already fails the build; this names it plainly. A
+# folder not listed here may include anything.
+FOLDER_DEPS = {
     'receiver/common': [],
     'receiver/transport': ['receiver/common'],
     'receiver/engine/store': ['receiver/common', 'receiver/transport'],
@@ -56,26 +42,6 @@ PLANNED_FOLDER_DEPS = {
                         'handlers'],
     'receiver/cli': ['receiver/common', 'receiver/transport', 'receiver/engine/store', 'providers',
                      'handlers', 'receiver/engine'],
-}
-
-# Module -> its folder after the move. A module not listed keeps its folder.
-PLAN = {
-    # small libraries everything may use
-    'buf': 'receiver/common', 'cidr': 'receiver/common', 'config': 'receiver/common',
-    'crypto': 'receiver/common', 'env': 'receiver/common', 'event': 'receiver/common',
-    'iso4217': 'receiver/common', 'json': 'receiver/common', 'log': 'receiver/common',
-    'metrics': 'receiver/common', 'money': 'receiver/common', 'text': 'receiver/common',
-    # the wire: listeners, replies, sd_notify, the one HTTP client
-    'http': 'receiver/transport', 'httpc': 'receiver/transport', 'notify': 'receiver/transport',
-    'reply': 'receiver/transport',
-    # the store API and its backends, and what reads it for operators
-    'store': 'receiver/engine/store', 'stats': 'receiver/engine/store',
-    # the shop's business
-    'orders': 'handlers', 'outbox': 'handlers', 'api': 'handlers', 'checkout': 'handlers',
-    # the pipeline and the daemon, above providers and handlers
-    'admin': 'receiver/engine', 'app': 'receiver/engine', 'capture': 'receiver/engine',
-    'gc': 'receiver/engine', 'health': 'receiver/engine', 'ingest': 'receiver/engine',
-    'outbound': 'receiver/engine', 'reconcile': 'receiver/engine', 'replay': 'receiver/engine',
 }
 
 # Files that are parts of another module: the store's engines and the
@@ -280,34 +246,6 @@ def self_test():
     return 1 if failed else 0
 
 
-def plan(root, quiet):
-    """Checks the planned layout on today's tree; returns 0 or 1."""
-    folder_of, deps = scan(root)
-    planned = {mod: PLAN.get(mod, folder) for mod, folder in folder_of.items()}
-    for mod, folder in sorted(planned.items()):
-        if folder not in PLANNED_FOLDER_DEPS:
-            print('plan: %s goes to %s, which PLANNED_FOLDER_DEPS does not list' % (mod, folder))
-            return 1
-    bad = forbidden(planned, deps, PLANNED_FOLDER_DEPS)
-    for mod, src, dep, dst in bad:
-        print('to cut: %s (%s) includes %s.h (%s)' % (mod, src, dep, dst))
-    if not bad and not quiet:
-        print('include-graph.py: the planned layout has no forbidden include')
-    return 1 if bad else 0
-
-
-def plan_table(root):
-    folder_of, deps = scan(root)
-    print('| today | after the move |')
-    print('|---|---|')
-    for folder in sorted(PLANNED_FOLDER_DEPS, key=list(PLANNED_FOLDER_DEPS).index):
-        for mod in sorted(m for m in folder_of if PLAN.get(m, folder_of[m]) == folder):
-            files = [n for n in ('%s.c' % mod, '%s.h' % mod)
-                     if os.path.exists(os.path.join(root, folder_of[mod], n))]
-            print('| %s | %s/ |' % (', '.join('`%s/%s`' % (folder_of[mod], n) for n in files), folder))
-    return 0
-
-
 def main(argv):
     root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..'))
     mode = 'check'
@@ -325,10 +263,6 @@ def main(argv):
             quiet = True
         elif a == '--self-test':
             return self_test()
-        elif a == '--plan':
-            mode = 'plan'
-        elif a == '--plan-table':
-            mode = 'plan-table'
         else:
             sys.stderr.write(__doc__)
             return 2
@@ -339,10 +273,6 @@ def main(argv):
     try:
         if mode == 'check':
             return check(root, FOLDER_DEPS, quiet)
-        if mode == 'plan':
-            return plan(root, quiet)
-        if mode == 'plan-table':
-            return plan_table(root)
         folder_of, deps = scan(root)
     except OSError as e:
         sys.stderr.write('include-graph.py: %s\n' % e)

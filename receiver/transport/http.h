@@ -8,16 +8,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h" /* the listener's defaults: HTTP_*_DEFAULT */
 #include "reply.h"
 
-#define HTTP_BODY_MAX_DEFAULT (1024 * 1024) /* bytes */
 #define HTTP_HEADERS_MAX 100 /* header fields per request: 431 beyond */
 #define HTTP_HEAD_MAX 8192 /* bytes of request line and header fields: 431 beyond */
 #define HTTP_URL_MAX 4096 /* bytes of a request target: 414 beyond */
 #define HTTP_QUERY_PARAMS_MAX 100 /* query parameters: 414 beyond */
-#define HTTP_HEAD_TIMEOUT_DEFAULT_MS 10000 /* the whole request head, TLS handshake included */
-#define HTTP_BODY_MIN_RATE_DEFAULT 1024 /* bytes per second a body averages, after a grace */
-#define HTTP_DRAIN_TIMEOUT_DEFAULT_MS 45000 /* below the unit's TimeoutStopSec=60s */
 
 struct http_conn;
 struct http_deferred;

@@ -13,9 +13,7 @@
 
 #include "cidr.h"
 #include "config.h"
-#include "http.h" /* the listener's defaults: HTTP_*_DEFAULT */
 #include "log.h"
-#include "store.h"
 
 #define CONFIG_SECRET_MAX (64 * 1024) /* bytes in one secret or key file */
 #define CONFIG_RETENTION_DEFAULT_S (7 * 24 * 3600)

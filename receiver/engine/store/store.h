@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config.h"
 #include "reply.h"
 
 struct store;
@@ -120,18 +121,7 @@ int64_t store_tx_now(const struct store_tx *tx);
 
 /* ---- opening ---- */
 
-enum store_sync {
-	STORE_SYNC_FULL = 0, /* default: acknowledged means on disk */
-	STORE_SYNC_NORMAL,
-	STORE_SYNC_OFF, /* benchmarks only */
-};
-
-/* Where the data lives. SQLite is the embedded default and single-receiver;
- * PostgreSQL is shared by any number of receivers. */
-enum store_backend {
-	STORE_BACKEND_SQLITE = 0,
-	STORE_BACKEND_POSTGRESQL,
-};
+/* enum store_sync and enum store_backend are configuration: config.h. */
 
 struct store_options {
 	enum store_backend so_backend;
