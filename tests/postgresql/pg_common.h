@@ -3,11 +3,15 @@
 #ifndef IDEMHOOK_TEST_PG_COMMON_H
 #define IDEMHOOK_TEST_PG_COMMON_H
 
+#include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "fixtures.h"
+#include "harness.h"
 #include "pgserver.h"
-#include "integration/stripe_common.h"
 
 #define PG_RECEIVERS 3
 
@@ -48,7 +52,7 @@ struct pg_callback {
 
 static inline void pg_callback_init(struct pg_callback *c, const struct daemon *d, const char *body)
 {
-	char *sig = hn_stripe_signature(TEST_STRIPE_SECRET, hn_now_s(), body, strlen(body));
+	char *sig = hn_stripe_signature(FX_STRIPE_SECRET, hn_now_s(), body, strlen(body));
 
 	snprintf(c->pc_url, sizeof(c->pc_url), "%s/hooks/stripe", d->dm_base);
 	snprintf(c->pc_sig, sizeof(c->pc_sig), "Stripe-Signature: %s", sig != NULL ? sig : "");

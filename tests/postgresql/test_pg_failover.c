@@ -106,7 +106,7 @@ static void test_a_receiver_killed_mid_load_loses_nothing_and_applies_nothing_tw
 	victim = &f->fo_r[FAILOVER_VICTIM];
 	peer_default(p, "/notify", &ok);
 	snprintf(ini, sizeof(ini),
-	         TEST_STRIPE_INI
+	         FX_STRIPE_INI
 	         "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\nretry_cap = 300ms\n"
 	         "poll = 50ms\ntimeout = 2s\nconnect_timeout = 1s\nconcurrency = 4\n"
 	         /* the killed receiver's rows are due again after this */
@@ -118,7 +118,7 @@ static void test_a_receiver_killed_mid_load_loses_nothing_and_applies_nothing_tw
 
 		assert_int_equal(hn_order_create(&f->fo_r[0], 2000 + e, "eur", f->fo_ids[e]), 0);
 		snprintf(event_id, sizeof(event_id), "evt_pg_failover_%d", e);
-		f->fo_bodies[e] = test_pi_succeeded(event_id, f->fo_ids[e], 2000 + e, "eur");
+		f->fo_bodies[e] = fx_stripe_payment(event_id, f->fo_ids[e], 2000 + e, "eur");
 	}
 	atomic_init(&f->fo_next, 0);
 	atomic_init(&f->fo_acked, 0);

@@ -102,7 +102,7 @@ static void test_three_receivers_deliver_each_row_once_per_attempt_never_twice_a
 	pthread_mutex_init(&s->sh_lock, NULL);
 	assert_int_equal(peer_handler(p, "/notify", shop_answer, NULL, s), 0);
 	snprintf(ini, sizeof(ini),
-	         TEST_STRIPE_INI
+	         FX_STRIPE_INI
 	         "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\nretry_cap = 200ms\n"
 	         "poll = 20ms\ntimeout = 5s\nconnect_timeout = 2s\nconcurrency = 4\n",
 	         peer_base(p));
@@ -116,7 +116,7 @@ static void test_three_receivers_deliver_each_row_once_per_attempt_never_twice_a
 
 		assert_int_equal(hn_order_create(&r[e % PG_RECEIVERS], 3000 + e, "usd", id), 0);
 		snprintf(event_id, sizeof(event_id), "evt_pg_outbox_%d", e);
-		body = test_pi_succeeded(event_id, id, 3000 + e, "usd");
+		body = fx_stripe_payment(event_id, id, 3000 + e, "usd");
 		pg_callback_init(&cb, &r[e % PG_RECEIVERS], body);
 		assert_int_equal(pg_callback_send(&cb, &res), 0);
 		assert_int_equal(res.hs_status, 200);

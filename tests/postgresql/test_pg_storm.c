@@ -31,7 +31,7 @@ static void test_copies_spread_over_three_receivers_apply_each_event_exactly_onc
 	assert_non_null(cb);
 	assert_non_null(reqs);
 	assert_non_null(res);
-	assert_int_equal(pg_receivers_start(r, PG_RECEIVERS, TEST_STRIPE_INI), 0);
+	assert_int_equal(pg_receivers_start(r, PG_RECEIVERS, FX_STRIPE_INI), 0);
 	for (e = 0; e < STORM_EVENTS; e++) {
 		assert_int_equal(hn_order_create(&r[e % PG_RECEIVERS], 1000 + e, "usd", ids[e]), 0);
 	}
@@ -41,7 +41,7 @@ static void test_copies_spread_over_three_receivers_apply_each_event_exactly_onc
 			size_t k;
 
 			snprintf(event_id, sizeof(event_id), "evt_pg_storm_%d", e0 + e);
-			bodies[e] = test_pi_succeeded(event_id, ids[e0 + e], 1000 + e0 + e, "usd");
+			bodies[e] = fx_stripe_payment(event_id, ids[e0 + e], 1000 + e0 + e, "usd");
 			for (k = 0; k < PG_RECEIVERS; k++) {
 				pg_callback_init(&cb[e * PG_RECEIVERS + k], &r[k], bodies[e]);
 			}
@@ -104,7 +104,7 @@ static void test_copies_spread_over_three_receivers_apply_each_event_exactly_onc
 	                 STORM_EVENTS);
 	for (e = 0; e < STORM_EVENTS; e++) {
 		assert_int_equal(
-		        test_db_int(&r[0],
+		        fx_db_int(&r[0],
 		                    "SELECT SUM(points) FROM points_ledger WHERE order_id = '%s'",
 		                    ids[e]),
 		        (1000 + e) / 100);

@@ -170,7 +170,7 @@ static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_th
 	/* Outbox rows stay due: the shop answers 503 until the copy. */
 	peer_default(p, "/notify", &busy);
 	snprintf(ini, sizeof(ini),
-	         TEST_STRIPE_INI
+	         FX_STRIPE_INI
 	         "\n[outbound]\nnotify_url = %s/notify\nretry_base = 10s\nretry_cap = 60s\n"
 	         "poll = 50ms\ntimeout = 5s\nconnect_timeout = 2s\n",
 	         peer_base(p));
@@ -185,7 +185,7 @@ static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_th
 		assert_int_equal(hn_order_create(&lite, 1000 * (k + 1), "usd", order), 0);
 		snprintf(event_id, sizeof(event_id), "evt_copy_pay_%d", k);
 		copy_post(&lite, &sent[n_sent++],
-		          test_pi_succeeded(event_id, order, 1000 * (k + 1), "usd"));
+		          fx_stripe_payment(event_id, order, 1000 * (k + 1), "usd"));
 		if (k % 3 == 0) {
 			continue;
 		}
@@ -193,13 +193,13 @@ static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_th
 		snprintf(event_id, sizeof(event_id), "evt_copy_ref_%d", k);
 		snprintf(refund_id, sizeof(refund_id), "re_copy_%d", k);
 		copy_post(&lite, &sent[n_sent++],
-		          test_charge_refunded(event_id, order, 1000 * (k + 1),
+		          fx_stripe_refund(event_id, order, 1000 * (k + 1),
 		                               k % 3 == 1 ? 300 : 1000 * (k + 1), refund_id,
 		                               "usd"));
 	}
 	/* An event for an order nobody knows: stored, not applied. */
 	copy_post(&lite, &sent[n_sent++],
-	          test_pi_succeeded("evt_copy_unknown", "ord_unknownunknownunk", 500, "usd"));
+	          fx_stripe_payment("evt_copy_unknown", "ord_unknownunknownunk", 500, "usd"));
 	for (k = 0; k < COPY_API_ORDERS; k++) {
 		copy_api_post(&lite, k, &api_first[k]);
 		assert_int_equal(api_first[k].hs_status, 201);
@@ -271,7 +271,7 @@ static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_th
 		struct copy_sent fresh;
 
 		assert_int_equal(hn_order_create(&pgd, 4242, "usd", id), 0);
-		copy_post(&pgd, &fresh, test_pi_succeeded("evt_copy_after", id, 4242, "usd"));
+		copy_post(&pgd, &fresh, fx_stripe_payment("evt_copy_after", id, 4242, "usd"));
 		assert_null(strstr(fresh.cs_reply, "replayed"));
 		free(fresh.cs_body);
 		free(fresh.cs_reply);
