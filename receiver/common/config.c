@@ -13,7 +13,6 @@
 
 #include "cidr.h"
 #include "config.h"
-#include "defaults.h" /* HTTP_*_DEFAULT, enum store_sync, enum store_backend */
 #include "log.h"
 
 #define CONFIG_SECRET_MAX (64 * 1024) /* bytes in one secret or key file */

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "defaults.h" /* HTTP_*_DEFAULT */
+#include "config.h" /* the listener's defaults: HTTP_*_DEFAULT */
 #include "reply.h"
 
 #define HTTP_HEADERS_MAX 100 /* header fields per request: 431 beyond */

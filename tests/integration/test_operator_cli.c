@@ -12,28 +12,6 @@
 #include "fixtures.h"
 #include "harness.h"
 
-#define T_SECRET "whsec_operator_cli"
-#define T_INI "[provider stripe]\ntype = stripe\nsecret = " T_SECRET "\n"
-
-/* A Stripe payment callback for order, answered 200 (applied or not). */
-static void t_pay(struct daemon *d, const char *event_id, const char *order)
-{
-	char obj[512];
-	char *body;
-	struct hres r;
-
-	snprintf(obj, sizeof(obj),
-	         "{\"id\":\"pi_%s\",\"object\":\"payment_intent\",\"amount\":1999,"
-	         "\"amount_received\":1999,\"currency\":\"usd\",\"status\":\"succeeded\","
-	         "\"metadata\":{\"order_id\":\"%s\"}}",
-	         event_id, order);
-	body = hn_stripe_event(event_id, "payment_intent.succeeded", obj);
-	assert_non_null(body);
-	assert_int_equal(hn_post_stripe(d, "stripe", T_SECRET, body, &r), 0);
-	assert_int_equal(r.hs_status, 200);
-	hres_finish(&r);
-	free(body);
-}
 
 /* --failed lists what --status failed lists: the events acknowledged but
  * not applied, and not the applied ones. */
@@ -53,8 +31,8 @@ static void test_events_list_failed_is_the_failed_status_filter(void **state)
 	char *out = NULL;
 
 	fx_order(d, 1999, "usd", order);
-	t_pay(d, "evt_cli_applied", order);
-	t_pay(d, "evt_cli_unapplied", "ord_cli_no_such_order0001");
+	assert_int_equal(fx_stripe_pay(d, "evt_cli_applied", order, 1999, "usd"), 200);
+	assert_int_equal(fx_stripe_pay(d, "evt_cli_unapplied", "ord_cli_no_such_order0001", 1999, "usd"), 200);
 	assert_int_equal(daemon_cli(d, 1, failed, &out_failed), 0);
 	assert_non_null(out_failed);
 	assert_non_null(strstr(out_failed, "evt_cli_unapplied"));
@@ -96,7 +74,7 @@ static void test_order_create_stamps_created_and_updated_at_with_the_current_tim
 
 static int setup(void **state)
 {
-	return daemon_setup(state, T_INI);
+	return daemon_setup(state, FX_STRIPE_INI);
 }
 
 int main(void)

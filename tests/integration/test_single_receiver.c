@@ -14,10 +14,9 @@
 
 #include <cmocka.h>
 
+#include "fixtures.h"
 #include "harness.h"
 
-#define T_SECRET "whsec_single_receiver"
-#define T_INI "[provider stripe]\ntype = stripe\nsecret = " T_SECRET "\n"
 
 /* Runs `idemhook -c CONFIG serve` to its end (a refused one ends at
  * once), with its stderr in *ret_err. Returns its exit status, or -1. */
@@ -83,26 +82,6 @@ static void test_a_killed_serve_leaves_no_lock_behind(void **state)
 	assert_int_equal(hn_order_create(d, 1999, "usd", order), 0);
 }
 
-/* A Stripe payment callback for order, answered 200. */
-static void t_pay(struct daemon *d, const char *event_id, const char *order)
-{
-	char obj[512];
-	char *body;
-	struct hres r;
-
-	snprintf(obj, sizeof(obj),
-	         "{\"id\":\"pi_%s\",\"object\":\"payment_intent\",\"amount\":1999,"
-	         "\"amount_received\":1999,\"currency\":\"usd\",\"status\":\"succeeded\","
-	         "\"metadata\":{\"order_id\":\"%s\"}}",
-	         event_id, order);
-	body = hn_stripe_event(event_id, "payment_intent.succeeded", obj);
-	assert_non_null(body);
-	assert_int_equal(hn_post_stripe(d, "stripe", T_SECRET, body, &r), 0);
-	assert_int_equal(r.hs_status, 200);
-	hres_finish(&r);
-	free(body);
-}
-
 static void test_store_copy_is_refused_beside_serve_and_copies_every_row_after(void **state)
 {
 	struct daemon *d = *state;
@@ -118,7 +97,7 @@ static void test_store_copy_is_refused_beside_serve_and_copies_every_row_after(v
 	snprintf(copy_db, sizeof(copy_db), "%s/copy.db", d->dm_dir);
 	snprintf(to, sizeof(to), "sqlite:%s", copy_db);
 	assert_int_equal(hn_order_create(d, 1999, "usd", order), 0);
-	t_pay(d, "evt_copy_1", order);
+	assert_int_equal(fx_stripe_pay(d, "evt_copy_1", order, 1999, "usd"), 200);
 	assert_int_equal(hn_order_create(d, 500, "eur", order), 0);
 
 	assert_int_not_equal(daemon_cli(d, 0, copy, &out), 0);
@@ -147,7 +126,7 @@ static void test_store_copy_is_refused_beside_serve_and_copies_every_row_after(v
 
 static int setup(void **state)
 {
-	return daemon_setup(state, T_INI);
+	return daemon_setup(state, FX_STRIPE_INI);
 }
 
 int main(void)

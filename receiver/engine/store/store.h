@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "defaults.h" /* enum store_sync, enum store_backend */
+#include "config.h"
 #include "reply.h"
 
 struct store;
@@ -121,8 +121,7 @@ int64_t store_tx_now(const struct store_tx *tx);
 
 /* ---- opening ---- */
 
-/* enum store_sync and enum store_backend are in defaults.h (the configuration
- * names them too). */
+/* enum store_sync and enum store_backend are configuration: config.h. */
 
 struct store_options {
 	enum store_backend so_backend;
