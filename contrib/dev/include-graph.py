@@ -217,12 +217,22 @@ def self_test():
     cyclic = dict(clean)
     cyclic['receiver/b.h'] = '#include "c.h"\n'
     cyclic['providers/c.h'] = '  #  include "a.h"\n'
+    # The real table on a small tree of the real folders: the configuration
+    # in common may not include the listener above it.
+    layered = {'receiver/common/config.c': '#include "config.h"\n', 'receiver/common/config.h': '',
+               'receiver/transport/http.h': '#include "config.h"\n',
+               'receiver/engine/app.c': '#include "http.h"\n#include "config.h"\n'}
+    upward = dict(layered)
+    upward['receiver/common/config.c'] = '#include "config.h"\n#include "http.h"\n'
     cases = [
         ('a clean tree passes', clean, {}, 0, ''),
         ('a cycle a -> b -> c -> a fails', cyclic, {}, 1, 'cycle: a -> b -> c -> a'),
         ('an include the table forbids fails', clean, {'handlers': []}, 1,
          'forbidden: handlers/h includes receiver/a.h'),
         ('an include the table allows passes', clean, {'handlers': ['receiver']}, 0, ''),
+        ('the real folders pass with FOLDER_DEPS', layered, FOLDER_DEPS, 0, ''),
+        ('an upward include fails with FOLDER_DEPS', upward, FOLDER_DEPS, 1,
+         'forbidden: receiver/common/config includes receiver/transport/http.h'),
     ]
     failed = 0
     for name, files, folder_deps, want_status, want_text in cases:
