@@ -756,6 +756,21 @@ int64_t hn_db_int(const char *db_path, const char *sql)
 	return q.dq_int;
 }
 
+int64_t hn_db_wait_int(const char *db_path, const char *sql, int64_t want, int timeout_s)
+{
+	int64_t v = -1;
+	int i;
+
+	for (i = 0; i < timeout_s * 20; i++) {
+		v = hn_db_int(db_path, sql);
+		if (v == want) {
+			break;
+		}
+		usleep(50000);
+	}
+	return v;
+}
+
 char *hn_db_dump(const char *db_path, const char *sql)
 {
 	struct hn_db_query q;

@@ -135,6 +135,10 @@ int hn_http_storm_each(size_t n, const struct hreq *reqs, struct hres *ret);
  * integer (PostgreSQL's numeric sums) or a boolean (t/f) counts as one. */
 /* The first column of the first row as an integer (-1 on error or no row). */
 int64_t hn_db_int(const char *db_path, const char *sql);
+
+/* Polls hn_db_int every 50 ms until it gives want or timeout_s passed;
+ * returns the last value. */
+int64_t hn_db_wait_int(const char *db_path, const char *sql, int64_t want, int timeout_s);
 /* Every row, columns joined with '|' and rows with '\n' (malloc'd), for
  * before/after comparisons; NULL on error. */
 char *hn_db_dump(const char *db_path, const char *sql);

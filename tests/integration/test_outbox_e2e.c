@@ -33,22 +33,6 @@ static void e2e_ini(char *out, size_t size, const struct peer *p, const char *ex
 	         peer_base(p), extra != NULL ? extra : "");
 }
 
-/* Waits until sql (an integer query) gives want; returns the last value. */
-static int64_t e2e_wait_int(struct daemon *d, const char *sql, int64_t want)
-{
-	int64_t v = -1;
-	int i;
-
-	for (i = 0; i < E2E_WAIT_S * 20; i++) {
-		v = hn_db_int(d->dm_db, sql);
-		if (v == want) {
-			break;
-		}
-		usleep(50000);
-	}
-	return v;
-}
-
 static int e2e_cli(struct daemon *d, const char *a, const char *b, const char *c, char **ret_out)
 {
 	const char *args[] = {a, b, c, NULL};
@@ -88,7 +72,7 @@ static void test_a_paid_callback_reaches_the_shop_once_with_an_idempotency_key(v
 	free(keys);
 	peer_request_finish(&q);
 	assert_int_equal(
-	        e2e_wait_int(&d, "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1), 1);
+	        hn_db_wait_int(d.dm_db, "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1, E2E_WAIT_S), 1);
 
 	/* The provider's retry is a duplicate: no second row, no second call. */
 	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
@@ -170,7 +154,7 @@ static void test_a_dead_notify_is_compensated_by_a_refund_at_the_provider(void *
 	fx_order(&d, 2500, "usd", id);
 	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_refund", id, 2500, "usd"), 200);
 	snprintf(sql, sizeof(sql), "SELECT status = 'refunded' FROM orders WHERE id = '%s'", id);
-	assert_int_equal(e2e_wait_int(&d, sql, 1), 1);
+	assert_int_equal(hn_db_wait_int(d.dm_db, sql, 1, E2E_WAIT_S), 1);
 	assert_int_equal(peer_count(p), 2);
 	{
 		struct peer_request q;
@@ -295,9 +279,9 @@ static void test_kill_during_deliveries_delivers_every_committed_row_with_one_ke
 	}
 	assert_int_equal(hn_db_int(c->cr_daemon.dm_db, "SELECT count(*) FROM outbox"),
 	                 CRASH_ORDERS);
-	assert_int_equal(e2e_wait_int(&c->cr_daemon,
-	                              "SELECT count(*) FROM outbox WHERE status = 'succeeded'",
-	                              CRASH_ORDERS),
+	assert_int_equal(hn_db_wait_int(c->cr_daemon.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'",
+	                                CRASH_ORDERS, E2E_WAIT_S),
 	                 CRASH_ORDERS);
 
 	/* Every committed row reached the peer; every key the peer saw is a

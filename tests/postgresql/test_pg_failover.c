@@ -69,21 +69,6 @@ static void *failover_sender(void *arg)
 	return NULL;
 }
 
-static int64_t failover_wait_int(struct daemon *d, const char *sql, int64_t want)
-{
-	int64_t v = -1;
-	int i;
-
-	for (i = 0; i < FAILOVER_WAIT_S * 20; i++) {
-		v = hn_db_int(d->dm_db, sql);
-		if (v == want) {
-			break;
-		}
-		usleep(50000);
-	}
-	return v;
-}
-
 static void test_a_receiver_killed_mid_load_loses_nothing_and_applies_nothing_twice(void **state)
 {
 	struct failover *f = calloc(1, sizeof(*f));
@@ -185,9 +170,9 @@ static void test_a_receiver_killed_mid_load_loses_nothing_and_applies_nothing_tw
 
 	/* Every outbox row delivered, each with its own key on every attempt. */
 	assert_int_equal(hn_db_int(victim->dm_db, "SELECT COUNT(*) FROM outbox"), FAILOVER_EVENTS);
-	assert_int_equal(failover_wait_int(victim,
-	                                   "SELECT COUNT(*) FROM outbox WHERE status = 'succeeded'",
-	                                   FAILOVER_EVENTS),
+	assert_int_equal(hn_db_wait_int(victim->dm_db,
+	                                "SELECT COUNT(*) FROM outbox WHERE status = 'succeeded'",
+	                                FAILOVER_EVENTS, FAILOVER_WAIT_S),
 	                 FAILOVER_EVENTS);
 	rows = hn_db_dump(victim->dm_db, "SELECT idem_key, order_id FROM outbox ORDER BY id");
 	assert_non_null(rows);

@@ -1303,11 +1303,11 @@ static void test_statements_bind_parameters_and_copy_columns(void **state)
 
 /* ---- read-only stores and peeking ---- */
 
-static void test_read_only_store_reads_and_refuses_writes(void **state)
+/* A reader opened with so beside fx's running writer, as the CLI opens one:
+ * it counts, answers a peek and refuses a claim and a write. */
+static void check_read_only_beside_writer(struct fixture *fx, const struct store_options *so)
 {
-	struct fixture *fx = *state;
 	struct applier ap = {.ap_result = STORE_APPLY_DONE};
-	struct store_options so = {.so_path = fx->fx_path, .so_read_only = 1};
 	struct store_claim c;
 	struct store *ro;
 	enum store_status status;
@@ -1317,8 +1317,7 @@ static void test_read_only_store_reads_and_refuses_writes(void **state)
 	assert_int_equal(submit_one(fx->fx_st, &c), 0);
 	store_claim_finish(&c);
 
-	/* A reader beside the running writer, as the CLI does. */
-	ro = store_create(&so);
+	ro = store_create(so);
 	assert_non_null(ro);
 	assert_int_equal(count_of(ro, "SELECT count(*) FROM idempotency_records"), 1);
 	assert_int_equal(store_peek(ro, "stripe", "evt_ro", T0, RETENTION_MS, &status, fp), 1);
@@ -1331,6 +1330,16 @@ static void test_read_only_store_reads_and_refuses_writes(void **state)
 	assert_int_equal(store_write(ro, T0, unit_returns_seven, NULL), -1);
 	assert_int_equal(atomic_load(&ap.ap_runs), 1);
 	store_destroy(ro);
+}
+
+static void test_read_only_store_reads_and_refuses_writes(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_options so = {.so_path = fx->fx_path, .so_read_only = 1};
+	struct store *ro;
+
+	/* A reader beside the running writer, as the CLI does. */
+	check_read_only_beside_writer(fx, &so);
 
 	/* And alone, once the writer has gone. */
 	store_destroy(fx->fx_st);
@@ -1836,30 +1845,13 @@ static void test_pg_a_deadlock_between_receivers_runs_the_losing_batch_again(voi
 static void test_pg_read_only_stores_and_schema_versions_are_checked_as_on_sqlite(void **state)
 {
 	struct fixture *fx = *state;
-	struct applier ap = {.ap_result = STORE_APPLY_DONE};
 	struct store_options so = {
 	        .so_backend = STORE_BACKEND_POSTGRESQL,
 	        .so_conninfo = fx->fx_conninfo,
 	        .so_read_only = 1,
 	};
-	enum store_status status;
-	unsigned char fp[32];
-	struct store_claim c;
-	struct store *ro;
 
-	claim_init(&c, "evt_ro", 4, T0, &ap);
-	assert_int_equal(submit_one(fx->fx_st, &c), 0);
-	store_claim_finish(&c);
-	ro = store_create(&so);
-	assert_non_null(ro);
-	assert_int_equal(count_of(ro, "SELECT count(*) FROM idempotency_records"), 1);
-	assert_int_equal(store_peek(ro, "stripe", "evt_ro", T0, RETENTION_MS, &status, fp), 1);
-	assert_int_equal(status, STORE_STATUS_DONE);
-	claim_init(&c, "evt_ro2", 4, T0, &ap);
-	assert_int_equal(store_submit(ro, &c, 1), -1);
-	assert_int_equal(c.sc_outcome, STORE_TRANSIENT);
-	store_claim_finish(&c);
-	store_destroy(ro);
+	check_read_only_beside_writer(fx, &so);
 
 	assert_int_equal(store_write(fx->fx_st, T0, unit_set_user_version,
 	                             "INSERT INTO idemhook_schema (version, name, applied_at) "
