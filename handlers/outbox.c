@@ -12,6 +12,7 @@
 #include "buf.h"
 #include "crypto.h"
 #include "event.h"
+#include "httpc.h"
 #include "json.h"
 #include "log.h"
 #include "orders.h"
@@ -168,9 +169,18 @@ static const char *outbox_compensation_name(enum outbox_compensation c)
 	return "none";
 }
 
-static int outbox_url_ok(const char *url)
+/* 0 when url is a URL we may send to (httpc_url_check, credential: the
+ * requests carry a key), else -1 (logged). */
+static int outbox_url_check(const char *key, const char *url, int credential)
 {
-	return strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0;
+	char err[HTTPC_ERR_MAX];
+
+	/* The value is not logged: it may hold a password. */
+	if (httpc_url_check(url, credential, err, sizeof(err)) < 0) {
+		log_err("config [%s] %s: %s", OUTBOX_SECTION, key, err);
+		return -1;
+	}
+	return 0;
 }
 
 static int outbox_has_suffix(const char *s, const char *suffix)
@@ -229,8 +239,8 @@ static int outbox_conf_call(const struct config *cf, struct outbox_conf *oc, con
 		return -1;
 	}
 	v = config_get(cf, OUTBOX_SECTION, key);
-	if (!outbox_url_ok(v)) {
-		return outbox_bad_key(key, v, "not an http:// or https:// URL");
+	if (outbox_url_check(key, v, 0) < 0) {
+		return -1;
 	}
 	c->occ_url = strdup(v);
 	if (c->occ_url == NULL) {
@@ -397,8 +407,7 @@ int outbox_conf_load(const struct config *cf, int with_secrets, struct outbox_co
 
 		if (base == NULL) {
 			base = OUTBOX_REFUND_BASE_DEFAULT;
-		} else if (!outbox_url_ok(base)) {
-			outbox_bad_key("refund_base_url", base, "not an http:// or https:// URL");
+		} else if (outbox_url_check("refund_base_url", base, 1) < 0) {
 			goto fail;
 		}
 		oc->oc_refund_base_url =

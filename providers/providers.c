@@ -1,5 +1,4 @@
 /* providers.c: the alphabetized provider table and helpers the profiles share. */
-#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -920,37 +919,10 @@ int provider_answer_set(struct provider_answer *a, enum provider_answer_verdict 
 	return verdict == PROVIDER_ANSWER_OK ? 0 : -1;
 }
 
-/* 1 when host (without port, brackets removed) is a loopback address. */
-static int provider_host_loopback(const char *host, size_t len)
-{
-	char h[64];
-	unsigned char addr[16];
-
-	if (len == 0 || len >= sizeof(h)) {
-		return 0;
-	}
-	memcpy(h, host, len);
-	h[len] = '\0';
-	if (strcasecmp(h, "localhost") == 0) {
-		return 1;
-	}
-	if (inet_pton(AF_INET, h, addr) == 1) {
-		return addr[0] == 127;
-	}
-	if (inet_pton(AF_INET6, h, addr) == 1) {
-		static const unsigned char one[16] = {0, 0, 0, 0, 0, 0, 0, 0,
-		                                      0, 0, 0, 0, 0, 0, 0, 1};
-
-		return memcmp(addr, one, sizeof(one)) == 0;
-	}
-	return 0;
-}
-
 int provider_base_url(const struct provider_conf *pc, const char *key, const char *dflt, char **ret)
 {
 	const char *v = pc->pc_section != NULL ? config_section_get(pc->pc_section, key) : NULL;
-	const char *host;
-	size_t host_len;
+	char err[HTTPC_ERR_MAX];
 	size_t len;
 	char *copy;
 
@@ -958,24 +930,14 @@ int provider_base_url(const struct provider_conf *pc, const char *key, const cha
 	if (v == NULL) {
 		v = dflt;
 	}
-	if (!httpc_url_ok(v) || strchr(v, '?') != NULL || strchr(v, '#') != NULL) {
+	if (strchr(v, '?') != NULL || strchr(v, '#') != NULL) {
 		log_err("provider %s: %s: expected an https:// URL", pc->pc_name, key);
 		return -1;
 	}
-	if (strncasecmp(v, "http://", 7) == 0) {
-		host = v + 7;
-		if (host[0] == '[') {
-			host++;
-			host_len = strcspn(host, "]");
-		} else {
-			host_len = strcspn(host, ":/");
-		}
-		if (!provider_host_loopback(host, host_len)) {
-			log_err("provider %s: %s: http:// only to a loopback address; the API key "
-			        "would cross the network in clear: use https://",
-			        pc->pc_name, key);
-			return -1;
-		}
+	/* The requests to it carry the API key. */
+	if (httpc_url_check(v, 1, err, sizeof(err)) < 0) {
+		log_err("provider %s: %s: %s", pc->pc_name, key, err);
+		return -1;
 	}
 	len = strlen(v);
 	while (len > 0 && v[len - 1] == '/') {

@@ -1,5 +1,6 @@
 /* httpc.c: the one HTTP client, on libcurl: blocking exchanges and a multi
  * set of concurrent transfers, sharing one way to set up and read a transfer. */
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -147,6 +148,203 @@ int httpc_url_ok(const char *url)
 	}
 	return host[0] != '\0' && host[0] != '/' && host[0] != ':' &&
 	       strpbrk(url, " \t\r\n") == NULL;
+}
+
+/* ---- URLs parsed by libcurl ---- */
+
+/* 1 when host (as CURLU gives it: IPv6 in brackets) is a loopback host. */
+static int httpc_host_loopback(const char *host)
+{
+	unsigned char addr[16];
+	char h[64];
+	size_t len = strlen(host);
+
+	if (strcasecmp(host, "localhost") == 0) {
+		return 1;
+	}
+	if (len >= 2 && host[0] == '[' && host[len - 1] == ']') {
+		static const unsigned char one[16] = {0, 0, 0, 0, 0, 0, 0, 0,
+		                                      0, 0, 0, 0, 0, 0, 0, 1};
+
+		if (len - 2 >= sizeof(h)) {
+			return 0;
+		}
+		memcpy(h, host + 1, len - 2);
+		h[len - 2] = '\0';
+		return inet_pton(AF_INET6, h, addr) == 1 && memcmp(addr, one, sizeof(one)) == 0;
+	}
+	return inet_pton(AF_INET, host, addr) == 1 && addr[0] == 127;
+}
+
+/* 1 when part of u is present (non-empty). */
+static int httpc_url_has(CURLU *u, CURLUPart part)
+{
+	char *v = NULL;
+	int has;
+
+	has = curl_url_get(u, part, &v, 0) == CURLUE_OK && v != NULL && v[0] != '\0';
+	curl_free(v);
+	return has;
+}
+
+/* Parses url into a new handle and checks what every URL we send to must
+ * be. Returns the handle, or NULL with err set. */
+static CURLU *httpc_url_parse(const char *url, char *err, size_t err_size)
+{
+	CURLU *u;
+	CURLUcode rc;
+	char *scheme = NULL;
+
+	if (httpc_global() < 0) {
+		httpc_err(err, err_size, "the HTTP client cannot start");
+		return NULL;
+	}
+	if (strpbrk(url, " \t\r\n") != NULL) {
+		httpc_err(err, err_size, "a URL holds no white space");
+		return NULL;
+	}
+	u = curl_url();
+	if (u == NULL) {
+		httpc_err(err, err_size, "out of memory");
+		return NULL;
+	}
+	rc = curl_url_set(u, CURLUPART_URL, url, 0);
+	if (rc != CURLUE_OK) {
+		httpc_err(err, err_size, "not a URL: %s", curl_url_strerror(rc));
+		goto fail;
+	}
+	if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    (strcmp(scheme, "http") != 0 && strcmp(scheme, "https") != 0)) {
+		httpc_err(err, err_size, "not an http:// or https:// URL");
+		goto fail;
+	}
+	if (!httpc_url_has(u, CURLUPART_HOST)) {
+		httpc_err(err, err_size, "the URL names no host");
+		goto fail;
+	}
+	if (httpc_url_has(u, CURLUPART_USER) || httpc_url_has(u, CURLUPART_PASSWORD) ||
+	    httpc_url_has(u, CURLUPART_OPTIONS)) {
+		/* libcurl connects to what follows the '@': what precedes it
+		 * only looks like a host to a reader. */
+		httpc_err(err, err_size, "a URL with a user name or password ('@') is refused");
+		goto fail;
+	}
+	curl_free(scheme);
+	return u;
+fail:
+	curl_free(scheme);
+	curl_url_cleanup(u);
+	return NULL;
+}
+
+int httpc_url_check(const char *url, int credential, char *err, size_t err_size)
+{
+	CURLU *u = httpc_url_parse(url, err, err_size);
+	char *scheme = NULL;
+	char *host = NULL;
+	int rc = -1;
+
+	if (u == NULL) {
+		return -1;
+	}
+	if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK) {
+		httpc_err(err, err_size, "out of memory");
+		goto out;
+	}
+	if (credential && strcmp(scheme, "http") == 0 && !httpc_host_loopback(host)) {
+		httpc_err(err, err_size,
+		          "http:// only to a loopback address; the key would cross the network "
+		          "in clear: use https://");
+		goto out;
+	}
+	rc = 0;
+out:
+	curl_free(scheme);
+	curl_free(host);
+	curl_url_cleanup(u);
+	return rc;
+}
+
+/* 1 when target is an origin-form request target (RFC 9112 3.2.1): "/",
+ * then visible ASCII other than '#', and not "//" (which a URL reads as an
+ * authority). */
+static int httpc_origin_form(const char *target)
+{
+	const unsigned char *p;
+
+	if (target[0] != '/' || target[1] == '/') {
+		return 0;
+	}
+	for (p = (const unsigned char *)target; *p != '\0'; p++) {
+		if (*p <= 0x20 || *p >= 0x7f || *p == '#' || *p == '\\') {
+			return 0;
+		}
+	}
+	return 1;
+}
+
+int httpc_url_join(const char *base, const char *target, char **ret, char *err, size_t err_size)
+{
+	CURLU *u = NULL;
+	char *prefix = NULL;
+	char *out = NULL;
+	struct buf path;
+	const char *query;
+	int rc = -1;
+
+	*ret = NULL;
+	buf_init(&path, 0);
+	if (!httpc_origin_form(target)) {
+		httpc_err(err, err_size,
+		          "the request target is not an origin-form path (\"/...\")");
+		goto out;
+	}
+	u = httpc_url_parse(base, err, err_size);
+	if (u == NULL) {
+		goto out;
+	}
+	if (httpc_url_has(u, CURLUPART_QUERY) || httpc_url_has(u, CURLUPART_FRAGMENT)) {
+		httpc_err(err, err_size, "the base URL has a query or a fragment");
+		goto out;
+	}
+	if (curl_url_get(u, CURLUPART_PATH, &prefix, 0) != CURLUE_OK) {
+		httpc_err(err, err_size, "out of memory");
+		goto out;
+	}
+	query = strchr(target, '?');
+	{
+		size_t plen = strlen(prefix);
+
+		while (plen > 0 && prefix[plen - 1] == '/') {
+			plen--;
+		}
+		if (buf_append(&path, prefix, plen) < 0 ||
+		    buf_append(&path, target,
+		               query != NULL ? (size_t)(query - target) : strlen(target)) < 0) {
+			httpc_err(err, err_size, "out of memory");
+			goto out;
+		}
+	}
+	if (curl_url_set(u, CURLUPART_PATH, path.buf_data, 0) != CURLUE_OK ||
+	    curl_url_set(u, CURLUPART_QUERY, query != NULL && query[1] != '\0' ? query + 1 : NULL,
+	                 0) != CURLUE_OK ||
+	    curl_url_get(u, CURLUPART_URL, &out, 0) != CURLUE_OK) {
+		httpc_err(err, err_size, "cannot build the URL");
+		goto out;
+	}
+	*ret = strdup(out);
+	if (*ret == NULL) {
+		httpc_err(err, err_size, "out of memory");
+		goto out;
+	}
+	rc = 0;
+out:
+	curl_free(out);
+	curl_free(prefix);
+	curl_url_cleanup(u);
+	buf_finish(&path);
+	return rc;
 }
 
 /* ---- one transfer ---- */

@@ -64,6 +64,23 @@ const char *httpc_headers_get(const struct httpc_headers *h, const char *name);
 /* 1 when url is an http:// or https:// URL with a host, else 0. */
 int httpc_url_ok(const char *url);
 
+/* Checks a configured URL with libcurl's URL parser: http:// or https://,
+ * a host, no userinfo (user, password or login options: libcurl would
+ * connect to the host after the '@'), no white space. With credential != 0
+ * (the requests to it carry a key), plain http:// is allowed only to a
+ * loopback host (localhost, 127.0.0.0/8, ::1). Returns 0, or -1 with one
+ * sentence in err. */
+int httpc_url_check(const char *url, int credential, char *err, size_t err_size);
+
+/* Joins base (an http:// or https:// URL: scheme, host, port and an
+ * optional path prefix, no userinfo, query or fragment) and target (an
+ * origin-form request target: "/path" with an optional "?query") into a
+ * URL built part by part with libcurl's URL API, so that nothing in target
+ * can change the scheme, host or port. Returns 0 with *ret malloc'd, or
+ * -1 with one sentence in err (a target that is not origin-form, a bad
+ * base, no memory). */
+int httpc_url_join(const char *base, const char *target, char **ret, char *err, size_t err_size);
+
 /* Sends req and waits for the answer. Returns 0 with ret filled (finish it
  * with httpc_response_finish) when an answer came back, whole or cut at the
  * cap (hcr_truncated); -1 with one sentence in err and ret zeroed when none
