@@ -94,6 +94,8 @@ struct store {
 	int st_hb_fail_rc;        /* its engine error code */
 	pthread_mutex_t st_probe_lock;
 	int st_probe_lock_made;
+	struct store_files st_files; /* under st_probe_lock */
+	int st_files_lost; /* atomic: a file held open is gone; no more work is taken */
 };
 
 static void store_heartbeat_begin(struct store *st);
@@ -1031,7 +1033,9 @@ static void store_batch_run(struct store *st, struct store_unit *batch, uint64_t
 		return;
 	}
 	while (store_batch_pending(batch)) {
-		if (en->en_writer_ready(st->st_db) < 0 || en->en_begin(st->st_writer, 1) < 0) {
+		/* Its commit would go to a log no restart reads: transient. */
+		if (__atomic_load_n(&st->st_files_lost, __ATOMIC_ACQUIRE) ||
+		    en->en_writer_ready(st->st_db) < 0 || en->en_begin(st->st_writer, 1) < 0) {
 			store_units_fail_unsettled(batch);
 			break;
 		}
@@ -1428,6 +1432,9 @@ static int store_claim_fast(struct store *st, struct store_claim *c)
 
 	/* The fast path is an optimization: a busy pool sends the claim to
 	 * the writer rather than holding this (server) thread. */
+	if (__atomic_load_n(&st->st_files_lost, __ATOMIC_ACQUIRE)) {
+		return 0;
+	}
 	tx.tx_conn = st->st_engine->en_reader_get(st->st_db, 0);
 	if (tx.tx_conn == NULL) {
 		return 0;
@@ -1738,6 +1745,16 @@ int store_probe(struct store *st, struct store_health *ret)
 	}
 	pthread_mutex_lock(&st->st_probe_lock);
 	st->st_engine->en_probe(st->st_db, &st->st_hb_busy_since, ok_at, &h);
+	if (st->st_engine->en_files_check != NULL) {
+		char reason[STORE_HEALTH_REASON_MAX];
+
+		if (st->st_engine->en_files_check(st->st_db, &st->st_files, reason, sizeof(reason)) ==
+		    1) {
+			__atomic_store_n(&st->st_files_lost, 1, __ATOMIC_RELEASE);
+			h.sh_ok = 1; /* the loss is the reason that matters */
+			store_health_fail(&h, "%s", reason);
+		}
+	}
 	pthread_mutex_unlock(&st->st_probe_lock);
 out:
 	*ret = h;

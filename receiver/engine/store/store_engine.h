@@ -11,6 +11,19 @@
 #include "store.h"
 
 struct store_conn; /* one database connection, defined by its engine */
+
+/* The files the store holds open (SQLite: the database, -wal, -shm) as
+ * first seen at their paths, kept by store.c for en_files_check. */
+#define STORE_FILES_MAX 3
+struct store_files {
+	int sfs_known[STORE_FILES_MAX];
+	uint64_t sfs_dev[STORE_FILES_MAX];
+	uint64_t sfs_ino[STORE_FILES_MAX];
+	int sfs_lost;    /* one of them is gone from its path: for good, until a restart */
+	int sfs_gone;    /* which one (index) */
+	int sfs_rescued; /* the WAL has been checkpointed whole since */
+};
+
 struct store_db;   /* an engine's state for one struct store */
 struct store_engine;
 
@@ -91,6 +104,13 @@ struct store_engine {
 	int (*en_file_stats)(struct store *st, struct store_db *db, struct store_file_stats *ret);
 	int (*en_reclaim)(struct store *st, int64_t max_pages, int64_t *ret_pages);
 	int (*en_checkpoint)(struct store_db *db);
+	/* May be NULL. Whether the files the store holds open are still the
+	 * ones at their paths (f: the state of the last calls). Once one is
+	 * not, returns 1 every time, with reason set, after copying into the
+	 * database file whatever the log it holds open has (the store then
+	 * refuses work); else 0. On the probe's thread. */
+	int (*en_files_check)(struct store_db *db, struct store_files *f, char *reason,
+	                      size_t reason_size);
 	int (*en_vacuum)(struct store_db *db);
 	int (*en_after_copy)(struct store *st);
 	/* Named cluster-wide locks: 1 when taken, 0 when another holds it, -1. */

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
@@ -1348,6 +1349,84 @@ fail:
 	return NULL;
 }
 
+/* ---- the files under the running daemon ---- */
+
+/* Whether the database, its -wal and its -shm, as first seen at their paths,
+ * are still there, by device and inode: one deleted or replaced under the
+ * running daemon (a clean-up script, an operator) takes every commit since
+ * the last checkpoint with it at the next restart, acknowledged or not.
+ * The connections opened before still hold the old log open, so a
+ * checkpoint on one of them (the probe's) copies what it holds into the
+ * database file, which a restart reads; it runs again at every call, for
+ * a batch that was already under way when the loss was seen. */
+static int store_sqlite_files_check(struct store_db *db, struct store_files *f, char *reason,
+                                    size_t reason_size)
+{
+	static const char *const suffix[STORE_FILES_MAX] = {"", "-wal", "-shm"};
+	const char *name = strrchr(db->db_path, '/');
+	char path[PATH_MAX];
+	struct stat sb;
+	int n_log = -1;
+	int n_ckpt = -1;
+	int rescued = 0;
+	size_t i;
+	int rc;
+
+	name = name != NULL ? name + 1 : db->db_path;
+	for (i = 0; i < STORE_FILES_MAX && !f->sfs_lost; i++) {
+		int n = snprintf(path, sizeof(path), "%s%s", db->db_path, suffix[i]);
+		int gone;
+
+		if (n < 0 || (size_t)n >= sizeof(path)) {
+			return 0;
+		}
+		if (stat(path, &sb) < 0) {
+			gone = errno == ENOENT && f->sfs_known[i];
+		} else if (!f->sfs_known[i]) {
+			f->sfs_known[i] = 1;
+			f->sfs_dev[i] = (uint64_t)sb.st_dev;
+			f->sfs_ino[i] = (uint64_t)sb.st_ino;
+			gone = 0;
+		} else {
+			gone = f->sfs_dev[i] != (uint64_t)sb.st_dev ||
+			       f->sfs_ino[i] != (uint64_t)sb.st_ino;
+		}
+		if (gone) {
+			f->sfs_lost = 1;
+			f->sfs_gone = (int)i;
+			log_err("store: \"%s%s\" was deleted or replaced while the daemon held it "
+			        "open: callbacks are refused (503) from now on, and what the open "
+			        "write-ahead log holds is copied into the database file; restart the "
+			        "daemon (docs/operations.md)",
+			        db->db_path, suffix[i]);
+		}
+	}
+	if (!f->sfs_lost) {
+		return 0;
+	}
+	if (db->db_probe != NULL && f->sfs_gone != 0) {
+		rc = sqlite3_wal_checkpoint_v2(db->db_probe->cn_db, NULL, SQLITE_CHECKPOINT_FULL,
+		                               &n_log, &n_ckpt);
+		rescued = rc == SQLITE_OK && n_ckpt == n_log;
+		if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
+			store_log_rc(db->db_probe->cn_db, rc, "checkpoint of the deleted log");
+		}
+	}
+	if (rescued && !f->sfs_rescued) {
+		log_notice("store: the write-ahead log held open is checkpointed into \"%s\" "
+		           "(%d frames): a restart now keeps every acknowledged callback",
+		           db->db_path, n_log);
+	}
+	f->sfs_rescued = rescued;
+	snprintf(reason, reason_size, "%.60s%s was deleted or replaced under the daemon: callbacks "
+	         "refused; %s; restart it",
+	         name, suffix[f->sfs_gone],
+	         f->sfs_gone == 0 ? "the database file is gone, restore it"
+	         : rescued        ? "its log is checkpointed into the database"
+	                          : "checkpoint not complete yet");
+	return 1;
+}
+
 const struct store_engine store_engine_sqlite = {
 	.en_name = "SQLite",
 	.en_shared = 0,
@@ -1373,6 +1452,7 @@ const struct store_engine store_engine_sqlite = {
 	.en_file_stats = store_sqlite_file_stats,
 	.en_reclaim = store_sqlite_reclaim,
 	.en_checkpoint = store_sqlite_checkpoint,
+	.en_files_check = store_sqlite_files_check,
 	.en_vacuum = store_sqlite_vacuum,
 	.en_after_copy = store_sqlite_after_copy,
 	.en_try_lock = store_sqlite_try_lock,
