@@ -66,6 +66,7 @@ static struct metrics_family metrics_http_cuts;     /* listener, reason */
 static struct metrics_family metrics_http_refusals; /* listener, status */
 static struct metrics_family metrics_http_drains;   /* listener, kind */
 static struct metrics_family metrics_http_lingers;  /* listener */
+static struct metrics_family metrics_capture_skips; /* reason */
 static uint64_t metrics_capture_failures;
 static int64_t metrics_start_ms;
 /* The store's library and its version, for idemhook_build_info (static). */
@@ -247,6 +248,11 @@ void metrics_http_linger(const char *listener)
 	metrics_count(&metrics_http_lingers, listener, "");
 }
 
+void metrics_capture_skipped(const char *reason)
+{
+	metrics_count(&metrics_capture_skips, reason, "");
+}
+
 void metrics_capture_failure(void)
 {
 	pthread_mutex_lock(&metrics_lock);
@@ -377,6 +383,7 @@ void metrics_reset(void)
 	metrics_family_reset(&metrics_http_refusals);
 	metrics_family_reset(&metrics_http_drains);
 	metrics_family_reset(&metrics_http_lingers);
+	metrics_family_reset(&metrics_capture_skips);
 	memset(&metrics_rec, 0, sizeof(metrics_rec));
 	metrics_capture_failures = 0;
 	metrics_ready_now = 0;
@@ -690,7 +697,11 @@ static int metrics_render_memory(struct buf *out)
 	if (metrics_text_header(out, "idemhook_capture_failures_total", "counter",
 	                   "Requests that could not be written to the capture spool.") < 0 ||
 	    buf_printf(out, "idemhook_capture_failures_total %" PRIu64 "\n",
-	               metrics_capture_failures) < 0) {
+	               metrics_capture_failures) < 0 ||
+	    metrics_render_counter(out, &metrics_capture_skips, "idemhook_capture_skipped_total",
+	                           "Requests not captured because of a bound of the spool, by "
+	                           "reason.",
+	                           "reason", NULL) < 0) {
 		return -1;
 	}
 	return metrics_render_process(out) < 0 || metrics_render_gc(out) < 0 ||

@@ -28,6 +28,10 @@ void metrics_http_linger(const char *listener);
 /* A capture file that could not be written. */
 void metrics_capture_failure(void);
 
+/* A capture not written because of a bound of the spool; reason is one of
+ * rejected_size, rejected_client_rate, rejected_rate, quota, free_space. */
+void metrics_capture_skipped(const char *reason);
+
 /* The store's library and version (static text), the sqlite label of
  * idemhook_build_info: store_library_version(), given at start. */
 void metrics_set_store_library(const char *version);

@@ -5,12 +5,14 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,11 +26,47 @@
 
 #define CAPTURE_NAME_MAX 256 /* bytes of one file name */
 #define CAPTURE_META_LINES_MAX 64 /* metadata lines a reader accepts */
+#define CAPTURE_CLIENTS 256 /* clients whose rejected captures are counted apart */
+#define CAPTURE_RESCAN_MS 10000 /* the spool is measured again at most this often */
+#define CAPTURE_SKIP_LOG_MS 60000 /* one log line per reason this often at most */
+#define CAPTURE_MAX_BYTES_DEFAULT ((size_t)1024 * 1024 * 1024) /* [capture] max_bytes */
+#define CAPTURE_MIN_FREE_DEFAULT ((size_t)512 * 1024 * 1024)   /* [capture] min_free */
+#define CAPTURE_REJECTED_BODY_MAX_DEFAULT ((size_t)64 * 1024) /* [capture] rejected_body_max */
+#define CAPTURE_REJECTED_RATE_DEFAULT 60         /* [capture] rejected_rate, per minute */
+#define CAPTURE_REJECTED_CLIENT_RATE_DEFAULT 10 /* [capture] rejected_client_rate, per minute */
 
 enum capture_mode {
 	CAPTURE_MODE_OFF = 0,
 	CAPTURE_MODE_ALL,
 	CAPTURE_MODE_REJECTED,
+};
+
+/* Why a capture was not written (the metric's reason label). */
+enum capture_skip {
+	CAPTURE_SKIP_REJECTED_SIZE = 0,
+	CAPTURE_SKIP_REJECTED_CLIENT_RATE,
+	CAPTURE_SKIP_REJECTED_RATE,
+	CAPTURE_SKIP_QUOTA,
+	CAPTURE_SKIP_FREE_SPACE,
+	CAPTURE_SKIP_N,
+};
+
+static const char *const capture_skip_names[CAPTURE_SKIP_N] = {
+        "rejected_size", "rejected_client_rate", "rejected_rate", "quota", "free_space"};
+
+static const char *const capture_skip_why[CAPTURE_SKIP_N] = {
+        "its body is over [capture] rejected_body_max",
+        "its client is over [capture] rejected_client_rate",
+        "rejected requests are over [capture] rejected_rate",
+        "the spool is at [capture] max_bytes (half of it for rejected requests)",
+        "free space on the spool's file system is under [capture] min_free (twice it for "
+        "rejected requests)",
+};
+
+/* One client's rejected captures in the current minute. */
+struct capture_client {
+	char cc_addr[48];
+	unsigned cc_n;
 };
 
 struct capture {
@@ -37,6 +75,21 @@ struct capture {
 	int64_t cap_retention_s;
 	char cap_instance[9]; /* random hex: names stay unique across restarts */
 	atomic_uint_fast64_t cap_seq;
+	/* the bounds ([capture] keys) */
+	size_t cap_max_bytes;
+	size_t cap_min_free;
+	size_t cap_rejected_body_max;
+	unsigned cap_rejected_rate;        /* per minute, every client */
+	unsigned cap_rejected_client_rate; /* per minute, one client */
+	pthread_mutex_t cap_lock;
+	/* under cap_lock */
+	int64_t cap_spool_bytes; /* as last scanned, plus what was written (or reserved) since */
+	int64_t cap_scanned_ms;
+	int64_t cap_minute; /* the minute the rates count */
+	unsigned cap_minute_n;
+	struct capture_client cap_clients[CAPTURE_CLIENTS];
+	int64_t cap_logged_ms[CAPTURE_SKIP_N];
+	uint64_t cap_unlogged[CAPTURE_SKIP_N];
 };
 
 static int64_t capture_now_ms(void)
@@ -331,6 +384,134 @@ static int capture_write_all(int fd, const char *data, size_t len)
 	return 0;
 }
 
+/* ---- the spool's bounds ---- */
+
+/* Bytes of the regular files under dir, depth levels down (the spool is
+ * dir/day/file). A directory that cannot be read counts as empty. */
+static int64_t capture_du(const char *dir, int depth)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	struct stat sb;
+	int64_t sum = 0;
+	DIR *d = opendir(dir);
+
+	if (d == NULL) {
+		return 0;
+	}
+	while ((de = readdir(d)) != NULL) {
+		int n;
+
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) {
+			continue;
+		}
+		n = snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (n < 0 || (size_t)n >= sizeof(path) || lstat(path, &sb) < 0) {
+			continue;
+		}
+		if (S_ISREG(sb.st_mode)) {
+			sum += (int64_t)sb.st_size;
+		} else if (S_ISDIR(sb.st_mode) && depth > 0) {
+			sum += capture_du(path, depth - 1);
+		}
+	}
+	closedir(d);
+	return sum;
+}
+
+static unsigned capture_client_slot(const char *addr)
+{
+	unsigned h = 2166136261u;
+
+	for (; *addr != '\0'; addr++) {
+		h = (h ^ (unsigned char)*addr) * 16777619u;
+	}
+	return h % CAPTURE_CLIENTS;
+}
+
+/* Under cap_lock: whether a capture of len bytes (rejected or not) from
+ * client may be written now, reserving its bytes and its place in the
+ * rates when it may. Rejected requests (anyone can send them) get a small
+ * share: a size cap, a rate per client and in all, half the quota and
+ * twice the free-space floor, so that they can never stop the captures of
+ * authenticated callbacks, let alone take the database's space. Returns
+ * CAPTURE_SKIP_N when it may, else the reason. */
+static enum capture_skip capture_admit(struct capture *cap, const char *client, size_t body_len,
+                                       size_t len, int rejected, int64_t now_ms)
+{
+	struct capture_client *cc = NULL;
+	struct statvfs vfs;
+	int64_t limit = (int64_t)(rejected ? cap->cap_max_bytes / 2 : cap->cap_max_bytes);
+	uint64_t floor = rejected ? 2 * (uint64_t)cap->cap_min_free : cap->cap_min_free;
+
+	if (rejected) {
+		if (body_len > cap->cap_rejected_body_max) {
+			return CAPTURE_SKIP_REJECTED_SIZE;
+		}
+		if (now_ms / 60000 != cap->cap_minute) {
+			cap->cap_minute = now_ms / 60000;
+			cap->cap_minute_n = 0;
+			memset(cap->cap_clients, 0, sizeof(cap->cap_clients));
+		}
+		/* Clients that share a slot share its count: stricter, never looser. */
+		cc = &cap->cap_clients[capture_client_slot(client)];
+		if (cc->cc_n >= cap->cap_rejected_client_rate) {
+			return CAPTURE_SKIP_REJECTED_CLIENT_RATE;
+		}
+		if (cap->cap_minute_n >= cap->cap_rejected_rate) {
+			return CAPTURE_SKIP_REJECTED_RATE;
+		}
+	}
+	if (cap->cap_spool_bytes + (int64_t)len > limit && now_ms - cap->cap_scanned_ms >= CAPTURE_RESCAN_MS) {
+		/* gc may have expired captures since. */
+		cap->cap_spool_bytes = capture_du(cap->cap_dir, 1);
+		cap->cap_scanned_ms = now_ms;
+	}
+	if (cap->cap_spool_bytes + (int64_t)len > limit) {
+		return CAPTURE_SKIP_QUOTA;
+	}
+	if (statvfs(cap->cap_dir, &vfs) == 0 &&
+	    (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize < floor + len) {
+		return CAPTURE_SKIP_FREE_SPACE;
+	}
+	if (cc != NULL) {
+		snprintf(cc->cc_addr, sizeof(cc->cc_addr), "%s", client);
+		cc->cc_n++;
+		cap->cap_minute_n++;
+	}
+	cap->cap_spool_bytes += (int64_t)len;
+	return CAPTURE_SKIP_N;
+}
+
+/* Counts a capture not written; one log line per reason a minute at most. */
+static void capture_skipped(struct capture *cap, enum capture_skip why, const char *provider,
+                            const char *client, int rejected, int64_t now_ms)
+{
+	char qp[128];
+	char qc[96];
+	uint64_t more = 0;
+	int tell = 0;
+
+	metrics_capture_skipped(capture_skip_names[why]);
+	pthread_mutex_lock(&cap->cap_lock);
+	if (cap->cap_logged_ms[why] == 0 || now_ms - cap->cap_logged_ms[why] >= CAPTURE_SKIP_LOG_MS) {
+		tell = 1;
+		more = cap->cap_unlogged[why];
+		cap->cap_unlogged[why] = 0;
+		cap->cap_logged_ms[why] = now_ms;
+	} else {
+		cap->cap_unlogged[why]++;
+	}
+	pthread_mutex_unlock(&cap->cap_lock);
+	if (tell) {
+		log_warn("capture: not capturing a%s request for \"%s\" from %s: %s (%s); %" PRIu64
+		         " more not captured for this reason since the last line",
+		         rejected ? " rejected" : "n accepted", log_quote(qp, sizeof(qp), provider),
+		         log_quote(qc, sizeof(qc), client), capture_skip_why[why], capture_skip_names[why],
+		         more);
+	}
+}
+
 struct capture *capture_create(const struct config *cf, int *ret_off)
 {
 	struct capture *cap = NULL;
@@ -338,6 +519,11 @@ struct capture *capture_create(const struct config *cf, int *ret_off)
 	const char *dir = config_get(cf, "capture", "dir");
 	unsigned char rnd[4];
 	int64_t retention_s;
+	size_t max_bytes;
+	size_t min_free;
+	size_t rejected_body_max;
+	unsigned rejected_rate;
+	unsigned rejected_client_rate;
 	enum capture_mode m;
 
 	*ret_off = 0;
@@ -354,7 +540,14 @@ struct capture *capture_create(const struct config *cf, int *ret_off)
 			cf->cf_path != NULL ? cf->cf_path : "(demo)", log_quote(q, sizeof(q), mode));
 		return NULL;
 	}
-	if (config_get_duration(cf, "capture", "retention", CAPTURE_RETENTION_DEFAULT_S, &retention_s) < 0) {
+	if (config_get_duration(cf, "capture", "retention", CAPTURE_RETENTION_DEFAULT_S, &retention_s) < 0 ||
+	    config_get_size(cf, "capture", "max_bytes", CAPTURE_MAX_BYTES_DEFAULT, &max_bytes) < 0 ||
+	    config_get_size(cf, "capture", "min_free", CAPTURE_MIN_FREE_DEFAULT, &min_free) < 0 ||
+	    config_get_size(cf, "capture", "rejected_body_max", CAPTURE_REJECTED_BODY_MAX_DEFAULT,
+			    &rejected_body_max) < 0 ||
+	    config_get_uint(cf, "capture", "rejected_rate", CAPTURE_REJECTED_RATE_DEFAULT, &rejected_rate) < 0 ||
+	    config_get_uint(cf, "capture", "rejected_client_rate", CAPTURE_REJECTED_CLIENT_RATE_DEFAULT,
+			    &rejected_client_rate) < 0) {
 		return NULL;
 	}
 	if (m == CAPTURE_MODE_OFF) {
@@ -370,6 +563,12 @@ struct capture *capture_create(const struct config *cf, int *ret_off)
 	}
 	cap->cap_mode = m;
 	cap->cap_retention_s = retention_s;
+	cap->cap_max_bytes = max_bytes;
+	cap->cap_min_free = min_free;
+	cap->cap_rejected_body_max = rejected_body_max;
+	cap->cap_rejected_rate = rejected_rate;
+	cap->cap_rejected_client_rate = rejected_client_rate;
+	pthread_mutex_init(&cap->cap_lock, NULL);
 	cap->cap_dir = strdup(dir);
 	if (cap->cap_dir == NULL) {
 		goto fail;
@@ -386,7 +585,10 @@ struct capture *capture_create(const struct config *cf, int *ret_off)
 			log_quote(q, sizeof(q), cap->cap_dir), strerror(errno));
 		goto fail;
 	}
-	log_info("capture: mode %s, spool \"%s\"", mode, cap->cap_dir);
+	cap->cap_spool_bytes = capture_du(cap->cap_dir, 1);
+	cap->cap_scanned_ms = capture_now_ms();
+	log_info("capture: mode %s, spool \"%s\" (%" PRId64 " bytes of max_bytes %zu; min_free %zu)", mode,
+		 cap->cap_dir, cap->cap_spool_bytes, cap->cap_max_bytes, cap->cap_min_free);
 	return cap;
 fail:
 	capture_destroy(cap);
@@ -398,6 +600,7 @@ void capture_destroy(struct capture *cap)
 	if (cap == NULL) {
 		return;
 	}
+	pthread_mutex_destroy(&cap->cap_lock);
 	free(cap->cap_dir);
 	free(cap);
 }
@@ -413,22 +616,40 @@ int capture_request(struct capture *cap, const char *provider, const struct http
 	char tmp[PATH_MAX];
 	char q[256];
 	const char *what = "format";
+	const char *client = req->hr_client != NULL ? req->hr_client : "";
+	enum capture_skip skip;
+	int64_t now_ms = capture_now_ms();
 	int64_t ms;
 	uint64_t seq;
 	int fd = -1;
 	int tmp_made = 0;
+	int reserved = 0;
 	int n;
 
 	if (cap == NULL || cap->cap_mode == CAPTURE_MODE_OFF ||
 	    (cap->cap_mode == CAPTURE_MODE_REJECTED && !rejected)) {
 		return 0;
 	}
+	if (rejected && req->hr_body_len > cap->cap_rejected_body_max) {
+		/* Not even formatted: anyone can send it. */
+		capture_skipped(cap, CAPTURE_SKIP_REJECTED_SIZE, provider, client, rejected, now_ms);
+		return 0;
+	}
 	buf_init(&text, (size_t)CAPTURE_HEAD_MAX + CAPTURE_BODY_MAX);
-	ms = req->hr_received_ms != 0 ? req->hr_received_ms : capture_now_ms();
+	ms = req->hr_received_ms != 0 ? req->hr_received_ms : now_ms;
 	if (capture_format(&text, provider, req, rejected) < 0) {
 		errno = EINVAL;
 		goto fail;
 	}
+	pthread_mutex_lock(&cap->cap_lock);
+	skip = capture_admit(cap, client, req->hr_body_len, text.buf_len, rejected, now_ms);
+	pthread_mutex_unlock(&cap->cap_lock);
+	if (skip != CAPTURE_SKIP_N) {
+		capture_skipped(cap, skip, provider, client, rejected, now_ms);
+		buf_finish(&text);
+		return 0;
+	}
+	reserved = 1;
 	capture_utc(ms, &tm);
 	what = "path";
 	n = snprintf(day, sizeof(day), "%s/%04d-%02d-%02d", cap->cap_dir, tm.tm_year + 1900, tm.tm_mon + 1,
@@ -510,6 +731,11 @@ fail:
 	}
 	if (tmp_made) {
 		unlink(tmp);
+	}
+	if (reserved) {
+		pthread_mutex_lock(&cap->cap_lock);
+		cap->cap_spool_bytes -= (int64_t)text.buf_len;
+		pthread_mutex_unlock(&cap->cap_lock);
 	}
 	buf_finish(&text);
 	metrics_capture_failure();
