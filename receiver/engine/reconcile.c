@@ -37,7 +37,9 @@
 #define RECONCILE_MAX_ORDERS_DEFAULT 500
 #define RECONCILE_MAX_ORDERS_MAX 100000
 #define RECONCILE_RESPONSE_MAX (8 * 1024 * 1024) /* bytes of one answer kept */
-#define RECONCILE_PAGES_MAX 1000                 /* pages of one listing (100 000 events) */
+#define RECONCILE_PAGES_DEFAULT 1000 /* [reconcile] max_pages: 100 000 events at 100 a page */
+#define RECONCILE_PAGES_MAX 100000   /* the largest max_pages */
+#define RECONCILE_BYTES_DEFAULT ((size_t)256 * 1024 * 1024) /* [reconcile] max_bytes */
 /* Each listing starts this far before where the last one ended, for
  * events the provider makes visible a little late. */
 #define RECONCILE_MARK_OVERLAP_S 300
@@ -60,7 +62,17 @@ int reconcile_conf_load(const struct config *cf, struct reconcile_conf *ret)
 	    config_get_uint(cf, RECONCILE_SECTION, "retries", RECONCILE_RETRIES_DEFAULT, &retries) <
 	            0 ||
 	    config_get_uint(cf, RECONCILE_SECTION, "max_orders", RECONCILE_MAX_ORDERS_DEFAULT,
-	                    &ret->rc_max_orders) < 0) {
+	                    &ret->rc_max_orders) < 0 ||
+	    config_get_uint(cf, RECONCILE_SECTION, "max_pages", RECONCILE_PAGES_DEFAULT,
+	                    &ret->rc_max_pages) < 0 ||
+	    config_get_size(cf, RECONCILE_SECTION, "max_bytes", RECONCILE_BYTES_DEFAULT,
+	                    &ret->rc_max_bytes) < 0) {
+		return -1;
+	}
+	if (ret->rc_max_pages == 0 || ret->rc_max_pages > RECONCILE_PAGES_MAX ||
+	    ret->rc_max_bytes == 0) {
+		log_err("config: [reconcile] max_pages: 1 to %d; max_bytes: above 0",
+		        RECONCILE_PAGES_MAX);
 		return -1;
 	}
 	ret->rc_retries = retries;
@@ -306,6 +318,7 @@ static int reconcile_ask(struct reconcile_ctx *x, const struct provider_conf *pc
 		rc = httpc_exchange(&hreq, &resp, err, sizeof(err));
 		provider_request_finish(&req);
 		in->rn_requests++;
+		in->rn_bytes += rc == 0 ? (int64_t)resp.hcr_body_len : 0;
 		if (rc < 0) {
 			last_reason = "unreachable";
 			snprintf(last, sizeof(last), "no answer: %s", err);
@@ -538,18 +551,52 @@ static int reconcile_event_cmp(const void *a, const void *b)
 	return x->ev_occurred_ms < y->ev_occurred_ms ? -1 : x->ev_occurred_ms > y->ev_occurred_ms;
 }
 
-/* Every page of the instance's events in the window, then each event
- * through the pipeline, oldest first (as they happened). */
+/* One page's events through the pipeline, oldest first (as they
+ * happened), taken out of page as they go. Returns 0 when all were taken,
+ * 1 when the run is stopping, -1 on failure. */
+static int reconcile_page(struct reconcile_ctx *x, const struct provider_conf *pc,
+                          struct reconcile_instance *in, struct event_batch *page)
+{
+	size_t i;
+	int rc = 0;
+
+	if ((int64_t)page->eb_n > in->rn_held_max) {
+		in->rn_held_max = (int64_t)page->eb_n;
+	}
+	if (page->eb_n > 1) {
+		qsort(page->eb_events, page->eb_n, sizeof(*page->eb_events), reconcile_event_cmp);
+	}
+	for (i = 0; i < page->eb_n && rc == 0; i++) {
+		struct event_batch one = {0};
+		struct event *ev;
+
+		if (reconcile_stopping(x)) {
+			return 1;
+		}
+		ev = event_batch_add(&one);
+		if (ev == NULL) {
+			return -1;
+		}
+		*ev = page->eb_events[i];
+		memset(&page->eb_events[i], 0, sizeof(page->eb_events[i]));
+		rc = reconcile_ingest(x, pc, in, &one, NULL);
+		event_batch_finish(&one);
+	}
+	return rc < 0 ? -1 : 0;
+}
+
+/* Every page of the instance's events in the window, each page's events
+ * through the pipeline before the next page is asked for, so that memory
+ * holds one page whatever the listing's length; the listing is bounded per
+ * run by [reconcile] max_pages and max_bytes. */
 static int reconcile_events(struct reconcile_ctx *x, const struct provider_conf *pc,
                             struct reconcile_instance *in)
 {
 	struct provider_query q;
-	struct event_batch all = {0};
 	char *cursor = NULL;
 	int64_t mark = reconcile_mark_get(x->rx_opt->ro_marks, pc->pc_name);
 	int64_t failed_before = in->rn_failed;
 	int complete = 0;
-	size_t i;
 	int rc = 0;
 
 	memset(&q, 0, sizeof(q));
@@ -560,12 +607,18 @@ static int reconcile_events(struct reconcile_ctx *x, const struct provider_conf 
 	q.pq_until_s = x->rx_until_ms / 1000;
 	while (!reconcile_stopping(x)) {
 		struct provider_answer a;
+		char cut[RECONCILE_DETAIL_MAX];
+		int taken;
 
-		if (in->rn_pages >= RECONCILE_PAGES_MAX) {
-			rc = reconcile_note(
-			        in, RECONCILE_FAILED, NULL, NULL, NULL, NULL,
-			        "too_many_pages: the listing was cut; narrow the window "
-			        "(--since)");
+		if (in->rn_pages >= (int64_t)x->rx_conf.rc_max_pages ||
+		    in->rn_bytes >= (int64_t)x->rx_conf.rc_max_bytes) {
+			snprintf(cut, sizeof(cut),
+			         "too_many_pages: the listing was cut after %" PRId64
+			         " pages, %" PRId64 " bytes ([reconcile] max_pages %u, "
+			         "max_bytes %zu); narrow the window (--since)",
+			         in->rn_pages, in->rn_bytes, x->rx_conf.rc_max_pages,
+			         x->rx_conf.rc_max_bytes);
+			rc = reconcile_note(in, RECONCILE_FAILED, NULL, NULL, NULL, NULL, cut);
 			break;
 		}
 		q.pq_cursor = cursor;
@@ -578,21 +631,13 @@ static int reconcile_events(struct reconcile_ctx *x, const struct provider_conf 
 		if (a.pa_note[0] != '\0') {
 			rc = reconcile_note(in, RECONCILE_NOTE, NULL, NULL, NULL, NULL, a.pa_note);
 		}
-		for (i = 0; i < a.pa_events.eb_n && rc == 0; i++) {
-			struct event *ev = event_batch_add(&all);
-
-			if (ev == NULL) {
-				rc = -1;
-				break;
-			}
-			*ev = a.pa_events.eb_events[i];
-			memset(&a.pa_events.eb_events[i], 0, sizeof(a.pa_events.eb_events[i]));
-		}
+		taken = rc == 0 ? reconcile_page(x, pc, in, &a.pa_events) : -1;
 		free(cursor);
 		cursor = a.pa_cursor;
 		a.pa_cursor = NULL;
 		provider_answer_finish(&a);
-		if (rc < 0) {
+		if (taken != 0) {
+			rc = taken < 0 ? -1 : rc;
 			break;
 		}
 		if (cursor == NULL) {
@@ -601,27 +646,9 @@ static int reconcile_events(struct reconcile_ctx *x, const struct provider_conf 
 		}
 	}
 	free(cursor);
-	if (all.eb_n > 1) {
-		qsort(all.eb_events, all.eb_n, sizeof(*all.eb_events), reconcile_event_cmp);
-	}
-	for (i = 0; i < all.eb_n && rc == 0 && !reconcile_stopping(x); i++) {
-		struct event_batch one = {0};
-		struct event *ev = event_batch_add(&one);
-
-		if (ev == NULL) {
-			rc = -1;
-			break;
-		}
-		*ev = all.eb_events[i];
-		memset(&all.eb_events[i], 0, sizeof(all.eb_events[i]));
-		rc = reconcile_ingest(x, pc, in, &one, NULL);
-		event_batch_finish(&one);
-	}
-	event_batch_finish(&all);
 	/* The next pass of the worker starts where a whole listing ended, every
 	 * event of it taken: one the store could not take is listed again. */
-	if (rc == 0 && complete && i == all.eb_n && in->rn_failed == failed_before &&
-	    !x->rx_opt->ro_dry_run) {
+	if (rc == 0 && complete && in->rn_failed == failed_before && !x->rx_opt->ro_dry_run) {
 		reconcile_mark_set(x->rx_opt->ro_marks, pc->pc_name, q.pq_until_s);
 	}
 	return rc;
@@ -1003,6 +1030,8 @@ static cJSON *reconcile_json_instance(const struct reconcile_instance *in)
 	                          in->rn_failed) < 0 ||
 	    cJSON_AddNumberToObject(o, "requests", (double)in->rn_requests) == NULL ||
 	    cJSON_AddNumberToObject(o, "pages", (double)in->rn_pages) == NULL ||
+	    cJSON_AddNumberToObject(o, "bytes", (double)in->rn_bytes) == NULL ||
+	    cJSON_AddNumberToObject(o, "events_held_max", (double)in->rn_held_max) == NULL ||
 	    cJSON_AddNumberToObject(o, "items_dropped", (double)in->rn_items_dropped) == NULL) {
 		goto fail;
 	}

@@ -28,6 +28,8 @@ struct reconcile_conf {
 	unsigned rc_retries;      /* attempts after the first for transient failures (default 3) */
 	int64_t rc_retry_base_ms; /* first backoff window, doubling (default 1 s) */
 	unsigned rc_max_orders;   /* orders asked about per instance and run (default 500) */
+	unsigned rc_max_pages;    /* pages of one listing per instance and run (default 1000) */
+	size_t rc_max_bytes;      /* bytes of a listing's answers per instance and run (256M) */
 };
 
 /* Parses [reconcile] of cf into ret. Returns 0, or -1 with the key named. */
@@ -95,6 +97,8 @@ struct reconcile_instance {
 	int64_t rn_failed;
 	int64_t rn_requests; /* HTTP exchanges, retries included */
 	int64_t rn_pages;    /* EVENTS: pages read */
+	int64_t rn_bytes;    /* EVENTS: bytes of the answers read */
+	int64_t rn_held_max; /* EVENTS: most events held at once (one page's) */
 	struct reconcile_item *rn_items;
 	size_t rn_n_items;
 	size_t rn_items_dropped; /* past RECONCILE_ITEMS_MAX */

@@ -34,7 +34,7 @@
 #define T_STRIPE_KEY "rk_test_reconcile_e2e"
 #define T_ORDERS_MAX 32
 #define T_STEPS_MAX 6
-#define T_EVENTS_MAX 32
+#define T_EVENTS_MAX 512
 
 /* The provider's key pair (signs answers and notifications) and ours (signs
  * queries), both handed to the daemon through the environment. */
@@ -1401,6 +1401,105 @@ static int group_teardown(void **state)
 	return 0;
 }
 
+/* ---- a long listing: one page in memory, and bounded per run ---- */
+
+/* The "stripe" instance's object in the report, as an integer field. */
+static int64_t stripe_field(const char *json, const char *key)
+{
+	cJSON *root = cJSON_Parse(json);
+	const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "providers");
+	const cJSON *o;
+	int64_t n = -1;
+
+	cJSON_ArrayForEach(o, list)
+	{
+		const cJSON *name = cJSON_GetObjectItemCaseSensitive(o, "provider");
+		const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+
+		if (cJSON_IsString(name) && strcmp(name->valuestring, "stripe") == 0 &&
+		    cJSON_IsNumber(v)) {
+			n = (int64_t)v->valuedouble;
+		}
+	}
+	cJSON_Delete(root);
+	return n;
+}
+
+/* 300 payment events for orders this shop never made, 10 a page. */
+static void many_events(void)
+{
+	char id[64];
+	char order[64];
+	size_t i;
+
+	pthread_mutex_lock(&fake.fk_lock);
+	fake.fk_page = 10;
+	pthread_mutex_unlock(&fake.fk_lock);
+	for (i = 0; i < 300; i++) {
+		char *ev;
+
+		snprintf(id, sizeof(id), "evt_long_%03zu", i);
+		snprintf(order, sizeof(order), "ord_long%014zu", i);
+		ev = fx_stripe_payment(id, order, 100 + (int64_t)i, "usd");
+		fake_event(ev);
+		free(ev);
+	}
+}
+
+static void test_a_long_listing_is_applied_page_by_page_holding_one_page_at_a_time(void **state)
+{
+	struct t_env e;
+	char *out = NULL;
+
+	(void)state;
+	env_start(&e, T_RECONCILE_FAST);
+	many_events();
+	assert_int_equal(reconcile(&e, &out, "--provider", "stripe", "--json", NULL), 0);
+	assert_non_null(out);
+	assert_int_equal(stripe_field(out, "pages"), 30);
+	assert_int_equal(stripe_field(out, "events_found"), 300);
+	assert_int_equal(stripe_field(out, "failed"), 0);
+	/* Each page went through the pipeline before the next was asked for:
+	 * never more than one page's events held, whatever the listing's
+	 * length (before, all 300 were held until the last page came). */
+	assert_int_equal(stripe_field(out, "events_held_max"), 10);
+	assert_true(stripe_field(out, "bytes") > 300 * 200);
+	free(out);
+	assert_int_equal(e2e_db_int(&e.te_d, "SELECT COUNT(*) FROM idempotency_records WHERE "
+	                                     "idem_key LIKE 'evt_long_%%'"),
+	                 300);
+	env_finish(&e);
+}
+
+static void test_a_listing_past_max_pages_or_max_bytes_is_cut_and_says_so(void **state)
+{
+	struct t_env e;
+	char *out = NULL;
+
+	(void)state;
+	env_start(&e, T_RECONCILE_FAST "max_pages = 5\n");
+	many_events();
+	assert_int_equal(reconcile(&e, &out, "--provider", "stripe", "--json", NULL), 75);
+	assert_non_null(out);
+	assert_int_equal(stripe_field(out, "pages"), 5);
+	assert_int_equal(stripe_field(out, "events_found"), 50);
+	assert_int_equal(stripe_field(out, "failed"), 1);
+	assert_non_null(strstr(out, "too_many_pages: the listing was cut after 5 pages"));
+	free(out);
+	env_finish(&e);
+
+	env_start(&e, T_RECONCILE_FAST "max_bytes = 8k\n");
+	many_events();
+	assert_int_equal(reconcile(&e, &out, "--provider", "stripe", "--json", NULL), 75);
+	assert_non_null(out);
+	/* A page of 10 events is over 4 KiB: the third is not asked for. */
+	assert_int_equal(stripe_field(out, "pages"), 2);
+	assert_true(stripe_field(out, "bytes") >= 8 * 1024);
+	assert_non_null(strstr(out, "max_bytes 8192"));
+	free(out);
+	env_finish(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1422,6 +1521,9 @@ int main(void)
 	        cmocka_unit_test(
 	                test_the_daemon_reconciles_every_interval_once_a_reload_turns_it_on),
 	        cmocka_unit_test(test_instances_that_cannot_be_asked_say_what_to_do_instead),
+	        cmocka_unit_test(
+	                test_a_long_listing_is_applied_page_by_page_holding_one_page_at_a_time),
+	        cmocka_unit_test(test_a_listing_past_max_pages_or_max_bytes_is_cut_and_says_so),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
