@@ -11,6 +11,8 @@
 #include "store.h"
 
 struct store_conn; /* one database connection, defined by its engine */
+struct store_db;   /* an engine's state for one struct store */
+struct store_engine;
 
 /* The files the store holds open (SQLite: the database, -wal, -shm) as
  * first seen at their paths, kept by store.c for en_files_check. */
@@ -23,9 +25,6 @@ struct store_files {
 	int sfs_gone;    /* which one (index) */
 	int sfs_rescued; /* the WAL has been checkpointed whole since */
 };
-
-struct store_db;   /* an engine's state for one struct store */
-struct store_engine;
 
 struct store_tx {
 	struct store *tx_store; /* NULL while the engine opens the database */

@@ -1396,7 +1396,8 @@ static int store_sqlite_files_check(struct store_db *db, struct store_files *f, 
 			f->sfs_gone = (int)i;
 			log_err("store: \"%s%s\" was deleted or replaced while the daemon held it "
 			        "open: callbacks are refused (503) from now on, and what the open "
-			        "write-ahead log holds is copied into the database file; restart the "
+			        "write-ahead log holds is copied into the database file; restart "
+			        "the "
 			        "daemon (docs/operations.md)",
 			        db->db_path, suffix[i]);
 		}
@@ -1418,7 +1419,8 @@ static int store_sqlite_files_check(struct store_db *db, struct store_files *f, 
 		           db->db_path, n_log);
 	}
 	f->sfs_rescued = rescued;
-	snprintf(reason, reason_size, "%.60s%s was deleted or replaced under the daemon: callbacks "
+	snprintf(reason, reason_size,
+	         "%.60s%s was deleted or replaced under the daemon: callbacks "
 	         "refused; %s; restart it",
 	         name, suffix[f->sfs_gone],
 	         f->sfs_gone == 0 ? "the database file is gone, restore it"
