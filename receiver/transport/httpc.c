@@ -218,7 +218,8 @@ static CURLU *httpc_url_parse(const char *url, char *err, size_t err_size)
 		httpc_err(err, err_size, "not an http:// or https:// URL");
 		goto fail;
 	}
-	if (!httpc_url_has(u, CURLUPART_HOST)) {
+	/* libcurl reads "http:///x" as host "x": a typo, not a host. */
+	if (!httpc_url_has(u, CURLUPART_HOST) || strncmp(url + strcspn(url, ":"), ":///", 4) == 0) {
 		httpc_err(err, err_size, "the URL names no host");
 		goto fail;
 	}

@@ -710,6 +710,76 @@ static void test_header_list_refuses_line_breaks_and_finds_by_name(void **state)
 	assert_int_equal(hdrs.hch_overflow, 0);
 }
 
+/* ---- configured URLs and joined targets (libcurl's URL API) ---- */
+
+static void test_url_check_refuses_userinfo_and_plain_http_with_a_key_off_loopback(void **state)
+{
+	char err[HTTPC_ERR_MAX];
+
+	(void)state;
+	/* libcurl would connect to 203.0.113.9: "127.0.0.1" is a user name. */
+	assert_int_equal(httpc_url_check("http://127.0.0.1:1@203.0.113.9", 1, err, sizeof(err)),
+	                 -1);
+	assert_non_null(strstr(err, "user name or password"));
+	assert_int_equal(httpc_url_check("https://u:p@api.example", 0, err, sizeof(err)), -1);
+	assert_int_equal(httpc_url_check("https://;auth=x@api.example", 0, err, sizeof(err)), -1);
+	assert_int_equal(httpc_url_check("http://203.0.113.9/", 1, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "loopback"));
+	assert_int_equal(httpc_url_check("http://127.0.0.1.example.com/", 1, err, sizeof(err)), -1);
+	assert_int_equal(httpc_url_check("ftp://127.0.0.1/", 0, err, sizeof(err)), -1);
+	assert_int_equal(httpc_url_check("http:///path", 0, err, sizeof(err)), -1);
+	assert_int_equal(httpc_url_check("http://a b/", 0, err, sizeof(err)), -1);
+	/* Loopback in its spellings; https anywhere; plain http without a key. */
+	assert_int_equal(httpc_url_check("http://127.0.0.1:8999/", 1, err, sizeof(err)), 0);
+	assert_int_equal(httpc_url_check("HTTP://127.1:8999", 1, err, sizeof(err)), 0);
+	assert_int_equal(httpc_url_check("http://[::1]:8999/x", 1, err, sizeof(err)), 0);
+	assert_int_equal(httpc_url_check("http://localhost", 1, err, sizeof(err)), 0);
+	assert_int_equal(httpc_url_check("https://api.stripe.com", 1, err, sizeof(err)), 0);
+	assert_int_equal(httpc_url_check("http://192.0.2.1/hook?a=b@c", 0, err, sizeof(err)), 0);
+}
+
+static void test_url_join_keeps_the_base_host_and_takes_only_origin_form_paths(void **state)
+{
+	char err[HTTPC_ERR_MAX];
+	char *url = NULL;
+
+	(void)state;
+	assert_int_equal(
+	        httpc_url_join("http://127.0.0.1:8080", "/hooks/stripe", &url, err, sizeof(err)),
+	        0);
+	assert_string_equal(url, "http://127.0.0.1:8080/hooks/stripe");
+	free(url);
+	assert_int_equal(
+	        httpc_url_join("https://h.example/prefix/", "/hooks/s?x=1", &url, err, sizeof(err)),
+	        0);
+	assert_string_equal(url, "https://h.example/prefix/hooks/s?x=1");
+	free(url);
+	/* Still a path under the base, whatever it looks like. */
+	assert_int_equal(httpc_url_join("http://127.0.0.1:8080", "/@127.0.0.1:9/hooks", &url, err,
+	                                sizeof(err)),
+	                 0);
+	assert_non_null(strstr(url, "http://127.0.0.1:8080/"));
+	free(url);
+	/* Not origin-form: never joined. */
+	assert_int_equal(httpc_url_join("http://127.0.0.1:8080", "@127.0.0.1:9/hooks/stripe", &url,
+	                                err, sizeof(err)),
+	                 -1);
+	assert_null(url);
+	assert_non_null(strstr(err, "origin-form"));
+	assert_int_equal(
+	        httpc_url_join("http://127.0.0.1:8080", "//evil.example/x", &url, err, sizeof(err)),
+	        -1);
+	assert_int_equal(httpc_url_join("http://127.0.0.1:8080", "http://evil.example/x", &url, err,
+	                                sizeof(err)),
+	                 -1);
+	assert_int_equal(httpc_url_join("http://127.0.0.1:8080", "/a#frag", &url, err, sizeof(err)),
+	                 -1);
+	assert_int_equal(httpc_url_join("http://127.0.0.1:8080", "/a b", &url, err, sizeof(err)),
+	                 -1);
+	assert_int_equal(httpc_url_join("http://u@127.0.0.1:8080", "/a", &url, err, sizeof(err)),
+	                 -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -723,6 +793,10 @@ int main(void)
 	        cmocka_unit_test(test_redirects_are_not_followed),
 	        cmocka_unit_test(test_answer_that_is_not_http_is_refused),
 	        cmocka_unit_test(test_only_http_and_https_urls_are_taken),
+	        cmocka_unit_test(
+	                test_url_check_refuses_userinfo_and_plain_http_with_a_key_off_loopback),
+	        cmocka_unit_test(
+	                test_url_join_keeps_the_base_host_and_takes_only_origin_form_paths),
 	        cmocka_unit_test(test_connect_to_a_closed_port_fails_cleanly),
 	        cmocka_unit_test(test_server_that_never_answers_hits_the_timeout),
 	        cmocka_unit_test(test_answer_trickling_in_still_hits_the_total_timeout),
