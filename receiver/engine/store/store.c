@@ -1045,6 +1045,12 @@ static void store_batch_run(struct store *st, struct store_unit *batch, uint64_t
 				state = store_step_run(st, &steps[i]);
 			}
 		}
+		if (state == STORE_TXS_OPEN && __atomic_load_n(&st->st_files_lost, __ATOMIC_ACQUIRE)) {
+			/* Seen while the batch ran: no COMMIT starts after it. */
+			store_conn_exec(en, st->st_writer, "ROLLBACK");
+			store_units_fail_unsettled(batch);
+			break;
+		}
 		if (state == STORE_TXS_OPEN) {
 			t0 = store_mono_s();
 			if (store_conn_exec(en, st->st_writer, "COMMIT") == 0) {

@@ -1369,6 +1369,7 @@ static int store_sqlite_files_check(struct store_db *db, struct store_files *f, 
 	int n_log = -1;
 	int n_ckpt = -1;
 	int rescued = 0;
+	int fresh = !f->sfs_lost;
 	size_t i;
 	int rc;
 
@@ -1408,7 +1409,9 @@ static int store_sqlite_files_check(struct store_db *db, struct store_files *f, 
 	if (db->db_probe != NULL && f->sfs_gone != 0) {
 		rc = sqlite3_wal_checkpoint_v2(db->db_probe->cn_db, NULL, SQLITE_CHECKPOINT_FULL,
 		                               &n_log, &n_ckpt);
-		rescued = rc == SQLITE_OK && n_ckpt == n_log;
+		/* Whole only once the store refuses work (after this call
+		 * returns): a COMMIT under way now is copied by the next one. */
+		rescued = rc == SQLITE_OK && n_ckpt == n_log && !fresh;
 		if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
 			store_log_rc(db->db_probe->cn_db, rc, "checkpoint of the deleted log");
 		}
