@@ -14,10 +14,14 @@
  *   writes dirty pages back in any order, and a write spanning pages can be
  *   torn); a kept page past the durable end of the file leaves a hole of
  *   zeros before it.
- * - names: creations, unlinks, renames, mkdir and rmdir, in order. A
- *   directory fsync makes every name operation up to the last one in that
- *   directory durable (a journaling file system commits them in order); at
- *   the cut a random number of the later ones are undone, newest first.
+ * - names: creations, unlinks, renames, mkdir and rmdir. An fsync of a
+ *   directory makes the name changes in it so far durable, and nothing
+ *   else: not its own entry in its parent, not the names of another
+ *   directory (POSIX promises no more). At the cut each directory keeps
+ *   its durable changes and a random prefix of the others (its changes stay
+ *   in order, as a journal keeps them; directories are independent); the
+ *   rest are undone, newest first. A directory whose own creation is
+ *   undone takes everything in it along, durable or not.
  * - the control file /.plfs: writing "cut" cuts now; "arm SUFFIX N" cuts
  *   just before the Nth later change (write, truncation, fsync, creation,
  *   unlink, rename) to a path ending in SUFFIX ("*": any path), which then
@@ -87,6 +91,8 @@ struct plfs_name_op {
 	char *no_trash;   /* unlink, rmdir: where the object went; rename:
 	                   * the replaced target, or NULL */
 	ino_t no_dirs[2]; /* the directories it changed */
+	int no_durable;   /* a fsync of one of them came after it */
+	int no_undo;      /* the cut takes it back */
 };
 
 struct plfs {
@@ -97,11 +103,11 @@ struct plfs {
 	char pl_trash[PATH_MAX];
 	int pl_dead;
 	enum plfs_policy pl_policy;
+	int pl_trace; /* $PLFS_TRACE=1: log each name change and directory fsync */
 	struct plfs_node *pl_nodes[PLFS_BUCKETS];
 	struct plfs_name_op *pl_names;
 	size_t pl_n_names;
 	size_t pl_cap_names;
-	size_t pl_durable_names; /* pl_names[0 .. this) survive a cut */
 	uint64_t pl_trash_seq;
 	/* armed cut */
 	char pl_arm_suffix[PLFS_SUFFIX_MAX];
@@ -273,6 +279,8 @@ static void plfs_node_redo_some(struct plfs_node *nd)
 	}
 }
 
+static int plfs_to_trash(const char *backing_path, char ret_trash[PATH_MAX]);
+
 static void plfs_undo_name(const struct plfs_name_op *no)
 {
 	int rc = 0;
@@ -281,9 +289,13 @@ static void plfs_undo_name(const struct plfs_name_op *no)
 	case PLFS_CREATE:
 		rc = unlink(no->no_path);
 		break;
-	case PLFS_MKDIR:
-		rc = rmdir(no->no_path);
+	case PLFS_MKDIR: {
+		/* its entry is gone, and with it whatever the directory holds */
+		char trash[PATH_MAX];
+
+		rc = plfs_to_trash(no->no_path, trash) < 0 ? -1 : 0;
 		break;
+	}
 	case PLFS_UNLINK:
 	case PLFS_RMDIR:
 		rc = rename(no->no_trash, no->no_path);
@@ -300,12 +312,95 @@ static void plfs_undo_name(const struct plfs_name_op *no)
 	}
 }
 
+/* A directory's share of a cut: how many of its changes that no fsync
+ * made durable it keeps (a prefix), how many it has met so far. */
+struct plfs_dir_cut {
+	ino_t dc_ino;
+	size_t dc_pending;
+	size_t dc_keep;
+	size_t dc_seen;
+	int dc_broken; /* a change of it was undone: so are the later ones */
+};
+
+static struct plfs_dir_cut *plfs_dir_cut_find(struct plfs_dir_cut *dcs, size_t *n, ino_t ino)
+{
+	size_t i;
+
+	for (i = 0; i < *n; i++) {
+		if (dcs[i].dc_ino == ino) {
+			return &dcs[i];
+		}
+	}
+	memset(&dcs[*n], 0, sizeof(dcs[0]));
+	dcs[*n].dc_ino = ino;
+	return &dcs[(*n)++];
+}
+
+/* Chooses the name changes the cut takes back and undoes them, newest
+ * first. */
+static void plfs_names_cut(void)
+{
+	struct plfs_dir_cut *dcs = calloc(2 * plfs_g.pl_n_names + 1, sizeof(*dcs));
+	size_t n_dcs = 0;
+	size_t i;
+	int d;
+
+	if (dcs == NULL) {
+		abort();
+	}
+	for (i = 0; i < plfs_g.pl_n_names; i++) {
+		const struct plfs_name_op *no = &plfs_g.pl_names[i];
+
+		for (d = 0; d < 2 && !no->no_durable; d++) {
+			if (d == 0 || no->no_dirs[1] != no->no_dirs[0]) {
+				plfs_dir_cut_find(dcs, &n_dcs, no->no_dirs[d])->dc_pending++;
+			}
+		}
+	}
+	for (i = 0; i < n_dcs; i++) {
+		dcs[i].dc_keep = (size_t)(plfs_rand() % (dcs[i].dc_pending + 1));
+		if (plfs_g.pl_policy != PLFS_RANDOM) {
+			dcs[i].dc_keep = plfs_g.pl_policy == PLFS_KEEP ? dcs[i].dc_pending : 0;
+		}
+	}
+	for (i = 0; i < plfs_g.pl_n_names; i++) {
+		struct plfs_name_op *no = &plfs_g.pl_names[i];
+		struct plfs_dir_cut *dc[2];
+
+		if (no->no_durable) {
+			continue;
+		}
+		dc[0] = plfs_dir_cut_find(dcs, &n_dcs, no->no_dirs[0]);
+		dc[1] = plfs_dir_cut_find(dcs, &n_dcs, no->no_dirs[1]);
+		for (d = 0; d < 2; d++) {
+			if (dc[d]->dc_broken || dc[d]->dc_seen >= dc[d]->dc_keep) {
+				no->no_undo = 1;
+			}
+		}
+		dc[0]->dc_seen++;
+		if (dc[1] != dc[0]) {
+			dc[1]->dc_seen++;
+		}
+		if (no->no_undo) {
+			dc[0]->dc_broken = 1;
+			dc[1]->dc_broken = 1;
+		}
+	}
+	free(dcs);
+	for (i = plfs_g.pl_n_names; i > 0; i--) {
+		if (plfs_g.pl_names[i - 1].no_undo) {
+			plfs_undo_name(&plfs_g.pl_names[i - 1]);
+			plfs_g.pl_names_undone++;
+		} else {
+			plfs_g.pl_names_kept++;
+		}
+	}
+}
+
 /* The power cut, under the lock: from here on every call fails. */
 static void plfs_cut(const char *why)
 {
 	size_t b;
-	size_t keep;
-	size_t i;
 	uint64_t files = 0;
 
 	plfs_g.pl_dead = 1;
@@ -347,23 +442,14 @@ static void plfs_cut(const char *why)
 			}
 		}
 	}
-	/* Names: keep the durable prefix and a random number of the rest. */
-	keep = plfs_g.pl_durable_names +
-	       (size_t)(plfs_rand() % (plfs_g.pl_n_names - plfs_g.pl_durable_names + 1));
-	if (plfs_g.pl_policy != PLFS_RANDOM) {
-		keep = plfs_g.pl_policy == PLFS_KEEP ? plfs_g.pl_n_names : plfs_g.pl_durable_names;
-	}
-	for (i = plfs_g.pl_n_names; i > keep; i--) {
-		plfs_undo_name(&plfs_g.pl_names[i - 1]);
-		plfs_g.pl_names_undone++;
-	}
-	plfs_g.pl_names_kept += keep;
+	plfs_names_cut();
 	plfs_log("power cut (%s), seed %" PRIu64 ": %" PRIu64 " files with unsynced data (%" PRIu64
 	         " kept whole, %" PRIu64 " dropped, %" PRIu64 " torn; %" PRIu64
-	         " changes or pages kept, %" PRIu64 " lost); names: %zu of %zu kept (%zu durable)",
+	         " changes or pages kept, %" PRIu64 " lost); names: %" PRIu64
+	         " changes kept, %" PRIu64 " undone",
 	         why, plfs_g.pl_seed, files, plfs_g.pl_files_kept, plfs_g.pl_files_dropped,
-	         plfs_g.pl_files_torn, plfs_g.pl_ops_kept, plfs_g.pl_ops_lost, keep,
-	         plfs_g.pl_n_names, plfs_g.pl_durable_names);
+	         plfs_g.pl_files_torn, plfs_g.pl_ops_kept, plfs_g.pl_ops_lost, plfs_g.pl_names_kept,
+	         plfs_g.pl_names_undone);
 }
 
 /* Counts one change to path; returns -EIO when it is the armed one (the
@@ -543,6 +629,11 @@ static void plfs_name_add(enum plfs_name_kind kind, const char *path, const char
 	no->no_trash = trash != NULL ? strdup(trash) : NULL;
 	no->no_dirs[0] = plfs_parent_ino(kind == PLFS_RENAME ? to : path);
 	no->no_dirs[1] = kind == PLFS_RENAME ? plfs_parent_ino(path) : no->no_dirs[0];
+	if (plfs_g.pl_trace) {
+		plfs_log("name change %zu: %d %s%s%s (directories %lu, %lu)", plfs_g.pl_n_names - 1, (int)kind,
+			 path, to != NULL ? " -> " : "", to != NULL ? to : "", (unsigned long)no->no_dirs[0],
+			 (unsigned long)no->no_dirs[1]);
+	}
 }
 
 /* Moves a backing object out of the tree, keeping it for an undo; writes
@@ -977,13 +1068,15 @@ static int plfs_fsyncdir(const char *path, int datasync, struct fuse_file_info *
 		rc = -errno;
 		goto done;
 	}
-	for (i = plfs_g.pl_n_names; i > plfs_g.pl_durable_names; i--) {
-		const struct plfs_name_op *no = &plfs_g.pl_names[i - 1];
+	for (i = 0; i < plfs_g.pl_n_names; i++) {
+		struct plfs_name_op *no = &plfs_g.pl_names[i];
 
 		if (no->no_dirs[0] == st.st_ino || no->no_dirs[1] == st.st_ino) {
-			plfs_g.pl_durable_names = i;
-			break;
+			no->no_durable = 1;
 		}
+	}
+	if (plfs_g.pl_trace) {
+		plfs_log("directory fsync: %s (%lu)", path, (unsigned long)st.st_ino);
 	}
 done:
 	pthread_mutex_unlock(&plfs_g.pl_lock);
@@ -1281,6 +1374,7 @@ int main(int argc, char **argv)
 		return 64;
 	}
 	plfs_g.pl_rng = plfs_g.pl_seed;
+	plfs_g.pl_trace = getenv("PLFS_TRACE") != NULL && strcmp(getenv("PLFS_TRACE"), "1") == 0;
 	pthread_mutex_init(&plfs_g.pl_lock, NULL);
 	plfs_trash_empty();
 	fargv[fargc++] = argv[0];

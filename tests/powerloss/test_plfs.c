@@ -175,6 +175,44 @@ static void test_a_rename_made_durable_by_a_directory_fsync_stays(void **state)
 	plmount_finish(&pm);
 }
 
+static void test_a_directory_fsync_makes_only_its_own_names_durable(void **state)
+{
+	struct plmount pm;
+
+	(void)state;
+	mount_fresh(&pm, "drop");
+	assert_int_equal(mkdir(plmount_path(&pm, "a"), 0700), 0);
+	assert_int_equal(mkdir(plmount_path(&pm, "b"), 0700), 0);
+	sync_dir(&pm, ".");
+	put(&pm, "a/kept", "a", 1);
+	put(&pm, "b/lost", "b", 1);
+	sync_dir(&pm, "a");
+	cut_and_remount(&pm);
+	assert_file(&pm, "a/kept", "a");
+	assert_file(&pm, "b/lost", NULL);
+	plmount_finish(&pm);
+}
+
+static void
+test_a_new_directory_not_made_durable_in_its_parent_vanishes_with_its_content(void **state)
+{
+	struct plmount pm;
+
+	(void)state;
+	mount_fresh(&pm, "drop");
+	assert_int_equal(mkdir(plmount_path(&pm, "spool"), 0700), 0);
+	put(&pm, "spool/x", "fsynced, in a fsynced directory", 1);
+	sync_dir(&pm, "spool");
+	cut_and_remount(&pm);
+	assert_file(&pm, "spool/x", NULL);
+	{
+		struct stat st;
+
+		assert_int_equal(stat(plmount_path(&pm, "spool"), &st), -1);
+	}
+	plmount_finish(&pm);
+}
+
 static void test_an_unlink_not_made_durable_reverts_with_the_content(void **state)
 {
 	struct plmount pm;
@@ -411,6 +449,9 @@ int main(void)
 	        cmocka_unit_test(test_a_new_file_whose_directory_was_not_fsynced_is_gone),
 	        cmocka_unit_test(test_a_rename_not_made_durable_by_a_directory_fsync_reverts),
 	        cmocka_unit_test(test_a_rename_made_durable_by_a_directory_fsync_stays),
+	        cmocka_unit_test(test_a_directory_fsync_makes_only_its_own_names_durable),
+	        cmocka_unit_test(
+	                test_a_new_directory_not_made_durable_in_its_parent_vanishes_with_its_content),
 	        cmocka_unit_test(test_an_unlink_not_made_durable_reverts_with_the_content),
 	        cmocka_unit_test(test_a_truncation_not_fsynced_reverts),
 	        cmocka_unit_test(test_policy_keep_loses_nothing),
