@@ -148,6 +148,8 @@ static int64_t plfs_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+static void plfs_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 static void plfs_log(const char *fmt, ...)
 {
 	va_list ap;
@@ -630,9 +632,9 @@ static void plfs_name_add(enum plfs_name_kind kind, const char *path, const char
 	no->no_dirs[0] = plfs_parent_ino(kind == PLFS_RENAME ? to : path);
 	no->no_dirs[1] = kind == PLFS_RENAME ? plfs_parent_ino(path) : no->no_dirs[0];
 	if (plfs_g.pl_trace) {
-		plfs_log("name change %zu: %d %s%s%s (directories %lu, %lu)", plfs_g.pl_n_names - 1, (int)kind,
-			 path, to != NULL ? " -> " : "", to != NULL ? to : "", (unsigned long)no->no_dirs[0],
-			 (unsigned long)no->no_dirs[1]);
+		plfs_log("name change %zu: %d %s%s%s (directories %lu, %lu)", plfs_g.pl_n_names - 1,
+		         (int)kind, path, to != NULL ? " -> " : "", to != NULL ? to : "",
+		         (unsigned long)no->no_dirs[0], (unsigned long)no->no_dirs[1]);
 	}
 }
 
