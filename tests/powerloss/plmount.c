@@ -201,19 +201,6 @@ int64_t plmount_counter(struct plmount *pm, const char *name)
 	return -1;
 }
 
-int plmount_wait_dead(struct plmount *pm, int timeout_ms)
-{
-	int waited;
-
-	for (waited = 0; waited <= timeout_ms; waited += 5) {
-		if (plmount_counter(pm, "dead") == 1) {
-			return 1;
-		}
-		plmount_sleep_ms(5);
-	}
-	return 0;
-}
-
 int plmount_down(struct plmount *pm)
 {
 	int i;

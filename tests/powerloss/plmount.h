@@ -37,10 +37,6 @@ int plmount_command(struct plmount *pm, const char *fmt, ...) __attribute__((for
 /* The counter name of the control file (e.g. "dead", "cuts"), or -1. */
 int64_t plmount_counter(struct plmount *pm, const char *name);
 
-/* Waits up to timeout_ms for the armed cut to have happened. Returns 1 when
- * it did, 0 when not. */
-int plmount_wait_dead(struct plmount *pm, int timeout_ms);
-
 /* Unmounts (lazily, so a process still dying does not keep it) and reaps
  * plfs. Returns 0 or -1. */
 int plmount_down(struct plmount *pm);

@@ -413,7 +413,7 @@ static void test_sqlite_wal_keeps_every_commit_across_cuts(void **state)
 		for (line = strstr(out, "committed "); line != NULL;
 		     line = strstr(line, "committed ")) {
 			line += strlen("committed ");
-			committed[n_committed++] = atoi(line);
+			committed[n_committed++] = (int)strtol(line, NULL, 10);
 		}
 		free(out);
 		next_row += 150;

@@ -6,7 +6,7 @@
  * applied, replayed replies byte for byte, the integrity check, and at
  * normal a loss no larger than docs/operations.md says.
  *
- * IDEMHOOK_POWERLOSS_CUTS sets the number of cuts (default 60, spread over
+ * IDEMHOOK_POWERLOSS_CUTS sets the number of cuts (default 50, spread over
  * the scenarios); IDEMHOOK_POWERLOSS_SEED replays the draws of a run. */
 #include <fcntl.h>
 #include <ftw.h>
@@ -58,6 +58,7 @@ struct pl_run {
 	struct pl_call *pr_calls;
 	int pr_n;
 	atomic_int pr_next;
+	atomic_int pr_done; /* senders finished */
 	pthread_t pr_threads[PL_SENDERS];
 	int pr_loading;
 	int pr_again; /* the senders send everything again, into pc_again */
@@ -227,6 +228,7 @@ static void *pl_sender(void *p)
 		}
 		hres_finish(&res);
 	}
+	atomic_fetch_add(&r->pr_done, 1);
 	return NULL;
 }
 
@@ -235,6 +237,7 @@ static void pl_load_start(struct pl_run *r)
 	int i;
 
 	atomic_init(&r->pr_next, 0);
+	atomic_init(&r->pr_done, 0);
 	for (i = 0; i < PL_SENDERS; i++) {
 		assert_int_equal(pthread_create(&r->pr_threads[i], NULL, pl_sender, r), 0);
 	}
@@ -261,6 +264,19 @@ static void pl_resend_all(struct pl_run *r)
 	pl_load_start(r);
 	pl_load_join(r);
 	r->pr_again = 0;
+}
+
+/* Waits until the armed cut fired or the load ended without reaching it
+ * (a load may make fewer changes than the one counted): then the power
+ * goes at the end of the load. */
+static void pl_wait_cut_or_end(struct pl_run *r)
+{
+	struct timespec pause = {0, 5 * 1000 * 1000};
+
+	while (plmount_counter(&r->pr_mount, "dead") != 1 &&
+	       atomic_load(&r->pr_done) < PL_SENDERS) {
+		nanosleep(&pause, NULL);
+	}
 }
 
 static int pl_acked(const struct pl_run *r)
@@ -455,7 +471,7 @@ static void test_cut_inside_group_commit_loses_no_acknowledged_callback(void **s
 		assert_int_equal(daemon_start(&r->pr_daemon), 0);
 		assert_int_equal(plmount_command(&r->pr_mount, "arm -wal %" PRId64, at), 0);
 		pl_load_start(r);
-		plmount_wait_dead(&r->pr_mount, 20000);
+		pl_wait_cut_or_end(r);
 		pl_power_cut_and_remount(r);
 		print_message("group commit cut %d at WAL change %" PRId64
 		              ": %d of %d acknowledged\n",
@@ -556,10 +572,9 @@ static void test_cut_during_gc_keeps_every_payment_once(void **state)
 		pl_power_cut_and_remount(r);
 		assert_int_equal(daemon_start(&r->pr_daemon), 0);
 		print_message(
-		        "gc cut %d at change %" PRId64 "%s: %" PRId64 " of %d records left\n",
+		        "gc cut %d at change %" PRId64 "%s: %" PRId64 " expired records left\n",
 		        k + 1, at, vacuum ? " (--vacuum)" : "",
-		        hn_db_int(r->pr_daemon.dm_db, "SELECT COUNT(*) FROM idempotency_records"),
-		        PL_ORDERS);
+		        hn_db_int(r->pr_daemon.dm_db, "SELECT COUNT(*) FROM idempotency_records"));
 		pl_assert_integrity(r->pr_daemon.dm_db);
 		assert_int_equal(hn_db_int(r->pr_daemon.dm_db,
 		                           "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
@@ -672,6 +687,27 @@ static void test_cut_during_store_copy_leaves_all_or_nothing(void **state)
 	}
 }
 
+/* The schema version of the SQLite file at path (the sqlite3 shell: the
+ * store's read-only API refuses a database with migrations pending), -1
+ * when there is no such file. */
+static int64_t pl_user_version(const char *path)
+{
+	char cmd[800];
+	struct stat st;
+	FILE *f;
+	long long v = -1;
+
+	if (stat(path, &st) < 0) {
+		return -1;
+	}
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' 'PRAGMA user_version'", path);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	assert_int_equal(fscanf(f, "%lld", &v), 1);
+	assert_int_equal(pclose(f), 0);
+	return v;
+}
+
 /* The migrations of a new database, cut at a random change: afterwards the
  * database is at some version with nothing of the next one, `migrate`
  * completes it, and the schema is the one a run without a cut makes. */
@@ -708,16 +744,17 @@ static void test_cut_during_a_migration_leaves_no_half_migration(void **state)
 		}
 		daemon_cli(&r->pr_daemon, 1, args, NULL);
 		pl_power_cut_and_remount(r);
-		version = hn_db_int(r->pr_daemon.dm_db, "PRAGMA user_version");
+		version = pl_user_version(r->pr_daemon.dm_db);
 		if (version < 0) {
 			print_message("migration cut %d at change %" PRId64
-			              ": no database (its name was not durable)\n",
+			              ": no database (its name was not durable yet)\n",
 			              k + 1, at);
 		} else {
 			print_message("migration cut %d at change %" PRId64
-			              ": the database is at version %" PRId64 "\n",
-			              k + 1, at, version);
+			              ": the database is at version %" PRId64 " of %" PRId64 "\n",
+			              k + 1, at, version, want_version);
 		}
+		assert_true(version <= want_version);
 		assert_int_equal(daemon_cli(&r->pr_daemon, 1, args, NULL), 0);
 		assert_int_equal(hn_db_int(r->pr_daemon.dm_db, "PRAGMA user_version"),
 		                 want_version);
@@ -769,7 +806,7 @@ test_cut_at_synchronous_normal_loses_only_the_newest_since_the_last_checkpoint(v
 		assert_int_equal(daemon_start(&r->pr_daemon), 0);
 		assert_int_equal(plmount_command(&r->pr_mount, "arm -wal %" PRId64, at), 0);
 		pl_load_start(r);
-		plmount_wait_dead(&r->pr_mount, 30000);
+		pl_wait_cut_or_end(r);
 		synced_ns = plmount_counter(&r->pr_mount, "last_wal_sync_ns");
 		pl_power_cut_and_remount(r);
 		assert_int_equal(daemon_start(&r->pr_daemon), 0);
