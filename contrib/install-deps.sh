@@ -13,6 +13,7 @@ packages=(
 	prometheus
 	postgresql
 	clang libclang-rt-14-dev
+	libfuse3-dev fuse3 # plfs, the FUSE file system of the suite powerloss
 )
 # The browser tests: Debian's Chromium, its driver and Selenium, nothing
 # from another registry.

@@ -337,7 +337,25 @@ static int capture_fsync_dir(const char *dir)
 	return rc;
 }
 
-/* mkdir -p for the spool directory itself (exactly 0700 for what it creates). */
+/* Syncs the directory that holds path (its entry for path). */
+static int capture_fsync_parent(const char *path)
+{
+	char parent[PATH_MAX];
+	char *slash;
+
+	snprintf(parent, sizeof(parent), "%s", path);
+	slash = strrchr(parent, '/');
+	if (slash == NULL) {
+		return capture_fsync_dir(".");
+	}
+	slash[slash == parent ? 1 : 0] = '\0';
+	return capture_fsync_dir(parent);
+}
+
+/* mkdir -p for the spool directory itself (exactly 0700 for what it
+ * creates). Each directory it creates is synced into its parent: without
+ * that a power cut could take a new spool, with every capture that was
+ * fsynced into it, away. */
 static int capture_mkdirs(const char *path)
 {
 	char tmp[PATH_MAX];
@@ -355,7 +373,7 @@ static int capture_mkdirs(const char *path)
 
 			tmp[i] = '\0';
 			if (mkdir(tmp, 0700) == 0) {
-				if (chmod(tmp, 0700) < 0) {
+				if (chmod(tmp, 0700) < 0 || capture_fsync_parent(tmp) < 0) {
 					return -1;
 				}
 			} else if (errno != EEXIST) {

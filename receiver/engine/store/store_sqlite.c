@@ -452,6 +452,40 @@ static int store_user_version(struct store_conn *cn, int *ret)
 	return 0;
 }
 
+/* Syncs the directory that holds dir, so that dir's entry in it is
+ * durable: SQLite syncs the database's own directory (for its WAL), never
+ * the entry of that directory in its parent. */
+static int store_sync_parent(const char *dir)
+{
+	char quoted[256];
+	char *parent = strdup(dir);
+	char *slash;
+	int fd;
+	int rc = 0;
+
+	if (parent == NULL) {
+		log_err("store: out of memory");
+		return -1;
+	}
+	slash = strrchr(parent, '/');
+	if (slash == NULL) {
+		snprintf(parent, strlen(parent) + 1, ".");
+	} else {
+		slash[slash == parent ? 1 : 0] = '\0';
+	}
+	fd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0) {
+		log_err("store: cannot sync directory \"%s\": %s", log_quote(quoted, sizeof(quoted), parent),
+		        strerror(errno));
+		rc = -1;
+	}
+	if (fd >= 0) {
+		close(fd);
+	}
+	free(parent);
+	return rc;
+}
+
 static int store_mkdir_parent(const char *path)
 {
 	char quoted[256];
@@ -481,6 +515,11 @@ static int store_mkdir_parent(const char *path)
 			if (chmod(dir, STORE_DIR_MODE) < 0) {
 				log_err("store: cannot chmod directory \"%s\": %s",
 				        log_quote(quoted, sizeof(quoted), dir), strerror(errno));
+				goto fail;
+			}
+			/* A power cut must not take the new directory (and the
+			 * database that will be in it) away. */
+			if (store_sync_parent(dir) < 0) {
 				goto fail;
 			}
 		} else if (errno != EEXIST) {
