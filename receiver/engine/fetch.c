@@ -21,6 +21,9 @@
  * long before it started: a thin notification received just before a pass
  * may commit just after it listed. */
 #define FETCH_MARGIN_MS 60000
+/* And this often from the start: a thin notification recorded with an old
+ * received_at (an in-process replay of a capture) is found too. */
+#define FETCH_FULL_PASS_MS (3600 * 1000)
 
 struct fetch_worker {
 	const struct env *fw_env;
@@ -30,6 +33,7 @@ struct fetch_worker {
 	int fw_stop;
 	int fw_kick;
 	int64_t fw_since_ms; /* the worker's thread only */
+	int64_t fw_full_at_ms; /* monotonic: the last pass from the start */
 };
 
 struct fetch_pending {
@@ -202,6 +206,10 @@ static int fetch_pass(struct fetch_worker *w)
 	int full;
 
 	memset(&l, 0, sizeof(l));
+	if (fetch_monotonic_ms() - w->fw_full_at_ms >= FETCH_FULL_PASS_MS) {
+		w->fw_since_ms = 0;
+		w->fw_full_at_ms = fetch_monotonic_ms();
+	}
 	if (ingest_fetch_pending(env->env_store, w->fw_since_ms, FETCH_BATCH, fetch_list_row, &l) <
 	    0) {
 		fetch_list_finish(&l);
@@ -258,6 +266,7 @@ struct fetch_worker *fetch_worker_start(const struct env *env)
 		return NULL;
 	}
 	w->fw_env = env;
+	w->fw_full_at_ms = fetch_monotonic_ms(); /* since_ms is 0: the first pass is one */
 	pthread_mutex_init(&w->fw_lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
