@@ -218,7 +218,7 @@ static void app_hook_account(struct app *app, const struct provider_conf *pc, co
 		outbound_kick(app->app_outbound);
 	}
 	/* ... nor for a thin event's full event. */
-	if (rep->ir_n_new > 0) {
+	if (rep->ir_n_fetch > 0) {
 		fetch_worker_kick(app->app_fetch);
 	}
 	metrics_request(pc->pc_name, ingest_result_name(rep->ir_result), elapsed);

@@ -32,8 +32,9 @@ struct fetch_worker {
 	pthread_cond_t fw_cond;
 	int fw_stop;
 	int fw_kick;
-	int64_t fw_since_ms; /* the worker's thread only */
+	int64_t fw_since_ms;   /* the worker's thread only */
 	int64_t fw_full_at_ms; /* monotonic: the last pass from the start */
+	size_t fw_waiting;     /* left waiting by the last pass */
 };
 
 struct fetch_pending {
@@ -228,6 +229,7 @@ static int fetch_pass(struct fetch_worker *w)
 		}
 	}
 	env_config_release(env, cf);
+	w->fw_waiting = waiting;
 	metrics_set_fetch_waiting((int64_t)waiting);
 	if (oldest >= 0) {
 		w->fw_since_ms = oldest;
@@ -245,10 +247,16 @@ static void *fetch_worker_main(void *arg)
 	struct fetch_worker *w = arg;
 
 	for (;;) {
+		int64_t next;
+
 		if (fetch_pass(w)) {
 			continue;
 		}
-		if (fetch_wait(w, fetch_monotonic_ms() + (int64_t)FETCH_RETRY_S * 1000, 1)) {
+		/* Nothing waits: nothing to do until a thin event comes (a kick)
+		 * or the next pass from the start is due. */
+		next = w->fw_waiting > 0 ? fetch_monotonic_ms() + (int64_t)FETCH_RETRY_S * 1000
+		                         : w->fw_full_at_ms + FETCH_FULL_PASS_MS;
+		if (fetch_wait(w, next, 1)) {
 			break;
 		}
 	}

@@ -9,11 +9,11 @@ struct env;
 struct fetch_worker;
 
 /* Starts the worker: a pass at once (thin events left from before a
- * restart), then one per kick and every FETCH_RETRY_S while some wait.
+ * restart), then one per kick, every 30 s while some wait, and hourly.
  * NULL on failure (logged). */
 struct fetch_worker *fetch_worker_start(const struct env *env);
 
-/* A thin notification may have been committed: a pass soon. NULL is a no-op. */
+/* A thin notification was committed: a pass soon. NULL is a no-op. */
 void fetch_worker_kick(struct fetch_worker *w);
 
 /* Stops it; a fetch in progress ends after its current request. NULL is a

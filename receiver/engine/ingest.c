@@ -423,12 +423,18 @@ int ingest_finish(struct ingest_job *job, struct reply *ret, struct ingest_repor
 {
 	const struct provider_conf *pc = job->ij_pc;
 	int64_t retry_after;
+	size_t i;
 	int rc;
 
 	memset(ret_report, 0, sizeof(*ret_report));
 	ret_report->ir_n_events = job->ij_batch.eb_n;
 	ingest_report_key(ret_report, &job->ij_batch);
 	ingest_classify(job->ij_claims, job->ij_batch.eb_n, pc, ret_report, &retry_after);
+	for (i = 0; i < job->ij_batch.eb_n; i++) {
+		if (job->ij_batch.eb_events[i].ev_fetch && job->ij_claims[i].sc_outcome == STORE_NEW) {
+			ret_report->ir_n_fetch++;
+		}
+	}
 	switch (ret_report->ir_result) {
 	case INGEST_TRANSIENT:
 		ret_report->ir_reason = "store_unavailable";

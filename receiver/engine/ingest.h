@@ -51,6 +51,7 @@ struct ingest_report {
 	const char *ir_reason; /* rejection/failure slug (static), or NULL */
 	size_t ir_n_events;
 	size_t ir_n_new, ir_n_duplicate, ir_n_failed; /* per item */
+	size_t ir_n_fetch; /* new items that are thin notifications, to fetch (fetch.h) */
 	char ir_first_key[INGEST_KEY_LOG_MAX]; /* the first item's key (truncated), "" when none */
 };
 
