@@ -307,6 +307,7 @@ test_thin_payment_is_acknowledged_before_its_fetch_paid_once_and_a_late_duplicat
 
 static void test_thin_and_snapshot_events_for_one_payment_change_the_order_once(void **state)
 {
+	struct peer_behaviour limited;
 	struct t_env e;
 	char order[64];
 	char pi[96];
@@ -321,6 +322,11 @@ static void test_thin_and_snapshot_events_for_one_payment_change_the_order_once(
 	snprintf(pi, sizeof(pi), "pi_%s", order);
 	snprintf(id, sizeof(id), "evt_thin_%s", pi);
 	fake_pays(pi, order, 2500);
+	/* Stripe's API rate-limits the first fetch: it waits as told, and asks again. */
+	memset(&limited, 0, sizeof(limited));
+	limited.pb_action = PEER_RETRY_AFTER;
+	limited.pb_retry_after = "1";
+	assert_int_equal(peer_script(e.te_api, NULL, &limited), 0);
 	/* A shop migrating runs both destinations: the snapshot first... */
 	snap = fx_stripe_payment("evt_snapshot_one", order, 2500, "usd");
 	assert_int_equal(hn_post_stripe(&e.te_d, "stripe", FX_STRIPE_SECRET, snap, &r), 0);
@@ -339,6 +345,7 @@ static void test_thin_and_snapshot_events_for_one_payment_change_the_order_once(
 	                       1, 10),
 	        1);
 	assert_int_equal(fake_served(), 1);
+	assert_int_equal(peer_count(e.te_api), 2);
 	assert_int_equal(
 	        db_int(&e, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", order), 1);
 	assert_int_equal(db_int(&e, "SELECT COUNT(*) FROM outbox WHERE order_id = '%s'", order), 1);
