@@ -135,6 +135,7 @@ static int fetch_one(struct fetch_worker *w, const struct config *cf, const stru
 	const struct provider_conf *pc = config_provider(cf, p->fp_scope);
 	struct provider_answer ans;
 	struct ingest_item it;
+	const char *why = NULL;
 	struct event *ev;
 	char qname[80];
 	char qkey[INGEST_KEY_LOG_MAX + 8];
@@ -144,6 +145,13 @@ static int fetch_one(struct fetch_worker *w, const struct config *cf, const stru
 	if (pc == NULL) {
 		fetch_failed(p->fp_scope, p->fp_key, "unknown_provider",
 		             "the configuration has no such [provider] any more");
+		return 0;
+	}
+	/* A key taken out of the configuration since the thin event came. */
+	if (pc->pc_provider->p_reconcile_mode == NULL ||
+	    pc->pc_provider->p_reconcile_mode(pc, &why) == PROVIDER_RECONCILE_NONE) {
+		fetch_failed(pc->pc_name, p->fp_key, "fetch_unconfigured",
+		             why != NULL ? why : "the instance cannot be asked");
 		return 0;
 	}
 	if (reconcile_fetch(cf, pc, p->fp_key, fetch_sleep, w, &ans) < 0 ||
