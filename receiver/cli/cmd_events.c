@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "ingest.h"
 #include "config.h"
 #include "event.h"
 #include "orders.h"
@@ -20,9 +21,10 @@
 #define CMD_EVENTS_LIMIT_DEFAULT 50
 #define CMD_EVENTS_LIMIT_MAX 100000
 /* A thin event waiting for its full event is done with effect to_fetch
- * (ingest.h INGEST_EFFECT_TO_FETCH): listed as fetching. */
+ * (ingest.h): listed as fetching. */
 #define CMD_EVENTS_STATUS                                                                          \
-	"(CASE WHEN outcome = 'done' AND effect = 'to_fetch' THEN 'fetching' ELSE outcome END)"
+	"(CASE WHEN outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' THEN 'fetching' "     \
+	"ELSE outcome END)"
 
 static void cmd_events_usage(FILE *out)
 {
