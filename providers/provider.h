@@ -19,6 +19,7 @@ struct crypto_privkey;
 enum provider_sim_kind {
 	PROVIDER_SIM_PAYMENT = 0,
 	PROVIDER_SIM_REFUND,
+	PROVIDER_SIM_THIN_PAYMENT, /* the payment as a thin notification (Stripe event destinations) */
 };
 
 struct provider_sim {
@@ -58,6 +59,9 @@ struct provider_query {
 	int64_t pq_since_s;      /* EVENTS: events created at or after ... */
 	int64_t pq_until_s;      /* ... and at or before */
 	const char *pq_cursor;   /* EVENTS: the page after this cursor; NULL for the first */
+	/* One event by its id (a thin notification's full event), or NULL;
+	 * asked whatever the instance's mode (docs/providers.md). */
+	const char *pq_event_id;
 };
 
 /* The request a profile builds for a query; the caller sends it (timeouts,

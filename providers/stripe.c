@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -18,6 +19,9 @@
 
 #define STRIPE_API_BASE_DEFAULT "https://api.stripe.com"
 #define STRIPE_PAGE_LIMIT 100 /* events per page, Stripe's most */
+/* API v2 requests name a version (Stripe-Version); the fetch reads only
+ * fields every v2 version has (id, object, type, created, data). */
+#define STRIPE_V2_VERSION "2025-09-30.clover"
 
 struct stripe_state {
 	struct provider_secrets ss_secrets;
@@ -397,6 +401,39 @@ done:
 	return rc;
 }
 
+/* Appends one event to b: key id, recorded type, the business fields read
+ * from obj as a snapshot event of norm_type, the fingerprint and the
+ * payload raw. Returns 0, or -1 with v set and b as it was. */
+static int stripe_event_add(struct event_batch *b, const char *id, const char *type,
+                            const char *norm_type, int64_t created_s, const cJSON *obj,
+                            const void *raw, size_t raw_len, struct provider_verdict *v)
+{
+	struct event *ev = event_batch_add(b);
+
+	if (ev == NULL) {
+		return provider_refuse(v, 503, "out_of_memory", NULL);
+	}
+	if (provider_set_ref(&ev->ev_key, id) < 0 || provider_set_ref(&ev->ev_type, type) < 0) {
+		provider_refuse(v, 400, "malformed_body", "The event id or type is not usable.");
+		goto fail;
+	}
+	if (stripe_normalize(id, norm_type, created_s, obj, ev, v) < 0) {
+		goto fail;
+	}
+	if (stripe_fingerprint(norm_type, obj, ev) < 0 ||
+	    provider_set_payload(ev, raw, raw_len) < 0) {
+		provider_refuse(v, 503, "out_of_memory", NULL);
+		goto fail;
+	}
+	return 0;
+fail:
+	event_finish(ev);
+	if (--b->eb_n == 0) {
+		event_batch_finish(b);
+	}
+	return -1;
+}
+
 /* Appends the Stripe event root (raw: its text, kept as the payload) to b,
  * normalised: the webhook's body and an event Stripe lists are the same
  * object, so both give the same key, event and fingerprint. Returns 0, or
@@ -408,7 +445,6 @@ static int stripe_event_read(const cJSON *root, const void *raw, size_t raw_len,
 	const char *type = provider_json_string(root, "type");
 	const cJSON *created;
 	const char *id;
-	struct event *ev;
 
 	if (!cJSON_IsObject(root) || !cJSON_IsObject(obj) || type == NULL) {
 		return provider_refuse(v, 400, "malformed_body", "The body is not a Stripe event.");
@@ -417,29 +453,106 @@ static int stripe_event_read(const cJSON *root, const void *raw, size_t raw_len,
 	if (id == NULL || id[0] == '\0') {
 		return provider_refuse(v, 400, "missing_key", "The event has no id.");
 	}
+	created = cJSON_GetObjectItemCaseSensitive(root, "created");
+	return stripe_event_add(b, id, type, type,
+	                        cJSON_IsNumber(created) && created->valuedouble > 0 &&
+	                                        created->valuedouble < 1e11
+	                                ? (int64_t)created->valuedouble
+	                                : 0,
+	                        obj, raw, raw_len, v);
+}
+
+/* ---- thin events (event destinations, docs/providers.md) ---- */
+
+/* A thin event of a v1 resource is typed "v1.<snapshot type>"; v2 types
+ * ("v2.core....") name nothing this profile gives a meaning. */
+static const char *stripe_thin_snapshot_type(const char *type)
+{
+	return strncmp(type, "v1.", 3) == 0 ? type + 3 : type;
+}
+
+/* Events v2 give `created` as RFC 3339 ("2025-01-01T00:00:00.000Z");
+ * seconds since the epoch, or 0 when unreadable. */
+static int64_t stripe_v2_created(const cJSON *created)
+{
+	struct tm tm;
+	const char *s;
+	char *end;
+
+	if (cJSON_IsNumber(created)) {
+		return created->valuedouble > 0 && created->valuedouble < 1e11
+		               ? (int64_t)created->valuedouble
+		               : 0;
+	}
+	if (!cJSON_IsString(created)) {
+		return 0;
+	}
+	s = created->valuestring;
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	if (end == NULL) {
+		return 0;
+	}
+	return (int64_t)timegm(&tm);
+}
+
+/* A thin notification: authentic but without the object's data. It
+ * becomes one event to fetch (ev_fetch), keyed by its own id, with the
+ * related object as its payment reference, so that operators see what it
+ * is about before the fetch. */
+static int stripe_thin_read(const struct stripe_state *st, const cJSON *root, const void *raw,
+                            size_t raw_len, struct event_batch *b, struct provider_verdict *v)
+{
+	const char *id = provider_json_string(root, "id");
+	const char *type = provider_json_string(root, "type");
+	const cJSON *related = cJSON_GetObjectItemCaseSensitive(root, "related_object");
+	struct event *ev;
+	struct buf fp;
+
+	if (id == NULL || id[0] == '\0') {
+		return provider_refuse(v, 400, "missing_key", "The thin event has no id.");
+	}
+	if (type == NULL) {
+		return provider_refuse(v, 400, "malformed_body", "The thin event has no type.");
+	}
+	if (st->ss_api_key == NULL) {
+		/* Stripe retries it until the key is given: nothing is claimed. */
+		log_err("stripe: thin event \"%.64s\" cannot be fetched: the instance has no "
+		        "api_key (a restricted key that may read Events)",
+		        id);
+		return provider_refuse(v, 503, "fetch_unconfigured",
+		                       "Thin events need api_key to fetch the full event.");
+	}
 	ev = event_batch_add(b);
 	if (ev == NULL) {
 		return provider_refuse(v, 503, "out_of_memory", NULL);
 	}
-	if (provider_set_ref(&ev->ev_key, id) < 0 || provider_set_ref(&ev->ev_type, type) < 0) {
-		provider_refuse(v, 400, "malformed_body", "The event id or type is not usable.");
+	ev->ev_fetch = 1;
+	buf_init(&fp, 0);
+	if (provider_set_ref(&ev->ev_key, id) < 0 || provider_set_ref(&ev->ev_type, type) < 0 ||
+	    provider_set_ref(&ev->ev_payment_ref,
+	                     cJSON_IsObject(related) ? provider_json_string(related, "id") : NULL) <
+	            0) {
+		provider_refuse(v, 400, "malformed_body",
+		                "The thin event's id or type is not usable.");
 		goto fail;
 	}
-	created = cJSON_GetObjectItemCaseSensitive(root, "created");
-	if (stripe_normalize(id, type,
-	                     cJSON_IsNumber(created) && created->valuedouble > 0 &&
-	                                     created->valuedouble < 1e11
-	                             ? (int64_t)created->valuedouble
-	                             : 0,
-	                     obj, ev, v) < 0) {
-		goto fail;
-	}
-	if (stripe_fingerprint(type, obj, ev) < 0 || provider_set_payload(ev, raw, raw_len) < 0) {
+	ev->ev_occurred_ms =
+	        stripe_v2_created(cJSON_GetObjectItemCaseSensitive(root, "created")) * 1000;
+	/* Semantic: the type and what it is about; not delivery details. */
+	if (buf_puts(&fp, "{\"thin\":") < 0 || buf_json_string(&fp, type) < 0 ||
+	    buf_puts(&fp, ",\"related_object\":") < 0 ||
+	    (cJSON_IsObject(related) ? provider_json_canonical(related, &fp)
+	                             : buf_puts(&fp, "null")) < 0 ||
+	    buf_puts(&fp, "}") < 0 || provider_set_payload(ev, raw, raw_len) < 0) {
 		provider_refuse(v, 503, "out_of_memory", NULL);
 		goto fail;
 	}
+	event_fingerprint(ev, fp.buf_data, fp.buf_len);
+	buf_finish(&fp);
 	return 0;
 fail:
+	buf_finish(&fp);
 	event_finish(ev);
 	if (--b->eb_n == 0) {
 		event_batch_finish(b);
@@ -492,7 +605,13 @@ static int stripe_receive(const struct provider_conf *pc, const struct http_requ
 		goto fail;
 	}
 	root = json_parse_strict(req->hr_body, req->hr_body_len, NULL);
-	if (stripe_event_read(root, req->hr_body, req->hr_body_len, ret_batch, ret_verdict) < 0) {
+	if (stripe_is(provider_json_string(root, "object"), "v2.core.event")) {
+		if (stripe_thin_read(st, root, req->hr_body, req->hr_body_len, ret_batch,
+		                     ret_verdict) < 0) {
+			goto fail;
+		}
+	} else if (stripe_event_read(root, req->hr_body, req->hr_body_len, ret_batch, ret_verdict) <
+	           0) {
 		goto fail;
 	}
 	cJSON_Delete(root);
@@ -538,7 +657,8 @@ done:
 }
 
 /* A payment_intent.succeeded, or a charge.refunded carrying the running
- * total, shaped as Stripe sends them (currency in lower case). */
+ * total, shaped as Stripe sends them (currency in lower case); or the
+ * payment as a thin event, whose full event Stripe's API serves. */
 static int stripe_simulate(const struct provider_conf *pc, const struct provider_sim *sim,
                            int64_t now_s, struct buf *ret_body,
                            void (*add_header)(void *arg, const char *name, const char *value),
@@ -561,7 +681,23 @@ static int stripe_simulate(const struct provider_conf *pc, const struct provider
 	}
 	cur[3] = '\0';
 	snprintf(id, sizeof(id), "evt_sim_%s", sim->ps_id);
-	if (sim->ps_kind == PROVIDER_SIM_PAYMENT) {
+	if (sim->ps_kind == PROVIDER_SIM_THIN_PAYMENT) {
+		char created[32];
+		time_t t = (time_t)now_s;
+		struct tm tm;
+
+		/* The thin notification an event destination sends: no data,
+		 * the related object and where to fetch it. */
+		gmtime_r(&t, &tm);
+		strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+		rc = buf_printf(ret_body,
+		                "{\"id\":\"%s\",\"object\":\"v2.core.event\","
+		                "\"type\":\"v1.payment_intent.succeeded\",\"created\":\"%s\","
+		                "\"livemode\":false,\"context\":null,\"related_object\":{"
+		                "\"id\":\"pi_sim_%s\",\"type\":\"payment_intent\","
+		                "\"url\":\"/v1/payment_intents/pi_sim_%s\"}}",
+		                id, created, sim->ps_order_id, sim->ps_order_id);
+	} else if (sim->ps_kind == PROVIDER_SIM_PAYMENT) {
 		rc = buf_printf(
 		        ret_body,
 		        "{\"id\":\"%s\",\"object\":\"event\",\"api_version\":\"2024-06-20\","
@@ -625,23 +761,33 @@ static int stripe_reconcile_request(const struct provider_conf *pc, const struct
 
 	buf_init(&auth, 0);
 	ret->prq_method = "GET";
-	if (buf_printf(&ret->prq_url,
-	               "%s/v1/events?limit=%d&created%%5Bgte%%5D=%lld&created%%5Blte%%5D=%lld",
-	               st->ss_api_base, STRIPE_PAGE_LIMIT, (long long)q->pq_since_s,
-	               (long long)(q->pq_until_s > 0 ? q->pq_until_s : now_s)) < 0) {
+	if (q->pq_event_id != NULL) {
+		/* A thin event's full event: GET /v2/core/events/{id}. */
+		if (buf_printf(&ret->prq_url, "%s/v2/core/events/", st->ss_api_base) < 0 ||
+		    provider_url_encode(&ret->prq_url, q->pq_event_id) < 0) {
+			goto done;
+		}
+		httpc_headers_add(&ret->prq_headers, "Stripe-Version", STRIPE_V2_VERSION);
+	} else if (buf_printf(
+	                   &ret->prq_url,
+	                   "%s/v1/events?limit=%d&created%%5Bgte%%5D=%lld&created%%5Blte%%5D=%lld",
+	                   st->ss_api_base, STRIPE_PAGE_LIMIT, (long long)q->pq_since_s,
+	                   (long long)(q->pq_until_s > 0 ? q->pq_until_s : now_s)) < 0) {
 		goto done;
 	}
-	for (i = 0; stripe_reconcile_types[i] != NULL; i++) {
+	for (i = 0; q->pq_event_id == NULL && stripe_reconcile_types[i] != NULL; i++) {
 		if (buf_puts(&ret->prq_url, "&types%5B%5D=") < 0 ||
 		    provider_url_encode(&ret->prq_url, stripe_reconcile_types[i]) < 0) {
 			goto done;
 		}
 	}
-	if (st->ss_undelivered_only && buf_puts(&ret->prq_url, "&delivery_success=false") < 0) {
+	if (q->pq_event_id == NULL && st->ss_undelivered_only &&
+	    buf_puts(&ret->prq_url, "&delivery_success=false") < 0) {
 		goto done;
 	}
-	if (q->pq_cursor != NULL && (buf_puts(&ret->prq_url, "&starting_after=") < 0 ||
-	                             provider_url_encode(&ret->prq_url, q->pq_cursor) < 0)) {
+	if (q->pq_event_id == NULL && q->pq_cursor != NULL &&
+	    (buf_puts(&ret->prq_url, "&starting_after=") < 0 ||
+	     provider_url_encode(&ret->prq_url, q->pq_cursor) < 0)) {
 		goto done;
 	}
 	if (buf_printf(&auth, "Bearer %s", st->ss_api_key) < 0) {
@@ -676,6 +822,65 @@ static int stripe_reconcile_error(const cJSON *root, long status, struct provide
 	                           message != NULL ? ": " : "", message != NULL ? message : "");
 }
 
+/* The full event of a thin notification (GET /v2/core/events/{id}): its
+ * fetched `data` holds the object (as `data.object`, the snapshot's shape,
+ * or `data` itself), read as the snapshot event of the same type would be,
+ * under the thin event's own id. */
+static int stripe_fetch_answer(const struct provider_query *q, const struct httpc_response *resp,
+                               struct provider_answer *ret)
+{
+	cJSON *root = json_parse_strict(resp->hcr_body, resp->hcr_body_len, NULL);
+	cJSON *empty = NULL;
+	const cJSON *obj;
+	const char *type;
+	const char *id;
+	struct provider_verdict v = {0};
+	int rc;
+
+	if (resp->hcr_status == 404) {
+		cJSON_Delete(root);
+		return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "not_found",
+		                           "Stripe has no event %.64s (events are kept 30 days)",
+		                           q->pq_event_id);
+	}
+	if (resp->hcr_status != 200) {
+		rc = stripe_reconcile_error(root, resp->hcr_status, ret);
+		cJSON_Delete(root);
+		return rc;
+	}
+	id = provider_json_string(root, "id");
+	type = provider_json_string(root, "type");
+	if (!stripe_is(provider_json_string(root, "object"), "v2.core.event") || type == NULL ||
+	    !stripe_is(id, q->pq_event_id)) {
+		cJSON_Delete(root);
+		return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "malformed_answer",
+		                           "the answer is not the event %.64s", q->pq_event_id);
+	}
+	obj = provider_json_path(root, "data.object");
+	if (!cJSON_IsObject(obj)) {
+		obj = cJSON_GetObjectItemCaseSensitive(root, "data");
+	}
+	if (!cJSON_IsObject(obj)) {
+		/* No data (a v2 type this profile gives no meaning): recorded as other. */
+		empty = cJSON_CreateObject();
+		obj = empty;
+	}
+	if (obj == NULL) {
+		cJSON_Delete(root);
+		return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "out_of_memory", NULL);
+	}
+	rc = stripe_event_add(&ret->pa_events, id, type, stripe_thin_snapshot_type(type),
+	                      stripe_v2_created(cJSON_GetObjectItemCaseSensitive(root, "created")),
+	                      obj, resp->hcr_body, resp->hcr_body_len, &v);
+	cJSON_Delete(empty);
+	cJSON_Delete(root);
+	if (rc < 0) {
+		return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, v.pv_reason, "%s",
+		                           v.pv_detail != NULL ? v.pv_detail : v.pv_reason);
+	}
+	return provider_answer_set(ret, PROVIDER_ANSWER_OK, NULL, NULL);
+}
+
 static int stripe_reconcile_answer(const struct provider_conf *pc, const struct provider_query *q,
                                    const struct httpc_response *resp, int64_t now_s,
                                    struct provider_answer *ret)
@@ -690,6 +895,9 @@ static int stripe_reconcile_answer(const struct provider_conf *pc, const struct 
 	if (resp->hcr_truncated) {
 		return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "malformed_answer",
 		                           "the answer is larger than the response cap");
+	}
+	if (q->pq_event_id != NULL) {
+		return stripe_fetch_answer(q, resp, ret);
 	}
 	root = json_parse_strict(resp->hcr_body, resp->hcr_body_len, NULL);
 	if (resp->hcr_status != 200) {

@@ -51,6 +51,7 @@ const char *cli_or_dash(const char *s);
 
 extern const struct cli_command cli_cmd_events;
 extern const struct cli_command cli_cmd_gc;
+extern const struct cli_command cli_cmd_ips;
 extern const struct cli_command cli_cmd_migrate;
 extern const struct cli_command cli_cmd_order;
 extern const struct cli_command cli_cmd_outbox;

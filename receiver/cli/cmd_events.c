@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "ingest.h"
 #include "config.h"
 #include "event.h"
 #include "orders.h"
@@ -19,11 +20,16 @@
 
 #define CMD_EVENTS_LIMIT_DEFAULT 50
 #define CMD_EVENTS_LIMIT_MAX 100000
+/* A thin event waiting for its full event is done with effect to_fetch
+ * (ingest.h): listed as fetching. */
+#define CMD_EVENTS_STATUS                                                                          \
+	"(CASE WHEN outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' THEN 'fetching' "     \
+	"ELSE outcome END)"
 
 static void cmd_events_usage(FILE *out)
 {
 	fprintf(out,
-	        "usage: idemhook [-c FILE] events list [--status done|failed | --failed]\n"
+	        "usage: idemhook [-c FILE] events list [--status done|failed|fetching | --failed]\n"
 	        "                                  [--provider NAME] [--source callback|reconcile]\n"
 	        "                                  [--limit N]\n"
 	        "       idemhook [-c FILE] events show ID\n"
@@ -31,7 +37,8 @@ static void cmd_events_usage(FILE *out)
 	        "list shows processed callbacks, newest first (default limit 50); SOURCE says\n"
 	        "whether the provider sent the event (callback) or reconciliation asked for it\n"
 	        "(reconcile, see idemhook reconcile). --failed is --status failed: the events\n"
-	        "acknowledged but not applied (idemhook_events_unapplied_total).\n"
+	        "acknowledged but not applied (idemhook_events_unapplied_total); fetching:\n"
+	        "thin events acknowledged and waiting for their full event.\n"
 	        "show prints one event with its stored semantic payload.\n"
 	        "reprocess runs a failed event through the business handler again (for\n"
 	        "example after its missing order was created): the order still moves only\n"
@@ -83,9 +90,9 @@ static int cmd_events_list_unit(struct store_tx *tx, void *arg)
 
 	return store_query_each(
 	        tx,
-	        "SELECT id, received_at, scope, idem_key, kind, order_ref, outcome,"
+	        "SELECT id, received_at, scope, idem_key, kind, order_ref, " CMD_EVENTS_STATUS ","
 	        " CASE outcome WHEN 'failed' THEN reason ELSE effect END, reprocessed, source"
-	        " FROM events WHERE (? IS NULL OR outcome = ?) AND (? IS NULL OR scope = ?)"
+	        " FROM events WHERE (? IS NULL OR " CMD_EVENTS_STATUS " = ?) AND (? IS NULL OR scope = ?)"
 	        " AND (? IS NULL OR source = ?) ORDER BY id DESC LIMIT ?",
 	        p, 7, cmd_events_list_row, el);
 }
@@ -112,8 +119,9 @@ static int cmd_events_list(int argc, char **argv, struct store *st)
 			break;
 		}
 		if (c == 's') {
-			if (strcmp(optarg, "done") != 0 && strcmp(optarg, "failed") != 0) {
-				fprintf(stderr, "idemhook events: --status is done or failed\n");
+			if (strcmp(optarg, "done") != 0 && strcmp(optarg, "failed") != 0 &&
+			    strcmp(optarg, "fetching") != 0) {
+				fprintf(stderr, "idemhook events: --status is done, failed or fetching\n");
 				return EX_USAGE;
 			}
 			if (el.el_status != NULL && strcmp(el.el_status, optarg) != 0) {

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "config.h"
 #include "crypto.h"
+#include "fetch.h"
 #include "gc.h"
 #include "health.h"
 #include "http.h"
@@ -444,6 +445,11 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 		rc = EX_CONFIG;
 		goto done;
 	}
+	app.app_fetch = fetch_worker_start(&app.app_env);
+	if (app.app_fetch == NULL) {
+		rc = EX_SOFTWARE;
+		goto done;
+	}
 	__atomic_store_n(&app.app_env.env_http, serve_start_public(&app, cf), __ATOMIC_RELEASE);
 	if (app.app_env.env_http == NULL) {
 		rc = EX_UNAVAILABLE;
@@ -491,6 +497,7 @@ done:
 	__atomic_store_n(&app.app_env.env_health, NULL, __ATOMIC_RELEASE);
 	health_stop(health);
 	reconcile_worker_stop(sw.sw_reconcile);
+	fetch_worker_stop(app.app_fetch);
 	outbound_stop(app.app_outbound, SERVE_OUTBOUND_GRACE_MS);
 	gc_worker_stop(sw.sw_gc);
 	capture_destroy(app.app_capture);

@@ -45,7 +45,7 @@ struct simulate_opts {
 static void cmd_simulate_usage(FILE *out)
 {
 	fprintf(out,
-	        "usage: idemhook [-c FILE] simulate PROVIDER payment|refund --order ID\n"
+	        "usage: idemhook [-c FILE] simulate PROVIDER payment|refund|thin-payment --order ID\n"
 	        "                [--amount MINOR] [--currency CODE] [--to URL]\n"
 	        "       idemhook [-c FILE] simulate PROVIDER duplicate [--to URL]\n"
 	        "       idemhook [-c FILE] simulate --print-config\n\n"
@@ -55,6 +55,8 @@ static void cmd_simulate_usage(FILE *out)
 	        "throwaway key pair), sends it and prints the answer.\n\n"
 	        "  payment            the order's payment (amount and currency from the database)\n"
 	        "  refund             a refund of what is left, or of --amount (a partial refund)\n"
+	        "  thin-payment       Stripe: the payment as a thin event (event destinations):\n"
+	        "                     idemhook fetches the full event from api_base_url\n"
 	        "  duplicate          the last callback for PROVIDER again, byte for byte\n"
 	        "  --order ID         the order the callback is about\n"
 	        "  --amount MINOR     amount in minor units instead of the order's\n"
@@ -331,7 +333,7 @@ static int simulate_fill(const struct config *cf, const struct simulate_opts *o,
 	}
 	sim->ps_order_id = o->so_order;
 	sim->ps_order_amount = found ? order.ao_amount : o->so_amount;
-	if (sim->ps_kind == PROVIDER_SIM_PAYMENT) {
+	if (sim->ps_kind != PROVIDER_SIM_REFUND) {
 		sim->ps_amount = o->so_amount >= 0 ? o->so_amount : order.ao_amount;
 		return EX_OK;
 	}
@@ -490,8 +492,9 @@ static int simulate_new(const struct config *cf, const struct provider_conf *pc,
 	int rc;
 
 	memset(&sim, 0, sizeof(sim));
-	sim.ps_kind =
-	        strcmp(o->so_event, "refund") == 0 ? PROVIDER_SIM_REFUND : PROVIDER_SIM_PAYMENT;
+	sim.ps_kind = strcmp(o->so_event, "refund") == 0         ? PROVIDER_SIM_REFUND
+	              : strcmp(o->so_event, "thin-payment") == 0 ? PROVIDER_SIM_THIN_PAYMENT
+	                                                         : PROVIDER_SIM_PAYMENT;
 	rc = simulate_fill(cf, o, &sim);
 	if (rc != EX_OK) {
 		return rc;
@@ -596,8 +599,9 @@ static int cmd_simulate_run(int argc, char **argv, const char *config_path)
 	o.so_provider = argv[optind];
 	o.so_event = argv[optind + 1];
 	if (strcmp(o.so_event, "payment") != 0 && strcmp(o.so_event, "refund") != 0 &&
-	    strcmp(o.so_event, "duplicate") != 0) {
-		fprintf(stderr, "simulate: EVENT is payment, refund or duplicate, not \"%s\"\n",
+	    strcmp(o.so_event, "duplicate") != 0 && strcmp(o.so_event, "thin-payment") != 0) {
+		fprintf(stderr,
+		        "simulate: EVENT is payment, refund, thin-payment or duplicate, not \"%s\"\n",
 		        o.so_event);
 		return EX_USAGE;
 	}
@@ -619,6 +623,13 @@ static int cmd_simulate_run(int argc, char **argv, const char *config_path)
 	if (pc == NULL) {
 		fprintf(stderr, "simulate: the configuration has no [provider %s]\n",
 		        o.so_provider);
+		rc = EX_USAGE;
+		goto out;
+	}
+	if (strcmp(o.so_event, "thin-payment") == 0 &&
+	    strcmp(pc->pc_provider->p_name, "stripe") != 0) {
+		fprintf(stderr, "simulate: thin events are Stripe's (event destinations); %s is %s\n",
+		        pc->pc_name, pc->pc_provider->p_name);
 		rc = EX_USAGE;
 		goto out;
 	}

@@ -16,6 +16,7 @@
 static const struct cli_command *const cli_commands[] = {
 	&cli_cmd_events,
 	&cli_cmd_gc,
+	&cli_cmd_ips,
 	&cli_cmd_migrate,
 	&cli_cmd_order,
 	&cli_cmd_outbox,

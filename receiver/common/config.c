@@ -11,9 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "cidr.h"
 #include "config.h"
 #include "log.h"
+#include "senders.h"
 
 #define CONFIG_SECRET_MAX (64 * 1024) /* bytes in one secret or key file */
 #define CONFIG_RETENTION_DEFAULT_S (7 * 24 * 3600)
@@ -1199,6 +1201,60 @@ int config_provider_allows(const struct provider_conf *pc, const char *client)
 	return 0;
 }
 
+/* allow_from: CIDRs, and provider:NAME presets expanded to the addresses
+ * that provider publishes (senders.h): the list `idemhook ips update`
+ * wrote beside the database, else the one shipped with the binary. A
+ * provider that publishes none refuses the preset with its advice. */
+static int config_parse_allow_from(struct config *cf, const struct config_section *cs, struct provider_conf *pc)
+{
+	const char *v = config_section_get(cs, "allow_from");
+	const char *cursor = v;
+	const char *item;
+	char dir[512];
+	struct buf all;
+	size_t len;
+	int rc = -1;
+
+	if (v == NULL || strstr(v, SENDERS_PRESET) == NULL) {
+		return config_parse_cidrs(cf, cs->cs_name, "allow_from", v, &pc->pc_allow_from);
+	}
+	buf_init(&all, 0);
+	if (senders_dir(cf->cf_db_path, dir, sizeof(dir)) < 0) {
+		goto done;
+	}
+	while ((item = config_list_next(&cursor, &len)) != NULL) {
+		struct senders_list l;
+		char name[64];
+		char err[SENDERS_ERR_MAX];
+		size_t i;
+
+		if (len <= strlen(SENDERS_PRESET) || strncmp(item, SENDERS_PRESET, strlen(SENDERS_PRESET)) != 0) {
+			if (buf_append(&all, item, len) < 0 || buf_puts(&all, " ") < 0) {
+				goto done;
+			}
+			continue;
+		}
+		snprintf(name, sizeof(name), "%.*s", (int)(len - strlen(SENDERS_PRESET)), item + strlen(SENDERS_PRESET));
+		if (senders_load(dir, name, &l, err, sizeof(err)) < 0) {
+			log_err("config %s: [%s] allow_from = %s%s: %s", config_file_name(cf), cs->cs_name,
+				SENDERS_PRESET, name, err);
+			goto done;
+		}
+		for (i = 0; i < l.sl_n; i++) {
+			if (buf_puts(&all, l.sl_cidrs[i]) < 0 || buf_puts(&all, " ") < 0) {
+				senders_list_finish(&l);
+				goto done;
+			}
+		}
+		senders_list_finish(&l);
+	}
+	rc = config_parse_cidrs(cf, cs->cs_name, "allow_from", all.buf_data != NULL ? all.buf_data : "",
+				&pc->pc_allow_from);
+done:
+	buf_finish(&all);
+	return rc;
+}
+
 static int config_parse_provider(struct config *cf, const struct config_profiles *cpr,
 				 const struct config_section *cs, struct provider_conf *pc)
 {
@@ -1254,8 +1310,7 @@ static int config_parse_provider(struct config *cf, const struct config_profiles
 							   : "automatic (this type captures with the payment)");
 		}
 	}
-	if (config_parse_cidrs(cf, cs->cs_name, "allow_from", config_section_get(cs, "allow_from"),
-			       &pc->pc_allow_from) < 0) {
+	if (config_parse_allow_from(cf, cs, pc) < 0) {
 		return -1;
 	}
 	if (cpr->cpr_create(type, pc) < 0) {

@@ -50,6 +50,11 @@ struct event {
 	/* Set by a batch profile (Adyen) when this item alone is refused by its
 	 * own rules before any business effect; 0 otherwise. */
 	int ev_refused;
+	/* Set by a profile for a thin notification (Stripe event
+	 * destinations): authentic, but without the object's data. It is
+	 * claimed and recorded as fetching, with no business effect, until the
+	 * fetch worker (fetch.h) has the full event. */
+	int ev_fetch;
 };
 
 /* What the business handler made of one event; providers turn it into their

@@ -62,6 +62,8 @@ static struct metrics_family metrics_unapplieds; /* provider, reason */
 static struct metrics_family metrics_rec_checked;  /* provider */
 static struct metrics_family metrics_rec_events;   /* provider, result */
 static struct metrics_family metrics_rec_failures; /* provider */
+static struct metrics_family metrics_fetch_failures; /* provider */
+static int64_t metrics_fetch_waiting_now;
 static struct metrics_family metrics_http_cuts;     /* listener, reason */
 static struct metrics_family metrics_http_refusals; /* listener, status */
 static struct metrics_family metrics_http_drains;   /* listener, kind */
@@ -349,6 +351,18 @@ void metrics_reconcile_instance(const char *provider, const struct metrics_recon
 	pthread_mutex_unlock(&metrics_lock);
 }
 
+void metrics_fetch_failure(const char *provider)
+{
+	metrics_count(&metrics_fetch_failures, provider, "");
+}
+
+void metrics_set_fetch_waiting(int64_t n)
+{
+	pthread_mutex_lock(&metrics_lock);
+	metrics_fetch_waiting_now = n;
+	pthread_mutex_unlock(&metrics_lock);
+}
+
 void metrics_reconcile_run(int ok)
 {
 	pthread_mutex_lock(&metrics_lock);
@@ -379,6 +393,8 @@ void metrics_reset(void)
 	metrics_family_reset(&metrics_rec_checked);
 	metrics_family_reset(&metrics_rec_events);
 	metrics_family_reset(&metrics_rec_failures);
+	metrics_family_reset(&metrics_fetch_failures);
+	metrics_fetch_waiting_now = 0;
 	metrics_family_reset(&metrics_http_cuts);
 	metrics_family_reset(&metrics_http_refusals);
 	metrics_family_reset(&metrics_http_drains);
@@ -702,6 +718,16 @@ static int metrics_render_memory(struct buf *out)
 	                           "Requests not captured because of a bound of the spool, by "
 	                           "reason.",
 	                           "reason", NULL) < 0) {
+		return -1;
+	}
+	if (metrics_render_counter(out, &metrics_fetch_failures, "idemhook_fetch_failures_total",
+	                           "Thin events whose full event could not be fetched after "
+	                           "their retries; nothing of them was applied.",
+	                           "provider", NULL) < 0 ||
+	    metrics_text_single(out, "idemhook_events_fetch_waiting", "gauge",
+	                        "Thin events acknowledged and waiting for their full event "
+	                        "(idemhook events list --status fetching).",
+	                        "%" PRId64, metrics_fetch_waiting_now) < 0) {
 		return -1;
 	}
 	return metrics_render_process(out) < 0 || metrics_render_gc(out) < 0 ||

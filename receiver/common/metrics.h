@@ -66,6 +66,11 @@ struct metrics_reconcile {
 	int64_t mr_failed;  /* questions (or their events) that failed */
 };
 void metrics_reconcile_instance(const char *provider, const struct metrics_reconcile *m);
+/* A thin event's full event could not be fetched after its retries
+ * (fetch.h). */
+void metrics_fetch_failure(const char *provider);
+/* Thin events acknowledged and waiting for their full event. */
+void metrics_set_fetch_waiting(int64_t n);
 /* One whole run: ok when no question failed. */
 void metrics_reconcile_run(int ok);
 

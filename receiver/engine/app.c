@@ -12,6 +12,7 @@
 #include "ingest.h"
 #include "log.h"
 #include "metrics.h"
+#include "fetch.h"
 #include "outbound.h"
 #include "provider.h"
 
@@ -215,6 +216,10 @@ static void app_hook_account(struct app *app, const struct provider_conf *pc, co
 	/* New rows may have been queued: no need to wait for the next poll. */
 	if (rep->ir_n_new > 0 && app->app_outbound != NULL) {
 		outbound_kick(app->app_outbound);
+	}
+	/* ... nor for a thin event's full event. */
+	if (rep->ir_n_fetch > 0) {
+		fetch_worker_kick(app->app_fetch);
 	}
 	metrics_request(pc->pc_name, ingest_result_name(rep->ir_result), elapsed);
 	if (rep->ir_n_events > 1) {

@@ -13,6 +13,7 @@
 
 struct capture;
 struct outbound;
+struct fetch_worker;
 struct app_cfg_ref;
 
 struct app {
@@ -23,6 +24,7 @@ struct app {
 	struct env app_env;
 	struct capture *app_capture; /* NULL when capture is off */
 	struct outbound *app_outbound; /* NULL when no outbound call is configured */
+	struct fetch_worker *app_fetch; /* thin events' full events (fetch.h), or NULL */
 	struct http_server *app_admin;
 	int64_t app_started_ms;
 	/* Every config still held, newest (the current one) first, each with

@@ -96,42 +96,58 @@ static int ingest_record_event(struct store_tx *tx, const struct ingest_unit *iu
 			  p, 18, NULL);
 }
 
-static int ingest_apply(struct store_tx *tx, void *arg, struct reply *ret_reply)
+/* The business part of one unit: the handler, the outbox rows of its
+ * effects and the event's row; a thin notification (ev_fetch) only
+ * records itself as fetching. Fills res and iu's outcome. Returns 0, or
+ * STORE_APPLY_TRANSIENT. */
+static int ingest_apply_effects(struct store_tx *tx, struct ingest_unit *iu, struct orders_result *res)
 {
-	struct ingest_unit *iu = arg;
 	const struct event *ev = iu->iu_ev;
 	struct orders_conf oc;
-	struct orders_result res;
-	struct event_outcome out;
 
-	memset(&res, 0, sizeof(res));
+	memset(res, 0, sizeof(*res));
 	oc.oc_points_num = iu->iu_cf->cf_points_num;
 	oc.oc_points_den = iu->iu_cf->cf_points_den;
-	if (ev->ev_refused) {
-		res.or_refused = 1;
-		snprintf(res.or_reason, sizeof(res.or_reason), "refused_by_provider_rules");
-		res.or_effect = "recorded";
-	} else if (orders_apply_event(tx, &oc, iu->iu_pc->pc_name, ev, &res) < 0) {
+	if (ev->ev_fetch) {
+		res->or_effect = INGEST_EFFECT_TO_FETCH;
+	} else if (ev->ev_refused) {
+		res->or_refused = 1;
+		snprintf(res->or_reason, sizeof(res->or_reason), "refused_by_provider_rules");
+		res->or_effect = "recorded";
+	} else if (orders_apply_event(tx, &oc, iu->iu_pc->pc_name, ev, res) < 0) {
 		return STORE_APPLY_TRANSIENT;
 	}
 	/* Every effect of the unit (this event's, then those of events parked
 	 * until it arrived); the outbox queues the calls configured for each. */
-	if (!res.or_refused && res.or_order_id[0] != '\0') {
+	if (!res->or_refused && res->or_order_id[0] != '\0') {
 		size_t i;
 
-		for (i = 0; i < res.or_n_effects; i++) {
-			if (outbox_on_effect(tx, iu->iu_cf, iu->iu_pc->pc_name, res.or_order_id,
-					     res.or_effects[i]) < 0) {
+		for (i = 0; i < res->or_n_effects; i++) {
+			if (outbox_on_effect(tx, iu->iu_cf, iu->iu_pc->pc_name, res->or_order_id,
+					     res->or_effects[i]) < 0) {
 				return STORE_APPLY_TRANSIENT;
 			}
 		}
 	}
 	/* Counted as unapplied once committed (ingest_committed): this
 	 * transaction may still roll back, and run again. */
-	iu->iu_effect = res.or_effect;
-	snprintf(iu->iu_reason, sizeof(iu->iu_reason), "%s", res.or_refused ? res.or_reason : "");
-	snprintf(iu->iu_order_id, sizeof(iu->iu_order_id), "%s", res.or_order_id);
-	if (ingest_record_event(tx, iu, &res) < 0) {
+	iu->iu_effect = res->or_effect;
+	snprintf(iu->iu_reason, sizeof(iu->iu_reason), "%s", res->or_refused ? res->or_reason : "");
+	snprintf(iu->iu_order_id, sizeof(iu->iu_order_id), "%s", res->or_order_id);
+	if (ingest_record_event(tx, iu, res) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	return 0;
+}
+
+static int ingest_apply(struct store_tx *tx, void *arg, struct reply *ret_reply)
+{
+	struct ingest_unit *iu = arg;
+	const struct event *ev = iu->iu_ev;
+	struct orders_result res;
+	struct event_outcome out;
+
+	if (ingest_apply_effects(tx, iu, &res) < 0) {
 		return STORE_APPLY_TRANSIENT;
 	}
 	memset(&out, 0, sizeof(out));
@@ -407,12 +423,18 @@ int ingest_finish(struct ingest_job *job, struct reply *ret, struct ingest_repor
 {
 	const struct provider_conf *pc = job->ij_pc;
 	int64_t retry_after;
+	size_t i;
 	int rc;
 
 	memset(ret_report, 0, sizeof(*ret_report));
 	ret_report->ir_n_events = job->ij_batch.eb_n;
 	ingest_report_key(ret_report, &job->ij_batch);
 	ingest_classify(job->ij_claims, job->ij_batch.eb_n, pc, ret_report, &retry_after);
+	for (i = 0; i < job->ij_batch.eb_n; i++) {
+		if (job->ij_batch.eb_events[i].ev_fetch && job->ij_claims[i].sc_outcome == STORE_NEW) {
+			ret_report->ir_n_fetch++;
+		}
+	}
 	switch (ret_report->ir_result) {
 	case INGEST_TRANSIENT:
 		ret_report->ir_reason = "store_unavailable";
@@ -522,4 +544,110 @@ int ingest_hook(struct store *st, const struct config *cf, const struct provider
 	rc = ingest_finish(job, ret, ret_report);
 	ingest_job_destroy(job);
 	return rc;
+}
+
+/* ---- thin notifications: the fetched event (fetch.h) ---- */
+
+struct ingest_fetched {
+	struct ingest_unit if_unit;
+	int if_taken; /* 1: this unit took the fetching row and applied the event */
+};
+
+/* Takes the event's row from "to fetch" (conditionally, so one unit of
+ * work alone applies it) and applies the event in the same savepoint. */
+static int ingest_fetched_unit(struct store_tx *tx, void *arg)
+{
+	struct ingest_fetched *f = arg;
+	struct ingest_unit *iu = &f->if_unit;
+	struct store_value p[3];
+	struct store_row row;
+	struct orders_result res;
+	int rc;
+
+	p[0] = store_int(store_tx_now(tx));
+	p[1] = store_text(iu->iu_pc->pc_name);
+	p[2] = store_text(iu->iu_ev->ev_key);
+	rc = store_query(tx,
+			 "UPDATE events SET effect = NULL, processed_at = ? WHERE scope = ? AND idem_key = ? "
+			 "AND outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' RETURNING received_at",
+			 p, 3, &row);
+	if (rc <= 0) {
+		return rc; /* 0: applied before, or gone */
+	}
+	iu->iu_received_ms = store_row_int(&row, 0);
+	store_row_finish(&row);
+	if (ingest_apply_effects(tx, iu, &res) < 0) {
+		return -1;
+	}
+	f->if_taken = 1;
+	return 1;
+}
+
+int ingest_apply_fetched(struct store *st, const struct config *cf, const struct provider_conf *pc,
+			 const struct event *ev, struct ingest_item *ret)
+{
+	struct ingest_fetched *f = calloc(1, sizeof(*f));
+	int rc;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->ii_event = ev;
+	if (f == NULL) {
+		ret->ii_result = INGEST_TRANSIENT;
+		return -1;
+	}
+	f->if_unit.iu_cf = cf;
+	f->if_unit.iu_pc = pc;
+	f->if_unit.iu_ev = ev;
+	f->if_unit.iu_source = INGEST_SOURCE_CALLBACK;
+	rc = store_write(st, ingest_now_ms(), ingest_fetched_unit, f);
+	if (rc < 0) {
+		ret->ii_result = INGEST_TRANSIENT;
+	} else if (rc == 0 || !f->if_taken) {
+		ret->ii_result = INGEST_DUPLICATE;
+	} else {
+		ret->ii_result = f->if_unit.iu_reason[0] != '\0' ? INGEST_FAILED : INGEST_NEW;
+		ret->ii_effect = f->if_unit.iu_effect;
+		if (ret->ii_result == INGEST_FAILED) {
+			metrics_unapplied(pc->pc_name, f->if_unit.iu_reason);
+		}
+	}
+	free(f);
+	return rc < 0 ? -1 : 0;
+}
+
+struct ingest_pending {
+	int (*ip_fn)(void *arg, const char *scope, const char *key, int64_t received_ms);
+	void *ip_arg;
+	int64_t ip_since_ms;
+	int64_t ip_limit;
+};
+
+static int ingest_pending_row(void *arg, const struct store_row *row)
+{
+	struct ingest_pending *ip = arg;
+
+	return ip->ip_fn(ip->ip_arg, store_row_text(row, 0), store_row_text(row, 1), store_row_int(row, 2));
+}
+
+static int ingest_pending_read(struct store_tx *tx, void *arg)
+{
+	struct ingest_pending *ip = arg;
+	struct store_value p[2];
+
+	p[0] = store_int(ip->ip_since_ms);
+	p[1] = store_int(ip->ip_limit);
+	/* A range of the received_at index: what arrived since the caller's
+	 * mark, not every event stored. */
+	return store_query_each(tx,
+				"SELECT scope, idem_key, received_at FROM events WHERE received_at >= ? AND outcome = "
+				"'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' ORDER BY received_at LIMIT ?",
+				p, 2, ingest_pending_row, ip);
+}
+
+int ingest_fetch_pending(struct store *st, int64_t since_ms, int64_t limit,
+			 int (*fn)(void *arg, const char *scope, const char *key, int64_t received_ms), void *arg)
+{
+	struct ingest_pending ip = {.ip_fn = fn, .ip_arg = arg, .ip_since_ms = since_ms, .ip_limit = limit};
+
+	return store_read(st, ingest_now_ms(), ingest_pending_read, &ip);
 }

@@ -33,6 +33,11 @@ enum ingest_result {
 #define INGEST_SOURCE_CALLBACK "callback" /* the provider sent it */
 #define INGEST_SOURCE_RECONCILE "reconcile" /* reconciliation asked the provider */
 
+/* events.effect of a thin notification whose full event is still to be
+ * fetched (event.h ev_fetch, fetch.h): acknowledged and recorded (outcome
+ * done), nothing applied yet. `events list --status fetching` lists them. */
+#define INGEST_EFFECT_TO_FETCH "to_fetch"
+
 struct ingest_options {
 	int64_t io_now_ms; /* the clock for records; 0 = now */
 	int64_t io_verify_s; /* time to check signature timestamps against; 0 = io_now_ms */
@@ -46,6 +51,7 @@ struct ingest_report {
 	const char *ir_reason; /* rejection/failure slug (static), or NULL */
 	size_t ir_n_events;
 	size_t ir_n_new, ir_n_duplicate, ir_n_failed; /* per item */
+	size_t ir_n_fetch; /* new items that are thin notifications, to fetch (fetch.h) */
 	char ir_first_key[INGEST_KEY_LOG_MAX]; /* the first item's key (truncated), "" when none */
 };
 
@@ -110,5 +116,22 @@ int ingest_hook(struct store *st, const struct config *cf, const struct provider
 		struct ingest_report *ret_report);
 
 const char *ingest_result_name(enum ingest_result r);
+
+/* ---- thin notifications (fetch.h) ---- */
+
+/* Applies ev, the full event fetched for the thin notification of the same
+ * key at pc, exactly once: in one unit of work, its event row is taken from
+ * INGEST_EFFECT_TO_FETCH and the handlers and outbox run as for a callback; the stored
+ * acknowledgement stays the thin one's. ret gets new or failed (applied
+ * now), replayed (applied before, or no longer waiting) or transient
+ * (nothing kept). Returns 0, or -1 when the store failed. */
+int ingest_apply_fetched(struct store *st, const struct config *cf, const struct provider_conf *pc,
+			 const struct event *ev, struct ingest_item *ret);
+
+/* Calls fn for up to limit events received at or after since_ms that wait
+ * to be fetched, oldest first (strings borrowed for the call; fn returns 0
+ * to go on, 1 to stop, -1 to fail). Returns 0, or -1. */
+int ingest_fetch_pending(struct store *st, int64_t since_ms, int64_t limit,
+			 int (*fn)(void *arg, const char *scope, const char *key, int64_t received_ms), void *arg);
 
 #endif

@@ -375,6 +375,33 @@ static int reconcile_ask(struct reconcile_ctx *x, const struct provider_conf *pc
 	}
 }
 
+int reconcile_fetch(const struct config *cf, const struct provider_conf *pc, const char *event_id,
+                    int (*sleep_fn)(void *arg, int64_t ms), void *sleep_arg,
+                    struct provider_answer *ret)
+{
+	struct reconcile_options opt;
+	struct reconcile_instance in;
+	struct reconcile_ctx x;
+	struct provider_query q;
+
+	memset(&opt, 0, sizeof(opt));
+	memset(&in, 0, sizeof(in));
+	memset(&x, 0, sizeof(x));
+	memset(&q, 0, sizeof(q));
+	opt.ro_sleep = sleep_fn;
+	opt.ro_sleep_arg = sleep_arg;
+	x.rx_cf = cf;
+	x.rx_opt = &opt;
+	q.pq_event_id = event_id;
+	if (reconcile_conf_load(cf, &x.rx_conf) < 0 ||
+	    pc->pc_provider->p_reconcile_request == NULL) {
+		provider_answer_init(ret);
+		return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "request_failed",
+		                           "the instance cannot be asked");
+	}
+	return reconcile_ask(&x, pc, &in, &q, ret);
+}
+
 /* Logs and reports a failed question. */
 static int reconcile_failed(struct reconcile_instance *in, const char *order,
                             const struct provider_answer *a)

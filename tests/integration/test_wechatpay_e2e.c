@@ -223,11 +223,12 @@ static void test_wechatpay_refund_applies_once(void **state)
 	free(body);
 }
 
-static void test_wechatpay_probe_is_refused_with_fail_json(void **state)
+static void test_wechatpay_probe_is_refused_with_fail_json_and_counted_apart(void **state)
 {
 	struct daemon *d = *state;
 	struct wx_msg m;
 	struct hres r;
+	char url[128];
 	char id[64];
 	char *plain;
 	char *body;
@@ -247,6 +248,19 @@ static void test_wechatpay_probe_is_refused_with_fail_json(void **state)
 	        0);
 	assert_int_equal(e2e_db_int(d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", id),
 	                 1);
+	/* Counted apart from real verification failures, which page
+	 * (IdemhookSignatureFailures): a wrong signature that is no probe. */
+	wx_sign(&m, body, "d3Jvbmcgc2lnbmF0dXJl");
+	assert_int_equal(e2e_post(d, "wechatpay", m.wm_headers, body, &r), 0);
+	assert_int_equal(r.hs_status, 401);
+	hres_finish(&r);
+	snprintf(url, sizeof(url), "%s/metrics", d->dm_admin_base);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_non_null(strstr(r.hs_body, "idemhook_rejected_total{provider=\"wechatpay\","
+	                                  "reason=\"probe_signature\"} 1\n"));
+	assert_non_null(strstr(r.hs_body, "idemhook_rejected_total{provider=\"wechatpay\","
+	                                  "reason=\"bad_signature\"} 1\n"));
+	hres_finish(&r);
 	free(plain);
 	free(body);
 }
@@ -444,7 +458,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_wechatpay_payment_pays_once_and_answers_204),
 	        cmocka_unit_test(test_wechatpay_refund_applies_once),
-	        cmocka_unit_test(test_wechatpay_probe_is_refused_with_fail_json),
+	        cmocka_unit_test(test_wechatpay_probe_is_refused_with_fail_json_and_counted_apart),
 	        cmocka_unit_test(test_wechatpay_refund_then_refund_abnormal_leaves_the_order_paid),
 	        cmocka_unit_test(test_wechatpay_partner_mode_pays_refunds_and_closes_refunds),
 	        cmocka_unit_test(test_wechatpay_bodies_parsers_disagree_on_consume_no_key),

@@ -1,4 +1,5 @@
 /* test_config.c: the INI configuration, typed readers and secrets. */
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -498,6 +499,54 @@ static void test_an_invalid_order_reads_is_refused_with_its_line_and_the_values(
 	}
 }
 
+/* allow_from = provider:NAME: the shipped list, then the one `ips update`
+ * wrote beside the database; a provider without a list is refused. */
+static void test_allow_from_provider_preset_expands_to_the_published_list(void **state)
+{
+	char ini[1024];
+	char dir[512];
+	const struct provider_conf *pc;
+	struct config *cf;
+	size_t n;
+
+	(void)state;
+	snprintf(ini, sizeof(ini),
+		 "[store]\npath = %s/presets.db\n\n"
+		 "[provider stripe]\ntype = stripe\nsecret = whsec_literal\n"
+		 "allow_from = 192.0.2.0/24 provider:stripe\n",
+		 tmpdir);
+	cf = provider_config_load(write_file("preset.ini", ini));
+	assert_non_null(cf);
+	pc = config_provider(cf, "stripe");
+	assert_string_equal(pc->pc_allow_from[0], "192.0.2.0/24");
+	for (n = 0; pc->pc_allow_from[n] != NULL; n++) {
+	}
+	assert_true(n > 10);
+	assert_true(config_provider_allows(pc, "3.18.12.63"));
+	assert_false(config_provider_allows(pc, "198.51.100.7"));
+	config_destroy(cf);
+	/* An updated list replaces the shipped one. */
+	snprintf(dir, sizeof(dir), "%s/sender-ips", tmpdir);
+	assert_true(mkdir(dir, 0700) == 0 || errno == EEXIST);
+	write_file("sender-ips/stripe.txt", "# date: 2026-12-04\n198.51.100.0/24\n");
+	cf = provider_config_load(write_file("preset.ini", ini));
+	assert_non_null(cf);
+	pc = config_provider(cf, "stripe");
+	assert_true(config_provider_allows(pc, "198.51.100.7"));
+	assert_false(config_provider_allows(pc, "3.18.12.63"));
+	config_destroy(cf);
+	/* A malformed updated list refuses the configuration. */
+	write_file("sender-ips/stripe.txt", "198.51.100.0/24\nnot an address\n");
+	assert_null(provider_config_load(write_file("preset.ini", ini)));
+	snprintf(ini, sizeof(ini),
+		 "[store]\npath = %s/presets.db\n\n"
+		 "[provider adyen]\ntype = adyen\nhmac_key = "
+		 "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056\n"
+		 "allow_from = provider:adyen\n",
+		 tmpdir);
+	assert_null(provider_config_load(write_file("preset-adyen.ini", ini)));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -517,6 +566,7 @@ int main(void)
 		cmocka_unit_test(test_a_line_over_the_limit_is_refused_with_its_number),
 		cmocka_unit_test(test_the_example_configuration_uses_only_known_keys),
 		cmocka_unit_test(test_a_postgresql_store_reads_its_conninfo_as_a_secret),
+		cmocka_unit_test(test_allow_from_provider_preset_expands_to_the_published_list),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, setup, teardown);

@@ -650,10 +650,127 @@ static void test_stripe_reads_secrets_from_env_specs(void **state)
 	pt_instance_destroy(&pi);
 }
 
+/* ---- thin events (event destinations) ---- */
+
+#define THIN_BODY                                                                                  \
+	"{\"id\":\"evt_thin_1\",\"object\":\"v2.core.event\",\"type\":\"v1.payment_intent.succeeded\","  \
+	"\"created\":\"2024-12-02T09:01:40.000Z\",\"livemode\":false,\"context\":null,"                 \
+	"\"related_object\":{\"id\":\"pi_thin_1\",\"type\":\"payment_intent\","                         \
+	"\"url\":\"/v1/payment_intents/pi_thin_1\"}}"
+
+static void test_stripe_takes_a_thin_event_as_one_to_fetch_keyed_by_its_id(void **state)
+{
+	const char *kv[] = {"type", "stripe", "secret", SECRET_A, "api_key", "rk_test_thin", NULL};
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+	const struct event *ev;
+
+	(void)state;
+	assert_int_equal(pt_instance_create(&pi, &provider_stripe, kv), 0);
+	assert_int_equal(receive_signed(&pi, THIN_BODY, SECRET_A, NOW, NOW, &b, &v), 0);
+	assert_int_equal(b.eb_n, 1);
+	ev = &b.eb_events[0];
+	assert_int_equal(ev->ev_fetch, 1);
+	assert_string_equal(ev->ev_key, "evt_thin_1");
+	assert_string_equal(ev->ev_type, "v1.payment_intent.succeeded");
+	assert_int_equal(ev->ev_kind, EVENT_OTHER);
+	assert_string_equal(ev->ev_payment_ref, "pi_thin_1");
+	assert_null(ev->ev_order_ref);
+	assert_int_equal(ev->ev_amount, -1);
+	event_batch_finish(&b);
+	/* The same scheme as a snapshot: a wrong secret is refused. */
+	assert_int_equal(receive_signed(&pi, THIN_BODY, "whsec_wrong", NOW, NOW, &b, &v), -1);
+	assert_int_equal(v.pv_status, 401);
+	assert_string_equal(v.pv_reason, "bad_signature");
+	pt_instance_destroy(&pi);
+}
+
+static void test_stripe_refuses_a_thin_event_it_could_not_fetch_with_503(void **state)
+{
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+
+	(void)state;
+	make_instance(&pi); /* no api_key */
+	assert_int_equal(receive_signed(&pi, THIN_BODY, SECRET_A, NOW, NOW, &b, &v), -1);
+	assert_int_equal(v.pv_status, 503);
+	assert_string_equal(v.pv_reason, "fetch_unconfigured");
+	assert_int_equal(b.eb_n, 0);
+	pt_instance_destroy(&pi);
+}
+
+static int fetch_answer(struct pt_instance *pi, long status, const char *body, struct provider_answer *a)
+{
+	struct provider_query q;
+	struct httpc_response resp;
+
+	memset(&q, 0, sizeof(q));
+	q.pq_event_id = "evt_thin_1";
+	memset(&resp, 0, sizeof(resp));
+	resp.hcr_status = status;
+	resp.hcr_body = (char *)body;
+	resp.hcr_body_len = strlen(body);
+	provider_answer_init(a);
+	return pi->pi_conf.pc_provider->p_reconcile_answer(&pi->pi_conf, &q, &resp, NOW, a);
+}
+
+static void test_stripe_reads_a_fetched_thin_event_as_its_snapshot_would_be(void **state)
+{
+	const char *kv[] = {"type", "stripe", "secret", SECRET_A, "api_key", "rk_test_thin",
+	                    "api_base_url", "http://127.0.0.1:9", NULL};
+	const char *full =
+	        "{\"id\":\"evt_thin_1\",\"object\":\"v2.core.event\",\"type\":"
+	        "\"v1.payment_intent.succeeded\",\"created\":\"2024-12-02T09:01:40.000Z\","
+	        "\"data\":{\"object\":{\"id\":\"pi_thin_1\",\"object\":\"payment_intent\",\"amount\":1999,"
+	        "\"amount_received\":1999,\"currency\":\"usd\",\"status\":\"succeeded\","
+	        "\"metadata\":{\"order_id\":\"ord_0001\"}}}}";
+	const char *other = "{\"id\":\"evt_other\",\"object\":\"v2.core.event\",\"type\":\"x\",\"data\":{}}";
+	struct pt_instance pi;
+	struct provider_request req;
+	struct provider_query q;
+	struct provider_answer a;
+	const struct event *ev;
+
+	(void)state;
+	assert_int_equal(pt_instance_create(&pi, &provider_stripe, kv), 0);
+	memset(&q, 0, sizeof(q));
+	q.pq_event_id = "evt_thin_1";
+	provider_request_init(&req);
+	assert_int_equal(provider_stripe.p_reconcile_request(&pi.pi_conf, &q, NOW, &req), 0);
+	assert_string_equal(req.prq_method, "GET");
+	assert_string_equal(req.prq_url.buf_data, "http://127.0.0.1:9/v2/core/events/evt_thin_1");
+	provider_request_finish(&req);
+	assert_int_equal(fetch_answer(&pi, 200, full, &a), 0);
+	assert_int_equal(a.pa_events.eb_n, 1);
+	ev = &a.pa_events.eb_events[0];
+	assert_int_equal(ev->ev_fetch, 0);
+	assert_string_equal(ev->ev_key, "evt_thin_1");
+	assert_int_equal(ev->ev_kind, EVENT_PAYMENT_SUCCEEDED);
+	assert_string_equal(ev->ev_order_ref, "ord_0001");
+	assert_string_equal(ev->ev_payment_ref, "pi_thin_1");
+	assert_int_equal(ev->ev_amount, 1999);
+	assert_int_equal(ev->ev_occurred_ms, (int64_t)NOW * 1000);
+	provider_answer_finish(&a);
+	/* Another event than the one asked for, or none: nothing to apply. */
+	assert_int_equal(fetch_answer(&pi, 200, other, &a), -1);
+	assert_string_equal(a.pa_reason, "malformed_answer");
+	assert_int_equal(a.pa_events.eb_n, 0);
+	provider_answer_finish(&a);
+	assert_int_equal(fetch_answer(&pi, 404, "{\"error\":{\"message\":\"No such event\"}}", &a), -1);
+	assert_string_equal(a.pa_reason, "not_found");
+	provider_answer_finish(&a);
+	pt_instance_destroy(&pi);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_stripe_accepts_a_signed_payment_intent_succeeded),
+	        cmocka_unit_test(test_stripe_takes_a_thin_event_as_one_to_fetch_keyed_by_its_id),
+	        cmocka_unit_test(test_stripe_refuses_a_thin_event_it_could_not_fetch_with_503),
+	        cmocka_unit_test(test_stripe_reads_a_fetched_thin_event_as_its_snapshot_would_be),
 	        cmocka_unit_test(test_stripe_accepts_a_second_secret_during_rotation),
 	        cmocka_unit_test(test_stripe_accepts_any_matching_v1_and_ignores_v0),
 	        cmocka_unit_test(test_stripe_rejects_timestamp_older_than_tolerance),

@@ -1,0 +1,326 @@
+/* fetch.c: the fetch worker: thin notifications' full events, asked of the
+ * provider and applied once. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "env.h"
+#include "fetch.h"
+#include "ingest.h"
+#include "log.h"
+#include "metrics.h"
+#include "reconcile.h"
+
+#define FETCH_BATCH 100  /* events listed per pass */
+#define FETCH_RETRY_S 30 /* while some wait: a pass this often */
+/* A pass lists from the oldest event it left waiting, or else from this
+ * long before it started: a thin notification received just before a pass
+ * may commit just after it listed. */
+#define FETCH_MARGIN_MS 60000
+/* And this often from the start: a thin notification recorded with an old
+ * received_at (an in-process replay of a capture) is found too. */
+#define FETCH_FULL_PASS_MS (3600 * 1000)
+
+struct fetch_worker {
+	const struct env *fw_env;
+	pthread_t fw_thread;
+	pthread_mutex_t fw_lock;
+	pthread_cond_t fw_cond;
+	int fw_stop;
+	int fw_kick;
+	int64_t fw_since_ms;   /* the worker's thread only */
+	int64_t fw_full_at_ms; /* monotonic: the last pass from the start */
+	size_t fw_waiting;     /* left waiting by the last pass */
+};
+
+struct fetch_pending {
+	char *fp_scope;
+	char *fp_key;
+	int64_t fp_received_ms;
+};
+
+struct fetch_list {
+	struct fetch_pending fl_items[FETCH_BATCH];
+	size_t fl_n;
+};
+
+static int64_t fetch_monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits until the monotonic deadline_ms, a stop or, with kickable, a kick.
+ * Returns 1 when stopping. */
+static int fetch_wait(struct fetch_worker *w, int64_t deadline_ms, int kickable)
+{
+	struct timespec ts;
+	int stop;
+
+	ts.tv_sec = (time_t)(deadline_ms / 1000);
+	ts.tv_nsec = (long)(deadline_ms % 1000) * 1000000L;
+	pthread_mutex_lock(&w->fw_lock);
+	while (!w->fw_stop && !(kickable && w->fw_kick)) {
+		if (pthread_cond_timedwait(&w->fw_cond, &w->fw_lock, &ts) == ETIMEDOUT) {
+			break;
+		}
+	}
+	if (kickable) {
+		w->fw_kick = 0;
+	}
+	stop = w->fw_stop;
+	pthread_mutex_unlock(&w->fw_lock);
+	return stop;
+}
+
+/* Backoff between a fetch's attempts: cut short by a stop only. */
+static int fetch_sleep(void *arg, int64_t ms)
+{
+	struct fetch_worker *w = arg;
+
+	return fetch_wait(w, fetch_monotonic_ms() + ms, 0);
+}
+
+static int fetch_list_row(void *arg, const char *scope, const char *key, int64_t received_ms)
+{
+	struct fetch_list *l = arg;
+	struct fetch_pending *p = &l->fl_items[l->fl_n];
+
+	if (l->fl_n >= FETCH_BATCH) {
+		return 1;
+	}
+	p->fp_scope = strdup(scope != NULL ? scope : "");
+	p->fp_key = strdup(key != NULL ? key : "");
+	p->fp_received_ms = received_ms;
+	l->fl_n++;
+	return p->fp_scope == NULL || p->fp_key == NULL ? -1 : 0;
+}
+
+static void fetch_list_finish(struct fetch_list *l)
+{
+	size_t i;
+
+	for (i = 0; i < l->fl_n; i++) {
+		free(l->fl_items[i].fp_scope);
+		free(l->fl_items[i].fp_key);
+	}
+	l->fl_n = 0;
+}
+
+/* Reported as reconciliation reports a failed question: the log line, a
+ * counter, and nothing applied. */
+static void fetch_failed(const char *provider, const char *key, const char *reason,
+                         const char *detail)
+{
+	char qname[80];
+	char qkey[INGEST_KEY_LOG_MAX + 8];
+
+	log_warn("fetch provider=\"%s\" key=\"%s\" failed: %s: %s; nothing applied, asked again "
+	         "within %d s",
+	         log_quote(qname, sizeof(qname), provider), log_quote(qkey, sizeof(qkey), key),
+	         reason != NULL ? reason : "failed", detail != NULL ? detail : "", FETCH_RETRY_S);
+	metrics_fetch_failure(provider);
+}
+
+/* Fetches and applies one thin notification. Returns 1 when it no longer
+ * waits, 0 when it still does. */
+static int fetch_one(struct fetch_worker *w, const struct config *cf, const struct fetch_pending *p)
+{
+	const struct provider_conf *pc = config_provider(cf, p->fp_scope);
+	struct provider_answer ans;
+	struct ingest_item it;
+	const char *why = NULL;
+	struct event *ev;
+	char qname[80];
+	char qkey[INGEST_KEY_LOG_MAX + 8];
+	char qorder[80];
+	int done = 0;
+
+	if (pc == NULL) {
+		fetch_failed(p->fp_scope, p->fp_key, "unknown_provider",
+		             "the configuration has no such [provider] any more");
+		return 0;
+	}
+	/* A key taken out of the configuration since the thin event came. */
+	if (pc->pc_provider->p_reconcile_mode == NULL ||
+	    pc->pc_provider->p_reconcile_mode(pc, &why) == PROVIDER_RECONCILE_NONE) {
+		fetch_failed(pc->pc_name, p->fp_key, "fetch_unconfigured",
+		             why != NULL ? why : "the instance cannot be asked");
+		return 0;
+	}
+	if (reconcile_fetch(cf, pc, p->fp_key, fetch_sleep, w, &ans) < 0 ||
+	    ans.pa_events.eb_n != 1) {
+		fetch_failed(pc->pc_name, p->fp_key,
+		             ans.pa_reason != NULL ? ans.pa_reason : "malformed_answer",
+		             ans.pa_detail[0] != '\0' ? ans.pa_detail
+		                                      : "the answer holds no event");
+		provider_answer_finish(&ans);
+		return 0;
+	}
+	ev = &ans.pa_events.eb_events[0];
+	if (ingest_apply_fetched(w->fw_env->env_store, cf, pc, ev, &it) < 0 ||
+	    it.ii_result == INGEST_TRANSIENT) {
+		fetch_failed(pc->pc_name, p->fp_key, "store_unavailable",
+		             "the store could not take it now");
+	} else {
+		done = 1;
+		if (it.ii_result == INGEST_NEW || it.ii_result == INGEST_FAILED) {
+			log_notice("fetch provider=\"%s\" key=\"%s\" order=\"%s\" kind=%s %s=%s "
+			           "source=fetch",
+			           log_quote(qname, sizeof(qname), pc->pc_name),
+			           log_quote(qkey, sizeof(qkey), ev->ev_key),
+			           log_quote(qorder, sizeof(qorder),
+			                     ev->ev_order_ref != NULL ? ev->ev_order_ref : ""),
+			           event_kind_name(ev->ev_kind),
+			           it.ii_result == INGEST_FAILED ? "refused" : "effect",
+			           it.ii_result == INGEST_FAILED && it.ii_reason != NULL
+			                   ? it.ii_reason
+			           : it.ii_effect != NULL ? it.ii_effect
+			                                  : "recorded");
+			env_outbox_kick(w->fw_env);
+		}
+	}
+	provider_answer_finish(&ans);
+	return done;
+}
+
+static int fetch_stopping(struct fetch_worker *w)
+{
+	int stop;
+
+	pthread_mutex_lock(&w->fw_lock);
+	stop = w->fw_stop;
+	pthread_mutex_unlock(&w->fw_lock);
+	return stop;
+}
+
+/* One pass: lists what waits since the mark, fetches each, and moves the
+ * mark to the oldest still waiting. Returns 1 when a full batch was listed
+ * (more may wait), 0 otherwise. */
+static int fetch_pass(struct fetch_worker *w)
+{
+	const struct env *env = w->fw_env;
+	struct fetch_list l;
+	struct config *cf;
+	int64_t started = env_now_ms(env);
+	int64_t oldest = -1;
+	size_t waiting = 0;
+	size_t i;
+	int full;
+
+	memset(&l, 0, sizeof(l));
+	if (fetch_monotonic_ms() - w->fw_full_at_ms >= FETCH_FULL_PASS_MS) {
+		w->fw_since_ms = 0;
+		w->fw_full_at_ms = fetch_monotonic_ms();
+	}
+	if (ingest_fetch_pending(env->env_store, w->fw_since_ms, FETCH_BATCH, fetch_list_row, &l) <
+	    0) {
+		fetch_list_finish(&l);
+		return 0;
+	}
+	full = l.fl_n == FETCH_BATCH;
+	/* The config is held for the pass: its providers' keys are in it. */
+	cf = env_config_acquire(env);
+	for (i = 0; i < l.fl_n; i++) {
+		if (!fetch_stopping(w) && fetch_one(w, cf, &l.fl_items[i])) {
+			continue;
+		}
+		waiting++;
+		if (oldest < 0 || l.fl_items[i].fp_received_ms < oldest) {
+			oldest = l.fl_items[i].fp_received_ms;
+		}
+	}
+	env_config_release(env, cf);
+	w->fw_waiting = waiting;
+	metrics_set_fetch_waiting((int64_t)waiting);
+	if (oldest >= 0) {
+		w->fw_since_ms = oldest;
+	} else if (full) {
+		w->fw_since_ms = l.fl_items[l.fl_n - 1].fp_received_ms;
+	} else {
+		w->fw_since_ms = started - FETCH_MARGIN_MS;
+	}
+	fetch_list_finish(&l);
+	return full && waiting < FETCH_BATCH;
+}
+
+static void *fetch_worker_main(void *arg)
+{
+	struct fetch_worker *w = arg;
+
+	for (;;) {
+		int64_t next;
+
+		if (fetch_pass(w)) {
+			continue;
+		}
+		/* Nothing waits: nothing to do until a thin event comes (a kick)
+		 * or the next pass from the start is due. */
+		next = w->fw_waiting > 0 ? fetch_monotonic_ms() + (int64_t)FETCH_RETRY_S * 1000
+		                         : w->fw_full_at_ms + FETCH_FULL_PASS_MS;
+		if (fetch_wait(w, next, 1)) {
+			break;
+		}
+	}
+	return NULL;
+}
+
+struct fetch_worker *fetch_worker_start(const struct env *env)
+{
+	struct fetch_worker *w = calloc(1, sizeof(*w));
+	pthread_condattr_t ca;
+	int rc;
+
+	if (w == NULL) {
+		log_err("fetch: out of memory");
+		return NULL;
+	}
+	w->fw_env = env;
+	w->fw_full_at_ms = fetch_monotonic_ms(); /* since_ms is 0: the first pass is one */
+	pthread_mutex_init(&w->fw_lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&w->fw_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	rc = pthread_create(&w->fw_thread, NULL, fetch_worker_main, w);
+	if (rc != 0) {
+		log_err("fetch: cannot start the worker thread: %s", strerror(rc));
+		pthread_cond_destroy(&w->fw_cond);
+		pthread_mutex_destroy(&w->fw_lock);
+		free(w);
+		return NULL;
+	}
+	return w;
+}
+
+void fetch_worker_kick(struct fetch_worker *w)
+{
+	if (w == NULL) {
+		return;
+	}
+	pthread_mutex_lock(&w->fw_lock);
+	w->fw_kick = 1;
+	pthread_cond_broadcast(&w->fw_cond);
+	pthread_mutex_unlock(&w->fw_lock);
+}
+
+void fetch_worker_stop(struct fetch_worker *w)
+{
+	if (w == NULL) {
+		return;
+	}
+	pthread_mutex_lock(&w->fw_lock);
+	w->fw_stop = 1;
+	pthread_cond_broadcast(&w->fw_cond);
+	pthread_mutex_unlock(&w->fw_lock);
+	pthread_join(w->fw_thread, NULL);
+	pthread_cond_destroy(&w->fw_cond);
+	pthread_mutex_destroy(&w->fw_lock);
+	free(w);
+}

@@ -1,0 +1,174 @@
+/* test_sender_ips_e2e.c: allow_from = provider:NAME end to end: the real
+ * daemon behind a trusted proxy (X-Forwarded-For), the address list shipped
+ * with the binary, `idemhook ips update` against a list server this test
+ * starts (tests/harness/peer.c), a reload that takes the new list, and a
+ * provider that publishes no list refused with its advice. */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "fixtures.h"
+#include "peer.h"
+#include "provider_e2e.h"
+
+#define T_INI                                                                                      \
+	"[server]\ntrusted_proxies = 127.0.0.1/32\n\n"                                             \
+	"[provider stripe]\ntype = stripe\nsecret = " FX_STRIPE_SECRET "\n"                        \
+	"allow_from = provider:stripe\n"
+
+#define T_IN_SHIPPED "3.18.12.63"         /* in the list shipped with idemhook */
+#define T_OUTSIDE "198.51.100.7"          /* in no list Stripe publishes */
+#define T_UPDATED_RANGE "198.51.100.0/24" /* what the list server serves */
+
+/* POSTs a correctly signed payment for order as if from addr, through the
+ * trusted proxy on loopback. Returns the status. */
+static long post_from(struct daemon *d, const char *addr, const char *event_id, const char *order)
+{
+	char *body = fx_stripe_payment(event_id, order, 1999, "usd");
+	char *sig = hn_stripe_signature(FX_STRIPE_SECRET, hn_now_s(), body, strlen(body));
+	char sig_h[256];
+	char xff[128];
+	char url[256];
+	const char *headers[4];
+	struct hres r;
+	long status;
+
+	snprintf(sig_h, sizeof(sig_h), "Stripe-Signature: %s", sig);
+	snprintf(xff, sizeof(xff), "X-Forwarded-For: %s", addr);
+	headers[0] = sig_h;
+	headers[1] = xff;
+	headers[2] = "Content-Type: application/json";
+	headers[3] = NULL;
+	snprintf(url, sizeof(url), "%s/hooks/stripe", d->dm_base);
+	assert_int_equal(hn_http("POST", url, headers, body, strlen(body), &r), 0);
+	status = r.hs_status;
+	hres_finish(&r);
+	free(sig);
+	free(body);
+	return status;
+}
+
+static void
+test_provider_stripe_admits_an_address_in_the_shipped_list_and_refuses_one_outside_it(void **state)
+{
+	struct daemon d;
+	char order[64];
+	char *out = NULL;
+	const char *show[] = {"ips", "show", "stripe", NULL};
+
+	(void)state;
+	fx_daemon_start(&d, T_INI);
+	fx_order(&d, 1999, "usd", order);
+	assert_int_equal(post_from(&d, T_OUTSIDE, "evt_ips_outside", order), 403);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT COUNT(*) FROM idempotency_records WHERE idem_key = '%s'",
+	                           "evt_ips_outside"),
+	                 0);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", order), 1);
+	assert_int_equal(post_from(&d, T_IN_SHIPPED, "evt_ips_inside", order), 200);
+	assert_int_equal(fx_db_int(&d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", order),
+	                 1);
+	/* What the preset stands for, with its date. */
+	assert_int_equal(daemon_cli(&d, 1, show, &out), 0);
+	assert_non_null(strstr(out, "shipped with idemhook, dated 2026-05-15"));
+	assert_non_null(strstr(out, "\n" T_IN_SHIPPED "\n"));
+	free(out);
+	daemon_finish(&d);
+}
+
+static void test_ips_update_writes_the_served_list_and_a_reload_takes_it(void **state)
+{
+	struct daemon d;
+	struct peer *lists = peer_create();
+	struct peer_behaviour good = peer_reply(200, "3.130.192.231\n" T_UPDATED_RANGE "\n");
+	struct peer_behaviour bad = peer_reply(200, "3.130.192.231\nnot-an-address\n");
+	char url[256];
+	char path[700];
+	char order_a[64];
+	char order_b[64];
+	char *out = NULL;
+	char *file;
+	const char *update[] = {"ips", "update", "stripe", "--from", url, NULL};
+	const char *show[] = {"ips", "show", "stripe", NULL};
+
+	(void)state;
+	assert_non_null(lists);
+	fx_daemon_start(&d, T_INI);
+	snprintf(url, sizeof(url), "%s/files/ips/ips_webhooks.txt", peer_base(lists));
+	snprintf(path, sizeof(path), "%s/sender-ips/stripe.txt", d.dm_dir);
+	/* A malformed list is refused whole: nothing written. */
+	assert_int_equal(peer_script(lists, NULL, &bad), 0);
+	assert_int_equal(daemon_cli(&d, 1, update, &out), 65);
+	free(out);
+	assert_int_equal(access(path, F_OK), -1);
+	/* The served list: written where the configuration reads it. */
+	assert_int_equal(peer_default(lists, NULL, &good), 0);
+	assert_int_equal(daemon_cli(&d, 1, update, &out), 0);
+	assert_non_null(strstr(out, "2 addresses and ranges"));
+	free(out);
+	file = hn_read_file(path);
+	assert_non_null(file);
+	assert_non_null(strstr(file, "# source: "));
+	assert_non_null(strstr(file, "\n" T_UPDATED_RANGE "\n"));
+	free(file);
+	assert_int_equal(daemon_cli(&d, 1, show, &out), 0);
+	assert_non_null(strstr(out, "from "));
+	assert_non_null(strstr(out, "sender-ips/stripe.txt"));
+	free(out);
+	/* The running daemon keeps its list until it reloads. */
+	fx_order(&d, 1999, "usd", order_a);
+	assert_int_equal(post_from(&d, T_OUTSIDE, "evt_ips_before_reload", order_a), 403);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "SIGHUP: configuration", 10000), 0);
+	assert_int_equal(post_from(&d, T_OUTSIDE, "evt_ips_after_reload", order_a), 200);
+	fx_order(&d, 1999, "usd", order_b);
+	assert_int_equal(post_from(&d, T_IN_SHIPPED, "evt_ips_dropped", order_b), 403);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", order_b), 1);
+	daemon_finish(&d);
+	peer_destroy(lists);
+}
+
+static void test_a_provider_that_publishes_no_list_refuses_the_preset_with_its_advice(void **state)
+{
+	struct daemon d;
+	char *log;
+
+	(void)state;
+	assert_int_equal(
+	        daemon_init(&d, "[provider adyen]\ntype = adyen\nhmac_key = "
+	                        "44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056\n"
+	                        "allow_from = provider:adyen\n"),
+	        0);
+	assert_int_equal(daemon_start(&d), -1);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	assert_non_null(
+	        strstr(log, "allow_from = provider:adyen: Adyen publishes no list of addresses"));
+	assert_non_null(strstr(log, "out.adyen.com"));
+	free(log);
+	daemon_finish(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(
+	                test_provider_stripe_admits_an_address_in_the_shipped_list_and_refuses_one_outside_it),
+	        cmocka_unit_test(test_ips_update_writes_the_served_list_and_a_reload_takes_it),
+	        cmocka_unit_test(
+	                test_a_provider_that_publishes_no_list_refuses_the_preset_with_its_advice),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

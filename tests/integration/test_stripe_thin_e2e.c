@@ -1,0 +1,464 @@
+/* test_stripe_thin_e2e.c: Stripe thin events (event destinations) end to end:
+ * the real daemon, thin notifications signed as Stripe signs them, and a fake
+ * Stripe v2 events API this test starts on loopback (tests/harness/peer.c)
+ * that serves each thin event's full event, fails or rate-limits when told. */
+#include <inttypes.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "fixtures.h"
+#include "peer.h"
+#include "provider_e2e.h"
+
+#define T_KEY "rk_test_thin_e2e"
+#define T_ORDERS_MAX 8
+
+/* ---- the fake v2 events API: GET /v2/core/events/{id} ---- */
+
+struct fake_payment {
+	char fp_pi[80];    /* the PaymentIntent the event is about */
+	char fp_order[64]; /* our order id, in its metadata */
+	int64_t fp_amount;
+};
+
+static struct {
+	pthread_mutex_t fk_lock;
+	struct fake_payment fk_pays[T_ORDERS_MAX];
+	size_t fk_n;
+	unsigned fk_fail;   /* answers of 500 still to give */
+	unsigned fk_served; /* full events served (200) */
+} fake = {.fk_lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void fake_reset(void)
+{
+	pthread_mutex_lock(&fake.fk_lock);
+	fake.fk_n = 0;
+	fake.fk_fail = 0;
+	fake.fk_served = 0;
+	pthread_mutex_unlock(&fake.fk_lock);
+}
+
+/* The thin event related to pi (its id ends the URL after "evt_thin_")
+ * gets the payment registered for pi. */
+static void fake_pays(const char *pi, const char *order, int64_t amount)
+{
+	pthread_mutex_lock(&fake.fk_lock);
+	snprintf(fake.fk_pays[fake.fk_n].fp_pi, sizeof(fake.fk_pays[0].fp_pi), "%s", pi);
+	snprintf(fake.fk_pays[fake.fk_n].fp_order, sizeof(fake.fk_pays[0].fp_order), "%s", order);
+	fake.fk_pays[fake.fk_n].fp_amount = amount;
+	fake.fk_n++;
+	pthread_mutex_unlock(&fake.fk_lock);
+}
+
+static void fake_done(void *arg, struct peer_behaviour *b)
+{
+	(void)arg;
+	free((char *)b->pb_body);
+}
+
+static void fake_events(void *arg, const struct peer_request *req, struct peer_behaviour *ret)
+{
+	const char *id = req->pq_path + strlen("/v2/core/events/");
+	const struct fake_payment *p = NULL;
+	struct buf b;
+	size_t i;
+
+	(void)arg;
+	pthread_mutex_lock(&fake.fk_lock);
+	if (req->pq_authorization == NULL || strcmp(req->pq_authorization, "Bearer " T_KEY) != 0) {
+		pthread_mutex_unlock(&fake.fk_lock);
+		ret->pb_status = 401;
+		ret->pb_body = strdup("{\"error\":{\"message\":\"Invalid API Key provided\"}}");
+		return;
+	}
+	if (fake.fk_fail > 0) {
+		fake.fk_fail--;
+		pthread_mutex_unlock(&fake.fk_lock);
+		ret->pb_status = 500;
+		ret->pb_body = strdup("{\"error\":{\"message\":\"An unknown error occurred\"}}");
+		return;
+	}
+	/* evt_thin_<pi>: the payment whose PaymentIntent it names; evt_sim_
+	 * (idemhook simulate's ids): the payment of a pi_sim_ PaymentIntent. */
+	for (i = 0; i < fake.fk_n; i++) {
+		if ((strncmp(id, "evt_thin_", 9) == 0 &&
+		     strcmp(id + 9, fake.fk_pays[i].fp_pi) == 0) ||
+		    (strncmp(id, "evt_sim_", 8) == 0 &&
+		     strncmp(fake.fk_pays[i].fp_pi, "pi_sim_", 7) == 0)) {
+			p = &fake.fk_pays[i];
+		}
+	}
+	if (p == NULL) {
+		pthread_mutex_unlock(&fake.fk_lock);
+		ret->pb_status = 404;
+		ret->pb_body = strdup("{\"error\":{\"message\":\"No such event\"}}");
+		return;
+	}
+	buf_init(&b, 0);
+	buf_printf(&b,
+	           "{\"id\":\"%s\",\"object\":\"v2.core.event\",\"type\":\"v1.payment_intent."
+	           "succeeded\","
+	           "\"created\":\"2026-12-04T08:00:00.000Z\",\"livemode\":false,\"context\":null,"
+	           "\"related_object\":{\"id\":\"%s\",\"type\":\"payment_intent\",\"url\":"
+	           "\"/v1/payment_intents/%s\"},\"data\":{\"object\":{\"id\":\"%s\",\"object\":"
+	           "\"payment_intent\",\"amount\":%" PRId64 ",\"amount_received\":%" PRId64
+	           ",\"currency\":\"usd\",\"status\":\"succeeded\",\"metadata\":{\"order_id\":\"%"
+	           "s\"}}}}",
+	           id, p->fp_pi, p->fp_pi, p->fp_pi, p->fp_amount, p->fp_amount, p->fp_order);
+	fake.fk_served++;
+	pthread_mutex_unlock(&fake.fk_lock);
+	ret->pb_body = buf_take(&b, NULL);
+}
+
+static unsigned fake_served(void)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&fake.fk_lock);
+	n = fake.fk_served;
+	pthread_mutex_unlock(&fake.fk_lock);
+	return n;
+}
+
+/* ---- the daemon ---- */
+
+struct t_env {
+	struct daemon te_d;
+	struct peer *te_api;
+	struct peer *te_notify;
+};
+
+static void env_start(struct t_env *e)
+{
+	struct buf ini;
+
+	fake_reset();
+	e->te_api = peer_create();
+	e->te_notify = peer_create();
+	assert_non_null(e->te_api);
+	assert_non_null(e->te_notify);
+	assert_int_equal(peer_handler(e->te_api, "/v2/core/events/", fake_events, fake_done, NULL),
+	                 0);
+	buf_init(&ini, 0);
+	buf_printf(&ini,
+	           "[provider stripe]\ntype = stripe\nsecret = " FX_STRIPE_SECRET "\n"
+	           "api_key = env:IDEMHOOK_E2E_THIN_KEY\napi_base_url = %s\n\n"
+	           "[points]\nrate = 1/100\n\n"
+	           "[outbound]\nnotify_url = %s/notify\n\n"
+	           "[reconcile]\nretries = 2\nretry_base = 50ms\ntimeout = 1s\n",
+	           peer_base(e->te_api), peer_base(e->te_notify));
+	assert_int_equal(daemon_init(&e->te_d, ini.buf_data), 0);
+	buf_finish(&ini);
+	assert_int_equal(daemon_start(&e->te_d), 0);
+}
+
+static void env_finish(struct t_env *e)
+{
+	daemon_finish(&e->te_d);
+	peer_destroy(e->te_api);
+	peer_destroy(e->te_notify);
+}
+
+/* A thin notification as an event destination sends it: no data. */
+static char *thin_body(const char *id, const char *pi)
+{
+	struct buf b;
+
+	buf_init(&b, 0);
+	buf_printf(&b,
+	           "{\"id\":\"%s\",\"object\":\"v2.core.event\",\"type\":\"v1.payment_intent."
+	           "succeeded\","
+	           "\"created\":\"2026-12-04T08:00:00.000Z\",\"livemode\":false,\"context\":null,"
+	           "\"related_object\":{\"id\":\"%s\",\"type\":\"payment_intent\",\"url\":"
+	           "\"/v1/payment_intents/%s\"}}",
+	           id, pi, pi);
+	return buf_take(&b, NULL);
+}
+
+#define db_int(e, fmt, arg) e2e_db_int(&(e)->te_d, fmt, arg)
+
+/* Waits until the order is paid (or 10 s passed). */
+static void wait_paid(struct t_env *e, const char *order)
+{
+	char sql[256];
+
+	snprintf(sql, sizeof(sql),
+	         "SELECT COUNT(*) FROM orders WHERE id = '%s' AND status = 'paid'", order);
+	assert_int_equal(hn_db_wait_int(e->te_d.dm_db, sql, 1, 10), 1);
+}
+
+static char *metrics(struct t_env *e)
+{
+	char url[128];
+	struct hres r;
+	char *body;
+
+	snprintf(url, sizeof(url), "%s/metrics", e->te_d.dm_admin_base);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	body = r.hs_body;
+	r.hs_body = NULL;
+	hres_finish(&r);
+	return body;
+}
+
+/* Another thin payment, for an order of its own, that Stripe's API has:
+ * the daemon looks for thin events to fetch at once rather than at its
+ * next periodic pass. */
+static void kick(struct t_env *e)
+{
+	char other[64];
+	char pi[96];
+	char id[128];
+	char *body;
+	struct hres r;
+
+	fx_order(&e->te_d, 100, "usd", other);
+	snprintf(pi, sizeof(pi), "pi_%s", other);
+	snprintf(id, sizeof(id), "evt_thin_%s", pi);
+	fake_pays(pi, other, 100);
+	body = thin_body(id, pi);
+	assert_int_equal(hn_post_stripe(&e->te_d, "stripe", FX_STRIPE_SECRET, body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	free(body);
+	wait_paid(e, other);
+}
+
+/* ---- the scenarios ---- */
+
+static void
+test_thin_payment_is_acknowledged_before_its_fetch_paid_once_and_a_late_duplicate_replays(
+        void **state)
+{
+	struct t_env e;
+	char order[64];
+	char pi[96];
+	char id[128];
+	char *body;
+	char *ack;
+	struct hres r;
+	struct hres again;
+	char *replayed;
+
+	(void)state;
+	env_start(&e);
+	fx_order(&e.te_d, 1999, "usd", order);
+	snprintf(pi, sizeof(pi), "pi_%s", order);
+	snprintf(id, sizeof(id), "evt_thin_%s", pi);
+	/* No full event yet: the ack must not wait for it. */
+	body = thin_body(id, pi);
+	assert_int_equal(hn_post_stripe(&e.te_d, "stripe", FX_STRIPE_SECRET, body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	assert_non_null(strstr(r.hs_body, "\"outcome\":\"to_fetch\""));
+	ack = strdup(r.hs_body);
+	hres_finish(&r);
+	assert_int_equal(
+	        db_int(&e, "SELECT COUNT(*) FROM orders WHERE id = '%s' AND status = 'pending'",
+	               order),
+	        1);
+	assert_int_equal(
+	        db_int(&e,
+	               "SELECT COUNT(*) FROM events WHERE idem_key = '%s' AND outcome = 'done' "
+	               "AND effect = 'to_fetch'",
+	               id),
+	        1);
+	/* Stripe now has it; the next pass (a kick by any new callback, or
+	 * the periodic one) fetches it. */
+	fake_pays(pi, order, 1999);
+	kick(&e);
+	wait_paid(&e, order);
+	assert_int_equal(
+	        db_int(&e, "SELECT COUNT(*) FROM events WHERE idem_key = '%s' AND effect = 'paid'",
+	               id),
+	        1);
+	assert_int_equal(
+	        db_int(&e, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", order), 1);
+	assert_int_equal(db_int(&e, "SELECT COUNT(*) FROM outbox WHERE order_id = '%s'", order), 1);
+	assert_int_equal(
+	        db_int(&e, "SELECT COUNT(*) FROM idempotency_records WHERE idem_key = '%s'", id),
+	        1);
+	/* The late duplicate: the stored ack, byte for byte; nothing fetched again. */
+	assert_int_equal(hn_post_stripe(&e.te_d, "stripe", FX_STRIPE_SECRET, body, &again), 0);
+	assert_int_equal(again.hs_status, 200);
+	assert_string_equal(again.hs_body, ack);
+	replayed = hres_header(&again, "Idempotent-Replayed");
+	assert_non_null(replayed);
+	assert_string_equal(replayed, "true");
+	free(replayed);
+	hres_finish(&again);
+	sleep(1);
+	assert_int_equal(fake_served(), 2); /* this event's and kick()'s */
+	assert_int_equal(db_int(&e, "SELECT COUNT(*) FROM outbox WHERE order_id = '%s'", order), 1);
+	free(ack);
+	free(body);
+	env_finish(&e);
+}
+
+static void test_thin_and_snapshot_events_for_one_payment_change_the_order_once(void **state)
+{
+	struct peer_behaviour limited;
+	struct t_env e;
+	char order[64];
+	char pi[96];
+	char id[128];
+	char *thin;
+	char *snap;
+	struct hres r;
+
+	(void)state;
+	env_start(&e);
+	fx_order(&e.te_d, 2500, "usd", order);
+	snprintf(pi, sizeof(pi), "pi_%s", order);
+	snprintf(id, sizeof(id), "evt_thin_%s", pi);
+	fake_pays(pi, order, 2500);
+	/* Stripe's API rate-limits the first fetch: it waits as told, and asks again. */
+	memset(&limited, 0, sizeof(limited));
+	limited.pb_action = PEER_RETRY_AFTER;
+	limited.pb_retry_after = "1";
+	assert_int_equal(peer_script(e.te_api, NULL, &limited), 0);
+	/* A shop migrating runs both destinations: the snapshot first... */
+	snap = fx_stripe_payment("evt_snapshot_one", order, 2500, "usd");
+	assert_int_equal(hn_post_stripe(&e.te_d, "stripe", FX_STRIPE_SECRET, snap, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	wait_paid(&e, order);
+	/* ... then the thin event for the same change. */
+	thin = thin_body(id, pi);
+	assert_int_equal(hn_post_stripe(&e.te_d, "stripe", FX_STRIPE_SECRET, thin, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	assert_int_equal(
+	        hn_db_wait_int(e.te_d.dm_db,
+	                       "SELECT COUNT(*) FROM events WHERE idem_key LIKE 'evt_thin_%' "
+	                       "AND effect = 'noop'",
+	                       1, 10),
+	        1);
+	assert_int_equal(fake_served(), 1);
+	assert_int_equal(peer_count(e.te_api), 2);
+	assert_int_equal(
+	        db_int(&e, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", order), 1);
+	assert_int_equal(db_int(&e, "SELECT COUNT(*) FROM outbox WHERE order_id = '%s'", order), 1);
+	free(thin);
+	free(snap);
+	env_finish(&e);
+}
+
+static void test_fetch_failures_are_retried_then_reported_with_nothing_applied(void **state)
+{
+	struct t_env e;
+	char order[64];
+	char pi[96];
+	char id[128];
+	char *thin;
+	char *m;
+	char *out = NULL;
+	char shown[40];
+	struct hres r;
+	const char *list[] = {"events", "list", "--status", "fetching", NULL};
+
+	(void)state;
+	env_start(&e);
+	fx_order(&e.te_d, 700, "usd", order);
+	snprintf(pi, sizeof(pi), "pi_%s", order);
+	snprintf(id, sizeof(id), "evt_thin_%s", pi);
+	fake_pays(pi, order, 700);
+	pthread_mutex_lock(&fake.fk_lock);
+	fake.fk_fail = 3; /* the first attempt and both retries ([reconcile] retries = 2) */
+	pthread_mutex_unlock(&fake.fk_lock);
+	thin = thin_body(id, pi);
+	assert_int_equal(hn_post_stripe(&e.te_d, "stripe", FX_STRIPE_SECRET, thin, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	assert_int_equal(
+	        daemon_log_wait(&e.te_d, "fetch provider=\"stripe\" key=\"evt_thin_", 10000), 0);
+	assert_int_equal(daemon_log_wait(&e.te_d, "gave up after 3 attempts: HTTP 500", 1000), 0);
+	assert_int_equal(peer_count(e.te_api), 3);
+	/* Nothing half-applied: the order, the event, the outbox as before. */
+	assert_int_equal(
+	        db_int(&e, "SELECT COUNT(*) FROM orders WHERE id = '%s' AND status = 'pending'",
+	               order),
+	        1);
+	assert_int_equal(
+	        db_int(&e,
+	               "SELECT COUNT(*) FROM events WHERE idem_key = '%s' AND effect = 'to_fetch'",
+	               id),
+	        1);
+	assert_int_equal(db_int(&e, "SELECT COUNT(*) FROM outbox WHERE order_id = '%s'", order), 0);
+	assert_int_equal(
+	        db_int(&e, "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'", order), 0);
+	m = metrics(&e);
+	assert_non_null(strstr(m, "idemhook_fetch_failures_total{provider=\"stripe\"} 1\n"));
+	assert_non_null(strstr(m, "idemhook_events_fetch_waiting 1\n"));
+	free(m);
+	assert_int_equal(daemon_cli(&e.te_d, 1, list, &out), 0);
+	snprintf(shown, sizeof(shown), "%.32s", id); /* the KEY column's width */
+	assert_non_null(strstr(out, shown));
+	assert_non_null(strstr(out, "fetching"));
+	free(out);
+	/* Stripe answers again: the next pass applies it, once. */
+	kick(&e);
+	wait_paid(&e, order);
+	assert_int_equal(db_int(&e, "SELECT COUNT(*) FROM outbox WHERE order_id = '%s'", order), 1);
+	assert_int_equal(daemon_cli(&e.te_d, 1, list, &out), 0);
+	assert_null(strstr(out, shown));
+	free(out);
+	free(thin);
+	env_finish(&e);
+}
+
+static void test_simulated_thin_payment_is_signed_as_stripe_signs_and_fetched(void **state)
+{
+	struct t_env e;
+	char order[64];
+	char pi[96];
+	char *out = NULL;
+	const char *args[] = {"simulate", "stripe", "thin-payment", "--order", order, NULL};
+
+	(void)state;
+	env_start(&e);
+	fx_order(&e.te_d, 1234, "usd", order);
+	snprintf(pi, sizeof(pi), "pi_sim_%s", order);
+	fake_pays(pi, order, 1234);
+	assert_int_equal(daemon_cli(&e.te_d, 1, args, &out), 0);
+	assert_non_null(strstr(out, "HTTP 200"));
+	assert_non_null(strstr(out, "\"outcome\":\"to_fetch\""));
+	free(out);
+	wait_paid(&e, order);
+	assert_int_equal(daemon_log_wait(&e.te_d, "fetch provider=\"stripe\" key=\"evt_sim_", 1000),
+	                 0);
+	assert_int_equal(fake_served(), 1);
+	env_finish(&e);
+}
+
+static int group_setup(void **state)
+{
+	(void)state;
+	setenv("IDEMHOOK_E2E_THIN_KEY", T_KEY, 1);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(
+	                test_thin_payment_is_acknowledged_before_its_fetch_paid_once_and_a_late_duplicate_replays),
+	        cmocka_unit_test(
+	                test_thin_and_snapshot_events_for_one_payment_change_the_order_once),
+	        cmocka_unit_test(
+	                test_fetch_failures_are_retried_then_reported_with_nothing_applied),
+	        cmocka_unit_test(test_simulated_thin_payment_is_signed_as_stripe_signs_and_fetched),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, NULL);
+}
