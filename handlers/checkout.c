@@ -512,6 +512,26 @@ static void checkout_get(struct reply *ret)
 	checkout_headers(ret, "private, max-age=0");
 }
 
+/* The demo's front door (GET / in demo mode): someone who opens the
+ * listener's address in a browser finds the shop, not a JSON 404. */
+static void checkout_demo_index(struct reply *ret)
+{
+	struct buf b;
+
+	buf_init(&b, 0);
+	if (checkout_page_begin(&b, "Welcome") < 0 ||
+	    buf_puts(&b, "<h1>idemhook demo shop</h1>\n"
+			 "<p>This receiver runs in demo mode.</p>\n"
+			 "<p><a id=\"to-checkout\" href=\"/checkout\">Go to the checkout page</a> "
+			 "to place an order and pay it with a simulated payment.</p>\n") < 0 ||
+	    checkout_page_end(&b, 0) < 0 || checkout_reply_html(ret, 200, &b) < 0) {
+		buf_finish(&b);
+		checkout_internal(ret);
+		return;
+	}
+	checkout_headers(ret, "no-cache");
+}
+
 /* An answer to a form post that did not create the order: HTML with the
  * message (and, when retry_form, the same form to send again), or
  * problem+json for the script. */
@@ -1196,6 +1216,14 @@ int checkout_route(const struct env *env, struct config *cf, const struct http_r
 	const char *rest;
 	size_t n;
 
+	if (strcmp(path, "/") == 0 && cf->cf_demo) {
+		if (get) {
+			checkout_demo_index(ret);
+		} else {
+			checkout_method_not_allowed(ret, "GET");
+		}
+		return 1;
+	}
 	if (strcmp(path, "/checkout") == 0 || strcmp(path, "/checkout/") == 0) {
 		if (get) {
 			checkout_get(ret);
