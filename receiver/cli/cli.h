@@ -54,7 +54,7 @@ void cli_format_time(int64_t ms, char out[32]);
 /* s, or "-" when s is NULL or empty. */
 const char *cli_or_dash(const char *s);
 
-/* ---- output (cli_out.c) ---- */
+/* ---- shared by the commands (cli.c) ---- */
 
 /* Listings show this many rows unless --limit says otherwise (1..CLI_LIMIT_MAX). */
 #define CLI_LIMIT_DEFAULT 50
@@ -63,13 +63,13 @@ const char *cli_or_dash(const char *s);
 /* Prints s ("-" when NULL or empty) in a column of width characters,
  * padded; a longer value is cut to width-1 characters and an ellipsis,
  * never silently. */
-void cli_out_cell(FILE *out, const char *s, int width);
+void cli_cell(FILE *out, const char *s, int width);
 
 /* s as a JSON string (escaped), or null for NULL. */
-void cli_out_json_string(FILE *out, const char *s);
+void cli_json_string(FILE *out, const char *s);
 
 /* ms as a JSON string "YYYY-MM-DDTHH:MM:SSZ", or null for ms <= 0. */
-void cli_out_json_time(FILE *out, int64_t ms);
+void cli_json_time(FILE *out, int64_t ms);
 
 /* "2026-11-01", "2026-11-01T08:00:00Z" (UTC), or a duration ago ("3d",
  * "90m"). Returns 0 with ms since the epoch, or -1. */
@@ -100,7 +100,7 @@ int cli_take_flag(int *argc, char **argv, const char *flag);
 
 /* Parses --limit's argument for cmd into *ret; says what it wants and
  * returns -1 when it is not 1..CLI_LIMIT_MAX. */
-int cli_out_parse_limit(const char *cmd, const char *arg, int64_t *ret);
+int cli_parse_limit(const char *cmd, const char *arg, int64_t *ret);
 
 extern const struct cli_command cli_cmd_events;
 extern const struct cli_command cli_cmd_gc;

@@ -67,21 +67,21 @@ static int cmd_events_list_row(void *arg, const struct store_row *row)
 	if (el->el_json) {
 		printf("%s\n    {\"id\": %" PRId64 ", \"received\": ", el->el_n == 0 ? "" : ",",
 		       store_row_int(row, 0));
-		cli_out_json_time(stdout, store_row_int(row, 1));
+		cli_json_time(stdout, store_row_int(row, 1));
 		printf(", \"provider\": ");
-		cli_out_json_string(stdout, store_row_text(row, 2));
+		cli_json_string(stdout, store_row_text(row, 2));
 		printf(", \"source\": ");
-		cli_out_json_string(stdout, store_row_text(row, 9));
+		cli_json_string(stdout, store_row_text(row, 9));
 		printf(", \"key\": ");
-		cli_out_json_string(stdout, store_row_text(row, 3));
+		cli_json_string(stdout, store_row_text(row, 3));
 		printf(", \"kind\": ");
-		cli_out_json_string(stdout, store_row_text(row, 4));
+		cli_json_string(stdout, store_row_text(row, 4));
 		printf(", \"order\": ");
-		cli_out_json_string(stdout, store_row_text(row, 5));
+		cli_json_string(stdout, store_row_text(row, 5));
 		printf(", \"outcome\": ");
-		cli_out_json_string(stdout, store_row_text(row, 6));
+		cli_json_string(stdout, store_row_text(row, 6));
 		printf(", \"detail\": ");
-		cli_out_json_string(stdout, store_row_text(row, 7));
+		cli_json_string(stdout, store_row_text(row, 7));
 		printf(", \"reprocessed\": %" PRId64 "}", store_row_int(row, 8));
 		el->el_n++;
 		return 0;
@@ -92,17 +92,17 @@ static int cmd_events_list_row(void *arg, const struct store_row *row)
 	}
 	el->el_n++;
 	printf("%-8" PRId64 " %-20s ", store_row_int(row, 0), when);
-	cli_out_cell(stdout, store_row_text(row, 2), 16);
+	cli_cell(stdout, store_row_text(row, 2), 16);
 	fputc(' ', stdout);
-	cli_out_cell(stdout, store_row_text(row, 9), 9);
+	cli_cell(stdout, store_row_text(row, 9), 9);
 	fputc(' ', stdout);
-	cli_out_cell(stdout, store_row_text(row, 3), 32);
+	cli_cell(stdout, store_row_text(row, 3), 32);
 	fputc(' ', stdout);
-	cli_out_cell(stdout, store_row_text(row, 4), 17);
+	cli_cell(stdout, store_row_text(row, 4), 17);
 	fputc(' ', stdout);
-	cli_out_cell(stdout, store_row_text(row, 5), 26);
+	cli_cell(stdout, store_row_text(row, 5), 26);
 	fputc(' ', stdout);
-	cli_out_cell(stdout, store_row_text(row, 6), 7);
+	cli_cell(stdout, store_row_text(row, 6), 7);
 	printf(" %s%s\n", cli_or_dash(store_row_text(row, 7)),
 	       store_row_int(row, 8) > 0 ? " (reprocessed)" : "");
 	return 0;
@@ -221,7 +221,7 @@ static int cmd_events_list(int argc, char **argv, const struct config *cf, struc
 		} else if (c == 'O') {
 			el.el_order = optarg;
 		} else if (c == 'n') {
-			if (cli_out_parse_limit("events", optarg, &el.el_limit) < 0) {
+			if (cli_parse_limit("events", optarg, &el.el_limit) < 0) {
 				return EX_USAGE;
 			}
 		} else if (c == 'j') {
@@ -275,7 +275,7 @@ static void cmd_events_show_json(const struct store_row *row)
 	printf("{\"id\": %" PRId64, store_row_int(row, 0));
 	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
 		printf(", \"%s\": ", texts[i].name);
-		cli_out_json_string(stdout, store_row_text(row, texts[i].col));
+		cli_json_string(stdout, store_row_text(row, texts[i].col));
 	}
 	if (store_row_is_null(row, 8)) {
 		printf(", \"amount\": null");
@@ -284,9 +284,9 @@ static void cmd_events_show_json(const struct store_row *row)
 	}
 	printf(", \"refund_cumulative\": %s", store_row_int(row, 10) ? "true" : "false");
 	printf(", \"received\": ");
-	cli_out_json_time(stdout, store_row_int(row, 15));
+	cli_json_time(stdout, store_row_int(row, 15));
 	printf(", \"processed\": ");
-	cli_out_json_time(stdout, store_row_int(row, 16));
+	cli_json_time(stdout, store_row_int(row, 16));
 	printf(", \"reprocessed\": %" PRId64 ", \"payload\": ", store_row_int(row, 17));
 	/* The stored payload is the profile's semantic JSON: printed as is. */
 	if (store_row_is_null(row, 11) || row->sr_cols[11].sv_len == 0) {

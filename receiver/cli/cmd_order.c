@@ -62,26 +62,26 @@ struct cmd_order_out {
 static void cmd_order_json(const struct store_row *row)
 {
 	printf("{\"id\": ");
-	cli_out_json_string(stdout, store_row_text(row, 0));
+	cli_json_string(stdout, store_row_text(row, 0));
 	printf(", \"status\": ");
-	cli_out_json_string(stdout, store_row_text(row, 1));
+	cli_json_string(stdout, store_row_text(row, 1));
 	printf(", \"amount\": %" PRId64 ", \"currency\": ", store_row_int(row, 2));
-	cli_out_json_string(stdout, store_row_text(row, 3));
+	cli_json_string(stdout, store_row_text(row, 3));
 	printf(", \"refunded\": %" PRId64 ", \"points\": %" PRId64 ", \"fulfillment\": ",
 	       store_row_int(row, 4), store_row_int(row, 5));
-	cli_out_json_string(stdout, store_row_text(row, 6));
+	cli_json_string(stdout, store_row_text(row, 6));
 	printf(", \"customer_ref\": ");
-	cli_out_json_string(stdout, store_row_text(row, 7));
+	cli_json_string(stdout, store_row_text(row, 7));
 	printf(", \"provider\": ");
-	cli_out_json_string(stdout, store_row_text(row, 8));
+	cli_json_string(stdout, store_row_text(row, 8));
 	printf(", \"payment_ref\": ");
-	cli_out_json_string(stdout, store_row_text(row, 9));
+	cli_json_string(stdout, store_row_text(row, 9));
 	printf(", \"created\": ");
-	cli_out_json_time(stdout, store_row_int(row, 10));
+	cli_json_time(stdout, store_row_int(row, 10));
 	printf(", \"paid\": ");
-	cli_out_json_time(stdout, store_row_int(row, 11));
+	cli_json_time(stdout, store_row_int(row, 11));
 	printf(", \"refunded_at\": ");
-	cli_out_json_time(stdout, store_row_int(row, 12));
+	cli_json_time(stdout, store_row_int(row, 12));
 	printf(", \"needs_operator\": %s}", store_row_int(row, 13) ? "true" : "false");
 }
 
@@ -165,15 +165,15 @@ static int cmd_order_list_row(void *arg, const struct store_row *row)
 	cli_format_time(store_row_int(row, 10), created);
 	snprintf(amount, sizeof(amount), "%" PRId64 " %s", store_row_int(row, 2),
 	         cli_or_dash(store_row_text(row, 3)));
-	cli_out_cell(stdout, store_row_text(row, 0), 24);
+	cli_cell(stdout, store_row_text(row, 0), 24);
 	fputc(' ', stdout);
-	cli_out_cell(stdout, store_row_text(row, 1), 18);
+	cli_cell(stdout, store_row_text(row, 1), 18);
 	fputc(' ', stdout);
-	cli_out_cell(stdout, amount, 16);
+	cli_cell(stdout, amount, 16);
 	printf(" %-20s ", created);
-	cli_out_cell(stdout, store_row_text(row, 8), 10);
+	cli_cell(stdout, store_row_text(row, 8), 10);
 	fputc(' ', stdout);
-	cli_out_cell(stdout, store_row_text(row, 6), 12);
+	cli_cell(stdout, store_row_text(row, 6), 12);
 	printf(" %s%s\n", cli_or_dash(store_row_text(row, 7)),
 	       store_row_int(row, 13) ? " (needs operator)" : "");
 	return 0;
@@ -259,7 +259,7 @@ static int cmd_order_list(int argc, char **argv, const struct config *cf)
 			}
 			break;
 		case 'n':
-			if (cli_out_parse_limit("order list", optarg, &ol.ol_limit) < 0) {
+			if (cli_parse_limit("order list", optarg, &ol.ol_limit) < 0) {
 				return EX_USAGE;
 			}
 			break;

@@ -49,16 +49,16 @@ struct cmd_outbox_list {
 static void cmd_outbox_list_json(const struct outbox_info *i)
 {
 	printf("{\"id\": %" PRId64 ", \"status\": ", i->oi_id);
-	cli_out_json_string(stdout, i->oi_status);
+	cli_json_string(stdout, i->oi_status);
 	printf(", \"call\": ");
-	cli_out_json_string(stdout, i->oi_call_type);
+	cli_json_string(stdout, i->oi_call_type);
 	printf(", \"order\": ");
-	cli_out_json_string(stdout, i->oi_order_id);
+	cli_json_string(stdout, i->oi_order_id);
 	printf(", \"effect\": ");
-	cli_out_json_string(stdout, i->oi_effect);
+	cli_json_string(stdout, i->oi_effect);
 	printf(", \"attempts\": %" PRId64 ", \"next_attempt\": ", i->oi_attempts);
 	if (strcmp(i->oi_status, "pending") == 0 || strcmp(i->oi_status, "retry_wait") == 0) {
-		cli_out_json_time(stdout, i->oi_next_attempt_at);
+		cli_json_time(stdout, i->oi_next_attempt_at);
 	} else {
 		printf("null");
 	}
@@ -68,13 +68,13 @@ static void cmd_outbox_list_json(const struct outbox_info *i)
 		printf(", \"last_status\": null");
 	}
 	printf(", \"last_error\": ");
-	cli_out_json_string(stdout, i->oi_last_error);
+	cli_json_string(stdout, i->oi_last_error);
 	printf(", \"compensation\": ");
-	cli_out_json_string(stdout, i->oi_compensation);
+	cli_json_string(stdout, i->oi_compensation);
 	printf(", \"compensation_state\": ");
-	cli_out_json_string(stdout, i->oi_comp_state);
+	cli_json_string(stdout, i->oi_comp_state);
 	printf(", \"fulfillment\": ");
-	cli_out_json_string(stdout, i->oi_fulfillment);
+	cli_json_string(stdout, i->oi_fulfillment);
 	printf(", \"needs_operator\": %s, \"parent\": ", i->oi_needs_operator ? "true" : "false");
 	if (i->oi_parent_id > 0) {
 		printf("%" PRId64, i->oi_parent_id);
@@ -82,9 +82,9 @@ static void cmd_outbox_list_json(const struct outbox_info *i)
 		printf("null");
 	}
 	printf(", \"idempotency_key\": ");
-	cli_out_json_string(stdout, i->oi_idem_key);
+	cli_json_string(stdout, i->oi_idem_key);
 	printf(", \"created\": ");
-	cli_out_json_time(stdout, i->oi_created_at);
+	cli_json_time(stdout, i->oi_created_at);
 	printf("}");
 }
 
@@ -126,11 +126,11 @@ static int cmd_outbox_list_row(void *arg, const struct outbox_info *i)
 		snprintf(comp, sizeof(comp), "%s:%s", i->oi_compensation, i->oi_comp_state);
 	}
 	printf("%-6" PRId64 " %-10s ", i->oi_id, i->oi_status);
-	cli_out_cell(stdout, i->oi_call_type, 9);
+	cli_cell(stdout, i->oi_call_type, 9);
 	fputc(' ', stdout);
-	cli_out_cell(stdout, i->oi_order_id, 24);
+	cli_cell(stdout, i->oi_order_id, 24);
 	fputc(' ', stdout);
-	cli_out_cell(stdout, i->oi_effect, 18);
+	cli_cell(stdout, i->oi_effect, 18);
 	printf(" %-3" PRId64 " %-20s %-4s %-17s %-11s %s%s%s", i->oi_attempts, next, last, comp,
 	       cli_or_dash(i->oi_fulfillment), i->oi_needs_operator ? "needs operator" : "",
 	       i->oi_needs_operator && i->oi_last_error != NULL ? "; " : "",
@@ -176,7 +176,7 @@ static int cmd_outbox_list(int argc, char **argv, struct store *st)
 		} else if (c == 'o') {
 			order = optarg;
 		} else if (c == 'n') {
-			if (cli_out_parse_limit("outbox", optarg, &ol.ol_limit) < 0) {
+			if (cli_parse_limit("outbox", optarg, &ol.ol_limit) < 0) {
 				return EX_USAGE;
 			}
 		} else if (c == 'j') {
@@ -264,17 +264,17 @@ static void cmd_outbox_print_attempts(const struct store_row *row, int json)
 			printf("null");
 		}
 		printf(", \"last_error\": ");
-		cli_out_json_string(stdout, store_row_text(row, CMD_OUTBOX_C_LAST_ERROR));
+		cli_json_string(stdout, store_row_text(row, CMD_OUTBOX_C_LAST_ERROR));
 		printf(", \"next\": ");
 		if (waiting) {
-			cli_out_json_time(stdout, store_row_int(row, CMD_OUTBOX_C_NEXT));
+			cli_json_time(stdout, store_row_int(row, CMD_OUTBOX_C_NEXT));
 		} else {
 			printf("null");
 		}
 		printf(", \"window_start\": ");
-		cli_out_json_time(stdout, store_row_int(row, CMD_OUTBOX_C_WINDOW_START));
+		cli_json_time(stdout, store_row_int(row, CMD_OUTBOX_C_WINDOW_START));
 		printf(", \"delivered\": ");
-		cli_out_json_time(stdout, store_row_int(row, CMD_OUTBOX_C_DELIVERED));
+		cli_json_time(stdout, store_row_int(row, CMD_OUTBOX_C_DELIVERED));
 		printf("}");
 		return;
 	}
@@ -322,7 +322,7 @@ static int cmd_outbox_show_row(void *arg, const struct store_row *row)
 		printf("{\"id\": %" PRId64, store_row_int(row, CMD_OUTBOX_C_ID));
 		for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
 			printf(", \"%s\": ", texts[i].name);
-			cli_out_json_string(stdout, store_row_text(row, (size_t)texts[i].col));
+			cli_json_string(stdout, store_row_text(row, (size_t)texts[i].col));
 		}
 		printf(", \"body_bytes\": %" PRId64 ", \"parent\": ",
 		       store_row_int(row, CMD_OUTBOX_C_BODY_LEN));
@@ -333,9 +333,9 @@ static int cmd_outbox_show_row(void *arg, const struct store_row *row)
 		}
 		printf(", \"needs_operator\": %s, \"created\": ",
 		       store_row_int(row, CMD_OUTBOX_C_NEEDS_OPERATOR) ? "true" : "false");
-		cli_out_json_time(stdout, store_row_int(row, CMD_OUTBOX_C_CREATED));
+		cli_json_time(stdout, store_row_int(row, CMD_OUTBOX_C_CREATED));
 		printf(", \"updated\": ");
-		cli_out_json_time(stdout, store_row_int(row, CMD_OUTBOX_C_UPDATED));
+		cli_json_time(stdout, store_row_int(row, CMD_OUTBOX_C_UPDATED));
 		printf(", ");
 		cmd_outbox_print_attempts(row, 1);
 		printf("}\n");

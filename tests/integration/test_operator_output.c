@@ -676,6 +676,104 @@ static void test_demo_root_links_to_the_checkout_page(void **state)
 	hres_finish(&res);
 }
 
+/* ---- the checkout page ---- */
+
+/* The text a customer reads: the page without its <details> disclosures. */
+static char *outside_details(const char *html)
+{
+	char *out = strdup(html);
+	char *p;
+
+	assert_non_null(out);
+	while ((p = strstr(out, "<details")) != NULL) {
+		char *end = strstr(p, "</details>");
+
+		assert_non_null(end);
+		end += strlen("</details>");
+		memmove(p, end, strlen(end) + 1);
+	}
+	return out;
+}
+
+static void checkout_post(struct daemon *d, const char *form, const char *accept, struct hres *ret)
+{
+	char url[128];
+	char hdr[128];
+	const char *headers[3] = {"Content-Type: application/x-www-form-urlencoded", NULL, NULL};
+
+	snprintf(url, sizeof(url), "%s/checkout?place", d->dm_base);
+	if (accept != NULL) {
+		snprintf(hdr, sizeof(hdr), "Accept: %s", accept);
+		headers[1] = hdr;
+	}
+	assert_int_equal(hn_http("POST", url, headers, form, strlen(form), ret), 0);
+}
+
+/* Back, other details, the same form again: 422 as docs/order-api.md says,
+ * for the plain form and for the script alike, each with the way to the
+ * order already placed; developer wording only behind "How this works". */
+static void test_checkout_changed_resubmit_is_422_linking_the_order_placed(void **state)
+{
+	static const char first[] =
+	        "idempotency_key=0b8e6a3c-6f1d-4d8e-9a51-3c2f7e4b9d10&product=beans&quantity=1";
+	static const char changed[] =
+	        "idempotency_key=0b8e6a3c-6f1d-4d8e-9a51-3c2f7e4b9d10&product=beans&quantity=3";
+	struct daemon *d = *state;
+	struct hres a;
+	struct hres b;
+	char *loc;
+	char *text;
+	char order[64];
+	char link[96];
+	char url[128];
+	cJSON *j;
+
+	checkout_post(d, first, NULL, &a);
+	assert_int_equal(a.hs_status, 303);
+	loc = hres_header(&a, "Location");
+	assert_non_null(loc);
+	assert_true(strncmp(loc, "/orders/", 8) == 0);
+	snprintf(order, sizeof(order), "%.*s", (int)strcspn(loc + 8, "?"), loc + 8);
+	snprintf(link, sizeof(link), "href=\"/orders/%s\"", order);
+
+	checkout_post(d, changed, NULL, &b);
+	assert_int_equal(b.hs_status, 422);
+	assert_non_null(strstr(b.hs_body, link));
+	assert_non_null(strstr(b.hs_body, "Start a new order"));
+	assert_non_null(strstr(b.hs_body, "<summary>How this works</summary>"));
+	text = outside_details(b.hs_body);
+	assert_null(strstr(text, "idempotency"));
+	assert_null(strstr(text, "Idempotent-Replayed"));
+	free(text);
+	hres_finish(&b);
+
+	checkout_post(d, changed, "application/json", &b);
+	assert_int_equal(b.hs_status, 422);
+	j = parse_json(b.hs_body);
+	assert_string_equal(cJSON_GetObjectItem(j, "type")->valuestring,
+	                    "urn:idemhook:problem:idempotency_key_reused");
+	snprintf(link, sizeof(link), "/orders/%s", order);
+	assert_string_equal(cJSON_GetObjectItem(j, "order_url")->valuestring, link);
+	cJSON_Delete(j);
+	hres_finish(&b);
+	assert_int_equal(fx_db_int(d,
+	                           "SELECT count(*) FROM orders WHERE id = '%s' AND amount = 2490",
+	                           order),
+	                 1);
+
+	/* the form itself: the customer's text speaks of orders, not keys */
+	snprintf(url, sizeof(url), "%s/checkout", d->dm_base);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &b), 0);
+	assert_int_equal(b.hs_status, 200);
+	assert_non_null(strstr(b.hs_body, "<summary>How this works</summary>"));
+	text = outside_details(b.hs_body);
+	assert_null(strstr(text, "idempotency key"));
+	free(text);
+	hres_finish(&b);
+	free(loc);
+	hres_finish(&a);
+}
+
 static int setup(void **state)
 {
 	return daemon_setup(state, FX_STRIPE_INI);
@@ -694,6 +792,7 @@ int main(void)
 	        cmocka_unit_test(test_gc_and_store_copy_draw_progress_on_a_terminal_only),
 	        cmocka_unit_test(test_refused_callbacks_are_warnings_with_what_to_act_on),
 	        cmocka_unit_test(test_demo_root_links_to_the_checkout_page),
+	        cmocka_unit_test(test_checkout_changed_resubmit_is_422_linking_the_order_placed),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

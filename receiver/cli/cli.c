@@ -1,4 +1,4 @@
-/* cli_out.c: what every command's output shares: table cells that never cut
+/* cli.c: what every command's output shares: table cells that never cut
  * a value without saying so, JSON strings, --limit, times, and a progress
  * line on a terminal. */
 #include <inttypes.h>
@@ -11,7 +11,7 @@
 #include "cli.h"
 #include "config.h"
 
-void cli_out_cell(FILE *out, const char *s, int width)
+void cli_cell(FILE *out, const char *s, int width)
 {
 	size_t len;
 	int i;
@@ -33,7 +33,7 @@ void cli_out_cell(FILE *out, const char *s, int width)
 	fputs("\xe2\x80\xa6", out);
 }
 
-void cli_out_json_string(FILE *out, const char *s)
+void cli_json_string(FILE *out, const char *s)
 {
 	const unsigned char *p;
 
@@ -61,7 +61,7 @@ void cli_out_json_string(FILE *out, const char *s)
 	fputc('"', out);
 }
 
-void cli_out_json_time(FILE *out, int64_t ms)
+void cli_json_time(FILE *out, int64_t ms)
 {
 	char t[32];
 
@@ -70,10 +70,10 @@ void cli_out_json_time(FILE *out, int64_t ms)
 		return;
 	}
 	cli_format_time(ms, t);
-	cli_out_json_string(out, t);
+	cli_json_string(out, t);
 }
 
-int cli_out_parse_limit(const char *cmd, const char *arg, int64_t *ret)
+int cli_parse_limit(const char *cmd, const char *arg, int64_t *ret)
 {
 	int64_t v = 0;
 
