@@ -36,16 +36,14 @@ static const struct {
 	const char *ce_meaning;
 } cli_exit_codes[] = {
 	{EX_OK, "success"},
-	{EX_USAGE, "usage error: a bad command line"},
-	{EX_DATAERR, "refused: a transition not allowed, an answer or capture rejected, a "
-		     "target not empty"},
-	{CLI_EX_NOT_FOUND, "not found: no such event, outbox row, order or earlier callback"},
-	{EX_UNAVAILABLE, "unavailable: the database cannot be opened, or no answer came"},
+	{EX_USAGE, "usage error: a bad command line, an unknown provider"},
+	{EX_DATAERR, "refused: a transition not allowed, an answer rejected"},
+	{CLI_EX_NOT_FOUND, "not found: no such event, outbox row or order"},
+	{EX_UNAVAILABLE, "unavailable: no database, or no answer came"},
 	{EX_SOFTWARE, "internal error"},
 	{EX_OSERR, "operating system error (out of memory)"},
 	{EX_CANTCREAT, "cannot create a file (port file, key pair)"},
-	{EX_TEMPFAIL, "temporary failure: the database busy or failing, a question to a "
-		      "provider failed; try again"},
+	{EX_TEMPFAIL, "temporary failure (database busy, provider failing): try again"},
 	{EX_CONFIG, "configuration error"},
 };
 
@@ -77,7 +75,7 @@ static void cli_usage(FILE *out)
 	for (i = 0; i < CLI_N_EXIT_CODES; i++) {
 		fprintf(out, "  %2d  %s\n", cli_exit_codes[i].ce_code, cli_exit_codes[i].ce_meaning);
 	}
-	fprintf(out, "\nRun 'idemhook help COMMAND' (or 'idemhook COMMAND --help') for a command's options.\n");
+	fprintf(out, "\nRun 'idemhook help COMMAND' for a command's options.\n");
 }
 
 static const struct cli_command *cli_find(const char *name)

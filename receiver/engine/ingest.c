@@ -241,8 +241,14 @@ struct ingest_job {
 
 static void ingest_report_key(struct ingest_report *rep, const struct event_batch *b)
 {
+	size_t n = sizeof(rep->ir_first_key);
+
 	if (b->eb_n > 0 && b->eb_events[0].ev_key != NULL) {
-		snprintf(rep->ir_first_key, sizeof(rep->ir_first_key), "%s", b->eb_events[0].ev_key);
+		snprintf(rep->ir_first_key, n, "%s", b->eb_events[0].ev_key);
+		/* A key cut for the log line says so. */
+		if (strlen(b->eb_events[0].ev_key) >= n) {
+			memcpy(rep->ir_first_key + n - 4, "...", 4);
+		}
 	}
 }
 

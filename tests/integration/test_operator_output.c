@@ -622,6 +622,20 @@ static void test_refused_callbacks_are_warnings_with_what_to_act_on(void **state
 	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
 	free(body);
 
+	/* a key longer than the log line keeps is cut with an ellipsis */
+	{
+		char id[201];
+		char want[160];
+
+		memset(id, 'k', sizeof(id) - 1);
+		memcpy(id, "evt_", 4);
+		id[sizeof(id) - 1] = '\0';
+		body = fx_stripe_payment(id, "ord_no_such_order_for_a_long_key", 100, "usd");
+		assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
+		free(body);
+		snprintf(want, sizeof(want), "key=\"%.124s...\" outcome=failed", id);
+		assert_int_equal(daemon_log_wait(&d, want, 10000), 0);
+	}
 	assert_int_equal(daemon_log_wait(&d, "key=\"evt_nometa_1\"", 10000), 0);
 	assert_int_equal(daemon_log_wait(&d, "reason=body_too_large", 10000), 0);
 	log = hn_read_file(d.dm_log);
