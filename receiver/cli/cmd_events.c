@@ -8,9 +8,12 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli.h"
 #include "config.h"
 #include "event.h"
+#include "json.h"
 #include "orders.h"
 #include "outbox.h"
 #include "provider.h"
@@ -288,11 +291,22 @@ static void cmd_events_show_json(const struct store_row *row)
 	printf(", \"processed\": ");
 	cli_json_time(stdout, store_row_int(row, 16));
 	printf(", \"reprocessed\": %" PRId64 ", \"payload\": ", store_row_int(row, 17));
-	/* The stored payload is the profile's semantic JSON: printed as is. */
+	/* The stored payload as JSON when it is JSON (what most profiles
+	 * keep), else as a string: the output stays one JSON document. */
 	if (store_row_is_null(row, 11) || row->sr_cols[11].sv_len == 0) {
 		printf("null");
 	} else {
-		fwrite(row->sr_cols[11].sv_text, 1, row->sr_cols[11].sv_len, stdout);
+		cJSON *j = json_parse_strict(row->sr_cols[11].sv_text, row->sr_cols[11].sv_len, NULL);
+
+		if (j != NULL) {
+			fwrite(row->sr_cols[11].sv_text, 1, row->sr_cols[11].sv_len, stdout);
+		} else {
+			char *text = strndup(row->sr_cols[11].sv_text, row->sr_cols[11].sv_len);
+
+			cli_json_string(stdout, text != NULL ? text : "");
+			free(text);
+		}
+		cJSON_Delete(j);
 	}
 	printf("}\n");
 }
