@@ -321,6 +321,23 @@ static void test_listings_take_json_limit_and_an_order_filter(void **state)
 		cJSON_Delete(j);
 		run_finish(&r);
 	}
+	/* a payload that is not JSON (a form body) stays a JSON string */
+	{
+		const char *args[] = {"events", "show", "1", "--json", NULL};
+		struct hn_sqlite q;
+
+		assert_int_equal(
+		        hn_sqlite_start(&q, d->dm_db,
+		                        "UPDATE events SET payload = 'a=1&b=\"2\"' WHERE id = 1;"),
+		        0);
+		assert_int_equal(hn_sqlite_finish(&q, ""), 0);
+		run_cli(d, 1, args, 0, 0, &r);
+		assert_int_equal(r.rn_status, 0);
+		j = parse_json(r.rn_out);
+		assert_string_equal(cJSON_GetObjectItem(j, "payload")->valuestring, "a=1&b=\"2\"");
+		cJSON_Delete(j);
+		run_finish(&r);
+	}
 	{
 		const char *args[] = {"order", "list", "--status", "paid", "--json", NULL};
 
