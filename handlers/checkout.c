@@ -483,6 +483,125 @@ static int checkout_form_html(struct buf *b, const char *key, const struct check
 	return 0;
 }
 
+/* The developer's explanations, each behind a "How this works" disclosure:
+ * the customer's own text says what happened, never how. */
+enum checkout_how {
+	CHECKOUT_HOW_FORM,   /* the form and its key */
+	CHECKOUT_HOW_REUSED, /* a form sent again with other details: 422 */
+	CHECKOUT_HOW_DEMO,   /* the demo payment's two callbacks */
+};
+
+static int checkout_how_it_works(struct buf *b, enum checkout_how what)
+{
+	static const char *const texts[] = {
+		/* CHECKOUT_HOW_FORM */
+		"This form carries one idempotency key, a UUID the server drew when it rendered the "
+		"page. The order is created once per key: a double click, a reload of the result, "
+		"Back and submit, or a retry after a lost answer all send the same key and get the "
+		"stored answer (a redirect to the same order, marked <code>Idempotent-Replayed: "
+		"true</code>) instead of a second order. With JavaScript the form is sent by a script "
+		"that retries a lost answer with the same key.",
+		/* CHECKOUT_HOW_REUSED */
+		"The form was sent again with its idempotency key but with other details (product, "
+		"quantity or reference). The server keeps the first request's fingerprint with the "
+		"key and refuses a different request under the same key with "
+		"<code>422 idempotency_key_reused</code>, rather than changing or duplicating the order "
+		"already placed. A new order needs a new form, which carries a new key.",
+		/* CHECKOUT_HOW_DEMO */
+		"Demo mode: idemhook sent itself a Stripe-signed "
+		"<code>payment_intent.succeeded</code> callback for this order over HTTP, twice, as "
+		"Stripe retries. The first paid the order and awarded the points; the second had the "
+		"same event id, so it was answered from the store with <code>Idempotent-Replayed: "
+		"true</code> and changed nothing.",
+	};
+
+	if (buf_puts(b, "<details class=\"how\"><summary>How this works</summary><p>") < 0 ||
+	    buf_puts(b, texts[what]) < 0) {
+		return -1;
+	}
+	return buf_puts(b, "</p></details>\n");
+}
+
+/* The order a stored checkout answer redirects to (its Location), into
+ * ret_id; -1 when it names none. */
+static int checkout_reply_order(const struct reply *r, char ret_id[ORDERS_ID_LEN + 1])
+{
+	static const char mark[] = "Location: /orders/";
+	const char *h = r->reply_headers != NULL ? strstr(r->reply_headers, mark) : NULL;
+	size_t n;
+
+	if (h == NULL) {
+		return -1;
+	}
+	h += sizeof(mark) - 1;
+	n = strcspn(h, "?/\r\n");
+	if (n == 0 || n > ORDERS_ID_LEN) {
+		return -1;
+	}
+	memcpy(ret_id, h, n);
+	ret_id[n] = '\0';
+	return api_order_id_valid(ret_id) ? 0 : -1;
+}
+
+/* A form sent again, after it placed an order, with other details: 422 as
+ * docs/order-api.md says, with the way to the order already placed. For
+ * the script, problem+json with the order's page in order_url. */
+static void checkout_reused(const struct http_request *req, struct reply *ret, const char *order_id)
+{
+	static const char title[] = "This order was already placed";
+	static const char detail[] = "This form already placed an order, with the details you first "
+				     "sent; it was not changed. To buy something else, start a new "
+				     "order.";
+	struct buf b;
+
+	buf_init(&b, 0);
+	if (checkout_wants_json(req)) {
+		size_t len = 0;
+		char *body;
+
+		if (buf_puts(&b, "{\"type\":\"urn:idemhook:problem:idempotency_key_reused\","
+				 "\"title\":") < 0 ||
+		    buf_json_string(&b, title) < 0 || buf_puts(&b, ",\"status\":422,\"detail\":") < 0 ||
+		    buf_json_string(&b, detail) < 0) {
+			goto fail;
+		}
+		if (order_id != NULL && (buf_puts(&b, ",\"order\":") < 0 || buf_json_string(&b, order_id) < 0 ||
+					 buf_printf(&b, ",\"order_url\":\"/orders/%s\"", order_id) < 0)) {
+			goto fail;
+		}
+		if (buf_puts(&b, "}\n") < 0 || b.buf_overflow) {
+			goto fail;
+		}
+		body = buf_take(&b, &len);
+		if (body == NULL || reply_set_take(ret, 422, "application/problem+json", body, len) < 0) {
+			free(body);
+			goto fail;
+		}
+		reply_add_header(ret, "Cache-Control", "no-store");
+		return;
+	}
+	if (checkout_page_begin(&b, title) < 0 || buf_printf(&b, "<h1>%s</h1>\n", title) < 0 ||
+	    buf_printf(&b, "<p class=\"error\" id=\"reused\">%s</p>\n", detail) < 0) {
+		goto fail;
+	}
+	if (order_id != NULL && buf_printf(&b,
+					   "<p><a id=\"placed\" href=\"/orders/%s\">See the order you "
+					   "placed</a></p>\n",
+					   order_id) < 0) {
+		goto fail;
+	}
+	if (buf_puts(&b, "<p><a href=\"/checkout\">Start a new order</a></p>\n") < 0 ||
+	    checkout_how_it_works(&b, CHECKOUT_HOW_REUSED) < 0 || checkout_page_end(&b, 0) < 0 ||
+	    checkout_reply_html(ret, 422, &b) < 0) {
+		goto fail;
+	}
+	checkout_headers(ret, "no-store");
+	return;
+fail:
+	buf_finish(&b);
+	checkout_internal(ret);
+}
+
 static void checkout_get(struct reply *ret)
 {
 	char key[37];
@@ -495,12 +614,9 @@ static void checkout_get(struct reply *ret)
 	buf_init(&b, 0);
 	if (checkout_page_begin(&b, "Checkout") < 0 || buf_puts(&b, "<h1>Checkout</h1>\n") < 0 ||
 	    checkout_form_html(&b, key, NULL) < 0 ||
-	    buf_puts(&b, "<p class=\"note\">This form carries one idempotency key, made by the "
-			 "server when the "
-			 "page was rendered. Double-clicking, reloading the result, going Back and "
-			 "submitting "
-			 "again, or a retry after a lost answer all reach the same single "
-			 "order.</p>\n") < 0 ||
+	    buf_puts(&b, "<p class=\"note\">Pressing the button twice, reloading, or going Back "
+			 "and sending this form again places one order, never two.</p>\n") < 0 ||
+	    checkout_how_it_works(&b, CHECKOUT_HOW_FORM) < 0 ||
 	    checkout_page_end(&b, 1) < 0 || checkout_reply_html(ret, 200, &b) < 0) {
 		buf_finish(&b);
 		checkout_internal(ret);
@@ -510,6 +626,26 @@ static void checkout_get(struct reply *ret)
 	 * or no-cache: Back takes a stale page from the cache without asking,
 	 * so a resubmit after Back carries the key this form was sent with. */
 	checkout_headers(ret, "private, max-age=0");
+}
+
+/* The demo's front door (GET / in demo mode): someone who opens the
+ * listener's address in a browser finds the shop, not a JSON 404. */
+static void checkout_demo_index(struct reply *ret)
+{
+	struct buf b;
+
+	buf_init(&b, 0);
+	if (checkout_page_begin(&b, "Welcome") < 0 ||
+	    buf_puts(&b, "<h1>idemhook demo shop</h1>\n"
+			 "<p>This receiver runs in demo mode.</p>\n"
+			 "<p><a id=\"to-checkout\" href=\"/checkout\">Go to the checkout page</a> "
+			 "to place an order and pay it with a simulated payment.</p>\n") < 0 ||
+	    checkout_page_end(&b, 0) < 0 || checkout_reply_html(ret, 200, &b) < 0) {
+		buf_finish(&b);
+		checkout_internal(ret);
+		return;
+	}
+	checkout_headers(ret, "no-cache");
 }
 
 /* An answer to a form post that did not create the order: HTML with the
@@ -532,10 +668,10 @@ static void checkout_post_error(const struct http_request *req, struct reply *re
 		goto fail;
 	}
 	if (retry_form != NULL) {
-		if (buf_puts(&b, "<p>Sending it again is safe: it keeps its idempotency key, so it "
-				 "cannot create a "
-				 "second order.</p>\n") < 0 ||
-		    checkout_form_html(&b, retry_form->cf_key, retry_form) < 0) {
+		if (buf_puts(&b, "<p>Sending it again is safe: it cannot place a second "
+				 "order.</p>\n") < 0 ||
+		    checkout_form_html(&b, retry_form->cf_key, retry_form) < 0 ||
+		    checkout_how_it_works(&b, CHECKOUT_HOW_FORM) < 0) {
 			goto fail;
 		}
 	}
@@ -626,14 +762,13 @@ static void checkout_post_finish(void *arg, const struct http_request *req, stru
 			checkout_internal(ret);
 		}
 		break;
-	case STORE_MISMATCH:
-		checkout_post_error(req, ret, 422, "idempotency_key_reused",
-				    "This form was already used",
-				    "This form already placed an order with different details. "
-				    "Start a new order "
-				    "to buy something else.",
-				    NULL);
+	case STORE_MISMATCH: {
+		char placed[ORDERS_ID_LEN + 1];
+
+		checkout_reused(req, ret,
+				checkout_reply_order(&c->sc_reply, placed) == 0 ? placed : NULL);
 		break;
+	}
 	case STORE_IN_PROGRESS:
 	case STORE_TRANSIENT:
 	default: {
@@ -799,6 +934,27 @@ static const struct provider_conf *checkout_stripe(const struct config *cf)
 	return NULL;
 }
 
+/* A flash message: its first line is the customer's; a second line, when
+ * there is one, is the developer's detail, behind the disclosure. */
+static int checkout_flash_html(struct buf *b, char *msg)
+{
+	char *nl = strchr(msg, '\n');
+
+	if (nl != NULL) {
+		*nl = '\0';
+	}
+	if (buf_puts(b, "<div class=\"flash\" id=\"flash\" role=\"status\"><p>") < 0 ||
+	    checkout_esc(b, msg) < 0 || buf_puts(b, "</p>") < 0) {
+		return -1;
+	}
+	if (nl != NULL && (buf_puts(b, "<details class=\"how\" id=\"flash-how\"><summary>How this "
+				       "works</summary><p>") < 0 ||
+			   checkout_esc(b, nl + 1) < 0 || buf_puts(b, "</p></details>") < 0)) {
+		return -1;
+	}
+	return buf_puts(b, "</div>\n");
+}
+
 static void checkout_order_page(const struct env *env, const struct config *cf,
 				const struct http_request *req, const char *id, struct reply *ret)
 {
@@ -848,8 +1004,7 @@ static void checkout_order_page(const struct env *env, const struct config *cf,
 	    buf_puts(&b, "<h1>Your order</h1>\n") < 0) {
 		goto fail;
 	}
-	if (has_flash && (buf_puts(&b, "<p class=\"flash\" id=\"flash\" role=\"status\">") < 0 ||
-			  checkout_esc(&b, msg) < 0 || buf_puts(&b, "</p>\n") < 0)) {
+	if (has_flash && checkout_flash_html(&b, msg) < 0) {
 		goto fail;
 	}
 	if (buf_puts(&b, "<table id=\"order\">\n") < 0 || checkout_row(&b, "Order", o.ao_id) < 0 ||
@@ -871,14 +1026,14 @@ static void checkout_order_page(const struct env *env, const struct config *cf,
 			    &b,
 			    "<form method=\"post\" action=\"/orders/%s/pay\">"
 			    "<button type=\"submit\" id=\"pay\">Simulate payment</button></form>\n"
-			    "<p class=\"note\">Demo mode: idemhook sends itself a Stripe-signed "
+			    "<details class=\"how\"><summary>How this works</summary><p>Demo mode: "
+			    "idemhook sends itself a Stripe-signed "
 			    "<code>payment_intent.succeeded</code> callback for this order through "
 			    "<code>/hooks/",
 			    o.ao_id) < 0 ||
 		    checkout_esc(&b, stripe->pc_name) < 0 ||
 		    buf_puts(&b, "</code>, twice: the first pays the order and awards points, the "
-				 "second is a "
-				 "duplicate and is absorbed.</p>\n") < 0) {
+				 "second is a duplicate and is absorbed.</p></details>\n") < 0) {
 			goto fail;
 		}
 	}
@@ -1012,8 +1167,9 @@ static void checkout_pay_finish(void *arg, const struct http_request *req, struc
 	if (pj->pj_sent == 2) {
 		rc = buf_printf(
 			&msg,
-			"Sent a signed Stripe callback (%s) to %s twice. First answer: %d%s. "
+			"%s\nSent a signed Stripe callback (%s) to %s twice. First answer: %d%s. "
 			"Second answer: %d%s.",
+			pj->pj_status[0] / 100 == 2 ? "Payment received." : "The payment was not accepted.",
 			pj->pj_evt, pj->pj_path, pj->pj_status[0],
 			pj->pj_replayed[0] ? " (replayed)" : " (processed)", pj->pj_status[1],
 			pj->pj_replayed[1] ? " with Idempotent-Replayed: true, the duplicate was absorbed"
@@ -1196,6 +1352,14 @@ int checkout_route(const struct env *env, struct config *cf, const struct http_r
 	const char *rest;
 	size_t n;
 
+	if (strcmp(path, "/") == 0 && cf->cf_demo) {
+		if (get) {
+			checkout_demo_index(ret);
+		} else {
+			checkout_method_not_allowed(ret, "GET");
+		}
+		return 1;
+	}
 	if (strcmp(path, "/checkout") == 0 || strcmp(path, "/checkout/") == 0) {
 		if (get) {
 			checkout_get(ret);

@@ -543,12 +543,25 @@ static void orders_refuse(const char *provider, const struct event *ev, const ch
 	ret->or_refused = 1;
 	snprintf(ret->or_reason, sizeof(ret->or_reason), "%s", reason);
 	ret->or_effect = "noop";
-	log_warn("orders: refused %s event \"%s\" from \"%s\" for order \"%s\": %s",
-	         event_kind_name(ev->ev_kind), log_quote(qkey, sizeof(qkey), ev->ev_key),
-	         log_quote(qprov, sizeof(qprov), provider),
-	         log_quote(qref, sizeof(qref),
-	                   ev->ev_order_ref != NULL ? ev->ev_order_ref : ev->ev_payment_ref),
-	         reason);
+	/* An event that names no order is named by its payment, said as such:
+	 * a PaymentIntent id is not an order id. */
+	if (ev->ev_order_ref != NULL) {
+		log_warn("orders: refused %s event \"%s\" from \"%s\" for order \"%s\": %s",
+		         event_kind_name(ev->ev_kind), log_quote(qkey, sizeof(qkey), ev->ev_key),
+		         log_quote(qprov, sizeof(qprov), provider),
+		         log_quote(qref, sizeof(qref), ev->ev_order_ref), reason);
+	} else if (ev->ev_payment_ref != NULL) {
+		log_warn("orders: refused %s event \"%s\" from \"%s\" for payment \"%s\" "
+		         "(the event names no order): %s",
+		         event_kind_name(ev->ev_kind), log_quote(qkey, sizeof(qkey), ev->ev_key),
+		         log_quote(qprov, sizeof(qprov), provider),
+		         log_quote(qref, sizeof(qref), ev->ev_payment_ref), reason);
+	} else {
+		log_warn("orders: refused %s event \"%s\" from \"%s\" (the event names no order "
+		         "and no payment): %s",
+		         event_kind_name(ev->ev_kind), log_quote(qkey, sizeof(qkey), ev->ev_key),
+		         log_quote(qprov, sizeof(qprov), provider), reason);
+	}
 }
 
 /* 1 when ev carries a currency other than the order's (and refuses it). */

@@ -368,8 +368,7 @@ static int hmac_receive(const struct provider_conf *pc, const struct http_reques
 		goto fail;
 	}
 	if (ts_text != NULL && !provider_timestamp_fresh(ts, now_s, pc->pc_tolerance_s)) {
-		provider_refuse(ret_verdict, 401, "stale_timestamp",
-		                "The signed timestamp is outside the tolerance.");
+		provider_refuse_stale(ret_verdict, ts, now_s, pc->pc_tolerance_s);
 		goto fail;
 	}
 	root = json_parse_strict(req->hr_body, req->hr_body_len, NULL);

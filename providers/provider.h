@@ -41,6 +41,11 @@ struct provider_verdict {
 				  "malformed_signature", "bad_signature", "stale_timestamp",
 				  "malformed_body", "missing_key", "wrong_app", ... (static) */
 	const char *pv_detail; /* one human sentence (static), or NULL */
+	/* stale_timestamp: how far the signed time was from ours (signed
+	 * minus now, seconds) and the tolerance it broke, for the log. */
+	int pv_has_skew;
+	int64_t pv_skew_s;
+	int64_t pv_tolerance_s;
 };
 
 /* ---- reconciliation: asking the provider (docs/reconcile.md) ---- */

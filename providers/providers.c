@@ -242,6 +242,16 @@ int provider_timestamp_fresh(int64_t ts, int64_t now_s, int64_t tolerance_s)
 	return d <= tolerance_s;
 }
 
+int provider_refuse_stale(struct provider_verdict *v, int64_t ts, int64_t now_s,
+                          int64_t tolerance_s)
+{
+	v->pv_has_skew = 1;
+	v->pv_skew_s = ts - now_s;
+	v->pv_tolerance_s = tolerance_s;
+	return provider_refuse(v, 401, "stale_timestamp",
+	                       "The signed timestamp is outside the tolerance.");
+}
+
 /* ---- JSON ---- */
 
 const struct cJSON *provider_json_path(const struct cJSON *root, const char *path)

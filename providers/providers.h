@@ -50,6 +50,11 @@ int provider_parse_timestamp(const char *s, int64_t *ret_s);
 /* 1 when ts lies within tolerance_s of now_s either way, else 0. */
 int provider_timestamp_fresh(int64_t ts, int64_t now_s, int64_t tolerance_s);
 
+/* provider_refuse with 401 stale_timestamp, recording the skew (ts - now_s)
+ * and the tolerance in *v for the operator's log line. Returns -1. */
+int provider_refuse_stale(struct provider_verdict *v, int64_t ts, int64_t now_s,
+                          int64_t tolerance_s);
+
 /* The item at a dotted path ("data.object.metadata.order_id"; numeric
  * segments index arrays), or NULL. Borrowed from root. */
 const struct cJSON *provider_json_path(const struct cJSON *root, const char *path);

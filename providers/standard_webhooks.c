@@ -267,8 +267,7 @@ static int standard_webhooks_receive(const struct provider_conf *pc, const struc
 		goto fail;
 	}
 	if (!provider_timestamp_fresh(ts, now_s, pc->pc_tolerance_s)) {
-		provider_refuse(ret_verdict, 401, "stale_timestamp",
-		                "The signed timestamp is outside the tolerance.");
+		provider_refuse_stale(ret_verdict, ts, now_s, pc->pc_tolerance_s);
 		goto fail;
 	}
 	root = json_parse_strict(req->hr_body, req->hr_body_len, NULL);

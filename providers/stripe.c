@@ -600,8 +600,7 @@ static int stripe_receive(const struct provider_conf *pc, const struct http_requ
 		goto fail;
 	}
 	if (!provider_timestamp_fresh(sig.sg_t, now_s, pc->pc_tolerance_s)) {
-		provider_refuse(ret_verdict, 401, "stale_timestamp",
-		                "The signed timestamp is outside the tolerance.");
+		provider_refuse_stale(ret_verdict, sig.sg_t, now_s, pc->pc_tolerance_s);
 		goto fail;
 	}
 	root = json_parse_strict(req->hr_body, req->hr_body_len, NULL);

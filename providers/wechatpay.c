@@ -464,8 +464,7 @@ static int wechatpay_authenticate(const struct provider_conf *pc, const struct h
 		return provider_refuse(v, 401, "bad_signature", "The signature does not verify.");
 	}
 	if (!provider_timestamp_fresh(ts, now_s, pc->pc_tolerance_s)) {
-		return provider_refuse(v, 401, "stale_timestamp",
-		                       "The signed timestamp is outside the tolerance.");
+		return provider_refuse_stale(v, ts, now_s, pc->pc_tolerance_s);
 	}
 	return 0;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """check-names.py: the dashboard and the alerting rules name only metrics that
-idemhook exports, and the dashboard imports anywhere (its data source is a
-variable). Starts IDEMHOOK_BIN on loopback with a fresh database, reads the
+idemhook exports, the dashboard imports anywhere (its data source is a
+variable that starts from the data source chosen at import) and charts the
+families in CHARTED. Starts IDEMHOOK_BIN on loopback with a fresh database, reads the
 families from its /metrics, then reads every PromQL expression.
 Usage: check-names.py IDEMHOOK_BIN DASHBOARD_JSON RULES_YML"""
 import json
@@ -84,12 +85,27 @@ def metric_names(expr):
     return names
 
 
+# Families an operator needs on the dashboard: the commit time every
+# acknowledgement waits for, and configuration reloads.
+CHARTED = {"idemhook_store_commit_seconds", "idemhook_config_reloads_total"}
+
+
 def dashboard_exprs(dash, problems):
-    if not any(i.get("type") == "datasource" for i in dash.get("__inputs", [])):
+    inputs = [i for i in dash.get("__inputs", []) if i.get("type") == "datasource"]
+    if not inputs:
         problems.append("dashboard: no datasource in __inputs (import asks for none)")
     variables = {v.get("name"): v for v in dash.get("templating", {}).get("list", [])}
     if variables.get("datasource", {}).get("type") != "datasource":
         problems.append("dashboard: no datasource variable")
+    # Grafana's import puts the chosen data source wherever ${INPUT} is
+    # written: the variable the panels read must start from it, or the
+    # choice made at import reaches no panel.
+    current = variables.get("datasource", {}).get("current", {})
+    for i in inputs:
+        ref = "${" + i.get("name", "") + "}"
+        if current.get("value") != ref:
+            problems.append(f"dashboard: the datasource variable does not start from input {ref}, "
+                            "so the data source chosen at import is not used")
     exprs = []
     stack = list(dash.get("panels", []))
     while stack:
@@ -143,9 +159,15 @@ def main():
         sys.exit(f"only {len(names)} families read from /metrics: {sorted(names)}")
     problems = []
     dash = json.load(open(dash_path))
+    charted = set()
     for where, expr in dashboard_exprs(dash, problems):
-        for n in sorted(metric_names(expr) - names):
+        read = metric_names(expr)
+        charted |= read
+        for n in sorted(read - names):
             problems.append(f"dashboard {where}: {n} is not exported")
+    for family in sorted(CHARTED):
+        if not any(n == family or n.startswith(family + "_") for n in charted):
+            problems.append(f"dashboard: no panel charts {family}")
     rules = rules_exprs(rules_path)
     if not rules:
         problems.append("rules: no expressions found")

@@ -1,14 +1,19 @@
 /* cli.h: the idemhook command line: one file per command (cmd_<name>.c),
  * registered in the alphabetized table in main.c. Exit codes follow
- * sysexits(3). */
+ * sysexits(3), one meaning per code (cli_exit_codes in main.c). */
 #ifndef IDEMHOOK_CLI_H
 #define IDEMHOOK_CLI_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <sysexits.h>
 
 struct config;
 struct store;
+
+/* "No such ID" (event, outbox row, order, earlier callback), the same code
+ * for every command; the whole table is in main.c (idemhook --help). */
+#define CLI_EX_NOT_FOUND EX_NOINPUT
 
 struct cli_command {
 	const char *cc_name; /* "serve", "outbox", ... */
@@ -48,6 +53,54 @@ void cli_format_time(int64_t ms, char out[32]);
 
 /* s, or "-" when s is NULL or empty. */
 const char *cli_or_dash(const char *s);
+
+/* ---- shared by the commands (cli.c) ---- */
+
+/* Listings show this many rows unless --limit says otherwise (1..CLI_LIMIT_MAX). */
+#define CLI_LIMIT_DEFAULT 50
+#define CLI_LIMIT_MAX 100000
+
+/* Prints s ("-" when NULL or empty) in a column of width characters,
+ * padded; a longer value is cut to width-1 characters and an ellipsis,
+ * never silently. */
+void cli_cell(FILE *out, const char *s, int width);
+
+/* s as a JSON string (escaped), or null for NULL. */
+void cli_json_string(FILE *out, const char *s);
+
+/* ms as a JSON string "YYYY-MM-DDTHH:MM:SSZ", or null for ms <= 0. */
+void cli_json_time(FILE *out, int64_t ms);
+
+/* "2026-11-01", "2026-11-01T08:00:00Z" (UTC), or a duration ago ("3d",
+ * "90m"). Returns 0 with ms since the epoch, or -1. */
+int cli_parse_when(const char *s, int64_t *ret_ms);
+
+/* A progress line on stderr while a long command runs, as replay draws
+ * its bar: only on a terminal (never into a pipe, a file or the journal). */
+struct cli_progress {
+	int cp_on;
+	int64_t cp_start_ms; /* monotonic */
+	int64_t cp_drawn_ms;
+};
+
+/* Starts the clock; the line is drawn when stderr is a terminal and not quiet. */
+void cli_progress_init(struct cli_progress *p, int quiet);
+
+/* Redraws the line (at most every 100 ms; always when final, which ends
+ * it with a newline) with the text and the seconds so far. */
+void cli_progress_draw(struct cli_progress *p, int final, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+/* Seconds since cli_progress_init, for the summary. */
+double cli_progress_seconds(const struct cli_progress *p);
+
+/* Takes every flag (e.g. "--json") out of argv[1..] (argv[0] stays),
+ * shortening *argc. Returns 1 when it was there, else 0. */
+int cli_take_flag(int *argc, char **argv, const char *flag);
+
+/* Parses --limit's argument for cmd into *ret; says what it wants and
+ * returns -1 when it is not 1..CLI_LIMIT_MAX. */
+int cli_parse_limit(const char *cmd, const char *arg, int64_t *ret);
 
 extern const struct cli_command cli_cmd_events;
 extern const struct cli_command cli_cmd_gc;

@@ -8,10 +8,13 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli.h"
 #include "ingest.h"
 #include "config.h"
 #include "event.h"
+#include "json.h"
 #include "orders.h"
 #include "outbox.h"
 #include "provider.h"
@@ -25,25 +28,34 @@
 #define CMD_EVENTS_STATUS                                                                          \
 	"(CASE WHEN outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' THEN 'fetching' "     \
 	"ELSE outcome END)"
+struct cmd_events_one {
+	int64_t eo_id;
+	int eo_found;
+	int eo_json;
+};
 
 static void cmd_events_usage(FILE *out)
 {
 	fprintf(out,
 	        "usage: idemhook [-c FILE] events list [--status done|failed|fetching | --failed]\n"
 	        "                                  [--provider NAME] [--source callback|reconcile]\n"
-	        "                                  [--limit N]\n"
-	        "       idemhook [-c FILE] events show ID\n"
+	        "                                  [--order ORDER_ID] [--limit N] [--json]\n"
+	        "       idemhook [-c FILE] events show ID [--json]\n"
 	        "       idemhook [-c FILE] events reprocess ID\n\n"
 	        "list shows processed callbacks, newest first (default limit 50); SOURCE says\n"
 	        "whether the provider sent the event (callback) or reconciliation asked for it\n"
 	        "(reconcile, see idemhook reconcile). --failed is --status failed: the events\n"
 	        "acknowledged but not applied (idemhook_events_unapplied_total); fetching:\n"
-	        "thin events acknowledged and waiting for their full event.\n"
+	        "thin events acknowledged and waiting for their full event. --order shows\n"
+	        "the events of one order. A value too long for its column ends in an ellipsis;\n"
+	        "--json prints every value whole.\n"
 	        "show prints one event with its stored semantic payload.\n"
 	        "reprocess runs a failed event through the business handler again (for\n"
 	        "example after its missing order was created): the order still moves only\n"
 	        "through conditional updates, the event row and the idempotency record get\n"
-	        "the new outcome and reply, and a second reprocess of a done event is refused.\n");
+	        "the new outcome and reply, and a second reprocess of a done event is refused.\n\n"
+	        "Exit status: 0 done, 64 usage (an unknown provider too), 65 refused,\n"
+	        "66 no such event, 69 database unavailable, 75 database busy or failing.\n");
 }
 
 /* ---- list ---- */
@@ -52,8 +64,10 @@ struct cmd_events_list {
 	const char *el_status;
 	const char *el_provider;
 	const char *el_source;
+	const char *el_order;
 	int64_t el_limit;
 	int64_t el_n;
+	int el_json;
 };
 
 static int cmd_events_list_row(void *arg, const struct store_row *row)
@@ -61,20 +75,47 @@ static int cmd_events_list_row(void *arg, const struct store_row *row)
 	struct cmd_events_list *el = arg;
 	char when[32];
 
+	cli_format_time(store_row_int(row, 1), when);
+	if (el->el_json) {
+		printf("%s\n    {\"id\": %" PRId64 ", \"received\": ", el->el_n == 0 ? "" : ",",
+		       store_row_int(row, 0));
+		cli_json_time(stdout, store_row_int(row, 1));
+		printf(", \"provider\": ");
+		cli_json_string(stdout, store_row_text(row, 2));
+		printf(", \"source\": ");
+		cli_json_string(stdout, store_row_text(row, 9));
+		printf(", \"key\": ");
+		cli_json_string(stdout, store_row_text(row, 3));
+		printf(", \"kind\": ");
+		cli_json_string(stdout, store_row_text(row, 4));
+		printf(", \"order\": ");
+		cli_json_string(stdout, store_row_text(row, 5));
+		printf(", \"outcome\": ");
+		cli_json_string(stdout, store_row_text(row, 6));
+		printf(", \"detail\": ");
+		cli_json_string(stdout, store_row_text(row, 7));
+		printf(", \"reprocessed\": %" PRId64 "}", store_row_int(row, 8));
+		el->el_n++;
+		return 0;
+	}
 	if (el->el_n == 0) {
 		printf("%-8s %-20s %-16s %-9s %-32s %-17s %-26s %-7s %s\n", "ID", "RECEIVED",
 		       "PROVIDER", "SOURCE", "KEY", "KIND", "ORDER", "OUTCOME", "DETAIL");
 	}
 	el->el_n++;
-	cli_format_time(store_row_int(row, 1), when);
-	printf("%-8" PRId64 " %-20s %-16.16s %-9.9s %-32.32s %-17.17s %-26.26s %-7s %s%s\n",
-	       store_row_int(row, 0), when, cli_or_dash(store_row_text(row, 2)),
-	       cli_or_dash(store_row_text(row, 9)),
-	       cli_or_dash(store_row_text(row, 3)),
-	       cli_or_dash(store_row_text(row, 4)),
-	       cli_or_dash(store_row_text(row, 5)),
-	       cli_or_dash(store_row_text(row, 6)),
-	       cli_or_dash(store_row_text(row, 7)),
+	printf("%-8" PRId64 " %-20s ", store_row_int(row, 0), when);
+	cli_cell(stdout, store_row_text(row, 2), 16);
+	fputc(' ', stdout);
+	cli_cell(stdout, store_row_text(row, 9), 9);
+	fputc(' ', stdout);
+	cli_cell(stdout, store_row_text(row, 3), 32);
+	fputc(' ', stdout);
+	cli_cell(stdout, store_row_text(row, 4), 17);
+	fputc(' ', stdout);
+	cli_cell(stdout, store_row_text(row, 5), 26);
+	fputc(' ', stdout);
+	cli_cell(stdout, store_row_text(row, 6), 7);
+	printf(" %s%s\n", cli_or_dash(store_row_text(row, 7)),
 	       store_row_int(row, 8) > 0 ? " (reprocessed)" : "");
 	return 0;
 }
@@ -82,10 +123,10 @@ static int cmd_events_list_row(void *arg, const struct store_row *row)
 static int cmd_events_list_unit(struct store_tx *tx, void *arg)
 {
 	struct cmd_events_list *el = arg;
-	struct store_value p[7] = {
+	struct store_value p[9] = {
 	        store_text(el->el_status),   store_text(el->el_status), store_text(el->el_provider),
 	        store_text(el->el_provider), store_text(el->el_source), store_text(el->el_source),
-	        store_int(el->el_limit),
+	        store_text(el->el_order),    store_text(el->el_order),  store_int(el->el_limit),
 	};
 
 	return store_query_each(
@@ -93,28 +134,73 @@ static int cmd_events_list_unit(struct store_tx *tx, void *arg)
 	        "SELECT id, received_at, scope, idem_key, kind, order_ref, " CMD_EVENTS_STATUS ","
 	        " CASE outcome WHEN 'failed' THEN reason ELSE effect END, reprocessed, source"
 	        " FROM events WHERE (? IS NULL OR " CMD_EVENTS_STATUS " = ?) AND (? IS NULL OR scope = ?)"
-	        " AND (? IS NULL OR source = ?) ORDER BY id DESC LIMIT ?",
-	        p, 7, cmd_events_list_row, el);
+	        " AND (? IS NULL OR source = ?) AND (? IS NULL OR order_ref = ?)"
+	        " ORDER BY id DESC LIMIT ?",
+	        p, 9, cmd_events_list_row, el);
 }
 
-static int cmd_events_list(int argc, char **argv, struct store *st)
+/* 1 when the events table holds a row of scope (a provider instance since
+ * removed from the file still has its history). */
+static int cmd_events_scope_known_unit(struct store_tx *tx, void *arg)
+{
+	const char *scope = arg;
+	struct store_value p[1] = {store_text(scope)};
+	struct store_row row;
+	int rc;
+
+	rc = store_query(tx, "SELECT 1 FROM events WHERE scope = ? LIMIT 1", p, 1, &row);
+	if (rc > 0) {
+		store_row_finish(&row);
+	}
+	return rc;
+}
+
+/* An instance that is neither configured nor in the events table is a
+ * typo, said as such rather than listed as "no events". */
+static int cmd_events_provider_known(const struct config *cf, struct store *st, const char *name)
+{
+	size_t i;
+	int rc;
+
+	if (config_provider(cf, name) != NULL) {
+		return 0;
+	}
+	rc = store_read(st, cli_now_ms(), cmd_events_scope_known_unit, (void *)name);
+	if (rc < 0) {
+		return EX_TEMPFAIL;
+	}
+	if (rc > 0) {
+		return 0;
+	}
+	fprintf(stderr, "idemhook events: unknown provider '%s'; configured:", name);
+	for (i = 0; i < cf->cf_n_providers; i++) {
+		fprintf(stderr, " %s", cf->cf_providers[i].pc_name);
+	}
+	fprintf(stderr, "%s\n", cf->cf_n_providers == 0 ? " none" : "");
+	return EX_USAGE;
+}
+
+static int cmd_events_list(int argc, char **argv, const struct config *cf, struct store *st)
 {
 	static const struct option opts[] = {
 	        {"status", required_argument, NULL, 's'},
 	        {"provider", required_argument, NULL, 'p'},
 	        {"source", required_argument, NULL, 'o'},
+	        {"order", required_argument, NULL, 'O'},
 	        {"limit", required_argument, NULL, 'n'},
 	        {"failed", no_argument, NULL, 'f'},
+	        {"json", no_argument, NULL, 'j'},
 	        {NULL, 0, NULL, 0},
 	};
 	struct cmd_events_list el;
 	int c;
+	int rc;
 
 	memset(&el, 0, sizeof(el));
-	el.el_limit = CMD_EVENTS_LIMIT_DEFAULT;
+	el.el_limit = CLI_LIMIT_DEFAULT;
 	optind = 0;
 	for (;;) {
-		c = getopt_long(argc, argv, "s:p:o:n:f", opts, NULL);
+		c = getopt_long(argc, argv, "s:p:o:n:fj", opts, NULL);
 		if (c == -1) {
 			break;
 		}
@@ -145,13 +231,14 @@ static int cmd_events_list(int argc, char **argv, struct store *st)
 				return EX_USAGE;
 			}
 			el.el_source = optarg;
+		} else if (c == 'O') {
+			el.el_order = optarg;
 		} else if (c == 'n') {
-			if (cli_parse_id(optarg, &el.el_limit) < 0 ||
-			    el.el_limit > CMD_EVENTS_LIMIT_MAX) {
-				fprintf(stderr, "idemhook events: --limit wants 1..%d\n",
-				        CMD_EVENTS_LIMIT_MAX);
+			if (cli_parse_limit("events", optarg, &el.el_limit) < 0) {
 				return EX_USAGE;
 			}
+		} else if (c == 'j') {
+			el.el_json = 1;
 		} else {
 			cmd_events_usage(stderr);
 			return EX_USAGE;
@@ -161,10 +248,24 @@ static int cmd_events_list(int argc, char **argv, struct store *st)
 		cmd_events_usage(stderr);
 		return EX_USAGE;
 	}
-	if (store_read(st, cli_now_ms(), cmd_events_list_unit, &el) < 0) {
-		return EX_SOFTWARE;
+	if (el.el_provider != NULL) {
+		rc = cmd_events_provider_known(cf, st, el.el_provider);
+		if (rc != 0) {
+			return rc;
+		}
 	}
-	if (el.el_n == 0) {
+	if (el.el_json) {
+		printf("{\"events\": [");
+	}
+	if (store_read(st, cli_now_ms(), cmd_events_list_unit, &el) < 0) {
+		if (el.el_json) {
+			printf("]}\n");
+		}
+		return EX_TEMPFAIL;
+	}
+	if (el.el_json) {
+		printf("%s]}\n", el.el_n > 0 ? "\n  " : "");
+	} else if (el.el_n == 0) {
 		printf("no events\n");
 	}
 	return EX_OK;
@@ -172,11 +273,65 @@ static int cmd_events_list(int argc, char **argv, struct store *st)
 
 /* ---- show ---- */
 
+static void cmd_events_show_json(const struct store_row *row)
+{
+	static const struct {
+		const char *name;
+		size_t col;
+	} texts[] = {
+	        {"provider", 1}, {"key", 2},     {"type", 3},    {"kind", 4},
+	        {"order", 5},    {"payment_ref", 6}, {"refund_ref", 7}, {"currency", 9},
+	        {"source", 18},  {"outcome", 12}, {"effect", 13}, {"reason", 14},
+	};
+	size_t i;
+
+	printf("{\"id\": %" PRId64, store_row_int(row, 0));
+	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		printf(", \"%s\": ", texts[i].name);
+		cli_json_string(stdout, store_row_text(row, texts[i].col));
+	}
+	if (store_row_is_null(row, 8)) {
+		printf(", \"amount\": null");
+	} else {
+		printf(", \"amount\": %" PRId64, store_row_int(row, 8));
+	}
+	printf(", \"refund_cumulative\": %s", store_row_int(row, 10) ? "true" : "false");
+	printf(", \"received\": ");
+	cli_json_time(stdout, store_row_int(row, 15));
+	printf(", \"processed\": ");
+	cli_json_time(stdout, store_row_int(row, 16));
+	printf(", \"reprocessed\": %" PRId64 ", \"payload\": ", store_row_int(row, 17));
+	/* The stored payload as JSON when it is JSON (what most profiles
+	 * keep), else as a string: the output stays one JSON document. */
+	if (store_row_is_null(row, 11) || row->sr_cols[11].sv_len == 0) {
+		printf("null");
+	} else {
+		cJSON *j = json_parse_strict(row->sr_cols[11].sv_text, row->sr_cols[11].sv_len, NULL);
+
+		if (j != NULL) {
+			fwrite(row->sr_cols[11].sv_text, 1, row->sr_cols[11].sv_len, stdout);
+		} else {
+			char *text = strndup(row->sr_cols[11].sv_text, row->sr_cols[11].sv_len);
+
+			cli_json_string(stdout, text != NULL ? text : "");
+			free(text);
+		}
+		cJSON_Delete(j);
+	}
+	printf("}\n");
+}
+
 static int cmd_events_show_row(void *arg, const struct store_row *row)
 {
+	struct cmd_events_one *one = arg;
 	char received[32];
 	char processed[32];
 
+	one->eo_found = 1;
+	if (one->eo_json) {
+		cmd_events_show_json(row);
+		return 1;
+	}
 	cli_format_time(store_row_int(row, 15), received);
 	cli_format_time(store_row_int(row, 16), processed);
 	printf("id:              %" PRId64 "\n"
@@ -217,7 +372,6 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 		fwrite(row->sr_cols[11].sv_text, 1, row->sr_cols[11].sv_len, stdout);
 	}
 	printf("\n");
-	*(int *)arg = 1;
 	return 1;
 }
 
@@ -226,10 +380,6 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 	" refund_cumulative, payload, outcome, effect, reason, received_at, processed_at, "        \
 	"reprocessed, source"
 
-struct cmd_events_one {
-	int64_t eo_id;
-	int eo_found;
-};
 
 static int cmd_events_show_unit(struct store_tx *tx, void *arg)
 {
@@ -237,7 +387,7 @@ static int cmd_events_show_unit(struct store_tx *tx, void *arg)
 	struct store_value p[1] = {store_int(one->eo_id)};
 
 	return store_query_each(tx, "SELECT " CMD_EVENTS_COLUMNS " FROM events WHERE id = ?", p, 1,
-	                        cmd_events_show_row, &one->eo_found);
+	                        cmd_events_show_row, one);
 }
 
 /* ---- reprocess ---- */
@@ -438,7 +588,7 @@ static int cmd_events_reprocess(int64_t id, const struct config *cf, struct stor
 	switch (rp.rp_state) {
 	case CMD_EVENTS_RP_UNKNOWN:
 		fprintf(stderr, "idemhook events: no event %" PRId64 "\n", id);
-		return EX_DATAERR;
+		return CLI_EX_NOT_FOUND;
 	case CMD_EVENTS_RP_NOT_FAILED:
 		fprintf(stderr,
 		        "idemhook events: event %" PRId64 " is not failed; nothing to reprocess\n",
@@ -471,6 +621,7 @@ static int cmd_events_run(int argc, char **argv, const char *config_path)
 	struct store *st = NULL;
 	const char *sub;
 	int64_t id = 0;
+	int json;
 	int rc;
 
 	if (argc < 2 || cli_wants_help(argc, argv)) {
@@ -482,6 +633,7 @@ static int cmd_events_run(int argc, char **argv, const char *config_path)
 		cmd_events_usage(stderr);
 		return EX_USAGE;
 	}
+	json = strcmp(sub, "show") == 0 ? cli_take_flag(&argc, argv, "--json") : 0;
 	if (strcmp(sub, "list") != 0 && (argc != 3 || cli_parse_id(argv[2], &id) < 0)) {
 		fprintf(stderr, "idemhook events %s: wants one event ID (a positive number)\n",
 		        sub);
@@ -496,16 +648,17 @@ static int cmd_events_run(int argc, char **argv, const char *config_path)
 		goto fail;
 	}
 	if (strcmp(sub, "list") == 0) {
-		rc = cmd_events_list(argc - 1, argv + 1, st);
+		rc = cmd_events_list(argc - 1, argv + 1, cf, st);
 	} else if (strcmp(sub, "show") == 0) {
 		memset(&one, 0, sizeof(one));
 		one.eo_id = id;
+		one.eo_json = json;
 		rc = EX_OK;
 		if (store_read(st, cli_now_ms(), cmd_events_show_unit, &one) < 0) {
-			rc = EX_SOFTWARE;
+			rc = EX_TEMPFAIL;
 		} else if (!one.eo_found) {
 			fprintf(stderr, "idemhook events: no event %" PRId64 "\n", id);
-			rc = EX_DATAERR;
+			rc = CLI_EX_NOT_FOUND;
 		}
 	} else {
 		rc = cmd_events_reprocess(id, cf, st);

@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "config.h"
 #include "gc.h"
+#include "log.h"
 #include "store.h"
 
 static void cmd_gc_usage(FILE *out)
@@ -21,7 +22,21 @@ static void cmd_gc_usage(FILE *out)
 	        "--vacuum then gives every free page of the database file back to the file\n"
 	        "system. A database made before idemhook had incremental vacuum is rebuilt\n"
 	        "once (VACUUM): writers, the daemon's callbacks too, wait until it is done, and\n"
-	        "it needs free disk space for a copy of the live data.\n");
+	        "it needs free disk space for a copy of the live data.\n"
+	        "On a terminal a progress line is drawn while it runs (not with -q); the\n"
+	        "summary says what went, in how many batches and seconds.\n");
+}
+
+/* The progress line after each batch (a terminal only). */
+static void cmd_gc_progress(void *arg, const char *table, const struct gc_report *so_far)
+{
+	struct cli_progress *cp = arg;
+
+	cli_progress_draw(cp, 0,
+	                  "gc: %s; so far %" PRId64 " records, %" PRId64 " events, %" PRId64
+	                  " outbox rows in %" PRId64 " batches",
+	                  table, so_far->gr_records, so_far->gr_events, so_far->gr_outbox,
+	                  so_far->gr_batches);
 }
 
 static int cmd_gc_run(int argc, char **argv, const char *config_path)
@@ -35,6 +50,7 @@ static int cmd_gc_run(int argc, char **argv, const char *config_path)
 	struct config *cf = NULL;
 	struct store *st = NULL;
 	struct gc_report rep;
+	struct cli_progress cp;
 	int dry_run = 0;
 	int vacuum = 0;
 	int c;
@@ -74,10 +90,19 @@ static int cmd_gc_run(int argc, char **argv, const char *config_path)
 	if (rc != EX_OK) {
 		goto fail;
 	}
-	if (gc_run(st, cf, cli_now_ms(), dry_run, &rep) < 0 || (vacuum && gc_vacuum(st, cf, &rep) < 0)) {
+	cli_progress_init(&cp, log_get_level() < LOG_LEVEL_NOTICE);
+	if (gc_run_progress(st, cf, cli_now_ms(), dry_run, cmd_gc_progress, &cp, &rep) < 0) {
 		rc = EX_SOFTWARE;
 		goto fail;
 	}
+	if (vacuum) {
+		cli_progress_draw(&cp, 0, "gc: giving free pages back to the file system");
+		if (gc_vacuum(st, cf, &rep) < 0) {
+			rc = EX_SOFTWARE;
+			goto fail;
+		}
+	}
+	cli_progress_draw(&cp, 1, "gc: done, %" PRId64 " batches", rep.gr_batches);
 	printf("%s\n"
 	       "idempotency records  %12" PRId64 "\n"
 	       "events               %12" PRId64 "\n"
@@ -87,6 +112,7 @@ static int cmd_gc_run(int argc, char **argv, const char *config_path)
 	       "batches              %12" PRId64 "\n",
 	       dry_run ? "would delete (dry run):" : "deleted:", rep.gr_records, rep.gr_events,
 	       rep.gr_parked, rep.gr_outbox, rep.gr_captures, rep.gr_batches);
+	printf("seconds              %12.1f\n", cli_progress_seconds(&cp));
 	if (rep.gr_file_before > 0) {
 		printf("database files       %12" PRId64 " bytes before, %" PRId64 " after\n",
 		       rep.gr_file_before, rep.gr_file_after);

@@ -1,4 +1,4 @@
-/* cmd_outbox.c: `idemhook outbox list|retry|cancel|compensate`: the outbound
+/* cmd_outbox.c: `idemhook outbox list|show|retry|cancel|compensate`: the outbound
  * rows, and the operator's transitions on them. */
 #include <errno.h>
 #include <getopt.h>
@@ -17,29 +17,76 @@
 
 static void cmd_outbox_usage(FILE *out)
 {
-	fprintf(out,
-	        "usage: idemhook [-c FILE] outbox list [--status STATUS] [--order ORDER_ID]\n"
-	        "       idemhook [-c FILE] outbox retry ID\n"
-	        "       idemhook [-c FILE] outbox cancel ID\n"
-	        "       idemhook [-c FILE] outbox compensate ID\n\n"
-	        "list shows outbound rows, oldest first; STATUS is one of pending, delivering,\n"
-	        "retry_wait, succeeded, dead, cancelled. Orders flagged for an operator show\n"
-	        "\"needs operator\".\n"
-	        "retry queues a dead, cancelled or retry_wait row again, due now, with its\n"
-	        "attempts and age window reset (and the same Idempotency-Key).\n"
-	        "cancel stops a pending or retry_wait row; no compensation runs.\n"
-	        "compensate runs the compensation of a dead or cancelled row now (its call\n"
-	        "type's, or manual); on a row whose order is flagged for an operator it\n"
-	        "records that the operator has handled it.\n\n"
-	        "Exit codes: 0 done, 64 usage, 65 transition not allowed, 66 no such row,\n"
-	        "69 database unavailable, 75 database busy or failing.\n");
+	fprintf(out, "usage: idemhook [-c FILE] outbox list [--status STATUS] [--order ORDER_ID]\n"
+	             "                                      [--limit N] [--json]\n"
+	             "       idemhook [-c FILE] outbox show ID [--json]\n"
+	             "       idemhook [-c FILE] outbox retry ID\n"
+	             "       idemhook [-c FILE] outbox cancel ID\n"
+	             "       idemhook [-c FILE] outbox compensate ID\n\n"
+	             "list shows outbound rows, oldest first (default limit 50); STATUS is one of\n"
+	             "pending, delivering, retry_wait, succeeded, dead, cancelled. Orders flagged\n"
+	             "for an operator show \"needs operator\".\n"
+	             "show prints one row: where it goes, its Idempotency-Key, its compensation,\n"
+	             "and its attempts (how many, the last one's answer or error, the next one).\n"
+	             "retry queues a dead, cancelled or retry_wait row again, due now, with its\n"
+	             "attempts and age window reset (and the same Idempotency-Key).\n"
+	             "cancel stops a pending or retry_wait row; no compensation runs.\n"
+	             "compensate runs the compensation of a dead or cancelled row now (its call\n"
+	             "type's, or manual); on a row whose order is flagged for an operator it\n"
+	             "records that the operator has handled it.\n\n"
+	             "Exit status: 0 done, 64 usage, 65 transition not allowed, 66 no such row,\n"
+	             "69 database unavailable, 75 database busy or failing.\n");
 }
 
 /* ---- list ---- */
 
 struct cmd_outbox_list {
-	size_t ol_n;
+	int64_t ol_n;
+	int64_t ol_limit;
+	int ol_json;
 };
+
+static void cmd_outbox_list_json(const struct outbox_info *i)
+{
+	printf("{\"id\": %" PRId64 ", \"status\": ", i->oi_id);
+	cli_json_string(stdout, i->oi_status);
+	printf(", \"call\": ");
+	cli_json_string(stdout, i->oi_call_type);
+	printf(", \"order\": ");
+	cli_json_string(stdout, i->oi_order_id);
+	printf(", \"effect\": ");
+	cli_json_string(stdout, i->oi_effect);
+	printf(", \"attempts\": %" PRId64 ", \"next_attempt\": ", i->oi_attempts);
+	if (strcmp(i->oi_status, "pending") == 0 || strcmp(i->oi_status, "retry_wait") == 0) {
+		cli_json_time(stdout, i->oi_next_attempt_at);
+	} else {
+		printf("null");
+	}
+	if (i->oi_last_status > 0) {
+		printf(", \"last_status\": %" PRId64, i->oi_last_status);
+	} else {
+		printf(", \"last_status\": null");
+	}
+	printf(", \"last_error\": ");
+	cli_json_string(stdout, i->oi_last_error);
+	printf(", \"compensation\": ");
+	cli_json_string(stdout, i->oi_compensation);
+	printf(", \"compensation_state\": ");
+	cli_json_string(stdout, i->oi_comp_state);
+	printf(", \"fulfillment\": ");
+	cli_json_string(stdout, i->oi_fulfillment);
+	printf(", \"needs_operator\": %s, \"parent\": ", i->oi_needs_operator ? "true" : "false");
+	if (i->oi_parent_id > 0) {
+		printf("%" PRId64, i->oi_parent_id);
+	} else {
+		printf("null");
+	}
+	printf(", \"idempotency_key\": ");
+	cli_json_string(stdout, i->oi_idem_key);
+	printf(", \"created\": ");
+	cli_json_time(stdout, i->oi_created_at);
+	printf("}");
+}
 
 static int cmd_outbox_list_row(void *arg, const struct outbox_info *i)
 {
@@ -48,6 +95,15 @@ static int cmd_outbox_list_row(void *arg, const struct outbox_info *i)
 	char last[24];
 	char comp[48];
 
+	if (ol->ol_n >= ol->ol_limit) {
+		return 1;
+	}
+	if (ol->ol_json) {
+		printf("%s\n    ", ol->ol_n == 0 ? "" : ",");
+		cmd_outbox_list_json(i);
+		ol->ol_n++;
+		return 0;
+	}
 	if (ol->ol_n == 0) {
 		printf("%-6s %-10s %-9s %-24s %-18s %-3s %-20s %-4s %-17s %-11s %s\n", "ID",
 		       "STATUS", "CALL", "ORDER", "EFFECT", "TRY", "NEXT", "LAST", "COMPENSATION",
@@ -69,10 +125,13 @@ static int cmd_outbox_list_row(void *arg, const struct outbox_info *i)
 	} else {
 		snprintf(comp, sizeof(comp), "%s:%s", i->oi_compensation, i->oi_comp_state);
 	}
-	printf("%-6" PRId64 " %-10s %-9.9s %-24.24s %-18.18s %-3" PRId64
-	       " %-20s %-4s %-17s %-11s %s%s%s",
-	       i->oi_id, i->oi_status, i->oi_call_type, cli_or_dash(i->oi_order_id),
-	       i->oi_effect, i->oi_attempts, next, last, comp,
+	printf("%-6" PRId64 " %-10s ", i->oi_id, i->oi_status);
+	cli_cell(stdout, i->oi_call_type, 9);
+	fputc(' ', stdout);
+	cli_cell(stdout, i->oi_order_id, 24);
+	fputc(' ', stdout);
+	cli_cell(stdout, i->oi_effect, 18);
+	printf(" %-3" PRId64 " %-20s %-4s %-17s %-11s %s%s%s", i->oi_attempts, next, last, comp,
 	       cli_or_dash(i->oi_fulfillment), i->oi_needs_operator ? "needs operator" : "",
 	       i->oi_needs_operator && i->oi_last_error != NULL ? "; " : "",
 	       i->oi_last_error != NULL ? i->oi_last_error : "");
@@ -88,15 +147,20 @@ static int cmd_outbox_list(int argc, char **argv, struct store *st)
 	static const struct option opts[] = {
 	        {"status", required_argument, NULL, 's'},
 	        {"order", required_argument, NULL, 'o'},
+	        {"limit", required_argument, NULL, 'n'},
+	        {"json", no_argument, NULL, 'j'},
 	        {NULL, 0, NULL, 0},
 	};
 	struct cmd_outbox_list ol;
 	const char *status = NULL;
 	const char *order = NULL;
+	int rc;
 
+	memset(&ol, 0, sizeof(ol));
+	ol.ol_limit = CLI_LIMIT_DEFAULT;
 	optind = 0;
 	for (;;) {
-		int c = getopt_long(argc, argv, "s:o:", opts, NULL);
+		int c = getopt_long(argc, argv, "s:o:n:j", opts, NULL);
 
 		if (c == -1) {
 			break;
@@ -111,6 +175,12 @@ static int cmd_outbox_list(int argc, char **argv, struct store *st)
 			status = optarg;
 		} else if (c == 'o') {
 			order = optarg;
+		} else if (c == 'n') {
+			if (cli_parse_limit("outbox", optarg, &ol.ol_limit) < 0) {
+				return EX_USAGE;
+			}
+		} else if (c == 'j') {
+			ol.ol_json = 1;
 		} else {
 			cmd_outbox_usage(stderr);
 			return EX_USAGE;
@@ -120,12 +190,209 @@ static int cmd_outbox_list(int argc, char **argv, struct store *st)
 		cmd_outbox_usage(stderr);
 		return EX_USAGE;
 	}
-	memset(&ol, 0, sizeof(ol));
-	if (outbox_list(st, status, order, cmd_outbox_list_row, &ol) < 0) {
+	if (ol.ol_json) {
+		printf("{\"outbox\": [");
+	}
+	rc = outbox_list(st, status, order, cmd_outbox_list_row, &ol) < 0 ? EX_TEMPFAIL : EX_OK;
+	if (ol.ol_json) {
+		printf("%s]}\n", ol.ol_n > 0 ? "\n  " : "");
+	} else if (rc == EX_OK && ol.ol_n == 0) {
+		printf("no outbox rows\n");
+	}
+	return rc;
+}
+
+/* ---- show ---- */
+
+#define CMD_OUTBOX_SHOW_COLUMNS                                                                    \
+	"o.id, o.order_id, o.call_type, o.effect, o.provider, o.url, o.content_type, "             \
+	"length(o.body), o.idem_key, o.compensation, o.comp_state, o.parent_id, o.status, "        \
+	"o.attempts, o.window_start, o.next_attempt_at, o.lease_until, o.last_status, "            \
+	"o.last_error, o.created_at, o.updated_at, o.delivered_at, d.fulfillment_status, "         \
+	"d.needs_operator"
+
+enum {
+	CMD_OUTBOX_C_ID,
+	CMD_OUTBOX_C_ORDER,
+	CMD_OUTBOX_C_CALL,
+	CMD_OUTBOX_C_EFFECT,
+	CMD_OUTBOX_C_PROVIDER,
+	CMD_OUTBOX_C_URL,
+	CMD_OUTBOX_C_CONTENT_TYPE,
+	CMD_OUTBOX_C_BODY_LEN,
+	CMD_OUTBOX_C_KEY,
+	CMD_OUTBOX_C_COMPENSATION,
+	CMD_OUTBOX_C_COMP_STATE,
+	CMD_OUTBOX_C_PARENT,
+	CMD_OUTBOX_C_STATUS,
+	CMD_OUTBOX_C_ATTEMPTS,
+	CMD_OUTBOX_C_WINDOW_START,
+	CMD_OUTBOX_C_NEXT,
+	CMD_OUTBOX_C_LEASE,
+	CMD_OUTBOX_C_LAST_STATUS,
+	CMD_OUTBOX_C_LAST_ERROR,
+	CMD_OUTBOX_C_CREATED,
+	CMD_OUTBOX_C_UPDATED,
+	CMD_OUTBOX_C_DELIVERED,
+	CMD_OUTBOX_C_FULFILLMENT,
+	CMD_OUTBOX_C_NEEDS_OPERATOR,
+};
+
+struct cmd_outbox_one {
+	int64_t oo_id;
+	int oo_json;
+	int oo_found;
+};
+
+/* A row's attempts, as the outbox row keeps them: how many, the last one's
+ * answer or error, the next one due. The one place they are rendered, in
+ * the text and the JSON form. */
+static void cmd_outbox_print_attempts(const struct store_row *row, int json)
+{
+	const char *status = store_row_text(row, CMD_OUTBOX_C_STATUS);
+	int waiting = status != NULL &&
+	              (strcmp(status, "pending") == 0 || strcmp(status, "retry_wait") == 0);
+	int64_t last_status = store_row_int(row, CMD_OUTBOX_C_LAST_STATUS);
+	char t[32];
+
+	if (json) {
+		printf("\"attempts\": {\"count\": %" PRId64 ", \"last_status\": ",
+		       store_row_int(row, CMD_OUTBOX_C_ATTEMPTS));
+		if (last_status > 0) {
+			printf("%" PRId64, last_status);
+		} else {
+			printf("null");
+		}
+		printf(", \"last_error\": ");
+		cli_json_string(stdout, store_row_text(row, CMD_OUTBOX_C_LAST_ERROR));
+		printf(", \"next\": ");
+		if (waiting) {
+			cli_json_time(stdout, store_row_int(row, CMD_OUTBOX_C_NEXT));
+		} else {
+			printf("null");
+		}
+		printf(", \"window_start\": ");
+		cli_json_time(stdout, store_row_int(row, CMD_OUTBOX_C_WINDOW_START));
+		printf(", \"delivered\": ");
+		cli_json_time(stdout, store_row_int(row, CMD_OUTBOX_C_DELIVERED));
+		printf("}");
+		return;
+	}
+	printf("attempts:\n");
+	printf("  count:         %" PRId64 "\n", store_row_int(row, CMD_OUTBOX_C_ATTEMPTS));
+	if (last_status > 0) {
+		printf("  last answer:   HTTP %" PRId64 "\n", last_status);
+	} else {
+		printf("  last answer:   -\n");
+	}
+	printf("  last error:    %s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_LAST_ERROR)));
+	cli_format_time(store_row_int(row, CMD_OUTBOX_C_NEXT), t);
+	printf("  next:          %s\n", waiting ? t : "-");
+	cli_format_time(store_row_int(row, CMD_OUTBOX_C_WINDOW_START), t);
+	printf("  window since:  %s\n", t);
+	cli_format_time(store_row_int(row, CMD_OUTBOX_C_DELIVERED), t);
+	printf("  delivered:     %s\n", t);
+}
+
+static int cmd_outbox_show_row(void *arg, const struct store_row *row)
+{
+	struct cmd_outbox_one *one = arg;
+	static const struct {
+		const char *name;
+		int col;
+	} texts[] = {
+	        {"status", CMD_OUTBOX_C_STATUS},
+	        {"call", CMD_OUTBOX_C_CALL},
+	        {"order", CMD_OUTBOX_C_ORDER},
+	        {"effect", CMD_OUTBOX_C_EFFECT},
+	        {"provider", CMD_OUTBOX_C_PROVIDER},
+	        {"url", CMD_OUTBOX_C_URL},
+	        {"content_type", CMD_OUTBOX_C_CONTENT_TYPE},
+	        {"idempotency_key", CMD_OUTBOX_C_KEY},
+	        {"compensation", CMD_OUTBOX_C_COMPENSATION},
+	        {"compensation_state", CMD_OUTBOX_C_COMP_STATE},
+	        {"fulfillment", CMD_OUTBOX_C_FULFILLMENT},
+	};
+	char created[32];
+	char updated[32];
+	size_t i;
+
+	one->oo_found = 1;
+	if (one->oo_json) {
+		printf("{\"id\": %" PRId64, store_row_int(row, CMD_OUTBOX_C_ID));
+		for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+			printf(", \"%s\": ", texts[i].name);
+			cli_json_string(stdout, store_row_text(row, (size_t)texts[i].col));
+		}
+		printf(", \"body_bytes\": %" PRId64 ", \"parent\": ",
+		       store_row_int(row, CMD_OUTBOX_C_BODY_LEN));
+		if (store_row_int(row, CMD_OUTBOX_C_PARENT) > 0) {
+			printf("%" PRId64, store_row_int(row, CMD_OUTBOX_C_PARENT));
+		} else {
+			printf("null");
+		}
+		printf(", \"needs_operator\": %s, \"created\": ",
+		       store_row_int(row, CMD_OUTBOX_C_NEEDS_OPERATOR) ? "true" : "false");
+		cli_json_time(stdout, store_row_int(row, CMD_OUTBOX_C_CREATED));
+		printf(", \"updated\": ");
+		cli_json_time(stdout, store_row_int(row, CMD_OUTBOX_C_UPDATED));
+		printf(", ");
+		cmd_outbox_print_attempts(row, 1);
+		printf("}\n");
+		return 1;
+	}
+	cli_format_time(store_row_int(row, CMD_OUTBOX_C_CREATED), created);
+	cli_format_time(store_row_int(row, CMD_OUTBOX_C_UPDATED), updated);
+	printf("id:              %" PRId64 "\n", store_row_int(row, CMD_OUTBOX_C_ID));
+	printf("status:          %s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_STATUS)));
+	printf("call:            %s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_CALL)));
+	printf("order:           %s%s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_ORDER)),
+	       store_row_int(row, CMD_OUTBOX_C_NEEDS_OPERATOR) ? " (needs operator)" : "");
+	printf("effect:          %s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_EFFECT)));
+	printf("provider:        %s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_PROVIDER)));
+	printf("url:             %s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_URL)));
+	printf("body:            %" PRId64 " bytes, %s\n",
+	       store_row_int(row, CMD_OUTBOX_C_BODY_LEN),
+	       cli_or_dash(store_row_text(row, CMD_OUTBOX_C_CONTENT_TYPE)));
+	printf("idempotency key: %s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_KEY)));
+	printf("compensation:    %s (%s)\n",
+	       cli_or_dash(store_row_text(row, CMD_OUTBOX_C_COMPENSATION)),
+	       cli_or_dash(store_row_text(row, CMD_OUTBOX_C_COMP_STATE)));
+	if (store_row_int(row, CMD_OUTBOX_C_PARENT) > 0) {
+		printf("compensates:     row %" PRId64 "\n",
+		       store_row_int(row, CMD_OUTBOX_C_PARENT));
+	}
+	printf("fulfillment:     %s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_FULFILLMENT)));
+	printf("created:         %s\n", created);
+	printf("updated:         %s\n", updated);
+	cmd_outbox_print_attempts(row, 0);
+	return 1;
+}
+
+static int cmd_outbox_show_unit(struct store_tx *tx, void *arg)
+{
+	struct cmd_outbox_one *one = arg;
+	struct store_value p[1] = {store_int(one->oo_id)};
+
+	return store_query_each(tx,
+	                        "SELECT " CMD_OUTBOX_SHOW_COLUMNS " FROM outbox AS o LEFT JOIN "
+	                        "orders AS d ON d.id = o.order_id WHERE o.id = ?",
+	                        p, 1, cmd_outbox_show_row, one);
+}
+
+static int cmd_outbox_show(int64_t id, int json, struct store *st)
+{
+	struct cmd_outbox_one one;
+
+	memset(&one, 0, sizeof(one));
+	one.oo_id = id;
+	one.oo_json = json;
+	if (store_read(st, cli_now_ms(), cmd_outbox_show_unit, &one) < 0) {
 		return EX_TEMPFAIL;
 	}
-	if (ol.ol_n == 0) {
-		printf("no outbox rows\n");
+	if (!one.oo_found) {
+		fprintf(stderr, "idemhook outbox show: no outbox row %" PRId64 "\n", id);
+		return CLI_EX_NOT_FOUND;
 	}
 	return EX_OK;
 }
@@ -158,7 +425,7 @@ static int cmd_outbox_transition(const char *sub, int64_t id, const struct confi
 		return EX_OK;
 	case OUTBOX_ADMIN_UNKNOWN:
 		fprintf(stderr, "idemhook outbox %s: %s\n", sub, msg);
-		return EX_NOINPUT;
+		return CLI_EX_NOT_FOUND;
 	case OUTBOX_ADMIN_ILLEGAL:
 		fprintf(stderr, "idemhook outbox %s: %s\n", sub, msg);
 		return EX_DATAERR;
@@ -178,6 +445,8 @@ static int cmd_outbox_run(int argc, char **argv, const char *config_path)
 	const char *sub;
 	int64_t id = 0;
 	int list;
+	int show;
+	int json;
 	int rc;
 
 	if (argc < 2 || cli_wants_help(argc, argv)) {
@@ -186,7 +455,9 @@ static int cmd_outbox_run(int argc, char **argv, const char *config_path)
 	}
 	sub = argv[1];
 	list = strcmp(sub, "list") == 0;
-	if (!list && strcmp(sub, "retry") != 0 && strcmp(sub, "cancel") != 0 &&
+	show = strcmp(sub, "show") == 0;
+	json = show ? cli_take_flag(&argc, argv, "--json") : 0;
+	if (!list && !show && strcmp(sub, "retry") != 0 && strcmp(sub, "cancel") != 0 &&
 	    strcmp(sub, "compensate") != 0) {
 		cmd_outbox_usage(stderr);
 		return EX_USAGE;
@@ -199,12 +470,14 @@ static int cmd_outbox_run(int argc, char **argv, const char *config_path)
 	if (rc != EX_OK) {
 		return rc;
 	}
-	rc = cli_open_store(cf, list, &st);
+	rc = cli_open_store(cf, list || show, &st);
 	if (rc != EX_OK) {
 		goto fail;
 	}
 	if (list) {
 		rc = cmd_outbox_list(argc - 1, argv + 1, st);
+	} else if (show) {
+		rc = cmd_outbox_show(id, json, st);
 	} else {
 		rc = cmd_outbox_transition(sub, id, cf, st);
 	}
@@ -216,6 +489,6 @@ fail:
 
 const struct cli_command cli_cmd_outbox = {
         .cc_name = "outbox",
-        .cc_summary = "list outbound calls; retry, cancel or compensate one",
+        .cc_summary = "list or show outbound calls; retry, cancel or compensate one",
         .cc_run = cmd_outbox_run,
 };

@@ -36,37 +36,6 @@ static void cmd_reconcile_usage(FILE *out)
 	        "was applied; the next run asks again).\n");
 }
 
-/* "2026-11-01", "2026-11-01T08:00:00Z" (UTC), or a duration ago ("3d").
- * Returns 0 with ms since the epoch, or -1. */
-static int cmd_reconcile_since(const char *s, int64_t *ret_ms)
-{
-	struct tm tm;
-	const char *end;
-	int64_t ago;
-	time_t t;
-
-	if (config_parse_duration(s, &ago) == 0) {
-		*ret_ms = cli_now_ms() - ago * 1000;
-		return 0;
-	}
-	memset(&tm, 0, sizeof(tm));
-	end = strptime(s, "%Y-%m-%d", &tm);
-	if (end != NULL && *end == 'T') {
-		end = strptime(end + 1, "%H:%M:%S", &tm);
-		if (end == NULL || strcmp(end, "Z") != 0) {
-			return -1;
-		}
-	} else if (end == NULL || *end != '\0') {
-		return -1;
-	}
-	t = timegm(&tm);
-	if (t == (time_t)-1 || t <= 0) {
-		return -1;
-	}
-	*ret_ms = (int64_t)t * 1000;
-	return 0;
-}
-
 static int cmd_reconcile_run(int argc, char **argv, const char *config_path)
 {
 	static const struct option opts[] = {
@@ -107,7 +76,7 @@ static int cmd_reconcile_run(int argc, char **argv, const char *config_path)
 				return EX_USAGE;
 			}
 		} else if (c == 's') {
-			if (cmd_reconcile_since(optarg, &opt.ro_since_ms) < 0) {
+			if (cli_parse_when(optarg, &opt.ro_since_ms) < 0) {
 				fprintf(stderr,
 				        "idemhook reconcile: --since wants a date (2026-11-01), "
 				        "a UTC time (2026-11-01T08:00:00Z) or a duration (3d)\n");

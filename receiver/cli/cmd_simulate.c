@@ -66,7 +66,8 @@ static void cmd_simulate_usage(FILE *out)
 	        "                     against the system CAs or [client] ca_file\n"
 	        "  --print-config     make the throwaway key pair (once) and print the provider\n"
 	        "                     sections of a test instance that accepts it\n\n"
-	        "Exit status: 0 for a 2xx answer, 65 for any other answer, 69 when none came.\n");
+	        "Exit status: 0 for a 2xx answer, 65 for any other answer, 66 no such order (or\n"
+	        "no earlier callback to duplicate), 69 when no answer came.\n");
 }
 
 /* Makes dir (mode 0700) and its parent when missing: beside a SQLite
@@ -324,7 +325,7 @@ static int simulate_fill(const struct config *cf, const struct simulate_opts *o,
 		        "this database does not hold\n",
 		        o->so_order,
 		        cf->cf_backend == STORE_BACKEND_POSTGRESQL ? "the postgresql database" : cf->cf_db_path);
-		return EX_DATAERR;
+		return CLI_EX_NOT_FOUND;
 	}
 	if (money_currency_normalize(o->so_currency != NULL ? o->so_currency : order.ao_currency,
 	                             sim->ps_currency) < 0) {
@@ -455,7 +456,7 @@ static int simulate_duplicate(const struct config *cf, const struct provider_con
 		        "simulate: no callback was simulated for %s yet (%s): simulate a payment "
 		        "or refund first\n",
 		        pc->pc_name, path);
-		return EX_NOINPUT;
+		return CLI_EX_NOT_FOUND;
 	}
 	if (capture_read(path, &rec, err, sizeof(err)) < 0) {
 		fprintf(stderr, "simulate: %s: %s\n", path, err);

@@ -7,6 +7,7 @@
 
 #include "buf.h"
 #include "cli.h"
+#include "log.h"
 #include "store.h"
 
 #define CMD_STORE_SQL_MAX 8192 /* bytes of one generated statement */
@@ -49,6 +50,10 @@ struct cmd_store_copy {
 	int cs_blob[STORE_ROW_MAX]; /* per column: declared binary */
 	size_t cs_n_cols;
 	int64_t cs_rows;
+	/* progress: every row of the source, and those copied so far */
+	struct cli_progress cs_progress;
+	int64_t cs_src_total;
+	int64_t cs_copied;
 };
 
 static int cmd_store_known_table(void *arg, const char *name)
@@ -107,6 +112,9 @@ static int cmd_store_row(void *arg, const struct store_row *row)
 		return -1;
 	}
 	cs->cs_rows++;
+	cs->cs_copied++;
+	cli_progress_draw(&cs->cs_progress, 0, "store copy: %lld of %lld rows (%s)",
+	                  (long long)cs->cs_copied, (long long)cs->cs_src_total, cs->cs_table);
 	return 0;
 }
 
@@ -223,8 +231,16 @@ static int cmd_store_source_tx(struct store_tx *tx, void *arg)
 {
 	struct cmd_store_copy *cs = arg;
 
+	size_t i;
+	int64_t n;
+
 	if (store_tables(tx, cmd_store_known_table, cs) < 0) {
 		return -1;
+	}
+	/* The total for the progress line, from the same snapshot. */
+	for (i = 0; i < CMD_STORE_N_TABLES && cs->cs_progress.cp_on; i++) {
+		n = cmd_store_count(tx, cmd_store_tables[i].ct_name);
+		cs->cs_src_total += n > 0 ? n : 0;
 	}
 	cs->cs_src_tx = tx;
 	if (store_write(cs->cs_dst, store_tx_now(tx), cmd_store_copy_tx, cs) < 0) {
@@ -252,6 +268,7 @@ static void cmd_store_usage(FILE *out)
 	        "stop serve first (the copy is refused while it runs).\n\n"
 	        "  LOCATION   sqlite:PATH, postgresql:CONNINFO or a postgresql:// URI\n"
 	        "  --replace  delete what the target holds first\n\n"
+	        "On a terminal a progress line counts the rows copied (not with -q).\n\n"
 	        "Example:\n"
 	        "  idemhook store copy --from sqlite:/var/lib/idemhook/idemhook.db \\\n"
 	        "      --to 'postgresql:host=db.internal dbname=idemhook user=idemhook'\n");
@@ -321,9 +338,15 @@ static int cmd_store_copy_run(int argc, char **argv)
 	}
 	cs.cs_dst = dst;
 	rc = EX_DATAERR;
+	cli_progress_init(&cs.cs_progress, log_get_level() < LOG_LEVEL_NOTICE);
 	if (store_read(src, cli_now_ms(), cmd_store_source_tx, &cs) < 0) {
+		if (cs.cs_progress.cp_on) {
+			fputc('\n', stderr);
+		}
 		goto out;
 	}
+	cli_progress_draw(&cs.cs_progress, 1, "store copy: %lld of %lld rows", (long long)cs.cs_copied,
+	                  (long long)cs.cs_src_total);
 	if (store_after_copy(dst) < 0) {
 		fprintf(stderr, "idemhook store copy: the rows are copied, but the target's id "
 		                "generators could not be moved past them\n");
@@ -334,8 +357,8 @@ static int cmd_store_copy_run(int argc, char **argv)
 		printf("%-22s %10lld\n", cmd_store_tables[i].ct_name, (long long)cs.cs_counts[i]);
 		total += cs.cs_counts[i];
 	}
-	printf("copied %lld rows from %s to %s\n", (long long)total, cmd_store_name(&from),
-	       cmd_store_name(&to));
+	printf("copied %lld rows from %s to %s in %.1f s\n", (long long)total, cmd_store_name(&from),
+	       cmd_store_name(&to), cli_progress_seconds(&cs.cs_progress));
 	rc = EX_OK;
 out:
 	store_destroy(dst);

@@ -30,22 +30,87 @@ static const struct cli_command *const cli_commands[] = {
 
 #define CLI_N_COMMANDS (sizeof(cli_commands) / sizeof(cli_commands[0]))
 
+/* The exit status of every command: one meaning per code (docs/cli.md and
+ * the man page's EXIT STATUS say the same). */
+static const struct {
+	int ce_code;
+	const char *ce_meaning;
+} cli_exit_codes[] = {
+	{EX_OK, "success"},
+	{EX_USAGE, "usage error: a bad command line, an unknown provider"},
+	{EX_DATAERR, "refused: a transition not allowed, an answer rejected"},
+	{CLI_EX_NOT_FOUND, "not found: no such event, outbox row or order"},
+	{EX_UNAVAILABLE, "unavailable: no database, or no answer came"},
+	{EX_SOFTWARE, "internal error"},
+	{EX_OSERR, "operating system error (out of memory)"},
+	{EX_CANTCREAT, "cannot create a file (port file, key pair)"},
+	{EX_TEMPFAIL, "temporary failure (database busy, provider failing): try again"},
+	{EX_CONFIG, "configuration error"},
+};
+
+#define CLI_N_EXIT_CODES (sizeof(cli_exit_codes) / sizeof(cli_exit_codes[0]))
+
 static void cli_usage(FILE *out)
 {
+	int width = (int)strlen("help");
 	size_t i;
 
+	for (i = 0; i < CLI_N_COMMANDS; i++) {
+		int n = (int)strlen(cli_commands[i]->cc_name);
+
+		width = n > width ? n : width;
+	}
 	fprintf(out, "usage: idemhook [-c FILE] [-v|-q] COMMAND [ARGS...]\n"
-		     "       idemhook --help | --version\n\n"
+		     "       idemhook help [COMMAND] | --help | --version\n\n"
 		     "A payment-callback receiver that applies each callback exactly once.\n\n"
 		     "Options:\n"
 		     "  -c, --config FILE  configuration file (default: $IDEMHOOK_CONFIG, else the demo)\n"
-		     "  -v, --verbose      log debug lines\n"
+		     "  -v, --verbose      log informational and debug lines too\n"
 		     "  -q, --quiet        log warnings and errors only\n\n"
 		     "Commands:\n");
 	for (i = 0; i < CLI_N_COMMANDS; i++) {
-		fprintf(out, "  %-9s %s\n", cli_commands[i]->cc_name, cli_commands[i]->cc_summary);
+		fprintf(out, "  %-*s  %s\n", width, cli_commands[i]->cc_name, cli_commands[i]->cc_summary);
 	}
-	fprintf(out, "\nRun 'idemhook COMMAND --help' for a command's options.\n");
+	fprintf(out, "  %-*s  %s\n", width, "help", "this text, or a command's own options");
+	fprintf(out, "\nExit status (every command):\n");
+	for (i = 0; i < CLI_N_EXIT_CODES; i++) {
+		fprintf(out, "  %2d  %s\n", cli_exit_codes[i].ce_code, cli_exit_codes[i].ce_meaning);
+	}
+	fprintf(out, "\nRun 'idemhook help COMMAND' for a command's options.\n");
+}
+
+static const struct cli_command *cli_find(const char *name)
+{
+	size_t c;
+
+	for (c = 0; c < CLI_N_COMMANDS; c++) {
+		if (strcmp(cli_commands[c]->cc_name, name) == 0) {
+			return cli_commands[c];
+		}
+	}
+	return NULL;
+}
+
+/* idemhook help [COMMAND]: the overview, or the command's own --help. */
+static int cli_help(int argc, char **argv)
+{
+	const struct cli_command *cmd;
+	char *help_argv[3];
+
+	if (argc < 2) {
+		cli_usage(stdout);
+		return EX_OK;
+	}
+	cmd = cli_find(argv[1]);
+	if (argc > 2 || cmd == NULL) {
+		fprintf(stderr, "idemhook help: unknown command '%s'\n", argv[1]);
+		cli_usage(stderr);
+		return EX_USAGE;
+	}
+	help_argv[0] = argv[1];
+	help_argv[1] = "--help";
+	help_argv[2] = NULL;
+	return cmd->cc_run(2, help_argv, NULL);
 }
 
 int cli_wants_help(int argc, char **argv)
@@ -151,9 +216,10 @@ int main(int argc, char **argv)
 {
 	const char *config_path = NULL;
 	char **args;
+	const struct cli_command *cmd;
+	int level_given = 0;
 	int n = 0;
 	int i;
-	size_t c;
 	int rc;
 
 	args = calloc((size_t)argc + 1, sizeof(char *));
@@ -169,8 +235,10 @@ int main(int argc, char **argv)
 			config_path = argv[i] + 9;
 		} else if (n == 0 && (strcmp(argv[i], "-v") == 0 || strcmp(argv[i], "--verbose") == 0)) {
 			log_set_level(LOG_LEVEL_DEBUG);
+			level_given = 1;
 		} else if (n == 0 && (strcmp(argv[i], "-q") == 0 || strcmp(argv[i], "--quiet") == 0)) {
 			log_set_level(LOG_LEVEL_WARNING);
+			level_given = 1;
 		} else if (n == 0 && strcmp(argv[i], "--version") == 0) {
 			printf("idemhook %s\n", IDEMHOOK_VERSION);
 			free(args);
@@ -197,12 +265,21 @@ int main(int argc, char **argv)
 		free(args);
 		return EX_USAGE;
 	}
-	for (c = 0; c < CLI_N_COMMANDS; c++) {
-		if (strcmp(cli_commands[c]->cc_name, args[0]) == 0) {
-			rc = cli_commands[c]->cc_run(n, args, config_path);
-			free(args);
-			return rc;
+	if (strcmp(args[0], "help") == 0) {
+		rc = cli_help(n, args);
+		free(args);
+		return rc;
+	}
+	cmd = cli_find(args[0]);
+	if (cmd != NULL) {
+		/* Informational lines are the daemon's; a command run by hand
+		 * says them only when asked (-v). */
+		if (!level_given && strcmp(cmd->cc_name, "serve") != 0) {
+			log_set_level(LOG_LEVEL_NOTICE);
 		}
+		rc = cmd->cc_run(n, args, config_path);
+		free(args);
+		return rc;
 	}
 	fprintf(stderr, "idemhook: unknown command '%s'\n", args[0]);
 	cli_usage(stderr);

@@ -1,11 +1,33 @@
-/* log.c: stderr logging with journald priority prefixes. */
+/* log.c: stderr logging with journald priority prefixes (left out on a
+ * terminal, where a person reads the lines). */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 
 static enum log_level log_threshold = LOG_LEVEL_INFO;
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+static int log_prefixed = 1;
+
+/* The <N> prefix is for journald: kept when stderr is not a terminal (a
+ * pipe, a file, the journal's stream) and whenever systemd set
+ * JOURNAL_STREAM; dropped when a person runs a command on a terminal. */
+static void log_decide(void)
+{
+	const char *js = getenv("JOURNAL_STREAM");
+
+	log_prefixed = !isatty(STDERR_FILENO) || (js != NULL && js[0] != '\0');
+}
+
+int log_prefix_enabled(void)
+{
+	pthread_once(&log_once, log_decide);
+	return log_prefixed;
+}
 
 void log_set_level(enum log_level level)
 {
@@ -27,7 +49,13 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	if (level > log_threshold) {
 		return;
 	}
-	n = snprintf(line, sizeof(line), "<%d>", (int)level);
+	n = 0;
+	if (log_prefix_enabled()) {
+		n = snprintf(line, sizeof(line), "<%d>", (int)level);
+	} else if (level <= LOG_LEVEL_WARNING) {
+		n = snprintf(line, sizeof(line),
+		             "%s: ", level <= LOG_LEVEL_ERR ? "error" : "warning");
+	}
 	va_start(ap, fmt);
 	vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
 	va_end(ap);

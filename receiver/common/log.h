@@ -14,8 +14,14 @@ enum log_level {
 void log_set_level(enum log_level level);
 enum log_level log_get_level(void);
 
-/* Writes one line "<N>message\n" to stderr. Callers quote user-controlled
- * strings themselves (log_quote) and never pass a secret. */
+/* 1 when lines carry the journald <N> prefix: stderr is not a terminal, or
+ * JOURNAL_STREAM is set (decided once, at the first line). */
+int log_prefix_enabled(void);
+
+/* Writes one line "<N>message\n" to stderr ("message\n" on a terminal
+ * outside systemd, with "error: " or "warning: " before those). Callers
+ * quote user-controlled strings themselves (log_quote) and never pass a
+ * secret. */
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define log_err(...) log_msg(LOG_LEVEL_ERR, __VA_ARGS__)

@@ -202,7 +202,24 @@ struct app_hook_job {
 	double hj_t0;
 };
 
-/* Counts and logs one finished callback (client NULL: it went away). */
+/* What an operator needs beyond the slug of a refused callback: the clock
+ * skew of a stale timestamp, the limit a 413 broke. "" when nothing. */
+static void app_hook_detail(const struct ingest_report *rep, char *out, size_t out_size)
+{
+	out[0] = '\0';
+	if (rep->ir_has_skew) {
+		snprintf(out, out_size, " skew_s=%lld tolerance_s=%lld (%s)", (long long)rep->ir_skew_s,
+			 (long long)rep->ir_tolerance_s,
+			 rep->ir_skew_s < 0 ? "signed in the past: a late retry or the sender's clock"
+					    : "signed in the future: check this host's clock (NTP)");
+	} else if (rep->ir_reason != NULL && strcmp(rep->ir_reason, "batch_too_large") == 0) {
+		snprintf(out, out_size, " items=%zu limit=%d", rep->ir_n_events, INGEST_BATCH_MAX);
+	}
+}
+
+/* Counts and logs one finished callback (client NULL: it went away). A
+ * refused one (rejected before its claim, or failed by business rules) is
+ * a warning, with its own reason and what the operator needs to act. */
 static void app_hook_account(struct app *app, const struct provider_conf *pc, const struct ingest_report *rep,
 			     int status, const char *client, double t0)
 {
@@ -212,6 +229,9 @@ static void app_hook_account(struct app *app, const struct provider_conf *pc, co
 	char qkey[INGEST_KEY_LOG_MAX + 8];
 	char qclient[160];
 	char events[32] = "";
+	char detail[160];
+	const char *reason = rep->ir_reason;
+	enum log_level level = LOG_LEVEL_INFO;
 
 	/* New rows may have been queued: no need to wait for the next poll. */
 	if (rep->ir_n_new > 0 && app->app_outbound != NULL) {
@@ -225,12 +245,20 @@ static void app_hook_account(struct app *app, const struct provider_conf *pc, co
 	if (rep->ir_n_events > 1) {
 		snprintf(events, sizeof(events), " events=%zu", rep->ir_n_events);
 	}
-	log_info("hook provider=\"%s\"%s %s=\"%s\" outcome=%s%s%s status=%d client=%s%s%s latency_ms=%lld.%lld",
-		 log_quote(qname, sizeof(qname), pc->pc_name), events, rep->ir_n_events > 1 ? "first_key" : "key",
-		 log_quote(qkey, sizeof(qkey), rep->ir_first_key), ingest_result_name(rep->ir_result),
-		 rep->ir_reason != NULL ? " reason=" : "", rep->ir_reason != NULL ? rep->ir_reason : "", status,
-		 client != NULL ? "\"" : "", client != NULL ? log_quote(qclient, sizeof(qclient), client) : "gone",
-		 client != NULL ? "\"" : "", tenths / 10, tenths % 10);
+	if (rep->ir_result == INGEST_FAILED && rep->ir_failure[0] != '\0') {
+		reason = rep->ir_failure;
+	}
+	if (rep->ir_result == INGEST_REJECTED || rep->ir_result == INGEST_FAILED) {
+		level = LOG_LEVEL_WARNING;
+	}
+	app_hook_detail(rep, detail, sizeof(detail));
+	log_msg(level,
+		"hook provider=\"%s\"%s %s=\"%s\" outcome=%s%s%s%s status=%d client=%s%s%s latency_ms=%lld.%lld",
+		log_quote(qname, sizeof(qname), pc->pc_name), events, rep->ir_n_events > 1 ? "first_key" : "key",
+		log_quote(qkey, sizeof(qkey), rep->ir_first_key), ingest_result_name(rep->ir_result),
+		reason != NULL ? " reason=" : "", reason != NULL ? reason : "", detail, status,
+		client != NULL ? "\"" : "", client != NULL ? log_quote(qclient, sizeof(qclient), client) : "gone",
+		client != NULL ? "\"" : "", tenths / 10, tenths % 10);
 }
 
 /* The writer's completion (writer thread): only wakes the connection. */
@@ -344,7 +372,22 @@ void app_refused_public(void *arg, const struct http_request *req, struct reply 
 {
 	struct app *app = arg;
 	struct config *cf = app_config_acquire(app);
+	char qpath[160];
+	char qlen[40];
+	char qclient[160];
 
+	/* A callback the listener refused before reading its body is logged
+	 * like one its profile refused, with the limit it broke. */
+	if (strncmp(req->hr_path, APP_HOOKS_PREFIX, strlen(APP_HOOKS_PREFIX)) == 0 &&
+	    ret->reply_status == 413) {
+		const char *len = http_header_get(req, "Content-Length");
+
+		log_warn("hook path=\"%s\" outcome=rejected reason=body_too_large status=413 "
+			 "content_length=%s limit_bytes=%zu ([server] body_max) client=\"%s\"",
+			 log_quote(qpath, sizeof(qpath), req->hr_path),
+			 len != NULL ? log_quote(qlen, sizeof(qlen), len) : "-", cf->cf_body_max,
+			 log_quote(qclient, sizeof(qclient), req->hr_client));
+	}
 	api_refused(cf, req, ret);
 	app_config_release(app, cf);
 }

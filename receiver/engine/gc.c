@@ -46,6 +46,10 @@ struct gc_plan {
 	size_t gp_n_scopes;
 	int64_t gp_events_retention_ms; /* 0: per scope, as the records */
 	int64_t gp_outbox_retention_ms;
+	/* gc_run_progress: told after every batch, with the report so far */
+	gc_progress_fn gp_progress;
+	void *gp_progress_arg;
+	const struct gc_report *gp_report;
 };
 
 struct gc_worker {
@@ -395,6 +399,9 @@ static int gc_target_run(struct store *st, const struct gc_plan *p, const struct
 			}
 			*ret_rows += c.gcn_count;
 			*ret_batches += (c.gcn_count + p->gp_batch - 1) / p->gp_batch;
+			if (p->gp_progress != NULL) {
+				p->gp_progress(p->gp_progress_arg, t->gt_table, p->gp_report);
+			}
 			break;
 		}
 		if (buf_printf(&max_sql,
@@ -434,6 +441,9 @@ static int gc_target_run(struct store *st, const struct gc_plan *p, const struct
 		*ret_rows += b.gb_deleted;
 		(*ret_batches)++;
 		last = b.gb_last;
+		if (p->gp_progress != NULL) {
+			p->gp_progress(p->gp_progress_arg, t->gt_table, p->gp_report);
+		}
 		if (b.gb_deleted < (int64_t)p->gp_batch) {
 			break;
 		}
@@ -616,6 +626,12 @@ int gc_vacuum(struct store *st, const struct config *cf, struct gc_report *ret)
 int gc_run(struct store *st, const struct config *cf, int64_t now_ms, int dry_run,
            struct gc_report *ret)
 {
+	return gc_run_progress(st, cf, now_ms, dry_run, NULL, NULL, ret);
+}
+
+int gc_run_progress(struct store *st, const struct config *cf, int64_t now_ms, int dry_run,
+                    gc_progress_fn progress, void *arg, struct gc_report *ret)
+{
 	struct gc_report rep;
 	struct gc_plan p;
 	int rc = -1;
@@ -624,6 +640,9 @@ int gc_run(struct store *st, const struct config *cf, int64_t now_ms, int dry_ru
 	if (gc_plan_load(cf, &p) < 0) {
 		return -1;
 	}
+	p.gp_progress = progress;
+	p.gp_progress_arg = arg;
+	p.gp_report = &rep;
 	if (gc_run_plan(st, &p, now_ms, dry_run, NULL, &rep) < 0) {
 		goto fail;
 	}

@@ -13,7 +13,6 @@
 #include "provider.h"
 #include "store.h"
 
-#define INGEST_BATCH_MAX 500 /* items in one provider request (Adyen sends ≤ 100) */
 
 /* What one claim's apply callback needs, and what the handler made of its
  * event (written on the writer thread, read after the completion). */
@@ -258,8 +257,14 @@ struct ingest_job {
 
 static void ingest_report_key(struct ingest_report *rep, const struct event_batch *b)
 {
+	size_t n = sizeof(rep->ir_first_key);
+
 	if (b->eb_n > 0 && b->eb_events[0].ev_key != NULL) {
-		snprintf(rep->ir_first_key, sizeof(rep->ir_first_key), "%s", b->eb_events[0].ev_key);
+		snprintf(rep->ir_first_key, n, "%s", b->eb_events[0].ev_key);
+		/* A key cut for the log line says so. */
+		if (strlen(b->eb_events[0].ev_key) >= n) {
+			memcpy(rep->ir_first_key + n - 4, "...", 4);
+		}
 	}
 }
 
@@ -349,6 +354,9 @@ int ingest_prepare(struct store *st, const struct config *cf, const struct provi
 		event_batch_finish(&batch);
 		ret_report->ir_result = INGEST_REJECTED;
 		ret_report->ir_reason = verdict.pv_reason;
+		ret_report->ir_has_skew = verdict.pv_has_skew;
+		ret_report->ir_skew_s = verdict.pv_skew_s;
+		ret_report->ir_tolerance_s = verdict.pv_tolerance_s;
 		metrics_rejected(pc->pc_name, verdict.pv_reason != NULL ? verdict.pv_reason : "unknown");
 		rc = ingest_error(pc, verdict.pv_status, verdict.pv_reason, verdict.pv_detail, 0, ret);
 		return ingest_outcome_header(rc, ret, ret_report);
@@ -419,6 +427,24 @@ void ingest_submit(struct store *st, struct ingest_job *job, void (*done)(void *
 	store_submit_async(st, job->ij_claims, job->ij_batch.eb_n, ingest_committed, job);
 }
 
+/* The first failed item's own refusal, so the log says unknown_order
+ * where the request's slug says refused_by_business_rules. */
+static void ingest_report_failure(const struct ingest_job *job, struct ingest_report *rep)
+{
+	size_t i;
+
+	for (i = 0; i < job->ij_batch.eb_n; i++) {
+		const struct store_claim *c = &job->ij_claims[i];
+
+		if ((c->sc_outcome == STORE_NEW || c->sc_outcome == STORE_CLAIMED) &&
+		    c->sc_status == STORE_STATUS_FAILED && job->ij_units[i].iu_reason[0] != '\0') {
+			snprintf(rep->ir_failure, sizeof(rep->ir_failure), "%s",
+				 job->ij_units[i].iu_reason);
+			return;
+		}
+	}
+}
+
 int ingest_finish(struct ingest_job *job, struct reply *ret, struct ingest_report *ret_report)
 {
 	const struct provider_conf *pc = job->ij_pc;
@@ -435,6 +461,7 @@ int ingest_finish(struct ingest_job *job, struct reply *ret, struct ingest_repor
 			ret_report->ir_n_fetch++;
 		}
 	}
+	ingest_report_failure(job, ret_report);
 	switch (ret_report->ir_result) {
 	case INGEST_TRANSIENT:
 		ret_report->ir_reason = "store_unavailable";

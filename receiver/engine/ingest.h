@@ -44,6 +44,8 @@ struct ingest_options {
 	const char *io_source; /* INGEST_SOURCE_*; NULL = INGEST_SOURCE_CALLBACK */
 };
 
+#define INGEST_BATCH_MAX 500 /* items in one provider request (Adyen sends ≤ 100) */
+
 #define INGEST_KEY_LOG_MAX 128 /* bytes of the first key kept for the log line */
 
 struct ingest_report {
@@ -53,6 +55,11 @@ struct ingest_report {
 	size_t ir_n_new, ir_n_duplicate, ir_n_failed; /* per item */
 	size_t ir_n_fetch; /* new items that are thin notifications, to fetch (fetch.h) */
 	char ir_first_key[INGEST_KEY_LOG_MAX]; /* the first item's key (truncated), "" when none */
+	/* What the operator's log line needs beyond the slug: */
+	char ir_failure[32]; /* failed: the first failed item's refusal ("unknown_order"), else "" */
+	int ir_has_skew; /* stale_timestamp: the signed time minus ours, and the tolerance */
+	int64_t ir_skew_s;
+	int64_t ir_tolerance_s;
 };
 
 /* A verified request on its way through the store: its events and claims. */

@@ -363,6 +363,74 @@ class Scenarios:
               key2 != key1 and re.fullmatch(r"[0-9a-f-]{36}", key2 or "") is not None,
               f"{key1} / {key2}")
 
+    def back_change_resubmit(self, driver, javascript):
+        """Back to the form after the order went through, another quantity,
+        submit: the 422 docs/order-api.md promises, with or without the
+        script, linking to the order already placed; still one order."""
+        how = "script" if javascript else "no script"
+        ref = f"backchange-{'js' if javascript else 'nojs'}-{time.time_ns()}"
+        self.proxy.reset()
+        self.fill_form(driver, ref, "1")
+        driver.find_element(By.ID, "submit").click()
+        wait_url(driver, r"/orders/ord_")
+        first = order_id_of(driver.current_url)
+        driver.back()
+        wait_url(driver, r"/checkout$")
+        q = driver.find_element(By.NAME, "quantity")
+        q.clear()
+        q.send_keys("3")
+        driver.find_element(By.ID, "submit").click()
+        if javascript:
+            WebDriverWait(driver, WAIT_S).until(lambda d: d.find_elements(By.ID, "placed"))
+            shot(driver, "09-back-change-resubmit-script")
+            status = driver.find_element(By.ID, "status").text
+            check(f"Back + other quantity ({how}): the page says the order was already placed",
+                  "already placed an order" in status, status)
+            fresh = driver.find_elements(By.ID, "new-order")
+            check(f"Back + other quantity ({how}): a link to a fresh form",
+                  fresh != [] and (fresh[0].get_attribute("href") or "").endswith("/checkout"))
+        else:
+            WebDriverWait(driver, WAIT_S).until(lambda d: d.find_elements(By.ID, "reused"))
+            shot(driver, "10-back-change-resubmit-no-script")
+            check(f"Back + other quantity ({how}): the 422 page",
+                  driver.find_element(By.TAG_NAME, "h1").text == "This order was already placed",
+                  driver.find_element(By.TAG_NAME, "h1").text)
+        link = driver.find_element(By.ID, "placed").get_attribute("href") or ""
+        check(f"Back + other quantity ({how}): it links to the order already placed",
+              link.endswith(f"/orders/{first}"), f"{link} for {first}")
+        orders = self.orders_with_ref(ref)
+        check(f"Back + other quantity ({how}): still one order, unchanged",
+              len(orders) == 1 and orders[0]["amount"] == 2490, json.dumps(orders))
+        text = driver.find_element(By.TAG_NAME, "main").text
+        check(f"Back + other quantity ({how}): no developer wording in the customer's text",
+              "idempotency" not in text.lower() and "Idempotent-Replayed" not in text, text)
+        driver.find_element(By.ID, "placed").click()
+        wait_url(driver, r"/orders/ord_")
+        check(f"Back + other quantity ({how}): the link opens that order",
+              order_id_of(driver.current_url) == first, driver.current_url)
+
+    def back_change_script(self, driver):
+        self.back_change_resubmit(driver, True)
+
+    def back_change_no_script(self, driver):
+        self.back_change_resubmit(driver, False)
+
+    def customer_wording(self, driver):
+        """The form speaks of orders; how keys work is behind a disclosure."""
+        self.proxy.reset()
+        driver.get(f"{self.base}/")
+        link = driver.find_element(By.ID, "to-checkout")
+        shot(driver, "11-demo-front-door")
+        link.click()
+        wait_url(driver, r"/checkout$")
+        text = driver.find_element(By.TAG_NAME, "main").text
+        check("the checkout's text has no developer wording",
+              "idempotency" not in text.lower() and "Idempotent-Replayed" not in text, text)
+        driver.find_element(By.CSS_SELECTOR, "details.how summary").click()
+        text = driver.find_element(By.TAG_NAME, "main").text
+        shot(driver, "12-how-this-works-open")
+        check('"How this works" opens the explanation', "idempotency key" in text, text)
+
     def dropped_response(self, driver):
         ref = f"dropped-{time.time_ns()}"
         self.proxy.reset("drop-first")
@@ -438,8 +506,11 @@ class Scenarios:
         shot(driver, "08-demo-payment")
         flash = flash_text(driver) or ""
         orders = self.orders_with_ref(ref)
-        check("demo payment: the duplicate callback was absorbed",
-              "Idempotent-Replayed: true" in flash, flash)
+        check("demo payment: the customer reads that the payment was received",
+              flash.startswith("Payment received.") and "Idempotent" not in flash, flash)
+        how = driver.find_element(By.ID, "flash-how").get_attribute("textContent") or ""
+        check("demo payment: the duplicate callback was absorbed (How this works)",
+              "Idempotent-Replayed: true" in how, how)
         check("demo payment: the order is paid once, with points",
               len(orders) == 1 and orders[0]["status"] == "paid" and orders[0]["points"] == 24,
               json.dumps(orders))
@@ -460,6 +531,9 @@ def main():
         ("dropped", True, s.dropped_response),
         ("conflict", True, s.in_flight_retry),
         ("noscript", False, s.no_script),
+        ("backchange-script", True, s.back_change_script),
+        ("backchange-noscript", False, s.back_change_no_script),
+        ("wording", True, s.customer_wording),
         ("demo", True, s.demo_payment),
     ]
     chromedriver = None

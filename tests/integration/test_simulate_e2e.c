@@ -311,7 +311,7 @@ static void test_simulate_refuses_what_it_cannot_do_with_a_clear_exit_status(voi
 	assert_int_equal(cli(&d, no_last, NULL), 66);
 	assert_int_equal(cli(&d, bad_event, NULL), 64);
 	assert_int_equal(cli(&d, no_order, NULL), 64);
-	assert_int_equal(cli(&d, missing, NULL), 65);
+	assert_int_equal(cli(&d, missing, NULL), 66); /* no such order: not found */
 	assert_int_equal(cli(&d, bad_to, NULL), 64);
 	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM idempotency_records"), 0);
 	assert_int_equal(daemon_term(&d, 20), 0);

@@ -1,0 +1,175 @@
+/* cli.c: what every command's output shares: table cells that never cut
+ * a value without saying so, JSON strings, --limit, times, and a progress
+ * line on a terminal. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "config.h"
+
+void cli_cell(FILE *out, const char *s, int width)
+{
+	size_t len;
+	int i;
+
+	if (s == NULL || s[0] == '\0') {
+		s = "-";
+	}
+	len = strlen(s);
+	if (width < 2 || len <= (size_t)width) {
+		fputs(s, out);
+		for (i = (int)len; i < width; i++) {
+			fputc(' ', out);
+		}
+		return;
+	}
+	/* Cut, and said so: an identifier shown in part must not pass for a
+	 * whole one. */
+	fwrite(s, 1, (size_t)width - 1, out);
+	fputs("\xe2\x80\xa6", out);
+}
+
+void cli_json_string(FILE *out, const char *s)
+{
+	const unsigned char *p;
+
+	if (s == NULL) {
+		fputs("null", out);
+		return;
+	}
+	fputc('"', out);
+	for (p = (const unsigned char *)s; *p != '\0'; p++) {
+		if (*p == '"' || *p == '\\') {
+			fputc('\\', out);
+			fputc(*p, out);
+		} else if (*p == '\n') {
+			fputs("\\n", out);
+		} else if (*p == '\r') {
+			fputs("\\r", out);
+		} else if (*p == '\t') {
+			fputs("\\t", out);
+		} else if (*p < 0x20 || *p == 0x7f) {
+			fprintf(out, "\\u%04x", *p);
+		} else {
+			fputc(*p, out);
+		}
+	}
+	fputc('"', out);
+}
+
+void cli_json_time(FILE *out, int64_t ms)
+{
+	char t[32];
+
+	if (ms <= 0) {
+		fputs("null", out);
+		return;
+	}
+	cli_format_time(ms, t);
+	cli_json_string(out, t);
+}
+
+int cli_parse_limit(const char *cmd, const char *arg, int64_t *ret)
+{
+	int64_t v = 0;
+
+	if (cli_parse_id(arg, &v) < 0 || v > CLI_LIMIT_MAX) {
+		fprintf(stderr, "idemhook %s: --limit wants 1..%d\n", cmd, CLI_LIMIT_MAX);
+		return -1;
+	}
+	*ret = v;
+	return 0;
+}
+
+int cli_take_flag(int *argc, char **argv, const char *flag)
+{
+	int found = 0;
+	int i;
+	int o = 0;
+
+	for (i = 0; i < *argc; i++) {
+		if (i > 0 && strcmp(argv[i], flag) == 0) {
+			found = 1;
+			continue;
+		}
+		argv[o++] = argv[i];
+	}
+	*argc = o;
+	argv[o] = NULL;
+	return found;
+}
+
+int cli_parse_when(const char *s, int64_t *ret_ms)
+{
+	struct tm tm;
+	const char *end;
+	int64_t ago;
+	time_t t;
+
+	if (config_parse_duration(s, &ago) == 0) {
+		*ret_ms = cli_now_ms() - ago * 1000;
+		return 0;
+	}
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(s, "%Y-%m-%d", &tm);
+	if (end != NULL && *end == 'T') {
+		end = strptime(end + 1, "%H:%M:%S", &tm);
+		if (end == NULL || strcmp(end, "Z") != 0) {
+			return -1;
+		}
+	} else if (end == NULL || *end != '\0') {
+		return -1;
+	}
+	t = timegm(&tm);
+	if (t == (time_t)-1 || t <= 0) {
+		return -1;
+	}
+	*ret_ms = (int64_t)t * 1000;
+	return 0;
+}
+
+#define CLI_PROGRESS_EVERY_MS 100 /* least time between two redraws */
+
+static int64_t cli_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void cli_progress_init(struct cli_progress *p, int quiet)
+{
+	memset(p, 0, sizeof(*p));
+	p->cp_on = !quiet && isatty(STDERR_FILENO);
+	p->cp_start_ms = cli_mono_ms();
+	p->cp_drawn_ms = p->cp_start_ms - CLI_PROGRESS_EVERY_MS;
+}
+
+void cli_progress_draw(struct cli_progress *p, int final, const char *fmt, ...)
+{
+	char line[256];
+	int64_t now = cli_mono_ms();
+	va_list ap;
+
+	if (!p->cp_on || (!final && now - p->cp_drawn_ms < CLI_PROGRESS_EVERY_MS)) {
+		return;
+	}
+	p->cp_drawn_ms = now;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	/* Back to the line's start and clear it: one line, redrawn. */
+	fprintf(stderr, "\r\033[K%s (%.1f s)%s", line, (double)(now - p->cp_start_ms) / 1000.0,
+	        final ? "\n" : "");
+	fflush(stderr);
+}
+
+double cli_progress_seconds(const struct cli_progress *p)
+{
+	return (double)(cli_mono_ms() - p->cp_start_ms) / 1000.0;
+}
