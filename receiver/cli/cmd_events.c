@@ -99,7 +99,7 @@ static int cmd_events_list_row(void *arg, const struct store_row *row)
 		return 0;
 	}
 	if (el->el_n == 0) {
-		printf("%-8s %-20s %-16s %-9s %-32s %-17s %-26s %-7s %s\n", "ID", "RECEIVED",
+		printf("%-8s %-20s %-16s %-9s %-32s %-17s %-26s %-8s %s\n", "ID", "RECEIVED",
 		       "PROVIDER", "SOURCE", "KEY", "KIND", "ORDER", "OUTCOME", "DETAIL");
 	}
 	el->el_n++;
@@ -114,7 +114,7 @@ static int cmd_events_list_row(void *arg, const struct store_row *row)
 	fputc(' ', stdout);
 	cli_cell(stdout, store_row_text(row, 5), 26);
 	fputc(' ', stdout);
-	cli_cell(stdout, store_row_text(row, 6), 7);
+	cli_cell(stdout, store_row_text(row, 6), 8);
 	printf(" %s%s\n", cli_or_dash(store_row_text(row, 7)),
 	       store_row_int(row, 8) > 0 ? " (reprocessed)" : "");
 	return 0;
