@@ -331,6 +331,44 @@ static int capture_write_all(int fd, const char *data, size_t len)
 	return 0;
 }
 
+/* [capture] mode and retention of cf. Returns 0, or -1 (logged with file,
+ * line and key). */
+static int capture_conf(const struct config *cf, enum capture_mode *ret_mode,
+                        int64_t *ret_retention_s)
+{
+	const char *mode = config_get(cf, "capture", "mode");
+	const char *dir = config_get(cf, "capture", "dir");
+	char q[64];
+
+	if (mode == NULL || strcmp(mode, "off") == 0) {
+		*ret_mode = CAPTURE_MODE_OFF;
+	} else if (strcmp(mode, "all") == 0) {
+		*ret_mode = CAPTURE_MODE_ALL;
+	} else if (strcmp(mode, "rejected") == 0) {
+		*ret_mode = CAPTURE_MODE_REJECTED;
+	} else {
+		return config_refuse(cf, "capture", "mode", "\"%s\": expected all, rejected or off",
+		                     log_quote(q, sizeof(q), mode));
+	}
+	if (config_get_duration(cf, "capture", "retention", CAPTURE_RETENTION_DEFAULT_S,
+	                        ret_retention_s) < 0) {
+		return -1;
+	}
+	if (dir != NULL && dir[0] == '\0') {
+		return config_refuse(cf, "capture", "dir", "empty: leave the key out for %s",
+		                     CAPTURE_DIR_DEFAULT);
+	}
+	return 0;
+}
+
+int capture_check_config(const struct config *cf)
+{
+	enum capture_mode m;
+	int64_t retention_s;
+
+	return capture_conf(cf, &m, &retention_s);
+}
+
 struct capture *capture_create(const struct config *cf, int *ret_off)
 {
 	struct capture *cap = NULL;
@@ -341,20 +379,7 @@ struct capture *capture_create(const struct config *cf, int *ret_off)
 	enum capture_mode m;
 
 	*ret_off = 0;
-	if (mode == NULL || strcmp(mode, "off") == 0) {
-		m = CAPTURE_MODE_OFF;
-	} else if (strcmp(mode, "all") == 0) {
-		m = CAPTURE_MODE_ALL;
-	} else if (strcmp(mode, "rejected") == 0) {
-		m = CAPTURE_MODE_REJECTED;
-	} else {
-		char q[64];
-
-		log_err("config %s: [capture] mode must be all, rejected or off, not \"%s\"",
-			cf->cf_path != NULL ? cf->cf_path : "(demo)", log_quote(q, sizeof(q), mode));
-		return NULL;
-	}
-	if (config_get_duration(cf, "capture", "retention", CAPTURE_RETENTION_DEFAULT_S, &retention_s) < 0) {
+	if (capture_conf(cf, &m, &retention_s) < 0) {
 		return NULL;
 	}
 	if (m == CAPTURE_MODE_OFF) {
