@@ -138,6 +138,34 @@ static void test_serve_refuses_a_bad_section_before_opening_the_database(void **
 	                    "[server] allow_no_providers = \"maybe\"");
 }
 
+static void test_a_second_serve_on_a_running_database_gets_the_config_error(void **state)
+{
+	struct daemon d;
+	char second[700];
+	char *text;
+	char *out = NULL;
+	struct buf b;
+	const char *args[] = {"serve", "-c", second, NULL};
+
+	(void)state;
+	fx_daemon_start(&d, FX_STRIPE_INI);
+	text = hn_read_file(d.dm_config);
+	assert_non_null(text);
+	buf_init(&b, 0);
+	buf_printf(&b, "%s\n[gc]\ninterval = soon\n", text);
+	snprintf(second, sizeof(second), "%s/second.ini", d.dm_dir);
+	assert_int_equal(daemon_write_file(&d, "second.ini", b.buf_data), 0);
+	buf_finish(&b);
+	free(text);
+	assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, args, &out), 78);
+	/* the file's error, once, and nothing about the database's lock */
+	assert_non_null(strstr(out, "second.ini:24: [gc] interval = \"soon\""));
+	assert_null(strstr(strstr(out, "[gc] interval") + 1, "[gc] interval"));
+	assert_null(strstr(out, "lock"));
+	free(out);
+	daemon_finish(&d);
+}
+
 /* text with the line "key = ..." of [section] replaced by line (the
  * harness writes [server] listen and port_file, [admin] listen and
  * port_file: a second line of them would be refused as given twice).
@@ -536,6 +564,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_serve_refuses_a_bad_section_before_opening_the_database),
+	        cmocka_unit_test(test_a_second_serve_on_a_running_database_gets_the_config_error),
 	        cmocka_unit_test(test_listen_must_be_a_numeric_address_with_file_line_and_key),
 	        cmocka_unit_test(test_port_files_must_be_writable_where_they_are_named),
 	        cmocka_unit_test(test_a_bind_error_names_the_listen_key),
