@@ -159,9 +159,8 @@ static void serve_bind_failed(const struct config *cf, const char *section, cons
 {
 	int v6 = strchr(host, ':') != NULL;
 
-	log_err("config %s:%d: [%s] listen: cannot listen on %s%s%s:%u (above: why); choose "
-	        "another "
-	        "address or port%s",
+	log_err("config %s:%d: [%s] listen: cannot listen on %s%s%s:%u (above: why); "
+	        "choose another address or port%s",
 	        cf->cf_path != NULL ? cf->cf_path : "(demo)", config_line(cf, section, "listen"),
 	        section, v6 ? "[" : "", host, v6 ? "]" : "", port,
 	        strcmp(section, "admin") == 0 && config_get(cf, "admin", "listen") == NULL
@@ -290,8 +289,7 @@ static int serve_outbound_reload(struct app *app, int changed)
 	app_outbound_swap(app, ob);
 	if (err) {
 		log_err("SIGHUP: the outbound worker could not start with the new [outbound] "
-		        "settings; "
-		        "outbound rows wait until it can");
+		        "settings; outbound rows wait until it can");
 		return -1;
 	}
 	log_notice("SIGHUP: outbound worker %s with the new [outbound] settings",
