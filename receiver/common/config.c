@@ -1690,8 +1690,9 @@ static int config_parse_providers(struct config *cf, const struct config_profile
 		}
 		for (j = 0; j + 1 < cf->cf_n_providers; j++) {
 			if (strcmp(p[j].pc_name, p[cf->cf_n_providers - 1].pc_name) == 0) {
-				log_err("config %s: provider \"%s\" is defined twice", config_file_name(cf),
-					p[j].pc_name);
+				log_err("config %s:%d: [%s]: provider \"%s\" is defined twice (also line %d)",
+					config_file_name(cf), cs->cs_line, cs->cs_name, p[j].pc_name,
+					p[j].pc_section->cs_line);
 				return -1;
 			}
 		}
