@@ -434,6 +434,7 @@ static int stripe_event_read(const cJSON *root, const void *raw, size_t raw_len,
 	                     obj, ev, v) < 0) {
 		goto fail;
 	}
+	ev->ev_test_mode = cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "livemode"));
 	if (stripe_fingerprint(type, obj, ev) < 0 || provider_set_payload(ev, raw, raw_len) < 0) {
 		provider_refuse(v, 503, "out_of_memory", NULL);
 		goto fail;

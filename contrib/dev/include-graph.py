@@ -40,8 +40,10 @@ FOLDER_DEPS = {
     'handlers': ['receiver/common', 'receiver/transport', 'receiver/engine/store', 'providers'],
     'receiver/engine': ['receiver/common', 'receiver/transport', 'receiver/engine/store', 'providers',
                         'handlers'],
+    'receiver/console': ['receiver/common', 'receiver/transport', 'receiver/engine/store',
+                         'providers', 'handlers', 'receiver/engine'],
     'receiver/cli': ['receiver/common', 'receiver/transport', 'receiver/engine/store', 'providers',
-                     'handlers', 'receiver/engine'],
+                     'handlers', 'receiver/engine', 'receiver/console'],
 }
 
 # Files that are parts of another module: the store's engines and the

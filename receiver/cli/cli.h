@@ -4,6 +4,7 @@
 #ifndef IDEMHOOK_CLI_H
 #define IDEMHOOK_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sysexits.h>
 
@@ -49,6 +50,11 @@ void cli_format_time(int64_t ms, char out[32]);
 /* s, or "-" when s is NULL or empty. */
 const char *cli_or_dash(const char *s);
 
+/* The name the CLI records its actions under in the audit log:
+ * "cli:USER" ($SUDO_USER under sudo). */
+void cli_actor(char *out, size_t size);
+
+extern const struct cli_command cli_cmd_audit;
 extern const struct cli_command cli_cmd_events;
 extern const struct cli_command cli_cmd_gc;
 extern const struct cli_command cli_cmd_migrate;

@@ -50,6 +50,10 @@ struct event {
 	/* Set by a batch profile (Adyen) when this item alone is refused by its
 	 * own rules before any business effect; 0 otherwise. */
 	int ev_refused;
+	/* 1 when the provider marks the event as made in its test mode or
+	 * sandbox (Stripe livemode false, Adyen live "false"): recorded, and
+	 * counted apart from live failures. */
+	int ev_test_mode;
 };
 
 /* What the business handler made of one event; providers turn it into their
