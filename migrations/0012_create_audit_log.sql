@@ -11,6 +11,8 @@ ALTER TABLE events ADD COLUMN test_mode INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE events ADD COLUMN dismissed_at INTEGER;
 ALTER TABLE events ADD COLUMN dismissed_by TEXT;
 ALTER TABLE events ADD COLUMN dismiss_reason TEXT;
+-- One order's timeline (the console's order page, events list --order).
+CREATE INDEX events_order_ref ON events (order_ref) WHERE order_ref IS NOT NULL;
 
 -- One row per operator action, from the CLI or the console: who (cli:USER,
 -- console:TOKEN-NAME), when (ms), what (events.dismiss, outbox.retry, ...),

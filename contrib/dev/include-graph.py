@@ -52,7 +52,7 @@ PART_OF = {'store_engine': 'store', 'store_pg': 'store', 'store_sqlite': 'store'
 
 # Headers that are not modules of the scanned tree (generated at build time
 # or living elsewhere): ignored.
-EXTERNAL = {'build_config.h', 'migrations.h', 'checkout_assets.h'}
+EXTERNAL = {'build_config.h', 'migrations.h', 'checkout_assets.h', 'console_assets.h'}
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -573,3 +573,254 @@ int console_db_reprocess(struct store *st, const struct config *cf, int64_t now_
 
 	return store_write(st, now_ms, console_db_reprocess_unit, &c);
 }
+
+/* ---- the console's reads ---- */
+
+struct console_db_q {
+	const char *q_sql;
+	const struct store_value *q_params;
+	size_t q_n;
+	console_db_row_fn q_fn;
+	void *q_arg;
+};
+
+static int console_db_q_unit(struct store_tx *tx, void *arg)
+{
+	struct console_db_q *q = arg;
+
+	return store_query_each(tx, q->q_sql, q->q_params, q->q_n, q->q_fn, q->q_arg);
+}
+
+static int console_db_read(struct store *st, int64_t now_ms, const char *sql,
+                           const struct store_value *p, size_t n, console_db_row_fn fn, void *arg)
+{
+	struct console_db_q q = {sql, p, n, fn, arg};
+
+	return store_read(st, now_ms, console_db_q_unit, &q);
+}
+
+int console_db_events(struct store *st, int64_t now_ms, const struct console_db_filter *f,
+                      int64_t before_id, int64_t limit, console_db_row_fn fn, void *arg)
+{
+	struct store_value p[CONSOLE_DB_FILTER_PARAMS];
+	struct buf sql;
+	size_t n = 0;
+	int rc = -1;
+
+	buf_init(&sql, CONSOLE_DB_SQL_MAX);
+	buf_puts(&sql, "SELECT id, received_at, scope, idem_key, kind, order_ref, outcome,"
+	               " CASE outcome WHEN 'failed' THEN reason ELSE effect END, source, test_mode,"
+	               " dismissed_at, reprocessed FROM events WHERE id < ?");
+	p[n++] = store_int(before_id > 0 ? before_id : INT64_MAX);
+	if (console_db_filter_sql(f, &sql, p, &n) < 0) {
+		goto out;
+	}
+	buf_puts(&sql, " ORDER BY id DESC LIMIT ?");
+	p[n++] = store_int(limit);
+	if (sql.buf_overflow) {
+		goto out;
+	}
+	rc = console_db_read(st, now_ms, sql.buf_data, p, n, fn, arg);
+out:
+	buf_finish(&sql);
+	return rc;
+}
+
+int console_db_event(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn, void *arg)
+{
+	struct store_value p[] = {store_int(id)};
+
+	return console_db_read(
+	        st, now_ms,
+	        "SELECT e.id, e.scope, e.idem_key, e.type, e.kind, e.order_ref, e.payment_ref,"
+	        " e.refund_ref, e.amount, e.currency, e.refund_cumulative, e.payload, e.outcome,"
+	        " e.effect, e.reason, e.received_at, e.processed_at, e.reprocessed, e.source,"
+	        " e.test_mode, e.dismissed_at, e.dismissed_by, e.dismiss_reason, r.status,"
+	        " r.reply_status, r.reply_content_type, r.reply_headers, r.reply_body, r.updated_at"
+	        " FROM events AS e LEFT JOIN idempotency_records AS r"
+	        " ON r.scope = e.scope AND r.idem_key = e.idem_key WHERE e.id = ?",
+	        p, 1, fn, arg);
+}
+
+struct console_db_audit_t {
+	int (*at_fn)(void *arg, const struct console_db_audit_row *row);
+	void *at_arg;
+};
+
+static int console_db_audit_t_row(void *arg, const struct store_row *row)
+{
+	struct console_db_audit_t *t = arg;
+	struct console_db_audit_q q = {.aq_fn = t->at_fn, .aq_arg = t->at_arg};
+
+	return console_db_audit_row(&q, row);
+}
+
+int console_db_audit_for(struct store *st, int64_t now_ms, const char *target, int64_t limit,
+                         int (*fn)(void *arg, const struct console_db_audit_row *row), void *arg)
+{
+	struct store_value p[] = {store_text(target), store_int(limit)};
+	struct console_db_audit_t t = {fn, arg};
+
+	/* Few rows per target; the audit log is small beside the events. */
+	return console_db_read(st, now_ms,
+	                       "SELECT id, at, actor, action, target, reason, result FROM audit_log"
+	                       " WHERE target = ? ORDER BY id DESC LIMIT ?",
+	                       p, 2, console_db_audit_t_row, &t);
+}
+
+int console_db_order(struct store *st, int64_t now_ms, const char *id, console_db_row_fn fn,
+                     void *arg)
+{
+	struct store_value p[] = {store_text(id)};
+
+	return console_db_read(st, now_ms,
+	                       "SELECT id, amount, currency, status, refunded_amount, customer_ref,"
+	                       " provider, payment_ref, fulfillment_status, needs_operator,"
+	                       " created_at, paid_at, refunded_at, updated_at, disputed_amount,"
+	                       " chargeback_amount, owner FROM orders WHERE id = ?",
+	                       p, 1, fn, arg);
+}
+
+int console_db_order_timeline(struct store *st, int64_t now_ms, const char *id,
+                              console_db_row_fn fn, void *arg)
+{
+	struct store_value p[] = {store_text(id), store_text(id), store_text(id),
+	                          store_text(id), store_text(id), store_text(id)};
+
+	/* Every part is found through an index on the order (events_order_ref,
+	 * the refunds/disputes/points unique keys, order_refs_order,
+	 * outbox_order); parked events through the order's references. */
+	return console_db_read(
+	        st, now_ms,
+	        "SELECT at, what, rid, title, detail FROM ("
+	        " SELECT received_at AS at, 'event' AS what, id AS rid,"
+	        "  scope || ' ' || kind || ' (' || idem_key || ')' AS title,"
+	        "  outcome || ': ' || COALESCE(CASE outcome WHEN 'failed' THEN reason ELSE effect "
+	        "END,"
+	        "  '-') || CASE source WHEN 'reconcile' THEN ' (reconcile)' ELSE '' END AS detail"
+	        "  FROM events WHERE order_ref = ?"
+	        " UNION ALL SELECT created_at, 'refund', id, provider || ' refund ' || refund_ref,"
+	        "  status || ' ' || CAST(amount AS TEXT) FROM refunds WHERE order_id = ?"
+	        " UNION ALL SELECT created_at, 'dispute', id, provider || ' dispute ' || "
+	        "dispute_ref,"
+	        "  status || ' ' || CAST(amount AS TEXT) FROM disputes WHERE order_id = ?"
+	        " UNION ALL SELECT created_at, 'points', id, reason || ' ' || ref,"
+	        "  CAST(points AS TEXT) FROM points_ledger WHERE order_id = ?"
+	        " UNION ALL SELECT p.created_at, 'parked', p.id, p.provider || ' ' || p.kind || ' "
+	        "('"
+	        "  || p.idem_key || ')', CASE WHEN p.applied_at IS NULL THEN 'waiting for its "
+	        "payment'"
+	        "  ELSE 'applied' END FROM order_parked AS p JOIN order_refs AS r"
+	        "  ON r.provider = p.provider AND r.ref = p.ref WHERE r.order_id = ?"
+	        " UNION ALL SELECT created_at, 'outbox', id, call_type || ' (' || effect || ')',"
+	        "  status || ', ' || CAST(attempts AS TEXT) || ' attempt(s)'"
+	        "  FROM outbox WHERE order_id = ?"
+	        ") AS t ORDER BY at, what, rid LIMIT 1000",
+	        p, 6, fn, arg);
+}
+
+#define CONSOLE_DB_OUTBOX_COLUMNS                                                                  \
+	"id, order_id, call_type, effect, status, attempts, next_attempt_at, last_status,"         \
+	" last_error, comp_state, created_at, updated_at"
+
+int console_db_outbox(struct store *st, int64_t now_ms, const char *status, int64_t before_id,
+                      int64_t limit, console_db_row_fn fn, void *arg)
+{
+	struct store_value p[] = {store_int(before_id > 0 ? before_id : INT64_MAX),
+	                          store_text(status), store_text(status), store_int(limit)};
+
+	return console_db_read(st, now_ms,
+	                       "SELECT " CONSOLE_DB_OUTBOX_COLUMNS " FROM outbox WHERE id < ?"
+	                       " AND (? IS NULL OR status = ?) ORDER BY id DESC LIMIT ?",
+	                       p, 4, fn, arg);
+}
+
+int console_db_outbox_of_order(struct store *st, int64_t now_ms, const char *order_id,
+                               console_db_row_fn fn, void *arg)
+{
+	struct store_value p[] = {store_text(order_id)};
+
+	return console_db_read(st, now_ms,
+	                       "SELECT " CONSOLE_DB_OUTBOX_COLUMNS
+	                       " FROM outbox WHERE order_id = ? ORDER BY id LIMIT 1000",
+	                       p, 1, fn, arg);
+}
+
+int console_db_outbox_row(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn,
+                          void *arg)
+{
+	struct store_value p[] = {store_int(id)};
+
+	return console_db_read(
+	        st, now_ms,
+	        "SELECT id, order_id, call_type, effect, provider, url, content_type,"
+	        " body, idem_key, compensation, comp_state, parent_id, status,"
+	        " attempts, window_start, next_attempt_at, last_status, last_error,"
+	        " created_at, updated_at, delivered_at FROM outbox WHERE id = ?",
+	        p, 1, fn, arg);
+}
+
+int console_db_outbox_attempts(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn,
+                               void *arg)
+{
+	struct store_value p[] = {store_int(id)};
+
+	return console_db_read(st, now_ms,
+	                       "SELECT id, attempt, at, http_status, error, latency_ms, excerpt"
+	                       " FROM outbox_attempts WHERE outbox_id = ? ORDER BY id DESC",
+	                       p, 1, fn, arg);
+}
+
+int console_db_outbox_ids(struct store *st, int64_t now_ms, const char *status, int64_t limit,
+                          console_db_row_fn fn, void *arg)
+{
+	struct store_value p[] = {store_text(status), store_int(limit)};
+
+	return console_db_read(st, now_ms,
+	                       "SELECT id FROM outbox WHERE status = ? ORDER BY id LIMIT ?", p, 2,
+	                       fn, arg);
+}
+
+static int console_db_overview_unit(struct store_tx *tx, void *arg)
+{
+	struct console_db_overview *ov = arg;
+	struct store_row row;
+	int rc;
+
+	memset(ov, 0, sizeof(*ov));
+	rc = store_query(tx, "SELECT count(*) FROM order_parked WHERE applied_at IS NULL", NULL, 0,
+	                 &row);
+	if (rc < 0) {
+		return -1;
+	}
+	if (rc == 1) {
+		ov->ov_parked = store_row_int(&row, 0);
+		store_row_finish(&row);
+	}
+	rc = store_query(tx, "SELECT at FROM audit_log ORDER BY id DESC LIMIT 1", NULL, 0, &row);
+	if (rc < 0) {
+		return -1;
+	}
+	if (rc == 1) {
+		ov->ov_audit_last_at = store_row_int(&row, 0);
+		store_row_finish(&row);
+	}
+	return 0;
+}
+
+int console_db_overview(struct store *st, int64_t now_ms, struct console_db_overview *ret)
+{
+	return store_read(st, now_ms, console_db_overview_unit, ret);
+}
+
+int console_db_event_counts(struct store *st, int64_t now_ms, int64_t since_ms,
+                            console_db_row_fn fn, void *arg)
+{
+	struct store_value p[] = {store_int(since_ms), store_int(since_ms)};
+
+	return console_db_read(st, now_ms,
+	                       "SELECT scope, (received_at - ?) / 3600000 AS bucket, outcome,"
+	                       " count(*) FROM events WHERE received_at >= ?"
+	                       " GROUP BY scope, bucket, outcome ORDER BY scope, bucket",
+	                       p, 2, fn, arg);
+}

@@ -116,4 +116,84 @@ struct console_db_reprocess {
 int console_db_reprocess(struct store *st, const struct config *cf, int64_t now_ms,
                          const char *actor, int64_t id, struct console_db_reprocess *ret);
 
+/* ---- the console's reads ----
+ * Each calls fn for each row (borrowed for the call; fn returns 0 to go on,
+ * 1 to stop) in one read transaction at now_ms, and returns 0 or -1. The
+ * columns of each are listed in order. */
+typedef int (*console_db_row_fn)(void *arg, const struct store_row *row);
+
+/* Events f selects with id < before_id (0: newest), newest first, at most
+ * limit (keyset pagination: no OFFSET). Columns: id, received_at, scope,
+ * idem_key, kind, order_ref, outcome, detail (reason when failed, else the
+ * effect), source, test_mode, dismissed_at, reprocessed. */
+int console_db_events(struct store *st, int64_t now_ms, const struct console_db_filter *f,
+                      int64_t before_id, int64_t limit, console_db_row_fn fn, void *arg);
+
+/* One event with its idempotency record. Columns 0..18: id, scope, idem_key,
+ * type, kind, order_ref, payment_ref, refund_ref, amount, currency,
+ * refund_cumulative, payload, outcome, effect, reason, received_at,
+ * processed_at, reprocessed, source; then 19 test_mode, 20 dismissed_at,
+ * 21 dismissed_by, 22 dismiss_reason, 23 the record's status, 24
+ * reply_status, 25 reply_content_type, 26 reply_headers, 27 reply_body,
+ * 28 the record's updated_at. */
+int console_db_event(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn, void *arg);
+
+/* Audit rows about target ("event:12"), newest first, at most limit. */
+int console_db_audit_for(struct store *st, int64_t now_ms, const char *target, int64_t limit,
+                         int (*fn)(void *arg, const struct console_db_audit_row *row), void *arg);
+
+/* One order. Columns: id, amount, currency, status, refunded_amount,
+ * customer_ref, provider, payment_ref, fulfillment_status, needs_operator,
+ * created_at, paid_at, refunded_at, updated_at, disputed_amount,
+ * chargeback_amount, owner. */
+int console_db_order(struct store *st, int64_t now_ms, const char *id, console_db_row_fn fn,
+                     void *arg);
+
+/* An order's whole timeline, oldest first, as one list of rows of five
+ * columns: at (ms), what ("event", "refund", "dispute", "points",
+ * "parked", "outbox"), the row's id (or 0), a one-line title, detail. */
+int console_db_order_timeline(struct store *st, int64_t now_ms, const char *id,
+                              console_db_row_fn fn, void *arg);
+
+/* Outbox rows with status (NULL: any) and id < before_id (0: newest),
+ * newest first, at most limit. Columns: id, order_id, call_type, effect,
+ * status, attempts, next_attempt_at, last_status, last_error, comp_state,
+ * created_at, updated_at. */
+int console_db_outbox(struct store *st, int64_t now_ms, const char *status, int64_t before_id,
+                      int64_t limit, console_db_row_fn fn, void *arg);
+
+/* Outbox rows of one order, oldest first (columns as console_db_outbox). */
+int console_db_outbox_of_order(struct store *st, int64_t now_ms, const char *order_id,
+                               console_db_row_fn fn, void *arg);
+
+/* One outbox row. Columns: id, order_id, call_type, effect, provider, url,
+ * content_type, body, idem_key, compensation, comp_state, parent_id,
+ * status, attempts, window_start, next_attempt_at, last_status,
+ * last_error, created_at, updated_at, delivered_at. */
+int console_db_outbox_row(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn,
+                          void *arg);
+
+/* Its attempts, newest first. Columns: id, attempt, at, http_status, error,
+ * latency_ms, excerpt. */
+int console_db_outbox_attempts(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn,
+                               void *arg);
+
+/* Ids of the outbox rows with status (dead, retry_wait, cancelled), oldest
+ * first, at most limit: what a bulk retry selects. */
+int console_db_outbox_ids(struct store *st, int64_t now_ms, const char *status, int64_t limit,
+                          console_db_row_fn fn, void *arg);
+
+/* The overview's figures. */
+struct console_db_overview {
+	int64_t ov_parked;        /* parked events still waiting for their payment */
+	int64_t ov_audit_last_at; /* ms, 0 when none */
+};
+int console_db_overview(struct store *st, int64_t now_ms, struct console_db_overview *ret);
+
+/* Events received since since_ms by provider, hour bucket (0 = the hour
+ * starting at since_ms) and outcome. Columns: scope, bucket, outcome,
+ * count. */
+int console_db_event_counts(struct store *st, int64_t now_ms, int64_t since_ms,
+                            console_db_row_fn fn, void *arg);
+
 #endif

@@ -14,6 +14,7 @@
 #include "metrics.h"
 #include "outbound.h"
 #include "provider.h"
+#include "rejects.h"
 
 #define APP_HOOKS_PREFIX "/hooks/"
 
@@ -217,6 +218,9 @@ static void app_hook_account(struct app *app, const struct provider_conf *pc, co
 		outbound_kick(app->app_outbound);
 	}
 	metrics_request(pc->pc_name, ingest_result_name(rep->ir_result), elapsed);
+	if (rep->ir_result == INGEST_REJECTED) {
+		rejects_add(env_now_ms(&app->app_env), pc->pc_name, rep->ir_reason, status, client);
+	}
 	if (rep->ir_n_events > 1) {
 		snprintf(events, sizeof(events), " events=%zu", rep->ir_n_events);
 	}
@@ -341,5 +345,11 @@ void app_refused_public(void *arg, const struct http_request *req, struct reply 
 	struct config *cf = app_config_acquire(app);
 
 	api_refused(cf, req, ret);
+	/* Refused by the listener before the route saw it (413, 431, ...). */
+	if (strncmp(req->hr_path, APP_HOOKS_PREFIX, strlen(APP_HOOKS_PREFIX)) == 0) {
+		rejects_add(env_now_ms(&app->app_env), req->hr_path + strlen(APP_HOOKS_PREFIX),
+		            ret->reply_status == 413 ? "body_too_large" : "refused_by_listener",
+		            ret->reply_status, req->hr_client);
+	}
 	app_config_release(app, cf);
 }
