@@ -149,8 +149,8 @@ int console_conf_load(const struct config *cf, int with_secrets, struct console_
 	if (!ret->cc_enabled) {
 		return 0;
 	}
-	if (ret->cc_session_ttl_s < 60 || ret->cc_session_ttl_s > 7 * 86400) {
-		log_err("config: %s: [console] session_ttl: between 1m and 7d", file);
+	if (ret->cc_session_ttl_s < 1 || ret->cc_session_ttl_s > 7 * 86400) {
+		log_err("config: %s: [console] session_ttl: between 1s and 7d", file);
 		goto fail;
 	}
 	if (ret->cc_login_failures < 1) {
@@ -871,8 +871,9 @@ static void console_get(const struct console_ctx *cx, const struct http_request 
 	} else if (console_path_id(path, "/console/events/", &id, &suffix) == 0 &&
 	           suffix[0] == '\0') {
 		rc = console_page_event_id(&b, cx, id);
-	} else if (strncmp(path, "/console/orders/", 16) == 0 && path[16] != '\0' &&
-	           strchr(path + 16, '/') == NULL) {
+	} else if (strncmp(path, "/console/orders/", 16) == 0 && path[16] != '\0') {
+		/* The rest of the decoded path, slashes and all: order ids come
+		 * from callbacks and may hold anything. */
 		rc = console_page_order(&b, cx, path + 16);
 	} else if (strcmp(path, "/console/outbox") == 0) {
 		rc = console_page_outbox(&b, cx, req);
