@@ -19,14 +19,19 @@
 #define T_OP_TOKEN "console-operator-token-0123456789"
 #define T_RO_TOKEN "console-readonly-token-0123456789"
 #define T_CONSOLE                                                                                  \
-	"\n[console]\nenabled = yes\ntoken = alice operator env:T_CONSOLE_OP\n"                     \
+	"\n[console]\nenabled = yes\ntoken = alice operator env:T_CONSOLE_OP\n"                    \
 	"token = bob read-only env:T_CONSOLE_RO\n"
 
 /* The pages a session may GET. */
 static const char *const t_pages[] = {
-        "/console/",        "/console/events",    "/console/events?outcome=failed",
-        "/console/outbox",  "/console/outbox?status=dead", "/console/rejected",
-        "/console/audit",   "/console/orders/ord_none",
+        "/console/",
+        "/console/events",
+        "/console/events?outcome=failed",
+        "/console/outbox",
+        "/console/outbox?status=dead",
+        "/console/rejected",
+        "/console/audit",
+        "/console/orders/ord_none",
 };
 
 struct t_session {
@@ -292,8 +297,8 @@ static void test_an_action_without_or_with_a_wrong_csrf_token_changes_nothing(vo
 	/* logging out needs it too */
 	assert_int_equal(t_post(&d, "/console/logout", &s, "", &r), 403);
 	hres_finish(&r);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"),
-	                 0);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"), 0);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
 	                               "'events.dismiss'"),
 	                 0);
@@ -321,20 +326,22 @@ static void test_dismiss_and_reprocess_from_the_console_are_applied_and_audited(
 	snprintf(form, sizeof(form), "csrf=%s&reason=", s.ts_csrf);
 	assert_int_equal(t_post(&d, path, &s, form, &r), 409);
 	hres_finish(&r);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"),
-	                 0);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"), 0);
 	snprintf(form, sizeof(form), "csrf=%s&reason=paid+at+the+till", s.ts_csrf);
 	assert_int_equal(t_post(&d, path, &s, form, &r), 200);
 	assert_non_null(strstr(r.hs_body, "dismissed"));
 	hres_finish(&r);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM events WHERE id = %lld AND "
-	                               "dismissed_by = 'console:alice' AND dismiss_reason = "
-	                               "'paid at the till'",
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM events WHERE id = %lld AND "
+	                           "dismissed_by = 'console:alice' AND dismiss_reason = "
+	                           "'paid at the till'",
 	                           id),
 	                 1);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE actor = "
-	                               "'console:alice' AND action = 'events.dismiss' AND target = "
-	                               "'event:%lld' AND result = 'ok'",
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM audit_log WHERE actor = "
+	                           "'console:alice' AND action = 'events.dismiss' AND target = "
+	                           "'event:%lld' AND result = 'ok'",
 	                           id),
 	                 1);
 	/* reprocess: the order still does not exist, so it stays failed */
@@ -344,9 +351,10 @@ static void test_dismiss_and_reprocess_from_the_console_are_applied_and_audited(
 	assert_non_null(strstr(r.hs_body, "still failed (unknown_order)"));
 	hres_finish(&r);
 	assert_int_equal(fx_db_int(&d, "SELECT reprocessed FROM events WHERE id = %lld", other), 1);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE actor = "
-	                               "'console:alice' AND action = 'events.reprocess' AND target "
-	                               "= 'event:%lld' AND result LIKE 'ok: still failed%%'",
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM audit_log WHERE actor = "
+	                           "'console:alice' AND action = 'events.reprocess' AND target "
+	                           "= 'event:%lld' AND result LIKE 'ok: still failed%%'",
 	                           other),
 	                 1);
 	/* both are on the audit page and in `idemhook audit list` */
@@ -369,16 +377,18 @@ static void test_a_hostile_payload_is_shown_as_text(void **state)
 
 	(void)state;
 	t_start(&d, NULL);
-	body = hn_stripe_event("evt_console_hostile", "payment_intent.succeeded",
-	                       "{\"id\":\"pi_x\",\"object\":\"payment_intent\",\"amount\":100,"
-	                       "\"amount_received\":100,\"currency\":\"usd\",\"status\":\"succeeded\","
-	                       "\"description\":\"<script>alert(1)</script>\\\"><img src=x "
-	                       "onerror=alert(2)>\",\"metadata\":{\"order_id\":"
-	                       "\"<script>alert(3)</script>\"}}");
+	body = hn_stripe_event(
+	        "evt_console_hostile", "payment_intent.succeeded",
+	        "{\"id\":\"pi_x\",\"object\":\"payment_intent\",\"amount\":100,"
+	        "\"amount_received\":100,\"currency\":\"usd\",\"status\":\"succeeded\","
+	        "\"description\":\"<script>alert(1)</script>\\\"><img src=x "
+	        "onerror=alert(2)>\",\"metadata\":{\"order_id\":"
+	        "\"<script>alert(3)</script>\"}}");
 	assert_int_equal(fx_stripe_send(&d, body, &r), 200);
 	hres_finish(&r);
 	free(body);
-	id = (long long)fx_db_int(&d, "SELECT id FROM events WHERE idem_key = 'evt_console_hostile'");
+	id = (long long)fx_db_int(&d,
+	                          "SELECT id FROM events WHERE idem_key = 'evt_console_hostile'");
 	t_login(&d, T_OP_TOKEN, &s);
 	snprintf(path, sizeof(path), "/console/events/%lld", id);
 	assert_int_equal(t_get(&d, path, &s, &r), 200);
@@ -392,8 +402,8 @@ static void test_a_hostile_payload_is_shown_as_text(void **state)
 	assert_null(strstr(r.hs_body, "<script>alert"));
 	assert_non_null(strstr(r.hs_body, "&lt;script&gt;alert(3)&lt;/script&gt;"));
 	hres_finish(&r);
-	assert_int_equal(
-	        t_get(&d, "/console/orders/%3Cscript%3Ealert(3)%3C%2Fscript%3E", &s, &r), 200);
+	assert_int_equal(t_get(&d, "/console/orders/%3Cscript%3Ealert(3)%3C%2Fscript%3E", &s, &r),
+	                 200);
 	assert_null(strstr(r.hs_body, "<script>alert"));
 	hres_finish(&r);
 	assert_int_equal(daemon_term(&d, 30), 0);
@@ -433,8 +443,8 @@ static void t_dead_row(struct daemon *d, int64_t *ret_id)
 
 	fx_order(d, 1500, "usd", order);
 	assert_int_equal(fx_stripe_pay(d, "evt_console_outbox", order, 1500, "usd"), 200);
-	assert_int_equal(hn_db_wait_int(d->dm_db, "SELECT count(*) FROM outbox WHERE status = 'dead'",
-	                                1, 20),
+	assert_int_equal(hn_db_wait_int(d->dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'dead'", 1, 20),
 	                 1);
 	*ret_id = fx_db_int(d, "SELECT id FROM outbox WHERE status = 'dead'");
 }
@@ -481,14 +491,16 @@ static void test_two_operators_retrying_one_row_at_once_end_with_one_retry(void 
 	            (rs[0].hs_status == 409 && rs[1].hs_status == 200));
 	hres_finish(&rs[0]);
 	hres_finish(&rs[1]);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
-	                               "'outbox.retry' AND target = 'outbox:%lld' AND result LIKE "
-	                               "'ok:%%'",
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM audit_log WHERE action = "
+	                           "'outbox.retry' AND target = 'outbox:%lld' AND result LIKE "
+	                           "'ok:%%'",
 	                           (long long)id),
 	                 1);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
-	                               "'outbox.retry' AND target = 'outbox:%lld' AND result LIKE "
-	                               "'refused:%%'",
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM audit_log WHERE action = "
+	                           "'outbox.retry' AND target = 'outbox:%lld' AND result LIKE "
+	                           "'refused:%%'",
 	                           (long long)id),
 	                 1);
 	/* the retried row was delivered (and died) once more: two attempts in all */
@@ -526,9 +538,10 @@ static void test_bulk_retry_needs_the_count_it_showed_confirmed(void **state)
 	assert_int_equal(t_post(&d, "/console/outbox/retry-all", &s, form, &r), 200);
 	assert_non_null(strstr(r.hs_body, "1 of 1 rows queued again"));
 	hres_finish(&r);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
-	                               "'outbox.retry' AND target = 'outbox:%lld' AND result LIKE "
-	                               "'ok:%%'",
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM audit_log WHERE action = "
+	                           "'outbox.retry' AND target = 'outbox:%lld' AND result LIKE "
+	                           "'ok:%%'",
 	                           (long long)id),
 	                 1);
 	assert_int_equal(daemon_term(&d, 30), 0);
@@ -580,20 +593,24 @@ static void test_serve_refuses_the_console_on_a_non_loopback_admin_address(void 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	        cmocka_unit_test(test_without_a_session_pages_redirect_to_login_and_actions_get_401),
-	        cmocka_unit_test(test_login_cookie_is_strict_and_every_page_has_the_security_headers),
+	        cmocka_unit_test(
+	                test_without_a_session_pages_redirect_to_login_and_actions_get_401),
+	        cmocka_unit_test(
+	                test_login_cookie_is_strict_and_every_page_has_the_security_headers),
 	        cmocka_unit_test(
 	                test_failed_logins_are_limited_per_address_even_for_the_right_token),
 	        cmocka_unit_test(test_a_session_ends_at_its_expiry),
 	        cmocka_unit_test(
 	                test_read_only_sessions_get_403_on_every_action_and_nothing_changes),
 	        cmocka_unit_test(test_an_action_without_or_with_a_wrong_csrf_token_changes_nothing),
-	        cmocka_unit_test(test_dismiss_and_reprocess_from_the_console_are_applied_and_audited),
+	        cmocka_unit_test(
+	                test_dismiss_and_reprocess_from_the_console_are_applied_and_audited),
 	        cmocka_unit_test(test_a_hostile_payload_is_shown_as_text),
 	        cmocka_unit_test(test_rejected_callbacks_are_listed_with_their_reason),
 	        cmocka_unit_test(test_two_operators_retrying_one_row_at_once_end_with_one_retry),
 	        cmocka_unit_test(test_bulk_retry_needs_the_count_it_showed_confirmed),
-	        cmocka_unit_test(test_the_console_is_off_by_default_and_never_on_the_public_listener),
+	        cmocka_unit_test(
+	                test_the_console_is_off_by_default_and_never_on_the_public_listener),
 	        cmocka_unit_test(test_serve_refuses_the_console_on_a_non_loopback_admin_address),
 	};
 
