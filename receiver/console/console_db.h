@@ -190,10 +190,4 @@ struct console_db_overview {
 };
 int console_db_overview(struct store *st, int64_t now_ms, struct console_db_overview *ret);
 
-/* Events received since since_ms by provider, hour bucket (0 = the hour
- * starting at since_ms) and outcome. Columns: scope, bucket, outcome,
- * count. */
-int console_db_event_counts(struct store *st, int64_t now_ms, int64_t since_ms,
-                            console_db_row_fn fn, void *arg);
-
 #endif

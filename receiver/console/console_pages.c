@@ -19,12 +19,11 @@
 #include "stats.h"
 #include "store.h"
 #include "text.h"
+#include "traffic.h"
 
 #define CONSOLE_RAW_SHOWN (256 * 1024)   /* bytes of a payload or body shown raw */
 #define CONSOLE_PRETTY_MAX (1024 * 1024) /* payloads pretty-printed up to this size */
-#define CONSOLE_CHART_PROVIDERS 32
-#define CONSOLE_CHART_HOURS 24
-#define CONSOLE_ORDER_OUTBOX_MAX 100 /* outbox rows of one order shown with their attempts */
+#define CONSOLE_ORDER_OUTBOX_MAX 100     /* outbox rows of one order shown with their attempts */
 
 /* ---- escaping ---- */
 
@@ -278,51 +277,24 @@ static int console_operator(const struct console_ctx *cx)
 
 /* ---- overview ---- */
 
-struct console_chart {
-	char ch_name[CONSOLE_CHART_PROVIDERS][64];
-	int64_t ch_n[CONSOLE_CHART_PROVIDERS][CONSOLE_CHART_HOURS][2]; /* done, failed */
-	size_t ch_providers;
-};
+static const char *const console_kinds[TRAFFIC_KINDS] = {"accepted", "duplicate", "failed",
+                                                         "rejected", "other"};
 
-static int console_chart_row(void *arg, const struct store_row *row)
-{
-	struct console_chart *ch = arg;
-	const char *name = store_row_text(row, 0);
-	int64_t bucket = store_row_int(row, 1);
-	const char *outcome = store_row_text(row, 2);
-	size_t i;
-
-	if (name == NULL || bucket < 0 || bucket >= CONSOLE_CHART_HOURS) {
-		return 0;
-	}
-	for (i = 0; i < ch->ch_providers; i++) {
-		if (strcmp(ch->ch_name[i], name) == 0) {
-			break;
-		}
-	}
-	if (i == ch->ch_providers) {
-		if (i == CONSOLE_CHART_PROVIDERS) {
-			return 0;
-		}
-		snprintf(ch->ch_name[i], sizeof(ch->ch_name[i]), "%s", name);
-		ch->ch_providers++;
-	}
-	ch->ch_n[i][bucket][outcome != NULL && strcmp(outcome, "failed") == 0] +=
-	        store_row_int(row, 3);
-	return 0;
-}
-
-/* One provider's last 24 hours as stacked bars (done below, failed above). */
-static void console_chart_svg(struct buf *b, const struct console_chart *ch, size_t p)
+/* One provider's last 24 hours as stacked bars, oldest on the left. */
+static void console_chart_svg(struct buf *b, const struct traffic_view *tv, size_t p)
 {
 	const int w = 12;
 	const int h = 80;
-	int64_t max = 1;
+	uint64_t max = 1;
 	size_t i;
+	size_t k;
 
-	for (i = 0; i < CONSOLE_CHART_HOURS; i++) {
-		int64_t t = ch->ch_n[p][i][0] + ch->ch_n[p][i][1];
+	for (i = 0; i < TRAFFIC_HOURS; i++) {
+		uint64_t t = 0;
 
+		for (k = 0; k < TRAFFIC_KINDS; k++) {
+			t += tv->tv_counts[p][i][k];
+		}
 		if (t > max) {
 			max = t;
 		}
@@ -330,35 +302,35 @@ static void console_chart_svg(struct buf *b, const struct console_chart *ch, siz
 	buf_printf(b,
 	           "<svg class=\"chart\" role=\"img\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d "
 	           "%d\"><title>",
-	           CONSOLE_CHART_HOURS * w + 20, h + 20, CONSOLE_CHART_HOURS * w + 20, h + 20);
-	console_esc(b, ch->ch_name[p]);
+	           TRAFFIC_HOURS * w + 20, h + 20, TRAFFIC_HOURS * w + 20, h + 20);
+	console_esc(b, tv->tv_name[p]);
 	buf_puts(b, ": callbacks per hour, last 24 hours</title>");
-	for (i = 0; i < CONSOLE_CHART_HOURS; i++) {
-		int64_t done = ch->ch_n[p][i][0];
-		int64_t failed = ch->ch_n[p][i][1];
-		int hd = (int)(done * h / max);
-		int hf = (int)(failed * h / max);
-		int x = 10 + (int)i * w;
+	for (i = 0; i < TRAFFIC_HOURS; i++) {
+		int x = 10 + (int)(TRAFFIC_HOURS - 1 - i) * w;
+		int y = 10 + h;
 
-		if (done > 0 && hd == 0) {
-			hd = 1;
+		for (k = 0; k < TRAFFIC_KINDS; k++) {
+			uint64_t n = tv->tv_counts[p][i][k];
+			int bh = (int)(n * (uint64_t)h / max);
+
+			if (n == 0) {
+				continue;
+			}
+			if (bh == 0) {
+				bh = 1;
+			}
+			y -= bh;
+			buf_printf(
+			        b,
+			        "<rect class=\"%s\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\">"
+			        "<title>%" PRIu64 " %s</title></rect>",
+			        console_kinds[k], x, y, w - 2, bh, n, console_kinds[k]);
 		}
-		if (failed > 0 && hf == 0) {
-			hf = 1;
-		}
-		buf_printf(b,
-		           "<rect class=\"done\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\">"
-		           "<title>%" PRId64 " done</title></rect>",
-		           x, 10 + h - hd, w - 2, hd, done);
-		buf_printf(b,
-		           "<rect class=\"failed\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\">"
-		           "<title>%" PRId64 " failed</title></rect>",
-		           x, 10 + h - hd - hf, w - 2, hf, failed);
 	}
 	buf_printf(b,
 	           "<text x=\"10\" y=\"%d\">-24h</text><text x=\"%d\" y=\"%d\">now</text>"
-	           "<text x=\"%d\" y=\"10\">max %" PRId64 "/h</text></svg>",
-	           h + 19, CONSOLE_CHART_HOURS * w - 10, h + 19, CONSOLE_CHART_HOURS * w - 60, max);
+	           "<text x=\"%d\" y=\"10\">max %" PRIu64 "/h</text></svg>",
+	           h + 19, TRAFFIC_HOURS * w - 10, h + 19, TRAFFIC_HOURS * w - 60, max);
 }
 
 static void console_card(struct buf *b, const char *href, const char *label, const char *figure,
@@ -398,27 +370,25 @@ static void console_ago(char *out, size_t size, int64_t now_ms, int64_t then_ms)
 
 int console_page_overview(struct buf *b, const struct console_ctx *cx)
 {
-	struct console_chart *ch = calloc(1, sizeof(*ch));
+	struct traffic_view *tv = calloc(1, sizeof(*tv));
 	struct console_db_overview ov;
 	struct store_file_stats fs;
 	struct stats_gauges g;
 	struct metrics_ops mo;
-	struct health *h = env_health(cx->cx_env);
+	struct health *health = env_health(cx->cx_env);
 	char reason[HEALTH_REASON_MAX];
 	char text[HEALTH_REASON_MAX + 32];
-	int64_t since = cx->cx_now_ms - CONSOLE_CHART_HOURS * 3600000LL;
 	size_t i;
 	int rc = -1;
 
-	if (ch == NULL) {
+	if (tv == NULL) {
 		return -1;
 	}
-	since -= since % 3600000LL;
-	since += 3600000LL; /* 24 buckets, the last one the hour now running */
+	/* The charts come from this receiver's counts in memory: reading a
+	 * day of events would cost a scan of them at every refresh. */
+	traffic_get(cx->cx_now_ms, tv);
 	if (stats_gauges(cx->cx_store, cx->cx_now_ms, &g) < 0 ||
-	    console_db_overview(cx->cx_store, cx->cx_now_ms, &ov) < 0 ||
-	    console_db_event_counts(cx->cx_store, cx->cx_now_ms, since, console_chart_row, ch) <
-	            0) {
+	    console_db_overview(cx->cx_store, cx->cx_now_ms, &ov) < 0) {
 		goto out;
 	}
 	metrics_ops_get(&mo);
@@ -437,9 +407,9 @@ int console_page_overview(struct buf *b, const struct console_ctx *cx)
 	                 g.sg_outbox_backlog, 0);
 	snprintf(text, sizeof(text), "%zu", rejects_count_since(cx->cx_now_ms - 3600000LL, NULL));
 	console_card(b, "/console/rejected", "rejected callbacks, last hour", text, NULL);
-	if (h == NULL) {
+	if (health == NULL) {
 		console_card(b, "/console/", "readiness", "starting", "warn");
-	} else if (health_ready(h, reason, sizeof(reason))) {
+	} else if (health_ready(health, reason, sizeof(reason))) {
 		console_card(b, "/console/", "readiness", "ready", "ok");
 	} else {
 		snprintf(text, sizeof(text), "not ready: %s", reason);
@@ -469,48 +439,56 @@ int console_page_overview(struct buf *b, const struct console_ctx *cx)
 	for (i = 0; i < STATS_OUTBOX_STATUSES; i++) {
 		buf_printf(b, "<td class=\"num\">%" PRId64 "</td>", g.sg_outbox_rows[i]);
 	}
-	buf_puts(b, "</tr></table>\n<h2>Callbacks by provider</h2>");
-	buf_puts(b, "<table><tr><th>provider</th><th class=\"num\">done, last hour</th>"
-	            "<th class=\"num\">failed, last hour</th><th class=\"num\">done, 24 h</th>"
-	            "<th class=\"num\">failed, 24 h</th><th class=\"num\">rejected, last hour</th>"
-	            "</tr>");
-	for (i = 0; i < ch->ch_providers; i++) {
-		int64_t d24 = 0;
-		int64_t f24 = 0;
+	buf_puts(b,
+	         "</tr></table>\n<h2>Callbacks by provider (this receiver, since it started)</h2>");
+	buf_puts(b, "<table id=\"traffic\"><tr><th>provider</th>");
+	for (i = 0; i < TRAFFIC_KINDS - 1; i++) {
+		buf_printf(b, "<th class=\"num\">%s, last hour</th>", console_kinds[i]);
+	}
+	for (i = 0; i < TRAFFIC_KINDS - 1; i++) {
+		buf_printf(b, "<th class=\"num\">%s, 24 h</th>", console_kinds[i]);
+	}
+	buf_puts(b, "</tr>");
+	for (i = 0; i < tv->tv_n; i++) {
+		uint64_t day[TRAFFIC_KINDS] = {0};
+		size_t h;
 		size_t k;
 
-		for (k = 0; k < CONSOLE_CHART_HOURS; k++) {
-			d24 += ch->ch_n[i][k][0];
-			f24 += ch->ch_n[i][k][1];
+		for (h = 0; h < TRAFFIC_HOURS; h++) {
+			for (k = 0; k < TRAFFIC_KINDS; k++) {
+				day[k] += tv->tv_counts[i][h][k];
+			}
 		}
 		buf_puts(b, "<tr><td><a href=\"/console/events?provider=");
-		console_urlenc(b, ch->ch_name[i]);
+		console_urlenc(b, tv->tv_name[i]);
 		buf_puts(b, "\">");
-		console_esc(b, ch->ch_name[i]);
-		buf_printf(b,
-		           "</a></td><td class=\"num\">%" PRId64 "</td><td class=\"num\">%" PRId64
-		           "</td><td class=\"num\">%" PRId64 "</td><td class=\"num\">%" PRId64
-		           "</td><td class=\"num\">%zu</td></tr>",
-		           ch->ch_n[i][CONSOLE_CHART_HOURS - 1][0],
-		           ch->ch_n[i][CONSOLE_CHART_HOURS - 1][1], d24, f24,
-		           rejects_count_since(cx->cx_now_ms - 3600000LL, ch->ch_name[i]));
+		console_esc(b, tv->tv_name[i]);
+		buf_puts(b, "</a></td>");
+		for (k = 0; k < TRAFFIC_KINDS - 1; k++) {
+			buf_printf(b, "<td class=\"num\">%" PRIu64 "</td>", tv->tv_counts[i][0][k]);
+		}
+		for (k = 0; k < TRAFFIC_KINDS - 1; k++) {
+			buf_printf(b, "<td class=\"num\">%" PRIu64 "</td>", day[k]);
+		}
+		buf_puts(b, "</tr>");
 	}
-	if (ch->ch_providers == 0) {
-		buf_puts(b, "<tr><td colspan=\"6\" class=\"muted\">no callbacks in the last 24 "
-		            "hours</td></tr>");
+	if (tv->tv_n == 0) {
+		buf_puts(b,
+		         "<tr><td colspan=\"9\" class=\"muted\">no callbacks since this receiver "
+		         "started</td></tr>");
 	}
 	buf_puts(b, "</table>\n<div class=\"charts\">");
-	for (i = 0; i < ch->ch_providers; i++) {
+	for (i = 0; i < tv->tv_n; i++) {
 		buf_puts(b, "<figure><figcaption>");
-		console_esc(b, ch->ch_name[i]);
+		console_esc(b, tv->tv_name[i]);
 		buf_puts(b, "</figcaption>");
-		console_chart_svg(b, ch, i);
+		console_chart_svg(b, tv, i);
 		buf_puts(b, "</figure>");
 	}
 	buf_puts(b, "</div>\n");
 	rc = console_page_end(b) < 0 ? -1 : 200;
 out:
-	free(ch);
+	free(tv);
 	return rc;
 }
 
