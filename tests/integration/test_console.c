@@ -424,6 +424,13 @@ static void test_rejected_callbacks_are_listed_with_their_reason(void **state)
 	hres_finish(&r);
 	free(body);
 	t_login(&d, T_OP_TOKEN, &s);
+	/* the overview counts it for its provider, this hour */
+	assert_int_equal(t_get(&d, "/console/", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "<table id=\"traffic\">"));
+	assert_non_null(strstr(r.hs_body, "/console/events?provider=stripe\">stripe</a></td>"
+	                                  "<td class=\"num\">0</td><td class=\"num\">0</td>"
+	                                  "<td class=\"num\">0</td><td class=\"num\">1</td>"));
+	hres_finish(&r);
 	assert_int_equal(t_get(&d, "/console/rejected", &s, &r), 200);
 	assert_non_null(strstr(r.hs_body, "bad_signature"));
 	assert_non_null(strstr(r.hs_body, "127.0.0.1"));

@@ -15,6 +15,7 @@
 #include "config.h"
 #include "console.h"
 #include "console_pages.h"
+#include "traffic.h"
 
 static char *t_esc(const char *s, size_t len)
 {
@@ -60,6 +61,37 @@ static void test_a_page_that_outgrows_its_cap_fails_instead_of_being_cut(void **
 	buf_init(&b, 1024);
 	assert_int_equal(console_escn(&b, big, sizeof(big)), -1);
 	buf_finish(&b);
+}
+
+static void test_traffic_counts_per_provider_and_hour_for_a_day(void **state)
+{
+	static struct traffic_view tv;
+	const int64_t hour = 3600000;
+	const int64_t t0 = 1796000000000 - 1796000000000 % hour;
+
+	(void)state;
+	traffic_reset();
+	traffic_add(t0 + 10, "stripe", traffic_kind_of("new"));
+	traffic_add(t0 + 20, "stripe", traffic_kind_of("replayed"));
+	traffic_add(t0 + 30, "stripe", traffic_kind_of("mismatch"));
+	traffic_add(t0 + hour + 5, "stripe", traffic_kind_of("rejected"));
+	traffic_add(t0 + hour + 6, "adyen", traffic_kind_of("failed"));
+	traffic_get(t0 + hour + 100, &tv);
+	assert_int_equal(tv.tv_n, 2);
+	assert_string_equal(tv.tv_name[0], "stripe");
+	assert_int_equal(tv.tv_counts[0][0][TRAFFIC_REJECTED], 1); /* the hour now running */
+	assert_int_equal(tv.tv_counts[0][1][TRAFFIC_ACCEPTED], 1); /* the hour before */
+	assert_int_equal(tv.tv_counts[0][1][TRAFFIC_DUPLICATE], 2);
+	assert_int_equal(tv.tv_counts[1][0][TRAFFIC_FAILED], 1);
+	/* a day later the old hours are gone, and a slot reused starts at zero */
+	traffic_add(t0 + 24 * hour + 1, "stripe", TRAFFIC_ACCEPTED);
+	traffic_get(t0 + 24 * hour + 2, &tv);
+	assert_int_equal(tv.tv_counts[0][0][TRAFFIC_ACCEPTED], 1);
+	assert_int_equal(tv.tv_counts[0][0][TRAFFIC_DUPLICATE], 0);
+	assert_int_equal(tv.tv_counts[0][23][TRAFFIC_REJECTED], 1);
+	assert_int_equal(tv.tv_counts[1][23][TRAFFIC_FAILED], 1);
+	traffic_get(t0 + 26 * hour, &tv);
+	assert_int_equal(tv.tv_counts[0][23][TRAFFIC_REJECTED], 0);
 }
 
 static char t_dir[64];
@@ -168,6 +200,7 @@ int main(void)
 	        cmocka_unit_test(test_utf8_passes_and_invalid_bytes_and_controls_show_as_hex),
 	        cmocka_unit_test(test_a_page_that_outgrows_its_cap_fails_instead_of_being_cut),
 	        cmocka_unit_test(test_console_section_is_checked_whole),
+	        cmocka_unit_test(test_traffic_counts_per_provider_and_hour_for_a_day),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
