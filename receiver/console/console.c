@@ -951,7 +951,7 @@ void console_route(void *arg, const struct http_request *req, struct reply *ret)
 		goto out;
 	}
 	who.cw_name = s.cs_name;
-	who.cw_role = s.cs_role;
+	who.cw_operator = s.cs_role == CONSOLE_ROLE_OPERATOR;
 	who.cw_csrf = s.cs_csrf;
 	memset(&cx, 0, sizeof(cx));
 	cx.cx_env = env;

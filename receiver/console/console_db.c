@@ -68,7 +68,7 @@ static int console_db_filter_sql(const struct console_db_filter *f, struct buf *
 		p[i++] = store_text(f->ef_order);
 	}
 	if (f->ef_key_prefix != NULL && f->ef_key_prefix[0] != '\0') {
-		buf_puts(sql, " AND substr(idem_key, 1, ?) = ?");
+		buf_puts(sql, " AND substr(idem_key, 1, CAST(? AS INTEGER)) = ?");
 		p[i++] = store_int((int64_t)strlen(f->ef_key_prefix));
 		p[i++] = store_text(f->ef_key_prefix);
 	}

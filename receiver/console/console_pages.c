@@ -212,8 +212,7 @@ int console_page_begin(struct buf *b, const struct console_ctx *cx, const char *
 	if (cx != NULL && cx->cx_who != NULL) {
 		buf_puts(b, "<span class=\"who\">");
 		console_esc(b, cx->cx_who->cw_name);
-		buf_printf(b, " (%s)</span>",
-		           cx->cx_who->cw_role == CONSOLE_ROLE_OPERATOR ? "operator" : "read-only");
+		buf_printf(b, " (%s)</span>", cx->cx_who->cw_operator ? "operator" : "read-only");
 		buf_puts(b, "<form method=\"post\" action=\"/console/logout\">"
 		            "<input type=\"hidden\" name=\"csrf\" value=\"");
 		console_esc(b, cx->cx_who->cw_csrf);
@@ -272,7 +271,7 @@ static void console_csrf_field(struct buf *b, const struct console_ctx *cx)
 
 static int console_operator(const struct console_ctx *cx)
 {
-	return cx->cx_who != NULL && cx->cx_who->cw_role == CONSOLE_ROLE_OPERATOR;
+	return cx->cx_who != NULL && cx->cx_who->cw_operator;
 }
 
 /* ---- overview ---- */

@@ -7,8 +7,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "console.h"
-
 struct buf;
 struct config;
 struct http_request;
@@ -21,7 +19,7 @@ struct env;
 /* Who is looking: the session's token name, role and CSRF token. */
 struct console_who {
 	const char *cw_name;
-	enum console_role cw_role;
+	int cw_operator; /* 1: the operator role (actions), 0: read-only */
 	const char *cw_csrf;
 };
 
