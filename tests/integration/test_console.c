@@ -628,6 +628,50 @@ static void test_serve_refuses_the_console_on_a_non_loopback_admin_address(void 
 	daemon_finish(&d);
 }
 
+/* PostgreSQL: an action taken on one receiver's console is what another's
+ * shows (the state is the shared database's; sessions are each receiver's). */
+static void test_an_action_on_one_receiver_is_seen_on_another(void **state)
+{
+	struct daemon a;
+	struct daemon b;
+	struct t_session sa;
+	struct t_session sb;
+	struct hres r;
+	char path[128];
+	char form[200];
+	long long id;
+
+	(void)state;
+	if (!hn_backend_is_postgresql()) {
+		skip();
+	}
+	t_start(&a, NULL);
+	assert_int_equal(daemon_init_beside(&b, &a, FX_STRIPE_INI T_CONSOLE), 0);
+	assert_int_equal(daemon_start(&b), 0);
+	id = (long long)t_unknown_event(&a, "evt_console_shared");
+	t_login(&a, T_OP_TOKEN, &sa);
+	t_login(&b, T_RO_TOKEN, &sb);
+	snprintf(path, sizeof(path), "/console/events/%lld/dismiss", id);
+	snprintf(form, sizeof(form), "csrf=%s&reason=seen+from+b", sa.ts_csrf);
+	assert_int_equal(t_post(&a, path, &sa, form, &r), 200);
+	hres_finish(&r);
+	snprintf(path, sizeof(path), "/console/events/%lld", id);
+	assert_int_equal(t_get(&b, path, &sb, &r), 200);
+	assert_non_null(strstr(r.hs_body, "seen from b"));
+	assert_non_null(strstr(r.hs_body, "console:alice"));
+	hres_finish(&r);
+	assert_int_equal(t_get(&b, "/console/audit", &sb, &r), 200);
+	assert_non_null(strstr(r.hs_body, "seen from b"));
+	hres_finish(&r);
+	/* b's session is b's own: a does not know it */
+	assert_int_equal(t_get(&a, "/console/events", &sb, &r), 303);
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&b, 30), 0);
+	daemon_finish(&b);
+	assert_int_equal(daemon_term(&a, 30), 0);
+	daemon_finish(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -650,6 +694,7 @@ int main(void)
 	        cmocka_unit_test(
 	                test_the_console_is_off_by_default_and_never_on_the_public_listener),
 	        cmocka_unit_test(test_serve_refuses_the_console_on_a_non_loopback_admin_address),
+	        cmocka_unit_test(test_an_action_on_one_receiver_is_seen_on_another),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
