@@ -3,7 +3,8 @@
  * on SQLite and (suite postgresql) on PostgreSQL: every order reference is
  * kept, the table takes its new form (SQLite: WITHOUT ROWID), the index no
  * query reads is gone, and a refund that names only the payment still finds
- * its order through the migrated table. */
+ * its order through the migrated table; and a new SQLite database is made
+ * with the page size the benchmark chose. */
 #include <dirent.h>
 #include <inttypes.h>
 #include <setjmp.h>
@@ -229,10 +230,35 @@ static void test_migrate_keeps_order_refs_in_their_new_form(void **state)
 	daemon_finish(&d);
 }
 
+/* A new SQLite database is made with 1 KiB pages; one made before keeps
+ * its page size through the migration (SQLite cannot change it in WAL). */
+static void test_new_database_has_small_pages(void **state)
+{
+	static const char *const args[] = {"migrate", NULL};
+	struct daemon d;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	if (d.dm_pg_db[0] != '\0') {
+		daemon_finish(&d);
+		skip(); /* PostgreSQL's pages are the server's */
+	}
+	assert_int_equal(daemon_cli(&d, 1, args, NULL), 0);
+	assert_int_equal(e2e_db_int(&d, "SELECT page_size FROM pragma_page_size"), 1024);
+	daemon_finish(&d);
+
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	t_build_previous(&d);
+	assert_int_equal(daemon_cli(&d, 1, args, NULL), 0);
+	assert_int_equal(e2e_db_int(&d, "SELECT page_size FROM pragma_page_size"), 4096);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_migrate_keeps_order_refs_in_their_new_form),
+	        cmocka_unit_test(test_new_database_has_small_pages),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
