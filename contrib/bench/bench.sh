@@ -4,8 +4,10 @@
 # connections, p99 at half the peak rate), idemhook with batch_max = 1, the
 # storage ceiling (one INSERT per transaction, synchronous=FULL, WAL), the HTTP
 # ceiling (libmicrohttpd answering 200 with no work), batch sizes and commits
-# from /metrics, peak RSS, and in-process replay of 10,000 captures; then the
-# ratios against the targets of issue 10.
+# from /metrics, peak RSS, in-process replay of 10,000 captures, bytes handed
+# to pwrite and written to disk per callback, and the unique phases on a
+# database holding STORED callbacks (bench_fill); then the ratios against the
+# targets of issues 10 and 24.
 # With --postgresql: unique and duplicate callbacks with one receiver on
 # SQLite, one on PostgreSQL and three on one PostgreSQL database (a local
 # throwaway server, synchronous_commit=on), with statements and transactions

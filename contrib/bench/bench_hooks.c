@@ -3,7 +3,10 @@
  * duplicates, 32 and 256 connections, and unique ones at half the peak rate),
  * idemhook with batch_max = 1, the storage ceiling (sqlite_ceiling), the
  * HTTP ceiling (http_ceiling), batch sizes and commits from /metrics, peak
- * RSS, and in-process replay of captures. Every figure comes from the same
+ * RSS, in-process replay of captures, the bytes the daemon hands to
+ * write/pwrite and writes to the disk per request (/proc/PID/io), and the
+ * unique phases again on a database already holding a million callbacks
+ * (bench_fill.c, issue 24). Every figure comes from the same
  * pre-signed Stripe callbacks sent by the same load generator (loadgen.c).
  * Phases that a ratio compares run next to each other (bench_all). */
 #include <dirent.h>
