@@ -20,18 +20,18 @@
 
 #define RECONNECT_ORDERS 8
 #define RECONNECT_ROUNDS 3
-#define RECONNECT_EVENTS 300
+#define RECONNECT_EVENTS 1000
 #define RECONNECT_SENDERS 6
-#define RECONNECT_KILLS 4
+#define RECONNECT_KILLS 6
 #define RECONNECT_TRIES 400 /* per event: a provider's retries, bounded */
 #define RECONNECT_RETRY_MS 20
 
 static const char reconnect_ini[] = FX_STRIPE_INI "\n[api]\nrate = 1000\nburst = 1000\n";
 
 /* Terminates the receiver's backends of one role ("idemhook reader",
- * "idemhook writer") on d's database and waits until they are gone.
- * Returns how many were terminated. */
-static int reconnect_kill(const struct daemon *d, const char *role)
+ * "idemhook writer") on d's database and, with wait, waits until they are
+ * gone. Returns how many were terminated. */
+static int reconnect_kill_q(const struct daemon *d, const char *role, int wait)
 {
 	struct pgserver *pg = pgserver_shared(NULL);
 	char sql[512];
@@ -48,6 +48,9 @@ static int reconnect_kill(const struct daemon *d, const char *role)
 	assert_non_null(out);
 	killed = atoi(out);
 	free(out);
+	if (!wait) {
+		return killed;
+	}
 	snprintf(
 	        sql, sizeof(sql),
 	        "SELECT count(*) FROM pg_stat_activity WHERE datname = '%s' AND application_name = "
@@ -64,6 +67,11 @@ static int reconnect_kill(const struct daemon *d, const char *role)
 		usleep(20 * 1000);
 	}
 	return killed;
+}
+
+static int reconnect_kill(const struct daemon *d, const char *role)
+{
+	return reconnect_kill_q(d, role, 1);
 }
 
 static long reconnect_get_order(const struct daemon *d, const char *id)
@@ -171,7 +179,6 @@ static void test_readers_answer_after_the_server_closed_their_connections(void *
 
 struct storm {
 	struct daemon *sm_d;
-	char sm_ids[RECONNECT_EVENTS][64];
 	char *sm_bodies[RECONNECT_EVENTS];
 	char *sm_ack[RECONNECT_EVENTS]; /* the body of the first 200 */
 	size_t sm_ack_len[RECONNECT_EVENTS];
@@ -222,6 +229,8 @@ test_the_writers_connection_killed_under_load_loses_nothing_and_applies_nothing_
 	struct daemon d;
 	pthread_t senders[RECONNECT_SENDERS];
 	char event_id[64];
+	char order_id[64];
+	char sql[512];
 	char body[512];
 	int kills = 0;
 	int e;
@@ -231,17 +240,25 @@ test_the_writers_connection_killed_under_load_loses_nothing_and_applies_nothing_
 	assert_int_equal(daemon_init_pg(&d, reconnect_ini), 0);
 	assert_int_equal(daemon_start(&d), 0);
 	sm->sm_d = &d;
+	/* The orders in one statement: a thousand CLI runs take long. */
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO orders (id, amount, currency, status, created_at, updated_at) "
+	         "SELECT 'ord_pg_writer_' || g, 3000 + g, 'EUR', 'pending', %" PRId64 ", %" PRId64
+	         " FROM generate_series(0, %d) g",
+	         hn_now_ms(), hn_now_ms(), RECONNECT_EVENTS - 1);
+	assert_int_equal(pgserver_psql(pgserver_shared(NULL), d.dm_pg_db, sql, NULL), 0);
 	for (e = 0; e < RECONNECT_EVENTS; e++) {
-		assert_int_equal(hn_order_create(&d, 3000 + e, "eur", sm->sm_ids[e]), 0);
+		snprintf(order_id, sizeof(order_id), "ord_pg_writer_%d", e);
 		snprintf(event_id, sizeof(event_id), "evt_pg_writer_%d", e);
-		sm->sm_bodies[e] = fx_stripe_payment(event_id, sm->sm_ids[e], 3000 + e, "eur");
+		sm->sm_bodies[e] = fx_stripe_payment(event_id, order_id, 3000 + e, "eur");
 	}
 	for (i = 0; i < RECONNECT_SENDERS; i++) {
 		assert_int_equal(pthread_create(&senders[i], NULL, storm_sender, sm), 0);
 	}
+	/* Whenever the writer has a connection: mid-batch, or between. */
 	while (kills < RECONNECT_KILLS && atomic_load(&sm->sm_acked) < RECONNECT_EVENTS) {
-		kills += reconnect_kill(&d, "idemhook writer") > 0;
-		usleep(10 * 1000);
+		kills += reconnect_kill_q(&d, "idemhook writer", 0) > 0;
+		usleep(20 * 1000);
 	}
 	for (i = 0; i < RECONNECT_SENDERS; i++) {
 		pthread_join(senders[i], NULL);
