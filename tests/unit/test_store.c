@@ -1996,6 +1996,40 @@ test_pg_a_writer_connection_lost_mid_batch_fails_the_batch_and_is_made_again(voi
 	store_destroy(k.k_other);
 }
 
+/* On PostgreSQL a batch's claims run side by side and their statements
+ * go to the server pipelined: a batch of eight claims of three statements
+ * each costs a round trip per statement of one claim (and BEGIN and
+ * COMMIT), not one per statement of every claim (with a savepoint each,
+ * 42). */
+static void test_pg_a_batch_of_claims_costs_round_trips_per_statement_not_per_claim(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c[8];
+	struct store_stats before;
+	struct store_stats after;
+	char keys[8][32];
+	size_t i;
+
+	for (i = 0; i < 8; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "evt_rt_%zu", i);
+		claim_init(&c[i], keys[i], 1, T0, &ap);
+	}
+	store_get_stats(fx->fx_st, &before);
+	assert_int_equal(store_submit(fx->fx_st, c, 8), 0);
+	store_get_stats(fx->fx_st, &after);
+	for (i = 0; i < 8; i++) {
+		assert_int_equal(c[i].sc_outcome, STORE_NEW);
+		store_claim_finish(&c[i]);
+	}
+	print_message("round trips for 8 claims in one batch: %llu\n",
+	              (unsigned long long)(after.ss_round_trips - before.ss_round_trips));
+	assert_int_equal(after.ss_batches - before.ss_batches, 1);
+	assert_true(after.ss_round_trips - before.ss_round_trips <= 6);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 8);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 8);
+}
+
 #define STORE_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 #define PG_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_pg, teardown_pg)
 
@@ -2066,6 +2100,7 @@ int main(void)
 	        PG_TEST(test_pg_outbox_rows_are_leased_by_one_receiver_at_a_time),
 	        PG_TEST(test_pg_a_writer_connection_lost_while_idle_is_made_again_for_the_next_batch),
 	        PG_TEST(test_pg_a_writer_connection_lost_mid_batch_fails_the_batch_and_is_made_again),
+	        PG_TEST(test_pg_a_batch_of_claims_costs_round_trips_per_statement_not_per_claim),
 	        PG_TEST(test_pg_outbox_workers_skip_the_rows_another_receiver_holds),
 	        PG_TEST(test_pg_a_deadlock_between_receivers_runs_the_losing_batch_again),
 	        PG_TEST(test_pg_read_only_stores_and_schema_versions_are_checked_as_on_sqlite),
