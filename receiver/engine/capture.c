@@ -59,8 +59,8 @@ static const char *const capture_skip_why[CAPTURE_SKIP_N] = {
         "its client is over [capture] rejected_client_rate",
         "rejected requests are over [capture] rejected_rate",
         "the spool is at [capture] max_bytes (half of it for rejected requests)",
-        "free space on the spool's file system is under [capture] min_free (twice it for "
-        "rejected requests)",
+        ("free space on the spool's file system is under [capture] min_free (twice it for "
+         "rejected requests)"),
 };
 
 /* One client's rejected captures in the current minute. */
