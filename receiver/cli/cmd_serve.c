@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "console.h"
 #include "app.h"
 #include "capture.h"
 #include "cli.h"
@@ -184,7 +185,8 @@ static struct http_server *serve_start_public(struct app *app, const struct conf
 /* Starts the admin listener ([admin] listen, or off). ret_hl (when the
  * listener runs) gets what the health thread needs to check it. Returns
  * 1 when started, 0 when off, -1 on failure. */
-static int serve_start_admin(struct app *app, const struct config *cf, struct health_listener *ret_hl)
+static int serve_start_admin(struct app *app, const struct config *cf, struct admin *adm,
+                             struct health_listener *ret_hl)
 {
 	const char *v = config_get(cf, "admin", "listen");
 	struct http_options ho;
@@ -221,14 +223,15 @@ static int serve_start_admin(struct app *app, const struct config *cf, struct he
 	ho.ho_drain_timeout_ms = SERVE_ADMIN_DRAIN_MS;
 	ho.ho_body_max = 4096;
 	ho.ho_name = "admin";
-	app->app_admin = http_create(&ho, admin_route, &app->app_env);
+	app->app_admin = http_create(&ho, admin_route, adm);
 	if (app->app_admin == NULL) {
 		free(host);
 		return -1;
 	}
 	health_listener_set(ret_hl, "admin", host, app->app_admin);
 	free(host);
-	log_notice("admin listener on %s (healthz, readyz, metrics)", v);
+	log_notice("admin listener on %s (healthz, readyz, metrics%s)", v,
+	           adm->adm_console != NULL ? ", console" : "");
 	return 1;
 bad:
 	log_err("config: [admin] listen = \"%s\": expected HOST:PORT or off", v);
@@ -363,6 +366,9 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	struct config *cf = NULL;
 	struct store *st = NULL;
 	struct serve_workers sw = {NULL, NULL};
+	struct console *console = NULL;
+	struct admin adm = {NULL, NULL, NULL};
+	int console_off = 1;
 	struct health *health = NULL;
 	struct health_options hopt;
 	struct app app;
@@ -460,7 +466,15 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	hopt.ho_watchdog_ms = notify_watchdog_interval_ms();
 	health_listener_set(&hopt.ho_listeners[hopt.ho_n_listeners++], "public", cf->cf_listen_host,
 	                    app.app_env.env_http);
-	rc = serve_start_admin(&app, cf, &hopt.ho_listeners[hopt.ho_n_listeners]);
+	adm.adm_env = &app.app_env;
+	console = console_create(&app.app_env, &console_off);
+	if (console == NULL && !console_off) {
+		rc = EX_CONFIG;
+		goto done;
+	}
+	adm.adm_console = console != NULL ? console_route : NULL;
+	adm.adm_console_arg = console;
+	rc = serve_start_admin(&app, cf, &adm, &hopt.ho_listeners[hopt.ho_n_listeners]);
 	if (rc < 0) {
 		rc = EX_UNAVAILABLE;
 		goto done;
@@ -494,6 +508,7 @@ done:
 	 * The health thread keeps the watchdog fed through the drain. */
 	http_destroy(app.app_env.env_http);
 	http_destroy(app.app_admin);
+	console_destroy(console);
 	__atomic_store_n(&app.app_env.env_health, NULL, __ATOMIC_RELEASE);
 	health_stop(health);
 	reconcile_worker_stop(sw.sw_reconcile);
