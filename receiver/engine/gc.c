@@ -29,7 +29,7 @@
  * simply reused by new rows. */
 #define GC_RECLAIM_SHARE 4
 #define GC_RECLAIM_MIN_BYTES (1024 * 1024)
-#define GC_RECLAIM_PAGES 2048 /* pages per unit of work (8 MiB of 4 KiB pages) */
+#define GC_RECLAIM_PAGES 2048 /* pages per unit of work (2 MiB of 1 KiB pages, 8 MiB of 4 KiB) */
 
 /* What one pass needs, copied out of the config so that no config reference
  * is held across a long pass (a reload waits for every reference). */
