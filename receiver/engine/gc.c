@@ -126,14 +126,15 @@ static int gc_plan_load(const struct config *cf, struct gc_plan *ret)
 		goto fail;
 	}
 	if (p.gp_batch == 0 || p.gp_batch > GC_BATCH_MAX) {
-		log_err("config: [gc] batch must be 1..%u", GC_BATCH_MAX);
+		config_refuse(cf, GC_SECTION, "batch", "must be 1..%u", GC_BATCH_MAX);
 		goto fail;
 	}
 	p.gp_pause_ms = GC_PAUSE_DEFAULT_MS;
 	pause = config_get(cf, GC_SECTION, "pause");
 	if (pause != NULL &&
 	    (gc_parse_pause(pause, &p.gp_pause_ms) < 0 || p.gp_pause_ms > GC_PAUSE_MAX_MS)) {
-		log_err("config: [gc] pause must be a duration such as 50ms or 1s, at most 60s");
+		config_refuse(cf, GC_SECTION, "pause",
+		              "must be a duration such as 50ms or 1s, at most 60s");
 		goto fail;
 	}
 	if (config_get_duration(cf, GC_SECTION, "events_retention", 0, &events_s) < 0 ||
