@@ -402,50 +402,75 @@ int config_get_bool(const struct config *cf, const char *section, const char *ke
 	return 0;
 }
 
-static int config_read_file(const char *path, char **ret, size_t *ret_len)
+/* Reads the whole file at path, a regular file of at most max bytes, into
+ * *ret (NUL-terminated; free() it). what names the file in the log lines
+ * ("config", "secret file"). Never waits: a FIFO, a terminal or a device
+ * could keep start or a reload waiting forever, so only regular files are
+ * read. Returns 0 or -1 (logged). */
+static int config_slurp(const char *path, const char *what, size_t max, char **ret,
+                        size_t *ret_len)
 {
 	char *data = NULL;
 	size_t len = 0;
 	struct stat st;
 	int fd;
 
-	/* O_NONBLOCK: opening a FIFO must not wait for a writer. */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
-		log_err("cannot read secret file %s: %s", path, strerror(errno));
+		log_err("%s %s: cannot open: %s", what, path, strerror(errno));
 		return -1;
 	}
-	/* A FIFO, a terminal or a device could keep start or a reload waiting
-	 * forever (or never end): secrets come from regular files. */
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		log_err("secret file %s is not a regular file", path);
+	if (fstat(fd, &st) < 0) {
+		log_err("%s %s: cannot stat: %s", what, path, strerror(errno));
 		goto fail;
 	}
-	data = malloc(CONFIG_SECRET_MAX + 1);
+	if (!S_ISREG(st.st_mode)) {
+		log_err("%s %s: %s", what, path,
+		        S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+		goto fail;
+	}
+	data = malloc(max + 1);
 	if (data == NULL) {
 		goto fail;
 	}
 	for (;;) {
-		ssize_t n = read(fd, data + len, CONFIG_SECRET_MAX + 1 - len);
+		ssize_t n = read(fd, data + len, max + 1 - len);
 
 		if (n < 0 && errno == EINTR) {
 			continue;
 		}
 		if (n < 0) {
-			log_err("cannot read secret file %s: %s", path, strerror(errno));
+			log_err("%s %s: cannot read: %s", what, path, strerror(errno));
 			goto fail;
 		}
 		if (n == 0) {
 			break;
 		}
 		len += (size_t)n;
-		if (len > CONFIG_SECRET_MAX) {
-			log_err("secret file %s is larger than %d bytes", path, CONFIG_SECRET_MAX);
+		if (len > max) {
+			log_err("%s %s: larger than %zu bytes", what, path, max);
 			goto fail;
 		}
 	}
 	close(fd);
 	data[len] = '\0';
+	*ret = data;
+	*ret_len = len;
+	return 0;
+fail:
+	close(fd);
+	free(data);
+	return -1;
+}
+
+static int config_read_file(const char *path, char **ret, size_t *ret_len)
+{
+	char *data = NULL;
+	size_t len = 0;
+
+	if (config_slurp(path, "secret file", CONFIG_SECRET_MAX, &data, &len) < 0) {
+		return -1;
+	}
 	/* Editors end files with a newline that is not part of the secret. */
 	if (len > 0 && data[len - 1] == '\n') {
 		data[--len] = '\0';
@@ -456,10 +481,6 @@ static int config_read_file(const char *path, char **ret, size_t *ret_len)
 	*ret = data;
 	*ret_len = len;
 	return 0;
-fail:
-	close(fd);
-	free(data);
-	return -1;
 }
 
 int config_read_secret(const char *spec, char **ret, size_t *ret_len)
@@ -737,58 +758,6 @@ static int config_ini_handler(void *user, const char *section, const char *name,
 	return config_add_kv(cf, section, name, value, cr->cr_line) == 0;
 }
 
-/* Reads the whole file at path (a regular file of at most CONFIG_FILE_MAX
- * bytes) into *ret. Returns 0 or -1 (logged). */
-static int config_slurp(const char *path, char **ret, size_t *ret_len)
-{
-	char *data = NULL;
-	size_t len = 0;
-	struct stat st;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0) {
-		log_err("config %s: cannot open: %s", path, strerror(errno));
-		return -1;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		log_err("config %s: %s, not a configuration file", path,
-		        S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
-		goto fail;
-	}
-	data = malloc(CONFIG_FILE_MAX + 1);
-	if (data == NULL) {
-		goto fail;
-	}
-	for (;;) {
-		ssize_t n = read(fd, data + len, CONFIG_FILE_MAX + 1 - len);
-
-		if (n < 0 && errno == EINTR) {
-			continue;
-		}
-		if (n < 0) {
-			log_err("config %s: cannot read: %s", path, strerror(errno));
-			goto fail;
-		}
-		if (n == 0) {
-			break;
-		}
-		len += (size_t)n;
-		if (len > CONFIG_FILE_MAX) {
-			log_err("config %s: larger than %d bytes", path, CONFIG_FILE_MAX);
-			goto fail;
-		}
-	}
-	close(fd);
-	data[len] = '\0';
-	*ret = data;
-	*ret_len = len;
-	return 0;
-fail:
-	close(fd);
-	free(data);
-	return -1;
-}
 
 /* Parses the INI file at path into cf's sections. A file that is not a
  * configuration (a directory, a NUL byte, no section at all: a file cut
@@ -806,7 +775,7 @@ static int config_read_ini(struct config *cf, const char *path)
 
 	memset(&cr, 0, sizeof(cr));
 	cr.cr_cf = cf;
-	if (config_slurp(path, &text, &len) < 0) {
+	if (config_slurp(path, "config", CONFIG_FILE_MAX, &text, &len) < 0) {
 		return -1;
 	}
 	nul = memchr(text, '\0', len);
