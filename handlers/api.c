@@ -58,6 +58,7 @@ struct api_settings {
 	unsigned as_rate;
 	unsigned as_burst;
 	int as_reads_all; /* [api] order_reads = all: any client reads any order */
+	int as_no_secrets; /* check only: token secrets are not read */
 };
 
 static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -140,6 +141,11 @@ static size_t api_token_default_name(const char *spec, const char **ret_name)
 	return strlen(p);
 }
 
+static const char *api_cf_name(const struct api_settings *as)
+{
+	return as->as_cf != NULL && as->as_cf->cf_path != NULL ? as->as_cf->cf_path : "(demo)";
+}
+
 /* token = [NAME] SPEC, SPEC as config_read_secret takes it; NAME is the
  * client the token stands for. */
 static int api_settings_token(void *arg, const char *value, int line)
@@ -153,7 +159,8 @@ static int api_settings_token(void *arg, const char *value, int line)
 	size_t i;
 
 	if (as->as_n_tokens == API_TOKENS_MAX) {
-		log_err("config: [api] token (line %d): more than %d tokens", line, API_TOKENS_MAX);
+		log_err("config %s:%d: [api] token: more than %d tokens", api_cf_name(as), line,
+		        API_TOKENS_MAX);
 		return -1;
 	}
 	if (sp != NULL) {
@@ -166,10 +173,10 @@ static int api_settings_token(void *arg, const char *value, int line)
 		name_len = api_token_default_name(value, &name);
 	}
 	if (!api_client_valid(name, name_len) || spec[0] == '\0') {
-		log_err("config: [api] token (line %d): expected [NAME] file:PATH, credential:NAME "
-			"or env:NAME "
-			"(NAME: 1 to 64 letters, digits, . _ -)",
-			line);
+		log_err("config %s:%d: [api] token: expected [NAME] file:PATH, credential:NAME "
+		        "or env:NAME "
+		        "(NAME: 1 to 64 letters, digits, . _ -)",
+		        api_cf_name(as), line);
 		return -1;
 	}
 	t = &as->as_tokens[as->as_n_tokens];
@@ -177,12 +184,18 @@ static int api_settings_token(void *arg, const char *value, int line)
 	t->at_name[name_len] = '\0';
 	for (i = 0; i < as->as_n_tokens; i++) {
 		if (strcmp(as->as_tokens[i].at_name, t->at_name) == 0) {
-			log_err("config: [api] token (line %d): client name \"%s\" used twice",
-				line, t->at_name);
+			log_err("config %s:%d: [api] token: client name \"%s\" used twice",
+			        api_cf_name(as), line, t->at_name);
 			return -1;
 		}
 	}
+	if (as->as_no_secrets) {
+		as->as_n_tokens++;
+		return 0;
+	}
 	if (config_read_secret(spec, &t->at_secret, &t->at_len) < 0) {
+		log_err("config %s:%d: [api] token: %s cannot be read", api_cf_name(as), line,
+		        t->at_name);
 		return -1;
 	}
 	as->as_n_tokens++;
@@ -202,9 +215,9 @@ static int api_settings_origins(void *arg, const char *value, int line)
 
 	while ((p = config_list_next(&cursor, &n)) != NULL) {
 		if (as->as_n_origins == API_ORIGINS_MAX || n > API_ORIGIN_MAX) {
-			log_err("config: [api] cors_origins (line %d): at most %d origins of %d "
-				"characters",
-				line, API_ORIGINS_MAX, API_ORIGIN_MAX);
+			log_err("config %s:%d: [api] cors_origins: at most %d origins of %d "
+			        "characters",
+			        api_cf_name(as), line, API_ORIGINS_MAX, API_ORIGIN_MAX);
 			return -1;
 		}
 		as->as_origins[as->as_n_origins] = strndup(p, n);
@@ -230,11 +243,13 @@ static int api_settings_reads(struct api_settings *as, const struct config *cf)
 		as->as_reads_all = 1;
 		return 0;
 	}
-	log_err("config: [api] order_reads = \"%s\": expected own or all", log_quote(q, sizeof(q), v));
-	return -1;
+	return config_refuse(cf, "api", "order_reads", "\"%s\": expected own or all",
+	                     log_quote(q, sizeof(q), v));
 }
 
-static int api_settings_load(struct api_settings *as, const struct config *cf)
+/* Reads cf's [api] section into as. Returns 0, or -1 with each problem
+ * logged (file, line, key). */
+static int api_settings_read(struct api_settings *as, const struct config *cf)
 {
 	const struct config_section *cs = config_section(cf, "api");
 
@@ -264,12 +279,36 @@ static int api_settings_load(struct api_settings *as, const struct config *cf)
 	     config_section_each(cs, "cors_origins", api_settings_origins, as) != 0)) {
 		goto fail;
 	}
-	as->as_ok = 1;
 	return 0;
 fail:
-	log_err("api: the [api] section is unusable; the order API answers 503 until it is fixed");
-	as->as_ok = 0;
 	return -1;
+}
+
+static int api_settings_load(struct api_settings *as, const struct config *cf)
+{
+	if (api_settings_read(as, cf) < 0) {
+		log_err("api: the [api] section is unusable; the order API answers 503 until it is "
+		        "fixed");
+		as->as_ok = 0;
+		return -1;
+	}
+	as->as_ok = 1;
+	return 0;
+}
+
+int api_config_check(const struct config *cf, int read_secrets)
+{
+	struct api_settings *as = calloc(1, sizeof(*as));
+	int rc;
+
+	if (as == NULL) {
+		return -1;
+	}
+	as->as_no_secrets = !read_secrets;
+	rc = api_settings_read(as, cf);
+	api_settings_clear(as);
+	free(as);
+	return rc;
 }
 
 /* Makes api_set describe cf. Called with api_lock held. */

@@ -20,6 +20,12 @@
 int api_route(const struct env *env, const struct config *cf, const struct http_request *req,
 	      struct reply *ret);
 
+/* Checks cf's [api] section as the order API will read it (rate, burst,
+ * body_max, order_reads, tokens, origins), the tokens' secrets too when
+ * read_secrets. Returns 0, or -1 with each problem logged (file, line,
+ * key). */
+int api_config_check(const struct config *cf, int read_secrets);
+
 /* Decorates an answer the listener made itself before routing (413 over
  * [server] body_max, 414, 431, 400): for a request to /api/... from an
  * allowed origin it adds the CORS headers, so that the browser shows the

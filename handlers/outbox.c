@@ -60,13 +60,13 @@ int outbox_parse_ms(const char *s, int64_t *ret_ms)
 	return 0;
 }
 
-static int outbox_bad_key(const char *key, const char *value, const char *why)
+static int outbox_bad_key(const struct config *cf, const char *key, const char *value,
+                          const char *why)
 {
 	char q[OUTBOX_QUOTE_LEN];
 
-	log_err("config [%s] %s = \"%s\": %s", OUTBOX_SECTION, key, log_quote(q, sizeof(q), value),
-	        why);
-	return -1;
+	return config_refuse(cf, OUTBOX_SECTION, key, "\"%s\": %s", log_quote(q, sizeof(q), value),
+	                     why);
 }
 
 static int outbox_get_ms(const struct config *cf, const char *key, int64_t dflt, int64_t *ret)
@@ -78,7 +78,7 @@ static int outbox_get_ms(const struct config *cf, const char *key, int64_t dflt,
 		return 0;
 	}
 	if (outbox_parse_ms(v, ret) < 0) {
-		return outbox_bad_key(key, v, "not a duration (e.g. 250ms, 5s, 2m, 1h, 3d)");
+		return outbox_bad_key(cf, key, v, "not a duration (e.g. 250ms, 5s, 2m, 1h, 3d)");
 	}
 	return 0;
 }
@@ -170,15 +170,15 @@ static const char *outbox_compensation_name(enum outbox_compensation c)
 }
 
 /* 0 when url is a URL we may send to (httpc_url_check, credential: the
- * requests carry a key), else -1 (logged). */
-static int outbox_url_check(const char *key, const char *url, int credential)
+ * requests carry a key), else -1 (logged with file, line and key). */
+static int outbox_url_check(const struct config *cf, const char *key, const char *url,
+                            int credential)
 {
 	char err[HTTPC_ERR_MAX];
 
 	/* The value is not logged: it may hold a password. */
 	if (httpc_url_check(url, credential, err, sizeof(err)) < 0) {
-		log_err("config [%s] %s: %s", OUTBOX_SECTION, key, err);
-		return -1;
+		return config_refuse(cf, OUTBOX_SECTION, key, "%s", err);
 	}
 	return 0;
 }
@@ -215,23 +215,23 @@ static int outbox_conf_call(const struct config *cf, struct outbox_conf *oc, con
 	size_t i;
 
 	if (n == 0 || n > 32) {
-		return outbox_bad_key(key, "", "call type names are 1 to 32 characters");
+		return outbox_bad_key(cf, key, "", "call type names are 1 to 32 characters");
 	}
 	for (i = 0; i < n; i++) {
 		if (!islower((unsigned char)key[i]) && !isdigit((unsigned char)key[i]) &&
 		    key[i] != '_') {
-			return outbox_bad_key(key, "", "call type names use a-z, 0-9 and _");
+			return outbox_bad_key(cf, key, "", "call type names use a-z, 0-9 and _");
 		}
 	}
 	if (n == strlen(OUTBOX_REFUND_CALL) && strncmp(key, OUTBOX_REFUND_CALL, n) == 0) {
-		return outbox_bad_key(key, "",
+		return outbox_bad_key(cf, key, "",
 		                      "\"refund\" is the compensation call; use another name");
 	}
 	if (outbox_find_call(oc, key, n) != NULL) {
 		return 0; /* the same key again: config_get gives its last value */
 	}
 	if (oc->oc_n_calls >= OUTBOX_CALLS_MAX) {
-		return outbox_bad_key(key, "", "too many call types");
+		return outbox_bad_key(cf, key, "", "too many call types");
 	}
 	c = &oc->oc_calls[oc->oc_n_calls++];
 	c->occ_name = strndup(key, n);
@@ -239,7 +239,7 @@ static int outbox_conf_call(const struct config *cf, struct outbox_conf *oc, con
 		return -1;
 	}
 	v = config_get(cf, OUTBOX_SECTION, key);
-	if (outbox_url_check(key, v, 0) < 0) {
+	if (outbox_url_check(cf, key, v, 0) < 0) {
 		return -1;
 	}
 	c->occ_url = strdup(v);
@@ -250,19 +250,20 @@ static int outbox_conf_call(const struct config *cf, struct outbox_conf *oc, con
 	snprintf(okey, sizeof(okey), "%s_on", c->occ_name);
 	v = config_get(cf, OUTBOX_SECTION, okey);
 	if (v != NULL && outbox_parse_on(v, &c->occ_on) < 0) {
-		return outbox_bad_key(okey, v, "expected some of: " OUTBOX_EFFECTS_TEXT);
+		return outbox_bad_key(cf, okey, v, "expected some of: " OUTBOX_EFFECTS_TEXT);
 	}
 	c->occ_compensation = OUTBOX_COMP_MANUAL;
 	snprintf(okey, sizeof(okey), "%s_compensation", c->occ_name);
 	v = config_get(cf, OUTBOX_SECTION, okey);
 	if (v != NULL && outbox_parse_compensation(v, &c->occ_compensation) < 0) {
-		return outbox_bad_key(okey, v, "expected refund, manual or none");
+		return outbox_bad_key(cf, okey, v, "expected refund, manual or none");
 	}
 	return 0;
 }
 
 /* Every key must be known: a fixed one, or <call>_url/_on/_compensation. */
-static int outbox_conf_check_keys(const struct config_section *cs, struct outbox_conf *oc)
+static int outbox_conf_check_keys(const struct config *cf, const struct config_section *cs,
+                                  struct outbox_conf *oc)
 {
 	size_t i;
 
@@ -286,9 +287,9 @@ static int outbox_conf_check_keys(const struct config_section *cs, struct outbox
 		if (!known) {
 			char q[OUTBOX_QUOTE_LEN];
 
-			log_err("config [%s] line %d: unknown key \"%s\"", OUTBOX_SECTION,
-			        cs->cs_kv[i].kv_line, log_quote(q, sizeof(q), key));
-			return -1;
+			return config_refuse(
+			        cf, OUTBOX_SECTION, key, "unknown key \"%s\" (no %.*s_url for it)",
+			        log_quote(q, sizeof(q), key), (int)strcspn(key, "_"), key);
 		}
 	}
 	return 0;
@@ -309,8 +310,8 @@ static int outbox_conf_secrets(const struct config *cf, struct outbox_conf *oc)
 		}
 		if (outbox_signing_key(secret, len, &oc->oc_signing_key, &oc->oc_signing_key_len) <
 		    0) {
-			log_err("config [%s] signing_secret: not a whsec_<base64> secret",
-			        OUTBOX_SECTION);
+			config_refuse(cf, OUTBOX_SECTION, "signing_secret",
+			              "not a whsec_<base64> secret");
 			goto fail;
 		}
 		free(secret);
@@ -323,8 +324,8 @@ static int outbox_conf_secrets(const struct config *cf, struct outbox_conf *oc)
 	}
 	v = config_get(cf, OUTBOX_SECTION, "refund_key");
 	if (v == NULL && need_refund) {
-		log_err("config [%s]: a call compensates with refund but refund_key is not set",
-		        OUTBOX_SECTION);
+		config_refuse(cf, OUTBOX_SECTION, NULL,
+		              "a call compensates with refund but refund_key is not set");
 		goto fail;
 	}
 	if (v != NULL) {
@@ -332,8 +333,8 @@ static int outbox_conf_secrets(const struct config *cf, struct outbox_conf *oc)
 			goto fail;
 		}
 		if (len == 0 || strpbrk(oc->oc_refund_key, "\r\n") != NULL) {
-			log_err("config [%s] refund_key: the key file must hold one line",
-			        OUTBOX_SECTION);
+			config_refuse(cf, OUTBOX_SECTION, "refund_key",
+			              "the key file must hold one line");
 			goto fail;
 		}
 	}
@@ -373,21 +374,20 @@ int outbox_conf_load(const struct config *cf, int with_secrets, struct outbox_co
 		goto fail;
 	}
 	if (oc->oc_policy.op_base_ms <= 0 || oc->oc_policy.op_cap_ms < oc->oc_policy.op_base_ms) {
-		log_err("config [%s]: retry_base must be > 0 and retry_cap >= retry_base",
-		        OUTBOX_SECTION);
+		config_refuse(cf, OUTBOX_SECTION, "retry_cap",
+		              "retry_base must be > 0 and retry_cap >= retry_base");
 		goto fail;
 	}
 	if (oc->oc_policy.op_max_attempts == 0 || oc->oc_concurrency == 0 ||
 	    oc->oc_concurrency > 1024 || oc->oc_response_max == 0 || oc->oc_timeout_ms <= 0 ||
 	    oc->oc_connect_timeout_ms <= 0 || oc->oc_poll_ms <= 0) {
-		log_err("config [%s]: max_attempts, concurrency (at most 1024), response_max, "
-		        "timeout, "
-		        "connect_timeout and poll must be > 0",
-		        OUTBOX_SECTION);
+		config_refuse(cf, OUTBOX_SECTION, NULL,
+		              "max_attempts, concurrency (at most 1024), response_max, timeout, "
+		              "connect_timeout and poll must be > 0");
 		goto fail;
 	}
 	if (oc->oc_lease_ms <= oc->oc_timeout_ms) {
-		log_err("config [%s]: lease must be longer than timeout", OUTBOX_SECTION);
+		config_refuse(cf, OUTBOX_SECTION, "lease", "must be longer than timeout");
 		goto fail;
 	}
 	{
@@ -407,7 +407,7 @@ int outbox_conf_load(const struct config *cf, int with_secrets, struct outbox_co
 
 		if (base == NULL) {
 			base = OUTBOX_REFUND_BASE_DEFAULT;
-		} else if (outbox_url_check("refund_base_url", base, 1) < 0) {
+		} else if (outbox_url_check(cf, "refund_base_url", base, 1) < 0) {
 			goto fail;
 		}
 		oc->oc_refund_base_url =
@@ -425,7 +425,7 @@ int outbox_conf_load(const struct config *cf, int with_secrets, struct outbox_co
 				goto fail;
 			}
 		}
-		if (outbox_conf_check_keys(cs, oc) < 0) {
+		if (outbox_conf_check_keys(cf, cs, oc) < 0) {
 			goto fail;
 		}
 	}
@@ -436,6 +436,40 @@ int outbox_conf_load(const struct config *cf, int with_secrets, struct outbox_co
 fail:
 	outbox_conf_finish(oc);
 	return -1;
+}
+
+static int outbox_str_equal(const char *a, const char *b)
+{
+	return (a == NULL && b == NULL) || (a != NULL && b != NULL && strcmp(a, b) == 0);
+}
+
+int outbox_conf_equal(const struct outbox_conf *a, const struct outbox_conf *b)
+{
+	size_t i;
+
+	if (a->oc_n_calls != b->oc_n_calls ||
+	    memcmp(&a->oc_policy, &b->oc_policy, sizeof(a->oc_policy)) != 0 ||
+	    a->oc_concurrency != b->oc_concurrency ||
+	    a->oc_connect_timeout_ms != b->oc_connect_timeout_ms ||
+	    a->oc_timeout_ms != b->oc_timeout_ms || a->oc_lease_ms != b->oc_lease_ms ||
+	    a->oc_poll_ms != b->oc_poll_ms || a->oc_response_max != b->oc_response_max ||
+	    !outbox_str_equal(a->oc_ca_file, b->oc_ca_file) ||
+	    !outbox_str_equal(a->oc_refund_base_url, b->oc_refund_base_url) ||
+	    !outbox_str_equal(a->oc_refund_key, b->oc_refund_key) ||
+	    a->oc_signing_key_len != b->oc_signing_key_len ||
+	    (a->oc_signing_key_len > 0 &&
+	     memcmp(a->oc_signing_key, b->oc_signing_key, a->oc_signing_key_len) != 0)) {
+		return 0;
+	}
+	for (i = 0; i < a->oc_n_calls; i++) {
+		if (strcmp(a->oc_calls[i].occ_name, b->oc_calls[i].occ_name) != 0 ||
+		    strcmp(a->oc_calls[i].occ_url, b->oc_calls[i].occ_url) != 0 ||
+		    a->oc_calls[i].occ_on != b->oc_calls[i].occ_on ||
+		    a->oc_calls[i].occ_compensation != b->oc_calls[i].occ_compensation) {
+			return 0;
+		}
+	}
+	return 1;
 }
 
 void outbox_conf_finish(struct outbox_conf *oc)

@@ -85,6 +85,9 @@ struct outbox_conf {
  * when none (ret holds defaults), -1 on a bad key (logged with the key; ret
  * then finished). */
 int outbox_conf_load(const struct config *cf, int with_secrets, struct outbox_conf *ret);
+/* 1 when a and b (both loaded) would deliver alike: the same calls,
+ * policy, limits, URLs and secrets; else 0. */
+int outbox_conf_equal(const struct outbox_conf *a, const struct outbox_conf *b);
 /* Frees what the conf owns; safe on a zeroed or half-loaded conf. */
 void outbox_conf_finish(struct outbox_conf *oc);
 

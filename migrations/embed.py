@@ -17,16 +17,14 @@ expected = 1
 for path in files:
     name = os.path.basename(path)
     m = re.match(r'^(\d{4})_[a-z0-9_]+\.sql$', name)
-    # Numbers are reserved per branch and the gaps closed at merge, so a
-    # branch may skip some; they must still rise.
-    if not m or int(m.group(1)) < expected:
-        sys.exit(f'embed.py: {name}: migrations must be numbered 0001, 0002, ... in order')
-    expected = int(m.group(1)) + 1
+    if not m or int(m.group(1)) != expected:
+        sys.exit(f'embed.py: {name}: migrations must be numbered 0001, 0002, ... without gaps')
+    expected += 1
     with open(path, 'rb') as f:
         sql = f.read().decode('utf-8')
     literal = ''.join('\\%03o' % b if (b < 0x20 and b != 0x0a) or b in (0x22, 0x5c, 0x3f) or b > 0x7e
                       else ('\\n"\n\t\t"' if b == 0x0a else chr(b)) for b in sql.encode('utf-8'))
     lines.append('\t{%d, "%s",\n\t\t"%s"},' % (int(m.group(1)), name, literal))
-lines += ['};', '', 'const size_t %s_count = %d;' % (symbol, len(files)), '']
+lines += ['};', '', 'const size_t %s_count = %d;' % (symbol, expected - 1), '']
 with open(out, 'w') as f:
     f.write('\n'.join(lines))

@@ -182,6 +182,11 @@ const struct provider *provider_find(const char *name);
  * config_load_with). */
 struct config *provider_config_load(const char *path);
 
+/* provider_config_load without reading any provider's secret (config.h,
+ * CONFIG_LOAD_SECRETS): the shape, for commands that verify and sign
+ * nothing; each instance's pc_state is NULL. */
+struct config *provider_config_load_shape(const char *path);
+
 /* NULL-terminated, alphabetized. */
 extern const struct provider *const provider_table[];
 

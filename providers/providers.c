@@ -38,6 +38,7 @@ static int provider_config_find(const char *type, struct config_profile *ret)
 	ret->cpf_keys = p->p_keys;
 	ret->cpf_capture = p->p_capture;
 	ret->cpf_retry_window_s = p->p_retry_window_s;
+	ret->cpf_provider = p;
 	return 1;
 }
 
@@ -61,6 +62,11 @@ static const struct config_profiles provider_config_profiles = {
 struct config *provider_config_load(const char *path)
 {
 	return config_load_with(path, &provider_config_profiles);
+}
+
+struct config *provider_config_load_shape(const char *path)
+{
+	return config_load_opts(path, &provider_config_profiles, 0);
 }
 
 const struct provider *provider_find(const char *name)
@@ -125,10 +131,10 @@ int provider_secret_resolve(const struct provider_conf *pc, const char *key, con
 		return 0;
 	}
 	if (strcmp(value, CONFIG_DEMO_STRIPE_SECRET) != 0) {
-		log_notice("provider %s: %s is written literally in the config; use file:, "
-		           "credential: or env: "
-		           "outside tests",
-		           name, key);
+		log_warn("provider %s: %s is written literally in the config file, where whoever "
+		         "reads the file (a backup, a diff) reads it too; use credential:, file: "
+		         "or env:",
+		         name, key);
 	}
 	copy = strdup(value);
 	if (copy == NULL) {

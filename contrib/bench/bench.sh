@@ -4,13 +4,16 @@
 # connections, p99 at half the peak rate), idemhook with batch_max = 1, the
 # storage ceiling (one INSERT per transaction, synchronous=FULL, WAL), the HTTP
 # ceiling (libmicrohttpd answering 200 with no work), batch sizes and commits
-# from /metrics, peak RSS, and in-process replay of 10,000 captures; then the
-# ratios against the targets of issue 10.
+# from /metrics, peak RSS, in-process replay of 10,000 captures, bytes handed
+# to pwrite and written to disk per callback, and the unique phases on a
+# database holding STORED callbacks (bench_fill); then the ratios against the
+# targets of issues 10 and 24.
 # With --postgresql: unique and duplicate callbacks with one receiver on
 # SQLite, one on PostgreSQL and three on one PostgreSQL database (a local
 # throwaway server, synchronous_commit=on), with statements and transactions
 # per callback from pg_stat_statements (docs/benchmarks.md, PostgreSQL).
-# Usage: contrib/bench/bench.sh [CALLBACKS]   (per unique phase, default 20000)
+# Usage: contrib/bench/bench.sh [CALLBACKS [STORED]]   (per unique phase, default 20000;
+#        callbacks already in the large database, default 1000000, filled by bench_fill)
 #        contrib/bench/bench.sh --postgresql [CALLBACKS]   (per phase, default 5000)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,6 +24,7 @@ if [ "${1:-}" = "--postgresql" ]; then
 	shift
 fi
 n="${1:-20000}"
+stored="${2:-1000000}"
 contrib/install-deps.sh
 if [ ! -f build-bench/build.ninja ]; then
 	meson setup build-bench --buildtype=release >/dev/null
@@ -34,9 +38,9 @@ if [ "$postgresql" = 1 ]; then
 	echo "reproduce: contrib/bench/bench.sh --postgresql $n"
 	exit 0
 fi
-meson compile -C build-bench receiver/cli/idemhook contrib/bench/bench_hooks contrib/bench/sqlite_ceiling \
+meson compile -C build-bench receiver/cli/idemhook contrib/bench/bench_hooks contrib/bench/sqlite_ceiling contrib/bench/bench_fill \
 	contrib/bench/http_ceiling >/dev/null
-IDEMHOOK_BIN="$PWD/build-bench/receiver/cli/idemhook" build-bench/contrib/bench/bench_hooks "$n"
+IDEMHOOK_BIN="$PWD/build-bench/receiver/cli/idemhook" build-bench/contrib/bench/bench_hooks "$n" "$stored"
 echo
 echo "machine: $(nproc) cores, $(uname -r), $(df -h --output=source,fstype "${TMPDIR:-/tmp}" | tail -1)"
-echo "reproduce: contrib/bench/bench.sh $n"
+echo "reproduce: contrib/bench/bench.sh $n $stored"

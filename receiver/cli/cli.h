@@ -24,9 +24,22 @@ struct cli_command {
 	int (*cc_run)(int argc, char **argv, const char *config_path);
 };
 
-/* Loads the config (NULL path: $IDEMHOOK_CONFIG if set, else the demo).
- * Returns EX_OK with *ret set, or EX_CONFIG (logged). */
+/* The configuration file a command reads: config_path (-c), else
+ * $IDEMHOOK_CONFIG, else IDEMHOOK_DEFAULT_CONFIG (the installed unit's)
+ * when it exists, else NULL, the demo: for a command other than serve
+ * (demo_ok 0) only while the demo's database exists. Returns 0 with
+ * *ret_path set, or -1 ("no configuration given", printed). */
+int cli_config_path(const char *config_path, int demo_ok, const char **ret_path);
+
+/* Loads the config (the file cli_config_path names) and checks it whole
+ * (confcheck.h), with its shape only: no provider secret is read, so the
+ * commands that verify and sign nothing run without them. Returns EX_OK
+ * with *ret set, or EX_CONFIG (logged). */
 int cli_load_config(const char *config_path, struct config **ret);
+
+/* cli_load_config, reading every provider's secrets: for the commands
+ * that verify or sign (simulate, replay, reconcile). */
+int cli_load_config_secrets(const char *config_path, struct config **ret);
 
 /* Opens the store named by cf for a command: read_only commands do not run
  * migrations nor start a writer. Returns EX_OK with *ret set, or an exit code. */

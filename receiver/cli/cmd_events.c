@@ -637,7 +637,10 @@ static int cmd_events_run(int argc, char **argv, const char *config_path)
 		        sub);
 		return EX_USAGE;
 	}
-	rc = cli_load_config(config_path, &cf);
+	/* reprocess stores the provider's acknowledgement anew, which the
+	 * instance's state makes: the one subcommand that reads secrets. */
+	rc = strcmp(sub, "reprocess") == 0 ? cli_load_config_secrets(config_path, &cf)
+	                                   : cli_load_config(config_path, &cf);
 	if (rc != EX_OK) {
 		return rc;
 	}

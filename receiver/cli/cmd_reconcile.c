@@ -98,7 +98,7 @@ static int cmd_reconcile_run(int argc, char **argv, const char *config_path)
 		cmd_reconcile_usage(stderr);
 		return EX_USAGE;
 	}
-	rc = cli_load_config(config_path, &cf);
+	rc = cli_load_config_secrets(config_path, &cf);
 	if (rc != EX_OK) {
 		return rc;
 	}

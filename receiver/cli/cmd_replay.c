@@ -199,7 +199,7 @@ static int cmd_replay_run(int argc, char **argv, const char *config_path)
 	} else {
 		ro.ro_progress = REPLAY_PROGRESS_LINES;
 	}
-	rc = cli_load_config(config_path, &cf);
+	rc = cli_load_config_secrets(config_path, &cf);
 	if (rc != EX_OK) {
 		return rc;
 	}

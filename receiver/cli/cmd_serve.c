@@ -14,6 +14,7 @@
 #include "app.h"
 #include "capture.h"
 #include "cli.h"
+#include "confcheck.h"
 #include "config.h"
 #include "crypto.h"
 #include "fetch.h"
@@ -153,6 +154,22 @@ static int serve_public_options(const struct config *cf, struct serve_listener *
 	return 0;
 }
 
+/* A listener that could not start: the key that chose its address, so
+ * that the operator knows what to change (http.c said why). */
+static void serve_bind_failed(const struct config *cf, const char *section, const char *host,
+                              unsigned port)
+{
+	int v6 = strchr(host, ':') != NULL;
+
+	log_err("config %s:%d: [%s] listen: cannot listen on %s%s%s:%u (above: why); "
+	        "choose another address or port%s",
+	        cf->cf_path != NULL ? cf->cf_path : "(demo)", config_line(cf, section, "listen"),
+	        section, v6 ? "[" : "", host, v6 ? "]" : "", port,
+	        strcmp(section, "admin") == 0 && config_get(cf, "admin", "listen") == NULL
+	                ? " ([admin] listen is not set: this is its default)"
+	                : "");
+}
+
 static struct http_server *serve_start_public(struct app *app, const struct config *cf)
 {
 	struct serve_listener sl;
@@ -161,6 +178,9 @@ static struct http_server *serve_start_public(struct app *app, const struct conf
 
 	if (serve_public_options(cf, &sl, &ho) == 0) {
 		srv = http_create(&ho, app_route_public, app);
+		if (srv == NULL) {
+			serve_bind_failed(cf, "server", sl.sl_host, sl.sl_port);
+		}
 	}
 	if (srv != NULL) {
 		int v6 = strchr(sl.sl_host, ':') != NULL;
@@ -188,35 +208,18 @@ static struct http_server *serve_start_public(struct app *app, const struct conf
 static int serve_start_admin(struct app *app, const struct config *cf, struct admin *adm,
                              struct health_listener *ret_hl)
 {
-	const char *v = config_get(cf, "admin", "listen");
 	struct http_options ho;
 	char *host = NULL;
-	const char *colon;
-	char *end;
-	unsigned long port = 9090;
+	unsigned port = 0;
+	int rc;
 
-	if (v != NULL && strcmp(v, "off") == 0) {
-		return 0;
-	}
-	if (v == NULL) {
-		v = "127.0.0.1:9090";
-	}
-	colon = strrchr(v, ':');
-	if (colon == NULL) {
-		goto bad;
-	}
-	errno = 0;
-	port = strtoul(colon + 1, &end, 10);
-	if (errno != 0 || *end != '\0' || end == colon + 1 || port > 65535) {
-		goto bad;
-	}
-	host = v[0] == '[' ? strndup(v + 1, (size_t)(colon - v - 2)) : strndup(v, (size_t)(colon - v));
-	if (host == NULL) {
-		return -1;
+	rc = confcheck_admin_listen(cf, &host, &port);
+	if (rc <= 0) {
+		return rc;
 	}
 	memset(&ho, 0, sizeof(ho));
 	ho.ho_host = host;
-	ho.ho_port = (unsigned)port;
+	ho.ho_port = port;
 	ho.ho_threads = 1;
 	ho.ho_conn_timeout_s = 10;
 	ho.ho_max_connections = SERVE_ADMIN_CONNECTIONS;
@@ -225,32 +228,100 @@ static int serve_start_admin(struct app *app, const struct config *cf, struct ad
 	ho.ho_name = "admin";
 	app->app_admin = http_create(&ho, admin_route, adm);
 	if (app->app_admin == NULL) {
+		serve_bind_failed(cf, "admin", host, port);
 		free(host);
 		return -1;
 	}
 	health_listener_set(ret_hl, "admin", host, app->app_admin);
+	log_notice("admin listener on %s%s%s:%u (healthz, readyz, metrics%s)",
+	           strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "",
+	           http_port(app->app_admin), adm->adm_console != NULL ? ", console" : "");
 	free(host);
-	log_notice("admin listener on %s (healthz, readyz, metrics%s)", v,
-	           adm->adm_console != NULL ? ", console" : "");
 	return 1;
-bad:
-	log_err("config: [admin] listen = \"%s\": expected HOST:PORT or off", v);
-	return -1;
 }
 
-/* The workers a reload tells about the new configuration. */
+/* [console] checked whole, its tokens read, as confcheck_run checks the
+ * engine's sections (the console sits above the engine, so serve runs it):
+ * a bad section refuses the start or the reload. Returns 0 or -1 (logged). */
+static int serve_check_console(const struct config *cf)
+{
+	struct console_conf cc;
+
+	if (console_conf_load(cf, 1, &cc) < 0) {
+		return -1;
+	}
+	console_conf_finish(&cc);
+	return 0;
+}
+
+/* The workers a reload tells about the new configuration, and the
+ * configuration the daemon started with (what the keys that need a restart
+ * are in force from). */
 struct serve_workers {
 	struct gc_worker *sw_gc;
 	struct reconcile_worker *sw_reconcile;
+	const struct config *sw_boot;
 };
+
+/* Collects "[section] key" names into a buffer, for the reload's log line. */
+struct serve_restart_list {
+	char srl_text[1024];
+	size_t srl_len;
+	unsigned srl_n;
+};
+
+static int serve_restart_one(void *arg, const char *section, const char *key)
+{
+	struct serve_restart_list *l = arg;
+	int w;
+
+	metrics_restart_pending_add(section, key);
+	l->srl_n++;
+	if (l->srl_len < sizeof(l->srl_text)) {
+		w = snprintf(l->srl_text + l->srl_len, sizeof(l->srl_text) - l->srl_len,
+		             "%s[%s] %s", l->srl_len > 0 ? ", " : "", section, key);
+		if (w > 0) {
+			l->srl_len += (size_t)w;
+		}
+	}
+	return 0;
+}
+
+/* Restarts the outbound worker when the new configuration (already the
+ * current one) changes what it does: an [outbound] section added,
+ * removed or changed, its secrets rotated. The old worker stops first
+ * (its transfers get their grace, the rest are released), so no row is
+ * delivered by two workers. Returns 1 when restarted, 0 when unchanged,
+ * -1 when the new worker could not start (logged). */
+static int serve_outbound_reload(struct app *app, int changed)
+{
+	struct outbound *ob;
+	int err = 0;
+
+	if (!changed) {
+		return 0;
+	}
+	outbound_stop(app_outbound_swap(app, NULL), SERVE_OUTBOUND_GRACE_MS);
+	ob = outbound_start(&app->app_env, &err);
+	app_outbound_swap(app, ob);
+	if (err) {
+		log_err("SIGHUP: the outbound worker could not start with the new [outbound] "
+		        "settings; outbound rows wait until it can");
+		return -1;
+	}
+	log_notice("SIGHUP: outbound worker %s with the new [outbound] settings",
+	           ob != NULL ? "restarted" : "stopped (no call configured)");
+	return 1;
+}
 
 /* Returns 1 when the new configuration was taken, 0 when refused. */
 static int serve_reload_run(struct app *app, const struct serve_workers *sw, const char *path)
 {
-	struct reconcile_conf rc;
+	struct serve_restart_list rl;
 	struct serve_listener sl;
 	struct http_options ho;
 	struct config *cf;
+	int outbound_changed;
 
 	notify_reloading();
 	if (path == NULL) {
@@ -258,10 +329,15 @@ static int serve_reload_run(struct app *app, const struct serve_workers *sw, con
 		notify_ready("serving (demo)");
 		return 0;
 	}
+	/* The same load and the same whole check as the start: a file the
+	 * start refuses is refused here, before anything is swapped. */
 	cf = provider_config_load(path);
-	if (cf == NULL || gc_check_config(cf) < 0 || reconcile_conf_load(cf, &rc) < 0) {
+	if (cf == NULL || confcheck_run(cf, CONFCHECK_DAEMON) < 0 || serve_check_console(cf) < 0 ||
+	    (outbound_changed = outbound_conf_changed(app->app_outbound, cf)) < 0) {
 		config_destroy(cf);
-		log_err("SIGHUP: %s is not valid; keeping the running configuration", path);
+		log_err("SIGHUP: %s is not valid (above: file, line and key); keeping the running "
+		        "configuration",
+		        path);
 		notify_ready("serving (reload refused: bad config)");
 		return 0;
 	}
@@ -276,13 +352,21 @@ static int serve_reload_run(struct app *app, const struct serve_workers *sw, con
 		return 0;
 	}
 	serve_listener_finish(&sl);
+	memset(&rl, 0, sizeof(rl));
+	metrics_restart_pending_clear();
+	config_each_restart_change(sw->sw_boot, cf, serve_restart_one, &rl);
 	app_config_swap(app, cf);
 	gc_worker_reload(sw->sw_gc);
 	reconcile_worker_reload(sw->sw_reconcile);
-	log_notice("SIGHUP: configuration, secrets and TLS certificate reloaded from %s (the listen "
-		   "address and [store] take effect at the next start)",
-		   path);
-	notify_ready("serving");
+	serve_outbound_reload(app, outbound_changed);
+	cf = app_config_acquire(app);
+	log_notice("SIGHUP: configuration%s reloaded from %s%s%s%s",
+	           config_get(cf, "server", "tls_cert") != NULL ? ", secrets and TLS certificate"
+	                                                        : " and secrets",
+	           path, rl.srl_n > 0 ? "; not in effect until a restart: " : "", rl.srl_text,
+	           rl.srl_len >= sizeof(rl.srl_text) - 1 ? "..." : "");
+	app_config_release(app, cf);
+	notify_ready(rl.srl_n > 0 ? "serving (restart pending for changed keys)" : "serving");
 	return 1;
 }
 
@@ -365,7 +449,7 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 {
 	struct config *cf = NULL;
 	struct store *st = NULL;
-	struct serve_workers sw = {NULL, NULL};
+	struct serve_workers sw = {NULL, NULL, NULL};
 	struct console *console = NULL;
 	struct admin adm = {NULL, NULL, NULL};
 	int console_off = 1;
@@ -405,12 +489,15 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	rc = cli_load_config(config_path != NULL ? config_path : getenv("IDEMHOOK_CONFIG"), &cf);
-	if (rc != EX_OK) {
-		return rc;
+	if (cli_config_path(config_path, 1, &config_path) < 0) {
+		return EX_CONFIG;
 	}
-	if (config_path == NULL && getenv("IDEMHOOK_CONFIG") != NULL && getenv("IDEMHOOK_CONFIG")[0] != '\0') {
-		config_path = getenv("IDEMHOOK_CONFIG");
+	/* The whole file is checked, secrets read, before anything is opened:
+	 * a bad file says so here, not as a database or listener error. */
+	cf = provider_config_load(config_path);
+	if (cf == NULL || confcheck_run(cf, CONFCHECK_DAEMON) < 0 || serve_check_console(cf) < 0) {
+		config_destroy(cf);
+		return EX_CONFIG;
 	}
 	serve_log_start(cf);
 	serve_raise_file_limit();
@@ -428,6 +515,7 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 		return EX_SOFTWARE;
 	}
 	app_ok = 1;
+	sw.sw_boot = app_config_retain(&app, cf);
 	metrics_set_start_time(app.app_started_ms);
 	metrics_set_store_library(store_library_version());
 	app.app_env.env_store = st;
@@ -436,7 +524,7 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 		rc = EX_CONFIG;
 		goto done;
 	}
-	app.app_outbound = outbound_start(&app.app_env, &err);
+	app_outbound_swap(&app, outbound_start(&app.app_env, &err));
 	if (err) {
 		rc = EX_CONFIG;
 		goto done;
@@ -513,11 +601,12 @@ done:
 	health_stop(health);
 	reconcile_worker_stop(sw.sw_reconcile);
 	fetch_worker_stop(app.app_fetch);
-	outbound_stop(app.app_outbound, SERVE_OUTBOUND_GRACE_MS);
+	outbound_stop(app_outbound_swap(&app, NULL), SERVE_OUTBOUND_GRACE_MS);
 	gc_worker_stop(sw.sw_gc);
 	capture_destroy(app.app_capture);
 	store_destroy(st);
 	if (app_ok) {
+		app_config_release(&app, (struct config *)sw.sw_boot);
 		app_finish(&app);
 	}
 	log_notice("stopped");

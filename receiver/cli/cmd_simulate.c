@@ -586,7 +586,7 @@ static int cmd_simulate_run(int argc, char **argv, const char *config_path)
 			cmd_simulate_usage(stderr);
 			return EX_USAGE;
 		}
-		rc = cli_load_config(config_path, &cf);
+		rc = cli_load_config_secrets(config_path, &cf);
 		if (rc == EX_OK) {
 			rc = simulate_print_config(cf);
 		}
@@ -616,7 +616,7 @@ static int cmd_simulate_run(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "simulate: --to takes an http:// or https:// URL\n");
 		return EX_USAGE;
 	}
-	rc = cli_load_config(config_path, &cf);
+	rc = cli_load_config_secrets(config_path, &cf);
 	if (rc != EX_OK) {
 		return rc;
 	}

@@ -3,10 +3,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "build_config.h"
 #include "cli.h"
+#include "confcheck.h"
 #include "config.h"
 #include "log.h"
 #include "provider.h"
@@ -61,14 +64,16 @@ static void cli_usage(FILE *out)
 
 		width = n > width ? n : width;
 	}
-	fprintf(out, "usage: idemhook [-c FILE] [-v|-q] COMMAND [ARGS...]\n"
-		     "       idemhook help [COMMAND] | --help | --version\n\n"
-		     "A payment-callback receiver that applies each callback exactly once.\n\n"
-		     "Options:\n"
-		     "  -c, --config FILE  configuration file (default: $IDEMHOOK_CONFIG, else the demo)\n"
-		     "  -v, --verbose      log informational and debug lines too\n"
-		     "  -q, --quiet        log warnings and errors only\n\n"
-		     "Commands:\n");
+	fprintf(out,
+	        "usage: idemhook [-c FILE] [-v|-q] COMMAND [ARGS...]\n"
+	        "       idemhook help [COMMAND] | --help | --version\n\n"
+	        "A payment-callback receiver that applies each callback exactly once.\n\n"
+	        "Options:\n"
+	        "  -c, --config FILE  configuration file (default: $IDEMHOOK_CONFIG, else\n"
+	        "                     " IDEMHOOK_DEFAULT_CONFIG " if it exists, else the demo)\n"
+	        "  -v, --verbose      log informational and debug lines too\n"
+	        "  -q, --quiet        log warnings and errors only\n\n"
+	        "Commands:\n");
 	for (i = 0; i < CLI_N_COMMANDS; i++) {
 		fprintf(out, "  %-*s  %s\n", width, cli_commands[i]->cc_name, cli_commands[i]->cc_summary);
 	}
@@ -163,10 +168,12 @@ const char *cli_or_dash(const char *s)
 	return s != NULL && s[0] != '\0' ? s : "-";
 }
 
-int cli_load_config(const char *config_path, struct config **ret)
+#define CLI_DEMO_DB "./var/idemhook.db" /* the demo's database (config.c) */
+
+int cli_config_path(const char *config_path, int demo_ok, const char **ret_path)
 {
 	const char *path = config_path;
-	struct config *cf;
+	struct stat st;
 
 	if (path == NULL) {
 		path = getenv("IDEMHOOK_CONFIG");
@@ -174,12 +181,51 @@ int cli_load_config(const char *config_path, struct config **ret)
 			path = NULL;
 		}
 	}
-	cf = provider_config_load(path);
+	if (path == NULL && access(IDEMHOOK_DEFAULT_CONFIG, F_OK) == 0) {
+		path = IDEMHOOK_DEFAULT_CONFIG;
+	}
+	/* The demo serves without a file; a command finds it by its database
+	 * (serve made it), never by opening a database that is not there. */
+	if (path == NULL && !demo_ok && stat(CLI_DEMO_DB, &st) < 0) {
+		fprintf(stderr,
+		        "idemhook: no configuration given: use -c FILE or $IDEMHOOK_CONFIG (%s, "
+		        "the installed one, does not exist, and neither does the demo's database "
+		        "%s)\n",
+		        IDEMHOOK_DEFAULT_CONFIG, CLI_DEMO_DB);
+		return -1;
+	}
+	*ret_path = path;
+	return 0;
+}
+
+static int cli_load(const char *config_path, int secrets, struct config **ret)
+{
+	const char *path;
+	struct config *cf;
+
+	if (cli_config_path(config_path, 0, &path) < 0) {
+		return EX_CONFIG;
+	}
+	cf = secrets ? provider_config_load(path) : provider_config_load_shape(path);
 	if (cf == NULL) {
+		return EX_CONFIG;
+	}
+	if (confcheck_run(cf, 0) < 0) {
+		config_destroy(cf);
 		return EX_CONFIG;
 	}
 	*ret = cf;
 	return EX_OK;
+}
+
+int cli_load_config(const char *config_path, struct config **ret)
+{
+	return cli_load(config_path, 0, ret);
+}
+
+int cli_load_config_secrets(const char *config_path, struct config **ret)
+{
+	return cli_load(config_path, 1, ret);
 }
 
 int cli_open_store(const struct config *cf, int read_only, struct store **ret)

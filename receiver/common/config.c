@@ -1,9 +1,11 @@
 /* config.c: the INI configuration (inih), core sections and provider instances. */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ini.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@
 
 #define CONFIG_SECRET_MAX (64 * 1024) /* bytes in one secret or key file */
 #define CONFIG_RETENTION_DEFAULT_S (7 * 24 * 3600)
+#define CONFIG_FILE_MAX (4 * 1024 * 1024) /* bytes in a configuration file */
 #define CONFIG_LINE_MAX INI_MAX_LINE /* bytes in one line, newline included */
 #define CONFIG_PROVIDER_KIND "provider" /* [provider NAME] sections */
 
@@ -30,97 +33,111 @@
  * contrib/idemhook.example.ini and docs/configuration.md. "*_url" stands for
  * any key ending in "_url". [provider NAME] sections take the keys of
  * section "provider" below plus those their profile lists in its p_keys
- * (through struct config_profiles: config knows no profile). */
+ * (through struct config_profiles: config knows no profile).
+ *
+ * What a key is: CONFIG_KEY_MULTI, it may be given on several lines, each
+ * one counting (tokens, origins); else a second line refuses the file.
+ * CONFIG_KEY_RELOADS, a reload (SIGHUP) applies it; else it takes effect
+ * at the next start, and a reload that changes it says so. A key added
+ * without flags is single-valued and needs a restart: the safe side. */
+#define CONFIG_KEY_MULTI 0x1u
+#define CONFIG_KEY_RELOADS 0x2u
+
 struct config_known_key {
 	const char *ck_section;
 	const char *ck_key;
+	unsigned ck_flags;
 };
 
+/* One key a line, so that adding one is a one-line diff. */
+/* clang-format off */
 static const struct config_known_key config_known_keys[] = {
-	{"admin", "listen"},
-	{"admin", "port_file"},
-	{"api", "body_max"},
-	{"api", "burst"},
-	{"api", "cors_origins"},
-	{"api", "order_reads"},
-	{"api", "rate"},
-	{"api", "token"},
-	{"capture", "dir"},
-	{"capture", "max_bytes"},
-	{"capture", "min_free"},
-	{"capture", "mode"},
-	{"capture", "rejected_body_max"},
-	{"capture", "rejected_client_rate"},
-	{"capture", "rejected_rate"},
-	{"capture", "retention"},
-	{"client", "ca_file"},
-	{"console", "allow_insecure"},
-	{"console", "enabled"},
-	{"console", "login_failures"},
-	{"console", "session_ttl"},
-	{"console", "token"},
-	{"demo", "enabled"},
-	{"gc", "batch"},
-	{"gc", "events_retention"},
-	{"gc", "interval"},
-	{"gc", "outbox_retention"},
-	{"gc", "pause"},
-	{"outbound", "ca_file"},
-	{"outbound", "concurrency"},
-	{"outbound", "connect_timeout"},
-	{"outbound", "lease"},
-	{"outbound", "max_age"},
-	{"outbound", "max_attempts"},
-	{"outbound", "poll"},
-	{"outbound", "refund_base_url"},
-	{"outbound", "refund_key"},
-	{"outbound", "response_max"},
-	{"outbound", "retry_base"},
-	{"outbound", "retry_cap"},
-	{"outbound", "signing_secret"},
-	{"outbound", "timeout"},
-	{"outbound", "*_compensation"},
-	{"outbound", "*_on"},
-	{"outbound", "*_url"},
-	{"points", "rate"},
-	{"provider", "allow_from"},
-	{"provider", "capture"},
-	{"provider", "retention"},
-	{"provider", "tolerance"},
-	{"provider", "type"},
-	{"reconcile", "interval"},
-	{"reconcile", "lookback"},
-	{"reconcile", "max_bytes"},
-	{"reconcile", "max_orders"},
-	{"reconcile", "max_pages"},
-	{"reconcile", "older_than"},
-	{"reconcile", "retries"},
-	{"reconcile", "retry_base"},
-	{"reconcile", "timeout"},
-	{"server", "body_max"},
-	{"server", "body_min_rate"},
-	{"server", "connection_timeout"},
-	{"server", "drain_timeout"},
-	{"server", "head_timeout"},
-	{"server", "listen"},
-	{"server", "max_connections"},
-	{"server", "per_ip_connections"},
-	{"server", "port_file"},
-	{"server", "threads"},
-	{"server", "tls_cert"},
-	{"server", "tls_key"},
-	{"server", "trusted_proxies"},
-	{"store", "backend"},
-	{"store", "batch_max"},
-	{"store", "busy_timeout_ms"},
-	{"store", "conninfo"},
-	{"store", "lease"},
-	{"store", "path"},
-	{"store", "pool_size"},
-	{"store", "retention"},
-	{"store", "statement_timeout"},
-	{"store", "synchronous"},
+	{"admin", "listen", 0},
+	{"admin", "port_file", 0},
+	{"api", "body_max", CONFIG_KEY_RELOADS},
+	{"api", "burst", CONFIG_KEY_RELOADS},
+	{"api", "cors_origins", CONFIG_KEY_MULTI | CONFIG_KEY_RELOADS},
+	{"api", "order_reads", CONFIG_KEY_RELOADS},
+	{"api", "rate", CONFIG_KEY_RELOADS},
+	{"api", "token", CONFIG_KEY_MULTI | CONFIG_KEY_RELOADS},
+	{"capture", "dir", 0},
+	{"capture", "max_bytes", 0},
+	{"capture", "min_free", 0},
+	{"capture", "mode", 0},
+	{"capture", "rejected_body_max", 0},
+	{"capture", "rejected_client_rate", 0},
+	{"capture", "rejected_rate", 0},
+	{"capture", "retention", CONFIG_KEY_RELOADS},
+	{"client", "ca_file", CONFIG_KEY_RELOADS},
+	{"console", "allow_insecure", CONFIG_KEY_RELOADS},
+	{"console", "enabled", 0},
+	{"console", "login_failures", CONFIG_KEY_RELOADS},
+	{"console", "session_ttl", CONFIG_KEY_RELOADS},
+	{"console", "token", CONFIG_KEY_MULTI | CONFIG_KEY_RELOADS},
+	{"demo", "enabled", CONFIG_KEY_RELOADS},
+	{"gc", "batch", CONFIG_KEY_RELOADS},
+	{"gc", "events_retention", CONFIG_KEY_RELOADS},
+	{"gc", "interval", CONFIG_KEY_RELOADS},
+	{"gc", "outbox_retention", CONFIG_KEY_RELOADS},
+	{"gc", "pause", CONFIG_KEY_RELOADS},
+	{"outbound", "ca_file", CONFIG_KEY_RELOADS},
+	{"outbound", "concurrency", CONFIG_KEY_RELOADS},
+	{"outbound", "connect_timeout", CONFIG_KEY_RELOADS},
+	{"outbound", "lease", CONFIG_KEY_RELOADS},
+	{"outbound", "max_age", CONFIG_KEY_RELOADS},
+	{"outbound", "max_attempts", CONFIG_KEY_RELOADS},
+	{"outbound", "poll", CONFIG_KEY_RELOADS},
+	{"outbound", "refund_base_url", CONFIG_KEY_RELOADS},
+	{"outbound", "refund_key", CONFIG_KEY_RELOADS},
+	{"outbound", "response_max", CONFIG_KEY_RELOADS},
+	{"outbound", "retry_base", CONFIG_KEY_RELOADS},
+	{"outbound", "retry_cap", CONFIG_KEY_RELOADS},
+	{"outbound", "signing_secret", CONFIG_KEY_RELOADS},
+	{"outbound", "timeout", CONFIG_KEY_RELOADS},
+	{"outbound", "*_compensation", CONFIG_KEY_RELOADS},
+	{"outbound", "*_on", CONFIG_KEY_RELOADS},
+	{"outbound", "*_url", CONFIG_KEY_RELOADS},
+	{"points", "rate", CONFIG_KEY_RELOADS},
+	{"provider", "allow_from", CONFIG_KEY_RELOADS},
+	{"provider", "capture", CONFIG_KEY_RELOADS},
+	{"provider", "retention", CONFIG_KEY_RELOADS},
+	{"provider", "tolerance", CONFIG_KEY_RELOADS},
+	{"provider", "type", CONFIG_KEY_RELOADS},
+	{"reconcile", "interval", CONFIG_KEY_RELOADS},
+	{"reconcile", "lookback", CONFIG_KEY_RELOADS},
+	{"reconcile", "max_bytes", CONFIG_KEY_RELOADS},
+	{"reconcile", "max_orders", CONFIG_KEY_RELOADS},
+	{"reconcile", "max_pages", CONFIG_KEY_RELOADS},
+	{"reconcile", "older_than", CONFIG_KEY_RELOADS},
+	{"reconcile", "retries", CONFIG_KEY_RELOADS},
+	{"reconcile", "retry_base", CONFIG_KEY_RELOADS},
+	{"reconcile", "timeout", CONFIG_KEY_RELOADS},
+	{"server", "allow_no_providers", CONFIG_KEY_RELOADS},
+	{"server", "body_max", CONFIG_KEY_RELOADS},
+	{"server", "body_min_rate", CONFIG_KEY_RELOADS},
+	{"server", "connection_timeout", CONFIG_KEY_RELOADS},
+	{"server", "drain_timeout", CONFIG_KEY_RELOADS},
+	{"server", "head_timeout", CONFIG_KEY_RELOADS},
+	{"server", "listen", 0},
+	{"server", "max_connections", CONFIG_KEY_RELOADS},
+	{"server", "per_ip_connections", CONFIG_KEY_RELOADS},
+	{"server", "port_file", 0},
+	{"server", "threads", CONFIG_KEY_RELOADS},
+	{"server", "tls_cert", CONFIG_KEY_RELOADS},
+	{"server", "tls_key", CONFIG_KEY_RELOADS},
+	{"server", "trusted_proxies", CONFIG_KEY_RELOADS},
+	{"store", "backend", 0},
+	{"store", "batch_max", 0},
+	{"store", "busy_timeout_ms", 0},
+	{"store", "conninfo", 0},
+	{"store", "lease", CONFIG_KEY_RELOADS},
+	{"store", "path", 0},
+	{"store", "pool_size", 0},
+	{"store", "retention", CONFIG_KEY_RELOADS},
+	{"store", "statement_timeout", 0},
+	{"store", "synchronous", 0},
 };
+/* clang-format on */
 
 static const char *config_file_name(const struct config *cf)
 {
@@ -274,13 +291,58 @@ int config_parse_bool(const char *s, int *ret)
 	return -1;
 }
 
+int config_line(const struct config *cf, const char *section, const char *key)
+{
+	const struct config_section *cs = config_section(cf, section);
+	int line = 0;
+	size_t i;
+
+	for (i = 0; cs != NULL && i < cs->cs_n; i++) {
+		if (key != NULL && strcmp(cs->cs_kv[i].kv_key, key) == 0) {
+			line = cs->cs_kv[i].kv_line;
+		}
+	}
+	if (line == 0 && cs != NULL) {
+		line = cs->cs_line;
+	}
+	return line;
+}
+
+int config_refuse(const struct config *cf, const char *section, const char *key, const char *fmt,
+                  ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_err("config %s:%d: [%s]%s%s: %s", config_file_name(cf), config_line(cf, section, key),
+	        section, key != NULL ? " " : "", key != NULL ? key : "", msg);
+	return -1;
+}
+
+void config_caution(const struct config *cf, const char *section, const char *key, const char *fmt,
+                    ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_warn("config %s:%d: [%s]%s%s: %s", config_file_name(cf), config_line(cf, section, key),
+	         section, key != NULL ? " " : "", key != NULL ? key : "", msg);
+}
+
 static int config_bad(const struct config *cf, const char *section, const char *key, const char *value,
 		      const char *expect)
 {
 	char q[128];
 
-	log_err("config %s: [%s] %s = \"%s\": expected %s", config_file_name(cf), section, key,
-		log_quote(q, sizeof(q), value), expect);
+	log_err("config %s:%d: [%s] %s = \"%s\": expected %s", config_file_name(cf),
+	        config_line(cf, section, key), section, key, log_quote(q, sizeof(q), value),
+	        expect);
 	return -1;
 }
 
@@ -340,55 +402,80 @@ int config_get_bool(const struct config *cf, const char *section, const char *ke
 		return 0;
 	}
 	if (config_parse_bool(v, ret) < 0) {
-		return config_bad(cf, section, key, v, "yes or no");
+		return config_bad(cf, section, key, v, "yes or no (also true/false, on/off, 1/0)");
 	}
 	return 0;
 }
 
-static int config_read_file(const char *path, char **ret, size_t *ret_len)
+/* Reads the whole file at path, a regular file of at most max bytes, into
+ * *ret (NUL-terminated; free() it). what names the file in the log lines
+ * ("config", "secret file"). Never waits: a FIFO, a terminal or a device
+ * could keep start or a reload waiting forever, so only regular files are
+ * read. Returns 0 or -1 (logged). */
+static int config_slurp(const char *path, const char *what, size_t max, char **ret,
+                        size_t *ret_len)
 {
 	char *data = NULL;
 	size_t len = 0;
 	struct stat st;
 	int fd;
 
-	/* O_NONBLOCK: opening a FIFO must not wait for a writer. */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
-		log_err("cannot read secret file %s: %s", path, strerror(errno));
+		log_err("%s %s: cannot open: %s", what, path, strerror(errno));
 		return -1;
 	}
-	/* A FIFO, a terminal or a device could keep start or a reload waiting
-	 * forever (or never end): secrets come from regular files. */
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		log_err("secret file %s is not a regular file", path);
+	if (fstat(fd, &st) < 0) {
+		log_err("%s %s: cannot stat: %s", what, path, strerror(errno));
 		goto fail;
 	}
-	data = malloc(CONFIG_SECRET_MAX + 1);
+	if (!S_ISREG(st.st_mode)) {
+		log_err("%s %s: %s", what, path,
+		        S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+		goto fail;
+	}
+	data = malloc(max + 1);
 	if (data == NULL) {
 		goto fail;
 	}
 	for (;;) {
-		ssize_t n = read(fd, data + len, CONFIG_SECRET_MAX + 1 - len);
+		ssize_t n = read(fd, data + len, max + 1 - len);
 
 		if (n < 0 && errno == EINTR) {
 			continue;
 		}
 		if (n < 0) {
-			log_err("cannot read secret file %s: %s", path, strerror(errno));
+			log_err("%s %s: cannot read: %s", what, path, strerror(errno));
 			goto fail;
 		}
 		if (n == 0) {
 			break;
 		}
 		len += (size_t)n;
-		if (len > CONFIG_SECRET_MAX) {
-			log_err("secret file %s is larger than %d bytes", path, CONFIG_SECRET_MAX);
+		if (len > max) {
+			log_err("%s %s: larger than %zu bytes", what, path, max);
 			goto fail;
 		}
 	}
 	close(fd);
 	data[len] = '\0';
+	*ret = data;
+	*ret_len = len;
+	return 0;
+fail:
+	close(fd);
+	free(data);
+	return -1;
+}
+
+static int config_read_file(const char *path, char **ret, size_t *ret_len)
+{
+	char *data = NULL;
+	size_t len = 0;
+
+	if (config_slurp(path, "secret file", CONFIG_SECRET_MAX, &data, &len) < 0) {
+		return -1;
+	}
 	/* Editors end files with a newline that is not part of the secret. */
 	if (len > 0 && data[len - 1] == '\n') {
 		data[--len] = '\0';
@@ -399,29 +486,37 @@ static int config_read_file(const char *path, char **ret, size_t *ret_len)
 	*ret = data;
 	*ret_len = len;
 	return 0;
-fail:
-	close(fd);
-	free(data);
-	return -1;
 }
 
 int config_read_secret(const char *spec, char **ret, size_t *ret_len)
 {
 	char path[PATH_MAX];
 	const char *dir;
+	int fallback = 0;
 
 	if (strncmp(spec, "file:", 5) == 0) {
 		return config_read_file(spec + 5, ret, ret_len);
 	}
 	if (strncmp(spec, "credential:", 11) == 0) {
 		dir = getenv("CREDENTIALS_DIRECTORY");
-		if (dir == NULL) {
-			log_err("secret %s: $CREDENTIALS_DIRECTORY is not set (use LoadCredential= in the unit)", spec);
-			return -1;
+		if (dir == NULL || dir[0] == '\0') {
+			fallback = 1;
+			dir = CONFIG_CREDENTIALS_FALLBACK;
 		}
-		if (strchr(spec + 11, '/') != NULL ||
+		if (spec[11] == '\0' || strchr(spec + 11, '/') != NULL ||
 		    snprintf(path, sizeof(path), "%s/%s", dir, spec + 11) >= (int)sizeof(path)) {
 			log_err("secret %s: bad credential name", spec);
+			return -1;
+		}
+		/* Outside the service (a command run by hand), the service's
+		 * own copies, while it runs and to whoever may read them. */
+		if (fallback && access(path, R_OK) < 0) {
+			log_err("secret %s: $CREDENTIALS_DIRECTORY is not set, and %s cannot be "
+			        "read there "
+			        "either (%s): the service's credentials exist while it runs "
+			        "(LoadCredential= in "
+			        "the unit) and are readable by root; or set CREDENTIALS_DIRECTORY",
+			        spec, path, strerror(errno));
 			return -1;
 		}
 		return config_read_file(path, ret, ret_len);
@@ -480,8 +575,7 @@ static int config_parse_backend(struct config *cf)
 		return 0; /* a conninfo kept for later is not read (its secret may not be there) */
 	}
 	if (v == NULL) {
-		log_err("%s: [store] backend = postgresql needs conninfo", config_file_name(cf));
-		return -1;
+		return config_refuse(cf, "store", "backend", "postgresql needs conninfo");
 	}
 	if (strncmp(v, "credential:", 11) == 0 || strncmp(v, "file:", 5) == 0 ||
 	    strncmp(v, "env:", 4) == 0) {
@@ -561,7 +655,52 @@ struct config_reader {
 	int cr_line;     /* physical line of the text inih is parsing */
 	int cr_header;   /* line of the last [section] header seen */
 	int cr_too_long; /* the line that does not fit CONFIG_LINE_MAX, or 0 */
+	char **cr_providers; /* [provider NAME] headers seen, as written */
+	int *cr_provider_lines;
+	size_t cr_n_providers;
+	int cr_repeat;       /* a [provider NAME] header seen twice: its second line, or 0 */
+	int cr_repeat_first; /* and its first */
+	int cr_oom;
 };
+
+/* Remembers a [provider NAME] header (header: the text after '['); a second
+ * one with the same name would merge into the first without a word. */
+static void config_reader_header(struct config_reader *cr, const char *header)
+{
+	size_t n = strcspn(header, "]");
+	char **names;
+	int *lines;
+	size_t i;
+
+	if (header[n] != ']' ||
+	    strncmp(header, CONFIG_PROVIDER_KIND " ", strlen(CONFIG_PROVIDER_KIND) + 1) != 0) {
+		return;
+	}
+	for (i = 0; i < cr->cr_n_providers; i++) {
+		if (strlen(cr->cr_providers[i]) == n &&
+		    strncmp(cr->cr_providers[i], header, n) == 0) {
+			if (cr->cr_repeat == 0) {
+				cr->cr_repeat = cr->cr_line;
+				cr->cr_repeat_first = cr->cr_provider_lines[i];
+			}
+			return;
+		}
+	}
+	names = realloc(cr->cr_providers, (cr->cr_n_providers + 1) * sizeof(*names));
+	if (names != NULL) {
+		cr->cr_providers = names;
+	}
+	lines = realloc(cr->cr_provider_lines, (cr->cr_n_providers + 1) * sizeof(*lines));
+	if (lines != NULL) {
+		cr->cr_provider_lines = lines;
+	}
+	if (names == NULL || lines == NULL ||
+	    (names[cr->cr_n_providers] = strndup(header, n)) == NULL) {
+		cr->cr_oom = 1;
+		return;
+	}
+	lines[cr->cr_n_providers++] = cr->cr_line;
+}
 
 static char *config_reader_line(char *str, int num, void *stream)
 {
@@ -576,6 +715,7 @@ static char *config_reader_line(char *str, int num, void *stream)
 	/* inih reports a section only with its first key: remember the header. */
 	if (str[strspn(str, " \t")] == '[') {
 		cr->cr_header = cr->cr_line;
+		config_reader_header(cr, str + strspn(str, " \t") + 1);
 	}
 	len = strlen(str);
 	if (len > 0 && str[len - 1] != '\n') {
@@ -623,32 +763,81 @@ static int config_ini_handler(void *user, const char *section, const char *name,
 	return config_add_kv(cf, section, name, value, cr->cr_line) == 0;
 }
 
-/* Parses the INI file at path into cf's sections. Returns 0 or -1 (logged). */
+
+/* Parses the INI file at path into cf's sections. A file that is not a
+ * configuration (a directory, a NUL byte, no section at all: a file cut
+ * short or overwritten) is refused rather than read as one without
+ * providers. Returns 0 or -1 (logged). */
 static int config_read_ini(struct config *cf, const char *path)
 {
 	struct config_reader cr;
-	int rc;
+	char *text = NULL;
+	const char *nul;
+	size_t len = 0;
+	size_t i;
+	int rc = -1;
+	int prc;
 
 	memset(&cr, 0, sizeof(cr));
 	cr.cr_cf = cf;
-	cr.cr_file = fopen(path, "r");
-	if (cr.cr_file == NULL) {
-		log_err("config %s: cannot open: %s", path, strerror(errno));
+	if (config_slurp(path, "config", CONFIG_FILE_MAX, &text, &len) < 0) {
 		return -1;
 	}
-	rc = ini_parse_stream(config_reader_line, &cr, config_ini_handler, &cr);
+	nul = memchr(text, '\0', len);
+	if (nul != NULL) {
+		int line = 1;
+		const char *p;
+
+		for (p = text; p < nul; p++) {
+			line += *p == '\n';
+		}
+		log_err("config %s:%d: a NUL byte: this is not a text configuration file", path,
+		        line);
+		goto done;
+	}
+	if (len == 0) {
+		log_err("config %s: the file is empty", path);
+		goto done;
+	}
+	cr.cr_file = fmemopen(text, len, "r");
+	if (cr.cr_file == NULL) {
+		log_err("config %s: %s", path, strerror(errno));
+		goto done;
+	}
+	prc = ini_parse_stream(config_reader_line, &cr, config_ini_handler, &cr);
 	fclose(cr.cr_file);
 	if (cr.cr_too_long > 0) {
 		log_err("config %s:%d: the line is longer than %d bytes; give long values through "
 			"file: or env:",
 			path, cr.cr_too_long, CONFIG_LINE_MAX - 1);
-		return -1;
+		goto done;
 	}
-	if (rc != 0) {
-		log_err("config %s:%d: cannot parse this line", path, rc > 0 ? rc : cr.cr_line);
-		return -1;
+	if (prc != 0 || cr.cr_oom) {
+		log_err("config %s:%d: cannot parse this line", path, prc > 0 ? prc : cr.cr_line);
+		goto done;
 	}
-	return 0;
+	if (cr.cr_repeat > 0) {
+		log_err("config %s:%d: a second section of the same name as line %d's: one "
+		        "[provider NAME] "
+		        "section per instance",
+		        path, cr.cr_repeat, cr.cr_repeat_first);
+		goto done;
+	}
+	if (cf->cf_n_sections == 0) {
+		log_err("config %s: no section at all (only blanks and comments): refused as empty",
+		        path);
+		goto done;
+	}
+	rc = 0;
+done:
+	for (i = 0; i < cr.cr_n_providers; i++) {
+		free(cr.cr_providers[i]);
+	}
+	free(cr.cr_providers);
+	free(cr.cr_provider_lines);
+	explicit_bzero(text, len);
+	free(text);
+	return rc;
 }
 
 /* ---- unknown keys and sections ---- */
@@ -750,6 +939,183 @@ static int config_key_matches(const char *pattern, const char *key)
 	plen = strlen(pattern + 1);
 	klen = strlen(key);
 	return klen > plen && strcmp(key + klen - plen, pattern + 1) == 0;
+}
+
+/* The keys of provider profiles that take several lines (rotation of
+ * secrets and keys, lists): config knows no profile, so they are named
+ * here; any other profile key is single-valued. */
+static const char *const config_multi_profile_keys[] = {
+        "apiv3_key",  "hmac_key",       "paid_types", "platform_key",
+        "public_key", "refunded_types", "secret",     "sub_mchid",
+};
+
+/* The flags (CONFIG_KEY_*) of key in a section of kind; a provider
+ * section's keys all reload (the instance is made anew). */
+static unsigned config_key_flags(const char *kind, const char *key)
+{
+	size_t i;
+
+	if (strcmp(kind, CONFIG_PROVIDER_KIND) == 0) {
+		for (i = 0;
+		     i < sizeof(config_multi_profile_keys) / sizeof(config_multi_profile_keys[0]);
+		     i++) {
+			if (strcmp(config_multi_profile_keys[i], key) == 0) {
+				return CONFIG_KEY_MULTI | CONFIG_KEY_RELOADS;
+			}
+		}
+		return CONFIG_KEY_RELOADS;
+	}
+	for (i = 0; i < sizeof(config_known_keys) / sizeof(config_known_keys[0]); i++) {
+		if (strcmp(config_known_keys[i].ck_section, kind) == 0 &&
+		    config_key_matches(config_known_keys[i].ck_key, key)) {
+			return config_known_keys[i].ck_flags;
+		}
+	}
+	return 0;
+}
+
+/* The kind of a section name: "provider" for [provider NAME], else the name. */
+static const char *config_kind(const char *section)
+{
+	if (strncmp(section, CONFIG_PROVIDER_KIND " ", strlen(CONFIG_PROVIDER_KIND) + 1) == 0) {
+		return CONFIG_PROVIDER_KIND;
+	}
+	return section;
+}
+
+int config_key_reloads(const char *section, const char *key)
+{
+	return (config_key_flags(config_kind(section), key) & CONFIG_KEY_RELOADS) != 0;
+}
+
+int config_each_restart_change(const struct config *was, const struct config *now,
+                               int (*fn)(void *arg, const char *section, const char *key),
+                               void *arg)
+{
+	const struct config *sides[2] = {was, now};
+	size_t side;
+	size_t i;
+	size_t j;
+
+	for (side = 0; side < 2; side++) {
+		const struct config *a = sides[side];
+		const struct config *b = sides[1 - side];
+
+		for (i = 0; i < a->cf_n_sections; i++) {
+			const struct config_section *cs = &a->cf_sections[i];
+
+			for (j = 0; j < cs->cs_n; j++) {
+				const char *key = cs->cs_kv[j].kv_key;
+				const char *va = config_section_get(cs, key);
+				const char *vb = config_get(b, cs->cs_name, key);
+				size_t k;
+				int seen = 0;
+				int rc;
+
+				for (k = 0; k < j; k++) {
+					seen |= strcmp(cs->cs_kv[k].kv_key, key) == 0;
+				}
+				/* Each key once; one present on both sides is the first side's. */
+				if (seen || (side == 1 && vb != NULL) ||
+				    config_key_reloads(cs->cs_name, key)) {
+					continue;
+				}
+				if (vb != NULL && strcmp(va, vb) == 0) {
+					continue;
+				}
+				rc = fn(arg, cs->cs_name, key);
+				if (rc != 0) {
+					return rc;
+				}
+			}
+		}
+	}
+	return 0;
+}
+
+/* Every value that names a secret (credential:NAME, file:PATH, env:NAME,
+ * also as the last word of "[api] token = NAME SPEC") must name one: checked
+ * whether or not the secret is read now. Returns 0 or -1 (each logged). */
+static int config_check_secret_refs(const struct config *cf)
+{
+	int rc = 0;
+	size_t i;
+	size_t j;
+
+	for (i = 0; i < cf->cf_n_sections; i++) {
+		const struct config_section *cs = &cf->cf_sections[i];
+
+		for (j = 0; j < cs->cs_n; j++) {
+			const char *v = cs->cs_kv[j].kv_value;
+			const char *sp = strrchr(v, ' ');
+			const char *why = NULL;
+			char q[128];
+
+			if (sp != NULL) {
+				v = sp + 1;
+			}
+			if (strncmp(v, "credential:", 11) == 0) {
+				if (v[11] == '\0' || strchr(v + 11, '/') != NULL ||
+				    strcmp(v + 11, ".") == 0 || strcmp(v + 11, "..") == 0) {
+					why = "credential: needs the credential's name "
+					      "(LoadCredential=NAME:...), no '/'";
+				}
+			} else if (strncmp(v, "file:", 5) == 0) {
+				if (v[5] == '\0') {
+					why = "file: needs a path";
+				}
+			} else if (strncmp(v, "env:", 4) == 0) {
+				if (v[4] == '\0' ||
+				    strspn(v + 4,
+				           "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+				           "0123456789_") != strlen(v + 4)) {
+					why = "env: needs an environment variable's name (letters, "
+					      "digits, _)";
+				}
+			}
+			if (why != NULL) {
+				log_err("config %s:%d: [%s] %s = \"%s\": %s", config_file_name(cf),
+				        cs->cs_kv[j].kv_line, cs->cs_name, cs->cs_kv[j].kv_key,
+				        log_quote(q, sizeof(q), v), why);
+				rc = -1;
+			}
+		}
+	}
+	return rc;
+}
+
+/* A single-valued key given twice would silently take its last line:
+ * refused, naming both lines. Returns 0 or -1 (each logged). */
+static int config_check_repeats(const struct config *cf)
+{
+	int rc = 0;
+	size_t i;
+	size_t j;
+	size_t k;
+
+	for (i = 0; i < cf->cf_n_sections; i++) {
+		const struct config_section *cs = &cf->cf_sections[i];
+		const char *kind = config_kind(cs->cs_name);
+
+		for (j = 0; j < cs->cs_n; j++) {
+			if (config_key_flags(kind, cs->cs_kv[j].kv_key) & CONFIG_KEY_MULTI) {
+				continue;
+			}
+			for (k = 0; k < j; k++) {
+				if (strcmp(cs->cs_kv[k].kv_key, cs->cs_kv[j].kv_key) == 0) {
+					log_err("config %s:%d: [%s] %s is given again (first on "
+					        "line %d); it takes "
+					        "one value: remove one of the lines",
+					        config_file_name(cf), cs->cs_kv[j].kv_line,
+					        cs->cs_name, cs->cs_kv[j].kv_key,
+					        cs->cs_kv[k].kv_line);
+					rc = -1;
+					break;
+				}
+			}
+		}
+	}
+	return rc;
 }
 
 /* 1 when kind ("server", "provider", ...) is a section the table knows. */
@@ -984,16 +1350,18 @@ static void config_free_list(char **list)
 
 /* ---- typed core sections ---- */
 
-static int config_parse_listen(struct config *cf, const char *section, char **ret_host, unsigned *ret_port)
+int config_parse_listen(const struct config *cf, const char *section, const char *dflt,
+                        char **ret_host, unsigned *ret_port)
 {
 	const char *v = config_get(cf, section, "listen");
+	unsigned char addr[sizeof(struct in6_addr)];
 	const char *colon;
 	const char *end;
 	uint64_t port;
 	char *host;
 
 	if (v == NULL) {
-		return 0;
+		v = dflt;
 	}
 	colon = strrchr(v, ':');
 	if (colon == NULL || colon == v) {
@@ -1009,6 +1377,15 @@ static int config_parse_listen(struct config *cf, const char *section, char **re
 	}
 	if (host == NULL) {
 		return -1;
+	}
+	/* The listener binds an address, never a name: "localhost" may be
+	 * ::1, 127.0.0.1 or both, and would be found out only when binding. */
+	if (inet_pton(AF_INET, host, addr) != 1 && inet_pton(AF_INET6, host, addr) != 1) {
+		free(host);
+		return config_bad(
+		        cf, section, "listen", v,
+		        "a numeric address and a port (127.0.0.1:8080, [::1]:8080, 0.0.0.0:8080); "
+		        "host names such as localhost are not resolved");
 	}
 	free(*ret_host);
 	*ret_host = host;
@@ -1066,21 +1443,6 @@ static int config_parse_points(struct config *cf)
 	return 0;
 }
 
-/* The line of the value config_get(cf, section, key) returns, or 0. */
-static int config_line(const struct config *cf, const char *section, const char *key)
-{
-	const struct config_section *cs = config_section(cf, section);
-	int line = 0;
-	size_t i;
-
-	for (i = 0; cs != NULL && i < cs->cs_n; i++) {
-		if (strcmp(cs->cs_kv[i].kv_key, key) == 0) {
-			line = cs->cs_kv[i].kv_line;
-		}
-	}
-	return line;
-}
-
 /* [api] order_reads is own or all (api.c reads it): anything else is
  * refused here, at start and on reload, rather than later by the API. */
 static int config_check_order_reads(const struct config *cf)
@@ -1110,7 +1472,8 @@ static int config_parse_core(struct config *cf)
 	if (cf->cf_listen_host == NULL || cf->cf_db_path == NULL) {
 		return -1;
 	}
-	if (config_parse_listen(cf, "server", &cf->cf_listen_host, &cf->cf_listen_port) < 0 ||
+	if (config_parse_listen(cf, "server", "127.0.0.1:8080", &cf->cf_listen_host,
+	                        &cf->cf_listen_port) < 0 ||
 	    config_get_uint(cf, "server", "threads", cores > 0 ? (unsigned)cores : 2,
 	                    &cf->cf_threads) < 0 ||
 	    config_get_uint(cf, "server", "connection_timeout", 30, &cf->cf_conn_timeout_s) < 0 ||
@@ -1274,14 +1637,16 @@ static int config_parse_provider(struct config *cf, const struct config_profiles
 		name++;
 	}
 	if (*name == '\0') {
-		log_err("config %s: [%s]: a provider section needs a name: [provider NAME]", config_file_name(cf),
-			cs->cs_name);
+		log_err("config %s:%d: [%s]: a provider section needs a name: [provider NAME]",
+		        config_file_name(cf), cs->cs_line, cs->cs_name);
 		return -1;
 	}
 	for (p = name; *p != '\0'; p++) {
 		if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_') {
-			log_err("config %s: [%s]: provider names use letters, digits, '-' and '_'",
-				config_file_name(cf), log_quote(q, sizeof(q), cs->cs_name));
+			log_err("config %s:%d: [%s]: provider names use letters, digits, '-' and "
+			        "'_'",
+			        config_file_name(cf), cs->cs_line,
+			        log_quote(q, sizeof(q), cs->cs_name));
 			return -1;
 		}
 	}
@@ -1294,8 +1659,9 @@ static int config_parse_provider(struct config *cf, const struct config_profiles
 		type = name; /* [provider stripe] with no type = stripe */
 	}
 	if (cpr->cpr_find(type, &prof) != 1) {
-		log_err("config %s: [%s] type = \"%s\": unknown provider type", config_file_name(cf), cs->cs_name,
-			log_quote(q, sizeof(q), type));
+		log_err("config %s:%d: [%s] type = \"%s\": unknown provider type",
+		        config_file_name(cf), config_line(cf, cs->cs_name, "type"), cs->cs_name,
+		        log_quote(q, sizeof(q), type));
 		return -1;
 	}
 	if (config_get_duration(cf, cs->cs_name, "tolerance", 300, &pc->pc_tolerance_s) < 0 ||
@@ -1318,8 +1684,13 @@ static int config_parse_provider(struct config *cf, const struct config_profiles
 	if (config_parse_allow_from(cf, cs, pc) < 0) {
 		return -1;
 	}
-	if (cpr->cpr_create(type, pc) < 0) {
-		log_err("config %s: [%s]: provider configuration refused", config_file_name(cf), cs->cs_name);
+	if (!cf->cf_secrets) {
+		/* The shape only: the instance's keys were checked, its secrets
+		 * are neither read nor parsed (a command that verifies nothing). */
+		pc->pc_provider = prof.cpf_provider;
+	} else if (cpr->cpr_create(type, pc) < 0) {
+		log_err("config %s:%d: [%s]: provider configuration refused", config_file_name(cf),
+		        cs->cs_line, cs->cs_name);
 		return -1;
 	}
 	if (pc->pc_retention_s < prof.cpf_retry_window_s) {
@@ -1355,8 +1726,9 @@ static int config_parse_providers(struct config *cf, const struct config_profile
 		}
 		for (j = 0; j + 1 < cf->cf_n_providers; j++) {
 			if (strcmp(p[j].pc_name, p[cf->cf_n_providers - 1].pc_name) == 0) {
-				log_err("config %s: provider \"%s\" is defined twice", config_file_name(cf),
-					p[j].pc_name);
+				log_err("config %s:%d: [%s]: provider \"%s\" is defined twice (also line %d)",
+					config_file_name(cf), cs->cs_line, cs->cs_name, p[j].pc_name,
+					p[j].pc_section->cs_line);
 				return -1;
 			}
 		}
@@ -1387,11 +1759,17 @@ struct config *config_load(const char *path)
 
 struct config *config_load_with(const char *path, const struct config_profiles *cpr)
 {
+	return config_load_opts(path, cpr, CONFIG_LOAD_SECRETS);
+}
+
+struct config *config_load_opts(const char *path, const struct config_profiles *cpr, unsigned flags)
+{
 	struct config *cf = calloc(1, sizeof(*cf));
 
 	if (cf == NULL) {
 		return NULL;
 	}
+	cf->cf_secrets = (flags & CONFIG_LOAD_SECRETS) != 0;
 	if (path == NULL) {
 		if (config_demo_sections(cf) < 0) {
 			goto fail;
@@ -1405,7 +1783,9 @@ struct config *config_load_with(const char *path, const struct config_profiles *
 			goto fail;
 		}
 	}
-	if (config_check_known(cf, cpr) < 0) {
+	/* Every check runs, so that one start shows every problem of the file. */
+	if ((config_check_known(cf, cpr) | config_check_repeats(cf) |
+	     config_check_secret_refs(cf)) != 0) {
 		goto fail;
 	}
 	if (config_get_bool(cf, "demo", "enabled", 0, &cf->cf_demo) < 0 || config_parse_core(cf) < 0 ||

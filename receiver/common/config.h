@@ -5,7 +5,8 @@
  * makes of its section comes from the profile table above config, through
  * struct config_profiles (provider_config_load in providers.c). Other modules read their
  * own sections ([admin], [capture], [outbound], [api], ...) through
- * config_get*() when they start, and report their own bad values. Which
+ * config_get*(), and report their own bad values (config_refuse) when
+ * the daemon's validation (confcheck.c) asks them, before anything starts. Which
  * sections and keys exist is one table in config.c (config_known_keys) plus
  * each provider profile's p_keys: anything else refuses the file. */
 #ifndef IDEMHOOK_CONFIG_H
@@ -105,6 +106,8 @@ struct config {
 	struct provider_conf *cf_providers;
 	size_t cf_n_providers;
 
+	int cf_secrets; /* 1: the providers' secrets were read (CONFIG_LOAD_SECRETS) */
+
 	/* Set by config_load, from 1, never twice in a process (0: built by
 	 * hand): modules that keep what they parsed from a config tell two
 	 * configs apart by it, even one allocated where another was freed. */
@@ -118,6 +121,7 @@ struct config_profile {
 	const char *const *cpf_keys;    /* its own keys in the section, NULL-terminated, or NULL */
 	int cpf_capture;                /* 1: authorisation and capture are separate events */
 	int64_t cpf_retry_window_s;     /* how long the provider keeps retrying */
+	const struct provider *cpf_provider; /* what pc_provider becomes */
 };
 
 /* The provider profiles, handed to config_load_with by the table that
@@ -137,6 +141,34 @@ struct config_profiles {
  * logged with file, line and key). The daemon and the commands load through
  * provider_config_load (provider.h), which passes the profiles. */
 struct config *config_load_with(const char *path, const struct config_profiles *cpr);
+
+/* What config_load_opts reads besides the file. CONFIG_LOAD_SECRETS: every
+ * provider's secrets, made into its state (cpr_create); without it the
+ * instances have their profile but no state (pc_state NULL): the shape of
+ * the configuration, for commands that verify and sign nothing. Secret
+ * references are checked for form either way. [store] conninfo is read
+ * either way on PostgreSQL: opening the store needs it. */
+#define CONFIG_LOAD_SECRETS 0x1u
+
+/* Where credential:NAME is looked for when $CREDENTIALS_DIRECTORY is not
+ * set: the directory systemd gives the unit contrib/idemhook.service. */
+#define CONFIG_CREDENTIALS_FALLBACK "/run/credentials/idemhook.service"
+
+/* config_load_with, with flags (CONFIG_LOAD_*); config_load_with reads the
+ * secrets. */
+struct config *config_load_opts(const char *path, const struct config_profiles *cpr,
+                                unsigned flags);
+
+/* 1 when a reload (SIGHUP) applies key of section ([provider NAME] keys
+ * all do), 0 when it takes effect at the next start. */
+int config_key_reloads(const char *section, const char *key);
+
+/* Calls fn for every key that a reload does not apply and whose value
+ * differs between was and now (or is in one of them only), each once;
+ * stops at and returns fn's first non-zero result. */
+int config_each_restart_change(const struct config *was, const struct config *now,
+                               int (*fn)(void *arg, const char *section, const char *key),
+                               void *arg);
 
 /* config_load_with(path, NULL): the core sections only. */
 struct config *config_load(const char *path);
@@ -171,6 +203,31 @@ int config_get_size(const struct config *cf, const char *section, const char *ke
 int config_get_bool(const struct config *cf, const char *section, const char *key, int dflt, int *ret);
 int config_parse_duration(const char *s, int64_t *ret_s);
 
+/* The line of the value config_get(cf, section, key) gives, else of the
+ * section's header (key NULL or absent), else 0. */
+int config_line(const struct config *cf, const char *section, const char *key);
+
+/* Logs "config FILE:LINE: [section] key: MESSAGE" at error (key may be
+ * NULL: the section) and returns -1: how a module refuses its own keys, so
+ * every refusal names file, line and key. config_caution: the same at
+ * warning, for a value that works but is unwise. */
+int config_refuse(const struct config *cf, const char *section, const char *key, const char *fmt,
+                  ...) __attribute__((format(printf, 4, 5)));
+void config_caution(const struct config *cf, const char *section, const char *key, const char *fmt,
+                    ...) __attribute__((format(printf, 4, 5)));
+
+/* The admin listener's address when [admin] listen is not given: away
+ * from Prometheus (9090), its Pushgateway and Alertmanager (9091, 9093),
+ * Kafka (9092), the exporters' range 9100-9999 and the HTTP alternates
+ * 8080-8099 (docs/operations.md). */
+#define CONFIG_ADMIN_LISTEN_DEFAULT "127.0.0.1:8491"
+
+/* Parses section's "listen = HOST:PORT" (dflt when absent) into a numeric
+ * address (malloc'd, replacing *ret_host) and a port. Returns 0, or -1
+ * with file, line and key logged. */
+int config_parse_listen(const struct config *cf, const char *section, const char *dflt,
+                        char **ret_host, unsigned *ret_port);
+
 /* Walks a list whose items are separated by spaces, tabs or commas: returns
  * the next item (not NUL-terminated) with its length in ret_len and advances
  * *cursor, or NULL when no item is left. */
@@ -180,7 +237,8 @@ int config_parse_bool(const char *s, int *ret);
 
 /* Reads a secret named by a config value: "file:PATH" (whole file, one
  * trailing newline stripped), "credential:NAME" ($CREDENTIALS_DIRECTORY/NAME,
- * systemd LoadCredential=), or "env:NAME". A bare PATH is read as a file.
+ * systemd LoadCredential=; CONFIG_CREDENTIALS_FALLBACK/NAME when the
+ * variable is not set), or "env:NAME". A bare PATH is read as a file.
  * Literal secrets are not accepted here. Returns 0 or -1 (logged, never the
  * secret). */
 int config_read_secret(const char *spec, char **ret, size_t *ret_len);

@@ -85,6 +85,15 @@ static struct {
 	int64_t mr_last_success_s; /* the last configuration taken (the start) */
 } metrics_reloads = {0, 0, 1, 1, 0};
 
+/* Keys a reload changed that take effect only at the next start:
+ * idemhook_config_restart_pending{section,key}. */
+#define METRICS_RESTART_KEYS_MAX 64
+static struct {
+	char mrk_section[METRICS_LABEL_MAX];
+	char mrk_key[METRICS_LABEL_MAX];
+} metrics_restart_keys[METRICS_RESTART_KEYS_MAX];
+static size_t metrics_n_restart_keys;
+
 /* Reconciliation runs (idemhook reconcile, the daemon's worker). */
 static struct {
 	uint64_t mrc_ok;
@@ -303,6 +312,25 @@ void metrics_reload(int ok)
 		metrics_reloads.mr_failed++;
 	}
 	metrics_reloads.mr_last_ok = ok != 0;
+	pthread_mutex_unlock(&metrics_lock);
+}
+
+void metrics_restart_pending_clear(void)
+{
+	pthread_mutex_lock(&metrics_lock);
+	metrics_n_restart_keys = 0;
+	pthread_mutex_unlock(&metrics_lock);
+}
+
+void metrics_restart_pending_add(const char *section, const char *key)
+{
+	pthread_mutex_lock(&metrics_lock);
+	if (metrics_n_restart_keys < METRICS_RESTART_KEYS_MAX) {
+		metrics_label_copy(metrics_restart_keys[metrics_n_restart_keys].mrk_section,
+		                   section);
+		metrics_label_copy(metrics_restart_keys[metrics_n_restart_keys].mrk_key, key);
+		metrics_n_restart_keys++;
+	}
 	pthread_mutex_unlock(&metrics_lock);
 }
 
@@ -566,6 +594,8 @@ int metrics_text_single(struct buf *out, const char *name, const char *type, con
 /* Build, start, readiness, configuration reloads. */
 static int metrics_render_process(struct buf *out)
 {
+	size_t i;
+
 	if (metrics_text_header(out, "idemhook_build_info", "gauge",
 	                   "Always 1; the labels say which idemhook and SQLite run.") < 0 ||
 	    buf_puts(out, "idemhook_build_info{version=") < 0 ||
@@ -581,6 +611,21 @@ static int metrics_render_process(struct buf *out)
 	                   "pending, listeners answer, not draining).",
 	                   "%d", metrics_ready_now) < 0) {
 		return -1;
+	}
+	if (metrics_text_header(
+	            out, "idemhook_config_restart_pending", "gauge",
+	            "Keys the running configuration file changes that take effect only at "
+	            "the next start (1 each).") < 0) {
+		return -1;
+	}
+	for (i = 0; i < metrics_n_restart_keys; i++) {
+		if (buf_puts(out, "idemhook_config_restart_pending{section=") < 0 ||
+		    metrics_label_value(out, metrics_restart_keys[i].mrk_section) < 0 ||
+		    buf_puts(out, ",key=") < 0 ||
+		    metrics_label_value(out, metrics_restart_keys[i].mrk_key) < 0 ||
+		    buf_puts(out, "} 1\n") < 0) {
+			return -1;
+		}
 	}
 	if (metrics_text_header(out, "idemhook_config_reloads_total", "counter",
 	                   "Configuration reloads (SIGHUP), taken (success) or refused (failure).") <

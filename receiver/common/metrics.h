@@ -42,6 +42,10 @@ void metrics_set_ready(int ready);
 /* A configuration reload that was taken (ok: the generation moves on) or
  * refused. */
 void metrics_reload(int ok);
+/* The keys a taken reload changed that need a restart
+ * (idemhook_config_restart_pending): cleared, then added one by one. */
+void metrics_restart_pending_clear(void);
+void metrics_restart_pending_add(const char *section, const char *key);
 
 /* One pass of the cleanup worker. */
 struct metrics_gc_pass {

@@ -57,7 +57,20 @@ static void app_env_outbox_kick(void *arg)
 {
 	struct app *app = arg;
 
+	pthread_mutex_lock(&app->app_outbound_mutex);
 	outbound_kick(app->app_outbound);
+	pthread_mutex_unlock(&app->app_outbound_mutex);
+}
+
+struct outbound *app_outbound_swap(struct app *app, struct outbound *ob)
+{
+	struct outbound *was;
+
+	pthread_mutex_lock(&app->app_outbound_mutex);
+	was = app->app_outbound;
+	app->app_outbound = ob;
+	pthread_mutex_unlock(&app->app_outbound_mutex);
+	return was;
 }
 
 int app_init(struct app *app, struct config *cf)
@@ -67,9 +80,15 @@ int app_init(struct app *app, struct config *cf)
 		log_err("app: cannot create the config mutex");
 		return -1;
 	}
+	if (pthread_mutex_init(&app->app_outbound_mutex, NULL) != 0) {
+		log_err("app: cannot create the outbound mutex");
+		pthread_mutex_destroy(&app->app_cfg_mutex);
+		return -1;
+	}
 	app->app_cfgs = calloc(1, sizeof(*app->app_cfgs));
 	if (app->app_cfgs == NULL) {
 		log_err("app: out of memory");
+		pthread_mutex_destroy(&app->app_outbound_mutex);
 		pthread_mutex_destroy(&app->app_cfg_mutex);
 		return -1;
 	}
@@ -102,6 +121,7 @@ void app_finish(struct app *app)
 	if (held > 0) {
 		log_warn("app: a configuration was still held at exit");
 	}
+	pthread_mutex_destroy(&app->app_outbound_mutex);
 	pthread_mutex_destroy(&app->app_cfg_mutex);
 }
 

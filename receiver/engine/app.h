@@ -23,8 +23,10 @@ struct app {
 	 * by app_init; env_store, env_http and env_health by the caller. */
 	struct env app_env;
 	struct capture *app_capture; /* NULL when capture is off */
-	struct outbound *app_outbound; /* NULL when no outbound call is configured */
-	struct fetch_worker *app_fetch; /* thin events' full events (fetch.h), or NULL */
+	struct outbound *app_outbound;      /* NULL when no outbound call is configured;
+	                                     * swapped by a reload (app_outbound_swap) */
+	pthread_mutex_t app_outbound_mutex; /* kicks against that swap */
+	struct fetch_worker *app_fetch;     /* thin events' full events (fetch.h), or NULL */
 	struct http_server *app_admin;
 	int64_t app_started_ms;
 	/* Every config still held, newest (the current one) first, each with
@@ -51,6 +53,10 @@ void app_config_release(struct app *app, struct config *cf);
  * daemon's reference on the old one, which is freed by its last holder:
  * now, or when the last request that holds it finishes. */
 void app_config_swap(struct app *app, struct config *cf);
+
+/* Makes ob (NULL: none) the outbound worker that kicks reach, and returns
+ * the one that was (to be stopped by the caller). */
+struct outbound *app_outbound_swap(struct app *app, struct outbound *ob);
 
 /* The public listener's route function (arg = struct app *): /hooks/<name>,
  * /api/..., /checkout, /orders/..., /healthz. */

@@ -530,45 +530,74 @@ static void capture_skipped(struct capture *cap, enum capture_skip why, const ch
 	}
 }
 
+/* What [capture] of a configuration asks for. */
+struct capture_conf {
+	enum capture_mode cv_mode;
+	int64_t cv_retention_s;
+	size_t cv_max_bytes;
+	size_t cv_min_free;
+	size_t cv_rejected_body_max;
+	unsigned cv_rejected_rate;
+	unsigned cv_rejected_client_rate;
+};
+
+/* Reads and checks [capture] of cf into ret. Returns 0, or -1 (logged with
+ * file, line and key). */
+static int capture_conf(const struct config *cf, struct capture_conf *ret)
+{
+	const char *mode = config_get(cf, "capture", "mode");
+	const char *dir = config_get(cf, "capture", "dir");
+	char q[64];
+
+	if (mode == NULL || strcmp(mode, "off") == 0) {
+		ret->cv_mode = CAPTURE_MODE_OFF;
+	} else if (strcmp(mode, "all") == 0) {
+		ret->cv_mode = CAPTURE_MODE_ALL;
+	} else if (strcmp(mode, "rejected") == 0) {
+		ret->cv_mode = CAPTURE_MODE_REJECTED;
+	} else {
+		return config_refuse(cf, "capture", "mode", "\"%s\": expected all, rejected or off",
+		                     log_quote(q, sizeof(q), mode));
+	}
+	if (config_get_duration(cf, "capture", "retention", CAPTURE_RETENTION_DEFAULT_S,
+	                        &ret->cv_retention_s) < 0 ||
+	    config_get_size(cf, "capture", "max_bytes", CAPTURE_MAX_BYTES_DEFAULT, &ret->cv_max_bytes) < 0 ||
+	    config_get_size(cf, "capture", "min_free", CAPTURE_MIN_FREE_DEFAULT, &ret->cv_min_free) < 0 ||
+	    config_get_size(cf, "capture", "rejected_body_max", CAPTURE_REJECTED_BODY_MAX_DEFAULT,
+	                    &ret->cv_rejected_body_max) < 0 ||
+	    config_get_uint(cf, "capture", "rejected_rate", CAPTURE_REJECTED_RATE_DEFAULT,
+	                    &ret->cv_rejected_rate) < 0 ||
+	    config_get_uint(cf, "capture", "rejected_client_rate", CAPTURE_REJECTED_CLIENT_RATE_DEFAULT,
+	                    &ret->cv_rejected_client_rate) < 0) {
+		return -1;
+	}
+	if (dir != NULL && dir[0] == '\0') {
+		return config_refuse(cf, "capture", "dir", "empty: leave the key out for %s",
+		                     CAPTURE_DIR_DEFAULT);
+	}
+	return 0;
+}
+
+int capture_check_config(const struct config *cf)
+{
+	struct capture_conf cv;
+
+	return capture_conf(cf, &cv);
+}
+
 struct capture *capture_create(const struct config *cf, int *ret_off)
 {
 	struct capture *cap = NULL;
 	const char *mode = config_get(cf, "capture", "mode");
 	const char *dir = config_get(cf, "capture", "dir");
 	unsigned char rnd[4];
-	int64_t retention_s;
-	size_t max_bytes;
-	size_t min_free;
-	size_t rejected_body_max;
-	unsigned rejected_rate;
-	unsigned rejected_client_rate;
-	enum capture_mode m;
+	struct capture_conf cv;
 
 	*ret_off = 0;
-	if (mode == NULL || strcmp(mode, "off") == 0) {
-		m = CAPTURE_MODE_OFF;
-	} else if (strcmp(mode, "all") == 0) {
-		m = CAPTURE_MODE_ALL;
-	} else if (strcmp(mode, "rejected") == 0) {
-		m = CAPTURE_MODE_REJECTED;
-	} else {
-		char q[64];
-
-		log_err("config %s: [capture] mode must be all, rejected or off, not \"%s\"",
-			cf->cf_path != NULL ? cf->cf_path : "(demo)", log_quote(q, sizeof(q), mode));
+	if (capture_conf(cf, &cv) < 0) {
 		return NULL;
 	}
-	if (config_get_duration(cf, "capture", "retention", CAPTURE_RETENTION_DEFAULT_S, &retention_s) < 0 ||
-	    config_get_size(cf, "capture", "max_bytes", CAPTURE_MAX_BYTES_DEFAULT, &max_bytes) < 0 ||
-	    config_get_size(cf, "capture", "min_free", CAPTURE_MIN_FREE_DEFAULT, &min_free) < 0 ||
-	    config_get_size(cf, "capture", "rejected_body_max", CAPTURE_REJECTED_BODY_MAX_DEFAULT,
-			    &rejected_body_max) < 0 ||
-	    config_get_uint(cf, "capture", "rejected_rate", CAPTURE_REJECTED_RATE_DEFAULT, &rejected_rate) < 0 ||
-	    config_get_uint(cf, "capture", "rejected_client_rate", CAPTURE_REJECTED_CLIENT_RATE_DEFAULT,
-			    &rejected_client_rate) < 0) {
-		return NULL;
-	}
-	if (m == CAPTURE_MODE_OFF) {
+	if (cv.cv_mode == CAPTURE_MODE_OFF) {
 		*ret_off = 1;
 		return NULL;
 	}
@@ -579,13 +608,13 @@ struct capture *capture_create(const struct config *cf, int *ret_off)
 	if (cap == NULL) {
 		goto fail;
 	}
-	cap->cap_mode = m;
-	cap->cap_retention_s = retention_s;
-	cap->cap_max_bytes = max_bytes;
-	cap->cap_min_free = min_free;
-	cap->cap_rejected_body_max = rejected_body_max;
-	cap->cap_rejected_rate = rejected_rate;
-	cap->cap_rejected_client_rate = rejected_client_rate;
+	cap->cap_mode = cv.cv_mode;
+	cap->cap_retention_s = cv.cv_retention_s;
+	cap->cap_max_bytes = cv.cv_max_bytes;
+	cap->cap_min_free = cv.cv_min_free;
+	cap->cap_rejected_body_max = cv.cv_rejected_body_max;
+	cap->cap_rejected_rate = cv.cv_rejected_rate;
+	cap->cap_rejected_client_rate = cv.cv_rejected_client_rate;
 	pthread_mutex_init(&cap->cap_lock, NULL);
 	cap->cap_dir = strdup(dir);
 	if (cap->cap_dir == NULL) {

@@ -46,6 +46,10 @@ struct capture;
 /* From the [capture] section; NULL with *ret_off = 1 when capture is off,
  * NULL with *ret_off = 0 on a configuration error (logged). */
 struct capture *capture_create(const struct config *cf, int *ret_off);
+
+/* Checks cf's [capture] section as capture_create reads it, creating
+ * nothing. Returns 0, or -1 (logged with file, line and key). */
+int capture_check_config(const struct config *cf);
 void capture_destroy(struct capture *cap);
 
 /* Writes req (as it arrived at provider instance `provider`) atomically to the

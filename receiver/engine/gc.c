@@ -29,7 +29,7 @@
  * simply reused by new rows. */
 #define GC_RECLAIM_SHARE 4
 #define GC_RECLAIM_MIN_BYTES (1024 * 1024)
-#define GC_RECLAIM_PAGES 2048 /* pages per unit of work (8 MiB of 4 KiB pages) */
+#define GC_RECLAIM_PAGES 2048 /* pages per unit of work (2 MiB of 1 KiB pages, 8 MiB of 4 KiB) */
 
 /* What one pass needs, copied out of the config so that no config reference
  * is held across a long pass (a reload waits for every reference). */
@@ -126,14 +126,15 @@ static int gc_plan_load(const struct config *cf, struct gc_plan *ret)
 		goto fail;
 	}
 	if (p.gp_batch == 0 || p.gp_batch > GC_BATCH_MAX) {
-		log_err("config: [gc] batch must be 1..%u", GC_BATCH_MAX);
+		config_refuse(cf, GC_SECTION, "batch", "must be 1..%u", GC_BATCH_MAX);
 		goto fail;
 	}
 	p.gp_pause_ms = GC_PAUSE_DEFAULT_MS;
 	pause = config_get(cf, GC_SECTION, "pause");
 	if (pause != NULL &&
 	    (gc_parse_pause(pause, &p.gp_pause_ms) < 0 || p.gp_pause_ms > GC_PAUSE_MAX_MS)) {
-		log_err("config: [gc] pause must be a duration such as 50ms or 1s, at most 60s");
+		config_refuse(cf, GC_SECTION, "pause",
+		              "must be a duration such as 50ms or 1s, at most 60s");
 		goto fail;
 	}
 	if (config_get_duration(cf, GC_SECTION, "events_retention", 0, &events_s) < 0 ||

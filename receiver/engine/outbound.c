@@ -441,6 +441,26 @@ struct outbound *outbound_start(const struct env *env, int *ret_err)
 	return ob;
 }
 
+int outbound_conf_changed(const struct outbound *ob, const struct config *cf)
+{
+	struct outbox_conf oc;
+	int rc;
+
+	rc = outbox_conf_load(cf, 1, &oc);
+	if (rc < 0) {
+		return -1;
+	}
+	if (rc == 0 || ob == NULL) {
+		outbox_conf_finish(&oc);
+		return (rc == 0) != (ob == NULL);
+	}
+	rc = !outbox_conf_equal(&ob->ob_conf, &oc) ||
+	     ob->ob_orders.oc_points_num != cf->cf_points_num ||
+	     ob->ob_orders.oc_points_den != cf->cf_points_den;
+	outbox_conf_finish(&oc);
+	return rc;
+}
+
 void outbound_kick(struct outbound *ob)
 {
 	if (ob == NULL) {

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+struct config;
 struct env;
 struct outbound;
 struct outbox_conf;
@@ -15,6 +16,12 @@ struct store;
  * configured or on failure (logged; *ret_err set to 1 then). Rows left
  * 'delivering' by a previous run are released first. */
 struct outbound *outbound_start(const struct env *env, int *ret_err);
+
+/* 1 when the worker for cf's [outbound] section (its secrets read again)
+ * and [points] would differ from ob (NULL: no worker runs), so that a
+ * reload restarts it; 0 when it would be the same; -1 on a bad section
+ * (logged). */
+int outbound_conf_changed(const struct outbound *ob, const struct config *cf);
 
 /* The worker's clock and randomness (backoff jitter); tests inject theirs. */
 struct outbound_clock {

@@ -69,11 +69,12 @@ int reconcile_conf_load(const struct config *cf, struct reconcile_conf *ret)
 	                    &ret->rc_max_bytes) < 0) {
 		return -1;
 	}
-	if (ret->rc_max_pages == 0 || ret->rc_max_pages > RECONCILE_PAGES_MAX ||
-	    ret->rc_max_bytes == 0) {
-		log_err("config: [reconcile] max_pages: 1 to %d; max_bytes: above 0",
-		        RECONCILE_PAGES_MAX);
-		return -1;
+	if (ret->rc_max_pages == 0 || ret->rc_max_pages > RECONCILE_PAGES_MAX) {
+		return config_refuse(cf, RECONCILE_SECTION, "max_pages", "1 to %d",
+		                     RECONCILE_PAGES_MAX);
+	}
+	if (ret->rc_max_bytes == 0) {
+		return config_refuse(cf, RECONCILE_SECTION, "max_bytes", "above 0");
 	}
 	ret->rc_retries = retries;
 	ret->rc_timeout_ms = RECONCILE_TIMEOUT_DEFAULT_MS;
@@ -81,29 +82,28 @@ int reconcile_conf_load(const struct config *cf, struct reconcile_conf *ret)
 	v = config_get(cf, RECONCILE_SECTION, "timeout");
 	if (v != NULL && (outbox_parse_ms(v, &ret->rc_timeout_ms) < 0 || ret->rc_timeout_ms <= 0 ||
 	                  ret->rc_timeout_ms > RECONCILE_TIMEOUT_MAX_MS)) {
-		log_err("config: [reconcile] timeout: expected a duration above 0, at most 5m "
-		        "(\"10s\", \"500ms\")");
-		return -1;
+		return config_refuse(
+		        cf, RECONCILE_SECTION, "timeout",
+		        "expected a duration above 0, at most 5m (\"10s\", \"500ms\")");
 	}
 	v = config_get(cf, RECONCILE_SECTION, "retry_base");
 	if (v != NULL && (outbox_parse_ms(v, &ret->rc_retry_base_ms) < 0 ||
 	                  ret->rc_retry_base_ms > RECONCILE_RETRY_CAP_MS)) {
-		log_err("config: [reconcile] retry_base: expected a duration, at most 30s (\"1s\", "
-		        "\"200ms\", \"0\")");
-		return -1;
+		return config_refuse(cf, RECONCILE_SECTION, "retry_base",
+		                     "expected a duration, at most 30s (\"1s\", \"200ms\", \"0\")");
 	}
 	if (ret->rc_interval_s < 0 || ret->rc_older_than_s < 0 || ret->rc_lookback_s <= 0) {
-		log_err("config: [reconcile]: interval and older_than take 0 or more, "
-		        "lookback more than 0");
-		return -1;
+		return config_refuse(
+		        cf, RECONCILE_SECTION, "lookback",
+		        "interval and older_than take 0 or more, lookback more than 0");
 	}
 	if (ret->rc_retries > RECONCILE_RETRIES_MAX) {
-		log_err("config: [reconcile] retries: at most %d", RECONCILE_RETRIES_MAX);
-		return -1;
+		return config_refuse(cf, RECONCILE_SECTION, "retries", "at most %d",
+		                     RECONCILE_RETRIES_MAX);
 	}
 	if (ret->rc_max_orders == 0 || ret->rc_max_orders > RECONCILE_MAX_ORDERS_MAX) {
-		log_err("config: [reconcile] max_orders: 1 to %d", RECONCILE_MAX_ORDERS_MAX);
-		return -1;
+		return config_refuse(cf, RECONCILE_SECTION, "max_orders", "1 to %d",
+		                     RECONCILE_MAX_ORDERS_MAX);
 	}
 	return 0;
 }

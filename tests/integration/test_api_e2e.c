@@ -20,6 +20,8 @@
 
 #define E2E_ORIGIN "https://shop.example"
 #define E2E_STRIPE_SECRET "whsec_api_e2e_test_secret"
+/* A receiver that serves only the order API says so. */
+#define API_ONLY_INI "[server]\nallow_no_providers = yes\n\n"
 
 static struct daemon e2e_main;
 
@@ -1005,7 +1007,7 @@ static void test_bearer_tokens_authenticate_and_scope_keys_per_client(void **sta
 	char idb[64];
 	struct hres r;
 
-	assert_int_equal(daemon_init(&d, NULL), 0);
+	assert_int_equal(daemon_init(&d, API_ONLY_INI), 0);
 	assert_int_equal(daemon_write_file(&d, "token-a", "tok-a-0123456789abcdef\n"), 0);
 	assert_int_equal(daemon_write_file(&d, "token-b", "tok-b-0123456789abcdef\n"), 0);
 	cfg = fopen(d.dm_config, "a");
@@ -1090,7 +1092,7 @@ static void test_order_reads_are_scoped_to_the_token_that_created_them(void **st
 	FILE *cfg;
 	int i;
 
-	assert_int_equal(daemon_init(&d, NULL), 0);
+	assert_int_equal(daemon_init(&d, API_ONLY_INI), 0);
 	assert_int_equal(daemon_write_file(&d, "token-a", "tok-a-0123456789abcdef\n"), 0);
 	assert_int_equal(daemon_write_file(&d, "token-b", "tok-b-0123456789abcdef\n"), 0);
 	cfg = fopen(d.dm_config, "a");
@@ -1201,7 +1203,7 @@ static void test_requests_over_the_rate_limit_get_429_with_retry_after(void **st
 	size_t n_429 = 0;
 	size_t i;
 
-	fx_daemon_start(&d, "[api]\nrate = 1\nburst = 3\n");
+	fx_daemon_start(&d, API_ONLY_INI "[api]\nrate = 1\nburst = 3\n");
 	for (i = 0; i < 6; i++) {
 		struct hres r;
 

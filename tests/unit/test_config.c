@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "confcheck.h"
 #include "config.h"
 #include "provider.h"
 #include "store.h"
@@ -547,6 +548,117 @@ static void test_allow_from_provider_preset_expands_to_the_published_list(void *
 	assert_null(provider_config_load(write_file("preset-adyen.ini", ini)));
 }
 
+static void test_the_shape_of_a_configuration_loads_without_its_secrets(void **state)
+{
+	const char *path = write_file("shape.ini", "[provider stripe]\ntype = stripe\n"
+	                                           "secret = credential:nowhere-to-be-found\n");
+	struct config *cf;
+
+	unsetenv("CREDENTIALS_DIRECTORY");
+	/* With secrets: refused, the credential is nowhere. */
+	assert_null(provider_config_load(path));
+	/* The shape: the instance and its profile, no state, no secret read. */
+	cf = provider_config_load_shape(path);
+	assert_non_null(cf);
+	assert_int_equal(cf->cf_secrets, 0);
+	assert_int_equal(cf->cf_n_providers, 1);
+	assert_string_equal(cf->cf_providers[0].pc_provider->p_name, "stripe");
+	assert_null(cf->cf_providers[0].pc_state);
+	config_destroy(cf);
+	/* A reference without a name is refused either way. */
+	path = write_file("shape2.ini", "[provider stripe]\ntype = stripe\nsecret = credential:\n");
+	assert_null(provider_config_load_shape(path));
+	path = write_file("shape3.ini", "[provider stripe]\ntype = stripe\nsecret = env:NO-SUCH\n");
+	assert_null(provider_config_load_shape(path));
+}
+
+static void test_a_single_valued_key_given_twice_is_refused_and_rotation_is_not(void **state)
+{
+	struct config *cf;
+
+	assert_null(provider_config_load_shape(
+	        write_file("twice.ini", "[server]\nlisten = 127.0.0.1:1\n[store]\npath = x.db\n"
+	                                "[server]\nlisten = 127.0.0.1:2\n")));
+	assert_null(provider_config_load_shape(write_file(
+	        "twoproviders.ini", "[provider stripe]\nsecret = whsec_a\n\n[provider stripe]\nsecret = whsec_b\n")));
+	cf = provider_config_load(write_file("rotation.ini", "[provider stripe]\nsecret = whsec_a\nsecret = whsec_b\n"
+	                                                     "[api]\ncors_origins = https://a.example\n"
+	                                                     "cors_origins = https://b.example\n"));
+	assert_non_null(cf);
+	config_destroy(cf);
+}
+
+static void test_a_file_that_is_no_configuration_is_refused(void **state)
+{
+	char dir[300];
+	FILE *f;
+	const char *path;
+
+	assert_null(config_load(write_file("empty.ini", "")));
+	assert_null(config_load(write_file("blank.ini", "\n  \n; only a comment\n")));
+	snprintf(dir, sizeof(dir), "%s/adir.ini", tmpdir);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	assert_null(config_load(dir));
+	path = write_file("nul.ini", "");
+	f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite("\0[server]\nthreads = 2\n", 1, 23, f), 23);
+	fclose(f);
+	assert_null(config_load(path));
+}
+
+static int collect_restart(void *arg, const char *section, const char *key)
+{
+	char *out = arg;
+
+	strcat(out, "[");
+	strcat(out, section);
+	strcat(out, "] ");
+	strcat(out, key);
+	strcat(out, ";");
+	return 0;
+}
+
+static void test_a_reload_names_each_changed_key_that_needs_a_restart_once(void **state)
+{
+	struct config *was = config_load(write_file(
+	        "was.ini", "[server]\nlisten = 127.0.0.1:1\nthreads = 2\n[store]\npath = a.db\nretention = 7d\n"
+	                   "[capture]\nmode = all\n"));
+	struct config *now = config_load(write_file(
+	        "now.ini", "[server]\nlisten = 127.0.0.1:2\nthreads = 4\n[store]\npath = a.db\nretention = 9d\n"
+	                   "[admin]\nlisten = off\n"));
+	char out[512] = "";
+
+	assert_non_null(was);
+	assert_non_null(now);
+	assert_int_equal(config_key_reloads("server", "threads"), 1);
+	assert_int_equal(config_key_reloads("server", "listen"), 0);
+	assert_int_equal(config_key_reloads("provider stripe", "secret"), 1);
+	assert_int_equal(config_key_reloads("outbound", "notify_url"), 1);
+	assert_int_equal(config_each_restart_change(was, now, collect_restart, out), 0);
+	assert_string_equal(out, "[server] listen;[capture] mode;[admin] listen;");
+	config_destroy(was);
+	config_destroy(now);
+}
+
+static void test_the_admin_listener_defaults_away_from_prometheus(void **state)
+{
+	struct config *cf = config_load(write_file("admin.ini", "[server]\nthreads = 2\n"));
+	char *host = NULL;
+	unsigned port = 0;
+
+	assert_non_null(cf);
+	assert_int_equal(confcheck_admin_listen(cf, &host, &port), 1);
+	assert_string_equal(host, "127.0.0.1");
+	assert_int_equal(port, 8491);
+	free(host);
+	config_destroy(cf);
+	cf = config_load(write_file("admin2.ini", "[admin]\nlisten = localhost:8491\n"));
+	assert_non_null(cf);
+	assert_int_equal(confcheck_admin_listen(cf, &host, &port), -1);
+	config_destroy(cf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -567,6 +679,11 @@ int main(void)
 		cmocka_unit_test(test_the_example_configuration_uses_only_known_keys),
 		cmocka_unit_test(test_a_postgresql_store_reads_its_conninfo_as_a_secret),
 		cmocka_unit_test(test_allow_from_provider_preset_expands_to_the_published_list),
+		cmocka_unit_test(test_the_shape_of_a_configuration_loads_without_its_secrets),
+		cmocka_unit_test(test_a_single_valued_key_given_twice_is_refused_and_rotation_is_not),
+		cmocka_unit_test(test_a_file_that_is_no_configuration_is_refused),
+		cmocka_unit_test(test_a_reload_names_each_changed_key_that_needs_a_restart_once),
+		cmocka_unit_test(test_the_admin_listener_defaults_away_from_prometheus),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, setup, teardown);

@@ -1580,10 +1580,8 @@ static void test_pg_two_receivers_starting_together_migrate_once(void **state)
 		st[i] = r;
 		assert_non_null(st[i]);
 	}
-	/* every version once (numbers may skip while branches hold reserved ones) */
 	assert_int_equal(count_of(st[0], "SELECT count(*) FROM idemhook_schema"),
-	                 count_of(st[0], "SELECT count(DISTINCT version) FROM idemhook_schema"));
-	assert_true(count_of(st[0], "SELECT count(*) FROM idemhook_schema") > 0);
+	                 store_schema_version());
 	assert_int_equal(count_of(st[1], "SELECT max(version) FROM idemhook_schema"),
 	                 store_schema_version());
 	assert_int_equal(store_migrate_options(&so, &from, &to), 0);

@@ -27,9 +27,14 @@
 #define STORE_STMT_CACHE_MAX 512 /* cached statements per connection */
 #define STORE_DIR_MODE 0700  /* directories the store creates */
 #define STORE_FILE_MODE 0600 /* the database; SQLite gives -wal and -shm its mode */
+/* The page size of a new database: 1 KiB pages wrote 13.6 KB per unique
+ * callback where 4 KiB pages wrote 69 KB, and 512-byte pages 11.7 KB for
+ * more CPU per callback (issue 24, docs/benchmarks.md). A database made
+ * before keeps its page size. */
+#define STORE_PAGE_SIZE "1024"
 /* WAL frames (pages) after which the checkpointer copies them into the
  * database file, and after which the writer itself completes a checkpoint
- * so the WAL can start over (about 4 MB and 16 MB at 4 KiB pages). */
+ * so the WAL can start over (about 1 MB and 4 MB at 1 KiB pages). */
 #define STORE_CKPT_FRAMES 1000
 #define STORE_CKPT_FRAMES_MAX 4000
 #define STORE_PROBE_BUSY_MS 100       /* the probe's wait for the write lock */
@@ -660,6 +665,13 @@ static struct store_conn *store_open_writer(const char *path, enum store_sync sy
 		goto fail;
 	}
 	if (store_version_check(version, !no_migrate) < 0) {
+		goto fail;
+	}
+	/* A new file's page size (before anything else, or it is fixed):
+	 * every page a commit changes is written whole to the WAL and again by
+	 * the checkpoint, and a callback changes a few pages at random places
+	 * (docs/benchmarks.md). */
+	if (version == 0 && store_conn_exec(en, cn, "PRAGMA page_size = " STORE_PAGE_SIZE) < 0) {
 		goto fail;
 	}
 	/* Only a file without tables takes this (a no-op otherwise): gc can

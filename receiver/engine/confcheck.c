@@ -1,0 +1,275 @@
+/* confcheck.c: the whole-file configuration check, one validator per
+ * section in one table, run at start and on every reload. */
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "capture.h"
+#include "confcheck.h"
+#include "config.h"
+#include "crypto.h"
+#include "gc.h"
+#include "log.h"
+#include "outbox.h"
+#include "reconcile.h"
+
+#define CONFCHECK_PEM_MAX (64 * 1024) /* bytes in a TLS certificate or key file */
+
+/* One section's validator: 0, or -1 with each problem logged (file, line,
+ * key). A module that reads a section of its own exports a check for it
+ * and adds one line here (alphabetized); "provider" stands for every
+ * [provider NAME] section. */
+struct confcheck_section {
+	const char *ccs_section;
+	int (*ccs_check)(const struct config *cf, unsigned flags);
+};
+
+/* path (the value of section's key) must be a file the daemon can create
+ * or replace: its directory exists and is writable, and it is no
+ * directory itself. */
+static int confcheck_writable_file(const struct config *cf, const char *section, const char *key,
+                                   const char *path)
+{
+	char copy[PATH_MAX];
+	struct stat st;
+	const char *dir;
+
+	if (path[0] == '\0') {
+		return config_refuse(cf, section, key, "empty: leave the key out instead");
+	}
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		return config_refuse(cf, section, key, "%s is a directory; name a file in it",
+		                     path);
+	}
+	if (snprintf(copy, sizeof(copy), "%s", path) >= (int)sizeof(copy)) {
+		return config_refuse(cf, section, key, "the path is too long");
+	}
+	dir = dirname(copy);
+	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		return config_refuse(cf, section, key, "the directory %s does not exist", dir);
+	}
+	if (access(dir, W_OK) < 0) {
+		return config_refuse(cf, section, key, "cannot write in %s: %s", dir,
+		                     strerror(errno));
+	}
+	return 0;
+}
+
+/* A file the daemon reads (not a secret: a CA bundle) must be readable. */
+static int confcheck_readable_file(const struct config *cf, const char *section, const char *key)
+{
+	const char *path = config_get(cf, section, key);
+	struct stat st;
+
+	if (path == NULL) {
+		return 0;
+	}
+	if (stat(path, &st) < 0 || access(path, R_OK) < 0) {
+		return config_refuse(cf, section, key, "cannot read %s: %s", path, strerror(errno));
+	}
+	if (!S_ISREG(st.st_mode)) {
+		return config_refuse(cf, section, key, "%s is not a regular file", path);
+	}
+	return 0;
+}
+
+int confcheck_admin_listen(const struct config *cf, char **ret_host, unsigned *ret_port)
+{
+	const char *v = config_get(cf, "admin", "listen");
+
+	if (v != NULL && strcmp(v, "off") == 0) {
+		return 0;
+	}
+	*ret_host = NULL;
+	if (config_parse_listen(cf, "admin", CONFIG_ADMIN_LISTEN_DEFAULT, ret_host, ret_port) < 0) {
+		return -1;
+	}
+	return 1;
+}
+
+static int confcheck_admin(const struct config *cf, unsigned flags)
+{
+	const char *port_file = config_get(cf, "admin", "port_file");
+	char *host = NULL;
+	unsigned port;
+	int rc;
+
+	rc = confcheck_admin_listen(cf, &host, &port);
+	free(host);
+	if (rc < 0) {
+		return -1;
+	}
+	if ((flags & CONFCHECK_DAEMON) && rc == 1 && port_file != NULL) {
+		return confcheck_writable_file(cf, "admin", "port_file", port_file);
+	}
+	return 0;
+}
+
+static int confcheck_api(const struct config *cf, unsigned flags)
+{
+	return api_config_check(cf, (flags & CONFCHECK_DAEMON) && cf->cf_secrets);
+}
+
+static int confcheck_capture(const struct config *cf, unsigned flags)
+{
+	return capture_check_config(cf);
+}
+
+static int confcheck_client(const struct config *cf, unsigned flags)
+{
+	return (flags & CONFCHECK_DAEMON) ? confcheck_readable_file(cf, "client", "ca_file") : 0;
+}
+
+static int confcheck_gc(const struct config *cf, unsigned flags)
+{
+	return gc_check_config(cf);
+}
+
+static int confcheck_outbound(const struct config *cf, unsigned flags)
+{
+	struct outbox_conf oc;
+	size_t i;
+	int rc;
+
+	rc = outbox_conf_load(cf, (flags & CONFCHECK_DAEMON) && cf->cf_secrets, &oc);
+	if (rc < 0) {
+		return -1;
+	}
+	if (flags & CONFCHECK_DAEMON) {
+		for (i = 0; i < oc.oc_n_calls; i++) {
+			char key[64];
+
+			snprintf(key, sizeof(key), "%s_url", oc.oc_calls[i].occ_name);
+			if (strncmp(oc.oc_calls[i].occ_url, "http://", 7) == 0 &&
+			    config_get(cf, "outbound", "signing_secret") == NULL) {
+				config_caution(
+				        cf, "outbound", key,
+				        "plain http:// and unsigned (no signing_secret): anyone on "
+				        "the "
+				        "path can read these calls, and the receiver cannot tell "
+				        "them "
+				        "from forged ones; use https:// or set signing_secret");
+			}
+		}
+		rc = confcheck_readable_file(cf, "outbound", "ca_file");
+	}
+	outbox_conf_finish(&oc);
+	return rc < 0 ? -1 : 0;
+}
+
+static int confcheck_providers(const struct config *cf, unsigned flags)
+{
+	int allow = 0;
+
+	if (config_get_bool(cf, "server", "allow_no_providers", 0, &allow) < 0) {
+		return -1;
+	}
+	if ((flags & CONFCHECK_DAEMON) && cf->cf_n_providers == 0 && !allow) {
+		log_err("config %s: no [provider NAME] section: every callback would be answered "
+		        "404; "
+		        "set [server] allow_no_providers = yes for a receiver that serves only the "
+		        "order "
+		        "API",
+		        cf->cf_path != NULL ? cf->cf_path : "(demo)");
+		return -1;
+	}
+	return 0;
+}
+
+static int confcheck_reconcile(const struct config *cf, unsigned flags)
+{
+	struct reconcile_conf rc;
+
+	return reconcile_conf_load(cf, &rc);
+}
+
+static int confcheck_pem(const struct config *cf, const char *key)
+{
+	const char *spec = config_get(cf, "server", key);
+	char *pem = NULL;
+	size_t len = 0;
+	int rc = 0;
+
+	if (config_read_secret(spec, &pem, &len) < 0) {
+		return config_refuse(cf, "server", key, "cannot be read");
+	}
+	if (len > CONFCHECK_PEM_MAX) {
+		rc = config_refuse(cf, "server", key, "larger than %d bytes", CONFCHECK_PEM_MAX);
+	}
+	explicit_bzero(pem, len);
+	free(pem);
+	return rc;
+}
+
+static int confcheck_server(const struct config *cf, unsigned flags)
+{
+	const char *cert = config_get(cf, "server", "tls_cert");
+	const char *key = config_get(cf, "server", "tls_key");
+	int rc = 0;
+
+	if ((cert == NULL) != (key == NULL)) {
+		return config_refuse(cf, "server", cert == NULL ? "tls_key" : "tls_cert",
+		                     "tls_cert and tls_key go together");
+	}
+	if (!(flags & CONFCHECK_DAEMON)) {
+		return 0;
+	}
+	if (cert != NULL) {
+		char *cert_pem = NULL;
+		char *key_pem = NULL;
+		size_t cert_len = 0;
+		size_t key_len = 0;
+
+		if (confcheck_pem(cf, "tls_cert") < 0 || confcheck_pem(cf, "tls_key") < 0) {
+			return -1;
+		}
+		if (config_read_secret(cert, &cert_pem, &cert_len) == 0 &&
+		    config_read_secret(key, &key_pem, &key_len) == 0 &&
+		    crypto_tls_pair_check(cert_pem, key_pem) < 0) {
+			rc = config_refuse(cf, "server", "tls_cert",
+			                   "the certificate and tls_key do not make a pair");
+		}
+		free(cert_pem);
+		if (key_pem != NULL) {
+			explicit_bzero(key_pem, key_len);
+			free(key_pem);
+		}
+	}
+	if (cf->cf_port_file != NULL &&
+	    confcheck_writable_file(cf, "server", "port_file", cf->cf_port_file) < 0) {
+		rc = -1;
+	}
+	return rc;
+}
+
+/* Alphabetized; one line per section. */
+static const struct confcheck_section confcheck_sections[] = {
+        {"admin", confcheck_admin},
+        {"api", confcheck_api},
+        {"capture", confcheck_capture},
+        {"client", confcheck_client},
+        {"gc", confcheck_gc},
+        {"outbound", confcheck_outbound},
+        {"provider", confcheck_providers},
+        {"reconcile", confcheck_reconcile},
+        {"server", confcheck_server},
+};
+
+int confcheck_run(const struct config *cf, unsigned flags)
+{
+	int rc = 0;
+	size_t i;
+
+	for (i = 0; i < sizeof(confcheck_sections) / sizeof(confcheck_sections[0]); i++) {
+		if (confcheck_sections[i].ccs_check(cf, flags) < 0) {
+			rc = -1;
+		}
+	}
+	return rc;
+}

@@ -1,0 +1,582 @@
+/* test_config_check.c: one whole-file check at start and on reload, through
+ * the real binary: serve refuses a bad file (exit 78, file, line and key)
+ * before it opens the database; a reload refuses what the start refuses and
+ * keeps the running configuration; a reload names the keys that need a
+ * restart and applies an [outbound] section it adds; commands that verify
+ * nothing run without the provider secrets; bind errors name their key. */
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "fixtures.h"
+#include "peer.h"
+
+#define CC_SECRET_INI "[provider stripe]\ntype = stripe\nsecret = credential:stripe-secret\n"
+#define CC_RUN_LIMIT_S 20 /* a command that should stop at once but serves */
+
+/* Runs $IDEMHOOK_BIN with args (NULL-terminated) in cwd (NULL: here), its
+ * environment this process's with CREDENTIALS_DIRECTORY set to cred_dir
+ * (NULL: unset) and IDEMHOOK_CONFIG unset; stdout and stderr together into
+ * *ret_out. A child still running after limit_s seconds gets SIGALRM.
+ * Returns the exit status, or 128 + the signal. */
+static int cc_run(const char *cwd, const char *cred_dir, unsigned limit_s, const char *const *args,
+                  char **ret_out)
+{
+	const char *argv[32];
+	int pipefd[2];
+	int status;
+	int n = 0;
+	pid_t pid;
+
+	argv[n++] = "idemhook";
+	while (*args != NULL && n < 31) {
+		argv[n++] = *args++;
+	}
+	argv[n] = NULL;
+	assert_int_equal(pipe(pipefd), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(pipefd[1], 1);
+		dup2(pipefd[1], 2);
+		close(pipefd[0]);
+		if (cwd != NULL && chdir(cwd) < 0) {
+			_exit(126);
+		}
+		unsetenv("IDEMHOOK_CONFIG");
+		if (cred_dir != NULL) {
+			setenv("CREDENTIALS_DIRECTORY", cred_dir, 1);
+		} else {
+			unsetenv("CREDENTIALS_DIRECTORY");
+		}
+		alarm(limit_s);
+		execv(getenv("IDEMHOOK_BIN"), (char *const *)argv);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	*ret_out = hn_read_fd(pipefd[0]);
+	close(pipefd[0]);
+	waitpid(pid, &status, 0);
+	if (WIFSIGNALED(status)) {
+		return 128 + WTERMSIG(status);
+	}
+	return WEXITSTATUS(status);
+}
+
+/* serve -c d's config, which must be refused at once: asserts exit 78,
+ * that the output holds want, and that no database was created. */
+static void cc_serve_refused(struct daemon *d, const char *want)
+{
+	const char *args[] = {"serve", "-c", d->dm_config, NULL};
+	struct stat st;
+	char *out = NULL;
+	int rc;
+
+	rc = cc_run(NULL, NULL, CC_RUN_LIMIT_S, args, &out);
+	if (rc != 78 || strstr(out, want) == NULL) {
+		print_error("serve exited %d, wanted 78 with \"%s\":\n%s\n", rc, want, out);
+	}
+	assert_int_equal(rc, 78);
+	assert_non_null(strstr(out, want));
+	assert_int_equal(stat(d->dm_db, &st), -1);
+	free(out);
+}
+
+/* A daemon directory with the harness config plus extra, not started. */
+static void cc_refused_at_start(const char *extra, const char *want)
+{
+	struct daemon d;
+
+	assert_int_equal(daemon_init(&d, extra), 0);
+	cc_serve_refused(&d, want);
+	daemon_finish(&d);
+}
+
+static void test_serve_refuses_a_bad_section_before_opening_the_database(void **state)
+{
+	(void)state;
+	/* Each names file, line and key (the harness writes 14 lines first). */
+	cc_refused_at_start(FX_STRIPE_INI "[api]\nrate = fast\n",
+	                    "idemhook.ini:22: [api] rate = \"fast\"");
+	cc_refused_at_start(FX_STRIPE_INI "[api]\ntoken = shop-backend file:/nonexistent/token\n",
+	                    "[api] token: shop-backend cannot be read");
+	cc_refused_at_start(FX_STRIPE_INI "[gc]\ninterval = soon\n", "[gc] interval = \"soon\"");
+	cc_refused_at_start(FX_STRIPE_INI "[capture]\nmode = sometimes\n",
+	                    "[capture] mode: \"sometimes\"");
+	cc_refused_at_start(FX_STRIPE_INI "[capture]\nretention = forever\n",
+	                    "[capture] retention");
+	cc_refused_at_start(FX_STRIPE_INI "[outbound]\nnotify_url = ftp://shop.example/notify\n",
+	                    "[outbound] notify_url: not an http:// or https:// URL");
+	cc_refused_at_start(FX_STRIPE_INI "[outbound]\nnotify_url = http://127.0.0.1:9/n\n"
+	                                  "notify_compensation = refnud\n",
+	                    "[outbound] notify_compensation: \"refnud\"");
+	cc_refused_at_start(FX_STRIPE_INI
+	                    "[outbound]\nnotify_url = http://127.0.0.1:9/n\nnotify_on = payd\n",
+	                    "[outbound] notify_on: \"payd\"");
+	cc_refused_at_start(FX_STRIPE_INI "[reconcile]\nretries = 99\n",
+	                    "[reconcile] retries: at most");
+	cc_refused_at_start(FX_STRIPE_INI "[server]\ntls_cert = file:/nonexistent/cert.pem\n",
+	                    "idemhook.ini:22: [server] tls_cert: tls_cert and tls_key go together");
+	cc_refused_at_start("[points]\nrate = 1/100\n", "no [provider NAME] section");
+	cc_refused_at_start(FX_STRIPE_INI "[provider stripe]\nsecret = whsec_second\n",
+	                    "a second section of the same name as line");
+	cc_refused_at_start(FX_STRIPE_INI "[points]\nrate = 1/50\n",
+	                    "[points] rate is given again");
+	cc_refused_at_start(FX_STRIPE_INI "[server]\nallow_no_providers = maybe\n",
+	                    "[server] allow_no_providers = \"maybe\"");
+}
+
+static void test_a_second_serve_on_a_running_database_gets_the_config_error(void **state)
+{
+	struct daemon d;
+	char second[700];
+	char *text;
+	char *out = NULL;
+	struct buf b;
+	const char *args[] = {"serve", "-c", second, NULL};
+
+	(void)state;
+	fx_daemon_start(&d, FX_STRIPE_INI);
+	text = hn_read_file(d.dm_config);
+	assert_non_null(text);
+	buf_init(&b, 0);
+	buf_printf(&b, "%s\n[gc]\ninterval = soon\n", text);
+	snprintf(second, sizeof(second), "%s/second.ini", d.dm_dir);
+	assert_int_equal(daemon_write_file(&d, "second.ini", b.buf_data), 0);
+	buf_finish(&b);
+	free(text);
+	assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, args, &out), 78);
+	/* the file's error, once, and nothing about the database's lock */
+	assert_non_null(strstr(out, "second.ini:24: [gc] interval = \"soon\""));
+	assert_null(strstr(strstr(out, "[gc] interval") + 1, "[gc] interval"));
+	assert_null(strstr(out, "lock"));
+	free(out);
+	daemon_finish(&d);
+}
+
+/* text with the line "key = ..." of [section] replaced by line (the
+ * harness writes [server] listen and port_file, [admin] listen and
+ * port_file: a second line of them would be refused as given twice).
+ * Returns it malloc'd. */
+static char *cc_replace_key(const char *text, const char *section, const char *key,
+                            const char *line)
+{
+	char header[32];
+	char want[64];
+	const char *at;
+	struct buf b;
+
+	snprintf(header, sizeof(header), "[%s]\n", section);
+	snprintf(want, sizeof(want), "\n%s = ", key);
+	at = strstr(text, header);
+	assert_non_null(at);
+	at = strstr(at + strlen(header) - 1, want);
+	assert_non_null(at);
+	at++;
+	buf_init(&b, 0);
+	buf_printf(&b, "%.*s%s%s", (int)(at - text), text, line, at + strcspn(at, "\n"));
+	return buf_take(&b, NULL);
+}
+
+static void cc_write_key(struct daemon *d, const char *section, const char *key, const char *line)
+{
+	char *text = hn_read_file(d->dm_config);
+	char *next;
+
+	assert_non_null(text);
+	next = cc_replace_key(text, section, key, line);
+	assert_int_equal(daemon_write_file(d, "idemhook.ini", next), 0);
+	free(next);
+	free(text);
+}
+
+static void cc_write_listen(struct daemon *d, const char *section, const char *line)
+{
+	cc_write_key(d, section, "listen", line);
+}
+
+static void test_port_files_must_be_writable_where_they_are_named(void **state)
+{
+	struct daemon d;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	cc_write_key(&d, "server", "port_file", "port_file = /nonexistent/dir/port");
+	cc_serve_refused(&d, "idemhook.ini:3: [server] port_file: the directory /nonexistent/dir "
+	                     "does not exist");
+	daemon_finish(&d);
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	cc_write_key(&d, "admin", "port_file", "port_file = /");
+	cc_serve_refused(&d, "[admin] port_file: / is a directory");
+	daemon_finish(&d);
+}
+
+static void test_listen_must_be_a_numeric_address_with_file_line_and_key(void **state)
+{
+	struct daemon d;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	cc_write_listen(&d, "server", "listen = localhost:28080");
+	cc_serve_refused(&d, "idemhook.ini:2: [server] listen = \"localhost:28080\": expected a "
+	                     "numeric address");
+	cc_write_listen(&d, "server", "listen = 127.0.0.1:0");
+	cc_write_listen(&d, "admin", "listen = nonsense");
+	cc_serve_refused(&d, "[admin] listen = \"nonsense\"");
+	daemon_finish(&d);
+}
+
+/* The text of section's listen line, for a port another daemon holds. */
+static void test_a_bind_error_names_the_listen_key(void **state)
+{
+	struct daemon first;
+	struct daemon d;
+	const char *args[] = {"serve", "-c", d.dm_config, NULL};
+	char line[64];
+	char *out = NULL;
+
+	(void)state;
+	fx_daemon_start(&first, FX_STRIPE_INI);
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	snprintf(line, sizeof(line), "listen = 127.0.0.1:%u", first.dm_admin_port);
+	cc_write_listen(&d, "admin", line);
+	assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, args, &out), 69);
+	assert_non_null(strstr(out, "[admin] listen: cannot listen on 127.0.0.1:"));
+	free(out);
+	daemon_finish(&d);
+
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	snprintf(line, sizeof(line), "listen = 127.0.0.1:%u", first.dm_port);
+	cc_write_listen(&d, "server", line);
+	assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, args, &out), 69);
+	assert_non_null(strstr(out, "[server] listen: cannot listen on 127.0.0.1:"));
+	free(out);
+	daemon_finish(&d);
+	daemon_finish(&first);
+}
+
+static int cc_log_count(struct daemon *d, const char *needle)
+{
+	char *text = hn_read_file(d->dm_log);
+	const char *p = text;
+	int n = 0;
+
+	while (p != NULL && (p = strstr(p, needle)) != NULL) {
+		n++;
+		p += strlen(needle);
+	}
+	free(text);
+	return n;
+}
+
+static void cc_wait_log(struct daemon *d, const char *needle, int count)
+{
+	int i;
+
+	for (i = 0; i < 500 && cc_log_count(d, needle) < count; i++) {
+		usleep(20 * 1000);
+	}
+	if (cc_log_count(d, needle) < count) {
+		char *text = hn_read_file(d->dm_log);
+
+		print_error("wanted %d x \"%s\" in the log:\n%s\n", count, needle, text);
+		free(text);
+	}
+	assert_true(cc_log_count(d, needle) >= count);
+}
+
+/* /metrics holds line (a whole sample line). */
+static int cc_metric(struct daemon *d, const char *line)
+{
+	char url[128];
+	struct hres r;
+	int found;
+
+	snprintf(url, sizeof(url), "%s/metrics", d->dm_admin_base);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	found = strstr(r.hs_body, line) != NULL;
+	hres_finish(&r);
+	return found;
+}
+
+static void cc_still_serves(struct daemon *d, const char *event_id)
+{
+	char *body = hn_stripe_event(event_id, "customer.created",
+	                             "{\"id\":\"cus_1\",\"object\":\"customer\"}");
+
+	assert_int_equal(fx_stripe_send(d, body, NULL), 200);
+	free(body);
+}
+
+static void test_a_reload_refuses_what_the_start_refuses_and_keeps_the_running_config(void **state)
+{
+	static const char *const bad[] = {
+	        FX_STRIPE_INI
+	        "[outbound]\nnotify_url = http://127.0.0.1:9/n\nnotify_compensation = refnud\n",
+	        FX_STRIPE_INI "[outbound]\nnotify_url = ftp://shop.example/notify\n",
+	        FX_STRIPE_INI "[outbound]\nnotify_url = http://127.0.0.1:9/n\nnotify_on = payd\n",
+	        FX_STRIPE_INI "[capture]\nmode = sometimes\n",
+	        FX_STRIPE_INI "[capture]\nretention = forever\n",
+	        FX_STRIPE_INI "[api]\nrate = fast\n",
+	        FX_STRIPE_INI "[api]\ntoken = shop-backend file:/nonexistent/token\n",
+	        FX_STRIPE_INI "[gc]\ninterval = soon\n",
+	        FX_STRIPE_INI "[provider stripe]\nsecret = whsec_second\n",
+	        FX_STRIPE_INI "[points]\nrate = 1/50\n",
+	        "[points]\nrate = 1/100\n",
+	};
+	struct daemon d;
+	char *good;
+	char id[32];
+	size_t head_len;
+	size_t i;
+	int refused = 0;
+
+	(void)state;
+	fx_daemon_start(&d, FX_STRIPE_INI);
+	good = hn_read_file(d.dm_config);
+	assert_non_null(good);
+	/* The harness's head (listeners, store, admin), then each bad extra. */
+	head_len = (size_t)(strstr(good, "admin_port\n\n") - good) + strlen("admin_port\n\n");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct buf b;
+
+		buf_init(&b, 0);
+		buf_printf(&b, "%.*s%s", (int)head_len, good, bad[i]);
+		assert_int_equal(daemon_write_file(&d, "idemhook.ini", b.buf_data), 0);
+		buf_finish(&b);
+		assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+		cc_wait_log(&d, "is not valid (above: file, line and key); keeping", ++refused);
+		assert_true(cc_metric(&d, "idemhook_config_last_reload_successful 0\n"));
+		assert_true(cc_metric(&d, "idemhook_config_generation 1\n"));
+		snprintf(id, sizeof(id), "evt_cc_bad_%zu", i);
+		cc_still_serves(&d, id);
+	}
+
+	/* A port file where none can be written. */
+	{
+		char *text = cc_replace_key(good, "server", "port_file",
+		                            "port_file = /nonexistent/dir/port");
+
+		assert_int_equal(daemon_write_file(&d, "idemhook.ini", text), 0);
+		free(text);
+	}
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	cc_wait_log(&d, "is not valid (above: file, line and key); keeping", ++refused);
+	assert_true(
+	        cc_log_count(&d,
+	                     "[server] port_file: the directory /nonexistent/dir does not exist") >=
+	        1);
+
+	/* Not a configuration at all: empty, a NUL byte, a directory. */
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", ""), 0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	cc_wait_log(&d, "is not valid (above: file, line and key); keeping", ++refused);
+	assert_true(cc_log_count(&d, "idemhook.ini: the file is empty") >= 1);
+	{
+		int fd = open(d.dm_config, O_WRONLY | O_TRUNC);
+
+		assert_true(fd >= 0);
+		assert_int_equal(write(fd, "\0", 1), 1);
+		assert_int_equal(write(fd, good, strlen(good)), (ssize_t)strlen(good));
+		close(fd);
+	}
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	cc_wait_log(&d, "is not valid (above: file, line and key); keeping", ++refused);
+	assert_true(cc_log_count(&d, "idemhook.ini:1: a NUL byte") >= 1);
+	assert_int_equal(unlink(d.dm_config), 0);
+	assert_int_equal(mkdir(d.dm_config, 0700), 0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	cc_wait_log(&d, "is not valid (above: file, line and key); keeping", ++refused);
+	assert_true(cc_log_count(&d, "idemhook.ini: is a directory") >= 1);
+	assert_int_equal(rmdir(d.dm_config), 0);
+	cc_still_serves(&d, "evt_cc_after_dir");
+	assert_true(cc_metric(&d, "idemhook_config_last_reload_successful 0\n"));
+
+	/* The good file again: taken, without a claim about TLS. */
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", good), 0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	cc_wait_log(&d, "SIGHUP: configuration and secrets reloaded from", 1);
+	assert_int_equal(cc_log_count(&d, "TLS certificate"), 0);
+	assert_true(cc_metric(&d, "idemhook_config_last_reload_successful 1\n"));
+	assert_true(cc_metric(&d, "idemhook_config_generation 2\n"));
+	/* The literal secret of FX_STRIPE_INI is warned about. */
+	assert_true(cc_log_count(&d, "<4>provider stripe: secret is written literally") >= 1);
+	free(good);
+	daemon_finish(&d);
+}
+
+static void test_a_reload_names_keys_that_need_a_restart_and_applies_outbound(void **state)
+{
+	struct peer *p = peer_create();
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	struct daemon d;
+	char order[64];
+	char *good;
+	struct buf b;
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(peer_default(p, NULL, &ok), 0);
+	fx_daemon_start(&d, FX_STRIPE_INI);
+	good = hn_read_file(d.dm_config);
+	assert_non_null(good);
+
+	/* [outbound] added by a reload, and two keys that need a restart. */
+	buf_init(&b, 0);
+	buf_printf(&b,
+	           "%s\n[outbound]\nnotify_url = %s/notify\nretry_base = 100ms\npoll = 100ms\n\n"
+	           "[store]\nbusy_timeout_ms = 1234\n\n[capture]\nmode = off\n",
+	           good, peer_base(p));
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", b.buf_data), 0);
+	buf_finish(&b);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	cc_wait_log(&d, "; not in effect until a restart: [store] busy_timeout_ms, [capture] mode",
+	            1);
+	cc_wait_log(&d, "SIGHUP: outbound worker restarted with the new [outbound] settings", 1);
+	/* plain http:// and no signing_secret: warned about, taken */
+	assert_true(cc_log_count(&d, "[outbound] notify_url: plain http:// and unsigned") >= 1);
+	assert_true(cc_metric(
+	        &d,
+	        "idemhook_config_restart_pending{section=\"store\",key=\"busy_timeout_ms\"} 1\n"));
+	assert_true(cc_metric(
+	        &d, "idemhook_config_restart_pending{section=\"capture\",key=\"mode\"} 1\n"));
+	assert_true(cc_metric(&d, "idemhook_config_last_reload_successful 1\n"));
+
+	/* The worker the reload started delivers the notification. */
+	fx_order(&d, 1999, "usd", order);
+	assert_int_equal(fx_stripe_pay(&d, "evt_cc_paid", order, 1999, "usd"), 200);
+	assert_int_equal(peer_wait(p, 1, 15000), 1);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT COUNT(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                15),
+	                 1);
+
+	/* Back to the start's values: nothing pending any more. */
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", good), 0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	cc_wait_log(&d, "SIGHUP: outbound worker stopped (no call configured)", 1);
+	assert_false(cc_metric(&d, "idemhook_config_restart_pending{"));
+	free(good);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
+static void test_commands_that_verify_nothing_run_without_the_provider_secrets(void **state)
+{
+	struct daemon d;
+	char creds[700];
+	char *out = NULL;
+	const char *migrate[] = {"-c", d.dm_config, "migrate", NULL};
+	const char *stats[] = {"-c", d.dm_config, "stats", NULL};
+	const char *events[] = {"-c", d.dm_config, "events", "list", "--failed", NULL};
+	const char *outbox[] = {"-c", d.dm_config, "outbox", "list", "--status", "dead", NULL};
+	const char *gc_dry[] = {"-c", d.dm_config, "gc", "--dry-run", NULL};
+	const char *gc_vacuum[] = {"-c", d.dm_config, "gc", "--vacuum", NULL};
+	const char *reconcile[] = {"-c", d.dm_config, "reconcile", NULL};
+	const char *serve[] = {"-c", d.dm_config, "serve", "--no-migrate", NULL};
+	const char *const *cmds[] = {migrate, stats, events, outbox, gc_dry, gc_vacuum};
+	size_t i;
+	int rc;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, CC_SECRET_INI), 0);
+	/* As run by hand outside the service: no $CREDENTIALS_DIRECTORY. */
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		rc = cc_run(NULL, NULL, CC_RUN_LIMIT_S, cmds[i], &out);
+		if (rc != 0) {
+			print_error("%s %s exited %d:\n%s\n", cmds[i][2],
+			            cmds[i][3] ? cmds[i][3] : "", rc, out);
+		}
+		assert_int_equal(rc, 0);
+		assert_null(strstr(out, "secret"));
+		free(out);
+	}
+	/* A command that signs needs the secret, and says where it looked. */
+	if (access("/run/credentials/idemhook.service/stripe-secret", F_OK) < 0) {
+		assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, reconcile, &out), 78);
+		assert_non_null(strstr(
+		        out, "$CREDENTIALS_DIRECTORY is not set, and "
+		             "/run/credentials/idemhook.service/stripe-secret cannot be read"));
+		free(out);
+	}
+	/* serve --no-migrate after migrate, with the secret as systemd gives it. */
+	snprintf(creds, sizeof(creds), "%s/creds", d.dm_dir);
+	assert_int_equal(mkdir(creds, 0700), 0);
+	assert_int_equal(daemon_write_file(&d, "creds/stripe-secret", FX_STRIPE_SECRET "\n"), 0);
+	rc = cc_run(NULL, creds, 3, serve, &out);
+	assert_int_equal(rc, 128 + SIGALRM);
+	assert_non_null(strstr(out, "listening on 127.0.0.1:"));
+	assert_null(strstr(out, "<3>"));
+	free(out);
+	daemon_finish(&d);
+}
+
+static void test_a_secret_reference_without_a_name_is_refused_by_every_command(void **state)
+{
+	struct daemon d;
+	const char *stats[] = {"-c", d.dm_config, "stats", NULL};
+	char *out = NULL;
+
+	(void)state;
+	assert_int_equal(
+	        daemon_init(&d, "[provider stripe]\ntype = stripe\nsecret = credential:\n"), 0);
+	assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, stats, &out), 78);
+	assert_non_null(strstr(
+	        out,
+	        "idemhook.ini:17: [provider stripe] secret = \"credential:\": credential: needs"));
+	free(out);
+	daemon_finish(&d);
+}
+
+static void test_without_any_configuration_a_command_says_so(void **state)
+{
+	struct daemon d;
+	const char *stats[] = {"stats", NULL};
+	char *out = NULL;
+
+	(void)state;
+	if (access("/etc/idemhook/idemhook.ini", F_OK) == 0 ||
+	    access("/usr/local/etc/idemhook/idemhook.ini", F_OK) == 0) {
+		skip();
+	}
+	assert_int_equal(daemon_init(&d, NULL), 0);
+	assert_int_equal(cc_run(d.dm_dir, NULL, CC_RUN_LIMIT_S, stats, &out), 78);
+	assert_non_null(strstr(out, "no configuration given"));
+	assert_null(strstr(out, "sqlite"));
+	free(out);
+	daemon_finish(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_serve_refuses_a_bad_section_before_opening_the_database),
+	        cmocka_unit_test(test_a_second_serve_on_a_running_database_gets_the_config_error),
+	        cmocka_unit_test(test_listen_must_be_a_numeric_address_with_file_line_and_key),
+	        cmocka_unit_test(test_port_files_must_be_writable_where_they_are_named),
+	        cmocka_unit_test(test_a_bind_error_names_the_listen_key),
+	        cmocka_unit_test(
+	                test_a_reload_refuses_what_the_start_refuses_and_keeps_the_running_config),
+	        cmocka_unit_test(test_a_reload_names_keys_that_need_a_restart_and_applies_outbound),
+	        cmocka_unit_test(
+	                test_commands_that_verify_nothing_run_without_the_provider_secrets),
+	        cmocka_unit_test(
+	                test_a_secret_reference_without_a_name_is_refused_by_every_command),
+	        cmocka_unit_test(test_without_any_configuration_a_command_says_so),
+	};
+
+	return cmocka_run_group_tests_name("configuration check", tests, NULL, NULL);
+}

@@ -1,0 +1,265 @@
+/* test_migrate_pages_e2e.c: `idemhook migrate` carries a database of the
+ * schema before migration fewer_pages_per_callback, with rows in it, forward
+ * on SQLite and (suite postgresql) on PostgreSQL: every order reference is
+ * kept, the table takes its new form (SQLite: WITHOUT ROWID), the index no
+ * query reads is gone, and a refund that names only the payment still finds
+ * its order through the migrated table; and a new SQLite database is made
+ * with the page size the benchmark chose. */
+#include <dirent.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "fixtures.h"
+#include "pgserver.h"
+#include "provider_e2e.h"
+
+#define T_MIGRATION "_fewer_pages_per_callback.sql"
+#define T_FILES_MAX 64
+
+static int t_name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Appends the migrations of dir that come before T_MIGRATION to sql, in
+ * order; returns the schema version they make (files are numbered from 1
+ * without gaps), or -1. */
+static int t_previous_migrations(const char *dir, struct buf *sql)
+{
+	char *names[T_FILES_MAX];
+	struct dirent *de;
+	size_t n = 0;
+	size_t i;
+	int version = -1;
+	DIR *d = opendir(dir);
+
+	if (d == NULL) {
+		return -1;
+	}
+	while ((de = readdir(d)) != NULL && n < T_FILES_MAX) {
+		size_t len = strlen(de->d_name);
+
+		if (len > 4 && strcmp(de->d_name + len - 4, ".sql") == 0 && de->d_name[0] >= '0' &&
+		    de->d_name[0] <= '9') {
+			names[n++] = strdup(de->d_name);
+		}
+	}
+	closedir(d);
+	qsort(names, n, sizeof(names[0]), t_name_cmp);
+	for (i = 0; i < n; i++) {
+		char path[1024];
+		char chunk[4096];
+		size_t got;
+		FILE *f;
+
+		if (strstr(names[i], T_MIGRATION) != NULL) {
+			version = (int)i;
+			break;
+		}
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		f = fopen(path, "rb");
+		if (f == NULL) {
+			break;
+		}
+		while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+			buf_append(sql, chunk, got);
+		}
+		buf_printf(sql, "\n;\n");
+		fclose(f);
+	}
+	for (i = 0; i < n; i++) {
+		free(names[i]);
+	}
+	return version;
+}
+
+/* Rows of the schema before the migration: a paid order known under its
+ * payment and its charge, its points, and the callback that paid it (its
+ * idempotency record and event). blob is the backend's literal of a
+ * 32-byte fingerprint. */
+static void t_rows(struct buf *sql, const char *blob)
+{
+	buf_printf(
+	        sql,
+	        "INSERT INTO orders (id, amount, currency, status, provider, payment_ref, "
+	        "created_at,"
+	        " paid_at, updated_at) VALUES ('ord_pages_paid', 2000, 'USD', 'paid', 'stripe',"
+	        " 'pi_pages_paid', 1, 2, 2), ('ord_pages_pend', 500, 'EUR', 'pending', NULL, NULL, "
+	        "1,"
+	        " NULL, 1);\n"
+	        "INSERT INTO order_refs (provider, ref, order_id, kind, created_at) VALUES"
+	        " ('stripe', 'pi_pages_paid', 'ord_pages_paid', 'payment', 2),"
+	        " ('stripe', 'ch_pages_paid', 'ord_pages_paid', 'charge', 2);\n"
+	        "INSERT INTO points_ledger (order_id, reason, ref, points, created_at) VALUES"
+	        " ('ord_pages_paid', 'award', 'ord_pages_paid', 20, 2);\n"
+	        "INSERT INTO idempotency_records (scope, idem_key, status, fingerprint, "
+	        "reply_status,"
+	        " reply_content_type, reply_body, fence_token, created_at, updated_at) VALUES"
+	        " ('stripe', 'evt_pages_paid', 'done', %s, 200, 'application/json', NULL, 1, 2, "
+	        "2);\n"
+	        "INSERT INTO events (scope, idem_key, type, kind, order_ref, payment_ref, amount,"
+	        " currency, outcome, effect, received_at, processed_at) VALUES ('stripe',"
+	        " 'evt_pages_paid', 'payment_intent.succeeded', 'payment', 'ord_pages_paid',"
+	        " 'pi_pages_paid', 2000, 'USD', 'done', 'paid', 2, 2);\n",
+	        blob);
+}
+
+/* Builds d's database at the schema before the migration, with t_rows. */
+static void t_build_previous(struct daemon *d)
+{
+	const char *root = getenv("IDEMHOOK_SOURCE_ROOT");
+	int pg = d->dm_pg_db[0] != '\0';
+	char dir[700];
+	struct buf sql;
+	int version;
+
+	assert_non_null(root);
+	buf_init(&sql, 0);
+	snprintf(dir, sizeof(dir), "%s/migrations%s", root, pg ? "/postgresql" : "");
+	if (!pg) {
+		buf_printf(&sql, "PRAGMA foreign_keys = ON;\nBEGIN;\n");
+	}
+	version = t_previous_migrations(dir, &sql);
+	assert_true(version > 0);
+	if (pg) {
+		buf_printf(&sql,
+		           "CREATE TABLE idemhook_schema (version BIGINT PRIMARY KEY, name TEXT "
+		           "NOT NULL,"
+		           " applied_at BIGINT NOT NULL);\n"
+		           "INSERT INTO idemhook_schema (version, name, applied_at)"
+		           " SELECT v, 'before', 0 FROM generate_series(1, %d) AS v;\n",
+		           version);
+		t_rows(&sql, "decode(repeat('ab', 32), 'hex')");
+		assert_int_equal(
+		        pgserver_psql(pgserver_shared(NULL), d->dm_pg_db, sql.buf_data, NULL), 0);
+	} else {
+		char path[800];
+		char cmd[2048];
+		FILE *f;
+		int rc;
+
+		buf_printf(&sql, "PRAGMA user_version = %d;\n", version);
+		t_rows(&sql, "randomblob(32)");
+		buf_printf(&sql, "COMMIT;\n");
+		snprintf(path, sizeof(path), "%s/previous.sql", d->dm_dir);
+		f = fopen(path, "w");
+		assert_non_null(f);
+		fwrite(sql.buf_data, 1, sql.buf_len, f);
+		fclose(f);
+		snprintf(cmd, sizeof(cmd), "sqlite3 -bail '%s' < '%s' > /dev/null 2>&1", d->dm_db,
+		         path);
+		rc = system(cmd);
+		if (!WIFEXITED(rc) || WEXITSTATUS(rc) == 127) {
+			buf_finish(&sql);
+			skip(); /* no sqlite3 command: contrib/install-deps.sh installs it */
+		}
+		assert_int_equal(WEXITSTATUS(rc), 0);
+	}
+	buf_finish(&sql);
+}
+
+static void test_migrate_keeps_order_refs_in_their_new_form(void **state)
+{
+	static const char *const args[] = {"migrate", NULL};
+	const char *refs =
+	        "SELECT provider, ref, order_id, kind, created_at FROM order_refs ORDER BY ref";
+	char *after;
+	struct daemon d;
+	struct hres r;
+	char *body;
+	int pg;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	pg = d.dm_pg_db[0] != '\0';
+	t_build_previous(&d);
+	assert_int_equal(daemon_cli(&d, 1, args, NULL), 0);
+
+	after = hn_db_dump(d.dm_db, refs);
+	assert_non_null(after);
+	assert_string_equal(after, "stripe|ch_pages_paid|ord_pages_paid|charge|2\n"
+	                           "stripe|pi_pages_paid|ord_pages_paid|payment|2\n");
+	assert_int_equal(
+	        e2e_db_int(&d, "SELECT COUNT(*) FROM events WHERE idem_key = 'evt_pages_paid'"), 1);
+	assert_int_equal(
+	        e2e_db_int(&d, "SELECT COUNT(*) FROM idempotency_records WHERE status = 'done'"),
+	        1);
+	if (pg) {
+		assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM pg_indexes WHERE indexname = "
+		                                "'order_refs_order'"),
+		                 0);
+	} else {
+		assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM sqlite_master WHERE name = "
+		                                "'order_refs_order'"),
+		                 0);
+		assert_int_equal(
+		        e2e_db_int(&d,
+		                   "SELECT COUNT(*) FROM sqlite_master WHERE name = 'order_refs'"
+		                   " AND sql LIKE '%%WITHOUT ROWID'"),
+		        1);
+	}
+
+	/* The daemon on the migrated database: a refund naming only the charge
+	 * finds its order through order_refs, and the callback stored before
+	 * the upgrade is still a duplicate. */
+	assert_int_equal(daemon_start(&d), 0);
+	body = hn_stripe_event("evt_pages_refund", "charge.refunded",
+	                       "{\"id\":\"ch_pages_paid\",\"object\":\"charge\",\"amount\":2000,"
+	                       "\"amount_refunded\":2000,\"currency\":\"usd\",\"payment_intent\":"
+	                       "\"pi_pages_paid\",\"metadata\":{}}");
+	assert_int_equal(hn_post_stripe(&d, "stripe", FX_STRIPE_SECRET, body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	assert_non_null(strstr(r.hs_body, "\"outcome\":\"refunded\""));
+	hres_finish(&r);
+	free(body);
+	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM orders WHERE id = 'ord_pages_paid'"
+	                                " AND status = 'refunded'"),
+	                 1);
+	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM order_refs"), 2);
+	free(after);
+	daemon_finish(&d);
+}
+
+/* A new SQLite database is made with 1 KiB pages; one made before keeps
+ * its page size through the migration (SQLite cannot change it in WAL). */
+static void test_new_database_has_small_pages(void **state)
+{
+	static const char *const args[] = {"migrate", NULL};
+	struct daemon d;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	if (d.dm_pg_db[0] != '\0') {
+		daemon_finish(&d);
+		skip(); /* PostgreSQL's pages are the server's */
+	}
+	assert_int_equal(daemon_cli(&d, 1, args, NULL), 0);
+	assert_int_equal(e2e_db_int(&d, "SELECT page_size FROM pragma_page_size"), 1024);
+	daemon_finish(&d);
+
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	t_build_previous(&d);
+	assert_int_equal(daemon_cli(&d, 1, args, NULL), 0);
+	assert_int_equal(e2e_db_int(&d, "SELECT page_size FROM pragma_page_size"), 4096);
+	daemon_finish(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_migrate_keeps_order_refs_in_their_new_form),
+	        cmocka_unit_test(test_new_database_has_small_pages),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
