@@ -1508,6 +1508,53 @@ static void outbox_error_text(const struct outbox_result *res, char *out, size_t
 	out[n] = '\0';
 }
 
+/* Keeps the attempt in outbox_attempts (the console's and `outbox show`'s
+ * history), and only the newest OUTBOX_ATTEMPTS_KEPT of the row. */
+static int outbox_record_attempt(struct store_tx *tx, const struct outbox_row *r,
+                                 const struct outbox_result *res, int64_t now)
+{
+	char excerpt[OUTBOX_ERROR_MAX];
+	size_t n = 0;
+	size_t i;
+
+	for (i = 0; res->ors_body != NULL && i < res->ors_body_len && n + 1 < sizeof(excerpt); i++) {
+		unsigned char c = (unsigned char)res->ors_body[i];
+
+		excerpt[n++] = (c >= 0x20 && c < 0x7f) ? (char)c : ' ';
+	}
+	excerpt[n] = '\0';
+	{
+		struct store_value p[] = {
+		        store_int(r->or_id),
+		        store_int(r->or_attempts),
+		        store_int(now),
+		        res->ors_http_status != 0 ? store_int(res->ors_http_status) : store_null(),
+		        store_text(res->ors_http_status == 0
+		                           ? (res->ors_error != NULL ? res->ors_error : "no answer")
+		                           : NULL),
+		        store_int(res->ors_latency_ms),
+		        store_text(n > 0 ? excerpt : NULL),
+		};
+
+		if (store_exec(tx,
+		               "INSERT INTO outbox_attempts (outbox_id, attempt, at, http_status, error,"
+		               " latency_ms, excerpt) VALUES (?, ?, ?, ?, ?, ?, ?)",
+		               p, 7, NULL) < 0) {
+			return -1;
+		}
+	}
+	{
+		struct store_value p[] = {store_int(r->or_id), store_int(r->or_id),
+		                          store_int(OUTBOX_ATTEMPTS_KEPT)};
+
+		return store_exec(tx,
+		                  "DELETE FROM outbox_attempts WHERE outbox_id = ? AND id NOT IN"
+		                  " (SELECT id FROM outbox_attempts WHERE outbox_id = ?"
+		                  " ORDER BY id DESC LIMIT ?)",
+		                  p, 3, NULL);
+	}
+}
+
 static int outbox_complete_tx(struct store_tx *tx, void *arg)
 {
 	struct outbox_complete_ctx *ctx = arg;
@@ -1543,6 +1590,9 @@ static int outbox_complete_tx(struct store_tx *tx, void *arg)
 		return -1;
 	}
 	outbox_error_text(res, err, sizeof(err));
+	if (outbox_record_attempt(tx, r, res, now) < 0) {
+		goto fail;
+	}
 	if (cls == OUTBOX_SUCCESS) {
 		struct store_value p[] = {store_int(now), store_int(now),
 		                          store_int(res->ors_http_status), store_int(r->or_id)};

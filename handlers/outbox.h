@@ -23,6 +23,7 @@ struct orders_conf;
 #define OUTBOX_RESPONSE_MAX_DEFAULT                                                                \
 	(64 * 1024)                 /* bytes of a response read, then the transfer ends */
 #define OUTBOX_ERROR_MAX 200        /* bytes of last_error kept per row */
+#define OUTBOX_ATTEMPTS_KEPT 20     /* newest attempts kept per row in outbox_attempts */
 #define OUTBOX_REFUND_CALL "refund" /* call type of compensation refund rows */
 
 /* Effects a call type may be queued on (bit set); docs/outbound.md. */
@@ -204,6 +205,7 @@ struct outbox_result {
 	const char *ors_body;  /* response body (capped), may be NULL */
 	size_t ors_body_len;
 	int64_t ors_retry_after_ms; /* -1 when none */
+	int64_t ors_latency_ms; /* from the start of the transfer to its end; 0 when unknown */
 };
 
 /* Records an attempt's outcome for a leased row, if the lease token still

@@ -606,7 +606,9 @@ static int adyen_receive(const struct provider_conf *pc, const struct http_reque
 		if (adyen_item_event(pc, provider_json_path(it, "NotificationRequestItem"), ev,
 		                     ret_verdict) < 0) {
 			goto fail_batch;
-		}
+		}	/* The batch's "live" flag: "false" from Adyen's test platform. */
+		ev->ev_test_mode = provider_json_string(root, "live") != NULL &&
+		                   strcmp(provider_json_string(root, "live"), "false") == 0;
 	}
 	cJSON_Delete(root);
 	return 0;

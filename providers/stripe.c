@@ -402,11 +402,13 @@ done:
 }
 
 /* Appends one event to b: key id, recorded type, the business fields read
- * from obj as a snapshot event of norm_type, the fingerprint and the
- * payload raw. Returns 0, or -1 with v set and b as it was. */
+ * from obj as a snapshot event of norm_type, the fingerprint, test_mode
+ * (the event's livemode is false) and the payload raw. Returns 0, or -1 with v set and b as it was.
+ */
 static int stripe_event_add(struct event_batch *b, const char *id, const char *type,
                             const char *norm_type, int64_t created_s, const cJSON *obj,
-                            const void *raw, size_t raw_len, struct provider_verdict *v)
+                            int test_mode, const void *raw, size_t raw_len,
+                            struct provider_verdict *v)
 {
 	struct event *ev = event_batch_add(b);
 
@@ -420,6 +422,7 @@ static int stripe_event_add(struct event_batch *b, const char *id, const char *t
 	if (stripe_normalize(id, norm_type, created_s, obj, ev, v) < 0) {
 		goto fail;
 	}
+	ev->ev_test_mode = test_mode;
 	if (stripe_fingerprint(norm_type, obj, ev) < 0 ||
 	    provider_set_payload(ev, raw, raw_len) < 0) {
 		provider_refuse(v, 503, "out_of_memory", NULL);
@@ -454,12 +457,13 @@ static int stripe_event_read(const cJSON *root, const void *raw, size_t raw_len,
 		return provider_refuse(v, 400, "missing_key", "The event has no id.");
 	}
 	created = cJSON_GetObjectItemCaseSensitive(root, "created");
-	return stripe_event_add(b, id, type, type,
-	                        cJSON_IsNumber(created) && created->valuedouble > 0 &&
-	                                        created->valuedouble < 1e11
-	                                ? (int64_t)created->valuedouble
-	                                : 0,
-	                        obj, raw, raw_len, v);
+	return stripe_event_add(
+	        b, id, type, type,
+	        cJSON_IsNumber(created) && created->valuedouble > 0 && created->valuedouble < 1e11
+	                ? (int64_t)created->valuedouble
+	                : 0,
+	        obj, cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "livemode")), raw,
+	        raw_len, v);
 }
 
 /* ---- thin events (event destinations, docs/providers.md) ---- */
@@ -539,6 +543,7 @@ static int stripe_thin_read(const struct stripe_state *st, const cJSON *root, co
 	}
 	ev->ev_occurred_ms =
 	        stripe_v2_created(cJSON_GetObjectItemCaseSensitive(root, "created")) * 1000;
+	ev->ev_test_mode = cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "livemode"));
 	/* Semantic: the type and what it is about; not delivery details. */
 	if (buf_puts(&fp, "{\"thin\":") < 0 || buf_json_string(&fp, type) < 0 ||
 	    buf_puts(&fp, ",\"related_object\":") < 0 ||
@@ -870,7 +875,9 @@ static int stripe_fetch_answer(const struct provider_query *q, const struct http
 	}
 	rc = stripe_event_add(&ret->pa_events, id, type, stripe_thin_snapshot_type(type),
 	                      stripe_v2_created(cJSON_GetObjectItemCaseSensitive(root, "created")),
-	                      obj, resp->hcr_body, resp->hcr_body_len, &v);
+	                      obj,
+	                      cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(root, "livemode")),
+	                      resp->hcr_body, resp->hcr_body_len, &v);
 	cJSON_Delete(empty);
 	cJSON_Delete(root);
 	if (rc < 0) {

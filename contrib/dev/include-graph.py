@@ -40,8 +40,10 @@ FOLDER_DEPS = {
     'handlers': ['receiver/common', 'receiver/transport', 'receiver/engine/store', 'providers'],
     'receiver/engine': ['receiver/common', 'receiver/transport', 'receiver/engine/store', 'providers',
                         'handlers'],
+    'receiver/console': ['receiver/common', 'receiver/transport', 'receiver/engine/store',
+                         'providers', 'handlers', 'receiver/engine'],
     'receiver/cli': ['receiver/common', 'receiver/transport', 'receiver/engine/store', 'providers',
-                     'handlers', 'receiver/engine'],
+                     'handlers', 'receiver/engine', 'receiver/console'],
 }
 
 # Files that are parts of another module: the store's engines and the
@@ -50,7 +52,8 @@ PART_OF = {'store_engine': 'store', 'store_pg': 'store', 'store_sqlite': 'store'
 
 # Headers that are not modules of the scanned tree (generated at build time
 # or living elsewhere): ignored.
-EXTERNAL = {'build_config.h', 'migrations.h', 'checkout_assets.h', 'senders_data.h'}
+EXTERNAL = {'build_config.h', 'migrations.h', 'checkout_assets.h', 'senders_data.h',
+            'console_assets.h'}
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -4,6 +4,7 @@
 #ifndef IDEMHOOK_CLI_H
 #define IDEMHOOK_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sysexits.h>
@@ -115,6 +116,11 @@ int cli_take_flag(int *argc, char **argv, const char *flag);
  * returns -1 when it is not 1..CLI_LIMIT_MAX. */
 int cli_parse_limit(const char *cmd, const char *arg, int64_t *ret);
 
+/* The name the CLI records its actions under in the audit log:
+ * "cli:USER" ($SUDO_USER under sudo). */
+void cli_actor(char *out, size_t size);
+
+extern const struct cli_command cli_cmd_audit;
 extern const struct cli_command cli_cmd_events;
 extern const struct cli_command cli_cmd_gc;
 extern const struct cli_command cli_cmd_ips;

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "ingest.h"
 #include "config.h"
+#include "console_db.h"
 #include "event.h"
 #include "json.h"
 #include "orders.h"
@@ -26,7 +27,7 @@
 /* A thin event waiting for its full event is done with effect to_fetch
  * (ingest.h): listed as fetching. */
 #define CMD_EVENTS_STATUS                                                                          \
-	"(CASE WHEN outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' THEN 'fetching' "     \
+	"(CASE WHEN outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' THEN 'fetching' "   \
 	"ELSE outcome END)"
 struct cmd_events_one {
 	int64_t eo_id;
@@ -38,10 +39,16 @@ static void cmd_events_usage(FILE *out)
 {
 	fprintf(out,
 	        "usage: idemhook [-c FILE] events list [--status done|failed|fetching | --failed]\n"
-	        "                                  [--provider NAME] [--source callback|reconcile]\n"
+	        "                                  [--provider NAME] [--source "
+	        "callback|reconcile]\n"
 	        "                                  [--order ORDER_ID] [--limit N] [--json]\n"
 	        "       idemhook [-c FILE] events show ID [--json]\n"
-	        "       idemhook [-c FILE] events reprocess ID\n\n"
+	        "       idemhook [-c FILE] events reprocess ID\n"
+	        "       idemhook [-c FILE] events dismiss ID... --reason TEXT\n"
+	        "       idemhook [-c FILE] events dismiss --reason TEXT [--provider NAME]\n"
+	        "                [--failed-reason SLUG] [--source S] [--order ID] [--key-prefix "
+	        "P]\n"
+	        "                [--test-mode | --live] [--confirm N]\n\n"
 	        "list shows processed callbacks, newest first (default limit 50); SOURCE says\n"
 	        "whether the provider sent the event (callback) or reconciliation asked for it\n"
 	        "(reconcile, see idemhook reconcile). --failed is --status failed: the events\n"
@@ -53,7 +60,12 @@ static void cmd_events_usage(FILE *out)
 	        "reprocess runs a failed event through the business handler again (for\n"
 	        "example after its missing order was created): the order still moves only\n"
 	        "through conditional updates, the event row and the idempotency record get\n"
-	        "the new outcome and reply, and a second reprocess of a done event is refused.\n\n"
+	        "the new outcome and reply, and a second reprocess of a done event is refused.\n"
+	        "dismiss closes failed events that can never apply (a test payment, a payment\n"
+	        "made outside the shop) with a reason: they stay failed but leave\n"
+	        "idemhook_events_failed_open and its alert. By filter, it first prints how many\n"
+	        "open failed events match; run it again with --confirm N to dismiss exactly\n"
+	        "those N. Each dismissal is in the audit log (idemhook audit list).\n\n"
 	        "Exit status: 0 done, 64 usage (an unknown provider too), 65 refused,\n"
 	        "66 no such event, 69 database unavailable, 75 database busy or failing.\n");
 }
@@ -133,7 +145,8 @@ static int cmd_events_list_unit(struct store_tx *tx, void *arg)
 	        tx,
 	        "SELECT id, received_at, scope, idem_key, kind, order_ref, " CMD_EVENTS_STATUS ","
 	        " CASE outcome WHEN 'failed' THEN reason ELSE effect END, reprocessed, source"
-	        " FROM events WHERE (? IS NULL OR " CMD_EVENTS_STATUS " = ?) AND (? IS NULL OR scope = ?)"
+	        " FROM events WHERE (? IS NULL OR " CMD_EVENTS_STATUS
+	        " = ?) AND (? IS NULL OR scope = ?)"
 	        " AND (? IS NULL OR source = ?) AND (? IS NULL OR order_ref = ?)"
 	        " ORDER BY id DESC LIMIT ?",
 	        p, 9, cmd_events_list_row, el);
@@ -207,7 +220,8 @@ static int cmd_events_list(int argc, char **argv, const struct config *cf, struc
 		if (c == 's') {
 			if (strcmp(optarg, "done") != 0 && strcmp(optarg, "failed") != 0 &&
 			    strcmp(optarg, "fetching") != 0) {
-				fprintf(stderr, "idemhook events: --status is done, failed or fetching\n");
+				fprintf(stderr,
+				        "idemhook events: --status is done, failed or fetching\n");
 				return EX_USAGE;
 			}
 			if (el.el_status != NULL && strcmp(el.el_status, optarg) != 0) {
@@ -227,7 +241,8 @@ static int cmd_events_list(int argc, char **argv, const struct config *cf, struc
 			el.el_provider = optarg;
 		} else if (c == 'o') {
 			if (strcmp(optarg, "callback") != 0 && strcmp(optarg, "reconcile") != 0) {
-				fprintf(stderr, "idemhook events: --source is callback or reconcile\n");
+				fprintf(stderr,
+				        "idemhook events: --source is callback or reconcile\n");
 				return EX_USAGE;
 			}
 			el.el_source = optarg;
@@ -279,9 +294,9 @@ static void cmd_events_show_json(const struct store_row *row)
 		const char *name;
 		size_t col;
 	} texts[] = {
-	        {"provider", 1}, {"key", 2},     {"type", 3},    {"kind", 4},
+	        {"provider", 1}, {"key", 2},         {"type", 3},       {"kind", 4},
 	        {"order", 5},    {"payment_ref", 6}, {"refund_ref", 7}, {"currency", 9},
-	        {"source", 18},  {"outcome", 12}, {"effect", 13}, {"reason", 14},
+	        {"source", 18},  {"outcome", 12},    {"effect", 13},    {"reason", 14},
 	};
 	size_t i;
 
@@ -306,7 +321,8 @@ static void cmd_events_show_json(const struct store_row *row)
 	if (store_row_is_null(row, 11) || row->sr_cols[11].sv_len == 0) {
 		printf("null");
 	} else {
-		cJSON *j = json_parse_strict(row->sr_cols[11].sv_text, row->sr_cols[11].sv_len, NULL);
+		cJSON *j =
+		        json_parse_strict(row->sr_cols[11].sv_text, row->sr_cols[11].sv_len, NULL);
 
 		if (j != NULL) {
 			fwrite(row->sr_cols[11].sv_text, 1, row->sr_cols[11].sv_len, stdout);
@@ -343,12 +359,9 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 	       "payment ref:     %s\n"
 	       "refund ref:      %s\n",
 	       store_row_int(row, 0), cli_or_dash(store_row_text(row, 1)),
-	       cli_or_dash(store_row_text(row, 2)),
-	       cli_or_dash(store_row_text(row, 3)),
-	       cli_or_dash(store_row_text(row, 4)),
-	       cli_or_dash(store_row_text(row, 5)),
-	       cli_or_dash(store_row_text(row, 6)),
-	       cli_or_dash(store_row_text(row, 7)));
+	       cli_or_dash(store_row_text(row, 2)), cli_or_dash(store_row_text(row, 3)),
+	       cli_or_dash(store_row_text(row, 4)), cli_or_dash(store_row_text(row, 5)),
+	       cli_or_dash(store_row_text(row, 6)), cli_or_dash(store_row_text(row, 7)));
 	if (store_row_is_null(row, 8)) {
 		printf("amount:          -\n");
 	} else {
@@ -365,9 +378,8 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 	       "reprocessed:     %" PRId64 " time(s)\n"
 	       "payload:\n",
 	       cli_or_dash(store_row_text(row, 18)), cli_or_dash(store_row_text(row, 12)),
-	       cli_or_dash(store_row_text(row, 13)),
-	       cli_or_dash(store_row_text(row, 14)), received, processed,
-	       store_row_int(row, 17));
+	       cli_or_dash(store_row_text(row, 13)), cli_or_dash(store_row_text(row, 14)), received,
+	       processed, store_row_int(row, 17));
 	if (!store_row_is_null(row, 11)) {
 		fwrite(row->sr_cols[11].sv_text, 1, row->sr_cols[11].sv_len, stdout);
 	}
@@ -380,7 +392,6 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 	" refund_cumulative, payload, outcome, effect, reason, received_at, processed_at, "        \
 	"reprocessed, source"
 
-
 static int cmd_events_show_unit(struct store_tx *tx, void *arg)
 {
 	struct cmd_events_one *one = arg;
@@ -390,217 +401,181 @@ static int cmd_events_show_unit(struct store_tx *tx, void *arg)
 	                        cmd_events_show_row, one);
 }
 
-/* ---- reprocess ---- */
+/* ---- dismiss ---- */
 
-enum cmd_events_rp_state {
-	CMD_EVENTS_RP_DONE = 0,
-	CMD_EVENTS_RP_UNKNOWN,
-	CMD_EVENTS_RP_NOT_FAILED,
-	CMD_EVENTS_RP_PROVIDER_REFUSED,
-};
-
-struct cmd_events_rp {
-	int64_t rp_id;
-	const struct config *rp_cf;
-	enum cmd_events_rp_state rp_state;
-	struct orders_result rp_res;
-	int rp_reply_updated;
-	int64_t rp_records_updated;
-};
-
-static char *cmd_events_dup(const struct store_row *row, size_t i)
+static int cmd_events_dismiss_ids(int argc, char **argv, int first, const char *reason,
+                                  struct store *st)
 {
-	const char *s = store_row_text(row, i);
+	char actor[CONSOLE_DB_ACTOR_MAX];
+	char msg[CONSOLE_DB_MSG_MAX];
+	int rc = EX_OK;
+	int64_t id;
+	int i;
+	int r;
 
-	return s != NULL ? strdup(s) : NULL;
-}
-
-/* The struct event as the ingest path built it, from the stored row. */
-static int cmd_events_rebuild(const struct store_row *row, struct event *ev)
-{
-	const char *kind = store_row_text(row, 4);
-	const char *currency = store_row_text(row, 9);
-	const struct store_value *payload = &row->sr_cols[11];
-
-	memset(ev, 0, sizeof(*ev));
-	ev->ev_amount = -1;
-	ev->ev_key = cmd_events_dup(row, 2);
-	ev->ev_type = cmd_events_dup(row, 3);
-	ev->ev_order_ref = cmd_events_dup(row, 5);
-	ev->ev_payment_ref = cmd_events_dup(row, 6);
-	ev->ev_refund_ref = cmd_events_dup(row, 7);
-	if (ev->ev_key == NULL) {
-		return -1;
-	}
-	ev->ev_kind = event_kind_from_name(kind);
-	if (!store_row_is_null(row, 8)) {
-		ev->ev_amount = store_row_int(row, 8);
-	}
-	if (currency != NULL && strlen(currency) < sizeof(ev->ev_currency)) {
-		memcpy(ev->ev_currency, currency, strlen(currency) + 1);
-	}
-	ev->ev_refund_cumulative = store_row_int(row, 10) != 0;
-	if (payload->sv_type == STORE_TEXT || payload->sv_type == STORE_BLOB) {
-		ev->ev_payload = malloc(payload->sv_len + 1);
-		if (ev->ev_payload == NULL) {
-			return -1;
+	cli_actor(actor, sizeof(actor));
+	for (i = first; i < argc; i++) {
+		if (cli_parse_id(argv[i], &id) < 0) {
+			fprintf(stderr, "idemhook events dismiss: \"%s\" is not an event ID\n",
+			        argv[i]);
+			return EX_USAGE;
 		}
-		memcpy(ev->ev_payload, payload->sv_text, payload->sv_len);
-		ev->ev_payload[payload->sv_len] = '\0';
-		ev->ev_payload_len = payload->sv_len;
-		event_fingerprint(ev, ev->ev_payload, ev->ev_payload_len);
 	}
-	return 0;
-}
-
-static int cmd_events_reprocess_unit(struct store_tx *tx, void *arg)
-{
-	struct cmd_events_rp *rp = arg;
-	const struct config *cf = rp->rp_cf;
-	const struct provider_conf *pc;
-	struct store_value p[9];
-	struct event_outcome out;
-	struct orders_conf oc;
-	struct store_row row;
-	struct reply reply;
-	struct event ev;
-	const char *scope;
-	const char *reason;
-	int rc;
-
-	reply_init(&reply);
-	memset(&ev, 0, sizeof(ev));
-	memset(&rp->rp_res, 0, sizeof(rp->rp_res));
-	p[0] = store_int(rp->rp_id);
-	rc = store_query(tx, "SELECT " CMD_EVENTS_COLUMNS " FROM events WHERE id = ?", p, 1, &row);
-	if (rc < 0) {
-		return -1;
-	}
-	if (rc == 0) {
-		rp->rp_state = CMD_EVENTS_RP_UNKNOWN;
-		return 0;
-	}
-	/* Read and decided inside the writer's transaction: a concurrent
-	 * reprocess of the same event sees the outcome this one leaves. */
-	reason = store_row_text(&row, 14);
-	if (store_row_text(&row, 12) == NULL || strcmp(store_row_text(&row, 12), "failed") != 0) {
-		rp->rp_state = CMD_EVENTS_RP_NOT_FAILED;
-		rc = 0;
-		goto out;
-	}
-	if (reason != NULL && strcmp(reason, "refused_by_provider_rules") == 0) {
-		rp->rp_state = CMD_EVENTS_RP_PROVIDER_REFUSED;
-		rc = 0;
-		goto out;
-	}
-	rc = -1;
-	if (cmd_events_rebuild(&row, &ev) < 0) {
-		fprintf(stderr, "idemhook events: out of memory\n");
-		goto out;
-	}
-	scope = store_row_text(&row, 1);
-	oc.oc_points_num = cf->cf_points_num;
-	oc.oc_points_den = cf->cf_points_den;
-	if (orders_apply_event(tx, &oc, scope, &ev, &rp->rp_res) < 0) {
-		goto out;
-	}
-	if (!rp->rp_res.or_refused && rp->rp_res.or_order_id[0] != '\0') {
-		size_t i;
-
-		for (i = 0; i < rp->rp_res.or_n_effects; i++) {
-			if (outbox_on_effect(tx, cf, scope, rp->rp_res.or_order_id,
-			                     rp->rp_res.or_effects[i]) < 0) {
-				goto out;
+	for (i = first; i < argc; i++) {
+		cli_parse_id(argv[i], &id);
+		r = console_db_dismiss(st, cli_now_ms(), actor, id, reason, msg, sizeof(msg));
+		if (r < 0) {
+			fprintf(stderr,
+			        "idemhook events: dismissing event %" PRId64
+			        " failed; it is unchanged\n",
+			        id);
+			return EX_TEMPFAIL;
+		}
+		if (r == CONSOLE_DB_OK) {
+			printf("%s\n", msg);
+		} else {
+			fprintf(stderr, "idemhook events: %s\n", msg);
+			/* The first failure decides: not found 66, refused 65. */
+			if (rc == EX_OK) {
+				rc = r == CONSOLE_DB_UNKNOWN ? CLI_EX_NOT_FOUND : EX_DATAERR;
 			}
 		}
 	}
-	p[0] = store_text(rp->rp_res.or_refused ? "failed" : "done");
-	p[1] = store_text(rp->rp_res.or_effect);
-	p[2] = store_text(rp->rp_res.or_refused ? rp->rp_res.or_reason : NULL);
-	p[3] = store_int(store_tx_now(tx));
-	p[4] = store_int(rp->rp_id);
-	if (store_exec(tx,
-	               "UPDATE events SET outcome = ?, effect = ?, reason = ?, processed_at = ?,"
-	               " reprocessed = reprocessed + 1 WHERE id = ? AND outcome = 'failed'",
-	               p, 5, NULL) < 0) {
-		goto out;
-	}
-	/* The stored reply follows the new outcome, so a later redelivery of
-	 * the callback replays the answer a first delivery would get now. */
-	pc = config_provider(cf, scope);
-	memset(&out, 0, sizeof(out));
-	out.eo_refused = rp->rp_res.or_refused;
-	out.eo_reason = rp->rp_res.or_refused ? rp->rp_res.or_reason : NULL;
-	out.eo_order_id = rp->rp_res.or_order_id[0] != '\0' ? rp->rp_res.or_order_id : NULL;
-	out.eo_effect = rp->rp_res.or_effect;
-	if (pc != NULL && pc->pc_provider->p_ack(pc, &ev, &out, &reply) == 0) {
-		rp->rp_reply_updated = 1;
-		p[0] = store_text(rp->rp_res.or_refused ? "failed" : "done");
-		p[1] = store_int(reply.reply_status);
-		p[2] = store_text(reply.reply_content_type);
-		p[3] = store_text(reply.reply_headers);
-		p[4] = store_blob(reply.reply_body != NULL ? reply.reply_body : "",
-		                  reply.reply_body_len);
-		p[5] = store_int(store_tx_now(tx));
-		p[6] = store_text(scope);
-		p[7] = store_text(ev.ev_key);
-		rc = store_exec(tx,
-		                "UPDATE idempotency_records SET status = ?, reply_status = ?, "
-		                "reply_content_type = ?,"
-		                " reply_headers = ?, reply_body = ?, updated_at = ?"
-		                " WHERE scope = ? AND idem_key = ? AND status = 'failed'",
-		                p, 8, &rp->rp_records_updated);
-	} else {
-		p[0] = store_text(rp->rp_res.or_refused ? "failed" : "done");
-		p[1] = store_int(store_tx_now(tx));
-		p[2] = store_text(scope);
-		p[3] = store_text(ev.ev_key);
-		rc = store_exec(tx,
-		                "UPDATE idempotency_records SET status = ?, updated_at = ?"
-		                " WHERE scope = ? AND idem_key = ? AND status = 'failed'",
-		                p, 4, &rp->rp_records_updated);
-	}
-	if (rc < 0) {
-		goto out;
-	}
-	rp->rp_state = CMD_EVENTS_RP_DONE;
-	rc = 0;
-out:
-	reply_finish(&reply);
-	event_finish(&ev);
-	store_row_finish(&row);
 	return rc;
 }
 
+static int cmd_events_dismiss(int argc, char **argv, struct store *st)
+{
+	static const struct option opts[] = {
+	        {"reason", required_argument, NULL, 'r'},
+	        {"provider", required_argument, NULL, 'p'},
+	        {"failed-reason", required_argument, NULL, 'f'},
+	        {"source", required_argument, NULL, 'o'},
+	        {"order", required_argument, NULL, 'O'},
+	        {"key-prefix", required_argument, NULL, 'k'},
+	        {"test-mode", no_argument, NULL, 't'},
+	        {"live", no_argument, NULL, 'l'},
+	        {"confirm", required_argument, NULL, 'y'},
+	        {NULL, 0, NULL, 0},
+	};
+	struct console_db_filter f;
+	char actor[CONSOLE_DB_ACTOR_MAX];
+	const char *reason = NULL;
+	int64_t confirm = -1;
+	int64_t count = 0;
+	int by_filter = 0;
+	int c;
+	int r;
+
+	console_db_filter_init(&f);
+	optind = 0;
+	for (;;) {
+		c = getopt_long(argc, argv, "r:p:f:o:O:k:tly:", opts, NULL);
+		if (c == -1) {
+			break;
+		}
+		if (c == 'r') {
+			reason = optarg;
+		} else if (c == 'p') {
+			f.ef_provider = optarg;
+		} else if (c == 'f') {
+			f.ef_reason = optarg;
+		} else if (c == 'o') {
+			f.ef_source = optarg;
+		} else if (c == 'O') {
+			f.ef_order = optarg;
+		} else if (c == 'k') {
+			f.ef_key_prefix = optarg;
+		} else if (c == 't' || c == 'l') {
+			f.ef_test_mode = c == 't';
+		} else if (c == 'y') {
+			if (strcmp(optarg, "0") == 0) {
+				confirm = 0;
+			} else if (cli_parse_id(optarg, &confirm) < 0) {
+				fprintf(stderr,
+				        "idemhook events dismiss: --confirm wants the count "
+				        "printed before\n");
+				return EX_USAGE;
+			}
+		} else {
+			cmd_events_usage(stderr);
+			return EX_USAGE;
+		}
+		if (c != 'r' && c != 'y') {
+			by_filter = 1;
+		}
+	}
+	if (reason == NULL || reason[0] == '\0' || strlen(reason) > CONSOLE_DB_REASON_MAX) {
+		fprintf(stderr,
+		        "idemhook events dismiss: --reason TEXT is required (1 to %d bytes)\n",
+		        CONSOLE_DB_REASON_MAX);
+		return EX_USAGE;
+	}
+	if (by_filter == (optind < argc)) {
+		fprintf(stderr, "idemhook events dismiss: give event IDs or a filter "
+		                "(--provider, --failed-reason, ...), not both\n");
+		return EX_USAGE;
+	}
+	if (!by_filter) {
+		if (confirm >= 0) {
+			fprintf(stderr, "idemhook events dismiss: --confirm goes with a filter\n");
+			return EX_USAGE;
+		}
+		return cmd_events_dismiss_ids(argc, argv, optind, reason, st);
+	}
+	cli_actor(actor, sizeof(actor));
+	r = console_db_dismiss_filter(st, cli_now_ms(), actor, &f, reason, confirm, &count);
+	if (r < 0) {
+		fprintf(stderr, "idemhook events: dismissing failed; nothing changed\n");
+		return EX_TEMPFAIL;
+	}
+	if (confirm < 0) {
+		printf("%" PRId64 " open failed event(s) match; to dismiss them run the same "
+		       "command with --confirm %" PRId64 "\n",
+		       count, count);
+		return EX_OK;
+	}
+	if (r == 1) {
+		fprintf(stderr,
+		        "idemhook events: %" PRId64 " open failed event(s) match now, not %" PRId64
+		        "; nothing dismissed (look again, then confirm the new count)\n",
+		        count, confirm);
+		return EX_DATAERR;
+	}
+	printf("%" PRId64 " event(s) dismissed\n", count);
+	return EX_OK;
+}
+
+/* ---- reprocess ---- */
+
 static int cmd_events_reprocess(int64_t id, const struct config *cf, struct store *st)
 {
-	struct cmd_events_rp rp;
+	struct console_db_reprocess rp;
+	char actor[CONSOLE_DB_ACTOR_MAX];
 
-	memset(&rp, 0, sizeof(rp));
-	rp.rp_id = id;
-	rp.rp_cf = cf;
-	if (store_write(st, cli_now_ms(), cmd_events_reprocess_unit, &rp) < 0) {
+	cli_actor(actor, sizeof(actor));
+	if (console_db_reprocess(st, cf, cli_now_ms(), actor, id, &rp) < 0) {
 		fprintf(stderr,
 		        "idemhook events: reprocessing event %" PRId64 " failed; nothing changed\n",
 		        id);
 		return EX_TEMPFAIL;
 	}
 	switch (rp.rp_state) {
-	case CMD_EVENTS_RP_UNKNOWN:
+	case CONSOLE_DB_RP_UNKNOWN:
 		fprintf(stderr, "idemhook events: no event %" PRId64 "\n", id);
 		return CLI_EX_NOT_FOUND;
-	case CMD_EVENTS_RP_NOT_FAILED:
+	case CONSOLE_DB_RP_NOT_FAILED:
 		fprintf(stderr,
 		        "idemhook events: event %" PRId64 " is not failed; nothing to reprocess\n",
 		        id);
 		return EX_DATAERR;
-	case CMD_EVENTS_RP_PROVIDER_REFUSED:
+	case CONSOLE_DB_RP_PROVIDER_REFUSED:
 		fprintf(stderr,
 		        "idemhook events: event %" PRId64
 		        " was refused by the provider's own rules\n",
 		        id);
 		return EX_DATAERR;
-	case CMD_EVENTS_RP_DONE:
+	case CONSOLE_DB_RP_DONE:
 		break;
 	}
 	if (rp.rp_res.or_refused) {
@@ -612,6 +587,26 @@ static int cmd_events_reprocess(int64_t id, const struct config *cf, struct stor
 	       rp.rp_res.or_effect != NULL ? rp.rp_res.or_effect : "-",
 	       rp.rp_reply_updated ? "" : " (provider not configured: stored reply kept)");
 	return EX_OK;
+}
+
+/* events dismiss: parsed and run in cmd_events_dismiss, on a writer store. */
+static int cmd_events_dismiss_run(int argc, char **argv, const char *config_path)
+{
+	struct config *cf = NULL;
+	struct store *st = NULL;
+	int rc;
+
+	rc = cli_load_config(config_path, &cf);
+	if (rc != EX_OK) {
+		return rc;
+	}
+	rc = cli_open_store(cf, 0, &st);
+	if (rc == EX_OK) {
+		rc = cmd_events_dismiss(argc - 1, argv + 1, st);
+	}
+	store_destroy(st);
+	config_destroy(cf);
+	return rc;
 }
 
 static int cmd_events_run(int argc, char **argv, const char *config_path)
@@ -629,6 +624,9 @@ static int cmd_events_run(int argc, char **argv, const char *config_path)
 		return argc < 2 ? EX_USAGE : EX_OK;
 	}
 	sub = argv[1];
+	if (strcmp(sub, "dismiss") == 0) {
+		return cmd_events_dismiss_run(argc, argv, config_path);
+	}
 	if (strcmp(sub, "list") != 0 && strcmp(sub, "show") != 0 && strcmp(sub, "reprocess") != 0) {
 		cmd_events_usage(stderr);
 		return EX_USAGE;
@@ -674,6 +672,6 @@ fail:
 
 const struct cli_command cli_cmd_events = {
         .cc_name = "events",
-        .cc_summary = "list, show and reprocess processed callbacks",
+        .cc_summary = "list, show, reprocess and dismiss processed callbacks",
         .cc_run = cmd_events_run,
 };

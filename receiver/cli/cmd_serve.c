@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "admin.h"
+#include "console.h"
 #include "app.h"
 #include "capture.h"
 #include "cli.h"
@@ -204,7 +205,8 @@ static struct http_server *serve_start_public(struct app *app, const struct conf
 /* Starts the admin listener ([admin] listen, or off). ret_hl (when the
  * listener runs) gets what the health thread needs to check it. Returns
  * 1 when started, 0 when off, -1 on failure. */
-static int serve_start_admin(struct app *app, const struct config *cf, struct health_listener *ret_hl)
+static int serve_start_admin(struct app *app, const struct config *cf, struct admin *adm,
+                             struct health_listener *ret_hl)
 {
 	struct http_options ho;
 	char *host = NULL;
@@ -224,18 +226,32 @@ static int serve_start_admin(struct app *app, const struct config *cf, struct he
 	ho.ho_drain_timeout_ms = SERVE_ADMIN_DRAIN_MS;
 	ho.ho_body_max = 4096;
 	ho.ho_name = "admin";
-	app->app_admin = http_create(&ho, admin_route, &app->app_env);
+	app->app_admin = http_create(&ho, admin_route, adm);
 	if (app->app_admin == NULL) {
 		serve_bind_failed(cf, "admin", host, port);
 		free(host);
 		return -1;
 	}
 	health_listener_set(ret_hl, "admin", host, app->app_admin);
-	log_notice("admin listener on %s%s%s:%u (healthz, readyz, metrics)",
+	log_notice("admin listener on %s%s%s:%u (healthz, readyz, metrics%s)",
 	           strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "",
-	           http_port(app->app_admin));
+	           http_port(app->app_admin), adm->adm_console != NULL ? ", console" : "");
 	free(host);
 	return 1;
+}
+
+/* [console] checked whole, its tokens read, as confcheck_run checks the
+ * engine's sections (the console sits above the engine, so serve runs it):
+ * a bad section refuses the start or the reload. Returns 0 or -1 (logged). */
+static int serve_check_console(const struct config *cf)
+{
+	struct console_conf cc;
+
+	if (console_conf_load(cf, 1, &cc) < 0) {
+		return -1;
+	}
+	console_conf_finish(&cc);
+	return 0;
 }
 
 /* The workers a reload tells about the new configuration, and the
@@ -316,7 +332,7 @@ static int serve_reload_run(struct app *app, const struct serve_workers *sw, con
 	/* The same load and the same whole check as the start: a file the
 	 * start refuses is refused here, before anything is swapped. */
 	cf = provider_config_load(path);
-	if (cf == NULL || confcheck_run(cf, CONFCHECK_DAEMON) < 0 ||
+	if (cf == NULL || confcheck_run(cf, CONFCHECK_DAEMON) < 0 || serve_check_console(cf) < 0 ||
 	    (outbound_changed = outbound_conf_changed(app->app_outbound, cf)) < 0) {
 		config_destroy(cf);
 		log_err("SIGHUP: %s is not valid (above: file, line and key); keeping the running "
@@ -434,6 +450,9 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	struct config *cf = NULL;
 	struct store *st = NULL;
 	struct serve_workers sw = {NULL, NULL, NULL};
+	struct console *console = NULL;
+	struct admin adm = {NULL, NULL, NULL};
+	int console_off = 1;
 	struct health *health = NULL;
 	struct health_options hopt;
 	struct app app;
@@ -476,7 +495,7 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	/* The whole file is checked, secrets read, before anything is opened:
 	 * a bad file says so here, not as a database or listener error. */
 	cf = provider_config_load(config_path);
-	if (cf == NULL || confcheck_run(cf, CONFCHECK_DAEMON) < 0) {
+	if (cf == NULL || confcheck_run(cf, CONFCHECK_DAEMON) < 0 || serve_check_console(cf) < 0) {
 		config_destroy(cf);
 		return EX_CONFIG;
 	}
@@ -535,7 +554,15 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	hopt.ho_watchdog_ms = notify_watchdog_interval_ms();
 	health_listener_set(&hopt.ho_listeners[hopt.ho_n_listeners++], "public", cf->cf_listen_host,
 	                    app.app_env.env_http);
-	rc = serve_start_admin(&app, cf, &hopt.ho_listeners[hopt.ho_n_listeners]);
+	adm.adm_env = &app.app_env;
+	console = console_create(&app.app_env, &console_off);
+	if (console == NULL && !console_off) {
+		rc = EX_CONFIG;
+		goto done;
+	}
+	adm.adm_console = console != NULL ? console_route : NULL;
+	adm.adm_console_arg = console;
+	rc = serve_start_admin(&app, cf, &adm, &hopt.ho_listeners[hopt.ho_n_listeners]);
 	if (rc < 0) {
 		rc = EX_UNAVAILABLE;
 		goto done;
@@ -569,6 +596,7 @@ done:
 	 * The health thread keeps the watchdog fed through the drain. */
 	http_destroy(app.app_env.env_http);
 	http_destroy(app.app_admin);
+	console_destroy(console);
 	__atomic_store_n(&app.app_env.env_health, NULL, __ATOMIC_RELEASE);
 	health_stop(health);
 	reconcile_worker_stop(sw.sw_reconcile);

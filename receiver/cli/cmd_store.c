@@ -31,6 +31,8 @@ static const struct cmd_store_table cmd_store_tables[] = {
         {"outbox", "id"},
         {"idempotency_records", "id"},
         {"checkout_flash", "token"},
+        {"outbox_attempts", "id"},
+        {"audit_log", "id"},
 };
 
 #define CMD_STORE_N_TABLES (sizeof(cmd_store_tables) / sizeof(cmd_store_tables[0]))

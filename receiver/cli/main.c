@@ -17,6 +17,7 @@
 
 /* Alphabetized; one line per command file. */
 static const struct cli_command *const cli_commands[] = {
+	&cli_cmd_audit,
 	&cli_cmd_events,
 	&cli_cmd_gc,
 	&cli_cmd_ips,

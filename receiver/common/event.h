@@ -55,6 +55,10 @@ struct event {
 	 * claimed and recorded as fetching, with no business effect, until the
 	 * fetch worker (fetch.h) has the full event. */
 	int ev_fetch;
+	/* 1 when the provider marks the event as made in its test mode or
+	 * sandbox (Stripe livemode false, Adyen live "false"): recorded, and
+	 * counted apart from live failures. */
+	int ev_test_mode;
 };
 
 /* What the business handler made of one event; providers turn it into their

@@ -403,6 +403,18 @@ void metrics_reconcile_run(int ok)
 	pthread_mutex_unlock(&metrics_lock);
 }
 
+void metrics_ops_get(struct metrics_ops *ret)
+{
+	pthread_mutex_lock(&metrics_lock);
+	ret->mo_gc_last_success_s = metrics_gc.mgc_last_success_s;
+	ret->mo_gc_ok = metrics_gc.mgc_ok;
+	ret->mo_gc_failed = metrics_gc.mgc_failed;
+	ret->mo_reconcile_last_success_s = metrics_rec.mrc_last_success_s;
+	ret->mo_reconcile_ok = metrics_rec.mrc_ok;
+	ret->mo_reconcile_failed = metrics_rec.mrc_failed;
+	pthread_mutex_unlock(&metrics_lock);
+}
+
 static void metrics_family_reset(struct metrics_family *f)
 {
 	free(f->mf_series);

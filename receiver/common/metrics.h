@@ -78,6 +78,17 @@ void metrics_set_fetch_waiting(int64_t n);
 /* One whole run: ok when no question failed. */
 void metrics_reconcile_run(int ok);
 
+/* The operator console's overview: the last successful cleanup pass and
+ * reconciliation run (seconds since the epoch, 0 when none yet) and how
+ * many of each failed. */
+struct metrics_ops {
+	int64_t mo_gc_last_success_s;
+	uint64_t mo_gc_ok, mo_gc_failed;
+	int64_t mo_reconcile_last_success_s;
+	uint64_t mo_reconcile_ok, mo_reconcile_failed;
+};
+void metrics_ops_get(struct metrics_ops *ret);
+
 /* Appends the Prometheus text exposition (format 0.0.4) of every counter
  * and histogram kept here; the store's own figures and the gauges read from
  * it follow from stats_render_metrics (stats.h). Returns 0 or -1. */

@@ -1,4 +1,5 @@
-/* admin.c: the admin listener's routes: /healthz, /readyz and /metrics. */
+/* admin.c: the admin listener's routes: /healthz, /readyz and /metrics;
+ * /console and below go to the console. */
 #include <stdio.h>
 #include <string.h>
 
@@ -56,9 +57,15 @@ static void admin_readyz(const struct env *env, struct reply *ret)
 
 void admin_route(void *arg, const struct http_request *req, struct reply *ret)
 {
-	const struct env *env = arg;
+	const struct admin *adm = arg;
+	const struct env *env = adm->adm_env;
 	int get = strcmp(req->hr_method, "GET") == 0 || strcmp(req->hr_method, "HEAD") == 0;
 
+	if (adm->adm_console != NULL && strncmp(req->hr_path, "/console", 8) == 0 &&
+	    (req->hr_path[8] == '\0' || req->hr_path[8] == '/')) {
+		adm->adm_console(adm->adm_console_arg, req, ret);
+		return;
+	}
 	if (strcmp(req->hr_path, "/healthz") != 0 && strcmp(req->hr_path, "/readyz") != 0 &&
 	    strcmp(req->hr_path, "/metrics") != 0) {
 		admin_text(ret, 404, "not found\n");

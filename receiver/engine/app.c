@@ -15,6 +15,8 @@
 #include "fetch.h"
 #include "outbound.h"
 #include "provider.h"
+#include "rejects.h"
+#include "traffic.h"
 
 #define APP_HOOKS_PREFIX "/hooks/"
 
@@ -262,6 +264,11 @@ static void app_hook_account(struct app *app, const struct provider_conf *pc, co
 		fetch_worker_kick(app->app_fetch);
 	}
 	metrics_request(pc->pc_name, ingest_result_name(rep->ir_result), elapsed);
+	traffic_add(env_now_ms(&app->app_env), pc->pc_name,
+	            traffic_kind_of(ingest_result_name(rep->ir_result)));
+	if (rep->ir_result == INGEST_REJECTED) {
+		rejects_add(env_now_ms(&app->app_env), pc->pc_name, rep->ir_reason, status, client);
+	}
 	if (rep->ir_n_events > 1) {
 		snprintf(events, sizeof(events), " events=%zu", rep->ir_n_events);
 	}
@@ -409,5 +416,13 @@ void app_refused_public(void *arg, const struct http_request *req, struct reply 
 			 log_quote(qclient, sizeof(qclient), req->hr_client));
 	}
 	api_refused(cf, req, ret);
+	/* Refused by the listener before the route saw it (413, 431, ...). */
+	if (strncmp(req->hr_path, APP_HOOKS_PREFIX, strlen(APP_HOOKS_PREFIX)) == 0) {
+		traffic_add(env_now_ms(&app->app_env), req->hr_path + strlen(APP_HOOKS_PREFIX),
+		            TRAFFIC_REJECTED);
+		rejects_add(env_now_ms(&app->app_env), req->hr_path + strlen(APP_HOOKS_PREFIX),
+		            ret->reply_status == 413 ? "body_too_large" : "refused_by_listener",
+		            ret->reply_status, req->hr_client);
+	}
 	app_config_release(app, cf);
 }

@@ -59,7 +59,7 @@ static int64_t ingest_now_ms(void)
 static int ingest_record_event(struct store_tx *tx, const struct ingest_unit *iu, const struct orders_result *res)
 {
 	const struct event *ev = iu->iu_ev;
-	struct store_value p[18];
+	struct store_value p[19];
 
 	p[0] = store_text(iu->iu_pc->pc_name);
 	p[1] = store_text(ev->ev_key);
@@ -79,20 +79,23 @@ static int ingest_record_event(struct store_tx *tx, const struct ingest_unit *iu
 	p[15] = store_int(store_tx_now(tx));
 	p[16] = store_int(0);
 	p[17] = store_text(iu->iu_source);
+	p[18] = store_int(ev->ev_test_mode);
 	/* A key whose old record expired runs again; its event row follows. */
 	return store_exec(tx,
 			  "INSERT INTO events (scope, idem_key, type, kind, order_ref, payment_ref, refund_ref, "
 			  "amount, currency, refund_cumulative, payload, outcome, effect, reason, received_at, "
-			  "processed_at, reprocessed, source) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-			  "?, ?) "
+			  "processed_at, reprocessed, source, test_mode) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+			  "?, ?, ?, ?, ?, ?, ?) "
 			  "ON CONFLICT (scope, idem_key) DO UPDATE SET type = excluded.type, kind = excluded.kind, "
 			  "order_ref = excluded.order_ref, payment_ref = excluded.payment_ref, "
 			  "refund_ref = excluded.refund_ref, amount = excluded.amount, "
 			  "currency = excluded.currency, refund_cumulative = excluded.refund_cumulative, "
 			  "payload = excluded.payload, outcome = excluded.outcome, effect = excluded.effect, "
 			  "reason = excluded.reason, received_at = excluded.received_at, "
-			  "processed_at = excluded.processed_at, source = excluded.source",
-			  p, 18, NULL);
+			  "processed_at = excluded.processed_at, source = excluded.source, "
+			  "test_mode = excluded.test_mode, dismissed_at = NULL, dismissed_by = NULL, "
+			  "dismiss_reason = NULL",
+			  p, 19, NULL);
 }
 
 /* The business part of one unit: the handler, the outbox rows of its

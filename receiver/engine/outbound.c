@@ -24,6 +24,7 @@
 
 struct outbound_xfer {
 	struct outbox_row ox_row;
+	int64_t ox_started_ms; /* when the transfer began: the attempt's latency */
 	struct outbound_xfer *ox_next; /* running, in ob_xfers */
 };
 
@@ -151,6 +152,7 @@ static int outbound_begin(struct outbound *ob, struct outbox_row *row)
 		return -1;
 	}
 	x->ox_row = *row;
+	x->ox_started_ms = outbound_now(ob);
 	memset(row, 0, sizeof(*row));
 	httpc_headers_init(&h);
 	memset(&req, 0, sizeof(req));
@@ -232,6 +234,7 @@ static size_t outbound_harvest(struct outbound *ob)
 		}
 		res->ors_body = resp->hcr_body;
 		res->ors_body_len = resp->hcr_body_len;
+		res->ors_latency_ms = outbound_now(ob) - xs[n]->ox_started_ms;
 		if (resp->hcr_truncated) {
 			log_notice("outbound: row %" PRId64 ": response cut at %zu bytes",
 			           xs[n]->ox_row.or_id, ob->ob_conf.oc_response_max);

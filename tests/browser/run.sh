@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# run.sh: the checkout page in a real browser: headless Chromium driven by
+# run.sh: the checkout page and the operator console in a real browser
+# (checkout.py, console.py): headless Chromium driven by
 # Selenium, all three from Debian (chromium, chromium-driver,
 # python3-selenium; contrib/install-deps.sh installs them). Nothing is
 # downloaded. Starts the real daemon from $IDEMHOOK_BIN with a temporary
@@ -23,4 +24,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 	echo "run.sh: missing ${missing[*]}: run contrib/install-deps.sh (apt-get install ${missing[*]})" >&2
 	exit 1
 fi
-exec "$python" "$here/checkout.py"
+rc=0
+"$python" "$here/checkout.py" || rc=1
+"$python" "$here/console.py" || rc=1
+exit "$rc"

@@ -883,7 +883,7 @@ char *hn_stripe_event(const char *event_id, const char *type, const char *object
 	buf_init(&b, 0);
 	buf_printf(&b,
 		   "{\"id\":\"%s\",\"object\":\"event\",\"api_version\":\"2024-06-20\",\"created\":%" PRId64
-		   ",\"type\":\"%s\",\"livemode\":false,\"pending_webhooks\":1,"
+		   ",\"type\":\"%s\",\"livemode\":true,\"pending_webhooks\":1,"
 		   "\"request\":{\"id\":null,\"idempotency_key\":null},\"data\":{\"object\":%s}}",
 		   event_id, hn_now_s(), type, object_json);
 	s = buf_take(&b, NULL);

@@ -164,7 +164,7 @@ char *hn_db_snapshot(const char *db_path);
 /* A Stripe-Signature header value for body at t with secret (v1 only). */
 char *hn_stripe_signature(const char *secret, int64_t t, const char *body, size_t body_len);
 
-/* A minimal Stripe event JSON (malloc'd). type e.g. "payment_intent.succeeded",
+/* A minimal live-mode Stripe event JSON (malloc'd). type e.g. "payment_intent.succeeded",
  * object_json the data.object text. */
 char *hn_stripe_event(const char *event_id, const char *type, const char *object_json);
 

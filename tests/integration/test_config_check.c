@@ -136,6 +136,11 @@ static void test_serve_refuses_a_bad_section_before_opening_the_database(void **
 	                    "[points] rate is given again");
 	cc_refused_at_start(FX_STRIPE_INI "[server]\nallow_no_providers = maybe\n",
 	                    "[server] allow_no_providers = \"maybe\"");
+	cc_refused_at_start(FX_STRIPE_INI "[console]\nsession_ttl = forever\n",
+	                    "[console] session_ttl");
+	cc_refused_at_start(FX_STRIPE_INI "[console]\nenabled = yes\n"
+	                                  "token = alice operator file:/nonexistent/console-token\n",
+	                    "/nonexistent/console-token");
 }
 
 static void test_a_second_serve_on_a_running_database_gets_the_config_error(void **state)
@@ -333,6 +338,8 @@ static void test_a_reload_refuses_what_the_start_refuses_and_keeps_the_running_c
 	        FX_STRIPE_INI "[api]\nrate = fast\n",
 	        FX_STRIPE_INI "[api]\ntoken = shop-backend file:/nonexistent/token\n",
 	        FX_STRIPE_INI "[gc]\ninterval = soon\n",
+	        FX_STRIPE_INI "[console]\nsession_ttl = forever\n",
+	        FX_STRIPE_INI "[console]\nenabled = yes\ntoken = alice operator file:/nonexistent/t\n",
 	        FX_STRIPE_INI "[provider stripe]\nsecret = whsec_second\n",
 	        FX_STRIPE_INI "[points]\nrate = 1/50\n",
 	        "[points]\nrate = 1/100\n",

@@ -244,6 +244,7 @@ static void test_an_unknown_id_exits_66_in_every_command(void **state)
 	static const char *const cases[][5] = {
 	        {"events", "show", "999999", NULL},
 	        {"events", "reprocess", "999999", NULL},
+	        {"events", "dismiss", "999999", "--reason", "never applies"},
 	        {"outbox", "show", "999999", NULL},
 	        {"outbox", "retry", "999999", NULL},
 	        {"outbox", "cancel", "999999", NULL},

@@ -961,6 +961,74 @@ static void test_an_expired_lease_is_taken_over_and_the_late_outcome_refused(voi
 	outbox_row_finish(&second[0]);
 }
 
+/* Every attempt is kept with its answer, only the newest
+ * OUTBOX_ATTEMPTS_KEPT of a row, and they go when the row goes (gc). */
+static int t_delete_outbox_fn(struct store_tx *tx, void *arg)
+{
+	struct store_value p[] = {store_text(arg)};
+
+	return store_exec(tx, "DELETE FROM outbox WHERE order_id = ?", p, 1, NULL);
+}
+
+static void test_attempts_are_kept_per_row_bounded_and_deleted_with_it(void **state)
+{
+	struct fixture *fx = *state;
+	struct outbox_result e503 = {.ors_http_status = 503,
+	                             .ors_body = "{\"error\":\"busy\"}",
+	                             .ors_body_len = 16,
+	                             .ors_retry_after_ms = -1,
+	                             .ors_latency_ms = 42};
+	struct outbox_result down = {.ors_error = "Connection refused", .ors_retry_after_ms = -1};
+	struct outbox_row row[1];
+	char id[ORDERS_ID_LEN + 1];
+	char text[64];
+	char msg[200];
+	int64_t t = now_ms();
+	int64_t rowid;
+	size_t n = 0;
+	int i;
+
+	quick_conf(fx);
+	load_conf(fx);
+	order_paid(fx, 1000, id);
+	rowid = db_int(fx, "SELECT id FROM outbox WHERE order_id = ?", id);
+	for (i = 0; i < OUTBOX_ATTEMPTS_KEPT + 5; i++) {
+		t += 3600 * 1000;
+		assert_true(outbox_admin_retry(fx->fx_st, rowid, t, msg, sizeof(msg)) >= 0);
+		assert_int_equal(outbox_lease(fx->fx_st, t, 1000, 1, row, &n), 0);
+		assert_int_equal(n, 1);
+		assert_int_equal(outbox_complete(fx->fx_st, &fx->fx_oc, &t_orders, &row[0],
+		                                 i == 0 ? &down : &e503, t + 10, 0),
+		                 0);
+		outbox_row_finish(&row[0]);
+	}
+	assert_int_equal(db_int(fx,
+	                        "SELECT count(*) FROM outbox_attempts WHERE outbox_id = (SELECT id"
+	                        " FROM outbox WHERE order_id = ?)",
+	                        id),
+	                 OUTBOX_ATTEMPTS_KEPT);
+	/* the first (a refused connection) was dropped; the newest is kept whole */
+	assert_int_equal(db_int(fx,
+	                        "SELECT count(*) FROM outbox_attempts WHERE error IS NOT NULL AND"
+	                        " outbox_id = (SELECT id FROM outbox WHERE order_id = ?)",
+	                        id),
+	                 0);
+	db_text(fx,
+	        "SELECT excerpt FROM outbox_attempts WHERE outbox_id = (SELECT id FROM outbox"
+	        " WHERE order_id = ?) ORDER BY id DESC LIMIT 1",
+	        id, text, sizeof(text));
+	assert_string_equal(text, "{\"error\":\"busy\"}");
+	assert_int_equal(db_int(fx,
+	                        "SELECT http_status * 1000 + latency_ms FROM outbox_attempts WHERE"
+	                        " outbox_id = (SELECT id FROM outbox WHERE order_id = ?) ORDER BY id"
+	                        " DESC LIMIT 1",
+	                        id),
+	                 503042);
+	assert_int_equal(store_write(fx->fx_st, t, t_delete_outbox_fn, id), 0);
+	assert_int_equal(db_int(fx, "SELECT count(*) FROM outbox_attempts WHERE ? IS NOT NULL", id),
+	                 0);
+}
+
 static void test_shutdown_releases_in_flight_rows_after_the_grace_time(void **state)
 {
 	struct fixture *fx = *state;
@@ -1294,6 +1362,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                test_an_expired_lease_is_taken_over_and_the_late_outcome_refused, setup,
 	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_attempts_are_kept_per_row_bounded_and_deleted_with_it, setup, teardown),
 	        cmocka_unit_test_setup_teardown(
 	                test_shutdown_releases_in_flight_rows_after_the_grace_time, setup,
 	                teardown),

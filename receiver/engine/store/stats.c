@@ -66,8 +66,16 @@ static int stats_gauges_tx(struct store_tx *tx, void *arg)
 	              p, 1, &g->sg_processing_stuck) < 0) {
 		return -1;
 	}
-	if (stats_int(tx, "SELECT count(*) FROM events WHERE outcome = 'failed'", NULL, 0,
-	              &g->sg_events_failed_open) < 0) {
+	/* Dismissed ones are closed by an operator; test-mode ones are counted
+	 * apart, so a sandbox never pages anyone. */
+	if (stats_int(tx,
+	              "SELECT count(*) FROM events WHERE outcome = 'failed' AND dismissed_at IS NULL"
+	              " AND test_mode = 0",
+	              NULL, 0, &g->sg_events_failed_open) < 0 ||
+	    stats_int(tx,
+	              "SELECT count(*) FROM events WHERE outcome = 'failed' AND dismissed_at IS NULL"
+	              " AND test_mode <> 0",
+	              NULL, 0, &g->sg_events_failed_test_mode) < 0) {
 		return -1;
 	}
 	has = stats_has_table(tx, "outbox");
@@ -168,8 +176,10 @@ static int stats_collect_tx(struct store_tx *tx, void *arg)
 	              since, 1, &r->sr_events_failed) < 0 ||
 	    stats_int(tx, "SELECT count(*) FROM events WHERE received_at >= ? AND reprocessed > 0",
 	              since, 1, &r->sr_events_reprocessed) < 0 ||
-	    stats_int(tx, "SELECT count(*) FROM events WHERE outcome = 'failed'", NULL, 0,
-	              &r->sr_failed_open) < 0 ||
+	    stats_int(tx,
+	              "SELECT count(*) FROM events WHERE outcome = 'failed' AND dismissed_at IS NULL"
+	              " AND test_mode = 0",
+	              NULL, 0, &r->sr_failed_open) < 0 ||
 	    stats_int(tx, "SELECT count(*) FROM orders WHERE paid_at >= ?", since, 1,
 	              &r->sr_orders_paid) < 0 ||
 	    stats_int(tx, "SELECT count(*) FROM orders WHERE refunded_at >= ?", since, 1,
@@ -444,8 +454,13 @@ int stats_render_metrics(struct buf *out, struct store *st)
 	}
 	if (metrics_text_single(out, "idemhook_events_failed_open", "gauge",
 	                   "Events acknowledged to the provider but refused by the business rules "
-	                   "(outcome failed) and not reprocessed since.",
-	                   "%" PRId64, g.sg_events_failed_open) < 0) {
+	                   "(outcome failed), live (not test mode), neither reprocessed nor "
+	                   "dismissed since.",
+	                   "%" PRId64, g.sg_events_failed_open) < 0 ||
+	    metrics_text_single(out, "idemhook_events_failed_test_mode", "gauge",
+	                   "Failed events the provider marked as test mode or sandbox (Stripe "
+	                   "livemode false, Adyen live false), not dismissed: never an alert.",
+	                   "%" PRId64, g.sg_events_failed_test_mode) < 0) {
 		return -1;
 	}
 	if (!g.sg_has_outbox) {

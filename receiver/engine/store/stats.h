@@ -19,7 +19,9 @@ extern const char *const stats_outbox_statuses[STATS_OUTBOX_STATUSES];
 
 struct stats_gauges {
 	int64_t sg_processing_stuck; /* status processing, updated_at older than STATS_STUCK_MS */
-	int64_t sg_events_failed_open; /* events acknowledged but refused (outcome failed), any age */
+	int64_t sg_events_failed_open; /* events acknowledged but refused (outcome failed), any age,
+	                                  live and not dismissed */
+	int64_t sg_events_failed_test_mode; /* the same, marked test mode by the provider */
 	int sg_has_outbox;           /* 0 while the outbox table does not exist */
 	int64_t sg_outbox_backlog;   /* pending, delivering, retry_wait */
 	int64_t sg_outbox_dead;
@@ -54,7 +56,7 @@ struct stats_report {
 	int64_t sr_events;             /* all events in the window */
 	int64_t sr_events_failed;      /* failed events in the window */
 	int64_t sr_events_reprocessed; /* events in the window reprocessed at least once */
-	int64_t sr_failed_open;        /* failed events of any age, still failed */
+	int64_t sr_failed_open;        /* failed events of any age, still failed, live, not dismissed */
 	int64_t sr_orders_paid;        /* paid_at in the window */
 	int64_t sr_orders_refunded;    /* refunded_at in the window (fully or partially) */
 	struct stats_gauges sr_gauges;

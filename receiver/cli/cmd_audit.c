@@ -1,0 +1,184 @@
+/* cmd_audit.c: `idemhook audit list`: the operators' actions (CLI and
+ * console) as the audit log keeps them, newest first; and the name the
+ * CLI records its own actions under. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "config.h"
+#include "console_db.h"
+#include "store.h"
+
+void cli_actor(char *out, size_t size)
+{
+	const char *sudo = getenv("SUDO_USER");
+	const struct passwd *pw;
+
+	/* The person behind sudo, not root; else the account running it. */
+	if (sudo != NULL && sudo[0] != '\0' && geteuid() == 0) {
+		snprintf(out, size, "cli:%s", sudo);
+		return;
+	}
+	pw = getpwuid(geteuid());
+	if (pw != NULL && pw->pw_name != NULL) {
+		snprintf(out, size, "cli:%s", pw->pw_name);
+	} else {
+		snprintf(out, size, "cli:uid %u", (unsigned)geteuid());
+	}
+}
+
+static void cmd_audit_usage(FILE *out)
+{
+	fprintf(out,
+	        "usage: idemhook [-c FILE] audit list [--limit N] [--actor WHO] [--action WHAT]\n"
+	        "                                 [--before ID] [--json]\n\n"
+	        "Lists what operators did (idemhook events dismiss and reprocess, the\n"
+	        "console's actions), newest first: when, who (cli:USER or console:TOKEN),\n"
+	        "what, on which target, why, and the result. --before ID pages on. A value\n"
+	        "too long for its column ends in an ellipsis; --json prints every value whole.\n\n"
+	        "Exit status: 0 done, 64 usage, 69 database unavailable, 75 database busy\n"
+	        "or failing.\n");
+}
+
+struct cmd_audit_list {
+	int64_t al_n;
+	int al_json;
+};
+
+static int cmd_audit_row(void *arg, const struct console_db_audit_row *r)
+{
+	struct cmd_audit_list *al = arg;
+	char when[32];
+
+	if (al->al_json) {
+		printf("%s\n    {\"id\": %" PRId64 ", \"at\": ", al->al_n == 0 ? "" : ",",
+		       r->ar_id);
+		cli_json_time(stdout, r->ar_at);
+		printf(", \"actor\": ");
+		cli_json_string(stdout, r->ar_actor);
+		printf(", \"action\": ");
+		cli_json_string(stdout, r->ar_action);
+		printf(", \"target\": ");
+		cli_json_string(stdout, r->ar_target);
+		printf(", \"result\": ");
+		cli_json_string(stdout, r->ar_result);
+		printf(", \"reason\": ");
+		cli_json_string(stdout, r->ar_reason);
+		printf("}");
+		al->al_n++;
+		return 0;
+	}
+	if (al->al_n++ == 0) {
+		printf("%-8s %-20s %-24s %-20s %-16s %-32s %s\n", "ID", "AT", "ACTOR", "ACTION",
+		       "TARGET", "RESULT", "REASON");
+	}
+	cli_format_time(r->ar_at, when);
+	printf("%-8" PRId64 " %-20s ", r->ar_id, when);
+	cli_cell(stdout, r->ar_actor, 24);
+	fputc(' ', stdout);
+	cli_cell(stdout, r->ar_action, 20);
+	fputc(' ', stdout);
+	cli_cell(stdout, r->ar_target, 16);
+	fputc(' ', stdout);
+	cli_cell(stdout, r->ar_result, 32);
+	printf(" %s\n", cli_or_dash(r->ar_reason));
+	return 0;
+}
+
+static int cmd_audit_run(int argc, char **argv, const char *config_path)
+{
+	static const struct option opts[] = {
+	        {"limit", required_argument, NULL, 'n'},  {"actor", required_argument, NULL, 'a'},
+	        {"action", required_argument, NULL, 'w'}, {"before", required_argument, NULL, 'b'},
+	        {"json", no_argument, NULL, 'j'},         {NULL, 0, NULL, 0},
+	};
+	struct cmd_audit_list al = {0};
+	const char *actor = NULL;
+	const char *action = NULL;
+	int64_t limit = CLI_LIMIT_DEFAULT;
+	int64_t before = 0;
+	struct config *cf = NULL;
+	struct store *st = NULL;
+	int rc;
+	int c;
+
+	if (argc < 2 || cli_wants_help(argc, argv)) {
+		cmd_audit_usage(argc < 2 ? stderr : stdout);
+		return argc < 2 ? EX_USAGE : EX_OK;
+	}
+	if (strcmp(argv[1], "list") != 0) {
+		cmd_audit_usage(stderr);
+		return EX_USAGE;
+	}
+	optind = 0;
+	for (;;) {
+		c = getopt_long(argc - 1, argv + 1, "n:a:w:b:j", opts, NULL);
+		if (c == -1) {
+			break;
+		}
+		if (c == 'n') {
+			if (cli_parse_limit("audit", optarg, &limit) < 0) {
+				return EX_USAGE;
+			}
+		} else if (c == 'a') {
+			actor = optarg;
+		} else if (c == 'w') {
+			action = optarg;
+		} else if (c == 'j') {
+			al.al_json = 1;
+		} else if (c == 'b') {
+			if (cli_parse_id(optarg, &before) < 0) {
+				fprintf(stderr, "idemhook audit: --before wants an audit row ID\n");
+				return EX_USAGE;
+			}
+		} else {
+			cmd_audit_usage(stderr);
+			return EX_USAGE;
+		}
+	}
+	if (optind != argc - 1) {
+		cmd_audit_usage(stderr);
+		return EX_USAGE;
+	}
+	rc = cli_load_config(config_path, &cf);
+	if (rc != EX_OK) {
+		return rc;
+	}
+	rc = cli_open_store(cf, 1, &st);
+	if (rc != EX_OK) {
+		goto out;
+	}
+	if (al.al_json) {
+		printf("{\"audit\": [");
+	}
+	if (console_db_audit_list(st, cli_now_ms(), actor, action, before, limit, cmd_audit_row,
+	                          &al) < 0) {
+		if (al.al_json) {
+			printf("]}\n");
+		}
+		fprintf(stderr, "idemhook audit: reading the audit log failed\n");
+		rc = EX_TEMPFAIL;
+		goto out;
+	}
+	if (al.al_json) {
+		printf("%s]}\n", al.al_n > 0 ? "\n  " : "");
+	} else if (al.al_n == 0) {
+		printf("no audit entries\n");
+	}
+	rc = EX_OK;
+out:
+	store_destroy(st);
+	config_destroy(cf);
+	return rc;
+}
+
+const struct cli_command cli_cmd_audit = {
+        .cc_name = "audit",
+        .cc_summary = "list what operators did (CLI and console)",
+        .cc_run = cmd_audit_run,
+};

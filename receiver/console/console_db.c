@@ -1,0 +1,841 @@
+/* console_db.c: the operator side's SQL: event filters, dismissing and
+ * reprocessing failed events, the audit log, and the console's reads. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "config.h"
+#include "console_db.h"
+#include "event.h"
+#include "ingest.h"
+#include "log.h"
+#include "orders.h"
+#include "outbox.h"
+#include "provider.h"
+#include "reply.h"
+#include "store.h"
+
+#define CONSOLE_DB_SQL_MAX 4096
+#define CONSOLE_DB_FILTER_PARAMS 16
+
+/* The outcome an operator reads: a thin event acknowledged and waiting for
+ * its full event (done, effect to_fetch: ingest.h) is "fetching", as in
+ * idemhook events list. */
+#define CONSOLE_DB_OUTCOME                                                                         \
+	"(CASE WHEN outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' THEN 'fetching' "   \
+	"ELSE outcome END)"
+
+void console_db_filter_init(struct console_db_filter *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->ef_dismissed = -1;
+	f->ef_test_mode = -1;
+}
+
+/* Appends f's conditions (" AND ...") to sql and their parameters to p
+ * from *n on. Returns 0, or -1 when the statement would not fit. */
+static int console_db_filter_sql(const struct console_db_filter *f, struct buf *sql,
+                                 struct store_value *p, size_t *n)
+{
+	size_t i = *n;
+
+	/* scope || '' keeps the planner off the (scope, idem_key) index: a
+	 * provider holds a large share of the events, and walking the ids
+	 * newest first (LIMIT) beats reading all of one provider's to sort
+	 * them. Portable: SQLite and PostgreSQL both concatenate. */
+	if (f->ef_provider != NULL) {
+		buf_puts(sql, " AND scope || '' = ?");
+		p[i++] = store_text(f->ef_provider);
+	}
+	if (f->ef_open) {
+		buf_puts(sql, " AND outcome = 'failed' AND dismissed_at IS NULL AND test_mode = 0");
+	}
+	/* Literal, not a parameter: then the planner may use the partial
+	 * index of failed events (events_failed) and read only those. */
+	if (f->ef_outcome != NULL && strcmp(f->ef_outcome, "failed") == 0) {
+		buf_puts(sql, " AND outcome = 'failed'");
+	} else if (f->ef_outcome != NULL && strcmp(f->ef_outcome, "done") == 0) {
+		buf_puts(
+		        sql,
+		        " AND outcome = 'done' AND COALESCE(effect, '') <> '" INGEST_EFFECT_TO_FETCH
+		        "'");
+	} else if (f->ef_outcome != NULL && strcmp(f->ef_outcome, "fetching") == 0) {
+		buf_puts(sql, " AND outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH "'");
+	} else if (f->ef_outcome != NULL) {
+		buf_puts(sql, " AND outcome = ?");
+		p[i++] = store_text(f->ef_outcome);
+	}
+	if (f->ef_reason != NULL) {
+		buf_puts(sql, " AND (reason = ? OR (outcome = 'done' AND effect = ?))");
+		p[i++] = store_text(f->ef_reason);
+		p[i++] = store_text(f->ef_reason);
+	}
+	if (f->ef_source != NULL) {
+		buf_puts(sql, " AND source = ?");
+		p[i++] = store_text(f->ef_source);
+	}
+	if (f->ef_order != NULL) {
+		buf_puts(sql, " AND order_ref = ?");
+		p[i++] = store_text(f->ef_order);
+	}
+	if (f->ef_key_prefix != NULL && f->ef_key_prefix[0] != '\0') {
+		buf_puts(sql, " AND substr(idem_key, 1, CAST(? AS INTEGER)) = ?");
+		p[i++] = store_int((int64_t)strlen(f->ef_key_prefix));
+		p[i++] = store_text(f->ef_key_prefix);
+	}
+	if (f->ef_since_ms > 0) {
+		buf_puts(sql, " AND received_at >= ?");
+		p[i++] = store_int(f->ef_since_ms);
+	}
+	if (f->ef_until_ms > 0) {
+		buf_puts(sql, " AND received_at < ?");
+		p[i++] = store_int(f->ef_until_ms);
+	}
+	if (f->ef_dismissed == 0) {
+		buf_puts(sql, " AND dismissed_at IS NULL");
+	} else if (f->ef_dismissed == 1) {
+		buf_puts(sql, " AND dismissed_at IS NOT NULL");
+	}
+	if (f->ef_test_mode == 0) {
+		buf_puts(sql, " AND test_mode = 0");
+	} else if (f->ef_test_mode == 1) {
+		buf_puts(sql, " AND test_mode <> 0");
+	}
+	*n = i;
+	return sql->buf_overflow ? -1 : 0;
+}
+
+/* ---- the audit log ---- */
+
+int console_db_audit_tx(struct store_tx *tx, const char *actor, const char *action,
+                        const char *target, const char *reason, const char *result)
+{
+	struct store_value p[] = {store_int(store_tx_now(tx)), store_text(actor),
+	                          store_text(action),          store_text(target),
+	                          store_text(reason),          store_text(result)};
+
+	return store_exec(tx,
+	                  "INSERT INTO audit_log (at, actor, action, target, reason, result)"
+	                  " VALUES (?, ?, ?, ?, ?, ?)",
+	                  p, 6, NULL);
+}
+
+struct console_db_audit_one {
+	const char *ao_actor;
+	const char *ao_action;
+	const char *ao_target;
+	const char *ao_reason;
+	const char *ao_result;
+};
+
+static int console_db_audit_unit(struct store_tx *tx, void *arg)
+{
+	const struct console_db_audit_one *a = arg;
+
+	return console_db_audit_tx(tx, a->ao_actor, a->ao_action, a->ao_target, a->ao_reason,
+	                           a->ao_result);
+}
+
+int console_db_audit(struct store *st, int64_t now_ms, const char *actor, const char *action,
+                     const char *target, const char *reason, const char *result)
+{
+	struct console_db_audit_one a = {actor, action, target, reason, result};
+
+	return store_write(st, now_ms, console_db_audit_unit, &a);
+}
+
+struct console_db_audit_q {
+	const char *aq_actor;
+	const char *aq_action;
+	int64_t aq_before;
+	int64_t aq_limit;
+	int (*aq_fn)(void *arg, const struct console_db_audit_row *row);
+	void *aq_arg;
+};
+
+static int console_db_audit_row(void *arg, const struct store_row *row)
+{
+	struct console_db_audit_q *q = arg;
+	struct console_db_audit_row r;
+
+	r.ar_id = store_row_int(row, 0);
+	r.ar_at = store_row_int(row, 1);
+	r.ar_actor = store_row_text(row, 2);
+	r.ar_action = store_row_text(row, 3);
+	r.ar_target = store_row_text(row, 4);
+	r.ar_reason = store_row_text(row, 5);
+	r.ar_result = store_row_text(row, 6);
+	return q->aq_fn(q->aq_arg, &r);
+}
+
+static int console_db_audit_list_unit(struct store_tx *tx, void *arg)
+{
+	struct console_db_audit_q *q = arg;
+	struct store_value p[] = {
+	        store_int(q->aq_before > 0 ? q->aq_before : INT64_MAX),
+	        store_text(q->aq_actor),
+	        store_text(q->aq_actor),
+	        store_text(q->aq_action),
+	        store_text(q->aq_action),
+	        store_int(q->aq_limit),
+	};
+
+	return store_query_each(
+	        tx,
+	        "SELECT id, at, actor, action, target, reason, result FROM audit_log"
+	        " WHERE id < ? AND (? IS NULL OR actor = ?)"
+	        " AND (? IS NULL OR action = ?) ORDER BY id DESC LIMIT ?",
+	        p, 6, console_db_audit_row, q);
+}
+
+int console_db_audit_list(struct store *st, int64_t now_ms, const char *actor, const char *action,
+                          int64_t before_id, int64_t limit,
+                          int (*fn)(void *arg, const struct console_db_audit_row *row), void *arg)
+{
+	struct console_db_audit_q q = {actor, action, before_id, limit, fn, arg};
+
+	return store_read(st, now_ms, console_db_audit_list_unit, &q);
+}
+
+/* ---- dismissing ---- */
+
+struct console_db_dismiss_ctx {
+	const char *dc_actor;
+	int64_t dc_id;
+	const char *dc_reason;
+	char *dc_msg;
+	size_t dc_size;
+};
+
+static int console_db_dismiss_unit(struct store_tx *tx, void *arg)
+{
+	struct console_db_dismiss_ctx *d = arg;
+	struct store_value p[5];
+	struct store_row row;
+	char target[40];
+	char result[CONSOLE_DB_MSG_MAX + 16];
+	int64_t changed = 0;
+	int state;
+	int rc;
+
+	snprintf(target, sizeof(target), "event:%" PRId64, d->dc_id);
+	p[0] = store_int(store_tx_now(tx));
+	p[1] = store_text(d->dc_actor);
+	p[2] = store_text(d->dc_reason);
+	p[3] = store_int(d->dc_id);
+	if (store_exec(tx,
+	               "UPDATE events SET dismissed_at = ?, dismissed_by = ?, dismiss_reason = ?"
+	               " WHERE id = ? AND outcome = 'failed' AND dismissed_at IS NULL",
+	               p, 4, &changed) < 0) {
+		return -1;
+	}
+	if (changed == 1) {
+		snprintf(d->dc_msg, d->dc_size, "event %" PRId64 " dismissed", d->dc_id);
+		state = CONSOLE_DB_OK;
+		snprintf(result, sizeof(result), "ok");
+	} else {
+		p[0] = store_int(d->dc_id);
+		rc = store_query(tx, "SELECT outcome, dismissed_by FROM events WHERE id = ?", p, 1,
+		                 &row);
+		if (rc < 0) {
+			return -1;
+		}
+		if (rc == 0) {
+			snprintf(d->dc_msg, d->dc_size, "no event %" PRId64, d->dc_id);
+			state = CONSOLE_DB_UNKNOWN;
+		} else {
+			if (!store_row_is_null(&row, 1)) {
+				snprintf(d->dc_msg, d->dc_size,
+				         "event %" PRId64 " was dismissed already (by %s)",
+				         d->dc_id, store_row_text(&row, 1));
+			} else {
+				snprintf(d->dc_msg, d->dc_size,
+				         "event %" PRId64 " is %s, not failed; nothing to dismiss",
+				         d->dc_id, store_row_text(&row, 0));
+			}
+			store_row_finish(&row);
+			state = CONSOLE_DB_REFUSED;
+		}
+		snprintf(result, sizeof(result), "refused: %s", d->dc_msg);
+	}
+	if (console_db_audit_tx(tx, d->dc_actor, "events.dismiss", target, d->dc_reason, result) <
+	    0) {
+		return -1;
+	}
+	return state;
+}
+
+int console_db_dismiss(struct store *st, int64_t now_ms, const char *actor, int64_t id,
+                       const char *reason, char *ret_msg, size_t msg_size)
+{
+	struct console_db_dismiss_ctx d = {actor, id, reason, ret_msg, msg_size};
+
+	ret_msg[0] = '\0';
+	if (reason == NULL || reason[0] == '\0' || strlen(reason) > CONSOLE_DB_REASON_MAX) {
+		snprintf(ret_msg, msg_size, "a reason of 1 to %d bytes is required",
+		         CONSOLE_DB_REASON_MAX);
+		return CONSOLE_DB_REFUSED;
+	}
+	return store_write(st, now_ms, console_db_dismiss_unit, &d);
+}
+
+struct console_db_dismiss_many {
+	const char *dm_actor;
+	const struct console_db_filter *dm_filter;
+	const char *dm_reason;
+	int64_t dm_expect;
+	int64_t dm_count;
+	int64_t *dm_ids;
+	size_t dm_n;
+	size_t dm_cap;
+};
+
+static int console_db_dismiss_id(void *arg, const struct store_row *row)
+{
+	struct console_db_dismiss_many *dm = arg;
+
+	if (dm->dm_n == dm->dm_cap) {
+		size_t cap = dm->dm_cap == 0 ? 64 : 2 * dm->dm_cap;
+		int64_t *ids = realloc(dm->dm_ids, cap * sizeof(*ids));
+
+		if (ids == NULL) {
+			return -1;
+		}
+		dm->dm_ids = ids;
+		dm->dm_cap = cap;
+	}
+	dm->dm_ids[dm->dm_n++] = store_row_int(row, 0);
+	return 0;
+}
+
+static int console_db_dismiss_many_unit(struct store_tx *tx, void *arg)
+{
+	struct console_db_dismiss_many *dm = arg;
+	struct store_value p[CONSOLE_DB_FILTER_PARAMS];
+	struct console_db_filter f = *dm->dm_filter;
+	struct buf sql;
+	size_t n = 0;
+	size_t i;
+	int rc = -1;
+
+	f.ef_open = 1;
+	buf_init(&sql, CONSOLE_DB_SQL_MAX);
+	buf_puts(&sql, "SELECT id FROM events WHERE 1 = 1");
+	if (console_db_filter_sql(&f, &sql, p, &n) < 0) {
+		goto out;
+	}
+	buf_puts(&sql, " ORDER BY id");
+	dm->dm_n = 0;
+	/* Read in the writer's transaction: what is counted is what is changed. */
+	if (store_query_each(tx, sql.buf_data, p, n, console_db_dismiss_id, dm) < 0) {
+		goto out;
+	}
+	dm->dm_count = (int64_t)dm->dm_n;
+	if (dm->dm_expect < 0 || dm->dm_count != dm->dm_expect) {
+		rc = 0;
+		goto out;
+	}
+	for (i = 0; i < dm->dm_n; i++) {
+		struct store_value q[] = {store_int(store_tx_now(tx)), store_text(dm->dm_actor),
+		                          store_text(dm->dm_reason), store_int(dm->dm_ids[i])};
+		char target[40];
+
+		snprintf(target, sizeof(target), "event:%" PRId64, dm->dm_ids[i]);
+		if (store_exec(tx,
+		               "UPDATE events SET dismissed_at = ?, dismissed_by = ?, "
+		               "dismiss_reason = ?"
+		               " WHERE id = ? AND dismissed_at IS NULL",
+		               q, 4, NULL) < 0 ||
+		    console_db_audit_tx(tx, dm->dm_actor, "events.dismiss", target, dm->dm_reason,
+		                        "ok") < 0) {
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	buf_finish(&sql);
+	return rc;
+}
+
+int console_db_dismiss_filter(struct store *st, int64_t now_ms, const char *actor,
+                              const struct console_db_filter *f, const char *reason, int64_t expect,
+                              int64_t *ret_count)
+{
+	struct console_db_dismiss_many dm;
+	int rc;
+
+	memset(&dm, 0, sizeof(dm));
+	dm.dm_actor = actor;
+	dm.dm_filter = f;
+	dm.dm_reason = reason;
+	dm.dm_expect = expect;
+	rc = expect < 0 ? store_read(st, now_ms, console_db_dismiss_many_unit, &dm)
+	                : store_write(st, now_ms, console_db_dismiss_many_unit, &dm);
+	free(dm.dm_ids);
+	if (rc < 0) {
+		return -1;
+	}
+	*ret_count = dm.dm_count;
+	return expect >= 0 && dm.dm_count != expect ? 1 : 0;
+}
+
+/* ---- reprocessing ---- */
+
+#define CONSOLE_DB_EVENT_COLUMNS                                                                   \
+	"id, scope, idem_key, type, kind, order_ref, payment_ref, refund_ref, amount, currency,"   \
+	" refund_cumulative, payload, outcome, effect, reason, received_at, processed_at, "        \
+	"reprocessed, source"
+
+struct console_db_rp_ctx {
+	int64_t rc_id;
+	const struct config *rc_cf;
+	const char *rc_actor;
+	struct console_db_reprocess *rc_ret;
+};
+
+static char *console_db_dup(const struct store_row *row, size_t i)
+{
+	const char *s = store_row_text(row, i);
+
+	return s != NULL ? strdup(s) : NULL;
+}
+
+/* The struct event as the ingest path built it, from the stored row. */
+static int console_db_rebuild(const struct store_row *row, struct event *ev)
+{
+	const char *kind = store_row_text(row, 4);
+	const char *currency = store_row_text(row, 9);
+	const struct store_value *payload = &row->sr_cols[11];
+
+	memset(ev, 0, sizeof(*ev));
+	ev->ev_amount = -1;
+	ev->ev_key = console_db_dup(row, 2);
+	ev->ev_type = console_db_dup(row, 3);
+	ev->ev_order_ref = console_db_dup(row, 5);
+	ev->ev_payment_ref = console_db_dup(row, 6);
+	ev->ev_refund_ref = console_db_dup(row, 7);
+	if (ev->ev_key == NULL) {
+		return -1;
+	}
+	ev->ev_kind = event_kind_from_name(kind);
+	if (!store_row_is_null(row, 8)) {
+		ev->ev_amount = store_row_int(row, 8);
+	}
+	if (currency != NULL && strlen(currency) < sizeof(ev->ev_currency)) {
+		memcpy(ev->ev_currency, currency, strlen(currency) + 1);
+	}
+	ev->ev_refund_cumulative = store_row_int(row, 10) != 0;
+	if (payload->sv_type == STORE_TEXT || payload->sv_type == STORE_BLOB) {
+		ev->ev_payload = malloc(payload->sv_len + 1);
+		if (ev->ev_payload == NULL) {
+			return -1;
+		}
+		memcpy(ev->ev_payload, payload->sv_text, payload->sv_len);
+		ev->ev_payload[payload->sv_len] = '\0';
+		ev->ev_payload_len = payload->sv_len;
+		event_fingerprint(ev, ev->ev_payload, ev->ev_payload_len);
+	}
+	return 0;
+}
+
+/* The new outcome onto the event row and its idempotency record. */
+static int console_db_rp_store(struct store_tx *tx, struct console_db_rp_ctx *c, const char *scope,
+                               const struct event *ev)
+{
+	struct console_db_reprocess *rp = c->rc_ret;
+	const struct provider_conf *pc;
+	struct event_outcome out;
+	struct store_value p[8];
+	struct reply reply;
+	int rc = -1;
+
+	reply_init(&reply);
+	p[0] = store_text(rp->rp_res.or_refused ? "failed" : "done");
+	p[1] = store_text(rp->rp_res.or_effect);
+	p[2] = store_text(rp->rp_res.or_refused ? rp->rp_res.or_reason : NULL);
+	p[3] = store_int(store_tx_now(tx));
+	p[4] = store_int(c->rc_id);
+	if (store_exec(tx,
+	               "UPDATE events SET outcome = ?, effect = ?, reason = ?, processed_at = ?,"
+	               " reprocessed = reprocessed + 1 WHERE id = ? AND outcome = 'failed'",
+	               p, 5, NULL) < 0) {
+		goto out;
+	}
+	/* The stored reply follows the new outcome, so a later redelivery of
+	 * the callback replays the answer a first delivery would get now. */
+	pc = config_provider(c->rc_cf, scope);
+	memset(&out, 0, sizeof(out));
+	out.eo_refused = rp->rp_res.or_refused;
+	out.eo_reason = rp->rp_res.or_refused ? rp->rp_res.or_reason : NULL;
+	out.eo_order_id = rp->rp_res.or_order_id[0] != '\0' ? rp->rp_res.or_order_id : NULL;
+	out.eo_effect = rp->rp_res.or_effect;
+	if (pc != NULL && pc->pc_provider->p_ack(pc, ev, &out, &reply) == 0) {
+		rp->rp_reply_updated = 1;
+		p[0] = store_text(rp->rp_res.or_refused ? "failed" : "done");
+		p[1] = store_int(reply.reply_status);
+		p[2] = store_text(reply.reply_content_type);
+		p[3] = store_text(reply.reply_headers);
+		p[4] = store_blob(reply.reply_body != NULL ? reply.reply_body : "",
+		                  reply.reply_body_len);
+		p[5] = store_int(store_tx_now(tx));
+		p[6] = store_text(scope);
+		p[7] = store_text(ev->ev_key);
+		rc = store_exec(
+		        tx,
+		        "UPDATE idempotency_records SET status = ?, reply_status = ?, "
+		        "reply_content_type = ?, reply_headers = ?, reply_body = ?, "
+		        "updated_at = ? WHERE scope = ? AND idem_key = ? AND status = 'failed'",
+		        p, 8, NULL);
+	} else {
+		p[0] = store_text(rp->rp_res.or_refused ? "failed" : "done");
+		p[1] = store_int(store_tx_now(tx));
+		p[2] = store_text(scope);
+		p[3] = store_text(ev->ev_key);
+		rc = store_exec(tx,
+		                "UPDATE idempotency_records SET status = ?, updated_at = ?"
+		                " WHERE scope = ? AND idem_key = ? AND status = 'failed'",
+		                p, 4, NULL);
+	}
+out:
+	reply_finish(&reply);
+	return rc;
+}
+
+static int console_db_reprocess_unit(struct store_tx *tx, void *arg)
+{
+	struct console_db_rp_ctx *c = arg;
+	struct console_db_reprocess *rp = c->rc_ret;
+	const struct config *cf = c->rc_cf;
+	char result[CONSOLE_DB_MSG_MAX + ORDERS_REF_MAX];
+	struct store_value p[1];
+	struct orders_conf oc;
+	struct store_row row;
+	struct event ev;
+	const char *scope;
+	const char *reason;
+	char target[40];
+	int rc;
+
+	memset(&ev, 0, sizeof(ev));
+	memset(rp, 0, sizeof(*rp));
+	snprintf(target, sizeof(target), "event:%" PRId64, c->rc_id);
+	p[0] = store_int(c->rc_id);
+	rc = store_query(tx, "SELECT " CONSOLE_DB_EVENT_COLUMNS " FROM events WHERE id = ?", p, 1,
+	                 &row);
+	if (rc < 0) {
+		return -1;
+	}
+	if (rc == 0) {
+		rp->rp_state = CONSOLE_DB_RP_UNKNOWN;
+		return console_db_audit_tx(tx, c->rc_actor, "events.reprocess", target, NULL,
+		                           "refused: no such event");
+	}
+	/* Read and decided inside the writer's transaction: a concurrent
+	 * reprocess of the same event sees the outcome this one leaves. */
+	reason = store_row_text(&row, 14);
+	rc = 0;
+	if (store_row_text(&row, 12) == NULL || strcmp(store_row_text(&row, 12), "failed") != 0) {
+		rp->rp_state = CONSOLE_DB_RP_NOT_FAILED;
+		snprintf(result, sizeof(result), "refused: not failed");
+		goto out;
+	}
+	if (reason != NULL && strcmp(reason, "refused_by_provider_rules") == 0) {
+		rp->rp_state = CONSOLE_DB_RP_PROVIDER_REFUSED;
+		snprintf(result, sizeof(result), "refused: refused by the provider's own rules");
+		goto out;
+	}
+	rc = -1;
+	if (console_db_rebuild(&row, &ev) < 0) {
+		log_err("console: out of memory");
+		goto fail;
+	}
+	scope = store_row_text(&row, 1);
+	oc.oc_points_num = cf->cf_points_num;
+	oc.oc_points_den = cf->cf_points_den;
+	if (orders_apply_event(tx, &oc, scope, &ev, &rp->rp_res) < 0) {
+		goto fail;
+	}
+	if (!rp->rp_res.or_refused && rp->rp_res.or_order_id[0] != '\0') {
+		size_t i;
+
+		for (i = 0; i < rp->rp_res.or_n_effects; i++) {
+			if (outbox_on_effect(tx, cf, scope, rp->rp_res.or_order_id,
+			                     rp->rp_res.or_effects[i]) < 0) {
+				goto fail;
+			}
+		}
+	}
+	if (console_db_rp_store(tx, c, scope, &ev) < 0) {
+		goto fail;
+	}
+	rp->rp_state = CONSOLE_DB_RP_DONE;
+	if (rp->rp_res.or_refused) {
+		snprintf(result, sizeof(result), "ok: still failed (%s)", rp->rp_res.or_reason);
+	} else {
+		snprintf(result, sizeof(result), "ok: done, order %s %s",
+		         rp->rp_res.or_order_id[0] != '\0' ? rp->rp_res.or_order_id : "-",
+		         rp->rp_res.or_effect != NULL ? rp->rp_res.or_effect : "-");
+	}
+	rc = 0;
+out:
+	if (console_db_audit_tx(tx, c->rc_actor, "events.reprocess", target, NULL, result) < 0) {
+		rc = -1;
+	}
+fail:
+	event_finish(&ev);
+	store_row_finish(&row);
+	return rc;
+}
+
+int console_db_reprocess(struct store *st, const struct config *cf, int64_t now_ms,
+                         const char *actor, int64_t id, struct console_db_reprocess *ret)
+{
+	struct console_db_rp_ctx c = {id, cf, actor, ret};
+
+	return store_write(st, now_ms, console_db_reprocess_unit, &c);
+}
+
+/* ---- the console's reads ---- */
+
+struct console_db_q {
+	const char *q_sql;
+	const struct store_value *q_params;
+	size_t q_n;
+	console_db_row_fn q_fn;
+	void *q_arg;
+};
+
+static int console_db_q_unit(struct store_tx *tx, void *arg)
+{
+	struct console_db_q *q = arg;
+
+	return store_query_each(tx, q->q_sql, q->q_params, q->q_n, q->q_fn, q->q_arg);
+}
+
+static int console_db_read(struct store *st, int64_t now_ms, const char *sql,
+                           const struct store_value *p, size_t n, console_db_row_fn fn, void *arg)
+{
+	struct console_db_q q = {sql, p, n, fn, arg};
+
+	return store_read(st, now_ms, console_db_q_unit, &q);
+}
+
+int console_db_events(struct store *st, int64_t now_ms, const struct console_db_filter *f,
+                      int64_t before_id, int64_t limit, console_db_row_fn fn, void *arg)
+{
+	struct store_value p[CONSOLE_DB_FILTER_PARAMS];
+	struct buf sql;
+	size_t n = 0;
+	int rc = -1;
+
+	buf_init(&sql, CONSOLE_DB_SQL_MAX);
+	buf_puts(&sql,
+	         "SELECT id, received_at, scope, idem_key, kind, order_ref, " CONSOLE_DB_OUTCOME ","
+	         " CASE outcome WHEN 'failed' THEN reason ELSE effect END, source, test_mode,"
+	         " dismissed_at, reprocessed FROM events WHERE id < ?");
+	p[n++] = store_int(before_id > 0 ? before_id : INT64_MAX);
+	if (console_db_filter_sql(f, &sql, p, &n) < 0) {
+		goto out;
+	}
+	buf_puts(&sql, " ORDER BY id DESC LIMIT ?");
+	p[n++] = store_int(limit);
+	if (sql.buf_overflow) {
+		goto out;
+	}
+	rc = console_db_read(st, now_ms, sql.buf_data, p, n, fn, arg);
+out:
+	buf_finish(&sql);
+	return rc;
+}
+
+int console_db_event(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn, void *arg)
+{
+	struct store_value p[] = {store_int(id)};
+
+	return console_db_read(
+	        st, now_ms,
+	        "SELECT e.id, e.scope, e.idem_key, e.type, e.kind, e.order_ref, e.payment_ref,"
+	        " e.refund_ref, e.amount, e.currency, e.refund_cumulative, e.payload,"
+	        " CASE WHEN e.outcome = 'done' AND e.effect = '" INGEST_EFFECT_TO_FETCH "'"
+	        " THEN 'fetching' ELSE e.outcome END,"
+	        " e.effect, e.reason, e.received_at, e.processed_at, e.reprocessed, e.source,"
+	        " e.test_mode, e.dismissed_at, e.dismissed_by, e.dismiss_reason, r.status,"
+	        " r.reply_status, r.reply_content_type, r.reply_headers, r.reply_body, r.updated_at"
+	        " FROM events AS e LEFT JOIN idempotency_records AS r"
+	        " ON r.scope = e.scope AND r.idem_key = e.idem_key WHERE e.id = ?",
+	        p, 1, fn, arg);
+}
+
+struct console_db_audit_t {
+	int (*at_fn)(void *arg, const struct console_db_audit_row *row);
+	void *at_arg;
+};
+
+static int console_db_audit_t_row(void *arg, const struct store_row *row)
+{
+	struct console_db_audit_t *t = arg;
+	struct console_db_audit_q q = {.aq_fn = t->at_fn, .aq_arg = t->at_arg};
+
+	return console_db_audit_row(&q, row);
+}
+
+int console_db_audit_for(struct store *st, int64_t now_ms, const char *target, int64_t limit,
+                         int (*fn)(void *arg, const struct console_db_audit_row *row), void *arg)
+{
+	struct store_value p[] = {store_text(target), store_int(limit)};
+	struct console_db_audit_t t = {fn, arg};
+
+	/* Few rows per target; the audit log is small beside the events. */
+	return console_db_read(st, now_ms,
+	                       "SELECT id, at, actor, action, target, reason, result FROM audit_log"
+	                       " WHERE target = ? ORDER BY id DESC LIMIT ?",
+	                       p, 2, console_db_audit_t_row, &t);
+}
+
+int console_db_order(struct store *st, int64_t now_ms, const char *id, console_db_row_fn fn,
+                     void *arg)
+{
+	struct store_value p[] = {store_text(id)};
+
+	return console_db_read(st, now_ms,
+	                       "SELECT id, amount, currency, status, refunded_amount, customer_ref,"
+	                       " provider, payment_ref, fulfillment_status, needs_operator,"
+	                       " created_at, paid_at, refunded_at, updated_at, disputed_amount,"
+	                       " chargeback_amount, owner FROM orders WHERE id = ?",
+	                       p, 1, fn, arg);
+}
+
+int console_db_order_timeline(struct store *st, int64_t now_ms, const char *id,
+                              console_db_row_fn fn, void *arg)
+{
+	struct store_value p[] = {store_text(id), store_text(id), store_text(id),
+	                          store_text(id), store_text(id), store_text(id)};
+
+	/* Every part is found through an index on the order (events_order_ref,
+	 * the refunds/disputes/points unique keys, order_refs_order,
+	 * outbox_order); parked events through the order's references. */
+	return console_db_read(
+	        st, now_ms,
+	        "SELECT at, what, rid, title, detail FROM ("
+	        " SELECT received_at AS at, 'event' AS what, id AS rid,"
+	        "  scope || ' ' || kind || ' (' || idem_key || ')' AS title,"
+	        "  " CONSOLE_DB_OUTCOME
+	        " || ': ' || COALESCE(CASE outcome WHEN 'failed' THEN reason"
+	        " ELSE effect END, '-') || CASE source WHEN 'reconcile' THEN ' (reconcile)' ELSE "
+	        "'' END AS detail"
+	        "  FROM events WHERE order_ref = ?"
+	        " UNION ALL SELECT created_at, 'refund', id, provider || ' refund ' || refund_ref,"
+	        "  status || ' ' || CAST(amount AS TEXT) FROM refunds WHERE order_id = ?"
+	        " UNION ALL SELECT created_at, 'dispute', id, provider || ' dispute ' || "
+	        "dispute_ref,"
+	        "  status || ' ' || CAST(amount AS TEXT) FROM disputes WHERE order_id = ?"
+	        " UNION ALL SELECT created_at, 'points', id, reason || ' ' || ref,"
+	        "  CAST(points AS TEXT) FROM points_ledger WHERE order_id = ?"
+	        " UNION ALL SELECT p.created_at, 'parked', p.id, p.provider || ' ' || p.kind || ' "
+	        "('"
+	        "  || p.idem_key || ')', CASE WHEN p.applied_at IS NULL THEN 'waiting for its "
+	        "payment'"
+	        "  ELSE 'applied' END FROM order_parked AS p JOIN order_refs AS r"
+	        "  ON r.provider = p.provider AND r.ref = p.ref WHERE r.order_id = ?"
+	        " UNION ALL SELECT created_at, 'outbox', id, call_type || ' (' || effect || ')',"
+	        "  status || ', ' || CAST(attempts AS TEXT) || ' attempt(s)'"
+	        "  FROM outbox WHERE order_id = ?"
+	        ") AS t ORDER BY at, what, rid LIMIT 1000",
+	        p, 6, fn, arg);
+}
+
+#define CONSOLE_DB_OUTBOX_COLUMNS                                                                  \
+	"id, order_id, call_type, effect, status, attempts, next_attempt_at, last_status,"         \
+	" last_error, comp_state, created_at, updated_at"
+
+int console_db_outbox(struct store *st, int64_t now_ms, const char *status, int64_t before_id,
+                      int64_t limit, console_db_row_fn fn, void *arg)
+{
+	struct store_value p[] = {store_int(before_id > 0 ? before_id : INT64_MAX),
+	                          store_text(status), store_text(status), store_int(limit)};
+
+	return console_db_read(st, now_ms,
+	                       "SELECT " CONSOLE_DB_OUTBOX_COLUMNS " FROM outbox WHERE id < ?"
+	                       " AND (? IS NULL OR status = ?) ORDER BY id DESC LIMIT ?",
+	                       p, 4, fn, arg);
+}
+
+int console_db_outbox_of_order(struct store *st, int64_t now_ms, const char *order_id,
+                               console_db_row_fn fn, void *arg)
+{
+	struct store_value p[] = {store_text(order_id)};
+
+	return console_db_read(st, now_ms,
+	                       "SELECT " CONSOLE_DB_OUTBOX_COLUMNS
+	                       " FROM outbox WHERE order_id = ? ORDER BY id LIMIT 1000",
+	                       p, 1, fn, arg);
+}
+
+int console_db_outbox_row(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn,
+                          void *arg)
+{
+	struct store_value p[] = {store_int(id)};
+
+	return console_db_read(
+	        st, now_ms,
+	        "SELECT id, order_id, call_type, effect, provider, url, content_type,"
+	        " body, idem_key, compensation, comp_state, parent_id, status,"
+	        " attempts, window_start, next_attempt_at, last_status, last_error,"
+	        " created_at, updated_at, delivered_at FROM outbox WHERE id = ?",
+	        p, 1, fn, arg);
+}
+
+int console_db_outbox_attempts(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn,
+                               void *arg)
+{
+	struct store_value p[] = {store_int(id)};
+
+	return console_db_read(st, now_ms,
+	                       "SELECT id, attempt, at, http_status, error, latency_ms, excerpt"
+	                       " FROM outbox_attempts WHERE outbox_id = ? ORDER BY id DESC",
+	                       p, 1, fn, arg);
+}
+
+int console_db_outbox_ids(struct store *st, int64_t now_ms, const char *status, int64_t limit,
+                          console_db_row_fn fn, void *arg)
+{
+	struct store_value p[] = {store_text(status), store_int(limit)};
+
+	return console_db_read(st, now_ms,
+	                       "SELECT id FROM outbox WHERE status = ? ORDER BY id LIMIT ?", p, 2,
+	                       fn, arg);
+}
+
+static int console_db_overview_unit(struct store_tx *tx, void *arg)
+{
+	struct console_db_overview *ov = arg;
+	struct store_row row;
+	int rc;
+
+	memset(ov, 0, sizeof(*ov));
+	rc = store_query(tx, "SELECT count(*) FROM order_parked WHERE applied_at IS NULL", NULL, 0,
+	                 &row);
+	if (rc < 0) {
+		return -1;
+	}
+	if (rc == 1) {
+		ov->ov_parked = store_row_int(&row, 0);
+		store_row_finish(&row);
+	}
+	rc = store_query(tx, "SELECT at FROM audit_log ORDER BY id DESC LIMIT 1", NULL, 0, &row);
+	if (rc < 0) {
+		return -1;
+	}
+	if (rc == 1) {
+		ov->ov_audit_last_at = store_row_int(&row, 0);
+		store_row_finish(&row);
+	}
+	return 0;
+}
+
+int console_db_overview(struct store *st, int64_t now_ms, struct console_db_overview *ret)
+{
+	return store_read(st, now_ms, console_db_overview_unit, ret);
+}

@@ -1,0 +1,1403 @@
+/* console_pages.c: the console's pages, server-rendered HTML (console_pages.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cJSON.h>
+
+#include "buf.h"
+#include "config.h"
+#include "console_db.h"
+#include "console_pages.h"
+#include "env.h"
+#include "health.h"
+#include "http.h"
+#include "metrics.h"
+#include "rejects.h"
+#include "stats.h"
+#include "store.h"
+#include "text.h"
+#include "traffic.h"
+
+#define CONSOLE_RAW_SHOWN (256 * 1024)   /* bytes of a payload or body shown raw */
+#define CONSOLE_PRETTY_MAX (1024 * 1024) /* payloads pretty-printed up to this size */
+#define CONSOLE_ORDER_OUTBOX_MAX 100     /* outbox rows of one order shown with their attempts */
+
+/* ---- escaping ---- */
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
+static size_t console_utf8_len(const unsigned char *s, size_t n)
+{
+	size_t len;
+	size_t i;
+	uint32_t cp;
+
+	if (s[0] < 0x80) {
+		return 1;
+	}
+	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+		len = 2;
+		cp = s[0] & 0x1f;
+	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		len = 3;
+		cp = s[0] & 0x0f;
+	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		len = 4;
+		cp = s[0] & 0x07;
+	} else {
+		return 0;
+	}
+	if (n < len) {
+		return 0;
+	}
+	for (i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80) {
+			return 0;
+		}
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	/* overlong forms, surrogates and past U+10FFFF */
+	if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff)) {
+		return 0;
+	}
+	return len;
+}
+
+int console_escn(struct buf *b, const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i = 0;
+
+	while (i < len) {
+		unsigned char c = p[i];
+		size_t n;
+
+		if (c == '&') {
+			buf_puts(b, "&amp;");
+		} else if (c == '<') {
+			buf_puts(b, "&lt;");
+		} else if (c == '>') {
+			buf_puts(b, "&gt;");
+		} else if (c == '"') {
+			buf_puts(b, "&quot;");
+		} else if (c == '\'') {
+			buf_puts(b, "&#39;");
+		} else if (c == '\n' || c == '\t' || (c >= 0x20 && c < 0x7f)) {
+			buf_append(b, s + i, 1);
+		} else if (c >= 0x80 && (n = console_utf8_len(p + i, len - i)) > 0) {
+			buf_append(b, s + i, n);
+			i += n;
+			continue;
+		} else {
+			buf_printf(b, "\\x%02x", c);
+		}
+		i++;
+		if (b->buf_overflow) {
+			return -1;
+		}
+	}
+	return b->buf_overflow ? -1 : 0;
+}
+
+int console_esc(struct buf *b, const char *s)
+{
+	return s != NULL ? console_escn(b, s, strlen(s)) : 0;
+}
+
+/* s escaped, or a dash. */
+static void console_esc_or_dash(struct buf *b, const char *s)
+{
+	if (s == NULL || s[0] == '\0') {
+		buf_puts(b, "<span class=\"muted\">-</span>");
+	} else {
+		console_esc(b, s);
+	}
+}
+
+/* Appends s percent-encoded for a query string. */
+static void console_urlenc(struct buf *b, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+
+	for (; s != NULL && *s != '\0'; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '-' || c == '_' || c == '.' || c == '~') {
+			buf_append(b, s, 1);
+		} else {
+			char e[3] = {'%', hex[c >> 4], hex[c & 15]};
+
+			buf_append(b, e, 3);
+		}
+	}
+}
+
+static void console_time(struct buf *b, int64_t ms)
+{
+	time_t t = (time_t)(ms / 1000);
+	struct tm tm;
+	char text[32];
+
+	if (ms <= 0 || gmtime_r(&t, &tm) == NULL) {
+		buf_puts(b, "<span class=\"muted\">-</span>");
+		return;
+	}
+	strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &tm);
+	buf_puts(b, text);
+}
+
+/* A column's bytes escaped (TEXT or BLOB), cut at max with a note. */
+static void console_esc_col(struct buf *b, const struct store_row *row, size_t i, size_t max)
+{
+	const struct store_value *v = &row->sr_cols[i];
+
+	if (i >= row->sr_n || (v->sv_type != STORE_TEXT && v->sv_type != STORE_BLOB)) {
+		buf_puts(b, "<span class=\"muted\">(none)</span>");
+		return;
+	}
+	console_escn(b, v->sv_text, v->sv_len < max ? v->sv_len : max);
+	if (v->sv_len > max) {
+		buf_printf(b, "\n<span class=\"muted\">(cut: %zu of %zu bytes shown)</span>", max,
+		           v->sv_len);
+	}
+}
+
+char *console_query(const struct http_request *req, const char *name)
+{
+	char *raw = http_query_get(req, name);
+	char *v = NULL;
+
+	if (raw != NULL && raw[0] != '\0') {
+		v = text_form_decode(raw, strlen(raw));
+	}
+	free(raw);
+	if (v != NULL && v[0] == '\0') {
+		free(v);
+		v = NULL;
+	}
+	return v;
+}
+
+/* ---- the frame ---- */
+
+static const char *const console_nav[][2] = {
+        {"overview", "/console/"},     {"events", "/console/events"},
+        {"outbox", "/console/outbox"}, {"rejected", "/console/rejected"},
+        {"audit", "/console/audit"},
+};
+
+int console_page_begin(struct buf *b, const struct console_ctx *cx, const char *title,
+                       const char *here, int refresh_s)
+{
+	size_t i;
+
+	buf_puts(b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+	            "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
+	            "<title>");
+	console_esc(b, title);
+	buf_puts(b, " · idemhook console</title>"
+	            "<link rel=\"stylesheet\" href=\"/console/console.css\">"
+	            "<script src=\"/console/console.js\" defer></script></head>\n<body><header>"
+	            "<span class=\"brand\">idemhook</span>");
+	for (i = 0; i < sizeof(console_nav) / sizeof(console_nav[0]); i++) {
+		buf_printf(b, "<a href=\"%s\"%s>%s</a>", console_nav[i][1],
+		           here != NULL && strcmp(here, console_nav[i][0]) == 0 ? " class=\"here\""
+		                                                                : "",
+		           console_nav[i][0]);
+	}
+	if (cx != NULL && cx->cx_who != NULL) {
+		buf_puts(b, "<span class=\"who\">");
+		console_esc(b, cx->cx_who->cw_name);
+		buf_printf(b, " (%s)</span>", cx->cx_who->cw_operator ? "operator" : "read-only");
+		buf_puts(b, "<form method=\"post\" action=\"/console/logout\">"
+		            "<input type=\"hidden\" name=\"csrf\" value=\"");
+		console_esc(b, cx->cx_who->cw_csrf);
+		buf_puts(b, "\"><button class=\"plain\" type=\"submit\">Log out</button></form>");
+	}
+	buf_puts(b, "</header>\n<main");
+	if (refresh_s > 0) {
+		buf_printf(b, " data-refresh=\"%d\"", refresh_s);
+	}
+	buf_puts(b, ">\n");
+	if (cx != NULL && cx->cx_flash != NULL) {
+		buf_printf(b, "<p class=\"flash%s\" role=\"status\">",
+		           cx->cx_flash_error ? " error" : "");
+		console_esc(b, cx->cx_flash);
+		buf_puts(b, "</p>\n");
+	}
+	buf_puts(b, "<h1>");
+	console_esc(b, title);
+	buf_puts(b, "</h1>\n");
+	return b->buf_overflow ? -1 : 0;
+}
+
+int console_page_end(struct buf *b)
+{
+	buf_puts(b, "</main></body></html>\n");
+	return b->buf_overflow ? -1 : 0;
+}
+
+int console_page_login(struct buf *b, const char *error)
+{
+	buf_puts(b, "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+	            "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
+	            "<title>Log in · idemhook console</title>"
+	            "<link rel=\"stylesheet\" href=\"/console/console.css\"></head>\n<body>"
+	            "<main><form class=\"login\" method=\"post\" action=\"/console/login\">"
+	            "<h1>idemhook console</h1>");
+	if (error != NULL) {
+		buf_puts(b, "<p class=\"flash error\" role=\"alert\">");
+		console_esc(b, error);
+		buf_puts(b, "</p>");
+	}
+	buf_puts(b, "<label for=\"token\">Operator token</label>"
+	            "<input id=\"token\" name=\"token\" type=\"password\" autocomplete=\"off\" "
+	            "required autofocus><button type=\"submit\">Log in</button></form></main>"
+	            "</body></html>\n");
+	return b->buf_overflow ? -1 : 0;
+}
+
+/* A hidden CSRF field, for a form of the page. */
+static void console_csrf_field(struct buf *b, const struct console_ctx *cx)
+{
+	buf_puts(b, "<input type=\"hidden\" name=\"csrf\" value=\"");
+	console_esc(b, cx->cx_who->cw_csrf);
+	buf_puts(b, "\">");
+}
+
+static int console_operator(const struct console_ctx *cx)
+{
+	return cx->cx_who != NULL && cx->cx_who->cw_operator;
+}
+
+/* ---- overview ---- */
+
+static const char *const console_kinds[TRAFFIC_KINDS] = {"accepted", "duplicate", "failed",
+                                                         "rejected", "other"};
+
+/* One provider's last 24 hours as stacked bars, oldest on the left. */
+static void console_chart_svg(struct buf *b, const struct traffic_view *tv, size_t p)
+{
+	const int w = 12;
+	const int h = 80;
+	uint64_t max = 1;
+	size_t i;
+	size_t k;
+
+	for (i = 0; i < TRAFFIC_HOURS; i++) {
+		uint64_t t = 0;
+
+		for (k = 0; k < TRAFFIC_KINDS; k++) {
+			t += tv->tv_counts[p][i][k];
+		}
+		if (t > max) {
+			max = t;
+		}
+	}
+	buf_printf(b,
+	           "<svg class=\"chart\" role=\"img\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d "
+	           "%d\"><title>",
+	           TRAFFIC_HOURS * w + 20, h + 20, TRAFFIC_HOURS * w + 20, h + 20);
+	console_esc(b, tv->tv_name[p]);
+	buf_puts(b, ": callbacks per hour, last 24 hours</title>");
+	for (i = 0; i < TRAFFIC_HOURS; i++) {
+		int x = 10 + (int)(TRAFFIC_HOURS - 1 - i) * w;
+		int y = 10 + h;
+
+		for (k = 0; k < TRAFFIC_KINDS; k++) {
+			uint64_t n = tv->tv_counts[p][i][k];
+			int bh = (int)(n * (uint64_t)h / max);
+
+			if (n == 0) {
+				continue;
+			}
+			if (bh == 0) {
+				bh = 1;
+			}
+			y -= bh;
+			buf_printf(
+			        b,
+			        "<rect class=\"%s\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\">"
+			        "<title>%" PRIu64 " %s</title></rect>",
+			        console_kinds[k], x, y, w - 2, bh, n, console_kinds[k]);
+		}
+	}
+	buf_printf(b,
+	           "<text x=\"10\" y=\"%d\">-24h</text><text x=\"%d\" y=\"%d\">now</text>"
+	           "<text x=\"%d\" y=\"10\">max %" PRIu64 "/h</text></svg>",
+	           h + 19, TRAFFIC_HOURS * w - 10, h + 19, TRAFFIC_HOURS * w - 60, max);
+}
+
+static void console_card(struct buf *b, const char *href, const char *label, const char *figure,
+                         const char *cls)
+{
+	buf_printf(b, "<a class=\"card\" href=\"%s\"><div class=\"figure%s%s\">", href,
+	           cls != NULL ? " " : "", cls != NULL ? cls : "");
+	console_esc(b, figure);
+	buf_puts(b, "</div><div class=\"label\">");
+	console_esc(b, label);
+	buf_puts(b, "</div></a>");
+}
+
+static void console_card_int(struct buf *b, const char *href, const char *label, int64_t v,
+                             int bad_when_positive)
+{
+	char text[32];
+
+	snprintf(text, sizeof(text), "%" PRId64, v);
+	console_card(b, href, label, text, bad_when_positive && v > 0 ? "bad" : NULL);
+}
+
+static void console_ago(char *out, size_t size, int64_t now_ms, int64_t then_ms)
+{
+	int64_t s = (now_ms - then_ms) / 1000;
+
+	if (then_ms <= 0) {
+		snprintf(out, size, "never");
+	} else if (s < 120) {
+		snprintf(out, size, "%" PRId64 " s ago", s);
+	} else if (s < 7200) {
+		snprintf(out, size, "%" PRId64 " min ago", s / 60);
+	} else {
+		snprintf(out, size, "%" PRId64 " h ago", s / 3600);
+	}
+}
+
+int console_page_overview(struct buf *b, const struct console_ctx *cx)
+{
+	struct traffic_view *tv = calloc(1, sizeof(*tv));
+	struct console_db_overview ov;
+	struct store_file_stats fs;
+	struct stats_gauges g;
+	struct metrics_ops mo;
+	struct health *health = env_health(cx->cx_env);
+	char reason[HEALTH_REASON_MAX];
+	char text[HEALTH_REASON_MAX + 32];
+	size_t i;
+	int rc = -1;
+
+	if (tv == NULL) {
+		return -1;
+	}
+	/* The charts come from this receiver's counts in memory: reading a
+	 * day of events would cost a scan of them at every refresh. */
+	traffic_get(cx->cx_now_ms, tv);
+	if (stats_gauges(cx->cx_store, cx->cx_now_ms, &g) < 0 ||
+	    console_db_overview(cx->cx_store, cx->cx_now_ms, &ov) < 0) {
+		goto out;
+	}
+	metrics_ops_get(&mo);
+	console_page_begin(b, cx, "Overview", "overview", 30);
+	buf_puts(b, "<div class=\"cards\">");
+	console_card_int(b, "/console/events?open=1", "open failed events (alerting)",
+	                 g.sg_events_failed_open, 1);
+	console_card_int(b, "/console/events?outcome=failed&amp;test=1&amp;dismissed=0",
+	                 "failed test-mode events (not alerting)", g.sg_events_failed_test_mode, 0);
+	console_card_int(b,
+	                 "/console/events?outcome=failed&amp;reason=unknown_order&amp;dismissed=0",
+	                 "parked, waiting for their payment", ov.ov_parked, 0);
+	console_card_int(b, "/console/outbox?status=dead", "dead letters (outbox)",
+	                 g.sg_outbox_dead, 1);
+	console_card_int(b, "/console/outbox?status=pending", "outbox backlog (pending, retrying)",
+	                 g.sg_outbox_backlog, 0);
+	snprintf(text, sizeof(text), "%zu", rejects_count_since(cx->cx_now_ms - 3600000LL, NULL));
+	console_card(b, "/console/rejected", "rejected callbacks, last hour", text, NULL);
+	if (health == NULL) {
+		console_card(b, "/console/", "readiness", "starting", "warn");
+	} else if (health_ready(health, reason, sizeof(reason))) {
+		console_card(b, "/console/", "readiness", "ready", "ok");
+	} else {
+		snprintf(text, sizeof(text), "not ready: %s", reason);
+		console_card(b, "/console/", "readiness", text, "bad");
+	}
+	if (store_file_stats(cx->cx_store, &fs) == 0) {
+		snprintf(text, sizeof(text), "%.1f MB",
+		         (double)(fs.sf_db_bytes + fs.sf_wal_bytes) / 1e6);
+		console_card(b, "/console/", "database size (with WAL)", text, NULL);
+	}
+	console_ago(text, sizeof(text), cx->cx_now_ms, mo.mo_gc_last_success_s * 1000);
+	console_card(b, "/console/", mo.mo_gc_failed > 0 ? "last gc (some failed)" : "last gc",
+	             text, mo.mo_gc_failed > 0 ? "warn" : NULL);
+	console_ago(text, sizeof(text), cx->cx_now_ms, mo.mo_reconcile_last_success_s * 1000);
+	console_card(b, "/console/",
+	             mo.mo_reconcile_failed > 0 ? "last reconcile run (some failed)"
+	                                        : "last reconcile run",
+	             text, mo.mo_reconcile_failed > 0 ? "warn" : NULL);
+	console_ago(text, sizeof(text), cx->cx_now_ms, ov.ov_audit_last_at);
+	console_card(b, "/console/audit", "last operator action", text, NULL);
+	buf_puts(b, "</div>\n<h2>Outbox by status</h2><table><tr>");
+	for (i = 0; i < STATS_OUTBOX_STATUSES; i++) {
+		buf_printf(b, "<th class=\"num\"><a href=\"/console/outbox?status=%s\">%s</a></th>",
+		           stats_outbox_statuses[i], stats_outbox_statuses[i]);
+	}
+	buf_puts(b, "</tr><tr>");
+	for (i = 0; i < STATS_OUTBOX_STATUSES; i++) {
+		buf_printf(b, "<td class=\"num\">%" PRId64 "</td>", g.sg_outbox_rows[i]);
+	}
+	buf_puts(b,
+	         "</tr></table>\n<h2>Callbacks by provider (this receiver, since it started)</h2>");
+	buf_puts(b, "<table id=\"traffic\"><tr><th>provider</th>");
+	for (i = 0; i < TRAFFIC_KINDS - 1; i++) {
+		buf_printf(b, "<th class=\"num\">%s, last hour</th>", console_kinds[i]);
+	}
+	for (i = 0; i < TRAFFIC_KINDS - 1; i++) {
+		buf_printf(b, "<th class=\"num\">%s, 24 h</th>", console_kinds[i]);
+	}
+	buf_puts(b, "</tr>");
+	for (i = 0; i < tv->tv_n; i++) {
+		uint64_t day[TRAFFIC_KINDS] = {0};
+		size_t h;
+		size_t k;
+
+		for (h = 0; h < TRAFFIC_HOURS; h++) {
+			for (k = 0; k < TRAFFIC_KINDS; k++) {
+				day[k] += tv->tv_counts[i][h][k];
+			}
+		}
+		buf_puts(b, "<tr><td><a href=\"/console/events?provider=");
+		console_urlenc(b, tv->tv_name[i]);
+		buf_puts(b, "\">");
+		console_esc(b, tv->tv_name[i]);
+		buf_puts(b, "</a></td>");
+		for (k = 0; k < TRAFFIC_KINDS - 1; k++) {
+			buf_printf(b, "<td class=\"num\">%" PRIu64 "</td>", tv->tv_counts[i][0][k]);
+		}
+		for (k = 0; k < TRAFFIC_KINDS - 1; k++) {
+			buf_printf(b, "<td class=\"num\">%" PRIu64 "</td>", day[k]);
+		}
+		buf_puts(b, "</tr>");
+	}
+	if (tv->tv_n == 0) {
+		buf_puts(b,
+		         "<tr><td colspan=\"9\" class=\"muted\">no callbacks since this receiver "
+		         "started</td></tr>");
+	}
+	buf_puts(b, "</table>\n<div class=\"charts\">");
+	for (i = 0; i < tv->tv_n; i++) {
+		buf_puts(b, "<figure><figcaption>");
+		console_esc(b, tv->tv_name[i]);
+		buf_puts(b, "</figcaption>");
+		console_chart_svg(b, tv, i);
+		buf_puts(b, "</figure>");
+	}
+	buf_puts(b, "</div>\n");
+	rc = console_page_end(b) < 0 ? -1 : 200;
+out:
+	free(tv);
+	return rc;
+}
+
+/* ---- events ---- */
+
+struct console_list {
+	struct buf *cl_b;
+	int64_t cl_n;
+	int64_t cl_last_id;
+};
+
+/* The cell's class for an outcome: failed is bad, fetching (a thin event
+ * acknowledged, its full event not fetched yet) is pending, done is ok. */
+static const char *console_outcome_class(const char *outcome)
+{
+	if (outcome != NULL && strcmp(outcome, "failed") == 0) {
+		return "bad";
+	}
+	if (outcome != NULL && strcmp(outcome, "fetching") == 0) {
+		return "warn";
+	}
+	return "ok";
+}
+
+static int console_events_row(void *arg, const struct store_row *row)
+{
+	struct console_list *l = arg;
+	struct buf *b = l->cl_b;
+	const char *outcome = store_row_text(row, 6);
+
+	l->cl_n++;
+	l->cl_last_id = store_row_int(row, 0);
+	buf_printf(b,
+	           "<tr><td class=\"num\"><a href=\"/console/events/%" PRId64 "\">%" PRId64
+	           "</a></td><td>",
+	           l->cl_last_id, l->cl_last_id);
+	console_time(b, store_row_int(row, 1));
+	buf_puts(b, "</td><td>");
+	console_esc(b, store_row_text(row, 2));
+	buf_puts(b, "</td><td class=\"key\">");
+	console_esc(b, store_row_text(row, 3));
+	buf_puts(b, "</td><td>");
+	console_esc(b, store_row_text(row, 4));
+	buf_puts(b, "</td><td>");
+	if (store_row_text(row, 5) != NULL) {
+		buf_puts(b, "<a href=\"/console/orders/");
+		console_urlenc(b, store_row_text(row, 5));
+		buf_puts(b, "\">");
+		console_esc(b, store_row_text(row, 5));
+		buf_puts(b, "</a>");
+	} else {
+		console_esc_or_dash(b, NULL);
+	}
+	buf_printf(b, "</td><td class=\"%s\">", console_outcome_class(outcome));
+	console_esc(b, outcome);
+	buf_puts(b, "</td><td>");
+	console_esc_or_dash(b, store_row_text(row, 7));
+	buf_puts(b, "</td><td>");
+	console_esc(b, store_row_text(row, 8));
+	if (store_row_int(row, 9) != 0) {
+		buf_puts(b, " <span class=\"tag\">test mode</span>");
+	}
+	if (!store_row_is_null(row, 10)) {
+		buf_puts(b, " <span class=\"tag\">dismissed</span>");
+	}
+	if (store_row_int(row, 11) > 0) {
+		buf_puts(b, " <span class=\"tag\">reprocessed</span>");
+	}
+	buf_puts(b, "</td></tr>\n");
+	return b->buf_overflow ? -1 : 0;
+}
+
+/* "2026-12-04" or "2026-12-04T10:30" (UTC) as ms, or 0. */
+static int64_t console_parse_date(const char *s)
+{
+	struct tm tm;
+	const char *end;
+
+	if (s == NULL) {
+		return 0;
+	}
+	memset(&tm, 0, sizeof(tm));
+	end = strptime(s, "%Y-%m-%dT%H:%M", &tm);
+	if (end == NULL || *end != '\0') {
+		memset(&tm, 0, sizeof(tm));
+		end = strptime(s, "%Y-%m-%d", &tm);
+		if (end == NULL || *end != '\0') {
+			return 0;
+		}
+	}
+	return (int64_t)timegm(&tm) * 1000;
+}
+
+static const char *const console_event_params[] = {
+        "provider", "outcome", "reason", "source", "order",     "key",
+        "since",    "until",   "open",   "test",   "dismissed",
+};
+#define CONSOLE_EVENT_PARAMS (sizeof(console_event_params) / sizeof(console_event_params[0]))
+
+static void console_select(struct buf *b, const char *name, const char *value,
+                           const char *const *options, size_t n)
+{
+	size_t i;
+
+	buf_printf(b, "<select name=\"%s\" id=\"f-%s\"><option value=\"\">any</option>", name,
+	           name);
+	for (i = 0; i < n; i++) {
+		buf_printf(b, "<option%s>%s</option>",
+		           value != NULL && strcmp(value, options[i]) == 0 ? " selected" : "",
+		           options[i]);
+	}
+	buf_puts(b, "</select>");
+}
+
+static void console_text_input(struct buf *b, const char *name, const char *value, const char *type)
+{
+	buf_printf(b, "<input name=\"%s\" id=\"f-%s\" type=\"%s\" value=\"", name, name, type);
+	console_esc(b, value);
+	buf_puts(b, "\">");
+}
+
+int console_page_events(struct buf *b, const struct console_ctx *cx, const struct http_request *req)
+{
+	static const char *const outcomes[] = {"done", "failed", "fetching"};
+	static const char *const sources[] = {"callback", "reconcile"};
+	static const char *const tri[] = {"0", "1"};
+	char *v[CONSOLE_EVENT_PARAMS];
+	struct console_db_filter f;
+	struct console_list l = {b, 0, 0};
+	char *before_text = console_query(req, "before");
+	int64_t before = before_text != NULL ? strtoll(before_text, NULL, 10) : 0;
+	size_t i;
+	int rc = -1;
+
+	for (i = 0; i < CONSOLE_EVENT_PARAMS; i++) {
+		v[i] = console_query(req, console_event_params[i]);
+	}
+	console_db_filter_init(&f);
+	f.ef_provider = v[0];
+	f.ef_outcome = v[1];
+	f.ef_reason = v[2];
+	f.ef_source = v[3];
+	f.ef_order = v[4];
+	f.ef_key_prefix = v[5];
+	f.ef_since_ms = console_parse_date(v[6]);
+	f.ef_until_ms = console_parse_date(v[7]);
+	f.ef_open = v[8] != NULL && strcmp(v[8], "1") == 0;
+	if (v[9] != NULL) {
+		f.ef_test_mode = strcmp(v[9], "1") == 0;
+	}
+	if (v[10] != NULL) {
+		f.ef_dismissed = strcmp(v[10], "1") == 0;
+	}
+	console_page_begin(b, cx, "Events", "events", 0);
+	buf_puts(b, "<form class=\"filters\" method=\"get\" action=\"/console/events\">"
+	            "<label>provider<select name=\"provider\" id=\"f-provider\">"
+	            "<option value=\"\">any</option>");
+	for (i = 0; cx->cx_cf != NULL && i < cx->cx_cf->cf_n_providers; i++) {
+		const char *name = cx->cx_cf->cf_providers[i].pc_name;
+
+		buf_printf(b, "<option%s>",
+		           v[0] != NULL && strcmp(v[0], name) == 0 ? " selected" : "");
+		console_esc(b, name);
+		buf_puts(b, "</option>");
+	}
+	buf_puts(b, "</select></label><label>outcome");
+	console_select(b, "outcome", v[1], outcomes, 3);
+	buf_puts(b, "</label><label>reason or effect");
+	console_text_input(b, "reason", v[2], "text");
+	buf_puts(b, "</label><label>source");
+	console_select(b, "source", v[3], sources, 2);
+	buf_puts(b, "</label><label>order");
+	console_text_input(b, "order", v[4], "text");
+	buf_puts(b, "</label><label>key prefix");
+	console_text_input(b, "key", v[5], "text");
+	buf_puts(b, "</label><label>since (UTC)");
+	console_text_input(b, "since", v[6], "datetime-local");
+	buf_puts(b, "</label><label>until (UTC)");
+	console_text_input(b, "until", v[7], "datetime-local");
+	buf_puts(b, "</label><label>test mode (1 = only)");
+	console_select(b, "test", v[9], tri, 2);
+	buf_puts(b, "</label><label>dismissed (1 = only)");
+	console_select(b, "dismissed", v[10], tri, 2);
+	buf_printf(b,
+	           "</label><label>open failures only<input type=\"checkbox\" name=\"open\" "
+	           "value=\"1\"%s></label><button type=\"submit\">Filter</button></form>\n",
+	           f.ef_open ? " checked" : "");
+	buf_puts(b, "<table id=\"events\"><tr><th class=\"num\">id</th><th>received (UTC)</th>"
+	            "<th>provider</th><th>key</th><th>kind</th><th>order</th><th>outcome</th>"
+	            "<th>reason / effect</th><th>source</th></tr>\n");
+	if (console_db_events(cx->cx_store, cx->cx_now_ms, &f, before, CONSOLE_LIST_LIMIT,
+	                      console_events_row, &l) < 0) {
+		goto out;
+	}
+	if (l.cl_n == 0) {
+		buf_puts(b, "<tr><td colspan=\"9\" class=\"muted\">no events</td></tr>");
+	}
+	buf_puts(b, "</table>\n<p class=\"pager\">");
+	if (before > 0) {
+		buf_puts(b, "<a href=\"/console/events?");
+		for (i = 0; i < CONSOLE_EVENT_PARAMS; i++) {
+			if (v[i] != NULL) {
+				buf_printf(b, "%s=", console_event_params[i]);
+				console_urlenc(b, v[i]);
+				buf_puts(b, "&amp;");
+			}
+		}
+		buf_puts(b, "\">Newest</a> ");
+	}
+	if (l.cl_n == CONSOLE_LIST_LIMIT) {
+		buf_puts(b, "<a rel=\"next\" href=\"/console/events?");
+		for (i = 0; i < CONSOLE_EVENT_PARAMS; i++) {
+			if (v[i] != NULL) {
+				buf_printf(b, "%s=", console_event_params[i]);
+				console_urlenc(b, v[i]);
+				buf_puts(b, "&amp;");
+			}
+		}
+		buf_printf(b, "before=%" PRId64 "\">Older</a>", l.cl_last_id);
+	}
+	buf_puts(b, "</p>\n");
+	rc = console_page_end(b) < 0 ? -1 : 200;
+out:
+	for (i = 0; i < CONSOLE_EVENT_PARAMS; i++) {
+		free(v[i]);
+	}
+	free(before_text);
+	return rc;
+}
+
+/* ---- one event ---- */
+
+struct console_event_page {
+	const struct console_ctx *ep_cx;
+	struct buf *ep_b;
+	int ep_found;
+};
+
+static void console_field(struct buf *b, const char *name, const char *value)
+{
+	buf_printf(b, "<dt>%s</dt><dd>", name);
+	console_esc_or_dash(b, value);
+	buf_puts(b, "</dd>");
+}
+
+static void console_field_time(struct buf *b, const char *name, int64_t ms)
+{
+	buf_printf(b, "<dt>%s</dt><dd>", name);
+	console_time(b, ms);
+	buf_puts(b, "</dd>");
+}
+
+static int console_history_row(void *arg, const struct console_db_audit_row *r)
+{
+	struct buf *b = arg;
+
+	buf_puts(b, "<tr><td>");
+	console_time(b, r->ar_at);
+	buf_puts(b, "</td><td>");
+	console_esc(b, r->ar_actor);
+	buf_puts(b, "</td><td>");
+	console_esc(b, r->ar_action);
+	buf_puts(b, "</td><td>");
+	console_esc_or_dash(b, r->ar_reason);
+	buf_puts(b, "</td><td>");
+	console_esc(b, r->ar_result);
+	buf_puts(b, "</td></tr>\n");
+	return 0;
+}
+
+/* The payload as indented JSON when it parses as JSON, else a note. */
+static void console_pretty(struct buf *b, const struct store_row *row, size_t i)
+{
+	const struct store_value *v = &row->sr_cols[i];
+	cJSON *root;
+	char *text;
+
+	if ((v->sv_type != STORE_TEXT && v->sv_type != STORE_BLOB) ||
+	    v->sv_len > CONSOLE_PRETTY_MAX) {
+		buf_puts(b, "<p class=\"muted\">(not shown pretty-printed)</p>");
+		return;
+	}
+	root = cJSON_ParseWithLength(v->sv_text, v->sv_len);
+	if (root == NULL) {
+		buf_puts(b, "<p class=\"muted\">(not JSON: see the raw payload)</p>");
+		return;
+	}
+	text = cJSON_Print(root);
+	cJSON_Delete(root);
+	if (text == NULL) {
+		return;
+	}
+	buf_puts(b, "<pre id=\"payload-pretty\">");
+	console_esc(b, text);
+	buf_puts(b, "</pre>");
+	free(text);
+}
+
+static int console_event_row(void *arg, const struct store_row *row)
+{
+	struct console_event_page *ep = arg;
+	const struct console_ctx *cx = ep->ep_cx;
+	struct buf *b = ep->ep_b;
+	int64_t id = store_row_int(row, 0);
+	const char *outcome = store_row_text(row, 12);
+	int failed = outcome != NULL && strcmp(outcome, "failed") == 0;
+	int dismissed = !store_row_is_null(row, 20);
+	char title[64];
+
+	ep->ep_found = 1;
+	snprintf(title, sizeof(title), "Event %" PRId64, id);
+	console_page_begin(b, cx, title, "events", 0);
+	buf_puts(b, "<dl class=\"fields\">");
+	console_field(b, "provider", store_row_text(row, 1));
+	console_field(b, "key", store_row_text(row, 2));
+	console_field(b, "type", store_row_text(row, 3));
+	console_field(b, "kind", store_row_text(row, 4));
+	buf_puts(b, "<dt>order</dt><dd>");
+	if (store_row_text(row, 5) != NULL) {
+		buf_puts(b, "<a href=\"/console/orders/");
+		console_urlenc(b, store_row_text(row, 5));
+		buf_puts(b, "\">");
+		console_esc(b, store_row_text(row, 5));
+		buf_puts(b, "</a>");
+	} else {
+		console_esc_or_dash(b, NULL);
+	}
+	buf_puts(b, "</dd>");
+	console_field(b, "payment ref", store_row_text(row, 6));
+	console_field(b, "refund ref", store_row_text(row, 7));
+	buf_puts(b, "<dt>amount</dt><dd>");
+	if (store_row_is_null(row, 8)) {
+		console_esc_or_dash(b, NULL);
+	} else {
+		buf_printf(b, "%" PRId64 " ", store_row_int(row, 8));
+		console_esc(b, store_row_text(row, 9));
+		if (store_row_int(row, 10)) {
+			buf_puts(b, " (refunded total so far)");
+		}
+	}
+	buf_printf(b, "</dd><dt>outcome</dt><dd class=\"%s\">", console_outcome_class(outcome));
+	console_esc(b, outcome);
+	if (outcome != NULL && strcmp(outcome, "fetching") == 0) {
+		buf_puts(b, " (a thin event: acknowledged, its full event not fetched from the "
+		            "provider yet)");
+	}
+	buf_puts(b, "</dd>");
+	console_field(b, "effect", store_row_text(row, 13));
+	console_field(b, "reason", store_row_text(row, 14));
+	console_field(b, "source", store_row_text(row, 18));
+	console_field(b, "test mode", store_row_int(row, 19) ? "yes (never alerts)" : "no");
+	console_field_time(b, "received (UTC)", store_row_int(row, 15));
+	console_field_time(b, "processed (UTC)", store_row_int(row, 16));
+	buf_printf(b, "<dt>reprocessed</dt><dd>%" PRId64 " time(s)</dd>", store_row_int(row, 17));
+	if (dismissed) {
+		console_field_time(b, "dismissed (UTC)", store_row_int(row, 20));
+		console_field(b, "dismissed by", store_row_text(row, 21));
+		console_field(b, "dismiss reason", store_row_text(row, 22));
+	}
+	buf_puts(b, "<dt>duplicates answered</dt><dd class=\"muted\">not recorded per event "
+	            "(idemhook_duplicates_absorbed_total counts them per provider)</dd>");
+	buf_puts(b, "</dl>\n");
+	if (failed && console_operator(cx)) {
+		buf_puts(b, "<div class=\"actions\">");
+		buf_printf(b,
+		           "<form method=\"post\" action=\"/console/events/%" PRId64 "/reprocess\" "
+		           "data-confirm=\"Run this event through the business rules again?\">",
+		           id);
+		console_csrf_field(b, cx);
+		buf_puts(b, "<button type=\"submit\" id=\"reprocess\">Reprocess</button></form>");
+		if (!dismissed) {
+			buf_printf(b,
+			           "<form method=\"post\" action=\"/console/events/%" PRId64
+			           "/dismiss\"><label>reason (required)<br><input name=\"reason\" "
+			           "id=\"dismiss-reason\" required maxlength=\"%d\" "
+			           "size=\"40\"></label>",
+			           id, CONSOLE_DB_REASON_MAX);
+			console_csrf_field(b, cx);
+			buf_puts(b,
+			         "<button type=\"submit\" class=\"danger\" id=\"dismiss\">Dismiss"
+			         "</button></form>");
+		}
+		buf_puts(b, "</div>\n");
+	}
+	buf_puts(b, "<h2>Payload</h2>");
+	console_pretty(b, row, 11);
+	buf_puts(b, "<h3>Raw</h3><pre id=\"payload-raw\">");
+	console_esc_col(b, row, 11, CONSOLE_RAW_SHOWN);
+	buf_puts(b, "</pre>\n<h2>Stored reply (replayed to duplicates)</h2><dl class=\"fields\">");
+	if (store_row_is_null(row, 23)) {
+		buf_puts(b, "<dt>record</dt><dd class=\"muted\">gone (expired and "
+		            "collected)</dd></dl>");
+	} else {
+		console_field(b, "record status", store_row_text(row, 23));
+		buf_printf(b, "<dt>status</dt><dd>%" PRId64 "</dd>", store_row_int(row, 24));
+		console_field(b, "content type", store_row_text(row, 25));
+		console_field(b, "headers", store_row_text(row, 26));
+		console_field_time(b, "updated (UTC)", store_row_int(row, 28));
+		buf_puts(b, "</dl><pre id=\"reply-body\">");
+		console_esc_col(b, row, 27, CONSOLE_RAW_SHOWN);
+		buf_puts(b, "</pre>");
+	}
+	return 1;
+}
+
+static int console_not_found(struct buf *b, const struct console_ctx *cx, const char *here,
+                             const char *what)
+{
+	console_page_begin(b, cx, "Not found", here, 0);
+	buf_puts(b, "<p>");
+	console_esc(b, what);
+	buf_puts(b, "</p>");
+	return console_page_end(b) < 0 ? -1 : 404;
+}
+
+int console_page_event(struct buf *b, const struct console_ctx *cx, int64_t id)
+{
+	struct console_event_page ep = {cx, b, 0};
+	char target[40];
+
+	if (console_db_event(cx->cx_store, cx->cx_now_ms, id, console_event_row, &ep) < 0) {
+		return -1;
+	}
+	if (!ep.ep_found) {
+		return console_not_found(b, cx, "events", "No such event.");
+	}
+	/* After the event's own read: one read transaction at a time. */
+	buf_puts(b, "\n<h2>Operator history</h2><table id=\"history\"><tr><th>at (UTC)</th>"
+	            "<th>who</th><th>action</th><th>reason</th><th>result</th></tr>");
+	snprintf(target, sizeof(target), "event:%" PRId64, id);
+	if (console_db_audit_for(cx->cx_store, cx->cx_now_ms, target, 100, console_history_row, b) <
+	    0) {
+		return -1;
+	}
+	buf_puts(b, "</table>\n");
+	return console_page_end(b) < 0 ? -1 : 200;
+}
+
+/* ---- one order ---- */
+
+struct console_order_page {
+	const struct console_ctx *op_cx;
+	struct buf *op_b;
+	int op_found;
+};
+
+static int console_order_row(void *arg, const struct store_row *row)
+{
+	struct console_order_page *op = arg;
+	struct buf *b = op->op_b;
+	char title[300];
+	char n[64];
+
+	op->op_found = 1;
+	snprintf(title, sizeof(title), "Order %s", store_row_text(row, 0));
+	console_page_begin(b, op->op_cx, title, NULL, 0);
+	buf_puts(b, "<dl class=\"fields\">");
+	snprintf(n, sizeof(n), "%" PRId64 " ", store_row_int(row, 1));
+	buf_puts(b, "<dt>amount</dt><dd>");
+	console_esc(b, n);
+	console_esc(b, store_row_text(row, 2));
+	buf_puts(b, "</dd>");
+	console_field(b, "status", store_row_text(row, 3));
+	snprintf(n, sizeof(n), "%" PRId64, store_row_int(row, 4));
+	console_field(b, "refunded", n);
+	snprintf(n, sizeof(n), "%" PRId64, store_row_int(row, 14));
+	console_field(b, "disputed", n);
+	snprintf(n, sizeof(n), "%" PRId64, store_row_int(row, 15));
+	console_field(b, "charged back", n);
+	console_field(b, "customer", store_row_text(row, 5));
+	console_field(b, "provider", store_row_text(row, 6));
+	console_field(b, "payment ref", store_row_text(row, 7));
+	console_field(b, "fulfillment", store_row_text(row, 8));
+	console_field(b, "needs operator", store_row_int(row, 9) ? "yes" : "no");
+	console_field(b, "API client", store_row_text(row, 16));
+	console_field_time(b, "created (UTC)", store_row_int(row, 10));
+	console_field_time(b, "paid (UTC)", store_row_int(row, 11));
+	console_field_time(b, "refunded (UTC)", store_row_int(row, 12));
+	console_field_time(b, "updated (UTC)", store_row_int(row, 13));
+	buf_puts(b, "</dl>\n");
+	return 1;
+}
+
+static int console_timeline_row(void *arg, const struct store_row *row)
+{
+	struct buf *b = arg;
+	const char *what = store_row_text(row, 1);
+
+	buf_puts(b, "<tr><td>");
+	console_time(b, store_row_int(row, 0));
+	buf_puts(b, "</td><td>");
+	console_esc(b, what);
+	buf_puts(b, "</td><td>");
+	if (what != NULL && (strcmp(what, "event") == 0 || strcmp(what, "outbox") == 0)) {
+		buf_printf(b, "<a href=\"/console/%s/%" PRId64 "\">",
+		           strcmp(what, "event") == 0 ? "events" : "outbox", store_row_int(row, 2));
+		console_esc(b, store_row_text(row, 3));
+		buf_puts(b, "</a>");
+	} else {
+		console_esc(b, store_row_text(row, 3));
+	}
+	buf_puts(b, "</td><td>");
+	console_esc_or_dash(b, store_row_text(row, 4));
+	buf_puts(b, "</td></tr>\n");
+	return b->buf_overflow ? -1 : 0;
+}
+
+struct console_outbox_rows {
+	const struct console_ctx *or_cx;
+	struct buf *or_b;
+	int64_t or_n;
+	int64_t or_last_id;
+	int or_attempts; /* collect the ids, for their attempts after (the order page) */
+	int64_t or_ids[CONSOLE_ORDER_OUTBOX_MAX];
+	size_t or_n_ids;
+};
+
+static int console_attempt_row(void *arg, const struct store_row *row)
+{
+	struct buf *b = arg;
+
+	buf_printf(b, "<tr><td class=\"num\">%" PRId64 "</td><td>", store_row_int(row, 1));
+	console_time(b, store_row_int(row, 2));
+	buf_puts(b, "</td><td class=\"num\">");
+	if (store_row_is_null(row, 3)) {
+		buf_puts(b, "<span class=\"bad\">no answer</span>");
+	} else {
+		buf_printf(b, "%" PRId64, store_row_int(row, 3));
+	}
+	buf_printf(b, "</td><td class=\"num\">%" PRId64 " ms</td><td>", store_row_int(row, 5));
+	console_esc_or_dash(b, store_row_text(row, 4));
+	buf_puts(b, "</td><td class=\"key\">");
+	console_esc_or_dash(b, store_row_text(row, 6));
+	buf_puts(b, "</td></tr>\n");
+	return b->buf_overflow ? -1 : 0;
+}
+
+static const char console_attempts_head[] =
+        "<table class=\"attempts\"><tr><th class=\"num\">attempt</th><th>at (UTC)</th>"
+        "<th class=\"num\">HTTP</th><th class=\"num\">latency</th><th>error</th>"
+        "<th>response</th></tr>\n";
+
+static int console_outbox_list_row(void *arg, const struct store_row *row)
+{
+	struct console_outbox_rows *o = arg;
+	struct buf *b = o->or_b;
+	const char *status = store_row_text(row, 4);
+
+	o->or_n++;
+	o->or_last_id = store_row_int(row, 0);
+	buf_printf(b,
+	           "<tr><td class=\"num\"><a href=\"/console/outbox/%" PRId64 "\">%" PRId64
+	           "</a></td><td>",
+	           o->or_last_id, o->or_last_id);
+	if (store_row_text(row, 1) != NULL) {
+		buf_puts(b, "<a href=\"/console/orders/");
+		console_urlenc(b, store_row_text(row, 1));
+		buf_puts(b, "\">");
+		console_esc(b, store_row_text(row, 1));
+		buf_puts(b, "</a>");
+	} else {
+		console_esc_or_dash(b, NULL);
+	}
+	buf_puts(b, "</td><td>");
+	console_esc(b, store_row_text(row, 2));
+	buf_puts(b, "</td><td>");
+	console_esc(b, store_row_text(row, 3));
+	buf_printf(b, "</td><td class=\"%s\">",
+	           status != NULL && strcmp(status, "dead") == 0 ? "bad" : "");
+	console_esc(b, status);
+	buf_printf(b, "</td><td class=\"num\">%" PRId64 "</td><td>", store_row_int(row, 5));
+	console_time(b, store_row_int(row, 6));
+	buf_puts(b, "</td><td>");
+	console_esc_or_dash(b, store_row_text(row, 8));
+	buf_puts(b, "</td><td>");
+	console_esc(b, store_row_text(row, 9));
+	buf_puts(b, "</td></tr>\n");
+	if (o->or_attempts && o->or_n_ids < CONSOLE_ORDER_OUTBOX_MAX) {
+		o->or_ids[o->or_n_ids++] = o->or_last_id;
+	}
+	return b->buf_overflow ? -1 : 0;
+}
+
+static const char console_outbox_head[] =
+        "<table id=\"outbox\"><tr><th class=\"num\">id</th><th>order</th><th>call</th>"
+        "<th>effect</th><th>status</th><th class=\"num\">attempts</th><th>next attempt (UTC)"
+        "</th><th>last error</th><th>compensation</th></tr>\n";
+
+int console_page_order(struct buf *b, const struct console_ctx *cx, const char *id)
+{
+	struct console_order_page op = {cx, b, 0};
+	struct console_outbox_rows o = {.or_cx = cx, .or_b = b, .or_attempts = 1};
+	size_t i;
+
+	if (console_db_order(cx->cx_store, cx->cx_now_ms, id, console_order_row, &op) < 0) {
+		return -1;
+	}
+	if (!op.op_found) {
+		/* Events may name an order idemhook never had: show them anyway. */
+		char title[300];
+
+		snprintf(title, sizeof(title), "Order %s (not in the orders table)", id);
+		console_page_begin(b, cx, title, NULL, 0);
+	}
+	buf_puts(b, "<h2>Timeline</h2><table id=\"timeline\"><tr><th>at (UTC)</th><th>what</th>"
+	            "<th>which</th><th>detail</th></tr>\n");
+	if (console_db_order_timeline(cx->cx_store, cx->cx_now_ms, id, console_timeline_row, b) <
+	    0) {
+		return -1;
+	}
+	buf_puts(b, "</table>\n<h2>Outbox rows and their attempts</h2>");
+	buf_puts(b, console_outbox_head);
+	if (console_db_outbox_of_order(cx->cx_store, cx->cx_now_ms, id, console_outbox_list_row,
+	                               &o) < 0) {
+		return -1;
+	}
+	buf_puts(b, "</table>\n");
+	for (i = 0; i < o.or_n_ids; i++) {
+		buf_printf(b,
+		           "<h3>Attempts of <a href=\"/console/outbox/%" PRId64 "\">row %" PRId64
+		           "</a></h3>",
+		           o.or_ids[i], o.or_ids[i]);
+		buf_puts(b, console_attempts_head);
+		if (console_db_outbox_attempts(cx->cx_store, cx->cx_now_ms, o.or_ids[i],
+		                               console_attempt_row, b) < 0) {
+			return -1;
+		}
+		buf_puts(b, "</table>\n");
+	}
+	return console_page_end(b) < 0 ? -1 : 200;
+}
+
+/* ---- outbox ---- */
+
+int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struct http_request *req)
+{
+	struct console_outbox_rows o = {.or_cx = cx, .or_b = b};
+	char *status = console_query(req, "status");
+	char *before_text = console_query(req, "before");
+	int64_t before = before_text != NULL ? strtoll(before_text, NULL, 10) : 0;
+	struct stats_gauges g;
+	int64_t count = -1;
+	size_t i;
+	int rc = -1;
+
+	if (stats_gauges(cx->cx_store, cx->cx_now_ms, &g) < 0) {
+		goto out;
+	}
+	console_page_begin(b, cx, status != NULL ? "Outbox: one status" : "Outbox", "outbox", 0);
+	buf_puts(b, "<p>");
+	buf_printf(b, "<a href=\"/console/outbox\"%s>all</a>",
+	           status == NULL ? " class=\"here\"" : "");
+	for (i = 0; i < STATS_OUTBOX_STATUSES; i++) {
+		int here = status != NULL && strcmp(status, stats_outbox_statuses[i]) == 0;
+
+		if (here) {
+			count = g.sg_outbox_rows[i];
+		}
+		buf_printf(b, " · <a href=\"/console/outbox?status=%s\"%s>%s (%" PRId64 ")</a>",
+		           stats_outbox_statuses[i], here ? " class=\"here\"" : "",
+		           stats_outbox_statuses[i], g.sg_outbox_rows[i]);
+	}
+	buf_puts(b, "</p>\n");
+	if (status != NULL && count > 0 && console_operator(cx) &&
+	    (strcmp(status, "dead") == 0 || strcmp(status, "retry_wait") == 0 ||
+	     strcmp(status, "cancelled") == 0)) {
+		buf_printf(b,
+		           "<div class=\"actions\"><form method=\"post\" "
+		           "action=\"/console/outbox/retry-all\" data-confirm=\"Retry all %" PRId64
+		           " rows?\"><input type=\"hidden\" name=\"status\" value=\"%s\">"
+		           "<input type=\"hidden\" name=\"expect\" value=\"%" PRId64 "\">",
+		           count, status, count);
+		console_csrf_field(b, cx);
+		buf_printf(b,
+		           "<button type=\"submit\" id=\"retry-all\">Retry all %" PRId64
+		           " %s rows</button></form></div>\n",
+		           count, status);
+	}
+	buf_puts(b, console_outbox_head);
+	if (console_db_outbox(cx->cx_store, cx->cx_now_ms, status, before, CONSOLE_LIST_LIMIT,
+	                      console_outbox_list_row, &o) < 0) {
+		goto out;
+	}
+	if (o.or_n == 0) {
+		buf_puts(b, "<tr><td colspan=\"9\" class=\"muted\">no rows</td></tr>");
+	}
+	buf_puts(b, "</table>\n<p class=\"pager\">");
+	if (o.or_n == CONSOLE_LIST_LIMIT) {
+		buf_puts(b, "<a rel=\"next\" href=\"/console/outbox?");
+		if (status != NULL) {
+			buf_puts(b, "status=");
+			console_urlenc(b, status);
+			buf_puts(b, "&amp;");
+		}
+		buf_printf(b, "before=%" PRId64 "\">Older</a>", o.or_last_id);
+	}
+	buf_puts(b, "</p>\n");
+	rc = console_page_end(b) < 0 ? -1 : 200;
+out:
+	free(status);
+	free(before_text);
+	return rc;
+}
+
+struct console_outbox_page {
+	const struct console_ctx *xp_cx;
+	struct buf *xp_b;
+	int xp_found;
+};
+
+static int console_outbox_detail_row(void *arg, const struct store_row *row)
+{
+	struct console_outbox_page *xp = arg;
+	const struct console_ctx *cx = xp->xp_cx;
+	struct buf *b = xp->xp_b;
+	int64_t id = store_row_int(row, 0);
+	const char *status = store_row_text(row, 12);
+	char title[64];
+	char n[32];
+
+	xp->xp_found = 1;
+	snprintf(title, sizeof(title), "Outbox row %" PRId64, id);
+	console_page_begin(b, cx, title, "outbox", 0);
+	buf_puts(b, "<dl class=\"fields\"><dt>order</dt><dd>");
+	if (store_row_text(row, 1) != NULL) {
+		buf_puts(b, "<a href=\"/console/orders/");
+		console_urlenc(b, store_row_text(row, 1));
+		buf_puts(b, "\">");
+		console_esc(b, store_row_text(row, 1));
+		buf_puts(b, "</a>");
+	} else {
+		console_esc_or_dash(b, NULL);
+	}
+	buf_puts(b, "</dd>");
+	console_field(b, "call", store_row_text(row, 2));
+	console_field(b, "effect", store_row_text(row, 3));
+	console_field(b, "provider", store_row_text(row, 4));
+	console_field(b, "url", store_row_text(row, 5));
+	console_field(b, "content type", store_row_text(row, 6));
+	console_field(b, "Idempotency-Key", store_row_text(row, 8));
+	console_field(b, "compensation", store_row_text(row, 9));
+	console_field(b, "compensation state", store_row_text(row, 10));
+	if (store_row_int(row, 11) > 0) {
+		buf_printf(b,
+		           "<dt>compensates</dt><dd><a href=\"/console/outbox/%" PRId64
+		           "\">row %" PRId64 "</a></dd>",
+		           store_row_int(row, 11), store_row_int(row, 11));
+	}
+	console_field(b, "status", status);
+	snprintf(n, sizeof(n), "%" PRId64, store_row_int(row, 13));
+	console_field(b, "attempts", n);
+	console_field_time(b, "window start (UTC)", store_row_int(row, 14));
+	console_field_time(b, "next attempt (UTC)", store_row_int(row, 15));
+	console_field(b, "last error", store_row_text(row, 17));
+	console_field_time(b, "created (UTC)", store_row_int(row, 18));
+	console_field_time(b, "updated (UTC)", store_row_int(row, 19));
+	console_field_time(b, "delivered (UTC)", store_row_int(row, 20));
+	buf_puts(b, "</dl>\n");
+	if (console_operator(cx)) {
+		static const char *const ops[][2] = {
+		        {"retry", "Retry"}, {"cancel", "Cancel"}, {"compensate", "Compensate"}};
+		size_t i;
+
+		buf_puts(b, "<div class=\"actions\">");
+		for (i = 0; i < 3; i++) {
+			buf_printf(b,
+			           "<form method=\"post\" action=\"/console/outbox/%" PRId64
+			           "/%s\" "
+			           "data-confirm=\"%s row %" PRId64 "?\">",
+			           id, ops[i][0], ops[i][1], id);
+			console_csrf_field(b, cx);
+			buf_printf(b, "<button type=\"submit\" id=\"%s\"%s>%s</button></form>",
+			           ops[i][0], i > 0 ? " class=\"danger\"" : "", ops[i][1]);
+		}
+		buf_puts(b, "</div>\n");
+	}
+	buf_puts(b, "<h2>Body</h2><pre id=\"outbox-body\">");
+	console_esc_col(b, row, 7, CONSOLE_RAW_SHOWN);
+	buf_puts(b, "</pre>\n");
+	return 1;
+}
+
+int console_page_outbox_row(struct buf *b, const struct console_ctx *cx, int64_t id)
+{
+	struct console_outbox_page xp = {cx, b, 0};
+
+	if (console_db_outbox_row(cx->cx_store, cx->cx_now_ms, id, console_outbox_detail_row, &xp) <
+	    0) {
+		return -1;
+	}
+	if (!xp.xp_found) {
+		return console_not_found(b, cx, "outbox", "No such outbox row.");
+	}
+	buf_puts(b, "<h2>Attempts (newest first)</h2>");
+	buf_puts(b, console_attempts_head);
+	if (console_db_outbox_attempts(cx->cx_store, cx->cx_now_ms, id, console_attempt_row, b) <
+	    0) {
+		return -1;
+	}
+	buf_puts(b, "</table>\n");
+	return console_page_end(b) < 0 ? -1 : 200;
+}
+
+/* ---- rejected requests ---- */
+
+int console_page_rejected(struct buf *b, const struct console_ctx *cx)
+{
+	struct rejects_entry *e = calloc(REJECTS_RING, sizeof(*e));
+	uint64_t total = 0;
+	size_t n;
+	size_t i;
+
+	if (e == NULL) {
+		return -1;
+	}
+	n = rejects_snapshot(e, REJECTS_RING, &total);
+	console_page_begin(b, cx, "Rejected requests", "rejected", 30);
+	buf_printf(b,
+	           "<p>Callbacks refused before any claim (nothing was stored), newest first: the "
+	           "last %d kept in this receiver's memory; %" PRIu64 " since it started.</p>\n",
+	           REJECTS_RING, total);
+	buf_puts(b, "<table id=\"rejected\"><tr><th>at (UTC)</th><th>provider</th><th>reason</th>"
+	            "<th class=\"num\">status</th><th>client</th></tr>\n");
+	for (i = 0; i < n; i++) {
+		buf_puts(b, "<tr><td>");
+		console_time(b, e[i].re_at_ms);
+		buf_puts(b, "</td><td>");
+		console_esc(b, e[i].re_provider);
+		buf_puts(b, "</td><td class=\"bad\">");
+		console_esc(b, e[i].re_reason);
+		buf_printf(b, "</td><td class=\"num\">%d</td><td>", e[i].re_status);
+		console_esc(b, e[i].re_client);
+		buf_puts(b, "</td></tr>\n");
+	}
+	if (n == 0) {
+		buf_puts(b, "<tr><td colspan=\"5\" class=\"muted\">none</td></tr>");
+	}
+	buf_puts(b, "</table>\n");
+	free(e);
+	return console_page_end(b) < 0 ? -1 : 200;
+}
+
+/* ---- the audit log ---- */
+
+struct console_audit_page {
+	struct buf *ap_b;
+	int64_t ap_n;
+	int64_t ap_last;
+};
+
+static int console_audit_page_row(void *arg, const struct console_db_audit_row *r)
+{
+	struct console_audit_page *ap = arg;
+	struct buf *b = ap->ap_b;
+	const char *colon = r->ar_target != NULL ? strchr(r->ar_target, ':') : NULL;
+
+	ap->ap_n++;
+	ap->ap_last = r->ar_id;
+	buf_printf(b, "<tr><td class=\"num\">%" PRId64 "</td><td>", r->ar_id);
+	console_time(b, r->ar_at);
+	buf_puts(b, "</td><td>");
+	console_esc(b, r->ar_actor);
+	buf_puts(b, "</td><td>");
+	console_esc(b, r->ar_action);
+	buf_puts(b, "</td><td>");
+	if (colon != NULL && strncmp(r->ar_target, "event:", 6) == 0) {
+		buf_printf(b, "<a href=\"/console/events/%" PRId64 "\">",
+		           (int64_t)strtoll(colon + 1, NULL, 10));
+		console_esc(b, r->ar_target);
+		buf_puts(b, "</a>");
+	} else if (colon != NULL && strncmp(r->ar_target, "outbox:", 7) == 0) {
+		buf_printf(b, "<a href=\"/console/outbox/%" PRId64 "\">",
+		           (int64_t)strtoll(colon + 1, NULL, 10));
+		console_esc(b, r->ar_target);
+		buf_puts(b, "</a>");
+	} else {
+		console_esc(b, r->ar_target);
+	}
+	buf_puts(b, "</td><td>");
+	console_esc_or_dash(b, r->ar_reason);
+	buf_puts(b, "</td><td>");
+	console_esc(b, r->ar_result);
+	buf_puts(b, "</td></tr>\n");
+	return b->buf_overflow ? -1 : 0;
+}
+
+int console_page_audit(struct buf *b, const struct console_ctx *cx, const struct http_request *req)
+{
+	struct console_audit_page ap = {b, 0, 0};
+	char *before_text = console_query(req, "before");
+	int64_t before = before_text != NULL ? strtoll(before_text, NULL, 10) : 0;
+
+	free(before_text);
+	console_page_begin(b, cx, "Audit log", "audit", 0);
+	buf_puts(b, "<table id=\"audit\"><tr><th class=\"num\">id</th><th>at (UTC)</th><th>who</th>"
+	            "<th>action</th><th>target</th><th>reason</th><th>result</th></tr>\n");
+	if (console_db_audit_list(cx->cx_store, cx->cx_now_ms, NULL, NULL, before,
+	                          CONSOLE_LIST_LIMIT, console_audit_page_row, &ap) < 0) {
+		return -1;
+	}
+	if (ap.ap_n == 0) {
+		buf_puts(b,
+		         "<tr><td colspan=\"7\" class=\"muted\">no operator actions yet</td></tr>");
+	}
+	buf_puts(b, "</table>\n<p class=\"pager\">");
+	if (ap.ap_n == CONSOLE_LIST_LIMIT) {
+		buf_printf(b,
+		           "<a rel=\"next\" href=\"/console/audit?before=%" PRId64 "\">Older</a>",
+		           ap.ap_last);
+	}
+	buf_puts(b, "</p>\n");
+	return console_page_end(b) < 0 ? -1 : 200;
+}

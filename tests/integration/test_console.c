@@ -1,0 +1,761 @@
+/* test_console.c: the operator console over real HTTP on the real daemon's
+ * admin listener: no page without a session, the login and its cookie, the
+ * failed-login limit, roles, CSRF, the security headers, hostile payloads
+ * shown as text, and each action checked in the database and the audit log. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "fixtures.h"
+#include "harness.h"
+#include "peer.h"
+
+#define T_OP_TOKEN "console-operator-token-0123456789"
+#define T_RO_TOKEN "console-readonly-token-0123456789"
+#define T_CONSOLE                                                                                  \
+	"\n[console]\nenabled = yes\ntoken = alice operator env:T_CONSOLE_OP\n"                    \
+	"token = bob read-only env:T_CONSOLE_RO\n"
+
+/* The pages a session may GET. */
+static const char *const t_pages[] = {
+        "/console/",
+        "/console/events",
+        "/console/events?outcome=failed",
+        "/console/outbox",
+        "/console/outbox?status=dead",
+        "/console/rejected",
+        "/console/audit",
+        "/console/orders/ord_none",
+};
+
+struct t_session {
+	char ts_cookie[200]; /* "Cookie: idemhook_console=..." */
+	char ts_csrf[100];
+};
+
+static void t_start(struct daemon *d, const char *extra)
+{
+	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
+	setenv("T_CONSOLE_RO", T_RO_TOKEN, 1);
+	fx_daemon_start(d, "%s%s%s", FX_STRIPE_INI, T_CONSOLE, extra != NULL ? extra : "");
+}
+
+static long t_get(struct daemon *d, const char *path, const struct t_session *s, struct hres *r)
+{
+	const char *h[] = {s != NULL ? s->ts_cookie : NULL, NULL};
+	char url[512];
+
+	snprintf(url, sizeof(url), "%s%s", d->dm_admin_base, path);
+	assert_int_equal(hn_http("GET", url, s != NULL ? h : NULL, NULL, 0, r), 0);
+	return r->hs_status;
+}
+
+static long t_post(struct daemon *d, const char *path, const struct t_session *s, const char *form,
+                   struct hres *r)
+{
+	const char *h[] = {"Content-Type: application/x-www-form-urlencoded",
+	                   s != NULL ? s->ts_cookie : NULL, NULL};
+	char url[512];
+
+	snprintf(url, sizeof(url), "%s%s", d->dm_admin_base, path);
+	assert_int_equal(hn_http("POST", url, h, form, strlen(form), r), 0);
+	return r->hs_status;
+}
+
+/* Logs in with token; asserts the cookie and reads the CSRF token. */
+static void t_login(struct daemon *d, const char *token, struct t_session *s)
+{
+	char form[200];
+	struct hres r;
+	char *cookie;
+	const char *p;
+	size_t n;
+
+	snprintf(form, sizeof(form), "token=%s", token);
+	assert_int_equal(t_post(d, "/console/login", NULL, form, &r), 303);
+	cookie = hres_header(&r, "Set-Cookie");
+	assert_non_null(cookie);
+	n = strcspn(cookie, ";");
+	snprintf(s->ts_cookie, sizeof(s->ts_cookie), "Cookie: %.*s", (int)n, cookie);
+	free(cookie);
+	hres_finish(&r);
+	assert_int_equal(t_get(d, "/console/", s, &r), 200);
+	p = strstr(r.hs_body, "name=\"csrf\" value=\"");
+	assert_non_null(p);
+	p += strlen("name=\"csrf\" value=\"");
+	n = strcspn(p, "\"");
+	snprintf(s->ts_csrf, sizeof(s->ts_csrf), "%.*s", (int)n, p);
+	hres_finish(&r);
+}
+
+static int64_t t_unknown_event(struct daemon *d, const char *key)
+{
+	assert_int_equal(fx_stripe_pay(d, key, "ord_console_nosuch0000001", 900, "usd"), 200);
+	return fx_db_int(d, "SELECT id FROM events WHERE idem_key = '%s'", key);
+}
+
+static void test_without_a_session_pages_redirect_to_login_and_actions_get_401(void **state)
+{
+	struct daemon d;
+	struct hres r;
+	char *loc;
+	size_t i;
+
+	(void)state;
+	t_start(&d, NULL);
+	for (i = 0; i < sizeof(t_pages) / sizeof(t_pages[0]); i++) {
+		assert_int_equal(t_get(&d, t_pages[i], NULL, &r), 303);
+		loc = hres_header(&r, "Location");
+		assert_non_null(loc);
+		assert_string_equal(loc, "/console/login");
+		free(loc);
+		hres_finish(&r);
+	}
+	assert_int_equal(t_post(&d, "/console/events/1/dismiss", NULL, "reason=x&csrf=x", &r), 401);
+	hres_finish(&r);
+	assert_int_equal(t_post(&d, "/console/outbox/1/retry", NULL, "csrf=x", &r), 401);
+	hres_finish(&r);
+	/* a made-up session id is no session */
+	{
+		struct t_session fake = {.ts_cookie = "Cookie: idemhook_console="
+		                                      "00000000000000000000000000000000000000000000"
+		                                      "00000000000000000000"};
+
+		assert_int_equal(t_get(&d, "/console/events", &fake, &r), 303);
+		hres_finish(&r);
+	}
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+static void test_login_cookie_is_strict_and_every_page_has_the_security_headers(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char form[100];
+	char *v;
+	size_t i;
+
+	(void)state;
+	t_start(&d, NULL);
+	snprintf(form, sizeof(form), "token=%s", T_OP_TOKEN);
+	assert_int_equal(t_post(&d, "/console/login", NULL, form, &r), 303);
+	v = hres_header(&r, "Set-Cookie");
+	assert_non_null(v);
+	assert_non_null(strstr(v, "idemhook_console="));
+	assert_non_null(strstr(v, "; HttpOnly"));
+	assert_non_null(strstr(v, "; SameSite=Strict"));
+	assert_non_null(strstr(v, "; Path=/console"));
+	assert_non_null(strstr(v, "; Max-Age=28800"));
+	assert_null(strstr(v, "Secure")); /* plain HTTP on loopback */
+	free(v);
+	hres_finish(&r);
+	t_login(&d, T_OP_TOKEN, &s);
+	for (i = 0; i < sizeof(t_pages) / sizeof(t_pages[0]); i++) {
+		assert_int_equal(t_get(&d, t_pages[i], &s, &r), 200);
+		v = hres_header(&r, "Content-Security-Policy");
+		assert_non_null(v);
+		assert_non_null(strstr(v, "default-src 'none'"));
+		assert_non_null(strstr(v, "frame-ancestors 'none'"));
+		assert_null(strstr(v, "unsafe-inline"));
+		free(v);
+		v = hres_header(&r, "X-Frame-Options");
+		assert_non_null(v);
+		assert_string_equal(v, "DENY");
+		free(v);
+		hres_finish(&r);
+	}
+	/* the login form and the assets carry them too */
+	assert_int_equal(t_get(&d, "/console/login", NULL, &r), 200);
+	v = hres_header(&r, "Content-Security-Policy");
+	assert_non_null(v);
+	free(v);
+	hres_finish(&r);
+	assert_int_equal(t_get(&d, "/console/console.css", NULL, &r), 200);
+	hres_finish(&r);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
+	                               "'console.login' AND actor = 'console:alice'"),
+	                 2);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+static void test_failed_logins_are_limited_per_address_even_for_the_right_token(void **state)
+{
+	struct daemon d;
+	struct hres r;
+	char form[100];
+	int i;
+
+	(void)state;
+	t_start(&d, "login_failures = 3\n");
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(t_post(&d, "/console/login", NULL, "token=wrong-token-guess", &r),
+		                 401);
+		assert_null(hres_header(&r, "Set-Cookie"));
+		hres_finish(&r);
+	}
+	snprintf(form, sizeof(form), "token=%s", T_OP_TOKEN);
+	assert_int_equal(t_post(&d, "/console/login", NULL, form, &r), 429);
+	assert_null(hres_header(&r, "Set-Cookie"));
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+static void test_a_session_ends_at_its_expiry(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+
+	(void)state;
+	t_start(&d, "session_ttl = 2s\n");
+	t_login(&d, T_OP_TOKEN, &s);
+	assert_int_equal(t_get(&d, "/console/events", &s, &r), 200);
+	hres_finish(&r);
+	sleep(3);
+	assert_int_equal(t_get(&d, "/console/events", &s, &r), 303);
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+static void test_read_only_sessions_get_403_on_every_action_and_nothing_changes(void **state)
+{
+	static const char *const actions[] = {"/dismiss",
+	                                      "/reprocess",
+	                                      "/console/outbox/1/retry",
+	                                      "/console/outbox/1/cancel",
+	                                      "/console/outbox/1/compensate",
+	                                      "/console/outbox/retry-all"};
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char path[128];
+	char form[200];
+	long long id;
+	size_t i;
+
+	(void)state;
+	t_start(&d, NULL);
+	id = (long long)t_unknown_event(&d, "evt_console_ro");
+	t_login(&d, T_RO_TOKEN, &s);
+	/* the pages show no action forms */
+	snprintf(path, sizeof(path), "/console/events/%lld", id);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_null(strstr(r.hs_body, "/dismiss\""));
+	hres_finish(&r);
+	for (i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
+		if (actions[i][1] == 'c') {
+			snprintf(path, sizeof(path), "%s", actions[i]);
+		} else {
+			snprintf(path, sizeof(path), "/console/events/%lld%s", id, actions[i]);
+		}
+		snprintf(form, sizeof(form), "csrf=%s&reason=test&status=dead&expect=0", s.ts_csrf);
+		assert_int_equal(t_post(&d, path, &s, form, &r), 403);
+		hres_finish(&r);
+	}
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"
+	                               " OR reprocessed > 0"),
+	                 0);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action <> "
+	                               "'console.login'"),
+	                 0);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+static void test_an_action_without_or_with_a_wrong_csrf_token_changes_nothing(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char path[128];
+	long long id;
+
+	(void)state;
+	t_start(&d, NULL);
+	id = (long long)t_unknown_event(&d, "evt_console_csrf");
+	t_login(&d, T_OP_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/events/%lld/dismiss", id);
+	assert_int_equal(t_post(&d, path, &s, "reason=no+token", &r), 403);
+	hres_finish(&r);
+	assert_int_equal(t_post(&d, path, &s,
+	                        "reason=wrong+token&csrf=0123456789abcdef0123456789abcdef0123456789"
+	                        "abcdef0123456789abcdef",
+	                        &r),
+	                 403);
+	hres_finish(&r);
+	/* logging out needs it too */
+	assert_int_equal(t_post(&d, "/console/logout", &s, "", &r), 403);
+	hres_finish(&r);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"), 0);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
+	                               "'events.dismiss'"),
+	                 0);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+static void test_dismiss_and_reprocess_from_the_console_are_applied_and_audited(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char path[128];
+	char form[200];
+	long long id;
+	long long other;
+
+	(void)state;
+	t_start(&d, NULL);
+	id = (long long)t_unknown_event(&d, "evt_console_dismiss");
+	other = (long long)t_unknown_event(&d, "evt_console_reprocess");
+	t_login(&d, T_OP_TOKEN, &s);
+	/* the reason is required */
+	snprintf(path, sizeof(path), "/console/events/%lld/dismiss", id);
+	snprintf(form, sizeof(form), "csrf=%s&reason=", s.ts_csrf);
+	assert_int_equal(t_post(&d, path, &s, form, &r), 409);
+	hres_finish(&r);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"), 0);
+	snprintf(form, sizeof(form), "csrf=%s&reason=paid+at+the+till", s.ts_csrf);
+	assert_int_equal(t_post(&d, path, &s, form, &r), 200);
+	assert_non_null(strstr(r.hs_body, "dismissed"));
+	hres_finish(&r);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM events WHERE id = %lld AND "
+	                           "dismissed_by = 'console:alice' AND dismiss_reason = "
+	                           "'paid at the till'",
+	                           id),
+	                 1);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM audit_log WHERE actor = "
+	                           "'console:alice' AND action = 'events.dismiss' AND target = "
+	                           "'event:%lld' AND result = 'ok'",
+	                           id),
+	                 1);
+	/* reprocess: the order still does not exist, so it stays failed */
+	snprintf(path, sizeof(path), "/console/events/%lld/reprocess", other);
+	snprintf(form, sizeof(form), "csrf=%s", s.ts_csrf);
+	assert_int_equal(t_post(&d, path, &s, form, &r), 200);
+	assert_non_null(strstr(r.hs_body, "still failed (unknown_order)"));
+	hres_finish(&r);
+	assert_int_equal(fx_db_int(&d, "SELECT reprocessed FROM events WHERE id = %lld", other), 1);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM audit_log WHERE actor = "
+	                           "'console:alice' AND action = 'events.reprocess' AND target "
+	                           "= 'event:%lld' AND result LIKE 'ok: still failed%%'",
+	                           other),
+	                 1);
+	/* the list filters by key prefix and by outcome */
+	assert_int_equal(t_get(&d, "/console/events?key=evt_console_dis&outcome=failed", &s, &r),
+	                 200);
+	assert_non_null(strstr(r.hs_body, ">evt_console_dismiss<"));
+	assert_null(strstr(r.hs_body, ">evt_console_reprocess<"));
+	hres_finish(&r);
+	assert_int_equal(t_get(&d, "/console/events?provider=stripe&dismissed=1", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, ">evt_console_dismiss<"));
+	assert_null(strstr(r.hs_body, ">evt_console_reprocess<"));
+	hres_finish(&r);
+	/* both are on the audit page and in `idemhook audit list` */
+	assert_int_equal(t_get(&d, "/console/audit", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "paid at the till"));
+	assert_non_null(strstr(r.hs_body, "events.reprocess"));
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+static void test_a_hostile_payload_is_shown_as_text(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char path[128];
+	char *body;
+	long long id;
+
+	(void)state;
+	t_start(&d, NULL);
+	body = hn_stripe_event(
+	        "evt_console_hostile", "payment_intent.succeeded",
+	        "{\"id\":\"pi_x\",\"object\":\"payment_intent\",\"amount\":100,"
+	        "\"amount_received\":100,\"currency\":\"usd\",\"status\":\"succeeded\","
+	        "\"description\":\"<script>alert(1)</script>\\\"><img src=x "
+	        "onerror=alert(2)>\",\"metadata\":{\"order_id\":"
+	        "\"<script>alert(3)</script>\"}}");
+	assert_int_equal(fx_stripe_send(&d, body, &r), 200);
+	hres_finish(&r);
+	free(body);
+	id = (long long)fx_db_int(&d,
+	                          "SELECT id FROM events WHERE idem_key = 'evt_console_hostile'");
+	t_login(&d, T_OP_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/events/%lld", id);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_null(strstr(r.hs_body, "<script>alert"));
+	assert_null(strstr(r.hs_body, "<img src=x"));
+	assert_non_null(strstr(r.hs_body, "&lt;script&gt;alert(1)&lt;/script&gt;"));
+	assert_non_null(strstr(r.hs_body, "&lt;img src=x onerror=alert(2)&gt;"));
+	hres_finish(&r);
+	/* in the list and the order page (the order id is the hostile text) */
+	assert_int_equal(t_get(&d, "/console/events", &s, &r), 200);
+	assert_null(strstr(r.hs_body, "<script>alert"));
+	assert_non_null(strstr(r.hs_body, "&lt;script&gt;alert(3)&lt;/script&gt;"));
+	hres_finish(&r);
+	assert_int_equal(t_get(&d, "/console/orders/%3Cscript%3Ealert(3)%3C%2Fscript%3E", &s, &r),
+	                 200);
+	assert_null(strstr(r.hs_body, "<script>alert"));
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+/* A Stripe thin event acknowledged and waiting for its full event (the
+ * provider's API does not answer here) is listed, filtered and shown as
+ * fetching, not as done. */
+static void test_a_thin_event_waiting_for_its_fetch_shows_as_fetching(void **state)
+{
+	static const char thin[] =
+	        "{\"id\":\"evt_console_thin\",\"object\":\"v2.core.event\",\"type\":"
+	        "\"v1.payment_intent.succeeded\",\"created\":\"2026-12-04T08:00:00.000Z\","
+	        "\"livemode\":true,\"context\":null,\"related_object\":{\"id\":"
+	        "\"pi_console_thin\",\"type\":\"payment_intent\",\"url\":"
+	        "\"/v1/payment_intents/pi_console_thin\"}}";
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char path[128];
+	long long id;
+
+	(void)state;
+	setenv("T_CONSOLE_THIN_KEY", "rk_test_console_thin", 1);
+	/* Nothing listens on port 1: every fetch fails and is retried later. */
+	t_start(&d, "\n[provider thin]\ntype = stripe\nsecret = " FX_STRIPE_SECRET
+	            "\napi_key = env:T_CONSOLE_THIN_KEY\napi_base_url = http://127.0.0.1:1\n");
+	assert_int_equal(hn_post_stripe(&d, "thin", FX_STRIPE_SECRET, thin, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	id = (long long)fx_db_int(&d, "SELECT id FROM events WHERE idem_key = 'evt_console_thin'"
+	                              " AND outcome = 'done' AND effect = 'to_fetch'");
+	t_login(&d, T_RO_TOKEN, &s);
+	assert_int_equal(t_get(&d, "/console/events?outcome=fetching", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "evt_console_thin"));
+	assert_non_null(strstr(r.hs_body, "class=\"warn\">fetching<"));
+	assert_non_null(strstr(r.hs_body, "<option selected>fetching</option>"));
+	hres_finish(&r);
+	assert_int_equal(t_get(&d, "/console/events?outcome=done", &s, &r), 200);
+	assert_null(strstr(r.hs_body, "evt_console_thin"));
+	hres_finish(&r);
+	snprintf(path, sizeof(path), "/console/events/%lld", id);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "fetching (a thin event"));
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+static void test_rejected_callbacks_are_listed_with_their_reason(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char *body = fx_stripe_payment("evt_console_forged", "ord_x", 100, "usd");
+
+	(void)state;
+	t_start(&d, NULL);
+	assert_int_equal(hn_post_stripe(&d, "stripe", "whsec_wrong_secret_rotated", body, &r), 0);
+	assert_int_equal(r.hs_status, 401);
+	hres_finish(&r);
+	free(body);
+	t_login(&d, T_OP_TOKEN, &s);
+	/* the overview counts it for its provider, this hour */
+	assert_int_equal(t_get(&d, "/console/", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "<table id=\"traffic\">"));
+	assert_non_null(strstr(r.hs_body, "/console/events?provider=stripe\">stripe</a></td>"
+	                                  "<td class=\"num\">0</td><td class=\"num\">0</td>"
+	                                  "<td class=\"num\">0</td><td class=\"num\">1</td>"));
+	hres_finish(&r);
+	assert_int_equal(t_get(&d, "/console/rejected", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "bad_signature"));
+	assert_non_null(strstr(r.hs_body, "127.0.0.1"));
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+/* An [outbound] call that can never get through: the row dies at once. */
+#define T_DEAD_OUTBOUND                                                                            \
+	"\n[outbound]\nnotify_url = http://127.0.0.1:9/notify\nmax_attempts = 1\npoll = 50ms\n"    \
+	"connect_timeout = 1s\n"
+
+static void t_dead_row(struct daemon *d, int64_t *ret_id)
+{
+	char order[64];
+
+	fx_order(d, 1500, "usd", order);
+	assert_int_equal(fx_stripe_pay(d, "evt_console_outbox", order, 1500, "usd"), 200);
+	assert_int_equal(hn_db_wait_int(d->dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'dead'", 1, 20),
+	                 1);
+	*ret_id = fx_db_int(d, "SELECT id FROM outbox WHERE status = 'dead'");
+}
+
+static void test_two_operators_retrying_one_row_at_once_end_with_one_retry(void **state)
+{
+	struct daemon d;
+	struct t_session a;
+	struct t_session b;
+	struct hreq rq[2];
+	struct hres rs[2];
+	char url[256];
+	char form_a[200];
+	char form_b[200];
+	const char *ha[] = {"Content-Type: application/x-www-form-urlencoded", a.ts_cookie, NULL};
+	const char *hb[] = {"Content-Type: application/x-www-form-urlencoded", b.ts_cookie, NULL};
+	int64_t id;
+	char *page;
+
+	struct peer *peer = peer_create();
+	struct peer_behaviour e503 = peer_reply(503, "{\"error\":\"down\"}");
+	struct peer_behaviour hang = {.pb_action = PEER_HANG, .pb_ms = 0};
+	char ini[512];
+
+	(void)state;
+	/* The first delivery is answered 503 (dead at once: one attempt);
+	 * the one a retry starts hangs, so the row stays delivering while
+	 * the second retry arrives. */
+	assert_non_null(peer);
+	peer_script(peer, "/notify", &e503);
+	peer_default(peer, "/notify", &hang);
+	snprintf(ini, sizeof(ini),
+	         "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\npoll = 50ms\n"
+	         "timeout = 60s\n",
+	         peer_base(peer));
+	t_start(&d, ini);
+	t_dead_row(&d, &id);
+	t_login(&d, T_OP_TOKEN, &a);
+	t_login(&d, T_OP_TOKEN, &b);
+	/* the row's page shows its attempt */
+	snprintf(url, sizeof(url), "/console/outbox/%lld", (long long)id);
+	{
+		struct hres r;
+
+		assert_int_equal(t_get(&d, url, &a, &r), 200);
+		page = strstr(r.hs_body, "class=\"attempts\"");
+		assert_non_null(page);
+		assert_non_null(strstr(page, "<td class=\"num\">503</td>"));
+		assert_non_null(strstr(page, "{&quot;error&quot;:&quot;down&quot;}"));
+		hres_finish(&r);
+	}
+	snprintf(url, sizeof(url), "%s/console/outbox/%lld/retry", d.dm_admin_base, (long long)id);
+	snprintf(form_a, sizeof(form_a), "csrf=%s", a.ts_csrf);
+	snprintf(form_b, sizeof(form_b), "csrf=%s", b.ts_csrf);
+	rq[0] = (struct hreq){"POST", url, ha, form_a, strlen(form_a)};
+	rq[1] = (struct hreq){"POST", url, hb, form_b, strlen(form_b)};
+	assert_int_equal(hn_http_storm_each(2, rq, rs), 0);
+	/* one retried it; the other found it no longer dead */
+	assert_true((rs[0].hs_status == 200 && rs[1].hs_status == 409) ||
+	            (rs[0].hs_status == 409 && rs[1].hs_status == 200));
+	hres_finish(&rs[0]);
+	hres_finish(&rs[1]);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM audit_log WHERE action = "
+	                           "'outbox.retry' AND target = 'outbox:%lld' AND result LIKE "
+	                           "'ok:%%'",
+	                           (long long)id),
+	                 1);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM audit_log WHERE action = "
+	                           "'outbox.retry' AND target = 'outbox:%lld' AND result LIKE "
+	                           "'refused:%%'",
+	                           (long long)id),
+	                 1);
+	/* one more delivery started, not two */
+	assert_int_equal(peer_wait(peer, 2, 10000), 2);
+	usleep(300 * 1000);
+	assert_int_equal(peer_count(peer), 2);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM outbox WHERE id = %lld AND status = "
+	                           "'delivering'",
+	                           (long long)id),
+	                 1);
+	peer_destroy(peer);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+static void test_bulk_retry_needs_the_count_it_showed_confirmed(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char form[200];
+	int64_t id;
+
+	(void)state;
+	t_start(&d, T_DEAD_OUTBOUND);
+	t_dead_row(&d, &id);
+	t_login(&d, T_OP_TOKEN, &s);
+	assert_int_equal(t_get(&d, "/console/outbox?status=dead", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "name=\"expect\" value=\"1\""));
+	hres_finish(&r);
+	snprintf(form, sizeof(form), "csrf=%s&status=dead&expect=2", s.ts_csrf);
+	assert_int_equal(t_post(&d, "/console/outbox/retry-all", &s, form, &r), 409);
+	hres_finish(&r);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
+	                               "'outbox.retry'"),
+	                 0);
+	snprintf(form, sizeof(form), "csrf=%s&status=dead&expect=1", s.ts_csrf);
+	assert_int_equal(t_post(&d, "/console/outbox/retry-all", &s, form, &r), 200);
+	assert_non_null(strstr(r.hs_body, "1 of 1 rows queued again"));
+	hres_finish(&r);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM audit_log WHERE action = "
+	                           "'outbox.retry' AND target = 'outbox:%lld' AND result LIKE "
+	                           "'ok:%%'",
+	                           (long long)id),
+	                 1);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+static void test_the_console_is_off_by_default_and_never_on_the_public_listener(void **state)
+{
+	struct daemon d;
+	struct hres r;
+	char url[256];
+
+	(void)state;
+	fx_daemon_start(&d, "%s", FX_STRIPE_INI);
+	snprintf(url, sizeof(url), "%s/console/login", d.dm_admin_base);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 404);
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+
+	t_start(&d, NULL);
+	snprintf(url, sizeof(url), "%s/console/login", d.dm_base);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 404);
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+static void test_serve_refuses_the_console_on_a_non_loopback_admin_address(void **state)
+{
+	struct daemon d;
+	char *log;
+
+	(void)state;
+	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
+	setenv("T_CONSOLE_RO", T_RO_TOKEN, 1);
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI T_CONSOLE), 0);
+	/* The harness's [admin] listen moved off loopback (one listen line). */
+	{
+		static const char from[] = "[admin]\nlisten = 127.0.0.1:0\n";
+		char *ini = hn_read_file(d.dm_config);
+		char *at = ini != NULL ? strstr(ini, from) : NULL;
+		struct buf b;
+
+		assert_non_null(at);
+		buf_init(&b, 0);
+		buf_printf(&b, "%.*s[admin]\nlisten = 0.0.0.0:0\n%s", (int)(at - ini), ini,
+		           at + strlen(from));
+		assert_int_equal(daemon_write_file(&d, "idemhook.ini", b.buf_data), 0);
+		buf_finish(&b);
+		free(ini);
+	}
+	assert_int_not_equal(daemon_start(&d), 0);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "allow_insecure"));
+	free(log);
+	daemon_finish(&d);
+}
+
+/* PostgreSQL: an action taken on one receiver's console is what another's
+ * shows (the state is the shared database's; sessions are each receiver's). */
+static void test_an_action_on_one_receiver_is_seen_on_another(void **state)
+{
+	struct daemon a;
+	struct daemon b;
+	struct t_session sa;
+	struct t_session sb;
+	struct hres r;
+	char path[128];
+	char form[200];
+	long long id;
+
+	(void)state;
+	if (!hn_backend_is_postgresql()) {
+		skip();
+	}
+	t_start(&a, NULL);
+	assert_int_equal(daemon_init_beside(&b, &a, FX_STRIPE_INI T_CONSOLE), 0);
+	assert_int_equal(daemon_start(&b), 0);
+	id = (long long)t_unknown_event(&a, "evt_console_shared");
+	t_login(&a, T_OP_TOKEN, &sa);
+	t_login(&b, T_RO_TOKEN, &sb);
+	snprintf(path, sizeof(path), "/console/events/%lld/dismiss", id);
+	snprintf(form, sizeof(form), "csrf=%s&reason=seen+from+b", sa.ts_csrf);
+	assert_int_equal(t_post(&a, path, &sa, form, &r), 200);
+	hres_finish(&r);
+	snprintf(path, sizeof(path), "/console/events/%lld", id);
+	assert_int_equal(t_get(&b, path, &sb, &r), 200);
+	assert_non_null(strstr(r.hs_body, "seen from b"));
+	assert_non_null(strstr(r.hs_body, "console:alice"));
+	hres_finish(&r);
+	assert_int_equal(t_get(&b, "/console/audit", &sb, &r), 200);
+	assert_non_null(strstr(r.hs_body, "seen from b"));
+	hres_finish(&r);
+	/* b's session is b's own: a does not know it */
+	assert_int_equal(t_get(&a, "/console/events", &sb, &r), 303);
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&b, 30), 0);
+	daemon_finish(&b);
+	assert_int_equal(daemon_term(&a, 30), 0);
+	daemon_finish(&a);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(
+	                test_without_a_session_pages_redirect_to_login_and_actions_get_401),
+	        cmocka_unit_test(
+	                test_login_cookie_is_strict_and_every_page_has_the_security_headers),
+	        cmocka_unit_test(
+	                test_failed_logins_are_limited_per_address_even_for_the_right_token),
+	        cmocka_unit_test(test_a_session_ends_at_its_expiry),
+	        cmocka_unit_test(
+	                test_read_only_sessions_get_403_on_every_action_and_nothing_changes),
+	        cmocka_unit_test(test_an_action_without_or_with_a_wrong_csrf_token_changes_nothing),
+	        cmocka_unit_test(
+	                test_dismiss_and_reprocess_from_the_console_are_applied_and_audited),
+	        cmocka_unit_test(test_a_hostile_payload_is_shown_as_text),
+	        cmocka_unit_test(test_a_thin_event_waiting_for_its_fetch_shows_as_fetching),
+	        cmocka_unit_test(test_rejected_callbacks_are_listed_with_their_reason),
+	        cmocka_unit_test(test_two_operators_retrying_one_row_at_once_end_with_one_retry),
+	        cmocka_unit_test(test_bulk_retry_needs_the_count_it_showed_confirmed),
+	        cmocka_unit_test(
+	                test_the_console_is_off_by_default_and_never_on_the_public_listener),
+	        cmocka_unit_test(test_serve_refuses_the_console_on_a_non_loopback_admin_address),
+	        cmocka_unit_test(test_an_action_on_one_receiver_is_seen_on_another),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

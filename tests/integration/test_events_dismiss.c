@@ -1,0 +1,206 @@
+/* test_events_dismiss.c: a failed event that can never apply is dismissed
+ * with a reason (by ID, or by filter after confirming the count), leaves the
+ * open-failures gauge, and is in the audit log; test-mode events are
+ * counted apart from live ones. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fixtures.h"
+#include "harness.h"
+
+/* The value of one unlabelled gauge on /metrics. */
+static int64_t t_gauge(struct daemon *d, const char *name)
+{
+	char url[128];
+	char want[128];
+	struct hres r;
+	const char *p;
+	int64_t v;
+
+	snprintf(url, sizeof(url), "%s/metrics", d->dm_admin_base);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	snprintf(want, sizeof(want), "\n%s ", name);
+	p = strstr(r.hs_body, want);
+	assert_non_null(p);
+	v = strtoll(p + strlen(want), NULL, 10);
+	hres_finish(&r);
+	return v;
+}
+
+/* A payment for an order that does not exist: stored failed (unknown_order). */
+static void t_unknown(struct daemon *d, const char *key)
+{
+	assert_int_equal(fx_stripe_pay(d, key, "ord_dismiss_nosuch000000001", 500, "usd"), 200);
+}
+
+static int64_t t_event_id(struct daemon *d, const char *key)
+{
+	return fx_db_int(d, "SELECT id FROM events WHERE idem_key = '%s'", key);
+}
+
+static void test_dismissing_a_failed_event_clears_the_gauge_and_is_audited(void **state)
+{
+	struct daemon *d = *state;
+	char id[32];
+	const char *dismiss[] = {"events", "dismiss", id, "--reason", "payment made at the till",
+	                         NULL};
+	static const char *const audit[] = {"audit", "list", NULL};
+	char *out = NULL;
+
+	t_unknown(d, "evt_dismiss_one");
+	assert_int_equal(t_gauge(d, "idemhook_events_failed_open"), 1);
+	snprintf(id, sizeof(id), "%lld", (long long)t_event_id(d, "evt_dismiss_one"));
+	assert_int_equal(daemon_cli(d, 1, dismiss, &out), 0);
+	assert_non_null(strstr(out, "dismissed"));
+	free(out);
+	out = NULL;
+	assert_int_equal(t_gauge(d, "idemhook_events_failed_open"), 0);
+	/* still failed, with who and why */
+	assert_int_equal(fx_db_int(d,
+	                           "SELECT count(*) FROM events WHERE id = %s AND outcome = "
+	                           "'failed' AND dismissed_at > 0 AND dismiss_reason = "
+	                           "'payment made at the till' AND dismissed_by LIKE 'cli:%%'",
+	                           id),
+	                 1);
+	assert_int_equal(fx_db_int(d,
+	                           "SELECT count(*) FROM audit_log WHERE action = "
+	                           "'events.dismiss' AND target = 'event:%s' AND result = 'ok'"
+	                           " AND reason = 'payment made at the till'",
+	                           id),
+	                 1);
+	/* a second time: refused, and the refusal is audited too */
+	assert_int_equal(daemon_cli(d, 1, dismiss, &out), 65);
+	free(out);
+	out = NULL;
+	assert_int_equal(fx_db_int(d,
+	                           "SELECT count(*) FROM audit_log WHERE target = 'event:%s'"
+	                           " AND result LIKE 'refused:%%'",
+	                           id),
+	                 1);
+	assert_int_equal(daemon_cli(d, 1, audit, &out), 0);
+	assert_non_null(strstr(out, "events.dismiss"));
+	assert_non_null(strstr(out, "payment made at the till"));
+	free(out);
+}
+
+static void test_dismiss_without_a_reason_is_refused_and_changes_nothing(void **state)
+{
+	struct daemon *d = *state;
+	char id[32];
+	const char *no_reason[] = {"events", "dismiss", id, NULL};
+	const char *empty[] = {"events", "dismiss", id, "--reason", "", NULL};
+	char *out = NULL;
+
+	t_unknown(d, "evt_dismiss_noreason");
+	snprintf(id, sizeof(id), "%lld", (long long)t_event_id(d, "evt_dismiss_noreason"));
+	assert_int_equal(daemon_cli(d, 1, no_reason, &out), 64);
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, empty, &out), 64);
+	free(out);
+	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"),
+	                 0);
+	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM audit_log"), 0);
+	assert_int_equal(t_gauge(d, "idemhook_events_failed_open"), 1);
+}
+
+static void test_dismiss_by_filter_counts_first_and_needs_the_count_confirmed(void **state)
+{
+	struct daemon *d = *state;
+	static const char *const count[] = {
+	        "events",         "dismiss", "--failed-reason", "unknown_order", "--reason",
+	        "sandbox orders", NULL};
+	static const char *const wrong[] = {"events",        "dismiss",  "--failed-reason",
+	                                    "unknown_order", "--reason", "sandbox orders",
+	                                    "--confirm",     "3",        NULL};
+	static const char *const right[] = {"events",        "dismiss",  "--failed-reason",
+	                                    "unknown_order", "--reason", "sandbox orders",
+	                                    "--confirm",     "2",        NULL};
+	char order[64];
+	char *out = NULL;
+
+	fx_order(d, 700, "usd", order);
+	assert_int_equal(fx_stripe_pay(d, "evt_filter_applied", order, 700, "usd"), 200);
+	t_unknown(d, "evt_filter_1");
+	t_unknown(d, "evt_filter_2");
+	assert_int_equal(daemon_cli(d, 1, count, &out), 0);
+	assert_non_null(strstr(out, "2 open failed event(s) match"));
+	free(out);
+	out = NULL;
+	assert_int_equal(t_gauge(d, "idemhook_events_failed_open"), 2);
+	/* the count changed since it was read: nothing happens */
+	assert_int_equal(daemon_cli(d, 1, wrong, &out), 65);
+	free(out);
+	out = NULL;
+	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"),
+	                 0);
+	assert_int_equal(daemon_cli(d, 1, right, &out), 0);
+	assert_non_null(strstr(out, "2 event(s) dismissed"));
+	free(out);
+	assert_int_equal(t_gauge(d, "idemhook_events_failed_open"), 0);
+	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM audit_log WHERE action = "
+	                              "'events.dismiss' AND result = 'ok'"),
+	                 2);
+	/* the applied event was never selected */
+	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM events WHERE idem_key = "
+	                              "'evt_filter_applied' AND dismissed_at IS NULL"),
+	                 1);
+}
+
+static void test_test_mode_failures_are_counted_apart_from_live_ones(void **state)
+{
+	struct daemon *d = *state;
+	char *body = fx_stripe_payment("evt_sandbox_1", "ord_dismiss_sandbox00000001", 500, "usd");
+	char *live = strstr(body, "\"livemode\":true");
+	struct hres r;
+
+	assert_non_null(live);
+	/* the same event from Stripe's test mode: "livemode":false */
+	memmove(live + strlen("\"livemode\":false"), live + strlen("\"livemode\":true"),
+	        strlen(live + strlen("\"livemode\":true")) + 1);
+	memcpy(live, "\"livemode\":false", strlen("\"livemode\":false"));
+	assert_int_equal(fx_stripe_send(d, body, &r), 200);
+	hres_finish(&r);
+	free(body);
+	assert_int_equal(fx_db_int(d, "SELECT test_mode FROM events WHERE idem_key = "
+	                              "'evt_sandbox_1' AND outcome = 'failed'"),
+	                 1);
+	assert_int_equal(t_gauge(d, "idemhook_events_failed_open"), 0);
+	assert_int_equal(t_gauge(d, "idemhook_events_failed_test_mode"), 1);
+	t_unknown(d, "evt_live_1");
+	assert_int_equal(t_gauge(d, "idemhook_events_failed_open"), 1);
+	assert_int_equal(t_gauge(d, "idemhook_events_failed_test_mode"), 1);
+}
+
+static int setup(void **state)
+{
+	return daemon_setup(state, FX_STRIPE_INI);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test_setup_teardown(
+	                test_dismissing_a_failed_event_clears_the_gauge_and_is_audited, setup,
+	                daemon_teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_dismiss_without_a_reason_is_refused_and_changes_nothing, setup,
+	                daemon_teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_dismiss_by_filter_counts_first_and_needs_the_count_confirmed, setup,
+	                daemon_teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_test_mode_failures_are_counted_apart_from_live_ones, setup,
+	                daemon_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
