@@ -858,15 +858,38 @@ int outbox_queue_effect(struct store_tx *tx, const struct outbox_conf *oc, const
 /* [outbound] as outbox_on_effect queues from it, parsed once per loaded
  * config (cf_serial) rather than once per callback. Only a parse that
  * succeeded is kept: one that failed is tried (and logged) again, as
- * before. The lock is held while the rows are queued, so the conf cannot be
- * replaced under a caller. */
+ * before. Callers hold a reference while they queue rows, so a reload
+ * cannot free the conf under them; the lock is not held across the
+ * statements (on PostgreSQL, several claims run their statements
+ * interleaved on the writer's one thread, and one of them waiting for a
+ * lock another holds across a statement would wait forever). */
+struct outbox_effect {
+	struct outbox_conf oe_conf;
+	uint64_t oe_serial;
+	unsigned oe_refs; /* under outbox_effect_lock; the current one holds one */
+};
+
 static pthread_mutex_t outbox_effect_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t outbox_effect_serial; /* of the config outbox_effect_conf is from; 0: none */
-static struct outbox_conf outbox_effect_conf;
+static struct outbox_effect *outbox_effect_current;
+
+static void outbox_effect_put(struct outbox_effect *oe)
+{
+	int last;
+
+	pthread_mutex_lock(&outbox_effect_lock);
+	last = --oe->oe_refs == 0;
+	pthread_mutex_unlock(&outbox_effect_lock);
+	if (last) {
+		outbox_conf_finish(&oe->oe_conf);
+		free(oe);
+	}
+}
 
 int outbox_on_effect(struct store_tx *tx, const struct config *cf, const char *provider,
                      const char *order_id, const char *effect)
 {
+	struct outbox_effect *oe;
+	struct outbox_effect *old = NULL;
 	struct outbox_conf oc;
 	int rc;
 
@@ -885,17 +908,29 @@ int outbox_on_effect(struct store_tx *tx, const struct config *cf, const char *p
 		return rc;
 	}
 	pthread_mutex_lock(&outbox_effect_lock);
-	if (outbox_effect_serial != cf->cf_serial) {
-		if (outbox_conf_load(cf, 0, &oc) < 0) {
+	oe = outbox_effect_current;
+	if (oe == NULL || oe->oe_serial != cf->cf_serial) {
+		oe = calloc(1, sizeof(*oe));
+		if (oe == NULL) {
+			log_err("outbox: out of memory");
+		}
+		if (oe == NULL || outbox_conf_load(cf, 0, &oe->oe_conf) < 0) {
 			pthread_mutex_unlock(&outbox_effect_lock);
+			free(oe);
 			return -1;
 		}
-		outbox_conf_finish(&outbox_effect_conf);
-		outbox_effect_conf = oc; /* taken over: not finished here */
-		outbox_effect_serial = cf->cf_serial;
+		oe->oe_serial = cf->cf_serial;
+		oe->oe_refs = 1;
+		old = outbox_effect_current;
+		outbox_effect_current = oe;
 	}
-	rc = outbox_queue_effect(tx, &outbox_effect_conf, provider, order_id, effect);
+	oe->oe_refs++;
 	pthread_mutex_unlock(&outbox_effect_lock);
+	if (old != NULL) {
+		outbox_effect_put(old);
+	}
+	rc = outbox_queue_effect(tx, &oe->oe_conf, provider, order_id, effect);
+	outbox_effect_put(oe);
 	return rc;
 }
 

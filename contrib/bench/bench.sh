@@ -9,9 +9,12 @@
 # database holding STORED callbacks (bench_fill); then the ratios against the
 # targets of issues 10 and 24.
 # With --postgresql: unique and duplicate callbacks with one receiver on
-# SQLite, one on PostgreSQL and three on one PostgreSQL database (a local
-# throwaway server, synchronous_commit=on), with statements and transactions
-# per callback from pg_stat_statements (docs/benchmarks.md, PostgreSQL).
+# SQLite, and one, two and three on one PostgreSQL database (a local
+# throwaway server, synchronous_commit=on), then one and three with 1 ms
+# added each way (a delaying proxy), with statements and transactions per
+# callback from pg_stat_statements, the writers' round trips per batch and
+# CPU per callback (docs/benchmarks.md, PostgreSQL). IDEMHOOK_BIN_BASE=an
+# older idemhook binary adds its one-receiver phases, for a before/after.
 # Usage: contrib/bench/bench.sh [CALLBACKS [STORED]]   (per unique phase, default 20000;
 #        callbacks already in the large database, default 1000000, filled by bench_fill)
 #        contrib/bench/bench.sh --postgresql [CALLBACKS]   (per phase, default 5000)

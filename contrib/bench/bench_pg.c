@@ -1,11 +1,15 @@
 /* bench_pg.c: the webhook benchmark on PostgreSQL beside SQLite, in one run
  * on one machine: unique and duplicate Stripe callbacks per second with one
- * receiver on SQLite, one on PostgreSQL and three on one PostgreSQL
- * database (a local throwaway server, fsync and synchronous_commit on), and
- * where the time goes: statements (each a round trip) and transactions per
- * callback, counted by pg_stat_statements (track = top: the statements a
- * receiver sends, not those PostgreSQL runs for foreign keys). The same
- * pre-signed callbacks, the same load generator (loadgen.c) as bench_hooks. */
+ * receiver on SQLite, and one, two and three receivers on one PostgreSQL
+ * database (a local throwaway server, fsync and synchronous_commit on),
+ * also with 1 ms added each way between receivers and database (a delaying
+ * proxy, delayproxy.c); and where the time goes: statements and
+ * transactions per callback, counted by pg_stat_statements (track = top:
+ * the statements a receiver sends, not those PostgreSQL runs for foreign
+ * keys), and the writers' round trips per batch, counted by the receivers
+ * (idemhook_store_round_trips_total). The same pre-signed callbacks, the
+ * same load generator (loadgen.c) as bench_hooks. */
+#include <dirent.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -17,6 +21,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "delayproxy.h"
 #include "harness.h"
 #include "loadgen.h"
 #include "log.h"
@@ -28,9 +33,11 @@
 #define BENCH_PG_SOURCES 8 /* loopback source addresses, as in bench_hooks */
 #define BENCH_PG_CONNS 32  /* in all, spread over the receivers */
 #define BENCH_PG_RECEIVERS_MAX 3
-#define BENCH_PG_TOP 8 /* statements shown per phase */
+#define BENCH_PG_TOP 8         /* statements shown per phase */
+#define BENCH_PG_DELAY_US 1000 /* added each way in the delayed phases */
 
 static const char *bench_pg_bin;
+static const char *bench_pg_which = "";  /* "before: " for IDEMHOOK_BIN_BASE's phases */
 static struct pgserver *bench_pg_server; /* the harness's shared one */
 
 /* ---- orders and callbacks ---- */
@@ -178,6 +185,19 @@ static int bench_pg_start(struct daemon *d)
 			}
 			fclose(f);
 			if (d->dm_port != 0) {
+				/* The admin listener is up before the public one. */
+				f = snprintf(path, sizeof(path), "%s/admin_port", d->dm_dir) <
+				                    (int)sizeof(path)
+				            ? fopen(path, "r")
+				            : NULL;
+				if (f != NULL && fscanf(f, "%u", &port) == 1) {
+					d->dm_admin_port = port;
+					snprintf(d->dm_admin_base, sizeof(d->dm_admin_base),
+					         "http://127.0.0.1:%u", port);
+				}
+				if (f != NULL) {
+					fclose(f);
+				}
 				return 0;
 			}
 		}
@@ -188,6 +208,110 @@ static int bench_pg_start(struct daemon *d)
 	}
 	fprintf(stderr, "bench: the receiver did not start; see %s\n", d->dm_log);
 	return -1;
+}
+
+/* ---- CPU time ---- */
+
+/* A process's CPU time (user + system, all its threads) in seconds, and
+ * its parent's pid in *ret_ppid (may be NULL); 0 when it is gone. */
+static double bench_pg_proc_cpu_s(pid_t pid, pid_t *ret_ppid)
+{
+	char path[64];
+	char buf[1024];
+	unsigned long ut = 0;
+	unsigned long st = 0;
+	int ppid = 0;
+	char *p;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (f == NULL) {
+		return 0;
+	}
+	p = fgets(buf, sizeof(buf), f) != NULL ? strrchr(buf, ')') : NULL;
+	fclose(f);
+	/* After ") ": state, ppid, then fields 5..13; utime is 14, stime 15. */
+	if (p == NULL || sscanf(p + 2, "%*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ppid,
+	                        &ut, &st) != 3) {
+		return 0;
+	}
+	if (ret_ppid != NULL) {
+		*ret_ppid = ppid;
+	}
+	return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The PostgreSQL server's CPU time: the postmaster and its children
+ * (backends, WAL writer, checkpointer), those alive now. */
+static double bench_pg_server_cpu_s(void)
+{
+	pid_t pm = pgserver_postmaster_pid(bench_pg_server);
+	double total = bench_pg_proc_cpu_s(pm, NULL);
+	struct dirent *de;
+	DIR *dir = opendir("/proc");
+
+	while (dir != NULL && (de = readdir(dir)) != NULL) {
+		pid_t ppid = 0;
+		double s;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9') {
+			continue;
+		}
+		s = bench_pg_proc_cpu_s((pid_t)strtol(de->d_name, NULL, 10), &ppid);
+		if (ppid == pm) {
+			total += s;
+		}
+	}
+	if (dir != NULL) {
+		closedir(dir);
+	}
+	return total;
+}
+
+/* ---- the receivers' own counts (/metrics) ---- */
+
+struct bench_pg_store {
+	double bs_round_trips; /* the writers' round trips to the server */
+	double bs_batches;
+	double bs_units;
+};
+
+static double bench_pg_metric(const char *text, const char *name)
+{
+	const char *p = text;
+	size_t len = strlen(name);
+
+	while ((p = strstr(p, name)) != NULL) {
+		if ((p == text || p[-1] == '\n') && p[len] == ' ') {
+			return strtod(p + len + 1, NULL);
+		}
+		p += len;
+	}
+	return 0;
+}
+
+/* The sums over k receivers. Returns 0 or -1. */
+static int bench_pg_scrape(const struct daemon *r, size_t k, struct bench_pg_store *ret)
+{
+	char url[128];
+	struct hres res;
+	size_t i;
+
+	memset(ret, 0, sizeof(*ret));
+	for (i = 0; i < k; i++) {
+		snprintf(url, sizeof(url), "%s/metrics", r[i].dm_admin_base);
+		if (hn_http("GET", url, NULL, NULL, 0, &res) < 0 || res.hs_status != 200) {
+			hres_finish(&res);
+			return -1;
+		}
+		ret->bs_round_trips +=
+		        bench_pg_metric(res.hs_body, "idemhook_store_round_trips_total");
+		ret->bs_batches += bench_pg_metric(res.hs_body, "idemhook_store_batch_size_count");
+		ret->bs_units += bench_pg_metric(res.hs_body, "idemhook_store_batch_size_sum");
+		hres_finish(&res);
+	}
+	return 0;
 }
 
 /* ---- PostgreSQL's own counts ---- */
@@ -295,6 +419,11 @@ struct bench_pg_row {
 	double br_p99_ms;
 	double br_statements; /* per callback, -1 for SQLite */
 	double br_xacts;
+	double br_batch;       /* mean units per batch of the writers */
+	double br_rt_batch;    /* the writers' round trips per batch */
+	double br_rt_callback; /* and per callback */
+	double br_rx_us;       /* the receivers' CPU per callback */
+	double br_pg_us;       /* the server's CPU per callback */
 };
 
 /* Sends every set to its receiver at once (the connections split between
@@ -306,7 +435,12 @@ static int bench_pg_phase(struct bench_pg_row *br, const char *label, struct dae
 	pthread_t threads[BENCH_PG_RECEIVERS_MAX];
 	struct bench_pg_counts before = {0, 0};
 	struct bench_pg_counts after = {0, 0};
+	struct bench_pg_store s0;
+	struct bench_pg_store s1;
 	double seconds = 0;
+	double rx0 = 0;
+	double rx1 = 0;
+	double pg0 = 0;
 	size_t i;
 
 	memset(br, 0, sizeof(*br));
@@ -318,6 +452,13 @@ static int bench_pg_phase(struct bench_pg_row *br, const char *label, struct dae
 			return -1;
 		}
 	}
+	if (bench_pg_scrape(r, k, &s0) < 0) {
+		return -1;
+	}
+	for (i = 0; i < k; i++) {
+		rx0 += bench_pg_proc_cpu_s(r[i].dm_pid, NULL);
+	}
+	pg0 = db != NULL ? bench_pg_server_cpu_s() : 0;
 	for (i = 0; i < k; i++) {
 		memset(&load[i], 0, sizeof(load[i]));
 		load[i].bl_opt.lo_port = r[i].dm_port;
@@ -348,6 +489,25 @@ static int bench_pg_phase(struct bench_pg_row *br, const char *label, struct dae
 	br->br_rate = seconds > 0 ? (double)br->br_n / seconds : 0;
 	br->br_statements = -1;
 	br->br_xacts = -1;
+	for (i = 0; i < k; i++) {
+		rx1 += bench_pg_proc_cpu_s(r[i].dm_pid, NULL);
+	}
+	if (br->br_n > 0) {
+		br->br_rx_us = (rx1 - rx0) * 1e6 / (double)br->br_n;
+		br->br_pg_us =
+		        db != NULL ? (bench_pg_server_cpu_s() - pg0) * 1e6 / (double)br->br_n : 0;
+	}
+	if (bench_pg_scrape(r, k, &s1) < 0) {
+		return -1;
+	}
+	if (s1.bs_batches > s0.bs_batches) {
+		br->br_batch = (s1.bs_units - s0.bs_units) / (s1.bs_batches - s0.bs_batches);
+		br->br_rt_batch =
+		        (s1.bs_round_trips - s0.bs_round_trips) / (s1.bs_batches - s0.bs_batches);
+	}
+	if (br->br_n > 0) {
+		br->br_rt_callback = (s1.bs_round_trips - s0.bs_round_trips) / (double)br->br_n;
+	}
 	if (db != NULL) {
 		if (bench_pg_counts(db, &after) == 0 && br->br_n > 0) {
 			br->br_statements =
@@ -355,10 +515,12 @@ static int bench_pg_phase(struct bench_pg_row *br, const char *label, struct dae
 			br->br_xacts = (after.bc_xacts - before.bc_xacts) / (double)br->br_n;
 		}
 	}
-	printf("%-34s %9zu %7zu %9.0f %8.2f %8.2f %6zu", br->br_label, br->br_receivers, br->br_n,
-	       br->br_rate, br->br_p50_ms, br->br_p99_ms, br->br_errors);
+	printf("%-34s %9zu %7zu %9.0f %8.2f %8.2f %6zu %6.1f %6.0f %6.0f", br->br_label,
+	       br->br_receivers, br->br_n, br->br_rate, br->br_p50_ms, br->br_p99_ms, br->br_errors,
+	       br->br_batch, br->br_rx_us, br->br_pg_us);
 	if (br->br_statements >= 0) {
-		printf(" %11.2f %10.3f", br->br_statements, br->br_xacts);
+		printf(" %8.2f %8.2f %11.2f %10.3f", br->br_rt_batch, br->br_rt_callback,
+		       br->br_statements, br->br_xacts);
 	}
 	printf("\n");
 	if (db != NULL) {
@@ -371,10 +533,42 @@ static int bench_pg_phase(struct bench_pg_row *br, const char *label, struct dae
 static const char bench_pg_ini[] =
         "[provider stripe]\ntype = stripe\nsecret = " BENCH_PG_SECRET "\n";
 
+/* Points the receiver's conninfo at the delaying proxy on 127.0.0.1:port
+ * (the proxy forwards to the server's unix socket). Returns 0 or -1. */
+static int bench_pg_via_proxy(struct daemon *d, unsigned port)
+{
+	char *ini = hn_read_file(d->dm_config);
+	char from[600];
+	char to[64];
+	char *at;
+	struct buf b;
+	int rc = -1;
+
+	snprintf(from, sizeof(from), "host=%s port=%u ", bench_pg_server->pg_dir,
+	         bench_pg_server->pg_port);
+	snprintf(to, sizeof(to), "host=127.0.0.1 port=%u ", port);
+	at = ini != NULL ? strstr(ini, from) : NULL;
+	if (at != NULL) {
+		FILE *f;
+
+		buf_init(&b, 0);
+		buf_printf(&b, "%.*s%s%s", (int)(at - ini), ini, to, at + strlen(from));
+		f = fopen(d->dm_config, "w");
+		if (f != NULL) {
+			rc = fputs(b.buf_data, f) < 0 ? -1 : 0;
+			rc = fclose(f) != 0 ? -1 : rc;
+		}
+		buf_finish(&b);
+	}
+	free(ini);
+	return rc;
+}
+
 /* One configuration: k receivers on SQLite (k = 1) or on one PostgreSQL
- * database; n unique callbacks, then the same n again as duplicates. */
-static int bench_pg_config(const char *backend, size_t k, size_t n, double *ret_unique,
-                           double *ret_dup)
+ * database (through the delaying proxy on proxy_port unless 0); n unique
+ * callbacks, then the same n again as duplicates. */
+static int bench_pg_config(const char *backend, size_t k, size_t n, unsigned proxy_port,
+                           double *ret_unique, double *ret_dup)
 {
 	struct daemon r[BENCH_PG_RECEIVERS_MAX];
 	struct lg_request *sets[BENCH_PG_RECEIVERS_MAX] = {NULL};
@@ -382,6 +576,7 @@ static int bench_pg_config(const char *backend, size_t k, size_t n, double *ret_
 	struct bench_pg_orders bo = {0, NULL};
 	struct bench_pg_row row;
 	const char *db = NULL;
+	const char *via = proxy_port != 0 ? " +1ms each way" : "";
 	char label[64];
 	char tag[16];
 	size_t i;
@@ -399,11 +594,18 @@ static int bench_pg_config(const char *backend, size_t k, size_t n, double *ret_
 				goto out;
 			}
 		}
+		for (i = 0; i < k && proxy_port != 0; i++) {
+			if (bench_pg_via_proxy(&r[i], proxy_port) < 0) {
+				fprintf(stderr, "bench: cannot point the receiver at the proxy\n");
+				goto out;
+			}
+		}
 		db = r[0].dm_pg_db;
 	} else if (daemon_init(&r[0], bench_pg_ini) < 0) {
 		return -1;
 	}
-	snprintf(tag, sizeof(tag), "%c%zu", backend[0], k);
+	snprintf(tag, sizeof(tag), "%c%zu%c%c", backend[0], k, proxy_port != 0 ? 'd' : 'n',
+	         bench_pg_which[0] != '\0' ? 'b' : 'a');
 	if (bench_pg_orders_make(&bo, r[0].dm_db, n) < 0 ||
 	    bench_pg_sign(&bo, tag, k, sets, counts) < 0) {
 		fprintf(stderr, "bench: cannot make the orders and callbacks\n");
@@ -414,7 +616,7 @@ static int bench_pg_config(const char *backend, size_t k, size_t n, double *ret_
 			goto out;
 		}
 	}
-	snprintf(label, sizeof(label), "%s, unique", backend);
+	snprintf(label, sizeof(label), "%s%s%s, unique", bench_pg_which, backend, via);
 	if (bench_pg_phase(&row, label, r, k, sets, counts, db) < 0) {
 		goto out;
 	}
@@ -427,7 +629,7 @@ static int bench_pg_config(const char *backend, size_t k, size_t n, double *ret_
 		        backend, k);
 		goto out;
 	}
-	snprintf(label, sizeof(label), "%s, duplicates", backend);
+	snprintf(label, sizeof(label), "%s%s%s, duplicates", bench_pg_which, backend, via);
 	if (bench_pg_phase(&row, label, r, k, sets, counts, db) < 0) {
 		goto out;
 	}
@@ -445,12 +647,36 @@ out:
 	return rc;
 }
 
+static void bench_pg_target(const char *what, double got, double want)
+{
+	printf("  %-58s %5.2f  (target >= %.2f: %s)\n", what, got, want,
+	       got >= want ? "met" : "not met");
+}
+
+/* The configurations, in the order they run. */
+enum {
+	BENCH_PG_SQLITE = 0,
+	BENCH_PG_ONE,
+	BENCH_PG_TWO,
+	BENCH_PG_THREE,
+	BENCH_PG_ONE_DELAYED,
+	BENCH_PG_THREE_DELAYED,
+	BENCH_PG_CONFIGS,
+};
+
 int main(int argc, char **argv)
 {
 	size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 5000;
-	double unique[3] = {0, 0, 0};
-	double dup[3] = {0, 0, 0};
+	double unique[BENCH_PG_CONFIGS] = {0};
+	double dup[BENCH_PG_CONFIGS] = {0};
+	/* Another build (the commit before a change) for a before/after in
+	 * the same run: its one receiver, without and with the delay. */
+	const char *base = getenv("IDEMHOOK_BIN_BASE");
+	double base_unique[2] = {0, 0};
+	double base_dup[2] = {0, 0};
 	char *version = NULL;
+	char sock[700];
+	unsigned proxy = 0;
 	int missing;
 
 	bench_pg_bin = getenv("IDEMHOOK_BIN");
@@ -472,6 +698,11 @@ int main(int argc, char **argv)
 		                : "the throwaway PostgreSQL server did not start");
 		return 1;
 	}
+	snprintf(sock, sizeof(sock), "%s/.s.PGSQL.%u", bench_pg_server->pg_dir,
+	         bench_pg_server->pg_port);
+	if (delayproxy_start(sock, BENCH_PG_DELAY_US, &proxy) == NULL) {
+		return 1;
+	}
 	pgserver_psql(bench_pg_server, NULL, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements",
 	              NULL);
 	pgserver_psql(bench_pg_server, NULL, "SELECT version()", &version);
@@ -480,22 +711,71 @@ int main(int argc, char **argv)
 	       "from %d loopback addresses; %zu callbacks per phase. SQLite: synchronous=FULL, "
 	       "WAL.\n"
 	       "PostgreSQL: a local throwaway server, unix socket, fsync=on, "
-	       "synchronous_commit=on\n%s\n",
-	       BENCH_PG_CONNS, BENCH_PG_SOURCES, n, version != NULL ? version : "");
+	       "synchronous_commit=on;\n"
+	       "\"+1ms each way\": through a proxy on 127.0.0.1 that holds every byte %u us in "
+	       "each direction\n%s\n",
+	       BENCH_PG_CONNS, BENCH_PG_SOURCES, n, BENCH_PG_DELAY_US,
+	       version != NULL ? version : "");
 	free(version);
-	printf("%-34s %9s %7s %9s %8s %8s %6s %11s %10s\n", "phase", "receivers", "reqs", "req/s",
-	       "p50 ms", "p99 ms", "errors", "stmts/cb", "txns/cb");
-	if (bench_pg_config("sqlite", 1, n, &unique[0], &dup[0]) < 0 ||
-	    bench_pg_config("postgresql", 1, n, &unique[1], &dup[1]) < 0 ||
-	    bench_pg_config("postgresql", 3, n, &unique[2], &dup[2]) < 0) {
+	printf("%-34s %9s %7s %9s %8s %8s %6s %6s %6s %6s %8s %8s %11s %10s\n", "phase",
+	       "receivers", "reqs", "req/s", "p50 ms", "p99 ms", "errors", "batch", "rx us",
+	       "pg us", "rt/batch", "rt/cb", "stmts/cb", "txns/cb");
+	if (base != NULL) {
+		const char *bin = bench_pg_bin;
+
+		bench_pg_bin = base;
+		bench_pg_which = "before: ";
+		if (bench_pg_config("postgresql", 1, n, 0, &base_unique[0], &base_dup[0]) < 0 ||
+		    bench_pg_config("postgresql", 1, n, proxy, &base_unique[1], &base_dup[1]) < 0) {
+			fprintf(stderr, "bench: a phase of IDEMHOOK_BIN_BASE failed\n");
+			return 1;
+		}
+		bench_pg_bin = bin;
+		bench_pg_which = "";
+	}
+	if (bench_pg_config("sqlite", 1, n, 0, &unique[BENCH_PG_SQLITE], &dup[BENCH_PG_SQLITE]) <
+	            0 ||
+	    bench_pg_config("postgresql", 1, n, 0, &unique[BENCH_PG_ONE], &dup[BENCH_PG_ONE]) < 0 ||
+	    bench_pg_config("postgresql", 2, n, 0, &unique[BENCH_PG_TWO], &dup[BENCH_PG_TWO]) < 0 ||
+	    bench_pg_config("postgresql", 3, n, 0, &unique[BENCH_PG_THREE], &dup[BENCH_PG_THREE]) <
+	            0 ||
+	    bench_pg_config("postgresql", 1, n, proxy, &unique[BENCH_PG_ONE_DELAYED],
+	                    &dup[BENCH_PG_ONE_DELAYED]) < 0 ||
+	    bench_pg_config("postgresql", 3, n, proxy, &unique[BENCH_PG_THREE_DELAYED],
+	                    &dup[BENCH_PG_THREE_DELAYED]) < 0) {
 		fprintf(stderr, "bench: a phase failed\n");
 		return 1;
 	}
-	printf("\nunique callbacks/s:    SQLite %.0f | PostgreSQL, 1 receiver %.0f | 3 receivers "
-	       "%.0f\n",
-	       unique[0], unique[1], unique[2]);
-	printf("duplicate callbacks/s: SQLite %.0f | PostgreSQL, 1 receiver %.0f | 3 receivers "
-	       "%.0f\n",
-	       dup[0], dup[1], dup[2]);
+	printf("\nunique callbacks/s:    SQLite %.0f | PostgreSQL, 1 receiver %.0f | 2 %.0f | 3 "
+	       "%.0f | +1ms each way: 1 receiver %.0f | 3 %.0f\n",
+	       unique[BENCH_PG_SQLITE], unique[BENCH_PG_ONE], unique[BENCH_PG_TWO],
+	       unique[BENCH_PG_THREE], unique[BENCH_PG_ONE_DELAYED],
+	       unique[BENCH_PG_THREE_DELAYED]);
+	printf("duplicate callbacks/s: SQLite %.0f | PostgreSQL, 1 receiver %.0f | 2 %.0f | 3 "
+	       "%.0f | +1ms each way: 1 receiver %.0f | 3 %.0f\n",
+	       dup[BENCH_PG_SQLITE], dup[BENCH_PG_ONE], dup[BENCH_PG_TWO], dup[BENCH_PG_THREE],
+	       dup[BENCH_PG_ONE_DELAYED], dup[BENCH_PG_THREE_DELAYED]);
+	if (base != NULL) {
+		printf("before (IDEMHOOK_BIN_BASE), unique callbacks/s: PostgreSQL, 1 receiver "
+		       "%.0f "
+		       "| +1ms each way %.0f\n",
+		       base_unique[0], base_unique[1]);
+	}
+	printf("\nratios (issue 25), this run:\n");
+	bench_pg_target("PostgreSQL 1 receiver / SQLite 1 receiver, unique",
+	                unique[BENCH_PG_ONE] / unique[BENCH_PG_SQLITE], 0.5);
+	bench_pg_target("PostgreSQL 2 receivers / 1 receiver, unique",
+	                unique[BENCH_PG_TWO] / unique[BENCH_PG_ONE], 1.0);
+	bench_pg_target("PostgreSQL 3 receivers / 1 receiver, unique",
+	                unique[BENCH_PG_THREE] / unique[BENCH_PG_ONE], 1.5);
+	bench_pg_target("PostgreSQL 1 receiver, +1ms each way / no delay, unique",
+	                unique[BENCH_PG_ONE_DELAYED] / unique[BENCH_PG_ONE], 0.25);
+	if (base != NULL && base_unique[0] > 0 && base_unique[1] > 0) {
+		printf("  %-58s %5.2f\n", "PostgreSQL 1 receiver, after / before, unique",
+		       unique[BENCH_PG_ONE] / base_unique[0]);
+		printf("  %-58s %5.2f\n",
+		       "PostgreSQL 1 receiver +1ms each way, after / before, unique",
+		       unique[BENCH_PG_ONE_DELAYED] / base_unique[1]);
+	}
 	return 0;
 }

@@ -1887,17 +1887,19 @@ static int unit_terminate(struct store_tx *tx, void *arg)
 	return store_exec(tx, "SELECT pg_terminate_backend(CAST(? AS integer))", p, 1, NULL);
 }
 
-/* The writer's connection is cut (a failover, a restart of the server):
- * the batch that meets it is answered transient, nothing acknowledged, and
- * the next batch runs on a new connection. */
-static void test_pg_a_lost_writer_connection_fails_its_batch_and_is_made_again(void **state)
+/* The writer's connection is cut while it is idle (a failover, a restart
+ * of the server, pg_terminate_backend): nothing of a transaction was on it,
+ * so the next batch's BEGIN goes again on a new connection and the batch
+ * commits. */
+static void
+test_pg_a_writer_connection_lost_while_idle_is_made_again_for_the_next_batch(void **state)
 {
 	struct fixture *fx = *state;
 	struct applier ap = {.ap_result = STORE_APPLY_DONE};
 	struct store *other = second_receiver(fx);
 	struct store_claim c;
 	int64_t pid = 0;
-	int tries;
+	int64_t pid_after = 0;
 
 	assert_int_equal(store_write(fx->fx_st, T0, unit_backend_pid, &pid), 0);
 	assert_true(pid > 0);
@@ -1906,21 +1908,126 @@ static void test_pg_a_lost_writer_connection_fails_its_batch_and_is_made_again(v
 
 	claim_init(&c, "evt_lost", 1, T0, &ap);
 	assert_int_equal(submit_one(fx->fx_st, &c), 0);
-	assert_int_equal(c.sc_outcome, STORE_TRANSIENT);
-	store_claim_finish(&c);
-	/* The server may take a moment to be reachable by a new session. */
-	for (tries = 0; tries < 20; tries++) {
-		claim_init(&c, "evt_lost", 1, T0 + 1000, &ap);
-		assert_int_equal(submit_one(fx->fx_st, &c), 0);
-		if (c.sc_outcome == STORE_NEW) {
-			break;
-		}
-		store_claim_finish(&c);
-		usleep(100 * 1000);
-	}
 	assert_int_equal(c.sc_outcome, STORE_NEW);
 	store_claim_finish(&c);
+	assert_int_equal(store_write(fx->fx_st, T0, unit_backend_pid, &pid_after), 0);
+	assert_true(pid_after > 0 && pid_after != pid);
 	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 1);
+}
+
+struct killer {
+	struct store *k_other; /* a second receiver, which terminates the writer's backend */
+	int64_t k_pid;
+	int k_kills; /* terminations still to do */
+};
+
+static int unit_backend_gone(struct store_tx *tx, void *arg)
+{
+	struct store_value p[] = {store_int(*(int64_t *)arg)};
+	struct store_row row;
+	int r;
+
+	r = store_query(tx, "SELECT count(*) FROM pg_stat_activity WHERE pid = CAST(? AS integer)",
+	                p, 1, &row);
+	if (r <= 0) {
+		return -1;
+	}
+	r = store_row_int(&row, 0) == 0 ? 1 : 0;
+	store_row_finish(&row);
+	return r;
+}
+
+/* A handler that writes a row, then has the writer's backend terminated
+ * under it (and waits until it is gone) before its reply is stored. */
+static int apply_killed(struct store_tx *tx, void *arg, struct reply *ret_reply)
+{
+	struct killer *k = arg;
+	struct store_value p[] = {store_text("killed"), store_null()};
+	int tries;
+
+	if (store_exec(tx, "INSERT INTO scratch (tag, data) VALUES (?, ?)", p, 2, NULL) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	if (k->k_kills > 0) {
+		k->k_kills--;
+		assert_int_equal(store_write(k->k_other, T0, unit_terminate, &k->k_pid), 0);
+		for (tries = 0; tries < 100; tries++) {
+			if (store_read(k->k_other, T0, unit_backend_gone, &k->k_pid) == 1) {
+				break;
+			}
+			usleep(20 * 1000);
+		}
+	}
+	assert_int_equal(reply_set(ret_reply, 200, "text/plain", "ok", 2), 0);
+	return STORE_APPLY_DONE;
+}
+
+/* The writer's connection is cut in the middle of a batch: the batch's
+ * claims are all transient (nothing acknowledged, nothing kept), and the
+ * next batch runs on a new connection and applies each once. */
+static void
+test_pg_a_writer_connection_lost_mid_batch_fails_the_batch_and_is_made_again(void **state)
+{
+	struct fixture *fx = *state;
+	struct killer k = {.k_other = second_receiver(fx), .k_kills = 1};
+	struct store_claim c[3];
+	const char *keys[3] = {"evt_mid_a", "evt_mid_b", "evt_mid_c"};
+	size_t i;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_backend_pid, &k.k_pid), 0);
+	for (i = 0; i < 3; i++) {
+		claim_init(&c[i], keys[i], 1, T0, NULL);
+		c[i].sc_apply = apply_killed;
+		c[i].sc_arg = &k;
+	}
+	assert_int_equal(store_submit(fx->fx_st, c, 3), 0);
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(c[i].sc_outcome, STORE_TRANSIENT);
+		store_claim_finish(&c[i]);
+	}
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 0);
+	assert_int_equal(store_submit(fx->fx_st, c, 3), 0);
+	for (i = 0; i < 3; i++) {
+		assert_int_equal(c[i].sc_outcome, STORE_NEW);
+		store_claim_finish(&c[i]);
+	}
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 3);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 3);
+	store_destroy(k.k_other);
+}
+
+/* On PostgreSQL a batch's claims run side by side and their statements
+ * go to the server pipelined: a batch of eight claims of three statements
+ * each costs a round trip per statement of one claim (and BEGIN and
+ * COMMIT), not one per statement of every claim (with a savepoint each,
+ * 42). */
+static void test_pg_a_batch_of_claims_costs_round_trips_per_statement_not_per_claim(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c[8];
+	struct store_stats before;
+	struct store_stats after;
+	char keys[8][32];
+	size_t i;
+
+	for (i = 0; i < 8; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "evt_rt_%zu", i);
+		claim_init(&c[i], keys[i], 1, T0, &ap);
+	}
+	store_get_stats(fx->fx_st, &before);
+	assert_int_equal(store_submit(fx->fx_st, c, 8), 0);
+	store_get_stats(fx->fx_st, &after);
+	for (i = 0; i < 8; i++) {
+		assert_int_equal(c[i].sc_outcome, STORE_NEW);
+		store_claim_finish(&c[i]);
+	}
+	print_message("round trips for 8 claims in one batch: %llu\n",
+	              (unsigned long long)(after.ss_round_trips - before.ss_round_trips));
+	assert_int_equal(after.ss_batches - before.ss_batches, 1);
+	assert_true(after.ss_round_trips - before.ss_round_trips <= 6);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 8);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 8);
 }
 
 #define STORE_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -1991,7 +2098,9 @@ int main(void)
 	        PG_TEST(test_pg_a_named_lock_is_held_by_one_receiver_at_a_time),
 	        PG_TEST(test_pg_two_receivers_starting_together_migrate_once),
 	        PG_TEST(test_pg_outbox_rows_are_leased_by_one_receiver_at_a_time),
-	        PG_TEST(test_pg_a_lost_writer_connection_fails_its_batch_and_is_made_again),
+	        PG_TEST(test_pg_a_writer_connection_lost_while_idle_is_made_again_for_the_next_batch),
+	        PG_TEST(test_pg_a_writer_connection_lost_mid_batch_fails_the_batch_and_is_made_again),
+	        PG_TEST(test_pg_a_batch_of_claims_costs_round_trips_per_statement_not_per_claim),
 	        PG_TEST(test_pg_outbox_workers_skip_the_rows_another_receiver_holds),
 	        PG_TEST(test_pg_a_deadlock_between_receivers_runs_the_losing_batch_again),
 	        PG_TEST(test_pg_read_only_stores_and_schema_versions_are_checked_as_on_sqlite),

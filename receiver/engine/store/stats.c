@@ -423,6 +423,14 @@ int stats_render_metrics(struct buf *out, struct store *st)
 	    buf_printf(out, "idemhook_store_conflicts_total %" PRIu64 "\n", ss.ss_conflicts) < 0) {
 		return -1;
 	}
+	if (metrics_text_header(
+	            out, "idemhook_store_round_trips_total", "counter",
+	            "Round trips of the writer to the database server (PostgreSQL; 0 on "
+	            "SQLite).") < 0 ||
+	    buf_printf(out, "idemhook_store_round_trips_total %" PRIu64 "\n", ss.ss_round_trips) <
+	            0) {
+		return -1;
+	}
 	if (metrics_text_header(out, "idemhook_store_transient_total", "counter",
 	                   "Units rolled back as transient failures (answered 503).") < 0 ||
 	    buf_printf(out, "idemhook_store_transient_total %" PRIu64 "\n", ss.ss_transient) < 0) {

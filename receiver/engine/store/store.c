@@ -1006,6 +1006,99 @@ static void store_steps_fail_writes(struct store_step *steps, size_t upto)
 	}
 }
 
+/* ---- lanes: claims side by side, for an engine that pipelines ---- */
+
+struct store_lanes {
+	struct store *sl_st;
+	struct store_step *sl_steps;
+	size_t *sl_first; /* per lane step: its first step; claims of one key run in one */
+	size_t sl_end;    /* the first step that is no claim */
+};
+
+static int store_step_same_key(const struct store_step *a, const struct store_step *b)
+{
+	const struct store_claim *x = &a->sp_unit->su_claims[a->sp_claim];
+	const struct store_claim *y = &b->sp_unit->su_claims[b->sp_claim];
+
+	return strcmp(x->sc_scope != NULL ? x->sc_scope : "",
+	              y->sc_scope != NULL ? y->sc_scope : "") == 0 &&
+	       strcmp(x->sc_key != NULL ? x->sc_key : "", y->sc_key != NULL ? y->sc_key : "") == 0;
+}
+
+/* One lane step: the claims of one key, in order, without savepoints
+ * (a failure fails the whole pass, which then runs one unit at a time). */
+static int store_lane_step(void *arg, size_t g, struct store_conn *lane)
+{
+	struct store_lanes *sl = arg;
+	const struct store_engine *en = sl->sl_st->st_engine;
+	size_t j;
+	int r;
+
+	for (j = sl->sl_first[g]; j < sl->sl_end; j++) {
+		struct store_step *sp = &sl->sl_steps[j];
+		struct store_unit *u = sp->sp_unit;
+		struct store_claim *c = &u->su_claims[sp->sp_claim];
+		struct store_tx tx = {.tx_store = sl->sl_st,
+		                      .tx_engine = en,
+		                      .tx_conn = lane,
+		                      .tx_now = c->sc_now_ms};
+
+		if (j > sl->sl_first[g] &&
+		    !store_step_same_key(&sl->sl_steps[sl->sl_first[g]], sp)) {
+			break;
+		}
+		if (!store_step_pending(sp)) {
+			continue;
+		}
+		if (u->su_kind == STORE_UNIT_COMPLETE) {
+			r = store_complete_step_run(&tx, c);
+			u->su_result = r;
+		} else {
+			r = store_claim_decide(sl->sl_st, &tx, c, u->su_kind == STORE_UNIT_BEGIN);
+			u->su_result = 0;
+		}
+		if (r < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Runs the batch's pending claims (the steps before the first write) on
+ * the engine's lanes. *ret_next gets the first step left to run one by
+ * one. Returns what became of the transaction (en_lanes). */
+static enum store_tx_state store_batch_lanes(struct store *st, struct store_step *steps, size_t n,
+                                             size_t *ret_next)
+{
+	struct store_lanes sl = {.sl_st = st, .sl_steps = steps};
+	enum store_tx_state state;
+	size_t groups = 0;
+	size_t end;
+	size_t j;
+
+	for (end = 0; end < n && steps[end].sp_claim != STORE_STEP_WRITE; end++) {
+	}
+	*ret_next = end;
+	sl.sl_end = end;
+	sl.sl_first = calloc(end + 1, sizeof(*sl.sl_first));
+	if (sl.sl_first == NULL) {
+		log_err("store: out of memory");
+		*ret_next = 0;
+		return STORE_TXS_OPEN; /* one by one, as without lanes */
+	}
+	for (j = 0; j < end; j++) {
+		if (store_step_pending(&steps[j]) &&
+		    (groups == 0 ||
+		     !store_step_same_key(&steps[sl.sl_first[groups - 1]], &steps[j]))) {
+			sl.sl_first[groups++] = j;
+		}
+	}
+	state = groups > 0 ? st->st_engine->en_lanes(st->st_writer, groups, store_lane_step, &sl)
+	                   : STORE_TXS_OPEN;
+	free(sl.sl_first);
+	return state;
+}
+
 /* Runs a batch in one transaction. SQLite may end the transaction by itself
  * when a statement fails with FULL, IOERR or NOMEM and has no statement
  * journal to undo just itself; then the unit that failed is transient and
@@ -1021,6 +1114,7 @@ static void store_batch_run(struct store *st, struct store_unit *batch, uint64_t
 	enum store_tx_state state;
 	struct store_step *steps;
 	unsigned retries = 0;
+	int one_by_one = en->en_lanes == NULL;
 	size_t n = 0;
 	size_t i;
 	double t0;
@@ -1040,7 +1134,18 @@ static void store_batch_run(struct store *st, struct store_unit *batch, uint64_t
 			break;
 		}
 		state = STORE_TXS_OPEN;
-		for (i = 0; i < n && state == STORE_TXS_OPEN; i++) {
+		i = 0;
+		if (!one_by_one) {
+			state = store_batch_lanes(st, steps, n, &i);
+			if (state == STORE_TXS_ENDED) {
+				/* A claim failed on its lane: the pass is undone and
+				 * every claim runs again in a savepoint of its own. */
+				store_conn_exec(en, st->st_writer, "ROLLBACK");
+				one_by_one = 1;
+				continue;
+			}
+		}
+		for (; i < n && state == STORE_TXS_OPEN; i++) {
 			if (store_step_pending(&steps[i])) {
 				state = store_step_run(st, &steps[i]);
 			}
@@ -1157,6 +1262,9 @@ static void store_count_batch(struct store *st, const struct store_unit *batch, 
 	}
 	pthread_mutex_lock(&st->st_stats_mutex);
 	st->st_stats.ss_wal_frames = st->st_engine->en_wal_written(st->st_db);
+	if (st->st_engine->en_round_trips != NULL) {
+		st->st_stats.ss_round_trips = st->st_engine->en_round_trips(st->st_db);
+	}
 	st->st_stats.ss_commits += commits;
 	st->st_stats.ss_units += weight;
 	st->st_stats.ss_batches++;

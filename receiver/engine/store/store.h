@@ -299,6 +299,7 @@ struct store_stats {
 	uint64_t ss_transient; /* units rolled back as transient */
 	uint64_t ss_catch_ups; /* checkpoints the writer ran itself to bound the WAL */
 	uint64_t ss_wal_frames; /* pages written to the WAL by commits */
+	uint64_t ss_round_trips; /* the writer's round trips to the server (PostgreSQL), 0 on SQLite */
 	/* How long each COMMIT took (writing the WAL and its fsync), by upper
 	 * bound: 0.5, 1, 2, 5, 10, 25, 50, 100 ms, +Inf; and their sum. */
 	uint64_t ss_commit_hist[STORE_COMMIT_BUCKETS];

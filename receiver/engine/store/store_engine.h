@@ -90,6 +90,25 @@ struct store_engine {
 	int (*en_last_error)(struct store_conn *cn);
 	const char *(*en_error_reason)(int code);
 
+	/* Optional (NULL: the writer runs a batch's units one after another,
+	 * each in its savepoint). Runs steps 0..n-1 together inside cn's open
+	 * transaction: each step(arg, i, lane) on a lane of its own, a
+	 * connection whose statements are held until every lane waits for one
+	 * and then go to the server together, in one round trip. Lanes have no
+	 * savepoints: when a step fails (returns < 0, or a statement of it
+	 * failed) the pass is doomed, the other lanes see their statements
+	 * fail and unwind. Returns OPEN when every step returned >= 0 (the
+	 * transaction is open and holds their work); ENDED when a step failed
+	 * or the engine could not pipeline: roll back and run the batch again
+	 * one unit at a time, each in its savepoint, which gives every unit
+	 * the outcome a savepoint of its own gives it; RETRY; LOST. */
+	enum store_tx_state (*en_lanes)(struct store_conn *cn, size_t n,
+	                                int (*step)(void *arg, size_t i, struct store_conn *lane),
+	                                void *arg);
+	/* Round trips to the server made by the writer so far, 0 where there
+	 * is no server (SQLite). */
+	uint64_t (*en_round_trips)(struct store_db *db);
+
 	/* Between batches, with nothing of the store locked. Returns 1 when it
 	 * ran a checkpoint catch-up (counted), 0 otherwise. */
 	int (*en_after_batch)(struct store_db *db);

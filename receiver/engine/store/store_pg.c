@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
 
 #include <libpq-fe.h>
 
@@ -45,15 +47,25 @@ struct store_pg_stmt {
 	struct store_pg_stmt *ps_next;
 };
 
+struct store_pg_lane;
+struct store_pg_lanes;
+
 struct store_conn {
 	PGconn *cn_pg;
 	struct store_pg_stmt *cn_stmts[STORE_PG_STMT_BUCKETS];
 	size_t cn_n_stmts;
 	unsigned cn_next_id;
-	int cn_retry;               /* a deadlock or serialization failure since BEGIN */
-	char cn_sqlstate[6];        /* of the last failure */
-	int cn_depth;               /* reader: nested gets on its thread */
-	struct store_conn *cn_next; /* reader: in the free list */
+	int cn_retry;                    /* a deadlock or serialization failure since BEGIN */
+	char cn_sqlstate[6];             /* of the last failure */
+	int cn_depth;                    /* reader: nested gets on its thread */
+	int cn_reader;                   /* a pooled read connection */
+	const char *cn_conninfo;         /* borrowed from its store_db, for reconnecting */
+	const char *cn_role;             /* its fallback application_name */
+	unsigned cn_timeout_ms;          /* its statement_timeout, set again after a reconnect */
+	uint64_t cn_round_trips;         /* to the server, counted on the connection's own thread */
+	struct store_conn *cn_next;      /* reader: in the free list */
+	struct store_pg_lanes *cn_lanes; /* writer: its lanes, made on first use */
+	struct store_pg_lane *cn_lane;   /* a lane's connection: the lane (cn_pg is the writer's) */
 };
 
 struct store_db {
@@ -102,11 +114,14 @@ static void store_pg_stmts_clear(struct store_conn *cn)
 	cn->cn_n_stmts = 0;
 }
 
+static void store_pg_lanes_free(struct store_pg_lanes *ls);
+
 static void store_pg_conn_close(struct store_conn *cn)
 {
 	if (cn == NULL) {
 		return;
 	}
+	store_pg_lanes_free(cn->cn_lanes);
 	store_pg_stmts_clear(cn);
 	if (cn->cn_pg != NULL) {
 		PQfinish(cn->cn_pg);
@@ -124,7 +139,9 @@ static int store_pg_conn_setup(struct store_conn *cn, unsigned timeout_ms)
 	PQsetNoticeProcessor(cn->cn_pg, store_pg_notice, NULL);
 	snprintf(sql, sizeof(sql), "SET statement_timeout = %u; SET client_min_messages = warning",
 	         timeout_ms);
+	cn->cn_timeout_ms = timeout_ms;
 	res = PQexec(cn->cn_pg, sql);
+	cn->cn_round_trips++;
 	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 	if (!ok) {
 		log_err("store: postgresql: %s", PQerrorMessage(cn->cn_pg));
@@ -133,7 +150,18 @@ static int store_pg_conn_setup(struct store_conn *cn, unsigned timeout_ms)
 	return ok ? 0 : -1;
 }
 
-static struct store_conn *store_pg_conn_open_q(const char *conninfo, unsigned timeout_ms, int quiet)
+static PGconn *store_pg_connect(const struct store_conn *cn)
+{
+	const char *const keys[] = {"dbname", "fallback_application_name", NULL};
+	const char *const values[] = {cn->cn_conninfo, cn->cn_role, NULL};
+
+	return PQconnectdbParams(keys, values, 1);
+}
+
+/* role names the connection in pg_stat_activity (application_name, unless
+ * the conninfo sets one): "idemhook writer", "idemhook reader", ... */
+static struct store_conn *store_pg_conn_open_q(const char *conninfo, const char *role,
+                                               unsigned timeout_ms, int quiet)
 {
 	struct store_conn *cn;
 
@@ -142,7 +170,9 @@ static struct store_conn *store_pg_conn_open_q(const char *conninfo, unsigned ti
 		log_err("store: out of memory");
 		return NULL;
 	}
-	cn->cn_pg = PQconnectdb(conninfo);
+	cn->cn_conninfo = conninfo;
+	cn->cn_role = role;
+	cn->cn_pg = store_pg_connect(cn);
 	if (cn->cn_pg == NULL || PQstatus(cn->cn_pg) != CONNECTION_OK) {
 		/* libpq's message names host and port, never the password. */
 		if (!quiet) {
@@ -160,20 +190,25 @@ fail:
 	return NULL;
 }
 
-static struct store_conn *store_pg_conn_open(const char *conninfo, unsigned timeout_ms)
+static struct store_conn *store_pg_conn_open(const char *conninfo, const char *role,
+                                             unsigned timeout_ms)
 {
-	return store_pg_conn_open_q(conninfo, timeout_ms, 0);
+	return store_pg_conn_open_q(conninfo, role, timeout_ms, 0);
 }
 
 /* Reconnects a connection the server or the network dropped. Its prepared
  * statements went with the old session. Returns 0 or -1 (logged). */
 static int store_pg_conn_revive(struct store_conn *cn, unsigned timeout_ms)
 {
-	if (PQstatus(cn->cn_pg) == CONNECTION_OK) {
+	if (PQstatus(cn->cn_pg) == CONNECTION_OK &&
+	    PQpipelineStatus(cn->cn_pg) == PQ_PIPELINE_OFF) {
 		return 0;
 	}
 	store_pg_stmts_clear(cn);
-	PQreset(cn->cn_pg);
+	/* A new session, with nothing of the old one's state (a pipeline
+	 * it died in). */
+	PQfinish(cn->cn_pg);
+	cn->cn_pg = store_pg_connect(cn);
 	if (PQstatus(cn->cn_pg) != CONNECTION_OK) {
 		log_warn("store: cannot reconnect to postgresql: %s", PQerrorMessage(cn->cn_pg));
 		return -1;
@@ -185,6 +220,7 @@ static int store_pg_conn_revive(struct store_conn *cn, unsigned timeout_ms)
 /* ---- statements ---- */
 
 static int store_pg_in_tx(struct store_conn *cn);
+static struct store_conn *store_pg_home(struct store_conn *cn);
 
 static int store_pg_sqlstate_retry(const char *state)
 {
@@ -195,6 +231,7 @@ static int store_pg_sqlstate_retry(const char *state)
 /* Remembers and logs (once, here) a failed result. */
 static void store_pg_fail(struct store_conn *cn, const PGresult *res, const char *what)
 {
+	cn = store_pg_home(cn);
 	const char *state = res != NULL ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 	const char *msg = res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(cn->cn_pg);
 
@@ -319,14 +356,17 @@ static PGresult *store_pg_prepare_typed(struct store_conn *cn, const char *name,
 		if (in_tx) {
 			sp = PQexec(cn->cn_pg, "SAVEPOINT idemhook_prepare");
 			PQclear(sp);
+			cn->cn_round_trips++;
 		}
 		PQclear(res);
 		res = PQprepare(cn->cn_pg, name, pg_sql, (int)n, types);
+		cn->cn_round_trips++;
 		if (in_tx) {
 			sp = PQexec(cn->cn_pg, PQresultStatus(res) == PGRES_COMMAND_OK
 			                               ? "RELEASE idemhook_prepare"
 			                               : "ROLLBACK TO idemhook_prepare");
 			PQclear(sp);
+			cn->cn_round_trips++;
 		}
 		if (PQresultStatus(res) == PGRES_COMMAND_OK) {
 			break;
@@ -351,16 +391,12 @@ static unsigned store_pg_hash(const char *s, size_t len)
 	return h;
 }
 
-/* Returns the name of the statement prepared on cn for sql with these
- * types, preparing it on first use; NULL on failure (logged). */
-static const char *store_pg_prepare(struct store_conn *cn, const char *sql, const char *pg_sql,
-                                    Oid *types, size_t n)
+/* The cache key of sql with these parameter types: the SQL, a NUL, the
+ * types (malloc'd, *ret_len its length), or NULL (logged). */
+static char *store_pg_stmt_key(const char *sql, const Oid *types, size_t n, size_t *ret_len)
 {
 	size_t sql_len = strlen(sql);
 	size_t key_len = sql_len + 1 + n * sizeof(Oid);
-	struct store_pg_stmt *ps;
-	PGresult *res;
-	unsigned b;
 	char *key;
 
 	key = malloc(key_len);
@@ -372,12 +408,69 @@ static const char *store_pg_prepare(struct store_conn *cn, const char *sql, cons
 	if (n > 0) {
 		memcpy(key + sql_len + 1, types, n * sizeof(Oid));
 	}
-	b = store_pg_hash(key, key_len) % STORE_PG_STMT_BUCKETS;
-	for (ps = cn->cn_stmts[b]; ps != NULL; ps = ps->ps_next) {
+	*ret_len = key_len;
+	return key;
+}
+
+static struct store_pg_stmt *store_pg_stmt_find(const struct store_conn *cn, const char *key,
+                                                size_t key_len)
+{
+	struct store_pg_stmt *ps;
+
+	for (ps = cn->cn_stmts[store_pg_hash(key, key_len) % STORE_PG_STMT_BUCKETS]; ps != NULL;
+	     ps = ps->ps_next) {
 		if (ps->ps_key_len == key_len && memcmp(ps->ps_key, key, key_len) == 0) {
-			free(key);
-			return ps->ps_name;
+			return ps;
 		}
+	}
+	return NULL;
+}
+
+/* A new cache entry for key (taken) with the connection's next name, not
+ * yet in the cache; NULL (logged, key freed). */
+static struct store_pg_stmt *store_pg_stmt_new(struct store_conn *cn, char *key, size_t key_len)
+{
+	struct store_pg_stmt *ps = calloc(1, sizeof(*ps));
+
+	if (ps == NULL) {
+		log_err("store: out of memory");
+		free(key);
+		return NULL;
+	}
+	ps->ps_key = key;
+	ps->ps_key_len = key_len;
+	snprintf(ps->ps_name, sizeof(ps->ps_name), "idemhook_%u", cn->cn_next_id++);
+	return ps;
+}
+
+/* Puts a statement the server has prepared into the cache. */
+static void store_pg_stmt_add(struct store_conn *cn, struct store_pg_stmt *ps)
+{
+	unsigned b = store_pg_hash(ps->ps_key, ps->ps_key_len) % STORE_PG_STMT_BUCKETS;
+
+	ps->ps_next = cn->cn_stmts[b];
+	cn->cn_stmts[b] = ps;
+	cn->cn_n_stmts++;
+}
+
+/* Returns the name of the statement prepared on cn for sql with these
+ * types, preparing it on first use; NULL on failure (logged). */
+static const char *store_pg_prepare(struct store_conn *cn, const char *sql, const char *pg_sql,
+                                    Oid *types, size_t n)
+{
+	struct store_pg_stmt *ps;
+	PGresult *res;
+	size_t key_len;
+	char *key;
+
+	key = store_pg_stmt_key(sql, types, n, &key_len);
+	if (key == NULL) {
+		return NULL;
+	}
+	ps = store_pg_stmt_find(cn, key, key_len);
+	if (ps != NULL) {
+		free(key);
+		return ps->ps_name;
 	}
 	if (cn->cn_n_stmts >= STORE_PG_STMT_CACHE_MAX) {
 		/* A full cache: the unnamed statement, prepared for this run only. */
@@ -391,15 +484,10 @@ static const char *store_pg_prepare(struct store_conn *cn, const char *sql, cons
 		PQclear(res);
 		return "";
 	}
-	ps = calloc(1, sizeof(*ps));
+	ps = store_pg_stmt_new(cn, key, key_len);
 	if (ps == NULL) {
-		log_err("store: out of memory");
-		free(key);
 		return NULL;
 	}
-	ps->ps_key = key;
-	ps->ps_key_len = key_len;
-	snprintf(ps->ps_name, sizeof(ps->ps_name), "idemhook_%u", cn->cn_next_id++);
 	res = store_pg_prepare_typed(cn, ps->ps_name, pg_sql, types, n);
 	if (PQresultStatus(res) != PGRES_COMMAND_OK) {
 		store_pg_fail(cn, res, sql);
@@ -409,9 +497,7 @@ static const char *store_pg_prepare(struct store_conn *cn, const char *sql, cons
 		return NULL;
 	}
 	PQclear(res);
-	ps->ps_next = cn->cn_stmts[b];
-	cn->cn_stmts[b] = ps;
-	cn->cn_n_stmts++;
+	store_pg_stmt_add(cn, ps);
 	return ps->ps_name;
 }
 
@@ -500,12 +586,10 @@ struct store_pg_params {
 	char (*pp_ints)[24];
 };
 
-/* Sends one statement: prepared once per connection and types. */
-static PGresult *store_pg_exec(struct store_conn *cn, const char *sql, const char *pg_sql,
-                               const struct store_value *params, size_t n,
-                               struct store_pg_params *pp)
+/* Fills pp for params: text values, their types. */
+static void store_pg_params_fill(const struct store_value *params, size_t n,
+                                 struct store_pg_params *pp)
 {
-	const char *name;
 	size_t i;
 
 	for (i = 0; i < n; i++) {
@@ -532,10 +616,21 @@ static PGresult *store_pg_exec(struct store_conn *cn, const char *sql, const cha
 			break;
 		}
 	}
+}
+
+/* Sends one statement: prepared once per connection and types. */
+static PGresult *store_pg_exec(struct store_conn *cn, const char *sql, const char *pg_sql,
+                               const struct store_value *params, size_t n,
+                               struct store_pg_params *pp)
+{
+	const char *name;
+
+	store_pg_params_fill(params, n, pp);
 	name = store_pg_prepare(cn, sql, pg_sql, pp->pp_types, n);
 	if (name == NULL) {
 		return NULL;
 	}
+	cn->cn_round_trips++;
 	return PQexecPrepared(cn->cn_pg, name, (int)n, pp->pp_values, pp->pp_lengths,
 	                      pp->pp_formats, 0);
 }
@@ -604,6 +699,17 @@ fail:
 	return -1;
 }
 
+static PGresult *store_pg_lane_wait(struct store_conn *cn, const char *sql, const char *pg_sql,
+                                    struct store_pg_call *pc);
+
+/* 1 when a statement that failed on cn may be sent again on a new
+ * session: cn is a read connection that was outside any transaction (so
+ * nothing of one is lost) and the server closed it. */
+static int store_pg_may_resend(const struct store_conn *cn, int was_idle)
+{
+	return cn->cn_reader && was_idle && PQstatus(cn->cn_pg) != CONNECTION_OK;
+}
+
 static int store_pg_run(struct store_conn *cn, const char *sql, const struct store_value *params,
                         size_t n_params, store_row_fn fn, void *arg, int64_t *ret_changes)
 {
@@ -630,9 +736,28 @@ static int store_pg_run(struct store_conn *cn, const char *sql, const struct sto
 	if (store_pg_call_init(&pc, params, n_params) < 0) {
 		goto out;
 	}
-	res = store_pg_exec(cn, sql, pg_sql, pc.pc_fixed, n_params, &pc.pc_pp);
-	if (res == NULL) {
-		goto out;
+	if (cn->cn_lane != NULL) {
+		/* NULL: the pass is doomed and the lane unwinds, quietly. */
+		res = store_pg_lane_wait(cn, sql, pg_sql, &pc);
+		if (res == NULL) {
+			goto out;
+		}
+	} else {
+		int was_idle = PQtransactionStatus(cn->cn_pg) == PQTRANS_IDLE;
+
+		res = store_pg_exec(cn, sql, pg_sql, pc.pc_fixed, n_params, &pc.pc_pp);
+		if ((res == NULL || PQresultStatus(res) == PGRES_FATAL_ERROR) &&
+		    store_pg_may_resend(cn, was_idle) &&
+		    store_pg_conn_revive(cn, cn->cn_timeout_ms) == 0) {
+			/* The server closed this read connection while it was
+			 * idle in the pool (a restart, pg_terminate_backend):
+			 * the read runs again once on a new session. */
+			PQclear(res);
+			res = store_pg_exec(cn, sql, pg_sql, pc.pc_fixed, n_params, &pc.pc_pp);
+		}
+		if (res == NULL) {
+			goto out;
+		}
 	}
 	if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK) {
 		store_pg_fail(cn, res, sql);
@@ -673,6 +798,7 @@ static int store_pg_simple(struct store_conn *cn, const char *sql, const char *w
 	PGresult *res = PQexec(cn->cn_pg, sql);
 	int ok = PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK;
 
+	cn->cn_round_trips++;
 	if (!ok) {
 		store_pg_fail(cn, res, what != NULL ? what : sql);
 	}
@@ -684,16 +810,36 @@ static int store_pg_simple(struct store_conn *cn, const char *sql, const char *w
 
 static int store_pg_begin(struct store_conn *cn, int write)
 {
-	cn->cn_retry = 0;
-	cn->cn_sqlstate[0] = '\0';
 	/* READ COMMITTED: a claim that meets another receiver's uncommitted
 	 * insert of its key waits for it and then sees the winner. A read is
 	 * one snapshot, as SQLite's read transactions are (a read-only
 	 * repeatable read never fails to serialize). */
-	return store_pg_simple(cn,
-	                       write ? "BEGIN ISOLATION LEVEL READ COMMITTED"
-	                             : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY",
-	                       NULL);
+	const char *sql = write ? "BEGIN ISOLATION LEVEL READ COMMITTED"
+	                        : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+	PGresult *res;
+	int ok;
+
+	cn->cn_retry = 0;
+	cn->cn_sqlstate[0] = '\0';
+	res = PQexec(cn->cn_pg, sql);
+	cn->cn_round_trips++;
+	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+	if (!ok && PQstatus(cn->cn_pg) != CONNECTION_OK) {
+		/* The server closed the connection while it was idle: nothing
+		 * was begun, so BEGIN goes again once on a new session. */
+		PQclear(res);
+		res = NULL;
+		if (store_pg_conn_revive(cn, cn->cn_timeout_ms) == 0) {
+			res = PQexec(cn->cn_pg, sql);
+			cn->cn_round_trips++;
+			ok = PQresultStatus(res) == PGRES_COMMAND_OK;
+		}
+	}
+	if (!ok) {
+		store_pg_fail(cn, res, sql);
+	}
+	PQclear(res);
+	return ok ? 0 : -1;
 }
 
 static int store_pg_in_tx(struct store_conn *cn)
@@ -732,6 +878,393 @@ static const char *store_pg_error_reason(int code)
 	default:
 		return "a statement failed";
 	}
+}
+
+/* ---- lanes: a batch's claims side by side, their statements pipelined ----
+ *
+ * Each claim of a batch runs on a lane: a context of its own (ucontext) on
+ * the writer's thread, one lane running at a time. A lane's statement does
+ * not go out at once: the lane waits, and when every lane waits for one,
+ * the writer sends them all in pipeline mode (each new statement prepared
+ * in the same pipeline), with one sync, and reads the results back in
+ * order: one round trip for as many statements as there are lanes. */
+
+#define STORE_PG_LANES_MAX 64 /* claims in flight in one pass */
+#if defined(__SANITIZE_ADDRESS__)
+#define STORE_PG_LANE_STACK ((size_t)1024 * 1024) /* ASan's redzones take room */
+#else
+#define STORE_PG_LANE_STACK ((size_t)256 * 1024)
+#endif
+#define STORE_PG_LANE_GUARD ((size_t)4096) /* PROT_NONE below each stack */
+
+enum store_pg_lane_state {
+	STORE_PG_LANE_START = 0, /* made, not yet run */
+	STORE_PG_LANE_READY,     /* its result came back: runs next */
+	STORE_PG_LANE_WAITING,   /* holds a statement for the next round */
+	STORE_PG_LANE_DONE,      /* no step left */
+};
+
+struct store_pg_lane {
+	struct store_conn ln_conn; /* what its steps run on: cn_lane is this lane */
+	struct store_pg_lanes *ln_lanes;
+	ucontext_t ln_ctx;
+	char *ln_map; /* guard page and stack */
+	enum store_pg_lane_state ln_state;
+	int ln_unwinding; /* a statement of it failed with the pass, not by itself */
+	int ln_sent;      /* its statement is in this round's pipeline */
+	/* The statement it waits on (borrowed from its store_pg_run). */
+	const char *ln_sql;
+	const char *ln_pg_sql;
+	struct store_pg_call *ln_call;
+	struct store_pg_stmt *ln_prepared; /* a statement prepared in this round */
+	PGresult *ln_res;
+};
+
+struct store_pg_lanes {
+	struct store_conn *ls_writer;
+	struct store_pg_lane ls_lane[STORE_PG_LANES_MAX];
+	size_t ls_made; /* lanes with a stack */
+	ucontext_t ls_main;
+	/* The pass. */
+	size_t ls_n;
+	size_t ls_next;
+	int (*ls_step)(void *arg, size_t i, struct store_conn *lane);
+	void *ls_arg;
+	int ls_doomed; /* a step failed: every statement from now on fails */
+	int ls_broken; /* a round was not read to its end: the connection is reset */
+};
+
+/* makecontext passes only ints: a lane's first run finds itself here (the
+ * writer's thread's own). */
+static _Thread_local struct store_pg_lane *store_pg_lane_starting;
+
+static struct store_conn *store_pg_home(struct store_conn *cn)
+{
+	return cn->cn_lane != NULL ? cn->cn_lane->ln_lanes->ls_writer : cn;
+}
+
+static void store_pg_lanes_free(struct store_pg_lanes *ls)
+{
+	size_t i;
+
+	if (ls == NULL) {
+		return;
+	}
+	for (i = 0; i < ls->ls_made; i++) {
+		munmap(ls->ls_lane[i].ln_map, STORE_PG_LANE_GUARD + STORE_PG_LANE_STACK);
+	}
+	free(ls);
+}
+
+/* Makes lanes up to n (their stacks are kept for later passes). Returns the
+ * number of lanes there are, 0 when none could be made (logged). */
+static size_t store_pg_lanes_make(struct store_pg_lanes *ls, size_t n)
+{
+	while (ls->ls_made < n && ls->ls_made < STORE_PG_LANES_MAX) {
+		struct store_pg_lane *ln = &ls->ls_lane[ls->ls_made];
+		char *map = mmap(NULL, STORE_PG_LANE_GUARD + STORE_PG_LANE_STACK,
+		                 PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK,
+		                 -1, 0);
+
+		if (map == MAP_FAILED) {
+			log_warn("store: cannot map a lane's stack: %s", strerror(errno));
+			break;
+		}
+		if (mprotect(map, STORE_PG_LANE_GUARD, PROT_NONE) < 0) {
+			log_warn("store: cannot protect a lane's stack: %s", strerror(errno));
+			munmap(map, STORE_PG_LANE_GUARD + STORE_PG_LANE_STACK);
+			break;
+		}
+		memset(ln, 0, sizeof(*ln));
+		ln->ln_map = map;
+		ln->ln_lanes = ls;
+		ln->ln_conn.cn_lane = ln;
+		ls->ls_made++;
+	}
+	return ls->ls_made;
+}
+
+/* A lane's life in one pass: takes the next step until none is left. */
+static void store_pg_lane_main(void)
+{
+	struct store_pg_lanes *ls = NULL;
+	struct store_pg_lane *ln;
+	size_t i;
+	int r;
+
+	ln = store_pg_lane_starting;
+	ls = ln->ln_lanes;
+	while (ls->ls_next < ls->ls_n) {
+		i = ls->ls_next++;
+		r = ls->ls_step(ls->ls_arg, i, &ln->ln_conn);
+		if (r < 0) {
+			ls->ls_doomed = 1;
+		}
+	}
+	ln->ln_state = STORE_PG_LANE_DONE;
+	swapcontext(&ln->ln_ctx, &ls->ls_main);
+	/* Not resumed: the next pass makes its context again. */
+}
+
+/* A lane's context for a new pass: store_pg_lane_main on its own stack,
+ * back to the writer's when it ends. */
+static void store_pg_lane_context(struct store_pg_lanes *const ls, struct store_pg_lane *const ln)
+{
+	getcontext(&ln->ln_ctx);
+	ln->ln_ctx.uc_stack.ss_sp = ln->ln_map + STORE_PG_LANE_GUARD;
+	ln->ln_ctx.uc_stack.ss_size = STORE_PG_LANE_STACK;
+	ln->ln_ctx.uc_link = &ls->ls_main;
+	makecontext(&ln->ln_ctx, store_pg_lane_main, 0);
+}
+
+/* In a lane: hands the statement to the writer and waits for its result.
+ * NULL when the pass is doomed (the lane is to unwind, nothing logged). */
+static PGresult *store_pg_lane_wait(struct store_conn *cn, const char *sql, const char *pg_sql,
+                                    struct store_pg_call *pc)
+{
+	struct store_pg_lane *ln = cn->cn_lane;
+	struct store_pg_lanes *ls = ln->ln_lanes;
+	PGresult *res;
+
+	if (ls->ls_doomed) {
+		ln->ln_unwinding = 1;
+		return NULL;
+	}
+	store_pg_params_fill(pc->pc_fixed, pc->pc_n, &pc->pc_pp);
+	ln->ln_sql = sql;
+	ln->ln_pg_sql = pg_sql;
+	ln->ln_call = pc;
+	ln->ln_state = STORE_PG_LANE_WAITING;
+	swapcontext(&ln->ln_ctx, &ls->ls_main);
+	res = ln->ln_res;
+	ln->ln_res = NULL;
+	if (res == NULL || PQresultStatus(res) == PGRES_PIPELINE_ABORTED) {
+		ln->ln_unwinding = 1;
+		PQclear(res);
+		return NULL;
+	}
+	return res;
+}
+
+/* Queues the waiting lane's statement, prepared in the same pipeline the
+ * first time it is used on the connection. Returns 0, or -1 when it cannot
+ * be pipelined (the pass is then doomed). */
+static int store_pg_lane_send(struct store_pg_lanes *ls, struct store_pg_lane *ln)
+{
+	struct store_conn *w = ls->ls_writer;
+	struct store_pg_params *pp = &ln->ln_call->pc_pp;
+	size_t n = ln->ln_call->pc_n;
+	struct store_pg_stmt *ps;
+	size_t key_len;
+	size_t k;
+	char *key;
+
+	ln->ln_prepared = NULL;
+	key = store_pg_stmt_key(ln->ln_sql, pp->pp_types, n, &key_len);
+	if (key == NULL) {
+		return -1;
+	}
+	ps = store_pg_stmt_find(w, key, key_len);
+	/* Another lane of this round may be preparing it already. */
+	for (k = 0; ps == NULL && k < ls->ls_made; k++) {
+		struct store_pg_stmt *q = ls->ls_lane[k].ln_prepared;
+
+		if (&ls->ls_lane[k] != ln && q != NULL && q->ps_key_len == key_len &&
+		    memcmp(q->ps_key, key, key_len) == 0) {
+			ps = q;
+		}
+	}
+	if (ps != NULL) {
+		free(key);
+	} else {
+		/* A full cache (its unnamed statement) or a NULL the server
+		 * cannot type (42P18) are the one-by-one path's to handle. */
+		if (w->cn_n_stmts >= STORE_PG_STMT_CACHE_MAX) {
+			free(key);
+			return -1;
+		}
+		ps = store_pg_stmt_new(w, key, key_len);
+		if (ps == NULL) {
+			return -1;
+		}
+		if (!PQsendPrepare(w->cn_pg, ps->ps_name, ln->ln_pg_sql, (int)n, pp->pp_types)) {
+			free(ps->ps_key);
+			free(ps);
+			return -1;
+		}
+		ln->ln_prepared = ps;
+	}
+	if (!PQsendQueryPrepared(w->cn_pg, ps->ps_name, (int)n, pp->pp_values, pp->pp_lengths,
+	                         pp->pp_formats, 0)) {
+		return -1;
+	}
+	return 0;
+}
+
+/* The next result of the pipeline and the NULL that ends it. */
+static PGresult *store_pg_lane_result(PGconn *pg)
+{
+	PGresult *res = PQgetResult(pg);
+	PGresult *end;
+
+	if (res != NULL && PQresultStatus(res) != PGRES_PIPELINE_SYNC) {
+		end = PQgetResult(pg);
+		PQclear(end);
+	}
+	return res;
+}
+
+/* One round: every waiting lane's statement, one sync, the results back
+ * to their lanes. A statement that failed, or a round that could not be
+ * sent or read, dooms the pass. */
+static void store_pg_lanes_round(struct store_pg_lanes *ls)
+{
+	struct store_conn *w = ls->ls_writer;
+	PGresult *res;
+	int ok = 1;
+	size_t k;
+
+	for (k = 0; k < ls->ls_made && ok; k++) {
+		struct store_pg_lane *ln = &ls->ls_lane[k];
+
+		if (ln->ln_state == STORE_PG_LANE_WAITING) {
+			ok = store_pg_lane_send(ls, ln) == 0;
+			ln->ln_sent = ok;
+		}
+	}
+	ok = ok && PQpipelineSync(w->cn_pg) == 1;
+	w->cn_round_trips++;
+	for (k = 0; k < ls->ls_made; k++) {
+		struct store_pg_lane *ln = &ls->ls_lane[k];
+		struct store_pg_stmt *ps = ln->ln_prepared;
+
+		if (ln->ln_state != STORE_PG_LANE_WAITING) {
+			continue;
+		}
+		ln->ln_state = STORE_PG_LANE_READY;
+		ln->ln_prepared = NULL;
+		if (!ok || !ln->ln_sent) {
+			/* Nothing of this round is read: the pass fails, and
+			 * the writer's connection is reset. */
+			if (ps != NULL) {
+				free(ps->ps_key);
+				free(ps);
+			}
+			continue;
+		}
+		ln->ln_sent = 0;
+		if (ps != NULL) {
+			res = store_pg_lane_result(w->cn_pg);
+			if (PQresultStatus(res) == PGRES_COMMAND_OK) {
+				store_pg_stmt_add(w, ps);
+			} else {
+				free(ps->ps_key);
+				free(ps);
+				ls->ls_doomed = 1;
+			}
+			PQclear(res);
+		}
+		res = store_pg_lane_result(w->cn_pg);
+		if (res == NULL || (PQresultStatus(res) != PGRES_COMMAND_OK &&
+		                    PQresultStatus(res) != PGRES_TUPLES_OK)) {
+			ls->ls_doomed = 1;
+		}
+		ln->ln_res = res;
+	}
+	if (!ok) {
+		ls->ls_doomed = 1;
+		ls->ls_broken = 1;
+		return;
+	}
+	res = PQgetResult(w->cn_pg);
+	if (PQresultStatus(res) != PGRES_PIPELINE_SYNC) {
+		ls->ls_doomed = 1;
+		ls->ls_broken = 1;
+	}
+	PQclear(res);
+}
+
+static enum store_tx_state
+store_pg_lanes_run(struct store_conn *cn, size_t n,
+                   int (*step)(void *arg, size_t i, struct store_conn *lane), void *arg)
+{
+	struct store_pg_lanes *ls = cn->cn_lanes;
+	size_t lanes;
+	size_t waiting;
+	size_t k;
+
+	if (ls == NULL) {
+		ls = calloc(1, sizeof(*ls));
+		if (ls == NULL) {
+			log_err("store: out of memory");
+			return STORE_TXS_ENDED;
+		}
+		ls->ls_writer = cn;
+		cn->cn_lanes = ls;
+	}
+	lanes = store_pg_lanes_make(ls, n);
+	if (lanes == 0 || PQenterPipelineMode(cn->cn_pg) != 1) {
+		return STORE_TXS_ENDED;
+	}
+	lanes = lanes < n ? lanes : n;
+	ls->ls_n = n;
+	ls->ls_next = 0;
+	ls->ls_step = step;
+	ls->ls_arg = arg;
+	ls->ls_doomed = 0;
+	ls->ls_broken = 0;
+	for (k = 0; k < ls->ls_made; k++) {
+		struct store_pg_lane *ln = &ls->ls_lane[k];
+
+		ln->ln_conn.cn_pg = cn->cn_pg;
+		ln->ln_unwinding = 0;
+		ln->ln_state = k < lanes ? STORE_PG_LANE_START : STORE_PG_LANE_DONE;
+		if (k < lanes) {
+			store_pg_lane_context(ls, ln);
+		}
+	}
+	for (;;) {
+		waiting = 0;
+		for (k = 0; k < lanes; k++) {
+			struct store_pg_lane *ln = &ls->ls_lane[k];
+
+			if (ln->ln_state == STORE_PG_LANE_START) {
+				store_pg_lane_starting = ln;
+				swapcontext(&ls->ls_main, &ln->ln_ctx);
+			} else if (ln->ln_state == STORE_PG_LANE_READY) {
+				swapcontext(&ls->ls_main, &ln->ln_ctx);
+			}
+			waiting += ln->ln_state == STORE_PG_LANE_WAITING;
+		}
+		if (waiting == 0) {
+			break;
+		}
+		if (ls->ls_doomed) {
+			/* No round trip: each waiting lane learns its statement
+			 * failed, and unwinds. */
+			for (k = 0; k < lanes; k++) {
+				if (ls->ls_lane[k].ln_state == STORE_PG_LANE_WAITING) {
+					ls->ls_lane[k].ln_state = STORE_PG_LANE_READY;
+				}
+			}
+			continue;
+		}
+		store_pg_lanes_round(ls);
+	}
+	if (PQstatus(cn->cn_pg) != CONNECTION_OK) {
+		return STORE_TXS_LOST;
+	}
+	if (ls->ls_broken || PQexitPipelineMode(cn->cn_pg) != 1) {
+		/* A protocol state nobody can trust: a new session. */
+		log_warn("store: a pipelined round failed (%s); reconnecting",
+		         PQerrorMessage(cn->cn_pg));
+		store_pg_conn_revive(cn, cn->cn_timeout_ms);
+		return STORE_TXS_LOST;
+	}
+	if (cn->cn_retry) {
+		return STORE_TXS_RETRY;
+	}
+	return ls->ls_doomed ? STORE_TXS_ENDED : STORE_TXS_OPEN;
 }
 
 /* ---- migrations ---- */
@@ -894,7 +1427,7 @@ static struct store_conn *store_pg_reader_get(struct store_db *db, int wait)
 		unsigned slot = db->db_pool_open++;
 
 		pthread_mutex_unlock(&db->db_mutex);
-		cn = store_pg_conn_open(db->db_conninfo, db->db_timeout_ms);
+		cn = store_pg_conn_open(db->db_conninfo, "idemhook reader", db->db_timeout_ms);
 		pthread_mutex_lock(&db->db_mutex);
 		if (cn == NULL) {
 			db->db_pool_open--;
@@ -902,6 +1435,7 @@ static struct store_conn *store_pg_reader_get(struct store_db *db, int wait)
 			pthread_mutex_unlock(&db->db_mutex);
 			return NULL;
 		}
+		cn->cn_reader = 1;
 		db->db_all[slot] = cn;
 		pthread_mutex_unlock(&db->db_mutex);
 	}
@@ -942,6 +1476,11 @@ static int store_pg_writer_ready(struct store_db *db)
 	return store_pg_conn_revive(db->db_writer, db->db_timeout_ms);
 }
 
+static uint64_t store_pg_round_trips(struct store_db *db)
+{
+	return db->db_writer != NULL ? db->db_writer->cn_round_trips : 0;
+}
+
 static int store_pg_after_batch(struct store_db *db)
 {
 	(void)db;
@@ -964,7 +1503,7 @@ static void store_pg_probe(struct store_db *db, const int64_t *busy_since, int64
 	(void)ok_at;
 	if (db->db_probe == NULL) {
 		/* Quiet too: a probe that cannot connect says so in its verdict. */
-		db->db_probe = store_pg_conn_open_q(db->db_conninfo, 1000, 1);
+		db->db_probe = store_pg_conn_open_q(db->db_conninfo, "idemhook probe", 1000, 1);
 	} else if (PQstatus(db->db_probe->cn_pg) != CONNECTION_OK) {
 		store_pg_stmts_clear(db->db_probe);
 		PQreset(db->db_probe->cn_pg);
@@ -1089,7 +1628,8 @@ static int store_pg_try_lock(struct store_db *db, const char *name)
 
 	pthread_mutex_lock(&db->db_lock_mutex);
 	if (db->db_lock_conn == NULL) {
-		db->db_lock_conn = store_pg_conn_open(db->db_conninfo, db->db_timeout_ms);
+		db->db_lock_conn =
+		        store_pg_conn_open(db->db_conninfo, "idemhook locks", db->db_timeout_ms);
 	} else if (store_pg_conn_revive(db->db_lock_conn, db->db_timeout_ms) < 0) {
 		goto out;
 	}
@@ -1202,7 +1742,8 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 	}
 	db->db_key_made = 1;
 	/* Migrations may take longer than one statement's timeout. */
-	cn = store_pg_conn_open(db->db_conninfo, opt->so_read_only ? db->db_timeout_ms : 0);
+	cn = store_pg_conn_open(db->db_conninfo, "idemhook writer",
+	                        opt->so_read_only ? db->db_timeout_ms : 0);
 	if (cn == NULL) {
 		goto fail;
 	}
@@ -1258,6 +1799,8 @@ const struct store_engine store_engine_pg = {
         .en_begin = store_pg_begin,
         .en_in_tx = store_pg_in_tx,
         .en_tx_state = store_pg_tx_state,
+        .en_lanes = store_pg_lanes_run,
+        .en_round_trips = store_pg_round_trips,
         .en_last_error = store_pg_last_error,
         .en_error_reason = store_pg_error_reason,
         .en_after_batch = store_pg_after_batch,

@@ -1,0 +1,395 @@
+/* test_pg_reconnect.c: a receiver whose PostgreSQL connections the server
+ * closes (pg_terminate_backend, as a restart or a failover of the server
+ * does). Readers reconnect and answer without a 503; the writer's
+ * connection killed mid-batch under load loses no acknowledged callback and
+ * applies none twice, the receiver reconnects, and /readyz tells what
+ * happened meanwhile. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "pg_common.h"
+
+#define RECONNECT_ORDERS 8
+#define RECONNECT_ROUNDS 3
+#define RECONNECT_EVENTS 1000
+#define RECONNECT_SENDERS 6
+#define RECONNECT_KILLS 6
+#define RECONNECT_TRIES 400 /* per event: a provider's retries, bounded */
+#define RECONNECT_RETRY_MS 20
+
+static const char reconnect_ini[] = FX_STRIPE_INI "\n[api]\nrate = 1000\nburst = 1000\n";
+
+/* Terminates the receiver's backends of one role ("idemhook reader",
+ * "idemhook writer") on d's database and, with wait, waits until they are
+ * gone. Returns how many were terminated. */
+static int reconnect_kill_q(const struct daemon *d, const char *role, int wait)
+{
+	struct pgserver *pg = pgserver_shared(NULL);
+	char sql[512];
+	char *out = NULL;
+	int killed;
+	int tries;
+
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = "
+	         "'%s' AND application_name = '%s'",
+	         d->dm_pg_db, role);
+	assert_non_null(pg);
+	assert_int_equal(pgserver_psql(pg, d->dm_pg_db, sql, &out), 0);
+	assert_non_null(out);
+	killed = atoi(out);
+	free(out);
+	if (!wait) {
+		return killed;
+	}
+	snprintf(
+	        sql, sizeof(sql),
+	        "SELECT count(*) FROM pg_stat_activity WHERE datname = '%s' AND application_name = "
+	        "'%s'",
+	        d->dm_pg_db, role);
+	for (tries = 0; tries < 100; tries++) {
+		out = NULL;
+		assert_int_equal(pgserver_psql(pg, d->dm_pg_db, sql, &out), 0);
+		if (out != NULL && atoi(out) == 0) {
+			free(out);
+			break;
+		}
+		free(out);
+		usleep(20 * 1000);
+	}
+	return killed;
+}
+
+static int reconnect_kill(const struct daemon *d, const char *role)
+{
+	return reconnect_kill_q(d, role, 1);
+}
+
+static long reconnect_get_order(const struct daemon *d, const char *id)
+{
+	char url[256];
+	struct hres r;
+	long status;
+
+	snprintf(url, sizeof(url), "%s/api/orders/%s", d->dm_base, id);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	status = r.hs_status;
+	if (status == 200) {
+		assert_non_null(strstr(r.hs_body, "\"status\":\"paid\""));
+	}
+	hres_finish(&r);
+	return status;
+}
+
+/* /readyz: 1 when ready, 0 when not; the body into ret (size bytes). */
+static int reconnect_readyz(const struct daemon *d, char *ret, size_t size)
+{
+	char url[128];
+	struct hres r;
+	int ready;
+
+	snprintf(url, sizeof(url), "%s/readyz", d->dm_admin_base);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	snprintf(ret, size, "%s", r.hs_body != NULL ? r.hs_body : "");
+	ready = r.hs_status == 200;
+	hres_finish(&r);
+	return ready;
+}
+
+/* Polls /readyz until its body holds text; 0 when it did within
+ * timeout_ms, else -1 (the last body printed). */
+static int reconnect_readyz_wait(const struct daemon *d, const char *text, int timeout_ms)
+{
+	char body[512] = "";
+	int waited;
+
+	for (waited = 0; waited < timeout_ms; waited += 25) {
+		reconnect_readyz(d, body, sizeof(body));
+		if (strstr(body, text) != NULL) {
+			print_message("readyz: %s", body);
+			return 0;
+		}
+		usleep(25 * 1000);
+	}
+	print_message("readyz never said \"%s\"; last: %s\n", text, body);
+	return -1;
+}
+
+/* The server closes every read connection of the pool between rounds of
+ * reads: each read (an order, a duplicate's stored reply) still answers,
+ * on a new session, never 503. */
+static void test_readers_answer_after_the_server_closed_their_connections(void **state)
+{
+	struct daemon d;
+	char ids[RECONNECT_ORDERS][64];
+	char event_id[64];
+	char *bodies[RECONNECT_ORDERS];
+	int round;
+	int killed;
+	int i;
+
+	assert_int_equal(daemon_init_pg(&d, reconnect_ini), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	for (i = 0; i < RECONNECT_ORDERS; i++) {
+		fx_order(&d, 1000 + i, "eur", ids[i]);
+		snprintf(event_id, sizeof(event_id), "evt_pg_readers_%d", i);
+		bodies[i] = fx_stripe_payment(event_id, ids[i], 1000 + i, "eur");
+		assert_int_equal(fx_stripe_send(&d, bodies[i], NULL), 200);
+	}
+	for (round = 0; round < RECONNECT_ROUNDS; round++) {
+		/* The pool holds connections that served reads... */
+		for (i = 0; i < RECONNECT_ORDERS; i++) {
+			assert_int_equal(reconnect_get_order(&d, ids[i]), 200);
+		}
+		/* ...which the server closes, the writer's with them. */
+		killed = reconnect_kill(&d, "idemhook reader");
+		reconnect_kill(&d, "idemhook writer");
+		print_message("round %d: %d read connections closed by the server\n", round,
+		              killed);
+		assert_true(killed > 0);
+		for (i = 0; i < RECONNECT_ORDERS; i++) {
+			struct hres r;
+			char *replayed;
+
+			assert_int_equal(reconnect_get_order(&d, ids[i]), 200);
+			assert_int_equal(fx_stripe_send(&d, bodies[i], &r), 200);
+			replayed = hres_header(&r, "Idempotent-Replayed");
+			assert_non_null(replayed);
+			free(replayed);
+			hres_finish(&r);
+		}
+	}
+	assert_int_equal(daemon_log_wait(&d, "reconnected to postgresql", 1000), 0);
+	assert_int_equal(fx_db_int(&d, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
+	                 RECONNECT_ORDERS);
+	for (i = 0; i < RECONNECT_ORDERS; i++) {
+		free(bodies[i]);
+	}
+	daemon_finish(&d);
+}
+
+struct storm {
+	struct daemon *sm_d;
+	char *sm_bodies[RECONNECT_EVENTS];
+	char *sm_ack[RECONNECT_EVENTS]; /* the body of the first 200 */
+	size_t sm_ack_len[RECONNECT_EVENTS];
+	atomic_int sm_next;
+	atomic_int sm_acked;
+	atomic_int sm_503;
+};
+
+/* A provider: sends each event until it is answered 200. */
+static void *storm_sender(void *arg)
+{
+	struct storm *sm = arg;
+	int e;
+
+	while ((e = atomic_fetch_add(&sm->sm_next, 1)) < RECONNECT_EVENTS) {
+		int t;
+
+		for (t = 0; t < RECONNECT_TRIES; t++) {
+			struct hres r;
+
+			if (hn_post_stripe(sm->sm_d, "stripe", FX_STRIPE_SECRET, sm->sm_bodies[e],
+			                   &r) == 0 &&
+			    r.hs_status == 200) {
+				sm->sm_ack[e] = r.hs_body;
+				sm->sm_ack_len[e] = r.hs_body_len;
+				r.hs_body = NULL;
+				hres_finish(&r);
+				atomic_fetch_add(&sm->sm_acked, 1);
+				break;
+			}
+			if (r.hs_status == 503) {
+				atomic_fetch_add(&sm->sm_503, 1);
+			}
+			hres_finish(&r);
+			usleep(RECONNECT_RETRY_MS * 1000);
+		}
+	}
+	return NULL;
+}
+
+/* The writer's backend is terminated again and again while callbacks
+ * pour in: what was acknowledged is applied once, what was not is
+ * answered 503 and applied once on the provider's retry. */
+static void
+test_the_writers_connection_killed_under_load_loses_nothing_and_applies_nothing_twice(void **state)
+{
+	struct storm *sm = calloc(1, sizeof(*sm));
+	struct daemon d;
+	pthread_t senders[RECONNECT_SENDERS];
+	char event_id[64];
+	char order_id[64];
+	char sql[512];
+	char body[512];
+	int kills = 0;
+	int e;
+	size_t i;
+
+	assert_non_null(sm);
+	assert_int_equal(daemon_init_pg(&d, reconnect_ini), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	sm->sm_d = &d;
+	/* The orders in one statement: a thousand CLI runs take long. */
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO orders (id, amount, currency, status, created_at, updated_at) "
+	         "SELECT 'ord_pg_writer_' || g, 3000 + g, 'EUR', 'pending', %" PRId64 ", %" PRId64
+	         " FROM generate_series(0, %d) g",
+	         hn_now_ms(), hn_now_ms(), RECONNECT_EVENTS - 1);
+	assert_int_equal(pgserver_psql(pgserver_shared(NULL), d.dm_pg_db, sql, NULL), 0);
+	for (e = 0; e < RECONNECT_EVENTS; e++) {
+		snprintf(order_id, sizeof(order_id), "ord_pg_writer_%d", e);
+		snprintf(event_id, sizeof(event_id), "evt_pg_writer_%d", e);
+		sm->sm_bodies[e] = fx_stripe_payment(event_id, order_id, 3000 + e, "eur");
+	}
+	for (i = 0; i < RECONNECT_SENDERS; i++) {
+		assert_int_equal(pthread_create(&senders[i], NULL, storm_sender, sm), 0);
+	}
+	/* Whenever the writer has a connection: mid-batch, or between. */
+	while (kills < RECONNECT_KILLS && atomic_load(&sm->sm_acked) < RECONNECT_EVENTS) {
+		kills += reconnect_kill_q(&d, "idemhook writer", 0) > 0;
+		usleep(20 * 1000);
+	}
+	for (i = 0; i < RECONNECT_SENDERS; i++) {
+		pthread_join(senders[i], NULL);
+	}
+	print_message("writer killed %d times; %d acknowledged, %d answers 503 on the way\n", kills,
+	              atomic_load(&sm->sm_acked), atomic_load(&sm->sm_503));
+	assert_true(kills >= 2);
+	assert_int_equal(atomic_load(&sm->sm_acked), RECONNECT_EVENTS);
+
+	/* Every acknowledged callback applied exactly once, nothing left half. */
+	assert_int_equal(fx_db_int(&d, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
+	                 RECONNECT_EVENTS);
+	assert_int_equal(fx_db_int(&d, "SELECT COUNT(*) FROM points_ledger"), RECONNECT_EVENTS);
+	assert_int_equal(fx_db_int(&d, "SELECT COUNT(*) FROM events"), RECONNECT_EVENTS);
+	assert_int_equal(fx_db_int(&d, "SELECT COUNT(*) FROM idempotency_records"),
+	                 RECONNECT_EVENTS);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT COUNT(*) FROM idempotency_records WHERE status <> 'done'"),
+	        0);
+	/* The stored replies are the ones acknowledged. */
+	for (e = 0; e < RECONNECT_EVENTS; e++) {
+		struct hres r;
+
+		assert_int_equal(fx_stripe_send(&d, sm->sm_bodies[e], &r), 200);
+		assert_int_equal(r.hs_body_len, sm->sm_ack_len[e]);
+		assert_memory_equal(r.hs_body, sm->sm_ack[e], r.hs_body_len);
+		hres_finish(&r);
+	}
+	assert_int_equal(daemon_log_wait(&d, "reconnected to postgresql", 1000), 0);
+	assert_int_equal(reconnect_readyz_wait(&d, "ready\n", 5000), 0);
+	assert_true(reconnect_readyz(&d, body, sizeof(body)));
+	for (e = 0; e < RECONNECT_EVENTS; e++) {
+		free(sm->sm_bodies[e]);
+		free(sm->sm_ack[e]);
+	}
+	free(sm);
+	daemon_finish(&d);
+}
+
+struct locker {
+	const struct daemon *lk_d;
+	const char *lk_order;
+};
+
+/* Holds the order's row locked for a while, from a session of its own. */
+static void *locker_main(void *arg)
+{
+	struct locker *lk = arg;
+	char sql[256];
+
+	snprintf(sql, sizeof(sql),
+	         "BEGIN; SELECT 1 FROM orders WHERE id = '%s' FOR UPDATE; SELECT pg_sleep(3); "
+	         "COMMIT;",
+	         lk->lk_order);
+	pgserver_psql(pgserver_shared(NULL), lk->lk_d->dm_pg_db, sql, NULL);
+	return NULL;
+}
+
+struct sender {
+	struct daemon *sd_d;
+	const char *sd_body;
+	long sd_status;
+};
+
+static void *sender_main(void *arg)
+{
+	struct sender *sd = arg;
+
+	sd->sd_status = fx_stripe_send(sd->sd_d, sd->sd_body, NULL);
+	return NULL;
+}
+
+/* A batch waits on a row lock; /readyz says the writer waits; its
+ * connection is terminated: the callback is answered 503, /readyz says the
+ * connection was lost until a batch commits on a new one, and the
+ * provider's retry is applied once. */
+static void test_readyz_tells_of_a_writer_connection_lost_mid_batch(void **state)
+{
+	struct daemon d;
+	struct locker lk;
+	struct sender sd;
+	pthread_t locker;
+	pthread_t sender;
+	char id[64];
+	char *body;
+	char text[512];
+
+	assert_int_equal(daemon_init_pg(&d, reconnect_ini), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 4200, "eur", id);
+	body = fx_stripe_payment("evt_pg_readyz", id, 4200, "eur");
+	assert_true(reconnect_readyz(&d, text, sizeof(text)));
+
+	lk.lk_d = &d;
+	lk.lk_order = id;
+	assert_int_equal(pthread_create(&locker, NULL, locker_main, &lk), 0);
+	usleep(500 * 1000); /* the lock is taken */
+	sd.sd_d = &d;
+	sd.sd_body = body;
+	sd.sd_status = 0;
+	assert_int_equal(pthread_create(&sender, NULL, sender_main, &sd), 0);
+	/* Meanwhile: the writer waits on the lock, mid-batch. */
+	assert_int_equal(reconnect_readyz_wait(&d, "the writer has waited", 2500), 0);
+	assert_int_equal(reconnect_kill(&d, "idemhook writer"), 1);
+	pthread_join(sender, NULL);
+	assert_int_equal(sd.sd_status, 503);
+	assert_int_equal(reconnect_readyz_wait(&d, "the connection to postgresql is lost", 2000),
+	                 0);
+	assert_false(reconnect_readyz(&d, text, sizeof(text)));
+	pthread_join(locker, NULL);
+
+	/* The provider's retry: a new connection, applied once, ready again. */
+	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
+	assert_int_equal(reconnect_readyz_wait(&d, "ready\n", 2000), 0);
+	assert_true(reconnect_readyz(&d, text, sizeof(text)));
+	assert_int_equal(fx_db_int(&d, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"), 1);
+	assert_int_equal(fx_db_int(&d, "SELECT COUNT(*) FROM points_ledger"), 1);
+	assert_int_equal(fx_db_int(&d, "SELECT COUNT(*) FROM events"), 1);
+	free(body);
+	daemon_finish(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_readers_answer_after_the_server_closed_their_connections),
+	        cmocka_unit_test(
+	                test_the_writers_connection_killed_under_load_loses_nothing_and_applies_nothing_twice),
+	        cmocka_unit_test(test_readyz_tells_of_a_writer_connection_lost_mid_batch),
+	};
+
+	pgserver_require_or_skip("test_pg_reconnect");
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
