@@ -1091,6 +1091,18 @@ int console_page_order(struct buf *b, const struct console_ctx *cx, const char *
 
 		snprintf(title, sizeof(title), "Order %s (not in the orders table)", id);
 		console_page_begin(b, cx, title, NULL, 0);
+	} else if (console_operator(cx)) {
+		/* Ask its provider now, as `idemhook reconcile` asks for every
+		 * waiting order (docs/console.md). */
+		buf_puts(b, "<div class=\"actions\"><form method=\"post\" "
+		            "action=\"/console/reconcile\" "
+		            "data-confirm=\"Ask the provider about this order now?\">"
+		            "<input type=\"hidden\" name=\"order\" value=\"");
+		console_esc(b, id);
+		buf_puts(b, "\">");
+		console_csrf_field(b, cx);
+		buf_puts(b, "<button type=\"submit\" id=\"reconcile\">Reconcile now</button></form>"
+		            "</div>\n");
 	}
 	buf_puts(b, "<h2>Timeline</h2><table id=\"timeline\"><tr><th>at (UTC)</th><th>what</th>"
 	            "<th>which</th><th>detail</th></tr>\n");

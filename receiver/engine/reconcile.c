@@ -581,6 +581,20 @@ static int reconcile_event_cmp(const void *a, const void *b)
 /* One page's events through the pipeline, oldest first (as they
  * happened), taken out of page as they go. Returns 0 when all were taken,
  * 1 when the run is stopping, -1 on failure. */
+/* 1 when ev is for the run's one order (ro_order), or the run is not for
+ * one order. */
+static int reconcile_of_order(const struct reconcile_options *opt, const struct event *ev)
+{
+	if (opt->ro_order == NULL) {
+		return 1;
+	}
+	if (ev->ev_order_ref != NULL && strcmp(ev->ev_order_ref, opt->ro_order) == 0) {
+		return 1;
+	}
+	return opt->ro_payment_ref != NULL && ev->ev_payment_ref != NULL &&
+	       strcmp(ev->ev_payment_ref, opt->ro_payment_ref) == 0;
+}
+
 static int reconcile_page(struct reconcile_ctx *x, const struct provider_conf *pc,
                           struct reconcile_instance *in, struct event_batch *page)
 {
@@ -599,6 +613,9 @@ static int reconcile_page(struct reconcile_ctx *x, const struct provider_conf *p
 
 		if (reconcile_stopping(x)) {
 			return 1;
+		}
+		if (!reconcile_of_order(x->rx_opt, &page->eb_events[i])) {
+			continue; /* left in the page, freed with it */
 		}
 		ev = event_batch_add(&one);
 		if (ev == NULL) {
@@ -687,6 +704,7 @@ struct reconcile_orders {
 	char **ro_ids;
 	size_t ro_n;
 	const char *ro_scope;
+	const char *ro_order; /* or NULL: every waiting order of the window */
 	int64_t ro_from_ms;
 	int64_t ro_until_ms;
 	int64_t ro_limit;
@@ -716,7 +734,14 @@ static int reconcile_orders_unit(struct store_tx *tx, void *arg)
 	struct reconcile_orders *o = arg;
 	struct store_value p[] = {store_int(o->ro_from_ms), store_int(o->ro_until_ms),
 	                          store_text(o->ro_scope), store_int(o->ro_limit)};
+	struct store_value one[] = {store_text(o->ro_order), store_text(o->ro_scope)};
 
+	if (o->ro_order != NULL) {
+		return store_query_each(tx,
+		                        "SELECT id FROM orders WHERE id = ?"
+		                        " AND (provider IS NULL OR provider = ?)",
+		                        one, 2, reconcile_orders_row, o);
+	}
 	return store_query_each(tx,
 	                        "SELECT id FROM orders WHERE status IN ('pending', 'authorized')"
 	                        " AND created_at >= ? AND created_at <= ?"
@@ -745,6 +770,7 @@ static int reconcile_orders(struct reconcile_ctx *x, const struct provider_conf 
 
 	memset(&o, 0, sizeof(o));
 	o.ro_scope = pc->pc_name;
+	o.ro_order = x->rx_opt->ro_order;
 	o.ro_from_ms = x->rx_since_ms;
 	o.ro_until_ms = x->rx_until_ms;
 	o.ro_limit = x->rx_conf.rc_max_orders;

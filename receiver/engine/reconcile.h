@@ -57,6 +57,12 @@ struct reconcile_options {
 	int (*ro_sleep)(void *arg, int64_t ms);
 	void *ro_sleep_arg;
 	struct reconcile_marks *ro_marks; /* or NULL: list the whole window */
+	/* One order only (the console's "reconcile now"), or NULL: ORDERS
+	 * instances ask about this order whatever its status and age; EVENTS
+	 * instances list the window and take only the events that name this
+	 * order, or (ro_payment_ref, may be NULL) its payment. */
+	const char *ro_order;
+	const char *ro_payment_ref;
 };
 
 enum reconcile_result {

@@ -237,7 +237,8 @@ static void test_read_only_sessions_get_403_on_every_action_and_nothing_changes(
 	                                      "/console/outbox/1/retry",
 	                                      "/console/outbox/1/cancel",
 	                                      "/console/outbox/1/compensate",
-	                                      "/console/outbox/retry-all"};
+	                                      "/console/outbox/retry-all",
+	                                      "/console/reconcile"};
 	struct daemon d;
 	struct t_session s;
 	struct hres r;
@@ -261,7 +262,8 @@ static void test_read_only_sessions_get_403_on_every_action_and_nothing_changes(
 		} else {
 			snprintf(path, sizeof(path), "/console/events/%lld%s", id, actions[i]);
 		}
-		snprintf(form, sizeof(form), "csrf=%s&reason=test&status=dead&expect=0", s.ts_csrf);
+		snprintf(form, sizeof(form), "csrf=%s&reason=test&status=dead&expect=0&order=x",
+		         s.ts_csrf);
 		assert_int_equal(t_post(&d, path, &s, form, &r), 403);
 		hres_finish(&r);
 	}
@@ -464,6 +466,107 @@ static void test_a_thin_event_waiting_for_its_fetch_shows_as_fetching(void **sta
 	hres_finish(&r);
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
+}
+
+/* "Reconcile now" on an order page asks the order's provider (here a
+ * Stripe instance whose event listing holds a payment for this order and
+ * one for another order): this order's payment is applied, the other
+ * order's event is left alone, and the action is in the audit log. */
+static void
+test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited(void **state)
+{
+	struct peer *api = peer_create();
+	struct peer_behaviour pb;
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	struct buf list;
+	struct buf extra;
+	char mine[64];
+	char other[64];
+	char obj[512];
+	char path[128];
+	char form[300];
+	char *ev_mine;
+	char *ev_other;
+
+	(void)state;
+	assert_non_null(api);
+	setenv("T_CONSOLE_REC_KEY", "rk_test_console_rec", 1);
+	buf_init(&extra, 0);
+	buf_printf(&extra,
+	           "\n[provider rec]\ntype = stripe\nsecret = " FX_STRIPE_SECRET
+	           "\napi_key = env:T_CONSOLE_REC_KEY\napi_base_url = %s\n",
+	           peer_base(api));
+	t_start(&d, extra.buf_data);
+	buf_finish(&extra);
+	fx_order(&d, 1500, "usd", mine);
+	fx_order(&d, 2500, "usd", other);
+	snprintf(obj, sizeof(obj),
+	         "{\"id\":\"pi_rec_mine\",\"object\":\"payment_intent\",\"amount\":1500,"
+	         "\"amount_received\":1500,\"currency\":\"usd\",\"status\":\"succeeded\","
+	         "\"metadata\":{\"order_id\":\"%s\"}}",
+	         mine);
+	ev_mine = hn_stripe_event("evt_rec_mine", "payment_intent.succeeded", obj);
+	snprintf(obj, sizeof(obj),
+	         "{\"id\":\"pi_rec_other\",\"object\":\"payment_intent\",\"amount\":2500,"
+	         "\"amount_received\":2500,\"currency\":\"usd\",\"status\":\"succeeded\","
+	         "\"metadata\":{\"order_id\":\"%s\"}}",
+	         other);
+	ev_other = hn_stripe_event("evt_rec_other", "payment_intent.succeeded", obj);
+	buf_init(&list, 0);
+	buf_printf(&list,
+	           "{\"object\":\"list\",\"url\":\"/v1/events\",\"data\":[%s,%s],"
+	           "\"has_more\":false}",
+	           ev_other, ev_mine);
+	pb = peer_reply(200, list.buf_data);
+	assert_int_equal(peer_default(api, "/v1/events", &pb), 0);
+	buf_finish(&list);
+	free(ev_mine);
+	free(ev_other);
+
+	t_login(&d, T_OP_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/orders/%s", mine);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "action=\"/console/reconcile\""));
+	hres_finish(&r);
+	snprintf(form, sizeof(form), "csrf=%s&order=%s", s.ts_csrf, mine);
+	assert_int_equal(t_post(&d, "/console/reconcile", &s, form, &r), 200);
+	assert_non_null(strstr(r.hs_body, "1 applied"));
+	hres_finish(&r);
+	assert_true(peer_count(api) >= 1);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM orders WHERE id = '%s' AND status = "
+	                           "'paid'",
+	                           mine),
+	                 1);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM orders WHERE id = '%s' AND status = "
+	                           "'pending'",
+	                           other),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM events WHERE idem_key = "
+	                               "'evt_rec_mine' AND source = 'reconcile'"),
+	                 1);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT count(*) FROM events WHERE idem_key = 'evt_rec_other'"), 0);
+	assert_int_equal(
+	        fx_db_int(&d,
+	                  "SELECT count(*) FROM audit_log WHERE action = 'order.reconcile'"
+	                  " AND target = 'order:%s' AND actor = 'console:alice'"
+	                  " AND result LIKE 'ok: Reconciled: 1 event(s) found, 1 applied%%'",
+	                  mine),
+	        1);
+	/* An order nobody has: 404, nothing asked, nothing recorded. */
+	snprintf(form, sizeof(form), "csrf=%s&order=ord_console_nosuch0000009", s.ts_csrf);
+	assert_int_equal(t_post(&d, "/console/reconcile", &s, form, &r), 404);
+	hres_finish(&r);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
+	                               "'order.reconcile'"),
+	                 1);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+	peer_destroy(api);
 }
 
 static void test_rejected_callbacks_are_listed_with_their_reason(void **state)
@@ -748,6 +851,8 @@ int main(void)
 	                test_dismiss_and_reprocess_from_the_console_are_applied_and_audited),
 	        cmocka_unit_test(test_a_hostile_payload_is_shown_as_text),
 	        cmocka_unit_test(test_a_thin_event_waiting_for_its_fetch_shows_as_fetching),
+	        cmocka_unit_test(
+	                test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited),
 	        cmocka_unit_test(test_rejected_callbacks_are_listed_with_their_reason),
 	        cmocka_unit_test(test_two_operators_retrying_one_row_at_once_end_with_one_retry),
 	        cmocka_unit_test(test_bulk_retry_needs_the_count_it_showed_confirmed),
