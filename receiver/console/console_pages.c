@@ -11,6 +11,7 @@
 #include "config.h"
 #include "console_db.h"
 #include "console_pages.h"
+#include "dupcount.h"
 #include "env.h"
 #include "health.h"
 #include "http.h"
@@ -847,8 +848,24 @@ static int console_event_row(void *arg, const struct store_row *row)
 		console_field(b, "dismissed by", store_row_text(row, 21));
 		console_field(b, "dismiss reason", store_row_text(row, 22));
 	}
-	buf_puts(b, "<dt>duplicates answered</dt><dd class=\"muted\">not recorded per event "
-	            "(idemhook_duplicates_absorbed_total counts them per provider)</dd>");
+	{
+		uint32_t dups = 0;
+		int64_t last_ms = 0;
+
+		/* Counted in this receiver's memory since it started (dupcount.h). */
+		buf_puts(b, "<dt>duplicates answered</dt><dd id=\"duplicates\">");
+		if (dupcount_get(store_row_text(row, 1), store_row_text(row, 2), &dups, &last_ms)) {
+			buf_printf(b, "%" PRIu32 " by this receiver since it started, the last at ",
+			           dups);
+			console_time(b, last_ms);
+			buf_puts(b, " UTC");
+		} else {
+			buf_puts(b, "none by this receiver since it started");
+		}
+		buf_puts(b, " <span class=\"muted\">(counted in memory per receiver; "
+		            "idemhook_duplicates_absorbed_total counts every one per provider)"
+		            "</span></dd>");
+	}
 	buf_puts(b, "</dl>\n");
 	if (failed && console_operator(cx)) {
 		buf_puts(b, "<div class=\"actions\">");

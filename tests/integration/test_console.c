@@ -569,6 +569,35 @@ test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited(void
 	peer_destroy(api);
 }
 
+/* The event page counts the duplicates this receiver answered for it. */
+static void test_the_event_page_counts_the_duplicates_answered(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char path[128];
+	char order[64];
+	long long id;
+
+	(void)state;
+	t_start(&d, NULL);
+	fx_order(&d, 700, "usd", order);
+	assert_int_equal(fx_stripe_pay(&d, "evt_console_dups", order, 700, "usd"), 200);
+	id = (long long)fx_db_int(&d, "SELECT id FROM events WHERE idem_key = 'evt_console_dups'");
+	t_login(&d, T_RO_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/events/%lld", id);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "<dd id=\"duplicates\">none by this receiver"));
+	hres_finish(&r);
+	assert_int_equal(fx_stripe_pay(&d, "evt_console_dups", order, 700, "usd"), 200);
+	assert_int_equal(fx_stripe_pay(&d, "evt_console_dups", order, 700, "usd"), 200);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "<dd id=\"duplicates\">2 by this receiver since it"));
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
 static void test_rejected_callbacks_are_listed_with_their_reason(void **state)
 {
 	struct daemon d;
@@ -853,6 +882,7 @@ int main(void)
 	        cmocka_unit_test(test_a_thin_event_waiting_for_its_fetch_shows_as_fetching),
 	        cmocka_unit_test(
 	                test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited),
+	        cmocka_unit_test(test_the_event_page_counts_the_duplicates_answered),
 	        cmocka_unit_test(test_rejected_callbacks_are_listed_with_their_reason),
 	        cmocka_unit_test(test_two_operators_retrying_one_row_at_once_end_with_one_retry),
 	        cmocka_unit_test(test_bulk_retry_needs_the_count_it_showed_confirmed),
