@@ -598,6 +598,70 @@ static void test_the_event_page_counts_the_duplicates_answered(void **state)
 	daemon_finish(&d);
 }
 
+/* The event page shows the request's headers where a capture file holds
+ * the request: escaped, a credential header redacted; and says so when
+ * none does. */
+static void test_the_event_page_shows_the_captured_request_headers(void **state)
+{
+	char spool[512];
+	char extra[700];
+	char url[256];
+	char path[128];
+	char rm[600];
+	char *body;
+	char *sig;
+	char sig_header[300];
+	const char *headers[5];
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	long long id;
+
+	(void)state;
+	snprintf(spool, sizeof(spool), "%s/console-spool-XXXXXX",
+	         getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp");
+	assert_non_null(mkdtemp(spool));
+	snprintf(extra, sizeof(extra), "\n[capture]\nmode = all\ndir = %s\n", spool);
+	t_start(&d, extra);
+	body = hn_stripe_event("evt_console_headers", "customer.created",
+	                       "{\"id\":\"cus_h\",\"object\":\"customer\"}");
+	sig = hn_stripe_signature(FX_STRIPE_SECRET, hn_now_s(), body, strlen(body));
+	assert_non_null(sig);
+	snprintf(sig_header, sizeof(sig_header), "Stripe-Signature: %s", sig);
+	headers[0] = sig_header;
+	headers[1] = "Content-Type: application/json";
+	headers[2] = "X-Console-Probe: <b>bold</b>";
+	headers[3] = "Authorization: Bearer sk_console_never_shown";
+	headers[4] = NULL;
+	snprintf(url, sizeof(url), "%s/hooks/stripe", d.dm_base);
+	assert_int_equal(hn_http("POST", url, headers, body, strlen(body), &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	free(sig);
+	free(body);
+	id = (long long)fx_db_int(&d,
+	                          "SELECT id FROM events WHERE idem_key = 'evt_console_headers'");
+	t_login(&d, T_RO_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/events/%lld", id);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "<table id=\"request-headers\">"));
+	assert_non_null(strstr(r.hs_body, "POST /hooks/stripe"));
+	assert_non_null(strstr(r.hs_body, "Stripe-Signature</td><td>t="));
+	assert_non_null(strstr(r.hs_body, "X-Console-Probe</td><td>&lt;b&gt;bold&lt;/b&gt;</td>"));
+	assert_null(strstr(r.hs_body, "<b>bold</b>"));
+	assert_null(strstr(r.hs_body, "sk_console_never_shown"));
+	assert_non_null(strstr(r.hs_body, "(redacted)"));
+	hres_finish(&r);
+	/* The capture gone (expired, deleted): the page says none holds it. */
+	snprintf(rm, sizeof(rm), "rm -rf '%s'", spool);
+	assert_int_equal(system(rm), 0);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "id=\"request-headers\">No capture holds this request"));
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
 static void test_rejected_callbacks_are_listed_with_their_reason(void **state)
 {
 	struct daemon d;
@@ -883,6 +947,7 @@ int main(void)
 	        cmocka_unit_test(
 	                test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited),
 	        cmocka_unit_test(test_the_event_page_counts_the_duplicates_answered),
+	        cmocka_unit_test(test_the_event_page_shows_the_captured_request_headers),
 	        cmocka_unit_test(test_rejected_callbacks_are_listed_with_their_reason),
 	        cmocka_unit_test(test_two_operators_retrying_one_row_at_once_end_with_one_retry),
 	        cmocka_unit_test(test_bulk_retry_needs_the_count_it_showed_confirmed),
