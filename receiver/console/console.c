@@ -764,38 +764,14 @@ static void console_action_outbox(struct console *c, const struct console_ctx *c
 	              rc < 0 ? "The store failed; nothing changed." : msg, rc != OUTBOX_ADMIN_OK);
 }
 
-/* What the reconcile action needs of the order. */
-struct console_order_refs {
-	int or_found;
-	char *or_provider;
-	char *or_payment_ref;
-	int64_t or_created_ms;
-};
-
-static int console_order_refs_row(void *arg, const struct store_row *row)
-{
-	struct console_order_refs *o = arg;
-
-	o->or_found = 1;
-	if (store_row_text(row, 6) != NULL) {
-		o->or_provider = strdup(store_row_text(row, 6));
-	}
-	if (store_row_text(row, 7) != NULL) {
-		o->or_payment_ref = strdup(store_row_text(row, 7));
-	}
-	o->or_created_ms = store_row_int(row, 10);
-	return 1;
-}
-
 /* Reconcile one order now: the engine's reconcile run (reconcile.h) for
- * this order alone, over its provider instance (every one that can be
- * asked when no payment has named one yet), from a minute before the
- * order was created. Audited as order.reconcile. */
+ * this order alone (reconcile_options ro_order: its provider instance,
+ * or every one that can be asked when no payment has named one yet, from
+ * a minute before the order was created). Audited as order.reconcile. */
 static void console_action_reconcile(struct console *c, const struct console_ctx *cx,
                                      const struct http_request *req, struct reply *ret)
 {
 	char *order = console_form(req, "order");
-	struct console_order_refs o = {0};
 	struct reconcile_options opt;
 	struct reconcile_report rep = {0};
 	struct console_ctx with = *cx;
@@ -816,23 +792,14 @@ static void console_action_reconcile(struct console *c, const struct console_ctx
 	}
 	snprintf(actor, sizeof(actor), "console:%s", cx->cx_who->cw_name);
 	snprintf(target, sizeof(target), "order:%s", order);
-	if (console_db_order(cx->cx_store, cx->cx_now_ms, order, console_order_refs_row, &o) < 0) {
-		console_text(ret, 503, "the store failed; nothing changed\n");
-		goto out;
-	}
-	if (!o.or_found) {
+	memset(&opt, 0, sizeof(opt));
+	opt.ro_older_than_s = -1;
+	opt.ro_order = order;
+	rc = reconcile_run(cx->cx_store, cx->cx_cf, &opt, &rep);
+	if (rc < 0 && rep.rr_order_unknown) {
 		console_text(ret, 404, "no such order\n");
 		goto out;
 	}
-	memset(&opt, 0, sizeof(opt));
-	opt.ro_older_than_s = 0;
-	opt.ro_since_ms = o.or_created_ms > 60000 ? o.or_created_ms - 60000 : 1;
-	opt.ro_order = order;
-	opt.ro_payment_ref = o.or_payment_ref;
-	if (o.or_provider != NULL && config_provider(cx->cx_cf, o.or_provider) != NULL) {
-		opt.ro_provider = o.or_provider;
-	}
-	rc = reconcile_run(cx->cx_store, cx->cx_cf, &opt, &rep);
 	for (i = 0; rc == 0 && i < rep.rr_n; i++) {
 		if (rep.rr_instances[i].rn_mode != PROVIDER_RECONCILE_NONE) {
 			asked++;
@@ -874,8 +841,6 @@ static void console_action_reconcile(struct console *c, const struct console_ctx
 	console_reply_buf(ret, rc < 0 ? -1 : status, &b);
 out:
 	reconcile_report_finish(&rep);
-	free(o.or_provider);
-	free(o.or_payment_ref);
 	free(order);
 }
 

@@ -881,8 +881,86 @@ static int reconcile_instance_run(struct reconcile_ctx *x, const struct provider
 	return rc;
 }
 
+/* What a run for one order reads of it. */
+struct reconcile_order_refs {
+	const char *rf_id;
+	int rf_found;
+	char *rf_provider;
+	char *rf_payment_ref;
+	int64_t rf_created_ms;
+};
+
+static int reconcile_order_refs_unit(struct store_tx *tx, void *arg)
+{
+	struct reconcile_order_refs *rf = arg;
+	struct store_value p[] = {store_text(rf->rf_id)};
+	struct store_row row;
+	int rc;
+
+	rc = store_query(tx, "SELECT provider, payment_ref, created_at FROM orders WHERE id = ?", p,
+	                 1, &row);
+	if (rc <= 0) {
+		return rc;
+	}
+	rf->rf_found = 1;
+	rf->rf_provider = reconcile_dup(store_row_text(&row, 0));
+	rf->rf_payment_ref = reconcile_dup(store_row_text(&row, 1));
+	rf->rf_created_ms = store_row_int(&row, 2);
+	store_row_finish(&row);
+	return 1;
+}
+
+static int reconcile_run_opts(struct store *st, const struct config *cf,
+                              const struct reconcile_options *opt, struct reconcile_report *ret);
+
 int reconcile_run(struct store *st, const struct config *cf, const struct reconcile_options *opt,
                   struct reconcile_report *ret)
+{
+	struct reconcile_order_refs rf;
+	struct reconcile_options one;
+	char qorder[80];
+	int rc;
+
+	if (opt->ro_order == NULL) {
+		return reconcile_run_opts(st, cf, opt, ret);
+	}
+	memset(&rf, 0, sizeof(rf));
+	rf.rf_id = opt->ro_order;
+	if (store_read(st, reconcile_now_ms(), reconcile_order_refs_unit, &rf) < 0) {
+		memset(ret, 0, sizeof(*ret));
+		log_err("reconcile: the order could not be read");
+		rc = -1;
+		goto out;
+	}
+	if (!rf.rf_found) {
+		memset(ret, 0, sizeof(*ret));
+		ret->rr_order_unknown = 1;
+		log_err("reconcile: no order \"%s\"",
+		        log_quote(qorder, sizeof(qorder), opt->ro_order));
+		rc = -1;
+		goto out;
+	}
+	one = *opt;
+	if (one.ro_provider == NULL && rf.rf_provider != NULL &&
+	    config_provider(cf, rf.rf_provider) != NULL) {
+		one.ro_provider = rf.rf_provider;
+	}
+	one.ro_payment_ref = rf.rf_payment_ref;
+	if (one.ro_since_ms == 0) {
+		one.ro_since_ms = rf.rf_created_ms > 60000 ? rf.rf_created_ms - 60000 : 1;
+	}
+	if (one.ro_older_than_s < 0) {
+		one.ro_older_than_s = 0;
+	}
+	rc = reconcile_run_opts(st, cf, &one, ret);
+out:
+	free(rf.rf_provider);
+	free(rf.rf_payment_ref);
+	return rc;
+}
+
+static int reconcile_run_opts(struct store *st, const struct config *cf,
+                              const struct reconcile_options *opt, struct reconcile_report *ret)
 {
 	struct reconcile_ctx x;
 	int64_t now_ms = reconcile_now_ms();

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include <cjson/cJSON.h>
+
 #include "buf.h"
 #include "fixtures.h"
 #include "harness.h"
@@ -557,6 +559,28 @@ test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited(void
 	                  " AND result LIKE 'ok: Reconciled: 1 event(s) found, 1 applied%%'",
 	                  mine),
 	        1);
+	/* The CLI's reconcile --order runs the same for one order: asked
+	 * again, the payment is known, the other order's event still left. */
+	{
+		const char *args[] = {"reconcile", "--order", mine, "--json", NULL};
+		char *out = NULL;
+		cJSON *j;
+		cJSON *total;
+
+		assert_int_equal(daemon_cli(&d, 1, args, &out), 0);
+		assert_non_null(out);
+		j = cJSON_Parse(out);
+		total = cJSON_GetObjectItem(j, "total");
+		assert_non_null(total);
+		assert_int_equal(cJSON_GetObjectItem(total, "already_known")->valueint, 1);
+		assert_int_equal(cJSON_GetObjectItem(total, "applied")->valueint, 0);
+		cJSON_Delete(j);
+		free(out);
+		assert_int_equal(
+		        fx_db_int(&d,
+		                  "SELECT count(*) FROM events WHERE idem_key = 'evt_rec_other'"),
+		        0);
+	}
 	/* An order nobody has: 404, nothing asked, nothing recorded. */
 	snprintf(form, sizeof(form), "csrf=%s&order=ord_console_nosuch0000009", s.ts_csrf);
 	assert_int_equal(t_post(&d, "/console/reconcile", &s, form, &r), 404);
