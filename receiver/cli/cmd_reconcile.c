@@ -16,7 +16,7 @@ static void cmd_reconcile_usage(FILE *out)
 {
 	fprintf(out,
 	        "usage: idemhook [-c FILE] reconcile [--provider NAME] [--older-than 15m]\n"
-	        "                          [--since DATE] [--dry-run] [--json]\n\n"
+	        "                          [--since DATE] [--order ID] [--dry-run] [--json]\n\n"
 	        "Asks each provider instance that can be asked what became of payments whose\n"
 	        "callbacks never arrived: Stripe lists its events, Alipay and WeChat Pay are\n"
 	        "asked about each order still pending (or authorised); Adyen and the generic\n"
@@ -30,10 +30,13 @@ static void cmd_reconcile_usage(FILE *out)
 	        "  --since DATE        orders and events created since DATE (2026-11-01, or\n"
 	        "                      2026-11-01T08:00:00Z, or a duration ago: 3d); default:\n"
 	        "                      [reconcile] lookback, 3d\n"
+	        "  --order ID          this order alone, now: its provider instance is asked\n"
+	        "                      about it whatever its status and age (Stripe: the events\n"
+	        "                      since it was created that name it or its payment)\n"
 	        "  --dry-run           ask, and report what would change; change nothing\n"
 	        "  --json              the report as JSON\n\n"
-	        "Exit status 0, or 75 when a question failed after its retries (nothing of it\n"
-	        "was applied; the next run asks again).\n");
+	        "Exit status 0, 66 no such order (--order), or 75 when a question failed after\n"
+	        "its retries (nothing of it was applied; the next run asks again).\n");
 }
 
 static int cmd_reconcile_run(int argc, char **argv, const char *config_path)
@@ -42,13 +45,14 @@ static int cmd_reconcile_run(int argc, char **argv, const char *config_path)
 	        {"provider", required_argument, NULL, 'p'},
 	        {"older-than", required_argument, NULL, 'o'},
 	        {"since", required_argument, NULL, 's'},
+	        {"order", required_argument, NULL, 'O'},
 	        {"dry-run", no_argument, NULL, 'n'},
 	        {"json", no_argument, NULL, 'j'},
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
 	};
 	struct reconcile_options opt;
-	struct reconcile_report rep;
+	struct reconcile_report rep = {0};
 	struct config *cf = NULL;
 	struct store *st = NULL;
 	struct buf out;
@@ -62,7 +66,7 @@ static int cmd_reconcile_run(int argc, char **argv, const char *config_path)
 	buf_init(&out, 0);
 	optind = 0;
 	for (;;) {
-		c = getopt_long(argc, argv, "p:o:s:njh", opts, NULL);
+		c = getopt_long(argc, argv, "p:o:s:O:njh", opts, NULL);
 		if (c == -1) {
 			break;
 		}
@@ -82,6 +86,8 @@ static int cmd_reconcile_run(int argc, char **argv, const char *config_path)
 				        "a UTC time (2026-11-01T08:00:00Z) or a duration (3d)\n");
 				return EX_USAGE;
 			}
+		} else if (c == 'O') {
+			opt.ro_order = optarg;
 		} else if (c == 'n') {
 			opt.ro_dry_run = 1;
 		} else if (c == 'j') {
@@ -114,7 +120,12 @@ static int cmd_reconcile_run(int argc, char **argv, const char *config_path)
 		goto done;
 	}
 	if (reconcile_run(st, cf, &opt, &rep) < 0) {
-		rc = EX_CONFIG;
+		if (rep.rr_order_unknown) {
+			fprintf(stderr, "idemhook reconcile: no order %s\n", opt.ro_order);
+			rc = CLI_EX_NOT_FOUND;
+		} else {
+			rc = EX_CONFIG;
+		}
 		goto done;
 	}
 	have_report = 1;

@@ -19,6 +19,8 @@
 #include "env.h"
 #include "log.h"
 #include "outbox.h"
+#include "provider.h"
+#include "reconcile.h"
 #include "store.h"
 #include "text.h"
 
@@ -762,6 +764,86 @@ static void console_action_outbox(struct console *c, const struct console_ctx *c
 	              rc < 0 ? "The store failed; nothing changed." : msg, rc != OUTBOX_ADMIN_OK);
 }
 
+/* Reconcile one order now: the engine's reconcile run (reconcile.h) for
+ * this order alone (reconcile_options ro_order: its provider instance,
+ * or every one that can be asked when no payment has named one yet, from
+ * a minute before the order was created). Audited as order.reconcile. */
+static void console_action_reconcile(struct console *c, const struct console_ctx *cx,
+                                     const struct http_request *req, struct reply *ret)
+{
+	char *order = console_form(req, "order");
+	struct reconcile_options opt;
+	struct reconcile_report rep = {0};
+	struct console_ctx with = *cx;
+	char actor[CONSOLE_NAME_MAX + 16];
+	char target[220];
+	char msg[600];
+	char result[640];
+	const char *why = NULL;
+	size_t asked = 0;
+	size_t i;
+	struct buf b;
+	int status = 200;
+	int rc;
+
+	if (order == NULL || order[0] == '\0' || strlen(order) > 200) {
+		console_text(ret, 400, "reconcile wants the order's id\n");
+		goto out;
+	}
+	snprintf(actor, sizeof(actor), "console:%s", cx->cx_who->cw_name);
+	snprintf(target, sizeof(target), "order:%s", order);
+	memset(&opt, 0, sizeof(opt));
+	opt.ro_older_than_s = -1;
+	opt.ro_order = order;
+	rc = reconcile_run(cx->cx_store, cx->cx_cf, &opt, &rep);
+	if (rc < 0 && rep.rr_order_unknown) {
+		console_text(ret, 404, "no such order\n");
+		goto out;
+	}
+	for (i = 0; rc == 0 && i < rep.rr_n; i++) {
+		if (rep.rr_instances[i].rn_mode != PROVIDER_RECONCILE_NONE) {
+			asked++;
+		} else if (why == NULL) {
+			why = rep.rr_instances[i].rn_why;
+		}
+	}
+	if (rc < 0) {
+		snprintf(msg, sizeof(msg), "The reconcile run could not start; nothing changed.");
+		snprintf(result, sizeof(result), "error");
+		status = 503;
+	} else if (asked == 0) {
+		snprintf(msg, sizeof(msg), "No provider of this order can be asked: %s.",
+		         why != NULL ? why : "none is configured");
+		snprintf(result, sizeof(result), "refused: %s", msg);
+		status = 409;
+	} else {
+		snprintf(msg, sizeof(msg),
+		         "Reconciled: %" PRId64 " event(s) found, %" PRId64 " applied, %" PRId64
+		         " known, %" PRId64 " refused, %" PRId64 " failed.",
+		         rep.rr_events_found, rep.rr_applied, rep.rr_known, rep.rr_refused,
+		         rep.rr_failed);
+		snprintf(result, sizeof(result), "%s: %s", rep.rr_failed > 0 ? "failed" : "ok",
+		         msg);
+		status = rep.rr_failed > 0 ? 502 : 200;
+	}
+	if (console_db_audit(cx->cx_store, cx->cx_now_ms, actor, "order.reconcile", target, NULL,
+	                     result) < 0) {
+		log_err("console: order.reconcile by %s on %s not recorded in the audit log", actor,
+		        target);
+	}
+	if (rep.rr_applied > 0) {
+		env_outbox_kick(c->co_env);
+	}
+	with.cx_flash = msg;
+	with.cx_flash_error = status != 200;
+	buf_init(&b, CONSOLE_PAGE_MAX);
+	rc = console_page_order(&b, &with, order);
+	console_reply_buf(ret, rc < 0 ? -1 : status, &b);
+out:
+	reconcile_report_finish(&rep);
+	free(order);
+}
+
 struct console_ids {
 	int64_t ci_ids[CONSOLE_BULK_MAX];
 	size_t ci_n;
@@ -982,6 +1064,8 @@ void console_route(void *arg, const struct http_request *req, struct reply *ret)
 	if (console_path_id(req->hr_path, "/console/events/", &id, &suffix) == 0 &&
 	    suffix[0] != '\0') {
 		console_action_event(c, &cx, req, id, suffix, ret);
+	} else if (strcmp(req->hr_path, "/console/reconcile") == 0) {
+		console_action_reconcile(c, &cx, req, ret);
 	} else if (strcmp(req->hr_path, "/console/outbox/retry-all") == 0) {
 		console_retry_all(c, &cx, req, ret);
 	} else if (console_path_id(req->hr_path, "/console/outbox/", &id, &suffix) == 0 &&

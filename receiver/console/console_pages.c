@@ -3,14 +3,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <cJSON.h>
 
 #include "buf.h"
+#include "capture.h"
 #include "config.h"
 #include "console_db.h"
 #include "console_pages.h"
+#include "dupcount.h"
 #include "env.h"
 #include "health.h"
 #include "http.h"
@@ -724,6 +727,10 @@ struct console_event_page {
 	const struct console_ctx *ep_cx;
 	struct buf *ep_b;
 	int ep_found;
+	/* what finds the request's capture, after the row's read */
+	char *ep_scope;
+	char *ep_key;
+	int64_t ep_received_ms;
 };
 
 static void console_field(struct buf *b, const char *name, const char *value)
@@ -798,6 +805,9 @@ static int console_event_row(void *arg, const struct store_row *row)
 	char title[64];
 
 	ep->ep_found = 1;
+	ep->ep_scope = store_row_text(row, 1) != NULL ? strdup(store_row_text(row, 1)) : NULL;
+	ep->ep_key = store_row_text(row, 2) != NULL ? strdup(store_row_text(row, 2)) : NULL;
+	ep->ep_received_ms = store_row_int(row, 15);
 	snprintf(title, sizeof(title), "Event %" PRId64, id);
 	console_page_begin(b, cx, title, "events", 0);
 	buf_puts(b, "<dl class=\"fields\">");
@@ -847,8 +857,24 @@ static int console_event_row(void *arg, const struct store_row *row)
 		console_field(b, "dismissed by", store_row_text(row, 21));
 		console_field(b, "dismiss reason", store_row_text(row, 22));
 	}
-	buf_puts(b, "<dt>duplicates answered</dt><dd class=\"muted\">not recorded per event "
-	            "(idemhook_duplicates_absorbed_total counts them per provider)</dd>");
+	{
+		uint32_t dups = 0;
+		int64_t last_ms = 0;
+
+		/* Counted in this receiver's memory since it started (dupcount.h). */
+		buf_puts(b, "<dt>duplicates answered</dt><dd id=\"duplicates\">");
+		if (dupcount_get(store_row_text(row, 1), store_row_text(row, 2), &dups, &last_ms)) {
+			buf_printf(b, "%" PRIu32 " by this receiver since it started, the last at ",
+			           dups);
+			console_time(b, last_ms);
+			buf_puts(b, " UTC");
+		} else {
+			buf_puts(b, "none by this receiver since it started");
+		}
+		buf_puts(b, " <span class=\"muted\">(counted in memory per receiver; "
+		            "idemhook_duplicates_absorbed_total counts every one per provider)"
+		            "</span></dd>");
+	}
 	buf_puts(b, "</dl>\n");
 	if (failed && console_operator(cx)) {
 		buf_puts(b, "<div class=\"actions\">");
@@ -903,17 +929,84 @@ static int console_not_found(struct buf *b, const struct console_ctx *cx, const 
 	return console_page_end(b) < 0 ? -1 : 404;
 }
 
+/* Header values shown as "(redacted)": they may carry a credential. */
+static int console_header_secret(const char *name)
+{
+	return strcasecmp(name, "Authorization") == 0 ||
+	       strcasecmp(name, "Proxy-Authorization") == 0 || strcasecmp(name, "Cookie") == 0;
+}
+
+/* The request's headers, where a capture file holds the request (capture.h). */
+static void console_request_headers(struct buf *b, const struct console_ctx *cx,
+                                    const struct console_event_page *ep)
+{
+	struct capture_record rec;
+	char name[CAPTURE_PROVIDER_MAX + 64];
+	char err[200];
+	size_t i;
+	int rc;
+
+	buf_puts(b, "<h2>Request headers</h2>");
+	memset(&rec, 0, sizeof(rec));
+	rc = capture_find(cx->cx_cf, ep->ep_scope, ep->ep_received_ms, ep->ep_key, &rec, name,
+	                  sizeof(name), err, sizeof(err));
+	if (rc < 0) {
+		buf_puts(b, "<p class=\"bad\" id=\"request-headers\">The capture directory cannot "
+		            "be read: ");
+		console_esc(b, err);
+		buf_puts(b, "</p>\n");
+		return;
+	}
+	if (rc == 0) {
+		buf_puts(b,
+		         "<p class=\"muted\" id=\"request-headers\">No capture holds this request "
+		         "([capture] mode is off or rejected, the request was not captured, or its "
+		         "file expired).</p>\n");
+		return;
+	}
+	buf_puts(b, "<p class=\"muted\">From the capture <code>");
+	console_esc(b, name);
+	buf_puts(b, "</code>; <code>idemhook replay</code> feeds it back.</p>"
+	            "<table id=\"request-headers\"><tr><th>name</th><th>value</th></tr>\n<tr><td>"
+	            "(request line)</td><td>");
+	console_esc(b, rec.cr_req.hr_method);
+	buf_puts(b, " ");
+	console_esc(b, rec.cr_req.hr_url != NULL ? rec.cr_req.hr_url : rec.cr_req.hr_path);
+	buf_puts(b, "</td></tr>\n");
+	for (i = 0; i < rec.cr_req.hr_n_headers; i++) {
+		const struct http_header *h = &rec.cr_req.hr_headers[i];
+
+		buf_puts(b, "<tr><td>");
+		console_esc(b, h->hh_name);
+		buf_puts(b, "</td><td>");
+		if (console_header_secret(h->hh_name)) {
+			buf_puts(b, "<span class=\"muted\">(redacted)</span>");
+		} else {
+			console_esc(b, h->hh_value);
+		}
+		buf_puts(b, "</td></tr>\n");
+	}
+	buf_puts(b, "</table>\n");
+	capture_record_finish(&rec);
+}
+
 int console_page_event(struct buf *b, const struct console_ctx *cx, int64_t id)
 {
-	struct console_event_page ep = {cx, b, 0};
+	struct console_event_page ep = {cx, b, 0, NULL, NULL, 0};
 	char target[40];
 
 	if (console_db_event(cx->cx_store, cx->cx_now_ms, id, console_event_row, &ep) < 0) {
+		free(ep.ep_scope);
+		free(ep.ep_key);
 		return -1;
 	}
 	if (!ep.ep_found) {
 		return console_not_found(b, cx, "events", "No such event.");
 	}
+	/* Files, after the row's read transaction has ended. */
+	console_request_headers(b, cx, &ep);
+	free(ep.ep_scope);
+	free(ep.ep_key);
 	/* After the event's own read: one read transaction at a time. */
 	buf_puts(b, "\n<h2>Operator history</h2><table id=\"history\"><tr><th>at (UTC)</th>"
 	            "<th>who</th><th>action</th><th>reason</th><th>result</th></tr>");
@@ -1091,6 +1184,18 @@ int console_page_order(struct buf *b, const struct console_ctx *cx, const char *
 
 		snprintf(title, sizeof(title), "Order %s (not in the orders table)", id);
 		console_page_begin(b, cx, title, NULL, 0);
+	} else if (console_operator(cx)) {
+		/* Ask its provider now, as `idemhook reconcile` asks for every
+		 * waiting order (docs/console.md). */
+		buf_puts(b, "<div class=\"actions\"><form method=\"post\" "
+		            "action=\"/console/reconcile\" "
+		            "data-confirm=\"Ask the provider about this order now?\">"
+		            "<input type=\"hidden\" name=\"order\" value=\"");
+		console_esc(b, id);
+		buf_puts(b, "\">");
+		console_csrf_field(b, cx);
+		buf_puts(b, "<button type=\"submit\" id=\"reconcile\">Reconcile now</button></form>"
+		            "</div>\n");
 	}
 	buf_puts(b, "<h2>Timeline</h2><table id=\"timeline\"><tr><th>at (UTC)</th><th>what</th>"
 	            "<th>which</th><th>detail</th></tr>\n");

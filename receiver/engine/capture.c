@@ -789,6 +789,75 @@ fail:
 	return -1;
 }
 
+/* ---- finding one request's capture ---- */
+
+int capture_find(const struct config *cf, const char *provider, int64_t received_ms,
+                 const char *needle, struct capture_record *ret, char *ret_name, size_t name_size,
+                 char *err, size_t err_size)
+{
+	const char *dir = config_get(cf, "capture", "dir");
+	char day[PATH_MAX];
+	char prefix[128];
+	char part[80];
+	char path[PATH_MAX];
+	struct dirent *de;
+	struct tm tm;
+	DIR *d;
+	int found = 0;
+	int n;
+
+	if (received_ms <= 0 || provider == NULL || needle == NULL || needle[0] == '\0') {
+		return 0;
+	}
+	capture_utc(received_ms, &tm);
+	n = snprintf(day, sizeof(day), "%s/%04d-%02d-%02d", dir != NULL ? dir : CAPTURE_DIR_DEFAULT,
+	             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday);
+	if (n < 0 || (size_t)n >= sizeof(day)) {
+		return 0;
+	}
+	/* The name starts with the time of receipt and the instance (capture_request). */
+	capture_name_part(provider, part, sizeof(part));
+	snprintf(prefix, sizeof(prefix), "%02d%02d%02d.%03d-%s-", tm.tm_hour, tm.tm_min, tm.tm_sec,
+	         (int)(((received_ms % 1000) + 1000) % 1000), part);
+	d = opendir(day);
+	if (d == NULL) {
+		if (errno == ENOENT) {
+			return 0;
+		}
+		capture_err(err, err_size, "%s: %s", day, strerror(errno));
+		return -1;
+	}
+	while (!found && (de = readdir(d)) != NULL) {
+		struct capture_record rec;
+		char why[160];
+		size_t len = strlen(de->d_name);
+
+		if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 ||
+		    len <= strlen(CAPTURE_SUFFIX) ||
+		    strcmp(de->d_name + len - strlen(CAPTURE_SUFFIX), CAPTURE_SUFFIX) != 0) {
+			continue;
+		}
+		n = snprintf(path, sizeof(path), "%s/%s", day, de->d_name);
+		if (n < 0 || (size_t)n >= sizeof(path) || capture_read(path, &rec, why, sizeof(why)) < 0) {
+			continue;
+		}
+		/* Another request of the same millisecond is another file: the
+		 * one whose body holds the key is this event's. */
+		if (strcmp(rec.cr_provider, provider) == 0 && rec.cr_received_ms == received_ms &&
+		    rec.cr_req.hr_body != NULL &&
+		    memmem(rec.cr_req.hr_body, rec.cr_req.hr_body_len, needle, strlen(needle)) != NULL) {
+			*ret = rec;
+			snprintf(ret_name, name_size, "%04d-%02d-%02d/%s", tm.tm_year + 1900, tm.tm_mon + 1,
+			         tm.tm_mday, de->d_name);
+			found = 1;
+		} else {
+			capture_record_finish(&rec);
+		}
+	}
+	closedir(d);
+	return found;
+}
+
 /* ---- reading ---- */
 
 /* The next line of data[*pos..len) without its LF (and CR); NULL at the end

@@ -100,6 +100,17 @@ int capture_read_meta(const char *path, struct capture_meta *ret, char *err, siz
  * the file is larger than max bytes. */
 int capture_read_file(const char *path, size_t max, char **ret, size_t *ret_len, char *err, size_t err_size);
 
+/* Finds the capture of the request provider instance `provider` received
+ * at received_ms (an event's received_at) whose body holds needle (the
+ * event's key), in cf's [capture] dir whatever its mode now (files written
+ * before stay until they expire). ret_name (name_size bytes) gets
+ * "DAY/FILE". Returns 1 with ret set (finish it), 0 when no capture holds
+ * it (not captured, skipped, expired), or -1 when the directory cannot be
+ * read (err set). */
+int capture_find(const struct config *cf, const char *provider, int64_t received_ms,
+                 const char *needle, struct capture_record *ret, char *ret_name, size_t name_size,
+                 char *err, size_t err_size);
+
 /* Frees what the record owns and zeroes it. */
 void capture_record_finish(struct capture_record *rec);
 

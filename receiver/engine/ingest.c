@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "dupcount.h"
 #include "ingest.h"
 #include "log.h"
 #include "metrics.h"
@@ -211,6 +212,7 @@ static void ingest_classify(struct store_claim *claims, size_t n, const struct p
 		case STORE_REPLAYED:
 			rep->ir_n_duplicate++;
 			metrics_duplicate(pc->pc_name);
+			dupcount_add(pc->pc_name, c->sc_key);
 			break;
 		case STORE_IN_PROGRESS:
 			in_progress = 1;

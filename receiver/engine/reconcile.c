@@ -581,6 +581,20 @@ static int reconcile_event_cmp(const void *a, const void *b)
 /* One page's events through the pipeline, oldest first (as they
  * happened), taken out of page as they go. Returns 0 when all were taken,
  * 1 when the run is stopping, -1 on failure. */
+/* 1 when ev is for the run's one order (ro_order), or the run is not for
+ * one order. */
+static int reconcile_of_order(const struct reconcile_options *opt, const struct event *ev)
+{
+	if (opt->ro_order == NULL) {
+		return 1;
+	}
+	if (ev->ev_order_ref != NULL && strcmp(ev->ev_order_ref, opt->ro_order) == 0) {
+		return 1;
+	}
+	return opt->ro_payment_ref != NULL && ev->ev_payment_ref != NULL &&
+	       strcmp(ev->ev_payment_ref, opt->ro_payment_ref) == 0;
+}
+
 static int reconcile_page(struct reconcile_ctx *x, const struct provider_conf *pc,
                           struct reconcile_instance *in, struct event_batch *page)
 {
@@ -599,6 +613,9 @@ static int reconcile_page(struct reconcile_ctx *x, const struct provider_conf *p
 
 		if (reconcile_stopping(x)) {
 			return 1;
+		}
+		if (!reconcile_of_order(x->rx_opt, &page->eb_events[i])) {
+			continue; /* left in the page, freed with it */
 		}
 		ev = event_batch_add(&one);
 		if (ev == NULL) {
@@ -687,6 +704,7 @@ struct reconcile_orders {
 	char **ro_ids;
 	size_t ro_n;
 	const char *ro_scope;
+	const char *ro_order; /* or NULL: every waiting order of the window */
 	int64_t ro_from_ms;
 	int64_t ro_until_ms;
 	int64_t ro_limit;
@@ -716,7 +734,14 @@ static int reconcile_orders_unit(struct store_tx *tx, void *arg)
 	struct reconcile_orders *o = arg;
 	struct store_value p[] = {store_int(o->ro_from_ms), store_int(o->ro_until_ms),
 	                          store_text(o->ro_scope), store_int(o->ro_limit)};
+	struct store_value one[] = {store_text(o->ro_order), store_text(o->ro_scope)};
 
+	if (o->ro_order != NULL) {
+		return store_query_each(tx,
+		                        "SELECT id FROM orders WHERE id = ?"
+		                        " AND (provider IS NULL OR provider = ?)",
+		                        one, 2, reconcile_orders_row, o);
+	}
 	return store_query_each(tx,
 	                        "SELECT id FROM orders WHERE status IN ('pending', 'authorized')"
 	                        " AND created_at >= ? AND created_at <= ?"
@@ -745,6 +770,7 @@ static int reconcile_orders(struct reconcile_ctx *x, const struct provider_conf 
 
 	memset(&o, 0, sizeof(o));
 	o.ro_scope = pc->pc_name;
+	o.ro_order = x->rx_opt->ro_order;
 	o.ro_from_ms = x->rx_since_ms;
 	o.ro_until_ms = x->rx_until_ms;
 	o.ro_limit = x->rx_conf.rc_max_orders;
@@ -855,8 +881,86 @@ static int reconcile_instance_run(struct reconcile_ctx *x, const struct provider
 	return rc;
 }
 
+/* What a run for one order reads of it. */
+struct reconcile_order_refs {
+	const char *rf_id;
+	int rf_found;
+	char *rf_provider;
+	char *rf_payment_ref;
+	int64_t rf_created_ms;
+};
+
+static int reconcile_order_refs_unit(struct store_tx *tx, void *arg)
+{
+	struct reconcile_order_refs *rf = arg;
+	struct store_value p[] = {store_text(rf->rf_id)};
+	struct store_row row;
+	int rc;
+
+	rc = store_query(tx, "SELECT provider, payment_ref, created_at FROM orders WHERE id = ?", p,
+	                 1, &row);
+	if (rc <= 0) {
+		return rc;
+	}
+	rf->rf_found = 1;
+	rf->rf_provider = reconcile_dup(store_row_text(&row, 0));
+	rf->rf_payment_ref = reconcile_dup(store_row_text(&row, 1));
+	rf->rf_created_ms = store_row_int(&row, 2);
+	store_row_finish(&row);
+	return 1;
+}
+
+static int reconcile_run_opts(struct store *st, const struct config *cf,
+                              const struct reconcile_options *opt, struct reconcile_report *ret);
+
 int reconcile_run(struct store *st, const struct config *cf, const struct reconcile_options *opt,
                   struct reconcile_report *ret)
+{
+	struct reconcile_order_refs rf;
+	struct reconcile_options one;
+	char qorder[80];
+	int rc;
+
+	if (opt->ro_order == NULL) {
+		return reconcile_run_opts(st, cf, opt, ret);
+	}
+	memset(&rf, 0, sizeof(rf));
+	rf.rf_id = opt->ro_order;
+	if (store_read(st, reconcile_now_ms(), reconcile_order_refs_unit, &rf) < 0) {
+		memset(ret, 0, sizeof(*ret));
+		log_err("reconcile: the order could not be read");
+		rc = -1;
+		goto out;
+	}
+	if (!rf.rf_found) {
+		memset(ret, 0, sizeof(*ret));
+		ret->rr_order_unknown = 1;
+		log_err("reconcile: no order \"%s\"",
+		        log_quote(qorder, sizeof(qorder), opt->ro_order));
+		rc = -1;
+		goto out;
+	}
+	one = *opt;
+	if (one.ro_provider == NULL && rf.rf_provider != NULL &&
+	    config_provider(cf, rf.rf_provider) != NULL) {
+		one.ro_provider = rf.rf_provider;
+	}
+	one.ro_payment_ref = rf.rf_payment_ref;
+	if (one.ro_since_ms == 0) {
+		one.ro_since_ms = rf.rf_created_ms > 60000 ? rf.rf_created_ms - 60000 : 1;
+	}
+	if (one.ro_older_than_s < 0) {
+		one.ro_older_than_s = 0;
+	}
+	rc = reconcile_run_opts(st, cf, &one, ret);
+out:
+	free(rf.rf_provider);
+	free(rf.rf_payment_ref);
+	return rc;
+}
+
+static int reconcile_run_opts(struct store *st, const struct config *cf,
+                              const struct reconcile_options *opt, struct reconcile_report *ret)
 {
 	struct reconcile_ctx x;
 	int64_t now_ms = reconcile_now_ms();

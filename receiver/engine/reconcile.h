@@ -57,6 +57,15 @@ struct reconcile_options {
 	int (*ro_sleep)(void *arg, int64_t ms);
 	void *ro_sleep_arg;
 	struct reconcile_marks *ro_marks; /* or NULL: list the whole window */
+	/* One order only (the console's "reconcile now", reconcile --order),
+	 * or NULL: ORDERS instances ask about this order whatever its status
+	 * and age; EVENTS instances list the window and take only the events
+	 * that name this order or its payment. Read from the order unless set:
+	 * the instance (its provider, when a payment named one that is
+	 * configured), the window (from a minute before it was created, up to
+	 * now: ro_older_than_s < 0 means 0 here). */
+	const char *ro_order;
+	const char *ro_payment_ref; /* set by reconcile_run from the order */
 };
 
 enum reconcile_result {
@@ -113,6 +122,7 @@ struct reconcile_report {
 	/* the sums over the instances */
 	int64_t rr_orders_checked, rr_events_found, rr_applied, rr_known, rr_refused,
 	        rr_would_apply, rr_failed;
+	int rr_order_unknown; /* ro_order names no order (reconcile_run returned -1) */
 };
 
 /* One run over cf's provider instances (or ro_provider alone): every

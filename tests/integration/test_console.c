@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include <cjson/cJSON.h>
+
 #include "buf.h"
 #include "fixtures.h"
 #include "harness.h"
@@ -237,7 +239,8 @@ static void test_read_only_sessions_get_403_on_every_action_and_nothing_changes(
 	                                      "/console/outbox/1/retry",
 	                                      "/console/outbox/1/cancel",
 	                                      "/console/outbox/1/compensate",
-	                                      "/console/outbox/retry-all"};
+	                                      "/console/outbox/retry-all",
+	                                      "/console/reconcile"};
 	struct daemon d;
 	struct t_session s;
 	struct hres r;
@@ -261,7 +264,8 @@ static void test_read_only_sessions_get_403_on_every_action_and_nothing_changes(
 		} else {
 			snprintf(path, sizeof(path), "/console/events/%lld%s", id, actions[i]);
 		}
-		snprintf(form, sizeof(form), "csrf=%s&reason=test&status=dead&expect=0", s.ts_csrf);
+		snprintf(form, sizeof(form), "csrf=%s&reason=test&status=dead&expect=0&order=x",
+		         s.ts_csrf);
 		assert_int_equal(t_post(&d, path, &s, form, &r), 403);
 		hres_finish(&r);
 	}
@@ -461,6 +465,222 @@ static void test_a_thin_event_waiting_for_its_fetch_shows_as_fetching(void **sta
 	snprintf(path, sizeof(path), "/console/events/%lld", id);
 	assert_int_equal(t_get(&d, path, &s, &r), 200);
 	assert_non_null(strstr(r.hs_body, "fetching (a thin event"));
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+/* "Reconcile now" on an order page asks the order's provider (here a
+ * Stripe instance whose event listing holds a payment for this order and
+ * one for another order): this order's payment is applied, the other
+ * order's event is left alone, and the action is in the audit log. */
+static void
+test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited(void **state)
+{
+	struct peer *api = peer_create();
+	struct peer_behaviour pb;
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	struct buf list;
+	struct buf extra;
+	char mine[64];
+	char other[64];
+	char obj[512];
+	char path[128];
+	char form[300];
+	char *ev_mine;
+	char *ev_other;
+
+	(void)state;
+	assert_non_null(api);
+	setenv("T_CONSOLE_REC_KEY", "rk_test_console_rec", 1);
+	buf_init(&extra, 0);
+	buf_printf(&extra,
+	           "\n[provider rec]\ntype = stripe\nsecret = " FX_STRIPE_SECRET
+	           "\napi_key = env:T_CONSOLE_REC_KEY\napi_base_url = %s\n",
+	           peer_base(api));
+	t_start(&d, extra.buf_data);
+	buf_finish(&extra);
+	fx_order(&d, 1500, "usd", mine);
+	fx_order(&d, 2500, "usd", other);
+	snprintf(obj, sizeof(obj),
+	         "{\"id\":\"pi_rec_mine\",\"object\":\"payment_intent\",\"amount\":1500,"
+	         "\"amount_received\":1500,\"currency\":\"usd\",\"status\":\"succeeded\","
+	         "\"metadata\":{\"order_id\":\"%s\"}}",
+	         mine);
+	ev_mine = hn_stripe_event("evt_rec_mine", "payment_intent.succeeded", obj);
+	snprintf(obj, sizeof(obj),
+	         "{\"id\":\"pi_rec_other\",\"object\":\"payment_intent\",\"amount\":2500,"
+	         "\"amount_received\":2500,\"currency\":\"usd\",\"status\":\"succeeded\","
+	         "\"metadata\":{\"order_id\":\"%s\"}}",
+	         other);
+	ev_other = hn_stripe_event("evt_rec_other", "payment_intent.succeeded", obj);
+	buf_init(&list, 0);
+	buf_printf(&list,
+	           "{\"object\":\"list\",\"url\":\"/v1/events\",\"data\":[%s,%s],"
+	           "\"has_more\":false}",
+	           ev_other, ev_mine);
+	pb = peer_reply(200, list.buf_data);
+	assert_int_equal(peer_default(api, "/v1/events", &pb), 0);
+	buf_finish(&list);
+	free(ev_mine);
+	free(ev_other);
+
+	t_login(&d, T_OP_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/orders/%s", mine);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "action=\"/console/reconcile\""));
+	hres_finish(&r);
+	snprintf(form, sizeof(form), "csrf=%s&order=%s", s.ts_csrf, mine);
+	assert_int_equal(t_post(&d, "/console/reconcile", &s, form, &r), 200);
+	assert_non_null(strstr(r.hs_body, "1 applied"));
+	hres_finish(&r);
+	assert_true(peer_count(api) >= 1);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM orders WHERE id = '%s' AND status = "
+	                           "'paid'",
+	                           mine),
+	                 1);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM orders WHERE id = '%s' AND status = "
+	                           "'pending'",
+	                           other),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM events WHERE idem_key = "
+	                               "'evt_rec_mine' AND source = 'reconcile'"),
+	                 1);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT count(*) FROM events WHERE idem_key = 'evt_rec_other'"), 0);
+	assert_int_equal(
+	        fx_db_int(&d,
+	                  "SELECT count(*) FROM audit_log WHERE action = 'order.reconcile'"
+	                  " AND target = 'order:%s' AND actor = 'console:alice'"
+	                  " AND result LIKE 'ok: Reconciled: 1 event(s) found, 1 applied%%'",
+	                  mine),
+	        1);
+	/* The CLI's reconcile --order runs the same for one order: asked
+	 * again, the payment is known, the other order's event still left. */
+	{
+		const char *args[] = {"reconcile", "--order", mine, "--json", NULL};
+		char *out = NULL;
+		cJSON *j;
+		cJSON *total;
+
+		assert_int_equal(daemon_cli(&d, 1, args, &out), 0);
+		assert_non_null(out);
+		j = cJSON_Parse(out);
+		total = cJSON_GetObjectItem(j, "total");
+		assert_non_null(total);
+		assert_int_equal(cJSON_GetObjectItem(total, "already_known")->valueint, 1);
+		assert_int_equal(cJSON_GetObjectItem(total, "applied")->valueint, 0);
+		cJSON_Delete(j);
+		free(out);
+		assert_int_equal(
+		        fx_db_int(&d,
+		                  "SELECT count(*) FROM events WHERE idem_key = 'evt_rec_other'"),
+		        0);
+	}
+	/* An order nobody has: 404, nothing asked, nothing recorded. */
+	snprintf(form, sizeof(form), "csrf=%s&order=ord_console_nosuch0000009", s.ts_csrf);
+	assert_int_equal(t_post(&d, "/console/reconcile", &s, form, &r), 404);
+	hres_finish(&r);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
+	                               "'order.reconcile'"),
+	                 1);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+	peer_destroy(api);
+}
+
+/* The event page counts the duplicates this receiver answered for it. */
+static void test_the_event_page_counts_the_duplicates_answered(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char path[128];
+	char order[64];
+	long long id;
+
+	(void)state;
+	t_start(&d, NULL);
+	fx_order(&d, 700, "usd", order);
+	assert_int_equal(fx_stripe_pay(&d, "evt_console_dups", order, 700, "usd"), 200);
+	id = (long long)fx_db_int(&d, "SELECT id FROM events WHERE idem_key = 'evt_console_dups'");
+	t_login(&d, T_RO_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/events/%lld", id);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "<dd id=\"duplicates\">none by this receiver"));
+	hres_finish(&r);
+	assert_int_equal(fx_stripe_pay(&d, "evt_console_dups", order, 700, "usd"), 200);
+	assert_int_equal(fx_stripe_pay(&d, "evt_console_dups", order, 700, "usd"), 200);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "<dd id=\"duplicates\">2 by this receiver since it"));
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+/* The event page shows the request's headers where a capture file holds
+ * the request: escaped, a credential header redacted; and says so when
+ * none does. */
+static void test_the_event_page_shows_the_captured_request_headers(void **state)
+{
+	char spool[512];
+	char extra[700];
+	char url[256];
+	char path[128];
+	char rm[600];
+	char *body;
+	char *sig;
+	char sig_header[300];
+	const char *headers[5];
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	long long id;
+
+	(void)state;
+	snprintf(spool, sizeof(spool), "%s/console-spool-XXXXXX",
+	         getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp");
+	assert_non_null(mkdtemp(spool));
+	snprintf(extra, sizeof(extra), "\n[capture]\nmode = all\ndir = %s\n", spool);
+	t_start(&d, extra);
+	body = hn_stripe_event("evt_console_headers", "customer.created",
+	                       "{\"id\":\"cus_h\",\"object\":\"customer\"}");
+	sig = hn_stripe_signature(FX_STRIPE_SECRET, hn_now_s(), body, strlen(body));
+	assert_non_null(sig);
+	snprintf(sig_header, sizeof(sig_header), "Stripe-Signature: %s", sig);
+	headers[0] = sig_header;
+	headers[1] = "Content-Type: application/json";
+	headers[2] = "X-Console-Probe: <b>bold</b>";
+	headers[3] = "Authorization: Bearer sk_console_never_shown";
+	headers[4] = NULL;
+	snprintf(url, sizeof(url), "%s/hooks/stripe", d.dm_base);
+	assert_int_equal(hn_http("POST", url, headers, body, strlen(body), &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	free(sig);
+	free(body);
+	id = (long long)fx_db_int(&d,
+	                          "SELECT id FROM events WHERE idem_key = 'evt_console_headers'");
+	t_login(&d, T_RO_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/events/%lld", id);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "<table id=\"request-headers\">"));
+	assert_non_null(strstr(r.hs_body, "POST /hooks/stripe"));
+	assert_non_null(strstr(r.hs_body, "Stripe-Signature</td><td>t="));
+	assert_non_null(strstr(r.hs_body, "X-Console-Probe</td><td>&lt;b&gt;bold&lt;/b&gt;</td>"));
+	assert_null(strstr(r.hs_body, "<b>bold</b>"));
+	assert_null(strstr(r.hs_body, "sk_console_never_shown"));
+	assert_non_null(strstr(r.hs_body, "(redacted)"));
+	hres_finish(&r);
+	/* The capture gone (expired, deleted): the page says none holds it. */
+	snprintf(rm, sizeof(rm), "rm -rf '%s'", spool);
+	assert_int_equal(system(rm), 0);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "id=\"request-headers\">No capture holds this request"));
 	hres_finish(&r);
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
@@ -748,6 +968,10 @@ int main(void)
 	                test_dismiss_and_reprocess_from_the_console_are_applied_and_audited),
 	        cmocka_unit_test(test_a_hostile_payload_is_shown_as_text),
 	        cmocka_unit_test(test_a_thin_event_waiting_for_its_fetch_shows_as_fetching),
+	        cmocka_unit_test(
+	                test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited),
+	        cmocka_unit_test(test_the_event_page_counts_the_duplicates_answered),
+	        cmocka_unit_test(test_the_event_page_shows_the_captured_request_headers),
 	        cmocka_unit_test(test_rejected_callbacks_are_listed_with_their_reason),
 	        cmocka_unit_test(test_two_operators_retrying_one_row_at_once_end_with_one_retry),
 	        cmocka_unit_test(test_bulk_retry_needs_the_count_it_showed_confirmed),

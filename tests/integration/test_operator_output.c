@@ -249,6 +249,7 @@ static void test_an_unknown_id_exits_66_in_every_command(void **state)
 	        {"outbox", "retry", "999999", NULL},
 	        {"outbox", "cancel", "999999", NULL},
 	        {"order", "show", "ord_aaaaaaaaaaaaaaaaaaaa", NULL},
+	        {"reconcile", "--order", "ord_aaaaaaaaaaaaaaaaaaaa", NULL},
 	        {"simulate", "stripe", "payment", "--order", "ord_aaaaaaaaaaaaaaaaaaaa"},
 	};
 	struct daemon *d = *state;
