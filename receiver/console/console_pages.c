@@ -515,6 +515,20 @@ static const char *console_outcome_class(const char *outcome)
 	return "ok";
 }
 
+/* An order id as a link to its page, or a dash. */
+static void console_order_link(struct buf *b, const char *order)
+{
+	if (order == NULL) {
+		console_esc_or_dash(b, NULL);
+		return;
+	}
+	buf_puts(b, "<a href=\"/console/orders/");
+	console_urlenc(b, order);
+	buf_puts(b, "\">");
+	console_esc(b, order);
+	buf_puts(b, "</a>");
+}
+
 static int console_events_row(void *arg, const struct store_row *row)
 {
 	struct console_list *l = arg;
@@ -535,15 +549,7 @@ static int console_events_row(void *arg, const struct store_row *row)
 	buf_puts(b, "</td><td>");
 	console_esc(b, store_row_text(row, 4));
 	buf_puts(b, "</td><td>");
-	if (store_row_text(row, 5) != NULL) {
-		buf_puts(b, "<a href=\"/console/orders/");
-		console_urlenc(b, store_row_text(row, 5));
-		buf_puts(b, "\">");
-		console_esc(b, store_row_text(row, 5));
-		buf_puts(b, "</a>");
-	} else {
-		console_esc_or_dash(b, NULL);
-	}
+	console_order_link(b, store_row_text(row, 5));
 	buf_printf(b, "</td><td class=\"%s\">", console_outcome_class(outcome));
 	console_esc(b, outcome);
 	buf_puts(b, "</td><td>");
@@ -816,15 +822,7 @@ static int console_event_row(void *arg, const struct store_row *row)
 	console_field(b, "type", store_row_text(row, 3));
 	console_field(b, "kind", store_row_text(row, 4));
 	buf_puts(b, "<dt>order</dt><dd>");
-	if (store_row_text(row, 5) != NULL) {
-		buf_puts(b, "<a href=\"/console/orders/");
-		console_urlenc(b, store_row_text(row, 5));
-		buf_puts(b, "\">");
-		console_esc(b, store_row_text(row, 5));
-		buf_puts(b, "</a>");
-	} else {
-		console_esc_or_dash(b, NULL);
-	}
+	console_order_link(b, store_row_text(row, 5));
 	buf_puts(b, "</dd>");
 	console_field(b, "payment ref", store_row_text(row, 6));
 	console_field(b, "refund ref", store_row_text(row, 7));
@@ -1135,15 +1133,7 @@ static int console_outbox_list_row(void *arg, const struct store_row *row)
 	           "<tr><td class=\"num\"><a href=\"/console/outbox/%" PRId64 "\">%" PRId64
 	           "</a></td><td>",
 	           o->or_last_id, o->or_last_id);
-	if (store_row_text(row, 1) != NULL) {
-		buf_puts(b, "<a href=\"/console/orders/");
-		console_urlenc(b, store_row_text(row, 1));
-		buf_puts(b, "\">");
-		console_esc(b, store_row_text(row, 1));
-		buf_puts(b, "</a>");
-	} else {
-		console_esc_or_dash(b, NULL);
-	}
+	console_order_link(b, store_row_text(row, 1));
 	buf_puts(b, "</td><td>");
 	console_esc(b, store_row_text(row, 2));
 	buf_puts(b, "</td><td>");
@@ -1317,15 +1307,7 @@ static int console_outbox_detail_row(void *arg, const struct store_row *row)
 	snprintf(title, sizeof(title), "Outbox row %" PRId64, id);
 	console_page_begin(b, cx, title, "outbox", 0);
 	buf_puts(b, "<dl class=\"fields\"><dt>order</dt><dd>");
-	if (store_row_text(row, 1) != NULL) {
-		buf_puts(b, "<a href=\"/console/orders/");
-		console_urlenc(b, store_row_text(row, 1));
-		buf_puts(b, "\">");
-		console_esc(b, store_row_text(row, 1));
-		buf_puts(b, "</a>");
-	} else {
-		console_esc_or_dash(b, NULL);
-	}
+	console_order_link(b, store_row_text(row, 1));
 	buf_puts(b, "</dd>");
 	console_field(b, "call", store_row_text(row, 2));
 	console_field(b, "effect", store_row_text(row, 3));
