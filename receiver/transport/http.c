@@ -61,6 +61,11 @@
 #define HTTP_DRAIN_IDLE_MS 2000  /* stopping: an idle keep-alive connection is closed after this */
 #define HTTP_DRAIN_FLUSH_MS 5000 /* past the deadline: answers already made get this to go out */
 #define HTTP_DRAIN_LOG_MS 2000   /* drain progress in the log */
+/* A worker thread that saw the listening socket ready just before the
+ * quiesce still accepts that connection; it is counted only once its
+ * thread has registered it. A drain never ends sooner than this, so such
+ * a connection is answered rather than closed by the generation's stop. */
+#define HTTP_DRAIN_SETTLE_MS 250
 #define HTTP_CUT_LOG_MS 10000    /* slow clients cut: one summary line at most this often */
 #define HTTP_LINGER_MS 1000 /* a 408 gets this long to be read before the connection is reset */
 #define HTTP_ALIVE_PROGRESS_MS                                                                     \
@@ -724,7 +729,7 @@ static int http_gen_drain_step(struct http_gen *gen, int64_t now)
 	int suspended = atomic_load(&gen->hg_suspended);
 	long answered = atomic_load(&gen->hg_answered) - gen->hg_drain_answered;
 
-	if (conns == 0 && suspended == 0) {
+	if (conns == 0 && suspended == 0 && now - gen->hg_drain_since_ms >= HTTP_DRAIN_SETTLE_MS) {
 		log_notice("http %s: generation %u drained in %lld ms (%ld requests answered with "
 		           "Connection: close)",
 		           srv->hs_name, gen->hg_number, (long long)(now - gen->hg_drain_since_ms),
