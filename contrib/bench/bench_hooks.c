@@ -8,7 +8,9 @@
  * unique phases again on a database already holding a million callbacks
  * (bench_fill.c, issue 24). Every figure comes from the same
  * pre-signed Stripe callbacks sent by the same load generator (loadgen.c).
- * Phases that a ratio compares run next to each other (bench_all). */
+ * Phases that a ratio compares run next to each other (bench_all).
+ * --duplicates: the duplicate path alone, against an older binary and
+ * under perf (bench_duplicates). */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -972,6 +974,130 @@ static void bench_summary(const struct bench_figures *bf)
 	       BENCH_REPLAY_JOBS, bf->bf_replay1 > 0 ? bf->bf_replay_jobs / bf->bf_replay1 : 0);
 }
 
+/* ---- duplicates alone ---- */
+
+/* Starts `perf record` on pid into path, call graphs as BENCH_PERF_CALLGRAPH
+ * says (perf's --call-graph: fp, the default, or dwarf); returns its pid, or 0. */
+static pid_t bench_perf_start(pid_t pid, const char *path)
+{
+	const char *cg = getenv("BENCH_PERF_CALLGRAPH");
+	char p[32];
+	pid_t child = fork();
+
+	if (child == 0) {
+		snprintf(p, sizeof(p), "%d", (int)pid);
+		if (freopen("/dev/null", "w", stderr) == NULL) {
+			_exit(127);
+		}
+		execlp("perf", "perf", "record", "-q", "--call-graph", cg != NULL ? cg : "fp", "-p",
+		       p, "-o", path, (char *)NULL);
+		_exit(127);
+	}
+	usleep(300000); /* perf attaches before the first phase */
+	return child > 0 ? child : 0;
+}
+
+/* bench_hooks --duplicates N [ROUNDS]: the duplicate path alone, for
+ * profiling and for a before/after in one run. The daemon under test
+ * (IDEMHOOK_BIN) and, if IDEMHOOK_BIN_BEFORE names one, an older binary each
+ * store N unique callbacks; then, ROUNDS times at 32 and at 256 connections,
+ * the HTTP ceiling, the older daemon's duplicates and the daemon's, next to
+ * each other. BENCH_PERF=FILE records the daemon under test over the rounds
+ * (`perf report -i FILE`; BENCH_PERF_CALLGRAPH=dwarf for a release build). */
+static int bench_duplicates(size_t n, unsigned rounds)
+{
+	static const unsigned conns[2] = {32, 256};
+	const char *before_bin = getenv("IDEMHOOK_BIN_BEFORE");
+	const char *perf_path = getenv("BENCH_PERF");
+	const char *after_bin = bench_bin;
+	struct bench_ceiling bc = {0};
+	struct bench_plan pa = {0}, pb = {0};
+	struct bench_set sa = {0}, sb = {0};
+	struct daemon a = {0}, b = {0};
+	struct bench_row br;
+	double sum[2][3] = {{0}};
+	pid_t perf = 0;
+	unsigned r;
+	int i;
+	int rc = -1;
+
+	if (bench_daemon_init(&a, "") < 0 || bench_plan_make(&pa, &a, "da", n) < 0 ||
+	    bench_daemon_start(&a) < 0) {
+		goto out;
+	}
+	if (before_bin != NULL) {
+		bench_bin = before_bin;
+		rc = bench_daemon_init(&b, "") < 0 || bench_plan_make(&pb, &b, "db", n) < 0 ||
+		                     bench_daemon_start(&b) < 0
+		             ? -1
+		             : 0;
+		bench_bin = after_bin;
+		if (rc < 0 ||
+		    bench_send(&br, "before: unique", &b, b.dm_port, &pb, 256, 0, &sb) < 0) {
+			rc = -1;
+			goto out;
+		}
+		rc = -1;
+	}
+	/* Started after the daemons, which would otherwise hold its stdin open. */
+	if (bench_ceiling_start(&bc) < 0 || bench_send(&br, "after: unique", &a, a.dm_port, &pa, 256, 0, &sa) < 0) {
+		goto out;
+	}
+	if (perf_path != NULL) {
+		perf = bench_perf_start(a.dm_pid, perf_path);
+	}
+	for (r = 0; r < rounds; r++) {
+		for (i = 0; i < 2; i++) {
+			if (bench_phase(&br, "HTTP ceiling (MHD, 200, no work)", NULL, bc.bc_port,
+			                &sa, conns[i], 0) < 0) {
+				goto out;
+			}
+			sum[i][0] += br.br_rate;
+			if (before_bin != NULL) {
+				if (bench_phase(&br, "before: duplicates", &b, b.dm_port, &sb,
+				                conns[i], 0) < 0) {
+					goto out;
+				}
+				sum[i][1] += br.br_rate;
+			}
+			if (bench_phase(&br, "after: duplicates", &a, a.dm_port, &sa, conns[i], 0) <
+			    0) {
+				goto out;
+			}
+			sum[i][2] += br.br_rate;
+		}
+	}
+	printf("\nmeans over %u rounds, duplicates/s over the HTTP ceiling of the same rounds:\n",
+	       rounds);
+	for (i = 0; i < 2; i++) {
+		if (before_bin != NULL) {
+			printf("  %3u conns: before %.2f, after %.2f (target >= 0.5); after / "
+			       "before %.2f\n",
+			       conns[i], sum[i][1] / sum[i][0], sum[i][2] / sum[i][0],
+			       sum[i][2] / sum[i][1]);
+		} else {
+			printf("  %3u conns: %.2f (target >= 0.5)\n", conns[i],
+			       sum[i][2] / sum[i][0]);
+		}
+	}
+	rc = 0;
+out:
+	if (perf > 0) {
+		kill(perf, SIGINT);
+		waitpid(perf, NULL, 0);
+	}
+	if (bc.bc_pid > 0) {
+		bench_ceiling_stop(&bc);
+	}
+	daemon_finish(&a);
+	daemon_finish(&b);
+	bench_set_finish(&sa);
+	bench_set_finish(&sb);
+	bench_plan_finish(&pa);
+	bench_plan_finish(&pb);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct bench_figures bf;
@@ -980,10 +1106,20 @@ int main(int argc, char **argv)
 	char *slash;
 	char self[1024];
 	ssize_t len;
+	int dups = argc > 1 && strcmp(argv[1], "--duplicates") == 0;
 
+	if (dups) {
+		n = argc > 2 ? strtoul(argv[2], NULL, 10) : 20000;
+		stored = argc > 3 ? strtoul(argv[3], NULL, 10) : 3; /* rounds */
+	}
 	bench_bin = getenv("IDEMHOOK_BIN");
-	if (bench_bin == NULL || n < 1000 || stored < 1000) {
-		fprintf(stderr, "usage: IDEMHOOK_BIN=... bench_hooks [CALLBACKS >= 1000 [STORED >= 1000]]\n");
+	if (bench_bin == NULL || n < 1000 || (!dups && stored < 1000) ||
+	    (dups && (stored < 1 || stored > 100))) {
+		fprintf(stderr,
+		        "usage: IDEMHOOK_BIN=... bench_hooks [CALLBACKS >= 1000 [STORED >= 1000]]\n"
+		        "       IDEMHOOK_BIN=... [IDEMHOOK_BIN_BEFORE=...] [BENCH_PERF=FILE] "
+		        "bench_hooks "
+		        "--duplicates [CALLBACKS [ROUNDS]]\n");
 		return 64;
 	}
 	len = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -999,9 +1135,19 @@ int main(int argc, char **argv)
 	srand((unsigned)time(NULL));
 	memset(&bf, 0, sizeof(bf));
 	bf.bf_stored = stored;
+	if (dups) {
+		printf("idemhook duplicates: Stripe callbacks, loopback, keep-alive connections "
+		       "from %d addresses;\n"
+		       "%zu duplicates per phase, %zu rounds\n\n",
+		       BENCH_SOURCES, n, stored);
+		bench_print_header();
+		return bench_duplicates(n, (unsigned)stored) < 0 ? 1 : 0;
+	}
 
-	printf("idemhook webhook benchmark: Stripe callbacks, synchronous=FULL, loopback, keep-alive connections\n"
-	       "from %d loopback addresses; %zu callbacks per unique phase (%zu with batch_max = 1);\n"
+	printf("idemhook webhook benchmark: Stripe callbacks, synchronous=FULL, loopback, "
+	       "keep-alive connections\n"
+	       "from %d loopback addresses; %zu callbacks per unique phase (%zu with batch_max = "
+	       "1);\n"
 	       "a large database holding %zu stored callbacks beside the empty one\n\n",
 	       BENCH_SOURCES, n, n / 5, stored);
 	bench_print_header();

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -12,6 +13,15 @@
 static enum log_level log_threshold = LOG_LEVEL_INFO;
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 static int log_prefixed = 1;
+
+/* Deferred lines (log_set_deferred): info and debug lines wait here, whole
+ * and in order, for the flusher thread or a more urgent line. */
+#define LOG_DEFER_CAP 32768
+static pthread_mutex_t log_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t log_cond = PTHREAD_COND_INITIALIZER;
+static char log_defer_buf[LOG_DEFER_CAP];
+static size_t log_defer_len;
+static long log_defer_ms; /* 0: every line is written at once */
 
 /* The <N> prefix is for journald: kept when stderr is not a terminal (a
  * pipe, a file, the journal's stream) and whenever systemd set
@@ -39,6 +49,120 @@ enum log_level log_get_level(void)
 	return log_threshold;
 }
 
+/* Writes all of p; called with log_mutex held, so lines keep their order. */
+static void log_write_locked(const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = write(STDERR_FILENO, p, n);
+
+		if (w < 0) {
+			return; /* nowhere to say so */
+		}
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+static void log_flush_locked(void)
+{
+	log_write_locked(log_defer_buf, log_defer_len);
+	log_defer_len = 0;
+}
+
+void log_flush(void)
+{
+	pthread_mutex_lock(&log_mutex);
+	log_flush_locked();
+	pthread_mutex_unlock(&log_mutex);
+}
+
+/* The flusher: a first deferred line wakes it; it writes what gathered
+ * log_defer_ms later in one write (sooner when log_set_deferred shortens
+ * the delay, nothing when another line wrote them first). */
+static void *log_flusher_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&log_mutex);
+	for (;;) {
+		struct timespec t0;
+		struct timespec due;
+		long ms;
+
+		while (log_defer_len == 0) {
+			pthread_cond_wait(&log_cond, &log_mutex);
+		}
+		clock_gettime(CLOCK_REALTIME, &t0);
+		while (log_defer_len > 0) {
+			ms = __atomic_load_n(&log_defer_ms, __ATOMIC_RELAXED);
+			due = t0;
+			due.tv_sec += ms / 1000;
+			due.tv_nsec += (ms % 1000) * 1000000L;
+			if (due.tv_nsec >= 1000000000L) {
+				due.tv_sec++;
+				due.tv_nsec -= 1000000000L;
+			}
+			if (pthread_cond_timedwait(&log_cond, &log_mutex, &due) != 0) {
+				break; /* due */
+			}
+		}
+		log_flush_locked();
+	}
+	return NULL;
+}
+
+static void log_deferred(enum log_level level, const char *line, size_t n)
+{
+	pthread_mutex_lock(&log_mutex);
+	if (log_defer_len + n > sizeof(log_defer_buf)) {
+		log_flush_locked();
+	}
+	if (level <= LOG_LEVEL_NOTICE || n > sizeof(log_defer_buf)) {
+		/* What an operator waits for goes out now, after what came before. */
+		log_flush_locked();
+		log_write_locked(line, n);
+	} else {
+		if (log_defer_len == 0) {
+			pthread_cond_signal(&log_cond);
+		}
+		memcpy(log_defer_buf + log_defer_len, line, n);
+		log_defer_len += n;
+	}
+	pthread_mutex_unlock(&log_mutex);
+}
+
+int log_set_deferred(long ms)
+{
+	static int started;
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc;
+
+	if (ms <= 0) {
+		__atomic_store_n(&log_defer_ms, 0, __ATOMIC_RELAXED);
+		log_flush();
+		return 0;
+	}
+	pthread_mutex_lock(&log_mutex);
+	/* A flusher waiting out a longer delay looks at the new one. */
+	pthread_cond_broadcast(&log_cond);
+	rc = 0;
+	if (!started) {
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		rc = pthread_create(&t, &attr, log_flusher_main, NULL) == 0 ? 0 : -1;
+		pthread_attr_destroy(&attr);
+		if (rc == 0) {
+			started = 1;
+			atexit(log_flush);
+		}
+	}
+	pthread_mutex_unlock(&log_mutex);
+	if (rc == 0) {
+		__atomic_store_n(&log_defer_ms, ms, __ATOMIC_RELAXED);
+	}
+	return rc;
+}
+
 void log_msg(enum log_level level, const char *fmt, ...)
 {
 	char line[2048];
@@ -61,6 +185,10 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	va_end(ap);
 	len = strlen(line);
 	line[len] = '\n';
+	if (__atomic_load_n(&log_defer_ms, __ATOMIC_RELAXED) > 0) {
+		log_deferred(level, line, len + 1);
+		return;
+	}
 	/* One write per line keeps lines from different threads whole. */
 	fwrite(line, 1, len + 1, stderr);
 }

@@ -24,6 +24,20 @@ int log_prefix_enabled(void);
  * secret. */
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* From now on, info and debug lines are gathered and written together at
+ * most ms milliseconds after the first of them (one write for many lines
+ * instead of one each: a server logs a line per request); notice, warning
+ * and error lines are written at once, after the lines gathered before
+ * them. A line cut short by a crash is never half written, but up to ms of
+ * info lines before a crash (SIGKILL, power loss) are lost; exit() writes
+ * them. Starts a thread the first time; ms <= 0 writes what is gathered
+ * and goes back to a write per line. Returns 0, or -1 (no thread: lines
+ * stay written one by one). */
+int log_set_deferred(long ms);
+
+/* Writes the gathered lines now (see log_set_deferred). */
+void log_flush(void);
+
 #define log_err(...) log_msg(LOG_LEVEL_ERR, __VA_ARGS__)
 #define log_warn(...) log_msg(LOG_LEVEL_WARNING, __VA_ARGS__)
 #define log_notice(...) log_msg(LOG_LEVEL_NOTICE, __VA_ARGS__)
