@@ -81,8 +81,13 @@ static const char ORDERS_SQL_REF_BIND[] =
         "INSERT INTO order_refs (provider, ref, order_id, kind, created_at) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT (provider, ref) DO NOTHING";
 
-static const char ORDERS_SQL_POINTS_SUM[] =
-        "SELECT COALESCE(SUM(points), 0) FROM points_ledger WHERE order_id = ? AND reason = ?";
+/* The three sums points settle on, in one statement (on PostgreSQL each
+ * statement of a claim is a round trip of its batch). */
+static const char ORDERS_SQL_POINTS_SUMS[] =
+        "SELECT COALESCE(SUM(CASE WHEN reason = 'award' THEN points ELSE 0 END), 0), "
+        "COALESCE(SUM(CASE WHEN reason = 'clawback' THEN points ELSE 0 END), 0), "
+        "COALESCE(SUM(CASE WHEN reason = 'restore' THEN points ELSE 0 END), 0) "
+        "FROM points_ledger WHERE order_id = ? AND reason IN ('award', 'clawback', 'restore')";
 
 static const char ORDERS_SQL_LEDGER_ADD[] =
         "INSERT INTO points_ledger (order_id, reason, ref, points, created_at) "
@@ -419,21 +424,26 @@ static int64_t orders_muldiv(int64_t a, int64_t b, int64_t c)
 	return (int64_t)q;
 }
 
-/* Sum of an order's ledger rows of one reason. Returns 0 or -1. */
-static int orders_points_sum(struct store_tx *tx, const char *order_id, const char *reason,
-                             int64_t *ret_sum)
+/* An order's ledger sums: points awarded, clawed back (negative) and
+ * restored. Returns 0 or -1. */
+static int orders_points_sums(struct store_tx *tx, const char *order_id, int64_t *ret_award,
+                              int64_t *ret_clawback, int64_t *ret_restore)
 {
-	struct store_value p[] = {store_text(order_id), store_text(reason)};
+	struct store_value p[] = {store_text(order_id)};
 	struct store_row row;
 	int rc;
 
-	rc = store_query(tx, ORDERS_SQL_POINTS_SUM, p, 2, &row);
+	rc = store_query(tx, ORDERS_SQL_POINTS_SUMS, p, 1, &row);
 	if (rc < 0) {
 		return -1;
 	}
-	*ret_sum = 0;
+	*ret_award = 0;
+	*ret_clawback = 0;
+	*ret_restore = 0;
 	if (rc == 1) {
-		*ret_sum = store_row_int(&row, 0);
+		*ret_award = store_row_int(&row, 0);
+		*ret_clawback = store_row_int(&row, 1);
+		*ret_restore = store_row_int(&row, 2);
 		store_row_finish(&row);
 	}
 	return 0;
@@ -494,15 +504,11 @@ static int orders_points_settle(struct store_tx *tx, const struct orders_state *
 	int64_t taken;
 	int64_t target;
 
-	if (orders_points_sum(tx, os->os_id, "award", &awarded) < 0) {
+	if (orders_points_sums(tx, os->os_id, &awarded, &clawback, &restore) < 0) {
 		return -1;
 	}
 	if (awarded <= 0) {
 		return 0;
-	}
-	if (orders_points_sum(tx, os->os_id, "clawback", &clawback) < 0 ||
-	    orders_points_sum(tx, os->os_id, "restore", &restore) < 0) {
-		return -1;
 	}
 	taken = -(clawback + restore); /* clawback rows are negative, restore rows positive */
 	if (orders_capture_failed(os) || (reversed > 0 && reversed >= os->os_amount)) {

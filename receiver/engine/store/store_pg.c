@@ -13,6 +13,17 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define STORE_PG_ASAN 1 /* the lanes announce their stack switches */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STORE_PG_ASAN 1
+#endif
+#endif
+#if defined(STORE_PG_ASAN)
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 #include <libpq-fe.h>
 
 #include "log.h"
@@ -890,7 +901,7 @@ static const char *store_pg_error_reason(int code)
  * order: one round trip for as many statements as there are lanes. */
 
 #define STORE_PG_LANES_MAX 64 /* claims in flight in one pass */
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(STORE_PG_ASAN)
 #define STORE_PG_LANE_STACK ((size_t)1024 * 1024) /* ASan's redzones take room */
 #else
 #define STORE_PG_LANE_STACK ((size_t)256 * 1024)
@@ -908,7 +919,8 @@ struct store_pg_lane {
 	struct store_conn ln_conn; /* what its steps run on: cn_lane is this lane */
 	struct store_pg_lanes *ln_lanes;
 	ucontext_t ln_ctx;
-	char *ln_map; /* guard page and stack */
+	void *ln_fake; /* ASan: its fake stack while the writer's runs */
+	char *ln_map;  /* guard page and stack */
 	enum store_pg_lane_state ln_state;
 	int ln_unwinding; /* a statement of it failed with the pass, not by itself */
 	int ln_sent;      /* its statement is in this round's pipeline */
@@ -925,6 +937,11 @@ struct store_pg_lanes {
 	struct store_pg_lane ls_lane[STORE_PG_LANES_MAX];
 	size_t ls_made; /* lanes with a stack */
 	ucontext_t ls_main;
+	/* ASan: the writer thread's own stack, learnt from a lane's first
+	 * entry, and its fake stack while a lane runs. */
+	const void *ls_main_bottom;
+	size_t ls_main_size;
+	void *ls_main_fake;
 	/* The pass. */
 	size_t ls_n;
 	size_t ls_next;
@@ -937,6 +954,38 @@ struct store_pg_lanes {
 /* makecontext passes only ints: a lane's first run finds itself here (the
  * writer's thread's own). */
 static _Thread_local struct store_pg_lane *store_pg_lane_starting;
+
+/* Under ASan every switch between stacks is announced (start before
+ * swapcontext, finish after it, on the stack switched to), or ASan takes
+ * one stack's frames for the other's and reports, or misses, errors there. */
+#if defined(STORE_PG_ASAN)
+#define store_pg_fiber_start(save, bottom, size)                                                   \
+	__sanitizer_start_switch_fiber((save), (bottom), (size))
+#define store_pg_fiber_finish(save, bottom_old, size_old)                                          \
+	__sanitizer_finish_switch_fiber((save), (bottom_old), (size_old))
+#else
+#define store_pg_fiber_start(save, bottom, size) ((void)(save), (void)(bottom), (void)(size))
+#define store_pg_fiber_finish(save, bottom_old, size_old)                                          \
+	((void)(save), (void)(bottom_old), (void)(size_old))
+#endif
+
+/* From the writer's stack to the lane's; back when a lane switches back. */
+static void store_pg_lane_enter(struct store_pg_lanes *ls, struct store_pg_lane *ln)
+{
+	store_pg_fiber_start(&ls->ls_main_fake, ln->ln_map + STORE_PG_LANE_GUARD,
+	                     STORE_PG_LANE_STACK);
+	swapcontext(&ls->ls_main, &ln->ln_ctx);
+	store_pg_fiber_finish(ls->ls_main_fake, NULL, NULL);
+}
+
+/* From a lane's stack to the writer's (done: the lane is not resumed, its
+ * fake stack goes); back when the writer enters the lane again. */
+static void store_pg_lane_leave(struct store_pg_lanes *ls, struct store_pg_lane *ln, int done)
+{
+	store_pg_fiber_start(done ? NULL : &ln->ln_fake, ls->ls_main_bottom, ls->ls_main_size);
+	swapcontext(&ln->ln_ctx, &ls->ls_main);
+	store_pg_fiber_finish(ln->ln_fake, NULL, NULL);
+}
 
 static struct store_conn *store_pg_home(struct store_conn *cn)
 {
@@ -994,6 +1043,8 @@ static void store_pg_lane_main(void)
 
 	ln = store_pg_lane_starting;
 	ls = ln->ln_lanes;
+	ln->ln_fake = NULL;
+	store_pg_fiber_finish(NULL, &ls->ls_main_bottom, &ls->ls_main_size);
 	while (ls->ls_next < ls->ls_n) {
 		i = ls->ls_next++;
 		r = ls->ls_step(ls->ls_arg, i, &ln->ln_conn);
@@ -1002,7 +1053,7 @@ static void store_pg_lane_main(void)
 		}
 	}
 	ln->ln_state = STORE_PG_LANE_DONE;
-	swapcontext(&ln->ln_ctx, &ls->ls_main);
+	store_pg_lane_leave(ls, ln, 1);
 	/* Not resumed: the next pass makes its context again. */
 }
 
@@ -1035,7 +1086,7 @@ static PGresult *store_pg_lane_wait(struct store_conn *cn, const char *sql, cons
 	ln->ln_pg_sql = pg_sql;
 	ln->ln_call = pc;
 	ln->ln_state = STORE_PG_LANE_WAITING;
-	swapcontext(&ln->ln_ctx, &ls->ls_main);
+	store_pg_lane_leave(ls, ln, 0);
 	res = ln->ln_res;
 	ln->ln_res = NULL;
 	if (res == NULL || PQresultStatus(res) == PGRES_PIPELINE_ABORTED) {
@@ -1230,9 +1281,9 @@ store_pg_lanes_run(struct store_conn *cn, size_t n,
 
 			if (ln->ln_state == STORE_PG_LANE_START) {
 				store_pg_lane_starting = ln;
-				swapcontext(&ls->ls_main, &ln->ln_ctx);
+				store_pg_lane_enter(ls, ln);
 			} else if (ln->ln_state == STORE_PG_LANE_READY) {
-				swapcontext(&ls->ls_main, &ln->ln_ctx);
+				store_pg_lane_enter(ls, ln);
 			}
 			waiting += ln->ln_state == STORE_PG_LANE_WAITING;
 		}
