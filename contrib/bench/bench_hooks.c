@@ -10,7 +10,8 @@
  * pre-signed Stripe callbacks sent by the same load generator (loadgen.c).
  * Phases that a ratio compares run next to each other (bench_all).
  * --duplicates: the duplicate path alone, against an older binary and
- * under perf (bench_duplicates). */
+ * under perf (bench_duplicates); --unique: the same for unique callbacks
+ * (bench_unique). */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -1098,6 +1099,93 @@ out:
 	return rc;
 }
 
+/* bench_hooks --unique N [ROUNDS]: the unique path alone, for profiling the
+ * writer and for a before/after in one run. Each round makes N new orders in
+ * the daemon under test (IDEMHOOK_BIN) and, if IDEMHOOK_BIN_BEFORE names one,
+ * in an older binary, then sends each daemon its N unique callbacks at 32 and
+ * at 256 connections, the older daemon first, with the storage ceiling before
+ * each pair; the means of the rates and of the writer thread's CPU per
+ * callback follow. BENCH_PERF=FILE records the daemon under test. */
+static int bench_unique(size_t n, unsigned rounds)
+{
+	static const unsigned conns[2] = {32, 256};
+	const char *before_bin = getenv("IDEMHOOK_BIN_BEFORE");
+	const char *perf_path = getenv("BENCH_PERF");
+	const char *after_bin = bench_bin;
+	struct bench_plan pl[2] = {{0}}, view;
+	struct daemon d[2];
+	struct bench_row br;
+	double sum[2][2][2] = {{{0}}}; /* [conns][before, after][rate, writer us] */
+	double ceil_sum = 0, ceil;
+	pid_t perf = 0;
+	unsigned r;
+	int i, k;
+	int rc = -1;
+
+	memset(d, 0, sizeof(d));
+	/* The orders of every round go in before the daemons start. */
+	for (k = before_bin != NULL ? 0 : 1; k < 2; k++) {
+		bench_bin = k == 0 ? before_bin : after_bin;
+		rc = bench_daemon_init(&d[k], "") < 0 ||
+		                     bench_plan_make(&pl[k], &d[k], k == 0 ? "ub" : "ua",
+		                                     n * 2 * rounds) < 0 ||
+		                     bench_daemon_start(&d[k]) < 0
+		             ? -1
+		             : 0;
+		bench_bin = after_bin;
+		if (rc < 0) {
+			goto out;
+		}
+	}
+	rc = -1;
+	if (perf_path != NULL) {
+		perf = bench_perf_start(d[1].dm_pid, perf_path);
+	}
+	for (r = 0; r < rounds; r++) {
+		for (i = 0; i < 2; i++) {
+			if (bench_storage_row(&ceil, d[1].dm_dir) < 0) {
+				goto out;
+			}
+			ceil_sum += ceil;
+			for (k = before_bin != NULL ? 0 : 1; k < 2; k++) {
+				view = pl[k];
+				view.bp_n = n;
+				view.bp_orders += (r * 2 + (unsigned)i) * n;
+				snprintf(view.bp_tag, sizeof(view.bp_tag), "u%d%u%d", k, r, i);
+				if (bench_send(&br, k == 0 ? "before: unique" : "after: unique",
+				               &d[k], d[k].dm_port, &view, conns[i], 0, NULL) < 0) {
+					goto out;
+				}
+				sum[i][k][0] += br.br_rate;
+				sum[i][k][1] += br.br_writer_us;
+			}
+		}
+	}
+	printf("\nmeans over %u rounds (storage ceiling %.0f tx/s):\n", rounds,
+	       ceil_sum / (2.0 * rounds));
+	for (i = 0; i < 2; i++) {
+		printf("  %3u conns: after %.0f/s, writer %.1f us/callback", conns[i],
+		       sum[i][1][0] / rounds, sum[i][1][1] / rounds);
+		if (before_bin != NULL) {
+			printf("; before %.0f/s, writer %.1f us; after / before %.2f",
+			       sum[i][0][0] / rounds, sum[i][0][1] / rounds,
+			       sum[i][1][0] / sum[i][0][0]);
+		}
+		printf("\n");
+	}
+	rc = 0;
+out:
+	if (perf > 0) {
+		kill(perf, SIGINT);
+		waitpid(perf, NULL, 0);
+	}
+	daemon_finish(&d[0]);
+	daemon_finish(&d[1]);
+	bench_plan_finish(&pl[0]);
+	bench_plan_finish(&pl[1]);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	struct bench_figures bf;
@@ -1107,7 +1195,11 @@ int main(int argc, char **argv)
 	char self[1024];
 	ssize_t len;
 	int dups = argc > 1 && strcmp(argv[1], "--duplicates") == 0;
+	int uniq = argc > 1 && strcmp(argv[1], "--unique") == 0;
 
+	if (uniq) {
+		dups = 1; /* the same arguments */
+	}
 	if (dups) {
 		n = argc > 2 ? strtoul(argv[2], NULL, 10) : 20000;
 		stored = argc > 3 ? strtoul(argv[3], NULL, 10) : 3; /* rounds */
@@ -1119,7 +1211,7 @@ int main(int argc, char **argv)
 		        "usage: IDEMHOOK_BIN=... bench_hooks [CALLBACKS >= 1000 [STORED >= 1000]]\n"
 		        "       IDEMHOOK_BIN=... [IDEMHOOK_BIN_BEFORE=...] [BENCH_PERF=FILE] "
 		        "bench_hooks "
-		        "--duplicates [CALLBACKS [ROUNDS]]\n");
+		        "--duplicates|--unique [CALLBACKS [ROUNDS]]\n");
 		return 64;
 	}
 	len = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -1135,6 +1227,14 @@ int main(int argc, char **argv)
 	srand((unsigned)time(NULL));
 	memset(&bf, 0, sizeof(bf));
 	bf.bf_stored = stored;
+	if (uniq) {
+		printf("idemhook unique callbacks: Stripe callbacks, synchronous=FULL, loopback, "
+		       "keep-alive connections from %d addresses;\n"
+		       "%zu unique callbacks per phase, %zu rounds\n\n",
+		       BENCH_SOURCES, n, stored);
+		bench_print_header();
+		return bench_unique(n, (unsigned)stored) < 0 ? 1 : 0;
+	}
 	if (dups) {
 		printf("idemhook duplicates: Stripe callbacks, loopback, keep-alive connections "
 		       "from %d addresses;\n"
