@@ -24,7 +24,7 @@ import time
 import urllib.error
 import urllib.request
 
-from selenium.common.exceptions import WebDriverException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -135,7 +135,10 @@ class Daemon:
 
 
 def wait_text(driver, text):
-    WebDriverWait(driver, WAIT_S).until(lambda d: text in d.find_element(By.TAG_NAME, "body").text)
+    # The page may be replaced between finding its body and reading it (a
+    # form's POST, then its redirect): look again rather than fail.
+    WebDriverWait(driver, WAIT_S, ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: text in d.find_element(By.TAG_NAME, "body").text)
 
 
 def go(driver, url):
