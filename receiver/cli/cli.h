@@ -17,7 +17,7 @@ struct store;
 #define CLI_EX_NOT_FOUND EX_NOINPUT
 
 struct cli_command {
-	const char *cc_name; /* "serve", "outbox", ... */
+	const char *cc_name;    /* "serve", "outbox", ... */
 	const char *cc_summary; /* one line for idemhook --help */
 	/* argv[0] is the command name; -c/--config has been removed from argv
 	 * and is passed as config_path (NULL when not given). Returns an exit code. */
@@ -44,6 +44,11 @@ int cli_load_config_secrets(const char *config_path, struct config **ret);
 /* Opens the store named by cf for a command: read_only commands do not run
  * migrations nor start a writer. Returns EX_OK with *ret set, or an exit code. */
 int cli_open_store(const struct config *cf, int read_only, struct store **ret);
+
+/* cli_load_config and cli_open_store in one: the commands that read or
+ * change the store and sign nothing. Returns EX_OK with *ret_cf and *ret_st
+ * set (the caller destroys both), or an exit code with neither set. */
+int cli_open(const char *config_path, int read_only, struct config **ret_cf, struct store **ret_st);
 
 /* cli_open_store, and with exclusive the SQLite receiver lock held for the
  * store's life (serve): a second one on the same file is refused.

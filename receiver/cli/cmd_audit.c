@@ -145,13 +145,9 @@ static int cmd_audit_run(int argc, char **argv, const char *config_path)
 		cmd_audit_usage(stderr);
 		return EX_USAGE;
 	}
-	rc = cli_load_config(config_path, &cf);
+	rc = cli_open(config_path, 1, &cf, &st);
 	if (rc != EX_OK) {
 		return rc;
-	}
-	rc = cli_open_store(cf, 1, &st);
-	if (rc != EX_OK) {
-		goto out;
 	}
 	if (al.al_json) {
 		printf("{\"audit\": [");

@@ -596,14 +596,11 @@ static int cmd_events_dismiss_run(int argc, char **argv, const char *config_path
 	struct store *st = NULL;
 	int rc;
 
-	rc = cli_load_config(config_path, &cf);
+	rc = cli_open(config_path, 0, &cf, &st);
 	if (rc != EX_OK) {
 		return rc;
 	}
-	rc = cli_open_store(cf, 0, &st);
-	if (rc == EX_OK) {
-		rc = cmd_events_dismiss(argc - 1, argv + 1, st);
-	}
+	rc = cmd_events_dismiss(argc - 1, argv + 1, st);
 	store_destroy(st);
 	config_destroy(cf);
 	return rc;

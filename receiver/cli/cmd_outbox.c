@@ -466,13 +466,9 @@ static int cmd_outbox_run(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "idemhook outbox %s: wants one row ID (a positive number)\n", sub);
 		return EX_USAGE;
 	}
-	rc = cli_load_config(config_path, &cf);
+	rc = cli_open(config_path, list || show, &cf, &st);
 	if (rc != EX_OK) {
 		return rc;
-	}
-	rc = cli_open_store(cf, list || show, &st);
-	if (rc != EX_OK) {
-		goto fail;
 	}
 	if (list) {
 		rc = cmd_outbox_list(argc - 1, argv + 1, st);
@@ -481,7 +477,6 @@ static int cmd_outbox_run(int argc, char **argv, const char *config_path)
 	} else {
 		rc = cmd_outbox_transition(sub, id, cf, st);
 	}
-fail:
 	store_destroy(st);
 	config_destroy(cf);
 	return rc;

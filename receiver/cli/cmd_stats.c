@@ -34,7 +34,6 @@ static int cmd_stats_run(int argc, char **argv, const char *config_path)
 	struct stats_report rep;
 	struct config *cf = NULL;
 	struct store *st = NULL;
-	struct timespec ts;
 	struct buf out;
 	int64_t since_s = 24 * 3600;
 	int64_t now_ms;
@@ -69,16 +68,11 @@ static int cmd_stats_run(int argc, char **argv, const char *config_path)
 		cmd_stats_usage(stderr);
 		return EX_USAGE;
 	}
-	rc = cli_load_config(config_path, &cf);
+	rc = cli_open(config_path, 1, &cf, &st);
 	if (rc != EX_OK) {
 		return rc;
 	}
-	rc = cli_open_store(cf, 1, &st);
-	if (rc != EX_OK) {
-		goto fail;
-	}
-	clock_gettime(CLOCK_REALTIME, &ts);
-	now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	now_ms = cli_now_ms();
 	if (stats_collect(st, now_ms, now_ms - since_s * 1000, &rep) < 0) {
 		rc = EX_SOFTWARE;
 		goto fail;

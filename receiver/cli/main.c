@@ -233,6 +233,27 @@ int cli_open_store(const struct config *cf, int read_only, struct store **ret)
 	return cli_open_store_exclusive(cf, read_only, 0, ret);
 }
 
+int cli_open(const char *config_path, int read_only, struct config **ret_cf,
+             struct store **ret_st)
+{
+	struct config *cf = NULL;
+	struct store *st = NULL;
+	int rc;
+
+	rc = cli_load_config(config_path, &cf);
+	if (rc != EX_OK) {
+		return rc;
+	}
+	rc = cli_open_store(cf, read_only, &st);
+	if (rc != EX_OK) {
+		config_destroy(cf);
+		return rc;
+	}
+	*ret_cf = cf;
+	*ret_st = st;
+	return EX_OK;
+}
+
 int cli_open_store_exclusive(const struct config *cf, int read_only, int exclusive,
                              struct store **ret)
 {
