@@ -120,6 +120,20 @@ static void console_esc_or_dash(struct buf *b, const char *s)
 	}
 }
 
+/* Closes a table cell and writes the next one's text, escaped. */
+static void console_td(struct buf *b, const char *s)
+{
+	buf_puts(b, "</td><td>");
+	console_esc(b, s);
+}
+
+/* console_td, or a dash for no text. */
+static void console_td_or_dash(struct buf *b, const char *s)
+{
+	buf_puts(b, "</td><td>");
+	console_esc_or_dash(b, s);
+}
+
 /* Appends s percent-encoded for a query string. */
 static void console_urlenc(struct buf *b, const char *s)
 {
@@ -542,20 +556,16 @@ static int console_events_row(void *arg, const struct store_row *row)
 	           "</a></td><td>",
 	           l->cl_last_id, l->cl_last_id);
 	console_time(b, store_row_int(row, 1));
-	buf_puts(b, "</td><td>");
-	console_esc(b, store_row_text(row, 2));
+	console_td(b, store_row_text(row, 2));
 	buf_puts(b, "</td><td class=\"key\">");
 	console_esc(b, store_row_text(row, 3));
-	buf_puts(b, "</td><td>");
-	console_esc(b, store_row_text(row, 4));
+	console_td(b, store_row_text(row, 4));
 	buf_puts(b, "</td><td>");
 	console_order_link(b, store_row_text(row, 5));
 	buf_printf(b, "</td><td class=\"%s\">", console_outcome_class(outcome));
 	console_esc(b, outcome);
-	buf_puts(b, "</td><td>");
-	console_esc_or_dash(b, store_row_text(row, 7));
-	buf_puts(b, "</td><td>");
-	console_esc(b, store_row_text(row, 8));
+	console_td_or_dash(b, store_row_text(row, 7));
+	console_td(b, store_row_text(row, 8));
 	if (store_row_int(row, 9) != 0) {
 		buf_puts(b, " <span class=\"tag\">test mode</span>");
 	}
@@ -759,14 +769,10 @@ static int console_history_row(void *arg, const struct console_db_audit_row *r)
 
 	buf_puts(b, "<tr><td>");
 	console_time(b, r->ar_at);
-	buf_puts(b, "</td><td>");
-	console_esc(b, r->ar_actor);
-	buf_puts(b, "</td><td>");
-	console_esc(b, r->ar_action);
-	buf_puts(b, "</td><td>");
-	console_esc_or_dash(b, r->ar_reason);
-	buf_puts(b, "</td><td>");
-	console_esc(b, r->ar_result);
+	console_td(b, r->ar_actor);
+	console_td(b, r->ar_action);
+	console_td_or_dash(b, r->ar_reason);
+	console_td(b, r->ar_result);
 	buf_puts(b, "</td></tr>\n");
 	return 0;
 }
@@ -1069,8 +1075,7 @@ static int console_timeline_row(void *arg, const struct store_row *row)
 
 	buf_puts(b, "<tr><td>");
 	console_time(b, store_row_int(row, 0));
-	buf_puts(b, "</td><td>");
-	console_esc(b, what);
+	console_td(b, what);
 	buf_puts(b, "</td><td>");
 	if (what != NULL && (strcmp(what, "event") == 0 || strcmp(what, "outbox") == 0)) {
 		buf_printf(b, "<a href=\"/console/%s/%" PRId64 "\">",
@@ -1080,8 +1085,7 @@ static int console_timeline_row(void *arg, const struct store_row *row)
 	} else {
 		console_esc(b, store_row_text(row, 3));
 	}
-	buf_puts(b, "</td><td>");
-	console_esc_or_dash(b, store_row_text(row, 4));
+	console_td_or_dash(b, store_row_text(row, 4));
 	buf_puts(b, "</td></tr>\n");
 	return b->buf_overflow ? -1 : 0;
 }
@@ -1134,19 +1138,15 @@ static int console_outbox_list_row(void *arg, const struct store_row *row)
 	           "</a></td><td>",
 	           o->or_last_id, o->or_last_id);
 	console_order_link(b, store_row_text(row, 1));
-	buf_puts(b, "</td><td>");
-	console_esc(b, store_row_text(row, 2));
-	buf_puts(b, "</td><td>");
-	console_esc(b, store_row_text(row, 3));
+	console_td(b, store_row_text(row, 2));
+	console_td(b, store_row_text(row, 3));
 	buf_printf(b, "</td><td class=\"%s\">",
 	           status != NULL && strcmp(status, "dead") == 0 ? "bad" : "");
 	console_esc(b, status);
 	buf_printf(b, "</td><td class=\"num\">%" PRId64 "</td><td>", store_row_int(row, 5));
 	console_time(b, store_row_int(row, 6));
-	buf_puts(b, "</td><td>");
-	console_esc_or_dash(b, store_row_text(row, 8));
-	buf_puts(b, "</td><td>");
-	console_esc(b, store_row_text(row, 9));
+	console_td_or_dash(b, store_row_text(row, 8));
+	console_td(b, store_row_text(row, 9));
 	buf_puts(b, "</td></tr>\n");
 	if (o->or_attempts && o->or_n_ids < CONSOLE_ORDER_OUTBOX_MAX) {
 		o->or_ids[o->or_n_ids++] = o->or_last_id;
@@ -1401,8 +1401,7 @@ int console_page_rejected(struct buf *b, const struct console_ctx *cx)
 	for (i = 0; i < n; i++) {
 		buf_puts(b, "<tr><td>");
 		console_time(b, e[i].re_at_ms);
-		buf_puts(b, "</td><td>");
-		console_esc(b, e[i].re_provider);
+		console_td(b, e[i].re_provider);
 		buf_puts(b, "</td><td class=\"bad\">");
 		console_esc(b, e[i].re_reason);
 		buf_printf(b, "</td><td class=\"num\">%d</td><td>", e[i].re_status);
@@ -1435,10 +1434,8 @@ static int console_audit_page_row(void *arg, const struct console_db_audit_row *
 	ap->ap_last = r->ar_id;
 	buf_printf(b, "<tr><td class=\"num\">%" PRId64 "</td><td>", r->ar_id);
 	console_time(b, r->ar_at);
-	buf_puts(b, "</td><td>");
-	console_esc(b, r->ar_actor);
-	buf_puts(b, "</td><td>");
-	console_esc(b, r->ar_action);
+	console_td(b, r->ar_actor);
+	console_td(b, r->ar_action);
 	buf_puts(b, "</td><td>");
 	if (colon != NULL && strncmp(r->ar_target, "event:", 6) == 0) {
 		buf_printf(b, "<a href=\"/console/events/%" PRId64 "\">",
@@ -1453,10 +1450,8 @@ static int console_audit_page_row(void *arg, const struct console_db_audit_row *
 	} else {
 		console_esc(b, r->ar_target);
 	}
-	buf_puts(b, "</td><td>");
-	console_esc_or_dash(b, r->ar_reason);
-	buf_puts(b, "</td><td>");
-	console_esc(b, r->ar_result);
+	console_td_or_dash(b, r->ar_reason);
+	console_td(b, r->ar_result);
 	buf_puts(b, "</td></tr>\n");
 	return b->buf_overflow ? -1 : 0;
 }
