@@ -459,8 +459,9 @@ static int console_db_rp_store(struct store_tx *tx, struct console_db_rp_ctx *c,
 	p[3] = store_int(store_tx_now(tx));
 	p[4] = store_int(c->rc_id);
 	if (store_exec(tx,
-	               "UPDATE idempotency_records SET outcome = ?, effect = ?, reason = ?, processed_at = ?,"
-	               " reprocessed = reprocessed + 1 WHERE id = ? AND outcome = 'failed'",
+	               "UPDATE idempotency_records SET outcome = ?, effect = ?, reason = ?,"
+	               " processed_at = ?, reprocessed = reprocessed + 1"
+	               " WHERE id = ? AND outcome = 'failed'",
 	               p, 5, NULL) < 0) {
 		goto out;
 	}

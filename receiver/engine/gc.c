@@ -70,9 +70,9 @@ struct gc_worker {
 struct gc_target {
 	const char *gt_table;
 	const char *gt_time_col;
-	int gt_per_scope;         /* cutoff by scope (CASE scope ...), else one cutoff */
+	int gt_per_scope;        /* cutoff by scope (CASE scope ...), else one cutoff */
 	const char *gt_scope_col; /* the scope's column when not "scope" */
-	int64_t gt_retention_ms;  /* one cutoff for every row when > 0 */
+	int64_t gt_retention_ms; /* one cutoff for every row when > 0 */
 	const char *gt_extra; /* more conditions ("AND ..."), no placeholders but gt_extra_param */
 	int gt_has_extra_param;
 	int64_t gt_extra_param;

@@ -15,10 +15,10 @@
 #include "store.h"
 
 
-/* What one claim's apply callback needs, and what the handler made of its
- * event (written on the writer thread, read after the completion). */
 #define INGEST_EVENT_COLS 19 /* ingest_event_cols */
 
+/* What one claim's apply callback needs, and what the handler made of its
+ * event (written on the writer thread, read after the completion). */
 struct ingest_unit {
 	const struct config *iu_cf;
 	const struct provider_conf *iu_pc;
@@ -64,10 +64,9 @@ static int64_t ingest_now_ms(void)
 /* The event's columns of its key's row (migration 0012: one row per
  * claimed key; the view `events` shows them). */
 static const char *const ingest_event_cols[INGEST_EVENT_COLS] = {
-	"type",	   "kind",	"order_ref",   "payment_ref",  "refund_ref",
-	"amount",  "currency",	"refund_cumulative", "payload", "outcome",
-	"effect",  "reason",	"received_at", "processed_at", "source",
-	"test_mode", "dismissed_at", "dismissed_by", "dismiss_reason",
+	"type", "kind", "order_ref", "payment_ref", "refund_ref", "amount", "currency",
+	"refund_cumulative", "payload", "outcome", "effect", "reason", "received_at",
+	"processed_at", "source", "test_mode", "dismissed_at", "dismissed_by", "dismiss_reason",
 };
 
 /* The same columns, for an event whose row exists already (a fetched thin
