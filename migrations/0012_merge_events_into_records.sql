@@ -104,8 +104,10 @@ ALTER TABLE idempotency_records_0012 RENAME TO idempotency_records;
 
 -- The one unique index, the arbiter of a duplicate.
 CREATE UNIQUE INDEX idempotency_records_scope_key ON idempotency_records (scope, idem_key);
--- gc of the keys by age, and the processing count (stats.c).
-CREATE INDEX idempotency_records_created_at ON idempotency_records (created_at);
+-- gc of the keys without an event by age (an event row goes by
+-- received_at, below), and the processing count (stats.c).
+CREATE INDEX idempotency_records_created_at ON idempotency_records (created_at)
+	WHERE received_at IS NULL;
 CREATE INDEX idempotency_records_processing ON idempotency_records (updated_at)
 	WHERE status = 'processing';
 -- The event rows by time (lists, gc by events_retention), the failed ones

@@ -95,7 +95,8 @@ ALTER TABLE idempotency_records_0012 RENAME TO idempotency_records;
 ALTER TABLE idempotency_records ADD CONSTRAINT idempotency_records_pkey PRIMARY KEY (id);
 
 CREATE UNIQUE INDEX idempotency_records_scope_key ON idempotency_records (scope, idem_key);
-CREATE INDEX idempotency_records_created_at ON idempotency_records (created_at);
+CREATE INDEX idempotency_records_created_at ON idempotency_records (created_at)
+	WHERE received_at IS NULL;
 CREATE INDEX idempotency_records_processing ON idempotency_records (updated_at)
 	WHERE status = 'processing';
 CREATE INDEX events_received_at ON idempotency_records (received_at)
