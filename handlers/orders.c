@@ -160,7 +160,7 @@ static const char ORDERS_SQL_PARKED_DONE_KEY[] =
 /* A parked event that has been applied now gets the outcome its first
  * delivery could not (the row ingest wrote when it was parked). */
 static const char ORDERS_SQL_EVENT_RELEASED[] =
-        "UPDATE events SET outcome = ?, effect = ?, reason = ?, processed_at = ?, "
+        "UPDATE idempotency_records SET outcome = ?, effect = ?, reason = ?, processed_at = ?, "
         "reprocessed = reprocessed + 1 WHERE scope = ? AND idem_key = ? AND outcome = 'failed'";
 
 static const char ORDERS_SQL_CREATE[] =

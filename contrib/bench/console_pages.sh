@@ -72,10 +72,12 @@ payload = '{"id":"evt","object":"event","data":{"object":{"amount":1000,"currenc
 batch = 50000
 for start in range(1, n + 1, batch):
     c.executemany(
-        "INSERT INTO events (scope, idem_key, type, kind, order_ref, payment_ref, amount, currency,"
+        # one row per key, with its event (migration 0012)
+        "INSERT INTO idempotency_records (scope, idem_key, status, fingerprint, created_at,"
+        " updated_at, type, kind, order_ref, payment_ref, amount, currency,"
         " payload, outcome, effect, reason, received_at, processed_at)"
-        " VALUES (?, ?, 'payment_intent.succeeded', 'payment_succeeded', ?, ?, 1000, 'USD', ?,"
-        " ?, ?, ?, ?, ?)",
+        " VALUES (?1, ?2, ?6, randomblob(32), ?9, ?9, 'payment_intent.succeeded',"
+        " 'payment_succeeded', ?3, ?4, 1000, 'USD', ?5, ?6, ?7, ?8, ?9, ?10)",
         ((("stripe", "adyen", "alipay")[i % 3], f"evt_bench_{i:010d}",
           f"ord_bench{i % 200000 + 1:015d}", f"pi_{i}", payload,
           "failed" if i % 1000 == 0 else "done", None if i % 1000 == 0 else "paid",

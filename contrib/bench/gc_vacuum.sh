@@ -59,18 +59,16 @@ def age(i):
     return 8 * day + i if i < rows else 3600 * 1000 + i
 for start in range(0, rows + live, 20000):
     batch = range(start, min(rows + live, start + 20000))
+    # one row per key, with its event (migration 0012)
     c.executemany(
         "INSERT INTO idempotency_records (scope, idem_key, status, fingerprint, reply_status,"
-        " reply_content_type, reply_body, created_at, updated_at)"
-        " VALUES ('stripe', ?, 'done', randomblob(32), 200, 'application/json', ?, ?, ?)",
-        ((f"evt_{'old' if i < rows else 'new'}_{i:08d}", reply, now - age(i), now - age(i))
-         for i in batch))
-    c.executemany(
-        "INSERT INTO events (scope, idem_key, type, kind, order_ref, payment_ref, amount, currency,"
-        " payload, outcome, effect, received_at, processed_at)"
-        " VALUES ('stripe', ?, 'payment_intent.succeeded', 'payment_succeeded', ?, ?, 1999, 'USD',"
-        " ?, 'done', 'paid', ?, ?)",
-        ((f"evt_{'old' if i < rows else 'new'}_{i:08d}", f"ord_{i:020d}", f"pi_{i:024d}",
+        " reply_content_type, reply_body, created_at, updated_at, type, kind, order_ref,"
+        " payment_ref, amount, currency, payload, outcome, effect, received_at, processed_at)"
+        " VALUES ('stripe', ?, 'done', randomblob(32), 200, 'application/json', ?, ?, ?,"
+        " 'payment_intent.succeeded', 'payment_succeeded', ?, ?, 1999, 'USD', ?, 'done', 'paid',"
+        " ?, ?)",
+        ((f"evt_{'old' if i < rows else 'new'}_{i:08d}", reply, now - age(i), now - age(i),
+          f"ord_{i:020d}", f"pi_{i:024d}",
           json.dumps({"type": "payment_intent.succeeded", "data": {"object": {
               "id": f"pi_{i:024d}", "amount": 1999, "currency": "usd",
               "metadata": {"order_id": f"ord_{i:020d}"}}}}),

@@ -27,7 +27,6 @@ static const struct cmd_store_table cmd_store_tables[] = {
         {"disputes", "id"},
         {"dispute_steps", "provider, dispute_ref, step_key"},
         {"order_parked", "id"},
-        {"events", "id"},
         {"outbox", "id"},
         {"idempotency_records", "id"},
         {"checkout_flash", "token"},

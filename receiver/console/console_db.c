@@ -226,7 +226,8 @@ static int console_db_dismiss_unit(struct store_tx *tx, void *arg)
 	p[2] = store_text(d->dc_reason);
 	p[3] = store_int(d->dc_id);
 	if (store_exec(tx,
-	               "UPDATE events SET dismissed_at = ?, dismissed_by = ?, dismiss_reason = ?"
+	               "UPDATE idempotency_records SET dismissed_at = ?, dismissed_by = ?, "
+	               "dismiss_reason = ?"
 	               " WHERE id = ? AND outcome = 'failed' AND dismissed_at IS NULL",
 	               p, 4, &changed) < 0) {
 		return -1;
@@ -344,9 +345,9 @@ static int console_db_dismiss_many_unit(struct store_tx *tx, void *arg)
 
 		snprintf(target, sizeof(target), "event:%" PRId64, dm->dm_ids[i]);
 		if (store_exec(tx,
-		               "UPDATE events SET dismissed_at = ?, dismissed_by = ?, "
+		               "UPDATE idempotency_records SET dismissed_at = ?, dismissed_by = ?, "
 		               "dismiss_reason = ?"
-		               " WHERE id = ? AND dismissed_at IS NULL",
+		               " WHERE id = ? AND received_at IS NOT NULL AND dismissed_at IS NULL",
 		               q, 4, NULL) < 0 ||
 		    console_db_audit_tx(tx, dm->dm_actor, "events.dismiss", target, dm->dm_reason,
 		                        "ok") < 0) {
@@ -458,8 +459,9 @@ static int console_db_rp_store(struct store_tx *tx, struct console_db_rp_ctx *c,
 	p[3] = store_int(store_tx_now(tx));
 	p[4] = store_int(c->rc_id);
 	if (store_exec(tx,
-	               "UPDATE events SET outcome = ?, effect = ?, reason = ?, processed_at = ?,"
-	               " reprocessed = reprocessed + 1 WHERE id = ? AND outcome = 'failed'",
+	               "UPDATE idempotency_records SET outcome = ?, effect = ?, reason = ?,"
+	               " processed_at = ?, reprocessed = reprocessed + 1"
+	               " WHERE id = ? AND outcome = 'failed'",
 	               p, 5, NULL) < 0) {
 		goto out;
 	}
@@ -664,7 +666,8 @@ int console_db_event(struct store *st, int64_t now_ms, int64_t id, console_db_ro
 	        " e.test_mode, e.dismissed_at, e.dismissed_by, e.dismiss_reason, r.status,"
 	        " r.reply_status, r.reply_content_type, r.reply_headers, r.reply_body, r.updated_at"
 	        " FROM events AS e LEFT JOIN idempotency_records AS r"
-	        " ON r.scope = e.scope AND r.idem_key = e.idem_key WHERE e.id = ?",
+	        " ON r.scope = e.scope AND r.idem_key = e.idem_key AND r.created_at > 0"
+	        " WHERE e.id = ?",
 	        p, 1, fn, arg);
 }
 

@@ -76,6 +76,9 @@ struct gc_target {
 	const char *gt_extra; /* more conditions ("AND ..."), no placeholders but gt_extra_param */
 	int gt_has_extra_param;
 	int64_t gt_extra_param;
+	/* A second time column that must also be below its scope's record
+	 * retention (the key of an event row: migration 0012), or NULL. */
+	const char *gt_record_col;
 };
 
 static void gc_plan_finish(struct gc_plan *p)
@@ -284,6 +287,27 @@ static int gc_condition(const struct gc_plan *p, const struct gc_target *t, int6
 	if (t->gt_has_extra_param) {
 		params[(*n)++] = store_int(t->gt_extra_param);
 	}
+	if (t->gt_record_col != NULL && p->gp_n_scopes == 0) {
+		if (buf_printf(sql, " AND %s < ?", t->gt_record_col) < 0) {
+			return -1;
+		}
+		params[(*n)++] = store_int(now_ms - p->gp_default_retention_ms);
+	} else if (t->gt_record_col != NULL) {
+		if (buf_printf(sql, " AND %s < CASE scope", t->gt_record_col) < 0) {
+			return -1;
+		}
+		for (i = 0; i < p->gp_n_scopes; i++) {
+			if (buf_puts(sql, " WHEN ? THEN ?") < 0) {
+				return -1;
+			}
+			params[(*n)++] = store_text(p->gp_scopes[i].gs_name);
+			params[(*n)++] = store_int(now_ms - p->gp_scopes[i].gs_retention_ms);
+		}
+		if (buf_puts(sql, " ELSE ? END") < 0) {
+			return -1;
+		}
+		params[(*n)++] = store_int(now_ms - p->gp_default_retention_ms);
+	}
 	return 0;
 }
 
@@ -370,7 +394,7 @@ static int gc_target_run(struct store *st, const struct gc_plan *p, const struct
 	buf_init(&cond, GC_SQL_MAX);
 	buf_init(&max_sql, GC_SQL_MAX);
 	buf_init(&del_sql, GC_SQL_MAX);
-	params = calloc(2 * p->gp_n_scopes + 8, sizeof(*params));
+	params = calloc(4 * p->gp_n_scopes + 10, sizeof(*params));
 	if (params == NULL) {
 		log_err("gc: out of memory");
 		goto fail;
@@ -482,21 +506,27 @@ static int gc_has_outbox_tx(struct store_tx *tx, void *arg)
 static int gc_run_plan(struct store *st, const struct gc_plan *p, int64_t now_ms, int dry_run,
                        struct gc_worker *w, struct gc_report *rep)
 {
+	/* A key and its event are one row (migration 0012): a key without an
+	 * event goes by its scope's retention; an event row stays until both
+	 * events_retention and its scope's retention have passed, so a key is
+	 * remembered at least as long as its event. */
 	struct gc_target records = {
 	        .gt_table = "idempotency_records",
 	        .gt_time_col = "created_at",
 	        .gt_per_scope = 1,
 	        /* a live lease is never cut short, however old the record */
-	        .gt_extra = "AND NOT (status = 'processing' AND lease_until IS NOT NULL AND "
-	                    "lease_until > ?)",
+	        .gt_extra = "AND received_at IS NULL AND NOT (status = 'processing' AND "
+	                    "lease_until IS NOT NULL AND lease_until > ?)",
 	        .gt_has_extra_param = 1,
 	        .gt_extra_param = now_ms,
 	};
 	struct gc_target events = {
-	        .gt_table = "events",
+	        .gt_table = "idempotency_records",
 	        .gt_time_col = "received_at",
 	        .gt_per_scope = 1,
 	        .gt_retention_ms = p->gp_events_retention_ms,
+	        .gt_extra = "AND received_at IS NOT NULL",
+	        .gt_record_col = "created_at",
 	};
 	/* Finished rows only; a dead row stays until its compensation is done,
 	 * and a row that a compensation row points at stays with it. */

@@ -15,6 +15,8 @@
 #include "store.h"
 
 
+#define INGEST_EVENT_COLS 19 /* ingest_event_cols */
+
 /* What one claim's apply callback needs, and what the handler made of its
  * event (written on the writer thread, read after the completion). */
 struct ingest_unit {
@@ -26,6 +28,8 @@ struct ingest_unit {
 	const char *iu_effect; /* static, NULL until the handler ran */
 	char iu_reason[32];
 	char iu_order_id[ORDERS_REF_MAX];
+	struct store_claim *iu_claim; /* the claim it runs in; NULL for a fetched event */
+	struct store_value iu_vals[INGEST_EVENT_COLS + 2]; /* the event's columns, then the key */
 };
 
 const char *ingest_result_name(enum ingest_result r)
@@ -57,46 +61,59 @@ static int64_t ingest_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int ingest_record_event(struct store_tx *tx, const struct ingest_unit *iu, const struct orders_result *res)
+/* The event's columns of its key's row (migration 0012: one row per
+ * claimed key; the view `events` shows them). */
+static const char *const ingest_event_cols[INGEST_EVENT_COLS] = {
+	"type", "kind", "order_ref", "payment_ref", "refund_ref", "amount", "currency",
+	"refund_cumulative", "payload", "outcome", "effect", "reason", "received_at",
+	"processed_at", "source", "test_mode", "dismissed_at", "dismissed_by", "dismiss_reason",
+};
+
+/* The same columns, for an event whose row exists already (a fetched thin
+ * event: its row was written when it was "to fetch"). */
+static const char INGEST_SQL_EVENT_UPDATE[] =
+	"UPDATE idempotency_records SET type = ?, kind = ?, order_ref = ?, payment_ref = ?, "
+	"refund_ref = ?, amount = ?, currency = ?, refund_cumulative = ?, payload = ?, outcome = ?, "
+	"effect = ?, reason = ?, received_at = ?, processed_at = ?, source = ?, test_mode = ?, "
+	"dismissed_at = ?, dismissed_by = ?, dismiss_reason = ? WHERE scope = ? AND idem_key = ?";
+
+/* Records the event on its key's row. In a claim (iu_claim set) its columns
+ * go to the claim, which writes them with the reply in its one row write;
+ * otherwise the existing row is updated. iu's values must stay valid until
+ * the claim is decided: they point into the event and into iu. */
+static int ingest_record_event(struct store_tx *tx, struct ingest_unit *iu, const struct orders_result *res)
 {
 	const struct event *ev = iu->iu_ev;
-	struct store_value p[19];
+	struct store_value *p = iu->iu_vals;
 
-	p[0] = store_text(iu->iu_pc->pc_name);
-	p[1] = store_text(ev->ev_key);
-	p[2] = store_text(ev->ev_type);
-	p[3] = store_text(event_kind_name(ev->ev_kind));
-	p[4] = store_text(ev->ev_order_ref);
-	p[5] = store_text(ev->ev_payment_ref);
-	p[6] = store_text(ev->ev_refund_ref);
-	p[7] = ev->ev_amount >= 0 ? store_int(ev->ev_amount) : store_null();
-	p[8] = store_text(ev->ev_currency[0] != '\0' ? ev->ev_currency : NULL);
-	p[9] = store_int(ev->ev_refund_cumulative);
-	p[10] = ev->ev_payload != NULL ? store_blob(ev->ev_payload, ev->ev_payload_len) : store_null();
-	p[11] = store_text(res->or_refused ? "failed" : "done");
-	p[12] = store_text(res->or_effect);
-	p[13] = store_text(res->or_refused ? res->or_reason : NULL);
-	p[14] = store_int(iu->iu_received_ms);
-	p[15] = store_int(store_tx_now(tx));
-	p[16] = store_int(0);
-	p[17] = store_text(iu->iu_source);
-	p[18] = store_int(ev->ev_test_mode);
-	/* A key whose old record expired runs again; its event row follows. */
-	return store_exec(tx,
-			  "INSERT INTO events (scope, idem_key, type, kind, order_ref, payment_ref, refund_ref, "
-			  "amount, currency, refund_cumulative, payload, outcome, effect, reason, received_at, "
-			  "processed_at, reprocessed, source, test_mode) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-			  "?, ?, ?, ?, ?, ?, ?) "
-			  "ON CONFLICT (scope, idem_key) DO UPDATE SET type = excluded.type, kind = excluded.kind, "
-			  "order_ref = excluded.order_ref, payment_ref = excluded.payment_ref, "
-			  "refund_ref = excluded.refund_ref, amount = excluded.amount, "
-			  "currency = excluded.currency, refund_cumulative = excluded.refund_cumulative, "
-			  "payload = excluded.payload, outcome = excluded.outcome, effect = excluded.effect, "
-			  "reason = excluded.reason, received_at = excluded.received_at, "
-			  "processed_at = excluded.processed_at, source = excluded.source, "
-			  "test_mode = excluded.test_mode, dismissed_at = NULL, dismissed_by = NULL, "
-			  "dismiss_reason = NULL",
-			  p, 19, NULL);
+	p[0] = store_text(ev->ev_type);
+	p[1] = store_text(event_kind_name(ev->ev_kind));
+	p[2] = store_text(ev->ev_order_ref);
+	p[3] = store_text(ev->ev_payment_ref);
+	p[4] = store_text(ev->ev_refund_ref);
+	p[5] = ev->ev_amount >= 0 ? store_int(ev->ev_amount) : store_null();
+	p[6] = store_text(ev->ev_currency[0] != '\0' ? ev->ev_currency : NULL);
+	p[7] = store_int(ev->ev_refund_cumulative);
+	p[8] = ev->ev_payload != NULL ? store_blob(ev->ev_payload, ev->ev_payload_len) : store_null();
+	p[9] = store_text(res->or_refused ? "failed" : "done");
+	p[10] = store_text(res->or_effect);
+	p[11] = store_text(res->or_refused ? iu->iu_reason : NULL);
+	p[12] = store_int(iu->iu_received_ms);
+	p[13] = store_int(store_tx_now(tx));
+	p[14] = store_text(iu->iu_source);
+	p[15] = store_int(ev->ev_test_mode);
+	p[16] = store_null();
+	p[17] = store_null();
+	p[18] = store_null();
+	if (iu->iu_claim != NULL) {
+		iu->iu_claim->sc_cols = ingest_event_cols;
+		iu->iu_claim->sc_vals = iu->iu_vals;
+		iu->iu_claim->sc_n_cols = INGEST_EVENT_COLS;
+		return 0;
+	}
+	p[19] = store_text(iu->iu_pc->pc_name);
+	p[20] = store_text(ev->ev_key);
+	return store_exec(tx, INGEST_SQL_EVENT_UPDATE, p, INGEST_EVENT_COLS + 2, NULL);
 }
 
 /* The business part of one unit: the handler, the outbox rows of its
@@ -331,6 +348,7 @@ static struct ingest_job *ingest_job_create(const struct config *cf, const struc
 		c->sc_lease_ms = cf->cf_lease_s * 1000;
 		c->sc_apply = ingest_apply;
 		c->sc_arg = &job->ij_units[i];
+		job->ij_units[i].iu_claim = c;
 		reply_init(&c->sc_reply);
 	}
 	return job;
@@ -600,7 +618,8 @@ static int ingest_fetched_unit(struct store_tx *tx, void *arg)
 	p[1] = store_text(iu->iu_pc->pc_name);
 	p[2] = store_text(iu->iu_ev->ev_key);
 	rc = store_query(tx,
-			 "UPDATE events SET effect = NULL, processed_at = ? WHERE scope = ? AND idem_key = ? "
+			 "UPDATE idempotency_records SET effect = NULL, processed_at = ? WHERE scope = ? "
+			 "AND idem_key = ? "
 			 "AND outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' RETURNING received_at",
 			 p, 3, &row);
 	if (rc <= 0) {

@@ -105,41 +105,45 @@ struct t_rec {
 	const char *tr_status;
 	int64_t tr_created;
 	int64_t tr_lease;
+	int64_t tr_received;
 };
 
+/* A key's row; a provider's finished key also carries its event (one row
+ * per key, migration 0012), received tr_received_age before now. */
 static int t_insert_rec(struct store_tx *tx, void *arg)
 {
 	const struct t_rec *r = arg;
-	struct store_value p[6] = {
+	int event = strcmp(r->tr_status, "processing") != 0 && strncmp(r->tr_scope, "api:", 4) != 0;
+	struct store_value p[7] = {
 	        store_text(r->tr_scope),
 	        store_text(r->tr_key),
 	        store_text(r->tr_status),
 	        store_blob("fp", 2),
 	        r->tr_lease != 0 ? store_int(r->tr_lease) : store_null(),
 	        store_int(r->tr_created),
+	        store_int(r->tr_received),
 	};
-	struct store_value e[3] = {store_text(r->tr_scope), store_text(r->tr_key),
-	                           store_int(r->tr_created)};
 
-	if (store_exec(tx,
-	               "INSERT INTO idempotency_records (scope, idem_key, status, fingerprint, "
-	               "reply_status,"
-	               " lease_until, created_at, updated_at) VALUES (?, ?, ?, ?, 200, ?, ?6, ?6)",
-	               p, 6, NULL) < 0) {
-		return -1;
+	if (event) {
+		return store_exec(tx,
+		                  "INSERT INTO idempotency_records (scope, idem_key, status, "
+		                  "fingerprint, reply_status, lease_until, created_at, updated_at, "
+		                  "kind, outcome, received_at, processed_at) VALUES (?, ?, ?, ?, 200, "
+		                  "?, ?6, ?6, 'other', 'done', ?7, ?7)",
+		                  p, 7, NULL);
 	}
-	return store_exec(
-	        tx,
-	        "INSERT INTO events (scope, idem_key, kind, outcome, received_at, processed_at)"
-	        " VALUES (?, ?, 'other', 'done', ?3, ?3)",
-	        e, 3, NULL);
+	return store_exec(tx,
+	                  "INSERT INTO idempotency_records (scope, idem_key, status, fingerprint, "
+	                  "reply_status, lease_until, created_at, updated_at) VALUES (?, ?, ?, ?, "
+	                  "200, ?, ?6, ?6)",
+	                  p, 6, NULL);
 }
 
 static void t_rec(struct t_direct *t, const char *scope, const char *key, const char *status,
                   int64_t age_ms, int64_t lease_ms)
 {
 	struct t_rec r = {scope, key, status, t->td_now - age_ms,
-	                  lease_ms != 0 ? t->td_now + lease_ms : 0};
+	                  lease_ms != 0 ? t->td_now + lease_ms : 0, t->td_now - age_ms};
 
 	assert_int_equal(store_write(t->td_st, t->td_now, t_insert_rec, &r), 0);
 }
@@ -169,24 +173,60 @@ test_retention_boundary_is_kept_one_second_inside_and_deleted_one_second_outside
 	t_rec(&t, "stripe", "s_leased", "processing", 9 * T_DAY_MS, 60 * T_SEC_MS);
 	t_rec(&t, "stripe", "s_lease_over", "processing", 9 * T_DAY_MS, -T_SEC_MS);
 
+	/* keys without an event (the order API's, the processing ones) count
+	 * as records; a provider's finished key is one row with its event and
+	 * counts as an event */
 	assert_int_equal(gc_run(t.td_st, t.td_cf, t.td_now, 1, &rep), 0);
-	assert_int_equal(rep.gr_records, 5);
-	assert_int_equal(rep.gr_events, 6);
+	assert_int_equal(rep.gr_records, 2);
+	assert_int_equal(rep.gr_events, 3);
 	assert_int_equal(t_count(&t, "SELECT count(*) FROM idempotency_records"), 9);
 
 	assert_int_equal(gc_run(t.td_st, t.td_cf, t.td_now, 0, &rep), 0);
-	assert_int_equal(rep.gr_records, 5);
-	assert_int_equal(rep.gr_events, 6);
-	assert_true(rep.gr_batches >= 3); /* [gc] batch = 3 */
+	assert_int_equal(rep.gr_records, 2);
+	assert_int_equal(rep.gr_events, 3);
+	assert_true(rep.gr_batches >= 2); /* [gc] batch = 3 */
 	assert_int_equal(t_count(&t, "SELECT count(*) FROM idempotency_records WHERE idem_key IN"
 	                             " ('s_in', 'l_5d', 'a_in', 's_leased')"),
 	                 4);
 	assert_int_equal(t_count(&t, "SELECT count(*) FROM idempotency_records"), 4);
-	/* events follow their scope's retention too (the leased one's event is old) */
-	assert_int_equal(t_count(&t, "SELECT count(*) FROM events"), 3);
+	/* events follow their scope's retention too */
+	assert_int_equal(t_count(&t, "SELECT count(*) FROM events"), 2);
 
 	assert_int_equal(gc_run(t.td_st, t.td_cf, t.td_now, 0, &rep), 0);
 	assert_int_equal(rep.gr_records + rep.gr_events, 0);
+	t_direct_close(&t);
+}
+
+/* A key and its event are one row: it goes when both its scope's retention
+ * and events_retention have passed, whichever is longer. */
+static void test_an_event_row_stays_until_both_retentions_have_passed(void **state)
+{
+	struct t_direct t;
+	struct gc_report rep;
+	struct t_rec r;
+
+	(void)state;
+	/* stripe keeps keys 4 d, events 10 d; legacy keeps keys 7 d */
+	assert_int_equal(t_direct_open(&t, "events_retention = 10d\n"), 0);
+	t_rec(&t, "stripe", "s_5d", "done", 5 * T_DAY_MS, 0);
+	t_rec(&t, "stripe", "s_11d", "done", 11 * T_DAY_MS, 0);
+	/* received long ago, but its key claimed again 5 d ago (an expired key run again) */
+	r = (struct t_rec){"legacy", "l_key_5d", "done", t.td_now - 5 * T_DAY_MS, 0,
+	                   t.td_now - 12 * T_DAY_MS};
+	assert_int_equal(store_write(t.td_st, t.td_now, t_insert_rec, &r), 0);
+	r = (struct t_rec){"legacy", "l_key_8d", "done", t.td_now - 8 * T_DAY_MS, 0,
+	                   t.td_now - 12 * T_DAY_MS};
+	assert_int_equal(store_write(t.td_st, t.td_now, t_insert_rec, &r), 0);
+	t_rec(&t, "api:orders:client", "a_8d", "done", 8 * T_DAY_MS, 0);
+
+	assert_int_equal(gc_run(t.td_st, t.td_cf, t.td_now, 0, &rep), 0);
+	assert_int_equal(rep.gr_records, 1);
+	assert_int_equal(rep.gr_events, 2);
+	assert_int_equal(t_count(&t, "SELECT count(*) FROM idempotency_records WHERE idem_key IN"
+	                             " ('s_5d', 'l_key_5d')"),
+	                 2);
+	assert_int_equal(t_count(&t, "SELECT count(*) FROM idempotency_records"), 2);
+	assert_int_equal(t_count(&t, "SELECT count(*) FROM events"), 2);
 	t_direct_close(&t);
 }
 
@@ -819,6 +859,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(
 	                test_retention_boundary_is_kept_one_second_inside_and_deleted_one_second_outside),
+	        cmocka_unit_test(test_an_event_row_stays_until_both_retentions_have_passed),
 	        cmocka_unit_test(
 	                test_finished_outbox_rows_go_after_their_retention_and_open_ones_stay),
 	        cmocka_unit_test(

@@ -373,9 +373,10 @@ static void test_an_event_acknowledged_but_not_applied_counts_once_by_reason(voi
 	free(body);
 }
 
-/* A unit rolled back after its handler refused the event (here the events
- * row cannot be written: a trigger aborts it) was not acknowledged: it is
- * not counted as unapplied. Its retry, once it commits, counts once. */
+/* A unit rolled back after its handler refused the event (here the key's
+ * row, which carries the event, cannot be written: a trigger aborts it)
+ * was not acknowledged: it is not counted as unapplied. Its retry, once
+ * it commits, counts once. */
 static void test_an_unapplied_event_rolled_back_is_not_counted_until_it_commits(void **state)
 {
 	struct daemon *d = *state;
@@ -389,7 +390,7 @@ static void test_an_unapplied_event_rolled_back_is_not_counted_until_it_commits(
 	        "\"amount_received\":100,\"currency\":\"usd\",\"metadata\":{"
 	        "\"order_id\":\"ord_nosuchorder0000000001\"}}");
 	assert_int_equal(hn_sqlite_start(&q, d->dm_db,
-	                                 "CREATE TRIGGER t_no_event BEFORE INSERT ON events"
+	                                 "CREATE TRIGGER t_no_event BEFORE INSERT ON idempotency_records"
 	                                 " WHEN NEW.idem_key = 'evt_metrics_rolled_back'"
 	                                 " BEGIN SELECT RAISE(ABORT, 'test: no event row'); END;"),
 	                 0);

@@ -330,7 +330,7 @@ static void test_listings_take_json_limit_and_an_order_filter(void **state)
 
 		assert_int_equal(
 		        hn_sqlite_start(&q, d->dm_db,
-		                        "UPDATE events SET payload = 'a=1&b=\"2\"' WHERE id = 1;"),
+		                        "UPDATE idempotency_records SET payload = 'a=1&b=\"2\"' WHERE id = 1;"),
 		        0);
 		assert_int_equal(hn_sqlite_finish(&q, ""), 0);
 		run_cli(d, 1, args, 0, 0, &r);

@@ -43,6 +43,10 @@ struct applier {
 	size_t ap_fill;     /* bytes of a scratch blob to insert */
 	const char *ap_tag; /* stored in the scratch row */
 	int ap_orphan;      /* also insert a child row without parent */
+	/* when set, the key's row also records an event with this effect */
+	const char *ap_event_effect;
+	struct store_claim *ap_claim;
+	struct store_value ap_event_vals[5];
 };
 
 static int fixture_open(struct fixture *fx, unsigned batch_max)
@@ -181,6 +185,19 @@ static int apply_test(struct store_tx *tx, void *arg, struct reply *ret_reply)
 	}
 	if (r < 0) {
 		return STORE_APPLY_TRANSIENT;
+	}
+	if (ap->ap_event_effect != NULL) {
+		static const char *const cols[] = {"kind", "outcome", "effect", "received_at",
+		                                   "processed_at"};
+
+		ap->ap_event_vals[0] = store_text("payment_succeeded");
+		ap->ap_event_vals[1] = store_text("done");
+		ap->ap_event_vals[2] = store_text(ap->ap_event_effect);
+		ap->ap_event_vals[3] = store_int(store_tx_now(tx));
+		ap->ap_event_vals[4] = store_int(store_tx_now(tx));
+		ap->ap_claim->sc_cols = cols;
+		ap->ap_claim->sc_vals = ap->ap_event_vals;
+		ap->ap_claim->sc_n_cols = 5;
 	}
 	if (ap->ap_result == STORE_APPLY_FAILED) {
 		assert_int_equal(reply_problem(ret_reply, 422, "refused", "Refused", NULL), 0);
@@ -503,6 +520,65 @@ static void test_record_one_second_past_retention_is_deleted_and_runs_as_new(voi
 	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 1);
 	assert_int_equal(count_of(fx->fx_st, "SELECT created_at FROM idempotency_records"),
 	                 T0 + RETENTION_MS + 1000);
+}
+
+/* A claim's event columns (ingest.c) go into the key's one row with its
+ * reply: in a one-phase claim, in a completion after a begin, and again
+ * when an expired key runs as new. */
+static void test_a_claim_writes_its_event_into_the_keys_one_row(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE, .ap_event_effect = "paid"};
+	struct store_claim c;
+
+	claim_init(&c, "evt_row", 1, T0, &ap);
+	ap.ap_claim = &c;
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_NEW);
+	store_claim_finish(&c);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 1);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records WHERE "
+	                                     "idem_key = 'evt_row' AND status = 'done' AND "
+	                                     "reply_status = 200 AND effect = 'paid'"),
+	                 1);
+	assert_int_equal(count_of(fx->fx_st, "SELECT received_at FROM events"), T0);
+
+	/* begun, then completed with its event */
+	claim_init(&c, "evt_row_2", 1, T0 + 10, &ap);
+	ap.ap_claim = &c;
+	ap.ap_event_effect = "refunded";
+	assert_int_equal(store_claim_begin(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_CLAIMED);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM events"), 1);
+	c.sc_now_ms = T0 + 20;
+	assert_int_equal(store_claim_complete(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_NEW);
+	store_claim_finish(&c);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 2);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM events WHERE idem_key = "
+	                                     "'evt_row_2' AND effect = 'refunded'"),
+	                 1);
+
+	/* the first key past its retention: its row (and event) is replaced */
+	claim_init(&c, "evt_row", 1, T0 + RETENTION_MS + 1000, &ap);
+	ap.ap_claim = &c;
+	ap.ap_event_effect = "again";
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_NEW);
+	assert_true(c.sc_token > 1);
+	store_claim_finish(&c);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 2);
+	assert_int_equal(count_of(fx->fx_st, "SELECT received_at FROM events WHERE idem_key = "
+	                                     "'evt_row' AND effect = 'again'"),
+	                 T0 + RETENTION_MS + 1000);
+
+	/* a claim whose handler sets no event leaves the row without one */
+	claim_init(&c, "api_key", 1, T0 + 30, &ap);
+	ap.ap_event_effect = NULL;
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	store_claim_finish(&c);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 3);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM events"), 2);
 }
 
 static void test_live_lease_answers_in_progress_with_seconds_left(void **state)
@@ -2115,6 +2191,7 @@ int main(void)
 	        STORE_TEST(test_claim_with_other_fingerprint_gets_mismatch_and_the_stored_reply),
 	        STORE_TEST(test_record_one_second_inside_retention_replays),
 	        STORE_TEST(test_record_one_second_past_retention_is_deleted_and_runs_as_new),
+	        STORE_TEST(test_a_claim_writes_its_event_into_the_keys_one_row),
 	        STORE_TEST(test_live_lease_answers_in_progress_with_seconds_left),
 	        STORE_TEST(test_expired_lease_is_taken_over_with_a_new_token),
 	        STORE_TEST(test_late_complete_with_stale_token_is_refused_and_changes_nothing),
@@ -2148,6 +2225,7 @@ int main(void)
 	        PG_TEST(test_claim_with_other_fingerprint_gets_mismatch_and_the_stored_reply),
 	        PG_TEST(test_record_one_second_inside_retention_replays),
 	        PG_TEST(test_record_one_second_past_retention_is_deleted_and_runs_as_new),
+	        PG_TEST(test_a_claim_writes_its_event_into_the_keys_one_row),
 	        PG_TEST(test_live_lease_answers_in_progress_with_seconds_left),
 	        PG_TEST(test_expired_lease_is_taken_over_with_a_new_token),
 	        PG_TEST(test_late_complete_with_stale_token_is_refused_and_changes_nothing),

@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "buf.h"
 #include "log.h"
 #include "migrations.h"
 #include "store.h"
@@ -25,6 +26,8 @@
 #define STORE_FINGERPRINT_LEN 32 /* SHA-256, as in struct store_claim */
 #define STORE_HIST_BUCKETS 8 /* as in struct store_stats */
 #define STORE_BATCH_RETRIES 3 /* a batch run again after a deadlock or serialization failure */
+#define STORE_CLAIM_COLS_MAX 32 /* sc_n_cols */
+#define STORE_CLAIM_SQL_MAX 2048 /* a claim's row write with its sc_cols */
 
 #define STORE_SQL_RECORD                                                                           \
 	"SELECT id, status, fingerprint, reply_status, reply_content_type, reply_headers, "        \
@@ -484,6 +487,64 @@ static int store_claim_insert(struct store_tx *tx, const struct store_claim *c, 
 	        p, sizeof(p) / sizeof(p[0]), ret_changes);
 }
 
+/* Writes the claim's row: head, c's sc_cols, mid, tail, with the parameters
+ * p_head, c's sc_vals, p_tail. An INSERT (update 0) adds ", col" to head and
+ * ", ?" to mid per column; an UPDATE adds ", col = ?" to head. With no
+ * sc_cols the statement is head mid tail. Returns 0 or -1. */
+static int store_claim_write_row(struct store_tx *tx, const struct store_claim *c, int update,
+                                 const char *head, const char *mid, const char *tail,
+                                 const struct store_value *p_head, size_t n_head,
+                                 const struct store_value *p_tail, size_t n_tail,
+                                 int64_t *ret_changes)
+{
+	struct store_value p[16 + STORE_CLAIM_COLS_MAX];
+	struct buf sql;
+	size_t n = 0;
+	size_t i;
+	int rc = -1;
+
+	buf_init(&sql, STORE_CLAIM_SQL_MAX);
+	if (c->sc_n_cols > STORE_CLAIM_COLS_MAX || n_head + n_tail > 16) {
+		log_err("store: a claim's row has too many columns");
+		goto fail;
+	}
+	if (buf_puts(&sql, head) < 0) {
+		goto too_long;
+	}
+	for (i = 0; i < c->sc_n_cols; i++) {
+		if (buf_printf(&sql, update ? ", %s = ?" : ", %s", c->sc_cols[i]) < 0) {
+			goto too_long;
+		}
+	}
+	if (buf_puts(&sql, mid) < 0) {
+		goto too_long;
+	}
+	for (i = 0; !update && i < c->sc_n_cols; i++) {
+		if (buf_puts(&sql, ", ?") < 0) {
+			goto too_long;
+		}
+	}
+	if (buf_puts(&sql, tail) < 0) {
+		goto too_long;
+	}
+	for (i = 0; i < n_head; i++) {
+		p[n++] = p_head[i];
+	}
+	for (i = 0; i < c->sc_n_cols; i++) {
+		p[n++] = c->sc_vals[i];
+	}
+	for (i = 0; i < n_tail; i++) {
+		p[n++] = p_tail[i];
+	}
+	rc = store_exec(tx, sql.buf_data, p, n, ret_changes);
+	goto fail;
+too_long:
+	log_err("store: a claim's row write is too long");
+fail:
+	buf_finish(&sql);
+	return rc;
+}
+
 /* Runs sc_apply. Returns 0 with the status the record takes, or -1 (outcome
  * TRANSIENT; a reply the handler set for its transient failure is kept). */
 static int store_claim_run_apply(struct store_tx *tx, struct store_claim *c,
@@ -492,6 +553,7 @@ static int store_claim_run_apply(struct store_tx *tx, struct store_claim *c,
 	int r;
 
 	reply_finish(&c->sc_reply);
+	c->sc_n_cols = 0;
 	if (c->sc_apply == NULL) {
 		log_err("store: a claim without sc_apply");
 		store_claim_transient(c, 0);
@@ -530,19 +592,23 @@ static int store_claim_apply(struct store_tx *tx, struct store_claim *c)
 		        rp->reply_body != NULL ? store_blob(rp->reply_body, rp->reply_body_len)
 		                               : store_null(),
 		        store_int(c->sc_now_ms),
+		};
+		struct store_value w[] = {
 		        store_text(c->sc_scope),
 		        store_text(c->sc_key),
 		        store_int(c->sc_token),
 		};
 
-		if (store_exec(
-		            tx,
+		if (store_claim_write_row(
+		            tx, c, 1,
 		            "UPDATE idempotency_records SET status = ?, reply_status = ?, "
 		            "reply_content_type = ?, "
-		            "reply_headers = ?, reply_body = ?, lease_until = NULL, updated_at = ? "
-		            "WHERE scope = ? AND idem_key = ? AND fence_token = ? AND status = "
+		            "reply_headers = ?, reply_body = ?, lease_until = NULL, updated_at = ?",
+		            "",
+		            " WHERE scope = ? AND idem_key = ? AND fence_token = ? AND status = "
 		            "'processing'",
-		            p, sizeof(p) / sizeof(p[0]), &changes) < 0) {
+		            p, sizeof(p) / sizeof(p[0]), w, sizeof(w) / sizeof(w[0]),
+		            &changes) < 0) {
 			goto fail;
 		}
 	}
@@ -587,12 +653,12 @@ static int store_claim_apply_new(struct store_tx *tx, struct store_claim *c, int
 		        store_int(c->sc_now_ms),
 		};
 
-		if (store_exec(tx,
-		               "INSERT INTO idempotency_records (scope, idem_key, status, fingerprint, "
-		               "reply_status, reply_content_type, reply_headers, reply_body, "
-		               "fence_token, created_at, updated_at) "
-		               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		               p, sizeof(p) / sizeof(p[0]), NULL) < 0) {
+		if (store_claim_write_row(tx, c, 0,
+		                          "INSERT INTO idempotency_records (scope, idem_key, status, "
+		                          "fingerprint, reply_status, reply_content_type, reply_headers, "
+		                          "reply_body, fence_token, created_at, updated_at",
+		                          ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?", ")", p,
+		                          sizeof(p) / sizeof(p[0]), NULL, 0, NULL) < 0) {
 			store_claim_transient(c, 0);
 			return -1;
 		}

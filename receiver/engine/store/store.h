@@ -69,7 +69,7 @@ static inline struct store_value store_null(void)
 	return sv;
 }
 
-#define STORE_ROW_MAX 32 /* columns a query may return */
+#define STORE_ROW_MAX 48 /* columns a query may return (idempotency_records has 36) */
 
 struct store_row {
 	size_t sr_n;
@@ -214,6 +214,12 @@ struct store_claim {
 	 * expired, or whose lease expired). Fills ret_reply. No network I/O. */
 	int (*sc_apply)(struct store_tx *tx, void *arg, struct reply *ret_reply);
 	void *sc_arg;
+	/* More columns of the key's row (ingest.c: the event), set by sc_apply
+	 * (reset before each run) and written in the same row write as the
+	 * reply: one row per claimed key. Borrowed until the claim is decided. */
+	const char *const *sc_cols;
+	const struct store_value *sc_vals;
+	size_t sc_n_cols;
 	/* out */
 	enum store_outcome sc_outcome;
 	enum store_status sc_status; /* of the record, when one exists */

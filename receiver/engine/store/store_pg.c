@@ -1626,7 +1626,7 @@ static int store_pg_vacuum(struct store_db *db)
 
 /* Tables whose id comes from an identity column. */
 static const char *const store_pg_id_tables[] = {
-        "idempotency_records", "refunds", "points_ledger", "events", "outbox", "disputes",
+        "idempotency_records", "refunds", "points_ledger", "outbox", "disputes",
         "order_parked",
 };
 
