@@ -28,14 +28,14 @@ static void cmd_gc_usage(FILE *out)
 }
 
 /* The progress line after each batch (a terminal only). */
-static void cmd_gc_progress(void *arg, const char *table, const struct gc_report *so_far)
+static void cmd_gc_progress(void *arg, const char *what, const struct gc_report *so_far)
 {
 	struct cli_progress *cp = arg;
 
 	cli_progress_draw(cp, 0,
 	                  "gc: %s; so far %" PRId64 " records, %" PRId64 " events, %" PRId64
 	                  " outbox rows in %" PRId64 " batches",
-	                  table, so_far->gr_records, so_far->gr_events, so_far->gr_outbox,
+	                  what, so_far->gr_records, so_far->gr_events, so_far->gr_outbox,
 	                  so_far->gr_batches);
 }
 

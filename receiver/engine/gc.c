@@ -69,6 +69,7 @@ struct gc_worker {
  * batch. */
 struct gc_target {
 	const char *gt_table;
+	const char *gt_what; /* what the progress line calls the rows */
 	const char *gt_time_col;
 	int gt_per_scope;        /* cutoff by scope (CASE scope ...), else one cutoff */
 	const char *gt_scope_col; /* the scope's column when not "scope" */
@@ -425,7 +426,7 @@ static int gc_target_run(struct store *st, const struct gc_plan *p, const struct
 			*ret_rows += c.gcn_count;
 			*ret_batches += (c.gcn_count + p->gp_batch - 1) / p->gp_batch;
 			if (p->gp_progress != NULL) {
-				p->gp_progress(p->gp_progress_arg, t->gt_table, p->gp_report);
+				p->gp_progress(p->gp_progress_arg, t->gt_what, p->gp_report);
 			}
 			break;
 		}
@@ -467,7 +468,7 @@ static int gc_target_run(struct store *st, const struct gc_plan *p, const struct
 		(*ret_batches)++;
 		last = b.gb_last;
 		if (p->gp_progress != NULL) {
-			p->gp_progress(p->gp_progress_arg, t->gt_table, p->gp_report);
+			p->gp_progress(p->gp_progress_arg, t->gt_what, p->gp_report);
 		}
 		if (b.gb_deleted < (int64_t)p->gp_batch) {
 			break;
@@ -512,6 +513,7 @@ static int gc_run_plan(struct store *st, const struct gc_plan *p, int64_t now_ms
 	 * remembered at least as long as its event. */
 	struct gc_target records = {
 	        .gt_table = "idempotency_records",
+	        .gt_what = "records",
 	        .gt_time_col = "created_at",
 	        .gt_per_scope = 1,
 	        /* a live lease is never cut short, however old the record */
@@ -522,6 +524,7 @@ static int gc_run_plan(struct store *st, const struct gc_plan *p, int64_t now_ms
 	};
 	struct gc_target events = {
 	        .gt_table = "idempotency_records",
+	        .gt_what = "events",
 	        .gt_time_col = "received_at",
 	        .gt_per_scope = 1,
 	        .gt_retention_ms = p->gp_events_retention_ms,
@@ -532,6 +535,7 @@ static int gc_run_plan(struct store *st, const struct gc_plan *p, int64_t now_ms
 	 * and a row that a compensation row points at stays with it. */
 	struct gc_target outbox = {
 	        .gt_table = "outbox",
+	        .gt_what = "outbox rows",
 	        .gt_time_col = "updated_at",
 	        .gt_retention_ms = p->gp_outbox_retention_ms,
 	        .gt_extra =
@@ -545,6 +549,7 @@ static int gc_run_plan(struct store *st, const struct gc_plan *p, int64_t now_ms
 	 * leave the order wrong when the payment arrives. */
 	struct gc_target parked = {
 	        .gt_table = "order_parked",
+	        .gt_what = "parked events",
 	        .gt_time_col = "applied_at",
 	        .gt_per_scope = 1,
 	        .gt_scope_col = "provider",
