@@ -35,7 +35,7 @@ int gc_check_config(const struct config *cf);
 int gc_run(struct store *st, const struct config *cf, int64_t now_ms, int dry_run, struct gc_report *ret);
 
 /* gc_run, telling progress(arg, what, so_far) after every batch (the
- * table being cleaned, the report so far), on the calling thread. */
+ * rows being deleted: "records", "events", ...; the report so far), on the calling thread. */
 typedef void (*gc_progress_fn)(void *arg, const char *what, const struct gc_report *so_far);
 int gc_run_progress(struct store *st, const struct config *cf, int64_t now_ms, int dry_run,
                     gc_progress_fn progress, void *arg, struct gc_report *ret);
