@@ -33,12 +33,23 @@
  * before keeps its page size. */
 #define STORE_PAGE_SIZE "1024"
 /* WAL frames (pages) after which the checkpointer copies them into the
- * database file, and after which the writer itself completes a checkpoint
- * so the WAL can start over (about 1 MB and 4 MB at 1 KiB pages). */
-#define STORE_CKPT_FRAMES 1000
-#define STORE_CKPT_FRAMES_MAX 4000
+ * database file (the writer then finishes the copy and starts the WAL over
+ * between two batches, store_sqlite_after_batch), and the hard bound past
+ * which the writer does so even if the checkpointer has not run: about
+ * 4 MB and 16 MB at 1 KiB pages. A page that several commits change is
+ * copied once per checkpoint: 4,000 wrote 18-19 KB per unique callback
+ * where 1,000 wrote 21-22 KB (issue 24, docs/benchmarks.md). */
+#define STORE_CKPT_FRAMES 4000
+#define STORE_CKPT_FRAMES_MAX 16000
 #define STORE_PROBE_BUSY_MS 100       /* the probe's wait for the write lock */
 #define STORE_CHECKPOINT_BUSY_MS 200  /* a TRUNCATE checkpoint briefly holds writers back */
+#define STORE_CKPT_RESTART_MS 20      /* the writer's wait for readers to leave the WAL */
+/* The sub-journal (the old contents of the pages a savepoint changes; a
+ * batch keeps it until COMMIT) stays in memory up to this size instead of
+ * SQLite's 64 KiB: in a temporary file it wrote every page of a batch a
+ * third time (13 KB per unique callback at 256 connections). A batch of
+ * batch_max = 256 callbacks needs about 3 MB. */
+#define STORE_SUBJOURNAL_SPILL (4 << 20)
 
 struct store_stmt {
 	char *sm_sql;
@@ -64,6 +75,10 @@ struct store_ckpt {
 	pthread_cond_t ck_cond;
 	int ck_wanted; /* under ck_mutex */
 	int ck_stopping; /* under ck_mutex */
+	/* Held around every checkpoint of the checkpointer's and the writer's:
+	 * SQLite refuses a second checkpoint at once without waiting. */
+	pthread_mutex_t ck_run_mutex;
+	int ck_rounds; /* checkpoints finished (atomic) */
 };
 
 struct store_db {
@@ -76,6 +91,7 @@ struct store_db {
 	struct store_conn *db_readers; /* every read connection, under db_mutex */
 	int db_wal_frames; /* frames in the WAL after the last commit (writer thread) */
 	int db_ckpt_asked; /* db_wal_frames when the checkpointer was last woken (writer thread) */
+	int db_ckpt_round; /* its ck_rounds then (writer thread) */
 	uint64_t db_wal_written; /* frames appended to the WAL (writer thread; read atomically) */
 	struct store_ckpt db_ckpt;
 	struct store_conn *db_probe; /* store_probe's own connection (the probe's thread) */
@@ -194,6 +210,11 @@ struct store_walbuf {
 static sqlite3_vfs *store_walbuf_real;
 static sqlite3_vfs store_walbuf_vfs;
 static int store_walbuf_ok; /* registered */
+/* The writer's VFS at NORMAL and OFF: the same, but the WAL goes straight
+ * to the default VFS; only the sub-journal's writes are cut in pieces. */
+#define STORE_SPLIT_NAME "idemhook-split"
+static sqlite3_vfs store_split_vfs;
+static int store_split_ok;
 
 static int store_walbuf_flush(struct store_walbuf *wb)
 {
@@ -244,7 +265,20 @@ static int store_walbuf_write(sqlite3_file *f, const void *p, int amt, sqlite3_i
 		wb->wb_buf = malloc(STORE_WALBUF_SIZE);
 	}
 	if (wb->wb_buf == NULL || (size_t)amt > STORE_WALBUF_SIZE) {
-		return wb->wb_real->pMethods->xWrite(wb->wb_real, p, amt, off);
+		/* In pieces the unix VFS takes whole: a sub-journal moving to its
+		 * file writes up to STORE_SUBJOURNAL_SPILL at once. */
+		while (amt > 0) {
+			int n = amt > STORE_WALBUF_SIZE ? STORE_WALBUF_SIZE : amt;
+
+			rc = wb->wb_real->pMethods->xWrite(wb->wb_real, p, n, off);
+			if (rc != SQLITE_OK) {
+				return rc;
+			}
+			p = (const char *)p + n;
+			amt -= n;
+			off += n;
+		}
+		return SQLITE_OK;
 	}
 	if (wb->wb_len == 0) {
 		wb->wb_start = off;
@@ -344,8 +378,10 @@ static int store_walbuf_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_fi
 	struct store_walbuf *wb = (struct store_walbuf *)f;
 	int rc;
 
-	(void)vfs;
-	if ((flags & SQLITE_OPEN_WAL) == 0) {
+	/* The WAL only through STORE_WALBUF_NAME; the sub-journal through
+	 * both, for its large writes. */
+	if (((flags & SQLITE_OPEN_WAL) == 0 || vfs != &store_walbuf_vfs) &&
+	    (flags & SQLITE_OPEN_SUBJOURNAL) == 0) {
 		/* The default VFS's file fills the start of f, which is larger. */
 		return store_walbuf_real->xOpen(store_walbuf_real, name, f, flags, out_flags);
 	}
@@ -377,6 +413,9 @@ static void store_walbuf_register(void)
 	store_walbuf_vfs.szOsFile = (int)sizeof(struct store_walbuf) + store_walbuf_real->szOsFile;
 	store_walbuf_vfs.xOpen = store_walbuf_open;
 	store_walbuf_ok = sqlite3_vfs_register(&store_walbuf_vfs, 0) == SQLITE_OK;
+	store_split_vfs = store_walbuf_vfs;
+	store_split_vfs.zName = STORE_SPLIT_NAME;
+	store_split_ok = store_walbuf_ok && sqlite3_vfs_register(&store_split_vfs, 0) == SQLITE_OK;
 }
 
 static struct store_conn *store_conn_open_vfs(const char *path, int flags, unsigned busy_timeout_ms,
@@ -404,9 +443,13 @@ fail:
 	return NULL;
 }
 
+/* Every connection through STORE_SPLIT_NAME: the sub-journal's size before
+ * it moves to a file (STORE_SUBJOURNAL_SPILL) is the whole process's, and
+ * the default VFS cannot take its first write. */
 static struct store_conn *store_conn_open(const char *path, int flags, unsigned busy_timeout_ms)
 {
-	return store_conn_open_vfs(path, flags, busy_timeout_ms, NULL);
+	return store_conn_open_vfs(path, flags, busy_timeout_ms,
+	                           store_split_ok ? STORE_SPLIT_NAME : NULL);
 }
 
 static int store_sql_is_blank(const char *s)
@@ -881,7 +924,9 @@ static struct store_conn *store_open_writer(const char *path, enum store_sync sy
 	 * the WAL before readers see it (store_walbuf_open). */
 	cn = store_conn_open_vfs(path, SQLITE_OPEN_READWRITE | (no_migrate ? 0 : SQLITE_OPEN_CREATE),
 	                         busy_timeout_ms,
-	                         sync == STORE_SYNC_FULL && store_walbuf_ok ? STORE_WALBUF_NAME : NULL);
+	                         sync == STORE_SYNC_FULL && store_walbuf_ok ? STORE_WALBUF_NAME
+	                         : store_split_ok                           ? STORE_SPLIT_NAME
+	                                                                    : NULL);
 	if (cn == NULL) {
 		return NULL;
 	}
@@ -962,6 +1007,7 @@ static int store_wal_hook(void *arg, sqlite3 *handle, const char *name, int fram
 	 * writer rewinds it. */
 	if (frames - db->db_ckpt_asked >= STORE_CKPT_FRAMES && db->db_ckpt.ck_running) {
 		db->db_ckpt_asked = frames;
+		db->db_ckpt_round = __atomic_load_n(&db->db_ckpt.ck_rounds, __ATOMIC_ACQUIRE);
 		pthread_mutex_lock(&db->db_ckpt.ck_mutex);
 		if (!db->db_ckpt.ck_wanted) {
 			db->db_ckpt.ck_wanted = 1;
@@ -993,8 +1039,11 @@ static void *store_ckpt_main(void *arg)
 		pthread_mutex_unlock(&ck->ck_mutex);
 		/* PASSIVE: copies what no reader still needs and never blocks the
 		 * writer, which goes on appending meanwhile. */
+		pthread_mutex_lock(&ck->ck_run_mutex);
 		rc = sqlite3_wal_checkpoint_v2(ck->ck_conn->cn_db, NULL, SQLITE_CHECKPOINT_PASSIVE,
 		                               &log_frames, &done_frames);
+		pthread_mutex_unlock(&ck->ck_run_mutex);
+		__atomic_add_fetch(&ck->ck_rounds, 1, __ATOMIC_RELEASE);
 		if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
 			store_log_rc(ck->ck_conn->cn_db, rc, "checkpoint");
 		}
@@ -1006,23 +1055,42 @@ static void *store_ckpt_main(void *arg)
 
 /* A PASSIVE checkpoint that runs while commits keep appending never catches
  * up with the end of the WAL, and SQLite restarts the WAL from its start only
- * once every frame is in the database. So past STORE_CKPT_FRAMES_MAX the
- * writer finishes the job between two batches: the checkpointer has already
- * copied most frames, this copies the rest, and the next transaction
- * rewinds the WAL. This bounds the WAL file. */
+ * once every frame is in the database and no reader still reads from the
+ * WAL: with server threads looking up answers all the time there is nearly
+ * always such a reader, and the WAL grew to ten times its bound (issue 24).
+ * So once the checkpointer has finished the checkpoint it was woken for
+ * (and in any case past STORE_CKPT_FRAMES_MAX), the writer itself, between
+ * two batches, runs a RESTART checkpoint: it copies the frames committed
+ * since, then waits (at most STORE_CKPT_RESTART_MS: a lookup holds its
+ * snapshot for microseconds) until no reader reads from the WAL, and the
+ * next commit starts the WAL over. Readers that begin meanwhile read the
+ * database file and do not hold it up. This bounds the WAL; a reader that
+ * holds a snapshot longer (a long listing) postpones the restart to a
+ * later batch. Returns 1 when it ran a checkpoint. */
 static int store_sqlite_after_batch(struct store_db *db)
 {
+	sqlite3 *w;
 	int log_frames = 0;
 	int done_frames = 0;
 	int rc;
 
-	if (db->db_writer == NULL || db->db_wal_frames < STORE_CKPT_FRAMES_MAX) {
+	if (db->db_writer == NULL || db->db_wal_frames < STORE_CKPT_FRAMES ||
+	    (db->db_wal_frames < STORE_CKPT_FRAMES_MAX &&
+	     __atomic_load_n(&db->db_ckpt.ck_rounds, __ATOMIC_ACQUIRE) == db->db_ckpt_round)) {
 		return 0;
 	}
-	rc = sqlite3_wal_checkpoint_v2(db->db_writer->cn_db, NULL, SQLITE_CHECKPOINT_PASSIVE,
-	                               &log_frames, &done_frames);
-	if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
-		store_log_rc(db->db_writer->cn_db, rc, "checkpoint");
+	w = db->db_writer->cn_db;
+	pthread_mutex_lock(&db->db_ckpt.ck_run_mutex);
+	sqlite3_busy_timeout(w, STORE_CKPT_RESTART_MS);
+	rc = sqlite3_wal_checkpoint_v2(w, NULL, SQLITE_CHECKPOINT_RESTART, &log_frames,
+	                               &done_frames);
+	sqlite3_busy_timeout(w, (int)db->db_busy_timeout_ms);
+	pthread_mutex_unlock(&db->db_ckpt.ck_run_mutex);
+	if (rc == SQLITE_OK) {
+		db->db_wal_frames = 0; /* the next commit starts the WAL over */
+		db->db_ckpt_asked = 0;
+	} else if (rc != SQLITE_BUSY) {
+		store_log_rc(w, rc, "checkpoint");
 	}
 	return 1;
 }
@@ -1561,6 +1629,7 @@ static pthread_once_t store_sqlite_once = PTHREAD_ONCE_INIT;
 static void store_sqlite_config(void)
 {
 	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+	sqlite3_config(SQLITE_CONFIG_STMTJRNL_SPILL, STORE_SUBJOURNAL_SPILL);
 	store_walbuf_register();
 }
 
@@ -1582,6 +1651,7 @@ static struct store_db *store_sqlite_open(const struct store_options *opt, int *
 	/* Static initializers: these never fail. */
 	db->db_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	db->db_ckpt.ck_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	db->db_ckpt.ck_run_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	db->db_ckpt.ck_cond = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
 	db->db_lock_fd = -1;
 	db->db_busy_timeout_ms = opt->so_busy_timeout_ms > 0 ? opt->so_busy_timeout_ms
