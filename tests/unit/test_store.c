@@ -246,6 +246,8 @@ static void assert_reply_is_the_original(const struct reply *r)
 	assert_memory_equal(r->reply_body, reply_body_bytes, REPLY_BODY_LEN);
 }
 
+static long long file_size(const char *path);
+
 static int submit_one(struct store *st, struct store_claim *c)
 {
 	return store_submit(st, c, 1);
@@ -416,6 +418,59 @@ static void test_claim_replays_done_record_byte_for_byte(void **state)
 
 	assert_int_equal(atomic_load(&ap.ap_runs), 2);
 	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 2);
+}
+
+/* A duplicate that arrives right after its original's commit, on a thread
+ * that keeps a read snapshot from before that commit (its lookups for the
+ * two claims before): answered with the stored reply, and applied once. A
+ * kept snapshot is not used past a commit (the async test below: answered
+ * on this thread); a lookup that misses goes to the writer's claim. */
+static void test_a_duplicate_right_after_the_commit_is_replayed_with_a_kept_snapshot(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c;
+
+	claim_init(&c, "evt_first", 1, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_NEW);
+	store_claim_finish(&c);
+	claim_init(&c, "evt_fresh", 1, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_NEW);
+	store_claim_finish(&c);
+
+	claim_init(&c, "evt_fresh", 1, T0 + 1, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_REPLAYED);
+	assert_int_equal(c.sc_status, STORE_STATUS_DONE);
+	assert_reply_is_the_original(&c.sc_reply);
+	store_claim_finish(&c);
+	assert_int_equal(atomic_load(&ap.ap_runs), 2);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 2);
+}
+
+/* A snapshot kept for the next lookups is ended when its thread goes idle:
+ * afterwards nothing reads from the WAL, and a TRUNCATE checkpoint (gc's)
+ * finishes and empties it. */
+static void test_a_kept_read_snapshot_is_ended_when_its_thread_is_idle(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c;
+	char wal[160];
+
+	claim_init(&c, "evt_idle", 1, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	store_claim_finish(&c);
+	claim_init(&c, "evt_idle", 1, T0 + 1, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_REPLAYED);
+	store_claim_finish(&c);
+	usleep(200 * 1000);
+	assert_int_equal(store_checkpoint(fx->fx_st), 0);
+	snprintf(wal, sizeof(wal), "%s-wal", fx->fx_path);
+	assert_int_equal(file_size(wal), 0);
 }
 
 static void test_claim_replays_failed_record_with_its_stored_reply(void **state)
@@ -1338,7 +1393,8 @@ static int unit_rewrite_many_rows(struct store_tx *tx, void *arg)
 {
 	(void)arg;
 	if (store_exec(tx,
-	               "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 18000) "
+	               "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < "
+	               "18000) "
 	               "INSERT INTO scratch (tag, data) SELECT 'many', randomblob(300) FROM c",
 	               NULL, 0, NULL) < 0) {
 		return -1;
@@ -2283,6 +2339,9 @@ int main(void)
 	        STORE_TEST(test_older_schema_is_refused_read_only_and_without_migrations),
 	        STORE_TEST(test_claim_on_a_new_key_runs_apply_and_stores_done),
 	        STORE_TEST(test_claim_replays_done_record_byte_for_byte),
+	        STORE_TEST(
+	                test_a_duplicate_right_after_the_commit_is_replayed_with_a_kept_snapshot),
+	        STORE_TEST(test_a_kept_read_snapshot_is_ended_when_its_thread_is_idle),
 	        STORE_TEST(test_claim_replays_failed_record_with_its_stored_reply),
 	        STORE_TEST(test_claim_with_other_fingerprint_gets_mismatch_and_the_stored_reply),
 	        STORE_TEST(test_record_one_second_inside_retention_replays),
