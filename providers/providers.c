@@ -1,4 +1,6 @@
 /* providers.c: the alphabetized provider table and helpers the profiles share. */
+#include <float.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -328,6 +330,10 @@ int provider_json_minor(const struct cJSON *item, int64_t *ret_minor)
 	return 0;
 }
 
+/* An object's members sorted on the stack up to this many (a request's
+ * objects have a few dozen at most); more, on the heap. */
+#define PROVIDER_MEMBERS_LOCAL 32
+
 struct provider_member {
 	const cJSON *pm_item;
 	size_t pm_index;
@@ -345,22 +351,48 @@ static int provider_member_cmp(const void *a, const void *b)
 	return x->pm_index < y->pm_index ? -1 : 1;
 }
 
+/* cJSON's test of a number printed with 15 digits read back. */
+static int provider_same_double(double a, double b)
+{
+	double max = fabs(a) > fabs(b) ? fabs(a) : fabs(b);
+
+	return fabs(a - b) <= max * DBL_EPSILON;
+}
+
+/* A number as cJSON_PrintUnformatted prints it (cJSON 1.7's print_number;
+ * stored fingerprints depend on these bytes), without its allocations and,
+ * for a whole number below 10^15 (a timestamp in ms, an amount), without
+ * formatting a float: "%1.15g" prints such a number's digits as they are.
+ * test_json_canonical_numbers_print_as_cjson_prints_them (test_stripe.c)
+ * compares the two. */
 static int provider_json_number(const cJSON *item, struct buf *b)
 {
-	char *text = cJSON_PrintUnformatted(item);
-	int rc;
+	char text[32];
+	double d = item->valuedouble;
+	double back = 0;
 
-	if (text == NULL) {
-		return -1;
+	if (isnan(d) || isinf(d)) {
+		return buf_puts(b, "null");
 	}
-	rc = buf_puts(b, text);
-	cJSON_free(text);
-	return rc;
+	if (d == 0 && signbit(d)) {
+		snprintf(text, sizeof(text), "%1.15g", d); /* "-0", as this cJSON prints it */
+	} else if (d == (double)item->valueint) {
+		snprintf(text, sizeof(text), "%d", item->valueint);
+	} else if (d == floor(d) && fabs(d) < 1e15) {
+		snprintf(text, sizeof(text), "%lld", (long long)d);
+	} else {
+		snprintf(text, sizeof(text), "%1.15g", d);
+		if (sscanf(text, "%lg", &back) != 1 || !provider_same_double(back, d)) {
+			snprintf(text, sizeof(text), "%1.17g", d);
+		}
+	}
+	return buf_puts(b, text);
 }
 
 static int provider_json_object(const cJSON *item, struct buf *b)
 {
-	struct provider_member *m = NULL;
+	struct provider_member local[PROVIDER_MEMBERS_LOCAL];
+	struct provider_member *m = local;
 	const cJSON *c;
 	size_t n = 0;
 	size_t i;
@@ -369,7 +401,7 @@ static int provider_json_object(const cJSON *item, struct buf *b)
 	for (c = item->child; c != NULL; c = c->next) {
 		n++;
 	}
-	if (n > 0) {
+	if (n > PROVIDER_MEMBERS_LOCAL) {
 		m = calloc(n, sizeof(*m));
 		if (m == NULL) {
 			return -1;
@@ -396,7 +428,9 @@ static int provider_json_object(const cJSON *item, struct buf *b)
 	}
 	rc = buf_puts(b, "}");
 done:
-	free(m);
+	if (m != local) {
+		free(m);
+	}
 	return rc;
 }
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -262,6 +263,8 @@ static void assert_reply_is_the_original(const struct reply *r)
 	assert_memory_equal(r->reply_body, reply_body_bytes, REPLY_BODY_LEN);
 }
 
+static long long file_size(const char *path);
+
 static int submit_one(struct store *st, struct store_claim *c)
 {
 	return store_submit(st, c, 1);
@@ -432,6 +435,59 @@ static void test_claim_replays_done_record_byte_for_byte(void **state)
 
 	assert_int_equal(atomic_load(&ap.ap_runs), 2);
 	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 2);
+}
+
+/* A duplicate that arrives right after its original's commit, on a thread
+ * that keeps a read snapshot from before that commit (its lookups for the
+ * two claims before): answered with the stored reply, and applied once. A
+ * kept snapshot is not used past a commit (the async test below: answered
+ * on this thread); a lookup that misses goes to the writer's claim. */
+static void test_a_duplicate_right_after_the_commit_is_replayed_with_a_kept_snapshot(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c;
+
+	claim_init(&c, "evt_first", 1, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_NEW);
+	store_claim_finish(&c);
+	claim_init(&c, "evt_fresh", 1, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_NEW);
+	store_claim_finish(&c);
+
+	claim_init(&c, "evt_fresh", 1, T0 + 1, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_REPLAYED);
+	assert_int_equal(c.sc_status, STORE_STATUS_DONE);
+	assert_reply_is_the_original(&c.sc_reply);
+	store_claim_finish(&c);
+	assert_int_equal(atomic_load(&ap.ap_runs), 2);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 2);
+}
+
+/* A snapshot kept for the next lookups is ended when its thread goes idle:
+ * afterwards nothing reads from the WAL, and a TRUNCATE checkpoint (gc's)
+ * finishes and empties it. */
+static void test_a_kept_read_snapshot_is_ended_when_its_thread_is_idle(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c;
+	char wal[160];
+
+	claim_init(&c, "evt_idle", 1, T0, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	store_claim_finish(&c);
+	claim_init(&c, "evt_idle", 1, T0 + 1, &ap);
+	assert_int_equal(submit_one(fx->fx_st, &c), 0);
+	assert_int_equal(c.sc_outcome, STORE_REPLAYED);
+	store_claim_finish(&c);
+	usleep(200 * 1000);
+	assert_int_equal(store_checkpoint(fx->fx_st), 0);
+	snprintf(wal, sizeof(wal), "%s-wal", fx->fx_path);
+	assert_int_equal(file_size(wal), 0);
 }
 
 static void test_claim_replays_failed_record_with_its_stored_reply(void **state)
@@ -1344,6 +1400,178 @@ static void test_full_sync_commit_writes_its_wal_frames_in_a_few_calls(void **st
 	                 WAL_ROWS);
 }
 
+/* The bytes this process has handed to write system calls (/proc/self/io). */
+static long long write_bytes(void)
+{
+	char line[128];
+	long long n = -1;
+	FILE *f = fopen("/proc/self/io", "r");
+
+	if (f == NULL) {
+		return -1;
+	}
+	while (fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, "wchar: %lld", &n) == 1) {
+			break;
+		}
+	}
+	fclose(f);
+	return n;
+}
+
+#define SUBJ_ROWS 600 /* of 300 bytes: three to a 1 KiB page */
+#define SUBJ_ROWS_SQL "600"
+
+static int unit_fill_small_rows(struct store_tx *tx, void *arg)
+{
+	(void)arg;
+	return store_exec(tx,
+	                  "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i "
+	                  "< " SUBJ_ROWS_SQL ") "
+	                  "INSERT INTO scratch (tag, data) SELECT 'small', randomblob(300) FROM c",
+	                  NULL, 0, NULL);
+}
+
+static int unit_rewrite_small_rows(struct store_tx *tx, void *arg)
+{
+	(void)arg;
+	return store_exec(tx, "UPDATE scratch SET data = zeroblob(300) WHERE tag = 'small'", NULL,
+	                  0, NULL);
+}
+
+/* A unit's savepoint keeps the old contents of the pages it changes (the
+ * sub-journal). Past 64 KiB SQLite moved it into a temporary file, so a
+ * batch of many claims wrote every page a third time (13 KB per callback
+ * at 256 connections, issue 24); it now stays in memory up to 4 MiB, and a
+ * unit that changes 200 existing pages writes its WAL frames and little
+ * else. */
+static void test_a_units_savepoint_journal_is_not_written_to_a_file(void **state)
+{
+	struct fixture *fx = *state;
+	long long before;
+	long long after;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_fill_small_rows, NULL), 0);
+	before = write_bytes();
+	assert_true(before >= 0);
+	assert_int_equal(store_write(fx->fx_st, T0, unit_rewrite_small_rows, NULL), 0);
+	after = write_bytes();
+	/* The WAL: a frame (a 24-byte header and a 1 KiB page) per three
+	 * rows; the sub-journal in a file would add as much again. */
+	assert_true(after - before >= (long long)SUBJ_ROWS / 3 * 1024);
+	assert_true(after - before < (long long)SUBJ_ROWS / 3 * (1024 + 24) * 3 / 2);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'small' AND "
+	                                     "data = zeroblob(300)"),
+	                 SUBJ_ROWS);
+}
+
+static int unit_rewrite_many_rows(struct store_tx *tx, void *arg)
+{
+	(void)arg;
+	if (store_exec(tx,
+	               "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < "
+	               "18000) "
+	               "INSERT INTO scratch (tag, data) SELECT 'many', randomblob(300) FROM c",
+	               NULL, 0, NULL) < 0) {
+		return -1;
+	}
+	return 0;
+}
+
+static int unit_update_many_rows(struct store_tx *tx, void *arg)
+{
+	(void)arg;
+	return store_exec(tx, "UPDATE scratch SET data = zeroblob(300) WHERE tag = 'many'", NULL, 0,
+	                  NULL);
+}
+
+/* A unit whose sub-journal outgrows memory (6,000 pages: more than
+ * STORE_SUBJOURNAL_SPILL) moves it into a file, whose first write is the
+ * whole of it: it must not fail as a full disk, on the writer (at NORMAL
+ * here) as on every other connection. */
+static void test_a_unit_larger_than_the_sub_journal_in_memory_commits(void **state)
+{
+	struct fixture *fx = *state;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_rewrite_many_rows, NULL), 0);
+	assert_int_equal(store_write(fx->fx_st, T0, unit_update_many_rows, NULL), 0);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'many' AND "
+	                                     "data = zeroblob(300)"),
+	                 18000);
+}
+
+/* Readers that keep reading while the writer commits: each read holds a
+ * snapshot of the WAL for a moment, and there is always one. */
+struct wal_readers {
+	struct store *wr_st;
+	atomic_int wr_stop;
+	atomic_long wr_reads;
+};
+
+static void *wal_reader_main(void *arg)
+{
+	struct wal_readers *wr = arg;
+
+	while (!atomic_load(&wr->wr_stop)) {
+		if (count_of(wr->wr_st, "SELECT count(*) FROM scratch WHERE rowid = 1") >= 0) {
+			atomic_fetch_add(&wr->wr_reads, 1);
+		}
+	}
+	return NULL;
+}
+
+static long long file_size(const char *path)
+{
+	struct stat sb;
+
+	return stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
+}
+
+#define WAL_READERS 4
+#define WAL_WRITES 400       /* of WAL_ROWS pages each: 80,000 pages */
+#define WAL_CAP_FRAMES 20000 /* store_sqlite.c's hard cap of 16,000, and a few commits of slack */
+
+/* Under sustained writes with readers always busy, the WAL file stays below
+ * the hard cap: the writer checkpoints and restarts it itself (waiting for
+ * the readers' snapshots, which are short) rather than letting it grow. */
+static void test_the_wal_stays_bounded_under_sustained_writes_and_reads(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_options so = {.so_path = fx->fx_path, .so_sync = STORE_SYNC_FULL};
+	struct wal_readers wr = {.wr_reads = 0};
+	pthread_t readers[WAL_READERS];
+	char wal[160];
+	long long max_size = 0;
+	long long size;
+	int i;
+
+	store_destroy(fx->fx_st);
+	fx->fx_st = store_create(&so);
+	assert_non_null(fx->fx_st);
+	wr.wr_st = fx->fx_st;
+	snprintf(wal, sizeof(wal), "%s-wal", fx->fx_path);
+	for (i = 0; i < WAL_READERS; i++) {
+		assert_int_equal(pthread_create(&readers[i], NULL, wal_reader_main, &wr), 0);
+	}
+	for (i = 0; i < WAL_WRITES; i++) {
+		assert_int_equal(store_write(fx->fx_st, T0, unit_fill_pages, NULL), 0);
+		size = file_size(wal);
+		if (size > max_size) {
+			max_size = size;
+		}
+	}
+	atomic_store(&wr.wr_stop, 1);
+	for (i = 0; i < WAL_READERS; i++) {
+		pthread_join(readers[i], NULL);
+	}
+	assert_true(atomic_load(&wr.wr_reads) > 0);
+	/* A frame is a 24-byte header and a 1 KiB page. */
+	assert_true(max_size > 0);
+	assert_true(max_size <= (long long)WAL_CAP_FRAMES * (1024 + 24));
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'page'"),
+	                 (int64_t)WAL_WRITES * WAL_ROWS);
+}
+
 /* ---- statements ---- */
 
 static int unit_fill_values(struct store_tx *tx, void *arg)
@@ -2187,6 +2415,9 @@ int main(void)
 	        STORE_TEST(test_older_schema_is_refused_read_only_and_without_migrations),
 	        STORE_TEST(test_claim_on_a_new_key_runs_apply_and_stores_done),
 	        STORE_TEST(test_claim_replays_done_record_byte_for_byte),
+	        STORE_TEST(
+	                test_a_duplicate_right_after_the_commit_is_replayed_with_a_kept_snapshot),
+	        STORE_TEST(test_a_kept_read_snapshot_is_ended_when_its_thread_is_idle),
 	        STORE_TEST(test_claim_replays_failed_record_with_its_stored_reply),
 	        STORE_TEST(test_claim_with_other_fingerprint_gets_mismatch_and_the_stored_reply),
 	        STORE_TEST(test_record_one_second_inside_retention_replays),
@@ -2211,6 +2442,9 @@ int main(void)
 	        STORE_TEST(test_disk_full_in_one_claim_of_a_group_leaves_the_others_committed),
 	        STORE_TEST(test_write_returns_fn_value_and_rolls_back_on_failure),
 	        STORE_TEST(test_full_sync_commit_writes_its_wal_frames_in_a_few_calls),
+	        STORE_TEST(test_the_wal_stays_bounded_under_sustained_writes_and_reads),
+	        STORE_TEST(test_a_units_savepoint_journal_is_not_written_to_a_file),
+	        STORE_TEST(test_a_unit_larger_than_the_sub_journal_in_memory_commits),
 	        STORE_TEST(test_statements_bind_parameters_and_copy_columns),
 	        STORE_TEST(test_read_only_store_reads_and_refuses_writes),
 	        STORE_TEST(test_peek_reports_live_records_only),

@@ -6,13 +6,16 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include <cmocka.h>
+#include <cjson/cJSON.h>
 
 #include "buf.h"
 #include "crypto.h"
 #include "provider_test.h"
+#include "providers.h"
 
 extern const struct provider provider_stripe;
 
@@ -764,6 +767,213 @@ static void test_stripe_reads_a_fetched_thin_event_as_its_snapshot_would_be(void
 	pt_instance_destroy(&pi);
 }
 
+/* ---- the canonical JSON of the fingerprint ---- */
+
+/* The canonical JSON as it was built before (numbers by
+ * cJSON_PrintUnformatted, members sorted in a heap array): the reference
+ * the fingerprints stored so far were made with. */
+struct ref_member {
+	const cJSON *rm_item;
+	size_t rm_index;
+};
+
+static int ref_member_cmp(const void *a, const void *b)
+{
+	const struct ref_member *x = a;
+	const struct ref_member *y = b;
+	int c = strcmp(x->rm_item->string, y->rm_item->string);
+
+	return c != 0 ? c : x->rm_index < y->rm_index ? -1 : 1;
+}
+
+static void ref_canonical(const cJSON *item, struct buf *b)
+{
+	const cJSON *c;
+	struct ref_member *m;
+	size_t n = 0;
+	size_t i;
+	char *text;
+
+	if (cJSON_IsObject(item)) {
+		for (c = item->child; c != NULL; c = c->next) {
+			n++;
+		}
+		m = calloc(n + 1, sizeof(*m));
+		assert_non_null(m);
+		n = 0;
+		for (c = item->child; c != NULL; c = c->next) {
+			m[n].rm_item = c;
+			m[n].rm_index = n;
+			n++;
+		}
+		qsort(m, n, sizeof(*m), ref_member_cmp);
+		buf_puts(b, "{");
+		for (i = 0; i < n; i++) {
+			if (i > 0) {
+				buf_puts(b, ",");
+			}
+			buf_json_string(b, m[i].rm_item->string);
+			buf_puts(b, ":");
+			ref_canonical(m[i].rm_item, b);
+		}
+		buf_puts(b, "}");
+		free(m);
+	} else if (cJSON_IsArray(item)) {
+		buf_puts(b, "[");
+		for (c = item->child; c != NULL; c = c->next) {
+			if (c != item->child) {
+				buf_puts(b, ",");
+			}
+			ref_canonical(c, b);
+		}
+		buf_puts(b, "]");
+	} else if (cJSON_IsString(item)) {
+		buf_json_string(b, item->valuestring);
+	} else if (cJSON_IsNumber(item)) {
+		text = cJSON_PrintUnformatted(item);
+		assert_non_null(text);
+		buf_puts(b, text);
+		cJSON_free(text);
+	} else if (cJSON_IsTrue(item)) {
+		buf_puts(b, "true");
+	} else if (cJSON_IsFalse(item)) {
+		buf_puts(b, "false");
+	} else {
+		buf_puts(b, "null");
+	}
+}
+
+static void assert_canonical_as_before(const cJSON *item)
+{
+	struct buf now;
+	struct buf ref;
+
+	buf_init(&now, 0);
+	buf_init(&ref, 0);
+	assert_int_equal(provider_json_canonical(item, &now), 0);
+	ref_canonical(item, &ref);
+	if (now.buf_len != ref.buf_len || memcmp(now.buf_data, ref.buf_data, now.buf_len) != 0) {
+		fail_msg("canonical JSON differs: %.*s against %.*s", (int)now.buf_len,
+		         now.buf_data, (int)ref.buf_len, ref.buf_data);
+	}
+	buf_finish(&now);
+	buf_finish(&ref);
+}
+
+/* Numbers are printed without cJSON's printer now, and objects sorted on
+ * the stack: the bytes (stored fingerprints depend on them) are those of
+ * before, for edge cases and 200,000 random numbers. */
+static void test_json_canonical_numbers_print_as_cjson_prints_them(void **state)
+{
+	static const char *const texts[] = {"0",
+	                                    "-0",
+	                                    "1",
+	                                    "-1",
+	                                    "2147483647",
+	                                    "2147483648",
+	                                    "-2147483648",
+	                                    "-2147483649",
+	                                    "1700000000000",
+	                                    "999999999999999",
+	                                    "1000000000000000",
+	                                    "-999999999999999",
+	                                    "-1000000000000000",
+	                                    "9007199254740993",
+	                                    "12345678901234567890",
+	                                    "1e15",
+	                                    "1e16",
+	                                    "0.1",
+	                                    "1.5",
+	                                    "-2.25",
+	                                    "1e300",
+	                                    "-1e-300",
+	                                    "3.141592653589793",
+	                                    "0.30000000000000004",
+	                                    "123456.789",
+	                                    "1E+2",
+	                                    "5e-324",
+	                                    "1.7976931348623157e308",
+	                                    "100.0",
+	                                    "4.35",
+	                                    "19.99",
+	                                    "0.000001",
+	                                    "1e-7",
+	                                    "123456789012345.6",
+	                                    "2.5e-5"};
+	unsigned seed = 24;
+	cJSON *n;
+	size_t i;
+	uint64_t bits;
+	double d;
+
+	(void)state;
+	for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		n = cJSON_Parse(texts[i]);
+		assert_non_null(n);
+		assert_canonical_as_before(n);
+		cJSON_Delete(n);
+	}
+	for (i = 0; i < 200000; i++) {
+		switch (i % 4) {
+		case 0: /* any bits */
+			bits = (uint64_t)rand_r(&seed) << 33 ^ (uint64_t)rand_r(&seed) << 11 ^
+			       (uint64_t)rand_r(&seed);
+			memcpy(&d, &bits, sizeof(d));
+			break;
+		case 1: /* whole numbers of every size */
+			d = floor((double)rand_r(&seed) * pow(10, rand_r(&seed) % 12));
+			break;
+		case 2: /* cents and the like */
+			d = (double)(rand_r(&seed) % 1000000) / pow(10, rand_r(&seed) % 7);
+			break;
+		default: /* negative, scaled */
+			d = -(double)rand_r(&seed) * pow(10, rand_r(&seed) % 40 - 20);
+			break;
+		}
+		n = cJSON_CreateNumber(d);
+		assert_non_null(n);
+		assert_canonical_as_before(n);
+		cJSON_Delete(n);
+	}
+}
+
+/* Nested objects and arrays, unicode and escapes, duplicate names, an
+ * object larger than the members sorted on the stack. */
+static void test_json_canonical_of_nested_documents_is_as_before(void **state)
+{
+	static const char *const docs[] = {
+	        "{}",
+	        "[]",
+	        "{\"b\":1,\"a\":[1.5,{\"z\":1700000000000,\"a\":\"\\u00e9\\u2603\"}],"
+	        "\"\":null,\"c\":true,\"d\":false}",
+	        "{\"a\":1,\"a\":2,\"A\":3,\"\\u0000x\":\"\\\"\\\\\\n\\t\\u001f\"}",
+	        "[[[[{\"k\":[-0.0,1e-7,\"\\ud83d\\ude00\"]}]]]]",
+	        "{\"amount\":1999,\"created\":1733130100,\"metadata\":{\"order_id\":\"ord_1\"},"
+	        "\"rate\":0.0725,\"big\":12345678901234567890}"};
+	struct buf big;
+	cJSON *doc;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
+		doc = cJSON_Parse(docs[i]);
+		assert_non_null(doc);
+		assert_canonical_as_before(doc);
+		cJSON_Delete(doc);
+	}
+	buf_init(&big, 0);
+	buf_puts(&big, "{");
+	for (i = 0; i < 100; i++) {
+		buf_printf(&big, "%s\"k%03zu\":%zu.5", i > 0 ? "," : "", (i * 37) % 100, i);
+	}
+	buf_puts(&big, "}");
+	doc = cJSON_ParseWithLength(big.buf_data, big.buf_len);
+	assert_non_null(doc);
+	assert_canonical_as_before(doc);
+	cJSON_Delete(doc);
+	buf_finish(&big);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -789,6 +999,8 @@ int main(void)
 	        cmocka_unit_test(test_stripe_ack_says_accepted_with_the_order_id),
 	        cmocka_unit_test(test_stripe_refuses_a_config_without_secret),
 	        cmocka_unit_test(test_stripe_reads_secrets_from_env_specs),
+	        cmocka_unit_test(test_json_canonical_numbers_print_as_cjson_prints_them),
+	        cmocka_unit_test(test_json_canonical_of_nested_documents_is_as_before),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -33,12 +33,32 @@
  * before keeps its page size. */
 #define STORE_PAGE_SIZE "1024"
 /* WAL frames (pages) after which the checkpointer copies them into the
- * database file, and after which the writer itself completes a checkpoint
- * so the WAL can start over (about 1 MB and 4 MB at 1 KiB pages). */
-#define STORE_CKPT_FRAMES 1000
-#define STORE_CKPT_FRAMES_MAX 4000
+ * database file (the writer then finishes the copy and starts the WAL over
+ * between two batches, store_sqlite_after_batch), and the hard bound past
+ * which the writer does so even if the checkpointer has not run: about
+ * 4 MB and 16 MB at 1 KiB pages. A page that several commits change is
+ * copied once per checkpoint: 4,000 wrote 18-19 KB per unique callback
+ * where 1,000 wrote 21-22 KB (issue 24, docs/benchmarks.md). */
+#define STORE_CKPT_FRAMES 4000
+#define STORE_CKPT_FRAMES_MAX 16000
 #define STORE_PROBE_BUSY_MS 100       /* the probe's wait for the write lock */
 #define STORE_CHECKPOINT_BUSY_MS 200  /* a TRUNCATE checkpoint briefly holds writers back */
+#define STORE_CKPT_RESTART_MS 20      /* the writer's wait for readers to leave the WAL */
+/* The sub-journal (the old contents of the pages a savepoint changes; a
+ * batch keeps it until COMMIT) stays in memory up to this size instead of
+ * SQLite's 64 KiB: in a temporary file it wrote every page of a batch a
+ * third time (13 KB per unique callback at 256 connections). A batch of
+ * batch_max = 256 callbacks needs about 3 MB. */
+#define STORE_SUBJOURNAL_SPILL (4 << 20)
+/* A duplicate's lookup reuses its thread's read snapshot while no commit
+ * has been made since it began, for at most this long and this many
+ * lookups; the checkpointer ends one left idle about as long after. Each
+ * read transaction takes and releases a lock on the -shm file (fcntl),
+ * 7-11% of the duplicate path (issue 24). A lookup never sees less than a
+ * new snapshot would, except a commit whose claims are not answered yet;
+ * a miss goes to the writer, whose claim decides, as every miss does. */
+#define STORE_SNAPSHOT_MS 4
+#define STORE_SNAPSHOT_USES 256
 
 struct store_stmt {
 	char *sm_sql;
@@ -52,6 +72,16 @@ struct store_conn {
 	struct store_stmt *cn_stmts[STORE_STMT_BUCKETS];
 	size_t cn_n_stmts;
 	struct store_conn *cn_next; /* in db_readers */
+	/* A read connection's snapshot kept open between the lookups of the
+	 * duplicate path (store_sqlite_reader_get): cn_mutex is held by its
+	 * thread from get to put on that path, and by the checkpointer thread
+	 * when it ends a snapshot left idle (store_snapshots_reap). */
+	pthread_mutex_t cn_mutex;
+	int cn_locked;            /* gets its thread holds cn_mutex for (its thread only) */
+	int cn_held;              /* a kept snapshot is open (under cn_mutex) */
+	int64_t cn_held_ms;       /* monotonic ms it began (under cn_mutex) */
+	uint64_t cn_held_commits; /* db_commits when it began (under cn_mutex) */
+	unsigned cn_held_uses;
 };
 
 /* The checkpointer: copies WAL frames into the database file on its own
@@ -64,6 +94,11 @@ struct store_ckpt {
 	pthread_cond_t ck_cond;
 	int ck_wanted; /* under ck_mutex */
 	int ck_stopping; /* under ck_mutex */
+	/* Held around every checkpoint of the checkpointer's and the writer's:
+	 * SQLite refuses a second checkpoint at once without waiting. */
+	pthread_mutex_t ck_run_mutex;
+	int ck_rounds; /* checkpoints finished (atomic) */
+	int ck_reap;   /* some read snapshot is kept open (atomic; set under ck_mutex) */
 };
 
 struct store_db {
@@ -76,7 +111,9 @@ struct store_db {
 	struct store_conn *db_readers; /* every read connection, under db_mutex */
 	int db_wal_frames; /* frames in the WAL after the last commit (writer thread) */
 	int db_ckpt_asked; /* db_wal_frames when the checkpointer was last woken (writer thread) */
+	int db_ckpt_round; /* its ck_rounds then (writer thread) */
 	uint64_t db_wal_written; /* frames appended to the WAL (writer thread; read atomically) */
+	uint64_t db_commits;     /* commits so far (written by the writer thread, atomic) */
 	struct store_ckpt db_ckpt;
 	struct store_conn *db_probe; /* store_probe's own connection (the probe's thread) */
 	int64_t db_probe_locked_at;  /* monotonic ms the probe last found the lock held; 0 */
@@ -194,6 +231,11 @@ struct store_walbuf {
 static sqlite3_vfs *store_walbuf_real;
 static sqlite3_vfs store_walbuf_vfs;
 static int store_walbuf_ok; /* registered */
+/* The writer's VFS at NORMAL and OFF: the same, but the WAL goes straight
+ * to the default VFS; only the sub-journal's writes are cut in pieces. */
+#define STORE_SPLIT_NAME "idemhook-split"
+static sqlite3_vfs store_split_vfs;
+static int store_split_ok;
 
 static int store_walbuf_flush(struct store_walbuf *wb)
 {
@@ -244,7 +286,20 @@ static int store_walbuf_write(sqlite3_file *f, const void *p, int amt, sqlite3_i
 		wb->wb_buf = malloc(STORE_WALBUF_SIZE);
 	}
 	if (wb->wb_buf == NULL || (size_t)amt > STORE_WALBUF_SIZE) {
-		return wb->wb_real->pMethods->xWrite(wb->wb_real, p, amt, off);
+		/* In pieces the unix VFS takes whole: a sub-journal moving to its
+		 * file writes up to STORE_SUBJOURNAL_SPILL at once. */
+		while (amt > 0) {
+			int n = amt > STORE_WALBUF_SIZE ? STORE_WALBUF_SIZE : amt;
+
+			rc = wb->wb_real->pMethods->xWrite(wb->wb_real, p, n, off);
+			if (rc != SQLITE_OK) {
+				return rc;
+			}
+			p = (const char *)p + n;
+			amt -= n;
+			off += n;
+		}
+		return SQLITE_OK;
 	}
 	if (wb->wb_len == 0) {
 		wb->wb_start = off;
@@ -344,8 +399,10 @@ static int store_walbuf_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_fi
 	struct store_walbuf *wb = (struct store_walbuf *)f;
 	int rc;
 
-	(void)vfs;
-	if ((flags & SQLITE_OPEN_WAL) == 0) {
+	/* The WAL only through STORE_WALBUF_NAME; the sub-journal through
+	 * both, for its large writes. */
+	if (((flags & SQLITE_OPEN_WAL) == 0 || vfs != &store_walbuf_vfs) &&
+	    (flags & SQLITE_OPEN_SUBJOURNAL) == 0) {
 		/* The default VFS's file fills the start of f, which is larger. */
 		return store_walbuf_real->xOpen(store_walbuf_real, name, f, flags, out_flags);
 	}
@@ -377,6 +434,9 @@ static void store_walbuf_register(void)
 	store_walbuf_vfs.szOsFile = (int)sizeof(struct store_walbuf) + store_walbuf_real->szOsFile;
 	store_walbuf_vfs.xOpen = store_walbuf_open;
 	store_walbuf_ok = sqlite3_vfs_register(&store_walbuf_vfs, 0) == SQLITE_OK;
+	store_split_vfs = store_walbuf_vfs;
+	store_split_vfs.zName = STORE_SPLIT_NAME;
+	store_split_ok = store_walbuf_ok && sqlite3_vfs_register(&store_split_vfs, 0) == SQLITE_OK;
 }
 
 static struct store_conn *store_conn_open_vfs(const char *path, int flags, unsigned busy_timeout_ms,
@@ -387,6 +447,9 @@ static struct store_conn *store_conn_open_vfs(const char *path, int flags, unsig
 	int rc;
 
 	cn = calloc(1, sizeof(*cn));
+	if (cn != NULL) {
+		cn->cn_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	}
 	if (cn == NULL) {
 		log_err("store: out of memory");
 		return NULL;
@@ -404,9 +467,13 @@ fail:
 	return NULL;
 }
 
+/* Every connection through STORE_SPLIT_NAME: the sub-journal's size before
+ * it moves to a file (STORE_SUBJOURNAL_SPILL) is the whole process's, and
+ * the default VFS cannot take its first write. */
 static struct store_conn *store_conn_open(const char *path, int flags, unsigned busy_timeout_ms)
 {
-	return store_conn_open_vfs(path, flags, busy_timeout_ms, NULL);
+	return store_conn_open_vfs(path, flags, busy_timeout_ms,
+	                           store_split_ok ? STORE_SPLIT_NAME : NULL);
 }
 
 static int store_sql_is_blank(const char *s)
@@ -879,9 +946,12 @@ static struct store_conn *store_open_writer(const char *path, enum store_sync sy
 	/* A store that may not migrate has no use for a new, empty file. */
 	/* The WAL's writes gathered per commit: only where each commit syncs
 	 * the WAL before readers see it (store_walbuf_open). */
-	cn = store_conn_open_vfs(path, SQLITE_OPEN_READWRITE | (no_migrate ? 0 : SQLITE_OPEN_CREATE),
+	cn = store_conn_open_vfs(path,
+	                         SQLITE_OPEN_READWRITE | (no_migrate ? 0 : SQLITE_OPEN_CREATE),
 	                         busy_timeout_ms,
-	                         sync == STORE_SYNC_FULL && store_walbuf_ok ? STORE_WALBUF_NAME : NULL);
+	                         sync == STORE_SYNC_FULL && store_walbuf_ok ? STORE_WALBUF_NAME
+	                         : store_split_ok                           ? STORE_SPLIT_NAME
+	                                                                    : NULL);
 	if (cn == NULL) {
 		return NULL;
 	}
@@ -957,11 +1027,15 @@ static int store_wal_hook(void *arg, sqlite3 *handle, const char *name, int fram
 		db->db_wal_written += frames - db->db_wal_frames;
 	}
 	db->db_wal_frames = frames;
+	/* Before any claim of this commit is answered: a kept read snapshot
+	 * older than it is not used again (store_sqlite_reader_get). */
+	__atomic_add_fetch(&db->db_commits, 1, __ATOMIC_RELEASE);
 	/* Once per STORE_CKPT_FRAMES new frames, not after every commit: a
 	 * checkpoint costs two fsyncs, and the WAL keeps its length until the
 	 * writer rewinds it. */
 	if (frames - db->db_ckpt_asked >= STORE_CKPT_FRAMES && db->db_ckpt.ck_running) {
 		db->db_ckpt_asked = frames;
+		db->db_ckpt_round = __atomic_load_n(&db->db_ckpt.ck_rounds, __ATOMIC_ACQUIRE);
 		pthread_mutex_lock(&db->db_ckpt.ck_mutex);
 		if (!db->db_ckpt.ck_wanted) {
 			db->db_ckpt.ck_wanted = 1;
@@ -970,6 +1044,51 @@ static int store_wal_hook(void *arg, sqlite3 *handle, const char *name, int fram
 		pthread_mutex_unlock(&db->db_ckpt.ck_mutex);
 	}
 	return SQLITE_OK;
+}
+
+static int64_t store_mono_ms(void);
+
+/* Ends, on the checkpointer's thread, every kept read snapshot older than
+ * STORE_SNAPSHOT_MS whose thread is not using it. Returns the number of
+ * snapshots still open. */
+static int store_snapshots_reap(struct store_db *db)
+{
+	struct store_conn *cn;
+	int64_t now = store_mono_ms();
+	int open = 0;
+
+	pthread_mutex_lock(&db->db_mutex);
+	for (cn = db->db_readers; cn != NULL; cn = cn->cn_next) {
+		if (pthread_mutex_trylock(&cn->cn_mutex) != 0) {
+			open++;
+			continue;
+		}
+		if (cn->cn_held && now - cn->cn_held_ms >= STORE_SNAPSHOT_MS) {
+			store_conn_exec(en, cn, "COMMIT");
+			cn->cn_held = 0;
+		}
+		open += cn->cn_held;
+		pthread_mutex_unlock(&cn->cn_mutex);
+	}
+	pthread_mutex_unlock(&db->db_mutex);
+	return open;
+}
+
+/* Waits about STORE_SNAPSHOT_MS on ck_cond (held) unless a checkpoint is
+ * wanted or the store stops meanwhile. */
+static void store_ckpt_wait_snapshot(struct store_ckpt *ck)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += (long)STORE_SNAPSHOT_MS * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	while (!ck->ck_wanted && !ck->ck_stopping &&
+	       pthread_cond_timedwait(&ck->ck_cond, &ck->ck_mutex, &until) == 0) {
+	}
 }
 
 static void *store_ckpt_main(void *arg)
@@ -983,8 +1102,24 @@ static void *store_ckpt_main(void *arg)
 	pthread_setname_np(pthread_self(), "store-ckpt");
 	pthread_mutex_lock(&ck->ck_mutex);
 	for (;;) {
-		while (!ck->ck_wanted && !ck->ck_stopping) {
+		while (!ck->ck_wanted && !ck->ck_stopping &&
+		       !__atomic_load_n(&ck->ck_reap, __ATOMIC_ACQUIRE)) {
 			pthread_cond_wait(&ck->ck_cond, &ck->ck_mutex);
+		}
+		if (!ck->ck_wanted && !ck->ck_stopping) {
+			/* Kept snapshots: end those left idle, again while any is
+			 * open. A thread that keeps one after this reset sets it
+			 * again (store_sqlite_reader_get). */
+			store_ckpt_wait_snapshot(ck);
+			if (!ck->ck_wanted && !ck->ck_stopping) {
+				__atomic_store_n(&ck->ck_reap, 0, __ATOMIC_RELEASE);
+				pthread_mutex_unlock(&ck->ck_mutex);
+				if (store_snapshots_reap(db) > 0) {
+					__atomic_store_n(&ck->ck_reap, 1, __ATOMIC_RELEASE);
+				}
+				pthread_mutex_lock(&ck->ck_mutex);
+				continue;
+			}
 		}
 		if (ck->ck_stopping) {
 			break;
@@ -993,8 +1128,11 @@ static void *store_ckpt_main(void *arg)
 		pthread_mutex_unlock(&ck->ck_mutex);
 		/* PASSIVE: copies what no reader still needs and never blocks the
 		 * writer, which goes on appending meanwhile. */
+		pthread_mutex_lock(&ck->ck_run_mutex);
 		rc = sqlite3_wal_checkpoint_v2(ck->ck_conn->cn_db, NULL, SQLITE_CHECKPOINT_PASSIVE,
 		                               &log_frames, &done_frames);
+		pthread_mutex_unlock(&ck->ck_run_mutex);
+		__atomic_add_fetch(&ck->ck_rounds, 1, __ATOMIC_RELEASE);
 		if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
 			store_log_rc(ck->ck_conn->cn_db, rc, "checkpoint");
 		}
@@ -1006,23 +1144,42 @@ static void *store_ckpt_main(void *arg)
 
 /* A PASSIVE checkpoint that runs while commits keep appending never catches
  * up with the end of the WAL, and SQLite restarts the WAL from its start only
- * once every frame is in the database. So past STORE_CKPT_FRAMES_MAX the
- * writer finishes the job between two batches: the checkpointer has already
- * copied most frames, this copies the rest, and the next transaction
- * rewinds the WAL. This bounds the WAL file. */
+ * once every frame is in the database and no reader still reads from the
+ * WAL: with server threads looking up answers all the time there is nearly
+ * always such a reader, and the WAL grew to ten times its bound (issue 24).
+ * So once the checkpointer has finished the checkpoint it was woken for
+ * (and in any case past STORE_CKPT_FRAMES_MAX), the writer itself, between
+ * two batches, runs a RESTART checkpoint: it copies the frames committed
+ * since, then waits (at most STORE_CKPT_RESTART_MS: a lookup holds its
+ * snapshot for microseconds) until no reader reads from the WAL, and the
+ * next commit starts the WAL over. Readers that begin meanwhile read the
+ * database file and do not hold it up. This bounds the WAL; a reader that
+ * holds a snapshot longer (a long listing) postpones the restart to a
+ * later batch. Returns 1 when it ran a checkpoint. */
 static int store_sqlite_after_batch(struct store_db *db)
 {
+	sqlite3 *w;
 	int log_frames = 0;
 	int done_frames = 0;
 	int rc;
 
-	if (db->db_writer == NULL || db->db_wal_frames < STORE_CKPT_FRAMES_MAX) {
+	if (db->db_writer == NULL || db->db_wal_frames < STORE_CKPT_FRAMES ||
+	    (db->db_wal_frames < STORE_CKPT_FRAMES_MAX &&
+	     __atomic_load_n(&db->db_ckpt.ck_rounds, __ATOMIC_ACQUIRE) == db->db_ckpt_round)) {
 		return 0;
 	}
-	rc = sqlite3_wal_checkpoint_v2(db->db_writer->cn_db, NULL, SQLITE_CHECKPOINT_PASSIVE,
-	                               &log_frames, &done_frames);
-	if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
-		store_log_rc(db->db_writer->cn_db, rc, "checkpoint");
+	w = db->db_writer->cn_db;
+	pthread_mutex_lock(&db->db_ckpt.ck_run_mutex);
+	sqlite3_busy_timeout(w, STORE_CKPT_RESTART_MS);
+	rc = sqlite3_wal_checkpoint_v2(w, NULL, SQLITE_CHECKPOINT_RESTART, &log_frames,
+	                               &done_frames);
+	sqlite3_busy_timeout(w, (int)db->db_busy_timeout_ms);
+	pthread_mutex_unlock(&db->db_ckpt.ck_run_mutex);
+	if (rc == SQLITE_OK) {
+		db->db_wal_frames = 0; /* the next commit starts the WAL over */
+		db->db_ckpt_asked = 0;
+	} else if (rc != SQLITE_BUSY) {
+		store_log_rc(w, rc, "checkpoint");
 	}
 	return 1;
 }
@@ -1371,25 +1528,65 @@ static int store_sqlite_writer_ready(struct store_db *db)
 }
 
 /* This thread's read connection, opened on first use. Read connections live
- * until the store is closed. */
+ * until the store is closed. Without wait (the duplicate path's lookup,
+ * one statement), the thread's snapshot is kept open for the next lookups
+ * while it is young (STORE_SNAPSHOT_MS, STORE_SNAPSHOT_USES) and the
+ * checkpointer runs, which ends it when left idle; every other read ends a
+ * kept snapshot first, so it sees every commit made before it began. */
 static struct store_conn *store_sqlite_reader_get(struct store_db *db, int wait)
 {
 	struct store_conn *cn = pthread_getspecific(db->db_key);
+	int64_t now;
 
-	(void)wait; /* one connection per thread: never waited for */
-	if (cn != NULL) {
+	if (cn == NULL) {
+		cn = store_conn_open(db->db_path, SQLITE_OPEN_READONLY, db->db_busy_timeout_ms);
+		if (cn == NULL) {
+			return NULL;
+		}
+		pthread_mutex_lock(&db->db_mutex);
+		cn->cn_next = db->db_readers;
+		db->db_readers = cn;
+		pthread_mutex_unlock(&db->db_mutex);
+		if (pthread_setspecific(db->db_key, cn) != 0) {
+			log_warn("store: cannot remember this thread's read connection");
+		}
+	}
+	if (cn->cn_locked > 0) {
+		cn->cn_locked++; /* nested in a lookup: its snapshot */
 		return cn;
 	}
-	cn = store_conn_open(db->db_path, SQLITE_OPEN_READONLY, db->db_busy_timeout_ms);
-	if (cn == NULL) {
-		return NULL;
+	pthread_mutex_lock(&cn->cn_mutex);
+	now = store_mono_ms();
+	if (cn->cn_held) {
+		if (!wait && now - cn->cn_held_ms < STORE_SNAPSHOT_MS &&
+		    cn->cn_held_uses < STORE_SNAPSHOT_USES &&
+		    __atomic_load_n(&db->db_commits, __ATOMIC_ACQUIRE) == cn->cn_held_commits) {
+			cn->cn_held_uses++;
+			cn->cn_locked = 1;
+			return cn;
+		}
+		store_conn_exec(en, cn, "COMMIT");
+		cn->cn_held = 0;
 	}
-	pthread_mutex_lock(&db->db_mutex);
-	cn->cn_next = db->db_readers;
-	db->db_readers = cn;
-	pthread_mutex_unlock(&db->db_mutex);
-	if (pthread_setspecific(db->db_key, cn) != 0) {
-		log_warn("store: cannot remember this thread's read connection");
+	if (wait || !db->db_ckpt.ck_running || !sqlite3_get_autocommit(cn->cn_db)) {
+		/* Not kept: a read of its own, or one nested in a read. */
+		pthread_mutex_unlock(&cn->cn_mutex);
+		return cn;
+	}
+	cn->cn_locked = 1;
+	/* Read before the snapshot begins: a commit in between only makes
+	 * the next lookup take a new one. */
+	cn->cn_held_commits = __atomic_load_n(&db->db_commits, __ATOMIC_ACQUIRE);
+	if (store_conn_exec(en, cn, "BEGIN") == 0) {
+		cn->cn_held = 1;
+		cn->cn_held_ms = now;
+		cn->cn_held_uses = 1;
+		if (!__atomic_load_n(&db->db_ckpt.ck_reap, __ATOMIC_ACQUIRE)) {
+			pthread_mutex_lock(&db->db_ckpt.ck_mutex);
+			__atomic_store_n(&db->db_ckpt.ck_reap, 1, __ATOMIC_RELEASE);
+			pthread_cond_signal(&db->db_ckpt.ck_cond);
+			pthread_mutex_unlock(&db->db_ckpt.ck_mutex);
+		}
 	}
 	return cn;
 }
@@ -1397,7 +1594,10 @@ static struct store_conn *store_sqlite_reader_get(struct store_db *db, int wait)
 static void store_sqlite_reader_put(struct store_db *db, struct store_conn *cn)
 {
 	(void)db;
-	(void)cn; /* kept for the thread's next read */
+	/* Kept for the thread's next read, its snapshot too if kept. */
+	if (cn->cn_locked > 0 && --cn->cn_locked == 0) {
+		pthread_mutex_unlock(&cn->cn_mutex);
+	}
 }
 
 static int store_sqlite_begin(struct store_conn *cn, int write)
@@ -1561,6 +1761,7 @@ static pthread_once_t store_sqlite_once = PTHREAD_ONCE_INIT;
 static void store_sqlite_config(void)
 {
 	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+	sqlite3_config(SQLITE_CONFIG_STMTJRNL_SPILL, STORE_SUBJOURNAL_SPILL);
 	store_walbuf_register();
 }
 
@@ -1582,6 +1783,7 @@ static struct store_db *store_sqlite_open(const struct store_options *opt, int *
 	/* Static initializers: these never fail. */
 	db->db_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	db->db_ckpt.ck_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	db->db_ckpt.ck_run_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	db->db_ckpt.ck_cond = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
 	db->db_lock_fd = -1;
 	db->db_busy_timeout_ms = opt->so_busy_timeout_ms > 0 ? opt->so_busy_timeout_ms
