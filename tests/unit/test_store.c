@@ -755,7 +755,12 @@ static void test_identical_claims_from_many_threads_run_apply_once(void **state)
 	pthread_barrier_destroy(&barrier);
 	assert_int_equal(news, 1);
 	assert_int_equal(replays, STORM_THREADS - 1);
-	assert_int_equal(atomic_load(&ap.ap_runs), 1);
+	/* On PostgreSQL a copy that found the key free before the first
+	 * committed runs apply first, loses the key and is rolled back: apply
+	 * may run more than once, and is kept once. */
+	if (!fx->fx_pg) {
+		assert_int_equal(atomic_load(&ap.ap_runs), 1);
+	}
 	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 1);
 }
 
@@ -2067,9 +2072,9 @@ test_pg_a_writer_connection_lost_mid_batch_fails_the_batch_and_is_made_again(voi
 
 /* On PostgreSQL a batch's claims run side by side and their statements
  * go to the server pipelined: a batch of eight claims of three statements
- * each costs a round trip per statement of one claim (and BEGIN and
- * COMMIT), not one per statement of every claim (with a savepoint each,
- * 42). */
+ * each costs a round trip per statement of one claim (BEGIN goes with the
+ * first, then COMMIT), not one per statement of every claim (with a
+ * savepoint each, 42). */
 static void test_pg_a_batch_of_claims_costs_round_trips_per_statement_not_per_claim(void **state)
 {
 	struct fixture *fx = *state;
@@ -2094,9 +2099,212 @@ static void test_pg_a_batch_of_claims_costs_round_trips_per_statement_not_per_cl
 	print_message("round trips for 8 claims in one batch: %llu\n",
 	              (unsigned long long)(after.ss_round_trips - before.ss_round_trips));
 	assert_int_equal(after.ss_batches - before.ss_batches, 1);
-	assert_true(after.ss_round_trips - before.ss_round_trips <= 6);
+	assert_true(after.ss_round_trips - before.ss_round_trips <= 4);
 	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 8);
 	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 8);
+}
+
+static int unit_nothing(struct store_tx *tx, void *arg)
+{
+	(void)tx;
+	(void)arg;
+	return 0;
+}
+
+/* Submits claims one by one (as callbacks are: each looked up on the read
+ * pool first) while the writer is held, so that they commit as one batch.
+ * slots and w count their completions. */
+static void submit_held(struct store *st, struct store_claim *c, size_t n, struct async_wait *w,
+                        struct async_slot *slots)
+{
+	struct gate gate = {.gt_st = st};
+	pthread_t gater;
+	size_t i;
+
+	assert_int_equal(pthread_create(&gater, NULL, gate_thread, &gate), 0);
+	while (!atomic_load(&gate.gt_entered)) {
+		usleep(1000);
+	}
+	for (i = 0; i < n; i++) {
+		slots[i] = (struct async_slot){.as_w = w, .as_i = (int)i};
+		assert_int_equal(store_submit_async(st, &c[i], 1, async_done, &slots[i]), 0);
+	}
+	atomic_store(&gate.gt_open, 1);
+	pthread_join(gater, NULL);
+}
+
+/* Callbacks whose keys the read pool found free run their handler first
+ * and store the finished record in one INSERT, without a processing row
+ * and its UPDATE: a batch of eight costs the handler's statement and the
+ * record's INSERT (BEGIN rides with the first) and COMMIT. */
+static void test_pg_a_batch_of_callbacks_on_free_keys_writes_each_record_once(void **state)
+{
+	struct fixture *fx = *state;
+	struct async_wait w = {.aw_mutex = PTHREAD_MUTEX_INITIALIZER,
+	                       .aw_cond = PTHREAD_COND_INITIALIZER};
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c[8];
+	struct async_slot slots[8];
+	struct store_stats s0;
+	struct store_stats s1;
+	struct store_stats s2;
+	char keys[8][32];
+	uint64_t write_rt;
+	uint64_t rt;
+	size_t i;
+
+	/* What a write unit alone costs (the held writer's batch below). */
+	assert_int_equal(store_write(fx->fx_st, T0, unit_nothing, NULL), 0);
+	store_get_stats(fx->fx_st, &s0);
+	assert_int_equal(store_write(fx->fx_st, T0, unit_nothing, NULL), 0);
+	store_get_stats(fx->fx_st, &s1);
+	write_rt = s1.ss_round_trips - s0.ss_round_trips;
+	for (i = 0; i < 8; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "evt_free_%zu", i);
+		claim_init(&c[i], keys[i], 1, T0, &ap);
+	}
+	submit_held(fx->fx_st, c, 8, &w, slots);
+	async_wait_for(&w, 8);
+	store_get_stats(fx->fx_st, &s2);
+	for (i = 0; i < 8; i++) {
+		assert_int_equal(w.aw_results[i], 0);
+		assert_int_equal(c[i].sc_outcome, STORE_NEW);
+		assert_reply_is_the_original(&c[i].sc_reply);
+		store_claim_finish(&c[i]);
+	}
+	rt = s2.ss_round_trips - s1.ss_round_trips - write_rt;
+	print_message("round trips for 8 callbacks on free keys in one batch: %llu\n",
+	              (unsigned long long)rt);
+	assert_int_equal(s2.ss_batches - s1.ss_batches, 2);
+	assert_true(rt <= 3);
+	assert_int_equal(atomic_load(&ap.ap_runs), 8);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 8);
+	assert_int_equal(count_of(fx->fx_st,
+	                          "SELECT count(*) FROM idempotency_records WHERE status = 'done' "
+	                          "AND lease_until IS NULL AND fence_token = 1"),
+	                 8);
+}
+
+/* A handler that writes its row, runs a second statement and then holds
+ * its receiver's writer (and so the batch's transaction, with the other
+ * claims' records uncommitted) until opened. */
+struct holder {
+	atomic_int hd_entered;
+	atomic_int hd_open;
+};
+
+static int apply_hold(struct store_tx *tx, void *arg, struct reply *ret_reply)
+{
+	struct holder *h = arg;
+	struct store_value p[] = {store_text("hold"), store_null()};
+	struct store_row row;
+
+	if (store_exec(tx, "INSERT INTO scratch (tag, data) VALUES (?, ?)", p, 2, NULL) < 0 ||
+	    store_query(tx, "SELECT 1", NULL, 0, &row) != 1) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	store_row_finish(&row);
+	atomic_store(&h->hd_entered, 1);
+	while (!atomic_load(&h->hd_open)) {
+		usleep(1000);
+	}
+	assert_int_equal(reply_set(ret_reply, 200, "text/plain", "held", 4), 0);
+	return STORE_APPLY_DONE;
+}
+
+struct held_batch {
+	struct store *hb_st;
+	struct store_claim *hb_c;
+	size_t hb_n;
+	struct async_wait hb_w;
+	struct async_slot hb_slots[4];
+};
+
+static void *held_batch_thread(void *arg)
+{
+	struct held_batch *hb = arg;
+
+	submit_held(hb->hb_st, hb->hb_c, hb->hb_n, &hb->hb_w, hb->hb_slots);
+	async_wait_for(&hb->hb_w, (int)hb->hb_n);
+	return NULL;
+}
+
+static int64_t lock_waiters(struct store *st)
+{
+	return count_of(st, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+	                    "AND datname = current_database()");
+}
+
+/* Two receivers get the same callback while its key is free. The first
+ * runs the handler, inserts the finished record and holds its transaction
+ * open; the second, which also found the key free, runs the handler first
+ * too, and its INSERT of the record waits for the first. When the first
+ * commits, the second's insert does nothing: its batch is rolled back,
+ * handler's row and all, and runs again a claim at a time; the callback is
+ * answered with the first's reply, the batch's other callback is applied
+ * once, and nothing of the losing handler is kept. */
+static void test_pg_a_callback_that_lost_its_key_to_another_receiver_keeps_nothing(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier won = {.ap_result = STORE_APPLY_DONE, .ap_tag = "first"};
+	struct applier lost = {.ap_result = STORE_APPLY_DONE, .ap_tag = "second"};
+	struct applier other = {.ap_result = STORE_APPLY_DONE, .ap_tag = "other"};
+	struct holder h = {0};
+	struct store *second = second_receiver(fx);
+	struct store_claim a[2];
+	struct store_claim b[2];
+	struct held_batch ha = {.hb_st = fx->fx_st, .hb_c = a, .hb_n = 2};
+	struct held_batch hb = {.hb_st = second, .hb_c = b, .hb_n = 2};
+	pthread_t ta;
+	pthread_t tb;
+	int tries;
+
+	ha.hb_w = (struct async_wait){.aw_mutex = PTHREAD_MUTEX_INITIALIZER,
+	                              .aw_cond = PTHREAD_COND_INITIALIZER};
+	hb.hb_w = ha.hb_w;
+	/* The first receiver: the contested key, and a key whose handler
+	 * holds the batch open after the contested record is inserted. */
+	claim_init(&a[0], "evt_race", 1, T0, &won);
+	claim_init(&a[1], "evt_race_zz_hold", 2, T0, NULL);
+	a[1].sc_apply = apply_hold;
+	a[1].sc_arg = &h;
+	assert_int_equal(pthread_create(&ta, NULL, held_batch_thread, &ha), 0);
+	for (tries = 0; tries < 5000 && !atomic_load(&h.hd_entered); tries++) {
+		usleep(1000);
+	}
+	assert_true(atomic_load(&h.hd_entered));
+	/* The second receiver: the same callback, and one of its own. */
+	claim_init(&b[0], "evt_race", 1, T0, &lost);
+	claim_init(&b[1], "evt_race_other", 3, T0, &other);
+	assert_int_equal(pthread_create(&tb, NULL, held_batch_thread, &hb), 0);
+	for (tries = 0; tries < 5000 && lock_waiters(fx->fx_st) == 0; tries++) {
+		usleep(1000);
+	}
+	assert_true(lock_waiters(fx->fx_st) > 0);
+	assert_int_equal(atomic_load(&lost.ap_runs), 1); /* it ran first, as meant */
+	atomic_store(&h.hd_open, 1);
+	pthread_join(ta, NULL);
+	pthread_join(tb, NULL);
+
+	assert_int_equal(a[0].sc_outcome, STORE_NEW);
+	assert_int_equal(a[1].sc_outcome, STORE_NEW);
+	assert_int_equal(b[0].sc_outcome, STORE_REPLAYED);
+	assert_reply_is_the_original(&b[0].sc_reply);
+	assert_int_equal(b[1].sc_outcome, STORE_NEW);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'first'"),
+	                 1);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'hold'"), 1);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'other'"),
+	                 1);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'second'"),
+	                 0);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 3);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 3);
+	store_claim_finish(&a[0]);
+	store_claim_finish(&a[1]);
+	store_claim_finish(&b[0]);
+	store_claim_finish(&b[1]);
+	store_destroy(second);
 }
 
 #define STORE_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -2171,6 +2379,8 @@ int main(void)
 	        PG_TEST(test_pg_a_writer_connection_lost_while_idle_is_made_again_for_the_next_batch),
 	        PG_TEST(test_pg_a_writer_connection_lost_mid_batch_fails_the_batch_and_is_made_again),
 	        PG_TEST(test_pg_a_batch_of_claims_costs_round_trips_per_statement_not_per_claim),
+	        PG_TEST(test_pg_a_batch_of_callbacks_on_free_keys_writes_each_record_once),
+	        PG_TEST(test_pg_a_callback_that_lost_its_key_to_another_receiver_keeps_nothing),
 	        PG_TEST(test_pg_outbox_workers_skip_the_rows_another_receiver_holds),
 	        PG_TEST(test_pg_a_deadlock_between_receivers_runs_the_losing_batch_again),
 	        PG_TEST(test_pg_read_only_stores_and_schema_versions_are_checked_as_on_sqlite),

@@ -1216,9 +1216,10 @@ static PGresult *store_pg_lane_result(PGconn *pg)
 /* One round: the transaction's BEGIN when begin (its first round), every
  * waiting lane's statement, one sync, the results back to their lanes. A
  * statement that failed, or a round that could not be sent or read, dooms
- * the pass. */
-static void store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
+ * the pass. Returns BEGIN's result when it failed (the caller clears it). */
+static PGresult *store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 {
+	PGresult *begin_res = NULL;
 	struct store_conn *w = ls->ls_writer;
 	PGresult *res;
 	int ok = 1;
@@ -1242,12 +1243,11 @@ static void store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 	if (ok && begin) {
 		res = store_pg_lane_result(w->cn_pg);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
-			if (PQstatus(w->cn_pg) == CONNECTION_OK) {
-				store_pg_fail(w, res, STORE_PG_BEGIN_WRITE);
-			}
 			ls->ls_doomed = 1;
+			begin_res = res;
+		} else {
+			PQclear(res);
 		}
-		PQclear(res);
 	}
 	for (k = 0; k < ls->ls_made; k++) {
 		struct store_pg_lane *ln = &ls->ls_lane[k];
@@ -1289,7 +1289,7 @@ static void store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 	if (!ok) {
 		ls->ls_doomed = 1;
 		ls->ls_broken = 1;
-		return;
+		return begin_res;
 	}
 	res = PQgetResult(w->cn_pg);
 	if (PQresultStatus(res) != PGRES_PIPELINE_SYNC) {
@@ -1297,6 +1297,7 @@ static void store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 		ls->ls_broken = 1;
 	}
 	PQclear(res);
+	return begin_res;
 }
 
 /* A round of the lanes. The transaction's first round carries its BEGIN;
@@ -1307,6 +1308,7 @@ static void store_pg_lanes_round(struct store_pg_lanes *ls)
 {
 	struct store_conn *w = ls->ls_writer;
 	int begin = w->cn_begin_pending;
+	PGresult *begin_res;
 	size_t k;
 	int ok;
 
@@ -1314,10 +1316,15 @@ static void store_pg_lanes_round(struct store_pg_lanes *ls)
 	for (k = 0; k < ls->ls_made; k++) {
 		ls->ls_lane[k].ln_in_round = ls->ls_lane[k].ln_state == STORE_PG_LANE_WAITING;
 	}
-	store_pg_lanes_round_once(ls, begin);
+	begin_res = store_pg_lanes_round_once(ls, begin);
 	if (!begin || PQstatus(w->cn_pg) == CONNECTION_OK) {
+		if (begin_res != NULL) {
+			store_pg_fail(w, begin_res, STORE_PG_BEGIN_WRITE);
+			PQclear(begin_res);
+		}
 		return;
 	}
+	PQclear(begin_res);
 	for (k = 0; k < ls->ls_made; k++) {
 		struct store_pg_lane *ln = &ls->ls_lane[k];
 
@@ -1343,7 +1350,11 @@ static void store_pg_lanes_round(struct store_pg_lanes *ls)
 		ls->ls_broken = 1;
 		return;
 	}
-	store_pg_lanes_round_once(ls, 1);
+	begin_res = store_pg_lanes_round_once(ls, 1);
+	if (begin_res != NULL) {
+		store_pg_fail(w, begin_res, STORE_PG_BEGIN_WRITE);
+		PQclear(begin_res);
+	}
 }
 
 static enum store_tx_state
