@@ -2291,6 +2291,9 @@ static void test_pg_a_callback_that_lost_its_key_to_another_receiver_keeps_nothi
 	assert_int_equal(b[0].sc_outcome, STORE_REPLAYED);
 	assert_reply_is_the_original(&b[0].sc_reply);
 	assert_int_equal(b[1].sc_outcome, STORE_NEW);
+	/* The losing handler ran on its lane, then again in its savepoint
+	 * when the batch ran a unit at a time; neither run was kept. */
+	assert_int_equal(atomic_load(&lost.ap_runs), 2);
 	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'first'"),
 	                 1);
 	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'hold'"), 1);
