@@ -652,7 +652,9 @@ static int store_claim_decide(struct store *st, struct store_tx *tx, struct stor
 		if (store_claim_apply_new(tx, c, token) == 0) {
 			return 0;
 		}
-		if (apply_first == STORE_APPLY_FIRST_LANE || !tx->tx_engine->en_in_tx(tx->tx_conn) ||
+		/* A deadlock runs the batch again, as anywhere else. */
+		if (apply_first == STORE_APPLY_FIRST_LANE ||
+		    tx->tx_engine->en_tx_state(tx->tx_conn) != STORE_TXS_OPEN ||
 		    store_conn_exec(tx->tx_engine, tx->tx_conn, "ROLLBACK TO unit") < 0) {
 			return -1;
 		}
