@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,13 @@
 #endif
 #if defined(STORE_PG_ASAN)
 #include <sanitizer/common_interface_defs.h>
+#else
+/* A lane is started with swapcontext and switched to and from with
+ * _setjmp/_longjmp afterwards: swapcontext saves and sets the signal mask,
+ * a system call on every switch (two per statement of every claim), which
+ * was most of the writer's CPU. Under ASan every switch stays swapcontext,
+ * which it follows. */
+#define STORE_PG_LANE_JMP 1
 #endif
 
 #include <libpq-fe.h>
@@ -966,8 +974,9 @@ struct store_pg_lane {
 	struct store_conn ln_conn; /* what its steps run on: cn_lane is this lane */
 	struct store_pg_lanes *ln_lanes;
 	ucontext_t ln_ctx;
-	void *ln_fake; /* ASan: its fake stack while the writer's runs */
-	char *ln_map;  /* guard page and stack */
+	jmp_buf ln_jmp; /* where it waits, once started */
+	void *ln_fake;  /* ASan: its fake stack while the writer's runs */
+	char *ln_map;   /* guard page and stack */
 	enum store_pg_lane_state ln_state;
 	int ln_unwinding; /* a statement of it failed with the pass, not by itself */
 	int ln_sent;      /* its statement is in this round's pipeline */
@@ -985,6 +994,7 @@ struct store_pg_lanes {
 	struct store_pg_lane ls_lane[STORE_PG_LANES_MAX];
 	size_t ls_made; /* lanes with a stack */
 	ucontext_t ls_main;
+	jmp_buf ls_main_jmp; /* where the writer waits while a lane runs */
 	/* ASan: the writer thread's own stack, learnt from a lane's first
 	 * entry, and its fake stack while a lane runs. */
 	const void *ls_main_bottom;
@@ -1020,19 +1030,37 @@ static _Thread_local struct store_pg_lane *store_pg_lane_starting;
 /* From the writer's stack to the lane's; back when a lane switches back. */
 static void store_pg_lane_enter(struct store_pg_lanes *ls, struct store_pg_lane *ln)
 {
+#if defined(STORE_PG_LANE_JMP)
+	const int first = ln->ln_state == STORE_PG_LANE_START;
+
+	if (_setjmp(ls->ls_main_jmp) == 0) {
+		if (first) {
+			swapcontext(&ls->ls_main, &ln->ln_ctx);
+		} else {
+			_longjmp(ln->ln_jmp, 1);
+		}
+	}
+#else
 	store_pg_fiber_start(&ls->ls_main_fake, ln->ln_map + STORE_PG_LANE_GUARD,
 	                     STORE_PG_LANE_STACK);
 	swapcontext(&ls->ls_main, &ln->ln_ctx);
 	store_pg_fiber_finish(ls->ls_main_fake, NULL, NULL);
+#endif
 }
 
 /* From a lane's stack to the writer's (done: the lane is not resumed, its
  * fake stack goes); back when the writer enters the lane again. */
 static void store_pg_lane_leave(struct store_pg_lanes *ls, struct store_pg_lane *ln, int done)
 {
+#if defined(STORE_PG_LANE_JMP)
+	if (done || _setjmp(ln->ln_jmp) == 0) {
+		_longjmp(ls->ls_main_jmp, 1);
+	}
+#else
 	store_pg_fiber_start(done ? NULL : &ln->ln_fake, ls->ls_main_bottom, ls->ls_main_size);
 	swapcontext(&ln->ln_ctx, &ls->ls_main);
 	store_pg_fiber_finish(ln->ln_fake, NULL, NULL);
+#endif
 }
 
 static struct store_conn *store_pg_home(struct store_conn *cn)
