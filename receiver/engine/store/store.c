@@ -63,7 +63,6 @@ struct store_unit {
 	int64_t su_now;
 	int su_result;
 	int su_settled; /* failed for good: not run again in this batch */
-	int su_free;    /* its one claim's key had no record on the read pool's look */
 	store_done_fn su_done;
 	void *su_done_arg;
 	struct store_unit *su_next;
@@ -560,17 +559,13 @@ fail:
 }
 
 /* A one-phase claim on a free key: runs sc_apply first and then writes the
- * finished record in one INSERT; one row write instead of an INSERT of a
- * processing row and an UPDATE of it. On SQLite the writer is the only
- * writer and the key was looked up in this transaction, so nothing can take
- * it in between. On a shared database another receiver may have: the insert
- * then waits for that claim's transaction and does nothing. Returns 0
- * (outcome NEW), 1 when the insert did nothing, or -1; on 1 and -1 the
- * outcome is TRANSIENT and the unit is to be rolled back. */
+ * finished record in one INSERT. The writer is the only writer and the key
+ * was looked up in this transaction, so nothing can take the key in between;
+ * one row write instead of an INSERT of a processing row and an UPDATE of it.
+ * Returns 0 (outcome NEW), or -1 (outcome TRANSIENT). */
 static int store_claim_apply_new(struct store_tx *tx, struct store_claim *c, int64_t token)
 {
 	enum store_status status;
-	int64_t changes = 0;
 
 	if (store_claim_run_apply(tx, c, &status) < 0) {
 		return -1;
@@ -596,35 +591,21 @@ static int store_claim_apply_new(struct store_tx *tx, struct store_claim *c, int
 		               "INSERT INTO idempotency_records (scope, idem_key, status, fingerprint, "
 		               "reply_status, reply_content_type, reply_headers, reply_body, "
 		               "fence_token, created_at, updated_at) "
-		               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-		               "ON CONFLICT (scope, idem_key) DO NOTHING",
-		               p, sizeof(p) / sizeof(p[0]), &changes) < 0) {
+		               "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		               p, sizeof(p) / sizeof(p[0]), NULL) < 0) {
 			store_claim_transient(c, 0);
 			return -1;
 		}
-	}
-	if (changes != 1) {
-		store_claim_transient(c, 0);
-		return 1;
 	}
 	c->sc_outcome = STORE_NEW;
 	c->sc_status = status;
 	return 0;
 }
 
-/* How a one-phase claim on a shared database whose key the read pool
- * found free runs: sc_apply first, before it holds the key. */
-enum store_apply_first {
-	STORE_APPLY_FIRST_NO = 0,
-	STORE_APPLY_FIRST_LANE,      /* a key lost meanwhile fails the lanes' pass */
-	STORE_APPLY_FIRST_SAVEPOINT, /* a key lost meanwhile rolls back to the unit's savepoint */
-};
-
-/* The state table of DESIGN.md, inside the unit's savepoint (or on a lane,
- * whose failure rolls the pass back). Returns 0 to keep the unit's changes,
- * -1 to roll them back (outcome TRANSIENT). */
+/* The state table of DESIGN.md, inside the unit's savepoint. Returns 0 to
+ * keep the unit's changes, -1 to roll them back (outcome TRANSIENT). */
 static int store_claim_decide(struct store *st, struct store_tx *tx, struct store_claim *c,
-                              int two_phase, enum store_apply_first apply_first)
+                              int two_phase)
 {
 	int64_t lease_ms = c->sc_lease_ms > 0 ? c->sc_lease_ms : STORE_LEASE_MS_DEFAULT;
 	int64_t cutoff = c->sc_now_ms - store_retention_ms(c);
@@ -638,27 +619,6 @@ static int store_claim_decide(struct store *st, struct store_tx *tx, struct stor
 
 	memset(&rec, 0, sizeof(rec));
 	reply_finish(&c->sc_reply);
-	if (st->st_engine->en_shared && apply_first != STORE_APPLY_FIRST_NO && !two_phase) {
-		/* Most likely still free: the handler runs first and the
-		 * finished record is inserted after it (one write, not two).
-		 * If another receiver took the key meanwhile, the insert
-		 * waits for it and does nothing (or the handler, meeting the
-		 * other's changes, fails): the handler's work is undone (on a
-		 * lane the pass fails and runs again a unit at a time) and
-		 * the claim goes the way below, key first, which reads the
-		 * winner's record. */
-		c->sc_token = token;
-		c->sc_status = STORE_STATUS_PROCESSING;
-		if (store_claim_apply_new(tx, c, token) == 0) {
-			return 0;
-		}
-		/* A deadlock runs the batch again, as anywhere else. */
-		if (apply_first == STORE_APPLY_FIRST_LANE ||
-		    tx->tx_engine->en_tx_state(tx->tx_conn) != STORE_TXS_OPEN ||
-		    store_conn_exec(tx->tx_engine, tx->tx_conn, "ROLLBACK TO unit") < 0) {
-			return -1;
-		}
-	}
 	if (st->st_engine->en_shared) {
 		/* Several receivers: the unique index decides. The insert waits
 		 * for another receiver's uncommitted claim of the key; whoever
@@ -756,7 +716,7 @@ static int store_claim_decide(struct store *st, struct store_tx *tx, struct stor
 	c->sc_token = token;
 	c->sc_status = STORE_STATUS_PROCESSING;
 	if (!two_phase) {
-		return store_claim_apply_new(tx, c, token) == 0 ? 0 : -1;
+		return store_claim_apply_new(tx, c, token);
 	}
 	if (store_claim_insert(tx, c, token, &changes) < 0 || changes != 1) {
 		goto fail;
@@ -808,15 +768,13 @@ static int store_savepoint_run(struct store_tx *tx, int (*step)(struct store_tx 
 struct store_claim_step {
 	struct store_claim *cs_claim;
 	int cs_two_phase;
-	enum store_apply_first cs_apply_first;
 };
 
 static int store_claim_step_run(struct store_tx *tx, void *arg)
 {
 	struct store_claim_step *cs = arg;
 
-	return store_claim_decide(tx->tx_store, tx, cs->cs_claim, cs->cs_two_phase,
-	                          cs->cs_apply_first);
+	return store_claim_decide(tx->tx_store, tx, cs->cs_claim, cs->cs_two_phase);
 }
 
 static int store_complete_step_run(struct store_tx *tx, void *arg)
@@ -874,7 +832,6 @@ static enum store_tx_state store_step_run_claim(struct store *st, struct store_t
 	} else {
 		cs.cs_claim = c;
 		cs.cs_two_phase = u->su_kind == STORE_UNIT_BEGIN;
-		cs.cs_apply_first = u->su_free ? STORE_APPLY_FIRST_SAVEPOINT : STORE_APPLY_FIRST_NO;
 		r = store_savepoint_run(tx, store_claim_step_run, &cs);
 		r = r < 0 ? -1 : 0;
 	}
@@ -1074,7 +1031,6 @@ static int store_lane_step(void *arg, size_t g, struct store_conn *lane)
 {
 	struct store_lanes *sl = arg;
 	const struct store_engine *en = sl->sl_st->st_engine;
-	int ran = 0;
 	size_t j;
 	int r;
 
@@ -1098,14 +1054,9 @@ static int store_lane_step(void *arg, size_t g, struct store_conn *lane)
 			r = store_complete_step_run(&tx, c);
 			u->su_result = r;
 		} else {
-			/* The key's first claim in this pass may apply first;
-			 * the ones after it find its record. */
-			r = store_claim_decide(sl->sl_st, &tx, c, u->su_kind == STORE_UNIT_BEGIN,
-			                       !ran && u->su_free ? STORE_APPLY_FIRST_LANE
-			                                          : STORE_APPLY_FIRST_NO);
+			r = store_claim_decide(sl->sl_st, &tx, c, u->su_kind == STORE_UNIT_BEGIN);
 			u->su_result = 0;
 		}
-		ran = 1;
 		if (r < 0) {
 			return -1;
 		}
@@ -1583,9 +1534,8 @@ static void store_claim_reset(struct store_claim *c)
 }
 
 /* A single claim whose key is already done/failed, answered on this
- * thread's read connection. Returns 1 when answered, 0 otherwise;
- * *ret_free is 1 when the key had no record. */
-static int store_claim_fast(struct store *st, struct store_claim *c, int *ret_free)
+ * thread's read connection. Returns 1 when answered, 0 otherwise. */
+static int store_claim_fast(struct store *st, struct store_claim *c)
 {
 	struct store_value key[] = {store_text(c->sc_scope), store_text(c->sc_key)};
 	struct store_tx tx = {.tx_store = st, .tx_engine = st->st_engine, .tx_now = c->sc_now_ms};
@@ -1605,7 +1555,6 @@ static int store_claim_fast(struct store *st, struct store_claim *c, int *ret_fr
 	}
 	found = store_query(&tx, STORE_SQL_RECORD, key, 2, &rec);
 	st->st_engine->en_reader_put(st->st_db, tx.tx_conn);
-	*ret_free = found == 0;
 	if (found <= 0) {
 		return 0;
 	}
@@ -1623,8 +1572,7 @@ static int store_claim_fast(struct store *st, struct store_claim *c, int *ret_fr
 /* Queues a claims unit of kind for the writer. On refusal every claim is
  * transient and done runs here, with -1. */
 static int store_submit_unit(struct store *st, enum store_unit_kind kind,
-                             struct store_claim *claims, size_t n, store_done_fn done, void *arg,
-                             int key_free)
+                             struct store_claim *claims, size_t n, store_done_fn done, void *arg)
 {
 	struct store_unit *u;
 	size_t i;
@@ -1634,7 +1582,6 @@ static int store_submit_unit(struct store *st, enum store_unit_kind kind,
 		u->su_claims = claims;
 		u->su_done = done;
 		u->su_done_arg = arg;
-		u->su_free = key_free;
 		if (store_enqueue(st, u) == 0) {
 			return 0;
 		}
@@ -1650,7 +1597,6 @@ static int store_submit_unit(struct store *st, enum store_unit_kind kind,
 int store_submit_async(struct store *st, struct store_claim *claims, size_t n,
                        store_done_fn done, void *arg)
 {
-	int key_free = 0;
 	size_t i;
 
 	for (i = 0; i < n; i++) {
@@ -1660,11 +1606,11 @@ int store_submit_async(struct store *st, struct store_claim *claims, size_t n,
 		done(arg, 0);
 		return 0;
 	}
-	if (!st->st_read_only && n == 1 && store_claim_fast(st, &claims[0], &key_free)) {
+	if (!st->st_read_only && n == 1 && store_claim_fast(st, &claims[0])) {
 		done(arg, 0);
 		return 0;
 	}
-	return store_submit_unit(st, STORE_UNIT_CLAIMS, claims, n, done, arg, key_free);
+	return store_submit_unit(st, STORE_UNIT_CLAIMS, claims, n, done, arg);
 }
 
 int store_submit(struct store *st, struct store_claim *claims, size_t n)
@@ -1692,7 +1638,7 @@ int store_claim_begin(struct store *st, struct store_claim *c)
 		store_claim_transient(c, 0);
 		return -1;
 	}
-	store_submit_unit(st, STORE_UNIT_BEGIN, c, 1, store_wait_done, &sw, 0);
+	store_submit_unit(st, STORE_UNIT_BEGIN, c, 1, store_wait_done, &sw);
 	return store_wait_finish(&sw) < 0 ? -1 : 0;
 }
 
@@ -1706,7 +1652,7 @@ int store_claim_complete(struct store *st, struct store_claim *c)
 		store_claim_transient(c, 0);
 		return -1;
 	}
-	store_submit_unit(st, STORE_UNIT_COMPLETE, c, 1, store_wait_done, &sw, 0);
+	store_submit_unit(st, STORE_UNIT_COMPLETE, c, 1, store_wait_done, &sw);
 	return store_wait_finish(&sw);
 }
 

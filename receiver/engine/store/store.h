@@ -211,9 +211,7 @@ struct store_claim {
 	int64_t sc_retention_ms; /* older records are deleted and the key runs as new */
 	int64_t sc_lease_ms; /* lease for store_claim_begin; default 60 s */
 	/* Runs inside the unit's savepoint, only for a key that is new (or
-	 * expired, or whose lease expired). Fills ret_reply. No network I/O.
-	 * May run again, or (PostgreSQL: a key another receiver took
-	 * meanwhile) run and be rolled back: it acts only through tx. */
+	 * expired, or whose lease expired). Fills ret_reply. No network I/O. */
 	int (*sc_apply)(struct store_tx *tx, void *arg, struct reply *ret_reply);
 	void *sc_arg;
 	/* out */
