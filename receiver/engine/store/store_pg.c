@@ -1257,7 +1257,6 @@ static PGresult *store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 		ok = PQsendQueryParams(w->cn_pg, STORE_PG_BEGIN_WRITE, 0, NULL, NULL, NULL, NULL,
 		                       0) == 1;
 	}
-
 	for (k = 0; k < ls->ls_made && ok; k++) {
 		struct store_pg_lane *ln = &ls->ls_lane[k];
 
