@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,13 @@
 #endif
 #if defined(STORE_PG_ASAN)
 #include <sanitizer/common_interface_defs.h>
+#else
+/* A lane is started with swapcontext and switched to and from with
+ * _setjmp/_longjmp afterwards: swapcontext saves and sets the signal mask,
+ * a system call on every switch (two per statement of every claim), which
+ * was most of the writer's CPU. Under ASan every switch stays swapcontext,
+ * which it follows. */
+#define STORE_PG_LANE_JMP 1
 #endif
 
 #include <libpq-fe.h>
@@ -66,15 +74,16 @@ struct store_conn {
 	struct store_pg_stmt *cn_stmts[STORE_PG_STMT_BUCKETS];
 	size_t cn_n_stmts;
 	unsigned cn_next_id;
-	int cn_retry;                    /* a deadlock or serialization failure since BEGIN */
-	char cn_sqlstate[6];             /* of the last failure */
-	int cn_depth;                    /* reader: nested gets on its thread */
-	int cn_reader;                   /* a pooled read connection */
-	const char *cn_conninfo;         /* borrowed from its store_db, for reconnecting */
-	const char *cn_role;             /* its fallback application_name */
-	unsigned cn_timeout_ms;          /* its statement_timeout, set again after a reconnect */
-	uint64_t cn_round_trips;         /* to the server, counted on the connection's own thread */
-	struct store_conn *cn_next;      /* reader: in the free list */
+	int cn_retry;               /* a deadlock or serialization failure since BEGIN */
+	int cn_begin_pending;       /* writer: BEGIN not sent yet, goes with the next statement */
+	char cn_sqlstate[6];        /* of the last failure */
+	int cn_depth;               /* reader: nested gets on its thread */
+	int cn_reader;              /* a pooled read connection */
+	const char *cn_conninfo;    /* borrowed from its store_db, for reconnecting */
+	const char *cn_role;        /* its fallback application_name */
+	unsigned cn_timeout_ms;     /* its statement_timeout, set again after a reconnect */
+	uint64_t cn_round_trips;    /* to the server, counted on the connection's own thread */
+	struct store_conn *cn_next; /* reader: in the free list */
 	struct store_pg_lanes *cn_lanes; /* writer: its lanes, made on first use */
 	struct store_pg_lane *cn_lane;   /* a lane's connection: the lane (cn_pg is the writer's) */
 };
@@ -712,6 +721,7 @@ fail:
 
 static PGresult *store_pg_lane_wait(struct store_conn *cn, const char *sql, const char *pg_sql,
                                     struct store_pg_call *pc);
+static int store_pg_begin_flush(struct store_conn *cn);
 
 /* 1 when a statement that failed on cn may be sent again on a new
  * session: cn is a read connection that was outside any transaction (so
@@ -754,8 +764,19 @@ static int store_pg_run(struct store_conn *cn, const char *sql, const struct sto
 			goto out;
 		}
 	} else {
-		int was_idle = PQtransactionStatus(cn->cn_pg) == PQTRANS_IDLE;
+		int was_idle;
 
+		if (cn->cn_begin_pending &&
+		    (strcmp(sql, "COMMIT") == 0 || strcmp(sql, "ROLLBACK") == 0)) {
+			/* Nothing was sent: nothing to end. */
+			cn->cn_begin_pending = 0;
+			rc = 0;
+			goto out;
+		}
+		if (store_pg_begin_flush(cn) < 0) {
+			goto out;
+		}
+		was_idle = PQtransactionStatus(cn->cn_pg) == PQTRANS_IDLE;
 		res = store_pg_exec(cn, sql, pg_sql, pc.pc_fixed, n_params, &pc.pc_pp);
 		if ((res == NULL || PQresultStatus(res) == PGRES_FATAL_ERROR) &&
 		    store_pg_may_resend(cn, was_idle) &&
@@ -806,9 +827,14 @@ out:
  * statements allowed: migrations). Returns 0 or -1 (logged). */
 static int store_pg_simple(struct store_conn *cn, const char *sql, const char *what)
 {
-	PGresult *res = PQexec(cn->cn_pg, sql);
-	int ok = PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK;
+	PGresult *res;
+	int ok;
 
+	if (store_pg_begin_flush(cn) < 0) {
+		return -1;
+	}
+	res = PQexec(cn->cn_pg, sql);
+	ok = PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK;
 	cn->cn_round_trips++;
 	if (!ok) {
 		store_pg_fail(cn, res, what != NULL ? what : sql);
@@ -819,25 +845,19 @@ static int store_pg_simple(struct store_conn *cn, const char *sql, const char *w
 
 /* ---- transactions ---- */
 
-static int store_pg_begin(struct store_conn *cn, int write)
+#define STORE_PG_BEGIN_WRITE "BEGIN ISOLATION LEVEL READ COMMITTED"
+
+/* Sends BEGIN by itself. A connection the server closed while it was idle
+ * is made again and BEGIN sent once more: nothing was begun on it. */
+static int store_pg_begin_now(struct store_conn *cn, const char *sql)
 {
-	/* READ COMMITTED: a claim that meets another receiver's uncommitted
-	 * insert of its key waits for it and then sees the winner. A read is
-	 * one snapshot, as SQLite's read transactions are (a read-only
-	 * repeatable read never fails to serialize). */
-	const char *sql = write ? "BEGIN ISOLATION LEVEL READ COMMITTED"
-	                        : "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 	PGresult *res;
 	int ok;
 
-	cn->cn_retry = 0;
-	cn->cn_sqlstate[0] = '\0';
 	res = PQexec(cn->cn_pg, sql);
 	cn->cn_round_trips++;
 	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 	if (!ok && PQstatus(cn->cn_pg) != CONNECTION_OK) {
-		/* The server closed the connection while it was idle: nothing
-		 * was begun, so BEGIN goes again once on a new session. */
 		PQclear(res);
 		res = NULL;
 		if (store_pg_conn_revive(cn, cn->cn_timeout_ms) == 0) {
@@ -853,9 +873,44 @@ static int store_pg_begin(struct store_conn *cn, int write)
 	return ok ? 0 : -1;
 }
 
+/* The writer's BEGIN is held back and sent with the transaction's first
+ * statement (in the first pipelined round of the lanes: a round trip less
+ * per batch); a reader's goes at once. */
+static int store_pg_begin(struct store_conn *cn, int write)
+{
+	cn->cn_retry = 0;
+	cn->cn_sqlstate[0] = '\0';
+	if (write) {
+		/* READ COMMITTED: a claim that meets another receiver's
+		 * uncommitted insert of its key waits for it and then sees
+		 * the winner. */
+		cn->cn_begin_pending = 1;
+		return 0;
+	}
+	/* A read is one snapshot, as SQLite's read transactions are (a
+	 * read-only repeatable read never fails to serialize). */
+	return store_pg_begin_now(cn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+}
+
+/* Before a statement outside the lanes: the BEGIN held back goes first.
+ * Returns 0 or -1 (logged). */
+static int store_pg_begin_flush(struct store_conn *cn)
+{
+	if (!cn->cn_begin_pending) {
+		return 0;
+	}
+	cn->cn_begin_pending = 0;
+	return store_pg_begin_now(cn, STORE_PG_BEGIN_WRITE);
+}
+
 static int store_pg_in_tx(struct store_conn *cn)
 {
-	PGTransactionStatusType ts = PQtransactionStatus(cn->cn_pg);
+	PGTransactionStatusType ts;
+
+	if (store_pg_home(cn)->cn_begin_pending) {
+		return 1;
+	}
+	ts = PQtransactionStatus(cn->cn_pg);
 
 	return ts == PQTRANS_INTRANS || ts == PQTRANS_INERROR || ts == PQTRANS_ACTIVE;
 }
@@ -919,11 +974,13 @@ struct store_pg_lane {
 	struct store_conn ln_conn; /* what its steps run on: cn_lane is this lane */
 	struct store_pg_lanes *ln_lanes;
 	ucontext_t ln_ctx;
-	void *ln_fake; /* ASan: its fake stack while the writer's runs */
-	char *ln_map;  /* guard page and stack */
+	jmp_buf ln_jmp; /* where it waits, once started */
+	void *ln_fake;  /* ASan: its fake stack while the writer's runs */
+	char *ln_map;   /* guard page and stack */
 	enum store_pg_lane_state ln_state;
 	int ln_unwinding; /* a statement of it failed with the pass, not by itself */
 	int ln_sent;      /* its statement is in this round's pipeline */
+	int ln_in_round;  /* it waits on this round */
 	/* The statement it waits on (borrowed from its store_pg_run). */
 	const char *ln_sql;
 	const char *ln_pg_sql;
@@ -937,6 +994,7 @@ struct store_pg_lanes {
 	struct store_pg_lane ls_lane[STORE_PG_LANES_MAX];
 	size_t ls_made; /* lanes with a stack */
 	ucontext_t ls_main;
+	jmp_buf ls_main_jmp; /* where the writer waits while a lane runs */
 	/* ASan: the writer thread's own stack, learnt from a lane's first
 	 * entry, and its fake stack while a lane runs. */
 	const void *ls_main_bottom;
@@ -972,19 +1030,37 @@ static _Thread_local struct store_pg_lane *store_pg_lane_starting;
 /* From the writer's stack to the lane's; back when a lane switches back. */
 static void store_pg_lane_enter(struct store_pg_lanes *ls, struct store_pg_lane *ln)
 {
+#if defined(STORE_PG_LANE_JMP)
+	const int first = ln->ln_state == STORE_PG_LANE_START;
+
+	if (_setjmp(ls->ls_main_jmp) == 0) {
+		if (first) {
+			swapcontext(&ls->ls_main, &ln->ln_ctx);
+		} else {
+			_longjmp(ln->ln_jmp, 1);
+		}
+	}
+#else
 	store_pg_fiber_start(&ls->ls_main_fake, ln->ln_map + STORE_PG_LANE_GUARD,
 	                     STORE_PG_LANE_STACK);
 	swapcontext(&ls->ls_main, &ln->ln_ctx);
 	store_pg_fiber_finish(ls->ls_main_fake, NULL, NULL);
+#endif
 }
 
 /* From a lane's stack to the writer's (done: the lane is not resumed, its
  * fake stack goes); back when the writer enters the lane again. */
 static void store_pg_lane_leave(struct store_pg_lanes *ls, struct store_pg_lane *ln, int done)
 {
+#if defined(STORE_PG_LANE_JMP)
+	if (done || _setjmp(ln->ln_jmp) == 0) {
+		_longjmp(ls->ls_main_jmp, 1);
+	}
+#else
 	store_pg_fiber_start(done ? NULL : &ln->ln_fake, ls->ls_main_bottom, ls->ls_main_size);
 	swapcontext(&ln->ln_ctx, &ls->ls_main);
 	store_pg_fiber_finish(ln->ln_fake, NULL, NULL);
+#endif
 }
 
 static struct store_conn *store_pg_home(struct store_conn *cn)
@@ -1165,16 +1241,22 @@ static PGresult *store_pg_lane_result(PGconn *pg)
 	return res;
 }
 
-/* One round: every waiting lane's statement, one sync, the results back
- * to their lanes. A statement that failed, or a round that could not be
- * sent or read, dooms the pass. */
-static void store_pg_lanes_round(struct store_pg_lanes *ls)
+/* One round: the transaction's BEGIN when begin (its first round), every
+ * waiting lane's statement, one sync, the results back to their lanes. A
+ * statement that failed, or a round that could not be sent or read, dooms
+ * the pass. Returns BEGIN's result when it failed (the caller clears it). */
+static PGresult *store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 {
+	PGresult *begin_res = NULL;
 	struct store_conn *w = ls->ls_writer;
 	PGresult *res;
 	int ok = 1;
 	size_t k;
 
+	if (begin) {
+		ok = PQsendQueryParams(w->cn_pg, STORE_PG_BEGIN_WRITE, 0, NULL, NULL, NULL, NULL,
+		                       0) == 1;
+	}
 	for (k = 0; k < ls->ls_made && ok; k++) {
 		struct store_pg_lane *ln = &ls->ls_lane[k];
 
@@ -1185,6 +1267,15 @@ static void store_pg_lanes_round(struct store_pg_lanes *ls)
 	}
 	ok = ok && PQpipelineSync(w->cn_pg) == 1;
 	w->cn_round_trips++;
+	if (ok && begin) {
+		res = store_pg_lane_result(w->cn_pg);
+		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+			ls->ls_doomed = 1;
+			begin_res = res;
+		} else {
+			PQclear(res);
+		}
+	}
 	for (k = 0; k < ls->ls_made; k++) {
 		struct store_pg_lane *ln = &ls->ls_lane[k];
 		struct store_pg_stmt *ps = ln->ln_prepared;
@@ -1225,7 +1316,7 @@ static void store_pg_lanes_round(struct store_pg_lanes *ls)
 	if (!ok) {
 		ls->ls_doomed = 1;
 		ls->ls_broken = 1;
-		return;
+		return begin_res;
 	}
 	res = PQgetResult(w->cn_pg);
 	if (PQresultStatus(res) != PGRES_PIPELINE_SYNC) {
@@ -1233,6 +1324,64 @@ static void store_pg_lanes_round(struct store_pg_lanes *ls)
 		ls->ls_broken = 1;
 	}
 	PQclear(res);
+	return begin_res;
+}
+
+/* A round of the lanes. The transaction's first round carries its BEGIN;
+ * when the server had closed the connection while it was idle (a restart,
+ * pg_terminate_backend), nothing of the transaction was on it and no lane
+ * has seen a result yet, so the round goes again once on a new session. */
+static void store_pg_lanes_round(struct store_pg_lanes *ls)
+{
+	struct store_conn *w = ls->ls_writer;
+	int begin = w->cn_begin_pending;
+	PGresult *begin_res;
+	size_t k;
+	int ok;
+
+	w->cn_begin_pending = 0;
+	for (k = 0; k < ls->ls_made; k++) {
+		ls->ls_lane[k].ln_in_round = ls->ls_lane[k].ln_state == STORE_PG_LANE_WAITING;
+	}
+	begin_res = store_pg_lanes_round_once(ls, begin);
+	if (!begin || PQstatus(w->cn_pg) == CONNECTION_OK) {
+		if (begin_res != NULL) {
+			store_pg_fail(w, begin_res, STORE_PG_BEGIN_WRITE);
+			PQclear(begin_res);
+		}
+		return;
+	}
+	PQclear(begin_res);
+	for (k = 0; k < ls->ls_made; k++) {
+		struct store_pg_lane *ln = &ls->ls_lane[k];
+
+		if (ln->ln_in_round) {
+			PQclear(ln->ln_res);
+			ln->ln_res = NULL;
+			ln->ln_state = STORE_PG_LANE_WAITING;
+		}
+	}
+	ls->ls_doomed = 0;
+	ls->ls_broken = 0;
+	ok = store_pg_conn_revive(w, w->cn_timeout_ms) == 0 && PQenterPipelineMode(w->cn_pg) == 1;
+	for (k = 0; k < ls->ls_made; k++) {
+		struct store_pg_lane *ln = &ls->ls_lane[k];
+
+		ln->ln_conn.cn_pg = w->cn_pg;
+		if (!ok && ln->ln_in_round) {
+			ln->ln_state = STORE_PG_LANE_READY;
+		}
+	}
+	if (!ok) {
+		ls->ls_doomed = 1;
+		ls->ls_broken = 1;
+		return;
+	}
+	begin_res = store_pg_lanes_round_once(ls, 1);
+	if (begin_res != NULL) {
+		store_pg_fail(w, begin_res, STORE_PG_BEGIN_WRITE);
+		PQclear(begin_res);
+	}
 }
 
 static enum store_tx_state
