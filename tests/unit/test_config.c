@@ -318,7 +318,7 @@ static void test_a_misspelt_key_is_refused_with_its_line_and_the_closest_key(voi
 	const char *path = write_file("typo.ini", "[store]\npath = /tmp/x.db\n\n"
 						  "[provider stripe]\ntype = stripe\nsecret = whsec_x\n"
 						  "allow_frm = 192.0.2.0/24\n");
-	char expect[256];
+	char expect[1024];
 	char *log_text = NULL;
 
 	assert_null(load_logged(path, &log_text));
@@ -472,7 +472,7 @@ static void test_an_invalid_order_reads_is_refused_with_its_line_and_the_values(
 {
 	static const char *const bad[] = {"everyone", "Own", "", "own all"};
 	char text[256];
-	char expect[256];
+	char expect[1024];
 	char *log_text = NULL;
 	struct config *cf;
 	const char *path;

@@ -3,6 +3,11 @@
  * '?' rewritten to $n and every parameter's type sent, migrations versioned
  * in idemhook_schema under an advisory lock, and named advisory locks for
  * work one receiver does at a time. The only file that includes libpq-fe.h. */
+/* The lanes switch stacks with _longjmp. With _FORTIFY_SOURCE (Debian's
+ * packaging flags set it) glibc makes that __longjmp_chk, which takes a
+ * jump to another stack for a corrupt one and aborts ("longjmp causes
+ * uninitialized stack frame"). The check cannot apply to lanes: off here. */
+#undef _FORTIFY_SOURCE
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
