@@ -1,6 +1,7 @@
 /* harness.c: integration-test helpers: the real daemon, real HTTP, real database. */
 #define _XOPEN_SOURCE 700
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <inttypes.h>
@@ -1002,4 +1003,60 @@ int hn_sqlite_finish(struct hn_sqlite *q, const char *sql)
 	}
 	q->hq_pid = 0;
 	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+#define HN_MIGRATIONS_MAX 64
+
+static int hn_name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int hn_migrations_before(const char *dir, const char *name, struct buf *sql)
+{
+	char *names[HN_MIGRATIONS_MAX];
+	struct dirent *de;
+	size_t n = 0;
+	size_t i;
+	int version = -1;
+	DIR *d = opendir(dir);
+
+	if (d == NULL) {
+		return -1;
+	}
+	while ((de = readdir(d)) != NULL && n < HN_MIGRATIONS_MAX) {
+		size_t len = strlen(de->d_name);
+
+		if (len > 4 && strcmp(de->d_name + len - 4, ".sql") == 0 && de->d_name[0] >= '0' &&
+		    de->d_name[0] <= '9') {
+			names[n++] = strdup(de->d_name);
+		}
+	}
+	closedir(d);
+	qsort(names, n, sizeof(names[0]), hn_name_cmp);
+	for (i = 0; i < n; i++) {
+		char path[1024];
+		char chunk[4096];
+		size_t got;
+		FILE *f;
+
+		if (strstr(names[i], name) != NULL) {
+			version = (int)i;
+			break;
+		}
+		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+		f = fopen(path, "rb");
+		if (f == NULL) {
+			break;
+		}
+		while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+			buf_append(sql, chunk, got);
+		}
+		buf_printf(sql, "\n;\n");
+		fclose(f);
+	}
+	for (i = 0; i < n; i++) {
+		free(names[i]);
+	}
+	return version;
 }

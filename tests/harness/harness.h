@@ -174,6 +174,15 @@ int hn_post_stripe(struct daemon *d, const char *provider, const char *secret, c
 /* Creates an order through the CLI (idemhook order create); writes its id. */
 int hn_order_create(struct daemon *d, int64_t amount, const char *currency, char ret_id[64]);
 
+struct buf;
+
+/* Appends to sql, in order and each followed by ";", the migrations of dir
+ * (migrations/ or migrations/postgresql/) that come before the one whose file
+ * name contains name: the schema a database had before that migration.
+ * Returns that schema's version (files are numbered from 1 without gaps), or
+ * -1 when dir cannot be read or no file names name. */
+int hn_migrations_before(const char *dir, const char *name, struct buf *sql);
+
 /* Now in seconds / milliseconds. */
 int64_t hn_now_s(void);
 int64_t hn_now_ms(void);

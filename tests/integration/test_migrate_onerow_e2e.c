@@ -7,7 +7,6 @@
  * removed becomes a key that runs again as new; then the daemon on the
  * migrated database answers duplicates of the carried keys with their
  * stored replies, byte for byte. */
-#include <dirent.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,67 +26,9 @@
 #include "provider_e2e.h"
 
 #define T_MIGRATION "_merge_events_into_records.sql"
-#define T_FILES_MAX 64
 #define T_REPLY_PAID "{\"received\":true,\"carried\":\"evt_onerow_paid\"}"
 #define T_REPLY_REFUSED "{\"received\":true,\"carried\":\"evt_onerow_refused\"}"
 #define T_REPLY_API "{\"id\":\"ord_onerow_api\",\"status\":\"pending\"}"
-
-static int t_name_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Appends the migrations of dir that come before T_MIGRATION to sql, in
- * order; returns the schema version they make (files are numbered from 1
- * without gaps), or -1. */
-static int t_previous_migrations(const char *dir, struct buf *sql)
-{
-	char *names[T_FILES_MAX];
-	struct dirent *de;
-	size_t n = 0;
-	size_t i;
-	int version = -1;
-	DIR *d = opendir(dir);
-
-	if (d == NULL) {
-		return -1;
-	}
-	while ((de = readdir(d)) != NULL && n < T_FILES_MAX) {
-		size_t len = strlen(de->d_name);
-
-		if (len > 4 && strcmp(de->d_name + len - 4, ".sql") == 0 && de->d_name[0] >= '0' &&
-		    de->d_name[0] <= '9') {
-			names[n++] = strdup(de->d_name);
-		}
-	}
-	closedir(d);
-	qsort(names, n, sizeof(names[0]), t_name_cmp);
-	for (i = 0; i < n; i++) {
-		char path[1024];
-		char chunk[4096];
-		size_t got;
-		FILE *f;
-
-		if (strstr(names[i], T_MIGRATION) != NULL) {
-			version = (int)i;
-			break;
-		}
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		f = fopen(path, "rb");
-		if (f == NULL) {
-			break;
-		}
-		while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-			buf_append(sql, chunk, got);
-		}
-		buf_printf(sql, "\n;\n");
-		fclose(f);
-	}
-	for (i = 0; i < n; i++) {
-		free(names[i]);
-	}
-	return version;
-}
 
 /* Rows of the schema before the migration, at times around now_ms: two
  * callbacks with their records and events (one paid, one refused and
@@ -157,7 +98,7 @@ static void t_build_previous(struct daemon *d, int64_t now_ms)
 	if (!pg) {
 		buf_printf(&sql, "PRAGMA foreign_keys = ON;\nBEGIN;\n");
 	}
-	version = t_previous_migrations(dir, &sql);
+	version = hn_migrations_before(dir, T_MIGRATION, &sql);
 	assert_true(version > 0);
 	if (pg) {
 		buf_printf(&sql,

@@ -5,7 +5,6 @@
  * query reads is gone, and a refund that names only the payment still finds
  * its order through the migrated table; and a new SQLite database is made
  * with the page size the benchmark chose. */
-#include <dirent.h>
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,64 +23,6 @@
 #include "provider_e2e.h"
 
 #define T_MIGRATION "_fewer_pages_per_callback.sql"
-#define T_FILES_MAX 64
-
-static int t_name_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Appends the migrations of dir that come before T_MIGRATION to sql, in
- * order; returns the schema version they make (files are numbered from 1
- * without gaps), or -1. */
-static int t_previous_migrations(const char *dir, struct buf *sql)
-{
-	char *names[T_FILES_MAX];
-	struct dirent *de;
-	size_t n = 0;
-	size_t i;
-	int version = -1;
-	DIR *d = opendir(dir);
-
-	if (d == NULL) {
-		return -1;
-	}
-	while ((de = readdir(d)) != NULL && n < T_FILES_MAX) {
-		size_t len = strlen(de->d_name);
-
-		if (len > 4 && strcmp(de->d_name + len - 4, ".sql") == 0 && de->d_name[0] >= '0' &&
-		    de->d_name[0] <= '9') {
-			names[n++] = strdup(de->d_name);
-		}
-	}
-	closedir(d);
-	qsort(names, n, sizeof(names[0]), t_name_cmp);
-	for (i = 0; i < n; i++) {
-		char path[1024];
-		char chunk[4096];
-		size_t got;
-		FILE *f;
-
-		if (strstr(names[i], T_MIGRATION) != NULL) {
-			version = (int)i;
-			break;
-		}
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		f = fopen(path, "rb");
-		if (f == NULL) {
-			break;
-		}
-		while ((got = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-			buf_append(sql, chunk, got);
-		}
-		buf_printf(sql, "\n;\n");
-		fclose(f);
-	}
-	for (i = 0; i < n; i++) {
-		free(names[i]);
-	}
-	return version;
-}
 
 /* Rows of the schema before the migration: a paid order known under its
  * payment and its charge, its points, and the callback that paid it (its
@@ -129,7 +70,7 @@ static void t_build_previous(struct daemon *d)
 	if (!pg) {
 		buf_printf(&sql, "PRAGMA foreign_keys = ON;\nBEGIN;\n");
 	}
-	version = t_previous_migrations(dir, &sql);
+	version = hn_migrations_before(dir, T_MIGRATION, &sql);
 	assert_true(version > 0);
 	if (pg) {
 		buf_printf(&sql,
