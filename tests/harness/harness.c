@@ -1060,3 +1060,61 @@ int hn_migrations_before(const char *dir, const char *name, struct buf *sql)
 	}
 	return version;
 }
+
+int hn_db_build_before(struct daemon *d, const char *migration,
+                       void (*rows)(struct buf *sql, int pg, void *arg), void *arg)
+{
+	const char *root = getenv("IDEMHOOK_SOURCE_ROOT");
+	int pg = d->dm_pg_db[0] != '\0';
+	char dir[700];
+	char path[800];
+	char cmd[2048];
+	struct buf sql;
+	int version;
+	int rc = -1;
+	FILE *f;
+
+	if (root == NULL) {
+		return -1;
+	}
+	buf_init(&sql, 0);
+	snprintf(dir, sizeof(dir), "%s/migrations%s", root, pg ? "/postgresql" : "");
+	if (!pg) {
+		buf_printf(&sql, "PRAGMA foreign_keys = ON;\nBEGIN;\n");
+	}
+	version = hn_migrations_before(dir, migration, &sql);
+	if (version <= 0) {
+		goto out;
+	}
+	if (pg) {
+		buf_printf(&sql,
+		           "CREATE TABLE idemhook_schema (version BIGINT PRIMARY KEY, name TEXT "
+		           "NOT NULL, applied_at BIGINT NOT NULL);\n"
+		           "INSERT INTO idemhook_schema (version, name, applied_at)"
+		           " SELECT v, 'before', 0 FROM generate_series(1, %d) AS v;\n",
+		           version);
+		rows(&sql, 1, arg);
+		rc = pgserver_psql(pgserver_shared(NULL), d->dm_pg_db, sql.buf_data, NULL) == 0 ? 0 : -1;
+		goto out;
+	}
+	buf_printf(&sql, "PRAGMA user_version = %d;\n", version);
+	rows(&sql, 0, arg);
+	buf_printf(&sql, "COMMIT;\n");
+	snprintf(path, sizeof(path), "%s/previous.sql", d->dm_dir);
+	f = fopen(path, "w");
+	if (f == NULL) {
+		goto out;
+	}
+	fwrite(sql.buf_data, 1, sql.buf_len, f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "sqlite3 -bail '%s' < '%s' > /dev/null 2>&1", d->dm_db, path);
+	rc = system(cmd);
+	if (!WIFEXITED(rc) || WEXITSTATUS(rc) == 127) {
+		rc = 1; /* no sqlite3 command: contrib/install-deps.sh installs it */
+	} else {
+		rc = WEXITSTATUS(rc) == 0 ? 0 : -1;
+	}
+out:
+	buf_finish(&sql);
+	return rc;
+}

@@ -183,6 +183,16 @@ struct buf;
  * -1 when dir cannot be read or no file names name. */
 int hn_migrations_before(const char *dir, const char *name, struct buf *sql);
 
+/* Makes d's database (SQLite file or PostgreSQL database) at the schema it
+ * had before the migration whose file name contains migration:
+ * hn_migrations_before's files, the version recorded as the receiver
+ * records it, then rows(sql, pg, arg) appends the test's rows (pg: 1 on
+ * PostgreSQL, for the backend's literals), all in one transaction on SQLite.
+ * Returns 0, 1 when there is no sqlite3 command to run it (the caller
+ * skips), or -1. */
+int hn_db_build_before(struct daemon *d, const char *migration,
+                       void (*rows)(struct buf *sql, int pg, void *arg), void *arg);
+
 /* Now in seconds / milliseconds. */
 int64_t hn_now_s(void);
 int64_t hn_now_ms(void);

@@ -28,8 +28,13 @@
  * payment and its charge, its points, and the callback that paid it (its
  * idempotency record and event). blob is the backend's literal of a
  * 32-byte fingerprint. */
-static void t_rows(struct buf *sql, const char *blob)
+/* hn_db_build_before's rows, with the backend's literal of a 32-byte
+ * fingerprint. */
+static void t_rows(struct buf *sql, int pg, void *arg)
 {
+	const char *blob = pg ? "decode(repeat('ab', 32), 'hex')" : "randomblob(32)";
+
+	(void)arg;
 	buf_printf(
 	        sql,
 	        "INSERT INTO orders (id, amount, currency, status, provider, payment_ref, "
@@ -55,60 +60,6 @@ static void t_rows(struct buf *sql, const char *blob)
 	        blob);
 }
 
-/* Builds d's database at the schema before the migration, with t_rows. */
-static void t_build_previous(struct daemon *d)
-{
-	const char *root = getenv("IDEMHOOK_SOURCE_ROOT");
-	int pg = d->dm_pg_db[0] != '\0';
-	char dir[700];
-	struct buf sql;
-	int version;
-
-	assert_non_null(root);
-	buf_init(&sql, 0);
-	snprintf(dir, sizeof(dir), "%s/migrations%s", root, pg ? "/postgresql" : "");
-	if (!pg) {
-		buf_printf(&sql, "PRAGMA foreign_keys = ON;\nBEGIN;\n");
-	}
-	version = hn_migrations_before(dir, T_MIGRATION, &sql);
-	assert_true(version > 0);
-	if (pg) {
-		buf_printf(&sql,
-		           "CREATE TABLE idemhook_schema (version BIGINT PRIMARY KEY, name TEXT "
-		           "NOT NULL,"
-		           " applied_at BIGINT NOT NULL);\n"
-		           "INSERT INTO idemhook_schema (version, name, applied_at)"
-		           " SELECT v, 'before', 0 FROM generate_series(1, %d) AS v;\n",
-		           version);
-		t_rows(&sql, "decode(repeat('ab', 32), 'hex')");
-		assert_int_equal(
-		        pgserver_psql(pgserver_shared(NULL), d->dm_pg_db, sql.buf_data, NULL), 0);
-	} else {
-		char path[800];
-		char cmd[2048];
-		FILE *f;
-		int rc;
-
-		buf_printf(&sql, "PRAGMA user_version = %d;\n", version);
-		t_rows(&sql, "randomblob(32)");
-		buf_printf(&sql, "COMMIT;\n");
-		snprintf(path, sizeof(path), "%s/previous.sql", d->dm_dir);
-		f = fopen(path, "w");
-		assert_non_null(f);
-		fwrite(sql.buf_data, 1, sql.buf_len, f);
-		fclose(f);
-		snprintf(cmd, sizeof(cmd), "sqlite3 -bail '%s' < '%s' > /dev/null 2>&1", d->dm_db,
-		         path);
-		rc = system(cmd);
-		if (!WIFEXITED(rc) || WEXITSTATUS(rc) == 127) {
-			buf_finish(&sql);
-			skip(); /* no sqlite3 command: contrib/install-deps.sh installs it */
-		}
-		assert_int_equal(WEXITSTATUS(rc), 0);
-	}
-	buf_finish(&sql);
-}
-
 static void test_migrate_keeps_order_refs_in_their_new_form(void **state)
 {
 	static const char *const args[] = {"migrate", NULL};
@@ -116,6 +67,7 @@ static void test_migrate_keeps_order_refs_in_their_new_form(void **state)
 	        "SELECT provider, ref, order_id, kind, created_at FROM order_refs ORDER BY ref";
 	char *after;
 	struct daemon d;
+	int rc;
 	struct hres r;
 	char *body;
 	int pg;
@@ -123,7 +75,11 @@ static void test_migrate_keeps_order_refs_in_their_new_form(void **state)
 	(void)state;
 	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
 	pg = d.dm_pg_db[0] != '\0';
-	t_build_previous(&d);
+	rc = hn_db_build_before(&d, T_MIGRATION, t_rows, NULL);
+	if (rc == 1) {
+		skip();
+	}
+	assert_int_equal(rc, 0);
 	assert_int_equal(daemon_cli(&d, 1, args, NULL), 0);
 
 	after = hn_db_dump(d.dm_db, refs);
@@ -177,6 +133,7 @@ static void test_new_database_has_small_pages(void **state)
 {
 	static const char *const args[] = {"migrate", NULL};
 	struct daemon d;
+	int rc;
 
 	(void)state;
 	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
@@ -189,7 +146,11 @@ static void test_new_database_has_small_pages(void **state)
 	daemon_finish(&d);
 
 	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
-	t_build_previous(&d);
+	rc = hn_db_build_before(&d, T_MIGRATION, t_rows, NULL);
+	if (rc == 1) {
+		skip();
+	}
+	assert_int_equal(rc, 0);
 	assert_int_equal(daemon_cli(&d, 1, args, NULL), 0);
 	assert_int_equal(e2e_db_int(&d, "SELECT page_size FROM pragma_page_size"), 4096);
 	daemon_finish(&d);
