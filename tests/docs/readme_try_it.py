@@ -103,6 +103,17 @@ def wait_listening(proc, log, addr):
     fail(f"the demo did not start: {open(log).read()}")
 
 
+def wait_log(log, text, seconds=10):
+    """True once text is in the file log, False after seconds without it."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if text in open(log).read():
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
 def run_blocks(blocks, cwd, env):
     """All blocks in one shell, as one person types them in one terminal;
     returns each block's output."""
@@ -198,7 +209,9 @@ def main():
                             stdout=log, stderr=log)
     try:
         wait_listening(demo, log_path, DEMO)
-        if "checkout page is http://127.0.0.1:8080/checkout" not in open(log_path).read():
+        # The daemon names its checkout page just after its listener is up:
+        # a connection can come first (it did under ASan on a loaded machine).
+        if not wait_log(log_path, "checkout page is http://127.0.0.1:8080/checkout"):
             fail("the demo's log does not name its checkout page")
         ok("the demo names its checkout page")
         first = check_run(1, blocks, run_blocks(blocks, work, env))
