@@ -131,6 +131,18 @@ static char *t_payment(const char *key, const char *order)
 	return hn_stripe_event(key, "payment_intent.succeeded", obj);
 }
 
+/* Posts a signed Stripe payment for order with the event id key; r holds
+ * the answer, which must be a 200. */
+static void t_post_payment(struct daemon *d, const char *key, const char *order,
+                           struct hres *r)
+{
+	char *body = t_payment(key, order);
+
+	assert_int_equal(hn_post_stripe(d, "stripe", FX_STRIPE_SECRET, body, r), 0);
+	free(body);
+	assert_int_equal(r->hs_status, 200);
+}
+
 static void test_migrate_makes_one_row_per_key_and_keeps_ids_replies_and_keys(void **state)
 {
 	static const char *const args[] = {"migrate", NULL};
@@ -139,7 +151,6 @@ static void test_migrate_makes_one_row_per_key_and_keeps_ids_replies_and_keys(vo
 	struct daemon d;
 	int rc;
 	struct hres r;
-	char *body;
 	int pg;
 
 	(void)state;
@@ -210,22 +221,13 @@ static void test_migrate_makes_one_row_per_key_and_keeps_ids_replies_and_keys(vo
 	 * the first deliveries': a webhook's mismatch still gets the stored
 	 * reply); the key whose record was gone runs again as new. */
 	assert_int_equal(daemon_start(&d), 0);
-	body = t_payment("evt_onerow_paid", "ord_onerow_paid");
-	assert_int_equal(hn_post_stripe(&d, "stripe", FX_STRIPE_SECRET, body, &r), 0);
-	free(body);
-	assert_int_equal(r.hs_status, 200);
+	t_post_payment(&d, "evt_onerow_paid", "ord_onerow_paid", &r);
 	assert_string_equal(r.hs_body, T_REPLY_PAID);
 	hres_finish(&r);
-	body = t_payment("evt_onerow_refused", "ord_onerow_none");
-	assert_int_equal(hn_post_stripe(&d, "stripe", FX_STRIPE_SECRET, body, &r), 0);
-	free(body);
-	assert_int_equal(r.hs_status, 200);
+	t_post_payment(&d, "evt_onerow_refused", "ord_onerow_none", &r);
 	assert_string_equal(r.hs_body, T_REPLY_REFUSED);
 	hres_finish(&r);
-	body = t_payment("evt_onerow_gone", "ord_onerow_gone");
-	assert_int_equal(hn_post_stripe(&d, "stripe", FX_STRIPE_SECRET, body, &r), 0);
-	free(body);
-	assert_int_equal(r.hs_status, 200);
+	t_post_payment(&d, "evt_onerow_gone", "ord_onerow_gone", &r);
 	assert_non_null(strstr(r.hs_body, "\"outcome\":\"paid\""));
 	hres_finish(&r);
 	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM orders WHERE id = 'ord_onerow_gone'"
@@ -252,9 +254,7 @@ static void test_migrate_makes_one_row_per_key_and_keeps_ids_replies_and_keys(vo
 	}
 	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM orders"), 3);
 	/* a new callback is one row: its key and its event */
-	body = t_payment("evt_onerow_new", "ord_onerow_api");
-	assert_int_equal(hn_post_stripe(&d, "stripe", FX_STRIPE_SECRET, body, &r), 0);
-	free(body);
+	t_post_payment(&d, "evt_onerow_new", "ord_onerow_api", &r);
 	hres_finish(&r);
 	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM idempotency_records WHERE idem_key = "
 	                                "'evt_onerow_new' AND received_at IS NOT NULL AND id > 13"),

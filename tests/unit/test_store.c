@@ -1352,23 +1352,26 @@ static int unit_fill_pages(struct store_tx *tx, void *arg)
 	return 0;
 }
 
-/* The write system calls this process has made so far (/proc/self/io). */
-static long long write_calls(void)
+/* One figure of this process's /proc/self/io ("syscw", "wchar"), -1 if
+ * unreadable. */
+static long long proc_io(const char *field)
 {
 	char line[128];
-	long long n = -1;
+	size_t n = strlen(field);
+	long long v = -1;
 	FILE *f = fopen("/proc/self/io", "r");
 
 	if (f == NULL) {
 		return -1;
 	}
 	while (fgets(line, sizeof(line), f) != NULL) {
-		if (sscanf(line, "syscw: %lld", &n) == 1) {
+		if (strncmp(line, field, n) == 0 && line[n] == ':' &&
+		    sscanf(line + n + 1, "%lld", &v) == 1) {
 			break;
 		}
 	}
 	fclose(f);
-	return n;
+	return v;
 }
 
 /* A commit of 200 rows of 1,000 bytes writes more than 200 WAL frames, each
@@ -1385,10 +1388,10 @@ static void test_full_sync_commit_writes_its_wal_frames_in_a_few_calls(void **st
 	store_destroy(fx->fx_st);
 	fx->fx_st = store_create(&so);
 	assert_non_null(fx->fx_st);
-	before = write_calls();
+	before = proc_io("syscw");
 	assert_true(before >= 0);
 	assert_int_equal(store_write(fx->fx_st, T0, unit_fill_pages, NULL), 0);
-	after = write_calls();
+	after = proc_io("syscw");
 	assert_true(after - before < WAL_ROWS / 4);
 	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'page'"),
 	                 WAL_ROWS);
@@ -1398,25 +1401,6 @@ static void test_full_sync_commit_writes_its_wal_frames_in_a_few_calls(void **st
 	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'page' AND "
 	                                     "length(data) = 1000"),
 	                 WAL_ROWS);
-}
-
-/* The bytes this process has handed to write system calls (/proc/self/io). */
-static long long write_bytes(void)
-{
-	char line[128];
-	long long n = -1;
-	FILE *f = fopen("/proc/self/io", "r");
-
-	if (f == NULL) {
-		return -1;
-	}
-	while (fgets(line, sizeof(line), f) != NULL) {
-		if (sscanf(line, "wchar: %lld", &n) == 1) {
-			break;
-		}
-	}
-	fclose(f);
-	return n;
 }
 
 #define SUBJ_ROWS 600 /* of 300 bytes: three to a 1 KiB page */
@@ -1452,10 +1436,10 @@ static void test_a_units_savepoint_journal_is_not_written_to_a_file(void **state
 	long long after;
 
 	assert_int_equal(store_write(fx->fx_st, T0, unit_fill_small_rows, NULL), 0);
-	before = write_bytes();
+	before = proc_io("wchar");
 	assert_true(before >= 0);
 	assert_int_equal(store_write(fx->fx_st, T0, unit_rewrite_small_rows, NULL), 0);
-	after = write_bytes();
+	after = proc_io("wchar");
 	/* The WAL: a frame (a 24-byte header and a 1 KiB page) per three
 	 * rows; the sub-journal in a file would add as much again. */
 	assert_true(after - before >= (long long)SUBJ_ROWS / 3 * 1024);
