@@ -39,7 +39,7 @@
  * 12 MB and 16 MB at 1 KiB pages. A page that several commits change is
  * copied once per checkpoint: 4,000 wrote 18-19 KB per unique callback
  * where 1,000 wrote 21-22 KB, and 12,000 wrote 1.8 to 2.5 KB less than
- * 4,000 (16,000 with a bound of 32,000 no less than 12,000; issue 24,
+ * 4,000; 16,000 with a bound of 32,000 saved no more than 12,000 (issue 24,
  * docs/benchmarks.md). */
 #define STORE_CKPT_FRAMES 12000
 #define STORE_CKPT_FRAMES_MAX 16000
