@@ -4,7 +4,9 @@
  * kept, the table takes its new form (SQLite: WITHOUT ROWID), the index no
  * query reads is gone, and a refund that names only the payment still finds
  * its order through the migrated table; and a new SQLite database is made
- * with the page size the benchmark chose. */
+ * with the page size the benchmark chose. The same through migration
+ * narrow_order_refs_key (order_refs a rowid table again, its key a unique
+ * index). */
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -99,11 +101,12 @@ static void test_migrate_keeps_order_refs_in_their_new_form(void **state)
 		assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM sqlite_master WHERE name = "
 		                                "'order_refs_order'"),
 		                 0);
-		assert_int_equal(
-		        e2e_db_int(&d,
-		                   "SELECT COUNT(*) FROM sqlite_master WHERE name = 'order_refs'"
-		                   " AND sql LIKE '%%WITHOUT ROWID'"),
-		        1);
+		/* its form since narrow_order_refs_key: a rowid table whose key
+		 * is a unique index (test_migrate_narrows_the_order_refs_key) */
+		assert_int_equal(e2e_db_int(&d,
+		                            "SELECT COUNT(*) FROM pragma_index_list('order_refs')"
+		                            " WHERE name = 'order_refs_ref' AND \"unique\" = 1"),
+		                 1);
 	}
 
 	/* The daemon on the migrated database: a refund naming only the charge
@@ -156,11 +159,135 @@ static void test_new_database_has_small_pages(void **state)
 	daemon_finish(&d);
 }
 
+#define T_NARROW "_narrow_order_refs_key.sql"
+
+/* Rows of the schema before narrow_order_refs_key (one row per key since
+ * merge_events_into_records): a paid order known under its payment and
+ * its charge, its points and the callback that paid it, and a pending
+ * order. */
+static void t_rows_narrow(struct buf *sql, int pg, void *arg)
+{
+	const char *blob = pg ? "decode(repeat('ab', 32), 'hex')" : "randomblob(32)";
+
+	(void)arg;
+	buf_printf(
+	        sql,
+	        "INSERT INTO orders (id, amount, currency, status, provider, payment_ref, "
+	        "created_at, paid_at, updated_at) VALUES ('ord_narrow_paid', 2000, 'USD', "
+	        "'paid', 'stripe', 'pi_narrow_paid', 1, 2, 2), ('ord_narrow_pend', 500, 'EUR', "
+	        "'pending', NULL, NULL, 1, NULL, 1);\n"
+	        "INSERT INTO order_refs (provider, ref, order_id, kind, created_at) VALUES"
+	        " ('stripe', 'pi_narrow_paid', 'ord_narrow_paid', 'payment', 3),"
+	        " ('stripe', 'ch_narrow_paid', 'ord_narrow_paid', 'charge', 2);\n"
+	        "INSERT INTO points_ledger (order_id, reason, ref, points, created_at) VALUES"
+	        " ('ord_narrow_paid', 'award', 'ord_narrow_paid', 20, 2);\n"
+	        "INSERT INTO idempotency_records (scope, idem_key, status, fingerprint, "
+	        "reply_status, reply_content_type, reply_body, fence_token, created_at, "
+	        "updated_at, type, kind, order_ref, payment_ref, amount, currency, outcome, "
+	        "effect, received_at, processed_at) VALUES ('stripe', 'evt_narrow_paid', 'done', "
+	        "%s, 200, 'application/json', NULL, 1, 2, 2, 'payment_intent.succeeded', "
+	        "'payment_succeeded', 'ord_narrow_paid', 'pi_narrow_paid', 2000, 'USD', 'done', "
+	        "'paid', 2, 2);\n",
+	        blob);
+}
+
+/* A Stripe payment of the pending order, under the event id key. */
+static char *t_pend_payment(const char *key)
+{
+	return hn_stripe_event(key, "payment_intent.succeeded",
+	                       "{\"id\":\"pi_narrow_pend\",\"object\":\"payment_intent\","
+	                       "\"amount\":500,\"amount_received\":500,\"currency\":\"eur\","
+	                       "\"metadata\":{\"order_id\":\"ord_narrow_pend\"}}");
+}
+
+/* `idemhook migrate` carries order_refs through narrow_order_refs_key: every
+ * reference kept, the key a unique index (SQLite: no longer WITHOUT ROWID);
+ * then a refund naming only the charge finds its order, a payment binds its
+ * reference (the ON CONFLICT target is the new index) and a second event of
+ * the same payment binds nothing more. */
+static void test_migrate_narrows_the_order_refs_key(void **state)
+{
+	static const char *const args[] = {"migrate", NULL};
+	const char *refs =
+	        "SELECT provider, ref, order_id, kind, created_at FROM order_refs ORDER BY ref";
+	char *after;
+	struct daemon d;
+	int rc;
+	struct hres r;
+	char *body;
+	int pg;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	pg = d.dm_pg_db[0] != '\0';
+	rc = hn_db_build_before(&d, T_NARROW, t_rows_narrow, NULL);
+	if (rc == 1) {
+		skip();
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(daemon_cli(&d, 1, args, NULL), 0);
+
+	after = hn_db_dump(d.dm_db, refs);
+	assert_non_null(after);
+	assert_string_equal(after, "stripe|ch_narrow_paid|ord_narrow_paid|charge|2\n"
+	                           "stripe|pi_narrow_paid|ord_narrow_paid|payment|3\n");
+	free(after);
+	if (!pg) {
+		assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM sqlite_master WHERE name = "
+		                                "'order_refs' AND sql LIKE '%%WITHOUT ROWID'"),
+		                 0);
+		assert_int_equal(e2e_db_int(&d,
+		                            "SELECT COUNT(*) FROM pragma_index_list('order_refs')"
+		                            " WHERE name = 'order_refs_ref' AND \"unique\" = 1"),
+		                 1);
+		after = hn_db_dump(d.dm_db, "SELECT name FROM pragma_index_info('order_refs_ref') "
+		                            "ORDER BY seqno");
+		assert_non_null(after);
+		assert_string_equal(after, "provider\nref\n");
+		free(after);
+	}
+
+	assert_int_equal(daemon_start(&d), 0);
+	body = hn_stripe_event("evt_narrow_refund", "charge.refunded",
+	                       "{\"id\":\"ch_narrow_paid\",\"object\":\"charge\",\"amount\":2000,"
+	                       "\"amount_refunded\":2000,\"currency\":\"usd\",\"payment_intent\":"
+	                       "\"pi_narrow_paid\",\"metadata\":{}}");
+	assert_int_equal(hn_post_stripe(&d, "stripe", FX_STRIPE_SECRET, body, &r), 0);
+	free(body);
+	assert_int_equal(r.hs_status, 200);
+	assert_non_null(strstr(r.hs_body, "\"outcome\":\"refunded\""));
+	hres_finish(&r);
+	body = t_pend_payment("evt_narrow_pend_1");
+	assert_int_equal(hn_post_stripe(&d, "stripe", FX_STRIPE_SECRET, body, &r), 0);
+	free(body);
+	assert_int_equal(r.hs_status, 200);
+	assert_non_null(strstr(r.hs_body, "\"outcome\":\"paid\""));
+	hres_finish(&r);
+	body = t_pend_payment("evt_narrow_pend_2");
+	assert_int_equal(hn_post_stripe(&d, "stripe", FX_STRIPE_SECRET, body, &r), 0);
+	free(body);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM orders WHERE id = 'ord_narrow_paid'"
+	                                " AND status = 'refunded'"),
+	                 1);
+	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM orders WHERE id = 'ord_narrow_pend'"
+	                                " AND status = 'paid'"),
+	                 1);
+	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM order_refs WHERE provider = 'stripe'"
+	                                " AND ref = 'pi_narrow_pend' AND order_id = "
+	                                "'ord_narrow_pend'"),
+	                 1);
+	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM order_refs"), 3);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_migrate_keeps_order_refs_in_their_new_form),
 	        cmocka_unit_test(test_new_database_has_small_pages),
+	        cmocka_unit_test(test_migrate_narrows_the_order_refs_key),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -328,10 +328,10 @@ static void test_listings_take_json_limit_and_an_order_filter(void **state)
 		const char *args[] = {"events", "show", "1", "--json", NULL};
 		struct hn_sqlite q;
 
-		assert_int_equal(
-		        hn_sqlite_start(&q, d->dm_db,
-		                        "UPDATE idempotency_records SET payload = 'a=1&b=\"2\"' WHERE id = 1;"),
-		        0);
+		assert_int_equal(hn_sqlite_start(&q, d->dm_db,
+		                                 "UPDATE idempotency_records SET payload = "
+		                                 "'a=1&b=\"2\"' WHERE id = 1;"),
+		                 0);
 		assert_int_equal(hn_sqlite_finish(&q, ""), 0);
 		run_cli(d, 1, args, 0, 0, &r);
 		assert_int_equal(r.rn_status, 0);
@@ -365,6 +365,31 @@ static void test_listings_take_json_limit_and_an_order_filter(void **state)
 		/* a header and one row, the newest paid one: b */
 		assert_non_null(strstr(r.rn_out, b));
 		assert_null(strstr(r.rn_out, a));
+		run_finish(&r);
+	}
+	{
+		/* an order the provider knows only by a reference it gave it
+		 * (order_refs; orders.provider unset) is the provider's too */
+		const char *args[] = {"order", "list", "--provider", "stripe", NULL};
+		struct hn_sqlite q;
+		char sql[256];
+
+		run_cli(d, 1, args, 0, 0, &r);
+		assert_int_equal(r.rn_status, 0);
+		assert_non_null(strstr(r.rn_out, a));
+		assert_null(strstr(r.rn_out, c));
+		run_finish(&r);
+		snprintf(sql, sizeof(sql),
+		         "INSERT INTO order_refs (provider, ref, order_id, kind, created_at)"
+		         " VALUES ('stripe', 'ch_list_c', '%s', 'charge', 1);",
+		         c);
+		assert_int_equal(hn_sqlite_start(&q, d->dm_db, sql), 0);
+		assert_int_equal(hn_sqlite_finish(&q, ""), 0);
+		run_cli(d, 1, args, 0, 0, &r);
+		assert_int_equal(r.rn_status, 0);
+		assert_non_null(strstr(r.rn_out, a));
+		assert_non_null(strstr(r.rn_out, b));
+		assert_non_null(strstr(r.rn_out, c));
 		run_finish(&r);
 	}
 	{
