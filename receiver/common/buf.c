@@ -51,6 +51,14 @@ static int buf_reserve(struct buf *b, size_t extra)
 	return 0;
 }
 
+int buf_expect(struct buf *b, size_t len)
+{
+	if (b->buf_overflow || (b->buf_max != 0 && (len > b->buf_max || b->buf_len > b->buf_max - len))) {
+		return -1;
+	}
+	return buf_reserve(b, len);
+}
+
 int buf_append(struct buf *b, const void *data, size_t len)
 {
 	if (buf_reserve(b, len) < 0) {

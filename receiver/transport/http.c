@@ -1374,7 +1374,11 @@ static int http_head_check(struct MHD_Connection *con, struct http_conn *hc, con
 		return -1;
 	}
 	path = http_path_decode(hc->hc_url, &nul);
-	free(path);
+	if (!nul && hc->hc_path == NULL) {
+		hc->hc_path = path; /* the route's path (http_request_build) */
+	} else {
+		free(path);
+	}
 	if (nul) {
 		http_refusal_set(hf, 400, "nul_in_target", "NUL byte in the request target",
 		                 "The path contains an encoded NUL byte (%00).");
@@ -1426,6 +1430,11 @@ static int http_head_check(struct MHD_Connection *con, struct http_conn *hc, con
 	if (hm.hm_cl_n > 0 && hm.hm_cl > hc->hc_gen->hg_body_max) {
 		http_refuse_too_large(hf);
 		return -1;
+	}
+	/* The announced body in one allocation rather than grown by doubling
+	 * from 256 bytes; a failure here only leaves the growing to later. */
+	if (hm.hm_cl_n > 0 && hm.hm_cl > 0) {
+		buf_expect(&hc->hc_body, (size_t)hm.hm_cl);
 	}
 	return 0;
 }
