@@ -51,9 +51,11 @@ static EVP_MD *crypto_md_sha256;
 static pthread_key_t crypto_tls_key;
 static int crypto_tls_made;
 
-/* A thread's own HMAC contexts, one per digest, made on first use. */
+/* A thread's own HMAC contexts, one per digest, and its SHA-256 context,
+ * each made on first use. */
 struct crypto_tls {
 	EVP_MAC_CTX *ct_hmac[2];
+	EVP_MD_CTX *ct_sha256;
 };
 
 static void crypto_tls_free(void *arg)
@@ -62,7 +64,27 @@ static void crypto_tls_free(void *arg)
 
 	EVP_MAC_CTX_free(ct->ct_hmac[0]);
 	EVP_MAC_CTX_free(ct->ct_hmac[1]);
+	EVP_MD_CTX_free(ct->ct_sha256);
 	free(ct);
+}
+
+/* This thread's crypto_tls, made on first use; NULL when it cannot be. */
+static struct crypto_tls *crypto_tls_get(void)
+{
+	struct crypto_tls *ct;
+
+	if (!crypto_tls_made) {
+		return NULL;
+	}
+	ct = pthread_getspecific(crypto_tls_key);
+	if (ct == NULL) {
+		ct = calloc(1, sizeof(*ct));
+		if (ct != NULL && pthread_setspecific(crypto_tls_key, ct) != 0) {
+			free(ct);
+			ct = NULL;
+		}
+	}
+	return ct;
 }
 
 static EVP_MAC_CTX *crypto_hmac_template(EVP_MAC *mac, const char *digest)
@@ -98,13 +120,24 @@ static void crypto_fetch(void)
 
 void crypto_sha256(const void *data, size_t len, unsigned char out[CRYPTO_SHA256_LEN])
 {
+	struct crypto_tls *ct;
+	EVP_MD_CTX *ctx;
 	unsigned int n = 0;
 
 	pthread_once(&crypto_fetch_once, crypto_fetch);
-	/* EVP_Digest cannot fail for SHA-256 short of memory exhaustion; zero the
-	 * output so a failure can never look like a real digest of something. */
+	ct = crypto_tls_get();
+	if (ct != NULL && ct->ct_sha256 == NULL) {
+		ct->ct_sha256 = EVP_MD_CTX_new();
+	}
+	ctx = ct != NULL ? ct->ct_sha256 : NULL;
+	/* A digest cannot fail for SHA-256 short of memory exhaustion; zero the
+	 * output so a failure can never look like a real digest of something.
+	 * The thread's context is initialised again for every digest. */
 	if (crypto_md_sha256 == NULL ||
-	    EVP_Digest(data, len, out, &n, crypto_md_sha256, NULL) != 1) {
+	    (ctx != NULL ? EVP_DigestInit_ex(ctx, crypto_md_sha256, NULL) != 1 ||
+	                           EVP_DigestUpdate(ctx, data, len) != 1 ||
+	                           EVP_DigestFinal_ex(ctx, out, &n) != 1
+	                 : EVP_Digest(data, len, out, &n, crypto_md_sha256, NULL) != 1)) {
 		crypto_log_openssl("SHA-256");
 		memset(out, 0, CRYPTO_SHA256_LEN);
 	}
@@ -114,16 +147,9 @@ void crypto_sha256(const void *data, size_t len, unsigned char out[CRYPTO_SHA256
  * new one the caller frees (*ret_own set) when the thread cannot keep one. */
 static EVP_MAC_CTX *crypto_hmac_ctx(const EVP_MAC_CTX *template, int slot, int *ret_own)
 {
-	struct crypto_tls *ct = crypto_tls_made ? pthread_getspecific(crypto_tls_key) : NULL;
+	struct crypto_tls *ct = crypto_tls_get();
 
 	*ret_own = 0;
-	if (ct == NULL && crypto_tls_made) {
-		ct = calloc(1, sizeof(*ct));
-		if (ct != NULL && pthread_setspecific(crypto_tls_key, ct) != 0) {
-			free(ct);
-			ct = NULL;
-		}
-	}
 	if (ct == NULL) {
 		*ret_own = 1;
 		return EVP_MAC_CTX_dup(template);

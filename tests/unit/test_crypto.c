@@ -148,6 +148,16 @@ static void test_crypto_sha256_of_abc_is_the_fips_value(void **state)
 	crypto_hex_encode(d, sizeof(d), hex);
 	assert_string_equal(hex,
 	                    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	/* The thread's context starts afresh for each digest: the empty text,
+	 * then "abc" again, give their own values. */
+	crypto_sha256("", 0, d);
+	crypto_hex_encode(d, sizeof(d), hex);
+	assert_string_equal(hex,
+	                    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+	crypto_sha256("abc", 3, d);
+	crypto_hex_encode(d, sizeof(d), hex);
+	assert_string_equal(hex,
+	                    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 static void test_crypto_equal_compares_length_and_content(void **state)
