@@ -239,9 +239,10 @@ struct http_conn {
 };
 
 struct http_header_list {
-	struct http_header hl_items[HTTP_HEADERS_MAX];
 	size_t hl_n;
+	size_t hl_cap; /* the request's header fields, at most HTTP_HEADERS_MAX */
 	int hl_overflow;
+	struct http_header hl_items[]; /* hl_cap of them */
 };
 
 #define HTTP_STR(x) #x
@@ -952,7 +953,7 @@ static enum MHD_Result http_collect_header(void *cls, enum MHD_ValueKind kind, c
 {
 	struct http_header_list *hl = cls;
 
-	if (hl->hl_n == HTTP_HEADERS_MAX) {
+	if (hl->hl_n == hl->hl_cap) {
 		hl->hl_overflow = 1;
 		return MHD_NO;
 	}
@@ -1148,10 +1149,18 @@ static int http_request_build(struct MHD_Connection *con, struct http_conn *hc, 
 	int nul;
 
 	if (hc->hc_headers == NULL) {
-		hc->hc_headers = calloc(1, sizeof(*hc->hc_headers));
+		/* Sized to the request's fields: a list of HTTP_HEADERS_MAX
+		 * for every request cost a large allocation each. */
+		int n = MHD_get_connection_values(con, MHD_HEADER_KIND, NULL, NULL);
+		size_t cap = n < 0 ? 0 : (size_t)n < HTTP_HEADERS_MAX ? (size_t)n : HTTP_HEADERS_MAX;
+
+		hc->hc_headers = malloc(sizeof(*hc->hc_headers) + cap * sizeof(hc->hc_headers->hl_items[0]));
 		if (hc->hc_headers == NULL) {
 			return -1;
 		}
+		hc->hc_headers->hl_n = 0;
+		hc->hc_headers->hl_cap = cap;
+		hc->hc_headers->hl_overflow = 0;
 		MHD_get_connection_values(con, MHD_HEADER_KIND, http_collect_header,
 		                          hc->hc_headers);
 	}
