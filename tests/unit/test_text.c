@@ -2,6 +2,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +79,76 @@ static void test_buf_expect_makes_room_once_and_respects_the_cap(void **state)
 	buf_finish(&b);
 }
 
+/* The escaping as it was written first, one byte at a time: the
+ * fingerprints of stored callbacks were made with it, so every string must
+ * still escape to the same bytes. */
+static void json_string_reference(struct buf *b, const char *s)
+{
+	const unsigned char *p;
+
+	buf_puts(b, "\"");
+	for (p = (const unsigned char *)s; *p != '\0'; p++) {
+		if (*p == '"' || *p == '\\') {
+			char esc[2] = {'\\', (char)*p};
+			buf_append(b, esc, 2);
+		} else if (*p < 0x20) {
+			buf_printf(b, "\\u%04x", *p);
+		} else {
+			buf_append(b, p, 1);
+		}
+	}
+	buf_puts(b, "\"");
+}
+
+static void test_buf_json_string_escapes_as_before(void **state)
+{
+	char text[64];
+	struct buf got;
+	struct buf want;
+	unsigned seed = 24;
+	int round;
+	int c;
+
+	(void)state;
+	/* Every byte value alone, at the start, middle and end of a run. */
+	for (c = 1; c < 256; c++) {
+		snprintf(text, sizeof(text), "%cab%ccd%c", c, c, c);
+		buf_init(&got, 0);
+		buf_init(&want, 0);
+		assert_int_equal(buf_json_string(&got, text), 0);
+		json_string_reference(&want, text);
+		assert_int_equal(got.buf_len, want.buf_len);
+		assert_memory_equal(got.buf_data, want.buf_data, want.buf_len);
+		buf_finish(&got);
+		buf_finish(&want);
+	}
+	/* Random strings, most of them with quotes, backslashes and controls. */
+	for (round = 0; round < 20000; round++) {
+		int n = (int)(rand_r(&seed) % (sizeof(text) - 1));
+		int i;
+
+		for (i = 0; i < n; i++) {
+			int pick = (int)(rand_r(&seed) % 8);
+
+			text[i] = pick == 0 ? '"' : pick == 1 ? '\\' : pick == 2 ? (char)(1 + rand_r(&seed) % 31)
+			                                                           : (char)(1 + rand_r(&seed) % 255);
+		}
+		text[n] = '\0';
+		buf_init(&got, 0);
+		buf_init(&want, 0);
+		assert_int_equal(buf_json_string(&got, text), 0);
+		json_string_reference(&want, text);
+		assert_int_equal(got.buf_len, want.buf_len);
+		assert_memory_equal(got.buf_data, want.buf_data, want.buf_len);
+		buf_finish(&got);
+		buf_finish(&want);
+	}
+	buf_init(&got, 0);
+	assert_int_equal(buf_json_string(&got, ""), 0);
+	assert_string_equal(got.buf_data, "\"\"");
+	buf_finish(&got);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -85,6 +156,7 @@ int main(void)
 		cmocka_unit_test(test_form_component_decodes_plus_and_percent_escapes),
 		cmocka_unit_test(test_malformed_form_escapes_are_refused),
 		cmocka_unit_test(test_buf_expect_makes_room_once_and_respects_the_cap),
+		cmocka_unit_test(test_buf_json_string_escapes_as_before),
 	};
 
 	return cmocka_run_group_tests_name("text", tests, NULL, NULL);
