@@ -48,6 +48,7 @@
  * it is no bigger than a request head needs. A head it cannot hold gets its
  * own 431 (or 414), with a short HTML body. */
 #define HTTP_CONN_MEMORY (16 * 1024)
+#define HTTP_BODY_EXPECT_MAX (64 * 1024) /* an announced body reserved at once, up to this */
 #define HTTP_LISTEN_BACKLOG 4096 /* the kernel caps it at net.core.somaxconn */
 #define HTTP_FD_RESERVE 256      /* descriptors kept for the database, outbound calls, files */
 #define HTTP_CONN_MIN 16         /* the least connection limit the file limit may size */
@@ -1441,8 +1442,10 @@ static int http_head_check(struct MHD_Connection *con, struct http_conn *hc, con
 		return -1;
 	}
 	/* The announced body in one allocation rather than grown by doubling
-	 * from 256 bytes; a failure here only leaves the growing to later. */
-	if (hm.hm_cl_n > 0 && hm.hm_cl > 0) {
+	 * from 256 bytes; a failure here only leaves the growing to later. A
+	 * large one still grows as its bytes arrive: an announcement alone
+	 * reserves no more than HTTP_BODY_EXPECT_MAX. */
+	if (hm.hm_cl_n > 0 && hm.hm_cl > 0 && hm.hm_cl <= HTTP_BODY_EXPECT_MAX) {
 		buf_expect(&hc->hc_body, (size_t)hm.hm_cl);
 	}
 	return 0;
