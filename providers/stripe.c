@@ -166,28 +166,28 @@ static int stripe_parse_header(char *h, struct stripe_sig *ret)
 	return 0;
 }
 
-/* HMAC-SHA256 over "<t>.<body>" with secret, as lower-case hex into out[65]. */
+/* HMAC-SHA256 over "<t>.<body>" with secret, as lower-case hex into out[65];
+ * the body is MACed where it lies, not copied behind the prefix. */
 static int stripe_mac(const struct provider_secret *secret, int64_t t, const void *body,
                       size_t body_len, char out[2 * CRYPTO_SHA256_LEN + 1])
 {
 	unsigned char mac[CRYPTO_HMAC_MAX];
+	char prefix[32];
+	struct crypto_span spans[2];
 	size_t mac_len = 0;
-	struct buf b;
-	int rc = -1;
+	int n = snprintf(prefix, sizeof(prefix), "%lld.", (long long)t);
 
-	buf_init(&b, 0);
-	if (buf_printf(&b, "%lld.", (long long)t) < 0 || buf_append(&b, body, body_len) < 0) {
-		goto done;
+	if (n < 0 || (size_t)n >= sizeof(prefix)) {
+		return -1;
 	}
-	if (crypto_hmac(CRYPTO_SHA256, secret->ps_data, secret->ps_len, b.buf_data, b.buf_len, mac,
-	                &mac_len) < 0) {
-		goto done;
+	spans[0] = (struct crypto_span){.cs_data = prefix, .cs_len = (size_t)n};
+	spans[1] = (struct crypto_span){.cs_data = body, .cs_len = body_len};
+	if (crypto_hmac_spans(CRYPTO_SHA256, secret->ps_data, secret->ps_len, spans, 2, mac,
+	                      &mac_len) < 0) {
+		return -1;
 	}
 	crypto_hex_encode(mac, mac_len, out);
-	rc = 0;
-done:
-	buf_finish(&b);
-	return rc;
+	return 0;
 }
 
 static int stripe_verify(const struct stripe_state *st, const struct stripe_sig *sig,

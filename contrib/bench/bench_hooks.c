@@ -1017,6 +1017,8 @@ static int bench_duplicates(size_t n, unsigned rounds)
 	struct daemon a = {0}, b = {0};
 	struct bench_row br;
 	double sum[2][3] = {{0}};
+	double cpu[2][3] = {{0}}; /* CPU us per request: the ceiling, before, after */
+	double c0;
 	pid_t perf = 0;
 	unsigned r;
 	int i;
@@ -1049,23 +1051,28 @@ static int bench_duplicates(size_t n, unsigned rounds)
 	}
 	for (r = 0; r < rounds; r++) {
 		for (i = 0; i < 2; i++) {
+			c0 = bench_cpu_s(bc.bc_pid, NULL);
 			if (bench_phase(&br, "HTTP ceiling (MHD, 200, no work)", NULL, bc.bc_port,
 			                &sa, conns[i], 0) < 0) {
 				goto out;
 			}
 			sum[i][0] += br.br_rate;
+			cpu[i][0] += (bench_cpu_s(bc.bc_pid, NULL) - c0) * 1e6 /
+			             (double)(br.br_res.lg_n > 0 ? br.br_res.lg_n : 1);
 			if (before_bin != NULL) {
 				if (bench_phase(&br, "before: duplicates", &b, b.dm_port, &sb,
 				                conns[i], 0) < 0) {
 					goto out;
 				}
 				sum[i][1] += br.br_rate;
+				cpu[i][1] += br.br_cpu_us;
 			}
 			if (bench_phase(&br, "after: duplicates", &a, a.dm_port, &sa, conns[i], 0) <
 			    0) {
 				goto out;
 			}
 			sum[i][2] += br.br_rate;
+			cpu[i][2] += br.br_cpu_us;
 		}
 	}
 	printf("\nmeans over %u rounds, duplicates/s over the HTTP ceiling of the same rounds:\n",
@@ -1079,6 +1086,17 @@ static int bench_duplicates(size_t n, unsigned rounds)
 		} else {
 			printf("  %3u conns: %.2f (target >= 0.5)\n", conns[i],
 			       sum[i][2] / sum[i][0]);
+		}
+	}
+	printf("means of the server's CPU per request (us; the ceiling's answer, then each "
+	       "daemon's duplicate):\n");
+	for (i = 0; i < 2; i++) {
+		if (before_bin != NULL) {
+			printf("  %3u conns: ceiling %.1f, before %.1f, after %.1f\n", conns[i],
+			       cpu[i][0] / rounds, cpu[i][1] / rounds, cpu[i][2] / rounds);
+		} else {
+			printf("  %3u conns: ceiling %.1f, duplicate %.1f\n", conns[i],
+			       cpu[i][0] / rounds, cpu[i][2] / rounds);
 		}
 	}
 	rc = 0;

@@ -51,6 +51,14 @@ static int buf_reserve(struct buf *b, size_t extra)
 	return 0;
 }
 
+int buf_expect(struct buf *b, size_t len)
+{
+	if (b->buf_overflow || (b->buf_max != 0 && (len > b->buf_max || b->buf_len > b->buf_max - len))) {
+		return -1;
+	}
+	return buf_reserve(b, len);
+}
+
 int buf_append(struct buf *b, const void *data, size_t len)
 {
 	if (buf_reserve(b, len) < 0) {
@@ -89,25 +97,35 @@ int buf_printf(struct buf *b, const char *fmt, ...)
 
 int buf_json_string(struct buf *b, const char *s)
 {
-	const unsigned char *p;
+	const unsigned char *p = (const unsigned char *)s;
 
 	if (buf_puts(b, "\"") < 0) {
 		return -1;
 	}
-	for (p = (const unsigned char *)s; *p != '\0'; p++) {
+	while (*p != '\0') {
+		const unsigned char *run = p;
 		int rc;
 
+		/* A run of bytes that need no escape goes in with one append. */
+		while (*p != '\0' && *p != '"' && *p != '\\' && *p >= 0x20) {
+			p++;
+		}
+		if (p > run && buf_append(b, run, (size_t)(p - run)) < 0) {
+			return -1;
+		}
+		if (*p == '\0') {
+			break;
+		}
 		if (*p == '"' || *p == '\\') {
 			char esc[2] = {'\\', (char)*p};
 			rc = buf_append(b, esc, 2);
-		} else if (*p < 0x20) {
-			rc = buf_printf(b, "\\u%04x", *p);
 		} else {
-			rc = buf_append(b, p, 1);
+			rc = buf_printf(b, "\\u%04x", *p);
 		}
 		if (rc < 0) {
 			return -1;
 		}
+		p++;
 	}
 	return buf_puts(b, "\"");
 }

@@ -19,6 +19,10 @@ void buf_finish(struct buf *b);
 /* Append bytes; -1 on allocation failure or when the cap is passed (then the
  * buffer frees its data and stays in overflow state). */
 int buf_append(struct buf *b, const void *data, size_t len);
+/* Makes room for len more bytes at once (a length announced in advance),
+ * so appends up to it do not reallocate. -1 when out of memory or when len
+ * would pass the cap; the buffer is unchanged then. */
+int buf_expect(struct buf *b, size_t len);
 int buf_puts(struct buf *b, const char *s);
 int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends s as a JSON string literal, quotes included. */

@@ -40,12 +40,52 @@ static void crypto_log_openssl(const char *what)
 }
 
 /* Fetched and set up once: a fetch per call costs more than the MAC itself
- * and takes locks every thread contends on. Each call duplicates the template
- * of its digest, so nothing is shared mutably between threads. */
+ * and takes locks every thread contends on. Each thread duplicates the
+ * template of a digest once and keys its copy again for every MAC (a
+ * duplicate and a free per call cost more than the MAC of a short body), so
+ * nothing is shared mutably between threads. */
 static pthread_once_t crypto_fetch_once = PTHREAD_ONCE_INIT;
 static EVP_MAC_CTX *crypto_hmac_sha256;
 static EVP_MAC_CTX *crypto_hmac_sha512;
 static EVP_MD *crypto_md_sha256;
+static pthread_key_t crypto_tls_key;
+static int crypto_tls_made;
+
+/* A thread's own HMAC contexts, one per digest, and its SHA-256 context,
+ * each made on first use. */
+struct crypto_tls {
+	EVP_MAC_CTX *ct_hmac[2];
+	EVP_MD_CTX *ct_sha256;
+};
+
+static void crypto_tls_free(void *arg)
+{
+	struct crypto_tls *ct = arg;
+
+	EVP_MAC_CTX_free(ct->ct_hmac[0]);
+	EVP_MAC_CTX_free(ct->ct_hmac[1]);
+	EVP_MD_CTX_free(ct->ct_sha256);
+	free(ct);
+}
+
+/* This thread's crypto_tls, made on first use; NULL when it cannot be. */
+static struct crypto_tls *crypto_tls_get(void)
+{
+	struct crypto_tls *ct;
+
+	if (!crypto_tls_made) {
+		return NULL;
+	}
+	ct = pthread_getspecific(crypto_tls_key);
+	if (ct == NULL) {
+		ct = calloc(1, sizeof(*ct));
+		if (ct != NULL && pthread_setspecific(crypto_tls_key, ct) != 0) {
+			free(ct);
+			ct = NULL;
+		}
+	}
+	return ct;
+}
 
 static EVP_MAC_CTX *crypto_hmac_template(EVP_MAC *mac, const char *digest)
 {
@@ -68,6 +108,7 @@ static void crypto_fetch(void)
 	EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
 
 	crypto_md_sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+	crypto_tls_made = pthread_key_create(&crypto_tls_key, crypto_tls_free) == 0;
 	if (mac == NULL) {
 		return;
 	}
@@ -79,54 +120,115 @@ static void crypto_fetch(void)
 
 void crypto_sha256(const void *data, size_t len, unsigned char out[CRYPTO_SHA256_LEN])
 {
+	struct crypto_tls *ct;
+	EVP_MD_CTX *ctx;
 	unsigned int n = 0;
 
 	pthread_once(&crypto_fetch_once, crypto_fetch);
-	/* EVP_Digest cannot fail for SHA-256 short of memory exhaustion; zero the
-	 * output so a failure can never look like a real digest of something. */
+	ct = crypto_tls_get();
+	if (ct != NULL && ct->ct_sha256 == NULL) {
+		ct->ct_sha256 = EVP_MD_CTX_new();
+	}
+	ctx = ct != NULL ? ct->ct_sha256 : NULL;
+	/* A digest cannot fail for SHA-256 short of memory exhaustion; zero the
+	 * output so a failure can never look like a real digest of something.
+	 * The thread's context is initialised again for every digest. */
 	if (crypto_md_sha256 == NULL ||
-	    EVP_Digest(data, len, out, &n, crypto_md_sha256, NULL) != 1) {
+	    (ctx != NULL ? EVP_DigestInit_ex(ctx, crypto_md_sha256, NULL) != 1 ||
+	                           EVP_DigestUpdate(ctx, data, len) != 1 ||
+	                           EVP_DigestFinal_ex(ctx, out, &n) != 1
+	                 : EVP_Digest(data, len, out, &n, crypto_md_sha256, NULL) != 1)) {
 		crypto_log_openssl("SHA-256");
 		memset(out, 0, CRYPTO_SHA256_LEN);
 	}
 }
 
-int crypto_hmac(enum crypto_hash hash, const void *key, size_t key_len, const void *data,
-                size_t len, unsigned char *out, size_t *ret_len)
+/* This thread's HMAC context of the template's digest (slot 0 or 1), or a
+ * new one the caller frees (*ret_own set) when the thread cannot keep one. */
+static EVP_MAC_CTX *crypto_hmac_ctx(const EVP_MAC_CTX *template, int slot, int *ret_own)
+{
+	struct crypto_tls *ct = crypto_tls_get();
+
+	*ret_own = 0;
+	if (ct == NULL) {
+		*ret_own = 1;
+		return EVP_MAC_CTX_dup(template);
+	}
+	if (ct->ct_hmac[slot] == NULL) {
+		ct->ct_hmac[slot] = EVP_MAC_CTX_dup(template);
+	}
+	return ct->ct_hmac[slot];
+}
+
+/* After a failure a thread's context may be half-way: dropped, so the next
+ * call starts from the template again. */
+static void crypto_hmac_ctx_drop(EVP_MAC_CTX *ctx, int slot, int own)
+{
+	struct crypto_tls *ct;
+
+	if (!own && crypto_tls_made && (ct = pthread_getspecific(crypto_tls_key)) != NULL &&
+	    ct->ct_hmac[slot] == ctx) {
+		ct->ct_hmac[slot] = NULL;
+	}
+	EVP_MAC_CTX_free(ctx);
+}
+
+int crypto_hmac_spans(enum crypto_hash hash, const void *key, size_t key_len,
+                      const struct crypto_span *spans, size_t n_spans, unsigned char *out,
+                      size_t *ret_len)
 {
 	static const unsigned char empty[1];
 	const EVP_MAC_CTX *template;
-	EVP_MAC_CTX *ctx = NULL;
+	EVP_MAC_CTX *ctx;
+	int slot = hash == CRYPTO_SHA512 ? 1 : 0;
 	size_t n = 0;
-	int rc = -1;
+	size_t i;
+	int own;
 
 	pthread_once(&crypto_fetch_once, crypto_fetch);
-	template = hash == CRYPTO_SHA512 ? crypto_hmac_sha512 : crypto_hmac_sha256;
+	template = slot == 1 ? crypto_hmac_sha512 : crypto_hmac_sha256;
 	if (template == NULL) {
 		crypto_log_openssl("setting up HMAC");
 		return -1;
 	}
-	/* An empty key must still be a key, not "reuse the previous one". */
+	/* An empty key must still be a key, not "reuse the previous one":
+	 * EVP_MAC_init keys the context again whenever key is not NULL. */
 	if (key == NULL || key_len == 0) {
 		key = empty;
 		key_len = 0;
 	}
-	if (data == NULL) {
-		data = empty;
-		len = 0;
+	ctx = crypto_hmac_ctx(template, slot, &own);
+	if (ctx == NULL || EVP_MAC_init(ctx, key, key_len, NULL) != 1) {
+		goto fail;
 	}
-	ctx = EVP_MAC_CTX_dup(template);
-	if (ctx == NULL || EVP_MAC_init(ctx, key, key_len, NULL) != 1 ||
-	    EVP_MAC_update(ctx, data, len) != 1 ||
-	    EVP_MAC_final(ctx, out, &n, CRYPTO_HMAC_MAX) != 1) {
-		crypto_log_openssl("HMAC");
-		goto done;
+	for (i = 0; i < n_spans; i++) {
+		if (spans[i].cs_len > 0 &&
+		    EVP_MAC_update(ctx, spans[i].cs_data, spans[i].cs_len) != 1) {
+			goto fail;
+		}
+	}
+	if (EVP_MAC_final(ctx, out, &n, CRYPTO_HMAC_MAX) != 1) {
+		goto fail;
 	}
 	*ret_len = n;
-	rc = 0;
-done:
-	EVP_MAC_CTX_free(ctx);
-	return rc;
+	if (own) {
+		EVP_MAC_CTX_free(ctx);
+	}
+	return 0;
+fail:
+	crypto_log_openssl("HMAC");
+	if (ctx != NULL) {
+		crypto_hmac_ctx_drop(ctx, slot, own);
+	}
+	return -1;
+}
+
+int crypto_hmac(enum crypto_hash hash, const void *key, size_t key_len, const void *data,
+                size_t len, unsigned char *out, size_t *ret_len)
+{
+	struct crypto_span span = {.cs_data = data, .cs_len = data != NULL ? len : 0};
+
+	return crypto_hmac_spans(hash, key, key_len, &span, 1, out, ret_len);
 }
 
 int crypto_equal(const void *a, size_t a_len, const void *b, size_t b_len)

@@ -20,6 +20,17 @@ void crypto_sha256(const void *data, size_t len, unsigned char out[CRYPTO_SHA256
 int crypto_hmac(enum crypto_hash hash, const void *key, size_t key_len, const void *data, size_t len,
 		unsigned char *out, size_t *ret_len);
 
+/* A piece of the text a MAC covers. */
+struct crypto_span {
+	const void *cs_data;
+	size_t cs_len;
+};
+
+/* HMAC over the concatenation of n_spans spans, without copying them
+ * together; otherwise as crypto_hmac. */
+int crypto_hmac_spans(enum crypto_hash hash, const void *key, size_t key_len, const struct crypto_span *spans,
+		      size_t n_spans, unsigned char *out, size_t *ret_len);
+
 /* Constant-time comparison of two equal-length buffers: 1 equal, 0 not.
  * Different lengths compare unequal (length is not secret). */
 int crypto_equal(const void *a, size_t a_len, const void *b, size_t b_len);

@@ -13,6 +13,7 @@
 #include "json.h"
 
 #define JSON_NUMBER_INLINE 64 /* number texts up to this long are copied on the stack */
+#define JSON_PAIRWISE_MAX 16 /* objects up to this wide check duplicate keys pair by pair */
 
 struct json_reader {
 	const unsigned char *jr_p;
@@ -363,15 +364,27 @@ static int json_key_cmp(const void *a, const void *b)
 }
 
 /* 1 when two members of obj have the same key, 0 when none do, -1 on
- * allocation failure. Sorting keeps a wide object from costing n^2. */
+ * allocation failure. Sorting keeps a wide object from costing n^2; a
+ * narrow one (most of them) compares its pairs without an allocation. */
 static int json_has_duplicate(const cJSON *obj, size_t n)
 {
 	const char **keys;
 	const cJSON *c;
+	const cJSON *d;
 	size_t i = 0;
 	int dup = 0;
 
 	if (n < 2) {
+		return 0;
+	}
+	if (n <= JSON_PAIRWISE_MAX) {
+		for (c = obj->child; c != NULL; c = c->next) {
+			for (d = c->next; d != NULL; d = d->next) {
+				if (strcmp(c->string, d->string) == 0) {
+					return 1;
+				}
+			}
+		}
 		return 0;
 	}
 	keys = malloc(n * sizeof(*keys));
@@ -430,8 +443,11 @@ static cJSON *json_object(struct json_reader *jr, int depth)
 			free(key);
 			goto fail;
 		}
-		added = cJSON_AddItemToObject(obj, key, item);
-		free(key);
+		/* The key is handed over rather than copied: cJSON_Delete frees a
+		 * member's name with free(), as it frees everything it allocated
+		 * (no cJSON_InitHooks in this program). */
+		item->string = key;
+		added = cJSON_AddItemToArray(obj, item);
 		if (!added) {
 			cJSON_Delete(item);
 			json_refuse(jr, "out of memory");
@@ -528,9 +544,15 @@ static cJSON *json_value(struct json_reader *jr, int depth)
 		if (s == NULL) {
 			return NULL;
 		}
-		item = cJSON_CreateString(s);
-		free(s);
-		return item != NULL ? item : json_refuse(jr, "out of memory");
+		/* Handed over as the value, like a key (json_object). */
+		item = cJSON_CreateNull();
+		if (item == NULL) {
+			free(s);
+			return json_refuse(jr, "out of memory");
+		}
+		item->type = cJSON_String;
+		item->valuestring = s;
+		return item;
 	case '-':
 	case '0':
 	case '1':

@@ -29,7 +29,10 @@ struct ingest_unit {
 	char iu_reason[32];
 	char iu_order_id[ORDERS_REF_MAX];
 	struct store_claim *iu_claim; /* the claim it runs in; NULL for a fetched event */
-	struct store_value iu_vals[INGEST_EVENT_COLS + 2]; /* the event's columns, then the key */
+	/* The event's columns. Only as many as a claim borrows: the unit is one
+	 * allocation per callback, kept under the 1 KiB at which malloc takes a
+	 * request as large and first consolidates its fast bins. */
+	struct store_value iu_vals[INGEST_EVENT_COLS];
 };
 
 const char *ingest_result_name(enum ingest_result r)
@@ -111,9 +114,14 @@ static int ingest_record_event(struct store_tx *tx, struct ingest_unit *iu, cons
 		iu->iu_claim->sc_n_cols = INGEST_EVENT_COLS;
 		return 0;
 	}
-	p[19] = store_text(iu->iu_pc->pc_name);
-	p[20] = store_text(ev->ev_key);
-	return store_exec(tx, INGEST_SQL_EVENT_UPDATE, p, INGEST_EVENT_COLS + 2, NULL);
+	{
+		struct store_value all[INGEST_EVENT_COLS + 2]; /* the columns, then the key */
+
+		memcpy(all, p, sizeof(iu->iu_vals));
+		all[INGEST_EVENT_COLS] = store_text(iu->iu_pc->pc_name);
+		all[INGEST_EVENT_COLS + 1] = store_text(ev->ev_key);
+		return store_exec(tx, INGEST_SQL_EVENT_UPDATE, all, INGEST_EVENT_COLS + 2, NULL);
+	}
 }
 
 /* The business part of one unit: the handler, the outbox rows of its

@@ -48,6 +48,7 @@
  * it is no bigger than a request head needs. A head it cannot hold gets its
  * own 431 (or 414), with a short HTML body. */
 #define HTTP_CONN_MEMORY (16 * 1024)
+#define HTTP_BODY_EXPECT_MAX (64 * 1024) /* an announced body reserved at once, up to this */
 #define HTTP_LISTEN_BACKLOG 4096 /* the kernel caps it at net.core.somaxconn */
 #define HTTP_FD_RESERVE 256      /* descriptors kept for the database, outbound calls, files */
 #define HTTP_CONN_MIN 16         /* the least connection limit the file limit may size */
@@ -239,9 +240,10 @@ struct http_conn {
 };
 
 struct http_header_list {
-	struct http_header hl_items[HTTP_HEADERS_MAX];
 	size_t hl_n;
+	size_t hl_cap; /* the request's header fields, at most HTTP_HEADERS_MAX */
 	int hl_overflow;
+	struct http_header hl_items[]; /* hl_cap of them */
 };
 
 #define HTTP_STR(x) #x
@@ -952,7 +954,7 @@ static enum MHD_Result http_collect_header(void *cls, enum MHD_ValueKind kind, c
 {
 	struct http_header_list *hl = cls;
 
-	if (hl->hl_n == HTTP_HEADERS_MAX) {
+	if (hl->hl_n == hl->hl_cap) {
 		hl->hl_overflow = 1;
 		return MHD_NO;
 	}
@@ -1148,10 +1150,18 @@ static int http_request_build(struct MHD_Connection *con, struct http_conn *hc, 
 	int nul;
 
 	if (hc->hc_headers == NULL) {
-		hc->hc_headers = calloc(1, sizeof(*hc->hc_headers));
+		/* Sized to the request's fields: a list of HTTP_HEADERS_MAX
+		 * for every request cost a large allocation each. */
+		int n = MHD_get_connection_values(con, MHD_HEADER_KIND, NULL, NULL);
+		size_t cap = n < 0 ? 0 : (size_t)n < HTTP_HEADERS_MAX ? (size_t)n : HTTP_HEADERS_MAX;
+
+		hc->hc_headers = malloc(sizeof(*hc->hc_headers) + cap * sizeof(hc->hc_headers->hl_items[0]));
 		if (hc->hc_headers == NULL) {
 			return -1;
 		}
+		hc->hc_headers->hl_n = 0;
+		hc->hc_headers->hl_cap = cap;
+		hc->hc_headers->hl_overflow = 0;
 		MHD_get_connection_values(con, MHD_HEADER_KIND, http_collect_header,
 		                          hc->hc_headers);
 	}
@@ -1374,7 +1384,11 @@ static int http_head_check(struct MHD_Connection *con, struct http_conn *hc, con
 		return -1;
 	}
 	path = http_path_decode(hc->hc_url, &nul);
-	free(path);
+	if (!nul && hc->hc_path == NULL) {
+		hc->hc_path = path; /* the route's path (http_request_build) */
+	} else {
+		free(path);
+	}
 	if (nul) {
 		http_refusal_set(hf, 400, "nul_in_target", "NUL byte in the request target",
 		                 "The path contains an encoded NUL byte (%00).");
@@ -1426,6 +1440,13 @@ static int http_head_check(struct MHD_Connection *con, struct http_conn *hc, con
 	if (hm.hm_cl_n > 0 && hm.hm_cl > hc->hc_gen->hg_body_max) {
 		http_refuse_too_large(hf);
 		return -1;
+	}
+	/* The announced body in one allocation rather than grown by doubling
+	 * from 256 bytes; a failure here only leaves the growing to later. A
+	 * large one still grows as its bytes arrive: an announcement alone
+	 * reserves no more than HTTP_BODY_EXPECT_MAX. */
+	if (hm.hm_cl_n > 0 && hm.hm_cl > 0 && hm.hm_cl <= HTTP_BODY_EXPECT_MAX) {
+		buf_expect(&hc->hc_body, (size_t)hm.hm_cl);
 	}
 	return 0;
 }

@@ -5,6 +5,8 @@
 #include "buf.h"
 #include "reply.h"
 
+#define REPLY_HEADER_LOCAL 256 /* header lines up to this long are split on the stack */
+
 void reply_init(struct reply *r)
 {
 	memset(r, 0, sizeof(*r));
@@ -58,21 +60,25 @@ int reply_set(struct reply *r, int status, const char *content_type, const void 
 
 int reply_add_header(struct reply *r, const char *name, const char *value)
 {
-	struct buf b;
+	size_t old = r->reply_headers != NULL ? strlen(r->reply_headers) : 0;
+	size_t nlen = strlen(name);
+	size_t vlen = strlen(value);
+	char *p = malloc(old + nlen + vlen + 4);
 
-	buf_init(&b, 0);
-	if (r->reply_headers != NULL && buf_puts(&b, r->reply_headers) < 0) {
-		goto fail;
+	/* "<old><name>: <value>\n", in one allocation. */
+	if (p == NULL) {
+		return -1;
 	}
-	if (buf_printf(&b, "%s: %s\n", name, value) < 0) {
-		goto fail;
+	if (old > 0) {
+		memcpy(p, r->reply_headers, old);
 	}
+	memcpy(p + old, name, nlen);
+	memcpy(p + old + nlen, ": ", 2);
+	memcpy(p + old + nlen + 2, value, vlen);
+	memcpy(p + old + nlen + 2 + vlen, "\n", 2);
 	free(r->reply_headers);
-	r->reply_headers = buf_take(&b, NULL);
-	return r->reply_headers != NULL ? 0 : -1;
-fail:
-	buf_finish(&b);
-	return -1;
+	r->reply_headers = p;
+	return 0;
 }
 
 void reply_each_header(const struct reply *r, void (*fn)(void *arg, const char *name, const char *value),
@@ -84,19 +90,25 @@ void reply_each_header(const struct reply *r, void (*fn)(void *arg, const char *
 		const char *nl = strchr(line, '\n');
 		const char *colon = strchr(line, ':');
 		size_t len = nl != NULL ? (size_t)(nl - line) : strlen(line);
+		char local[REPLY_HEADER_LOCAL];
 		char *copy;
 
 		if (colon != NULL && colon < line + len) {
-			copy = strndup(line, len);
+			/* A line of usual length is split on the stack. */
+			copy = len < sizeof(local) ? local : malloc(len + 1);
 			if (copy != NULL) {
 				char *value = copy + (colon - line) + 1;
 
+				memcpy(copy, line, len);
+				copy[len] = '\0';
 				copy[colon - line] = '\0';
 				while (*value == ' ') {
 					value++;
 				}
 				fn(arg, copy, value);
-				free(copy);
+				if (copy != local) {
+					free(copy);
+				}
 			}
 		}
 		line = nl != NULL ? nl + 1 : NULL;

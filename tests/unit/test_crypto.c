@@ -1,4 +1,5 @@
 /* test_crypto.c: unit tests for the OpenSSL wrappers and encodings in crypto.c. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -77,12 +78,82 @@ static void test_crypto_hmac_sha512_matches_rfc4231(void **state)
 	                         "65f8f0e6fdcaeab1a34d4a6b4b636e070a38bce737");
 }
 
+/* A MAC over spans is the MAC of their concatenation, whatever the cut; and
+ * a thread's reused context never carries a key or a digest from one call
+ * to the next (keys and digests alternate here, on one thread and on two). */
+static void *hmac_spans_check(void *arg)
+{
+	static const char *const keys[] = {"whsec_one", "", "a much longer secret than the others"};
+	const char *text = "1700000000.{\"id\":\"evt_1\",\"object\":\"event\"}";
+	size_t len = strlen(text);
+	int *failures = arg;
+	size_t round;
+
+	for (round = 0; round < 30; round++) {
+		const char *key = keys[round % 3];
+		enum crypto_hash hash = round % 2 == 0 ? CRYPTO_SHA256 : CRYPTO_SHA512;
+		unsigned char whole[CRYPTO_HMAC_MAX];
+		unsigned char parts[CRYPTO_HMAC_MAX];
+		size_t n_whole = 0;
+		size_t n_parts = 0;
+		size_t cut = round % (len + 1);
+		struct crypto_span spans[3] = {
+		        {.cs_data = text, .cs_len = cut / 2},
+		        {.cs_data = text + cut / 2, .cs_len = cut - cut / 2},
+		        {.cs_data = text + cut, .cs_len = len - cut},
+		};
+
+		if (crypto_hmac(hash, key, strlen(key), text, len, whole, &n_whole) < 0 ||
+		    crypto_hmac_spans(hash, key, strlen(key), spans, 3, parts, &n_parts) < 0 ||
+		    n_whole != (hash == CRYPTO_SHA256 ? 32u : 64u) || n_parts != n_whole ||
+		    memcmp(whole, parts, n_whole) != 0) {
+			(*failures)++;
+		}
+	}
+	return NULL;
+}
+
+static void test_crypto_hmac_spans_equal_the_mac_of_the_whole(void **state)
+{
+	unsigned char mac[CRYPTO_HMAC_MAX];
+	char hex[2 * CRYPTO_HMAC_MAX + 1];
+	const char *obj = "{\"obj1\":\"hello\",\"obj2\":\"world\"}";
+	struct crypto_span spans[2] = {{.cs_data = obj, .cs_len = 9},
+	                               {.cs_data = obj + 9, .cs_len = strlen(obj) - 9}};
+	int failures[2] = {0, 0};
+	pthread_t th;
+	size_t n = 0;
+
+	(void)state;
+	/* stripe-node's vector again, in two pieces, after a MAC with another key. */
+	assert_int_equal(crypto_hmac(CRYPTO_SHA512, "Jefe", 4, "x", 1, mac, &n), 0);
+	assert_int_equal(crypto_hmac_spans(CRYPTO_SHA256, "test_secret", 11, spans, 2, mac, &n), 0);
+	crypto_hex_encode(mac, n, hex);
+	assert_string_equal(hex,
+	                    "bebb1a643997f419b315ddba19e6f5411e1ce7f810ba6d3617ce72823092f363");
+	assert_int_equal(pthread_create(&th, NULL, hmac_spans_check, &failures[1]), 0);
+	hmac_spans_check(&failures[0]);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(failures[0], 0);
+	assert_int_equal(failures[1], 0);
+}
+
 static void test_crypto_sha256_of_abc_is_the_fips_value(void **state)
 {
 	unsigned char d[CRYPTO_SHA256_LEN];
 	char hex[2 * CRYPTO_SHA256_LEN + 1];
 
 	(void)state;
+	crypto_sha256("abc", 3, d);
+	crypto_hex_encode(d, sizeof(d), hex);
+	assert_string_equal(hex,
+	                    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+	/* The thread's context starts afresh for each digest: the empty text,
+	 * then "abc" again, give their own values. */
+	crypto_sha256("", 0, d);
+	crypto_hex_encode(d, sizeof(d), hex);
+	assert_string_equal(hex,
+	                    "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
 	crypto_sha256("abc", 3, d);
 	crypto_hex_encode(d, sizeof(d), hex);
 	assert_string_equal(hex,
@@ -474,6 +545,7 @@ int main(void)
 	        cmocka_unit_test(test_crypto_hmac_sha256_matches_stripe_published_vectors),
 	        cmocka_unit_test(test_crypto_hmac_with_an_empty_key_is_still_keyed),
 	        cmocka_unit_test(test_crypto_hmac_sha512_matches_rfc4231),
+        cmocka_unit_test(test_crypto_hmac_spans_equal_the_mac_of_the_whole),
 	        cmocka_unit_test(test_crypto_sha256_of_abc_is_the_fips_value),
 	        cmocka_unit_test(test_crypto_equal_compares_length_and_content),
 	        cmocka_unit_test(test_crypto_hex_decode_accepts_both_cases_and_rejects_junk),

@@ -1298,9 +1298,52 @@ static void test_after_a_reload_old_connections_get_their_answer_and_close(void 
 	http_destroy(srv);
 }
 
+/* A reply's header lines come back in order, name and value as added,
+ * whether a line is split on the stack or, past 255 bytes, on the heap. */
+struct reply_seen {
+	struct buf rs_out;
+};
+
+static void reply_seen_header(void *arg, const char *name, const char *value)
+{
+	struct reply_seen *rs = arg;
+
+	buf_printf(&rs->rs_out, "[%s|%s]", name, value);
+}
+
+static void test_reply_headers_come_back_as_added_short_and_long(void **state)
+{
+	char long_value[600];
+	struct reply_seen rs;
+	struct reply r;
+	struct buf want;
+
+	(void)state;
+	memset(long_value, 'v', sizeof(long_value) - 1);
+	long_value[sizeof(long_value) - 1] = '\0';
+	reply_init(&r);
+	assert_int_equal(reply_add_header(&r, "Idempotent-Replayed", "true"), 0);
+	assert_int_equal(reply_add_header(&r, "X-Long", long_value), 0);
+	assert_int_equal(reply_add_header(&r, "Retry-After", "1"), 0);
+	assert_int_equal(reply_add_header(&r, "X-Empty", ""), 0);
+	buf_init(&want, 0);
+	buf_printf(&want, "Idempotent-Replayed: true\nX-Long: %s\nRetry-After: 1\nX-Empty: \n", long_value);
+	assert_string_equal(r.reply_headers, want.buf_data);
+	buf_finish(&want);
+	buf_init(&rs.rs_out, 0);
+	reply_each_header(&r, reply_seen_header, &rs);
+	buf_init(&want, 0);
+	buf_printf(&want, "[Idempotent-Replayed|true][X-Long|%s][Retry-After|1][X-Empty|]", long_value);
+	assert_string_equal(rs.rs_out.buf_data, want.buf_data);
+	buf_finish(&want);
+	buf_finish(&rs.rs_out);
+	reply_finish(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_reply_headers_come_back_as_added_short_and_long),
 	        cmocka_unit_test(test_route_sees_the_raw_body_and_target_exactly),
 	        cmocka_unit_test(test_announced_oversized_body_gets_413_before_it_is_read),
 	        cmocka_unit_test(test_chunked_body_over_the_cap_gets_413),

@@ -230,6 +230,55 @@ static void test_a_wide_object_is_checked_for_duplicates_quickly(void **state)
 	buf_finish(&b);
 }
 
+/* Objects of every width up to past the pairwise check: a repeated key is
+ * refused wherever the pair sits, and a tree whose names and strings the
+ * reader handed over prints back as the text (cJSON frees them itself). */
+static void test_duplicates_are_refused_at_every_width_and_names_print_back(void **state)
+{
+	struct buf b;
+	cJSON *root;
+	char *text;
+	int n;
+	int i;
+	int j;
+
+	(void)state;
+	for (n = 2; n <= 20; n++) {
+		buf_init(&b, 0);
+		buf_puts(&b, "{");
+		for (i = 0; i < n; i++) {
+			buf_printf(&b, "%s\"key_%d\":\"value_%d\"", i > 0 ? "," : "", i, i);
+		}
+		buf_puts(&b, "}");
+		root = json_parse_strict(b.buf_data, b.buf_len, NULL);
+		assert_non_null(root);
+		assert_int_equal(cJSON_GetArraySize(root), n);
+		text = cJSON_PrintUnformatted(root);
+		assert_string_equal(text, b.buf_data);
+		cJSON_free(text);
+		cJSON_Delete(root);
+		buf_finish(&b);
+		/* The same object with member j named as member i. */
+		for (i = 0; i < n; i++) {
+			for (j = i + 1; j < n; j++) {
+				int k;
+
+				buf_init(&b, 0);
+				buf_puts(&b, "{");
+				for (k = 0; k < n; k++) {
+					buf_printf(&b, "%s\"key_%d\":%d", k > 0 ? "," : "", k == j ? i : k, k);
+				}
+				buf_puts(&b, "}");
+				root = json_parse_strict(b.buf_data, b.buf_len, NULL);
+				if (root != NULL) {
+					fail_msg("accepted: %s", b.buf_data);
+				}
+				buf_finish(&b);
+			}
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -246,6 +295,7 @@ int main(void)
 	        cmocka_unit_test(test_numbers_follow_the_rfc_grammar_and_fit_a_double),
 	        cmocka_unit_test(test_literals_empty_text_and_a_byte_order_mark_are_checked),
 	        cmocka_unit_test(test_a_wide_object_is_checked_for_duplicates_quickly),
+	        cmocka_unit_test(test_duplicates_are_refused_at_every_width_and_names_print_back),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,11 +1,14 @@
-/* test_text.c: the shared hex and form-urlencoded decoders. */
+/* test_text.c: the shared hex and form-urlencoded decoders, and the byte buffer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
+#include "buf.h"
 #include "text.h"
 
 static void test_hex_digits_decode_in_either_case_and_others_are_refused(void **state)
@@ -45,12 +48,115 @@ static void test_malformed_form_escapes_are_refused(void **state)
 	assert_null(text_form_decode("ab%41", 4));
 }
 
+/* An announced length is room made at once: appends up to it keep the
+ * same memory; past the cap it is refused and the buffer is as it was. */
+static void test_buf_expect_makes_room_once_and_respects_the_cap(void **state)
+{
+	char chunk[100];
+	struct buf b;
+	const char *data;
+	int i;
+
+	(void)state;
+	memset(chunk, 'x', sizeof(chunk));
+	buf_init(&b, 1000);
+	assert_int_equal(buf_append(&b, "ab", 2), 0);
+	assert_int_equal(buf_expect(&b, 999), -1); /* 2 + 999 > 1000 */
+	assert_int_equal(b.buf_overflow, 0);
+	assert_string_equal(b.buf_data, "ab");
+	assert_int_equal(buf_expect(&b, 998), 0);
+	assert_true(b.buf_cap >= 1001);
+	data = b.buf_data;
+	for (i = 0; i < 9; i++) {
+		assert_int_equal(buf_append(&b, chunk, sizeof(chunk)), 0);
+	}
+	assert_int_equal(buf_append(&b, chunk, 98), 0);
+	assert_ptr_equal(b.buf_data, data);
+	assert_int_equal(b.buf_len, 1000);
+	assert_int_equal(buf_append(&b, "y", 1), -1); /* the cap, as before */
+	assert_int_equal(b.buf_overflow, 1);
+	assert_int_equal(buf_expect(&b, 1), -1);
+	buf_finish(&b);
+}
+
+/* The escaping as it was written first, one byte at a time: the
+ * fingerprints of stored callbacks were made with it, so every string must
+ * still escape to the same bytes. */
+static void json_string_reference(struct buf *b, const char *s)
+{
+	const unsigned char *p;
+
+	buf_puts(b, "\"");
+	for (p = (const unsigned char *)s; *p != '\0'; p++) {
+		if (*p == '"' || *p == '\\') {
+			char esc[2] = {'\\', (char)*p};
+			buf_append(b, esc, 2);
+		} else if (*p < 0x20) {
+			buf_printf(b, "\\u%04x", *p);
+		} else {
+			buf_append(b, p, 1);
+		}
+	}
+	buf_puts(b, "\"");
+}
+
+static void test_buf_json_string_escapes_as_before(void **state)
+{
+	char text[64];
+	struct buf got;
+	struct buf want;
+	unsigned seed = 24;
+	int round;
+	int c;
+
+	(void)state;
+	/* Every byte value alone, at the start, middle and end of a run. */
+	for (c = 1; c < 256; c++) {
+		snprintf(text, sizeof(text), "%cab%ccd%c", c, c, c);
+		buf_init(&got, 0);
+		buf_init(&want, 0);
+		assert_int_equal(buf_json_string(&got, text), 0);
+		json_string_reference(&want, text);
+		assert_int_equal(got.buf_len, want.buf_len);
+		assert_memory_equal(got.buf_data, want.buf_data, want.buf_len);
+		buf_finish(&got);
+		buf_finish(&want);
+	}
+	/* Random strings, most of them with quotes, backslashes and controls. */
+	for (round = 0; round < 20000; round++) {
+		int n = (int)(rand_r(&seed) % (sizeof(text) - 1));
+		int i;
+
+		for (i = 0; i < n; i++) {
+			int pick = (int)(rand_r(&seed) % 8);
+
+			text[i] = pick == 0 ? '"' : pick == 1 ? '\\' : pick == 2 ? (char)(1 + rand_r(&seed) % 31)
+			                                                           : (char)(1 + rand_r(&seed) % 255);
+		}
+		text[n] = '\0';
+		buf_init(&got, 0);
+		buf_init(&want, 0);
+		assert_int_equal(buf_json_string(&got, text), 0);
+		json_string_reference(&want, text);
+		assert_int_equal(got.buf_len, want.buf_len);
+		assert_memory_equal(got.buf_data, want.buf_data, want.buf_len);
+		buf_finish(&got);
+		buf_finish(&want);
+	}
+	buf_init(&got, 0);
+	assert_int_equal(buf_json_string(&got, ""), 0);
+	assert_string_equal(got.buf_data, "\"\"");
+	buf_finish(&got);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_hex_digits_decode_in_either_case_and_others_are_refused),
 		cmocka_unit_test(test_form_component_decodes_plus_and_percent_escapes),
 		cmocka_unit_test(test_malformed_form_escapes_are_refused),
+		cmocka_unit_test(test_buf_expect_makes_room_once_and_respects_the_cap),
+		cmocka_unit_test(test_buf_json_string_escapes_as_before),
 	};
 
 	return cmocka_run_group_tests_name("text", tests, NULL, NULL);

@@ -162,6 +162,20 @@ static size_t store_row_len(const struct store_row *row, size_t i)
 	return row->sr_cols[i].sv_len;
 }
 
+/* Takes column i's bytes out of row (left as NULL): the caller owns them.
+ * NULL when the column holds no text or blob. */
+static char *store_row_take(struct store_row *row, size_t i)
+{
+	char *text = (char *)store_row_text(row, i);
+
+	if (text != NULL) {
+		row->sr_cols[i].sv_type = STORE_NULL;
+		row->sr_cols[i].sv_text = NULL;
+		row->sr_cols[i].sv_len = 0;
+	}
+	return text;
+}
+
 static int store_run(struct store_tx *tx, const char *sql, const struct store_value *params,
                      size_t n_params, store_row_fn fn, void *arg, int64_t *ret_changes)
 {
@@ -427,25 +441,21 @@ static void store_claim_transient(struct store_claim *c, int keep_reply)
 
 /* Answers c from a done/failed record: its stored reply, REPLAYED when the
  * fingerprints match, MISMATCH otherwise. */
-static int store_claim_answer(struct store_claim *c, const struct store_row *rec,
-                              enum store_status status)
+static int store_claim_answer(struct store_claim *c, struct store_row *rec, enum store_status status)
 {
 	struct reply r;
-	const char *headers = store_row_text(rec, STORE_REC_HEADERS);
-	const char *body = store_row_text(rec, STORE_REC_BODY);
+	size_t body_len = store_row_len(rec, STORE_REC_BODY);
+	char *body = store_row_take(rec, STORE_REC_BODY);
 
+	/* The stored body and headers are the row's own copies: taken over,
+	 * not copied again (rec keeps the other columns). */
 	reply_init(&r);
-	if (reply_set(&r, (int)store_row_int(rec, STORE_REC_REPLY_STATUS),
-	              store_row_text(rec, STORE_REC_CONTENT_TYPE), body,
-	              store_row_len(rec, STORE_REC_BODY)) < 0) {
+	if (reply_set_take(&r, (int)store_row_int(rec, STORE_REC_REPLY_STATUS),
+	                   store_row_text(rec, STORE_REC_CONTENT_TYPE), body, body_len) < 0) {
+		free(body);
 		goto fail;
 	}
-	if (headers != NULL) {
-		r.reply_headers = strdup(headers);
-		if (r.reply_headers == NULL) {
-			goto fail;
-		}
-	}
+	r.reply_headers = store_row_take(rec, STORE_REC_HEADERS);
 	reply_finish(&c->sc_reply);
 	c->sc_reply = r;
 	c->sc_status = status;
