@@ -158,6 +158,23 @@ static void store_pg_stmts_clear(struct store_conn *cn)
 
 static void store_pg_lanes_free(struct store_pg_lanes *ls);
 
+static void store_pg_defer_free(struct store_pg_defer *df)
+{
+	int i;
+
+	if (df == NULL) {
+		return;
+	}
+	for (i = 0; df->df_values != NULL && i < df->df_n; i++) {
+		free(df->df_values[i]);
+	}
+	free(df->df_values);
+	free(df->df_lengths);
+	free(df->df_formats);
+	free(df->df_sql);
+	free(df);
+}
+
 /* Forgets the writes held back (their transaction ends without them). */
 static void store_pg_defer_clear(struct store_conn *cn)
 {
@@ -165,16 +182,8 @@ static void store_pg_defer_clear(struct store_conn *cn)
 
 	while (df != NULL) {
 		struct store_pg_defer *next = df->df_next;
-		int i;
 
-		for (i = 0; i < df->df_n; i++) {
-			free(df->df_values[i]);
-		}
-		free(df->df_values);
-		free(df->df_lengths);
-		free(df->df_formats);
-		free(df->df_sql);
-		free(df);
+		store_pg_defer_free(df);
 		df = next;
 	}
 	cn->cn_defer = NULL;
@@ -1743,16 +1752,7 @@ static int store_pg_exec_one(struct store_conn *cn, const char *sql,
 	}
 	rc = 0;
 out:
-	if (df != NULL) {
-		/* Not queued: freed as a list of one. */
-		struct store_pg_defer *keep = w->cn_defer;
-		struct store_pg_defer **keep_tail = w->cn_defer_tail;
-
-		w->cn_defer = df;
-		store_pg_defer_clear(w);
-		w->cn_defer = keep;
-		w->cn_defer_tail = keep_tail;
-	}
+	store_pg_defer_free(df);
 	free(key);
 	store_pg_call_finish(&pc);
 	free(pg_sql);
