@@ -2387,6 +2387,108 @@ static void test_pg_a_batch_of_claims_costs_round_trips_per_statement_not_per_cl
 	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 8);
 }
 
+/* A handler that changes its own key's record under the store (its fence
+ * token), so the claim's final write finds no record to finish. */
+static int apply_bump_token(struct store_tx *tx, void *arg, struct reply *ret_reply)
+{
+	struct applier *ap = arg;
+	struct store_value p[] = {store_text(ap->ap_claim->sc_key)};
+
+	if (store_exec(tx,
+	               "UPDATE idempotency_records SET fence_token = fence_token + 1 WHERE "
+	               "idem_key = ?",
+	               p, 1, NULL) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	return apply_test(tx, arg, ret_reply);
+}
+
+/* On PostgreSQL a claim's final write (its record's reply) is held back and
+ * goes to the server in the round of the batch's COMMIT, checked there: a
+ * batch of eight claims of three statements each costs three round trips
+ * (BEGIN and the inserts, the handlers' statements, the final writes and
+ * COMMIT) once the check's statement is prepared. */
+static void test_pg_a_claims_final_write_goes_with_the_commit(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_claim c[8];
+	struct store_stats before;
+	struct store_stats after;
+	char keys[8][32];
+	size_t i;
+	int round;
+
+	for (round = 0; round < 2; round++) {
+		for (i = 0; i < 8; i++) {
+			snprintf(keys[i], sizeof(keys[i]), "evt_hold_%d_%zu", round, i);
+			claim_init(&c[i], keys[i], 1, T0, &ap);
+		}
+		store_get_stats(fx->fx_st, &before);
+		assert_int_equal(store_submit(fx->fx_st, c, 8), 0);
+		store_get_stats(fx->fx_st, &after);
+		for (i = 0; i < 8; i++) {
+			assert_int_equal(c[i].sc_outcome, STORE_NEW);
+			store_claim_finish(&c[i]);
+		}
+		print_message("round trips for 8 claims in one batch (%s): %llu\n",
+		              round == 0 ? "first" : "prepared",
+		              (unsigned long long)(after.ss_round_trips - before.ss_round_trips));
+		assert_int_equal(after.ss_batches - before.ss_batches, 1);
+	}
+	assert_true(after.ss_round_trips - before.ss_round_trips <= 3);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 16);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records WHERE "
+	                                     "status = 'done' AND reply_status = 200"),
+	                 16);
+}
+
+/* The held-back write of one claim finds its record changed (its handler
+ * bumped the token): the COMMIT fails, nothing of the batch is kept, and the
+ * batch runs again one claim at a time, so only that claim is transient. */
+static void test_pg_a_held_back_write_that_fails_fails_only_its_claim(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ok = {.ap_result = STORE_APPLY_DONE};
+	struct applier bad = {.ap_result = STORE_APPLY_DONE, .ap_tag = "rolled back"};
+	struct store_claim c[3];
+	size_t i;
+
+	/* Prepares the check's statement on the writer's connection. */
+	claim_init(&c[0], "evt_warm", 1, T0, &ok);
+	assert_int_equal(submit_one(fx->fx_st, &c[0]), 0);
+	assert_int_equal(c[0].sc_outcome, STORE_NEW);
+	store_claim_finish(&c[0]);
+
+	claim_init(&c[0], "evt_hb_1", 1, T0, &ok);
+	claim_init(&c[1], "evt_hb_2", 1, T0, &bad);
+	claim_init(&c[2], "evt_hb_3", 1, T0, &ok);
+	c[1].sc_apply = apply_bump_token;
+	bad.ap_claim = &c[1];
+	assert_int_equal(store_submit(fx->fx_st, c, 3), 0);
+	assert_int_equal(c[0].sc_outcome, STORE_NEW);
+	assert_int_equal(c[1].sc_outcome, STORE_TRANSIENT);
+	assert_int_equal(c[2].sc_outcome, STORE_NEW);
+	for (i = 0; i < 3; i++) {
+		store_claim_finish(&c[i]);
+	}
+	assert_int_equal(
+	        count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'rolled back'"), 0);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 3);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records WHERE "
+	                                     "idem_key = 'evt_hb_2'"),
+	                 0);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records WHERE "
+	                                     "status = 'done'"),
+	                 3);
+
+	/* Its key was not consumed: run by a sound handler, it is new. */
+	claim_init(&c[1], "evt_hb_2", 1, T0 + 1000, &ok);
+	assert_int_equal(submit_one(fx->fx_st, &c[1]), 0);
+	assert_int_equal(c[1].sc_outcome, STORE_NEW);
+	store_claim_finish(&c[1]);
+}
+
 #define STORE_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 #define PG_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_pg, teardown_pg)
 
@@ -2467,6 +2569,8 @@ int main(void)
 	        PG_TEST(test_pg_a_writer_connection_lost_while_idle_is_made_again_for_the_next_batch),
 	        PG_TEST(test_pg_a_writer_connection_lost_mid_batch_fails_the_batch_and_is_made_again),
 	        PG_TEST(test_pg_a_batch_of_claims_costs_round_trips_per_statement_not_per_claim),
+	        PG_TEST(test_pg_a_claims_final_write_goes_with_the_commit),
+	        PG_TEST(test_pg_a_held_back_write_that_fails_fails_only_its_claim),
 	        PG_TEST(test_pg_outbox_workers_skip_the_rows_another_receiver_holds),
 	        PG_TEST(test_pg_a_deadlock_between_receivers_runs_the_losing_batch_again),
 	        PG_TEST(test_pg_read_only_stores_and_schema_versions_are_checked_as_on_sqlite),

@@ -505,7 +505,7 @@ static int store_claim_write_row(struct store_tx *tx, const struct store_claim *
                                  const char *head, const char *mid, const char *tail,
                                  const struct store_value *p_head, size_t n_head,
                                  const struct store_value *p_tail, size_t n_tail,
-                                 int64_t *ret_changes)
+                                 int64_t *ret_changes, int one)
 {
 	struct store_value p[16 + STORE_CLAIM_COLS_MAX];
 	struct buf sql;
@@ -546,7 +546,11 @@ static int store_claim_write_row(struct store_tx *tx, const struct store_claim *
 	for (i = 0; i < n_tail; i++) {
 		p[n++] = p_tail[i];
 	}
-	rc = store_exec(tx, sql.buf_data, p, n, ret_changes);
+	if (one && tx->tx_engine->en_exec_one != NULL) {
+		rc = tx->tx_engine->en_exec_one(tx->tx_conn, sql.buf_data, p, n, ret_changes);
+	} else {
+		rc = store_exec(tx, sql.buf_data, p, n, ret_changes);
+	}
 	goto fail;
 too_long:
 	log_err("store: a claim's row write is too long");
@@ -582,9 +586,12 @@ static int store_claim_run_apply(struct store_tx *tx, struct store_claim *c,
 }
 
 /* Runs sc_apply and stores its reply on the record holding c->sc_token.
- * Returns 0 (outcome NEW), or -1 to roll the unit back (outcome TRANSIENT;
- * a reply the handler set for its transient failure is kept). */
-static int store_claim_apply(struct store_tx *tx, struct store_claim *c)
+ * one: the record is this transaction's (inserted or locked by it), so the
+ * engine may check the write changed it when the transaction commits
+ * (en_exec_one). Returns 0 (outcome NEW), or -1 to roll the unit back
+ * (outcome TRANSIENT; a reply the handler set for its transient failure is
+ * kept). */
+static int store_claim_apply(struct store_tx *tx, struct store_claim *c, int one)
 {
 	enum store_status status;
 	int64_t changes = 0;
@@ -617,8 +624,8 @@ static int store_claim_apply(struct store_tx *tx, struct store_claim *c)
 		            "",
 		            " WHERE scope = ? AND idem_key = ? AND fence_token = ? AND status = "
 		            "'processing'",
-		            p, sizeof(p) / sizeof(p[0]), w, sizeof(w) / sizeof(w[0]),
-		            &changes) < 0) {
+		            p, sizeof(p) / sizeof(p[0]), w, sizeof(w) / sizeof(w[0]), &changes,
+		            one) < 0) {
 			goto fail;
 		}
 	}
@@ -668,7 +675,7 @@ static int store_claim_apply_new(struct store_tx *tx, struct store_claim *c, int
 		                          "fingerprint, reply_status, reply_content_type, reply_headers, "
 		                          "reply_body, fence_token, created_at, updated_at",
 		                          ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?", ")", p,
-		                          sizeof(p) / sizeof(p[0]), NULL, 0, NULL) < 0) {
+		                          sizeof(p) / sizeof(p[0]), NULL, 0, NULL, 0) < 0) {
 			store_claim_transient(c, 0);
 			return -1;
 		}
@@ -710,7 +717,7 @@ static int store_claim_decide(struct store *st, struct store_tx *tx, struct stor
 				c->sc_outcome = STORE_CLAIMED;
 				return 0;
 			}
-			return store_claim_apply(tx, c);
+			return store_claim_apply(tx, c, tx->tx_hold);
 		}
 		found = store_query(tx, STORE_SQL_RECORD " FOR UPDATE", key, 2, &rec);
 	} else {
@@ -784,7 +791,7 @@ static int store_claim_decide(struct store *st, struct store_tx *tx, struct stor
 				c->sc_outcome = STORE_CLAIMED;
 				return 0;
 			}
-			return store_claim_apply(tx, c);
+			return store_claim_apply(tx, c, tx->tx_hold);
 		}
 		store_row_finish(&rec);
 	}
@@ -878,7 +885,7 @@ static int store_complete_step_run(struct store_tx *tx, void *arg)
 	if (stale) {
 		return 1;
 	}
-	return store_claim_apply(tx, c);
+	return store_claim_apply(tx, c, 0);
 }
 
 /* One step of a batch: a claim of a unit (sp_claim its index), or a plain
@@ -1089,6 +1096,7 @@ struct store_lanes {
 	struct store_step *sl_steps;
 	size_t *sl_first; /* per lane step: its first step; claims of one key run in one */
 	size_t sl_end;    /* the first step that is no claim */
+	int sl_hold;      /* no step after the claims: tx_hold */
 };
 
 static int store_step_same_key(const struct store_step *a, const struct store_step *b)
@@ -1117,7 +1125,8 @@ static int store_lane_step(void *arg, size_t g, struct store_conn *lane)
 		struct store_tx tx = {.tx_store = sl->sl_st,
 		                      .tx_engine = en,
 		                      .tx_conn = lane,
-		                      .tx_now = c->sc_now_ms};
+		                      .tx_now = c->sc_now_ms,
+		                      .tx_hold = sl->sl_hold};
 
 		if (j > sl->sl_first[g] &&
 		    !store_step_same_key(&sl->sl_steps[sl->sl_first[g]], sp)) {
@@ -1156,6 +1165,7 @@ static enum store_tx_state store_batch_lanes(struct store *st, struct store_step
 	}
 	*ret_next = end;
 	sl.sl_end = end;
+	sl.sl_hold = end == n;
 	sl.sl_first = calloc(end + 1, sizeof(*sl.sl_first));
 	if (sl.sl_first == NULL) {
 		log_err("store: out of memory");
@@ -1240,6 +1250,17 @@ static void store_batch_run(struct store *st, struct store_unit *batch, uint64_t
 				break;
 			}
 			state = en->en_tx_state(st->st_writer);
+			if (state == STORE_TXS_ENDED && !one_by_one) {
+				/* Nothing committed (a claim's write the engine held
+				 * for the COMMIT failed): every claim runs again in a
+				 * savepoint of its own, as after a failed lane. */
+				if (en->en_in_tx(st->st_writer)) {
+					store_conn_exec(en, st->st_writer, "ROLLBACK");
+				}
+				store_steps_fail_writes(steps, n);
+				one_by_one = 1;
+				continue;
+			}
 			if (state == STORE_TXS_OPEN || state == STORE_TXS_ENDED) {
 				if (en->en_in_tx(st->st_writer)) {
 					store_conn_exec(en, st->st_writer, "ROLLBACK");

@@ -31,6 +31,9 @@ struct store_tx {
 	const struct store_engine *tx_engine;
 	struct store_conn *tx_conn;
 	int64_t tx_now;
+	/* 1 on a lane whose batch has nothing but its COMMIT after the lanes:
+	 * a claim's final write may go with it (en_exec_one). */
+	int tx_hold;
 };
 
 /* What became of the writer's transaction after a unit failed. */
@@ -105,6 +108,15 @@ struct store_engine {
 	enum store_tx_state (*en_lanes)(struct store_conn *cn, size_t n,
 	                                int (*step)(void *arg, size_t i, struct store_conn *lane),
 	                                void *arg);
+	/* Optional (NULL: en_run and the caller checks the count). Runs a
+	 * write that must change exactly one row for the transaction to
+	 * commit (en_run's contract, without rows). On a lane the engine may
+	 * hold it back and send it with the writer's next statement outside
+	 * the lanes (the batch's COMMIT: a round trip less); *ret_changes is
+	 * then 1, and if it changes another number of rows, or fails, that
+	 * statement fails and the transaction cannot commit. */
+	int (*en_exec_one)(struct store_conn *cn, const char *sql, const struct store_value *params,
+	                   size_t n_params, int64_t *ret_changes);
 	/* Round trips to the server made by the writer so far, 0 where there
 	 * is no server (SQLite). */
 	uint64_t (*en_round_trips)(struct store_db *db);

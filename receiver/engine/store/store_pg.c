@@ -74,6 +74,19 @@ struct store_pg_stmt {
 struct store_pg_lane;
 struct store_pg_lanes;
 
+/* A write held back (en_exec_one on a lane): its prepared statement's name
+ * and copies of its parameters as libpq takes them, sent at the head of
+ * the writer's next round. */
+struct store_pg_defer {
+	char *df_sql; /* for the log: the statement as the store wrote it */
+	char df_name[24];
+	int df_n;
+	char **df_values;
+	int *df_lengths;
+	int *df_formats;
+	struct store_pg_defer *df_next;
+};
+
 struct store_conn {
 	PGconn *cn_pg;
 	struct store_pg_stmt *cn_stmts[STORE_PG_STMT_BUCKETS];
@@ -91,6 +104,10 @@ struct store_conn {
 	struct store_conn *cn_next; /* reader: in the free list */
 	struct store_pg_lanes *cn_lanes; /* writer: its lanes, made on first use */
 	struct store_pg_lane *cn_lane;   /* a lane's connection: the lane (cn_pg is the writer's) */
+	struct store_pg_defer *cn_defer; /* writer: writes held back, in order */
+	struct store_pg_defer **cn_defer_tail;
+	int cn_defer_failed; /* writer: one of them failed: the transaction cannot commit */
+	int cn_lost;         /* writer: its transaction went with a broken round */
 };
 
 struct store_db {
@@ -141,11 +158,52 @@ static void store_pg_stmts_clear(struct store_conn *cn)
 
 static void store_pg_lanes_free(struct store_pg_lanes *ls);
 
+static void store_pg_defer_free(struct store_pg_defer *df)
+{
+	int i;
+
+	if (df == NULL) {
+		return;
+	}
+	for (i = 0; df->df_values != NULL && i < df->df_n; i++) {
+		free(df->df_values[i]);
+	}
+	free(df->df_values);
+	free(df->df_lengths);
+	free(df->df_formats);
+	free(df->df_sql);
+	free(df);
+}
+
+/* Forgets the writes held back (their transaction ends without them). */
+static void store_pg_defer_clear(struct store_conn *cn)
+{
+	struct store_pg_defer *df = cn->cn_defer;
+
+	while (df != NULL) {
+		struct store_pg_defer *next = df->df_next;
+
+		store_pg_defer_free(df);
+		df = next;
+	}
+	cn->cn_defer = NULL;
+	cn->cn_defer_tail = &cn->cn_defer;
+}
+
+/* A new transaction on the writer: nothing of the last one's is left. */
+static void store_pg_defer_reset(struct store_conn *cn)
+{
+	store_pg_defer_clear(cn);
+	cn->cn_defer_failed = 0;
+	cn->cn_lost = 0;
+}
+
 static void store_pg_conn_close(struct store_conn *cn)
 {
 	if (cn == NULL) {
 		return;
 	}
+	store_pg_defer_clear(cn);
 	store_pg_lanes_free(cn->cn_lanes);
 	store_pg_stmts_clear(cn);
 	if (cn->cn_pg != NULL) {
@@ -197,6 +255,7 @@ static struct store_conn *store_pg_conn_open_q(const char *conninfo, const char 
 	}
 	cn->cn_conninfo = conninfo;
 	cn->cn_role = role;
+	cn->cn_defer_tail = &cn->cn_defer;
 	cn->cn_pg = store_pg_connect(cn);
 	if (cn->cn_pg == NULL || PQstatus(cn->cn_pg) != CONNECTION_OK) {
 		/* libpq's message names host and port, never the password. */
@@ -230,6 +289,7 @@ static int store_pg_conn_revive(struct store_conn *cn, unsigned timeout_ms)
 		return 0;
 	}
 	store_pg_stmts_clear(cn);
+	store_pg_defer_clear(cn);
 	/* A new session, with nothing of the old one's state (a pipeline
 	 * it died in). */
 	PQfinish(cn->cn_pg);
@@ -727,6 +787,77 @@ fail:
 static PGresult *store_pg_lane_wait(struct store_conn *cn, const char *sql, const char *pg_sql,
                                     struct store_pg_call *pc);
 static int store_pg_begin_flush(struct store_conn *cn);
+static PGresult *store_pg_lane_result(PGconn *pg);
+
+/* Sends the writes held back and then sql, in one pipelined round, and
+ * reads their results. A held-back write that failed (one that did not
+ * change exactly one row fails: store_pg_exec_one) is logged and fails sql
+ * too, which the server then skipped: the transaction is aborted and cannot
+ * commit. Returns sql's result, or NULL (logged). */
+static PGresult *store_pg_defer_exec(struct store_conn *cn, const char *sql, const char *pg_sql,
+                                     const struct store_value *params, size_t n,
+                                     struct store_pg_params *pp)
+{
+	struct store_pg_defer *df;
+	PGresult *res = NULL;
+	PGresult *r;
+	const char *name;
+	int failed = 0;
+	int ok;
+
+	store_pg_params_fill(params, n, pp);
+	name = store_pg_prepare(cn, sql, pg_sql, pp->pp_types, n);
+	if (name == NULL) {
+		return NULL;
+	}
+	ok = PQenterPipelineMode(cn->cn_pg) == 1;
+	for (df = cn->cn_defer; df != NULL && ok; df = df->df_next) {
+		ok = PQsendQueryPrepared(cn->cn_pg, df->df_name, df->df_n,
+		                         (const char *const *)df->df_values, df->df_lengths,
+		                         df->df_formats, 0) == 1;
+	}
+	ok = ok && PQsendQueryPrepared(cn->cn_pg, name, (int)n, pp->pp_values, pp->pp_lengths,
+	                               pp->pp_formats, 0) == 1;
+	ok = ok && PQpipelineSync(cn->cn_pg) == 1;
+	cn->cn_round_trips++;
+	for (df = cn->cn_defer; df != NULL && ok; df = df->df_next) {
+		r = store_pg_lane_result(cn->cn_pg);
+		ok = r != NULL;
+		if (ok && PQresultStatus(r) != PGRES_TUPLES_OK && !failed) {
+			failed = 1;
+			cn->cn_defer_failed = 1;
+			store_pg_fail(cn, r, df->df_sql);
+		}
+		PQclear(r);
+	}
+	if (ok) {
+		res = store_pg_lane_result(cn->cn_pg);
+		r = PQgetResult(cn->cn_pg);
+		ok = res != NULL && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
+		PQclear(r);
+	}
+	store_pg_defer_clear(cn);
+	if (!ok || PQexitPipelineMode(cn->cn_pg) != 1) {
+		PQclear(res);
+		/* Whether sql (a COMMIT) took effect is not known. */
+		cn->cn_lost = 1;
+		if (PQstatus(cn->cn_pg) == CONNECTION_OK) {
+			/* A protocol state nobody can trust: a new session (the
+			 * transaction is lost with the old one). */
+			log_warn("store: a pipelined round failed (%s); reconnecting",
+			         PQerrorMessage(cn->cn_pg));
+			store_pg_conn_revive(cn, cn->cn_timeout_ms);
+		} else {
+			log_warn("store: %.100s: %s", sql, PQerrorMessage(cn->cn_pg));
+		}
+		return NULL;
+	}
+	if (failed) {
+		PQclear(res);
+		return NULL;
+	}
+	return res;
+}
 
 /* 1 when a statement that failed on cn may be sent again on a new
  * session: cn is a read connection that was outside any transaction (so
@@ -771,6 +902,9 @@ static int store_pg_run(struct store_conn *cn, const char *sql, const struct sto
 	} else {
 		int was_idle;
 
+		if (strcmp(sql, "ROLLBACK") == 0) {
+			store_pg_defer_reset(cn);
+		}
 		if (cn->cn_begin_pending &&
 		    (strcmp(sql, "COMMIT") == 0 || strcmp(sql, "ROLLBACK") == 0)) {
 			/* Nothing was sent: nothing to end. */
@@ -780,6 +914,14 @@ static int store_pg_run(struct store_conn *cn, const char *sql, const struct sto
 		}
 		if (store_pg_begin_flush(cn) < 0) {
 			goto out;
+		}
+		if (cn->cn_defer != NULL) {
+			res = store_pg_defer_exec(cn, sql, pg_sql, pc.pc_fixed, n_params,
+			                          &pc.pc_pp);
+			if (res == NULL) {
+				goto out;
+			}
+			goto done;
 		}
 		was_idle = PQtransactionStatus(cn->cn_pg) == PQTRANS_IDLE;
 		res = store_pg_exec(cn, sql, pg_sql, pc.pc_fixed, n_params, &pc.pc_pp);
@@ -796,8 +938,14 @@ static int store_pg_run(struct store_conn *cn, const char *sql, const struct sto
 			goto out;
 		}
 	}
+done:
 	if (PQresultStatus(res) != PGRES_COMMAND_OK && PQresultStatus(res) != PGRES_TUPLES_OK) {
 		store_pg_fail(cn, res, sql);
+		goto out;
+	}
+	if (strcmp(sql, "COMMIT") == 0 && strcmp(PQcmdStatus(res), "ROLLBACK") == 0) {
+		/* The server ends a failed transaction so: nothing committed. */
+		log_err("store: COMMIT rolled back a failed transaction");
 		goto out;
 	}
 	rows = PQntuples(res);
@@ -886,6 +1034,7 @@ static int store_pg_begin(struct store_conn *cn, int write)
 	cn->cn_retry = 0;
 	cn->cn_sqlstate[0] = '\0';
 	if (write) {
+		store_pg_defer_reset(cn);
 		/* READ COMMITTED: a claim that meets another receiver's
 		 * uncommitted insert of its key waits for it and then sees
 		 * the winner. */
@@ -922,11 +1071,16 @@ static int store_pg_in_tx(struct store_conn *cn)
 
 static enum store_tx_state store_pg_tx_state(struct store_conn *cn)
 {
-	if (PQstatus(cn->cn_pg) != CONNECTION_OK) {
+	if (PQstatus(cn->cn_pg) != CONNECTION_OK || cn->cn_lost) {
 		return STORE_TXS_LOST;
 	}
 	if (cn->cn_retry) {
 		return STORE_TXS_RETRY;
+	}
+	if (cn->cn_defer_failed) {
+		/* A claim's held-back write failed: the batch runs again,
+		 * each claim in its savepoint. */
+		return STORE_TXS_ENDED;
 	}
 	return store_pg_in_tx(cn) ? STORE_TXS_OPEN : STORE_TXS_ENDED;
 }
@@ -1252,6 +1406,7 @@ static PGresult *store_pg_lane_result(PGconn *pg)
  * the pass. Returns BEGIN's result when it failed (the caller clears it). */
 static PGresult *store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 {
+	struct store_pg_defer *df;
 	PGresult *begin_res = NULL;
 	struct store_conn *w = ls->ls_writer;
 	PGresult *res;
@@ -1261,6 +1416,11 @@ static PGresult *store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 	if (begin) {
 		ok = PQsendQueryParams(w->cn_pg, STORE_PG_BEGIN_WRITE, 0, NULL, NULL, NULL, NULL,
 		                       0) == 1;
+	}
+	for (df = w->cn_defer; df != NULL && ok; df = df->df_next) {
+		ok = PQsendQueryPrepared(w->cn_pg, df->df_name, df->df_n,
+		                         (const char *const *)df->df_values, df->df_lengths,
+		                         df->df_formats, 0) == 1;
 	}
 	for (k = 0; k < ls->ls_made && ok; k++) {
 		struct store_pg_lane *ln = &ls->ls_lane[k];
@@ -1281,6 +1441,19 @@ static PGresult *store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 			PQclear(res);
 		}
 	}
+	/* The writes held back, before the lanes' statements of this round. */
+	for (df = w->cn_defer; df != NULL && ok; df = df->df_next) {
+		res = store_pg_lane_result(w->cn_pg);
+		ok = res != NULL;
+		if (ok && PQresultStatus(res) != PGRES_TUPLES_OK) {
+			if (!ls->ls_doomed) {
+				store_pg_fail(w, res, df->df_sql);
+			}
+			ls->ls_doomed = 1;
+		}
+		PQclear(res);
+	}
+	store_pg_defer_clear(w);
 	for (k = 0; k < ls->ls_made; k++) {
 		struct store_pg_lane *ln = &ls->ls_lane[k];
 		struct store_pg_stmt *ps = ln->ln_prepared;
@@ -1470,6 +1643,121 @@ store_pg_lanes_run(struct store_conn *cn, size_t n,
 		return STORE_TXS_RETRY;
 	}
 	return ls->ls_doomed ? STORE_TXS_ENDED : STORE_TXS_OPEN;
+}
+
+/* A write that must change one row, as one statement that fails otherwise:
+ * the count of the rows it returned cast to an integer, or a sentence. */
+#define STORE_PG_ONE_HEAD "WITH one AS ("
+#define STORE_PG_ONE_TAIL                                                                          \
+	" RETURNING 1) SELECT CAST(CASE count(*) WHEN 1 THEN '1' ELSE 'the record changed under "  \
+	"its unit' END AS integer) FROM one"
+
+/* A copy of what libpq sends for the n parameters of pp. Returns 0 or -1. */
+static int store_pg_defer_fill(struct store_pg_defer *df, const struct store_pg_params *pp,
+                               size_t n)
+{
+	size_t i;
+
+	df->df_values = calloc(n > 0 ? n : 1, sizeof(*df->df_values));
+	df->df_lengths = calloc(n > 0 ? n : 1, sizeof(*df->df_lengths));
+	df->df_formats = calloc(n > 0 ? n : 1, sizeof(*df->df_formats));
+	if (df->df_values == NULL || df->df_lengths == NULL || df->df_formats == NULL) {
+		return -1;
+	}
+	df->df_n = (int)n;
+	for (i = 0; i < n; i++) {
+		const char *v = pp->pp_values[i];
+		size_t len = pp->pp_formats[i] ? (size_t)pp->pp_lengths[i]
+		             : v != NULL       ? strlen(v) + 1
+		                               : 0;
+
+		df->df_lengths[i] = pp->pp_lengths[i];
+		df->df_formats[i] = pp->pp_formats[i];
+		if (v == NULL) {
+			continue;
+		}
+		df->df_values[i] = malloc(len > 0 ? len : 1);
+		if (df->df_values[i] == NULL) {
+			return -1;
+		}
+		memcpy(df->df_values[i], v, len);
+	}
+	return 0;
+}
+
+/* en_exec_one: sql as one statement that fails unless it changed one row.
+ * On a lane, once that statement is prepared on the writer's connection,
+ * it is held back (the lane goes on without waiting) and sent at the head
+ * of the lanes' next round, or with the writer's next statement after the
+ * lanes, the batch's COMMIT, in the same round: the last statement of the
+ * batch's longest claim costs no round trip of its own. Outside the lanes,
+ * and a lane's first use of it, it runs at once. */
+static int store_pg_exec_one(struct store_conn *cn, const char *sql,
+                             const struct store_value *params, size_t n_params,
+                             int64_t *ret_changes)
+{
+	struct store_conn *w = store_pg_home(cn);
+	struct store_pg_defer *df = NULL;
+	struct store_pg_call pc;
+	char *one_sql = NULL;
+	char *pg_sql = NULL;
+	char *key = NULL;
+	size_t key_len = 0;
+	size_t n = 0;
+	size_t len;
+	int rc = -1;
+
+	memset(&pc, 0, sizeof(pc));
+	if (cn->cn_lane == NULL) {
+		return store_pg_run(cn, sql, params, n_params, NULL, NULL, ret_changes);
+	}
+	len = strlen(STORE_PG_ONE_HEAD) + strlen(sql) + strlen(STORE_PG_ONE_TAIL) + 1;
+	one_sql = malloc(len);
+	if (one_sql == NULL) {
+		log_err("store: out of memory");
+		return -1;
+	}
+	snprintf(one_sql, len, "%s%s%s", STORE_PG_ONE_HEAD, sql, STORE_PG_ONE_TAIL);
+	pg_sql = store_pg_rewrite(one_sql, &n);
+	if (pg_sql == NULL || n != n_params || store_pg_call_init(&pc, params, n_params) < 0) {
+		if (pg_sql != NULL && n != n_params) {
+			log_err("store: %.100s: %zu parameters expected, %zu given", sql, n,
+			        n_params);
+		}
+		goto out;
+	}
+	store_pg_params_fill(pc.pc_fixed, n, &pc.pc_pp);
+	key = store_pg_stmt_key(one_sql, pc.pc_pp.pp_types, n, &key_len);
+	if (key == NULL) {
+		goto out;
+	}
+	if (cn->cn_lane->ln_lanes->ls_doomed || store_pg_stmt_find(w, key, key_len) == NULL) {
+		/* Prepared in the lanes' next round, and waited for. */
+		rc = store_pg_run(cn, one_sql, params, n_params, NULL, NULL, ret_changes);
+		goto out;
+	}
+	df = calloc(1, sizeof(*df));
+	if (df == NULL || (df->df_sql = strdup(sql)) == NULL ||
+	    store_pg_defer_fill(df, &pc.pc_pp, n) < 0) {
+		log_err("store: out of memory");
+		goto out;
+	}
+	snprintf(df->df_name, sizeof(df->df_name), "%s",
+	         store_pg_stmt_find(w, key, key_len)->ps_name);
+	*w->cn_defer_tail = df;
+	w->cn_defer_tail = &df->df_next;
+	df = NULL;
+	if (ret_changes != NULL) {
+		*ret_changes = 1;
+	}
+	rc = 0;
+out:
+	store_pg_defer_free(df);
+	free(key);
+	store_pg_call_finish(&pc);
+	free(pg_sql);
+	free(one_sql);
+	return rc;
 }
 
 /* ---- migrations ---- */
@@ -2005,6 +2293,7 @@ const struct store_engine store_engine_pg = {
         .en_in_tx = store_pg_in_tx,
         .en_tx_state = store_pg_tx_state,
         .en_lanes = store_pg_lanes_run,
+        .en_exec_one = store_pg_exec_one,
         .en_round_trips = store_pg_round_trips,
         .en_last_error = store_pg_last_error,
         .en_error_reason = store_pg_error_reason,
