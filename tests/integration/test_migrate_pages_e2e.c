@@ -62,30 +62,67 @@ static void t_rows(struct buf *sql, int pg, void *arg)
 	        blob);
 }
 
-static void test_migrate_keeps_order_refs_in_their_new_form(void **state)
+/* Makes d's database at the schema before migration with rows, runs
+ * `idemhook migrate` and returns order_refs afterwards, one line per row
+ * (the caller frees it); skips the test when there is no sqlite3 command.
+ * *ret_pg: 1 on PostgreSQL. */
+static char *t_migrate_refs(struct daemon *d, const char *migration,
+                            void (*rows)(struct buf *sql, int pg, void *arg), int *ret_pg)
 {
 	static const char *const args[] = {"migrate", NULL};
-	const char *refs =
-	        "SELECT provider, ref, order_id, kind, created_at FROM order_refs ORDER BY ref";
 	char *after;
-	struct daemon d;
 	int rc;
-	struct hres r;
-	char *body;
-	int pg;
 
-	(void)state;
-	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
-	pg = d.dm_pg_db[0] != '\0';
-	rc = hn_db_build_before(&d, T_MIGRATION, t_rows, NULL);
+	assert_int_equal(daemon_init(d, FX_STRIPE_INI), 0);
+	*ret_pg = d->dm_pg_db[0] != '\0';
+	rc = hn_db_build_before(d, migration, rows, NULL);
 	if (rc == 1) {
 		skip();
 	}
 	assert_int_equal(rc, 0);
-	assert_int_equal(daemon_cli(&d, 1, args, NULL), 0);
-
-	after = hn_db_dump(d.dm_db, refs);
+	assert_int_equal(daemon_cli(d, 1, args, NULL), 0);
+	after = hn_db_dump(d->dm_db, "SELECT provider, ref, order_id, kind, created_at FROM "
+	                             "order_refs ORDER BY ref");
 	assert_non_null(after);
+	return after;
+}
+
+/* Posts the signed Stripe event body (freed here) and checks the answer is
+ * a 200 whose body holds want (when not NULL). */
+static void t_post(struct daemon *d, char *body, const char *want)
+{
+	struct hres r;
+
+	assert_int_equal(hn_post_stripe(d, "stripe", FX_STRIPE_SECRET, body, &r), 0);
+	free(body);
+	assert_int_equal(r.hs_status, 200);
+	if (want != NULL) {
+		assert_non_null(strstr(r.hs_body, want));
+	}
+	hres_finish(&r);
+}
+
+/* A full refund of the charge ch of payment pi, naming no order. */
+static char *t_refund(const char *key, const char *ch, const char *pi)
+{
+	char obj[512];
+
+	snprintf(obj, sizeof(obj),
+	         "{\"id\":\"%s\",\"object\":\"charge\",\"amount\":2000,"
+	         "\"amount_refunded\":2000,\"currency\":\"usd\",\"payment_intent\":"
+	         "\"%s\",\"metadata\":{}}",
+	         ch, pi);
+	return hn_stripe_event(key, "charge.refunded", obj);
+}
+
+static void test_migrate_keeps_order_refs_in_their_new_form(void **state)
+{
+	char *after;
+	struct daemon d;
+	int pg;
+
+	(void)state;
+	after = t_migrate_refs(&d, T_MIGRATION, t_rows, &pg);
 	assert_string_equal(after, "stripe|ch_pages_paid|ord_pages_paid|charge|2\n"
 	                           "stripe|pi_pages_paid|ord_pages_paid|payment|2\n");
 	assert_int_equal(
@@ -113,15 +150,8 @@ static void test_migrate_keeps_order_refs_in_their_new_form(void **state)
 	 * finds its order through order_refs, and the callback stored before
 	 * the upgrade is still a duplicate. */
 	assert_int_equal(daemon_start(&d), 0);
-	body = hn_stripe_event("evt_pages_refund", "charge.refunded",
-	                       "{\"id\":\"ch_pages_paid\",\"object\":\"charge\",\"amount\":2000,"
-	                       "\"amount_refunded\":2000,\"currency\":\"usd\",\"payment_intent\":"
-	                       "\"pi_pages_paid\",\"metadata\":{}}");
-	assert_int_equal(hn_post_stripe(&d, "stripe", FX_STRIPE_SECRET, body, &r), 0);
-	assert_int_equal(r.hs_status, 200);
-	assert_non_null(strstr(r.hs_body, "\"outcome\":\"refunded\""));
-	hres_finish(&r);
-	free(body);
+	t_post(&d, t_refund("evt_pages_refund", "ch_pages_paid", "pi_pages_paid"),
+	       "\"outcome\":\"refunded\"");
 	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM orders WHERE id = 'ord_pages_paid'"
 	                                " AND status = 'refunded'"),
 	                 1);
@@ -207,28 +237,12 @@ static char *t_pend_payment(const char *key)
  * the same payment binds nothing more. */
 static void test_migrate_narrows_the_order_refs_key(void **state)
 {
-	static const char *const args[] = {"migrate", NULL};
-	const char *refs =
-	        "SELECT provider, ref, order_id, kind, created_at FROM order_refs ORDER BY ref";
 	char *after;
 	struct daemon d;
-	int rc;
-	struct hres r;
-	char *body;
 	int pg;
 
 	(void)state;
-	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
-	pg = d.dm_pg_db[0] != '\0';
-	rc = hn_db_build_before(&d, T_NARROW, t_rows_narrow, NULL);
-	if (rc == 1) {
-		skip();
-	}
-	assert_int_equal(rc, 0);
-	assert_int_equal(daemon_cli(&d, 1, args, NULL), 0);
-
-	after = hn_db_dump(d.dm_db, refs);
-	assert_non_null(after);
+	after = t_migrate_refs(&d, T_NARROW, t_rows_narrow, &pg);
 	assert_string_equal(after, "stripe|ch_narrow_paid|ord_narrow_paid|charge|2\n"
 	                           "stripe|pi_narrow_paid|ord_narrow_paid|payment|3\n");
 	free(after);
@@ -248,26 +262,10 @@ static void test_migrate_narrows_the_order_refs_key(void **state)
 	}
 
 	assert_int_equal(daemon_start(&d), 0);
-	body = hn_stripe_event("evt_narrow_refund", "charge.refunded",
-	                       "{\"id\":\"ch_narrow_paid\",\"object\":\"charge\",\"amount\":2000,"
-	                       "\"amount_refunded\":2000,\"currency\":\"usd\",\"payment_intent\":"
-	                       "\"pi_narrow_paid\",\"metadata\":{}}");
-	assert_int_equal(hn_post_stripe(&d, "stripe", FX_STRIPE_SECRET, body, &r), 0);
-	free(body);
-	assert_int_equal(r.hs_status, 200);
-	assert_non_null(strstr(r.hs_body, "\"outcome\":\"refunded\""));
-	hres_finish(&r);
-	body = t_pend_payment("evt_narrow_pend_1");
-	assert_int_equal(hn_post_stripe(&d, "stripe", FX_STRIPE_SECRET, body, &r), 0);
-	free(body);
-	assert_int_equal(r.hs_status, 200);
-	assert_non_null(strstr(r.hs_body, "\"outcome\":\"paid\""));
-	hres_finish(&r);
-	body = t_pend_payment("evt_narrow_pend_2");
-	assert_int_equal(hn_post_stripe(&d, "stripe", FX_STRIPE_SECRET, body, &r), 0);
-	free(body);
-	assert_int_equal(r.hs_status, 200);
-	hres_finish(&r);
+	t_post(&d, t_refund("evt_narrow_refund", "ch_narrow_paid", "pi_narrow_paid"),
+	       "\"outcome\":\"refunded\"");
+	t_post(&d, t_pend_payment("evt_narrow_pend_1"), "\"outcome\":\"paid\"");
+	t_post(&d, t_pend_payment("evt_narrow_pend_2"), NULL);
 	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM orders WHERE id = 'ord_narrow_paid'"
 	                                " AND status = 'refunded'"),
 	                 1);

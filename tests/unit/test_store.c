@@ -1044,7 +1044,8 @@ static void async_wait_for(struct async_wait *w, int total)
 static void test_async_completion_runs_once_per_submission_after_commit(void **state)
 {
 	struct fixture *fx = *state;
-	struct async_wait w = {.aw_mutex = PTHREAD_MUTEX_INITIALIZER, .aw_cond = PTHREAD_COND_INITIALIZER};
+	struct async_wait w = {.aw_mutex = PTHREAD_MUTEX_INITIALIZER,
+	                       .aw_cond = PTHREAD_COND_INITIALIZER};
 	struct applier ap = {.ap_result = STORE_APPLY_DONE};
 	struct store_claim c[40];
 	struct async_slot slots[40];
@@ -1090,7 +1091,8 @@ static void test_async_completion_runs_once_per_submission_after_commit(void **s
 static void test_async_duplicate_of_a_done_key_completes_before_submit_returns(void **state)
 {
 	struct fixture *fx = *state;
-	struct async_wait w = {.aw_mutex = PTHREAD_MUTEX_INITIALIZER, .aw_cond = PTHREAD_COND_INITIALIZER};
+	struct async_wait w = {.aw_mutex = PTHREAD_MUTEX_INITIALIZER,
+	                       .aw_cond = PTHREAD_COND_INITIALIZER};
 	struct applier ap = {.ap_result = STORE_APPLY_DONE};
 	struct async_slot slot = {.as_w = &w, .as_i = 0};
 	struct store_claim c;
@@ -1125,7 +1127,8 @@ static void *destroy_thread(void *arg)
 static void test_destroy_finishes_queued_work_and_calls_every_completion(void **state)
 {
 	struct fixture *fx = *state;
-	struct async_wait w = {.aw_mutex = PTHREAD_MUTEX_INITIALIZER, .aw_cond = PTHREAD_COND_INITIALIZER};
+	struct async_wait w = {.aw_mutex = PTHREAD_MUTEX_INITIALIZER,
+	                       .aw_cond = PTHREAD_COND_INITIALIZER};
 	struct applier ap = {.ap_result = STORE_APPLY_DONE};
 	struct store_claim c[20];
 	struct async_slot slots[20];
@@ -1167,7 +1170,8 @@ static void test_destroy_finishes_queued_work_and_calls_every_completion(void **
 static void test_read_only_store_refuses_async_work_and_still_completes_it(void **state)
 {
 	struct fixture *fx = *state;
-	struct async_wait w = {.aw_mutex = PTHREAD_MUTEX_INITIALIZER, .aw_cond = PTHREAD_COND_INITIALIZER};
+	struct async_wait w = {.aw_mutex = PTHREAD_MUTEX_INITIALIZER,
+	                       .aw_cond = PTHREAD_COND_INITIALIZER};
 	struct applier ap = {.ap_result = STORE_APPLY_DONE};
 	struct async_slot slot = {.as_w = &w, .as_i = 0};
 	struct store_options so = {.so_path = fx->fx_path, .so_read_only = 1};
@@ -1837,8 +1841,8 @@ static void test_pg_two_receivers_claiming_the_same_keys_apply_each_once(void **
 /* A receiver claims a key and dies; once its lease has expired another
  * receiver takes the key over with a new fencing token, and the dead one's
  * late completion (a process that was only paused) is refused. */
-static void test_pg_a_dead_receivers_expired_lease_is_taken_over_and_its_late_write_refused(
-        void **state)
+static void
+test_pg_a_dead_receivers_expired_lease_is_taken_over_and_its_late_write_refused(void **state)
 {
 	struct fixture *fx = *state;
 	struct applier ap = {.ap_result = STORE_APPLY_DONE};
@@ -1959,14 +1963,16 @@ static int unit_seed_outbox(struct store_tx *tx, void *arg)
 	int i;
 
 	for (i = 0; i < os->os_n; i++) {
-		struct store_value p[] = {store_text(key), store_int(T0), store_int(T0), store_int(T0),
-		                          store_int(T0)};
+		struct store_value p[] = {store_text(key), store_int(T0), store_int(T0),
+		                          store_int(T0), store_int(T0)};
 
 		snprintf(key, sizeof(key), "obx_%d", i);
 		if (store_exec(tx,
 		               "INSERT INTO outbox (call_type, effect, url, content_type, body, "
-		               "idem_key, window_start, next_attempt_at, created_at, updated_at) VALUES "
-		               "('notify', 'paid', 'http://127.0.0.1:9/', 'application/json', '{}', ?, "
+		               "idem_key, window_start, next_attempt_at, created_at, updated_at) "
+		               "VALUES "
+		               "('notify', 'paid', 'http://127.0.0.1:9/', 'application/json', "
+		               "'{}', ?, "
 		               "?, ?, ?, ?)",
 		               p, 5, NULL) < 0) {
 			return -1;
@@ -2028,8 +2034,8 @@ static void test_pg_outbox_rows_are_leased_by_one_receiver_at_a_time(void **stat
 struct row_holder {
 	pthread_mutex_t rh_mutex;
 	pthread_cond_t rh_cond;
-	int rh_locked;   /* the row is locked: the other receiver may go */
-	int rh_release;  /* the other receiver is done: let go */
+	int rh_locked;  /* the row is locked: the other receiver may go */
+	int rh_release; /* the other receiver is done: let go */
 };
 
 /* One receiver's worker in the middle of taking row 1: holds its row lock
@@ -2039,9 +2045,8 @@ static int unit_hold_row_one(struct store_tx *tx, void *arg)
 	struct row_holder *rh = arg;
 	struct store_row row;
 
-	assert_int_equal(store_query(tx, "SELECT id FROM outbox WHERE id = 1 FOR UPDATE", NULL, 0,
-	                             &row),
-	                 1);
+	assert_int_equal(
+	        store_query(tx, "SELECT id FROM outbox WHERE id = 1 FOR UPDATE", NULL, 0, &row), 1);
 	store_row_finish(&row);
 	pthread_mutex_lock(&rh->rh_mutex);
 	rh->rh_locked = 1;
@@ -2353,6 +2358,32 @@ test_pg_a_writer_connection_lost_mid_batch_fails_the_batch_and_is_made_again(voi
 	store_destroy(k.k_other);
 }
 
+/* Submits eight claims keyed prefix_0 to prefix_7 in one batch, each of
+ * which must be new, and returns the round trips the batch took. */
+static unsigned long long submit_eight_new(struct fixture *fx, const char *prefix,
+                                           struct applier *ap)
+{
+	struct store_claim c[8];
+	struct store_stats before;
+	struct store_stats after;
+	char keys[8][32];
+	size_t i;
+
+	for (i = 0; i < 8; i++) {
+		snprintf(keys[i], sizeof(keys[i]), "%s_%zu", prefix, i);
+		claim_init(&c[i], keys[i], 1, T0, ap);
+	}
+	store_get_stats(fx->fx_st, &before);
+	assert_int_equal(store_submit(fx->fx_st, c, 8), 0);
+	store_get_stats(fx->fx_st, &after);
+	for (i = 0; i < 8; i++) {
+		assert_int_equal(c[i].sc_outcome, STORE_NEW);
+		store_claim_finish(&c[i]);
+	}
+	assert_int_equal(after.ss_batches - before.ss_batches, 1);
+	return (unsigned long long)(after.ss_round_trips - before.ss_round_trips);
+}
+
 /* On PostgreSQL a batch's claims run side by side and their statements
  * go to the server pipelined: a batch of eight claims of three statements
  * each costs a round trip per statement of one claim (BEGIN goes with the
@@ -2362,27 +2393,10 @@ static void test_pg_a_batch_of_claims_costs_round_trips_per_statement_not_per_cl
 {
 	struct fixture *fx = *state;
 	struct applier ap = {.ap_result = STORE_APPLY_DONE};
-	struct store_claim c[8];
-	struct store_stats before;
-	struct store_stats after;
-	char keys[8][32];
-	size_t i;
+	unsigned long long rt = submit_eight_new(fx, "evt_rt", &ap);
 
-	for (i = 0; i < 8; i++) {
-		snprintf(keys[i], sizeof(keys[i]), "evt_rt_%zu", i);
-		claim_init(&c[i], keys[i], 1, T0, &ap);
-	}
-	store_get_stats(fx->fx_st, &before);
-	assert_int_equal(store_submit(fx->fx_st, c, 8), 0);
-	store_get_stats(fx->fx_st, &after);
-	for (i = 0; i < 8; i++) {
-		assert_int_equal(c[i].sc_outcome, STORE_NEW);
-		store_claim_finish(&c[i]);
-	}
-	print_message("round trips for 8 claims in one batch: %llu\n",
-	              (unsigned long long)(after.ss_round_trips - before.ss_round_trips));
-	assert_int_equal(after.ss_batches - before.ss_batches, 1);
-	assert_true(after.ss_round_trips - before.ss_round_trips <= 4);
+	print_message("round trips for 8 claims in one batch: %llu\n", rt);
+	assert_true(rt <= 4);
 	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 8);
 	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), 8);
 }
@@ -2412,31 +2426,17 @@ static void test_pg_a_claims_final_write_goes_with_the_commit(void **state)
 {
 	struct fixture *fx = *state;
 	struct applier ap = {.ap_result = STORE_APPLY_DONE};
-	struct store_claim c[8];
-	struct store_stats before;
-	struct store_stats after;
-	char keys[8][32];
-	size_t i;
+	unsigned long long rt = 0;
+	char prefix[32];
 	int round;
 
 	for (round = 0; round < 2; round++) {
-		for (i = 0; i < 8; i++) {
-			snprintf(keys[i], sizeof(keys[i]), "evt_hold_%d_%zu", round, i);
-			claim_init(&c[i], keys[i], 1, T0, &ap);
-		}
-		store_get_stats(fx->fx_st, &before);
-		assert_int_equal(store_submit(fx->fx_st, c, 8), 0);
-		store_get_stats(fx->fx_st, &after);
-		for (i = 0; i < 8; i++) {
-			assert_int_equal(c[i].sc_outcome, STORE_NEW);
-			store_claim_finish(&c[i]);
-		}
+		snprintf(prefix, sizeof(prefix), "evt_hold_%d", round);
+		rt = submit_eight_new(fx, prefix, &ap);
 		print_message("round trips for 8 claims in one batch (%s): %llu\n",
-		              round == 0 ? "first" : "prepared",
-		              (unsigned long long)(after.ss_round_trips - before.ss_round_trips));
-		assert_int_equal(after.ss_batches - before.ss_batches, 1);
+		              round == 0 ? "first" : "prepared", rt);
 	}
-	assert_true(after.ss_round_trips - before.ss_round_trips <= 3);
+	assert_true(rt <= 3);
 	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 16);
 	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records WHERE "
 	                                     "status = 'done' AND reply_status = 200"),

@@ -100,11 +100,26 @@ static void json_string_reference(struct buf *b, const char *s)
 	buf_puts(b, "\"");
 }
 
+/* buf_json_string(text) gives the reference's bytes. */
+static void json_string_as_reference(const char *text)
+{
+	struct buf got;
+	struct buf want;
+
+	buf_init(&got, 0);
+	buf_init(&want, 0);
+	assert_int_equal(buf_json_string(&got, text), 0);
+	json_string_reference(&want, text);
+	assert_int_equal(got.buf_len, want.buf_len);
+	assert_memory_equal(got.buf_data, want.buf_data, want.buf_len);
+	buf_finish(&got);
+	buf_finish(&want);
+}
+
 static void test_buf_json_string_escapes_as_before(void **state)
 {
 	char text[64];
 	struct buf got;
-	struct buf want;
 	unsigned seed = 24;
 	int round;
 	int c;
@@ -113,14 +128,7 @@ static void test_buf_json_string_escapes_as_before(void **state)
 	/* Every byte value alone, at the start, middle and end of a run. */
 	for (c = 1; c < 256; c++) {
 		snprintf(text, sizeof(text), "%cab%ccd%c", c, c, c);
-		buf_init(&got, 0);
-		buf_init(&want, 0);
-		assert_int_equal(buf_json_string(&got, text), 0);
-		json_string_reference(&want, text);
-		assert_int_equal(got.buf_len, want.buf_len);
-		assert_memory_equal(got.buf_data, want.buf_data, want.buf_len);
-		buf_finish(&got);
-		buf_finish(&want);
+		json_string_as_reference(text);
 	}
 	/* Random strings, most of them with quotes, backslashes and controls. */
 	for (round = 0; round < 20000; round++) {
@@ -130,18 +138,13 @@ static void test_buf_json_string_escapes_as_before(void **state)
 		for (i = 0; i < n; i++) {
 			int pick = (int)(rand_r(&seed) % 8);
 
-			text[i] = pick == 0 ? '"' : pick == 1 ? '\\' : pick == 2 ? (char)(1 + rand_r(&seed) % 31)
-			                                                           : (char)(1 + rand_r(&seed) % 255);
+			text[i] = pick == 0   ? '"'
+			          : pick == 1 ? '\\'
+			          : pick == 2 ? (char)(1 + rand_r(&seed) % 31)
+			                      : (char)(1 + rand_r(&seed) % 255);
 		}
 		text[n] = '\0';
-		buf_init(&got, 0);
-		buf_init(&want, 0);
-		assert_int_equal(buf_json_string(&got, text), 0);
-		json_string_reference(&want, text);
-		assert_int_equal(got.buf_len, want.buf_len);
-		assert_memory_equal(got.buf_data, want.buf_data, want.buf_len);
-		buf_finish(&got);
-		buf_finish(&want);
+		json_string_as_reference(text);
 	}
 	buf_init(&got, 0);
 	assert_int_equal(buf_json_string(&got, ""), 0);
@@ -152,11 +155,11 @@ static void test_buf_json_string_escapes_as_before(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_hex_digits_decode_in_either_case_and_others_are_refused),
-		cmocka_unit_test(test_form_component_decodes_plus_and_percent_escapes),
-		cmocka_unit_test(test_malformed_form_escapes_are_refused),
-		cmocka_unit_test(test_buf_expect_makes_room_once_and_respects_the_cap),
-		cmocka_unit_test(test_buf_json_string_escapes_as_before),
+	        cmocka_unit_test(test_hex_digits_decode_in_either_case_and_others_are_refused),
+	        cmocka_unit_test(test_form_component_decodes_plus_and_percent_escapes),
+	        cmocka_unit_test(test_malformed_form_escapes_are_refused),
+	        cmocka_unit_test(test_buf_expect_makes_room_once_and_respects_the_cap),
+	        cmocka_unit_test(test_buf_json_string_escapes_as_before),
 	};
 
 	return cmocka_run_group_tests_name("text", tests, NULL, NULL);
