@@ -1698,6 +1698,7 @@ static int store_pg_exec_one(struct store_conn *cn, const char *sql,
 {
 	struct store_conn *w = store_pg_home(cn);
 	struct store_pg_defer *df = NULL;
+	const struct store_pg_stmt *ps;
 	struct store_pg_call pc;
 	char *one_sql = NULL;
 	char *pg_sql = NULL;
@@ -1731,7 +1732,8 @@ static int store_pg_exec_one(struct store_conn *cn, const char *sql,
 	if (key == NULL) {
 		goto out;
 	}
-	if (cn->cn_lane->ln_lanes->ls_doomed || store_pg_stmt_find(w, key, key_len) == NULL) {
+	ps = cn->cn_lane->ln_lanes->ls_doomed ? NULL : store_pg_stmt_find(w, key, key_len);
+	if (ps == NULL) {
 		/* Prepared in the lanes' next round, and waited for. */
 		rc = store_pg_run(cn, one_sql, params, n_params, NULL, NULL, ret_changes);
 		goto out;
@@ -1742,8 +1744,7 @@ static int store_pg_exec_one(struct store_conn *cn, const char *sql,
 		log_err("store: out of memory");
 		goto out;
 	}
-	snprintf(df->df_name, sizeof(df->df_name), "%s",
-	         store_pg_stmt_find(w, key, key_len)->ps_name);
+	snprintf(df->df_name, sizeof(df->df_name), "%s", ps->ps_name);
 	*w->cn_defer_tail = df;
 	w->cn_defer_tail = &df->df_next;
 	df = NULL;
