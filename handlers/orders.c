@@ -12,7 +12,8 @@
 #include "orders.h"
 
 #define ORDERS_ID_PREFIX "ord_"
-#define ORDERS_ID_RANDOM 20   /* base32 characters after the prefix */
+#define ORDERS_ID_TIME 10     /* base32 characters of the creation time (ms, 50 bits) */
+#define ORDERS_ID_RANDOM 16   /* base32 characters drawn at random (80 bits) */
 #define ORDERS_CREATE_TRIES 3 /* fresh ids to try should one collide */
 #define ORDERS_QUOTE_LEN 80   /* room for one quoted id in a log line */
 #define ORDERS_STATUS_MAX 24
@@ -54,7 +55,8 @@ struct orders_unit {
 	size_t ou_n_refs;
 };
 
-static const char orders_base32[] = "abcdefghijklmnopqrstuvwxyz234567";
+/* Base32 digits in ascending byte order, so ids sort as their times do. */
+static const char orders_base32[] = "234567abcdefghijklmnopqrstuvwxyz";
 
 static const char ORDERS_SQL_LOAD[] =
         "SELECT id, amount, currency, status, refunded_amount, provider, payment_ref, paid_at, "
@@ -1355,22 +1357,28 @@ int orders_apply_event(struct store_tx *tx, const struct orders_conf *conf, cons
 	return 0;
 }
 
-int orders_new_id(char out[ORDERS_ID_LEN + 1])
+int orders_new_id(int64_t now_ms, char out[ORDERS_ID_LEN + 1])
 {
 	unsigned char rnd[ORDERS_ID_RANDOM];
 	char id[ORDERS_ID_LEN + 1];
 	size_t plen = strlen(ORDERS_ID_PREFIX);
+	uint64_t t = now_ms > 0 ? (uint64_t)now_ms : 0;
 	size_t i;
 
 	if (crypto_random(rnd, sizeof(rnd)) < 0) {
 		goto fail;
 	}
 	memcpy(id, ORDERS_ID_PREFIX, plen);
+	/* The time first, most significant digit first, then the random part. */
+	for (i = 0; i < ORDERS_ID_TIME; i++) {
+		id[plen + ORDERS_ID_TIME - 1 - i] = orders_base32[t & 31];
+		t >>= 5;
+	}
 	/* 32 divides 256, so the low five bits of a random byte are uniform. */
 	for (i = 0; i < ORDERS_ID_RANDOM; i++) {
-		id[plen + i] = orders_base32[rnd[i] & 31];
+		id[plen + ORDERS_ID_TIME + i] = orders_base32[rnd[i] & 31];
 	}
-	id[plen + ORDERS_ID_RANDOM] = '\0';
+	id[ORDERS_ID_LEN] = '\0';
 	memcpy(out, id, sizeof(id));
 	return 0;
 fail:
@@ -1405,12 +1413,12 @@ int orders_create_owned(struct store_tx *tx, const char *owner, int64_t amount,
 		         log_quote(q, sizeof(q), currency));
 		goto fail;
 	}
-	/* 100 random bits make a collision all but impossible; should one
-	 * happen, the insert changes nothing and a new id is drawn. */
+	/* 80 random bits per millisecond make a collision all but impossible;
+	 * should one happen, the insert changes nothing and a new id is drawn. */
 	for (i = 0; i < ORDERS_CREATE_TRIES && changes == 0; i++) {
 		struct store_value p[7];
 
-		if (orders_new_id(id) < 0) {
+		if (orders_new_id(now, id) < 0) {
 			goto fail;
 		}
 		p[0] = store_text(id);

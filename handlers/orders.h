@@ -15,7 +15,7 @@
 #include "event.h"
 #include "store.h"
 
-#define ORDERS_ID_LEN 24 /* "ord_" + 20 base32 characters */
+#define ORDERS_ID_LEN 30 /* "ord_" + 10 base32 digits of time + 16 random */
 #define ORDERS_REF_MAX 257 /* an order id or reference as callbacks carry them, NUL included */
 #define ORDERS_EFFECTS_MAX 16 /* effects one unit reports (its event and parked ones) */
 
@@ -58,7 +58,12 @@ int orders_create(struct store_tx *tx, int64_t amount, const char *currency, con
 int orders_create_owned(struct store_tx *tx, const char *owner, int64_t amount, const char *currency,
 			const char *customer_ref, char ret_id[ORDERS_ID_LEN + 1]);
 
-/* Fills out with a fresh random order id. Returns 0 or -1. */
-int orders_new_id(char out[ORDERS_ID_LEN + 1]);
+/* Fills out with a fresh order id: "ord_", now_ms (ms since the epoch) in
+ * ten base32 digits, then 80 random bits, with digits that sort as their
+ * values do. Ids made later sort after earlier ones (within a millisecond,
+ * at random), so the b-trees keyed by an order id (its primary key, the
+ * points ledger's key, the events' order index) take new entries at their
+ * right edge instead of at random leaves. Returns 0 or -1. */
+int orders_new_id(int64_t now_ms, char out[ORDERS_ID_LEN + 1]);
 
 #endif

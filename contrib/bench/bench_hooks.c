@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "env.h"
 #include "harness.h"
 #include "loadgen.h"
 #include "orders.h"
@@ -93,6 +94,33 @@ struct bench_plan {
 	char (*bp_orders)[ORDERS_ID_LEN + 1];
 };
 
+/* Payments in the order their orders were made, as a shop's checkout makes
+ * them a moment apart, unless BENCH_PAY_WINDOW=W: then shuffled within each
+ * run of W orders (a payment comes up to W orders early or late; W at least
+ * a phase's size: at random). Order ids sort by creation time
+ * (orders_new_id), so W says how far apart in the b-trees keyed by order id
+ * one commit's payments land. */
+static void bench_plan_shuffle(struct bench_plan *bp)
+{
+	const char *w = getenv("BENCH_PAY_WINDOW");
+	size_t win = w != NULL ? (size_t)strtoull(w, NULL, 10) : 0;
+	size_t start;
+
+	for (start = 0; win > 1 && start < bp->bp_n; start += win) {
+		size_t len = bp->bp_n - start < win ? bp->bp_n - start : win;
+		size_t i;
+
+		for (i = len - 1; i > 0; i--) {
+			size_t j = (size_t)rand() % (i + 1);
+			char t[ORDERS_ID_LEN + 1];
+
+			memcpy(t, bp->bp_orders[start + i], sizeof(t));
+			memcpy(bp->bp_orders[start + i], bp->bp_orders[start + j], sizeof(t));
+			memcpy(bp->bp_orders[start + j], t, sizeof(t));
+		}
+	}
+}
+
 /* The orders go in with plain SQL into a database that the binary under
  * test has migrated itself, so the benchmark runs against other versions of
  * idemhook as well (the one before a change, for a comparison). */
@@ -119,7 +147,7 @@ static int bench_plan_make(struct bench_plan *bp, const struct daemon *d, const 
 		goto out;
 	}
 	for (i = 0; i < n; i++) {
-		if (orders_new_id(bp->bp_orders[i]) < 0) {
+		if (orders_new_id(env_clock_ms(), bp->bp_orders[i]) < 0) {
 			goto out;
 		}
 		sqlite3_bind_text(ins, 1, bp->bp_orders[i], -1, SQLITE_STATIC);
@@ -131,6 +159,7 @@ static int bench_plan_make(struct bench_plan *bp, const struct daemon *d, const 
 		sqlite3_reset(ins);
 	}
 	rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK ? 0 : -1;
+	bench_plan_shuffle(bp);
 out:
 	if (rc < 0) {
 		fprintf(stderr, "bench: cannot create orders%s%s\n", db != NULL ? ": " : "",
@@ -1248,8 +1277,11 @@ int main(int argc, char **argv)
 	if (uniq) {
 		printf("idemhook unique callbacks: Stripe callbacks, synchronous=FULL, loopback, "
 		       "keep-alive connections from %d addresses;\n"
-		       "%zu unique callbacks per phase, %zu rounds\n\n",
-		       BENCH_SOURCES, n, stored);
+		       "%zu unique callbacks per phase, %zu rounds; orders paid %s%s\n\n",
+		       BENCH_SOURCES, n, stored,
+		       getenv("BENCH_PAY_WINDOW") != NULL ? "shuffled within runs of "
+		                                          : "in the order they were made",
+		       getenv("BENCH_PAY_WINDOW") != NULL ? getenv("BENCH_PAY_WINDOW") : "");
 		bench_print_header();
 		return bench_unique(n, (unsigned)stored) < 0 ? 1 : 0;
 	}

@@ -22,6 +22,7 @@
 
 #include "buf.h"
 #include "delayproxy.h"
+#include "env.h"
 #include "harness.h"
 #include "loadgen.h"
 #include "log.h"
@@ -82,7 +83,7 @@ static int bench_pg_orders_make(struct bench_pg_orders *bo, const char *location
 		return -1;
 	}
 	for (i = 0; i < n; i++) {
-		if (orders_new_id(bo->bo_ids[i]) < 0) {
+		if (orders_new_id(env_clock_ms(), bo->bo_ids[i]) < 0) {
 			return -1;
 		}
 	}

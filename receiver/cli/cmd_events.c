@@ -111,8 +111,9 @@ static int cmd_events_list_row(void *arg, const struct store_row *row)
 		return 0;
 	}
 	if (el->el_n == 0) {
-		printf("%-8s %-20s %-16s %-9s %-32s %-17s %-26s %-8s %s\n", "ID", "RECEIVED",
-		       "PROVIDER", "SOURCE", "KEY", "KIND", "ORDER", "OUTCOME", "DETAIL");
+		printf("%-8s %-20s %-16s %-9s %-32s %-17s %-*s %-8s %s\n", "ID", "RECEIVED",
+		       "PROVIDER", "SOURCE", "KEY", "KIND", ORDERS_ID_LEN, "ORDER", "OUTCOME",
+		       "DETAIL");
 	}
 	el->el_n++;
 	printf("%-8" PRId64 " %-20s ", store_row_int(row, 0), when);
@@ -124,7 +125,7 @@ static int cmd_events_list_row(void *arg, const struct store_row *row)
 	fputc(' ', stdout);
 	cli_cell(stdout, store_row_text(row, 4), 17);
 	fputc(' ', stdout);
-	cli_cell(stdout, store_row_text(row, 5), 26);
+	cli_cell(stdout, store_row_text(row, 5), ORDERS_ID_LEN);
 	fputc(' ', stdout);
 	cli_cell(stdout, store_row_text(row, 6), 8);
 	printf(" %s%s\n", cli_or_dash(store_row_text(row, 7)),

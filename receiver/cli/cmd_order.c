@@ -158,14 +158,14 @@ static int cmd_order_list_row(void *arg, const struct store_row *row)
 		return 0;
 	}
 	if (ol->ol_out.oo_n == 0) {
-		printf("%-24s %-18s %-16s %-20s %-10s %-12s %s\n", "ID", "STATUS", "AMOUNT",
-		       "CREATED", "PROVIDER", "FULFILLMENT", "CUSTOMER REF");
+		printf("%-*s %-18s %-16s %-20s %-10s %-12s %s\n", ORDERS_ID_LEN, "ID", "STATUS",
+		       "AMOUNT", "CREATED", "PROVIDER", "FULFILLMENT", "CUSTOMER REF");
 	}
 	ol->ol_out.oo_n++;
 	cli_format_time(store_row_int(row, 10), created);
 	snprintf(amount, sizeof(amount), "%" PRId64 " %s", store_row_int(row, 2),
 	         cli_or_dash(store_row_text(row, 3)));
-	cli_cell(stdout, store_row_text(row, 0), 24);
+	cli_cell(stdout, store_row_text(row, 0), ORDERS_ID_LEN);
 	fputc(' ', stdout);
 	cli_cell(stdout, store_row_text(row, 1), 18);
 	fputc(' ', stdout);

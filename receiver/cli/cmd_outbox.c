@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "orders.h"
 #include "outbox.h"
 #include "store.h"
 
@@ -105,9 +106,9 @@ static int cmd_outbox_list_row(void *arg, const struct outbox_info *i)
 		return 0;
 	}
 	if (ol->ol_n == 0) {
-		printf("%-6s %-10s %-9s %-24s %-18s %-3s %-20s %-4s %-17s %-11s %s\n", "ID",
-		       "STATUS", "CALL", "ORDER", "EFFECT", "TRY", "NEXT", "LAST", "COMPENSATION",
-		       "FULFILLMENT", "NOTE");
+		printf("%-6s %-10s %-9s %-*s %-18s %-3s %-20s %-4s %-17s %-11s %s\n", "ID",
+		       "STATUS", "CALL", ORDERS_ID_LEN, "ORDER", "EFFECT", "TRY", "NEXT", "LAST",
+		       "COMPENSATION", "FULFILLMENT", "NOTE");
 	}
 	ol->ol_n++;
 	if (strcmp(i->oi_status, "pending") == 0 || strcmp(i->oi_status, "retry_wait") == 0) {
@@ -128,7 +129,7 @@ static int cmd_outbox_list_row(void *arg, const struct outbox_info *i)
 	printf("%-6" PRId64 " %-10s ", i->oi_id, i->oi_status);
 	cli_cell(stdout, i->oi_call_type, 9);
 	fputc(' ', stdout);
-	cli_cell(stdout, i->oi_order_id, 24);
+	cli_cell(stdout, i->oi_order_id, ORDERS_ID_LEN);
 	fputc(' ', stdout);
 	cli_cell(stdout, i->oi_effect, 18);
 	printf(" %-3" PRId64 " %-20s %-4s %-17s %-11s %s%s%s", i->oi_attempts, next, last, comp,

@@ -1095,7 +1095,7 @@ int reconcile_format_text(const struct reconcile_report *r, struct buf *out)
 		for (j = 0; j < in->rn_n_items; j++) {
 			const struct reconcile_item *it = &in->rn_items[j];
 
-			if (buf_printf(out, "  %-12s %-26s %-20s %s%s%s\n",
+			if (buf_printf(out, "  %-12s %-30s %-20s %s%s%s\n",
 			               reconcile_result_name(it->ri_result),
 			               reconcile_or_dash(it->ri_order),
 			               reconcile_or_dash(it->ri_type),

@@ -263,12 +263,13 @@ static void test_order_body_refusals_say_which_kind(void **state)
 
 static void test_order_ids_are_checked_for_shape(void **state)
 {
-	assert_true(api_order_id_valid("ord_abcdefghij0123456789"));
+	assert_true(api_order_id_valid("ord_abcdefghij0123456789"));     /* before time-ordered ids */
+	assert_true(api_order_id_valid("ord_2345abcdef0123456789abcdef")); /* ORDERS_ID_LEN */
 	assert_false(api_order_id_valid("ord_"));
 	assert_false(api_order_id_valid("ord_ABC"));
 	assert_false(api_order_id_valid("ord_../../etc"));
 	assert_false(api_order_id_valid("xyz_abc"));
-	assert_false(api_order_id_valid("ord_abcdefghij01234567890123"));
+	assert_false(api_order_id_valid("ord_2345abcdef0123456789abcdefg"));
 }
 
 static void test_times_are_formatted_as_rfc3339_utc(void **state)

@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "api.h"
 #include "event.h"
 #include "log.h"
 #include "money.h"
@@ -426,22 +427,54 @@ static void test_create_rejects_negative_amounts_and_malformed_currencies(void *
 
 static void test_new_ids_are_well_formed_and_distinct(void **state)
 {
-	static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
+	static const char alphabet[] = "234567abcdefghijklmnopqrstuvwxyz";
 	char ids[64][ORDERS_ID_LEN + 1];
 	size_t i;
 	size_t j;
 
 	(void)state;
 	for (i = 0; i < 64; i++) {
-		assert_int_equal(orders_new_id(ids[i]), 0);
+		assert_int_equal(orders_new_id(T_NOW, ids[i]), 0);
 		assert_int_equal(strlen(ids[i]), ORDERS_ID_LEN);
 		assert_memory_equal(ids[i], "ord_", 4);
+		assert_true(api_order_id_valid(ids[i]));
 		for (j = 4; j < ORDERS_ID_LEN; j++) {
 			assert_non_null(memchr(alphabet, ids[i][j], sizeof(alphabet) - 1));
 		}
 		for (j = 0; j < i; j++) {
 			assert_string_not_equal(ids[i], ids[j]);
+			/* the same millisecond: the same time digits */
+			assert_memory_equal(ids[i], ids[j], 4 + 10);
 		}
+	}
+}
+
+/* Ids sort as their times do (the b-trees keyed by them grow at one end),
+ * and the time digits are the milliseconds, most significant first. */
+static void test_new_ids_sort_by_their_time(void **state)
+{
+	static const char alphabet[] = "234567abcdefghijklmnopqrstuvwxyz";
+	/* around now, a digit's carry, a day later, years later */
+	static const int64_t times[] = {1796428800000LL, 1796428800001LL, 1796428800031LL,
+	                                1796428800032LL, 1796515200000LL, 2500000000000LL};
+	char prev[ORDERS_ID_LEN + 1];
+	char id[ORDERS_ID_LEN + 1];
+	size_t i;
+	size_t j;
+
+	(void)state;
+	for (i = 0; i < sizeof(times) / sizeof(times[0]); i++) {
+		int64_t decoded = 0;
+
+		assert_int_equal(orders_new_id(times[i], id), 0);
+		for (j = 4; j < 14; j++) {
+			decoded = decoded * 32 + (strchr(alphabet, id[j]) - alphabet);
+		}
+		assert_int_equal(decoded, times[i]);
+		if (i > 0) {
+			assert_true(strcmp(prev, id) < 0);
+		}
+		memcpy(prev, id, sizeof(id));
 	}
 }
 
@@ -1410,6 +1443,7 @@ int main(void)
 	                test_create_rejects_negative_amounts_and_malformed_currencies, setup,
 	                teardown),
 	        cmocka_unit_test(test_new_ids_are_well_formed_and_distinct),
+	        cmocka_unit_test(test_new_ids_sort_by_their_time),
 	        cmocka_unit_test_setup_teardown(
 	                test_payment_marks_the_order_paid_and_awards_points_once, setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_two_payment_events_for_one_payment_pay_once,
