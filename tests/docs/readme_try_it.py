@@ -156,7 +156,7 @@ def check_run(n, blocks, outs):
                 fail(f"run {n}: the second curl answer is not the first replayed:\n{out}")
             seen.add("curl")
         elif "order create" in b:
-            ids = re.findall(r"^ord_[a-z0-9]{20}$", out, re.M)
+            ids = re.findall(r"^ord_[a-z0-9]{26}$", out, re.M)
             if len(ids) != 1:
                 fail(f"run {n}: 'order create' should print its id:\n{out}")
             orders.append(ids[0])
