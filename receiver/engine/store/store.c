@@ -520,11 +520,16 @@ static const char *store_claim_sql(struct store_tx *tx, const struct store_claim
                                    const char *head, const char *mid, const char *tail,
                                    struct buf *sql)
 {
+	struct store *st = tx->tx_store;
 	struct store_claim_sql *cq = NULL;
 	size_t i;
 
-	for (i = 0; tx->tx_store != NULL && i < STORE_CLAIM_SQL_CACHED; i++) {
-		struct store_claim_sql *e = &tx->tx_store->st_claim_sql[i];
+	/* The slots are the writer thread's: elsewhere the text is built. */
+	if (st != NULL && !(st->st_thread_running && pthread_equal(pthread_self(), st->st_thread))) {
+		st = NULL;
+	}
+	for (i = 0; st != NULL && i < STORE_CLAIM_SQL_CACHED; i++) {
+		struct store_claim_sql *e = &st->st_claim_sql[i];
 
 		if (e->cq_sql == NULL) {
 			cq = e; /* slots fill in order: no match past a free one */
