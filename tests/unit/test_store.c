@@ -297,6 +297,31 @@ static void test_create_makes_the_directory_applies_migrations_and_uses_wal(void
 	assert_int_equal(got[1], 1);
 }
 
+static int unit_cache_size(struct store_tx *tx, void *arg)
+{
+	int64_t *ret = arg;
+	struct store_row row;
+
+	assert_int_equal(store_query(tx, "PRAGMA cache_size", NULL, 0, &row), 1);
+	*ret = store_row_int(&row, 0);
+	store_row_finish(&row);
+	return 0;
+}
+
+/* The writer keeps 4 MiB of pages (a unique callback's index leaves are read
+ * again less often); the read connections keep SQLite's default. */
+static void test_writer_caches_four_mebibytes_of_pages(void **state)
+{
+	struct fixture *fx = *state;
+	int64_t writer = 0;
+	int64_t reader = 0;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_cache_size, &writer), 0);
+	assert_int_equal(store_read(fx->fx_st, T0, unit_cache_size, &reader), 0);
+	assert_int_equal(writer, -4096);
+	assert_int_equal(reader, -2000);
+}
+
 static void test_migrate_reports_versions_and_is_idempotent(void **state)
 {
 	struct fixture *fx = *state;
@@ -2500,6 +2525,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        STORE_TEST(test_create_makes_the_directory_applies_migrations_and_uses_wal),
+	        STORE_TEST(test_writer_caches_four_mebibytes_of_pages),
 	        STORE_TEST(test_migrate_reports_versions_and_is_idempotent),
 	        STORE_TEST(test_newer_schema_is_refused_and_the_file_left_untouched),
 	        STORE_TEST(test_older_schema_is_refused_read_only_and_without_migrations),

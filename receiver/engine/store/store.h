@@ -216,7 +216,9 @@ struct store_claim {
 	void *sc_arg;
 	/* More columns of the key's row (ingest.c: the event), set by sc_apply
 	 * (reset before each run) and written in the same row write as the
-	 * reply: one row per claimed key. Borrowed until the claim is decided. */
+	 * reply: one row per claimed key. Borrowed until the claim is decided.
+	 * sc_cols is a table that never changes while the store is open (its
+	 * SQL is built once per table). */
 	const char *const *sc_cols;
 	const struct store_value *sc_vals;
 	size_t sc_n_cols;
