@@ -68,9 +68,67 @@ static int bench_pg_insert_orders(struct store_tx *tx, void *arg)
 	return 0;
 }
 
+/* Runs `bench_pg_bin -c config migrate`: 0 when it exited 0. */
+static int bench_pg_migrate(const char *config)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		return -1;
+	}
+	if (pid == 0) {
+		/* its "migrated from ..." line is not the benchmark's output */
+		if (freopen("/dev/null", "w", stdout) == NULL) {
+			_exit(127);
+		}
+		execl(bench_pg_bin, "idemhook", "-c", config, "migrate", (char *)NULL);
+		_exit(127);
+	}
+	if (waitpid(pid, &status, 0) != pid) {
+		return -1;
+	}
+	return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* The orders of bo inserted into PostgreSQL database db with psql, 500 to
+ * a statement (an argument of psql stays under the kernel's 128 KiB). */
+static int bench_pg_orders_psql(const struct bench_pg_orders *bo, const char *db)
+{
+	int64_t now = hn_now_ms();
+	size_t i = 0;
+
+	while (i < bo->bo_n) {
+		struct buf sql;
+		size_t end = i + 500 < bo->bo_n ? i + 500 : bo->bo_n;
+		char *text;
+		int rc;
+
+		buf_init(&sql, 0);
+		buf_puts(&sql, "INSERT INTO orders (id, amount, currency, status, created_at, "
+		               "updated_at) VALUES ");
+		for (; i < end; i++) {
+			buf_printf(&sql,
+			           "%s('%s', 1000, 'USD', 'pending', %" PRId64 ", %" PRId64 ")",
+			           i % 500 != 0 ? ", " : "", bo->bo_ids[i], now, now);
+		}
+		text = buf_take(&sql, NULL);
+		rc = text != NULL ? pgserver_psql(bench_pg_server, db, text, NULL) : -1;
+		free(text);
+		if (rc < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
 /* n new orders in the database at location (migrated on the way), through
- * the store's own API so both backends get the same rows. */
-static int bench_pg_orders_make(struct bench_pg_orders *bo, const char *location, size_t n)
+ * the store's own API so both backends get the same rows. For
+ * IDEMHOOK_BIN_BASE's phases (config and db given: PostgreSQL), that
+ * binary migrates the database to its own schema, which may be older than
+ * this program's, and the rows go in with psql. */
+static int bench_pg_orders_make(struct bench_pg_orders *bo, const char *location, size_t n,
+                                const char *config, const char *db)
 {
 	struct store_options so;
 	struct store *st;
@@ -86,6 +144,9 @@ static int bench_pg_orders_make(struct bench_pg_orders *bo, const char *location
 		if (orders_new_id(env_clock_ms(), bo->bo_ids[i]) < 0) {
 			return -1;
 		}
+	}
+	if (config != NULL && db != NULL) {
+		return bench_pg_migrate(config) < 0 ? -1 : bench_pg_orders_psql(bo, db);
 	}
 	memset(&so, 0, sizeof(so));
 	if (store_location_parse(location, &so) < 0) {
@@ -565,6 +626,28 @@ static int bench_pg_via_proxy(struct daemon *d, unsigned port)
 	return rc;
 }
 
+/* The paid orders in the database at location; for IDEMHOOK_BIN_BASE's
+ * phases (PostgreSQL database db, maybe at an older schema than this
+ * program's store opens) counted with psql. -1 on error. */
+static int64_t bench_pg_paid(const char *location, const char *db)
+{
+	char *out = NULL;
+	int64_t paid;
+
+	if (bench_pg_which[0] == '\0' || db == NULL) {
+		return hn_db_int(location, "SELECT COUNT(*) FROM orders WHERE status = 'paid'");
+	}
+	if (pgserver_psql(bench_pg_server, db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'",
+	                  &out) < 0 ||
+	    out == NULL) {
+		free(out);
+		return -1;
+	}
+	paid = strtoll(out, NULL, 10);
+	free(out);
+	return paid;
+}
+
 /* One configuration: k receivers on SQLite (k = 1) or on one PostgreSQL
  * database (through the delaying proxy on proxy_port unless 0); n unique
  * callbacks, then the same n again as duplicates. */
@@ -607,7 +690,8 @@ static int bench_pg_config(const char *backend, size_t k, size_t n, unsigned pro
 	}
 	snprintf(tag, sizeof(tag), "%c%zu%c%c", backend[0], k, proxy_port != 0 ? 'd' : 'n',
 	         bench_pg_which[0] != '\0' ? 'b' : 'a');
-	if (bench_pg_orders_make(&bo, r[0].dm_db, n) < 0 ||
+	if (bench_pg_orders_make(&bo, r[0].dm_db, n,
+	                         bench_pg_which[0] != '\0' ? r[0].dm_config : NULL, db) < 0 ||
 	    bench_pg_sign(&bo, tag, k, sets, counts) < 0) {
 		fprintf(stderr, "bench: cannot make the orders and callbacks\n");
 		goto out;
@@ -622,9 +706,7 @@ static int bench_pg_config(const char *backend, size_t k, size_t n, unsigned pro
 		goto out;
 	}
 	*ret_unique = row.br_rate;
-	if (hn_db_int(r[0].dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'") !=
-	            (int64_t)n ||
-	    row.br_errors) {
+	if (bench_pg_paid(r[0].dm_db, db) != (int64_t)n || row.br_errors) {
 		fprintf(stderr,
 		        "bench: %s with %zu receivers: not every callback was applied once\n",
 		        backend, k);

@@ -6,7 +6,9 @@
  * its order through the migrated table; and a new SQLite database is made
  * with the page size the benchmark chose. The same through migration
  * narrow_order_refs_key (order_refs a rowid table again, its key a unique
- * index). */
+ * index), and through checks_as_domains (on PostgreSQL the single-column
+ * CHECK constraints of the tables a callback writes become domains): the
+ * rows kept, every rule still refusing what it refused. */
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -280,12 +282,123 @@ static void test_migrate_narrows_the_order_refs_key(void **state)
 	daemon_finish(&d);
 }
 
+#define T_DOMAINS "_checks_as_domains.sql"
+
+/* 1 when d's database refuses sql (a statement of its own, through psql or
+ * the sqlite3 shell), 0 when it took it. */
+static int t_refused(struct daemon *d, const char *sql)
+{
+	char cmd[2048];
+	int rc;
+
+	if (d->dm_pg_db[0] != '\0') {
+		return pgserver_psql(pgserver_shared(NULL), d->dm_pg_db, sql, NULL) != 0;
+	}
+	snprintf(cmd, sizeof(cmd), "sqlite3 -bail '%s' \"%s\" > /dev/null 2>&1", d->dm_db, sql);
+	rc = system(cmd);
+	assert_true(WIFEXITED(rc) && WEXITSTATUS(rc) != 127);
+	return WEXITSTATUS(rc) != 0;
+}
+
+/* `idemhook migrate` carries a database with rows through
+ * checks_as_domains: on PostgreSQL the columns take their domains and the
+ * tables keep only the CHECK that joins several columns; on both backends
+ * every rule still refuses what it refused (a status, outcome, source,
+ * reason or kind outside its list, a negative amount, an event row without
+ * its processing time) and takes what it took; then a refund and a payment
+ * run on the migrated database. */
+static void test_migrate_keeps_every_check_as_a_domain(void **state)
+{
+	static const char *const refused[] = {
+	        "UPDATE orders SET status = 'shipped' WHERE id = 'ord_narrow_pend'",
+	        "UPDATE orders SET amount = -1 WHERE id = 'ord_narrow_pend'",
+	        "UPDATE orders SET refunded_amount = -5 WHERE id = 'ord_narrow_paid'",
+	        "UPDATE orders SET disputed_amount = -5 WHERE id = 'ord_narrow_paid'",
+	        "UPDATE orders SET chargeback_amount = -5 WHERE id = 'ord_narrow_paid'",
+	        "UPDATE orders SET fulfillment_status = 'lost' WHERE id = 'ord_narrow_paid'",
+	        "INSERT INTO orders (id, amount, currency, status, created_at, updated_at) VALUES "
+	        "('ord_narrow_bad', 100, 'USD', 'unknown', 1, 1)",
+	        "UPDATE idempotency_records SET status = 'gone' WHERE idem_key = 'evt_narrow_paid'",
+	        "UPDATE idempotency_records SET outcome = 'maybe' WHERE idem_key = "
+	        "'evt_narrow_paid'",
+	        "UPDATE idempotency_records SET source = 'guess' WHERE idem_key = "
+	        "'evt_narrow_paid'",
+	        "UPDATE idempotency_records SET processed_at = NULL WHERE idem_key = "
+	        "'evt_narrow_paid'",
+	        "INSERT INTO points_ledger (order_id, reason, ref, points, created_at) VALUES "
+	        "('ord_narrow_paid', 'bonus', 'x', 1, 1)",
+	        "INSERT INTO order_refs (provider, ref, order_id, kind, created_at) VALUES "
+	        "('stripe', 'in_narrow', 'ord_narrow_paid', 'invoice', 1)",
+	};
+	char *after;
+	struct daemon d;
+	size_t i;
+	int pg;
+
+	(void)state;
+	after = t_migrate_refs(&d, T_DOMAINS, t_rows_narrow, &pg);
+	assert_string_equal(after, "stripe|ch_narrow_paid|ord_narrow_paid|charge|2\n"
+	                           "stripe|pi_narrow_paid|ord_narrow_paid|payment|3\n");
+	free(after);
+	after = hn_db_dump(d.dm_db, "SELECT id, amount, status, refunded_amount, "
+	                            "fulfillment_status FROM orders ORDER BY id");
+	assert_non_null(after);
+	assert_string_equal(after, "ord_narrow_paid|2000|paid|0|pending\n"
+	                           "ord_narrow_pend|500|pending|0|pending\n");
+	free(after);
+	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM events WHERE outcome = 'done'"
+	                                " AND source = 'callback'"),
+	                 1);
+	assert_int_equal(e2e_db_int(&d, "SELECT SUM(points) FROM points_ledger WHERE reason = "
+	                                "'award'"),
+	                 20);
+	if (pg) {
+		assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM information_schema.columns"
+		                                " WHERE table_schema = current_schema() AND"
+		                                " table_name IN ('orders', 'idempotency_records',"
+		                                " 'points_ledger', 'order_refs') AND domain_name IS"
+		                                " NOT NULL"),
+		                 11);
+		assert_int_equal(e2e_db_int(&d,
+		                            "SELECT COUNT(*) FROM pg_constraint WHERE contype ="
+		                            " 'c' AND conrelid IN ('orders'::regclass,"
+		                            " 'idempotency_records'::regclass,"
+		                            " 'points_ledger'::regclass, 'order_refs'::regclass)"),
+		                 1);
+	}
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		if (!t_refused(&d, refused[i])) {
+			fail_msg("taken after the migration: %s", refused[i]);
+		}
+	}
+	assert_int_equal(t_refused(&d, "UPDATE orders SET status = 'pending', amount = 500,"
+	                               " fulfillment_status = 'pending' WHERE id ="
+	                               " 'ord_narrow_pend'"),
+	                 0);
+
+	assert_int_equal(daemon_start(&d), 0);
+	t_post(&d, t_refund("evt_domains_refund", "ch_narrow_paid", "pi_narrow_paid"),
+	       "\"outcome\":\"refunded\"");
+	t_post(&d, t_pend_payment("evt_domains_pend"), "\"outcome\":\"paid\"");
+	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM orders WHERE status = 'refunded'"
+	                                " AND refunded_amount = 2000"),
+	                 1);
+	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM orders WHERE id = 'ord_narrow_pend'"
+	                                " AND status = 'paid'"),
+	                 1);
+	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM events WHERE idem_key LIKE"
+	                                " 'evt_domains_%%' AND outcome = 'done'"),
+	                 2);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_migrate_keeps_order_refs_in_their_new_form),
 	        cmocka_unit_test(test_new_database_has_small_pages),
 	        cmocka_unit_test(test_migrate_narrows_the_order_refs_key),
+	        cmocka_unit_test(test_migrate_keeps_every_check_as_a_domain),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1646,11 +1646,14 @@ store_pg_lanes_run(struct store_conn *cn, size_t n,
 }
 
 /* A write that must change one row, as one statement that fails otherwise:
- * the count of the rows it returned cast to an integer, or a sentence. */
+ * the row it returned as a scalar subquery (more than one row is an error)
+ * cast to an integer, or, for none, a sentence that fails the cast. No
+ * aggregate: count(*) cost the server about 10 us more per claim (the
+ * aggregate's set-up on every execution). */
 #define STORE_PG_ONE_HEAD "WITH one AS ("
 #define STORE_PG_ONE_TAIL                                                                          \
-	" RETURNING 1) SELECT CAST(CASE count(*) WHEN 1 THEN '1' ELSE 'the record changed under "  \
-	"its unit' END AS integer) FROM one"
+	" RETURNING '1') SELECT CAST(COALESCE((SELECT * FROM one), 'the record changed under "     \
+	"its unit') AS integer)"
 
 /* A copy of what libpq sends for the n parameters of pp. Returns 0 or -1. */
 static int store_pg_defer_fill(struct store_pg_defer *df, const struct store_pg_params *pp,
