@@ -517,6 +517,16 @@ static unsigned http_gen_reserve(const struct http_gen *gen)
 	return r > HTTP_RESERVE_MIN ? r : HTTP_RESERVE_MIN;
 }
 
+/* A server thread that finds its connection cut waits here until the
+ * sweeper has finished the cut (it holds hg_lock from the phase change to
+ * the 408 and the shutdown): closing the connection before would send the
+ * end of the stream first, and the 408 would never be written. */
+static void http_sock_cut_wait(struct http_gen *gen)
+{
+	pthread_mutex_lock(&gen->hg_lock);
+	pthread_mutex_unlock(&gen->hg_lock);
+}
+
 /* Closes a connection that is in phase from: nothing more is routed on it
  * (a request that completes meanwhile is dropped, never processed), and a
  * plain-HTTP client in the middle of a request is told 408. Its server
@@ -543,6 +553,10 @@ static int http_sock_cut(struct http_gen *gen, struct http_sock *hk, unsigned lo
 		           MSG_DONTWAIT | MSG_NOSIGNAL);
 		shutdown(hk->hk_fd, SHUT_WR);
 		hk->hk_linger_ms = now;
+		/* When its server thread closes it, what the client still
+		 * sends is read and dropped (http_linger_add), so no reset
+		 * destroys the 408 before the client has read it. */
+		atomic_store(&hk->hk_unread, 1);
 		return 1;
 	}
 	shutdown(hk->hk_fd, SHUT_RDWR);
@@ -1215,6 +1229,7 @@ static enum MHD_Result http_refuse(struct MHD_Connection *con, struct http_conn 
 		}
 	}
 	if (http_sock_move(hc->hc_sock, HTTP_PHASE_BUSY) < 0) {
+		http_sock_cut_wait(gen);
 		return MHD_NO;
 	}
 	reply_init(&r);
@@ -1560,6 +1575,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 		return MHD_YES;
 	}
 	if (hc->hc_sock != NULL && http_sock_phase(hc->hc_sock) == HTTP_PHASE_CUT) {
+		http_sock_cut_wait(gen);
 		return MHD_NO; /* the sweeper closed it: read and route nothing more */
 	}
 	if (*upload_data_size > 0) {
@@ -1593,6 +1609,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 		 * large before reading any of the body. */
 		hc->hc_head_seen = 1;
 		if (http_sock_move(hc->hc_sock, HTTP_PHASE_BODY) < 0) {
+			http_sock_cut_wait(gen);
 			return MHD_NO;
 		}
 		if (hc->hc_sock != NULL) {
@@ -1604,8 +1621,11 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 		return MHD_YES;
 	}
 	/* The whole request is in. From here the sweeper leaves it alone. */
-	if (http_sock_move(hc->hc_sock, HTTP_PHASE_BUSY) < 0 ||
-	    http_request_build(con, hc, url, method, version) < 0) {
+	if (http_sock_move(hc->hc_sock, HTTP_PHASE_BUSY) < 0) {
+		http_sock_cut_wait(gen);
+		return MHD_NO;
+	}
+	if (http_request_build(con, hc, url, method, version) < 0) {
 		return MHD_NO;
 	}
 	reply_init(&r);
