@@ -113,7 +113,7 @@ struct http_sock {
 	atomic_llong hk_body_bytes; /* of the body being read */
 	/* the sweeper's own */
 	atomic_int hk_unread;   /* answered before its body was read: linger when closed */
-	int64_t hk_linger_ms;   /* cut with an answer: its read side is shut this much later */
+	int64_t hk_linger_ms;   /* cut with an answer: its read side is shut this much later (hg_lock) */
 	int64_t hk_probe_ms;    /* an idle connection was last looked at */
 	uint64_t hk_idle_bytes; /* bytes received by then; UINT64_MAX: not looked at yet */
 	unsigned long long hk_idle_state; /* hk_state when hk_idle_bytes was taken */
@@ -517,13 +517,23 @@ static unsigned http_gen_reserve(const struct http_gen *gen)
 	return r > HTTP_RESERVE_MIN ? r : HTTP_RESERVE_MIN;
 }
 
-/* A server thread that finds its connection cut waits here until the
- * sweeper has finished the cut (it holds hg_lock from the phase change to
- * the 408 and the shutdown): closing the connection before would send the
- * end of the stream first, and the 408 would never be written. */
-static void http_sock_cut_wait(struct http_gen *gen)
+/* A server thread that finds its connection cut, and is about to close
+ * it, waits here until the sweeper has finished the cut (it holds hg_lock
+ * from the phase change to the 408 and the shutdown): closing before would
+ * send the end of the stream first, and the 408 would never be written.
+ * A connection told 408 whose client is still sending (its server thread
+ * just read more) closes through the lingering close, which reads and
+ * drops the rest, so no reset destroys the 408 before the client reads
+ * it. NULL hk is a no-op. */
+static void http_sock_cut_wait(struct http_gen *gen, struct http_sock *hk)
 {
+	if (hk == NULL) {
+		return;
+	}
 	pthread_mutex_lock(&gen->hg_lock);
+	if (hk->hk_linger_ms != 0) {
+		atomic_store(&hk->hk_unread, 1);
+	}
 	pthread_mutex_unlock(&gen->hg_lock);
 }
 
@@ -553,10 +563,6 @@ static int http_sock_cut(struct http_gen *gen, struct http_sock *hk, unsigned lo
 		           MSG_DONTWAIT | MSG_NOSIGNAL);
 		shutdown(hk->hk_fd, SHUT_WR);
 		hk->hk_linger_ms = now;
-		/* When its server thread closes it, what the client still
-		 * sends is read and dropped (http_linger_add), so no reset
-		 * destroys the 408 before the client has read it. */
-		atomic_store(&hk->hk_unread, 1);
 		return 1;
 	}
 	shutdown(hk->hk_fd, SHUT_RDWR);
@@ -1229,7 +1235,7 @@ static enum MHD_Result http_refuse(struct MHD_Connection *con, struct http_conn 
 		}
 	}
 	if (http_sock_move(hc->hc_sock, HTTP_PHASE_BUSY) < 0) {
-		http_sock_cut_wait(gen);
+		http_sock_cut_wait(gen, hc->hc_sock);
 		return MHD_NO;
 	}
 	reply_init(&r);
@@ -1575,7 +1581,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 		return MHD_YES;
 	}
 	if (hc->hc_sock != NULL && http_sock_phase(hc->hc_sock) == HTTP_PHASE_CUT) {
-		http_sock_cut_wait(gen);
+		http_sock_cut_wait(gen, hc->hc_sock);
 		return MHD_NO; /* the sweeper closed it: read and route nothing more */
 	}
 	if (*upload_data_size > 0) {
@@ -1609,7 +1615,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 		 * large before reading any of the body. */
 		hc->hc_head_seen = 1;
 		if (http_sock_move(hc->hc_sock, HTTP_PHASE_BODY) < 0) {
-			http_sock_cut_wait(gen);
+			http_sock_cut_wait(gen, hc->hc_sock);
 			return MHD_NO;
 		}
 		if (hc->hc_sock != NULL) {
@@ -1622,7 +1628,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 	}
 	/* The whole request is in. From here the sweeper leaves it alone. */
 	if (http_sock_move(hc->hc_sock, HTTP_PHASE_BUSY) < 0) {
-		http_sock_cut_wait(gen);
+		http_sock_cut_wait(gen, hc->hc_sock);
 		return MHD_NO;
 	}
 	if (http_request_build(con, hc, url, method, version) < 0) {
