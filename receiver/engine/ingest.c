@@ -18,8 +18,7 @@
 #define INGEST_EVENT_COLS 19 /* ingest_event_cols */
 
 /* What one claim's apply callback needs, and what the handler made of its
- * event (written on the writer thread, read after the completion, which
- * the writer hands to the completer thread under a mutex). */
+ * event (written on the writer thread, read after the completion). */
 struct ingest_unit {
 	const struct config *iu_cf;
 	const struct provider_conf *iu_pc;

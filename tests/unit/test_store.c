@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -1135,101 +1134,6 @@ static void test_async_duplicate_of_a_done_key_completes_before_submit_returns(v
 	assert_int_equal(c.sc_outcome, STORE_REPLAYED);
 	assert_int_equal(atomic_load(&ap.ap_runs), 1);
 	store_claim_finish(&c);
-}
-
-/* A completion that waits until released (at most 10 s), as a slow
- * connection's resume would. */
-struct slow_done {
-	pthread_mutex_t sd_mutex;
-	pthread_cond_t sd_cond;
-	int sd_started;
-	int sd_released;
-	int sd_order[2];
-	int sd_n;
-};
-
-static void slow_done_record(struct slow_done *sd, int which)
-{
-	if (sd->sd_n < 2) {
-		sd->sd_order[sd->sd_n] = which;
-	}
-	sd->sd_n++;
-	pthread_cond_broadcast(&sd->sd_cond);
-}
-
-static void slow_done_first(void *arg, int result)
-{
-	struct slow_done *sd = arg;
-	struct timespec until;
-
-	(void)result;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 10;
-	pthread_mutex_lock(&sd->sd_mutex);
-	sd->sd_started = 1;
-	pthread_cond_broadcast(&sd->sd_cond);
-	while (!sd->sd_released &&
-	       pthread_cond_timedwait(&sd->sd_cond, &sd->sd_mutex, &until) == 0) {
-	}
-	slow_done_record(sd, 1);
-	pthread_mutex_unlock(&sd->sd_mutex);
-}
-
-static void slow_done_second(void *arg, int result)
-{
-	struct slow_done *sd = arg;
-
-	(void)result;
-	pthread_mutex_lock(&sd->sd_mutex);
-	slow_done_record(sd, 2);
-	pthread_mutex_unlock(&sd->sd_mutex);
-}
-
-/* Completions run beside the writer, in commit order: a batch commits while
- * the completion of the batch before it still runs. */
-static void test_a_slow_completion_does_not_hold_the_next_commit_back(void **state)
-{
-	struct fixture *fx = *state;
-	struct slow_done sd = {.sd_mutex = PTHREAD_MUTEX_INITIALIZER,
-	                       .sd_cond = PTHREAD_COND_INITIALIZER};
-	struct applier ap = {.ap_result = STORE_APPLY_DONE};
-	struct store_claim a;
-	struct store_claim b;
-	int64_t seen = 0;
-	int i;
-
-	claim_init(&a, "evt_slow_a", 6, T0, &ap);
-	claim_init(&b, "evt_slow_b", 7, T0, &ap);
-	assert_int_equal(store_submit_async(fx->fx_st, &a, 1, slow_done_first, &sd), 0);
-	/* a has committed and its completion waits: b is a batch of its own. */
-	pthread_mutex_lock(&sd.sd_mutex);
-	while (!sd.sd_started) {
-		pthread_cond_wait(&sd.sd_cond, &sd.sd_mutex);
-	}
-	pthread_mutex_unlock(&sd.sd_mutex);
-	assert_int_equal(store_submit_async(fx->fx_st, &b, 1, slow_done_second, &sd), 0);
-	for (i = 0; i < 500 && seen != 1; i++) {
-		seen = count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records "
-		                           "WHERE idem_key = 'evt_slow_b'");
-		if (seen != 1) {
-			usleep(10 * 1000);
-		}
-	}
-	pthread_mutex_lock(&sd.sd_mutex);
-	assert_int_equal(sd.sd_n, 0); /* b's completion waits for a's */
-	sd.sd_released = 1;
-	pthread_cond_broadcast(&sd.sd_cond);
-	while (sd.sd_n < 2) {
-		pthread_cond_wait(&sd.sd_cond, &sd.sd_mutex);
-	}
-	pthread_mutex_unlock(&sd.sd_mutex);
-	assert_int_equal(seen, 1);
-	assert_int_equal(sd.sd_order[0], 1);
-	assert_int_equal(sd.sd_order[1], 2);
-	assert_int_equal(a.sc_outcome, STORE_NEW);
-	assert_int_equal(b.sc_outcome, STORE_NEW);
-	store_claim_finish(&a);
-	store_claim_finish(&b);
 }
 
 struct destroyer {
@@ -2647,7 +2551,6 @@ int main(void)
 	        STORE_TEST(test_batch_size_one_commits_each_unit_alone),
 	        STORE_TEST(test_async_completion_runs_once_per_submission_after_commit),
 	        STORE_TEST(test_async_duplicate_of_a_done_key_completes_before_submit_returns),
-	        STORE_TEST(test_a_slow_completion_does_not_hold_the_next_commit_back),
 	        STORE_TEST(test_destroy_finishes_queued_work_and_calls_every_completion),
 	        STORE_TEST(test_read_only_store_refuses_async_work_and_still_completes_it),
 	        STORE_TEST(test_batch_histogram_counts_batches_whether_or_not_they_commit),
@@ -2684,7 +2587,6 @@ int main(void)
 	        PG_TEST(test_batch_size_one_commits_each_unit_alone),
 	        PG_TEST(test_async_completion_runs_once_per_submission_after_commit),
 	        PG_TEST(test_async_duplicate_of_a_done_key_completes_before_submit_returns),
-	        PG_TEST(test_a_slow_completion_does_not_hold_the_next_commit_back),
 	        PG_TEST(test_destroy_finishes_queued_work_and_calls_every_completion),
 	        PG_TEST(test_batch_histogram_counts_batches_whether_or_not_they_commit),
 	        PG_TEST(test_write_returns_fn_value_and_rolls_back_on_failure),

@@ -57,7 +57,7 @@ enum store_unit_kind {
 };
 
 /* A unit of work queued for the writer: allocated by the submitter, freed by
- * the completer once su_done has run. */
+ * the writer once su_done has run. */
 struct store_unit {
 	enum store_unit_kind su_kind;
 	struct store_claim *su_claims;
@@ -88,17 +88,6 @@ struct store {
 	struct store_unit *st_head; /* queue, under st_mutex */
 	struct store_unit *st_tail;
 	int st_stopping;
-	/* The completer: calls the completions of the batches the writer has
-	 * committed (resuming each callback's connection, 4-5% of the writer's
-	 * CPU when the writer did it; issue 24), in commit order, so the writer
-	 * goes on to its next batch at once. */
-	pthread_t st_done_thread;
-	int st_done_running;
-	pthread_mutex_t st_done_mutex; /* static initializer: never destroyed */
-	pthread_cond_t st_done_work;   /* static initializer: never destroyed */
-	struct store_unit *st_done_head; /* committed units, under st_done_mutex */
-	struct store_unit *st_done_tail;
-	int st_done_stopping;
 	pthread_mutex_t st_stats_mutex;
 	struct store_stats st_stats; /* under st_stats_mutex */
 	/* Health (see "operations" below): the writer's heartbeat, written by
@@ -1474,6 +1463,7 @@ static void *store_writer_main(void *arg)
 	struct store *st = arg;
 	struct store_unit *batch;
 	struct store_unit *u;
+	struct store_unit *next;
 	uint64_t weight;
 	uint64_t commits;
 	double commit_s;
@@ -1500,60 +1490,17 @@ static void *store_writer_main(void *arg)
 		/* Counted before anyone hears back, so a reader of the metrics
 		 * who has every answer also sees every batch. */
 		store_count_batch(st, batch, weight, commits, commit_s);
-		/* The completer answers them while this thread goes on. */
-		for (u = batch; u != NULL; u = u->su_next) {
-			u->su_result = store_unit_result(u);
+		/* No lock is held here: a completion may take locks of its own
+		 * (resuming a connection) or queue more work. */
+		for (u = batch; u != NULL; u = next) {
+			next = u->su_next;
+			u->su_done(u->su_done_arg, store_unit_result(u));
+			free(u);
 		}
-		pthread_mutex_lock(&st->st_done_mutex);
-		if (st->st_done_tail != NULL) {
-			st->st_done_tail->su_next = batch;
-		} else {
-			st->st_done_head = batch;
-		}
-		u = batch;
-		while (u->su_next != NULL) {
-			u = u->su_next;
-		}
-		st->st_done_tail = u;
-		pthread_cond_signal(&st->st_done_work);
-		pthread_mutex_unlock(&st->st_done_mutex);
 		if (st->st_engine->en_after_batch(st->st_db) > 0) {
 			pthread_mutex_lock(&st->st_stats_mutex);
 			st->st_stats.ss_catch_ups++;
 			pthread_mutex_unlock(&st->st_stats_mutex);
-		}
-	}
-	return NULL;
-}
-
-/* The completer's loop: each committed unit's completion, in the order the
- * writer committed them, then the unit freed. Ends once the store stops and
- * every completion has run. */
-static void *store_done_main(void *arg)
-{
-	struct store *st = arg;
-	struct store_unit *u;
-	struct store_unit *next;
-
-	pthread_setname_np(pthread_self(), "store-done");
-	for (;;) {
-		pthread_mutex_lock(&st->st_done_mutex);
-		while (st->st_done_head == NULL && !st->st_done_stopping) {
-			pthread_cond_wait(&st->st_done_work, &st->st_done_mutex);
-		}
-		u = st->st_done_head;
-		st->st_done_head = NULL;
-		st->st_done_tail = NULL;
-		pthread_mutex_unlock(&st->st_done_mutex);
-		if (u == NULL) {
-			break;
-		}
-		/* No lock is held here: a completion may take locks of its own
-		 * (resuming a connection) or queue more work. */
-		for (; u != NULL; u = next) {
-			next = u->su_next;
-			u->su_done(u->su_done_arg, u->su_result);
-			free(u);
 		}
 	}
 	return NULL;
@@ -1682,8 +1629,6 @@ struct store *store_create(const struct store_options *opt)
 	}
 	/* Static initializers: these never fail and need no destroy. */
 	st->st_stats_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
-	st->st_done_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
-	st->st_done_work = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
 	st->st_sync_made = 1;
 	if (pthread_mutex_init(&st->st_probe_lock, NULL) != 0) {
 		log_err("store: cannot create a mutex");
@@ -1703,11 +1648,6 @@ struct store *store_create(const struct store_options *opt)
 		return st;
 	}
 	st->st_writer = st->st_engine->en_writer(st->st_db);
-	if (pthread_create(&st->st_done_thread, NULL, store_done_main, st) != 0) {
-		log_err("store: cannot start the completer thread");
-		goto fail;
-	}
-	st->st_done_running = 1;
 	if (pthread_create(&st->st_thread, NULL, store_writer_main, st) != 0) {
 		log_err("store: cannot start the writer thread");
 		goto fail;
@@ -1735,15 +1675,6 @@ void store_destroy(struct store *st)
 		pthread_mutex_unlock(&st->st_mutex);
 		pthread_join(st->st_thread, NULL);
 		st->st_thread_running = 0;
-	}
-	if (st->st_done_running) {
-		/* Every committed unit's completion runs before it stops. */
-		pthread_mutex_lock(&st->st_done_mutex);
-		st->st_done_stopping = 1;
-		pthread_cond_signal(&st->st_done_work);
-		pthread_mutex_unlock(&st->st_done_mutex);
-		pthread_join(st->st_done_thread, NULL);
-		st->st_done_running = 0;
 	}
 	if (st->st_db != NULL) {
 		st->st_engine->en_close(st->st_db);

@@ -237,10 +237,9 @@ typedef void (*store_done_fn)(void *arg, int result);
 /* Queues n claims for one transaction (each in its own savepoint) and
  * returns without waiting. done(arg, result) is called exactly once, after
  * COMMIT returned (or the transaction failed), when every claim has its
- * outcome: on the store's completer thread (one, calling the completions in
- * commit order while the writer runs its next batch) with no lock of the
- * store held, so it may resume a connection or submit more, but must be
- * quick and must not wait for the store. A single claim whose key is already done/failed is answered
+ * outcome: on the writer thread with no lock of the store held, so it may
+ * resume a connection or submit more, but must be quick and must not wait
+ * for the store. A single claim whose key is already done/failed is answered
  * from this thread's read connection, and a refused submission (store
  * stopping, read-only) gets STORE_TRANSIENT outcomes: done then runs on this
  * thread before this returns. claims and arg must stay valid until done.
