@@ -885,6 +885,44 @@ static void test_a_late_payment_after_a_partial_refund_earns_the_points_left(voi
 	assert_int_equal(points_total(fx, id), 0);
 }
 
+/* An award row the order's first payment did not write (another receiver's,
+ * on a shared database; here put in by hand). */
+static int foreign_award_fn(struct store_tx *tx, void *arg)
+{
+	struct store_value p[] = {store_text(arg), store_text(arg), store_int(50),
+	                          store_int(store_tx_now(tx))};
+
+	return store_exec(tx,
+	                  "INSERT INTO points_ledger (order_id, reason, ref, points, created_at) "
+	                  "VALUES (?, 'award', ?, ?, ?)",
+	                  p, 4, NULL);
+}
+
+/* The first payment settles its points on the ledger's sums it wrote itself
+ * without reading them; when its award was already there, it reads them. */
+static void test_a_first_payment_whose_award_is_there_settles_on_the_ledger(void **state)
+{
+	struct fixture *fx = *state;
+	char id[ORDERS_ID_LEN + 1];
+	struct orders_result res;
+
+	create(fx, 1000, "USD", id);
+	assert_int_equal(store_write(fx->fx_st, T_NOW, foreign_award_fn, id), 0);
+	/* 40% refunded: 20 of the 50 points taken back. */
+	refund(fx, "evt_2", id, "re_1", 400, 0, &res);
+	assert_effect(&res, "partially_refunded");
+	assert_int_equal(points_total(fx, id), 30);
+	/* The payment's award (10) is refused by the one already there: the 20
+	 * taken already are what 40% of 50 asks, so nothing changes. */
+	pay(fx, "evt_1", id, 1000, "USD", "pi_1", &res);
+	assert_effect(&res, "noop");
+	assert_status(fx, id, "partially_refunded");
+	assert_int_equal(ledger_rows(fx, id, "award"), 1);
+	assert_int_equal(ledger_points(fx, id, "award", id), 50);
+	assert_int_equal(ledger_rows(fx, id, "clawback"), 1);
+	assert_int_equal(points_total(fx, id), 30);
+}
+
 /* ---- the lifecycle: references, parked events, failures, disputes ---- */
 
 /* Applies an event of kind about a payment (and, when order is not NULL, the
@@ -1485,6 +1523,9 @@ int main(void)
 	                test_a_refund_before_its_payment_ends_as_if_it_came_after, setup, teardown),
 	        cmocka_unit_test_setup_teardown(
 	                test_a_late_payment_after_a_partial_refund_earns_the_points_left, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_a_first_payment_whose_award_is_there_settles_on_the_ledger, setup,
 	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                test_a_refund_naming_only_the_payment_finds_its_order, setup, teardown),
