@@ -592,8 +592,15 @@ static int bench_pg_phase(struct bench_pg_row *br, const char *label, struct dae
 	return 0;
 }
 
-static const char bench_pg_ini[] =
+static const char bench_pg_ini_base[] =
         "[provider stripe]\ntype = stripe\nsecret = " BENCH_PG_SECRET "\n";
+
+/* This tree's receivers: the base's, and with IDEMHOOK_BENCH_PG_WRITERS
+ * set, [store] pg_writers (docs/configuration.md) for a run that compares
+ * writer counts. */
+static char bench_pg_ini_this[256];
+
+#define bench_pg_ini (bench_pg_which[0] != '\0' ? bench_pg_ini_base : bench_pg_ini_this)
 
 /* Points the receiver's conninfo at the delaying proxy on 127.0.0.1:port
  * (the proxy forwards to the server's unix socket). Returns 0 or -1. */
@@ -763,6 +770,15 @@ int main(int argc, char **argv)
 	int missing;
 
 	bench_pg_bin = getenv("IDEMHOOK_BIN");
+	if (getenv("IDEMHOOK_BENCH_PG_WRITERS") != NULL) {
+		snprintf(bench_pg_ini_this, sizeof(bench_pg_ini_this),
+		         "%s[store]\npg_writers = %s\n", bench_pg_ini_base,
+		         getenv("IDEMHOOK_BENCH_PG_WRITERS"));
+		printf("this tree's receivers: [store] pg_writers = %s\n",
+		       getenv("IDEMHOOK_BENCH_PG_WRITERS"));
+	} else {
+		snprintf(bench_pg_ini_this, sizeof(bench_pg_ini_this), "%s", bench_pg_ini_base);
+	}
 	if (bench_pg_bin == NULL || n < 300) {
 		fprintf(stderr, "usage: IDEMHOOK_BIN=... bench_pg [CALLBACKS >= 300]\n");
 		return 64;
