@@ -8,7 +8,10 @@
  * the statements a receiver sends, not those PostgreSQL runs for foreign
  * keys), and the writers' round trips per batch, counted by the receivers
  * (idemhook_store_round_trips_total). The same pre-signed callbacks, the
- * same load generator (loadgen.c) as bench_hooks. */
+ * same load generator (loadgen.c) as bench_hooks. IDEMHOOK_BENCH_PG_AB=R runs
+ * only the one-receiver phases of IDEMHOOK_BIN_BASE and of this tree in
+ * turn, R times; IDEMHOOK_BENCH_PG_WRITERS=N gives this tree's receivers
+ * [store] pg_writers = N. */
 #include <dirent.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -592,8 +595,15 @@ static int bench_pg_phase(struct bench_pg_row *br, const char *label, struct dae
 	return 0;
 }
 
-static const char bench_pg_ini[] =
+static const char bench_pg_ini_base[] =
         "[provider stripe]\ntype = stripe\nsecret = " BENCH_PG_SECRET "\n";
+
+/* This tree's receivers: the base's, and with IDEMHOOK_BENCH_PG_WRITERS
+ * set, [store] pg_writers (docs/configuration.md) for a run that compares
+ * writer counts. */
+static char bench_pg_ini_this[256];
+
+#define bench_pg_ini (bench_pg_which[0] != '\0' ? bench_pg_ini_base : bench_pg_ini_this)
 
 /* Points the receiver's conninfo at the delaying proxy on 127.0.0.1:port
  * (the proxy forwards to the server's unix socket). Returns 0 or -1. */
@@ -747,6 +757,54 @@ enum {
 	BENCH_PG_CONFIGS,
 };
 
+/* IDEMHOOK_BENCH_PG_AB=R: only the one-receiver phases, without and with
+ * the delay, of IDEMHOOK_BIN_BASE and of this tree in turn, R times, so
+ * that load from other work on the machine falls on both alike; then the
+ * medians of the pairs' ratios. Returns main's exit status. */
+static int bench_pg_ab(const char *base, size_t n, unsigned proxy, int rounds)
+{
+	const char *bin = bench_pg_bin;
+	double ratio[2][64];
+	double u[2][2];
+	double d;
+	int r;
+	int k;
+	int i;
+	int j;
+
+	rounds = rounds < 1 ? 1 : rounds > 64 ? 64 : rounds;
+	for (r = 0; r < rounds; r++) {
+		for (k = 0; k < 2; k++) {
+			bench_pg_bin = k == 0 ? base : bin;
+			bench_pg_which = k == 0 ? "before: " : "";
+			if (bench_pg_config("postgresql", 1, n, 0, &u[k][0], &d) < 0 ||
+			    bench_pg_config("postgresql", 1, n, proxy, &u[k][1], &d) < 0) {
+				fprintf(stderr, "bench: a phase failed\n");
+				return 1;
+			}
+		}
+		ratio[0][r] = u[1][0] / u[0][0];
+		ratio[1][r] = u[1][1] / u[0][1];
+		printf("round %d, unique callbacks/s, before -> after: no delay %.0f -> %.0f "
+		       "(%.2f), "
+		       "+1ms each way %.0f -> %.0f (%.2f)\n",
+		       r + 1, u[0][0], u[1][0], ratio[0][r], u[0][1], u[1][1], ratio[1][r]);
+		fflush(stdout);
+	}
+	for (k = 0; k < 2; k++) {
+		for (i = 1; i < rounds; i++) {
+			for (j = i; j > 0 && ratio[k][j - 1] > ratio[k][j]; j--) {
+				d = ratio[k][j];
+				ratio[k][j] = ratio[k][j - 1];
+				ratio[k][j - 1] = d;
+			}
+		}
+	}
+	printf("median after / before over %d rounds: no delay %.2f, +1ms each way %.2f\n", rounds,
+	       ratio[0][rounds / 2], ratio[1][rounds / 2]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 5000;
@@ -763,6 +821,15 @@ int main(int argc, char **argv)
 	int missing;
 
 	bench_pg_bin = getenv("IDEMHOOK_BIN");
+	if (getenv("IDEMHOOK_BENCH_PG_WRITERS") != NULL) {
+		snprintf(bench_pg_ini_this, sizeof(bench_pg_ini_this),
+		         "%s[store]\npg_writers = %s\n", bench_pg_ini_base,
+		         getenv("IDEMHOOK_BENCH_PG_WRITERS"));
+		printf("this tree's receivers: [store] pg_writers = %s\n",
+		       getenv("IDEMHOOK_BENCH_PG_WRITERS"));
+	} else {
+		snprintf(bench_pg_ini_this, sizeof(bench_pg_ini_this), "%s", bench_pg_ini_base);
+	}
 	if (bench_pg_bin == NULL || n < 300) {
 		fprintf(stderr, "usage: IDEMHOOK_BIN=... bench_pg [CALLBACKS >= 300]\n");
 		return 64;
@@ -803,6 +870,9 @@ int main(int argc, char **argv)
 	printf("%-34s %9s %7s %9s %8s %8s %6s %6s %6s %6s %8s %8s %11s %10s\n", "phase",
 	       "receivers", "reqs", "req/s", "p50 ms", "p99 ms", "errors", "batch", "rx us",
 	       "pg us", "rt/batch", "rt/cb", "stmts/cb", "txns/cb");
+	if (base != NULL && getenv("IDEMHOOK_BENCH_PG_AB") != NULL) {
+		return bench_pg_ab(base, n, proxy, atoi(getenv("IDEMHOOK_BENCH_PG_AB")));
+	}
 	if (base != NULL) {
 		const char *bin = bench_pg_bin;
 

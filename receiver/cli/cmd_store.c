@@ -329,6 +329,7 @@ static int cmd_store_copy_run(int argc, char **argv)
 	from.so_read_only = 1;
 	from.so_exclusive = 1;
 	to.so_exclusive = 1;
+	to.so_pg_writers = 1; /* the copy is one unit of work */
 	src = store_create(&from);
 	if (src == NULL) {
 		goto out;

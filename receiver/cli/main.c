@@ -265,6 +265,8 @@ int cli_open_store_exclusive(const struct config *cf, int read_only, int exclusi
 	so.so_path = cf->cf_db_path;
 	so.so_conninfo = cf->cf_conninfo;
 	so.so_pool_size = cf->cf_pool_size;
+	/* Only serve runs batches enough to use several writers. */
+	so.so_pg_writers = exclusive ? cf->cf_pg_writers : 1;
 	so.so_statement_timeout_ms = cf->cf_statement_timeout_ms;
 	so.so_sync = (enum store_sync)cf->cf_sync;
 	so.so_batch_max = cf->cf_batch_max;

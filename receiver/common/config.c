@@ -133,6 +133,7 @@ static const struct config_known_key config_known_keys[] = {
 	{"store", "lease", CONFIG_KEY_RELOADS},
 	{"store", "path", 0},
 	{"store", "pool_size", 0},
+	{"store", "pg_writers", 0},
 	{"store", "retention", CONFIG_KEY_RELOADS},
 	{"store", "statement_timeout", 0},
 	{"store", "synchronous", 0},
@@ -538,7 +539,7 @@ int config_read_secret(const char *spec, char **ret, size_t *ret_len)
 	return config_read_file(spec, ret, ret_len);
 }
 
-/* [store] backend, conninfo, pool_size, statement_timeout. conninfo holds
+/* [store] backend, conninfo, pool_size, pg_writers, statement_timeout. conninfo holds
  * the database password, so like every secret it may be read from
  * credential:NAME, file:PATH or env:NAME (the whole connection string);
  * anything else is the string itself. It is never logged. */
@@ -564,6 +565,13 @@ static int config_parse_backend(struct config *cf)
 	}
 	if (cf->cf_pool_size == 0) {
 		return config_bad(cf, "store", "pool_size", "0", "at least 1");
+	}
+	if (config_get_uint(cf, "store", "pg_writers", 2, &cf->cf_pg_writers) < 0) {
+		return -1;
+	}
+	if (cf->cf_pg_writers == 0 || cf->cf_pg_writers > 16) {
+		return config_bad(cf, "store", "pg_writers", config_get(cf, "store", "pg_writers"),
+		                  "1 to 16");
 	}
 	if (timeout_s <= 0 || timeout_s > 3600) {
 		return config_bad(cf, "store", "statement_timeout",

@@ -97,6 +97,7 @@ struct config {
 	int cf_backend; /* enum store_backend, default sqlite */
 	char *cf_conninfo; /* PostgreSQL connection string, resolved (a secret: never logged) */
 	unsigned cf_pool_size; /* PostgreSQL read connections, default 4 */
+	unsigned cf_pg_writers; /* PostgreSQL writer connections and threads, default 2 */
 	unsigned cf_statement_timeout_ms; /* PostgreSQL, default 5000 */
 
 	/* [points] rate as an exact fraction: points = floor(amount * num / den) */

@@ -428,7 +428,8 @@ static void test_the_example_configuration_uses_only_known_keys(void **state)
 
 /* [store] backend = postgresql: conninfo is needed, read like any secret
  * (here from the environment), and never needed by SQLite; bad values of
- * the other keys are refused with the values allowed. */
+ * the other keys (pool_size, pg_writers) are refused with the values
+ * allowed. */
 static void test_a_postgresql_store_reads_its_conninfo_as_a_secret(void **state)
 {
 	char *log_text = NULL;
@@ -455,12 +456,29 @@ static void test_a_postgresql_store_reads_its_conninfo_as_a_secret(void **state)
 	cf = config_load(write_file("pg4.ini", "[store]\nbackend = postgresql\nconninfo = host=db\n"
 	                                       "pool_size = 0\n"));
 	assert_null(cf);
+	/* [store] pg_writers: 1 to 16, default 2. */
+	cf = config_load(write_file("pg6.ini", "[store]\nbackend = postgresql\nconninfo = host=db\n"
+	                                       "pg_writers = 3\n"));
+	assert_non_null(cf);
+	assert_int_equal(cf->cf_pg_writers, 3);
+	config_destroy(cf);
+	cf = load_logged(write_file("pg7.ini", "[store]\nbackend = postgresql\nconninfo = host=db\n"
+	                                       "pg_writers = 0\n"),
+	                 &log_text);
+	assert_null(cf);
+	assert_logged(log_text, "1 to 16");
+	free(log_text);
+	log_text = NULL;
+	cf = config_load(write_file("pg8.ini", "[store]\nbackend = postgresql\nconninfo = host=db\n"
+	                                       "pg_writers = 17\n"));
+	assert_null(cf);
 
 	/* SQLite (the default) reads no conninfo, even one whose secret is absent. */
 	cf = config_load(write_file("pg5.ini", "[store]\nconninfo = credential:absent\n"));
 	assert_non_null(cf);
 	assert_int_equal(cf->cf_backend, STORE_BACKEND_SQLITE);
 	assert_int_equal(cf->cf_pool_size, 4);
+	assert_int_equal(cf->cf_pg_writers, 2);
 	assert_int_equal(cf->cf_statement_timeout_ms, 5000);
 	config_destroy(cf);
 	unsetenv("IDEMHOOK_TEST_CONNINFO");

@@ -31,7 +31,8 @@ struct fixture {
 	char fx_sub[96];
 	char fx_path[128];
 	struct store *fx_st;
-	int fx_pg; /* on PostgreSQL: fx_conninfo, not fx_path */
+	int fx_pg;           /* on PostgreSQL: fx_conninfo, not fx_path */
+	unsigned fx_writers; /* PostgreSQL: so_pg_writers (0: the default) */
 	char fx_conninfo[PG_FIXTURE_CONNINFO_MAX];
 };
 
@@ -56,6 +57,7 @@ static int fixture_open(struct fixture *fx, unsigned batch_max)
 	        .so_path = fx->fx_path,
 	        .so_sync = STORE_SYNC_NORMAL,
 	        .so_batch_max = batch_max,
+	        .so_pg_writers = fx->fx_writers,
 	};
 
 	if (fx->fx_pg) {
@@ -113,7 +115,7 @@ static int setup(void **state)
 }
 
 /* The same fixture on PostgreSQL: a fresh schema of this program's. */
-static int setup_pg(void **state)
+static int setup_pg_writers(void **state, unsigned writers)
 {
 	struct fixture *fx = calloc(1, sizeof(*fx));
 
@@ -121,6 +123,7 @@ static int setup_pg(void **state)
 		return -1;
 	}
 	fx->fx_pg = 1;
+	fx->fx_writers = writers;
 	if (pg_fixture_conninfo(PG_SCHEMA, fx->fx_conninfo, sizeof(fx->fx_conninfo)) < 0 ||
 	    pg_fixture_reset(PG_SCHEMA) < 0 || fixture_open(fx, 0) < 0 ||
 	    store_write(fx->fx_st, T0, unit_create_scratch, fx) < 0) {
@@ -130,6 +133,24 @@ static int setup_pg(void **state)
 	}
 	*state = fx;
 	return 0;
+}
+
+static int setup_pg(void **state)
+{
+	return setup_pg_writers(state, 0);
+}
+
+/* One writer connection: for the tests that count one writer's round
+ * trips per batch or terminate its backend. */
+static int setup_pg_one_writer(void **state)
+{
+	return setup_pg_writers(state, 1);
+}
+
+/* Three writer connections. */
+static int setup_pg_three_writers(void **state)
+{
+	return setup_pg_writers(state, 3);
 }
 
 static int teardown_pg(void **state)
@@ -2387,6 +2408,133 @@ test_pg_a_writer_connection_lost_mid_batch_fails_the_batch_and_is_made_again(voi
 	store_destroy(k.k_other);
 }
 
+/* A handler that notes which writer backend ran it and when its
+ * transaction began and its statement ended (pg_sleep keeps each batch's
+ * transaction open a while), and counts its runs per key. */
+static int apply_note_backend(struct store_tx *tx, void *arg, struct reply *ret_reply)
+{
+	struct applier *ap = arg;
+
+	atomic_fetch_add(&ap->ap_runs, 1);
+	if (store_exec(tx,
+	               "INSERT INTO writers_seen (pid, began, ended) SELECT pg_backend_pid(), "
+	               "now(), clock_timestamp() FROM pg_sleep(0.01)",
+	               NULL, 0, NULL) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	assert_int_equal(reply_set(ret_reply, 200, "text/plain", "ok", 2), 0);
+	return STORE_APPLY_DONE;
+}
+
+#define WRITERS_THREADS 12
+#define WRITERS_KEYS 6 /* per thread; two threads share each key */
+
+struct writers_storm {
+	struct store *ws_st;
+	struct applier *ws_applier;
+	pthread_barrier_t *ws_barrier;
+	size_t ws_base; /* its keys: evt_w_<ws_base + k> */
+	int ws_news;
+	int ws_replays;
+	int ws_other;
+};
+
+static void *writers_thread(void *arg)
+{
+	struct writers_storm *ws = arg;
+	struct store_claim c;
+	char key[32];
+	size_t k;
+
+	pthread_barrier_wait(ws->ws_barrier);
+	for (k = 0; k < WRITERS_KEYS; k++) {
+		snprintf(key, sizeof(key), "evt_w_%zu", ws->ws_base + k);
+		claim_init(&c, key, 1, T0, ws->ws_applier);
+		c.sc_apply = apply_note_backend;
+		if (store_submit(ws->ws_st, &c, 1) == 0) {
+			ws->ws_news += c.sc_outcome == STORE_NEW;
+			ws->ws_replays += c.sc_outcome == STORE_REPLAYED;
+			ws->ws_other += c.sc_outcome != STORE_NEW && c.sc_outcome != STORE_REPLAYED;
+		}
+		store_claim_finish(&c);
+	}
+	return NULL;
+}
+
+static int unit_create_writers_seen(struct store_tx *tx, void *arg)
+{
+	(void)arg;
+	return store_exec(tx,
+	                  "CREATE TABLE IF NOT EXISTS writers_seen (pid BIGINT, began TIMESTAMPTZ, "
+	                  "ended TIMESTAMPTZ)",
+	                  NULL, 0, NULL) < 0
+	               ? -1
+	               : 0;
+}
+
+/* With [store] pg_writers = 3 the store runs batches on three writer
+ * connections at once, each in its own transaction: claims from many
+ * threads, each key sent by two threads (a duplicate storm across the
+ * writers), are each applied exactly once (one NEW, one REPLAYED per key,
+ * one handler run and one row per key), more than one writer backend ran
+ * handlers, and two of them had transactions open at the same time. */
+static void test_pg_writers_run_batches_side_by_side_and_apply_each_key_once(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct writers_storm ws[WRITERS_THREADS];
+	pthread_t threads[WRITERS_THREADS];
+	pthread_barrier_t barrier;
+	int news = 0;
+	int replays = 0;
+	int other = 0;
+	int64_t overlaps;
+	size_t i;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_create_writers_seen, NULL), 0);
+	assert_int_equal(pthread_barrier_init(&barrier, NULL, WRITERS_THREADS), 0);
+	for (i = 0; i < WRITERS_THREADS; i++) {
+		ws[i] = (struct writers_storm){.ws_st = fx->fx_st,
+		                               .ws_applier = &ap,
+		                               .ws_barrier = &barrier,
+		                               .ws_base =
+		                                       (i % (WRITERS_THREADS / 2)) * WRITERS_KEYS};
+		assert_int_equal(pthread_create(&threads[i], NULL, writers_thread, &ws[i]), 0);
+	}
+	for (i = 0; i < WRITERS_THREADS; i++) {
+		pthread_join(threads[i], NULL);
+		news += ws[i].ws_news;
+		replays += ws[i].ws_replays;
+		other += ws[i].ws_other;
+	}
+	pthread_barrier_destroy(&barrier);
+	print_message(
+	        "writer backends that ran handlers: %lld\n",
+	        (long long)count_of(fx->fx_st, "SELECT count(DISTINCT pid) FROM writers_seen"));
+	assert_int_equal(other, 0);
+	assert_int_equal(news, WRITERS_THREADS / 2 * WRITERS_KEYS);
+	assert_int_equal(replays, WRITERS_THREADS / 2 * WRITERS_KEYS);
+	assert_int_equal(atomic_load(&ap.ap_runs), WRITERS_THREADS / 2 * WRITERS_KEYS);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM writers_seen"),
+	                 WRITERS_THREADS / 2 * WRITERS_KEYS);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records WHERE "
+	                                     "status = 'done'"),
+	                 WRITERS_THREADS / 2 * WRITERS_KEYS);
+	/* The handlers ran on the store's writer connections, several. */
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM pg_stat_activity WHERE "
+	                                     "application_name LIKE 'idemhook writer%' AND pid IN "
+	                                     "(SELECT pid FROM writers_seen)"),
+	                 count_of(fx->fx_st, "SELECT count(DISTINCT pid) FROM writers_seen"));
+	assert_true(count_of(fx->fx_st, "SELECT count(DISTINCT pid) FROM writers_seen") >= 2);
+	/* Two backends' transactions open at once: a handler of one ran
+	 * between the start of the other's transaction and its handler's end. */
+	overlaps = count_of(fx->fx_st, "SELECT count(*) FROM writers_seen a JOIN writers_seen b ON "
+	                               "a.pid < b.pid AND a.began < b.ended AND b.began < a.ended");
+	print_message("handler pairs on two writers with transactions open at once: %lld\n",
+	              (long long)overlaps);
+	assert_true(overlaps > 0);
+}
+
 /* Submits eight claims keyed prefix_0 to prefix_7 in one batch, each of
  * which must be new, and returns the round trips the batch took. */
 static unsigned long long submit_eight_new(struct fixture *fx, const char *prefix,
@@ -2520,6 +2668,9 @@ static void test_pg_a_held_back_write_that_fails_fails_only_its_claim(void **sta
 
 #define STORE_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 #define PG_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_pg, teardown_pg)
+#define PG_TEST_ONE_WRITER(fn) cmocka_unit_test_setup_teardown(fn, setup_pg_one_writer, teardown_pg)
+#define PG_TEST_THREE_WRITERS(fn)                                                                  \
+	cmocka_unit_test_setup_teardown(fn, setup_pg_three_writers, teardown_pg)
 
 int main(void)
 {
@@ -2597,9 +2748,13 @@ int main(void)
 	        PG_TEST(test_pg_two_receivers_starting_together_migrate_once),
 	        PG_TEST(test_pg_outbox_rows_are_leased_by_one_receiver_at_a_time),
 	        PG_TEST(test_pg_a_writer_connection_lost_while_idle_is_made_again_for_the_next_batch),
-	        PG_TEST(test_pg_a_writer_connection_lost_mid_batch_fails_the_batch_and_is_made_again),
-	        PG_TEST(test_pg_a_batch_of_claims_costs_round_trips_per_statement_not_per_claim),
-	        PG_TEST(test_pg_a_claims_final_write_goes_with_the_commit),
+	        PG_TEST_ONE_WRITER(
+	                test_pg_a_writer_connection_lost_mid_batch_fails_the_batch_and_is_made_again),
+	        PG_TEST_ONE_WRITER(
+	                test_pg_a_batch_of_claims_costs_round_trips_per_statement_not_per_claim),
+	        PG_TEST_ONE_WRITER(test_pg_a_claims_final_write_goes_with_the_commit),
+	        PG_TEST_THREE_WRITERS(
+	                test_pg_writers_run_batches_side_by_side_and_apply_each_key_once),
 	        PG_TEST(test_pg_a_held_back_write_that_fails_fails_only_its_claim),
 	        PG_TEST(test_pg_outbox_workers_skip_the_rows_another_receiver_holds),
 	        PG_TEST(test_pg_a_deadlock_between_receivers_runs_the_losing_batch_again),

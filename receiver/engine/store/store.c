@@ -22,13 +22,15 @@
 #define STORE_BUSY_TIMEOUT_MS_DEFAULT 5000
 #define STORE_LEASE_MS_DEFAULT ((int64_t)60 * 1000)
 #define STORE_RETENTION_MS_DEFAULT ((int64_t)7 * 24 * 3600 * 1000)
-#define STORE_RETRY_AFTER_S 1 /* Retry-After for transient failures */
-#define STORE_FINGERPRINT_LEN 32 /* SHA-256, as in struct store_claim */
-#define STORE_HIST_BUCKETS 8 /* as in struct store_stats */
-#define STORE_BATCH_RETRIES 3 /* a batch run again after a deadlock or serialization failure */
-#define STORE_CLAIM_COLS_MAX 32 /* sc_n_cols */
-#define STORE_CLAIM_SQL_MAX 2048 /* a claim's row write with its sc_cols */
-#define STORE_CLAIM_SQL_CACHED 4 /* row writes whose SQL is built once (st_claim_sql) */
+#define STORE_RETRY_AFTER_S 1      /* Retry-After for transient failures */
+#define STORE_FINGERPRINT_LEN 32   /* SHA-256, as in struct store_claim */
+#define STORE_HIST_BUCKETS 8       /* as in struct store_stats */
+#define STORE_BATCH_RETRIES 3      /* a batch run again after a deadlock or serialization failure */
+#define STORE_CLAIM_COLS_MAX 32    /* sc_n_cols */
+#define STORE_CLAIM_SQL_MAX 2048   /* a claim's row write with its sc_cols */
+#define STORE_CLAIM_SQL_CACHED 4   /* row writes whose SQL is built once (sw_claim_sql) */
+#define STORE_PG_WRITERS_DEFAULT 2 /* so_pg_writers */
+#define STORE_WRITERS_MAX 16
 
 #define STORE_SQL_RECORD                                                                           \
 	"SELECT id, status, fingerprint, reply_status, reply_content_type, reply_headers, "        \
@@ -73,37 +75,21 @@ struct store_unit {
 	unsigned char su_skip[]; /* per claim: settled, not run again */
 };
 
-struct store {
-	const struct store_engine *st_engine;
-	struct store_db *st_db;
-	int st_read_only;
-	unsigned st_batch_max;
-	unsigned st_busy_timeout_ms;
-	struct store_conn *st_writer; /* used only by the writer thread once it runs */
-	pthread_t st_thread;
-	int st_thread_running;
-	pthread_mutex_t st_mutex;
-	pthread_cond_t st_work;
-	int st_sync_made;
-	struct store_unit *st_head; /* queue, under st_mutex */
-	struct store_unit *st_tail;
-	int st_stopping;
-	pthread_mutex_t st_stats_mutex;
-	struct store_stats st_stats; /* under st_stats_mutex */
-	/* Health (see "operations" below): the writer's heartbeat, written by
-	 * the writer thread and read with atomics by store_probe. */
-	int64_t st_hb_busy_since; /* monotonic ms the current batch began; 0 when idle */
-	int64_t st_hb_ok;         /* monotonic ms of the last batch that committed */
-	int64_t st_hb_fail;       /* monotonic ms of the last batch that committed nothing */
-	int st_hb_fail_rc;        /* its engine error code */
-	pthread_mutex_t st_probe_lock;
-	int st_probe_lock_made;
-	struct store_files st_files; /* under st_probe_lock */
-	int st_files_lost; /* atomic: a file held open is gone; no more work is taken */
+/* A writer thread: its connection, its batches (one transaction each), its
+ * heartbeat. SQLite has one; PostgreSQL so_pg_writers, which take claims
+ * from one queue and run them side by side as several receivers do. */
+struct store_writer {
+	struct store *sw_st;
+	unsigned sw_index; /* 0 also takes plain writes (store_write), in queue order */
+	struct store_conn *sw_conn;
+	pthread_t sw_thread;
+	int sw_running;
+	int64_t sw_hb_busy_since; /* monotonic ms its current batch began; 0 when idle */
+	uint64_t sw_round_trips;  /* en_round_trips last counted */
 	/* The SQL of a claim's row write (store_claim_write_row) per form and
 	 * column table, built once: ~19 columns formatted into 600 bytes was
-	 * 2-3% of the writer's CPU per unique callback (issue 24). Writer
-	 * thread only; an entry, once made, is never changed until
+	 * 2-3% of the writer's CPU per unique callback (issue 24). This
+	 * writer's thread only; an entry, once made, is never changed until
 	 * store_destroy (a lane may still run its statement). */
 	struct store_claim_sql {
 		const char *cq_head; /* the form: head, mid and tail are literals */
@@ -113,11 +99,52 @@ struct store {
 		size_t cq_n_cols;
 		int cq_update;
 		char *cq_sql;
-	} st_claim_sql[STORE_CLAIM_SQL_CACHED];
+	} sw_claim_sql[STORE_CLAIM_SQL_CACHED];
 };
 
-static void store_heartbeat_begin(struct store *st);
-static void store_heartbeat_end(struct store *st, uint64_t commits);
+struct store {
+	const struct store_engine *st_engine;
+	struct store_db *st_db;
+	int st_read_only;
+	unsigned st_batch_max;
+	unsigned st_busy_timeout_ms;
+	struct store_writer st_writers[STORE_WRITERS_MAX];
+	unsigned st_n_writers; /* threads started */
+	int st_thread_running; /* st_writers[0] runs */
+	pthread_mutex_t st_mutex;
+	pthread_cond_t st_work;
+	int st_sync_made;
+	struct store_unit *st_head; /* queue, under st_mutex */
+	struct store_unit *st_tail;
+	size_t st_queued_units;  /* units in the queue, under st_mutex */
+	size_t st_queued_writes; /* plain writes among them */
+	int st_stopping;
+	pthread_mutex_t st_stats_mutex;
+	struct store_stats st_stats; /* under st_stats_mutex */
+	/* Health (see "operations" below): the writer's heartbeat, written by
+	 * the writer thread and read with atomics by store_probe. */
+	int64_t st_hb_ok;   /* monotonic ms of the last batch that committed */
+	int64_t st_hb_fail; /* monotonic ms of the last batch that committed nothing */
+	int st_hb_fail_rc;  /* its engine error code */
+	pthread_mutex_t st_probe_lock;
+	int st_probe_lock_made;
+	struct store_files st_files; /* under st_probe_lock */
+	int st_files_lost;           /* atomic: a file held open is gone; no more work is taken */
+};
+
+static void store_heartbeat_begin(struct store_writer *sw);
+static void store_heartbeat_end(struct store_writer *sw, uint64_t commits);
+
+/* The writer whose thread this is: set by the thread itself. */
+static _Thread_local struct store_writer *store_this_writer;
+
+/* st's writer whose thread this is, or NULL. */
+static struct store_writer *store_self_writer(const struct store *st)
+{
+	struct store_writer *sw = store_this_writer;
+
+	return sw != NULL && st != NULL && sw->sw_st == st ? sw : NULL;
+}
 
 static double store_mono_s(void)
 {
@@ -513,23 +540,20 @@ static int store_claim_insert(struct store_tx *tx, const struct store_claim *c, 
 }
 
 /* The SQL of a claim's row write: head, c's sc_cols, mid, tail (see
- * store_claim_write_row), from tx's store's st_claim_sql when it was built
+ * store_claim_write_row), from this writer's sw_claim_sql when it was built
  * before, else built into sql and kept there while a slot is free. Returns
  * the text (valid while sql is and the store is open), or NULL (logged). */
 static const char *store_claim_sql(struct store_tx *tx, const struct store_claim *c, int update,
                                    const char *head, const char *mid, const char *tail,
                                    struct buf *sql)
 {
-	struct store *st = tx->tx_store;
+	/* The slots are each writer thread's own: elsewhere the text is built. */
+	struct store_writer *sw = store_self_writer(tx->tx_store);
 	struct store_claim_sql *cq = NULL;
 	size_t i;
 
-	/* The slots are the writer thread's: elsewhere the text is built. */
-	if (st != NULL && !(st->st_thread_running && pthread_equal(pthread_self(), st->st_thread))) {
-		st = NULL;
-	}
-	for (i = 0; st != NULL && i < STORE_CLAIM_SQL_CACHED; i++) {
-		struct store_claim_sql *e = &st->st_claim_sql[i];
+	for (i = 0; sw != NULL && i < STORE_CLAIM_SQL_CACHED; i++) {
+		struct store_claim_sql *e = &sw->sw_claim_sql[i];
 
 		if (e->cq_sql == NULL) {
 			cq = e; /* slots fill in order: no match past a free one */
@@ -1005,13 +1029,14 @@ static enum store_tx_state store_step_run_claim(struct store *st, struct store_t
 	return state;
 }
 
-/* Runs one step. Returns what became of the transaction. */
-static enum store_tx_state store_step_run(struct store *st, const struct store_step *sp)
+/* Runs one step on the writer connection wc. Returns what became of the
+ * transaction. */
+static enum store_tx_state store_step_run(struct store *st, struct store_conn *wc,
+                                          const struct store_step *sp)
 {
 	const struct store_engine *en = st->st_engine;
 	struct store_unit *u = sp->sp_unit;
-	struct store_tx tx = {.tx_store = st, .tx_engine = en, .tx_conn = st->st_writer,
-	                      .tx_now = u->su_now};
+	struct store_tx tx = {.tx_store = st, .tx_engine = en, .tx_conn = wc, .tx_now = u->su_now};
 	enum store_tx_state state;
 
 	if (sp->sp_claim != STORE_STEP_WRITE) {
@@ -1216,10 +1241,11 @@ static int store_lane_step(void *arg, size_t g, struct store_conn *lane)
 }
 
 /* Runs the batch's pending claims (the steps before the first write) on
- * the engine's lanes. *ret_next gets the first step left to run one by
- * one. Returns what became of the transaction (en_lanes). */
-static enum store_tx_state store_batch_lanes(struct store *st, struct store_step *steps, size_t n,
-                                             size_t *ret_next)
+ * the engine's lanes of the writer connection wc. *ret_next gets the first
+ * step left to run one by one. Returns what became of the transaction
+ * (en_lanes). */
+static enum store_tx_state store_batch_lanes(struct store *st, struct store_conn *wc,
+                                             struct store_step *steps, size_t n, size_t *ret_next)
 {
 	struct store_lanes sl = {.sl_st = st, .sl_steps = steps};
 	enum store_tx_state state;
@@ -1245,7 +1271,7 @@ static enum store_tx_state store_batch_lanes(struct store *st, struct store_step
 			sl.sl_first[groups++] = j;
 		}
 	}
-	state = groups > 0 ? st->st_engine->en_lanes(st->st_writer, groups, store_lane_step, &sl)
+	state = groups > 0 ? st->st_engine->en_lanes(wc, groups, store_lane_step, &sl)
 	                   : STORE_TXS_OPEN;
 	free(sl.sl_first);
 	return state;
@@ -1259,9 +1285,11 @@ static enum store_tx_state store_batch_lanes(struct store *st, struct store_step
  * to STORE_BATCH_RETRIES times. A lost connection fails every unit
  * (transient: 503, nothing acknowledged before a COMMIT returned); the
  * writer reconnects before its next batch. */
-static void store_batch_run(struct store *st, struct store_unit *batch, uint64_t *ret_commits,
-                            double *ret_commit_s)
+static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
+                            uint64_t *ret_commits, double *ret_commit_s)
 {
+	struct store *st = sw->sw_st;
+	struct store_conn *wc = sw->sw_conn;
 	const struct store_engine *en = st->st_engine;
 	enum store_tx_state state;
 	struct store_step *steps;
@@ -1281,55 +1309,57 @@ static void store_batch_run(struct store *st, struct store_unit *batch, uint64_t
 	while (store_batch_pending(batch)) {
 		/* Its commit would go to a log no restart reads: transient. */
 		if (__atomic_load_n(&st->st_files_lost, __ATOMIC_ACQUIRE) ||
-		    en->en_writer_ready(st->st_db) < 0 || en->en_begin(st->st_writer, 1) < 0) {
+		    (en->en_writer_conn_ready != NULL ? en->en_writer_conn_ready(st->st_db, wc)
+		                                      : en->en_writer_ready(st->st_db)) < 0 ||
+		    en->en_begin(wc, 1) < 0) {
 			store_units_fail_unsettled(batch);
 			break;
 		}
 		state = STORE_TXS_OPEN;
 		i = 0;
 		if (!one_by_one) {
-			state = store_batch_lanes(st, steps, n, &i);
+			state = store_batch_lanes(st, wc, steps, n, &i);
 			if (state == STORE_TXS_ENDED) {
 				/* A claim failed on its lane: the pass is undone and
 				 * every claim runs again in a savepoint of its own. */
-				store_conn_exec(en, st->st_writer, "ROLLBACK");
+				store_conn_exec(en, wc, "ROLLBACK");
 				one_by_one = 1;
 				continue;
 			}
 		}
 		for (; i < n && state == STORE_TXS_OPEN; i++) {
 			if (store_step_pending(&steps[i])) {
-				state = store_step_run(st, &steps[i]);
+				state = store_step_run(st, wc, &steps[i]);
 			}
 		}
 		if (state == STORE_TXS_OPEN && __atomic_load_n(&st->st_files_lost, __ATOMIC_ACQUIRE)) {
 			/* Seen while the batch ran: no COMMIT starts after it. */
-			store_conn_exec(en, st->st_writer, "ROLLBACK");
+			store_conn_exec(en, wc, "ROLLBACK");
 			store_units_fail_unsettled(batch);
 			break;
 		}
 		if (state == STORE_TXS_OPEN) {
 			t0 = store_mono_s();
-			if (store_conn_exec(en, st->st_writer, "COMMIT") == 0) {
+			if (store_conn_exec(en, wc, "COMMIT") == 0) {
 				(*ret_commits)++;
 				*ret_commit_s = store_mono_s() - t0;
 				break;
 			}
-			state = en->en_tx_state(st->st_writer);
+			state = en->en_tx_state(wc);
 			if (state == STORE_TXS_ENDED && !one_by_one) {
 				/* Nothing committed (a claim's write the engine held
 				 * for the COMMIT failed): every claim runs again in a
 				 * savepoint of its own, as after a failed lane. */
-				if (en->en_in_tx(st->st_writer)) {
-					store_conn_exec(en, st->st_writer, "ROLLBACK");
+				if (en->en_in_tx(wc)) {
+					store_conn_exec(en, wc, "ROLLBACK");
 				}
 				store_steps_fail_writes(steps, n);
 				one_by_one = 1;
 				continue;
 			}
 			if (state == STORE_TXS_OPEN || state == STORE_TXS_ENDED) {
-				if (en->en_in_tx(st->st_writer)) {
-					store_conn_exec(en, st->st_writer, "ROLLBACK");
+				if (en->en_in_tx(wc)) {
+					store_conn_exec(en, wc, "ROLLBACK");
 				}
 				store_units_fail_unsettled(batch);
 				break;
@@ -1343,11 +1373,12 @@ static void store_batch_run(struct store *st, struct store_unit *batch, uint64_t
 			store_steps_fail_writes(steps, i - 1);
 			continue;
 		}
-		if (en->en_in_tx(st->st_writer)) {
-			store_conn_exec(en, st->st_writer, "ROLLBACK");
+		if (en->en_in_tx(wc)) {
+			store_conn_exec(en, wc, "ROLLBACK");
 		}
 		if (state == STORE_TXS_RETRY && ++retries <= STORE_BATCH_RETRIES) {
-			log_warn("store: the batch met a deadlock or serialization failure; running it again");
+			log_warn("store: the batch met a deadlock or serialization failure; "
+			         "running it again");
 			store_steps_fail_writes(steps, i);
 			continue;
 		}
@@ -1368,25 +1399,43 @@ static unsigned store_hist_bucket(uint64_t n)
 	return b;
 }
 
+/* 1 when the queue holds work for a writer that takes plain writes
+ * (writes 1) or only claims (writes 0). Under st_mutex. */
+static int store_queue_has(const struct store *st, int writes)
+{
+	return writes ? st->st_head != NULL : st->st_queued_units > st->st_queued_writes;
+}
+
 /* Takes whole units from the queue, up to st_batch_max claims and writes
- * (a group of claims is never split; the first is taken whatever its size). */
-static struct store_unit *store_queue_take(struct store *st, uint64_t *ret_weight)
+ * (a group of claims is never split; the first is taken whatever its size).
+ * Without writes the plain writes are left in the queue, in their order,
+ * for the first writer. Under st_mutex. */
+static struct store_unit *store_queue_take(struct store *st, int writes, uint64_t *ret_weight)
 {
 	struct store_unit *batch = NULL;
 	struct store_unit *tail = NULL;
+	struct store_unit **pp = &st->st_head;
+	struct store_unit *kept = NULL; /* the last unit left in the queue */
 	uint64_t weight = 0;
 
-	while (st->st_head != NULL) {
-		struct store_unit *u = st->st_head;
+	while (*pp != NULL) {
+		struct store_unit *u = *pp;
 		uint64_t w = store_unit_weight(u);
 
+		if (!writes && u->su_kind == STORE_UNIT_WRITE) {
+			kept = u;
+			pp = &u->su_next;
+			continue;
+		}
 		if (weight > 0 && weight + w > st->st_batch_max) {
 			break;
 		}
-		st->st_head = u->su_next;
-		if (st->st_head == NULL) {
-			st->st_tail = NULL;
+		*pp = u->su_next;
+		if (st->st_tail == u) {
+			st->st_tail = kept;
 		}
+		st->st_queued_units--;
+		st->st_queued_writes -= u->su_kind == STORE_UNIT_WRITE;
 		u->su_next = NULL;
 		if (tail == NULL) {
 			batch = u;
@@ -1407,9 +1456,10 @@ static const double store_commit_le[STORE_COMMIT_BUCKETS - 1] = {0.0005, 0.001, 
 /* Counts one batch: one observation of the batch-size histogram whatever
  * became of it, so its buckets, _sum and _count always agree; and the time
  * its COMMIT took (the fsync), when it committed. */
-static void store_count_batch(struct store *st, const struct store_unit *batch, uint64_t weight,
-                              uint64_t commits, double commit_s)
+static void store_count_batch(struct store_writer *sw, const struct store_unit *batch,
+                              uint64_t weight, uint64_t commits, double commit_s)
 {
+	struct store *st = sw->sw_st;
 	const struct store_unit *u;
 	uint64_t transient = 0;
 	size_t i;
@@ -1426,7 +1476,11 @@ static void store_count_batch(struct store *st, const struct store_unit *batch, 
 	pthread_mutex_lock(&st->st_stats_mutex);
 	st->st_stats.ss_wal_frames = st->st_engine->en_wal_written(st->st_db);
 	if (st->st_engine->en_round_trips != NULL) {
-		st->st_stats.ss_round_trips = st->st_engine->en_round_trips(st->st_db);
+		/* Each writer adds its own connection's. */
+		uint64_t rt = st->st_engine->en_round_trips(sw->sw_conn);
+
+		st->st_stats.ss_round_trips += rt - sw->sw_round_trips;
+		sw->sw_round_trips = rt;
 	}
 	st->st_stats.ss_commits += commits;
 	st->st_stats.ss_units += weight;
@@ -1460,7 +1514,9 @@ static int store_unit_result(const struct store_unit *u)
 
 static void *store_writer_main(void *arg)
 {
-	struct store *st = arg;
+	struct store_writer *sw = arg;
+	struct store *st = sw->sw_st;
+	int writes = sw->sw_index == 0;
 	struct store_unit *batch;
 	struct store_unit *u;
 	struct store_unit *next;
@@ -1470,26 +1526,27 @@ static void *store_writer_main(void *arg)
 
 	/* Named, so that top -H and perf tell the writer apart. */
 	pthread_setname_np(pthread_self(), "store-writer");
+	store_this_writer = sw;
 	for (;;) {
 		pthread_mutex_lock(&st->st_mutex);
-		while (st->st_head == NULL && !st->st_stopping) {
+		while (!store_queue_has(st, writes) && !st->st_stopping) {
 			pthread_cond_wait(&st->st_work, &st->st_mutex);
 		}
-		if (st->st_head == NULL) {
+		if (!store_queue_has(st, writes)) {
 			pthread_mutex_unlock(&st->st_mutex);
 			break;
 		}
 		/* Whatever queued up while the last batch ran goes in this one;
 		 * a lone unit goes at once. */
-		batch = store_queue_take(st, &weight);
+		batch = store_queue_take(st, writes, &weight);
 		pthread_mutex_unlock(&st->st_mutex);
 
-		store_heartbeat_begin(st);
-		store_batch_run(st, batch, &commits, &commit_s);
-		store_heartbeat_end(st, commits);
+		store_heartbeat_begin(sw);
+		store_batch_run(sw, batch, &commits, &commit_s);
+		store_heartbeat_end(sw, commits);
 		/* Counted before anyone hears back, so a reader of the metrics
 		 * who has every answer also sees every batch. */
-		store_count_batch(st, batch, weight, commits, commit_s);
+		store_count_batch(sw, batch, weight, commits, commit_s);
 		/* No lock is held here: a completion may take locks of its own
 		 * (resuming a connection) or queue more work. */
 		for (u = batch; u != NULL; u = next) {
@@ -1542,7 +1599,14 @@ static int store_enqueue(struct store *st, struct store_unit *u)
 		st->st_tail->su_next = u;
 	}
 	st->st_tail = u;
-	pthread_cond_signal(&st->st_work);
+	st->st_queued_units++;
+	st->st_queued_writes += u->su_kind == STORE_UNIT_WRITE;
+	/* Several writers: the one woken must be one that takes u. */
+	if (st->st_n_writers > 1) {
+		pthread_cond_broadcast(&st->st_work);
+	} else {
+		pthread_cond_signal(&st->st_work);
+	}
 	pthread_mutex_unlock(&st->st_mutex);
 	return 0;
 }
@@ -1558,7 +1622,7 @@ struct store_wait {
 
 static int store_wait_init(struct store *st, struct store_wait *sw)
 {
-	if (st->st_thread_running && pthread_equal(pthread_self(), st->st_thread)) {
+	if (store_self_writer(st) != NULL) {
 		log_err("store: a unit of work cannot queue another one and wait for it");
 		return -1;
 	}
@@ -1610,6 +1674,8 @@ static int store_wait_finish(struct store_wait *sw)
 struct store *store_create(const struct store_options *opt)
 {
 	struct store *st;
+	unsigned n;
+	unsigned i;
 
 	st = calloc(1, sizeof(*st));
 	if (st == NULL) {
@@ -1647,12 +1713,37 @@ struct store *store_create(const struct store_options *opt)
 	if (st->st_read_only) {
 		return st;
 	}
-	st->st_writer = st->st_engine->en_writer(st->st_db);
-	if (pthread_create(&st->st_thread, NULL, store_writer_main, st) != 0) {
-		log_err("store: cannot start the writer thread");
-		goto fail;
+	/* One writer on SQLite; on PostgreSQL so_pg_writers, each with its
+	 * own connection. */
+	n = 1;
+	if (st->st_engine->en_writer_add != NULL) {
+		n = opt->so_pg_writers > 0 ? opt->so_pg_writers : STORE_PG_WRITERS_DEFAULT;
+		n = n < STORE_WRITERS_MAX ? n : STORE_WRITERS_MAX;
 	}
-	st->st_thread_running = 1;
+	for (i = 0; i < n; i++) {
+		struct store_writer *sw = &st->st_writers[i];
+
+		sw->sw_st = st;
+		sw->sw_index = i;
+		sw->sw_conn = i == 0 ? st->st_engine->en_writer(st->st_db)
+		                     : st->st_engine->en_writer_add(st->st_db);
+		if (sw->sw_conn == NULL) {
+			goto fail;
+		}
+	}
+	for (i = 0; i < n; i++) {
+		struct store_writer *sw = &st->st_writers[i];
+
+		pthread_mutex_lock(&st->st_mutex);
+		sw->sw_running = pthread_create(&sw->sw_thread, NULL, store_writer_main, sw) == 0;
+		st->st_n_writers += sw->sw_running;
+		st->st_thread_running = st->st_n_writers > 0;
+		pthread_mutex_unlock(&st->st_mutex);
+		if (!sw->sw_running) {
+			log_err("store: cannot start the writer thread");
+			goto fail;
+		}
+	}
 	return st;
 fail:
 	store_destroy(st);
@@ -1662,18 +1753,23 @@ fail:
 void store_destroy(struct store *st)
 {
 	size_t i;
+	size_t j;
 
 	if (st == NULL) {
 		return;
 	}
 	if (st->st_thread_running) {
-		/* The writer finishes what is queued (each completion called)
-		 * and stops; later submissions are refused. */
+		/* The writers finish what is queued (each completion called)
+		 * and stop; later submissions are refused. */
 		pthread_mutex_lock(&st->st_mutex);
 		st->st_stopping = 1;
-		pthread_cond_signal(&st->st_work);
+		pthread_cond_broadcast(&st->st_work);
 		pthread_mutex_unlock(&st->st_mutex);
-		pthread_join(st->st_thread, NULL);
+		for (i = 0; i < STORE_WRITERS_MAX; i++) {
+			if (st->st_writers[i].sw_running) {
+				pthread_join(st->st_writers[i].sw_thread, NULL);
+			}
+		}
 		st->st_thread_running = 0;
 	}
 	if (st->st_db != NULL) {
@@ -1686,8 +1782,10 @@ void store_destroy(struct store *st)
 		pthread_cond_destroy(&st->st_work);
 		pthread_mutex_destroy(&st->st_mutex);
 	}
-	for (i = 0; i < STORE_CLAIM_SQL_CACHED; i++) {
-		free(st->st_claim_sql[i].cq_sql);
+	for (i = 0; i < STORE_WRITERS_MAX; i++) {
+		for (j = 0; j < STORE_CLAIM_SQL_CACHED; j++) {
+			free(st->st_writers[i].sw_claim_sql[j].cq_sql);
+		}
 	}
 	free(st);
 }
@@ -1961,23 +2059,24 @@ static int64_t store_mono_ms(void)
 
 /* The writer's heartbeat: the writer thread calls begin before a batch and
  * end after it, nothing more; store_probe reads it. */
-static void store_heartbeat_begin(struct store *st)
+static void store_heartbeat_begin(struct store_writer *sw)
 {
-	__atomic_store_n(&st->st_hb_busy_since, store_mono_ms(), __ATOMIC_RELEASE);
+	__atomic_store_n(&sw->sw_hb_busy_since, store_mono_ms(), __ATOMIC_RELEASE);
 }
 
-static void store_heartbeat_end(struct store *st, uint64_t commits)
+static void store_heartbeat_end(struct store_writer *sw, uint64_t commits)
 {
+	struct store *st = sw->sw_st;
 	int64_t now = store_mono_ms();
 
 	if (commits > 0) {
 		__atomic_store_n(&st->st_hb_ok, now, __ATOMIC_RELEASE);
 	} else {
-		__atomic_store_n(&st->st_hb_fail_rc, st->st_engine->en_last_error(st->st_writer),
+		__atomic_store_n(&st->st_hb_fail_rc, st->st_engine->en_last_error(sw->sw_conn),
 		                 __ATOMIC_RELEASE);
 		__atomic_store_n(&st->st_hb_fail, now, __ATOMIC_RELEASE);
 	}
-	__atomic_store_n(&st->st_hb_busy_since, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&sw->sw_hb_busy_since, 0, __ATOMIC_RELEASE);
 }
 
 void store_health_fail(struct store_health *h, const char *fmt, ...)
@@ -1997,17 +2096,23 @@ int store_probe(struct store *st, struct store_health *ret)
 {
 	struct store_health h = {.sh_ok = 1, .sh_writer_alive = 1};
 	int64_t now = store_mono_ms();
-	int64_t busy;
+	int64_t busy = 0;
 	int64_t ok_at;
 	int64_t fail_at;
 	int fail_rc;
+	unsigned i;
 
 	if (st->st_read_only || !st->st_thread_running) {
 		h.sh_writer_alive = 0;
 		store_health_fail(&h, "the store has no writer");
 		goto out;
 	}
-	busy = __atomic_load_n(&st->st_hb_busy_since, __ATOMIC_ACQUIRE);
+	/* The writer whose batch began first tells. */
+	for (i = 0; i < st->st_n_writers; i++) {
+		int64_t b = __atomic_load_n(&st->st_writers[i].sw_hb_busy_since, __ATOMIC_ACQUIRE);
+
+		busy = b != 0 && (busy == 0 || b < busy) ? b : busy;
+	}
 	ok_at = __atomic_load_n(&st->st_hb_ok, __ATOMIC_ACQUIRE);
 	fail_at = __atomic_load_n(&st->st_hb_fail, __ATOMIC_ACQUIRE);
 	if (busy != 0 && now - busy > (int64_t)st->st_busy_timeout_ms + STORE_WRITER_HANG_MS) {
@@ -2026,7 +2131,7 @@ int store_probe(struct store *st, struct store_health *ret)
 		store_health_fail(&h, "the last commit failed: %s", st->st_engine->en_error_reason(fail_rc));
 	}
 	pthread_mutex_lock(&st->st_probe_lock);
-	st->st_engine->en_probe(st->st_db, &st->st_hb_busy_since, ok_at, &h);
+	st->st_engine->en_probe(st->st_db, &st->st_writers[0].sw_hb_busy_since, ok_at, &h);
 	if (st->st_engine->en_files_check != NULL) {
 		char reason[STORE_HEALTH_REASON_MAX];
 

@@ -128,6 +128,10 @@ struct store_options {
 	const char *so_path; /* SQLite: database file; its directory is created if missing */
 	const char *so_conninfo; /* PostgreSQL: libpq connection string or URI */
 	unsigned so_pool_size; /* PostgreSQL: read connections, default 4 */
+	/* PostgreSQL: writer threads, each with its connection and its own
+	 * batches (transactions), default 2 (STORE_PG_WRITERS_DEFAULT); SQLite
+	 * always has one. */
+	unsigned so_pg_writers;
 	unsigned so_statement_timeout_ms; /* PostgreSQL: per statement, default 5000 */
 	enum store_sync so_sync;
 	unsigned so_batch_max; /* units per transaction, default 256; 1 = no group commit */

@@ -72,6 +72,13 @@ struct store_engine {
 	/* Before each batch: 0 when the writer connection is usable (PostgreSQL
 	 * reconnects a lost one here), -1 otherwise. */
 	int (*en_writer_ready)(struct store_db *db);
+	/* Optional (NULL: one writer, en_writer's). Opens one more writer
+	 * connection, owned by db (en_close closes it), for a writer thread of
+	 * its own; NULL on failure (logged). */
+	struct store_conn *(*en_writer_add)(struct store_db *db);
+	/* With en_writer_add: en_writer_ready's contract for any writer
+	 * connection, cn. */
+	int (*en_writer_conn_ready)(struct store_db *db, struct store_conn *cn);
 	/* A read connection for this thread, held until en_reader_put; nested
 	 * gets on one thread return the same connection. With wait 0, NULL
 	 * rather than waiting for a pooled one to come free. NULL on failure. */
@@ -117,9 +124,9 @@ struct store_engine {
 	 * statement fails and the transaction cannot commit. */
 	int (*en_exec_one)(struct store_conn *cn, const char *sql, const struct store_value *params,
 	                   size_t n_params, int64_t *ret_changes);
-	/* Round trips to the server made by the writer so far, 0 where there
-	 * is no server (SQLite). */
-	uint64_t (*en_round_trips)(struct store_db *db);
+	/* Optional: round trips to the server made on the writer connection
+	 * cn so far (read on cn's own thread). */
+	uint64_t (*en_round_trips)(struct store_conn *cn);
 
 	/* Between batches, with nothing of the store locked. Returns 1 when it
 	 * ran a checkpoint catch-up (counted), 0 otherwise. */

@@ -1,4 +1,4 @@
-/* store_pg.c: the PostgreSQL engine of the store: one writer connection, a
+/* store_pg.c: the PostgreSQL engine of the store: writer connections (so_pg_writers), a
  * pool of read connections, statements prepared once per connection with
  * '?' rewritten to $n and every parameter's type sent, migrations versioned
  * in idemhook_schema under an advisory lock, and named advisory locks for
@@ -45,6 +45,7 @@
 #include "text.h"
 
 #define STORE_PG_POOL_DEFAULT 4
+#define STORE_PG_WRITERS_MAX 15 /* writer connections besides the first (en_writer_add) */
 #define STORE_PG_STATEMENT_TIMEOUT_MS_DEFAULT 5000
 #define STORE_PG_STMT_BUCKETS 64
 #define STORE_PG_STMT_CACHE_MAX 512 /* prepared statements per connection */
@@ -113,7 +114,10 @@ struct store_conn {
 struct store_db {
 	char *db_conninfo;
 	unsigned db_timeout_ms;
-	struct store_conn *db_writer; /* NULL when read-only */
+	struct store_conn *db_writer;                     /* NULL when read-only */
+	struct store_conn *db_more[STORE_PG_WRITERS_MAX]; /* en_writer_add's, each its thread's */
+	unsigned db_n_more;
+	char db_more_role[STORE_PG_WRITERS_MAX][24]; /* their application_name */
 	pthread_mutex_t db_mutex;
 	pthread_cond_t db_cond;
 	struct store_conn *db_free; /* idle read connections, under db_mutex */
@@ -1973,9 +1977,35 @@ static int store_pg_writer_ready(struct store_db *db)
 	return store_pg_conn_revive(db->db_writer, db->db_timeout_ms);
 }
 
-static uint64_t store_pg_round_trips(struct store_db *db)
+/* One more writer connection, "idemhook writer 2" and on in
+ * pg_stat_activity (the first is "idemhook writer"). */
+static struct store_conn *store_pg_writer_add(struct store_db *db)
 {
-	return db->db_writer != NULL ? db->db_writer->cn_round_trips : 0;
+	char *role;
+	struct store_conn *cn;
+
+	if (db->db_n_more >= STORE_PG_WRITERS_MAX) {
+		log_err("store: too many postgresql writer connections");
+		return NULL;
+	}
+	role = db->db_more_role[db->db_n_more];
+	snprintf(role, sizeof(db->db_more_role[0]), "idemhook writer %u", db->db_n_more + 2);
+	cn = store_pg_conn_open(db->db_conninfo, role, db->db_timeout_ms);
+	if (cn == NULL) {
+		return NULL;
+	}
+	db->db_more[db->db_n_more++] = cn;
+	return cn;
+}
+
+static int store_pg_writer_conn_ready(struct store_db *db, struct store_conn *cn)
+{
+	return cn != NULL ? store_pg_conn_revive(cn, db->db_timeout_ms) : -1;
+}
+
+static uint64_t store_pg_round_trips(struct store_conn *cn)
+{
+	return cn->cn_round_trips;
 }
 
 static int store_pg_after_batch(struct store_db *db)
@@ -2173,6 +2203,9 @@ static void store_pg_close(struct store_db *db)
 	}
 	free(db->db_all);
 	store_pg_conn_close(db->db_writer);
+	for (i = 0; i < db->db_n_more; i++) {
+		store_pg_conn_close(db->db_more[i]);
+	}
 	store_pg_conn_close(db->db_lock_conn);
 	store_pg_conn_close(db->db_probe);
 	if (db->db_key_made) {
@@ -2290,6 +2323,8 @@ const struct store_engine store_engine_pg = {
         .en_close = store_pg_close,
         .en_writer = store_pg_writer,
         .en_writer_ready = store_pg_writer_ready,
+        .en_writer_add = store_pg_writer_add,
+        .en_writer_conn_ready = store_pg_writer_conn_ready,
         .en_reader_get = store_pg_reader_get,
         .en_reader_put = store_pg_reader_put,
         .en_run = store_pg_run,
