@@ -537,6 +537,17 @@ static void http_sock_cut_wait(struct http_gen *gen, struct http_sock *hk)
 	pthread_mutex_unlock(&gen->hg_lock);
 }
 
+/* http_sock_move for a server thread that closes the connection when the
+ * sweeper has cut it: 0, or -1 once the cut is finished (http_sock_cut_wait). */
+static int http_sock_enter(struct http_gen *gen, struct http_sock *hk, enum http_phase phase)
+{
+	if (http_sock_move(hk, phase) < 0) {
+		http_sock_cut_wait(gen, hk);
+		return -1;
+	}
+	return 0;
+}
+
 /* Closes a connection that is in phase from: nothing more is routed on it
  * (a request that completes meanwhile is dropped, never processed), and a
  * plain-HTTP client in the middle of a request is told 408. Its server
@@ -1234,8 +1245,7 @@ static enum MHD_Result http_refuse(struct MHD_Connection *con, struct http_conn 
 			atomic_store(&hc->hc_sock->hk_unread, 1);
 		}
 	}
-	if (http_sock_move(hc->hc_sock, HTTP_PHASE_BUSY) < 0) {
-		http_sock_cut_wait(gen, hc->hc_sock);
+	if (http_sock_enter(gen, hc->hc_sock, HTTP_PHASE_BUSY) < 0) {
 		return MHD_NO;
 	}
 	reply_init(&r);
@@ -1614,8 +1624,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 		/* First call: the head is in. Refuse what is malformed or too
 		 * large before reading any of the body. */
 		hc->hc_head_seen = 1;
-		if (http_sock_move(hc->hc_sock, HTTP_PHASE_BODY) < 0) {
-			http_sock_cut_wait(gen, hc->hc_sock);
+		if (http_sock_enter(gen, hc->hc_sock, HTTP_PHASE_BODY) < 0) {
 			return MHD_NO;
 		}
 		if (hc->hc_sock != NULL) {
@@ -1627,8 +1636,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 		return MHD_YES;
 	}
 	/* The whole request is in. From here the sweeper leaves it alone. */
-	if (http_sock_move(hc->hc_sock, HTTP_PHASE_BUSY) < 0) {
-		http_sock_cut_wait(gen, hc->hc_sock);
+	if (http_sock_enter(gen, hc->hc_sock, HTTP_PHASE_BUSY) < 0) {
 		return MHD_NO;
 	}
 	if (http_request_build(con, hc, url, method, version) < 0) {
