@@ -9,10 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "keyset.h"
 #include "outbox.h"
 #include "pg_fixture.h"
 #include "reply.h"
@@ -289,6 +291,187 @@ static long long file_size(const char *path);
 static int submit_one(struct store *st, struct store_claim *c)
 {
 	return store_submit(st, c, 1);
+}
+
+/* ---- the key filter (so_key_filter) ---- */
+
+/* Every key added is found; keys never added are "maybe" about 1 % of the
+ * time at the filter's capacity. */
+static void test_a_key_filter_finds_every_key_added_and_few_others(void **state)
+{
+	enum { N = 100000 };
+	struct keyset *ks = keyset_new(N);
+	char key[32];
+	size_t wrong = 0;
+	size_t added = 0;
+	size_t i;
+
+	(void)state;
+	assert_non_null(ks);
+	for (i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "evt_%zu", i);
+		added += (size_t)keyset_add(ks, keyset_hash("stripe", key));
+	}
+	assert_int_equal(keyset_count(ks), added);
+	assert_true(added > N - N / 50); /* a "maybe" on add is a false positive too */
+	for (i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "evt_%zu", i);
+		assert_true(keyset_maybe(ks, keyset_hash("stripe", key)));
+	}
+	for (i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "evt_%zu", i + N);
+		wrong += (size_t)keyset_maybe(ks, keyset_hash("stripe", key));
+	}
+	assert_true(wrong < N / 50);
+	/* The scope is part of the key. */
+	assert_false(keyset_maybe(ks, keyset_hash("adyen", "evt_1")) &&
+	             keyset_maybe(ks, keyset_hash("paypal", "evt_1")) &&
+	             keyset_maybe(ks, keyset_hash("wechatpay", "evt_1")));
+	keyset_free(ks);
+}
+
+/* Reopens the fixture's store with a key filter made for min keys at
+ * least, and waits until one is in use with room for capacity keys and
+ * holding keys keys. */
+static void reopen_with_key_filter(struct fixture *fx, size_t min)
+{
+	struct store_options so = {
+	        .so_path = fx->fx_path,
+	        .so_sync = STORE_SYNC_NORMAL,
+	        .so_key_filter = 1,
+	        .so_key_filter_min = min,
+	};
+
+	store_destroy(fx->fx_st);
+	fx->fx_st = store_create(&so);
+	assert_non_null(fx->fx_st);
+}
+
+static void wait_for_key_filter(struct store *st, uint64_t capacity, uint64_t keys)
+{
+	struct timespec pause = {0, 10 * 1000 * 1000};
+	struct store_stats ss;
+	int i;
+
+	for (i = 0; i < 1000; i++) {
+		store_get_stats(st, &ss);
+		if (ss.ss_key_filter_ready && ss.ss_key_filter_capacity >= capacity &&
+		    ss.ss_key_filter_keys >= keys) {
+			return;
+		}
+		nanosleep(&pause, NULL);
+	}
+	fail_msg("no key filter with room for %llu keys holding %llu after 10 s (ready %d, "
+	         "room %llu, keys %llu)",
+	         (unsigned long long)capacity, (unsigned long long)keys, ss.ss_key_filter_ready,
+	         (unsigned long long)ss.ss_key_filter_capacity,
+	         (unsigned long long)ss.ss_key_filter_keys);
+}
+
+static void claim_expect(struct store *st, const char *key, int64_t now, struct applier *ap,
+                         enum store_outcome outcome)
+{
+	struct store_claim c;
+
+	claim_init(&c, key, 1, now, ap);
+	assert_int_equal(submit_one(st, &c), 0);
+	assert_int_equal(c.sc_outcome, outcome);
+	assert_reply_is_the_original(&c.sc_reply);
+	store_claim_finish(&c);
+}
+
+/* The filter is filled from the keys stored before the store opened: a
+ * duplicate of one is answered by a read, without the writer; a new key
+ * goes to the writer unread, and its own duplicate is read again. */
+static void test_the_key_filter_sends_only_keys_never_stored_to_the_writer_unread(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_stats before;
+	struct store_stats after;
+
+	claim_expect(fx->fx_st, "evt_k1", T0, &ap, STORE_NEW);
+	claim_expect(fx->fx_st, "evt_k2", T0, &ap, STORE_NEW);
+	claim_expect(fx->fx_st, "evt_k3", T0, &ap, STORE_NEW);
+	reopen_with_key_filter(fx, 16);
+	wait_for_key_filter(fx->fx_st, 16, 3);
+
+	store_get_stats(fx->fx_st, &before);
+	claim_expect(fx->fx_st, "evt_k2", T0 + 1000, &ap, STORE_REPLAYED);
+	store_get_stats(fx->fx_st, &after);
+	assert_int_equal(after.ss_batches, before.ss_batches);
+	assert_int_equal(after.ss_reads_skipped, before.ss_reads_skipped);
+
+	claim_expect(fx->fx_st, "evt_k4", T0 + 1000, &ap, STORE_NEW);
+	store_get_stats(fx->fx_st, &after);
+	assert_int_equal(after.ss_batches, before.ss_batches + 1);
+	assert_int_equal(after.ss_reads_skipped, before.ss_reads_skipped + 1);
+	assert_int_equal(after.ss_key_filter_keys, 4);
+
+	claim_expect(fx->fx_st, "evt_k4", T0 + 2000, &ap, STORE_REPLAYED);
+	store_get_stats(fx->fx_st, &before);
+	assert_int_equal(before.ss_batches, after.ss_batches);
+	assert_int_equal(before.ss_reads_skipped, after.ss_reads_skipped);
+	assert_int_equal(atomic_load(&ap.ap_runs), 4);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 4);
+}
+
+/* A key the filter has not seen may still be stored (a command beside
+ * serve wrote it): its duplicate goes to the writer, whose unique index
+ * finds it, and gets the stored reply; the claim is applied once. */
+static void test_a_key_stored_beside_the_filter_is_still_replayed_by_the_writer(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_options so = {.so_path = fx->fx_path, .so_sync = STORE_SYNC_NORMAL};
+	struct store_stats before;
+	struct store_stats after;
+	struct store *beside;
+
+	reopen_with_key_filter(fx, 16);
+	wait_for_key_filter(fx->fx_st, 16, 0);
+	beside = store_create(&so);
+	assert_non_null(beside);
+	claim_expect(beside, "evt_beside", T0, &ap, STORE_NEW);
+	store_destroy(beside);
+
+	store_get_stats(fx->fx_st, &before);
+	claim_expect(fx->fx_st, "evt_beside", T0 + 1000, &ap, STORE_REPLAYED);
+	store_get_stats(fx->fx_st, &after);
+	assert_int_equal(after.ss_reads_skipped, before.ss_reads_skipped + 1);
+	assert_int_equal(after.ss_batches, before.ss_batches + 1);
+	assert_int_equal(atomic_load(&ap.ap_runs), 1);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 1);
+}
+
+/* Claims past the filter's capacity have a larger one filled: every key
+ * is then in it, and each duplicate is answered by a read. */
+static void test_a_key_filter_past_its_capacity_is_filled_again_larger(void **state)
+{
+	enum { N = 200 };
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_stats before;
+	struct store_stats after;
+	char key[32];
+	int i;
+
+	reopen_with_key_filter(fx, 16);
+	wait_for_key_filter(fx->fx_st, 16, 0);
+	for (i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "evt_grow_%d", i);
+		claim_expect(fx->fx_st, key, T0, &ap, STORE_NEW);
+	}
+	wait_for_key_filter(fx->fx_st, N, N - N / 50);
+	store_get_stats(fx->fx_st, &before);
+	for (i = 0; i < N; i++) {
+		snprintf(key, sizeof(key), "evt_grow_%d", i);
+		claim_expect(fx->fx_st, key, T0 + 1000, &ap, STORE_REPLAYED);
+	}
+	store_get_stats(fx->fx_st, &after);
+	assert_int_equal(after.ss_batches, before.ss_batches);
+	assert_int_equal(after.ss_reads_skipped, before.ss_reads_skipped);
+	assert_int_equal(atomic_load(&ap.ap_runs), N);
 }
 
 /* ---- opening and migrations ---- */
@@ -2682,6 +2865,10 @@ int main(void)
 	        STORE_TEST(test_older_schema_is_refused_read_only_and_without_migrations),
 	        STORE_TEST(test_claim_on_a_new_key_runs_apply_and_stores_done),
 	        STORE_TEST(test_claim_replays_done_record_byte_for_byte),
+	        cmocka_unit_test(test_a_key_filter_finds_every_key_added_and_few_others),
+	        STORE_TEST(test_the_key_filter_sends_only_keys_never_stored_to_the_writer_unread),
+	        STORE_TEST(test_a_key_stored_beside_the_filter_is_still_replayed_by_the_writer),
+	        STORE_TEST(test_a_key_filter_past_its_capacity_is_filled_again_larger),
 	        STORE_TEST(
 	                test_a_duplicate_right_after_the_commit_is_replayed_with_a_kept_snapshot),
 	        STORE_TEST(test_a_kept_read_snapshot_is_ended_when_its_thread_is_idle),

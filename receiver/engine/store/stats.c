@@ -431,6 +431,28 @@ int stats_render_metrics(struct buf *out, struct store *st)
 	            0) {
 		return -1;
 	}
+	if (metrics_text_header(out, "idemhook_store_reads_skipped_total", "counter",
+	                        "Claims sent to the writer without a read for a stored reply: "
+	                        "the key filter had never seen their key.") < 0 ||
+	    buf_printf(out, "idemhook_store_reads_skipped_total %" PRIu64 "\n",
+	               ss.ss_reads_skipped) < 0) {
+		return -1;
+	}
+	/* The filter's gauges only once one is in use. */
+	if (ss.ss_key_filter_ready &&
+	    (metrics_text_single(out, "idemhook_store_key_filter_keys", "gauge",
+	                         "Keys in the key filter: stored keys read at start and claimed "
+	                         "since.",
+	                         "%" PRIu64, ss.ss_key_filter_keys) < 0 ||
+	     metrics_text_single(out, "idemhook_store_key_filter_capacity", "gauge",
+	                         "Keys the key filter was made for; past it, a larger one is "
+	                         "filled.",
+	                         "%" PRIu64, ss.ss_key_filter_capacity) < 0 ||
+	     metrics_text_single(out, "idemhook_store_key_filter_bytes", "gauge",
+	                         "Memory of the key filter.", "%" PRIu64,
+	                         ss.ss_key_filter_bytes) < 0)) {
+		return -1;
+	}
 	if (metrics_text_header(out, "idemhook_store_transient_total", "counter",
 	                   "Units rolled back as transient failures (answered 503).") < 0 ||
 	    buf_printf(out, "idemhook_store_transient_total %" PRIu64 "\n", ss.ss_transient) < 0) {

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "keyset.h"
 #include "log.h"
 #include "migrations.h"
 #include "store.h"
@@ -31,6 +32,9 @@
 #define STORE_CLAIM_SQL_CACHED 4   /* row writes whose SQL is built once (sw_claim_sql) */
 #define STORE_PG_WRITERS_DEFAULT 2 /* so_pg_writers */
 #define STORE_WRITERS_MAX 16
+#define STORE_KEYS_MIN ((size_t)1 << 20) /* keys a filter is made for, at least */
+#define STORE_KEYS_PAGE 10000            /* keys read per read transaction while a filter fills */
+#define STORE_KEYS_OLD_MAX 48 /* filters replaced: each twice the last, so never this many */
 
 #define STORE_SQL_RECORD                                                                           \
 	"SELECT id, status, fingerprint, reply_status, reply_content_type, reply_headers, "        \
@@ -130,6 +134,25 @@ struct store {
 	int st_probe_lock_made;
 	struct store_files st_files; /* under st_probe_lock */
 	int st_files_lost;           /* atomic: a file held open is gone; no more work is taken */
+	/* The key filter (so_key_filter, keyset.h): the keys this database
+	 * may hold. st_keys is NULL until the first fill ends (every claim
+	 * reads first meanwhile); st_keys_next is the filter being filled,
+	 * which claims add their keys to as well. Both atomic pointers. A
+	 * replaced filter goes on st_keys_old (a server thread may still
+	 * look at it) and is freed by store_destroy. */
+	int st_keys_on;
+	size_t st_keys_min;
+	struct keyset *st_keys;
+	struct keyset *st_keys_next;
+	struct keyset *st_keys_old[STORE_KEYS_OLD_MAX]; /* under st_mutex */
+	size_t st_n_keys_old;
+	int st_keys_grow; /* atomic: a claim found st_keys past its capacity */
+	int st_keys_running;
+	pthread_t st_keys_thread;
+	pthread_cond_t st_keys_cond; /* with st_mutex: st_keys_grow or st_stopping */
+	uint64_t st_reads_skipped;   /* atomic: claims sent to the writer unread */
+	uint64_t st_batches_taken;   /* atomic: batches the writers took, and ran */
+	uint64_t st_batches_done;
 };
 
 static void store_heartbeat_begin(struct store_writer *sw);
@@ -1512,6 +1535,257 @@ static int store_unit_result(const struct store_unit *u)
 
 /* ---- the writer's loop ---- */
 
+/* ---- the key filter (keyset.h) ----
+ * A claim's key that the filter has never seen is not in the database
+ * (unless another process wrote it, see below): the claim goes to the
+ * writer without the read that looks for a stored reply. The filter is an
+ * optimisation only: the writer's unique index decides every claim, so a
+ * wrong "maybe" costs a read, a wrong "absent" (a key written by another
+ * process beside this one, such as a command run beside serve) costs the
+ * duplicate a place in a batch instead of a read. A thread fills it from
+ * the database at start, a page of keys per read transaction (a long one
+ * would hold back the checkpoint), while claims add their keys to it; a
+ * filter past its capacity is filled again at twice the size. */
+
+/* Claims' keys read in one page, in key order after (scope, key). */
+#define STORE_SQL_KEYS_FIRST                                                                       \
+	"SELECT scope, idem_key FROM idempotency_records ORDER BY scope, idem_key LIMIT ?"
+#define STORE_SQL_KEYS_NEXT                                                                        \
+	"SELECT scope, idem_key FROM idempotency_records WHERE (scope, idem_key) > (?, ?) "        \
+	"ORDER BY scope, idem_key LIMIT ?"
+
+struct store_keys_page {
+	struct keyset *kp_ks;
+	char *kp_scope; /* the last key read */
+	char *kp_key;
+	size_t kp_n;
+};
+
+static int store_keys_row(void *arg, const struct store_row *row)
+{
+	struct store_keys_page *kp = arg;
+	const char *scope = store_row_text(row, 0);
+	const char *key = store_row_text(row, 1);
+
+	if (scope == NULL || key == NULL) {
+		return 0;
+	}
+	keyset_add(kp->kp_ks, keyset_hash(scope, key));
+	free(kp->kp_scope);
+	free(kp->kp_key);
+	kp->kp_scope = strdup(scope);
+	kp->kp_key = strdup(key);
+	kp->kp_n++;
+	return kp->kp_scope != NULL && kp->kp_key != NULL ? 0 : -1;
+}
+
+static int store_keys_read_page(struct store_tx *tx, void *arg)
+{
+	struct store_keys_page *kp = arg;
+	struct store_value p[] = {store_text(kp->kp_scope), store_text(kp->kp_key),
+	                          store_int(STORE_KEYS_PAGE)};
+
+	if (kp->kp_scope == NULL) {
+		return store_query_each(tx, STORE_SQL_KEYS_FIRST, &p[2], 1, store_keys_row, kp);
+	}
+	return store_query_each(tx, STORE_SQL_KEYS_NEXT, p, 3, store_keys_row, kp);
+}
+
+static int store_keys_stopping(struct store *st)
+{
+	int stopping;
+
+	pthread_mutex_lock(&st->st_mutex);
+	stopping = st->st_stopping;
+	pthread_mutex_unlock(&st->st_mutex);
+	return stopping;
+}
+
+/* Waits until every batch the writers took before now has ended: its keys
+ * are committed (or never will be) before the fill's first read, and
+ * every later batch adds its keys to the filter being filled. */
+static void store_keys_settle(struct store *st)
+{
+	uint64_t taken = __atomic_load_n(&st->st_batches_taken, __ATOMIC_SEQ_CST);
+	struct timespec pause = {0, 1000 * 1000};
+
+	while (__atomic_load_n(&st->st_batches_done, __ATOMIC_ACQUIRE) < taken &&
+	       !store_keys_stopping(st)) {
+		nanosleep(&pause, NULL);
+	}
+}
+
+/* Reads every stored key into ks. Returns the keys read, or -1 (stopping,
+ * or a read failed: logged). */
+static int64_t store_keys_fill(struct store *st, struct keyset *ks)
+{
+	struct store_keys_page kp = {.kp_ks = ks};
+	int64_t total = 0;
+
+	for (;;) {
+		kp.kp_n = 0;
+		if (store_keys_stopping(st) || store_read(st, 0, store_keys_read_page, &kp) < 0) {
+			total = -1;
+			break;
+		}
+		total += (int64_t)kp.kp_n;
+		if (kp.kp_n < STORE_KEYS_PAGE) {
+			break;
+		}
+	}
+	free(kp.kp_scope);
+	free(kp.kp_key);
+	return total;
+}
+
+/* Moves ks (may be NULL) to the filters replaced: a claim may still look
+ * at it. Returns 0, or -1 when no more fit (the filter stops growing). */
+static int store_keys_retire(struct store *st, struct keyset *ks)
+{
+	int rc = 0;
+
+	if (ks == NULL) {
+		return 0;
+	}
+	pthread_mutex_lock(&st->st_mutex);
+	st->st_keys_old[st->st_n_keys_old++] = ks;
+	rc = st->st_n_keys_old < STORE_KEYS_OLD_MAX ? 0 : -1;
+	pthread_mutex_unlock(&st->st_mutex);
+	return rc;
+}
+
+static int store_keys_count_row(void *arg, const struct store_row *row)
+{
+	*(int64_t *)arg = store_row_int(row, 0);
+	return 1;
+}
+
+static int store_keys_count(struct store_tx *tx, void *arg)
+{
+	return store_query_each(tx, "SELECT count(*) FROM idempotency_records", NULL, 0,
+	                        store_keys_count_row, arg);
+}
+
+/* The filter thread: fills a filter sized for twice the keys stored, puts
+ * it in use, and waits until claims have added more keys than it was made
+ * for, to fill one again. */
+static void *store_keys_main(void *arg)
+{
+	struct store *st = arg;
+	size_t capacity = st->st_keys_min;
+
+	pthread_setname_np(pthread_self(), "store-keys");
+	for (;;) {
+		double t0 = store_mono_s();
+		int64_t stored = 0;
+		struct keyset *ks;
+		int64_t n;
+
+		if (store_read(st, 0, store_keys_count, &stored) < 0) {
+			break;
+		}
+		if ((size_t)stored > capacity / 2) {
+			capacity = (size_t)stored * 2;
+		}
+		ks = keyset_new(capacity);
+		if (ks == NULL) {
+			log_warn("store: no memory for a key filter of %zu keys; every claim reads "
+			         "first",
+			         capacity);
+			break;
+		}
+		__atomic_store_n(&st->st_keys_next, ks, __ATOMIC_SEQ_CST);
+		store_keys_settle(st);
+		n = store_keys_fill(st, ks);
+		if (n < 0) {
+			__atomic_store_n(&st->st_keys_next, NULL, __ATOMIC_RELEASE);
+			store_keys_retire(st, ks);
+			break;
+		}
+		log_info("store: key filter ready: %" PRId64 " keys read in %.2f s, room for %zu "
+		         "(%zu KiB)",
+		         n, store_mono_s() - t0, capacity, keyset_bytes(ks) / 1024);
+		ks = __atomic_exchange_n(&st->st_keys, ks, __ATOMIC_ACQ_REL);
+		__atomic_store_n(&st->st_keys_next, NULL, __ATOMIC_RELEASE);
+		if (store_keys_retire(st, ks) < 0) {
+			break;
+		}
+		/* A claim that added to the filter just replaced may have asked
+		 * for this one: only the filter in use past its room counts. */
+		pthread_mutex_lock(&st->st_mutex);
+		for (;;) {
+			ks = __atomic_load_n(&st->st_keys, __ATOMIC_ACQUIRE);
+			if (st->st_stopping || keyset_count(ks) > keyset_capacity(ks)) {
+				break;
+			}
+			__atomic_store_n(&st->st_keys_grow, 0, __ATOMIC_RELEASE);
+			pthread_cond_wait(&st->st_keys_cond, &st->st_mutex);
+		}
+		pthread_mutex_unlock(&st->st_mutex);
+		if (st->st_stopping) {
+			break;
+		}
+		capacity *= 2;
+	}
+	return NULL;
+}
+
+/* 1 when claim c's key is certainly not stored (by this process: see
+ * above), 0 when it may be (read it first) or no filter is in use yet. */
+static int store_keys_absent(struct store *st, const struct store_claim *c)
+{
+	struct keyset *ks;
+
+	if (!st->st_keys_on) {
+		return 0;
+	}
+	ks = __atomic_load_n(&st->st_keys, __ATOMIC_ACQUIRE);
+	if (ks == NULL || keyset_maybe(ks, keyset_hash(c->sc_scope, c->sc_key))) {
+		return 0;
+	}
+	__atomic_add_fetch(&st->st_reads_skipped, 1, __ATOMIC_RELAXED);
+	return 1;
+}
+
+/* On the writer's thread, before it runs batch: adds its claims' keys to
+ * the filter in use and to the one being filled, and asks for a larger
+ * one when the filter in use is past its room. st_batches_taken was
+ * counted before: a fill waits for every batch taken before it began. */
+static void store_keys_add_batch(struct store *st, const struct store_unit *batch)
+{
+	struct keyset *ks;
+	struct keyset *next;
+	const struct store_unit *u;
+	size_t i;
+
+	if (!st->st_keys_on) {
+		return;
+	}
+	ks = __atomic_load_n(&st->st_keys, __ATOMIC_SEQ_CST);
+	next = __atomic_load_n(&st->st_keys_next, __ATOMIC_SEQ_CST);
+	if (ks == NULL && next == NULL) {
+		return;
+	}
+	for (u = batch; u != NULL; u = u->su_next) {
+		for (i = 0; i < u->su_n; i++) {
+			uint64_t h = keyset_hash(u->su_claims[i].sc_scope, u->su_claims[i].sc_key);
+
+			if (ks != NULL) {
+				keyset_add(ks, h);
+			}
+			if (next != NULL && next != ks) {
+				keyset_add(next, h);
+			}
+		}
+	}
+	if (ks != NULL && keyset_count(ks) > keyset_capacity(ks) &&
+	    !__atomic_exchange_n(&st->st_keys_grow, 1, __ATOMIC_ACQ_REL)) {
+		pthread_mutex_lock(&st->st_mutex);
+		pthread_cond_broadcast(&st->st_keys_cond);
+		pthread_mutex_unlock(&st->st_mutex);
+	}
+}
+
 static void *store_writer_main(void *arg)
 {
 	struct store_writer *sw = arg;
@@ -1539,11 +1813,14 @@ static void *store_writer_main(void *arg)
 		/* Whatever queued up while the last batch ran goes in this one;
 		 * a lone unit goes at once. */
 		batch = store_queue_take(st, writes, &weight);
+		__atomic_add_fetch(&st->st_batches_taken, 1, __ATOMIC_SEQ_CST);
 		pthread_mutex_unlock(&st->st_mutex);
 
+		store_keys_add_batch(st, batch);
 		store_heartbeat_begin(sw);
 		store_batch_run(sw, batch, &commits, &commit_s);
 		store_heartbeat_end(sw, commits);
+		__atomic_add_fetch(&st->st_batches_done, 1, __ATOMIC_RELEASE);
 		/* Counted before anyone hears back, so a reader of the metrics
 		 * who has every answer also sees every batch. */
 		store_count_batch(sw, batch, weight, commits, commit_s);
@@ -1687,7 +1964,8 @@ struct store *store_create(const struct store_options *opt)
 		free(st);
 		return NULL;
 	}
-	if (pthread_cond_init(&st->st_work, NULL) != 0) {
+	if (pthread_cond_init(&st->st_work, NULL) != 0 ||
+	    pthread_cond_init(&st->st_keys_cond, NULL) != 0) {
 		log_err("store: cannot create a condition variable");
 		pthread_mutex_destroy(&st->st_mutex);
 		free(st);
@@ -1744,6 +2022,20 @@ struct store *store_create(const struct store_options *opt)
 			goto fail;
 		}
 	}
+	/* The key filter is this receiver's own knowledge: where several
+	 * receivers share the database, keys stored by the others would be
+	 * missed, and their duplicates belong to the read pool. */
+	if (opt->so_key_filter && !st->st_engine->en_shared) {
+		st->st_keys_on = 1;
+		st->st_keys_min =
+		        opt->so_key_filter_min > 0 ? opt->so_key_filter_min : STORE_KEYS_MIN;
+		st->st_keys_running =
+		        pthread_create(&st->st_keys_thread, NULL, store_keys_main, st) == 0;
+		if (!st->st_keys_running) {
+			log_warn("store: cannot start the key filter's thread; every claim reads "
+			         "first");
+		}
+	}
 	return st;
 fail:
 	store_destroy(st);
@@ -1764,6 +2056,7 @@ void store_destroy(struct store *st)
 		pthread_mutex_lock(&st->st_mutex);
 		st->st_stopping = 1;
 		pthread_cond_broadcast(&st->st_work);
+		pthread_cond_broadcast(&st->st_keys_cond);
 		pthread_mutex_unlock(&st->st_mutex);
 		for (i = 0; i < STORE_WRITERS_MAX; i++) {
 			if (st->st_writers[i].sw_running) {
@@ -1771,6 +2064,14 @@ void store_destroy(struct store *st)
 			}
 		}
 		st->st_thread_running = 0;
+	}
+	if (st->st_keys_running) {
+		pthread_join(st->st_keys_thread, NULL);
+		st->st_keys_running = 0;
+	}
+	keyset_free(st->st_keys);
+	for (i = 0; i < st->st_n_keys_old; i++) {
+		keyset_free(st->st_keys_old[i]);
 	}
 	if (st->st_db != NULL) {
 		st->st_engine->en_close(st->st_db);
@@ -1780,6 +2081,7 @@ void store_destroy(struct store *st)
 	}
 	if (st->st_sync_made) {
 		pthread_cond_destroy(&st->st_work);
+		pthread_cond_destroy(&st->st_keys_cond);
 		pthread_mutex_destroy(&st->st_mutex);
 	}
 	for (i = 0; i < STORE_WRITERS_MAX; i++) {
@@ -1872,7 +2174,8 @@ int store_submit_async(struct store *st, struct store_claim *claims, size_t n,
 		done(arg, 0);
 		return 0;
 	}
-	if (!st->st_read_only && n == 1 && store_claim_fast(st, &claims[0])) {
+	if (!st->st_read_only && n == 1 && !store_keys_absent(st, &claims[0]) &&
+	    store_claim_fast(st, &claims[0])) {
 		done(arg, 0);
 		return 0;
 	}
@@ -2035,9 +2338,18 @@ out:
 
 void store_get_stats(struct store *st, struct store_stats *ret)
 {
+	struct keyset *ks = __atomic_load_n(&st->st_keys, __ATOMIC_ACQUIRE);
+
 	pthread_mutex_lock(&st->st_stats_mutex);
 	*ret = st->st_stats;
 	pthread_mutex_unlock(&st->st_stats_mutex);
+	ret->ss_reads_skipped = __atomic_load_n(&st->st_reads_skipped, __ATOMIC_RELAXED);
+	ret->ss_key_filter_ready = ks != NULL;
+	if (ks != NULL) {
+		ret->ss_key_filter_keys = keyset_count(ks);
+		ret->ss_key_filter_capacity = keyset_capacity(ks);
+		ret->ss_key_filter_bytes = keyset_bytes(ks);
+	}
 }
 
 /* ---- operations: health, file sizes, space, snapshots ----

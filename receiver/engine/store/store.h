@@ -144,6 +144,13 @@ struct store_options {
 	 * copy` set it; other commands do not, so they run beside `serve`.
 	 * PostgreSQL: ignored (any number of receivers). */
 	int so_exclusive;
+	/* A filter of the keys the database may hold, kept in memory, so that
+	 * a claim of a key never stored goes to the writer without first
+	 * reading for a stored reply (SQLite; ignored where receivers share
+	 * the database). `serve` sets it. so_key_filter_min: the keys the
+	 * first filter has room for (0: about a million); it grows. */
+	int so_key_filter;
+	size_t so_key_filter_min;
 };
 
 /* Parses a store location into opt's backend and path/conninfo (pointers
@@ -312,6 +319,14 @@ struct store_stats {
 	uint64_t ss_catch_ups; /* checkpoints the writer ran itself to bound the WAL */
 	uint64_t ss_wal_frames; /* pages written to the WAL by commits */
 	uint64_t ss_round_trips; /* the writer's round trips to the server (PostgreSQL), 0 on SQLite */
+	/* The key filter (so_key_filter): claims sent to the writer without a
+	 * read because their key was never stored; whether a filter is in use
+	 * yet, the keys it holds, those it has room for, its bytes. */
+	uint64_t ss_reads_skipped;
+	int ss_key_filter_ready;
+	uint64_t ss_key_filter_keys;
+	uint64_t ss_key_filter_capacity;
+	uint64_t ss_key_filter_bytes;
 	/* How long each COMMIT took (writing the WAL and its fsync), by upper
 	 * bound: 0.5, 1, 2, 5, 10, 25, 50, 100 ms, +Inf; and their sum. */
 	uint64_t ss_commit_hist[STORE_COMMIT_BUCKETS];
