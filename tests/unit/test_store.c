@@ -2948,6 +2948,114 @@ static void test_pg_two_claims_of_a_batch_on_one_row_are_each_applied_once(void 
 	                 6);
 }
 
+struct held_job {
+	struct store *hj_st;
+	struct store_claim *hj_claims;
+	size_t hj_n;
+	int hj_rc;
+};
+
+static void *held_claims_thread(void *arg)
+{
+	struct held_job *hj = arg;
+
+	hj->hj_rc = store_submit(hj->hj_st, hj->hj_claims, hj->hj_n);
+	return NULL;
+}
+
+static int unit_plain_mark(struct store_tx *tx, void *arg)
+{
+	struct store_value p[] = {store_text("hp_plain")};
+
+	(void)arg;
+	return store_exec(tx, "INSERT INTO scratch (tag) VALUES (?)", p, 1, NULL);
+}
+
+static void *held_plain_thread(void *arg)
+{
+	struct held_job *hj = arg;
+
+	hj->hj_rc = store_write(hj->hj_st, T0, unit_plain_mark, NULL);
+	return NULL;
+}
+
+/* A plain write queued in one batch with claims whose held writes fail on
+ * their lanes (one changes no row): the pass is doomed before the plain
+ * write runs, the rerun one unit at a time fails only the claim whose
+ * write failed, and the plain write, run after the claims in its
+ * savepoint, is applied once and reported done, not charged with the
+ * held write's failure. */
+static void test_pg_held_writes_go_before_a_plain_write_of_their_batch(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const ids[] = {"hp_a", "hp_c", NULL};
+	struct gate gate = {.gt_st = fx->fx_st};
+	struct held_job claims = {.hj_st = fx->fx_st};
+	struct held_job plain = {.hj_st = fx->fx_st};
+	struct store_stats before;
+	struct store_stats after;
+	struct applier ap[3];
+	struct store_claim c[3];
+	const char *tags[3] = {"hp_a", "hp_missing", "hp_c"};
+	const char *keys[3] = {"evt_hp_1", "evt_hp_2", "evt_hp_3"};
+	pthread_t gater;
+	pthread_t t_claims;
+	pthread_t t_plain;
+	size_t i;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_create_held_rows, (void *)ids), 0);
+	/* Prepares the held statement on the writer's connection. */
+	memset(&ap[0], 0, sizeof(ap[0]));
+	ap[0].ap_result = STORE_APPLY_DONE;
+	ap[0].ap_tag = "hp_a";
+	claim_init(&c[0], "evt_hp_warm", 1, T0, &ap[0]);
+	c[0].sc_apply = apply_held;
+	assert_int_equal(submit_one(fx->fx_st, &c[0]), 0);
+	assert_int_equal(c[0].sc_outcome, STORE_NEW);
+	store_claim_finish(&c[0]);
+
+	for (i = 0; i < 3; i++) {
+		memset(&ap[i], 0, sizeof(ap[i]));
+		ap[i].ap_result = STORE_APPLY_DONE;
+		ap[i].ap_tag = tags[i];
+		claim_init(&c[i], keys[i], 1, T0, &ap[i]);
+		c[i].sc_apply = apply_held;
+	}
+	claims.hj_claims = c;
+	claims.hj_n = 3;
+	store_get_stats(fx->fx_st, &before);
+	assert_int_equal(pthread_create(&gater, NULL, gate_thread, &gate), 0);
+	while (!atomic_load(&gate.gt_entered)) {
+		usleep(1000);
+	}
+	assert_int_equal(pthread_create(&t_claims, NULL, held_claims_thread, &claims), 0);
+	usleep(200 * 1000);
+	assert_int_equal(pthread_create(&t_plain, NULL, held_plain_thread, &plain), 0);
+	usleep(200 * 1000);
+	atomic_store(&gate.gt_open, 1);
+	pthread_join(gater, NULL);
+	pthread_join(t_claims, NULL);
+	pthread_join(t_plain, NULL);
+	store_get_stats(fx->fx_st, &after);
+
+	/* The gate's batch, then one with the claims and the plain write. */
+	assert_int_equal(after.ss_batches - before.ss_batches, 2);
+	assert_int_equal(claims.hj_rc, 0);
+	assert_int_equal(c[0].sc_outcome, STORE_NEW);
+	assert_int_equal(c[1].sc_outcome, STORE_TRANSIENT);
+	assert_int_equal(c[2].sc_outcome, STORE_NEW);
+	for (i = 0; i < 3; i++) {
+		store_claim_finish(&c[i]);
+	}
+	assert_int_equal(plain.hj_rc, 0);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'hp_plain'"),
+	                 1);
+	assert_int_equal(held_runs(fx, "hp_a"), 2);
+	assert_int_equal(held_runs(fx, "hp_c"), 1);
+	assert_int_equal(
+	        count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'hp_missing'"), 0);
+}
+
 #define STORE_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 #define PG_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_pg, teardown_pg)
 #define PG_TEST_ONE_WRITER(fn) cmocka_unit_test_setup_teardown(fn, setup_pg_one_writer, teardown_pg)
@@ -3041,6 +3149,7 @@ int main(void)
 	        PG_TEST_ONE_WRITER(test_pg_a_handlers_held_write_costs_no_round_trip_of_its_own),
 	        PG_TEST_ONE_WRITER(test_pg_a_held_write_that_fails_on_its_lane_fails_only_its_unit),
 	        PG_TEST_ONE_WRITER(test_pg_two_claims_of_a_batch_on_one_row_are_each_applied_once),
+	        PG_TEST_ONE_WRITER(test_pg_held_writes_go_before_a_plain_write_of_their_batch),
 	        PG_TEST(test_pg_outbox_workers_skip_the_rows_another_receiver_holds),
 	        PG_TEST(test_pg_a_deadlock_between_receivers_runs_the_losing_batch_again),
 	        PG_TEST(test_pg_read_only_stores_and_schema_versions_are_checked_as_on_sqlite),
