@@ -237,7 +237,10 @@ static struct store_value orders_text_value(const char *s)
 
 /* Saves os when it changed. Returns 0, or -1 on a store error or when the
  * order changed since it was loaded (only possible with a shared database:
- * transient, the provider's retry runs it again). */
+ * transient, the provider's retry runs it again). Only the count is read:
+ * on PostgreSQL's lanes the write is held back (store_exec_held), and an
+ * order another claim of the batch moved dooms the pass, which then runs
+ * one unit at a time and gets here the real count. */
 static int orders_save(struct store_tx *tx, struct orders_state *os)
 {
 	int64_t changes = 0;
@@ -262,7 +265,7 @@ static int orders_save(struct store_tx *tx, struct orders_state *os)
 	if (!os->os_dirty) {
 		return 0;
 	}
-	if (store_exec(tx, ORDERS_SQL_SAVE, p, sizeof(p) / sizeof(p[0]), &changes) < 0) {
+	if (store_exec_held(tx, ORDERS_SQL_SAVE, p, sizeof(p) / sizeof(p[0]), &changes) < 0) {
 		return -1;
 	}
 	if (changes != 1) {
@@ -450,9 +453,11 @@ static int orders_points_sums(struct store_tx *tx, const char *order_id, int64_t
 }
 
 /* Adds one ledger row unless (order, reason, ref) is there. Returns 1 when
- * added, 0 when it was there, -1 on error. */
+ * added, 0 when it was there, -1 on error. held: the write may be held back
+ * (store_exec_held: 1 then means "added, or the pass is doomed"), for a row
+ * that is there only in cases where the pass fails anyway. */
 static int orders_ledger_add(struct store_tx *tx, const char *order_id, const char *reason,
-                             const char *ref, int64_t points)
+                             const char *ref, int64_t points, int held)
 {
 	struct store_value p[] = {
 	        store_text(order_id), store_text(reason),          store_text(ref),
@@ -460,7 +465,8 @@ static int orders_ledger_add(struct store_tx *tx, const char *order_id, const ch
 	};
 	int64_t changes = 0;
 
-	if (store_exec(tx, ORDERS_SQL_LEDGER_ADD, p, 5, &changes) < 0) {
+	if ((held ? store_exec_held(tx, ORDERS_SQL_LEDGER_ADD, p, 5, &changes)
+	          : store_exec(tx, ORDERS_SQL_LEDGER_ADD, p, 5, &changes)) < 0) {
 		return -1;
 	}
 	return changes == 1 ? 1 : 0;
@@ -474,12 +480,12 @@ static int orders_ledger_adjust(struct store_tx *tx, const char *order_id, const
 	char alt[2 * ORDERS_REF_MAX + 2];
 	int rc;
 
-	rc = orders_ledger_add(tx, order_id, reason, ref, points);
+	rc = orders_ledger_add(tx, order_id, reason, ref, points, 0);
 	if (rc != 0) {
 		return rc < 0 ? -1 : 0;
 	}
 	snprintf(alt, sizeof(alt), "%s/%s", ref, key != NULL ? key : "");
-	rc = orders_ledger_add(tx, order_id, reason, alt, points);
+	rc = orders_ledger_add(tx, order_id, reason, alt, points, 0);
 	if (rc == 0) {
 		char q[ORDERS_QUOTE_LEN];
 
@@ -649,8 +655,16 @@ static int orders_do_pay(struct orders_unit *u, const struct event *ev, struct o
 		 * restores follow an award, so the ledger held nothing before it:
 		 * once it adds its award (or has none to add), its sums are known
 		 * without reading them. An award already there (another receiver's,
-		 * on a shared database) leaves them to be read. */
-		rc = points > 0 ? orders_ledger_add(tx, os->os_id, "award", os->os_id, points) : 1;
+		 * on a shared database) leaves them to be read.
+		 * The insert is held back on PostgreSQL's lanes (taken as added):
+		 * an award is only written with the first payment's save, in one
+		 * transaction, so one that is there means another payment of this
+		 * order committed or ran earlier in this batch after this unit
+		 * loaded the order, and moved its revision: orders_save below then
+		 * changes no row and dooms the pass anyway, and the batch's rerun,
+		 * one unit at a time, reads the real count here. */
+		rc = points > 0 ? orders_ledger_add(tx, os->os_id, "award", os->os_id, points, 1)
+		                : 1;
 		if (rc < 0) {
 			return -1;
 		}
@@ -1017,7 +1031,7 @@ static int orders_do_dispute(struct orders_unit *u, const struct event *ev, stru
 		                          store_text(ref),       store_int(amount),
 		                          store_int(now),        store_int(now)};
 
-		if (store_exec(tx, ORDERS_SQL_DISPUTE_ADD, p, 6, NULL) < 0) {
+		if (store_exec_held(tx, ORDERS_SQL_DISPUTE_ADD, p, 6, NULL) < 0) {
 			return -1;
 		}
 	}
@@ -1037,7 +1051,7 @@ static int orders_do_dispute(struct orders_unit *u, const struct event *ev, stru
 		        store_text(ref),
 		};
 
-		if (store_exec(tx, ORDERS_SQL_DISPUTE_STEP, p, 12, NULL) < 0) {
+		if (store_exec_held(tx, ORDERS_SQL_DISPUTE_STEP, p, 12, NULL) < 0) {
 			return -1;
 		}
 	}
@@ -1145,7 +1159,7 @@ static int orders_park(struct orders_unit *u, const struct event *ev)
 	if (ref == NULL || ref[0] == '\0' || ev->ev_key == NULL) {
 		return 0;
 	}
-	return store_exec(u->ou_tx, ORDERS_SQL_PARK, p, sizeof(p) / sizeof(p[0]), NULL);
+	return store_exec_held(u->ou_tx, ORDERS_SQL_PARK, p, sizeof(p) / sizeof(p[0]), NULL);
 }
 
 static char *orders_dup_col(const struct store_row *row, size_t i)
@@ -1227,9 +1241,10 @@ static int orders_release(struct orders_unit *u, struct orders_result *res)
 				        store_text(ev.ev_key),
 				};
 
-				rc = store_exec(tx, ORDERS_SQL_PARKED_DONE, d, 2, NULL);
+				rc = store_exec_held(tx, ORDERS_SQL_PARKED_DONE, d, 2, NULL);
 				if (rc == 0) {
-					rc = store_exec(tx, ORDERS_SQL_EVENT_RELEASED, e, 6, NULL);
+					rc = store_exec_held(tx, ORDERS_SQL_EVENT_RELEASED, e, 6,
+					                     NULL);
 				}
 				if (rc == 0 && !sub.or_refused) {
 					char qkey[ORDERS_QUOTE_LEN];
@@ -1340,7 +1355,7 @@ static int orders_apply_one(struct orders_unit *u, const struct event *ev,
 		                          store_text(u->ou_provider), store_text(ev->ev_key)};
 
 		if (ev->ev_key != NULL && orders_kind_parks(ev->ev_kind) &&
-		    store_exec(u->ou_tx, ORDERS_SQL_PARKED_DONE_KEY, p, 3, NULL) < 0) {
+		    store_exec_held(u->ou_tx, ORDERS_SQL_PARKED_DONE_KEY, p, 3, NULL) < 0) {
 			return -1;
 		}
 	}

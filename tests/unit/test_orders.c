@@ -17,6 +17,7 @@
 #include "money.h"
 #include "orders.h"
 #include "pg_fixture.h"
+#include "reply.h"
 #include "store.h"
 
 #define T_NOW 1764670000000LL   /* when orders are created */
@@ -57,6 +58,9 @@ static int setup(void **state)
 	if (t_pg) {
 		opt.so_backend = STORE_BACKEND_POSTGRESQL;
 		opt.so_conninfo = t_pg_conninfo;
+		/* One writer connection: the tests that count a batch's round
+		 * trips find its statements prepared where an earlier batch ran. */
+		opt.so_pg_writers = 1;
 		if (pg_fixture_reset(T_PG_SCHEMA) < 0) {
 			rmdir(fx->fx_dir);
 			free(fx);
@@ -923,6 +927,235 @@ static void test_a_first_payment_whose_award_is_there_settles_on_the_ledger(void
 	assert_int_equal(points_total(fx, id), 30);
 }
 
+/* ---- payments claimed together: one batch, on PostgreSQL its lanes ---- */
+
+#define T_CLAIMS_MAX 8
+
+struct t_claims {
+	struct store_claim tc_claim[T_CLAIMS_MAX];
+	struct apply_job tc_job[T_CLAIMS_MAX];
+	struct event tc_ev[T_CLAIMS_MAX];
+	char tc_key[T_CLAIMS_MAX][32];
+	size_t tc_n;
+};
+
+/* A claim's handler: the event applied as the receiver applies it, its
+ * effect as the reply. */
+static int claim_apply_fn(struct store_tx *tx, void *arg, struct reply *ret_reply)
+{
+	struct apply_job *aj = arg;
+
+	memset(&aj->aj_res, 0, sizeof(aj->aj_res));
+	if (orders_apply_event(tx, aj->aj_conf, aj->aj_provider, aj->aj_ev, &aj->aj_res) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	if (reply_set(ret_reply, 200, "text/plain", aj->aj_res.or_effect,
+	              strlen(aj->aj_res.or_effect)) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	return STORE_APPLY_DONE;
+}
+
+/* Adds a claim of a payment of order (1,000 USD) under key. */
+static void claims_add_payment(struct t_claims *tc, const char *key, const char *order,
+                               const char *payment_ref)
+{
+	size_t i = tc->tc_n++;
+	struct event *ev = &tc->tc_ev[i];
+	struct store_claim *c = &tc->tc_claim[i];
+
+	assert_true(i < T_CLAIMS_MAX);
+	memset(ev, 0, sizeof(*ev));
+	ev->ev_kind = EVENT_PAYMENT_SUCCEEDED;
+	ev->ev_key = dup_or_null(key);
+	ev->ev_order_ref = dup_or_null(order);
+	ev->ev_payment_ref = dup_or_null(payment_ref);
+	ev->ev_amount = 1000;
+	snprintf(ev->ev_currency, sizeof(ev->ev_currency), "USD");
+	tc->tc_job[i].aj_conf = &t_conf;
+	tc->tc_job[i].aj_provider = T_PROVIDER;
+	tc->tc_job[i].aj_ev = ev;
+	snprintf(tc->tc_key[i], sizeof(tc->tc_key[i]), "%s", key);
+	memset(c, 0, sizeof(*c));
+	c->sc_scope = T_PROVIDER;
+	c->sc_key = tc->tc_key[i];
+	memset(c->sc_fingerprint, 7, sizeof(c->sc_fingerprint));
+	c->sc_now_ms = T_LATER;
+	c->sc_retention_ms = (int64_t)86400 * 1000;
+	c->sc_lease_ms = 60000;
+	c->sc_apply = claim_apply_fn;
+	c->sc_arg = &tc->tc_job[i];
+}
+
+/* Submits the claims together (one batch); each must be new. Returns the
+ * writer's round trips for it (0 on SQLite). */
+static uint64_t claims_submit(struct fixture *fx, struct t_claims *tc)
+{
+	struct store_stats before;
+	struct store_stats after;
+	size_t i;
+
+	store_get_stats(fx->fx_st, &before);
+	assert_int_equal(store_submit(fx->fx_st, tc->tc_claim, tc->tc_n), 0);
+	store_get_stats(fx->fx_st, &after);
+	assert_int_equal(after.ss_batches - before.ss_batches, 1);
+	for (i = 0; i < tc->tc_n; i++) {
+		assert_int_equal(tc->tc_claim[i].sc_outcome, STORE_NEW);
+	}
+	return after.ss_round_trips - before.ss_round_trips;
+}
+
+/* The effect claim i answered with. */
+static void claims_assert_reply(const struct t_claims *tc, size_t i, const char *effect)
+{
+	const struct reply *r = &tc->tc_claim[i].sc_reply;
+
+	assert_int_equal(r->reply_status, 200);
+	assert_int_equal(r->reply_body_len, strlen(effect));
+	assert_memory_equal(r->reply_body, effect, strlen(effect));
+}
+
+static void claims_finish(struct t_claims *tc)
+{
+	size_t i;
+
+	for (i = 0; i < tc->tc_n; i++) {
+		store_claim_finish(&tc->tc_claim[i]);
+		event_finish(&tc->tc_ev[i]);
+	}
+	tc->tc_n = 0;
+}
+
+/* Two payment events of one order in one batch (and one of another order):
+ * on PostgreSQL's lanes both load the order at one revision, the second's
+ * held save changes no row and dooms the pass, and the batch runs again
+ * one unit at a time: each order is paid once, with one award, and the
+ * answers are those savepoints in sequence give (the second payment is a
+ * no-op), as on SQLite. */
+static void test_two_payments_of_one_order_in_one_batch_pay_it_once(void **state)
+{
+	struct fixture *fx = *state;
+	char a[ORDERS_ID_LEN + 1];
+	char b[ORDERS_ID_LEN + 1];
+	struct t_claims *tc = calloc(1, sizeof(*tc));
+	int round;
+
+	assert_non_null(tc);
+	/* The second round runs with every statement prepared: the writes
+	 * are held there. */
+	for (round = 0; round < 2; round++) {
+		char k[3][32];
+
+		create(fx, 1000, "USD", a);
+		create(fx, 1000, "USD", b);
+		snprintf(k[0], sizeof(k[0]), "evt_batch_%d_1", round);
+		snprintf(k[1], sizeof(k[1]), "evt_batch_%d_2", round);
+		snprintf(k[2], sizeof(k[2]), "evt_batch_%d_3", round);
+		claims_add_payment(tc, k[0], a, "pi_batch_a");
+		claims_add_payment(tc, k[1], a, "pi_batch_a");
+		claims_add_payment(tc, k[2], b, "pi_batch_b");
+		claims_submit(fx, tc);
+		claims_assert_reply(tc, 0, "paid");
+		claims_assert_reply(tc, 1, "noop");
+		claims_assert_reply(tc, 2, "paid");
+		claims_finish(tc);
+		assert_status(fx, a, "paid");
+		assert_status(fx, b, "paid");
+		assert_int_equal(ledger_rows(fx, a, "award"), 1);
+		assert_int_equal(ledger_rows(fx, b, "award"), 1);
+		assert_int_equal(points_total(fx, a), 10);
+		assert_int_equal(points_total(fx, b), 10);
+		assert_int_equal(
+		        query_int(fx, "SELECT revision FROM orders WHERE id = ?", a, NULL, NULL),
+		        1);
+	}
+	free(tc);
+}
+
+/* A first payment whose award is already there (put in by hand): on the
+ * lanes its held award insert changes no row and dooms the pass; the rerun
+ * reads the real count and settles on the ledger, and the other payment of
+ * the batch is applied once. */
+static void test_a_held_award_that_is_there_settles_on_the_ledger_in_a_batch(void **state)
+{
+	struct fixture *fx = *state;
+	char a[ORDERS_ID_LEN + 1];
+	char b[ORDERS_ID_LEN + 1];
+	struct t_claims *tc = calloc(1, sizeof(*tc));
+
+	assert_non_null(tc);
+	/* Prepares the statements of a payment. */
+	create(fx, 1000, "USD", a);
+	claims_add_payment(tc, "evt_award_warm", a, "pi_award_warm");
+	claims_submit(fx, tc);
+	claims_finish(tc);
+
+	create(fx, 1000, "USD", a);
+	create(fx, 1000, "USD", b);
+	assert_int_equal(store_write(fx->fx_st, T_NOW, foreign_award_fn, a), 0);
+	claims_add_payment(tc, "evt_award_1", a, "pi_award_a");
+	claims_add_payment(tc, "evt_award_2", b, "pi_award_b");
+	claims_submit(fx, tc);
+	claims_assert_reply(tc, 0, "paid");
+	claims_assert_reply(tc, 1, "paid");
+	claims_finish(tc);
+	assert_int_equal(ledger_rows(fx, a, "award"), 1);
+	assert_int_equal(ledger_points(fx, a, "award", a), 50);
+	assert_int_equal(points_total(fx, a), 50);
+	assert_int_equal(ledger_rows(fx, b, "award"), 1);
+	assert_int_equal(points_total(fx, b), 10);
+	free(tc);
+}
+
+/* On PostgreSQL a batch of new payments costs a round trip per statement a
+ * payment waits for: the claim's insert, the order's load, the reference's
+ * bind (with the award and the order's save held ahead of it), the parked
+ * events' lookup, and the record's write with COMMIT: five, where each
+ * write waited for its own (seven) before. */
+static void test_a_batch_of_new_payments_costs_five_round_trips(void **state)
+{
+	struct fixture *fx = *state;
+	struct t_claims *tc = calloc(1, sizeof(*tc));
+	uint64_t rt = 0;
+	int round;
+	size_t i;
+
+	assert_non_null(tc);
+	for (round = 0; round < 2; round++) {
+		for (i = 0; i < T_CLAIMS_MAX; i++) {
+			char id[ORDERS_ID_LEN + 1];
+			char key[32];
+			char ref[32];
+
+			create(fx, 1000, "USD", id);
+			snprintf(key, sizeof(key), "evt_rt_%d_%zu", round, i);
+			snprintf(ref, sizeof(ref), "pi_rt_%d_%zu", round, i);
+			claims_add_payment(tc, key, id, ref);
+		}
+		rt = claims_submit(fx, tc);
+		for (i = 0; i < T_CLAIMS_MAX; i++) {
+			claims_assert_reply(tc, i, "paid");
+		}
+		claims_finish(tc);
+		if (t_pg) {
+			print_message("round trips for %d new payments (%s): %llu\n", T_CLAIMS_MAX,
+			              round == 0 ? "first" : "prepared", (unsigned long long)rt);
+		}
+	}
+	if (t_pg) {
+		assert_true(rt <= 5);
+	} else {
+		assert_int_equal(rt, 0);
+	}
+	assert_int_equal(query_int(fx, "SELECT COUNT(*) FROM orders WHERE status = 'paid'", NULL,
+	                           NULL, NULL),
+	                 2 * T_CLAIMS_MAX);
+	assert_int_equal(query_int(fx, "SELECT COUNT(*) FROM points_ledger WHERE reason = 'award'",
+	                           NULL, NULL, NULL),
+	                 2 * T_CLAIMS_MAX);
+	free(tc);
+}
+
 /* ---- the lifecycle: references, parked events, failures, disputes ---- */
 
 /* Applies an event of kind about a payment (and, when order is not NULL, the
@@ -1573,6 +1806,13 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                test_points_past_the_int64_range_saturate_instead_of_wrapping, setup,
 	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_two_payments_of_one_order_in_one_batch_pay_it_once, setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_a_held_award_that_is_there_settles_on_the_ledger_in_a_batch, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(test_a_batch_of_new_payments_costs_five_round_trips,
+	                                        setup, teardown),
 	};
 
 	/* Refusals log warnings by design; keep the test output to errors. */

@@ -2849,6 +2849,396 @@ static void test_pg_a_held_back_write_that_fails_fails_only_its_claim(void **sta
 	store_claim_finish(&c[1]);
 }
 
+/* ---- held writes on lanes (store_exec_held) ---- */
+
+/* Rows the held-write tests' handlers change: a revision and a count of
+ * the runs that stuck, per id. */
+static int unit_create_held_rows(struct store_tx *tx, void *arg)
+{
+	const char *const *ids = arg;
+	size_t i;
+
+	if (store_exec(tx,
+	               "CREATE TABLE IF NOT EXISTS held_rows (id TEXT PRIMARY KEY, revision "
+	               "BIGINT NOT NULL, runs BIGINT NOT NULL)",
+	               NULL, 0, NULL) < 0) {
+		return -1;
+	}
+	for (i = 0; ids[i] != NULL; i++) {
+		struct store_value p[] = {store_text(ids[i])};
+
+		if (store_exec(tx, "INSERT INTO held_rows (id, revision, runs) VALUES (?, 0, 0)", p,
+		               1, NULL) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int64_t held_runs(struct fixture *fx, const char *id)
+{
+	char sql[128];
+
+	snprintf(sql, sizeof(sql), "SELECT runs FROM held_rows WHERE id = '%s'", id);
+	return count_of(fx->fx_st, sql);
+}
+
+/* A handler whose one write is held: the run count of its row (ap_tag)
+ * goes up by one, and must change that row, then apply_test (a statement
+ * after it, so the held write goes at the head of the lane's next round,
+ * and the reply; it counts the runs that get there). A count other than 1
+ * is its unit's transient failure, as in orders_save. */
+static int apply_held(struct store_tx *tx, void *arg, struct reply *ret_reply)
+{
+	struct applier *ap = arg;
+	struct store_value p[] = {store_text(ap->ap_tag)};
+	int64_t changes = -1;
+
+	if (store_exec_held(tx, "UPDATE held_rows SET runs = runs + 1 WHERE id = ?", p, 1,
+	                    &changes) < 0 ||
+	    changes != 1) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	return apply_test(tx, arg, ret_reply);
+}
+
+/* A handler whose held write's result is not read: a row under its tag,
+ * which fails (a duplicate primary key) when the row is there. */
+static int apply_held_blind(struct store_tx *tx, void *arg, struct reply *ret_reply)
+{
+	struct applier *ap = arg;
+	struct store_value p[] = {store_text(ap->ap_tag)};
+
+	if (store_exec_held(tx, "INSERT INTO held_rows (id, revision, runs) VALUES (?, 0, 1)", p, 1,
+	                    NULL) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	return apply_test(tx, arg, ret_reply);
+}
+
+/* A handler that reads its row's revision and then moves it, guarded by
+ * what it read (orders_save's shape): two claims of one batch on one row
+ * read the same revision, and the second write changes no row. */
+static int apply_held_revision(struct store_tx *tx, void *arg, struct reply *ret_reply)
+{
+	struct applier *ap = arg;
+	struct store_value p[] = {store_text(ap->ap_tag)};
+	struct store_row row;
+	int64_t changes = -1;
+	int64_t revision;
+
+	if (store_query(tx, "SELECT revision FROM held_rows WHERE id = ?", p, 1, &row) != 1) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	revision = store_row_int(&row, 0);
+	store_row_finish(&row);
+	{
+		struct store_value q[] = {store_text(ap->ap_tag), store_int(revision)};
+
+		if (store_exec_held(tx,
+		                    "UPDATE held_rows SET revision = revision + 1, runs = runs + 1 "
+		                    "WHERE id = ? AND revision = ?",
+		                    q, 2, &changes) < 0 ||
+		    changes != 1) {
+			return STORE_APPLY_TRANSIENT;
+		}
+	}
+	return apply_test(tx, arg, ret_reply);
+}
+
+/* A handler's write held on its lane goes ahead of the lane's next
+ * statement in the same round: eight claims of [held update, insert] cost
+ * three round trips (BEGIN and the claims' inserts; the held updates and
+ * the inserts; the final writes and COMMIT) once its statement is
+ * prepared, not four. */
+static void test_pg_a_handlers_held_write_costs_no_round_trip_of_its_own(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const ids[] = {"hr_0", "hr_1", "hr_2", "hr_3", "hr_4",
+	                                  "hr_5", "hr_6", "hr_7", NULL};
+	struct applier ap[8];
+	struct store_claim c[8];
+	struct store_stats before;
+	struct store_stats after;
+	char keys[8][32];
+	unsigned long long rt = 0;
+	int round;
+	size_t i;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_create_held_rows, (void *)ids), 0);
+	for (round = 0; round < 2; round++) {
+		for (i = 0; i < 8; i++) {
+			memset(&ap[i], 0, sizeof(ap[i]));
+			ap[i].ap_result = STORE_APPLY_DONE;
+			ap[i].ap_tag = ids[i];
+			snprintf(keys[i], sizeof(keys[i]), "evt_held_%d_%zu", round, i);
+			claim_init(&c[i], keys[i], 1, T0, &ap[i]);
+			c[i].sc_apply = apply_held;
+		}
+		store_get_stats(fx->fx_st, &before);
+		assert_int_equal(store_submit(fx->fx_st, c, 8), 0);
+		store_get_stats(fx->fx_st, &after);
+		for (i = 0; i < 8; i++) {
+			assert_int_equal(c[i].sc_outcome, STORE_NEW);
+			assert_int_equal(atomic_load(&ap[i].ap_runs), 1);
+			store_claim_finish(&c[i]);
+		}
+		assert_int_equal(after.ss_batches - before.ss_batches, 1);
+		rt = (unsigned long long)(after.ss_round_trips - before.ss_round_trips);
+		print_message("round trips for 8 claims with a held write (%s): %llu\n",
+		              round == 0 ? "first" : "prepared", rt);
+	}
+	assert_true(rt <= 3);
+	for (i = 0; i < 8; i++) {
+		assert_int_equal(held_runs(fx, ids[i]), 2);
+	}
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 16);
+}
+
+/* Held writes that fail on their lanes: one changes no row (its row is not
+ * there), one fails (a duplicate key). Each dooms the pass; the batch runs
+ * again one unit at a time, each in its savepoint: those two units are
+ * transient with nothing of theirs kept, the others are applied exactly
+ * once, and the failed keys were not consumed. */
+static void test_pg_a_held_write_that_fails_on_its_lane_fails_only_its_unit(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const ids[] = {"hf_a", "hf_c", "hf_dup", NULL};
+	struct applier ap[4];
+	struct store_claim c[4];
+	const char *tags[4] = {"hf_a", "hf_missing", "hf_dup", "hf_c"};
+	const char *keys[4] = {"evt_hf_1", "evt_hf_2", "evt_hf_3", "evt_hf_4"};
+	size_t i;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_create_held_rows, (void *)ids), 0);
+	/* Prepares the held statements on the writer's connection. */
+	memset(&ap[0], 0, sizeof(ap[0]));
+	ap[0].ap_result = STORE_APPLY_DONE;
+	ap[0].ap_tag = "hf_warm";
+	claim_init(&c[0], "evt_hf_warm_1", 1, T0, &ap[0]);
+	c[0].sc_apply = apply_held;
+	assert_int_equal(submit_one(fx->fx_st, &c[0]), 0);
+	assert_int_equal(c[0].sc_outcome, STORE_TRANSIENT); /* no row hf_warm */
+	store_claim_finish(&c[0]);
+	claim_init(&c[0], "evt_hf_warm_2", 1, T0, &ap[0]);
+	c[0].sc_apply = apply_held_blind;
+	assert_int_equal(submit_one(fx->fx_st, &c[0]), 0);
+	assert_int_equal(c[0].sc_outcome, STORE_NEW);
+	store_claim_finish(&c[0]);
+
+	for (i = 0; i < 4; i++) {
+		memset(&ap[i], 0, sizeof(ap[i]));
+		ap[i].ap_result = STORE_APPLY_DONE;
+		ap[i].ap_tag = tags[i];
+		claim_init(&c[i], keys[i], 1, T0, &ap[i]);
+		c[i].sc_apply = i == 2 ? apply_held_blind : apply_held;
+	}
+	assert_int_equal(store_submit(fx->fx_st, c, 4), 0);
+	assert_int_equal(c[0].sc_outcome, STORE_NEW);
+	assert_int_equal(c[1].sc_outcome, STORE_TRANSIENT);
+	assert_int_equal(c[2].sc_outcome, STORE_TRANSIENT);
+	assert_int_equal(c[3].sc_outcome, STORE_NEW);
+	/* On the lanes every handler went on past its held write (taken as
+	 * done) to its next statement; the rerun one unit at a time saw the
+	 * real outcomes, and only the sound units got past them. */
+	for (i = 0; i < 4; i++) {
+		assert_int_equal(atomic_load(&ap[i].ap_runs), i == 1 || i == 2 ? 1 : 2);
+		store_claim_finish(&c[i]);
+	}
+	assert_int_equal(held_runs(fx, "hf_a"), 1);
+	assert_int_equal(held_runs(fx, "hf_c"), 1);
+	assert_int_equal(held_runs(fx, "hf_dup"), 0);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag IN ('hf_a', "
+	                                     "'hf_missing', 'hf_dup', 'hf_c')"),
+	                 2);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records WHERE "
+	                                     "idem_key IN ('evt_hf_2', 'evt_hf_3')"),
+	                 0);
+
+	/* Their keys were not consumed: with their rows as they need them,
+	 * they are new. */
+	{
+		static const char *const more[] = {"hf_missing", NULL};
+
+		assert_int_equal(store_write(fx->fx_st, T0, unit_create_held_rows, (void *)more),
+		                 0);
+	}
+	memset(&ap[1], 0, sizeof(ap[1]));
+	ap[1].ap_result = STORE_APPLY_DONE;
+	ap[1].ap_tag = "hf_missing";
+	claim_init(&c[1], "evt_hf_2", 1, T0 + 1000, &ap[1]);
+	c[1].sc_apply = apply_held;
+	memset(&ap[2], 0, sizeof(ap[2]));
+	ap[2].ap_result = STORE_APPLY_DONE;
+	ap[2].ap_tag = "hf_new";
+	claim_init(&c[2], "evt_hf_3", 1, T0 + 1000, &ap[2]);
+	c[2].sc_apply = apply_held_blind;
+	assert_int_equal(store_submit(fx->fx_st, &c[1], 2), 0);
+	assert_int_equal(c[1].sc_outcome, STORE_NEW);
+	assert_int_equal(c[2].sc_outcome, STORE_NEW);
+	store_claim_finish(&c[1]);
+	store_claim_finish(&c[2]);
+	assert_int_equal(held_runs(fx, "hf_missing"), 1);
+	assert_int_equal(held_runs(fx, "hf_new"), 1);
+}
+
+/* Two claims of one batch (two keys) move one row's revision, each guarded
+ * by the revision it read: on the lanes both read the same one, the second
+ * held write changes no row and dooms the pass, and the rerun one unit at
+ * a time applies both, each once, as savepoints in sequence would. */
+static void test_pg_two_claims_of_a_batch_on_one_row_are_each_applied_once(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const ids[] = {"hv_shared", "hv_solo", NULL};
+	struct applier ap[3];
+	struct store_claim c[3];
+	const char *tags[3] = {"hv_shared", "hv_shared", "hv_solo"};
+	const char *keys[3] = {"evt_hv_1", "evt_hv_2", "evt_hv_3"};
+	int round;
+	size_t i;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_create_held_rows, (void *)ids), 0);
+	for (round = 0; round < 2; round++) {
+		char k[3][32];
+
+		for (i = 0; i < 3; i++) {
+			memset(&ap[i], 0, sizeof(ap[i]));
+			ap[i].ap_result = STORE_APPLY_DONE;
+			ap[i].ap_tag = tags[i];
+			snprintf(k[i], sizeof(k[i]), "%s_%d", keys[i], round);
+			claim_init(&c[i], k[i], 1, T0, &ap[i]);
+			c[i].sc_apply = apply_held_revision;
+		}
+		assert_int_equal(store_submit(fx->fx_st, c, 3), 0);
+		for (i = 0; i < 3; i++) {
+			assert_int_equal(c[i].sc_outcome, STORE_NEW);
+			store_claim_finish(&c[i]);
+		}
+		if (round == 1) {
+			/* Statements prepared: the lanes held both writes and
+			 * the pass was undone and run again. */
+			assert_true(atomic_load(&ap[1].ap_runs) >= 2);
+		}
+	}
+	assert_int_equal(held_runs(fx, "hv_shared"), 4);
+	assert_int_equal(held_runs(fx, "hv_solo"), 2);
+	assert_int_equal(
+	        count_of(fx->fx_st, "SELECT revision FROM held_rows WHERE id = 'hv_shared'"), 4);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag LIKE 'hv_%'"),
+	                 6);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records WHERE "
+	                                     "idem_key LIKE 'evt_hv_%' AND status = 'done'"),
+	                 6);
+}
+
+struct held_job {
+	struct store *hj_st;
+	struct store_claim *hj_claims;
+	size_t hj_n;
+	int hj_rc;
+};
+
+static void *held_claims_thread(void *arg)
+{
+	struct held_job *hj = arg;
+
+	hj->hj_rc = store_submit(hj->hj_st, hj->hj_claims, hj->hj_n);
+	return NULL;
+}
+
+static int unit_plain_mark(struct store_tx *tx, void *arg)
+{
+	struct store_value p[] = {store_text("hp_plain")};
+
+	(void)arg;
+	return store_exec(tx, "INSERT INTO scratch (tag) VALUES (?)", p, 1, NULL);
+}
+
+static void *held_plain_thread(void *arg)
+{
+	struct held_job *hj = arg;
+
+	hj->hj_rc = store_write(hj->hj_st, T0, unit_plain_mark, NULL);
+	return NULL;
+}
+
+/* A plain write queued in one batch with claims whose held writes fail on
+ * their lanes (one changes no row): the pass is doomed before the plain
+ * write runs, the rerun one unit at a time fails only the claim whose
+ * write failed, and the plain write, run after the claims in its
+ * savepoint, is applied once and reported done, not charged with the
+ * held write's failure. */
+static void test_pg_held_writes_go_before_a_plain_write_of_their_batch(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const ids[] = {"hp_a", "hp_c", NULL};
+	struct gate gate = {.gt_st = fx->fx_st};
+	struct held_job claims = {.hj_st = fx->fx_st};
+	struct held_job plain = {.hj_st = fx->fx_st};
+	struct store_stats before;
+	struct store_stats after;
+	struct applier ap[3];
+	struct store_claim c[3];
+	const char *tags[3] = {"hp_a", "hp_missing", "hp_c"};
+	const char *keys[3] = {"evt_hp_1", "evt_hp_2", "evt_hp_3"};
+	pthread_t gater;
+	pthread_t t_claims;
+	pthread_t t_plain;
+	size_t i;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_create_held_rows, (void *)ids), 0);
+	/* Prepares the held statement on the writer's connection. */
+	memset(&ap[0], 0, sizeof(ap[0]));
+	ap[0].ap_result = STORE_APPLY_DONE;
+	ap[0].ap_tag = "hp_a";
+	claim_init(&c[0], "evt_hp_warm", 1, T0, &ap[0]);
+	c[0].sc_apply = apply_held;
+	assert_int_equal(submit_one(fx->fx_st, &c[0]), 0);
+	assert_int_equal(c[0].sc_outcome, STORE_NEW);
+	store_claim_finish(&c[0]);
+
+	for (i = 0; i < 3; i++) {
+		memset(&ap[i], 0, sizeof(ap[i]));
+		ap[i].ap_result = STORE_APPLY_DONE;
+		ap[i].ap_tag = tags[i];
+		claim_init(&c[i], keys[i], 1, T0, &ap[i]);
+		c[i].sc_apply = apply_held;
+	}
+	claims.hj_claims = c;
+	claims.hj_n = 3;
+	store_get_stats(fx->fx_st, &before);
+	assert_int_equal(pthread_create(&gater, NULL, gate_thread, &gate), 0);
+	while (!atomic_load(&gate.gt_entered)) {
+		usleep(1000);
+	}
+	assert_int_equal(pthread_create(&t_claims, NULL, held_claims_thread, &claims), 0);
+	usleep(200 * 1000);
+	assert_int_equal(pthread_create(&t_plain, NULL, held_plain_thread, &plain), 0);
+	usleep(200 * 1000);
+	atomic_store(&gate.gt_open, 1);
+	pthread_join(gater, NULL);
+	pthread_join(t_claims, NULL);
+	pthread_join(t_plain, NULL);
+	store_get_stats(fx->fx_st, &after);
+
+	/* The gate's batch, then one with the claims and the plain write. */
+	assert_int_equal(after.ss_batches - before.ss_batches, 2);
+	assert_int_equal(claims.hj_rc, 0);
+	assert_int_equal(c[0].sc_outcome, STORE_NEW);
+	assert_int_equal(c[1].sc_outcome, STORE_TRANSIENT);
+	assert_int_equal(c[2].sc_outcome, STORE_NEW);
+	for (i = 0; i < 3; i++) {
+		store_claim_finish(&c[i]);
+	}
+	assert_int_equal(plain.hj_rc, 0);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'hp_plain'"),
+	                 1);
+	assert_int_equal(held_runs(fx, "hp_a"), 2);
+	assert_int_equal(held_runs(fx, "hp_c"), 1);
+	assert_int_equal(
+	        count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'hp_missing'"), 0);
+}
+
 #define STORE_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 #define PG_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_pg, teardown_pg)
 #define PG_TEST_ONE_WRITER(fn) cmocka_unit_test_setup_teardown(fn, setup_pg_one_writer, teardown_pg)
@@ -2943,6 +3333,10 @@ int main(void)
 	        PG_TEST_THREE_WRITERS(
 	                test_pg_writers_run_batches_side_by_side_and_apply_each_key_once),
 	        PG_TEST(test_pg_a_held_back_write_that_fails_fails_only_its_claim),
+	        PG_TEST_ONE_WRITER(test_pg_a_handlers_held_write_costs_no_round_trip_of_its_own),
+	        PG_TEST_ONE_WRITER(test_pg_a_held_write_that_fails_on_its_lane_fails_only_its_unit),
+	        PG_TEST_ONE_WRITER(test_pg_two_claims_of_a_batch_on_one_row_are_each_applied_once),
+	        PG_TEST_ONE_WRITER(test_pg_held_writes_go_before_a_plain_write_of_their_batch),
 	        PG_TEST(test_pg_outbox_workers_skip_the_rows_another_receiver_holds),
 	        PG_TEST(test_pg_a_deadlock_between_receivers_runs_the_losing_batch_again),
 	        PG_TEST(test_pg_read_only_stores_and_schema_versions_are_checked_as_on_sqlite),

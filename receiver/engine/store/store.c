@@ -261,6 +261,24 @@ int store_exec(struct store_tx *tx, const char *sql, const struct store_value *p
 	return 0;
 }
 
+int store_exec_held(struct store_tx *tx, const char *sql, const struct store_value *params,
+                    size_t n_params, int64_t *ret_changes)
+{
+	int64_t changes = 0;
+
+	if (tx->tx_engine->en_exec_one == NULL) {
+		return store_exec(tx, sql, params, n_params, ret_changes);
+	}
+	if (tx->tx_engine->en_exec_one(tx->tx_conn, sql, params, n_params,
+	                               ret_changes != NULL ? &changes : NULL) < 0) {
+		return -1;
+	}
+	if (ret_changes != NULL) {
+		*ret_changes = changes;
+	}
+	return 0;
+}
+
 static int store_take_first(void *arg, struct store_row *row)
 {
 	struct store_row *dst = arg;
@@ -850,10 +868,13 @@ static int store_claim_decide(struct store *st, struct store_tx *tx, struct stor
 			struct store_value del[] = {store_text(c->sc_scope), store_text(c->sc_key),
 			                            store_int(cutoff)};
 
-			if (store_exec(tx,
-			               "DELETE FROM idempotency_records WHERE scope = ? AND "
-			               "idem_key = ? AND created_at < ?",
-			               del, 3, &changes) < 0 ||
+			/* The record is locked by this transaction (FOR UPDATE on a
+			 * shared database, the only writer otherwise): held on a
+			 * lane, checked before COMMIT. */
+			if (store_exec_held(tx,
+			                    "DELETE FROM idempotency_records WHERE scope = ? AND "
+			                    "idem_key = ? AND created_at < ?",
+			                    del, 3, &changes) < 0 ||
 			    changes != 1) {
 				goto fail;
 			}
@@ -885,12 +906,13 @@ static int store_claim_decide(struct store *st, struct store_tx *tx, struct stor
 			        store_int(token),
 			};
 
-			if (store_exec(tx,
-			               "UPDATE idempotency_records SET fingerprint = ?, "
-			               "lease_until = ?, "
-			               "fence_token = fence_token + 1, updated_at = ? "
-			               "WHERE id = ? AND fence_token = ? AND status = 'processing'",
-			               upd, 5, &changes) < 0) {
+			if (store_exec_held(tx,
+			                    "UPDATE idempotency_records SET fingerprint = ?, "
+			                    "lease_until = ?, "
+			                    "fence_token = fence_token + 1, updated_at = ? "
+			                    "WHERE id = ? AND fence_token = ? AND status = "
+			                    "'processing'",
+			                    upd, 5, &changes) < 0) {
 				goto fail;
 			}
 			if (changes != 1) {
@@ -1294,7 +1316,7 @@ static enum store_tx_state store_batch_lanes(struct store *st, struct store_conn
 			sl.sl_first[groups++] = j;
 		}
 	}
-	state = groups > 0 ? st->st_engine->en_lanes(wc, groups, store_lane_step, &sl)
+	state = groups > 0 ? st->st_engine->en_lanes(wc, groups, sl.sl_hold, store_lane_step, &sl)
 	                   : STORE_TXS_OPEN;
 	free(sl.sl_first);
 	return state;

@@ -89,6 +89,22 @@ int store_row_is_null(const struct store_row *row, size_t i);
 int store_exec(struct store_tx *tx, const char *sql, const struct store_value *params, size_t n_params,
 	       int64_t *ret_changes);
 
+/* Runs a write whose result the caller uses only as "it changed exactly
+ * one row" (ret_changes not NULL: *ret_changes gets the rows changed) or
+ * not at all (ret_changes NULL). On SQLite, and outside a batch's lanes,
+ * it is store_exec. On PostgreSQL, while a batch's claims run side by side
+ * on lanes, it may be held back and sent ahead of the lane's next statement
+ * (the same pipelined round, so the order on the connection is kept) or
+ * with the batch's COMMIT: a round trip less. *ret_changes is then 1; if
+ * the write fails or changes another number of rows the pass is doomed
+ * (nothing of it is committed) and the batch runs again one unit at a
+ * time, each in its savepoint, where this runs at once and reports the
+ * real count. So a caller acts on a count other than 1 only inside its
+ * unit (as after a savepoint), and reads no row back from the write.
+ * Returns 0, or -1 on error (logged). */
+int store_exec_held(struct store_tx *tx, const char *sql, const struct store_value *params,
+		    size_t n_params, int64_t *ret_changes);
+
 /* Runs a query and copies its first row into ret_row (finish it after).
  * Returns 1 when a row came back, 0 when none (ret_row untouched), -1 on error. */
 int store_query(struct store_tx *tx, const char *sql, const struct store_value *params, size_t n_params,

@@ -111,17 +111,23 @@ struct store_engine {
 	 * transaction is open and holds their work); ENDED when a step failed
 	 * or the engine could not pipeline: roll back and run the batch again
 	 * one unit at a time, each in its savepoint, which gives every unit
-	 * the outcome a savepoint of its own gives it; RETRY; LOST. */
-	enum store_tx_state (*en_lanes)(struct store_conn *cn, size_t n,
+	 * the outcome a savepoint of its own gives it; RETRY; LOST. hold: the
+	 * writes the lanes held back (en_exec_one) may wait for the writer's
+	 * next statement after the lanes (the batch's COMMIT); 0: they are sent
+	 * and checked before en_lanes returns. */
+	enum store_tx_state (*en_lanes)(struct store_conn *cn, size_t n, int hold,
 	                                int (*step)(void *arg, size_t i, struct store_conn *lane),
 	                                void *arg);
 	/* Optional (NULL: en_run and the caller checks the count). Runs a
-	 * write that must change exactly one row for the transaction to
-	 * commit (en_run's contract, without rows). On a lane the engine may
-	 * hold it back and send it with the writer's next statement outside
-	 * the lanes (the batch's COMMIT: a round trip less); *ret_changes is
-	 * then 1, and if it changes another number of rows, or fails, that
-	 * statement fails and the transaction cannot commit. */
+	 * write whose result is only "it changed exactly one row" (ret_changes
+	 * not NULL) or not read at all (ret_changes NULL), for the transaction
+	 * to commit (en_run's contract, without rows; store_exec_held). On a
+	 * lane the engine may hold it back and send it ahead of the lanes' next
+	 * round, or with the writer's next statement outside the lanes (the
+	 * batch's COMMIT): a round trip less; *ret_changes is then 1, and if it
+	 * changes another number of rows, or fails, the pass is doomed (en_lanes
+	 * returns ENDED) or that statement fails and the transaction cannot
+	 * commit. Outside the lanes it runs at once and reports the count. */
 	int (*en_exec_one)(struct store_conn *cn, const char *sql, const struct store_value *params,
 	                   size_t n_params, int64_t *ret_changes);
 	/* Optional: round trips to the server made on the writer connection
