@@ -1307,6 +1307,117 @@ static void test_after_a_reload_old_connections_get_their_answer_and_close(void 
 	http_destroy(srv);
 }
 
+/* ---- reloads and a stop under load ---- */
+
+#define STRESS_CLIENTS 12
+#define STRESS_RELOADS 150
+
+struct stress_client {
+	unsigned sc_port;
+	int sc_fresh; /* a new connection for every request */
+	atomic_int *sc_stop;
+	long sc_answered;
+	long sc_closed; /* sent, and the connection ended cleanly without an answer */
+	long sc_broken; /* a partial answer, an error or no answer in time */
+};
+
+static void *stress_client_run(void *arg)
+{
+	struct stress_client *sc = arg;
+	const char keep[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+	const char fresh[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nConnection: "
+	                     "close\r\nContent-Length: 2\r\n\r\n{}";
+	int fd = -1;
+
+	while (!atomic_load(sc->sc_stop)) {
+		struct rh_response r;
+		int rc;
+
+		if (fd >= 0 && rh_closed_now(fd)) {
+			close(fd);
+			fd = -1;
+		}
+		if (fd < 0) {
+			fd = rh_connect(NULL, sc->sc_port);
+			if (fd < 0) {
+				usleep(1000); /* refused: the server is stopping */
+				continue;
+			}
+		}
+		rc = sc->sc_fresh ? rh_send(fd, fresh, sizeof(fresh) - 1)
+		                  : rh_send(fd, keep, sizeof(keep) - 1);
+		rc = rc == 0 ? rh_read_response(fd, 30000, &r) : 0;
+		if (rc == 1) {
+			sc->sc_answered += r.rr_status == 200;
+			sc->sc_broken += r.rr_status != 200;
+			if (!r.rr_close && !sc->sc_fresh) {
+				rh_response_finish(&r);
+				continue;
+			}
+			rh_response_finish(&r);
+		} else if (rc == 0) {
+			sc->sc_closed++;
+		} else {
+			sc->sc_broken++;
+		}
+		close(fd);
+		fd = -1;
+	}
+	if (fd >= 0) {
+		close(fd);
+	}
+	return NULL;
+}
+
+/* Each reload begins the old generation's drain while its threads are busy
+ * with new connections; then a stop drains the last one, clients still
+ * sending. The process must survive every one of them. */
+static void test_reloads_back_to_back_and_a_stop_under_load_keep_the_process_alive(void **state)
+{
+	struct stress_client sc[STRESS_CLIENTS];
+	pthread_t th[STRESS_CLIENTS];
+	struct http_options ho;
+	struct http_server *srv;
+	atomic_int stop;
+	long answered = 0;
+	int i;
+
+	memset(&ho, 0, sizeof(ho));
+	ho.ho_host = "127.0.0.1";
+	ho.ho_threads = 8;
+	ho.ho_conn_timeout_s = 30;
+	ho.ho_name = "test";
+	srv = http_create(&ho, echo_route, NULL);
+	assert_non_null(srv);
+	atomic_init(&stop, 0);
+	for (i = 0; i < STRESS_CLIENTS; i++) {
+		memset(&sc[i], 0, sizeof(sc[i]));
+		sc[i].sc_port = http_port(srv);
+		sc[i].sc_fresh = i % 2;
+		sc[i].sc_stop = &stop;
+		assert_int_equal(pthread_create(&th[i], NULL, stress_client_run, &sc[i]), 0);
+	}
+	usleep(100 * 1000);
+	for (i = 0; i < STRESS_RELOADS; i++) {
+		assert_int_equal(http_reload(srv, &ho), 0);
+		usleep(2000);
+	}
+	http_destroy(srv);
+	atomic_store(&stop, 1);
+	for (i = 0; i < STRESS_CLIENTS; i++) {
+		pthread_join(th[i], NULL);
+		print_message("client %d (%s): %ld answered, %ld closed unanswered, %ld broken\n",
+		              i, sc[i].sc_fresh ? "new connections" : "keep-alive",
+		              sc[i].sc_answered, sc[i].sc_closed, sc[i].sc_broken);
+		answered += sc[i].sc_answered;
+	}
+	for (i = 0; i < STRESS_CLIENTS; i++) {
+		assert_int_equal(sc[i].sc_broken, 0);
+		assert_true(sc[i].sc_answered > 0);
+	}
+	print_message("%ld answered through %d reloads and a stop\n", answered, STRESS_RELOADS);
+}
+
 /* A reply's header lines come back in order, name and value as added,
  * whether a line is split on the stack or, past 255 bytes, on the heap. */
 struct reply_seen {
@@ -1387,6 +1498,8 @@ int main(void)
 	        cmocka_unit_test(
 	                test_a_drain_refuses_new_connections_and_answers_every_started_request),
 	        cmocka_unit_test(test_after_a_reload_old_connections_get_their_answer_and_close),
+	        cmocka_unit_test(
+	                test_reloads_back_to_back_and_a_stop_under_load_keep_the_process_alive),
 	};
 
 	curl_global_init(CURL_GLOBAL_DEFAULT);
