@@ -1,6 +1,7 @@
 /* test_http.c: the HTTP listener over real loopback sockets. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -1120,6 +1122,134 @@ static void test_the_per_address_limit_still_holds(void **state)
 	http_destroy(srv);
 }
 
+static void test_at_the_connection_limit_a_new_connection_waits_and_is_served_once_one_closes(
+        void **state)
+{
+	enum { LIMIT = 8 };
+	const char get[] = "GET /deferred HTTP/1.1\r\nHost: x\r\n\r\n";
+	struct deferrer df;
+	struct http_options ho;
+	struct http_server *srv;
+	struct rh_response r;
+	int fds[LIMIT];
+	int extra;
+	int i;
+
+	memset(&df, 0, sizeof(df));
+	pthread_mutex_init(&df.df_mutex, NULL);
+	pthread_cond_init(&df.df_cond, NULL);
+	memset(&ho, 0, sizeof(ho));
+	ho.ho_host = "127.0.0.1";
+	ho.ho_threads = 2;
+	ho.ho_conn_timeout_s = 30;
+	ho.ho_max_connections = LIMIT;
+	ho.ho_name = "test";
+	srv = http_create(&ho, defer_route, &df);
+	assert_non_null(srv);
+	/* LIMIT requests waiting for their answer: busy, none to cut for room. */
+	for (i = 0; i < LIMIT; i++) {
+		fds[i] = rh_connect(NULL, http_port(srv));
+		assert_true(fds[i] >= 0);
+		assert_int_equal(rh_send(fds[i], get, sizeof(get) - 1), 0);
+	}
+	defer_wait_pending(&df, LIMIT);
+	/* One more is left in the kernel's queue: neither served nor closed. */
+	extra = rh_connect(NULL, http_port(srv));
+	assert_true(extra >= 0);
+	assert_int_equal(rh_send(extra, get, sizeof(get) - 1), 0);
+	usleep(300 * 1000);
+	assert_false(rh_closed_now(extra));
+	pthread_mutex_lock(&df.df_mutex);
+	assert_int_equal(df.df_n_pending, LIMIT);
+	pthread_mutex_unlock(&df.df_mutex);
+	/* Answered and closed, the first makes room: the waiting one is taken. */
+	defer_resume_all(&df);
+	assert_int_equal(rh_read_response(fds[0], 5000, &r), 1);
+	assert_int_equal(r.rr_status, 200);
+	rh_response_finish(&r);
+	close(fds[0]);
+	defer_wait_pending(&df, 1);
+	defer_resume_all(&df);
+	assert_int_equal(rh_read_response(extra, 5000, &r), 1);
+	assert_int_equal(r.rr_status, 200);
+	rh_response_finish(&r);
+	close(extra);
+	for (i = 1; i < LIMIT; i++) {
+		close(fds[i]);
+	}
+	http_destroy(srv);
+}
+
+static int64_t cpu_ms(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
+static void test_out_of_descriptors_accepting_backs_off_logs_and_resumes(void **state)
+{
+	char path[] = "/tmp/idemhook-http-emfile-XXXXXX";
+	const char get[] = "GET /hooks/x HTTP/1.1\r\nHost: x\r\n\r\n";
+	int log_fd = mkstemp(path);
+	int saved = dup(STDERR_FILENO);
+	struct http_server *srv;
+	struct rh_response r;
+	struct sockaddr_in sa;
+	struct rlimit old;
+	struct rlimit low;
+	int64_t cpu;
+	char *text;
+	int client;
+	int last;
+
+	assert_true(log_fd >= 0 && saved >= 0);
+	fflush(stderr);
+	dup2(log_fd, STDERR_FILENO);
+	srv = start_limited(60000, 0, 0, 0);
+	client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(client >= 0);
+	/* The lowest free descriptor, taken: with the limit just above it, no
+	 * descriptor is left, and the server's accept fails with EMFILE. */
+	last = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	assert_true(last >= 0);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = (rlim_t)last + 1;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)http_port(srv));
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(connect(client, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(rh_send(client, get, sizeof(get) - 1), 0);
+	/* A socket that stays readable is not spun on: the accept thread
+	 * waits between tries (a spin would take most of a core here). */
+	cpu = cpu_ms();
+	usleep(1000 * 1000);
+	assert_true(cpu_ms() - cpu < 300);
+	assert_false(rh_closed_now(client));
+	/* A descriptor frees: the connection waiting in the queue is served. */
+	close(last);
+	assert_int_equal(rh_read_response(client, 5000, &r), 1);
+	assert_int_equal(r.rr_status, 200);
+	rh_response_finish(&r);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	close(client);
+	http_destroy(srv);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	close(log_fd);
+	text = read_all(path);
+	unlink(path);
+	assert_non_null(text);
+	assert_non_null(strstr(text, "<4>http test: accept: Too many open files; taking connections again in 100 ms"));
+	free(text);
+}
+
 /* ---- drains and liveness ---- */
 
 struct blocker {
@@ -1319,6 +1449,9 @@ struct stress_client {
 	long sc_answered;
 	long sc_closed; /* sent, and the connection ended cleanly without an answer */
 	long sc_broken; /* a partial answer, an error or no answer in time */
+	long sc_other;  /* answered, but not 200 */
+	int sc_first_errno;  /* of the first broken one */
+	int sc_first_status; /* of the first other one */
 };
 
 static void *stress_client_run(void *arg)
@@ -1348,8 +1481,11 @@ static void *stress_client_run(void *arg)
 		                  : rh_send(fd, keep, sizeof(keep) - 1);
 		rc = rc == 0 ? rh_read_response(fd, 30000, &r) : 0;
 		if (rc == 1) {
-			sc->sc_answered += r.rr_status == 200;
-			sc->sc_broken += r.rr_status != 200;
+			if (r.rr_status == 200) {
+				sc->sc_answered++;
+			} else if (sc->sc_other++ == 0) {
+				sc->sc_first_status = r.rr_status;
+			}
 			if (!r.rr_close && !sc->sc_fresh) {
 				rh_response_finish(&r);
 				continue;
@@ -1357,8 +1493,8 @@ static void *stress_client_run(void *arg)
 			rh_response_finish(&r);
 		} else if (rc == 0) {
 			sc->sc_closed++;
-		} else {
-			sc->sc_broken++;
+		} else if (sc->sc_broken++ == 0) {
+			sc->sc_first_errno = errno;
 		}
 		close(fd);
 		fd = -1;
@@ -1406,13 +1542,16 @@ static void test_reloads_back_to_back_and_a_stop_under_load_keep_the_process_ali
 	atomic_store(&stop, 1);
 	for (i = 0; i < STRESS_CLIENTS; i++) {
 		pthread_join(th[i], NULL);
-		print_message("client %d (%s): %ld answered, %ld closed unanswered, %ld broken\n",
-		              i, sc[i].sc_fresh ? "new connections" : "keep-alive",
-		              sc[i].sc_answered, sc[i].sc_closed, sc[i].sc_broken);
+		print_message("client %d (%s): %ld answered, %ld other (first %d), %ld closed "
+		              "unanswered, %ld broken (first: %s)\n",
+		              i, sc[i].sc_fresh ? "new connections" : "keep-alive", sc[i].sc_answered,
+		              sc[i].sc_other, sc[i].sc_first_status, sc[i].sc_closed, sc[i].sc_broken,
+		              sc[i].sc_broken > 0 ? strerror(sc[i].sc_first_errno) : "-");
 		answered += sc[i].sc_answered;
 	}
 	for (i = 0; i < STRESS_CLIENTS; i++) {
 		assert_int_equal(sc[i].sc_broken, 0);
+		assert_int_equal(sc[i].sc_other, 0);
 		assert_true(sc[i].sc_answered > 0);
 	}
 	print_message("%ld answered through %d reloads and a stop\n", answered, STRESS_RELOADS);
@@ -1494,6 +1633,9 @@ int main(void)
 	        cmocka_unit_test(
 	                test_near_the_connection_limit_the_oldest_incomplete_heads_make_room),
 	        cmocka_unit_test(test_the_per_address_limit_still_holds),
+	        cmocka_unit_test(
+	                test_at_the_connection_limit_a_new_connection_waits_and_is_served_once_one_closes),
+	        cmocka_unit_test(test_out_of_descriptors_accepting_backs_off_logs_and_resumes),
 	        cmocka_unit_test(test_alive_says_whether_the_listener_threads_take_connections),
 	        cmocka_unit_test(
 	                test_a_drain_refuses_new_connections_and_answers_every_started_request),
