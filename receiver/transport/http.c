@@ -2045,20 +2045,23 @@ static void http_gen_destroy(struct http_gen *gen)
  * the sweeper. */
 static void http_gen_drain_begin(struct http_gen *gen, int stop)
 {
-	int64_t now;
+	int64_t now = http_mono_ms();
 
+	/* The drain's fields first: the sweeper may look at this generation
+	 * (still the serving one during a reload) as soon as it is marked,
+	 * and with no deadline set yet it would take it for overdue and cut
+	 * every request under way with a 408. */
+	gen->hg_drain_stop = stop;
+	gen->hg_drain_since_ms = now;
+	gen->hg_drain_deadline_ms = now + gen->hg_drain_timeout_ms;
+	gen->hg_drain_log_ms = now;
+	gen->hg_drain_answered = atomic_load(&gen->hg_answered);
 	atomic_store(&gen->hg_draining, 1);
 	metrics_http_drain(gen->hg_srv->hs_name, stop ? "stop" : "reload");
 	http_accept_stop(gen);
 	if (stop) {
 		shutdown(gen->hg_fd, SHUT_RDWR);
 	}
-	now = http_mono_ms();
-	gen->hg_drain_stop = stop;
-	gen->hg_drain_since_ms = now;
-	gen->hg_drain_deadline_ms = now + gen->hg_drain_timeout_ms;
-	gen->hg_drain_log_ms = now;
-	gen->hg_drain_answered = atomic_load(&gen->hg_answered);
 }
 
 /* libmicrohttpd's own connection limit, split evenly over its threads,
