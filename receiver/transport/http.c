@@ -1932,6 +1932,7 @@ static void *http_accept_main(void *arg)
 	struct http_gen *gen = arg;
 	int64_t backoff_until = 0;
 
+	pthread_setname_np(pthread_self(), "http-accept");
 	while (!atomic_load(&gen->hg_accept_stop)) {
 		struct pollfd pfd[2];
 		int64_t now = http_mono_ms();
