@@ -148,7 +148,10 @@ struct http_gen {
 	struct http_sock *hg_socks; /* every open connection */
 	/* Open connections: counted by the accept thread before it hands one
 	 * to libmicrohttpd, uncounted when libmicrohttpd says it closed (or
-	 * refused it as it was handed over). */
+	 * refused it as it was handed over). One that libmicrohttpd drops in
+	 * between, which it does only when its thread cannot allocate the
+	 * connection's memory, stays counted: its drain then waits for the
+	 * deadline. */
 	atomic_int hg_conns;
 	atomic_int hg_suspended; /* deferred requests whose answer is not queued yet */
 	atomic_int hg_draining;  /* not accepting: answers close their connection */
@@ -1969,12 +1972,14 @@ static void *http_accept_main(void *arg)
 				break;
 			}
 			if (rc < 0) {
+				int err = errno;
+
 				now = http_mono_ms();
 				if (now - gen->hg_accept_log_ms >= HTTP_ACCEPT_LOG_MS) {
 					gen->hg_accept_log_ms = now;
 					log_warn("http %s: accept: %s; taking connections again in %d "
 					         "ms, or when one closes",
-					         gen->hg_srv->hs_name, strerror(errno),
+					         gen->hg_srv->hs_name, strerror(err),
 					         HTTP_ACCEPT_BACKOFF_MS);
 				}
 				atomic_store(&gen->hg_accept_parked, 1);

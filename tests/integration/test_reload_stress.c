@@ -21,12 +21,12 @@
 #include "fixtures.h"
 #include "rawhttp.h"
 
-#define RELOADS 60
+#define RELOADS 120
 #define CLIENTS 24 /* even ones keep their connection alive, odd ones open one per request */
 #define SENT_MAX 100000
 /* A pool of many threads: each one is a thread that a quiesce and the
  * thread's own loop could both take the listening socket out of. */
-#define STRESS_INI FX_STRIPE_INI "\n[server]\nthreads = 8\n"
+#define STRESS_INI FX_STRIPE_INI "\n[server]\nthreads = 16\n"
 
 static int log_count(struct daemon *d, const char *needle)
 {
