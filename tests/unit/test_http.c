@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 #include <curl/curl.h>
+#include <valgrind/valgrind.h>
 
 #include "buf.h"
 #include "cidr.h"
@@ -1212,6 +1213,14 @@ static void test_out_of_descriptors_accepting_backs_off_logs_and_resumes(void **
 	int client;
 	int last;
 
+	/* valgrind keeps the file limit itself: it closes a descriptor the
+	 * kernel gave above it, so the connection would be lost, not queued. */
+	if (RUNNING_ON_VALGRIND) {
+		close(log_fd);
+		close(saved);
+		unlink(path);
+		skip();
+	}
 	assert_true(log_fd >= 0 && saved >= 0);
 	fflush(stderr);
 	dup2(log_fd, STDERR_FILENO);
