@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -62,11 +63,16 @@
 #define HTTP_DRAIN_IDLE_MS 2000  /* stopping: an idle keep-alive connection is closed after this */
 #define HTTP_DRAIN_FLUSH_MS 5000 /* past the deadline: answers already made get this to go out */
 #define HTTP_DRAIN_LOG_MS 2000   /* drain progress in the log */
-/* A worker thread that saw the listening socket ready just before the
- * quiesce still accepts that connection; it is counted only once its
- * thread has registered it. A drain never ends sooner than this, so such
- * a connection is answered rather than closed by the generation's stop. */
-#define HTTP_DRAIN_SETTLE_MS 250
+/* The accept thread. A generation's daemon has no listening socket: the
+ * generation's own thread accepts on its descriptor and hands each
+ * connection to libmicrohttpd (MHD_add_connection), so a drain only ends
+ * that thread. libmicrohttpd 0.9.75's MHD_quiesce_daemon, the other way to
+ * stop a daemon accepting, takes the socket out of each pool thread's epoll
+ * set while the thread may be doing so itself, and aborts the process when
+ * it finds the socket already gone. */
+#define HTTP_ACCEPT_BATCH 64       /* connections taken before the wake-up is looked at again */
+#define HTTP_ACCEPT_BACKOFF_MS 100 /* out of descriptors or memory: try again after this */
+#define HTTP_ACCEPT_LOG_MS 1000    /* at most one line a second about failing accepts */
 #define HTTP_CUT_LOG_MS 10000    /* slow clients cut: one summary line at most this often */
 #define HTTP_LINGER_MS 1000 /* a 408 gets this long to be read before the connection is reset */
 #define HTTP_ALIVE_PROGRESS_MS                                                                     \
@@ -140,7 +146,13 @@ struct http_gen {
 	size_t hg_timeout_answer_len;
 	pthread_mutex_t hg_lock;    /* hg_socks */
 	struct http_sock *hg_socks; /* every open connection */
-	atomic_int hg_conns;        /* open connections */
+	/* Open connections: counted by the accept thread before it hands one
+	 * to libmicrohttpd, uncounted when libmicrohttpd says it closed (or
+	 * refused it as it was handed over). One that libmicrohttpd drops in
+	 * between, which it does only when its thread cannot allocate the
+	 * connection's memory, stays counted: its drain then waits for the
+	 * deadline. */
+	atomic_int hg_conns;
 	atomic_int hg_suspended; /* deferred requests whose answer is not queued yet */
 	atomic_int hg_draining;  /* not accepting: answers close their connection */
 	atomic_int hg_stopping; /* the daemon is about to stop: no more suspensions */
@@ -148,6 +160,13 @@ struct http_gen {
 	atomic_llong hg_log_ms; /* when the last loud libmicrohttpd message was logged */
 	atomic_llong hg_progress_ms; /* monotonic: a request last completed */
 	atomic_long hg_answered;     /* requests completed */
+	/* the accept thread */
+	pthread_t hg_acceptor;
+	int hg_acceptor_started;
+	int hg_wake_fd;               /* eventfd: wakes the accept thread */
+	atomic_int hg_accept_stop;    /* the accept thread is to end */
+	atomic_int hg_accept_parked;  /* it waits for a close (at the limit, or backing off) */
+	int64_t hg_accept_log_ms;     /* its own: when it last logged a failing accept */
 	/* the sweeper's own */
 	int hg_drain_stop; /* the drain is a stop, not a reload */
 	int64_t hg_drain_since_ms;
@@ -457,6 +476,8 @@ static size_t http_linger_step(struct http_server *srv, int64_t now, int all)
 	return left;
 }
 
+static void http_accept_wake(struct http_gen *gen);
+
 static void http_connection_notify(void *cls, struct MHD_Connection *con, void **socket_context,
                                    enum MHD_ConnectionNotificationCode toe)
 {
@@ -467,7 +488,6 @@ static void http_connection_notify(void *cls, struct MHD_Connection *con, void *
 		const union MHD_ConnectionInfo *ci =
 		        MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
 
-		atomic_fetch_add(&gen->hg_conns, 1);
 		http_probe_check(gen->hg_srv, con);
 		hk = calloc(1, sizeof(*hk));
 		*socket_context = hk;
@@ -506,6 +526,9 @@ static void http_connection_notify(void *cls, struct MHD_Connection *con, void *
 		*socket_context = NULL;
 	}
 	atomic_fetch_sub(&gen->hg_conns, 1);
+	if (atomic_exchange(&gen->hg_accept_parked, 0)) {
+		http_accept_wake(gen);
+	}
 }
 
 /* ---- the sweeper ---- */
@@ -754,7 +777,9 @@ static void http_gen_cut_log(struct http_gen *gen, int64_t now)
 
 /* Where a draining generation is; 1 when it may stop now: no connection
  * left, or past the deadline and its flush time with no deferred answer
- * outstanding (those are always waited for). */
+ * outstanding (those are always waited for). No settling time: the drain
+ * began after the accept thread ended, and every connection that thread
+ * took was counted before it was handed over. */
 static int http_gen_drain_step(struct http_gen *gen, int64_t now)
 {
 	struct http_server *srv = gen->hg_srv;
@@ -762,7 +787,7 @@ static int http_gen_drain_step(struct http_gen *gen, int64_t now)
 	int suspended = atomic_load(&gen->hg_suspended);
 	long answered = atomic_load(&gen->hg_answered) - gen->hg_drain_answered;
 
-	if (conns == 0 && suspended == 0 && now - gen->hg_drain_since_ms >= HTTP_DRAIN_SETTLE_MS) {
+	if (conns == 0 && suspended == 0) {
 		log_notice("http %s: generation %u drained in %lld ms (%ld requests answered with "
 		           "Connection: close)",
 		           srv->hs_name, gen->hg_number, (long long)(now - gen->hg_drain_since_ms),
@@ -1737,7 +1762,9 @@ static int http_listen(const char *host, unsigned port, int *ret_fd, unsigned *r
 		}
 		len = sizeof(*s4);
 	}
-	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* Non-blocking: during a reload two accept threads poll it, and the
+	 * one that loses a connection to the other must not block. */
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0) {
 		log_err("http: socket: %s", strerror(errno));
 		return -1;
@@ -1835,6 +1862,163 @@ done:
 	return rc;
 }
 
+/* ---- the accept thread ---- */
+
+/* Wakes gen's accept thread: to end, or because a connection closed. */
+static void http_accept_wake(struct http_gen *gen)
+{
+	uint64_t one = 1;
+	ssize_t n = write(gen->hg_wake_fd, &one, sizeof(one));
+
+	(void)n; /* only a full counter fails it, and then the thread is awake anyway */
+}
+
+/* Room for one more connection? Without room the accept thread parks until
+ * a close wakes it; the mark is set before the count is read again, so a
+ * close in between is not missed (a needless wake-up is harmless). */
+static int http_accept_room(struct http_gen *gen)
+{
+	if ((unsigned)atomic_load(&gen->hg_conns) < gen->hg_conn_limit) {
+		return 1;
+	}
+	atomic_store(&gen->hg_accept_parked, 1);
+	return (unsigned)atomic_load(&gen->hg_conns) < gen->hg_conn_limit;
+}
+
+/* Takes one connection off gen's socket and hands it to libmicrohttpd,
+ * which serves it or, over the per-address limit, closes it (and says so
+ * in the log). Returns 1 when one was taken or a client's own error ended
+ * it (try the next), 0 when none is waiting, -1 when the process is out of
+ * descriptors or memory, or the socket failed (errno set). */
+static int http_accept_one(struct http_gen *gen)
+{
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof(ss);
+	int fd = accept4(gen->hg_fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+
+	if (fd < 0) {
+		switch (errno) {
+		case EAGAIN:
+#if EWOULDBLOCK != EAGAIN
+		case EWOULDBLOCK:
+#endif
+			return 0; /* none left, or another generation took it */
+		case EINTR:
+		case ECONNABORTED:
+		case EPROTO:
+		case ENETDOWN:
+		case ENOPROTOOPT:
+		case EHOSTDOWN:
+		case ENONET:
+		case EHOSTUNREACH:
+		case EOPNOTSUPP:
+		case ENETUNREACH:
+			return 1; /* that client's connection failed (accept(2)) */
+		default:
+			return -1;
+		}
+	}
+	atomic_fetch_add(&gen->hg_conns, 1);
+	if (MHD_add_connection(gen->hg_daemon, fd, (struct sockaddr *)&ss, len) != MHD_YES) {
+		atomic_fetch_sub(&gen->hg_conns, 1); /* closed by libmicrohttpd */
+	}
+	return 1;
+}
+
+/* The accept thread: takes connections while the generation has room. At
+ * the connection limit it leaves them in the kernel's queue until a close
+ * makes room, as libmicrohttpd's own threads did; out of descriptors it
+ * logs and waits HTTP_ACCEPT_BACKOFF_MS or a close, rather than spin on a
+ * socket that stays readable. Ends when http_accept_stop asks. */
+static void *http_accept_main(void *arg)
+{
+	struct http_gen *gen = arg;
+	int64_t backoff_until = 0;
+
+	pthread_setname_np(pthread_self(), "http-accept");
+	while (!atomic_load(&gen->hg_accept_stop)) {
+		struct pollfd pfd[2];
+		int64_t now = http_mono_ms();
+		int timeout = -1;
+		int i;
+
+		pfd[0].fd = gen->hg_wake_fd;
+		pfd[1].fd = gen->hg_fd;
+		if (now < backoff_until) {
+			pfd[1].fd = -1;
+			timeout = (int)(backoff_until - now);
+		} else if (!http_accept_room(gen)) {
+			pfd[1].fd = -1;
+		}
+		pfd[0].events = pfd[1].events = POLLIN;
+		pfd[0].revents = pfd[1].revents = 0;
+		if (poll(pfd, 2, timeout) < 0) {
+			continue; /* EINTR */
+		}
+		if (pfd[0].revents != 0) {
+			uint64_t count;
+			ssize_t n = read(gen->hg_wake_fd, &count, sizeof(count));
+
+			(void)n;
+			backoff_until = 0; /* a connection closed: a descriptor is free */
+		}
+		if (pfd[1].revents == 0) {
+			continue;
+		}
+		for (i = 0; i < HTTP_ACCEPT_BATCH && http_accept_room(gen); i++) {
+			int rc = http_accept_one(gen);
+
+			if (rc == 0) {
+				break;
+			}
+			if (rc < 0) {
+				int err = errno;
+
+				now = http_mono_ms();
+				if (now - gen->hg_accept_log_ms >= HTTP_ACCEPT_LOG_MS) {
+					gen->hg_accept_log_ms = now;
+					log_warn("http %s: accept: %s; taking connections again in %d "
+					         "ms, or when one closes",
+					         gen->hg_srv->hs_name, strerror(err),
+					         HTTP_ACCEPT_BACKOFF_MS);
+				}
+				atomic_store(&gen->hg_accept_parked, 1);
+				backoff_until = now + HTTP_ACCEPT_BACKOFF_MS;
+				break;
+			}
+		}
+	}
+	return NULL;
+}
+
+/* Starts gen's accept thread. Returns 0, or -1 (logged). */
+static int http_accept_start(struct http_gen *gen)
+{
+	int rc = pthread_create(&gen->hg_acceptor, NULL, http_accept_main, gen);
+
+	if (rc != 0) {
+		log_err("http %s: cannot start the accept thread: %s", gen->hg_srv->hs_name,
+		        strerror(rc));
+		return -1;
+	}
+	gen->hg_acceptor_started = 1;
+	return 0;
+}
+
+/* Ends gen's accept thread and waits for it. From the return on, every
+ * connection it took is counted in hg_conns and in libmicrohttpd's hands,
+ * and it takes no other. A no-op when it does not run. */
+static void http_accept_stop(struct http_gen *gen)
+{
+	if (!gen->hg_acceptor_started) {
+		return;
+	}
+	atomic_store(&gen->hg_accept_stop, 1);
+	http_accept_wake(gen);
+	pthread_join(gen->hg_acceptor, NULL);
+	gen->hg_acceptor_started = 0;
+}
+
 /* Stops the daemon (it has no connection left, or the drain gave up on
  * them and no deferred request is outstanding) and frees. */
 static void http_gen_destroy(struct http_gen *gen)
@@ -1842,14 +2026,17 @@ static void http_gen_destroy(struct http_gen *gen)
 	if (gen == NULL) {
 		return;
 	}
+	http_accept_stop(gen); /* it hands connections to the daemon */
 	if (gen->hg_daemon != NULL) {
 		atomic_store(&gen->hg_stopping, 1);
 		MHD_stop_daemon(gen->hg_daemon);
 	}
-	/* A daemon that was quiesced, or never started, leaves the socket to
-	 * us; a running one closed it. */
+	/* libmicrohttpd never had the listening socket. */
 	if (gen->hg_fd >= 0) {
 		close(gen->hg_fd);
+	}
+	if (gen->hg_wake_fd >= 0) {
+		close(gen->hg_wake_fd);
 	}
 	http_free_list(gen->hg_proxies);
 	free(gen->hg_timeout_answer);
@@ -1857,37 +2044,51 @@ static void http_gen_destroy(struct http_gen *gen)
 	free(gen);
 }
 
-/* Stops a generation accepting (for a stop, the listening socket is shut
- * down as well: new connections are refused at once, including those the
- * kernel had queued) and marks it draining: its answers close their
- * connection from now on. The caller then hands it to the sweeper. */
+/* Stops a generation accepting: its accept thread ends (for a stop, the
+ * listening socket is shut down as well: new connections are refused at
+ * once, including those the kernel had queued) and marks it draining: its
+ * answers close their connection from now on. The caller then hands it to
+ * the sweeper. */
 static void http_gen_drain_begin(struct http_gen *gen, int stop)
 {
-	MHD_socket fd;
 	int64_t now = http_mono_ms();
 
-	atomic_store(&gen->hg_draining, 1);
-	metrics_http_drain(gen->hg_srv->hs_name, stop ? "stop" : "reload");
-	fd = MHD_quiesce_daemon(gen->hg_daemon);
-	if (fd == MHD_INVALID_SOCKET) {
-		gen->hg_fd = -1; /* libmicrohttpd keeps it and closes it when it stops */
-	}
-	if (stop && gen->hg_fd >= 0) {
-		shutdown(gen->hg_fd, SHUT_RDWR);
-	}
+	/* The drain's fields first: the sweeper may look at this generation
+	 * (still the serving one during a reload) as soon as it is marked,
+	 * and with no deadline set yet it would take it for overdue and cut
+	 * every request under way with a 408. */
 	gen->hg_drain_stop = stop;
 	gen->hg_drain_since_ms = now;
 	gen->hg_drain_deadline_ms = now + gen->hg_drain_timeout_ms;
 	gen->hg_drain_log_ms = now;
 	gen->hg_drain_answered = atomic_load(&gen->hg_answered);
+	atomic_store(&gen->hg_draining, 1);
+	metrics_http_drain(gen->hg_srv->hs_name, stop ? "stop" : "reload");
+	http_accept_stop(gen);
+	if (stop) {
+		shutdown(gen->hg_fd, SHUT_RDWR);
+	}
 }
 
-/* Starts a daemon with opt on fd (taken over, closed on failure). */
+/* libmicrohttpd's own connection limit, split evenly over its threads,
+ * holds per thread and does not count a connection handed over until its
+ * thread takes it; it would close connections that the accept thread's
+ * count (which does) has room for. So it is set where it never bites. */
+static unsigned http_mhd_conn_limit(unsigned limit, unsigned threads)
+{
+	if (threads <= 1) {
+		return limit;
+	}
+	return limit > UINT_MAX / threads ? UINT_MAX : limit * threads;
+}
+
+/* Starts a daemon with opt, and its accept thread on fd (taken over,
+ * closed on failure). */
 static struct http_gen *http_gen_create(struct http_server *srv, const struct http_options *opt, int fd)
 {
 	struct http_gen *gen = calloc(1, sizeof(*gen));
 	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC |
-	                 MHD_ALLOW_SUSPEND_RESUME;
+	                 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_NO_LISTEN_SOCKET;
 	struct MHD_OptionItem more[4];
 	unsigned threads = opt->ho_threads;
 	size_t n_more = 0;
@@ -1900,6 +2101,7 @@ static struct http_gen *http_gen_create(struct http_server *srv, const struct ht
 	}
 	gen->hg_srv = srv;
 	gen->hg_fd = fd;
+	gen->hg_wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	gen->hg_tls = opt->ho_tls_cert_pem != NULL;
 	gen->hg_body_max = opt->ho_body_max != 0 ? opt->ho_body_max : HTTP_BODY_MAX_DEFAULT;
 	gen->hg_conn_limit = http_conn_limit(srv->hs_name, opt->ho_max_connections);
@@ -1919,7 +2121,13 @@ static struct http_gen *http_gen_create(struct http_server *srv, const struct ht
 	atomic_init(&gen->hg_log_ms, 0);
 	atomic_init(&gen->hg_progress_ms, http_mono_ms());
 	atomic_init(&gen->hg_answered, 0);
+	atomic_init(&gen->hg_accept_stop, 0);
+	atomic_init(&gen->hg_accept_parked, 0);
 	gen->hg_cut_log_ms = http_mono_ms();
+	if (gen->hg_wake_fd < 0) {
+		log_err("http %s: eventfd: %s", srv->hs_name, strerror(errno));
+		goto fail;
+	}
 	if (http_timeout_answer_make(gen) < 0) {
 		goto fail;
 	}
@@ -1957,11 +2165,12 @@ static struct http_gen *http_gen_create(struct http_server *srv, const struct ht
 	/* The logger comes first, so that libmicrohttpd says nothing on its
 	 * own stderr even while it reads the options that follow. epoll, and
 	 * a connection limit of our own: its default is FD_SETSIZE - 4
-	 * whatever the file limit and the polling. */
+	 * whatever the file limit and the polling. No listening socket: the
+	 * accept thread hands it connections. */
 	gen->hg_daemon = MHD_start_daemon(
 	        flags, 0, NULL, NULL, http_access, gen, MHD_OPTION_EXTERNAL_LOGGER, http_mhd_log,
-	        gen, MHD_OPTION_LISTEN_SOCKET, gen->hg_fd, MHD_OPTION_CONNECTION_TIMEOUT,
-	        opt->ho_conn_timeout_s, MHD_OPTION_CONNECTION_LIMIT, gen->hg_conn_limit,
+	        gen, MHD_OPTION_CONNECTION_TIMEOUT, opt->ho_conn_timeout_s,
+	        MHD_OPTION_CONNECTION_LIMIT, http_mhd_conn_limit(gen->hg_conn_limit, threads),
 	        MHD_OPTION_PER_IP_CONNECTION_LIMIT, opt->ho_per_ip_limit,
 	        MHD_OPTION_URI_LOG_CALLBACK, http_uri_logger, gen, MHD_OPTION_NOTIFY_COMPLETED,
 	        http_completed, gen, MHD_OPTION_NOTIFY_CONNECTION, http_connection_notify, gen,
@@ -1973,6 +2182,9 @@ static struct http_gen *http_gen_create(struct http_server *srv, const struct ht
 		goto fail;
 	}
 	atomic_store(&gen->hg_started, 1);
+	if (http_accept_start(gen) < 0) {
+		goto fail;
+	}
 	gen->hg_number = ++srv->hs_generations;
 	return gen;
 fail:
@@ -2148,7 +2360,8 @@ void http_destroy(struct http_server *srv)
 /* ---- liveness ---- */
 
 /* Connects fd to the listener and waits for a server thread to take it
- * (or close it: at a limit libmicrohttpd accepts and closes). Returns 1
+ * (or for it to be closed: over the per-address limit libmicrohttpd closes
+ * it as the accept thread hands it over). Returns 1
  * when a server thread did, 0 when none did in time, -1 when the
  * connection was refused (err set). */
 static int http_probe_run(struct http_server *srv, int fd, const struct sockaddr *to,
@@ -2253,8 +2466,8 @@ int http_alive(struct http_server *srv, int timeout_ms, char *err, size_t err_si
 	if (rc == 1) {
 		return 1;
 	}
-	/* At the connection limit no thread takes a new one: alive as long
-	 * as requests keep completing. */
+	/* At the connection limit the accept thread takes no new one: alive
+	 * as long as requests keep completing. */
 	pthread_mutex_lock(&srv->hs_lock);
 	gen = srv->hs_gen;
 	if (rc == 0 && gen != NULL &&

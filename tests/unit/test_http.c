@@ -1,6 +1,7 @@
 /* test_http.c: the HTTP listener over real loopback sockets. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -11,11 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 #include <curl/curl.h>
+#include <valgrind/valgrind.h>
 
 #include "buf.h"
 #include "cidr.h"
@@ -1120,6 +1123,152 @@ static void test_the_per_address_limit_still_holds(void **state)
 	http_destroy(srv);
 }
 
+static void test_at_the_connection_limit_a_new_connection_waits_and_is_served_once_one_closes(
+        void **state)
+{
+	enum { LIMIT = 8 };
+	const char get[] = "GET /deferred HTTP/1.1\r\nHost: x\r\n\r\n";
+	struct deferrer df;
+	struct http_options ho;
+	struct http_server *srv;
+	struct rh_response r;
+	int fds[LIMIT];
+	int extra;
+	int i;
+
+	memset(&df, 0, sizeof(df));
+	pthread_mutex_init(&df.df_mutex, NULL);
+	pthread_cond_init(&df.df_cond, NULL);
+	memset(&ho, 0, sizeof(ho));
+	ho.ho_host = "127.0.0.1";
+	ho.ho_threads = 2;
+	ho.ho_conn_timeout_s = 30;
+	ho.ho_max_connections = LIMIT;
+	ho.ho_name = "test";
+	srv = http_create(&ho, defer_route, &df);
+	assert_non_null(srv);
+	/* LIMIT requests waiting for their answer: busy, none to cut for room. */
+	for (i = 0; i < LIMIT; i++) {
+		fds[i] = rh_connect(NULL, http_port(srv));
+		assert_true(fds[i] >= 0);
+		assert_int_equal(rh_send(fds[i], get, sizeof(get) - 1), 0);
+	}
+	defer_wait_pending(&df, LIMIT);
+	/* One more is left in the kernel's queue: neither served nor closed. */
+	extra = rh_connect(NULL, http_port(srv));
+	assert_true(extra >= 0);
+	assert_int_equal(rh_send(extra, get, sizeof(get) - 1), 0);
+	usleep(300 * 1000);
+	assert_false(rh_closed_now(extra));
+	pthread_mutex_lock(&df.df_mutex);
+	assert_int_equal(df.df_n_pending, LIMIT);
+	pthread_mutex_unlock(&df.df_mutex);
+	/* Answered and closed, the first makes room: the waiting one is taken. */
+	defer_resume_all(&df);
+	assert_int_equal(rh_read_response(fds[0], 5000, &r), 1);
+	assert_int_equal(r.rr_status, 200);
+	rh_response_finish(&r);
+	close(fds[0]);
+	defer_wait_pending(&df, 1);
+	defer_resume_all(&df);
+	assert_int_equal(rh_read_response(extra, 5000, &r), 1);
+	assert_int_equal(r.rr_status, 200);
+	rh_response_finish(&r);
+	close(extra);
+	for (i = 1; i < LIMIT; i++) {
+		close(fds[i]);
+	}
+	http_destroy(srv);
+}
+
+static int64_t cpu_ms(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (int64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+	       (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
+/* Out of descriptors, the listening socket stays readable and every accept
+ * fails: the accept thread says so and waits between tries (libmicrohttpd's
+ * own loop busy-waits there, taking a core), and a connection left in the
+ * queue meanwhile is served once a descriptor frees. Everything is put back
+ * before the checks, so a failure leaves the other tests their descriptors. */
+static void test_out_of_descriptors_accepting_backs_off_logs_and_resumes(void **state)
+{
+	char path[] = "/tmp/idemhook-http-emfile-XXXXXX";
+	const char get[] = "GET /hooks/x HTTP/1.1\r\nHost: x\r\n\r\n";
+	int log_fd = mkstemp(path);
+	int saved = dup(STDERR_FILENO);
+	struct http_server *srv;
+	struct rh_response r;
+	struct sockaddr_in sa;
+	struct rlimit old;
+	struct rlimit low;
+	int64_t cpu;
+	char *text;
+	int waited;
+	int rc;
+	int client;
+	int last;
+
+	/* valgrind keeps the file limit itself: it closes a descriptor the
+	 * kernel gave above it, so the connection would be lost, not queued. */
+	if (RUNNING_ON_VALGRIND) {
+		close(log_fd);
+		close(saved);
+		unlink(path);
+		skip();
+	}
+	assert_true(log_fd >= 0 && saved >= 0);
+	fflush(stderr);
+	dup2(log_fd, STDERR_FILENO);
+	srv = start_limited(60000, 0, 0, 0);
+	client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)http_port(srv));
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	/* The lowest free descriptor, taken: with the limit just above it, no
+	 * descriptor is left, and the server's accept fails with EMFILE. */
+	last = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	getrlimit(RLIMIT_NOFILE, &old);
+	low = old;
+	low.rlim_cur = (rlim_t)last + 1;
+	setrlimit(RLIMIT_NOFILE, &low);
+	rc = connect(client, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	     rh_send(client, get, sizeof(get) - 1) == 0;
+	cpu = cpu_ms();
+	usleep(1000 * 1000);
+	cpu = cpu_ms() - cpu;
+	waited = !rh_closed_now(client);
+	/* A descriptor frees: the connection waiting in the queue is served. */
+	close(last);
+	rc = rc ? rh_read_response(client, 5000, &r) : -1;
+	setrlimit(RLIMIT_NOFILE, &old);
+	close(client);
+	http_destroy(srv);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	close(log_fd);
+	text = read_all(path);
+	unlink(path);
+	assert_true(last >= 0 && low.rlim_cur > 0);
+	/* A spin would take most of a core for the second. */
+	print_message("cpu while out of descriptors: %lld ms in 1000 ms\n", (long long)cpu);
+	assert_true(cpu < 300);
+	assert_true(waited);
+	assert_int_equal(rc, 1);
+	assert_int_equal(r.rr_status, 200);
+	rh_response_finish(&r);
+	assert_non_null(text);
+	assert_non_null(strstr(text, "<4>http test: accept: Too many open files; taking connections "
+	                             "again in 100 ms"));
+	free(text);
+}
+
 /* ---- drains and liveness ---- */
 
 struct blocker {
@@ -1307,6 +1456,125 @@ static void test_after_a_reload_old_connections_get_their_answer_and_close(void 
 	http_destroy(srv);
 }
 
+/* ---- reloads and a stop under load ---- */
+
+#define STRESS_CLIENTS 12
+#define STRESS_RELOADS 400
+
+struct stress_client {
+	unsigned sc_port;
+	int sc_fresh; /* a new connection for every request */
+	atomic_int *sc_stop;
+	long sc_answered;
+	long sc_closed; /* sent, and the connection ended cleanly without an answer */
+	long sc_broken; /* a partial answer, an error or no answer in time */
+	long sc_other;  /* answered, but not 200 */
+	int sc_first_errno;  /* of the first broken one */
+	int sc_first_status; /* of the first other one */
+};
+
+static void *stress_client_run(void *arg)
+{
+	struct stress_client *sc = arg;
+	const char keep[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+	const char fresh[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nConnection: "
+	                     "close\r\nContent-Length: 2\r\n\r\n{}";
+	int fd = -1;
+
+	while (!atomic_load(sc->sc_stop)) {
+		struct rh_response r;
+		int rc;
+
+		if (fd >= 0 && rh_closed_now(fd)) {
+			close(fd);
+			fd = -1;
+		}
+		if (fd < 0) {
+			fd = rh_connect(NULL, sc->sc_port);
+			if (fd < 0) {
+				usleep(1000); /* refused: the server is stopping */
+				continue;
+			}
+		}
+		rc = sc->sc_fresh ? rh_send(fd, fresh, sizeof(fresh) - 1)
+		                  : rh_send(fd, keep, sizeof(keep) - 1);
+		rc = rc == 0 ? rh_read_response(fd, 30000, &r) : 0;
+		if (rc == 1) {
+			if (r.rr_status == 200) {
+				sc->sc_answered++;
+			} else if (sc->sc_other++ == 0) {
+				sc->sc_first_status = r.rr_status;
+			}
+			if (!r.rr_close && !sc->sc_fresh) {
+				rh_response_finish(&r);
+				continue;
+			}
+			rh_response_finish(&r);
+		} else if (rc == 0) {
+			sc->sc_closed++;
+		} else if (sc->sc_broken++ == 0) {
+			sc->sc_first_errno = errno;
+		}
+		close(fd);
+		fd = -1;
+	}
+	if (fd >= 0) {
+		close(fd);
+	}
+	return NULL;
+}
+
+/* Each reload begins the old generation's drain while its threads are busy
+ * with new connections; then a stop drains the last one, clients still
+ * sending. The process must survive every one of them. */
+static void test_reloads_back_to_back_and_a_stop_under_load_keep_the_process_alive(void **state)
+{
+	struct stress_client sc[STRESS_CLIENTS];
+	pthread_t th[STRESS_CLIENTS];
+	struct http_options ho;
+	struct http_server *srv;
+	atomic_int stop;
+	long answered = 0;
+	int i;
+
+	memset(&ho, 0, sizeof(ho));
+	ho.ho_host = "127.0.0.1";
+	ho.ho_threads = 16;
+	ho.ho_conn_timeout_s = 30;
+	ho.ho_name = "test";
+	srv = http_create(&ho, echo_route, NULL);
+	assert_non_null(srv);
+	atomic_init(&stop, 0);
+	for (i = 0; i < STRESS_CLIENTS; i++) {
+		memset(&sc[i], 0, sizeof(sc[i]));
+		sc[i].sc_port = http_port(srv);
+		sc[i].sc_fresh = i % 2;
+		sc[i].sc_stop = &stop;
+		assert_int_equal(pthread_create(&th[i], NULL, stress_client_run, &sc[i]), 0);
+	}
+	usleep(100 * 1000);
+	for (i = 0; i < STRESS_RELOADS; i++) {
+		assert_int_equal(http_reload(srv, &ho), 0);
+	}
+	http_destroy(srv);
+	atomic_store(&stop, 1);
+	for (i = 0; i < STRESS_CLIENTS; i++) {
+		pthread_join(th[i], NULL);
+		print_message("client %d (%s): %ld answered, %ld other (first %d), %ld closed "
+		              "unanswered, %ld broken (first: %s)\n",
+		              i, sc[i].sc_fresh ? "new connections" : "keep-alive", sc[i].sc_answered,
+		              sc[i].sc_other, sc[i].sc_first_status, sc[i].sc_closed, sc[i].sc_broken,
+		              sc[i].sc_broken > 0 ? strerror(sc[i].sc_first_errno) : "-");
+		answered += sc[i].sc_answered;
+	}
+	for (i = 0; i < STRESS_CLIENTS; i++) {
+		assert_int_equal(sc[i].sc_broken, 0);
+		assert_int_equal(sc[i].sc_other, 0);
+		assert_true(sc[i].sc_answered > 0);
+	}
+	print_message("%ld answered through %d reloads and a stop\n", answered, STRESS_RELOADS);
+}
+
 /* A reply's header lines come back in order, name and value as added,
  * whether a line is split on the stack or, past 255 bytes, on the heap. */
 struct reply_seen {
@@ -1383,10 +1651,15 @@ int main(void)
 	        cmocka_unit_test(
 	                test_near_the_connection_limit_the_oldest_incomplete_heads_make_room),
 	        cmocka_unit_test(test_the_per_address_limit_still_holds),
+	        cmocka_unit_test(
+	                test_at_the_connection_limit_a_new_connection_waits_and_is_served_once_one_closes),
+	        cmocka_unit_test(test_out_of_descriptors_accepting_backs_off_logs_and_resumes),
 	        cmocka_unit_test(test_alive_says_whether_the_listener_threads_take_connections),
 	        cmocka_unit_test(
 	                test_a_drain_refuses_new_connections_and_answers_every_started_request),
 	        cmocka_unit_test(test_after_a_reload_old_connections_get_their_answer_and_close),
+	        cmocka_unit_test(
+	                test_reloads_back_to_back_and_a_stop_under_load_keep_the_process_alive),
 	};
 
 	curl_global_init(CURL_GLOBAL_DEFAULT);
