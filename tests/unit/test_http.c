@@ -420,6 +420,41 @@ static void test_destroy_waits_for_suspended_requests_and_answers_them(void **st
 
 static char *read_all(const char *path);
 
+/* Sends stderr to a new file from path's template (mkstemp); returns the
+ * saved stderr for stderr_capture_end, or -1 (nothing changed). */
+static int stderr_capture_begin(char *path, int *ret_log_fd)
+{
+	int log_fd = mkstemp(path);
+	int saved = log_fd >= 0 ? dup(STDERR_FILENO) : -1;
+
+	if (saved < 0) {
+		if (log_fd >= 0) {
+			close(log_fd);
+			unlink(path);
+		}
+		return -1;
+	}
+	fflush(stderr);
+	dup2(log_fd, STDERR_FILENO);
+	*ret_log_fd = log_fd;
+	return saved;
+}
+
+/* Puts stderr back and returns what was written meanwhile (malloc'd, NULL
+ * when unreadable); the file is removed. */
+static char *stderr_capture_end(int saved, int log_fd, const char *path)
+{
+	char *text;
+
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	close(log_fd);
+	text = read_all(path);
+	unlink(path);
+	return text;
+}
+
 /* Opens a connection and keeps it (returns the socket). */
 static int connect_to(unsigned port)
 {
@@ -443,14 +478,12 @@ static void test_libmicrohttpd_speaks_through_the_log_with_a_priority_and_the_li
 	char *text;
 	char *line;
 	char *next;
-	int log_fd = mkstemp(path);
-	int saved = dup(STDERR_FILENO);
+	int log_fd = -1;
+	int saved = stderr_capture_begin(path, &log_fd);
 	int a;
 	int b;
 
-	assert_true(log_fd >= 0 && saved >= 0);
-	fflush(stderr);
-	dup2(log_fd, STDERR_FILENO);
+	assert_true(saved >= 0);
 	/* A pool of one thread (as the admin listener) and a limit of one
 	 * connection per address, which the second connection hits. */
 	memset(&ho, 0, sizeof(ho));
@@ -467,12 +500,7 @@ static void test_libmicrohttpd_speaks_through_the_log_with_a_priority_and_the_li
 	close(a);
 	close(b);
 	http_destroy(srv);
-	fflush(stderr);
-	dup2(saved, STDERR_FILENO);
-	close(saved);
-	close(log_fd);
-	text = read_all(path);
-	unlink(path);
+	text = stderr_capture_end(saved, log_fd, path);
 	assert_non_null(text);
 	assert_null(strstr(text, "Zero size"));
 	assert_non_null(strstr(text, "<4>http limited: libmicrohttpd: Server reached connection limit"));
@@ -1199,8 +1227,8 @@ static void test_out_of_descriptors_accepting_backs_off_logs_and_resumes(void **
 {
 	char path[] = "/tmp/idemhook-http-emfile-XXXXXX";
 	const char get[] = "GET /hooks/x HTTP/1.1\r\nHost: x\r\n\r\n";
-	int log_fd = mkstemp(path);
-	int saved = dup(STDERR_FILENO);
+	int log_fd = -1;
+	int saved;
 	struct http_server *srv;
 	struct rh_response r;
 	struct sockaddr_in sa;
@@ -1216,14 +1244,10 @@ static void test_out_of_descriptors_accepting_backs_off_logs_and_resumes(void **
 	/* valgrind keeps the file limit itself: it closes a descriptor the
 	 * kernel gave above it, so the connection would be lost, not queued. */
 	if (RUNNING_ON_VALGRIND) {
-		close(log_fd);
-		close(saved);
-		unlink(path);
 		skip();
 	}
-	assert_true(log_fd >= 0 && saved >= 0);
-	fflush(stderr);
-	dup2(log_fd, STDERR_FILENO);
+	saved = stderr_capture_begin(path, &log_fd);
+	assert_true(saved >= 0);
 	srv = start_limited(60000, 0, 0, 0);
 	client = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	memset(&sa, 0, sizeof(sa));
@@ -1249,12 +1273,7 @@ static void test_out_of_descriptors_accepting_backs_off_logs_and_resumes(void **
 	setrlimit(RLIMIT_NOFILE, &old);
 	close(client);
 	http_destroy(srv);
-	fflush(stderr);
-	dup2(saved, STDERR_FILENO);
-	close(saved);
-	close(log_fd);
-	text = read_all(path);
-	unlink(path);
+	text = stderr_capture_end(saved, log_fd, path);
 	assert_true(last >= 0 && low.rlim_cur > 0);
 	/* A spin would take most of a core for the second. */
 	print_message("cpu while out of descriptors: %lld ms in 1000 ms\n", (long long)cpu);
