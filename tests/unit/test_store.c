@@ -444,6 +444,60 @@ static void test_a_key_stored_beside_the_filter_is_still_replayed_by_the_writer(
 	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 1);
 }
 
+static int unit_insert_keys(struct store_tx *tx, void *arg)
+{
+	const int *n = arg;
+	char key[32];
+	struct store_value p[] = {store_text(key), store_int(T0)};
+	int i;
+
+	for (i = 0; i < *n; i++) {
+		snprintf(key, sizeof(key), "evt_page_%06d", i);
+		if (store_exec(tx,
+		               "INSERT INTO idempotency_records (scope, idem_key, status, "
+		               "fingerprint, "
+		               "reply_status, created_at, updated_at) VALUES ('stripe', ?, 'done', "
+		               "x'01', 200, ?2, ?2)",
+		               p, 2, NULL) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* More keys stored than one page of the fill reads (10,000): every page
+ * follows the last key of the one before, and every key is in the filter. */
+static void test_a_key_filter_is_filled_from_several_pages_of_keys(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct store_stats ss;
+	struct store_stats after;
+	char key[32];
+	int n = 25000;
+	int i;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_insert_keys, &n), 0);
+	reopen_with_key_filter(fx, 16);
+	wait_for_key_filter(fx->fx_st, (uint64_t)n, (uint64_t)(n - n / 50));
+	store_get_stats(fx->fx_st, &ss);
+	assert_true(ss.ss_key_filter_keys <= (uint64_t)n);
+	/* Keys from every page are in it: their claims are read first. */
+	for (i = 0; i < n; i += 499) {
+		struct store_claim c;
+
+		snprintf(key, sizeof(key), "evt_page_%06d", i);
+		claim_init(&c, key, 1, T0 + 1000, &ap);
+		assert_int_equal(submit_one(fx->fx_st, &c), 0);
+		assert_true(c.sc_outcome == STORE_REPLAYED || c.sc_outcome == STORE_MISMATCH);
+		store_claim_finish(&c);
+	}
+	store_get_stats(fx->fx_st, &after);
+	assert_int_equal(after.ss_reads_skipped, ss.ss_reads_skipped);
+	assert_int_equal(atomic_load(&ap.ap_runs), 0);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records"), n);
+}
+
 /* Claims past the filter's capacity have a larger one filled: every key
  * is then in it, and each duplicate is answered by a read. */
 static void test_a_key_filter_past_its_capacity_is_filled_again_larger(void **state)
@@ -3259,6 +3313,7 @@ int main(void)
 	        STORE_TEST(test_the_key_filter_sends_only_keys_never_stored_to_the_writer_unread),
 	        STORE_TEST(test_a_key_stored_beside_the_filter_is_still_replayed_by_the_writer),
 	        STORE_TEST(test_a_key_filter_past_its_capacity_is_filled_again_larger),
+	        STORE_TEST(test_a_key_filter_is_filled_from_several_pages_of_keys),
 	        STORE_TEST(
 	                test_a_duplicate_right_after_the_commit_is_replayed_with_a_kept_snapshot),
 	        STORE_TEST(test_a_kept_read_snapshot_is_ended_when_its_thread_is_idle),

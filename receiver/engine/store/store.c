@@ -1604,13 +1604,28 @@ static int store_keys_row(void *arg, const struct store_row *row)
 static int store_keys_read_page(struct store_tx *tx, void *arg)
 {
 	struct store_keys_page *kp = arg;
-	struct store_value p[] = {store_text(kp->kp_scope), store_text(kp->kp_key),
-	                          store_int(STORE_KEYS_PAGE)};
+	char *scope;
+	char *key;
+	int rc;
 
 	if (kp->kp_scope == NULL) {
-		return store_query_each(tx, STORE_SQL_KEYS_FIRST, &p[2], 1, store_keys_row, kp);
+		struct store_value n = store_int(STORE_KEYS_PAGE);
+
+		return store_query_each(tx, STORE_SQL_KEYS_FIRST, &n, 1, store_keys_row, kp);
 	}
-	return store_query_each(tx, STORE_SQL_KEYS_NEXT, p, 3, store_keys_row, kp);
+	/* The bound key is read while the rows replace kp's: bind copies. */
+	scope = strdup(kp->kp_scope);
+	key = strdup(kp->kp_key);
+	rc = -1;
+	if (scope != NULL && key != NULL) {
+		struct store_value p[] = {store_text(scope), store_text(key),
+		                          store_int(STORE_KEYS_PAGE)};
+
+		rc = store_query_each(tx, STORE_SQL_KEYS_NEXT, p, 3, store_keys_row, kp);
+	}
+	free(scope);
+	free(key);
+	return rc;
 }
 
 static int store_keys_stopping(struct store *st)
