@@ -425,6 +425,7 @@ struct bench_metrics {
 	double bm_hist[BENCH_HIST]; /* cumulative, as exposed */
 	double bm_commit_s; /* idemhook_store_commit_seconds_sum */
 	double bm_commit_n;
+	double bm_restart_s; /* idemhook_store_wal_restart_seconds_total */
 };
 
 static double bench_metric(const char *text, const char *name)
@@ -460,6 +461,7 @@ static int bench_scrape(const struct daemon *d, struct bench_metrics *ret)
 	ret->bm_units = bench_metric(r.hs_body, "idemhook_store_batch_size_sum");
 	ret->bm_commit_s = bench_metric(r.hs_body, "idemhook_store_commit_seconds_sum");
 	ret->bm_commit_n = bench_metric(r.hs_body, "idemhook_store_commit_seconds_count");
+	ret->bm_restart_s = bench_metric(r.hs_body, "idemhook_store_wal_restart_seconds_total");
 	for (i = 0; i < BENCH_HIST; i++) {
 		snprintf(name, sizeof(name), "idemhook_store_batch_size_bucket{le=\"%s\"}", le[i]);
 		ret->bm_hist[i] = bench_metric(r.hs_body, name);
@@ -483,15 +485,16 @@ struct bench_row {
 	double br_writer_us; /* of which the store's writer thread */
 	double br_lg_us; /* the load generator's CPU per request */
 	double br_commit_ms; /* mean time of one COMMIT (WAL write and fsync) */
+	double br_restart_pct; /* share of the phase the writer spent starting the WAL over */
 	double br_wchar; /* bytes handed to write/pwrite per request */
 	double br_disk; /* bytes written to the disk per request */
 };
 
 static void bench_print_header(void)
 {
-	printf("%-36s %5s %7s %9s %8s %8s %6s %6s %9s %6s %6s %7s %7s %7s %7s  %s\n", "phase", "conns", "reqs",
-	       "req/s", "p50 ms", "p99 ms", "errors", "lg us", "commits/s", "batch", "fsync", "cpu us", "wrt us",
-	       "wchar/r", "disk/r", "batch sizes 1|2-3|4-7|8-15|16-31|32-63|64-127|128+");
+	printf("%-36s %5s %7s %9s %8s %8s %6s %6s %9s %6s %6s %5s %7s %7s %7s %7s  %s\n", "phase", "conns",
+	       "reqs", "req/s", "p50 ms", "p99 ms", "errors", "lg us", "commits/s", "batch", "fsync", "rst %",
+	       "cpu us", "wrt us", "wchar/r", "disk/r", "batch sizes 1|2-3|4-7|8-15|16-31|32-63|64-127|128+");
 }
 
 static void bench_print_row(const struct bench_row *br)
@@ -501,8 +504,9 @@ static void bench_print_row(const struct bench_row *br)
 	printf("%-36s %5u %7zu %9.0f %8.2f %8.2f %6zu %6.1f", br->br_label, br->br_conns, br->br_res.lg_n,
 	       br->br_rate, br->br_res.lg_p50_ms, br->br_res.lg_p99_ms, br->br_res.lg_errors, br->br_lg_us);
 	if (br->br_has_store) {
-		printf(" %9.0f %6.1f %6.2f %7.1f %7.1f %7.0f %7.0f  ", br->br_commits_s, br->br_mean_batch,
-		       br->br_commit_ms, br->br_cpu_us, br->br_writer_us, br->br_wchar, br->br_disk);
+		printf(" %9.0f %6.1f %6.2f %5.1f %7.1f %7.1f %7.0f %7.0f  ", br->br_commits_s,
+		       br->br_mean_batch, br->br_commit_ms, br->br_restart_pct, br->br_cpu_us,
+		       br->br_writer_us, br->br_wchar, br->br_disk);
 		for (i = 0; i < BENCH_HIST; i++) {
 			printf("%s%.0f", i > 0 ? "|" : "", br->br_hist[i]);
 		}
@@ -558,6 +562,9 @@ static int bench_phase(struct bench_row *br, const char *label, const struct dae
 		                           ? (after.bm_commit_s - before.bm_commit_s) * 1000.0 /
 		                                     (after.bm_commit_n - before.bm_commit_n)
 		                           : 0;
+		br->br_restart_pct = br->br_res.lg_seconds > 0 ? (after.bm_restart_s - before.bm_restart_s) *
+		                                                         100.0 / br->br_res.lg_seconds
+		                                               : 0;
 		for (i = 0; i < BENCH_HIST; i++) {
 			double prev = i > 0 ? after.bm_hist[i - 1] - before.bm_hist[i - 1] : 0;
 

@@ -288,7 +288,7 @@ static void app_hook_account(struct app *app, const struct provider_conf *pc, co
 		client != NULL ? "\"" : "", tenths / 10, tenths % 10);
 }
 
-/* The writer's completion (writer thread): only wakes the connection. */
+/* The store's completion (its completion thread): only wakes the connection. */
 static void app_hook_committed(void *arg)
 {
 	struct app_hook_job *hj = arg;

@@ -898,7 +898,7 @@ static void replay_count_ingest(struct replay_state *s, const struct replay_entr
 	replay_count(s, e, v, reason != NULL && reason[0] != '\0' ? reason : NULL, err[0] != '\0' ? err : NULL);
 }
 
-/* The writer's completion (writer thread): hands the slot to the main
+/* The store's completion (its completion thread): hands the slot to the main
  * thread, which counts it. */
 static void replay_slot_done(void *arg)
 {

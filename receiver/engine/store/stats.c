@@ -431,6 +431,18 @@ int stats_render_metrics(struct buf *out, struct store *st)
 	            0) {
 		return -1;
 	}
+	if (metrics_text_header(out, "idemhook_store_wal_restarts_total", "counter",
+	                        "Checkpoints the writer ran between two batches to start the "
+	                        "WAL over (SQLite).") < 0 ||
+	    buf_printf(out, "idemhook_store_wal_restarts_total %" PRIu64 "\n", ss.ss_catch_ups) <
+	            0 ||
+	    metrics_text_header(out, "idemhook_store_wal_restart_seconds_total", "counter",
+	                        "Time the writer spent in those checkpoints, committing "
+	                        "nothing.") < 0 ||
+	    buf_printf(out, "idemhook_store_wal_restart_seconds_total %.6f\n",
+	               ss.ss_catch_up_seconds) < 0) {
+		return -1;
+	}
 	if (metrics_text_header(out, "idemhook_store_reads_skipped_total", "counter",
 	                        "Claims sent to the writer without a read for a stored reply: "
 	                        "the key filter had never seen their key.") < 0 ||

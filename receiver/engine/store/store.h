@@ -264,7 +264,8 @@ typedef void (*store_done_fn)(void *arg, int result);
 /* Queues n claims for one transaction (each in its own savepoint) and
  * returns without waiting. done(arg, result) is called exactly once, after
  * COMMIT returned (or the transaction failed), when every claim has its
- * outcome: on the writer thread with no lock of the store held, so it may
+ * outcome: on the store's completion thread (which calls them in the order
+ * their batches committed) with no lock of the store held, so it may
  * resume a connection or submit more, but must be quick and must not wait
  * for the store. A single claim whose key is already done/failed is answered
  * from this thread's read connection, and a refused submission (store
@@ -333,6 +334,7 @@ struct store_stats {
 	uint64_t ss_conflicts; /* unique-key conflicts met by claims */
 	uint64_t ss_transient; /* units rolled back as transient */
 	uint64_t ss_catch_ups; /* checkpoints the writer ran itself to bound the WAL */
+	double ss_catch_up_seconds; /* the writer's time in them: no commit meanwhile */
 	uint64_t ss_wal_frames; /* pages written to the WAL by commits */
 	uint64_t ss_round_trips; /* the writer's round trips to the server (PostgreSQL), 0 on SQLite */
 	/* The key filter (so_key_filter): claims sent to the writer without a

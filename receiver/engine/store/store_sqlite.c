@@ -35,17 +35,25 @@
 /* WAL frames (pages) after which the checkpointer copies them into the
  * database file (the writer then finishes the copy and starts the WAL over
  * between two batches, store_sqlite_after_batch), and the hard bound past
- * which the writer does so even if the checkpointer has not run: about
- * 12 MB and 16 MB at 1 KiB pages. A page that several commits change is
+ * which the writer does so even if the checkpointer has not caught up:
+ * about 12 MB and 20 MB at 1 KiB pages. A page that several commits change is
  * copied once per checkpoint: 4,000 wrote 18-19 KB per unique callback
  * where 1,000 wrote 21-22 KB, and 12,000 wrote 1.8 to 2.5 KB less than
  * 4,000; 16,000 with a bound of 32,000 saved no more than 12,000 (issue 24,
  * docs/benchmarks.md). */
 #define STORE_CKPT_FRAMES 12000
-#define STORE_CKPT_FRAMES_MAX 16000
+#define STORE_CKPT_FRAMES_MAX 20000
+/* The frames the checkpointer may leave behind for the writer to copy: it
+ * goes on with another round while more were committed meanwhile, since the
+ * writer's copy holds every commit back. Copying 1,000 to 5,000 frames and
+ * syncing the database file took the writer 7 to 50 ms a time (issue 24,
+ * eighth round). */
+#define STORE_CKPT_TAIL 128
+#define STORE_CKPT_ROUNDS_MAX 16 /* rounds after one wake */
 #define STORE_PROBE_BUSY_MS 100       /* the probe's wait for the write lock */
 #define STORE_CHECKPOINT_BUSY_MS 200  /* a TRUNCATE checkpoint briefly holds writers back */
 #define STORE_CKPT_RESTART_MS 20      /* the writer's wait for readers to leave the WAL */
+#define STORE_CKPT_RESTART_STEP_US 50
 /* The sub-journal (the old contents of the pages a savepoint changes; a
  * batch keeps it until COMMIT) stays in memory up to this size instead of
  * SQLite's 64 KiB: in a temporary file it wrote every page of a batch a
@@ -107,7 +115,8 @@ struct store_ckpt {
 	/* Held around every checkpoint of the checkpointer's and the writer's:
 	 * SQLite refuses a second checkpoint at once without waiting. */
 	pthread_mutex_t ck_run_mutex;
-	int ck_rounds; /* checkpoints finished (atomic) */
+	int ck_rounds; /* wakes whose rounds have finished (atomic) */
+	int ck_done; /* frames of the WAL in the database after the last round (atomic) */
 	int ck_reap;   /* some read snapshot is kept open (atomic; set under ck_mutex) */
 };
 
@@ -119,7 +128,7 @@ struct store_db {
 	pthread_key_t db_key; /* this thread's read connection */
 	int db_key_made;
 	struct store_conn *db_readers; /* every read connection, under db_mutex */
-	int db_wal_frames; /* frames in the WAL after the last commit (writer thread) */
+	int db_wal_frames; /* frames in the WAL after the last commit (writer; read atomically) */
 	int db_ckpt_asked; /* db_wal_frames when the checkpointer was last woken (writer thread) */
 	int db_ckpt_round; /* its ck_rounds then (writer thread) */
 	uint64_t db_wal_written; /* frames appended to the WAL (writer thread; read atomically) */
@@ -1037,7 +1046,7 @@ static int store_wal_hook(void *arg, sqlite3 *handle, const char *name, int fram
 	} else {
 		db->db_wal_written += frames - db->db_wal_frames;
 	}
-	db->db_wal_frames = frames;
+	__atomic_store_n(&db->db_wal_frames, frames, __ATOMIC_RELEASE);
 	/* Before any claim of this commit is answered: a kept read snapshot
 	 * older than it is not used again (store_sqlite_reader_get). */
 	__atomic_add_fetch(&db->db_commits, 1, __ATOMIC_RELEASE);
@@ -1059,10 +1068,11 @@ static int store_wal_hook(void *arg, sqlite3 *handle, const char *name, int fram
 
 static int64_t store_mono_ms(void);
 
-/* Ends, on the checkpointer's thread, every kept read snapshot older than
- * STORE_SNAPSHOT_MS whose thread is not using it. Returns the number of
- * snapshots still open. */
-static int store_snapshots_reap(struct store_db *db)
+/* Ends every kept read snapshot at least min_age_ms old whose thread is not
+ * using it: on the checkpointer's thread those left idle STORE_SNAPSHOT_MS,
+ * on the writer's before it starts the WAL over all of them. Returns the
+ * number of snapshots still open. */
+static int store_snapshots_reap(struct store_db *db, int64_t min_age_ms)
 {
 	struct store_conn *cn;
 	int64_t now = store_mono_ms();
@@ -1074,7 +1084,7 @@ static int store_snapshots_reap(struct store_db *db)
 			open++;
 			continue;
 		}
-		if (cn->cn_held && now - cn->cn_held_ms >= STORE_SNAPSHOT_MS) {
+		if (cn->cn_held && now - cn->cn_held_ms >= min_age_ms) {
 			store_conn_exec(en, cn, "COMMIT");
 			cn->cn_held = 0;
 		}
@@ -1102,13 +1112,49 @@ static void store_ckpt_wait_snapshot(struct store_ckpt *ck)
 	}
 }
 
+/* The checkpointer's work after one wake: PASSIVE rounds, each copying what
+ * no reader still needs without ever blocking the writer, which goes on
+ * appending meanwhile; another round while the frames committed during the
+ * last one are more than STORE_CKPT_TAIL and the last one moved on. */
+static void store_ckpt_rounds(struct store_db *db)
+{
+	struct store_ckpt *ck = &db->db_ckpt;
+	int log_frames;
+	int done_frames;
+	int last = -1;
+	int round;
+	int rc;
+
+	for (round = 0; round < STORE_CKPT_ROUNDS_MAX; round++) {
+		log_frames = 0;
+		done_frames = 0;
+		pthread_mutex_lock(&ck->ck_run_mutex);
+		rc = sqlite3_wal_checkpoint_v2(ck->ck_conn->cn_db, NULL, SQLITE_CHECKPOINT_PASSIVE,
+		                               &log_frames, &done_frames);
+		pthread_mutex_unlock(&ck->ck_run_mutex);
+		if (rc != SQLITE_OK) {
+			if (rc != SQLITE_BUSY) {
+				store_log_rc(ck->ck_conn->cn_db, rc, "checkpoint");
+			}
+			return;
+		}
+		__atomic_store_n(&ck->ck_done, done_frames, __ATOMIC_RELEASE);
+		/* The WAL started over (done_frames is then of the new one), a
+		 * reader holds the copy back, or little is left. */
+		if (done_frames <= last ||
+		    __atomic_load_n(&db->db_wal_frames, __ATOMIC_ACQUIRE) - done_frames <=
+		            STORE_CKPT_TAIL ||
+		    __atomic_load_n(&ck->ck_stopping, __ATOMIC_ACQUIRE)) {
+			return;
+		}
+		last = done_frames;
+	}
+}
+
 static void *store_ckpt_main(void *arg)
 {
 	struct store_db *db = arg;
 	struct store_ckpt *ck = &db->db_ckpt;
-	int log_frames;
-	int done_frames;
-	int rc;
 
 	pthread_setname_np(pthread_self(), "store-ckpt");
 	pthread_mutex_lock(&ck->ck_mutex);
@@ -1125,7 +1171,7 @@ static void *store_ckpt_main(void *arg)
 			if (!ck->ck_wanted && !ck->ck_stopping) {
 				__atomic_store_n(&ck->ck_reap, 0, __ATOMIC_RELEASE);
 				pthread_mutex_unlock(&ck->ck_mutex);
-				if (store_snapshots_reap(db) > 0) {
+				if (store_snapshots_reap(db, STORE_SNAPSHOT_MS) > 0) {
 					__atomic_store_n(&ck->ck_reap, 1, __ATOMIC_RELEASE);
 				}
 				pthread_mutex_lock(&ck->ck_mutex);
@@ -1137,16 +1183,8 @@ static void *store_ckpt_main(void *arg)
 		}
 		ck->ck_wanted = 0;
 		pthread_mutex_unlock(&ck->ck_mutex);
-		/* PASSIVE: copies what no reader still needs and never blocks the
-		 * writer, which goes on appending meanwhile. */
-		pthread_mutex_lock(&ck->ck_run_mutex);
-		rc = sqlite3_wal_checkpoint_v2(ck->ck_conn->cn_db, NULL, SQLITE_CHECKPOINT_PASSIVE,
-		                               &log_frames, &done_frames);
-		pthread_mutex_unlock(&ck->ck_run_mutex);
+		store_ckpt_rounds(db);
 		__atomic_add_fetch(&ck->ck_rounds, 1, __ATOMIC_RELEASE);
-		if (rc != SQLITE_OK && rc != SQLITE_BUSY) {
-			store_log_rc(ck->ck_conn->cn_db, rc, "checkpoint");
-		}
 		pthread_mutex_lock(&ck->ck_mutex);
 	}
 	pthread_mutex_unlock(&ck->ck_mutex);
@@ -1158,17 +1196,39 @@ static void *store_ckpt_main(void *arg)
  * once every frame is in the database and no reader still reads from the
  * WAL: with server threads looking up answers all the time there is nearly
  * always such a reader, and the WAL grew to ten times its bound (issue 24).
- * So once the checkpointer has finished the checkpoint it was woken for
- * (and in any case past STORE_CKPT_FRAMES_MAX), the writer itself, between
- * two batches, runs a RESTART checkpoint: it copies the frames committed
- * since, then waits (at most STORE_CKPT_RESTART_MS: a lookup holds its
+ * So once the checkpointer has finished the rounds it was woken for (and in
+ * any case past STORE_CKPT_FRAMES_MAX), the writer itself, between two
+ * batches, runs a RESTART checkpoint: it copies the frames committed since
+ * the last round (the rounds leave at most about STORE_CKPT_TAIL, plus the
+ * batches committed after), then waits (at most STORE_CKPT_RESTART_MS: a lookup holds its
  * snapshot for microseconds) until no reader reads from the WAL, and the
  * next commit starts the WAL over. Readers that begin meanwhile read the
  * database file and do not hold it up. This bounds the WAL; a reader that
  * holds a snapshot longer (a long listing) postpones the restart to a
  * later batch. Returns 1 when it ran a checkpoint. */
+struct store_restart_wait {
+	int64_t rw_until_ms;
+};
+
+/* The writer's wait for readers to leave the WAL, in steps of
+ * STORE_CKPT_RESTART_STEP_US: a lookup holds its snapshot for microseconds,
+ * and SQLite's own busy handler sleeps 1, 2, 5, 10 ms in turn, so one
+ * lookup under way cost the restart 3 to 20 ms (issue 24, eighth round). */
+static int store_restart_busy(void *arg, int count)
+{
+	struct store_restart_wait *wait = arg;
+
+	(void)count;
+	if (store_mono_ms() >= wait->rw_until_ms) {
+		return 0;
+	}
+	usleep(STORE_CKPT_RESTART_STEP_US);
+	return 1;
+}
+
 static int store_sqlite_after_batch(struct store_db *db)
 {
+	struct store_restart_wait wait;
 	sqlite3 *w;
 	int log_frames = 0;
 	int done_frames = 0;
@@ -1179,15 +1239,28 @@ static int store_sqlite_after_batch(struct store_db *db)
 	     __atomic_load_n(&db->db_ckpt.ck_rounds, __ATOMIC_ACQUIRE) == db->db_ckpt_round)) {
 		return 0;
 	}
+	/* A round under way: the next batch looks again, unless the WAL is
+	 * past its bound. */
+	if (db->db_wal_frames < STORE_CKPT_FRAMES_MAX) {
+		if (pthread_mutex_trylock(&db->db_ckpt.ck_run_mutex) != 0) {
+			return 0;
+		}
+	} else {
+		pthread_mutex_lock(&db->db_ckpt.ck_run_mutex);
+	}
 	w = db->db_writer->cn_db;
-	pthread_mutex_lock(&db->db_ckpt.ck_run_mutex);
-	sqlite3_busy_timeout(w, STORE_CKPT_RESTART_MS);
+	/* A kept snapshot would hold the restart up until the checkpointer
+	 * reaps it, and the checkpointer is busy copying. */
+	store_snapshots_reap(db, 0);
+	wait.rw_until_ms = store_mono_ms() + STORE_CKPT_RESTART_MS;
+	sqlite3_busy_handler(w, store_restart_busy, &wait);
 	rc = sqlite3_wal_checkpoint_v2(w, NULL, SQLITE_CHECKPOINT_RESTART, &log_frames,
 	                               &done_frames);
 	sqlite3_busy_timeout(w, (int)db->db_busy_timeout_ms);
 	pthread_mutex_unlock(&db->db_ckpt.ck_run_mutex);
 	if (rc == SQLITE_OK) {
-		db->db_wal_frames = 0; /* the next commit starts the WAL over */
+		/* The next commit starts the WAL over. */
+		__atomic_store_n(&db->db_wal_frames, 0, __ATOMIC_RELEASE);
 		db->db_ckpt_asked = 0;
 	} else if (rc != SQLITE_BUSY) {
 		store_log_rc(w, rc, "checkpoint");
@@ -1221,7 +1294,7 @@ static void store_ckpt_stop(struct store_db *db)
 
 	if (ck->ck_running) {
 		pthread_mutex_lock(&ck->ck_mutex);
-		ck->ck_stopping = 1;
+		__atomic_store_n(&ck->ck_stopping, 1, __ATOMIC_RELEASE);
 		pthread_cond_signal(&ck->ck_cond);
 		pthread_mutex_unlock(&ck->ck_mutex);
 		pthread_join(ck->ck_thread, NULL);
