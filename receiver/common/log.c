@@ -169,7 +169,13 @@ static size_t log_line_begin(enum log_level level, char *line, size_t size)
 {
 	int n = 0;
 
-	if (log_prefix_enabled()) {
+	if (log_prefix_enabled() && (unsigned)level <= 9 && size > 3) {
+		/* "<%d>" of a single digit, without printf: a line per request */
+		line[0] = '<';
+		line[1] = (char)('0' + (int)level);
+		line[2] = '>';
+		n = 3;
+	} else if (log_prefix_enabled()) {
 		n = snprintf(line, size, "<%d>", (int)level);
 	} else if (level <= LOG_LEVEL_WARNING) {
 		n = snprintf(line, size, "%s: ", level <= LOG_LEVEL_ERR ? "error" : "warning");

@@ -1079,8 +1079,15 @@ static void http_client_address(const struct http_gen *gen, const struct http_he
 	char *p;
 	size_t i;
 	int trusted = 0;
+	size_t n;
 
-	snprintf(out, out_size, "%s", peer);
+	if (out_size == 0) {
+		return;
+	}
+	/* snprintf's "%s" without printf: this runs for every request. */
+	n = strnlen(peer, out_size - 1);
+	memcpy(out, peer, n);
+	out[n] = '\0';
 	if (gen->hg_proxies == NULL) {
 		return;
 	}

@@ -206,6 +206,16 @@ static void test_a_line_built_without_printf_is_the_printf_line(void **state)
 		        strstr(got, "<4>hook provider=\"stripe\" status=200 latency_ms=12.3\n"));
 	}
 	assert_int_equal(log_set_deferred(0), 0);
+	/* each level's prefix, written by hand, is printf's "<%d>" */
+	fd = log_capture();
+	log_err("e");
+	log_warn("w");
+	log_notice("n");
+	log_info("i");
+	log_text(LOG_LEVEL_ERR, "t", 1);
+	log_read(fd, got, sizeof(got));
+	close(fd);
+	assert_string_equal(got, "<3>e\n<4>w\n<5>n\n<6>i\n<3>t\n");
 }
 
 /* The real stderr again after each test, for cmocka's messages. */
