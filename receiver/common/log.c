@@ -163,27 +163,29 @@ int log_set_deferred(long ms)
 	return rc;
 }
 
-void log_msg(enum log_level level, const char *fmt, ...)
+/* The line's start for level: the journald prefix, or on a terminal
+ * "error: " / "warning: " (or nothing). Returns its length. */
+static size_t log_line_begin(enum log_level level, char *line, size_t size)
 {
-	char line[2048];
-	va_list ap;
-	size_t len;
-	int n;
+	int n = 0;
 
-	if (level > log_threshold) {
-		return;
-	}
-	n = 0;
-	if (log_prefix_enabled()) {
-		n = snprintf(line, sizeof(line), "<%d>", (int)level);
+	if (log_prefix_enabled() && (unsigned)level <= 9 && size > 3) {
+		/* "<%d>" of a single digit, without printf: a line per request */
+		line[0] = '<';
+		line[1] = (char)('0' + (int)level);
+		line[2] = '>';
+		n = 3;
+	} else if (log_prefix_enabled()) {
+		n = snprintf(line, size, "<%d>", (int)level);
 	} else if (level <= LOG_LEVEL_WARNING) {
-		n = snprintf(line, sizeof(line),
-		             "%s: ", level <= LOG_LEVEL_ERR ? "error" : "warning");
+		n = snprintf(line, size, "%s: ", level <= LOG_LEVEL_ERR ? "error" : "warning");
 	}
-	va_start(ap, fmt);
-	vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
-	len = strlen(line);
+	return n > 0 ? (size_t)n : 0;
+}
+
+/* Writes line (len bytes and room for one more) with its newline. */
+static void log_line_end(enum log_level level, char *line, size_t len)
+{
 	line[len] = '\n';
 	if (__atomic_load_n(&log_defer_ms, __ATOMIC_RELAXED) > 0) {
 		log_deferred(level, line, len + 1);
@@ -191,6 +193,70 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	}
 	/* One write per line keeps lines from different threads whole. */
 	fwrite(line, 1, len + 1, stderr);
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	char line[LOG_LINE_MAX];
+	va_list ap;
+	size_t n;
+
+	if (level > log_threshold) {
+		return;
+	}
+	n = log_line_begin(level, line, sizeof(line));
+	va_start(ap, fmt);
+	vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
+	va_end(ap);
+	log_line_end(level, line, strlen(line));
+}
+
+void log_text(enum log_level level, const char *text, size_t len)
+{
+	char line[LOG_LINE_MAX];
+	size_t n;
+
+	if (level > log_threshold) {
+		return;
+	}
+	n = log_line_begin(level, line, sizeof(line));
+	/* As vsnprintf above: room for the newline and the NUL it keeps. */
+	if (len > sizeof(line) - n - 2) {
+		len = sizeof(line) - n - 2;
+	}
+	memcpy(line + n, text, len);
+	log_line_end(level, line, n + len);
+}
+
+size_t log_cat(char *out, size_t size, size_t len, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (len >= size) {
+		return len;
+	}
+	if (n > size - len) {
+		n = size - len;
+	}
+	memcpy(out + len, s, n);
+	return len + n;
+}
+
+size_t log_cat_int(char *out, size_t size, size_t len, long long v)
+{
+	char digits[24];
+	size_t i = sizeof(digits) - 1;
+	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+
+	digits[i] = '\0';
+	do {
+		digits[--i] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u > 0);
+	if (v < 0) {
+		digits[--i] = '-';
+	}
+	return log_cat(out, size, len, digits + i);
 }
 
 const char *log_quote(char *out, size_t out_size, const char *s)

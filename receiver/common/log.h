@@ -24,6 +24,22 @@ int log_prefix_enabled(void);
  * secret. */
 void log_msg(enum log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The longest line log_msg and log_text write, newline included; a longer
+ * message is cut. */
+#define LOG_LINE_MAX 2048
+
+/* Writes the len bytes of text (no newline) as one line at level, exactly
+ * as log_msg(level, "%.*s", (int)len, text) would: for a line written per
+ * request and built without printf (log_cat, log_cat_int). */
+void log_text(enum log_level level, const char *text, size_t len);
+
+/* Appends s to the line in out (len bytes so far, size bytes of room),
+ * cut where the room ends; returns the new length. Not NUL-terminated. */
+size_t log_cat(char *out, size_t size, size_t len, const char *s);
+
+/* Appends v in decimal as printf's "%lld" does; returns the new length. */
+size_t log_cat_int(char *out, size_t size, size_t len, long long v);
+
 /* From now on, info and debug lines are gathered and written together at
  * most ms milliseconds after the first of them (one write for many lines
  * instead of one each: a server logs a line per request); notice, warning

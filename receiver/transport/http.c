@@ -123,6 +123,9 @@ struct http_sock {
 	int64_t hk_probe_ms;    /* an idle connection was last looked at */
 	uint64_t hk_idle_bytes; /* bytes received by then; UINT64_MAX: not looked at yet */
 	unsigned long long hk_idle_state; /* hk_state when hk_idle_bytes was taken */
+	/* The peer's address as text, formatted once per connection: each
+	 * request of a keep-alive connection copies it (issue 24). */
+	char hk_peer[INET6_ADDRSTRLEN + 1];
 };
 
 /* One libmicrohttpd daemon and the settings it serves with. A reload starts
@@ -478,6 +481,8 @@ static size_t http_linger_step(struct http_server *srv, int64_t now, int all)
 
 static void http_accept_wake(struct http_gen *gen);
 
+static void http_peer_address(struct MHD_Connection *con, char *out, size_t out_size);
+
 static void http_connection_notify(void *cls, struct MHD_Connection *con, void **socket_context,
                                    enum MHD_ConnectionNotificationCode toe)
 {
@@ -496,6 +501,7 @@ static void http_connection_notify(void *cls, struct MHD_Connection *con, void *
 		}
 		hk->hk_fd = ci != NULL ? ci->connect_fd : -1;
 		hk->hk_idle_bytes = UINT64_MAX;
+		http_peer_address(con, hk->hk_peer, sizeof(hk->hk_peer));
 		atomic_init(&hk->hk_state, (unsigned long long)HTTP_PHASE_HEAD);
 		atomic_init(&hk->hk_since_ms, http_mono_ms());
 		atomic_init(&hk->hk_body_bytes, 0);
@@ -1073,8 +1079,15 @@ static void http_client_address(const struct http_gen *gen, const struct http_he
 	char *p;
 	size_t i;
 	int trusted = 0;
+	size_t n;
 
-	snprintf(out, out_size, "%s", peer);
+	if (out_size == 0) {
+		return;
+	}
+	/* snprintf's "%s" without printf: this runs for every request. */
+	n = strnlen(peer, out_size - 1);
+	memcpy(out, peer, n);
+	out[n] = '\0';
 	if (gen->hg_proxies == NULL) {
 		return;
 	}
@@ -1227,7 +1240,13 @@ static int http_request_build(struct MHD_Connection *con, struct http_conn *hc, 
 			return -1;
 		}
 	}
-	http_peer_address(con, hc->hc_peer, sizeof(hc->hc_peer));
+	if (hc->hc_sock != NULL) {
+		_Static_assert(sizeof(hc->hc_peer) == sizeof(hc->hc_sock->hk_peer),
+		               "the connection's peer text fits the request's");
+		memcpy(hc->hc_peer, hc->hc_sock->hk_peer, sizeof(hc->hc_peer));
+	} else {
+		http_peer_address(con, hc->hc_peer, sizeof(hc->hc_peer));
+	}
 	http_client_address(hc->hc_gen, hc->hc_headers, hc->hc_peer, hc->hc_client,
 	                    sizeof(hc->hc_client));
 	req->hr_method = method;

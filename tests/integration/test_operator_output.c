@@ -618,6 +618,23 @@ static void test_gc_and_store_copy_draw_progress_on_a_terminal_only(void **state
 
 /* ---- refused callbacks in the daemon's log ---- */
 
+/* A hook line of log that contains head and ends, after it, in a latency
+ * of whole and tenths of milliseconds ("12.3") and its newline. */
+static void hook_line_check(const char *log, const char *head)
+{
+	const char *p = strstr(log, head);
+	size_t digits = 0;
+
+	if (p == NULL) {
+		fail_msg("no line with %s: %s", head, log);
+	}
+	for (p += strlen(head); *p >= '0' && *p <= '9'; p++) {
+		digits++;
+	}
+	if (digits == 0 || p[0] != '.' || p[1] < '0' || p[1] > '9' || p[2] != '\n') {
+		fail_msg("a hook line ends in something else than its latency: %s", head);
+	}
+}
 static void test_refused_callbacks_are_warnings_with_what_to_act_on(void **state)
 {
 	struct daemon d;
@@ -694,6 +711,12 @@ static void test_refused_callbacks_are_warnings_with_what_to_act_on(void **state
 	                "reason=unknown_order") == NULL) {
 		fail_msg("no unknown_order warning: %s", log);
 	}
+	/* The callback's line is built without printf: whole lines, to the
+	 * newline. */
+	hook_line_check(log, "<4>hook provider=\"stripe\" key=\"evt_nometa_1\" outcome=failed "
+	                     "reason=unknown_order status=200 client=\"127.0.0.1\" latency_ms=");
+	hook_line_check(log, "(signed in the past: a late retry or the sender's clock) status=401 "
+	                     "client=\"127.0.0.1\" latency_ms=");
 	if (strstr(log, "<4>hook path=\"/hooks/stripe\" outcome=rejected reason=body_too_large "
 	                "status=413 "
 	                "content_length=4096 limit_bytes=2048") == NULL) {

@@ -290,6 +290,10 @@ static void test_keep_alive_clients_get_every_answer_through_20_reloads(void **s
 	assert_answers_are_the_commits(&d, po, CLIENTS);
 	assert_true(log_count(&d, "drained in") >= 1);
 	assert_int_equal(daemon_term(&d, 60), 0);
+	/* Each callback's configuration reference, handed from the route to
+	 * its deferred answer, released once: none left, none twice. */
+	assert_int_equal(log_count(&d, "a configuration was still held at exit"), 0);
+	assert_int_equal(log_count(&d, "a configuration released that nobody holds"), 0);
 	posters_free(po, CLIENTS);
 	daemon_finish(&d);
 }
@@ -330,6 +334,8 @@ static void test_reloads_back_to_back_and_a_stop_under_load_never_abort(void **s
 		print_message("the daemon's exit status: %d; its log: %s\n", status, d.dm_log);
 	}
 	assert_int_equal(log_count(&d, "Failed to remove listen FD"), 0);
+	assert_int_equal(log_count(&d, "a configuration was still held at exit"), 0);
+	assert_int_equal(log_count(&d, "a configuration released that nobody holds"), 0);
 	assert_int_equal(status, 0);
 	for (i = 0; i < STRESS_CLIENTS; i++) {
 		assert_int_equal(po[i].po_broken, 0);

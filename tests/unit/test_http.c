@@ -925,6 +925,51 @@ static char *trickle_until_closed(int fd, int step_ms, int limit_ms)
 	return s;
 }
 
+/* The peer's address is formatted once per connection: every request of a
+ * keep-alive connection sees its own connection's, whichever connection the
+ * server thread served before. */
+static void test_each_keep_alive_request_sees_its_own_connections_peer(void **state)
+{
+	const char *trusted[] = {"127.0.0.3/32", NULL};
+	char url[128];
+	struct http_server *srv = start(1024, trusted, url);
+	const char req[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+	const char fwd[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: 198.51.100.7\r\n"
+	                   "Content-Length: 2\r\n\r\n{}";
+	const char *source[] = {"127.0.0.2", "127.0.0.3", "127.0.0.4"};
+	const char *want[] = {"peer=127.0.0.2 client=127.0.0.2",
+	                      "peer=127.0.0.3 client=198.51.100.7",
+	                      "peer=127.0.0.4 client=127.0.0.4"};
+	int fd[3];
+	struct rh_response r;
+	int round;
+	int i;
+
+	(void)state;
+	for (i = 0; i < 3; i++) {
+		fd[i] = rh_connect(source[i], http_port(srv));
+		assert_true(fd[i] >= 0);
+	}
+	for (round = 0; round < 4; round++) {
+		for (i = 0; i < 3; i++) {
+			if (i == 1) {
+				assert_int_equal(rh_send(fd[i], fwd, sizeof(fwd) - 1), 0);
+			} else {
+				assert_int_equal(rh_send(fd[i], req, sizeof(req) - 1), 0);
+			}
+			assert_int_equal(rh_read_response(fd[i], 5000, &r), 1);
+			assert_int_equal(r.rr_status, 200);
+			assert_false(r.rr_close);
+			assert_non_null(strstr(r.rr_body, want[i]));
+			rh_response_finish(&r);
+		}
+	}
+	for (i = 0; i < 3; i++) {
+		close(fd[i]);
+	}
+	http_destroy(srv);
+}
+
 static void test_a_trickling_head_is_cut_at_its_deadline_with_408(void **state)
 {
 	struct http_server *srv = start_limited(1000, 0, 0, 0);
@@ -1660,10 +1705,12 @@ int main(void)
 	        cmocka_unit_test(test_conflicting_content_lengths_get_400),
 	        cmocka_unit_test(test_transfer_encoding_is_chunked_alone_or_refused),
 	        cmocka_unit_test(test_the_route_layer_decorates_answers_made_before_routing),
+	        cmocka_unit_test(test_each_keep_alive_request_sees_its_own_connections_peer),
 	        cmocka_unit_test(test_a_trickling_head_is_cut_at_its_deadline_with_408),
 	        cmocka_unit_test(
 	                test_an_idle_keep_alive_connection_is_not_a_slow_head_but_its_trickled_next_head_is),
-	        cmocka_unit_test(test_keep_alive_requests_at_any_pace_are_never_taken_for_slow_heads),
+	        cmocka_unit_test(
+	                test_keep_alive_requests_at_any_pace_are_never_taken_for_slow_heads),
 	        cmocka_unit_test(test_a_body_slower_than_the_floor_is_cut_with_408),
 	        cmocka_unit_test(
 	                test_more_connections_than_fd_setsize_and_a_request_is_still_answered),

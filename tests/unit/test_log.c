@@ -1,5 +1,6 @@
 /* test_log.c: deferred log lines (log_set_deferred): gathered, whole and in
  * order, written at once by a more urgent line, by log_flush and by exit. */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -136,6 +137,87 @@ static void test_exit_writes_gathered_lines(void **state)
 	close(fd);
 }
 
+/* A line built with log_cat and log_cat_int and written with log_text is
+ * the line log_msg prints: numbers as "%lld", a line too long for
+ * LOG_LINE_MAX cut at the same byte, with and without deferral. */
+static void test_a_line_built_without_printf_is_the_printf_line(void **state)
+{
+	static const long long values[] = {0,         7,       -7,     10,        99,
+	                                   -100,      200,     401,    123456789, LLONG_MAX,
+	                                   LLONG_MIN, INT_MAX, INT_MIN};
+	static char got[3 * LOG_LINE_MAX + 4096];
+	static char want[3 * LOG_LINE_MAX + 4096];
+	char line[LOG_LINE_MAX];
+	char text[32];
+	char long_text[3000];
+	size_t n;
+	size_t i;
+	int fd;
+
+	(void)state;
+	for (i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+		snprintf(text, sizeof(text), "%lld", values[i]);
+		n = log_cat(line, sizeof(line), 0, "v=");
+		n = log_cat_int(line, sizeof(line), n, values[i]);
+		assert_int_equal(n, 2 + strlen(text));
+		assert_memory_equal(line + 2, text, strlen(text));
+	}
+	/* appends stop where the room ends */
+	assert_int_equal(log_cat(line, 4, 0, "abcdef"), 4);
+	assert_memory_equal(line, "abcd", 4);
+	assert_int_equal(log_cat(line, 4, 4, "x"), 4);
+	assert_int_equal(log_cat_int(line, 6, 4, 12345), 6);
+	assert_memory_equal(line, "abcd12", 6);
+
+	memset(long_text, 'y', sizeof(long_text) - 1);
+	long_text[sizeof(long_text) - 1] = '\0';
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(log_set_deferred(i == 0 ? 0 : 60000), 0);
+		fd = log_capture();
+		n = log_cat(line, sizeof(line), 0, "hook provider=\"stripe\" status=");
+		n = log_cat_int(line, sizeof(line), n, 200);
+		n = log_cat(line, sizeof(line), n, " latency_ms=");
+		n = log_cat_int(line, sizeof(line), n, 12);
+		n = log_cat(line, sizeof(line), n, ".");
+		n = log_cat_int(line, sizeof(line), n, 3);
+		log_text(LOG_LEVEL_INFO, line, n);
+		log_text(LOG_LEVEL_WARNING, line, n);
+		n = log_cat(line, sizeof(line), 0, long_text);
+		assert_int_equal(n, sizeof(line));
+		log_text(LOG_LEVEL_INFO, line, n);
+		log_text(LOG_LEVEL_DEBUG, line, n); /* under the threshold: dropped */
+		log_flush();
+		log_read(fd, got, sizeof(got));
+		close(fd);
+
+		fd = log_capture();
+		log_msg(LOG_LEVEL_INFO, "hook provider=\"stripe\" status=%d latency_ms=%lld.%lld",
+		        200, 123LL / 10, 123LL % 10);
+		log_msg(LOG_LEVEL_WARNING,
+		        "hook provider=\"stripe\" status=%d latency_ms=%lld.%lld", 200, 123LL / 10,
+		        123LL % 10);
+		log_msg(LOG_LEVEL_INFO, "%s", long_text);
+		log_msg(LOG_LEVEL_DEBUG, "%s", long_text);
+		log_flush();
+		log_read(fd, want, sizeof(want));
+		close(fd);
+		assert_string_equal(got, want);
+		assert_non_null(
+		        strstr(got, "<4>hook provider=\"stripe\" status=200 latency_ms=12.3\n"));
+	}
+	assert_int_equal(log_set_deferred(0), 0);
+	/* each level's prefix, written by hand, is printf's "<%d>" */
+	fd = log_capture();
+	log_err("e");
+	log_warn("w");
+	log_notice("n");
+	log_info("i");
+	log_text(LOG_LEVEL_ERR, "t", 1);
+	log_read(fd, got, sizeof(got));
+	close(fd);
+	assert_string_equal(got, "<3>e\n<4>w\n<5>n\n<6>i\n<3>t\n");
+}
+
 /* The real stderr again after each test, for cmocka's messages. */
 static int log_saved_stderr = -1;
 
@@ -157,6 +239,8 @@ int main(void)
 	                                  log_restore),
 	        cmocka_unit_test_teardown(
 	                test_the_flusher_writes_gathered_lines_without_another_line, log_restore),
+	        cmocka_unit_test_teardown(test_a_line_built_without_printf_is_the_printf_line,
+	                                  log_restore),
 	};
 
 	log_saved_stderr = dup(STDERR_FILENO);
