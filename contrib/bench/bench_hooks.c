@@ -492,9 +492,10 @@ struct bench_row {
 
 static void bench_print_header(void)
 {
-	printf("%-36s %5s %7s %9s %8s %8s %6s %6s %9s %6s %6s %5s %7s %7s %7s %7s  %s\n", "phase", "conns",
-	       "reqs", "req/s", "p50 ms", "p99 ms", "errors", "lg us", "commits/s", "batch", "fsync", "rst %",
-	       "cpu us", "wrt us", "wchar/r", "disk/r", "batch sizes 1|2-3|4-7|8-15|16-31|32-63|64-127|128+");
+	printf("%-36s %5s %7s %9s %8s %8s %6s %6s %9s %6s %6s %5s %7s %7s %7s %7s  %s\n", "phase",
+	       "conns", "reqs", "req/s", "p50 ms", "p99 ms", "errors", "lg us", "commits/s",
+	       "batch", "fsync", "rst %", "cpu us", "wrt us", "wchar/r", "disk/r",
+	       "batch sizes 1|2-3|4-7|8-15|16-31|32-63|64-127|128+");
 }
 
 static void bench_print_row(const struct bench_row *br)
@@ -562,9 +563,10 @@ static int bench_phase(struct bench_row *br, const char *label, const struct dae
 		                           ? (after.bm_commit_s - before.bm_commit_s) * 1000.0 /
 		                                     (after.bm_commit_n - before.bm_commit_n)
 		                           : 0;
-		br->br_restart_pct = br->br_res.lg_seconds > 0 ? (after.bm_restart_s - before.bm_restart_s) *
-		                                                         100.0 / br->br_res.lg_seconds
-		                                               : 0;
+		br->br_restart_pct = br->br_res.lg_seconds > 0
+		                             ? (after.bm_restart_s - before.bm_restart_s) * 100.0 /
+		                                       br->br_res.lg_seconds
+		                             : 0;
 		for (i = 0; i < BENCH_HIST; i++) {
 			double prev = i > 0 ? after.bm_hist[i - 1] - before.bm_hist[i - 1] : 0;
 

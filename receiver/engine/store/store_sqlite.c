@@ -49,7 +49,7 @@
  * syncing the database file took the writer 7 to 50 ms a time (issue 24,
  * eighth round). */
 #define STORE_CKPT_TAIL 128
-#define STORE_CKPT_ROUNDS_MAX 16 /* rounds after one wake */
+#define STORE_CKPT_ROUNDS_MAX 16      /* rounds after one wake */
 #define STORE_PROBE_BUSY_MS 100       /* the probe's wait for the write lock */
 #define STORE_CHECKPOINT_BUSY_MS 200  /* a TRUNCATE checkpoint briefly holds writers back */
 #define STORE_CKPT_RESTART_MS 20      /* the writer's wait for readers to leave the WAL */
@@ -116,8 +116,8 @@ struct store_ckpt {
 	 * SQLite refuses a second checkpoint at once without waiting. */
 	pthread_mutex_t ck_run_mutex;
 	int ck_rounds; /* wakes whose rounds have finished (atomic) */
-	int ck_done; /* frames of the WAL in the database after the last round (atomic) */
-	int ck_sync; /* sync the database file after the rounds (not at synchronous = OFF) */
+	int ck_done;   /* frames of the WAL in the database after the last round (atomic) */
+	int ck_sync;   /* sync the database file after the rounds (not at synchronous = OFF) */
 	int ck_reap;   /* some read snapshot is kept open (atomic; set under ck_mutex) */
 };
 
