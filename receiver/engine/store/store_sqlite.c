@@ -116,7 +116,6 @@ struct store_ckpt {
 	 * SQLite refuses a second checkpoint at once without waiting. */
 	pthread_mutex_t ck_run_mutex;
 	int ck_rounds; /* wakes whose rounds have finished (atomic) */
-	int ck_done;   /* frames of the WAL in the database after the last round (atomic) */
 	int ck_sync;   /* sync the database file after the rounds (not at synchronous = OFF) */
 	int ck_reap;   /* some read snapshot is kept open (atomic; set under ck_mutex) */
 };
@@ -1139,7 +1138,6 @@ static void store_ckpt_rounds(struct store_db *db)
 			}
 			return;
 		}
-		__atomic_store_n(&ck->ck_done, done_frames, __ATOMIC_RELEASE);
 		/* The WAL started over (done_frames is then of the new one), a
 		 * reader holds the copy back, or little is left. */
 		if (done_frames <= last ||
