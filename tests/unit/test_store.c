@@ -1882,7 +1882,7 @@ static long long file_size(const char *path)
 
 #define WAL_READERS 4
 #define WAL_WRITES 400       /* of WAL_ROWS pages each: 80,000 pages */
-#define WAL_WRITES_SLOW 100  /* under valgrind: 20,000 pages, still past the cap */
+#define WAL_WRITES_SLOW 200  /* under valgrind: 40,000 pages, still past the cap */
 #define WAL_CAP_FRAMES 36000 /* store_sqlite.c's hard cap of 32,000, and a few commits of slack */
 
 /* Under sustained writes with readers always busy, the WAL file stays below
