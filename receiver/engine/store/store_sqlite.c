@@ -1215,29 +1215,14 @@ static void *store_ckpt_main(void *arg)
 	return NULL;
 }
 
-/* A PASSIVE checkpoint that runs while commits keep appending never catches
- * up with the end of the WAL, and SQLite restarts the WAL from its start only
- * once every frame is in the database and no reader still reads from the
- * WAL: with server threads looking up answers all the time there is nearly
- * always such a reader, and the WAL grew to ten times its bound (issue 24).
- * So once the checkpointer has finished the rounds it was woken for (and in
- * any case past STORE_CKPT_FRAMES_MAX), the writer itself, between two
- * batches, runs a RESTART checkpoint: it copies the frames committed since
- * the last round (the rounds leave at most about STORE_CKPT_TAIL, plus the
- * batches committed after), then waits (at most STORE_CKPT_RESTART_MS: a lookup holds its
- * snapshot for microseconds) until no reader reads from the WAL, and the
- * next commit starts the WAL over. Readers that begin meanwhile read the
- * database file and do not hold it up. This bounds the WAL; a reader that
- * holds a snapshot longer (a long listing) postpones the restart to a
- * later batch. Returns 1 when it ran a checkpoint. */
 struct store_restart_wait {
 	int64_t rw_until_ms;
 };
 
 /* The writer's wait for readers to leave the WAL, in steps of
- * STORE_CKPT_RESTART_STEP_US: a lookup holds its snapshot for microseconds,
- * and SQLite's own busy handler sleeps 1, 2, 5, 10 ms in turn, so one
- * lookup under way cost the restart 3 to 20 ms (issue 24, eighth round). */
+ * STORE_CKPT_RESTART_STEP_US until rw_until_ms: a lookup holds its snapshot
+ * for microseconds, where SQLite's own busy handler sleeps 1, 2, 5, 10 ms
+ * in turn. */
 static int store_restart_busy(void *arg, int count)
 {
 	struct store_restart_wait *wait = arg;
@@ -1250,6 +1235,22 @@ static int store_restart_busy(void *arg, int count)
 	return 1;
 }
 
+/* A PASSIVE checkpoint that runs while commits keep appending never catches
+ * up with the end of the WAL, and SQLite restarts the WAL from its start only
+ * once every frame is in the database and no reader still reads from the
+ * WAL: with server threads looking up answers all the time there is nearly
+ * always such a reader, and the WAL grew to ten times its bound (issue 24).
+ * So once the checkpointer has finished the rounds it was woken for (and in
+ * any case past STORE_CKPT_FRAMES_MAX), the writer itself, between two
+ * batches, ends the kept read snapshots and runs a RESTART checkpoint: it
+ * copies the frames committed since the last round (the rounds leave at
+ * most about STORE_CKPT_TAIL, plus the batches committed after), then waits
+ * (at most STORE_CKPT_RESTART_MS: a lookup holds its snapshot for
+ * microseconds) until no reader reads from the WAL, and the next commit
+ * starts the WAL over. Readers that begin meanwhile read the
+ * database file and do not hold it up. This bounds the WAL; a reader that
+ * holds a snapshot longer (a long listing) postpones the restart to a
+ * later batch. Returns 1 when it ran a checkpoint. */
 static int store_sqlite_after_batch(struct store_db *db)
 {
 	struct store_restart_wait wait;
