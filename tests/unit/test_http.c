@@ -260,6 +260,55 @@ static void defer_wait_pending(struct deferrer *df, size_t n)
 	pthread_mutex_unlock(&df->df_mutex);
 }
 
+/* Whether n requests are pending, waiting at most ms for it. */
+static int defer_wait_pending_ms(struct deferrer *df, size_t n, int ms)
+{
+	struct timespec until;
+	int ok;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += ms / 1000;
+	until.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&df->df_mutex);
+	while (df->df_n_pending < n &&
+	       pthread_cond_timedwait(&df->df_cond, &df->df_mutex, &until) == 0) {
+	}
+	ok = df->df_n_pending >= n;
+	pthread_mutex_unlock(&df->df_mutex);
+	return ok;
+}
+
+/* Whether the server wrote or closed fd: a request still waiting for its
+ * answer has neither. */
+static int fd_readable_now(int fd)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+	return poll(&pfd, 1, 0) > 0;
+}
+
+/* Waits (at most 10 s) until n requests are pending or the server wrote to
+ * or closed fd. Returns 1 when they are pending. */
+static int defer_wait_pending_or_cut(struct deferrer *df, size_t n, int fd)
+{
+	int i;
+
+	for (i = 0; i < 100; i++) {
+		if (defer_wait_pending_ms(df, n, 100)) {
+			return 1;
+		}
+		if (fd_readable_now(fd)) {
+			return defer_wait_pending_ms(df, n, 0);
+		}
+	}
+	fail_msg("neither pending nor answered after 10 s");
+	return 0;
+}
+
 /* Resumes every pending request from this (not a server) thread. */
 static void defer_resume_all(struct deferrer *df)
 {
@@ -1207,6 +1256,7 @@ static void test_at_the_connection_limit_a_new_connection_waits_and_is_served_on
 	struct rh_response r;
 	int fds[LIMIT];
 	int extra;
+	int tries;
 	int i;
 
 	memset(&df, 0, sizeof(df));
@@ -1220,13 +1270,23 @@ static void test_at_the_connection_limit_a_new_connection_waits_and_is_served_on
 	ho.ho_name = "test";
 	srv = http_create(&ho, defer_route, &df);
 	assert_non_null(srv);
-	/* LIMIT requests waiting for their answer: busy, none to cut for room. */
+	/* LIMIT requests waiting for their answer: busy, none to cut for room.
+	 * One at a time: near the limit the sweeper keeps room by cutting
+	 * incomplete heads, and a head no server thread has read yet (a slow
+	 * machine, sanitizers) is one. A request cut so (a 408) goes again on
+	 * a new connection. */
 	for (i = 0; i < LIMIT; i++) {
-		fds[i] = rh_connect(NULL, http_port(srv));
-		assert_true(fds[i] >= 0);
-		assert_int_equal(rh_send(fds[i], get, sizeof(get) - 1), 0);
+		for (tries = 0;; tries++) {
+			assert_true(tries < 20);
+			fds[i] = rh_connect(NULL, http_port(srv));
+			assert_true(fds[i] >= 0);
+			assert_int_equal(rh_send(fds[i], get, sizeof(get) - 1), 0);
+			if (defer_wait_pending_or_cut(&df, (size_t)i + 1, fds[i])) {
+				break;
+			}
+			close(fds[i]);
+		}
 	}
-	defer_wait_pending(&df, LIMIT);
 	/* One more is left in the kernel's queue: neither served nor closed. */
 	extra = rh_connect(NULL, http_port(srv));
 	assert_true(extra >= 0);
@@ -1242,10 +1302,13 @@ static void test_at_the_connection_limit_a_new_connection_waits_and_is_served_on
 	assert_int_equal(r.rr_status, 200);
 	rh_response_finish(&r);
 	close(fds[0]);
-	defer_wait_pending(&df, 1);
-	defer_resume_all(&df);
+	/* Taken once fds[0] closed: answered, or (its head not read yet when
+	 * the sweeper looked, at the limit again) cut for room with a 408. */
+	if (defer_wait_pending_or_cut(&df, 1, extra)) {
+		defer_resume_all(&df);
+	}
 	assert_int_equal(rh_read_response(extra, 5000, &r), 1);
-	assert_int_equal(r.rr_status, 200);
+	assert_true(r.rr_status == 200 || r.rr_status == 408);
 	rh_response_finish(&r);
 	close(extra);
 	for (i = 1; i < LIMIT; i++) {
