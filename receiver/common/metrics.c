@@ -65,6 +65,7 @@ static struct metrics_family metrics_rec_failures; /* provider */
 static struct metrics_family metrics_fetch_failures; /* provider */
 static int64_t metrics_fetch_waiting_now;
 static struct metrics_family metrics_http_cuts;     /* listener, reason */
+static struct metrics_family metrics_http_wakeups;  /* listener */
 static struct metrics_family metrics_http_refusals; /* listener, status */
 static struct metrics_family metrics_http_drains;   /* listener, kind */
 static struct metrics_family metrics_http_lingers;  /* listener */
@@ -239,6 +240,11 @@ void metrics_unapplied(const char *provider, const char *reason)
 void metrics_http_cut(const char *listener, const char *reason)
 {
 	metrics_count(&metrics_http_cuts, listener, reason);
+}
+
+void metrics_http_wakeup(const char *listener)
+{
+	metrics_count(&metrics_http_wakeups, listener, "");
 }
 
 void metrics_http_refused(const char *listener, int status)
@@ -436,6 +442,7 @@ void metrics_reset(void)
 	metrics_family_reset(&metrics_fetch_failures);
 	metrics_fetch_waiting_now = 0;
 	metrics_family_reset(&metrics_http_cuts);
+	metrics_family_reset(&metrics_http_wakeups);
 	metrics_family_reset(&metrics_http_refusals);
 	metrics_family_reset(&metrics_http_drains);
 	metrics_family_reset(&metrics_http_lingers);
@@ -518,6 +525,11 @@ static int metrics_render_http(struct buf *out)
 	            "Connections the listener closed before their request was complete: "
 	            "head_timeout, body_min_rate, make_room (at the connection limit), drain.",
 	            "listener", "reason") < 0 ||
+	    metrics_render_counter(
+	            out, &metrics_http_wakeups, "idemhook_http_thread_wakeups_total",
+	            "Times the sweeper woke a server thread that had requests under way and had "
+	            "completed none for 500 ms (libmicrohttpd waits on after exactly 128 events).",
+	            "listener", NULL) < 0 ||
 	    metrics_render_counter(
 	            out, &metrics_http_refusals, "idemhook_http_refused_total",
 	            "Requests the listener answered itself before routing (400, 413, 414, 431, "

@@ -22,6 +22,8 @@ void metrics_unapplied(const char *provider, const char *reason);
  * a request answered before routing (status), a drain begun (kind: reload
  * or stop), a refused connection kept open to drop its unread body. */
 void metrics_http_cut(const char *listener, const char *reason);
+/* The sweeper woke a server thread that had stopped handling ready requests. */
+void metrics_http_wakeup(const char *listener);
 void metrics_http_refused(const char *listener, int status);
 void metrics_http_drain(const char *listener, const char *kind);
 void metrics_http_linger(const char *listener);

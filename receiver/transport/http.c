@@ -17,6 +17,7 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -77,6 +78,19 @@
 #define HTTP_LINGER_MS 1000 /* a 408 gets this long to be read before the connection is reset */
 #define HTTP_ALIVE_PROGRESS_MS                                                                     \
 	5000 /* at the connection limit, a request completed within this is life */
+/* A server thread's wake-up. libmicrohttpd's epoll loop (0.9.75, and its
+ * later releases alike) reads at most 128 events per epoll_wait and, when it
+ * gets exactly 128, waits again with the full timeout before it handles any
+ * of them: a thread whose 128 ready connections came at once (it was busy
+ * meanwhile) then sits until some other event comes, or the connection
+ * timeout closes them unanswered (issue 24: 256 connections on 2 threads
+ * stalled for 5 to 30 s). A thread with requests under way that has
+ * completed none for HTTP_STALL_MS is handed a connection that is already
+ * closed (one end of a socket pair), which is an event in its set: it
+ * wakes, handles what was ready, and closes that one. Not more often than
+ * every HTTP_STALL_MS per thread; a thread that was merely waiting (for
+ * commits, or for a slow client) loses nothing by it. */
+#define HTTP_STALL_MS 500
 
 /* Where a connection is, for the sweeper. */
 enum http_phase {
@@ -111,6 +125,7 @@ struct http_sock {
 	struct http_sock *hk_prev;
 	struct http_sock *hk_next;
 	int hk_fd;
+	unsigned hk_thread; /* its server thread: its descriptor modulo the threads */
 	/* The phase (enum http_phase) in the low byte, above it a count of
 	 * moves: a compare-and-swap on the whole word fails if the
 	 * connection moved at all since it was read, even back and forth. */
@@ -163,6 +178,14 @@ struct http_gen {
 	atomic_llong hg_log_ms; /* when the last loud libmicrohttpd message was logged */
 	atomic_llong hg_progress_ms; /* monotonic: a request last completed */
 	atomic_long hg_answered;     /* requests completed */
+	/* libmicrohttpd's server threads: a connection goes to the one its
+	 * descriptor modulo their number names (while that one has room) */
+	unsigned hg_threads;
+	atomic_llong *hg_thread_done_ms; /* per thread, monotonic: a request last completed */
+	int64_t *hg_thread_looked_ms;    /* the sweeper's own: per thread, last looked at */
+	unsigned char *hg_thread_mark;   /* the sweeper's own: scratch of http_gen_wake_stalled */
+	unsigned long hg_wakeups;        /* the sweeper's own: threads woken (http_gen_cut_log) */
+	unsigned long hg_wakeups_told;
 	/* the accept thread */
 	pthread_t hg_acceptor;
 	int hg_acceptor_started;
@@ -493,6 +516,13 @@ static void http_connection_notify(void *cls, struct MHD_Connection *con, void *
 		const union MHD_ConnectionInfo *ci =
 		        MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
 
+		const union MHD_ConnectionInfo *ca =
+		        MHD_get_connection_info(con, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+
+		if (ca != NULL && ca->client_addr != NULL &&
+		    ca->client_addr->sa_family == AF_UNIX) {
+			return; /* a wake-up (http_gen_wake_thread): closed already */
+		}
 		http_probe_check(gen->hg_srv, con);
 		hk = calloc(1, sizeof(*hk));
 		*socket_context = hk;
@@ -500,6 +530,7 @@ static void http_connection_notify(void *cls, struct MHD_Connection *con, void *
 			return; /* served, but the sweeper cannot see it */
 		}
 		hk->hk_fd = ci != NULL ? ci->connect_fd : -1;
+		hk->hk_thread = hk->hk_fd >= 0 ? (unsigned)hk->hk_fd % gen->hg_threads : 0;
 		hk->hk_idle_bytes = UINT64_MAX;
 		http_peer_address(con, hk->hk_peer, sizeof(hk->hk_peer));
 		atomic_init(&hk->hk_state, (unsigned long long)HTTP_PHASE_HEAD);
@@ -657,6 +688,118 @@ static int http_victim_cmp(const void *a, const void *b)
 	return x->hv_since < y->hv_since ? -1 : x->hv_since > y->hv_since;
 }
 
+/* Hands server thread t of gen a connection that is closed already: one end
+ * of a socket pair whose other end is gone, on a descriptor that
+ * libmicrohttpd gives to thread t (HTTP_STALL_MS). The thread reads its end
+ * of stream and closes it; the connection callback leaves it out of the
+ * connections the sweeper sees. Returns 0, or -1 (no descriptor). */
+static int http_gen_wake_thread(struct http_gen *gen, unsigned t)
+{
+	struct sockaddr_un un;
+	int sv[2];
+	int fd;
+	int tries;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0) {
+		return -1;
+	}
+	close(sv[1]);
+	fd = sv[0];
+	/* The lowest free descriptor at or above the next one that names t;
+	 * taken ones in between may name another: try a few. */
+	for (tries = 0; tries < 8 && (unsigned)fd % gen->hg_threads != t; tries++) {
+		int next = fcntl(fd, F_DUPFD_CLOEXEC,
+		                 fd + (int)((t + gen->hg_threads - (unsigned)fd % gen->hg_threads) %
+		                            gen->hg_threads));
+
+		close(fd);
+		if (next < 0) {
+			return -1;
+		}
+		fd = next;
+	}
+	memset(&un, 0, sizeof(un));
+	un.sun_family = AF_UNIX;
+	atomic_fetch_add(&gen->hg_conns, 1);
+	if (MHD_add_connection(gen->hg_daemon, fd, (struct sockaddr *)&un,
+	                       (socklen_t)sizeof(un.sun_family)) != MHD_YES) {
+		atomic_fetch_sub(&gen->hg_conns, 1); /* closed by libmicrohttpd */
+	}
+	return 0;
+}
+
+/* Wakes each server thread of gen that has completed no request for
+ * HTTP_STALL_MS while it has work: a request under way on one of its
+ * connections, or an idle one with input it has not read (a poll of those,
+ * only for such threads). Looks at a thread at most every HTTP_STALL_MS. */
+static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
+{
+	unsigned char *mark = gen->hg_thread_mark; /* 1: looked at now; 2: has work */
+	struct pollfd *pf = NULL;
+	unsigned *pf_thread = NULL;
+	size_t n_pf = 0;
+	size_t cap_pf = 0;
+	struct http_sock *hk;
+	unsigned t;
+	int any = 0;
+	size_t i;
+
+	if (!atomic_load(&gen->hg_started)) {
+		return;
+	}
+	for (t = 0; t < gen->hg_threads; t++) {
+		mark[t] = now - atomic_load(&gen->hg_thread_done_ms[t]) >= HTTP_STALL_MS &&
+		          now - gen->hg_thread_looked_ms[t] >= HTTP_STALL_MS;
+		any |= mark[t];
+	}
+	if (!any) {
+		return;
+	}
+	cap_pf = (size_t)atomic_load(&gen->hg_conns) + 64;
+	pf = calloc(cap_pf, sizeof(*pf));
+	pf_thread = calloc(cap_pf, sizeof(*pf_thread));
+	pthread_mutex_lock(&gen->hg_lock);
+	for (hk = gen->hg_socks; hk != NULL; hk = hk->hk_next) {
+		int phase = HTTP_STATE_PHASE(atomic_load(&hk->hk_state));
+
+		if (mark[hk->hk_thread] != 1 || hk->hk_fd < 0) {
+			continue;
+		}
+		if (phase == HTTP_PHASE_HEAD || phase == HTTP_PHASE_BODY ||
+		    phase == HTTP_PHASE_BUSY) {
+			mark[hk->hk_thread] = 2;
+		} else if (phase == HTTP_PHASE_IDLE && n_pf < cap_pf && pf != NULL &&
+		           pf_thread != NULL) {
+			pf[n_pf].fd = hk->hk_fd;
+			pf[n_pf].events = POLLIN;
+			pf_thread[n_pf] = hk->hk_thread;
+			n_pf++;
+		}
+	}
+	/* Under the lock: a listed connection's descriptor is its own. */
+	if (n_pf > 0 && poll(pf, (nfds_t)n_pf, 0) > 0) {
+		for (i = 0; i < n_pf; i++) {
+			if ((pf[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
+			    mark[pf_thread[i]] == 1) {
+				mark[pf_thread[i]] = 2;
+			}
+		}
+	}
+	pthread_mutex_unlock(&gen->hg_lock);
+	free(pf);
+	free(pf_thread);
+	for (t = 0; t < gen->hg_threads; t++) {
+		if (mark[t] == 0) {
+			continue;
+		}
+		gen->hg_thread_looked_ms[t] = now;
+		if (mark[t] == 2 && http_gen_wake_thread(gen, t) == 0) {
+			gen->hg_wakeups++;
+			metrics_http_wakeup(gen->hg_srv->hs_name);
+		}
+	}
+}
+
 /* One look at every connection of gen: heads past their deadline, bodies
  * under their rate, and (draining) idle connections and everything past the
  * drain deadline are closed; when fewer than a tenth of the connection limit
@@ -751,6 +894,7 @@ static void http_gen_sweep(struct http_gen *gen, int64_t now)
 	}
 	pthread_mutex_unlock(&gen->hg_lock);
 	free(v);
+	http_gen_wake_stalled(gen, now);
 }
 
 /* One line now and then on the slow and idle connections the sweeper
@@ -770,6 +914,14 @@ static void http_gen_cut_log(struct http_gen *gen, int64_t now)
 		total += i != HTTP_CUT_DRAIN ? d[i] : 0;
 	}
 	gen->hg_cut_log_ms = now;
+	if (gen->hg_wakeups != gen->hg_wakeups_told) {
+		log_info("http %s: woke server threads %lu times in %d s: each had requests under "
+		         "way "
+		         "and had completed none for %d ms",
+		         gen->hg_srv->hs_name, gen->hg_wakeups - gen->hg_wakeups_told,
+		         HTTP_CUT_LOG_MS / 1000, HTTP_STALL_MS);
+		gen->hg_wakeups_told = gen->hg_wakeups;
+	}
 	if (total == 0) {
 		return;
 	}
@@ -1001,8 +1153,13 @@ static void http_completed(void *cls, struct MHD_Connection *con, void **con_cls
 	}
 	*con_cls = NULL;
 	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+		int64_t now = http_mono_ms();
+
 		atomic_fetch_add(&gen->hg_answered, 1);
-		atomic_store(&gen->hg_progress_ms, http_mono_ms());
+		atomic_store(&gen->hg_progress_ms, now);
+		if (hc->hc_sock != NULL) {
+			atomic_store(&gen->hg_thread_done_ms[hc->hc_sock->hk_thread], now);
+		}
 	}
 	http_sock_move(hc->hc_sock, HTTP_PHASE_IDLE);
 	if (hc->hc_defer.hd_fn != NULL && http_defer_abandon(hc)) {
@@ -2059,6 +2216,9 @@ static void http_gen_destroy(struct http_gen *gen)
 	}
 	http_free_list(gen->hg_proxies);
 	free(gen->hg_timeout_answer);
+	free(gen->hg_thread_done_ms);
+	free(gen->hg_thread_looked_ms);
+	free(gen->hg_thread_mark);
 	pthread_mutex_destroy(&gen->hg_lock);
 	free(gen);
 }
@@ -2131,6 +2291,15 @@ static struct http_gen *http_gen_create(struct http_server *srv, const struct ht
 	gen->hg_drain_timeout_ms = opt->ho_drain_timeout_ms != 0 ? opt->ho_drain_timeout_ms
 	                                                         : HTTP_DRAIN_TIMEOUT_DEFAULT_MS;
 	gen->hg_refused = opt->ho_refused;
+	if (threads == 0) {
+		long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+		threads = cores > 0 ? (unsigned)cores : 2;
+	}
+	gen->hg_threads = threads;
+	gen->hg_thread_done_ms = calloc(threads, sizeof(*gen->hg_thread_done_ms));
+	gen->hg_thread_looked_ms = calloc(threads, sizeof(*gen->hg_thread_looked_ms));
+	gen->hg_thread_mark = calloc(threads, sizeof(*gen->hg_thread_mark));
 	pthread_mutex_init(&gen->hg_lock, NULL);
 	atomic_init(&gen->hg_conns, 0);
 	atomic_init(&gen->hg_suspended, 0);
@@ -2143,6 +2312,14 @@ static struct http_gen *http_gen_create(struct http_server *srv, const struct ht
 	atomic_init(&gen->hg_accept_stop, 0);
 	atomic_init(&gen->hg_accept_parked, 0);
 	gen->hg_cut_log_ms = http_mono_ms();
+	if (gen->hg_thread_done_ms == NULL || gen->hg_thread_looked_ms == NULL ||
+	    gen->hg_thread_mark == NULL) {
+		log_err("http %s: out of memory", srv->hs_name);
+		goto fail;
+	}
+	for (i = 0; i < threads; i++) {
+		atomic_init(&gen->hg_thread_done_ms[i], http_mono_ms());
+	}
 	if (gen->hg_wake_fd < 0) {
 		log_err("http %s: eventfd: %s", srv->hs_name, strerror(errno));
 		goto fail;
@@ -2164,11 +2341,6 @@ static struct http_gen *http_gen_create(struct http_server *srv, const struct ht
 				goto fail;
 			}
 		}
-	}
-	if (threads == 0) {
-		long cores = sysconf(_SC_NPROCESSORS_ONLN);
-
-		threads = cores > 0 ? (unsigned)cores : 2;
 	}
 	/* A pool of one is no pool: libmicrohttpd wants the option left out
 	 * then rather than given 0 or 1. */

@@ -227,6 +227,7 @@ static const char *const t_families[][2] = {
         {"idemhook_capture_failures_total", "counter"},
         {"idemhook_events_unapplied_total", "counter"},
         {"idemhook_http_connections_cut_total", "counter"},
+        {"idemhook_http_thread_wakeups_total", "counter"},
         {"idemhook_http_refused_total", "counter"},
         {"idemhook_http_drains_total", "counter"},
         {"idemhook_http_lingering_closes_total", "counter"},

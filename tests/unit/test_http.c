@@ -25,6 +25,7 @@
 #include "crypto.h"
 #include "harness.h"
 #include "http.h"
+#include "metrics.h"
 #include "rawhttp.h"
 
 static atomic_int routed; /* requests echo_route saw */
@@ -1475,6 +1476,100 @@ static void test_alive_says_whether_the_listener_threads_take_connections(void *
 	http_destroy(srv);
 }
 
+/* Blocks on /block (as block_route), answers anything else at once. */
+static void block_some_route(void *arg, const struct http_request *req, struct reply *ret)
+{
+	if (strcmp(req->hr_path, "/block") == 0) {
+		block_route(arg, req, ret);
+		return;
+	}
+	reply_set(ret, 200, "text/plain", "ok", 2);
+}
+
+/* libmicrohttpd (0.9.75 and later) reads at most 128 events per epoll_wait,
+ * and when it gets exactly 128 it waits again, with the full timeout,
+ * before it handles any of them: a server thread whose 128 connections all
+ * became ready at once (it was busy meanwhile) then sits until another event
+ * comes or the connection timeout closes them unanswered (the benchmark's
+ * 256 connections on 2 threads, issue 24). The sweeper wakes such a thread. */
+static void test_a_thread_with_128_requests_ready_at_once_answers_them_soon(void **state)
+{
+	enum { READY = 128 };
+	struct blocker bl = {.bl_mutex = PTHREAD_MUTEX_INITIALIZER,
+	                     .bl_cond = PTHREAD_COND_INITIALIZER};
+	const char get[] = "GET /x HTTP/1.1\r\nHost: x\r\n\r\n";
+	const char block[] = "GET /block HTTP/1.1\r\nHost: x\r\n\r\n";
+	struct http_options ho;
+	struct http_server *srv;
+	struct rh_response r;
+	struct buf m;
+	int fds[READY + 1];
+	int64_t t0;
+	int64_t took;
+	unsigned port;
+	int answered = 0;
+	int i;
+
+	(void)state;
+	memset(&ho, 0, sizeof(ho));
+	ho.ho_host = "127.0.0.1";
+	ho.ho_threads = 1;
+	ho.ho_conn_timeout_s = 30;
+	ho.ho_name = "test";
+	srv = http_create(&ho, block_some_route, &bl);
+	assert_non_null(srv);
+	port = http_port(srv);
+	for (i = 0; i <= READY; i++) {
+		fds[i] = rh_connect(NULL, port);
+		assert_true(fds[i] >= 0);
+		assert_int_equal(rh_send(fds[i], get, sizeof(get) - 1), 0);
+		assert_int_equal(rh_read_response(fds[i], 5000, &r), 1);
+		assert_int_equal(r.rr_status, 200);
+		rh_response_finish(&r);
+	}
+	/* The only server thread busy in a route while 128 requests arrive. */
+	assert_int_equal(rh_send(fds[READY], block, sizeof(block) - 1), 0);
+	pthread_mutex_lock(&bl.bl_mutex);
+	while (bl.bl_inside == 0) {
+		pthread_cond_wait(&bl.bl_cond, &bl.bl_mutex);
+	}
+	pthread_mutex_unlock(&bl.bl_mutex);
+	for (i = 0; i < READY; i++) {
+		assert_int_equal(rh_send(fds[i], get, sizeof(get) - 1), 0);
+	}
+	usleep(100 * 1000);
+	pthread_mutex_lock(&bl.bl_mutex);
+	bl.bl_release = 1;
+	pthread_cond_broadcast(&bl.bl_cond);
+	pthread_mutex_unlock(&bl.bl_mutex);
+	assert_int_equal(rh_read_response(fds[READY], 5000, &r), 1);
+	assert_int_equal(r.rr_status, 200);
+	rh_response_finish(&r);
+	t0 = hn_now_ms();
+	for (i = 0; i < READY; i++) {
+		int left = (int)(t0 + 5000 - hn_now_ms());
+
+		if (left > 0 && rh_read_response(fds[i], left, &r) == 1) {
+			answered += r.rr_status == 200;
+			rh_response_finish(&r);
+		}
+	}
+	took = hn_now_ms() - t0;
+	printf("# %d of %d requests ready at once answered in %lld ms\n", answered, READY,
+	       (long long)took);
+	assert_int_equal(answered, READY);
+	/* Counted for the operator. */
+	buf_init(&m, 0);
+	assert_int_equal(metrics_render(&m), 0);
+	buf_append(&m, "", 1);
+	assert_non_null(strstr(m.buf_data, "idemhook_http_thread_wakeups_total{listener=\"test\"}"));
+	buf_finish(&m);
+	for (i = 0; i <= READY; i++) {
+		close(fds[i]);
+	}
+	http_destroy(srv);
+}
+
 static void *destroy_run(void *arg)
 {
 	http_destroy(arg);
@@ -1784,6 +1879,7 @@ int main(void)
 	                test_at_the_connection_limit_a_new_connection_waits_and_is_served_once_one_closes),
 	        cmocka_unit_test(test_out_of_descriptors_accepting_backs_off_logs_and_resumes),
 	        cmocka_unit_test(test_alive_says_whether_the_listener_threads_take_connections),
+	        cmocka_unit_test(test_a_thread_with_128_requests_ready_at_once_answers_them_soon),
 	        cmocka_unit_test(
 	                test_a_drain_refuses_new_connections_and_answers_every_started_request),
 	        cmocka_unit_test(test_after_a_reload_old_connections_get_their_answer_and_close),
