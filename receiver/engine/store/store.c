@@ -1944,12 +1944,16 @@ static void *store_writer_main(void *arg)
 		store_count_batch(sw, batch, weight, commits, commit_s);
 		store_complete(st, batch);
 		t0 = store_mono_s();
+		/* The WAL restart holds the write lock too (SQLite): the probe
+		 * is not to take it for another connection's. */
+		__atomic_store_n(&sw->sw_hb_busy_since, (int64_t)(t0 * 1000.0), __ATOMIC_RELEASE);
 		if (st->st_engine->en_after_batch(st->st_db) > 0) {
 			pthread_mutex_lock(&st->st_stats_mutex);
 			st->st_stats.ss_catch_ups++;
 			st->st_stats.ss_catch_up_seconds += store_mono_s() - t0;
 			pthread_mutex_unlock(&st->st_stats_mutex);
 		}
+		__atomic_store_n(&sw->sw_hb_busy_since, 0, __ATOMIC_RELEASE);
 	}
 	return NULL;
 }
@@ -2575,7 +2579,7 @@ int store_probe(struct store *st, struct store_health *ret)
 		store_health_fail(&h, "the last commit failed: %s", st->st_engine->en_error_reason(fail_rc));
 	}
 	pthread_mutex_lock(&st->st_probe_lock);
-	st->st_engine->en_probe(st->st_db, &st->st_writers[0].sw_hb_busy_since, ok_at, &h);
+	st->st_engine->en_probe(st->st_db, &st->st_writers[0].sw_hb_busy_since, &st->st_hb_ok, &h);
 	if (st->st_engine->en_files_check != NULL) {
 		char reason[STORE_HEALTH_REASON_MAX];
 

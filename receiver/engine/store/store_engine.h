@@ -141,8 +141,9 @@ struct store_engine {
 	uint64_t (*en_wal_written)(struct store_db *db);
 
 	/* Operations: see store.h. */
-	/* busy_since: the writer's heartbeat (read atomically; 0 when idle). */
-	void (*en_probe)(struct store_db *db, const int64_t *busy_since, int64_t ok_at,
+	/* busy_since: the writer's heartbeat (read atomically; 0 when idle);
+	 * ok_at: when it last committed (read atomically, monotonic ms). */
+	void (*en_probe)(struct store_db *db, const int64_t *busy_since, const int64_t *ok_at,
 	                 struct store_health *h);
 	int (*en_file_stats)(struct store *st, struct store_db *db, struct store_file_stats *ret);
 	int (*en_reclaim)(struct store *st, int64_t max_pages, int64_t *ret_pages);

@@ -2063,7 +2063,7 @@ static uint64_t store_pg_wal_written(struct store_db *db)
 	return 0;
 }
 
-static void store_pg_probe(struct store_db *db, const int64_t *busy_since, int64_t ok_at,
+static void store_pg_probe(struct store_db *db, const int64_t *busy_since, const int64_t *ok_at,
                            struct store_health *h)
 {
 	int newest = store_schema_version();

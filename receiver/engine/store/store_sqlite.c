@@ -1377,11 +1377,12 @@ static int store_probe_lock(struct store_conn *cn)
 
 /* The schema version and the write lock, on the probe's own connection
  * (store_probe serializes its callers). */
-static void store_sqlite_probe(struct store_db *db, const int64_t *busy_since, int64_t ok_at,
+static void store_sqlite_probe(struct store_db *db, const int64_t *busy_since, const int64_t *ok_at,
                                struct store_health *h)
 {
 	int newest = store_schema_version();
 	int64_t version = 0;
+	int64_t began;
 	int rc;
 
 	if (db->db_probe == NULL) {
@@ -1401,19 +1402,25 @@ static void store_sqlite_probe(struct store_db *db, const int64_t *busy_since, i
 		store_health_fail(h, "database schema %" PRId64 " is newer than this idemhook (%d)", version,
 		                  newest);
 	}
-	/* While our own writer is inside a young batch it holds the lock (or
-	 * waits for it): a probe would only compete with it. The last probe's
+	/* While our own writer is inside a young batch (or the WAL restart
+	 * after one) it holds the lock (or waits for it): a probe would only
+	 * compete with it. A probe that waited while our writer committed
+	 * found the lock ours, not another connection's: under load the
+	 * writer takes it again between the probe's tries. The last probe's
 	 * verdict stands until the writer commits after it. */
 	if (__atomic_load_n(busy_since, __ATOMIC_ACQUIRE) == 0) {
+		began = store_mono_ms();
 		rc = store_probe_lock(db->db_probe);
 		if (rc == SQLITE_OK) {
 			db->db_probe_locked_at = 0;
-		} else if (__atomic_load_n(busy_since, __ATOMIC_ACQUIRE) == 0) {
+		} else if (__atomic_load_n(busy_since, __ATOMIC_ACQUIRE) == 0 &&
+		           __atomic_load_n(ok_at, __ATOMIC_ACQUIRE) < began) {
 			db->db_probe_locked_at = store_mono_ms();
 			db->db_probe_locked_rc = rc;
 		}
 	}
-	if (db->db_probe_locked_at != 0 && db->db_probe_locked_at > ok_at) {
+	if (db->db_probe_locked_at != 0 &&
+	    db->db_probe_locked_at > __atomic_load_n(ok_at, __ATOMIC_ACQUIRE)) {
 		store_health_fail(h, "the database is write-locked by another connection (%s)",
 		                  sqlite3_errstr(db->db_probe_locked_rc));
 	}
