@@ -35,6 +35,9 @@ struct lg_state {
 	size_t ls_next; /* next request to hand out */
 	size_t ls_answered;
 	size_t ls_errors;
+	size_t ls_dropped;
+	int ls_bad_status;
+	double ls_dropped_after_ms;
 	double *ls_lat_ms;
 	double ls_t0;
 	double ls_last;
@@ -151,6 +154,12 @@ static void lg_finish_request(struct lg_state *ls, struct lg_conn *c, int ok)
 static void lg_fail(struct lg_state *ls, struct lg_conn *c)
 {
 	if (c->lc_req != LG_NONE) {
+		double waited = (lg_now() - c->lc_due) * 1000.0;
+
+		ls->ls_dropped++;
+		if (waited > ls->ls_dropped_after_ms) {
+			ls->ls_dropped_after_ms = waited;
+		}
 		lg_finish_request(ls, c, 0);
 	}
 	lg_close(ls, c);
@@ -243,6 +252,9 @@ static void lg_read(struct lg_state *ls, struct lg_conn *c)
 				lg_fail(ls, c);
 				return;
 			}
+			if ((status < 200 || status >= 300) && ls->ls_bad_status == 0) {
+				ls->ls_bad_status = status;
+			}
 			lg_finish_request(ls, c, status >= 200 && status < 300);
 			if (close_after) {
 				lg_close(ls, c);
@@ -310,6 +322,7 @@ int lg_run(const struct lg_options *opt, const struct lg_request *reqs, size_t n
 		if (live == 0) {
 			/* Nothing can connect any more: the rest are errors. */
 			ls.ls_errors += n - ls.ls_answered;
+			ls.ls_dropped += n - ls.ls_answered;
 			ls.ls_answered = n;
 			break;
 		}
@@ -347,6 +360,9 @@ int lg_run(const struct lg_options *opt, const struct lg_request *reqs, size_t n
 	qsort(ls.ls_lat_ms, n, sizeof(double), lg_cmp);
 	ret->lg_n = ls.ls_answered;
 	ret->lg_errors = ls.ls_errors;
+	ret->lg_dropped = ls.ls_dropped;
+	ret->lg_bad_status = ls.ls_bad_status;
+	ret->lg_dropped_after_ms = ls.ls_dropped_after_ms;
 	ret->lg_seconds = ls.ls_last - ls.ls_t0;
 	if (n > 0) {
 		ret->lg_p50_ms = ls.ls_lat_ms[n / 2];
