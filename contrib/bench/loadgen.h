@@ -27,8 +27,8 @@ struct lg_options {
 struct lg_result {
 	size_t lg_n; /* requests answered */
 	size_t lg_errors; /* transport errors and answers other than 2xx */
-	size_t lg_dropped; /* of them: the connection closed or failed before the answer */
-	int lg_bad_status; /* the first status other than 2xx answered, 0 if none */
+	size_t lg_dropped;          /* of them: the connection closed or failed before the answer */
+	int lg_bad_status;          /* the first status other than 2xx answered, 0 if none */
 	double lg_dropped_after_ms; /* the longest a dropped request had waited */
 	double lg_seconds; /* first send to last answer */
 	double lg_p50_ms;
