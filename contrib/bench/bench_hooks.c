@@ -516,9 +516,8 @@ static void bench_print_row(const struct bench_row *br)
 	if (br->br_res.lg_errors > 0) {
 		/* What kind of errors: a stall shows as requests dropped after
 		 * the connection timeout, an overload as 503s. */
-		printf("%-36s errors: %zu closed or failed without an answer (the longest after "
-		       "%.0f "
-		       "ms), %zu answered other than 2xx (first: %d)\n",
+		printf("%-36s errors: %zu closed or failed without an answer (the longest "
+		       "after %.0f ms), %zu answered other than 2xx (first: %d)\n",
 		       "", br->br_res.lg_dropped, br->br_res.lg_dropped_after_ms,
 		       br->br_res.lg_errors - br->br_res.lg_dropped, br->br_res.lg_bad_status);
 	}
