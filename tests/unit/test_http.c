@@ -588,6 +588,24 @@ static size_t discard(char *p, size_t s, size_t n, void *arg)
 	return s * n;
 }
 
+/* GETs url over TLS trusting ca_path; the status, or -1. */
+static long https_get_status(const char *url, const char *ca_path)
+{
+	CURL *c = curl_easy_init();
+	long status = -1;
+
+	assert_non_null(c);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_CAINFO, ca_path);
+	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+	if (curl_easy_perform(c) == CURLE_OK) {
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+	}
+	curl_easy_cleanup(c);
+	return status;
+}
+
 /* idemhook_http_thread_wakeups_total of listener name, 0 when absent. */
 static long long thread_wakeups(const char *name)
 {
@@ -619,8 +637,6 @@ static void test_https_listener_serves_with_the_configured_certificate(void **st
 	struct http_server *srv;
 	char *key;
 	char *cert;
-	CURL *c;
-	long status = 0;
 	long long wakeups;
 	int fd;
 	int i;
@@ -664,15 +680,7 @@ static void test_https_listener_serves_with_the_configured_certificate(void **st
 	srv = http_create(&ho, echo_route, NULL);
 	assert_non_null(srv);
 	snprintf(url, sizeof(url), "https://127.0.0.1:%u/x", http_port(srv));
-	c = curl_easy_init();
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CAINFO, cert_path);
-	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-	assert_int_equal(curl_easy_perform(c), CURLE_OK);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	assert_int_equal(status, 200);
-	curl_easy_cleanup(c);
+	assert_int_equal(https_get_status(url, cert_path), 200);
 	/* A connection still in its handshake with nothing completed for
 	 * HTTP_STALL_MS gets its thread woken: the closed connection it is
 	 * handed goes through TLS too, and the listener serves on. */
@@ -684,15 +692,7 @@ static void test_https_listener_serves_with_the_configured_certificate(void **st
 	}
 	assert_true(thread_wakeups("http") > wakeups);
 	close(fd);
-	c = curl_easy_init();
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_CAINFO, cert_path);
-	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-	assert_int_equal(curl_easy_perform(c), CURLE_OK);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	assert_int_equal(status, 200);
-	curl_easy_cleanup(c);
+	assert_int_equal(https_get_status(url, cert_path), 200);
 	http_destroy(srv);
 	free(key);
 	free(cert);
