@@ -515,7 +515,6 @@ static void http_connection_notify(void *cls, struct MHD_Connection *con, void *
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
 		const union MHD_ConnectionInfo *ci =
 		        MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
-
 		const union MHD_ConnectionInfo *ca =
 		        MHD_get_connection_info(con, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 
@@ -915,9 +914,8 @@ static void http_gen_cut_log(struct http_gen *gen, int64_t now)
 	}
 	gen->hg_cut_log_ms = now;
 	if (gen->hg_wakeups != gen->hg_wakeups_told) {
-		log_info("http %s: woke server threads %lu times in %d s: each had requests under "
-		         "way "
-		         "and had completed none for %d ms",
+		log_info("http %s: woke server threads %lu times in %d s: each had requests "
+		         "under way and had completed none for %d ms",
 		         gen->hg_srv->hs_name, gen->hg_wakeups - gen->hg_wakeups_told,
 		         HTTP_CUT_LOG_MS / 1000, HTTP_STALL_MS);
 		gen->hg_wakeups_told = gen->hg_wakeups;
