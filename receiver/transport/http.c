@@ -143,6 +143,15 @@ struct http_sock {
 	char hk_peer[INET6_ADDRSTRLEN + 1];
 };
 
+/* One of libmicrohttpd's server threads, as the sweeper sees it. Each
+ * thread writes its own on every request it completes: a cache line of its
+ * own, shared with no other thread's. */
+struct http_thread {
+	_Alignas(64) atomic_llong ht_done_ms; /* monotonic: a request last completed */
+	int64_t ht_looked_ms;                 /* the sweeper's own: last looked at */
+	unsigned char ht_mark;                /* the sweeper's own: http_gen_wake_stalled's */
+};
+
 /* One libmicrohttpd daemon and the settings it serves with. A reload starts
  * a new generation on a dup of the same listening socket before the old one
  * stops accepting, so settings never change under a request in flight. */
@@ -175,15 +184,12 @@ struct http_gen {
 	atomic_int hg_draining;  /* not accepting: answers close their connection */
 	atomic_int hg_stopping; /* the daemon is about to stop: no more suspensions */
 	atomic_int hg_started; /* MHD_start_daemon returned */
-	atomic_llong hg_log_ms; /* when the last loud libmicrohttpd message was logged */
-	atomic_llong hg_progress_ms; /* monotonic: a request last completed */
+	atomic_llong hg_log_ms;      /* when the last loud libmicrohttpd message was logged */
 	atomic_long hg_answered;     /* requests completed */
 	/* libmicrohttpd's server threads: a connection goes to the one its
 	 * descriptor modulo their number names (while that one has room) */
 	unsigned hg_threads;
-	atomic_llong *hg_thread_done_ms; /* per thread, monotonic: a request last completed */
-	int64_t *hg_thread_looked_ms;    /* the sweeper's own: per thread, last looked at */
-	unsigned char *hg_thread_mark;   /* the sweeper's own: scratch of http_gen_wake_stalled */
+	struct http_thread *hg_thread;
 	unsigned long hg_wakeups;        /* the sweeper's own: threads woken (http_gen_cut_log) */
 	unsigned long hg_wakeups_told;
 	/* the accept thread */
@@ -687,6 +693,20 @@ static int http_victim_cmp(const void *a, const void *b)
 	return x->hv_since < y->hv_since ? -1 : x->hv_since > y->hv_since;
 }
 
+/* When a request last completed on any of gen's server threads (monotonic). */
+static int64_t http_gen_progress_ms(struct http_gen *gen)
+{
+	int64_t last = 0;
+	unsigned t;
+
+	for (t = 0; t < gen->hg_threads; t++) {
+		int64_t done = atomic_load(&gen->hg_thread[t].ht_done_ms);
+
+		last = done > last ? done : last;
+	}
+	return last;
+}
+
 /* Hands server thread t of gen a connection that is closed already: one end
  * of a socket pair whose other end is gone, on a descriptor that
  * libmicrohttpd gives to thread t (HTTP_STALL_MS). The thread reads its end
@@ -733,9 +753,8 @@ static int http_gen_wake_thread(struct http_gen *gen, unsigned t)
  * only for such threads). Looks at a thread at most every HTTP_STALL_MS. */
 static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 {
-	unsigned char *mark = gen->hg_thread_mark; /* 1: looked at now; 2: has work */
+	struct http_thread *th = gen->hg_thread; /* ht_mark 1: looked at now; 2: has work */
 	struct pollfd *pf = NULL;
-	unsigned *pf_thread = NULL;
 	size_t n_pf = 0;
 	size_t cap_pf = 0;
 	struct http_sock *hk;
@@ -747,52 +766,50 @@ static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 		return;
 	}
 	for (t = 0; t < gen->hg_threads; t++) {
-		mark[t] = now - atomic_load(&gen->hg_thread_done_ms[t]) >= HTTP_STALL_MS &&
-		          now - gen->hg_thread_looked_ms[t] >= HTTP_STALL_MS;
-		any |= mark[t];
+		th[t].ht_mark = now - atomic_load(&th[t].ht_done_ms) >= HTTP_STALL_MS &&
+		                now - th[t].ht_looked_ms >= HTTP_STALL_MS;
+		any |= th[t].ht_mark;
 	}
 	if (!any) {
 		return;
 	}
 	cap_pf = (size_t)atomic_load(&gen->hg_conns) + 64;
 	pf = calloc(cap_pf, sizeof(*pf));
-	pf_thread = calloc(cap_pf, sizeof(*pf_thread));
 	pthread_mutex_lock(&gen->hg_lock);
 	for (hk = gen->hg_socks; hk != NULL; hk = hk->hk_next) {
 		int phase = HTTP_STATE_PHASE(atomic_load(&hk->hk_state));
 
-		if (mark[hk->hk_thread] != 1 || hk->hk_fd < 0) {
+		if (th[hk->hk_thread].ht_mark != 1 || hk->hk_fd < 0) {
 			continue;
 		}
 		if (phase == HTTP_PHASE_HEAD || phase == HTTP_PHASE_BODY ||
 		    phase == HTTP_PHASE_BUSY) {
-			mark[hk->hk_thread] = 2;
-		} else if (phase == HTTP_PHASE_IDLE && n_pf < cap_pf && pf != NULL &&
-		           pf_thread != NULL) {
+			th[hk->hk_thread].ht_mark = 2;
+		} else if (phase == HTTP_PHASE_IDLE && n_pf < cap_pf && pf != NULL) {
 			pf[n_pf].fd = hk->hk_fd;
 			pf[n_pf].events = POLLIN;
-			pf_thread[n_pf] = hk->hk_thread;
 			n_pf++;
 		}
 	}
 	/* Under the lock: a listed connection's descriptor is its own. */
 	if (n_pf > 0 && poll(pf, (nfds_t)n_pf, 0) > 0) {
 		for (i = 0; i < n_pf; i++) {
+			/* Its thread, as hk_thread: the descriptor modulo the threads. */
+			t = (unsigned)pf[i].fd % gen->hg_threads;
 			if ((pf[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
-			    mark[pf_thread[i]] == 1) {
-				mark[pf_thread[i]] = 2;
+			    th[t].ht_mark == 1) {
+				th[t].ht_mark = 2;
 			}
 		}
 	}
 	pthread_mutex_unlock(&gen->hg_lock);
 	free(pf);
-	free(pf_thread);
 	for (t = 0; t < gen->hg_threads; t++) {
-		if (mark[t] == 0) {
+		if (th[t].ht_mark == 0) {
 			continue;
 		}
-		gen->hg_thread_looked_ms[t] = now;
-		if (mark[t] == 2 && http_gen_wake_thread(gen, t) == 0) {
+		th[t].ht_looked_ms = now;
+		if (th[t].ht_mark == 2 && http_gen_wake_thread(gen, t) == 0) {
 			gen->hg_wakeups++;
 			metrics_http_wakeup(gen->hg_srv->hs_name);
 		}
@@ -1151,13 +1168,10 @@ static void http_completed(void *cls, struct MHD_Connection *con, void **con_cls
 	}
 	*con_cls = NULL;
 	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
-		int64_t now = http_mono_ms();
-
 		atomic_fetch_add(&gen->hg_answered, 1);
-		atomic_store(&gen->hg_progress_ms, now);
-		if (hc->hc_sock != NULL) {
-			atomic_store(&gen->hg_thread_done_ms[hc->hc_sock->hk_thread], now);
-		}
+		atomic_store(&gen->hg_thread[hc->hc_sock != NULL ? hc->hc_sock->hk_thread : 0]
+		                      .ht_done_ms,
+		             http_mono_ms());
 	}
 	http_sock_move(hc->hc_sock, HTTP_PHASE_IDLE);
 	if (hc->hc_defer.hd_fn != NULL && http_defer_abandon(hc)) {
@@ -2214,9 +2228,7 @@ static void http_gen_destroy(struct http_gen *gen)
 	}
 	http_free_list(gen->hg_proxies);
 	free(gen->hg_timeout_answer);
-	free(gen->hg_thread_done_ms);
-	free(gen->hg_thread_looked_ms);
-	free(gen->hg_thread_mark);
+	free(gen->hg_thread);
 	pthread_mutex_destroy(&gen->hg_lock);
 	free(gen);
 }
@@ -2295,9 +2307,8 @@ static struct http_gen *http_gen_create(struct http_server *srv, const struct ht
 		threads = cores > 0 ? (unsigned)cores : 2;
 	}
 	gen->hg_threads = threads;
-	gen->hg_thread_done_ms = calloc(threads, sizeof(*gen->hg_thread_done_ms));
-	gen->hg_thread_looked_ms = calloc(threads, sizeof(*gen->hg_thread_looked_ms));
-	gen->hg_thread_mark = calloc(threads, sizeof(*gen->hg_thread_mark));
+	gen->hg_thread =
+	        aligned_alloc(_Alignof(struct http_thread), threads * sizeof(*gen->hg_thread));
 	pthread_mutex_init(&gen->hg_lock, NULL);
 	atomic_init(&gen->hg_conns, 0);
 	atomic_init(&gen->hg_suspended, 0);
@@ -2305,18 +2316,17 @@ static struct http_gen *http_gen_create(struct http_server *srv, const struct ht
 	atomic_init(&gen->hg_stopping, 0);
 	atomic_init(&gen->hg_started, 0);
 	atomic_init(&gen->hg_log_ms, 0);
-	atomic_init(&gen->hg_progress_ms, http_mono_ms());
 	atomic_init(&gen->hg_answered, 0);
 	atomic_init(&gen->hg_accept_stop, 0);
 	atomic_init(&gen->hg_accept_parked, 0);
 	gen->hg_cut_log_ms = http_mono_ms();
-	if (gen->hg_thread_done_ms == NULL || gen->hg_thread_looked_ms == NULL ||
-	    gen->hg_thread_mark == NULL) {
+	if (gen->hg_thread == NULL) {
 		log_err("http %s: out of memory", srv->hs_name);
 		goto fail;
 	}
+	memset(gen->hg_thread, 0, threads * sizeof(*gen->hg_thread));
 	for (i = 0; i < threads; i++) {
-		atomic_init(&gen->hg_thread_done_ms[i], http_mono_ms());
+		atomic_init(&gen->hg_thread[i].ht_done_ms, http_mono_ms());
 	}
 	if (gen->hg_wake_fd < 0) {
 		log_err("http %s: eventfd: %s", srv->hs_name, strerror(errno));
@@ -2661,7 +2671,7 @@ int http_alive(struct http_server *srv, int timeout_ms, char *err, size_t err_si
 	gen = srv->hs_gen;
 	if (rc == 0 && gen != NULL &&
 	    (unsigned)atomic_load(&gen->hg_conns) + http_gen_reserve(gen) >= gen->hg_conn_limit &&
-	    http_mono_ms() - atomic_load(&gen->hg_progress_ms) < HTTP_ALIVE_PROGRESS_MS) {
+	    http_mono_ms() - http_gen_progress_ms(gen) < HTTP_ALIVE_PROGRESS_MS) {
 		rc = 1;
 	}
 	pthread_mutex_unlock(&srv->hs_lock);
