@@ -489,6 +489,7 @@ struct bench_pg_row {
 	double br_rt_callback; /* and per callback */
 	double br_rx_us;       /* the receivers' CPU per callback */
 	double br_pg_us;       /* the server's CPU per callback */
+	double br_lg_us;       /* this program's (load generator, proxy) per callback */
 };
 
 /* Sends every set to its receiver at once (the connections split between
@@ -506,6 +507,7 @@ static int bench_pg_phase(struct bench_pg_row *br, const char *label, struct dae
 	double rx0 = 0;
 	double rx1 = 0;
 	double pg0 = 0;
+	double lg0;
 	size_t i;
 
 	memset(br, 0, sizeof(*br));
@@ -524,6 +526,7 @@ static int bench_pg_phase(struct bench_pg_row *br, const char *label, struct dae
 		rx0 += bench_pg_proc_cpu_s(r[i].dm_pid, NULL);
 	}
 	pg0 = db != NULL ? bench_pg_server_cpu_s() : 0;
+	lg0 = bench_pg_proc_cpu_s(getpid(), NULL);
 	for (i = 0; i < k; i++) {
 		memset(&load[i], 0, sizeof(load[i]));
 		load[i].bl_opt.lo_port = r[i].dm_port;
@@ -559,6 +562,7 @@ static int bench_pg_phase(struct bench_pg_row *br, const char *label, struct dae
 	}
 	if (br->br_n > 0) {
 		br->br_rx_us = (rx1 - rx0) * 1e6 / (double)br->br_n;
+		br->br_lg_us = (bench_pg_proc_cpu_s(getpid(), NULL) - lg0) * 1e6 / (double)br->br_n;
 		br->br_pg_us =
 		        db != NULL ? (bench_pg_server_cpu_s() - pg0) * 1e6 / (double)br->br_n : 0;
 	}
@@ -660,9 +664,10 @@ static int64_t bench_pg_paid(const char *location, const char *db)
 
 /* One configuration: k receivers on SQLite (k = 1) or on one PostgreSQL
  * database (through the delaying proxy on proxy_port unless 0); n unique
- * callbacks, then the same n again as duplicates. */
+ * callbacks, then the same n again as duplicates; the unique phase's row
+ * in *ret_unique, the duplicates' rate in *ret_dup. */
 static int bench_pg_config(const char *backend, size_t k, size_t n, unsigned proxy_port,
-                           double *ret_unique, double *ret_dup)
+                           struct bench_pg_row *ret_unique, double *ret_dup)
 {
 	struct daemon r[BENCH_PG_RECEIVERS_MAX];
 	struct lg_request *sets[BENCH_PG_RECEIVERS_MAX] = {NULL};
@@ -715,7 +720,7 @@ static int bench_pg_config(const char *backend, size_t k, size_t n, unsigned pro
 	if (bench_pg_phase(&row, label, r, k, sets, counts, db) < 0) {
 		goto out;
 	}
-	*ret_unique = row.br_rate;
+	*ret_unique = row;
 	if (bench_pg_paid(r[0].dm_db, db) != (int64_t)n || row.br_errors) {
 		fprintf(stderr,
 		        "bench: %s with %zu receivers: not every callback was applied once\n",
@@ -757,6 +762,47 @@ enum {
 	BENCH_PG_CONFIGS,
 };
 
+/* CPU per callback, all of it: receivers, server, and this program. */
+static double bench_pg_cpu_us(const struct bench_pg_row *br)
+{
+	return br->br_rx_us + br->br_pg_us + br->br_lg_us;
+}
+
+/* What the cores allow at the CPU a unique callback took in each phase
+ * without delay (those with it wait on the network, not the CPU), and the
+ * CPU per callback the two throughput targets would need here: a target
+ * above what the cores allow cannot be met on this machine by waiting less,
+ * only by spending less (docs/benchmarks.md, "Where the floor is"). */
+static void bench_pg_cpu_bound(const struct bench_pg_row *urow)
+{
+	static const int phases[] = {BENCH_PG_SQLITE, BENCH_PG_ONE, BENCH_PG_TWO, BENCH_PG_THREE};
+	double cores = (double)sysconf(_SC_NPROCESSORS_ONLN);
+	double half_sqlite = 0.5 * urow[BENCH_PG_SQLITE].br_rate;
+	const struct bench_pg_row *one = &urow[BENCH_PG_ONE];
+	size_t i;
+
+	printf("\nCPU per unique callback (user + system: receivers + PostgreSQL server + this "
+	       "program) and what %.0f cores allow at it:\n",
+	       cores);
+	for (i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
+		const struct bench_pg_row *br = &urow[phases[i]];
+		double us = bench_pg_cpu_us(br);
+
+		printf("  %-24s %zu receiver%s %5.0f + %5.0f + %4.0f = %5.0f us", br->br_label,
+		       br->br_receivers, br->br_receivers > 1 ? "s" : " ", br->br_rx_us,
+		       br->br_pg_us, br->br_lg_us, us);
+		printf(" -> at most %6.0f/s; got %6.0f/s\n", us > 0 ? cores * 1e6 / us : 0,
+		       br->br_rate);
+	}
+	printf("  PostgreSQL 1 receiver at 0.50 x SQLite (%.0f/s) needs at most %.0f us per "
+	       "callback in all; this run's: %.0f us\n",
+	       half_sqlite, half_sqlite > 0 ? cores * 1e6 / half_sqlite : 0, bench_pg_cpu_us(one));
+	printf("  PostgreSQL 3 receivers at 1.50 x 1 receiver (%.0f/s) need at most %.0f us per "
+	       "callback in all; this run's: %.0f us\n",
+	       1.5 * one->br_rate, one->br_rate > 0 ? cores * 1e6 / (1.5 * one->br_rate) : 0,
+	       bench_pg_cpu_us(&urow[BENCH_PG_THREE]));
+}
+
 /* IDEMHOOK_BENCH_PG_AB=R: only the one-receiver phases, without and with
  * the delay, of IDEMHOOK_BIN_BASE and of this tree in turn, R times, so
  * that load from other work on the machine falls on both alike; then the
@@ -764,6 +810,7 @@ enum {
 static int bench_pg_ab(const char *base, size_t n, unsigned proxy, int rounds)
 {
 	const char *bin = bench_pg_bin;
+	struct bench_pg_row row[2];
 	double ratio[2][64];
 	double u[2][2];
 	double d;
@@ -777,11 +824,13 @@ static int bench_pg_ab(const char *base, size_t n, unsigned proxy, int rounds)
 		for (k = 0; k < 2; k++) {
 			bench_pg_bin = k == 0 ? base : bin;
 			bench_pg_which = k == 0 ? "before: " : "";
-			if (bench_pg_config("postgresql", 1, n, 0, &u[k][0], &d) < 0 ||
-			    bench_pg_config("postgresql", 1, n, proxy, &u[k][1], &d) < 0) {
+			if (bench_pg_config("postgresql", 1, n, 0, &row[0], &d) < 0 ||
+			    bench_pg_config("postgresql", 1, n, proxy, &row[1], &d) < 0) {
 				fprintf(stderr, "bench: a phase failed\n");
 				return 1;
 			}
+			u[k][0] = row[0].br_rate;
+			u[k][1] = row[1].br_rate;
 		}
 		ratio[0][r] = u[1][0] / u[0][0];
 		ratio[1][r] = u[1][1] / u[0][1];
@@ -808,17 +857,20 @@ static int bench_pg_ab(const char *base, size_t n, unsigned proxy, int rounds)
 int main(int argc, char **argv)
 {
 	size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 5000;
+	struct bench_pg_row urow[BENCH_PG_CONFIGS];
 	double unique[BENCH_PG_CONFIGS] = {0};
 	double dup[BENCH_PG_CONFIGS] = {0};
 	/* Another build (the commit before a change) for a before/after in
 	 * the same run: its one receiver, without and with the delay. */
 	const char *base = getenv("IDEMHOOK_BIN_BASE");
+	struct bench_pg_row base_row[2];
 	double base_unique[2] = {0, 0};
 	double base_dup[2] = {0, 0};
 	char *version = NULL;
 	char sock[700];
 	unsigned proxy = 0;
 	int missing;
+	int i;
 
 	bench_pg_bin = getenv("IDEMHOOK_BIN");
 	if (getenv("IDEMHOOK_BENCH_PG_WRITERS") != NULL) {
@@ -878,26 +930,30 @@ int main(int argc, char **argv)
 
 		bench_pg_bin = base;
 		bench_pg_which = "before: ";
-		if (bench_pg_config("postgresql", 1, n, 0, &base_unique[0], &base_dup[0]) < 0 ||
-		    bench_pg_config("postgresql", 1, n, proxy, &base_unique[1], &base_dup[1]) < 0) {
+		if (bench_pg_config("postgresql", 1, n, 0, &base_row[0], &base_dup[0]) < 0 ||
+		    bench_pg_config("postgresql", 1, n, proxy, &base_row[1], &base_dup[1]) < 0) {
 			fprintf(stderr, "bench: a phase of IDEMHOOK_BIN_BASE failed\n");
 			return 1;
 		}
+		base_unique[0] = base_row[0].br_rate;
+		base_unique[1] = base_row[1].br_rate;
 		bench_pg_bin = bin;
 		bench_pg_which = "";
 	}
-	if (bench_pg_config("sqlite", 1, n, 0, &unique[BENCH_PG_SQLITE], &dup[BENCH_PG_SQLITE]) <
+	if (bench_pg_config("sqlite", 1, n, 0, &urow[BENCH_PG_SQLITE], &dup[BENCH_PG_SQLITE]) < 0 ||
+	    bench_pg_config("postgresql", 1, n, 0, &urow[BENCH_PG_ONE], &dup[BENCH_PG_ONE]) < 0 ||
+	    bench_pg_config("postgresql", 2, n, 0, &urow[BENCH_PG_TWO], &dup[BENCH_PG_TWO]) < 0 ||
+	    bench_pg_config("postgresql", 3, n, 0, &urow[BENCH_PG_THREE], &dup[BENCH_PG_THREE]) <
 	            0 ||
-	    bench_pg_config("postgresql", 1, n, 0, &unique[BENCH_PG_ONE], &dup[BENCH_PG_ONE]) < 0 ||
-	    bench_pg_config("postgresql", 2, n, 0, &unique[BENCH_PG_TWO], &dup[BENCH_PG_TWO]) < 0 ||
-	    bench_pg_config("postgresql", 3, n, 0, &unique[BENCH_PG_THREE], &dup[BENCH_PG_THREE]) <
-	            0 ||
-	    bench_pg_config("postgresql", 1, n, proxy, &unique[BENCH_PG_ONE_DELAYED],
+	    bench_pg_config("postgresql", 1, n, proxy, &urow[BENCH_PG_ONE_DELAYED],
 	                    &dup[BENCH_PG_ONE_DELAYED]) < 0 ||
-	    bench_pg_config("postgresql", 3, n, proxy, &unique[BENCH_PG_THREE_DELAYED],
+	    bench_pg_config("postgresql", 3, n, proxy, &urow[BENCH_PG_THREE_DELAYED],
 	                    &dup[BENCH_PG_THREE_DELAYED]) < 0) {
 		fprintf(stderr, "bench: a phase failed\n");
 		return 1;
+	}
+	for (i = 0; i < BENCH_PG_CONFIGS; i++) {
+		unique[i] = urow[i].br_rate;
 	}
 	printf("\nunique callbacks/s:    SQLite %.0f | PostgreSQL, 1 receiver %.0f | 2 %.0f | 3 "
 	       "%.0f | +1ms each way: 1 receiver %.0f | 3 %.0f\n",
@@ -923,6 +979,7 @@ int main(int argc, char **argv)
 	                unique[BENCH_PG_THREE] / unique[BENCH_PG_ONE], 1.5);
 	bench_pg_target("PostgreSQL 1 receiver, +1ms each way / no delay, unique",
 	                unique[BENCH_PG_ONE_DELAYED] / unique[BENCH_PG_ONE], 0.25);
+	bench_pg_cpu_bound(urow);
 	if (base != NULL && base_unique[0] > 0 && base_unique[1] > 0) {
 		printf("  %-58s %5.2f\n", "PostgreSQL 1 receiver, after / before, unique",
 		       unique[BENCH_PG_ONE] / base_unique[0]);
