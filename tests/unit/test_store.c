@@ -143,7 +143,11 @@ static int setup_pg(void **state)
 }
 
 /* One writer connection: for the tests that count one writer's round
- * trips per batch or terminate its backend. */
+ * trips per batch or terminate its backend, and for those that hold the
+ * writer in a plain write (a gate) to queue claims behind it: with a
+ * second writer the claims do not wait, and which of two claims of one key
+ * in flight wins is a race (a fresh-clone CI run failed on it once, and a
+ * loop under CPU load once in 50 runs). */
 static int setup_pg_one_writer(void **state)
 {
 	return setup_pg_writers(state, 1);
@@ -3454,11 +3458,12 @@ int main(void)
 	        PG_TEST(test_group_commit_keeps_other_claims_when_one_is_transient),
 	        PG_TEST(test_failed_commit_makes_every_claim_of_the_batch_transient),
 	        PG_TEST(test_identical_claims_from_many_threads_run_apply_once),
-	        PG_TEST(test_claims_queued_together_commit_as_one_batch_except_the_transient_one),
+	        PG_TEST_ONE_WRITER(
+	                test_claims_queued_together_commit_as_one_batch_except_the_transient_one),
 	        PG_TEST(test_batch_size_one_commits_each_unit_alone),
-	        PG_TEST(test_async_completion_runs_once_per_submission_after_commit),
+	        PG_TEST_ONE_WRITER(test_async_completion_runs_once_per_submission_after_commit),
 	        PG_TEST(test_async_duplicate_of_a_done_key_completes_before_submit_returns),
-	        PG_TEST(test_destroy_finishes_queued_work_and_calls_every_completion),
+	        PG_TEST_ONE_WRITER(test_destroy_finishes_queued_work_and_calls_every_completion),
 	        PG_TEST(test_batch_histogram_counts_batches_whether_or_not_they_commit),
 	        PG_TEST(test_write_returns_fn_value_and_rolls_back_on_failure),
 	        PG_TEST(test_peek_reports_live_records_only),
