@@ -7,7 +7,7 @@
 -- value a parameter as the receiver sends them. For comparing the server's
 -- time per statement across schemas (docs/benchmarks.md, "Server CPU per
 -- callback") and, through contrib/bench/pg_forms.sh, the forms of sending
--- them (docs/benchmarks.md, "What a server-side function would save"). The
+-- them (docs/benchmarks.md, "Where the floor is (issue 25, seventh round)"). The
 -- database needs the schema (idemhook migrate) and orders ord_1..ord_100000:
 --   INSERT INTO orders (id, amount, currency, status, created_at, updated_at)
 --     SELECT 'ord_' || g, 1000, 'USD', 'pending', 1, 1 FROM generate_series(1, 100000) g;

@@ -4,7 +4,7 @@
 -- would save the server against the statements sent one by one, in lanes
 -- (as the receiver sends them) or all in one pipeline. Created and called by
 -- contrib/bench/pg_forms.sh on a throwaway server only; no migration
--- installs it (docs/benchmarks.md, "What a server-side function would save").
+-- installs it (docs/benchmarks.md, "Where the floor is (issue 25, seventh round)").
 -- PL/pgSQL prepares each statement once per session and keeps its plan, as
 -- `pgbench -M prepared` does for the statements sent by the client.
 CREATE OR REPLACE FUNCTION bench_callback(p_scope text, p_key text, p_order text, p_fp bytea)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # pg_forms.sh: the PostgreSQL server's CPU per new payment when the writer's
 # statements reach it in each of four forms, BATCH payments per transaction,
-# on a throwaway server this script starts (docs/benchmarks.md, "What a
-# server-side function would save"):
+# on a throwaway server this script starts (docs/benchmarks.md, "Where the
+# floor is (issue 25, seventh round)"):
 #   statements  each statement its own round trip (the writer before lanes)
 #   lanes       statement k of every payment of the batch in one pipeline,
 #               one pipeline after another (the writer's lanes, which also
