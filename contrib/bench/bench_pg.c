@@ -858,19 +858,16 @@ int main(int argc, char **argv)
 {
 	size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : 5000;
 	struct bench_pg_row urow[BENCH_PG_CONFIGS];
-	double unique[BENCH_PG_CONFIGS] = {0};
 	double dup[BENCH_PG_CONFIGS] = {0};
 	/* Another build (the commit before a change) for a before/after in
 	 * the same run: its one receiver, without and with the delay. */
 	const char *base = getenv("IDEMHOOK_BIN_BASE");
 	struct bench_pg_row base_row[2];
-	double base_unique[2] = {0, 0};
 	double base_dup[2] = {0, 0};
 	char *version = NULL;
 	char sock[700];
 	unsigned proxy = 0;
 	int missing;
-	int i;
 
 	bench_pg_bin = getenv("IDEMHOOK_BIN");
 	if (getenv("IDEMHOOK_BENCH_PG_WRITERS") != NULL) {
@@ -935,8 +932,6 @@ int main(int argc, char **argv)
 			fprintf(stderr, "bench: a phase of IDEMHOOK_BIN_BASE failed\n");
 			return 1;
 		}
-		base_unique[0] = base_row[0].br_rate;
-		base_unique[1] = base_row[1].br_rate;
 		bench_pg_bin = bin;
 		bench_pg_which = "";
 	}
@@ -952,14 +947,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "bench: a phase failed\n");
 		return 1;
 	}
-	for (i = 0; i < BENCH_PG_CONFIGS; i++) {
-		unique[i] = urow[i].br_rate;
-	}
 	printf("\nunique callbacks/s:    SQLite %.0f | PostgreSQL, 1 receiver %.0f | 2 %.0f | 3 "
 	       "%.0f | +1ms each way: 1 receiver %.0f | 3 %.0f\n",
-	       unique[BENCH_PG_SQLITE], unique[BENCH_PG_ONE], unique[BENCH_PG_TWO],
-	       unique[BENCH_PG_THREE], unique[BENCH_PG_ONE_DELAYED],
-	       unique[BENCH_PG_THREE_DELAYED]);
+	       urow[BENCH_PG_SQLITE].br_rate, urow[BENCH_PG_ONE].br_rate,
+	       urow[BENCH_PG_TWO].br_rate, urow[BENCH_PG_THREE].br_rate,
+	       urow[BENCH_PG_ONE_DELAYED].br_rate, urow[BENCH_PG_THREE_DELAYED].br_rate);
 	printf("duplicate callbacks/s: SQLite %.0f | PostgreSQL, 1 receiver %.0f | 2 %.0f | 3 "
 	       "%.0f | +1ms each way: 1 receiver %.0f | 3 %.0f\n",
 	       dup[BENCH_PG_SQLITE], dup[BENCH_PG_ONE], dup[BENCH_PG_TWO], dup[BENCH_PG_THREE],
@@ -968,24 +960,24 @@ int main(int argc, char **argv)
 		printf("before (IDEMHOOK_BIN_BASE), unique callbacks/s: PostgreSQL, 1 receiver "
 		       "%.0f "
 		       "| +1ms each way %.0f\n",
-		       base_unique[0], base_unique[1]);
+		       base_row[0].br_rate, base_row[1].br_rate);
 	}
 	printf("\nratios (issue 25), this run:\n");
 	bench_pg_target("PostgreSQL 1 receiver / SQLite 1 receiver, unique",
-	                unique[BENCH_PG_ONE] / unique[BENCH_PG_SQLITE], 0.5);
+	                urow[BENCH_PG_ONE].br_rate / urow[BENCH_PG_SQLITE].br_rate, 0.5);
 	bench_pg_target("PostgreSQL 2 receivers / 1 receiver, unique",
-	                unique[BENCH_PG_TWO] / unique[BENCH_PG_ONE], 1.0);
+	                urow[BENCH_PG_TWO].br_rate / urow[BENCH_PG_ONE].br_rate, 1.0);
 	bench_pg_target("PostgreSQL 3 receivers / 1 receiver, unique",
-	                unique[BENCH_PG_THREE] / unique[BENCH_PG_ONE], 1.5);
+	                urow[BENCH_PG_THREE].br_rate / urow[BENCH_PG_ONE].br_rate, 1.5);
 	bench_pg_target("PostgreSQL 1 receiver, +1ms each way / no delay, unique",
-	                unique[BENCH_PG_ONE_DELAYED] / unique[BENCH_PG_ONE], 0.25);
+	                urow[BENCH_PG_ONE_DELAYED].br_rate / urow[BENCH_PG_ONE].br_rate, 0.25);
 	bench_pg_cpu_bound(urow);
-	if (base != NULL && base_unique[0] > 0 && base_unique[1] > 0) {
+	if (base != NULL && base_row[0].br_rate > 0 && base_row[1].br_rate > 0) {
 		printf("  %-58s %5.2f\n", "PostgreSQL 1 receiver, after / before, unique",
-		       unique[BENCH_PG_ONE] / base_unique[0]);
+		       urow[BENCH_PG_ONE].br_rate / base_row[0].br_rate);
 		printf("  %-58s %5.2f\n",
 		       "PostgreSQL 1 receiver +1ms each way, after / before, unique",
-		       unique[BENCH_PG_ONE_DELAYED] / base_unique[1]);
+		       urow[BENCH_PG_ONE_DELAYED].br_rate / base_row[1].br_rate);
 	}
 	return 0;
 }
