@@ -31,6 +31,8 @@ if [ -z "$bindir" ] || ! command -v pgbench >/dev/null; then
 	echo "pg_forms: PostgreSQL is not installed (contrib/install-deps.sh installs it)" >&2
 	exit 1
 fi
+# In /tmp, not $TMPDIR: as root the server runs as the postgres user, who
+# must be able to reach the directory through its parents.
 work="$(mktemp -d /tmp/idemhook-pgforms.XXXXXX)"
 as_pg=()
 if [ "$(id -u)" = 0 ]; then
