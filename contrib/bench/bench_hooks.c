@@ -327,9 +327,11 @@ static double bench_peak_rss_mib(pid_t pid)
 	return kib / 1024.0;
 }
 
-/* CPU time (user + system) in seconds of the whole daemon (name NULL) or
- * of its threads called name. */
-static double bench_cpu_s(pid_t pid, const char *name)
+/* Seconds of the whole daemon (name NULL) or of its threads called name:
+ * CPU time (user + system) from each thread's stat, or with wait, the time
+ * it was ready to run and waited for a core (the second field of its
+ * schedstat; 0 where the kernel keeps none). */
+static double bench_thread_s(pid_t pid, const char *name, int wait)
 {
 	long ticks = sysconf(_SC_CLK_TCK);
 	char path[300];
@@ -346,6 +348,8 @@ static double bench_cpu_s(pid_t pid, const char *name)
 	while ((de = readdir(dir)) != NULL) {
 		unsigned long ut = 0;
 		unsigned long stime = 0;
+		unsigned long long run_ns = 0;
+		unsigned long long wait_ns = 0;
 		char comm[64] = "";
 		char *p;
 		FILE *f;
@@ -365,15 +369,34 @@ static double bench_cpu_s(pid_t pid, const char *name)
 				snprintf(comm, sizeof(comm), "%.*s", (int)(p - open - 1), open + 1);
 			}
 			/* After ") ": state, then fields 4..13, utime is 14, stime 15. */
-			if (sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &stime) == 2 &&
+			if (!wait &&
+			    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+			           &ut, &stime) == 2 &&
 			    (name == NULL || strcmp(comm, name) == 0)) {
 				total += (double)(ut + stime) / (double)ticks;
 			}
 		}
 		fclose(f);
+		if (!wait || (name != NULL && strcmp(comm, name) != 0)) {
+			continue;
+		}
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", (int)pid, de->d_name);
+		f = fopen(path, "r");
+		if (f == NULL) {
+			continue;
+		}
+		if (fscanf(f, "%llu %llu", &run_ns, &wait_ns) == 2) {
+			total += (double)wait_ns / 1e9;
+		}
+		fclose(f);
 	}
 	closedir(dir);
 	return total;
+}
+
+static double bench_cpu_s(pid_t pid, const char *name)
+{
+	return bench_thread_s(pid, name, 0);
 }
 
 /* This process's CPU time (the load generator's), in seconds. */
@@ -483,6 +506,7 @@ struct bench_row {
 	double br_hist[BENCH_HIST]; /* per bucket, this phase only */
 	double br_cpu_us; /* daemon CPU per request */
 	double br_writer_us; /* of which the store's writer thread */
+	double br_writer_wait_us; /* the writer's wait for a core, per request */
 	double br_lg_us; /* the load generator's CPU per request */
 	double br_commit_ms; /* mean time of one COMMIT (WAL write and fsync) */
 	double br_restart_pct; /* share of the phase the writer spent starting the WAL over */
@@ -492,10 +516,10 @@ struct bench_row {
 
 static void bench_print_header(void)
 {
-	printf("%-36s %5s %7s %9s %8s %8s %6s %6s %9s %6s %6s %5s %7s %7s %7s %7s  %s\n", "phase",
-	       "conns", "reqs", "req/s", "p50 ms", "p99 ms", "errors", "lg us", "commits/s",
-	       "batch", "fsync", "rst %", "cpu us", "wrt us", "wchar/r", "disk/r",
-	       "batch sizes 1|2-3|4-7|8-15|16-31|32-63|64-127|128+");
+	printf("%-36s %5s %7s %9s %8s %8s %6s %6s %9s %6s %6s %5s %7s %7s %7s %7s %7s  %s\n",
+	       "phase", "conns", "reqs", "req/s", "p50 ms", "p99 ms", "errors", "lg us",
+	       "commits/s", "batch", "fsync", "rst %", "cpu us", "wrt us", "wait us", "wchar/r",
+	       "disk/r", "batch sizes 1|2-3|4-7|8-15|16-31|32-63|64-127|128+");
 }
 
 static void bench_print_row(const struct bench_row *br)
@@ -505,9 +529,9 @@ static void bench_print_row(const struct bench_row *br)
 	printf("%-36s %5u %7zu %9.0f %8.2f %8.2f %6zu %6.1f", br->br_label, br->br_conns, br->br_res.lg_n,
 	       br->br_rate, br->br_res.lg_p50_ms, br->br_res.lg_p99_ms, br->br_res.lg_errors, br->br_lg_us);
 	if (br->br_has_store) {
-		printf(" %9.0f %6.1f %6.2f %5.1f %7.1f %7.1f %7.0f %7.0f  ", br->br_commits_s,
+		printf(" %9.0f %6.1f %6.2f %5.1f %7.1f %7.1f %7.1f %7.0f %7.0f  ", br->br_commits_s,
 		       br->br_mean_batch, br->br_commit_ms, br->br_restart_pct, br->br_cpu_us,
-		       br->br_writer_us, br->br_wchar, br->br_disk);
+		       br->br_writer_us, br->br_writer_wait_us, br->br_wchar, br->br_disk);
 		for (i = 0; i < BENCH_HIST; i++) {
 			printf("%s%.0f", i > 0 ? "|" : "", br->br_hist[i]);
 		}
@@ -536,6 +560,7 @@ static int bench_phase(struct bench_row *br, const char *label, const struct dae
 	struct bench_io io1 = {0};
 	double cpu0 = 0;
 	double wrt0 = 0;
+	double wait0 = 0;
 	double lg0;
 	size_t i;
 
@@ -548,6 +573,7 @@ static int bench_phase(struct bench_row *br, const char *label, const struct dae
 	if (d != NULL) {
 		cpu0 = bench_cpu_s(d->dm_pid, NULL);
 		wrt0 = bench_cpu_s(d->dm_pid, "store-writer");
+		wait0 = bench_thread_s(d->dm_pid, "store-writer", 1);
 		bench_io_read(d->dm_pid, &io0);
 	}
 	lg0 = bench_self_cpu_s();
@@ -565,6 +591,8 @@ static int bench_phase(struct bench_row *br, const char *label, const struct dae
 		br->br_disk = (io1.bi_disk - io0.bi_disk) / (double)br->br_res.lg_n;
 		br->br_cpu_us = (bench_cpu_s(d->dm_pid, NULL) - cpu0) * 1e6 / (double)br->br_res.lg_n;
 		br->br_writer_us = (bench_cpu_s(d->dm_pid, "store-writer") - wrt0) * 1e6 / (double)br->br_res.lg_n;
+		br->br_writer_wait_us = (bench_thread_s(d->dm_pid, "store-writer", 1) - wait0) *
+		                        1e6 / (double)br->br_res.lg_n;
 		br->br_commits_s = (after.bm_commits - before.bm_commits) / br->br_res.lg_seconds;
 		br->br_mean_batch = batches > 0 ? (after.bm_units - before.bm_units) / batches : 0;
 		br->br_commit_ms = after.bm_commit_n > before.bm_commit_n

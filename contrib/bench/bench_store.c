@@ -148,6 +148,7 @@ int main(int argc, char **argv)
 	pc = cf != NULL ? config_provider(cf, "stripe") : NULL;
 	memset(&so, 0, sizeof(so));
 	so.so_path = db;
+	so.so_writer_nice = cf != NULL ? cf->cf_writer_nice : 0; /* as serve runs it */
 	st = pc != NULL ? store_create(&so) : NULL;
 	bo.bo_ids = calloc(n, sizeof(*bo.bo_ids));
 	jobs = calloc(n, sizeof(*jobs));

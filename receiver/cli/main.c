@@ -270,6 +270,9 @@ int cli_open_store_exclusive(const struct config *cf, int read_only, int exclusi
 	so.so_statement_timeout_ms = cf->cf_statement_timeout_ms;
 	so.so_sync = (enum store_sync)cf->cf_sync;
 	so.so_batch_max = cf->cf_batch_max;
+	/* serve's writer runs ahead of its server threads; a command's
+	 * writes are too few to matter, and need no privilege. */
+	so.so_writer_nice = exclusive ? cf->cf_writer_nice : 0;
 	so.so_busy_timeout_ms = cf->cf_busy_timeout_ms;
 	so.so_read_only = read_only == 1;
 	so.so_no_migrate = read_only == CLI_STORE_NO_MIGRATE;

@@ -21,6 +21,9 @@
 
 #define CONFIG_SECRET_MAX (64 * 1024) /* bytes in one secret or key file */
 #define CONFIG_RETENTION_DEFAULT_S (7 * 24 * 3600)
+/* [store] writer_nice's default: the writer threads run ahead of the server
+ * threads when both want a core (store.c, store_writer_priority). */
+#define CONFIG_WRITER_NICE (-10)
 #define CONFIG_FILE_MAX (4 * 1024 * 1024) /* bytes in a configuration file */
 #define CONFIG_LINE_MAX INI_MAX_LINE /* bytes in one line, newline included */
 #define CONFIG_PROVIDER_KIND "provider" /* [provider NAME] sections */
@@ -137,6 +140,7 @@ static const struct config_known_key config_known_keys[] = {
 	{"store", "retention", CONFIG_KEY_RELOADS},
 	{"store", "statement_timeout", 0},
 	{"store", "synchronous", 0},
+	{"store", "writer_nice", 0},
 };
 /* clang-format on */
 
@@ -537,6 +541,27 @@ int config_read_secret(const char *spec, char **ret, size_t *ret_len)
 		return 0;
 	}
 	return config_read_file(spec, ret, ret_len);
+}
+
+/* [store] writer_nice: "-20" to "0" (default -10, CONFIG_WRITER_NICE). */
+static int config_parse_writer_nice(struct config *cf)
+{
+	const char *v = config_get(cf, "store", "writer_nice");
+	const char *digits;
+	const char *end;
+	uint64_t n;
+
+	cf->cf_writer_nice = CONFIG_WRITER_NICE;
+	if (v == NULL) {
+		return 0;
+	}
+	digits = v[0] == '-' ? v + 1 : v;
+	if (config_parse_u64(digits, &n, &end) < 0 || *end != '\0' || n > 20 ||
+	    (v[0] != '-' && n != 0)) {
+		return config_bad(cf, "store", "writer_nice", v, "a nice value from -20 to 0");
+	}
+	cf->cf_writer_nice = -(int)n;
+	return 0;
 }
 
 /* [store] backend, conninfo, pool_size, pg_writers, statement_timeout. conninfo holds
@@ -1550,6 +1575,9 @@ static int config_parse_core(struct config *cf)
 	}
 	if (cf->cf_batch_max == 0) {
 		return config_bad(cf, "store", "batch_max", "0", "at least 1");
+	}
+	if (config_parse_writer_nice(cf) < 0) {
+		return -1;
 	}
 	cf->cf_lease_s = lease_s > 0 ? lease_s : 60;
 	if (config_parse_backend(cf) < 0) {

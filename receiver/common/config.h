@@ -91,6 +91,7 @@ struct config {
 	char *cf_db_path; /* default ./var/idemhook.db */
 	int cf_sync; /* enum store_sync */
 	unsigned cf_batch_max; /* default 256 */
+	int cf_writer_nice; /* the writer threads' nice value, -20 to 0, default -10 */
 	unsigned cf_busy_timeout_ms;
 	int64_t cf_retention_s; /* default 7 days */
 	int64_t cf_lease_s; /* default 60 */

@@ -74,6 +74,7 @@ static void test_no_file_gives_the_demo_on_loopback_with_a_stripe_instance(void 
 	assert_int_equal(cf->cf_listen_port, 8080);
 	assert_string_equal(cf->cf_db_path, "./var/idemhook.db");
 	assert_int_equal(cf->cf_sync, STORE_SYNC_FULL);
+	assert_int_equal(cf->cf_writer_nice, -10);
 	assert_int_equal(cf->cf_retention_s, 7 * 86400);
 	assert_int_equal(cf->cf_body_max, 1024 * 1024);
 	assert_non_null(config_provider(cf, "stripe"));
@@ -123,7 +124,8 @@ static void test_full_file_sets_core_keys_and_provider_instances(void **state)
 	snprintf(ini, sizeof(ini),
 		 "[server]\nlisten = [::1]:9443\nthreads = 3\nbody_max = 64k\n"
 		 "trusted_proxies = 10.0.0.0/8,192.0.2.1  ::1/128\n\n"
-		 "[store]\npath = %s/x.db\nsynchronous = normal\nbatch_max = 16\nretention = 10d\n\n"
+		 "[store]\npath = %s/x.db\nsynchronous = normal\nbatch_max = 16\nretention = 10d\n"
+		 "writer_nice = -3\n\n"
 		 "[points]\nrate = 0.05\n\n"
 		 "[provider stripe-eu]\ntype = stripe\nsecret = file:%s\ntolerance = 120\n"
 		 "allow_from = 192.0.2.0/24, 2001:db8::/32\n\n"
@@ -144,6 +146,7 @@ static void test_full_file_sets_core_keys_and_provider_instances(void **state)
 	assert_null(cf->cf_trusted_proxies[3]);
 	assert_int_equal(cf->cf_sync, STORE_SYNC_NORMAL);
 	assert_int_equal(cf->cf_batch_max, 16);
+	assert_int_equal(cf->cf_writer_nice, -3);
 	assert_int_equal(cf->cf_points_num, 5);
 	assert_int_equal(cf->cf_points_den, 100);
 	eu = config_provider(cf, "stripe-eu");
@@ -211,6 +214,27 @@ static void test_bad_files_are_refused_whole(void **state)
 						     "allow_from = 10.0.0.0/99\n")));
 	assert_null(provider_config_load(write_file("b8.ini", "[server]\ntrusted_proxies = 10.0.0.0/8 proxy.example\n")));
 	assert_null(provider_config_load("/nonexistent/idemhook.ini"));
+}
+
+/* A nice value from -20 to 0: the writer is only ever put ahead of the
+ * server threads, never behind them. */
+static void test_writer_nice_takes_minus_twenty_to_zero(void **state)
+{
+	struct config *cf;
+
+	cf = provider_config_load(write_file("n1.ini", "[store]\nwriter_nice = 0\n"));
+	assert_non_null(cf);
+	assert_int_equal(cf->cf_writer_nice, 0);
+	config_destroy(cf);
+	cf = provider_config_load(write_file("n2.ini", "[store]\nwriter_nice = -20\n"));
+	assert_non_null(cf);
+	assert_int_equal(cf->cf_writer_nice, -20);
+	config_destroy(cf);
+	assert_null(provider_config_load(write_file("n3.ini", "[store]\nwriter_nice = 5\n")));
+	assert_null(provider_config_load(write_file("n4.ini", "[store]\nwriter_nice = -21\n")));
+	assert_null(provider_config_load(write_file("n5.ini", "[store]\nwriter_nice = high\n")));
+	assert_null(provider_config_load(write_file("n6.ini", "[store]\nwriter_nice = -\n")));
+	assert_null(provider_config_load(write_file("n7.ini", "[store]\nwriter_nice = --1\n")));
 }
 
 static void test_capture_is_manual_only_where_authorisation_and_capture_are_separate(void **state)
@@ -687,6 +711,7 @@ int main(void)
 		cmocka_unit_test(test_server_connection_limits_have_defaults_and_refuse_zero_timeouts),
 		cmocka_unit_test(test_points_rate_accepts_fractions_and_refuses_floats_in_disguise),
 		cmocka_unit_test(test_bad_files_are_refused_whole),
+		cmocka_unit_test(test_writer_nice_takes_minus_twenty_to_zero),
 		cmocka_unit_test(test_capture_is_manual_only_where_authorisation_and_capture_are_separate),
 		cmocka_unit_test(test_secrets_come_from_files_credentials_and_environment),
 		cmocka_unit_test(test_a_misspelt_key_is_refused_with_its_line_and_the_closest_key),

@@ -1,4 +1,5 @@
 /* test_store.c: unit tests of the idempotency store against real SQLite files. */
+#include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -582,6 +584,64 @@ static void test_writer_caches_four_mebibytes_of_pages(void **state)
 	assert_int_equal(store_read(fx->fx_st, T0, unit_cache_size, &reader), 0);
 	assert_int_equal(writer, -4096);
 	assert_int_equal(reader, -2000);
+}
+
+/* The nice value of the thread that runs a write: the writer's. */
+static int unit_thread_nice(struct store_tx *tx, void *arg)
+{
+	(void)tx;
+	errno = 0;
+	*(int *)arg = getpriority(PRIO_PROCESS, (id_t)gettid());
+	return errno == 0 ? 0 : -1;
+}
+
+/* Whether this process may set a nice value this low: CAP_SYS_NICE in its
+ * effective set, or an RLIMIT_NICE (20 - value) that allows it. */
+static int may_lower_nice_to(int nice)
+{
+	unsigned long long caps = 0;
+	char line[256];
+	struct rlimit rl;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+		if (sscanf(line, "CapEff: %llx", &caps) == 1) {
+			break;
+		}
+	}
+	if (f != NULL) {
+		fclose(f);
+	}
+	return (caps & (1ULL << 23)) != 0 /* CAP_SYS_NICE */ ||
+	       (getrlimit(RLIMIT_NICE, &rl) == 0 && rl.rlim_cur >= (rlim_t)(20 - nice));
+}
+
+/* so_writer_nice puts the writer thread, and only it, at that nice value;
+ * 0 leaves it as the process is. Lowering a nice value takes CAP_SYS_NICE
+ * or an RLIMIT_NICE that allows it: without either, the store still opens
+ * and its writer keeps the process's value. */
+static void test_the_writer_runs_at_its_nice_value_and_nothing_else_does(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_options so = {
+	        .so_path = fx->fx_path, .so_sync = STORE_SYNC_NORMAL, .so_writer_nice = -4};
+	int mine = getpriority(PRIO_PROCESS, (id_t)gettid());
+	int plain = 99;
+	int ahead = 99;
+	struct store *st;
+
+	st = store_create(&so);
+	assert_non_null(st);
+	assert_int_equal(store_write(st, T0, unit_thread_nice, &ahead), 0);
+	assert_int_equal(store_write(fx->fx_st, T0, unit_thread_nice, &plain), 0);
+	store_destroy(st);
+	assert_int_equal(plain, mine);
+	assert_int_equal(getpriority(PRIO_PROCESS, (id_t)gettid()), mine);
+	if (!may_lower_nice_to(-4)) {
+		assert_int_equal(ahead, mine);
+		skip(); /* not allowed here: the writer kept the process's value, as it should */
+	}
+	assert_int_equal(ahead, -4);
 }
 
 static void test_migrate_reports_versions_and_is_idempotent(void **state)
@@ -3395,6 +3455,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        STORE_TEST(test_create_makes_the_directory_applies_migrations_and_uses_wal),
 	        STORE_TEST(test_writer_caches_four_mebibytes_of_pages),
+	        STORE_TEST(test_the_writer_runs_at_its_nice_value_and_nothing_else_does),
 	        STORE_TEST(test_migrate_reports_versions_and_is_idempotent),
 	        STORE_TEST(test_newer_schema_is_refused_and_the_file_left_untouched),
 	        STORE_TEST(test_older_schema_is_refused_read_only_and_without_migrations),
