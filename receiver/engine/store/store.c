@@ -1912,10 +1912,10 @@ static void store_complete(struct store *st, struct store_unit *batch)
 /* Gives the calling writer thread st_writer_nice. Every unique callback
  * waits for the writer's batch, and on a machine whose cores the server
  * threads (and whatever else runs there) keep busy, a writer woken by its
- * COMMIT's fsync or by new claims waited for a core about as long as it ran:
- * 2.1 s of run-queue wait beside 2.3 s of CPU over 40,000 callbacks, 0.5 s
- * at nice -10, for 10-18 % more unique callbacks/s (issue 24,
- * docs/benchmarks.md). On Linux the nice value of a thread is its own
+ * COMMIT's fsync or by new claims waits for a core: 8 to 22 us per unique
+ * callback beside 43 to 78 us of its CPU on two cores, about a third to a
+ * half of that at nice -10, for 0 to 15 % more unique callbacks/s in a run
+ * (issue 24, docs/benchmarks.md). On Linux the nice value of a thread is its own
  * (setpriority(2) on the thread id). Lowering it takes CAP_SYS_NICE or an
  * RLIMIT_NICE that allows it (systemd: LimitNICE=); without either, the
  * writer runs at the process's nice value and the first writer says so. */

@@ -153,7 +153,7 @@ struct store_options {
 	unsigned so_batch_max; /* units per transaction, default 256; 1 = no group commit */
 	unsigned so_busy_timeout_ms; /* default 5000 */
 	/* The nice value of the writer threads, -20 to 0; 0 leaves them as
-	 * the process is (see STORE_WRITER_NICE in store.c). */
+	 * the process is (store.c, store_writer_priority). */
 	int so_writer_nice;
 	int so_read_only; /* CLI readers: no writer thread, no migrations */
 	int so_no_migrate; /* refuse to run when migrations are pending */
