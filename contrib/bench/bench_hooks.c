@@ -327,31 +327,38 @@ static double bench_peak_rss_mib(pid_t pid)
 	return kib / 1024.0;
 }
 
-/* Seconds of the whole daemon (name NULL) or of its threads called name:
- * CPU time (user + system) from each thread's stat, or with wait, the time
- * it was ready to run and waited for a core (the second field of its
- * schedstat; 0 where the kernel keeps none). */
-static double bench_thread_s(pid_t pid, const char *name, int wait)
+/* A daemon's thread times, in seconds, read in one pass over its threads. */
+struct bench_times {
+	double bt_cpu_s;         /* CPU (user + system) of every thread */
+	double bt_writer_s;      /* of which the store's writer thread */
+	double bt_writer_wait_s; /* the writer's time ready to run, waiting for a core */
+};
+
+/* Fills bt from each thread's stat (CPU) and, for the writer, its schedstat
+ * (whose second field is the time it waited for a core; 0 where the kernel
+ * keeps none). */
+static void bench_times_read(pid_t pid, struct bench_times *bt)
 {
 	long ticks = sysconf(_SC_CLK_TCK);
 	char path[300];
 	char buf[1024];
-	double total = 0;
 	struct dirent *de;
 	DIR *dir;
 
+	memset(bt, 0, sizeof(*bt));
 	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
 	dir = opendir(path);
 	if (dir == NULL) {
-		return 0;
+		return;
 	}
 	while ((de = readdir(dir)) != NULL) {
 		unsigned long ut = 0;
 		unsigned long stime = 0;
 		unsigned long long run_ns = 0;
 		unsigned long long wait_ns = 0;
-		char comm[64] = "";
+		char *open;
 		char *p;
+		double cpu;
 		FILE *f;
 
 		if (de->d_name[0] == '.') {
@@ -362,41 +369,40 @@ static double bench_thread_s(pid_t pid, const char *name, int wait)
 		if (f == NULL) {
 			continue;
 		}
-		if (fgets(buf, sizeof(buf), f) != NULL && (p = strrchr(buf, ')')) != NULL) {
-			char *open = strchr(buf, '(');
-
-			if (open != NULL && p > open) {
-				snprintf(comm, sizeof(comm), "%.*s", (int)(p - open - 1), open + 1);
-			}
-			/* After ") ": state, then fields 4..13, utime is 14, stime 15. */
-			if (!wait &&
-			    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
-			           &ut, &stime) == 2 &&
-			    (name == NULL || strcmp(comm, name) == 0)) {
-				total += (double)(ut + stime) / (double)ticks;
-			}
-		}
+		p = fgets(buf, sizeof(buf), f) != NULL ? strrchr(buf, ')') : NULL;
 		fclose(f);
-		if (!wait || (name != NULL && strcmp(comm, name) != 0)) {
+		open = p != NULL ? strchr(buf, '(') : NULL;
+		/* After ") ": state, then fields 4..13, utime is 14, stime 15. */
+		if (open == NULL || p < open ||
+		    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &stime) != 2) {
 			continue;
 		}
+		cpu = (double)(ut + stime) / (double)ticks;
+		bt->bt_cpu_s += cpu;
+		*p = '\0';
+		if (strcmp(open + 1, "store-writer") != 0) {
+			continue;
+		}
+		bt->bt_writer_s += cpu;
 		snprintf(path, sizeof(path), "/proc/%d/task/%s/schedstat", (int)pid, de->d_name);
 		f = fopen(path, "r");
-		if (f == NULL) {
-			continue;
+		if (f != NULL && fscanf(f, "%llu %llu", &run_ns, &wait_ns) == 2) {
+			bt->bt_writer_wait_s += (double)wait_ns / 1e9;
 		}
-		if (fscanf(f, "%llu %llu", &run_ns, &wait_ns) == 2) {
-			total += (double)wait_ns / 1e9;
+		if (f != NULL) {
+			fclose(f);
 		}
-		fclose(f);
 	}
 	closedir(dir);
-	return total;
 }
 
-static double bench_cpu_s(pid_t pid, const char *name)
+/* CPU time (user + system) in seconds of the whole daemon. */
+static double bench_cpu_s(pid_t pid)
 {
-	return bench_thread_s(pid, name, 0);
+	struct bench_times bt;
+
+	bench_times_read(pid, &bt);
+	return bt.bt_cpu_s;
 }
 
 /* This process's CPU time (the load generator's), in seconds. */
@@ -558,9 +564,8 @@ static int bench_phase(struct bench_row *br, const char *label, const struct dae
 	struct bench_metrics after;
 	struct bench_io io0 = {0};
 	struct bench_io io1 = {0};
-	double cpu0 = 0;
-	double wrt0 = 0;
-	double wait0 = 0;
+	struct bench_times t0 = {0};
+	struct bench_times t1;
 	double lg0;
 	size_t i;
 
@@ -571,9 +576,7 @@ static int bench_phase(struct bench_row *br, const char *label, const struct dae
 		return -1;
 	}
 	if (d != NULL) {
-		cpu0 = bench_cpu_s(d->dm_pid, NULL);
-		wrt0 = bench_cpu_s(d->dm_pid, "store-writer");
-		wait0 = bench_thread_s(d->dm_pid, "store-writer", 1);
+		bench_times_read(d->dm_pid, &t0);
 		bench_io_read(d->dm_pid, &io0);
 	}
 	lg0 = bench_self_cpu_s();
@@ -589,10 +592,10 @@ static int bench_phase(struct bench_row *br, const char *label, const struct dae
 		bench_io_read(d->dm_pid, &io1);
 		br->br_wchar = (io1.bi_wchar - io0.bi_wchar) / (double)br->br_res.lg_n;
 		br->br_disk = (io1.bi_disk - io0.bi_disk) / (double)br->br_res.lg_n;
-		br->br_cpu_us = (bench_cpu_s(d->dm_pid, NULL) - cpu0) * 1e6 / (double)br->br_res.lg_n;
-		br->br_writer_us = (bench_cpu_s(d->dm_pid, "store-writer") - wrt0) * 1e6 / (double)br->br_res.lg_n;
-		br->br_writer_wait_us = (bench_thread_s(d->dm_pid, "store-writer", 1) - wait0) *
-		                        1e6 / (double)br->br_res.lg_n;
+		bench_times_read(d->dm_pid, &t1);
+		br->br_cpu_us = (t1.bt_cpu_s - t0.bt_cpu_s) * 1e6 / (double)br->br_res.lg_n;
+		br->br_writer_us = (t1.bt_writer_s - t0.bt_writer_s) * 1e6 / (double)br->br_res.lg_n;
+		br->br_writer_wait_us = (t1.bt_writer_wait_s - t0.bt_writer_wait_s) * 1e6 / (double)br->br_res.lg_n;
 		br->br_commits_s = (after.bm_commits - before.bm_commits) / br->br_res.lg_seconds;
 		br->br_mean_batch = batches > 0 ? (after.bm_units - before.bm_units) / batches : 0;
 		br->br_commit_ms = after.bm_commit_n > before.bm_commit_n
@@ -1147,13 +1150,13 @@ static int bench_duplicates(size_t n, unsigned rounds)
 	}
 	for (r = 0; r < rounds; r++) {
 		for (i = 0; i < 2; i++) {
-			c0 = bench_cpu_s(bc.bc_pid, NULL);
+			c0 = bench_cpu_s(bc.bc_pid);
 			if (bench_phase(&br, "HTTP ceiling (MHD, 200, no work)", NULL, bc.bc_port,
 			                &sa, conns[i], 0) < 0) {
 				goto out;
 			}
 			sum[i][0] += br.br_rate;
-			cpu[i][0] += (bench_cpu_s(bc.bc_pid, NULL) - c0) * 1e6 /
+			cpu[i][0] += (bench_cpu_s(bc.bc_pid) - c0) * 1e6 /
 			             (double)(br.br_res.lg_n > 0 ? br.br_res.lg_n : 1);
 			if (before_bin != NULL) {
 				if (bench_phase(&br, "before: duplicates", &b, b.dm_port, &sb,
