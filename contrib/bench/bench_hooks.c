@@ -232,10 +232,21 @@ static int bench_set_sign(struct bench_set *bs, const struct bench_plan *bp)
 /* Writes dir/idemhook.ini: the provider, the listeners on ephemeral ports
  * (port files), the database, plus extra; nothing else, so every other
  * setting is the default a new user gets. */
-static int bench_daemon_init(struct daemon *d, const char *extra)
+/* Writes d's configuration, its store at d->dm_db. */
+static int bench_daemon_write_ini(struct daemon *d, const char *extra)
 {
 	char ini[2048];
 
+	snprintf(ini, sizeof(ini),
+	         "[server]\nlisten = 127.0.0.1:0\nport_file = %s/port\n\n[store]\npath = %s\n%s\n"
+	         "[admin]\nlisten = 127.0.0.1:0\nport_file = %s/admin_port\n\n"
+	         "[provider stripe]\ntype = stripe\nsecret = env:BENCH_STRIPE_SECRET\n",
+	         d->dm_dir, d->dm_db, extra, d->dm_dir);
+	return daemon_write_file(d, "idemhook.ini", ini);
+}
+
+static int bench_daemon_init(struct daemon *d, const char *extra)
+{
 	memset(d, 0, sizeof(*d));
 	snprintf(d->dm_dir, sizeof(d->dm_dir), "%s/idemhook-bench-XXXXXX",
 		 getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp");
@@ -245,12 +256,7 @@ static int bench_daemon_init(struct daemon *d, const char *extra)
 	snprintf(d->dm_config, sizeof(d->dm_config), "%s/idemhook.ini", d->dm_dir);
 	snprintf(d->dm_db, sizeof(d->dm_db), "%s/idemhook.db", d->dm_dir);
 	snprintf(d->dm_log, sizeof(d->dm_log), "%s/daemon.log", d->dm_dir);
-	snprintf(ini, sizeof(ini),
-		 "[server]\nlisten = 127.0.0.1:0\nport_file = %s/port\n\n[store]\npath = %s\n%s\n"
-		 "[admin]\nlisten = 127.0.0.1:0\nport_file = %s/admin_port\n\n"
-		 "[provider stripe]\ntype = stripe\nsecret = env:BENCH_STRIPE_SECRET\n",
-		 d->dm_dir, d->dm_db, extra, d->dm_dir);
-	return daemon_write_file(d, "idemhook.ini", ini);
+	return bench_daemon_write_ini(d, extra);
 }
 
 static unsigned bench_read_port(const char *path)
@@ -822,11 +828,39 @@ static int bench_send(struct bench_row *br, const char *label, const struct daem
 	return rc;
 }
 
+/* The callbacks stored in the database at path, or -1. Its WAL, which a
+ * daemon stopped in the middle of a phase may have left long, is copied
+ * into it first: a daemon that opened it would read the whole WAL before
+ * it listens. */
+static long long bench_stored(const char *path)
+{
+	sqlite3_stmt *st = NULL;
+	sqlite3 *db = NULL;
+	long long n = -1;
+
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK &&
+	    sqlite3_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL) == SQLITE_OK &&
+	    sqlite3_prepare_v2(db, "SELECT count(*) FROM idempotency_records", -1, &st, NULL) ==
+	            SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW) {
+		n = sqlite3_column_int64(st, 0);
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return n;
+}
+
 /* A daemon on a database that already holds stored callbacks: 100 real
  * ones sent through HTTP, then copied by bench_fill (SQL) until there are
- * stored of them; the daemon is started again on it. */
-static int bench_large_make(struct daemon *d, size_t stored, double *ret_fill_s)
+ * stored of them; the daemon is started again on it. With BENCH_LARGE_DB
+ * set, the filled database is moved there (the same filesystem as TMPDIR)
+ * and a later run uses it as it is instead of filling again: 10,000,000
+ * callbacks take minutes to fill. Each run's unique phases stay in it.
+ * *ret_have is the callbacks the database holds. */
+static int bench_large_make(struct daemon *d, size_t stored, double *ret_fill_s,
+                            long long *ret_have)
 {
+	const char *keep = getenv("BENCH_LARGE_DB");
 	struct bench_plan tpl = {0};
 	struct bench_row br;
 	char cmd[2048];
@@ -835,7 +869,23 @@ static int bench_large_make(struct daemon *d, size_t stored, double *ret_fill_s)
 	int rc = -1;
 
 	*ret_fill_s = 0;
-	if (bench_daemon_init(d, "") < 0 || bench_plan_make(&tpl, d, "tpl", 100) < 0 || bench_daemon_start(d) < 0) {
+	*ret_have = 0;
+	if (bench_daemon_init(d, "") < 0) {
+		goto out;
+	}
+	if (keep != NULL && access(keep, F_OK) == 0) {
+		snprintf(d->dm_db, sizeof(d->dm_db), "%s", keep);
+		if (bench_daemon_write_ini(d, "") < 0 || (have = bench_stored(keep)) < 0) {
+			goto out;
+		}
+		printf("%-36s %lld stored callbacks in %s (BENCH_LARGE_DB, not filled again)\n",
+		       "fill", have, keep);
+		fflush(stdout);
+		*ret_have = have;
+		rc = 0;
+		goto out;
+	}
+	if (bench_plan_make(&tpl, d, "tpl", 100) < 0 || bench_daemon_start(d) < 0) {
 		goto out;
 	}
 	if (bench_send(&br, "(100 template callbacks)", NULL, d->dm_port, &tpl, 8, 0, NULL) < 0 ||
@@ -855,6 +905,18 @@ static int bench_large_make(struct daemon *d, size_t stored, double *ret_fill_s)
 	}
 	printf("%-36s %lld stored callbacks in %.1f s (bench_fill, SQL)\n", "fill", have, *ret_fill_s);
 	fflush(stdout);
+	if (keep != NULL) {
+		if (rename(d->dm_db, keep) != 0) {
+			fprintf(stderr, "bench: cannot move the filled database to %s: %s\n", keep,
+			        strerror(errno));
+			goto out;
+		}
+		snprintf(d->dm_db, sizeof(d->dm_db), "%s", keep);
+		if (bench_daemon_write_ini(d, "") < 0) {
+			goto out;
+		}
+	}
+	*ret_have = have;
 	rc = 0;
 out:
 	bench_plan_finish(&tpl);
@@ -886,14 +948,18 @@ static int bench_all(struct bench_figures *bf, size_t n)
 	char label[64];
 	char tmp[512];
 	int64_t large0 = 0;
+	long long have = 0;
 	double peak;
 	int rc = -1;
 
 	snprintf(tmp, sizeof(tmp), "%s", getenv("TMPDIR") != NULL ? getenv("TMPDIR") : "/tmp");
-	snprintf(label, sizeof(label), "%zu stored, unique", bf->bf_stored);
-	if (bench_large_make(&large, bf->bf_stored, &bf->bf_fill_s) < 0 ||
-	    bench_plan_make(&pl32, &large, "l32", n) < 0 || bench_plan_make(&pl256, &large, "l256", n) < 0 ||
-	    bench_daemon_start(&large) < 0) {
+	if (bench_large_make(&large, bf->bf_stored, &bf->bf_fill_s, &have) < 0) {
+		fprintf(stderr, "bench: cannot make the large database\n");
+		goto out;
+	}
+	snprintf(label, sizeof(label), "%lld stored, unique", have);
+	if (bench_plan_make(&pl32, &large, "l32", n) < 0 ||
+	    bench_plan_make(&pl256, &large, "l256", n) < 0 || bench_daemon_start(&large) < 0) {
 		fprintf(stderr, "bench: cannot make the large database\n");
 		goto out;
 	}
