@@ -695,12 +695,7 @@ static int ingest_pending_read(struct store_tx *tx, void *arg)
 
 	p[0] = store_int(ip->ip_since_ms);
 	p[1] = store_int(ip->ip_limit);
-	/* A range of the received_at index: what arrived since the caller's
-	 * mark, not every event stored. */
-	return store_query_each(tx,
-				"SELECT scope, idem_key, received_at FROM events WHERE received_at >= ? AND outcome = "
-				"'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' ORDER BY received_at LIMIT ?",
-				p, 2, ingest_pending_row, ip);
+	return store_query_each(tx, INGEST_SQL_FETCH_PENDING, p, 2, ingest_pending_row, ip);
 }
 
 int ingest_fetch_pending(struct store *st, int64_t since_ms, int64_t limit,

@@ -135,6 +135,16 @@ const char *ingest_result_name(enum ingest_result r);
 int ingest_apply_fetched(struct store *st, const struct config *cf, const struct provider_conf *pc,
 			 const struct event *ev, struct ingest_item *ret);
 
+/* The thin events waiting for their full event, received since a mark, in
+ * order: a range of the partial index events_to_fetch (migration 0016),
+ * which holds only those rows. Through the index of every event's time the
+ * list read each event after the mark, and a list from the beginning held
+ * one read transaction open for a minute on 10,000,000 stored callbacks,
+ * keeping every checkpoint from copying the WAL (docs/benchmarks.md). */
+#define INGEST_SQL_FETCH_PENDING                                                                   \
+	"SELECT scope, idem_key, received_at FROM events WHERE received_at >= ? AND outcome = "    \
+	"'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' ORDER BY received_at LIMIT ?"
+
 /* Calls fn for up to limit events received at or after since_ms that wait
  * to be fetched, oldest first (strings borrowed for the call; fn returns 0
  * to go on, 1 to stop, -1 to fail). Returns 0, or -1. */
