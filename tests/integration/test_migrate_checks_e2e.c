@@ -146,24 +146,14 @@ static char *t_pend_payment(const char *key)
  * and the daemon pays the pending order and awards its points. */
 static void test_migrate_compares_checks_in_place(void **state)
 {
-	static const char *const args[] = {"migrate", NULL};
 	struct daemon d;
 	struct hres r;
 	char *body;
 	size_t i;
 	int pg;
-	int rc;
 
 	(void)state;
-	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
-	pg = d.dm_pg_db[0] != '\0';
-	rc = hn_db_build_before(&d, T_MIGRATION, t_rows, NULL);
-	if (rc == 1) {
-		daemon_finish(&d);
-		skip();
-	}
-	assert_int_equal(rc, 0);
-	assert_int_equal(daemon_cli(&d, 1, args, NULL), 0);
+	pg = e2e_migrate_from(&d, FX_STRIPE_INI, T_MIGRATION, t_rows, NULL);
 	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM orders"), 2);
 	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM orders WHERE id = 'ord_checks_paid'"
 	                                " AND status = 'paid' AND amount = 2000"),

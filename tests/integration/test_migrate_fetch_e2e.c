@@ -76,13 +76,8 @@ static int t_list_row(void *arg, const char *scope, const char *key, int64_t rec
 	return 0;
 }
 
-static int t_exec_unit(struct store_tx *tx, void *arg)
-{
-	return store_exec(tx, arg, NULL, 0, NULL);
-}
-
-/* Runs one statement on d's database (the daemon stopped). */
-static void t_exec(struct daemon *d, const char *sql)
+/* A store on d's database (the daemon stopped). */
+static struct store *t_store(struct daemon *d)
 {
 	struct store_options so;
 	struct store *st;
@@ -91,6 +86,19 @@ static void t_exec(struct daemon *d, const char *sql)
 	assert_int_equal(store_location_parse(d->dm_db, &so), 0);
 	st = store_create(&so);
 	assert_non_null(st);
+	return st;
+}
+
+static int t_exec_unit(struct store_tx *tx, void *arg)
+{
+	return store_exec(tx, arg, NULL, 0, NULL);
+}
+
+/* Runs one statement on d's database (the daemon stopped). */
+static void t_exec(struct daemon *d, const char *sql)
+{
+	struct store *st = t_store(d);
+
 	assert_true(store_write(st, 0, t_exec_unit, (void *)sql) >= 0);
 	store_destroy(st);
 }
@@ -114,15 +122,10 @@ static int t_plan_read(struct store_tx *tx, void *arg)
  * step (the daemon stopped). */
 static char *t_plan(struct daemon *d)
 {
-	struct store_options so;
-	struct store *st;
+	struct store *st = t_store(d);
 	struct buf b;
 
 	buf_init(&b, 0);
-	memset(&so, 0, sizeof(so));
-	assert_int_equal(store_location_parse(d->dm_db, &so), 0);
-	st = store_create(&so);
-	assert_non_null(st);
 	assert_int_equal(store_read(st, 0, t_plan_read, &b), 0);
 	store_destroy(st);
 	return buf_take(&b, NULL);
@@ -132,37 +135,22 @@ static char *t_plan(struct daemon *d)
  * since_ms. */
 static void t_list(struct daemon *d, int64_t since_ms, struct t_list *ret)
 {
-	struct store_options so;
-	struct store *st;
+	struct store *st = t_store(d);
 
 	memset(ret, 0, sizeof(*ret));
-	memset(&so, 0, sizeof(so));
-	assert_int_equal(store_location_parse(d->dm_db, &so), 0);
-	st = store_create(&so);
-	assert_non_null(st);
 	assert_int_equal(ingest_fetch_pending(st, since_ms, 100, t_list_row, ret), 0);
 	store_destroy(st);
 }
 
 static void test_migrate_indexes_the_waiting_thin_events(void **state)
 {
-	static const char *const args[] = {"migrate", NULL};
 	struct t_list l;
 	struct daemon d;
 	char *plan;
 	int pg;
-	int rc;
 
 	(void)state;
-	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
-	pg = d.dm_pg_db[0] != '\0';
-	rc = hn_db_build_before(&d, T_MIGRATION, t_rows, NULL);
-	if (rc == 1) {
-		daemon_finish(&d);
-		skip();
-	}
-	assert_int_equal(rc, 0);
-	assert_int_equal(daemon_cli(&d, 1, args, NULL), 0);
+	pg = e2e_migrate_from(&d, FX_STRIPE_INI, T_MIGRATION, t_rows, NULL);
 
 	/* Every row kept. */
 	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM events"), T_DONE + 2);

@@ -145,23 +145,15 @@ static void t_post_payment(struct daemon *d, const char *key, const char *order,
 
 static void test_migrate_makes_one_row_per_key_and_keeps_ids_replies_and_keys(void **state)
 {
-	static const char *const args[] = {"migrate", NULL};
 	int64_t now_ms = t_now_ms();
 	char want[2048];
 	struct daemon d;
-	int rc;
 	struct hres r;
 	int pg;
 
 	(void)state;
-	assert_int_equal(daemon_init(&d, FX_STRIPE_INI "\n[api]\nrate = 1000\nburst = 1000\n"), 0);
-	pg = d.dm_pg_db[0] != '\0';
-	rc = hn_db_build_before(&d, T_MIGRATION, t_rows_of, &now_ms);
-	if (rc == 1) {
-		skip();
-	}
-	assert_int_equal(rc, 0);
-	assert_int_equal(daemon_cli(&d, 1, args, NULL), 0);
+	pg = e2e_migrate_from(&d, FX_STRIPE_INI "\n[api]\nrate = 1000\nburst = 1000\n", T_MIGRATION,
+	                      t_rows_of, &now_ms);
 
 	/* every event, with its id and columns, in the view */
 	snprintf(want, sizeof(want),

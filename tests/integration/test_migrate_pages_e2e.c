@@ -71,18 +71,9 @@ static void t_rows(struct buf *sql, int pg, void *arg)
 static char *t_migrate_refs(struct daemon *d, const char *migration,
                             void (*rows)(struct buf *sql, int pg, void *arg), int *ret_pg)
 {
-	static const char *const args[] = {"migrate", NULL};
 	char *after;
-	int rc;
 
-	assert_int_equal(daemon_init(d, FX_STRIPE_INI), 0);
-	*ret_pg = d->dm_pg_db[0] != '\0';
-	rc = hn_db_build_before(d, migration, rows, NULL);
-	if (rc == 1) {
-		skip();
-	}
-	assert_int_equal(rc, 0);
-	assert_int_equal(daemon_cli(d, 1, args, NULL), 0);
+	*ret_pg = e2e_migrate_from(d, FX_STRIPE_INI, migration, rows, NULL);
 	after = hn_db_dump(d->dm_db, "SELECT provider, ref, order_id, kind, created_at FROM "
 	                             "order_refs ORDER BY ref");
 	assert_non_null(after);
