@@ -16,7 +16,9 @@
 # CPU per callback (docs/benchmarks.md, PostgreSQL). IDEMHOOK_BIN_BASE=an
 # older idemhook binary adds its one-receiver phases, for a before/after.
 # Usage: contrib/bench/bench.sh [CALLBACKS [STORED]]   (per unique phase, default 20000;
-#        callbacks already in the large database, default 1000000, filled by bench_fill)
+#        callbacks already in the large database, default 1000000, filled by bench_fill;
+#        BENCH_LARGE_DB=PATH keeps the filled database at PATH, on the filesystem of
+#        TMPDIR, and later runs use it instead of filling again: 10000000 takes minutes)
 #        contrib/bench/bench.sh --postgresql [CALLBACKS]   (per phase, default 5000)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
