@@ -82,6 +82,7 @@ void log_flush(void)
 static void *log_flusher_main(void *arg)
 {
 	(void)arg;
+	pthread_setname_np(pthread_self(), "log-flusher"); /* top -H, perf */
 	pthread_mutex_lock(&log_mutex);
 	for (;;) {
 		struct timespec t0;

@@ -254,6 +254,8 @@ static void *fetch_worker_main(void *arg)
 {
 	struct fetch_worker *w = arg;
 
+	pthread_setname_np(pthread_self(), "fetch"); /* top -H, perf */
+
 	for (;;) {
 		int64_t next;
 

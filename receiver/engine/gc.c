@@ -822,6 +822,8 @@ static void *gc_worker_main(void *arg)
 	int64_t last = gc_monotonic_ms(); /* end of the last pass, or the start */
 	int64_t interval;
 
+	pthread_setname_np(pthread_self(), "gc"); /* top -H, perf */
+
 	for (;;) {
 		pthread_mutex_lock(&w->gw_lock);
 		interval = w->gw_interval_s;

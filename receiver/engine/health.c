@@ -243,6 +243,8 @@ static void *health_main(void *arg)
 	struct health *h = arg;
 	int64_t tick = HEALTH_TICK_MS;
 
+	pthread_setname_np(pthread_self(), "health"); /* top -H, perf */
+
 	if (h->hh_watchdog_ms > 0 && h->hh_watchdog_ms < tick) {
 		tick = h->hh_watchdog_ms;
 	}

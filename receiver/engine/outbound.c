@@ -289,6 +289,8 @@ static void *outbound_main(void *arg)
 	int64_t next_check = 0;
 	int64_t deadline = -1;
 
+	pthread_setname_np(pthread_self(), "outbound"); /* top -H, perf */
+
 	for (;;) {
 		int64_t now = outbound_now(ob);
 		int64_t wait;

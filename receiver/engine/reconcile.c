@@ -1354,6 +1354,8 @@ static void *reconcile_worker_main(void *arg)
 	int64_t last = reconcile_monotonic_ms();
 	int64_t interval;
 
+	pthread_setname_np(pthread_self(), "reconcile"); /* top -H, perf */
+
 	for (;;) {
 		pthread_mutex_lock(&w->rw_lock);
 		interval = w->rw_interval_s;

@@ -1015,6 +1015,8 @@ static void *http_sweeper_main(void *arg)
 {
 	struct http_server *srv = arg;
 
+	pthread_setname_np(pthread_self(), "http-sweeper"); /* top -H, perf */
+
 	for (;;) {
 		struct http_gen *cur;
 		struct http_gen *g;

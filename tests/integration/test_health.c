@@ -1,7 +1,9 @@
 /* test_health.c: /readyz and systemd hear the truth. A database write-locked
  * by another process turns /readyz to 503 within a second (and STATUS= says
  * why) and back to 200 once released; a pending migration does too; the
- * watchdog keeps coming while a reload waits for an idle connection. */
+ * watchdog keeps coming while a reload waits for an idle connection; every
+ * thread of the daemon but the main one has a name of its own (top -H,
+ * perf). */
 #include <netinet/in.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -15,6 +17,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 #include <arpa/inet.h>
+
+#include <dirent.h>
 
 #include <cmocka.h>
 
@@ -307,6 +311,66 @@ static void test_the_watchdog_keeps_coming_while_a_reload_waits_for_an_idle_conn
 	t_notify_close(&n);
 }
 
+/* Every thread of a serving daemon says what it is in top -H and perf: the
+ * main thread keeps the program's name, and no other thread does (a thread
+ * left unnamed shows as "idemhook" beside it). */
+static void test_every_thread_but_the_main_one_has_a_name_of_its_own(void **state)
+{
+	static const char *const expected[] = {"store-writer", "store-ckpt", "gc",
+	                                       "health",       "fetch",      "log-flusher",
+	                                       "http-accept"};
+	char names[4096] = "";
+	char path[320];
+	struct dirent *de;
+	struct daemon d;
+	size_t len = 0;
+	size_t i;
+	int unnamed = 0;
+	DIR *dir;
+
+	(void)state;
+	fx_daemon_start(&d, T_INI);
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)d.dm_pid);
+	dir = opendir(path);
+	assert_non_null(dir);
+	while ((de = readdir(dir)) != NULL) {
+		char comm[64] = "";
+		FILE *f;
+
+		if (de->d_name[0] == '.') {
+			continue;
+		}
+		snprintf(path, sizeof(path), "/proc/%d/task/%s/comm", (int)d.dm_pid, de->d_name);
+		f = fopen(path, "r");
+		if (f == NULL) {
+			continue; /* the thread ended meanwhile */
+		}
+		if (fgets(comm, sizeof(comm), f) != NULL) {
+			comm[strcspn(comm, "\n")] = '\0';
+		}
+		fclose(f);
+		if (strcmp(comm, "idemhook") == 0 && atoi(de->d_name) != (int)d.dm_pid) {
+			unnamed++;
+		}
+		len += (size_t)snprintf(names + len, len < sizeof(names) ? sizeof(names) - len : 0,
+		                        "%s,", comm);
+	}
+	closedir(dir);
+	if (unnamed != 0) {
+		fail_msg("%d thread(s) left unnamed: %s", unnamed, names);
+	}
+	for (i = 0; i < sizeof(expected) / sizeof(expected[0]); i++) {
+		char want[32];
+
+		snprintf(want, sizeof(want), "%s,", expected[i]);
+		if (strstr(names, want) == NULL) {
+			fail_msg("no thread named %s: %s", expected[i], names);
+		}
+	}
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -315,6 +379,7 @@ int main(void)
 	        cmocka_unit_test(test_a_pending_or_newer_schema_turns_readyz_to_503),
 	        cmocka_unit_test(
 	                test_the_watchdog_keeps_coming_while_a_reload_waits_for_an_idle_connection),
+	        cmocka_unit_test(test_every_thread_but_the_main_one_has_a_name_of_its_own),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
