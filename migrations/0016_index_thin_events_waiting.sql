@@ -11,6 +11,7 @@
 -- of its rate. This index holds only the waiting rows (a thin event's row
 -- enters it when its notification is recorded and leaves it when its full
 -- event is applied), so the list reads those and nothing else. Building it
--- reads the table once: about a minute for 10,000,000 callbacks.
+-- reads the table once: 21 s for 10,000,000 callbacks with the file in the
+-- page cache, as long as reading the whole file takes from a cold disk.
 CREATE INDEX events_to_fetch ON idempotency_records (received_at)
 	WHERE outcome = 'done' AND effect = 'to_fetch';
