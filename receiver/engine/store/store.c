@@ -2512,6 +2512,10 @@ void store_get_stats(struct store *st, struct store_stats *ret)
 	pthread_mutex_unlock(&st->st_stats_mutex);
 	ret->ss_reads_skipped = __atomic_load_n(&st->st_reads_skipped, __ATOMIC_RELAXED);
 	ret->ss_key_filter_ready = ks != NULL;
+	if (st->st_engine->en_cache_truncations != NULL) {
+		st->st_engine->en_cache_truncations(&ret->ss_cache_truncations,
+		                                    &ret->ss_cache_truncations_skipped);
+	}
 	if (ks != NULL) {
 		ret->ss_key_filter_keys = keyset_count(ks);
 		ret->ss_key_filter_capacity = keyset_capacity(ks);

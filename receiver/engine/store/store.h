@@ -352,6 +352,11 @@ struct store_stats {
 	 * bound: 0.5, 1, 2, 5, 10, 25, 50, 100 ms, +Inf; and their sum. */
 	uint64_t ss_commit_hist[STORE_COMMIT_BUCKETS];
 	double ss_commit_seconds;
+	/* SQLite's page caches, process-wide: truncations (each COMMIT makes
+	 * one) passed to SQLite's cache, and those skipped because no page
+	 * could be past the limit (store_pcache in store_sqlite.c). */
+	uint64_t ss_cache_truncations;
+	uint64_t ss_cache_truncations_skipped;
 };
 
 void store_get_stats(struct store *st, struct store_stats *ret);

@@ -139,6 +139,9 @@ struct store_engine {
 	int (*en_after_batch)(struct store_db *db);
 	/* Pages appended to the WAL so far (SQLite), 0 elsewhere. */
 	uint64_t (*en_wal_written)(struct store_db *db);
+	/* Optional: the page caches' truncations so far, process-wide: those
+	 * passed to the library's cache and those skipped (SQLite). */
+	void (*en_cache_truncations)(uint64_t *ret_passed, uint64_t *ret_skipped);
 
 	/* Operations: see store.h. */
 	/* busy_since: the writer's heartbeat (read atomically; 0 when idle);
