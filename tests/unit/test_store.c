@@ -2103,6 +2103,156 @@ static void test_the_wal_stays_bounded_under_sustained_writes_and_reads(void **s
 	                 (int64_t)writes * WAL_ROWS);
 }
 
+/* A read transaction that stays open until released: the snapshot it
+ * takes at its first read holds the WAL. */
+struct wal_hold {
+	struct store *wh_st;
+	pthread_mutex_t wh_mutex;
+	pthread_cond_t wh_cond;
+	int wh_holding;
+	int wh_release;
+};
+
+static int unit_hold_wal(struct store_tx *tx, void *arg)
+{
+	struct wal_hold *wh = arg;
+	struct count_query cq = {.cq_sql = "SELECT count(*) FROM scratch", .cq_value = -1};
+
+	if (unit_count(tx, &cq) < 0) {
+		return -1;
+	}
+	pthread_mutex_lock(&wh->wh_mutex);
+	wh->wh_holding = 1;
+	pthread_cond_broadcast(&wh->wh_cond);
+	while (!wh->wh_release) {
+		pthread_cond_wait(&wh->wh_cond, &wh->wh_mutex);
+	}
+	pthread_mutex_unlock(&wh->wh_mutex);
+	return 0;
+}
+
+static void *wal_holder_main(void *arg)
+{
+	struct wal_hold *wh = arg;
+
+	assert_int_equal(store_read(wh->wh_st, T0, unit_hold_wal, wh), 0);
+	return NULL;
+}
+
+#define WAL_HELD_WRITES_MAX 1000 /* of WAL_ROWS pages each, until the warning */
+#define WAL_HELD_SMALL 50        /* writes of one row each, once it has warned */
+
+static int unit_fill_one_row(struct store_tx *tx, void *arg)
+{
+	(void)arg;
+	return store_exec(tx, "INSERT INTO scratch (tag, data) VALUES ('one', x'00')", NULL, 0,
+	                  NULL);
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A read transaction kept open keeps the writer from starting the WAL over
+ * past its bound: the gauges say how large and for how long, a warning
+ * says why once it has lasted so_wal_held_warn_ms, after which the writer
+ * tries again only every 100 ms instead of waiting 20 ms for readers after
+ * every batch, and a notice says when the WAL starts over again. */
+static void test_a_wal_held_past_its_bound_by_a_reader_is_reported(void **state)
+{
+	struct fixture *fx = *state;
+	struct store_options so = {
+	        .so_path = fx->fx_path, .so_sync = STORE_SYNC_NORMAL, .so_wal_held_warn_ms = 200};
+	struct wal_hold wh = {.wh_mutex = PTHREAD_MUTEX_INITIALIZER,
+	                      .wh_cond = PTHREAD_COND_INITIALIZER};
+	char log_path[] = "/tmp/idemhook-test-log-XXXXXX";
+	char log[8192];
+	struct store_stats ss;
+	uint64_t tries;
+	double t0;
+	double elapsed;
+	int writes = 0;
+	pthread_t holder;
+	int saved_stderr;
+	int log_fd;
+	ssize_t n;
+	int i;
+
+	store_destroy(fx->fx_st);
+	fx->fx_st = store_create(&so);
+	assert_non_null(fx->fx_st);
+	wh.wh_st = fx->fx_st;
+	/* Pages in the WAL for the reader's snapshot to hold. */
+	assert_int_equal(store_write(fx->fx_st, T0, unit_fill_pages, NULL), 0);
+	assert_int_equal(pthread_create(&holder, NULL, wal_holder_main, &wh), 0);
+	pthread_mutex_lock(&wh.wh_mutex);
+	while (!wh.wh_holding) {
+		pthread_cond_wait(&wh.wh_cond, &wh.wh_mutex);
+	}
+	pthread_mutex_unlock(&wh.wh_mutex);
+
+	log_fd = mkstemp(log_path);
+	assert_true(log_fd >= 0);
+	unlink(log_path);
+	saved_stderr = dup(STDERR_FILENO);
+	assert_true(saved_stderr >= 0);
+	assert_true(dup2(log_fd, STDERR_FILENO) >= 0);
+	/* Past the bound, and held for longer than the warning's 200 ms. */
+	do {
+		assert_true(writes < WAL_HELD_WRITES_MAX);
+		assert_int_equal(store_write(fx->fx_st, T0, unit_fill_pages, NULL), 0);
+		writes++;
+		store_get_stats(fx->fx_st, &ss);
+	} while (ss.ss_wal_held_seconds < 0.3);
+	assert_int_equal(store_write(fx->fx_st, T0, unit_fill_pages, NULL), 0); /* warns */
+	writes++;
+	store_get_stats(fx->fx_st, &ss);
+	assert_true(ss.ss_wal_pages > 32000);
+	/* Now a try every 100 ms at most, not one per batch. */
+	tries = ss.ss_catch_ups;
+	t0 = mono_s();
+	for (i = 0; i < WAL_HELD_SMALL; i++) {
+		assert_int_equal(store_write(fx->fx_st, T0, unit_fill_one_row, NULL), 0);
+	}
+	elapsed = mono_s() - t0;
+	store_get_stats(fx->fx_st, &ss);
+	assert_true((double)(ss.ss_catch_ups - tries) <= elapsed / 0.1 + 2);
+
+	pthread_mutex_lock(&wh.wh_mutex);
+	wh.wh_release = 1;
+	pthread_cond_broadcast(&wh.wh_cond);
+	pthread_mutex_unlock(&wh.wh_mutex);
+	pthread_join(holder, NULL);
+	usleep(150 * 1000); /* the next try */
+	assert_int_equal(store_write(fx->fx_st, T0, unit_fill_pages, NULL), 0);
+	/* The writer tries between two batches, after the last one's answers. */
+	for (i = 0; i < 300; i++) {
+		store_get_stats(fx->fx_st, &ss);
+		if (ss.ss_wal_held_seconds == 0) {
+			break;
+		}
+		usleep(10 * 1000);
+	}
+	assert_true(ss.ss_wal_pages < 32000);
+	assert_true(ss.ss_wal_held_seconds == 0);
+
+	assert_true(dup2(saved_stderr, STDERR_FILENO) >= 0);
+	close(saved_stderr);
+	n = pread(log_fd, log, sizeof(log) - 1, 0);
+	close(log_fd);
+	assert_true(n > 0);
+	log[n] = '\0';
+	assert_non_null(strstr(log, "past its bound of 32000"));
+	assert_non_null(strstr(log, "a read transaction kept open"));
+	assert_non_null(strstr(log, "the WAL starts over, after"));
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch WHERE tag = 'page'"),
+	                 (int64_t)(writes + 2) * WAL_ROWS);
+}
+
 /* ---- statements ---- */
 
 static int unit_fill_values(struct store_tx *tx, void *arg)
@@ -3600,6 +3750,7 @@ int main(void)
 	        STORE_TEST(test_write_returns_fn_value_and_rolls_back_on_failure),
 	        STORE_TEST(test_full_sync_commit_writes_its_wal_frames_in_a_few_calls),
 	        STORE_TEST(test_the_wal_stays_bounded_under_sustained_writes_and_reads),
+	        STORE_TEST(test_a_wal_held_past_its_bound_by_a_reader_is_reported),
 	        STORE_TEST(test_a_units_savepoint_journal_is_not_written_to_a_file),
 	        STORE_TEST(test_a_unit_larger_than_the_sub_journal_in_memory_commits),
 	        STORE_TEST(test_a_commit_after_page_splits_does_not_walk_the_page_cache),

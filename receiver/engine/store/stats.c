@@ -443,6 +443,17 @@ int stats_render_metrics(struct buf *out, struct store *st)
 	               ss.ss_catch_up_seconds) < 0) {
 		return -1;
 	}
+	if (metrics_text_single(out, "idemhook_store_wal_pages", "gauge",
+	                        "Pages in the WAL since it last started over (SQLite; the writer "
+	                        "starts it over past 12,000 and holds it under 32,000 unless a "
+	                        "read transaction stays open).",
+	                        "%" PRIu64, ss.ss_wal_pages) < 0 ||
+	    metrics_text_single(out, "idemhook_store_wal_held_seconds", "gauge",
+	                        "How long the WAL has been held past its bound by a read "
+	                        "transaction kept open; 0 when it is not.",
+	                        "%.3f", ss.ss_wal_held_seconds) < 0) {
+		return -1;
+	}
 	if (metrics_text_header(out, "idemhook_store_reads_skipped_total", "counter",
 	                        "Claims sent to the writer without a read for a stored reply: "
 	                        "the key filter had never seen their key.") < 0 ||

@@ -2512,6 +2512,10 @@ void store_get_stats(struct store *st, struct store_stats *ret)
 	pthread_mutex_unlock(&st->st_stats_mutex);
 	ret->ss_reads_skipped = __atomic_load_n(&st->st_reads_skipped, __ATOMIC_RELAXED);
 	ret->ss_key_filter_ready = ks != NULL;
+	if (st->st_engine->en_wal_state != NULL && st->st_db != NULL) {
+		st->st_engine->en_wal_state(st->st_db, &ret->ss_wal_pages,
+		                            &ret->ss_wal_held_seconds);
+	}
 	if (st->st_engine->en_cache_truncations != NULL) {
 		st->st_engine->en_cache_truncations(&ret->ss_cache_truncations,
 		                                    &ret->ss_cache_truncations_skipped);

@@ -152,6 +152,9 @@ struct store_options {
 	enum store_sync so_sync;
 	unsigned so_batch_max; /* units per transaction, default 256; 1 = no group commit */
 	unsigned so_busy_timeout_ms; /* default 5000 */
+	/* SQLite: warn when the WAL has been held past its bound this long
+	 * (a read transaction kept open); default 10,000 ms. */
+	unsigned so_wal_held_warn_ms;
 	/* The nice value of the writer threads, -20 to 0; 0 leaves them as
 	 * the process is (store.c, store_writer_priority). */
 	int so_writer_nice;
@@ -357,6 +360,11 @@ struct store_stats {
 	 * could be past the limit (store_pcache in store_sqlite.c). */
 	uint64_t ss_cache_truncations;
 	uint64_t ss_cache_truncations_skipped;
+	/* SQLite: the pages in the WAL since it last started over, and how long
+	 * the writer has failed to start it over past its bound because a read
+	 * transaction still reads from it (0: it has not). */
+	uint64_t ss_wal_pages;
+	double ss_wal_held_seconds;
 };
 
 void store_get_stats(struct store *st, struct store_stats *ret);

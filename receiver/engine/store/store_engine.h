@@ -142,6 +142,9 @@ struct store_engine {
 	/* Optional: the page caches' truncations so far, process-wide: those
 	 * passed to the library's cache and those skipped (SQLite). */
 	void (*en_cache_truncations)(uint64_t *ret_passed, uint64_t *ret_skipped);
+	/* Optional: the pages in the WAL since it last started over, and how
+	 * long it has been held past its bound, in seconds (0: not). */
+	void (*en_wal_state)(struct store_db *db, uint64_t *ret_pages, double *ret_held_s);
 
 	/* Operations: see store.h. */
 	/* busy_since: the writer's heartbeat (read atomically; 0 when idle);

@@ -55,6 +55,19 @@
 #define STORE_PROBE_BUSY_MS 100       /* the probe's wait for the write lock */
 #define STORE_CHECKPOINT_BUSY_MS 200  /* a TRUNCATE checkpoint briefly holds writers back */
 #define STORE_CKPT_RESTART_MS 20      /* the writer's wait for readers to leave the WAL */
+/* The WAL held past its bound: a read transaction that stays open keeps
+ * every checkpoint from copying past its snapshot, the WAL grows and every
+ * read slows as it does (a 62 s listing at ten million callbacks held it
+ * for a minute, issue 24). A warning once it has lasted so_wal_held_warn_ms
+ * (default below), again every minute while it lasts, and a notice when
+ * the WAL starts over. */
+#define STORE_WAL_HELD_WARN_MS 10000
+#define STORE_WAL_HELD_REPEAT_MS 60000
+/* Once it has warned, the writer tries to start the WAL over at most this
+ * often instead of after every batch: each try waits STORE_CKPT_RESTART_MS
+ * for readers, and under a long reader those waits took 60 to 85 % of the
+ * writer's time (issue 24, ten million callbacks). */
+#define STORE_WAL_HELD_RETRY_MS 100
 #define STORE_CKPT_RESTART_STEP_US 50
 /* The sub-journal (the old contents of the pages a savepoint changes; a
  * batch keeps it until COMMIT) stays in memory up to this size instead of
@@ -135,6 +148,13 @@ struct store_db {
 	int db_wal_frames; /* frames in the WAL after the last commit (writer; read atomically) */
 	int db_ckpt_asked; /* db_wal_frames when the checkpointer was last woken (writer thread) */
 	int db_ckpt_round; /* its ck_rounds then (writer thread) */
+	/* Since when (monotonic ms; 0: not held) the writer's restarts of a WAL
+	 * past its bound have failed (writer thread; read atomically), when it
+	 * last warned, and after how long it warns. */
+	int64_t db_wal_held_since;
+	int64_t db_wal_held_warned;
+	int64_t db_wal_held_tried; /* when it last tried (writer thread) */
+	unsigned db_wal_held_warn_ms;
 	uint64_t db_wal_written; /* frames appended to the WAL (writer thread; read atomically) */
 	uint64_t db_commits;     /* commits so far (written by the writer thread, atomic) */
 	struct store_ckpt db_ckpt;
@@ -1425,6 +1445,48 @@ static int store_restart_busy(void *arg, int count)
  * database file and do not hold it up. This bounds the WAL; a reader that
  * holds a snapshot longer (a long listing) postpones the restart to a
  * later batch. Returns 1 when it ran a checkpoint. */
+/* After the writer's restart of the WAL: held, it failed past the bound
+ * (a reader still reads from the WAL); otherwise it started the WAL over. */
+static void store_wal_held(struct store_db *db, int held)
+{
+	int64_t now = store_mono_ms();
+	int64_t since = __atomic_load_n(&db->db_wal_held_since, __ATOMIC_RELAXED);
+
+	if (!held) {
+		if (db->db_wal_held_warned != 0) {
+			log_notice("store: the WAL starts over, after %.1f s held past its bound",
+			           (double)(now - since) / 1000.0);
+		}
+		__atomic_store_n(&db->db_wal_held_since, 0, __ATOMIC_RELAXED);
+		db->db_wal_held_warned = 0;
+		return;
+	}
+	db->db_wal_held_tried = now;
+	if (since == 0) {
+		__atomic_store_n(&db->db_wal_held_since, now, __ATOMIC_RELAXED);
+		return;
+	}
+	if (now - since >= (int64_t)db->db_wal_held_warn_ms &&
+	    (db->db_wal_held_warned == 0 ||
+	     now - db->db_wal_held_warned >= STORE_WAL_HELD_REPEAT_MS)) {
+		db->db_wal_held_warned = now;
+		log_warn("store: the WAL has held %d pages, past its bound of %d, for %.1f s: a "
+		         "read "
+		         "transaction kept open (a long query on the database?) keeps checkpoints "
+		         "from copying it, and every read slows as it grows",
+		         db->db_wal_frames, STORE_CKPT_FRAMES_MAX, (double)(now - since) / 1000.0);
+	}
+}
+
+static void store_sqlite_wal_state(struct store_db *db, uint64_t *ret_pages, double *ret_held_s)
+{
+	int frames = __atomic_load_n(&db->db_wal_frames, __ATOMIC_ACQUIRE);
+	int64_t since = __atomic_load_n(&db->db_wal_held_since, __ATOMIC_RELAXED);
+
+	*ret_pages = frames > 0 ? (uint64_t)frames : 0;
+	*ret_held_s = since != 0 ? (double)(store_mono_ms() - since) / 1000.0 : 0.0;
+}
+
 static int store_sqlite_after_batch(struct store_db *db)
 {
 	struct store_restart_wait wait;
@@ -1436,6 +1498,12 @@ static int store_sqlite_after_batch(struct store_db *db)
 	if (db->db_writer == NULL || db->db_wal_frames < STORE_CKPT_FRAMES ||
 	    (db->db_wal_frames < STORE_CKPT_FRAMES_MAX &&
 	     __atomic_load_n(&db->db_ckpt.ck_rounds, __ATOMIC_ACQUIRE) == db->db_ckpt_round)) {
+		return 0;
+	}
+	/* Held past its bound by a reader long enough to warn: not after
+	 * every batch. */
+	if (db->db_wal_held_warned != 0 &&
+	    store_mono_ms() - db->db_wal_held_tried < STORE_WAL_HELD_RETRY_MS) {
 		return 0;
 	}
 	/* A round under way: the next batch looks again, unless the WAL is
@@ -1461,8 +1529,11 @@ static int store_sqlite_after_batch(struct store_db *db)
 		/* The next commit starts the WAL over. */
 		__atomic_store_n(&db->db_wal_frames, 0, __ATOMIC_RELEASE);
 		db->db_ckpt_asked = 0;
+		store_wal_held(db, 0);
 	} else if (rc != SQLITE_BUSY) {
 		store_log_rc(w, rc, "checkpoint");
+	} else if (db->db_wal_frames >= STORE_CKPT_FRAMES_MAX) {
+		store_wal_held(db, 1);
 	}
 	return 1;
 }
@@ -2078,6 +2149,8 @@ static struct store_db *store_sqlite_open(const struct store_options *opt, int *
 	db->db_ckpt.ck_run_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	db->db_ckpt.ck_cond = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
 	db->db_lock_fd = -1;
+	db->db_wal_held_warn_ms =
+	        opt->so_wal_held_warn_ms > 0 ? opt->so_wal_held_warn_ms : STORE_WAL_HELD_WARN_MS;
 	db->db_busy_timeout_ms = opt->so_busy_timeout_ms > 0 ? opt->so_busy_timeout_ms
 	                                                     : STORE_BUSY_TIMEOUT_MS_DEFAULT;
 	db->db_path = strdup(opt->so_path != NULL ? opt->so_path : "");
@@ -2224,6 +2297,7 @@ const struct store_engine store_engine_sqlite = {
 	.en_error_reason = store_sqlite_error_reason,
 	.en_after_batch = store_sqlite_after_batch,
 	.en_wal_written = store_sqlite_wal_written,
+	.en_wal_state = store_sqlite_wal_state,
 	.en_cache_truncations = store_pcache_counts,
 	.en_probe = store_sqlite_probe,
 	.en_file_stats = store_sqlite_file_stats,
