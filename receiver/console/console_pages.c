@@ -389,6 +389,7 @@ int console_page_overview(struct buf *b, const struct console_ctx *cx)
 	struct traffic_view *tv = calloc(1, sizeof(*tv));
 	struct console_db_overview ov;
 	struct store_file_stats fs;
+	struct store_stats ss;
 	struct stats_gauges g;
 	struct metrics_ops mo;
 	struct health *health = env_health(cx->cx_env);
@@ -435,6 +436,16 @@ int console_page_overview(struct buf *b, const struct console_ctx *cx)
 		snprintf(text, sizeof(text), "%.1f MB",
 		         (double)(fs.sf_db_bytes + fs.sf_wal_bytes) / 1e6);
 		console_card(b, "/console/", "database size (with WAL)", text, NULL);
+	}
+	/* A read transaction kept open keeps the WAL from starting over
+	 * (docs/operations.md): only while it does. */
+	store_get_stats(cx->cx_store, &ss);
+	if (ss.ss_wal_held_seconds > 0) {
+		snprintf(text, sizeof(text),
+		         "%.0f s, %" PRIu64 " pages: a read transaction is open",
+		         ss.ss_wal_held_seconds, ss.ss_wal_pages);
+		console_card(b, "/console/", "WAL held past its bound", text,
+		             ss.ss_wal_held_seconds >= 60 ? "bad" : "warn");
 	}
 	console_ago(text, sizeof(text), cx->cx_now_ms, mo.mo_gc_last_success_s * 1000);
 	console_card(b, "/console/", mo.mo_gc_failed > 0 ? "last gc (some failed)" : "last gc",

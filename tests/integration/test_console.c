@@ -622,6 +622,126 @@ static void test_the_event_page_counts_the_duplicates_answered(void **state)
 	daemon_finish(&d);
 }
 
+/* idemhook_store_wal_held_seconds as /metrics says it; -1 if absent. */
+static double t_wal_held(struct daemon *d)
+{
+	char url[128];
+	struct hres r;
+	const char *p;
+	double v = -1;
+
+	snprintf(url, sizeof(url), "%s/metrics", d->dm_admin_base);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	p = strstr(r.hs_body, "\nidemhook_store_wal_held_seconds ");
+	if (p != NULL) {
+		v = strtod(p + strlen("\nidemhook_store_wal_held_seconds "), NULL);
+	}
+	hres_finish(&r);
+	return v;
+}
+
+/* A payment for no order with a 30 KB description: ~30 pages of the WAL. */
+static void t_large_callback(struct daemon *d, int i)
+{
+	static char desc[30001];
+	char key[64];
+	char *obj;
+	char *body;
+	size_t n = sizeof(desc) + 400;
+
+	memset(desc, 'x', sizeof(desc) - 1);
+	desc[sizeof(desc) - 1] = '\0';
+	obj = malloc(n);
+	assert_non_null(obj);
+	snprintf(key, sizeof(key), "evt_console_wal_%06d", i);
+	snprintf(
+	        obj, n,
+	        "{\"id\":\"pi_wal_%06d\",\"object\":\"payment_intent\",\"amount\":900,"
+	        "\"amount_received\":900,\"currency\":\"usd\",\"status\":\"succeeded\","
+	        "\"description\":\"%s\",\"metadata\":{\"order_id\":\"ord_console_nosuch0000001\"}}",
+	        i, desc);
+	body = hn_stripe_event(key, "payment_intent.succeeded", obj);
+	assert_int_equal(fx_stripe_send(d, body, NULL), 200);
+	free(body);
+	free(obj);
+}
+
+/* A sqlite3 shell left inside BEGIN holds the WAL: past its bound the
+ * overview shows a card for it, and the card goes when the shell does. */
+static void test_the_overview_shows_a_wal_held_by_a_read_transaction(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char out[700];
+	char cmd[1500];
+	char buf[256];
+	FILE *shell;
+	FILE *f;
+	int i;
+
+	(void)state;
+	if (hn_backend_is_postgresql()) {
+		skip(); /* SQLite's WAL; PostgreSQL's checkpoints are the server's */
+	}
+	t_start(&d, NULL);
+	t_large_callback(&d, 0); /* pages in the WAL for the shell's snapshot */
+	snprintf(out, sizeof(out), "%s/shell.out", d.dm_dir);
+	snprintf(cmd, sizeof(cmd), "sqlite3 '%s' > '%s' 2>&1", d.dm_db, out);
+	shell = popen(cmd, "w");
+	assert_non_null(shell);
+	fputs("BEGIN;\nSELECT 'held', count(*) FROM idempotency_records;\n", shell);
+	fflush(shell);
+	buf[0] = '\0';
+	for (i = 0; i < 500 && strstr(buf, "held") == NULL; i++) {
+		usleep(10 * 1000);
+		f = fopen(out, "r");
+		if (f != NULL) {
+			size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+
+			buf[n] = '\0';
+			fclose(f);
+		}
+	}
+	if (strstr(buf, "held|1") == NULL) {
+		pclose(shell);
+		daemon_finish(&d);
+		/* no sqlite3 command: contrib/install-deps.sh installs it */
+		assert_null(strstr(buf, "held"));
+		skip();
+	}
+	t_login(&d, T_RO_TOKEN, &s);
+	assert_int_equal(t_get(&d, "/console/", &s, &r), 200);
+	assert_null(strstr(r.hs_body, "WAL held past its bound"));
+	hres_finish(&r);
+
+	/* 32,000 pages and a little more. */
+	for (i = 1; i < 3000; i++) {
+		t_large_callback(&d, i);
+		if (i % 20 == 0 && t_wal_held(&d) > 0) {
+			break;
+		}
+	}
+	assert_true(t_wal_held(&d) > 0);
+	assert_int_equal(t_get(&d, "/console/", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "WAL held past its bound"));
+	assert_non_null(strstr(r.hs_body, "a read transaction is open"));
+	hres_finish(&r);
+
+	pclose(shell); /* its transaction ends with it */
+	for (i = 3000; i < 3500 && t_wal_held(&d) != 0; i++) {
+		t_large_callback(&d, i);
+		usleep(20 * 1000);
+	}
+	assert_true(t_wal_held(&d) == 0);
+	assert_int_equal(t_get(&d, "/console/", &s, &r), 200);
+	assert_null(strstr(r.hs_body, "WAL held past its bound"));
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
 /* The event page shows the request's headers where a capture file holds
  * the request: escaped, a credential header redacted; and says so when
  * none does. */
@@ -971,6 +1091,7 @@ int main(void)
 	        cmocka_unit_test(
 	                test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited),
 	        cmocka_unit_test(test_the_event_page_counts_the_duplicates_answered),
+	        cmocka_unit_test(test_the_overview_shows_a_wal_held_by_a_read_transaction),
 	        cmocka_unit_test(test_the_event_page_shows_the_captured_request_headers),
 	        cmocka_unit_test(test_rejected_callbacks_are_listed_with_their_reason),
 	        cmocka_unit_test(test_two_operators_retrying_one_row_at_once_end_with_one_retry),
