@@ -1429,22 +1429,6 @@ static int store_restart_busy(void *arg, int count)
 	return 1;
 }
 
-/* A PASSIVE checkpoint that runs while commits keep appending never catches
- * up with the end of the WAL, and SQLite restarts the WAL from its start only
- * once every frame is in the database and no reader still reads from the
- * WAL: with server threads looking up answers all the time there is nearly
- * always such a reader, and the WAL grew to ten times its bound (issue 24).
- * So once the checkpointer has finished the rounds it was woken for (and in
- * any case past STORE_CKPT_FRAMES_MAX), the writer itself, between two
- * batches, ends the kept read snapshots and runs a RESTART checkpoint: it
- * copies the frames committed since the last round (the rounds leave at
- * most about STORE_CKPT_TAIL, plus the batches committed after), then waits
- * (at most STORE_CKPT_RESTART_MS: a lookup holds its snapshot for
- * microseconds) until no reader reads from the WAL, and the next commit
- * starts the WAL over. Readers that begin meanwhile read the
- * database file and do not hold it up. This bounds the WAL; a reader that
- * holds a snapshot longer (a long listing) postpones the restart to a
- * later batch. Returns 1 when it ran a checkpoint. */
 /* After the writer's restart of the WAL: held, it failed past the bound
  * (a reader still reads from the WAL); otherwise it started the WAL over. */
 static void store_wal_held(struct store_db *db, int held)
@@ -1470,10 +1454,9 @@ static void store_wal_held(struct store_db *db, int held)
 	    (db->db_wal_held_warned == 0 ||
 	     now - db->db_wal_held_warned >= STORE_WAL_HELD_REPEAT_MS)) {
 		db->db_wal_held_warned = now;
-		log_warn("store: the WAL has held %d pages, past its bound of %d, for %.1f s: a "
-		         "read "
-		         "transaction kept open (a long query on the database?) keeps checkpoints "
-		         "from copying it, and every read slows as it grows",
+		log_warn("store: the WAL has held %d pages, past its bound of %d, for %.1f s: "
+		         "a read transaction kept open (a long query on the database?) keeps "
+		         "checkpoints from copying it, and every read slows as it grows",
 		         db->db_wal_frames, STORE_CKPT_FRAMES_MAX, (double)(now - since) / 1000.0);
 	}
 }
@@ -1487,6 +1470,24 @@ static void store_sqlite_wal_state(struct store_db *db, uint64_t *ret_pages, dou
 	*ret_held_s = since != 0 ? (double)(store_mono_ms() - since) / 1000.0 : 0.0;
 }
 
+/* A PASSIVE checkpoint that runs while commits keep appending never catches
+ * up with the end of the WAL, and SQLite restarts the WAL from its start only
+ * once every frame is in the database and no reader still reads from the
+ * WAL: with server threads looking up answers all the time there is nearly
+ * always such a reader, and the WAL grew to ten times its bound (issue 24).
+ * So once the checkpointer has finished the rounds it was woken for (and in
+ * any case past STORE_CKPT_FRAMES_MAX), the writer itself, between two
+ * batches, ends the kept read snapshots and runs a RESTART checkpoint: it
+ * copies the frames committed since the last round (the rounds leave at
+ * most about STORE_CKPT_TAIL, plus the batches committed after), then waits
+ * (at most STORE_CKPT_RESTART_MS: a lookup holds its snapshot for
+ * microseconds) until no reader reads from the WAL, and the next commit
+ * starts the WAL over. Readers that begin meanwhile read the
+ * database file and do not hold it up. This bounds the WAL; a reader that
+ * holds a snapshot longer (a long listing) postpones the restart to a
+ * later batch, and once one has held it past so_wal_held_warn_ms the
+ * writer tries every STORE_WAL_HELD_RETRY_MS (store_wal_held). Returns 1
+ * when it ran a checkpoint. */
 static int store_sqlite_after_batch(struct store_db *db)
 {
 	struct store_restart_wait wait;
