@@ -1,5 +1,6 @@
 /* test_store.c: unit tests of the idempotency store against real SQLite files. */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -2169,7 +2170,7 @@ static void test_a_wal_held_past_its_bound_by_a_reader_is_reported(void **state)
 	        .so_path = fx->fx_path, .so_sync = STORE_SYNC_NORMAL, .so_wal_held_warn_ms = 200};
 	struct wal_hold wh = {.wh_mutex = PTHREAD_MUTEX_INITIALIZER,
 	                      .wh_cond = PTHREAD_COND_INITIALIZER};
-	char log_path[] = "/tmp/idemhook-test-log-XXXXXX";
+	char log_path[160];
 	char log[8192];
 	struct store_stats ss;
 	uint64_t tries;
@@ -2195,7 +2196,10 @@ static void test_a_wal_held_past_its_bound_by_a_reader_is_reported(void **state)
 	}
 	pthread_mutex_unlock(&wh.wh_mutex);
 
-	log_fd = mkstemp(log_path);
+	/* The store's log lines, in a file of the fixture's directory that
+	 * only this descriptor still names. */
+	snprintf(log_path, sizeof(log_path), "%s/store.log", fx->fx_dir);
+	log_fd = open(log_path, O_RDWR | O_CREAT | O_TRUNC, 0600);
 	assert_true(log_fd >= 0);
 	unlink(log_path);
 	saved_stderr = dup(STDERR_FILENO);
