@@ -441,10 +441,14 @@ int console_page_overview(struct buf *b, const struct console_ctx *cx)
 	 * (docs/operations.md): only while it does. */
 	store_get_stats(cx->cx_store, &ss);
 	if (ss.ss_wal_held_seconds > 0) {
-		snprintf(text, sizeof(text),
-		         "%.0f s, %" PRIu64 " pages: a read transaction is open",
-		         ss.ss_wal_held_seconds, ss.ss_wal_pages);
-		console_card(b, "/console/", "WAL held past its bound", text,
+		char label[128];
+
+		snprintf(text, sizeof(text), "%.0f s", ss.ss_wal_held_seconds);
+		snprintf(label, sizeof(label),
+		         "WAL held past its bound by a read transaction kept open (%" PRIu64
+		         " pages)",
+		         ss.ss_wal_pages);
+		console_card(b, "/console/", label, text,
 		             ss.ss_wal_held_seconds >= 60 ? "bad" : "warn");
 	}
 	console_ago(text, sizeof(text), cx->cx_now_ms, mo.mo_gc_last_success_s * 1000);
