@@ -54,8 +54,11 @@ static void fake_reset(void)
 static void fake_pays(const char *pi, const char *order, int64_t amount)
 {
 	pthread_mutex_lock(&fake.fk_lock);
-	snprintf(fake.fk_pays[fake.fk_n].fp_pi, sizeof(fake.fk_pays[0].fp_pi), "%s", pi);
-	snprintf(fake.fk_pays[fake.fk_n].fp_order, sizeof(fake.fk_pays[0].fp_order), "%s", order);
+	/* Bounded by the precision, so an optimising build sees no truncation. */
+	snprintf(fake.fk_pays[fake.fk_n].fp_pi, sizeof(fake.fk_pays[0].fp_pi), "%.*s",
+	         (int)sizeof(fake.fk_pays[0].fp_pi) - 1, pi);
+	snprintf(fake.fk_pays[fake.fk_n].fp_order, sizeof(fake.fk_pays[0].fp_order), "%.*s",
+	         (int)sizeof(fake.fk_pays[0].fp_order) - 1, order);
 	fake.fk_pays[fake.fk_n].fp_amount = amount;
 	fake.fk_n++;
 	pthread_mutex_unlock(&fake.fk_lock);

@@ -109,6 +109,7 @@ static char *copy_dump_all(const char *sqlite_db, const char *db)
 		rows = hn_db_dump(db, sql);
 		if (rows == NULL) {
 			fail_msg("cannot read table %s from %s", line, db);
+			break; /* not reached: fail_msg ends the test */
 		}
 		buf_printf(&out, "%s\n%s--\n", line, rows);
 		free(rows);
