@@ -91,6 +91,16 @@
  * every HTTP_STALL_MS per thread; a thread that was merely waiting (for
  * commits, or for a slow client) loses nothing by it. */
 #define HTTP_STALL_MS 500
+/* The same stall, seen sooner: a thread that holds at least
+ * HTTP_STALL_CONNS connections (128 events need at least 127, with its own
+ * wake-up descriptor), has completed nothing for HTTP_STALL_READY_MS and
+ * has a kept-alive connection whose next request it has not read is woken
+ * then; the sweeper looks every HTTP_SWEEP_CROWDED_MS while a thread holds
+ * that many. At 500 ms alone, the benchmark's 256 connections on 2 threads
+ * had phases with a p99 of 520 to 600 ms (issue 24, fourteenth round). */
+#define HTTP_STALL_CONNS 120
+#define HTTP_STALL_READY_MS 40
+#define HTTP_SWEEP_CROWDED_MS 20
 
 /* Where a connection is, for the sweeper. */
 enum http_phase {
@@ -148,7 +158,9 @@ struct http_sock {
  * own, shared with no other thread's. */
 struct http_thread {
 	_Alignas(64) atomic_llong ht_done_ms; /* monotonic: a request last completed */
-	int64_t ht_looked_ms;                 /* the sweeper's own: last looked at */
+	atomic_int ht_conns;                  /* connections it holds (the sweeper's list) */
+	int64_t ht_looked_ms;                 /* the sweeper's own: last looked at for any work, */
+	int64_t ht_looked_ready_ms;           /* and for unread requests (HTTP_STALL_READY_MS) */
 	unsigned char ht_mark;                /* the sweeper's own: http_gen_wake_stalled's */
 };
 
@@ -536,6 +548,7 @@ static void http_connection_notify(void *cls, struct MHD_Connection *con, void *
 		}
 		hk->hk_fd = ci != NULL ? ci->connect_fd : -1;
 		hk->hk_thread = hk->hk_fd >= 0 ? (unsigned)hk->hk_fd % gen->hg_threads : 0;
+		atomic_fetch_add(&gen->hg_thread[hk->hk_thread].ht_conns, 1);
 		hk->hk_idle_bytes = UINT64_MAX;
 		http_peer_address(con, hk->hk_peer, sizeof(hk->hk_peer));
 		atomic_init(&hk->hk_state, (unsigned long long)HTTP_PHASE_HEAD);
@@ -564,6 +577,7 @@ static void http_connection_notify(void *cls, struct MHD_Connection *con, void *
 			hk->hk_next->hk_prev = hk->hk_prev;
 		}
 		pthread_mutex_unlock(&gen->hg_lock);
+		atomic_fetch_sub(&gen->hg_thread[hk->hk_thread].ht_conns, 1);
 		free(hk);
 		*socket_context = NULL;
 	}
@@ -747,13 +761,31 @@ static int http_gen_wake_thread(struct http_gen *gen, unsigned t)
 	return 0;
 }
 
+/* 1 when a server thread of gen holds HTTP_STALL_CONNS connections or
+ * more: one that can meet libmicrohttpd's 128-event stall. */
+static int http_gen_crowded(const struct http_gen *gen)
+{
+	unsigned t;
+
+	for (t = 0; t < gen->hg_threads; t++) {
+		if (atomic_load(&gen->hg_thread[t].ht_conns) >= HTTP_STALL_CONNS) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* Wakes each server thread of gen that has completed no request for
  * HTTP_STALL_MS while it has work: a request under way on one of its
  * connections, or an idle one with input it has not read (a poll of those,
- * only for such threads). Looks at a thread at most every HTTP_STALL_MS. */
+ * only for such threads); and, holding HTTP_STALL_CONNS connections, one
+ * that has completed none for HTTP_STALL_READY_MS while an idle connection
+ * has input it has not read. Looks at a thread at most that often. */
 static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 {
-	struct http_thread *th = gen->hg_thread; /* ht_mark 1: looked at now; 2: has work */
+	/* ht_mark 1: looked at now, any work counts; 3: looked at now, only
+	 * unread input counts; 2: to be woken */
+	struct http_thread *th = gen->hg_thread;
 	struct pollfd *pf = NULL;
 	size_t n_pf = 0;
 	size_t cap_pf = 0;
@@ -766,8 +798,18 @@ static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 		return;
 	}
 	for (t = 0; t < gen->hg_threads; t++) {
-		th[t].ht_mark = now - atomic_load(&th[t].ht_done_ms) >= HTTP_STALL_MS &&
-		                now - th[t].ht_looked_ms >= HTTP_STALL_MS;
+		int64_t quiet = now - atomic_load(&th[t].ht_done_ms);
+
+		th[t].ht_mark = 0;
+		if (quiet >= HTTP_STALL_MS && now - th[t].ht_looked_ms >= HTTP_STALL_MS) {
+			th[t].ht_mark = 1;
+			th[t].ht_looked_ms = now;
+		} else if (quiet >= HTTP_STALL_READY_MS &&
+		           now - th[t].ht_looked_ready_ms >= HTTP_STALL_READY_MS &&
+		           atomic_load(&th[t].ht_conns) >= HTTP_STALL_CONNS) {
+			th[t].ht_mark = 3;
+			th[t].ht_looked_ready_ms = now;
+		}
 		any |= th[t].ht_mark;
 	}
 	if (!any) {
@@ -778,12 +820,13 @@ static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 	pthread_mutex_lock(&gen->hg_lock);
 	for (hk = gen->hg_socks; hk != NULL; hk = hk->hk_next) {
 		int phase = HTTP_STATE_PHASE(atomic_load(&hk->hk_state));
+		unsigned char mark = th[hk->hk_thread].ht_mark;
 
-		if (th[hk->hk_thread].ht_mark != 1 || hk->hk_fd < 0) {
+		if ((mark != 1 && mark != 3) || hk->hk_fd < 0) {
 			continue;
 		}
-		if (phase == HTTP_PHASE_HEAD || phase == HTTP_PHASE_BODY ||
-		    phase == HTTP_PHASE_BUSY) {
+		if (mark == 1 && (phase == HTTP_PHASE_HEAD || phase == HTTP_PHASE_BODY ||
+		                  phase == HTTP_PHASE_BUSY)) {
 			th[hk->hk_thread].ht_mark = 2;
 		} else if (phase == HTTP_PHASE_IDLE && n_pf < cap_pf && pf != NULL) {
 			pf[n_pf].fd = hk->hk_fd;
@@ -797,7 +840,7 @@ static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 			/* Its thread, as hk_thread: the descriptor modulo the threads. */
 			t = (unsigned)pf[i].fd % gen->hg_threads;
 			if ((pf[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
-			    th[t].ht_mark == 1) {
+			    (th[t].ht_mark == 1 || th[t].ht_mark == 3)) {
 				th[t].ht_mark = 2;
 			}
 		}
@@ -805,10 +848,6 @@ static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 	pthread_mutex_unlock(&gen->hg_lock);
 	free(pf);
 	for (t = 0; t < gen->hg_threads; t++) {
-		if (th[t].ht_mark == 0) {
-			continue;
-		}
-		th[t].ht_looked_ms = now;
 		if (th[t].ht_mark == 2 && http_gen_wake_thread(gen, t) == 0) {
 			gen->hg_wakeups++;
 			metrics_http_wakeup(gen->hg_srv->hs_name);
@@ -932,9 +971,11 @@ static void http_gen_cut_log(struct http_gen *gen, int64_t now)
 	gen->hg_cut_log_ms = now;
 	if (gen->hg_wakeups != gen->hg_wakeups_told) {
 		log_info("http %s: woke server threads %lu times in %d s: each had requests "
-		         "under way and had completed none for %d ms",
+		         "under way and had completed none for %d ms, or held %d connections or "
+		         "more and had left a request unread for %d ms",
 		         gen->hg_srv->hs_name, gen->hg_wakeups - gen->hg_wakeups_told,
-		         HTTP_CUT_LOG_MS / 1000, HTTP_STALL_MS);
+		         HTTP_CUT_LOG_MS / 1000, HTTP_STALL_MS, HTTP_STALL_CONNS,
+		         HTTP_STALL_READY_MS);
 		gen->hg_wakeups_told = gen->hg_wakeups;
 	}
 	if (total == 0) {
@@ -1023,6 +1064,7 @@ static void *http_sweeper_main(void *arg)
 		struct http_gen *next;
 		int64_t now = http_mono_ms();
 		size_t lingering = http_linger_step(srv, now, 0);
+		long interval = HTTP_SWEEP_MS;
 		int done;
 
 		pthread_mutex_lock(&srv->hs_lock);
@@ -1032,6 +1074,9 @@ static void *http_sweeper_main(void *arg)
 		if (cur != NULL) {
 			http_gen_sweep(cur, now);
 			http_gen_cut_log(cur, now);
+			if (http_gen_crowded(cur)) {
+				interval = HTTP_SWEEP_CROWDED_MS;
+			}
 		}
 		/* Only this thread takes a generation off the list, and others
 		 * only push onto its head: the walk is safe without the lock. */
@@ -1061,7 +1106,7 @@ static void *http_sweeper_main(void *arg)
 			http_linger_step(srv, now, 1);
 			return NULL;
 		}
-		http_sweeper_sleep(srv, lingering > 0 ? HTTP_LINGER_SWEEP_MS : HTTP_SWEEP_MS);
+		http_sweeper_sleep(srv, lingering > 0 ? HTTP_LINGER_SWEEP_MS : interval);
 	}
 }
 
@@ -2329,6 +2374,7 @@ static struct http_gen *http_gen_create(struct http_server *srv, const struct ht
 	memset(gen->hg_thread, 0, threads * sizeof(*gen->hg_thread));
 	for (i = 0; i < threads; i++) {
 		atomic_init(&gen->hg_thread[i].ht_done_ms, http_mono_ms());
+		atomic_init(&gen->hg_thread[i].ht_conns, 0);
 	}
 	if (gen->hg_wake_fd < 0) {
 		log_err("http %s: eventfd: %s", srv->hs_name, strerror(errno));
