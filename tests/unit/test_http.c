@@ -1553,6 +1553,7 @@ static void test_a_thread_with_128_requests_ready_at_once_answers_them_soon(void
 	int fds[READY + 1];
 	int64_t t0;
 	int64_t took;
+	int64_t woken_ms;
 	int64_t budget_ms;
 	unsigned port;
 	int answered = 0;
@@ -1566,7 +1567,8 @@ static void test_a_thread_with_128_requests_ready_at_once_answers_them_soon(void
 	/* libmicrohttpd keys its per-address count on the wake-up's address too */
 	ho.ho_per_ip_limit = 2 * READY;
 	/* A name of its own: the wake-up counter is per listener name, and a
-	 * server of another test may still be waking its threads. */
+	 * test that failed leaves its server running (cmocka leaves the test
+	 * at the assertion), its thread woken every 500 ms. */
 	ho.ho_name = "stall";
 	srv = http_create(&ho, block_some_route, &bl);
 	assert_non_null(srv);
@@ -1594,14 +1596,11 @@ static void test_a_thread_with_128_requests_ready_at_once_answers_them_soon(void
 	while (thread_wakeups("stall") == wakeups && hn_now_ms() - t0 < 5000) {
 		usleep(5 * 1000);
 	}
-	took = hn_now_ms() - t0;
+	woken_ms = thread_wakeups("stall") > wakeups ? hn_now_ms() - t0 : -1;
 	printf("# the busy thread with %d requests unread was woken after %lld ms\n", READY,
-	       (long long)took);
-	assert_true(thread_wakeups("stall") > wakeups);
-	/* Under valgrind the sweeper itself may take that long. */
-	if (!RUNNING_ON_VALGRIND) {
-		assert_true(took < 250);
-	}
+	       (long long)woken_ms);
+	/* Checked once the thread is let go: a failed assertion ends the test
+	 * with its server still running. */
 	pthread_mutex_lock(&bl.bl_mutex);
 	bl.bl_release = 1;
 	pthread_cond_broadcast(&bl.bl_cond);
@@ -1623,11 +1622,16 @@ static void test_a_thread_with_128_requests_ready_at_once_answers_them_soon(void
 	took = hn_now_ms() - t0;
 	printf("# %d of %d requests ready at once answered in %lld ms (budget %lld ms)\n", answered,
 	       READY, (long long)took, (long long)budget_ms);
-	assert_int_equal(answered, READY);
 	for (i = 0; i <= READY; i++) {
 		close(fds[i]);
 	}
 	http_destroy(srv);
+	assert_int_equal(answered, READY);
+	assert_true(woken_ms >= 0);
+	/* Under valgrind the sweeper itself may take that long. */
+	if (!RUNNING_ON_VALGRIND) {
+		assert_true(woken_ms < 250);
+	}
 }
 
 /* The sooner wake-up wants a request left unread: a thread that holds 129
@@ -1648,6 +1652,8 @@ static void test_a_quiet_or_small_thread_is_not_woken_sooner(void **state)
 	long long wakeups;
 	int fds[CROWD];
 	int64_t t0;
+	int64_t woken_ms;
+	int answered = 0;
 	int i;
 
 	(void)state;
@@ -1691,22 +1697,26 @@ static void test_a_quiet_or_small_thread_is_not_woken_sooner(void **state)
 	while (thread_wakeups("quiet") == wakeups && hn_now_ms() - t0 < 5000) {
 		usleep(5 * 1000);
 	}
+	woken_ms = thread_wakeups("quiet") > wakeups ? hn_now_ms() - t0 : -1;
 	printf("# the busy thread with %d connections was woken after %lld ms\n", FEW + 1,
-	       (long long)(hn_now_ms() - t0));
-	assert_true(thread_wakeups("quiet") > wakeups);
-	/* No sooner than the 500 ms since that completion. */
-	assert_true(hn_now_ms() - t0 >= 400);
+	       (long long)woken_ms);
+	/* Checked once the thread is let go, as above. */
 	pthread_mutex_lock(&bl.bl_mutex);
 	bl.bl_release = 1;
 	pthread_cond_broadcast(&bl.bl_cond);
 	pthread_mutex_unlock(&bl.bl_mutex);
 	for (i = 0; i <= FEW; i++) {
-		assert_int_equal(rh_read_response(fds[i], 5000, &r), 1);
-		assert_int_equal(r.rr_status, 200);
-		rh_response_finish(&r);
+		if (rh_read_response(fds[i], 5000, &r) == 1) {
+			answered += r.rr_status == 200;
+			rh_response_finish(&r);
+		}
 		close(fds[i]);
 	}
 	http_destroy(srv);
+	assert_int_equal(answered, FEW + 1);
+	assert_true(woken_ms >= 0);
+	/* No sooner than the 500 ms since that completion. */
+	assert_true(woken_ms >= 400);
 }
 
 static void *destroy_run(void *arg)
