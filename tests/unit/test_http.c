@@ -1449,6 +1449,15 @@ struct blocker {
 	int bl_release;
 };
 
+/* Lets a thread held in block_route go. */
+static void blocker_release(struct blocker *bl)
+{
+	pthread_mutex_lock(&bl->bl_mutex);
+	bl->bl_release = 1;
+	pthread_cond_broadcast(&bl->bl_cond);
+	pthread_mutex_unlock(&bl->bl_mutex);
+}
+
 static void block_route(void *arg, const struct http_request *req, struct reply *ret)
 {
 	struct blocker *bl = arg;
@@ -1507,10 +1516,7 @@ static void test_alive_says_whether_the_listener_threads_take_connections(void *
 	pthread_mutex_unlock(&bl.bl_mutex);
 	assert_int_equal(http_alive(srv, 300, err, sizeof(err)), 0);
 	assert_non_null(strstr(err, "no server thread"));
-	pthread_mutex_lock(&bl.bl_mutex);
-	bl.bl_release = 1;
-	pthread_cond_broadcast(&bl.bl_cond);
-	pthread_mutex_unlock(&bl.bl_mutex);
+	blocker_release(&bl);
 	pthread_join(t, NULL);
 	assert_int_equal(or.or_rc, 1);
 	assert_int_equal(or.or_resp.rr_status, 200);
@@ -1529,6 +1535,69 @@ static void block_some_route(void *arg, const struct http_request *req, struct r
 	reply_set(ret, 200, "text/plain", "ok", 2);
 }
 
+static const char stall_get[] = "GET /x HTTP/1.1\r\nHost: x\r\n\r\n";
+
+/* A single-threaded server on block_some_route for the stall tests, named
+ * name: the wake-up counter is per listener name, and a test that failed
+ * leaves its server running (cmocka leaves the test at the assertion), its
+ * thread woken every 500 ms. n kept-alive connections to it in fds, each
+ * with one request answered. */
+static struct http_server *stall_start(struct blocker *bl, const char *name, int *fds, int n)
+{
+	struct http_options ho;
+	struct http_server *srv;
+	struct rh_response r;
+	int i;
+
+	memset(&ho, 0, sizeof(ho));
+	ho.ho_host = "127.0.0.1";
+	ho.ho_threads = 1;
+	ho.ho_conn_timeout_s = 30;
+	/* libmicrohttpd keys its per-address count on the wake-up's address too */
+	ho.ho_per_ip_limit = 2 * n;
+	ho.ho_name = name;
+	srv = http_create(&ho, block_some_route, bl);
+	assert_non_null(srv);
+	for (i = 0; i < n; i++) {
+		fds[i] = rh_connect(NULL, http_port(srv));
+		assert_true(fds[i] >= 0);
+		assert_int_equal(rh_send(fds[i], stall_get, sizeof(stall_get) - 1), 0);
+		assert_int_equal(rh_read_response(fds[i], 5000, &r), 1);
+		assert_int_equal(r.rr_status, 200);
+		rh_response_finish(&r);
+	}
+	return srv;
+}
+
+/* Holds the server's only thread in /block (sent on block_fd), sends a
+ * request on each of the n connections in fds meanwhile, and waits up to
+ * 5 s for the sweeper of listener name to wake the thread. Returns the ms
+ * from the requests to the wake-up, or -1. The thread stays in the route
+ * until blocker_release. */
+static int64_t stall_wake_ms(struct blocker *bl, const char *name, int block_fd, const int *fds,
+                             int n)
+{
+	const char block[] = "GET /block HTTP/1.1\r\nHost: x\r\n\r\n";
+	long long wakeups = thread_wakeups(name);
+	int64_t t0;
+	int i;
+
+	assert_int_equal(rh_send(block_fd, block, sizeof(block) - 1), 0);
+	pthread_mutex_lock(&bl->bl_mutex);
+	while (bl->bl_inside == 0) {
+		pthread_cond_wait(&bl->bl_cond, &bl->bl_mutex);
+	}
+	pthread_mutex_unlock(&bl->bl_mutex);
+	t0 = hn_now_ms();
+	for (i = 0; i < n; i++) {
+		assert_int_equal(rh_send(fds[i], stall_get, sizeof(stall_get) - 1), 0);
+	}
+	while (thread_wakeups(name) == wakeups && hn_now_ms() - t0 < 5000) {
+		usleep(5 * 1000);
+	}
+	return thread_wakeups(name) > wakeups ? hn_now_ms() - t0 : -1;
+}
+
 /* libmicrohttpd (0.9.75 and later) reads at most 128 events per epoll_wait,
  * and when it gets exactly 128 it waits again, with the full timeout,
  * before it handles any of them: a server thread whose 128 connections all
@@ -1544,67 +1613,25 @@ static void test_a_thread_with_128_requests_ready_at_once_answers_them_soon(void
 	enum { READY = 128 };
 	struct blocker bl = {.bl_mutex = PTHREAD_MUTEX_INITIALIZER,
 	                     .bl_cond = PTHREAD_COND_INITIALIZER};
-	const char get[] = "GET /x HTTP/1.1\r\nHost: x\r\n\r\n";
-	const char block[] = "GET /block HTTP/1.1\r\nHost: x\r\n\r\n";
-	struct http_options ho;
 	struct http_server *srv;
 	struct rh_response r;
-	long long wakeups;
 	int fds[READY + 1];
 	int64_t t0;
 	int64_t took;
 	int64_t woken_ms;
 	int64_t budget_ms;
-	unsigned port;
 	int answered = 0;
 	int i;
 
 	(void)state;
-	memset(&ho, 0, sizeof(ho));
-	ho.ho_host = "127.0.0.1";
-	ho.ho_threads = 1;
-	ho.ho_conn_timeout_s = 30;
-	/* libmicrohttpd keys its per-address count on the wake-up's address too */
-	ho.ho_per_ip_limit = 2 * READY;
-	/* A name of its own: the wake-up counter is per listener name, and a
-	 * test that failed leaves its server running (cmocka leaves the test
-	 * at the assertion), its thread woken every 500 ms. */
-	ho.ho_name = "stall";
-	srv = http_create(&ho, block_some_route, &bl);
-	assert_non_null(srv);
-	port = http_port(srv);
-	for (i = 0; i <= READY; i++) {
-		fds[i] = rh_connect(NULL, port);
-		assert_true(fds[i] >= 0);
-		assert_int_equal(rh_send(fds[i], get, sizeof(get) - 1), 0);
-		assert_int_equal(rh_read_response(fds[i], 5000, &r), 1);
-		assert_int_equal(r.rr_status, 200);
-		rh_response_finish(&r);
-	}
-	wakeups = thread_wakeups("stall");
+	srv = stall_start(&bl, "stall", fds, READY + 1);
 	/* The only server thread busy in a route while 128 requests arrive. */
-	assert_int_equal(rh_send(fds[READY], block, sizeof(block) - 1), 0);
-	pthread_mutex_lock(&bl.bl_mutex);
-	while (bl.bl_inside == 0) {
-		pthread_cond_wait(&bl.bl_cond, &bl.bl_mutex);
-	}
-	pthread_mutex_unlock(&bl.bl_mutex);
-	t0 = hn_now_ms();
-	for (i = 0; i < READY; i++) {
-		assert_int_equal(rh_send(fds[i], get, sizeof(get) - 1), 0);
-	}
-	while (thread_wakeups("stall") == wakeups && hn_now_ms() - t0 < 5000) {
-		usleep(5 * 1000);
-	}
-	woken_ms = thread_wakeups("stall") > wakeups ? hn_now_ms() - t0 : -1;
+	woken_ms = stall_wake_ms(&bl, "stall", fds[READY], fds, READY);
 	printf("# the busy thread with %d requests unread was woken after %lld ms\n", READY,
 	       (long long)woken_ms);
 	/* Checked once the thread is let go: a failed assertion ends the test
 	 * with its server still running. */
-	pthread_mutex_lock(&bl.bl_mutex);
-	bl.bl_release = 1;
-	pthread_cond_broadcast(&bl.bl_cond);
-	pthread_mutex_unlock(&bl.bl_mutex);
+	blocker_release(&bl);
 	assert_int_equal(rh_read_response(fds[READY], 5000, &r), 1);
 	assert_int_equal(r.rr_status, 200);
 	rh_response_finish(&r);
@@ -1644,34 +1671,16 @@ static void test_a_quiet_or_small_thread_is_not_woken_sooner(void **state)
 	enum { CROWD = 129, FEW = 20 };
 	struct blocker bl = {.bl_mutex = PTHREAD_MUTEX_INITIALIZER,
 	                     .bl_cond = PTHREAD_COND_INITIALIZER};
-	const char get[] = "GET /x HTTP/1.1\r\nHost: x\r\n\r\n";
-	const char block[] = "GET /block HTTP/1.1\r\nHost: x\r\n\r\n";
-	struct http_options ho;
 	struct http_server *srv;
 	struct rh_response r;
 	long long wakeups;
 	int fds[CROWD];
-	int64_t t0;
 	int64_t woken_ms;
 	int answered = 0;
 	int i;
 
 	(void)state;
-	memset(&ho, 0, sizeof(ho));
-	ho.ho_host = "127.0.0.1";
-	ho.ho_threads = 1;
-	ho.ho_conn_timeout_s = 30;
-	ho.ho_per_ip_limit = 2 * CROWD;
-	ho.ho_name = "quiet";
-	srv = http_create(&ho, block_some_route, &bl);
-	assert_non_null(srv);
-	for (i = 0; i < CROWD; i++) {
-		fds[i] = rh_connect(NULL, http_port(srv));
-		assert_true(fds[i] >= 0);
-		assert_int_equal(rh_send(fds[i], get, sizeof(get) - 1), 0);
-		assert_int_equal(rh_read_response(fds[i], 5000, &r), 1);
-		rh_response_finish(&r);
-	}
+	srv = stall_start(&bl, "quiet", fds, CROWD);
 	wakeups = thread_wakeups("quiet");
 	usleep(300 * 1000);
 	assert_int_equal(thread_wakeups("quiet"), wakeups);
@@ -1680,31 +1689,14 @@ static void test_a_quiet_or_small_thread_is_not_woken_sooner(void **state)
 	for (i = FEW + 1; i < CROWD; i++) {
 		close(fds[i]);
 	}
-	assert_int_equal(rh_send(fds[0], get, sizeof(get) - 1), 0);
+	assert_int_equal(rh_send(fds[0], stall_get, sizeof(stall_get) - 1), 0);
 	assert_int_equal(rh_read_response(fds[0], 5000, &r), 1);
 	rh_response_finish(&r);
-	wakeups = thread_wakeups("quiet");
-	assert_int_equal(rh_send(fds[FEW], block, sizeof(block) - 1), 0);
-	pthread_mutex_lock(&bl.bl_mutex);
-	while (bl.bl_inside == 0) {
-		pthread_cond_wait(&bl.bl_cond, &bl.bl_mutex);
-	}
-	pthread_mutex_unlock(&bl.bl_mutex);
-	t0 = hn_now_ms();
-	for (i = 0; i < FEW; i++) {
-		assert_int_equal(rh_send(fds[i], get, sizeof(get) - 1), 0);
-	}
-	while (thread_wakeups("quiet") == wakeups && hn_now_ms() - t0 < 5000) {
-		usleep(5 * 1000);
-	}
-	woken_ms = thread_wakeups("quiet") > wakeups ? hn_now_ms() - t0 : -1;
+	woken_ms = stall_wake_ms(&bl, "quiet", fds[FEW], fds, FEW);
 	printf("# the busy thread with %d connections was woken after %lld ms\n", FEW + 1,
 	       (long long)woken_ms);
 	/* Checked once the thread is let go, as above. */
-	pthread_mutex_lock(&bl.bl_mutex);
-	bl.bl_release = 1;
-	pthread_cond_broadcast(&bl.bl_cond);
-	pthread_mutex_unlock(&bl.bl_mutex);
+	blocker_release(&bl);
 	for (i = 0; i <= FEW; i++) {
 		if (rh_read_response(fds[i], 5000, &r) == 1) {
 			answered += r.rr_status == 200;
