@@ -162,7 +162,15 @@ struct http_thread {
 	atomic_int ht_conns;                  /* connections it holds (the sweeper's list) */
 	int64_t ht_looked_ms;                 /* the sweeper's own: last looked at for any work, */
 	int64_t ht_looked_ready_ms;           /* and for unread requests (HTTP_STALL_READY_MS) */
-	unsigned char ht_mark;                /* the sweeper's own: http_gen_wake_stalled's */
+	unsigned char ht_mark;                /* the sweeper's own: an http_mark */
+};
+
+/* What http_gen_wake_stalled found of a thread this time. */
+enum http_mark {
+	HTTP_MARK_NONE = 0, /* not looked at */
+	HTTP_MARK_ANY,      /* looked at: any work under way counts */
+	HTTP_MARK_UNREAD,   /* looked at: only a request left unread counts */
+	HTTP_MARK_WAKE,     /* to be woken */
 };
 
 /* One libmicrohttpd daemon and the settings it serves with. A reload starts
@@ -784,8 +792,6 @@ static int http_gen_crowded(const struct http_gen *gen)
  * has input it has not read. Looks at a thread at most that often. */
 static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 {
-	/* ht_mark 1: looked at now, any work counts; 3: looked at now, only
-	 * unread input counts; 2: to be woken */
 	struct http_thread *th = gen->hg_thread;
 	struct pollfd *pf = NULL;
 	size_t n_pf = 0;
@@ -801,17 +807,17 @@ static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 	for (t = 0; t < gen->hg_threads; t++) {
 		int64_t quiet = now - atomic_load(&th[t].ht_done_ms);
 
-		th[t].ht_mark = 0;
+		th[t].ht_mark = HTTP_MARK_NONE;
 		if (quiet >= HTTP_STALL_MS && now - th[t].ht_looked_ms >= HTTP_STALL_MS) {
-			th[t].ht_mark = 1;
+			th[t].ht_mark = HTTP_MARK_ANY;
 			th[t].ht_looked_ms = now;
 		} else if (quiet >= HTTP_STALL_READY_MS &&
 		           now - th[t].ht_looked_ready_ms >= HTTP_STALL_READY_MS &&
 		           atomic_load(&th[t].ht_conns) >= HTTP_STALL_CONNS) {
-			th[t].ht_mark = 3;
+			th[t].ht_mark = HTTP_MARK_UNREAD;
 			th[t].ht_looked_ready_ms = now;
 		}
-		any |= th[t].ht_mark;
+		any |= th[t].ht_mark != HTTP_MARK_NONE;
 	}
 	if (!any) {
 		return;
@@ -823,12 +829,13 @@ static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 		int phase = HTTP_STATE_PHASE(atomic_load(&hk->hk_state));
 		unsigned char mark = th[hk->hk_thread].ht_mark;
 
-		if ((mark != 1 && mark != 3) || hk->hk_fd < 0) {
+		if ((mark != HTTP_MARK_ANY && mark != HTTP_MARK_UNREAD) || hk->hk_fd < 0) {
 			continue;
 		}
-		if (mark == 1 && (phase == HTTP_PHASE_HEAD || phase == HTTP_PHASE_BODY ||
-		                  phase == HTTP_PHASE_BUSY)) {
-			th[hk->hk_thread].ht_mark = 2;
+		if (mark == HTTP_MARK_ANY &&
+		    (phase == HTTP_PHASE_HEAD || phase == HTTP_PHASE_BODY ||
+		     phase == HTTP_PHASE_BUSY)) {
+			th[hk->hk_thread].ht_mark = HTTP_MARK_WAKE;
 		} else if (phase == HTTP_PHASE_IDLE && n_pf < cap_pf && pf != NULL) {
 			pf[n_pf].fd = hk->hk_fd;
 			pf[n_pf].events = POLLIN;
@@ -841,15 +848,15 @@ static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 			/* Its thread, as hk_thread: the descriptor modulo the threads. */
 			t = (unsigned)pf[i].fd % gen->hg_threads;
 			if ((pf[i].revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
-			    (th[t].ht_mark == 1 || th[t].ht_mark == 3)) {
-				th[t].ht_mark = 2;
+			    (th[t].ht_mark == HTTP_MARK_ANY || th[t].ht_mark == HTTP_MARK_UNREAD)) {
+				th[t].ht_mark = HTTP_MARK_WAKE;
 			}
 		}
 	}
 	pthread_mutex_unlock(&gen->hg_lock);
 	free(pf);
 	for (t = 0; t < gen->hg_threads; t++) {
-		if (th[t].ht_mark == 2 && http_gen_wake_thread(gen, t) == 0) {
+		if (th[t].ht_mark == HTTP_MARK_WAKE && http_gen_wake_thread(gen, t) == 0) {
 			gen->hg_wakeups++;
 			metrics_http_wakeup(gen->hg_srv->hs_name);
 		}
@@ -1056,7 +1063,6 @@ static void http_sweeper_sleep(struct http_server *srv, long ms)
 static void *http_sweeper_main(void *arg)
 {
 	struct http_server *srv = arg;
-
 	int64_t swept_ms = 0; /* the last whole sweep */
 
 	pthread_setname_np(pthread_self(), "http-sweeper"); /* top -H, perf */
