@@ -461,6 +461,15 @@ struct bench_metrics {
 	double bm_commit_s; /* idemhook_store_commit_seconds_sum */
 	double bm_commit_n;
 	double bm_restart_s; /* idemhook_store_wal_restart_seconds_total */
+	/* where the units' time went (idemhook_store_unit_seconds_total by
+	 * stage, idemhook_store_units_completed_total), and the public
+	 * listener's resumes (idemhook_http_resume*) */
+	double bm_queued_s;
+	double bm_batch_s;
+	double bm_completion_s;
+	double bm_completed;
+	double bm_resume_s;
+	double bm_resumes;
 };
 
 static double bench_metric(const char *text, const char *name)
@@ -497,6 +506,14 @@ static int bench_scrape(const struct daemon *d, struct bench_metrics *ret)
 	ret->bm_commit_s = bench_metric(r.hs_body, "idemhook_store_commit_seconds_sum");
 	ret->bm_commit_n = bench_metric(r.hs_body, "idemhook_store_commit_seconds_count");
 	ret->bm_restart_s = bench_metric(r.hs_body, "idemhook_store_wal_restart_seconds_total");
+	ret->bm_queued_s = bench_metric(r.hs_body, "idemhook_store_unit_seconds_total{stage=\"queued\"}");
+	ret->bm_batch_s = bench_metric(r.hs_body, "idemhook_store_unit_seconds_total{stage=\"batch\"}");
+	ret->bm_completion_s =
+	        bench_metric(r.hs_body, "idemhook_store_unit_seconds_total{stage=\"completion\"}");
+	ret->bm_completed = bench_metric(r.hs_body, "idemhook_store_units_completed_total");
+	ret->bm_resume_s =
+	        bench_metric(r.hs_body, "idemhook_http_resume_seconds_total{listener=\"public\"}");
+	ret->bm_resumes = bench_metric(r.hs_body, "idemhook_http_resumes_total{listener=\"public\"}");
 	for (i = 0; i < BENCH_HIST; i++) {
 		snprintf(name, sizeof(name), "idemhook_store_batch_size_bucket{le=\"%s\"}", le[i]);
 		ret->bm_hist[i] = bench_metric(r.hs_body, name);
@@ -524,6 +541,14 @@ struct bench_row {
 	double br_restart_pct; /* share of the phase the writer spent starting the WAL over */
 	double br_wchar; /* bytes handed to write/pwrite per request */
 	double br_disk; /* bytes written to the disk per request */
+	/* Where a callback's time went in the daemon, mean ms per unit of work
+	 * (0 when no unit completed, or the daemon predates the metrics):
+	 * queued for the writer, in its batch, from its COMMIT to its
+	 * completion, and from the resume to its server thread (per resume). */
+	double br_queued_ms;
+	double br_batch_ms;
+	double br_completion_ms;
+	double br_resume_ms;
 };
 
 static void bench_print_header(void)
@@ -549,6 +574,12 @@ static void bench_print_row(const struct bench_row *br)
 		}
 	}
 	printf("\n");
+	if (br->br_batch_ms > 0) {
+		printf("%-36s in the daemon, ms per callback: queued %.2f, batch %.2f (its COMMIT %.2f), "
+		       "to its completion %.2f, to its server thread %.2f\n",
+		       "", br->br_queued_ms, br->br_batch_ms, br->br_commit_ms, br->br_completion_ms,
+		       br->br_resume_ms);
+	}
 	if (br->br_res.lg_errors > 0) {
 		/* What kind of errors: a stall shows as requests dropped after
 		 * the connection timeout, an overload as 503s. */
@@ -558,6 +589,24 @@ static void bench_print_row(const struct bench_row *br)
 		       br->br_res.lg_errors - br->br_res.lg_dropped, br->br_res.lg_bad_status);
 	}
 	fflush(stdout);
+}
+
+/* The means of the stages of a callback in the daemon over a phase. The
+ * sweeper hands the resumes to the metrics every 100 ms: the mean is of
+ * those handed over by the end of the phase. */
+static void bench_stages(struct bench_row *br, const struct bench_metrics *b,
+                         const struct bench_metrics *a)
+{
+	double n = a->bm_completed - b->bm_completed;
+	double r = a->bm_resumes - b->bm_resumes;
+
+	if (n <= 0) {
+		return;
+	}
+	br->br_queued_ms = (a->bm_queued_s - b->bm_queued_s) * 1000.0 / n;
+	br->br_batch_ms = (a->bm_batch_s - b->bm_batch_s) * 1000.0 / n;
+	br->br_completion_ms = (a->bm_completion_s - b->bm_completion_s) * 1000.0 / n;
+	br->br_resume_ms = r > 0 ? (a->bm_resume_s - b->bm_resume_s) * 1000.0 / r : 0;
 }
 
 /* Sends set over conns connections (at rate, 0 = closed loop) and, when d
@@ -612,6 +661,7 @@ static int bench_phase(struct bench_row *br, const char *label, const struct dae
 		                             ? (after.bm_restart_s - before.bm_restart_s) * 100.0 /
 		                                       br->br_res.lg_seconds
 		                             : 0;
+		bench_stages(br, &before, &after);
 		for (i = 0; i < BENCH_HIST; i++) {
 			double prev = i > 0 ? after.bm_hist[i - 1] - before.bm_hist[i - 1] : 0;
 

@@ -69,6 +69,7 @@ static struct metrics_family metrics_http_wakeups;  /* listener */
 static struct metrics_family metrics_http_refusals; /* listener, status */
 static struct metrics_family metrics_http_drains;   /* listener, kind */
 static struct metrics_family metrics_http_lingers;  /* listener */
+static struct metrics_family metrics_http_resumes;  /* listener: count and seconds */
 static struct metrics_family metrics_capture_skips; /* reason */
 static uint64_t metrics_capture_failures;
 static int64_t metrics_start_ms;
@@ -265,6 +266,19 @@ void metrics_http_linger(const char *listener)
 	metrics_count(&metrics_http_lingers, listener, "");
 }
 
+void metrics_http_resumed(const char *listener, uint64_t n, double seconds)
+{
+	struct metrics_series *s;
+
+	pthread_mutex_lock(&metrics_lock);
+	s = metrics_series_get(&metrics_http_resumes, listener, "");
+	if (s != NULL) {
+		s->ms_count += n;
+		s->ms_sum += seconds;
+	}
+	pthread_mutex_unlock(&metrics_lock);
+}
+
 void metrics_capture_skipped(const char *reason)
 {
 	metrics_count(&metrics_capture_skips, reason, "");
@@ -446,6 +460,7 @@ void metrics_reset(void)
 	metrics_family_reset(&metrics_http_refusals);
 	metrics_family_reset(&metrics_http_drains);
 	metrics_family_reset(&metrics_http_lingers);
+	metrics_family_reset(&metrics_http_resumes);
 	metrics_family_reset(&metrics_capture_skips);
 	memset(&metrics_rec, 0, sizeof(metrics_rec));
 	metrics_capture_failures = 0;
@@ -489,9 +504,27 @@ int metrics_text_header(struct buf *out, const char *name, const char *type, con
 	return buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
+static int metrics_render_series(struct buf *out, const struct metrics_family *f,
+                                 const char *name, const char *help, const char *la,
+                                 const char *lb, int sums);
+
 /* name{la="a",lb="b"} count, for each series of a counter family. */
 static int metrics_render_counter(struct buf *out, const struct metrics_family *f, const char *name,
                                   const char *help, const char *la, const char *lb)
+{
+	return metrics_render_series(out, f, name, help, la, lb, 0);
+}
+
+/* The same with each series' sum (seconds) instead of its count. */
+static int metrics_render_sum(struct buf *out, const struct metrics_family *f, const char *name,
+                              const char *help, const char *la)
+{
+	return metrics_render_series(out, f, name, help, la, NULL, 1);
+}
+
+static int metrics_render_series(struct buf *out, const struct metrics_family *f,
+                                 const char *name, const char *help, const char *la,
+                                 const char *lb, int sums)
 {
 	const struct metrics_series *s;
 	size_t i;
@@ -509,7 +542,8 @@ static int metrics_render_counter(struct buf *out, const struct metrics_family *
 		    (buf_printf(out, ",%s=", lb) < 0 || metrics_label_value(out, s->ms_b) < 0)) {
 			return -1;
 		}
-		if (buf_printf(out, "} %" PRIu64 "\n", s->ms_count) < 0) {
+		if ((sums ? buf_printf(out, "} %.6f\n", s->ms_sum)
+		          : buf_printf(out, "} %" PRIu64 "\n", s->ms_count)) < 0) {
 			return -1;
 		}
 	}
@@ -544,7 +578,16 @@ static int metrics_render_http(struct buf *out)
 	            out, &metrics_http_lingers, "idemhook_http_lingering_closes_total",
 	            "Refused connections kept open after the answer to read and drop the rest "
 	            "of their body, so the client reads the answer rather than a reset.",
-	            "listener", NULL) < 0) {
+	            "listener", NULL) < 0 ||
+	    metrics_render_counter(out, &metrics_http_resumes, "idemhook_http_resumes_total",
+	                           "Requests that waited for their commit (suspended) and were "
+	                           "resumed once it was made.",
+	                           "listener", NULL) < 0 ||
+	    metrics_render_sum(out, &metrics_http_resumes, "idemhook_http_resume_seconds_total",
+	                       "Time from each resume until its server thread took the answer "
+	                       "up (the thread's wake-up and its other connections' work), "
+	                       "summed; counted by the sweeper every 100 ms.",
+	                       "listener") < 0) {
 		return -1;
 	}
 	return 0;

@@ -27,6 +27,9 @@ void metrics_http_wakeup(const char *listener);
 void metrics_http_refused(const char *listener, int status);
 void metrics_http_drain(const char *listener, const char *kind);
 void metrics_http_linger(const char *listener);
+/* n deferred requests resumed since the last call, and the seconds from
+ * their resume until their server thread took the answer up. */
+void metrics_http_resumed(const char *listener, uint64_t n, double seconds);
 /* A capture file that could not be written. */
 void metrics_capture_failure(void);
 

@@ -262,6 +262,13 @@ struct http_server {
 	pthread_mutex_t hs_probe_lock;
 	atomic_int hs_probe_port;
 	atomic_int hs_probe_seen;
+	/* Deferred requests resumed, and the ns from each http_resume until
+	 * its server thread took the answer up; the sweeper hands what came
+	 * since it last did (the *_told, its own) to the metrics. */
+	atomic_ullong hs_resumes;
+	atomic_ullong hs_resume_ns;
+	unsigned long long hs_resumes_told;
+	unsigned long long hs_resume_ns_told;
 };
 
 /* Where a deferred request is. The route's thread and the thread that calls
@@ -283,6 +290,7 @@ struct http_deferred {
 	struct MHD_Connection *hd_con;
 	struct http_conn *hd_hc;
 	int hd_counted; /* counted in hg_suspended (server thread only) */
+	int64_t hd_resumed_ns; /* monotonic: http_resume resumed it; 0 */
 };
 
 struct http_header_list;
@@ -343,6 +351,14 @@ static int64_t http_mono_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t http_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static void http_sleep_ms(long ms)
@@ -1060,6 +1076,22 @@ static void http_sweeper_sleep(struct http_server *srv, long ms)
 	pthread_mutex_unlock(&srv->hs_lock);
 }
 
+/* Hands the resumes counted since the last call to the metrics (the
+ * sweeper's thread). */
+static void http_tell_resumes(struct http_server *srv)
+{
+	unsigned long long n = atomic_load(&srv->hs_resumes);
+	unsigned long long ns = atomic_load(&srv->hs_resume_ns);
+
+	if (n == srv->hs_resumes_told) {
+		return;
+	}
+	metrics_http_resumed(srv->hs_name, n - srv->hs_resumes_told,
+	                     (double)(ns - srv->hs_resume_ns_told) / 1e9);
+	srv->hs_resumes_told = n;
+	srv->hs_resume_ns_told = ns;
+}
+
 static void *http_sweeper_main(void *arg)
 {
 	struct http_server *srv = arg;
@@ -1091,6 +1123,7 @@ static void *http_sweeper_main(void *arg)
 			continue;
 		}
 		swept_ms = now;
+		http_tell_resumes(srv);
 		if (cur != NULL) {
 			http_gen_sweep(cur, now);
 			http_gen_cut_log(cur, now);
@@ -1124,6 +1157,7 @@ static void *http_sweeper_main(void *arg)
 		pthread_mutex_unlock(&srv->hs_lock);
 		if (done) {
 			http_linger_step(srv, now, 1);
+			http_tell_resumes(srv);
 			return NULL;
 		}
 		http_sweeper_sleep(srv, lingering > 0 ? HTTP_LINGER_SWEEP_MS : interval);
@@ -1782,8 +1816,13 @@ void http_resume(struct http_deferred *d)
 	/* Read before the exchange: once it is READY, d may be freed by the
 	 * server thread unless the connection was suspended. */
 	struct MHD_Connection *con = d->hd_con;
-	int prev = atomic_exchange(&d->hd_state, HTTP_DEFER_READY);
+	int64_t now_ns = http_mono_ns();
+	int prev;
 
+	/* Before the exchange, while d is surely there; read by the server
+	 * thread only once it sees READY. */
+	d->hd_resumed_ns = now_ns;
+	prev = atomic_exchange(&d->hd_state, HTTP_DEFER_READY);
 	if (prev == HTTP_DEFER_SUSPENDED) {
 		MHD_resume_connection(con);
 	} else if (prev == HTTP_DEFER_ORPHANED) {
@@ -1864,6 +1903,9 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 		if (atomic_load(&hc->hc_defer.hd_state) != HTTP_DEFER_READY) {
 			return MHD_YES;
 		}
+		atomic_fetch_add(&srv->hs_resumes, 1);
+		atomic_fetch_add(&srv->hs_resume_ns,
+		                 (unsigned long long)(http_mono_ns() - hc->hc_defer.hd_resumed_ns));
 		return http_defer_finish(con, hc);
 	}
 	if (hc->hc_refused) {
@@ -2509,6 +2551,8 @@ struct http_server *http_create(const struct http_options *opt, http_route_fn ro
 	pthread_condattr_destroy(&ca);
 	atomic_init(&srv->hs_probe_port, 0);
 	atomic_init(&srv->hs_probe_seen, 0);
+	atomic_init(&srv->hs_resumes, 0);
+	atomic_init(&srv->hs_resume_ns, 0);
 	srv->hs_name = strdup(opt->ho_name != NULL ? opt->ho_name : "http");
 	srv->hs_host = strdup(opt->ho_host);
 	srv->hs_lingers = calloc(HTTP_LINGER_SOCKS_MAX, sizeof(*srv->hs_lingers));

@@ -606,24 +606,30 @@ static long https_get_status(const char *url, const char *ca_path)
 	return status;
 }
 
-/* idemhook_http_thread_wakeups_total of listener name, 0 when absent. */
-static long long thread_wakeups(const char *name)
+/* The value of metric{listener="name"} in /metrics, 0 when absent. */
+static double listener_metric(const char *metric, const char *name)
 {
-	char needle[128];
+	char needle[160];
 	struct buf m;
 	const char *p;
-	long long n = 0;
+	double v = 0;
 
-	snprintf(needle, sizeof(needle), "idemhook_http_thread_wakeups_total{listener=\"%s\"} ", name);
+	snprintf(needle, sizeof(needle), "%s{listener=\"%s\"} ", metric, name);
 	buf_init(&m, 0);
 	assert_int_equal(metrics_render(&m), 0);
 	buf_append(&m, "", 1);
 	p = strstr(m.buf_data, needle);
 	if (p != NULL) {
-		n = strtoll(p + strlen(needle), NULL, 10);
+		v = strtod(p + strlen(needle), NULL);
 	}
 	buf_finish(&m);
-	return n;
+	return v;
+}
+
+/* idemhook_http_thread_wakeups_total of listener name, 0 when absent. */
+static long long thread_wakeups(const char *name)
+{
+	return (long long)listener_metric("idemhook_http_thread_wakeups_total", name);
 }
 
 static void test_https_listener_serves_with_the_configured_certificate(void **state)
@@ -1529,6 +1535,100 @@ static void test_alive_says_whether_the_listener_threads_take_connections(void *
 	http_destroy(srv);
 }
 
+/* /block as block_route, anything else as defer_route. */
+struct defer_or_block {
+	struct deferrer db_df;
+	struct blocker db_bl;
+};
+
+static void defer_or_block_route(void *arg, const struct http_request *req, struct reply *ret)
+{
+	struct defer_or_block *db = arg;
+
+	if (strcmp(req->hr_path, "/block") == 0) {
+		block_route(&db->db_bl, req, ret);
+	} else {
+		defer_route(&db->db_df, req, ret);
+	}
+}
+
+struct one_post {
+	unsigned op_port;
+	int op_status;
+};
+
+static void *one_post_run(void *arg)
+{
+	struct one_post *op = arg;
+	char url[128];
+	struct hres r;
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u/deferred", op->op_port);
+	op->op_status = hn_http("POST", url, NULL, "{}", 2, &r) == 0 ? r.hs_status : -1;
+	hres_finish(&r);
+	return NULL;
+}
+
+/* idemhook_http_resume_seconds_total: a request resumed while its only
+ * server thread is held elsewhere counts the time until that thread takes
+ * its answer up, and idemhook_http_resumes_total counts it once. */
+static void test_a_resumed_request_counts_its_wait_for_the_server_thread(void **state)
+{
+	struct defer_or_block db;
+	struct one_request or ;
+	struct one_post op;
+	struct http_options ho;
+	struct http_server *srv;
+	double resumes;
+	double seconds;
+	pthread_t tp;
+	pthread_t tb;
+
+	memset(&db, 0, sizeof(db));
+	pthread_mutex_init(&db.db_df.df_mutex, NULL);
+	pthread_cond_init(&db.db_df.df_cond, NULL);
+	pthread_mutex_init(&db.db_bl.bl_mutex, NULL);
+	pthread_cond_init(&db.db_bl.bl_cond, NULL);
+	memset(&ho, 0, sizeof(ho));
+	ho.ho_host = "127.0.0.1";
+	ho.ho_threads = 1;
+	ho.ho_conn_timeout_s = 30;
+	ho.ho_name = "resume";
+	resumes = listener_metric("idemhook_http_resumes_total", "resume");
+	seconds = listener_metric("idemhook_http_resume_seconds_total", "resume");
+	srv = http_create(&ho, defer_or_block_route, &db);
+	assert_non_null(srv);
+	op.op_port = http_port(srv);
+	assert_int_equal(pthread_create(&tp, NULL, one_post_run, &op), 0);
+	defer_wait_pending(&db.db_df, 1);
+	/* The only thread holds /block: it suspended the POST before it took
+	 * this request. */
+	memset(& or, 0, sizeof(or));
+	or.or_port = http_port(srv);
+	assert_int_equal(pthread_create(&tb, NULL, one_request_run, & or), 0);
+	pthread_mutex_lock(&db.db_bl.bl_mutex);
+	while (db.db_bl.bl_inside == 0) {
+		pthread_cond_wait(&db.db_bl.bl_cond, &db.db_bl.bl_mutex);
+	}
+	pthread_mutex_unlock(&db.db_bl.bl_mutex);
+	defer_resume_all(&db.db_df);
+	usleep(200 * 1000);
+	blocker_release(&db.db_bl);
+	pthread_join(tb, NULL);
+	pthread_join(tp, NULL);
+	/* The sweeper hands the counts over as it stops. */
+	http_destroy(srv);
+	assert_int_equal(op.op_status, 200);
+	assert_int_equal(or.or_rc, 1);
+	rh_response_finish(& or.or_resp);
+	assert_int_equal(db.db_df.df_finished, 1);
+	resumes = listener_metric("idemhook_http_resumes_total", "resume") - resumes;
+	seconds = listener_metric("idemhook_http_resume_seconds_total", "resume") - seconds;
+	print_message("resumed %.0f, waited %.3f s for the server thread\n", resumes, seconds);
+	assert_true(resumes == 1);
+	assert_true(seconds >= 0.19 && seconds < 5);
+}
+
 /* Blocks on /block (as block_route), answers anything else at once. */
 static void block_some_route(void *arg, const struct http_request *req, struct reply *ret)
 {
@@ -1995,6 +2095,7 @@ int main(void)
 	        cmocka_unit_test(test_cidr_matching_covers_both_families_and_bad_input),
 	        cmocka_unit_test(test_too_many_header_fields_get_431),
 	        cmocka_unit_test(test_deferred_requests_wait_without_holding_a_thread),
+	        cmocka_unit_test(test_a_resumed_request_counts_its_wait_for_the_server_thread),
 	        cmocka_unit_test(test_an_answer_ready_before_the_route_returns_goes_out_at_once),
 	        cmocka_unit_test(
 	                test_client_gone_while_suspended_is_finished_once_and_the_server_goes_on),

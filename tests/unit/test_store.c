@@ -1518,6 +1518,95 @@ static void test_a_batch_commits_while_the_completion_of_the_batch_before_runs(v
 	store_claim_finish(&b);
 }
 
+/* A plain write that holds the writer for sw_ms (store_write, run on a
+ * thread of its own). */
+struct slow_write {
+	struct store *sw_st;
+	int sw_ms;
+	atomic_int sw_inside;
+	int sw_rc;
+};
+
+static int slow_write_fn(struct store_tx *tx, void *arg)
+{
+	struct slow_write *sw = arg;
+
+	(void)tx;
+	atomic_store(&sw->sw_inside, 1);
+	usleep((useconds_t)sw->sw_ms * 1000);
+	return 0;
+}
+
+static void *slow_write_run(void *arg)
+{
+	struct slow_write *sw = arg;
+
+	sw->sw_rc = store_write(sw->sw_st, T0, slow_write_fn, sw);
+	return NULL;
+}
+
+/* idemhook_store_unit_seconds_total: a claim queued behind a write that
+ * holds the writer 200 ms counts that as queued, the write's own batch as
+ * batch, and a claim whose completion waits 200 ms behind another's as
+ * completion; each unit once in idemhook_store_units_completed_total. */
+static void test_each_unit_counts_its_time_queued_in_its_batch_and_to_its_completion(void **state)
+{
+	struct fixture *fx = *state;
+	struct async_wait w = {.aw_mutex = PTHREAD_MUTEX_INITIALIZER,
+	                       .aw_cond = PTHREAD_COND_INITIALIZER};
+	struct async_slot slot = {.as_w = &w, .as_i = 0};
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct held_done hd = {.hd_entered = 0};
+	struct slow_write sw = {.sw_st = fx->fx_st, .sw_ms = 200};
+	struct store_stats before;
+	struct store_stats after;
+	struct store_claim a;
+	struct store_claim b;
+	pthread_t t;
+	int i;
+
+	store_get_stats(fx->fx_st, &before);
+	claim_init(&a, "evt_stage_a", 3, T0, &ap);
+	claim_init(&b, "evt_stage_b", 3, T0, &ap);
+	assert_int_equal(pthread_create(&t, NULL, slow_write_run, &sw), 0);
+	while (!atomic_load(&sw.sw_inside)) {
+		usleep(1000);
+	}
+	/* a waits for the writer, then its completion holds the completion
+	 * thread while b commits. */
+	assert_int_equal(store_submit_async(fx->fx_st, &a, 1, held_done_fn, &hd), 0);
+	while (!atomic_load(&hd.hd_entered)) {
+		usleep(1000);
+	}
+	assert_int_equal(store_submit_async(fx->fx_st, &b, 1, async_done, &slot), 0);
+	for (i = 0; i < 10000 && count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records "
+	                                             "WHERE idem_key = 'evt_stage_b'") == 0;
+	     i++) {
+		usleep(1000);
+	}
+	usleep(200 * 1000);
+	atomic_store(&hd.hd_release, 1);
+	async_wait_for(&w, 1);
+	pthread_join(t, NULL);
+	store_get_stats(fx->fx_st, &after);
+	assert_int_equal(sw.sw_rc, 0);
+	assert_int_equal(a.sc_outcome, STORE_NEW);
+	assert_int_equal(b.sc_outcome, STORE_NEW);
+	print_message("queued %.3f s, batch %.3f s, completion %.3f s\n",
+	              after.ss_unit_queued_seconds - before.ss_unit_queued_seconds,
+	              after.ss_unit_batch_seconds - before.ss_unit_batch_seconds,
+	              after.ss_unit_completion_seconds - before.ss_unit_completion_seconds);
+	assert_int_equal(after.ss_units_completed, before.ss_units_completed + 3);
+	assert_true(after.ss_unit_queued_seconds - before.ss_unit_queued_seconds >= 0.15);
+	assert_true(after.ss_unit_batch_seconds - before.ss_unit_batch_seconds >= 0.2);
+	assert_true(after.ss_unit_completion_seconds - before.ss_unit_completion_seconds >= 0.2);
+	assert_true(after.ss_unit_queued_seconds - before.ss_unit_queued_seconds < 10);
+	assert_true(after.ss_unit_batch_seconds - before.ss_unit_batch_seconds < 10);
+	assert_true(after.ss_unit_completion_seconds - before.ss_unit_completion_seconds < 10);
+	store_claim_finish(&a);
+	store_claim_finish(&b);
+}
+
 static void test_async_duplicate_of_a_done_key_completes_before_submit_returns(void **state)
 {
 	struct fixture *fx = *state;
@@ -3745,6 +3834,7 @@ int main(void)
 	        STORE_TEST(test_batch_size_one_commits_each_unit_alone),
 	        STORE_TEST(test_async_completion_runs_once_per_submission_after_commit),
 	        STORE_TEST(test_a_batch_commits_while_the_completion_of_the_batch_before_runs),
+	        STORE_TEST(test_each_unit_counts_its_time_queued_in_its_batch_and_to_its_completion),
 	        STORE_TEST(test_async_duplicate_of_a_done_key_completes_before_submit_returns),
 	        STORE_TEST(test_destroy_finishes_queued_work_and_calls_every_completion),
 	        STORE_TEST(test_read_only_store_refuses_async_work_and_still_completes_it),

@@ -406,6 +406,24 @@ int stats_render_metrics(struct buf *out, struct store *st)
 	               ss.ss_commit_seconds, cum) < 0) {
 		return -1;
 	}
+	if (metrics_text_header(out, "idemhook_store_unit_seconds_total", "counter",
+	                        "Time the units of work (claims and writes) whose completion has "
+	                        "run spent, summed by stage: queued for the writer, in their "
+	                        "batch (its statements and COMMIT), and from the COMMIT until "
+	                        "their completion ran. Divided by "
+	                        "idemhook_store_units_completed_total: the mean.") < 0 ||
+	    buf_printf(out,
+	               "idemhook_store_unit_seconds_total{stage=\"queued\"} %.6f\n"
+	               "idemhook_store_unit_seconds_total{stage=\"batch\"} %.6f\n"
+	               "idemhook_store_unit_seconds_total{stage=\"completion\"} %.6f\n",
+	               ss.ss_unit_queued_seconds, ss.ss_unit_batch_seconds,
+	               ss.ss_unit_completion_seconds) < 0 ||
+	    metrics_text_header(out, "idemhook_store_units_completed_total", "counter",
+	                        "Units of work whose completion has run.") < 0 ||
+	    buf_printf(out, "idemhook_store_units_completed_total %" PRIu64 "\n",
+	               ss.ss_units_completed) < 0) {
+		return -1;
+	}
 	if (metrics_text_header(out, "idemhook_store_commits_total", "counter",
 	                   "Write transactions committed by the store's writer.") < 0 ||
 	    buf_printf(out, "idemhook_store_commits_total %" PRIu64 "\n", ss.ss_commits) < 0) {

@@ -79,6 +79,12 @@ struct store_unit {
 	store_done_fn su_done;
 	void *su_done_arg;
 	struct store_unit *su_next;
+	/* Monotonic ns it was queued, its batch was taken, and that batch's
+	 * COMMIT returned (or the batch gave up): the stages of
+	 * store_stats.ss_unit_*_seconds, counted as its completion runs. */
+	int64_t su_queued_ns;
+	int64_t su_taken_ns;
+	int64_t su_committed_ns;
 	unsigned char su_skip[]; /* per claim: settled, not run again */
 };
 
@@ -185,6 +191,29 @@ static struct store_writer *store_self_writer(const struct store *st)
 	struct store_writer *sw = store_this_writer;
 
 	return sw != NULL && st != NULL && sw->sw_st == st ? sw : NULL;
+}
+
+static int64_t store_mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Stamps every unit of batch as taken by the writer, or as committed. */
+static void store_units_stamp(struct store_unit *batch, int committed)
+{
+	int64_t t = store_mono_ns();
+	struct store_unit *u;
+
+	for (u = batch; u != NULL; u = u->su_next) {
+		if (committed) {
+			u->su_committed_ns = t;
+		} else {
+			u->su_taken_ns = t;
+		}
+	}
 }
 
 static double store_mono_s(void)
@@ -1841,16 +1870,27 @@ static void store_keys_add_batch(struct store *st, const struct store_unit *batc
 	}
 }
 
-/* Calls each unit's completion and frees it. No lock is held here: a
- * completion may take locks of its own (resuming a connection) or queue
+/* Calls each unit's completion and frees it, having counted the time it
+ * spent in each stage (store_stats.ss_unit_*_seconds) first, so that
+ * whoever hears back sees it counted. No lock is held while a completion
+ * runs: it may take locks of its own (resuming a connection) or queue
  * more work. */
-static void store_units_done(struct store_unit *list)
+static void store_units_done(struct store *st, struct store_unit *list)
 {
 	struct store_unit *u;
 	struct store_unit *next;
+	int64_t t;
 
 	for (u = list; u != NULL; u = next) {
 		next = u->su_next;
+		t = store_mono_ns();
+		pthread_mutex_lock(&st->st_stats_mutex);
+		st->st_stats.ss_units_completed++;
+		st->st_stats.ss_unit_queued_seconds += (double)(u->su_taken_ns - u->su_queued_ns) / 1e9;
+		st->st_stats.ss_unit_batch_seconds +=
+		        (double)(u->su_committed_ns - u->su_taken_ns) / 1e9;
+		st->st_stats.ss_unit_completion_seconds += (double)(t - u->su_committed_ns) / 1e9;
+		pthread_mutex_unlock(&st->st_stats_mutex);
 		u->su_done(u->su_done_arg, store_unit_result(u));
 		free(u);
 	}
@@ -1876,7 +1916,7 @@ static void *store_done_main(void *arg)
 		st->st_done_head = NULL;
 		st->st_done_tail = NULL;
 		pthread_mutex_unlock(&st->st_done_mutex);
-		store_units_done(list);
+		store_units_done(st, list);
 		pthread_mutex_lock(&st->st_done_mutex);
 	}
 	pthread_mutex_unlock(&st->st_done_mutex);
@@ -1890,7 +1930,7 @@ static void store_complete(struct store *st, struct store_unit *batch)
 	struct store_unit *last = batch;
 
 	if (!st->st_done_running) {
-		store_units_done(batch);
+		store_units_done(st, batch);
 		return;
 	}
 	while (last->su_next != NULL) {
@@ -1963,10 +2003,12 @@ static void *store_writer_main(void *arg)
 		batch = store_queue_take(st, writes, &weight);
 		__atomic_add_fetch(&st->st_batches_taken, 1, __ATOMIC_SEQ_CST);
 		pthread_mutex_unlock(&st->st_mutex);
+		store_units_stamp(batch, 0);
 
 		store_keys_add_batch(st, batch);
 		store_heartbeat_begin(sw);
 		store_batch_run(sw, batch, &commits, &commit_s);
+		store_units_stamp(batch, 1);
 		store_heartbeat_end(sw, commits);
 		__atomic_add_fetch(&st->st_batches_done, 1, __ATOMIC_RELEASE);
 		/* Counted before anyone hears back, so a reader of the metrics
@@ -2013,6 +2055,7 @@ static int store_enqueue(struct store *st, struct store_unit *u)
 	}
 	u->su_settled = 0;
 	u->su_next = NULL;
+	u->su_queued_ns = store_mono_ns();
 	pthread_mutex_lock(&st->st_mutex);
 	if (st->st_stopping) {
 		pthread_mutex_unlock(&st->st_mutex);

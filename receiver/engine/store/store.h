@@ -355,6 +355,15 @@ struct store_stats {
 	 * bound: 0.5, 1, 2, 5, 10, 25, 50, 100 ms, +Inf; and their sum. */
 	uint64_t ss_commit_hist[STORE_COMMIT_BUCKETS];
 	double ss_commit_seconds;
+	/* Where the units of work whose completion has run spent their time,
+	 * summed: queued for the writer, in their batch (its statements and
+	 * COMMIT, from the moment the writer took it), and from the COMMIT
+	 * until their completion ran (handed to the completion thread, after
+	 * the completions before theirs). */
+	uint64_t ss_units_completed;
+	double ss_unit_queued_seconds;
+	double ss_unit_batch_seconds;
+	double ss_unit_completion_seconds;
 	/* SQLite's page caches, process-wide: truncations (each COMMIT makes
 	 * one) passed to SQLite's cache, and those skipped because no page
 	 * could be past the limit (store_pcache in store_sqlite.c). */
