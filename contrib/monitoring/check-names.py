@@ -86,8 +86,10 @@ def metric_names(expr):
 
 
 # Families an operator needs on the dashboard: the commit time every
-# acknowledgement waits for, and configuration reloads.
-CHARTED = {"idemhook_store_commit_seconds", "idemhook_config_reloads_total"}
+# acknowledgement waits for, configuration reloads, and where a new
+# callback waits (the stages of its unit, the resume).
+CHARTED = {"idemhook_store_commit_seconds", "idemhook_config_reloads_total",
+           "idemhook_store_unit_seconds_total", "idemhook_http_resume_seconds_total"}
 
 
 def dashboard_exprs(dash, problems):
