@@ -506,14 +506,17 @@ static int bench_scrape(const struct daemon *d, struct bench_metrics *ret)
 	ret->bm_commit_s = bench_metric(r.hs_body, "idemhook_store_commit_seconds_sum");
 	ret->bm_commit_n = bench_metric(r.hs_body, "idemhook_store_commit_seconds_count");
 	ret->bm_restart_s = bench_metric(r.hs_body, "idemhook_store_wal_restart_seconds_total");
-	ret->bm_queued_s = bench_metric(r.hs_body, "idemhook_store_unit_seconds_total{stage=\"queued\"}");
-	ret->bm_batch_s = bench_metric(r.hs_body, "idemhook_store_unit_seconds_total{stage=\"batch\"}");
+	ret->bm_queued_s =
+	        bench_metric(r.hs_body, "idemhook_store_unit_seconds_total{stage=\"queued\"}");
+	ret->bm_batch_s =
+	        bench_metric(r.hs_body, "idemhook_store_unit_seconds_total{stage=\"batch\"}");
 	ret->bm_completion_s =
 	        bench_metric(r.hs_body, "idemhook_store_unit_seconds_total{stage=\"completion\"}");
 	ret->bm_completed = bench_metric(r.hs_body, "idemhook_store_units_completed_total");
 	ret->bm_resume_s =
 	        bench_metric(r.hs_body, "idemhook_http_resume_seconds_total{listener=\"public\"}");
-	ret->bm_resumes = bench_metric(r.hs_body, "idemhook_http_resumes_total{listener=\"public\"}");
+	ret->bm_resumes =
+	        bench_metric(r.hs_body, "idemhook_http_resumes_total{listener=\"public\"}");
 	for (i = 0; i < BENCH_HIST; i++) {
 		snprintf(name, sizeof(name), "idemhook_store_batch_size_bucket{le=\"%s\"}", le[i]);
 		ret->bm_hist[i] = bench_metric(r.hs_body, name);
@@ -575,10 +578,11 @@ static void bench_print_row(const struct bench_row *br)
 	}
 	printf("\n");
 	if (br->br_batch_ms > 0) {
-		printf("%-36s in the daemon, ms per callback: queued %.2f, batch %.2f (its COMMIT %.2f), "
-		       "to its completion %.2f, to its server thread %.2f\n",
-		       "", br->br_queued_ms, br->br_batch_ms, br->br_commit_ms, br->br_completion_ms,
-		       br->br_resume_ms);
+		printf("%-36s in the daemon, ms per callback: queued %.2f, "
+		       "batch %.2f (its COMMIT %.2f), to its completion %.2f, "
+		       "to its server thread %.2f\n",
+		       "", br->br_queued_ms, br->br_batch_ms, br->br_commit_ms,
+		       br->br_completion_ms, br->br_resume_ms);
 	}
 	if (br->br_res.lg_errors > 0) {
 		/* What kind of errors: a stall shows as requests dropped after

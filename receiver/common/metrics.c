@@ -504,9 +504,8 @@ int metrics_text_header(struct buf *out, const char *name, const char *type, con
 	return buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static int metrics_render_series(struct buf *out, const struct metrics_family *f,
-                                 const char *name, const char *help, const char *la,
-                                 const char *lb, int sums);
+static int metrics_render_series(struct buf *out, const struct metrics_family *f, const char *name,
+                                 const char *help, const char *la, const char *lb, int sums);
 
 /* name{la="a",lb="b"} count, for each series of a counter family. */
 static int metrics_render_counter(struct buf *out, const struct metrics_family *f, const char *name,
@@ -522,9 +521,8 @@ static int metrics_render_sum(struct buf *out, const struct metrics_family *f, c
 	return metrics_render_series(out, f, name, help, la, NULL, 1);
 }
 
-static int metrics_render_series(struct buf *out, const struct metrics_family *f,
-                                 const char *name, const char *help, const char *la,
-                                 const char *lb, int sums)
+static int metrics_render_series(struct buf *out, const struct metrics_family *f, const char *name,
+                                 const char *help, const char *la, const char *lb, int sums)
 {
 	const struct metrics_series *s;
 	size_t i;

@@ -3834,7 +3834,8 @@ int main(void)
 	        STORE_TEST(test_batch_size_one_commits_each_unit_alone),
 	        STORE_TEST(test_async_completion_runs_once_per_submission_after_commit),
 	        STORE_TEST(test_a_batch_commits_while_the_completion_of_the_batch_before_runs),
-	        STORE_TEST(test_each_unit_counts_its_time_queued_in_its_batch_and_to_its_completion),
+	        STORE_TEST(
+	                test_each_unit_counts_its_time_queued_in_its_batch_and_to_its_completion),
 	        STORE_TEST(test_async_duplicate_of_a_done_key_completes_before_submit_returns),
 	        STORE_TEST(test_destroy_finishes_queued_work_and_calls_every_completion),
 	        STORE_TEST(test_read_only_store_refuses_async_work_and_still_completes_it),

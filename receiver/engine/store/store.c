@@ -1886,7 +1886,8 @@ static void store_units_done(struct store *st, struct store_unit *list)
 		t = store_mono_ns();
 		pthread_mutex_lock(&st->st_stats_mutex);
 		st->st_stats.ss_units_completed++;
-		st->st_stats.ss_unit_queued_seconds += (double)(u->su_taken_ns - u->su_queued_ns) / 1e9;
+		st->st_stats.ss_unit_queued_seconds +=
+		        (double)(u->su_taken_ns - u->su_queued_ns) / 1e9;
 		st->st_stats.ss_unit_batch_seconds +=
 		        (double)(u->su_committed_ns - u->su_taken_ns) / 1e9;
 		st->st_stats.ss_unit_completion_seconds += (double)(t - u->su_committed_ns) / 1e9;
