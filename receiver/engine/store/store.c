@@ -218,10 +218,7 @@ static void store_units_stamp(struct store_unit *batch, int committed)
 
 static double store_mono_s(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return (double)store_mono_ns() / 1e9;
 }
 
 /* ---- rows and statements ---- */
@@ -2582,10 +2579,7 @@ void store_get_stats(struct store *st, struct store_stats *ret)
 
 static int64_t store_mono_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return store_mono_ns() / 1000000;
 }
 
 /* The writer's heartbeat: the writer thread calls begin before a batch and
