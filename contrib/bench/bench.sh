@@ -44,7 +44,7 @@ if [ "$postgresql" = 1 ]; then
 	exit 0
 fi
 meson compile -C build-bench receiver/cli/idemhook contrib/bench/bench_hooks contrib/bench/sqlite_ceiling contrib/bench/bench_fill \
-	contrib/bench/http_ceiling >/dev/null
+	contrib/bench/http_ceiling contrib/bench/bench_store >/dev/null
 IDEMHOOK_BIN="$PWD/build-bench/receiver/cli/idemhook" build-bench/contrib/bench/bench_hooks "$n" "$stored"
 echo
 echo "machine: $(nproc) cores, $(uname -r), $(df -h --output=source,fstype "${TMPDIR:-/tmp}" | tail -1)"

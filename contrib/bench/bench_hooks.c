@@ -8,7 +8,12 @@
  * unique phases again on a database already holding a million callbacks
  * (bench_fill.c, issue 24). Every figure comes from the same
  * pre-signed Stripe callbacks sent by the same load generator (loadgen.c).
- * Phases that a ratio compares run next to each other (bench_all).
+ * Phases that a ratio compares run next to each other (bench_all). Beside
+ * each storage ceiling, the store alone (bench_store: this tree's store,
+ * no HTTP) shows what the durable path allows with as many callbacks in
+ * flight; the summary ends with what each target not met would need of
+ * the writer and of the cores, against what the run took (issue 24's
+ * floor).
  * --duplicates: the duplicate path alone, against an older binary and
  * under perf (bench_duplicates); --unique: the same for unique callbacks
  * (bench_unique). */
@@ -738,6 +743,64 @@ static void bench_ceiling_stop(struct bench_ceiling *bc)
 	waitpid(bc->bc_pid, NULL, 0);
 }
 
+/* The HTTP ceiling's phase: as bench_phase, with br_cpu_us the ceiling
+ * server's CPU per answer (its row prints no store columns). */
+static int bench_ceiling_phase(struct bench_row *br, const struct bench_ceiling *bc,
+                               const struct bench_set *set, unsigned conns)
+{
+	double c0 = bench_cpu_s(bc->bc_pid);
+
+	if (bench_phase(br, "HTTP ceiling (MHD, 200, no work)", NULL, bc->bc_port, set, conns, 0) <
+	    0) {
+		return -1;
+	}
+	br->br_cpu_us = (bench_cpu_s(bc->bc_pid) - c0) * 1e6 /
+	                (double)(br->br_res.lg_n > 0 ? br->br_res.lg_n : 1);
+	return 0;
+}
+
+/* The store alone (bench_store, this tree's store, no HTTP): n prepared
+ * payments handed to the store with k in flight, on the disk of the
+ * storage ceiling. Fills br's rate, writer CPU, batch and COMMIT, and
+ * prints its row. What the durable path allows with k callbacks waiting:
+ * a daemon with k connections cannot answer faster than its store commits. */
+static int bench_store_alone(struct bench_row *br, size_t n, unsigned k)
+{
+	char cmd[2048];
+	char line[1024];
+	int found = 0;
+	FILE *p;
+
+	memset(br, 0, sizeof(*br));
+	snprintf(br->br_label, sizeof(br->br_label), "store alone (bench_store, no HTTP)");
+	br->br_conns = k;
+	br->br_res.lg_n = n;
+	snprintf(cmd, sizeof(cmd), "'%s/bench_store' %zu %u 2>/dev/null", bench_dir, n, k);
+	p = popen(cmd, "r");
+	while (p != NULL && fgets(line, sizeof(line), p) != NULL) {
+		size_t got_n = 0;
+		unsigned got_k = 0;
+
+		if (sscanf(line,
+		           "%zu claims, %u in flight: %lf claims/s, %lf commits/s, mean batch %lf, "
+		           "writer CPU %lf "
+		           "us/claim, %*f WAL pages/claim, COMMIT (WAL write + fsync) %lf ms",
+		           &got_n, &got_k, &br->br_rate, &br->br_commits_s, &br->br_mean_batch,
+		           &br->br_writer_us, &br->br_commit_ms) == 7) {
+			found = 1;
+		}
+	}
+	if (p == NULL || pclose(p) != 0 || !found) {
+		fprintf(stderr, "bench: %s failed\n", cmd);
+		return -1;
+	}
+	printf("%-36s %5u %7zu %9.0f %8s %8s %6s %6s %9.0f %6.1f %6.2f %5s %7s %7.1f\n",
+	       br->br_label, k, n, br->br_rate, "", "", "", "", br->br_commits_s, br->br_mean_batch,
+	       br->br_commit_ms, "", "", br->br_writer_us);
+	fflush(stdout);
+	return 0;
+}
+
 /* ---- replay ---- */
 
 /* Writes n capture files under dir/spool as replay_bench.sh does: payments
@@ -857,6 +920,7 @@ struct bench_figures {
 	struct bench_row bf_h32, bf_h256; /* the HTTP ceiling, right before the duplicates */
 	struct bench_row bf_u32, bf_d32, bf_u256, bf_d256, bf_half, bf_one32, bf_one256;
 	struct bench_row bf_l32, bf_l256; /* unique, on the database holding bf_stored callbacks */
+	struct bench_row bf_s32, bf_s256; /* the store alone, 32 and 256 in flight (bench_store) */
 	size_t bf_stored;
 	double bf_fill_s;
 	double bf_rss;
@@ -1026,18 +1090,25 @@ static int bench_all(struct bench_figures *bf, size_t n)
 	}
 	large0 = bench_paid(&large);
 	if (bench_storage_row(&bf->bf_storage[0], tmp) < 0 ||
-	    bench_send(&bf->bf_u32, "default config, unique", &d, d.dm_port, &pu32, 32, 0, &dup32) < 0 ||
-	    bench_send(&bf->bf_l32, label, &large, large.dm_port, &pl32, 32, 0, NULL) < 0 ||
-	    bench_send(&bf->bf_one32, "batch_max = 1, unique", &one, one.dm_port, &po32, 32, 0, NULL) < 0 ||
-	    bench_phase(&bf->bf_h32, "HTTP ceiling (MHD, 200, no work)", NULL, bc.bc_port, &dup32, 32, 0) < 0 ||
-	    bench_phase(&bf->bf_d32, "default config, duplicates", &d, d.dm_port, &dup32, 32, 0) < 0 ||
-	    bench_storage_row(&bf->bf_storage[1], tmp) < 0 ||
-	    bench_send(&bf->bf_u256, "default config, unique", &d, d.dm_port, &pu256, 256, 0, &dup256) < 0 ||
-	    bench_send(&bf->bf_l256, label, &large, large.dm_port, &pl256, 256, 0, NULL) < 0 ||
-	    bench_send(&bf->bf_one256, "batch_max = 1, unique", &one, one.dm_port, &po256, 256, 0, NULL) < 0 ||
-	    bench_phase(&bf->bf_h256, "HTTP ceiling (MHD, 200, no work)", NULL, bc.bc_port, &dup256, 256, 0) <
+	    bench_send(&bf->bf_u32, "default config, unique", &d, d.dm_port, &pu32, 32, 0, &dup32) <
 	            0 ||
-	    bench_phase(&bf->bf_d256, "default config, duplicates", &d, d.dm_port, &dup256, 256, 0) < 0 ||
+	    bench_send(&bf->bf_l32, label, &large, large.dm_port, &pl32, 32, 0, NULL) < 0 ||
+	    bench_send(&bf->bf_one32, "batch_max = 1, unique", &one, one.dm_port, &po32, 32, 0,
+	               NULL) < 0 ||
+	    bench_ceiling_phase(&bf->bf_h32, &bc, &dup32, 32) < 0 ||
+	    bench_phase(&bf->bf_d32, "default config, duplicates", &d, d.dm_port, &dup32, 32, 0) <
+	            0 ||
+	    bench_store_alone(&bf->bf_s32, n, 32) < 0 ||
+	    bench_storage_row(&bf->bf_storage[1], tmp) < 0 ||
+	    bench_send(&bf->bf_u256, "default config, unique", &d, d.dm_port, &pu256, 256, 0,
+	               &dup256) < 0 ||
+	    bench_send(&bf->bf_l256, label, &large, large.dm_port, &pl256, 256, 0, NULL) < 0 ||
+	    bench_send(&bf->bf_one256, "batch_max = 1, unique", &one, one.dm_port, &po256, 256, 0,
+	               NULL) < 0 ||
+	    bench_ceiling_phase(&bf->bf_h256, &bc, &dup256, 256) < 0 ||
+	    bench_phase(&bf->bf_d256, "default config, duplicates", &d, d.dm_port, &dup256, 256,
+	                0) < 0 ||
+	    bench_store_alone(&bf->bf_s256, n, 256) < 0 ||
 	    bench_storage_row(&bf->bf_storage[2], tmp) < 0) {
 		goto out;
 	}
@@ -1149,6 +1220,29 @@ static void bench_writer_cycle(const char *what, const struct bench_row *br, dou
 	       3 * ceiling, ceiling > 0 ? 1e6 / (3 * ceiling) : 0, br->br_writer_us + commit);
 }
 
+/* The store alone (bench_store_alone) against the storage ceiling around
+ * it: with k callbacks in flight a daemon answers no faster than this. */
+static void bench_store_floor(const struct bench_row *br, double ceiling)
+{
+	printf("  the store alone, %3u in flight: %6.0f/s = %4.2f x the ceiling around it "
+	       "(writer %4.1f us a claim, batch %5.1f, COMMIT %4.2f ms)\n",
+	       br->br_conns, br->br_rate, ceiling > 0 ? br->br_rate / ceiling : 0, br->br_writer_us,
+	       br->br_mean_batch, br->br_commit_ms);
+}
+
+/* The CPU a rate leaves each request on this machine's cores, against what
+ * br's requests took (the daemon's, or the ceiling server's, and the load
+ * generator's). */
+static void bench_cpu_needed(const char *what, double rate, const struct bench_row *br)
+{
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+	printf("  %-31s %6.0f/s leaves %5.1f us of %ld cores a request; this run's took %5.1f "
+	       "(%5.1f + %4.1f)\n",
+	       what, rate, rate > 0 ? (double)cores * 1e6 / rate : 0, cores,
+	       br->br_cpu_us + br->br_lg_us, br->br_cpu_us, br->br_lg_us);
+}
+
 static void bench_summary(const struct bench_figures *bf)
 {
 	double s32 = (bf->bf_storage[0] + bf->bf_storage[1]) / 2;
@@ -1192,6 +1286,19 @@ static void bench_summary(const struct bench_figures *bf)
 	printf("\nThe writer's time per unique callback (1 s / rate; each waits for its batch):\n");
 	bench_writer_cycle("unique, 32 conns", &bf->bf_u32, s32);
 	bench_writer_cycle("unique, 256 conns", &bf->bf_u256, s256);
+	printf("\nWhere the floor is (issue 24): what the targets above need of the writer and of "
+	       "the "
+	       "cores, against this run:\n");
+	bench_store_floor(&bf->bf_s32, s32);
+	bench_store_floor(&bf->bf_s256, s256);
+	bench_cpu_needed("unique at 3 x, 32 conns", 3 * s32, &bf->bf_u32);
+	bench_cpu_needed("unique at 3 x, 256 conns", 3 * s256, &bf->bf_u256);
+	bench_cpu_needed("unique at 4 x batch_max=1, 32", 4 * bf->bf_one32.br_rate, &bf->bf_u32);
+	bench_cpu_needed("unique at 4 x batch_max=1, 256", 4 * bf->bf_one256.br_rate, &bf->bf_u256);
+	bench_cpu_needed("duplicates at 0.5 x, 32 conns", bf->bf_h32.br_rate / 2, &bf->bf_d32);
+	bench_cpu_needed("duplicates at 0.5 x, 256 conns", bf->bf_h256.br_rate / 2, &bf->bf_d256);
+	bench_cpu_needed("(the HTTP ceiling, 32 conns)", bf->bf_h32.br_rate, &bf->bf_h32);
+	bench_cpu_needed("(the HTTP ceiling, 256 conns)", bf->bf_h256.br_rate, &bf->bf_h256);
 }
 
 /* ---- duplicates alone ---- */
@@ -1237,7 +1344,6 @@ static int bench_duplicates(size_t n, unsigned rounds)
 	struct bench_row br;
 	double sum[2][3] = {{0}};
 	double cpu[2][3] = {{0}}; /* CPU us per request: the ceiling, before, after */
-	double c0;
 	pid_t perf = 0;
 	unsigned r;
 	int i;
@@ -1270,14 +1376,11 @@ static int bench_duplicates(size_t n, unsigned rounds)
 	}
 	for (r = 0; r < rounds; r++) {
 		for (i = 0; i < 2; i++) {
-			c0 = bench_cpu_s(bc.bc_pid);
-			if (bench_phase(&br, "HTTP ceiling (MHD, 200, no work)", NULL, bc.bc_port,
-			                &sa, conns[i], 0) < 0) {
+			if (bench_ceiling_phase(&br, &bc, &sa, conns[i]) < 0) {
 				goto out;
 			}
 			sum[i][0] += br.br_rate;
-			cpu[i][0] += (bench_cpu_s(bc.bc_pid) - c0) * 1e6 /
-			             (double)(br.br_res.lg_n > 0 ? br.br_res.lg_n : 1);
+			cpu[i][0] += br.br_cpu_us;
 			if (before_bin != NULL) {
 				if (bench_phase(&br, "before: duplicates", &b, b.dm_port, &sb,
 				                conns[i], 0) < 0) {
