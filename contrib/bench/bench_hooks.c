@@ -1286,9 +1286,8 @@ static void bench_summary(const struct bench_figures *bf)
 	printf("\nThe writer's time per unique callback (1 s / rate; each waits for its batch):\n");
 	bench_writer_cycle("unique, 32 conns", &bf->bf_u32, s32);
 	bench_writer_cycle("unique, 256 conns", &bf->bf_u256, s256);
-	printf("\nWhere the floor is (issue 24): what the targets above need of the writer and of "
-	       "the "
-	       "cores, against this run:\n");
+	printf("\nWhere the floor is (issue 24): what the targets above need of the writer\n"
+	       "and of the cores, against this run:\n");
 	bench_store_floor(&bf->bf_s32, s32);
 	bench_store_floor(&bf->bf_s256, s256);
 	bench_cpu_needed("unique at 3 x, 32 conns", 3 * s32, &bf->bf_u32);
