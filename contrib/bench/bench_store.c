@@ -133,9 +133,15 @@ int main(int argc, char **argv)
 	int rc;
 	FILE *f;
 
-	/* On the disk the storage ceiling measures (bench_hooks runs both). */
-	snprintf(dir, sizeof(dir), "%s/idemhook-bench-store-XXXXXX", tmp);
+	/* On the disk the storage ceiling measures (bench_hooks runs both):
+	 * a directory of its own under TMPDIR, made by mkdtemp. */
+	if ((size_t)snprintf(dir, sizeof(dir), "%s/idemhook-bench-store-XXXXXX", tmp) >=
+	    sizeof(dir)) {
+		fprintf(stderr, "bench_store: TMPDIR is too long: %s\n", tmp);
+		return 1;
+	}
 	if (mkdtemp(dir) == NULL) {
+		perror("bench_store: mkdtemp under TMPDIR");
 		return 1;
 	}
 	snprintf(db, sizeof(db), "%s/idemhook.db", dir);
