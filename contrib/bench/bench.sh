@@ -15,8 +15,10 @@
 # callback from pg_stat_statements, the writers' round trips per batch and
 # CPU per callback (docs/benchmarks.md, PostgreSQL). IDEMHOOK_BIN_BASE=an
 # older idemhook binary adds its one-receiver phases, for a before/after.
-# Usage: contrib/bench/bench.sh [CALLBACKS [STORED]]   (per unique phase, default 20000;
+# Usage: contrib/bench/bench.sh [CALLBACKS [STORED [ROUNDS]]]   (per unique phase, default 20000;
 #        callbacks already in the large database, default 1000000, filled by bench_fill;
+#        ROUNDS, default 1, up to 9: the whole benchmark again on the same large database,
+#        then every target's figure in each round and their median;
 #        BENCH_LARGE_DB=PATH keeps the filled database at PATH, on the filesystem of
 #        TMPDIR, and later runs use it instead of filling again: 10000000 takes minutes)
 #        contrib/bench/bench.sh --postgresql [CALLBACKS]   (per phase, default 5000)
@@ -30,6 +32,7 @@ if [ "${1:-}" = "--postgresql" ]; then
 fi
 n="${1:-20000}"
 stored="${2:-1000000}"
+rounds="${3:-1}"
 contrib/install-deps.sh
 if [ ! -f build-bench/build.ninja ]; then
 	meson setup build-bench --buildtype=release >/dev/null
@@ -45,7 +48,7 @@ if [ "$postgresql" = 1 ]; then
 fi
 meson compile -C build-bench receiver/cli/idemhook contrib/bench/bench_hooks contrib/bench/sqlite_ceiling contrib/bench/bench_fill \
 	contrib/bench/http_ceiling contrib/bench/bench_store >/dev/null
-IDEMHOOK_BIN="$PWD/build-bench/receiver/cli/idemhook" build-bench/contrib/bench/bench_hooks "$n" "$stored"
+IDEMHOOK_BIN="$PWD/build-bench/receiver/cli/idemhook" build-bench/contrib/bench/bench_hooks "$n" "$stored" "$rounds"
 echo
 echo "machine: $(nproc) cores, $(uname -r), $(df -h --output=source,fstype "${TMPDIR:-/tmp}" | tail -1)"
-echo "reproduce: contrib/bench/bench.sh $n $stored"
+echo "reproduce: contrib/bench/bench.sh $n $stored $rounds"
