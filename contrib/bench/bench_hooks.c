@@ -1359,6 +1359,22 @@ static int bench_cmp_double(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* A line of each round's k-th lowest storage ceiling (of its three). */
+static void bench_rounds_storage(const struct bench_figures *bf, unsigned rounds, const char *what,
+                                 size_t k)
+{
+	double v[3];
+	unsigned r;
+
+	printf("  %-52s", what);
+	for (r = 0; r < rounds; r++) {
+		memcpy(v, bf[r].bf_storage, sizeof(v));
+		qsort(v, 3, sizeof(v[0]), bench_cmp_double);
+		printf(" %8.0f", v[k]);
+	}
+	printf("\n");
+}
+
 /* The targets over several rounds of the same run: each round's figure,
  * then their median, on which a target is judged (the storage and HTTP
  * ceilings under the ratios move by up to twice within an hour on a shared
@@ -1398,19 +1414,9 @@ static void bench_rounds_summary(const struct bench_figures *bf, unsigned rounds
 		       bench_goals[i].bg_op, bench_goals[i].bg_want, met, rounds,
 		       bench_goal_met(i, median) ? "met" : "NOT MET");
 	}
-	printf("  %-52s", "storage ceiling tx/s, lowest of the round");
-	for (r = 0; r < rounds; r++) {
-		memcpy(v, bf[r].bf_storage, sizeof(bf[r].bf_storage));
-		qsort(v, 3, sizeof(v[0]), bench_cmp_double);
-		printf(" %8.0f", v[0]);
-	}
-	printf("\n  %-52s", "storage ceiling tx/s, highest of the round");
-	for (r = 0; r < rounds; r++) {
-		memcpy(v, bf[r].bf_storage, sizeof(bf[r].bf_storage));
-		qsort(v, 3, sizeof(v[0]), bench_cmp_double);
-		printf(" %8.0f", v[2]);
-	}
-	printf("\n  %-52s", "HTTP ceiling req/s, 32 conns");
+	bench_rounds_storage(bf, rounds, "storage ceiling tx/s, lowest of the round", 0);
+	bench_rounds_storage(bf, rounds, "storage ceiling tx/s, highest of the round", 2);
+	printf("  %-52s", "HTTP ceiling req/s, 32 conns");
 	for (r = 0; r < rounds; r++) {
 		printf(" %8.0f", bf[r].bf_h32.br_rate);
 	}
@@ -1643,8 +1649,7 @@ out:
 }
 
 /* The whole benchmark, rounds times: each round as one run (its own
- * daemons, a large database filled again unless BENCH_LARGE_DB keeps one;
- * a database reused by later rounds answered them 15 to 30 % slower),
+ * daemons, its own large database filled unless BENCH_LARGE_DB keeps one)
  * prints its phases and ratios; with more than one round, every target's
  * figure in each round and their median follow. */
 static int bench_whole(size_t n, size_t stored, unsigned rounds)
