@@ -17,10 +17,12 @@
 # older idemhook binary adds its one-receiver phases, for a before/after.
 # Usage: contrib/bench/bench.sh [CALLBACKS [STORED [ROUNDS]]]   (per unique phase, default 20000;
 #        callbacks already in the large database, default 1000000, filled by bench_fill;
-#        ROUNDS, default 1, up to 9: the whole benchmark again on the same large database,
-#        then every target's figure in each round and their median;
+#        ROUNDS, default 1, up to 9: the whole benchmark that many times, each round with
+#        its own daemons and large database, then every target's figure in each round
+#        and their median;
 #        BENCH_LARGE_DB=PATH keeps the filled database at PATH, on the filesystem of
-#        TMPDIR, and later runs use it instead of filling again: 10000000 takes minutes)
+#        TMPDIR, and later runs and rounds use it instead of filling again: 10000000
+#        takes minutes)
 #        contrib/bench/bench.sh --postgresql [CALLBACKS]   (per phase, default 5000)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
