@@ -48,6 +48,12 @@
 #define BENCH_REPLAY_JOBS 64 /* --jobs of the replay figure */
 #define BENCH_ROUNDS_MAX 9   /* rounds of the whole benchmark in one run */
 
+/* a / b, or 0 when b is not positive (a phase that measured nothing). */
+static double bench_ratio(double a, double b)
+{
+	return b > 0 ? a / b : 0;
+}
+
 static const char *bench_bin;
 static const char *bench_dir; /* where the helper programs are */
 
@@ -649,7 +655,7 @@ static int bench_phase(struct bench_row *br, const char *label, const struct dae
 		return -1;
 	}
 	br->br_lg_us = (bench_self_cpu_s() - lg0) * 1e6 / (double)(br->br_res.lg_n > 0 ? br->br_res.lg_n : 1);
-	br->br_rate = br->br_res.lg_seconds > 0 ? (double)br->br_res.lg_n / br->br_res.lg_seconds : 0;
+	br->br_rate = bench_ratio((double)br->br_res.lg_n, br->br_res.lg_seconds);
 	if (d != NULL && bench_scrape(d, &after) == 0) {
 		double batches = after.bm_batches - before.bm_batches;
 
@@ -662,7 +668,7 @@ static int bench_phase(struct bench_row *br, const char *label, const struct dae
 		br->br_writer_us = (t1.bt_writer_s - t0.bt_writer_s) * 1e6 / (double)br->br_res.lg_n;
 		br->br_writer_wait_us = (t1.bt_writer_wait_s - t0.bt_writer_wait_s) * 1e6 / (double)br->br_res.lg_n;
 		br->br_commits_s = (after.bm_commits - before.bm_commits) / br->br_res.lg_seconds;
-		br->br_mean_batch = batches > 0 ? (after.bm_units - before.bm_units) / batches : 0;
+		br->br_mean_batch = bench_ratio(after.bm_units - before.bm_units, batches);
 		br->br_commit_ms = after.bm_commit_n > before.bm_commit_n
 		                           ? (after.bm_commit_s - before.bm_commit_s) * 1000.0 /
 		                                     (after.bm_commit_n - before.bm_commit_n)
@@ -1214,11 +1220,6 @@ static const struct bench_goal bench_goals[] = {
 #define BENCH_GOALS (sizeof(bench_goals) / sizeof(bench_goals[0]))
 #define BENCH_GOAL_REPLAY (BENCH_GOALS - 1) /* measured once, not in every round */
 
-static double bench_ratio(double a, double b)
-{
-	return b > 0 ? a / b : 0;
-}
-
 static double bench_goal_value(const struct bench_figures *bf, size_t i)
 {
 	double s32 = (bf->bf_storage[0] + bf->bf_storage[1]) / 2;
@@ -1262,9 +1263,10 @@ static void bench_cpu_bound(const char *what, const struct bench_row *br)
 	double us = br->br_cpu_us + br->br_lg_us;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 
-	printf("  %-24s %6.1f us daemon (writer %5.1f) + %5.1f us load generator -> at most %6.0f/s; got %6.0f/s\n",
-	       what, br->br_cpu_us, br->br_writer_us, br->br_lg_us, us > 0 ? (double)cores * 1e6 / us : 0,
-	       br->br_rate);
+	printf("  %-24s %6.1f us daemon (writer %5.1f) + %5.1f us load generator -> at most "
+	       "%6.0f/s; got %6.0f/s\n",
+	       what, br->br_cpu_us, br->br_writer_us, br->br_lg_us,
+	       bench_ratio((double)cores * 1e6, us), br->br_rate);
 }
 
 /* Where the one writer's time per unique callback went (every unique
@@ -1274,16 +1276,17 @@ static void bench_cpu_bound(const char *what, const struct bench_row *br)
  * counted in both. */
 static void bench_writer_cycle(const char *what, const struct bench_row *br, double ceiling)
 {
-	double cycle = br->br_rate > 0 ? 1e6 / br->br_rate : 0;
-	double commit = br->br_mean_batch > 0 ? br->br_commit_ms * 1000.0 / br->br_mean_batch : 0;
+	double cycle = bench_ratio(1e6, br->br_rate);
+	double commit = bench_ratio(br->br_commit_ms * 1000.0, br->br_mean_batch);
 	double blocked = cycle - br->br_writer_us - br->br_writer_wait_us;
 
 	printf("  %-18s %5.1f us = CPU %5.1f + waiting for a core %4.1f + blocked %5.1f "
 	       "(COMMIT %4.2f ms / batch %5.1f = %4.1f us)\n",
 	       what, cycle, br->br_writer_us, br->br_writer_wait_us, blocked > 0 ? blocked : 0,
 	       br->br_commit_ms, br->br_mean_batch, commit);
-	printf("  %-18s 3 x the ceiling (%.0f/s) leaves %4.1f us; the writer's CPU and COMMIT took %5.1f\n", "",
-	       3 * ceiling, ceiling > 0 ? 1e6 / (3 * ceiling) : 0, br->br_writer_us + commit);
+	printf("  %-18s 3 x the ceiling (%.0f/s) leaves %4.1f us; the writer's CPU and COMMIT took "
+	       "%5.1f\n",
+	       "", 3 * ceiling, bench_ratio(1e6, 3 * ceiling), br->br_writer_us + commit);
 }
 
 /* The store alone (bench_store_alone) against the storage ceiling around
@@ -1292,7 +1295,7 @@ static void bench_store_floor(const struct bench_row *br, double ceiling)
 {
 	printf("  the store alone, %3u in flight: %6.0f/s = %4.2f x the ceiling around it "
 	       "(writer %4.1f us a claim, batch %5.1f, COMMIT %4.2f ms)\n",
-	       br->br_conns, br->br_rate, ceiling > 0 ? br->br_rate / ceiling : 0, br->br_writer_us,
+	       br->br_conns, br->br_rate, bench_ratio(br->br_rate, ceiling), br->br_writer_us,
 	       br->br_mean_batch, br->br_commit_ms);
 }
 
@@ -1305,7 +1308,7 @@ static void bench_cpu_needed(const char *what, double rate, const struct bench_r
 
 	printf("  %-31s %6.0f/s leaves %5.1f us of %ld cores a request; this run's took %5.1f "
 	       "(%5.1f + %4.1f)\n",
-	       what, rate, rate > 0 ? (double)cores * 1e6 / rate : 0, cores,
+	       what, rate, bench_ratio((double)cores * 1e6, rate), cores,
 	       br->br_cpu_us + br->br_lg_us, br->br_cpu_us, br->br_lg_us);
 }
 
@@ -1330,10 +1333,12 @@ static void bench_summary(const struct bench_figures *bf)
 	bench_cpu_bound("unique, 256 conns", &bf->bf_u256);
 	bench_cpu_bound("duplicates, 32 conns", &bf->bf_d32);
 	bench_cpu_bound("duplicates, 256 conns", &bf->bf_d256);
-	printf("  (storage ceiling %.0f, %.0f, %.0f tx/s; best unique rate %.0f/s, half of it offered: %.0f/s;\n"
+	printf("  (storage ceiling %.0f, %.0f, %.0f tx/s; best unique rate %.0f/s, half of it "
+	       "offered: %.0f/s;\n"
 	       "   replay --jobs 1 in this run %.0f/s, so --jobs %d is %.1fx of it)\n",
-	       bf->bf_storage[0], bf->bf_storage[1], bf->bf_storage[2], best_unique, best_unique / 2, bf->bf_replay1,
-	       BENCH_REPLAY_JOBS, bf->bf_replay1 > 0 ? bf->bf_replay_jobs / bf->bf_replay1 : 0);
+	       bf->bf_storage[0], bf->bf_storage[1], bf->bf_storage[2], best_unique,
+	       best_unique / 2, bf->bf_replay1, BENCH_REPLAY_JOBS,
+	       bench_ratio(bf->bf_replay_jobs, bf->bf_replay1));
 	printf("\nThe writer's time per unique callback (1 s / rate; each waits for its batch):\n");
 	bench_writer_cycle("unique, 32 conns", &bf->bf_u32, s32);
 	bench_writer_cycle("unique, 256 conns", &bf->bf_u256, s256);
@@ -1351,14 +1356,6 @@ static void bench_summary(const struct bench_figures *bf)
 	bench_cpu_needed("(the HTTP ceiling, 256 conns)", bf->bf_h256.br_rate, &bf->bf_h256);
 }
 
-static int bench_cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a;
-	double y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /* A line of each round's k-th lowest storage ceiling (of its three). */
 static void bench_rounds_storage(const struct bench_figures *bf, unsigned rounds, const char *what,
                                  size_t k)
@@ -1369,7 +1366,7 @@ static void bench_rounds_storage(const struct bench_figures *bf, unsigned rounds
 	printf("  %-52s", what);
 	for (r = 0; r < rounds; r++) {
 		memcpy(v, bf[r].bf_storage, sizeof(v));
-		qsort(v, 3, sizeof(v[0]), bench_cmp_double);
+		qsort(v, 3, sizeof(v[0]), lg_cmp_double);
 		printf(" %8.0f", v[k]);
 	}
 	printf("\n");
@@ -1408,7 +1405,7 @@ static void bench_rounds_summary(const struct bench_figures *bf, unsigned rounds
 		for (r = 0; r < rounds; r++) {
 			printf(" %8.2f", v[r]);
 		}
-		qsort(v, rounds, sizeof(v[0]), bench_cmp_double);
+		qsort(v, rounds, sizeof(v[0]), lg_cmp_double);
 		median = rounds % 2 == 1 ? v[rounds / 2] : (v[rounds / 2 - 1] + v[rounds / 2]) / 2;
 		printf(" %8.2f  (target %s %g; met in %u of %u)  %s\n", median,
 		       bench_goals[i].bg_op, bench_goals[i].bg_want, met, rounds,

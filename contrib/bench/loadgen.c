@@ -269,7 +269,7 @@ static void lg_read(struct lg_state *ls, struct lg_conn *c)
 	}
 }
 
-static int lg_cmp(const void *a, const void *b)
+int lg_cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a;
 	double y = *(const double *)b;
@@ -357,7 +357,7 @@ int lg_run(const struct lg_options *opt, const struct lg_request *reqs, size_t n
 			}
 		}
 	}
-	qsort(ls.ls_lat_ms, n, sizeof(double), lg_cmp);
+	qsort(ls.ls_lat_ms, n, sizeof(double), lg_cmp_double);
 	ret->lg_n = ls.ls_answered;
 	ret->lg_errors = ls.ls_errors;
 	ret->lg_dropped = ls.ls_dropped;

@@ -41,4 +41,7 @@ struct lg_result {
  * made (said on stderr). */
 int lg_run(const struct lg_options *opt, const struct lg_request *reqs, size_t n, struct lg_result *ret);
 
+/* qsort's comparison of two doubles, ascending (latencies, medians). */
+int lg_cmp_double(const void *a, const void *b);
+
 #endif
