@@ -750,20 +750,36 @@ static void bench_ceiling_stop(struct bench_ceiling *bc)
 	waitpid(bc->bc_pid, NULL, 0);
 }
 
+/* Times the HTTP ceiling's phase runs before it counts as not measured. */
+#define BENCH_CEILING_TRIES 3
+
 /* The HTTP ceiling's phase: as bench_phase, with br_cpu_us the ceiling
- * server's CPU per answer (its row prints no store columns). */
+ * server's CPU per answer (its row prints no store columns). A bare
+ * libmicrohttpd server meets the 128-event stall that the daemon's sweeper
+ * ends (docs/benchmarks.md, "A stalled server thread"): 128 requests of a
+ * 256-connection phase then wait out the 30 s connection timeout, and the
+ * ceiling comes out at a few hundred requests a second, which made a ratio
+ * over it "met" at 54.81. A phase with errors runs again. */
 static int bench_ceiling_phase(struct bench_row *br, const struct bench_ceiling *bc,
                                const struct bench_set *set, unsigned conns)
 {
-	double c0 = bench_cpu_s(bc->bc_pid);
+	unsigned tries;
 
-	if (bench_phase(br, "HTTP ceiling (MHD, 200, no work)", NULL, bc->bc_port, set, conns, 0) <
-	    0) {
-		return -1;
+	for (tries = 1;; tries++) {
+		double c0 = bench_cpu_s(bc->bc_pid);
+
+		if (bench_phase(br, "HTTP ceiling (MHD, 200, no work)", NULL, bc->bc_port, set,
+		                conns, 0) < 0) {
+			return -1;
+		}
+		br->br_cpu_us = (bench_cpu_s(bc->bc_pid) - c0) * 1e6 /
+		                (double)(br->br_res.lg_n > 0 ? br->br_res.lg_n : 1);
+		if (br->br_res.lg_errors == 0 || tries == BENCH_CEILING_TRIES) {
+			return 0;
+		}
+		printf("%-36s a ceiling with errors measures nothing: run again (%u of %u)\n", "",
+		       tries + 1, BENCH_CEILING_TRIES);
 	}
-	br->br_cpu_us = (bench_cpu_s(bc->bc_pid) - c0) * 1e6 /
-	                (double)(br->br_res.lg_n > 0 ? br->br_res.lg_n : 1);
-	return 0;
 }
 
 /* The store alone (bench_store, this tree's store, no HTTP): n prepared
@@ -1247,6 +1263,40 @@ static double bench_goal_value(const struct bench_figures *bf, size_t i)
 	return v[i];
 }
 
+/* Whether every phase goal i's figure comes from answered all its
+ * requests: a phase with errors measured a stall or a failure, not a rate
+ * (the figure is then shown, but neither met nor counted). */
+static int bench_goal_measured(const struct bench_figures *bf, size_t i)
+{
+	const struct bench_row *rows[BENCH_GOALS][2] = {
+	        {&bf->bf_u32, NULL},
+	        {&bf->bf_u256, NULL},
+	        {&bf->bf_u32, &bf->bf_one32},
+	        {&bf->bf_u256, &bf->bf_one256},
+	        {&bf->bf_u32, NULL},
+	        {&bf->bf_u256, NULL},
+	        {&bf->bf_l32, NULL},
+	        {&bf->bf_l256, NULL},
+	        {&bf->bf_l32, &bf->bf_u32},
+	        {&bf->bf_l256, &bf->bf_u256},
+	        {&bf->bf_l32, &bf->bf_u32},
+	        {&bf->bf_l256, &bf->bf_u256},
+	        {&bf->bf_d32, &bf->bf_h32},
+	        {&bf->bf_d256, &bf->bf_h256},
+	        {&bf->bf_half, NULL},
+	        {NULL, NULL},
+	        {NULL, NULL},
+	};
+	size_t k;
+
+	for (k = 0; k < 2; k++) {
+		if (rows[i][k] != NULL && rows[i][k]->br_res.lg_errors > 0) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
 static int bench_goal_met(size_t i, double got)
 {
 	const struct bench_goal *g = &bench_goals[i];
@@ -1325,7 +1375,9 @@ static void bench_summary(const struct bench_figures *bf)
 
 		printf("  %-58s %9.2f  (target %s %g)  %s\n", bench_goals[i].bg_what, got,
 		       bench_goals[i].bg_op, bench_goals[i].bg_want,
-		       bench_goal_met(i, got) ? "met" : "NOT MET");
+		       !bench_goal_measured(bf, i) ? "not measured: a phase had errors"
+		       : bench_goal_met(i, got)    ? "met"
+		                                   : "NOT MET");
 	}
 	printf("\nCPU per request in this run (daemon + load generator) and the rate %ld cores allow at that cost:\n",
 	       sysconf(_SC_NPROCESSORS_ONLN));
@@ -1379,6 +1431,7 @@ static void bench_rounds_storage(const struct bench_figures *bf, unsigned rounds
 static void bench_rounds_summary(const struct bench_figures *bf, unsigned rounds)
 {
 	double v[BENCH_ROUNDS_MAX];
+	int starred = 0;
 	size_t i;
 	unsigned r;
 
@@ -1392,24 +1445,38 @@ static void bench_rounds_summary(const struct bench_figures *bf, unsigned rounds
 	printf("   median\n");
 	for (i = 0; i < BENCH_GOALS; i++) {
 		unsigned met = 0;
+		unsigned m = 0; /* rounds that measured it */
 		double median;
 
 		if (i == BENCH_GOAL_REPLAY) {
 			continue;
 		}
-		for (r = 0; r < rounds; r++) {
-			v[r] = bench_goal_value(&bf[r], i);
-			met += (unsigned)bench_goal_met(i, v[r]);
-		}
 		printf("  %-52.52s", bench_goals[i].bg_what);
 		for (r = 0; r < rounds; r++) {
-			printf(" %8.2f", v[r]);
+			double got = bench_goal_value(&bf[r], i);
+
+			if (!bench_goal_measured(&bf[r], i)) {
+				printf(" %7.2f*", got);
+				starred = 1;
+				continue;
+			}
+			printf(" %8.2f", got);
+			v[m++] = got;
+			met += (unsigned)bench_goal_met(i, got);
 		}
-		qsort(v, rounds, sizeof(v[0]), lg_cmp_double);
-		median = rounds % 2 == 1 ? v[rounds / 2] : (v[rounds / 2 - 1] + v[rounds / 2]) / 2;
+		if (m == 0) {
+			printf(" %8s  (target %s %g)  not measured: a phase had errors\n", "-",
+			       bench_goals[i].bg_op, bench_goals[i].bg_want);
+			continue;
+		}
+		qsort(v, m, sizeof(v[0]), lg_cmp_double);
+		median = m % 2 == 1 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
 		printf(" %8.2f  (target %s %g; met in %u of %u)  %s\n", median,
-		       bench_goals[i].bg_op, bench_goals[i].bg_want, met, rounds,
+		       bench_goals[i].bg_op, bench_goals[i].bg_want, met, m,
 		       bench_goal_met(i, median) ? "met" : "NOT MET");
+	}
+	if (starred) {
+		printf("  (* a phase of that round had errors: not in the median)\n");
 	}
 	bench_rounds_storage(bf, rounds, "storage ceiling tx/s, lowest of the round", 0);
 	bench_rounds_storage(bf, rounds, "storage ceiling tx/s, highest of the round", 2);
