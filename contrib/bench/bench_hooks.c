@@ -1263,9 +1263,10 @@ static double bench_goal_value(const struct bench_figures *bf, size_t i)
 	return v[i];
 }
 
-/* Whether every phase goal i's figure comes from answered all its
- * requests: a phase with errors measured a stall or a failure, not a rate
- * (the figure is then shown, but neither met nor counted). */
+/* Whether every phase that goal i's figure comes from (in the order of
+ * bench_goal_value) answered all its requests: a phase with errors measured
+ * a stall or a failure, not a rate; its figure is shown, but neither met
+ * nor counted. */
 static int bench_goal_measured(const struct bench_figures *bf, size_t i)
 {
 	const struct bench_row *rows[BENCH_GOALS][2] = {
