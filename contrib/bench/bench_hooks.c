@@ -772,8 +772,8 @@ static int bench_ceiling_phase(struct bench_row *br, const struct bench_ceiling 
 		                conns, 0) < 0) {
 			return -1;
 		}
-		br->br_cpu_us = (bench_cpu_s(bc->bc_pid) - c0) * 1e6 /
-		                (double)(br->br_res.lg_n > 0 ? br->br_res.lg_n : 1);
+		br->br_cpu_us =
+		        bench_ratio((bench_cpu_s(bc->bc_pid) - c0) * 1e6, (double)br->br_res.lg_n);
 		if (br->br_res.lg_errors == 0 || tries == BENCH_CEILING_TRIES) {
 			return 0;
 		}
@@ -1236,66 +1236,53 @@ static const struct bench_goal bench_goals[] = {
 #define BENCH_GOALS (sizeof(bench_goals) / sizeof(bench_goals[0]))
 #define BENCH_GOAL_REPLAY (BENCH_GOALS - 1) /* measured once, not in every round */
 
-static double bench_goal_value(const struct bench_figures *bf, size_t i)
+/* Goal i's figure in one round, and the phases it comes from. */
+struct bench_goal_fig {
+	double gf_value;
+	const struct bench_row *gf_rows[2]; /* NULL: none */
+};
+
+/* Goal i's figure in round bf. *measured is 0 when a phase it comes from
+ * had errors: that phase measured a stall or a failure, not a rate, and the
+ * figure is shown but neither met nor counted. */
+static double bench_goal_value(const struct bench_figures *bf, size_t i, int *measured)
 {
 	double s32 = (bf->bf_storage[0] + bf->bf_storage[1]) / 2;
 	double s256 = (bf->bf_storage[1] + bf->bf_storage[2]) / 2;
-	const double v[BENCH_GOALS] = {
-	        bench_ratio(bf->bf_u32.br_rate, s32),
-	        bench_ratio(bf->bf_u256.br_rate, s256),
-	        bench_ratio(bf->bf_u32.br_rate, bf->bf_one32.br_rate),
-	        bench_ratio(bf->bf_u256.br_rate, bf->bf_one256.br_rate),
-	        bf->bf_u32.br_wchar / 1024,
-	        bf->bf_u256.br_wchar / 1024,
-	        bf->bf_l32.br_wchar / 1024,
-	        bf->bf_l256.br_wchar / 1024,
-	        bench_ratio(bf->bf_l32.br_rate, bf->bf_u32.br_rate),
-	        bench_ratio(bf->bf_l256.br_rate, bf->bf_u256.br_rate),
-	        bench_ratio(bf->bf_l32.br_res.lg_p99_ms, bf->bf_u32.br_res.lg_p99_ms),
-	        bench_ratio(bf->bf_l256.br_res.lg_p99_ms, bf->bf_u256.br_res.lg_p99_ms),
-	        bench_ratio(bf->bf_d32.br_rate, bf->bf_h32.br_rate),
-	        bench_ratio(bf->bf_d256.br_rate, bf->bf_h256.br_rate),
-	        bf->bf_half.br_res.lg_p99_ms,
-	        bf->bf_rss,
-	        bf->bf_replay_jobs / 842.0,
-	};
-
-	return v[i];
-}
-
-/* Whether every phase that goal i's figure comes from (in the order of
- * bench_goal_value) answered all its requests: a phase with errors measured
- * a stall or a failure, not a rate; its figure is shown, but neither met
- * nor counted. */
-static int bench_goal_measured(const struct bench_figures *bf, size_t i)
-{
-	const struct bench_row *rows[BENCH_GOALS][2] = {
-	        {&bf->bf_u32, NULL},
-	        {&bf->bf_u256, NULL},
-	        {&bf->bf_u32, &bf->bf_one32},
-	        {&bf->bf_u256, &bf->bf_one256},
-	        {&bf->bf_u32, NULL},
-	        {&bf->bf_u256, NULL},
-	        {&bf->bf_l32, NULL},
-	        {&bf->bf_l256, NULL},
-	        {&bf->bf_l32, &bf->bf_u32},
-	        {&bf->bf_l256, &bf->bf_u256},
-	        {&bf->bf_l32, &bf->bf_u32},
-	        {&bf->bf_l256, &bf->bf_u256},
-	        {&bf->bf_d32, &bf->bf_h32},
-	        {&bf->bf_d256, &bf->bf_h256},
-	        {&bf->bf_half, NULL},
-	        {NULL, NULL},
-	        {NULL, NULL},
+	const struct bench_goal_fig f[BENCH_GOALS] = {
+	        {bench_ratio(bf->bf_u32.br_rate, s32), {&bf->bf_u32, NULL}},
+	        {bench_ratio(bf->bf_u256.br_rate, s256), {&bf->bf_u256, NULL}},
+	        {bench_ratio(bf->bf_u32.br_rate, bf->bf_one32.br_rate),
+	         {&bf->bf_u32, &bf->bf_one32}},
+	        {bench_ratio(bf->bf_u256.br_rate, bf->bf_one256.br_rate),
+	         {&bf->bf_u256, &bf->bf_one256}},
+	        {bf->bf_u32.br_wchar / 1024, {&bf->bf_u32, NULL}},
+	        {bf->bf_u256.br_wchar / 1024, {&bf->bf_u256, NULL}},
+	        {bf->bf_l32.br_wchar / 1024, {&bf->bf_l32, NULL}},
+	        {bf->bf_l256.br_wchar / 1024, {&bf->bf_l256, NULL}},
+	        {bench_ratio(bf->bf_l32.br_rate, bf->bf_u32.br_rate), {&bf->bf_l32, &bf->bf_u32}},
+	        {bench_ratio(bf->bf_l256.br_rate, bf->bf_u256.br_rate),
+	         {&bf->bf_l256, &bf->bf_u256}},
+	        {bench_ratio(bf->bf_l32.br_res.lg_p99_ms, bf->bf_u32.br_res.lg_p99_ms),
+	         {&bf->bf_l32, &bf->bf_u32}},
+	        {bench_ratio(bf->bf_l256.br_res.lg_p99_ms, bf->bf_u256.br_res.lg_p99_ms),
+	         {&bf->bf_l256, &bf->bf_u256}},
+	        {bench_ratio(bf->bf_d32.br_rate, bf->bf_h32.br_rate), {&bf->bf_d32, &bf->bf_h32}},
+	        {bench_ratio(bf->bf_d256.br_rate, bf->bf_h256.br_rate),
+	         {&bf->bf_d256, &bf->bf_h256}},
+	        {bf->bf_half.br_res.lg_p99_ms, {&bf->bf_half, NULL}},
+	        {bf->bf_rss, {NULL, NULL}},
+	        {bf->bf_replay_jobs / 842.0, {NULL, NULL}},
 	};
 	size_t k;
 
+	*measured = 1;
 	for (k = 0; k < 2; k++) {
-		if (rows[i][k] != NULL && rows[i][k]->br_res.lg_errors > 0) {
-			return 0;
+		if (f[i].gf_rows[k] != NULL && f[i].gf_rows[k]->br_res.lg_errors > 0) {
+			*measured = 0;
 		}
 	}
-	return 1;
+	return f[i].gf_value;
 }
 
 static int bench_goal_met(size_t i, double got)
@@ -1372,13 +1359,14 @@ static void bench_summary(const struct bench_figures *bf)
 
 	printf("\nratios, each between phases run next to each other in this run:\n");
 	for (i = 0; i < BENCH_GOALS; i++) {
-		double got = bench_goal_value(bf, i);
+		int measured;
+		double got = bench_goal_value(bf, i, &measured);
 
 		printf("  %-58s %9.2f  (target %s %g)  %s\n", bench_goals[i].bg_what, got,
 		       bench_goals[i].bg_op, bench_goals[i].bg_want,
-		       !bench_goal_measured(bf, i) ? "not measured: a phase had errors"
-		       : bench_goal_met(i, got)    ? "met"
-		                                   : "NOT MET");
+		       !measured                ? "not measured: a phase had errors"
+		       : bench_goal_met(i, got) ? "met"
+		                                : "NOT MET");
 	}
 	printf("\nCPU per request in this run (daemon + load generator) and the rate %ld cores allow at that cost:\n",
 	       sysconf(_SC_NPROCESSORS_ONLN));
@@ -1454,9 +1442,10 @@ static void bench_rounds_summary(const struct bench_figures *bf, unsigned rounds
 		}
 		printf("  %-52.52s", bench_goals[i].bg_what);
 		for (r = 0; r < rounds; r++) {
-			double got = bench_goal_value(&bf[r], i);
+			int measured;
+			double got = bench_goal_value(&bf[r], i, &measured);
 
-			if (!bench_goal_measured(&bf[r], i)) {
+			if (!measured) {
 				printf(" %7.2f*", got);
 				starred = 1;
 				continue;
