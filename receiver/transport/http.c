@@ -162,6 +162,7 @@ struct http_thread {
 	atomic_int ht_conns;                  /* connections it holds (the sweeper's list) */
 	int64_t ht_looked_ms;                 /* the sweeper's own: last looked at for any work, */
 	int64_t ht_looked_ready_ms;           /* and for unread requests (HTTP_STALL_READY_MS) */
+	int64_t ht_young_ms; /* the sweeper's own: when its oldest work under HTTP_STALL_MS began */
 	unsigned char ht_mark;                /* the sweeper's own: an http_mark */
 };
 
@@ -799,8 +800,8 @@ static int http_gen_crowded(const struct http_gen *gen)
 
 /* Wakes each server thread of gen that has completed no request for
  * HTTP_STALL_MS while it has work: a request under way on one of its
- * connections, or an idle one with input it has not read (a poll of those,
- * only for such threads); and, holding HTTP_STALL_CONNS connections, one
+ * connections for that long, or an idle one with input it has not read (a
+ * poll of those, only for such threads); and, holding HTTP_STALL_CONNS connections, one
  * that has completed none for HTTP_STALL_READY_MS while an idle connection
  * has input it has not read. Looks at a thread at most that often. */
 static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
@@ -824,6 +825,7 @@ static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 		if (quiet >= HTTP_STALL_MS && now - th[t].ht_looked_ms >= HTTP_STALL_MS) {
 			th[t].ht_mark = HTTP_MARK_ANY;
 			th[t].ht_looked_ms = now;
+			th[t].ht_young_ms = INT64_MAX;
 		} else if (quiet >= HTTP_STALL_READY_MS &&
 		           now - th[t].ht_looked_ready_ms >= HTTP_STALL_READY_MS &&
 		           atomic_load(&th[t].ht_conns) >= HTTP_STALL_CONNS) {
@@ -848,7 +850,20 @@ static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 		if (mark == HTTP_MARK_ANY &&
 		    (phase == HTTP_PHASE_HEAD || phase == HTTP_PHASE_BODY ||
 		     phase == HTTP_PHASE_BUSY)) {
-			th[hk->hk_thread].ht_mark = HTTP_MARK_WAKE;
+			int64_t since = atomic_load(&hk->hk_since_ms);
+
+			/* Work that began less than HTTP_STALL_MS ago had
+			 * nothing to complete before (a quiet listener's
+			 * probe): its thread is looked at again when it is
+			 * that old. A head the sweeper saw begin
+			 * (http_sock_probe_idle: since is that look) came in
+			 * unread between two of its looks: waiting already. */
+			if (now - since >= HTTP_STALL_MS ||
+			    (phase == HTTP_PHASE_HEAD && since == hk->hk_probe_ms)) {
+				th[hk->hk_thread].ht_mark = HTTP_MARK_WAKE;
+			} else if (since < th[hk->hk_thread].ht_young_ms) {
+				th[hk->hk_thread].ht_young_ms = since;
+			}
 		} else if (phase == HTTP_PHASE_IDLE && n_pf < cap_pf && pf != NULL) {
 			pf[n_pf].fd = hk->hk_fd;
 			pf[n_pf].events = POLLIN;
@@ -869,6 +884,9 @@ static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 	pthread_mutex_unlock(&gen->hg_lock);
 	free(pf);
 	for (t = 0; t < gen->hg_threads; t++) {
+		if (th[t].ht_mark == HTTP_MARK_ANY && th[t].ht_young_ms < th[t].ht_looked_ms) {
+			th[t].ht_looked_ms = th[t].ht_young_ms;
+		}
 		if (th[t].ht_mark == HTTP_MARK_WAKE && http_gen_wake_thread(gen, t) == 0) {
 			gen->hg_wakeups++;
 			metrics_http_wakeup(gen->hg_srv->hs_name);
