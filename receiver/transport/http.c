@@ -801,9 +801,10 @@ static int http_gen_crowded(const struct http_gen *gen)
 /* Wakes each server thread of gen that has completed no request for
  * HTTP_STALL_MS while it has work: a request under way on one of its
  * connections for that long, or an idle one with input it has not read (a
- * poll of those, only for such threads); and, holding HTTP_STALL_CONNS connections, one
- * that has completed none for HTTP_STALL_READY_MS while an idle connection
- * has input it has not read. Looks at a thread at most that often. */
+ * poll of those, only for such threads); and, holding HTTP_STALL_CONNS
+ * connections, one that has completed none for HTTP_STALL_READY_MS while
+ * an idle connection has input it has not read. Looks at a thread at most
+ * that often, or sooner when its oldest request turns HTTP_STALL_MS. */
 static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 {
 	struct http_thread *th = gen->hg_thread;
@@ -1009,9 +1010,10 @@ static void http_gen_cut_log(struct http_gen *gen, int64_t now)
 	}
 	gen->hg_cut_log_ms = now;
 	if (gen->hg_wakeups != gen->hg_wakeups_told) {
-		log_info("http %s: woke server threads %lu times in %d s: each had requests "
-		         "under way and had completed none for %d ms, or held %d connections or "
-		         "more and had left a request unread for %d ms",
+		log_info("http %s: woke server threads %lu times in %d s: each had completed "
+		         "nothing for %d ms while a request of its was under way that long or "
+		         "lay unread, or held %d connections or more and had left a request "
+		         "unread for %d ms",
 		         gen->hg_srv->hs_name, gen->hg_wakeups - gen->hg_wakeups_told,
 		         HTTP_CUT_LOG_MS / 1000, HTTP_STALL_MS, HTTP_STALL_CONNS,
 		         HTTP_STALL_READY_MS);
