@@ -1455,6 +1455,16 @@ struct blocker {
 	int bl_release;
 };
 
+/* Waits until a thread is held in block_route. */
+static void blocker_wait_inside(struct blocker *bl)
+{
+	pthread_mutex_lock(&bl->bl_mutex);
+	while (bl->bl_inside == 0) {
+		pthread_cond_wait(&bl->bl_cond, &bl->bl_mutex);
+	}
+	pthread_mutex_unlock(&bl->bl_mutex);
+}
+
 /* Lets a thread held in block_route go. */
 static void blocker_release(struct blocker *bl)
 {
@@ -1520,11 +1530,7 @@ static void test_alive_says_whether_the_listener_threads_take_connections(void *
 	memset(& or, 0, sizeof(or));
 	or.or_port = http_port(srv);
 	assert_int_equal(pthread_create(&t, NULL, one_request_run, & or), 0);
-	pthread_mutex_lock(&bl.bl_mutex);
-	while (bl.bl_inside == 0) {
-		pthread_cond_wait(&bl.bl_cond, &bl.bl_mutex);
-	}
-	pthread_mutex_unlock(&bl.bl_mutex);
+	blocker_wait_inside(&bl);
 	alive_held = http_alive(srv, 300, err, sizeof(err));
 	/* Let go before any assertion: a failed one must not leave the
 	 * thread held and the server running into the next test. */
@@ -1595,11 +1601,7 @@ static void test_a_resumed_request_counts_its_wait_for_the_server_thread(void **
 	memset(& or, 0, sizeof(or));
 	or.or_port = http_port(srv);
 	assert_int_equal(pthread_create(&tb, NULL, one_request_run, & or), 0);
-	pthread_mutex_lock(&db.db_bl.bl_mutex);
-	while (db.db_bl.bl_inside == 0) {
-		pthread_cond_wait(&db.db_bl.bl_cond, &db.db_bl.bl_mutex);
-	}
-	pthread_mutex_unlock(&db.db_bl.bl_mutex);
+	blocker_wait_inside(&db.db_bl);
 	defer_resume_all(&db.db_df);
 	usleep(200 * 1000);
 	blocker_release(&db.db_bl);
@@ -1678,11 +1680,7 @@ static int64_t stall_wake_ms(struct blocker *bl, const char *name, int block_fd,
 	int i;
 
 	assert_int_equal(rh_send(block_fd, block, sizeof(block) - 1), 0);
-	pthread_mutex_lock(&bl->bl_mutex);
-	while (bl->bl_inside == 0) {
-		pthread_cond_wait(&bl->bl_cond, &bl->bl_mutex);
-	}
-	pthread_mutex_unlock(&bl->bl_mutex);
+	blocker_wait_inside(bl);
 	t0 = hn_now_ms();
 	for (i = 0; i < n; i++) {
 		assert_int_equal(rh_send(fds[i], stall_get, sizeof(stall_get) - 1), 0);
@@ -1838,11 +1836,7 @@ static void test_a_request_younger_than_the_stall_is_no_reason_to_wake_its_threa
 		bl.bl_release = 0;
 		pthread_mutex_unlock(&bl.bl_mutex);
 		assert_int_equal(rh_send(fd, block, sizeof(block) - 1), 0);
-		pthread_mutex_lock(&bl.bl_mutex);
-		while (bl.bl_inside == 0) {
-			pthread_cond_wait(&bl.bl_cond, &bl.bl_mutex);
-		}
-		pthread_mutex_unlock(&bl.bl_mutex);
+		blocker_wait_inside(&bl);
 		usleep((useconds_t)hold_ms * 1000);
 		blocker_release(&bl);
 		if (rh_read_response(fd, 5000, &r) == 1) {
