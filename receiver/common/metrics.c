@@ -559,9 +559,10 @@ static int metrics_render_http(struct buf *out)
 	            "listener", "reason") < 0 ||
 	    metrics_render_counter(
 	            out, &metrics_http_wakeups, "idemhook_http_thread_wakeups_total",
-	            "Times the sweeper woke a server thread that had requests under way and had "
-	            "completed none for 500 ms, or held 120 connections and had left a request "
-	            "unread for 40 ms (libmicrohttpd waits on after exactly 128 events).",
+	            "Times the sweeper woke a server thread that had completed nothing for 500 ms "
+	            "while a request of its was under way that long or lay unread, or held 120 "
+	            "connections and had left a request unread for 40 ms (libmicrohttpd waits on "
+	            "after exactly 128 events).",
 	            "listener", NULL) < 0 ||
 	    metrics_render_counter(
 	            out, &metrics_http_refusals, "idemhook_http_refused_total",
