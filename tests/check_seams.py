@@ -22,7 +22,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
 
 root = sys.argv[1] if len(sys.argv) > 1 else '.'
 bad = []
-for top in ('receiver', 'handlers', 'providers'):  # the daemon; benchmarks may compare
+for top in ('receiver', 'handlers', 'providers'):  # the daemon; benchmarks and reproducers may compare
     for dirpath, _, names in os.walk(os.path.join(root, top)):
         for name in names:
             if not name.endswith(('.c', '.h')):

@@ -14,7 +14,12 @@
  *
  * Runs n = 127 and n = 128 and prints how many were answered within
  * WAIT_MS (default 5000) and when. Exits 1 when the 128 stalled, 0 when
- * they did not, 2 on a setup error. */
+ * they did not, 2 on a setup error.
+ *
+ * One file on libc and libmicrohttpd alone, so that it can be sent as it
+ * is: its few client lines (connect, send, read an answer) do what
+ * tests/harness/rawhttp.c does, on purpose, and it stands outside the
+ * daemon's seams (tests/check_seams.py), as the benchmarks' ceiling does. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
