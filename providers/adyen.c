@@ -126,6 +126,14 @@ static int adyen_create(const struct provider_conf *pc, void **ret_state)
 		log_err("provider %s: hmac_key (the webhook's HMAC key) is needed", pc->pc_name);
 		goto fail;
 	}
+	if (st->ad_basic == NULL) {
+		log_warn("provider %s: no basic_user and basic_password: the item HMAC does not "
+		         "cover eventDate, so it is not used, and a re-capture Adyen reports after "
+		         "a scheme rejected a capture is taken as a duplicate of the first CAPTURE "
+		         "(the order stays authorized); set HTTP Basic credentials here and at "
+		         "Adyen",
+		         pc->pc_name);
+	}
 	account = config_section_get(pc->pc_section, "merchant_account");
 	if (account != NULL) {
 		st->ad_merchant_account = strdup(account);
@@ -262,7 +270,8 @@ struct adyen_code {
 	const char *ac_code;
 	enum event_kind ac_kind;
 	int ac_needs_success; /* success=false: the operation did not happen, recorded */
-	int ac_dated_key;     /* may come again for one pspReference: the key adds eventDate */
+	int ac_dated_key;     /* may come again for one pspReference: the key adds eventDate
+	                       * (with Basic credentials only, adyen_item_event) */
 };
 
 static const struct adyen_code adyen_codes[] = {
@@ -446,6 +455,14 @@ static int adyen_item_event(const struct provider_conf *pc, const cJSON *item, s
 	const char *account = provider_json_string(item, "merchantAccountCode");
 	const char *date = provider_json_string(item, "eventDate");
 	const cJSON *amount = provider_json_path(item, "amount.value");
+	/* eventDate is outside the item's HMAC: anyone holding one signed item
+	 * could send it again under another date. It tells one capture of a
+	 * pspReference from the next (a re-capture) and orders captures only
+	 * when the request itself is Adyen's, by its HTTP Basic credentials
+	 * (adyen_basic_ok passed). Without them the key is signed fields only,
+	 * and the time unknown (0): a capture then never outweighs a capture
+	 * failure, whatever the dates say (handlers/orders.c). */
+	const int dated = st->ad_basic != NULL;
 	const struct adyen_code *c;
 	cJSON *copy = NULL;
 	cJSON *additional;
@@ -463,7 +480,8 @@ static int adyen_item_event(const struct provider_conf *pc, const cJSON *item, s
 	 * success=true one, as before the suffix existed. */
 	if (buf_printf(&b, "%s:%s", psp, code) < 0 ||
 	    (!adyen_success(item) && buf_puts(&b, ":false") < 0) ||
-	    (c != NULL && c->ac_dated_key && date != NULL && buf_printf(&b, "@%s", date) < 0) ||
+	    (c != NULL && c->ac_dated_key && dated && date != NULL &&
+	     buf_printf(&b, "@%s", date) < 0) ||
 	    provider_set_ref(&ev->ev_key, b.buf_data) < 0 ||
 	    provider_set_ref(&ev->ev_type, code) < 0) {
 		provider_refuse(v, 400, "malformed_body",
@@ -497,7 +515,7 @@ static int adyen_item_event(const struct provider_conf *pc, const cJSON *item, s
 		                "currency.");
 		goto done;
 	}
-	ev->ev_occurred_ms = adyen_event_ms(date);
+	ev->ev_occurred_ms = dated ? adyen_event_ms(date) : 0;
 	if (st->ad_merchant_account != NULL &&
 	    (account == NULL || strcmp(account, st->ad_merchant_account) != 0)) {
 		ev->ev_refused = 1;

@@ -468,20 +468,29 @@ int provider_json_canonical(const struct cJSON *item, struct buf *b)
 	return buf_puts(b, "null");
 }
 
+int provider_ref_usable(const char *s)
+{
+	size_t i;
+
+	for (i = 0; s[i] != '\0'; i++) {
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f || i >= PROVIDER_REF_MAX) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
 int provider_set_ref(char **dst, const char *s)
 {
 	char *copy;
-	size_t i;
 
 	free(*dst);
 	*dst = NULL;
 	if (s == NULL) {
 		return 0;
 	}
-	for (i = 0; s[i] != '\0'; i++) {
-		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f || i >= PROVIDER_REF_MAX) {
-			return -1;
-		}
+	if (!provider_ref_usable(s)) {
+		return -1;
 	}
 	copy = strdup(s);
 	if (copy == NULL) {

@@ -70,8 +70,12 @@ int provider_json_minor(const struct cJSON *item, int64_t *ret_minor);
  * whitespace, so equal JSON values give equal bytes. Returns 0 or -1. */
 int provider_json_canonical(const struct cJSON *item, struct buf *b);
 
-/* Copies s (at most PROVIDER_REF_MAX bytes, no control bytes) into *dst,
- * freeing what was there. NULL s leaves *dst NULL. Returns 0 or -1. */
+/* 1 when s may be an id or reference: at most PROVIDER_REF_MAX bytes and
+ * no control byte (C0 or DEL); else 0. */
+int provider_ref_usable(const char *s);
+
+/* Copies s (provider_ref_usable) into *dst, freeing what was there. NULL s
+ * leaves *dst NULL. Returns 0, or -1 when s is not usable or memory ran out. */
 int provider_set_ref(char **dst, const char *s);
 
 /* Copies a whole buffer into ev->ev_payload. Returns 0 or -1. */

@@ -235,9 +235,12 @@ static int standard_webhooks_receive(const struct provider_conf *pc, const struc
 		        "webhook-id, webhook-timestamp and webhook-signature are all needed.");
 		goto fail;
 	}
-	if (id[0] == '\0' || strlen(id) > PROVIDER_REF_MAX) {
+	/* Checked before the key is taken: past the signature, a failing copy
+	 * can then only be memory running out (503). */
+	if (id[0] == '\0' || !provider_ref_usable(id)) {
 		provider_refuse(ret_verdict, 400, "missing_key",
-		                "The webhook-id header is empty or malformed.");
+		                "The webhook-id header is empty, too long or holds a control "
+		                "byte.");
 		goto fail;
 	}
 	if (provider_parse_timestamp(ts_text, &ts) < 0 || strlen(sig_text) > SW_HEADER_MAX) {

@@ -71,21 +71,28 @@ static char *item_sig(const char *hex_key, const struct item *it)
 	return b64;
 }
 
-static void item_json(struct buf *b, const struct item *it, const char *sig)
+#define DATE "2024-12-02T10:00:00+01:00"
+#define DATE_MS 1733130000000LL
+
+static void item_json_dated(struct buf *b, const struct item *it, const char *sig, const char *date)
 {
 	buf_printf(b,
 	           "{\"NotificationRequestItem\":{\"additionalData\":{\"hmacSignature\":\"%s\","
 	           "\"authCode\":\"1234\"%s%s},"
 	           "\"amount\":{\"currency\":\"%s\",\"value\":%lld},\"eventCode\":\"%s\","
-	           "\"eventDate\":"
-	           "\"2024-12-02T10:00:00+01:00\",\"merchantAccountCode\":\"%s\","
+	           "\"eventDate\":\"%s\",\"merchantAccountCode\":\"%s\","
 	           "\"merchantReference\":\"%s\","
 	           "\"originalReference\":\"%s\",\"paymentMethod\":\"visa\",\"pspReference\":\"%"
 	           "s\",\"reason\":\"\","
 	           "\"success\":\"%s\"}}",
 	           sig, it->extra != NULL ? "," : "", it->extra != NULL ? it->extra : "",
-	           it->currency, it->value, it->code, it->account, it->ref, it->orig, it->psp,
+	           it->currency, it->value, it->code, date, it->account, it->ref, it->orig, it->psp,
 	           it->success);
+}
+
+static void item_json(struct buf *b, const struct item *it, const char *sig)
+{
+	item_json_dated(b, it, sig, DATE);
 }
 
 /* A batch of n items, each signed with keys[i] (NULL: a forged signature). */
@@ -154,14 +161,12 @@ static void test_adyen_item_hmac_matches_the_published_vector(void **state)
 	make_instance(&pi, NULL);
 	assert_int_equal(receive(&pi, b.buf_data, NULL, &eb, &v), 0);
 	assert_int_equal(eb.eb_n, 1);
-	/* A capture may be reported again for one pspReference (a re-capture):
-	 * its key carries the event date. */
-	assert_string_equal(eb.eb_events[0].ev_key,
-	                    "pspReference:CAPTURE@2024-12-02T10:00:00+01:00");
+	/* Without HTTP Basic credentials the key is signed fields only. */
+	assert_string_equal(eb.eb_events[0].ev_key, "pspReference:CAPTURE");
 	assert_int_equal(eb.eb_events[0].ev_kind, EVENT_PAYMENT_CAPTURED);
 	assert_string_equal(eb.eb_events[0].ev_payment_ref, "originalReference");
 	assert_string_equal(eb.eb_events[0].ev_refund_ref, "pspReference");
-	assert_int_equal(eb.eb_events[0].ev_occurred_ms, 1733130000000LL);
+	assert_int_equal(eb.eb_events[0].ev_occurred_ms, 0);
 	event_batch_finish(&eb);
 	pt_instance_destroy(&pi);
 	buf_finish(&b);
@@ -593,10 +598,68 @@ static void test_adyen_maps_every_event_code_that_touches_money(void **state)
 		}
 		assert_string_equal(ev->ev_order_ref, r->ar_item.ref);
 		assert_int_equal(ev->ev_amount, r->ar_item.value);
-		assert_int_equal(ev->ev_occurred_ms, 1733130000000LL);
+		assert_int_equal(ev->ev_occurred_ms, 0);
 		event_batch_finish(&b);
 	}
 	pt_instance_destroy(&pi);
+}
+
+/* eventDate is outside the item HMAC. With HTTP Basic credentials (the
+ * request is Adyen's) it tells a re-capture from the first capture and
+ * dates it; without them anyone holding one signed capture item could send
+ * it again under a new date, so its key is signed fields only and its time
+ * unknown. */
+static void test_adyen_dates_captures_only_with_basic_credentials(void **state)
+{
+	const char *basic[] = {"basic_user", "adyen", "basic_password", "s3cret", NULL};
+	const char *auth = "Basic YWR5ZW46czNjcmV0";
+	static const char *const dates[] = {DATE, "2024-12-05T10:00:00+01:00"};
+	static const char *const codes[] = {"CAPTURE", "CAPTURE_FAILED"};
+	struct item it = {MOD, PAY, "ShopCOM", "ord_1", 1999, "EUR", NULL, "true", NULL};
+	size_t c;
+	size_t d;
+	int with_basic;
+
+	(void)state;
+	for (with_basic = 0; with_basic <= 1; with_basic++) {
+		struct pt_instance pi;
+
+		make_instance(&pi, with_basic ? basic : NULL);
+		for (c = 0; c < 2; c++) {
+			it.code = codes[c];
+			for (d = 0; d < 2; d++) {
+				char *sig = item_sig(VEC_KEY, &it);
+				char want[128];
+				struct event_batch b;
+				struct provider_verdict v;
+				struct buf body;
+
+				buf_init(&body, 0);
+				buf_puts(&body, "{\"live\":\"false\",\"notificationItems\":[");
+				item_json_dated(&body, &it, sig, dates[d]);
+				buf_puts(&body, "]}");
+				assert_int_equal(receive(&pi, body.buf_data,
+				                         with_basic ? auth : NULL, &b, &v),
+				                 0);
+				print_message("basic=%d %s %s\n", with_basic, it.code, dates[d]);
+				if (with_basic) {
+					snprintf(want, sizeof(want), MOD ":%s@%s", it.code,
+					         dates[d]);
+					assert_int_equal(b.eb_events[0].ev_occurred_ms,
+					                 DATE_MS + (int64_t)d * 3 * 86400 * 1000);
+				} else {
+					/* The same key whatever the date: a duplicate. */
+					snprintf(want, sizeof(want), MOD ":%s", it.code);
+					assert_int_equal(b.eb_events[0].ev_occurred_ms, 0);
+				}
+				assert_string_equal(b.eb_events[0].ev_key, want);
+				event_batch_finish(&b);
+				buf_finish(&body);
+				free(sig);
+			}
+		}
+		pt_instance_destroy(&pi);
+	}
 }
 
 static void test_adyen_authorisation_refused_then_granted_are_two_events(void **state)
@@ -701,6 +764,7 @@ int main(void)
 	        cmocka_unit_test(test_adyen_answers_accepted),
 	        cmocka_unit_test(test_adyen_refuses_bad_configuration),
 	        cmocka_unit_test(test_adyen_maps_every_event_code_that_touches_money),
+	        cmocka_unit_test(test_adyen_dates_captures_only_with_basic_credentials),
 	        cmocka_unit_test(test_adyen_authorisation_refused_then_granted_are_two_events),
 	        cmocka_unit_test(test_adyen_manual_capture_makes_authorisation_only_authorized),
 	        cmocka_unit_test(test_adyen_counts_clp_cve_idr_and_isk_with_its_own_decimals),

@@ -16,6 +16,7 @@
 #include "buf.h"
 #include "crypto.h"
 #include "provider_test.h"
+#include "providers.h"
 
 extern const struct provider provider_standard_webhooks;
 
@@ -245,6 +246,44 @@ static void test_standard_webhooks_rejects_missing_and_malformed_headers(void **
 	pt_instance_destroy(&pi);
 }
 
+/* A signed webhook-id the key cannot take (a control byte, too long) is the
+ * sender's mistake, answered 400 missing_key: never 503 out_of_memory, which
+ * the sender would retry for a day and which reads as the receiver failing. */
+static void test_standard_webhooks_refuses_an_unusable_signed_id_with_400(void **state)
+{
+	static const char *const ids[] = {"msg_\177del", "msg_\ttab", "msg_\001x", NULL};
+	char long_id[PROVIDER_REF_MAX + 2];
+	char sig[128];
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+	size_t i;
+
+	(void)state;
+	memset(long_id, 'a', sizeof(long_id) - 1);
+	long_id[sizeof(long_id) - 1] = '\0';
+	make_instance(&pi, NULL);
+	for (i = 0; i < sizeof(ids) / sizeof(ids[0]); i++) {
+		const char *id = ids[i] != NULL ? ids[i] : long_id;
+
+		v1_for(VEC_SECRET, id, VEC_TS, VEC_BODY, sig, sizeof(sig));
+		print_message("webhook-id #%zu\n", i);
+		assert_int_equal(
+		        receive(&pi, "webhook", id, VEC_TS_TEXT, sig, VEC_BODY, VEC_TS, &b, &v),
+		        -1);
+		assert_int_equal(v.pv_status, 400);
+		assert_string_equal(v.pv_reason, "missing_key");
+		assert_int_equal(b.eb_n, 0);
+	}
+	/* The same request with a usable id is taken. */
+	v1_for(VEC_SECRET, "msg_del", VEC_TS, VEC_BODY, sig, sizeof(sig));
+	assert_int_equal(
+	        receive(&pi, "webhook", "msg_del", VEC_TS_TEXT, sig, VEC_BODY, VEC_TS, &b, &v), 0);
+	assert_string_equal(b.eb_events[0].ev_key, "msg_del");
+	event_batch_finish(&b);
+	pt_instance_destroy(&pi);
+}
+
 static void test_standard_webhooks_rejects_a_changed_body_or_id(void **state)
 {
 	struct pt_instance pi;
@@ -453,6 +492,7 @@ int main(void)
 	        cmocka_unit_test(test_standard_webhooks_accepts_a_rotated_secret),
 	        cmocka_unit_test(test_standard_webhooks_rejects_stale_and_future_timestamps),
 	        cmocka_unit_test(test_standard_webhooks_rejects_missing_and_malformed_headers),
+	        cmocka_unit_test(test_standard_webhooks_refuses_an_unusable_signed_id_with_400),
 	        cmocka_unit_test(test_standard_webhooks_rejects_a_changed_body_or_id),
 	        cmocka_unit_test(test_standard_webhooks_verifies_v1a_ed25519_signatures),
 	        cmocka_unit_test(test_standard_webhooks_maps_configured_types_to_kinds),
