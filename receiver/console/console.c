@@ -215,6 +215,9 @@ struct console_session {
 	char cs_csrf[2 * CONSOLE_SESSION_ID_BYTES + 1];
 	char cs_name[CONSOLE_NAME_MAX + 1];
 	enum console_role cs_role;
+	/* A keyed MAC of the token's secret at login (never the secret): a
+	 * reload that changed the secret ends the session. */
+	unsigned char cs_secret_mac[CRYPTO_HMAC_MAX];
 	int64_t cs_expires_ms;
 };
 
@@ -229,6 +232,7 @@ struct console {
 	pthread_mutex_t co_lock;
 	struct console_conf co_conf; /* of config co_serial */
 	uint64_t co_serial;
+	unsigned char co_mac_key[32]; /* random per process: the key of cs_secret_mac */
 	struct console_session co_sessions[CONSOLE_SESSIONS_MAX];
 	struct console_client co_clients[CONSOLE_CLIENTS_MAX];
 };
@@ -252,6 +256,13 @@ struct console *console_create(const struct env *env, int *ret_off)
 		console_conf_finish(&conf);
 		goto out;
 	}
+	if (crypto_random(c->co_mac_key, sizeof(c->co_mac_key)) < 0) {
+		log_err("console: no random bytes for the session key");
+		console_conf_finish(&conf);
+		free(c);
+		c = NULL;
+		goto out;
+	}
 	c->co_env = env;
 	pthread_mutex_init(&c->co_lock, NULL);
 	c->co_conf = conf;
@@ -269,13 +280,27 @@ void console_destroy(struct console *c)
 	}
 	console_conf_finish(&c->co_conf);
 	memset(c->co_sessions, 0, sizeof(c->co_sessions));
+	memset(c->co_mac_key, 0, sizeof(c->co_mac_key));
 	pthread_mutex_destroy(&c->co_lock);
 	free(c);
 }
 
+/* The MAC of a token's secret a session keeps (CRYPTO_HMAC_MAX bytes,
+ * zero-padded). Returns 0 or -1. */
+static int console_secret_mac(const struct console *c, const struct console_token *t,
+                              unsigned char *out)
+{
+	size_t len = 0;
+
+	memset(out, 0, CRYPTO_HMAC_MAX);
+	return crypto_hmac(CRYPTO_SHA256, c->co_mac_key, sizeof(c->co_mac_key), t->ct_secret,
+	                   t->ct_len, out, &len);
+}
+
 /* Takes a reloaded [console] (lock held). A bad one keeps the last good
  * one (the reload itself checked the file). Sessions whose token is gone,
- * or whose role changed, end. */
+ * whose role changed or whose secret changed (a leaked token locked out)
+ * end. */
 static void console_follow_config(struct console *c, const struct config *cf)
 {
 	struct console_conf conf;
@@ -298,8 +323,15 @@ static void console_follow_config(struct console *c, const struct config *cf)
 		int kept = 0;
 
 		for (k = 0; s->cs_id[0] != '\0' && k < conf.cc_n_tokens; k++) {
-			kept |= strcmp(conf.cc_tokens[k].ct_name, s->cs_name) == 0 &&
-			        conf.cc_tokens[k].ct_role == s->cs_role;
+			unsigned char mac[CRYPTO_HMAC_MAX];
+
+			if (strcmp(conf.cc_tokens[k].ct_name, s->cs_name) != 0 ||
+			    conf.cc_tokens[k].ct_role != s->cs_role) {
+				continue;
+			}
+			kept = console_secret_mac(c, &conf.cc_tokens[k], mac) == 0 &&
+			       crypto_equal(mac, sizeof(mac), s->cs_secret_mac,
+			                    sizeof(s->cs_secret_mac));
 		}
 		if (!kept || !conf.cc_enabled) {
 			memset(s, 0, sizeof(*s));
@@ -535,7 +567,8 @@ static void console_login(struct console *c, const struct http_request *req, int
 			}
 		}
 		memset(slot, 0, sizeof(*slot));
-		if (console_random_hex(slot->cs_id) < 0 || console_random_hex(slot->cs_csrf) < 0) {
+		if (console_random_hex(slot->cs_id) < 0 || console_random_hex(slot->cs_csrf) < 0 ||
+		    console_secret_mac(c, match, slot->cs_secret_mac) < 0) {
 			memset(slot, 0, sizeof(*slot));
 			slot = NULL;
 		} else {

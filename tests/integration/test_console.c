@@ -3,6 +3,7 @@
  * failed-login limit, roles, CSRF, the security headers, hostile payloads
  * shown as text, and each action checked in the database and the audit log. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -227,6 +229,68 @@ static void test_a_session_ends_at_its_expiry(void **state)
 	hres_finish(&r);
 	sleep(3);
 	assert_int_equal(t_get(&d, "/console/events", &s, &r), 303);
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+/* Writes carol's token file (0600) in d's directory. */
+static void t_carol_token(struct daemon *d, const char *secret)
+{
+	char path[700];
+
+	snprintf(path, sizeof(path), "%s/carol.token", d->dm_dir);
+	assert_int_equal(daemon_write_file(d, "carol.token", secret), 0);
+	assert_int_equal(chmod(path, 0600), 0);
+}
+
+/* A leaked token is locked out by changing its secret and reloading: the
+ * sessions opened with the old secret end with it, others stay. */
+static void test_a_changed_secret_ends_the_sessions_opened_with_the_old_one(void **state)
+{
+	struct daemon d;
+	struct t_session carol;
+	struct t_session alice;
+	struct hres r;
+	FILE *f;
+
+	(void)state;
+	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
+	setenv("T_CONSOLE_RO", T_RO_TOKEN, 1);
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI T_CONSOLE), 0);
+	t_carol_token(&d, "carol-first-secret-0123456789");
+	f = fopen(d.dm_config, "a");
+	assert_non_null(f);
+	fprintf(f, "token = carol operator file:%s/carol.token\n", d.dm_dir);
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	t_login(&d, "carol-first-secret-0123456789", &carol);
+	t_login(&d, T_OP_TOKEN, &alice);
+	assert_int_equal(t_get(&d, "/console/events", &carol, &r), 200);
+	hres_finish(&r);
+
+	t_carol_token(&d, "carol-second-secret-0123456789");
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "SIGHUP: configuration", 10000), 0);
+	/* the old secret's session is gone; a POST with it is refused too */
+	assert_int_equal(t_get(&d, "/console/events", &carol, &r), 303);
+	hres_finish(&r);
+	assert_int_equal(t_post(&d, "/console/outbox/1/retry", &carol, "csrf=x", &r), 401);
+	hres_finish(&r);
+	/* another token's session stays */
+	assert_int_equal(t_get(&d, "/console/events", &alice, &r), 200);
+	hres_finish(&r);
+	/* the old secret no longer logs in; the new one does */
+	assert_int_equal(
+	        t_post(&d, "/console/login", NULL, "token=carol-first-secret-0123456789", &r), 401);
+	hres_finish(&r);
+	t_login(&d, "carol-second-secret-0123456789", &carol);
+	assert_int_equal(t_get(&d, "/console/events", &carol, &r), 200);
+	hres_finish(&r);
+	/* a reload that changes nothing keeps the sessions */
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	usleep(500 * 1000);
+	assert_int_equal(t_get(&d, "/console/events", &carol, &r), 200);
 	hres_finish(&r);
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
@@ -1081,6 +1145,7 @@ int main(void)
 	        cmocka_unit_test(
 	                test_failed_logins_are_limited_per_address_even_for_the_right_token),
 	        cmocka_unit_test(test_a_session_ends_at_its_expiry),
+	        cmocka_unit_test(test_a_changed_secret_ends_the_sessions_opened_with_the_old_one),
 	        cmocka_unit_test(
 	                test_read_only_sessions_get_403_on_every_action_and_nothing_changes),
 	        cmocka_unit_test(test_an_action_without_or_with_a_wrong_csrf_token_changes_nothing),
