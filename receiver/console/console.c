@@ -518,6 +518,58 @@ static void console_login_page(struct reply *ret, int status, const char *error)
 	console_reply_buf(ret, console_page_login(&b, error) < 0 ? -1 : status, &b);
 }
 
+/* host[:port] of an authority, with the scheme's default port left out. */
+static size_t console_authority(const char *a, size_t n, int https)
+{
+	if (https && n > 4 && strncmp(a + n - 4, ":443", 4) == 0) {
+		return n - 4;
+	}
+	if (!https && n > 3 && strncmp(a + n - 3, ":80", 3) == 0) {
+		return n - 3;
+	}
+	return n;
+}
+
+/* Whether a login POST comes from the console's own pages, as far as the
+ * browser tells: NULL when it may go on, else why not. A browser that sends
+ * Sec-Fetch-Site computed it itself: same-origin (or none: typed, a
+ * bookmark) is the console's own form, anything else another site's. One
+ * that does not is judged by Origin, which must then be the console's own:
+ * the Host the request names (behind a proxy, the one the browser used:
+ * the proxy passes it on), over http or https (a TLS proxy in front).
+ * "null" (a sandboxed frame, a data: page) is no one's own. No header at
+ * all is not a browser's cross-site form (curl, a script): it goes on. */
+static const char *console_cross_site(const struct http_request *req)
+{
+	const char *site = http_header_get(req, "Sec-Fetch-Site");
+	const char *origin = http_header_get(req, "Origin");
+	const char *host = http_header_get(req, "Host");
+	const char *authority;
+	size_t n;
+	size_t hn;
+	int https;
+
+	if (site != NULL) {
+		return strcmp(site, "same-origin") == 0 || strcmp(site, "none") == 0
+		               ? NULL
+		               : "the browser says it was sent from another site";
+	}
+	if (origin == NULL) {
+		return NULL;
+	}
+	https = strncmp(origin, "https://", 8) == 0;
+	if (!https && strncmp(origin, "http://", 7) != 0) {
+		return "its Origin is not the console's";
+	}
+	authority = origin + (https ? 8 : 7);
+	n = console_authority(authority, strlen(authority), https);
+	hn = host != NULL ? console_authority(host, strlen(host), https) : 0;
+	if (host == NULL || n != hn || strncasecmp(authority, host, n) != 0) {
+		return "its Origin is not the console's";
+	}
+	return NULL;
+}
+
 static void console_login(struct console *c, const struct http_request *req, int64_t now,
                           struct reply *ret)
 {
@@ -528,9 +580,24 @@ static void console_login(struct console *c, const struct http_request *req, int
 	char *token = console_form(req, "token");
 	char actor[CONSOLE_NAME_MAX + 16] = "";
 	const struct console_token *match = NULL;
+	const char *foreign = console_cross_site(req);
 	int limited = 0;
 	size_t i;
 
+	/* Refused before the token is looked at or counted: another site's
+	 * page can neither log a browser into its own session nor lock
+	 * everyone out with failed logins. */
+	if (foreign != NULL) {
+		log_warn("console: login from %s refused: %s", client, foreign);
+		console_login_page(ret, 403,
+		                   "This login was refused: it was not sent from the console's "
+		                   "own login page. Open the console's address and log in there.");
+		if (token != NULL) {
+			memset(token, 0, strlen(token));
+			free(token);
+		}
+		return;
+	}
 	pthread_mutex_lock(&c->co_lock);
 	cl = console_client(c, client, now);
 	if (cl->cc_failures >= c->co_conf.cc_login_failures) {

@@ -216,6 +216,88 @@ static void test_failed_logins_are_limited_per_address_even_for_the_right_token(
 	daemon_finish(&d);
 }
 
+/* POSTs a login with the operator's token and extra headers (NULL-ended). */
+static long t_login_from(struct daemon *d, const char *h1, const char *h2, struct hres *r)
+{
+	const char *h[] = {"Content-Type: application/x-www-form-urlencoded", h1, h2, NULL};
+	const char form[] = "token=" T_OP_TOKEN;
+	char url[512];
+
+	snprintf(url, sizeof(url), "%s/console/login", d->dm_admin_base);
+	assert_int_equal(hn_http("POST", url, h, form, strlen(form), r), 0);
+	return r->hs_status;
+}
+
+/* Another site's page can neither log a browser in (into the attacker's
+ * own session) nor lock the login with failed attempts: a login the
+ * browser marks cross-site is refused (403) before the token is looked at,
+ * and does not count as a failed login. */
+static void test_a_login_sent_from_another_site_is_refused_and_not_counted(void **state)
+{
+	static const char *const foreign[][2] = {
+	        {"Sec-Fetch-Site: cross-site", NULL},
+	        {"Sec-Fetch-Site: same-site", NULL},
+	        {"Origin: https://evil.example", NULL},
+	        {"Origin: null", NULL},
+	        {"Origin: http://127.0.0.1:1", NULL},
+	        {"Origin: https://ops.example.com", "Host: ops.example.com.evil.example"},
+	};
+	const char *h[] = {"Content-Type: application/x-www-form-urlencoded",
+	                   "Sec-Fetch-Site: cross-site", NULL};
+	struct daemon d;
+	struct hres r;
+	char origin[200];
+	char url[512];
+	size_t i;
+	int k;
+
+	(void)state;
+	t_start(&d, "login_failures = 2\n");
+	for (i = 0; i < sizeof(foreign) / sizeof(foreign[0]); i++) {
+		assert_int_equal(t_login_from(&d, foreign[i][0], foreign[i][1], &r), 403);
+		assert_null(hres_header(&r, "Set-Cookie"));
+		assert_non_null(strstr(r.hs_body, "not sent from the console"));
+		hres_finish(&r);
+	}
+	/* five wrong tokens from another site's page lock nothing */
+	snprintf(url, sizeof(url), "%s/console/login", d.dm_admin_base);
+	for (k = 0; k < 5; k++) {
+		assert_int_equal(hn_http("POST", url, h, "token=wrong", 11, &r), 0);
+		assert_int_equal(r.hs_status, 403);
+		hres_finish(&r);
+	}
+	/* the console's own form: same-origin, or its Origin is the Host */
+	assert_int_equal(t_login_from(&d, "Sec-Fetch-Site: same-origin", NULL, &r), 303);
+	hres_finish(&r);
+	snprintf(origin, sizeof(origin), "Origin: %s", d.dm_admin_base);
+	assert_int_equal(t_login_from(&d, origin, NULL, &r), 303);
+	hres_finish(&r);
+	/* behind a TLS proxy that passes the browser's Host on */
+	assert_int_equal(
+	        t_login_from(&d, "Origin: https://ops.example.com", "Host: ops.example.com", &r),
+	        303);
+	hres_finish(&r);
+	assert_int_equal(t_login_from(&d, "Origin: https://ops.example.com",
+	                              "Host: ops.example.com:443", &r),
+	                 303);
+	hres_finish(&r);
+	/* a browser's same-origin verdict holds even when the proxy rewrote Host */
+	assert_int_equal(t_login_from(&d, "Sec-Fetch-Site: same-origin",
+	                              "Origin: https://ops.example.com:8443", &r),
+	                 303);
+	hres_finish(&r);
+	/* none of the refusals counted: two failures still lock the form */
+	for (k = 0; k < 2; k++) {
+		assert_int_equal(t_post(&d, "/console/login", NULL, "token=wrong-token-guess", &r),
+		                 401);
+		hres_finish(&r);
+	}
+	assert_int_equal(t_login_from(&d, "Sec-Fetch-Site: same-origin", NULL, &r), 429);
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
 static void test_a_session_ends_at_its_expiry(void **state)
 {
 	struct daemon d;
@@ -1144,6 +1226,7 @@ int main(void)
 	                test_login_cookie_is_strict_and_every_page_has_the_security_headers),
 	        cmocka_unit_test(
 	                test_failed_logins_are_limited_per_address_even_for_the_right_token),
+	        cmocka_unit_test(test_a_login_sent_from_another_site_is_refused_and_not_counted),
 	        cmocka_unit_test(test_a_session_ends_at_its_expiry),
 	        cmocka_unit_test(test_a_changed_secret_ends_the_sessions_opened_with_the_old_one),
 	        cmocka_unit_test(
