@@ -31,7 +31,6 @@
 #define CONSOLE_LOGIN_FAILURES_DEFAULT 5
 #define CONSOLE_LOGIN_WINDOW_MS (15 * 60 * 1000)
 #define CONSOLE_CLIENTS_MAX 256 /* client addresses the failed-login limit tracks */
-#define CONSOLE_BULK_MAX 1000   /* rows one bulk retry takes */
 #define CONSOLE_FORM_FIELD_MAX 2048
 #define CONSOLE_HTML "text/html; charset=utf-8"
 #define CONSOLE_CSP                                                                                \
@@ -945,22 +944,34 @@ out:
 }
 
 struct console_ids {
-	int64_t ci_ids[CONSOLE_BULK_MAX];
+	int64_t *ci_ids;
 	size_t ci_n;
+	size_t ci_cap;
 };
 
 static int console_ids_row(void *arg, const struct store_row *row)
 {
 	struct console_ids *ids = arg;
 
-	if (ids->ci_n < CONSOLE_BULK_MAX) {
-		ids->ci_ids[ids->ci_n++] = store_row_int(row, 0);
+	if (ids->ci_n == ids->ci_cap) {
+		size_t cap = ids->ci_cap == 0 ? 256 : 2 * ids->ci_cap;
+		int64_t *more = realloc(ids->ci_ids, cap * sizeof(*more));
+
+		if (more == NULL) {
+			return -1;
+		}
+		ids->ci_ids = more;
+		ids->ci_cap = cap;
 	}
+	ids->ci_ids[ids->ci_n++] = store_row_int(row, 0);
 	return 0;
 }
 
 /* Bulk retry of every row of one status, only when the count the operator
- * confirmed is still the count: each row retried (and audited) on its own. */
+ * confirmed is still the count. The rows are the ones of that status in
+ * one read, all of them however many: each then retried (and audited) on
+ * its own, so one that another operator retried meanwhile is refused, and
+ * one that took the status afterwards, never confirmed, is left alone. */
 static void console_retry_all(struct console *c, const struct console_ctx *cx,
                               const struct http_request *req, struct reply *ret)
 {
@@ -968,7 +979,7 @@ static void console_retry_all(struct console *c, const struct console_ctx *cx,
 	char *expect_text = console_form(req, "expect");
 	int64_t expect = expect_text != NULL ? strtoll(expect_text, NULL, 10) : -1;
 	char actor[CONSOLE_NAME_MAX + 16];
-	struct console_ids *ids = calloc(1, sizeof(*ids));
+	struct console_ids ids = {NULL, 0, 0};
 	struct console_ctx with = *cx;
 	char msg[300];
 	char result[320];
@@ -979,7 +990,7 @@ static void console_retry_all(struct console *c, const struct console_ctx *cx,
 	int rc;
 
 	snprintf(actor, sizeof(actor), "console:%s", cx->cx_who->cw_name);
-	if (ids == NULL || status == NULL ||
+	if (status == NULL ||
 	    (strcmp(status, "dead") != 0 && strcmp(status, "retry_wait") != 0 &&
 	     strcmp(status, "cancelled") != 0) ||
 	    expect < 0) {
@@ -988,17 +999,17 @@ static void console_retry_all(struct console *c, const struct console_ctx *cx,
 		             "the count confirmed\n");
 		goto out;
 	}
-	if (console_db_outbox_ids(cx->cx_store, cx->cx_now_ms, status, CONSOLE_BULK_MAX,
-	                          console_ids_row, ids) < 0) {
+	if (console_db_outbox_ids(cx->cx_store, cx->cx_now_ms, status, INT64_MAX, console_ids_row,
+	                          &ids) < 0) {
 		console_text(ret, 503, "the store failed; nothing changed\n");
 		goto out;
 	}
-	if ((int64_t)ids->ci_n != expect) {
+	if ((int64_t)ids.ci_n != expect) {
 		snprintf(msg, sizeof(msg),
 		         "%zu %s rows now, not the %" PRId64
 		         " you confirmed: nothing retried. Look "
 		         "again and confirm the new count.",
-		         ids->ci_n, status, expect);
+		         ids.ci_n, status, expect);
 		with.cx_flash = msg;
 		with.cx_flash_error = 1;
 		buf_init(&b, CONSOLE_PAGE_MAX);
@@ -1006,11 +1017,11 @@ static void console_retry_all(struct console *c, const struct console_ctx *cx,
 		console_reply_buf(ret, rc < 0 ? -1 : 409, &b);
 		goto out;
 	}
-	for (i = 0; i < ids->ci_n; i++) {
-		rc = outbox_admin_retry(cx->cx_store, ids->ci_ids[i], cx->cx_now_ms, msg,
+	for (i = 0; i < ids.ci_n; i++) {
+		rc = outbox_admin_retry(cx->cx_store, ids.ci_ids[i], cx->cx_now_ms, msg,
 		                        sizeof(msg));
 		console_result(result, sizeof(result), rc, msg);
-		snprintf(target, sizeof(target), "outbox:%" PRId64, ids->ci_ids[i]);
+		snprintf(target, sizeof(target), "outbox:%" PRId64, ids.ci_ids[i]);
 		console_db_audit(cx->cx_store, cx->cx_now_ms, actor, "outbox.retry", target,
 		                 "bulk retry", result);
 		ok += rc == OUTBOX_ADMIN_OK;
@@ -1018,13 +1029,13 @@ static void console_retry_all(struct console *c, const struct console_ctx *cx,
 	if (ok > 0) {
 		env_outbox_kick(c->co_env);
 	}
-	snprintf(msg, sizeof(msg), "%" PRId64 " of %zu rows queued again.", ok, ids->ci_n);
+	snprintf(msg, sizeof(msg), "%" PRId64 " of %zu rows queued again.", ok, ids.ci_n);
 	with.cx_flash = msg;
 	buf_init(&b, CONSOLE_PAGE_MAX);
 	rc = console_page_outbox(&b, &with, req);
 	console_reply_buf(ret, rc < 0 ? -1 : 200, &b);
 out:
-	free(ids);
+	free(ids.ci_ids);
 	free(status);
 	free(expect_text);
 }
