@@ -722,6 +722,27 @@ static int console_path_id(const char *path, const char *prefix, int64_t *ret_id
 	return 0;
 }
 
+static void console_get(const struct console_ctx *cx, const struct http_request *req, int status,
+                        struct reply *ret);
+
+/* The GET page at url (its path decoded: path) in answer to an action,
+ * with msg on top, answered with status when the page itself is there:
+ * the page as the operator would load it, filters and forms included. */
+static void console_render(struct reply *ret, const struct console_ctx *cx,
+                           const struct http_request *req, const char *url, const char *path,
+                           int status, const char *msg, int error)
+{
+	struct http_request get = *req;
+	struct console_ctx with = *cx;
+
+	get.hr_method = "GET";
+	get.hr_url = url;
+	get.hr_path = path;
+	with.cx_flash = msg;
+	with.cx_flash_error = error;
+	console_get(&with, &get, status, ret);
+}
+
 /* The page an action leads back to, with its message. */
 static void console_after(struct reply *ret, const struct console_ctx *cx, int status,
                           int (*page)(struct buf *, const struct console_ctx *, int64_t),
@@ -984,6 +1005,7 @@ static void console_retry_all(struct console *c, const struct console_ctx *cx,
 	char msg[300];
 	char result[320];
 	char target[40];
+	char url[64];
 	int64_t ok = 0;
 	struct buf b;
 	size_t i;
@@ -1010,11 +1032,9 @@ static void console_retry_all(struct console *c, const struct console_ctx *cx,
 		         " you confirmed: nothing retried. Look "
 		         "again and confirm the new count.",
 		         ids.ci_n, status, expect);
-		with.cx_flash = msg;
-		with.cx_flash_error = 1;
-		buf_init(&b, CONSOLE_PAGE_MAX);
-		rc = console_page_outbox(&b, &with, req);
-		console_reply_buf(ret, rc < 0 ? -1 : 409, &b);
+		/* The status's own page, so its form offers the new count. */
+		snprintf(url, sizeof(url), "/console/outbox?status=%s", status);
+		console_render(ret, cx, req, url, "/console/outbox", 409, msg, 1);
 		goto out;
 	}
 	for (i = 0; i < ids.ci_n; i++) {
@@ -1047,7 +1067,9 @@ static int console_page_event_id(struct buf *b, const struct console_ctx *cx, in
 	return console_page_event(b, cx, id);
 }
 
-static void console_get(const struct console_ctx *cx, const struct http_request *req,
+/* The page req names; answered with its own status (200, 404 for an
+ * unknown row), or with status instead of 200 when status is not 0. */
+static void console_get(const struct console_ctx *cx, const struct http_request *req, int status,
                         struct reply *ret)
 {
 	const char *path = req->hr_path;
@@ -1082,7 +1104,7 @@ static void console_get(const struct console_ctx *cx, const struct http_request 
 		console_text(ret, 404, "not found\n");
 		return;
 	}
-	console_reply_buf(ret, rc, &b);
+	console_reply_buf(ret, rc == 200 && status != 0 ? status : rc, &b);
 }
 
 void console_route(void *arg, const struct http_request *req, struct reply *ret)
@@ -1153,7 +1175,7 @@ void console_route(void *arg, const struct http_request *req, struct reply *ret)
 	cx.cx_now_ms = now;
 	cx.cx_who = &who;
 	if (get) {
-		console_get(&cx, req, ret);
+		console_get(&cx, req, 0, ret);
 		goto out;
 	}
 	/* Every POST carries the session's CSRF token, whatever it does. */

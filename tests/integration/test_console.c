@@ -1099,6 +1099,11 @@ static void test_bulk_retry_needs_the_count_it_showed_confirmed(void **state)
 	hres_finish(&r);
 	snprintf(form, sizeof(form), "csrf=%s&status=dead&expect=2", s.ts_csrf);
 	assert_int_equal(t_post(&d, "/console/outbox/retry-all", &s, form, &r), 409);
+	/* the answer is the status's page, whose form offers the new count */
+	assert_non_null(strstr(r.hs_body, "1 dead rows now, not the 2 you confirmed"));
+	assert_non_null(strstr(r.hs_body, "name=\"status\" value=\"dead\""));
+	assert_non_null(strstr(r.hs_body, "name=\"expect\" value=\"1\""));
+	assert_non_null(strstr(r.hs_body, "id=\"retry-all\""));
 	hres_finish(&r);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
 	                               "'outbox.retry'"),
