@@ -743,20 +743,57 @@ static void console_render(struct reply *ret, const struct console_ctx *cx,
 	console_get(&with, &get, status, ret);
 }
 
-/* The page an action leads back to, with its message. */
-static void console_after(struct reply *ret, const struct console_ctx *cx, int status,
-                          int (*page)(struct buf *, const struct console_ctx *, int64_t),
-                          int64_t id, const char *msg, int error)
-{
-	struct console_ctx with = *cx;
-	struct buf b;
-	int rc;
+#define CONSOLE_URL_MAX 700    /* a page's URL: an order id of 200 bytes, encoded */
+#define CONSOLE_RESULT_MAX 700 /* an audit row's result */
 
-	with.cx_flash = msg;
-	with.cx_flash_error = error;
-	buf_init(&b, CONSOLE_PAGE_MAX);
-	rc = page(&b, &with, id);
-	console_reply_buf(ret, rc < 0 ? -1 : status, &b);
+/* One action under way: what it is and is on, for the audit log, and what
+ * it tells the dispatcher back (console_route records every action there,
+ * refusals included, except one that recorded itself inside its own
+ * transaction). */
+struct console_act {
+	struct console *a_c;
+	const struct console_ctx *a_cx;
+	const struct http_request *a_req;
+	char a_actor[CONSOLE_NAME_MAX + 16]; /* console:NAME */
+	char a_action[40];                   /* events.dismiss, outbox.retry, ... */
+	char a_target[220];                  /* event:ID, outbox:ID, order:ID, ... */
+	int64_t a_id;                        /* the path's id, where it has one */
+	char a_result[CONSOLE_RESULT_MAX];   /* ok: ..., refused: ..., error: ... */
+	int a_audited;                       /* recorded by the action itself */
+	void (*a_fn)(struct console_act *a, struct reply *ret);
+};
+
+/* The page at url (path: decoded) an action leads back to, with its
+ * message, answered with status. */
+static void console_after(struct console_act *a, struct reply *ret, int status, const char *url,
+                          const char *path, const char *msg, int error)
+{
+	console_render(ret, a->a_cx, a->a_req, url, path, status, msg, error);
+}
+
+/* s percent-encoded for a path segment into out ("" when it does not fit). */
+static void console_urlenc(char *out, size_t size, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = 0;
+
+	for (; *s != '\0'; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (n + 4 > size) {
+			out[0] = '\0';
+			return;
+		}
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+			out[n++] = (char)ch;
+		} else {
+			out[n++] = '%';
+			out[n++] = hex[ch >> 4];
+			out[n++] = hex[ch & 15];
+		}
+	}
+	out[n] = '\0';
 }
 
 static void console_result(char *out, size_t size, int rc, const char *msg)
@@ -770,50 +807,54 @@ static void console_result(char *out, size_t size, int rc, const char *msg)
 	}
 }
 
-static void console_action_event(struct console *c, const struct console_ctx *cx,
-                                 const struct http_request *req, int64_t id, const char *op,
-                                 struct reply *ret)
+/* Dismiss and reprocess record themselves in their own transaction (also
+ * a refusal found there); what is refused before, here. */
+static void console_action_event(struct console_act *a, struct reply *ret)
 {
-	char actor[CONSOLE_NAME_MAX + 16];
+	const struct console_ctx *cx = a->a_cx;
 	char msg[CONSOLE_DB_MSG_MAX + 300];
+	char url[64];
 	int rc;
 
-	snprintf(actor, sizeof(actor), "console:%s", cx->cx_who->cw_name);
-	if (strcmp(op, "dismiss") == 0) {
-		char *reason = console_form(req, "reason");
+	snprintf(url, sizeof(url), "/console/events/%" PRId64, a->a_id);
+	if (strcmp(a->a_action, "events.dismiss") == 0) {
+		char *reason = console_form(a->a_req, "reason");
 
-		rc = console_db_dismiss(cx->cx_store, cx->cx_now_ms, actor, id, reason, msg,
-		                        sizeof(msg));
+		rc = console_db_dismiss(cx->cx_store, cx->cx_now_ms, a->a_actor, a->a_id, reason,
+		                        msg, sizeof(msg));
+		/* Without a valid reason it is refused before any transaction. */
+		a->a_audited = rc >= 0 && reason != NULL && reason[0] != '\0' &&
+		               strlen(reason) <= CONSOLE_DB_REASON_MAX;
 		free(reason);
-		if (rc == CONSOLE_DB_UNKNOWN) {
-			console_after(ret, cx, 404, console_page_event, id, msg, 1);
-			return;
-		}
-		console_after(ret, cx,
-		              rc == CONSOLE_DB_OK ? 200
-		              : rc < 0            ? 503
-		                                  : 409,
-		              console_page_event, id,
-		              rc < 0 ? "The store failed; nothing changed." : msg,
+		console_result(a->a_result, sizeof(a->a_result), rc, msg);
+		console_after(a, ret,
+		              rc == CONSOLE_DB_OK        ? 200
+		              : rc == CONSOLE_DB_UNKNOWN ? 404
+		              : rc < 0                   ? 503
+		                                         : 409,
+		              url, url, rc < 0 ? "The store failed; nothing changed." : msg,
 		              rc != CONSOLE_DB_OK);
 		return;
 	}
-	if (strcmp(op, "reprocess") == 0) {
+	{
 		struct console_db_reprocess rp;
 
-		rc = console_db_reprocess(cx->cx_store, cx->cx_cf, cx->cx_now_ms, actor, id, &rp);
+		rc = console_db_reprocess(cx->cx_store, cx->cx_cf, cx->cx_now_ms, a->a_actor,
+		                          a->a_id, &rp);
 		if (rc < 0) {
-			console_after(ret, cx, 503, console_page_event, id,
-			              "The store failed; nothing changed.", 1);
+			snprintf(a->a_result, sizeof(a->a_result), "error");
+			console_after(a, ret, 503, url, url, "The store failed; nothing changed.",
+			              1);
 			return;
 		}
+		a->a_audited = 1;
 		if (rp.rp_state == CONSOLE_DB_RP_UNKNOWN) {
-			console_after(ret, cx, 404, console_page_event, id, "No such event.", 1);
+			console_after(a, ret, 404, url, url, "No such event.", 1);
 			return;
 		}
 		if (rp.rp_state != CONSOLE_DB_RP_DONE) {
 			console_after(
-			        ret, cx, 409, console_page_event, id,
+			        a, ret, 409, url, url,
 			        rp.rp_state == CONSOLE_DB_RP_NOT_FAILED
 			                ? "This event is not failed; nothing to reprocess."
 			                : "This event was refused by the provider's own rules.",
@@ -827,96 +868,81 @@ static void console_action_event(struct console *c, const struct console_ctx *cx
 			snprintf(msg, sizeof(msg), "Reprocessed: done, order %s %s.",
 			         rp.rp_res.or_order_id[0] != '\0' ? rp.rp_res.or_order_id : "-",
 			         rp.rp_res.or_effect != NULL ? rp.rp_res.or_effect : "-");
-			env_outbox_kick(c->co_env);
+			env_outbox_kick(a->a_c->co_env);
 		}
-		console_after(ret, cx, 200, console_page_event, id, msg, rp.rp_res.or_refused);
-		return;
+		console_after(a, ret, 200, url, url, msg, rp.rp_res.or_refused);
 	}
-	console_text(ret, 404, "not found\n");
 }
 
-static void console_action_outbox(struct console *c, const struct console_ctx *cx, int64_t id,
-                                  const char *op, struct reply *ret)
+static void console_action_outbox(struct console_act *a, struct reply *ret)
 {
-	char actor[CONSOLE_NAME_MAX + 16];
+	const struct console_ctx *cx = a->a_cx;
 	char msg[300];
-	char result[320];
-	char target[40];
-	char action[40];
+	char url[64];
 	struct outbox_conf oc;
 	int rc;
 
-	snprintf(actor, sizeof(actor), "console:%s", cx->cx_who->cw_name);
-	snprintf(target, sizeof(target), "outbox:%" PRId64, id);
-	snprintf(action, sizeof(action), "outbox.%s", op);
-	if (strcmp(op, "retry") == 0) {
-		rc = outbox_admin_retry(cx->cx_store, id, cx->cx_now_ms, msg, sizeof(msg));
-	} else if (strcmp(op, "cancel") == 0) {
-		rc = outbox_admin_cancel(cx->cx_store, id, cx->cx_now_ms, msg, sizeof(msg));
-	} else if (strcmp(op, "compensate") == 0) {
+	snprintf(url, sizeof(url), "/console/outbox/%" PRId64, a->a_id);
+	if (strcmp(a->a_action, "outbox.retry") == 0) {
+		rc = outbox_admin_retry(cx->cx_store, a->a_id, cx->cx_now_ms, msg, sizeof(msg));
+	} else if (strcmp(a->a_action, "outbox.cancel") == 0) {
+		rc = outbox_admin_cancel(cx->cx_store, a->a_id, cx->cx_now_ms, msg, sizeof(msg));
+	} else {
 		if (outbox_conf_load(cx->cx_cf, 1, &oc) < 0) {
-			console_after(ret, cx, 503, console_page_outbox_row, id,
+			snprintf(a->a_result, sizeof(a->a_result),
+			         "error: the [outbound] section is unusable");
+			console_after(a, ret, 503, url, url,
 			              "The [outbound] section is unusable; nothing changed.", 1);
 			return;
 		}
-		rc = outbox_admin_compensate(cx->cx_store, &oc, id, cx->cx_now_ms, msg,
+		rc = outbox_admin_compensate(cx->cx_store, &oc, a->a_id, cx->cx_now_ms, msg,
 		                             sizeof(msg));
 		outbox_conf_finish(&oc);
-	} else {
-		console_text(ret, 404, "not found\n");
-		return;
 	}
-	console_result(result, sizeof(result), rc, msg);
-	if (rc != OUTBOX_ADMIN_UNKNOWN && console_db_audit(cx->cx_store, cx->cx_now_ms, actor,
-	                                                   action, target, NULL, result) < 0) {
-		log_err("console: %s by %s on %s not recorded in the audit log", action, actor,
-		        target);
-	}
+	console_result(a->a_result, sizeof(a->a_result), rc, msg);
 	if (rc == OUTBOX_ADMIN_OK) {
-		env_outbox_kick(c->co_env);
+		env_outbox_kick(a->a_c->co_env);
 	}
-	console_after(ret, cx,
+	console_after(a, ret,
 	              rc == OUTBOX_ADMIN_OK        ? 200
 	              : rc == OUTBOX_ADMIN_UNKNOWN ? 404
 	              : rc < 0                     ? 503
 	                                           : 409,
-	              console_page_outbox_row, id,
-	              rc < 0 ? "The store failed; nothing changed." : msg, rc != OUTBOX_ADMIN_OK);
+	              url, url, rc < 0 ? "The store failed; nothing changed." : msg,
+	              rc != OUTBOX_ADMIN_OK);
 }
 
 /* Reconcile one order now: the engine's reconcile run (reconcile.h) for
  * this order alone (reconcile_options ro_order: its provider instance,
  * or every one that can be asked when no payment has named one yet, from
  * a minute before the order was created). Audited as order.reconcile. */
-static void console_action_reconcile(struct console *c, const struct console_ctx *cx,
-                                     const struct http_request *req, struct reply *ret)
+static void console_action_reconcile(struct console_act *a, struct reply *ret)
 {
-	char *order = console_form(req, "order");
+	const struct console_ctx *cx = a->a_cx;
+	char *order = console_form(a->a_req, "order");
 	struct reconcile_options opt;
 	struct reconcile_report rep = {0};
-	struct console_ctx with = *cx;
-	char actor[CONSOLE_NAME_MAX + 16];
-	char target[220];
+	char url[CONSOLE_URL_MAX];
+	char path[CONSOLE_URL_MAX];
+	char enc[CONSOLE_URL_MAX - 20];
 	char msg[600];
-	char result[640];
 	const char *why = NULL;
 	size_t asked = 0;
 	size_t i;
-	struct buf b;
 	int status = 200;
 	int rc;
 
 	if (order == NULL || order[0] == '\0' || strlen(order) > 200) {
+		snprintf(a->a_result, sizeof(a->a_result), "refused: no order id given");
 		console_text(ret, 400, "reconcile wants the order's id\n");
 		goto out;
 	}
-	snprintf(actor, sizeof(actor), "console:%s", cx->cx_who->cw_name);
-	snprintf(target, sizeof(target), "order:%s", order);
 	memset(&opt, 0, sizeof(opt));
 	opt.ro_older_than_s = -1;
 	opt.ro_order = order;
 	rc = reconcile_run(cx->cx_store, cx->cx_cf, &opt, &rep);
 	if (rc < 0 && rep.rr_order_unknown) {
+		snprintf(a->a_result, sizeof(a->a_result), "refused: no such order");
 		console_text(ret, 404, "no such order\n");
 		goto out;
 	}
@@ -929,12 +955,12 @@ static void console_action_reconcile(struct console *c, const struct console_ctx
 	}
 	if (rc < 0) {
 		snprintf(msg, sizeof(msg), "The reconcile run could not start; nothing changed.");
-		snprintf(result, sizeof(result), "error");
+		snprintf(a->a_result, sizeof(a->a_result), "error");
 		status = 503;
 	} else if (asked == 0) {
 		snprintf(msg, sizeof(msg), "No provider of this order can be asked: %s.",
 		         why != NULL ? why : "none is configured");
-		snprintf(result, sizeof(result), "refused: %s", msg);
+		snprintf(a->a_result, sizeof(a->a_result), "refused: %s", msg);
 		status = 409;
 	} else {
 		snprintf(msg, sizeof(msg),
@@ -942,23 +968,17 @@ static void console_action_reconcile(struct console *c, const struct console_ctx
 		         " known, %" PRId64 " refused, %" PRId64 " failed.",
 		         rep.rr_events_found, rep.rr_applied, rep.rr_known, rep.rr_refused,
 		         rep.rr_failed);
-		snprintf(result, sizeof(result), "%s: %s", rep.rr_failed > 0 ? "failed" : "ok",
-		         msg);
+		snprintf(a->a_result, sizeof(a->a_result), "%s: %s",
+		         rep.rr_failed > 0 ? "failed" : "ok", msg);
 		status = rep.rr_failed > 0 ? 502 : 200;
 	}
-	if (console_db_audit(cx->cx_store, cx->cx_now_ms, actor, "order.reconcile", target, NULL,
-	                     result) < 0) {
-		log_err("console: order.reconcile by %s on %s not recorded in the audit log", actor,
-		        target);
-	}
 	if (rep.rr_applied > 0) {
-		env_outbox_kick(c->co_env);
+		env_outbox_kick(a->a_c->co_env);
 	}
-	with.cx_flash = msg;
-	with.cx_flash_error = status != 200;
-	buf_init(&b, CONSOLE_PAGE_MAX);
-	rc = console_page_order(&b, &with, order);
-	console_reply_buf(ret, rc < 0 ? -1 : status, &b);
+	console_urlenc(enc, sizeof(enc), order);
+	snprintf(url, sizeof(url), "/console/orders/%s", enc);
+	snprintf(path, sizeof(path), "/console/orders/%s", order);
+	console_after(a, ret, status, url, path, msg, status != 200);
 out:
 	reconcile_report_finish(&rep);
 	free(order);
@@ -988,41 +1008,48 @@ static int console_ids_row(void *arg, const struct store_row *row)
 	return 0;
 }
 
+/* The statuses a bulk retry takes. */
+static int console_bulk_status(const char *status)
+{
+	return status != NULL &&
+	       (strcmp(status, "dead") == 0 || strcmp(status, "retry_wait") == 0 ||
+	        strcmp(status, "cancelled") == 0);
+}
+
 /* Bulk retry of every row of one status, only when the count the operator
  * confirmed is still the count. The rows are the ones of that status in
  * one read, all of them however many: each then retried (and audited) on
  * its own, so one that another operator retried meanwhile is refused, and
- * one that took the status afterwards, never confirmed, is left alone. */
-static void console_retry_all(struct console *c, const struct console_ctx *cx,
-                              const struct http_request *req, struct reply *ret)
+ * one that took the status afterwards, never confirmed, is left alone.
+ * The whole is recorded too, as outbox.retry_all. */
+static void console_retry_all(struct console_act *a, struct reply *ret)
 {
-	char *status = console_form(req, "status");
-	char *expect_text = console_form(req, "expect");
+	const struct console_ctx *cx = a->a_cx;
+	char *status = console_form(a->a_req, "status");
+	char *expect_text = console_form(a->a_req, "expect");
 	int64_t expect = expect_text != NULL ? strtoll(expect_text, NULL, 10) : -1;
-	char actor[CONSOLE_NAME_MAX + 16];
 	struct console_ids ids = {NULL, 0, 0};
-	struct console_ctx with = *cx;
 	char msg[300];
 	char result[320];
 	char target[40];
 	char url[64];
 	int64_t ok = 0;
-	struct buf b;
 	size_t i;
 	int rc;
 
-	snprintf(actor, sizeof(actor), "console:%s", cx->cx_who->cw_name);
-	if (status == NULL ||
-	    (strcmp(status, "dead") != 0 && strcmp(status, "retry_wait") != 0 &&
-	     strcmp(status, "cancelled") != 0) ||
-	    expect < 0) {
+	if (!console_bulk_status(status) || expect < 0) {
+		snprintf(a->a_result, sizeof(a->a_result),
+		         "refused: no status or no count confirmed");
 		console_text(ret, 400,
 		             "bulk retry wants status (dead, retry_wait, cancelled) and "
 		             "the count confirmed\n");
 		goto out;
 	}
+	/* The status's own page, so its form offers the count. */
+	snprintf(url, sizeof(url), "/console/outbox?status=%s", status);
 	if (console_db_outbox_ids(cx->cx_store, cx->cx_now_ms, status, INT64_MAX, console_ids_row,
 	                          &ids) < 0) {
+		snprintf(a->a_result, sizeof(a->a_result), "error");
 		console_text(ret, 503, "the store failed; nothing changed\n");
 		goto out;
 	}
@@ -1032,9 +1059,8 @@ static void console_retry_all(struct console *c, const struct console_ctx *cx,
 		         " you confirmed: nothing retried. Look "
 		         "again and confirm the new count.",
 		         ids.ci_n, status, expect);
-		/* The status's own page, so its form offers the new count. */
-		snprintf(url, sizeof(url), "/console/outbox?status=%s", status);
-		console_render(ret, cx, req, url, "/console/outbox", 409, msg, 1);
+		snprintf(a->a_result, sizeof(a->a_result), "refused: %s", msg);
+		console_after(a, ret, 409, url, "/console/outbox", msg, 1);
 		goto out;
 	}
 	for (i = 0; i < ids.ci_n; i++) {
@@ -1042,22 +1068,77 @@ static void console_retry_all(struct console *c, const struct console_ctx *cx,
 		                        sizeof(msg));
 		console_result(result, sizeof(result), rc, msg);
 		snprintf(target, sizeof(target), "outbox:%" PRId64, ids.ci_ids[i]);
-		console_db_audit(cx->cx_store, cx->cx_now_ms, actor, "outbox.retry", target,
+		console_db_audit(cx->cx_store, cx->cx_now_ms, a->a_actor, "outbox.retry", target,
 		                 "bulk retry", result);
 		ok += rc == OUTBOX_ADMIN_OK;
 	}
 	if (ok > 0) {
-		env_outbox_kick(c->co_env);
+		env_outbox_kick(a->a_c->co_env);
 	}
 	snprintf(msg, sizeof(msg), "%" PRId64 " of %zu rows queued again.", ok, ids.ci_n);
-	with.cx_flash = msg;
-	buf_init(&b, CONSOLE_PAGE_MAX);
-	rc = console_page_outbox(&b, &with, req);
-	console_reply_buf(ret, rc < 0 ? -1 : 200, &b);
+	snprintf(a->a_result, sizeof(a->a_result), "ok: %s", msg);
+	console_after(a, ret, 200, url, "/console/outbox", msg, 0);
 out:
 	free(ids.ci_ids);
 	free(status);
 	free(expect_text);
+}
+
+/* Which action a POST names, into a (action, target, the function):
+ * returns 0, or -1 when the path is no action. The target is read from the
+ * path, or from the form where the path has none. */
+static int console_action_of(const struct http_request *req, struct console_act *a)
+{
+	const char *path = req->hr_path;
+	const char *op = NULL;
+	char *v;
+
+	if (console_path_id(path, "/console/events/", &a->a_id, &op) == 0) {
+		if (strcmp(op, "dismiss") != 0 && strcmp(op, "reprocess") != 0) {
+			return -1;
+		}
+		snprintf(a->a_action, sizeof(a->a_action), "events.%s", op);
+		snprintf(a->a_target, sizeof(a->a_target), "event:%" PRId64, a->a_id);
+		a->a_fn = console_action_event;
+	} else if (strcmp(path, "/console/reconcile") == 0) {
+		v = console_form(req, "order");
+		snprintf(a->a_action, sizeof(a->a_action), "order.reconcile");
+		snprintf(a->a_target, sizeof(a->a_target), "order:%.200s", v != NULL ? v : "");
+		free(v);
+		a->a_fn = console_action_reconcile;
+	} else if (strcmp(path, "/console/outbox/retry-all") == 0) {
+		v = console_form(req, "status");
+		snprintf(a->a_action, sizeof(a->a_action), "outbox.retry_all");
+		snprintf(a->a_target, sizeof(a->a_target), "outbox?status=%s",
+		         console_bulk_status(v) ? v : "");
+		free(v);
+		a->a_fn = console_retry_all;
+	} else if (console_path_id(path, "/console/outbox/", &a->a_id, &op) == 0) {
+		if (strcmp(op, "retry") != 0 && strcmp(op, "cancel") != 0 &&
+		    strcmp(op, "compensate") != 0) {
+			return -1;
+		}
+		snprintf(a->a_action, sizeof(a->a_action), "outbox.%s", op);
+		snprintf(a->a_target, sizeof(a->a_target), "outbox:%" PRId64, a->a_id);
+		a->a_fn = console_action_outbox;
+	} else {
+		return -1;
+	}
+	return 0;
+}
+
+/* The action's audit row, unless it recorded itself. */
+static void console_audit(const struct console_act *a)
+{
+	if (a->a_audited) {
+		return;
+	}
+	if (console_db_audit(a->a_cx->cx_store, a->a_cx->cx_now_ms, a->a_actor, a->a_action,
+	                     a->a_target, NULL,
+	                     a->a_result[0] != '\0' ? a->a_result : "error") < 0) {
+		log_err("console: %s by %s on %s not recorded in the audit log", a->a_action,
+		        a->a_actor, a->a_target);
+	}
 }
 
 /* ---- the route ---- */
@@ -1118,9 +1199,9 @@ void console_route(void *arg, const struct http_request *req, struct reply *ret)
 	struct console_session s;
 	struct console_who who;
 	struct console_ctx cx;
-	const char *suffix = NULL;
+	struct console_act act;
 	char *csrf = NULL;
-	int64_t id = 0;
+	int is_action;
 	int found;
 
 	if (strcmp(req->hr_path, "/console/console.css") == 0 ||
@@ -1178,35 +1259,42 @@ void console_route(void *arg, const struct http_request *req, struct reply *ret)
 		console_get(&cx, req, 0, ret);
 		goto out;
 	}
-	/* Every POST carries the session's CSRF token, whatever it does. */
+	/* Every POST carries the session's CSRF token, whatever it does. An
+	 * action's refusal is recorded like its outcome, here. */
+	memset(&act, 0, sizeof(act));
+	act.a_c = c;
+	act.a_cx = &cx;
+	act.a_req = req;
+	snprintf(act.a_actor, sizeof(act.a_actor), "console:%s", s.cs_name);
+	is_action = console_action_of(req, &act) == 0;
 	csrf = console_form(req, "csrf");
 	if (csrf == NULL || !crypto_equal(csrf, strlen(csrf), s.cs_csrf, strlen(s.cs_csrf))) {
 		log_warn("console: %s refused for %s: missing or wrong CSRF token", req->hr_path,
 		         s.cs_name);
 		console_text(ret, 403, "refused: missing or wrong CSRF token; reload the page\n");
+		if (is_action) {
+			snprintf(act.a_result, sizeof(act.a_result),
+			         "refused: missing or wrong CSRF token");
+			console_audit(&act);
+		}
 		goto out;
 	}
 	if (strcmp(req->hr_path, "/console/logout") == 0) {
 		console_logout(c, &s, now, ret);
 		goto out;
 	}
-	if (s.cs_role != CONSOLE_ROLE_OPERATOR) {
-		console_text(ret, 403, "refused: this session is read-only\n");
+	if (!is_action) {
+		console_text(ret, 404, "not found\n");
 		goto out;
 	}
-	if (console_path_id(req->hr_path, "/console/events/", &id, &suffix) == 0 &&
-	    suffix[0] != '\0') {
-		console_action_event(c, &cx, req, id, suffix, ret);
-	} else if (strcmp(req->hr_path, "/console/reconcile") == 0) {
-		console_action_reconcile(c, &cx, req, ret);
-	} else if (strcmp(req->hr_path, "/console/outbox/retry-all") == 0) {
-		console_retry_all(c, &cx, req, ret);
-	} else if (console_path_id(req->hr_path, "/console/outbox/", &id, &suffix) == 0 &&
-	           suffix[0] != '\0') {
-		console_action_outbox(c, &cx, id, suffix, ret);
-	} else {
-		console_text(ret, 404, "not found\n");
+	if (s.cs_role != CONSOLE_ROLE_OPERATOR) {
+		console_text(ret, 403, "refused: this session is read-only\n");
+		snprintf(act.a_result, sizeof(act.a_result), "refused: this session is read-only");
+		console_audit(&act);
+		goto out;
 	}
+	act.a_fn(&act, ret);
+	console_audit(&act);
 out:
 	free(csrf);
 	env_config_release(env, cf);

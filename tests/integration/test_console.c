@@ -418,9 +418,27 @@ static void test_read_only_sessions_get_403_on_every_action_and_nothing_changes(
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"
 	                               " OR reprocessed > 0"),
 	                 0);
+	/* each refusal is in the audit log, as bob's, with the action and target */
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action <> "
 	                               "'console.login'"),
-	                 0);
+	                 7);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE actor = 'console:bob'"
+	                               " AND result = 'refused: this session is read-only'"),
+	                 7);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM audit_log WHERE action = "
+	                           "'events.dismiss' AND target = 'event:%lld'",
+	                           id),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
+	                               "'outbox.compensate' AND target = 'outbox:1'"),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
+	                               "'outbox.retry_all' AND target = 'outbox?status=dead'"),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
+	                               "'order.reconcile' AND target = 'order:x'"),
+	                 1);
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
 }
@@ -451,9 +469,16 @@ static void test_an_action_without_or_with_a_wrong_csrf_token_changes_nothing(vo
 	hres_finish(&r);
 	assert_int_equal(
 	        fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"), 0);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
-	                               "'events.dismiss'"),
-	                 0);
+	/* both refusals are recorded; the logout is no action */
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action <> "
+	                               "'console.login'"),
+	                 2);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM audit_log WHERE action = "
+	                           "'events.dismiss' AND target = 'event:%lld' AND result = "
+	                           "'refused: missing or wrong CSRF token'",
+	                           id),
+	                 2);
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
 }
@@ -480,6 +505,20 @@ static void test_dismiss_and_reprocess_from_the_console_are_applied_and_audited(
 	hres_finish(&r);
 	assert_int_equal(
 	        fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"), 0);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM audit_log WHERE action = "
+	                           "'events.dismiss' AND target = 'event:%lld' AND result "
+	                           "LIKE 'refused: a reason%%'",
+	                           id),
+	                 1);
+	/* an event nobody has: 404, recorded */
+	snprintf(form, sizeof(form), "csrf=%s&reason=gone", s.ts_csrf);
+	assert_int_equal(t_post(&d, "/console/events/999999/dismiss", &s, form, &r), 404);
+	hres_finish(&r);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
+	                               "'events.dismiss' AND target = 'event:999999' AND result "
+	                               "LIKE 'refused:%%'"),
+	                 1);
 	snprintf(form, sizeof(form), "csrf=%s&reason=paid+at+the+till", s.ts_csrf);
 	assert_int_equal(t_post(&d, path, &s, form, &r), 200);
 	assert_non_null(strstr(r.hs_body, "dismissed"));
@@ -727,12 +766,17 @@ test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited(void
 		                  "SELECT count(*) FROM events WHERE idem_key = 'evt_rec_other'"),
 		        0);
 	}
-	/* An order nobody has: 404, nothing asked, nothing recorded. */
+	/* An order nobody has: 404, nothing asked, the refusal recorded. */
 	snprintf(form, sizeof(form), "csrf=%s&order=ord_console_nosuch0000009", s.ts_csrf);
 	assert_int_equal(t_post(&d, "/console/reconcile", &s, form, &r), 404);
 	hres_finish(&r);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
 	                               "'order.reconcile'"),
+	                 2);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
+	                               "'order.reconcile' AND target = "
+	                               "'order:ord_console_nosuch0000009' AND result = "
+	                               "'refused: no such order'"),
 	                 1);
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
@@ -1108,6 +1152,18 @@ static void test_bulk_retry_needs_the_count_it_showed_confirmed(void **state)
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
 	                               "'outbox.retry'"),
 	                 0);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
+	                               "'outbox.retry_all' AND target = 'outbox?status=dead' AND "
+	                               "result LIKE 'refused: 1 dead rows now, not the 2%%'"),
+	                 1);
+	/* a row nobody has: 404, recorded */
+	snprintf(form, sizeof(form), "csrf=%s", s.ts_csrf);
+	assert_int_equal(t_post(&d, "/console/outbox/999999/retry", &s, form, &r), 404);
+	hres_finish(&r);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
+	                               "'outbox.retry' AND target = 'outbox:999999' AND result "
+	                               "LIKE 'refused:%%'"),
+	                 1);
 	snprintf(form, sizeof(form), "csrf=%s&status=dead&expect=1", s.ts_csrf);
 	assert_int_equal(t_post(&d, "/console/outbox/retry-all", &s, form, &r), 200);
 	assert_non_null(strstr(r.hs_body, "1 of 1 rows queued again"));
