@@ -32,6 +32,9 @@
 #define CONSOLE_LOGIN_WINDOW_MS (15 * 60 * 1000)
 #define CONSOLE_CLIENTS_MAX 256 /* client addresses the failed-login limit tracks */
 #define CONSOLE_FORM_FIELD_MAX 2048
+#define CONSOLE_URL_MAX 700   /* a page's URL: an order id of 200 bytes, encoded */
+#define CONSOLE_FLASH_MAX 700 /* an action's message shown after its redirect */
+#define CONSOLE_FLASH_TTL_MS (60 * 1000)
 #define CONSOLE_HTML "text/html; charset=utf-8"
 #define CONSOLE_CSP                                                                                \
 	"default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "                \
@@ -218,6 +221,12 @@ struct console_session {
 	 * reload that changed the secret ends the session. */
 	unsigned char cs_secret_mac[CRYPTO_HMAC_MAX];
 	int64_t cs_expires_ms;
+	/* The outcome of the session's last action, shown once by the page it
+	 * redirected to (cs_flash_url, "" when none), for a minute at most. */
+	char cs_flash[CONSOLE_FLASH_MAX];
+	char cs_flash_url[CONSOLE_URL_MAX];
+	int cs_flash_error;
+	int64_t cs_flash_at_ms;
 };
 
 struct console_client {
@@ -743,7 +752,6 @@ static void console_render(struct reply *ret, const struct console_ctx *cx,
 	console_get(&with, &get, status, ret);
 }
 
-#define CONSOLE_URL_MAX 700    /* a page's URL: an order id of 200 bytes, encoded */
 #define CONSOLE_RESULT_MAX 700 /* an audit row's result */
 
 /* One action under way: what it is and is on, for the audit log, and what
@@ -754,6 +762,7 @@ struct console_act {
 	struct console *a_c;
 	const struct console_ctx *a_cx;
 	const struct http_request *a_req;
+	const char *a_sid;                   /* the session's id: where its flash goes */
 	char a_actor[CONSOLE_NAME_MAX + 16]; /* console:NAME */
 	char a_action[40];                   /* events.dismiss, outbox.retry, ... */
 	char a_target[220];                  /* event:ID, outbox:ID, order:ID, ... */
@@ -763,12 +772,69 @@ struct console_act {
 	void (*a_fn)(struct console_act *a, struct reply *ret);
 };
 
-/* The page at url (path: decoded) an action leads back to, with its
- * message, answered with status. */
+/* Keeps msg for session sid, for the GET of url to show once. */
+static void console_flash_set(struct console *c, const char *sid, const char *url, const char *msg,
+                              int error, int64_t now)
+{
+	size_t i;
+
+	pthread_mutex_lock(&c->co_lock);
+	for (i = 0; i < CONSOLE_SESSIONS_MAX; i++) {
+		struct console_session *s = &c->co_sessions[i];
+
+		if (s->cs_id[0] != '\0' && strcmp(s->cs_id, sid) == 0) {
+			snprintf(s->cs_flash, sizeof(s->cs_flash), "%s", msg);
+			snprintf(s->cs_flash_url, sizeof(s->cs_flash_url), "%s", url);
+			s->cs_flash_error = error;
+			s->cs_flash_at_ms = now;
+		}
+	}
+	pthread_mutex_unlock(&c->co_lock);
+}
+
+/* The message session sid keeps for the GET of url, into out (taken: shown
+ * once). Returns 1, or 0 when none. */
+static int console_flash_take(struct console *c, const char *sid, const char *url, int64_t now,
+                              char *out, size_t size, int *ret_error)
+{
+	int found = 0;
+	size_t i;
+
+	pthread_mutex_lock(&c->co_lock);
+	for (i = 0; i < CONSOLE_SESSIONS_MAX; i++) {
+		struct console_session *s = &c->co_sessions[i];
+
+		if (s->cs_id[0] == '\0' || strcmp(s->cs_id, sid) != 0 ||
+		    s->cs_flash_url[0] == '\0' || strcmp(s->cs_flash_url, url) != 0) {
+			continue;
+		}
+		if (now - s->cs_flash_at_ms < CONSOLE_FLASH_TTL_MS) {
+			snprintf(out, size, "%s", s->cs_flash);
+			*ret_error = s->cs_flash_error;
+			found = 1;
+		}
+		s->cs_flash[0] = '\0';
+		s->cs_flash_url[0] = '\0';
+	}
+	pthread_mutex_unlock(&c->co_lock);
+	return found;
+}
+
+/* Where an action leads: the GET page at url (path: decoded) it concerns.
+ * An action that was carried out (status 200: it changed something, or
+ * may have) answers 303 to it, its message kept for that page to show
+ * once: Post/Redirect/Get, so reloading the page does not send the action
+ * again. One refused or failed before it changed anything answers that
+ * page at once, with its status (404, 409, 503) and the message. */
 static void console_after(struct console_act *a, struct reply *ret, int status, const char *url,
                           const char *path, const char *msg, int error)
 {
-	console_render(ret, a->a_cx, a->a_req, url, path, status, msg, error);
+	if (status != 200) {
+		console_render(ret, a->a_cx, a->a_req, url, path, status, msg, error);
+		return;
+	}
+	console_flash_set(a->a_c, a->a_sid, url, msg, error, a->a_cx->cx_now_ms);
+	console_redirect(ret, url);
 }
 
 /* s percent-encoded for a path segment into out ("" when it does not fit). */
@@ -930,6 +996,7 @@ static void console_action_reconcile(struct console_act *a, struct reply *ret)
 	size_t asked = 0;
 	size_t i;
 	int status = 200;
+	int failed = 0;
 	int rc;
 
 	if (order == NULL || order[0] == '\0' || strlen(order) > 200) {
@@ -970,7 +1037,9 @@ static void console_action_reconcile(struct console_act *a, struct reply *ret)
 		         rep.rr_failed);
 		snprintf(a->a_result, sizeof(a->a_result), "%s: %s",
 		         rep.rr_failed > 0 ? "failed" : "ok", msg);
-		status = rep.rr_failed > 0 ? 502 : 200;
+		/* It ran (and may have applied some): redirected like any
+		 * action carried out, the failures said on the page. */
+		failed = rep.rr_failed > 0;
 	}
 	if (rep.rr_applied > 0) {
 		env_outbox_kick(a->a_c->co_env);
@@ -978,7 +1047,7 @@ static void console_action_reconcile(struct console_act *a, struct reply *ret)
 	console_urlenc(enc, sizeof(enc), order);
 	snprintf(url, sizeof(url), "/console/orders/%s", enc);
 	snprintf(path, sizeof(path), "/console/orders/%s", order);
-	console_after(a, ret, status, url, path, msg, status != 200);
+	console_after(a, ret, status, url, path, msg, status != 200 || failed);
 out:
 	reconcile_report_finish(&rep);
 	free(order);
@@ -1200,6 +1269,7 @@ void console_route(void *arg, const struct http_request *req, struct reply *ret)
 	struct console_who who;
 	struct console_ctx cx;
 	struct console_act act;
+	char flash[CONSOLE_FLASH_MAX];
 	char *csrf = NULL;
 	int is_action;
 	int found;
@@ -1256,6 +1326,12 @@ void console_route(void *arg, const struct http_request *req, struct reply *ret)
 	cx.cx_now_ms = now;
 	cx.cx_who = &who;
 	if (get) {
+		/* The outcome of the action that redirected here, once. */
+		if (strcmp(req->hr_method, "GET") == 0 &&
+		    console_flash_take(c, s.cs_id, req->hr_url, now, flash, sizeof(flash),
+		                       &cx.cx_flash_error)) {
+			cx.cx_flash = flash;
+		}
 		console_get(&cx, req, 0, ret);
 		goto out;
 	}
@@ -1265,6 +1341,7 @@ void console_route(void *arg, const struct http_request *req, struct reply *ret)
 	act.a_c = c;
 	act.a_cx = &cx;
 	act.a_req = req;
+	act.a_sid = s.cs_id;
 	snprintf(act.a_actor, sizeof(act.a_actor), "console:%s", s.cs_name);
 	is_action = console_action_of(req, &act) == 0;
 	csrf = console_form(req, "csrf");

@@ -74,6 +74,23 @@ static long t_post(struct daemon *d, const char *path, const struct t_session *s
 	return r->hs_status;
 }
 
+/* An action carried out answers 303 to the page it concerns (Post/Redirect/
+ * Get): asserts it in post (finished here) and GETs that page into r. */
+static long t_follow(struct daemon *d, struct hres *post, const char *location,
+                     const struct t_session *s, struct hres *r)
+{
+	char *loc;
+
+	assert_int_equal(post->hs_status, 303);
+	loc = hres_header(post, "Location");
+	assert_non_null(loc);
+	assert_string_equal(loc, location);
+	hres_finish(post);
+	assert_int_equal(t_get(d, loc, s, r), 200);
+	free(loc);
+	return r->hs_status;
+}
+
 /* Logs in with token; asserts the cookie and reads the CSRF token. */
 static void t_login(struct daemon *d, const char *token, struct t_session *s)
 {
@@ -487,6 +504,7 @@ static void test_dismiss_and_reprocess_from_the_console_are_applied_and_audited(
 {
 	struct daemon d;
 	struct t_session s;
+	struct hres post;
 	struct hres r;
 	char path[128];
 	char form[200];
@@ -520,8 +538,15 @@ static void test_dismiss_and_reprocess_from_the_console_are_applied_and_audited(
 	                               "LIKE 'refused:%%'"),
 	                 1);
 	snprintf(form, sizeof(form), "csrf=%s&reason=paid+at+the+till", s.ts_csrf);
-	assert_int_equal(t_post(&d, path, &s, form, &r), 200);
+	assert_int_equal(t_post(&d, path, &s, form, &post), 303);
+	snprintf(path, sizeof(path), "/console/events/%lld", id);
+	t_follow(&d, &post, path, &s, &r);
+	assert_non_null(strstr(r.hs_body, "class=\"flash\" role=\"status\">event"));
 	assert_non_null(strstr(r.hs_body, "dismissed"));
+	hres_finish(&r);
+	/* the message is shown once: reloading the page shows the page alone */
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_null(strstr(r.hs_body, "class=\"flash"));
 	hres_finish(&r);
 	assert_int_equal(fx_db_int(&d,
 	                           "SELECT count(*) FROM events WHERE id = %lld AND "
@@ -538,7 +563,9 @@ static void test_dismiss_and_reprocess_from_the_console_are_applied_and_audited(
 	/* reprocess: the order still does not exist, so it stays failed */
 	snprintf(path, sizeof(path), "/console/events/%lld/reprocess", other);
 	snprintf(form, sizeof(form), "csrf=%s", s.ts_csrf);
-	assert_int_equal(t_post(&d, path, &s, form, &r), 200);
+	assert_int_equal(t_post(&d, path, &s, form, &post), 303);
+	snprintf(path, sizeof(path), "/console/events/%lld", other);
+	t_follow(&d, &post, path, &s, &r);
 	assert_non_null(strstr(r.hs_body, "still failed (unknown_order)"));
 	hres_finish(&r);
 	assert_int_equal(fx_db_int(&d, "SELECT reprocessed FROM events WHERE id = %lld", other), 1);
@@ -718,7 +745,12 @@ test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited(void
 	assert_non_null(strstr(r.hs_body, "action=\"/console/reconcile\""));
 	hres_finish(&r);
 	snprintf(form, sizeof(form), "csrf=%s&order=%s", s.ts_csrf, mine);
-	assert_int_equal(t_post(&d, "/console/reconcile", &s, form, &r), 200);
+	{
+		struct hres post;
+
+		assert_int_equal(t_post(&d, "/console/reconcile", &s, form, &post), 303);
+		t_follow(&d, &post, path, &s, &r);
+	}
 	assert_non_null(strstr(r.hs_body, "1 applied"));
 	hres_finish(&r);
 	assert_true(peer_count(api) >= 1);
@@ -1096,8 +1128,8 @@ static void test_two_operators_retrying_one_row_at_once_end_with_one_retry(void 
 	rq[1] = (struct hreq){"POST", url, hb, form_b, strlen(form_b)};
 	assert_int_equal(hn_http_storm_each(2, rq, rs), 0);
 	/* one retried it; the other found it no longer dead */
-	assert_true((rs[0].hs_status == 200 && rs[1].hs_status == 409) ||
-	            (rs[0].hs_status == 409 && rs[1].hs_status == 200));
+	assert_true((rs[0].hs_status == 303 && rs[1].hs_status == 409) ||
+	            (rs[0].hs_status == 409 && rs[1].hs_status == 303));
 	hres_finish(&rs[0]);
 	hres_finish(&rs[1]);
 	assert_int_equal(fx_db_int(&d,
@@ -1122,6 +1154,59 @@ static void test_two_operators_retrying_one_row_at_once_end_with_one_retry(void 
 	                           (long long)id),
 	                 1);
 	peer_destroy(peer);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+/* Post/Redirect/Get: an action answers 303 to the page it concerns, which
+ * shows its outcome once; reloading that page (a GET) does nothing again. */
+static void test_an_action_redirects_so_that_a_reload_does_not_repeat_it(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres post;
+	struct hres r;
+	char path[128];
+	char page[128];
+	char form[200];
+	int64_t id;
+
+	(void)state;
+	t_start(&d, T_DEAD_OUTBOUND);
+	t_dead_row(&d, &id);
+	t_login(&d, T_OP_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/outbox/%lld/retry", (long long)id);
+	snprintf(page, sizeof(page), "/console/outbox/%lld", (long long)id);
+	snprintf(form, sizeof(form), "csrf=%s", s.ts_csrf);
+	assert_int_equal(t_post(&d, path, &s, form, &post), 303);
+	assert_null(strstr(post.hs_body, "<html"));
+	t_follow(&d, &post, page, &s, &r);
+	assert_non_null(strstr(r.hs_body, "<p class=\"flash\" role=\"status\">"));
+	hres_finish(&r);
+	/* the browser's reload is a GET of that page: nothing is retried again */
+	assert_int_equal(t_get(&d, page, &s, &r), 200);
+	assert_null(strstr(r.hs_body, "class=\"flash"));
+	hres_finish(&r);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM audit_log WHERE action = "
+	                           "'outbox.retry' AND target = 'outbox:%lld'",
+	                           (long long)id),
+	                 1);
+	/* the message is the session's own: another session's page shows none */
+	{
+		struct t_session other;
+
+		t_login(&d, T_OP_TOKEN, &other);
+		assert_int_equal(hn_db_wait_int(d.dm_db,
+		                                "SELECT count(*) FROM outbox WHERE status = 'dead'",
+		                                1, 20),
+		                 1);
+		assert_int_equal(t_post(&d, path, &s, form, &post), 303);
+		hres_finish(&post);
+		assert_int_equal(t_get(&d, page, &other, &r), 200);
+		assert_null(strstr(r.hs_body, "class=\"flash"));
+		hres_finish(&r);
+	}
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
 }
@@ -1165,7 +1250,12 @@ static void test_bulk_retry_needs_the_count_it_showed_confirmed(void **state)
 	                               "LIKE 'refused:%%'"),
 	                 1);
 	snprintf(form, sizeof(form), "csrf=%s&status=dead&expect=1", s.ts_csrf);
-	assert_int_equal(t_post(&d, "/console/outbox/retry-all", &s, form, &r), 200);
+	{
+		struct hres post;
+
+		assert_int_equal(t_post(&d, "/console/outbox/retry-all", &s, form, &post), 303);
+		t_follow(&d, &post, "/console/outbox?status=dead", &s, &r);
+	}
 	assert_non_null(strstr(r.hs_body, "1 of 1 rows queued again"));
 	hres_finish(&r);
 	assert_int_equal(fx_db_int(&d,
@@ -1225,7 +1315,12 @@ static void test_bulk_retry_takes_every_row_of_a_status_however_many(void **stat
 	                 1001);
 	/* the count the page showed retries them all */
 	snprintf(form, sizeof(form), "csrf=%s&status=cancelled&expect=1001", s.ts_csrf);
-	assert_int_equal(t_post(&d, "/console/outbox/retry-all", &s, form, &r), 200);
+	{
+		struct hres post;
+
+		assert_int_equal(t_post(&d, "/console/outbox/retry-all", &s, form, &post), 303);
+		t_follow(&d, &post, "/console/outbox?status=cancelled", &s, &r);
+	}
 	assert_non_null(strstr(r.hs_body, "1001 of 1001 rows queued again"));
 	hres_finish(&r);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox WHERE status = 'cancelled'"),
@@ -1319,7 +1414,7 @@ static void test_an_action_on_one_receiver_is_seen_on_another(void **state)
 	t_login(&b, T_RO_TOKEN, &sb);
 	snprintf(path, sizeof(path), "/console/events/%lld/dismiss", id);
 	snprintf(form, sizeof(form), "csrf=%s&reason=seen+from+b", sa.ts_csrf);
-	assert_int_equal(t_post(&a, path, &sa, form, &r), 200);
+	assert_int_equal(t_post(&a, path, &sa, form, &r), 303);
 	hres_finish(&r);
 	snprintf(path, sizeof(path), "/console/events/%lld", id);
 	assert_int_equal(t_get(&b, path, &sb, &r), 200);
@@ -1364,6 +1459,7 @@ int main(void)
 	        cmocka_unit_test(test_the_event_page_shows_the_captured_request_headers),
 	        cmocka_unit_test(test_rejected_callbacks_are_listed_with_their_reason),
 	        cmocka_unit_test(test_two_operators_retrying_one_row_at_once_end_with_one_retry),
+	        cmocka_unit_test(test_an_action_redirects_so_that_a_reload_does_not_repeat_it),
 	        cmocka_unit_test(test_bulk_retry_needs_the_count_it_showed_confirmed),
 	        cmocka_unit_test(test_bulk_retry_takes_every_row_of_a_status_however_many),
 	        cmocka_unit_test(
