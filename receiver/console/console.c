@@ -1278,6 +1278,11 @@ void console_route(void *arg, const struct http_request *req, struct reply *ret)
 	    strcmp(req->hr_path, "/console/console.js") == 0) {
 		int css = strcmp(req->hr_path, "/console/console.css") == 0;
 
+		if (!get) {
+			console_text(ret, 405, "method not allowed\n");
+			reply_add_header(ret, "Allow", "GET, HEAD");
+			goto out;
+		}
 		reply_set(ret, 200,
 		          css ? "text/css; charset=utf-8" : "text/javascript; charset=utf-8",
 		          css ? console_css : console_js, css ? console_css_len : console_js_len);

@@ -203,6 +203,27 @@ static void test_login_cookie_is_strict_and_every_page_has_the_security_headers(
 	hres_finish(&r);
 	assert_int_equal(t_get(&d, "/console/console.css", NULL, &r), 200);
 	hres_finish(&r);
+	/* the assets are GET and HEAD only (hn_http cannot send a HEAD) */
+	{
+		static const char *const methods[] = {"PUT", "DELETE", "TRACE", "OPTIONS", "POST"};
+		static const char *const assets[] = {"/console/console.css", "/console/console.js"};
+		char url[256];
+		size_t m;
+		size_t k;
+
+		for (k = 0; k < 2; k++) {
+			snprintf(url, sizeof(url), "%s%s", d.dm_admin_base, assets[k]);
+			for (m = 0; m < sizeof(methods) / sizeof(methods[0]); m++) {
+				assert_int_equal(hn_http(methods[m], url, NULL, NULL, 0, &r), 0);
+				assert_int_equal(r.hs_status, 405);
+				v = hres_header(&r, "Allow");
+				assert_non_null(v);
+				assert_string_equal(v, "GET, HEAD");
+				free(v);
+				hres_finish(&r);
+			}
+		}
+	}
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
 	                               "'console.login' AND actor = 'console:alice'"),
 	                 2);
