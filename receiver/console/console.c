@@ -31,8 +31,10 @@
 #define CONSOLE_LOGIN_FAILURES_DEFAULT 5
 #define CONSOLE_LOGIN_WINDOW_MS (15 * 60 * 1000)
 #define CONSOLE_CLIENTS_MAX 256 /* client addresses the failed-login limit tracks */
-#define CONSOLE_BULK_MAX 1000   /* rows one bulk retry takes */
 #define CONSOLE_FORM_FIELD_MAX 2048
+#define CONSOLE_URL_MAX 700   /* a page's URL: an order id of 200 bytes, encoded */
+#define CONSOLE_FLASH_MAX 700 /* an action's message shown after its redirect */
+#define CONSOLE_FLASH_TTL_MS (60 * 1000)
 #define CONSOLE_HTML "text/html; charset=utf-8"
 #define CONSOLE_CSP                                                                                \
 	"default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "                \
@@ -215,7 +217,16 @@ struct console_session {
 	char cs_csrf[2 * CONSOLE_SESSION_ID_BYTES + 1];
 	char cs_name[CONSOLE_NAME_MAX + 1];
 	enum console_role cs_role;
+	/* A keyed MAC of the token's secret at login (never the secret): a
+	 * reload that changed the secret ends the session. */
+	unsigned char cs_secret_mac[CRYPTO_HMAC_MAX];
 	int64_t cs_expires_ms;
+	/* The outcome of the session's last action, shown once by the page it
+	 * redirected to (cs_flash_url, "" when none), for a minute at most. */
+	char cs_flash[CONSOLE_FLASH_MAX];
+	char cs_flash_url[CONSOLE_URL_MAX];
+	int cs_flash_error;
+	int64_t cs_flash_at_ms;
 };
 
 struct console_client {
@@ -229,6 +240,7 @@ struct console {
 	pthread_mutex_t co_lock;
 	struct console_conf co_conf; /* of config co_serial */
 	uint64_t co_serial;
+	unsigned char co_mac_key[32]; /* random per process: the key of cs_secret_mac */
 	struct console_session co_sessions[CONSOLE_SESSIONS_MAX];
 	struct console_client co_clients[CONSOLE_CLIENTS_MAX];
 };
@@ -252,6 +264,13 @@ struct console *console_create(const struct env *env, int *ret_off)
 		console_conf_finish(&conf);
 		goto out;
 	}
+	if (crypto_random(c->co_mac_key, sizeof(c->co_mac_key)) < 0) {
+		log_err("console: no random bytes for the session key");
+		console_conf_finish(&conf);
+		free(c);
+		c = NULL;
+		goto out;
+	}
 	c->co_env = env;
 	pthread_mutex_init(&c->co_lock, NULL);
 	c->co_conf = conf;
@@ -269,13 +288,27 @@ void console_destroy(struct console *c)
 	}
 	console_conf_finish(&c->co_conf);
 	memset(c->co_sessions, 0, sizeof(c->co_sessions));
+	memset(c->co_mac_key, 0, sizeof(c->co_mac_key));
 	pthread_mutex_destroy(&c->co_lock);
 	free(c);
 }
 
+/* The MAC of a token's secret a session keeps (CRYPTO_HMAC_MAX bytes,
+ * zero-padded). Returns 0 or -1. */
+static int console_secret_mac(const struct console *c, const struct console_token *t,
+                              unsigned char *out)
+{
+	size_t len = 0;
+
+	memset(out, 0, CRYPTO_HMAC_MAX);
+	return crypto_hmac(CRYPTO_SHA256, c->co_mac_key, sizeof(c->co_mac_key), t->ct_secret,
+	                   t->ct_len, out, &len);
+}
+
 /* Takes a reloaded [console] (lock held). A bad one keeps the last good
  * one (the reload itself checked the file). Sessions whose token is gone,
- * or whose role changed, end. */
+ * whose role changed or whose secret changed (a leaked token locked out)
+ * end. */
 static void console_follow_config(struct console *c, const struct config *cf)
 {
 	struct console_conf conf;
@@ -298,8 +331,15 @@ static void console_follow_config(struct console *c, const struct config *cf)
 		int kept = 0;
 
 		for (k = 0; s->cs_id[0] != '\0' && k < conf.cc_n_tokens; k++) {
-			kept |= strcmp(conf.cc_tokens[k].ct_name, s->cs_name) == 0 &&
-			        conf.cc_tokens[k].ct_role == s->cs_role;
+			unsigned char mac[CRYPTO_HMAC_MAX];
+
+			if (strcmp(conf.cc_tokens[k].ct_name, s->cs_name) != 0 ||
+			    conf.cc_tokens[k].ct_role != s->cs_role) {
+				continue;
+			}
+			kept = console_secret_mac(c, &conf.cc_tokens[k], mac) == 0 &&
+			       crypto_equal(mac, sizeof(mac), s->cs_secret_mac,
+			                    sizeof(s->cs_secret_mac));
 		}
 		if (!kept || !conf.cc_enabled) {
 			memset(s, 0, sizeof(*s));
@@ -486,6 +526,58 @@ static void console_login_page(struct reply *ret, int status, const char *error)
 	console_reply_buf(ret, console_page_login(&b, error) < 0 ? -1 : status, &b);
 }
 
+/* host[:port] of an authority, with the scheme's default port left out. */
+static size_t console_authority(const char *a, size_t n, int https)
+{
+	if (https && n > 4 && strncmp(a + n - 4, ":443", 4) == 0) {
+		return n - 4;
+	}
+	if (!https && n > 3 && strncmp(a + n - 3, ":80", 3) == 0) {
+		return n - 3;
+	}
+	return n;
+}
+
+/* Whether a login POST comes from the console's own pages, as far as the
+ * browser tells: NULL when it may go on, else why not. A browser that sends
+ * Sec-Fetch-Site computed it itself: same-origin (or none: typed, a
+ * bookmark) is the console's own form, anything else another site's. One
+ * that does not is judged by Origin, which must then be the console's own:
+ * the Host the request names (behind a proxy, the one the browser used:
+ * the proxy passes it on), over http or https (a TLS proxy in front).
+ * "null" (a sandboxed frame, a data: page) is no one's own. No header at
+ * all is not a browser's cross-site form (curl, a script): it goes on. */
+static const char *console_cross_site(const struct http_request *req)
+{
+	const char *site = http_header_get(req, "Sec-Fetch-Site");
+	const char *origin = http_header_get(req, "Origin");
+	const char *host = http_header_get(req, "Host");
+	const char *authority;
+	size_t n;
+	size_t hn;
+	int https;
+
+	if (site != NULL) {
+		return strcmp(site, "same-origin") == 0 || strcmp(site, "none") == 0
+		               ? NULL
+		               : "the browser says it was sent from another site";
+	}
+	if (origin == NULL) {
+		return NULL;
+	}
+	https = strncmp(origin, "https://", 8) == 0;
+	if (!https && strncmp(origin, "http://", 7) != 0) {
+		return "its Origin is not the console's";
+	}
+	authority = origin + (https ? 8 : 7);
+	n = console_authority(authority, strlen(authority), https);
+	hn = host != NULL ? console_authority(host, strlen(host), https) : 0;
+	if (host == NULL || n != hn || strncasecmp(authority, host, n) != 0) {
+		return "its Origin is not the console's";
+	}
+	return NULL;
+}
+
 static void console_login(struct console *c, const struct http_request *req, int64_t now,
                           struct reply *ret)
 {
@@ -496,9 +588,24 @@ static void console_login(struct console *c, const struct http_request *req, int
 	char *token = console_form(req, "token");
 	char actor[CONSOLE_NAME_MAX + 16] = "";
 	const struct console_token *match = NULL;
+	const char *foreign = console_cross_site(req);
 	int limited = 0;
 	size_t i;
 
+	/* Refused before the token is looked at or counted: another site's
+	 * page can neither log a browser into its own session nor lock
+	 * everyone out with failed logins. */
+	if (foreign != NULL) {
+		log_warn("console: login from %s refused: %s", client, foreign);
+		console_login_page(ret, 403,
+		                   "This login was refused: it was not sent from the console's "
+		                   "own login page. Open the console's address and log in there.");
+		if (token != NULL) {
+			memset(token, 0, strlen(token));
+			free(token);
+		}
+		return;
+	}
 	pthread_mutex_lock(&c->co_lock);
 	cl = console_client(c, client, now);
 	if (cl->cc_failures >= c->co_conf.cc_login_failures) {
@@ -535,7 +642,8 @@ static void console_login(struct console *c, const struct http_request *req, int
 			}
 		}
 		memset(slot, 0, sizeof(*slot));
-		if (console_random_hex(slot->cs_id) < 0 || console_random_hex(slot->cs_csrf) < 0) {
+		if (console_random_hex(slot->cs_id) < 0 || console_random_hex(slot->cs_csrf) < 0 ||
+		    console_secret_mac(c, match, slot->cs_secret_mac) < 0) {
 			memset(slot, 0, sizeof(*slot));
 			slot = NULL;
 		} else {
@@ -623,20 +731,135 @@ static int console_path_id(const char *path, const char *prefix, int64_t *ret_id
 	return 0;
 }
 
-/* The page an action leads back to, with its message. */
-static void console_after(struct reply *ret, const struct console_ctx *cx, int status,
-                          int (*page)(struct buf *, const struct console_ctx *, int64_t),
-                          int64_t id, const char *msg, int error)
-{
-	struct console_ctx with = *cx;
-	struct buf b;
-	int rc;
+static void console_get(const struct console_ctx *cx, const struct http_request *req, int status,
+                        struct reply *ret);
 
+/* The GET page at url (its path decoded: path) in answer to an action,
+ * with msg on top, answered with status when the page itself is there:
+ * the page as the operator would load it, filters and forms included. */
+static void console_render(struct reply *ret, const struct console_ctx *cx,
+                           const struct http_request *req, const char *url, const char *path,
+                           int status, const char *msg, int error)
+{
+	struct http_request get = *req;
+	struct console_ctx with = *cx;
+
+	get.hr_method = "GET";
+	get.hr_url = url;
+	get.hr_path = path;
 	with.cx_flash = msg;
 	with.cx_flash_error = error;
-	buf_init(&b, CONSOLE_PAGE_MAX);
-	rc = page(&b, &with, id);
-	console_reply_buf(ret, rc < 0 ? -1 : status, &b);
+	console_get(&with, &get, status, ret);
+}
+
+#define CONSOLE_RESULT_MAX 700 /* an audit row's result */
+
+/* One action under way: what it is and is on, for the audit log, and what
+ * it tells the dispatcher back (console_route records every action there,
+ * refusals included, except one that recorded itself inside its own
+ * transaction). */
+struct console_act {
+	struct console *a_c;
+	const struct console_ctx *a_cx;
+	const struct http_request *a_req;
+	const char *a_sid;                   /* the session's id: where its flash goes */
+	char a_actor[CONSOLE_NAME_MAX + 16]; /* console:NAME */
+	char a_action[40];                   /* events.dismiss, outbox.retry, ... */
+	char a_target[220];                  /* event:ID, outbox:ID, order:ID, ... */
+	int64_t a_id;                        /* the path's id, where it has one */
+	char a_result[CONSOLE_RESULT_MAX];   /* ok: ..., refused: ..., error: ... */
+	int a_audited;                       /* recorded by the action itself */
+	void (*a_fn)(struct console_act *a, struct reply *ret);
+};
+
+/* Keeps msg for session sid, for the GET of url to show once. */
+static void console_flash_set(struct console *c, const char *sid, const char *url, const char *msg,
+                              int error, int64_t now)
+{
+	size_t i;
+
+	pthread_mutex_lock(&c->co_lock);
+	for (i = 0; i < CONSOLE_SESSIONS_MAX; i++) {
+		struct console_session *s = &c->co_sessions[i];
+
+		if (s->cs_id[0] != '\0' && strcmp(s->cs_id, sid) == 0) {
+			snprintf(s->cs_flash, sizeof(s->cs_flash), "%s", msg);
+			snprintf(s->cs_flash_url, sizeof(s->cs_flash_url), "%s", url);
+			s->cs_flash_error = error;
+			s->cs_flash_at_ms = now;
+		}
+	}
+	pthread_mutex_unlock(&c->co_lock);
+}
+
+/* The message session sid keeps for the GET of url, into out (taken: shown
+ * once). Returns 1, or 0 when none. */
+static int console_flash_take(struct console *c, const char *sid, const char *url, int64_t now,
+                              char *out, size_t size, int *ret_error)
+{
+	int found = 0;
+	size_t i;
+
+	pthread_mutex_lock(&c->co_lock);
+	for (i = 0; i < CONSOLE_SESSIONS_MAX; i++) {
+		struct console_session *s = &c->co_sessions[i];
+
+		if (s->cs_id[0] == '\0' || strcmp(s->cs_id, sid) != 0 ||
+		    s->cs_flash_url[0] == '\0' || strcmp(s->cs_flash_url, url) != 0) {
+			continue;
+		}
+		if (now - s->cs_flash_at_ms < CONSOLE_FLASH_TTL_MS) {
+			snprintf(out, size, "%s", s->cs_flash);
+			*ret_error = s->cs_flash_error;
+			found = 1;
+		}
+		s->cs_flash[0] = '\0';
+		s->cs_flash_url[0] = '\0';
+	}
+	pthread_mutex_unlock(&c->co_lock);
+	return found;
+}
+
+/* Where an action leads: the GET page at url (path: decoded) it concerns.
+ * An action that was carried out (status 200: it changed something, or
+ * may have) answers 303 to it, its message kept for that page to show
+ * once: Post/Redirect/Get, so reloading the page does not send the action
+ * again. One refused or failed before it changed anything answers that
+ * page at once, with its status (404, 409, 503) and the message. */
+static void console_after(struct console_act *a, struct reply *ret, int status, const char *url,
+                          const char *path, const char *msg, int error)
+{
+	if (status != 200) {
+		console_render(ret, a->a_cx, a->a_req, url, path, status, msg, error);
+		return;
+	}
+	console_flash_set(a->a_c, a->a_sid, url, msg, error, a->a_cx->cx_now_ms);
+	console_redirect(ret, url);
+}
+
+/* s percent-encoded for a path segment into out ("" when it does not fit). */
+static void console_urlenc(char *out, size_t size, const char *s)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	size_t n = 0;
+
+	for (; *s != '\0'; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		if (n + 4 > size) {
+			out[0] = '\0';
+			return;
+		}
+		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+			out[n++] = (char)ch;
+		} else {
+			out[n++] = '%';
+			out[n++] = hex[ch >> 4];
+			out[n++] = hex[ch & 15];
+		}
+	}
+	out[n] = '\0';
 }
 
 static void console_result(char *out, size_t size, int rc, const char *msg)
@@ -650,50 +873,54 @@ static void console_result(char *out, size_t size, int rc, const char *msg)
 	}
 }
 
-static void console_action_event(struct console *c, const struct console_ctx *cx,
-                                 const struct http_request *req, int64_t id, const char *op,
-                                 struct reply *ret)
+/* Dismiss and reprocess record themselves in their own transaction (also
+ * a refusal found there); what is refused before, here. */
+static void console_action_event(struct console_act *a, struct reply *ret)
 {
-	char actor[CONSOLE_NAME_MAX + 16];
+	const struct console_ctx *cx = a->a_cx;
 	char msg[CONSOLE_DB_MSG_MAX + 300];
+	char url[64];
 	int rc;
 
-	snprintf(actor, sizeof(actor), "console:%s", cx->cx_who->cw_name);
-	if (strcmp(op, "dismiss") == 0) {
-		char *reason = console_form(req, "reason");
+	snprintf(url, sizeof(url), "/console/events/%" PRId64, a->a_id);
+	if (strcmp(a->a_action, "events.dismiss") == 0) {
+		char *reason = console_form(a->a_req, "reason");
 
-		rc = console_db_dismiss(cx->cx_store, cx->cx_now_ms, actor, id, reason, msg,
-		                        sizeof(msg));
+		rc = console_db_dismiss(cx->cx_store, cx->cx_now_ms, a->a_actor, a->a_id, reason,
+		                        msg, sizeof(msg));
+		/* Without a valid reason it is refused before any transaction. */
+		a->a_audited = rc >= 0 && reason != NULL && reason[0] != '\0' &&
+		               strlen(reason) <= CONSOLE_DB_REASON_MAX;
 		free(reason);
-		if (rc == CONSOLE_DB_UNKNOWN) {
-			console_after(ret, cx, 404, console_page_event, id, msg, 1);
-			return;
-		}
-		console_after(ret, cx,
-		              rc == CONSOLE_DB_OK ? 200
-		              : rc < 0            ? 503
-		                                  : 409,
-		              console_page_event, id,
-		              rc < 0 ? "The store failed; nothing changed." : msg,
+		console_result(a->a_result, sizeof(a->a_result), rc, msg);
+		console_after(a, ret,
+		              rc == CONSOLE_DB_OK        ? 200
+		              : rc == CONSOLE_DB_UNKNOWN ? 404
+		              : rc < 0                   ? 503
+		                                         : 409,
+		              url, url, rc < 0 ? "The store failed; nothing changed." : msg,
 		              rc != CONSOLE_DB_OK);
 		return;
 	}
-	if (strcmp(op, "reprocess") == 0) {
+	{
 		struct console_db_reprocess rp;
 
-		rc = console_db_reprocess(cx->cx_store, cx->cx_cf, cx->cx_now_ms, actor, id, &rp);
+		rc = console_db_reprocess(cx->cx_store, cx->cx_cf, cx->cx_now_ms, a->a_actor,
+		                          a->a_id, &rp);
 		if (rc < 0) {
-			console_after(ret, cx, 503, console_page_event, id,
-			              "The store failed; nothing changed.", 1);
+			snprintf(a->a_result, sizeof(a->a_result), "error");
+			console_after(a, ret, 503, url, url, "The store failed; nothing changed.",
+			              1);
 			return;
 		}
+		a->a_audited = 1;
 		if (rp.rp_state == CONSOLE_DB_RP_UNKNOWN) {
-			console_after(ret, cx, 404, console_page_event, id, "No such event.", 1);
+			console_after(a, ret, 404, url, url, "No such event.", 1);
 			return;
 		}
 		if (rp.rp_state != CONSOLE_DB_RP_DONE) {
 			console_after(
-			        ret, cx, 409, console_page_event, id,
+			        a, ret, 409, url, url,
 			        rp.rp_state == CONSOLE_DB_RP_NOT_FAILED
 			                ? "This event is not failed; nothing to reprocess."
 			                : "This event was refused by the provider's own rules.",
@@ -707,96 +934,82 @@ static void console_action_event(struct console *c, const struct console_ctx *cx
 			snprintf(msg, sizeof(msg), "Reprocessed: done, order %s %s.",
 			         rp.rp_res.or_order_id[0] != '\0' ? rp.rp_res.or_order_id : "-",
 			         rp.rp_res.or_effect != NULL ? rp.rp_res.or_effect : "-");
-			env_outbox_kick(c->co_env);
+			env_outbox_kick(a->a_c->co_env);
 		}
-		console_after(ret, cx, 200, console_page_event, id, msg, rp.rp_res.or_refused);
-		return;
+		console_after(a, ret, 200, url, url, msg, rp.rp_res.or_refused);
 	}
-	console_text(ret, 404, "not found\n");
 }
 
-static void console_action_outbox(struct console *c, const struct console_ctx *cx, int64_t id,
-                                  const char *op, struct reply *ret)
+static void console_action_outbox(struct console_act *a, struct reply *ret)
 {
-	char actor[CONSOLE_NAME_MAX + 16];
+	const struct console_ctx *cx = a->a_cx;
 	char msg[300];
-	char result[320];
-	char target[40];
-	char action[40];
+	char url[64];
 	struct outbox_conf oc;
 	int rc;
 
-	snprintf(actor, sizeof(actor), "console:%s", cx->cx_who->cw_name);
-	snprintf(target, sizeof(target), "outbox:%" PRId64, id);
-	snprintf(action, sizeof(action), "outbox.%s", op);
-	if (strcmp(op, "retry") == 0) {
-		rc = outbox_admin_retry(cx->cx_store, id, cx->cx_now_ms, msg, sizeof(msg));
-	} else if (strcmp(op, "cancel") == 0) {
-		rc = outbox_admin_cancel(cx->cx_store, id, cx->cx_now_ms, msg, sizeof(msg));
-	} else if (strcmp(op, "compensate") == 0) {
+	snprintf(url, sizeof(url), "/console/outbox/%" PRId64, a->a_id);
+	if (strcmp(a->a_action, "outbox.retry") == 0) {
+		rc = outbox_admin_retry(cx->cx_store, a->a_id, cx->cx_now_ms, msg, sizeof(msg));
+	} else if (strcmp(a->a_action, "outbox.cancel") == 0) {
+		rc = outbox_admin_cancel(cx->cx_store, a->a_id, cx->cx_now_ms, msg, sizeof(msg));
+	} else {
 		if (outbox_conf_load(cx->cx_cf, 1, &oc) < 0) {
-			console_after(ret, cx, 503, console_page_outbox_row, id,
+			snprintf(a->a_result, sizeof(a->a_result),
+			         "error: the [outbound] section is unusable");
+			console_after(a, ret, 503, url, url,
 			              "The [outbound] section is unusable; nothing changed.", 1);
 			return;
 		}
-		rc = outbox_admin_compensate(cx->cx_store, &oc, id, cx->cx_now_ms, msg,
+		rc = outbox_admin_compensate(cx->cx_store, &oc, a->a_id, cx->cx_now_ms, msg,
 		                             sizeof(msg));
 		outbox_conf_finish(&oc);
-	} else {
-		console_text(ret, 404, "not found\n");
-		return;
 	}
-	console_result(result, sizeof(result), rc, msg);
-	if (rc != OUTBOX_ADMIN_UNKNOWN && console_db_audit(cx->cx_store, cx->cx_now_ms, actor,
-	                                                   action, target, NULL, result) < 0) {
-		log_err("console: %s by %s on %s not recorded in the audit log", action, actor,
-		        target);
-	}
+	console_result(a->a_result, sizeof(a->a_result), rc, msg);
 	if (rc == OUTBOX_ADMIN_OK) {
-		env_outbox_kick(c->co_env);
+		env_outbox_kick(a->a_c->co_env);
 	}
-	console_after(ret, cx,
+	console_after(a, ret,
 	              rc == OUTBOX_ADMIN_OK        ? 200
 	              : rc == OUTBOX_ADMIN_UNKNOWN ? 404
 	              : rc < 0                     ? 503
 	                                           : 409,
-	              console_page_outbox_row, id,
-	              rc < 0 ? "The store failed; nothing changed." : msg, rc != OUTBOX_ADMIN_OK);
+	              url, url, rc < 0 ? "The store failed; nothing changed." : msg,
+	              rc != OUTBOX_ADMIN_OK);
 }
 
 /* Reconcile one order now: the engine's reconcile run (reconcile.h) for
  * this order alone (reconcile_options ro_order: its provider instance,
  * or every one that can be asked when no payment has named one yet, from
  * a minute before the order was created). Audited as order.reconcile. */
-static void console_action_reconcile(struct console *c, const struct console_ctx *cx,
-                                     const struct http_request *req, struct reply *ret)
+static void console_action_reconcile(struct console_act *a, struct reply *ret)
 {
-	char *order = console_form(req, "order");
+	const struct console_ctx *cx = a->a_cx;
+	char *order = console_form(a->a_req, "order");
 	struct reconcile_options opt;
 	struct reconcile_report rep = {0};
-	struct console_ctx with = *cx;
-	char actor[CONSOLE_NAME_MAX + 16];
-	char target[220];
+	char url[CONSOLE_URL_MAX];
+	char path[CONSOLE_URL_MAX];
+	char enc[CONSOLE_URL_MAX - 20];
 	char msg[600];
-	char result[640];
 	const char *why = NULL;
 	size_t asked = 0;
 	size_t i;
-	struct buf b;
 	int status = 200;
+	int failed = 0;
 	int rc;
 
 	if (order == NULL || order[0] == '\0' || strlen(order) > 200) {
+		snprintf(a->a_result, sizeof(a->a_result), "refused: no order id given");
 		console_text(ret, 400, "reconcile wants the order's id\n");
 		goto out;
 	}
-	snprintf(actor, sizeof(actor), "console:%s", cx->cx_who->cw_name);
-	snprintf(target, sizeof(target), "order:%s", order);
 	memset(&opt, 0, sizeof(opt));
 	opt.ro_older_than_s = -1;
 	opt.ro_order = order;
 	rc = reconcile_run(cx->cx_store, cx->cx_cf, &opt, &rep);
 	if (rc < 0 && rep.rr_order_unknown) {
+		snprintf(a->a_result, sizeof(a->a_result), "refused: no such order");
 		console_text(ret, 404, "no such order\n");
 		goto out;
 	}
@@ -809,12 +1022,12 @@ static void console_action_reconcile(struct console *c, const struct console_ctx
 	}
 	if (rc < 0) {
 		snprintf(msg, sizeof(msg), "The reconcile run could not start; nothing changed.");
-		snprintf(result, sizeof(result), "error");
+		snprintf(a->a_result, sizeof(a->a_result), "error");
 		status = 503;
 	} else if (asked == 0) {
 		snprintf(msg, sizeof(msg), "No provider of this order can be asked: %s.",
 		         why != NULL ? why : "none is configured");
-		snprintf(result, sizeof(result), "refused: %s", msg);
+		snprintf(a->a_result, sizeof(a->a_result), "refused: %s", msg);
 		status = 409;
 	} else {
 		snprintf(msg, sizeof(msg),
@@ -822,111 +1035,179 @@ static void console_action_reconcile(struct console *c, const struct console_ctx
 		         " known, %" PRId64 " refused, %" PRId64 " failed.",
 		         rep.rr_events_found, rep.rr_applied, rep.rr_known, rep.rr_refused,
 		         rep.rr_failed);
-		snprintf(result, sizeof(result), "%s: %s", rep.rr_failed > 0 ? "failed" : "ok",
-		         msg);
-		status = rep.rr_failed > 0 ? 502 : 200;
-	}
-	if (console_db_audit(cx->cx_store, cx->cx_now_ms, actor, "order.reconcile", target, NULL,
-	                     result) < 0) {
-		log_err("console: order.reconcile by %s on %s not recorded in the audit log", actor,
-		        target);
+		snprintf(a->a_result, sizeof(a->a_result), "%s: %s",
+		         rep.rr_failed > 0 ? "failed" : "ok", msg);
+		/* It ran (and may have applied some): redirected like any
+		 * action carried out, the failures said on the page. */
+		failed = rep.rr_failed > 0;
 	}
 	if (rep.rr_applied > 0) {
-		env_outbox_kick(c->co_env);
+		env_outbox_kick(a->a_c->co_env);
 	}
-	with.cx_flash = msg;
-	with.cx_flash_error = status != 200;
-	buf_init(&b, CONSOLE_PAGE_MAX);
-	rc = console_page_order(&b, &with, order);
-	console_reply_buf(ret, rc < 0 ? -1 : status, &b);
+	console_urlenc(enc, sizeof(enc), order);
+	snprintf(url, sizeof(url), "/console/orders/%s", enc);
+	snprintf(path, sizeof(path), "/console/orders/%s", order);
+	console_after(a, ret, status, url, path, msg, status != 200 || failed);
 out:
 	reconcile_report_finish(&rep);
 	free(order);
 }
 
 struct console_ids {
-	int64_t ci_ids[CONSOLE_BULK_MAX];
+	int64_t *ci_ids;
 	size_t ci_n;
+	size_t ci_cap;
 };
 
 static int console_ids_row(void *arg, const struct store_row *row)
 {
 	struct console_ids *ids = arg;
 
-	if (ids->ci_n < CONSOLE_BULK_MAX) {
-		ids->ci_ids[ids->ci_n++] = store_row_int(row, 0);
+	if (ids->ci_n == ids->ci_cap) {
+		size_t cap = ids->ci_cap == 0 ? 256 : 2 * ids->ci_cap;
+		int64_t *more = realloc(ids->ci_ids, cap * sizeof(*more));
+
+		if (more == NULL) {
+			return -1;
+		}
+		ids->ci_ids = more;
+		ids->ci_cap = cap;
 	}
+	ids->ci_ids[ids->ci_n++] = store_row_int(row, 0);
 	return 0;
 }
 
-/* Bulk retry of every row of one status, only when the count the operator
- * confirmed is still the count: each row retried (and audited) on its own. */
-static void console_retry_all(struct console *c, const struct console_ctx *cx,
-                              const struct http_request *req, struct reply *ret)
+/* The statuses a bulk retry takes. */
+static int console_bulk_status(const char *status)
 {
-	char *status = console_form(req, "status");
-	char *expect_text = console_form(req, "expect");
+	return status != NULL &&
+	       (strcmp(status, "dead") == 0 || strcmp(status, "retry_wait") == 0 ||
+	        strcmp(status, "cancelled") == 0);
+}
+
+/* Bulk retry of every row of one status, only when the count the operator
+ * confirmed is still the count. The rows are the ones of that status in
+ * one read, all of them however many: each then retried (and audited) on
+ * its own, so one that another operator retried meanwhile is refused, and
+ * one that took the status afterwards, never confirmed, is left alone.
+ * The whole is recorded too, as outbox.retry_all. */
+static void console_retry_all(struct console_act *a, struct reply *ret)
+{
+	const struct console_ctx *cx = a->a_cx;
+	char *status = console_form(a->a_req, "status");
+	char *expect_text = console_form(a->a_req, "expect");
 	int64_t expect = expect_text != NULL ? strtoll(expect_text, NULL, 10) : -1;
-	char actor[CONSOLE_NAME_MAX + 16];
-	struct console_ids *ids = calloc(1, sizeof(*ids));
-	struct console_ctx with = *cx;
+	struct console_ids ids = {NULL, 0, 0};
 	char msg[300];
 	char result[320];
 	char target[40];
+	char url[64];
 	int64_t ok = 0;
-	struct buf b;
 	size_t i;
 	int rc;
 
-	snprintf(actor, sizeof(actor), "console:%s", cx->cx_who->cw_name);
-	if (ids == NULL || status == NULL ||
-	    (strcmp(status, "dead") != 0 && strcmp(status, "retry_wait") != 0 &&
-	     strcmp(status, "cancelled") != 0) ||
-	    expect < 0) {
+	if (!console_bulk_status(status) || expect < 0) {
+		snprintf(a->a_result, sizeof(a->a_result),
+		         "refused: no status or no count confirmed");
 		console_text(ret, 400,
 		             "bulk retry wants status (dead, retry_wait, cancelled) and "
 		             "the count confirmed\n");
 		goto out;
 	}
-	if (console_db_outbox_ids(cx->cx_store, cx->cx_now_ms, status, CONSOLE_BULK_MAX,
-	                          console_ids_row, ids) < 0) {
+	/* The status's own page, so its form offers the count. */
+	snprintf(url, sizeof(url), "/console/outbox?status=%s", status);
+	if (console_db_outbox_ids(cx->cx_store, cx->cx_now_ms, status, INT64_MAX, console_ids_row,
+	                          &ids) < 0) {
+		snprintf(a->a_result, sizeof(a->a_result), "error");
 		console_text(ret, 503, "the store failed; nothing changed\n");
 		goto out;
 	}
-	if ((int64_t)ids->ci_n != expect) {
+	if ((int64_t)ids.ci_n != expect) {
 		snprintf(msg, sizeof(msg),
 		         "%zu %s rows now, not the %" PRId64
 		         " you confirmed: nothing retried. Look "
 		         "again and confirm the new count.",
-		         ids->ci_n, status, expect);
-		with.cx_flash = msg;
-		with.cx_flash_error = 1;
-		buf_init(&b, CONSOLE_PAGE_MAX);
-		rc = console_page_outbox(&b, &with, req);
-		console_reply_buf(ret, rc < 0 ? -1 : 409, &b);
+		         ids.ci_n, status, expect);
+		snprintf(a->a_result, sizeof(a->a_result), "refused: %s", msg);
+		console_after(a, ret, 409, url, "/console/outbox", msg, 1);
 		goto out;
 	}
-	for (i = 0; i < ids->ci_n; i++) {
-		rc = outbox_admin_retry(cx->cx_store, ids->ci_ids[i], cx->cx_now_ms, msg,
+	for (i = 0; i < ids.ci_n; i++) {
+		rc = outbox_admin_retry(cx->cx_store, ids.ci_ids[i], cx->cx_now_ms, msg,
 		                        sizeof(msg));
 		console_result(result, sizeof(result), rc, msg);
-		snprintf(target, sizeof(target), "outbox:%" PRId64, ids->ci_ids[i]);
-		console_db_audit(cx->cx_store, cx->cx_now_ms, actor, "outbox.retry", target,
+		snprintf(target, sizeof(target), "outbox:%" PRId64, ids.ci_ids[i]);
+		console_db_audit(cx->cx_store, cx->cx_now_ms, a->a_actor, "outbox.retry", target,
 		                 "bulk retry", result);
 		ok += rc == OUTBOX_ADMIN_OK;
 	}
 	if (ok > 0) {
-		env_outbox_kick(c->co_env);
+		env_outbox_kick(a->a_c->co_env);
 	}
-	snprintf(msg, sizeof(msg), "%" PRId64 " of %zu rows queued again.", ok, ids->ci_n);
-	with.cx_flash = msg;
-	buf_init(&b, CONSOLE_PAGE_MAX);
-	rc = console_page_outbox(&b, &with, req);
-	console_reply_buf(ret, rc < 0 ? -1 : 200, &b);
+	snprintf(msg, sizeof(msg), "%" PRId64 " of %zu rows queued again.", ok, ids.ci_n);
+	snprintf(a->a_result, sizeof(a->a_result), "ok: %s", msg);
+	console_after(a, ret, 200, url, "/console/outbox", msg, 0);
 out:
-	free(ids);
+	free(ids.ci_ids);
 	free(status);
 	free(expect_text);
+}
+
+/* Which action a POST names, into a (action, target, the function):
+ * returns 0, or -1 when the path is no action. The target is read from the
+ * path, or from the form where the path has none. */
+static int console_action_of(const struct http_request *req, struct console_act *a)
+{
+	const char *path = req->hr_path;
+	const char *op = NULL;
+	char *v;
+
+	if (console_path_id(path, "/console/events/", &a->a_id, &op) == 0) {
+		if (strcmp(op, "dismiss") != 0 && strcmp(op, "reprocess") != 0) {
+			return -1;
+		}
+		snprintf(a->a_action, sizeof(a->a_action), "events.%s", op);
+		snprintf(a->a_target, sizeof(a->a_target), "event:%" PRId64, a->a_id);
+		a->a_fn = console_action_event;
+	} else if (strcmp(path, "/console/reconcile") == 0) {
+		v = console_form(req, "order");
+		snprintf(a->a_action, sizeof(a->a_action), "order.reconcile");
+		snprintf(a->a_target, sizeof(a->a_target), "order:%.200s", v != NULL ? v : "");
+		free(v);
+		a->a_fn = console_action_reconcile;
+	} else if (strcmp(path, "/console/outbox/retry-all") == 0) {
+		v = console_form(req, "status");
+		snprintf(a->a_action, sizeof(a->a_action), "outbox.retry_all");
+		snprintf(a->a_target, sizeof(a->a_target), "outbox?status=%s",
+		         console_bulk_status(v) ? v : "");
+		free(v);
+		a->a_fn = console_retry_all;
+	} else if (console_path_id(path, "/console/outbox/", &a->a_id, &op) == 0) {
+		if (strcmp(op, "retry") != 0 && strcmp(op, "cancel") != 0 &&
+		    strcmp(op, "compensate") != 0) {
+			return -1;
+		}
+		snprintf(a->a_action, sizeof(a->a_action), "outbox.%s", op);
+		snprintf(a->a_target, sizeof(a->a_target), "outbox:%" PRId64, a->a_id);
+		a->a_fn = console_action_outbox;
+	} else {
+		return -1;
+	}
+	return 0;
+}
+
+/* The action's audit row, unless it recorded itself. */
+static void console_audit(const struct console_act *a)
+{
+	if (a->a_audited) {
+		return;
+	}
+	if (console_db_audit(a->a_cx->cx_store, a->a_cx->cx_now_ms, a->a_actor, a->a_action,
+	                     a->a_target, NULL,
+	                     a->a_result[0] != '\0' ? a->a_result : "error") < 0) {
+		log_err("console: %s by %s on %s not recorded in the audit log", a->a_action,
+		        a->a_actor, a->a_target);
+	}
 }
 
 /* ---- the route ---- */
@@ -936,7 +1217,9 @@ static int console_page_event_id(struct buf *b, const struct console_ctx *cx, in
 	return console_page_event(b, cx, id);
 }
 
-static void console_get(const struct console_ctx *cx, const struct http_request *req,
+/* The page req names; answered with its own status (200, 404 for an
+ * unknown row), or with status instead of 200 when status is not 0. */
+static void console_get(const struct console_ctx *cx, const struct http_request *req, int status,
                         struct reply *ret)
 {
 	const char *path = req->hr_path;
@@ -971,7 +1254,7 @@ static void console_get(const struct console_ctx *cx, const struct http_request 
 		console_text(ret, 404, "not found\n");
 		return;
 	}
-	console_reply_buf(ret, rc, &b);
+	console_reply_buf(ret, rc == 200 && status != 0 ? status : rc, &b);
 }
 
 void console_route(void *arg, const struct http_request *req, struct reply *ret)
@@ -985,15 +1268,21 @@ void console_route(void *arg, const struct http_request *req, struct reply *ret)
 	struct console_session s;
 	struct console_who who;
 	struct console_ctx cx;
-	const char *suffix = NULL;
+	struct console_act act;
+	char flash[CONSOLE_FLASH_MAX];
 	char *csrf = NULL;
-	int64_t id = 0;
+	int is_action;
 	int found;
 
 	if (strcmp(req->hr_path, "/console/console.css") == 0 ||
 	    strcmp(req->hr_path, "/console/console.js") == 0) {
 		int css = strcmp(req->hr_path, "/console/console.css") == 0;
 
+		if (!get) {
+			console_text(ret, 405, "method not allowed\n");
+			reply_add_header(ret, "Allow", "GET, HEAD");
+			goto out;
+		}
 		reply_set(ret, 200,
 		          css ? "text/css; charset=utf-8" : "text/javascript; charset=utf-8",
 		          css ? console_css : console_js, css ? console_css_len : console_js_len);
@@ -1042,38 +1331,52 @@ void console_route(void *arg, const struct http_request *req, struct reply *ret)
 	cx.cx_now_ms = now;
 	cx.cx_who = &who;
 	if (get) {
-		console_get(&cx, req, ret);
+		/* The outcome of the action that redirected here, once. */
+		if (strcmp(req->hr_method, "GET") == 0 &&
+		    console_flash_take(c, s.cs_id, req->hr_url, now, flash, sizeof(flash),
+		                       &cx.cx_flash_error)) {
+			cx.cx_flash = flash;
+		}
+		console_get(&cx, req, 0, ret);
 		goto out;
 	}
-	/* Every POST carries the session's CSRF token, whatever it does. */
+	/* Every POST carries the session's CSRF token, whatever it does. An
+	 * action's refusal is recorded like its outcome, here. */
+	memset(&act, 0, sizeof(act));
+	act.a_c = c;
+	act.a_cx = &cx;
+	act.a_req = req;
+	act.a_sid = s.cs_id;
+	snprintf(act.a_actor, sizeof(act.a_actor), "console:%s", s.cs_name);
+	is_action = console_action_of(req, &act) == 0;
 	csrf = console_form(req, "csrf");
 	if (csrf == NULL || !crypto_equal(csrf, strlen(csrf), s.cs_csrf, strlen(s.cs_csrf))) {
 		log_warn("console: %s refused for %s: missing or wrong CSRF token", req->hr_path,
 		         s.cs_name);
 		console_text(ret, 403, "refused: missing or wrong CSRF token; reload the page\n");
+		if (is_action) {
+			snprintf(act.a_result, sizeof(act.a_result),
+			         "refused: missing or wrong CSRF token");
+			console_audit(&act);
+		}
 		goto out;
 	}
 	if (strcmp(req->hr_path, "/console/logout") == 0) {
 		console_logout(c, &s, now, ret);
 		goto out;
 	}
-	if (s.cs_role != CONSOLE_ROLE_OPERATOR) {
-		console_text(ret, 403, "refused: this session is read-only\n");
+	if (!is_action) {
+		console_text(ret, 404, "not found\n");
 		goto out;
 	}
-	if (console_path_id(req->hr_path, "/console/events/", &id, &suffix) == 0 &&
-	    suffix[0] != '\0') {
-		console_action_event(c, &cx, req, id, suffix, ret);
-	} else if (strcmp(req->hr_path, "/console/reconcile") == 0) {
-		console_action_reconcile(c, &cx, req, ret);
-	} else if (strcmp(req->hr_path, "/console/outbox/retry-all") == 0) {
-		console_retry_all(c, &cx, req, ret);
-	} else if (console_path_id(req->hr_path, "/console/outbox/", &id, &suffix) == 0 &&
-	           suffix[0] != '\0') {
-		console_action_outbox(c, &cx, id, suffix, ret);
-	} else {
-		console_text(ret, 404, "not found\n");
+	if (s.cs_role != CONSOLE_ROLE_OPERATOR) {
+		console_text(ret, 403, "refused: this session is read-only\n");
+		snprintf(act.a_result, sizeof(act.a_result), "refused: this session is read-only");
+		console_audit(&act);
+		goto out;
 	}
+	act.a_fn(&act, ret);
+	console_audit(&act);
 out:
 	free(csrf);
 	env_config_release(env, cf);

@@ -55,7 +55,8 @@ struct console;
 /* The console for the daemon in env: NULL with *ret_off = 1 when [console]
  * is off, NULL with *ret_off = 0 on a bad section (logged). Takes the
  * current config from env at every request; a reloaded [console] (new
- * tokens) applies from then on, sessions of a token that is gone end. */
+ * tokens) applies from then on, sessions of a token that is gone,
+ * whose role changed or whose secret changed end. */
 struct console *console_create(const struct env *env, int *ret_off);
 void console_destroy(struct console *c);
 

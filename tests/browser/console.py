@@ -190,6 +190,8 @@ def scenario_operator(driver, d, base, ids):
     driver.find_element(By.ID, "dismiss-reason").send_keys("payment made at the till")
     driver.find_element(By.ID, "dismiss").click()
     wait_text(driver, "dismissed")
+    check("an action ends on its page's own URL (Post/Redirect/Get)",
+          driver.current_url == f"{base}/console/events/{ids['unknown_1']}", driver.current_url)
     shot(driver, "event-dismissed")
     rc, out = d.cli("events", "show", str(ids["unknown_1"]))
     rc, audit = d.cli("audit", "list")
@@ -210,8 +212,16 @@ def scenario_operator(driver, d, base, ids):
     WebDriverWait(driver, WAIT_S).until(lambda d: d.switch_to.alert)
     driver.switch_to.alert.accept()
     wait_text(driver, "1 of 1 rows queued again")
+    check("the bulk retry ends on the status's page",
+          driver.current_url == f"{base}/console/outbox?status=dead", driver.current_url)
+    # reloading that page does not send the retry again
+    driver.refresh()
+    WebDriverWait(driver, WAIT_S).until(
+        lambda d: d.execute_script("return document.readyState") == "complete")
     rc, audit = d.cli("audit", "list", "--action", "outbox.retry")
     check("the bulk retry is in the audit log", "bulk retry" in audit, audit)
+    rc, whole = d.cli("audit", "list", "--action", "outbox.retry_all")
+    check("a reload did not retry again", whole.count("outbox.retry_all") == 1, whole)
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
         rc, out = d.cli("outbox", "list", "--status", "dead")
