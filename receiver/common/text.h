@@ -1,4 +1,5 @@
-/* text.h: small decoders for untrusted text shared by several modules. */
+/* text.h: small decoders and checks for untrusted text shared by several
+ * modules. */
 #ifndef IDEMHOOK_TEXT_H
 #define IDEMHOOK_TEXT_H
 
@@ -12,5 +13,15 @@ int text_hex_value(int c);
  * bytes), or NULL when an escape is truncated or not hex, when it decodes to
  * a NUL byte, or when allocation fails. */
 char *text_form_decode(const char *s, size_t len);
+
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong
+ * forms, no surrogates, nothing past U+10FFFF; p < end), or 0. */
+size_t text_utf8_len(const unsigned char *p, const unsigned char *end);
+
+/* 1 when s is a short text a person gave (an order's customer_ref, a line
+ * item's sku or name): 1 to max_bytes bytes of well-formed UTF-8 without
+ * control characters (U+0000-U+001F, U+007F-U+009F); else 0. The order
+ * API, the checkout page and the CLI all check with this one rule. */
+int text_field_ok(const char *s, size_t max_bytes);
 
 #endif

@@ -1,4 +1,5 @@
-/* test_text.c: the shared hex and form-urlencoded decoders, and the byte buffer. */
+/* test_text.c: the shared hex and form-urlencoded decoders, the rule for
+ * short texts people give, and the byte buffer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -46,6 +47,39 @@ static void test_malformed_form_escapes_are_refused(void **state)
 	assert_null(text_form_decode("%zz", 3));
 	assert_null(text_form_decode("a%00b", 5));
 	assert_null(text_form_decode("ab%41", 4));
+}
+
+/* One rule for customer_ref and line item texts, wherever they come in:
+ * 1 to max bytes of UTF-8 without a C0 control, DEL or a C1 control. */
+static void test_field_text_is_utf8_without_controls_within_its_length(void **state)
+{
+	char long_text[130];
+
+	(void)state;
+	assert_true(text_field_ok("cust_42", 128));
+	assert_true(text_field_ok("Zo\xc3\xab <b>&", 128));              /* ë, markup is text */
+	assert_true(text_field_ok("\xe4\xb8\xad\xf0\x9f\x98\x80", 128)); /* 中, an emoji */
+	assert_true(text_field_ok("\xc2\xa0nbsp", 128)); /* U+00A0: past the C1 block */
+	assert_false(text_field_ok("", 128));
+	assert_false(text_field_ok("a\nb", 128));
+	assert_false(text_field_ok("a\tb", 128));
+	assert_false(text_field_ok("\x1b[31mRED", 128));
+	assert_false(text_field_ok("a\x7f", 128));
+	assert_false(text_field_ok("a\302\205b", 128));   /* U+0085 NEL (octal escapes) */
+	assert_false(text_field_ok("a\xc2\x80", 128));    /* U+0080 */
+	assert_false(text_field_ok("\302\23331m", 128));  /* U+009B CSI */
+	assert_false(text_field_ok("a\xff", 128));        /* not UTF-8 */
+	assert_false(text_field_ok("\x85", 128));         /* a lone C1 byte */
+	assert_false(text_field_ok("\xc0\xaf", 128));     /* overlong */
+	assert_false(text_field_ok("\xed\xa0\x80", 128)); /* a surrogate */
+	assert_false(text_field_ok("\xe4\xb8", 128));     /* cut short */
+	memset(long_text, 'x', sizeof(long_text));
+	long_text[128] = '\0';
+	assert_true(text_field_ok(long_text, 128));
+	long_text[128] = 'x';
+	long_text[129] = '\0';
+	assert_false(text_field_ok(long_text, 128));
+	assert_false(text_field_ok("\xe4\xb8\xad\xe4\xb8\xad", 5)); /* bytes, not characters */
 }
 
 /* An announced length is room made at once: appends up to it keep the
@@ -158,6 +192,7 @@ int main(void)
 	        cmocka_unit_test(test_hex_digits_decode_in_either_case_and_others_are_refused),
 	        cmocka_unit_test(test_form_component_decodes_plus_and_percent_escapes),
 	        cmocka_unit_test(test_malformed_form_escapes_are_refused),
+	        cmocka_unit_test(test_field_text_is_utf8_without_controls_within_its_length),
 	        cmocka_unit_test(test_buf_expect_makes_room_once_and_respects_the_cap),
 	        cmocka_unit_test(test_buf_json_string_escapes_as_before),
 	};
