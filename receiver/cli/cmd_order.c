@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api.h"
 #include "cli.h"
 #include "config.h"
 #include "money.h"
@@ -35,7 +36,9 @@ static void cmd_order_usage(FILE *out)
 	        "       idemhook [-c FILE] order list [--status STATUS] [--provider NAME]\n"
 	        "                          [--since WHEN] [--until WHEN] [--limit N] [--json]\n\n"
 	        "create makes a pending order and prints its id; MINOR is the amount in minor\n"
-	        "units (1999 = 19.99 USD). Payment callbacks name it in metadata.order_id.\n"
+	        "units (1999 = 19.99 USD), 1 or more. REF is 1 to 128 bytes of UTF-8 without\n"
+	        "control characters, as POST /api/orders takes customer_ref. Payment\n"
+	        "callbacks name the order in metadata.order_id.\n"
 	        "show prints one order: status, amounts, points, fulfillment, references.\n"
 	        "list shows orders, newest first (default limit 50). STATUS is one of pending,\n"
 	        "authorized, paid, partially_refunded, refunded, disputed, cancelled, expired;\n"
@@ -315,6 +318,8 @@ static int cmd_order_create(int argc, char **argv, const struct config *cf)
 	};
 	struct cmd_order_new co;
 	struct store *st = NULL;
+	const char *detail = NULL;
+	char currency[4];
 	int c;
 	int rc;
 
@@ -345,11 +350,14 @@ static int cmd_order_create(int argc, char **argv, const struct config *cf)
 		cmd_order_usage(stderr);
 		return EX_USAGE;
 	}
-	if (money_exponent(co.co_currency) < 0) {
-		fprintf(stderr,
-		        "idemhook order create: --currency takes a three-letter ISO 4217 code\n");
+	/* The order API's own rules, so that no way in stores an order the
+	 * API would have refused. */
+	if (api_order_fields_check(co.co_amount, co.co_currency, co.co_customer, currency,
+	                           &detail) < 0) {
+		fprintf(stderr, "idemhook order create: %s\n", detail);
 		return EX_USAGE;
 	}
+	co.co_currency = currency;
 	rc = cli_open_store(cf, 0, &st);
 	if (rc != EX_OK) {
 		return rc;
