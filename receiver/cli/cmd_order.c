@@ -102,23 +102,22 @@ static int cmd_order_print(void *arg, const struct store_row *row)
 	}
 	cli_format_time(store_row_int(row, 10), created);
 	cli_format_time(store_row_int(row, 11), paid);
-	printf("id:                 %s\n"
-	       "status:             %s\n"
-	       "amount:             %lld %s\n"
-	       "refunded:           %lld\n"
+	cli_line(stdout, "id:                 ", store_row_text(row, 0));
+	cli_line(stdout, "status:             ", store_row_text(row, 1));
+	printf("amount:             %lld ", (long long)store_row_int(row, 2));
+	cli_text(stdout, store_row_text(row, 3));
+	printf("\nrefunded:           %lld\n"
 	       "points:             %lld\n"
-	       "fulfillment:        %s%s\n"
-	       "customer ref:       %s\n"
-	       "provider:           %s\n"
-	       "payment ref:        %s\n"
-	       "created:            %s\n"
+	       "fulfillment:        ",
+	       (long long)store_row_int(row, 4), (long long)store_row_int(row, 5));
+	cli_text(stdout, store_row_text(row, 6));
+	printf("%s\n", store_row_int(row, 13) ? " (needs operator)" : "");
+	cli_line(stdout, "customer ref:       ", store_row_text(row, 7));
+	cli_line(stdout, "provider:           ", store_row_text(row, 8));
+	cli_line(stdout, "payment ref:        ", store_row_text(row, 9));
+	printf("created:            %s\n"
 	       "paid:               %s\n",
-	       store_row_text(row, 0), store_row_text(row, 1), (long long)store_row_int(row, 2),
-	       store_row_text(row, 3), (long long)store_row_int(row, 4),
-	       (long long)store_row_int(row, 5), store_row_text(row, 6),
-	       store_row_int(row, 13) ? " (needs operator)" : "",
-	       cli_or_dash(store_row_text(row, 7)), cli_or_dash(store_row_text(row, 8)),
-	       cli_or_dash(store_row_text(row, 9)), created, paid);
+	       created, paid);
 	return 1;
 }
 
@@ -167,7 +166,7 @@ static int cmd_order_list_row(void *arg, const struct store_row *row)
 	ol->ol_out.oo_n++;
 	cli_format_time(store_row_int(row, 10), created);
 	snprintf(amount, sizeof(amount), "%" PRId64 " %s", store_row_int(row, 2),
-	         cli_or_dash(store_row_text(row, 3)));
+	         store_row_text(row, 3) != NULL ? store_row_text(row, 3) : "-");
 	cli_cell(stdout, store_row_text(row, 0), ORDERS_ID_LEN);
 	fputc(' ', stdout);
 	cli_cell(stdout, store_row_text(row, 1), 18);
@@ -177,8 +176,9 @@ static int cmd_order_list_row(void *arg, const struct store_row *row)
 	cli_cell(stdout, store_row_text(row, 8), 10);
 	fputc(' ', stdout);
 	cli_cell(stdout, store_row_text(row, 6), 12);
-	printf(" %s%s\n", cli_or_dash(store_row_text(row, 7)),
-	       store_row_int(row, 13) ? " (needs operator)" : "");
+	fputc(' ', stdout);
+	cli_text(stdout, store_row_text(row, 7));
+	printf("%s\n", store_row_int(row, 13) ? " (needs operator)" : "");
 	return 0;
 }
 

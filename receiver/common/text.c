@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "text.h"
 
 int text_hex_value(int c)
@@ -124,4 +125,41 @@ int text_field_ok(const char *s, size_t max_bytes)
 		p += n;
 	}
 	return 1;
+}
+
+int text_printable(struct buf *b, const void *s, size_t len, int as_received)
+{
+	const unsigned char *p = s;
+	const unsigned char *end = p + len;
+
+	while (p < end) {
+		size_t n = text_utf8_len(p, end);
+		int rc;
+
+		if (n > 0 && !text_is_control(p, n) && (p[0] != '\\' || as_received)) {
+			rc = buf_append(b, p, n);
+		} else if (n == 0) {
+			rc = buf_printf(b, "\\x%02x", p[0]);
+			n = 1;
+		} else if (n == 2) {
+			rc = buf_printf(b, "\\u00%02x", p[1]);
+		} else if (as_received && (p[0] == '\n' || p[0] == '\t')) {
+			rc = buf_append(b, p, 1);
+		} else if (p[0] == '\\') {
+			rc = buf_puts(b, "\\\\");
+		} else if (p[0] == '\n') {
+			rc = buf_puts(b, "\\n");
+		} else if (p[0] == '\r') {
+			rc = buf_puts(b, "\\r");
+		} else if (p[0] == '\t') {
+			rc = buf_puts(b, "\\t");
+		} else {
+			rc = buf_printf(b, "\\x%02x", p[0]);
+		}
+		if (rc < 0) {
+			return -1;
+		}
+		p += n;
+	}
+	return 0;
 }

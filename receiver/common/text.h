@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+struct buf;
+
 /* The value of one hex digit (either case), or -1. */
 int text_hex_value(int c);
 
@@ -23,5 +25,14 @@ size_t text_utf8_len(const unsigned char *p, const unsigned char *end);
  * control characters (U+0000-U+001F, U+007F-U+009F); else 0. The order
  * API, the checkout page and the CLI all check with this one rule. */
 int text_field_ok(const char *s, size_t max_bytes);
+
+/* Appends s[0..len) to b as a terminal may show it: well-formed UTF-8 as
+ * it is; a backslash doubled; newline, CR and tab as \n \r \t; any other
+ * C0 control, DEL and a byte that is not UTF-8 as \xNN; a C1 control as
+ * \u00NN. So stored text can neither move the cursor, colour the screen
+ * nor forge a line. as_received (a payload): newlines, tabs and
+ * backslashes stay, so the text reads as it came (JSON stays JSON).
+ * Returns 0 or -1 (buf_append failed). */
+int text_printable(struct buf *b, const void *s, size_t len, int as_received);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "fixtures.h"
 #include "harness.h"
+#include "store.h"
 
 /* --failed lists what --status failed lists: the events acknowledged but
  * not applied, and not the applied ones. */
@@ -142,6 +143,56 @@ static void test_order_create_refuses_what_the_order_api_refuses(void **state)
 	                 1);
 }
 
+struct t_set_ref {
+	const char *sr_id;
+	const char *sr_ref;
+};
+
+static int t_set_ref_unit(struct store_tx *tx, void *arg)
+{
+	const struct t_set_ref *sr = arg;
+	struct store_value p[] = {store_text(sr->sr_ref), store_text(sr->sr_id)};
+
+	return store_exec(tx, "UPDATE orders SET customer_ref = ? WHERE id = ?", p, 2, NULL);
+}
+
+/* A reference an older version stored with control characters in it is
+ * shown escaped: it cannot colour the terminal, move the cursor or forge
+ * a line of the output. */
+static void test_order_show_and_list_escape_control_characters_already_stored(void **state)
+{
+	static const char *const list[] = {"order", "list", "--limit", "1", NULL};
+	struct daemon *d = *state;
+	struct store_options so;
+	struct t_set_ref sr;
+	struct store *st;
+	char id[64];
+	char *out = NULL;
+	const char *show[] = {"order", "show", id, NULL};
+
+	fx_order(d, 1999, "usd", id);
+	memset(&so, 0, sizeof(so));
+	assert_int_equal(store_location_parse(d->dm_db, &so), 0);
+	st = store_create(&so);
+	assert_non_null(st);
+	sr.sr_id = id;
+	sr.sr_ref = "x\n\x1b[31mRED\xc2\x9b\xff\\";
+	assert_int_equal(store_write(st, hn_now_ms(), t_set_ref_unit, &sr), 0);
+	store_destroy(st);
+
+	assert_int_equal(daemon_cli(d, 1, show, &out), 0);
+	assert_non_null(out);
+	assert_non_null(strstr(out, "customer ref:       x\\n\\x1b[31mRED\\u009b\\xff\\\\\n"));
+	assert_null(strchr(out, '\x1b'));
+	assert_null(strstr(out, "\xc2\x9b"));
+	free(out);
+	assert_int_equal(daemon_cli(d, 1, list, &out), 0);
+	assert_non_null(out);
+	assert_non_null(strstr(out, " x\\n\\x1b[31mRED\\u009b\\xff\\\\\n"));
+	assert_null(strchr(out, '\x1b'));
+	free(out);
+}
+
 static int setup(void **state)
 {
 	return daemon_setup(state, FX_STRIPE_INI);
@@ -154,6 +205,7 @@ int main(void)
 	                test_order_create_stamps_created_and_updated_at_with_the_current_time),
 	        cmocka_unit_test(test_events_list_failed_is_the_failed_status_filter),
 	        cmocka_unit_test(test_order_create_refuses_what_the_order_api_refuses),
+	        cmocka_unit_test(test_order_show_and_list_escape_control_characters_already_stored),
 	};
 
 	return cmocka_run_group_tests(tests, setup, daemon_teardown);

@@ -1,5 +1,5 @@
 /* test_text.c: the shared hex and form-urlencoded decoders, the rule for
- * short texts people give, and the byte buffer. */
+ * short texts people give, the escaping for terminals, and the byte buffer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -80,6 +80,39 @@ static void test_field_text_is_utf8_without_controls_within_its_length(void **st
 	long_text[129] = '\0';
 	assert_false(text_field_ok(long_text, 128));
 	assert_false(text_field_ok("\xe4\xb8\xad\xe4\xb8\xad", 5)); /* bytes, not characters */
+}
+
+static char *printable(const char *s, size_t len, int as_received)
+{
+	struct buf b;
+	char *out;
+
+	buf_init(&b, 0);
+	assert_int_equal(text_printable(&b, s, len, as_received), 0);
+	assert_int_equal(buf_append(&b, "", 1), 0);
+	out = buf_take(&b, NULL);
+	assert_non_null(out);
+	return out;
+}
+
+/* What a terminal would obey is shown escaped; text is shown as it is. */
+static void test_printable_escapes_controls_and_bytes_that_are_not_utf8(void **state)
+{
+	static const char raw[] = "x\n\x1b[31mRED\r\t\\ \xc2\x85\xc2\x9b\xff\x7f Zo\xc3\xab\0z";
+	char *s;
+
+	(void)state;
+	s = printable(raw, sizeof(raw) - 1, 0);
+	assert_string_equal(s,
+	                    "x\\n\\x1b[31mRED\\r\\t\\\\ \\u0085\\u009b\\xff\\x7f Zo\xc3\xab\\x00z");
+	free(s);
+	/* A payload keeps its lines, tabs and backslashes; the rest as above. */
+	s = printable(raw, sizeof(raw) - 1, 1);
+	assert_string_equal(s, "x\n\\x1b[31mRED\\r\t\\ \\u0085\\u009b\\xff\\x7f Zo\xc3\xab\\x00z");
+	free(s);
+	s = printable("{\"a\":\"\\u00e9\"}", strlen("{\"a\":\"\\u00e9\"}"), 1);
+	assert_string_equal(s, "{\"a\":\"\\u00e9\"}");
+	free(s);
 }
 
 /* An announced length is room made at once: appends up to it keep the
@@ -193,6 +226,7 @@ int main(void)
 	        cmocka_unit_test(test_form_component_decodes_plus_and_percent_escapes),
 	        cmocka_unit_test(test_malformed_form_escapes_are_refused),
 	        cmocka_unit_test(test_field_text_is_utf8_without_controls_within_its_length),
+	        cmocka_unit_test(test_printable_escapes_controls_and_bytes_that_are_not_utf8),
 	        cmocka_unit_test(test_buf_expect_makes_room_once_and_respects_the_cap),
 	        cmocka_unit_test(test_buf_json_string_escapes_as_before),
 	};
