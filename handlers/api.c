@@ -19,6 +19,7 @@
 #include "money.h"
 #include "orders.h"
 #include "store.h"
+#include "text.h"
 
 #define API_JSON_DEPTH_MAX 16            /* nesting levels in a request body */
 #define API_BODY_MAX_DEFAULT (64 * 1024) /* bytes; [api] body_max */
@@ -886,22 +887,30 @@ static int api_json_int(const cJSON *v, int64_t min, int64_t max, int64_t *ret)
 
 static int api_text_ok(const cJSON *v)
 {
-	const unsigned char *p;
-	size_t n;
+	return cJSON_IsString(v) && text_field_ok(v->valuestring, API_TEXT_MAX);
+}
 
-	if (!cJSON_IsString(v)) {
-		return 0;
+int api_order_fields_check(int64_t amount, const char *currency, const char *customer_ref,
+                           char ret_currency[4], const char **ret_detail)
+{
+	char cur[4];
+
+	if (amount < 1 || amount > MONEY_MAX_MINOR) {
+		*ret_detail =
+		        "amount must be a positive whole number of minor units (1999 for 19.99).";
+		return -1;
 	}
-	n = strlen(v->valuestring);
-	if (n == 0 || n > API_TEXT_MAX) {
-		return 0;
+	if (currency == NULL || money_currency_normalize(currency, cur) < 0) {
+		*ret_detail = "currency must be an ISO 4217 currency code, such as EUR or usd.";
+		return -1;
 	}
-	for (p = (const unsigned char *)v->valuestring; *p != '\0'; p++) {
-		if (*p < 0x20 || *p == 0x7f) {
-			return 0;
-		}
+	if (customer_ref != NULL && !text_field_ok(customer_ref, API_TEXT_MAX)) {
+		*ret_detail = "customer_ref must be a string of 1 to 128 bytes of UTF-8 without "
+		              "control characters.";
+		return -1;
 	}
-	return 1;
+	memcpy(ret_currency, cur, sizeof(cur));
+	return 0;
 }
 
 static int api_only_keys(const cJSON *obj, const char *const *keys, const char **ret_bad)
@@ -934,6 +943,8 @@ static int api_create_parse(const cJSON *root, struct api_order_body *ob, const 
 	const cJSON *items;
 	const cJSON *it;
 	const char *bad = NULL;
+	const char *currency;
+	const char *ref;
 	int64_t sum = 0;
 	size_t n = 0;
 
@@ -945,25 +956,22 @@ static int api_create_parse(const cJSON *root, struct api_order_body *ob, const 
 		*ret_detail = "Unknown field; allowed: amount, currency, customer_ref, line_items.";
 		return -1;
 	}
-	if (api_json_int(cJSON_GetObjectItemCaseSensitive(root, "amount"), 1, MONEY_MAX_MINOR,
-			 &ob->ob_amount) < 0) {
-		*ret_detail =
-			"amount must be a positive whole number of minor units (1999 for 19.99).";
-		return -1;
+	/* The JSON types here, the rules in api_order_fields_check (the CLI's
+	 * too): a number that is no whole amount counts as 0 and a
+	 * customer_ref that is no string as "", both refused there. */
+	if (api_json_int(cJSON_GetObjectItemCaseSensitive(root, "amount"), 0, MONEY_MAX_MINOR,
+	                 &ob->ob_amount) < 0) {
+		ob->ob_amount = 0;
 	}
 	it = cJSON_GetObjectItemCaseSensitive(root, "currency");
-	if (!cJSON_IsString(it) || money_currency_normalize(it->valuestring, ob->ob_currency) < 0) {
-		*ret_detail = "currency must be an ISO 4217 currency code, such as EUR or usd.";
+	currency = cJSON_IsString(it) ? it->valuestring : NULL;
+	it = cJSON_GetObjectItemCaseSensitive(root, "customer_ref");
+	ref = it == NULL || cJSON_IsNull(it) ? NULL : cJSON_IsString(it) ? it->valuestring : "";
+	if (api_order_fields_check(ob->ob_amount, currency, ref, ob->ob_currency, ret_detail) < 0) {
 		return -1;
 	}
-	it = cJSON_GetObjectItemCaseSensitive(root, "customer_ref");
-	if (it != NULL && !cJSON_IsNull(it)) {
-		if (!api_text_ok(it)) {
-			*ret_detail = "customer_ref must be a string of 1 to 128 bytes without "
-				      "control characters.";
-			return -1;
-		}
-		api_copy(ob->ob_customer_ref, sizeof(ob->ob_customer_ref), it->valuestring);
+	if (ref != NULL) {
+		api_copy(ob->ob_customer_ref, sizeof(ob->ob_customer_ref), ref);
 		ob->ob_has_customer_ref = 1;
 	}
 	items = cJSON_GetObjectItemCaseSensitive(root, "line_items");

@@ -63,6 +63,15 @@ struct api_order_body {
 int api_order_body_parse(const void *body, size_t len, struct api_order_body *ret,
 			 const char **ret_slug, const char **ret_detail);
 
+/* The rules an order's own fields meet, on every way in (POST /api/orders,
+ * `idemhook order create`): amount 1..MONEY_MAX_MINOR minor units,
+ * currency an ISO 4217 code of any case (written upper case to
+ * ret_currency), customer_ref NULL (none) or text_field_ok with
+ * API_TEXT_MAX. Returns 0, or -1 with *ret_detail (a static sentence
+ * naming the field) and ret_currency untouched. */
+int api_order_fields_check(int64_t amount, const char *currency, const char *customer_ref,
+                           char ret_currency[4], const char **ret_detail);
+
 /* One order as GET shows it (the checkout page shares it). */
 struct api_order {
 	char ao_id[ORDERS_ID_LEN + 1];

@@ -301,8 +301,11 @@ static int checkout_wants_json(const struct http_request *req)
 	       strstr(accept, "text/html") == NULL;
 }
 
-static void checkout_internal(struct reply *ret)
+/* 500, and a log line saying what failed: the client learns nothing more,
+ * so the operator must. */
+static void checkout_internal(struct reply *ret, const char *what)
 {
+	log_err("checkout: %s; answered 500", what);
 	reply_problem(ret, 500, "internal", "Internal error", NULL);
 }
 
@@ -425,19 +428,11 @@ static int checkout_quantity(const char *s, int64_t *ret)
 	return 0;
 }
 
+/* The reference is optional on the form (empty: none); given, it meets
+ * the order API's rule (text_field_ok), shorter. */
 static int checkout_ref_ok(const char *s)
 {
-	const unsigned char *p;
-
-	if (strlen(s) > CHECKOUT_REF_MAX) {
-		return 0;
-	}
-	for (p = (const unsigned char *)s; *p != '\0'; p++) {
-		if (*p < 0x20 || *p == 0x7f) {
-			return 0;
-		}
-	}
-	return 1;
+	return s[0] == '\0' || text_field_ok(s, CHECKOUT_REF_MAX);
 }
 
 static int checkout_form_html(struct buf *b, const char *key, const struct checkout_form *prev)
@@ -599,7 +594,7 @@ static void checkout_reused(const struct http_request *req, struct reply *ret, c
 	return;
 fail:
 	buf_finish(&b);
-	checkout_internal(ret);
+	checkout_internal(ret, "cannot build the key-reused page (out of memory)");
 }
 
 static void checkout_get(struct reply *ret)
@@ -608,7 +603,7 @@ static void checkout_get(struct reply *ret)
 	struct buf b;
 
 	if (crypto_uuid4(key) < 0) {
-		checkout_internal(ret);
+		checkout_internal(ret, "cannot make a form key");
 		return;
 	}
 	buf_init(&b, 0);
@@ -619,7 +614,7 @@ static void checkout_get(struct reply *ret)
 	    checkout_how_it_works(&b, CHECKOUT_HOW_FORM) < 0 ||
 	    checkout_page_end(&b, 1) < 0 || checkout_reply_html(ret, 200, &b) < 0) {
 		buf_finish(&b);
-		checkout_internal(ret);
+		checkout_internal(ret, "cannot build the checkout form (out of memory)");
 		return;
 	}
 	/* Stale at once, so a new visit renders a new key; but not no-store
@@ -642,7 +637,7 @@ static void checkout_demo_index(struct reply *ret)
 			 "to place an order and pay it with a simulated payment.</p>\n") < 0 ||
 	    checkout_page_end(&b, 0) < 0 || checkout_reply_html(ret, 200, &b) < 0) {
 		buf_finish(&b);
-		checkout_internal(ret);
+		checkout_internal(ret, "cannot build the demo index page (out of memory)");
 		return;
 	}
 	checkout_headers(ret, "no-cache");
@@ -684,7 +679,7 @@ static void checkout_post_error(const struct http_request *req, struct reply *re
 	return;
 fail:
 	buf_finish(&b);
-	checkout_internal(ret);
+	checkout_internal(ret, "cannot build the refusal page (out of memory)");
 }
 
 struct checkout_create {
@@ -753,13 +748,13 @@ static void checkout_post_finish(void *arg, const struct http_request *req, stru
 	switch (c->sc_outcome) {
 	case STORE_NEW:
 		if (reply_copy(ret, &c->sc_reply) < 0) {
-			checkout_internal(ret);
+			checkout_internal(ret, "cannot copy the stored answer (out of memory)");
 		}
 		break;
 	case STORE_REPLAYED:
 		if (reply_copy(ret, &c->sc_reply) < 0 ||
 		    reply_add_header(ret, "Idempotent-Replayed", "true") < 0) {
-			checkout_internal(ret);
+			checkout_internal(ret, "cannot copy the stored answer (out of memory)");
 		}
 		break;
 	case STORE_MISMATCH: {
@@ -828,7 +823,7 @@ static void checkout_post(const struct env *env, const struct config *cf, const 
 	}
 	cp = calloc(1, sizeof(*cp));
 	if (cp == NULL) {
-		checkout_internal(ret);
+		checkout_internal(ret, "out of memory reading a form post");
 		return;
 	}
 	f = &cp->cp_form;
@@ -852,10 +847,10 @@ static void checkout_post(const struct env *env, const struct config *cf, const 
 	if (prod == NULL || checkout_quantity(f->cf_quantity, &qty) < 0 ||
 	    !checkout_ref_ok(f->cf_ref)) {
 		checkout_post_error(
-			req, ret, 400, "invalid_order", "Please check the form",
-			"Choose a product, a quantity from 1 to 20, and a reference of at most 64 "
-			"characters.",
-			NULL);
+		        req, ret, 400, "invalid_order", "Please check the form",
+		        "Choose a product, a quantity from 1 to 20, and a reference of at most 64 "
+		        "bytes of text without control characters.",
+		        NULL);
 		goto done;
 	}
 	/* The fingerprint covers what the order is, never the key itself. */
@@ -864,7 +859,7 @@ static void checkout_post(const struct env *env, const struct config *cf, const 
 	    buf_json_string(&fp, f->cf_ref) < 0 || buf_puts(&fp, "}") < 0 ||
 	    api_canonical_json(fp.buf_data, fp.buf_len, &canon, &canon_len) < 0 ||
 	    checkout_flash_token(cp->cp_create.cc_flash) < 0) {
-		checkout_internal(ret);
+		checkout_internal(ret, "cannot fingerprint the order or make a flash token");
 		goto done;
 	}
 	crypto_sha256(canon, canon_len, c->sc_fingerprint);
@@ -1050,7 +1045,7 @@ static void checkout_order_page(const struct env *env, const struct config *cf,
 fail:
 	free(flash);
 	buf_finish(&b);
-	checkout_internal(ret);
+	checkout_internal(ret, "cannot build the order page");
 }
 
 /* ---- demo: a signed payment callback to ourselves ---- */
@@ -1194,7 +1189,7 @@ static void checkout_pay_finish(void *arg, const struct http_request *req, struc
 	reply_add_header(ret, "Cache-Control", "no-store");
 	goto done;
 internal:
-	checkout_internal(ret);
+	checkout_internal(ret, "demo payment: cannot keep the flash message or build the redirect");
 done:
 	buf_finish(&msg);
 	checkout_pay_job_destroy(pj);
@@ -1331,7 +1326,7 @@ static void checkout_pay(const struct env *env, struct config *cf, const struct 
 	return;
 internal:
 	checkout_pay_job_destroy(pj);
-	checkout_internal(ret);
+	checkout_internal(ret, "demo payment: cannot build the callback (out of memory)");
 }
 
 /* ---- routing ---- */
@@ -1377,7 +1372,7 @@ int checkout_route(const struct env *env, struct config *cf, const struct http_r
 		}
 		if (reply_set(ret, 200, "text/javascript; charset=utf-8", checkout_js,
 			      checkout_js_len) < 0) {
-			checkout_internal(ret);
+			checkout_internal(ret, "cannot serve checkout.js (out of memory)");
 			return 1;
 		}
 		reply_add_header(ret, "X-Content-Type-Options", "nosniff");

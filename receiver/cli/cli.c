@@ -8,16 +8,51 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "cli.h"
 #include "config.h"
+#include "text.h"
+
+/* s as text_printable shows it (NULL or empty: "-"), NUL-terminated in
+ * b; NULL when memory ran out. */
+static const char *cli_printable(struct buf *b, const char *s)
+{
+	if (s == NULL || s[0] == '\0') {
+		s = "-";
+	}
+	buf_init(b, 0);
+	if (text_printable(b, s, strlen(s), 0) < 0 || buf_append(b, "", 1) < 0) {
+		buf_finish(b);
+		return NULL;
+	}
+	return b->buf_data;
+}
+
+void cli_text(FILE *out, const char *s)
+{
+	struct buf b;
+	const char *p = cli_printable(&b, s);
+
+	fputs(p != NULL ? p : "(out of memory)", out);
+	buf_finish(&b);
+}
+
+void cli_line(FILE *out, const char *label, const char *s)
+{
+	fputs(label, out);
+	cli_text(out, s);
+	fputc('\n', out);
+}
 
 void cli_cell(FILE *out, const char *s, int width)
 {
+	struct buf b;
 	size_t len;
 	int i;
 
-	if (s == NULL || s[0] == '\0') {
-		s = "-";
+	s = cli_printable(&b, s);
+	if (s == NULL) {
+		s = "?";
 	}
 	len = strlen(s);
 	if (width < 2 || len <= (size_t)width) {
@@ -25,12 +60,14 @@ void cli_cell(FILE *out, const char *s, int width)
 		for (i = (int)len; i < width; i++) {
 			fputc(' ', out);
 		}
+		buf_finish(&b);
 		return;
 	}
 	/* Cut, and said so: an identifier shown in part must not pass for a
 	 * whole one. */
 	fwrite(s, 1, (size_t)width - 1, out);
 	fputs("\xe2\x80\xa6", out);
+	buf_finish(&b);
 }
 
 void cli_json_string(FILE *out, const char *s)

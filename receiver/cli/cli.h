@@ -70,18 +70,25 @@ int cli_parse_id(const char *s, int64_t *ret);
 /* ms since the epoch as "YYYY-MM-DDTHH:MM:SSZ" (UTC); "-" for ms <= 0. */
 void cli_format_time(int64_t ms, char out[32]);
 
-/* s, or "-" when s is NULL or empty. */
-const char *cli_or_dash(const char *s);
-
 /* ---- shared by the commands (cli.c) ---- */
 
 /* Listings show this many rows unless --limit says otherwise (1..CLI_LIMIT_MAX). */
 #define CLI_LIMIT_DEFAULT 50
 #define CLI_LIMIT_MAX 100000
 
-/* Prints s ("-" when NULL or empty) in a column of width characters,
- * padded; a longer value is cut to width-1 characters and an ellipsis,
- * never silently. */
+/* Prints s ("-" when NULL or empty) for a person to read: stored text
+ * (customer references, provider ids, errors) came from outside, so its
+ * control characters and bytes that are not UTF-8 are shown escaped
+ * (text_printable), never sent to the terminal. JSON output escapes with
+ * cli_json_string instead. */
+void cli_text(FILE *out, const char *s);
+
+/* label (its padding included), cli_text(s) and a newline: one line of a
+ * `show` command. */
+void cli_line(FILE *out, const char *label, const char *s);
+
+/* cli_text(s) in a column of width characters, padded; a longer value is
+ * cut to width-1 characters and an ellipsis, never silently. */
 void cli_cell(FILE *out, const char *s, int width);
 
 /* s as a JSON string (escaped), or null for NULL. */

@@ -86,7 +86,8 @@ static int cmd_audit_row(void *arg, const struct console_db_audit_row *r)
 	cli_cell(stdout, r->ar_target, 16);
 	fputc(' ', stdout);
 	cli_cell(stdout, r->ar_result, 32);
-	printf(" %s\n", cli_or_dash(r->ar_reason));
+	fputc(' ', stdout);
+	cli_line(stdout, "", r->ar_reason);
 	return 0;
 }
 

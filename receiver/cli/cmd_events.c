@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "buf.h"
 #include "cli.h"
 #include "ingest.h"
 #include "config.h"
@@ -21,6 +22,7 @@
 #include "provider.h"
 #include "reply.h"
 #include "store.h"
+#include "text.h"
 
 #define CMD_EVENTS_LIMIT_DEFAULT 50
 #define CMD_EVENTS_LIMIT_MAX 100000
@@ -128,8 +130,9 @@ static int cmd_events_list_row(void *arg, const struct store_row *row)
 	cli_cell(stdout, store_row_text(row, 5), ORDERS_ID_LEN);
 	fputc(' ', stdout);
 	cli_cell(stdout, store_row_text(row, 6), 8);
-	printf(" %s%s\n", cli_or_dash(store_row_text(row, 7)),
-	       store_row_int(row, 8) > 0 ? " (reprocessed)" : "");
+	fputc(' ', stdout);
+	cli_text(stdout, store_row_text(row, 7));
+	printf("%s\n", store_row_int(row, 8) > 0 ? " (reprocessed)" : "");
 	return 0;
 }
 
@@ -338,6 +341,21 @@ static void cmd_events_show_json(const struct store_row *row)
 	printf("}\n");
 }
 
+/* The payload as received, lines and all, with what a terminal would obey
+ * (escape sequences, C1 controls, bytes that are not UTF-8) escaped. */
+static void cmd_events_payload(const void *data, size_t len)
+{
+	struct buf b;
+
+	buf_init(&b, 0);
+	if (text_printable(&b, data, len, 1) < 0) {
+		printf("(out of memory)");
+	} else {
+		fwrite(b.buf_data, 1, b.buf_len, stdout);
+	}
+	buf_finish(&b);
+}
+
 static int cmd_events_show_row(void *arg, const struct store_row *row)
 {
 	struct cmd_events_one *one = arg;
@@ -351,38 +369,32 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 	}
 	cli_format_time(store_row_int(row, 15), received);
 	cli_format_time(store_row_int(row, 16), processed);
-	printf("id:              %" PRId64 "\n"
-	       "provider:        %s\n"
-	       "key:             %s\n"
-	       "type:            %s\n"
-	       "kind:            %s\n"
-	       "order:           %s\n"
-	       "payment ref:     %s\n"
-	       "refund ref:      %s\n",
-	       store_row_int(row, 0), cli_or_dash(store_row_text(row, 1)),
-	       cli_or_dash(store_row_text(row, 2)), cli_or_dash(store_row_text(row, 3)),
-	       cli_or_dash(store_row_text(row, 4)), cli_or_dash(store_row_text(row, 5)),
-	       cli_or_dash(store_row_text(row, 6)), cli_or_dash(store_row_text(row, 7)));
+	printf("id:              %" PRId64 "\n", store_row_int(row, 0));
+	cli_line(stdout, "provider:        ", store_row_text(row, 1));
+	cli_line(stdout, "key:             ", store_row_text(row, 2));
+	cli_line(stdout, "type:            ", store_row_text(row, 3));
+	cli_line(stdout, "kind:            ", store_row_text(row, 4));
+	cli_line(stdout, "order:           ", store_row_text(row, 5));
+	cli_line(stdout, "payment ref:     ", store_row_text(row, 6));
+	cli_line(stdout, "refund ref:      ", store_row_text(row, 7));
 	if (store_row_is_null(row, 8)) {
 		printf("amount:          -\n");
 	} else {
-		printf("amount:          %" PRId64 " %s%s\n", store_row_int(row, 8),
-		       cli_or_dash(store_row_text(row, 9)),
-		       store_row_int(row, 10) ? " (refunded total so far)" : "");
+		printf("amount:          %" PRId64 " ", store_row_int(row, 8));
+		cli_text(stdout, store_row_text(row, 9));
+		printf("%s\n", store_row_int(row, 10) ? " (refunded total so far)" : "");
 	}
-	printf("source:          %s\n"
-	       "outcome:         %s\n"
-	       "effect:          %s\n"
-	       "reason:          %s\n"
-	       "received:        %s\n"
+	cli_line(stdout, "source:          ", store_row_text(row, 18));
+	cli_line(stdout, "outcome:         ", store_row_text(row, 12));
+	cli_line(stdout, "effect:          ", store_row_text(row, 13));
+	cli_line(stdout, "reason:          ", store_row_text(row, 14));
+	printf("received:        %s\n"
 	       "processed:       %s\n"
 	       "reprocessed:     %" PRId64 " time(s)\n"
 	       "payload:\n",
-	       cli_or_dash(store_row_text(row, 18)), cli_or_dash(store_row_text(row, 12)),
-	       cli_or_dash(store_row_text(row, 13)), cli_or_dash(store_row_text(row, 14)), received,
-	       processed, store_row_int(row, 17));
+	       received, processed, store_row_int(row, 17));
 	if (!store_row_is_null(row, 11)) {
-		fwrite(row->sr_cols[11].sv_text, 1, row->sr_cols[11].sv_len, stdout);
+		cmd_events_payload(row->sr_cols[11].sv_text, row->sr_cols[11].sv_len);
 	}
 	printf("\n");
 	return 1;

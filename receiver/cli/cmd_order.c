@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api.h"
 #include "cli.h"
 #include "config.h"
 #include "money.h"
@@ -35,7 +36,9 @@ static void cmd_order_usage(FILE *out)
 	        "       idemhook [-c FILE] order list [--status STATUS] [--provider NAME]\n"
 	        "                          [--since WHEN] [--until WHEN] [--limit N] [--json]\n\n"
 	        "create makes a pending order and prints its id; MINOR is the amount in minor\n"
-	        "units (1999 = 19.99 USD). Payment callbacks name it in metadata.order_id.\n"
+	        "units (1999 = 19.99 USD), 1 or more. REF is 1 to 128 bytes of UTF-8 without\n"
+	        "control characters, as POST /api/orders takes customer_ref. Payment\n"
+	        "callbacks name the order in metadata.order_id.\n"
 	        "show prints one order: status, amounts, points, fulfillment, references.\n"
 	        "list shows orders, newest first (default limit 50). STATUS is one of pending,\n"
 	        "authorized, paid, partially_refunded, refunded, disputed, cancelled, expired;\n"
@@ -99,23 +102,22 @@ static int cmd_order_print(void *arg, const struct store_row *row)
 	}
 	cli_format_time(store_row_int(row, 10), created);
 	cli_format_time(store_row_int(row, 11), paid);
-	printf("id:                 %s\n"
-	       "status:             %s\n"
-	       "amount:             %lld %s\n"
-	       "refunded:           %lld\n"
+	cli_line(stdout, "id:                 ", store_row_text(row, 0));
+	cli_line(stdout, "status:             ", store_row_text(row, 1));
+	printf("amount:             %lld ", (long long)store_row_int(row, 2));
+	cli_text(stdout, store_row_text(row, 3));
+	printf("\nrefunded:           %lld\n"
 	       "points:             %lld\n"
-	       "fulfillment:        %s%s\n"
-	       "customer ref:       %s\n"
-	       "provider:           %s\n"
-	       "payment ref:        %s\n"
-	       "created:            %s\n"
+	       "fulfillment:        ",
+	       (long long)store_row_int(row, 4), (long long)store_row_int(row, 5));
+	cli_text(stdout, store_row_text(row, 6));
+	printf("%s\n", store_row_int(row, 13) ? " (needs operator)" : "");
+	cli_line(stdout, "customer ref:       ", store_row_text(row, 7));
+	cli_line(stdout, "provider:           ", store_row_text(row, 8));
+	cli_line(stdout, "payment ref:        ", store_row_text(row, 9));
+	printf("created:            %s\n"
 	       "paid:               %s\n",
-	       store_row_text(row, 0), store_row_text(row, 1), (long long)store_row_int(row, 2),
-	       store_row_text(row, 3), (long long)store_row_int(row, 4),
-	       (long long)store_row_int(row, 5), store_row_text(row, 6),
-	       store_row_int(row, 13) ? " (needs operator)" : "",
-	       cli_or_dash(store_row_text(row, 7)), cli_or_dash(store_row_text(row, 8)),
-	       cli_or_dash(store_row_text(row, 9)), created, paid);
+	       created, paid);
 	return 1;
 }
 
@@ -164,7 +166,7 @@ static int cmd_order_list_row(void *arg, const struct store_row *row)
 	ol->ol_out.oo_n++;
 	cli_format_time(store_row_int(row, 10), created);
 	snprintf(amount, sizeof(amount), "%" PRId64 " %s", store_row_int(row, 2),
-	         cli_or_dash(store_row_text(row, 3)));
+	         store_row_text(row, 3) != NULL ? store_row_text(row, 3) : "-");
 	cli_cell(stdout, store_row_text(row, 0), ORDERS_ID_LEN);
 	fputc(' ', stdout);
 	cli_cell(stdout, store_row_text(row, 1), 18);
@@ -174,8 +176,9 @@ static int cmd_order_list_row(void *arg, const struct store_row *row)
 	cli_cell(stdout, store_row_text(row, 8), 10);
 	fputc(' ', stdout);
 	cli_cell(stdout, store_row_text(row, 6), 12);
-	printf(" %s%s\n", cli_or_dash(store_row_text(row, 7)),
-	       store_row_int(row, 13) ? " (needs operator)" : "");
+	fputc(' ', stdout);
+	cli_text(stdout, store_row_text(row, 7));
+	printf("%s\n", store_row_int(row, 13) ? " (needs operator)" : "");
 	return 0;
 }
 
@@ -315,6 +318,8 @@ static int cmd_order_create(int argc, char **argv, const struct config *cf)
 	};
 	struct cmd_order_new co;
 	struct store *st = NULL;
+	const char *detail = NULL;
+	char currency[4];
 	int c;
 	int rc;
 
@@ -345,11 +350,14 @@ static int cmd_order_create(int argc, char **argv, const struct config *cf)
 		cmd_order_usage(stderr);
 		return EX_USAGE;
 	}
-	if (money_exponent(co.co_currency) < 0) {
-		fprintf(stderr,
-		        "idemhook order create: --currency takes a three-letter ISO 4217 code\n");
+	/* The order API's own rules, so that no way in stores an order the
+	 * API would have refused. */
+	if (api_order_fields_check(co.co_amount, co.co_currency, co.co_customer, currency,
+	                           &detail) < 0) {
+		fprintf(stderr, "idemhook order create: %s\n", detail);
 		return EX_USAGE;
 	}
+	co.co_currency = currency;
 	rc = cli_open_store(cf, 0, &st);
 	if (rc != EX_OK) {
 		return rc;

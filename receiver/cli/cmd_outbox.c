@@ -132,10 +132,13 @@ static int cmd_outbox_list_row(void *arg, const struct outbox_info *i)
 	cli_cell(stdout, i->oi_order_id, ORDERS_ID_LEN);
 	fputc(' ', stdout);
 	cli_cell(stdout, i->oi_effect, 18);
-	printf(" %-3" PRId64 " %-20s %-4s %-17s %-11s %s%s%s", i->oi_attempts, next, last, comp,
-	       cli_or_dash(i->oi_fulfillment), i->oi_needs_operator ? "needs operator" : "",
-	       i->oi_needs_operator && i->oi_last_error != NULL ? "; " : "",
-	       i->oi_last_error != NULL ? i->oi_last_error : "");
+	printf(" %-3" PRId64 " %-20s %-4s %-17s ", i->oi_attempts, next, last, comp);
+	cli_cell(stdout, i->oi_fulfillment, 11);
+	printf(" %s%s", i->oi_needs_operator ? "needs operator" : "",
+	       i->oi_needs_operator && i->oi_last_error != NULL ? "; " : "");
+	if (i->oi_last_error != NULL) {
+		cli_text(stdout, i->oi_last_error);
+	}
 	if (i->oi_parent_id > 0) {
 		printf(" (compensates row %" PRId64 ")", i->oi_parent_id);
 	}
@@ -286,7 +289,7 @@ static void cmd_outbox_print_attempts(const struct store_row *row, int json)
 	} else {
 		printf("  last answer:   -\n");
 	}
-	printf("  last error:    %s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_LAST_ERROR)));
+	cli_line(stdout, "  last error:    ", store_row_text(row, CMD_OUTBOX_C_LAST_ERROR));
 	cli_format_time(store_row_int(row, CMD_OUTBOX_C_NEXT), t);
 	printf("  next:          %s\n", waiting ? t : "-");
 	cli_format_time(store_row_int(row, CMD_OUTBOX_C_WINDOW_START), t);
@@ -345,25 +348,27 @@ static int cmd_outbox_show_row(void *arg, const struct store_row *row)
 	cli_format_time(store_row_int(row, CMD_OUTBOX_C_CREATED), created);
 	cli_format_time(store_row_int(row, CMD_OUTBOX_C_UPDATED), updated);
 	printf("id:              %" PRId64 "\n", store_row_int(row, CMD_OUTBOX_C_ID));
-	printf("status:          %s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_STATUS)));
-	printf("call:            %s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_CALL)));
-	printf("order:           %s%s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_ORDER)),
-	       store_row_int(row, CMD_OUTBOX_C_NEEDS_OPERATOR) ? " (needs operator)" : "");
-	printf("effect:          %s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_EFFECT)));
-	printf("provider:        %s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_PROVIDER)));
-	printf("url:             %s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_URL)));
-	printf("body:            %" PRId64 " bytes, %s\n",
-	       store_row_int(row, CMD_OUTBOX_C_BODY_LEN),
-	       cli_or_dash(store_row_text(row, CMD_OUTBOX_C_CONTENT_TYPE)));
-	printf("idempotency key: %s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_KEY)));
-	printf("compensation:    %s (%s)\n",
-	       cli_or_dash(store_row_text(row, CMD_OUTBOX_C_COMPENSATION)),
-	       cli_or_dash(store_row_text(row, CMD_OUTBOX_C_COMP_STATE)));
+	cli_line(stdout, "status:          ", store_row_text(row, CMD_OUTBOX_C_STATUS));
+	cli_line(stdout, "call:            ", store_row_text(row, CMD_OUTBOX_C_CALL));
+	fputs("order:           ", stdout);
+	cli_text(stdout, store_row_text(row, CMD_OUTBOX_C_ORDER));
+	printf("%s\n", store_row_int(row, CMD_OUTBOX_C_NEEDS_OPERATOR) ? " (needs operator)" : "");
+	cli_line(stdout, "effect:          ", store_row_text(row, CMD_OUTBOX_C_EFFECT));
+	cli_line(stdout, "provider:        ", store_row_text(row, CMD_OUTBOX_C_PROVIDER));
+	cli_line(stdout, "url:             ", store_row_text(row, CMD_OUTBOX_C_URL));
+	printf("body:            %" PRId64 " bytes, ", store_row_int(row, CMD_OUTBOX_C_BODY_LEN));
+	cli_line(stdout, "", store_row_text(row, CMD_OUTBOX_C_CONTENT_TYPE));
+	cli_line(stdout, "idempotency key: ", store_row_text(row, CMD_OUTBOX_C_KEY));
+	fputs("compensation:    ", stdout);
+	cli_text(stdout, store_row_text(row, CMD_OUTBOX_C_COMPENSATION));
+	fputs(" (", stdout);
+	cli_text(stdout, store_row_text(row, CMD_OUTBOX_C_COMP_STATE));
+	fputs(")\n", stdout);
 	if (store_row_int(row, CMD_OUTBOX_C_PARENT) > 0) {
 		printf("compensates:     row %" PRId64 "\n",
 		       store_row_int(row, CMD_OUTBOX_C_PARENT));
 	}
-	printf("fulfillment:     %s\n", cli_or_dash(store_row_text(row, CMD_OUTBOX_C_FULFILLMENT)));
+	cli_line(stdout, "fulfillment:     ", store_row_text(row, CMD_OUTBOX_C_FULFILLMENT));
 	printf("created:         %s\n", created);
 	printf("updated:         %s\n", updated);
 	cmd_outbox_print_attempts(row, 0);

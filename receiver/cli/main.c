@@ -163,11 +163,6 @@ void cli_format_time(int64_t ms, char out[32])
 	}
 }
 
-const char *cli_or_dash(const char *s)
-{
-	return s != NULL && s[0] != '\0' ? s : "-";
-}
-
 #define CLI_DEMO_DB "./var/idemhook.db" /* the demo's database (config.c) */
 
 int cli_config_path(const char *config_path, int demo_ok, const char **ret_path)

@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "json.h"
+#include "text.h"
 
 #define JSON_NUMBER_INLINE 64 /* number texts up to this long are copied on the stack */
 #define JSON_PAIRWISE_MAX 16 /* objects up to this wide check duplicate keys pair by pair */
@@ -44,43 +45,6 @@ static void json_skip_ws(struct json_reader *jr)
 	       (*jr->jr_p == ' ' || *jr->jr_p == '\t' || *jr->jr_p == '\n' || *jr->jr_p == '\r')) {
 		jr->jr_p++;
 	}
-}
-
-/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong
- * forms, no surrogates, nothing past U+10FFFF), or 0. */
-static size_t json_utf8_len(const unsigned char *p, const unsigned char *end)
-{
-	size_t avail = (size_t)(end - p);
-	unsigned char lo = 0x80;
-	unsigned char hi = 0xbf;
-	size_t n;
-	size_t i;
-
-	if (p[0] < 0x80) {
-		return 1;
-	}
-	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
-		n = 2;
-	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-		n = 3;
-		lo = p[0] == 0xe0 ? 0xa0 : 0x80;
-		hi = p[0] == 0xed ? 0x9f : 0xbf;
-	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-		n = 4;
-		lo = p[0] == 0xf0 ? 0x90 : 0x80;
-		hi = p[0] == 0xf4 ? 0x8f : 0xbf;
-	} else {
-		return 0;
-	}
-	if (avail < n || p[1] < lo || p[1] > hi) {
-		return 0;
-	}
-	for (i = 2; i < n; i++) {
-		if (p[i] < 0x80 || p[i] > 0xbf) {
-			return 0;
-		}
-	}
-	return n;
 }
 
 static int json_hex4(const unsigned char *p, const unsigned char *end, unsigned *ret)
@@ -199,7 +163,7 @@ static char *json_string(struct json_reader *jr)
 			goto fail;
 		}
 		if (c != '\\') {
-			len = json_utf8_len(jr->jr_p, q);
+			len = text_utf8_len(jr->jr_p, q);
 			if (len == 0) {
 				json_refuse(jr, "invalid UTF-8 in a string");
 				goto fail;

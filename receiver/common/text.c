@@ -1,6 +1,9 @@
-/* text.c: small decoders for untrusted text shared by several modules. */
+/* text.c: small decoders and checks for untrusted text shared by several
+ * modules. */
 #include <stdlib.h>
+#include <string.h>
 
+#include "buf.h"
 #include "text.h"
 
 int text_hex_value(int c)
@@ -56,4 +59,107 @@ char *text_form_decode(const char *s, size_t len)
 fail:
 	free(out);
 	return NULL;
+}
+
+size_t text_utf8_len(const unsigned char *p, const unsigned char *end)
+{
+	size_t avail = (size_t)(end - p);
+	unsigned char lo = 0x80;
+	unsigned char hi = 0xbf;
+	size_t n;
+	size_t i;
+
+	if (p[0] < 0x80) {
+		return 1;
+	}
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		n = 2;
+	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		n = 3;
+		lo = p[0] == 0xe0 ? 0xa0 : 0x80;
+		hi = p[0] == 0xed ? 0x9f : 0xbf;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		n = 4;
+		lo = p[0] == 0xf0 ? 0x90 : 0x80;
+		hi = p[0] == 0xf4 ? 0x8f : 0xbf;
+	} else {
+		return 0;
+	}
+	if (avail < n || p[1] < lo || p[1] > hi) {
+		return 0;
+	}
+	for (i = 2; i < n; i++) {
+		if (p[i] < 0x80 || p[i] > 0xbf) {
+			return 0;
+		}
+	}
+	return n;
+}
+
+/* 1 when the well-formed sequence p[0..n) is a C0 or C1 control or DEL. */
+static int text_is_control(const unsigned char *p, size_t n)
+{
+	if (n == 1) {
+		return p[0] < 0x20 || p[0] == 0x7f;
+	}
+	/* U+0080-U+009F: C2 80 to C2 9F. */
+	return n == 2 && p[0] == 0xc2 && p[1] <= 0x9f;
+}
+
+int text_field_ok(const char *s, size_t max_bytes)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	const unsigned char *end;
+	size_t len = strlen(s);
+
+	if (len == 0 || len > max_bytes) {
+		return 0;
+	}
+	end = p + len;
+	while (p < end) {
+		size_t n = text_utf8_len(p, end);
+
+		if (n == 0 || text_is_control(p, n)) {
+			return 0;
+		}
+		p += n;
+	}
+	return 1;
+}
+
+int text_printable(struct buf *b, const void *s, size_t len, int as_received)
+{
+	const unsigned char *p = s;
+	const unsigned char *end = p + len;
+
+	while (p < end) {
+		size_t n = text_utf8_len(p, end);
+		int rc;
+
+		if (n > 0 && !text_is_control(p, n) && (p[0] != '\\' || as_received)) {
+			rc = buf_append(b, p, n);
+		} else if (n == 0) {
+			rc = buf_printf(b, "\\x%02x", p[0]);
+			n = 1;
+		} else if (n == 2) {
+			rc = buf_printf(b, "\\u00%02x", p[1]);
+		} else if (as_received && (p[0] == '\n' || p[0] == '\t')) {
+			rc = buf_append(b, p, 1);
+		} else if (p[0] == '\\') {
+			rc = buf_puts(b, "\\\\");
+		} else if (p[0] == '\n') {
+			rc = buf_puts(b, "\\n");
+		} else if (p[0] == '\r') {
+			rc = buf_puts(b, "\\r");
+		} else if (p[0] == '\t') {
+			rc = buf_puts(b, "\\t");
+		} else {
+			rc = buf_printf(b, "\\x%02x", p[0]);
+		}
+		if (rc < 0) {
+			return -1;
+		}
+		p += n;
+	}
+	return 0;
 }

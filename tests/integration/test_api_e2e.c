@@ -456,15 +456,20 @@ static void test_a_crashed_request_is_taken_over_once_its_lease_expires(void **s
 static void test_invalid_orders_are_400_and_consume_no_key(void **state)
 {
 	static const char *const bodies[] = {
-		"{\"amount\":0,\"currency\":\"eur\"}",
-		"{\"amount\":19.99,\"currency\":\"eur\"}",
-		"{\"amount\":\"1999\",\"currency\":\"eur\"}",
-		"{\"amount\":1999,\"currency\":\"euro\"}",
-		"{\"amount\":1999}",
-		"{\"amount\":1999,\"currency\":\"eur\",\"surprise\":1}",
-		("{\"amount\":1999,\"currency\":\"eur\",\"line_items\":[{\"sku\":\"a\",\"quantity\":"
-		 "1,\"unit_amount\":1}]}"),
-		"[1999, \"eur\"]",
+	        "{\"amount\":0,\"currency\":\"eur\"}",
+	        "{\"amount\":19.99,\"currency\":\"eur\"}",
+	        "{\"amount\":\"1999\",\"currency\":\"eur\"}",
+	        "{\"amount\":1999,\"currency\":\"euro\"}",
+	        "{\"amount\":1999}",
+	        "{\"amount\":1999,\"currency\":\"eur\",\"surprise\":1}",
+	        ("{\"amount\":1999,\"currency\":\"eur\",\"line_items\":[{\"sku\":\"a\","
+	         "\"quantity\":"
+	         "1,\"unit_amount\":1}]}"),
+	        "[1999, \"eur\"]",
+	        /* Control characters, C1 ones (U+0085 NEL, U+009B CSI) too. */
+	        "{\"amount\":100,\"currency\":\"eur\",\"customer_ref\":\"a\\u0085b\"}",
+	        "{\"amount\":100,\"currency\":\"eur\",\"customer_ref\":\"a\\u009b31m\"}",
+	        "{\"amount\":100,\"currency\":\"eur\",\"customer_ref\":\"x\\n\\u001b[31mRED\"}",
 	};
 	size_t i;
 
@@ -866,6 +871,64 @@ static void test_checkout_without_key_or_with_bad_fields_is_400(void **state)
 	hres_finish(&r);
 }
 
+/* POST /checkout?place as a browser (Accept: text/html) or a script
+ * (Accept: application/json) sends it. */
+static void e2e_form_post_accept(const char *form, const char *accept, struct hres *ret)
+{
+	const char *headers[] = {"Content-Type: application/x-www-form-urlencoded", accept, NULL};
+	char *url = e2e_url(&e2e_main, "/checkout?place");
+
+	assert_int_equal(hn_http("POST", url, headers, form, strlen(form), ret), 0);
+	free(url);
+}
+
+/* A reference that is not UTF-8 or holds a control character is the
+ * customer's mistake, answered as the other form refusals are (400, the
+ * page or problem+json), never a 500; the key stays free for the form
+ * sent again. */
+static void test_checkout_reference_not_utf8_or_with_controls_is_400(void **state)
+{
+	static const char *const refs[] = {"%FF", "a%C2%85b", "%C2%9B31m", "x%0A%1B%5B31mRED",
+	                                   "a%C0%AF"};
+	const char *key = "3c1d9a2e-7b4f-4e6a-9c8d-2f1e0a3b4c5d";
+	char form[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(refs) / sizeof(refs[0]); i++) {
+		struct hres r;
+
+		snprintf(form, sizeof(form),
+		         "idempotency_key=%s&product=mug&quantity=1&customer_ref=%s", key, refs[i]);
+		e2e_form_post_accept(form, "Accept: text/html,application/xhtml+xml,*/*;q=0.8", &r);
+		if (r.hs_status != 400) {
+			fail_msg("customer_ref=%s: want 400, got %ld: %s", refs[i], r.hs_status,
+			         r.hs_body != NULL ? r.hs_body : "");
+		}
+		assert_header(&r, "Content-Type", "text/html; charset=utf-8");
+		assert_non_null(strstr(r.hs_body, "Please check the form"));
+		hres_finish(&r);
+		e2e_form_post_accept(form, "Accept: application/json", &r);
+		assert_problem(&r, 400, "invalid_order");
+		hres_finish(&r);
+	}
+	assert_int_equal(e2e_count(&e2e_main, "SELECT count(*) FROM idempotency_records WHERE "
+	                                      "idem_key = '3c1d9a2e-7b4f-4e6a-9c8d-2f1e0a3b4c5d'"),
+	                 0);
+	/* Text in any script is fine, and the same key now places the order. */
+	snprintf(form, sizeof(form), "idempotency_key=%s&product=mug&quantity=1&customer_ref=%s",
+	         key, "Zo%C3%AB%C2%A0%E4%B8%AD");
+	{
+		struct hres r;
+
+		e2e_form_post_accept(form, "Accept: text/html", &r);
+		assert_int_equal(r.hs_status, 303);
+		hres_finish(&r);
+	}
+	assert_int_equal(e2e_count(&e2e_main, "SELECT count(*) FROM orders WHERE customer_ref = "
+	                                      "'Zo\xc3\xab\xc2\xa0\xe4\xb8\xad'"),
+	                 1);
+}
+
 static void test_demo_payment_sends_a_signed_callback_twice_and_pays_once(void **state)
 {
 	char form[128];
@@ -1228,42 +1291,45 @@ static void test_requests_over_the_rate_limit_get_429_with_retry_after(void **st
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_post_without_idempotency_key_is_400),
-		cmocka_unit_test(test_post_with_malformed_idempotency_key_is_400),
-		cmocka_unit_test(test_post_with_a_key_over_255_characters_is_400),
-		cmocka_unit_test(test_post_with_several_idempotency_keys_is_400),
-		cmocka_unit_test(test_first_post_creates_the_order_and_answers_201_with_location),
-		cmocka_unit_test(test_retry_with_same_key_replays_the_201_byte_for_byte),
-		cmocka_unit_test(test_reordered_json_with_other_whitespace_is_a_replay_not_422),
-		cmocka_unit_test(test_same_key_with_a_changed_amount_is_422),
-		cmocka_unit_test(test_concurrent_identical_posts_create_one_order),
-		cmocka_unit_test(test_two_clients_with_the_same_key_get_two_orders),
-		cmocka_unit_test(
-			test_same_key_while_the_first_is_in_flight_is_409_with_retry_after),
-		cmocka_unit_test(test_a_crashed_request_is_taken_over_once_its_lease_expires),
-		cmocka_unit_test(test_invalid_orders_are_400_and_consume_no_key),
-		cmocka_unit_test(test_currencies_iso_4217_does_not_list_are_400_and_create_nothing),
-		cmocka_unit_test(test_malformed_json_duplicate_keys_nul_and_trailing_bytes_are_400),
-		cmocka_unit_test(test_wrong_content_type_is_415),
-		cmocka_unit_test(test_a_body_over_the_server_limit_is_413_with_cors_for_an_allowed_origin),
-		cmocka_unit_test(test_a_body_over_the_api_limit_is_413),
-		cmocka_unit_test(test_unknown_orders_and_paths_are_404_problems),
-		cmocka_unit_test(test_preflight_from_a_configured_origin_is_answered),
-		cmocka_unit_test(test_preflight_from_another_origin_is_refused),
-		cmocka_unit_test(
-			test_cross_origin_replies_expose_location_retry_after_and_replayed),
-		cmocka_unit_test(test_checkout_renders_a_form_with_a_fresh_server_made_key),
-		cmocka_unit_test(
-			test_checkout_post_redirects_303_and_a_resubmit_reaches_the_same_order),
-		cmocka_unit_test(test_checkout_resubmit_with_changed_details_is_422),
-		cmocka_unit_test(test_checkout_without_key_or_with_bad_fields_is_400),
-		cmocka_unit_test(test_checkout_serves_its_script_and_stylesheet_as_the_files_in_the_tree),
-		cmocka_unit_test(test_demo_payment_sends_a_signed_callback_twice_and_pays_once),
-		cmocka_unit_test(test_demo_payment_with_a_one_thread_listener_goes_over_http_too),
-		cmocka_unit_test(test_bearer_tokens_authenticate_and_scope_keys_per_client),
-		cmocka_unit_test(test_order_reads_are_scoped_to_the_token_that_created_them),
-		cmocka_unit_test(test_without_tokens_reads_are_scoped_to_the_client_id),
-		cmocka_unit_test(test_requests_over_the_rate_limit_get_429_with_retry_after),
+	        cmocka_unit_test(test_post_without_idempotency_key_is_400),
+	        cmocka_unit_test(test_post_with_malformed_idempotency_key_is_400),
+	        cmocka_unit_test(test_post_with_a_key_over_255_characters_is_400),
+	        cmocka_unit_test(test_post_with_several_idempotency_keys_is_400),
+	        cmocka_unit_test(test_first_post_creates_the_order_and_answers_201_with_location),
+	        cmocka_unit_test(test_retry_with_same_key_replays_the_201_byte_for_byte),
+	        cmocka_unit_test(test_reordered_json_with_other_whitespace_is_a_replay_not_422),
+	        cmocka_unit_test(test_same_key_with_a_changed_amount_is_422),
+	        cmocka_unit_test(test_concurrent_identical_posts_create_one_order),
+	        cmocka_unit_test(test_two_clients_with_the_same_key_get_two_orders),
+	        cmocka_unit_test(
+	                test_same_key_while_the_first_is_in_flight_is_409_with_retry_after),
+	        cmocka_unit_test(test_a_crashed_request_is_taken_over_once_its_lease_expires),
+	        cmocka_unit_test(test_invalid_orders_are_400_and_consume_no_key),
+	        cmocka_unit_test(test_currencies_iso_4217_does_not_list_are_400_and_create_nothing),
+	        cmocka_unit_test(test_malformed_json_duplicate_keys_nul_and_trailing_bytes_are_400),
+	        cmocka_unit_test(test_wrong_content_type_is_415),
+	        cmocka_unit_test(
+	                test_a_body_over_the_server_limit_is_413_with_cors_for_an_allowed_origin),
+	        cmocka_unit_test(test_a_body_over_the_api_limit_is_413),
+	        cmocka_unit_test(test_unknown_orders_and_paths_are_404_problems),
+	        cmocka_unit_test(test_preflight_from_a_configured_origin_is_answered),
+	        cmocka_unit_test(test_preflight_from_another_origin_is_refused),
+	        cmocka_unit_test(
+	                test_cross_origin_replies_expose_location_retry_after_and_replayed),
+	        cmocka_unit_test(test_checkout_renders_a_form_with_a_fresh_server_made_key),
+	        cmocka_unit_test(
+	                test_checkout_post_redirects_303_and_a_resubmit_reaches_the_same_order),
+	        cmocka_unit_test(test_checkout_resubmit_with_changed_details_is_422),
+	        cmocka_unit_test(test_checkout_without_key_or_with_bad_fields_is_400),
+	        cmocka_unit_test(test_checkout_reference_not_utf8_or_with_controls_is_400),
+	        cmocka_unit_test(
+	                test_checkout_serves_its_script_and_stylesheet_as_the_files_in_the_tree),
+	        cmocka_unit_test(test_demo_payment_sends_a_signed_callback_twice_and_pays_once),
+	        cmocka_unit_test(test_demo_payment_with_a_one_thread_listener_goes_over_http_too),
+	        cmocka_unit_test(test_bearer_tokens_authenticate_and_scope_keys_per_client),
+	        cmocka_unit_test(test_order_reads_are_scoped_to_the_token_that_created_them),
+	        cmocka_unit_test(test_without_tokens_reads_are_scoped_to_the_client_id),
+	        cmocka_unit_test(test_requests_over_the_rate_limit_get_429_with_retry_after),
 	};
 
 	return cmocka_run_group_tests(tests, e2e_setup, e2e_teardown);

@@ -11,7 +11,7 @@
 
 #include "fixtures.h"
 #include "harness.h"
-
+#include "store.h"
 
 /* --failed lists what --status failed lists: the events acknowledged but
  * not applied, and not the applied ones. */
@@ -72,6 +72,127 @@ static void test_order_create_stamps_created_and_updated_at_with_the_current_tim
 	assert_in_range(hn_db_int(d->dm_db, sql), before, after);
 }
 
+/* order create takes what POST /api/orders takes, by the same rules: an
+ * order the API would refuse is a usage error (64) that says why, and
+ * nothing is stored. */
+static void test_order_create_refuses_what_the_order_api_refuses(void **state)
+{
+	/* The last one's --customer is 5000 bytes (big, below); \302\205 is
+	 * U+0085 NEL. */
+	static const struct {
+		const char *ro_amount;
+		const char *ro_customer; /* NULL: no --customer */
+	} refused[] = {
+	        {"0", NULL},         {"1000000000000001", NULL},
+	        {"5", ""},           {"5", "x\n\x1b[31mRED"},
+	        {"5", "a\302\205b"}, {"5", "a\xff"},
+	        {"5", NULL},
+	};
+	struct daemon *d = *state;
+	char big[5001];
+	char *out = NULL;
+	char *log;
+	int64_t before = fx_db_int(d, "SELECT count(*) FROM orders");
+	size_t i;
+
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		const char *customer = i == sizeof(refused) / sizeof(refused[0]) - 1
+		                               ? big
+		                               : refused[i].ro_customer;
+		const char *args[] = {"order",
+		                      "create",
+		                      "--amount",
+		                      refused[i].ro_amount,
+		                      "--currency",
+		                      "eur",
+		                      customer != NULL ? "--customer" : NULL,
+		                      customer,
+		                      NULL};
+
+		if (daemon_cli(d, 1, args, &out) != 64) {
+			fail_msg("order create #%zu: want exit 64", i);
+		}
+		assert_true(out == NULL || out[0] == '\0');
+		free(out);
+		out = NULL;
+	}
+	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM orders"), before);
+	log = hn_read_file(d->dm_log);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "idemhook order create: amount must be a positive whole "
+	                            "number of minor units"));
+	assert_non_null(strstr(log, "idemhook order create: customer_ref must be a string of 1 "
+	                            "to 128 bytes of UTF-8 without control characters."));
+	free(log);
+	/* Text in any script is a reference. */
+	{
+		const char *args[] = {
+		        "order",      "create", "--amount",   "5",
+		        "--currency", "eur",    "--customer", "Zo\xc3\xab \xe4\xb8\xad",
+		        NULL};
+
+		assert_int_equal(daemon_cli(d, 1, args, &out), 0);
+		assert_non_null(out);
+		assert_true(strncmp(out, "ord_", 4) == 0);
+		free(out);
+	}
+	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM orders WHERE customer_ref = "
+	                              "'Zo\xc3\xab \xe4\xb8\xad'"),
+	                 1);
+}
+
+struct t_set_ref {
+	const char *sr_id;
+	const char *sr_ref;
+};
+
+static int t_set_ref_unit(struct store_tx *tx, void *arg)
+{
+	const struct t_set_ref *sr = arg;
+	struct store_value p[] = {store_text(sr->sr_ref), store_text(sr->sr_id)};
+
+	return store_exec(tx, "UPDATE orders SET customer_ref = ? WHERE id = ?", p, 2, NULL);
+}
+
+/* A reference an older version stored with control characters in it is
+ * shown escaped: it cannot colour the terminal, move the cursor or forge
+ * a line of the output. */
+static void test_order_show_and_list_escape_control_characters_already_stored(void **state)
+{
+	static const char *const list[] = {"order", "list", "--limit", "1", NULL};
+	struct daemon *d = *state;
+	struct store_options so;
+	struct t_set_ref sr;
+	struct store *st;
+	char id[64];
+	char *out = NULL;
+	const char *show[] = {"order", "show", id, NULL};
+
+	fx_order(d, 1999, "usd", id);
+	memset(&so, 0, sizeof(so));
+	assert_int_equal(store_location_parse(d->dm_db, &so), 0);
+	st = store_create(&so);
+	assert_non_null(st);
+	sr.sr_id = id;
+	sr.sr_ref = "x\n\x1b[31mRED\xc2\x9b\xff\\";
+	assert_int_equal(store_write(st, hn_now_ms(), t_set_ref_unit, &sr), 0);
+	store_destroy(st);
+
+	assert_int_equal(daemon_cli(d, 1, show, &out), 0);
+	assert_non_null(out);
+	assert_non_null(strstr(out, "customer ref:       x\\n\\x1b[31mRED\\u009b\\xff\\\\\n"));
+	assert_null(strchr(out, '\x1b'));
+	assert_null(strstr(out, "\xc2\x9b"));
+	free(out);
+	assert_int_equal(daemon_cli(d, 1, list, &out), 0);
+	assert_non_null(out);
+	assert_non_null(strstr(out, " x\\n\\x1b[31mRED\\u009b\\xff\\\\\n"));
+	assert_null(strchr(out, '\x1b'));
+	free(out);
+}
+
 static int setup(void **state)
 {
 	return daemon_setup(state, FX_STRIPE_INI);
@@ -83,6 +204,8 @@ int main(void)
 	        cmocka_unit_test(
 	                test_order_create_stamps_created_and_updated_at_with_the_current_time),
 	        cmocka_unit_test(test_events_list_failed_is_the_failed_status_filter),
+	        cmocka_unit_test(test_order_create_refuses_what_the_order_api_refuses),
+	        cmocka_unit_test(test_order_show_and_list_escape_control_characters_already_stored),
 	};
 
 	return cmocka_run_group_tests(tests, setup, daemon_teardown);

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "api.h"
+#include "money.h"
 
 static int key_ok(const char *value, const char *want)
 {
@@ -261,6 +262,68 @@ static void test_order_body_refusals_say_which_kind(void **state)
 	assert_non_null(strstr(detail, "sum"));
 }
 
+/* A control character reaches the order only as a JSON escape (raw ones
+ * and bytes that are not UTF-8 are malformed JSON): C1 ones too. */
+static void test_order_body_refuses_control_characters_in_texts(void **state)
+{
+	static const char *const invalid[] = {
+	        "{\"amount\":100,\"currency\":\"eur\",\"customer_ref\":\"a\\u0085b\"}",
+	        "{\"amount\":100,\"currency\":\"eur\",\"customer_ref\":\"a\\u009bb\"}",
+	        "{\"amount\":100,\"currency\":\"eur\",\"customer_ref\":\"a\\u001bb\"}",
+	        "{\"amount\":100,\"currency\":\"eur\",\"customer_ref\":\"\"}",
+	        "{\"amount\":100,\"currency\":\"eur\",\"customer_ref\":42}",
+	        ("{\"amount\":100,\"currency\":\"eur\",\"line_items\":[{\"sku\":\"a\\u0085\","
+	         "\"quantity\":1,\"unit_amount\":100}]}"),
+	};
+	const char *bad_utf8 = "{\"amount\":100,\"currency\":\"eur\",\"customer_ref\":\"a\xff\"}";
+	const char *ok =
+	        "{\"amount\":100,\"currency\":\"eur\",\"customer_ref\":\"Zo\\u00ebs\\u00a0\"}";
+	struct api_order_body ob;
+	const char *slug = NULL;
+	const char *detail = NULL;
+	size_t i;
+
+	for (i = 0; i < sizeof(invalid) / sizeof(invalid[0]); i++) {
+		assert_int_equal(
+		        api_order_body_parse(invalid[i], strlen(invalid[i]), &ob, &slug, &detail),
+		        -1);
+		assert_string_equal(slug, "invalid_order");
+	}
+	assert_int_equal(api_order_body_parse(bad_utf8, strlen(bad_utf8), &ob, &slug, &detail), -1);
+	assert_string_equal(slug, "malformed_json");
+	assert_int_equal(api_order_body_parse(ok, strlen(ok), &ob, &slug, &detail), 0);
+	assert_string_equal(ob.ob_customer_ref, "Zo\xc3\xabs\xc2\xa0");
+}
+
+/* The rules the CLI's order create shares with the API, field by field. */
+static void test_order_fields_check_applies_the_api_rules(void **state)
+{
+	char big[200];
+	char cur[4] = "---";
+	const char *detail = NULL;
+
+	assert_int_equal(api_order_fields_check(1999, "eur", NULL, cur, &detail), 0);
+	assert_string_equal(cur, "EUR");
+	assert_int_equal(api_order_fields_check(1, "JPY", "cust_42", cur, &detail), 0);
+	assert_int_equal(api_order_fields_check(0, "eur", NULL, cur, &detail), -1);
+	assert_non_null(strstr(detail, "amount"));
+	assert_int_equal(api_order_fields_check(-5, "eur", NULL, cur, &detail), -1);
+	assert_int_equal(api_order_fields_check(MONEY_MAX_MINOR + 1, "eur", NULL, cur, &detail),
+	                 -1);
+	assert_int_equal(api_order_fields_check(5, "qqq", NULL, cur, &detail), -1);
+	assert_non_null(strstr(detail, "currency"));
+	assert_int_equal(api_order_fields_check(5, NULL, NULL, cur, &detail), -1);
+	assert_int_equal(api_order_fields_check(5, "eur", "", cur, &detail), -1);
+	assert_non_null(strstr(detail, "customer_ref"));
+	assert_int_equal(api_order_fields_check(5, "eur", "x\n\x1b[31mRED", cur, &detail), -1);
+	assert_int_equal(api_order_fields_check(5, "eur", "a\xc2\x85", cur, &detail), -1);
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	assert_int_equal(api_order_fields_check(5, "eur", big, cur, &detail), -1);
+	big[API_TEXT_MAX] = '\0';
+	assert_int_equal(api_order_fields_check(5, "eur", big, cur, &detail), 0);
+}
+
 static void test_order_ids_are_checked_for_shape(void **state)
 {
 	assert_true(api_order_id_valid("ord_abcdefghij0123456789"));     /* before time-ordered ids */
@@ -285,30 +348,32 @@ static void test_times_are_formatted_as_rfc3339_utc(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_key_accepts_a_quoted_structured_field_string),
-		cmocka_unit_test(test_key_accepts_a_bare_token),
-		cmocka_unit_test(test_key_ignores_surrounding_whitespace),
-		cmocka_unit_test(test_key_unescapes_quote_and_backslash_in_strings),
-		cmocka_unit_test(test_key_refuses_other_escapes_in_strings),
-		cmocka_unit_test(test_key_refuses_empty_values),
-		cmocka_unit_test(test_key_refuses_an_unterminated_string),
-		cmocka_unit_test(test_key_refuses_several_keys_in_one_field),
-		cmocka_unit_test(test_key_refuses_parameters_and_trailing_bytes),
-		cmocka_unit_test(test_key_refuses_control_and_non_ascii_characters),
-		cmocka_unit_test(test_key_of_255_characters_is_accepted_and_256_refused),
-		cmocka_unit_test(test_canonical_json_sorts_keys_and_drops_whitespace),
-		cmocka_unit_test(test_canonical_json_spells_numbers_once),
-		cmocka_unit_test(test_canonical_json_spells_strings_once),
-		cmocka_unit_test(test_fingerprint_ignores_key_order_and_whitespace),
-		cmocka_unit_test(test_fingerprint_changes_when_a_value_changes),
-		cmocka_unit_test(test_canonical_json_refuses_duplicate_keys),
-		cmocka_unit_test(test_canonical_json_refuses_malformed_text),
-		cmocka_unit_test(test_canonical_json_accepts_trailing_whitespace),
-		cmocka_unit_test(test_canonical_json_refuses_nesting_past_sixteen_levels),
-		cmocka_unit_test(test_order_body_is_parsed_with_its_fingerprint),
-		cmocka_unit_test(test_order_body_refusals_say_which_kind),
-		cmocka_unit_test(test_order_ids_are_checked_for_shape),
-		cmocka_unit_test(test_times_are_formatted_as_rfc3339_utc),
+	        cmocka_unit_test(test_key_accepts_a_quoted_structured_field_string),
+	        cmocka_unit_test(test_key_accepts_a_bare_token),
+	        cmocka_unit_test(test_key_ignores_surrounding_whitespace),
+	        cmocka_unit_test(test_key_unescapes_quote_and_backslash_in_strings),
+	        cmocka_unit_test(test_key_refuses_other_escapes_in_strings),
+	        cmocka_unit_test(test_key_refuses_empty_values),
+	        cmocka_unit_test(test_key_refuses_an_unterminated_string),
+	        cmocka_unit_test(test_key_refuses_several_keys_in_one_field),
+	        cmocka_unit_test(test_key_refuses_parameters_and_trailing_bytes),
+	        cmocka_unit_test(test_key_refuses_control_and_non_ascii_characters),
+	        cmocka_unit_test(test_key_of_255_characters_is_accepted_and_256_refused),
+	        cmocka_unit_test(test_canonical_json_sorts_keys_and_drops_whitespace),
+	        cmocka_unit_test(test_canonical_json_spells_numbers_once),
+	        cmocka_unit_test(test_canonical_json_spells_strings_once),
+	        cmocka_unit_test(test_fingerprint_ignores_key_order_and_whitespace),
+	        cmocka_unit_test(test_fingerprint_changes_when_a_value_changes),
+	        cmocka_unit_test(test_canonical_json_refuses_duplicate_keys),
+	        cmocka_unit_test(test_canonical_json_refuses_malformed_text),
+	        cmocka_unit_test(test_canonical_json_accepts_trailing_whitespace),
+	        cmocka_unit_test(test_canonical_json_refuses_nesting_past_sixteen_levels),
+	        cmocka_unit_test(test_order_body_is_parsed_with_its_fingerprint),
+	        cmocka_unit_test(test_order_body_refusals_say_which_kind),
+	        cmocka_unit_test(test_order_body_refuses_control_characters_in_texts),
+	        cmocka_unit_test(test_order_fields_check_applies_the_api_rules),
+	        cmocka_unit_test(test_order_ids_are_checked_for_shape),
+	        cmocka_unit_test(test_times_are_formatted_as_rfc3339_utc),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,4 +1,5 @@
-/* test_text.c: the shared hex and form-urlencoded decoders, and the byte buffer. */
+/* test_text.c: the shared hex and form-urlencoded decoders, the rule for
+ * short texts people give, the escaping for terminals, and the byte buffer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -46,6 +47,72 @@ static void test_malformed_form_escapes_are_refused(void **state)
 	assert_null(text_form_decode("%zz", 3));
 	assert_null(text_form_decode("a%00b", 5));
 	assert_null(text_form_decode("ab%41", 4));
+}
+
+/* One rule for customer_ref and line item texts, wherever they come in:
+ * 1 to max bytes of UTF-8 without a C0 control, DEL or a C1 control. */
+static void test_field_text_is_utf8_without_controls_within_its_length(void **state)
+{
+	char long_text[130];
+
+	(void)state;
+	assert_true(text_field_ok("cust_42", 128));
+	assert_true(text_field_ok("Zo\xc3\xab <b>&", 128));              /* ë, markup is text */
+	assert_true(text_field_ok("\xe4\xb8\xad\xf0\x9f\x98\x80", 128)); /* 中, an emoji */
+	assert_true(text_field_ok("\xc2\xa0nbsp", 128)); /* U+00A0: past the C1 block */
+	assert_false(text_field_ok("", 128));
+	assert_false(text_field_ok("a\nb", 128));
+	assert_false(text_field_ok("a\tb", 128));
+	assert_false(text_field_ok("\x1b[31mRED", 128));
+	assert_false(text_field_ok("a\x7f", 128));
+	assert_false(text_field_ok("a\302\205b", 128));   /* U+0085 NEL (octal escapes) */
+	assert_false(text_field_ok("a\xc2\x80", 128));    /* U+0080 */
+	assert_false(text_field_ok("\302\23331m", 128));  /* U+009B CSI */
+	assert_false(text_field_ok("a\xff", 128));        /* not UTF-8 */
+	assert_false(text_field_ok("\x85", 128));         /* a lone C1 byte */
+	assert_false(text_field_ok("\xc0\xaf", 128));     /* overlong */
+	assert_false(text_field_ok("\xed\xa0\x80", 128)); /* a surrogate */
+	assert_false(text_field_ok("\xe4\xb8", 128));     /* cut short */
+	memset(long_text, 'x', sizeof(long_text));
+	long_text[128] = '\0';
+	assert_true(text_field_ok(long_text, 128));
+	long_text[128] = 'x';
+	long_text[129] = '\0';
+	assert_false(text_field_ok(long_text, 128));
+	assert_false(text_field_ok("\xe4\xb8\xad\xe4\xb8\xad", 5)); /* bytes, not characters */
+}
+
+static char *printable(const char *s, size_t len, int as_received)
+{
+	struct buf b;
+	char *out;
+
+	buf_init(&b, 0);
+	assert_int_equal(text_printable(&b, s, len, as_received), 0);
+	assert_int_equal(buf_append(&b, "", 1), 0);
+	out = buf_take(&b, NULL);
+	assert_non_null(out);
+	return out;
+}
+
+/* What a terminal would obey is shown escaped; text is shown as it is. */
+static void test_printable_escapes_controls_and_bytes_that_are_not_utf8(void **state)
+{
+	static const char raw[] = "x\n\x1b[31mRED\r\t\\ \xc2\x85\xc2\x9b\xff\x7f Zo\xc3\xab\0z";
+	char *s;
+
+	(void)state;
+	s = printable(raw, sizeof(raw) - 1, 0);
+	assert_string_equal(s,
+	                    "x\\n\\x1b[31mRED\\r\\t\\\\ \\u0085\\u009b\\xff\\x7f Zo\xc3\xab\\x00z");
+	free(s);
+	/* A payload keeps its lines, tabs and backslashes; the rest as above. */
+	s = printable(raw, sizeof(raw) - 1, 1);
+	assert_string_equal(s, "x\n\\x1b[31mRED\\r\t\\ \\u0085\\u009b\\xff\\x7f Zo\xc3\xab\\x00z");
+	free(s);
+	s = printable("{\"a\":\"\\u00e9\"}", strlen("{\"a\":\"\\u00e9\"}"), 1);
+	assert_string_equal(s, "{\"a\":\"\\u00e9\"}");
+	free(s);
 }
 
 /* An announced length is room made at once: appends up to it keep the
@@ -158,6 +225,8 @@ int main(void)
 	        cmocka_unit_test(test_hex_digits_decode_in_either_case_and_others_are_refused),
 	        cmocka_unit_test(test_form_component_decodes_plus_and_percent_escapes),
 	        cmocka_unit_test(test_malformed_form_escapes_are_refused),
+	        cmocka_unit_test(test_field_text_is_utf8_without_controls_within_its_length),
+	        cmocka_unit_test(test_printable_escapes_controls_and_bytes_that_are_not_utf8),
 	        cmocka_unit_test(test_buf_expect_makes_room_once_and_respects_the_cap),
 	        cmocka_unit_test(test_buf_json_string_escapes_as_before),
 	};
