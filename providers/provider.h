@@ -187,6 +187,12 @@ struct config *provider_config_load(const char *path);
  * nothing; each instance's pc_state is NULL. */
 struct config *provider_config_load_shape(const char *path);
 
+/* provider_config_load with flags (CONFIG_LOAD_*, config.h): with
+ * CONFIG_LOAD_PROBLEMS, what the daemon and the commands load, so that
+ * confcheck_run shows the problems of the other sections in the same run
+ * before they refuse the file (cf_problems). */
+struct config *provider_config_load_opts(const char *path, unsigned flags);
+
 /* NULL-terminated, alphabetized. */
 extern const struct provider *const provider_table[];
 

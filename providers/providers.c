@@ -63,12 +63,17 @@ static const struct config_profiles provider_config_profiles = {
 
 struct config *provider_config_load(const char *path)
 {
-	return config_load_with(path, &provider_config_profiles);
+	return provider_config_load_opts(path, CONFIG_LOAD_SECRETS);
 }
 
 struct config *provider_config_load_shape(const char *path)
 {
-	return config_load_opts(path, &provider_config_profiles, 0);
+	return provider_config_load_opts(path, 0);
+}
+
+struct config *provider_config_load_opts(const char *path, unsigned flags)
+{
+	return config_load_opts(path, &provider_config_profiles, flags);
 }
 
 const struct provider *provider_find(const char *name)

@@ -255,6 +255,28 @@ static int serve_check_console(const struct config *cf)
 	return 0;
 }
 
+/* Loads path (NULL: the demo) with its secrets and checks it whole, as
+ * the start and every reload do: every problem of the file is logged in
+ * this one run, those the load found and those of every section's check
+ * (confcheck_run, [console]). Returns the configuration, or NULL when the
+ * file is refused. */
+static struct config *serve_load(const char *path)
+{
+	struct config *cf =
+	        provider_config_load_opts(path, CONFIG_LOAD_SECRETS | CONFIG_LOAD_PROBLEMS);
+	int rc;
+
+	if (cf == NULL) {
+		return NULL;
+	}
+	rc = confcheck_run(cf, CONFCHECK_DAEMON);
+	if (serve_check_console(cf) < 0 || rc < 0 || cf->cf_problems > 0) {
+		config_destroy(cf);
+		return NULL;
+	}
+	return cf;
+}
+
 /* The workers a reload tells about the new configuration, and the
  * configuration the daemon started with (what the keys that need a restart
  * are in force from). */
@@ -332,9 +354,8 @@ static int serve_reload_run(struct app *app, const struct serve_workers *sw, con
 	}
 	/* The same load and the same whole check as the start: a file the
 	 * start refuses is refused here, before anything is swapped. */
-	cf = provider_config_load(path);
-	if (cf == NULL || confcheck_run(cf, CONFCHECK_DAEMON) < 0 || serve_check_console(cf) < 0 ||
-	    (outbound_changed = outbound_conf_changed(app->app_outbound, cf)) < 0) {
+	cf = serve_load(path);
+	if (cf == NULL || (outbound_changed = outbound_conf_changed(app->app_outbound, cf)) < 0) {
 		config_destroy(cf);
 		log_err("SIGHUP: %s is not valid (above: file, line and key); keeping the running "
 		        "configuration",
@@ -495,9 +516,8 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	}
 	/* The whole file is checked, secrets read, before anything is opened:
 	 * a bad file says so here, not as a database or listener error. */
-	cf = provider_config_load(config_path);
-	if (cf == NULL || confcheck_run(cf, CONFCHECK_DAEMON) < 0 || serve_check_console(cf) < 0) {
-		config_destroy(cf);
+	cf = serve_load(config_path);
+	if (cf == NULL) {
 		return EX_CONFIG;
 	}
 	serve_log_start(cf);

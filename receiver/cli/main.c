@@ -201,11 +201,14 @@ static int cli_load(const char *config_path, int secrets, struct config **ret)
 	if (cli_config_path(config_path, 0, &path) < 0) {
 		return EX_CONFIG;
 	}
-	cf = secrets ? provider_config_load(path) : provider_config_load_shape(path);
+	cf = provider_config_load_opts(path,
+	                               (secrets ? CONFIG_LOAD_SECRETS : 0) | CONFIG_LOAD_PROBLEMS);
 	if (cf == NULL) {
 		return EX_CONFIG;
 	}
-	if (confcheck_run(cf, 0) < 0) {
+	/* The other sections are checked even when the load found problems:
+	 * one run names them all. */
+	if (confcheck_run(cf, 0) < 0 || cf->cf_problems > 0) {
 		config_destroy(cf);
 		return EX_CONFIG;
 	}

@@ -351,6 +351,15 @@ static int config_bad(const struct config *cf, const char *section, const char *
 	return -1;
 }
 
+/* Counts a problem (already logged) when rc < 0: the load goes on to the
+ * next key, its default standing in, and the file is refused at the end. */
+static void config_count(struct config *cf, int rc)
+{
+	if (rc < 0) {
+		cf->cf_problems++;
+	}
+}
+
 int config_get_uint(const struct config *cf, const char *section, const char *key, unsigned dflt,
 		    unsigned *ret)
 {
@@ -363,6 +372,7 @@ int config_get_uint(const struct config *cf, const char *section, const char *ke
 		return 0;
 	}
 	if (config_parse_u64(v, &n, &end) < 0 || *end != '\0' || n > UINT_MAX) {
+		*ret = dflt;
 		return config_bad(cf, section, key, v, "a whole number");
 	}
 	*ret = (unsigned)n;
@@ -379,6 +389,7 @@ int config_get_duration(const struct config *cf, const char *section, const char
 		return 0;
 	}
 	if (config_parse_duration(v, ret_s) < 0) {
+		*ret_s = dflt_s;
 		return config_bad(cf, section, key, v, "a duration such as 300, 90s, 15m, 25h or 7d");
 	}
 	return 0;
@@ -393,6 +404,7 @@ int config_get_size(const struct config *cf, const char *section, const char *ke
 		return 0;
 	}
 	if (config_parse_size(v, ret) < 0) {
+		*ret = dflt;
 		return config_bad(cf, section, key, v, "a size such as 1048576, 512k or 1M");
 	}
 	return 0;
@@ -407,6 +419,7 @@ int config_get_bool(const struct config *cf, const char *section, const char *ke
 		return 0;
 	}
 	if (config_parse_bool(v, ret) < 0) {
+		*ret = dflt;
 		return config_bad(cf, section, key, v, "yes or no (also true/false, on/off, 1/0)");
 	}
 	return 0;
@@ -567,7 +580,8 @@ static int config_parse_writer_nice(struct config *cf)
 /* [store] backend, conninfo, pool_size, pg_writers, statement_timeout. conninfo holds
  * the database password, so like every secret it may be read from
  * credential:NAME, file:PATH or env:NAME (the whole connection string);
- * anything else is the string itself. It is never logged. */
+ * anything else is the string itself. It is never logged. Each problem
+ * is counted (cf_problems). Returns 0, or -1 when out of memory. */
 static int config_parse_backend(struct config *cf)
 {
 	const char *v = config_get(cf, "store", "backend");
@@ -581,26 +595,27 @@ static int config_parse_backend(struct config *cf)
 		} else if (strcasecmp(v, "postgresql") == 0) {
 			cf->cf_backend = STORE_BACKEND_POSTGRESQL;
 		} else {
-			return config_bad(cf, "store", "backend", v, "sqlite or postgresql");
+			config_count(cf,
+			             config_bad(cf, "store", "backend", v, "sqlite or postgresql"));
 		}
 	}
-	if (config_get_uint(cf, "store", "pool_size", 4, &cf->cf_pool_size) < 0 ||
-	    config_get_duration(cf, "store", "statement_timeout", 5, &timeout_s) < 0) {
-		return -1;
-	}
+	config_count(cf, config_get_uint(cf, "store", "pool_size", 4, &cf->cf_pool_size));
+	config_count(cf, config_get_duration(cf, "store", "statement_timeout", 5, &timeout_s));
+	config_count(cf, config_get_uint(cf, "store", "pg_writers", 2, &cf->cf_pg_writers));
 	if (cf->cf_pool_size == 0) {
-		return config_bad(cf, "store", "pool_size", "0", "at least 1");
-	}
-	if (config_get_uint(cf, "store", "pg_writers", 2, &cf->cf_pg_writers) < 0) {
-		return -1;
+		config_count(cf, config_bad(cf, "store", "pool_size", "0", "at least 1"));
+		cf->cf_pool_size = 4;
 	}
 	if (cf->cf_pg_writers == 0 || cf->cf_pg_writers > 16) {
-		return config_bad(cf, "store", "pg_writers", config_get(cf, "store", "pg_writers"),
-		                  "1 to 16");
+		config_count(cf, config_bad(cf, "store", "pg_writers",
+		                            config_get(cf, "store", "pg_writers"), "1 to 16"));
+		cf->cf_pg_writers = 2;
 	}
 	if (timeout_s <= 0 || timeout_s > 3600) {
-		return config_bad(cf, "store", "statement_timeout",
-		                  config_get(cf, "store", "statement_timeout"), "1s to 1h");
+		config_count(cf,
+		             config_bad(cf, "store", "statement_timeout",
+		                        config_get(cf, "store", "statement_timeout"), "1s to 1h"));
+		timeout_s = 5;
 	}
 	cf->cf_statement_timeout_ms = (unsigned)(timeout_s * 1000);
 	v = config_get(cf, "store", "conninfo");
@@ -608,12 +623,15 @@ static int config_parse_backend(struct config *cf)
 		return 0; /* a conninfo kept for later is not read (its secret may not be there) */
 	}
 	if (v == NULL) {
-		return config_refuse(cf, "store", "backend", "postgresql needs conninfo");
+		config_count(cf,
+		             config_refuse(cf, "store", "backend", "postgresql needs conninfo"));
+		return 0;
 	}
 	if (strncmp(v, "credential:", 11) == 0 || strncmp(v, "file:", 5) == 0 ||
 	    strncmp(v, "env:", 4) == 0) {
 		if (config_read_secret(v, &cf->cf_conninfo, &len) < 0) {
-			return -1;
+			config_count(cf, -1);
+			return 0;
 		}
 		while (len > 0 && (cf->cf_conninfo[len - 1] == '\n' || cf->cf_conninfo[len - 1] == '\r')) {
 			cf->cf_conninfo[--len] = '\0';
@@ -1066,12 +1084,55 @@ int config_each_restart_change(const struct config *was, const struct config *no
 	return 0;
 }
 
-/* Every value that names a secret (credential:NAME, file:PATH, env:NAME,
- * also as the last word of "[api] token = NAME SPEC") must name one: checked
- * whether or not the secret is read now. Returns 0 or -1 (each logged). */
-static int config_check_secret_refs(const struct config *cf)
+/* What is wrong with value as a secret reference (credential:NAME,
+ * file:PATH, env:NAME, also as the last word of "[api] token = NAME SPEC"),
+ * or NULL when it is none or a good one; *ret_ref is the reference. */
+static const char *config_secret_ref_problem(const char *value, const char **ret_ref)
 {
-	int rc = 0;
+	const char *sp = strrchr(value, ' ');
+	const char *v = sp != NULL ? sp + 1 : value;
+
+	*ret_ref = v;
+	if (strncmp(v, "credential:", 11) == 0) {
+		if (v[11] == '\0' || strchr(v + 11, '/') != NULL || strcmp(v + 11, ".") == 0 ||
+		    strcmp(v + 11, "..") == 0) {
+			return "credential: needs the credential's name "
+			       "(LoadCredential=NAME:...), no '/'";
+		}
+	} else if (strncmp(v, "file:", 5) == 0) {
+		if (v[5] == '\0') {
+			return "file: needs a path";
+		}
+	} else if (strncmp(v, "env:", 4) == 0) {
+		if (v[4] == '\0' ||
+		    strspn(v + 4, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		                  "0123456789_") != strlen(v + 4)) {
+			return "env: needs an environment variable's name (letters, digits, _)";
+		}
+	}
+	return NULL;
+}
+
+/* 1 when a value of cs is a malformed secret reference (refused, and
+ * logged, by config_check_secret_refs), else 0. */
+static int config_section_bad_ref(const struct config_section *cs)
+{
+	const char *ref;
+	size_t j;
+
+	for (j = 0; j < cs->cs_n; j++) {
+		if (config_secret_ref_problem(cs->cs_kv[j].kv_value, &ref) != NULL) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* Every value that names a secret must name one: checked whether or not
+ * the secret is read now. Returns how many do not (each logged). */
+static unsigned config_check_secret_refs(const struct config *cf)
+{
+	unsigned n = 0;
 	size_t i;
 	size_t j;
 
@@ -1079,49 +1140,26 @@ static int config_check_secret_refs(const struct config *cf)
 		const struct config_section *cs = &cf->cf_sections[i];
 
 		for (j = 0; j < cs->cs_n; j++) {
-			const char *v = cs->cs_kv[j].kv_value;
-			const char *sp = strrchr(v, ' ');
-			const char *why = NULL;
+			const char *ref;
+			const char *why = config_secret_ref_problem(cs->cs_kv[j].kv_value, &ref);
 			char q[128];
 
-			if (sp != NULL) {
-				v = sp + 1;
-			}
-			if (strncmp(v, "credential:", 11) == 0) {
-				if (v[11] == '\0' || strchr(v + 11, '/') != NULL ||
-				    strcmp(v + 11, ".") == 0 || strcmp(v + 11, "..") == 0) {
-					why = "credential: needs the credential's name "
-					      "(LoadCredential=NAME:...), no '/'";
-				}
-			} else if (strncmp(v, "file:", 5) == 0) {
-				if (v[5] == '\0') {
-					why = "file: needs a path";
-				}
-			} else if (strncmp(v, "env:", 4) == 0) {
-				if (v[4] == '\0' ||
-				    strspn(v + 4,
-				           "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-				           "0123456789_") != strlen(v + 4)) {
-					why = "env: needs an environment variable's name (letters, "
-					      "digits, _)";
-				}
-			}
 			if (why != NULL) {
 				log_err("config %s:%d: [%s] %s = \"%s\": %s", config_file_name(cf),
 				        cs->cs_kv[j].kv_line, cs->cs_name, cs->cs_kv[j].kv_key,
-				        log_quote(q, sizeof(q), v), why);
-				rc = -1;
+				        log_quote(q, sizeof(q), ref), why);
+				n++;
 			}
 		}
 	}
-	return rc;
+	return n;
 }
 
 /* A single-valued key given twice would silently take its last line:
- * refused, naming both lines. Returns 0 or -1 (each logged). */
-static int config_check_repeats(const struct config *cf)
+ * refused, naming both lines. Returns how many (each logged). */
+static unsigned config_check_repeats(const struct config *cf)
 {
-	int rc = 0;
+	unsigned n = 0;
 	size_t i;
 	size_t j;
 	size_t k;
@@ -1142,13 +1180,13 @@ static int config_check_repeats(const struct config *cf)
 					        config_file_name(cf), cs->cs_kv[j].kv_line,
 					        cs->cs_name, cs->cs_kv[j].kv_key,
 					        cs->cs_kv[k].kv_line);
-					rc = -1;
+					n++;
 					break;
 				}
 			}
 		}
 	}
-	return rc;
+	return n;
 }
 
 /* 1 when kind ("server", "provider", ...) is a section the table knows. */
@@ -1264,10 +1302,10 @@ static void config_unknown_section(const struct config *cf, const struct config_
  * p_keys): each one that is not is logged with its line and the closest
  * known name. A provider section of an unknown type is left to
  * config_parse_provider, which says so; without profiles (cpr NULL)
- * provider sections are not looked at. Returns 0 or -1. */
-static int config_check_known(const struct config *cf, const struct config_profiles *cpr)
+ * provider sections are not looked at. Returns how many are unknown. */
+static unsigned config_check_known(const struct config *cf, const struct config_profiles *cpr)
 {
-	int rc = 0;
+	unsigned n = 0;
 	size_t i;
 	size_t j;
 
@@ -1289,7 +1327,7 @@ static int config_check_known(const struct config *cf, const struct config_profi
 			}
 		} else if (strcmp(kind, CONFIG_PROVIDER_KIND) == 0 || !config_kind_known(kind)) {
 			config_unknown_section(cf, cs);
-			rc = -1;
+			n++;
 			continue;
 		}
 		for (j = 0; j < cs->cs_n; j++) {
@@ -1302,7 +1340,7 @@ static int config_check_known(const struct config *cf, const struct config_profi
 			if (config_key_known(kind, prof.cpf_keys, key, hint, sizeof(hint))) {
 				continue;
 			}
-			rc = -1;
+			n++;
 			if (hint[0] != '\0') {
 				log_err("config %s:%d: [%s] unknown key \"%s\"; did you mean \"%s\"?",
 					config_file_name(cf), cs->cs_kv[j].kv_line, log_quote(qs, sizeof(qs), cs->cs_name),
@@ -1318,7 +1356,7 @@ static int config_check_known(const struct config *cf, const struct config_profi
 			}
 		}
 	}
-	return rc;
+	return n;
 }
 
 const char *config_list_next(const char **cursor, size_t *ret_len)
@@ -1493,10 +1531,14 @@ static int config_check_order_reads(const struct config *cf)
 	return -1;
 }
 
+/* The core sections ([server], [store], [points], [api] order_reads), every
+ * key checked whatever the others hold: a problem is counted (cf_problems)
+ * and its key keeps its default. Returns 0, or -1 when out of memory. */
 static int config_parse_core(struct config *cf)
 {
 	const char *v;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned threads = cores > 0 ? (unsigned)cores : 2;
 	int64_t lease_s;
 
 	cf->cf_listen_host = strdup("127.0.0.1");
@@ -1505,43 +1547,49 @@ static int config_parse_core(struct config *cf)
 	if (cf->cf_listen_host == NULL || cf->cf_db_path == NULL) {
 		return -1;
 	}
-	if (config_parse_listen(cf, "server", "127.0.0.1:8080", &cf->cf_listen_host,
-	                        &cf->cf_listen_port) < 0 ||
-	    config_get_uint(cf, "server", "threads", cores > 0 ? (unsigned)cores : 2,
-	                    &cf->cf_threads) < 0 ||
-	    config_get_uint(cf, "server", "connection_timeout", 30, &cf->cf_conn_timeout_s) < 0 ||
-	    config_get_uint(cf, "server", "per_ip_connections", 64, &cf->cf_per_ip_limit) < 0 ||
-	    config_get_size(cf, "server", "body_max", HTTP_BODY_MAX_DEFAULT, &cf->cf_body_max) <
-	            0 ||
-	    config_get_uint(cf, "server", "max_connections", 0, &cf->cf_max_connections) < 0 ||
-	    config_get_duration(cf, "server", "head_timeout", HTTP_HEAD_TIMEOUT_DEFAULT_MS / 1000,
-	                        &cf->cf_head_timeout_s) < 0 ||
-	    config_get_size(cf, "server", "body_min_rate", HTTP_BODY_MIN_RATE_DEFAULT,
-	                    &cf->cf_body_min_rate) < 0 ||
-	    config_get_duration(cf, "server", "drain_timeout", HTTP_DRAIN_TIMEOUT_DEFAULT_MS / 1000,
-	                        &cf->cf_drain_timeout_s) < 0) {
-		return -1;
-	}
+	config_count(cf, config_parse_listen(cf, "server", "127.0.0.1:8080", &cf->cf_listen_host,
+	                                     &cf->cf_listen_port));
+	config_count(cf, config_get_uint(cf, "server", "threads", threads, &cf->cf_threads));
+	config_count(cf, config_get_uint(cf, "server", "connection_timeout", 30,
+	                                 &cf->cf_conn_timeout_s));
+	config_count(cf,
+	             config_get_uint(cf, "server", "per_ip_connections", 64, &cf->cf_per_ip_limit));
+	config_count(cf, config_get_size(cf, "server", "body_max", HTTP_BODY_MAX_DEFAULT,
+	                                 &cf->cf_body_max));
+	config_count(cf,
+	             config_get_uint(cf, "server", "max_connections", 0, &cf->cf_max_connections));
+	config_count(cf, config_get_duration(cf, "server", "head_timeout",
+	                                     HTTP_HEAD_TIMEOUT_DEFAULT_MS / 1000,
+	                                     &cf->cf_head_timeout_s));
+	config_count(cf, config_get_size(cf, "server", "body_min_rate", HTTP_BODY_MIN_RATE_DEFAULT,
+	                                 &cf->cf_body_min_rate));
+	config_count(cf, config_get_duration(cf, "server", "drain_timeout",
+	                                     HTTP_DRAIN_TIMEOUT_DEFAULT_MS / 1000,
+	                                     &cf->cf_drain_timeout_s));
+	/* A value that did not parse holds its default, within these ranges;
+	 * one out of range is given its default too. */
 	if (cf->cf_head_timeout_s < 1 || cf->cf_head_timeout_s > 3600) {
-		return config_bad(cf, "server", "head_timeout",
-		                  config_get(cf, "server", "head_timeout"), "1s to 1h");
+		config_count(cf, config_bad(cf, "server", "head_timeout",
+		                            config_get(cf, "server", "head_timeout"), "1s to 1h"));
+		cf->cf_head_timeout_s = HTTP_HEAD_TIMEOUT_DEFAULT_MS / 1000;
 	}
 	if (cf->cf_drain_timeout_s < 1 || cf->cf_drain_timeout_s > 3600) {
-		return config_bad(cf, "server", "drain_timeout",
-		                  config_get(cf, "server", "drain_timeout"), "1s to 1h");
+		config_count(cf, config_bad(cf, "server", "drain_timeout",
+		                            config_get(cf, "server", "drain_timeout"), "1s to 1h"));
+		cf->cf_drain_timeout_s = HTTP_DRAIN_TIMEOUT_DEFAULT_MS / 1000;
 	}
 	if (cf->cf_body_min_rate == 0) {
-		return config_bad(cf, "server", "body_min_rate",
-		                  config_get(cf, "server", "body_min_rate"),
-		                  "at least 1 byte per second");
+		config_count(cf, config_bad(cf, "server", "body_min_rate",
+		                            config_get(cf, "server", "body_min_rate"),
+		                            "at least 1 byte per second"));
+		cf->cf_body_min_rate = HTTP_BODY_MIN_RATE_DEFAULT;
 	}
 	if (cf->cf_threads == 0) {
-		cf->cf_threads = cores > 0 ? (unsigned)cores : 2;
+		cf->cf_threads = threads;
 	}
-	if (config_parse_cidrs(cf, "server", "trusted_proxies", config_get(cf, "server", "trusted_proxies"),
-			       &cf->cf_trusted_proxies) < 0) {
-		return -1;
-	}
+	config_count(cf, config_parse_cidrs(cf, "server", "trusted_proxies",
+	                                    config_get(cf, "server", "trusted_proxies"),
+	                                    &cf->cf_trusted_proxies));
 	v = config_get(cf, "server", "port_file");
 	if (v != NULL && (cf->cf_port_file = strdup(v)) == NULL) {
 		return -1;
@@ -1564,31 +1612,29 @@ static int config_parse_core(struct config *cf)
 		} else if (strcasecmp(v, "off") == 0) {
 			cf->cf_sync = STORE_SYNC_OFF;
 		} else {
-			return config_bad(cf, "store", "synchronous", v, "full, normal or off");
+			config_count(cf, config_bad(cf, "store", "synchronous", v,
+			                            "full, normal or off"));
 		}
 	}
-	if (config_get_uint(cf, "store", "batch_max", 256, &cf->cf_batch_max) < 0 ||
-	    config_get_uint(cf, "store", "busy_timeout_ms", 5000, &cf->cf_busy_timeout_ms) < 0 ||
-	    config_get_duration(cf, "store", "retention", CONFIG_RETENTION_DEFAULT_S, &cf->cf_retention_s) < 0 ||
-	    config_get_duration(cf, "store", "lease", 60, &lease_s) < 0) {
-		return -1;
-	}
+	config_count(cf, config_get_uint(cf, "store", "batch_max", 256, &cf->cf_batch_max));
+	config_count(
+	        cf, config_get_uint(cf, "store", "busy_timeout_ms", 5000, &cf->cf_busy_timeout_ms));
+	config_count(cf, config_get_duration(cf, "store", "retention", CONFIG_RETENTION_DEFAULT_S,
+	                                     &cf->cf_retention_s));
+	config_count(cf, config_get_duration(cf, "store", "lease", 60, &lease_s));
 	if (cf->cf_batch_max == 0) {
-		return config_bad(cf, "store", "batch_max", "0", "at least 1");
+		config_count(cf, config_bad(cf, "store", "batch_max", "0", "at least 1"));
+		cf->cf_batch_max = 256;
 	}
-	if (config_parse_writer_nice(cf) < 0) {
-		return -1;
-	}
+	config_count(cf, config_parse_writer_nice(cf));
 	cf->cf_lease_s = lease_s > 0 ? lease_s : 60;
 	if (config_parse_backend(cf) < 0) {
 		return -1;
 	}
-	if (config_check_order_reads(cf) < 0) {
-		return -1;
-	}
-	return config_parse_points(cf);
+	config_count(cf, config_check_order_reads(cf));
+	config_count(cf, config_parse_points(cf));
+	return 0;
 }
-
 
 int config_provider_allows(const struct provider_conf *pc, const char *client)
 {
@@ -1659,6 +1705,12 @@ done:
 	return rc;
 }
 
+/* Makes pc the instance of [provider NAME] section cs: its common keys
+ * each checked whatever the others hold, then its secrets read and made
+ * into its state by its profile (unless a key was refused, or the load
+ * reads no secret). Returns 0, or -1 when the section has a problem
+ * (logged) or memory ran out; pc then holds what config_provider_finish
+ * frees. */
 static int config_parse_provider(struct config *cf, const struct config_profiles *cpr,
 				 const struct config_section *cs, struct provider_conf *pc)
 {
@@ -1668,6 +1720,7 @@ static int config_parse_provider(struct config *cf, const struct config_profiles
 	const char *p;
 	char q[128];
 	int64_t v;
+	int rc = 0;
 
 	while (*name == ' ') {
 		name++;
@@ -1700,9 +1753,11 @@ static int config_parse_provider(struct config *cf, const struct config_profiles
 		        log_quote(q, sizeof(q), type));
 		return -1;
 	}
-	if (config_get_duration(cf, cs->cs_name, "tolerance", 300, &pc->pc_tolerance_s) < 0 ||
-	    config_get_duration(cf, cs->cs_name, "retention", cf->cf_retention_s, &v) < 0) {
-		return -1;
+	if (config_get_duration(cf, cs->cs_name, "tolerance", 300, &pc->pc_tolerance_s) < 0) {
+		rc = -1;
+	}
+	if (config_get_duration(cf, cs->cs_name, "retention", cf->cf_retention_s, &v) < 0) {
+		rc = -1;
 	}
 	pc->pc_retention_s = v;
 	/* Provider key "capture": automatic (default) or manual, for profiles
@@ -1712,13 +1767,18 @@ static int config_parse_provider(struct config *cf, const struct config_profiles
 		if (strcmp(p, "manual") == 0 && prof.cpf_capture) {
 			pc->pc_capture_manual = 1;
 		} else if (strcmp(p, "automatic") != 0) {
-			return config_bad(cf, cs->cs_name, "capture", p,
-					  prof.cpf_capture ? "automatic or manual"
-							   : "automatic (this type captures with the payment)");
+			rc = config_bad(
+			        cf, cs->cs_name, "capture", p,
+			        prof.cpf_capture
+			                ? "automatic or manual"
+			                : "automatic (this type captures with the payment)");
 		}
 	}
 	if (config_parse_allow_from(cf, cs, pc) < 0) {
-		return -1;
+		rc = -1;
+	}
+	if (config_section_bad_ref(cs)) {
+		return -1; /* refused and logged by config_check_secret_refs: nothing to read */
 	}
 	if (!cf->cf_secrets) {
 		/* The shape only: the instance's keys were checked, its secrets
@@ -1729,15 +1789,29 @@ static int config_parse_provider(struct config *cf, const struct config_profiles
 		        cs->cs_line, cs->cs_name);
 		return -1;
 	}
-	if (pc->pc_retention_s < prof.cpf_retry_window_s) {
+	if (rc == 0 && pc->pc_retention_s < prof.cpf_retry_window_s) {
 		log_warn("[%s]: retention %llds is shorter than %s's retry window of %llds: a late retry "
 			 "could be processed again",
 			 cs->cs_name, (long long)pc->pc_retention_s, prof.cpf_name,
 			 (long long)prof.cpf_retry_window_s);
 	}
-	return 0;
+	return rc;
 }
 
+/* Frees what config_parse_provider made of pc. */
+static void config_provider_finish(struct provider_conf *pc)
+{
+	if (pc->pc_state != NULL && pc->pc_state_destroy != NULL) {
+		pc->pc_state_destroy(pc->pc_state);
+	}
+	config_free_list(pc->pc_allow_from);
+	free(pc->pc_name);
+	memset(pc, 0, sizeof(*pc));
+}
+
+/* Every [provider NAME] section, each parsed whatever the others hold: one
+ * with a problem is counted (cf_problems) and left without an instance.
+ * Returns 0, or -1 when out of memory. */
 static int config_parse_providers(struct config *cf, const struct config_profiles *cpr)
 {
 	size_t i;
@@ -1746,6 +1820,8 @@ static int config_parse_providers(struct config *cf, const struct config_profile
 	for (i = 0; i < cf->cf_n_sections; i++) {
 		const struct config_section *cs = &cf->cf_sections[i];
 		struct provider_conf *p;
+		struct provider_conf *pc;
+		int rc;
 
 		if (cpr == NULL || strncmp(cs->cs_name, "provider ", 9) != 0) {
 			continue;
@@ -1755,19 +1831,23 @@ static int config_parse_providers(struct config *cf, const struct config_profile
 			return -1;
 		}
 		cf->cf_providers = p;
-		memset(&p[cf->cf_n_providers], 0, sizeof(*p));
-		cf->cf_n_providers++;
-		if (config_parse_provider(cf, cpr, cs, &p[cf->cf_n_providers - 1]) < 0) {
-			return -1;
-		}
-		for (j = 0; j + 1 < cf->cf_n_providers; j++) {
-			if (strcmp(p[j].pc_name, p[cf->cf_n_providers - 1].pc_name) == 0) {
+		pc = &p[cf->cf_n_providers];
+		memset(pc, 0, sizeof(*pc));
+		rc = config_parse_provider(cf, cpr, cs, pc);
+		for (j = 0; rc == 0 && j < cf->cf_n_providers; j++) {
+			if (strcmp(p[j].pc_name, pc->pc_name) == 0) {
 				log_err("config %s:%d: [%s]: provider \"%s\" is defined twice (also line %d)",
 					config_file_name(cf), cs->cs_line, cs->cs_name, p[j].pc_name,
 					p[j].pc_section->cs_line);
-				return -1;
+				rc = -1;
 			}
 		}
+		if (rc < 0) {
+			config_provider_finish(pc);
+			cf->cf_problems++;
+			continue;
+		}
+		cf->cf_n_providers++;
 	}
 	return 0;
 }
@@ -1819,13 +1899,16 @@ struct config *config_load_opts(const char *path, const struct config_profiles *
 			goto fail;
 		}
 	}
-	/* Every check runs, so that one start shows every problem of the file. */
-	if ((config_check_known(cf, cpr) | config_check_repeats(cf) |
-	     config_check_secret_refs(cf)) != 0) {
+	/* Every check runs, and every key and provider section is parsed
+	 * whatever the others hold, so that one start shows every problem of
+	 * the file; only running out of memory stops at once. */
+	cf->cf_problems = config_check_known(cf, cpr) + config_check_repeats(cf) +
+	                  config_check_secret_refs(cf);
+	config_count(cf, config_get_bool(cf, "demo", "enabled", 0, &cf->cf_demo));
+	if (config_parse_core(cf) < 0 || config_parse_providers(cf, cpr) < 0) {
 		goto fail;
 	}
-	if (config_get_bool(cf, "demo", "enabled", 0, &cf->cf_demo) < 0 || config_parse_core(cf) < 0 ||
-	    config_parse_providers(cf, cpr) < 0) {
+	if (cf->cf_problems > 0 && !(flags & CONFIG_LOAD_PROBLEMS)) {
 		goto fail;
 	}
 	cf->cf_serial = atomic_fetch_add(&config_serials, 1) + 1;
@@ -1844,13 +1927,7 @@ void config_destroy(struct config *cf)
 		return;
 	}
 	for (i = 0; i < cf->cf_n_providers; i++) {
-		struct provider_conf *pc = &cf->cf_providers[i];
-
-		if (pc->pc_state != NULL && pc->pc_state_destroy != NULL) {
-			pc->pc_state_destroy(pc->pc_state);
-		}
-		config_free_list(pc->pc_allow_from);
-		free(pc->pc_name);
+		config_provider_finish(&cf->cf_providers[i]);
 	}
 	free(cf->cf_providers);
 	for (i = 0; i < cf->cf_n_sections; i++) {

@@ -110,6 +110,11 @@ struct config {
 
 	int cf_secrets; /* 1: the providers' secrets were read (CONFIG_LOAD_SECRETS) */
 
+	/* Not 0 when config_load_opts found problems in the file (each logged
+	 * with file, line and key), which only CONFIG_LOAD_PROBLEMS returns. A
+	 * provider section with a problem has no instance in cf_providers. */
+	unsigned cf_problems;
+
 	/* Set by config_load, from 1, never twice in a process (0: built by
 	 * hand): modules that keep what they parsed from a config tell two
 	 * configs apart by it, even one allocated where another was freed. */
@@ -139,9 +144,11 @@ struct config_profiles {
 
 /* Loads and validates path with its provider instances (cpr: the profiles;
  * NULL reads no [provider NAME] section and checks none of their keys);
- * NULL path gives the demo configuration. Returns NULL on any error (each
- * logged with file, line and key). The daemon and the commands load through
- * provider_config_load (provider.h), which passes the profiles. */
+ * NULL path gives the demo configuration. Every key is checked, each
+ * provider section too after one is refused, so that one load logs every
+ * problem of the file (file, line and key). Returns NULL on any problem.
+ * The daemon and the commands load through provider_config_load_opts
+ * (provider.h), which passes the profiles. */
 struct config *config_load_with(const char *path, const struct config_profiles *cpr);
 
 /* What config_load_opts reads besides the file. CONFIG_LOAD_SECRETS: every
@@ -151,6 +158,16 @@ struct config *config_load_with(const char *path, const struct config_profiles *
  * references are checked for form either way. [store] conninfo is read
  * either way on PostgreSQL: opening the store needs it. */
 #define CONFIG_LOAD_SECRETS 0x1u
+
+/* CONFIG_LOAD_PROBLEMS: a file whose values have problems is returned all
+ * the same, with cf_problems counting them (each logged; a key with a
+ * problem holds its default), so that the caller checks the other
+ * sections too (confcheck_run) and then refuses it: one run shows every
+ * problem. Such a configuration is for checking only, never for use. A
+ * file that is not a configuration at all (unreadable, not INI, a NUL
+ * byte, a provider section given twice) and running out of memory still
+ * give NULL. */
+#define CONFIG_LOAD_PROBLEMS 0x2u
 
 /* Where credential:NAME is looked for when $CREDENTIALS_DIRECTORY is not
  * set: the directory systemd gives the unit contrib/idemhook.service. */
@@ -194,7 +211,8 @@ int config_section_each(const struct config_section *cs, const char *key,
 			int (*fn)(void *arg, const char *value, int line), void *arg);
 
 /* Typed readers: absent key -> default, malformed -> -1 with the error logged
- * (file, section, key). Durations take "90", "90s", "15m", "25h", "7d". Sizes
+ * (file, section, key) and *ret the default all the same, so that a caller
+ * may go on to check the next key. Durations take "90", "90s", "15m", "25h", "7d". Sizes
  * take "1048576", "512k", "1M". Booleans take yes/no/true/false/on/off/1/0. */
 int config_get_uint(const struct config *cf, const char *section, const char *key, unsigned dflt,
 		    unsigned *ret);

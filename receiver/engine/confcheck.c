@@ -163,14 +163,22 @@ static int confcheck_outbound(const struct config *cf, unsigned flags)
 	return rc < 0 ? -1 : 0;
 }
 
+/* The sections, not the instances: a file whose provider sections all
+ * have problems (each logged by config_load_opts) has no instance, yet
+ * does not lack a provider. */
 static int confcheck_providers(const struct config *cf, unsigned flags)
 {
 	int allow = 0;
+	size_t n = 0;
+	size_t i;
 
 	if (config_get_bool(cf, "server", "allow_no_providers", 0, &allow) < 0) {
 		return -1;
 	}
-	if ((flags & CONFCHECK_DAEMON) && cf->cf_n_providers == 0 && !allow) {
+	for (i = 0; i < cf->cf_n_sections; i++) {
+		n += strncmp(cf->cf_sections[i].cs_name, "provider ", 9) == 0;
+	}
+	if ((flags & CONFCHECK_DAEMON) && n == 0 && !allow) {
 		log_err("config %s: no [provider NAME] section: every callback would be answered "
 		        "404; "
 		        "set [server] allow_no_providers = yes for a receiver that serves only the "

@@ -425,6 +425,89 @@ static void test_a_reload_refuses_what_the_start_refuses_and_keeps_the_running_c
 	daemon_finish(&d);
 }
 
+/* Problems in several sections (lines 21-36, after the harness's 14 and
+ * FX_STRIPE_INI's 6): the core's, the store's, an engine section's
+ * ([gc]), two provider sections (a secret the profile refuses, a common
+ * key) and [console], which serve checks. */
+#define CC_MULTI_INI                                                                               \
+	"[server]\nhead_timeout = 0\n[store]\nsynchronous = bogus\n[gc]\nbatch = 0\n"              \
+	"[provider adyen]\ntype = adyen\nhmac_key = zz\n"                                          \
+	"[provider broken]\ntype = stripe\nsecret = whsec_b\ntolerance = abc\n"                    \
+	"[console]\nsession_ttl = forever\n"
+
+/* What CC_MULTI_INI's problems log; the last three only where the secrets
+ * are read and [console] checked (serve, a reload). */
+static const char *const cc_multi_want[] = {
+        "idemhook.ini:22: [server] head_timeout = \"0\": expected 1s to 1h",
+        "idemhook.ini:24: [store] synchronous = \"bogus\": expected full, normal or off",
+        "idemhook.ini:26: [gc] batch: must be 1..",
+        "idemhook.ini:33: [provider broken] tolerance = \"abc\": expected a duration",
+        "idemhook.ini:27: [provider adyen]: provider configuration refused",
+        "provider adyen: hmac_key #1 is not the hex key",
+        "[console] session_ttl",
+};
+#define CC_MULTI_WANT_SHAPE 4 /* what a command that reads no secret logs */
+
+static void cc_assert_all(const char *out, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (strstr(out, cc_multi_want[i]) == NULL) {
+			print_error("wanted \"%s\" in:\n%s\n", cc_multi_want[i], out);
+		}
+		assert_non_null(strstr(out, cc_multi_want[i]));
+	}
+}
+
+/* Every problem of the file in one run, from serve, a command and a
+ * reload: fixing one never just reveals the next. */
+static void test_every_problem_of_a_file_is_named_in_one_run(void **state)
+{
+	struct daemon d;
+	const char *stats[] = {"-c", d.dm_config, "stats", NULL};
+	const char *serve[] = {"-c", d.dm_config, "serve", NULL};
+	struct stat st;
+	char *good;
+	char *out = NULL;
+	char *text;
+	struct buf b;
+	size_t head_len;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI CC_MULTI_INI), 0);
+	assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, serve, &out), 78);
+	cc_assert_all(out, sizeof(cc_multi_want) / sizeof(cc_multi_want[0]));
+	assert_null(strstr(out, "no [provider NAME] section"));
+	assert_int_equal(stat(d.dm_db, &st), -1);
+	free(out);
+	assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, stats, &out), 78);
+	cc_assert_all(out, CC_MULTI_WANT_SHAPE);
+	free(out);
+	daemon_finish(&d);
+
+	/* A reload: all of them logged, the running configuration kept. */
+	fx_daemon_start(&d, FX_STRIPE_INI);
+	good = hn_read_file(d.dm_config);
+	assert_non_null(good);
+	head_len = (size_t)(strstr(good, "admin_port\n\n") - good) + strlen("admin_port\n\n");
+	buf_init(&b, 0);
+	buf_printf(&b, "%.*s%s", (int)head_len, good, FX_STRIPE_INI CC_MULTI_INI);
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", b.buf_data), 0);
+	buf_finish(&b);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	cc_wait_log(&d, "is not valid (above: file, line and key); keeping", 1);
+	text = hn_read_file(d.dm_log);
+	assert_non_null(text);
+	cc_assert_all(text, sizeof(cc_multi_want) / sizeof(cc_multi_want[0]));
+	free(text);
+	assert_true(cc_metric(&d, "idemhook_config_last_reload_successful 0\n"));
+	assert_true(cc_metric(&d, "idemhook_config_generation 1\n"));
+	cc_still_serves(&d, "evt_cc_multi");
+	free(good);
+	daemon_finish(&d);
+}
+
 static void test_a_reload_names_keys_that_need_a_restart_and_applies_outbound(void **state)
 {
 	struct peer *p = peer_create();
@@ -577,6 +660,7 @@ int main(void)
 	        cmocka_unit_test(test_a_bind_error_names_the_listen_key),
 	        cmocka_unit_test(
 	                test_a_reload_refuses_what_the_start_refuses_and_keeps_the_running_config),
+	        cmocka_unit_test(test_every_problem_of_a_file_is_named_in_one_run),
 	        cmocka_unit_test(test_a_reload_names_keys_that_need_a_restart_and_applies_outbound),
 	        cmocka_unit_test(
 	                test_commands_that_verify_nothing_run_without_the_provider_secrets),

@@ -296,13 +296,10 @@ static void test_secrets_come_from_files_credentials_and_environment(void **stat
 	assert_int_equal(config_read_secret("file:/dev/zero", &s, &len), -1);
 }
 
-/* provider_config_load(path) with stderr caught: *ret_log gets what was logged. */
-static struct config *load_logged(const char *path, char **ret_log)
+/* stderr caught from here to log_catch_end: returns what log_catch_end needs. */
+static int log_catch_begin(void)
 {
 	char log_path[128];
-	struct config *cf;
-	FILE *f;
-	long n;
 	int saved;
 	int fd;
 
@@ -313,7 +310,18 @@ static struct config *load_logged(const char *path, char **ret_log)
 	assert_true(saved >= 0 && fd >= 0);
 	dup2(fd, 2);
 	close(fd);
-	cf = provider_config_load(path);
+	return saved;
+}
+
+/* stderr back (saved: from log_catch_begin); returns what was logged meanwhile (free it). */
+static char *log_catch_end(int saved)
+{
+	char log_path[128];
+	char *text;
+	FILE *f;
+	long n;
+
+	snprintf(log_path, sizeof(log_path), "%s/stderr.log", tmpdir);
 	fflush(stderr);
 	dup2(saved, 2);
 	close(saved);
@@ -322,10 +330,20 @@ static struct config *load_logged(const char *path, char **ret_log)
 	fseek(f, 0, SEEK_END);
 	n = ftell(f);
 	fseek(f, 0, SEEK_SET);
-	*ret_log = calloc(1, (size_t)n + 1);
-	assert_non_null(*ret_log);
-	assert_int_equal(fread(*ret_log, 1, (size_t)n, f), (size_t)n);
+	text = calloc(1, (size_t)n + 1);
+	assert_non_null(text);
+	assert_int_equal(fread(text, 1, (size_t)n, f), (size_t)n);
 	fclose(f);
+	return text;
+}
+
+/* provider_config_load(path) with stderr caught: *ret_log gets what was logged. */
+static struct config *load_logged(const char *path, char **ret_log)
+{
+	int saved = log_catch_begin();
+	struct config *cf = provider_config_load(path);
+
+	*ret_log = log_catch_end(saved);
 	return cf;
 }
 
@@ -334,6 +352,96 @@ static void assert_logged(const char *log_text, const char *part)
 	if (strstr(log_text, part) == NULL) {
 		fail_msg("\"%s\" not in the log:\n%s", part, log_text);
 	}
+}
+
+/* A file with a problem in each of several sections: the core's, the
+ * store's, [points], two provider sections (a common key, and a secret
+ * its profile refuses), a section of the engine's ([gc]) and an unknown
+ * key; one provider section is good. */
+#define MULTI_INI                                                                                  \
+	"[server]\nhead_timeout = 0\nthreads = many\n"                          /* lines 1-3 */    \
+	"[store]\nsynchronous = bogus\nwriter_nice = 5\npathh = x.db\n"         /* 4-7 */          \
+	"[points]\nrate = 1e-2\n"                                               /* 8-9 */          \
+	"[gc]\nbatch = 0\n"                                                     /* 10-11 */        \
+	"[provider stripe]\ntype = stripe\nsecret = whsec_x\ntolerance = abc\n" /* 12-15 */        \
+	"[provider adyen]\ntype = adyen\nhmac_key = zz\n"                       /* 16-18 */        \
+	"[provider good]\ntype = stripe\nsecret = whsec_y\n"                    /* 19-21 */
+
+/* What MULTI_INI's load logs: one line for each of its problems. */
+static void assert_every_load_problem_logged(const char *log_text, const char *path)
+{
+	static const char *const want[] = {
+	        ":2: [server] head_timeout = \"0\": expected 1s to 1h",
+	        ":3: [server] threads = \"many\": expected a whole number",
+	        ":5: [store] synchronous = \"bogus\": expected full, normal or off",
+	        ":6: [store] writer_nice = \"5\": expected a nice value from -20 to 0",
+	        ":7: [store] unknown key \"pathh\"; did you mean \"path\"?",
+	        ":9: [points] rate = \"1e-2\"",
+	        ":15: [provider stripe] tolerance = \"abc\": expected a duration",
+	        "provider adyen: hmac_key #1 is not the hex key",
+	        ":16: [provider adyen]: provider configuration refused",
+	};
+	char expect[512];
+	size_t i;
+
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		snprintf(expect, sizeof(expect), "%s%s", want[i][0] == ':' ? path : "", want[i]);
+		assert_logged(log_text, expect);
+	}
+}
+
+/* One load names every problem of the file, whatever section it is in:
+ * fixing one never just reveals the next. */
+static void test_a_load_names_every_problem_of_the_file(void **state)
+{
+	const char *path = write_file("multi.ini", MULTI_INI);
+	char *log_text = NULL;
+
+	assert_null(load_logged(path, &log_text));
+	assert_every_load_problem_logged(log_text, path);
+	free(log_text);
+}
+
+/* With CONFIG_LOAD_PROBLEMS the load hands the file over all the same,
+ * marked, so that confcheck_run names the problems of the other sections
+ * in the same run; the provider sections with a problem have no instance. */
+static void test_a_file_with_problems_is_checked_whole_before_it_is_refused(void **state)
+{
+	const char *path = write_file("multi.ini", MULTI_INI);
+	struct config *cf;
+	char *log_text;
+	int saved;
+
+	saved = log_catch_begin();
+	cf = provider_config_load_opts(path, CONFIG_LOAD_SECRETS | CONFIG_LOAD_PROBLEMS);
+	assert_non_null(cf);
+	assert_int_equal(confcheck_run(cf, CONFCHECK_DAEMON), -1);
+	log_text = log_catch_end(saved);
+	assert_true(cf->cf_problems > 0);
+	assert_every_load_problem_logged(log_text, path);
+	assert_logged(log_text, ":11: [gc] batch: must be 1..");
+	/* Its provider sections are there, though two have no instance. */
+	if (strstr(log_text, "no [provider NAME] section") != NULL) {
+		fail_msg("%s", log_text);
+	}
+	assert_int_equal(cf->cf_n_providers, 1);
+	assert_non_null(config_provider(cf, "good"));
+	/* A key with a problem holds its default. */
+	assert_int_equal(cf->cf_head_timeout_s, 10);
+	assert_int_equal(cf->cf_sync, STORE_SYNC_FULL);
+	assert_int_equal(cf->cf_points_den, 100);
+	config_destroy(cf);
+	free(log_text);
+
+	/* A good file: no problem. */
+	cf = provider_config_load_opts(write_file("good.ini", "[provider s]\ntype = stripe\n"
+	                                                      "secret = whsec_x\n"),
+	                               CONFIG_LOAD_SECRETS | CONFIG_LOAD_PROBLEMS);
+	assert_non_null(cf);
+	assert_int_equal(cf->cf_problems, 0);
+	config_destroy(cf);
+	/* What is no configuration at all is still refused at once. */
+	assert_null(provider_config_load_opts(write_file("empty.ini", ""), CONFIG_LOAD_PROBLEMS));
 }
 
 /* A misspelt allow_from would leave the endpoint open to everyone. */
@@ -414,8 +522,8 @@ static void test_a_line_over_the_limit_is_refused_with_its_number(void **state)
 }
 
 /* contrib/idemhook.example.ini, every commented-out key switched on, uses
- * only keys the table knows (its secrets do not exist here, so the load
- * stops later, at the first provider). */
+ * only keys the table knows (its secrets do not exist here, so its
+ * providers are refused). */
 static void test_the_example_configuration_uses_only_known_keys(void **state)
 {
 	const char *root = getenv("IDEMHOOK_SOURCE_ROOT");
@@ -704,29 +812,35 @@ static void test_the_admin_listener_defaults_away_from_prometheus(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_lists_split_on_spaces_tabs_and_commas),
-		cmocka_unit_test(test_no_file_gives_the_demo_on_loopback_with_a_stripe_instance),
-		cmocka_unit_test(test_durations_sizes_and_booleans_parse_exactly),
-		cmocka_unit_test(test_full_file_sets_core_keys_and_provider_instances),
-		cmocka_unit_test(test_server_connection_limits_have_defaults_and_refuse_zero_timeouts),
-		cmocka_unit_test(test_points_rate_accepts_fractions_and_refuses_floats_in_disguise),
-		cmocka_unit_test(test_bad_files_are_refused_whole),
-		cmocka_unit_test(test_writer_nice_takes_minus_twenty_to_zero),
-		cmocka_unit_test(test_capture_is_manual_only_where_authorisation_and_capture_are_separate),
-		cmocka_unit_test(test_secrets_come_from_files_credentials_and_environment),
-		cmocka_unit_test(test_a_misspelt_key_is_refused_with_its_line_and_the_closest_key),
-		cmocka_unit_test(test_every_unknown_key_and_section_is_named),
-		cmocka_unit_test(test_an_invalid_order_reads_is_refused_with_its_line_and_the_values),
-		cmocka_unit_test(test_profile_keys_and_call_type_keys_are_known),
-		cmocka_unit_test(test_a_line_over_the_limit_is_refused_with_its_number),
-		cmocka_unit_test(test_the_example_configuration_uses_only_known_keys),
-		cmocka_unit_test(test_a_postgresql_store_reads_its_conninfo_as_a_secret),
-		cmocka_unit_test(test_allow_from_provider_preset_expands_to_the_published_list),
-		cmocka_unit_test(test_the_shape_of_a_configuration_loads_without_its_secrets),
-		cmocka_unit_test(test_a_single_valued_key_given_twice_is_refused_and_rotation_is_not),
-		cmocka_unit_test(test_a_file_that_is_no_configuration_is_refused),
-		cmocka_unit_test(test_a_reload_names_each_changed_key_that_needs_a_restart_once),
-		cmocka_unit_test(test_the_admin_listener_defaults_away_from_prometheus),
+	        cmocka_unit_test(test_lists_split_on_spaces_tabs_and_commas),
+	        cmocka_unit_test(test_no_file_gives_the_demo_on_loopback_with_a_stripe_instance),
+	        cmocka_unit_test(test_durations_sizes_and_booleans_parse_exactly),
+	        cmocka_unit_test(test_full_file_sets_core_keys_and_provider_instances),
+	        cmocka_unit_test(
+	                test_server_connection_limits_have_defaults_and_refuse_zero_timeouts),
+	        cmocka_unit_test(test_points_rate_accepts_fractions_and_refuses_floats_in_disguise),
+	        cmocka_unit_test(test_bad_files_are_refused_whole),
+	        cmocka_unit_test(test_writer_nice_takes_minus_twenty_to_zero),
+	        cmocka_unit_test(
+	                test_capture_is_manual_only_where_authorisation_and_capture_are_separate),
+	        cmocka_unit_test(test_secrets_come_from_files_credentials_and_environment),
+	        cmocka_unit_test(test_a_load_names_every_problem_of_the_file),
+	        cmocka_unit_test(test_a_file_with_problems_is_checked_whole_before_it_is_refused),
+	        cmocka_unit_test(test_a_misspelt_key_is_refused_with_its_line_and_the_closest_key),
+	        cmocka_unit_test(test_every_unknown_key_and_section_is_named),
+	        cmocka_unit_test(
+	                test_an_invalid_order_reads_is_refused_with_its_line_and_the_values),
+	        cmocka_unit_test(test_profile_keys_and_call_type_keys_are_known),
+	        cmocka_unit_test(test_a_line_over_the_limit_is_refused_with_its_number),
+	        cmocka_unit_test(test_the_example_configuration_uses_only_known_keys),
+	        cmocka_unit_test(test_a_postgresql_store_reads_its_conninfo_as_a_secret),
+	        cmocka_unit_test(test_allow_from_provider_preset_expands_to_the_published_list),
+	        cmocka_unit_test(test_the_shape_of_a_configuration_loads_without_its_secrets),
+	        cmocka_unit_test(
+	                test_a_single_valued_key_given_twice_is_refused_and_rotation_is_not),
+	        cmocka_unit_test(test_a_file_that_is_no_configuration_is_refused),
+	        cmocka_unit_test(test_a_reload_names_each_changed_key_that_needs_a_restart_once),
+	        cmocka_unit_test(test_the_admin_listener_defaults_away_from_prometheus),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, setup, teardown);
