@@ -125,6 +125,19 @@ int cli_parse_limit(const char *cmd, const char *arg, int64_t *ret);
  * "cli:USER" ($SUDO_USER under sudo). */
 void cli_actor(char *out, size_t size);
 
+/* ---- the files a command writes (every one 0600, every directory 0700,
+ * whatever the umask: docs/operations.md) ---- */
+
+/* Makes dir, mode exactly 0700, when it is missing; run as root, owned
+ * like the directory above it (the service's user beside its database).
+ * cmd prefixes the message on failure. Returns 0 or -1 (told). */
+int cli_mkdir_private(const char *cmd, const char *dir);
+
+/* Writes data to path through path.new, fsync and a rename (a reader sees
+ * the old file or the new one whole), mode exactly 0600; run as root, owned
+ * like the directory it is in. Returns 0 or -1 (told, nothing replaced). */
+int cli_write_private(const char *cmd, const char *path, const void *data, size_t len);
+
 extern const struct cli_command cli_cmd_audit;
 extern const struct cli_command cli_cmd_events;
 extern const struct cli_command cli_cmd_gc;
