@@ -445,7 +445,7 @@ static int cmd_events_dismiss_ids(int argc, char **argv, int first, const char *
 	return rc;
 }
 
-static int cmd_events_dismiss(int argc, char **argv, struct store *st)
+static int cmd_events_dismiss(int argc, char **argv, const struct config *cf, struct store *st)
 {
 	static const struct option opts[] = {
 	        {"reason", required_argument, NULL, 'r'},
@@ -467,6 +467,7 @@ static int cmd_events_dismiss(int argc, char **argv, struct store *st)
 	int by_filter = 0;
 	int c;
 	int r;
+	int rc;
 
 	console_db_filter_init(&f);
 	optind = 0;
@@ -512,9 +513,14 @@ static int cmd_events_dismiss(int argc, char **argv, struct store *st)
 		        CONSOLE_DB_REASON_MAX);
 		return EX_USAGE;
 	}
-	if (by_filter == (optind < argc)) {
+	if (by_filter && optind < argc) {
 		fprintf(stderr, "idemhook events dismiss: give event IDs or a filter "
 		                "(--provider, --failed-reason, ...), not both\n");
+		return EX_USAGE;
+	}
+	if (!by_filter && optind == argc) {
+		fprintf(stderr, "idemhook events dismiss: which events? give their IDs or a "
+		                "filter (--provider, --failed-reason, ...)\n");
 		return EX_USAGE;
 	}
 	if (!by_filter) {
@@ -523,6 +529,14 @@ static int cmd_events_dismiss(int argc, char **argv, struct store *st)
 			return EX_USAGE;
 		}
 		return cmd_events_dismiss_ids(argc, argv, optind, reason, st);
+	}
+	/* A misspelt provider would match nothing and read as "0 match":
+	 * refused as events list refuses it. */
+	if (f.ef_provider != NULL) {
+		rc = cmd_events_provider_known(cf, st, f.ef_provider);
+		if (rc != 0) {
+			return rc;
+		}
 	}
 	cli_actor(actor, sizeof(actor));
 	r = console_db_dismiss_filter(st, cli_now_ms(), actor, &f, reason, confirm, &count);
@@ -601,7 +615,7 @@ static int cmd_events_dismiss_run(int argc, char **argv, const char *config_path
 	if (rc != EX_OK) {
 		return rc;
 	}
-	rc = cmd_events_dismiss(argc - 1, argv + 1, st);
+	rc = cmd_events_dismiss(argc - 1, argv + 1, cf, st);
 	store_destroy(st);
 	config_destroy(cf);
 	return rc;

@@ -436,6 +436,54 @@ static void test_events_list_says_a_provider_is_unknown(void **state)
 	run_finish(&r);
 }
 
+/* events dismiss says which of its two mistakes was made: nothing to
+ * dismiss, or IDs and a filter together. */
+static void test_events_dismiss_says_what_is_missing_or_too_much(void **state)
+{
+	static const char *const neither[] = {"events", "dismiss", "--reason", "x", NULL};
+	static const char *const both[] = {"events", "dismiss",    "1",      "--reason",
+	                                   "x",      "--provider", "stripe", NULL};
+	struct daemon *d = *state;
+	struct run r;
+
+	run_cli(d, 1, neither, 0, 0, &r);
+	assert_int_equal(r.rn_status, 64);
+	assert_non_null(strstr(r.rn_err, "give their IDs or a filter"));
+	assert_null(strstr(r.rn_err, "not both"));
+	run_finish(&r);
+	run_cli(d, 1, both, 0, 0, &r);
+	assert_int_equal(r.rn_status, 64);
+	assert_non_null(strstr(r.rn_err, "not both"));
+	run_finish(&r);
+}
+
+/* A misspelt --provider on dismiss is refused as on events list, not
+ * counted as "0 match" (nor, confirmed, dismissed as 0). */
+static void test_events_dismiss_says_a_provider_is_unknown(void **state)
+{
+	static const char *const count[] = {"events",     "dismiss", "--reason", "x",
+	                                    "--provider", "nosuch",  NULL};
+	static const char *const confirm[] = {"events", "dismiss",   "--reason", "x", "--provider",
+	                                      "nosuch", "--confirm", "0",        NULL};
+	static const char *const known[] = {"events",     "dismiss", "--reason", "x",
+	                                    "--provider", "stripe",  NULL};
+	struct daemon *d = *state;
+	struct run r;
+
+	run_cli(d, 1, count, 0, 0, &r);
+	assert_int_equal(r.rn_status, 64);
+	assert_non_null(strstr(r.rn_err, "unknown provider 'nosuch'"));
+	assert_null(strstr(r.rn_out, "match"));
+	run_finish(&r);
+	run_cli(d, 1, confirm, 0, 0, &r);
+	assert_int_equal(r.rn_status, 64);
+	run_finish(&r);
+	run_cli(d, 1, known, 0, 0, &r);
+	assert_int_equal(r.rn_status, 0);
+	assert_non_null(strstr(r.rn_out, "open failed event(s) match"));
+	run_finish(&r);
+}
+
 /* A key longer than its column ends in an ellipsis in the table, and is
  * whole in the JSON. */
 static void test_a_long_key_is_never_cut_silently(void **state)
@@ -867,6 +915,8 @@ int main(void)
 	        cmocka_unit_test(test_an_unknown_id_exits_66_in_every_command),
 	        cmocka_unit_test(test_listings_take_json_limit_and_an_order_filter),
 	        cmocka_unit_test(test_events_list_says_a_provider_is_unknown),
+	        cmocka_unit_test(test_events_dismiss_says_what_is_missing_or_too_much),
+	        cmocka_unit_test(test_events_dismiss_says_a_provider_is_unknown),
 	        cmocka_unit_test(test_a_long_key_is_never_cut_silently),
 	        cmocka_unit_test(test_outbox_show_prints_the_row_with_its_attempts),
 	        cmocka_unit_test(test_log_prefixes_only_off_a_terminal_and_info_only_with_v),
