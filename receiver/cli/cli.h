@@ -16,6 +16,13 @@ struct store;
  * for every command; the whole table is in main.c (idemhook --help). */
 #define CLI_EX_NOT_FOUND EX_NOINPUT
 
+/* `events reprocess`: the handler ran (the new outcome stored, audited and
+ * counted as reprocessed) and the event is still failed. Not EX_DATAERR,
+ * which says nothing was done; 1 as grep and diff use it, the command
+ * worked and the answer is no (sysexits(3) leaves codes below 64 to the
+ * program). */
+#define CLI_EX_STILL_FAILED 1
+
 struct cli_command {
 	const char *cc_name;    /* "serve", "outbox", ... */
 	const char *cc_summary; /* one line for idemhook --help */
