@@ -1,10 +1,14 @@
 /* cli.c: what every command's output shares: table cells that never cut
- * a value without saying so, JSON strings, --limit, times, and a progress
- * line on a terminal. */
+ * a value without saying so, JSON strings, --limit, times, a progress
+ * line on a terminal, and the private files a command writes. */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -209,4 +213,118 @@ void cli_progress_draw(struct cli_progress *p, int final, const char *fmt, ...)
 double cli_progress_seconds(const struct cli_progress *p)
 {
 	return (double)(cli_mono_ms() - p->cp_start_ms) / 1000.0;
+}
+
+/* ---- private files ---- */
+
+/* Run as root (sudo idemhook ...), gives fd the owner of the directory
+ * path is in, the service's user beside its database, so the daemon can
+ * still read a 0600 file (SQLite does the same for -wal and -shm). A
+ * no-op for any other user, who owns what it creates already. */
+static int cli_chown_like_parent(int fd, const char *path)
+{
+	char parent[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	struct stat st;
+	size_t n;
+
+	if (geteuid() != 0) {
+		return 0;
+	}
+	if (slash == NULL) {
+		snprintf(parent, sizeof(parent), ".");
+	} else {
+		n = slash == path ? 1 : (size_t)(slash - path);
+		if (n >= sizeof(parent)) {
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		memcpy(parent, path, n);
+		parent[n] = '\0';
+	}
+	if (stat(parent, &st) < 0) {
+		return -1;
+	}
+	return fchown(fd, st.st_uid, st.st_gid);
+}
+
+int cli_mkdir_private(const char *cmd, const char *dir)
+{
+	int fd;
+
+	if (mkdir(dir, 0700) < 0) {
+		if (errno == EEXIST) {
+			return 0;
+		}
+		fprintf(stderr, "%s: cannot create %s: %s\n", cmd, dir, strerror(errno));
+		return -1;
+	}
+	/* Exactly 0700 whatever the umask, owned like its parent. */
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fchmod(fd, 0700) < 0 || cli_chown_like_parent(fd, dir) < 0) {
+		fprintf(stderr, "%s: cannot set the mode of %s: %s\n", cmd, dir, strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+		}
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+int cli_write_private(const char *cmd, const char *path, const void *data, size_t len)
+{
+	char tmp[PATH_MAX];
+	const char *p = data;
+	size_t off = 0;
+	ssize_t k;
+	int fd;
+	int n = snprintf(tmp, sizeof(tmp), "%s.new", path);
+
+	if (n < 0 || (size_t)n >= sizeof(tmp)) {
+		fprintf(stderr, "%s: the file name %s is too long\n", cmd, path);
+		return -1;
+	}
+	/* A stale .new from an interrupted run is ours to replace. */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) {
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	}
+	if (fd < 0) {
+		fprintf(stderr, "%s: cannot write %s: %s\n", cmd, tmp, strerror(errno));
+		return -1;
+	}
+	/* The umask can only narrow the mode; say 0600 explicitly anyway. */
+	if (fchmod(fd, 0600) < 0 || cli_chown_like_parent(fd, path) < 0) {
+		goto fail;
+	}
+	while (off < len) {
+		k = write(fd, p + off, len - off);
+		if (k < 0 && errno == EINTR) {
+			continue;
+		}
+		if (k <= 0) {
+			goto fail;
+		}
+		off += (size_t)k;
+	}
+	if (fsync(fd) < 0) {
+		goto fail;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		goto fail;
+	}
+	fd = -1;
+	if (rename(tmp, path) < 0) {
+		goto fail;
+	}
+	return 0;
+fail:
+	fprintf(stderr, "%s: cannot write %s: %s\n", cmd, path, strerror(errno));
+	if (fd >= 0) {
+		close(fd);
+	}
+	unlink(tmp);
+	return -1;
 }

@@ -16,6 +16,13 @@ struct store;
  * for every command; the whole table is in main.c (idemhook --help). */
 #define CLI_EX_NOT_FOUND EX_NOINPUT
 
+/* `events reprocess`: the handler ran (the new outcome stored, audited and
+ * counted as reprocessed) and the event is still failed. Not EX_DATAERR,
+ * which says nothing was done; 1 as grep and diff use it, the command
+ * worked and the answer is no (sysexits(3) leaves codes below 64 to the
+ * program). */
+#define CLI_EX_STILL_FAILED 1
+
 struct cli_command {
 	const char *cc_name;    /* "serve", "outbox", ... */
 	const char *cc_summary; /* one line for idemhook --help */
@@ -131,6 +138,19 @@ int cli_parse_limit(const char *cmd, const char *arg, int64_t *ret);
 /* The name the CLI records its actions under in the audit log:
  * "cli:USER" ($SUDO_USER under sudo). */
 void cli_actor(char *out, size_t size);
+
+/* ---- the files a command writes (every one 0600, every directory 0700,
+ * whatever the umask: docs/operations.md) ---- */
+
+/* Makes dir, mode exactly 0700, when it is missing; run as root, owned
+ * like the directory above it (the service's user beside its database).
+ * cmd prefixes the message on failure. Returns 0 or -1 (told). */
+int cli_mkdir_private(const char *cmd, const char *dir);
+
+/* Writes data to path through path.new, fsync and a rename (a reader sees
+ * the old file or the new one whole), mode exactly 0600; run as root, owned
+ * like the directory it is in. Returns 0 or -1 (told, nothing replaced). */
+int cli_write_private(const char *cmd, const char *path, const void *data, size_t len);
 
 extern const struct cli_command cli_cmd_audit;
 extern const struct cli_command cli_cmd_events;

@@ -45,7 +45,7 @@ static void cmd_events_usage(FILE *out)
 	        "callback|reconcile]\n"
 	        "                                  [--order ORDER_ID] [--limit N] [--json]\n"
 	        "       idemhook [-c FILE] events show ID [--json]\n"
-	        "       idemhook [-c FILE] events reprocess ID\n"
+	        "       idemhook [-c FILE] events reprocess ID...\n"
 	        "       idemhook [-c FILE] events dismiss ID... --reason TEXT\n"
 	        "       idemhook [-c FILE] events dismiss --reason TEXT [--provider NAME]\n"
 	        "                [--failed-reason SLUG] [--source S] [--order ID] [--key-prefix "
@@ -59,17 +59,22 @@ static void cmd_events_usage(FILE *out)
 	        "the events of one order. A value too long for its column ends in an ellipsis;\n"
 	        "--json prints every value whole.\n"
 	        "show prints one event with its stored semantic payload.\n"
-	        "reprocess runs a failed event through the business handler again (for\n"
-	        "example after its missing order was created): the order still moves only\n"
-	        "through conditional updates, the event row and the idempotency record get\n"
-	        "the new outcome and reply, and a second reprocess of a done event is refused.\n"
+	        "reprocess runs failed events through the business handler again (for\n"
+	        "example after a missing order was created), each in turn: the order still\n"
+	        "moves only through conditional updates, the event row and the idempotency\n"
+	        "record get the new outcome and reply, and a second reprocess of a done\n"
+	        "event is refused. It exits 0 when every event was applied, 1 when each ran\n"
+	        "but one is still failed (its new reason printed, the run audited and\n"
+	        "counted), 65 or 66 when one was refused or is not there (nothing done\n"
+	        "for it; the first such decides), 75 when the store failed (it stops there).\n"
 	        "dismiss closes failed events that can never apply (a test payment, a payment\n"
 	        "made outside the shop) with a reason: they stay failed but leave\n"
 	        "idemhook_events_failed_open and its alert. By filter, it first prints how many\n"
 	        "open failed events match; run it again with --confirm N to dismiss exactly\n"
 	        "those N. Each dismissal is in the audit log (idemhook audit list).\n\n"
-	        "Exit status: 0 done, 64 usage (an unknown provider too), 65 refused,\n"
-	        "66 no such event, 69 database unavailable, 75 database busy or failing.\n");
+	        "Exit status: 0 done, 1 reprocessed but still failed, 64 usage (an unknown\n"
+	        "provider too), 65 refused, 66 no such event, 69 database unavailable,\n"
+	        "75 database busy or failing.\n");
 }
 
 /* ---- list ---- */
@@ -457,7 +462,7 @@ static int cmd_events_dismiss_ids(int argc, char **argv, int first, const char *
 	return rc;
 }
 
-static int cmd_events_dismiss(int argc, char **argv, struct store *st)
+static int cmd_events_dismiss(int argc, char **argv, const struct config *cf, struct store *st)
 {
 	static const struct option opts[] = {
 	        {"reason", required_argument, NULL, 'r'},
@@ -479,6 +484,7 @@ static int cmd_events_dismiss(int argc, char **argv, struct store *st)
 	int by_filter = 0;
 	int c;
 	int r;
+	int rc;
 
 	console_db_filter_init(&f);
 	optind = 0;
@@ -524,9 +530,14 @@ static int cmd_events_dismiss(int argc, char **argv, struct store *st)
 		        CONSOLE_DB_REASON_MAX);
 		return EX_USAGE;
 	}
-	if (by_filter == (optind < argc)) {
+	if (by_filter && optind < argc) {
 		fprintf(stderr, "idemhook events dismiss: give event IDs or a filter "
 		                "(--provider, --failed-reason, ...), not both\n");
+		return EX_USAGE;
+	}
+	if (!by_filter && optind == argc) {
+		fprintf(stderr, "idemhook events dismiss: which events? give their IDs or a "
+		                "filter (--provider, --failed-reason, ...)\n");
 		return EX_USAGE;
 	}
 	if (!by_filter) {
@@ -535,6 +546,14 @@ static int cmd_events_dismiss(int argc, char **argv, struct store *st)
 			return EX_USAGE;
 		}
 		return cmd_events_dismiss_ids(argc, argv, optind, reason, st);
+	}
+	/* A misspelt provider would match nothing and read as "0 match":
+	 * refused as events list refuses it. */
+	if (f.ef_provider != NULL) {
+		rc = cmd_events_provider_known(cf, st, f.ef_provider);
+		if (rc != 0) {
+			return rc;
+		}
 	}
 	cli_actor(actor, sizeof(actor));
 	r = console_db_dismiss_filter(st, cli_now_ms(), actor, &f, reason, confirm, &count);
@@ -561,7 +580,9 @@ static int cmd_events_dismiss(int argc, char **argv, struct store *st)
 
 /* ---- reprocess ---- */
 
-static int cmd_events_reprocess(int64_t id, const struct config *cf, struct store *st)
+/* One event: EX_OK applied, CLI_EX_STILL_FAILED ran and still failed, or
+ * the exit code of a refusal (nothing done) or a store failure. */
+static int cmd_events_reprocess_one(int64_t id, const struct config *cf, struct store *st)
 {
 	struct console_db_reprocess rp;
 	char actor[CONSOLE_DB_ACTOR_MAX];
@@ -592,14 +613,47 @@ static int cmd_events_reprocess(int64_t id, const struct config *cf, struct stor
 		break;
 	}
 	if (rp.rp_res.or_refused) {
+		/* It ran: the new outcome is stored and audited, and reprocessed
+		 * counts it. Not 65, which says nothing was done. */
 		printf("event %" PRId64 ": still failed (%s)\n", id, rp.rp_res.or_reason);
-		return EX_DATAERR;
+		return CLI_EX_STILL_FAILED;
 	}
 	printf("event %" PRId64 ": done, order %s %s%s\n", id,
 	       rp.rp_res.or_order_id[0] != '\0' ? rp.rp_res.or_order_id : "-",
 	       rp.rp_res.or_effect != NULL ? rp.rp_res.or_effect : "-",
 	       rp.rp_reply_updated ? "" : " (provider not configured: stored reply kept)");
 	return EX_OK;
+}
+
+/* Each of argv[first..] in turn, each in its own unit of work. The status:
+ * the first refusal's (65, 66 no such event) when any was refused, else 1
+ * when any is still failed, else 0; a store failure stops there (75), the
+ * events before it keeping their new outcome. */
+static int cmd_events_reprocess(int argc, char **argv, int first, const struct config *cf,
+                                struct store *st)
+{
+	int refused = EX_OK;
+	int still = 0;
+	int64_t id;
+	int i;
+	int r;
+
+	for (i = first; i < argc; i++) {
+		cli_parse_id(argv[i], &id);
+		r = cmd_events_reprocess_one(id, cf, st);
+		if (r == EX_TEMPFAIL) {
+			return r;
+		}
+		if (r == CLI_EX_STILL_FAILED) {
+			still = 1;
+		} else if (r != EX_OK && refused == EX_OK) {
+			refused = r;
+		}
+	}
+	if (refused != EX_OK) {
+		return refused;
+	}
+	return still ? CLI_EX_STILL_FAILED : EX_OK;
 }
 
 /* events dismiss: parsed and run in cmd_events_dismiss, on a writer store. */
@@ -613,7 +667,7 @@ static int cmd_events_dismiss_run(int argc, char **argv, const char *config_path
 	if (rc != EX_OK) {
 		return rc;
 	}
-	rc = cmd_events_dismiss(argc - 1, argv + 1, st);
+	rc = cmd_events_dismiss(argc - 1, argv + 1, cf, st);
 	store_destroy(st);
 	config_destroy(cf);
 	return rc;
@@ -628,6 +682,7 @@ static int cmd_events_run(int argc, char **argv, const char *config_path)
 	int64_t id = 0;
 	int json;
 	int rc;
+	int i;
 
 	if (argc < 2 || cli_wants_help(argc, argv)) {
 		cmd_events_usage(argc < 2 ? stderr : stdout);
@@ -642,10 +697,21 @@ static int cmd_events_run(int argc, char **argv, const char *config_path)
 		return EX_USAGE;
 	}
 	json = strcmp(sub, "show") == 0 ? cli_take_flag(&argc, argv, "--json") : 0;
-	if (strcmp(sub, "list") != 0 && (argc != 3 || cli_parse_id(argv[2], &id) < 0)) {
-		fprintf(stderr, "idemhook events %s: wants one event ID (a positive number)\n",
-		        sub);
+	if (strcmp(sub, "show") == 0 && (argc != 3 || cli_parse_id(argv[2], &id) < 0)) {
+		fprintf(stderr, "idemhook events show: wants one event ID (a positive number)\n");
 		return EX_USAGE;
+	}
+	if (strcmp(sub, "reprocess") == 0) {
+		for (i = 2; i < argc; i++) {
+			if (cli_parse_id(argv[i], &id) < 0) {
+				break;
+			}
+		}
+		if (argc < 3 || i < argc) {
+			fprintf(stderr, "idemhook events reprocess: wants event IDs (positive "
+			                "numbers)\n");
+			return EX_USAGE;
+		}
 	}
 	/* reprocess stores the provider's acknowledgement anew, which the
 	 * instance's state makes: the one subcommand that reads secrets. */
@@ -672,7 +738,7 @@ static int cmd_events_run(int argc, char **argv, const char *config_path)
 			rc = CLI_EX_NOT_FOUND;
 		}
 	} else {
-		rc = cmd_events_reprocess(id, cf, st);
+		rc = cmd_events_reprocess(argc, argv, 2, cf, st);
 	}
 fail:
 	store_destroy(st);

@@ -1,12 +1,10 @@
 /* cmd_ips.c: `idemhook ips show|update`: the addresses providers publish
  * that their callbacks come from (allow_from = provider:NAME, senders.h). */
-#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,6 +13,7 @@
 #include "cli.h"
 #include "config.h"
 #include "httpc.h"
+#include "provider.h"
 #include "senders.h"
 
 #define IPS_TIMEOUT_MS 30000
@@ -33,7 +32,10 @@ static void cmd_ips_usage(FILE *out)
 	        "update fetches the current list where the provider serves one (every such\n"
 	        "provider, or PROVIDER; --from URL: from a mirror of your own) and writes it\n"
 	        "into sender-ips/; the daemon reads it at its next reload (SIGHUP).\n"
-	        "A provider that publishes no list (adyen, alipay) says what it recommends.\n");
+	        "A provider that publishes no list (adyen, alipay) says what it recommends.\n\n"
+	        "Exit status: 0 done, 64 usage (an unknown provider too), 65 a provider\n"
+	        "that publishes no list or a fetched list refused, 69 nothing to fetch or\n"
+	        "the fetch failed, 73 the list could not be written.\n");
 }
 
 static int cmd_ips_dir(const struct config *cf, char *out, size_t out_size)
@@ -70,34 +72,6 @@ static int cmd_ips_show(const struct config *cf, const char *provider)
 	}
 	senders_list_finish(&l);
 	return EX_OK;
-}
-
-/* Writes text to path through a temporary file and a rename, mode 0644
- * (the daemon reads it). Returns 0 or -1 (told). */
-static int cmd_ips_write(const char *path, const char *text, size_t len)
-{
-	char tmp[PATH_MAX];
-	FILE *f;
-	int ok;
-	int n = snprintf(tmp, sizeof(tmp), "%s.new", path);
-
-	if (n < 0 || (size_t)n >= sizeof(tmp)) {
-		return -1;
-	}
-	f = fopen(tmp, "w");
-	if (f == NULL) {
-		fprintf(stderr, "ips: cannot write %s: %s\n", tmp, strerror(errno));
-		return -1;
-	}
-	ok = fchmod(fileno(f), 0644) == 0 && fwrite(text, 1, len, f) == len && fflush(f) == 0 &&
-	     fsync(fileno(f)) == 0;
-	ok = fclose(f) == 0 && ok;
-	if (!ok || rename(tmp, path) < 0) {
-		fprintf(stderr, "ips: cannot write %s: %s\n", path, strerror(errno));
-		unlink(tmp);
-		return -1;
-	}
-	return 0;
 }
 
 /* Fetches provider's list from url, checks it, and writes it into dir.
@@ -158,13 +132,12 @@ static int cmd_ips_fetch(const struct config *cf, const char *dir, const char *p
 			rc = EX_SOFTWARE;
 		}
 	}
-	if (rc == EX_OK && (mkdir(dir, 0755) < 0 && errno != EEXIST)) {
-		fprintf(stderr, "ips: cannot create %s: %s\n", dir, strerror(errno));
+	if (rc == EX_OK && cli_mkdir_private("ips", dir) < 0) {
 		rc = EX_CANTCREAT;
 	}
 	if (rc == EX_OK &&
 	    (snprintf(path, sizeof(path), "%s/%s.txt", dir, provider) >= (int)sizeof(path) ||
-	     cmd_ips_write(path, text.buf_data, text.buf_len) < 0)) {
+	     cli_write_private("ips", path, text.buf_data, text.buf_len) < 0)) {
 		rc = EX_CANTCREAT;
 	}
 	if (rc == EX_OK) {
@@ -263,6 +236,16 @@ static int cmd_ips_run(int argc, char **argv, const char *config_path)
 	}
 	if (from != NULL && !httpc_url_ok(from)) {
 		fprintf(stderr, "ips: --from takes an http:// or https:// URL\n");
+		return EX_USAGE;
+	}
+	/* A name no profile has is a typo (64); 65 is for a provider idemhook
+	 * knows that publishes no list. */
+	if (argc - optind == 2 && provider_find(argv[optind + 1]) == NULL) {
+		fprintf(stderr, "ips: unknown provider '%s'; providers:", argv[optind + 1]);
+		for (c = 0; provider_table[c] != NULL; c++) {
+			fprintf(stderr, " %s", provider_table[c]->p_name);
+		}
+		fprintf(stderr, "\n");
 		return EX_USAGE;
 	}
 	rc = cli_load_config(config_path, &cf);

@@ -81,16 +81,11 @@ static int simulate_mkdir(const char *dir)
 	if (slash != NULL && slash != dir && (size_t)(slash - dir) < sizeof(parent)) {
 		memcpy(parent, dir, (size_t)(slash - dir));
 		parent[slash - dir] = '\0';
-		if (mkdir(parent, 0700) < 0 && errno != EEXIST) {
-			fprintf(stderr, "simulate: cannot create %s: %s\n", parent, strerror(errno));
+		if (cli_mkdir_private("simulate", parent) < 0) {
 			return -1;
 		}
 	}
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-		fprintf(stderr, "simulate: cannot create %s: %s\n", dir, strerror(errno));
-		return -1;
-	}
-	return 0;
+	return cli_mkdir_private("simulate", dir);
 }
 
 /* DIR of the database + "/simulate", into out. Returns 0 or -1. */
@@ -113,35 +108,6 @@ static int simulate_path(const char *dir, const char *name, char *out, size_t ou
 	int n = snprintf(out, out_size, "%s/%s", dir, name);
 
 	return n < 0 || (size_t)n >= out_size ? -1 : 0;
-}
-
-/* Writes data to path atomically with mode. Returns 0 or -1 (printed). */
-static int simulate_write(const char *path, const void *data, size_t len, mode_t mode)
-{
-	char tmp[PATH_MAX];
-	FILE *f;
-	int ok;
-	int n = snprintf(tmp, sizeof(tmp), "%s.new", path);
-
-	if (n < 0 || (size_t)n >= sizeof(tmp)) {
-		return -1;
-	}
-	f = fopen(tmp, "wx");
-	if (f == NULL && errno == EEXIST && unlink(tmp) == 0) {
-		f = fopen(tmp, "wx");
-	}
-	if (f == NULL) {
-		fprintf(stderr, "simulate: cannot write %s: %s\n", tmp, strerror(errno));
-		return -1;
-	}
-	ok = fchmod(fileno(f), mode) == 0 && fwrite(data, 1, len, f) == len;
-	ok = fclose(f) == 0 && ok;
-	if (!ok || rename(tmp, path) < 0) {
-		fprintf(stderr, "simulate: cannot write %s: %s\n", path, strerror(errno));
-		unlink(tmp);
-		return -1;
-	}
-	return 0;
 }
 
 /* Makes the throwaway key pair and WeChat Pay API v3 key once. */
@@ -170,8 +136,8 @@ static int simulate_keys_ensure(const char *dir)
 	}
 	if (access(priv_path, F_OK) != 0 || access(pub_path, F_OK) != 0) {
 		if (crypto_rsa_generate(SIMULATE_KEY_BITS, &priv, &pub) < 0 ||
-		    simulate_write(pub_path, pub, strlen(pub), 0644) < 0 ||
-		    simulate_write(priv_path, priv, strlen(priv), 0600) < 0) {
+		    cli_write_private("simulate", pub_path, pub, strlen(pub)) < 0 ||
+		    cli_write_private("simulate", priv_path, priv, strlen(priv)) < 0) {
 			goto done;
 		}
 	}
@@ -182,7 +148,7 @@ static int simulate_keys_ensure(const char *dir)
 		for (i = 0; i < sizeof(apiv3); i++) {
 			apiv3[i] = alnum[raw[i] % (sizeof(alnum) - 1)];
 		}
-		if (simulate_write(apiv3_path, apiv3, sizeof(apiv3), 0600) < 0) {
+		if (cli_write_private("simulate", apiv3_path, apiv3, sizeof(apiv3)) < 0) {
 			goto done;
 		}
 	}
@@ -431,7 +397,7 @@ static int simulate_save(const struct config *cf, const struct provider_conf *pc
 	req.hr_received_ms = cli_now_ms();
 	buf_init(&text, 0);
 	if (capture_format(&text, pc->pc_name, &req, 0) == 0 &&
-	    simulate_write(path, text.buf_data, text.buf_len, 0600) == 0) {
+	    cli_write_private("simulate", path, text.buf_data, text.buf_len) == 0) {
 		rc = 0;
 	}
 	buf_finish(&text);

@@ -40,16 +40,17 @@ static const struct {
 	int ce_code;
 	const char *ce_meaning;
 } cli_exit_codes[] = {
-	{EX_OK, "success"},
-	{EX_USAGE, "usage error: a bad command line, an unknown provider"},
-	{EX_DATAERR, "refused: a transition not allowed, an answer rejected"},
-	{CLI_EX_NOT_FOUND, "not found: no such event, outbox row or order"},
-	{EX_UNAVAILABLE, "unavailable: no database, or no answer came"},
-	{EX_SOFTWARE, "internal error"},
-	{EX_OSERR, "operating system error (out of memory)"},
-	{EX_CANTCREAT, "cannot create a file (port file, key pair)"},
-	{EX_TEMPFAIL, "temporary failure (database busy, provider failing): try again"},
-	{EX_CONFIG, "configuration error"},
+        {EX_OK, "success"},
+        {CLI_EX_STILL_FAILED, "ran, but the event is still failed (events reprocess)"},
+        {EX_USAGE, "usage error: a bad command line, an unknown provider"},
+        {EX_DATAERR, "refused: a transition not allowed, an answer rejected"},
+        {CLI_EX_NOT_FOUND, "not found: no such event, outbox row or order"},
+        {EX_UNAVAILABLE, "unavailable: no database, or no answer came"},
+        {EX_SOFTWARE, "internal error"},
+        {EX_OSERR, "operating system error (out of memory)"},
+        {EX_CANTCREAT, "cannot create a file (port file, key pair)"},
+        {EX_TEMPFAIL, "temporary failure (database busy, provider failing): try again"},
+        {EX_CONFIG, "configuration error"},
 };
 
 #define CLI_N_EXIT_CODES (sizeof(cli_exit_codes) / sizeof(cli_exit_codes[0]))

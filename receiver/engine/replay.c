@@ -42,6 +42,16 @@ struct replay_entry {
 	long re_index; /* -1: a capture file; else the event's index in an export file */
 };
 
+enum replay_verdict {
+	REPLAY_V_NEW,
+	REPLAY_V_DUPLICATE,
+	REPLAY_V_MISMATCH,
+	REPLAY_V_REFUSED,
+	REPLAY_V_REJECTED,
+	REPLAY_V_RETRY, /* in progress or transient: try again shortly */
+	REPLAY_V_FAILED,
+};
+
 struct replay_state {
 	struct store *st_store;
 	const struct config *st_cf;
@@ -69,16 +79,32 @@ struct replay_state {
 	pthread_mutex_t st_jobs_mutex;
 	pthread_cond_t st_jobs_cond;
 	struct replay_slot *st_finished; /* committed, waiting to be counted; under st_jobs_mutex */
+	/* In-process, every request from the oldest one still with the store
+	 * on, in file order (main thread only): the store completes them in
+	 * batches, and a rejection is known at once, but their lines and the
+	 * summary follow the files' order. Empty otherwise. */
+	struct replay_slot *st_queue;
+	struct replay_slot **st_queue_tail;
 };
 
-/* One in-process request whose claims are with the store. The request
- * itself is not kept: ingest_prepare copied what the claims need. */
+/* One in-process request in st_queue: with the store (rl_job), or with
+ * its verdict known, waiting for those before it to be reported. The
+ * request itself is not kept: ingest_prepare copied what the claims need. */
 struct replay_slot {
 	struct replay_state *rl_s;
 	const struct replay_entry *rl_e;
 	struct ingest_job *rl_job;
 	int rl_attempt;
-	struct replay_slot *rl_next;
+	struct replay_slot *rl_next; /* st_finished */
+	struct replay_slot *rl_queue_next;
+	/* the verdict, once known (rl_known) */
+	int rl_known;
+	int rl_fail; /* reported by replay_fail_now(rl_path, rl_index, ...) */
+	enum replay_verdict rl_v;
+	char *rl_reason;
+	char *rl_msg;
+	char *rl_path;
+	long rl_index;
 };
 
 static int64_t replay_mono_ms(void)
@@ -247,13 +273,17 @@ static void replay_line(struct replay_state *s, const struct replay_entry *e, co
 }
 
 /* A request that could not be replayed: said on stderr naming the file. */
-static void replay_fail(struct replay_state *s, const char *path, long index, const char *slug, const char *msg)
+static void replay_fail_now(struct replay_state *s, const char *path, long index, const char *slug,
+                            const char *msg)
 {
 	char q[PATH_MAX];
 
 	if (s->st_opt->ro_progress == REPLAY_PROGRESS_BAR) {
 		/* Clear the bar; it is drawn again below the message. */
 		fputs("\r\033[K", stderr);
+	}
+	if (msg == NULL) {
+		msg = "out of memory";
 	}
 	if (index >= 0) {
 		log_err("replay: \"%s\" event %ld: %s", log_quote(q, sizeof(q), path), index, msg);
@@ -267,6 +297,10 @@ static void replay_fail(struct replay_state *s, const char *path, long index, co
 		s->st_scan_failed++;
 	}
 }
+
+/* replay_fail_now, in file order (st_queue). */
+static void replay_fail(struct replay_state *s, const char *path, long index, const char *slug,
+                        const char *msg);
 
 /* ---- the list of work ---- */
 
@@ -802,18 +836,8 @@ out:
 
 /* ---- one request ---- */
 
-enum replay_verdict {
-	REPLAY_V_NEW,
-	REPLAY_V_DUPLICATE,
-	REPLAY_V_MISMATCH,
-	REPLAY_V_REFUSED,
-	REPLAY_V_REJECTED,
-	REPLAY_V_RETRY, /* in progress or transient: try again shortly */
-	REPLAY_V_FAILED,
-};
-
-static void replay_count(struct replay_state *s, const struct replay_entry *e, enum replay_verdict v,
-			 const char *reason, const char *msg)
+static void replay_count_now(struct replay_state *s, const struct replay_entry *e,
+                             enum replay_verdict v, const char *reason, const char *msg)
 {
 	struct replay_summary *sum = s->st_sum;
 
@@ -848,8 +872,105 @@ static void replay_count(struct replay_state *s, const struct replay_entry *e, e
 		break;
 	case REPLAY_V_RETRY:
 	case REPLAY_V_FAILED:
-		replay_fail(s, e->re_path, e->re_index, reason, msg != NULL ? msg : reason);
+		replay_fail_now(s, e->re_path, e->re_index, reason, msg != NULL ? msg : reason);
 		break;
+	}
+}
+
+static void replay_collect(struct replay_state *s, unsigned max);
+
+/* Puts sl at the end of st_queue. */
+static void replay_queue_push(struct replay_state *s, struct replay_slot *sl)
+{
+	if (s->st_queue == NULL) {
+		s->st_queue_tail = &s->st_queue;
+	}
+	*s->st_queue_tail = sl;
+	s->st_queue_tail = &sl->rl_queue_next;
+}
+
+static void replay_slot_free(struct replay_slot *sl)
+{
+	free(sl->rl_reason);
+	free(sl->rl_msg);
+	free(sl->rl_path);
+	free(sl);
+}
+
+/* Gives sl its verdict, with copies of the strings (they may live in a job
+ * about to be destroyed). Returns 0 or -1 (out of memory). */
+static int replay_slot_know(struct replay_slot *sl, enum replay_verdict v, const char *reason,
+                            const char *msg)
+{
+	sl->rl_known = 1;
+	sl->rl_v = v;
+	sl->rl_reason = reason != NULL ? strdup(reason) : NULL;
+	sl->rl_msg = msg != NULL ? strdup(msg) : NULL;
+	return (reason != NULL && sl->rl_reason == NULL) || (msg != NULL && sl->rl_msg == NULL) ? -1
+	                                                                                        : 0;
+}
+
+/* Reports the requests at the head of st_queue whose verdict is known, up
+ * to the first one still with the store. */
+static void replay_queue_flush(struct replay_state *s)
+{
+	struct replay_slot *sl;
+
+	while (s->st_queue != NULL && s->st_queue->rl_known) {
+		sl = s->st_queue;
+		s->st_queue = sl->rl_queue_next;
+		if (sl->rl_fail) {
+			replay_fail_now(s, sl->rl_path, sl->rl_index, sl->rl_reason, sl->rl_msg);
+		} else {
+			replay_count_now(s, sl->rl_e, sl->rl_v, sl->rl_reason, sl->rl_msg);
+		}
+		replay_slot_free(sl);
+	}
+}
+
+/* A verdict known now, for e (NULL: a failure of path and index): reported
+ * at once when no request before it is still with the store, else queued
+ * behind them. Returns 1 when queued, 0 when the caller reports it now. */
+static int replay_defer(struct replay_state *s, const struct replay_entry *e, enum replay_verdict v,
+                        const char *reason, const char *msg, const char *path, long index)
+{
+	struct replay_slot *sl;
+
+	if (s->st_queue == NULL) {
+		return 0;
+	}
+	sl = calloc(1, sizeof(*sl));
+	if (sl != NULL) {
+		sl->rl_s = s;
+		sl->rl_e = e;
+		sl->rl_fail = e == NULL;
+		sl->rl_index = index;
+		sl->rl_path = e == NULL ? strdup(path) : NULL;
+		if (replay_slot_know(sl, v, reason, msg) == 0 &&
+		    (e != NULL || sl->rl_path != NULL)) {
+			replay_queue_push(s, sl);
+			return 1;
+		}
+		replay_slot_free(sl);
+	}
+	/* Out of memory: wait for every request before it instead. */
+	replay_collect(s, 0);
+	return 0;
+}
+
+static void replay_count(struct replay_state *s, const struct replay_entry *e,
+                         enum replay_verdict v, const char *reason, const char *msg)
+{
+	if (!replay_defer(s, e, v, reason, msg, NULL, -1)) {
+		replay_count_now(s, e, v, reason, msg);
+	}
+}
+
+static void replay_fail(struct replay_state *s, const char *path, long index, const char *slug,
+                        const char *msg)
+{
+	if (!replay_defer(s, NULL, REPLAY_V_FAILED, slug, msg, path, index)) {
+		replay_fail_now(s, path, index, slug, msg);
 	}
 }
 
@@ -887,15 +1008,23 @@ static void replay_backoff(int attempt)
 
 /* Counts an in-process verdict; a retry that found no success counts as
  * failed, with the store's answer as the reason. */
+static const char *replay_ingest_msg(enum replay_verdict v, const char *reason, char *err,
+                                     size_t err_size)
+{
+	if (v != REPLAY_V_RETRY && v != REPLAY_V_FAILED) {
+		return NULL;
+	}
+	replay_err(err, err_size, "the store answered %s", reason != NULL ? reason : "");
+	return err;
+}
+
 static void replay_count_ingest(struct replay_state *s, const struct replay_entry *e, enum replay_verdict v,
 				const char *reason)
 {
-	char err[REPLAY_ERR_MAX] = "";
+	char err[REPLAY_ERR_MAX];
+	const char *msg = replay_ingest_msg(v, reason, err, sizeof(err));
 
-	if (v == REPLAY_V_RETRY || v == REPLAY_V_FAILED) {
-		replay_err(err, sizeof(err), "the store answered %s", reason != NULL ? reason : "");
-	}
-	replay_count(s, e, v, reason != NULL && reason[0] != '\0' ? reason : NULL, err[0] != '\0' ? err : NULL);
+	replay_count(s, e, v, reason != NULL && reason[0] != '\0' ? reason : NULL, msg);
 }
 
 /* The store's completion (its completion thread): hands the slot to the main
@@ -921,6 +1050,8 @@ static void replay_collect(struct replay_state *s, unsigned max)
 	struct ingest_report rep;
 	enum replay_verdict v;
 	const char *reason;
+	const char *msg;
+	char err[REPLAY_ERR_MAX];
 	struct reply answer;
 
 	while (s->st_in_flight > max) {
@@ -948,12 +1079,18 @@ static void replay_collect(struct replay_state *s, unsigned max)
 				ingest_submit(s->st_store, sl->rl_job, replay_slot_done, sl);
 				continue;
 			}
-			replay_count_ingest(s, sl->rl_e, v, reason);
+			/* Known now; reported once those before it are. Out of
+			 * memory, it is reported without its text. */
+			msg = replay_ingest_msg(v, reason, err, sizeof(err));
+			(void)replay_slot_know(
+			        sl, v, reason != NULL && reason[0] != '\0' ? reason : NULL, msg);
 			ingest_job_destroy(sl->rl_job);
-			free(sl);
+			sl->rl_job = NULL;
 			s->st_in_flight--;
 		}
+		replay_queue_flush(s);
 	}
+	replay_queue_flush(s);
 }
 
 /* In-process: the same pipeline as the HTTP route. Verifies and prepares
@@ -1010,6 +1147,7 @@ static void replay_submit(struct replay_state *s, const struct replay_entry *e, 
 	sl->rl_s = s;
 	sl->rl_e = e;
 	sl->rl_job = job;
+	replay_queue_push(s, sl);
 	s->st_in_flight++;
 	ingest_submit(s->st_store, job, replay_slot_done, sl);
 }

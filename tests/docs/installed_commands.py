@@ -15,9 +15,9 @@ the commands that read secrets find them where the running service's
 credentials are, as /run/credentials/idemhook.service would be), first
 while the daemon serves, then again with it stopped. A command fails the
 test when it exits with a usage, configuration, unavailable or internal
-error (64, 69, 70, 78), a signal, or prints an error line; 65, the
-documented answer of `events reprocess` for an event that stays failed or
-is not failed, is an answer, not an error. curl asks the running daemon
+error (64, 69, 70, 78), a signal, or prints an error line; 1 and 65, the
+documented answers of `events reprocess` for an event that stays failed (1)
+or is not failed (65), are answers, not errors. curl asks the running daemon
 only.
 
 Runs in a network namespace of its own (as root, or through a user

@@ -425,6 +425,98 @@ static void test_dry_run_classifies_exactly_as_the_replay_and_changes_nothing(vo
 	daemon_finish(&b);
 }
 
+/* The per-file lines of the log from offset on ("PATH.cap: what"), their
+ * paths into names (each malloc'd). Returns how many. */
+static size_t cap_lines(const char *log_path, size_t offset, char **names, size_t max)
+{
+	char *log = hn_read_file(log_path);
+	char *line;
+	char *save = NULL;
+	size_t n = 0;
+
+	assert_non_null(log);
+	assert_true(strlen(log) >= offset);
+	for (line = strtok_r(log + offset, "\n", &save); line != NULL && n < max;
+	     line = strtok_r(NULL, "\n", &save)) {
+		const char *end = strstr(line, ".cap: ");
+
+		if (end != NULL && line[0] == '/') {
+			names[n] = strndup(line, (size_t)(end - line) + 4);
+			assert_non_null(names[n]);
+			n++;
+		}
+	}
+	free(log);
+	return n;
+}
+
+/* Receive order, as replay sorts: by day directory and file name (which
+ * start with the time of receipt), then by the whole path. */
+static int receive_cmp(const char *a, const char *b)
+{
+	const char *ta = a + strlen(a);
+	const char *tb = b + strlen(b);
+	int slashes;
+	int c;
+
+	for (slashes = 0; ta > a && slashes < 2; ta--) {
+		slashes += ta[-1] == '/';
+	}
+	for (slashes = 0; tb > b && slashes < 2; tb--) {
+		slashes += tb[-1] == '/';
+	}
+	c = strcmp(ta, tb);
+	return c != 0 ? c : strcmp(a, b);
+}
+
+#define T_COPIES 9 /* of the seven captures: 63 requests in flight at once */
+
+/* In-process, requests complete in batches, and a rejection (the forged
+ * payment) is known before the commits of those before it; the lines
+ * still come in receive order, as over HTTP and as the writer applies
+ * them. */
+static void test_replay_prints_its_lines_in_receive_order_in_process_and_dry_run(void **state)
+{
+	struct origin *o = *state;
+	char tree[800];
+	char cmd[4096];
+	const char *real[] = {"replay", tree, NULL};
+	const char *dry[] = {"replay", "--dry-run", tree, NULL};
+	const char *const *runs[] = {dry, real};
+	char *names[8 * T_COPIES];
+	struct daemon b;
+	size_t offset;
+	size_t n;
+	size_t i;
+	size_t r;
+
+	restored(o, &b);
+	snprintf(tree, sizeof(tree), "%s/tree", b.dm_dir);
+	snprintf(cmd, sizeof(cmd),
+	         "mkdir '%s' && for i in $(seq 1 %d); do cp -r '%s' '%s/c'$i; done", tree, T_COPIES,
+	         o->og_spool, tree);
+	assert_int_equal(system(cmd), 0);
+	for (r = 0; r < sizeof(runs) / sizeof(runs[0]); r++) {
+		char *log = hn_read_file(b.dm_log);
+
+		offset = log != NULL ? strlen(log) : 0;
+		free(log);
+		assert_int_equal(daemon_cli(&b, 1, runs[r], NULL), 65);
+		n = cap_lines(b.dm_log, offset, names, 8 * T_COPIES);
+		assert_int_equal(n, 7 * T_COPIES);
+		for (i = 1; i < n; i++) {
+			if (receive_cmp(names[i - 1], names[i]) >= 0) {
+				fail_msg("%s: line %zu is %s, after %s", runs[r][1], i, names[i],
+				         names[i - 1]);
+			}
+		}
+		for (i = 0; i < n; i++) {
+			free(names[i]);
+		}
+	}
+	daemon_finish(&b);
+}
+
 static void test_filters_leave_out_what_they_do_not_match(void **state)
 {
 	struct origin *o = *state;
@@ -587,16 +679,22 @@ static void test_replay_refuses_a_to_url_that_is_not_http_or_https(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_capture_writes_one_0600_file_per_callback_that_reached_a_provider),
-		cmocka_unit_test(test_replay_into_a_restored_database_rebuilds_the_same_state_and_again_changes_nothing),
-		cmocka_unit_test(test_replay_to_a_running_daemon_over_http_rebuilds_the_same_state),
-		cmocka_unit_test(test_replay_reports_empty_truncated_and_corrupted_files_and_goes_on),
-		cmocka_unit_test(test_dry_run_classifies_exactly_as_the_replay_and_changes_nothing),
-		cmocka_unit_test(test_filters_leave_out_what_they_do_not_match),
-		cmocka_unit_test(test_exported_stripe_events_need_trust_unsigned),
-		cmocka_unit_test(test_a_capture_that_cannot_be_written_never_loses_the_callback),
-		cmocka_unit_test(test_replay_to_a_running_daemon_over_https_verifies_it_and_rebuilds_the_same_state),
-		cmocka_unit_test(test_replay_refuses_a_to_url_that_is_not_http_or_https),
+	        cmocka_unit_test(
+	                test_capture_writes_one_0600_file_per_callback_that_reached_a_provider),
+	        cmocka_unit_test(
+	                test_replay_into_a_restored_database_rebuilds_the_same_state_and_again_changes_nothing),
+	        cmocka_unit_test(test_replay_to_a_running_daemon_over_http_rebuilds_the_same_state),
+	        cmocka_unit_test(
+	                test_replay_reports_empty_truncated_and_corrupted_files_and_goes_on),
+	        cmocka_unit_test(test_dry_run_classifies_exactly_as_the_replay_and_changes_nothing),
+	        cmocka_unit_test(
+	                test_replay_prints_its_lines_in_receive_order_in_process_and_dry_run),
+	        cmocka_unit_test(test_filters_leave_out_what_they_do_not_match),
+	        cmocka_unit_test(test_exported_stripe_events_need_trust_unsigned),
+	        cmocka_unit_test(test_a_capture_that_cannot_be_written_never_loses_the_callback),
+	        cmocka_unit_test(
+	                test_replay_to_a_running_daemon_over_https_verifies_it_and_rebuilds_the_same_state),
+	        cmocka_unit_test(test_replay_refuses_a_to_url_that_is_not_http_or_https),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -436,6 +436,113 @@ static void test_events_list_says_a_provider_is_unknown(void **state)
 	run_finish(&r);
 }
 
+/* events dismiss says which of its two mistakes was made: nothing to
+ * dismiss, or IDs and a filter together. */
+static void test_events_dismiss_says_what_is_missing_or_too_much(void **state)
+{
+	static const char *const neither[] = {"events", "dismiss", "--reason", "x", NULL};
+	static const char *const both[] = {"events", "dismiss",    "1",      "--reason",
+	                                   "x",      "--provider", "stripe", NULL};
+	struct daemon *d = *state;
+	struct run r;
+
+	run_cli(d, 1, neither, 0, 0, &r);
+	assert_int_equal(r.rn_status, 64);
+	assert_non_null(strstr(r.rn_err, "give their IDs or a filter"));
+	assert_null(strstr(r.rn_err, "not both"));
+	run_finish(&r);
+	run_cli(d, 1, both, 0, 0, &r);
+	assert_int_equal(r.rn_status, 64);
+	assert_non_null(strstr(r.rn_err, "not both"));
+	run_finish(&r);
+}
+
+/* A misspelt --provider on dismiss is refused as on events list, not
+ * counted as "0 match" (nor, confirmed, dismissed as 0). */
+static void test_events_dismiss_says_a_provider_is_unknown(void **state)
+{
+	static const char *const count[] = {"events",     "dismiss", "--reason", "x",
+	                                    "--provider", "nosuch",  NULL};
+	static const char *const confirm[] = {"events", "dismiss",   "--reason", "x", "--provider",
+	                                      "nosuch", "--confirm", "0",        NULL};
+	static const char *const known[] = {"events",     "dismiss", "--reason", "x",
+	                                    "--provider", "stripe",  NULL};
+	struct daemon *d = *state;
+	struct run r;
+
+	run_cli(d, 1, count, 0, 0, &r);
+	assert_int_equal(r.rn_status, 64);
+	assert_non_null(strstr(r.rn_err, "unknown provider 'nosuch'"));
+	assert_null(strstr(r.rn_out, "match"));
+	run_finish(&r);
+	run_cli(d, 1, confirm, 0, 0, &r);
+	assert_int_equal(r.rn_status, 64);
+	run_finish(&r);
+	run_cli(d, 1, known, 0, 0, &r);
+	assert_int_equal(r.rn_status, 0);
+	assert_non_null(strstr(r.rn_out, "open failed event(s) match"));
+	run_finish(&r);
+}
+
+/* reprocess tells a script what happened: 0 applied, 1 ran and still
+ * failed (the run stored, audited, counted), 65 refused with nothing done;
+ * with several IDs a refusal outranks 1, which outranks 0. */
+static void test_reprocess_exit_status_tells_applied_still_failed_and_refused_apart(void **state)
+{
+	static const char applied_order[] = "ord_rpexitapplied0000001"; /* ORDERS_ID_LEN */
+	char a[32];
+	char b[32];
+	const char *one[] = {"events", "reprocess", b, NULL};
+	const char *both[] = {"events", "reprocess", a, b, NULL};
+	const char *refused_first[] = {"events", "reprocess", a, b, NULL};
+	const char *missing[] = {"events", "reprocess", b, "999999", NULL};
+	struct daemon *d = *state;
+	struct hn_sqlite q;
+	char sql[256];
+	struct run r;
+
+	assert_int_equal(fx_stripe_pay(d, "evt_rpexit_a", applied_order, 1999, "usd"), 200);
+	assert_int_equal(fx_stripe_pay(d, "evt_rpexit_b", "ord_rpexitstillfailed001", 1999, "usd"),
+	                 200);
+	snprintf(a, sizeof(a), "%lld",
+	         (long long)fx_db_int(d, "SELECT id FROM events WHERE idem_key = 'evt_rpexit_a'"));
+	snprintf(b, sizeof(b), "%lld",
+	         (long long)fx_db_int(d, "SELECT id FROM events WHERE idem_key = 'evt_rpexit_b'"));
+	/* the cause is not fixed: it ran, and says so apart from a refusal */
+	run_cli(d, 1, one, 0, 0, &r);
+	assert_int_equal(r.rn_status, 1);
+	assert_non_null(strstr(r.rn_out, "still failed (unknown_order)"));
+	run_finish(&r);
+	assert_int_equal(fx_db_int(d, "SELECT reprocessed FROM events WHERE id = %s", b), 1);
+	assert_int_equal(fx_db_int(d,
+	                           "SELECT count(*) FROM audit_log WHERE target = 'event:%s'"
+	                           " AND result LIKE 'ok: still failed%%'",
+	                           b),
+	                 1);
+	/* the shop creates the missing order: one applied, one still failed */
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO orders (id, amount, currency, created_at, updated_at)"
+	         " VALUES ('%s', 1999, 'USD', %lld, %lld);",
+	         applied_order, (long long)hn_now_ms(), (long long)hn_now_ms());
+	assert_int_equal(hn_sqlite_start(&q, d->dm_db, sql), 0);
+	assert_int_equal(hn_sqlite_finish(&q, ""), 0);
+	run_cli(d, 1, both, 0, 0, &r);
+	assert_int_equal(r.rn_status, 1);
+	assert_non_null(strstr(r.rn_out, "done, order ord_rpexitapplied0000001"));
+	assert_non_null(strstr(r.rn_out, "still failed (unknown_order)"));
+	run_finish(&r);
+	/* a done now: refused, nothing done for it; b ran all the same */
+	run_cli(d, 1, refused_first, 0, 0, &r);
+	assert_int_equal(r.rn_status, 65);
+	assert_non_null(strstr(r.rn_err, "is not failed"));
+	assert_non_null(strstr(r.rn_out, "still failed (unknown_order)"));
+	run_finish(&r);
+	assert_int_equal(fx_db_int(d, "SELECT reprocessed FROM events WHERE id = %s", b), 3);
+	run_cli(d, 1, missing, 0, 0, &r);
+	assert_int_equal(r.rn_status, 66);
+	run_finish(&r);
+}
+
 /* A key longer than its column ends in an ellipsis in the table, and is
  * whole in the JSON. */
 static void test_a_long_key_is_never_cut_silently(void **state)
@@ -867,6 +974,10 @@ int main(void)
 	        cmocka_unit_test(test_an_unknown_id_exits_66_in_every_command),
 	        cmocka_unit_test(test_listings_take_json_limit_and_an_order_filter),
 	        cmocka_unit_test(test_events_list_says_a_provider_is_unknown),
+	        cmocka_unit_test(test_events_dismiss_says_what_is_missing_or_too_much),
+	        cmocka_unit_test(test_events_dismiss_says_a_provider_is_unknown),
+	        cmocka_unit_test(
+	                test_reprocess_exit_status_tells_applied_still_failed_and_refused_apart),
 	        cmocka_unit_test(test_a_long_key_is_never_cut_silently),
 	        cmocka_unit_test(test_outbox_show_prints_the_row_with_its_attempts),
 	        cmocka_unit_test(test_log_prefixes_only_off_a_terminal_and_info_only_with_v),

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -86,6 +87,48 @@ test_provider_stripe_admits_an_address_in_the_shipped_list_and_refuses_one_outsi
 	daemon_finish(&d);
 }
 
+#define T_SERVICE_UID 65534 /* nobody: stands for the service's user */
+
+/* path has mode want; run as root, it belongs to T_SERVICE_UID too. */
+static void assert_mode_owner(const char *path, mode_t want)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0) {
+		fail_msg("%s: missing", path);
+	}
+	if ((st.st_mode & 07777) != want) {
+		fail_msg("%s: mode %04o, want %04o", path, (unsigned)(st.st_mode & 07777),
+		         (unsigned)want);
+	}
+	if (geteuid() == 0 && (st.st_uid != T_SERVICE_UID || st.st_gid != T_SERVICE_UID)) {
+		fail_msg("%s: owned by %u:%u, not by the database directory's owner", path,
+		         (unsigned)st.st_uid, (unsigned)st.st_gid);
+	}
+}
+
+/* A name that is no provider is a usage error (64), as for every command;
+ * 65 stays for a provider that publishes no list. */
+static void test_ips_an_unknown_provider_is_a_usage_error(void **state)
+{
+	static const char *const show[] = {"ips", "show", "nosuch", NULL};
+	static const char *const update[] = {"ips", "update", "nosuch", NULL};
+	static const char *const adyen[] = {"ips", "show", "adyen", NULL};
+	struct daemon d;
+	char *log;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, T_INI), 0);
+	assert_int_equal(daemon_cli(&d, 1, show, NULL), 64);
+	assert_int_equal(daemon_cli(&d, 1, update, NULL), 64);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "unknown provider 'nosuch'; providers: adyen alipay"));
+	free(log);
+	assert_int_equal(daemon_cli(&d, 1, adyen, NULL), 65);
+	daemon_finish(&d);
+}
+
 static void test_ips_update_writes_the_served_list_and_a_reload_takes_it(void **state)
 {
 	struct daemon d;
@@ -94,6 +137,7 @@ static void test_ips_update_writes_the_served_list_and_a_reload_takes_it(void **
 	struct peer_behaviour bad = peer_reply(200, "3.130.192.231\nnot-an-address\n");
 	char url[256];
 	char path[700];
+	char dir[700];
 	char order_a[64];
 	char order_b[64];
 	char *out = NULL;
@@ -111,11 +155,24 @@ static void test_ips_update_writes_the_served_list_and_a_reload_takes_it(void **
 	assert_int_equal(daemon_cli(&d, 1, update, &out), 65);
 	free(out);
 	assert_int_equal(access(path, F_OK), -1);
-	/* The served list: written where the configuration reads it. */
+	/* The served list: written where the configuration reads it, private
+	 * whatever the umask (docs/operations.md); run as root, owned by the
+	 * owner of the database's directory, the service's user, which must
+	 * read it at the next reload. */
+	if (geteuid() == 0) {
+		assert_int_equal(chown(d.dm_dir, T_SERVICE_UID, T_SERVICE_UID), 0);
+	}
 	assert_int_equal(peer_default(lists, NULL, &good), 0);
+	umask(022);
 	assert_int_equal(daemon_cli(&d, 1, update, &out), 0);
 	assert_non_null(strstr(out, "2 addresses and ranges"));
 	free(out);
+	assert_mode_owner(path, 0600);
+	snprintf(dir, sizeof(dir), "%s/sender-ips", d.dm_dir);
+	assert_mode_owner(dir, 0700);
+	if (geteuid() == 0) {
+		assert_int_equal(chown(d.dm_dir, 0, 0), 0);
+	}
 	file = hn_read_file(path);
 	assert_non_null(file);
 	assert_non_null(strstr(file, "# source: "));
@@ -166,6 +223,7 @@ int main(void)
 	        cmocka_unit_test(
 	                test_provider_stripe_admits_an_address_in_the_shipped_list_and_refuses_one_outside_it),
 	        cmocka_unit_test(test_ips_update_writes_the_served_list_and_a_reload_takes_it),
+	        cmocka_unit_test(test_ips_an_unknown_provider_is_a_usage_error),
 	        cmocka_unit_test(
 	                test_a_provider_that_publishes_no_list_refuses_the_preset_with_its_advice),
 	};
