@@ -255,6 +255,27 @@ static int serve_check_console(const struct config *cf)
 	return 0;
 }
 
+/* Everything the start checks before it commits to a configuration, and
+ * nothing else: the start and every reload run this one routine, so a
+ * reload never takes a file the next start would refuse (with 78, which
+ * the unit does not restart). Every section (confcheck_run: secrets,
+ * certificates, the port files, the capture spool and the database's
+ * directory), then [console]; all of them, so one run shows every problem.
+ * It changes nothing (the running spool, database and listeners stay).
+ * Returns 0 or -1 (logged). */
+static int serve_check(const struct config *cf)
+{
+	int rc = 0;
+
+	if (confcheck_run(cf, CONFCHECK_DAEMON) < 0) {
+		rc = -1;
+	}
+	if (serve_check_console(cf) < 0) {
+		rc = -1;
+	}
+	return rc;
+}
+
 /* The workers a reload tells about the new configuration, and the
  * configuration the daemon started with (what the keys that need a restart
  * are in force from). */
@@ -333,7 +354,7 @@ static int serve_reload_run(struct app *app, const struct serve_workers *sw, con
 	/* The same load and the same whole check as the start: a file the
 	 * start refuses is refused here, before anything is swapped. */
 	cf = provider_config_load(path);
-	if (cf == NULL || confcheck_run(cf, CONFCHECK_DAEMON) < 0 || serve_check_console(cf) < 0 ||
+	if (cf == NULL || serve_check(cf) < 0 ||
 	    (outbound_changed = outbound_conf_changed(app->app_outbound, cf)) < 0) {
 		config_destroy(cf);
 		log_err("SIGHUP: %s is not valid (above: file, line and key); keeping the running "
@@ -496,7 +517,7 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	/* The whole file is checked, secrets read, before anything is opened:
 	 * a bad file says so here, not as a database or listener error. */
 	cf = provider_config_load(config_path);
-	if (cf == NULL || confcheck_run(cf, CONFCHECK_DAEMON) < 0 || serve_check_console(cf) < 0) {
+	if (cf == NULL || serve_check(cf) < 0) {
 		config_destroy(cf);
 		return EX_CONFIG;
 	}
