@@ -639,17 +639,6 @@ static void console_after(struct reply *ret, const struct console_ctx *cx, int s
 	console_reply_buf(ret, rc < 0 ? -1 : status, &b);
 }
 
-static void console_result(char *out, size_t size, int rc, const char *msg)
-{
-	if (rc < 0) {
-		snprintf(out, size, "error");
-	} else if (rc == 0) {
-		snprintf(out, size, "ok: %s", msg);
-	} else {
-		snprintf(out, size, "refused: %s", msg);
-	}
-}
-
 static void console_action_event(struct console *c, const struct console_ctx *cx,
                                  const struct http_request *req, int64_t id, const char *op,
                                  struct reply *ret)
@@ -720,37 +709,26 @@ static void console_action_outbox(struct console *c, const struct console_ctx *c
 {
 	char actor[CONSOLE_NAME_MAX + 16];
 	char msg[300];
-	char result[320];
-	char target[40];
-	char action[40];
 	struct outbox_conf oc;
+	int have_oc = 0;
 	int rc;
 
 	snprintf(actor, sizeof(actor), "console:%s", cx->cx_who->cw_name);
-	snprintf(target, sizeof(target), "outbox:%" PRId64, id);
-	snprintf(action, sizeof(action), "outbox.%s", op);
-	if (strcmp(op, "retry") == 0) {
-		rc = outbox_admin_retry(cx->cx_store, id, cx->cx_now_ms, msg, sizeof(msg));
-	} else if (strcmp(op, "cancel") == 0) {
-		rc = outbox_admin_cancel(cx->cx_store, id, cx->cx_now_ms, msg, sizeof(msg));
-	} else if (strcmp(op, "compensate") == 0) {
+	if (strcmp(op, "compensate") == 0) {
 		if (outbox_conf_load(cx->cx_cf, 1, &oc) < 0) {
 			console_after(ret, cx, 503, console_page_outbox_row, id,
 			              "The [outbound] section is unusable; nothing changed.", 1);
 			return;
 		}
-		rc = outbox_admin_compensate(cx->cx_store, &oc, id, cx->cx_now_ms, msg,
-		                             sizeof(msg));
-		outbox_conf_finish(&oc);
-	} else {
+		have_oc = 1;
+	} else if (strcmp(op, "retry") != 0 && strcmp(op, "cancel") != 0) {
 		console_text(ret, 404, "not found\n");
 		return;
 	}
-	console_result(result, sizeof(result), rc, msg);
-	if (rc != OUTBOX_ADMIN_UNKNOWN && console_db_audit(cx->cx_store, cx->cx_now_ms, actor,
-	                                                   action, target, NULL, result) < 0) {
-		log_err("console: %s by %s on %s not recorded in the audit log", action, actor,
-		        target);
+	rc = console_db_outbox_admin(cx->cx_store, have_oc ? &oc : NULL, cx->cx_now_ms, actor, op,
+	                             id, NULL, msg, sizeof(msg));
+	if (have_oc) {
+		outbox_conf_finish(&oc);
 	}
 	if (rc == OUTBOX_ADMIN_OK) {
 		env_outbox_kick(c->co_env);
@@ -871,8 +849,6 @@ static void console_retry_all(struct console *c, const struct console_ctx *cx,
 	struct console_ids *ids = calloc(1, sizeof(*ids));
 	struct console_ctx with = *cx;
 	char msg[300];
-	char result[320];
-	char target[40];
 	int64_t ok = 0;
 	struct buf b;
 	size_t i;
@@ -907,12 +883,8 @@ static void console_retry_all(struct console *c, const struct console_ctx *cx,
 		goto out;
 	}
 	for (i = 0; i < ids->ci_n; i++) {
-		rc = outbox_admin_retry(cx->cx_store, ids->ci_ids[i], cx->cx_now_ms, msg,
-		                        sizeof(msg));
-		console_result(result, sizeof(result), rc, msg);
-		snprintf(target, sizeof(target), "outbox:%" PRId64, ids->ci_ids[i]);
-		console_db_audit(cx->cx_store, cx->cx_now_ms, actor, "outbox.retry", target,
-		                 "bulk retry", result);
+		rc = console_db_outbox_admin(cx->cx_store, NULL, cx->cx_now_ms, actor, "retry",
+		                             ids->ci_ids[i], "bulk retry", msg, sizeof(msg));
 		ok += rc == OUTBOX_ADMIN_OK;
 	}
 	if (ok > 0) {
