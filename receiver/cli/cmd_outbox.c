@@ -475,7 +475,7 @@ static int cmd_outbox_run(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "idemhook outbox %s: wants one row ID (a positive number)\n", sub);
 		return EX_USAGE;
 	}
-	rc = cli_open(config_path, list || show, &cf, &st);
+	rc = cli_open(config_path, list || show ? 1 : CLI_STORE_EXISTING, &cf, &st);
 	if (rc != EX_OK) {
 		return rc;
 	}
