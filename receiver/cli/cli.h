@@ -49,11 +49,18 @@ int cli_load_config(const char *config_path, struct config **ret);
 int cli_load_config_secrets(const char *config_path, struct config **ret);
 
 /* Opens the store named by cf for a command: read_only commands do not run
- * migrations nor start a writer. Returns EX_OK with *ret set, or an exit code. */
+ * migrations nor start a writer; read_only CLI_STORE_EXISTING is a writer
+ * on a database that must exist. Only serve, migrate, order create, replay
+ * and store copy's target create a missing SQLite database; a reader and
+ * a command that only changes or cleans up what is stored (gc, events
+ * dismiss and reprocess, outbox retry, cancel and compensate, reconcile)
+ * refuse it with 69, creating nothing. Returns EX_OK with *ret set, or an
+ * exit code. */
+#define CLI_STORE_EXISTING 3
 int cli_open_store(const struct config *cf, int read_only, struct store **ret);
 
-/* cli_load_config and cli_open_store in one: the commands that read or
- * change the store and sign nothing. Returns EX_OK with *ret_cf and *ret_st
+/* cli_load_config and cli_open_store in one (read_only as there): the
+ * commands that read or change the store and sign nothing. Returns EX_OK with *ret_cf and *ret_st
  * set (the caller destroys both), or an exit code with neither set. */
 int cli_open(const char *config_path, int read_only, struct config **ret_cf, struct store **ret_st);
 

@@ -37,10 +37,11 @@ static void cmd_audit_usage(FILE *out)
 	fprintf(out,
 	        "usage: idemhook [-c FILE] audit list [--limit N] [--actor WHO] [--action WHAT]\n"
 	        "                                 [--before ID] [--json]\n\n"
-	        "Lists what operators did (idemhook events dismiss and reprocess, the\n"
-	        "console's actions), newest first: when, who (cli:USER or console:TOKEN),\n"
-	        "what, on which target, why, and the result. --before ID pages on. A value\n"
-	        "too long for its column ends in an ellipsis; --json prints every value whole.\n\n"
+	        "Lists what operators did (idemhook events dismiss and reprocess, outbox\n"
+	        "retry, cancel and compensate, the console's actions), newest first: when,\n"
+	        "who (cli:USER or console:TOKEN), what, on which target, why, and the\n"
+	        "result. --before ID pages on. A value too long for its column ends in an\n"
+	        "ellipsis; --json prints every value whole.\n\n"
 	        "Exit status: 0 done, 64 usage, 69 database unavailable, 75 database busy\n"
 	        "or failing.\n");
 }

@@ -663,7 +663,7 @@ static int cmd_events_dismiss_run(int argc, char **argv, const char *config_path
 	struct store *st = NULL;
 	int rc;
 
-	rc = cli_open(config_path, 0, &cf, &st);
+	rc = cli_open(config_path, CLI_STORE_EXISTING, &cf, &st);
 	if (rc != EX_OK) {
 		return rc;
 	}
@@ -720,7 +720,7 @@ static int cmd_events_run(int argc, char **argv, const char *config_path)
 	if (rc != EX_OK) {
 		return rc;
 	}
-	rc = cli_open_store(cf, strcmp(sub, "reprocess") != 0, &st);
+	rc = cli_open_store(cf, strcmp(sub, "reprocess") != 0 ? 1 : CLI_STORE_EXISTING, &st);
 	if (rc != EX_OK) {
 		goto fail;
 	}

@@ -86,7 +86,8 @@ static int cmd_gc_run(int argc, char **argv, const char *config_path)
 		rc = EX_CONFIG;
 		goto fail;
 	}
-	rc = cli_open_store(cf, dry_run, &st);
+	/* A cleanup never makes a database: a wrong path says so (69). */
+	rc = cli_open_store(cf, dry_run ? 1 : CLI_STORE_EXISTING, &st);
 	if (rc != EX_OK) {
 		goto fail;
 	}

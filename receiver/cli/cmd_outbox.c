@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "console_db.h"
 #include "orders.h"
 #include "outbox.h"
 #include "store.h"
@@ -34,7 +35,9 @@ static void cmd_outbox_usage(FILE *out)
 	             "cancel stops a pending or retry_wait row; no compensation runs.\n"
 	             "compensate runs the compensation of a dead or cancelled row now (its call\n"
 	             "type's, or manual); on a row whose order is flagged for an operator it\n"
-	             "records that the operator has handled it.\n\n"
+	             "records that the operator has handled it.\n"
+	             "retry, cancel and compensate are recorded in the audit log (idemhook\n"
+	             "audit list), refusals too.\n\n"
 	             "Exit status: 0 done, 64 usage, 65 transition not allowed, 66 no such row,\n"
 	             "69 database unavailable, 75 database busy or failing.\n");
 }
@@ -405,24 +408,29 @@ static int cmd_outbox_show(int64_t id, int json, struct store *st)
 
 /* ---- transitions ---- */
 
+/* Each transition goes into the audit log as the console's do
+ * (console_db_outbox_admin: one path for both). */
 static int cmd_outbox_transition(const char *sub, int64_t id, const struct config *cf,
                                  struct store *st)
 {
+	char actor[CONSOLE_DB_ACTOR_MAX];
 	char msg[CMD_OUTBOX_MSG_MAX];
 	struct outbox_conf oc;
+	int have_oc = 0;
 	int rc;
 
-	if (strcmp(sub, "retry") == 0) {
-		rc = outbox_admin_retry(st, id, cli_now_ms(), msg, sizeof(msg));
-	} else if (strcmp(sub, "cancel") == 0) {
-		rc = outbox_admin_cancel(st, id, cli_now_ms(), msg, sizeof(msg));
-	} else {
-		/* The refund's URL comes from the config; its key is read by the
-		 * worker when it sends the refund. */
+	/* The refund's URL comes from the config; its key is read by the
+	 * worker when it sends the refund. */
+	if (strcmp(sub, "compensate") == 0) {
 		if (outbox_conf_load(cf, 0, &oc) < 0) {
 			return EX_CONFIG;
 		}
-		rc = outbox_admin_compensate(st, &oc, id, cli_now_ms(), msg, sizeof(msg));
+		have_oc = 1;
+	}
+	cli_actor(actor, sizeof(actor));
+	rc = console_db_outbox_admin(st, have_oc ? &oc : NULL, cli_now_ms(), actor, sub, id, NULL,
+	                             msg, sizeof(msg));
+	if (have_oc) {
 		outbox_conf_finish(&oc);
 	}
 	switch (rc) {
@@ -472,7 +480,7 @@ static int cmd_outbox_run(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "idemhook outbox %s: wants one row ID (a positive number)\n", sub);
 		return EX_USAGE;
 	}
-	rc = cli_open(config_path, list || show, &cf, &st);
+	rc = cli_open(config_path, list || show ? 1 : CLI_STORE_EXISTING, &cf, &st);
 	if (rc != EX_OK) {
 		return rc;
 	}

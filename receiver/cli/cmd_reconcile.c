@@ -115,7 +115,7 @@ static int cmd_reconcile_run(int argc, char **argv, const char *config_path)
 		goto done;
 	}
 	/* A dry run reads the database only: no writer, no migration. */
-	rc = cli_open_store(cf, opt.ro_dry_run, &st);
+	rc = cli_open_store(cf, opt.ro_dry_run ? 1 : CLI_STORE_EXISTING, &st);
 	if (rc != EX_OK) {
 		goto done;
 	}

@@ -256,10 +256,14 @@ static int serve_check_console(const struct config *cf)
 }
 
 /* Loads path (NULL: the demo) with its secrets and checks it whole, as
- * the start and every reload do: every problem of the file is logged in
- * this one run, those the load found and those of every section's check
- * (confcheck_run, [console]). Returns the configuration, or NULL when the
- * file is refused. */
+ * the start and every reload do, so a reload never takes a file the next
+ * start would refuse (with 78, which the unit does not restart): every
+ * problem of the file is logged in this one run, those the load found and
+ * those of every section's check (confcheck_run: secrets, certificates,
+ * the port files, the capture spool and the database's directory; then
+ * [console]). It changes nothing (the running spool, database and
+ * listeners stay). Returns the configuration, or NULL when the file is
+ * refused. */
 static struct config *serve_load(const char *path)
 {
 	struct config *cf =

@@ -257,6 +257,27 @@ static const char *cmd_store_name(const struct store_options *so)
 	return so->so_backend == STORE_BACKEND_POSTGRESQL ? "postgresql" : so->so_path;
 }
 
+/* Parses --from or --to (flag). A location it refuses is named by its
+ * scheme only: the rest may be a connection string with a password. */
+static int cmd_store_location(const char *flag, const char *loc, struct store_options *so)
+{
+	size_t n = strcspn(loc, ":");
+
+	if (store_location_parse(loc, so) == 0) {
+		return 0;
+	}
+	if (loc[0] == '\0') {
+		fprintf(stderr, "idemhook store copy: %s is empty", flag);
+	} else if (loc[n] == ':' && n + 1 < strlen(loc)) {
+		fprintf(stderr, "idemhook store copy: %s %.*s:...: not a store location", flag,
+		        (int)n, loc);
+	} else {
+		fprintf(stderr, "idemhook store copy: %s %s: not a store location", flag, loc);
+	}
+	fprintf(stderr, "; expected sqlite:PATH, postgresql:CONNINFO or a postgresql:// URI\n");
+	return -1;
+}
+
 static void cmd_store_usage(FILE *out)
 {
 	fprintf(out,
@@ -319,9 +340,12 @@ static int cmd_store_copy_run(int argc, char **argv)
 	}
 	memset(&from, 0, sizeof(from));
 	memset(&to, 0, sizeof(to));
-	if (optind != argc || from_loc == NULL || to_loc == NULL ||
-	    store_location_parse(from_loc, &from) < 0 || store_location_parse(to_loc, &to) < 0) {
+	if (optind != argc || from_loc == NULL || to_loc == NULL) {
 		cmd_store_usage(stderr);
+		return EX_USAGE;
+	}
+	if (cmd_store_location("--from", from_loc, &from) < 0 ||
+	    cmd_store_location("--to", to_loc, &to) < 0) {
 		return EX_USAGE;
 	}
 	/* The source only read, at this binary's schema; both SQLite ends

@@ -275,6 +275,7 @@ int cli_open_store_exclusive(const struct config *cf, int read_only, int exclusi
 	so.so_busy_timeout_ms = cf->cf_busy_timeout_ms;
 	so.so_read_only = read_only == 1;
 	so.so_no_migrate = read_only == CLI_STORE_NO_MIGRATE;
+	so.so_must_exist = read_only == CLI_STORE_EXISTING;
 	so.so_exclusive = exclusive;
 	/* serve's claims skip the read for keys never stored. */
 	so.so_key_filter = exclusive && !so.so_read_only;

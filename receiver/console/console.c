@@ -946,14 +946,11 @@ static void console_action_outbox(struct console_act *a, struct reply *ret)
 	char msg[300];
 	char url[64];
 	struct outbox_conf oc;
+	int have_oc = 0;
 	int rc;
 
 	snprintf(url, sizeof(url), "/console/outbox/%" PRId64, a->a_id);
-	if (strcmp(a->a_action, "outbox.retry") == 0) {
-		rc = outbox_admin_retry(cx->cx_store, a->a_id, cx->cx_now_ms, msg, sizeof(msg));
-	} else if (strcmp(a->a_action, "outbox.cancel") == 0) {
-		rc = outbox_admin_cancel(cx->cx_store, a->a_id, cx->cx_now_ms, msg, sizeof(msg));
-	} else {
+	if (strcmp(a->a_action, "outbox.compensate") == 0) {
 		if (outbox_conf_load(cx->cx_cf, 1, &oc) < 0) {
 			snprintf(a->a_result, sizeof(a->a_result),
 			         "error: the [outbound] section is unusable");
@@ -961,8 +958,14 @@ static void console_action_outbox(struct console_act *a, struct reply *ret)
 			              "The [outbound] section is unusable; nothing changed.", 1);
 			return;
 		}
-		rc = outbox_admin_compensate(cx->cx_store, &oc, a->a_id, cx->cx_now_ms, msg,
-		                             sizeof(msg));
+		have_oc = 1;
+	}
+	/* It records itself, but for a row that does not exist. */
+	rc = console_db_outbox_admin(cx->cx_store, have_oc ? &oc : NULL, cx->cx_now_ms, a->a_actor,
+	                             a->a_action + strlen("outbox."), a->a_id, NULL, msg,
+	                             sizeof(msg));
+	a->a_audited = rc != OUTBOX_ADMIN_UNKNOWN;
+	if (have_oc) {
 		outbox_conf_finish(&oc);
 	}
 	console_result(a->a_result, sizeof(a->a_result), rc, msg);
@@ -1099,8 +1102,6 @@ static void console_retry_all(struct console_act *a, struct reply *ret)
 	int64_t expect = expect_text != NULL ? strtoll(expect_text, NULL, 10) : -1;
 	struct console_ids ids = {NULL, 0, 0};
 	char msg[300];
-	char result[320];
-	char target[40];
 	char url[64];
 	int64_t ok = 0;
 	size_t i;
@@ -1133,12 +1134,8 @@ static void console_retry_all(struct console_act *a, struct reply *ret)
 		goto out;
 	}
 	for (i = 0; i < ids.ci_n; i++) {
-		rc = outbox_admin_retry(cx->cx_store, ids.ci_ids[i], cx->cx_now_ms, msg,
-		                        sizeof(msg));
-		console_result(result, sizeof(result), rc, msg);
-		snprintf(target, sizeof(target), "outbox:%" PRId64, ids.ci_ids[i]);
-		console_db_audit(cx->cx_store, cx->cx_now_ms, a->a_actor, "outbox.retry", target,
-		                 "bulk retry", result);
+		rc = console_db_outbox_admin(cx->cx_store, NULL, cx->cx_now_ms, a->a_actor, "retry",
+		                             ids.ci_ids[i], "bulk retry", msg, sizeof(msg));
 		ok += rc == OUTBOX_ADMIN_OK;
 	}
 	if (ok > 0) {

@@ -146,6 +146,43 @@ int console_db_audit(struct store *st, int64_t now_ms, const char *actor, const 
 	return store_write(st, now_ms, console_db_audit_unit, &a);
 }
 
+int console_db_outbox_admin(struct store *st, const struct outbox_conf *oc, int64_t now_ms,
+                            const char *actor, const char *op, int64_t id, const char *reason,
+                            char *ret_msg, size_t msg_size)
+{
+	char action[40];
+	char target[40];
+	char result[CONSOLE_DB_MSG_MAX + 320];
+	int rc;
+
+	if (strcmp(op, "retry") == 0) {
+		rc = outbox_admin_retry(st, id, now_ms, ret_msg, msg_size);
+	} else if (strcmp(op, "cancel") == 0) {
+		rc = outbox_admin_cancel(st, id, now_ms, ret_msg, msg_size);
+	} else if (strcmp(op, "compensate") == 0 && oc != NULL) {
+		rc = outbox_admin_compensate(st, oc, id, now_ms, ret_msg, msg_size);
+	} else {
+		snprintf(ret_msg, msg_size, "no outbox transition %s", op);
+		return -1;
+	}
+	if (rc == OUTBOX_ADMIN_UNKNOWN) {
+		return rc;
+	}
+	if (rc < 0) {
+		snprintf(result, sizeof(result), "error");
+	} else {
+		snprintf(result, sizeof(result), "%s: %s", rc == OUTBOX_ADMIN_OK ? "ok" : "refused",
+		         ret_msg);
+	}
+	snprintf(action, sizeof(action), "outbox.%s", op);
+	snprintf(target, sizeof(target), "outbox:%" PRId64, id);
+	if (console_db_audit(st, now_ms, actor, action, target, reason, result) < 0) {
+		log_err("audit: %s by %s on %s not recorded in the audit log", action, actor,
+		        target);
+	}
+	return rc;
+}
+
 struct console_db_audit_q {
 	const char *aq_actor;
 	const char *aq_action;

@@ -13,6 +13,7 @@
 #include "orders.h"
 
 struct config;
+struct outbox_conf;
 struct store;
 struct store_row;
 struct store_tx;
@@ -67,6 +68,20 @@ struct console_db_audit_row {
 int console_db_audit_list(struct store *st, int64_t now_ms, const char *actor, const char *action,
                           int64_t before_id, int64_t limit,
                           int (*fn)(void *arg, const struct console_db_audit_row *row), void *arg);
+
+/* ---- outbox transitions ---- */
+
+/* Runs the operator's transition op ("retry", "cancel", or "compensate",
+ * which needs oc) on outbox row id at now_ms (outbox.h's outbox_admin_*),
+ * then records it in the audit log as actor's, as the console and the CLI
+ * both do: action outbox.OP, target outbox:ID, reason (or NULL), result
+ * "ok: MSG", "refused: MSG" or "error"; nothing for a row that does not
+ * exist. An audit row that cannot be written is logged. Returns as
+ * outbox_admin_*: an enum outbox_admin with ret_msg, or -1 on a store
+ * error (or an op it does not know). */
+int console_db_outbox_admin(struct store *st, const struct outbox_conf *oc, int64_t now_ms,
+                            const char *actor, const char *op, int64_t id, const char *reason,
+                            char *ret_msg, size_t msg_size);
 
 /* ---- dismissing failed events ---- */
 

@@ -585,11 +585,22 @@ int capture_check_config(const struct config *cf)
 	return capture_conf(cf, &cv);
 }
 
+const char *capture_spool_dir(const struct config *cf)
+{
+	const char *mode = config_get(cf, "capture", "mode");
+	const char *dir = config_get(cf, "capture", "dir");
+
+	if (mode == NULL || strcmp(mode, "off") == 0) {
+		return NULL;
+	}
+	return dir != NULL && dir[0] != '\0' ? dir : CAPTURE_DIR_DEFAULT;
+}
+
 struct capture *capture_create(const struct config *cf, int *ret_off)
 {
 	struct capture *cap = NULL;
 	const char *mode = config_get(cf, "capture", "mode");
-	const char *dir = config_get(cf, "capture", "dir");
+	const char *dir = capture_spool_dir(cf);
 	unsigned char rnd[4];
 	struct capture_conf cv;
 
@@ -600,9 +611,6 @@ struct capture *capture_create(const struct config *cf, int *ret_off)
 	if (cv.cv_mode == CAPTURE_MODE_OFF) {
 		*ret_off = 1;
 		return NULL;
-	}
-	if (dir == NULL || *dir == '\0') {
-		dir = CAPTURE_DIR_DEFAULT;
 	}
 	cap = calloc(1, sizeof(*cap));
 	if (cap == NULL) {

@@ -50,6 +50,10 @@ struct capture *capture_create(const struct config *cf, int *ret_off);
 /* Checks cf's [capture] section as capture_create reads it, creating
  * nothing. Returns 0, or -1 (logged with file, line and key). */
 int capture_check_config(const struct config *cf);
+
+/* The spool directory capture_create makes and writes to for cf: [capture]
+ * dir, or CAPTURE_DIR_DEFAULT; NULL when capture is off. */
+const char *capture_spool_dir(const struct config *cf);
 void capture_destroy(struct capture *cap);
 
 /* Writes req (as it arrived at provider instance `provider`) atomically to the

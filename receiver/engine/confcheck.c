@@ -61,6 +61,55 @@ static int confcheck_writable_file(const struct config *cf, const char *section,
 	return 0;
 }
 
+/* dir (the value of section's key, or its default) must be a directory the
+ * daemon can write in or make (as mkdir -p): it exists and is writable, or
+ * the nearest part of it that exists is a directory in which the first part
+ * missing can be made. That part is made and removed again to know, as
+ * access() says yes to root where mkdir says no (in /proc): the check
+ * leaves nothing behind, so a reload can run it. */
+static int confcheck_usable_dir(const struct config *cf, const char *section, const char *key,
+                                const char *dir)
+{
+	char path[PATH_MAX];
+	char missing[PATH_MAX];
+	struct stat st;
+	char *slash;
+
+	missing[0] = '\0';
+	if (snprintf(path, sizeof(path), "%s", dir) >= (int)sizeof(path)) {
+		return config_refuse(cf, section, key, "the path is too long");
+	}
+	while (stat(path, &st) < 0) {
+		if (errno != ENOENT) {
+			return config_refuse(cf, section, key, "cannot use %s: %s", path,
+			                     strerror(errno));
+		}
+		memcpy(missing, path, sizeof(missing));
+		slash = strrchr(path, '/');
+		if (slash == NULL) {
+			snprintf(path, sizeof(path), ".");
+		} else {
+			slash[slash == path ? 1 : 0] = '\0';
+		}
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		return config_refuse(cf, section, key, "%s is not a directory", path);
+	}
+	if (missing[0] == '\0') {
+		if (access(path, W_OK | X_OK) < 0) {
+			return config_refuse(cf, section, key, "cannot write in %s: %s", path,
+			                     strerror(errno));
+		}
+		return 0;
+	}
+	if (mkdir(missing, 0700) < 0) {
+		return config_refuse(cf, section, key, "cannot create %s: %s", missing,
+		                     strerror(errno));
+	}
+	rmdir(missing);
+	return 0;
+}
+
 /* A file the daemon reads (not a secret: a CA bundle) must be readable. */
 static int confcheck_readable_file(const struct config *cf, const char *section, const char *key)
 {
@@ -118,7 +167,16 @@ static int confcheck_api(const struct config *cf, unsigned flags)
 
 static int confcheck_capture(const struct config *cf, unsigned flags)
 {
-	return capture_check_config(cf);
+	const char *dir = capture_spool_dir(cf);
+
+	if (capture_check_config(cf) < 0) {
+		return -1;
+	}
+	/* The spool serve makes at start (capture_create). */
+	if ((flags & CONFCHECK_DAEMON) && dir != NULL) {
+		return confcheck_usable_dir(cf, "capture", "dir", dir);
+	}
+	return 0;
 }
 
 static int confcheck_client(const struct config *cf, unsigned flags)
@@ -256,6 +314,28 @@ static int confcheck_server(const struct config *cf, unsigned flags)
 	return rc;
 }
 
+/* The directory of a SQLite database, which serve makes at start when it
+ * is missing (a PostgreSQL server is asked only then). */
+static int confcheck_store(const struct config *cf, unsigned flags)
+{
+	char copy[PATH_MAX];
+	struct stat st;
+	const char *path = cf->cf_db_path;
+
+	if (!(flags & CONFCHECK_DAEMON) || cf->cf_backend != STORE_BACKEND_SQLITE || path == NULL ||
+	    strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0) {
+		return 0;
+	}
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		return config_refuse(cf, "store", "path", "%s is a directory; name a file in it",
+		                     path);
+	}
+	if (snprintf(copy, sizeof(copy), "%s", path) >= (int)sizeof(copy)) {
+		return config_refuse(cf, "store", "path", "the path is too long");
+	}
+	return confcheck_usable_dir(cf, "store", "path", dirname(copy));
+}
+
 /* Alphabetized; one line per section. */
 static const struct confcheck_section confcheck_sections[] = {
         {"admin", confcheck_admin},
@@ -267,6 +347,7 @@ static const struct confcheck_section confcheck_sections[] = {
         {"provider", confcheck_providers},
         {"reconcile", confcheck_reconcile},
         {"server", confcheck_server},
+        {"store", confcheck_store},
 };
 
 int confcheck_run(const struct config *cf, unsigned flags)

@@ -10,7 +10,9 @@ struct config;
 /* What confcheck_run checks besides the shape of every section. */
 #define CONFCHECK_DAEMON                                                                           \
 	0x1u /* serve: secrets and certificates readable, port                                     \
-	      * files writable, at least one provider */
+	      * files writable, the capture spool and the SQLite                                   \
+	      * database's directory usable or creatable, at least one                             \
+	      * provider */
 
 /* Checks cf with every section's validator. Runs them all, so that one
  * run shows every problem. Returns 0, or -1 with each problem logged

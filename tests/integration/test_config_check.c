@@ -3,7 +3,9 @@
  * before it opens the database; a reload refuses what the start refuses and
  * keeps the running configuration; a reload names the keys that need a
  * restart and applies an [outbound] section it adds; commands that verify
- * nothing run without the provider secrets; bind errors name their key. */
+ * nothing run without the provider secrets; bind errors name their key; a
+ * reload refuses a capture spool or database directory the start cannot make. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -508,6 +510,124 @@ static void test_every_problem_of_a_file_is_named_in_one_run(void **state)
 	daemon_finish(&d);
 }
 
+/* Files in the capture spool dir (its day directories one level down). */
+static int cc_spool_files(const char *dir)
+{
+	char day[1024];
+	struct dirent *e;
+	struct dirent *f;
+	DIR *top = opendir(dir);
+	DIR *sub;
+	int n = 0;
+
+	while (top != NULL && (e = readdir(top)) != NULL) {
+		if (e->d_name[0] == '.') {
+			continue;
+		}
+		snprintf(day, sizeof(day), "%s/%s", dir, e->d_name);
+		sub = opendir(day);
+		while (sub != NULL && (f = readdir(sub)) != NULL) {
+			n += f->d_name[0] != '.';
+		}
+		if (sub != NULL) {
+			closedir(sub);
+		}
+	}
+	if (top != NULL) {
+		closedir(top);
+	}
+	return n;
+}
+
+/* A spool or a database directory that cannot be made is refused by the
+ * start (78, the unit's RestartPreventExitStatus), so a reload refuses it
+ * too: else the reload says "reloaded" and the next restart leaves the
+ * service down. The refused reload keeps the running spool. */
+static void test_a_reload_refuses_a_spool_or_database_directory_the_start_cannot_make(void **state)
+{
+	const char *args[] = {"serve", "-c", NULL, NULL};
+	struct {
+		const char *section;
+		const char *key;
+		const char *line;
+		const char *want;
+	} bad[] = {
+	        {"capture", "dir", "dir = /proc/idemhook-captures",
+	         "[capture] dir: cannot create /proc/idemhook-captures"},
+	        {"capture", "dir", NULL, "[capture] dir: cannot use "},
+	        {"store", "path", "path = /proc/idemhook-db/idemhook.db",
+	         "[store] path: cannot create /proc/idemhook-db"},
+	};
+	struct daemon d;
+	char spool[700];
+	char in_file[800];
+	char *good;
+	char *text;
+	char *out = NULL;
+	struct buf b;
+	size_t i;
+	int captured;
+	int refused = 0;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	snprintf(spool, sizeof(spool), "%s/spool", d.dm_dir);
+	text = hn_read_file(d.dm_config);
+	assert_non_null(text);
+	buf_init(&b, 0);
+	buf_printf(&b, "%s\n[capture]\nmode = all\ndir = %s\n", text, spool);
+	free(text);
+	good = buf_take(&b, NULL);
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", good), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	cc_still_serves(&d, "evt_cc_spool_0");
+	captured = cc_spool_files(spool);
+	assert_int_equal(captured, 1);
+	/* A regular file where a directory of the spool's path should be. */
+	assert_int_equal(daemon_write_file(&d, "a-file", "x\n"), 0);
+	snprintf(in_file, sizeof(in_file), "dir = %s/a-file/captures", d.dm_dir);
+	bad[1].line = in_file;
+	args[2] = d.dm_config;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char id[32];
+
+		if (strcmp(bad[i].section, "store") == 0 && d.dm_pg_db[0] != '\0') {
+			continue; /* no directory to make on PostgreSQL */
+		}
+		text = cc_replace_key(good, bad[i].section, bad[i].key, bad[i].line);
+		assert_int_equal(daemon_write_file(&d, "idemhook.ini", text), 0);
+		free(text);
+		assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+		cc_wait_log(&d, "is not valid (above: file, line and key); keeping", ++refused);
+		assert_true(cc_log_count(&d, bad[i].want) >= 1);
+		assert_true(cc_metric(&d, "idemhook_config_last_reload_successful 0\n"));
+		assert_true(cc_metric(&d, "idemhook_config_generation 1\n"));
+		/* The running configuration and spool stay. */
+		snprintf(id, sizeof(id), "evt_cc_spool_%zu", i + 1);
+		cc_still_serves(&d, id);
+		assert_int_equal(cc_spool_files(spool), ++captured);
+		/* The start refuses the very same file, before the database. */
+		assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, args, &out), 78);
+		if (strstr(out, bad[i].want) == NULL) {
+			print_error("serve did not say \"%s\":\n%s\n", bad[i].want, out);
+		}
+		assert_non_null(strstr(out, bad[i].want));
+		assert_null(strstr(out, "lock"));
+		free(out);
+	}
+	/* Nothing was made by the checks. */
+	assert_true(access("/proc/idemhook-captures", F_OK) < 0);
+	assert_true(access("/proc/idemhook-db", F_OK) < 0);
+
+	/* The good file again: taken. */
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", good), 0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	cc_wait_log(&d, "SIGHUP: configuration and secrets reloaded from", 1);
+	assert_true(cc_metric(&d, "idemhook_config_last_reload_successful 1\n"));
+	free(good);
+	daemon_finish(&d);
+}
+
 static void test_a_reload_names_keys_that_need_a_restart_and_applies_outbound(void **state)
 {
 	struct peer *p = peer_create();
@@ -661,6 +781,8 @@ int main(void)
 	        cmocka_unit_test(
 	                test_a_reload_refuses_what_the_start_refuses_and_keeps_the_running_config),
 	        cmocka_unit_test(test_every_problem_of_a_file_is_named_in_one_run),
+	        cmocka_unit_test(
+	                test_a_reload_refuses_a_spool_or_database_directory_the_start_cannot_make),
 	        cmocka_unit_test(test_a_reload_names_keys_that_need_a_restart_and_applies_outbound),
 	        cmocka_unit_test(
 	                test_commands_that_verify_nothing_run_without_the_provider_secrets),

@@ -1,6 +1,6 @@
 /* test_outbox_e2e.c: the real daemon with an [outbound] section pointing at
  * a real HTTP peer: delivery after commit, the CLI, compensation by refund,
- * and kill -9 during deliveries. */
+ * the CLI's transitions in the audit log, and kill -9 during deliveries. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -189,6 +189,70 @@ static void test_a_dead_notify_is_compensated_by_a_refund_at_the_provider(void *
 	peer_destroy(p);
 }
 
+/* The CLI's retry, cancel and compensate are in the audit log as the
+ * console's are and as events dismiss is: who, what, on which row, with
+ * the result (a refusal too); a row that does not exist leaves nothing. */
+static void test_the_cli_transitions_are_in_the_audit_log(void **state)
+{
+	struct peer *p = peer_create();
+	struct peer_behaviour e400 = peer_reply(400, "{\"error\":\"no such order\"}");
+	const char *audit[] = {"audit", "list", "--json", NULL};
+	struct daemon d;
+	char ini[2048];
+	char id[64];
+	char row[32];
+	char sql[384];
+	char *out = NULL;
+	int64_t row_id;
+
+	(void)state;
+	assert_non_null(p);
+	peer_default(p, "/notify", &e400);
+	e2e_ini(ini, sizeof(ini), p, "max_attempts = 1\n");
+	fx_daemon_start(&d, "%s", ini);
+	fx_order(&d, 1500, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_audit", id, 1500, "usd"), 200);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'dead'", 1,
+	                                E2E_WAIT_S),
+	                 1);
+	row_id = hn_db_int(d.dm_db, "SELECT id FROM outbox");
+	snprintf(row, sizeof(row), "%" PRId64, row_id);
+
+	/* refused (a dead row is not cancelled), then taken */
+	assert_int_equal(e2e_cli(&d, "outbox", "cancel", row, &out), EX_DATAERR);
+	free(out);
+	assert_int_equal(e2e_cli(&d, "outbox", "retry", row, &out), EX_OK);
+	free(out);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'dead'", 1,
+	                                E2E_WAIT_S),
+	                 1);
+	assert_int_equal(e2e_cli(&d, "outbox", "compensate", row, &out), EX_OK);
+	free(out);
+	assert_int_equal(e2e_cli(&d, "outbox", "retry", "999999", &out), EX_NOINPUT);
+	free(out);
+
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM audit_log WHERE actor LIKE 'cli:%%' AND target = "
+	         "'outbox:%" PRId64
+	         "' AND ((action = 'outbox.cancel' AND result LIKE 'refused: %%')"
+	         " OR (action = 'outbox.retry' AND result LIKE 'ok: %%')"
+	         " OR (action = 'outbox.compensate' AND result LIKE 'ok: %%'))",
+	         row_id);
+	assert_int_equal(hn_db_int(d.dm_db, sql), 3);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT count(*) FROM audit_log"), 3);
+	assert_int_equal(daemon_cli(&d, 1, audit, &out), 0);
+	assert_non_null(strstr(out, "\"outbox.compensate\""));
+	assert_non_null(strstr(out, "\"outbox.cancel\""));
+	snprintf(sql, sizeof(sql), "\"outbox:%" PRId64 "\"", row_id);
+	assert_non_null(strstr(out, sql));
+	free(out);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
 struct crash {
 	struct daemon cr_daemon;
 	char cr_ids[CRASH_ORDERS][64];
@@ -346,6 +410,7 @@ int main(void)
 	        cmocka_unit_test(
 	                test_a_paid_callback_reaches_the_shop_once_with_an_idempotency_key),
 	        cmocka_unit_test(test_a_dead_notify_is_compensated_by_a_refund_at_the_provider),
+	        cmocka_unit_test(test_the_cli_transitions_are_in_the_audit_log),
 	        cmocka_unit_test(
 	                test_kill_during_deliveries_delivers_every_committed_row_with_one_key),
 	};

@@ -2,6 +2,7 @@
  * group commit, the claim/lease/fencing state machine of DESIGN.md, async
  * submission, and the statement API of store.h. The SQL itself runs on an
  * engine (store_engine.h): store_sqlite.c or store_pg.c. */
+#include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -501,6 +502,7 @@ int store_migrate_options(const struct store_options *opt, int *ret_from, int *r
 
 	o.so_read_only = 0;
 	o.so_no_migrate = 0;
+	o.so_must_exist = 0;
 	db = en->en_open(&o, &from, &to);
 	if (db == NULL) {
 		return -1;
@@ -2673,6 +2675,22 @@ out:
 	return 0;
 }
 
+/* The length of loc's URI scheme with its colon (RFC 3986: a letter, then
+ * letters, digits, "+", "-", "."), or 0 when it does not start with one. */
+static size_t store_location_scheme_len(const char *loc)
+{
+	size_t i;
+
+	if (!isalpha((unsigned char)loc[0])) {
+		return 0;
+	}
+	for (i = 1;
+	     isalnum((unsigned char)loc[i]) || loc[i] == '+' || loc[i] == '-' || loc[i] == '.';
+	     i++) {
+	}
+	return loc[i] == ':' ? i + 1 : 0;
+}
+
 int store_location_parse(const char *loc, struct store_options *opt)
 {
 	if (loc == NULL || loc[0] == '\0') {
@@ -2687,6 +2705,9 @@ int store_location_parse(const char *loc, struct store_options *opt)
 		opt->so_backend = STORE_BACKEND_POSTGRESQL;
 		opt->so_conninfo = strchr(loc, ':') + 1;
 		return opt->so_conninfo[0] != '\0' ? 0 : -1;
+	}
+	if (strncmp(loc, "sqlite:", 7) != 0 && store_location_scheme_len(loc) > 0) {
+		return -1;
 	}
 	opt->so_backend = STORE_BACKEND_SQLITE;
 	opt->so_path = strncmp(loc, "sqlite:", 7) == 0 ? loc + 7 : loc;

@@ -160,6 +160,12 @@ struct store_options {
 	int so_writer_nice;
 	int so_read_only; /* CLI readers: no writer thread, no migrations */
 	int so_no_migrate; /* refuse to run when migrations are pending */
+	/* SQLite: refuse a database file that does not exist rather than
+	 * create it (a command that only reads or changes what is stored:
+	 * gc). so_read_only and so_no_migrate imply it. Either way a missing
+	 * file is refused before anything is made: no directory, no
+	 * PATH.lock. PostgreSQL: ignored (the server's database must exist). */
+	int so_must_exist;
 	/* SQLite: one receiver per file. Takes a write lock on PATH.lock (an
 	 * open-file-description fcntl lock) for the life of the store and
 	 * refuses to open while another store holds it. `serve` and `store
@@ -178,8 +184,11 @@ struct store_options {
 /* Parses a store location into opt's backend and path/conninfo (pointers
  * into loc, which must outlive opt): "sqlite:PATH", "postgresql:CONNINFO"
  * (also "postgres:" and "postgresql://..." / "postgres://..." URIs) or a bare
- * PATH (SQLite). Returns 0, or -1 for an empty location. Used by commands
- * that name a store on the command line (store copy, tests). */
+ * PATH (SQLite). A bare path that starts as a scheme does ("word:", a
+ * mistyped "postgresq:dbname=x") is refused, not taken for a file name: write
+ * sqlite:PATH or ./PATH for a file whose name has a colon. Returns 0, or -1
+ * for an empty location or an unknown scheme. Used by commands that name a
+ * store on the command line (store copy, tests). */
 int store_location_parse(const char *loc, struct store_options *opt);
 
 /* After rows were inserted with explicit ids (store copy): moves every

@@ -2072,6 +2072,30 @@ fail:
 	return -1;
 }
 
+/* A store that may not create its file (so_must_exist, a reader,
+ * --no-migrate) finds it missing: says so, and what makes it. Returns 1
+ * (logged) when it is missing, else 0 (SQLite says what else is wrong). */
+static int store_sqlite_missing(const char *path, int no_migrate)
+{
+	char quoted[256];
+	struct stat sb;
+
+	if (strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0 ||
+	    stat(path, &sb) == 0 || errno != ENOENT) {
+		return 0;
+	}
+	if (no_migrate) {
+		log_err("store: the database \"%s\" does not exist, and serve --no-migrate creates "
+		        "none: run idemhook migrate first",
+		        log_quote(quoted, sizeof(quoted), path));
+	} else {
+		log_err("store: the database \"%s\" does not exist (idemhook migrate or idemhook "
+		        "serve creates it)",
+		        log_quote(quoted, sizeof(quoted), path));
+	}
+	return 1;
+}
+
 static int store_sqlite_check_read_only(struct store_db *db)
 {
 	struct store_conn *cn;
@@ -2168,6 +2192,11 @@ static struct store_db *store_sqlite_open(const struct store_options *opt, int *
 		goto fail;
 	}
 	db->db_key_made = 1;
+	/* Before the lock and any directory: a missing file leaves no trace. */
+	if ((opt->so_read_only || opt->so_no_migrate || opt->so_must_exist) &&
+	    store_sqlite_missing(db->db_path, opt->so_no_migrate)) {
+		goto fail;
+	}
 	if (opt->so_exclusive &&
 	    ((!opt->so_read_only && store_mkdir_parent(db->db_path) < 0) ||
 	     store_sqlite_lock_receiver(db) < 0)) {
