@@ -957,6 +957,8 @@ static void console_get(const struct console_ctx *cx, const struct http_request 
 		/* The rest of the decoded path, slashes and all: order ids come
 		 * from callbacks and may hold anything. */
 		rc = console_page_order(&b, cx, path + 16);
+	} else if (strcmp(path, "/console/orders") == 0) {
+		rc = console_page_order_query(&b, cx, req);
 	} else if (strcmp(path, "/console/outbox") == 0) {
 		rc = console_page_outbox(&b, cx, req);
 	} else if (console_path_id(path, "/console/outbox/", &id, &suffix) == 0 &&

@@ -544,6 +544,20 @@ static const char *console_outcome_class(const char *outcome)
 	return "ok";
 }
 
+void console_order_href(struct buf *b, const char *order)
+{
+	/* "." and ".." as a path segment are dot segments: a browser drops or
+	 * climbs them when it resolves the link (/console/orders/.. opens
+	 * /console/), and percent-encoding does not help, as URL parsers take
+	 * %2E for a dot there too. The query form is left as it is. */
+	if (strcmp(order, ".") == 0 || strcmp(order, "..") == 0) {
+		buf_puts(b, "/console/orders?id=");
+	} else {
+		buf_puts(b, "/console/orders/");
+	}
+	console_urlenc(b, order);
+}
+
 /* An order id as a link to its page, or a dash. */
 static void console_order_link(struct buf *b, const char *order)
 {
@@ -551,8 +565,8 @@ static void console_order_link(struct buf *b, const char *order)
 		console_esc_or_dash(b, NULL);
 		return;
 	}
-	buf_puts(b, "<a href=\"/console/orders/");
-	console_urlenc(b, order);
+	buf_puts(b, "<a href=\"");
+	console_order_href(b, order);
 	buf_puts(b, "\">");
 	console_esc(b, order);
 	buf_puts(b, "</a>");
@@ -1228,6 +1242,20 @@ int console_page_order(struct buf *b, const struct console_ctx *cx, const char *
 		buf_puts(b, "</table>\n");
 	}
 	return console_page_end(b) < 0 ? -1 : 200;
+}
+
+int console_page_order_query(struct buf *b, const struct console_ctx *cx,
+                             const struct http_request *req)
+{
+	char *id = console_query(req, "id");
+	int rc;
+
+	if (id == NULL) {
+		return console_not_found(b, cx, NULL, "No order id given (?id=).");
+	}
+	rc = console_page_order(b, cx, id);
+	free(id);
+	return rc;
 }
 
 /* ---- outbox ---- */
