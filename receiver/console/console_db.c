@@ -34,10 +34,11 @@ void console_db_filter_init(struct console_db_filter *f)
 	f->ef_test_mode = -1;
 }
 
-/* Appends f's conditions (" AND ...") to sql and their parameters to p
- * from *n on. Returns 0, or -1 when the statement would not fit. */
-static int console_db_filter_sql(const struct console_db_filter *f, struct buf *sql,
-                                 struct store_value *p, size_t *n)
+/* Appends f's conditions (" AND ...") to sql, as the backend's SQL, and
+ * their parameters to p from *n on. Returns 0, or -1 when the statement
+ * would not fit. */
+static int console_db_filter_sql(const struct console_db_filter *f, enum store_backend backend,
+                                 struct buf *sql, struct store_value *p, size_t *n)
 {
 	size_t i = *n;
 
@@ -80,10 +81,18 @@ static int console_db_filter_sql(const struct console_db_filter *f, struct buf *
 		buf_puts(sql, " AND order_ref = ?");
 		p[i++] = store_text(f->ef_order);
 	}
+	/* The prefix's bytes: substr on text counts characters, so a prefix
+	 * that is not ASCII would be compared with too long a start. Both
+	 * backends compare the key's first bytes as binary: SQLite a BLOB,
+	 * PostgreSQL a bytea (the key's UTF-8, what the client wrote). No
+	 * index serves it either way; the list walks the ids. */
 	if (f->ef_key_prefix != NULL && f->ef_key_prefix[0] != '\0') {
-		buf_puts(sql, " AND substr(idem_key, 1, CAST(? AS INTEGER)) = ?");
+		buf_puts(sql, backend == STORE_BACKEND_POSTGRESQL
+		                      ? " AND substr(convert_to(idem_key, 'UTF8'), 1, CAST(? AS "
+		                        "INTEGER)) = ?"
+		                      : " AND substr(CAST(idem_key AS BLOB), 1, ?) = ?");
 		p[i++] = store_int((int64_t)strlen(f->ef_key_prefix));
-		p[i++] = store_text(f->ef_key_prefix);
+		p[i++] = store_blob(f->ef_key_prefix, strlen(f->ef_key_prefix));
 	}
 	if (f->ef_since_ms > 0) {
 		buf_puts(sql, " AND received_at >= ?");
@@ -283,6 +292,7 @@ int console_db_dismiss(struct store *st, int64_t now_ms, const char *actor, int6
 }
 
 struct console_db_dismiss_many {
+	enum store_backend dm_backend;
 	const char *dm_actor;
 	const struct console_db_filter *dm_filter;
 	const char *dm_reason;
@@ -324,7 +334,7 @@ static int console_db_dismiss_many_unit(struct store_tx *tx, void *arg)
 	f.ef_open = 1;
 	buf_init(&sql, CONSOLE_DB_SQL_MAX);
 	buf_puts(&sql, "SELECT id FROM events WHERE 1 = 1");
-	if (console_db_filter_sql(&f, &sql, p, &n) < 0) {
+	if (console_db_filter_sql(&f, dm->dm_backend, &sql, p, &n) < 0) {
 		goto out;
 	}
 	buf_puts(&sql, " ORDER BY id");
@@ -368,6 +378,7 @@ int console_db_dismiss_filter(struct store *st, int64_t now_ms, const char *acto
 	int rc;
 
 	memset(&dm, 0, sizeof(dm));
+	dm.dm_backend = store_backend_of(st);
 	dm.dm_actor = actor;
 	dm.dm_filter = f;
 	dm.dm_reason = reason;
@@ -638,7 +649,7 @@ int console_db_events(struct store *st, int64_t now_ms, const struct console_db_
 	         " CASE outcome WHEN 'failed' THEN reason ELSE effect END, source, test_mode,"
 	         " dismissed_at, reprocessed FROM events WHERE id < ?");
 	p[n++] = store_int(before_id > 0 ? before_id : INT64_MAX);
-	if (console_db_filter_sql(f, &sql, p, &n) < 0) {
+	if (console_db_filter_sql(f, store_backend_of(st), &sql, p, &n) < 0) {
 		goto out;
 	}
 	buf_puts(&sql, " ORDER BY id DESC LIMIT ?");

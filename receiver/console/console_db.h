@@ -29,7 +29,7 @@ struct console_db_filter {
 	const char *ef_reason;     /* the failure reason, or the effect of a done event */
 	const char *ef_source;     /* callback or reconcile */
 	const char *ef_order;      /* order_ref */
-	const char *ef_key_prefix; /* idem_key starts with it */
+	const char *ef_key_prefix; /* idem_key starts with its bytes */
 	int64_t ef_since_ms;       /* received_at >= (0: any) */
 	int64_t ef_until_ms;       /* received_at < (0: any) */
 	int ef_open;               /* 1: failed, live, not dismissed (the alert's set) */

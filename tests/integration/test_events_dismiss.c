@@ -155,6 +155,41 @@ static void test_dismiss_by_filter_counts_first_and_needs_the_count_confirmed(vo
 	                 1);
 }
 
+static void test_a_key_prefix_that_is_not_ascii_selects_by_its_bytes(void **state)
+{
+	struct daemon *d = *state;
+	/* "é" is two bytes: a prefix compared by characters took one too many
+	 * of the key's and matched nothing */
+	static const char *const accented[] = {
+	        "events", "dismiss", "--key-prefix", "evt_\xc3\xa9", "--reason", "sandbox", NULL};
+	/* the bytes, not the characters: half of "é" is a prefix too */
+	static const char *const half[] = {
+	        "events", "dismiss", "--key-prefix", "evt_\xc3", "--reason", "sandbox", NULL};
+	static const char *const confirm[] = {"events",       "dismiss",  "--key-prefix",
+	                                      "evt_\xc3\xa9", "--reason", "sandbox",
+	                                      "--confirm",    "2",        NULL};
+	char *out = NULL;
+
+	t_unknown(d, "evt_\xc3\xa9_1");
+	t_unknown(d, "evt_\xc3\xa9_2");
+	t_unknown(d, "evt_e_3");
+	assert_int_equal(daemon_cli(d, 1, accented, &out), 0);
+	assert_non_null(strstr(out, "2 open failed event(s) match"));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, half, &out), 0);
+	assert_non_null(strstr(out, "2 open failed event(s) match"));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, confirm, &out), 0);
+	assert_non_null(strstr(out, "2 event(s) dismissed"));
+	free(out);
+	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"
+	                              " AND idem_key LIKE 'evt_\xc3\xa9_%%'"),
+	                 2);
+	assert_int_equal(t_gauge(d, "idemhook_events_failed_open"), 1);
+}
+
 static void test_test_mode_failures_are_counted_apart_from_live_ones(void **state)
 {
 	struct daemon *d = *state;
@@ -196,6 +231,9 @@ int main(void)
 	                daemon_teardown),
 	        cmocka_unit_test_setup_teardown(
 	                test_dismiss_by_filter_counts_first_and_needs_the_count_confirmed, setup,
+	                daemon_teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_a_key_prefix_that_is_not_ascii_selects_by_its_bytes, setup,
 	                daemon_teardown),
 	        cmocka_unit_test_setup_teardown(
 	                test_test_mode_failures_are_counted_apart_from_live_ones, setup,
