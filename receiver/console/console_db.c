@@ -27,6 +27,14 @@
 	"(CASE WHEN outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' THEN 'fetching' "   \
 	"ELSE outcome END)"
 
+/* Events parked (order_parked) until their payment arrives, not applied
+ * yet: refunds, disputes and the like that named a payment no order was
+ * known under. Read from the parked rows through their partial index, then
+ * the events by key, whatever the events' number. */
+#define CONSOLE_DB_PARKED                                                                          \
+	" AND id IN (SELECT r.id FROM order_parked AS p JOIN idempotency_records AS r"             \
+	" ON r.scope = p.provider AND r.idem_key = p.idem_key WHERE p.applied_at IS NULL)"
+
 void console_db_filter_init(struct console_db_filter *f)
 {
 	memset(f, 0, sizeof(*f));
@@ -52,6 +60,9 @@ static int console_db_filter_sql(const struct console_db_filter *f, enum store_b
 	}
 	if (f->ef_open) {
 		buf_puts(sql, " AND outcome = 'failed' AND dismissed_at IS NULL AND test_mode = 0");
+	}
+	if (f->ef_parked) {
+		buf_puts(sql, CONSOLE_DB_PARKED);
 	}
 	/* Literal, not a parameter: then the planner may use the partial
 	 * index of failed events (events_failed) and read only those. */
@@ -767,13 +778,46 @@ int console_db_order_timeline(struct store *st, int64_t now_ms, const char *id,
 int console_db_outbox(struct store *st, int64_t now_ms, const char *status, int64_t before_id,
                       int64_t limit, console_db_row_fn fn, void *arg)
 {
-	struct store_value p[] = {store_int(before_id > 0 ? before_id : INT64_MAX),
-	                          store_text(status), store_text(status), store_int(limit)};
+	struct store_value p[CONSOLE_DB_STATUSES_MAX + 2];
+	char *list = status != NULL ? strdup(status) : NULL;
+	char *s = list;
+	struct buf sql;
+	size_t n = 0;
+	int rc = -1;
 
-	return console_db_read(st, now_ms,
-	                       "SELECT " CONSOLE_DB_OUTBOX_COLUMNS " FROM outbox WHERE id < ?"
-	                       " AND (? IS NULL OR status = ?) ORDER BY id DESC LIMIT ?",
-	                       p, 4, fn, arg);
+	buf_init(&sql, CONSOLE_DB_SQL_MAX);
+	if (status != NULL && list == NULL) {
+		goto out;
+	}
+	buf_puts(&sql, "SELECT " CONSOLE_DB_OUTBOX_COLUMNS " FROM outbox WHERE id < ?");
+	p[n++] = store_int(before_id > 0 ? before_id : INT64_MAX);
+	/* One status or a list of them: the overview's backlog is three. */
+	while (s != NULL) {
+		char *comma = strchr(s, ',');
+
+		if (comma != NULL) {
+			*comma = '\0';
+		}
+		if (n - 1 == CONSOLE_DB_STATUSES_MAX) {
+			goto out;
+		}
+		buf_puts(&sql, n == 1 ? " AND status IN (?" : ", ?");
+		p[n++] = store_text(s);
+		s = comma != NULL ? comma + 1 : NULL;
+	}
+	if (n > 1) {
+		buf_puts(&sql, ")");
+	}
+	buf_puts(&sql, " ORDER BY id DESC LIMIT ?");
+	p[n++] = store_int(limit);
+	if (sql.buf_overflow) {
+		goto out;
+	}
+	rc = console_db_read(st, now_ms, sql.buf_data, p, n, fn, arg);
+out:
+	buf_finish(&sql);
+	free(list);
+	return rc;
 }
 
 int console_db_outbox_of_order(struct store *st, int64_t now_ms, const char *order_id,
@@ -829,7 +873,9 @@ static int console_db_overview_unit(struct store_tx *tx, void *arg)
 	int rc;
 
 	memset(ov, 0, sizeof(*ov));
-	rc = store_query(tx, "SELECT count(*) FROM order_parked WHERE applied_at IS NULL", NULL, 0,
+	/* The events the card's list (?parked=1) shows, counted by the same
+	 * condition: a parked row whose event gc removed has nothing to show. */
+	rc = store_query(tx, "SELECT count(*) FROM events WHERE 1 = 1" CONSOLE_DB_PARKED, NULL, 0,
 	                 &row);
 	if (rc < 0) {
 		return -1;

@@ -20,6 +20,7 @@ struct store_tx;
 #define CONSOLE_DB_REASON_MAX 500 /* bytes of a dismiss reason */
 #define CONSOLE_DB_ACTOR_MAX 100  /* bytes of an actor name */
 #define CONSOLE_DB_MSG_MAX 256
+#define CONSOLE_DB_STATUSES_MAX 8 /* outbox statuses of one list */
 
 /* Which events a list (or a dismiss by filter) selects; NULL / 0 / -1 mean
  * any. Every field is matched exactly, except ef_key_prefix. */
@@ -33,6 +34,7 @@ struct console_db_filter {
 	int64_t ef_since_ms;       /* received_at >= (0: any) */
 	int64_t ef_until_ms;       /* received_at < (0: any) */
 	int ef_open;               /* 1: failed, live, not dismissed (the alert's set) */
+	int ef_parked;             /* 1: parked, still waiting for their payment */
 	int ef_dismissed;          /* -1 any, 0 not dismissed, 1 dismissed */
 	int ef_test_mode;          /* -1 any, 0 live, 1 test mode */
 };
@@ -155,8 +157,9 @@ int console_db_order(struct store *st, int64_t now_ms, const char *id, console_d
 int console_db_order_timeline(struct store *st, int64_t now_ms, const char *id,
                               console_db_row_fn fn, void *arg);
 
-/* Outbox rows with status (NULL: any) and id < before_id (0: newest),
- * newest first, at most limit. Columns: id, order_id, call_type, effect,
+/* Outbox rows with status (NULL: any; or several, separated by commas, up
+ * to CONSOLE_DB_STATUSES_MAX) and id < before_id (0: newest), newest first,
+ * at most limit. Columns: id, order_id, call_type, effect,
  * status, attempts, next_attempt_at, last_status, last_error, comp_state,
  * created_at, updated_at. */
 int console_db_outbox(struct store *st, int64_t now_ms, const char *status, int64_t before_id,
@@ -185,7 +188,7 @@ int console_db_outbox_ids(struct store *st, int64_t now_ms, const char *status, 
 
 /* The overview's figures. */
 struct console_db_overview {
-	int64_t ov_parked;        /* parked events still waiting for their payment */
+	int64_t ov_parked;        /* events ef_parked selects */
 	int64_t ov_audit_last_at; /* ms, 0 when none */
 };
 int console_db_overview(struct store *st, int64_t now_ms, struct console_db_overview *ret);

@@ -27,6 +27,9 @@
 #define CONSOLE_RAW_SHOWN (256 * 1024)   /* bytes of a payload or body shown raw */
 #define CONSOLE_PRETTY_MAX (1024 * 1024) /* payloads pretty-printed up to this size */
 #define CONSOLE_ORDER_OUTBOX_MAX 100     /* outbox rows of one order shown with their attempts */
+/* The statuses the outbox backlog counts (stats.h: sg_outbox_backlog), as
+ * the outbox page's ?status= takes a list. */
+#define CONSOLE_OUTBOX_BACKLOG "pending,delivering,retry_wait"
 
 /* ---- escaping ---- */
 
@@ -415,13 +418,13 @@ int console_page_overview(struct buf *b, const struct console_ctx *cx)
 	                 g.sg_events_failed_open, 1);
 	console_card_int(b, "/console/events?outcome=failed&amp;test=1&amp;dismissed=0",
 	                 "failed test-mode events (not alerting)", g.sg_events_failed_test_mode, 0);
-	console_card_int(b,
-	                 "/console/events?outcome=failed&amp;reason=unknown_order&amp;dismissed=0",
-	                 "parked, waiting for their payment", ov.ov_parked, 0);
+	/* Each card links to the list of exactly what it counts. */
+	console_card_int(b, "/console/events?parked=1", "parked, waiting for their payment",
+	                 ov.ov_parked, 0);
 	console_card_int(b, "/console/outbox?status=dead", "dead letters (outbox)",
 	                 g.sg_outbox_dead, 1);
-	console_card_int(b, "/console/outbox?status=pending", "outbox backlog (pending, retrying)",
-	                 g.sg_outbox_backlog, 0);
+	console_card_int(b, "/console/outbox?status=" CONSOLE_OUTBOX_BACKLOG,
+	                 "outbox backlog (pending, delivering, retrying)", g.sg_outbox_backlog, 0);
 	snprintf(text, sizeof(text), "%zu", rejects_count_since(cx->cx_now_ms - 3600000LL, NULL));
 	console_card(b, "/console/rejected", "rejected callbacks, last hour", text, NULL);
 	if (health == NULL) {
@@ -631,7 +634,7 @@ static int64_t console_parse_date(const char *s)
 
 static const char *const console_event_params[] = {
         "provider", "outcome", "reason", "source", "order",     "key",
-        "since",    "until",   "open",   "test",   "dismissed",
+        "since",    "until",   "open",   "test",   "dismissed", "parked",
 };
 #define CONSOLE_EVENT_PARAMS (sizeof(console_event_params) / sizeof(console_event_params[0]))
 
@@ -689,6 +692,7 @@ int console_page_events(struct buf *b, const struct console_ctx *cx, const struc
 	if (v[10] != NULL) {
 		f.ef_dismissed = strcmp(v[10], "1") == 0;
 	}
+	f.ef_parked = v[11] != NULL && strcmp(v[11], "1") == 0;
 	console_page_begin(b, cx, "Events", "events", 0);
 	buf_puts(b, "<form class=\"filters\" method=\"get\" action=\"/console/events\">"
 	            "<label>provider<select name=\"provider\" id=\"f-provider\">"
@@ -721,8 +725,10 @@ int console_page_events(struct buf *b, const struct console_ctx *cx, const struc
 	console_select(b, "dismissed", v[10], tri, 2);
 	buf_printf(b,
 	           "</label><label>open failures only<input type=\"checkbox\" name=\"open\" "
-	           "value=\"1\"%s></label><button type=\"submit\">Filter</button></form>\n",
-	           f.ef_open ? " checked" : "");
+	           "value=\"1\"%s></label><label>parked, waiting for their payment<input "
+	           "type=\"checkbox\" name=\"parked\" value=\"1\"%s></label>"
+	           "<button type=\"submit\">Filter</button></form>\n",
+	           f.ef_open ? " checked" : "", f.ef_parked ? " checked" : "");
 	buf_puts(b, "<table id=\"events\"><tr><th class=\"num\">id</th><th>received (UTC)</th>"
 	            "<th>provider</th><th>key</th><th>kind</th><th>order</th><th>outcome</th>"
 	            "<th>reason / effect</th><th>source</th></tr>\n");
@@ -1274,10 +1280,20 @@ int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struc
 	if (stats_gauges(cx->cx_store, cx->cx_now_ms, &g) < 0) {
 		goto out;
 	}
-	console_page_begin(b, cx, status != NULL ? "Outbox: one status" : "Outbox", "outbox", 0);
+	console_page_begin(b, cx,
+	                   status == NULL                ? "Outbox"
+	                   : strchr(status, ',') != NULL ? "Outbox: several statuses"
+	                                                 : "Outbox: one status",
+	                   "outbox", 0);
 	buf_puts(b, "<p>");
 	buf_printf(b, "<a href=\"/console/outbox\"%s>all</a>",
 	           status == NULL ? " class=\"here\"" : "");
+	buf_printf(b,
+	           " · <a href=\"/console/outbox?status=" CONSOLE_OUTBOX_BACKLOG
+	           "\"%s>backlog: pending, delivering, retry_wait (%" PRId64 ")</a>",
+	           status != NULL && strcmp(status, CONSOLE_OUTBOX_BACKLOG) == 0 ? " class=\"here\""
+	                                                                         : "",
+	           g.sg_outbox_backlog);
 	for (i = 0; i < STATS_OUTBOX_STATUSES; i++) {
 		int here = status != NULL && strcmp(status, stats_outbox_statuses[i]) == 0;
 

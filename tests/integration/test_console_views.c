@@ -75,6 +75,57 @@ static void t_login(struct daemon *d, struct t_session *s)
 	hres_finish(&r);
 }
 
+/* The card labelled label on the overview page: its link (&amp; undone)
+ * into href, and its figure as a number. */
+static int64_t t_card(const char *page, const char *label, char *href, size_t size)
+{
+	char want[200];
+	const char *p = page;
+
+	snprintf(want, sizeof(want), "<div class=\"label\">%s</div></a>", label);
+	while ((p = strstr(p, "<a class=\"card\" href=\"")) != NULL) {
+		const char *end = strstr(p, "</a>");
+		const char *h = p + strlen("<a class=\"card\" href=\"");
+		const char *fig;
+		size_t o = 0;
+
+		assert_non_null(end);
+		if (strncmp(strstr(p, "<div class=\"label\">"), want, strlen(want)) != 0) {
+			p = end;
+			continue;
+		}
+		while (*h != '"' && o + 1 < size) {
+			if (strncmp(h, "&amp;", 5) == 0) {
+				href[o++] = '&';
+				h += 5;
+			} else {
+				href[o++] = *h++;
+			}
+		}
+		assert_int_equal(*h, '"');
+		href[o] = '\0';
+		fig = strstr(h, "<div class=\"figure");
+		assert_non_null(fig);
+		fig = strchr(fig, '>');
+		assert_non_null(fig);
+		return strtoll(fig + 1, NULL, 10);
+	}
+	fail_msg("no card \"%s\"", label);
+	return -1;
+}
+
+/* How many times needle occurs in s. */
+static int64_t t_count(const char *s, const char *needle)
+{
+	int64_t n = 0;
+
+	while ((s = strstr(s, needle)) != NULL) {
+		n++;
+		s += strlen(needle);
+	}
+	return n;
+}
+
 static void test_an_order_whose_id_is_a_dot_segment_is_linked_by_query(void **state)
 {
 	struct daemon d;
@@ -99,10 +150,74 @@ static void test_an_order_whose_id_is_a_dot_segment_is_linked_by_query(void **st
 	t_stop(&d);
 }
 
+/* Payments fail to be announced (nothing listens on port 9) and wait to be
+ * tried again in up to an hour: the outbox backlog, in retry_wait. */
+#define T_BACKLOG_OUTBOUND                                                                         \
+	"\n[outbound]\nnotify_url = http://127.0.0.1:9/notify\npoll = 50ms\nretry_base = 1h\n"     \
+	"connect_timeout = 1s\n"
+
+static void test_each_overview_card_links_to_the_rows_it_counts(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	struct hres list;
+	char href[256];
+	char order[64];
+	char *body;
+	int64_t n;
+	int i;
+
+	(void)state;
+	t_start(&d, T_BACKLOG_OUTBOUND);
+	/* two paid orders whose announcements wait for another attempt */
+	for (i = 0; i < 2; i++) {
+		char key[32];
+
+		fx_order(&d, 1200, "usd", order);
+		snprintf(key, sizeof(key), "evt_views_paid_%d", i);
+		assert_int_equal(fx_stripe_pay(&d, key, order, 1200, "usd"), 200);
+	}
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'retry_wait'",
+	                                2, 20),
+	                 2);
+	/* a refund of a payment no order is known under waits for it (parked);
+	 * a payment for an order that does not exist fails, unknown_order too,
+	 * but waits for nothing */
+	body = fx_stripe_refund("evt_views_refund", "ord_views_nosuch_000000001", 800, 800,
+	                        "re_views_1", "usd");
+	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
+	free(body);
+	assert_int_equal(
+	        fx_stripe_pay(&d, "evt_views_unknown", "ord_views_nosuch_000000002", 800, "usd"),
+	        200);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT count(*) FROM order_parked WHERE applied_at IS NULL"), 1);
+	t_login(&d, &s);
+	assert_int_equal(t_get(&d, "/console/", &s, &r), 200);
+	n = t_card(r.hs_body, "parked, waiting for their payment", href, sizeof(href));
+	assert_int_equal(n, 1);
+	assert_int_equal(t_get(&d, href, &s, &list), 200);
+	assert_int_equal(t_count(list.hs_body, "<tr><td class=\"num\"><a href=\"/console/events/"),
+	                 n);
+	assert_non_null(strstr(list.hs_body, "evt_views_refund"));
+	hres_finish(&list);
+	n = t_card(r.hs_body, "outbox backlog (pending, delivering, retrying)", href, sizeof(href));
+	assert_int_equal(n, 2);
+	assert_int_equal(t_get(&d, href, &s, &list), 200);
+	assert_int_equal(t_count(list.hs_body, "<tr><td class=\"num\"><a href=\"/console/outbox/"),
+	                 n);
+	hres_finish(&list);
+	hres_finish(&r);
+	t_stop(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_an_order_whose_id_is_a_dot_segment_is_linked_by_query),
+	        cmocka_unit_test(test_each_overview_card_links_to_the_rows_it_counts),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
