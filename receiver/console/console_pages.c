@@ -812,12 +812,15 @@ static int console_history_row(void *arg, const struct console_db_audit_row *r)
 	return 0;
 }
 
-/* The payload as indented JSON when it parses as JSON, else a note. */
+/* The payload as indented JSON when it parses as JSON, else a note; cut
+ * at CONSOLE_RAW_SHOWN bytes of the indented text, as the raw view is. */
 static void console_pretty(struct buf *b, const struct store_row *row, size_t i)
 {
 	const struct store_value *v = &row->sr_cols[i];
 	cJSON *root;
 	char *text;
+	size_t len;
+	size_t shown;
 
 	if ((v->sv_type != STORE_TEXT && v->sv_type != STORE_BLOB) ||
 	    v->sv_len > CONSOLE_PRETTY_MAX) {
@@ -834,8 +837,23 @@ static void console_pretty(struct buf *b, const struct store_row *row, size_t i)
 	if (text == NULL) {
 		return;
 	}
+	len = strlen(text);
+	shown = len;
+	if (len > CONSOLE_RAW_SHOWN) {
+		/* At a character's start, so the cut shows no broken bytes. */
+		shown = CONSOLE_RAW_SHOWN;
+		while (shown > 0 && ((unsigned char)text[shown] & 0xc0) == 0x80) {
+			shown--;
+		}
+	}
 	buf_puts(b, "<pre id=\"payload-pretty\">");
-	console_esc(b, text);
+	console_escn(b, text, shown);
+	if (shown < len) {
+		buf_printf(b,
+		           "\n<span class=\"muted\">(cut: %zu of %zu bytes of the pretty-printed "
+		           "payload shown)</span>",
+		           shown, len);
+	}
 	buf_puts(b, "</pre>");
 	free(text);
 }

@@ -213,11 +213,67 @@ static void test_each_overview_card_links_to_the_rows_it_counts(void **state)
 	t_stop(&d);
 }
 
+/* A payload over the 256 KB shown: raw and pretty-printed, each view is cut
+ * with a note, and the page is not the whole payload twice over. */
+static void test_a_payload_over_256_kb_is_cut_in_both_views(void **state)
+{
+	const size_t big = 300 * 1024;
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char path[64];
+	char *object = malloc(big + 512);
+	char *body;
+	const char *pretty;
+	const char *raw;
+	const char *end;
+	const char *note;
+	size_t len;
+	long long id;
+
+	(void)state;
+	assert_non_null(object);
+	snprintf(object, big + 512,
+	         "{\"id\":\"pi_views_big\",\"object\":\"payment_intent\",\"amount\":100,"
+	         "\"amount_received\":100,\"currency\":\"usd\",\"status\":\"succeeded\","
+	         "\"metadata\":{\"order_id\":\"ord_views_big\"},\"description\":\"");
+	len = strlen(object);
+	memset(object + len, 'x', big);
+	memcpy(object + len + big, "\"}", 3);
+	body = hn_stripe_event("evt_views_big", "payment_intent.succeeded", object);
+	free(object);
+	t_start(&d, NULL);
+	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
+	free(body);
+	id = (long long)fx_db_int(&d, "SELECT id FROM events WHERE idem_key = 'evt_views_big'");
+	t_login(&d, &s);
+	snprintf(path, sizeof(path), "/console/events/%lld", id);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	pretty = strstr(r.hs_body, "<pre id=\"payload-pretty\">");
+	raw = strstr(r.hs_body, "<pre id=\"payload-raw\">");
+	assert_non_null(pretty);
+	assert_non_null(raw);
+	/* each: 256 KB, a few quotes escaped as entities, the note */
+	end = strstr(pretty, "</pre>");
+	assert_non_null(end);
+	assert_true((size_t)(end - pretty) < 256 * 1024 + 1024);
+	note = strstr(pretty, "(cut: 262144 of ");
+	assert_true(note != NULL && note < end);
+	end = strstr(raw, "</pre>");
+	assert_non_null(end);
+	assert_true((size_t)(end - raw) < 256 * 1024 + 1024);
+	note = strstr(raw, "(cut: 262144 of ");
+	assert_true(note != NULL && note < end);
+	hres_finish(&r);
+	t_stop(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_an_order_whose_id_is_a_dot_segment_is_linked_by_query),
 	        cmocka_unit_test(test_each_overview_card_links_to_the_rows_it_counts),
+	        cmocka_unit_test(test_a_payload_over_256_kb_is_cut_in_both_views),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
