@@ -506,9 +506,9 @@ static int cmd_events_dismiss(int argc, char **argv, struct store *st)
 			by_filter = 1;
 		}
 	}
-	if (reason == NULL || reason[0] == '\0' || strlen(reason) > CONSOLE_DB_REASON_MAX) {
+	if (!console_db_reason_ok(reason)) {
 		fprintf(stderr,
-		        "idemhook events dismiss: --reason TEXT is required (1 to %d bytes)\n",
+		        "idemhook events dismiss: --reason TEXT is required (1 to %d characters)\n",
 		        CONSOLE_DB_REASON_MAX);
 		return EX_USAGE;
 	}

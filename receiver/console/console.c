@@ -32,7 +32,7 @@
 #define CONSOLE_LOGIN_WINDOW_MS (15 * 60 * 1000)
 #define CONSOLE_CLIENTS_MAX 256 /* client addresses the failed-login limit tracks */
 #define CONSOLE_BULK_MAX 1000   /* rows one bulk retry takes */
-#define CONSOLE_FORM_FIELD_MAX 2048
+#define CONSOLE_FORM_FIELD_MAX 8192 /* encoded: a 500-character reason is 6000 at most */
 #define CONSOLE_HTML "text/html; charset=utf-8"
 #define CONSOLE_CSP                                                                                \
 	"default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "                \

@@ -288,14 +288,43 @@ static int console_db_dismiss_unit(struct store_tx *tx, void *arg)
 	return state;
 }
 
+int console_db_reason_ok(const char *reason)
+{
+	const unsigned char *s = (const unsigned char *)reason;
+	size_t chars = 0;
+
+	if (reason == NULL || reason[0] == '\0') {
+		return 0;
+	}
+	while (*s != '\0') {
+		size_t len = *s >= 0xc2 && *s <= 0xdf   ? 2
+		             : *s >= 0xe0 && *s <= 0xef ? 3
+		             : *s >= 0xf0 && *s <= 0xf4 ? 4
+		                                        : 1;
+		size_t i;
+
+		for (i = 1; i < len; i++) {
+			if ((s[i] & 0xc0) != 0x80) {
+				len = 1; /* not a whole sequence: its first byte alone */
+				break;
+			}
+		}
+		s += len;
+		if (++chars > CONSOLE_DB_REASON_MAX) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
 int console_db_dismiss(struct store *st, int64_t now_ms, const char *actor, int64_t id,
                        const char *reason, char *ret_msg, size_t msg_size)
 {
 	struct console_db_dismiss_ctx d = {actor, id, reason, ret_msg, msg_size};
 
 	ret_msg[0] = '\0';
-	if (reason == NULL || reason[0] == '\0' || strlen(reason) > CONSOLE_DB_REASON_MAX) {
-		snprintf(ret_msg, msg_size, "a reason of 1 to %d bytes is required",
+	if (!console_db_reason_ok(reason)) {
+		snprintf(ret_msg, msg_size, "a reason of 1 to %d characters is required",
 		         CONSOLE_DB_REASON_MAX);
 		return CONSOLE_DB_REFUSED;
 	}

@@ -17,7 +17,7 @@ struct store;
 struct store_row;
 struct store_tx;
 
-#define CONSOLE_DB_REASON_MAX 500 /* bytes of a dismiss reason */
+#define CONSOLE_DB_REASON_MAX 500 /* characters of a dismiss reason (the form's maxlength) */
 #define CONSOLE_DB_ACTOR_MAX 100  /* bytes of an actor name */
 #define CONSOLE_DB_MSG_MAX 256
 #define CONSOLE_DB_STATUSES_MAX 8 /* outbox statuses of one list */
@@ -78,8 +78,14 @@ enum console_db_result {
 	CONSOLE_DB_REFUSED, /* not allowed from the row's state: ret_msg says why */
 };
 
-/* Dismisses failed event id with reason (required, 1..CONSOLE_DB_REASON_MAX
- * bytes): it stays failed but no longer counts as open. Recorded in the
+/* 1 when reason is 1 to CONSOLE_DB_REASON_MAX characters, else 0. A UTF-8
+ * sequence counts as one character, any other byte as one too; a browser's
+ * maxlength counts UTF-16 units, never fewer, so what the console's form
+ * lets through is accepted. */
+int console_db_reason_ok(const char *reason);
+
+/* Dismisses failed event id with reason (required, console_db_reason_ok):
+ * it stays failed but no longer counts as open. Recorded in the
  * audit log with the result, in the same transaction. Returns an enum
  * console_db_result with ret_msg, or -1 on a store error (nothing changed). */
 int console_db_dismiss(struct store *st, int64_t now_ms, const char *actor, int64_t id,

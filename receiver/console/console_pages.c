@@ -944,10 +944,10 @@ static int console_event_row(void *arg, const struct store_row *row)
 		if (!dismissed) {
 			buf_printf(b,
 			           "<form method=\"post\" action=\"/console/events/%" PRId64
-			           "/dismiss\"><label>reason (required)<br><input name=\"reason\" "
-			           "id=\"dismiss-reason\" required maxlength=\"%d\" "
-			           "size=\"40\"></label>",
-			           id, CONSOLE_DB_REASON_MAX);
+			           "/dismiss\"><label>reason (required, up to %d characters)<br>"
+			           "<input name=\"reason\" id=\"dismiss-reason\" required "
+			           "maxlength=\"%d\" size=\"40\"></label>",
+			           id, CONSOLE_DB_REASON_MAX, CONSOLE_DB_REASON_MAX);
 			console_csrf_field(b, cx);
 			buf_puts(b,
 			         "<button type=\"submit\" class=\"danger\" id=\"dismiss\">Dismiss"

@@ -45,6 +45,17 @@ static long t_get(struct daemon *d, const char *path, const struct t_session *s,
 	return r->hs_status;
 }
 
+static long t_post(struct daemon *d, const char *path, const struct t_session *s, const char *form,
+                   struct hres *r)
+{
+	const char *h[] = {"Content-Type: application/x-www-form-urlencoded", s->ts_cookie, NULL};
+	char url[512];
+
+	snprintf(url, sizeof(url), "%s%s", d->dm_admin_base, path);
+	assert_int_equal(hn_http("POST", url, h, form, strlen(form), r), 0);
+	return r->hs_status;
+}
+
 /* Logs in as the operator; reads the cookie and the CSRF token. */
 static void t_login(struct daemon *d, struct t_session *s)
 {
@@ -268,12 +279,72 @@ static void test_a_payload_over_256_kb_is_cut_in_both_views(void **state)
 	t_stop(&d);
 }
 
+/* A payment for an order that does not exist: a failed event; its id. */
+static long long t_failed_event(struct daemon *d, const char *key)
+{
+	assert_int_equal(fx_stripe_pay(d, key, "ord_views_nosuch_000000003", 700, "usd"), 200);
+	return (long long)fx_db_int(d, "SELECT id FROM events WHERE idem_key = '%s'", key);
+}
+
+/* The form's maxlength counts characters (UTF-16 units, never fewer): the
+ * server counts characters too, not bytes. */
+static void test_a_dismiss_reason_of_500_characters_of_3_bytes_each_is_accepted(void **state)
+{
+	static const char han[] = "%E4%B8%AD"; /* U+4E2D, three bytes */
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char path[64];
+	char form[6000];
+	long long id;
+	size_t o;
+	int i;
+
+	(void)state;
+	t_start(&d, NULL);
+	id = t_failed_event(&d, "evt_views_reason_500");
+	t_login(&d, &s);
+	snprintf(path, sizeof(path), "/console/events/%lld", id);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "id=\"dismiss-reason\" required maxlength=\"500\""));
+	hres_finish(&r);
+	o = (size_t)snprintf(form, sizeof(form), "csrf=%s&reason=", s.ts_csrf);
+	for (i = 0; i < 500; i++) {
+		memcpy(form + o, han, strlen(han));
+		o += strlen(han);
+	}
+	form[o] = '\0';
+	snprintf(path, sizeof(path), "/console/events/%lld/dismiss", id);
+	assert_int_equal(t_post(&d, path, &s, form, &r), 200);
+	hres_finish(&r);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM events WHERE id = %lld AND"
+	                           " dismissed_at IS NOT NULL AND length(dismiss_reason) = 500",
+	                           id),
+	                 1);
+	/* one more is refused, and says the limit in characters */
+	id = t_failed_event(&d, "evt_views_reason_501");
+	memcpy(form + o, han, strlen(han) + 1);
+	snprintf(path, sizeof(path), "/console/events/%lld/dismiss", id);
+	assert_int_equal(t_post(&d, path, &s, form, &r), 409);
+	assert_non_null(strstr(r.hs_body, "a reason of 1 to 500 characters is required"));
+	hres_finish(&r);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM events WHERE id = %lld AND"
+	                           " dismissed_at IS NULL",
+	                           id),
+	                 1);
+	t_stop(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_an_order_whose_id_is_a_dot_segment_is_linked_by_query),
 	        cmocka_unit_test(test_each_overview_card_links_to_the_rows_it_counts),
 	        cmocka_unit_test(test_a_payload_over_256_kb_is_cut_in_both_views),
+	        cmocka_unit_test(
+	                test_a_dismiss_reason_of_500_characters_of_3_bytes_each_is_accepted),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
