@@ -56,7 +56,8 @@ static void cmd_events_usage(FILE *out)
 	        "thin events acknowledged and waiting for their full event. --order shows\n"
 	        "the events of one order. A value too long for its column ends in an ellipsis;\n"
 	        "--json prints every value whole.\n"
-	        "show prints one event with its stored semantic payload.\n"
+	        "show prints one event with its stored semantic payload, and who dismissed\n"
+	        "it, when and why.\n"
 	        "reprocess runs a failed event through the business handler again (for\n"
 	        "example after its missing order was created): the order still moves only\n"
 	        "through conditional updates, the event row and the idempotency record get\n"
@@ -106,7 +107,13 @@ static int cmd_events_list_row(void *arg, const struct store_row *row)
 		cli_json_string(stdout, store_row_text(row, 6));
 		printf(", \"detail\": ");
 		cli_json_string(stdout, store_row_text(row, 7));
-		printf(", \"reprocessed\": %" PRId64 "}", store_row_int(row, 8));
+		printf(", \"reprocessed\": %" PRId64 ", \"dismissed\": ", store_row_int(row, 8));
+		cli_json_time(stdout, store_row_int(row, 10));
+		printf(", \"dismissed_by\": ");
+		cli_json_string(stdout, store_row_text(row, 11));
+		printf(", \"dismiss_reason\": ");
+		cli_json_string(stdout, store_row_text(row, 12));
+		printf("}");
 		el->el_n++;
 		return 0;
 	}
@@ -128,8 +135,9 @@ static int cmd_events_list_row(void *arg, const struct store_row *row)
 	cli_cell(stdout, store_row_text(row, 5), ORDERS_ID_LEN);
 	fputc(' ', stdout);
 	cli_cell(stdout, store_row_text(row, 6), 8);
-	printf(" %s%s\n", cli_or_dash(store_row_text(row, 7)),
-	       store_row_int(row, 8) > 0 ? " (reprocessed)" : "");
+	printf(" %s%s%s\n", cli_or_dash(store_row_text(row, 7)),
+	       store_row_int(row, 8) > 0 ? " (reprocessed)" : "",
+	       store_row_is_null(row, 10) ? "" : " (dismissed)");
 	return 0;
 }
 
@@ -145,7 +153,8 @@ static int cmd_events_list_unit(struct store_tx *tx, void *arg)
 	return store_query_each(
 	        tx,
 	        "SELECT id, received_at, scope, idem_key, kind, order_ref, " CMD_EVENTS_STATUS ","
-	        " CASE outcome WHEN 'failed' THEN reason ELSE effect END, reprocessed, source"
+	        " CASE outcome WHEN 'failed' THEN reason ELSE effect END, reprocessed, source,"
+	        " dismissed_at, dismissed_by, dismiss_reason"
 	        " FROM events WHERE (? IS NULL OR " CMD_EVENTS_STATUS
 	        " = ?) AND (? IS NULL OR scope = ?)"
 	        " AND (? IS NULL OR source = ?) AND (? IS NULL OR order_ref = ?)"
@@ -316,7 +325,13 @@ static void cmd_events_show_json(const struct store_row *row)
 	cli_json_time(stdout, store_row_int(row, 15));
 	printf(", \"processed\": ");
 	cli_json_time(stdout, store_row_int(row, 16));
-	printf(", \"reprocessed\": %" PRId64 ", \"payload\": ", store_row_int(row, 17));
+	printf(", \"reprocessed\": %" PRId64 ", \"dismissed\": ", store_row_int(row, 17));
+	cli_json_time(stdout, store_row_is_null(row, 19) ? 0 : store_row_int(row, 19));
+	printf(", \"dismissed_by\": ");
+	cli_json_string(stdout, store_row_text(row, 20));
+	printf(", \"dismiss_reason\": ");
+	cli_json_string(stdout, store_row_text(row, 21));
+	printf(", \"payload\": ");
 	/* The stored payload as JSON when it is JSON (what most profiles
 	 * keep), else as a string: the output stays one JSON document. */
 	if (store_row_is_null(row, 11) || row->sr_cols[11].sv_len == 0) {
@@ -343,6 +358,7 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 	struct cmd_events_one *one = arg;
 	char received[32];
 	char processed[32];
+	char dismissed[32];
 
 	one->eo_found = 1;
 	if (one->eo_json) {
@@ -376,11 +392,21 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 	       "reason:          %s\n"
 	       "received:        %s\n"
 	       "processed:       %s\n"
-	       "reprocessed:     %" PRId64 " time(s)\n"
-	       "payload:\n",
+	       "reprocessed:     %" PRId64 " time(s)\n",
 	       cli_or_dash(store_row_text(row, 18)), cli_or_dash(store_row_text(row, 12)),
 	       cli_or_dash(store_row_text(row, 13)), cli_or_dash(store_row_text(row, 14)), received,
 	       processed, store_row_int(row, 17));
+	/* Who closed it and why, as the console's event page shows. */
+	if (store_row_is_null(row, 19)) {
+		printf("dismissed:       no\n");
+	} else {
+		cli_format_time(store_row_int(row, 19), dismissed);
+		printf("dismissed:       %s by %s\n"
+		       "dismiss reason:  %s\n",
+		       dismissed, cli_or_dash(store_row_text(row, 20)),
+		       cli_or_dash(store_row_text(row, 21)));
+	}
+	printf("payload:\n");
 	if (!store_row_is_null(row, 11)) {
 		fwrite(row->sr_cols[11].sv_text, 1, row->sr_cols[11].sv_len, stdout);
 	}
@@ -391,7 +417,7 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 #define CMD_EVENTS_COLUMNS                                                                         \
 	"id, scope, idem_key, type, kind, order_ref, payment_ref, refund_ref, amount, currency,"   \
 	" refund_cumulative, payload, outcome, effect, reason, received_at, processed_at, "        \
-	"reprocessed, source"
+	"reprocessed, source, dismissed_at, dismissed_by, dismiss_reason"
 
 static int cmd_events_show_unit(struct store_tx *tx, void *arg)
 {

@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include <cjson/cJSON.h>
+
 #include "fixtures.h"
 #include "harness.h"
 
@@ -88,6 +90,62 @@ static void test_dismissing_a_failed_event_clears_the_gauge_and_is_audited(void 
 	assert_int_equal(daemon_cli(d, 1, audit, &out), 0);
 	assert_non_null(strstr(out, "events.dismiss"));
 	assert_non_null(strstr(out, "payment made at the till"));
+	free(out);
+}
+
+static void test_events_show_and_list_say_who_dismissed_an_event_and_why(void **state)
+{
+	struct daemon *d = *state;
+	char id[32];
+	const char *dismiss[] = {"events", "dismiss", id, "--reason", "paid at the till", NULL};
+	const char *show[] = {"events", "show", id, NULL};
+	const char *show_json[] = {"events", "show", id, "--json", NULL};
+	static const char *const list[] = {"events", "list", NULL};
+	static const char *const list_json[] = {"events", "list", "--json", NULL};
+	const cJSON *e;
+	cJSON *j;
+	char *out = NULL;
+
+	t_unknown(d, "evt_dismiss_shown");
+	snprintf(id, sizeof(id), "%lld", (long long)t_event_id(d, "evt_dismiss_shown"));
+	assert_int_equal(daemon_cli(d, 1, show, &out), 0);
+	assert_non_null(strstr(out, "\ndismissed:       no\n"));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, dismiss, &out), 0);
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, show, &out), 0);
+	assert_non_null(strstr(out, "\ndismissed:       20"));
+	assert_non_null(strstr(out, " by cli:"));
+	assert_non_null(strstr(out, "\ndismiss reason:  paid at the till\n"));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, show_json, &out), 0);
+	j = cJSON_Parse(out);
+	assert_non_null(j);
+	assert_true(cJSON_IsString(cJSON_GetObjectItem(j, "dismissed")));
+	assert_non_null(strstr(cJSON_GetObjectItem(j, "dismissed_by")->valuestring, "cli:"));
+	assert_string_equal(cJSON_GetObjectItem(j, "dismiss_reason")->valuestring,
+	                    "paid at the till");
+	/* what was there stays */
+	assert_string_equal(cJSON_GetObjectItem(j, "outcome")->valuestring, "failed");
+	cJSON_Delete(j);
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, list, &out), 0);
+	assert_non_null(strstr(out, "unknown_order (dismissed)\n"));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, list_json, &out), 0);
+	j = cJSON_Parse(out);
+	assert_non_null(j);
+	e = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "events"), 0);
+	assert_non_null(e);
+	assert_true(cJSON_IsString(cJSON_GetObjectItem(e, "dismissed")));
+	assert_string_equal(cJSON_GetObjectItem(e, "dismiss_reason")->valuestring,
+	                    "paid at the till");
+	cJSON_Delete(j);
 	free(out);
 }
 
@@ -225,6 +283,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test_setup_teardown(
 	                test_dismissing_a_failed_event_clears_the_gauge_and_is_audited, setup,
+	                daemon_teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_events_show_and_list_say_who_dismissed_an_event_and_why, setup,
 	                daemon_teardown),
 	        cmocka_unit_test_setup_teardown(
 	                test_dismiss_without_a_reason_is_refused_and_changes_nothing, setup,
