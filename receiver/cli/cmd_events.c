@@ -58,7 +58,8 @@ static void cmd_events_usage(FILE *out)
 	        "thin events acknowledged and waiting for their full event. --order shows\n"
 	        "the events of one order. A value too long for its column ends in an ellipsis;\n"
 	        "--json prints every value whole.\n"
-	        "show prints one event with its stored semantic payload.\n"
+	        "show prints one event with its stored semantic payload, and who dismissed\n"
+	        "it, when and why.\n"
 	        "reprocess runs failed events through the business handler again (for\n"
 	        "example after a missing order was created), each in turn: the order still\n"
 	        "moves only through conditional updates, the event row and the idempotency\n"
@@ -113,7 +114,13 @@ static int cmd_events_list_row(void *arg, const struct store_row *row)
 		cli_json_string(stdout, store_row_text(row, 6));
 		printf(", \"detail\": ");
 		cli_json_string(stdout, store_row_text(row, 7));
-		printf(", \"reprocessed\": %" PRId64 "}", store_row_int(row, 8));
+		printf(", \"reprocessed\": %" PRId64 ", \"dismissed\": ", store_row_int(row, 8));
+		cli_json_time(stdout, store_row_int(row, 10));
+		printf(", \"dismissed_by\": ");
+		cli_json_string(stdout, store_row_text(row, 11));
+		printf(", \"dismiss_reason\": ");
+		cli_json_string(stdout, store_row_text(row, 12));
+		printf("}");
 		el->el_n++;
 		return 0;
 	}
@@ -137,7 +144,8 @@ static int cmd_events_list_row(void *arg, const struct store_row *row)
 	cli_cell(stdout, store_row_text(row, 6), 8);
 	fputc(' ', stdout);
 	cli_text(stdout, store_row_text(row, 7));
-	printf("%s\n", store_row_int(row, 8) > 0 ? " (reprocessed)" : "");
+	printf("%s%s\n", store_row_int(row, 8) > 0 ? " (reprocessed)" : "",
+	       store_row_is_null(row, 10) ? "" : " (dismissed)");
 	return 0;
 }
 
@@ -153,7 +161,8 @@ static int cmd_events_list_unit(struct store_tx *tx, void *arg)
 	return store_query_each(
 	        tx,
 	        "SELECT id, received_at, scope, idem_key, kind, order_ref, " CMD_EVENTS_STATUS ","
-	        " CASE outcome WHEN 'failed' THEN reason ELSE effect END, reprocessed, source"
+	        " CASE outcome WHEN 'failed' THEN reason ELSE effect END, reprocessed, source,"
+	        " dismissed_at, dismissed_by, dismiss_reason"
 	        " FROM events WHERE (? IS NULL OR " CMD_EVENTS_STATUS
 	        " = ?) AND (? IS NULL OR scope = ?)"
 	        " AND (? IS NULL OR source = ?) AND (? IS NULL OR order_ref = ?)"
@@ -324,7 +333,13 @@ static void cmd_events_show_json(const struct store_row *row)
 	cli_json_time(stdout, store_row_int(row, 15));
 	printf(", \"processed\": ");
 	cli_json_time(stdout, store_row_int(row, 16));
-	printf(", \"reprocessed\": %" PRId64 ", \"payload\": ", store_row_int(row, 17));
+	printf(", \"reprocessed\": %" PRId64 ", \"dismissed\": ", store_row_int(row, 17));
+	cli_json_time(stdout, store_row_is_null(row, 19) ? 0 : store_row_int(row, 19));
+	printf(", \"dismissed_by\": ");
+	cli_json_string(stdout, store_row_text(row, 20));
+	printf(", \"dismiss_reason\": ");
+	cli_json_string(stdout, store_row_text(row, 21));
+	printf(", \"payload\": ");
 	/* The stored payload as JSON when it is JSON (what most profiles
 	 * keep), else as a string: the output stays one JSON document. */
 	if (store_row_is_null(row, 11) || row->sr_cols[11].sv_len == 0) {
@@ -366,6 +381,7 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 	struct cmd_events_one *one = arg;
 	char received[32];
 	char processed[32];
+	char dismissed[32];
 
 	one->eo_found = 1;
 	if (one->eo_json) {
@@ -395,9 +411,19 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 	cli_line(stdout, "reason:          ", store_row_text(row, 14));
 	printf("received:        %s\n"
 	       "processed:       %s\n"
-	       "reprocessed:     %" PRId64 " time(s)\n"
-	       "payload:\n",
+	       "reprocessed:     %" PRId64 " time(s)\n",
 	       received, processed, store_row_int(row, 17));
+	/* Who closed it and why, as the console's event page shows. */
+	if (store_row_is_null(row, 19)) {
+		printf("dismissed:       no\n");
+	} else {
+		cli_format_time(store_row_int(row, 19), dismissed);
+		printf("dismissed:       %s by ", dismissed);
+		cli_text(stdout, store_row_text(row, 20));
+		printf("\n");
+		cli_line(stdout, "dismiss reason:  ", store_row_text(row, 21));
+	}
+	printf("payload:\n");
 	if (!store_row_is_null(row, 11)) {
 		cmd_events_payload(row->sr_cols[11].sv_text, row->sr_cols[11].sv_len);
 	}
@@ -408,7 +434,7 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 #define CMD_EVENTS_COLUMNS                                                                         \
 	"id, scope, idem_key, type, kind, order_ref, payment_ref, refund_ref, amount, currency,"   \
 	" refund_cumulative, payload, outcome, effect, reason, received_at, processed_at, "        \
-	"reprocessed, source"
+	"reprocessed, source, dismissed_at, dismissed_by, dismiss_reason"
 
 static int cmd_events_show_unit(struct store_tx *tx, void *arg)
 {
@@ -524,9 +550,9 @@ static int cmd_events_dismiss(int argc, char **argv, const struct config *cf, st
 			by_filter = 1;
 		}
 	}
-	if (reason == NULL || reason[0] == '\0' || strlen(reason) > CONSOLE_DB_REASON_MAX) {
+	if (!console_db_reason_ok(reason)) {
 		fprintf(stderr,
-		        "idemhook events dismiss: --reason TEXT is required (1 to %d bytes)\n",
+		        "idemhook events dismiss: --reason TEXT is required (1 to %d characters)\n",
 		        CONSOLE_DB_REASON_MAX);
 		return EX_USAGE;
 	}

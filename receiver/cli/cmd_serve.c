@@ -32,6 +32,9 @@
 #define SERVE_OUTBOUND_GRACE_MS 5000
 #define SERVE_ADMIN_CONNECTIONS 64 /* scrapers and probes */
 #define SERVE_ADMIN_DRAIN_MS 5000
+/* The console's forms: a dismiss reason of 500 characters is up to 6000
+ * bytes percent-encoded, beside the CSRF token. */
+#define SERVE_ADMIN_BODY_MAX (16 * 1024)
 #define SERVE_TLS_PEM_MAX (64 * 1024)
 #define SERVE_LOG_DEFER_MS 20 /* info lines gathered at most this long (log_set_deferred) */
 
@@ -225,7 +228,7 @@ static int serve_start_admin(struct app *app, const struct config *cf, struct ad
 	ho.ho_conn_timeout_s = 10;
 	ho.ho_max_connections = SERVE_ADMIN_CONNECTIONS;
 	ho.ho_drain_timeout_ms = SERVE_ADMIN_DRAIN_MS;
-	ho.ho_body_max = 4096;
+	ho.ho_body_max = SERVE_ADMIN_BODY_MAX;
 	ho.ho_name = "admin";
 	app->app_admin = http_create(&ho, admin_route, adm);
 	if (app->app_admin == NULL) {

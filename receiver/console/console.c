@@ -31,7 +31,7 @@
 #define CONSOLE_LOGIN_FAILURES_DEFAULT 5
 #define CONSOLE_LOGIN_WINDOW_MS (15 * 60 * 1000)
 #define CONSOLE_CLIENTS_MAX 256 /* client addresses the failed-login limit tracks */
-#define CONSOLE_FORM_FIELD_MAX 2048
+#define CONSOLE_FORM_FIELD_MAX 8192 /* encoded: a 500-character reason is 6000 at most */
 #define CONSOLE_URL_MAX 700   /* a page's URL: an order id of 200 bytes, encoded */
 #define CONSOLE_FLASH_MAX 700 /* an action's message shown after its redirect */
 #define CONSOLE_FLASH_TTL_MS (60 * 1000)
@@ -1237,6 +1237,8 @@ static void console_get(const struct console_ctx *cx, const struct http_request 
 		/* The rest of the decoded path, slashes and all: order ids come
 		 * from callbacks and may hold anything. */
 		rc = console_page_order(&b, cx, path + 16);
+	} else if (strcmp(path, "/console/orders") == 0) {
+		rc = console_page_order_query(&b, cx, req);
 	} else if (strcmp(path, "/console/outbox") == 0) {
 		rc = console_page_outbox(&b, cx, req);
 	} else if (console_path_id(path, "/console/outbox/", &id, &suffix) == 0 &&

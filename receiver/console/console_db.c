@@ -27,6 +27,14 @@
 	"(CASE WHEN outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' THEN 'fetching' "   \
 	"ELSE outcome END)"
 
+/* Events parked (order_parked) until their payment arrives, not applied
+ * yet: refunds, disputes and the like that named a payment no order was
+ * known under. Read from the parked rows through their partial index, then
+ * the events by key, whatever the events' number. */
+#define CONSOLE_DB_PARKED                                                                          \
+	" AND id IN (SELECT r.id FROM order_parked AS p JOIN idempotency_records AS r"             \
+	" ON r.scope = p.provider AND r.idem_key = p.idem_key WHERE p.applied_at IS NULL)"
+
 void console_db_filter_init(struct console_db_filter *f)
 {
 	memset(f, 0, sizeof(*f));
@@ -34,10 +42,11 @@ void console_db_filter_init(struct console_db_filter *f)
 	f->ef_test_mode = -1;
 }
 
-/* Appends f's conditions (" AND ...") to sql and their parameters to p
- * from *n on. Returns 0, or -1 when the statement would not fit. */
-static int console_db_filter_sql(const struct console_db_filter *f, struct buf *sql,
-                                 struct store_value *p, size_t *n)
+/* Appends f's conditions (" AND ...") to sql, as the backend's SQL, and
+ * their parameters to p from *n on. Returns 0, or -1 when the statement
+ * would not fit. */
+static int console_db_filter_sql(const struct console_db_filter *f, enum store_backend backend,
+                                 struct buf *sql, struct store_value *p, size_t *n)
 {
 	size_t i = *n;
 
@@ -51,6 +60,9 @@ static int console_db_filter_sql(const struct console_db_filter *f, struct buf *
 	}
 	if (f->ef_open) {
 		buf_puts(sql, " AND outcome = 'failed' AND dismissed_at IS NULL AND test_mode = 0");
+	}
+	if (f->ef_parked) {
+		buf_puts(sql, CONSOLE_DB_PARKED);
 	}
 	/* Literal, not a parameter: then the planner may use the partial
 	 * index of failed events (events_failed) and read only those. */
@@ -80,10 +92,18 @@ static int console_db_filter_sql(const struct console_db_filter *f, struct buf *
 		buf_puts(sql, " AND order_ref = ?");
 		p[i++] = store_text(f->ef_order);
 	}
+	/* The prefix's bytes: substr on text counts characters, so a prefix
+	 * that is not ASCII would be compared with too long a start. Both
+	 * backends compare the key's first bytes as binary: SQLite a BLOB,
+	 * PostgreSQL a bytea (the key's UTF-8, what the client wrote). No
+	 * index serves it either way; the list walks the ids. */
 	if (f->ef_key_prefix != NULL && f->ef_key_prefix[0] != '\0') {
-		buf_puts(sql, " AND substr(idem_key, 1, CAST(? AS INTEGER)) = ?");
+		buf_puts(sql, backend == STORE_BACKEND_POSTGRESQL
+		                      ? " AND substr(convert_to(idem_key, 'UTF8'), 1, CAST(? AS "
+		                        "INTEGER)) = ?"
+		                      : " AND substr(CAST(idem_key AS BLOB), 1, ?) = ?");
 		p[i++] = store_int((int64_t)strlen(f->ef_key_prefix));
-		p[i++] = store_text(f->ef_key_prefix);
+		p[i++] = store_blob(f->ef_key_prefix, strlen(f->ef_key_prefix));
 	}
 	if (f->ef_since_ms > 0) {
 		buf_puts(sql, " AND received_at >= ?");
@@ -305,14 +325,43 @@ static int console_db_dismiss_unit(struct store_tx *tx, void *arg)
 	return state;
 }
 
+int console_db_reason_ok(const char *reason)
+{
+	const unsigned char *s = (const unsigned char *)reason;
+	size_t chars = 0;
+
+	if (reason == NULL || reason[0] == '\0') {
+		return 0;
+	}
+	while (*s != '\0') {
+		size_t len = *s >= 0xc2 && *s <= 0xdf   ? 2
+		             : *s >= 0xe0 && *s <= 0xef ? 3
+		             : *s >= 0xf0 && *s <= 0xf4 ? 4
+		                                        : 1;
+		size_t i;
+
+		for (i = 1; i < len; i++) {
+			if ((s[i] & 0xc0) != 0x80) {
+				len = 1; /* not a whole sequence: its first byte alone */
+				break;
+			}
+		}
+		s += len;
+		if (++chars > CONSOLE_DB_REASON_MAX) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
 int console_db_dismiss(struct store *st, int64_t now_ms, const char *actor, int64_t id,
                        const char *reason, char *ret_msg, size_t msg_size)
 {
 	struct console_db_dismiss_ctx d = {actor, id, reason, ret_msg, msg_size};
 
 	ret_msg[0] = '\0';
-	if (reason == NULL || reason[0] == '\0' || strlen(reason) > CONSOLE_DB_REASON_MAX) {
-		snprintf(ret_msg, msg_size, "a reason of 1 to %d bytes is required",
+	if (!console_db_reason_ok(reason)) {
+		snprintf(ret_msg, msg_size, "a reason of 1 to %d characters is required",
 		         CONSOLE_DB_REASON_MAX);
 		return CONSOLE_DB_REFUSED;
 	}
@@ -320,6 +369,7 @@ int console_db_dismiss(struct store *st, int64_t now_ms, const char *actor, int6
 }
 
 struct console_db_dismiss_many {
+	enum store_backend dm_backend;
 	const char *dm_actor;
 	const struct console_db_filter *dm_filter;
 	const char *dm_reason;
@@ -361,7 +411,7 @@ static int console_db_dismiss_many_unit(struct store_tx *tx, void *arg)
 	f.ef_open = 1;
 	buf_init(&sql, CONSOLE_DB_SQL_MAX);
 	buf_puts(&sql, "SELECT id FROM events WHERE 1 = 1");
-	if (console_db_filter_sql(&f, &sql, p, &n) < 0) {
+	if (console_db_filter_sql(&f, dm->dm_backend, &sql, p, &n) < 0) {
 		goto out;
 	}
 	buf_puts(&sql, " ORDER BY id");
@@ -405,6 +455,7 @@ int console_db_dismiss_filter(struct store *st, int64_t now_ms, const char *acto
 	int rc;
 
 	memset(&dm, 0, sizeof(dm));
+	dm.dm_backend = store_backend_of(st);
 	dm.dm_actor = actor;
 	dm.dm_filter = f;
 	dm.dm_reason = reason;
@@ -675,7 +726,7 @@ int console_db_events(struct store *st, int64_t now_ms, const struct console_db_
 	         " CASE outcome WHEN 'failed' THEN reason ELSE effect END, source, test_mode,"
 	         " dismissed_at, reprocessed FROM events WHERE id < ?");
 	p[n++] = store_int(before_id > 0 ? before_id : INT64_MAX);
-	if (console_db_filter_sql(f, &sql, p, &n) < 0) {
+	if (console_db_filter_sql(f, store_backend_of(st), &sql, p, &n) < 0) {
 		goto out;
 	}
 	buf_puts(&sql, " ORDER BY id DESC LIMIT ?");
@@ -793,13 +844,46 @@ int console_db_order_timeline(struct store *st, int64_t now_ms, const char *id,
 int console_db_outbox(struct store *st, int64_t now_ms, const char *status, int64_t before_id,
                       int64_t limit, console_db_row_fn fn, void *arg)
 {
-	struct store_value p[] = {store_int(before_id > 0 ? before_id : INT64_MAX),
-	                          store_text(status), store_text(status), store_int(limit)};
+	struct store_value p[CONSOLE_DB_STATUSES_MAX + 2];
+	char *list = status != NULL ? strdup(status) : NULL;
+	char *s = list;
+	struct buf sql;
+	size_t n = 0;
+	int rc = -1;
 
-	return console_db_read(st, now_ms,
-	                       "SELECT " CONSOLE_DB_OUTBOX_COLUMNS " FROM outbox WHERE id < ?"
-	                       " AND (? IS NULL OR status = ?) ORDER BY id DESC LIMIT ?",
-	                       p, 4, fn, arg);
+	buf_init(&sql, CONSOLE_DB_SQL_MAX);
+	if (status != NULL && list == NULL) {
+		goto out;
+	}
+	buf_puts(&sql, "SELECT " CONSOLE_DB_OUTBOX_COLUMNS " FROM outbox WHERE id < ?");
+	p[n++] = store_int(before_id > 0 ? before_id : INT64_MAX);
+	/* One status or a list of them: the overview's backlog is three. */
+	while (s != NULL) {
+		char *comma = strchr(s, ',');
+
+		if (comma != NULL) {
+			*comma = '\0';
+		}
+		if (n - 1 == CONSOLE_DB_STATUSES_MAX) {
+			goto out;
+		}
+		buf_puts(&sql, n == 1 ? " AND status IN (?" : ", ?");
+		p[n++] = store_text(s);
+		s = comma != NULL ? comma + 1 : NULL;
+	}
+	if (n > 1) {
+		buf_puts(&sql, ")");
+	}
+	buf_puts(&sql, " ORDER BY id DESC LIMIT ?");
+	p[n++] = store_int(limit);
+	if (sql.buf_overflow) {
+		goto out;
+	}
+	rc = console_db_read(st, now_ms, sql.buf_data, p, n, fn, arg);
+out:
+	buf_finish(&sql);
+	free(list);
+	return rc;
 }
 
 int console_db_outbox_of_order(struct store *st, int64_t now_ms, const char *order_id,
@@ -855,7 +939,9 @@ static int console_db_overview_unit(struct store_tx *tx, void *arg)
 	int rc;
 
 	memset(ov, 0, sizeof(*ov));
-	rc = store_query(tx, "SELECT count(*) FROM order_parked WHERE applied_at IS NULL", NULL, 0,
+	/* The events the card's list (?parked=1) shows, counted by the same
+	 * condition: a parked row whose event gc removed has nothing to show. */
+	rc = store_query(tx, "SELECT count(*) FROM events WHERE 1 = 1" CONSOLE_DB_PARKED, NULL, 0,
 	                 &row);
 	if (rc < 0) {
 		return -1;

@@ -18,9 +18,10 @@ struct store;
 struct store_row;
 struct store_tx;
 
-#define CONSOLE_DB_REASON_MAX 500 /* bytes of a dismiss reason */
+#define CONSOLE_DB_REASON_MAX 500 /* characters of a dismiss reason (the form's maxlength) */
 #define CONSOLE_DB_ACTOR_MAX 100  /* bytes of an actor name */
 #define CONSOLE_DB_MSG_MAX 256
+#define CONSOLE_DB_STATUSES_MAX 8 /* outbox statuses of one list */
 
 /* Which events a list (or a dismiss by filter) selects; NULL / 0 / -1 mean
  * any. Every field is matched exactly, except ef_key_prefix. */
@@ -30,10 +31,11 @@ struct console_db_filter {
 	const char *ef_reason;     /* the failure reason, or the effect of a done event */
 	const char *ef_source;     /* callback or reconcile */
 	const char *ef_order;      /* order_ref */
-	const char *ef_key_prefix; /* idem_key starts with it */
+	const char *ef_key_prefix; /* idem_key starts with its bytes */
 	int64_t ef_since_ms;       /* received_at >= (0: any) */
 	int64_t ef_until_ms;       /* received_at < (0: any) */
 	int ef_open;               /* 1: failed, live, not dismissed (the alert's set) */
+	int ef_parked;             /* 1: parked, still waiting for their payment */
 	int ef_dismissed;          /* -1 any, 0 not dismissed, 1 dismissed */
 	int ef_test_mode;          /* -1 any, 0 live, 1 test mode */
 };
@@ -91,8 +93,14 @@ enum console_db_result {
 	CONSOLE_DB_REFUSED, /* not allowed from the row's state: ret_msg says why */
 };
 
-/* Dismisses failed event id with reason (required, 1..CONSOLE_DB_REASON_MAX
- * bytes): it stays failed but no longer counts as open. Recorded in the
+/* 1 when reason is 1 to CONSOLE_DB_REASON_MAX characters, else 0. A UTF-8
+ * sequence counts as one character, any other byte as one too; a browser's
+ * maxlength counts UTF-16 units, never fewer, so what the console's form
+ * lets through is accepted. */
+int console_db_reason_ok(const char *reason);
+
+/* Dismisses failed event id with reason (required, console_db_reason_ok):
+ * it stays failed but no longer counts as open. Recorded in the
  * audit log with the result, in the same transaction. Returns an enum
  * console_db_result with ret_msg, or -1 on a store error (nothing changed). */
 int console_db_dismiss(struct store *st, int64_t now_ms, const char *actor, int64_t id,
@@ -170,8 +178,9 @@ int console_db_order(struct store *st, int64_t now_ms, const char *id, console_d
 int console_db_order_timeline(struct store *st, int64_t now_ms, const char *id,
                               console_db_row_fn fn, void *arg);
 
-/* Outbox rows with status (NULL: any) and id < before_id (0: newest),
- * newest first, at most limit. Columns: id, order_id, call_type, effect,
+/* Outbox rows with status (NULL: any; or several, separated by commas, up
+ * to CONSOLE_DB_STATUSES_MAX) and id < before_id (0: newest), newest first,
+ * at most limit. Columns: id, order_id, call_type, effect,
  * status, attempts, next_attempt_at, last_status, last_error, comp_state,
  * created_at, updated_at. */
 int console_db_outbox(struct store *st, int64_t now_ms, const char *status, int64_t before_id,
@@ -200,7 +209,7 @@ int console_db_outbox_ids(struct store *st, int64_t now_ms, const char *status, 
 
 /* The overview's figures. */
 struct console_db_overview {
-	int64_t ov_parked;        /* parked events still waiting for their payment */
+	int64_t ov_parked;        /* events ef_parked selects */
 	int64_t ov_audit_last_at; /* ms, 0 when none */
 };
 int console_db_overview(struct store *st, int64_t now_ms, struct console_db_overview *ret);

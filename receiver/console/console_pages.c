@@ -27,6 +27,9 @@
 #define CONSOLE_RAW_SHOWN (256 * 1024)   /* bytes of a payload or body shown raw */
 #define CONSOLE_PRETTY_MAX (1024 * 1024) /* payloads pretty-printed up to this size */
 #define CONSOLE_ORDER_OUTBOX_MAX 100     /* outbox rows of one order shown with their attempts */
+/* The statuses the outbox backlog counts (stats.h: sg_outbox_backlog), as
+ * the outbox page's ?status= takes a list. */
+#define CONSOLE_OUTBOX_BACKLOG "pending,delivering,retry_wait"
 
 /* ---- escaping ---- */
 
@@ -415,13 +418,13 @@ int console_page_overview(struct buf *b, const struct console_ctx *cx)
 	                 g.sg_events_failed_open, 1);
 	console_card_int(b, "/console/events?outcome=failed&amp;test=1&amp;dismissed=0",
 	                 "failed test-mode events (not alerting)", g.sg_events_failed_test_mode, 0);
-	console_card_int(b,
-	                 "/console/events?outcome=failed&amp;reason=unknown_order&amp;dismissed=0",
-	                 "parked, waiting for their payment", ov.ov_parked, 0);
+	/* Each card links to the list of exactly what it counts. */
+	console_card_int(b, "/console/events?parked=1", "parked, waiting for their payment",
+	                 ov.ov_parked, 0);
 	console_card_int(b, "/console/outbox?status=dead", "dead letters (outbox)",
 	                 g.sg_outbox_dead, 1);
-	console_card_int(b, "/console/outbox?status=pending", "outbox backlog (pending, retrying)",
-	                 g.sg_outbox_backlog, 0);
+	console_card_int(b, "/console/outbox?status=" CONSOLE_OUTBOX_BACKLOG,
+	                 "outbox backlog (pending, delivering, retrying)", g.sg_outbox_backlog, 0);
 	snprintf(text, sizeof(text), "%zu", rejects_count_since(cx->cx_now_ms - 3600000LL, NULL));
 	console_card(b, "/console/rejected", "rejected callbacks, last hour", text, NULL);
 	if (health == NULL) {
@@ -544,6 +547,20 @@ static const char *console_outcome_class(const char *outcome)
 	return "ok";
 }
 
+void console_order_href(struct buf *b, const char *order)
+{
+	/* "." and ".." as a path segment are dot segments: a browser drops or
+	 * climbs them when it resolves the link (/console/orders/.. opens
+	 * /console/), and percent-encoding does not help, as URL parsers take
+	 * %2E for a dot there too. The query form is left as it is. */
+	if (strcmp(order, ".") == 0 || strcmp(order, "..") == 0) {
+		buf_puts(b, "/console/orders?id=");
+	} else {
+		buf_puts(b, "/console/orders/");
+	}
+	console_urlenc(b, order);
+}
+
 /* An order id as a link to its page, or a dash. */
 static void console_order_link(struct buf *b, const char *order)
 {
@@ -551,8 +568,8 @@ static void console_order_link(struct buf *b, const char *order)
 		console_esc_or_dash(b, NULL);
 		return;
 	}
-	buf_puts(b, "<a href=\"/console/orders/");
-	console_urlenc(b, order);
+	buf_puts(b, "<a href=\"");
+	console_order_href(b, order);
 	buf_puts(b, "\">");
 	console_esc(b, order);
 	buf_puts(b, "</a>");
@@ -617,7 +634,7 @@ static int64_t console_parse_date(const char *s)
 
 static const char *const console_event_params[] = {
         "provider", "outcome", "reason", "source", "order",     "key",
-        "since",    "until",   "open",   "test",   "dismissed",
+        "since",    "until",   "open",   "test",   "dismissed", "parked",
 };
 #define CONSOLE_EVENT_PARAMS (sizeof(console_event_params) / sizeof(console_event_params[0]))
 
@@ -675,6 +692,7 @@ int console_page_events(struct buf *b, const struct console_ctx *cx, const struc
 	if (v[10] != NULL) {
 		f.ef_dismissed = strcmp(v[10], "1") == 0;
 	}
+	f.ef_parked = v[11] != NULL && strcmp(v[11], "1") == 0;
 	console_page_begin(b, cx, "Events", "events", 0);
 	buf_puts(b, "<form class=\"filters\" method=\"get\" action=\"/console/events\">"
 	            "<label>provider<select name=\"provider\" id=\"f-provider\">"
@@ -707,8 +725,10 @@ int console_page_events(struct buf *b, const struct console_ctx *cx, const struc
 	console_select(b, "dismissed", v[10], tri, 2);
 	buf_printf(b,
 	           "</label><label>open failures only<input type=\"checkbox\" name=\"open\" "
-	           "value=\"1\"%s></label><button type=\"submit\">Filter</button></form>\n",
-	           f.ef_open ? " checked" : "");
+	           "value=\"1\"%s></label><label>parked, waiting for their payment<input "
+	           "type=\"checkbox\" name=\"parked\" value=\"1\"%s></label>"
+	           "<button type=\"submit\">Filter</button></form>\n",
+	           f.ef_open ? " checked" : "", f.ef_parked ? " checked" : "");
 	buf_puts(b, "<table id=\"events\"><tr><th class=\"num\">id</th><th>received (UTC)</th>"
 	            "<th>provider</th><th>key</th><th>kind</th><th>order</th><th>outcome</th>"
 	            "<th>reason / effect</th><th>source</th></tr>\n");
@@ -792,12 +812,15 @@ static int console_history_row(void *arg, const struct console_db_audit_row *r)
 	return 0;
 }
 
-/* The payload as indented JSON when it parses as JSON, else a note. */
+/* The payload as indented JSON when it parses as JSON, else a note; cut
+ * at CONSOLE_RAW_SHOWN bytes of the indented text, as the raw view is. */
 static void console_pretty(struct buf *b, const struct store_row *row, size_t i)
 {
 	const struct store_value *v = &row->sr_cols[i];
 	cJSON *root;
 	char *text;
+	size_t len;
+	size_t shown;
 
 	if ((v->sv_type != STORE_TEXT && v->sv_type != STORE_BLOB) ||
 	    v->sv_len > CONSOLE_PRETTY_MAX) {
@@ -814,8 +837,23 @@ static void console_pretty(struct buf *b, const struct store_row *row, size_t i)
 	if (text == NULL) {
 		return;
 	}
+	len = strlen(text);
+	shown = len;
+	if (len > CONSOLE_RAW_SHOWN) {
+		/* At a character's start, so the cut shows no broken bytes. */
+		shown = CONSOLE_RAW_SHOWN;
+		while (shown > 0 && ((unsigned char)text[shown] & 0xc0) == 0x80) {
+			shown--;
+		}
+	}
 	buf_puts(b, "<pre id=\"payload-pretty\">");
-	console_esc(b, text);
+	console_escn(b, text, shown);
+	if (shown < len) {
+		buf_printf(b,
+		           "\n<span class=\"muted\">(cut: %zu of %zu bytes of the pretty-printed "
+		           "payload shown)</span>",
+		           shown, len);
+	}
 	buf_puts(b, "</pre>");
 	free(text);
 }
@@ -906,10 +944,10 @@ static int console_event_row(void *arg, const struct store_row *row)
 		if (!dismissed) {
 			buf_printf(b,
 			           "<form method=\"post\" action=\"/console/events/%" PRId64
-			           "/dismiss\"><label>reason (required)<br><input name=\"reason\" "
-			           "id=\"dismiss-reason\" required maxlength=\"%d\" "
-			           "size=\"40\"></label>",
-			           id, CONSOLE_DB_REASON_MAX);
+			           "/dismiss\"><label>reason (required, up to %d characters)<br>"
+			           "<input name=\"reason\" id=\"dismiss-reason\" required "
+			           "maxlength=\"%d\" size=\"40\"></label>",
+			           id, CONSOLE_DB_REASON_MAX, CONSOLE_DB_REASON_MAX);
 			console_csrf_field(b, cx);
 			buf_puts(b,
 			         "<button type=\"submit\" class=\"danger\" id=\"dismiss\">Dismiss"
@@ -1230,6 +1268,20 @@ int console_page_order(struct buf *b, const struct console_ctx *cx, const char *
 	return console_page_end(b) < 0 ? -1 : 200;
 }
 
+int console_page_order_query(struct buf *b, const struct console_ctx *cx,
+                             const struct http_request *req)
+{
+	char *id = console_query(req, "id");
+	int rc;
+
+	if (id == NULL) {
+		return console_not_found(b, cx, NULL, "No order id given (?id=).");
+	}
+	rc = console_page_order(b, cx, id);
+	free(id);
+	return rc;
+}
+
 /* ---- outbox ---- */
 
 int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struct http_request *req)
@@ -1246,10 +1298,20 @@ int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struc
 	if (stats_gauges(cx->cx_store, cx->cx_now_ms, &g) < 0) {
 		goto out;
 	}
-	console_page_begin(b, cx, status != NULL ? "Outbox: one status" : "Outbox", "outbox", 0);
+	console_page_begin(b, cx,
+	                   status == NULL                ? "Outbox"
+	                   : strchr(status, ',') != NULL ? "Outbox: several statuses"
+	                                                 : "Outbox: one status",
+	                   "outbox", 0);
 	buf_puts(b, "<p>");
 	buf_printf(b, "<a href=\"/console/outbox\"%s>all</a>",
 	           status == NULL ? " class=\"here\"" : "");
+	buf_printf(b,
+	           " · <a href=\"/console/outbox?status=" CONSOLE_OUTBOX_BACKLOG
+	           "\"%s>backlog: pending, delivering, retry_wait (%" PRId64 ")</a>",
+	           status != NULL && strcmp(status, CONSOLE_OUTBOX_BACKLOG) == 0 ? " class=\"here\""
+	                                                                         : "",
+	           g.sg_outbox_backlog);
 	for (i = 0; i < STATS_OUTBOX_STATUSES; i++) {
 		int here = status != NULL && strcmp(status, stats_outbox_statuses[i]) == 0;
 

@@ -58,11 +58,20 @@ int console_page_events(struct buf *b, const struct console_ctx *cx,
                         const struct http_request *req);
 int console_page_event(struct buf *b, const struct console_ctx *cx, int64_t id);
 int console_page_order(struct buf *b, const struct console_ctx *cx, const char *id);
+/* The same page for /console/orders?id=ID, the form links take for an id
+ * that is a dot segment (console_order_href). */
+int console_page_order_query(struct buf *b, const struct console_ctx *cx,
+                             const struct http_request *req);
 int console_page_outbox(struct buf *b, const struct console_ctx *cx,
                         const struct http_request *req);
 int console_page_outbox_row(struct buf *b, const struct console_ctx *cx, int64_t id);
 int console_page_rejected(struct buf *b, const struct console_ctx *cx);
 int console_page_audit(struct buf *b, const struct console_ctx *cx, const struct http_request *req);
+
+/* Appends the path (and query) of order id's page, percent-encoded, for an
+ * href: /console/orders/ID, or /console/orders?id=ID when ID is "." or "..",
+ * which a browser would resolve away as a path segment. */
+void console_order_href(struct buf *b, const char *id);
 
 /* A query parameter, percent-decoded (malloc'd), or NULL when absent,
  * empty or malformed. */

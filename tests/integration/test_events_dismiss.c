@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include <cjson/cJSON.h>
+
 #include "fixtures.h"
 #include "harness.h"
 
@@ -91,6 +93,62 @@ static void test_dismissing_a_failed_event_clears_the_gauge_and_is_audited(void 
 	free(out);
 }
 
+static void test_events_show_and_list_say_who_dismissed_an_event_and_why(void **state)
+{
+	struct daemon *d = *state;
+	char id[32];
+	const char *dismiss[] = {"events", "dismiss", id, "--reason", "paid at the till", NULL};
+	const char *show[] = {"events", "show", id, NULL};
+	const char *show_json[] = {"events", "show", id, "--json", NULL};
+	static const char *const list[] = {"events", "list", NULL};
+	static const char *const list_json[] = {"events", "list", "--json", NULL};
+	const cJSON *e;
+	cJSON *j;
+	char *out = NULL;
+
+	t_unknown(d, "evt_dismiss_shown");
+	snprintf(id, sizeof(id), "%lld", (long long)t_event_id(d, "evt_dismiss_shown"));
+	assert_int_equal(daemon_cli(d, 1, show, &out), 0);
+	assert_non_null(strstr(out, "\ndismissed:       no\n"));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, dismiss, &out), 0);
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, show, &out), 0);
+	assert_non_null(strstr(out, "\ndismissed:       20"));
+	assert_non_null(strstr(out, " by cli:"));
+	assert_non_null(strstr(out, "\ndismiss reason:  paid at the till\n"));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, show_json, &out), 0);
+	j = cJSON_Parse(out);
+	assert_non_null(j);
+	assert_true(cJSON_IsString(cJSON_GetObjectItem(j, "dismissed")));
+	assert_non_null(strstr(cJSON_GetObjectItem(j, "dismissed_by")->valuestring, "cli:"));
+	assert_string_equal(cJSON_GetObjectItem(j, "dismiss_reason")->valuestring,
+	                    "paid at the till");
+	/* what was there stays */
+	assert_string_equal(cJSON_GetObjectItem(j, "outcome")->valuestring, "failed");
+	cJSON_Delete(j);
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, list, &out), 0);
+	assert_non_null(strstr(out, "unknown_order (dismissed)\n"));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, list_json, &out), 0);
+	j = cJSON_Parse(out);
+	assert_non_null(j);
+	e = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "events"), 0);
+	assert_non_null(e);
+	assert_true(cJSON_IsString(cJSON_GetObjectItem(e, "dismissed")));
+	assert_string_equal(cJSON_GetObjectItem(e, "dismiss_reason")->valuestring,
+	                    "paid at the till");
+	cJSON_Delete(j);
+	free(out);
+}
+
 static void test_dismiss_without_a_reason_is_refused_and_changes_nothing(void **state)
 {
 	struct daemon *d = *state;
@@ -155,6 +213,41 @@ static void test_dismiss_by_filter_counts_first_and_needs_the_count_confirmed(vo
 	                 1);
 }
 
+static void test_a_key_prefix_that_is_not_ascii_selects_by_its_bytes(void **state)
+{
+	struct daemon *d = *state;
+	/* "é" is two bytes: a prefix compared by characters took one too many
+	 * of the key's and matched nothing */
+	static const char *const accented[] = {
+	        "events", "dismiss", "--key-prefix", "evt_\xc3\xa9", "--reason", "sandbox", NULL};
+	/* the bytes, not the characters: half of "é" is a prefix too */
+	static const char *const half[] = {
+	        "events", "dismiss", "--key-prefix", "evt_\xc3", "--reason", "sandbox", NULL};
+	static const char *const confirm[] = {"events",       "dismiss",  "--key-prefix",
+	                                      "evt_\xc3\xa9", "--reason", "sandbox",
+	                                      "--confirm",    "2",        NULL};
+	char *out = NULL;
+
+	t_unknown(d, "evt_\xc3\xa9_1");
+	t_unknown(d, "evt_\xc3\xa9_2");
+	t_unknown(d, "evt_e_3");
+	assert_int_equal(daemon_cli(d, 1, accented, &out), 0);
+	assert_non_null(strstr(out, "2 open failed event(s) match"));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, half, &out), 0);
+	assert_non_null(strstr(out, "2 open failed event(s) match"));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, confirm, &out), 0);
+	assert_non_null(strstr(out, "2 event(s) dismissed"));
+	free(out);
+	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"
+	                              " AND idem_key LIKE 'evt_\xc3\xa9_%%'"),
+	                 2);
+	assert_int_equal(t_gauge(d, "idemhook_events_failed_open"), 1);
+}
+
 static void test_test_mode_failures_are_counted_apart_from_live_ones(void **state)
 {
 	struct daemon *d = *state;
@@ -192,10 +285,16 @@ int main(void)
 	                test_dismissing_a_failed_event_clears_the_gauge_and_is_audited, setup,
 	                daemon_teardown),
 	        cmocka_unit_test_setup_teardown(
+	                test_events_show_and_list_say_who_dismissed_an_event_and_why, setup,
+	                daemon_teardown),
+	        cmocka_unit_test_setup_teardown(
 	                test_dismiss_without_a_reason_is_refused_and_changes_nothing, setup,
 	                daemon_teardown),
 	        cmocka_unit_test_setup_teardown(
 	                test_dismiss_by_filter_counts_first_and_needs_the_count_confirmed, setup,
+	                daemon_teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_a_key_prefix_that_is_not_ascii_selects_by_its_bytes, setup,
 	                daemon_teardown),
 	        cmocka_unit_test_setup_teardown(
 	                test_test_mode_failures_are_counted_apart_from_live_ones, setup,

@@ -63,6 +63,65 @@ static void test_a_page_that_outgrows_its_cap_fails_instead_of_being_cut(void **
 	buf_finish(&b);
 }
 
+static char *t_order_href(const char *id)
+{
+	struct buf b;
+
+	buf_init(&b, 0);
+	console_order_href(&b, id);
+	assert_false(b.buf_overflow);
+	return buf_take(&b, NULL);
+}
+
+/* 1 when seg (up to end) is a dot segment as a URL parser resolves it:
+ * ".", "..", with either dot written %2e or %2E. */
+static int t_dot_segment(const char *seg, const char *end)
+{
+	size_t dots = 0;
+
+	while (seg < end) {
+		if (*seg == '.') {
+			seg++;
+		} else if (end - seg >= 3 && seg[0] == '%' && seg[1] == '2' &&
+		           (seg[2] == 'e' || seg[2] == 'E')) {
+			seg += 3;
+		} else {
+			return 0;
+		}
+		dots++;
+	}
+	return dots == 1 || dots == 2;
+}
+
+static void test_order_links_never_end_in_a_dot_segment(void **state)
+{
+	static const char *const cases[][2] = {
+	        {"..", "/console/orders?id=.."},          {".", "/console/orders?id=."},
+	        {"...", "/console/orders/..."},           {"ord.1", "/console/orders/ord.1"},
+	        {"a/../b", "/console/orders/a%2F..%2Fb"}, {"%2e%2E", "/console/orders/%252e%252E"},
+	        {"ord_1", "/console/orders/ord_1"},
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *href = t_order_href(cases[i][0]);
+		const char *path_end = strchr(href, '?');
+		const char *seg;
+
+		assert_string_equal(href, cases[i][1]);
+		/* the path's last segment (the id's, or "orders") is never one a
+		 * browser would climb or drop */
+		path_end = path_end != NULL ? path_end : href + strlen(href);
+		seg = path_end;
+		while (seg > href && seg[-1] != '/') {
+			seg--;
+		}
+		assert_false(t_dot_segment(seg, path_end));
+		free(href);
+	}
+}
+
 static void test_traffic_counts_per_provider_and_hour_for_a_day(void **state)
 {
 	static struct traffic_view tv;
@@ -203,6 +262,7 @@ int main(void)
 	        cmocka_unit_test(test_markup_is_escaped_as_entities),
 	        cmocka_unit_test(test_utf8_passes_and_invalid_bytes_and_controls_show_as_hex),
 	        cmocka_unit_test(test_a_page_that_outgrows_its_cap_fails_instead_of_being_cut),
+	        cmocka_unit_test(test_order_links_never_end_in_a_dot_segment),
 	        cmocka_unit_test(test_console_section_is_checked_whole),
 	        cmocka_unit_test(test_traffic_counts_per_provider_and_hour_for_a_day),
 	};

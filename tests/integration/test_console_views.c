@@ -1,0 +1,351 @@
+/* test_console_views.c: what the console's pages show, over real HTTP on the
+ * real daemon's admin listener: links that reach what they name, figures
+ * whose links list what they count, payloads cut as documented, and a
+ * dismiss reason the form accepts accepted by the server. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fixtures.h"
+#include "harness.h"
+
+#define T_OP_TOKEN "console-operator-token-0123456789"
+#define T_CONSOLE "\n[console]\nenabled = yes\ntoken = alice operator env:T_CONSOLE_OP\n"
+
+struct t_session {
+	char ts_cookie[200]; /* "Cookie: idemhook_console=..." */
+	char ts_csrf[100];
+};
+
+static void t_start(struct daemon *d, const char *extra)
+{
+	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
+	fx_daemon_start(d, "%s%s%s", FX_STRIPE_INI, T_CONSOLE, extra != NULL ? extra : "");
+}
+
+static void t_stop(struct daemon *d)
+{
+	assert_int_equal(daemon_term(d, 30), 0);
+	daemon_finish(d);
+}
+
+static long t_get(struct daemon *d, const char *path, const struct t_session *s, struct hres *r)
+{
+	const char *h[] = {s->ts_cookie, NULL};
+	char url[512];
+
+	snprintf(url, sizeof(url), "%s%s", d->dm_admin_base, path);
+	assert_int_equal(hn_http("GET", url, h, NULL, 0, r), 0);
+	return r->hs_status;
+}
+
+static long t_post(struct daemon *d, const char *path, const struct t_session *s, const char *form,
+                   struct hres *r)
+{
+	const char *h[] = {"Content-Type: application/x-www-form-urlencoded", s->ts_cookie, NULL};
+	char url[512];
+
+	snprintf(url, sizeof(url), "%s%s", d->dm_admin_base, path);
+	assert_int_equal(hn_http("POST", url, h, form, strlen(form), r), 0);
+	return r->hs_status;
+}
+
+/* Logs in as the operator; reads the cookie and the CSRF token. */
+static void t_login(struct daemon *d, struct t_session *s)
+{
+	const char *h[] = {"Content-Type: application/x-www-form-urlencoded", NULL};
+	char form[200];
+	char url[512];
+	struct hres r;
+	char *cookie;
+	const char *p;
+	size_t n;
+
+	snprintf(form, sizeof(form), "token=%s", T_OP_TOKEN);
+	snprintf(url, sizeof(url), "%s/console/login", d->dm_admin_base);
+	assert_int_equal(hn_http("POST", url, h, form, strlen(form), &r), 0);
+	assert_int_equal(r.hs_status, 303);
+	cookie = hres_header(&r, "Set-Cookie");
+	assert_non_null(cookie);
+	n = strcspn(cookie, ";");
+	snprintf(s->ts_cookie, sizeof(s->ts_cookie), "Cookie: %.*s", (int)n, cookie);
+	free(cookie);
+	hres_finish(&r);
+	assert_int_equal(t_get(d, "/console/", s, &r), 200);
+	p = strstr(r.hs_body, "name=\"csrf\" value=\"");
+	assert_non_null(p);
+	p += strlen("name=\"csrf\" value=\"");
+	n = strcspn(p, "\"");
+	snprintf(s->ts_csrf, sizeof(s->ts_csrf), "%.*s", (int)n, p);
+	hres_finish(&r);
+}
+
+/* The card labelled label on the overview page: its link (&amp; undone)
+ * into href, and its figure as a number. */
+static int64_t t_card(const char *page, const char *label, char *href, size_t size)
+{
+	char want[200];
+	const char *p = page;
+
+	snprintf(want, sizeof(want), "<div class=\"label\">%s</div></a>", label);
+	while ((p = strstr(p, "<a class=\"card\" href=\"")) != NULL) {
+		const char *end = strstr(p, "</a>");
+		const char *h = p + strlen("<a class=\"card\" href=\"");
+		const char *fig;
+		size_t o = 0;
+
+		assert_non_null(end);
+		if (strncmp(strstr(p, "<div class=\"label\">"), want, strlen(want)) != 0) {
+			p = end;
+			continue;
+		}
+		while (*h != '"' && o + 1 < size) {
+			if (strncmp(h, "&amp;", 5) == 0) {
+				href[o++] = '&';
+				h += 5;
+			} else {
+				href[o++] = *h++;
+			}
+		}
+		assert_int_equal(*h, '"');
+		href[o] = '\0';
+		fig = strstr(h, "<div class=\"figure");
+		assert_non_null(fig);
+		fig = strchr(fig, '>');
+		assert_non_null(fig);
+		return strtoll(fig + 1, NULL, 10);
+	}
+	fail_msg("no card \"%s\"", label);
+	return -1;
+}
+
+/* How many times needle occurs in s. */
+static int64_t t_count(const char *s, const char *needle)
+{
+	int64_t n = 0;
+
+	while ((s = strstr(s, needle)) != NULL) {
+		n++;
+		s += strlen(needle);
+	}
+	return n;
+}
+
+static void test_an_order_whose_id_is_a_dot_segment_is_linked_by_query(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+
+	(void)state;
+	t_start(&d, NULL);
+	assert_int_equal(fx_stripe_pay(&d, "evt_views_dots", "..", 900, "usd"), 200);
+	t_login(&d, &s);
+	/* /console/orders/.. (or %2E%2E) would open /console/ in a browser */
+	assert_int_equal(t_get(&d, "/console/events", &s, &r), 200);
+	assert_null(strstr(r.hs_body, "href=\"/console/orders/..\""));
+	assert_non_null(strstr(r.hs_body, "href=\"/console/orders?id=..\""));
+	hres_finish(&r);
+	assert_int_equal(t_get(&d, "/console/orders?id=..", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "<h1>Order .. (not in the orders table)</h1>"));
+	assert_non_null(strstr(r.hs_body, "evt_views_dots"));
+	hres_finish(&r);
+	assert_int_equal(t_get(&d, "/console/orders", &s, &r), 404);
+	hres_finish(&r);
+	t_stop(&d);
+}
+
+/* Payments fail to be announced (nothing listens on port 9) and wait to be
+ * tried again in up to an hour: the outbox backlog, in retry_wait. */
+#define T_BACKLOG_OUTBOUND                                                                         \
+	"\n[outbound]\nnotify_url = http://127.0.0.1:9/notify\npoll = 50ms\nretry_base = 1h\n"     \
+	"connect_timeout = 1s\n"
+
+static void test_each_overview_card_links_to_the_rows_it_counts(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	struct hres list;
+	char href[256];
+	char order[64];
+	char *body;
+	int64_t n;
+	int i;
+
+	(void)state;
+	t_start(&d, T_BACKLOG_OUTBOUND);
+	/* two paid orders whose announcements wait for another attempt */
+	for (i = 0; i < 2; i++) {
+		char key[32];
+
+		fx_order(&d, 1200, "usd", order);
+		snprintf(key, sizeof(key), "evt_views_paid_%d", i);
+		assert_int_equal(fx_stripe_pay(&d, key, order, 1200, "usd"), 200);
+	}
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'retry_wait'",
+	                                2, 20),
+	                 2);
+	/* a refund of a payment no order is known under waits for it (parked);
+	 * a payment for an order that does not exist fails, unknown_order too,
+	 * but waits for nothing */
+	body = fx_stripe_refund("evt_views_refund", "ord_views_nosuch_000000001", 800, 800,
+	                        "re_views_1", "usd");
+	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
+	free(body);
+	assert_int_equal(
+	        fx_stripe_pay(&d, "evt_views_unknown", "ord_views_nosuch_000000002", 800, "usd"),
+	        200);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT count(*) FROM order_parked WHERE applied_at IS NULL"), 1);
+	t_login(&d, &s);
+	assert_int_equal(t_get(&d, "/console/", &s, &r), 200);
+	n = t_card(r.hs_body, "parked, waiting for their payment", href, sizeof(href));
+	assert_int_equal(n, 1);
+	assert_int_equal(t_get(&d, href, &s, &list), 200);
+	assert_int_equal(t_count(list.hs_body, "<tr><td class=\"num\"><a href=\"/console/events/"),
+	                 n);
+	assert_non_null(strstr(list.hs_body, "evt_views_refund"));
+	hres_finish(&list);
+	n = t_card(r.hs_body, "outbox backlog (pending, delivering, retrying)", href, sizeof(href));
+	assert_int_equal(n, 2);
+	assert_int_equal(t_get(&d, href, &s, &list), 200);
+	assert_int_equal(t_count(list.hs_body, "<tr><td class=\"num\"><a href=\"/console/outbox/"),
+	                 n);
+	hres_finish(&list);
+	hres_finish(&r);
+	t_stop(&d);
+}
+
+/* A payload over the 256 KB shown: raw and pretty-printed, each view is cut
+ * with a note, and the page is not the whole payload twice over. */
+static void test_a_payload_over_256_kb_is_cut_in_both_views(void **state)
+{
+	const size_t big = 300 * 1024;
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char path[64];
+	char *object = malloc(big + 512);
+	char *body;
+	const char *pretty;
+	const char *raw;
+	const char *end;
+	const char *note;
+	size_t len;
+	long long id;
+
+	(void)state;
+	assert_non_null(object);
+	snprintf(object, big + 512,
+	         "{\"id\":\"pi_views_big\",\"object\":\"payment_intent\",\"amount\":100,"
+	         "\"amount_received\":100,\"currency\":\"usd\",\"status\":\"succeeded\","
+	         "\"metadata\":{\"order_id\":\"ord_views_big\"},\"description\":\"");
+	len = strlen(object);
+	memset(object + len, 'x', big);
+	memcpy(object + len + big, "\"}", 3);
+	body = hn_stripe_event("evt_views_big", "payment_intent.succeeded", object);
+	free(object);
+	t_start(&d, NULL);
+	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
+	free(body);
+	id = (long long)fx_db_int(&d, "SELECT id FROM events WHERE idem_key = 'evt_views_big'");
+	t_login(&d, &s);
+	snprintf(path, sizeof(path), "/console/events/%lld", id);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	pretty = strstr(r.hs_body, "<pre id=\"payload-pretty\">");
+	raw = strstr(r.hs_body, "<pre id=\"payload-raw\">");
+	assert_non_null(pretty);
+	assert_non_null(raw);
+	/* each: 256 KB, a few quotes escaped as entities, the note */
+	end = strstr(pretty, "</pre>");
+	assert_non_null(end);
+	assert_true((size_t)(end - pretty) < 256 * 1024 + 1024);
+	note = strstr(pretty, "(cut: 262144 of ");
+	assert_true(note != NULL && note < end);
+	end = strstr(raw, "</pre>");
+	assert_non_null(end);
+	assert_true((size_t)(end - raw) < 256 * 1024 + 1024);
+	note = strstr(raw, "(cut: 262144 of ");
+	assert_true(note != NULL && note < end);
+	hres_finish(&r);
+	t_stop(&d);
+}
+
+/* A payment for an order that does not exist: a failed event; its id. */
+static long long t_failed_event(struct daemon *d, const char *key)
+{
+	assert_int_equal(fx_stripe_pay(d, key, "ord_views_nosuch_000000003", 700, "usd"), 200);
+	return (long long)fx_db_int(d, "SELECT id FROM events WHERE idem_key = '%s'", key);
+}
+
+/* The form's maxlength counts characters (UTF-16 units, never fewer): the
+ * server counts characters too, not bytes. */
+static void test_a_dismiss_reason_of_500_characters_of_3_bytes_each_is_accepted(void **state)
+{
+	static const char han[] = "%E4%B8%AD"; /* U+4E2D, three bytes */
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char path[64];
+	char form[6000];
+	long long id;
+	size_t o;
+	int i;
+
+	(void)state;
+	t_start(&d, NULL);
+	id = t_failed_event(&d, "evt_views_reason_500");
+	t_login(&d, &s);
+	snprintf(path, sizeof(path), "/console/events/%lld", id);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "id=\"dismiss-reason\" required maxlength=\"500\""));
+	hres_finish(&r);
+	o = (size_t)snprintf(form, sizeof(form), "csrf=%s&reason=", s.ts_csrf);
+	for (i = 0; i < 500; i++) {
+		memcpy(form + o, han, strlen(han));
+		o += strlen(han);
+	}
+	form[o] = '\0';
+	snprintf(path, sizeof(path), "/console/events/%lld/dismiss", id);
+	assert_int_equal(t_post(&d, path, &s, form, &r), 200);
+	hres_finish(&r);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM events WHERE id = %lld AND"
+	                           " dismissed_at IS NOT NULL AND length(dismiss_reason) = 500",
+	                           id),
+	                 1);
+	/* one more is refused, and says the limit in characters */
+	id = t_failed_event(&d, "evt_views_reason_501");
+	memcpy(form + o, han, strlen(han) + 1);
+	snprintf(path, sizeof(path), "/console/events/%lld/dismiss", id);
+	assert_int_equal(t_post(&d, path, &s, form, &r), 409);
+	assert_non_null(strstr(r.hs_body, "a reason of 1 to 500 characters is required"));
+	hres_finish(&r);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM events WHERE id = %lld AND"
+	                           " dismissed_at IS NULL",
+	                           id),
+	                 1);
+	t_stop(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_an_order_whose_id_is_a_dot_segment_is_linked_by_query),
+	        cmocka_unit_test(test_each_overview_card_links_to_the_rows_it_counts),
+	        cmocka_unit_test(test_a_payload_over_256_kb_is_cut_in_both_views),
+	        cmocka_unit_test(
+	                test_a_dismiss_reason_of_500_characters_of_3_bytes_each_is_accepted),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
