@@ -75,6 +75,7 @@ static const struct config_known_key config_known_keys[] = {
 	{"console", "allow_insecure", CONFIG_KEY_RELOADS},
 	{"console", "enabled", 0},
 	{"console", "login_failures", CONFIG_KEY_RELOADS},
+	{"console", "secure_cookie", CONFIG_KEY_RELOADS},
 	{"console", "session_ttl", CONFIG_KEY_RELOADS},
 	{"console", "token", CONFIG_KEY_MULTI | CONFIG_KEY_RELOADS},
 	{"demo", "enabled", CONFIG_KEY_RELOADS},

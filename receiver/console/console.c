@@ -150,6 +150,18 @@ int console_conf_load(const struct config *cf, int with_secrets, struct console_
 		failures = u;
 	}
 	ret->cc_login_failures = (unsigned)failures;
+	/* Secure on the cookie: auto (the default) sets it where the admin
+	 * address is not loopback (below); yes sets it always, for a loopback
+	 * listener that a TLS proxy serves to the browser as HTTPS. */
+	{
+		const char *v = config_get(cf, CONSOLE_SECTION, "secure_cookie");
+
+		if (v != NULL && strcmp(v, "auto") != 0 &&
+		    (config_parse_bool(v, &ret->cc_cookie_secure) < 0 || !ret->cc_cookie_secure)) {
+			return config_refuse(cf, CONSOLE_SECTION, "secure_cookie",
+			                     "\"%s\": auto or yes", v);
+		}
+	}
 	if (!ret->cc_enabled) {
 		return 0;
 	}

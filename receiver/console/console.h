@@ -39,7 +39,7 @@ struct console_conf {
 	int64_t cc_session_ttl_s;   /* a session lives this long (default 8h) */
 	unsigned cc_login_failures; /* failed logins per client per 15 min (default 5) */
 	int cc_allow_insecure;      /* serve on a non-loopback admin address without TLS */
-	int cc_cookie_secure;       /* Secure cookies: the admin address is not loopback */
+	int cc_cookie_secure; /* Secure cookies: secure_cookie = yes, or a non-loopback admin */
 };
 
 /* Reads and checks [console] of cf (every key, each token's NAME ROLE

@@ -1410,6 +1410,39 @@ static void test_serve_refuses_the_console_on_a_non_loopback_admin_address(void 
 	daemon_finish(&d);
 }
 
+/* Behind a TLS proxy the admin listener stays on loopback, where the cookie
+ * gets no Secure by itself: secure_cookie = yes sets it; a value other than
+ * auto or yes is refused with its line. */
+static void test_secure_cookie_yes_marks_the_cookie_secure_on_loopback(void **state)
+{
+	struct daemon d;
+	struct hres r;
+	char form[100];
+	char *log;
+	char *v;
+
+	(void)state;
+	t_start(&d, "secure_cookie = yes\n");
+	snprintf(form, sizeof(form), "token=%s", T_OP_TOKEN);
+	assert_int_equal(t_post(&d, "/console/login", NULL, form, &r), 303);
+	v = hres_header(&r, "Set-Cookie");
+	assert_non_null(v);
+	assert_non_null(strstr(v, "; Secure"));
+	free(v);
+	hres_finish(&r);
+	daemon_finish(&d);
+
+	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
+	setenv("T_CONSOLE_RO", T_RO_TOKEN, 1);
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI T_CONSOLE "secure_cookie = no\n"), 0);
+	assert_int_not_equal(daemon_start(&d), 0);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "[console] secure_cookie: \"no\": auto or yes"));
+	free(log);
+	daemon_finish(&d);
+}
+
 /* PostgreSQL: an action taken on one receiver's console is what another's
  * shows (the state is the shared database's; sessions are each receiver's). */
 static void test_an_action_on_one_receiver_is_seen_on_another(void **state)
@@ -1486,6 +1519,7 @@ int main(void)
 	        cmocka_unit_test(
 	                test_the_console_is_off_by_default_and_never_on_the_public_listener),
 	        cmocka_unit_test(test_serve_refuses_the_console_on_a_non_loopback_admin_address),
+	        cmocka_unit_test(test_secure_cookie_yes_marks_the_cookie_secure_on_loopback),
 	        cmocka_unit_test(test_an_action_on_one_receiver_is_seen_on_another),
 	};
 

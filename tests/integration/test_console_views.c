@@ -315,7 +315,8 @@ static void test_a_dismiss_reason_of_500_characters_of_3_bytes_each_is_accepted(
 	}
 	form[o] = '\0';
 	snprintf(path, sizeof(path), "/console/events/%lld/dismiss", id);
-	assert_int_equal(t_post(&d, path, &s, form, &r), 200);
+	/* carried out: a redirect to the event (Post/Redirect/Get) */
+	assert_int_equal(t_post(&d, path, &s, form, &r), 303);
 	hres_finish(&r);
 	assert_int_equal(fx_db_int(&d,
 	                           "SELECT count(*) FROM events WHERE id = %lld AND"
