@@ -712,6 +712,20 @@ static int console_db_read(struct store *st, int64_t now_ms, const char *sql,
 	return store_read(st, now_ms, console_db_q_unit, &q);
 }
 
+/* A list page's read: sql (its WHERE built, p[0..n) its parameters, room
+ * for one more) newest first, at most limit rows. */
+static int console_db_read_newest(struct store *st, int64_t now_ms, struct buf *sql,
+                                  struct store_value *p, size_t n, int64_t limit,
+                                  console_db_row_fn fn, void *arg)
+{
+	buf_puts(sql, " ORDER BY id DESC LIMIT ?");
+	p[n++] = store_int(limit);
+	if (sql->buf_overflow) {
+		return -1;
+	}
+	return console_db_read(st, now_ms, sql->buf_data, p, n, fn, arg);
+}
+
 int console_db_events(struct store *st, int64_t now_ms, const struct console_db_filter *f,
                       int64_t before_id, int64_t limit, console_db_row_fn fn, void *arg)
 {
@@ -729,12 +743,7 @@ int console_db_events(struct store *st, int64_t now_ms, const struct console_db_
 	if (console_db_filter_sql(f, store_backend_of(st), &sql, p, &n) < 0) {
 		goto out;
 	}
-	buf_puts(&sql, " ORDER BY id DESC LIMIT ?");
-	p[n++] = store_int(limit);
-	if (sql.buf_overflow) {
-		goto out;
-	}
-	rc = console_db_read(st, now_ms, sql.buf_data, p, n, fn, arg);
+	rc = console_db_read_newest(st, now_ms, &sql, p, n, limit, fn, arg);
 out:
 	buf_finish(&sql);
 	return rc;
@@ -874,12 +883,7 @@ int console_db_outbox(struct store *st, int64_t now_ms, const char *status, int6
 	if (n > 1) {
 		buf_puts(&sql, ")");
 	}
-	buf_puts(&sql, " ORDER BY id DESC LIMIT ?");
-	p[n++] = store_int(limit);
-	if (sql.buf_overflow) {
-		goto out;
-	}
-	rc = console_db_read(st, now_ms, sql.buf_data, p, n, fn, arg);
+	rc = console_db_read_newest(st, now_ms, &sql, p, n, limit, fn, arg);
 out:
 	buf_finish(&sql);
 	free(list);

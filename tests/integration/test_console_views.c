@@ -12,78 +12,14 @@
 
 #include <cmocka.h>
 
+#include "console_client.h"
 #include "fixtures.h"
 #include "harness.h"
-
-#define T_OP_TOKEN "console-operator-token-0123456789"
-#define T_CONSOLE "\n[console]\nenabled = yes\ntoken = alice operator env:T_CONSOLE_OP\n"
-
-struct t_session {
-	char ts_cookie[200]; /* "Cookie: idemhook_console=..." */
-	char ts_csrf[100];
-};
-
-static void t_start(struct daemon *d, const char *extra)
-{
-	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
-	fx_daemon_start(d, "%s%s%s", FX_STRIPE_INI, T_CONSOLE, extra != NULL ? extra : "");
-}
 
 static void t_stop(struct daemon *d)
 {
 	assert_int_equal(daemon_term(d, 30), 0);
 	daemon_finish(d);
-}
-
-static long t_get(struct daemon *d, const char *path, const struct t_session *s, struct hres *r)
-{
-	const char *h[] = {s->ts_cookie, NULL};
-	char url[512];
-
-	snprintf(url, sizeof(url), "%s%s", d->dm_admin_base, path);
-	assert_int_equal(hn_http("GET", url, h, NULL, 0, r), 0);
-	return r->hs_status;
-}
-
-static long t_post(struct daemon *d, const char *path, const struct t_session *s, const char *form,
-                   struct hres *r)
-{
-	const char *h[] = {"Content-Type: application/x-www-form-urlencoded", s->ts_cookie, NULL};
-	char url[512];
-
-	snprintf(url, sizeof(url), "%s%s", d->dm_admin_base, path);
-	assert_int_equal(hn_http("POST", url, h, form, strlen(form), r), 0);
-	return r->hs_status;
-}
-
-/* Logs in as the operator; reads the cookie and the CSRF token. */
-static void t_login(struct daemon *d, struct t_session *s)
-{
-	const char *h[] = {"Content-Type: application/x-www-form-urlencoded", NULL};
-	char form[200];
-	char url[512];
-	struct hres r;
-	char *cookie;
-	const char *p;
-	size_t n;
-
-	snprintf(form, sizeof(form), "token=%s", T_OP_TOKEN);
-	snprintf(url, sizeof(url), "%s/console/login", d->dm_admin_base);
-	assert_int_equal(hn_http("POST", url, h, form, strlen(form), &r), 0);
-	assert_int_equal(r.hs_status, 303);
-	cookie = hres_header(&r, "Set-Cookie");
-	assert_non_null(cookie);
-	n = strcspn(cookie, ";");
-	snprintf(s->ts_cookie, sizeof(s->ts_cookie), "Cookie: %.*s", (int)n, cookie);
-	free(cookie);
-	hres_finish(&r);
-	assert_int_equal(t_get(d, "/console/", s, &r), 200);
-	p = strstr(r.hs_body, "name=\"csrf\" value=\"");
-	assert_non_null(p);
-	p += strlen("name=\"csrf\" value=\"");
-	n = strcspn(p, "\"");
-	snprintf(s->ts_csrf, sizeof(s->ts_csrf), "%.*s", (int)n, p);
-	hres_finish(&r);
 }
 
 /* The card labelled label on the overview page: its link (&amp; undone)
@@ -146,7 +82,7 @@ static void test_an_order_whose_id_is_a_dot_segment_is_linked_by_query(void **st
 	(void)state;
 	t_start(&d, NULL);
 	assert_int_equal(fx_stripe_pay(&d, "evt_views_dots", "..", 900, "usd"), 200);
-	t_login(&d, &s);
+	t_login(&d, T_OP_TOKEN, &s);
 	/* /console/orders/.. (or %2E%2E) would open /console/ in a browser */
 	assert_int_equal(t_get(&d, "/console/events", &s, &r), 200);
 	assert_null(strstr(r.hs_body, "href=\"/console/orders/..\""));
@@ -205,7 +141,7 @@ static void test_each_overview_card_links_to_the_rows_it_counts(void **state)
 	        200);
 	assert_int_equal(
 	        fx_db_int(&d, "SELECT count(*) FROM order_parked WHERE applied_at IS NULL"), 1);
-	t_login(&d, &s);
+	t_login(&d, T_OP_TOKEN, &s);
 	assert_int_equal(t_get(&d, "/console/", &s, &r), 200);
 	n = t_card(r.hs_body, "parked, waiting for their payment", href, sizeof(href));
 	assert_int_equal(n, 1);
@@ -257,7 +193,7 @@ static void test_a_payload_over_256_kb_is_cut_in_both_views(void **state)
 	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
 	free(body);
 	id = (long long)fx_db_int(&d, "SELECT id FROM events WHERE idem_key = 'evt_views_big'");
-	t_login(&d, &s);
+	t_login(&d, T_OP_TOKEN, &s);
 	snprintf(path, sizeof(path), "/console/events/%lld", id);
 	assert_int_equal(t_get(&d, path, &s, &r), 200);
 	pretty = strstr(r.hs_body, "<pre id=\"payload-pretty\">");
@@ -303,7 +239,7 @@ static void test_a_dismiss_reason_of_500_characters_of_3_bytes_each_is_accepted(
 	(void)state;
 	t_start(&d, NULL);
 	id = t_failed_event(&d, "evt_views_reason_500");
-	t_login(&d, &s);
+	t_login(&d, T_OP_TOKEN, &s);
 	snprintf(path, sizeof(path), "/console/events/%lld", id);
 	assert_int_equal(t_get(&d, path, &s, &r), 200);
 	assert_non_null(strstr(r.hs_body, "id=\"dismiss-reason\" required maxlength=\"500\""));
