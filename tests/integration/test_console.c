@@ -52,6 +52,17 @@ static long t_follow(struct daemon *d, struct hres *post, const char *location,
 	return r->hs_status;
 }
 
+/* POSTs form to path as s, an action that is carried out: t_follow to
+ * location, whose page lands in r. */
+static long t_act(struct daemon *d, const char *path, const struct t_session *s, const char *form,
+                  const char *location, struct hres *r)
+{
+	struct hres post;
+
+	assert_int_equal(t_post(d, path, s, form, &post), 303);
+	return t_follow(d, &post, location, s, r);
+}
+
 static int64_t t_unknown_event(struct daemon *d, const char *key)
 {
 	assert_int_equal(fx_stripe_pay(d, key, "ord_console_nosuch0000001", 900, "usd"), 200);
@@ -701,12 +712,7 @@ test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited(void
 	assert_non_null(strstr(r.hs_body, "action=\"/console/reconcile\""));
 	hres_finish(&r);
 	snprintf(form, sizeof(form), "csrf=%s&order=%s", s.ts_csrf, mine);
-	{
-		struct hres post;
-
-		assert_int_equal(t_post(&d, "/console/reconcile", &s, form, &post), 303);
-		t_follow(&d, &post, path, &s, &r);
-	}
+	t_act(&d, "/console/reconcile", &s, form, path, &r);
 	assert_non_null(strstr(r.hs_body, "1 applied"));
 	hres_finish(&r);
 	assert_true(peer_count(api) >= 1);
@@ -1206,12 +1212,7 @@ static void test_bulk_retry_needs_the_count_it_showed_confirmed(void **state)
 	                               "LIKE 'refused:%%'"),
 	                 1);
 	snprintf(form, sizeof(form), "csrf=%s&status=dead&expect=1", s.ts_csrf);
-	{
-		struct hres post;
-
-		assert_int_equal(t_post(&d, "/console/outbox/retry-all", &s, form, &post), 303);
-		t_follow(&d, &post, "/console/outbox?status=dead", &s, &r);
-	}
+	t_act(&d, "/console/outbox/retry-all", &s, form, "/console/outbox?status=dead", &r);
 	assert_non_null(strstr(r.hs_body, "1 of 1 rows queued again"));
 	hres_finish(&r);
 	assert_int_equal(fx_db_int(&d,
@@ -1271,12 +1272,7 @@ static void test_bulk_retry_takes_every_row_of_a_status_however_many(void **stat
 	                 1001);
 	/* the count the page showed retries them all */
 	snprintf(form, sizeof(form), "csrf=%s&status=cancelled&expect=1001", s.ts_csrf);
-	{
-		struct hres post;
-
-		assert_int_equal(t_post(&d, "/console/outbox/retry-all", &s, form, &post), 303);
-		t_follow(&d, &post, "/console/outbox?status=cancelled", &s, &r);
-	}
+	t_act(&d, "/console/outbox/retry-all", &s, form, "/console/outbox?status=cancelled", &r);
 	assert_non_null(strstr(r.hs_body, "1001 of 1001 rows queued again"));
 	hres_finish(&r);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox WHERE status = 'cancelled'"),
