@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -177,5 +178,17 @@ void fx_event_payment(struct event *ev, const char *key, const char *order_id, c
 	ev->ev_amount = amount;
 	for (i = 0; i + 1 < sizeof(ev->ev_currency) && currency[i] != '\0'; i++) {
 		ev->ev_currency[i] = (char)toupper((unsigned char)currency[i]);
+	}
+}
+
+void fx_assert_mode(const char *path, unsigned want)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0) {
+		fail_msg("%s: missing", path);
+	}
+	if ((st.st_mode & 07777) != want) {
+		fail_msg("%s: mode %04o, want %04o", path, (unsigned)(st.st_mode & 07777), want);
 	}
 }

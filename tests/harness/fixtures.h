@@ -73,4 +73,8 @@ void fx_order_row(struct store *st, int64_t amount, const char *currency, char r
 void fx_event_payment(struct event *ev, const char *key, const char *order_id, const char *payment_ref,
 		      int64_t amount, const char *currency);
 
+/* Fails the test unless path (not followed if a link) exists with the
+ * permission bits want (0600, 0700, ...). */
+void fx_assert_mode(const char *path, unsigned want);
+
 #endif

@@ -16,19 +16,6 @@
 #include "buf.h"
 #include "fixtures.h"
 
-static void assert_mode(const char *path, mode_t want)
-{
-	struct stat st;
-
-	if (lstat(path, &st) < 0) {
-		fail_msg("%s: missing", path);
-	}
-	if ((st.st_mode & 07777) != want) {
-		fail_msg("%s: mode %04o, want %04o", path, (unsigned)(st.st_mode & 07777),
-		         (unsigned)want);
-	}
-}
-
 /* The one capture file of the one day directory under dir, into out. */
 static void find_capture(const char *dir, char *day_out, size_t day_size, char *file_out,
                          size_t file_size)
@@ -94,26 +81,26 @@ static void test_the_daemon_writes_files_0600_and_directories_0700_under_umask_0
 	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
 	free(body);
 
-	assert_mode(d.dm_db, 0600);
+	fx_assert_mode(d.dm_db, 0600);
 	snprintf(path, sizeof(path), "%s-wal", d.dm_db);
-	assert_mode(path, 0600);
+	fx_assert_mode(path, 0600);
 	snprintf(path, sizeof(path), "%s-shm", d.dm_db);
-	assert_mode(path, 0600);
+	fx_assert_mode(path, 0600);
 	snprintf(path, sizeof(path), "%s/state", d.dm_dir);
-	assert_mode(path, 0700);
+	fx_assert_mode(path, 0700);
 	snprintf(path, sizeof(path), "%s/state/db", d.dm_dir);
-	assert_mode(path, 0700);
+	fx_assert_mode(path, 0700);
 	snprintf(path, sizeof(path), "%s/spool", d.dm_dir);
-	assert_mode(path, 0700);
+	fx_assert_mode(path, 0700);
 	snprintf(spool, sizeof(spool), "%s/spool/captures", d.dm_dir);
-	assert_mode(spool, 0700);
+	fx_assert_mode(spool, 0700);
 	find_capture(spool, day, sizeof(day), file, sizeof(file));
-	assert_mode(day, 0700);
-	assert_mode(file, 0600);
+	fx_assert_mode(day, 0700);
+	fx_assert_mode(file, 0600);
 	snprintf(path, sizeof(path), "%s/port", d.dm_dir);
-	assert_mode(path, 0600);
+	fx_assert_mode(path, 0600);
 	snprintf(path, sizeof(path), "%s/admin_port", d.dm_dir);
-	assert_mode(path, 0600);
+	fx_assert_mode(path, 0600);
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
 }

@@ -94,13 +94,8 @@ static void assert_mode_owner(const char *path, mode_t want)
 {
 	struct stat st;
 
-	if (lstat(path, &st) < 0) {
-		fail_msg("%s: missing", path);
-	}
-	if ((st.st_mode & 07777) != want) {
-		fail_msg("%s: mode %04o, want %04o", path, (unsigned)(st.st_mode & 07777),
-		         (unsigned)want);
-	}
+	fx_assert_mode(path, want);
+	assert_int_equal(lstat(path, &st), 0);
 	if (geteuid() == 0 && (st.st_uid != T_SERVICE_UID || st.st_gid != T_SERVICE_UID)) {
 		fail_msg("%s: owned by %u:%u, not by the database directory's owner", path,
 		         (unsigned)st.st_uid, (unsigned)st.st_gid);
