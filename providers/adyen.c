@@ -735,6 +735,13 @@ static int adyen_sign(const struct provider_conf *pc, const void *body, size_t b
 	return -1;
 }
 
+static const char *adyen_required_authorization(const struct provider_conf *pc)
+{
+	const struct adyen_state *st = pc->pc_state;
+
+	return st->ad_basic;
+}
+
 /* Adyen offers no API that lists past webhook events or tells a payment's
  * outcome by our reference; its Customer Area resends what failed. */
 static enum provider_reconcile_mode adyen_reconcile_mode(const struct provider_conf *pc,
@@ -760,6 +767,7 @@ const struct provider provider_adyen = {
         .p_ack = adyen_ack,
         .p_error = provider_problem,
         .p_sign = adyen_sign,
+        .p_required_authorization = adyen_required_authorization,
         .p_simulate = adyen_simulate,
         .p_reconcile_mode = adyen_reconcile_mode,
 };

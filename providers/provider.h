@@ -149,6 +149,11 @@ struct provider {
 	int (*p_sign)(const struct provider_conf *pc, const void *body, size_t body_len, int64_t now_s,
 		      const char *event_id, void (*add_header)(void *arg, const char *name, const char *value),
 		      void *arg);
+	/* Optional: the Authorization value the instance requires of every
+	 * request (HTTP Basic credentials), or NULL when it requires none.
+	 * A capture never keeps that field's value; replay puts this back in
+	 * a capture that was accepted when it came. */
+	const char *(*p_required_authorization)(const struct provider_conf *pc);
 	/* Optional (idemhook simulate): builds sim as the provider sends it at
 	 * now_s, signed as the provider signs (shared secrets: the instance's
 	 * first; private keys: sim->ps_key): the body into ret_body, and every

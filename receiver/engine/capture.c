@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/types.h>
@@ -269,6 +270,12 @@ static int capture_safe_meta(const char *s)
 	return s != NULL && *s != '\0' && !capture_has_line_break(s) && strlen(s) < CAPTURE_PROVIDER_MAX;
 }
 
+int capture_is_credential(const char *name)
+{
+	return strcasecmp(name, "Authorization") == 0 ||
+	       strcasecmp(name, "Proxy-Authorization") == 0;
+}
+
 int capture_format(struct buf *out, const char *provider, const struct http_request *req, int rejected)
 {
 	unsigned char digest[CRYPTO_SHA256_LEN];
@@ -309,7 +316,10 @@ int capture_format(struct buf *out, const char *provider, const struct http_requ
 	for (i = 0; i < req->hr_n_headers; i++) {
 		const struct http_header *h = &req->hr_headers[i];
 
-		if (buf_printf(out, "%s: %s\r\n", h->hh_name, h->hh_value != NULL ? h->hh_value : "") < 0) {
+		const char *v = h->hh_value != NULL ? h->hh_value : "";
+
+		if (buf_printf(out, "%s: %s\r\n", h->hh_name,
+		               capture_is_credential(h->hh_name) ? CAPTURE_REDACTED : v) < 0) {
 			return -1;
 		}
 	}

@@ -40,6 +40,10 @@ struct buf;
 #define CAPTURE_RETENTION_DEFAULT_S (30 * 86400) /* [capture] retention */
 #define CAPTURE_TIME_MAX_MS 253402300799999LL /* ms at 9999-12-31T23:59:59.999Z */
 #define CAPTURE_DIR_DEFAULT "./var/captures" /* [capture] dir */
+/* What a capture keeps of an Authorization (or Proxy-Authorization)
+ * field: never its value, which is a credential of ours (Adyen's HTTP
+ * Basic). Replay puts the instance's own back (capture_restore_auth). */
+#define CAPTURE_REDACTED "idemhook-redacted"
 
 struct capture;
 
@@ -91,6 +95,9 @@ struct capture_meta {
  * sentence starts with "empty file", "truncated:" (cut short), "corrupted:",
  * "not an idemhook capture" or "unsupported capture format version". */
 int capture_parse(const void *data, size_t len, struct capture_record *ret, char *err, size_t err_size);
+
+/* The header fields whose values a capture never keeps. */
+int capture_is_credential(const char *name);
 
 /* capture_parse on the file at path. Returns 0, or -1 with err set. */
 int capture_read(const char *path, struct capture_record *ret, char *err, size_t err_size);

@@ -5,6 +5,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -630,6 +632,109 @@ static void test_adyen_bodies_parsers_disagree_on_consume_no_key(void **state)
 	free(good);
 }
 
+/* The replay summary's count called name, from `replay --json`'s output. */
+static long long replay_count(const char *out, const char *name)
+{
+	char key[64];
+	const char *p;
+
+	snprintf(key, sizeof(key), "\"%s\":", name);
+	p = out != NULL ? strstr(out, key) : NULL;
+	assert_non_null(p);
+	return strtoll(p + strlen(key), NULL, 10);
+}
+
+/* A capture keeps no credential of ours: the Basic password Adyen sends
+ * is written as idemhook-redacted. A replay of a capture the instance
+ * accepted puts the instance's own credentials back, in-process and over
+ * HTTP; one refused for its credentials stays refused. */
+static void test_a_capture_keeps_no_basic_password_and_replay_restores_the_instances(void **state)
+{
+	static const char *const wrong[] = {
+	        "Authorization: Basic YWR5ZW46d3Jvbmc=", "Content-Type: application/json", NULL};
+	const char *in_process[] = {"replay", "--json", NULL, NULL};
+	const char *over_http[] = {"replay", "--json", "--to", NULL, NULL, NULL};
+	struct daemon a;
+	struct daemon b;
+	struct hres r;
+	char spool[700];
+	char snapshot[700];
+	char cmd[2400];
+	char order[64];
+	char *out = NULL;
+	char *body;
+	struct buf ini;
+	char *cfg;
+
+	(void)state;
+	if (hn_backend_is_postgresql()) {
+		skip(); /* the databases are copied as files */
+	}
+	assert_int_equal(daemon_init(&a, ADYEN_INI), 0);
+	snprintf(spool, sizeof(spool), "%s/spool", a.dm_dir);
+	cfg = hn_read_file(a.dm_config);
+	assert_non_null(cfg);
+	buf_init(&ini, 0);
+	buf_printf(&ini, "%s\n[capture]\nmode = all\ndir = %s\n", cfg, spool);
+	assert_int_equal(daemon_write_file(&a, "idemhook.ini", ini.buf_data), 0);
+	buf_finish(&ini);
+	free(cfg);
+	assert_int_equal(hn_order_create(&a, 1999, "eur", order), 0);
+	snprintf(snapshot, sizeof(snapshot), "%s/snapshot.db", a.dm_dir);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", a.dm_db, snapshot);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(daemon_start(&a), 0);
+	{
+		const struct item items[] = {{"psp-cap-a", "", order, 1999, "AUTHORISATION", 0}};
+
+		body = batch(items, 1);
+	}
+	post_accepted(&a, body, &r);
+	hres_finish(&r);
+	assert_int_equal(e2e_post(&a, "adyen", wrong, body, &r), 0);
+	assert_int_equal(r.hs_status, 401);
+	hres_finish(&r);
+	free(body);
+	assert_int_equal(daemon_term(&a, 20), 0);
+	/* Both captures hold the marker; none holds the password. */
+	snprintf(cmd, sizeof(cmd),
+	         "test \"$(grep -rl 'Authorization: idemhook-redacted' '%s' | wc -l)\" = 2 && "
+	         "! grep -rq -e 'YWR5ZW46czNjcmV0' -e 'YWR5ZW46d3Jvbmc=' '%s'",
+	         spool, spool);
+	assert_int_equal(system(cmd), 0);
+
+	/* In-process, into the database as it was before the callbacks. */
+	assert_int_equal(daemon_init(&b, ADYEN_INI), 0);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", snapshot, b.dm_db);
+	assert_int_equal(system(cmd), 0);
+	in_process[2] = spool;
+	assert_int_equal(daemon_cli(&b, 1, in_process, &out), 65);
+	assert_int_equal(replay_count(out, "new"), 1);
+	assert_int_equal(replay_count(out, "rejected"), 1);
+	free(out);
+	assert_int_equal(hn_db_int(b.dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
+	                 1);
+	daemon_finish(&b);
+
+	/* Over HTTP, to a daemon that checks the credentials. */
+	assert_int_equal(daemon_init(&b, ADYEN_INI), 0);
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", snapshot, b.dm_db);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(daemon_start(&b), 0);
+	over_http[3] = b.dm_base;
+	over_http[4] = spool;
+	out = NULL;
+	assert_int_equal(daemon_cli(&b, 1, over_http, &out), 65);
+	assert_int_equal(replay_count(out, "new"), 1);
+	assert_int_equal(replay_count(out, "rejected"), 1);
+	free(out);
+	assert_int_equal(daemon_term(&b, 20), 0);
+	assert_int_equal(hn_db_int(b.dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
+	                 1);
+	daemon_finish(&b);
+	daemon_finish(&a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -646,6 +751,8 @@ int main(void)
 	        cmocka_unit_test(test_adyen_manual_capture_authorizes_then_captures),
 	        cmocka_unit_test(
 	                test_adyen_without_basic_credentials_a_redated_capture_is_a_duplicate),
+	        cmocka_unit_test(
+	                test_a_capture_keeps_no_basic_password_and_replay_restores_the_instances),
 	};
 
 	return cmocka_run_group_tests(tests, setup, daemon_teardown);
