@@ -969,7 +969,7 @@ static int replay_defer(struct replay_state *s, const struct replay_entry *e, en
 		sl->rl_e = e;
 		sl->rl_fail = e == NULL;
 		sl->rl_index = index;
-		sl->rl_path = e == NULL ? strdup(path) : NULL;
+		sl->rl_path = e == NULL && path != NULL ? strdup(path) : NULL;
 		if (replay_slot_know(sl, v, reason, msg) == 0 &&
 		    (e != NULL || sl->rl_path != NULL)) {
 			replay_queue_push(s, sl);

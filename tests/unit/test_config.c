@@ -349,8 +349,10 @@ static struct config *load_logged(const char *path, char **ret_log)
 
 static void assert_logged(const char *log_text, const char *part)
 {
-	if (strstr(log_text, part) == NULL) {
-		fail_msg("\"%s\" not in the log:\n%s", part, log_text);
+	const char *text = log_text != NULL ? log_text : "";
+
+	if (strstr(text, part) == NULL) {
+		fail_msg("\"%s\" not in the log:\n%s", part, text);
 	}
 }
 
