@@ -428,6 +428,8 @@ static int simulate_duplicate(const struct config *cf, const struct provider_con
 		fprintf(stderr, "simulate: %s: %s\n", path, err);
 		return EX_DATAERR;
 	}
+	/* It was written as a capture, which keeps no credential. */
+	capture_restore_auth(pc, &rec);
 	httpc_headers_init(&hdrs);
 	for (i = 0; i < rec.cr_req.hr_n_headers; i++) {
 		httpc_headers_add(&hdrs, rec.cr_req.hr_headers[i].hh_name,

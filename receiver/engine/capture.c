@@ -23,6 +23,7 @@
 #include "crypto.h"
 #include "log.h"
 #include "metrics.h"
+#include "provider.h"
 #include "text.h"
 
 #define CAPTURE_NAME_MAX 256 /* bytes of one file name */
@@ -274,6 +275,30 @@ int capture_is_credential(const char *name)
 {
 	return strcasecmp(name, "Authorization") == 0 ||
 	       strcasecmp(name, "Proxy-Authorization") == 0;
+}
+
+/* A capture keeps no credential (capture_format writes CAPTURE_REDACTED).
+ * One the instance accepted when it came gets the instance's own back, so
+ * that its check passes now as it did then; a refused one keeps the marker
+ * and is refused again. A capture written before idemhook redacted holds
+ * the value as received, which is left as it is. */
+void capture_restore_auth(const struct provider_conf *pc, struct capture_record *rec)
+{
+	const char *auth;
+	size_t i;
+
+	if (pc == NULL || rec->cr_rejected != 0 ||
+	    pc->pc_provider->p_required_authorization == NULL ||
+	    (auth = pc->pc_provider->p_required_authorization(pc)) == NULL) {
+		return;
+	}
+	for (i = 0; i < rec->cr_req.hr_n_headers; i++) {
+		if (strcasecmp(rec->cr_headers[i].hh_name, "Authorization") == 0 &&
+		    rec->cr_headers[i].hh_value != NULL &&
+		    strcmp(rec->cr_headers[i].hh_value, CAPTURE_REDACTED) == 0) {
+			rec->cr_headers[i].hh_value = auth;
+		}
+	}
 }
 
 int capture_format(struct buf *out, const char *provider, const struct http_request *req, int rejected)

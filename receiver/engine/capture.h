@@ -42,7 +42,7 @@ struct buf;
 #define CAPTURE_DIR_DEFAULT "./var/captures" /* [capture] dir */
 /* What a capture keeps of an Authorization (or Proxy-Authorization)
  * field: never its value, which is a credential of ours (Adyen's HTTP
- * Basic). Replay puts the instance's own back (capture_restore_auth). */
+ * Basic). capture_restore_auth puts the instance's own back. */
 #define CAPTURE_REDACTED "idemhook-redacted"
 
 struct capture;
@@ -98,6 +98,12 @@ int capture_parse(const void *data, size_t len, struct capture_record *ret, char
 
 /* The header fields whose values a capture never keeps. */
 int capture_is_credential(const char *name);
+/* Puts back into rec the credential its instance pc requires
+ * (provider.h's p_required_authorization) where the capture holds
+ * CAPTURE_REDACTED, when the capture was accepted as it came: replay and
+ * simulate's duplicate send it again as the sender did. pc may be NULL
+ * (nothing done). The value stays pc's: rec must not outlive it. */
+void capture_restore_auth(const struct provider_conf *pc, struct capture_record *rec);
 
 /* capture_parse on the file at path. Returns 0, or -1 with err set. */
 int capture_read(const char *path, struct capture_record *ret, char *err, size_t err_size);

@@ -645,30 +645,6 @@ static int replay_scan(struct replay_state *s, const char *path, int depth, int 
 
 /* ---- signatures ---- */
 
-/* A capture keeps no credential of ours (capture.c writes CAPTURE_REDACTED
- * for it). One the instance accepted when it came gets the instance's own
- * back, so that its check passes now as it did then; a refused one keeps
- * the marker and is refused again. A capture written before idemhook
- * redacted holds the value as received, which is left as it is. */
-static void replay_restore_auth(const struct provider_conf *pc, struct capture_record *rec)
-{
-	const char *auth;
-	size_t i;
-
-	if (pc == NULL || rec->cr_rejected != 0 ||
-	    pc->pc_provider->p_required_authorization == NULL ||
-	    (auth = pc->pc_provider->p_required_authorization(pc)) == NULL) {
-		return;
-	}
-	for (i = 0; i < rec->cr_req.hr_n_headers; i++) {
-		if (strcasecmp(rec->cr_headers[i].hh_name, "Authorization") == 0 &&
-		    rec->cr_headers[i].hh_value != NULL &&
-		    strcmp(rec->cr_headers[i].hh_value, CAPTURE_REDACTED) == 0) {
-			rec->cr_headers[i].hh_value = auth;
-		}
-	}
-}
-
 /* Signs body for pc at now_s into h. Returns 1 when signed, 0 when the
  * scheme cannot sign, -1 on failure. */
 static int replay_sign(const struct provider_conf *pc, const void *body, size_t len, int64_t now_s,
@@ -1269,7 +1245,7 @@ static void replay_capture(struct replay_state *s, const struct replay_entry *e)
 		return;
 	}
 	pc = config_provider(s->st_cf, rec.cr_provider);
-	replay_restore_auth(pc, &rec);
+	capture_restore_auth(pc, &rec);
 	if (s->st_opt->ro_to == NULL) {
 		if (pc == NULL) {
 			replay_err(err, sizeof(err), "provider instance \"%s\" is not in the configuration",
