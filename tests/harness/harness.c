@@ -83,6 +83,17 @@ int daemon_write_file(struct daemon *d, const char *relpath, const char *content
 	return hn_write_file(path, content);
 }
 
+int daemon_append_config(struct daemon *d, const char *text)
+{
+	FILE *f = fopen(d->dm_config, "a");
+
+	if (f == NULL) {
+		return -1;
+	}
+	fputs(text, f);
+	return fclose(f);
+}
+
 char *hn_read_file(const char *path)
 {
 	struct buf b;

@@ -75,6 +75,8 @@ void daemon_finish(struct daemon *d);
 
 /* Writes path relative to dm_dir with content; returns 0 or -1. */
 int daemon_write_file(struct daemon *d, const char *relpath, const char *content);
+/* Appends text (sections and keys) to d's configuration; returns 0 or -1. */
+int daemon_append_config(struct daemon *d, const char *text);
 
 /* The whole file at path, malloc'd and NUL-terminated, or NULL. */
 char *hn_read_file(const char *path);

@@ -91,17 +91,6 @@ static char *state_of(const char *db)
 	return all;
 }
 
-static int append_ini(struct daemon *d, const char *text)
-{
-	FILE *f = fopen(d->dm_config, "a");
-
-	if (f == NULL) {
-		return -1;
-	}
-	fputs(text, f);
-	return fclose(f);
-}
-
 static void post(struct daemon *d, const char *secret, const char *body, long want_status)
 {
 	struct hres r;
@@ -125,7 +114,7 @@ static int group_setup(void **state)
 	}
 	snprintf(o->og_spool, sizeof(o->og_spool), "%s/spool", o->og_d.dm_dir);
 	snprintf(ini, sizeof(ini), "\n[capture]\nmode = all\ndir = %s\nretention = 7d\n", o->og_spool);
-	if (append_ini(&o->og_d, ini) < 0) {
+	if (daemon_append_config(&o->og_d, ini) < 0) {
 		return -1;
 	}
 	for (i = 0; i < N_ORDERS; i++) {
@@ -606,7 +595,7 @@ static void test_a_capture_that_cannot_be_written_never_loses_the_callback(void 
 	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
 	snprintf(spool, sizeof(spool), "%s/spool", d.dm_dir);
 	snprintf(ini, sizeof(ini), "\n[capture]\nmode = all\ndir = %s\n", spool);
-	assert_int_equal(append_ini(&d, ini), 0);
+	assert_int_equal(daemon_append_config(&d, ini), 0);
 	assert_int_equal(daemon_start(&d), 0);
 	/* A plain file where the spool directory was: every write fails. */
 	snprintf(moved, sizeof(moved), "%s.gone", spool);
@@ -650,7 +639,7 @@ static void test_replay_to_a_running_daemon_over_https_verifies_it_and_rebuilds_
 
 	/* Trusted through [client] ca_file, the same replay goes through. */
 	snprintf(ini, sizeof(ini), "\n[client]\nca_file = %s\n", c.dm_ca);
-	assert_int_equal(append_ini(&c, ini), 0);
+	assert_int_equal(daemon_append_config(&c, ini), 0);
 	assert_int_equal(replay(&c, args, &s), 65);
 	assert_int_equal(field(s, "new"), 4);
 	assert_int_equal(field(s, "duplicate"), 1);

@@ -75,17 +75,6 @@ static const struct sim_case sim_cases[] = {
 
 #define N_CASES (sizeof(sim_cases) / sizeof(sim_cases[0]))
 
-static int append_ini(struct daemon *d, const char *text)
-{
-	FILE *f = fopen(d->dm_config, "a");
-
-	if (f == NULL) {
-		return -1;
-	}
-	fputs(text, f);
-	return fclose(f);
-}
-
 /* Runs `idemhook -c <d's config> ARGS...`; returns the exit status, stdout in *ret_out. */
 static int cli(struct daemon *d, const char *const *args, char **ret_out)
 {
@@ -106,7 +95,7 @@ static void configure(struct daemon *d, const struct sim_case *c, int wrong, str
 
 		assert_int_equal(cli(keys_of, args, &out), 0);
 		assert_non_null(strstr(out, "[provider wechatpay]"));
-		assert_int_equal(append_ini(d, out), 0);
+		assert_int_equal(daemon_append_config(d, out), 0);
 		free(out);
 		return;
 	}
@@ -129,7 +118,7 @@ static void configure(struct daemon *d, const struct sim_case *c, int wrong, str
 		}
 		ini[n] = '\0';
 	}
-	assert_int_equal(append_ini(d, ini), 0);
+	assert_int_equal(daemon_append_config(d, ini), 0);
 }
 
 static void order_create(struct daemon *d, const char *currency, char id[64])
@@ -281,7 +270,7 @@ static void test_simulate_to_https_verifies_the_listener_against_client_ca_file(
 	expect_order(&d, order, "pending", 0);
 	/* With [client] ca_file it verifies; the default target is https too. */
 	snprintf(ini, sizeof(ini), "\n[client]\nca_file = %s\n", d.dm_ca);
-	assert_int_equal(append_ini(&d, ini), 0);
+	assert_int_equal(daemon_append_config(&d, ini), 0);
 	assert_int_equal(cli(&d, pay, &out), 0);
 	assert_non_null(strstr(out, "HTTP 200"));
 	free(out);
