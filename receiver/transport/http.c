@@ -85,7 +85,9 @@
  * meanwhile) then sits until some other event comes, or the connection
  * timeout closes them unanswered (issue 24: 256 connections on 2 threads
  * stalled for 5 to 30 s). A thread with requests under way that has
- * completed none for HTTP_STALL_MS is handed a connection that is already
+ * completed none for HTTP_STALL_MS (a head or body counts only while its
+ * socket holds bytes the thread has not read: a client that sends nothing
+ * leaves it nothing to do) is handed a connection that is already
  * closed (one end of a socket pair), which is an event in its set: it
  * wakes, handles what was ready, and closes that one. Not more often than
  * every HTTP_STALL_MS per thread; a thread that was merely waiting (for
@@ -858,12 +860,22 @@ static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 			 * probe): its thread is looked at again when it is
 			 * that old. A head the sweeper saw begin
 			 * (http_sock_probe_idle: since is that look) came in
-			 * unread between two of its looks: waiting already. */
-			if (now - since >= HTTP_STALL_MS ||
-			    (phase == HTTP_PHASE_HEAD && since == hk->hk_probe_ms)) {
+			 * unread between two of its looks: waiting already.
+			 * A head or body counts only with bytes its thread
+			 * has not read (below): one whose client sends
+			 * nothing (a browser's preconnected socket, a slow
+			 * upload) leaves the thread nothing to do. */
+			if (now - since < HTTP_STALL_MS &&
+			    !(phase == HTTP_PHASE_HEAD && since == hk->hk_probe_ms)) {
+				if (since < th[hk->hk_thread].ht_young_ms) {
+					th[hk->hk_thread].ht_young_ms = since;
+				}
+			} else if (phase == HTTP_PHASE_BUSY) {
 				th[hk->hk_thread].ht_mark = HTTP_MARK_WAKE;
-			} else if (since < th[hk->hk_thread].ht_young_ms) {
-				th[hk->hk_thread].ht_young_ms = since;
+			} else if (n_pf < cap_pf && pf != NULL) {
+				pf[n_pf].fd = hk->hk_fd;
+				pf[n_pf].events = POLLIN;
+				n_pf++;
 			}
 		} else if (phase == HTTP_PHASE_IDLE && n_pf < cap_pf && pf != NULL) {
 			pf[n_pf].fd = hk->hk_fd;
@@ -1011,8 +1023,9 @@ static void http_gen_cut_log(struct http_gen *gen, int64_t now)
 	gen->hg_cut_log_ms = now;
 	if (gen->hg_wakeups != gen->hg_wakeups_told) {
 		log_info("http %s: woke server threads %lu times in %d s: each had completed "
-		         "nothing for %d ms while a request of its was under way that long or "
-		         "lay unread, or held %d connections or more and had left a request "
+		         "nothing for %d ms while a request of its waited that long for its "
+		         "answer or lay unread, or held %d connections or more and had left a "
+		         "request "
 		         "unread for %d ms",
 		         gen->hg_srv->hs_name, gen->hg_wakeups - gen->hg_wakeups_told,
 		         HTTP_CUT_LOG_MS / 1000, HTTP_STALL_MS, HTTP_STALL_CONNS,

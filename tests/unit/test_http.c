@@ -632,81 +632,6 @@ static long long thread_wakeups(const char *name)
 	return (long long)listener_metric("idemhook_http_thread_wakeups_total", name);
 }
 
-static void test_https_listener_serves_with_the_configured_certificate(void **state)
-{
-	char dir[] = "/tmp/idemhook-tls-XXXXXX";
-	char cmd[1024];
-	char key_path[128];
-	char cert_path[128];
-	char url[128];
-	struct http_options ho;
-	struct http_server *srv;
-	char *key;
-	char *cert;
-	long long wakeups;
-	int fd;
-	int i;
-
-	assert_non_null(mkdtemp(dir));
-	snprintf(key_path, sizeof(key_path), "%s/key.pem", dir);
-	snprintf(cert_path, sizeof(cert_path), "%s/cert.pem", dir);
-	snprintf(cmd, sizeof(cmd),
-		 "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s -out %s -days 1 -subj /CN=127.0.0.1 "
-		 ">/dev/null 2>&1",
-		 key_path, cert_path);
-	assert_int_equal(system(cmd), 0);
-	key = read_all(key_path);
-	cert = read_all(cert_path);
-	assert_non_null(key);
-	assert_non_null(cert);
-	/* The pair is checked before libmicrohttpd ever sees it. */
-	assert_int_equal(crypto_tls_pair_check(cert, key), 0);
-	assert_int_equal(crypto_tls_pair_check("-----BEGIN CERTIFICATE-----\nbroken\n", key), -1);
-	assert_int_equal(crypto_tls_pair_check(cert, "not a key"), -1);
-	{
-		char other[1024];
-		char *other_key;
-
-		snprintf(other, sizeof(other), "openssl genrsa -out %s/other.pem 2048 >/dev/null 2>&1", dir);
-		assert_int_equal(system(other), 0);
-		snprintf(other, sizeof(other), "%s/other.pem", dir);
-		other_key = read_all(other);
-		assert_non_null(other_key);
-		assert_int_equal(crypto_tls_pair_check(cert, other_key), -1);
-		free(other_key);
-		unlink(other);
-	}
-	memset(&ho, 0, sizeof(ho));
-	ho.ho_host = "127.0.0.1";
-	ho.ho_threads = 1;
-	ho.ho_conn_timeout_s = 10;
-	ho.ho_body_max = 1024;
-	ho.ho_tls_cert_pem = cert;
-	ho.ho_tls_key_pem = key;
-	srv = http_create(&ho, echo_route, NULL);
-	assert_non_null(srv);
-	snprintf(url, sizeof(url), "https://127.0.0.1:%u/x", http_port(srv));
-	assert_int_equal(https_get_status(url, cert_path), 200);
-	/* A connection still in its handshake with nothing completed for
-	 * HTTP_STALL_MS gets its thread woken: the closed connection it is
-	 * handed goes through TLS too, and the listener serves on. */
-	wakeups = thread_wakeups("http");
-	fd = rh_connect(NULL, http_port(srv));
-	assert_true(fd >= 0);
-	for (i = 0; i < 50 && thread_wakeups("http") == wakeups; i++) {
-		usleep(100 * 1000);
-	}
-	assert_true(thread_wakeups("http") > wakeups);
-	close(fd);
-	assert_int_equal(https_get_status(url, cert_path), 200);
-	http_destroy(srv);
-	free(key);
-	free(cert);
-	unlink(key_path);
-	unlink(cert_path);
-	rmdir(dir);
-}
-
 /* ---- the edge: answers made before routing ---- */
 
 /* Sends data on a new connection: the answer is status, closes the
@@ -1853,6 +1778,168 @@ static void test_a_request_younger_than_the_stall_is_no_reason_to_wake_its_threa
 	assert_int_equal(wakeups, 0);
 }
 
+/* A GET over TLS on a thread of its own (https_get_status). */
+struct https_held {
+	char hh_url[128];
+	const char *hh_ca;
+	long hh_status;
+};
+
+static void *https_held_run(void *arg)
+{
+	struct https_held *hh = arg;
+
+	hh->hh_status = https_get_status(hh->hh_url, hh->hh_ca);
+	return NULL;
+}
+
+static void test_https_listener_serves_with_the_configured_certificate(void **state)
+{
+	char dir[] = "/tmp/idemhook-tls-XXXXXX";
+	char cmd[1024];
+	char key_path[128];
+	char cert_path[128];
+	char url[128];
+	struct http_options ho;
+	struct http_server *srv;
+	char *key;
+	char *cert;
+	struct blocker bl = {.bl_mutex = PTHREAD_MUTEX_INITIALIZER,
+	                     .bl_cond = PTHREAD_COND_INITIALIZER};
+	struct https_held held;
+	long long wakeups;
+	pthread_t t;
+	int woken;
+	int i;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(key_path, sizeof(key_path), "%s/key.pem", dir);
+	snprintf(cert_path, sizeof(cert_path), "%s/cert.pem", dir);
+	snprintf(cmd, sizeof(cmd),
+	         "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s -out %s -days 1 -subj "
+	         "/CN=127.0.0.1 "
+	         ">/dev/null 2>&1",
+	         key_path, cert_path);
+	assert_int_equal(system(cmd), 0);
+	key = read_all(key_path);
+	cert = read_all(cert_path);
+	assert_non_null(key);
+	assert_non_null(cert);
+	/* The pair is checked before libmicrohttpd ever sees it. */
+	assert_int_equal(crypto_tls_pair_check(cert, key), 0);
+	assert_int_equal(crypto_tls_pair_check("-----BEGIN CERTIFICATE-----\nbroken\n", key), -1);
+	assert_int_equal(crypto_tls_pair_check(cert, "not a key"), -1);
+	{
+		char other[1024];
+		char *other_key;
+
+		snprintf(other, sizeof(other),
+		         "openssl genrsa -out %s/other.pem 2048 >/dev/null 2>&1", dir);
+		assert_int_equal(system(other), 0);
+		snprintf(other, sizeof(other), "%s/other.pem", dir);
+		other_key = read_all(other);
+		assert_non_null(other_key);
+		assert_int_equal(crypto_tls_pair_check(cert, other_key), -1);
+		free(other_key);
+		unlink(other);
+	}
+	memset(&ho, 0, sizeof(ho));
+	ho.ho_host = "127.0.0.1";
+	ho.ho_threads = 1;
+	ho.ho_conn_timeout_s = 10;
+	ho.ho_body_max = 1024;
+	ho.ho_tls_cert_pem = cert;
+	ho.ho_tls_key_pem = key;
+	srv = http_create(&ho, block_some_route, &bl);
+	assert_non_null(srv);
+	snprintf(url, sizeof(url), "https://127.0.0.1:%u/x", http_port(srv));
+	assert_int_equal(https_get_status(url, cert_path), 200);
+	/* A request its only thread has been on for HTTP_STALL_MS gets the
+	 * thread woken: the closed connection it is handed goes through TLS
+	 * too, and the listener serves on. */
+	wakeups = thread_wakeups("http");
+	snprintf(held.hh_url, sizeof(held.hh_url), "https://127.0.0.1:%u/block", http_port(srv));
+	held.hh_ca = cert_path;
+	assert_int_equal(pthread_create(&t, NULL, https_held_run, &held), 0);
+	blocker_wait_inside(&bl);
+	for (i = 0; i < 50 && thread_wakeups("http") == wakeups; i++) {
+		usleep(100 * 1000);
+	}
+	woken = thread_wakeups("http") > wakeups;
+	blocker_release(&bl);
+	pthread_join(t, NULL);
+	assert_true(woken);
+	assert_int_equal(held.hh_status, 200);
+	assert_int_equal(https_get_status(url, cert_path), 200);
+	http_destroy(srv);
+	free(key);
+	free(cert);
+	unlink(key_path);
+	unlink(cert_path);
+	rmdir(dir);
+}
+
+/* A connection whose client sends nothing, or stops inside its head or
+ * its body, leaves its thread nothing to read: the thread is waiting, not
+ * stalled, and is not woken however long that lasts (a browser's
+ * preconnected socket made the demo log "woke server threads" every
+ * 500 ms). Once the rest comes, each request is answered. */
+static void test_a_client_that_sends_nothing_is_no_reason_to_wake_its_thread(void **state)
+{
+	const char head[] = "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n";
+	struct blocker bl = {.bl_mutex = PTHREAD_MUTEX_INITIALIZER,
+	                     .bl_cond = PTHREAD_COND_INITIALIZER};
+	struct http_server *srv;
+	struct rh_response r;
+	long long wakeups;
+	int silent;
+	int half_head;
+	int half_body;
+	int kept[4]; /* room under the per-address limit for three more */
+	int answered = 0;
+	int i;
+
+	(void)state;
+	srv = stall_start(&bl, "silent", kept, 4);
+	wakeups = thread_wakeups("silent");
+	silent = rh_connect(NULL, http_port(srv));
+	half_head = rh_connect(NULL, http_port(srv));
+	half_body = rh_connect(NULL, http_port(srv));
+	assert_true(silent >= 0 && half_head >= 0 && half_body >= 0);
+	assert_int_equal(rh_send(half_head, head, 10), 0);
+	assert_int_equal(rh_send(half_body, head, sizeof(head) - 1), 0);
+	assert_int_equal(rh_send(half_body, "{}", 2), 0);
+	/* Three looks of the sweeper at a quiet thread, at the least. */
+	usleep(1800 * 1000);
+	wakeups = thread_wakeups("silent") - wakeups;
+	printf("# three clients silent for 1.8 s on a quiet thread: woken %lld times\n", wakeups);
+	assert_int_equal(rh_send(silent, stall_get, sizeof(stall_get) - 1), 0);
+	assert_int_equal(rh_send(half_head, head + 10, sizeof(head) - 1 - 10), 0);
+	assert_int_equal(rh_send(half_head, "{}{}", 4), 0);
+	assert_int_equal(rh_send(half_body, "{}", 2), 0);
+	if (rh_read_response(silent, 5000, &r) == 1) {
+		answered += r.rr_status == 200;
+		rh_response_finish(&r);
+	}
+	if (rh_read_response(half_head, 5000, &r) == 1) {
+		answered += r.rr_status == 200;
+		rh_response_finish(&r);
+	}
+	if (rh_read_response(half_body, 5000, &r) == 1) {
+		answered += r.rr_status == 200;
+		rh_response_finish(&r);
+	}
+	close(silent);
+	close(half_head);
+	close(half_body);
+	for (i = 0; i < 4; i++) {
+		close(kept[i]);
+	}
+	http_destroy(srv);
+	assert_int_equal(answered, 3);
+	assert_int_equal(wakeups, 0);
+}
+
 static void *destroy_run(void *arg)
 {
 	http_destroy(arg);
@@ -2167,6 +2254,7 @@ int main(void)
 	        cmocka_unit_test(test_a_quiet_or_small_thread_is_not_woken_sooner),
 	        cmocka_unit_test(
 	                test_a_request_younger_than_the_stall_is_no_reason_to_wake_its_thread),
+	        cmocka_unit_test(test_a_client_that_sends_nothing_is_no_reason_to_wake_its_thread),
 	        cmocka_unit_test(
 	                test_a_drain_refuses_new_connections_and_answers_every_started_request),
 	        cmocka_unit_test(test_after_a_reload_old_connections_get_their_answer_and_close),
