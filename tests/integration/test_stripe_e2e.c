@@ -187,6 +187,34 @@ static void test_other_event_types_are_acknowledged_without_effect(void **state)
 	free(body);
 }
 
+/* Stripe keeps the problems the listener and the route have always
+ * answered, byte for byte: its p_error would title them by status. */
+static void test_listener_and_method_refusals_stay_the_same_problems(void **state)
+{
+	struct daemon *d = *state;
+	struct e2e_refusals r;
+
+	e2e_refusals(d, "stripe", &r);
+	e2e_expect_answer(
+	        &r.er_too_large, 413, "application/problem+json",
+	        "{\"type\":\"urn:idemhook:problem:body_too_large\",\"title\":\"Request body too "
+	        "large\",\"status\":413,\"detail\":\"The body is larger than this server "
+	        "accepts.\"}\n",
+	        NULL);
+	e2e_expect_answer(
+	        &r.er_head, 431, "application/problem+json",
+	        "{\"type\":\"urn:idemhook:problem:headers_too_large\",\"title\":\"Request header "
+	        "fields too large\",\"status\":431,\"detail\":\"The request line and header "
+	        "fields are larger than 8192 bytes.\"}\n",
+	        NULL);
+	e2e_expect_answer(
+	        &r.er_get, 405, "application/problem+json",
+	        "{\"type\":\"urn:idemhook:problem:method_not_allowed\",\"title\":\"Callbacks are "
+	        "POSTed\",\"status\":405}\n",
+	        "Allow: POST");
+	e2e_refusals_finish(&r);
+}
+
 /* ---- the lifecycle: each scenario in order and in reverse, every event twice ---- */
 
 struct stripe_step {
@@ -408,6 +436,8 @@ int main(void)
 						daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_amount_mismatch_leaves_the_order_pending, setup, daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_other_event_types_are_acknowledged_without_effect, setup, daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_listener_and_method_refusals_stay_the_same_problems, setup,
+						daemon_teardown),
 		cmocka_unit_test_setup_teardown(
 			test_checkout_refund_with_empty_metadata_finds_its_order_by_payment_intent, setup,
 			daemon_teardown),
