@@ -205,4 +205,13 @@ extern const struct provider *const provider_table[];
 int provider_problem(const struct provider_conf *pc, int status, const char *reason, const char *detail,
 		     struct reply *ret);
 
+/* The answer at pc's path for a refusal made outside its profile (the
+ * listener's limits, a method other than POST, no memory): through p_error
+ * where the provider has a format of its own (the detail, else the title,
+ * as its message); else the problem with its own title, as on every other
+ * path. Replaces ret's status, content type and body, not its headers.
+ * Returns 0, or -1 when out of memory (ret unchanged). */
+int provider_refusal(const struct provider_conf *pc, int status, const char *slug,
+                     const char *title, const char *detail, struct reply *ret);
+
 #endif

@@ -121,6 +121,17 @@ int provider_problem(const struct provider_conf *pc, int status, const char *rea
 	                     provider_status_title(status), detail);
 }
 
+int provider_refusal(const struct provider_conf *pc, int status, const char *slug,
+                     const char *title, const char *detail, struct reply *ret)
+{
+	/* provider_problem would title it by status alone: the listener's
+	 * and the route's own titles stay what every path answers. */
+	if (pc->pc_provider->p_error == provider_problem) {
+		return reply_problem(ret, status, slug, title, detail);
+	}
+	return pc->pc_provider->p_error(pc, status, slug, detail != NULL ? detail : title, ret);
+}
+
 /* ---- secrets ---- */
 
 int provider_secret_resolve(const struct provider_conf *pc, const char *key, const char *value,

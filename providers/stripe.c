@@ -241,7 +241,9 @@ static const struct {
 };
 
 /* An amount as Stripe counts it in currency (upper case), into ISO minor
- * units. Returns 0, or -1 when malformed or not a whole ISO amount. */
+ * units. Returns 0, or -1 when malformed or not a whole ISO amount. Stripe
+ * sends every amount as a JSON integer: a string ("1999") is malformed,
+ * whatever its digits. */
 static int stripe_amount(const cJSON *item, const char *currency, int64_t *ret)
 {
 	int iso = money_exponent(currency);
@@ -249,7 +251,7 @@ static int stripe_amount(const cJSON *item, const char *currency, int64_t *ret)
 	int64_t raw;
 	size_t i;
 
-	if (iso < 0 || provider_json_minor(item, &raw) < 0) {
+	if (iso < 0 || !cJSON_IsNumber(item) || provider_json_minor(item, &raw) < 0) {
 		return -1;
 	}
 	for (i = 0; i < sizeof(stripe_exponents) / sizeof(stripe_exponents[0]); i++) {

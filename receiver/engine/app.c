@@ -315,6 +315,17 @@ static void app_hook_account(struct app *app, const struct provider_conf *pc, co
 	log_text(level, line, n);
 }
 
+/* An answer the route makes itself at pc's path, in the provider's own
+ * format where it has one (its callbacks take no other): the problem when
+ * even that finds no memory. */
+static void app_hook_refuse(const struct provider_conf *pc, int status, const char *slug,
+                            const char *title, struct reply *ret)
+{
+	if (provider_refusal(pc, status, slug, title, NULL, ret) < 0) {
+		reply_problem(ret, status, slug, title, NULL);
+	}
+}
+
 /* The store's completion (its completion thread): only wakes the connection. */
 static void app_hook_committed(void *arg)
 {
@@ -333,7 +344,7 @@ static void app_hook_finish(void *arg, const struct http_request *req, struct re
 	reply_init(&scratch);
 	if (ingest_finish(hj->hj_job, ret != NULL ? ret : &scratch, &rep) < 0 && ret != NULL) {
 		reply_finish(ret);
-		reply_problem(ret, 503, "unavailable", "Temporarily unavailable", NULL);
+		app_hook_refuse(hj->hj_pc, 503, "unavailable", "Temporarily unavailable", ret);
 		reply_add_header(ret, "Retry-After", "1");
 	}
 	reply_finish(&scratch);
@@ -362,7 +373,7 @@ static int app_hook(struct app *app, struct config *cf, const struct http_reques
 		return 0;
 	}
 	if (strcmp(req->hr_method, "POST") != 0) {
-		reply_problem(ret, 405, "method_not_allowed", "Callbacks are POSTed", NULL);
+		app_hook_refuse(pc, 405, "method_not_allowed", "Callbacks are POSTed", ret);
 		reply_add_header(ret, "Allow", "POST");
 		return 0;
 	}
@@ -374,7 +385,8 @@ static int app_hook(struct app *app, struct config *cf, const struct http_reques
 		pc->pc_provider->p_error(pc, 403, "source_not_allowed", "This address may not call this endpoint.",
 					 ret);
 	} else if (ingest_prepare(app->app_env.env_store, cf, pc, req, NULL, &job, ret, &rep) < 0) {
-		reply_problem(ret, 503, "unavailable", "Temporarily unavailable", NULL);
+		reply_finish(ret); /* what part of a refusal was made */
+		app_hook_refuse(pc, 503, "unavailable", "Temporarily unavailable", ret);
 		reply_add_header(ret, "Retry-After", "1");
 		rep.ir_result = INGEST_TRANSIENT;
 	}
@@ -390,7 +402,7 @@ static int app_hook(struct app *app, struct config *cf, const struct http_reques
 	hj = calloc(1, sizeof(*hj));
 	if (hj == NULL) {
 		ingest_job_destroy(job);
-		reply_problem(ret, 503, "unavailable", "Temporarily unavailable", NULL);
+		app_hook_refuse(pc, 503, "unavailable", "Temporarily unavailable", ret);
 		reply_add_header(ret, "Retry-After", "1");
 		rep.ir_result = INGEST_TRANSIENT;
 		app_hook_account(app, pc, &rep, ret->reply_status, req->hr_client, t0);
@@ -430,18 +442,21 @@ void app_route_public(void *arg, const struct http_request *req, struct reply *r
 	app_config_release(app, cf);
 }
 
-void app_refused_public(void *arg, const struct http_request *req, struct reply *ret)
+void app_refused_public(void *arg, const struct http_request *req, const struct http_refusal *why,
+                        struct reply *ret)
 {
 	struct app *app = arg;
 	struct config *cf = app_config_acquire(app);
+	int hook = strncmp(req->hr_path, APP_HOOKS_PREFIX, strlen(APP_HOOKS_PREFIX)) == 0;
+	const struct provider_conf *pc =
+	        hook ? config_provider(cf, req->hr_path + strlen(APP_HOOKS_PREFIX)) : NULL;
 	char qpath[160];
 	char qlen[40];
 	char qclient[160];
 
 	/* A callback the listener refused before reading its body is logged
 	 * like one its profile refused, with the limit it broke. */
-	if (strncmp(req->hr_path, APP_HOOKS_PREFIX, strlen(APP_HOOKS_PREFIX)) == 0 &&
-	    ret->reply_status == 413) {
+	if (hook && why->hf_status == 413) {
 		const char *len = http_header_get(req, "Content-Length");
 
 		log_warn("hook path=\"%s\" outcome=rejected reason=body_too_large status=413 "
@@ -451,8 +466,14 @@ void app_refused_public(void *arg, const struct http_request *req, struct reply 
 			 log_quote(qclient, sizeof(qclient), req->hr_client));
 	}
 	api_refused(cf, req, ret);
+	/* A provider's callbacks take its own format, whoever refuses them;
+	 * when there is no memory for it, the problem stays. */
+	if (pc != NULL) {
+		provider_refusal(pc, why->hf_status, why->hf_slug, why->hf_title, why->hf_detail,
+		                 ret);
+	}
 	/* Refused by the listener before the route saw it (413, 431, ...). */
-	if (strncmp(req->hr_path, APP_HOOKS_PREFIX, strlen(APP_HOOKS_PREFIX)) == 0) {
+	if (hook) {
 		traffic_add(env_now_ms(&app->app_env), req->hr_path + strlen(APP_HOOKS_PREFIX),
 		            TRAFFIC_REJECTED);
 		rejects_add(env_now_ms(&app->app_env), req->hr_path + strlen(APP_HOOKS_PREFIX),

@@ -63,7 +63,9 @@ struct outbound *app_outbound_swap(struct app *app, struct outbound *ob);
 void app_route_public(void *arg, const struct http_request *req, struct reply *ret);
 
 /* Decorates, for the public listener, the answers it makes before routing
- * (arg = struct app *): see api_refused. */
-void app_refused_public(void *arg, const struct http_request *req, struct reply *ret);
+ * (arg = struct app *): see api_refused; at a provider's path, answers in
+ * the provider's own format (provider_refusal). */
+void app_refused_public(void *arg, const struct http_request *req, const struct http_refusal *why,
+                        struct reply *ret);
 
 #endif

@@ -192,7 +192,7 @@ struct http_gen {
 	size_t hg_body_min_rate;
 	int64_t hg_drain_timeout_ms;
 	char **hg_proxies; /* trusted proxy CIDRs, NULL-terminated, or NULL */
-	http_route_fn hg_refused;
+	http_refused_fn hg_refused;
 	char *hg_timeout_answer; /* the 408 a plain-HTTP slow client gets */
 	size_t hg_timeout_answer_len;
 	pthread_mutex_t hg_lock;    /* hg_socks */
@@ -331,14 +331,6 @@ struct http_header_list {
 
 #define HTTP_STR(x) #x
 #define HTTP_XSTR(x) HTTP_STR(x) /* a limit's value, in a message */
-
-/* An answer http.c makes itself, before routing. */
-struct http_refusal {
-	int hf_status;
-	const char *hf_slug;
-	const char *hf_title;
-	const char *hf_detail;
-};
 
 static int64_t http_now_ms(void)
 {
@@ -1597,7 +1589,7 @@ static enum MHD_Result http_refuse(struct MHD_Connection *con, struct http_conn 
 		return MHD_NO;
 	}
 	if (gen->hg_refused != NULL && http_request_build(con, hc, url, method, version) == 0) {
-		gen->hg_refused(gen->hg_srv->hs_arg, &hc->hc_req, &r);
+		gen->hg_refused(gen->hg_srv->hs_arg, &hc->hc_req, hf, &r);
 		if (r.reply_status == 0) {
 			reply_problem(&r, hf->hf_status, hf->hf_slug, hf->hf_title, hf->hf_detail);
 		}

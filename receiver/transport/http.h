@@ -50,6 +50,21 @@ char *http_query_get(const struct http_request *req, const char *name);
 /* Route: fill ret (status, content type, body, extra headers), or defer. */
 typedef void (*http_route_fn)(void *arg, const struct http_request *req, struct reply *ret);
 
+/* An answer http.c makes itself once a request head is in, before routing
+ * (400, 413, 414, 431, 501, 503): the problem it sends unless the route
+ * layer answers otherwise. Static strings. */
+struct http_refusal {
+	int hf_status;
+	const char *hf_slug;   /* the problem's slug: "body_too_large", ... */
+	const char *hf_title;  /* its title */
+	const char *hf_detail; /* one sentence, or NULL */
+};
+
+/* Decorates or replaces ret, the problem for the refusal why (already
+ * filled in), for req (which has no body). Never defers. */
+typedef void (*http_refused_fn)(void *arg, const struct http_request *req,
+                                const struct http_refusal *why, struct reply *ret);
+
 /* Finishes a deferred request on a server thread once it was resumed: fills
  * ret from req (the same request the route saw). Called exactly once per
  * deferral; with req and ret NULL when the request ended without an answer
@@ -83,10 +98,10 @@ struct http_options {
 	const char *const *ho_trusted_proxies; /* NULL-terminated CIDR list, or NULL */
 	const char *ho_name; /* for logs: "public", "admin" */
 	/* Optional: called (with the route's arg) on every answer http.c
-	 * makes itself once a request head is in (400, 413, 414, 431, 501):
-	 * ret holds the problem; it may add headers (CORS) or replace it,
-	 * never defer. req has no body. */
-	http_route_fn ho_refused;
+	 * makes itself once a request head is in (400, 413, 414, 431, 501,
+	 * 503): ret holds the problem for why; it may add headers (CORS) or
+	 * replace it (a provider's own format), never defer. */
+	http_refused_fn ho_refused;
 };
 
 struct http_server;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "http.h" /* HTTP_HEAD_MAX, HTTP_BODY_MAX_DEFAULT */
 
 #define E2E_STORM 24 /* concurrent copies of one callback */
 
@@ -116,6 +117,74 @@ static inline char *e2e_replace(const char *body, const char *from, const char *
 	memcpy(out + head, to, to_len);
 	memcpy(out + head + to_len, at + strlen(from), tail_len + 1);
 	return out;
+}
+
+/* The answers made at /hooks/<name> before any profile reads the callback:
+ * by the listener, to a body over [server] body_max (the default) and to a
+ * head over HTTP_HEAD_MAX; by the route, to a GET. */
+struct e2e_refusals {
+	struct hres er_too_large; /* 413 */
+	struct hres er_head;      /* 431 */
+	struct hres er_get;       /* 405 */
+};
+
+static inline void e2e_refusals(struct daemon *d, const char *provider, struct e2e_refusals *ret)
+{
+	size_t big_len = HTTP_BODY_MAX_DEFAULT + 1;
+	char *big = malloc(big_len);
+	char *filler = malloc(HTTP_HEAD_MAX + 64);
+	const char *headers[2] = {NULL, NULL};
+	char url[256];
+
+	assert_non_null(big);
+	assert_non_null(filler);
+	memset(big, ' ', big_len);
+	memcpy(filler, "X-Filler: ", 10);
+	memset(filler + 10, 'f', HTTP_HEAD_MAX);
+	filler[10 + HTTP_HEAD_MAX] = '\0';
+	headers[0] = filler;
+	e2e_url(d, provider, url, sizeof(url));
+	assert_int_equal(hn_http("POST", url, NULL, big, big_len, &ret->er_too_large), 0);
+	assert_int_equal(hn_http("POST", url, headers, "{}", 2, &ret->er_head), 0);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &ret->er_get), 0);
+	free(big);
+	free(filler);
+}
+
+static inline void e2e_refusals_finish(struct e2e_refusals *r)
+{
+	hres_finish(&r->er_too_large);
+	hres_finish(&r->er_head);
+	hres_finish(&r->er_get);
+}
+
+/* Checks r's status, Content-Type and body, byte for byte; header, when
+ * not NULL, is "Name: value" it must carry too. */
+static inline void e2e_expect_answer(const struct hres *r, long status, const char *content_type,
+                                     const char *body, const char *header)
+{
+	char name[64];
+	char *ct = hres_header(r, "Content-Type");
+	char *v;
+
+	if (r->hs_status != status || ct == NULL || strcmp(ct, content_type) != 0 ||
+	    r->hs_body_len != strlen(body) || memcmp(r->hs_body, body, r->hs_body_len) != 0) {
+		fail_msg("got %ld %s \"%.*s\", expected %ld %s \"%s\"", r->hs_status,
+		         ct != NULL ? ct : "(no Content-Type)", (int)r->hs_body_len,
+		         r->hs_body != NULL ? r->hs_body : "", status, content_type, body);
+	}
+	free(ct);
+	if (header != NULL) {
+		const char *colon = strchr(header, ':');
+
+		assert_non_null(colon);
+		snprintf(name, sizeof(name), "%.*s", (int)(colon - header), header);
+		v = hres_header(r, name);
+		if (v == NULL || strcmp(v, colon + 2) != 0) {
+			fail_msg("no %s, got %s: %s", header, name, v != NULL ? v : "(none)");
+		}
+		free(v);
+	}
 }
 
 /* 1 when the response carries Idempotent-Replayed: true. */

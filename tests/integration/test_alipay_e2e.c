@@ -260,6 +260,25 @@ static void test_alipay_forged_notification_answers_fail_and_stores_nothing(void
 	free(body);
 }
 
+/* What the listener and the route refuse at its path is Alipay's "fail"
+ * too: Alipay reads any other body as an answer it does not know. */
+static void test_alipay_listener_and_method_refusals_answer_fail(void **state)
+{
+	struct daemon *d = *state;
+	struct e2e_refusals r;
+
+	e2e_refusals(d, "alipay", &r);
+	e2e_expect_answer(&r.er_too_large, 413, "text/plain", "fail", NULL);
+	e2e_expect_answer(&r.er_head, 431, "text/plain", "fail", NULL);
+	e2e_expect_answer(&r.er_get, 405, "text/plain", "fail", "Allow: POST");
+	e2e_refusals_finish(&r);
+	assert_int_equal(daemon_log_wait(d,
+	                                 "hook path=\"/hooks/alipay\" outcome=rejected "
+	                                 "reason=body_too_large status=413",
+	                                 10000),
+	                 0);
+}
+
 /* ---- the lifecycle: TRADE_CLOSED, in order and in reverse ---- */
 
 /* Posts body twice; both answered "success", the second replayed. */
@@ -375,6 +394,7 @@ int main(void)
 	        cmocka_unit_test(test_alipay_payment_pays_once_and_answers_success),
 	        cmocka_unit_test(test_alipay_refund_applies_once),
 	        cmocka_unit_test(test_alipay_forged_notification_answers_fail_and_stores_nothing),
+	        cmocka_unit_test(test_alipay_listener_and_method_refusals_answer_fail),
 	        cmocka_unit_test(test_alipay_trade_closed_unpaid_cancels_the_order),
 	        cmocka_unit_test(test_alipay_trade_closed_after_a_full_refund_is_that_refund),
 	        cmocka_unit_test(test_alipay_forms_parsers_disagree_on_consume_no_key),

@@ -187,6 +187,66 @@ static void test_other_event_types_are_acknowledged_without_effect(void **state)
 	free(body);
 }
 
+/* Stripe sends amounts as JSON integers: a signed event whose amount is a
+ * string of digits is malformed, refused before any claim, like any other
+ * body the profile cannot read. */
+static void test_a_string_amount_is_malformed_and_stores_nothing(void **state)
+{
+	struct daemon *d = *state;
+	char id[64];
+	char *pay;
+	char *body;
+	char *before;
+	char *after;
+	struct hres r;
+
+	fx_order(d, 1999, "usd", id);
+	pay = fx_stripe_payment("evt_string_amount", id, 1999, "usd");
+	body = e2e_replace(pay, "\"amount_received\":1999", "\"amount_received\":\"1999\"");
+	before = hn_db_snapshot(d->dm_db);
+	assert_non_null(before);
+	assert_int_equal(fx_stripe_send(d, body, &r), 400);
+	assert_non_null(strstr(r.hs_body, "\"type\":\"urn:idemhook:problem:malformed_body\""));
+	hres_finish(&r);
+	after = hn_db_snapshot(d->dm_db);
+	assert_non_null(after);
+	assert_string_equal(before, after);
+	assert_int_equal(fx_db_int(d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", id),
+	                 1);
+	free(before);
+	free(after);
+	free(body);
+	free(pay);
+}
+
+/* Stripe keeps the problems the listener and the route have always
+ * answered, byte for byte: its p_error would title them by status. */
+static void test_listener_and_method_refusals_stay_the_same_problems(void **state)
+{
+	struct daemon *d = *state;
+	struct e2e_refusals r;
+
+	e2e_refusals(d, "stripe", &r);
+	e2e_expect_answer(
+	        &r.er_too_large, 413, "application/problem+json",
+	        "{\"type\":\"urn:idemhook:problem:body_too_large\",\"title\":\"Request body too "
+	        "large\",\"status\":413,\"detail\":\"The body is larger than this server "
+	        "accepts.\"}\n",
+	        NULL);
+	e2e_expect_answer(
+	        &r.er_head, 431, "application/problem+json",
+	        "{\"type\":\"urn:idemhook:problem:headers_too_large\",\"title\":\"Request header "
+	        "fields too large\",\"status\":431,\"detail\":\"The request line and header "
+	        "fields are larger than 8192 bytes.\"}\n",
+	        NULL);
+	e2e_expect_answer(
+	        &r.er_get, 405, "application/problem+json",
+	        "{\"type\":\"urn:idemhook:problem:method_not_allowed\",\"title\":\"Callbacks are "
+	        "POSTed\",\"status\":405}\n",
+	        "Allow: POST");
+	e2e_refusals_finish(&r);
+}
+
 /* ---- the lifecycle: each scenario in order and in reverse, every event twice ---- */
 
 struct stripe_step {
@@ -408,6 +468,10 @@ int main(void)
 						daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_amount_mismatch_leaves_the_order_pending, setup, daemon_teardown),
 		cmocka_unit_test_setup_teardown(test_other_event_types_are_acknowledged_without_effect, setup, daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_a_string_amount_is_malformed_and_stores_nothing, setup,
+						daemon_teardown),
+		cmocka_unit_test_setup_teardown(test_listener_and_method_refusals_stay_the_same_problems, setup,
+						daemon_teardown),
 		cmocka_unit_test_setup_teardown(
 			test_checkout_refund_with_empty_metadata_finds_its_order_by_payment_intent, setup,
 			daemon_teardown),

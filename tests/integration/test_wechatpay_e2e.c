@@ -265,6 +265,34 @@ static void test_wechatpay_probe_is_refused_with_fail_json_and_counted_apart(voi
 	free(body);
 }
 
+/* What the listener and the route refuse at its path is in WeChat Pay's
+ * format too: its callbacks take no other (it would log the problem+json as
+ * an unreadable answer). The 413 is still logged and counted as before. */
+static void test_wechatpay_listener_and_method_refusals_answer_fail_json(void **state)
+{
+	struct daemon *d = *state;
+	struct e2e_refusals r;
+
+	e2e_refusals(d, "wechatpay", &r);
+	e2e_expect_answer(&r.er_too_large, 413, "application/json",
+	                  "{\"code\":\"FAIL\",\"message\":\"The body is larger than this server "
+	                  "accepts.\"}",
+	                  NULL);
+	e2e_expect_answer(&r.er_head, 431, "application/json",
+	                  "{\"code\":\"FAIL\",\"message\":\"The request line and header fields are "
+	                  "larger than 8192 bytes.\"}",
+	                  NULL);
+	e2e_expect_answer(&r.er_get, 405, "application/json",
+	                  "{\"code\":\"FAIL\",\"message\":\"Callbacks are POSTed\"}",
+	                  "Allow: POST");
+	e2e_refusals_finish(&r);
+	assert_int_equal(daemon_log_wait(d,
+	                                 "hook path=\"/hooks/wechatpay\" outcome=rejected "
+	                                 "reason=body_too_large status=413",
+	                                 10000),
+	                 0);
+}
+
 /* ---- the lifecycle: failed refunds and partner mode, in order and in reverse ---- */
 
 struct wx_step {
@@ -459,6 +487,7 @@ int main(void)
 	        cmocka_unit_test(test_wechatpay_payment_pays_once_and_answers_204),
 	        cmocka_unit_test(test_wechatpay_refund_applies_once),
 	        cmocka_unit_test(test_wechatpay_probe_is_refused_with_fail_json_and_counted_apart),
+	        cmocka_unit_test(test_wechatpay_listener_and_method_refusals_answer_fail_json),
 	        cmocka_unit_test(test_wechatpay_refund_then_refund_abnormal_leaves_the_order_paid),
 	        cmocka_unit_test(test_wechatpay_partner_mode_pays_refunds_and_closes_refunds),
 	        cmocka_unit_test(test_wechatpay_bodies_parsers_disagree_on_consume_no_key),

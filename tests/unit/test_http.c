@@ -853,9 +853,11 @@ static void test_transfer_encoding_is_chunked_alone_or_refused(void **state)
 	http_destroy(srv);
 }
 
-static void decorate(void *arg, const struct http_request *req, struct reply *ret)
+static void decorate(void *arg, const struct http_request *req, const struct http_refusal *why,
+                     struct reply *ret)
 {
 	reply_add_header(ret, "X-Decorated", req->hr_path);
+	reply_add_header(ret, "X-Refusal", why->hf_slug);
 }
 
 static void test_the_route_layer_decorates_answers_made_before_routing(void **state)
@@ -883,6 +885,10 @@ static void test_the_route_layer_decorates_answers_made_before_routing(void **st
 	v = rh_header(&r, "X-Decorated");
 	assert_non_null(v);
 	assert_string_equal(v, "/api/orders");
+	free(v);
+	v = rh_header(&r, "X-Refusal");
+	assert_non_null(v);
+	assert_string_equal(v, "body_too_large");
 	free(v);
 	rh_response_finish(&r);
 	http_destroy(srv);

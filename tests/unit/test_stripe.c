@@ -531,6 +531,44 @@ static void test_stripe_refuses_a_currency_iso_4217_does_not_list(void **state)
 	pt_instance_destroy(&pi);
 }
 
+/* Stripe sends every amount as a JSON integer: one given as a string of
+ * digits is malformed, whichever amount the event type reads. */
+static void test_stripe_refuses_an_amount_given_as_a_string(void **state)
+{
+	static const char *const bodies[] = {
+	        "{\"id\":\"evt_s1\",\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":{"
+	        "\"id\":\"pi_s1\",\"amount\":\"1999\",\"currency\":\"usd\"}}}",
+	        "{\"id\":\"evt_s2\",\"type\":\"payment_intent.succeeded\",\"data\":{\"object\":{"
+	        "\"id\":\"pi_s2\",\"amount\":1999,\"amount_received\":\"1999\",\"currency\":"
+	        "\"usd\"}}}",
+	        "{\"id\":\"evt_s3\",\"type\":\"checkout.session.completed\",\"data\":{\"object\":{"
+	        "\"id\":\"cs_s3\",\"object\":\"checkout.session\",\"payment_status\":\"paid\","
+	        "\"amount_total\":\"1999\",\"currency\":\"usd\"}}}",
+	        "{\"id\":\"evt_s4\",\"type\":\"charge.refunded\",\"data\":{\"object\":{"
+	        "\"id\":\"ch_s4\",\"object\":\"charge\",\"amount\":1999,\"amount_refunded\":"
+	        "\"500\",\"currency\":\"usd\"}}}",
+	};
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+	size_t i;
+
+	(void)state;
+	make_instance(&pi);
+	for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
+		memset(&b, 0, sizeof(b));
+		memset(&v, 0, sizeof(v));
+		if (receive_signed(&pi, bodies[i], SECRET_A, NOW, NOW, &b, &v) != -1) {
+			fail_msg("body %zu taken: amount %lld", i,
+			         b.eb_n > 0 ? (long long)b.eb_events[0].ev_amount : -1LL);
+		}
+		assert_int_equal(v.pv_status, 400);
+		assert_string_equal(v.pv_reason, "malformed_body");
+		assert_int_equal(b.eb_n, 0);
+	}
+	pt_instance_destroy(&pi);
+}
+
 static void fingerprint_of(struct pt_instance *pi, const char *body,
                            unsigned char out[EVENT_FINGERPRINT_LEN])
 {
@@ -996,6 +1034,7 @@ int main(void)
 	        cmocka_unit_test(test_stripe_maps_every_event_type_that_touches_money),
 	        cmocka_unit_test(test_stripe_counts_isk_in_hundredths_and_other_currencies_as_iso),
 	        cmocka_unit_test(test_stripe_refuses_a_currency_iso_4217_does_not_list),
+	        cmocka_unit_test(test_stripe_refuses_an_amount_given_as_a_string),
 	        cmocka_unit_test(test_stripe_ack_says_accepted_with_the_order_id),
 	        cmocka_unit_test(test_stripe_refuses_a_config_without_secret),
 	        cmocka_unit_test(test_stripe_reads_secrets_from_env_specs),
