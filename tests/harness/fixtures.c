@@ -52,6 +52,42 @@ int64_t fx_db_int(struct daemon *d, const char *fmt, ...)
 	return hn_db_int(d->dm_db, sql);
 }
 
+/* The audit rows a failed fx_assert_audit shows, at most. */
+#define FX_AUDIT_SHOWN 50
+
+void fx_assert_audit_at(const char *file, int line, struct daemon *d, int64_t want,
+                        const char *where_fmt, ...)
+{
+	char where[768];
+	char sql[1024];
+	va_list ap;
+	int64_t got;
+	int64_t all;
+	char *rows;
+	int n;
+
+	va_start(ap, where_fmt);
+	n = vsnprintf(where, sizeof(where), where_fmt, ap);
+	va_end(ap);
+	assert_true(n > 0 && (size_t)n < sizeof(where));
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM audit_log WHERE %s", where);
+	got = hn_db_int(d->dm_db, sql);
+	if (got == want) {
+		return;
+	}
+	all = hn_db_int(d->dm_db, "SELECT count(*) FROM audit_log");
+	snprintf(sql, sizeof(sql),
+	         "SELECT actor, action, target, reason, result FROM audit_log ORDER BY id LIMIT %d",
+	         FX_AUDIT_SHOWN);
+	rows = hn_db_dump(d->dm_db, sql);
+	print_error("audit_log: %" PRId64 " row(s) WHERE %s, want %" PRId64
+	            "; the log holds %" PRId64 " row(s)%s (actor|action|target|reason|result):\n%s",
+	            got, where, want, all, all > FX_AUDIT_SHOWN ? ", the first shown" : "",
+	            rows != NULL ? rows : "(cannot read the log)\n");
+	free(rows);
+	_fail(file, line);
+}
+
 char *fx_stripe_payment(const char *event_id, const char *order_id, int64_t amount, const char *currency)
 {
 	char obj[FX_OBJECT_MAX];
