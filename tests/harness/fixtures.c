@@ -52,6 +52,20 @@ int64_t fx_db_int(struct daemon *d, const char *fmt, ...)
 	return hn_db_int(d->dm_db, sql);
 }
 
+void fx_append_config(struct daemon *d, const char *fmt, ...)
+{
+	va_list ap;
+	char *text = NULL;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = vasprintf(&text, fmt, ap);
+	va_end(ap);
+	assert_true(rc >= 0);
+	assert_int_equal(daemon_append_config(d, text), 0);
+	free(text);
+}
+
 /* The audit rows a failed fx_assert_audit shows, at most. */
 #define FX_AUDIT_SHOWN 50
 

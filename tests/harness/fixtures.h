@@ -33,6 +33,9 @@ void fx_order(struct daemon *d, int64_t amount, const char *currency, char ret_i
  * daemon's database, as an integer (-1 on error or no row). */
 int64_t fx_db_int(struct daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* daemon_append_config with the printf-formatted text; asserts. */
+void fx_append_config(struct daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Fails the test unless the audit log has want rows for which the
  * printf-formatted SQL condition (what follows WHERE) holds; the message
  * names the condition, the count found and the rows the log holds, and the

@@ -316,17 +316,13 @@ static void test_a_changed_secret_ends_the_sessions_opened_with_the_old_one(void
 	struct t_session carol;
 	struct t_session alice;
 	struct hres r;
-	FILE *f;
 
 	(void)state;
 	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
 	setenv("T_CONSOLE_RO", T_RO_TOKEN, 1);
 	assert_int_equal(daemon_init(&d, FX_STRIPE_INI T_CONSOLE), 0);
 	t_carol_token(&d, "carol-first-secret-0123456789");
-	f = fopen(d.dm_config, "a");
-	assert_non_null(f);
-	fprintf(f, "token = carol operator file:%s/carol.token\n", d.dm_dir);
-	assert_int_equal(fclose(f), 0);
+	fx_append_config(&d, "token = carol operator file:%s/carol.token\n", d.dm_dir);
 	assert_int_equal(daemon_start(&d), 0);
 	t_login(&d, "carol-first-secret-0123456789", &carol);
 	t_login(&d, T_OP_TOKEN, &alice);
