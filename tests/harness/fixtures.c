@@ -19,18 +19,28 @@
 
 #define FX_OBJECT_MAX 1536 /* bytes of an event's data.object */
 
+/* Gives d's config the printf-formatted text through put (daemon_init,
+ * daemon_append_config); asserts. */
+static void fx_config_write(struct daemon *d, int (*put)(struct daemon *, const char *),
+                            const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
+
+static void fx_config_write(struct daemon *d, int (*put)(struct daemon *, const char *),
+                            const char *fmt, va_list ap)
+{
+	char *text = NULL;
+
+	assert_true(vasprintf(&text, fmt, ap) >= 0);
+	assert_int_equal(put(d, text), 0);
+	free(text);
+}
+
 void fx_daemon_start(struct daemon *d, const char *fmt, ...)
 {
 	va_list ap;
-	char *text = NULL;
-	int rc;
 
 	va_start(ap, fmt);
-	rc = vasprintf(&text, fmt, ap);
+	fx_config_write(d, daemon_init, fmt, ap);
 	va_end(ap);
-	assert_true(rc >= 0);
-	assert_int_equal(daemon_init(d, text), 0);
-	free(text);
 	assert_int_equal(daemon_start(d), 0);
 }
 
@@ -55,15 +65,10 @@ int64_t fx_db_int(struct daemon *d, const char *fmt, ...)
 void fx_append_config(struct daemon *d, const char *fmt, ...)
 {
 	va_list ap;
-	char *text = NULL;
-	int rc;
 
 	va_start(ap, fmt);
-	rc = vasprintf(&text, fmt, ap);
+	fx_config_write(d, daemon_append_config, fmt, ap);
 	va_end(ap);
-	assert_true(rc >= 0);
-	assert_int_equal(daemon_append_config(d, text), 0);
-	free(text);
 }
 
 /* The audit rows a failed fx_assert_audit shows, at most. */
