@@ -19,18 +19,28 @@
 
 #define FX_OBJECT_MAX 1536 /* bytes of an event's data.object */
 
+/* Gives d's config the printf-formatted text through put (daemon_init,
+ * daemon_append_config); asserts. */
+static void fx_config_write(struct daemon *d, int (*put)(struct daemon *, const char *),
+                            const char *fmt, va_list ap) __attribute__((format(printf, 3, 0)));
+
+static void fx_config_write(struct daemon *d, int (*put)(struct daemon *, const char *),
+                            const char *fmt, va_list ap)
+{
+	char *text = NULL;
+
+	assert_true(vasprintf(&text, fmt, ap) >= 0);
+	assert_int_equal(put(d, text), 0);
+	free(text);
+}
+
 void fx_daemon_start(struct daemon *d, const char *fmt, ...)
 {
 	va_list ap;
-	char *text = NULL;
-	int rc;
 
 	va_start(ap, fmt);
-	rc = vasprintf(&text, fmt, ap);
+	fx_config_write(d, daemon_init, fmt, ap);
 	va_end(ap);
-	assert_true(rc >= 0);
-	assert_int_equal(daemon_init(d, text), 0);
-	free(text);
 	assert_int_equal(daemon_start(d), 0);
 }
 
@@ -50,6 +60,51 @@ int64_t fx_db_int(struct daemon *d, const char *fmt, ...)
 	va_end(ap);
 	assert_true(n > 0 && (size_t)n < sizeof(sql));
 	return hn_db_int(d->dm_db, sql);
+}
+
+void fx_append_config(struct daemon *d, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fx_config_write(d, daemon_append_config, fmt, ap);
+	va_end(ap);
+}
+
+/* The audit rows a failed fx_assert_audit shows, at most. */
+#define FX_AUDIT_SHOWN 50
+
+void fx_assert_audit_at(const char *file, int line, struct daemon *d, int64_t want,
+                        const char *where_fmt, ...)
+{
+	char where[768];
+	char sql[1024];
+	va_list ap;
+	int64_t got;
+	int64_t all;
+	char *rows;
+	int n;
+
+	va_start(ap, where_fmt);
+	n = vsnprintf(where, sizeof(where), where_fmt, ap);
+	va_end(ap);
+	assert_true(n > 0 && (size_t)n < sizeof(where));
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM audit_log WHERE %s", where);
+	got = hn_db_int(d->dm_db, sql);
+	if (got == want) {
+		return;
+	}
+	all = hn_db_int(d->dm_db, "SELECT count(*) FROM audit_log");
+	snprintf(sql, sizeof(sql),
+	         "SELECT actor, action, target, reason, result FROM audit_log ORDER BY id LIMIT %d",
+	         FX_AUDIT_SHOWN);
+	rows = hn_db_dump(d->dm_db, sql);
+	print_error("audit_log: %" PRId64 " row(s) WHERE %s, want %" PRId64
+	            "; the log holds %" PRId64 " row(s)%s (actor|action|target|reason|result):\n%s",
+	            got, where, want, all, all > FX_AUDIT_SHOWN ? ", the first shown" : "",
+	            rows != NULL ? rows : "(cannot read the log)\n");
+	free(rows);
+	_fail(file, line);
 }
 
 char *fx_stripe_payment(const char *event_id, const char *order_id, int64_t amount, const char *currency)

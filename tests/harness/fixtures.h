@@ -33,6 +33,18 @@ void fx_order(struct daemon *d, int64_t amount, const char *currency, char ret_i
  * daemon's database, as an integer (-1 on error or no row). */
 int64_t fx_db_int(struct daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* daemon_append_config with the printf-formatted text; asserts. */
+void fx_append_config(struct daemon *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Fails the test unless the audit log has want rows for which the
+ * printf-formatted SQL condition (what follows WHERE) holds; the message
+ * names the condition, the count found and the rows the log holds, and the
+ * failure the caller's line. */
+#define fx_assert_audit(d, want, ...)                                                              \
+	fx_assert_audit_at(__FILE__, __LINE__, (d), (want), __VA_ARGS__)
+void fx_assert_audit_at(const char *file, int line, struct daemon *d, int64_t want,
+                        const char *where_fmt, ...) __attribute__((format(printf, 5, 6)));
+
 /* ---- Stripe events (bodies malloc'd, as Stripe sends them) ---- */
 
 /* payment_intent.succeeded for order_id. */

@@ -299,7 +299,6 @@ int daemon_init(struct daemon *d, const char *extra_ini)
 int daemon_use_tls(struct daemon *d)
 {
 	struct buf b;
-	FILE *f;
 	int rc;
 
 	buf_init(&b, 0);
@@ -313,13 +312,13 @@ int daemon_use_tls(struct daemon *d)
 		fprintf(stderr, "harness: openssl could not make a certificate\n");
 		return -1;
 	}
-	f = fopen(d->dm_config, "a");
-	if (f == NULL) {
-		return -1;
-	}
-	fprintf(f, "\n[server]\ntls_cert = file:%s/tls-cert.pem\ntls_key = file:%s/tls-key.pem\n", d->dm_dir,
-		d->dm_dir);
-	if (fclose(f) != 0) {
+	buf_init(&b, 0);
+	buf_printf(&b,
+	           "\n[server]\ntls_cert = file:%s/tls-cert.pem\ntls_key = file:%s/tls-key.pem\n",
+	           d->dm_dir, d->dm_dir);
+	rc = daemon_append_config(d, b.buf_data);
+	buf_finish(&b);
+	if (rc != 0) {
 		return -1;
 	}
 	snprintf(d->dm_ca, sizeof(d->dm_ca), "%s/tls-cert.pem", d->dm_dir);

@@ -1054,7 +1054,6 @@ static void test_demo_payment_with_a_one_thread_listener_goes_over_http_too(void
 static void test_bearer_tokens_authenticate_and_scope_keys_per_client(void **state)
 {
 	struct daemon d;
-	FILE *cfg;
 	const char *body = "{\"amount\":500,\"currency\":\"eur\",\"customer_ref\":\"cust-auth\"}";
 	const char *none[] = {"Idempotency-Key: auth-1", NULL};
 	const char *wrong[] = {"Idempotency-Key: auth-1",
@@ -1073,15 +1072,13 @@ static void test_bearer_tokens_authenticate_and_scope_keys_per_client(void **sta
 	assert_int_equal(daemon_init(&d, API_ONLY_INI), 0);
 	assert_int_equal(daemon_write_file(&d, "token-a", "tok-a-0123456789abcdef\n"), 0);
 	assert_int_equal(daemon_write_file(&d, "token-b", "tok-b-0123456789abcdef\n"), 0);
-	cfg = fopen(d.dm_config, "a");
-	assert_non_null(cfg);
 	assert_int_equal(daemon_write_file(&d, "shop-c.token", "tok-c-0123456789abcdef\n"), 0);
 	/* Named tokens, and one named after its file. */
-	fprintf(cfg,
-		"[api]\ntoken = shop-a file:%s/token-a\ntoken = shop-b file:%s/token-b\ntoken = "
-		"file:%s/shop-c.token\n",
-		d.dm_dir, d.dm_dir, d.dm_dir);
-	fclose(cfg);
+	fx_append_config(
+	        &d,
+	        "[api]\ntoken = shop-a file:%s/token-a\ntoken = shop-b file:%s/token-b\ntoken = "
+	        "file:%s/shop-c.token\n",
+	        d.dm_dir, d.dm_dir, d.dm_dir);
 	assert_int_equal(daemon_start(&d), 0);
 
 	e2e_post(&d, none, body, &r);
@@ -1152,17 +1149,14 @@ static void test_order_reads_are_scoped_to_the_token_that_created_them(void **st
 	char idb[64];
 	struct hres r;
 	struct hres missing;
-	FILE *cfg;
 	int i;
 
 	assert_int_equal(daemon_init(&d, API_ONLY_INI), 0);
 	assert_int_equal(daemon_write_file(&d, "token-a", "tok-a-0123456789abcdef\n"), 0);
 	assert_int_equal(daemon_write_file(&d, "token-b", "tok-b-0123456789abcdef\n"), 0);
-	cfg = fopen(d.dm_config, "a");
-	assert_non_null(cfg);
-	fprintf(cfg, "[api]\ntoken = shop-a file:%s/token-a\ntoken = shop-b file:%s/token-b\n",
-		d.dm_dir, d.dm_dir);
-	fclose(cfg);
+	fx_append_config(&d,
+	                 "[api]\ntoken = shop-a file:%s/token-a\ntoken = shop-b file:%s/token-b\n",
+	                 d.dm_dir, d.dm_dir);
 	assert_int_equal(daemon_start(&d), 0);
 	e2e_post(&d, post_a, body, &r);
 	assert_int_equal(r.hs_status, 201);
@@ -1204,10 +1198,7 @@ static void test_order_reads_are_scoped_to_the_token_that_created_them(void **st
 	hres_finish(&r);
 
 	/* order_reads = all restores reads of every order by any token. */
-	cfg = fopen(d.dm_config, "a");
-	assert_non_null(cfg);
-	fprintf(cfg, "order_reads = all\n");
-	fclose(cfg);
+	assert_int_equal(daemon_append_config(&d, "order_reads = all\n"), 0);
 	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
 	snprintf(path, sizeof(path), "/api/orders/%s", ida);
 	for (i = 0; i < 100; i++) {

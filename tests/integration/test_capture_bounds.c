@@ -51,16 +51,9 @@ static int64_t t_du(const char *dir, int64_t *ret_files)
 /* A daemon capturing into DIR/spool with the [capture] keys in keys. */
 static void t_start(struct daemon *d, char spool[600], const char *keys)
 {
-	char ini[1024];
-	FILE *f;
-
 	assert_int_equal(daemon_init(d, FX_STRIPE_INI), 0);
 	snprintf(spool, 600, "%s/spool", d->dm_dir);
-	snprintf(ini, sizeof(ini), "\n[capture]\ndir = %s\n%s", spool, keys);
-	f = fopen(d->dm_config, "a");
-	assert_non_null(f);
-	fputs(ini, f);
-	assert_int_equal(fclose(f), 0);
+	fx_append_config(d, "\n[capture]\ndir = %s\n%s", spool, keys);
 	assert_int_equal(daemon_start(d), 0);
 }
 
@@ -204,20 +197,11 @@ static void test_rejected_captures_from_many_clients_are_limited_in_all(void **s
 	(void)state;
 	assert_int_equal(daemon_init(&d, NULL), 0);
 	snprintf(spool, sizeof(spool), "%s/spool", d.dm_dir);
-	{
-		char ini[1024];
-		FILE *f;
-
-		snprintf(ini, sizeof(ini),
-		         "\n[capture]\ndir = %s\nmode = rejected\nrejected_client_rate = 5\n"
-		         "rejected_rate = 7\n\n[server]\ntrusted_proxies = "
-		         "127.0.0.1/32\n\n" FX_STRIPE_INI,
-		         spool);
-		f = fopen(d.dm_config, "a");
-		assert_non_null(f);
-		fputs(ini, f);
-		assert_int_equal(fclose(f), 0);
-	}
+	fx_append_config(&d,
+	                 "\n[capture]\ndir = %s\nmode = rejected\nrejected_client_rate = 5\n"
+	                 "rejected_rate = 7\n\n[server]\ntrusted_proxies = "
+	                 "127.0.0.1/32\n\n" FX_STRIPE_INI,
+	                 spool);
 	assert_int_equal(daemon_start(&d), 0);
 	for (i = 0; i < 12; i++) {
 		snprintf(id, sizeof(id), "evt_bounds_many_%d", i);

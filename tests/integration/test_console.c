@@ -170,9 +170,7 @@ static void test_login_cookie_is_strict_and_every_page_has_the_security_headers(
 			}
 		}
 	}
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
-	                               "'console.login' AND actor = 'console:alice'"),
-	                 2);
+	fx_assert_audit(&d, 2, "action = 'console.login' AND actor = 'console:alice'");
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
 }
@@ -318,17 +316,13 @@ static void test_a_changed_secret_ends_the_sessions_opened_with_the_old_one(void
 	struct t_session carol;
 	struct t_session alice;
 	struct hres r;
-	FILE *f;
 
 	(void)state;
 	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
 	setenv("T_CONSOLE_RO", T_RO_TOKEN, 1);
 	assert_int_equal(daemon_init(&d, FX_STRIPE_INI T_CONSOLE), 0);
 	t_carol_token(&d, "carol-first-secret-0123456789");
-	f = fopen(d.dm_config, "a");
-	assert_non_null(f);
-	fprintf(f, "token = carol operator file:%s/carol.token\n", d.dm_dir);
-	assert_int_equal(fclose(f), 0);
+	fx_append_config(&d, "token = carol operator file:%s/carol.token\n", d.dm_dir);
 	assert_int_equal(daemon_start(&d), 0);
 	t_login(&d, "carol-first-secret-0123456789", &carol);
 	t_login(&d, T_OP_TOKEN, &alice);
@@ -403,26 +397,13 @@ static void test_read_only_sessions_get_403_on_every_action_and_nothing_changes(
 	                               " OR reprocessed > 0"),
 	                 0);
 	/* each refusal is in the audit log, as bob's, with the action and target */
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action <> "
-	                               "'console.login'"),
-	                 7);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE actor = 'console:bob'"
-	                               " AND result = 'refused: this session is read-only'"),
-	                 7);
-	assert_int_equal(fx_db_int(&d,
-	                           "SELECT count(*) FROM audit_log WHERE action = "
-	                           "'events.dismiss' AND target = 'event:%lld'",
-	                           id),
-	                 1);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
-	                               "'outbox.compensate' AND target = 'outbox:1'"),
-	                 1);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
-	                               "'outbox.retry_all' AND target = 'outbox?status=dead'"),
-	                 1);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
-	                               "'order.reconcile' AND target = 'order:x'"),
-	                 1);
+	fx_assert_audit(&d, 7, "action <> 'console.login'");
+	fx_assert_audit(&d, 7,
+	                "actor = 'console:bob' AND result = 'refused: this session is read-only'");
+	fx_assert_audit(&d, 1, "action = 'events.dismiss' AND target = 'event:%lld'", id);
+	fx_assert_audit(&d, 1, "action = 'outbox.compensate' AND target = 'outbox:1'");
+	fx_assert_audit(&d, 1, "action = 'outbox.retry_all' AND target = 'outbox?status=dead'");
+	fx_assert_audit(&d, 1, "action = 'order.reconcile' AND target = 'order:x'");
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
 }
@@ -454,15 +435,11 @@ static void test_an_action_without_or_with_a_wrong_csrf_token_changes_nothing(vo
 	assert_int_equal(
 	        fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"), 0);
 	/* both refusals are recorded; the logout is no action */
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action <> "
-	                               "'console.login'"),
-	                 2);
-	assert_int_equal(fx_db_int(&d,
-	                           "SELECT count(*) FROM audit_log WHERE action = "
-	                           "'events.dismiss' AND target = 'event:%lld' AND result = "
-	                           "'refused: missing or wrong CSRF token'",
-	                           id),
-	                 2);
+	fx_assert_audit(&d, 2, "action <> 'console.login'");
+	fx_assert_audit(&d, 2,
+	                "action = 'events.dismiss' AND target = 'event:%lld' AND result = "
+	                "'refused: missing or wrong CSRF token'",
+	                id);
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
 }
@@ -490,20 +467,17 @@ static void test_dismiss_and_reprocess_from_the_console_are_applied_and_audited(
 	hres_finish(&r);
 	assert_int_equal(
 	        fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"), 0);
-	assert_int_equal(fx_db_int(&d,
-	                           "SELECT count(*) FROM audit_log WHERE action = "
-	                           "'events.dismiss' AND target = 'event:%lld' AND result "
-	                           "LIKE 'refused: a reason%%'",
-	                           id),
-	                 1);
+	fx_assert_audit(&d, 1,
+	                "action = 'events.dismiss' AND target = 'event:%lld' AND result LIKE "
+	                "'refused: a reason%%'",
+	                id);
 	/* an event nobody has: 404, recorded */
 	snprintf(form, sizeof(form), "csrf=%s&reason=gone", s.ts_csrf);
 	assert_int_equal(t_post(&d, "/console/events/999999/dismiss", &s, form, &r), 404);
 	hres_finish(&r);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
-	                               "'events.dismiss' AND target = 'event:999999' AND result "
-	                               "LIKE 'refused:%%'"),
-	                 1);
+	fx_assert_audit(&d, 1,
+	                "action = 'events.dismiss' AND target = 'event:999999' AND result LIKE "
+	                "'refused:%%'");
 	snprintf(form, sizeof(form), "csrf=%s&reason=paid+at+the+till", s.ts_csrf);
 	assert_int_equal(t_post(&d, path, &s, form, &post), 303);
 	snprintf(path, sizeof(path), "/console/events/%lld", id);
@@ -521,12 +495,10 @@ static void test_dismiss_and_reprocess_from_the_console_are_applied_and_audited(
 	                           "'paid at the till'",
 	                           id),
 	                 1);
-	assert_int_equal(fx_db_int(&d,
-	                           "SELECT count(*) FROM audit_log WHERE actor = "
-	                           "'console:alice' AND action = 'events.dismiss' AND target = "
-	                           "'event:%lld' AND result = 'ok'",
-	                           id),
-	                 1);
+	fx_assert_audit(&d, 1,
+	                "actor = 'console:alice' AND action = 'events.dismiss' AND target = "
+	                "'event:%lld' AND result = 'ok'",
+	                id);
 	/* reprocess: the order still does not exist, so it stays failed */
 	snprintf(path, sizeof(path), "/console/events/%lld/reprocess", other);
 	snprintf(form, sizeof(form), "csrf=%s", s.ts_csrf);
@@ -536,12 +508,10 @@ static void test_dismiss_and_reprocess_from_the_console_are_applied_and_audited(
 	assert_non_null(strstr(r.hs_body, "still failed (unknown_order)"));
 	hres_finish(&r);
 	assert_int_equal(fx_db_int(&d, "SELECT reprocessed FROM events WHERE id = %lld", other), 1);
-	assert_int_equal(fx_db_int(&d,
-	                           "SELECT count(*) FROM audit_log WHERE actor = "
-	                           "'console:alice' AND action = 'events.reprocess' AND target "
-	                           "= 'event:%lld' AND result LIKE 'ok: still failed%%'",
-	                           other),
-	                 1);
+	fx_assert_audit(&d, 1,
+	                "actor = 'console:alice' AND action = 'events.reprocess' AND target = "
+	                "'event:%lld' AND result LIKE 'ok: still failed%%'",
+	                other);
 	/* the list filters by key prefix and by outcome */
 	assert_int_equal(t_get(&d, "/console/events?key=evt_console_dis&outcome=failed", &s, &r),
 	                 200);
@@ -731,13 +701,11 @@ test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited(void
 	                 1);
 	assert_int_equal(
 	        fx_db_int(&d, "SELECT count(*) FROM events WHERE idem_key = 'evt_rec_other'"), 0);
-	assert_int_equal(
-	        fx_db_int(&d,
-	                  "SELECT count(*) FROM audit_log WHERE action = 'order.reconcile'"
-	                  " AND target = 'order:%s' AND actor = 'console:alice'"
-	                  " AND result LIKE 'ok: Reconciled: 1 event(s) found, 1 applied%%'",
-	                  mine),
-	        1);
+	fx_assert_audit(
+	        &d, 1,
+	        "action = 'order.reconcile' AND target = 'order:%s' AND actor = 'console:alice' "
+	        "AND result LIKE 'ok: Reconciled: 1 event(s) found, 1 applied%%'",
+	        mine);
 	/* The CLI's reconcile --order runs the same for one order: asked
 	 * again, the payment is known, the other order's event still left. */
 	{
@@ -764,14 +732,10 @@ test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited(void
 	snprintf(form, sizeof(form), "csrf=%s&order=ord_console_nosuch0000009", s.ts_csrf);
 	assert_int_equal(t_post(&d, "/console/reconcile", &s, form, &r), 404);
 	hres_finish(&r);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
-	                               "'order.reconcile'"),
-	                 2);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
-	                               "'order.reconcile' AND target = "
-	                               "'order:ord_console_nosuch0000009' AND result = "
-	                               "'refused: no such order'"),
-	                 1);
+	fx_assert_audit(&d, 2, "action = 'order.reconcile'");
+	fx_assert_audit(&d, 1,
+	                "action = 'order.reconcile' AND target = 'order:ord_console_nosuch0000009' "
+	                "AND result = 'refused: no such order'");
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
 	peer_destroy(api);
@@ -1094,18 +1058,13 @@ static void test_two_operators_retrying_one_row_at_once_end_with_one_retry(void 
 	            (rs[0].hs_status == 409 && rs[1].hs_status == 303));
 	hres_finish(&rs[0]);
 	hres_finish(&rs[1]);
-	assert_int_equal(fx_db_int(&d,
-	                           "SELECT count(*) FROM audit_log WHERE action = "
-	                           "'outbox.retry' AND target = 'outbox:%lld' AND result LIKE "
-	                           "'ok:%%'",
-	                           (long long)id),
-	                 1);
-	assert_int_equal(fx_db_int(&d,
-	                           "SELECT count(*) FROM audit_log WHERE action = "
-	                           "'outbox.retry' AND target = 'outbox:%lld' AND result LIKE "
-	                           "'refused:%%'",
-	                           (long long)id),
-	                 1);
+	fx_assert_audit(
+	        &d, 1, "action = 'outbox.retry' AND target = 'outbox:%lld' AND result LIKE 'ok:%%'",
+	        (long long)id);
+	fx_assert_audit(
+	        &d, 1,
+	        "action = 'outbox.retry' AND target = 'outbox:%lld' AND result LIKE 'refused:%%'",
+	        (long long)id);
 	/* one more delivery started, not two */
 	assert_int_equal(peer_wait(peer, 2, 10000), 2);
 	usleep(300 * 1000);
@@ -1149,11 +1108,7 @@ static void test_an_action_redirects_so_that_a_reload_does_not_repeat_it(void **
 	assert_int_equal(t_get(&d, page, &s, &r), 200);
 	assert_null(strstr(r.hs_body, "class=\"flash"));
 	hres_finish(&r);
-	assert_int_equal(fx_db_int(&d,
-	                           "SELECT count(*) FROM audit_log WHERE action = "
-	                           "'outbox.retry' AND target = 'outbox:%lld'",
-	                           (long long)id),
-	                 1);
+	fx_assert_audit(&d, 1, "action = 'outbox.retry' AND target = 'outbox:%lld'", (long long)id);
 	/* the message is the session's own: another session's page shows none */
 	{
 		struct t_session other;
@@ -1196,31 +1151,24 @@ static void test_bulk_retry_needs_the_count_it_showed_confirmed(void **state)
 	assert_non_null(strstr(r.hs_body, "name=\"expect\" value=\"1\""));
 	assert_non_null(strstr(r.hs_body, "id=\"retry-all\""));
 	hres_finish(&r);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
-	                               "'outbox.retry'"),
-	                 0);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
-	                               "'outbox.retry_all' AND target = 'outbox?status=dead' AND "
-	                               "result LIKE 'refused: 1 dead rows now, not the 2%%'"),
-	                 1);
+	fx_assert_audit(&d, 0, "action = 'outbox.retry'");
+	fx_assert_audit(&d, 1,
+	                "action = 'outbox.retry_all' AND target = 'outbox?status=dead' AND result "
+	                "LIKE 'refused: 1 dead rows now, not the 2%%'");
 	/* a row nobody has: 404, recorded */
 	snprintf(form, sizeof(form), "csrf=%s", s.ts_csrf);
 	assert_int_equal(t_post(&d, "/console/outbox/999999/retry", &s, form, &r), 404);
 	hres_finish(&r);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
-	                               "'outbox.retry' AND target = 'outbox:999999' AND result "
-	                               "LIKE 'refused:%%'"),
-	                 1);
+	fx_assert_audit(&d, 1,
+	                "action = 'outbox.retry' AND target = 'outbox:999999' AND result LIKE "
+	                "'refused:%%'");
 	snprintf(form, sizeof(form), "csrf=%s&status=dead&expect=1", s.ts_csrf);
 	t_act(&d, "/console/outbox/retry-all", &s, form, "/console/outbox?status=dead", &r);
 	assert_non_null(strstr(r.hs_body, "1 of 1 rows queued again"));
 	hres_finish(&r);
-	assert_int_equal(fx_db_int(&d,
-	                           "SELECT count(*) FROM audit_log WHERE action = "
-	                           "'outbox.retry' AND target = 'outbox:%lld' AND result LIKE "
-	                           "'ok:%%'",
-	                           (long long)id),
-	                 1);
+	fx_assert_audit(
+	        &d, 1, "action = 'outbox.retry' AND target = 'outbox:%lld' AND result LIKE 'ok:%%'",
+	        (long long)id);
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
 }
@@ -1277,10 +1225,9 @@ static void test_bulk_retry_takes_every_row_of_a_status_however_many(void **stat
 	hres_finish(&r);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox WHERE status = 'cancelled'"),
 	                 0);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
-	                               "'outbox.retry' AND reason = 'bulk retry' AND result "
-	                               "LIKE 'ok:%%'"),
-	                 1001);
+	fx_assert_audit(
+	        &d, 1001,
+	        "action = 'outbox.retry' AND reason = 'bulk retry' AND result LIKE 'ok:%%'");
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
 }

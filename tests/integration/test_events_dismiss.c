@@ -72,21 +72,15 @@ static void test_dismissing_a_failed_event_clears_the_gauge_and_is_audited(void 
 	                           "'payment made at the till' AND dismissed_by LIKE 'cli:%%'",
 	                           id),
 	                 1);
-	assert_int_equal(fx_db_int(d,
-	                           "SELECT count(*) FROM audit_log WHERE action = "
-	                           "'events.dismiss' AND target = 'event:%s' AND result = 'ok'"
-	                           " AND reason = 'payment made at the till'",
-	                           id),
-	                 1);
+	fx_assert_audit(d, 1,
+	                "action = 'events.dismiss' AND target = 'event:%s' AND result = 'ok' AND "
+	                "reason = 'payment made at the till'",
+	                id);
 	/* a second time: refused, and the refusal is audited too */
 	assert_int_equal(daemon_cli(d, 1, dismiss, &out), 65);
 	free(out);
 	out = NULL;
-	assert_int_equal(fx_db_int(d,
-	                           "SELECT count(*) FROM audit_log WHERE target = 'event:%s'"
-	                           " AND result LIKE 'refused:%%'",
-	                           id),
-	                 1);
+	fx_assert_audit(d, 1, "target = 'event:%s' AND result LIKE 'refused:%%'", id);
 	assert_int_equal(daemon_cli(d, 1, audit, &out), 0);
 	assert_non_null(strstr(out, "events.dismiss"));
 	assert_non_null(strstr(out, "payment made at the till"));
@@ -204,9 +198,7 @@ static void test_dismiss_by_filter_counts_first_and_needs_the_count_confirmed(vo
 	assert_non_null(strstr(out, "2 event(s) dismissed"));
 	free(out);
 	assert_int_equal(t_gauge(d, "idemhook_events_failed_open"), 0);
-	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM audit_log WHERE action = "
-	                              "'events.dismiss' AND result = 'ok'"),
-	                 2);
+	fx_assert_audit(d, 2, "action = 'events.dismiss' AND result = 'ok'");
 	/* the applied event was never selected */
 	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM events WHERE idem_key = "
 	                              "'evt_filter_applied' AND dismissed_at IS NULL"),

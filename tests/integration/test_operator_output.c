@@ -514,11 +514,7 @@ static void test_reprocess_exit_status_tells_applied_still_failed_and_refused_ap
 	assert_non_null(strstr(r.rn_out, "still failed (unknown_order)"));
 	run_finish(&r);
 	assert_int_equal(fx_db_int(d, "SELECT reprocessed FROM events WHERE id = %s", b), 1);
-	assert_int_equal(fx_db_int(d,
-	                           "SELECT count(*) FROM audit_log WHERE target = 'event:%s'"
-	                           " AND result LIKE 'ok: still failed%%'",
-	                           b),
-	                 1);
+	fx_assert_audit(d, 1, "target = 'event:%s' AND result LIKE 'ok: still failed%%'", b);
 	/* the shop creates the missing order: one applied, one still failed */
 	snprintf(sql, sizeof(sql),
 	         "INSERT INTO orders (id, amount, currency, created_at, updated_at)"

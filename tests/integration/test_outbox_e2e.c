@@ -233,14 +233,12 @@ static void test_the_cli_transitions_are_in_the_audit_log(void **state)
 	assert_int_equal(e2e_cli(&d, "outbox", "retry", "999999", &out), EX_NOINPUT);
 	free(out);
 
-	snprintf(sql, sizeof(sql),
-	         "SELECT count(*) FROM audit_log WHERE actor LIKE 'cli:%%' AND target = "
-	         "'outbox:%" PRId64
-	         "' AND ((action = 'outbox.cancel' AND result LIKE 'refused: %%')"
-	         " OR (action = 'outbox.retry' AND result LIKE 'ok: %%')"
-	         " OR (action = 'outbox.compensate' AND result LIKE 'ok: %%'))",
-	         row_id);
-	assert_int_equal(hn_db_int(d.dm_db, sql), 3);
+	fx_assert_audit(&d, 3,
+	                "actor LIKE 'cli:%%' AND target = 'outbox:%" PRId64
+	                "' AND ((action = 'outbox.cancel' AND result LIKE 'refused: %%')"
+	                " OR (action = 'outbox.retry' AND result LIKE 'ok: %%')"
+	                " OR (action = 'outbox.compensate' AND result LIKE 'ok: %%'))",
+	                row_id);
 	assert_int_equal(hn_db_int(d.dm_db, "SELECT count(*) FROM audit_log"), 3);
 	assert_int_equal(daemon_cli(&d, 1, audit, &out), 0);
 	assert_non_null(strstr(out, "\"outbox.compensate\""));

@@ -69,14 +69,12 @@ test_a_capture_whose_target_names_another_host_is_sent_nowhere_and_not_counted(v
 	struct daemon target;
 	struct peer *other;
 	char spool[600];
-	char ini[800];
 	char evil[128];
 	char *body;
 	char *out = NULL;
 	const char *args[] = {"replay", "--json", "--to", NULL, spool, NULL};
 	const cJSON *reasons;
 	cJSON *s;
-	FILE *f;
 
 	(void)state;
 	other = peer_create();
@@ -84,11 +82,7 @@ test_a_capture_whose_target_names_another_host_is_sent_nowhere_and_not_counted(v
 	/* Two callbacks captured by the origin. */
 	assert_int_equal(daemon_init(&origin, FX_STRIPE_INI), 0);
 	snprintf(spool, sizeof(spool), "%s/spool", origin.dm_dir);
-	snprintf(ini, sizeof(ini), "\n[capture]\nmode = all\ndir = %s\n", spool);
-	f = fopen(origin.dm_config, "a");
-	assert_non_null(f);
-	fputs(ini, f);
-	assert_int_equal(fclose(f), 0);
+	fx_append_config(&origin, "\n[capture]\nmode = all\ndir = %s\n", spool);
 	assert_int_equal(daemon_start(&origin), 0);
 	body = hn_stripe_event("evt_rt_good", "customer.created",
 	                       "{\"id\":\"cus_rt_1\",\"object\":\"customer\"}");

@@ -127,13 +127,7 @@ static void test_sighup_rotates_the_certificate_without_refusing_connections(voi
 		 "[server]\ntls_cert = file:%s/cert.pem\ntls_key = file:%s/key.pem\n\n"
 		 "[provider stripe]\ntype = stripe\nsecret = whsec_tls_test\n",
 		 d.dm_dir, d.dm_dir);
-	{
-		FILE *f = fopen(d.dm_config, "a");
-
-		assert_non_null(f);
-		fputs(extra, f);
-		fclose(f);
-	}
+	assert_int_equal(daemon_append_config(&d, extra), 0);
 	make_cert(&d, "ca-a.pem");
 	snprintf(ca_a, sizeof(ca_a), "%s/ca-a.pem", d.dm_dir);
 	snprintf(ca_b, sizeof(ca_b), "%s/ca-b.pem", d.dm_dir);
