@@ -76,30 +76,37 @@ void cli_cell(FILE *out, const char *s, int width)
 
 void cli_json_string(FILE *out, const char *s)
 {
-	const unsigned char *p;
+	struct buf b;
 
 	if (s == NULL) {
 		fputs("null", out);
 		return;
 	}
-	fputc('"', out);
-	for (p = (const unsigned char *)s; *p != '\0'; p++) {
-		if (*p == '"' || *p == '\\') {
-			fputc('\\', out);
-			fputc(*p, out);
-		} else if (*p == '\n') {
-			fputs("\\n", out);
-		} else if (*p == '\r') {
-			fputs("\\r", out);
-		} else if (*p == '\t') {
-			fputs("\\t", out);
-		} else if (*p < 0x20 || *p == 0x7f) {
-			fprintf(out, "\\u%04x", *p);
-		} else {
-			fputc(*p, out);
-		}
+	/* Valid JSON and nothing for a terminal to act on, whatever is
+	 * stored (text_json_string: C1 escaped, a byte not UTF-8 as
+	 * \ufffd). */
+	buf_init(&b, 0);
+	if (text_json_string(&b, s, strlen(s)) < 0) {
+		buf_finish(&b);
+		fputs("null", out);
+		return;
 	}
-	fputc('"', out);
+	fwrite(b.buf_data, 1, b.buf_len, out);
+	buf_finish(&b);
+}
+
+void cli_json_text(FILE *out, const char *json, size_t len)
+{
+	struct buf b;
+
+	buf_init(&b, 0);
+	if (text_json_clean(&b, json, len) < 0) {
+		buf_finish(&b);
+		fputs("null", out);
+		return;
+	}
+	fwrite(b.buf_data != NULL ? b.buf_data : "", 1, b.buf_len, out);
+	buf_finish(&b);
 }
 
 void cli_json_time(FILE *out, int64_t ms)

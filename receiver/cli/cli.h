@@ -105,8 +105,13 @@ void cli_line(FILE *out, const char *label, const char *s);
  * cut to width-1 characters and an ellipsis, never silently. */
 void cli_cell(FILE *out, const char *s, int width);
 
-/* s as a JSON string (escaped), or null for NULL. */
+/* s as a JSON string (text_json_string: valid JSON and safe on a terminal
+ * whatever is stored), or null for NULL. */
 void cli_json_string(FILE *out, const char *s);
+
+/* JSON text built elsewhere (a stored payload, a report) as
+ * text_json_clean leaves it: C1 escaped, a byte not UTF-8 as \ufffd. */
+void cli_json_text(FILE *out, const char *json, size_t len);
 
 /* ms as a JSON string "YYYY-MM-DDTHH:MM:SSZ", or null for ms <= 0. */
 void cli_json_time(FILE *out, int64_t ms);

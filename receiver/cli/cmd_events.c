@@ -349,7 +349,7 @@ static void cmd_events_show_json(const struct store_row *row)
 		        json_parse_strict(row->sr_cols[11].sv_text, row->sr_cols[11].sv_len, NULL);
 
 		if (j != NULL) {
-			fwrite(row->sr_cols[11].sv_text, 1, row->sr_cols[11].sv_len, stdout);
+			cli_json_text(stdout, row->sr_cols[11].sv_text, row->sr_cols[11].sv_len);
 		} else {
 			char *text = strndup(row->sr_cols[11].sv_text, row->sr_cols[11].sv_len);
 

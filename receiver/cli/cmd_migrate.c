@@ -38,7 +38,9 @@ static int cmd_migrate_run(int argc, char **argv, const char *config_path)
 	name = so.so_backend == STORE_BACKEND_POSTGRESQL ? "postgresql" : cf->cf_db_path;
 	if (store_migrate_options(&so, &from, &to) < 0) {
 		config_destroy(cf);
-		return EX_DATAERR;
+		/* Permissions (logged with their fix) are no fault of the
+		 * database's; a schema it refuses is. */
+		return store_open_error() == STORE_OPEN_DENIED ? EX_NOPERM : EX_DATAERR;
 	}
 	if (from == to) {
 		printf("%s: schema version %d, up to date\n", name, to);

@@ -134,7 +134,11 @@ static int cmd_reconcile_run(int argc, char **argv, const char *config_path)
 		rc = EX_SOFTWARE;
 		goto done;
 	}
-	fwrite(out.buf_data, 1, out.buf_len, stdout);
+	if (json) {
+		cli_json_text(stdout, out.buf_data, out.buf_len);
+	} else {
+		fwrite(out.buf_data, 1, out.buf_len, stdout);
+	}
 	rc = rep.rr_failed > 0 ? EX_TEMPFAIL : EX_OK;
 done:
 	if (have_report) {

@@ -83,7 +83,11 @@ static int cmd_stats_run(int argc, char **argv, const char *config_path)
 		rc = EX_SOFTWARE;
 		goto fail;
 	}
-	fwrite(out.buf_data, 1, out.buf_len, stdout);
+	if (json) {
+		cli_json_text(stdout, out.buf_data, out.buf_len);
+	} else {
+		fwrite(out.buf_data, 1, out.buf_len, stdout);
+	}
 	rc = EX_OK;
 fail:
 	buf_finish(&out);

@@ -50,6 +50,7 @@ static const struct {
         {EX_OSERR, "operating system error (out of memory)"},
         {EX_CANTCREAT, "cannot create a file (port file, key pair)"},
         {EX_TEMPFAIL, "temporary failure (database busy, provider failing): try again"},
+        {EX_NOPERM, "permission denied: this user may not read or write the database's files"},
         {EX_CONFIG, "configuration error"},
 };
 
@@ -281,7 +282,7 @@ int cli_open_store_exclusive(const struct config *cf, int read_only, int exclusi
 	so.so_key_filter = exclusive && !so.so_read_only;
 	st = store_create(&so);
 	if (st == NULL) {
-		return EX_UNAVAILABLE;
+		return store_open_error() == STORE_OPEN_DENIED ? EX_NOPERM : EX_UNAVAILABLE;
 	}
 	*ret = st;
 	return EX_OK;

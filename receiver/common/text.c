@@ -163,3 +163,89 @@ int text_printable(struct buf *b, const void *s, size_t len, int as_received)
 	}
 	return 0;
 }
+
+int text_json_string(struct buf *b, const void *s, size_t len)
+{
+	const unsigned char *p = s;
+	const unsigned char *end = p + len;
+
+	if (buf_puts(b, "\"") < 0) {
+		return -1;
+	}
+	while (p < end) {
+		const unsigned char *run = p;
+		size_t n = 0;
+		int rc;
+
+		/* A run that needs no escape goes in with one append. */
+		while (p < end && (n = text_utf8_len(p, end)) > 0 && !text_is_control(p, n) &&
+		       p[0] != '"' && p[0] != '\\') {
+			p += n;
+		}
+		if (p > run && buf_append(b, run, (size_t)(p - run)) < 0) {
+			return -1;
+		}
+		if (p >= end) {
+			break;
+		}
+		if (n == 0) {
+			rc = buf_puts(b, "\\ufffd");
+			n = 1;
+		} else if (n == 2) {
+			rc = buf_printf(b, "\\u00%02x", p[1]);
+		} else if (p[0] == '"' || p[0] == '\\') {
+			char esc[2] = {'\\', (char)p[0]};
+
+			rc = buf_append(b, esc, 2);
+		} else if (p[0] == '\n') {
+			rc = buf_puts(b, "\\n");
+		} else if (p[0] == '\r') {
+			rc = buf_puts(b, "\\r");
+		} else if (p[0] == '\t') {
+			rc = buf_puts(b, "\\t");
+		} else {
+			rc = buf_printf(b, "\\u%04x", p[0]);
+		}
+		if (rc < 0) {
+			return -1;
+		}
+		p += n;
+	}
+	return buf_puts(b, "\"");
+}
+
+int text_json_clean(struct buf *b, const void *s, size_t len)
+{
+	const unsigned char *p = s;
+	const unsigned char *end = p + len;
+
+	while (p < end) {
+		const unsigned char *run = p;
+		size_t n = 0;
+		int rc;
+
+		while (p < end && (n = text_utf8_len(p, end)) > 0 && p[0] != 0x7f &&
+		       !(n == 2 && text_is_control(p, n))) {
+			p += n;
+		}
+		if (p > run && buf_append(b, run, (size_t)(p - run)) < 0) {
+			return -1;
+		}
+		if (p >= end) {
+			break;
+		}
+		if (n == 0) {
+			rc = buf_puts(b, "\\ufffd");
+			n = 1;
+		} else if (n == 2) {
+			rc = buf_printf(b, "\\u00%02x", p[1]);
+		} else {
+			rc = buf_puts(b, "\\u007f");
+		}
+		if (rc < 0) {
+			return -1;
+		}
+		p += n;
+	}
+	return 0;
+}

@@ -35,4 +35,24 @@ int text_field_ok(const char *s, size_t max_bytes);
  * Returns 0 or -1 (buf_append failed). */
 int text_printable(struct buf *b, const void *s, size_t len, int as_received);
 
+/* Appends s[0..len) to b as a JSON string literal, quotes included, that
+ * is valid JSON and safe on a terminal whatever s holds (the CLI's --json
+ * output of stored text): well-formed UTF-8 as it is; '"' and backslash
+ * escaped; newline, CR and tab as \n \r \t; any other C0 control and DEL
+ * as \u00NN; a C1 control (U+0080-U+009F) as \u0080-\u009f; each byte
+ * that is not part of well-formed UTF-8 as \ufffd (the replacement
+ * character: JSON has no way to carry the byte itself). buf_json_string,
+ * whose bytes stored replies keep, is not this. Returns 0 or -1
+ * (buf_append failed). */
+int text_json_string(struct buf *b, const void *s, size_t len);
+
+/* Copies the JSON text s[0..len) (what a JSON printer made, or what
+ * json_parse_strict accepts) to b with each C1 control and DEL as its \u
+ * escape and each byte that is not part of well-formed UTF-8 as \ufffd.
+ * Outside its strings JSON text is ASCII, so these occur only inside
+ * strings: the result is the same document, valid JSON and safe on a
+ * terminal whatever its strings held. Returns 0 or -1 (buf_append
+ * failed). */
+int text_json_clean(struct buf *b, const void *s, size_t len);
+
 #endif

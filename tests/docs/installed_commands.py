@@ -15,7 +15,7 @@ the commands that read secrets find them where the running service's
 credentials are, as /run/credentials/idemhook.service would be), first
 while the daemon serves, then again with it stopped. A command fails the
 test when it exits with a usage, configuration, unavailable or internal
-error (64, 69, 70, 78), a signal, or prints an error line; 1 and 65, the
+error (64, 69, 70, 77, 78), a signal, or prints an error line; 1 and 65, the
 documented answers of `events reprocess` for an event that stays failed (1)
 or is not failed (65), are answers, not errors. curl asks the running daemon
 only.
@@ -44,7 +44,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from readme_try_it import private_network  # noqa: E402
 
 SKIP = 77
-BAD_EXIT = {64, 69, 70, 78, 126, 127}
+BAD_EXIT = {64, 69, 70, 77, 78, 126, 127}
 SECRET = "whsec_installed_layout_test_secret"
 SECRET_COMMANDS = ("reconcile", "replay", "simulate", "reprocess")
 

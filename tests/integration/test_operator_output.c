@@ -22,6 +22,7 @@
 
 #include "fixtures.h"
 #include "harness.h"
+#include "json.h"
 #include "peer.h"
 
 /* What one CLI run gave back. On a terminal, out holds both streams as the
@@ -958,6 +959,140 @@ static void test_checkout_changed_resubmit_is_422_linking_the_order_placed(void 
 	hres_finish(&a);
 }
 
+/* 1 when s holds a C1 control as UTF-8 (C2 80 to C2 9F), raw. */
+static int has_raw_c1(const char *s)
+{
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)s; *p != '\0'; p++) {
+		if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* out is one JSON document for the strict reader and for Python's, with
+ * nothing raw a terminal would obey. */
+static cJSON *parse_json_clean(const char *out)
+{
+	char path[64];
+	char cmd[200];
+	cJSON *j;
+	FILE *f;
+
+	assert_non_null(out);
+	j = json_parse_strict(out, strlen(out), NULL);
+	if (j == NULL) {
+		fprintf(stderr, "not valid JSON: %s\n", out);
+	}
+	assert_non_null(j);
+	assert_false(has_raw_c1(out));
+	snprintf(path, sizeof(path), "/tmp/idemhook-json-out.%ld", (long)getpid());
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(out, f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd),
+	         "python3 -c 'import json,sys; json.load(sys.stdin)' < %s 2>/dev/null || "
+	         "! command -v python3 >/dev/null",
+	         path);
+	assert_int_equal(system(cmd), 0);
+	unlink(path);
+	return j;
+}
+
+/* Text stored with C1 controls and bytes that are not UTF-8 (by a peer, an
+ * older version, a hand in the database) comes out of --json as valid
+ * JSON: C1 as \u0080-\u009f, each such byte as U+FFFD. */
+static void test_json_output_is_valid_json_whatever_is_stored(void **state)
+{
+	struct daemon *d = *state;
+	struct hn_sqlite q;
+	struct run r;
+	char order[64];
+	char id[32];
+	char sql[600];
+	cJSON *j;
+	cJSON *it;
+
+	fx_order(d, 1500, "usd", order);
+	assert_int_equal(fx_stripe_pay(d, "evt_c1_json", order, 1500, "usd"), 200);
+	snprintf(id, sizeof(id), "%lld",
+	         (long long)fx_db_int(d, "SELECT id FROM events WHERE idem_key = 'evt_c1_json'"));
+	/* type: ESC-free C1 CSI "31m" and a lone 0xff; the payload JSON with a
+	 * raw C1 in a string; the order's reference with a cut sequence. */
+	snprintf(sql, sizeof(sql),
+	         "UPDATE idempotency_records SET type = 'pi' || CAST(X'C29B' AS TEXT) "
+	         "|| '31m' || CAST(X'FF' AS TEXT), payload = '{\"note\": \"a' || "
+	         "CAST(X'C285' AS TEXT) || 'b\"}' WHERE idem_key = 'evt_c1_json';"
+	         "UPDATE orders SET customer_ref = 'ref' || CAST(X'E282' AS TEXT) || "
+	         "CAST(X'C29D' AS TEXT) WHERE id = '%s';",
+	         order);
+	assert_int_equal(hn_sqlite_start(&q, d->dm_db, sql), 0);
+	assert_int_equal(hn_sqlite_finish(&q, ""), 0);
+	{
+		const char *args[] = {"events", "show", id, "--json", NULL};
+
+		run_cli(d, 1, args, 0, 0, &r);
+		assert_int_equal(r.rn_status, 0);
+		assert_non_null(strstr(r.rn_out, "\"pi\\u009b31m\\ufffd\""));
+		j = parse_json_clean(r.rn_out);
+		assert_string_equal(cJSON_GetObjectItem(j, "type")->valuestring, "pi\xc2\x9b"
+		                                                                 "31m\xef\xbf\xbd");
+		it = cJSON_GetObjectItem(j, "payload");
+		assert_string_equal(cJSON_GetObjectItem(it, "note")->valuestring, "a\xc2\x85"
+		                                                                  "b");
+		cJSON_Delete(j);
+		run_finish(&r);
+	}
+	/* A payload that is neither JSON nor UTF-8 is a JSON string. */
+	assert_int_equal(hn_sqlite_start(&q, d->dm_db,
+	                                 "UPDATE idempotency_records SET payload = 'a=' || "
+	                                 "CAST(X'FFC29B' AS TEXT) WHERE idem_key = 'evt_c1_json';"),
+	                 0);
+	assert_int_equal(hn_sqlite_finish(&q, ""), 0);
+	{
+		const char *args[] = {"events", "show", id, "--json", NULL};
+
+		run_cli(d, 1, args, 0, 0, &r);
+		assert_int_equal(r.rn_status, 0);
+		j = parse_json_clean(r.rn_out);
+		assert_string_equal(cJSON_GetObjectItem(j, "payload")->valuestring,
+		                    "a=\xef\xbf\xbd\xc2\x9b");
+		cJSON_Delete(j);
+		run_finish(&r);
+	}
+	{
+		const char *args[] = {"events", "list", "--order", order, "--json", NULL};
+
+		run_cli(d, 1, args, 0, 0, &r);
+		assert_int_equal(r.rn_status, 0);
+		j = parse_json_clean(r.rn_out);
+		cJSON_Delete(j);
+		run_finish(&r);
+	}
+	{
+		const char *args[] = {"order", "show", order, "--json", NULL};
+
+		run_cli(d, 1, args, 0, 0, &r);
+		assert_int_equal(r.rn_status, 0);
+		assert_non_null(strstr(r.rn_out, "\"ref\\ufffd\\ufffd\\u009d\""));
+		j = parse_json_clean(r.rn_out);
+		cJSON_Delete(j);
+		run_finish(&r);
+	}
+	{
+		const char *args[] = {"stats", "--json", NULL};
+
+		run_cli(d, 1, args, 0, 0, &r);
+		assert_int_equal(r.rn_status, 0);
+		j = parse_json_clean(r.rn_out);
+		cJSON_Delete(j);
+		run_finish(&r);
+	}
+}
+
 static int setup(void **state)
 {
 	return daemon_setup(state, FX_STRIPE_INI);
@@ -981,6 +1116,7 @@ int main(void)
 	        cmocka_unit_test(test_refused_callbacks_are_warnings_with_what_to_act_on),
 	        cmocka_unit_test(test_demo_root_links_to_the_checkout_page),
 	        cmocka_unit_test(test_checkout_changed_resubmit_is_422_linking_the_order_placed),
+	        cmocka_unit_test(test_json_output_is_valid_json_whatever_is_stored),
 	};
 
 	signal(SIGPIPE, SIG_IGN);

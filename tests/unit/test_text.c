@@ -9,7 +9,10 @@
 
 #include <cmocka.h>
 
+#include <cjson/cJSON.h>
+
 #include "buf.h"
+#include "json.h"
 #include "text.h"
 
 static void test_hex_digits_decode_in_either_case_and_others_are_refused(void **state)
@@ -219,6 +222,97 @@ static void test_buf_json_string_escapes_as_before(void **state)
 	buf_finish(&got);
 }
 
+/* s (len bytes) through text_json_string, NUL-terminated (malloc'd). */
+static char *json_cli(const char *s, size_t len)
+{
+	struct buf b;
+	char *out;
+
+	buf_init(&b, 0);
+	assert_int_equal(text_json_string(&b, s, len), 0);
+	out = buf_take(&b, NULL);
+	assert_non_null(out);
+	return out;
+}
+
+/* The CLI's JSON strings: valid JSON whatever is stored, nothing a
+ * terminal obeys (C1 escaped), a byte that is not UTF-8 as U+FFFD. */
+static void test_cli_json_string_escapes_c1_and_replaces_bytes_not_utf8(void **state)
+{
+	static const char raw[] = "x\n\x1b[31m\"RED\"\r\t\\ \xc2\x85\xc2\x9b\xc2\xa0\xff\x7f "
+	                          "Zo\xc3\xab \xe2\x82 \xed\xa0\x80 \xf0\x9f\x98\x80";
+	char text[64];
+	unsigned seed = 77;
+	cJSON *j;
+	char *s;
+	int round;
+
+	(void)state;
+	s = json_cli(raw, sizeof(raw) - 1);
+	assert_string_equal(s,
+	                    "\"x\\n\\u001b[31m\\\"RED\\\"\\r\\t\\\\ \\u0085\\u009b\xc2\xa0\\ufffd"
+	                    "\\u007f Zo\xc3\xab \\ufffd\\ufffd \\ufffd\\ufffd\\ufffd "
+	                    "\xf0\x9f\x98\x80\"");
+	j = json_parse_strict(s, strlen(s), NULL);
+	assert_non_null(j);
+	assert_true(cJSON_IsString(j));
+	assert_string_equal(j->valuestring,
+	                    "x\n\x1b[31m\"RED\"\r\t\\ \xc2\x85\xc2\x9b\xc2\xa0"
+	                    "\xef\xbf\xbd\x7f Zo\xc3\xab \xef\xbf\xbd\xef\xbf\xbd "
+	                    "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xf0\x9f\x98\x80");
+	cJSON_Delete(j);
+	free(s);
+	s = json_cli("", 0);
+	assert_string_equal(s, "\"\"");
+	free(s);
+	/* Any bytes at all: the strict reader takes what comes out, and no
+	 * C1 control or byte outside UTF-8 is left in it. */
+	for (round = 0; round < 20000; round++) {
+		size_t n = (size_t)(rand_r(&seed) % sizeof(text));
+		const unsigned char *p;
+		size_t i;
+
+		for (i = 0; i < n; i++) {
+			text[i] = (char)(rand_r(&seed) % 4 == 0 ? 0x80 + rand_r(&seed) % 0x20
+			                                        : 1 + rand_r(&seed) % 255);
+		}
+		s = json_cli(text, n);
+		j = json_parse_strict(s, strlen(s), NULL);
+		assert_non_null(j);
+		cJSON_Delete(j);
+		for (p = (const unsigned char *)s; *p != '\0'; p += i) {
+			i = text_utf8_len(p, (const unsigned char *)s + strlen(s));
+			assert_true(i > 0);
+			assert_false(i == 2 && p[0] == 0xc2 && p[1] <= 0x9f);
+		}
+		free(s);
+	}
+}
+
+/* JSON text made elsewhere keeps its structure and meaning; only what is
+ * inside its strings is escaped. */
+static void test_json_text_clean_escapes_inside_strings_only(void **state)
+{
+	static const char doc[] = "{\"a\": \"\xc2\x9b"
+	                          "31m\", \"b\": [1, \"\xff\x7f\"],\n"
+	                          " \"c\": \"Zo\xc3\xab\"}";
+	struct buf b;
+	cJSON *j;
+
+	(void)state;
+	buf_init(&b, 0);
+	assert_int_equal(text_json_clean(&b, doc, sizeof(doc) - 1), 0);
+	assert_int_equal(buf_append(&b, "", 1), 0);
+	assert_string_equal(b.buf_data, "{\"a\": \"\\u009b31m\", \"b\": [1, \"\\ufffd\\u007f\"],\n"
+	                                " \"c\": \"Zo\xc3\xab\"}");
+	j = json_parse_strict(b.buf_data, strlen(b.buf_data), NULL);
+	assert_non_null(j);
+	assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "a")->valuestring, "\xc2\x9b"
+	                                                                           "31m");
+	cJSON_Delete(j);
+	buf_finish(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -229,6 +323,8 @@ int main(void)
 	        cmocka_unit_test(test_printable_escapes_controls_and_bytes_that_are_not_utf8),
 	        cmocka_unit_test(test_buf_expect_makes_room_once_and_respects_the_cap),
 	        cmocka_unit_test(test_buf_json_string_escapes_as_before),
+	        cmocka_unit_test(test_cli_json_string_escapes_c1_and_replaces_bytes_not_utf8),
+	        cmocka_unit_test(test_json_text_clean_escapes_inside_strings_only),
 	};
 
 	return cmocka_run_group_tests_name("text", tests, NULL, NULL);

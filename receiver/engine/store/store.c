@@ -487,6 +487,18 @@ int store_version_check(int version, int may_migrate)
 	return 0;
 }
 
+static _Thread_local enum store_open_error store_open_err;
+
+enum store_open_error store_open_error(void)
+{
+	return store_open_err;
+}
+
+void store_open_denied(void)
+{
+	store_open_err = STORE_OPEN_DENIED;
+}
+
 static const struct store_engine *store_engine_of(const struct store_options *opt)
 {
 	return opt->so_backend == STORE_BACKEND_POSTGRESQL ? &store_engine_pg : &store_engine_sqlite;
@@ -503,6 +515,7 @@ int store_migrate_options(const struct store_options *opt, int *ret_from, int *r
 	o.so_read_only = 0;
 	o.so_no_migrate = 0;
 	o.so_must_exist = 0;
+	store_open_err = STORE_OPEN_FAILED;
 	db = en->en_open(&o, &from, &to);
 	if (db == NULL) {
 		return -1;
@@ -2145,6 +2158,7 @@ struct store *store_create(const struct store_options *opt)
 	unsigned n;
 	unsigned i;
 
+	store_open_err = STORE_OPEN_FAILED;
 	st = calloc(1, sizeof(*st));
 	if (st == NULL) {
 		log_err("store: out of memory");

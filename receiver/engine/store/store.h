@@ -205,6 +205,17 @@ enum store_backend store_backend_of(const struct store *st);
  * Returns NULL on failure (logged). */
 struct store *store_create(const struct store_options *opt);
 
+/* Why the last store_create or store_migrate_options of this thread
+ * failed. STORE_OPEN_DENIED: the operating system's permissions refused
+ * what the command needs (a SQLite file it may not read or write, a
+ * directory it may not create a file in); the cause and its fix are
+ * logged. The CLI exits 77 (EX_NOPERM) for it, 69 for the rest. */
+enum store_open_error {
+	STORE_OPEN_FAILED = 0,
+	STORE_OPEN_DENIED,
+};
+enum store_open_error store_open_error(void);
+
 /* Finishes queued work, stops the writer, closes connections. NULL is a no-op. */
 void store_destroy(struct store *st);
 

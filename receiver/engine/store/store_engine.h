@@ -26,6 +26,11 @@ struct store_files {
 	int sfs_rescued; /* the WAL has been checkpointed whole since */
 };
 
+/* An engine that refuses to open for want of permission says so here
+ * (store_open_error); store_create and store_migrate_options clear it
+ * first. */
+void store_open_denied(void);
+
 struct store_tx {
 	struct store *tx_store; /* NULL while the engine opens the database */
 	const struct store_engine *tx_engine;

@@ -117,6 +117,7 @@ struct store_conn {
 	int64_t cn_held_ms;       /* monotonic ms it began (under cn_mutex) */
 	uint64_t cn_held_commits; /* db_commits when it began (under cn_mutex) */
 	unsigned cn_held_uses;
+	int cn_rw; /* opened read-write: keeps the -wal and -shm (store_conn_open_vfs) */
 };
 
 /* The checkpointer: copies WAL frames into the database file on its own
@@ -233,6 +234,14 @@ static void store_conn_close(struct store_conn *cn)
 			free(sm);
 			sm = next;
 		}
+	}
+	/* Should this be the last connection to the file, its close
+	 * checkpoints and then leaves the -wal and -shm in place (persistent
+	 * WAL), the -wal cut to nothing: a restored backup beside it replays
+	 * no stale frame. No commit follows, so the limit changes nothing
+	 * else. */
+	if (cn->cn_db != NULL && cn->cn_rw) {
+		(void)sqlite3_exec(cn->cn_db, "PRAGMA journal_size_limit = 0", NULL, NULL, NULL);
 	}
 	if (cn->cn_db != NULL) {
 		rc = sqlite3_close(cn->cn_db);
@@ -674,6 +683,18 @@ static struct store_conn *store_conn_open_vfs(const char *path, int flags, unsig
 		goto fail;
 	}
 	sqlite3_busy_timeout(cn->cn_db, (int)busy_timeout_ms);
+	/* The -wal and -shm stay when the last connection closes (the daemon
+	 * stopping, a command that wrote): a user who may read the database
+	 * but not create files beside it (a monitoring user in its group)
+	 * can read it only through them (https://www.sqlite.org/walformat.html,
+	 * SQLITE_FCNTL_PERSIST_WAL; SQLite 3.22.0 and later open them
+	 * read-only). */
+	if ((flags & SQLITE_OPEN_READWRITE) != 0) {
+		int on = 1;
+
+		cn->cn_rw = 1;
+		(void)sqlite3_file_control(cn->cn_db, "main", SQLITE_FCNTL_PERSIST_WAL, &on);
+	}
 	return cn;
 fail:
 	store_conn_close(cn);
@@ -1030,6 +1051,9 @@ static int store_mkdir_parent(const char *path)
 				goto fail;
 			}
 		} else if (errno != EEXIST) {
+			if (errno == EACCES || errno == EPERM || errno == EROFS) {
+				store_open_denied();
+			}
 			log_err("store: cannot create directory \"%s\": %s",
 			        log_quote(quoted, sizeof(quoted), dir), strerror(errno));
 			goto fail;
@@ -1098,6 +1122,116 @@ fail:
 	return -1;
 }
 
+/* Whether this process may open the database at path as a reader (write
+ * 0) or a writer without SQLite failing half-way ("attempt to write a
+ * readonly database") or making files it must not. SQLite reads a database
+ * in WAL mode through its -wal and -shm files and creates them when they
+ * are missing, a read-only connection too; with neither, a user who may not
+ * create them cannot read it at all (only the immutable parameter would
+ * let it, and that is wrong while a writer runs: reads of pages a
+ * checkpoint is rewriting). A reader creates them only as root or as the
+ * database's owner (SQLite gives them the database's owner and mode, as the
+ * daemon's own): made by another user they would keep the daemon from
+ * writing its own WAL index. Returns 0, or -1 (the cause and its fix
+ * logged, store_open_denied). */
+static int store_sqlite_access(const char *path, int write)
+{
+	static const char *const suffix[] = {"-wal", "-shm"};
+	const char *fix = "Start idemhook serve on it, or run idemhook migrate once as the "
+	                  "database's owner (both leave the files in place), or run this command "
+	                  "as the owner";
+	char quoted[256];
+	char name[PATH_MAX];
+	char dir[PATH_MAX];
+	const char *missing = "";
+	int n_missing = 0;
+	int mode = write ? R_OK | W_OK : R_OK;
+	struct stat sb;
+	char *slash;
+	size_t i;
+	int n;
+
+	if (strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0 ||
+	    stat(path, &sb) < 0 || strlen(path) + sizeof("-wal") > sizeof(name)) {
+		return 0; /* SQLite says what else is wrong */
+	}
+	if (faccessat(AT_FDCWD, path, mode, AT_EACCESS) < 0) {
+		log_err("store: cannot %s the database \"%s\": %s: %s", write ? "write" : "read",
+		        log_quote(quoted, sizeof(quoted), path), strerror(errno),
+		        write ? "run this command as the database's owner (the user idemhook serve "
+		                "runs as), or root"
+		              : "give this user read access to it (its group), or run this command "
+		                "as the database's owner");
+		goto denied;
+	}
+	for (i = 0; i < sizeof(suffix) / sizeof(suffix[0]); i++) {
+		snprintf(name, sizeof(name), "%s%s", path, suffix[i]);
+		if (faccessat(AT_FDCWD, name, F_OK, AT_EACCESS) < 0 && errno == ENOENT) {
+			n_missing++;
+			missing = n_missing > 1 ? "its -wal and -shm files are"
+			          : i == 0      ? "its -wal file is"
+			                        : "its -shm file is";
+			continue;
+		}
+		if (faccessat(AT_FDCWD, name, mode, AT_EACCESS) < 0) {
+			log_err("store: cannot %s \"%s\": %s: give it the database's owner, group "
+			        "and mode (chown --reference and chmod --reference the database), "
+			        "or run this command as the database's owner",
+			        write ? "write" : "read", log_quote(quoted, sizeof(quoted), name),
+			        strerror(errno));
+			goto denied;
+		}
+	}
+	if (n_missing == 0) {
+		return 0;
+	}
+	n = snprintf(dir, sizeof(dir), "%s", path);
+	slash = n > 0 ? strrchr(dir, '/') : NULL;
+	if (slash == NULL) {
+		snprintf(dir, sizeof(dir), ".");
+	} else {
+		slash[slash == dir ? 1 : 0] = '\0';
+	}
+	if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) < 0) {
+		int e = errno;
+
+		log_err("store: cannot %s \"%s\": %s missing and this user may not create %s in "
+		        "\"%s\" (%s), and SQLite %s a database in WAL mode only through them. %s",
+		        write ? "write" : "read", log_quote(quoted, sizeof(quoted), path), missing,
+		        n_missing > 1 ? "them" : "it", dir, strerror(e), write ? "writes" : "reads",
+		        write ? "Run this command as the database's owner (the user idemhook serve "
+		                "runs as), or root"
+		              : fix);
+		goto denied;
+	}
+	if (!write && geteuid() != 0 && geteuid() != sb.st_uid) {
+		log_err("store: cannot read \"%s\": %s missing, SQLite reads a database in WAL "
+		        "mode only through them, and made by this user (not the database's owner) "
+		        "they would keep idemhook serve from writing. %s",
+		        log_quote(quoted, sizeof(quoted), path), missing, fix);
+		goto denied;
+	}
+	return 0;
+denied:
+	store_open_denied();
+	return -1;
+}
+
+/* After SQLite refused to open or read the database: a refusal of the
+ * operating system's permissions that store_sqlite_access could not see
+ * coming (the files changed in between) counts as one too. */
+static void store_sqlite_refused(struct store_conn *cn)
+{
+	int rc = cn != NULL ? sqlite3_errcode(cn->cn_db) : SQLITE_OK;
+
+	if (rc == SQLITE_READONLY || rc == SQLITE_PERM || rc == SQLITE_AUTH) {
+		log_err("store: this user may not use the database's files as SQLite needs them "
+		        "(its -wal and -shm): run this command as the database's owner "
+		        "(docs/cli.md, Permissions)");
+		store_open_denied();
+	}
+}
+
 static const char *store_sync_pragma(enum store_sync sync)
 {
 	switch (sync) {
@@ -1127,6 +1261,9 @@ static int store_create_private(const char *path)
 		return 0;
 	}
 	if (fd < 0 || fchmod(fd, STORE_FILE_MODE) < 0) {
+		if (errno == EACCES || errno == EPERM || errno == EROFS) {
+			store_open_denied();
+		}
 		log_err("store: cannot create \"%s\" with mode 0600: %s",
 		        log_quote(quoted, sizeof(quoted), path), strerror(errno));
 		if (fd >= 0) {
@@ -1153,7 +1290,8 @@ static struct store_conn *store_open_writer(const char *path, enum store_sync sy
 	int wal;
 	int r;
 
-	if (store_mkdir_parent(path) < 0 || (!no_migrate && store_create_private(path) < 0)) {
+	if (store_mkdir_parent(path) < 0 || (!no_migrate && store_create_private(path) < 0) ||
+	    store_sqlite_access(path, 1) < 0) {
 		return NULL;
 	}
 	/* A store that may not migrate has no use for a new, empty file. */
@@ -1219,6 +1357,7 @@ static struct store_conn *store_open_writer(const char *path, enum store_sync sy
 	}
 	return cn;
 fail:
+	store_sqlite_refused(cn);
 	store_conn_close(cn);
 	return NULL;
 }
@@ -2042,6 +2181,9 @@ static int store_sqlite_lock_receiver(struct store_db *db)
 	snprintf(name, len, "%s.lock", db->db_path);
 	db->db_lock_fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, STORE_FILE_MODE);
 	if (db->db_lock_fd < 0) {
+		if (errno == EACCES || errno == EPERM || errno == EROFS) {
+			store_open_denied();
+		}
 		log_err("store: cannot open the lock file \"%s\": %s",
 		        log_quote(quoted, sizeof(quoted), name), strerror(errno));
 		goto fail;
@@ -2105,7 +2247,12 @@ static int store_sqlite_check_read_only(struct store_db *db)
 	if (cn == NULL) {
 		return -1;
 	}
-	if (store_user_version(cn, &version) < 0 || store_version_check(version, 0) < 0) {
+	if (store_user_version(cn, &version) < 0) {
+		store_sqlite_refused(cn);
+		store_conn_close(cn);
+		return -1;
+	}
+	if (store_version_check(version, 0) < 0) {
 		store_conn_close(cn);
 		return -1;
 	}
@@ -2203,7 +2350,8 @@ static struct store_db *store_sqlite_open(const struct store_options *opt, int *
 		goto fail;
 	}
 	if (opt->so_read_only) {
-		if (store_sqlite_check_read_only(db) < 0) {
+		if (store_sqlite_access(db->db_path, 0) < 0 ||
+		    store_sqlite_check_read_only(db) < 0) {
 			goto fail;
 		}
 		return db;
