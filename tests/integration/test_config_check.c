@@ -510,7 +510,7 @@ static void test_every_problem_of_a_file_is_named_in_one_run(void **state)
 	daemon_finish(&d);
 }
 
-/* Two problems in each of several sections (lines 21-50, after the
+/* Two problems in each of several sections (lines 21-68, after the
  * harness's 14 and FX_STRIPE_INI's 6), and lists with two bad entries
  * each: a section's check goes on past its first bad key, a list past its
  * first bad entry. */
@@ -526,7 +526,12 @@ static void test_every_problem_of_a_file_is_named_in_one_run(void **state)
 	"token = shop-b file:/nonexistent/b\n"                                                     \
 	"[provider other]\ntype = stripe\nsecret = whsec_other\n"                                  \
 	"allow_from = bogus-c 10.0.0.0/8 bogus-d\n"                                                \
-	"[console]\nsession_ttl = forever\nlogin_failures = many\n"
+	"[console]\nsession_ttl = forever\nlogin_failures = many\n"                                \
+	"[provider keys]\ntype = adyen\nhmac_key = zz\nhmac_key = yy\nbasic_user = a:b\n"          \
+	"[provider rotated]\ntype = stripe\nsecret = file:/nonexistent/s1\n"                       \
+	"secret = file:/nonexistent/s2\n"                                                          \
+	"[provider sw]\ntype = standard-webhooks\nsecret = whsec_!!\nsecret = whsec_??\n"          \
+	"[provider signed]\ntype = hmac\nsecret = abc\nalgorithm = md5\nencoding = octal\n"
 
 /* What CC_SECTIONS_INI's problems log; those from CC_SECTIONS_WANT_SHAPE
  * on only where the secrets are read and [console] checked (serve, a
@@ -555,6 +560,15 @@ static const char *const cc_sections_want[] = {
         "idemhook.ini:43: [api] token: shop-b cannot be read",
         "idemhook.ini:49: [console] session_ttl = \"forever\"",
         "idemhook.ini:50: [console] login_failures = \"many\"",
+        "provider keys: hmac_key #1 is not the hex key",
+        "provider keys: hmac_key #2 is not the hex key",
+        "provider keys: basic_user (without ':') and basic_password go together",
+        "provider rotated: line 58: secret cannot be read",
+        "provider rotated: line 59: secret cannot be read",
+        "provider sw: secret #1 is not whsec_ followed by base64",
+        "provider sw: secret #2 is not whsec_ followed by base64",
+        "provider signed: algorithm: expected sha256 or sha512",
+        "provider signed: encoding: expected hex or base64",
 };
 #define CC_SECTIONS_WANT_SHAPE 17 /* what a command that reads no secret logs */
 
