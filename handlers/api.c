@@ -60,6 +60,7 @@ struct api_settings {
 	unsigned as_burst;
 	int as_reads_all; /* [api] order_reads = all: any client reads any order */
 	int as_no_secrets; /* check only: token secrets are not read */
+	int as_bad;        /* a token or origin line was refused (logged), the walk went on */
 };
 
 static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -173,12 +174,15 @@ static int api_settings_token(void *arg, const char *value, int line)
 	} else {
 		name_len = api_token_default_name(value, &name);
 	}
+	/* A bad line is logged and the next one read (as_bad): every
+	 * problem in one run. */
 	if (!api_client_valid(name, name_len) || spec[0] == '\0') {
 		log_err("config %s:%d: [api] token: expected [NAME] file:PATH, credential:NAME "
 		        "or env:NAME "
 		        "(NAME: 1 to 64 letters, digits, . _ -)",
 		        api_cf_name(as), line);
-		return -1;
+		as->as_bad = 1;
+		return 0;
 	}
 	t = &as->as_tokens[as->as_n_tokens];
 	memcpy(t->at_name, name, name_len);
@@ -187,7 +191,8 @@ static int api_settings_token(void *arg, const char *value, int line)
 		if (strcmp(as->as_tokens[i].at_name, t->at_name) == 0) {
 			log_err("config %s:%d: [api] token: client name \"%s\" used twice",
 			        api_cf_name(as), line, t->at_name);
-			return -1;
+			as->as_bad = 1;
+			return 0;
 		}
 	}
 	if (as->as_no_secrets) {
@@ -197,7 +202,9 @@ static int api_settings_token(void *arg, const char *value, int line)
 	if (config_read_secret(spec, &t->at_secret, &t->at_len) < 0) {
 		log_err("config %s:%d: [api] token: %s cannot be read", api_cf_name(as), line,
 		        t->at_name);
-		return -1;
+		t->at_secret = NULL;
+		as->as_bad = 1;
+		return 0;
 	}
 	as->as_n_tokens++;
 	if (t->at_len < 16) {
@@ -215,11 +222,18 @@ static int api_settings_origins(void *arg, const char *value, int line)
 	size_t n;
 
 	while ((p = config_list_next(&cursor, &n)) != NULL) {
-		if (as->as_n_origins == API_ORIGINS_MAX || n > API_ORIGIN_MAX) {
-			log_err("config %s:%d: [api] cors_origins: at most %d origins of %d "
-			        "characters",
-			        api_cf_name(as), line, API_ORIGINS_MAX, API_ORIGIN_MAX);
-			return -1;
+		if (as->as_n_origins == API_ORIGINS_MAX) {
+			log_err("config %s:%d: [api] cors_origins: at most %d origins",
+			        api_cf_name(as), line, API_ORIGINS_MAX);
+			return -1; /* the rest would each say the same */
+		}
+		if (n > API_ORIGIN_MAX) {
+			/* Logged, and the next origin read. */
+			log_err("config %s:%d: [api] cors_origins: \"%.32s...\" is longer than "
+			        "%d characters",
+			        api_cf_name(as), line, p, API_ORIGIN_MAX);
+			as->as_bad = 1;
+			continue;
 		}
 		as->as_origins[as->as_n_origins] = strndup(p, n);
 		if (as->as_origins[as->as_n_origins] == NULL) {
@@ -230,41 +244,40 @@ static int api_settings_origins(void *arg, const char *value, int line)
 	return 0;
 }
 
-/* [api] order_reads: own (default) or all. */
-static int api_settings_reads(struct api_settings *as, const struct config *cf)
+/* [api] order_reads: own (default) or all; any other value is refused
+ * by the configuration's load (config_check_order_reads), its one check,
+ * and read here as own. */
+static void api_settings_reads(struct api_settings *as, const struct config *cf)
 {
 	const char *v = config_get(cf, "api", "order_reads");
-	char q[64];
 
-	as->as_reads_all = 0;
-	if (v == NULL || strcmp(v, "own") == 0) {
-		return 0;
-	}
-	if (strcmp(v, "all") == 0) {
-		as->as_reads_all = 1;
-		return 0;
-	}
-	return config_refuse(cf, "api", "order_reads", "\"%s\": expected own or all",
-	                     log_quote(q, sizeof(q), v));
+	as->as_reads_all = v != NULL && strcmp(v, "all") == 0;
 }
 
-/* Reads cf's [api] section into as. Returns 0, or -1 with each problem
+/* Reads cf's [api] section into as, every key and every token and origin
+ * line whatever the others hold. Returns 0, or -1 with each problem
  * logged (file, line, key). */
 static int api_settings_read(struct api_settings *as, const struct config *cf)
 {
 	const struct config_section *cs = config_section(cf, "api");
+	int rc = 0;
 
 	as->as_cf = cf;
+	as->as_bad = 0;
 	as->as_fingerprint = api_section_text(cf);
 	if (as->as_fingerprint == NULL) {
 		goto fail;
 	}
-	if (config_get_size(cf, "api", "body_max", API_BODY_MAX_DEFAULT, &as->as_body_max) < 0 ||
-	    config_get_uint(cf, "api", "rate", API_RATE_DEFAULT, &as->as_rate) < 0 ||
-	    config_get_uint(cf, "api", "burst", API_BURST_DEFAULT, &as->as_burst) < 0 ||
-	    api_settings_reads(as, cf) < 0) {
-		goto fail;
+	if (config_get_size(cf, "api", "body_max", API_BODY_MAX_DEFAULT, &as->as_body_max) < 0) {
+		rc = -1;
 	}
+	if (config_get_uint(cf, "api", "rate", API_RATE_DEFAULT, &as->as_rate) < 0) {
+		rc = -1;
+	}
+	if (config_get_uint(cf, "api", "burst", API_BURST_DEFAULT, &as->as_burst) < 0) {
+		rc = -1;
+	}
+	api_settings_reads(as, cf);
 	/* Bounds that keep the bucket arithmetic far from overflow. */
 	if (as->as_rate > API_RATE_MAX) {
 		as->as_rate = API_RATE_MAX;
@@ -275,9 +288,13 @@ static int api_settings_read(struct api_settings *as, const struct config *cf)
 	if (as->as_burst == 0) {
 		as->as_burst = 1;
 	}
-	if (cs != NULL &&
-	    (config_section_each(cs, "token", api_settings_token, as) != 0 ||
-	     config_section_each(cs, "cors_origins", api_settings_origins, as) != 0)) {
+	if (cs != NULL && config_section_each(cs, "token", api_settings_token, as) != 0) {
+		rc = -1;
+	}
+	if (cs != NULL && config_section_each(cs, "cors_origins", api_settings_origins, as) != 0) {
+		rc = -1;
+	}
+	if (rc < 0 || as->as_bad) {
 		goto fail;
 	}
 	return 0;

@@ -119,27 +119,37 @@ static unsigned outbox_effect_bit_n(const char *p, size_t n)
 	return 0;
 }
 
-/* Parses "paid refunded partially_refunded ..." (spaces or commas). */
-static int outbox_parse_on(const char *s, unsigned *ret)
+/* Parses key's "paid refunded partially_refunded ..." (spaces or commas):
+ * every entry is checked, each one that names no effect refused (file,
+ * line, key). Returns 0, or -1 when an entry was refused or none given. */
+static int outbox_parse_on(const struct config *cf, const char *key, const char *s, unsigned *ret)
 {
 	unsigned on = 0;
 	const char *cursor = s;
 	const char *p;
 	size_t n;
+	int rc = 0;
 
 	while ((p = config_list_next(&cursor, &n)) != NULL) {
 		unsigned bit = outbox_effect_bit_n(p, n);
+		char entry[OUTBOX_QUOTE_LEN];
 
 		if (bit == 0) {
-			return -1;
+			snprintf(entry, sizeof(entry), "%.*s", (int)n, p);
+			rc = outbox_bad_key(
+			        cf, key, entry,
+			        "not an effect; expected some of: " OUTBOX_EFFECTS_TEXT);
+			continue;
 		}
 		on |= bit;
 	}
-	if (on == 0) {
-		return -1;
+	if (rc == 0 && on == 0) {
+		return outbox_bad_key(cf, key, s, "expected some of: " OUTBOX_EFFECTS_TEXT);
 	}
-	*ret = on;
-	return 0;
+	if (rc == 0) {
+		*ret = on;
+	}
+	return rc;
 }
 
 static int outbox_parse_compensation(const char *s, enum outbox_compensation *ret)
@@ -213,6 +223,7 @@ static int outbox_conf_call(const struct config *cf, struct outbox_conf *oc, con
 	char okey[96];
 	const char *v;
 	size_t i;
+	int rc = 0;
 
 	if (n == 0 || n > 32) {
 		return outbox_bad_key(cf, key, "", "call type names are 1 to 32 characters");
@@ -238,27 +249,39 @@ static int outbox_conf_call(const struct config *cf, struct outbox_conf *oc, con
 	if (c->occ_name == NULL) {
 		return -1;
 	}
+	/* The URL, _on and _compensation each checked whatever the others
+	 * hold. */
 	v = config_get(cf, OUTBOX_SECTION, key);
 	if (outbox_url_check(cf, key, v, 0) < 0) {
-		return -1;
-	}
-	c->occ_url = strdup(v);
-	if (c->occ_url == NULL) {
+		rc = -1;
+	} else if ((c->occ_url = strdup(v)) == NULL) {
 		return -1;
 	}
 	c->occ_on = OUTBOX_ON_ALL;
 	snprintf(okey, sizeof(okey), "%s_on", c->occ_name);
 	v = config_get(cf, OUTBOX_SECTION, okey);
-	if (v != NULL && outbox_parse_on(v, &c->occ_on) < 0) {
-		return outbox_bad_key(cf, okey, v, "expected some of: " OUTBOX_EFFECTS_TEXT);
+	if (v != NULL && outbox_parse_on(cf, okey, v, &c->occ_on) < 0) {
+		rc = -1;
 	}
 	c->occ_compensation = OUTBOX_COMP_MANUAL;
 	snprintf(okey, sizeof(okey), "%s_compensation", c->occ_name);
 	v = config_get(cf, OUTBOX_SECTION, okey);
 	if (v != NULL && outbox_parse_compensation(v, &c->occ_compensation) < 0) {
-		return outbox_bad_key(cf, okey, v, "expected refund, manual or none");
+		rc = outbox_bad_key(cf, okey, v, "expected refund, manual or none");
 	}
-	return 0;
+	return rc;
+}
+
+/* 1 when cs has the key "<the n bytes of name>_url", else 0. */
+static int outbox_has_url(const struct config_section *cs, const char *name, size_t n)
+{
+	char key[96];
+
+	if (n > 64) {
+		return 0;
+	}
+	snprintf(key, sizeof(key), "%.*s_url", (int)n, name);
+	return config_section_get(cs, key) != NULL;
 }
 
 /* Every key must be known: a fixed one, or <call>_url/_on/_compensation. */
@@ -266,6 +289,7 @@ static int outbox_conf_check_keys(const struct config *cf, const struct config_s
                                   struct outbox_conf *oc)
 {
 	size_t i;
+	int rc = 0;
 
 	for (i = 0; i < cs->cs_n; i++) {
 		const char *key = cs->cs_kv[i].kv_key;
@@ -277,45 +301,51 @@ static int outbox_conf_check_keys(const struct config *cf, const struct config_s
 				known = 1;
 			}
 		}
+		/* A _on or _compensation key belongs to its _url key, refused
+		 * or not (a refused call name is not refused twice). */
 		if (!known && outbox_has_suffix(key, "_url")) {
 			known = 1;
 		} else if (!known && outbox_has_suffix(key, "_on")) {
-			known = outbox_find_call(oc, key, strlen(key) - 3) != NULL;
+			known = outbox_has_url(cs, key, strlen(key) - 3);
 		} else if (!known && outbox_has_suffix(key, "_compensation")) {
-			known = outbox_find_call(oc, key, strlen(key) - 13) != NULL;
+			known = outbox_has_url(cs, key, strlen(key) - 13);
 		}
 		if (!known) {
 			char q[OUTBOX_QUOTE_LEN];
 
-			return config_refuse(
+			rc = config_refuse(
 			        cf, OUTBOX_SECTION, key, "unknown key \"%s\" (no %.*s_url for it)",
 			        log_quote(q, sizeof(q), key), (int)strcspn(key, "_"), key);
 		}
 	}
-	return 0;
+	return rc;
 }
 
-static int outbox_conf_secrets(const struct config *cf, struct outbox_conf *oc)
+/* signing_secret and refund_key, each read whatever the other holds;
+ * calls_ok: the calls (their compensations) were all read. Returns 0, or
+ * -1 with each problem logged. */
+static int outbox_conf_secrets(const struct config *cf, struct outbox_conf *oc, int calls_ok)
 {
 	const char *v;
 	char *secret = NULL;
 	size_t len = 0;
 	size_t i;
 	int need_refund = 0;
+	int rc = 0;
 
 	v = config_get(cf, OUTBOX_SECTION, "signing_secret");
 	if (v != NULL) {
 		if (config_read_secret(v, &secret, &len) < 0) {
-			goto fail;
+			rc = config_refuse(cf, OUTBOX_SECTION, "signing_secret", "cannot be read");
+		} else if (outbox_signing_key(secret, len, &oc->oc_signing_key,
+		                              &oc->oc_signing_key_len) < 0) {
+			rc = config_refuse(cf, OUTBOX_SECTION, "signing_secret",
+			                   "not a whsec_<base64> secret");
 		}
-		if (outbox_signing_key(secret, len, &oc->oc_signing_key, &oc->oc_signing_key_len) <
-		    0) {
-			config_refuse(cf, OUTBOX_SECTION, "signing_secret",
-			              "not a whsec_<base64> secret");
-			goto fail;
+		if (secret != NULL) {
+			explicit_bzero(secret, len);
+			free(secret);
 		}
-		free(secret);
-		secret = NULL;
 	}
 	for (i = 0; i < oc->oc_n_calls; i++) {
 		if (oc->oc_calls[i].occ_compensation == OUTBOX_COMP_REFUND) {
@@ -323,72 +353,88 @@ static int outbox_conf_secrets(const struct config *cf, struct outbox_conf *oc)
 		}
 	}
 	v = config_get(cf, OUTBOX_SECTION, "refund_key");
-	if (v == NULL && need_refund) {
-		config_refuse(cf, OUTBOX_SECTION, NULL,
-		              "a call compensates with refund but refund_key is not set");
-		goto fail;
+	if (v == NULL && need_refund && calls_ok) {
+		rc = config_refuse(cf, OUTBOX_SECTION, NULL,
+		                   "a call compensates with refund but refund_key is not set");
 	}
 	if (v != NULL) {
 		if (config_read_secret(v, &oc->oc_refund_key, &len) < 0) {
-			goto fail;
-		}
-		if (len == 0 || strpbrk(oc->oc_refund_key, "\r\n") != NULL) {
-			config_refuse(cf, OUTBOX_SECTION, "refund_key",
-			              "the key file must hold one line");
-			goto fail;
+			rc = config_refuse(cf, OUTBOX_SECTION, "refund_key", "cannot be read");
+		} else if (len == 0 || strpbrk(oc->oc_refund_key, "\r\n") != NULL) {
+			rc = config_refuse(cf, OUTBOX_SECTION, "refund_key",
+			                   "the key file must hold one line");
 		}
 	}
-	return 0;
-fail:
-	free(secret);
-	return -1;
+	return rc;
 }
 
 int outbox_conf_load(const struct config *cf, int with_secrets, struct outbox_conf *ret)
 {
 	const struct config_section *cs = config_section(cf, OUTBOX_SECTION);
 	struct outbox_conf *oc = ret;
+	struct outbox_policy *pol = &oc->oc_policy;
+	int calls_ok = 1;
+	int base_ok;
+	int cap_ok;
+	int timeout_ok;
+	int lease_ok;
 	size_t i;
+	int rc = 0;
 
+	/* Every key is checked whatever the others hold, each problem logged;
+	 * a check that relates two keys runs only when both were read. */
 	memset(oc, 0, sizeof(*oc));
-	oc->oc_policy.op_max_attempts = 12;
+	pol->op_max_attempts = 12;
 	oc->oc_concurrency = 8;
 	oc->oc_response_max = OUTBOX_RESPONSE_MAX_DEFAULT;
-	if (outbox_get_ms(cf, "retry_base", 1000, &oc->oc_policy.op_base_ms) < 0 ||
-	    outbox_get_ms(cf, "retry_cap", 3600 * 1000, &oc->oc_policy.op_cap_ms) < 0 ||
-	    outbox_get_ms(cf, "max_age", 3LL * 24 * 3600 * 1000, &oc->oc_policy.op_max_age_ms) <
-	            0 ||
-	    outbox_get_ms(cf, "connect_timeout", 5000, &oc->oc_connect_timeout_ms) < 0 ||
-	    outbox_get_ms(cf, "timeout", 30000, &oc->oc_timeout_ms) < 0 ||
-	    outbox_get_ms(cf, "poll", 1000, &oc->oc_poll_ms) < 0) {
-		goto fail;
+	base_ok = outbox_get_ms(cf, "retry_base", 1000, &pol->op_base_ms) == 0;
+	cap_ok = outbox_get_ms(cf, "retry_cap", 3600 * 1000, &pol->op_cap_ms) == 0;
+	if (outbox_get_ms(cf, "max_age", 3LL * 24 * 3600 * 1000, &pol->op_max_age_ms) < 0) {
+		rc = -1;
 	}
-	if (outbox_get_ms(cf, "lease", oc->oc_timeout_ms + 60000, &oc->oc_lease_ms) < 0) {
-		goto fail;
+	if (outbox_get_ms(cf, "connect_timeout", 5000, &oc->oc_connect_timeout_ms) < 0) {
+		rc = -1;
+	} else if (oc->oc_connect_timeout_ms <= 0) {
+		rc = config_refuse(cf, OUTBOX_SECTION, "connect_timeout", "must be above 0");
 	}
-	if (config_get_uint(cf, OUTBOX_SECTION, "max_attempts", 12,
-	                    &oc->oc_policy.op_max_attempts) < 0 ||
-	    config_get_uint(cf, OUTBOX_SECTION, "concurrency", 8, &oc->oc_concurrency) < 0 ||
-	    config_get_size(cf, OUTBOX_SECTION, "response_max", OUTBOX_RESPONSE_MAX_DEFAULT,
+	timeout_ok = outbox_get_ms(cf, "timeout", 30000, &oc->oc_timeout_ms) == 0;
+	if (timeout_ok && oc->oc_timeout_ms <= 0) {
+		config_refuse(cf, OUTBOX_SECTION, "timeout", "must be above 0");
+		timeout_ok = 0;
+	}
+	if (outbox_get_ms(cf, "poll", 1000, &oc->oc_poll_ms) < 0) {
+		rc = -1;
+	} else if (oc->oc_poll_ms <= 0) {
+		rc = config_refuse(cf, OUTBOX_SECTION, "poll", "must be above 0");
+	}
+	lease_ok = outbox_get_ms(cf, "lease", oc->oc_timeout_ms + 60000, &oc->oc_lease_ms) == 0;
+	if (!base_ok || !cap_ok || !timeout_ok || !lease_ok) {
+		rc = -1;
+	}
+	if (config_get_uint(cf, OUTBOX_SECTION, "max_attempts", 12, &pol->op_max_attempts) < 0) {
+		rc = -1;
+	} else if (pol->op_max_attempts == 0) {
+		rc = config_refuse(cf, OUTBOX_SECTION, "max_attempts", "must be above 0");
+	}
+	if (config_get_uint(cf, OUTBOX_SECTION, "concurrency", 8, &oc->oc_concurrency) < 0) {
+		rc = -1;
+	} else if (oc->oc_concurrency == 0 || oc->oc_concurrency > 1024) {
+		rc = config_refuse(cf, OUTBOX_SECTION, "concurrency", "must be 1 to 1024");
+	}
+	if (config_get_size(cf, OUTBOX_SECTION, "response_max", OUTBOX_RESPONSE_MAX_DEFAULT,
 	                    &oc->oc_response_max) < 0) {
-		goto fail;
+		rc = -1;
+	} else if (oc->oc_response_max == 0) {
+		rc = config_refuse(cf, OUTBOX_SECTION, "response_max", "must be above 0");
 	}
-	if (oc->oc_policy.op_base_ms <= 0 || oc->oc_policy.op_cap_ms < oc->oc_policy.op_base_ms) {
-		config_refuse(cf, OUTBOX_SECTION, "retry_cap",
-		              "retry_base must be > 0 and retry_cap >= retry_base");
-		goto fail;
+	if (base_ok && pol->op_base_ms <= 0) {
+		rc = config_refuse(cf, OUTBOX_SECTION, "retry_base", "must be above 0");
+	} else if (base_ok && cap_ok && pol->op_cap_ms < pol->op_base_ms) {
+		rc = config_refuse(cf, OUTBOX_SECTION, "retry_cap",
+		                   "retry_base must be > 0 and retry_cap >= retry_base");
 	}
-	if (oc->oc_policy.op_max_attempts == 0 || oc->oc_concurrency == 0 ||
-	    oc->oc_concurrency > 1024 || oc->oc_response_max == 0 || oc->oc_timeout_ms <= 0 ||
-	    oc->oc_connect_timeout_ms <= 0 || oc->oc_poll_ms <= 0) {
-		config_refuse(cf, OUTBOX_SECTION, NULL,
-		              "max_attempts, concurrency (at most 1024), response_max, timeout, "
-		              "connect_timeout and poll must be > 0");
-		goto fail;
-	}
-	if (oc->oc_lease_ms <= oc->oc_timeout_ms) {
-		config_refuse(cf, OUTBOX_SECTION, "lease", "must be longer than timeout");
-		goto fail;
+	if (timeout_ok && lease_ok && oc->oc_lease_ms <= oc->oc_timeout_ms) {
+		rc = config_refuse(cf, OUTBOX_SECTION, "lease", "must be longer than timeout");
 	}
 	{
 		/* [outbound] ca_file is kept for configurations written before
@@ -408,7 +454,8 @@ int outbox_conf_load(const struct config *cf, int with_secrets, struct outbox_co
 		if (base == NULL) {
 			base = OUTBOX_REFUND_BASE_DEFAULT;
 		} else if (outbox_url_check(cf, "refund_base_url", base, 1) < 0) {
-			goto fail;
+			rc = -1;
+			base = OUTBOX_REFUND_BASE_DEFAULT;
 		}
 		oc->oc_refund_base_url =
 		        strndup(base, strlen(base) - (outbox_has_suffix(base, "/") ? 1 : 0));
@@ -422,14 +469,20 @@ int outbox_conf_load(const struct config *cf, int with_secrets, struct outbox_co
 
 			if (outbox_has_suffix(key, "_url") && strcmp(key, "refund_base_url") != 0 &&
 			    outbox_conf_call(cf, oc, key) < 0) {
-				goto fail;
+				calls_ok = 0;
 			}
 		}
 		if (outbox_conf_check_keys(cf, cs, oc) < 0) {
-			goto fail;
+			rc = -1;
 		}
 	}
-	if (with_secrets && outbox_conf_secrets(cf, oc) < 0) {
+	if (!calls_ok) {
+		rc = -1;
+	}
+	if (with_secrets && outbox_conf_secrets(cf, oc, calls_ok) < 0) {
+		rc = -1;
+	}
+	if (rc < 0) {
 		goto fail;
 	}
 	return oc->oc_n_calls > 0 ? 1 : 0;

@@ -39,10 +39,12 @@ static void adyen_destroy(void *state)
 	free(st);
 }
 
-/* Replaces each hex key from the config by its bytes. */
+/* Replaces each hex key from the config by its bytes; every one is
+ * checked, each bad one logged. */
 static int adyen_decode_keys(const struct provider_conf *pc, struct provider_secrets *s)
 {
 	size_t i;
+	int rc = 0;
 
 	for (i = 0; i < s->ps_n; i++) {
 		unsigned char *raw = NULL;
@@ -54,14 +56,16 @@ static int adyen_decode_keys(const struct provider_conf *pc, struct provider_sec
 			log_err("provider %s: hmac_key #%zu is not the hex key from the Customer "
 			        "Area",
 			        pc->pc_name, i + 1);
-			return -1;
+			free(raw);
+			rc = -1;
+			continue;
 		}
 		memset(s->ps_items[i].ps_data, 0, s->ps_items[i].ps_len);
 		free(s->ps_items[i].ps_data);
 		s->ps_items[i].ps_data = raw;
 		s->ps_items[i].ps_len = raw_len;
 	}
-	return 0;
+	return rc;
 }
 
 /* "Basic base64(user:password)" for the configured credentials. */
@@ -114,16 +118,28 @@ static int adyen_create(const struct provider_conf *pc, void **ret_state)
 {
 	struct adyen_state *st = calloc(1, sizeof(*st));
 	const char *account;
+	int rc = 0;
 
 	if (st == NULL) {
 		return -1;
 	}
-	if (pc->pc_section == NULL || provider_secrets_load(pc, "hmac_key", &st->ad_keys) < 0 ||
-	    adyen_decode_keys(pc, &st->ad_keys) < 0 || adyen_basic(pc, st) < 0) {
+	if (pc->pc_section == NULL) {
 		goto fail;
 	}
-	if (st->ad_keys.ps_n == 0) {
+	/* The keys and the Basic credentials, each checked whatever the
+	 * other holds. */
+	if (provider_secrets_load(pc, "hmac_key", &st->ad_keys) < 0) {
+		rc = -1;
+	} else if (adyen_decode_keys(pc, &st->ad_keys) < 0) {
+		rc = -1;
+	} else if (st->ad_keys.ps_n == 0) {
 		log_err("provider %s: hmac_key (the webhook's HMAC key) is needed", pc->pc_name);
+		rc = -1;
+	}
+	if (adyen_basic(pc, st) < 0) {
+		rc = -1;
+	}
+	if (rc < 0) {
 		goto fail;
 	}
 	if (st->ad_basic == NULL) {

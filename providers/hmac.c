@@ -147,17 +147,25 @@ static int hmac_create(const struct provider_conf *pc, void **ret_state)
 	struct hmac_state *st = calloc(1, sizeof(*st));
 	const char *alg;
 	const char *enc;
+	int headers_ok = 1;
+	int rc = 0;
 
 	if (st == NULL) {
 		return -1;
 	}
-	if (pc->pc_section == NULL || provider_secrets_load(pc, "secret", &st->hs_secrets) < 0 ||
-	    provider_mapping_load(pc, &st->hs_map) < 0) {
+	if (pc->pc_section == NULL) {
 		goto fail;
 	}
-	if (st->hs_secrets.ps_n == 0) {
+	/* Every key checked whatever the others hold, each problem logged;
+	 * the template only when the headers it names were read. */
+	if (provider_secrets_load(pc, "secret", &st->hs_secrets) < 0) {
+		rc = -1;
+	} else if (st->hs_secrets.ps_n == 0) {
 		log_err("provider %s: at least one secret is needed", pc->pc_name);
-		goto fail;
+		rc = -1;
+	}
+	if (provider_mapping_load(pc, &st->hs_map) < 0) {
+		rc = -1;
 	}
 	alg = config_section_get(pc->pc_section, "algorithm");
 	if (alg == NULL || strcmp(alg, "sha256") == 0) {
@@ -166,7 +174,7 @@ static int hmac_create(const struct provider_conf *pc, void **ret_state)
 		st->hs_hash = CRYPTO_SHA512;
 	} else {
 		log_err("provider %s: algorithm: expected sha256 or sha512", pc->pc_name);
-		goto fail;
+		rc = -1;
 	}
 	enc = config_section_get(pc->pc_section, "encoding");
 	if (enc == NULL || strcmp(enc, "hex") == 0) {
@@ -175,21 +183,34 @@ static int hmac_create(const struct provider_conf *pc, void **ret_state)
 		st->hs_encoding = HMAC_BASE64;
 	} else {
 		log_err("provider %s: encoding: expected hex or base64", pc->pc_name);
-		goto fail;
+		rc = -1;
 	}
-	if (hmac_get(pc, "header", "X-Signature", HMAC_HEADER_NAME_MAX, &st->hs_header) < 0 ||
-	    hmac_get(pc, "prefix", "", HMAC_HEADER_NAME_MAX, &st->hs_prefix) < 0 ||
-	    hmac_get(pc, "timestamp_header", NULL, HMAC_HEADER_NAME_MAX, &st->hs_timestamp_header) <
-	            0 ||
-	    hmac_get(pc, "key_header", NULL, HMAC_HEADER_NAME_MAX, &st->hs_key_header) < 0 ||
-	    hmac_get(pc, "key_path", st->hs_key_header == NULL ? "id" : NULL,
-	             PROVIDER_JSON_PATH_MAX - 1, &st->hs_key_path) < 0 ||
-	    hmac_get(pc, "signed_content",
+	if (hmac_get(pc, "header", "X-Signature", HMAC_HEADER_NAME_MAX, &st->hs_header) < 0) {
+		headers_ok = 0;
+	}
+	if (hmac_get(pc, "prefix", "", HMAC_HEADER_NAME_MAX, &st->hs_prefix) < 0) {
+		headers_ok = 0;
+	}
+	if (hmac_get(pc, "timestamp_header", NULL, HMAC_HEADER_NAME_MAX, &st->hs_timestamp_header) <
+	    0) {
+		headers_ok = 0;
+	}
+	if (hmac_get(pc, "key_header", NULL, HMAC_HEADER_NAME_MAX, &st->hs_key_header) < 0) {
+		headers_ok = 0;
+	}
+	if (hmac_get(pc, "key_path", st->hs_key_header == NULL ? "id" : NULL,
+	             PROVIDER_JSON_PATH_MAX - 1, &st->hs_key_path) < 0) {
+		headers_ok = 0;
+	}
+	if (hmac_get(pc, "signed_content",
 	             st->hs_timestamp_header != NULL ? "{timestamp}.{body}" : "{body}",
 	             HMAC_TEMPLATE_MAX, &st->hs_template) < 0) {
-		goto fail;
+		headers_ok = 0;
 	}
-	if (hmac_template_check(pc, st) < 0) {
+	if (!headers_ok || hmac_template_check(pc, st) < 0) {
+		rc = -1;
+	}
+	if (rc < 0) {
 		goto fail;
 	}
 	*ret_state = st;

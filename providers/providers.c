@@ -167,6 +167,7 @@ struct provider_secrets_ctx {
 	const struct provider_conf *sc_pc;
 	const char *sc_key;
 	struct provider_secrets *sc_out;
+	int sc_bad; /* a line was refused (logged); the next ones are read all the same */
 };
 
 static int provider_secrets_one(void *arg, const char *value, int line)
@@ -182,13 +183,17 @@ static int provider_secrets_one(void *arg, const char *value, int line)
 		return -1;
 	}
 	if (provider_secret_resolve(ctx->sc_pc, ctx->sc_key, value, &data, &len) < 0) {
-		return -1;
+		log_err("provider %s: line %d: %s cannot be read", ctx->sc_pc->pc_name, line,
+		        ctx->sc_key);
+		ctx->sc_bad = 1;
+		return 0;
 	}
 	if (len == 0) {
 		log_err("provider %s: line %d: %s is empty", ctx->sc_pc->pc_name, line,
 		        ctx->sc_key);
 		free(data);
-		return -1;
+		ctx->sc_bad = 1;
+		return 0;
 	}
 	s = &ctx->sc_out->ps_items[ctx->sc_out->ps_n++];
 	s->ps_data = (unsigned char *)data;
@@ -199,13 +204,15 @@ static int provider_secrets_one(void *arg, const char *value, int line)
 int provider_secrets_load(const struct provider_conf *pc, const char *key,
                           struct provider_secrets *ret)
 {
-	struct provider_secrets_ctx ctx = {pc, key, ret};
+	struct provider_secrets_ctx ctx = {pc, key, ret, 0};
 
+	/* Every line read, each bad one logged: all of them in one run. */
 	memset(ret, 0, sizeof(*ret));
 	if (pc->pc_section == NULL) {
 		return 0;
 	}
-	if (config_section_each(pc->pc_section, key, provider_secrets_one, &ctx) != 0) {
+	if (config_section_each(pc->pc_section, key, provider_secrets_one, &ctx) != 0 ||
+	    ctx.sc_bad) {
 		provider_secrets_finish(ret);
 		return -1;
 	}
@@ -638,34 +645,48 @@ int provider_mapping_load(const struct provider_conf *pc, struct provider_mappin
 	struct provider_list_ctx refunded = {&ret->pm_refunded, &ret->pm_n_refunded};
 	const struct config_section *cs = pc->pc_section;
 	const char *v;
+	int rc = 0;
 
+	/* Every key checked whatever the others hold, each problem logged. */
 	memset(ret, 0, sizeof(*ret));
-	if (provider_path_get(pc, "type_path", "type", &ret->pm_type_path) < 0 ||
-	    provider_path_get(pc, "order_path", "data.order_id", &ret->pm_order_path) < 0 ||
-	    provider_path_get(pc, "amount_path", "data.amount", &ret->pm_amount_path) < 0 ||
-	    provider_path_get(pc, "currency_path", "data.currency", &ret->pm_currency_path) < 0 ||
-	    provider_path_get(pc, "payment_path", "data.payment_id", &ret->pm_payment_path) < 0 ||
-	    provider_path_get(pc, "refund_path", "data.refund_id", &ret->pm_refund_path) < 0) {
-		goto fail;
+	if (provider_path_get(pc, "type_path", "type", &ret->pm_type_path) < 0) {
+		rc = -1;
+	}
+	if (provider_path_get(pc, "order_path", "data.order_id", &ret->pm_order_path) < 0) {
+		rc = -1;
+	}
+	if (provider_path_get(pc, "amount_path", "data.amount", &ret->pm_amount_path) < 0) {
+		rc = -1;
+	}
+	if (provider_path_get(pc, "currency_path", "data.currency", &ret->pm_currency_path) < 0) {
+		rc = -1;
+	}
+	if (provider_path_get(pc, "payment_path", "data.payment_id", &ret->pm_payment_path) < 0) {
+		rc = -1;
+	}
+	if (provider_path_get(pc, "refund_path", "data.refund_id", &ret->pm_refund_path) < 0) {
+		rc = -1;
 	}
 	if (cs != NULL &&
 	    (config_section_each(cs, "paid_types", provider_list_one, &paid) != 0 ||
 	     config_section_each(cs, "refunded_types", provider_list_one, &refunded) != 0)) {
-		goto fail;
+		goto fail; /* out of memory */
 	}
 	v = cs != NULL ? config_section_get(cs, "amount_format") : NULL;
 	if (v != NULL && strcmp(v, "decimal") == 0) {
 		ret->pm_amount_decimal = 1;
 	} else if (v != NULL && strcmp(v, "minor") != 0) {
 		log_err("provider %s: amount_format: expected minor or decimal", pc->pc_name);
-		goto fail;
+		rc = -1;
 	}
 	v = cs != NULL ? config_section_get(cs, "refund_cumulative") : NULL;
 	if (v != NULL && config_parse_bool(v, &ret->pm_refund_cumulative) < 0) {
 		log_err("provider %s: refund_cumulative: expected yes or no", pc->pc_name);
-		goto fail;
+		rc = -1;
 	}
-	return 0;
+	if (rc == 0) {
+		return 0;
+	}
 fail:
 	provider_mapping_finish(ret);
 	return -1;

@@ -24,13 +24,15 @@ struct standard_webhooks_state {
 	struct provider_mapping sw_map;
 };
 
-/* Replaces each configured value by its base64 payload after prefix. */
+/* Replaces each configured value by its base64 payload after prefix;
+ * every one is checked, each bad one logged. */
 static int standard_webhooks_decode_keys(const struct provider_conf *pc, const char *key,
                                          const char *prefix, struct provider_secrets *s,
                                          size_t want_len)
 {
 	size_t plen = strlen(prefix);
 	size_t i;
+	int rc = 0;
 
 	for (i = 0; i < s->ps_n; i++) {
 		struct provider_secret *it = &s->ps_items[i];
@@ -48,14 +50,15 @@ static int standard_webhooks_decode_keys(const struct provider_conf *pc, const c
 			free(raw);
 			log_err("provider %s: %s #%zu is not %s followed by base64%s", pc->pc_name,
 			        key, i + 1, prefix, want_len != 0 ? " of a 32-byte key" : "");
-			return -1;
+			rc = -1;
+			continue;
 		}
 		memset(it->ps_data, 0, it->ps_len);
 		free(it->ps_data);
 		it->ps_data = raw;
 		it->ps_len = raw_len;
 	}
-	return 0;
+	return rc;
 }
 
 static void standard_webhooks_destroy(void *state)
@@ -74,16 +77,27 @@ static void standard_webhooks_destroy(void *state)
 static int standard_webhooks_create(const struct provider_conf *pc, void **ret_state)
 {
 	struct standard_webhooks_state *st = calloc(1, sizeof(*st));
+	int rc = 0;
 
 	if (st == NULL) {
 		return -1;
 	}
+	/* The secrets, the public keys and the mapping, each checked whatever
+	 * the others hold; whether any key is given only when both lists
+	 * were read. */
 	if (provider_secrets_load(pc, "secret", &st->sw_secrets) < 0 ||
-	    provider_secrets_load(pc, "public_key", &st->sw_public) < 0 ||
-	    standard_webhooks_decode_keys(pc, "secret", "whsec_", &st->sw_secrets, 0) < 0 ||
+	    standard_webhooks_decode_keys(pc, "secret", "whsec_", &st->sw_secrets, 0) < 0) {
+		rc = -1;
+	}
+	if (provider_secrets_load(pc, "public_key", &st->sw_public) < 0 ||
 	    standard_webhooks_decode_keys(pc, "public_key", "whpk_", &st->sw_public,
-	                                  SW_ED25519_KEY_LEN) < 0 ||
-	    provider_mapping_load(pc, &st->sw_map) < 0) {
+	                                  SW_ED25519_KEY_LEN) < 0) {
+		rc = -1;
+	}
+	if (provider_mapping_load(pc, &st->sw_map) < 0) {
+		rc = -1;
+	}
+	if (rc < 0) {
 		goto fail;
 	}
 	if (st->sw_secrets.ps_n == 0 && st->sw_public.ps_n == 0) {

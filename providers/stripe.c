@@ -59,19 +59,23 @@ static int stripe_create_reconcile(const struct provider_conf *pc, struct stripe
 	const char *key = config_section_get(pc->pc_section, "api_key");
 	const char *undelivered = config_section_get(pc->pc_section, "reconcile_undelivered_only");
 	size_t len = 0;
+	int rc = 0;
 
+	/* Each key checked whatever the others hold. */
 	if (key != NULL && provider_secret_resolve(pc, "api_key", key, &st->ss_api_key, &len) < 0) {
-		return -1;
-	}
-	if (st->ss_api_key != NULL && len == 0) {
+		rc = -1;
+	} else if (st->ss_api_key != NULL && len == 0) {
 		log_err("provider %s: api_key is empty", pc->pc_name);
-		return -1;
+		rc = -1;
 	}
 	if (undelivered != NULL && config_parse_bool(undelivered, &st->ss_undelivered_only) < 0) {
 		log_err("provider %s: reconcile_undelivered_only: expected yes or no", pc->pc_name);
-		return -1;
+		rc = -1;
 	}
-	return provider_base_url(pc, "api_base_url", STRIPE_API_BASE_DEFAULT, &st->ss_api_base);
+	if (provider_base_url(pc, "api_base_url", STRIPE_API_BASE_DEFAULT, &st->ss_api_base) < 0) {
+		rc = -1;
+	}
+	return rc;
 }
 
 struct stripe_sig {
@@ -85,20 +89,25 @@ struct stripe_sig {
 static int stripe_create(const struct provider_conf *pc, void **ret_state)
 {
 	struct stripe_state *st = calloc(1, sizeof(*st));
+	int rc = 0;
 
 	if (st == NULL) {
 		return -1;
 	}
+	/* The secrets and the reconciliation keys, each checked whatever
+	 * the other holds. */
 	if (provider_secrets_load(pc, "secret", &st->ss_secrets) < 0) {
-		goto fail;
-	}
-	if (st->ss_secrets.ps_n == 0) {
+		rc = -1;
+	} else if (st->ss_secrets.ps_n == 0) {
 		log_err("provider %s: at least one secret (the endpoint's whsec_... signing "
 		        "secret) is needed",
 		        pc->pc_name);
-		goto fail;
+		rc = -1;
 	}
 	if (pc->pc_section != NULL && stripe_create_reconcile(pc, st) < 0) {
+		rc = -1;
+	}
+	if (rc < 0) {
 		goto fail;
 	}
 	*ret_state = st;

@@ -1377,7 +1377,8 @@ const char *config_list_next(const char **cursor, size_t *ret_len)
 }
 
 /* Parses a CIDR list value into a NULL-terminated array (NULL when the key is
- * absent). */
+ * absent). Every entry is checked: each bad one is logged and left out.
+ * Returns 0, or -1 when an entry was bad or memory ran out. */
 static int config_parse_cidrs(struct config *cf, const char *section, const char *key, const char *v,
 			      char ***ret)
 {
@@ -1386,6 +1387,7 @@ static int config_parse_cidrs(struct config *cf, const char *section, const char
 	size_t len;
 	size_t n = 0;
 	char **list;
+	int rc = 0;
 
 	if (v == NULL) {
 		return 0;
@@ -1400,11 +1402,16 @@ static int config_parse_cidrs(struct config *cf, const char *section, const char
 		if (list[n] == NULL) {
 			return -1;
 		}
-		if (cidr_match(list[n++], "127.0.0.1") < 0) {
-			return config_bad(cf, section, key, list[n - 1], "CIDRs such as 192.0.2.0/24 or ::1/128");
+		if (cidr_match(list[n], "127.0.0.1") < 0) {
+			rc = config_bad(cf, section, key, list[n],
+			                "CIDRs such as 192.0.2.0/24 or ::1/128");
+			free(list[n]);
+			list[n] = NULL;
+			continue;
 		}
+		n++;
 	}
-	return 0;
+	return rc;
 }
 
 static void config_free_list(char **list)
@@ -1664,6 +1671,7 @@ static int config_parse_allow_from(struct config *cf, const struct config_sectio
 	char dir[512];
 	struct buf all;
 	size_t len;
+	int bad = 0;
 	int rc = -1;
 
 	if (v == NULL || strstr(v, SENDERS_PRESET) == NULL) {
@@ -1687,9 +1695,12 @@ static int config_parse_allow_from(struct config *cf, const struct config_sectio
 		}
 		snprintf(name, sizeof(name), "%.*s", (int)(len - strlen(SENDERS_PRESET)), item + strlen(SENDERS_PRESET));
 		if (senders_load(dir, name, &l, err, sizeof(err)) < 0) {
-			log_err("config %s: [%s] allow_from = %s%s: %s", config_file_name(cf), cs->cs_name,
-				SENDERS_PRESET, name, err);
-			goto done;
+			/* Logged, and the other entries checked all the same. */
+			log_err("config %s:%d: [%s] allow_from = %s%s: %s", config_file_name(cf),
+			        config_line(cf, cs->cs_name, "allow_from"), cs->cs_name,
+			        SENDERS_PRESET, name, err);
+			bad = 1;
+			continue;
 		}
 		for (i = 0; i < l.sl_n; i++) {
 			if (buf_puts(&all, l.sl_cidrs[i]) < 0 || buf_puts(&all, " ") < 0) {
@@ -1701,6 +1712,9 @@ static int config_parse_allow_from(struct config *cf, const struct config_sectio
 	}
 	rc = config_parse_cidrs(cf, cs->cs_name, "allow_from", all.buf_data != NULL ? all.buf_data : "",
 				&pc->pc_allow_from);
+	if (bad) {
+		rc = -1;
+	}
 done:
 	buf_finish(&all);
 	return rc;
@@ -1721,6 +1735,7 @@ static int config_parse_provider(struct config *cf, const struct config_profiles
 	const char *p;
 	char q[128];
 	int64_t v;
+	int known;
 	int rc = 0;
 
 	while (*name == ' ') {
@@ -1748,11 +1763,14 @@ static int config_parse_provider(struct config *cf, const struct config_profiles
 	if (type == NULL) {
 		type = name; /* [provider stripe] with no type = stripe */
 	}
-	if (cpr->cpr_find(type, &prof) != 1) {
+	known = cpr->cpr_find(type, &prof) == 1;
+	if (!known) {
+		/* The common keys are checked all the same; capture, which
+		 * depends on the profile, and the profile's own keys are not. */
 		log_err("config %s:%d: [%s] type = \"%s\": unknown provider type",
 		        config_file_name(cf), config_line(cf, cs->cs_name, "type"), cs->cs_name,
 		        log_quote(q, sizeof(q), type));
-		return -1;
+		rc = -1;
 	}
 	if (config_get_duration(cf, cs->cs_name, "tolerance", 300, &pc->pc_tolerance_s) < 0) {
 		rc = -1;
@@ -1764,7 +1782,7 @@ static int config_parse_provider(struct config *cf, const struct config_profiles
 	/* Provider key "capture": automatic (default) or manual, for profiles
 	 * whose authorisation and capture are separate events. */
 	p = config_section_get(cs, "capture");
-	if (p != NULL) {
+	if (p != NULL && known) {
 		if (strcmp(p, "manual") == 0 && prof.cpf_capture) {
 			pc->pc_capture_manual = 1;
 		} else if (strcmp(p, "automatic") != 0) {
@@ -1777,6 +1795,9 @@ static int config_parse_provider(struct config *cf, const struct config_profiles
 	}
 	if (config_parse_allow_from(cf, cs, pc) < 0) {
 		rc = -1;
+	}
+	if (!known) {
+		return -1;
 	}
 	if (config_section_bad_ref(cs)) {
 		return -1; /* refused and logged by config_check_secret_refs: nothing to read */

@@ -57,6 +57,7 @@ struct console_tokens_load {
 	struct console_conf *tl_conf;
 	const char *tl_file;
 	int tl_with_secrets;
+	int tl_bad; /* a line was refused (logged); the next ones are read all the same */
 };
 
 /* token = NAME ROLE SECRET (ROLE read-only or operator; SECRET a
@@ -74,8 +75,10 @@ static int console_conf_token(void *arg, const char *value, int line)
 	if (c->cc_n_tokens == CONSOLE_TOKENS_MAX) {
 		log_err("config: %s:%d: [console] token: more than %d tokens", tl->tl_file, line,
 		        CONSOLE_TOKENS_MAX);
-		return -1;
+		return -1; /* the rest would each say the same */
 	}
+	/* A bad line is logged and the next one read (tl_bad): every problem
+	 * in one run. */
 	if (sscanf(value, "%65s %15s %599s", name, role, spec) != 3 ||
 	    strlen(name) > CONSOLE_NAME_MAX ||
 	    (strcmp(role, "read-only") != 0 && strcmp(role, "operator") != 0) ||
@@ -84,7 +87,8 @@ static int console_conf_token(void *arg, const char *value, int line)
 		log_err("config: %s:%d: [console] token: expected NAME read-only|operator "
 		        "file:PATH|credential:NAME|env:NAME",
 		        tl->tl_file, line);
-		return -1;
+		tl->tl_bad = 1;
+		return 0;
 	}
 	for (i = 0; name[i] != '\0'; i++) {
 		char ch = name[i];
@@ -93,14 +97,16 @@ static int console_conf_token(void *arg, const char *value, int line)
 		      (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-')) {
 			log_err("config: %s:%d: [console] token: NAME is letters, digits, . _ -",
 			        tl->tl_file, line);
-			return -1;
+			tl->tl_bad = 1;
+			return 0;
 		}
 	}
 	for (i = 0; i < c->cc_n_tokens; i++) {
 		if (strcmp(c->cc_tokens[i].ct_name, name) == 0) {
 			log_err("config: %s:%d: [console] token: the name \"%s\" is used twice",
 			        tl->tl_file, line, name);
-			return -1;
+			tl->tl_bad = 1;
+			return 0;
 		}
 	}
 	t = &c->cc_tokens[c->cc_n_tokens];
@@ -109,7 +115,11 @@ static int console_conf_token(void *arg, const char *value, int line)
 	t->ct_role = strcmp(role, "operator") == 0 ? CONSOLE_ROLE_OPERATOR : CONSOLE_ROLE_READ_ONLY;
 	if (tl->tl_with_secrets) {
 		if (config_read_secret(spec, &t->ct_secret, &t->ct_len) < 0) {
-			return -1;
+			log_err("config: %s:%d: [console] token %s: cannot be read", tl->tl_file,
+			        line, name);
+			t->ct_secret = NULL;
+			tl->tl_bad = 1;
+			return 0;
 		}
 		if (t->ct_len < 16) {
 			log_err("config: %s:%d: [console] token %s: the secret is shorter than 16 "
@@ -117,7 +127,8 @@ static int console_conf_token(void *arg, const char *value, int line)
 			        tl->tl_file, line, name);
 			free(t->ct_secret);
 			t->ct_secret = NULL;
-			return -1;
+			tl->tl_bad = 1;
+			return 0;
 		}
 	}
 	c->cc_n_tokens++;
@@ -129,27 +140,32 @@ int console_conf_load(const struct config *cf, int with_secrets, struct console_
 	const struct config_section *cs = config_section(cf, CONSOLE_SECTION);
 	const char *file = cf->cf_path != NULL ? cf->cf_path : "(demo)";
 	const char *admin = config_get(cf, "admin", "listen");
-	struct console_tokens_load tl = {ret, file, with_secrets};
-	int64_t failures = 0;
+	struct console_tokens_load tl = {ret, file, with_secrets, 0};
+	unsigned failures = 0;
+	int ttl_ok;
+	int failures_ok;
+	int insecure_ok;
+	int rc = 0;
 
+	/* Every key checked whatever the others hold, each problem logged;
+	 * what depends on a refused key (enabled) is not checked. */
 	memset(ret, 0, sizeof(*ret));
-	if (config_get_bool(cf, CONSOLE_SECTION, "enabled", 0, &ret->cc_enabled) < 0 ||
-	    config_get_duration(cf, CONSOLE_SECTION, "session_ttl", CONSOLE_TTL_DEFAULT_S,
-	                        &ret->cc_session_ttl_s) < 0 ||
-	    config_get_bool(cf, CONSOLE_SECTION, "allow_insecure", 0, &ret->cc_allow_insecure) <
-	            0) {
-		return -1;
+	if (config_get_bool(cf, CONSOLE_SECTION, "enabled", 0, &ret->cc_enabled) < 0) {
+		rc = -1;
 	}
-	{
-		unsigned u;
-
-		if (config_get_uint(cf, CONSOLE_SECTION, "login_failures",
-		                    CONSOLE_LOGIN_FAILURES_DEFAULT, &u) < 0) {
-			return -1;
-		}
-		failures = u;
+	ttl_ok = config_get_duration(cf, CONSOLE_SECTION, "session_ttl", CONSOLE_TTL_DEFAULT_S,
+	                             &ret->cc_session_ttl_s) == 0;
+	insecure_ok = config_get_bool(cf, CONSOLE_SECTION, "allow_insecure", 0,
+	                              &ret->cc_allow_insecure) == 0;
+	if (!insecure_ok) {
+		rc = -1;
 	}
-	ret->cc_login_failures = (unsigned)failures;
+	failures_ok = config_get_uint(cf, CONSOLE_SECTION, "login_failures",
+	                              CONSOLE_LOGIN_FAILURES_DEFAULT, &failures) == 0;
+	ret->cc_login_failures = failures;
+	if (!ttl_ok || !failures_ok) {
+		rc = -1;
+	}
 	/* Secure on the cookie: auto (the default) sets it where the admin
 	 * address is not loopback (below); yes sets it always, for a loopback
 	 * listener that a TLS proxy serves to the browser as HTTPS. */
@@ -158,55 +174,58 @@ int console_conf_load(const struct config *cf, int with_secrets, struct console_
 
 		if (v != NULL && strcmp(v, "auto") != 0 &&
 		    (config_parse_bool(v, &ret->cc_cookie_secure) < 0 || !ret->cc_cookie_secure)) {
-			return config_refuse(cf, CONSOLE_SECTION, "secure_cookie",
-			                     "\"%s\": auto or yes", v);
+			rc = config_refuse(cf, CONSOLE_SECTION, "secure_cookie",
+			                   "\"%s\": auto or yes", v);
 		}
 	}
 	if (!ret->cc_enabled) {
-		return 0;
+		goto done;
 	}
-	if (ret->cc_session_ttl_s < 1 || ret->cc_session_ttl_s > 7 * 86400) {
+	if (ttl_ok && (ret->cc_session_ttl_s < 1 || ret->cc_session_ttl_s > 7 * 86400)) {
 		log_err("config: %s: [console] session_ttl: between 1s and 7d", file);
-		goto fail;
+		rc = -1;
 	}
-	if (ret->cc_login_failures < 1) {
+	if (failures_ok && ret->cc_login_failures < 1) {
 		log_err("config: %s: [console] login_failures: at least 1", file);
-		goto fail;
+		rc = -1;
 	}
-	if (cs == NULL || config_section_each(cs, "token", console_conf_token, &tl) != 0) {
-		goto fail;
+	if (cs != NULL && config_section_each(cs, "token", console_conf_token, &tl) != 0) {
+		rc = -1;
 	}
-	if (ret->cc_n_tokens == 0) {
+	if (tl.tl_bad) {
+		rc = -1;
+	} else if (ret->cc_n_tokens == 0) {
 		log_err("config: %s: [console] enabled = yes needs at least one token = NAME ROLE "
 		        "SECRET",
 		        file);
-		goto fail;
+		rc = -1;
 	}
 	if (admin != NULL && strcmp(admin, "off") == 0) {
 		log_err("config: %s: [console] enabled = yes needs the admin listener ([admin] "
 		        "listen "
 		        "is off)",
 		        file);
-		goto fail;
-	}
-	/* The admin listener speaks plain HTTP: a token typed into the login
-	 * form crosses the network in clear unless a TLS proxy sits in front. */
-	if (admin != NULL && !console_loopback(admin)) {
-		if (!ret->cc_allow_insecure) {
+		rc = -1;
+	} else if (admin != NULL && !console_loopback(admin)) {
+		/* The admin listener speaks plain HTTP: a token typed into the
+		 * login form crosses the network in clear unless a TLS proxy
+		 * sits in front. */
+		if (!ret->cc_allow_insecure && insecure_ok) {
 			log_err("config: %s: [console] refused on the non-loopback admin address "
 			        "%s "
 			        "without TLS: put it on loopback behind a TLS reverse proxy, or "
 			        "set "
 			        "[console] allow_insecure = yes",
 			        file, admin);
-			goto fail;
+			rc = -1;
 		}
 		ret->cc_cookie_secure = 1;
 	}
-	return 0;
-fail:
-	console_conf_finish(ret);
-	return -1;
+done:
+	if (rc < 0) {
+		console_conf_finish(ret);
+	}
+	return rc;
 }
 
 void console_conf_finish(struct console_conf *c)

@@ -574,16 +574,20 @@ struct capture_conf {
 	size_t cv_rejected_body_max;
 	unsigned cv_rejected_rate;
 	unsigned cv_rejected_client_rate;
+	const char *cv_spool; /* capture_spool_dir when mode and dir are good, else NULL */
 };
 
-/* Reads and checks [capture] of cf into ret. Returns 0, or -1 (logged with
- * file, line and key). */
+/* Reads and checks [capture] of cf into ret, every key whatever the others
+ * hold. Returns 0, or -1 with each problem logged (file, line and key). */
 static int capture_conf(const struct config *cf, struct capture_conf *ret)
 {
 	const char *mode = config_get(cf, "capture", "mode");
 	const char *dir = config_get(cf, "capture", "dir");
 	char q[64];
+	int mode_ok = 1;
+	int rc = 0;
 
+	ret->cv_spool = NULL;
 	if (mode == NULL || strcmp(mode, "off") == 0) {
 		ret->cv_mode = CAPTURE_MODE_OFF;
 	} else if (strcmp(mode, "all") == 0) {
@@ -591,33 +595,54 @@ static int capture_conf(const struct config *cf, struct capture_conf *ret)
 	} else if (strcmp(mode, "rejected") == 0) {
 		ret->cv_mode = CAPTURE_MODE_REJECTED;
 	} else {
-		return config_refuse(cf, "capture", "mode", "\"%s\": expected all, rejected or off",
-		                     log_quote(q, sizeof(q), mode));
+		rc = config_refuse(cf, "capture", "mode", "\"%s\": expected all, rejected or off",
+		                   log_quote(q, sizeof(q), mode));
+		mode_ok = 0;
 	}
 	if (config_get_duration(cf, "capture", "retention", CAPTURE_RETENTION_DEFAULT_S,
-	                        &ret->cv_retention_s) < 0 ||
-	    config_get_size(cf, "capture", "max_bytes", CAPTURE_MAX_BYTES_DEFAULT, &ret->cv_max_bytes) < 0 ||
-	    config_get_size(cf, "capture", "min_free", CAPTURE_MIN_FREE_DEFAULT, &ret->cv_min_free) < 0 ||
-	    config_get_size(cf, "capture", "rejected_body_max", CAPTURE_REJECTED_BODY_MAX_DEFAULT,
-	                    &ret->cv_rejected_body_max) < 0 ||
-	    config_get_uint(cf, "capture", "rejected_rate", CAPTURE_REJECTED_RATE_DEFAULT,
-	                    &ret->cv_rejected_rate) < 0 ||
-	    config_get_uint(cf, "capture", "rejected_client_rate", CAPTURE_REJECTED_CLIENT_RATE_DEFAULT,
+	                        &ret->cv_retention_s) < 0) {
+		rc = -1;
+	}
+	if (config_get_size(cf, "capture", "max_bytes", CAPTURE_MAX_BYTES_DEFAULT,
+	                    &ret->cv_max_bytes) < 0) {
+		rc = -1;
+	}
+	if (config_get_size(cf, "capture", "min_free", CAPTURE_MIN_FREE_DEFAULT,
+	                    &ret->cv_min_free) < 0) {
+		rc = -1;
+	}
+	if (config_get_size(cf, "capture", "rejected_body_max", CAPTURE_REJECTED_BODY_MAX_DEFAULT,
+	                    &ret->cv_rejected_body_max) < 0) {
+		rc = -1;
+	}
+	if (config_get_uint(cf, "capture", "rejected_rate", CAPTURE_REJECTED_RATE_DEFAULT,
+	                    &ret->cv_rejected_rate) < 0) {
+		rc = -1;
+	}
+	if (config_get_uint(cf, "capture", "rejected_client_rate",
+	                    CAPTURE_REJECTED_CLIENT_RATE_DEFAULT,
 	                    &ret->cv_rejected_client_rate) < 0) {
-		return -1;
+		rc = -1;
 	}
 	if (dir != NULL && dir[0] == '\0') {
+		/* The spool's own check (confcheck) would be of the default
+		 * directory: not what was meant. */
 		return config_refuse(cf, "capture", "dir", "empty: leave the key out for %s",
 		                     CAPTURE_DIR_DEFAULT);
 	}
-	return 0;
+	if (mode_ok) {
+		ret->cv_spool = capture_spool_dir(cf);
+	}
+	return rc;
 }
 
-int capture_check_config(const struct config *cf)
+int capture_check_config(const struct config *cf, const char **ret_spool)
 {
 	struct capture_conf cv;
+	int rc = capture_conf(cf, &cv);
 
-	return capture_conf(cf, &cv);
+	*ret_spool = cv.cv_spool;
+	return rc;
 }
 
 const char *capture_spool_dir(const struct config *cf)

@@ -51,9 +51,12 @@ struct capture;
  * NULL with *ret_off = 0 on a configuration error (logged). */
 struct capture *capture_create(const struct config *cf, int *ret_off);
 
-/* Checks cf's [capture] section as capture_create reads it, creating
- * nothing. Returns 0, or -1 (logged with file, line and key). */
-int capture_check_config(const struct config *cf);
+/* Checks cf's [capture] section as capture_create reads it, every key,
+ * creating nothing; *ret_spool is the spool directory capture_create would
+ * make (capture_spool_dir), or NULL when capture is off or mode or dir was
+ * refused (a check of it would be of a directory not meant). Returns 0, or
+ * -1 with each problem logged (file, line and key). */
+int capture_check_config(const struct config *cf, const char **ret_spool);
 
 /* The spool directory capture_create makes and writes to for cf: [capture]
  * dir, or CAPTURE_DIR_DEFAULT; NULL when capture is off. */

@@ -167,16 +167,16 @@ static int confcheck_api(const struct config *cf, unsigned flags)
 
 static int confcheck_capture(const struct config *cf, unsigned flags)
 {
-	const char *dir = capture_spool_dir(cf);
+	const char *dir = NULL;
+	int rc = capture_check_config(cf, &dir);
 
-	if (capture_check_config(cf) < 0) {
-		return -1;
+	/* The spool serve makes at start (capture_create), when mode and
+	 * dir themselves are good. */
+	if ((flags & CONFCHECK_DAEMON) && dir != NULL &&
+	    confcheck_usable_dir(cf, "capture", "dir", dir) < 0) {
+		rc = -1;
 	}
-	/* The spool serve makes at start (capture_create). */
-	if ((flags & CONFCHECK_DAEMON) && dir != NULL) {
-		return confcheck_usable_dir(cf, "capture", "dir", dir);
-	}
-	return 0;
+	return rc;
 }
 
 static int confcheck_client(const struct config *cf, unsigned flags)
@@ -197,6 +197,10 @@ static int confcheck_outbound(const struct config *cf, unsigned flags)
 
 	rc = outbox_conf_load(cf, (flags & CONFCHECK_DAEMON) && cf->cf_secrets, &oc);
 	if (rc < 0) {
+		/* Each problem logged; the calls are not known, ca_file is. */
+		if ((flags & CONFCHECK_DAEMON)) {
+			confcheck_readable_file(cf, "outbound", "ca_file");
+		}
 		return -1;
 	}
 	if (flags & CONFCHECK_DAEMON) {
@@ -280,21 +284,28 @@ static int confcheck_server(const struct config *cf, unsigned flags)
 	int rc = 0;
 
 	if ((cert == NULL) != (key == NULL)) {
-		return config_refuse(cf, "server", cert == NULL ? "tls_key" : "tls_cert",
-		                     "tls_cert and tls_key go together");
+		rc = config_refuse(cf, "server", cert == NULL ? "tls_key" : "tls_cert",
+		                   "tls_cert and tls_key go together");
 	}
 	if (!(flags & CONFCHECK_DAEMON)) {
-		return 0;
+		return rc;
 	}
-	if (cert != NULL) {
+	/* Each file given read on its own; whether they make a pair only
+	 * when both could be. */
+	if (cert != NULL && confcheck_pem(cf, "tls_cert") < 0) {
+		rc = -1;
+		cert = NULL;
+	}
+	if (key != NULL && confcheck_pem(cf, "tls_key") < 0) {
+		rc = -1;
+		key = NULL;
+	}
+	if (cert != NULL && key != NULL) {
 		char *cert_pem = NULL;
 		char *key_pem = NULL;
 		size_t cert_len = 0;
 		size_t key_len = 0;
 
-		if (confcheck_pem(cf, "tls_cert") < 0 || confcheck_pem(cf, "tls_key") < 0) {
-			return -1;
-		}
 		if (config_read_secret(cert, &cert_pem, &cert_len) == 0 &&
 		    config_read_secret(key, &key_pem, &key_len) == 0 &&
 		    crypto_tls_pair_check(cert_pem, key_pem) < 0) {

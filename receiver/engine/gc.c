@@ -117,6 +117,9 @@ static int gc_parse_pause(const char *s, int64_t *ret_ms)
 	return 0;
 }
 
+/* Reads [gc] into ret, every key checked whatever the others hold: each
+ * problem is logged (file, line, key). Returns 0, or -1 when a key was
+ * refused or memory ran out. */
 static int gc_plan_load(const struct config *cf, struct gc_plan *ret)
 {
 	struct gc_plan p;
@@ -124,26 +127,29 @@ static int gc_plan_load(const struct config *cf, struct gc_plan *ret)
 	int64_t events_s;
 	int64_t outbox_s;
 	size_t i;
+	int rc = 0;
 
 	memset(&p, 0, sizeof(p));
 	if (config_get_uint(cf, GC_SECTION, "batch", GC_BATCH_DEFAULT, &p.gp_batch) < 0) {
-		goto fail;
-	}
-	if (p.gp_batch == 0 || p.gp_batch > GC_BATCH_MAX) {
-		config_refuse(cf, GC_SECTION, "batch", "must be 1..%u", GC_BATCH_MAX);
-		goto fail;
+		rc = -1;
+	} else if (p.gp_batch == 0 || p.gp_batch > GC_BATCH_MAX) {
+		rc = config_refuse(cf, GC_SECTION, "batch", "must be 1..%u", GC_BATCH_MAX);
 	}
 	p.gp_pause_ms = GC_PAUSE_DEFAULT_MS;
 	pause = config_get(cf, GC_SECTION, "pause");
 	if (pause != NULL &&
 	    (gc_parse_pause(pause, &p.gp_pause_ms) < 0 || p.gp_pause_ms > GC_PAUSE_MAX_MS)) {
-		config_refuse(cf, GC_SECTION, "pause",
-		              "must be a duration such as 50ms or 1s, at most 60s");
-		goto fail;
+		rc = config_refuse(cf, GC_SECTION, "pause",
+		                   "must be a duration such as 50ms or 1s, at most 60s");
 	}
-	if (config_get_duration(cf, GC_SECTION, "events_retention", 0, &events_s) < 0 ||
-	    config_get_duration(cf, GC_SECTION, "outbox_retention", GC_OUTBOX_RETENTION_DEFAULT_S,
+	if (config_get_duration(cf, GC_SECTION, "events_retention", 0, &events_s) < 0) {
+		rc = -1;
+	}
+	if (config_get_duration(cf, GC_SECTION, "outbox_retention", GC_OUTBOX_RETENTION_DEFAULT_S,
 	                        &outbox_s) < 0) {
+		rc = -1;
+	}
+	if (rc < 0) {
 		goto fail;
 	}
 	p.gp_events_retention_ms = events_s * 1000;
@@ -176,13 +182,16 @@ int gc_check_config(const struct config *cf)
 {
 	struct gc_plan p;
 	int64_t interval;
+	int rc = 0;
 
-	if (config_get_duration(cf, GC_SECTION, "interval", GC_INTERVAL_DEFAULT_S, &interval) < 0 ||
-	    gc_plan_load(cf, &p) < 0) {
+	if (config_get_duration(cf, GC_SECTION, "interval", GC_INTERVAL_DEFAULT_S, &interval) < 0) {
+		rc = -1;
+	}
+	if (gc_plan_load(cf, &p) < 0) {
 		return -1;
 	}
 	gc_plan_finish(&p);
-	return 0;
+	return rc;
 }
 
 static int64_t gc_monotonic_ms(void)

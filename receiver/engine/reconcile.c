@@ -52,60 +52,66 @@ int reconcile_conf_load(const struct config *cf, struct reconcile_conf *ret)
 {
 	const char *v;
 	unsigned retries = 0;
+	int rc = 0;
 
+	/* Every key checked whatever the others hold, each problem logged. */
 	memset(ret, 0, sizeof(*ret));
-	if (config_get_duration(cf, RECONCILE_SECTION, "interval", 0, &ret->rc_interval_s) < 0 ||
-	    config_get_duration(cf, RECONCILE_SECTION, "older_than", RECONCILE_OLDER_THAN_DEFAULT_S,
-	                        &ret->rc_older_than_s) < 0 ||
-	    config_get_duration(cf, RECONCILE_SECTION, "lookback", RECONCILE_LOOKBACK_DEFAULT_S,
-	                        &ret->rc_lookback_s) < 0 ||
-	    config_get_uint(cf, RECONCILE_SECTION, "retries", RECONCILE_RETRIES_DEFAULT, &retries) <
-	            0 ||
-	    config_get_uint(cf, RECONCILE_SECTION, "max_orders", RECONCILE_MAX_ORDERS_DEFAULT,
-	                    &ret->rc_max_orders) < 0 ||
-	    config_get_uint(cf, RECONCILE_SECTION, "max_pages", RECONCILE_PAGES_DEFAULT,
-	                    &ret->rc_max_pages) < 0 ||
-	    config_get_size(cf, RECONCILE_SECTION, "max_bytes", RECONCILE_BYTES_DEFAULT,
-	                    &ret->rc_max_bytes) < 0) {
-		return -1;
+	if (config_get_duration(cf, RECONCILE_SECTION, "interval", 0, &ret->rc_interval_s) < 0) {
+		rc = -1;
 	}
-	if (ret->rc_max_pages == 0 || ret->rc_max_pages > RECONCILE_PAGES_MAX) {
-		return config_refuse(cf, RECONCILE_SECTION, "max_pages", "1 to %d",
-		                     RECONCILE_PAGES_MAX);
+	if (config_get_duration(cf, RECONCILE_SECTION, "older_than", RECONCILE_OLDER_THAN_DEFAULT_S,
+	                        &ret->rc_older_than_s) < 0) {
+		rc = -1;
 	}
-	if (ret->rc_max_bytes == 0) {
-		return config_refuse(cf, RECONCILE_SECTION, "max_bytes", "above 0");
+	if (config_get_duration(cf, RECONCILE_SECTION, "lookback", RECONCILE_LOOKBACK_DEFAULT_S,
+	                        &ret->rc_lookback_s) < 0) {
+		rc = -1;
+	} else if (ret->rc_lookback_s <= 0) {
+		rc = config_refuse(cf, RECONCILE_SECTION, "lookback", "more than 0");
+	}
+	if (config_get_uint(cf, RECONCILE_SECTION, "retries", RECONCILE_RETRIES_DEFAULT, &retries) <
+	    0) {
+		rc = -1;
+	} else if (retries > RECONCILE_RETRIES_MAX) {
+		rc = config_refuse(cf, RECONCILE_SECTION, "retries", "at most %d",
+		                   RECONCILE_RETRIES_MAX);
 	}
 	ret->rc_retries = retries;
+	if (config_get_uint(cf, RECONCILE_SECTION, "max_orders", RECONCILE_MAX_ORDERS_DEFAULT,
+	                    &ret->rc_max_orders) < 0) {
+		rc = -1;
+	} else if (ret->rc_max_orders == 0 || ret->rc_max_orders > RECONCILE_MAX_ORDERS_MAX) {
+		rc = config_refuse(cf, RECONCILE_SECTION, "max_orders", "1 to %d",
+		                   RECONCILE_MAX_ORDERS_MAX);
+	}
+	if (config_get_uint(cf, RECONCILE_SECTION, "max_pages", RECONCILE_PAGES_DEFAULT,
+	                    &ret->rc_max_pages) < 0) {
+		rc = -1;
+	} else if (ret->rc_max_pages == 0 || ret->rc_max_pages > RECONCILE_PAGES_MAX) {
+		rc = config_refuse(cf, RECONCILE_SECTION, "max_pages", "1 to %d",
+		                   RECONCILE_PAGES_MAX);
+	}
+	if (config_get_size(cf, RECONCILE_SECTION, "max_bytes", RECONCILE_BYTES_DEFAULT,
+	                    &ret->rc_max_bytes) < 0) {
+		rc = -1;
+	} else if (ret->rc_max_bytes == 0) {
+		rc = config_refuse(cf, RECONCILE_SECTION, "max_bytes", "above 0");
+	}
 	ret->rc_timeout_ms = RECONCILE_TIMEOUT_DEFAULT_MS;
 	ret->rc_retry_base_ms = RECONCILE_RETRY_BASE_DEFAULT_MS;
 	v = config_get(cf, RECONCILE_SECTION, "timeout");
 	if (v != NULL && (outbox_parse_ms(v, &ret->rc_timeout_ms) < 0 || ret->rc_timeout_ms <= 0 ||
 	                  ret->rc_timeout_ms > RECONCILE_TIMEOUT_MAX_MS)) {
-		return config_refuse(
-		        cf, RECONCILE_SECTION, "timeout",
-		        "expected a duration above 0, at most 5m (\"10s\", \"500ms\")");
+		rc = config_refuse(cf, RECONCILE_SECTION, "timeout",
+		                   "expected a duration above 0, at most 5m (\"10s\", \"500ms\")");
 	}
 	v = config_get(cf, RECONCILE_SECTION, "retry_base");
 	if (v != NULL && (outbox_parse_ms(v, &ret->rc_retry_base_ms) < 0 ||
 	                  ret->rc_retry_base_ms > RECONCILE_RETRY_CAP_MS)) {
-		return config_refuse(cf, RECONCILE_SECTION, "retry_base",
-		                     "expected a duration, at most 30s (\"1s\", \"200ms\", \"0\")");
+		rc = config_refuse(cf, RECONCILE_SECTION, "retry_base",
+		                   "expected a duration, at most 30s (\"1s\", \"200ms\", \"0\")");
 	}
-	if (ret->rc_interval_s < 0 || ret->rc_older_than_s < 0 || ret->rc_lookback_s <= 0) {
-		return config_refuse(
-		        cf, RECONCILE_SECTION, "lookback",
-		        "interval and older_than take 0 or more, lookback more than 0");
-	}
-	if (ret->rc_retries > RECONCILE_RETRIES_MAX) {
-		return config_refuse(cf, RECONCILE_SECTION, "retries", "at most %d",
-		                     RECONCILE_RETRIES_MAX);
-	}
-	if (ret->rc_max_orders == 0 || ret->rc_max_orders > RECONCILE_MAX_ORDERS_MAX) {
-		return config_refuse(cf, RECONCILE_SECTION, "max_orders", "1 to %d",
-		                     RECONCILE_MAX_ORDERS_MAX);
-	}
-	return 0;
+	return rc;
 }
 
 /* ---- the report ---- */

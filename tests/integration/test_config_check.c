@@ -510,6 +510,129 @@ static void test_every_problem_of_a_file_is_named_in_one_run(void **state)
 	daemon_finish(&d);
 }
 
+/* Two problems in each of several sections (lines 21-68, after the
+ * harness's 14 and FX_STRIPE_INI's 6), and lists with two bad entries
+ * each: a section's check goes on past its first bad key, a list past its
+ * first bad entry. */
+#define CC_SECTIONS_INI                                                                            \
+	"[server]\ntrusted_proxies = 10.0.0.0/8 bogus-a, bogus-b\n"                                \
+	"tls_cert = file:/nonexistent/cert.pem\ntls_key = file:/nonexistent/key.pem\n"             \
+	"[gc]\nbatch = 0\npause = forever\n"                                                       \
+	"[capture]\nmode = sometimes\nretention = forever\n"                                       \
+	"[outbound]\nnotify_url = ftp://shop.example/notify\nnotify_on = paid payd refundd\n"      \
+	"retry_base = soon\nconcurrency = 0\n"                                                     \
+	"[reconcile]\nretries = 99\nmax_pages = 0\n"                                               \
+	"[api]\nrate = fast\nburst = lots\ntoken = shop-a file:/nonexistent/a\n"                   \
+	"token = shop-b file:/nonexistent/b\n"                                                     \
+	"[provider other]\ntype = stripe\nsecret = whsec_other\n"                                  \
+	"allow_from = bogus-c 10.0.0.0/8 bogus-d\n"                                                \
+	"[console]\nsession_ttl = forever\nlogin_failures = many\n"                                \
+	"[provider keys]\ntype = adyen\nhmac_key = zz\nhmac_key = yy\nbasic_user = a:b\n"          \
+	"[provider rotated]\ntype = stripe\nsecret = file:/nonexistent/s1\n"                       \
+	"secret = file:/nonexistent/s2\n"                                                          \
+	"[provider sw]\ntype = standard-webhooks\nsecret = whsec_!!\nsecret = whsec_??\n"          \
+	"[provider signed]\ntype = hmac\nsecret = abc\nalgorithm = md5\nencoding = octal\n"
+
+/* What CC_SECTIONS_INI's problems log; those from CC_SECTIONS_WANT_SHAPE
+ * on only where the secrets are read and [console] checked (serve, a
+ * reload). */
+static const char *const cc_sections_want[] = {
+        "idemhook.ini:22: [server] trusted_proxies = \"bogus-a\": expected CIDRs",
+        "idemhook.ini:22: [server] trusted_proxies = \"bogus-b\": expected CIDRs",
+        "idemhook.ini:26: [gc] batch: must be 1..",
+        "idemhook.ini:27: [gc] pause: must be a duration",
+        "idemhook.ini:29: [capture] mode: \"sometimes\"",
+        "idemhook.ini:30: [capture] retention = \"forever\"",
+        "idemhook.ini:32: [outbound] notify_url: not an http:// or https:// URL",
+        "idemhook.ini:33: [outbound] notify_on: \"payd\": not an effect",
+        "idemhook.ini:33: [outbound] notify_on: \"refundd\": not an effect",
+        "idemhook.ini:34: [outbound] retry_base: \"soon\"",
+        "idemhook.ini:35: [outbound] concurrency: must be 1 to 1024",
+        "idemhook.ini:37: [reconcile] retries: at most",
+        "idemhook.ini:38: [reconcile] max_pages: 1 to",
+        "idemhook.ini:40: [api] rate = \"fast\"",
+        "idemhook.ini:41: [api] burst = \"lots\"",
+        "idemhook.ini:47: [provider other] allow_from = \"bogus-c\": expected CIDRs",
+        "idemhook.ini:47: [provider other] allow_from = \"bogus-d\": expected CIDRs",
+        "idemhook.ini:23: [server] tls_cert: cannot be read",
+        "idemhook.ini:24: [server] tls_key: cannot be read",
+        "idemhook.ini:42: [api] token: shop-a cannot be read",
+        "idemhook.ini:43: [api] token: shop-b cannot be read",
+        "idemhook.ini:49: [console] session_ttl = \"forever\"",
+        "idemhook.ini:50: [console] login_failures = \"many\"",
+        "provider keys: hmac_key #1 is not the hex key",
+        "provider keys: hmac_key #2 is not the hex key",
+        "provider keys: basic_user (without ':') and basic_password go together",
+        "provider rotated: line 58: secret cannot be read",
+        "provider rotated: line 59: secret cannot be read",
+        "provider sw: secret #1 is not whsec_ followed by base64",
+        "provider sw: secret #2 is not whsec_ followed by base64",
+        "provider signed: algorithm: expected sha256 or sha512",
+        "provider signed: encoding: expected hex or base64",
+};
+#define CC_SECTIONS_WANT_SHAPE 17 /* what a command that reads no secret logs */
+
+static void cc_assert_sections(const char *out, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (strstr(out, cc_sections_want[i]) == NULL) {
+			print_error("wanted \"%s\" in:\n%s\n", cc_sections_want[i], out);
+		}
+		assert_non_null(strstr(out, cc_sections_want[i]));
+	}
+}
+
+/* Every problem of every section in one run, from serve, a command and a
+ * reload: a checker never stops at its section's first bad key, nor a list
+ * at its first bad entry. */
+static void test_every_bad_key_and_list_entry_of_a_section_is_named_in_one_run(void **state)
+{
+	struct daemon d;
+	const char *stats[] = {"-c", d.dm_config, "stats", NULL};
+	const char *serve[] = {"-c", d.dm_config, "serve", NULL};
+	const size_t n = sizeof(cc_sections_want) / sizeof(cc_sections_want[0]);
+	struct stat st;
+	char *good;
+	char *out = NULL;
+	char *text;
+	struct buf b;
+	size_t head_len;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI CC_SECTIONS_INI), 0);
+	assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, serve, &out), 78);
+	cc_assert_sections(out, n);
+	assert_int_equal(stat(d.dm_db, &st), -1);
+	free(out);
+	assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, stats, &out), 78);
+	cc_assert_sections(out, CC_SECTIONS_WANT_SHAPE);
+	free(out);
+	daemon_finish(&d);
+
+	/* A reload: all of them logged, the running configuration kept. */
+	fx_daemon_start(&d, FX_STRIPE_INI);
+	good = hn_read_file(d.dm_config);
+	assert_non_null(good);
+	head_len = (size_t)(strstr(good, "admin_port\n\n") - good) + strlen("admin_port\n\n");
+	buf_init(&b, 0);
+	buf_printf(&b, "%.*s%s", (int)head_len, good, FX_STRIPE_INI CC_SECTIONS_INI);
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", b.buf_data), 0);
+	buf_finish(&b);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	cc_wait_log(&d, "is not valid (above: file, line and key); keeping", 1);
+	text = hn_read_file(d.dm_log);
+	assert_non_null(text);
+	cc_assert_sections(text, n);
+	free(text);
+	assert_true(cc_metric(&d, "idemhook_config_last_reload_successful 0\n"));
+	assert_true(cc_metric(&d, "idemhook_config_generation 1\n"));
+	cc_still_serves(&d, "evt_cc_sections");
+	free(good);
+	daemon_finish(&d);
+}
+
 /* Files in the capture spool dir (its day directories one level down). */
 static int cc_spool_files(const char *dir)
 {
@@ -781,6 +904,8 @@ int main(void)
 	        cmocka_unit_test(
 	                test_a_reload_refuses_what_the_start_refuses_and_keeps_the_running_config),
 	        cmocka_unit_test(test_every_problem_of_a_file_is_named_in_one_run),
+	        cmocka_unit_test(
+	                test_every_bad_key_and_list_entry_of_a_section_is_named_in_one_run),
 	        cmocka_unit_test(
 	                test_a_reload_refuses_a_spool_or_database_directory_the_start_cannot_make),
 	        cmocka_unit_test(test_a_reload_names_keys_that_need_a_restart_and_applies_outbound),
