@@ -990,7 +990,9 @@ static void checkout_order_page(const struct env *env, const struct config *cf,
 		reply_add_header(ret, "Cache-Control", "no-store");
 		return;
 	}
-	flash = http_query_get(req, "flash");
+	/* A HEAD shows no page, so it spends no flash: the GET after it (a
+	 * link checker's, a prefetch's) still shows the message. */
+	flash = strcmp(req->hr_method, "HEAD") != 0 ? http_query_get(req, "flash") : NULL;
 	if (flash != NULL && strlen(flash) == CHECKOUT_FLASH_TOKEN_LEN) {
 		has_flash = checkout_flash_take(env->env_store, flash, o.ao_id, env_now_ms(env), msg);
 	}

@@ -795,6 +795,34 @@ static void test_checkout_resubmit_with_changed_details_is_422(void **state)
 	hres_finish(&b);
 }
 
+/* A HEAD of the result page (a link checker, a prefetch) shows nothing,
+ * so it leaves the one-time message for the GET that shows the page. */
+static void test_checkout_head_of_the_result_page_leaves_the_flash(void **state)
+{
+	struct hres a;
+	struct hres h;
+	struct hres g;
+	char *loc;
+	char *url;
+
+	e2e_form_post("idempotency_key=3f2a9d4c-7e1b-4c8a-9b6d-1e2f3a4b5c6d&product=mug&quantity=1",
+	              &a);
+	assert_int_equal(a.hs_status, 303);
+	loc = hres_header(&a, "Location");
+	assert_non_null(loc);
+	url = e2e_url(&e2e_main, loc);
+	assert_int_equal(hn_http("HEAD", url, NULL, NULL, 0, &h), 0);
+	assert_int_equal(h.hs_status, 200);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &g), 0);
+	assert_int_equal(g.hs_status, 200);
+	assert_non_null(strstr(g.hs_body, "Order created."));
+	free(loc);
+	free(url);
+	hres_finish(&a);
+	hres_finish(&h);
+	hres_finish(&g);
+}
+
 /* The source file handlers/checkout/NAME, read whole (NUL-terminated). */
 static char *e2e_asset(const char *name)
 {
@@ -1311,6 +1339,7 @@ int main(void)
 	        cmocka_unit_test(
 	                test_checkout_post_redirects_303_and_a_resubmit_reaches_the_same_order),
 	        cmocka_unit_test(test_checkout_resubmit_with_changed_details_is_422),
+	        cmocka_unit_test(test_checkout_head_of_the_result_page_leaves_the_flash),
 	        cmocka_unit_test(test_checkout_without_key_or_with_bad_fields_is_400),
 	        cmocka_unit_test(test_checkout_reference_not_utf8_or_with_controls_is_400),
 	        cmocka_unit_test(
