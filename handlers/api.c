@@ -1083,6 +1083,9 @@ static int api_create_apply(struct store_tx *tx, void *arg, struct reply *ret_re
 	return STORE_APPLY_DONE;
 }
 
+/* application/json in any case, with optional whitespace (SP or HTAB,
+ * RFC 9110's OWS) around it and any parameters after a ';'. A charset
+ * parameter is not read: JSON is UTF-8 (RFC 8259, 8.1), whatever it says. */
 static int api_content_type_json(const char *ct)
 {
 	size_t n = strlen("application/json");
@@ -1090,11 +1093,17 @@ static int api_content_type_json(const char *ct)
 	if (ct == NULL) {
 		return 0;
 	}
-	while (*ct == ' ') {
+	while (*ct == ' ' || *ct == '\t') {
 		ct++;
 	}
-	return strncasecmp(ct, "application/json", n) == 0 &&
-	       (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+	if (strncasecmp(ct, "application/json", n) != 0) {
+		return 0;
+	}
+	ct += n;
+	while (*ct == ' ' || *ct == '\t') {
+		ct++;
+	}
+	return *ct == '\0' || *ct == ';';
 }
 
 /* A POST /api/orders whose claim is with the store: what its answer needs. */

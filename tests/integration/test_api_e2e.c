@@ -678,6 +678,27 @@ static void test_cross_origin_replies_expose_location_retry_after_and_replayed(v
 	hres_finish(&r);
 }
 
+/* RFC 9110's media type allows SP or HTAB before the parameters; what
+ * follows the type must be parameters, not more words. */
+static void test_content_type_takes_tabs_before_parameters_and_nothing_else(void **state)
+{
+	const char *tab[] = {"Content-Type: application/json\t; charset=utf-8",
+	                     "Idempotency-Key: ct-tab-1", NULL};
+	const char *words[] = {"Content-Type: application/json text/plain",
+	                       "Idempotency-Key: ct-words-1", NULL};
+	const char *body = "{\"amount\":113,\"currency\":\"eur\"}";
+	char *url = e2e_url(&e2e_main, "/api/orders");
+	struct hres r;
+
+	assert_int_equal(hn_http("POST", url, tab, body, strlen(body), &r), 0);
+	assert_int_equal(r.hs_status, 201);
+	hres_finish(&r);
+	assert_int_equal(hn_http("POST", url, words, body, strlen(body), &r), 0);
+	assert_problem(&r, 415, "unsupported_media_type");
+	hres_finish(&r);
+	free(url);
+}
+
 /* ---- the checkout page ---- */
 
 /* The hidden key of a rendered checkout form. */
@@ -1335,6 +1356,7 @@ int main(void)
 	        cmocka_unit_test(test_preflight_from_another_origin_is_refused),
 	        cmocka_unit_test(
 	                test_cross_origin_replies_expose_location_retry_after_and_replayed),
+	        cmocka_unit_test(test_content_type_takes_tabs_before_parameters_and_nothing_else),
 	        cmocka_unit_test(test_checkout_renders_a_form_with_a_fresh_server_made_key),
 	        cmocka_unit_test(
 	                test_checkout_post_redirects_303_and_a_resubmit_reaches_the_same_order),
