@@ -1114,6 +1114,7 @@ struct api_post {
 	char ap_scope[16 + API_CLIENT_MAX];
 	char ap_client[API_CLIENT_MAX + 1];
 	char ap_origin[API_ORIGIN_MAX + 1]; /* "" when no CORS headers are due */
+	int ap_cors_on;                     /* [api] cors_origins lists origins */
 	int64_t ap_received_ms;
 	const struct env *ap_env;
 	struct http_deferred *ap_defer;
@@ -1127,7 +1128,7 @@ static void api_post_committed(void *arg, int result)
 	http_resume(ap->ap_defer);
 }
 
-static void api_cors(struct reply *ret, const char *origin, int preflight);
+static void api_cors(struct reply *ret, int cors_on, const char *origin, int preflight);
 
 /* The answer to a POST /api/orders once its claim committed, on a server
  * thread (ret NULL: the client went away). */
@@ -1171,9 +1172,7 @@ static void api_post_finish(void *arg, const struct http_request *req, struct re
 		api_retry_after(ret, c->sc_retry_after_s);
 		break;
 	}
-	if (ap->ap_origin[0] != '\0') {
-		api_cors(ret, ap->ap_origin, 0);
-	}
+	api_cors(ret, ap->ap_cors_on, ap->ap_origin, 0);
 	api_claim_account("api:orders", ap->ap_client, ap->ap_key, c->sc_outcome,
 			  ret != &scratch ? ret->reply_status : 0, ap->ap_received_ms, env_now_ms(ap->ap_env));
 	reply_finish(&scratch);
@@ -1183,8 +1182,9 @@ static void api_post_finish(void *arg, const struct http_request *req, struct re
 
 /* Answers ret now, or defers the answer until the claim committed (then
  * returns 1: the answer carries its CORS headers for origin itself). */
-static int api_post_order(const struct env *env, const struct config *cf, const struct http_request *req,
-			  const char *client, size_t body_max, const char *origin, struct reply *ret)
+static int api_post_order(const struct env *env, const struct config *cf,
+                          const struct http_request *req, const char *client, size_t body_max,
+                          int cors_on, const char *origin, struct reply *ret)
 {
 	struct api_post *ap = NULL;
 	const char *slug = NULL;
@@ -1241,6 +1241,7 @@ static int api_post_order(const struct env *env, const struct config *cf, const 
 	api_copy(ap->ap_client, sizeof(ap->ap_client), client);
 	ap->ap_create.ac_owner = ap->ap_client;
 	api_copy(ap->ap_origin, sizeof(ap->ap_origin), origin != NULL ? origin : "");
+	ap->ap_cors_on = cors_on;
 	ap->ap_received_ms = req->hr_received_ms;
 	ap->ap_claim.sc_scope = ap->ap_scope;
 	ap->ap_claim.sc_key = ap->ap_key;
@@ -1407,12 +1408,21 @@ static int api_authorize(const struct http_request *req, char ret_client[API_CLI
 	return 1;
 }
 
-static void api_cors(struct reply *ret, const char *origin, int preflight)
+/* The CORS headers of an answer. Vary: Origin goes on every answer while
+ * [api] cors_origins lists any origin, whatever the request's Origin (or
+ * none): the answer depends on it, so a cache must not hand one origin's
+ * answer to another, or to a request without one. The rest only for an
+ * allowed origin (NULL or "" when the origin is not allowed). */
+static void api_cors(struct reply *ret, int cors_on, const char *origin, int preflight)
 {
+	if (cors_on) {
+		reply_add_header(ret, "Vary", "Origin");
+	}
+	if (origin == NULL || origin[0] == '\0') {
+		return;
+	}
 	reply_add_header(ret, "Access-Control-Allow-Origin", origin);
-	reply_add_header(ret, "Vary", "Origin");
 	if (preflight) {
-		reply_add_header(ret, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
 		reply_add_header(
 			ret, "Access-Control-Allow-Headers",
 			"Idempotency-Key, Content-Type, Authorization, " API_CLIENT_HEADER);
@@ -1442,6 +1452,8 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 	size_t body_max;
 	struct api_reader reader;
 	int reads_all;
+	int cors_on;
+	const char *allow;
 
 	if (strcmp(path, "/api") != 0 && strncmp(path, "/api/", 5) != 0) {
 		return 0;
@@ -1460,6 +1472,7 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 	if (allowed) {
 		api_copy(origin_copy, sizeof(origin_copy), origin);
 	}
+	cors_on = api_set.as_n_origins > 0;
 	rate_ok = api_rate_take(api_set.as_rate, api_set.as_burst, req->hr_client, env_now_ms(env),
 				&retry_after);
 	auth_on = api_set.as_n_tokens > 0;
@@ -1470,19 +1483,31 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 
 	if (!is_list && id == NULL) {
 		api_problem(ret, 404, "not_found", "No such API resource", NULL);
-		return 1;
+		goto cors;
 	}
+	allow = is_list ? "GET, HEAD, POST, OPTIONS" : "GET, HEAD, OPTIONS";
 	if (strcmp(method, "OPTIONS") == 0) {
-		/* A preflight carries no credentials, so it is answered before
-		 * auth; only for the configured origins. */
-		if (!allowed) {
+		/* A preflight (Origin and Access-Control-Request-Method) carries
+		 * no credentials, so it is answered before auth; only for the
+		 * configured origins. Any other OPTIONS asks what the resource
+		 * allows (RFC 9110, 9.3.7). */
+		int preflight = origin != NULL &&
+		                http_header_get(req, "Access-Control-Request-Method") != NULL;
+
+		if (preflight && !allowed) {
 			api_problem(ret, 403, "cors_origin_not_allowed", "Origin not allowed",
 				    "Add the origin to [api] cors_origins.");
-			return 1;
+			goto cors;
 		}
 		reply_set(ret, 204, NULL, NULL, 0);
-		api_cors(ret, origin_copy, 1);
-		return 1;
+		reply_add_header(ret, "Allow", allow);
+		if (preflight) {
+			api_cors(ret, cors_on, origin_copy, 1);
+			reply_add_header(ret, "Access-Control-Allow-Methods",
+			                 is_list ? "GET, POST, OPTIONS" : "GET, OPTIONS");
+			return 1;
+		}
+		goto cors;
 	}
 	if (!ok) {
 		api_problem(ret, 503, "api_misconfigured", "Order API unavailable",
@@ -1523,7 +1548,8 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 	reader.ar_client = reads_all ? NULL : client;
 	reader.ar_ownerless = !auth_on;
 	if (is_list && strcmp(method, "POST") == 0) {
-		if (api_post_order(env, cf, req, client, body_max, allowed ? origin_copy : NULL, ret)) {
+		if (api_post_order(env, cf, req, client, body_max, cors_on,
+		                   allowed ? origin_copy : NULL, ret)) {
 			return 1; /* deferred; its answer brings its own CORS headers */
 		}
 	} else if (is_list && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
@@ -1540,12 +1566,10 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 		api_get_order(env, id, &reader, ret);
 	} else {
 		api_problem(ret, 405, "method_not_allowed", "Method not allowed", NULL);
-		reply_add_header(ret, "Allow", is_list ? "GET, POST, OPTIONS" : "GET, OPTIONS");
+		reply_add_header(ret, "Allow", allow);
 	}
 cors:
-	if (allowed) {
-		api_cors(ret, origin_copy, 0);
-	}
+	api_cors(ret, cors_on, allowed ? origin_copy : NULL, 0);
 	return 1;
 }
 
@@ -1554,6 +1578,7 @@ void api_refused(const struct config *cf, const struct http_request *req, struct
 	const char *origin = http_header_get(req, "Origin");
 	char origin_copy[API_ORIGIN_MAX + 1] = "";
 	int allowed;
+	int cors_on;
 
 	if (strcmp(req->hr_path, "/api") != 0 && strncmp(req->hr_path, "/api/", 5) != 0) {
 		return;
@@ -1564,8 +1589,7 @@ void api_refused(const struct config *cf, const struct http_request *req, struct
 	if (allowed) {
 		api_copy(origin_copy, sizeof(origin_copy), origin);
 	}
+	cors_on = api_set.as_n_origins > 0;
 	pthread_mutex_unlock(&api_lock);
-	if (allowed) {
-		api_cors(ret, origin_copy, 0);
-	}
+	api_cors(ret, cors_on, allowed ? origin_copy : NULL, 0);
 }

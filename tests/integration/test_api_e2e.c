@@ -678,6 +678,91 @@ static void test_cross_origin_replies_expose_location_retry_after_and_replayed(v
 	hres_finish(&r);
 }
 
+/* Every answer depends on the request's Origin while origins are listed,
+ * so each says Vary: Origin, allowed origin or not, Origin or none: a
+ * shared cache that kept the answer without CORS headers (a 404, say)
+ * would otherwise hand it to the allowed page, which then sees a network
+ * error. */
+static void test_answers_vary_on_origin_whatever_the_origin(void **state)
+{
+	const char *evil_preflight[] = {"Origin: https://evil.example",
+	                                "Access-Control-Request-Method: POST", NULL};
+	const char *evil[] = {"Origin: https://evil.example", "Idempotency-Key: vary-1", NULL};
+	const char *allowed[] = {"Origin: " E2E_ORIGIN, NULL};
+	const char *body = "{\"amount\":112,\"currency\":\"eur\"}";
+	char *order = e2e_url(&e2e_main, "/api/orders/ord_aaaaaaaaaaaaaaaaaaaa");
+	char *list = e2e_url(&e2e_main, "/api/orders");
+	char *nothing = e2e_url(&e2e_main, "/api/nothing");
+	struct hres r;
+
+	assert_int_equal(hn_http("GET", order, NULL, NULL, 0, &r), 0);
+	assert_problem(&r, 404, "not_found");
+	assert_header(&r, "Vary", "Origin");
+	hres_finish(&r);
+	e2e_post(&e2e_main, evil, body, &r);
+	assert_int_equal(r.hs_status, 201);
+	assert_header(&r, "Vary", "Origin");
+	assert_no_header(&r, "Access-Control-Allow-Origin");
+	hres_finish(&r);
+	/* The replay too: Vary is added to the answer, never stored. */
+	e2e_post_key(&e2e_main, "Idempotency-Key: vary-1", body, &r);
+	assert_int_equal(r.hs_status, 201);
+	assert_header(&r, "Idempotent-Replayed", "true");
+	assert_header(&r, "Vary", "Origin");
+	hres_finish(&r);
+	assert_int_equal(hn_http("OPTIONS", list, evil_preflight, NULL, 0, &r), 0);
+	assert_problem(&r, 403, "cors_origin_not_allowed");
+	assert_header(&r, "Vary", "Origin");
+	hres_finish(&r);
+	/* An allowed page reads the 404 of a path the API does not have. */
+	assert_int_equal(hn_http("GET", nothing, allowed, NULL, 0, &r), 0);
+	assert_problem(&r, 404, "not_found");
+	assert_header(&r, "Access-Control-Allow-Origin", E2E_ORIGIN);
+	assert_header(&r, "Vary", "Origin");
+	hres_finish(&r);
+	free(order);
+	free(list);
+	free(nothing);
+}
+
+/* OPTIONS without Origin and Access-Control-Request-Method is no preflight:
+ * it asks what the resource allows, and gets it (RFC 9110, 9.3.7). Allow
+ * names HEAD, which every GET path answers. */
+static void test_options_that_is_no_preflight_answers_allow(void **state)
+{
+	const char *preflight[] = {"Origin: " E2E_ORIGIN, "Access-Control-Request-Method: GET",
+	                           NULL};
+	char *list = e2e_url(&e2e_main, "/api/orders");
+	char *order = e2e_url(&e2e_main, "/api/orders/ord_aaaaaaaaaaaaaaaaaaaa");
+	struct hres r;
+
+	assert_int_equal(hn_http("OPTIONS", list, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 204);
+	assert_header(&r, "Allow", "GET, HEAD, POST, OPTIONS");
+	assert_no_header(&r, "Access-Control-Allow-Origin");
+	hres_finish(&r);
+	assert_int_equal(hn_http("OPTIONS", order, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 204);
+	assert_header(&r, "Allow", "GET, HEAD, OPTIONS");
+	hres_finish(&r);
+	/* A preflight for an order offers what the order allows. */
+	assert_int_equal(hn_http("OPTIONS", order, preflight, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 204);
+	assert_header(&r, "Access-Control-Allow-Origin", E2E_ORIGIN);
+	assert_header(&r, "Access-Control-Allow-Methods", "GET, OPTIONS");
+	hres_finish(&r);
+	assert_int_equal(hn_http("PUT", list, NULL, "x", 1, &r), 0);
+	assert_problem(&r, 405, "method_not_allowed");
+	assert_header(&r, "Allow", "GET, HEAD, POST, OPTIONS");
+	hres_finish(&r);
+	assert_int_equal(hn_http("DELETE", order, NULL, NULL, 0, &r), 0);
+	assert_problem(&r, 405, "method_not_allowed");
+	assert_header(&r, "Allow", "GET, HEAD, OPTIONS");
+	hres_finish(&r);
+	free(list);
+	free(order);
+}
+
 /* RFC 9110's media type allows SP or HTAB before the parameters; what
  * follows the type must be parameters, not more words. */
 static void test_content_type_takes_tabs_before_parameters_and_nothing_else(void **state)
@@ -1356,6 +1441,8 @@ int main(void)
 	        cmocka_unit_test(test_preflight_from_another_origin_is_refused),
 	        cmocka_unit_test(
 	                test_cross_origin_replies_expose_location_retry_after_and_replayed),
+	        cmocka_unit_test(test_answers_vary_on_origin_whatever_the_origin),
+	        cmocka_unit_test(test_options_that_is_no_preflight_answers_allow),
 	        cmocka_unit_test(test_content_type_takes_tabs_before_parameters_and_nothing_else),
 	        cmocka_unit_test(test_checkout_renders_a_form_with_a_fresh_server_made_key),
 	        cmocka_unit_test(
