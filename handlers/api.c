@@ -934,8 +934,10 @@ static int api_only_keys(const cJSON *obj, const char *const *keys, const char *
 	return 0;
 }
 
-/* Validates the order body; on refusal *ret_detail says why (static). */
-static int api_create_parse(const cJSON *root, struct api_order_body *ob, const char **ret_detail)
+/* Validates the order body; on refusal *ret_detail says why (static), and
+ * *ret_unknown names the field when it is one the API does not know. */
+static int api_create_parse(const cJSON *root, struct api_order_body *ob, const char **ret_detail,
+                            const char **ret_unknown)
 {
 	static const char *const top_keys[] = {"amount", "currency", "customer_ref", "line_items",
 					       NULL};
@@ -953,7 +955,8 @@ static int api_create_parse(const cJSON *root, struct api_order_body *ob, const 
 		return -1;
 	}
 	if (api_only_keys(root, top_keys, &bad) < 0) {
-		*ret_detail = "Unknown field; allowed: amount, currency, customer_ref, line_items.";
+		*ret_detail = "allowed: amount, currency, customer_ref, line_items.";
+		*ret_unknown = bad;
 		return -1;
 	}
 	/* The JSON types here, the rules in api_order_fields_check (the CLI's
@@ -993,9 +996,14 @@ static int api_create_parse(const cJSON *root, struct api_order_body *ob, const 
 			*ret_detail = "At most 100 line items.";
 			return -1;
 		}
-		if (!cJSON_IsObject(it) || api_only_keys(it, item_keys, &bad) < 0) {
+		if (!cJSON_IsObject(it)) {
 			*ret_detail = "Each line item is an object with sku, name, quantity and "
 				      "unit_amount.";
+			return -1;
+		}
+		if (api_only_keys(it, item_keys, &bad) < 0) {
+			*ret_detail = "a line item has sku, name, quantity and unit_amount.";
+			*ret_unknown = bad;
 			return -1;
 		}
 		if ((sku == NULL && name == NULL) || (sku != NULL && !api_text_ok(sku)) ||
@@ -1026,26 +1034,62 @@ static int api_create_parse(const cJSON *root, struct api_order_body *ob, const 
 	return 0;
 }
 
+/* "Unknown field \"NAME\"; ALLOWED" into out, NAME cut to 64 bytes at a
+ * character boundary (the reader passed only UTF-8). */
+static void api_unknown_detail(char out[API_DETAIL_MAX], const char *name, const char *allowed)
+{
+	size_t n = strlen(name);
+
+	if (n > 64) {
+		n = 64;
+		while (n > 0 && ((unsigned char)name[n] & 0xc0) == 0x80) {
+			n--;
+		}
+	}
+	snprintf(out, API_DETAIL_MAX, "Unknown field \"%.*s\"%s; %s", (int)n, name,
+	         n < strlen(name) ? "..." : "", allowed);
+}
+
 int api_order_body_parse(const void *body, size_t len, struct api_order_body *ret,
-			 const char **ret_slug, const char **ret_detail)
+                         const char **ret_slug, char ret_detail[API_DETAIL_MAX])
 {
 	struct api_order_body ob;
 	char *canon = NULL;
 	size_t canon_len = 0;
+	const char *why = NULL;
+	const char *detail = NULL;
+	const char *unknown = NULL;
 	cJSON *root;
 	int rc = -1;
 
 	memset(&ob, 0, sizeof(ob));
 	*ret_slug = "malformed_json";
-	*ret_detail = "The body is not one JSON value, nests too deeply, repeats a key, or holds "
-		      "NUL or invalid UTF-8.";
-	root = api_json_parse(body, len);
-	if (root == NULL || api_canon_tree(root, &canon, &canon_len) < 0) {
+	root = json_parse_strict(body, len, &why);
+	if (root == NULL) {
+		/* The reader's reason, as a client can act on it; none when it
+		 * ran out of memory, which is no fault of the body. */
+		if (why == NULL || strcmp(why, "out of memory") == 0) {
+			snprintf(ret_detail, API_DETAIL_MAX, "The body could not be read as JSON.");
+		} else {
+			snprintf(ret_detail, API_DETAIL_MAX,
+			         "The body is not one JSON value this API reads: %s.", why);
+		}
+		goto done;
+	}
+	if (api_canon_tree(root, &canon, &canon_len) < 0) {
+		snprintf(ret_detail, API_DETAIL_MAX,
+		         "The body nests arrays and objects deeper than %d levels.",
+		         API_JSON_DEPTH_MAX);
 		goto done;
 	}
 	crypto_sha256(canon, canon_len, ob.ob_fingerprint);
 	*ret_slug = "invalid_order";
-	if (api_create_parse(root, &ob, ret_detail) < 0) {
+	if (api_create_parse(root, &ob, &detail, &unknown) < 0) {
+		if (unknown != NULL) {
+			api_unknown_detail(ret_detail, unknown, detail);
+		} else {
+			snprintf(ret_detail, API_DETAIL_MAX, "%s", detail);
+		}
 		goto done;
 	}
 	*ret = ob;
@@ -1188,7 +1232,7 @@ static int api_post_order(const struct env *env, const struct config *cf,
 {
 	struct api_post *ap = NULL;
 	const char *slug = NULL;
-	const char *detail = NULL;
+	char detail[API_DETAIL_MAX];
 	size_t n_keys = http_header_count(req, "Idempotency-Key");
 	int deferred = 0;
 
@@ -1229,7 +1273,7 @@ static int api_post_order(const struct env *env, const struct config *cf,
 		goto done;
 	}
 	if (api_order_body_parse(req->hr_body, req->hr_body_len, &ap->ap_create.ac_body, &slug,
-				 &detail) < 0) {
+	                         detail) < 0) {
 		api_problem(ret, 400, slug,
 			    strcmp(slug, "malformed_json") == 0 ? "Malformed JSON" : "Invalid order",
 			    detail);

@@ -546,6 +546,31 @@ static void test_malformed_json_duplicate_keys_nul_and_trailing_bytes_are_400(vo
 	hres_finish(&r);
 }
 
+/* A refused body is told what is wrong with it, in the detail: the
+ * reader's reason (a number no double holds is well-formed JSON, but not
+ * JSON this API reads) or the unknown field by name; the key stays
+ * unspent. */
+static void test_refusals_name_what_is_wrong_with_the_body(void **state)
+{
+	struct hres r;
+
+	e2e_post_key(&e2e_main, "Idempotency-Key: say-why-1",
+	             "{\"amount\":1e400,\"currency\":\"eur\"}", &r);
+	assert_problem(&r, 400, "malformed_json");
+	assert_non_null(strstr(r.hs_body, "number out of range"));
+	hres_finish(&r);
+	e2e_post_key(&e2e_main, "Idempotency-Key: say-why-1",
+	             "{\"amount\":1999,\"currency\":\"eur\",\"coupon\":\"X\"}", &r);
+	assert_problem(&r, 400, "invalid_order");
+	assert_non_null(strstr(r.hs_body, "Unknown field \\\"coupon\\\""));
+	hres_finish(&r);
+	e2e_post_key(&e2e_main, "Idempotency-Key: say-why-1",
+	             "{\"amount\":1999,\"currency\":\"eur\"}", &r);
+	assert_int_equal(r.hs_status, 201);
+	assert_no_header(&r, "Idempotent-Replayed");
+	hres_finish(&r);
+}
+
 static void test_wrong_content_type_is_415(void **state)
 {
 	const char *headers[] = {"Content-Type: text/plain", "Idempotency-Key: ct-1", NULL};
@@ -1432,6 +1457,7 @@ int main(void)
 	        cmocka_unit_test(test_invalid_orders_are_400_and_consume_no_key),
 	        cmocka_unit_test(test_currencies_iso_4217_does_not_list_are_400_and_create_nothing),
 	        cmocka_unit_test(test_malformed_json_duplicate_keys_nul_and_trailing_bytes_are_400),
+	        cmocka_unit_test(test_refusals_name_what_is_wrong_with_the_body),
 	        cmocka_unit_test(test_wrong_content_type_is_415),
 	        cmocka_unit_test(
 	                test_a_body_over_the_server_limit_is_413_with_cors_for_an_allowed_origin),
