@@ -207,6 +207,61 @@ static int api_settings_token(void *arg, const char *value, int line)
 	return 0;
 }
 
+/* An origin as a browser's Origin header serializes it (RFC 6454): a
+ * lower-case scheme, "://", a lower-case host name or address ([v6] in
+ * brackets), an optional port, and nothing after; or "*". Anything else
+ * (a trailing slash, a path, upper case, no scheme) matches no request. */
+static int api_origin_valid(const char *p, size_t n)
+{
+	size_t i = 0;
+	size_t host;
+
+	if (n == 1 && p[0] == '*') {
+		return 1;
+	}
+	while (i < n &&
+	       ((p[i] >= 'a' && p[i] <= 'z') ||
+	        (i > 0 && ((p[i] >= '0' && p[i] <= '9') || strchr("+.-", p[i]) != NULL)))) {
+		i++;
+	}
+	if (i == 0 || n - i < 3 || memcmp(p + i, "://", 3) != 0) {
+		return 0;
+	}
+	i += 3;
+	host = i;
+	if (i < n && p[i] == '[') {
+		while (++i < n && p[i] != ']') {
+			if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f') ||
+			      p[i] == ':' || p[i] == '.')) {
+				return 0;
+			}
+		}
+		if (i == n || i == host + 1) {
+			return 0;
+		}
+		i++;
+	} else {
+		while (i < n && ((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') ||
+		                 p[i] == '.' || p[i] == '-')) {
+			i++;
+		}
+		if (i == host) {
+			return 0;
+		}
+	}
+	if (i < n && p[i] == ':') {
+		size_t port = ++i;
+
+		while (i < n && p[i] >= '0' && p[i] <= '9') {
+			i++;
+		}
+		if (i == port || i - port > 5) {
+			return 0;
+		}
+	}
+	return i == n;
+}
+
 static int api_settings_origins(void *arg, const char *value, int line)
 {
 	struct api_settings *as = arg;
@@ -219,6 +274,20 @@ static int api_settings_origins(void *arg, const char *value, int line)
 			log_err("config %s:%d: [api] cors_origins: at most %d origins of %d "
 			        "characters",
 			        api_cf_name(as), line, API_ORIGINS_MAX, API_ORIGIN_MAX);
+			return -1;
+		}
+		if (!api_origin_valid(p, n)) {
+			char q[API_ORIGIN_MAX + 8];
+			char *o = strndup(p, n);
+
+			log_err("config %s:%d: [api] cors_origins: \"%s\" is no origin a browser "
+			        "sends: expected scheme://host or scheme://host:port in lower "
+			        "case, "
+			        "without a path or a trailing slash (https://shop.example.com), or "
+			        "*",
+			        api_cf_name(as), line,
+			        o != NULL ? log_quote(q, sizeof(q), o) : "(out of memory)");
+			free(o);
 			return -1;
 		}
 		as->as_origins[as->as_n_origins] = strndup(p, n);
