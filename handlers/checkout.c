@@ -1353,7 +1353,7 @@ int checkout_route(const struct env *env, struct config *cf, const struct http_r
 		if (get) {
 			checkout_demo_index(ret);
 		} else {
-			checkout_method_not_allowed(ret, "GET");
+			checkout_method_not_allowed(ret, "GET, HEAD");
 		}
 		return 1;
 	}
@@ -1363,13 +1363,13 @@ int checkout_route(const struct env *env, struct config *cf, const struct http_r
 		} else if (strcmp(method, "POST") == 0) {
 			checkout_post(env, cf, req, ret);
 		} else {
-			checkout_method_not_allowed(ret, "GET, POST");
+			checkout_method_not_allowed(ret, "GET, HEAD, POST");
 		}
 		return 1;
 	}
 	if (strcmp(path, "/checkout.js") == 0) {
 		if (!get) {
-			checkout_method_not_allowed(ret, "GET");
+			checkout_method_not_allowed(ret, "GET, HEAD");
 			return 1;
 		}
 		if (reply_set(ret, 200, "text/javascript; charset=utf-8", checkout_js,
@@ -1397,7 +1397,7 @@ int checkout_route(const struct env *env, struct config *cf, const struct http_r
 		if (get) {
 			checkout_order_page(env, cf, req, id, ret);
 		} else {
-			checkout_method_not_allowed(ret, "GET");
+			checkout_method_not_allowed(ret, "GET, HEAD");
 		}
 		return 1;
 	}

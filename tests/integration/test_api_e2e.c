@@ -954,6 +954,29 @@ static void test_checkout_head_of_the_result_page_leaves_the_flash(void **state)
 	hres_finish(&g);
 }
 
+/* The checkout's pages answer HEAD as they answer GET, and a 405 says so
+ * in Allow. */
+static void test_checkout_405s_allow_head_where_get_is_allowed(void **state)
+{
+	char *form = e2e_url(&e2e_main, "/checkout");
+	char *page = e2e_url(&e2e_main, "/orders/ord_aaaaaaaaaaaaaaaaaaaa");
+	struct hres r;
+
+	assert_int_equal(hn_http("HEAD", form, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	assert_int_equal(hn_http("PUT", form, NULL, "x", 1, &r), 0);
+	assert_problem(&r, 405, "method_not_allowed");
+	assert_header(&r, "Allow", "GET, HEAD, POST");
+	hres_finish(&r);
+	assert_int_equal(hn_http("DELETE", page, NULL, NULL, 0, &r), 0);
+	assert_problem(&r, 405, "method_not_allowed");
+	assert_header(&r, "Allow", "GET, HEAD");
+	hres_finish(&r);
+	free(form);
+	free(page);
+}
+
 /* The source file handlers/checkout/NAME, read whole (NUL-terminated). */
 static char *e2e_asset(const char *name)
 {
@@ -1475,6 +1498,7 @@ int main(void)
 	                test_checkout_post_redirects_303_and_a_resubmit_reaches_the_same_order),
 	        cmocka_unit_test(test_checkout_resubmit_with_changed_details_is_422),
 	        cmocka_unit_test(test_checkout_head_of_the_result_page_leaves_the_flash),
+	        cmocka_unit_test(test_checkout_405s_allow_head_where_get_is_allowed),
 	        cmocka_unit_test(test_checkout_without_key_or_with_bad_fields_is_400),
 	        cmocka_unit_test(test_checkout_reference_not_utf8_or_with_controls_is_400),
 	        cmocka_unit_test(
