@@ -214,6 +214,61 @@ static int api_settings_token(void *arg, const char *value, int line)
 	return 0;
 }
 
+/* An origin as a browser's Origin header serializes it (RFC 6454): a
+ * lower-case scheme, "://", a lower-case host name or address ([v6] in
+ * brackets), an optional port, and nothing after; or "*". Anything else
+ * (a trailing slash, a path, upper case, no scheme) matches no request. */
+static int api_origin_valid(const char *p, size_t n)
+{
+	size_t i = 0;
+	size_t host;
+
+	if (n == 1 && p[0] == '*') {
+		return 1;
+	}
+	while (i < n &&
+	       ((p[i] >= 'a' && p[i] <= 'z') ||
+	        (i > 0 && ((p[i] >= '0' && p[i] <= '9') || strchr("+.-", p[i]) != NULL)))) {
+		i++;
+	}
+	if (i == 0 || n - i < 3 || memcmp(p + i, "://", 3) != 0) {
+		return 0;
+	}
+	i += 3;
+	host = i;
+	if (i < n && p[i] == '[') {
+		while (++i < n && p[i] != ']') {
+			if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f') ||
+			      p[i] == ':' || p[i] == '.')) {
+				return 0;
+			}
+		}
+		if (i == n || i == host + 1) {
+			return 0;
+		}
+		i++;
+	} else {
+		while (i < n && ((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') ||
+		                 p[i] == '.' || p[i] == '-')) {
+			i++;
+		}
+		if (i == host) {
+			return 0;
+		}
+	}
+	if (i < n && p[i] == ':') {
+		size_t port = ++i;
+
+		while (i < n && p[i] >= '0' && p[i] <= '9') {
+			i++;
+		}
+		if (i == port || i - port > 5) {
+			return 0;
+		}
+	}
+	return i == n;
+}
+
 static int api_settings_origins(void *arg, const char *value, int line)
 {
 	struct api_settings *as = arg;
@@ -234,6 +289,20 @@ static int api_settings_origins(void *arg, const char *value, int line)
 			        api_cf_name(as), line, p, API_ORIGIN_MAX);
 			as->as_bad = 1;
 			continue;
+		}
+		if (!api_origin_valid(p, n)) {
+			char q[API_ORIGIN_MAX + 8];
+			char *o = strndup(p, n);
+
+			log_err("config %s:%d: [api] cors_origins: \"%s\" is no origin a browser "
+			        "sends: expected scheme://host or scheme://host:port in lower "
+			        "case, "
+			        "without a path or a trailing slash (https://shop.example.com), or "
+			        "*",
+			        api_cf_name(as), line,
+			        o != NULL ? log_quote(q, sizeof(q), o) : "(out of memory)");
+			free(o);
+			return -1;
 		}
 		as->as_origins[as->as_n_origins] = strndup(p, n);
 		if (as->as_origins[as->as_n_origins] == NULL) {
@@ -951,8 +1020,10 @@ static int api_only_keys(const cJSON *obj, const char *const *keys, const char *
 	return 0;
 }
 
-/* Validates the order body; on refusal *ret_detail says why (static). */
-static int api_create_parse(const cJSON *root, struct api_order_body *ob, const char **ret_detail)
+/* Validates the order body; on refusal *ret_detail says why (static), and
+ * *ret_unknown names the field when it is one the API does not know. */
+static int api_create_parse(const cJSON *root, struct api_order_body *ob, const char **ret_detail,
+                            const char **ret_unknown)
 {
 	static const char *const top_keys[] = {"amount", "currency", "customer_ref", "line_items",
 					       NULL};
@@ -970,7 +1041,8 @@ static int api_create_parse(const cJSON *root, struct api_order_body *ob, const 
 		return -1;
 	}
 	if (api_only_keys(root, top_keys, &bad) < 0) {
-		*ret_detail = "Unknown field; allowed: amount, currency, customer_ref, line_items.";
+		*ret_detail = "allowed: amount, currency, customer_ref, line_items.";
+		*ret_unknown = bad;
 		return -1;
 	}
 	/* The JSON types here, the rules in api_order_fields_check (the CLI's
@@ -1010,9 +1082,14 @@ static int api_create_parse(const cJSON *root, struct api_order_body *ob, const 
 			*ret_detail = "At most 100 line items.";
 			return -1;
 		}
-		if (!cJSON_IsObject(it) || api_only_keys(it, item_keys, &bad) < 0) {
+		if (!cJSON_IsObject(it)) {
 			*ret_detail = "Each line item is an object with sku, name, quantity and "
 				      "unit_amount.";
+			return -1;
+		}
+		if (api_only_keys(it, item_keys, &bad) < 0) {
+			*ret_detail = "a line item has sku, name, quantity and unit_amount.";
+			*ret_unknown = bad;
 			return -1;
 		}
 		if ((sku == NULL && name == NULL) || (sku != NULL && !api_text_ok(sku)) ||
@@ -1043,26 +1120,62 @@ static int api_create_parse(const cJSON *root, struct api_order_body *ob, const 
 	return 0;
 }
 
+/* "Unknown field \"NAME\"; ALLOWED" into out, NAME cut to 64 bytes at a
+ * character boundary (the reader passed only UTF-8). */
+static void api_unknown_detail(char out[API_DETAIL_MAX], const char *name, const char *allowed)
+{
+	size_t n = strlen(name);
+
+	if (n > 64) {
+		n = 64;
+		while (n > 0 && ((unsigned char)name[n] & 0xc0) == 0x80) {
+			n--;
+		}
+	}
+	snprintf(out, API_DETAIL_MAX, "Unknown field \"%.*s\"%s; %s", (int)n, name,
+	         n < strlen(name) ? "..." : "", allowed);
+}
+
 int api_order_body_parse(const void *body, size_t len, struct api_order_body *ret,
-			 const char **ret_slug, const char **ret_detail)
+                         const char **ret_slug, char ret_detail[API_DETAIL_MAX])
 {
 	struct api_order_body ob;
 	char *canon = NULL;
 	size_t canon_len = 0;
+	const char *why = NULL;
+	const char *detail = NULL;
+	const char *unknown = NULL;
 	cJSON *root;
 	int rc = -1;
 
 	memset(&ob, 0, sizeof(ob));
 	*ret_slug = "malformed_json";
-	*ret_detail = "The body is not one JSON value, nests too deeply, repeats a key, or holds "
-		      "NUL or invalid UTF-8.";
-	root = api_json_parse(body, len);
-	if (root == NULL || api_canon_tree(root, &canon, &canon_len) < 0) {
+	root = json_parse_strict(body, len, &why);
+	if (root == NULL) {
+		/* The reader's reason, as a client can act on it; none when it
+		 * ran out of memory, which is no fault of the body. */
+		if (why == NULL || strcmp(why, "out of memory") == 0) {
+			snprintf(ret_detail, API_DETAIL_MAX, "The body could not be read as JSON.");
+		} else {
+			snprintf(ret_detail, API_DETAIL_MAX,
+			         "The body is not one JSON value this API reads: %s.", why);
+		}
+		goto done;
+	}
+	if (api_canon_tree(root, &canon, &canon_len) < 0) {
+		snprintf(ret_detail, API_DETAIL_MAX,
+		         "The body nests arrays and objects deeper than %d levels.",
+		         API_JSON_DEPTH_MAX);
 		goto done;
 	}
 	crypto_sha256(canon, canon_len, ob.ob_fingerprint);
 	*ret_slug = "invalid_order";
-	if (api_create_parse(root, &ob, ret_detail) < 0) {
+	if (api_create_parse(root, &ob, &detail, &unknown) < 0) {
+		if (unknown != NULL) {
+			api_unknown_detail(ret_detail, unknown, detail);
+		} else {
+			snprintf(ret_detail, API_DETAIL_MAX, "%s", detail);
+		}
 		goto done;
 	}
 	*ret = ob;
@@ -1100,6 +1213,9 @@ static int api_create_apply(struct store_tx *tx, void *arg, struct reply *ret_re
 	return STORE_APPLY_DONE;
 }
 
+/* application/json in any case, with optional whitespace (SP or HTAB,
+ * RFC 9110's OWS) around it and any parameters after a ';'. A charset
+ * parameter is not read: JSON is UTF-8 (RFC 8259, 8.1), whatever it says. */
 static int api_content_type_json(const char *ct)
 {
 	size_t n = strlen("application/json");
@@ -1107,11 +1223,17 @@ static int api_content_type_json(const char *ct)
 	if (ct == NULL) {
 		return 0;
 	}
-	while (*ct == ' ') {
+	while (*ct == ' ' || *ct == '\t') {
 		ct++;
 	}
-	return strncasecmp(ct, "application/json", n) == 0 &&
-	       (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+	if (strncasecmp(ct, "application/json", n) != 0) {
+		return 0;
+	}
+	ct += n;
+	while (*ct == ' ' || *ct == '\t') {
+		ct++;
+	}
+	return *ct == '\0' || *ct == ';';
 }
 
 /* A POST /api/orders whose claim is with the store: what its answer needs. */
@@ -1122,6 +1244,7 @@ struct api_post {
 	char ap_scope[16 + API_CLIENT_MAX];
 	char ap_client[API_CLIENT_MAX + 1];
 	char ap_origin[API_ORIGIN_MAX + 1]; /* "" when no CORS headers are due */
+	int ap_cors_on;                     /* [api] cors_origins lists origins */
 	int64_t ap_received_ms;
 	const struct env *ap_env;
 	struct http_deferred *ap_defer;
@@ -1135,7 +1258,7 @@ static void api_post_committed(void *arg, int result)
 	http_resume(ap->ap_defer);
 }
 
-static void api_cors(struct reply *ret, const char *origin, int preflight);
+static void api_cors(struct reply *ret, int cors_on, const char *origin, int preflight);
 
 /* The answer to a POST /api/orders once its claim committed, on a server
  * thread (ret NULL: the client went away). */
@@ -1179,9 +1302,7 @@ static void api_post_finish(void *arg, const struct http_request *req, struct re
 		api_retry_after(ret, c->sc_retry_after_s);
 		break;
 	}
-	if (ap->ap_origin[0] != '\0') {
-		api_cors(ret, ap->ap_origin, 0);
-	}
+	api_cors(ret, ap->ap_cors_on, ap->ap_origin, 0);
 	api_claim_account("api:orders", ap->ap_client, ap->ap_key, c->sc_outcome,
 			  ret != &scratch ? ret->reply_status : 0, ap->ap_received_ms, env_now_ms(ap->ap_env));
 	reply_finish(&scratch);
@@ -1191,12 +1312,13 @@ static void api_post_finish(void *arg, const struct http_request *req, struct re
 
 /* Answers ret now, or defers the answer until the claim committed (then
  * returns 1: the answer carries its CORS headers for origin itself). */
-static int api_post_order(const struct env *env, const struct config *cf, const struct http_request *req,
-			  const char *client, size_t body_max, const char *origin, struct reply *ret)
+static int api_post_order(const struct env *env, const struct config *cf,
+                          const struct http_request *req, const char *client, size_t body_max,
+                          int cors_on, const char *origin, struct reply *ret)
 {
 	struct api_post *ap = NULL;
 	const char *slug = NULL;
-	const char *detail = NULL;
+	char detail[API_DETAIL_MAX];
 	size_t n_keys = http_header_count(req, "Idempotency-Key");
 	int deferred = 0;
 
@@ -1237,7 +1359,7 @@ static int api_post_order(const struct env *env, const struct config *cf, const 
 		goto done;
 	}
 	if (api_order_body_parse(req->hr_body, req->hr_body_len, &ap->ap_create.ac_body, &slug,
-				 &detail) < 0) {
+	                         detail) < 0) {
 		api_problem(ret, 400, slug,
 			    strcmp(slug, "malformed_json") == 0 ? "Malformed JSON" : "Invalid order",
 			    detail);
@@ -1249,6 +1371,7 @@ static int api_post_order(const struct env *env, const struct config *cf, const 
 	api_copy(ap->ap_client, sizeof(ap->ap_client), client);
 	ap->ap_create.ac_owner = ap->ap_client;
 	api_copy(ap->ap_origin, sizeof(ap->ap_origin), origin != NULL ? origin : "");
+	ap->ap_cors_on = cors_on;
 	ap->ap_received_ms = req->hr_received_ms;
 	ap->ap_claim.sc_scope = ap->ap_scope;
 	ap->ap_claim.sc_key = ap->ap_key;
@@ -1415,12 +1538,21 @@ static int api_authorize(const struct http_request *req, char ret_client[API_CLI
 	return 1;
 }
 
-static void api_cors(struct reply *ret, const char *origin, int preflight)
+/* The CORS headers of an answer. Vary: Origin goes on every answer while
+ * [api] cors_origins lists any origin, whatever the request's Origin (or
+ * none): the answer depends on it, so a cache must not hand one origin's
+ * answer to another, or to a request without one. The rest only for an
+ * allowed origin (NULL or "" when the origin is not allowed). */
+static void api_cors(struct reply *ret, int cors_on, const char *origin, int preflight)
 {
+	if (cors_on) {
+		reply_add_header(ret, "Vary", "Origin");
+	}
+	if (origin == NULL || origin[0] == '\0') {
+		return;
+	}
 	reply_add_header(ret, "Access-Control-Allow-Origin", origin);
-	reply_add_header(ret, "Vary", "Origin");
 	if (preflight) {
-		reply_add_header(ret, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
 		reply_add_header(
 			ret, "Access-Control-Allow-Headers",
 			"Idempotency-Key, Content-Type, Authorization, " API_CLIENT_HEADER);
@@ -1450,6 +1582,8 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 	size_t body_max;
 	struct api_reader reader;
 	int reads_all;
+	int cors_on;
+	const char *allow;
 
 	if (strcmp(path, "/api") != 0 && strncmp(path, "/api/", 5) != 0) {
 		return 0;
@@ -1468,6 +1602,7 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 	if (allowed) {
 		api_copy(origin_copy, sizeof(origin_copy), origin);
 	}
+	cors_on = api_set.as_n_origins > 0;
 	rate_ok = api_rate_take(api_set.as_rate, api_set.as_burst, req->hr_client, env_now_ms(env),
 				&retry_after);
 	auth_on = api_set.as_n_tokens > 0;
@@ -1478,19 +1613,31 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 
 	if (!is_list && id == NULL) {
 		api_problem(ret, 404, "not_found", "No such API resource", NULL);
-		return 1;
+		goto cors;
 	}
+	allow = is_list ? "GET, HEAD, POST, OPTIONS" : "GET, HEAD, OPTIONS";
 	if (strcmp(method, "OPTIONS") == 0) {
-		/* A preflight carries no credentials, so it is answered before
-		 * auth; only for the configured origins. */
-		if (!allowed) {
+		/* A preflight (Origin and Access-Control-Request-Method) carries
+		 * no credentials, so it is answered before auth; only for the
+		 * configured origins. Any other OPTIONS asks what the resource
+		 * allows (RFC 9110, 9.3.7). */
+		int preflight = origin != NULL &&
+		                http_header_get(req, "Access-Control-Request-Method") != NULL;
+
+		if (preflight && !allowed) {
 			api_problem(ret, 403, "cors_origin_not_allowed", "Origin not allowed",
 				    "Add the origin to [api] cors_origins.");
-			return 1;
+			goto cors;
 		}
 		reply_set(ret, 204, NULL, NULL, 0);
-		api_cors(ret, origin_copy, 1);
-		return 1;
+		reply_add_header(ret, "Allow", allow);
+		if (preflight) {
+			api_cors(ret, cors_on, origin_copy, 1);
+			reply_add_header(ret, "Access-Control-Allow-Methods",
+			                 is_list ? "GET, POST, OPTIONS" : "GET, OPTIONS");
+			return 1;
+		}
+		goto cors;
 	}
 	if (!ok) {
 		api_problem(ret, 503, "api_misconfigured", "Order API unavailable",
@@ -1531,7 +1678,8 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 	reader.ar_client = reads_all ? NULL : client;
 	reader.ar_ownerless = !auth_on;
 	if (is_list && strcmp(method, "POST") == 0) {
-		if (api_post_order(env, cf, req, client, body_max, allowed ? origin_copy : NULL, ret)) {
+		if (api_post_order(env, cf, req, client, body_max, cors_on,
+		                   allowed ? origin_copy : NULL, ret)) {
 			return 1; /* deferred; its answer brings its own CORS headers */
 		}
 	} else if (is_list && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
@@ -1548,12 +1696,10 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 		api_get_order(env, id, &reader, ret);
 	} else {
 		api_problem(ret, 405, "method_not_allowed", "Method not allowed", NULL);
-		reply_add_header(ret, "Allow", is_list ? "GET, POST, OPTIONS" : "GET, OPTIONS");
+		reply_add_header(ret, "Allow", allow);
 	}
 cors:
-	if (allowed) {
-		api_cors(ret, origin_copy, 0);
-	}
+	api_cors(ret, cors_on, allowed ? origin_copy : NULL, 0);
 	return 1;
 }
 
@@ -1562,6 +1708,7 @@ void api_refused(const struct config *cf, const struct http_request *req, struct
 	const char *origin = http_header_get(req, "Origin");
 	char origin_copy[API_ORIGIN_MAX + 1] = "";
 	int allowed;
+	int cors_on;
 
 	if (strcmp(req->hr_path, "/api") != 0 && strncmp(req->hr_path, "/api/", 5) != 0) {
 		return;
@@ -1572,8 +1719,7 @@ void api_refused(const struct config *cf, const struct http_request *req, struct
 	if (allowed) {
 		api_copy(origin_copy, sizeof(origin_copy), origin);
 	}
+	cors_on = api_set.as_n_origins > 0;
 	pthread_mutex_unlock(&api_lock);
-	if (allowed) {
-		api_cors(ret, origin_copy, 0);
-	}
+	api_cors(ret, cors_on, allowed ? origin_copy : NULL, 0);
 }

@@ -56,12 +56,15 @@ struct api_order_body {
 	unsigned char ob_fingerprint[32]; /* SHA-256 of the canonical JSON */
 };
 
+#define API_DETAIL_MAX 256 /* a refusal's detail, bytes with its NUL */
+
 /* Reads body through the strict JSON reader (json.h) and validates it as an
  * order. Returns 0 with ret filled, or -1 with *ret_slug ("malformed_json"
- * or "invalid_order") and *ret_detail (a static sentence) saying why; ret
- * is then untouched. */
+ * or "invalid_order") and ret_detail (a sentence for the client: the
+ * reader's reason, the field at fault, an unknown field's name) saying
+ * why; ret is then untouched. */
 int api_order_body_parse(const void *body, size_t len, struct api_order_body *ret,
-			 const char **ret_slug, const char **ret_detail);
+                         const char **ret_slug, char ret_detail[API_DETAIL_MAX]);
 
 /* The rules an order's own fields meet, on every way in (POST /api/orders,
  * `idemhook order create`): amount 1..MONEY_MAX_MINOR minor units,

@@ -990,7 +990,9 @@ static void checkout_order_page(const struct env *env, const struct config *cf,
 		reply_add_header(ret, "Cache-Control", "no-store");
 		return;
 	}
-	flash = http_query_get(req, "flash");
+	/* A HEAD shows no page, so it spends no flash: the GET after it (a
+	 * link checker's, a prefetch's) still shows the message. */
+	flash = strcmp(req->hr_method, "HEAD") != 0 ? http_query_get(req, "flash") : NULL;
 	if (flash != NULL && strlen(flash) == CHECKOUT_FLASH_TOKEN_LEN) {
 		has_flash = checkout_flash_take(env->env_store, flash, o.ao_id, env_now_ms(env), msg);
 	}
@@ -1351,7 +1353,7 @@ int checkout_route(const struct env *env, struct config *cf, const struct http_r
 		if (get) {
 			checkout_demo_index(ret);
 		} else {
-			checkout_method_not_allowed(ret, "GET");
+			checkout_method_not_allowed(ret, "GET, HEAD");
 		}
 		return 1;
 	}
@@ -1361,13 +1363,13 @@ int checkout_route(const struct env *env, struct config *cf, const struct http_r
 		} else if (strcmp(method, "POST") == 0) {
 			checkout_post(env, cf, req, ret);
 		} else {
-			checkout_method_not_allowed(ret, "GET, POST");
+			checkout_method_not_allowed(ret, "GET, HEAD, POST");
 		}
 		return 1;
 	}
 	if (strcmp(path, "/checkout.js") == 0) {
 		if (!get) {
-			checkout_method_not_allowed(ret, "GET");
+			checkout_method_not_allowed(ret, "GET, HEAD");
 			return 1;
 		}
 		if (reply_set(ret, 200, "text/javascript; charset=utf-8", checkout_js,
@@ -1395,7 +1397,7 @@ int checkout_route(const struct env *env, struct config *cf, const struct http_r
 		if (get) {
 			checkout_order_page(env, cf, req, id, ret);
 		} else {
-			checkout_method_not_allowed(ret, "GET");
+			checkout_method_not_allowed(ret, "GET, HEAD");
 		}
 		return 1;
 	}

@@ -564,6 +564,8 @@ int hn_http(const char *method, const char *url, const char *const *headers, con
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)body_len);
 	} else if (strcmp(method, "GET") == 0) {
 		curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
+	} else if (strcmp(method, "HEAD") == 0) {
+		curl_easy_setopt(c, CURLOPT_NOBODY, 1L); /* no body follows the head */
 	}
 	rc = curl_easy_perform(c);
 	if (rc == CURLE_OK) {

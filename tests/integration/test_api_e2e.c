@@ -546,6 +546,31 @@ static void test_malformed_json_duplicate_keys_nul_and_trailing_bytes_are_400(vo
 	hres_finish(&r);
 }
 
+/* A refused body is told what is wrong with it, in the detail: the
+ * reader's reason (a number no double holds is well-formed JSON, but not
+ * JSON this API reads) or the unknown field by name; the key stays
+ * unspent. */
+static void test_refusals_name_what_is_wrong_with_the_body(void **state)
+{
+	struct hres r;
+
+	e2e_post_key(&e2e_main, "Idempotency-Key: say-why-1",
+	             "{\"amount\":1e400,\"currency\":\"eur\"}", &r);
+	assert_problem(&r, 400, "malformed_json");
+	assert_non_null(strstr(r.hs_body, "number out of range"));
+	hres_finish(&r);
+	e2e_post_key(&e2e_main, "Idempotency-Key: say-why-1",
+	             "{\"amount\":1999,\"currency\":\"eur\",\"coupon\":\"X\"}", &r);
+	assert_problem(&r, 400, "invalid_order");
+	assert_non_null(strstr(r.hs_body, "Unknown field \\\"coupon\\\""));
+	hres_finish(&r);
+	e2e_post_key(&e2e_main, "Idempotency-Key: say-why-1",
+	             "{\"amount\":1999,\"currency\":\"eur\"}", &r);
+	assert_int_equal(r.hs_status, 201);
+	assert_no_header(&r, "Idempotent-Replayed");
+	hres_finish(&r);
+}
+
 static void test_wrong_content_type_is_415(void **state)
 {
 	const char *headers[] = {"Content-Type: text/plain", "Idempotency-Key: ct-1", NULL};
@@ -678,6 +703,112 @@ static void test_cross_origin_replies_expose_location_retry_after_and_replayed(v
 	hres_finish(&r);
 }
 
+/* Every answer depends on the request's Origin while origins are listed,
+ * so each says Vary: Origin, allowed origin or not, Origin or none: a
+ * shared cache that kept the answer without CORS headers (a 404, say)
+ * would otherwise hand it to the allowed page, which then sees a network
+ * error. */
+static void test_answers_vary_on_origin_whatever_the_origin(void **state)
+{
+	const char *evil_preflight[] = {"Origin: https://evil.example",
+	                                "Access-Control-Request-Method: POST", NULL};
+	const char *evil[] = {"Origin: https://evil.example", "Idempotency-Key: vary-1", NULL};
+	const char *allowed[] = {"Origin: " E2E_ORIGIN, NULL};
+	const char *body = "{\"amount\":112,\"currency\":\"eur\"}";
+	char *order = e2e_url(&e2e_main, "/api/orders/ord_aaaaaaaaaaaaaaaaaaaa");
+	char *list = e2e_url(&e2e_main, "/api/orders");
+	char *nothing = e2e_url(&e2e_main, "/api/nothing");
+	struct hres r;
+
+	assert_int_equal(hn_http("GET", order, NULL, NULL, 0, &r), 0);
+	assert_problem(&r, 404, "not_found");
+	assert_header(&r, "Vary", "Origin");
+	hres_finish(&r);
+	e2e_post(&e2e_main, evil, body, &r);
+	assert_int_equal(r.hs_status, 201);
+	assert_header(&r, "Vary", "Origin");
+	assert_no_header(&r, "Access-Control-Allow-Origin");
+	hres_finish(&r);
+	/* The replay too: Vary is added to the answer, never stored. */
+	e2e_post_key(&e2e_main, "Idempotency-Key: vary-1", body, &r);
+	assert_int_equal(r.hs_status, 201);
+	assert_header(&r, "Idempotent-Replayed", "true");
+	assert_header(&r, "Vary", "Origin");
+	hres_finish(&r);
+	assert_int_equal(hn_http("OPTIONS", list, evil_preflight, NULL, 0, &r), 0);
+	assert_problem(&r, 403, "cors_origin_not_allowed");
+	assert_header(&r, "Vary", "Origin");
+	hres_finish(&r);
+	/* An allowed page reads the 404 of a path the API does not have. */
+	assert_int_equal(hn_http("GET", nothing, allowed, NULL, 0, &r), 0);
+	assert_problem(&r, 404, "not_found");
+	assert_header(&r, "Access-Control-Allow-Origin", E2E_ORIGIN);
+	assert_header(&r, "Vary", "Origin");
+	hres_finish(&r);
+	free(order);
+	free(list);
+	free(nothing);
+}
+
+/* OPTIONS without Origin and Access-Control-Request-Method is no preflight:
+ * it asks what the resource allows, and gets it (RFC 9110, 9.3.7). Allow
+ * names HEAD, which every GET path answers. */
+static void test_options_that_is_no_preflight_answers_allow(void **state)
+{
+	const char *preflight[] = {"Origin: " E2E_ORIGIN, "Access-Control-Request-Method: GET",
+	                           NULL};
+	char *list = e2e_url(&e2e_main, "/api/orders");
+	char *order = e2e_url(&e2e_main, "/api/orders/ord_aaaaaaaaaaaaaaaaaaaa");
+	struct hres r;
+
+	assert_int_equal(hn_http("OPTIONS", list, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 204);
+	assert_header(&r, "Allow", "GET, HEAD, POST, OPTIONS");
+	assert_no_header(&r, "Access-Control-Allow-Origin");
+	hres_finish(&r);
+	assert_int_equal(hn_http("OPTIONS", order, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 204);
+	assert_header(&r, "Allow", "GET, HEAD, OPTIONS");
+	hres_finish(&r);
+	/* A preflight for an order offers what the order allows. */
+	assert_int_equal(hn_http("OPTIONS", order, preflight, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 204);
+	assert_header(&r, "Access-Control-Allow-Origin", E2E_ORIGIN);
+	assert_header(&r, "Access-Control-Allow-Methods", "GET, OPTIONS");
+	hres_finish(&r);
+	assert_int_equal(hn_http("PUT", list, NULL, "x", 1, &r), 0);
+	assert_problem(&r, 405, "method_not_allowed");
+	assert_header(&r, "Allow", "GET, HEAD, POST, OPTIONS");
+	hres_finish(&r);
+	assert_int_equal(hn_http("DELETE", order, NULL, NULL, 0, &r), 0);
+	assert_problem(&r, 405, "method_not_allowed");
+	assert_header(&r, "Allow", "GET, HEAD, OPTIONS");
+	hres_finish(&r);
+	free(list);
+	free(order);
+}
+
+/* RFC 9110's media type allows SP or HTAB before the parameters; what
+ * follows the type must be parameters, not more words. */
+static void test_content_type_takes_tabs_before_parameters_and_nothing_else(void **state)
+{
+	const char *tab[] = {"Content-Type: application/json\t; charset=utf-8",
+	                     "Idempotency-Key: ct-tab-1", NULL};
+	const char *words[] = {"Content-Type: application/json text/plain",
+	                       "Idempotency-Key: ct-words-1", NULL};
+	const char *body = "{\"amount\":113,\"currency\":\"eur\"}";
+	char *url = e2e_url(&e2e_main, "/api/orders");
+	struct hres r;
+
+	assert_int_equal(hn_http("POST", url, tab, body, strlen(body), &r), 0);
+	assert_int_equal(r.hs_status, 201);
+	hres_finish(&r);
+	assert_int_equal(hn_http("POST", url, words, body, strlen(body), &r), 0);
+	assert_problem(&r, 415, "unsupported_media_type");
+	hres_finish(&r);
+	free(url);
+}
+
 /* ---- the checkout page ---- */
 
 /* The hidden key of a rendered checkout form. */
@@ -793,6 +924,57 @@ static void test_checkout_resubmit_with_changed_details_is_422(void **state)
 	assert_non_null(strstr(b.hs_body, "Start a new order"));
 	hres_finish(&a);
 	hres_finish(&b);
+}
+
+/* A HEAD of the result page (a link checker, a prefetch) shows nothing,
+ * so it leaves the one-time message for the GET that shows the page. */
+static void test_checkout_head_of_the_result_page_leaves_the_flash(void **state)
+{
+	struct hres a;
+	struct hres h;
+	struct hres g;
+	char *loc;
+	char *url;
+
+	e2e_form_post("idempotency_key=3f2a9d4c-7e1b-4c8a-9b6d-1e2f3a4b5c6d&product=mug&quantity=1",
+	              &a);
+	assert_int_equal(a.hs_status, 303);
+	loc = hres_header(&a, "Location");
+	assert_non_null(loc);
+	url = e2e_url(&e2e_main, loc);
+	assert_int_equal(hn_http("HEAD", url, NULL, NULL, 0, &h), 0);
+	assert_int_equal(h.hs_status, 200);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &g), 0);
+	assert_int_equal(g.hs_status, 200);
+	assert_non_null(strstr(g.hs_body, "Order created."));
+	free(loc);
+	free(url);
+	hres_finish(&a);
+	hres_finish(&h);
+	hres_finish(&g);
+}
+
+/* The checkout's pages answer HEAD as they answer GET, and a 405 says so
+ * in Allow. */
+static void test_checkout_405s_allow_head_where_get_is_allowed(void **state)
+{
+	char *form = e2e_url(&e2e_main, "/checkout");
+	char *page = e2e_url(&e2e_main, "/orders/ord_aaaaaaaaaaaaaaaaaaaa");
+	struct hres r;
+
+	assert_int_equal(hn_http("HEAD", form, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	assert_int_equal(hn_http("PUT", form, NULL, "x", 1, &r), 0);
+	assert_problem(&r, 405, "method_not_allowed");
+	assert_header(&r, "Allow", "GET, HEAD, POST");
+	hres_finish(&r);
+	assert_int_equal(hn_http("DELETE", page, NULL, NULL, 0, &r), 0);
+	assert_problem(&r, 405, "method_not_allowed");
+	assert_header(&r, "Allow", "GET, HEAD");
+	hres_finish(&r);
+	free(form);
+	free(page);
 }
 
 /* The source file handlers/checkout/NAME, read whole (NUL-terminated). */
@@ -1298,6 +1480,7 @@ int main(void)
 	        cmocka_unit_test(test_invalid_orders_are_400_and_consume_no_key),
 	        cmocka_unit_test(test_currencies_iso_4217_does_not_list_are_400_and_create_nothing),
 	        cmocka_unit_test(test_malformed_json_duplicate_keys_nul_and_trailing_bytes_are_400),
+	        cmocka_unit_test(test_refusals_name_what_is_wrong_with_the_body),
 	        cmocka_unit_test(test_wrong_content_type_is_415),
 	        cmocka_unit_test(
 	                test_a_body_over_the_server_limit_is_413_with_cors_for_an_allowed_origin),
@@ -1307,10 +1490,15 @@ int main(void)
 	        cmocka_unit_test(test_preflight_from_another_origin_is_refused),
 	        cmocka_unit_test(
 	                test_cross_origin_replies_expose_location_retry_after_and_replayed),
+	        cmocka_unit_test(test_answers_vary_on_origin_whatever_the_origin),
+	        cmocka_unit_test(test_options_that_is_no_preflight_answers_allow),
+	        cmocka_unit_test(test_content_type_takes_tabs_before_parameters_and_nothing_else),
 	        cmocka_unit_test(test_checkout_renders_a_form_with_a_fresh_server_made_key),
 	        cmocka_unit_test(
 	                test_checkout_post_redirects_303_and_a_resubmit_reaches_the_same_order),
 	        cmocka_unit_test(test_checkout_resubmit_with_changed_details_is_422),
+	        cmocka_unit_test(test_checkout_head_of_the_result_page_leaves_the_flash),
+	        cmocka_unit_test(test_checkout_405s_allow_head_where_get_is_allowed),
 	        cmocka_unit_test(test_checkout_without_key_or_with_bad_fields_is_400),
 	        cmocka_unit_test(test_checkout_reference_not_utf8_or_with_controls_is_400),
 	        cmocka_unit_test(

@@ -145,6 +145,32 @@ static void test_serve_refuses_a_bad_section_before_opening_the_database(void **
 	                    "/nonexistent/console-token");
 }
 
+/* A browser's Origin is scheme://host[:port], lower case, nothing after:
+ * an origin written otherwise in [api] cors_origins would match no
+ * request, and CORS would fail in every browser without a word. */
+static void test_a_cors_origin_no_browser_sends_is_refused(void **state)
+{
+	static const char *const bad[] = {"https://shop.example.com/",
+	                                  "shop.example.com",
+	                                  "https://Shop.example.com",
+	                                  "https://shop.example.com/app",
+	                                  "https://",
+	                                  "https://shop.example.com:",
+	                                  "null"};
+	char ini[256];
+	char want[128];
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(ini, sizeof(ini),
+		         FX_STRIPE_INI "[api]\ncors_origins = http://127.0.0.1:3000 %s\n", bad[i]);
+		snprintf(want, sizeof(want),
+		         "idemhook.ini:22: [api] cors_origins: \"%s\" is no origin", bad[i]);
+		cc_refused_at_start(ini, want);
+	}
+}
+
 static void test_a_second_serve_on_a_running_database_gets_the_config_error(void **state)
 {
 	struct daemon d;
@@ -897,6 +923,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_serve_refuses_a_bad_section_before_opening_the_database),
+	        cmocka_unit_test(test_a_cors_origin_no_browser_sends_is_refused),
 	        cmocka_unit_test(test_a_second_serve_on_a_running_database_gets_the_config_error),
 	        cmocka_unit_test(test_listen_must_be_a_numeric_address_with_file_line_and_key),
 	        cmocka_unit_test(test_port_files_must_be_writable_where_they_are_named),

@@ -226,9 +226,9 @@ static void test_order_body_is_parsed_with_its_fingerprint(void **state)
 	struct api_order_body ob;
 	unsigned char fp[32];
 	const char *slug = NULL;
-	const char *detail = NULL;
+	char detail[API_DETAIL_MAX];
 
-	assert_int_equal(api_order_body_parse(body, strlen(body), &ob, &slug, &detail), 0);
+	assert_int_equal(api_order_body_parse(body, strlen(body), &ob, &slug, detail), 0);
 	assert_int_equal(ob.ob_amount, 1999);
 	assert_string_equal(ob.ob_currency, "EUR");
 	assert_true(ob.ob_has_customer_ref);
@@ -248,18 +248,66 @@ static void test_order_body_refusals_say_which_kind(void **state)
 			      "\"a\",\"quantity\":1,\"unit_amount\":1}]}";
 	struct api_order_body ob;
 	const char *slug = NULL;
-	const char *detail = NULL;
+	char detail[API_DETAIL_MAX];
 	size_t i;
 
 	for (i = 0; i < sizeof(malformed) / sizeof(malformed[0]); i++) {
-		assert_int_equal(api_order_body_parse(malformed[i], strlen(malformed[i]), &ob, &slug,
-						      &detail),
-				 -1);
+		assert_int_equal(api_order_body_parse(malformed[i], strlen(malformed[i]), &ob,
+		                                      &slug, detail),
+		                 -1);
 		assert_string_equal(slug, "malformed_json");
 	}
-	assert_int_equal(api_order_body_parse(invalid, strlen(invalid), &ob, &slug, &detail), -1);
+	assert_int_equal(api_order_body_parse(invalid, strlen(invalid), &ob, &slug, detail), -1);
 	assert_string_equal(slug, "invalid_order");
 	assert_non_null(strstr(detail, "sum"));
+}
+
+/* A refusal says what is wrong with the body, as the client can act on it:
+ * the JSON reader's reason, the nesting limit, an unknown field's name
+ * (cut short, at a character boundary, when it is long). */
+static void test_order_body_refusals_name_what_is_wrong(void **state)
+{
+	static const struct {
+		const char *body;
+		const char *slug;
+		const char *part;
+	} cases[] = {
+	        {"{\"amount\":1e400,\"currency\":\"eur\"}", "malformed_json",
+	         "number out of range"},
+	        {"{\"amount\":1,\"amount\":1999,\"currency\":\"eur\"}", "malformed_json",
+	         "duplicate key"},
+	        {"{\"amount\":1999,\"currency\":\"eur\"} x", "malformed_json",
+	         "bytes after the JSON value"},
+	        {"{\"a\":[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]}", "malformed_json", "deeper than 16"},
+	        {"{\"amount\":1999,\"currency\":\"eur\",\"note\":\"x\"}", "invalid_order",
+	         "Unknown field \"note\"; allowed: amount, currency"},
+	        {"{\"amount\":1,\"currency\":\"eur\",\"line_items\":[{\"sku\":\"a\",\"quantity\":1,"
+	         "\"unit_amount\":1,\"colour\":\"red\"}]}",
+	         "invalid_order", "Unknown field \"colour\"; a line item has sku"},
+	};
+	/* 63 ASCII bytes, then e-acute (2 bytes) straddling the 64-byte cut. */
+	const char *long_name =
+	        "{\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\u00e9zzz\":1}";
+	struct api_order_body ob;
+	const char *slug = NULL;
+	char detail[API_DETAIL_MAX];
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(api_order_body_parse(cases[i].body, strlen(cases[i].body), &ob,
+		                                      &slug, detail),
+		                 -1);
+		assert_string_equal(slug, cases[i].slug);
+		if (strstr(detail, cases[i].part) == NULL) {
+			fail_msg("%s: detail \"%s\" does not say \"%s\"", cases[i].body, detail,
+			         cases[i].part);
+		}
+	}
+	assert_int_equal(api_order_body_parse(long_name, strlen(long_name), &ob, &slug, detail),
+	                 -1);
+	assert_string_equal(slug, "invalid_order");
+	assert_non_null(strstr(detail, "aaa\"...; allowed"));
+	assert_null(strstr(detail, "\xc3"));
 }
 
 /* A control character reaches the order only as a JSON escape (raw ones
@@ -280,18 +328,18 @@ static void test_order_body_refuses_control_characters_in_texts(void **state)
 	        "{\"amount\":100,\"currency\":\"eur\",\"customer_ref\":\"Zo\\u00ebs\\u00a0\"}";
 	struct api_order_body ob;
 	const char *slug = NULL;
-	const char *detail = NULL;
+	char detail[API_DETAIL_MAX];
 	size_t i;
 
 	for (i = 0; i < sizeof(invalid) / sizeof(invalid[0]); i++) {
 		assert_int_equal(
-		        api_order_body_parse(invalid[i], strlen(invalid[i]), &ob, &slug, &detail),
+		        api_order_body_parse(invalid[i], strlen(invalid[i]), &ob, &slug, detail),
 		        -1);
 		assert_string_equal(slug, "invalid_order");
 	}
-	assert_int_equal(api_order_body_parse(bad_utf8, strlen(bad_utf8), &ob, &slug, &detail), -1);
+	assert_int_equal(api_order_body_parse(bad_utf8, strlen(bad_utf8), &ob, &slug, detail), -1);
 	assert_string_equal(slug, "malformed_json");
-	assert_int_equal(api_order_body_parse(ok, strlen(ok), &ob, &slug, &detail), 0);
+	assert_int_equal(api_order_body_parse(ok, strlen(ok), &ob, &slug, detail), 0);
 	assert_string_equal(ob.ob_customer_ref, "Zo\xc3\xabs\xc2\xa0");
 }
 
@@ -370,6 +418,7 @@ int main(void)
 	        cmocka_unit_test(test_canonical_json_refuses_nesting_past_sixteen_levels),
 	        cmocka_unit_test(test_order_body_is_parsed_with_its_fingerprint),
 	        cmocka_unit_test(test_order_body_refusals_say_which_kind),
+	        cmocka_unit_test(test_order_body_refusals_name_what_is_wrong),
 	        cmocka_unit_test(test_order_body_refuses_control_characters_in_texts),
 	        cmocka_unit_test(test_order_fields_check_applies_the_api_rules),
 	        cmocka_unit_test(test_order_ids_are_checked_for_shape),
