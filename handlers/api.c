@@ -302,7 +302,8 @@ static int api_settings_origins(void *arg, const char *value, int line)
 			        api_cf_name(as), line,
 			        o != NULL ? log_quote(q, sizeof(q), o) : "(out of memory)");
 			free(o);
-			return -1;
+			as->as_bad = 1; /* and the next origin read */
+			continue;
 		}
 		as->as_origins[as->as_n_origins] = strndup(p, n);
 		if (as->as_origins[as->as_n_origins] == NULL) {
