@@ -71,8 +71,10 @@ static void alipay_destroy(void *state)
 struct alipay_load_ctx {
 	const struct provider_conf *lc_pc;
 	struct alipay_state *lc_st;
+	int lc_bad; /* a line was refused (logged); the next ones are read all the same */
 };
 
+/* One public_key line; a bad one is logged and the next one read. */
 static int alipay_load_key(void *arg, const char *value, int line)
 {
 	struct alipay_load_ctx *ctx = arg;
@@ -87,7 +89,10 @@ static int alipay_load_key(void *arg, const char *value, int line)
 	}
 	/* A public key is not a secret: the console's base64 text may stand inline. */
 	if (provider_secret_resolve(ctx->lc_pc, "public_key", value, &text, &len) < 0) {
-		return -1;
+		log_err("provider %s: line %d: public_key cannot be read", ctx->lc_pc->pc_name,
+		        line);
+		ctx->lc_bad = 1;
+		return 0;
 	}
 	st->as_keys[st->as_n_keys] = crypto_pubkey_load(text, len);
 	free(text);
@@ -95,7 +100,8 @@ static int alipay_load_key(void *arg, const char *value, int line)
 		log_err("provider %s: line %d: public_key is not an Alipay public key (base64 or "
 		        "PEM)",
 		        ctx->lc_pc->pc_name, line);
-		return -1;
+		ctx->lc_bad = 1;
+		return 0;
 	}
 	st->as_n_keys++;
 	return 0;
@@ -104,34 +110,45 @@ static int alipay_load_key(void *arg, const char *value, int line)
 static int alipay_create(const struct provider_conf *pc, void **ret_state)
 {
 	struct alipay_state *st = calloc(1, sizeof(*st));
-	struct alipay_load_ctx ctx = {pc, st};
+	struct alipay_load_ctx ctx = {pc, st, 0};
 	const char *app_id;
 	const char *seller_id;
 	const char *currency;
+	int keys_read = 1;
+	int rc = 0;
 
 	if (st == NULL) {
 		return -1;
 	}
-	if (pc->pc_section == NULL ||
-	    config_section_each(pc->pc_section, "public_key", alipay_load_key, &ctx) != 0) {
+	if (pc->pc_section == NULL) {
 		goto fail;
+	}
+	/* Every key checked whatever the others hold, each problem logged;
+	 * "are needed" for public_key only when its every line was read (a
+	 * refused line is not a missing one). */
+	if (config_section_each(pc->pc_section, "public_key", alipay_load_key, &ctx) != 0 ||
+	    ctx.lc_bad) {
+		keys_read = 0;
+		rc = -1;
 	}
 	app_id = config_section_get(pc->pc_section, "app_id");
 	seller_id = config_section_get(pc->pc_section, "seller_id");
 	currency = config_section_get(pc->pc_section, "currency");
-	if (st->as_n_keys == 0 || app_id == NULL || app_id[0] == '\0') {
+	if ((keys_read && st->as_n_keys == 0) || app_id == NULL || app_id[0] == '\0') {
 		log_err("provider %s: app_id and public_key (the Alipay public key) are needed",
 		        pc->pc_name);
-		goto fail;
+		rc = -1;
 	}
 	if (money_currency_normalize(currency != NULL ? currency : "CNY", st->as_currency) < 0) {
 		log_err("provider %s: currency: expected a three-letter ISO 4217 code",
 		        pc->pc_name);
-		goto fail;
+		rc = -1;
 	}
-	st->as_app_id = strdup(app_id);
-	if (st->as_app_id == NULL) {
-		goto fail;
+	if (app_id != NULL) {
+		st->as_app_id = strdup(app_id);
+		if (st->as_app_id == NULL) {
+			goto fail;
+		}
 	}
 	if (seller_id != NULL) {
 		st->as_seller_id = strdup(seller_id);
@@ -139,8 +156,13 @@ static int alipay_create(const struct provider_conf *pc, void **ret_state)
 			goto fail;
 		}
 	}
-	if (provider_privkey_load(pc, "app_private_key", &st->as_app_key) < 0 ||
-	    provider_base_url(pc, "gateway_url", ALIPAY_GATEWAY_DEFAULT, &st->as_gateway) < 0) {
+	if (provider_privkey_load(pc, "app_private_key", &st->as_app_key) < 0) {
+		rc = -1;
+	}
+	if (provider_base_url(pc, "gateway_url", ALIPAY_GATEWAY_DEFAULT, &st->as_gateway) < 0) {
+		rc = -1;
+	}
+	if (rc < 0) {
 		goto fail;
 	}
 	*ret_state = st;

@@ -73,10 +73,12 @@ static void wechatpay_destroy(void *state)
 struct wechatpay_load_ctx {
 	const struct provider_conf *lc_pc;
 	struct wechatpay_state *lc_st;
+	int lc_bad; /* a line was refused (logged); the next ones are read all the same */
 };
 
 /* "SERIAL SPEC": the serial WeChat Pay sends in Wechatpay-Serial, then where
- * the PEM public key or certificate is (file:, credential:, env:). */
+ * the PEM public key or certificate is (file:, credential:, env:). A bad
+ * line is logged and the next one read. */
 static int wechatpay_load_key(void *arg, const char *value, int line)
 {
 	struct wechatpay_load_ctx *ctx = arg;
@@ -96,10 +98,13 @@ static int wechatpay_load_key(void *arg, const char *value, int line)
 	if (n == 0 || n > WECHATPAY_SERIAL_MAX || spec[0] == '\0') {
 		log_err("provider %s: line %d: platform_key needs \"SERIAL file:/path/to/key.pem\"",
 		        name, line);
-		return -1;
+		ctx->lc_bad = 1;
+		return 0;
 	}
 	if (provider_secret_resolve(ctx->lc_pc, "platform_key", spec, &text, &len) < 0) {
-		return -1;
+		log_err("provider %s: line %d: platform_key cannot be read", name, line);
+		ctx->lc_bad = 1;
+		return 0;
 	}
 	k = &st->ws_keys[st->ws_n_keys];
 	k->wk_key = crypto_pubkey_load(text, len);
@@ -107,7 +112,8 @@ static int wechatpay_load_key(void *arg, const char *value, int line)
 	if (k->wk_key == NULL) {
 		log_err("provider %s: line %d: platform_key is not a PEM public key or certificate",
 		        name, line);
-		return -1;
+		ctx->lc_bad = 1;
+		return 0;
 	}
 	k->wk_serial = strndup(value, n);
 	if (k->wk_serial == NULL) {
@@ -210,62 +216,78 @@ static int wechatpay_merchant_ok(const struct wechatpay_state *st, const cJSON *
 }
 
 /* Reconciliation's keys: merchant_key and merchant_serial go together,
- * and a query names the direct merchant (mchid). */
+ * and a query names the direct merchant (mchid). Each key checked whatever
+ * the others hold; whether the two go together only when merchant_key was
+ * read (a refused one is not "missing"). */
 static int wechatpay_reconcile_load(const struct provider_conf *pc, struct wechatpay_state *st)
 {
 	const char *serial = config_section_get(pc->pc_section, "merchant_serial");
+	int rc = 0;
 
-	if (provider_privkey_load(pc, "merchant_key", &st->ws_merchant_key) < 0 ||
-	    provider_base_url(pc, "api_base_url", WECHATPAY_API_BASE_DEFAULT, &st->ws_api_base) <
-	            0) {
-		return -1;
-	}
-	if ((st->ws_merchant_key != NULL) != (serial != NULL)) {
+	if (provider_privkey_load(pc, "merchant_key", &st->ws_merchant_key) < 0) {
+		rc = -1;
+	} else if ((st->ws_merchant_key != NULL) != (serial != NULL)) {
 		log_err("provider %s: merchant_key and merchant_serial (the serial of the merchant "
 		        "API certificate) go together",
 		        pc->pc_name);
-		return -1;
+		rc = -1;
+	}
+	if (provider_base_url(pc, "api_base_url", WECHATPAY_API_BASE_DEFAULT, &st->ws_api_base) <
+	    0) {
+		rc = -1;
 	}
 	if (serial != NULL && (serial[0] == '\0' || strlen(serial) > WECHATPAY_SERIAL_MAX ||
 	                       strpbrk(serial, "\" \t") != NULL)) {
 		log_err("provider %s: merchant_serial: expected the certificate's serial number",
 		        pc->pc_name);
-		return -1;
-	}
-	if (serial != NULL) {
+		rc = -1;
+	} else if (serial != NULL) {
 		st->ws_merchant_serial = strdup(serial);
 		if (st->ws_merchant_serial == NULL) {
-			return -1;
+			rc = -1;
 		}
 	}
-	return 0;
+	return rc;
 }
 
 static int wechatpay_create(const struct provider_conf *pc, void **ret_state)
 {
 	struct wechatpay_state *st = calloc(1, sizeof(*st));
-	struct wechatpay_load_ctx ctx = {pc, st};
+	struct wechatpay_load_ctx ctx = {pc, st, 0};
 	const char *mchid;
+	int keys_read = 1;
+	int apiv3_read = 1;
+	int rc = 0;
 	size_t i;
 
 	if (st == NULL) {
 		return -1;
 	}
-	if (pc->pc_section == NULL ||
-	    config_section_each(pc->pc_section, "platform_key", wechatpay_load_key, &ctx) != 0 ||
-	    provider_secrets_load(pc, "apiv3_key", &st->ws_apiv3) < 0) {
+	if (pc->pc_section == NULL) {
 		goto fail;
 	}
-	if (st->ws_n_keys == 0 || st->ws_apiv3.ps_n == 0) {
+	/* Every key checked whatever the others hold, each problem logged;
+	 * "are needed" only for a list whose every line was read (a refused
+	 * line is not a missing one). */
+	if (config_section_each(pc->pc_section, "platform_key", wechatpay_load_key, &ctx) != 0 ||
+	    ctx.lc_bad) {
+		keys_read = 0;
+		rc = -1;
+	}
+	if (provider_secrets_load(pc, "apiv3_key", &st->ws_apiv3) < 0) {
+		apiv3_read = 0;
+		rc = -1;
+	}
+	if ((keys_read && st->ws_n_keys == 0) || (apiv3_read && st->ws_apiv3.ps_n == 0)) {
 		log_err("provider %s: platform_key (SERIAL and key file) and apiv3_key are needed",
 		        pc->pc_name);
-		goto fail;
+		rc = -1;
 	}
 	for (i = 0; i < st->ws_apiv3.ps_n; i++) {
 		if (st->ws_apiv3.ps_items[i].ps_len != WECHATPAY_APIV3_KEY_LEN) {
 			log_err("provider %s: apiv3_key #%zu is not %d bytes", pc->pc_name, i + 1,
 			        WECHATPAY_APIV3_KEY_LEN);
-			goto fail;
+			rc = -1;
 		}
 	}
 	mchid = config_section_get(pc->pc_section, "mchid");
@@ -275,7 +297,13 @@ static int wechatpay_create(const struct provider_conf *pc, void **ret_state)
 			goto fail;
 		}
 	}
-	if (wechatpay_partner_load(pc, st) < 0 || wechatpay_reconcile_load(pc, st) < 0) {
+	if (wechatpay_partner_load(pc, st) < 0) {
+		rc = -1;
+	}
+	if (wechatpay_reconcile_load(pc, st) < 0) {
+		rc = -1;
+	}
+	if (rc < 0) {
 		goto fail;
 	}
 	*ret_state = st;

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "buf.h"
+#include "crypto.h"
 #include "fixtures.h"
 #include "peer.h"
 
@@ -554,10 +555,13 @@ static void test_every_problem_of_a_file_is_named_in_one_run(void **state)
 	daemon_finish(&d);
 }
 
-/* Two problems in each of several sections (lines 21-68, after the
+/* Two problems in each of several sections (lines 21-88, after the
  * harness's 14 and FX_STRIPE_INI's 6), and lists with two bad entries
  * each: a section's check goes on past its first bad key, a list past its
- * first bad entry. */
+ * first bad entry. The wechatpay and alipay sections hold a good key
+ * ($CC_PUB_ENV) among bad lines and keys, and a key that names a refused
+ * one (merchant_serial without a readable merchant_key). */
+#define CC_PUB_ENV "IDEMHOOK_CC_PUB"
 #define CC_SECTIONS_INI                                                                            \
 	"[server]\ntrusted_proxies = 10.0.0.0/8 bogus-a, bogus-b\n"                                \
 	"tls_cert = file:/nonexistent/cert.pem\ntls_key = file:/nonexistent/key.pem\n"             \
@@ -575,7 +579,17 @@ static void test_every_problem_of_a_file_is_named_in_one_run(void **state)
 	"[provider rotated]\ntype = stripe\nsecret = file:/nonexistent/s1\n"                       \
 	"secret = file:/nonexistent/s2\n"                                                          \
 	"[provider sw]\ntype = standard-webhooks\nsecret = whsec_!!\nsecret = whsec_??\n"          \
-	"[provider signed]\ntype = hmac\nsecret = abc\nalgorithm = md5\nencoding = octal\n"
+	"[provider signed]\ntype = hmac\nsecret = abc\nalgorithm = md5\nencoding = octal\n"        \
+	"[provider wx]\ntype = wechatpay\nplatform_key = S0 env:" CC_PUB_ENV "\n"                  \
+	"platform_key = S1 file:/nonexistent/wx1.pem\nplatform_key = S2\n"                         \
+	"apiv3_key = 0123456789abcdef0123456789abcdef\napiv3_key = short\nmchid = 1900000001\n"    \
+	"merchant_key = file:/nonexistent/merchant.pem\n"                                          \
+	"merchant_serial = 5157F09EFDC096DE15EBE81A47057A72\n"                                     \
+	"api_base_url = http://api.mch.example\n"                                                  \
+	"[provider ali]\ntype = alipay\napp_id = 2021000000000000\n"                               \
+	"public_key = env:" CC_PUB_ENV "\npublic_key = file:/nonexistent/ali.pem\n"                \
+	"public_key = not-a-key\ncurrency = yuan\napp_private_key = file:/nonexistent/app.pem\n"   \
+	"gateway_url = https://openapi.alipay.example/gateway.do?x=1\n"
 
 /* What CC_SECTIONS_INI's problems log; those from CC_SECTIONS_WANT_SHAPE
  * on only where the secrets are read and [console] checked (serve, a
@@ -613,6 +627,24 @@ static const char *const cc_sections_want[] = {
         "provider sw: secret #2 is not whsec_ followed by base64",
         "provider signed: algorithm: expected sha256 or sha512",
         "provider signed: encoding: expected hex or base64",
+        "provider wx: line 72: platform_key cannot be read",
+        "provider wx: line 73: platform_key needs \"SERIAL file:/path/to/key.pem\"",
+        "provider wx: apiv3_key #2 is not 32 bytes",
+        "provider wx: merchant_key: cannot read the value",
+        "provider wx: api_base_url: ",
+        "provider ali: line 84: public_key cannot be read",
+        "provider ali: line 85: public_key is not an Alipay public key",
+        "provider ali: currency: expected a three-letter ISO 4217 code",
+        "provider ali: app_private_key: cannot read the value",
+        "provider ali: gateway_url: expected an https:// URL",
+};
+
+/* What CC_SECTIONS_INI must not log: a check of a key against a refused
+ * one, or a refused list's line taken for a missing key. */
+static const char *const cc_sections_unwanted[] = {
+        "provider wx: merchant_key and merchant_serial",
+        "provider wx: platform_key (SERIAL and key file) and apiv3_key are needed",
+        "provider ali: app_id and public_key",
 };
 #define CC_SECTIONS_WANT_SHAPE 17 /* what a command that reads no secret logs */
 
@@ -625,6 +657,12 @@ static void cc_assert_sections(const char *out, size_t n)
 			print_error("wanted \"%s\" in:\n%s\n", cc_sections_want[i], out);
 		}
 		assert_non_null(strstr(out, cc_sections_want[i]));
+	}
+	for (i = 0; i < sizeof(cc_sections_unwanted) / sizeof(cc_sections_unwanted[0]); i++) {
+		if (strstr(out, cc_sections_unwanted[i]) != NULL) {
+			print_error("did not want \"%s\" in:\n%s\n", cc_sections_unwanted[i], out);
+		}
+		assert_null(strstr(out, cc_sections_unwanted[i]));
 	}
 }
 
@@ -643,8 +681,16 @@ static void test_every_bad_key_and_list_entry_of_a_section_is_named_in_one_run(v
 	char *text;
 	struct buf b;
 	size_t head_len;
+	char *priv_pem = NULL;
+	char *pub_pem = NULL;
 
 	(void)state;
+	/* The good platform_key and public_key lines: a public key that
+	 * serve and the reloaded daemon read from their environment. */
+	assert_int_equal(crypto_rsa_generate(1024, &priv_pem, &pub_pem), 0);
+	assert_int_equal(setenv(CC_PUB_ENV, pub_pem, 1), 0);
+	free(priv_pem);
+	free(pub_pem);
 	assert_int_equal(daemon_init(&d, FX_STRIPE_INI CC_SECTIONS_INI), 0);
 	assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, serve, &out), 78);
 	cc_assert_sections(out, n);
@@ -675,6 +721,7 @@ static void test_every_bad_key_and_list_entry_of_a_section_is_named_in_one_run(v
 	cc_still_serves(&d, "evt_cc_sections");
 	free(good);
 	daemon_finish(&d);
+	unsetenv(CC_PUB_ENV);
 }
 
 /* Files in the capture spool dir (its day directories one level down). */
