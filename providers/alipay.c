@@ -88,7 +88,7 @@ static int alipay_load_key(void *arg, const char *value, int line)
 		return -1;
 	}
 	/* A public key is not a secret: the console's base64 text may stand inline. */
-	if (provider_secret_resolve(ctx->lc_pc, "public_key", value, &text, &len) < 0) {
+	if (provider_public_resolve(ctx->lc_pc, "public_key", value, &text, &len) < 0) {
 		log_err("provider %s: line %d: public_key cannot be read", ctx->lc_pc->pc_name,
 		        line);
 		ctx->lc_bad = 1;

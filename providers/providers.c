@@ -134,8 +134,10 @@ int provider_refusal(const struct provider_conf *pc, int status, const char *slu
 
 /* ---- secrets ---- */
 
-int provider_secret_resolve(const struct provider_conf *pc, const char *key, const char *value,
-                            char **ret, size_t *ret_len)
+/* provider_secret_resolve, and for a public key (secret 0) without the
+ * warning about a value written in the file: a public key may stand there. */
+static int provider_value_resolve(const struct provider_conf *pc, const char *key,
+                                  const char *value, int secret, char **ret, size_t *ret_len)
 {
 	const char *name = pc->pc_name != NULL ? pc->pc_name : "?";
 	char *copy;
@@ -148,7 +150,7 @@ int provider_secret_resolve(const struct provider_conf *pc, const char *key, con
 		}
 		return 0;
 	}
-	if (strcmp(value, CONFIG_DEMO_STRIPE_SECRET) != 0) {
+	if (secret && strcmp(value, CONFIG_DEMO_STRIPE_SECRET) != 0) {
 		log_warn("provider %s: %s is written literally in the config file, where whoever "
 		         "reads the file (a backup, a diff) reads it too; use credential:, file: "
 		         "or env:",
@@ -163,10 +165,23 @@ int provider_secret_resolve(const struct provider_conf *pc, const char *key, con
 	return 0;
 }
 
+int provider_secret_resolve(const struct provider_conf *pc, const char *key, const char *value,
+                            char **ret, size_t *ret_len)
+{
+	return provider_value_resolve(pc, key, value, 1, ret, ret_len);
+}
+
+int provider_public_resolve(const struct provider_conf *pc, const char *key, const char *value,
+                            char **ret, size_t *ret_len)
+{
+	return provider_value_resolve(pc, key, value, 0, ret, ret_len);
+}
+
 struct provider_secrets_ctx {
 	const struct provider_conf *sc_pc;
 	const char *sc_key;
 	struct provider_secrets *sc_out;
+	int sc_secret; /* 0: public keys (provider_publics_load) */
 	int sc_bad; /* a line was refused (logged); the next ones are read all the same */
 };
 
@@ -182,7 +197,8 @@ static int provider_secrets_one(void *arg, const char *value, int line)
 		        line, PROVIDER_SECRETS_MAX, ctx->sc_key);
 		return -1;
 	}
-	if (provider_secret_resolve(ctx->sc_pc, ctx->sc_key, value, &data, &len) < 0) {
+	if (provider_value_resolve(ctx->sc_pc, ctx->sc_key, value, ctx->sc_secret, &data, &len) <
+	    0) {
 		log_err("provider %s: line %d: %s cannot be read", ctx->sc_pc->pc_name, line,
 		        ctx->sc_key);
 		ctx->sc_bad = 1;
@@ -201,10 +217,10 @@ static int provider_secrets_one(void *arg, const char *value, int line)
 	return 0;
 }
 
-int provider_secrets_load(const struct provider_conf *pc, const char *key,
-                          struct provider_secrets *ret)
+static int provider_values_load(const struct provider_conf *pc, const char *key, int secret,
+                                struct provider_secrets *ret)
 {
-	struct provider_secrets_ctx ctx = {pc, key, ret, 0};
+	struct provider_secrets_ctx ctx = {pc, key, ret, secret, 0};
 
 	/* Every line read, each bad one logged: all of them in one run. */
 	memset(ret, 0, sizeof(*ret));
@@ -217,6 +233,18 @@ int provider_secrets_load(const struct provider_conf *pc, const char *key,
 		return -1;
 	}
 	return 0;
+}
+
+int provider_secrets_load(const struct provider_conf *pc, const char *key,
+                          struct provider_secrets *ret)
+{
+	return provider_values_load(pc, key, 1, ret);
+}
+
+int provider_publics_load(const struct provider_conf *pc, const char *key,
+                          struct provider_secrets *ret)
+{
+	return provider_values_load(pc, key, 0, ret);
 }
 
 void provider_secrets_finish(struct provider_secrets *s)

@@ -33,9 +33,18 @@ struct provider_secrets {
 int provider_secret_resolve(const struct provider_conf *pc, const char *key, const char *value,
                             char **ret, size_t *ret_len);
 
+/* The same for a public key: a value written in the file is not warned
+ * about. */
+int provider_public_resolve(const struct provider_conf *pc, const char *key, const char *value,
+                            char **ret, size_t *ret_len);
+
 /* Loads every occurrence of key in the instance's section, in file order.
  * Returns 0 (possibly with none) or -1 (logged, naming the key). */
 int provider_secrets_load(const struct provider_conf *pc, const char *key,
+                          struct provider_secrets *ret);
+
+/* The same for public keys (provider_public_resolve). */
+int provider_publics_load(const struct provider_conf *pc, const char *key,
                           struct provider_secrets *ret);
 
 /* Wipes and frees the secrets; leaves the set empty. */

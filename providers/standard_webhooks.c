@@ -89,7 +89,7 @@ static int standard_webhooks_create(const struct provider_conf *pc, void **ret_s
 	    standard_webhooks_decode_keys(pc, "secret", "whsec_", &st->sw_secrets, 0) < 0) {
 		rc = -1;
 	}
-	if (provider_secrets_load(pc, "public_key", &st->sw_public) < 0 ||
+	if (provider_publics_load(pc, "public_key", &st->sw_public) < 0 ||
 	    standard_webhooks_decode_keys(pc, "public_key", "whpk_", &st->sw_public,
 	                                  SW_ED25519_KEY_LEN) < 0) {
 		rc = -1;

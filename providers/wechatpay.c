@@ -101,7 +101,7 @@ static int wechatpay_load_key(void *arg, const char *value, int line)
 		ctx->lc_bad = 1;
 		return 0;
 	}
-	if (provider_secret_resolve(ctx->lc_pc, "platform_key", spec, &text, &len) < 0) {
+	if (provider_public_resolve(ctx->lc_pc, "platform_key", spec, &text, &len) < 0) {
 		log_err("provider %s: line %d: platform_key cannot be read", name, line);
 		ctx->lc_bad = 1;
 		return 0;

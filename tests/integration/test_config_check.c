@@ -724,6 +724,21 @@ static void test_every_bad_key_and_list_entry_of_a_section_is_named_in_one_run(v
 	unsetenv(CC_PUB_ENV);
 }
 
+/* A public key written in the file is no secret: no warning about it,
+ * while a secret written there is still warned about. */
+static void test_a_public_key_written_in_the_file_is_not_warned_about(void **state)
+{
+	struct daemon d;
+
+	(void)state;
+	fx_daemon_start(&d, FX_STRIPE_INI
+	                "[provider sw]\ntype = standard-webhooks\n"
+	                "public_key = whpk_AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=\n");
+	assert_true(cc_log_count(&d, "<4>provider stripe: secret is written literally") >= 1);
+	assert_int_equal(cc_log_count(&d, "public_key is written literally"), 0);
+	daemon_finish(&d);
+}
+
 /* Files in the capture spool dir (its day directories one level down). */
 static int cc_spool_files(const char *dir)
 {
@@ -989,6 +1004,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_serve_refuses_a_bad_section_before_opening_the_database),
 	        cmocka_unit_test(test_a_cors_origin_no_browser_sends_is_refused),
+	        cmocka_unit_test(test_a_public_key_written_in_the_file_is_not_warned_about),
 	        cmocka_unit_test(test_a_second_serve_on_a_running_database_gets_the_config_error),
 	        cmocka_unit_test(test_listen_must_be_a_numeric_address_with_file_line_and_key),
 	        cmocka_unit_test(test_port_files_must_be_writable_where_they_are_named),
