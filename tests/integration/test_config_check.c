@@ -495,21 +495,40 @@ static const char *const cc_multi_want[] = {
 };
 #define CC_MULTI_WANT_SHAPE 4 /* what a command that reads no secret logs */
 
-static void cc_assert_all(const char *out, size_t n)
+/* What one run must name: want[0..n) (a command that reads no secret:
+ * want[0..n_shape)), and none of unwanted. */
+struct cc_named {
+	const char *const *cn_want;
+	size_t cn_n;
+	size_t cn_n_shape;
+	const char *const *cn_unwanted;
+	size_t cn_n_unwanted;
+};
+
+static void cc_assert_named(const char *out, const struct cc_named *cn, size_t n)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++) {
-		if (strstr(out, cc_multi_want[i]) == NULL) {
-			print_error("wanted \"%s\" in:\n%s\n", cc_multi_want[i], out);
+		if (strstr(out, cn->cn_want[i]) == NULL) {
+			print_error("wanted \"%s\" in:\n%s\n", cn->cn_want[i], out);
 		}
-		assert_non_null(strstr(out, cc_multi_want[i]));
+		assert_non_null(strstr(out, cn->cn_want[i]));
+	}
+	for (i = 0; i < cn->cn_n_unwanted; i++) {
+		if (strstr(out, cn->cn_unwanted[i]) != NULL) {
+			print_error("did not want \"%s\" in:\n%s\n", cn->cn_unwanted[i], out);
+		}
+		assert_null(strstr(out, cn->cn_unwanted[i]));
 	}
 }
 
-/* Every problem of the file in one run, from serve, a command and a
- * reload: fixing one never just reveals the next. */
-static void test_every_problem_of_a_file_is_named_in_one_run(void **state)
+/* The file of FX_STRIPE_INI and extra: serve refuses it (78, no
+ * database) and a command that reads no secret (stats) too, each naming
+ * what cn says in one run; a daemon started on FX_STRIPE_INI alone and
+ * reloaded with it logs them all, keeps its configuration and still
+ * serves (a payment of key evt). */
+static void cc_named_in_one_run(const char *extra, const struct cc_named *cn, const char *evt)
 {
 	struct daemon d;
 	const char *stats[] = {"-c", d.dm_config, "stats", NULL};
@@ -521,15 +540,13 @@ static void test_every_problem_of_a_file_is_named_in_one_run(void **state)
 	struct buf b;
 	size_t head_len;
 
-	(void)state;
-	assert_int_equal(daemon_init(&d, FX_STRIPE_INI CC_MULTI_INI), 0);
+	assert_int_equal(daemon_init(&d, extra), 0);
 	assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, serve, &out), 78);
-	cc_assert_all(out, sizeof(cc_multi_want) / sizeof(cc_multi_want[0]));
-	assert_null(strstr(out, "no [provider NAME] section"));
+	cc_assert_named(out, cn, cn->cn_n);
 	assert_int_equal(stat(d.dm_db, &st), -1);
 	free(out);
 	assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, stats, &out), 78);
-	cc_assert_all(out, CC_MULTI_WANT_SHAPE);
+	cc_assert_named(out, cn, cn->cn_n_shape);
 	free(out);
 	daemon_finish(&d);
 
@@ -539,20 +556,33 @@ static void test_every_problem_of_a_file_is_named_in_one_run(void **state)
 	assert_non_null(good);
 	head_len = (size_t)(strstr(good, "admin_port\n\n") - good) + strlen("admin_port\n\n");
 	buf_init(&b, 0);
-	buf_printf(&b, "%.*s%s", (int)head_len, good, FX_STRIPE_INI CC_MULTI_INI);
+	buf_printf(&b, "%.*s%s", (int)head_len, good, extra);
 	assert_int_equal(daemon_write_file(&d, "idemhook.ini", b.buf_data), 0);
 	buf_finish(&b);
 	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
 	cc_wait_log(&d, "is not valid (above: file, line and key); keeping", 1);
 	text = hn_read_file(d.dm_log);
 	assert_non_null(text);
-	cc_assert_all(text, sizeof(cc_multi_want) / sizeof(cc_multi_want[0]));
+	cc_assert_named(text, cn, cn->cn_n);
 	free(text);
 	assert_true(cc_metric(&d, "idemhook_config_last_reload_successful 0\n"));
 	assert_true(cc_metric(&d, "idemhook_config_generation 1\n"));
-	cc_still_serves(&d, "evt_cc_multi");
+	cc_still_serves(&d, evt);
 	free(good);
 	daemon_finish(&d);
+}
+
+/* Every problem of the file in one run, from serve, a command and a
+ * reload: fixing one never just reveals the next. */
+static void test_every_problem_of_a_file_is_named_in_one_run(void **state)
+{
+	static const char *const unwanted[] = {"no [provider NAME] section"};
+	const struct cc_named cn = {cc_multi_want, sizeof(cc_multi_want) / sizeof(cc_multi_want[0]),
+	                            CC_MULTI_WANT_SHAPE, unwanted,
+	                            sizeof(unwanted) / sizeof(unwanted[0])};
+
+	(void)state;
+	cc_named_in_one_run(FX_STRIPE_INI CC_MULTI_INI, &cn, "evt_cc_multi");
 }
 
 /* Two problems in each of several sections (lines 21-88, after the
@@ -648,39 +678,15 @@ static const char *const cc_sections_unwanted[] = {
 };
 #define CC_SECTIONS_WANT_SHAPE 17 /* what a command that reads no secret logs */
 
-static void cc_assert_sections(const char *out, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		if (strstr(out, cc_sections_want[i]) == NULL) {
-			print_error("wanted \"%s\" in:\n%s\n", cc_sections_want[i], out);
-		}
-		assert_non_null(strstr(out, cc_sections_want[i]));
-	}
-	for (i = 0; i < sizeof(cc_sections_unwanted) / sizeof(cc_sections_unwanted[0]); i++) {
-		if (strstr(out, cc_sections_unwanted[i]) != NULL) {
-			print_error("did not want \"%s\" in:\n%s\n", cc_sections_unwanted[i], out);
-		}
-		assert_null(strstr(out, cc_sections_unwanted[i]));
-	}
-}
-
 /* Every problem of every section in one run, from serve, a command and a
  * reload: a checker never stops at its section's first bad key, nor a list
  * at its first bad entry. */
 static void test_every_bad_key_and_list_entry_of_a_section_is_named_in_one_run(void **state)
 {
-	struct daemon d;
-	const char *stats[] = {"-c", d.dm_config, "stats", NULL};
-	const char *serve[] = {"-c", d.dm_config, "serve", NULL};
-	const size_t n = sizeof(cc_sections_want) / sizeof(cc_sections_want[0]);
-	struct stat st;
-	char *good;
-	char *out = NULL;
-	char *text;
-	struct buf b;
-	size_t head_len;
+	const struct cc_named cn = {cc_sections_want,
+	                            sizeof(cc_sections_want) / sizeof(cc_sections_want[0]),
+	                            CC_SECTIONS_WANT_SHAPE, cc_sections_unwanted,
+	                            sizeof(cc_sections_unwanted) / sizeof(cc_sections_unwanted[0])};
 	char *priv_pem = NULL;
 	char *pub_pem = NULL;
 
@@ -691,36 +697,7 @@ static void test_every_bad_key_and_list_entry_of_a_section_is_named_in_one_run(v
 	assert_int_equal(setenv(CC_PUB_ENV, pub_pem, 1), 0);
 	free(priv_pem);
 	free(pub_pem);
-	assert_int_equal(daemon_init(&d, FX_STRIPE_INI CC_SECTIONS_INI), 0);
-	assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, serve, &out), 78);
-	cc_assert_sections(out, n);
-	assert_int_equal(stat(d.dm_db, &st), -1);
-	free(out);
-	assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, stats, &out), 78);
-	cc_assert_sections(out, CC_SECTIONS_WANT_SHAPE);
-	free(out);
-	daemon_finish(&d);
-
-	/* A reload: all of them logged, the running configuration kept. */
-	fx_daemon_start(&d, FX_STRIPE_INI);
-	good = hn_read_file(d.dm_config);
-	assert_non_null(good);
-	head_len = (size_t)(strstr(good, "admin_port\n\n") - good) + strlen("admin_port\n\n");
-	buf_init(&b, 0);
-	buf_printf(&b, "%.*s%s", (int)head_len, good, FX_STRIPE_INI CC_SECTIONS_INI);
-	assert_int_equal(daemon_write_file(&d, "idemhook.ini", b.buf_data), 0);
-	buf_finish(&b);
-	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
-	cc_wait_log(&d, "is not valid (above: file, line and key); keeping", 1);
-	text = hn_read_file(d.dm_log);
-	assert_non_null(text);
-	cc_assert_sections(text, n);
-	free(text);
-	assert_true(cc_metric(&d, "idemhook_config_last_reload_successful 0\n"));
-	assert_true(cc_metric(&d, "idemhook_config_generation 1\n"));
-	cc_still_serves(&d, "evt_cc_sections");
-	free(good);
-	daemon_finish(&d);
+	cc_named_in_one_run(FX_STRIPE_INI CC_SECTIONS_INI, &cn, "evt_cc_sections");
 	unsetenv(CC_PUB_ENV);
 }
 
