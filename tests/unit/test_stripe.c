@@ -249,6 +249,30 @@ static void test_stripe_rejects_a_body_changed_by_one_byte(void **state)
 	pt_instance_destroy(&pi);
 }
 
+/* Each of the n signed bodies is refused with 400 and its reason
+ * (reasons NULL: malformed_body), no event taken. */
+static void assert_bodies_refused(const char *const *bodies, const char *const *reasons, size_t n)
+{
+	struct pt_instance pi;
+	struct event_batch b;
+	struct provider_verdict v;
+	size_t i;
+
+	make_instance(&pi);
+	for (i = 0; i < n; i++) {
+		memset(&b, 0, sizeof(b));
+		memset(&v, 0, sizeof(v));
+		if (receive_signed(&pi, bodies[i], SECRET_A, NOW, NOW, &b, &v) != -1) {
+			fail_msg("body %zu taken: amount %lld", i,
+			         b.eb_n > 0 ? (long long)b.eb_events[0].ev_amount : -1LL);
+		}
+		assert_int_equal(v.pv_status, 400);
+		assert_string_equal(v.pv_reason, reasons != NULL ? reasons[i] : "malformed_body");
+		assert_int_equal(b.eb_n, 0);
+	}
+	pt_instance_destroy(&pi);
+}
+
 static void test_stripe_rejects_signed_bodies_that_are_not_events(void **state)
 {
 	const char *bodies[] = {"not json",
@@ -263,20 +287,9 @@ static void test_stripe_rejects_signed_bodies_that_are_not_events(void **state)
 	const char *reasons[] = {"malformed_body", "malformed_body", "missing_key",
 	                         "malformed_body", "malformed_body", "malformed_body",
 	                         "malformed_body"};
-	struct pt_instance pi;
-	struct event_batch b;
-	struct provider_verdict v;
-	size_t i;
 
 	(void)state;
-	make_instance(&pi);
-	for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
-		assert_int_equal(receive_signed(&pi, bodies[i], SECRET_A, NOW, NOW, &b, &v), -1);
-		assert_int_equal(v.pv_status, 400);
-		assert_string_equal(v.pv_reason, reasons[i]);
-		assert_int_equal(b.eb_n, 0);
-	}
-	pt_instance_destroy(&pi);
+	assert_bodies_refused(bodies, reasons, sizeof(bodies) / sizeof(bodies[0]));
 }
 
 static void test_stripe_maps_checkout_session_completed_only_when_paid(void **state)
@@ -548,25 +561,9 @@ static void test_stripe_refuses_an_amount_given_as_a_string(void **state)
 	        "\"id\":\"ch_s4\",\"object\":\"charge\",\"amount\":1999,\"amount_refunded\":"
 	        "\"500\",\"currency\":\"usd\"}}}",
 	};
-	struct pt_instance pi;
-	struct event_batch b;
-	struct provider_verdict v;
-	size_t i;
 
 	(void)state;
-	make_instance(&pi);
-	for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++) {
-		memset(&b, 0, sizeof(b));
-		memset(&v, 0, sizeof(v));
-		if (receive_signed(&pi, bodies[i], SECRET_A, NOW, NOW, &b, &v) != -1) {
-			fail_msg("body %zu taken: amount %lld", i,
-			         b.eb_n > 0 ? (long long)b.eb_events[0].ev_amount : -1LL);
-		}
-		assert_int_equal(v.pv_status, 400);
-		assert_string_equal(v.pv_reason, "malformed_body");
-		assert_int_equal(b.eb_n, 0);
-	}
-	pt_instance_destroy(&pi);
+	assert_bodies_refused(bodies, NULL, sizeof(bodies) / sizeof(bodies[0]));
 }
 
 static void fingerprint_of(struct pt_instance *pi, const char *body,
