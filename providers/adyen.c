@@ -781,7 +781,6 @@ const struct provider provider_adyen = {
         .p_destroy = adyen_destroy,
         .p_receive = adyen_receive,
         .p_ack = adyen_ack,
-        .p_error = provider_problem,
         .p_sign = adyen_sign,
         .p_required_authorization = adyen_required_authorization,
         .p_simulate = adyen_simulate,

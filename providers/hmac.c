@@ -541,7 +541,6 @@ const struct provider provider_hmac = {
         .p_destroy = hmac_destroy,
         .p_receive = hmac_receive,
         .p_ack = hmac_ack,
-        .p_error = provider_problem,
         .p_sign = hmac_sign,
         .p_simulate = hmac_simulate,
         .p_reconcile_mode = hmac_reconcile_mode,

@@ -137,8 +137,9 @@ struct provider {
 	 * batch every item's ack is the same and is the batch's answer. */
 	int (*p_ack)(const struct provider_conf *pc, const struct event *ev, const struct event_outcome *out,
 		     struct reply *ret);
-	/* The answer for a refusal or transient failure (never stored), in the
-	 * provider's own format where it has one, else problem+json. */
+	/* Optional: the answer for a refusal or transient failure (never
+	 * stored) in the provider's own format. NULL for a provider without one:
+	 * its refusals are problem+json (provider_error). */
 	int (*p_error)(const struct provider_conf *pc, int status, const char *reason, const char *detail,
 		       struct reply *ret);
 	/* Optional: builds the authentication headers for body as the provider
@@ -201,9 +202,16 @@ struct config *provider_config_load_opts(const char *path, unsigned flags);
 /* NULL-terminated, alphabetized. */
 extern const struct provider *const provider_table[];
 
-/* Shared error answer: RFC 9457 problem+json. */
-int provider_problem(const struct provider_conf *pc, int status, const char *reason, const char *detail,
-		     struct reply *ret);
+/* The answer for a refusal or transient failure at pc's path (never
+ * stored): through p_error where the provider has a format of its own, else
+ * an RFC 9457 problem titled by its status. Returns 0, or -1 when out of
+ * memory. */
+int provider_error(const struct provider_conf *pc, int status, const char *reason,
+                   const char *detail, struct reply *ret);
+
+/* Whether pc's provider answers refusals in a format of its own (p_error):
+ * 1, or 0 for problem+json. */
+int provider_has_format(const struct provider_conf *pc);
 
 /* The answer at pc's path for a refusal made outside its profile (the
  * listener's limits, a method other than POST, no memory): through p_error

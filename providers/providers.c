@@ -114,19 +114,27 @@ static const char *provider_status_title(int status)
 	return status >= 500 ? "Server error" : "Request refused";
 }
 
-int provider_problem(const struct provider_conf *pc, int status, const char *reason,
-                     const char *detail, struct reply *ret)
+int provider_error(const struct provider_conf *pc, int status, const char *reason,
+                   const char *detail, struct reply *ret)
 {
+	if (pc->pc_provider->p_error != NULL) {
+		return pc->pc_provider->p_error(pc, status, reason, detail, ret);
+	}
 	return reply_problem(ret, status, reason != NULL ? reason : "error",
 	                     provider_status_title(status), detail);
+}
+
+int provider_has_format(const struct provider_conf *pc)
+{
+	return pc->pc_provider->p_error != NULL;
 }
 
 int provider_refusal(const struct provider_conf *pc, int status, const char *slug,
                      const char *title, const char *detail, struct reply *ret)
 {
-	/* provider_problem would title it by status alone: the listener's
-	 * and the route's own titles stay what every path answers. */
-	if (pc->pc_provider->p_error == provider_problem) {
+	/* Without a format of its own, the listener's and the route's titles
+	 * stay what every other path answers. */
+	if (!provider_has_format(pc)) {
 		return reply_problem(ret, status, slug, title, detail);
 	}
 	return pc->pc_provider->p_error(pc, status, slug, detail != NULL ? detail : title, ret);

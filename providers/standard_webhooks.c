@@ -432,7 +432,6 @@ const struct provider provider_standard_webhooks = {
         .p_destroy = standard_webhooks_destroy,
         .p_receive = standard_webhooks_receive,
         .p_ack = standard_webhooks_ack,
-        .p_error = provider_problem,
         .p_sign = standard_webhooks_sign,
         .p_simulate = standard_webhooks_simulate,
         .p_reconcile_mode = standard_webhooks_reconcile_mode,

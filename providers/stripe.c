@@ -984,7 +984,6 @@ const struct provider provider_stripe = {
         .p_destroy = stripe_destroy,
         .p_receive = stripe_receive,
         .p_ack = stripe_ack,
-        .p_error = provider_problem,
         .p_sign = stripe_sign,
         .p_simulate = stripe_simulate,
         .p_reconcile_mode = stripe_reconcile_mode,

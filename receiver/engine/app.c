@@ -382,8 +382,8 @@ static int app_hook(struct app *app, struct config *cf, const struct http_reques
 		metrics_rejected(pc->pc_name, "source_not_allowed");
 		rep.ir_result = INGEST_REJECTED;
 		rep.ir_reason = "source_not_allowed";
-		pc->pc_provider->p_error(pc, 403, "source_not_allowed", "This address may not call this endpoint.",
-					 ret);
+		provider_error(pc, 403, "source_not_allowed",
+		               "This address may not call this endpoint.", ret);
 	} else if (ingest_prepare(app->app_env.env_store, cf, pc, req, NULL, &job, ret, &rep) < 0) {
 		reply_finish(ret); /* what part of a refusal was made */
 		app_hook_refuse(pc, 503, "unavailable", "Temporarily unavailable", ret);
@@ -467,8 +467,8 @@ void app_refused_public(void *arg, const struct http_request *req, const struct 
 	}
 	api_refused(cf, req, ret);
 	/* A provider's callbacks take its own format, whoever refuses them;
-	 * when there is no memory for it, the problem stays. */
-	if (pc != NULL) {
+	 * without one, or without memory for it, the listener's problem stays. */
+	if (pc != NULL && provider_has_format(pc)) {
 		provider_refusal(pc, why->hf_status, why->hf_slug, why->hf_title, why->hf_detail,
 		                 ret);
 	}

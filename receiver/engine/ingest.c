@@ -194,7 +194,7 @@ static int ingest_error(const struct provider_conf *pc, int status, const char *
 {
 	char v[32];
 
-	if (pc->pc_provider->p_error(pc, status, reason, detail, ret) < 0) {
+	if (provider_error(pc, status, reason, detail, ret) < 0) {
 		return -1;
 	}
 	if (retry_after_s > 0) {

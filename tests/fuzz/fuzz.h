@@ -72,8 +72,8 @@ static inline void fuzz_receive(struct pt_instance *pi, struct pt_request *r)
 		FUZZ_CHECK(v.pv_status == 400 || v.pv_status == 401 || v.pv_status == 403 ||
 		           v.pv_status == 503);
 		reply_init(&rep);
-		FUZZ_CHECK(p->p_error(&pi->pi_conf, v.pv_status, v.pv_reason, v.pv_detail, &rep) ==
-		           0);
+		FUZZ_CHECK(provider_error(&pi->pi_conf, v.pv_status, v.pv_reason, v.pv_detail,
+		                          &rep) == 0);
 		reply_finish(&rep);
 	}
 	event_batch_finish(&b);

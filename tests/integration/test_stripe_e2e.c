@@ -220,7 +220,7 @@ static void test_a_string_amount_is_malformed_and_stores_nothing(void **state)
 }
 
 /* Stripe keeps the problems the listener and the route have always
- * answered, byte for byte: its p_error would title them by status. */
+ * answered, byte for byte: provider_error would title them by status. */
 static void test_listener_and_method_refusals_stay_the_same_problems(void **state)
 {
 	struct daemon *d = *state;
