@@ -127,125 +127,138 @@ int text_field_ok(const char *s, size_t max_bytes)
 	return 1;
 }
 
-int text_printable(struct buf *b, const void *s, size_t len, int as_received)
+/* Whether the well-formed sequence p[0..n) goes in as it is, and the escape
+ * of one that does not (n 0: a byte that is not UTF-8), for text_escape;
+ * opt is the caller's option (text_printable's as_received). */
+typedef int (*text_keep_fn)(const unsigned char *p, size_t n, int opt);
+typedef int (*text_esc_fn)(struct buf *b, const unsigned char *p, size_t n, int opt);
+
+/* Appends s[0..len) to b: each run that keep passes with one append, every
+ * other sequence through esc. Returns 0, or -1 when out of memory. */
+static int text_escape(struct buf *b, const void *s, size_t len, text_keep_fn keep, text_esc_fn esc,
+                       int opt)
 {
 	const unsigned char *p = s;
 	const unsigned char *end = p + len;
 
 	while (p < end) {
-		size_t n = text_utf8_len(p, end);
-		int rc;
+		const unsigned char *run = p;
+		size_t n = 0;
 
-		if (n > 0 && !text_is_control(p, n) && (p[0] != '\\' || as_received)) {
-			rc = buf_append(b, p, n);
-		} else if (n == 0) {
-			rc = buf_printf(b, "\\x%02x", p[0]);
-			n = 1;
-		} else if (n == 2) {
-			rc = buf_printf(b, "\\u00%02x", p[1]);
-		} else if (as_received && (p[0] == '\n' || p[0] == '\t')) {
-			rc = buf_append(b, p, 1);
-		} else if (p[0] == '\\') {
-			rc = buf_puts(b, "\\\\");
-		} else if (p[0] == '\n') {
-			rc = buf_puts(b, "\\n");
-		} else if (p[0] == '\r') {
-			rc = buf_puts(b, "\\r");
-		} else if (p[0] == '\t') {
-			rc = buf_puts(b, "\\t");
-		} else {
-			rc = buf_printf(b, "\\x%02x", p[0]);
+		while (p < end && (n = text_utf8_len(p, end)) > 0 && keep(p, n, opt)) {
+			p += n;
 		}
-		if (rc < 0) {
+		if (p > run && buf_append(b, run, (size_t)(p - run)) < 0) {
 			return -1;
 		}
-		p += n;
+		if (p >= end) {
+			break;
+		}
+		if (esc(b, p, n, opt) < 0) {
+			return -1;
+		}
+		p += n > 0 ? n : 1;
 	}
 	return 0;
+}
+
+/* The escapes both grammars share: a C1 control, newline, return, tab.
+ * Returns 1 when p is none of them (nothing appended). */
+static int text_esc_shared(struct buf *b, const unsigned char *p, size_t n)
+{
+	if (n == 2) {
+		return buf_printf(b, "\\u00%02x", p[1]) < 0 ? -1 : 0;
+	}
+	switch (p[0]) {
+	case '\n':
+		return buf_puts(b, "\\n");
+	case '\r':
+		return buf_puts(b, "\\r");
+	case '\t':
+		return buf_puts(b, "\\t");
+	default:
+		return 1;
+	}
+}
+
+static int text_printable_keep(const unsigned char *p, size_t n, int as_received)
+{
+	return !text_is_control(p, n) && (p[0] != '\\' || as_received);
+}
+
+static int text_printable_esc(struct buf *b, const unsigned char *p, size_t n, int as_received)
+{
+	int rc;
+
+	if (n == 0) {
+		return buf_printf(b, "\\x%02x", p[0]) < 0 ? -1 : 0;
+	}
+	if (as_received && (p[0] == '\n' || p[0] == '\t')) {
+		return buf_append(b, p, 1);
+	}
+	if (p[0] == '\\') {
+		return buf_puts(b, "\\\\");
+	}
+	rc = text_esc_shared(b, p, n);
+	return rc <= 0 ? rc : (buf_printf(b, "\\x%02x", p[0]) < 0 ? -1 : 0);
+}
+
+int text_printable(struct buf *b, const void *s, size_t len, int as_received)
+{
+	return text_escape(b, s, len, text_printable_keep, text_printable_esc, as_received);
+}
+
+static int text_json_keep(const unsigned char *p, size_t n, int opt)
+{
+	(void)opt;
+	return !text_is_control(p, n) && p[0] != '"' && p[0] != '\\';
+}
+
+static int text_json_esc(struct buf *b, const unsigned char *p, size_t n, int opt)
+{
+	int rc;
+
+	(void)opt;
+	if (n == 0) {
+		return buf_puts(b, "\\ufffd");
+	}
+	if (p[0] == '"' || p[0] == '\\') {
+		char esc[2] = {'\\', (char)p[0]};
+
+		return buf_append(b, esc, 2);
+	}
+	rc = text_esc_shared(b, p, n);
+	return rc <= 0 ? rc : (buf_printf(b, "\\u%04x", p[0]) < 0 ? -1 : 0);
 }
 
 int text_json_string(struct buf *b, const void *s, size_t len)
 {
-	const unsigned char *p = s;
-	const unsigned char *end = p + len;
-
-	if (buf_puts(b, "\"") < 0) {
+	if (buf_puts(b, "\"") < 0 || text_escape(b, s, len, text_json_keep, text_json_esc, 0) < 0) {
 		return -1;
-	}
-	while (p < end) {
-		const unsigned char *run = p;
-		size_t n = 0;
-		int rc;
-
-		/* A run that needs no escape goes in with one append. */
-		while (p < end && (n = text_utf8_len(p, end)) > 0 && !text_is_control(p, n) &&
-		       p[0] != '"' && p[0] != '\\') {
-			p += n;
-		}
-		if (p > run && buf_append(b, run, (size_t)(p - run)) < 0) {
-			return -1;
-		}
-		if (p >= end) {
-			break;
-		}
-		if (n == 0) {
-			rc = buf_puts(b, "\\ufffd");
-			n = 1;
-		} else if (n == 2) {
-			rc = buf_printf(b, "\\u00%02x", p[1]);
-		} else if (p[0] == '"' || p[0] == '\\') {
-			char esc[2] = {'\\', (char)p[0]};
-
-			rc = buf_append(b, esc, 2);
-		} else if (p[0] == '\n') {
-			rc = buf_puts(b, "\\n");
-		} else if (p[0] == '\r') {
-			rc = buf_puts(b, "\\r");
-		} else if (p[0] == '\t') {
-			rc = buf_puts(b, "\\t");
-		} else {
-			rc = buf_printf(b, "\\u%04x", p[0]);
-		}
-		if (rc < 0) {
-			return -1;
-		}
-		p += n;
 	}
 	return buf_puts(b, "\"");
 }
 
+/* Only what a JSON text may hold raw and a terminal would act on. */
+static int text_clean_keep(const unsigned char *p, size_t n, int opt)
+{
+	(void)opt;
+	return p[0] != 0x7f && !(n == 2 && text_is_control(p, n));
+}
+
+static int text_clean_esc(struct buf *b, const unsigned char *p, size_t n, int opt)
+{
+	(void)opt;
+	if (n == 0) {
+		return buf_puts(b, "\\ufffd");
+	}
+	if (n == 2) {
+		return buf_printf(b, "\\u00%02x", p[1]) < 0 ? -1 : 0;
+	}
+	return buf_puts(b, "\\u007f");
+}
+
 int text_json_clean(struct buf *b, const void *s, size_t len)
 {
-	const unsigned char *p = s;
-	const unsigned char *end = p + len;
-
-	while (p < end) {
-		const unsigned char *run = p;
-		size_t n = 0;
-		int rc;
-
-		while (p < end && (n = text_utf8_len(p, end)) > 0 && p[0] != 0x7f &&
-		       !(n == 2 && text_is_control(p, n))) {
-			p += n;
-		}
-		if (p > run && buf_append(b, run, (size_t)(p - run)) < 0) {
-			return -1;
-		}
-		if (p >= end) {
-			break;
-		}
-		if (n == 0) {
-			rc = buf_puts(b, "\\ufffd");
-			n = 1;
-		} else if (n == 2) {
-			rc = buf_printf(b, "\\u00%02x", p[1]);
-		} else {
-			rc = buf_puts(b, "\\u007f");
-		}
-		if (rc < 0) {
-			return -1;
-		}
-		p += n;
-	}
-	return 0;
+	return text_escape(b, s, len, text_clean_keep, text_clean_esc, 0);
 }
