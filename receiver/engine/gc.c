@@ -531,13 +531,19 @@ static int gc_run_plan(struct store *st, const struct gc_plan *p, int64_t now_ms
 	        .gt_has_extra_param = 1,
 	        .gt_extra_param = now_ms,
 	};
+	/* An open failed event (acknowledged to the provider, refused by the
+	 * business rules, neither dismissed nor applied by a reprocess) stays
+	 * whatever its age: the provider will not send it again, and it is
+	 * what idemhook_events_failed_open counts and `events reprocess`
+	 * needs. Test-mode ones, which never alert, expire as usual. */
 	struct gc_target events = {
 	        .gt_table = "idempotency_records",
 	        .gt_what = "events",
 	        .gt_time_col = "received_at",
 	        .gt_per_scope = 1,
 	        .gt_retention_ms = p->gp_events_retention_ms,
-	        .gt_extra = "AND received_at IS NOT NULL",
+	        .gt_extra = "AND received_at IS NOT NULL AND NOT (outcome = 'failed' AND "
+	                    "dismissed_at IS NULL AND test_mode = 0)",
 	        .gt_record_col = "created_at",
 	};
 	/* Finished rows only; a dead row stays until its compensation is done,

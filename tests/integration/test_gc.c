@@ -854,6 +854,124 @@ static void test_gc_vacuum_shrinks_an_older_database_once_and_switches_it_to_inc
 	daemon_finish(&d);
 }
 
+/* A Stripe payment for an order that does not exist: acknowledged 200,
+ * stored as a failed event. test_mode 1 sends it as Stripe's test mode. */
+static void t_post_unknown_order(struct daemon *d, const char *id, int test_mode)
+{
+	char object[256];
+	struct hres r;
+	char *body;
+	char *at;
+	size_t len;
+
+	snprintf(object, sizeof(object),
+	         "{\"id\":\"pi_%s\",\"object\":\"payment_intent\",\"amount\":100,"
+	         "\"amount_received\":100,\"currency\":\"usd\",\"metadata\":{"
+	         "\"order_id\":\"ord_nosuchorder_%s\"}}",
+	         id, id);
+	body = hn_stripe_event(id, "payment_intent.succeeded", object);
+	assert_non_null(body);
+	at = strstr(body, "\"livemode\":true");
+	assert_non_null(at);
+	if (test_mode) {
+		/* true -> false: one byte longer, the rest moved along */
+		len = strlen(body);
+		body = realloc(body, len + 2);
+		assert_non_null(body);
+		at = strstr(body, "\"livemode\":true") + strlen("\"livemode\":");
+		memmove(at + 5, at + 4, strlen(at + 4) + 1);
+		memcpy(at, "false", 5);
+	}
+	assert_int_equal(hn_post_stripe(d, "stripe", TEST_STRIPE_SECRET, body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	assert_non_null(strstr(r.hs_body, "unknown_order"));
+	hres_finish(&r);
+	free(body);
+}
+
+/* A failed event that nobody has dealt with is a payment the provider was
+ * told arrived and will not send again: gc keeps it, however old, until it
+ * is reprocessed into done or dismissed. Dismissed ones, test-mode ones and
+ * done ones expire as before. The pass runs by hand while the daemon
+ * serves. */
+static void test_gc_keeps_an_open_failed_event_past_every_retention(void **state)
+{
+	static const char *const gc[] = {"gc", NULL};
+	static const char *const dismiss[] = {
+	        "events", "dismiss", "0", "--reason", "paid outside the shop", NULL};
+	const char *dismiss_args[6];
+	char order[64];
+	char id[32];
+	char sql[512];
+	struct daemon d;
+	struct hn_sqlite q;
+	struct hres r;
+	char *body;
+	char *out = NULL;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, TEST_STRIPE_INI "retention = 4d\n"
+	                                                 "\n[gc]\ninterval = 0\n"
+	                                                 "events_retention = 10d\n"),
+	                 0);
+	assert_int_equal(daemon_start(&d), 0);
+	t_post_unknown_order(&d, "evt_gc_open", 0);
+	t_post_unknown_order(&d, "evt_gc_dismissed", 0);
+	t_post_unknown_order(&d, "evt_gc_sandbox", 1);
+	assert_int_equal(hn_order_create(&d, 100, "usd", order), 0);
+	snprintf(sql, sizeof(sql),
+	         "{\"id\":\"pi_gc_done\",\"object\":\"payment_intent\",\"amount\":100,"
+	         "\"amount_received\":100,\"currency\":\"usd\",\"metadata\":{"
+	         "\"order_id\":\"%s\"}}",
+	         order);
+	body = hn_stripe_event("evt_gc_done", "payment_intent.succeeded", sql);
+	assert_int_equal(hn_post_stripe(&d, "stripe", TEST_STRIPE_SECRET, body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	free(body);
+
+	snprintf(id, sizeof(id), "%lld",
+	         (long long)hn_db_int(d.dm_db, "SELECT id FROM events WHERE idem_key = "
+	                                       "'evt_gc_dismissed'"));
+	memcpy(dismiss_args, dismiss, sizeof(dismiss_args));
+	dismiss_args[2] = id;
+	assert_int_equal(daemon_cli(&d, 1, dismiss_args, NULL), 0);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT count(*) FROM events WHERE outcome = 'failed'"),
+	                 3);
+
+	/* Eleven days on: past the key's 4 days and the events' 10. */
+	snprintf(sql, sizeof(sql),
+	         "UPDATE idempotency_records SET created_at = created_at - %lld, "
+	         "updated_at = updated_at - %lld, received_at = received_at - %lld, "
+	         "processed_at = processed_at - %lld;",
+	         11 * T_DAY_MS, 11 * T_DAY_MS, 11 * T_DAY_MS, 11 * T_DAY_MS);
+	assert_int_equal(hn_sqlite_start(&q, d.dm_db, sql), 0);
+	assert_int_equal(hn_sqlite_finish(&q, ""), 0);
+
+	assert_int_equal(daemon_cli(&d, 1, gc, &out), 0);
+	free(out);
+	out = NULL;
+	assert_int_equal(
+	        hn_db_int(d.dm_db, "SELECT count(*) FROM events WHERE idem_key = 'evt_gc_open'"),
+	        1);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT count(*) FROM events WHERE "
+	                                    "idem_key <> 'evt_gc_open'"),
+	                 0);
+	/* still listed, still counted, still alerting */
+	{
+		static const char *const list[] = {"events", "list", "--failed", NULL};
+
+		assert_int_equal(daemon_cli(&d, 1, list, &out), 0);
+		assert_non_null(out);
+		assert_non_null(strstr(out, "evt_gc_open"));
+		free(out);
+		out = NULL;
+	}
+	assert_true(t_metric(&d, "idemhook_events_failed_open ") == 1);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -862,12 +980,14 @@ int main(void)
 	        cmocka_unit_test(test_an_event_row_stays_until_both_retentions_have_passed),
 	        cmocka_unit_test(
 	                test_finished_outbox_rows_go_after_their_retention_and_open_ones_stay),
+	        cmocka_unit_test(test_gc_keeps_an_open_failed_event_past_every_retention),
 	        cmocka_unit_test(
 	                test_daemon_deletes_100000_expired_records_in_batches_while_callbacks_keep_getting_answers),
 	        cmocka_unit_test(
 	                test_applied_parked_events_go_after_their_retention_and_waiting_ones_stay),
 	        cmocka_unit_test(test_gc_interval_changed_by_sighup_takes_effect_at_once),
-	        cmocka_unit_test(test_a_pass_that_frees_much_gives_the_space_back_to_the_file_system),
+	        cmocka_unit_test(
+	                test_a_pass_that_frees_much_gives_the_space_back_to_the_file_system),
 	        cmocka_unit_test(
 	                test_gc_vacuum_shrinks_an_older_database_once_and_switches_it_to_incremental),
 	};
