@@ -960,8 +960,18 @@ static int stripe_reconcile_answer(const struct provider_conf *pc, const struct 
 
 		snprintf(ret->pa_note + n, sizeof(ret->pa_note) - n, " (and %zu more)", unread - 1);
 	}
-	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "has_more")) && last != NULL &&
-	    (q->pq_cursor == NULL || strcmp(q->pq_cursor, last) != 0)) {
+	/* More to come, but nothing to go on from (an empty page, or the page
+	 * before again: a proxy that dropped starting_after): taken as the end,
+	 * the listing would pass as complete and the worker's mark move past
+	 * events never read. */
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "has_more")) &&
+	    (last == NULL || (q->pq_cursor != NULL && strcmp(q->pq_cursor, last) == 0))) {
+		cJSON_Delete(root);
+		return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "malformed_answer",
+		                           "the page says has_more but does not go past %.64s",
+		                           q->pq_cursor != NULL ? q->pq_cursor : "the first page");
+	}
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "has_more"))) {
 		ret->pa_cursor = strdup(last);
 		if (ret->pa_cursor == NULL) {
 			cJSON_Delete(root);

@@ -15,8 +15,8 @@
 #include "metrics.h"
 #include "reconcile.h"
 
-#define FETCH_BATCH 100  /* events listed per pass */
-#define FETCH_RETRY_S 30 /* while some wait: a pass this often */
+#define FETCH_BATCH 100  /* events listed at a time; a pass lists until none is left */
+#define FETCH_RETRY_S 30 /* while some wait: they are asked again this often */
 /* A pass lists from the oldest event it left waiting, or else from this
  * long before it started: a thin notification received just before a pass
  * may commit just after it listed. */
@@ -33,6 +33,8 @@ struct fetch_worker {
 	int fw_stop;
 	int fw_kick;
 	int64_t fw_since_ms;   /* the worker's thread only */
+	int64_t fw_asked_ms;   /* every event received before this was asked by the last pass */
+	int64_t fw_retry_at_ms; /* monotonic: those left waiting are asked again from then on */
 	int64_t fw_full_at_ms; /* monotonic: the last pass from the start */
 	size_t fw_waiting;     /* left waiting by the last pass */
 };
@@ -200,54 +202,91 @@ static int fetch_stopping(struct fetch_worker *w)
 	return stop;
 }
 
-/* One pass: lists what waits since the mark, fetches each, and moves the
- * mark to the oldest still waiting. Returns 1 when a full batch was listed
- * (more may wait), 0 otherwise. */
-static int fetch_pass(struct fetch_worker *w)
+/* One pass: walks every event that waits from the mark on, a batch at a
+ * time (so events that keep failing never hold back those after them),
+ * fetches each, and moves the mark to the oldest still waiting. Before its
+ * retry is due, a pass (woken by a new thin event) asks only about what
+ * the last pass did not: an event Stripe cannot give is asked again every
+ * FETCH_RETRY_S, not at every new callback. */
+static void fetch_pass(struct fetch_worker *w)
 {
 	const struct env *env = w->fw_env;
 	struct fetch_list l;
 	struct config *cf;
 	int64_t started = env_now_ms(env);
+	int64_t skip_before = INT64_MIN;
 	int64_t oldest = -1;
+	int64_t after_ms;
+	char *after_scope = NULL;
+	char *after_key = NULL;
 	size_t waiting = 0;
 	size_t i;
-	int full;
+	int stopped = 0;
 
 	memset(&l, 0, sizeof(l));
 	if (fetch_monotonic_ms() - w->fw_full_at_ms >= FETCH_FULL_PASS_MS) {
 		w->fw_since_ms = 0;
 		w->fw_full_at_ms = fetch_monotonic_ms();
+		w->fw_retry_at_ms = 0;
 	}
-	if (ingest_fetch_pending(env->env_store, w->fw_since_ms, FETCH_BATCH, fetch_list_row, &l) <
-	    0) {
+	if (fetch_monotonic_ms() < w->fw_retry_at_ms) {
+		skip_before = w->fw_asked_ms;
+	}
+	after_ms = w->fw_since_ms;
+	for (;;) {
+		int full;
+
+		if (ingest_fetch_pending(env->env_store, after_ms, after_scope, after_key,
+		                         FETCH_BATCH, fetch_list_row, &l) < 0) {
+			stopped = 1;
+			break;
+		}
+		full = l.fl_n == FETCH_BATCH;
+		/* The config is held for a batch: its providers' keys are in it. */
+		cf = env_config_acquire(env);
+		for (i = 0; i < l.fl_n; i++) {
+			const struct fetch_pending *p = &l.fl_items[i];
+
+			if (fetch_stopping(w)) {
+				stopped = 1;
+			} else if (p->fp_received_ms < skip_before || !fetch_one(w, cf, p)) {
+				/* Not due yet, or still failing: it waits. */
+			} else {
+				continue;
+			}
+			waiting++;
+			if (oldest < 0 || p->fp_received_ms < oldest) {
+				oldest = p->fp_received_ms;
+			}
+		}
+		env_config_release(env, cf);
+		if (!full || stopped) {
+			break;
+		}
+		/* The next batch starts after the last one listed. */
+		free(after_scope);
+		free(after_key);
+		after_ms = l.fl_items[l.fl_n - 1].fp_received_ms;
+		after_scope = l.fl_items[l.fl_n - 1].fp_scope;
+		after_key = l.fl_items[l.fl_n - 1].fp_key;
+		l.fl_items[l.fl_n - 1].fp_scope = NULL;
+		l.fl_items[l.fl_n - 1].fp_key = NULL;
 		fetch_list_finish(&l);
-		return 0;
-	}
-	full = l.fl_n == FETCH_BATCH;
-	/* The config is held for the pass: its providers' keys are in it. */
-	cf = env_config_acquire(env);
-	for (i = 0; i < l.fl_n; i++) {
-		if (!fetch_stopping(w) && fetch_one(w, cf, &l.fl_items[i])) {
-			continue;
-		}
-		waiting++;
-		if (oldest < 0 || l.fl_items[i].fp_received_ms < oldest) {
-			oldest = l.fl_items[i].fp_received_ms;
-		}
-	}
-	env_config_release(env, cf);
-	w->fw_waiting = waiting;
-	metrics_set_fetch_waiting((int64_t)waiting);
-	if (oldest >= 0) {
-		w->fw_since_ms = oldest;
-	} else if (full) {
-		w->fw_since_ms = l.fl_items[l.fl_n - 1].fp_received_ms;
-	} else {
-		w->fw_since_ms = started - FETCH_MARGIN_MS;
 	}
 	fetch_list_finish(&l);
-	return full && waiting < FETCH_BATCH;
+	free(after_scope);
+	free(after_key);
+	if (stopped) {
+		return; /* the marks stay: the next pass walks this one's events again */
+	}
+	w->fw_waiting = waiting;
+	metrics_set_fetch_waiting((int64_t)waiting);
+	w->fw_since_ms = oldest >= 0 ? oldest : started - FETCH_MARGIN_MS;
+	/* A thin event received just before this pass may commit after it. */
+	w->fw_asked_ms = started - FETCH_MARGIN_MS;
+	if (skip_before == INT64_MIN) {
+		w->fw_retry_at_ms = fetch_monotonic_ms() + (int64_t)FETCH_RETRY_S * 1000;
+	}
 }
 
 static void *fetch_worker_main(void *arg)
@@ -259,12 +298,10 @@ static void *fetch_worker_main(void *arg)
 	for (;;) {
 		int64_t next;
 
-		if (fetch_pass(w)) {
-			continue;
-		}
-		/* Nothing waits: nothing to do until a thin event comes (a kick)
-		 * or the next pass from the start is due. */
-		next = w->fw_waiting > 0 ? fetch_monotonic_ms() + (int64_t)FETCH_RETRY_S * 1000
+		fetch_pass(w);
+		/* Until a thin event comes (a kick), the retry of those that wait
+		 * is due, or the next pass from the start is. */
+		next = w->fw_waiting > 0 ? w->fw_retry_at_ms
 		                         : w->fw_full_at_ms + FETCH_FULL_PASS_MS;
 		if (fetch_wait(w, next, 1)) {
 			break;

@@ -678,6 +678,8 @@ struct ingest_pending {
 	int (*ip_fn)(void *arg, const char *scope, const char *key, int64_t received_ms);
 	void *ip_arg;
 	int64_t ip_since_ms;
+	const char *ip_after_scope;
+	const char *ip_after_key;
 	int64_t ip_limit;
 };
 
@@ -691,17 +693,29 @@ static int ingest_pending_row(void *arg, const struct store_row *row)
 static int ingest_pending_read(struct store_tx *tx, void *arg)
 {
 	struct ingest_pending *ip = arg;
-	struct store_value p[2];
+	struct store_value p[6];
 
 	p[0] = store_int(ip->ip_since_ms);
-	p[1] = store_int(ip->ip_limit);
-	return store_query_each(tx, INGEST_SQL_FETCH_PENDING, p, 2, ingest_pending_row, ip);
+	p[1] = store_int(ip->ip_since_ms);
+	p[2] = store_text(ip->ip_after_scope);
+	p[3] = store_text(ip->ip_after_scope);
+	p[4] = store_text(ip->ip_after_key);
+	p[5] = store_int(ip->ip_limit);
+	return store_query_each(tx, INGEST_SQL_FETCH_PENDING, p, 6, ingest_pending_row, ip);
 }
 
-int ingest_fetch_pending(struct store *st, int64_t since_ms, int64_t limit,
-			 int (*fn)(void *arg, const char *scope, const char *key, int64_t received_ms), void *arg)
+int ingest_fetch_pending(struct store *st, int64_t since_ms, const char *after_scope,
+                         const char *after_key, int64_t limit,
+                         int (*fn)(void *arg, const char *scope, const char *key,
+                                   int64_t received_ms),
+                         void *arg)
 {
-	struct ingest_pending ip = {.ip_fn = fn, .ip_arg = arg, .ip_since_ms = since_ms, .ip_limit = limit};
+	struct ingest_pending ip = {.ip_fn = fn,
+	                            .ip_arg = arg,
+	                            .ip_since_ms = since_ms,
+	                            .ip_after_scope = after_scope != NULL ? after_scope : "",
+	                            .ip_after_key = after_key != NULL ? after_key : "",
+	                            .ip_limit = limit};
 
 	return store_read(st, ingest_now_ms(), ingest_pending_read, &ip);
 }

@@ -143,12 +143,19 @@ int ingest_apply_fetched(struct store *st, const struct config *cf, const struct
  * keeping every checkpoint from copying the WAL (docs/benchmarks.md). */
 #define INGEST_SQL_FETCH_PENDING                                                                   \
 	"SELECT scope, idem_key, received_at FROM events WHERE received_at >= ? AND outcome = "    \
-	"'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' ORDER BY received_at LIMIT ?"
+	"'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' AND (received_at > ? OR scope > ? OR "   \
+	"(scope = ? AND idem_key > ?)) ORDER BY received_at, scope, idem_key LIMIT ?"
 
-/* Calls fn for up to limit events received at or after since_ms that wait
- * to be fetched, oldest first (strings borrowed for the call; fn returns 0
- * to go on, 1 to stop, -1 to fail). Returns 0, or -1. */
-int ingest_fetch_pending(struct store *st, int64_t since_ms, int64_t limit,
-			 int (*fn)(void *arg, const char *scope, const char *key, int64_t received_ms), void *arg);
+/* Calls fn for up to limit events that wait to be fetched, oldest first,
+ * from since_ms on and after the event (since_ms, after_scope, after_key)
+ * in that order (after_scope "" for every one received at since_ms), so a
+ * caller walks them all a batch at a time however many wait and however
+ * many share one received time (strings borrowed for the call; fn returns
+ * 0 to go on, 1 to stop, -1 to fail). Returns 0, or -1. */
+int ingest_fetch_pending(struct store *st, int64_t since_ms, const char *after_scope,
+                         const char *after_key, int64_t limit,
+                         int (*fn)(void *arg, const char *scope, const char *key,
+                                   int64_t received_ms),
+                         void *arg);
 
 #endif

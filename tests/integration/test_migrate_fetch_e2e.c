@@ -112,9 +112,10 @@ static int t_plan_row(void *arg, const struct store_row *row)
 
 static int t_plan_read(struct store_tx *tx, void *arg)
 {
-	struct store_value p[] = {store_int(0), store_int(100)};
+	struct store_value p[] = {store_int(0),   store_int(0),   store_text(""),
+	                          store_text(""), store_text(""), store_int(100)};
 
-	return store_query_each(tx, "EXPLAIN QUERY PLAN " INGEST_SQL_FETCH_PENDING, p, 2,
+	return store_query_each(tx, "EXPLAIN QUERY PLAN " INGEST_SQL_FETCH_PENDING, p, 6,
 	                        t_plan_row, arg);
 }
 
@@ -138,7 +139,7 @@ static void t_list(struct daemon *d, int64_t since_ms, struct t_list *ret)
 	struct store *st = t_store(d);
 
 	memset(ret, 0, sizeof(*ret));
-	assert_int_equal(ingest_fetch_pending(st, since_ms, 100, t_list_row, ret), 0);
+	assert_int_equal(ingest_fetch_pending(st, since_ms, NULL, NULL, 100, t_list_row, ret), 0);
 	store_destroy(st);
 }
 

@@ -60,6 +60,7 @@ struct fake {
 	char *fk_events[T_EVENTS_MAX];
 	size_t fk_n_events;
 	size_t fk_page;
+	int fk_ignore_cursor; /* starting_after dropped on the way (a proxy) */
 	unsigned fk_delay_ms; /* before each answer */
 	size_t fk_started;    /* requests whose answer is being prepared or was sent */
 	/* Alipay and WeChat Pay: what each order's queries get */
@@ -232,7 +233,7 @@ static void fake_stripe(void *arg, const struct peer_request *req, struct peer_b
 		free(after);
 		return;
 	}
-	for (i = 0; after != NULL && i < fake.fk_n_events; i++) {
+	for (i = 0; after != NULL && !fake.fk_ignore_cursor && i < fake.fk_n_events; i++) {
 		char id[80];
 
 		snprintf(id, sizeof(id), "\"id\":\"%s\"", after);
@@ -1500,6 +1501,45 @@ static void test_a_listing_past_max_pages_or_max_bytes_is_cut_and_says_so(void *
 	env_finish(&e);
 }
 
+static void
+test_a_listing_that_says_has_more_but_does_not_go_on_fails_rather_than_ends(void **state)
+{
+	struct t_env e;
+	char a[64];
+	char b[64];
+	char c[64];
+	char *ev;
+	char *out = NULL;
+
+	(void)state;
+	env_start(&e, T_RECONCILE_FAST);
+	order_create(&e, 100, "usd", a);
+	order_create(&e, 200, "usd", b);
+	order_create(&e, 300, "usd", c);
+	ev = fx_stripe_payment("evt_more_c", c, 300, "usd");
+	fake_event(ev);
+	free(ev);
+	ev = fx_stripe_payment("evt_more_b", b, 200, "usd");
+	fake_event(ev);
+	free(ev);
+	ev = fx_stripe_payment("evt_more_a", a, 100, "usd");
+	fake_event(ev);
+	free(ev);
+	/* Every page is the first one again, has_more true: C is never seen. */
+	pthread_mutex_lock(&fake.fk_lock);
+	fake.fk_ignore_cursor = 1;
+	pthread_mutex_unlock(&fake.fk_lock);
+	assert_int_equal(reconcile(&e, &out, "--provider", "stripe", "--json", NULL), 75);
+	assert_non_null(out);
+	assert_int_equal(stripe_field(out, "pages"), 1);
+	assert_int_equal(stripe_field(out, "applied"), 2);
+	assert_int_equal(stripe_field(out, "failed"), 1);
+	assert_non_null(strstr(out, "has_more but does not go past evt_more_b"));
+	free(out);
+	assert_status(&e, c, "pending");
+	env_finish(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1524,6 +1564,8 @@ int main(void)
 	        cmocka_unit_test(
 	                test_a_long_listing_is_applied_page_by_page_holding_one_page_at_a_time),
 	        cmocka_unit_test(test_a_listing_past_max_pages_or_max_bytes_is_cut_and_says_so),
+	        cmocka_unit_test(
+	                test_a_listing_that_says_has_more_but_does_not_go_on_fails_rather_than_ends),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -420,6 +420,47 @@ static void test_fetch_failures_are_retried_then_reported_with_nothing_applied(v
 	env_finish(&e);
 }
 
+/* More thin events than the worker lists at a time (100) that Stripe no
+ * longer has (404: kept 30 days; a test-mode event for a live key): they
+ * wait, and a good one received after them is fetched and applied all the
+ * same, rather than behind them until they expire. */
+static void test_thin_events_that_keep_failing_do_not_hold_back_those_after_them(void **state)
+{
+	struct t_env e;
+	char order[64];
+	char pi[96];
+	char id[128];
+	char *body;
+	int i;
+
+	(void)state;
+	env_start(&e);
+	for (i = 0; i < 101; i++) {
+		snprintf(id, sizeof(id), "evt_gone_%03d", i);
+		snprintf(pi, sizeof(pi), "pi_gone_%03d", i);
+		body = thin_body(id, pi);
+		assert_int_equal(fx_stripe_send(&e.te_d, body, NULL), 200);
+		free(body);
+	}
+	fx_order(&e.te_d, 900, "usd", order);
+	snprintf(pi, sizeof(pi), "pi_%s", order);
+	snprintf(id, sizeof(id), "evt_thin_%s", pi);
+	fake_pays(pi, order, 900);
+	body = thin_body(id, pi);
+	assert_int_equal(fx_stripe_send(&e.te_d, body, NULL), 200);
+	free(body);
+	wait_paid(&e, order);
+	assert_int_equal(fake_served(), 1);
+	assert_int_equal(
+	        db_int(&e, "SELECT COUNT(*) FROM events WHERE effect = 'to_fetch' AND idem_key %s",
+	               "LIKE 'evt_gone_%'"),
+	        101);
+	/* Every one of them was asked about, the last one too. */
+	assert_int_equal(daemon_log_wait(&e.te_d, "key=\"evt_gone_100\" failed: not_found", 5000),
+	                 0);
+	env_finish(&e);
+}
+
 static void test_simulated_thin_payment_is_signed_as_stripe_signs_and_fetched(void **state)
 {
 	struct t_env e;
@@ -460,6 +501,8 @@ int main(void)
 	                test_thin_and_snapshot_events_for_one_payment_change_the_order_once),
 	        cmocka_unit_test(
 	                test_fetch_failures_are_retried_then_reported_with_nothing_applied),
+	        cmocka_unit_test(
+	                test_thin_events_that_keep_failing_do_not_hold_back_those_after_them),
 	        cmocka_unit_test(test_simulated_thin_payment_is_signed_as_stripe_signs_and_fetched),
 	};
 
