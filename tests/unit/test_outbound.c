@@ -1108,6 +1108,42 @@ static void test_attempts_are_kept_per_row_bounded_and_deleted_with_it(void **st
 	                 0);
 }
 
+/* The URL is the call type's as the worker's configuration has it, not as
+ * it was when the row was queued: an operator who moves notify_url (the
+ * shop's endpoint moved) and reloads sends what is queued, waiting or
+ * retried by hand to the new place. `outbox show` says where it went. */
+static void test_queued_rows_go_to_the_url_the_worker_is_configured_with(void **state)
+{
+	struct fixture *fx = *state;
+	struct peer_behaviour gone = peer_reply(404, "{}");
+	char id[ORDERS_ID_LEN + 1];
+	char url[256];
+	char text[256];
+	struct peer_request q;
+	size_t i;
+
+	quick_conf(fx);
+	load_conf(fx);
+	peer_default(fx->fx_peer, "/notify", &gone);
+	order_paid(fx, 1000, id);
+	/* the reload: notify_url now names /moved */
+	for (i = 0; i < fx->fx_cs.cs_n; i++) {
+		if (strcmp(fx->fx_kv[i].kv_key, "notify_url") == 0) {
+			free(fx->fx_kv[i].kv_value);
+			snprintf(url, sizeof(url), "%s/moved", peer_base(fx->fx_peer));
+			fx->fx_kv[i].kv_value = strdup(url);
+		}
+	}
+	start_worker(fx);
+	wait_row(fx, id, "notify", "succeeded");
+	assert_int_equal(peer_count(fx->fx_peer), 1);
+	request(fx, 0, &q);
+	assert_string_equal(q.pq_path, "/moved");
+	peer_request_finish(&q);
+	db_text(fx, "SELECT url FROM outbox WHERE order_id = ?", id, text, sizeof(text));
+	assert_string_equal(text, url);
+}
+
 static void test_shutdown_releases_in_flight_rows_after_the_grace_time(void **state)
 {
 	struct fixture *fx = *state;
@@ -1446,6 +1482,9 @@ int main(void)
 	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                test_attempts_are_kept_per_row_bounded_and_deleted_with_it, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_queued_rows_go_to_the_url_the_worker_is_configured_with, setup,
 	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                test_shutdown_releases_in_flight_rows_after_the_grace_time, setup,
