@@ -1382,6 +1382,26 @@ static int outbox_unflag_tx(struct store_tx *tx, int64_t id, const char *order_i
 	                  q, 3, NULL);
 }
 
+/* The order is notified once every regular call of it got through or was
+ * cancelled by an operator, and one got through: after a delivery and
+ * after a cancel alike, so the order of the two does not matter. */
+static int outbox_notified_tx(struct store_tx *tx, const char *order_id)
+{
+	struct store_value p[] = {store_int(store_tx_now(tx)), store_text(order_id),
+	                          store_text(order_id), store_text(order_id)};
+
+	return store_exec(tx,
+	                  "UPDATE orders"
+	                  " SET fulfillment_status = 'notified', updated_at = ?"
+	                  " WHERE id = ?"
+	                  " AND fulfillment_status IN ('pending', 'failed', 'compensated')"
+	                  " AND NOT EXISTS (SELECT 1 FROM outbox WHERE order_id = ?"
+	                  " AND parent_id IS NULL AND status NOT IN ('succeeded', 'cancelled'))"
+	                  " AND EXISTS (SELECT 1 FROM outbox WHERE order_id = ?"
+	                  " AND parent_id IS NULL AND status = 'succeeded')",
+	                  p, 4, NULL);
+}
+
 /* Runs compensation comp for dead/cancelled row id. */
 static int outbox_compensate_tx(struct store_tx *tx, const struct outbox_conf *oc, int64_t id,
                                 const char *order_id, const char *comp, int64_t *ret_refund_id)
@@ -1769,19 +1789,7 @@ static int outbox_complete_tx(struct store_tx *tx, void *arg)
 				goto fail;
 			}
 		} else if (r->or_order_id != NULL) {
-			/* notified once every regular call of the order got through */
-			struct store_value q[] = {store_int(now), store_text(r->or_order_id),
-			                          store_text(r->or_order_id)};
-
-			if (store_exec(tx,
-			               "UPDATE orders"
-			               " SET fulfillment_status = 'notified', updated_at = ?"
-			               " WHERE id = ?"
-			               " AND fulfillment_status IN ('pending', 'failed', 'compensated')"
-			               " AND NOT EXISTS (SELECT 1 FROM outbox WHERE order_id = ?"
-			               " AND parent_id IS NULL"
-			               " AND status NOT IN ('succeeded', 'cancelled'))",
-			               q, 3, NULL) < 0) {
+			if (outbox_notified_tx(tx, r->or_order_id) < 0) {
 				goto fail;
 			}
 			if (outbox_unflag_tx(tx, r->or_id, r->or_order_id) < 0) {
@@ -2028,7 +2036,8 @@ static int outbox_admin_tx(struct store_tx *tx, void *arg)
 			if (store_exec(tx,
 			               "UPDATE outbox SET status = 'cancelled', updated_at = ?"
 			               " WHERE id = ?",
-			               p, 2, NULL) < 0) {
+			               p, 2, NULL) < 0 ||
+			    (order_id != NULL && outbox_notified_tx(tx, order_id) < 0)) {
 				goto fail;
 			}
 			snprintf(a->oa_msg, a->oa_size, "row %" PRId64 " cancelled", a->oa_id);

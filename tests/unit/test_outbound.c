@@ -1211,6 +1211,41 @@ static void test_operator_transitions_check_the_rows_status(void **state)
 	                 OUTBOX_ADMIN_ILLEGAL);
 }
 
+/* A call the operator cancels no longer holds the order's fulfillment:
+ * once the others got through, the order is notified, whichever came
+ * first (a delivery after the cancel already made it so). */
+static void test_cancelling_the_last_waiting_call_leaves_the_order_notified(void **state)
+{
+	struct fixture *fx = *state;
+	struct peer_behaviour e503 = peer_reply(503, "{}");
+	char id[ORDERS_ID_LEN + 1];
+	char msg[200];
+	char text[64];
+	int64_t row;
+
+	set_url(fx, "notify_url", "/notify");
+	set_url(fx, "receipt_url", "/receipt");
+	set_key(fx, "receipt_on", "paid");
+	/* the receipt's retry waits long after its first failure */
+	set_key(fx, "retry_base", "1h");
+	set_key(fx, "retry_cap", "1h");
+	set_key(fx, "poll", "50ms");
+	set_key(fx, "timeout", "1s");
+	load_conf(fx);
+	peer_default(fx->fx_peer, "/receipt", &e503);
+	order_paid(fx, 1000, id);
+	start_worker(fx);
+	wait_row(fx, id, "notify", "succeeded");
+	wait_row(fx, id, "receipt", "retry_wait");
+	db_text(fx, "SELECT fulfillment_status FROM orders WHERE id = ?", id, text, sizeof(text));
+	assert_string_equal(text, "pending");
+	row = db_int(fx, "SELECT id FROM outbox WHERE order_id = ? AND call_type = 'receipt'", id);
+	assert_int_equal(outbox_admin_cancel(fx->fx_st, row, now_ms(), msg, sizeof(msg)),
+	                 OUTBOX_ADMIN_OK);
+	db_text(fx, "SELECT fulfillment_status FROM orders WHERE id = ?", id, text, sizeof(text));
+	assert_string_equal(text, "notified");
+}
+
 static void test_operator_compensation_resolves_a_flagged_order(void **state)
 {
 	struct fixture *fx = *state;
@@ -1491,6 +1526,9 @@ int main(void)
 	                teardown),
 	        cmocka_unit_test_setup_teardown(test_operator_transitions_check_the_rows_status,
 	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_cancelling_the_last_waiting_call_leaves_the_order_notified, setup,
+	                teardown),
 	        cmocka_unit_test_setup_teardown(test_operator_compensation_resolves_a_flagged_order,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_queued_calls_follow_each_config_across_reloads,
