@@ -201,8 +201,8 @@ static int outbox_has_suffix(const char *s, const char *suffix)
 	return n > m && strcmp(s + n - m, suffix) == 0;
 }
 
-static struct outbox_call_conf *outbox_find_call(struct outbox_conf *oc, const char *name,
-                                                 size_t len)
+static const struct outbox_call_conf *outbox_find_call(const struct outbox_conf *oc,
+                                                       const char *name, size_t len)
 {
 	size_t i;
 
@@ -1086,6 +1086,7 @@ int outbox_next_due(struct store *st, int64_t now_ms, int64_t *ret_ms)
 }
 
 struct outbox_lease_ctx {
+	const struct outbox_conf *ol_conf; /* NULL: each row keeps its URL */
 	int64_t ol_lease_ms;
 	size_t ol_max;
 	struct outbox_row *ol_rows;
@@ -1105,6 +1106,60 @@ static int outbox_lease_id(void *arg, const struct store_row *row)
 static char *outbox_dup(const char *s)
 {
 	return strdup(s != NULL ? s : "");
+}
+
+/* The URL oc sends a row of call type call to now, into out: the call
+ * type's URL, or the refunds endpoint under refund_base_url. Returns 1, 0
+ * when oc does not know the call type (the row keeps its URL), -1. */
+static int outbox_current_url(const struct outbox_conf *oc, const char *call, struct buf *out)
+{
+	const struct outbox_call_conf *c;
+
+	if (strcmp(call, OUTBOX_REFUND_CALL) == 0) {
+		if (oc->oc_refund_base_url == NULL) {
+			return 0;
+		}
+		return buf_printf(out, "%s/v1/refunds", oc->oc_refund_base_url) < 0 ? -1 : 1;
+	}
+	c = outbox_find_call(oc, call, strlen(call));
+	if (c == NULL || c->occ_url == NULL) {
+		return 0;
+	}
+	return buf_puts(out, c->occ_url) < 0 ? -1 : 1;
+}
+
+/* Points leased row r at the URL its call type has now in oc, in the row
+ * too (so `outbox show` tells where it went): a URL changed by a reload
+ * applies to what is queued, not only to rows queued after it. */
+static int outbox_lease_url(struct store_tx *tx, const struct outbox_conf *oc, struct outbox_row *r)
+{
+	struct buf url;
+	char *dup;
+	int rc;
+
+	buf_init(&url, 0);
+	rc = outbox_current_url(oc, r->or_call_type, &url);
+	if (rc <= 0 || strcmp(url.buf_data, r->or_url) == 0) {
+		buf_finish(&url);
+		return rc < 0 ? -1 : 0;
+	}
+	{
+		struct store_value p[] = {store_text(url.buf_data), store_int(r->or_id)};
+
+		rc = store_exec(tx, "UPDATE outbox SET url = ? WHERE id = ?", p, 2, NULL);
+	}
+	dup = rc < 0 ? NULL : strdup(url.buf_data);
+	buf_finish(&url);
+	if (dup == NULL) {
+		return -1;
+	}
+	/* The URL is not logged: it may carry a token in its query. */
+	log_notice("outbox: row %" PRId64 " (%s) goes to the URL configured for it now, not the "
+	           "one it was queued with",
+	           r->or_id, r->or_call_type);
+	free(r->or_url);
+	r->or_url = dup;
+	return 0;
 }
 
 static int outbox_lease_one(struct store_tx *tx, struct outbox_lease_ctx *ctx, int64_t id)
@@ -1168,7 +1223,8 @@ static int outbox_lease_one(struct store_tx *tx, struct outbox_lease_ctx *ctx, i
 	store_row_finish(&row);
 	if (r->or_call_type == NULL || r->or_url == NULL || r->or_content_type == NULL ||
 	    r->or_body == NULL || r->or_idem_key == NULL ||
-	    (!order_null && r->or_order_id == NULL)) {
+	    (!order_null && r->or_order_id == NULL) ||
+	    (ctx->ol_conf != NULL && outbox_lease_url(tx, ctx->ol_conf, r) < 0)) {
 		outbox_row_finish(r);
 		return -1;
 	}
@@ -1209,13 +1265,14 @@ static int outbox_lease_tx(struct store_tx *tx, void *arg)
 	return 0;
 }
 
-int outbox_lease(struct store *st, int64_t now_ms, int64_t lease_ms, size_t max,
-                 struct outbox_row *rows, size_t *ret_n)
+static int outbox_lease_with(struct store *st, const struct outbox_conf *oc, int64_t now_ms,
+                             int64_t lease_ms, size_t max, struct outbox_row *rows, size_t *ret_n)
 {
 	struct outbox_lease_ctx ctx;
 	size_t i;
 
 	memset(&ctx, 0, sizeof(ctx));
+	ctx.ol_conf = oc;
 	ctx.ol_lease_ms = lease_ms;
 	ctx.ol_max = max < sizeof(ctx.ol_ids) / sizeof(ctx.ol_ids[0])
 	                     ? max
@@ -1234,6 +1291,18 @@ int outbox_lease(struct store *st, int64_t now_ms, int64_t lease_ms, size_t max,
 	}
 	*ret_n = ctx.ol_n;
 	return 0;
+}
+
+int outbox_lease(struct store *st, int64_t now_ms, int64_t lease_ms, size_t max,
+                 struct outbox_row *rows, size_t *ret_n)
+{
+	return outbox_lease_with(st, NULL, now_ms, lease_ms, max, rows, ret_n);
+}
+
+int outbox_lease_current(struct store *st, const struct outbox_conf *oc, int64_t now_ms, size_t max,
+                         struct outbox_row *rows, size_t *ret_n)
+{
+	return outbox_lease_with(st, oc, now_ms, oc->oc_lease_ms, max, rows, ret_n);
 }
 
 /* Percent-encodes s for an application/x-www-form-urlencoded value. */
@@ -1311,6 +1380,26 @@ static int outbox_unflag_tx(struct store_tx *tx, int64_t id, const char *order_i
 	                  " AND NOT EXISTS (SELECT 1 FROM outbox WHERE order_id = ?"
 	                  " AND comp_state = 'flagged')",
 	                  q, 3, NULL);
+}
+
+/* The order is notified once every regular call of it got through or was
+ * cancelled by an operator, and one got through: after a delivery and
+ * after a cancel alike, so the order of the two does not matter. */
+static int outbox_notified_tx(struct store_tx *tx, const char *order_id)
+{
+	struct store_value p[] = {store_int(store_tx_now(tx)), store_text(order_id),
+	                          store_text(order_id), store_text(order_id)};
+
+	return store_exec(tx,
+	                  "UPDATE orders"
+	                  " SET fulfillment_status = 'notified', updated_at = ?"
+	                  " WHERE id = ?"
+	                  " AND fulfillment_status IN ('pending', 'failed', 'compensated')"
+	                  " AND NOT EXISTS (SELECT 1 FROM outbox WHERE order_id = ?"
+	                  " AND parent_id IS NULL AND status NOT IN ('succeeded', 'cancelled'))"
+	                  " AND EXISTS (SELECT 1 FROM outbox WHERE order_id = ?"
+	                  " AND parent_id IS NULL AND status = 'succeeded')",
+	                  p, 4, NULL);
 }
 
 /* Runs compensation comp for dead/cancelled row id. */
@@ -1700,19 +1789,7 @@ static int outbox_complete_tx(struct store_tx *tx, void *arg)
 				goto fail;
 			}
 		} else if (r->or_order_id != NULL) {
-			/* notified once every regular call of the order got through */
-			struct store_value q[] = {store_int(now), store_text(r->or_order_id),
-			                          store_text(r->or_order_id)};
-
-			if (store_exec(tx,
-			               "UPDATE orders"
-			               " SET fulfillment_status = 'notified', updated_at = ?"
-			               " WHERE id = ?"
-			               " AND fulfillment_status IN ('pending', 'failed', 'compensated')"
-			               " AND NOT EXISTS (SELECT 1 FROM outbox WHERE order_id = ?"
-			               " AND parent_id IS NULL"
-			               " AND status NOT IN ('succeeded', 'cancelled'))",
-			               q, 3, NULL) < 0) {
+			if (outbox_notified_tx(tx, r->or_order_id) < 0) {
 				goto fail;
 			}
 			if (outbox_unflag_tx(tx, r->or_id, r->or_order_id) < 0) {
@@ -1959,7 +2036,8 @@ static int outbox_admin_tx(struct store_tx *tx, void *arg)
 			if (store_exec(tx,
 			               "UPDATE outbox SET status = 'cancelled', updated_at = ?"
 			               " WHERE id = ?",
-			               p, 2, NULL) < 0) {
+			               p, 2, NULL) < 0 ||
+			    (order_id != NULL && outbox_notified_tx(tx, order_id) < 0)) {
 				goto fail;
 			}
 			snprintf(a->oa_msg, a->oa_size, "row %" PRId64 " cancelled", a->oa_id);

@@ -271,8 +271,8 @@ static int64_t outbound_fill(struct outbound *ob, int64_t now)
 	if (due > now) {
 		return due < next ? due : next;
 	}
-	if (outbox_lease(ob->ob_store, now, ob->ob_conf.oc_lease_ms, free_slots, ob->ob_lease_rows,
-	                 &n) < 0 ||
+	if (outbox_lease_current(ob->ob_store, &ob->ob_conf, now, free_slots, ob->ob_lease_rows,
+	                         &n) < 0 ||
 	    n == 0) {
 		return next;
 	}

@@ -610,6 +610,17 @@ static struct httpc_xfer *httpc_xfer_create(const struct httpc_request *req, cha
 		httpc_err(err, err_size, "cannot set up the transfer");
 		goto fail;
 	}
+#if LIBCURL_VERSION_NUM >= 0x075700 /* 7.87.0 */
+	/* A transfer that ends while its name is being resolved (the timeout,
+	 * a stop) otherwise waits in its cleanup for getaddrinfo to give up,
+	 * which a DNS server that does not answer makes take many seconds:
+	 * the outbound worker's one thread, every other transfer and the
+	 * stop's grace time with it. Set, the resolver thread is left to end
+	 * on its own and frees what it holds. A libcurl older at run time than
+	 * at build time refuses it (CURLE_UNKNOWN_OPTION): then the cleanup
+	 * waits, as before. */
+	(void)curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
+#endif
 	return x;
 fail:
 	httpc_xfer_destroy(x);

@@ -1,6 +1,8 @@
 /* test_outbound.c: the outbox policy with an injected clock, and the worker
  * against a real HTTP peer on the real store. */
 #include <dirent.h>
+#include <dlfcn.h>
+#include <netdb.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -429,6 +431,33 @@ static void wait_row(struct fixture *fx, const char *order_id, const char *call,
 static void request(struct fixture *fx, size_t i, struct peer_request *r)
 {
 	assert_int_equal(peer_request(fx->fx_peer, i, r), 0);
+}
+
+/* ---- a DNS server that does not answer ---- */
+
+#define T_SLOW_DNS_SUFFIX ".slowdns.test"
+#define T_SLOW_DNS_MS 6000 /* how long such a name takes to fail */
+
+/* libc's getaddrinfo, interposed for this program (libcurl's resolver
+ * thread calls it): a name under .slowdns.test fails after T_SLOW_DNS_MS,
+ * as when the shop's DNS server does not answer; every other name goes to
+ * libc. */
+int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
+                struct addrinfo **res)
+{
+	int (*next)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+	size_t n = node != NULL ? strlen(node) : 0;
+	size_t m = strlen(T_SLOW_DNS_SUFFIX);
+
+	if (n > m && strcmp(node + n - m, T_SLOW_DNS_SUFFIX) == 0) {
+		usleep(T_SLOW_DNS_MS * 1000);
+		return EAI_AGAIN;
+	}
+	*(void **)&next = dlsym(RTLD_NEXT, "getaddrinfo");
+	if (next == NULL) {
+		return EAI_SYSTEM;
+	}
+	return next(node, service, hints, res);
 }
 
 /* ---- the worker against the peer ---- */
@@ -927,6 +956,52 @@ static void test_rows_left_delivering_by_a_crash_are_delivered_after_restart(voi
 	assert_int_equal(peer_count(fx->fx_peer), 1);
 }
 
+/* A resolve that outlasts the timeout fails the attempt at the timeout;
+ * the worker does not wait for the resolver to give up: other rows are
+ * delivered meanwhile, and a stop keeps to its grace time. */
+static void test_a_resolver_that_hangs_holds_up_neither_other_rows_nor_the_stop(void **state)
+{
+	struct fixture *fx = *state;
+	char first[ORDERS_ID_LEN + 1];
+	char second[ORDERS_ID_LEN + 1];
+	char text[200];
+	int64_t t0;
+
+	set_key(fx, "notify_url", "http://shop" T_SLOW_DNS_SUFFIX "/notify");
+	set_url(fx, "receipt_url", "/receipt");
+	set_key(fx, "retry_base", "10s");
+	set_key(fx, "retry_cap", "10s");
+	set_key(fx, "poll", "50ms");
+	set_key(fx, "timeout", "500ms");
+	set_key(fx, "connect_timeout", "500ms");
+	load_conf(fx);
+	order_paid(fx, 1000, first);
+	start_worker(fx);
+	wait_row(fx, first, "receipt", "succeeded");
+	t0 = now_ms();
+	wait_row(fx, first, "notify", "retry_wait");
+	assert_true(now_ms() - t0 < 2500);
+	db_text(fx, "SELECT last_error FROM outbox WHERE order_id = ? AND call_type = 'notify'",
+	        first, text, sizeof(text));
+	assert_non_null(strstr(text, "timed out"));
+
+	/* the first resolver thread still waits; a new order's calls go out */
+	t0 = now_ms();
+	order_paid(fx, 2000, second);
+	outbound_kick(fx->fx_ob);
+	wait_row(fx, second, "receipt", "succeeded");
+	assert_true(now_ms() - t0 < 2500);
+	assert_int_equal(peer_count(fx->fx_peer), 2);
+
+	/* the second order's notify is resolving while the worker stops */
+	t0 = now_ms();
+	outbound_stop(fx->fx_ob, 200);
+	fx->fx_ob = NULL;
+	assert_true(now_ms() - t0 < 2500);
+	assert_int_equal(
+	        db_int(fx, "SELECT count(*) FROM outbox WHERE status = 'delivering'", NULL), 0);
+}
+
 static void test_an_expired_lease_is_taken_over_and_the_late_outcome_refused(void **state)
 {
 	struct fixture *fx = *state;
@@ -1033,6 +1108,42 @@ static void test_attempts_are_kept_per_row_bounded_and_deleted_with_it(void **st
 	                 0);
 }
 
+/* The URL is the call type's as the worker's configuration has it, not as
+ * it was when the row was queued: an operator who moves notify_url (the
+ * shop's endpoint moved) and reloads sends what is queued, waiting or
+ * retried by hand to the new place. `outbox show` says where it went. */
+static void test_queued_rows_go_to_the_url_the_worker_is_configured_with(void **state)
+{
+	struct fixture *fx = *state;
+	struct peer_behaviour gone = peer_reply(404, "{}");
+	char id[ORDERS_ID_LEN + 1];
+	char url[256];
+	char text[256];
+	struct peer_request q;
+	size_t i;
+
+	quick_conf(fx);
+	load_conf(fx);
+	peer_default(fx->fx_peer, "/notify", &gone);
+	order_paid(fx, 1000, id);
+	/* the reload: notify_url now names /moved */
+	for (i = 0; i < fx->fx_cs.cs_n; i++) {
+		if (strcmp(fx->fx_kv[i].kv_key, "notify_url") == 0) {
+			free(fx->fx_kv[i].kv_value);
+			snprintf(url, sizeof(url), "%s/moved", peer_base(fx->fx_peer));
+			fx->fx_kv[i].kv_value = strdup(url);
+		}
+	}
+	start_worker(fx);
+	wait_row(fx, id, "notify", "succeeded");
+	assert_int_equal(peer_count(fx->fx_peer), 1);
+	request(fx, 0, &q);
+	assert_string_equal(q.pq_path, "/moved");
+	peer_request_finish(&q);
+	db_text(fx, "SELECT url FROM outbox WHERE order_id = ?", id, text, sizeof(text));
+	assert_string_equal(text, url);
+}
+
 static void test_shutdown_releases_in_flight_rows_after_the_grace_time(void **state)
 {
 	struct fixture *fx = *state;
@@ -1098,6 +1209,41 @@ static void test_operator_transitions_check_the_rows_status(void **state)
 	                 OUTBOX_ADMIN_ILLEGAL);
 	assert_int_equal(outbox_admin_cancel(fx->fx_st, row, now_ms(), msg, sizeof(msg)),
 	                 OUTBOX_ADMIN_ILLEGAL);
+}
+
+/* A call the operator cancels no longer holds the order's fulfillment:
+ * once the others got through, the order is notified, whichever came
+ * first (a delivery after the cancel already made it so). */
+static void test_cancelling_the_last_waiting_call_leaves_the_order_notified(void **state)
+{
+	struct fixture *fx = *state;
+	struct peer_behaviour e503 = peer_reply(503, "{}");
+	char id[ORDERS_ID_LEN + 1];
+	char msg[200];
+	char text[64];
+	int64_t row;
+
+	set_url(fx, "notify_url", "/notify");
+	set_url(fx, "receipt_url", "/receipt");
+	set_key(fx, "receipt_on", "paid");
+	/* the receipt's retry waits long after its first failure */
+	set_key(fx, "retry_base", "1h");
+	set_key(fx, "retry_cap", "1h");
+	set_key(fx, "poll", "50ms");
+	set_key(fx, "timeout", "1s");
+	load_conf(fx);
+	peer_default(fx->fx_peer, "/receipt", &e503);
+	order_paid(fx, 1000, id);
+	start_worker(fx);
+	wait_row(fx, id, "notify", "succeeded");
+	wait_row(fx, id, "receipt", "retry_wait");
+	db_text(fx, "SELECT fulfillment_status FROM orders WHERE id = ?", id, text, sizeof(text));
+	assert_string_equal(text, "pending");
+	row = db_int(fx, "SELECT id FROM outbox WHERE order_id = ? AND call_type = 'receipt'", id);
+	assert_int_equal(outbox_admin_cancel(fx->fx_st, row, now_ms(), msg, sizeof(msg)),
+	                 OUTBOX_ADMIN_OK);
+	db_text(fx, "SELECT fulfillment_status FROM orders WHERE id = ?", id, text, sizeof(text));
+	assert_string_equal(text, "notified");
 }
 
 static void test_operator_compensation_resolves_a_flagged_order(void **state)
@@ -1364,15 +1510,25 @@ int main(void)
 	                test_rows_left_delivering_by_a_crash_are_delivered_after_restart, setup,
 	                teardown),
 	        cmocka_unit_test_setup_teardown(
+	                test_a_resolver_that_hangs_holds_up_neither_other_rows_nor_the_stop, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(
 	                test_an_expired_lease_is_taken_over_and_the_late_outcome_refused, setup,
 	                teardown),
 	        cmocka_unit_test_setup_teardown(
-	                test_attempts_are_kept_per_row_bounded_and_deleted_with_it, setup, teardown),
+	                test_attempts_are_kept_per_row_bounded_and_deleted_with_it, setup,
+	                teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_queued_rows_go_to_the_url_the_worker_is_configured_with, setup,
+	                teardown),
 	        cmocka_unit_test_setup_teardown(
 	                test_shutdown_releases_in_flight_rows_after_the_grace_time, setup,
 	                teardown),
 	        cmocka_unit_test_setup_teardown(test_operator_transitions_check_the_rows_status,
 	                                        setup, teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_cancelling_the_last_waiting_call_leaves_the_order_notified, setup,
+	                teardown),
 	        cmocka_unit_test_setup_teardown(test_operator_compensation_resolves_a_flagged_order,
 	                                        setup, teardown),
 	        cmocka_unit_test_setup_teardown(test_queued_calls_follow_each_config_across_reloads,
