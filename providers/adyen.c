@@ -561,10 +561,9 @@ done:
 	return rc;
 }
 
-static int adyen_basic_ok(const struct adyen_state *st, const struct http_request *req)
+/* auth: the request's one Authorization value, or NULL. */
+static int adyen_basic_ok(const struct adyen_state *st, const char *auth)
 {
-	const char *auth = http_header_get(req, "Authorization");
-
 	if (st->ad_basic == NULL) {
 		return 1;
 	}
@@ -582,9 +581,13 @@ static int adyen_receive(const struct provider_conf *pc, const struct http_reque
 	const cJSON *items;
 	const cJSON *it;
 	cJSON *root = NULL;
+	const char *auth = NULL;
 	int n = 0;
 
-	if (!adyen_basic_ok(st, req)) {
+	if (st->ad_basic != NULL && provider_header(req, "Authorization", ret_verdict, &auth) < 0) {
+		return -1;
+	}
+	if (!adyen_basic_ok(st, auth)) {
 		return provider_refuse(ret_verdict, 401, "bad_credentials",
 		                       "HTTP Basic credentials are missing or wrong.");
 	}

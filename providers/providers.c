@@ -276,6 +276,17 @@ int provider_refuse(struct provider_verdict *v, int status, const char *reason, 
 	return -1;
 }
 
+int provider_header(const struct http_request *req, const char *name, struct provider_verdict *v,
+                    const char **ret_value)
+{
+	if (http_header_one(req, name, ret_value) < 0) {
+		return provider_refuse(v, 400, "repeated_header",
+		                       "A signature, timestamp or id header field comes more than "
+		                       "once.");
+	}
+	return 0;
+}
+
 int provider_parse_timestamp(const char *s, int64_t *ret_s)
 {
 	int64_t v = 0;

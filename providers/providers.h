@@ -53,6 +53,13 @@ void provider_secrets_finish(struct provider_secrets *s);
 /* Fills *v and returns -1, so a profile can write `return provider_refuse(...)`. */
 int provider_refuse(struct provider_verdict *v, int status, const char *reason, const char *detail);
 
+/* The value of req's one header called name (NULL when it has none): 0, or
+ * -1 with *v a 400 "repeated_header" when several lines carry it, as a
+ * signature, timestamp or id field may come once (RFC 9110 5.3) and a
+ * profile cannot know which line the sender meant. */
+int provider_header(const struct http_request *req, const char *name, struct provider_verdict *v,
+                    const char **ret_value);
+
 /* A decimal Unix timestamp (digits only, at most 12). Returns 0 or -1. */
 int provider_parse_timestamp(const char *s, int64_t *ret_s);
 

@@ -457,14 +457,20 @@ static int wechatpay_authenticate(const struct provider_conf *pc, const struct h
                                   int64_t now_s, struct provider_verdict *v)
 {
 	const struct wechatpay_state *st = pc->pc_state;
-	const char *ts_text = http_header_get(req, "Wechatpay-Timestamp");
-	const char *nonce = http_header_get(req, "Wechatpay-Nonce");
-	const char *sig = http_header_get(req, "Wechatpay-Signature");
-	const char *serial = http_header_get(req, "Wechatpay-Serial");
+	const char *ts_text = NULL;
+	const char *nonce = NULL;
+	const char *sig = NULL;
+	const char *serial = NULL;
 	const struct crypto_pubkey *key;
 	int64_t ts = 0;
 	int ok;
 
+	if (provider_header(req, "Wechatpay-Timestamp", v, &ts_text) < 0 ||
+	    provider_header(req, "Wechatpay-Nonce", v, &nonce) < 0 ||
+	    provider_header(req, "Wechatpay-Signature", v, &sig) < 0 ||
+	    provider_header(req, "Wechatpay-Serial", v, &serial) < 0) {
+		return -1;
+	}
 	if (ts_text == NULL || nonce == NULL || sig == NULL || serial == NULL) {
 		return provider_refuse(
 		        v, 400, "missing_signature",
