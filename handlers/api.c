@@ -61,6 +61,8 @@ struct api_settings {
 	int as_reads_all; /* [api] order_reads = all: any client reads any order */
 	int as_no_secrets; /* check only: token secrets are not read */
 	int as_bad;        /* a token or origin line was refused (logged), the walk went on */
+	int as_tokens_over;  /* past API_TOKENS_MAX: said once, the rest still checked */
+	int as_origins_over; /* past API_ORIGINS_MAX: likewise */
 };
 
 static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -154,16 +156,21 @@ static int api_settings_token(void *arg, const char *value, int line)
 {
 	struct api_settings *as = arg;
 	struct api_token *t;
+	struct api_token scratch;
 	const char *sp = strchr(value, ' ');
 	const char *name = value;
 	const char *spec = value;
+	int over = as->as_n_tokens == API_TOKENS_MAX;
 	size_t name_len;
 	size_t i;
 
-	if (as->as_n_tokens == API_TOKENS_MAX) {
+	if (over && !as->as_tokens_over) {
 		log_err("config %s:%d: [api] token: more than %d tokens", api_cf_name(as), line,
 		        API_TOKENS_MAX);
-		return -1;
+		as->as_tokens_over = 1;
+	}
+	if (over) {
+		as->as_bad = 1; /* and the line is checked all the same, not kept */
 	}
 	if (sp != NULL) {
 		name_len = (size_t)(sp - value);
@@ -184,7 +191,8 @@ static int api_settings_token(void *arg, const char *value, int line)
 		as->as_bad = 1;
 		return 0;
 	}
-	t = &as->as_tokens[as->as_n_tokens];
+	memset(&scratch, 0, sizeof(scratch));
+	t = over ? &scratch : &as->as_tokens[as->as_n_tokens];
 	memcpy(t->at_name, name, name_len);
 	t->at_name[name_len] = '\0';
 	for (i = 0; i < as->as_n_tokens; i++) {
@@ -196,7 +204,9 @@ static int api_settings_token(void *arg, const char *value, int line)
 		}
 	}
 	if (as->as_no_secrets) {
-		as->as_n_tokens++;
+		if (!over) {
+			as->as_n_tokens++;
+		}
 		return 0;
 	}
 	if (config_read_secret(spec, &t->at_secret, &t->at_len) < 0) {
@@ -204,6 +214,11 @@ static int api_settings_token(void *arg, const char *value, int line)
 		        t->at_name);
 		t->at_secret = NULL;
 		as->as_bad = 1;
+		return 0;
+	}
+	if (over) {
+		explicit_bzero(t->at_secret, t->at_len);
+		free(t->at_secret);
 		return 0;
 	}
 	as->as_n_tokens++;
@@ -277,10 +292,15 @@ static int api_settings_origins(void *arg, const char *value, int line)
 	size_t n;
 
 	while ((p = config_list_next(&cursor, &n)) != NULL) {
-		if (as->as_n_origins == API_ORIGINS_MAX) {
+		int over = as->as_n_origins == API_ORIGINS_MAX;
+
+		if (over && !as->as_origins_over) {
 			log_err("config %s:%d: [api] cors_origins: at most %d origins",
 			        api_cf_name(as), line, API_ORIGINS_MAX);
-			return -1; /* the rest would each say the same */
+			as->as_origins_over = 1;
+		}
+		if (over) {
+			as->as_bad = 1; /* and each origin past it is checked, not kept */
 		}
 		if (n > API_ORIGIN_MAX) {
 			/* Logged, and the next origin read. */
@@ -303,6 +323,9 @@ static int api_settings_origins(void *arg, const char *value, int line)
 			        o != NULL ? log_quote(q, sizeof(q), o) : "(out of memory)");
 			free(o);
 			as->as_bad = 1; /* and the next origin read */
+			continue;
+		}
+		if (over) {
 			continue;
 		}
 		as->as_origins[as->as_n_origins] = strndup(p, n);
@@ -334,6 +357,8 @@ static int api_settings_read(struct api_settings *as, const struct config *cf)
 
 	as->as_cf = cf;
 	as->as_bad = 0;
+	as->as_tokens_over = 0;
+	as->as_origins_over = 0;
 	as->as_fingerprint = api_section_text(cf);
 	if (as->as_fingerprint == NULL) {
 		goto fail;

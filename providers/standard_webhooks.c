@@ -48,8 +48,9 @@ static int standard_webhooks_decode_keys(const struct provider_conf *pc, const c
 		if (crypto_base64_decode(text, len, &raw, &raw_len) < 0 || raw_len == 0 ||
 		    (want_len != 0 && raw_len != want_len)) {
 			free(raw);
-			log_err("provider %s: %s #%zu is not %s followed by base64%s", pc->pc_name,
-			        key, i + 1, prefix, want_len != 0 ? " of a 32-byte key" : "");
+			log_err("provider %s: line %d: %s is not %s followed by base64%s",
+			        pc->pc_name, it->ps_line, key, prefix,
+			        want_len != 0 ? " of a 32-byte key" : "");
 			rc = -1;
 			continue;
 		}
@@ -85,12 +86,18 @@ static int standard_webhooks_create(const struct provider_conf *pc, void **ret_s
 	/* The secrets, the public keys and the mapping, each checked whatever
 	 * the others hold; whether any key is given only when both lists
 	 * were read. */
-	if (provider_secrets_load(pc, "secret", &st->sw_secrets) < 0 ||
-	    standard_webhooks_decode_keys(pc, "secret", "whsec_", &st->sw_secrets, 0) < 0) {
+	/* Each list's readable lines are decoded (and their problems
+	 * logged) even when another line could not be read. */
+	if (provider_secrets_load(pc, "secret", &st->sw_secrets) < 0) {
 		rc = -1;
 	}
-	if (provider_publics_load(pc, "public_key", &st->sw_public) < 0 ||
-	    standard_webhooks_decode_keys(pc, "public_key", "whpk_", &st->sw_public,
+	if (standard_webhooks_decode_keys(pc, "secret", "whsec_", &st->sw_secrets, 0) < 0) {
+		rc = -1;
+	}
+	if (provider_publics_load(pc, "public_key", &st->sw_public) < 0) {
+		rc = -1;
+	}
+	if (standard_webhooks_decode_keys(pc, "public_key", "whpk_", &st->sw_public,
 	                                  SW_ED25519_KEY_LEN) < 0) {
 		rc = -1;
 	}
