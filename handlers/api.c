@@ -61,6 +61,8 @@ struct api_settings {
 	int as_reads_all; /* [api] order_reads = all: any client reads any order */
 	int as_no_secrets; /* check only: token secrets are not read */
 	int as_bad;        /* a token or origin line was refused (logged), the walk went on */
+	int as_tokens_over;  /* past API_TOKENS_MAX: said once, the rest still checked */
+	int as_origins_over; /* past API_ORIGINS_MAX: likewise */
 };
 
 static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -154,16 +156,21 @@ static int api_settings_token(void *arg, const char *value, int line)
 {
 	struct api_settings *as = arg;
 	struct api_token *t;
+	struct api_token scratch;
 	const char *sp = strchr(value, ' ');
 	const char *name = value;
 	const char *spec = value;
+	int over = as->as_n_tokens == API_TOKENS_MAX;
 	size_t name_len;
 	size_t i;
 
-	if (as->as_n_tokens == API_TOKENS_MAX) {
+	if (over && !as->as_tokens_over) {
 		log_err("config %s:%d: [api] token: more than %d tokens", api_cf_name(as), line,
 		        API_TOKENS_MAX);
-		return -1;
+		as->as_tokens_over = 1;
+	}
+	if (over) {
+		as->as_bad = 1; /* and the line is checked all the same, not kept */
 	}
 	if (sp != NULL) {
 		name_len = (size_t)(sp - value);
@@ -184,7 +191,8 @@ static int api_settings_token(void *arg, const char *value, int line)
 		as->as_bad = 1;
 		return 0;
 	}
-	t = &as->as_tokens[as->as_n_tokens];
+	memset(&scratch, 0, sizeof(scratch));
+	t = over ? &scratch : &as->as_tokens[as->as_n_tokens];
 	memcpy(t->at_name, name, name_len);
 	t->at_name[name_len] = '\0';
 	for (i = 0; i < as->as_n_tokens; i++) {
@@ -196,7 +204,9 @@ static int api_settings_token(void *arg, const char *value, int line)
 		}
 	}
 	if (as->as_no_secrets) {
-		as->as_n_tokens++;
+		if (!over) {
+			as->as_n_tokens++;
+		}
 		return 0;
 	}
 	if (config_read_secret(spec, &t->at_secret, &t->at_len) < 0) {
@@ -204,6 +214,11 @@ static int api_settings_token(void *arg, const char *value, int line)
 		        t->at_name);
 		t->at_secret = NULL;
 		as->as_bad = 1;
+		return 0;
+	}
+	if (over) {
+		explicit_bzero(t->at_secret, t->at_len);
+		free(t->at_secret);
 		return 0;
 	}
 	as->as_n_tokens++;
@@ -277,10 +292,15 @@ static int api_settings_origins(void *arg, const char *value, int line)
 	size_t n;
 
 	while ((p = config_list_next(&cursor, &n)) != NULL) {
-		if (as->as_n_origins == API_ORIGINS_MAX) {
+		int over = as->as_n_origins == API_ORIGINS_MAX;
+
+		if (over && !as->as_origins_over) {
 			log_err("config %s:%d: [api] cors_origins: at most %d origins",
 			        api_cf_name(as), line, API_ORIGINS_MAX);
-			return -1; /* the rest would each say the same */
+			as->as_origins_over = 1;
+		}
+		if (over) {
+			as->as_bad = 1; /* and each origin past it is checked, not kept */
 		}
 		if (n > API_ORIGIN_MAX) {
 			/* Logged, and the next origin read. */
@@ -303,6 +323,9 @@ static int api_settings_origins(void *arg, const char *value, int line)
 			        o != NULL ? log_quote(q, sizeof(q), o) : "(out of memory)");
 			free(o);
 			as->as_bad = 1; /* and the next origin read */
+			continue;
+		}
+		if (over) {
 			continue;
 		}
 		as->as_origins[as->as_n_origins] = strndup(p, n);
@@ -334,6 +357,8 @@ static int api_settings_read(struct api_settings *as, const struct config *cf)
 
 	as->as_cf = cf;
 	as->as_bad = 0;
+	as->as_tokens_over = 0;
+	as->as_origins_over = 0;
 	as->as_fingerprint = api_section_text(cf);
 	if (as->as_fingerprint == NULL) {
 		goto fail;
@@ -929,6 +954,16 @@ static int api_problem(struct reply *ret, int status, const char *slug, const ch
 	return reply_problem(ret, status, slug, title, detail);
 }
 
+/* 400 for a field that may come once and came on several lines (RFC 9110
+ * 5.3): neither line is taken over the other, identical or not. */
+static void api_repeated(struct reply *ret, const char *field)
+{
+	char detail[API_DETAIL_MAX];
+
+	snprintf(detail, sizeof(detail), "Send the %s header once.", field);
+	api_problem(ret, 400, "repeated_header", "Header field repeated", detail);
+}
+
 static int api_retry_after(struct reply *ret, int64_t seconds)
 {
 	char v[24];
@@ -1321,6 +1356,7 @@ static int api_post_order(const struct env *env, const struct config *cf,
 	const char *slug = NULL;
 	char detail[API_DETAIL_MAX];
 	size_t n_keys = http_header_count(req, "Idempotency-Key");
+	const char *ctype = NULL;
 	int deferred = 0;
 
 	if (req->hr_body_len > body_max) {
@@ -1353,7 +1389,11 @@ static int api_post_order(const struct env *env, const struct config *cf,
 			    "and only one key.");
 		goto done;
 	}
-	if (!api_content_type_json(http_header_get(req, "Content-Type"))) {
+	if (http_header_one(req, "Content-Type", &ctype) < 0) {
+		api_repeated(ret, "Content-Type");
+		goto done;
+	}
+	if (!api_content_type_json(ctype)) {
 		api_problem(ret, 415, "unsupported_media_type",
 		            "Content-Type must be application/json",
 		            "Send the order as a JSON object with Content-Type: application/json.");
@@ -1503,17 +1543,20 @@ static int api_origin_allowed(const char *origin)
 	return 0;
 }
 
-/* Called with api_lock held. 1 and ret_client filled when authorized. */
+/* Called with api_lock held. 1 and ret_client filled when authorized; 0
+ * when not; -1 when Authorization comes on several lines. */
 static int api_authorize(const struct http_request *req, char ret_client[API_CLIENT_MAX + 1])
 {
-	const char *auth = http_header_get(req, "Authorization");
+	const char *auth = NULL;
 	const char *tok;
 	size_t tok_len;
 	size_t i;
 	int found = -1;
 
-	if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0 ||
-	    http_header_count(req, "Authorization") != 1) {
+	if (http_header_one(req, "Authorization", &auth) < 0) {
+		return -1;
+	}
+	if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0) {
 		return 0;
 	}
 	tok = auth + 7;
@@ -1569,7 +1612,8 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 {
 	const char *path = req->hr_path;
 	const char *method = req->hr_method;
-	const char *origin = http_header_get(req, "Origin");
+	const char *origin = NULL;
+	int origins = http_header_one(req, "Origin", &origin);
 	char client[API_CLIENT_MAX + 1] = "anonymous";
 	char origin_copy[API_ORIGIN_MAX + 1] = "";
 	const char *id = NULL;
@@ -1612,6 +1656,11 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 	}
 	pthread_mutex_unlock(&api_lock);
 
+	/* Two origins (a browser sends one): no CORS answer fits both. */
+	if (origins < 0) {
+		api_repeated(ret, "Origin");
+		goto cors;
+	}
 	if (!is_list && id == NULL) {
 		api_problem(ret, 404, "not_found", "No such API resource", NULL);
 		goto cors;
@@ -1652,6 +1701,10 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 		api_retry_after(ret, retry_after);
 		goto cors;
 	}
+	if (authorized < 0) {
+		api_repeated(ret, "Authorization");
+		goto cors;
+	}
 	if (!authorized) {
 		api_problem(ret, 401, "unauthorized", "Bearer token required",
 			    "Send Authorization: Bearer <token> with a token from [api] token.");
@@ -1661,8 +1714,12 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 	if (!auth_on) {
 		/* Without auth a client names itself: its keys live apart from
 		 * other clients' keys. Not a credential. */
-		const char *cid = http_header_get(req, API_CLIENT_HEADER);
+		const char *cid = NULL;
 
+		if (http_header_one(req, API_CLIENT_HEADER, &cid) < 0) {
+			api_repeated(ret, API_CLIENT_HEADER);
+			goto cors;
+		}
 		if (cid != NULL) {
 			if (!api_client_valid(cid, strlen(cid))) {
 				api_problem(ret, 400, "malformed_client_id",
@@ -1706,7 +1763,7 @@ cors:
 
 void api_refused(const struct config *cf, const struct http_request *req, struct reply *ret)
 {
-	const char *origin = http_header_get(req, "Origin");
+	const char *origin = NULL;
 	char origin_copy[API_ORIGIN_MAX + 1] = "";
 	int allowed;
 	int cors_on;
@@ -1714,6 +1771,7 @@ void api_refused(const struct config *cf, const struct http_request *req, struct
 	if (strcmp(req->hr_path, "/api") != 0 && strncmp(req->hr_path, "/api/", 5) != 0) {
 		return;
 	}
+	http_header_one(req, "Origin", &origin); /* NULL when repeated: no CORS */
 	pthread_mutex_lock(&api_lock);
 	api_settings_ensure(cf);
 	allowed = api_origin_allowed(origin);

@@ -53,9 +53,9 @@ static int adyen_decode_keys(const struct provider_conf *pc, struct provider_sec
 		if (crypto_hex_decode((const char *)s->ps_items[i].ps_data, s->ps_items[i].ps_len,
 		                      &raw, &raw_len) < 0 ||
 		    raw_len == 0) {
-			log_err("provider %s: hmac_key #%zu is not the hex key from the Customer "
-			        "Area",
-			        pc->pc_name, i + 1);
+			log_err("provider %s: line %d: hmac_key is not the hex key from the "
+			        "Customer Area",
+			        pc->pc_name, s->ps_items[i].ps_line);
 			free(raw);
 			rc = -1;
 			continue;
@@ -118,6 +118,7 @@ static int adyen_create(const struct provider_conf *pc, void **ret_state)
 {
 	struct adyen_state *st = calloc(1, sizeof(*st));
 	const char *account;
+	int keys_read;
 	int rc = 0;
 
 	if (st == NULL) {
@@ -127,10 +128,9 @@ static int adyen_create(const struct provider_conf *pc, void **ret_state)
 		goto fail;
 	}
 	/* The keys and the Basic credentials, each checked whatever the
-	 * other holds. */
-	if (provider_secrets_load(pc, "hmac_key", &st->ad_keys) < 0) {
-		rc = -1;
-	} else if (adyen_decode_keys(pc, &st->ad_keys) < 0) {
+	 * other holds; the key lines read even when another could not be. */
+	keys_read = provider_secrets_load(pc, "hmac_key", &st->ad_keys) == 0;
+	if (adyen_decode_keys(pc, &st->ad_keys) < 0 || !keys_read) {
 		rc = -1;
 	} else if (st->ad_keys.ps_n == 0) {
 		log_err("provider %s: hmac_key (the webhook's HMAC key) is needed", pc->pc_name);
@@ -561,10 +561,9 @@ done:
 	return rc;
 }
 
-static int adyen_basic_ok(const struct adyen_state *st, const struct http_request *req)
+/* auth: the request's one Authorization value, or NULL. */
+static int adyen_basic_ok(const struct adyen_state *st, const char *auth)
 {
-	const char *auth = http_header_get(req, "Authorization");
-
 	if (st->ad_basic == NULL) {
 		return 1;
 	}
@@ -582,9 +581,13 @@ static int adyen_receive(const struct provider_conf *pc, const struct http_reque
 	const cJSON *items;
 	const cJSON *it;
 	cJSON *root = NULL;
+	const char *auth = NULL;
 	int n = 0;
 
-	if (!adyen_basic_ok(st, req)) {
+	if (st->ad_basic != NULL && provider_header(req, "Authorization", ret_verdict, &auth) < 0) {
+		return -1;
+	}
+	if (!adyen_basic_ok(st, auth)) {
 		return provider_refuse(ret_verdict, 401, "bad_credentials",
 		                       "HTTP Basic credentials are missing or wrong.");
 	}

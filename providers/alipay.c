@@ -72,6 +72,7 @@ struct alipay_load_ctx {
 	const struct provider_conf *lc_pc;
 	struct alipay_state *lc_st;
 	int lc_bad; /* a line was refused (logged); the next ones are read all the same */
+	int lc_over; /* past ALIPAY_KEYS_MAX: said once, the rest still checked */
 };
 
 /* One public_key line; a bad one is logged and the next one read. */
@@ -79,13 +80,18 @@ static int alipay_load_key(void *arg, const char *value, int line)
 {
 	struct alipay_load_ctx *ctx = arg;
 	struct alipay_state *st = ctx->lc_st;
+	struct crypto_pubkey *key;
+	int over = st->as_n_keys >= ALIPAY_KEYS_MAX;
 	char *text = NULL;
 	size_t len = 0;
 
-	if (st->as_n_keys >= ALIPAY_KEYS_MAX) {
+	if (over && !ctx->lc_over) {
 		log_err("provider %s: line %d: more than %d public_key values", ctx->lc_pc->pc_name,
 		        line, ALIPAY_KEYS_MAX);
-		return -1;
+		ctx->lc_over = 1;
+	}
+	if (over) {
+		ctx->lc_bad = 1; /* and the line is checked all the same, not kept */
 	}
 	/* A public key is not a secret: the console's base64 text may stand inline. */
 	if (provider_public_resolve(ctx->lc_pc, "public_key", value, &text, &len) < 0) {
@@ -94,23 +100,27 @@ static int alipay_load_key(void *arg, const char *value, int line)
 		ctx->lc_bad = 1;
 		return 0;
 	}
-	st->as_keys[st->as_n_keys] = crypto_pubkey_load(text, len);
+	key = crypto_pubkey_load(text, len);
 	free(text);
-	if (st->as_keys[st->as_n_keys] == NULL) {
+	if (key == NULL) {
 		log_err("provider %s: line %d: public_key is not an Alipay public key (base64 or "
 		        "PEM)",
 		        ctx->lc_pc->pc_name, line);
 		ctx->lc_bad = 1;
 		return 0;
 	}
-	st->as_n_keys++;
+	if (over) {
+		crypto_pubkey_destroy(key);
+		return 0;
+	}
+	st->as_keys[st->as_n_keys++] = key;
 	return 0;
 }
 
 static int alipay_create(const struct provider_conf *pc, void **ret_state)
 {
 	struct alipay_state *st = calloc(1, sizeof(*st));
-	struct alipay_load_ctx ctx = {pc, st, 0};
+	struct alipay_load_ctx ctx = {pc, st, 0, 0};
 	const char *app_id;
 	const char *seller_id;
 	const char *currency;

@@ -346,7 +346,7 @@ static int hmac_receive(const struct provider_conf *pc, const struct http_reques
                         struct provider_verdict *ret_verdict)
 {
 	const struct hmac_state *st = pc->pc_state;
-	const char *sig = http_header_get(req, st->hs_header);
+	const char *sig = NULL;
 	const char *ts_text = NULL;
 	const char *id = NULL;
 	size_t plen = strlen(st->hs_prefix);
@@ -357,11 +357,12 @@ static int hmac_receive(const struct provider_conf *pc, const struct http_reques
 	int ok;
 
 	buf_init(&content, 0);
-	if (st->hs_timestamp_header != NULL) {
-		ts_text = http_header_get(req, st->hs_timestamp_header);
-	}
-	if (st->hs_key_header != NULL) {
-		id = http_header_get(req, st->hs_key_header);
+	if (provider_header(req, st->hs_header, ret_verdict, &sig) < 0 ||
+	    (st->hs_timestamp_header != NULL &&
+	     provider_header(req, st->hs_timestamp_header, ret_verdict, &ts_text) < 0) ||
+	    (st->hs_key_header != NULL &&
+	     provider_header(req, st->hs_key_header, ret_verdict, &id) < 0)) {
+		goto fail;
 	}
 	if (sig == NULL || (st->hs_timestamp_header != NULL && ts_text == NULL)) {
 		provider_refuse(ret_verdict, 400, "missing_signature",

@@ -191,6 +191,7 @@ struct provider_secrets_ctx {
 	struct provider_secrets *sc_out;
 	int sc_secret; /* 0: public keys (provider_publics_load) */
 	int sc_bad; /* a line was refused (logged); the next ones are read all the same */
+	int sc_over; /* past PROVIDER_SECRETS_MAX: said once, the rest still checked */
 };
 
 static int provider_secrets_one(void *arg, const char *value, int line)
@@ -200,10 +201,11 @@ static int provider_secrets_one(void *arg, const char *value, int line)
 	char *data = NULL;
 	size_t len = 0;
 
-	if (ctx->sc_out->ps_n >= PROVIDER_SECRETS_MAX) {
+	if (ctx->sc_out->ps_n >= PROVIDER_SECRETS_MAX && !ctx->sc_over) {
 		log_err("provider %s: line %d: more than %d values for %s", ctx->sc_pc->pc_name,
 		        line, PROVIDER_SECRETS_MAX, ctx->sc_key);
-		return -1;
+		ctx->sc_over = 1;
+		ctx->sc_bad = 1;
 	}
 	if (provider_value_resolve(ctx->sc_pc, ctx->sc_key, value, ctx->sc_secret, &data, &len) <
 	    0) {
@@ -219,25 +221,32 @@ static int provider_secrets_one(void *arg, const char *value, int line)
 		ctx->sc_bad = 1;
 		return 0;
 	}
+	if (ctx->sc_over) {
+		/* Checked, not kept: there is no room for it. */
+		explicit_bzero(data, len);
+		free(data);
+		return 0;
+	}
 	s = &ctx->sc_out->ps_items[ctx->sc_out->ps_n++];
 	s->ps_data = (unsigned char *)data;
 	s->ps_len = len;
+	s->ps_line = line;
 	return 0;
 }
 
 static int provider_values_load(const struct provider_conf *pc, const char *key, int secret,
                                 struct provider_secrets *ret)
 {
-	struct provider_secrets_ctx ctx = {pc, key, ret, secret, 0};
+	struct provider_secrets_ctx ctx = {pc, key, ret, secret, 0, 0};
 
-	/* Every line read, each bad one logged: all of them in one run. */
+	/* Every line read, each bad one logged, the good ones kept for the
+	 * caller's checks: all of them in one run. */
 	memset(ret, 0, sizeof(*ret));
 	if (pc->pc_section == NULL) {
 		return 0;
 	}
 	if (config_section_each(pc->pc_section, key, provider_secrets_one, &ctx) != 0 ||
 	    ctx.sc_bad) {
-		provider_secrets_finish(ret);
 		return -1;
 	}
 	return 0;
@@ -282,6 +291,17 @@ int provider_refuse(struct provider_verdict *v, int status, const char *reason, 
 	v->pv_reason = reason;
 	v->pv_detail = detail;
 	return -1;
+}
+
+int provider_header(const struct http_request *req, const char *name, struct provider_verdict *v,
+                    const char **ret_value)
+{
+	if (http_header_one(req, name, ret_value) < 0) {
+		return provider_refuse(v, 400, "repeated_header",
+		                       "A signature, timestamp or id header field comes more than "
+		                       "once.");
+	}
+	return 0;
 }
 
 int provider_parse_timestamp(const char *s, int64_t *ret_s)

@@ -19,6 +19,7 @@ struct buf;
 struct provider_secret {
 	unsigned char *ps_data; /* NUL-terminated for convenience */
 	size_t ps_len;
+	int ps_line; /* its line in the configuration file, for messages */
 };
 
 struct provider_secrets {
@@ -38,8 +39,11 @@ int provider_secret_resolve(const struct provider_conf *pc, const char *key, con
 int provider_public_resolve(const struct provider_conf *pc, const char *key, const char *value,
                             char **ret, size_t *ret_len);
 
-/* Loads every occurrence of key in the instance's section, in file order.
- * Returns 0 (possibly with none) or -1 (logged, naming the key). */
+/* Loads every occurrence of key in the instance's section, in file order,
+ * up to PROVIDER_SECRETS_MAX. Returns 0 (possibly with none) or -1 when a
+ * line could not be read or there are more (each logged, naming the key
+ * and line); either way ret holds the lines that could be read, so their
+ * own checks run in the same run, and the caller finishes it. */
 int provider_secrets_load(const struct provider_conf *pc, const char *key,
                           struct provider_secrets *ret);
 
@@ -52,6 +56,13 @@ void provider_secrets_finish(struct provider_secrets *s);
 
 /* Fills *v and returns -1, so a profile can write `return provider_refuse(...)`. */
 int provider_refuse(struct provider_verdict *v, int status, const char *reason, const char *detail);
+
+/* The value of req's one header called name (NULL when it has none): 0, or
+ * -1 with *v a 400 "repeated_header" when several lines carry it, as a
+ * signature, timestamp or id field may come once (RFC 9110 5.3) and a
+ * profile cannot know which line the sender meant. */
+int provider_header(const struct http_request *req, const char *name, struct provider_verdict *v,
+                    const char **ret_value);
 
 /* A decimal Unix timestamp (digits only, at most 12). Returns 0 or -1. */
 int provider_parse_timestamp(const char *s, int64_t *ret_s);

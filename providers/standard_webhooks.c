@@ -48,8 +48,9 @@ static int standard_webhooks_decode_keys(const struct provider_conf *pc, const c
 		if (crypto_base64_decode(text, len, &raw, &raw_len) < 0 || raw_len == 0 ||
 		    (want_len != 0 && raw_len != want_len)) {
 			free(raw);
-			log_err("provider %s: %s #%zu is not %s followed by base64%s", pc->pc_name,
-			        key, i + 1, prefix, want_len != 0 ? " of a 32-byte key" : "");
+			log_err("provider %s: line %d: %s is not %s followed by base64%s",
+			        pc->pc_name, it->ps_line, key, prefix,
+			        want_len != 0 ? " of a 32-byte key" : "");
 			rc = -1;
 			continue;
 		}
@@ -85,12 +86,18 @@ static int standard_webhooks_create(const struct provider_conf *pc, void **ret_s
 	/* The secrets, the public keys and the mapping, each checked whatever
 	 * the others hold; whether any key is given only when both lists
 	 * were read. */
-	if (provider_secrets_load(pc, "secret", &st->sw_secrets) < 0 ||
-	    standard_webhooks_decode_keys(pc, "secret", "whsec_", &st->sw_secrets, 0) < 0) {
+	/* Each list's readable lines are decoded (and their problems
+	 * logged) even when another line could not be read. */
+	if (provider_secrets_load(pc, "secret", &st->sw_secrets) < 0) {
 		rc = -1;
 	}
-	if (provider_publics_load(pc, "public_key", &st->sw_public) < 0 ||
-	    standard_webhooks_decode_keys(pc, "public_key", "whpk_", &st->sw_public,
+	if (standard_webhooks_decode_keys(pc, "secret", "whsec_", &st->sw_secrets, 0) < 0) {
+		rc = -1;
+	}
+	if (provider_publics_load(pc, "public_key", &st->sw_public) < 0) {
+		rc = -1;
+	}
+	if (standard_webhooks_decode_keys(pc, "public_key", "whpk_", &st->sw_public,
 	                                  SW_ED25519_KEY_LEN) < 0) {
 		rc = -1;
 	}
@@ -112,21 +119,24 @@ fail:
 	return -1;
 }
 
-/* The spec's header, or its svix- alias. */
-static const char *standard_webhooks_header(const struct http_request *req, const char *suffix)
+/* The spec's header, or its svix- alias, into *ret (NULL when neither
+ * is there): 0, or -1 with v set when the one taken comes more than once. */
+static int standard_webhooks_header(const struct http_request *req, const char *suffix,
+                                    struct provider_verdict *v, const char **ret)
 {
 	char name[64];
-	const char *v;
 
 	memcpy(name, "webhook-", 8);
 	memcpy(name + 8, suffix, strlen(suffix) + 1);
-	v = http_header_get(req, name);
-	if (v != NULL) {
-		return v;
+	if (provider_header(req, name, v, ret) < 0) {
+		return -1;
+	}
+	if (*ret != NULL) {
+		return 0;
 	}
 	memcpy(name, "svix-", 5);
 	memcpy(name + 5, suffix, strlen(suffix) + 1);
-	return http_header_get(req, name);
+	return provider_header(req, name, v, ret);
 }
 
 static int standard_webhooks_signed_content(const char *id, const char *ts, const void *body,
@@ -231,9 +241,9 @@ static int standard_webhooks_receive(const struct provider_conf *pc, const struc
                                      struct provider_verdict *ret_verdict)
 {
 	const struct standard_webhooks_state *st = pc->pc_state;
-	const char *id = standard_webhooks_header(req, "id");
-	const char *ts_text = standard_webhooks_header(req, "timestamp");
-	const char *sig_text = standard_webhooks_header(req, "signature");
+	const char *id = NULL;
+	const char *ts_text = NULL;
+	const char *sig_text = NULL;
 	struct buf content;
 	cJSON *root = NULL;
 	struct event *ev;
@@ -243,6 +253,11 @@ static int standard_webhooks_receive(const struct provider_conf *pc, const struc
 	int ok;
 
 	buf_init(&content, 0);
+	if (standard_webhooks_header(req, "id", ret_verdict, &id) < 0 ||
+	    standard_webhooks_header(req, "timestamp", ret_verdict, &ts_text) < 0 ||
+	    standard_webhooks_header(req, "signature", ret_verdict, &sig_text) < 0) {
+		goto fail;
+	}
 	if (id == NULL || ts_text == NULL || sig_text == NULL) {
 		provider_refuse(
 		        ret_verdict, 400, "missing_signature",

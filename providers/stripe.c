@@ -581,12 +581,15 @@ static int stripe_receive(const struct provider_conf *pc, const struct http_requ
                           struct provider_verdict *ret_verdict)
 {
 	const struct stripe_state *st = pc->pc_state;
-	const char *header = http_header_get(req, "Stripe-Signature");
+	const char *header = NULL;
 	struct stripe_sig sig;
 	cJSON *root = NULL;
 	char *copy = NULL;
 	int ok;
 
+	if (provider_header(req, "Stripe-Signature", ret_verdict, &header) < 0) {
+		return -1;
+	}
 	if (header == NULL) {
 		return provider_refuse(ret_verdict, 400, "missing_signature",
 		                       "The Stripe-Signature header is missing.");

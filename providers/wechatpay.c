@@ -74,6 +74,7 @@ struct wechatpay_load_ctx {
 	const struct provider_conf *lc_pc;
 	struct wechatpay_state *lc_st;
 	int lc_bad; /* a line was refused (logged); the next ones are read all the same */
+	int lc_over; /* past WECHATPAY_KEYS_MAX: said once, the rest still checked */
 };
 
 /* "SERIAL SPEC": the serial WeChat Pay sends in Wechatpay-Serial, then where
@@ -87,13 +88,18 @@ static int wechatpay_load_key(void *arg, const char *value, int line)
 	size_t n = strcspn(value, " \t");
 	const char *spec = value + n + strspn(value + n, " \t");
 	struct wechatpay_key *k;
+	struct wechatpay_key scratch = {0};
+	int over = st->ws_n_keys >= WECHATPAY_KEYS_MAX;
 	char *text = NULL;
 	size_t len = 0;
 
-	if (st->ws_n_keys >= WECHATPAY_KEYS_MAX) {
+	if (over && !ctx->lc_over) {
 		log_err("provider %s: line %d: more than %d platform_key values", name, line,
 		        WECHATPAY_KEYS_MAX);
-		return -1;
+		ctx->lc_over = 1;
+	}
+	if (over) {
+		ctx->lc_bad = 1; /* and the line is checked all the same, not kept */
 	}
 	if (n == 0 || n > WECHATPAY_SERIAL_MAX || spec[0] == '\0') {
 		log_err("provider %s: line %d: platform_key needs \"SERIAL file:/path/to/key.pem\"",
@@ -106,13 +112,17 @@ static int wechatpay_load_key(void *arg, const char *value, int line)
 		ctx->lc_bad = 1;
 		return 0;
 	}
-	k = &st->ws_keys[st->ws_n_keys];
+	k = over ? &scratch : &st->ws_keys[st->ws_n_keys];
 	k->wk_key = crypto_pubkey_load(text, len);
 	free(text);
 	if (k->wk_key == NULL) {
 		log_err("provider %s: line %d: platform_key is not a PEM public key or certificate",
 		        name, line);
 		ctx->lc_bad = 1;
+		return 0;
+	}
+	if (over) {
+		crypto_pubkey_destroy(k->wk_key);
 		return 0;
 	}
 	k->wk_serial = strndup(value, n);
@@ -253,7 +263,7 @@ static int wechatpay_reconcile_load(const struct provider_conf *pc, struct wecha
 static int wechatpay_create(const struct provider_conf *pc, void **ret_state)
 {
 	struct wechatpay_state *st = calloc(1, sizeof(*st));
-	struct wechatpay_load_ctx ctx = {pc, st, 0};
+	struct wechatpay_load_ctx ctx = {pc, st, 0, 0};
 	const char *mchid;
 	int keys_read = 1;
 	int apiv3_read = 1;
@@ -283,10 +293,11 @@ static int wechatpay_create(const struct provider_conf *pc, void **ret_state)
 		        pc->pc_name);
 		rc = -1;
 	}
+	/* The lines that could be read, even when another could not. */
 	for (i = 0; i < st->ws_apiv3.ps_n; i++) {
 		if (st->ws_apiv3.ps_items[i].ps_len != WECHATPAY_APIV3_KEY_LEN) {
-			log_err("provider %s: apiv3_key #%zu is not %d bytes", pc->pc_name, i + 1,
-			        WECHATPAY_APIV3_KEY_LEN);
+			log_err("provider %s: line %d: apiv3_key is not %d bytes", pc->pc_name,
+			        st->ws_apiv3.ps_items[i].ps_line, WECHATPAY_APIV3_KEY_LEN);
 			rc = -1;
 		}
 	}
@@ -457,14 +468,20 @@ static int wechatpay_authenticate(const struct provider_conf *pc, const struct h
                                   int64_t now_s, struct provider_verdict *v)
 {
 	const struct wechatpay_state *st = pc->pc_state;
-	const char *ts_text = http_header_get(req, "Wechatpay-Timestamp");
-	const char *nonce = http_header_get(req, "Wechatpay-Nonce");
-	const char *sig = http_header_get(req, "Wechatpay-Signature");
-	const char *serial = http_header_get(req, "Wechatpay-Serial");
+	const char *ts_text = NULL;
+	const char *nonce = NULL;
+	const char *sig = NULL;
+	const char *serial = NULL;
 	const struct crypto_pubkey *key;
 	int64_t ts = 0;
 	int ok;
 
+	if (provider_header(req, "Wechatpay-Timestamp", v, &ts_text) < 0 ||
+	    provider_header(req, "Wechatpay-Nonce", v, &nonce) < 0 ||
+	    provider_header(req, "Wechatpay-Signature", v, &sig) < 0 ||
+	    provider_header(req, "Wechatpay-Serial", v, &serial) < 0) {
+		return -1;
+	}
 	if (ts_text == NULL || nonce == NULL || sig == NULL || serial == NULL) {
 		return provider_refuse(
 		        v, 400, "missing_signature",

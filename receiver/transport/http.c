@@ -385,6 +385,21 @@ size_t http_header_count(const struct http_request *req, const char *name)
 	return n;
 }
 
+int http_header_one(const struct http_request *req, const char *name, const char **ret_value)
+{
+	const char *v = http_header_get(req, name);
+
+	*ret_value = NULL;
+	if (v == NULL) {
+		return 0;
+	}
+	if (http_header_count(req, name) > 1) {
+		return -1;
+	}
+	*ret_value = v;
+	return 1;
+}
+
 char *http_query_get(const struct http_request *req, const char *name)
 {
 	const char *q = strchr(req->hr_url, '?');
@@ -1617,6 +1632,8 @@ static void http_refuse_too_large(struct http_refusal *hf)
 /* What the framing checks need from the header fields. */
 struct http_framing {
 	size_t hm_fields;
+	size_t hm_host_n; /* Host fields */
+	int hm_folded;    /* a field was continued on an obs-fold line */
 	size_t hm_cl_n;   /* Content-Length fields */
 	int hm_cl_bad;    /* one is not a plain decimal number */
 	int hm_cl_differ; /* two say different lengths */
@@ -1654,8 +1671,17 @@ static enum MHD_Result http_framing_collect(void *cls, enum MHD_ValueKind kind, 
 	hm->hm_fields++;
 	if (value == NULL) {
 		value = "";
+	} else if ((uintptr_t)value < (uintptr_t)key + strlen(key) + 1) {
+		/* libmicrohttpd (0.9.75) joins an obsolete folded line to the
+		 * field's name rather than its value ("X-A: 1\r\n 2" becomes
+		 * "X-A2: 1"), moving the name to a new place in its pool, past
+		 * the read buffer. Every other field's value follows its name
+		 * in the line it came in. */
+		hm->hm_folded = 1;
 	}
-	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+	if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
+		hm->hm_host_n++;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
 		if (http_parse_length(value, &n) < 0) {
 			hm->hm_cl_bad = 1;
 		} else if (hm->hm_cl_n > 0 && n != hm->hm_cl) {
@@ -1711,6 +1737,21 @@ static int http_te_chunked_last(const char *list)
 	return others ? 0 : 1;
 }
 
+/* 1 when the path of url (up to '?') holds an encoded slash (%2F): once
+ * decoded it would be a separator the client did not send as one, so
+ * "/hooks%2Fstripe" would reach /hooks/stripe. */
+static int http_path_encoded_slash(const char *url)
+{
+	const char *p;
+
+	for (p = url; *p != '\0' && *p != '?'; p++) {
+		if (p[0] == '%' && p[1] == '2' && (p[2] == 'f' || p[2] == 'F')) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* Checks a request head once it is all in. Returns 0, or -1 with the
  * refusal in hf. libmicrohttpd takes the first Content-Length and the first
  * Transfer-Encoding, and only an exact "chunked" as chunked: anything that
@@ -1761,6 +1802,11 @@ static int http_head_check(struct MHD_Connection *con, struct http_conn *hc, con
 		                 "The path contains an encoded NUL byte (%00).");
 		return -1;
 	}
+	if (http_path_encoded_slash(hc->hc_url)) {
+		http_refusal_set(hf, 400, "encoded_slash", "Encoded slash in the path",
+		                 "The path contains an encoded slash (%2F); send / as itself.");
+		return -1;
+	}
 	memset(&hm, 0, sizeof(hm));
 	MHD_get_connection_values(con, MHD_HEADER_KIND, http_framing_collect, &hm);
 	if (hm.hm_fields > HTTP_HEADERS_MAX) {
@@ -1773,6 +1819,20 @@ static int http_head_check(struct MHD_Connection *con, struct http_conn *hc, con
 		http_refusal_set(hf, 431, "headers_too_large", "Request header fields too large",
 		                 "The request line and header fields are larger than " HTTP_XSTR(
 		                         HTTP_HEAD_MAX) " bytes.");
+		return -1;
+	}
+	/* RFC 9112 5.2: refused, not joined, as the library lost where the
+	 * name ended. */
+	if (hm.hm_folded) {
+		http_refusal_set(hf, 400, "obsolete_line_folding", "Folded header field",
+		                 "A header field is continued on a line that starts with a space "
+		                 "or tab (obsolete line folding); send each field on one line.");
+		return -1;
+	}
+	/* RFC 9112 3.2: which host the request is for must be unambiguous. */
+	if (hm.hm_host_n > 1) {
+		http_refusal_set(hf, 400, "repeated_host", "More than one Host",
+		                 "The request has more than one Host header field.");
 		return -1;
 	}
 	if (hm.hm_te_n > 0) {

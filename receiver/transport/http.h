@@ -43,6 +43,11 @@ struct http_request {
 const char *http_header_get(const struct http_request *req, const char *name);
 /* How many headers are called name. */
 size_t http_header_count(const struct http_request *req, const char *name);
+/* The value of the one header called name: 1 with *ret_value set; 0 when
+ * there is none and -1 when several lines carry it, both with *ret_value
+ * NULL. For a field that is not a list, which a sender may not repeat
+ * (RFC 9110 5.3): which of two lines counts is anybody's guess. */
+int http_header_one(const struct http_request *req, const char *name, const char **ret_value);
 /* The raw query parameter value for name (not percent-decoded), copied into
  * a malloc'd string, or NULL. */
 char *http_query_get(const struct http_request *req, const char *name);

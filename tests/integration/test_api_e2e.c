@@ -206,6 +206,53 @@ static void test_post_with_several_idempotency_keys_is_400(void **state)
 		0);
 }
 
+/* A field that may come once (RFC 9110 5.3) on two lines, the same or not:
+ * 400, no line taken over the other, and the key is not consumed. */
+static void test_a_repeated_single_field_is_400_and_consumes_no_key(void **state)
+{
+	static const char *const twice[][4] = {
+	        {"Idempotency-Key: rep-1", "Content-Type: text/plain", NULL, NULL},
+	        {"Idempotency-Key: rep-1", "Content-Type: application/json", NULL, NULL},
+	        {"Idempotency-Key: rep-1", "X-Client-Id: shop-a", "X-Client-Id: shop-b", NULL},
+	        {"Idempotency-Key: rep-1", "X-Client-Id: shop-a", "X-Client-Id: shop-a", NULL},
+	        {"Idempotency-Key: rep-1", "Origin: " E2E_ORIGIN, "Origin: https://evil.example",
+	         NULL},
+	};
+	const char *body = "{\"amount\":1999,\"currency\":\"eur\"}";
+	const char *once[] = {"Idempotency-Key: rep-1", "X-Client-Id: shop-a", NULL};
+	const char *keys_same[] = {"Idempotency-Key: rep-1", "Idempotency-Key: rep-1", NULL};
+	const char *origins[] = {"Origin: " E2E_ORIGIN, "Origin: https://evil.example", NULL};
+	char *url;
+	size_t i;
+	struct hres r;
+
+	for (i = 0; i < sizeof(twice) / sizeof(twice[0]); i++) {
+		e2e_post(&e2e_main, twice[i], body, &r);
+		assert_problem(&r, 400, "repeated_header");
+		/* Which origin asked is unknown: no CORS answer for either. */
+		assert_no_header(&r, "Access-Control-Allow-Origin");
+		hres_finish(&r);
+	}
+	e2e_post(&e2e_main, keys_same, body, &r);
+	assert_problem(&r, 400, "several_idempotency_keys");
+	hres_finish(&r);
+	assert_int_equal(e2e_count(&e2e_main, "SELECT count(*) FROM idempotency_records WHERE "
+	                                      "idem_key = 'rep-1'"),
+	                 0);
+	/* A read with two origins is refused the same way. */
+	url = e2e_url(&e2e_main, "/api/orders/ord_none");
+	assert_int_equal(hn_http("GET", url, origins, NULL, 0, &r), 0);
+	assert_problem(&r, 400, "repeated_header");
+	assert_no_header(&r, "Access-Control-Allow-Origin");
+	hres_finish(&r);
+	free(url);
+	/* The key is still fresh. */
+	e2e_post(&e2e_main, once, body, &r);
+	assert_int_equal(r.hs_status, 201);
+	assert_no_header(&r, "Idempotent-Replayed");
+	hres_finish(&r);
+}
+
 static void test_first_post_creates_the_order_and_answers_201_with_location(void **state)
 {
 	char id[64];
@@ -1246,6 +1293,9 @@ static void test_bearer_tokens_authenticate_and_scope_keys_per_client(void **sta
 				"Authorization: Bearer tok-b-0123456789abcdef", NULL};
 	const char *shop_c[] = {"Idempotency-Key: auth-1",
 				"Authorization: bearer tok-c-0123456789abcdef", NULL};
+	const char *two_tokens[] = {"Idempotency-Key: auth-1",
+	                            "Authorization: Bearer tok-a-0123456789abcdef",
+	                            "Authorization: Bearer not-a-token-of-ours", NULL};
 	char *url;
 	char ida[64];
 	char idb[64];
@@ -1269,6 +1319,10 @@ static void test_bearer_tokens_authenticate_and_scope_keys_per_client(void **sta
 	hres_finish(&r);
 	e2e_post(&d, wrong, body, &r);
 	assert_problem(&r, 401, "unauthorized");
+	hres_finish(&r);
+	/* Two credentials: which one the client meant is unknown. */
+	e2e_post(&d, two_tokens, body, &r);
+	assert_problem(&r, 400, "repeated_header");
 	hres_finish(&r);
 
 	e2e_post(&d, shop_a, body, &r);
@@ -1468,6 +1522,7 @@ int main(void)
 	        cmocka_unit_test(test_post_with_malformed_idempotency_key_is_400),
 	        cmocka_unit_test(test_post_with_a_key_over_255_characters_is_400),
 	        cmocka_unit_test(test_post_with_several_idempotency_keys_is_400),
+	        cmocka_unit_test(test_a_repeated_single_field_is_400_and_consumes_no_key),
 	        cmocka_unit_test(test_first_post_creates_the_order_and_answers_201_with_location),
 	        cmocka_unit_test(test_retry_with_same_key_replays_the_201_byte_for_byte),
 	        cmocka_unit_test(test_reordered_json_with_other_whitespace_is_a_replay_not_422),

@@ -490,7 +490,7 @@ static const char *const cc_multi_want[] = {
         "idemhook.ini:26: [gc] batch: must be 1..",
         "idemhook.ini:33: [provider broken] tolerance = \"abc\": expected a duration",
         "idemhook.ini:27: [provider adyen]: provider configuration refused",
-        "provider adyen: hmac_key #1 is not the hex key",
+        "provider adyen: line 29: hmac_key is not the hex key",
         "[console] session_ttl",
 };
 #define CC_MULTI_WANT_SHAPE 4 /* what a command that reads no secret logs */
@@ -605,14 +605,16 @@ static void test_every_problem_of_a_file_is_named_in_one_run(void **state)
 	"[provider other]\ntype = stripe\nsecret = whsec_other\n"                                  \
 	"allow_from = bogus-c 10.0.0.0/8 bogus-d\n"                                                \
 	"[console]\nsession_ttl = forever\nlogin_failures = many\n"                                \
-	"[provider keys]\ntype = adyen\nhmac_key = zz\nhmac_key = yy\nbasic_user = a:b\n"          \
+	"[provider keys]\ntype = adyen\nhmac_key = file:/nonexistent/hk\nhmac_key = yy\n"          \
+	"basic_user = a:b\n"                                                                       \
 	"[provider rotated]\ntype = stripe\nsecret = file:/nonexistent/s1\n"                       \
 	"secret = file:/nonexistent/s2\n"                                                          \
-	"[provider sw]\ntype = standard-webhooks\nsecret = whsec_!!\nsecret = whsec_??\n"          \
+	"[provider sw]\ntype = standard-webhooks\nsecret = file:/nonexistent/sw\n"                 \
+	"secret = whsec_??\n"                                                                      \
 	"[provider signed]\ntype = hmac\nsecret = abc\nalgorithm = md5\nencoding = octal\n"        \
 	"[provider wx]\ntype = wechatpay\nplatform_key = S0 env:" CC_PUB_ENV "\n"                  \
 	"platform_key = S1 file:/nonexistent/wx1.pem\nplatform_key = S2\n"                         \
-	"apiv3_key = 0123456789abcdef0123456789abcdef\napiv3_key = short\nmchid = 1900000001\n"    \
+	"apiv3_key = file:/nonexistent/apiv3\napiv3_key = short\nmchid = 1900000001\n"             \
 	"merchant_key = file:/nonexistent/merchant.pem\n"                                          \
 	"merchant_serial = 5157F09EFDC096DE15EBE81A47057A72\n"                                     \
 	"api_base_url = http://api.mch.example\n"                                                  \
@@ -648,18 +650,19 @@ static const char *const cc_sections_want[] = {
         "idemhook.ini:43: [api] token: shop-b cannot be read",
         "idemhook.ini:49: [console] session_ttl = \"forever\"",
         "idemhook.ini:50: [console] login_failures = \"many\"",
-        "provider keys: hmac_key #1 is not the hex key",
-        "provider keys: hmac_key #2 is not the hex key",
+        "provider keys: line 53: hmac_key cannot be read",
+        "provider keys: line 54: hmac_key is not the hex key",
         "provider keys: basic_user (without ':') and basic_password go together",
         "provider rotated: line 58: secret cannot be read",
         "provider rotated: line 59: secret cannot be read",
-        "provider sw: secret #1 is not whsec_ followed by base64",
-        "provider sw: secret #2 is not whsec_ followed by base64",
+        "provider sw: line 62: secret cannot be read",
+        "provider sw: line 63: secret is not whsec_ followed by base64",
         "provider signed: algorithm: expected sha256 or sha512",
         "provider signed: encoding: expected hex or base64",
         "provider wx: line 72: platform_key cannot be read",
         "provider wx: line 73: platform_key needs \"SERIAL file:/path/to/key.pem\"",
-        "provider wx: apiv3_key #2 is not 32 bytes",
+        "provider wx: line 74: apiv3_key cannot be read",
+        "provider wx: line 75: apiv3_key is not 32 bytes",
         "provider wx: merchant_key: cannot read the value",
         "provider wx: api_base_url: ",
         "provider ali: line 84: public_key cannot be read",
@@ -699,6 +702,84 @@ static void test_every_bad_key_and_list_entry_of_a_section_is_named_in_one_run(v
 	free(pub_pem);
 	cc_named_in_one_run(FX_STRIPE_INI CC_SECTIONS_INI, &cn, "evt_cc_sections");
 	unsetenv(CC_PUB_ENV);
+}
+
+/* A list past its maximum count says so once, and its lines after that
+ * are checked all the same: a bad one among them is named in the same
+ * run. Lines from 21, after the harness's 14 and FX_STRIPE_INI's 6. */
+static void test_the_lines_of_a_list_past_its_maximum_are_still_checked(void **state)
+{
+	static const char *const unwanted[] = {"are needed"};
+	char want[6][160];
+	const char *wants[6];
+	const struct cc_named cn = {wants, 6, 2, unwanted, 1};
+	char *priv_pem = NULL;
+	char *pub_pem = NULL;
+	struct buf b;
+	int line = 21;
+	int i;
+
+	(void)state;
+	assert_int_equal(crypto_rsa_generate(1024, &priv_pem, &pub_pem), 0);
+	assert_int_equal(setenv(CC_PUB_ENV, pub_pem, 1), 0);
+	assert_int_equal(setenv("IDEMHOOK_CC_TOK", "tok-0123456789abcdef", 1), 0);
+	free(priv_pem);
+	free(pub_pem);
+	buf_init(&b, 0);
+	/* 33 origins, 8 a line (32 at most), then one no browser sends. */
+	buf_puts(&b, FX_STRIPE_INI "[api]\n");
+	line++;
+	for (i = 1; i <= 33; i++) {
+		buf_printf(&b, "%s https://o%d.example%s", i % 8 == 1 ? "cors_origins =" : "", i,
+		           i % 8 == 0 ? "\n" : "");
+		if (i % 8 == 0) {
+			line++;
+		}
+	}
+	buf_puts(&b, " HTTPS://Upper.example\n");
+	snprintf(want[0], sizeof(want[0]), "idemhook.ini:%d: [api] cors_origins: at most 32", line);
+	snprintf(want[1], sizeof(want[1]),
+	         "idemhook.ini:%d: [api] cors_origins: \"HTTPS://Upper.example\" is no origin",
+	         line);
+	line++;
+	/* 65 tokens (64 at most), then a line with a bad name. */
+	for (i = 1; i <= 65; i++) {
+		buf_printf(&b, "token = c%d env:IDEMHOOK_CC_TOK\n", i);
+		line++;
+	}
+	buf_puts(&b, "token = bad/name env:IDEMHOOK_CC_TOK\n");
+	snprintf(want[2], sizeof(want[2]), "idemhook.ini:%d: [api] token: expected [NAME]", line);
+	line++;
+	/* 9 secrets (8 at most), then one that cannot be read. */
+	buf_puts(&b, "[provider many]\ntype = stripe\n");
+	line += 2;
+	for (i = 1; i <= 9; i++) {
+		buf_printf(&b, "secret = whsec_many_%d\n", i);
+		line++;
+	}
+	buf_puts(&b, "secret = file:/nonexistent/many\n");
+	snprintf(want[3], sizeof(want[3]), "provider many: line %d: secret cannot be read", line);
+	line++;
+	/* 9 platform keys (8 at most), then one that cannot be read. */
+	buf_puts(&b, "[provider wxmany]\ntype = wechatpay\napiv3_key = "
+	             "0123456789abcdef0123456789abcdef\nmchid = 1900000001\n");
+	line += 4;
+	for (i = 1; i <= 9; i++) {
+		buf_printf(&b, "platform_key = S%d env:" CC_PUB_ENV "\n", i);
+		line++;
+	}
+	buf_puts(&b, "platform_key = S10 file:/nonexistent/wx.pem\n");
+	snprintf(want[4], sizeof(want[4]), "provider wxmany: line %d: platform_key cannot be read",
+	         line);
+	snprintf(want[5], sizeof(want[5]), "provider wxmany: line %d: more than 8 platform_key",
+	         line - 1);
+	for (i = 0; i < 6; i++) {
+		wants[i] = want[i];
+	}
+	cc_named_in_one_run(b.buf_data, &cn, "evt_cc_over");
+	buf_finish(&b);
+	unsetenv(CC_PUB_ENV);
+	unsetenv("IDEMHOOK_CC_TOK");
 }
 
 /* A public key written in the file is no secret: no warning about it,
@@ -991,6 +1072,7 @@ int main(void)
 	        cmocka_unit_test(test_every_problem_of_a_file_is_named_in_one_run),
 	        cmocka_unit_test(
 	                test_every_bad_key_and_list_entry_of_a_section_is_named_in_one_run),
+	        cmocka_unit_test(test_the_lines_of_a_list_past_its_maximum_are_still_checked),
 	        cmocka_unit_test(
 	                test_a_reload_refuses_a_spool_or_database_directory_the_start_cannot_make),
 	        cmocka_unit_test(test_a_reload_names_keys_that_need_a_restart_and_applies_outbound),

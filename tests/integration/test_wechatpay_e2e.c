@@ -15,6 +15,7 @@
 #include "crypto.h"
 #include "fixtures.h"
 #include "provider_e2e.h"
+#include "rawhttp.h"
 #include "wechatpay_fixture.h"
 
 #define WX_SERIAL "5157F09EFDC096DE15EBE81A47057A7232F1B8E1"
@@ -293,6 +294,87 @@ static void test_wechatpay_listener_and_method_refusals_answer_fail_json(void **
 	                 0);
 }
 
+/* A signed notification made ambiguous: a second Wechatpay-Signature line,
+ * a path with an encoded slash, a header folded onto two lines. Each is
+ * refused with 400 in WeChat Pay's format and stores nothing; the same
+ * notification sent plainly then pays the order. */
+static void test_wechatpay_ambiguous_requests_answer_fail_json_and_consume_no_key(void **state)
+{
+	struct daemon *d = *state;
+	struct wx_msg m;
+	const char *twice[8];
+	struct rh_response raw;
+	struct hres r;
+	struct buf b;
+	char url[256];
+	char id[64];
+	char *before;
+	char *after;
+	char *plain;
+	char *body;
+	size_t i;
+
+	fx_order(d, 100, "cny", id);
+	plain = paid_plain(id, 100);
+	body = wx_body("EV-e2e-ambiguous", "TRANSACTION.SUCCESS", plain, "ffffffffffff");
+	wx_sign(&m, body, NULL);
+	before = hn_db_snapshot(d->dm_db);
+	assert_non_null(before);
+
+	for (i = 0; m.wm_headers[i] != NULL; i++) {
+		twice[i] = m.wm_headers[i];
+	}
+	twice[i++] = "Wechatpay-Signature: d3Jvbmcgc2lnbmF0dXJl";
+	twice[i] = NULL;
+	assert_int_equal(e2e_post(d, "wechatpay", twice, body, &r), 0);
+	e2e_expect_answer(&r, 400, "application/json",
+	                  "{\"code\":\"FAIL\",\"message\":\"A signature, timestamp or id header "
+	                  "field comes more than once.\"}",
+	                  NULL);
+	hres_finish(&r);
+
+	snprintf(url, sizeof(url), "%s/hooks%%2Fwechatpay", d->dm_base);
+	assert_int_equal(hn_http("POST", url, m.wm_headers, body, strlen(body), &r), 0);
+	e2e_expect_answer(&r, 400, "application/json",
+	                  "{\"code\":\"FAIL\",\"message\":\"The path contains an encoded slash "
+	                  "(%2F); send / as itself.\"}",
+	                  NULL);
+	hres_finish(&r);
+
+	/* The serial folded onto a second line. */
+	buf_init(&b, 0);
+	buf_printf(&b, "POST /hooks/wechatpay HTTP/1.1\r\nHost: 127.0.0.1\r\n");
+	for (i = 0; i < 5; i++) {
+		if (strncmp(m.wm_headers[i], "Wechatpay-Serial: ", 18) == 0) {
+			buf_printf(&b, "Wechatpay-Serial:\r\n %s\r\n", m.wm_headers[i] + 18);
+		} else {
+			buf_printf(&b, "%s\r\n", m.wm_headers[i]);
+		}
+	}
+	buf_printf(&b, "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+	           strlen(body), body);
+	assert_int_equal(rh_exchange(d->dm_port, b.buf_data, b.buf_len, 10000, &raw), 1);
+	assert_int_equal(raw.rr_status, 400);
+	assert_non_null(strstr(raw.rr_body, "{\"code\":\"FAIL\",\"message\":\"A header field is "
+	                                    "continued on a line"));
+	rh_response_finish(&raw);
+	buf_finish(&b);
+
+	after = hn_db_snapshot(d->dm_db);
+	assert_non_null(after);
+	assert_string_equal(before, after);
+	assert_int_equal(e2e_post(d, "wechatpay", m.wm_headers, body, &r), 0);
+	assert_int_equal(r.hs_status, 204);
+	assert_false(e2e_replayed(&r));
+	hres_finish(&r);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id),
+	                 1);
+	free(before);
+	free(after);
+	free(plain);
+	free(body);
+}
+
 /* ---- the lifecycle: failed refunds and partner mode, in order and in reverse ---- */
 
 struct wx_step {
@@ -488,6 +570,8 @@ int main(void)
 	        cmocka_unit_test(test_wechatpay_refund_applies_once),
 	        cmocka_unit_test(test_wechatpay_probe_is_refused_with_fail_json_and_counted_apart),
 	        cmocka_unit_test(test_wechatpay_listener_and_method_refusals_answer_fail_json),
+	        cmocka_unit_test(
+	                test_wechatpay_ambiguous_requests_answer_fail_json_and_consume_no_key),
 	        cmocka_unit_test(test_wechatpay_refund_then_refund_abnormal_leaves_the_order_paid),
 	        cmocka_unit_test(test_wechatpay_partner_mode_pays_refunds_and_closes_refunds),
 	        cmocka_unit_test(test_wechatpay_bodies_parsers_disagree_on_consume_no_key),

@@ -112,4 +112,42 @@ static inline int pt_receive(struct pt_instance *pi, struct pt_request *r, int64
 	return pi->pi_conf.pc_provider->p_receive(&pi->pi_conf, &r->pr_req, now_s, b, v);
 }
 
+/* For each header field of r, a request pi accepts at now_s: r with that
+ * field once more, first with the same value, then with another. Returns
+ * how many of them p_receive does not refuse as "repeated_header" (0 when
+ * the profile takes no line of a field it reads over another). */
+static inline int pt_repeats_not_refused(struct pt_instance *pi, const struct pt_request *r,
+                                         int64_t now_s)
+{
+	size_t i;
+	size_t j;
+	int k;
+	int wrong = 0;
+
+	for (i = 0; i < r->pr_req.hr_n_headers; i++) {
+		for (k = 0; k < 2; k++) {
+			struct pt_request c;
+			struct event_batch b;
+			struct provider_verdict v;
+
+			pt_request_init(&c, r->pr_req.hr_body, r->pr_req.hr_body_len);
+			for (j = 0; j < r->pr_req.hr_n_headers; j++) {
+				pt_request_header(&c, r->pr_headers[j].hh_name,
+				                  r->pr_headers[j].hh_value);
+			}
+			pt_request_header(&c, r->pr_headers[i].hh_name,
+			                  k == 0 ? r->pr_headers[i].hh_value : "other");
+			if (pt_receive(pi, &c, now_s, &b, &v) == 0) {
+				event_batch_finish(&b);
+				wrong++;
+			} else if (v.pv_status != 400 || v.pv_reason == NULL ||
+			           strcmp(v.pv_reason, "repeated_header") != 0) {
+				wrong++;
+			}
+			pt_request_finish(&c);
+		}
+	}
+	return wrong;
+}
+
 #endif

@@ -370,6 +370,31 @@ static void test_adyen_checks_http_basic_auth_when_configured(void **state)
 	free(body);
 }
 
+/* Two Authorization fields: not one set of credentials (RFC 9110 5.3). */
+static void test_adyen_refuses_repeated_basic_credentials_with_400(void **state)
+{
+	const char *extra[] = {"basic_user", "adyen", "basic_password", "s3cret", NULL};
+	const struct item items[] = {
+	        {"4002", "", "ShopCOM", "ord_1", 100, "EUR", "AUTHORISATION", "true", NULL}};
+	const char *keys[] = {VEC_KEY};
+	char *body = batch(items, keys, 1);
+	struct pt_instance pi;
+	struct pt_request r;
+	struct event_batch b;
+	struct provider_verdict v;
+
+	(void)state;
+	make_instance(&pi, extra);
+	pt_request_init(&r, body, strlen(body));
+	pt_request_header(&r, "Authorization", "Basic YWR5ZW46czNjcmV0");
+	assert_int_equal(pt_receive(&pi, &r, NOW, &b, &v), 0);
+	event_batch_finish(&b);
+	assert_int_equal(pt_repeats_not_refused(&pi, &r, NOW), 0);
+	pt_request_finish(&r);
+	pt_instance_destroy(&pi);
+	free(body);
+}
+
 static void test_adyen_marks_items_of_another_merchant_account_refused(void **state)
 {
 	const char *extra[] = {"merchant_account", "ShopCOM", NULL};
@@ -759,6 +784,7 @@ int main(void)
 	        cmocka_unit_test(test_adyen_refuses_an_item_without_hmac_signature),
 	        cmocka_unit_test(test_adyen_accepts_items_signed_with_a_rotated_key),
 	        cmocka_unit_test(test_adyen_checks_http_basic_auth_when_configured),
+	        cmocka_unit_test(test_adyen_refuses_repeated_basic_credentials_with_400),
 	        cmocka_unit_test(test_adyen_marks_items_of_another_merchant_account_refused),
 	        cmocka_unit_test(test_adyen_rejects_malformed_batches),
 	        cmocka_unit_test(test_adyen_answers_accepted),

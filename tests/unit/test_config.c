@@ -380,7 +380,7 @@ static void assert_every_load_problem_logged(const char *log_text, const char *p
 	        ":7: [store] unknown key \"pathh\"; did you mean \"path\"?",
 	        ":9: [points] rate = \"1e-2\"",
 	        ":15: [provider stripe] tolerance = \"abc\": expected a duration",
-	        "provider adyen: hmac_key #1 is not the hex key",
+	        "provider adyen: line 18: hmac_key is not the hex key",
 	        ":16: [provider adyen]: provider configuration refused",
 	};
 	char expect[512];

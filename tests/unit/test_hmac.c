@@ -309,6 +309,54 @@ static void test_hmac_refuses_a_key_header_the_signature_does_not_cover(void **s
 	pt_instance_destroy(&pi);
 }
 
+/* The configured signature, timestamp and key headers may each come
+ * once (RFC 9110 5.3). */
+static void test_hmac_refuses_a_repeated_signature_timestamp_or_key_header_with_400(void **state)
+{
+	static const char *const timed[] = {"secret",
+	                                    GH_SECRET,
+	                                    "header",
+	                                    "X-Hub-Signature-256",
+	                                    "prefix",
+	                                    "sha256=",
+	                                    "key_header",
+	                                    "X-Delivery",
+	                                    "timestamp_header",
+	                                    "X-Timestamp",
+	                                    "signed_content",
+	                                    "{timestamp}.{id}.{body}",
+	                                    "type_path",
+	                                    "action",
+	                                    "paid_types",
+	                                    "paid",
+	                                    "order_path",
+	                                    "order.id",
+	                                    "amount_path",
+	                                    "order.total",
+	                                    "currency_path",
+	                                    "order.currency",
+	                                    NULL};
+	const char *body = "{\"action\":\"paid\",\"order\":{\"id\":\"ord_h3\",\"total\":500,"
+	                   "\"currency\":\"usd\"}}";
+	struct pt_instance pi;
+	struct pt_request r;
+	struct event_batch b;
+	struct provider_verdict v;
+
+	(void)state;
+	assert_int_equal(pt_instance_create(&pi, &provider_hmac, timed), 0);
+	pt_request_init(&r, body, strlen(body));
+	assert_int_equal(provider_hmac.p_sign(&pi.pi_conf, body, strlen(body), NOW, "d-9",
+	                                      pt_add_header, &r),
+	                 0);
+	assert_int_equal(r.pr_req.hr_n_headers, 3);
+	assert_int_equal(pt_receive(&pi, &r, NOW, &b, &v), 0);
+	event_batch_finish(&b);
+	assert_int_equal(pt_repeats_not_refused(&pi, &r, NOW), 0);
+	pt_request_finish(&r);
+	pt_instance_destroy(&pi);
+}
+
 static void test_hmac_a_changed_key_header_no_longer_verifies(void **state)
 {
 	const char *body = "{\"action\":\"refunded\",\"order\":{\"id\":\"ord_h2\",\"total\":500,"
@@ -351,6 +399,8 @@ int main(void)
 	        cmocka_unit_test(test_hmac_supports_sha512_base64_and_rotation),
 	        cmocka_unit_test(test_hmac_refuses_stale_and_future_signed_timestamps),
 	        cmocka_unit_test(test_hmac_signed_timestamp_is_part_of_the_signed_content),
+	        cmocka_unit_test(
+	                test_hmac_refuses_a_repeated_signature_timestamp_or_key_header_with_400),
 	        cmocka_unit_test(test_hmac_refuses_bad_configuration),
 	        cmocka_unit_test(test_hmac_refuses_a_key_header_the_signature_does_not_cover),
 	        cmocka_unit_test(test_hmac_a_changed_key_header_no_longer_verifies),

@@ -747,6 +747,66 @@ static void test_nul_in_the_path_raw_or_encoded_gets_400_and_is_not_routed(void 
 	http_destroy(srv);
 }
 
+/* A slash encoded in the path would decode into a separator the client
+ * did not send as one: "/hooks%2Fstripe" is not /hooks/stripe. */
+static void test_an_encoded_slash_in_the_path_gets_400_and_is_not_routed(void **state)
+{
+	char url[128];
+	struct http_server *srv = start(1024, NULL, url);
+	const char upper[] =
+	        "POST /hooks%2Fstripe HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+	const char lower[] =
+	        "POST /api/orders%2fx HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+	const char query[] =
+	        "POST /hooks/x?next=%2Fa HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+	const char percent[] =
+	        "POST /hooks/x%252F HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+
+	expect_refusal(http_port(srv), upper, sizeof(upper) - 1, 400, "encoded_slash");
+	expect_refusal(http_port(srv), lower, sizeof(lower) - 1, 400, "encoded_slash");
+	/* In the query it is data, and "%25" followed by "2F" is no slash. */
+	expect_routed(http_port(srv), query, sizeof(query) - 1,
+	              "path=/hooks/x url=/hooks/x?next=%2Fa ");
+	expect_routed(http_port(srv), percent, sizeof(percent) - 1, "path=/hooks/x%2F ");
+	http_destroy(srv);
+}
+
+/* RFC 9112 5.2: an obs-fold line is refused, as libmicrohttpd 0.9.75 would
+ * hand the route a field with a mangled name and lose the field. */
+static void test_a_folded_header_line_gets_400_and_is_not_routed(void **state)
+{
+	char url[128];
+	struct http_server *srv = start(1024, NULL, url);
+	const char space[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nX-Test: a\r\n b\r\n"
+	                     "Content-Length: 2\r\n\r\n{}";
+	const char tab[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nX-Test:\r\n\tb\r\n\tc\r\n"
+	                   "Content-Length: 2\r\n\r\n{}";
+	const char length[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n 2\r\n"
+	                      "\r\n{}{}{}{}{}{}";
+	const char padded[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nX-Test: \t  a  \r\nX-Empty:\r\n"
+	                      "X-Bare:b\r\nContent-Length: 2\r\n\r\n{}";
+
+	expect_refusal(http_port(srv), space, sizeof(space) - 1, 400, "obsolete_line_folding");
+	expect_refusal(http_port(srv), tab, sizeof(tab) - 1, 400, "obsolete_line_folding");
+	expect_refusal(http_port(srv), length, sizeof(length) - 1, 400, "obsolete_line_folding");
+	/* Whitespace around a value, an empty value, none after the colon:
+	 * one line each, routed. */
+	expect_routed(http_port(srv), padded, sizeof(padded) - 1, "headers=5 x=a");
+	http_destroy(srv);
+}
+
+/* RFC 9112 3.2: a request with two Host fields is refused. */
+static void test_two_host_fields_get_400(void **state)
+{
+	char url[128];
+	struct http_server *srv = start(1024, NULL, url);
+	const char two[] = "POST /hooks/x HTTP/1.1\r\nHost: a\r\nhost: b\r\n"
+	                   "Content-Length: 2\r\n\r\n{}";
+
+	expect_refusal(http_port(srv), two, sizeof(two) - 1, 400, "repeated_host");
+	http_destroy(srv);
+}
+
 static char *request_with_header(const char *name, size_t value_len)
 {
 	struct buf b;
@@ -2238,6 +2298,9 @@ int main(void)
 	        cmocka_unit_test(test_nul_in_the_path_raw_or_encoded_gets_400_and_is_not_routed),
 	        cmocka_unit_test(test_heads_over_the_limit_get_431),
 	        cmocka_unit_test(test_conflicting_content_lengths_get_400),
+	        cmocka_unit_test(test_an_encoded_slash_in_the_path_gets_400_and_is_not_routed),
+	        cmocka_unit_test(test_a_folded_header_line_gets_400_and_is_not_routed),
+	        cmocka_unit_test(test_two_host_fields_get_400),
 	        cmocka_unit_test(test_transfer_encoding_is_chunked_alone_or_refused),
 	        cmocka_unit_test(test_the_route_layer_decorates_answers_made_before_routing),
 	        cmocka_unit_test(test_each_keep_alive_request_sees_its_own_connections_peer),

@@ -132,6 +132,35 @@ static void test_standard_webhooks_accepts_svix_header_aliases(void **state)
 	pt_instance_destroy(&pi);
 }
 
+/* webhook-id, -timestamp or -signature (or their svix- aliases) twice:
+ * refused, as which line counts is unknown (RFC 9110 5.3). */
+static void test_standard_webhooks_refuses_each_repeated_header_with_400(void **state)
+{
+	static const char *const names[2][3] = {
+	        {"webhook-id", "webhook-timestamp", "webhook-signature"},
+	        {"svix-id", "svix-timestamp", "svix-signature"},
+	};
+	struct pt_instance pi;
+	struct pt_request r;
+	struct event_batch b;
+	struct provider_verdict v;
+	size_t i;
+
+	(void)state;
+	make_instance(&pi, NULL);
+	for (i = 0; i < 2; i++) {
+		pt_request_init(&r, VEC_BODY, strlen(VEC_BODY));
+		pt_request_header(&r, names[i][0], VEC_ID);
+		pt_request_header(&r, names[i][1], VEC_TS_TEXT);
+		pt_request_header(&r, names[i][2], VEC_SIG);
+		assert_int_equal(pt_receive(&pi, &r, VEC_TS, &b, &v), 0);
+		event_batch_finish(&b);
+		assert_int_equal(pt_repeats_not_refused(&pi, &r, VEC_TS), 0);
+		pt_request_finish(&r);
+	}
+	pt_instance_destroy(&pi);
+}
+
 static void test_standard_webhooks_sign_reproduces_the_published_signature(void **state)
 {
 	struct pt_instance pi;
@@ -487,6 +516,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_standard_webhooks_accepts_the_published_v1_vector),
 	        cmocka_unit_test(test_standard_webhooks_accepts_svix_header_aliases),
+	        cmocka_unit_test(test_standard_webhooks_refuses_each_repeated_header_with_400),
 	        cmocka_unit_test(test_standard_webhooks_sign_reproduces_the_published_signature),
 	        cmocka_unit_test(test_standard_webhooks_accepts_one_valid_among_several_signatures),
 	        cmocka_unit_test(test_standard_webhooks_accepts_a_rotated_secret),

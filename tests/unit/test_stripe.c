@@ -637,6 +637,29 @@ static void test_stripe_sign_produces_a_header_the_profile_accepts(void **state)
 	pt_instance_destroy(&pi);
 }
 
+/* Two Stripe-Signature fields, even a valid one first: which one Stripe
+ * sent is unknown (RFC 9110 5.3), so neither is taken. */
+static void test_stripe_refuses_a_repeated_stripe_signature_with_400(void **state)
+{
+	const char *body = "{\"id\":\"evt_13\",\"type\":\"x\",\"data\":{\"object\":{}}}";
+	struct pt_instance pi;
+	struct pt_request r;
+	struct event_batch b;
+	struct provider_verdict v;
+
+	(void)state;
+	make_instance(&pi);
+	pt_request_init(&r, body, strlen(body));
+	assert_int_equal(provider_stripe.p_sign(&pi.pi_conf, body, strlen(body), NOW, "evt_13",
+	                                        pt_add_header, &r),
+	                 0);
+	assert_int_equal(pt_receive(&pi, &r, NOW, &b, &v), 0);
+	event_batch_finish(&b);
+	assert_int_equal(pt_repeats_not_refused(&pi, &r, NOW), 0);
+	pt_request_finish(&r);
+	pt_instance_destroy(&pi);
+}
+
 static void test_stripe_ack_says_accepted_with_the_order_id(void **state)
 {
 	struct event ev;
@@ -1032,6 +1055,7 @@ int main(void)
 	        cmocka_unit_test(test_stripe_maps_charge_refunded_to_a_cumulative_refund),
 	        cmocka_unit_test(test_stripe_fingerprint_ignores_pending_webhooks_and_request),
 	        cmocka_unit_test(test_stripe_sign_produces_a_header_the_profile_accepts),
+	        cmocka_unit_test(test_stripe_refuses_a_repeated_stripe_signature_with_400),
 	        cmocka_unit_test(test_stripe_maps_every_event_type_that_touches_money),
 	        cmocka_unit_test(test_stripe_counts_isk_in_hundredths_and_other_currencies_as_iso),
 	        cmocka_unit_test(test_stripe_refuses_a_currency_iso_4217_does_not_list),

@@ -336,6 +336,34 @@ static void test_wechatpay_rejects_missing_headers_with_400(void **state)
 	free(body);
 }
 
+/* Each Wechatpay-* header the signature needs may come once (RFC 9110
+ * 5.3): a second line, the same or not, is refused. */
+static void test_wechatpay_refuses_a_repeated_signature_header_with_400(void **state)
+{
+	char *body = wx_fixture_body("EV-R", "TRANSACTION.SUCCESS", paid_plain, APIV3_KEY,
+	                             "000000000008");
+	char *sig = wx_fixture_sign(key_a, "1733130100", "n", body);
+	struct pt_instance pi;
+	struct pt_request r;
+	struct event_batch b;
+	struct provider_verdict v;
+
+	(void)state;
+	make_instance(&pi);
+	pt_request_init(&r, body, strlen(body));
+	pt_request_header(&r, "Wechatpay-Timestamp", "1733130100");
+	pt_request_header(&r, "Wechatpay-Nonce", "n");
+	pt_request_header(&r, "Wechatpay-Signature", sig);
+	pt_request_header(&r, "Wechatpay-Serial", SERIAL_A);
+	assert_int_equal(pt_receive(&pi, &r, NOW, &b, &v), 0);
+	event_batch_finish(&b);
+	assert_int_equal(pt_repeats_not_refused(&pi, &r, NOW), 0);
+	pt_request_finish(&r);
+	pt_instance_destroy(&pi);
+	free(sig);
+	free(body);
+}
+
 static void test_wechatpay_rejects_stale_and_future_timestamps(void **state)
 {
 	struct wx_req old = {"1733129799", "n", SERIAL_A, key_a, NULL, NULL};
@@ -606,6 +634,7 @@ int main(void)
 	        cmocka_unit_test(test_wechatpay_rejects_a_signature_by_the_wrong_key),
 	        cmocka_unit_test(test_wechatpay_rejects_a_body_changed_by_one_byte),
 	        cmocka_unit_test(test_wechatpay_rejects_missing_headers_with_400),
+	        cmocka_unit_test(test_wechatpay_refuses_a_repeated_signature_header_with_400),
 	        cmocka_unit_test(test_wechatpay_rejects_stale_and_future_timestamps),
 	        cmocka_unit_test(test_wechatpay_rejects_a_resource_encrypted_with_another_key),
 	        cmocka_unit_test(test_wechatpay_rejects_another_merchants_notification),
