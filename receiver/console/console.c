@@ -868,31 +868,6 @@ static void console_after(struct console_act *a, struct reply *ret, int status, 
 	console_redirect(ret, url);
 }
 
-/* s percent-encoded for a path segment into out ("" when it does not fit). */
-static void console_urlenc(char *out, size_t size, const char *s)
-{
-	static const char hex[] = "0123456789ABCDEF";
-	size_t n = 0;
-
-	for (; *s != '\0'; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (n + 4 > size) {
-			out[0] = '\0';
-			return;
-		}
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
-			out[n++] = (char)ch;
-		} else {
-			out[n++] = '%';
-			out[n++] = hex[ch >> 4];
-			out[n++] = hex[ch & 15];
-		}
-	}
-	out[n] = '\0';
-}
-
 static void console_result(char *out, size_t size, int rc, const char *msg)
 {
 	if (rc < 0) {
@@ -1024,7 +999,7 @@ static void console_action_reconcile(struct console_act *a, struct reply *ret)
 	struct reconcile_report rep = {0};
 	char url[CONSOLE_URL_MAX];
 	char path[CONSOLE_URL_MAX];
-	char enc[CONSOLE_URL_MAX - 20];
+	struct buf href;
 	char msg[600];
 	const char *why = NULL;
 	size_t asked = 0;
@@ -1078,8 +1053,12 @@ static void console_action_reconcile(struct console_act *a, struct reply *ret)
 	if (rep.rr_applied > 0) {
 		env_outbox_kick(a->a_c->co_env);
 	}
-	console_urlenc(enc, sizeof(enc), order);
-	snprintf(url, sizeof(url), "/console/orders/%s", enc);
+	/* the order's page as the pages link it (a dot segment or a slash in
+	 * the query form) */
+	buf_init(&href, sizeof(url) - 1);
+	console_order_href(&href, order);
+	snprintf(url, sizeof(url), "%s", href.buf_data != NULL ? href.buf_data : "/console/orders");
+	buf_finish(&href);
 	snprintf(path, sizeof(path), "/console/orders/%s", order);
 	console_after(a, ret, status, url, path, msg, status != 200 || failed);
 out:

@@ -552,8 +552,10 @@ void console_order_href(struct buf *b, const char *order)
 	/* "." and ".." as a path segment are dot segments: a browser drops or
 	 * climbs them when it resolves the link (/console/orders/.. opens
 	 * /console/), and percent-encoding does not help, as URL parsers take
-	 * %2E for a dot there too. The query form is left as it is. */
-	if (strcmp(order, ".") == 0 || strcmp(order, "..") == 0) {
+	 * %2E for a dot there too. A slash would be %2F in the path, which the
+	 * listener refuses (http.c, encoded_slash). The query form is left as
+	 * it is. */
+	if (strcmp(order, ".") == 0 || strcmp(order, "..") == 0 || strchr(order, '/') != NULL) {
 		buf_puts(b, "/console/orders?id=");
 	} else {
 		buf_puts(b, "/console/orders/");
