@@ -835,6 +835,31 @@ char *hn_db_dump(const char *db_path, const char *sql)
 	return out;
 }
 
+static int hn_db_exec_unit(struct store_tx *tx, void *arg)
+{
+	return store_exec(tx, arg, NULL, 0, NULL);
+}
+
+int hn_db_exec(const char *db_path, const char *sql)
+{
+	struct store_options so;
+	struct store *st;
+	int rc;
+
+	memset(&so, 0, sizeof(so));
+	if (store_location_parse(db_path, &so) < 0) {
+		return -1;
+	}
+	so.so_must_exist = 1;
+	st = store_create(&so);
+	if (st == NULL) {
+		return -1;
+	}
+	rc = store_write(st, hn_now_ms(), hn_db_exec_unit, (void *)sql);
+	store_destroy(st);
+	return rc < 0 ? -1 : 0;
+}
+
 char *hn_db_snapshot(const char *db_path)
 {
 	static const char *const tables[] = {

@@ -145,6 +145,12 @@ int64_t hn_db_wait_int(const char *db_path, const char *sql, int64_t want, int t
  * before/after comparisons; NULL on error. */
 char *hn_db_dump(const char *db_path, const char *sql);
 
+/* Runs sql (one statement) in a unit of work of its own through the store's
+ * write API, on either backend, beside a daemon that may be serving on
+ * db_path (a location as hn_db_int takes it): for a test that moves rows
+ * back in time, say. Returns 0 or -1. */
+int hn_db_exec(const char *db_path, const char *sql);
+
 /* A second process on the database: the sqlite3 shell, started on db_path
  * with sql (for example "BEGIN IMMEDIATE;" to hold the write lock), and
  * waited for until it has run it. */

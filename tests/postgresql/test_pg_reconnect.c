@@ -3,7 +3,7 @@
  * does). Readers reconnect and answer without a 503; the writer's
  * connection killed mid-batch under load loses no acknowledged callback and
  * applies none twice, the receiver reconnects, and /readyz tells what
- * happened meanwhile. */
+ * happened meanwhile. A database out of reach for a while is logged once. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -382,6 +382,117 @@ static void test_readyz_tells_of_a_writer_connection_lost_mid_batch(void **state
 	daemon_finish(&d);
 }
 
+/* Lines of the daemon's log holding text; -1 when the log cannot be read. */
+static int reconnect_log_count(const struct daemon *d, const char *text)
+{
+	char *log_text = hn_read_file(d->dm_log);
+	const char *p;
+	int n = 0;
+
+	if (log_text == NULL) {
+		return -1;
+	}
+	for (p = strstr(log_text, text); p != NULL; p = strstr(p + 1, text)) {
+		n++;
+	}
+	free(log_text);
+	return n;
+}
+
+/* Lines of the daemon's log without a level prefix ("<4>"): the rest of a
+ * message split over several lines, which journald would keep as entries
+ * of their own at the default level. */
+static int reconnect_log_unprefixed(const struct daemon *d)
+{
+	char *log_text = hn_read_file(d->dm_log);
+	const char *line;
+	int n = 0;
+
+	if (log_text == NULL) {
+		return -1;
+	}
+	for (line = log_text; *line != '\0'; line = strchr(line, '\n') + 1) {
+		if (line[0] != '<') {
+			print_message("unprefixed log line: %.*s\n", (int)strcspn(line, "\n"),
+			              line);
+			n++;
+		}
+		if (strchr(line, '\n') == NULL) {
+			break;
+		}
+	}
+	free(log_text);
+	return n;
+}
+
+#define RECONNECT_OUTAGE_CALLBACKS 40
+#define RECONNECT_WARNING "<4>store: cannot"
+
+/* The database refuses every connection for a while (as a server being
+ * restarted or failed over does): each callback meanwhile is answered 503
+ * with Retry-After, the log says so once rather than once per callback,
+ * each message on one line, and says when the server is reached again;
+ * then callbacks are applied as before. */
+static void test_a_database_out_of_reach_is_logged_once_not_per_callback(void **state)
+{
+	struct pgserver *pg = pgserver_shared(NULL);
+	struct daemon d;
+	char sql[256];
+	char id[64];
+	char event_id[64];
+	char *body;
+	int i;
+
+	(void)state;
+	assert_int_equal(daemon_init_pg(&d, reconnect_ini), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 1000, "eur", id);
+	body = fx_stripe_payment("evt_pg_outage_before", id, 1000, "eur");
+	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
+	free(body);
+
+	/* from the database postgres: d's no longer takes connections */
+	snprintf(sql, sizeof(sql),
+	         "ALTER DATABASE %s ALLOW_CONNECTIONS false; SELECT pg_terminate_backend(pid) FROM "
+	         "pg_stat_activity WHERE datname = '%s'",
+	         d.dm_pg_db, d.dm_pg_db);
+	assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
+	for (i = 0; i < RECONNECT_OUTAGE_CALLBACKS; i++) {
+		struct hres r;
+		char *retry;
+
+		snprintf(event_id, sizeof(event_id), "evt_pg_outage_%d", i);
+		body = fx_stripe_payment(event_id, id, 1000, "eur");
+		assert_int_equal(fx_stripe_send(&d, body, &r), 503);
+		retry = hres_header(&r, "Retry-After");
+		assert_non_null(retry);
+		free(retry);
+		hres_finish(&r);
+		free(body);
+	}
+	/* the daemon runs with -v: the others are there at debug level (<7>) */
+	print_message("%d callbacks while out of reach: %d warnings of a failed connect\n",
+	              RECONNECT_OUTAGE_CALLBACKS, reconnect_log_count(&d, RECONNECT_WARNING));
+	assert_int_equal(reconnect_log_count(&d, RECONNECT_WARNING), 1);
+	assert_int_equal(reconnect_log_count(&d, "is not currently accepting connections"),
+	                 reconnect_log_count(&d, "connect to postgresql"));
+
+	snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS true", d.dm_pg_db);
+	assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
+	body = fx_stripe_payment("evt_pg_outage_after", id, 1000, "eur");
+	for (i = 0; i < 100 && fx_stripe_send(&d, body, NULL) != 200; i++) {
+		usleep(50 * 1000);
+	}
+	assert_true(i < 100);
+	free(body);
+	assert_int_equal(daemon_log_wait(&d, "postgresql reached again after", 1000), 0);
+	assert_int_equal(reconnect_log_count(&d, RECONNECT_WARNING), 1);
+	assert_int_equal(reconnect_log_unprefixed(&d), 0);
+	assert_int_equal(reconnect_readyz_wait(&d, "ready\n", 3000), 0);
+	assert_int_equal(fx_db_int(&d, "SELECT COUNT(*) FROM events"), 2);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -389,6 +500,7 @@ int main(void)
 	        cmocka_unit_test(
 	                test_the_writers_connection_killed_under_load_loses_nothing_and_applies_nothing_twice),
 	        cmocka_unit_test(test_readyz_tells_of_a_writer_connection_lost_mid_batch),
+	        cmocka_unit_test(test_a_database_out_of_reach_is_logged_once_not_per_callback),
 	};
 
 	pgserver_require_or_skip("test_pg_reconnect");

@@ -50,6 +50,7 @@
 #define STORE_PG_STMT_BUCKETS 64
 #define STORE_PG_STMT_CACHE_MAX 512 /* prepared statements per connection */
 #define STORE_PG_PARAMS_MAX 1000    /* '?' in one statement */
+#define STORE_PG_MSG_MAX 512        /* bytes of a libpq message in one log line */
 /* The advisory lock every migrating receiver takes: "idemhook" in ASCII. */
 #define STORE_PG_MIGRATE_LOCK INT64_C(0x6964656d686f6f6b)
 
@@ -100,6 +101,7 @@ struct store_conn {
 	int cn_depth;               /* reader: nested gets on its thread */
 	int cn_reader;              /* a pooled read connection */
 	const char *cn_conninfo;    /* borrowed from its store_db, for reconnecting */
+	unsigned *cn_fails;         /* its store_db's db_fails */
 	const char *cn_role;        /* its fallback application_name */
 	unsigned cn_timeout_ms;     /* its statement_timeout, set again after a reconnect */
 	uint64_t cn_round_trips;    /* to the server, counted on the connection's own thread */
@@ -130,6 +132,9 @@ struct store_db {
 	struct store_conn *db_lock_conn; /* advisory locks (session), under db_lock_mutex */
 	pthread_mutex_t db_lock_mutex;
 	struct store_conn *db_probe;
+	/* Connects and reconnects failed since the server was last reached
+	 * (atomic): only the first of an outage is logged as a warning. */
+	unsigned db_fails;
 };
 
 static const struct store_engine *const en = &store_engine_pg;
@@ -217,6 +222,8 @@ static void store_pg_conn_close(struct store_conn *cn)
 	free(cn);
 }
 
+static void store_pg_one_line(const char *msg, char *out, size_t size);
+
 /* Session settings every connection gets (again after a reconnect). */
 static int store_pg_conn_setup(struct store_conn *cn, unsigned timeout_ms)
 {
@@ -232,10 +239,119 @@ static int store_pg_conn_setup(struct store_conn *cn, unsigned timeout_ms)
 	cn->cn_round_trips++;
 	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 	if (!ok) {
-		log_err("store: postgresql: %s", PQerrorMessage(cn->cn_pg));
+		char msg[STORE_PG_MSG_MAX];
+
+		store_pg_one_line(PQerrorMessage(cn->cn_pg), msg, sizeof(msg));
+		log_err("store: postgresql: %s", msg);
 	}
 	PQclear(res);
 	return ok ? 0 : -1;
+}
+
+/* libpq's message on one line, without its trailing newline (a log line
+ * per message, which journald keeps as one entry at its level). */
+static void store_pg_one_line(const char *msg, char *out, size_t size)
+{
+	size_t o = 0;
+
+	for (; *msg != '\0' && o + 1 < size; msg++) {
+		if (*msg == '\n' || *msg == '\t') {
+			while (msg[1] == '\n' || msg[1] == '\t' || msg[1] == ' ') {
+				msg++;
+			}
+			if (msg[1] != '\0' && o > 0) {
+				out[o++] = ' ';
+			}
+			continue;
+		}
+		out[o++] = *msg;
+	}
+	out[o] = '\0';
+}
+
+/* Whether libpq reads conninfo as a connection string or URI rather than a
+ * database name (its rule: a URI prefix, or an '='). */
+static int store_pg_is_conninfo(const char *conninfo)
+{
+	return strncmp(conninfo, "postgresql://", 13) == 0 ||
+	       strncmp(conninfo, "postgres://", 11) == 0 || strchr(conninfo, '=') != NULL;
+}
+
+/* Checks conninfo's syntax before the first connection. libpq's parse
+ * errors quote the text they stopped at (the token after a bad '=', the
+ * whole URI), which may be the password: the message is logged with every
+ * quoted part left out. Returns 0, or -1 (logged). */
+static int store_pg_conninfo_check(const char *conninfo)
+{
+	PQconninfoOption *opts;
+	char *err = NULL;
+	char msg[STORE_PG_MSG_MAX];
+	size_t o = 0;
+	const char *p;
+
+	if (!store_pg_is_conninfo(conninfo)) {
+		return 0; /* a database name */
+	}
+	opts = PQconninfoParse(conninfo, &err);
+	if (opts != NULL) {
+		PQconninfoFree(opts);
+		return 0;
+	}
+	if (err == NULL) {
+		log_err("store: out of memory");
+		return -1;
+	}
+	for (p = err; *p != '\0' && *p != '\n' && o + 6 < sizeof(msg); p++) {
+		if (*p != '"') {
+			msg[o++] = *p;
+			continue;
+		}
+		if (p[1] != '\0' && p[2] == '"' && strchr("=:/]@?&", p[1]) != NULL) {
+			/* the character libpq expected ("=", "]"): no secret */
+			memcpy(msg + o, p, 3);
+			o += 3;
+			p += 2;
+			continue;
+		}
+		memcpy(msg + o, "\"...\"", 5);
+		o += 5;
+		p = strchr(p + 1, '"');
+		if (p == NULL) {
+			break;
+		}
+	}
+	msg[o] = '\0';
+	PQfreemem(err);
+	log_err("store: the postgresql conninfo is not a libpq connection string or URI: %s "
+	        "(what libpq quoted is left out: it may be the password)",
+	        msg);
+	return -1;
+}
+
+/* A connect or reconnect that failed. The first of an outage is logged at
+ * level; the others, until a connection succeeds again, at debug level:
+ * under load every request would otherwise log its own. */
+static void store_pg_unreachable(unsigned *fails, enum log_level level, const char *what,
+                                 const PGconn *pg)
+{
+	char msg[STORE_PG_MSG_MAX];
+
+	store_pg_one_line(pg != NULL ? PQerrorMessage(pg) : "out of memory", msg, sizeof(msg));
+	if (__atomic_fetch_add(fails, 1, __ATOMIC_RELAXED) > 0) {
+		level = LOG_LEVEL_DEBUG;
+	}
+	log_msg(level, "store: %s postgresql: %s", what, msg);
+}
+
+/* A connection succeeded: ends an outage's silence, saying how long it was. */
+static void store_pg_reachable(unsigned *fails)
+{
+	unsigned n = __atomic_exchange_n(fails, 0, __ATOMIC_RELAXED);
+
+	if (n > 0) {
+		log_notice("store: postgresql reached again after %u failed connection attempt%s",
+		           n, n == 1 ? "" : "s");
+	}
 }
 
 static PGconn *store_pg_connect(const struct store_conn *cn)
@@ -247,9 +363,11 @@ static PGconn *store_pg_connect(const struct store_conn *cn)
 }
 
 /* role names the connection in pg_stat_activity (application_name, unless
- * the conninfo sets one): "idemhook writer", "idemhook reader", ... */
-static struct store_conn *store_pg_conn_open_q(const char *conninfo, const char *role,
-                                               unsigned timeout_ms, int quiet)
+ * the conninfo sets one): "idemhook writer", "idemhook reader", ... A
+ * failure is logged at level (the first of an outage: store_pg_unreachable),
+ * or not at all when quiet. */
+static struct store_conn *store_pg_conn_open_q(struct store_db *db, const char *role,
+                                               unsigned timeout_ms, int quiet, enum log_level level)
 {
 	struct store_conn *cn;
 
@@ -258,18 +376,20 @@ static struct store_conn *store_pg_conn_open_q(const char *conninfo, const char 
 		log_err("store: out of memory");
 		return NULL;
 	}
-	cn->cn_conninfo = conninfo;
+	cn->cn_conninfo = db->db_conninfo;
+	cn->cn_fails = &db->db_fails;
 	cn->cn_role = role;
 	cn->cn_defer_tail = &cn->cn_defer;
 	cn->cn_pg = store_pg_connect(cn);
 	if (cn->cn_pg == NULL || PQstatus(cn->cn_pg) != CONNECTION_OK) {
-		/* libpq's message names host and port, never the password. */
+		/* The conninfo's syntax was checked at open (store_pg_conninfo_check):
+		 * libpq's message now names host and port, never the password. */
 		if (!quiet) {
-			log_err("store: cannot connect to postgresql: %s",
-			        cn->cn_pg != NULL ? PQerrorMessage(cn->cn_pg) : "out of memory");
+			store_pg_unreachable(cn->cn_fails, level, "cannot connect to", cn->cn_pg);
 		}
 		goto fail;
 	}
+	store_pg_reachable(cn->cn_fails);
 	if (store_pg_conn_setup(cn, timeout_ms) < 0) {
 		goto fail;
 	}
@@ -279,10 +399,11 @@ fail:
 	return NULL;
 }
 
-static struct store_conn *store_pg_conn_open(const char *conninfo, const char *role,
+/* A connection made while the receiver runs: an outage is a warning. */
+static struct store_conn *store_pg_conn_open(struct store_db *db, const char *role,
                                              unsigned timeout_ms)
 {
-	return store_pg_conn_open_q(conninfo, role, timeout_ms, 0);
+	return store_pg_conn_open_q(db, role, timeout_ms, 0, LOG_LEVEL_WARNING);
 }
 
 /* Reconnects a connection the server or the network dropped. Its prepared
@@ -300,9 +421,11 @@ static int store_pg_conn_revive(struct store_conn *cn, unsigned timeout_ms)
 	PQfinish(cn->cn_pg);
 	cn->cn_pg = store_pg_connect(cn);
 	if (PQstatus(cn->cn_pg) != CONNECTION_OK) {
-		log_warn("store: cannot reconnect to postgresql: %s", PQerrorMessage(cn->cn_pg));
+		store_pg_unreachable(cn->cn_fails, LOG_LEVEL_WARNING, "cannot reconnect to",
+		                     cn->cn_pg);
 		return -1;
 	}
+	store_pg_reachable(cn->cn_fails);
 	log_info("store: reconnected to postgresql");
 	return store_pg_conn_setup(cn, timeout_ms);
 }
@@ -323,8 +446,10 @@ static void store_pg_fail(struct store_conn *cn, const PGresult *res, const char
 {
 	cn = store_pg_home(cn);
 	const char *state = res != NULL ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-	const char *msg = res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(cn->cn_pg);
+	char msg[STORE_PG_MSG_MAX];
 
+	store_pg_one_line(res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(cn->cn_pg), msg,
+	                  sizeof(msg));
 	snprintf(cn->cn_sqlstate, sizeof(cn->cn_sqlstate), "%s", state != NULL ? state : "08000");
 	if (store_pg_sqlstate_retry(cn->cn_sqlstate)) {
 		cn->cn_retry = 1;
@@ -1971,7 +2096,7 @@ static struct store_conn *store_pg_reader_get(struct store_db *db, int wait)
 		unsigned slot = db->db_pool_open++;
 
 		pthread_mutex_unlock(&db->db_mutex);
-		cn = store_pg_conn_open(db->db_conninfo, "idemhook reader", db->db_timeout_ms);
+		cn = store_pg_conn_open(db, "idemhook reader", db->db_timeout_ms);
 		pthread_mutex_lock(&db->db_mutex);
 		if (cn == NULL) {
 			db->db_pool_open--;
@@ -2033,7 +2158,7 @@ static struct store_conn *store_pg_writer_add(struct store_db *db)
 	}
 	role = db->db_more_role[db->db_n_more];
 	snprintf(role, sizeof(db->db_more_role[0]), "idemhook writer %u", db->db_n_more + 2);
-	cn = store_pg_conn_open(db->db_conninfo, role, db->db_timeout_ms);
+	cn = store_pg_conn_open(db, role, db->db_timeout_ms);
 	if (cn == NULL) {
 		return NULL;
 	}
@@ -2073,7 +2198,7 @@ static void store_pg_probe(struct store_db *db, const int64_t *busy_since, const
 	(void)ok_at;
 	if (db->db_probe == NULL) {
 		/* Quiet too: a probe that cannot connect says so in its verdict. */
-		db->db_probe = store_pg_conn_open_q(db->db_conninfo, "idemhook probe", 1000, 1);
+		db->db_probe = store_pg_conn_open_q(db, "idemhook probe", 1000, 1, LOG_LEVEL_DEBUG);
 	} else if (PQstatus(db->db_probe->cn_pg) != CONNECTION_OK) {
 		store_pg_stmts_clear(db->db_probe);
 		PQreset(db->db_probe->cn_pg);
@@ -2198,8 +2323,7 @@ static int store_pg_try_lock(struct store_db *db, const char *name)
 
 	pthread_mutex_lock(&db->db_lock_mutex);
 	if (db->db_lock_conn == NULL) {
-		db->db_lock_conn =
-		        store_pg_conn_open(db->db_conninfo, "idemhook locks", db->db_timeout_ms);
+		db->db_lock_conn = store_pg_conn_open(db, "idemhook locks", db->db_timeout_ms);
 	} else if (store_pg_conn_revive(db->db_lock_conn, db->db_timeout_ms) < 0) {
 		goto out;
 	}
@@ -2314,9 +2438,13 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 		goto fail;
 	}
 	db->db_key_made = 1;
-	/* Migrations may take longer than one statement's timeout. */
-	cn = store_pg_conn_open(db->db_conninfo, "idemhook writer",
-	                        opt->so_read_only ? db->db_timeout_ms : 0);
+	if (store_pg_conninfo_check(db->db_conninfo) < 0) {
+		goto fail;
+	}
+	/* Migrations may take longer than one statement's timeout. A server
+	 * out of reach at start is an error: the receiver does not start. */
+	cn = store_pg_conn_open_q(db, "idemhook writer", opt->so_read_only ? db->db_timeout_ms : 0,
+	                          0, LOG_LEVEL_ERR);
 	if (cn == NULL) {
 		goto fail;
 	}
