@@ -1,5 +1,6 @@
 /* health.c: readiness and liveness of the running daemon, kept by a timer
  * thread of its own; it also feeds the systemd watchdog. */
+#include <ctype.h>
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
@@ -115,6 +116,32 @@ static int health_listener_probe(const struct health_listener *hl, char *err, si
 	return rc;
 }
 
+/* 1 when reasons a and b differ at most in their figures ("the writer has
+ * waited 1250 ms" and "... 1500 ms"): one reason, which the log says once
+ * while STATUS= follows its figure. */
+static int health_same_reason(const char *a, const char *b)
+{
+	for (;;) {
+		if (isdigit((unsigned char)*a) && isdigit((unsigned char)*b)) {
+			while (isdigit((unsigned char)*a)) {
+				a++;
+			}
+			while (isdigit((unsigned char)*b)) {
+				b++;
+			}
+			continue;
+		}
+		if (*a != *b) {
+			return 0;
+		}
+		if (*a == '\0') {
+			return 1;
+		}
+		a++;
+		b++;
+	}
+}
+
 /* Says a change of readiness once: the log, STATUS= and the metric. */
 static void health_tell(struct health *h, int ready, const char *reason, int touched)
 {
@@ -127,7 +154,8 @@ static void health_tell(struct health *h, int ready, const char *reason, int tou
 	if (!ready) {
 		snprintf(line, sizeof(line), "not ready: %s", reason);
 		notify_status(line);
-		if (!h->hh_told || h->hh_told_ready || strcmp(reason, h->hh_told_reason) != 0) {
+		if (!h->hh_told || h->hh_told_ready ||
+		    !health_same_reason(reason, h->hh_told_reason)) {
 			log_warn("health: not ready: %s", reason);
 		}
 	} else {

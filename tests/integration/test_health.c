@@ -166,6 +166,23 @@ static void t_start_with_notify(struct daemon *d, struct t_notify *n)
 	assert_true(t_notify_until(n, "READY=1", 10000));
 }
 
+/* How many times text is in the daemon's log. */
+static int t_log_count(struct daemon *d, const char *text)
+{
+	char *log = hn_read_file(d->dm_log);
+	const char *p = log;
+	int n = 0;
+
+	assert_non_null(log);
+	while ((p = strstr(p, text)) != NULL) {
+		n++;
+		p += strlen(text);
+	}
+	fprintf(stderr, "health: %d lines with \"%s\" in the log\n", n, text);
+	free(log);
+	return n;
+}
+
 /* ---- tests ---- */
 
 static void test_a_write_locked_database_turns_readyz_to_503_within_a_second_and_back(void **state)
@@ -208,6 +225,7 @@ static void test_a_write_locked_database_turns_readyz_to_503_within_a_second_and
 	assert_int_equal(hn_sqlite_finish(&l, "ROLLBACK;"), 0);
 	assert_true(t_readyz_until(&d, 200, NULL, 2000, body, sizeof(body)) >= 0);
 	assert_true(t_notify_until(&n, "STATUS=serving", 2000));
+
 	assert_int_equal(hn_post_stripe(&d, "stripe", T_SECRET, evt, &r), 0);
 	assert_int_equal(r.hs_status, 200);
 	hres_finish(&r);
@@ -215,6 +233,38 @@ static void test_a_write_locked_database_turns_readyz_to_503_within_a_second_and
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
 	t_notify_close(&n);
+}
+
+/* A callback whose commit waits on the lock: the writer's wait grows at
+ * every tick, and the log says it once, not each tick's figure of it. */
+static void test_a_writer_waiting_on_a_lock_is_logged_once(void **state)
+{
+	struct hn_sqlite l;
+	struct daemon d;
+	struct hres r;
+	char *evt;
+
+	(void)state;
+	/* a lock waited on for 4 s: the health ticks see the wait grow */
+	assert_int_equal(daemon_init(&d,
+	                             "[store]\nbusy_timeout_ms = 4000\n\n"
+	                             "[provider stripe]\ntype = stripe\nsecret = " T_SECRET "\n"),
+	                 0);
+	assert_int_equal(daemon_start(&d), 0);
+	evt = hn_stripe_event("evt_health_waits", "customer.created",
+	                      "{\"id\":\"cus_w\",\"object\":\"customer\"}");
+	assert_int_equal(hn_sqlite_start(&l, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	/* sent at once, before readiness turns: its batch waits on the lock */
+	assert_int_equal(hn_post_stripe(&d, "stripe", T_SECRET, evt, &r), 0);
+	assert_int_equal(r.hs_status, 503);
+	hres_finish(&r);
+	assert_int_equal(daemon_log_wait(&d, "the writer has waited", 0), 0);
+	assert_int_equal(hn_sqlite_finish(&l, "ROLLBACK;"), 0);
+	assert_true(t_readyz_until(&d, 200, NULL, 2000, NULL, 0) >= 0);
+	assert_true(t_log_count(&d, "health: not ready: ") <= 2);
+	free(evt);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
 }
 
 static void test_a_pending_or_newer_schema_turns_readyz_to_503(void **state)
@@ -376,6 +426,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(
 	                test_a_write_locked_database_turns_readyz_to_503_within_a_second_and_back),
+	        cmocka_unit_test(test_a_writer_waiting_on_a_lock_is_logged_once),
 	        cmocka_unit_test(test_a_pending_or_newer_schema_turns_readyz_to_503),
 	        cmocka_unit_test(
 	                test_the_watchdog_keeps_coming_while_a_reload_waits_for_an_idle_connection),
