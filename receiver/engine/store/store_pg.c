@@ -2008,7 +2008,10 @@ fail:
 	return -1;
 }
 
-static int store_pg_migrate(struct store_conn *cn, int *ret_version)
+/* Applies the pending migrations under the migration lock; *ret_from is
+ * the version found once the lock was taken (a receiver that waited for
+ * another's migration finds it done), *ret_version the version after. */
+static int store_pg_migrate(struct store_conn *cn, int *ret_from, int *ret_version)
 {
 	char sql[96];
 	int applied;
@@ -2033,7 +2036,8 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_version)
 	            cn,
 	            "CREATE TABLE IF NOT EXISTS idemhook_schema (version BIGINT PRIMARY KEY, "
 	            "name TEXT NOT NULL, applied_at BIGINT NOT NULL)",
-	            "create idemhook_schema") < 0) {
+	            "create idemhook_schema") < 0 ||
+	    store_pg_version(cn, ret_from) < 0) {
 		goto out;
 	}
 	for (i = 0; i < migrations_pg_count; i++) {
@@ -2457,8 +2461,15 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 	if (store_version_check(version, !opt->so_read_only && !opt->so_no_migrate) < 0) {
 		goto fail;
 	}
-	if (!opt->so_read_only && !opt->so_no_migrate && store_pg_migrate(cn, &version) < 0) {
-		goto fail;
+	if (!opt->so_read_only && !opt->so_no_migrate) {
+		int from = version;
+
+		if (store_pg_migrate(cn, &from, &version) < 0) {
+			goto fail;
+		}
+		if (ret_from != NULL) {
+			*ret_from = from;
+		}
 	}
 	if (ret_to != NULL) {
 		*ret_to = version;
