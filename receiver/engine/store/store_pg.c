@@ -269,6 +269,13 @@ static void store_pg_one_line(const char *msg, char *out, size_t size)
 	out[o] = '\0';
 }
 
+/* cn's last libpq message on one line, in buf (for a log line). */
+static const char *store_pg_conn_message(const struct store_conn *cn, char *buf, size_t size)
+{
+	store_pg_one_line(PQerrorMessage(cn->cn_pg), buf, size);
+	return buf;
+}
+
 /* Whether libpq reads conninfo as a connection string or URI rather than a
  * database name (its rule: a URI prefix, or an '='). */
 static int store_pg_is_conninfo(const char *conninfo)
@@ -997,6 +1004,8 @@ static PGresult *store_pg_defer_exec(struct store_conn *cn, const char *sql, con
 	}
 	store_pg_defer_clear(cn);
 	if (!ok || PQexitPipelineMode(cn->cn_pg) != 1) {
+		char msg[STORE_PG_MSG_MAX];
+
 		PQclear(res);
 		/* Whether sql (a COMMIT) took effect is not known. */
 		cn->cn_lost = 1;
@@ -1004,10 +1013,11 @@ static PGresult *store_pg_defer_exec(struct store_conn *cn, const char *sql, con
 			/* A protocol state nobody can trust: a new session (the
 			 * transaction is lost with the old one). */
 			log_warn("store: a pipelined round failed (%s); reconnecting",
-			         PQerrorMessage(cn->cn_pg));
+			         store_pg_conn_message(cn, msg, sizeof(msg)));
 			store_pg_conn_revive(cn, cn->cn_timeout_ms);
 		} else {
-			log_warn("store: %.100s: %s", sql, PQerrorMessage(cn->cn_pg));
+			log_warn("store: %.100s: %s", sql,
+			         store_pg_conn_message(cn, msg, sizeof(msg)));
 		}
 		return NULL;
 	}
@@ -1798,9 +1808,11 @@ store_pg_lanes_run(struct store_conn *cn, size_t n, int hold,
 		return STORE_TXS_LOST;
 	}
 	if (ls->ls_broken || PQexitPipelineMode(cn->cn_pg) != 1) {
+		char msg[STORE_PG_MSG_MAX];
+
 		/* A protocol state nobody can trust: a new session. */
 		log_warn("store: a pipelined round failed (%s); reconnecting",
-		         PQerrorMessage(cn->cn_pg));
+		         store_pg_conn_message(cn, msg, sizeof(msg)));
 		store_pg_conn_revive(cn, cn->cn_timeout_ms);
 		return STORE_TXS_LOST;
 	}
