@@ -67,6 +67,11 @@ struct provider_query {
 	/* One event by its id (a thin notification's full event), or NULL;
 	 * asked whatever the instance's mode (docs/providers.md). */
 	const char *pq_event_id;
+	/* With pq_event_id: what the signed notification said of it, its type
+	 * and the id of the object it is about (NULL: not known). An answer
+	 * that says otherwise is FAILED (fetch_mismatch), never an event. */
+	const char *pq_event_type;
+	const char *pq_event_related;
 };
 
 /* The request a profile builds for a query; the caller sends it (timeouts,

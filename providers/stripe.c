@@ -850,6 +850,7 @@ static int stripe_fetch_answer(const struct provider_query *q, const struct http
 	cJSON *root = json_parse_strict(resp->hcr_body, resp->hcr_body_len, NULL);
 	cJSON *empty = NULL;
 	const cJSON *obj;
+	const char *related;
 	const char *type;
 	const char *id;
 	struct provider_verdict v = {0};
@@ -873,6 +874,26 @@ static int stripe_fetch_answer(const struct provider_query *q, const struct http
 		cJSON_Delete(root);
 		return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "malformed_answer",
 		                           "the answer is not the event %.64s", q->pq_event_id);
+	}
+	/* Its id alone does not make it the event the signed notification
+	 * announced: its type and its object must be those too. */
+	if (q->pq_event_type != NULL && strcmp(type, q->pq_event_type) != 0) {
+		rc = provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "fetch_mismatch",
+		                         "the fetched event is a %.64s, the thin event a %.64s",
+		                         type, q->pq_event_type);
+		cJSON_Delete(root);
+		return rc;
+	}
+	related = provider_json_string(root, "related_object.id");
+	if (q->pq_event_related != NULL && related != NULL &&
+	    strcmp(related, q->pq_event_related) != 0) {
+		rc = provider_answer_set(
+		        ret, PROVIDER_ANSWER_FAILED, "fetch_mismatch",
+		        "the fetched event is about related_object %.64s, the thin "
+		        "event about %.64s",
+		        related, q->pq_event_related);
+		cJSON_Delete(root);
+		return rc;
 	}
 	obj = provider_json_path(root, "data.object");
 	if (!cJSON_IsObject(obj)) {

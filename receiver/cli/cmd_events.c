@@ -1,5 +1,6 @@
-/* cmd_events.c: `idemhook events list|show|reprocess`: processed callbacks
- * as the events table keeps them, and running a failed one again. */
+/* cmd_events.c: `idemhook events list|show|reprocess|dismiss`: processed
+ * callbacks as the events table keeps them, running a failed one again, and
+ * closing one that can never apply. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -70,7 +71,10 @@ static void cmd_events_usage(FILE *out)
 	        "for it; the first such decides), 75 when the store failed (it stops there).\n"
 	        "dismiss closes failed events that can never apply (a test payment, a payment\n"
 	        "made outside the shop) with a reason: they stay failed but leave\n"
-	        "idemhook_events_failed_open and its alert. By filter, it first prints how many\n"
+	        "idemhook_events_failed_open and its alert. By ID it also closes a thin event\n"
+	        "waiting for its full event that the provider no longer has (Stripe keeps\n"
+	        "events 30 days): never applied, it is no longer fetched, counted as waiting\n"
+	        "or kept by gc past its retention. By filter, it first prints how many\n"
 	        "open failed events match; run it again with --confirm N to dismiss exactly\n"
 	        "those N. Each dismissal is in the audit log (idemhook audit list).\n\n"
 	        "Exit status: 0 done, 1 reprocessed but still failed, 64 usage (an unknown\n"

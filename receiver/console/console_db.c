@@ -282,10 +282,16 @@ static int console_db_dismiss_unit(struct store_tx *tx, void *arg)
 	p[1] = store_text(d->dc_actor);
 	p[2] = store_text(d->dc_reason);
 	p[3] = store_int(d->dc_id);
+	/* A failed event, or a thin event waiting for its full event: both
+	 * were acknowledged and never applied, and both may be closed. A thin
+	 * event dismissed leaves the fetch worker's list (ingest.h,
+	 * INGEST_SQL_FETCH_PENDING), and can no longer be applied. */
 	if (store_exec(tx,
 	               "UPDATE idempotency_records SET dismissed_at = ?, dismissed_by = ?, "
 	               "dismiss_reason = ?"
-	               " WHERE id = ? AND outcome = 'failed' AND dismissed_at IS NULL",
+	               " WHERE id = ? AND received_at IS NOT NULL AND (outcome = 'failed' OR "
+	               "(outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH
+	               "')) AND dismissed_at IS NULL",
 	               p, 4, &changed) < 0) {
 		return -1;
 	}
@@ -295,8 +301,9 @@ static int console_db_dismiss_unit(struct store_tx *tx, void *arg)
 		snprintf(result, sizeof(result), "ok");
 	} else {
 		p[0] = store_int(d->dc_id);
-		rc = store_query(tx, "SELECT outcome, dismissed_by FROM events WHERE id = ?", p, 1,
-		                 &row);
+		rc = store_query(
+		        tx, "SELECT " CONSOLE_DB_OUTCOME ", dismissed_by FROM events WHERE id = ?",
+		        p, 1, &row);
 		if (rc < 0) {
 			return -1;
 		}
@@ -310,7 +317,8 @@ static int console_db_dismiss_unit(struct store_tx *tx, void *arg)
 				         d->dc_id, store_row_text(&row, 1));
 			} else {
 				snprintf(d->dc_msg, d->dc_size,
-				         "event %" PRId64 " is %s, not failed; nothing to dismiss",
+				         "event %" PRId64 " is %s, neither failed nor fetching; "
+				         "nothing to dismiss",
 				         d->dc_id, store_row_text(&row, 0));
 			}
 			store_row_finish(&row);

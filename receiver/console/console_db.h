@@ -85,7 +85,7 @@ int console_db_outbox_admin(struct store *st, const struct outbox_conf *oc, int6
                             const char *actor, const char *op, int64_t id, const char *reason,
                             char *ret_msg, size_t msg_size);
 
-/* ---- dismissing failed events ---- */
+/* ---- dismissing failed events (and thin events waiting) ---- */
 
 enum console_db_result {
 	CONSOLE_DB_OK = 0,
@@ -99,9 +99,11 @@ enum console_db_result {
  * lets through is accepted. */
 int console_db_reason_ok(const char *reason);
 
-/* Dismisses failed event id with reason (required, console_db_reason_ok):
- * it stays failed but no longer counts as open. Recorded in the
- * audit log with the result, in the same transaction. Returns an enum
+/* Dismisses event id with reason (required, console_db_reason_ok): a
+ * failed one stays failed but no longer counts as open; a thin event
+ * waiting for its full event (fetching) stays unapplied but is no longer
+ * fetched, counted as waiting or kept by gc past its retention. Recorded in
+ * the audit log with the result, in the same transaction. Returns an enum
  * console_db_result with ret_msg, or -1 on a store error (nothing changed). */
 int console_db_dismiss(struct store *st, int64_t now_ms, const char *actor, int64_t id,
                        const char *reason, char *ret_msg, size_t msg_size);

@@ -868,6 +868,7 @@ static int console_event_row(void *arg, const struct store_row *row)
 	int64_t id = store_row_int(row, 0);
 	const char *outcome = store_row_text(row, 12);
 	int failed = outcome != NULL && strcmp(outcome, "failed") == 0;
+	int fetching = outcome != NULL && strcmp(outcome, "fetching") == 0;
 	int dismissed = !store_row_is_null(row, 20);
 	char title[64];
 
@@ -899,7 +900,10 @@ static int console_event_row(void *arg, const struct store_row *row)
 	}
 	buf_printf(b, "</dd><dt>outcome</dt><dd class=\"%s\">", console_outcome_class(outcome));
 	console_esc(b, outcome);
-	if (outcome != NULL && strcmp(outcome, "fetching") == 0) {
+	if (fetching && dismissed) {
+		buf_puts(b, " (a thin event: acknowledged, its full event never fetched; "
+		            "dismissed, so no longer asked for)");
+	} else if (fetching) {
 		buf_puts(b, " (a thin event: acknowledged, its full event not fetched from the "
 		            "provider yet)");
 	}
@@ -935,14 +939,21 @@ static int console_event_row(void *arg, const struct store_row *row)
 		            "</span></dd>");
 	}
 	buf_puts(b, "</dl>\n");
-	if (failed && console_operator(cx)) {
+	/* A failed event may be reprocessed; it and a thin event still
+	 * waiting for its full event (Stripe no longer has it) may be closed. */
+	if ((failed || (fetching && !dismissed)) && console_operator(cx)) {
 		buf_puts(b, "<div class=\"actions\">");
-		buf_printf(b,
-		           "<form method=\"post\" action=\"/console/events/%" PRId64 "/reprocess\" "
-		           "data-confirm=\"Run this event through the business rules again?\">",
-		           id);
-		console_csrf_field(b, cx);
-		buf_puts(b, "<button type=\"submit\" id=\"reprocess\">Reprocess</button></form>");
+		if (failed) {
+			buf_printf(b,
+			           "<form method=\"post\" action=\"/console/events/%" PRId64
+			           "/reprocess\" "
+			           "data-confirm=\"Run this event through the business rules "
+			           "again?\">",
+			           id);
+			console_csrf_field(b, cx);
+			buf_puts(b, "<button type=\"submit\" id=\"reprocess\">Reprocess</button>"
+			            "</form>");
+		}
 		if (!dismissed) {
 			buf_printf(b,
 			           "<form method=\"post\" action=\"/console/events/%" PRId64

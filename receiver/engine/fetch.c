@@ -43,6 +43,8 @@ struct fetch_pending {
 	char *fp_scope;
 	char *fp_key;
 	int64_t fp_received_ms;
+	char *fp_type;    /* what the signed thin notification said: its type */
+	char *fp_related; /* and the id of its object, or NULL */
 };
 
 struct fetch_list {
@@ -89,7 +91,7 @@ static int fetch_sleep(void *arg, int64_t ms)
 	return fetch_wait(w, fetch_monotonic_ms() + ms, 0);
 }
 
-static int fetch_list_row(void *arg, const char *scope, const char *key, int64_t received_ms)
+static int fetch_list_row(void *arg, const struct ingest_waiting *iw)
 {
 	struct fetch_list *l = arg;
 	struct fetch_pending *p = &l->fl_items[l->fl_n];
@@ -97,11 +99,17 @@ static int fetch_list_row(void *arg, const char *scope, const char *key, int64_t
 	if (l->fl_n >= FETCH_BATCH) {
 		return 1;
 	}
-	p->fp_scope = strdup(scope != NULL ? scope : "");
-	p->fp_key = strdup(key != NULL ? key : "");
-	p->fp_received_ms = received_ms;
+	p->fp_scope = strdup(iw->iw_scope != NULL ? iw->iw_scope : "");
+	p->fp_key = strdup(iw->iw_key != NULL ? iw->iw_key : "");
+	p->fp_received_ms = iw->iw_received_ms;
+	p->fp_type = strdup(iw->iw_type != NULL ? iw->iw_type : "");
+	p->fp_related = iw->iw_related != NULL ? strdup(iw->iw_related) : NULL;
 	l->fl_n++;
-	return p->fp_scope == NULL || p->fp_key == NULL ? -1 : 0;
+	if (p->fp_scope == NULL || p->fp_key == NULL || p->fp_type == NULL ||
+	    (iw->iw_related != NULL && p->fp_related == NULL)) {
+		return -1;
+	}
+	return 0;
 }
 
 static void fetch_list_finish(struct fetch_list *l)
@@ -111,6 +119,8 @@ static void fetch_list_finish(struct fetch_list *l)
 	for (i = 0; i < l->fl_n; i++) {
 		free(l->fl_items[i].fp_scope);
 		free(l->fl_items[i].fp_key);
+		free(l->fl_items[i].fp_type);
+		free(l->fl_items[i].fp_related);
 	}
 	l->fl_n = 0;
 }
@@ -156,7 +166,10 @@ static int fetch_one(struct fetch_worker *w, const struct config *cf, const stru
 		             why != NULL ? why : "the instance cannot be asked");
 		return 0;
 	}
-	if (reconcile_fetch(cf, pc, p->fp_key, fetch_sleep, w, &ans) < 0 ||
+	/* The answer must be the event the signed notification announced:
+	 * one that says otherwise is a failed fetch, never applied. */
+	if (reconcile_fetch(cf, pc, p->fp_key, p->fp_type, p->fp_related, fetch_sleep, w, &ans) <
+	            0 ||
 	    ans.pa_events.eb_n != 1) {
 		fetch_failed(pc->pc_name, p->fp_key,
 		             ans.pa_reason != NULL ? ans.pa_reason : "malformed_answer",

@@ -12,6 +12,7 @@
 #include "capture.h"
 #include "config.h"
 #include "gc.h"
+#include "ingest.h"
 #include "log.h"
 #include "metrics.h"
 #include "store.h"
@@ -535,15 +536,21 @@ static int gc_run_plan(struct store *st, const struct gc_plan *p, int64_t now_ms
 	 * business rules, neither dismissed nor applied by a reprocess) stays
 	 * whatever its age: the provider will not send it again, and it is
 	 * what idemhook_events_failed_open counts and `events reprocess`
-	 * needs. Test-mode ones, which never alert, expire as usual. */
+	 * needs. So does a thin event still waiting for its full event
+	 * (ingest.h, INGEST_EFFECT_TO_FETCH): acknowledged and never applied,
+	 * it is a payment lost if its row goes, and the fetch worker asks for
+	 * it until it applies or an operator dismisses it. Test-mode ones,
+	 * which move no money, expire as usual. COALESCE: an effect NULL must
+	 * not make the condition NULL, which would keep the row forever. */
 	struct gc_target events = {
 	        .gt_table = "idempotency_records",
 	        .gt_what = "events",
 	        .gt_time_col = "received_at",
 	        .gt_per_scope = 1,
 	        .gt_retention_ms = p->gp_events_retention_ms,
-	        .gt_extra = "AND received_at IS NOT NULL AND NOT (outcome = 'failed' AND "
-	                    "dismissed_at IS NULL AND test_mode = 0)",
+	        .gt_extra = "AND received_at IS NOT NULL AND NOT ((outcome = 'failed' OR "
+	                    "(outcome = 'done' AND COALESCE(effect, '') = '" INGEST_EFFECT_TO_FETCH
+	                    "')) AND dismissed_at IS NULL AND test_mode = 0)",
 	        .gt_record_col = "created_at",
 	};
 	/* Finished rows only; a dead row stays until its compensation is done,

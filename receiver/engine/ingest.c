@@ -625,13 +625,14 @@ static int ingest_fetched_unit(struct store_tx *tx, void *arg)
 	p[0] = store_int(store_tx_now(tx));
 	p[1] = store_text(iu->iu_pc->pc_name);
 	p[2] = store_text(iu->iu_ev->ev_key);
-	rc = store_query(tx,
-			 "UPDATE idempotency_records SET effect = NULL, processed_at = ? WHERE scope = ? "
-			 "AND idem_key = ? "
-			 "AND outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' RETURNING received_at",
-			 p, 3, &row);
+	rc = store_query(
+	        tx,
+	        "UPDATE idempotency_records SET effect = NULL, processed_at = ? WHERE scope = ? "
+	        "AND idem_key = ? AND outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH
+	        "' AND dismissed_at IS NULL RETURNING received_at",
+	        p, 3, &row);
 	if (rc <= 0) {
-		return rc; /* 0: applied before, or gone */
+		return rc; /* 0: applied before, dismissed meanwhile, or gone */
 	}
 	iu->iu_received_ms = store_row_int(&row, 0);
 	store_row_finish(&row);
@@ -675,7 +676,7 @@ int ingest_apply_fetched(struct store *st, const struct config *cf, const struct
 }
 
 struct ingest_pending {
-	int (*ip_fn)(void *arg, const char *scope, const char *key, int64_t received_ms);
+	int (*ip_fn)(void *arg, const struct ingest_waiting *w);
 	void *ip_arg;
 	int64_t ip_since_ms;
 	const char *ip_after_scope;
@@ -686,8 +687,15 @@ struct ingest_pending {
 static int ingest_pending_row(void *arg, const struct store_row *row)
 {
 	struct ingest_pending *ip = arg;
+	struct ingest_waiting w = {
+	        .iw_scope = store_row_text(row, 0),
+	        .iw_key = store_row_text(row, 1),
+	        .iw_received_ms = store_row_int(row, 2),
+	        .iw_type = store_row_text(row, 3),
+	        .iw_related = store_row_text(row, 4),
+	};
 
-	return ip->ip_fn(ip->ip_arg, store_row_text(row, 0), store_row_text(row, 1), store_row_int(row, 2));
+	return ip->ip_fn(ip->ip_arg, &w);
 }
 
 static int ingest_pending_read(struct store_tx *tx, void *arg)
@@ -706,9 +714,7 @@ static int ingest_pending_read(struct store_tx *tx, void *arg)
 
 int ingest_fetch_pending(struct store *st, int64_t since_ms, const char *after_scope,
                          const char *after_key, int64_t limit,
-                         int (*fn)(void *arg, const char *scope, const char *key,
-                                   int64_t received_ms),
-                         void *arg)
+                         int (*fn)(void *arg, const struct ingest_waiting *w), void *arg)
 {
 	struct ingest_pending ip = {.ip_fn = fn,
 	                            .ip_arg = arg,

@@ -129,22 +129,37 @@ const char *ingest_result_name(enum ingest_result r);
 /* Applies ev, the full event fetched for the thin notification of the same
  * key at pc, exactly once: in one unit of work, its event row is taken from
  * INGEST_EFFECT_TO_FETCH and the handlers and outbox run as for a callback; the stored
- * acknowledgement stays the thin one's. ret gets new or failed (applied
- * now), replayed (applied before, or no longer waiting) or transient
- * (nothing kept). Returns 0, or -1 when the store failed. */
+ * acknowledgement stays the thin one's. An event an operator dismissed is
+ * not taken. ret gets new or failed (applied now), replayed (applied
+ * before, or no longer waiting: dismissed, or gone) or transient (nothing
+ * kept). Returns 0, or -1 when the store failed. */
 int ingest_apply_fetched(struct store *st, const struct config *cf, const struct provider_conf *pc,
 			 const struct event *ev, struct ingest_item *ret);
 
 /* The thin events waiting for their full event, received since a mark, in
- * order: a range of the partial index events_to_fetch (migration 0016),
- * which holds only those rows. Through the index of every event's time the
- * list read each event after the mark, and a list from the beginning held
- * one read transaction open for a minute on 10,000,000 stored callbacks,
- * keeping every checkpoint from copying the WAL (docs/benchmarks.md). */
+ * order: a range of the partial index events_to_fetch (migrations 0016,
+ * 0017), which holds only those rows; one an operator dismissed (`events
+ * dismiss`) waits no longer and leaves it. Through the index of every
+ * event's time the list read each event after the mark, and a list from
+ * the beginning held one read transaction open for a minute on 10,000,000
+ * stored callbacks, keeping every checkpoint from copying the WAL
+ * (docs/benchmarks.md). Its conditions are the index's own, so the planner
+ * may take it. */
 #define INGEST_SQL_FETCH_PENDING                                                                   \
-	"SELECT scope, idem_key, received_at FROM events WHERE received_at >= ? AND outcome = "    \
-	"'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' AND (received_at > ? OR scope > ? OR "   \
-	"(scope = ? AND idem_key > ?)) ORDER BY received_at, scope, idem_key LIMIT ?"
+	"SELECT scope, idem_key, received_at, type, payment_ref FROM events WHERE received_at >= " \
+	"? AND outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' AND dismissed_at IS "    \
+	"NULL AND (received_at > ? OR scope > ? OR (scope = ? AND idem_key > ?)) ORDER BY "        \
+	"received_at, scope, idem_key LIMIT ?"
+
+/* One thin event waiting (strings borrowed for the call): what its signed
+ * notification said, which the fetched event must match. */
+struct ingest_waiting {
+	const char *iw_scope;
+	const char *iw_key;
+	int64_t iw_received_ms;
+	const char *iw_type;    /* the notification's type ("v1.payment_intent.succeeded") */
+	const char *iw_related; /* the id of the object it is about, or NULL */
+};
 
 /* Calls fn for up to limit events that wait to be fetched, oldest first,
  * from since_ms on and after the event (since_ms, after_scope, after_key)
@@ -154,8 +169,6 @@ int ingest_apply_fetched(struct store *st, const struct config *cf, const struct
  * 0 to go on, 1 to stop, -1 to fail). Returns 0, or -1. */
 int ingest_fetch_pending(struct store *st, int64_t since_ms, const char *after_scope,
                          const char *after_key, int64_t limit,
-                         int (*fn)(void *arg, const char *scope, const char *key,
-                                   int64_t received_ms),
-                         void *arg);
+                         int (*fn)(void *arg, const struct ingest_waiting *w), void *arg);
 
 #endif

@@ -584,7 +584,7 @@ static void test_a_hostile_payload_is_shown_as_text(void **state)
 
 /* A Stripe thin event acknowledged and waiting for its full event (the
  * provider's API does not answer here) is listed, filtered and shown as
- * fetching, not as done. */
+ * fetching, not as done; an operator can dismiss it with a reason. */
 static void test_a_thin_event_waiting_for_its_fetch_shows_as_fetching(void **state)
 {
 	static const char thin[] =
@@ -595,8 +595,12 @@ static void test_a_thin_event_waiting_for_its_fetch_shows_as_fetching(void **sta
 	        "\"/v1/payment_intents/pi_console_thin\"}}";
 	struct daemon d;
 	struct t_session s;
+	struct t_session op;
+	struct hres post;
 	struct hres r;
 	char path[128];
+	char action[128];
+	char form[200];
 	long long id;
 
 	(void)state;
@@ -621,6 +625,39 @@ static void test_a_thin_event_waiting_for_its_fetch_shows_as_fetching(void **sta
 	snprintf(path, sizeof(path), "/console/events/%lld", id);
 	assert_int_equal(t_get(&d, path, &s, &r), 200);
 	assert_non_null(strstr(r.hs_body, "fetching (a thin event"));
+	/* a read-only session has no actions */
+	assert_null(strstr(r.hs_body, "id=\"dismiss\""));
+	hres_finish(&r);
+
+	/* An operator closes it (its provider no longer has it): no reprocess,
+	 * a dismiss with a reason, audited; it stays unapplied and shows as a
+	 * fetching event dismissed. */
+	t_login(&d, T_OP_TOKEN, &op);
+	assert_int_equal(t_get(&d, path, &op, &r), 200);
+	assert_non_null(strstr(r.hs_body, "id=\"dismiss\""));
+	assert_null(strstr(r.hs_body, "id=\"reprocess\""));
+	hres_finish(&r);
+	snprintf(action, sizeof(action), "/console/events/%lld/dismiss", id);
+	snprintf(form, sizeof(form), "csrf=%s&reason=older+than+30+days", op.ts_csrf);
+	assert_int_equal(t_post(&d, action, &op, form, &post), 303);
+	t_follow(&d, &post, path, &op, &r);
+	assert_non_null(strstr(r.hs_body, "class=\"flash\" role=\"status\">event"));
+	assert_non_null(strstr(r.hs_body, "dismissed, so no longer asked for"));
+	assert_non_null(strstr(r.hs_body, "older than 30 days"));
+	assert_null(strstr(r.hs_body, "id=\"dismiss\""));
+	hres_finish(&r);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM events WHERE id = %lld AND outcome = "
+	                           "'done' AND effect = 'to_fetch' AND dismissed_by = "
+	                           "'console:alice' AND dismiss_reason = 'older than 30 days'",
+	                           id),
+	                 1);
+	fx_assert_audit(&d, 1,
+	                "actor = 'console:alice' AND action = 'events.dismiss' AND target = "
+	                "'event:%lld' AND result = 'ok'",
+	                id);
+	assert_int_equal(t_get(&d, "/console/events?outcome=fetching&dismissed=1", &op, &r), 200);
+	assert_non_null(strstr(r.hs_body, "evt_console_thin"));
 	hres_finish(&r);
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);

@@ -63,16 +63,16 @@ struct t_list {
 	size_t tl_n;
 };
 
-static int t_list_row(void *arg, const char *scope, const char *key, int64_t received_ms)
+static int t_list_row(void *arg, const struct ingest_waiting *w)
 {
 	struct t_list *l = arg;
 
-	assert_string_equal(scope, "stripe");
+	assert_string_equal(w->iw_scope, "stripe");
 	if (l->tl_n >= sizeof(l->tl_keys) / sizeof(l->tl_keys[0])) {
 		return -1;
 	}
-	snprintf(l->tl_keys[l->tl_n], sizeof(l->tl_keys[0]), "%s", key);
-	l->tl_received[l->tl_n++] = received_ms;
+	snprintf(l->tl_keys[l->tl_n], sizeof(l->tl_keys[0]), "%s", w->iw_key);
+	l->tl_received[l->tl_n++] = w->iw_received_ms;
 	return 0;
 }
 
@@ -215,11 +215,114 @@ static void test_new_database_indexes_the_waiting_thin_events(void **state)
 	daemon_finish(&d);
 }
 
+#define T_MIGRATION_0017 "_index_undismissed_thin_events.sql"
+#define T_WAITING 30 /* thin events waiting in t_rows_0017 */
+
+/* Rows of the schema before migration index_undismissed_thin_events:
+ * T_DONE applied events, T_WAITING live thin events waiting for their full
+ * event (evt_wait_0 received at 3000, ...), and a failed event dismissed. */
+static void t_rows_0017(struct buf *sql, int pg, void *arg)
+{
+	const char *blob = pg ? "decode(repeat('ab', 32), 'hex')" : "randomblob(32)";
+	int i;
+
+	t_rows(sql, pg, arg);
+	for (i = 0; i < T_WAITING; i++) {
+		buf_printf(sql,
+		           "INSERT INTO idempotency_records (scope, idem_key, status, fingerprint, "
+		           "fence_token, created_at, updated_at, type, kind, payment_ref, outcome, "
+		           "effect, received_at, processed_at) VALUES ('stripe', 'evt_wait_%d', "
+		           "'done', %s, 1, %d, %d, 'v1.payment_intent.succeeded', 'other', "
+		           "'pi_wait_%d', 'done', 'to_fetch', %d, %d);\n",
+		           i, blob, 3000 + i, 3000 + i, i, 3000 + i, 3000 + i);
+	}
+	buf_printf(sql,
+	           "INSERT INTO idempotency_records (scope, idem_key, status, fingerprint, "
+	           "fence_token, created_at, updated_at, type, kind, outcome, reason, received_at, "
+	           "processed_at, dismissed_at, dismissed_by, dismiss_reason) VALUES ('stripe', "
+	           "'evt_failed_closed', 'failed', %s, 1, 2500, 2500, 'payment_intent.succeeded', "
+	           "'payment_succeeded', 'failed', 'unknown_order', 2500, 2500, 2600, 'cli:ops', "
+	           "'paid at the till');\n",
+	           blob);
+}
+
+/* Dismisses the thin event key through `idemhook events dismiss` (the
+ * daemon stopped). */
+static void t_dismiss(struct daemon *d, const char *key)
+{
+	char id[32];
+	const char *args[] = {"events", "dismiss", id, "--reason", "Stripe no longer has it", NULL};
+
+	snprintf(id, sizeof(id), "%lld",
+	         (long long)e2e_db_int(d, "SELECT id FROM events WHERE idem_key = '%s'", key));
+	assert_int_equal(daemon_cli(d, 1, args, NULL), 0);
+}
+
+/* Migration 0017 gives events_to_fetch the condition the list now has
+ * (dismissed_at IS NULL), so a thin event an operator dismissed leaves the
+ * index as an applied one does: the list finds only those still waiting,
+ * through the index, and the index holds those alone (SQLite's ANALYZE
+ * counts its entries). */
+static void test_migrate_leaves_dismissed_thin_events_out_of_the_index(void **state)
+{
+	struct t_list l;
+	struct daemon d;
+	char key[32];
+	char *plan;
+	int pg;
+	int i;
+
+	(void)state;
+	pg = e2e_migrate_from(&d, FX_STRIPE_INI, T_MIGRATION_0017, t_rows_0017, NULL);
+
+	/* Every row kept; the index remade on the new condition. */
+	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM events"), T_DONE + 2 + T_WAITING + 1);
+	assert_int_equal(
+	        e2e_db_int(&d, pg ? "SELECT COUNT(*) FROM pg_indexes WHERE indexname = "
+	                            "'events_to_fetch' AND indexdef LIKE '%%to_fetch%%' AND "
+	                            "indexdef LIKE '%%dismissed_at IS NULL%%'"
+	                          : "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' "
+	                            "AND name = 'events_to_fetch' AND sql LIKE '%%to_fetch%%' "
+	                            "AND sql LIKE '%%dismissed_at IS NULL%%'"),
+	        1);
+	/* All but the first two waiting thin events dismissed, the way an
+	 * operator does it; and one early thin event too. */
+	for (i = 2; i < T_WAITING; i++) {
+		snprintf(key, sizeof(key), "evt_wait_%d", i);
+		t_dismiss(&d, key);
+	}
+	t_dismiss(&d, "evt_thin_early");
+	assert_int_equal(e2e_db_int(&d, "SELECT COUNT(*) FROM events WHERE effect = 'to_fetch' "
+	                                "AND dismissed_at IS NOT NULL"),
+	                 T_WAITING - 2 + 1);
+	if (!pg) {
+		plan = t_plan(&d);
+		assert_non_null(plan);
+		if (strstr(plan, "USING INDEX events_to_fetch") == NULL) {
+			fail_msg("the list of waiting thin events is planned as: %s", plan);
+		}
+		free(plan);
+		/* The index's entries: the three still waiting, no dismissed one. */
+		t_exec(&d, "ANALYZE");
+		assert_int_equal(e2e_db_int(&d, "SELECT CAST(stat AS INTEGER) FROM sqlite_stat1 "
+		                                "WHERE idx = 'events_to_fetch'"),
+		                 3);
+	}
+	/* The list: those still waiting, oldest first, from the beginning. */
+	t_list(&d, 0, &l);
+	assert_int_equal(l.tl_n, 3);
+	assert_string_equal(l.tl_keys[0], "evt_thin_late");
+	assert_string_equal(l.tl_keys[1], "evt_wait_0");
+	assert_string_equal(l.tl_keys[2], "evt_wait_1");
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_migrate_indexes_the_waiting_thin_events),
 	        cmocka_unit_test(test_new_database_indexes_the_waiting_thin_events),
+	        cmocka_unit_test(test_migrate_leaves_dismissed_thin_events_out_of_the_index),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -20,6 +20,7 @@
 #include "fixtures.h"
 #include "peer.h"
 #include "provider_e2e.h"
+#include "store.h"
 
 #define T_KEY "rk_test_thin_e2e"
 #define T_ORDERS_MAX 8
@@ -38,6 +39,11 @@ static struct {
 	size_t fk_n;
 	unsigned fk_fail;   /* answers of 500 still to give */
 	unsigned fk_served; /* full events served (200) */
+	/* What the full event about fk_says_pi says, when not what its thin
+	 * event said: another type, another related object (NULL: as said). */
+	const char *fk_says_pi;
+	const char *fk_type;
+	const char *fk_related;
 } fake = {.fk_lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void fake_reset(void)
@@ -46,6 +52,21 @@ static void fake_reset(void)
 	fake.fk_n = 0;
 	fake.fk_fail = 0;
 	fake.fk_served = 0;
+	fake.fk_says_pi = NULL;
+	fake.fk_type = NULL;
+	fake.fk_related = NULL;
+	pthread_mutex_unlock(&fake.fk_lock);
+}
+
+/* The full event about PaymentIntent pi (a string that outlives the
+ * test) says type and related from now on (NULL: what its thin event
+ * said). */
+static void fake_says(const char *pi, const char *type, const char *related)
+{
+	pthread_mutex_lock(&fake.fk_lock);
+	fake.fk_says_pi = pi;
+	fake.fk_type = type;
+	fake.fk_related = related;
 	pthread_mutex_unlock(&fake.fk_lock);
 }
 
@@ -76,6 +97,7 @@ static void fake_events(void *arg, const struct peer_request *req, struct peer_b
 	const struct fake_payment *p = NULL;
 	struct buf b;
 	size_t i;
+	int says;
 
 	(void)arg;
 	pthread_mutex_lock(&fake.fk_lock);
@@ -108,17 +130,19 @@ static void fake_events(void *arg, const struct peer_request *req, struct peer_b
 		ret->pb_body = strdup("{\"error\":{\"message\":\"No such event\"}}");
 		return;
 	}
+	says = fake.fk_says_pi != NULL && strcmp(fake.fk_says_pi, p->fp_pi) == 0;
 	buf_init(&b, 0);
 	buf_printf(&b,
-	           "{\"id\":\"%s\",\"object\":\"v2.core.event\",\"type\":\"v1.payment_intent."
-	           "succeeded\","
+	           "{\"id\":\"%s\",\"object\":\"v2.core.event\",\"type\":\"%s\","
 	           "\"created\":\"2026-12-04T08:00:00.000Z\",\"livemode\":false,\"context\":null,"
 	           "\"related_object\":{\"id\":\"%s\",\"type\":\"payment_intent\",\"url\":"
 	           "\"/v1/payment_intents/%s\"},\"data\":{\"object\":{\"id\":\"%s\",\"object\":"
 	           "\"payment_intent\",\"amount\":%" PRId64 ",\"amount_received\":%" PRId64
 	           ",\"currency\":\"usd\",\"status\":\"succeeded\",\"metadata\":{\"order_id\":\"%"
 	           "s\"}}}}",
-	           id, p->fp_pi, p->fp_pi, p->fp_pi, p->fp_amount, p->fp_amount, p->fp_order);
+	           id, says && fake.fk_type != NULL ? fake.fk_type : "v1.payment_intent.succeeded",
+	           says && fake.fk_related != NULL ? fake.fk_related : p->fp_pi, p->fp_pi, p->fp_pi,
+	           p->fp_amount, p->fp_amount, p->fp_order);
 	fake.fk_served++;
 	pthread_mutex_unlock(&fake.fk_lock);
 	ret->pb_body = buf_take(&b, NULL);
@@ -142,7 +166,8 @@ struct t_env {
 	struct peer *te_notify;
 };
 
-static void env_start(struct t_env *e)
+/* The daemon with a fake Stripe API, and extra appended to its configuration. */
+static void env_start_with(struct t_env *e, const char *extra)
 {
 	struct buf ini;
 
@@ -159,11 +184,16 @@ static void env_start(struct t_env *e)
 	           "api_key = env:IDEMHOOK_E2E_THIN_KEY\napi_base_url = %s\n\n"
 	           "[points]\nrate = 1/100\n\n"
 	           "[outbound]\nnotify_url = %s/notify\n\n"
-	           "[reconcile]\nretries = 2\nretry_base = 50ms\ntimeout = 1s\n",
-	           peer_base(e->te_api), peer_base(e->te_notify));
+	           "[reconcile]\nretries = 2\nretry_base = 50ms\ntimeout = 1s\n\n%s",
+	           peer_base(e->te_api), peer_base(e->te_notify), extra);
 	assert_int_equal(daemon_init(&e->te_d, ini.buf_data), 0);
 	buf_finish(&ini);
 	assert_int_equal(daemon_start(&e->te_d), 0);
+}
+
+static void env_start(struct t_env *e)
+{
+	env_start_with(e, "");
 }
 
 static void env_finish(struct t_env *e)
@@ -173,20 +203,26 @@ static void env_finish(struct t_env *e)
 	peer_destroy(e->te_notify);
 }
 
-/* A thin notification as an event destination sends it: no data. */
-static char *thin_body(const char *id, const char *pi)
+/* A thin notification of type about PaymentIntent pi as an event
+ * destination sends it: no data; live or in test mode. */
+static char *thin_body_as(const char *id, const char *pi, const char *type, int live)
 {
 	struct buf b;
 
 	buf_init(&b, 0);
 	buf_printf(&b,
-	           "{\"id\":\"%s\",\"object\":\"v2.core.event\",\"type\":\"v1.payment_intent."
-	           "succeeded\","
-	           "\"created\":\"2026-12-04T08:00:00.000Z\",\"livemode\":false,\"context\":null,"
+	           "{\"id\":\"%s\",\"object\":\"v2.core.event\",\"type\":\"%s\","
+	           "\"created\":\"2026-12-04T08:00:00.000Z\",\"livemode\":%s,\"context\":null,"
 	           "\"related_object\":{\"id\":\"%s\",\"type\":\"payment_intent\",\"url\":"
 	           "\"/v1/payment_intents/%s\"}}",
-	           id, pi, pi);
+	           id, type, live ? "true" : "false", pi, pi);
 	return buf_take(&b, NULL);
+}
+
+/* A thin payment in test mode. */
+static char *thin_body(const char *id, const char *pi)
+{
+	return thin_body_as(id, pi, "v1.payment_intent.succeeded", 0);
 }
 
 #define db_int(e, fmt, arg) e2e_db_int(&(e)->te_d, fmt, arg)
@@ -236,6 +272,96 @@ static void kick(struct t_env *e)
 	hres_finish(&r);
 	free(body);
 	wait_paid(e, other);
+}
+
+/* ---- the store, the command line, the metrics ---- */
+
+#define T_DAY_MS (86400LL * 1000)
+#define T_PAY "v1.payment_intent.succeeded"
+
+static int t_exec_unit(struct store_tx *tx, void *arg)
+{
+	return store_exec(tx, arg, NULL, 0, NULL);
+}
+
+/* Runs one statement on the daemon's database (SQLite or PostgreSQL),
+ * beside the daemon. */
+static void t_exec(struct t_env *e, const char *sql)
+{
+	struct store_options so;
+	struct store *st;
+
+	memset(&so, 0, sizeof(so));
+	assert_int_equal(store_location_parse(e->te_d.dm_db, &so), 0);
+	st = store_create(&so);
+	assert_non_null(st);
+	assert_true(store_write(st, 0, t_exec_unit, (void *)sql) >= 0);
+	store_destroy(st);
+}
+
+/* Every row received, created and processed days earlier. */
+static void t_age(struct t_env *e, int days)
+{
+	char sql[512];
+	long long ms = days * T_DAY_MS;
+
+	snprintf(sql, sizeof(sql),
+	         "UPDATE idempotency_records SET created_at = created_at - %lld, "
+	         "updated_at = updated_at - %lld, received_at = received_at - %lld, "
+	         "processed_at = processed_at - %lld",
+	         ms, ms, ms, ms);
+	t_exec(e, sql);
+}
+
+/* A thin notification of type about pi, acknowledged 200. */
+static void thin_send(struct t_env *e, const char *id, const char *pi, const char *type, int live)
+{
+	char *body = thin_body_as(id, pi, type, live);
+
+	assert_int_equal(fx_stripe_send(&e->te_d, body, NULL), 200);
+	free(body);
+}
+
+/* Waits for the fetch of key to fail with reason. */
+static void wait_fetch_failed(struct t_env *e, const char *key, const char *reason)
+{
+	char want[256];
+
+	snprintf(want, sizeof(want), "key=\"%s\" failed: %s", key, reason);
+	if (daemon_log_wait(&e->te_d, want, 10000) != 0) {
+		fail_msg("no \"%s\" in the log", want);
+	}
+}
+
+/* Runs idemhook args with the daemon's configuration; returns its exit
+ * status, its output in *ret_out (free it) unless ret_out is NULL. */
+static int cli(struct t_env *e, const char *const *args, char **ret_out)
+{
+	char *out = NULL;
+	int rc = daemon_cli(&e->te_d, 1, args, &out);
+
+	if (ret_out != NULL) {
+		*ret_out = out;
+	} else {
+		free(out);
+	}
+	return rc;
+}
+
+/* The value of the unlabelled gauge name on /metrics. */
+static long long gauge(struct t_env *e, const char *name)
+{
+	char want[128];
+	char *m = metrics(e);
+	const char *at;
+	long long v;
+
+	snprintf(want, sizeof(want), "\n%s ", name);
+	at = strstr(m, want);
+	assert_non_null(at);
+	v = strtoll(at + strlen(want), NULL, 10);
+	free(m);
+	return v;
 }
 
 /* ---- the scenarios ---- */
@@ -485,6 +611,158 @@ static void test_simulated_thin_payment_is_signed_as_stripe_signs_and_fetched(vo
 	env_finish(&e);
 }
 
+/* A live thin event acknowledged to Stripe whose full event never came is
+ * a payment Stripe will not send again: gc keeps it past every retention,
+ * still waiting and still listed. A test-mode one expires as usual. */
+static void
+test_gc_keeps_a_live_thin_event_waiting_for_its_full_event_past_every_retention(void **state)
+{
+	static const char *const gc[] = {"gc", NULL};
+	static const char *const list[] = {"events", "list", "--status", "fetching", NULL};
+	struct t_env e;
+	char *out = NULL;
+
+	(void)state;
+	env_start_with(&e, "[gc]\ninterval = 0\nevents_retention = 10d\n");
+	thin_send(&e, "evt_gc_waiting", "pi_gc_waiting", T_PAY, 1);
+	thin_send(&e, "evt_gc_sandbox", "pi_gc_sandbox", T_PAY, 0);
+	wait_fetch_failed(&e, "evt_gc_waiting", "not_found");
+	wait_fetch_failed(&e, "evt_gc_sandbox", "not_found");
+	/* Eleven days on: past the key's 7 days and the events' 10. */
+	t_age(&e, 11);
+	assert_int_equal(cli(&e, gc, NULL), 0);
+	assert_int_equal(db_int(&e,
+	                        "SELECT COUNT(*) FROM events WHERE idem_key = '%s' AND "
+	                        "outcome = 'done' AND effect = 'to_fetch'",
+	                        "evt_gc_waiting"),
+	                 1);
+	assert_int_equal(
+	        db_int(&e, "SELECT COUNT(*) FROM events WHERE idem_key = '%s'", "evt_gc_sandbox"),
+	        0);
+	assert_int_equal(cli(&e, list, &out), 0);
+	assert_non_null(strstr(out, "evt_gc_waiting"));
+	free(out);
+	env_finish(&e);
+}
+
+/* A thin event Stripe no longer has (404) is closed by the operator with a
+ * reason: audited, shown as dismissed, no longer asked about or counted as
+ * waiting, and gc may then expire it. */
+static void test_a_thin_event_stripe_no_longer_has_is_dismissed_and_no_longer_fetched(void **state)
+{
+	static const char *const gc[] = {"gc", NULL};
+	static const char *const list[] = {"events", "list", "--status", "fetching", NULL};
+	struct t_env e;
+	char id[32];
+	const char *dismiss[] = {"events", "dismiss", id, "--reason", "older than 30 days", NULL};
+	const char *show[] = {"events", "show", id, NULL};
+	char *out = NULL;
+	size_t asked;
+
+	(void)state;
+	env_start_with(&e, "[gc]\ninterval = 0\nevents_retention = 10d\n");
+	thin_send(&e, "evt_gone_for_good", "pi_gone_for_good", T_PAY, 1);
+	wait_fetch_failed(&e, "evt_gone_for_good", "not_found");
+	assert_int_equal(gauge(&e, "idemhook_events_fetch_waiting"), 1);
+	snprintf(id, sizeof(id), "%lld",
+	         (long long)db_int(&e, "SELECT id FROM events WHERE idem_key = '%s'",
+	                           "evt_gone_for_good"));
+	assert_int_equal(cli(&e, dismiss, &out), 0);
+	assert_non_null(strstr(out, "dismissed"));
+	free(out);
+	/* Still unapplied (to_fetch), with who and why; audited. */
+	assert_int_equal(db_int(&e,
+	                        "SELECT COUNT(*) FROM events WHERE id = %s AND effect = 'to_fetch' "
+	                        "AND dismissed_at > 0 AND dismissed_by LIKE 'cli:%%' AND "
+	                        "dismiss_reason = 'older than 30 days'",
+	                        id),
+	                 1);
+	fx_assert_audit(&e.te_d, 1,
+	                "action = 'events.dismiss' AND target = 'event:%s' AND result = 'ok' AND "
+	                "reason = 'older than 30 days'",
+	                id);
+	/* Once is enough: a second dismissal is refused, and audited. */
+	assert_int_equal(cli(&e, dismiss, NULL), 65);
+	fx_assert_audit(&e.te_d, 1, "target = 'event:%s' AND result LIKE 'refused:%%'", id);
+	assert_int_equal(cli(&e, show, &out), 0);
+	assert_non_null(strstr(out, "\ndismissed:       20"));
+	assert_non_null(strstr(out, "\ndismiss reason:  older than 30 days\n"));
+	free(out);
+	assert_int_equal(cli(&e, list, &out), 0);
+	assert_non_null(strstr(out, "(dismissed)"));
+	free(out);
+	/* A restarted daemon asks about every waiting event at once: not this
+	 * one, and it no longer counts it as waiting. */
+	assert_int_equal(daemon_term(&e.te_d, 30), 0);
+	asked = peer_count(e.te_api);
+	assert_int_equal(daemon_start(&e.te_d), 0);
+	kick(&e);
+	assert_int_equal(peer_count(e.te_api), asked + 1);
+	assert_int_equal(gauge(&e, "idemhook_events_fetch_waiting"), 0);
+	/* Closed, it expires with its retention. */
+	t_age(&e, 11);
+	assert_int_equal(cli(&e, gc, NULL), 0);
+	assert_int_equal(db_int(&e, "SELECT COUNT(*) FROM events WHERE id = %s", id), 0);
+	env_finish(&e);
+}
+
+static char mine[96]; /* the PaymentIntent fake_says is about */
+
+/* A fetched event that does not match its signed thin notification (its
+ * type, or the object it is about) is a failed fetch: logged, counted,
+ * nothing applied, asked again; once Stripe's answer matches it applies. */
+static void
+test_a_fetched_event_that_contradicts_its_thin_notification_is_never_applied(void **state)
+{
+	struct t_env e;
+	char order[64];
+	char pi[96];
+	char id[128];
+	const char *at;
+	char *m;
+
+	(void)state;
+	env_start(&e);
+	fx_order(&e.te_d, 4200, "usd", order);
+	snprintf(pi, sizeof(pi), "pi_%s", order);
+	snprintf(mine, sizeof(mine), "%s", pi);
+	snprintf(id, sizeof(id), "evt_thin_%s", pi);
+	fake_pays(pi, order, 4200);
+	/* The notification says the payment failed; the answer, that it
+	 * succeeded. */
+	fake_says(mine, T_PAY, NULL);
+	thin_send(&e, id, pi, "v1.payment_intent.payment_failed", 1);
+	wait_fetch_failed(&e, id, "fetch_mismatch");
+	/* The type as notified, but about another PaymentIntent. */
+	fake_says(mine, "v1.payment_intent.payment_failed", "pi_someone_else");
+	kick(&e);
+	assert_int_equal(daemon_log_wait(&e.te_d, "related_object pi_someone_else", 10000), 0);
+	assert_int_equal(
+	        db_int(&e, "SELECT COUNT(*) FROM orders WHERE id = '%s' AND status = 'pending'",
+	               order),
+	        1);
+	assert_int_equal(db_int(&e,
+	                        "SELECT COUNT(*) FROM events WHERE idem_key = '%s' AND effect = "
+	                        "'to_fetch'",
+	                        id),
+	                 1);
+	m = metrics(&e);
+	at = strstr(m, "idemhook_fetch_failures_total{provider=\"stripe\"} ");
+	assert_non_null(at);
+	assert_true(strtoll(strchr(at, '}') + 2, NULL, 10) >= 2);
+	free(m);
+	/* Stripe's answer agrees now: applied (a payment_failed changes
+	 * nothing on a pending order but is recorded). */
+	fake_says(mine, "v1.payment_intent.payment_failed", NULL);
+	kick(&e);
+	assert_int_equal(hn_db_wait_int(e.te_d.dm_db,
+	                                "SELECT COUNT(*) FROM events WHERE idem_key LIKE "
+	                                "'evt_thin_pi_%' AND effect = 'to_fetch'",
+	                                0, 10),
+	                 0);
+	env_finish(&e);
+}
+
 static int group_setup(void **state)
 {
 	(void)state;
@@ -504,6 +782,12 @@ int main(void)
 	        cmocka_unit_test(
 	                test_thin_events_that_keep_failing_do_not_hold_back_those_after_them),
 	        cmocka_unit_test(test_simulated_thin_payment_is_signed_as_stripe_signs_and_fetched),
+	        cmocka_unit_test(
+	                test_gc_keeps_a_live_thin_event_waiting_for_its_full_event_past_every_retention),
+	        cmocka_unit_test(
+	                test_a_thin_event_stripe_no_longer_has_is_dismissed_and_no_longer_fetched),
+	        cmocka_unit_test(
+	                test_a_fetched_event_that_contradicts_its_thin_notification_is_never_applied),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, NULL);
