@@ -225,24 +225,30 @@ static int outbox_conf_call(const struct config *cf, struct outbox_conf *oc, con
 	size_t i;
 	int rc = 0;
 
+	/* The key is the problem here, not its value: the message names the
+	 * key (config_refuse) and what it may be. */
 	if (n == 0 || n > 32) {
-		return outbox_bad_key(cf, key, "", "call type names are 1 to 32 characters");
+		return config_refuse(cf, OUTBOX_SECTION, key,
+		                     "call type names are 1 to 32 characters");
 	}
 	for (i = 0; i < n; i++) {
 		if (!islower((unsigned char)key[i]) && !isdigit((unsigned char)key[i]) &&
 		    key[i] != '_') {
-			return outbox_bad_key(cf, key, "", "call type names use a-z, 0-9 and _");
+			return config_refuse(cf, OUTBOX_SECTION, key,
+			                     "call type names use a-z, 0-9 and _");
 		}
 	}
 	if (n == strlen(OUTBOX_REFUND_CALL) && strncmp(key, OUTBOX_REFUND_CALL, n) == 0) {
-		return outbox_bad_key(cf, key, "",
-		                      "\"refund\" is the compensation call; use another name");
+		return config_refuse(cf, OUTBOX_SECTION, key,
+		                     "\"refund\" is the compensation call; use another name");
 	}
 	if (outbox_find_call(oc, key, n) != NULL) {
 		return 0; /* the same key again: config_get gives its last value */
 	}
 	if (oc->oc_n_calls >= OUTBOX_CALLS_MAX) {
-		return outbox_bad_key(cf, key, "", "too many call types");
+		return config_refuse(cf, OUTBOX_SECTION, key,
+		                     "too many call types: at most %d NAME_url keys",
+		                     OUTBOX_CALLS_MAX);
 	}
 	c = &oc->oc_calls[oc->oc_n_calls++];
 	c->occ_name = strndup(key, n);
@@ -1402,6 +1408,26 @@ static int outbox_notified_tx(struct store_tx *tx, const char *order_id)
 	                  p, 4, NULL);
 }
 
+/* A regular call of the order queued again by an operator: the order's
+ * fulfillment is pending while it is, as for a call queued by an event,
+ * unless another of its calls is still dead (then it stays failed, or
+ * compensated). */
+static int outbox_requeued_tx(struct store_tx *tx, int64_t id, const char *order_id)
+{
+	struct store_value p[] = {store_int(store_tx_now(tx)), store_text(order_id), store_int(id),
+	                          store_text(order_id)};
+
+	return store_exec(tx,
+	                  "UPDATE orders"
+	                  " SET fulfillment_status = 'pending', updated_at = ?"
+	                  " WHERE id = ?"
+	                  " AND fulfillment_status IN ('notified', 'failed', 'compensated')"
+	                  " AND EXISTS (SELECT 1 FROM outbox WHERE id = ? AND parent_id IS NULL)"
+	                  " AND NOT EXISTS (SELECT 1 FROM outbox WHERE order_id = ?"
+	                  " AND parent_id IS NULL AND status = 'dead')",
+	                  p, 4, NULL);
+}
+
 /* Runs compensation comp for dead/cancelled row id. */
 static int outbox_compensate_tx(struct store_tx *tx, const struct outbox_conf *oc, int64_t id,
                                 const char *order_id, const char *comp, int64_t *ret_refund_id)
@@ -1661,7 +1687,98 @@ struct outbox_complete_ctx {
 	uint64_t oc_rnd;
 };
 
-/* "HTTP 500: <start of the body>" or the transport error, for last_error. */
+/* Appends s to out[*n] when it fits with room for the NUL and reserve
+ * bytes; returns 0, or -1 when it does not (nothing written). */
+static int outbox_put(char *out, size_t size, size_t *n, const char *s, size_t reserve)
+{
+	size_t len = strlen(s);
+
+	if (*n + len + reserve + 1 > size) {
+		return -1;
+	}
+	memcpy(out + *n, s, len);
+	*n += len;
+	out[*n] = '\0';
+	return 0;
+}
+
+void outbox_location_text(const char *loc, char *out, size_t size)
+{
+	size_t cap = size < OUTBOX_LOCATION_MAX + 1 ? size : OUTBOX_LOCATION_MAX + 1;
+	const char *userinfo = NULL; /* "user:password@" of "scheme://user:password@host" */
+	const char *host = NULL;
+	const char *scheme_end = strstr(loc, "://");
+	const char *p;
+	size_t n = 0;
+
+	if (cap == 0) {
+		return;
+	}
+	out[0] = '\0';
+	if (scheme_end != NULL && strcspn(loc, "/?#") >= (size_t)(scheme_end - loc)) {
+		size_t auth = strcspn(scheme_end + 3, "/?#");
+		size_t i;
+
+		for (i = 0; i < auth; i++) {
+			if (scheme_end[3 + i] == '@') {
+				userinfo = scheme_end + 3;
+				host = scheme_end + 3 + i + 1;
+			}
+		}
+	}
+	for (p = loc; *p != '\0'; p++) {
+		unsigned char c;
+		char one[8];
+
+		if (p == userinfo) {
+			p = host;
+			if (*p == '\0') {
+				break;
+			}
+		}
+		c = (unsigned char)*p;
+		if (c == '?' || c == '#') {
+			snprintf(one, sizeof(one), "%c...", c);
+			if (outbox_put(out, cap, &n, one, 0) < 0) {
+				outbox_put(out, cap, &n, "...", 0);
+			}
+			return;
+		}
+		if (c < 0x20 || c >= 0x7f || c == '\\') {
+			snprintf(one, sizeof(one), "\\x%02x", c);
+		} else {
+			one[0] = (char)c;
+			one[1] = '\0';
+		}
+		/* Room for "..." stays until the last byte. */
+		if (outbox_put(out, cap, &n, one, p[1] != '\0' ? 3 : 0) < 0) {
+			outbox_put(out, cap, &n, "...", 0);
+			return;
+		}
+	}
+}
+
+/* What a 3xx answer pointed at, for the attempt's error: "Location <where>"
+ * (outbox_location_text), or "no Location". */
+static void outbox_redirect_text(const struct outbox_result *res, char *out, size_t size)
+{
+	char loc[OUTBOX_LOCATION_MAX + 1];
+
+	if (res->ors_location == NULL) {
+		snprintf(out, size, "no Location");
+		return;
+	}
+	outbox_location_text(res->ors_location, loc, sizeof(loc));
+	snprintf(out, size, "Location %s", loc);
+}
+
+static int outbox_is_redirect(const struct outbox_result *res)
+{
+	return res->ors_http_status >= 300 && res->ors_http_status < 400;
+}
+
+/* "HTTP 500: <start of the body>", "HTTP 301 (Location <where>): <start of
+ * the body>" or the transport error, for last_error. */
 static void outbox_error_text(const struct outbox_result *res, char *out, size_t size)
 {
 	size_t n;
@@ -1671,7 +1788,17 @@ static void outbox_error_text(const struct outbox_result *res, char *out, size_t
 		snprintf(out, size, "%s", res->ors_error != NULL ? res->ors_error : "no answer");
 		return;
 	}
-	n = (size_t)snprintf(out, size, "HTTP %ld", res->ors_http_status);
+	if (outbox_is_redirect(res)) {
+		char where[OUTBOX_LOCATION_MAX + 16];
+
+		outbox_redirect_text(res, where, sizeof(where));
+		n = (size_t)snprintf(out, size, "HTTP %ld (%s)", res->ors_http_status, where);
+		if (n >= size) {
+			return;
+		}
+	} else {
+		n = (size_t)snprintf(out, size, "HTTP %ld", res->ors_http_status);
+	}
 	if (res->ors_body == NULL || res->ors_body_len == 0 || n + 3 >= size) {
 		return;
 	}
@@ -1691,9 +1818,17 @@ static int outbox_record_attempt(struct store_tx *tx, const struct outbox_row *r
                                  const struct outbox_result *res, int64_t now)
 {
 	char excerpt[OUTBOX_ERROR_MAX];
+	char where[OUTBOX_LOCATION_MAX + 16];
+	const char *error = NULL;
 	size_t n = 0;
 	size_t i;
 
+	if (res->ors_http_status == 0) {
+		error = res->ors_error != NULL ? res->ors_error : "no answer";
+	} else if (outbox_is_redirect(res)) {
+		outbox_redirect_text(res, where, sizeof(where));
+		error = where;
+	}
 	for (i = 0; res->ors_body != NULL && i < res->ors_body_len && n + 1 < sizeof(excerpt); i++) {
 		unsigned char c = (unsigned char)res->ors_body[i];
 
@@ -1706,9 +1841,7 @@ static int outbox_record_attempt(struct store_tx *tx, const struct outbox_row *r
 		        store_int(r->or_attempts),
 		        store_int(now),
 		        res->ors_http_status != 0 ? store_int(res->ors_http_status) : store_null(),
-		        store_text(res->ors_http_status == 0
-		                           ? (res->ors_error != NULL ? res->ors_error : "no answer")
-		                           : NULL),
+		        store_text(error),
 		        store_int(res->ors_latency_ms),
 		        store_text(n > 0 ? excerpt : NULL),
 		};
@@ -2019,6 +2152,9 @@ static int outbox_admin_tx(struct store_tx *tx, void *arg)
 			               "next_attempt_at = ?, updated_at = ?, lease_until = NULL"
 			               " WHERE id = ?",
 			               p, 4, NULL) < 0) {
+				goto fail;
+			}
+			if (order_id != NULL && outbox_requeued_tx(tx, a->oa_id, order_id) < 0) {
 				goto fail;
 			}
 			snprintf(a->oa_msg, a->oa_size, "row %" PRId64 " queued again", a->oa_id);

@@ -209,11 +209,20 @@ int outbox_lease_current(struct store *st, const struct outbox_conf *oc, int64_t
 struct outbox_result {
 	long ors_http_status;  /* 0 when no HTTP answer */
 	const char *ors_error; /* transport error text, or NULL */
+	const char *ors_location; /* a 3xx answer's Location as sent (untrusted), or NULL */
 	const char *ors_body;  /* response body (capped), may be NULL */
 	size_t ors_body_len;
 	int64_t ors_retry_after_ms; /* -1 when none */
 	int64_t ors_latency_ms; /* from the start of the transfer to its end; 0 when unknown */
 };
+
+#define OUTBOX_LOCATION_MAX 120 /* bytes of a redirect's Location kept, "..." included */
+
+/* Writes the part of a redirect's Location (untrusted) an operator may
+ * read into out: no user name or password, the query and fragment cut to
+ * "?..." / "#...", bytes other than printable ASCII (and the backslash)
+ * as \xNN, at most OUTBOX_LOCATION_MAX bytes (then ending in "..."). */
+void outbox_location_text(const char *loc, char *out, size_t size);
 
 /* Records an attempt's outcome for a leased row, if the lease token still
  * holds: succeeded, retry_wait (next attempt from outbox_next_attempt_ms with

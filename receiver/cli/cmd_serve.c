@@ -317,19 +317,36 @@ static int serve_restart_one(void *arg, const char *section, const char *key)
 	return 0;
 }
 
-/* Restarts the outbound worker when the new configuration (already the
- * current one) changes what it does: an [outbound] section added,
- * removed or changed, its secrets rotated. The old worker stops first
+/* Applies the new configuration (already the current one) to the
+ * outbound worker when it changes what it does. A running worker that
+ * still has calls takes the new settings between transfers and keeps its
+ * transfers in flight (outbound_reload): the reload does not wait for
+ * them. A section added starts the worker; a section removed stops it
  * (its transfers get their grace, the rest are released), so no row is
- * delivered by two workers. Returns 1 when restarted, 0 when unchanged,
- * -1 when the new worker could not start (logged). */
+ * delivered by two workers. Returns 1 when applied, 0 when unchanged, -1
+ * when the worker could not take or start it (logged). */
 static int serve_outbound_reload(struct app *app, int changed)
 {
 	struct outbound *ob;
 	int err = 0;
+	int rc;
 
 	if (!changed) {
 		return 0;
+	}
+	/* Only this thread swaps app_outbound: reading it here is safe. */
+	if (app->app_outbound != NULL) {
+		rc = outbound_reload(app->app_outbound, &app->app_env);
+		if (rc == 0) {
+			log_notice("SIGHUP: the outbound worker takes the new [outbound] settings "
+			           "between transfers; those in flight finish as they began");
+			return 1;
+		}
+		if (rc < 0) {
+			log_err("SIGHUP: the outbound worker could not take the new [outbound] "
+			        "settings; it keeps the running ones");
+			return -1;
+		}
 	}
 	outbound_stop(app_outbound_swap(app, NULL), SERVE_OUTBOUND_GRACE_MS);
 	ob = outbound_start(&app->app_env, &err);

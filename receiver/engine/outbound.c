@@ -36,12 +36,16 @@ struct outbound {
 	struct httpc_multi *ob_multi;
 	pthread_t ob_thread;
 	int ob_thread_started;
-	pthread_mutex_t ob_lock;
+	pthread_mutex_t ob_lock; /* ob_stop, ob_kicked, ob_next_*; ob_conf's swap */
 	int ob_stop;
 	int ob_kicked;
+	int ob_has_next;                 /* a reload handed over ob_next_conf */
+	struct outbox_conf ob_next_conf; /* taken by the worker between transfers */
+	struct orders_conf ob_next_orders;
 	int64_t ob_grace_ms;
 	struct outbound_xfer *ob_xfers; /* running transfers */
 	size_t ob_n_xfers;
+	size_t ob_cap; /* entries of the scratch arrays below: the largest concurrency yet */
 	struct outbox_row *ob_lease_rows;   /* scratch for outbox_lease */
 	struct outbox_attempt *ob_attempts; /* scratch for outbound_harvest */
 	struct outbound_xfer **ob_done;
@@ -207,7 +211,7 @@ static size_t outbound_harvest(struct outbound *ob)
 	size_t n = 0;
 	size_t i;
 
-	while (n < ob->ob_conf.oc_concurrency) {
+	while (n < ob->ob_cap) {
 		struct outbox_result *res = &done[n].oa_res;
 		struct httpc_response *resp = &ob->ob_resps[n];
 		const char *retry_after;
@@ -226,6 +230,9 @@ static size_t outbound_harvest(struct outbound *ob)
 		res->ors_http_status = resp->hcr_status;
 		if (resp->hcr_status == 0) {
 			res->ors_error = ob->ob_errs[n];
+		}
+		if (resp->hcr_status >= 300 && resp->hcr_status < 400) {
+			res->ors_location = httpc_response_header(resp, "Location");
 		}
 		retry_after = httpc_response_header(resp, "Retry-After");
 		if (retry_after != NULL &&
@@ -283,6 +290,73 @@ static int64_t outbound_fill(struct outbound *ob, int64_t now)
 	return now;
 }
 
+/* Makes the scratch arrays hold n entries (they never shrink: transfers
+ * begun under a larger concurrency are harvested into them). 0 or -1. */
+static int outbound_grow(struct outbound *ob, size_t n)
+{
+	size_t old = ob->ob_cap;
+	void *p;
+
+	if (n <= old) {
+		return 0;
+	}
+	/* Each array keeps its entries when a later one cannot grow; ob_cap
+	 * moves only when all did. */
+	if ((p = realloc(ob->ob_lease_rows, n * sizeof(*ob->ob_lease_rows))) == NULL) {
+		return -1;
+	}
+	ob->ob_lease_rows = p;
+	memset(ob->ob_lease_rows + old, 0, (n - old) * sizeof(*ob->ob_lease_rows));
+	if ((p = realloc(ob->ob_attempts, n * sizeof(*ob->ob_attempts))) == NULL) {
+		return -1;
+	}
+	ob->ob_attempts = p;
+	memset(ob->ob_attempts + old, 0, (n - old) * sizeof(*ob->ob_attempts));
+	if ((p = realloc(ob->ob_done, n * sizeof(*ob->ob_done))) == NULL) {
+		return -1;
+	}
+	ob->ob_done = p;
+	memset(ob->ob_done + old, 0, (n - old) * sizeof(*ob->ob_done));
+	if ((p = realloc(ob->ob_resps, n * sizeof(*ob->ob_resps))) == NULL) {
+		return -1;
+	}
+	ob->ob_resps = p;
+	memset(ob->ob_resps + old, 0, (n - old) * sizeof(*ob->ob_resps));
+	if ((p = realloc(ob->ob_errs, n * sizeof(*ob->ob_errs))) == NULL) {
+		return -1;
+	}
+	ob->ob_errs = p;
+	memset(ob->ob_errs + old, 0, (n - old) * sizeof(*ob->ob_errs));
+	ob->ob_cap = n;
+	return 0;
+}
+
+/* Takes the settings a reload handed over (caller holds ob_lock). Transfers
+ * in flight keep what they began with (URL, headers, timeouts: curl has
+ * its own copies); their outcome is recorded under the new settings. */
+static void outbound_take_conf(struct outbound *ob)
+{
+	struct outbox_conf old;
+
+	if (!ob->ob_has_next) {
+		return;
+	}
+	ob->ob_has_next = 0;
+	if (outbound_grow(ob, ob->ob_next_conf.oc_concurrency) < 0) {
+		log_err("outbound: out of memory; the worker keeps its [outbound] settings");
+		outbox_conf_finish(&ob->ob_next_conf);
+		return;
+	}
+	old = ob->ob_conf;
+	ob->ob_conf = ob->ob_next_conf;
+	ob->ob_orders = ob->ob_next_orders;
+	memset(&ob->ob_next_conf, 0, sizeof(ob->ob_next_conf));
+	outbox_conf_finish(&old);
+	log_info("outbound: new [outbound] settings taken (%zu call type(s), concurrency %u); "
+	         "%zu transfer(s) in flight finish as they began",
+	         ob->ob_conf.oc_n_calls, ob->ob_conf.oc_concurrency, ob->ob_n_xfers);
+}
+
 static void *outbound_main(void *arg)
 {
 	struct outbound *ob = arg;
@@ -301,6 +375,10 @@ static void *outbound_main(void *arg)
 		stop = ob->ob_stop;
 		kicked = ob->ob_kicked;
 		ob->ob_kicked = 0;
+		if (ob->ob_has_next) {
+			outbound_take_conf(ob);
+			kicked = 1; /* a new concurrency or URL may let rows start now */
+		}
 		if (stop && deadline < 0) {
 			deadline = now + ob->ob_grace_ms;
 		}
@@ -358,6 +436,7 @@ static void outbound_destroy(struct outbound *ob)
 	free(ob->ob_resps);
 	free(ob->ob_errs);
 	outbox_conf_finish(&ob->ob_conf);
+	outbox_conf_finish(&ob->ob_next_conf);
 	pthread_mutex_destroy(&ob->ob_lock);
 	free(ob);
 }
@@ -383,13 +462,7 @@ struct outbound *outbound_create(struct store *st, struct outbox_conf *conf,
 		ob->ob_clock.ock_now_ms = outbound_real_now;
 		ob->ob_clock.ock_random = outbound_real_random;
 	}
-	ob->ob_lease_rows = calloc(ob->ob_conf.oc_concurrency, sizeof(*ob->ob_lease_rows));
-	ob->ob_attempts = calloc(ob->ob_conf.oc_concurrency, sizeof(*ob->ob_attempts));
-	ob->ob_done = calloc(ob->ob_conf.oc_concurrency, sizeof(*ob->ob_done));
-	ob->ob_resps = calloc(ob->ob_conf.oc_concurrency, sizeof(*ob->ob_resps));
-	ob->ob_errs = calloc(ob->ob_conf.oc_concurrency, sizeof(*ob->ob_errs));
-	if (ob->ob_lease_rows == NULL || ob->ob_attempts == NULL || ob->ob_done == NULL ||
-	    ob->ob_resps == NULL || ob->ob_errs == NULL) {
+	if (outbound_grow(ob, ob->ob_conf.oc_concurrency) < 0) {
 		log_err("outbound: out of memory");
 		goto fail;
 	}
@@ -414,20 +487,31 @@ fail:
 	return NULL;
 }
 
+/* The [outbound] section (secrets read) and [points] of env's current
+ * configuration: as outbox_conf_load. */
+static int outbound_load(const struct env *env, struct outbox_conf *ret_oc,
+                         struct orders_conf *ret_orc)
+{
+	struct config *cf;
+	int rc;
+
+	cf = env_config_acquire(env);
+	rc = outbox_conf_load(cf, 1, ret_oc);
+	ret_orc->oc_points_num = cf->cf_points_num;
+	ret_orc->oc_points_den = cf->cf_points_den;
+	env_config_release(env, cf);
+	return rc;
+}
+
 struct outbound *outbound_start(const struct env *env, int *ret_err)
 {
 	struct outbox_conf oc;
 	struct orders_conf orc;
-	struct config *cf;
 	struct outbound *ob;
 	int rc;
 
 	*ret_err = 0;
-	cf = env_config_acquire(env);
-	rc = outbox_conf_load(cf, 1, &oc);
-	orc.oc_points_num = cf->cf_points_num;
-	orc.oc_points_den = cf->cf_points_den;
-	env_config_release(env, cf);
+	rc = outbound_load(env, &oc, &orc);
 	if (rc < 0) {
 		*ret_err = 1;
 		return NULL;
@@ -443,8 +527,10 @@ struct outbound *outbound_start(const struct env *env, int *ret_err)
 	return ob;
 }
 
-int outbound_conf_changed(const struct outbound *ob, const struct config *cf)
+int outbound_conf_changed(struct outbound *ob, const struct config *cf)
 {
+	const struct outbox_conf *cur;
+	const struct orders_conf *orc;
 	struct outbox_conf oc;
 	int rc;
 
@@ -456,11 +542,41 @@ int outbound_conf_changed(const struct outbound *ob, const struct config *cf)
 		outbox_conf_finish(&oc);
 		return (rc == 0) != (ob == NULL);
 	}
-	rc = !outbox_conf_equal(&ob->ob_conf, &oc) ||
-	     ob->ob_orders.oc_points_num != cf->cf_points_num ||
-	     ob->ob_orders.oc_points_den != cf->cf_points_den;
+	/* Against what the worker was last given: it may not have taken it yet. */
+	pthread_mutex_lock(&ob->ob_lock);
+	cur = ob->ob_has_next ? &ob->ob_next_conf : &ob->ob_conf;
+	orc = ob->ob_has_next ? &ob->ob_next_orders : &ob->ob_orders;
+	rc = !outbox_conf_equal(cur, &oc) || orc->oc_points_num != cf->cf_points_num ||
+	     orc->oc_points_den != cf->cf_points_den;
+	pthread_mutex_unlock(&ob->ob_lock);
 	outbox_conf_finish(&oc);
 	return rc;
+}
+
+int outbound_reload(struct outbound *ob, const struct env *env)
+{
+	struct outbox_conf oc;
+	struct orders_conf orc;
+	int rc;
+
+	rc = outbound_load(env, &oc, &orc);
+	if (rc < 0) {
+		return -1;
+	}
+	if (rc == 0) {
+		outbox_conf_finish(&oc);
+		return 1;
+	}
+	pthread_mutex_lock(&ob->ob_lock);
+	if (ob->ob_has_next) {
+		outbox_conf_finish(&ob->ob_next_conf);
+	}
+	ob->ob_next_conf = oc;
+	ob->ob_next_orders = orc;
+	ob->ob_has_next = 1;
+	pthread_mutex_unlock(&ob->ob_lock);
+	httpc_multi_wakeup(ob->ob_multi);
+	return 0;
 }
 
 void outbound_kick(struct outbound *ob)

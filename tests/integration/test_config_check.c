@@ -128,6 +128,15 @@ static void test_serve_refuses_a_bad_section_before_opening_the_database(void **
 	cc_refused_at_start(FX_STRIPE_INI
 	                    "[outbound]\nnotify_url = http://127.0.0.1:9/n\nnotify_on = payd\n",
 	                    "[outbound] notify_on: \"payd\"");
+	cc_refused_at_start(FX_STRIPE_INI
+	                    "[outbound]\n"
+	                    "a_url = http://127.0.0.1:9/a\nb_url = http://127.0.0.1:9/b\n"
+	                    "c_url = http://127.0.0.1:9/c\nd_url = http://127.0.0.1:9/d\n"
+	                    "e_url = http://127.0.0.1:9/e\nf_url = http://127.0.0.1:9/f\n"
+	                    "g_url = http://127.0.0.1:9/g\nh_url = http://127.0.0.1:9/h\n"
+	                    "i_url = http://127.0.0.1:9/i\n",
+	                    "idemhook.ini:30: [outbound] i_url: too many call types: at most 8 "
+	                    "NAME_url keys");
 	cc_refused_at_start(FX_STRIPE_INI "[reconcile]\nretries = 99\n",
 	                    "[reconcile] retries: at most");
 	cc_refused_at_start(FX_STRIPE_INI "[server]\ntls_cert = file:/nonexistent/cert.pem\n",

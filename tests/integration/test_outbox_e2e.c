@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@
 
 #include "peer.h"
 #include "fixtures.h"
+#include "console_client.h"
 
 #define E2E_WAIT_S 30
 #define CRASH_ORDERS 40
@@ -251,6 +253,265 @@ static void test_the_cli_transitions_are_in_the_audit_log(void **state)
 	peer_destroy(p);
 }
 
+/* A gate for the shop: refuses with 400 while closed to deliveries
+ * (g_refuse), else holds each request to /notify until released (or
+ * g_hold_ms passed), then answers 200. */
+struct gate {
+	atomic_int g_arrived; /* requests the shop began to answer */
+	atomic_int g_refuse;
+	atomic_int g_open;
+	int g_hold_ms;
+};
+
+static void gate_answer(void *arg, const struct peer_request *req, struct peer_behaviour *ret)
+{
+	struct gate *g = arg;
+	int waited = 0;
+
+	atomic_fetch_add(&g->g_arrived, 1);
+	if (atomic_load(&g->g_refuse)) {
+		ret->pb_status = 400;
+		ret->pb_body = "{\"error\":\"no such order\"}";
+		return;
+	}
+	while (strcmp(req->pq_path, "/notify") == 0 && !atomic_load(&g->g_open) &&
+	       waited < g->g_hold_ms) {
+		usleep(10000);
+		waited += 10;
+	}
+	ret->pb_status = 200;
+	ret->pb_body = "{}";
+}
+
+/* Waits until the shop began to answer n requests (the peer records one
+ * only once it is answered). Returns how many it began. */
+static int gate_wait(struct gate *g, int n)
+{
+	int i;
+
+	for (i = 0; i < E2E_WAIT_S * 100 && atomic_load(&g->g_arrived) < n; i++) {
+		usleep(10000);
+	}
+	return atomic_load(&g->g_arrived);
+}
+
+/* A permanent redirect kills the row at once (redirects are not followed);
+ * the operator sees where the peer pointed, without the user name,
+ * password or query the Location carried, and with its control characters
+ * escaped: in the row, its attempt, outbox show, the console and the log. */
+static void test_a_row_killed_by_a_redirect_keeps_where_the_peer_pointed(void **state)
+{
+	struct peer *p = peer_create();
+	struct peer_behaviour moved = peer_reply(301, "moved");
+	const char *show_args[] = {"outbox", "show", NULL, "--json", NULL};
+	struct t_session s;
+	struct daemon d;
+	char ini[2048];
+	char page[64];
+	char row[32];
+	char id[64];
+	char *out = NULL;
+	char *log;
+	struct hres r;
+
+	(void)state;
+	assert_non_null(p);
+	moved.pb_headers[0] =
+	        "Location: https://alice:hunter2@new.example/ho\x1b[2Jks/v2?token=s3cr3t";
+	peer_default(p, "/notify", &moved);
+	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
+	setenv("T_CONSOLE_RO", T_RO_TOKEN, 1);
+	e2e_ini(ini, sizeof(ini), p, T_CONSOLE);
+	fx_daemon_start(&d, "%s", ini);
+	fx_order(&d, 1700, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_moved", id, 1700, "usd"), 200);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'dead'", 1,
+	                                E2E_WAIT_S),
+	                 1);
+	assert_int_equal(peer_count(p), 1);
+	assert_int_equal(
+	        hn_db_int(d.dm_db,
+	                  "SELECT count(*) FROM outbox WHERE last_status = 301 AND last_error = "
+	                  "'HTTP 301 (Location https://new.example/ho\\x1b[2Jks/v2?...): moved'"),
+	        1);
+	assert_int_equal(
+	        hn_db_int(d.dm_db,
+	                  "SELECT count(*) FROM outbox_attempts WHERE http_status = 301"
+	                  " AND error = 'Location https://new.example/ho\\x1b[2Jks/v2?...'"),
+	        1);
+
+	snprintf(row, sizeof(row), "%" PRId64, hn_db_int(d.dm_db, "SELECT id FROM outbox"));
+	assert_int_equal(e2e_cli(&d, "outbox", "show", row, &out), EX_OK);
+	assert_non_null(strstr(out, "last error:    HTTP 301 (Location https://new.example/ho"));
+	assert_null(strstr(out, "hunter2"));
+	assert_null(strstr(out, "s3cr3t"));
+	assert_null(strchr(out, '\x1b'));
+	free(out);
+	show_args[2] = row;
+	assert_int_equal(daemon_cli(&d, 1, show_args, &out), EX_OK);
+	assert_non_null(strstr(out, "Location https://new.example/ho\\\\x1b[2Jks/v2?..."));
+	free(out);
+
+	t_login(&d, T_RO_TOKEN, &s);
+	assert_int_equal(t_get(&d, "/console/outbox?status=dead", &s, &r), 200);
+	assert_non_null(
+	        strstr(r.hs_body, "HTTP 301 (Location https://new.example/ho\\x1b[2Jks/v2?...)"));
+	hres_finish(&r);
+	snprintf(page, sizeof(page), "/console/outbox/%s", row);
+	assert_int_equal(t_get(&d, page, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "Location https://new.example/ho\\x1b[2Jks/v2?..."));
+	assert_null(strstr(r.hs_body, "hunter2"));
+	assert_null(strstr(r.hs_body, "s3cr3t"));
+	hres_finish(&r);
+
+	assert_int_equal(daemon_term(&d, 20), 0);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "Location https://new.example/ho\\x1b[2Jks/v2?..."));
+	assert_null(strstr(log, "hunter2"));
+	assert_null(strstr(log, "s3cr3t"));
+	assert_null(strchr(log, '\x1b'));
+	free(log);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
+/* A dead row retried by an operator is a call queued again: the order's
+ * fulfillment is pending while it is, and notified once it got through. */
+static void test_a_retried_dead_row_puts_the_fulfillment_back_to_pending(void **state)
+{
+	struct peer *p = peer_create();
+	struct gate g = {.g_hold_ms = E2E_WAIT_S * 1000};
+	struct daemon d;
+	char ini[2048];
+	char id[64];
+	char row[32];
+	char *out = NULL;
+
+	(void)state;
+	assert_non_null(p);
+	atomic_store(&g.g_refuse, 1);
+	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
+	e2e_ini(ini, sizeof(ini), p, "max_attempts = 1\n");
+	fx_daemon_start(&d, "%s", ini);
+	fx_order(&d, 1800, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_retry_pending", id, 1800, "usd"), 200);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'dead'", 1,
+	                                E2E_WAIT_S),
+	                 1);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM orders WHERE id = '%s' AND "
+	                           "fulfillment_status = 'failed' AND needs_operator = 1",
+	                           id),
+	                 1);
+
+	atomic_store(&g.g_refuse, 0); /* the next attempt is held until g_open */
+	snprintf(row, sizeof(row), "%" PRId64, hn_db_int(d.dm_db, "SELECT id FROM outbox"));
+	assert_int_equal(e2e_cli(&d, "outbox", "retry", row, &out), EX_OK);
+	free(out);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM orders WHERE id = '%s' AND "
+	                           "fulfillment_status = 'pending'",
+	                           id),
+	                 1);
+	assert_int_equal(gate_wait(&g, 2), 2);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM orders WHERE id = '%s' AND "
+	                           "fulfillment_status = 'pending'",
+	                           id),
+	                 1);
+	atomic_store(&g.g_open, 1);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                E2E_WAIT_S),
+	                 1);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM orders WHERE id = '%s' AND "
+	                           "fulfillment_status = 'notified' AND needs_operator = 0",
+	                           id),
+	                 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
+/* A reload that changes [outbound] while a slow shop holds a delivery does
+ * not wait for it and does not take it back: the transfer finishes under
+ * the settings it began with and is recorded once, and the next row goes to
+ * the new URL. */
+static void test_a_reload_lets_a_slow_delivery_finish_and_moves_the_next_one(void **state)
+{
+	struct peer *p = peer_create();
+	struct gate g = {.g_hold_ms = 7000};
+	struct daemon d;
+	struct timespec t0;
+	struct timespec t1;
+	struct peer_request q;
+	char ini[2048];
+	char id1[64];
+	char id2[64];
+	char *conf;
+	const char *at;
+	double took;
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
+	/* e2e_ini's, with a timeout the held delivery does not reach */
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\n"
+	                       "poll = 50ms\ntimeout = 20s\nconcurrency = 4\n",
+	         peer_base(p));
+	fx_daemon_start(&d, "%s", ini);
+	fx_order(&d, 1900, "usd", id1);
+	fx_order(&d, 1901, "usd", id2);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_reload_1", id1, 1900, "usd"), 200);
+	assert_int_equal(gate_wait(&g, 1), 1);
+
+	conf = hn_read_file(d.dm_config);
+	assert_non_null(conf);
+	at = strstr(conf, "/notify\n");
+	assert_non_null(at);
+	snprintf(ini, sizeof(ini), "%.*s/notify2\nmax_age = 2d\n%s", (int)(at - conf), conf,
+	         at + strlen("/notify\n"));
+	free(conf);
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", ini), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "SIGHUP: configuration", 10000), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	print_message("reload took %.2f s while a delivery was in flight\n", took);
+	assert_true(took < 2.0);
+
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_reload_2", id2, 1901, "usd"), 200);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 2,
+	                                E2E_WAIT_S),
+	                 2);
+	assert_int_equal(peer_count(p), 2);
+	/* The peer records a request once answered: the held one comes second. */
+	assert_int_equal(peer_request(p, 0, &q), 0);
+	assert_string_equal(q.pq_path, "/notify2");
+	assert_non_null(strstr(q.pq_body, id2));
+	peer_request_finish(&q);
+	assert_int_equal(peer_request(p, 1, &q), 0);
+	assert_string_equal(q.pq_path, "/notify");
+	assert_non_null(strstr(q.pq_body, id1));
+	peer_request_finish(&q);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT attempts FROM outbox WHERE order_id = '%s' AND"
+	                           " url LIKE '%%/notify'",
+	                           id1),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 2);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
 struct crash {
 	struct daemon cr_daemon;
 	char cr_ids[CRASH_ORDERS][64];
@@ -409,6 +670,9 @@ int main(void)
 	                test_a_paid_callback_reaches_the_shop_once_with_an_idempotency_key),
 	        cmocka_unit_test(test_a_dead_notify_is_compensated_by_a_refund_at_the_provider),
 	        cmocka_unit_test(test_the_cli_transitions_are_in_the_audit_log),
+	        cmocka_unit_test(test_a_row_killed_by_a_redirect_keeps_where_the_peer_pointed),
+	        cmocka_unit_test(test_a_retried_dead_row_puts_the_fulfillment_back_to_pending),
+	        cmocka_unit_test(test_a_reload_lets_a_slow_delivery_finish_and_moves_the_next_one),
 	        cmocka_unit_test(
 	                test_kill_during_deliveries_delivers_every_committed_row_with_one_key),
 	};

@@ -169,9 +169,58 @@ static void test_three_receivers_deliver_each_row_once_per_attempt_never_twice_a
 	free(s);
 }
 
+/* As on SQLite (test_outbox_e2e): a dead call retried by an operator puts
+ * the order's fulfillment back to pending until it gets through. */
+static void test_a_retried_dead_row_puts_the_fulfillment_back_to_pending_on_postgresql(void **state)
+{
+	struct peer_behaviour e400 = peer_reply(400, "{\"error\":\"no such order\"}");
+	struct peer_behaviour hold = {.pb_action = PEER_HANG, .pb_ms = 60000};
+	const char *retry[] = {"outbox", "retry", NULL, NULL};
+	struct peer *p = peer_create();
+	struct daemon d;
+	char ini[2048];
+	char sql[256];
+	char row[32];
+	char id[64];
+	char *out = NULL;
+
+	(void)state;
+	assert_non_null(p);
+	peer_script(p, "/notify", &e400);
+	peer_default(p, "/notify", &hold); /* the retried attempt waits */
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
+	                       "poll = 20ms\ntimeout = 50s\n",
+	         peer_base(p));
+	assert_int_equal(pg_receivers_start(&d, 1, ini), 0);
+	assert_int_equal(hn_order_create(&d, 2100, "usd", id), 0);
+	assert_int_equal(fx_stripe_pay(&d, "evt_pg_outbox_retry", id, 2100, "usd"), 200);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT COUNT(*) FROM outbox WHERE status = 'dead'", 1,
+	                                OUTBOX_WAIT_S),
+	                 1);
+	snprintf(sql, sizeof(sql), "SELECT fulfillment_status FROM orders WHERE id = '%s'", id);
+	out = hn_db_dump(d.dm_db, sql);
+	assert_non_null(out);
+	assert_string_equal(out, "failed\n");
+	free(out);
+	snprintf(row, sizeof(row), "%lld", (long long)hn_db_int(d.dm_db, "SELECT id FROM outbox"));
+	retry[2] = row;
+	assert_int_equal(daemon_cli(&d, 1, retry, &out), 0);
+	free(out);
+	out = hn_db_dump(d.dm_db, sql);
+	assert_non_null(out);
+	assert_string_equal(out, "pending\n");
+	free(out);
+	pg_receivers_finish(&d, 1);
+	peer_destroy(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(
+	                test_a_retried_dead_row_puts_the_fulfillment_back_to_pending_on_postgresql),
 	        cmocka_unit_test(
 	                test_three_receivers_deliver_each_row_once_per_attempt_never_twice_at_once),
 	};

@@ -1454,9 +1454,36 @@ static void test_queued_calls_follow_each_config_across_reloads(void **state)
 	config_destroy(b);
 }
 
+/* A redirect's Location as the operator reads it: no credentials, no
+ * query, control bytes escaped, bounded. */
+static void test_a_location_loses_credentials_and_query_and_is_bounded(void **state)
+{
+	char out[OUTBOX_LOCATION_MAX + 1];
+	char small[12];
+	char longer[400];
+
+	(void)state;
+	outbox_location_text("https://u:p@h.example:8443/a?k=secret#f", out, sizeof(out));
+	assert_string_equal(out, "https://h.example:8443/a?...");
+	outbox_location_text("https://h.example/x@y/z#frag", out, sizeof(out));
+	assert_string_equal(out, "https://h.example/x@y/z#...");
+	outbox_location_text("/v2/hooks\r\n\\x", out, sizeof(out));
+	assert_string_equal(out, "/v2/hooks\\x0d\\x0a\\x5cx");
+	outbox_location_text("https://only-user@", out, sizeof(out));
+	assert_string_equal(out, "https://");
+	outbox_location_text("https://h.example/abcdefgh", small, sizeof(small));
+	assert_string_equal(small, "https://...");
+	memset(longer, 'a', sizeof(longer) - 1);
+	longer[sizeof(longer) - 1] = '\0';
+	outbox_location_text(longer, out, sizeof(out));
+	assert_int_equal(strlen(out), OUTBOX_LOCATION_MAX);
+	assert_string_equal(out + OUTBOX_LOCATION_MAX - 3, "...");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_a_location_loses_credentials_and_query_and_is_bounded),
 	        cmocka_unit_test(test_2xx_succeeds_and_only_listed_statuses_are_transient),
 	        cmocka_unit_test(test_backoff_window_doubles_up_to_the_cap_with_full_jitter),
 	        cmocka_unit_test(test_retry_after_parses_seconds_and_http_dates),
