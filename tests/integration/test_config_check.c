@@ -710,9 +710,9 @@ static void test_every_bad_key_and_list_entry_of_a_section_is_named_in_one_run(v
 static void test_the_lines_of_a_list_past_its_maximum_are_still_checked(void **state)
 {
 	static const char *const unwanted[] = {"are needed"};
-	char want[6][160];
-	const char *wants[6];
-	const struct cc_named cn = {wants, 6, 2, unwanted, 1};
+	char want[8][160];
+	const char *wants[8];
+	const struct cc_named cn = {wants, 8, 2, unwanted, 1};
 	char *priv_pem = NULL;
 	char *pub_pem = NULL;
 	struct buf b;
@@ -773,7 +773,19 @@ static void test_the_lines_of_a_list_past_its_maximum_are_still_checked(void **s
 	         line);
 	snprintf(want[5], sizeof(want[5]), "provider wxmany: line %d: more than 8 platform_key",
 	         line - 1);
-	for (i = 0; i < 6; i++) {
+	line++;
+	/* 17 console tokens (16 at most), then one with a role that is none. */
+	buf_puts(&b, "[console]\nenabled = yes\n");
+	line += 2;
+	for (i = 1; i <= 17; i++) {
+		buf_printf(&b, "token = op%d operator env:IDEMHOOK_CC_TOK\n", i);
+		line++;
+	}
+	buf_puts(&b, "token = late admin env:IDEMHOOK_CC_TOK\n");
+	snprintf(want[6], sizeof(want[6]), "idemhook.ini:%d: [console] token: more than 16 tokens",
+	         line - 1);
+	snprintf(want[7], sizeof(want[7]), "idemhook.ini:%d: [console] token: expected NAME", line);
+	for (i = 0; i < 8; i++) {
 		wants[i] = want[i];
 	}
 	cc_named_in_one_run(b.buf_data, &cn, "evt_cc_over");
