@@ -72,6 +72,7 @@ static int console_conf_token(void *arg, const char *value, int line)
 	char name[CONSOLE_NAME_MAX + 2];
 	char role[16];
 	char spec[600];
+	char err[CONFIG_SECRET_ERR_MAX];
 	int over = c->cc_n_tokens == CONSOLE_TOKENS_MAX;
 	size_t i;
 
@@ -120,9 +121,9 @@ static int console_conf_token(void *arg, const char *value, int line)
 	snprintf(t->ct_name, sizeof(t->ct_name), "%s", name);
 	t->ct_role = strcmp(role, "operator") == 0 ? CONSOLE_ROLE_OPERATOR : CONSOLE_ROLE_READ_ONLY;
 	if (tl->tl_with_secrets) {
-		if (config_read_secret(spec, &t->ct_secret, &t->ct_len) < 0) {
-			log_err("config: %s:%d: [console] token %s: cannot be read", tl->tl_file,
-			        line, name);
+		if (config_read_secret(spec, &t->ct_secret, &t->ct_len, err, sizeof(err)) < 0) {
+			log_err("config: %s:%d: [console] token %s: cannot be read: %s",
+			        tl->tl_file, line, name, err);
 			t->ct_secret = NULL;
 			tl->tl_bad = 1;
 			return 0;
