@@ -161,6 +161,7 @@ static int api_settings_token(void *arg, const char *value, int line)
 	const char *name = value;
 	const char *spec = value;
 	int over = as->as_n_tokens == API_TOKENS_MAX;
+	char err[CONFIG_SECRET_ERR_MAX];
 	size_t name_len;
 	size_t i;
 
@@ -209,9 +210,9 @@ static int api_settings_token(void *arg, const char *value, int line)
 		}
 		return 0;
 	}
-	if (config_read_secret(spec, &t->at_secret, &t->at_len) < 0) {
-		log_err("config %s:%d: [api] token: %s cannot be read", api_cf_name(as), line,
-		        t->at_name);
+	if (config_read_secret(spec, &t->at_secret, &t->at_len, err, sizeof(err)) < 0) {
+		log_err("config %s:%d: [api] token: %s cannot be read: %s", api_cf_name(as), line,
+		        t->at_name, err);
 		t->at_secret = NULL;
 		as->as_bad = 1;
 		return 0;

@@ -1221,6 +1221,7 @@ static int checkout_self_target(struct checkout_pay_job *pj, struct http_server 
 	struct crypto_pubkey *key;
 	char *pem = NULL;
 	size_t pem_len = 0;
+	char err[CONFIG_SECRET_ERR_MAX];
 	int n;
 
 	n = snprintf(pj->pj_url, sizeof(pj->pj_url),
@@ -1233,8 +1234,14 @@ static int checkout_self_target(struct checkout_pay_job *pj, struct http_server 
 	if (!tls) {
 		return 0;
 	}
-	if (cert_spec == NULL || config_read_secret(cert_spec, &pem, &pem_len) < 0) {
-		log_err("checkout: demo payment: cannot read [server] tls_cert to reach our own listener");
+	if (cert_spec == NULL) {
+		log_err("checkout: demo payment: no [server] tls_cert to reach our own listener");
+		return -1;
+	}
+	if (config_read_secret(cert_spec, &pem, &pem_len, err, sizeof(err)) < 0) {
+		log_err("checkout: demo payment: [server] tls_cert, to reach our own listener, "
+		        "cannot be read: %s",
+		        err);
 		return -1;
 	}
 	key = crypto_pubkey_load(pem, pem_len);

@@ -556,7 +556,18 @@ static int orders_settle(struct store_tx *tx, struct orders_state *os, const cha
 
 /* ---- results ---- */
 
-/* Fills a refusal and logs it, once, at warning level. */
+const char *const orders_refusal_reasons[] = {
+        "amount_mismatch",
+        "currency_mismatch",
+        "invalid_amount",
+        "missing_dispute_ref",
+        "missing_refund_ref",
+        "unknown_order",
+        NULL,
+};
+
+/* Fills a refusal and logs it, once, at warning level. reason is one of
+ * orders_refusal_reasons. */
 static void orders_refuse(const char *provider, const struct event *ev, const char *reason,
                           struct orders_result *ret)
 {

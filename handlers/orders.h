@@ -40,6 +40,11 @@ struct orders_result {
 	size_t or_n_effects;
 };
 
+/* Every reason a business refusal of orders_apply_event carries
+ * (or_reason), NULL-terminated: idemhook_events_unapplied_total exports
+ * each at 0 from the start. */
+extern const char *const orders_refusal_reasons[];
+
 /* Applies ev (from provider instance `provider`) to the order it names, or
  * that one of its payment references belongs to. An event for a payment no
  * order is known under yet is parked and refused as unknown_order, then

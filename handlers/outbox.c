@@ -333,6 +333,7 @@ static int outbox_conf_check_keys(const struct config *cf, const struct config_s
 static int outbox_conf_secrets(const struct config *cf, struct outbox_conf *oc, int calls_ok)
 {
 	const char *v;
+	char err[CONFIG_SECRET_ERR_MAX];
 	char *secret = NULL;
 	size_t len = 0;
 	size_t i;
@@ -341,8 +342,9 @@ static int outbox_conf_secrets(const struct config *cf, struct outbox_conf *oc, 
 
 	v = config_get(cf, OUTBOX_SECTION, "signing_secret");
 	if (v != NULL) {
-		if (config_read_secret(v, &secret, &len) < 0) {
-			rc = config_refuse(cf, OUTBOX_SECTION, "signing_secret", "cannot be read");
+		if (config_read_secret(v, &secret, &len, err, sizeof(err)) < 0) {
+			rc = config_refuse(cf, OUTBOX_SECTION, "signing_secret",
+			                   "cannot be read: %s", err);
 		} else if (outbox_signing_key(secret, len, &oc->oc_signing_key,
 		                              &oc->oc_signing_key_len) < 0) {
 			rc = config_refuse(cf, OUTBOX_SECTION, "signing_secret",
@@ -364,8 +366,9 @@ static int outbox_conf_secrets(const struct config *cf, struct outbox_conf *oc, 
 		                   "a call compensates with refund but refund_key is not set");
 	}
 	if (v != NULL) {
-		if (config_read_secret(v, &oc->oc_refund_key, &len) < 0) {
-			rc = config_refuse(cf, OUTBOX_SECTION, "refund_key", "cannot be read");
+		if (config_read_secret(v, &oc->oc_refund_key, &len, err, sizeof(err)) < 0) {
+			rc = config_refuse(cf, OUTBOX_SECTION, "refund_key", "cannot be read: %s",
+			                   err);
 		} else if (len == 0 || strpbrk(oc->oc_refund_key, "\r\n") != NULL) {
 			rc = config_refuse(cf, OUTBOX_SECTION, "refund_key",
 			                   "the key file must hold one line");

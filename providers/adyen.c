@@ -87,7 +87,7 @@ static int adyen_basic(const struct provider_conf *pc, struct adyen_state *st)
 		        pc->pc_name);
 		return -1;
 	}
-	if (provider_secret_resolve(pc, "basic_password", pass_spec, &pass, &pass_len) < 0) {
+	if (provider_secret_resolve(pc, "basic_password", pass_spec, 0, &pass, &pass_len) < 0) {
 		return -1;
 	}
 	buf_init(&b, 0);

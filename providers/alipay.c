@@ -94,10 +94,8 @@ static int alipay_load_key(void *arg, const char *value, int line)
 		ctx->lc_bad = 1; /* and the line is checked all the same, not kept */
 	}
 	/* A public key is not a secret: the console's base64 text may stand inline. */
-	if (provider_public_resolve(ctx->lc_pc, "public_key", value, &text, &len) < 0) {
-		log_err("provider %s: line %d: public_key cannot be read", ctx->lc_pc->pc_name,
-		        line);
-		ctx->lc_bad = 1;
+	if (provider_public_resolve(ctx->lc_pc, "public_key", value, line, &text, &len) < 0) {
+		ctx->lc_bad = 1; /* logged */
 		return 0;
 	}
 	key = crypto_pubkey_load(text, len);

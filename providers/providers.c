@@ -142,18 +142,43 @@ int provider_refusal(const struct provider_conf *pc, int status, const char *slu
 
 /* ---- secrets ---- */
 
+/* The line of key in pc's section (its last), or the section's. */
+static int provider_key_line(const struct provider_conf *pc, const char *key)
+{
+	const struct config_section *cs = pc->pc_section;
+	int line = 0;
+	size_t i;
+
+	for (i = 0; cs != NULL && i < cs->cs_n; i++) {
+		if (strcmp(cs->cs_kv[i].kv_key, key) == 0) {
+			line = cs->cs_kv[i].kv_line;
+		}
+	}
+	if (line == 0 && cs != NULL) {
+		line = cs->cs_line;
+	}
+	return line;
+}
+
 /* provider_secret_resolve, and for a public key (secret 0) without the
  * warning about a value written in the file: a public key may stand there. */
 static int provider_value_resolve(const struct provider_conf *pc, const char *key,
-                                  const char *value, int secret, char **ret, size_t *ret_len)
+                                  const char *value, int line, int secret, char **ret,
+                                  size_t *ret_len)
 {
 	const char *name = pc->pc_name != NULL ? pc->pc_name : "?";
+	char err[CONFIG_SECRET_ERR_MAX];
 	char *copy;
 
 	if (strncmp(value, "file:", 5) == 0 || strncmp(value, "credential:", 11) == 0 ||
 	    strncmp(value, "env:", 4) == 0 || value[0] == '/') {
-		if (config_read_secret(value, ret, ret_len) < 0) {
-			log_err("provider %s: %s: cannot read the value", name, key);
+		if (config_read_secret(value, ret, ret_len, err, sizeof(err)) < 0) {
+			/* One line: where, which key, and the source with its cause. */
+			log_err("config %s:%d: [provider %s] %s cannot be read: %s",
+			        pc->pc_section != NULL && pc->pc_section->cs_file != NULL
+			                ? pc->pc_section->cs_file
+			                : "(demo)",
+			        line > 0 ? line : provider_key_line(pc, key), name, key, err);
 			return -1;
 		}
 		return 0;
@@ -174,15 +199,15 @@ static int provider_value_resolve(const struct provider_conf *pc, const char *ke
 }
 
 int provider_secret_resolve(const struct provider_conf *pc, const char *key, const char *value,
-                            char **ret, size_t *ret_len)
+                            int line, char **ret, size_t *ret_len)
 {
-	return provider_value_resolve(pc, key, value, 1, ret, ret_len);
+	return provider_value_resolve(pc, key, value, line, 1, ret, ret_len);
 }
 
 int provider_public_resolve(const struct provider_conf *pc, const char *key, const char *value,
-                            char **ret, size_t *ret_len)
+                            int line, char **ret, size_t *ret_len)
 {
-	return provider_value_resolve(pc, key, value, 0, ret, ret_len);
+	return provider_value_resolve(pc, key, value, line, 0, ret, ret_len);
 }
 
 struct provider_secrets_ctx {
@@ -207,11 +232,9 @@ static int provider_secrets_one(void *arg, const char *value, int line)
 		ctx->sc_over = 1;
 		ctx->sc_bad = 1;
 	}
-	if (provider_value_resolve(ctx->sc_pc, ctx->sc_key, value, ctx->sc_secret, &data, &len) <
-	    0) {
-		log_err("provider %s: line %d: %s cannot be read", ctx->sc_pc->pc_name, line,
-		        ctx->sc_key);
-		ctx->sc_bad = 1;
+	if (provider_value_resolve(ctx->sc_pc, ctx->sc_key, value, line, ctx->sc_secret, &data,
+	                           &len) < 0) {
+		ctx->sc_bad = 1; /* logged */
 		return 0;
 	}
 	if (len == 0) {
@@ -1114,7 +1137,7 @@ int provider_privkey_load(const struct provider_conf *pc, const char *key,
 	if (v == NULL) {
 		return 0;
 	}
-	if (provider_secret_resolve(pc, key, v, &text, &len) < 0) {
+	if (provider_secret_resolve(pc, key, v, 0, &text, &len) < 0) {
 		return -1;
 	}
 	*ret = crypto_privkey_load(text, len);

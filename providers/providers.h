@@ -29,15 +29,17 @@ struct provider_secrets {
 
 /* Resolves one configured value: "file:PATH", "credential:NAME", "env:NAME"
  * or an absolute path go through config_read_secret; anything else is taken
- * literally (testing and demos; a notice says so, never the value). Returns
- * 0 with a malloc'd NUL-terminated copy, or -1 (logged). */
+ * literally (testing and demos; a notice says so, never the value). line is
+ * the value's line in the file, or 0 for the key's own (its last). Returns
+ * 0 with a malloc'd NUL-terminated copy, or -1, logged in one line naming
+ * the file and line, the key, the source and the cause. */
 int provider_secret_resolve(const struct provider_conf *pc, const char *key, const char *value,
-                            char **ret, size_t *ret_len);
+                            int line, char **ret, size_t *ret_len);
 
 /* The same for a public key: a value written in the file is not warned
  * about. */
 int provider_public_resolve(const struct provider_conf *pc, const char *key, const char *value,
-                            char **ret, size_t *ret_len);
+                            int line, char **ret, size_t *ret_len);
 
 /* Loads every occurrence of key in the instance's section, in file order,
  * up to PROVIDER_SECRETS_MAX. Returns 0 (possibly with none) or -1 when a

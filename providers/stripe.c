@@ -62,7 +62,8 @@ static int stripe_create_reconcile(const struct provider_conf *pc, struct stripe
 	int rc = 0;
 
 	/* Each key checked whatever the others hold. */
-	if (key != NULL && provider_secret_resolve(pc, "api_key", key, &st->ss_api_key, &len) < 0) {
+	if (key != NULL &&
+	    provider_secret_resolve(pc, "api_key", key, 0, &st->ss_api_key, &len) < 0) {
 		rc = -1;
 	} else if (st->ss_api_key != NULL && len == 0) {
 		log_err("provider %s: api_key is empty", pc->pc_name);

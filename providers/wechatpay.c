@@ -107,9 +107,8 @@ static int wechatpay_load_key(void *arg, const char *value, int line)
 		ctx->lc_bad = 1;
 		return 0;
 	}
-	if (provider_public_resolve(ctx->lc_pc, "platform_key", spec, &text, &len) < 0) {
-		log_err("provider %s: line %d: platform_key cannot be read", name, line);
-		ctx->lc_bad = 1;
+	if (provider_public_resolve(ctx->lc_pc, "platform_key", spec, line, &text, &len) < 0) {
+		ctx->lc_bad = 1; /* logged */
 		return 0;
 	}
 	k = over ? &scratch : &st->ws_keys[st->ws_n_keys];

@@ -80,6 +80,14 @@ def main():
     a = ap.parse_args()
 
     order, amount, cur = a.order_id, a.amount, a.currency
+    # "$(idemhook order create ...)" is empty when the command failed:
+    # captures for order "" would only be refused at replay, far from the cause.
+    if order.strip() == "":
+        ap.error("the order id is empty: did `idemhook order create` fail? "
+                 "Pass the id it printed (ord_...)")
+    if any(c.isspace() or not c.isprintable() for c in order):
+        ap.error("the order id %r holds white space or control characters: "
+                 "pass the id `idemhook order create` printed (ord_...)" % order)
     suffix = order[-8:]
     pay = stripe_event("evt_demo_pay_" + suffix, a.at, "payment_intent.succeeded", {
         "id": "pi_demo_" + suffix, "object": "payment_intent", "amount": amount,

@@ -18,33 +18,41 @@
 static void cmd_replay_usage(FILE *out)
 {
 	fprintf(out,
-		"usage: idemhook [-c FILE] replay [OPTIONS] PATH...\n\n"
-		"Replays capture files (and directories of them, recursively) in the order they\n"
-		"were received, through the same verification and deduplication as live\n"
-		"callbacks. Callbacks already applied come back as duplicates and change nothing.\n\n"
-		"Options:\n"
-		"  --to URL             send to a running idemhook (http://host:port or\n"
-		"                       https://host[:port][/prefix]), re-signing where the\n"
-		"                       scheme allows; HTTPS peers are verified against the\n"
-		"                       system CAs or [client] ca_file;\n"
-		"                       default: in-process against the configured database\n"
-		"  --provider NAME      only captures of this provider instance\n"
-		"  --since TIME         only requests received at or after TIME\n"
-		"  --until TIME         only requests received before TIME\n"
-		"                       (TIME: 2026-12-02 or 2026-12-02T10:20:00Z)\n"
-		"  --jobs N             in-process: up to N requests in flight, so that their\n"
-		"                       claims share commits (default %d); they are applied in\n"
-		"                       receive order, except that a retried one comes later\n"
-		"  --dry-run            replay into a private copy of the database and report\n"
-		"                       what the replay would do; the database is not changed\n"
-		"  --trust-unsigned     also accept Stripe events exported from Stripe (a JSON\n"
-		"                       array or JSON lines), which carry no signature\n"
-		"  --json               print the summary as JSON\n"
-		"  --timeout SECONDS    --to: time limit per request (default %d)\n"
-		"  -q, --quiet          no progress output, only errors and the summary\n\n"
-		"Exit status: 0 when every request was new or a duplicate (or refused by\n"
-		"business rules), 65 when any was rejected or could not be replayed.\n",
-		REPLAY_JOBS_DEFAULT, REPLAY_TIMEOUT_DEFAULT_S);
+	        "usage: idemhook [-c FILE] replay [OPTIONS] PATH...\n\n"
+	        "Replays capture files (and directories of them, recursively) in the order they\n"
+	        "were received, through the same verification and deduplication as live\n"
+	        "callbacks. Callbacks already applied come back as duplicates and change "
+	        "nothing.\n\n"
+	        "Options:\n"
+	        "  --to URL             send to a running idemhook (http://host:port or\n"
+	        "                       https://host[:port][/prefix]), re-signing where the\n"
+	        "                       scheme allows; HTTPS peers are verified against the\n"
+	        "                       system CAs or [client] ca_file;\n"
+	        "                       default: in-process against the configured database\n"
+	        "  --provider NAME      only captures of this provider instance\n"
+	        "  --since TIME         only requests received at or after TIME\n"
+	        "  --until TIME         only requests received before TIME\n"
+	        "                       (TIME: 2026-12-02 or 2026-12-02T10:20:00Z)\n"
+	        "  --jobs N             in-process: up to N requests in flight, so that their\n"
+	        "                       claims share commits (default %d); they are applied in\n"
+	        "                       receive order, except that a retried one comes later\n"
+	        "  --dry-run            replay into a private copy of the database and report\n"
+	        "                       what the replay would do; the database is not changed\n"
+	        "  --trust-unsigned     also accept Stripe events exported from Stripe (a JSON\n"
+	        "                       array or JSON lines), which carry no signature\n"
+	        "  --json               print the summary as JSON\n"
+	        "  --timeout SECONDS    --to: time limit per request (default %d)\n"
+	        "  --stop-after N       --to: stop the run when N requests in a row found the\n"
+	        "                       address unavailable (no answer, a timeout, or still\n"
+	        "                       429/503 after the retries); default %d, 0: never\n"
+	        "  -q, --quiet          no progress output, only errors and the summary\n\n"
+	        "A 409, 429 or 503 answer is retried %d times, after 200, 400, 600 ms or the\n"
+	        "answer's Retry-After when longer (up to %d s; a longer one fails the request).\n\n"
+	        "Exit status: 0 when every request was new or a duplicate (or refused by\n"
+	        "business rules), 65 when any was rejected or could not be replayed, 69 when\n"
+	        "the run stopped early because the --to address was unavailable.\n",
+	        REPLAY_JOBS_DEFAULT, REPLAY_TIMEOUT_DEFAULT_S, REPLAY_STOP_AFTER_DEFAULT,
+	        REPLAY_RETRIES, REPLAY_RETRY_AFTER_MAX_S);
 }
 
 static int cmd_replay_time(const char *name, const char *value, int64_t *ret)
@@ -86,18 +94,19 @@ static int cmd_replay_open_snapshot(const struct config *cf, char **ret_path, st
 static int cmd_replay_run(int argc, char **argv, const char *config_path)
 {
 	static const struct option opts[] = {
-		{"to", required_argument, NULL, 't'},
-		{"provider", required_argument, NULL, 'p'},
-		{"since", required_argument, NULL, 's'},
-		{"until", required_argument, NULL, 'u'},
-		{"dry-run", no_argument, NULL, 'n'},
-		{"trust-unsigned", no_argument, NULL, 'U'},
-		{"json", no_argument, NULL, 'j'},
-		{"timeout", required_argument, NULL, 'T'},
-		{"jobs", required_argument, NULL, 'J'},
-		{"quiet", no_argument, NULL, 'q'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	        {"to", required_argument, NULL, 't'},
+	        {"provider", required_argument, NULL, 'p'},
+	        {"since", required_argument, NULL, 's'},
+	        {"until", required_argument, NULL, 'u'},
+	        {"dry-run", no_argument, NULL, 'n'},
+	        {"trust-unsigned", no_argument, NULL, 'U'},
+	        {"json", no_argument, NULL, 'j'},
+	        {"timeout", required_argument, NULL, 'T'},
+	        {"jobs", required_argument, NULL, 'J'},
+	        {"stop-after", required_argument, NULL, 'S'},
+	        {"quiet", no_argument, NULL, 'q'},
+	        {"help", no_argument, NULL, 'h'},
+	        {NULL, 0, NULL, 0},
 	};
 	struct replay_options ro;
 	struct replay_summary sum;
@@ -108,12 +117,14 @@ static int cmd_replay_run(int argc, char **argv, const char *config_path)
 	char base[1024];
 	int json = 0;
 	int quiet = 0;
+	int stop_after_given = 0;
 	int c;
 	int rc;
 
 	memset(&ro, 0, sizeof(ro));
 	ro.ro_since_ms = INT64_MIN;
 	ro.ro_until_ms = INT64_MAX;
+	ro.ro_stop_after = REPLAY_STOP_AFTER_DEFAULT;
 	buf_init(&out, 0);
 	optind = 0;
 	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
@@ -162,6 +173,16 @@ static int cmd_replay_run(int argc, char **argv, const char *config_path)
 			}
 			ro.ro_jobs = (unsigned)v;
 			break;
+		case 'S':
+			v = strtoul(optarg, &end, 10);
+			if (*optarg < '0' || *optarg > '9' || *end != '\0' || v > 1000000) {
+				fprintf(stderr, "replay: --stop-after takes a number from 0 "
+				                "(never) to 1000000\n");
+				return EX_USAGE;
+			}
+			ro.ro_stop_after = (unsigned)v;
+			stop_after_given = 1;
+			break;
 		case 'q':
 			quiet = 1;
 			break;
@@ -176,6 +197,10 @@ static int cmd_replay_run(int argc, char **argv, const char *config_path)
 	if (optind >= argc) {
 		fprintf(stderr, "replay: name at least one capture file or directory\n");
 		cmd_replay_usage(stderr);
+		return EX_USAGE;
+	}
+	if (ro.ro_to == NULL && stop_after_given) {
+		fprintf(stderr, "replay: --stop-after works with --to only\n");
 		return EX_USAGE;
 	}
 	if (ro.ro_to != NULL) {
@@ -225,7 +250,11 @@ static int cmd_replay_run(int argc, char **argv, const char *config_path)
 	}
 	fwrite(out.buf_data, 1, out.buf_len, stdout);
 	fflush(stdout);
-	rc = replay_summary_bad(&sum) ? EX_DATAERR : EX_OK;
+	if (sum.rs_not_sent > 0) {
+		rc = EX_UNAVAILABLE;
+	} else {
+		rc = replay_summary_bad(&sum) ? EX_DATAERR : EX_OK;
+	}
 out:
 	buf_finish(&out);
 	store_destroy(st);

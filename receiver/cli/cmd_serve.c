@@ -92,9 +92,11 @@ static int serve_write_port_file(const char *path, unsigned port)
 
 static int serve_read_pem(const char *spec, char **ret)
 {
+	char err[CONFIG_SECRET_ERR_MAX];
 	size_t len;
 
-	if (config_read_secret(spec, ret, &len) < 0) {
+	if (config_read_secret(spec, ret, &len, err, sizeof(err)) < 0) {
+		log_err("TLS file %s", err);
 		return -1;
 	}
 	if (len > SERVE_TLS_PEM_MAX) {

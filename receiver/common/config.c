@@ -426,13 +426,26 @@ int config_get_bool(const struct config *cf, const char *section, const char *ke
 	return 0;
 }
 
+/* One sentence into err, cut to err_size (a path may be long). */
+static void config_err(char *err, size_t err_size, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static void config_err(char *err, size_t err_size, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, err_size, fmt, ap);
+	va_end(ap);
+}
+
 /* Reads the whole file at path, a regular file of at most max bytes, into
- * *ret (NUL-terminated; free() it). what names the file in the log lines
- * ("config", "secret file"). Never waits: a FIFO, a terminal or a device
- * could keep start or a reload waiting forever, so only regular files are
- * read. Returns 0 or -1 (logged). */
-static int config_slurp(const char *path, const char *what, size_t max, char **ret,
-                        size_t *ret_len)
+ * *ret (NUL-terminated; free() it). Never waits: a FIFO, a terminal or a
+ * device could keep start or a reload waiting forever, so only regular
+ * files are read. Returns 0, or -1 with the cause in err (not logged: the
+ * caller says which file it was for). */
+static int config_slurp(const char *path, size_t max, char **ret, size_t *ret_len, char *err,
+                        size_t err_size)
 {
 	char *data = NULL;
 	size_t len = 0;
@@ -441,20 +454,21 @@ static int config_slurp(const char *path, const char *what, size_t max, char **r
 
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
-		log_err("%s %s: cannot open: %s", what, path, strerror(errno));
+		config_err(err, err_size, "cannot open: %s", strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, &st) < 0) {
-		log_err("%s %s: cannot stat: %s", what, path, strerror(errno));
+		config_err(err, err_size, "cannot stat: %s", strerror(errno));
 		goto fail;
 	}
 	if (!S_ISREG(st.st_mode)) {
-		log_err("%s %s: %s", what, path,
-		        S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
+		config_err(err, err_size, "%s",
+		           S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file");
 		goto fail;
 	}
 	data = malloc(max + 1);
 	if (data == NULL) {
+		config_err(err, err_size, "out of memory");
 		goto fail;
 	}
 	for (;;) {
@@ -464,7 +478,7 @@ static int config_slurp(const char *path, const char *what, size_t max, char **r
 			continue;
 		}
 		if (n < 0) {
-			log_err("%s %s: cannot read: %s", what, path, strerror(errno));
+			config_err(err, err_size, "cannot read: %s", strerror(errno));
 			goto fail;
 		}
 		if (n == 0) {
@@ -472,7 +486,7 @@ static int config_slurp(const char *path, const char *what, size_t max, char **r
 		}
 		len += (size_t)n;
 		if (len > max) {
-			log_err("%s %s: larger than %zu bytes", what, path, max);
+			config_err(err, err_size, "larger than %zu bytes", max);
 			goto fail;
 		}
 	}
@@ -487,12 +501,13 @@ fail:
 	return -1;
 }
 
-static int config_read_file(const char *path, char **ret, size_t *ret_len)
+static int config_read_file(const char *path, char **ret, size_t *ret_len, char *err,
+                            size_t err_size)
 {
 	char *data = NULL;
 	size_t len = 0;
 
-	if (config_slurp(path, "secret file", CONFIG_SECRET_MAX, &data, &len) < 0) {
+	if (config_slurp(path, CONFIG_SECRET_MAX, &data, &len, err, err_size) < 0) {
 		return -1;
 	}
 	/* Editors end files with a newline that is not part of the secret. */
@@ -507,14 +522,16 @@ static int config_read_file(const char *path, char **ret, size_t *ret_len)
 	return 0;
 }
 
-int config_read_secret(const char *spec, char **ret, size_t *ret_len)
+/* config_read_secret without the source in front of the cause. */
+static int config_read_secret_cause(const char *spec, char **ret, size_t *ret_len, char *err,
+                                    size_t err_size)
 {
 	char path[PATH_MAX];
 	const char *dir;
 	int fallback = 0;
 
 	if (strncmp(spec, "file:", 5) == 0) {
-		return config_read_file(spec + 5, ret, ret_len);
+		return config_read_file(spec + 5, ret, ret_len, err, err_size);
 	}
 	if (strncmp(spec, "credential:", 11) == 0) {
 		dir = getenv("CREDENTIALS_DIRECTORY");
@@ -524,37 +541,59 @@ int config_read_secret(const char *spec, char **ret, size_t *ret_len)
 		}
 		if (spec[11] == '\0' || strchr(spec + 11, '/') != NULL ||
 		    snprintf(path, sizeof(path), "%s/%s", dir, spec + 11) >= (int)sizeof(path)) {
-			log_err("secret %s: bad credential name", spec);
+			config_err(err, err_size, "bad credential name");
 			return -1;
 		}
 		/* Outside the service (a command run by hand), the service's
 		 * own copies, while it runs and to whoever may read them. */
 		if (fallback && access(path, R_OK) < 0) {
-			log_err("secret %s: $CREDENTIALS_DIRECTORY is not set, and %s cannot be "
-			        "read there "
-			        "either (%s): the service's credentials exist while it runs "
-			        "(LoadCredential= in "
-			        "the unit) and are readable by root; or set CREDENTIALS_DIRECTORY",
-			        spec, path, strerror(errno));
+			config_err(err, err_size,
+			           "$CREDENTIALS_DIRECTORY is not set, and %s cannot be read there "
+			           "either (%s): the service's credentials exist while it runs "
+			           "(LoadCredential= in the unit) and are readable by root; or set "
+			           "CREDENTIALS_DIRECTORY",
+			           path, strerror(errno));
 			return -1;
 		}
-		return config_read_file(path, ret, ret_len);
+		if (config_read_file(path, ret, ret_len, err, err_size) < 0) {
+			/* The credential's file, whose name the spec does not give. */
+			char cause[CONFIG_SECRET_ERR_MAX];
+
+			snprintf(cause, sizeof(cause), "%s", err);
+			config_err(err, err_size, "%s: %s", path, cause);
+			return -1;
+		}
+		return 0;
 	}
 	if (strncmp(spec, "env:", 4) == 0) {
 		const char *v = getenv(spec + 4);
 
 		if (v == NULL) {
-			log_err("secret %s: environment variable is not set", spec);
+			config_err(err, err_size, "environment variable is not set");
 			return -1;
 		}
 		*ret = strdup(v);
 		if (*ret == NULL) {
+			config_err(err, err_size, "out of memory");
 			return -1;
 		}
 		*ret_len = strlen(v);
 		return 0;
 	}
-	return config_read_file(spec, ret, ret_len);
+	return config_read_file(spec, ret, ret_len, err, err_size);
+}
+
+int config_read_secret(const char *spec, char **ret, size_t *ret_len, char *err, size_t err_size)
+{
+	char cause[CONFIG_SECRET_ERR_MAX];
+
+	if (config_read_secret_cause(spec, ret, ret_len, cause, sizeof(cause)) < 0) {
+		/* The reference, never a value: spec is file:, credential:, env:
+		 * or a path. */
+		config_err(err, err_size, "%s: %s", spec, cause);
+		return -1;
+	}
+	return 0;
 }
 
 /* [store] writer_nice: "-20" to "0" (default -10, CONFIG_WRITER_NICE). */
@@ -586,6 +625,7 @@ static int config_parse_writer_nice(struct config *cf)
 static int config_parse_backend(struct config *cf)
 {
 	const char *v = config_get(cf, "store", "backend");
+	char err[CONFIG_SECRET_ERR_MAX];
 	int64_t timeout_s;
 	size_t len;
 
@@ -630,8 +670,9 @@ static int config_parse_backend(struct config *cf)
 	}
 	if (strncmp(v, "credential:", 11) == 0 || strncmp(v, "file:", 5) == 0 ||
 	    strncmp(v, "env:", 4) == 0) {
-		if (config_read_secret(v, &cf->cf_conninfo, &len) < 0) {
-			config_count(cf, -1);
+		if (config_read_secret(v, &cf->cf_conninfo, &len, err, sizeof(err)) < 0) {
+			config_count(cf, config_refuse(cf, "store", "conninfo",
+			                               "cannot be read: %s", err));
 			return 0;
 		}
 		while (len > 0 && (cf->cf_conninfo[len - 1] == '\n' || cf->cf_conninfo[len - 1] == '\r')) {
@@ -666,6 +707,7 @@ static struct config_section *config_add_section(struct config *cf, const char *
 	if (cs->cs_name == NULL) {
 		return NULL;
 	}
+	cs->cs_file = config_file_name(cf);
 	cf->cf_n_sections++;
 	return cs;
 }
@@ -823,6 +865,7 @@ static int config_ini_handler(void *user, const char *section, const char *name,
 static int config_read_ini(struct config *cf, const char *path)
 {
 	struct config_reader cr;
+	char err[CONFIG_SECRET_ERR_MAX];
 	char *text = NULL;
 	const char *nul;
 	size_t len = 0;
@@ -832,7 +875,8 @@ static int config_read_ini(struct config *cf, const char *path)
 
 	memset(&cr, 0, sizeof(cr));
 	cr.cr_cf = cf;
-	if (config_slurp(path, "config", CONFIG_FILE_MAX, &text, &len) < 0) {
+	if (config_slurp(path, CONFIG_FILE_MAX, &text, &len, err, sizeof(err)) < 0) {
+		log_err("config %s: %s", path, err);
 		return -1;
 	}
 	nul = memchr(text, '\0', len);

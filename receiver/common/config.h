@@ -49,6 +49,7 @@ struct config_section {
 	struct config_kv *cs_kv;
 	size_t cs_n;
 	int cs_line; /* where the section first appears, 0 when built in */
+	const char *cs_file; /* the configuration file, for messages: borrowed from the config */
 };
 
 /* One [provider NAME] section: a provider instance, its own scope and path. */
@@ -255,13 +256,17 @@ const char *config_list_next(const char **cursor, size_t *ret_len);
 int config_parse_size(const char *s, size_t *ret);
 int config_parse_bool(const char *s, int *ret);
 
+#define CONFIG_SECRET_ERR_MAX 512 /* bytes of config_read_secret's err, NUL included */
+
 /* Reads a secret named by a config value: "file:PATH" (whole file, one
  * trailing newline stripped), "credential:NAME" ($CREDENTIALS_DIRECTORY/NAME,
  * systemd LoadCredential=; CONFIG_CREDENTIALS_FALLBACK/NAME when the
  * variable is not set), or "env:NAME". A bare PATH is read as a file.
- * Literal secrets are not accepted here. Returns 0 or -1 (logged, never the
- * secret). */
-int config_read_secret(const char *spec, char **ret, size_t *ret_len);
+ * Literal secrets are not accepted here. Returns 0, or -1 with one sentence
+ * in err, the source (spec) and the cause ("file:/x: cannot open: No such
+ * file or directory"), never the secret. Nothing is logged: the caller logs
+ * err once, naming the file, line and key. */
+int config_read_secret(const char *spec, char **ret, size_t *ret_len, char *err, size_t err_size);
 
 /* [client] ca_file: PEM CA certificates that every HTTPS call idemhook makes
  * (outbound calls, replay --to, simulate --to) verifies peers with, or NULL

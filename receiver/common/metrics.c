@@ -238,6 +238,43 @@ void metrics_unapplied(const char *provider, const char *reason)
 	metrics_count(&metrics_unapplieds, provider, reason);
 }
 
+void metrics_declare_provider(const char *provider, const char *const *outcomes,
+                              const char *const *rejected)
+{
+	size_t i;
+
+	pthread_mutex_lock(&metrics_lock);
+	for (i = 0; outcomes != NULL && outcomes[i] != NULL; i++) {
+		(void)metrics_series_get(&metrics_requests, provider, outcomes[i]);
+	}
+	for (i = 0; rejected != NULL && rejected[i] != NULL; i++) {
+		(void)metrics_series_get(&metrics_rejects, provider, rejected[i]);
+	}
+	(void)metrics_series_get(&metrics_duplicates, provider, "");
+	(void)metrics_series_get(&metrics_mismatches, provider, "");
+	(void)metrics_series_get(&metrics_latency, provider, "");
+	pthread_mutex_unlock(&metrics_lock);
+}
+
+void metrics_declare_unapplied(const char *provider, const char *const *reasons)
+{
+	size_t i;
+
+	pthread_mutex_lock(&metrics_lock);
+	for (i = 0; reasons != NULL && reasons[i] != NULL; i++) {
+		(void)metrics_series_get(&metrics_unapplieds, provider, reasons[i]);
+	}
+	pthread_mutex_unlock(&metrics_lock);
+}
+
+void metrics_declare_reconcile(const char *provider)
+{
+	static const struct metrics_reconcile none;
+
+	/* The series a run adds to, each at 0. */
+	metrics_reconcile_instance(provider, &none);
+}
+
 void metrics_http_cut(const char *listener, const char *reason)
 {
 	metrics_count(&metrics_http_cuts, listener, reason);

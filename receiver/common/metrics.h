@@ -17,6 +17,17 @@ void metrics_mismatch(const char *provider);
 /* An event acknowledged but not applied to an order (the business handler
  * refused it: unknown_order, amount_mismatch, ...), by reason slug. */
 void metrics_unapplied(const char *provider, const char *reason);
+/* A provider instance's series exported at 0 from the start, or from the
+ * reload that adds it: a counter that first appears at 1 is missed by
+ * increase() and rate(). Its requests for each outcome, its rejects for
+ * each reason given, its duplicates, mismatches and latency; with
+ * metrics_declare_unapplied its unapplied events for each reason; with
+ * metrics_declare_reconcile its reconciliation counters. Lists are
+ * NULL-terminated; a series that exists keeps its count. */
+void metrics_declare_provider(const char *provider, const char *const *outcomes,
+                              const char *const *rejected);
+void metrics_declare_unapplied(const char *provider, const char *const *reasons);
+void metrics_declare_reconcile(const char *provider);
 /* The HTTP listener named listener ("public", "admin"): a connection the
  * sweeper closed (reason: head_timeout, body_min_rate, make_room, drain),
  * a request answered before routing (status), a drain begun (kind: reload

@@ -58,6 +58,7 @@ struct console_tokens_load {
 	const char *tl_file;
 	int tl_with_secrets;
 	int tl_bad; /* a line was refused (logged); the next ones are read all the same */
+	int tl_over; /* past CONSOLE_TOKENS_MAX: said once, the lines after it still checked */
 };
 
 /* token = NAME ROLE SECRET (ROLE read-only or operator; SECRET a
@@ -67,15 +68,21 @@ static int console_conf_token(void *arg, const char *value, int line)
 	struct console_tokens_load *tl = arg;
 	struct console_conf *c = tl->tl_conf;
 	struct console_token *t;
+	struct console_token scratch;
 	char name[CONSOLE_NAME_MAX + 2];
 	char role[16];
 	char spec[600];
+	char err[CONFIG_SECRET_ERR_MAX];
+	int over = c->cc_n_tokens == CONSOLE_TOKENS_MAX;
 	size_t i;
 
-	if (c->cc_n_tokens == CONSOLE_TOKENS_MAX) {
+	if (over && !tl->tl_over) {
 		log_err("config: %s:%d: [console] token: more than %d tokens", tl->tl_file, line,
 		        CONSOLE_TOKENS_MAX);
-		return -1; /* the rest would each say the same */
+		tl->tl_over = 1;
+	}
+	if (over) {
+		tl->tl_bad = 1; /* and the line is checked all the same, not kept */
 	}
 	/* A bad line is logged and the next one read (tl_bad): every problem
 	 * in one run. */
@@ -109,14 +116,14 @@ static int console_conf_token(void *arg, const char *value, int line)
 			return 0;
 		}
 	}
-	t = &c->cc_tokens[c->cc_n_tokens];
+	t = over ? &scratch : &c->cc_tokens[c->cc_n_tokens];
 	memset(t, 0, sizeof(*t));
 	snprintf(t->ct_name, sizeof(t->ct_name), "%s", name);
 	t->ct_role = strcmp(role, "operator") == 0 ? CONSOLE_ROLE_OPERATOR : CONSOLE_ROLE_READ_ONLY;
 	if (tl->tl_with_secrets) {
-		if (config_read_secret(spec, &t->ct_secret, &t->ct_len) < 0) {
-			log_err("config: %s:%d: [console] token %s: cannot be read", tl->tl_file,
-			        line, name);
+		if (config_read_secret(spec, &t->ct_secret, &t->ct_len, err, sizeof(err)) < 0) {
+			log_err("config: %s:%d: [console] token %s: cannot be read: %s",
+			        tl->tl_file, line, name, err);
 			t->ct_secret = NULL;
 			tl->tl_bad = 1;
 			return 0;
@@ -131,6 +138,13 @@ static int console_conf_token(void *arg, const char *value, int line)
 			return 0;
 		}
 	}
+	if (over) {
+		if (t->ct_secret != NULL) {
+			explicit_bzero(t->ct_secret, t->ct_len);
+			free(t->ct_secret);
+		}
+		return 0;
+	}
 	c->cc_n_tokens++;
 	return 0;
 }
@@ -140,7 +154,7 @@ int console_conf_load(const struct config *cf, int with_secrets, struct console_
 	const struct config_section *cs = config_section(cf, CONSOLE_SECTION);
 	const char *file = cf->cf_path != NULL ? cf->cf_path : "(demo)";
 	const char *admin = config_get(cf, "admin", "listen");
-	struct console_tokens_load tl = {ret, file, with_secrets, 0};
+	struct console_tokens_load tl = {ret, file, with_secrets, 0, 0};
 	unsigned failures = 0;
 	int ttl_ok;
 	int failures_ok;

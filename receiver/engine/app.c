@@ -13,6 +13,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "fetch.h"
+#include "orders.h"
 #include "outbound.h"
 #include "provider.h"
 #include "rejects.h"
@@ -73,6 +74,39 @@ struct outbound *app_outbound_swap(struct app *app, struct outbound *ob)
 	return was;
 }
 
+/* Exports every provider instance's series at 0 (metrics.h): the labels
+ * known from the configuration, at start and at each reload taken. The
+ * reject reasons are those every profile can give (docs/operations.md);
+ * a profile's own (probe_signature, ...) appear with their first count. */
+static void app_metrics_declare(const struct config *cf)
+{
+	static const char *const rejected[] = {
+	        "bad_signature",  "stale_timestamp",    "malformed_signature", "missing_signature",
+	        "malformed_body", "source_not_allowed", "batch_too_large",     NULL,
+	};
+	static const char *const by_provider[] = {INGEST_REASON_PROVIDER_RULES, NULL};
+	const char *outcomes[INGEST_TRANSIENT + 2];
+	size_t i;
+
+	for (i = 0; i <= INGEST_TRANSIENT; i++) {
+		outcomes[i] = ingest_result_name((enum ingest_result)i);
+	}
+	outcomes[i] = NULL;
+	for (i = 0; i < cf->cf_n_providers; i++) {
+		const struct provider_conf *pc = &cf->cf_providers[i];
+		const struct provider *p = pc->pc_provider;
+		const char *why = NULL;
+
+		metrics_declare_provider(pc->pc_name, outcomes, rejected);
+		metrics_declare_unapplied(pc->pc_name, orders_refusal_reasons);
+		metrics_declare_unapplied(pc->pc_name, by_provider);
+		if (p != NULL && p->p_reconcile_mode != NULL &&
+		    p->p_reconcile_mode(pc, &why) != PROVIDER_RECONCILE_NONE) {
+			metrics_declare_reconcile(pc->pc_name);
+		}
+	}
+}
+
 int app_init(struct app *app, struct config *cf)
 {
 	memset(app, 0, sizeof(*app));
@@ -101,6 +135,7 @@ int app_init(struct app *app, struct config *cf)
 	app->app_env.env_outbox_kick = app_env_outbox_kick;
 	app->app_env.env_cfg_arg = app;
 	app->app_started_ms = env_clock_ms();
+	app_metrics_declare(cf);
 	return 0;
 }
 
@@ -202,6 +237,7 @@ void app_config_swap(struct app *app, struct config *cf)
 	}
 	r->acr_cfg = cf;
 	r->acr_refs = 1; /* the daemon's */
+	app_metrics_declare(cf);
 	pthread_mutex_lock(&app->app_cfg_mutex);
 	old = app->app_cfgs->acr_cfg;
 	r->acr_next = app->app_cfgs;

@@ -262,12 +262,13 @@ static int confcheck_reconcile(const struct config *cf, unsigned flags)
 static int confcheck_pem(const struct config *cf, const char *key)
 {
 	const char *spec = config_get(cf, "server", key);
+	char err[CONFIG_SECRET_ERR_MAX];
 	char *pem = NULL;
 	size_t len = 0;
 	int rc = 0;
 
-	if (config_read_secret(spec, &pem, &len) < 0) {
-		return config_refuse(cf, "server", key, "cannot be read");
+	if (config_read_secret(spec, &pem, &len, err, sizeof(err)) < 0) {
+		return config_refuse(cf, "server", key, "cannot be read: %s", err);
 	}
 	if (len > CONFCHECK_PEM_MAX) {
 		rc = config_refuse(cf, "server", key, "larger than %d bytes", CONFCHECK_PEM_MAX);
@@ -305,9 +306,12 @@ static int confcheck_server(const struct config *cf, unsigned flags)
 		char *key_pem = NULL;
 		size_t cert_len = 0;
 		size_t key_len = 0;
+		char err[CONFIG_SECRET_ERR_MAX];
 
-		if (config_read_secret(cert, &cert_pem, &cert_len) == 0 &&
-		    config_read_secret(key, &key_pem, &key_len) == 0 &&
+		/* Both were read just above: a failure now is a race, and
+		 * what the daemon reads at start says so. */
+		if (config_read_secret(cert, &cert_pem, &cert_len, err, sizeof(err)) == 0 &&
+		    config_read_secret(key, &key_pem, &key_len, err, sizeof(err)) == 0 &&
 		    crypto_tls_pair_check(cert_pem, key_pem) < 0) {
 			rc = config_refuse(cf, "server", "tls_cert",
 			                   "the certificate and tls_key do not make a pair");

@@ -140,7 +140,8 @@ static int ingest_apply_effects(struct store_tx *tx, struct ingest_unit *iu, str
 		res->or_effect = INGEST_EFFECT_TO_FETCH;
 	} else if (ev->ev_refused) {
 		res->or_refused = 1;
-		snprintf(res->or_reason, sizeof(res->or_reason), "refused_by_provider_rules");
+		snprintf(res->or_reason, sizeof(res->or_reason), "%s",
+		         INGEST_REASON_PROVIDER_RULES);
 		res->or_effect = "recorded";
 	} else if (orders_apply_event(tx, &oc, iu->iu_pc->pc_name, ev, res) < 0) {
 		return STORE_APPLY_TRANSIENT;

@@ -24,6 +24,10 @@ enum ingest_result {
 	INGEST_TRANSIENT, /* 503, nothing kept */
 };
 
+/* The reason of an event the provider itself marked refused (ev_refused):
+ * recorded, not applied. */
+#define INGEST_REASON_PROVIDER_RULES "refused_by_provider_rules"
+
 /* The answer to every callback carries ingest_result_name() of it in this
  * header, so a client such as `replay --to` counts it as in-process replay
  * does (a business refusal is acknowledged 2xx like a new event). */

@@ -324,7 +324,6 @@ static int reconcile_ask(struct reconcile_ctx *x, const struct provider_conf *pc
 		rc = httpc_exchange(&hreq, &resp, err, sizeof(err));
 		provider_request_finish(&req);
 		in->rn_requests++;
-		in->rn_bytes += rc == 0 ? (int64_t)resp.hcr_body_len : 0;
 		if (rc < 0) {
 			last_reason = "unreachable";
 			snprintf(last, sizeof(last), "no answer: %s", err);
@@ -341,11 +340,19 @@ static int reconcile_ask(struct reconcile_ctx *x, const struct provider_conf *pc
 				retry_after = -1;
 			}
 		} else {
+			size_t body_len = resp.hcr_body_len;
+
 			provider_answer_finish(ret);
 			provider_answer_init(ret);
 			rc = pc->pc_provider->p_reconcile_answer(pc, q, &resp,
 			                                         reconcile_now_ms() / 1000, ret);
 			httpc_response_finish(&resp);
+			/* bytes (and max_bytes) measure the answers the run is
+			 * made of, a listing's pages; an error's body, retried, is
+			 * one more of requests, not listing read. */
+			if (rc == 0 && ret->pa_verdict == PROVIDER_ANSWER_OK) {
+				in->rn_bytes += (int64_t)body_len;
+			}
 			if (ret->pa_verdict != PROVIDER_ANSWER_RETRY) {
 				return rc;
 			}

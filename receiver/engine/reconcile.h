@@ -106,7 +106,7 @@ struct reconcile_instance {
 	int64_t rn_failed;
 	int64_t rn_requests; /* HTTP exchanges, retries included */
 	int64_t rn_pages;    /* EVENTS: pages read */
-	int64_t rn_bytes;    /* EVENTS: bytes of the answers read */
+	int64_t rn_bytes;    /* EVENTS: bytes of the answers taken (pages), not of errors */
 	int64_t rn_held_max; /* EVENTS: most events held at once (one page's) */
 	struct reconcile_item *rn_items;
 	size_t rn_n_items;

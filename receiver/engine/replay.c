@@ -27,6 +27,7 @@
 #include "ingest.h"
 #include "json.h"
 #include "log.h"
+#include "outbox.h"
 #include "provider.h"
 #include "reply.h"
 #include "replay.h"
@@ -68,6 +69,9 @@ struct replay_state {
 	/* --to: the URL captured targets are appended to */
 	char st_base[1024];
 	const char *st_ca_file;
+	unsigned st_unavailable; /* --to: requests in a row that found it unavailable */
+	int st_stopped;          /* --to: ro_stop_after reached; nothing more is sent */
+	char st_unavailable_msg[REPLAY_ERR_MAX]; /* the last of them, for the stop message */
 	/* progress */
 	size_t st_done;
 	size_t st_scan_failed; /* files that failed while being listed: done, and in the total */
@@ -159,7 +163,7 @@ static void replay_reason_add(struct replay_reason *v, size_t *n, const char *sl
 
 int replay_summary_bad(const struct replay_summary *s)
 {
-	return s->rs_rejected > 0 || s->rs_failed > 0;
+	return s->rs_rejected > 0 || s->rs_failed > 0 || s->rs_not_sent > 0;
 }
 
 static int replay_reasons_text(struct buf *out, const struct replay_reason *v, size_t n)
@@ -191,6 +195,11 @@ int replay_summary_text(const struct replay_summary *s, int dry_run, struct buf 
 	    buf_printf(out, "skipped    %" PRIu64 " (filters)\n", s->rs_skipped) < 0) {
 		return -1;
 	}
+	if (s->rs_not_sent > 0 &&
+	    buf_printf(out, "not sent   %" PRIu64 " (stopped: the --to address was unavailable)\n",
+	               s->rs_not_sent) < 0) {
+		return -1;
+	}
 	return 0;
 }
 
@@ -213,13 +222,17 @@ static int replay_reasons_json(struct buf *out, const char *name, const struct r
 int replay_summary_json(const struct replay_summary *s, int dry_run, struct buf *out)
 {
 	if (buf_printf(out,
-		       "{\"dry_run\":%s,\"total\":%" PRIu64 ",\"new\":%" PRIu64 ",\"duplicate\":%" PRIu64
-		       ",\"mismatch\":%" PRIu64 ",\"refused\":%" PRIu64 ",\"rejected\":%" PRIu64
-		       ",\"failed\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"seconds\":%.3f",
-		       dry_run ? "true" : "false", s->rs_total, s->rs_new, s->rs_duplicate, s->rs_mismatch,
-		       s->rs_refused, s->rs_rejected, s->rs_failed, s->rs_skipped, s->rs_seconds) < 0 ||
-	    replay_reasons_json(out, "rejected_reasons", s->rs_rejected_reasons, s->rs_n_rejected_reasons) < 0 ||
-	    replay_reasons_json(out, "failed_reasons", s->rs_failed_reasons, s->rs_n_failed_reasons) < 0 ||
+	               "{\"dry_run\":%s,\"total\":%" PRIu64 ",\"new\":%" PRIu64
+	               ",\"duplicate\":%" PRIu64 ",\"mismatch\":%" PRIu64 ",\"refused\":%" PRIu64
+	               ",\"rejected\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"skipped\":%" PRIu64
+	               ",\"not_sent\":%" PRIu64 ",\"seconds\":%.3f",
+	               dry_run ? "true" : "false", s->rs_total, s->rs_new, s->rs_duplicate,
+	               s->rs_mismatch, s->rs_refused, s->rs_rejected, s->rs_failed, s->rs_skipped,
+	               s->rs_not_sent, s->rs_seconds) < 0 ||
+	    replay_reasons_json(out, "rejected_reasons", s->rs_rejected_reasons,
+	                        s->rs_n_rejected_reasons) < 0 ||
+	    replay_reasons_json(out, "failed_reasons", s->rs_failed_reasons,
+	                        s->rs_n_failed_reasons) < 0 ||
 	    buf_puts(out, "}\n") < 0) {
 		return -1;
 	}
@@ -756,6 +769,7 @@ struct replay_answer {
 	int ra_replayed; /* Idempotent-Replayed: true */
 	char ra_outcome[24]; /* Idemhook-Outcome, or "" */
 	char ra_slug[48]; /* "urn:idemhook:problem:<slug>" of a problem answer, or "" */
+	int64_t ra_retry_after_ms; /* the answer's Retry-After from now, or -1 */
 };
 
 /* POSTs req to url (the --to address joined with its target), with the
@@ -771,6 +785,7 @@ static int replay_http(struct replay_state *s, const char *url, const struct htt
 	const char *replayed;
 	const char *outcome;
 	const char *slug;
+	const char *retry_after;
 	size_t i;
 	int rc = -1;
 
@@ -808,6 +823,12 @@ static int replay_http(struct replay_state *s, const char *url, const struct htt
 	}
 	memset(ret, 0, sizeof(*ret));
 	ret->ra_status = (int)resp.hcr_status;
+	ret->ra_retry_after_ms = -1;
+	retry_after = httpc_response_header(&resp, "Retry-After");
+	if (retry_after != NULL && outbox_retry_after_ms(retry_after, (int64_t)time(NULL) * 1000,
+	                                                 &ret->ra_retry_after_ms) < 0) {
+		ret->ra_retry_after_ms = -1;
+	}
 	replayed = httpc_response_header(&resp, "Idempotent-Replayed");
 	ret->ra_replayed = replayed != NULL && strcasecmp(replayed, "true") == 0;
 	outcome = httpc_response_header(&resp, INGEST_OUTCOME_HEADER);
@@ -999,11 +1020,24 @@ static enum replay_verdict replay_verdict_of(const struct ingest_report *rep, co
 	return REPLAY_V_FAILED;
 }
 
+static void replay_sleep_ms(int64_t ms)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+	                      .tv_nsec = (long)(ms % 1000) * 1000000L};
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+	}
+}
+
+/* The pause before retry number attempt (1 = the first): 200, 400, 600 ms. */
+static int64_t replay_backoff_ms(int attempt)
+{
+	return 200 * (int64_t)attempt;
+}
+
 static void replay_backoff(int attempt)
 {
-	struct timespec ts = {.tv_sec = 0, .tv_nsec = 200000000L * attempt};
-
-	nanosleep(&ts, NULL);
+	replay_sleep_ms(replay_backoff_ms(attempt));
 }
 
 /* Counts an in-process verdict; a retry that found no success counts as
@@ -1152,16 +1186,21 @@ static void replay_submit(struct replay_state *s, const struct replay_entry *e, 
 	ingest_submit(s->st_store, job, replay_slot_done, sl);
 }
 
-/* Over HTTP: classified from the answer. */
+/* Over HTTP: classified from the answer. *ret_unavailable says whether the
+ * address was unavailable (no answer, or 429/503), *ret_wait_ms how long it
+ * asked to be left alone (Retry-After), or -1. */
 static enum replay_verdict replay_remote(struct replay_state *s, const struct http_request *req,
-					 const struct httpc_headers *sig, char *reason, size_t reason_size, char *err,
-					 size_t err_size)
+                                         const struct httpc_headers *sig, char *reason,
+                                         size_t reason_size, char *err, size_t err_size,
+                                         int *ret_unavailable, int64_t *ret_wait_ms)
 {
 	struct replay_answer a;
 	char herr[HTTPC_ERR_MAX];
 	char *url = NULL;
 	int rc;
 
+	*ret_unavailable = 0;
+	*ret_wait_ms = -1;
 	/* Built part by part: the capture's target is a path under the --to
 	 * address and can never name another host (an "@host:port/..."
 	 * target would with plain concatenation). Nothing is sent, and
@@ -1175,6 +1214,7 @@ static enum replay_verdict replay_remote(struct replay_state *s, const struct ht
 	free(url);
 	if (rc < 0) {
 		snprintf(reason, reason_size, "%s", "connection");
+		*ret_unavailable = 1;
 		return REPLAY_V_FAILED;
 	}
 	if (a.ra_slug[0] != '\0') {
@@ -1196,7 +1236,16 @@ static enum replay_verdict replay_remote(struct replay_state *s, const struct ht
 		return a.ra_replayed ? REPLAY_V_DUPLICATE : REPLAY_V_NEW;
 	}
 	if (a.ra_status == 409 || a.ra_status == 503 || a.ra_status == 429) {
-		replay_err(err, err_size, "the --to address answered %d", a.ra_status);
+		/* A 409 is one key still in progress there, not the address down. */
+		*ret_unavailable = a.ra_status != 409;
+		*ret_wait_ms = a.ra_retry_after_ms;
+		if (a.ra_retry_after_ms >= 0) {
+			replay_err(err, err_size,
+			           "the --to address answered %d (Retry-After: %" PRId64 " s)",
+			           a.ra_status, (a.ra_retry_after_ms + 999) / 1000);
+		} else {
+			replay_err(err, err_size, "the --to address answered %d", a.ra_status);
+		}
 		return REPLAY_V_RETRY;
 	}
 	if (a.ra_status == 400 || a.ra_status == 401 || a.ra_status == 403 || a.ra_status == 413) {
@@ -1213,22 +1262,48 @@ static void replay_one(struct replay_state *s, const struct replay_entry *e, con
 	char reason[64] = "";
 	char err[REPLAY_ERR_MAX] = "";
 	enum replay_verdict v = REPLAY_V_FAILED;
+	int unavailable = 0;
+	int64_t wait_ms = -1;
+	int64_t delay;
 	int attempt;
 
 	if (s->st_opt->ro_to == NULL) {
 		replay_submit(s, e, pc, req, verify_s);
 		return;
 	}
-	for (attempt = 0; attempt <= REPLAY_RETRIES; attempt++) {
-		if (attempt > 0) {
-			replay_backoff(attempt);
-		}
-		v = replay_remote(s, req, sig, reason, sizeof(reason), err, sizeof(err));
-		if (v != REPLAY_V_RETRY) {
+	for (attempt = 0;; attempt++) {
+		v = replay_remote(s, req, sig, reason, sizeof(reason), err, sizeof(err),
+		                  &unavailable, &wait_ms);
+		if (v != REPLAY_V_RETRY || attempt >= REPLAY_RETRIES) {
 			break;
 		}
+		/* The target's Retry-After wins over our own pause when longer;
+		 * one longer than the bound is not waited for. */
+		if (wait_ms > (int64_t)REPLAY_RETRY_AFTER_MAX_S * 1000) {
+			replay_err(err, sizeof(err),
+			           "the --to address answered %s and asks to wait %" PRId64
+			           " s, more than %d s: replay it later",
+			           reason, (wait_ms + 999) / 1000, REPLAY_RETRY_AFTER_MAX_S);
+			break;
+		}
+		delay = replay_backoff_ms(attempt + 1);
+		if (wait_ms > delay) {
+			delay = wait_ms;
+		}
+		replay_sleep_ms(delay);
 	}
 	replay_count(s, e, v, reason[0] != '\0' ? reason : NULL, err[0] != '\0' ? err : NULL);
+	/* A target that is plainly down would cost every remaining request
+	 * its whole --timeout: after ro_stop_after in a row, stop. */
+	if (!unavailable) {
+		s->st_unavailable = 0;
+		return;
+	}
+	s->st_unavailable++;
+	snprintf(s->st_unavailable_msg, sizeof(s->st_unavailable_msg), "%s", err);
+	if (s->st_opt->ro_stop_after > 0 && s->st_unavailable >= s->st_opt->ro_stop_after) {
+		s->st_stopped = 1;
+	}
 }
 
 static void replay_capture(struct replay_state *s, const struct replay_entry *e)
@@ -1386,6 +1461,17 @@ int replay_run(struct store *st, const struct config *cf, const struct replay_op
 		log_set_level(LOG_LEVEL_ERR);
 	}
 	for (i = 0; i < s.st_n; i++) {
+		if (s.st_stopped) {
+			ret->rs_not_sent = s.st_n - i;
+			if (opt->ro_progress == REPLAY_PROGRESS_BAR) {
+				fputs("\r\033[K", stderr);
+			}
+			log_err("replay: stopped: %u requests in a row found the --to address "
+			        "unavailable "
+			        "(last: %s); %zu not sent",
+			        s.st_unavailable, s.st_unavailable_msg, s.st_n - i);
+			break;
+		}
 		if (s.st_v[i].re_index < 0) {
 			replay_capture(&s, &s.st_v[i]);
 		} else {

@@ -15,6 +15,10 @@ struct store;
 #define REPLAY_REASONS_MAX 32 /* distinct reasons kept per summary category */
 #define REPLAY_TIMEOUT_DEFAULT_S 30 /* --to: the whole exchange of one request */
 #define REPLAY_RETRIES 3 /* extra attempts after a 409/503-like answer */
+#define REPLAY_RETRY_AFTER_MAX_S                                                                   \
+	60 /* --to: longest Retry-After waited for; a longer one fails the request */
+#define REPLAY_STOP_AFTER_DEFAULT                                                                  \
+	3 /* --to: requests in a row that find the address unavailable, then stop */
 #define REPLAY_JOBS_DEFAULT 64 /* in-process requests in flight (--jobs): a batch
 				 * of group commit, a bounded amount of memory */
 #define REPLAY_JOBS_MAX 1024
@@ -34,6 +38,10 @@ struct replay_options {
 	int ro_trust_unsigned; /* accept exported provider events (signed here) */
 	enum replay_progress ro_progress;
 	unsigned ro_timeout_s; /* --to; 0 = REPLAY_TIMEOUT_DEFAULT_S */
+	/* --to: stop the run once this many requests in a row found the
+	 * address unavailable (no answer, or 429/503 after the retries); 0 =
+	 * never */
+	unsigned ro_stop_after;
 	unsigned ro_jobs; /* in-process: requests in flight, their claims sharing commits;
 			     0 = REPLAY_JOBS_DEFAULT */
 };
@@ -52,6 +60,8 @@ struct replay_summary {
 	uint64_t rs_refused; /* processed, refused by business rules (key ends failed) */
 	uint64_t rs_rejected; /* refused before any claim (signature, body) */
 	uint64_t rs_failed; /* could not be replayed: unreadable, unknown provider, store or network */
+	uint64_t rs_not_sent; /* --to: left unsent when the run stopped (ro_stop_after); not in
+	                         rs_total */
 	struct replay_reason rs_rejected_reasons[REPLAY_REASONS_MAX];
 	size_t rs_n_rejected_reasons;
 	struct replay_reason rs_failed_reasons[REPLAY_REASONS_MAX];
@@ -74,7 +84,8 @@ int replay_run(struct store *st, const struct config *cf, const struct replay_op
 int replay_summary_text(const struct replay_summary *s, int dry_run, struct buf *out);
 int replay_summary_json(const struct replay_summary *s, int dry_run, struct buf *out);
 
-/* 1 when anything was rejected or failed (the exit status is then non-zero). */
+/* 1 when anything was rejected, failed or left unsent (the exit status is
+ * then non-zero). */
 int replay_summary_bad(const struct replay_summary *s);
 
 /* Checks a --to URL, http:// or https://host[:port][/prefix], and writes

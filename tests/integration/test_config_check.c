@@ -659,25 +659,25 @@ static const char *const cc_sections_want[] = {
         "idemhook.ini:43: [api] token: shop-b cannot be read",
         "idemhook.ini:49: [console] session_ttl = \"forever\"",
         "idemhook.ini:50: [console] login_failures = \"many\"",
-        "provider keys: line 53: hmac_key cannot be read",
+        "idemhook.ini:53: [provider keys] hmac_key cannot be read: ",
         "provider keys: line 54: hmac_key is not the hex key",
         "provider keys: basic_user (without ':') and basic_password go together",
-        "provider rotated: line 58: secret cannot be read",
-        "provider rotated: line 59: secret cannot be read",
-        "provider sw: line 62: secret cannot be read",
+        "idemhook.ini:58: [provider rotated] secret cannot be read: ",
+        "idemhook.ini:59: [provider rotated] secret cannot be read: ",
+        "idemhook.ini:62: [provider sw] secret cannot be read: ",
         "provider sw: line 63: secret is not whsec_ followed by base64",
         "provider signed: algorithm: expected sha256 or sha512",
         "provider signed: encoding: expected hex or base64",
-        "provider wx: line 72: platform_key cannot be read",
+        "idemhook.ini:72: [provider wx] platform_key cannot be read: ",
         "provider wx: line 73: platform_key needs \"SERIAL file:/path/to/key.pem\"",
-        "provider wx: line 74: apiv3_key cannot be read",
+        "idemhook.ini:74: [provider wx] apiv3_key cannot be read: ",
         "provider wx: line 75: apiv3_key is not 32 bytes",
-        "provider wx: merchant_key: cannot read the value",
+        "[provider wx] merchant_key cannot be read: file:/nonexistent/merchant.pem: cannot ",
         "provider wx: api_base_url: ",
-        "provider ali: line 84: public_key cannot be read",
+        "idemhook.ini:84: [provider ali] public_key cannot be read: ",
         "provider ali: line 85: public_key is not an Alipay public key",
         "provider ali: currency: expected a three-letter ISO 4217 code",
-        "provider ali: app_private_key: cannot read the value",
+        "[provider ali] app_private_key cannot be read: file:/nonexistent/app.pem: cannot ",
         "provider ali: gateway_url: expected an https:// URL",
 };
 
@@ -719,9 +719,9 @@ static void test_every_bad_key_and_list_entry_of_a_section_is_named_in_one_run(v
 static void test_the_lines_of_a_list_past_its_maximum_are_still_checked(void **state)
 {
 	static const char *const unwanted[] = {"are needed"};
-	char want[6][160];
-	const char *wants[6];
-	const struct cc_named cn = {wants, 6, 2, unwanted, 1};
+	char want[8][160];
+	const char *wants[8];
+	const struct cc_named cn = {wants, 8, 2, unwanted, 1};
 	char *priv_pem = NULL;
 	char *pub_pem = NULL;
 	struct buf b;
@@ -767,7 +767,10 @@ static void test_the_lines_of_a_list_past_its_maximum_are_still_checked(void **s
 		line++;
 	}
 	buf_puts(&b, "secret = file:/nonexistent/many\n");
-	snprintf(want[3], sizeof(want[3]), "provider many: line %d: secret cannot be read", line);
+	snprintf(want[3], sizeof(want[3]),
+	         "idemhook.ini:%d: [provider many] secret cannot be read: file:/nonexistent/many: "
+	         "cannot open",
+	         line);
 	line++;
 	/* 9 platform keys (8 at most), then one that cannot be read. */
 	buf_puts(&b, "[provider wxmany]\ntype = wechatpay\napiv3_key = "
@@ -778,17 +781,95 @@ static void test_the_lines_of_a_list_past_its_maximum_are_still_checked(void **s
 		line++;
 	}
 	buf_puts(&b, "platform_key = S10 file:/nonexistent/wx.pem\n");
-	snprintf(want[4], sizeof(want[4]), "provider wxmany: line %d: platform_key cannot be read",
+	snprintf(want[4], sizeof(want[4]),
+	         "idemhook.ini:%d: [provider wxmany] platform_key cannot be read: "
+	         "file:/nonexistent/wx.pem",
 	         line);
 	snprintf(want[5], sizeof(want[5]), "provider wxmany: line %d: more than 8 platform_key",
 	         line - 1);
-	for (i = 0; i < 6; i++) {
+	line++;
+	/* 17 console tokens (16 at most), then one with a role that is none. */
+	buf_puts(&b, "[console]\nenabled = yes\n");
+	line += 2;
+	for (i = 1; i <= 17; i++) {
+		buf_printf(&b, "token = op%d operator env:IDEMHOOK_CC_TOK\n", i);
+		line++;
+	}
+	buf_puts(&b, "token = late admin env:IDEMHOOK_CC_TOK\n");
+	snprintf(want[6], sizeof(want[6]), "idemhook.ini:%d: [console] token: more than 16 tokens",
+	         line - 1);
+	snprintf(want[7], sizeof(want[7]), "idemhook.ini:%d: [console] token: expected NAME", line);
+	for (i = 0; i < 8; i++) {
 		wants[i] = want[i];
 	}
 	cc_named_in_one_run(b.buf_data, &cn, "evt_cc_over");
 	buf_finish(&b);
 	unsetenv(CC_PUB_ENV);
 	unsetenv("IDEMHOOK_CC_TOK");
+}
+
+/* The lines of out that hold needle. */
+static int cc_lines_with(const char *out, const char *needle)
+{
+	const char *p = out;
+	int n = 0;
+
+	while ((p = strstr(p, needle)) != NULL) {
+		n++;
+		p = strchr(p, '\n');
+		if (p == NULL) {
+			break;
+		}
+	}
+	return n;
+}
+
+/* One unreadable secret is one line that says where (file:line), which key,
+ * from where (the reference as written) and why, not three partial ones. */
+static void test_an_unreadable_secret_is_one_line_with_file_line_key_source_and_cause(void **state)
+{
+	static const char *const want[][2] = {
+	        {"/nonexistent/ps", "idemhook.ini:23: [provider ps] secret cannot be read: "
+	                            "file:/nonexistent/ps: cannot open: No such file or directory"},
+	        {"/nonexistent/tok",
+	         "idemhook.ini:25: [api] token: shop cannot be read: "
+	         "file:/nonexistent/tok: cannot open: No such file or directory"},
+	        {"/nonexistent/ctok",
+	         "idemhook.ini:28: [console] token alice: cannot be read: "
+	         "file:/nonexistent/ctok: cannot open: No such file or directory"},
+	        {"/nonexistent/sign", "idemhook.ini:30: [outbound] signing_secret: cannot be read: "
+	                              "file:/nonexistent/sign: cannot open: No such file or "
+	                              "directory"},
+	};
+	struct daemon d;
+	const char *args[] = {"serve", "-c", d.dm_config, NULL};
+	char *out = NULL;
+	size_t i;
+
+	(void)state;
+	/* Lines from 21, after the harness's 14 and FX_STRIPE_INI's 6. */
+	assert_int_equal(daemon_init(&d,
+	                             FX_STRIPE_INI "[provider ps]\ntype = stripe\n"
+	                                           "secret = file:/nonexistent/ps\n"
+	                                           "[api]\ntoken = shop file:/nonexistent/tok\n"
+	                                           "[console]\nenabled = yes\n"
+	                                           "token = alice operator file:/nonexistent/ctok\n"
+	                                           "[outbound]\n"
+	                                           "signing_secret = file:/nonexistent/sign\n"),
+	                 0);
+	assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, args, &out), 78);
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		if (strstr(out, want[i][1]) == NULL || cc_lines_with(out, want[i][0]) != 1) {
+			print_error("wanted \"%s\" on the one line naming %s:\n%s\n", want[i][1],
+			            want[i][0], out);
+		}
+		assert_non_null(strstr(out, want[i][1]));
+		assert_int_equal(cc_lines_with(out, want[i][0]), 1);
+	}
+	assert_null(strstr(out, "cannot read the value"));
+	assert_null(strstr(out, "secret file "));
+	free(out);
+	daemon_finish(&d);
 }
 
 /* A public key written in the file is no secret: no warning about it,
@@ -1082,6 +1163,8 @@ int main(void)
 	        cmocka_unit_test(
 	                test_every_bad_key_and_list_entry_of_a_section_is_named_in_one_run),
 	        cmocka_unit_test(test_the_lines_of_a_list_past_its_maximum_are_still_checked),
+	        cmocka_unit_test(
+	                test_an_unreadable_secret_is_one_line_with_file_line_key_source_and_cause),
 	        cmocka_unit_test(
 	                test_a_reload_refuses_a_spool_or_database_directory_the_start_cannot_make),
 	        cmocka_unit_test(test_a_reload_names_keys_that_need_a_restart_and_applies_outbound),

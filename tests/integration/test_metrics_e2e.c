@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "buf.h"
+#include "fixtures.h"
 #include "harness.h"
 #include "integration/prom_text.h"
 #include "rawhttp.h"
@@ -101,6 +102,66 @@ static void test_healthz_and_readyz_answer_on_the_admin_listener_only(void **sta
 	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
 	assert_true(r.hs_status == 404 || r.hs_status == 405);
 	hres_finish(&r);
+}
+
+/* The sample name{canon} exists and is 0. */
+static void t_zero(const struct prom_text *p, const char *name, const char *canon)
+{
+	const struct prom_sample *s = prom_find(p, name, canon);
+
+	if (s == NULL || s->ps_value != 0) {
+		fail_msg("%s{%s}: %s", name, canon, s == NULL ? "absent" : "not 0");
+	}
+}
+
+/* Prometheus' guidance: the series whose labels are known are exported at
+ * 0 from the start, so that increase() sees their first count. An
+ * instance's outcomes, reject and unapplied reasons, its reconciliation
+ * counters when it can reconcile; a reload adds a new instance's. */
+static void test_known_series_are_exported_at_zero_from_the_start_and_a_reload(void **state)
+{
+	static const char *const outcomes[] = {"new",      "replayed",    "mismatch", "failed",
+	                                       "rejected", "in_progress", "transient"};
+	static struct prom_text p;
+	struct daemon d;
+	char canon[256];
+	size_t i;
+
+	(void)state;
+	fx_daemon_start(&d, T_INI "\n[provider rec]\ntype = stripe\nsecret = " T_SECRET "\n"
+	                          "api_key = rk_test_metrics\n");
+	scrape(&d, &p);
+	for (i = 0; i < sizeof(outcomes) / sizeof(outcomes[0]); i++) {
+		snprintf(canon, sizeof(canon), "outcome=\"%s\",provider=\"stripe\"", outcomes[i]);
+		t_zero(&p, "idemhook_requests_total", canon);
+	}
+	t_zero(&p, "idemhook_rejected_total", "provider=\"stripe\",reason=\"bad_signature\"");
+	t_zero(&p, "idemhook_rejected_total", "provider=\"stripe\",reason=\"stale_timestamp\"");
+	t_zero(&p, "idemhook_events_unapplied_total",
+	       "provider=\"stripe\",reason=\"unknown_order\"");
+	t_zero(&p, "idemhook_events_unapplied_total",
+	       "provider=\"stripe\",reason=\"amount_mismatch\"");
+	t_zero(&p, "idemhook_events_unapplied_total",
+	       "provider=\"stripe\",reason=\"refused_by_provider_rules\"");
+	t_zero(&p, "idemhook_duplicates_absorbed_total", "provider=\"stripe\"");
+	t_zero(&p, "idemhook_fingerprint_mismatches_total", "provider=\"stripe\"");
+	t_zero(&p, "idemhook_request_duration_seconds_count", "provider=\"stripe\"");
+	/* rec has an api_key, so it can reconcile; stripe cannot. */
+	t_zero(&p, "idemhook_reconcile_events_total", "provider=\"rec\",result=\"applied\"");
+	t_zero(&p, "idemhook_reconcile_failures_total", "provider=\"rec\"");
+	t_zero(&p, "idemhook_reconcile_orders_checked_total", "provider=\"rec\"");
+	assert_null(prom_find(&p, "idemhook_reconcile_failures_total", "provider=\"stripe\""));
+
+	assert_int_equal(daemon_append_config(
+	                         &d, "\n[provider late]\ntype = stripe\nsecret = " T_SECRET "\n"),
+	                 0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "SIGHUP: configuration", 10000), 0);
+	scrape(&d, &p);
+	t_zero(&p, "idemhook_requests_total", "outcome=\"new\",provider=\"late\"");
+	t_zero(&p, "idemhook_events_unapplied_total", "provider=\"late\",reason=\"unknown_order\"");
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
 }
 
 static void test_metrics_text_declares_every_family_with_help_and_type(void **state)
@@ -540,6 +601,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_healthz_and_readyz_answer_on_the_admin_listener_only),
+	        cmocka_unit_test(
+	                test_known_series_are_exported_at_zero_from_the_start_and_a_reload),
 	        cmocka_unit_test(test_metrics_text_declares_every_family_with_help_and_type),
 	        cmocka_unit_test(
 	                test_a_storm_of_duplicates_moves_new_once_and_replayed_for_the_rest),

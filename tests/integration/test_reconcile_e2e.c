@@ -1501,6 +1501,38 @@ static void test_a_listing_past_max_pages_or_max_bytes_is_cut_and_says_so(void *
 	env_finish(&e);
 }
 
+/* bytes counts the listing's pages, as max_bytes bounds them: a 503 with
+ * a large body, retried, is one more request, not bytes of the listing. */
+static void test_an_error_answers_body_is_not_counted_as_listing_bytes(void **state)
+{
+	struct peer_behaviour busy;
+	struct t_env e;
+	char *out = NULL;
+	int64_t bytes;
+	int64_t requests;
+
+	(void)state;
+	env_start(&e, T_RECONCILE_FAST);
+	many_events();
+	assert_int_equal(reconcile(&e, &out, "--provider", "stripe", "--json", NULL), 0);
+	bytes = stripe_field(out, "bytes");
+	requests = stripe_field(out, "requests");
+	free(out);
+	assert_true(bytes > 300 * 200);
+	/* The same listing again, its first page answered 503 first. */
+	memset(&busy, 0, sizeof(busy));
+	busy.pb_action = PEER_HUGE;
+	busy.pb_status = 503;
+	busy.pb_size = 100000;
+	assert_int_equal(peer_script(e.te_peer, "/v1/events", &busy), 0);
+	assert_int_equal(reconcile(&e, &out, "--provider", "stripe", "--json", NULL), 0);
+	assert_int_equal(stripe_field(out, "pages"), 30);
+	assert_int_equal(stripe_field(out, "requests"), requests + 1);
+	assert_int_equal(stripe_field(out, "bytes"), bytes);
+	free(out);
+	env_finish(&e);
+}
+
 static void
 test_a_listing_that_says_has_more_but_does_not_go_on_fails_rather_than_ends(void **state)
 {
@@ -1564,6 +1596,7 @@ int main(void)
 	        cmocka_unit_test(
 	                test_a_long_listing_is_applied_page_by_page_holding_one_page_at_a_time),
 	        cmocka_unit_test(test_a_listing_past_max_pages_or_max_bytes_is_cut_and_says_so),
+	        cmocka_unit_test(test_an_error_answers_body_is_not_counted_as_listing_bytes),
 	        cmocka_unit_test(
 	                test_a_listing_that_says_has_more_but_does_not_go_on_fails_rather_than_ends),
 	};

@@ -2,7 +2,8 @@
  * address and nowhere else: a capture whose request target is not a path
  * ("@127.0.0.1:OTHER/hooks/stripe", which concatenated after the base URL
  * makes libcurl connect to OTHER) is not sent, and is counted failed, never
- * new. */
+ * new. It waits as long as the target's Retry-After asks (within a bound),
+ * and stops the run when the target is plainly down. */
 #define _XOPEN_SOURCE 700
 #include <ftw.h>
 #include <setjmp.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 #include <cmocka.h>
@@ -132,11 +134,209 @@ test_a_capture_whose_target_names_another_host_is_sent_nowhere_and_not_counted(v
 	peer_destroy(other);
 }
 
+/* Captures n Stripe callbacks with a daemon whose spool is o's; o stays
+ * initialised (stopped) so that its configuration can replay them. */
+static void t_capture(struct daemon *o, char *spool, size_t spool_size, int n)
+{
+	char id[64];
+	char *body;
+	int i;
+
+	assert_int_equal(daemon_init(o, FX_STRIPE_INI), 0);
+	snprintf(spool, spool_size, "%s/spool", o->dm_dir);
+	fx_append_config(o, "\n[capture]\nmode = all\ndir = %s\n", spool);
+	assert_int_equal(daemon_start(o), 0);
+	for (i = 0; i < n; i++) {
+		snprintf(id, sizeof(id), "evt_ra_%d", i);
+		body = hn_stripe_event(id, "customer.created",
+		                       "{\"id\":\"cus_ra\",\"object\":\"customer\"}");
+		assert_int_equal(fx_stripe_send(o, body, NULL), 200);
+		free(body);
+	}
+	assert_int_equal(daemon_term(o, 20), 0);
+}
+
+/* Runs replay --json --to peer over spool with o's configuration; returns
+ * the exit status and the summary in *ret. */
+static int t_replay(struct daemon *o, const char *to, const char *spool, const char *extra,
+                    const char *extra_value, cJSON **ret)
+{
+	const char *args[] = {"replay", "--json", "--timeout", "1",  "--to",
+	                      to,       spool,    NULL,        NULL, NULL};
+	char *out = NULL;
+	int rc;
+
+	if (extra != NULL) {
+		args[6] = extra;
+		args[7] = extra_value;
+		args[8] = spool;
+	}
+	rc = daemon_cli(o, 1, args, &out);
+	assert_non_null(out);
+	*ret = cJSON_Parse(out);
+	if (*ret == NULL) {
+		fail_msg("replay printed no JSON summary: \"%s\"", out);
+	}
+	free(out);
+	return rc;
+}
+
+static int64_t t_at_ms(struct peer *p, size_t i)
+{
+	struct peer_request r;
+	int64_t at;
+
+	assert_int_equal(peer_request(p, i, &r), 0);
+	at = r.pq_at_ms;
+	peer_request_finish(&r);
+	return at;
+}
+
+static void test_replay_waits_as_long_as_the_targets_retry_after_asks(void **state)
+{
+	struct daemon origin;
+	struct peer *target;
+	struct peer_behaviour b;
+	char spool[600];
+	char date[64];
+	struct tm tm;
+	time_t when;
+	cJSON *s;
+
+	(void)state;
+	t_capture(&origin, spool, sizeof(spool), 1);
+	target = peer_create();
+	assert_non_null(target);
+	/* 429 with delta-seconds, then 503 with an HTTP-date, then accepted. */
+	memset(&b, 0, sizeof(b));
+	b.pb_action = PEER_RETRY_AFTER;
+	b.pb_retry_after = "2";
+	assert_int_equal(peer_script(target, NULL, &b), 0);
+	when = time(NULL) + 4;
+	gmtime_r(&when, &tm);
+	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+	b = peer_reply(503, "{}");
+	b.pb_retry_after = date;
+	assert_int_equal(peer_script(target, NULL, &b), 0);
+	assert_int_equal(t_replay(&origin, peer_base(target), spool, NULL, NULL, &s), 0);
+	assert_int_equal(t_field(s, "new"), 1);
+	assert_int_equal(t_field(s, "failed"), 0);
+	cJSON_Delete(s);
+	assert_int_equal(peer_count(target), 3);
+	/* Our own pauses are 200 and 400 ms: these waits are the target's. */
+	assert_true(t_at_ms(target, 1) - t_at_ms(target, 0) >= 1900);
+	assert_true(t_at_ms(target, 2) - t_at_ms(target, 1) >= 1500);
+	peer_destroy(target);
+	daemon_finish(&origin);
+}
+
+static void test_replay_does_not_wait_an_hour_for_a_retry_after_but_fails_the_request(void **state)
+{
+	struct daemon origin;
+	struct peer *target;
+	struct peer_behaviour b;
+	char spool[600];
+	const cJSON *reasons;
+	cJSON *s;
+
+	(void)state;
+	t_capture(&origin, spool, sizeof(spool), 1);
+	target = peer_create();
+	assert_non_null(target);
+	memset(&b, 0, sizeof(b));
+	b.pb_action = PEER_RETRY_AFTER;
+	b.pb_retry_after = "3600";
+	assert_int_equal(peer_default(target, NULL, &b), 0);
+	assert_int_equal(t_replay(&origin, peer_base(target), spool, NULL, NULL, &s), 65);
+	assert_int_equal(t_field(s, "failed"), 1);
+	reasons = cJSON_GetObjectItemCaseSensitive(s, "failed_reasons");
+	assert_int_equal(t_field(reasons, "http_429"), 1);
+	cJSON_Delete(s);
+	assert_int_equal(peer_count(target), 1);
+	assert_int_equal(daemon_log_wait(&origin, "asks to wait 3600 s", 0), 0);
+	peer_destroy(target);
+	daemon_finish(&origin);
+}
+
+static void test_replay_stops_after_three_requests_in_a_row_get_no_answer(void **state)
+{
+	struct daemon origin;
+	struct peer *target;
+	struct peer_behaviour b;
+	char spool[600];
+	const char *usage[] = {"replay", "--stop-after", "2", NULL, NULL};
+	cJSON *s;
+
+	(void)state;
+	t_capture(&origin, spool, sizeof(spool), 6);
+	target = peer_create();
+	assert_non_null(target);
+	memset(&b, 0, sizeof(b));
+	b.pb_action = PEER_HANG;
+	b.pb_ms = 20000;
+	assert_int_equal(peer_default(target, NULL, &b), 0);
+	/* Each one waits its whole --timeout (1 s); the fourth is not sent. */
+	assert_int_equal(t_replay(&origin, peer_base(target), spool, NULL, NULL, &s), 69);
+	assert_int_equal(t_field(s, "failed"), 3);
+	assert_int_equal(t_field(s, "not_sent"), 3);
+	cJSON_Delete(s);
+	assert_int_equal(peer_count(target), 3);
+	assert_int_equal(daemon_log_wait(&origin, "replay: stopped: 3 requests in a row", 0), 0);
+	/* --stop-after 0 never stops: all six are tried. */
+	assert_int_equal(t_replay(&origin, peer_base(target), spool, "--stop-after", "0", &s), 65);
+	assert_int_equal(t_field(s, "failed"), 6);
+	assert_int_equal(t_field(s, "not_sent"), 0);
+	cJSON_Delete(s);
+	assert_int_equal(peer_count(target), 9);
+	/* In-process there is no address to give up on. */
+	usage[3] = spool;
+	assert_int_equal(daemon_cli(&origin, 1, usage, NULL), 64);
+	peer_destroy(target);
+	daemon_finish(&origin);
+}
+
+static void test_a_request_answered_in_between_starts_the_count_again(void **state)
+{
+	struct daemon origin;
+	struct peer *target;
+	struct peer_behaviour hang;
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	char spool[600];
+	cJSON *s;
+
+	(void)state;
+	t_capture(&origin, spool, sizeof(spool), 5);
+	target = peer_create();
+	assert_non_null(target);
+	memset(&hang, 0, sizeof(hang));
+	hang.pb_action = PEER_HANG;
+	hang.pb_ms = 20000;
+	/* no answer, no answer, accepted, no answer, no answer: never 3 in a row */
+	assert_int_equal(peer_script(target, NULL, &hang), 0);
+	assert_int_equal(peer_script(target, NULL, &hang), 0);
+	assert_int_equal(peer_script(target, NULL, &ok), 0);
+	assert_int_equal(peer_script(target, NULL, &hang), 0);
+	assert_int_equal(peer_script(target, NULL, &hang), 0);
+	assert_int_equal(t_replay(&origin, peer_base(target), spool, NULL, NULL, &s), 65);
+	assert_int_equal(t_field(s, "new"), 1);
+	assert_int_equal(t_field(s, "failed"), 4);
+	assert_int_equal(t_field(s, "not_sent"), 0);
+	cJSON_Delete(s);
+	assert_int_equal(peer_count(target), 5);
+	peer_destroy(target);
+	daemon_finish(&origin);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(
 	                test_a_capture_whose_target_names_another_host_is_sent_nowhere_and_not_counted),
+	        cmocka_unit_test(test_replay_waits_as_long_as_the_targets_retry_after_asks),
+	        cmocka_unit_test(
+	                test_replay_does_not_wait_an_hour_for_a_retry_after_but_fails_the_request),
+	        cmocka_unit_test(test_replay_stops_after_three_requests_in_a_row_get_no_answer),
+	        cmocka_unit_test(test_a_request_answered_in_between_starts_the_count_again),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

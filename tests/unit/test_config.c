@@ -270,30 +270,38 @@ static void test_secrets_come_from_files_credentials_and_environment(void **stat
 	char *s = NULL;
 	size_t len = 0;
 	char spec[256];
+	char err[CONFIG_SECRET_ERR_MAX];
 
 	write_file("cred", "s3cret\r\n");
 	snprintf(spec, sizeof(spec), "file:%s/cred", tmpdir);
-	assert_int_equal(config_read_secret(spec, &s, &len), 0);
+	assert_int_equal(config_read_secret(spec, &s, &len, err, sizeof(err)), 0);
 	assert_string_equal(s, "s3cret");
 	assert_int_equal(len, 6);
 	free(s);
 	setenv("CREDENTIALS_DIRECTORY", tmpdir, 1);
-	assert_int_equal(config_read_secret("credential:cred", &s, &len), 0);
+	assert_int_equal(config_read_secret("credential:cred", &s, &len, err, sizeof(err)), 0);
 	assert_string_equal(s, "s3cret");
 	free(s);
-	assert_int_equal(config_read_secret("credential:../etc/passwd", &s, &len), -1);
+	assert_int_equal(config_read_secret("credential:../etc/passwd", &s, &len, err, sizeof(err)),
+	                 -1);
 	unsetenv("CREDENTIALS_DIRECTORY");
-	assert_int_equal(config_read_secret("credential:cred", &s, &len), -1);
+	assert_int_equal(config_read_secret("credential:cred", &s, &len, err, sizeof(err)), -1);
 	setenv("IDEMHOOK_TEST_SECRET", "from-env", 1);
-	assert_int_equal(config_read_secret("env:IDEMHOOK_TEST_SECRET", &s, &len), 0);
+	assert_int_equal(config_read_secret("env:IDEMHOOK_TEST_SECRET", &s, &len, err, sizeof(err)),
+	                 0);
 	assert_string_equal(s, "from-env");
 	free(s);
-	assert_int_equal(config_read_secret("file:/nonexistent/secret", &s, &len), -1);
+	assert_int_equal(config_read_secret("file:/nonexistent/secret", &s, &len, err, sizeof(err)),
+	                 -1);
+	/* The source and the cause in one sentence, for the caller's one line. */
+	assert_string_equal(err,
+	                    "file:/nonexistent/secret: cannot open: No such file or directory");
 	/* A FIFO would keep a reload waiting for a writer; a device may never end. */
 	snprintf(spec, sizeof(spec), "%s/fifo", tmpdir);
 	assert_int_equal(mkfifo(spec, 0600), 0);
-	assert_int_equal(config_read_secret(spec, &s, &len), -1);
-	assert_int_equal(config_read_secret("file:/dev/zero", &s, &len), -1);
+	assert_int_equal(config_read_secret(spec, &s, &len, err, sizeof(err)), -1);
+	assert_non_null(strstr(err, "fifo: is not a regular file"));
+	assert_int_equal(config_read_secret("file:/dev/zero", &s, &len, err, sizeof(err)), -1);
 }
 
 /* stderr caught from here to log_catch_end: returns what log_catch_end needs. */
