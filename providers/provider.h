@@ -168,6 +168,10 @@ struct provider {
 	int (*p_simulate)(const struct provider_conf *pc, const struct provider_sim *sim, int64_t now_s,
 			  struct buf *ret_body,
 			  void (*add_header)(void *arg, const char *name, const char *value), void *arg);
+	/* 1 when the provider sends thin notifications whose full event the
+	 * fetch worker asks for by id (Stripe's event destinations): their
+	 * fetch failures are counted per instance. */
+	int p_thin_events;
 	/* Optional (reconciliation): how this instance can be asked; NULL is
 	 * PROVIDER_RECONCILE_NONE. With NONE, *ret_why (static) says why and
 	 * what to do instead; the other modes may set it too (NULL: none). */

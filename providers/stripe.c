@@ -1021,6 +1021,7 @@ const struct provider provider_stripe = {
         .p_ack = stripe_ack,
         .p_sign = stripe_sign,
         .p_simulate = stripe_simulate,
+        .p_thin_events = 1,
         .p_reconcile_mode = stripe_reconcile_mode,
         .p_reconcile_request = stripe_reconcile_request,
         .p_reconcile_answer = stripe_reconcile_answer,

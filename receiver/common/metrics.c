@@ -275,6 +275,13 @@ void metrics_declare_reconcile(const char *provider)
 	metrics_reconcile_instance(provider, &none);
 }
 
+void metrics_declare_fetch(const char *provider)
+{
+	pthread_mutex_lock(&metrics_lock);
+	(void)metrics_series_get(&metrics_fetch_failures, provider, "");
+	pthread_mutex_unlock(&metrics_lock);
+}
+
 void metrics_http_cut(const char *listener, const char *reason)
 {
 	metrics_count(&metrics_http_cuts, listener, reason);

@@ -22,12 +22,14 @@ void metrics_unapplied(const char *provider, const char *reason);
  * increase() and rate(). Its requests for each outcome, its rejects for
  * each reason given, its duplicates, mismatches and latency; with
  * metrics_declare_unapplied its unapplied events for each reason; with
- * metrics_declare_reconcile its reconciliation counters. Lists are
+ * metrics_declare_reconcile its reconciliation counters; with
+ * metrics_declare_fetch its thin events' fetch failures. Lists are
  * NULL-terminated; a series that exists keeps its count. */
 void metrics_declare_provider(const char *provider, const char *const *outcomes,
                               const char *const *rejected);
 void metrics_declare_unapplied(const char *provider, const char *const *reasons);
 void metrics_declare_reconcile(const char *provider);
+void metrics_declare_fetch(const char *provider);
 /* The HTTP listener named listener ("public", "admin"): a connection the
  * sweeper closed (reason: head_timeout, body_min_rate, make_room, drain),
  * a request answered before routing (status), a drain begun (kind: reload

@@ -103,6 +103,10 @@ static void app_metrics_declare(const struct config *cf)
 		if (p != NULL && p->p_reconcile_mode != NULL &&
 		    p->p_reconcile_mode(pc, &why) != PROVIDER_RECONCILE_NONE) {
 			metrics_declare_reconcile(pc->pc_name);
+			/* thin events are fetched with reconciliation's client */
+			if (p->p_thin_events) {
+				metrics_declare_fetch(pc->pc_name);
+			}
 		}
 	}
 }

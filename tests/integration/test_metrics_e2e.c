@@ -117,7 +117,8 @@ static void t_zero(const struct prom_text *p, const char *name, const char *cano
 /* Prometheus' guidance: the series whose labels are known are exported at
  * 0 from the start, so that increase() sees their first count. An
  * instance's outcomes, reject and unapplied reasons, its reconciliation
- * counters when it can reconcile; a reload adds a new instance's. */
+ * counters (and its thin events' fetch failures) when it can reconcile; a
+ * reload adds a new instance's. */
 static void test_known_series_are_exported_at_zero_from_the_start_and_a_reload(void **state)
 {
 	static const char *const outcomes[] = {"new",      "replayed",    "mismatch", "failed",
@@ -151,6 +152,9 @@ static void test_known_series_are_exported_at_zero_from_the_start_and_a_reload(v
 	t_zero(&p, "idemhook_reconcile_failures_total", "provider=\"rec\"");
 	t_zero(&p, "idemhook_reconcile_orders_checked_total", "provider=\"rec\"");
 	assert_null(prom_find(&p, "idemhook_reconcile_failures_total", "provider=\"stripe\""));
+	/* rec's thin events are fetched with that client: their failures too */
+	t_zero(&p, "idemhook_fetch_failures_total", "provider=\"rec\"");
+	assert_null(prom_find(&p, "idemhook_fetch_failures_total", "provider=\"stripe\""));
 
 	assert_int_equal(daemon_append_config(
 	                         &d, "\n[provider late]\ntype = stripe\nsecret = " T_SECRET "\n"),
