@@ -768,18 +768,26 @@ static int hn_db_unit(struct store_tx *tx, void *arg)
 	return store_query_each(tx, q->dq_sql, NULL, 0, hn_db_row, q);
 }
 
-static int hn_db_run(const char *db_path, struct hn_db_query *q)
+/* The store at db_path (a SQLite path or a store location), opened to
+ * read, or to write one that exists; NULL when it cannot be. */
+static struct store *hn_db_open(const char *db_path, int write)
 {
 	struct store_options so;
-	struct store *st;
-	int rc;
 
 	memset(&so, 0, sizeof(so));
 	if (store_location_parse(db_path, &so) < 0) {
-		return -1;
+		return NULL;
 	}
-	so.so_read_only = 1;
-	st = store_create(&so);
+	so.so_read_only = !write;
+	so.so_must_exist = write;
+	return store_create(&so);
+}
+
+static int hn_db_run(const char *db_path, struct hn_db_query *q)
+{
+	struct store *st = hn_db_open(db_path, 0);
+	int rc;
+
 	if (st == NULL) {
 		return -1;
 	}
@@ -842,16 +850,9 @@ static int hn_db_exec_unit(struct store_tx *tx, void *arg)
 
 int hn_db_exec(const char *db_path, const char *sql)
 {
-	struct store_options so;
-	struct store *st;
+	struct store *st = hn_db_open(db_path, 1);
 	int rc;
 
-	memset(&so, 0, sizeof(so));
-	if (store_location_parse(db_path, &so) < 0) {
-		return -1;
-	}
-	so.so_must_exist = 1;
-	st = store_create(&so);
 	if (st == NULL) {
 		return -1;
 	}
