@@ -48,10 +48,11 @@ static void cmd_events_usage(FILE *out)
 	        "       idemhook [-c FILE] events show ID [--json]\n"
 	        "       idemhook [-c FILE] events reprocess ID...\n"
 	        "       idemhook [-c FILE] events dismiss ID... --reason TEXT\n"
-	        "       idemhook [-c FILE] events dismiss --reason TEXT [--provider NAME]\n"
-	        "                [--failed-reason SLUG] [--source S] [--order ID] [--key-prefix "
-	        "P]\n"
-	        "                [--test-mode | --live] [--confirm N]\n\n"
+	        "       idemhook [-c FILE] events dismiss --reason TEXT [--status "
+	        "failed|fetching]\n"
+	        "                [--provider NAME] [--failed-reason SLUG] [--source S]\n"
+	        "                [--order ID] [--key-prefix P] [--test-mode | --live]\n"
+	        "                [--confirm N]\n\n"
 	        "list shows processed callbacks, newest first (default limit 50); SOURCE says\n"
 	        "whether the provider sent the event (callback) or reconciliation asked for it\n"
 	        "(reconcile, see idemhook reconcile). --failed is --status failed: the events\n"
@@ -75,8 +76,10 @@ static void cmd_events_usage(FILE *out)
 	        "waiting for its full event that the provider no longer has (Stripe keeps\n"
 	        "events 30 days): never applied, it is no longer fetched, counted as waiting\n"
 	        "or kept by gc past its retention. By filter, it first prints how many\n"
-	        "open failed events match; run it again with --confirm N to dismiss exactly\n"
-	        "those N. Each dismissal is in the audit log (idemhook audit list).\n\n"
+	        "events match: failed ones not dismissed (--status failed, the default), or\n"
+	        "thin events waiting (--status fetching), live ones unless --test-mode; run\n"
+	        "it again with --confirm N to dismiss exactly those N. Each dismissal is in\n"
+	        "the audit log (idemhook audit list).\n\n"
 	        "Exit status: 0 done, 1 reprocessed but still failed, 64 usage (an unknown\n"
 	        "provider too), 65 refused, 66 no such event, 69 database unavailable,\n"
 	        "75 database busy or failing.\n");
@@ -504,14 +507,17 @@ static int cmd_events_dismiss(int argc, char **argv, const struct config *cf, st
 	        {"test-mode", no_argument, NULL, 't'},
 	        {"live", no_argument, NULL, 'l'},
 	        {"confirm", required_argument, NULL, 'y'},
+	        {"status", required_argument, NULL, 's'},
 	        {NULL, 0, NULL, 0},
 	};
 	struct console_db_filter f;
+	const char *what;
 	char actor[CONSOLE_DB_ACTOR_MAX];
 	const char *reason = NULL;
 	int64_t confirm = -1;
 	int64_t count = 0;
 	int by_filter = 0;
+	int fetching;
 	int c;
 	int r;
 	int rc;
@@ -519,7 +525,7 @@ static int cmd_events_dismiss(int argc, char **argv, const struct config *cf, st
 	console_db_filter_init(&f);
 	optind = 0;
 	for (;;) {
-		c = getopt_long(argc, argv, "r:p:f:o:O:k:tly:", opts, NULL);
+		c = getopt_long(argc, argv, "r:p:f:o:O:k:tly:s:", opts, NULL);
 		if (c == -1) {
 			break;
 		}
@@ -535,6 +541,14 @@ static int cmd_events_dismiss(int argc, char **argv, const struct config *cf, st
 			f.ef_order = optarg;
 		} else if (c == 'k') {
 			f.ef_key_prefix = optarg;
+		} else if (c == 's') {
+			if (strcmp(optarg, "failed") != 0 && strcmp(optarg, "fetching") != 0) {
+				fprintf(stderr, "idemhook events dismiss: --status is failed or "
+				                "fetching (a done event was applied: nothing to "
+				                "dismiss)\n");
+				return EX_USAGE;
+			}
+			f.ef_outcome = optarg;
 		} else if (c == 't' || c == 'l') {
 			f.ef_test_mode = c == 't';
 		} else if (c == 'y') {
@@ -577,6 +591,20 @@ static int cmd_events_dismiss(int argc, char **argv, const struct config *cf, st
 		}
 		return cmd_events_dismiss_ids(argc, argv, optind, reason, st);
 	}
+	fetching = f.ef_outcome != NULL && strcmp(f.ef_outcome, "fetching") == 0;
+	if (fetching && f.ef_reason != NULL) {
+		fprintf(stderr, "idemhook events dismiss: --failed-reason selects failed events; "
+		                "a thin event waiting (--status fetching) has no failure reason\n");
+		return EX_USAGE;
+	}
+	/* The set counted, named as the operator knows it: open failed
+	 * events are the alert's (live). */
+	if (fetching) {
+		what = f.ef_test_mode == 1 ? "test-mode thin event(s) waiting for their full event"
+		                           : "thin event(s) waiting for their full event";
+	} else {
+		what = f.ef_test_mode == 1 ? "failed test-mode event(s)" : "open failed event(s)";
+	}
 	/* A misspelt provider would match nothing and read as "0 match":
 	 * refused as events list refuses it. */
 	if (f.ef_provider != NULL) {
@@ -592,16 +620,16 @@ static int cmd_events_dismiss(int argc, char **argv, const struct config *cf, st
 		return EX_TEMPFAIL;
 	}
 	if (confirm < 0) {
-		printf("%" PRId64 " open failed event(s) match; to dismiss them run the same "
-		       "command with --confirm %" PRId64 "\n",
-		       count, count);
+		printf("%" PRId64 " %s match; to dismiss them run the same command with "
+		       "--confirm %" PRId64 "\n",
+		       count, what, count);
 		return EX_OK;
 	}
 	if (r == 1) {
 		fprintf(stderr,
-		        "idemhook events: %" PRId64 " open failed event(s) match now, not %" PRId64
+		        "idemhook events: %" PRId64 " %s match now, not %" PRId64
 		        "; nothing dismissed (look again, then confirm the new count)\n",
-		        count, confirm);
+		        count, what, confirm);
 		return EX_DATAERR;
 	}
 	printf("%" PRId64 " event(s) dismissed\n", count);

@@ -406,6 +406,19 @@ static int console_db_dismiss_id(void *arg, const struct store_row *row)
 	return 0;
 }
 
+/* The outcome a dismissal by filter selects: failed (f's NULL too) or
+ * fetching; NULL for any other, which no dismissal selects. */
+static const char *console_db_dismiss_outcome(const struct console_db_filter *f)
+{
+	if (f->ef_outcome == NULL || strcmp(f->ef_outcome, "failed") == 0) {
+		return "failed";
+	}
+	if (strcmp(f->ef_outcome, "fetching") == 0) {
+		return "fetching";
+	}
+	return NULL;
+}
+
 static int console_db_dismiss_many_unit(struct store_tx *tx, void *arg)
 {
 	struct console_db_dismiss_many *dm = arg;
@@ -416,7 +429,16 @@ static int console_db_dismiss_many_unit(struct store_tx *tx, void *arg)
 	size_t i;
 	int rc = -1;
 
-	f.ef_open = 1;
+	/* What a dismissal by id accepts, not dismissed yet, and live unless
+	 * the caller asks for test mode: the rows gc keeps forever. Not
+	 * ef_open, which is live by definition and so matched no test-mode
+	 * event whatever ef_test_mode said. */
+	f.ef_outcome = console_db_dismiss_outcome(&f);
+	f.ef_open = 0;
+	f.ef_dismissed = 0;
+	if (f.ef_test_mode < 0) {
+		f.ef_test_mode = 0;
+	}
 	buf_init(&sql, CONSOLE_DB_SQL_MAX);
 	buf_puts(&sql, "SELECT id FROM events WHERE 1 = 1");
 	if (console_db_filter_sql(&f, dm->dm_backend, &sql, p, &n) < 0) {
@@ -439,11 +461,14 @@ static int console_db_dismiss_many_unit(struct store_tx *tx, void *arg)
 		char target[40];
 
 		snprintf(target, sizeof(target), "event:%" PRId64, dm->dm_ids[i]);
-		if (store_exec(tx,
-		               "UPDATE idempotency_records SET dismissed_at = ?, dismissed_by = ?, "
-		               "dismiss_reason = ?"
-		               " WHERE id = ? AND received_at IS NOT NULL AND dismissed_at IS NULL",
-		               q, 4, NULL) < 0 ||
+		if (store_exec(
+		            tx,
+		            "UPDATE idempotency_records SET dismissed_at = ?, dismissed_by = ?, "
+		            "dismiss_reason = ?"
+		            " WHERE id = ? AND received_at IS NOT NULL AND (outcome = 'failed' OR "
+		            "(outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH
+		            "')) AND dismissed_at IS NULL",
+		            q, 4, NULL) < 0 ||
 		    console_db_audit_tx(tx, dm->dm_actor, "events.dismiss", target, dm->dm_reason,
 		                        "ok") < 0) {
 			goto out;
@@ -462,6 +487,12 @@ int console_db_dismiss_filter(struct store *st, int64_t now_ms, const char *acto
 	struct console_db_dismiss_many dm;
 	int rc;
 
+	if (console_db_dismiss_outcome(f) == NULL) {
+		log_err("console: dismissing events by filter: outcome \"%s\" is neither failed "
+		        "nor fetching",
+		        f->ef_outcome);
+		return -1;
+	}
 	memset(&dm, 0, sizeof(dm));
 	dm.dm_backend = store_backend_of(st);
 	dm.dm_actor = actor;

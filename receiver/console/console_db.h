@@ -108,12 +108,16 @@ int console_db_reason_ok(const char *reason);
 int console_db_dismiss(struct store *st, int64_t now_ms, const char *actor, int64_t id,
                        const char *reason, char *ret_msg, size_t msg_size);
 
-/* Dismisses every open failed event f selects (f's other fields narrow it;
- * ef_open is implied), in one transaction, but only when exactly expect of
- * them match (the count the operator confirmed); expect < 0 only counts.
- * ret_count gets the events matching. Each one dismissed gets its audit
- * row. Returns 0 (dismissed, or counted), 1 when the count is not expect
- * (nothing changed), -1 on a store error. */
+/* Dismisses every event f selects that a dismissal by id would accept and
+ * nobody dismissed yet: failed ones (ef_outcome NULL or "failed") or thin
+ * events waiting for their full event ("fetching"; any other ef_outcome is
+ * logged and gives -1); live ones unless ef_test_mode says 1 (ef_open is
+ * not needed, and ignored). f's other fields narrow it. In one
+ * transaction, and only when exactly expect of them match (the count the
+ * operator confirmed); expect < 0 only counts. ret_count gets the events
+ * matching. Each one dismissed gets its audit row. Returns 0 (dismissed,
+ * or counted), 1 when the count is not expect (nothing changed), -1 on a
+ * store error. */
 int console_db_dismiss_filter(struct store *st, int64_t now_ms, const char *actor,
                               const struct console_db_filter *f, const char *reason, int64_t expect,
                               int64_t *ret_count);

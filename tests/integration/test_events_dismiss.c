@@ -43,6 +43,27 @@ static void t_unknown(struct daemon *d, const char *key)
 	assert_int_equal(fx_stripe_pay(d, key, "ord_dismiss_nosuch000000001", 500, "usd"), 200);
 }
 
+/* The same from Stripe's test mode ("livemode":false): failed, test mode. */
+static void t_unknown_test_mode(struct daemon *d, const char *key)
+{
+	char *body = fx_stripe_payment(key, "ord_dismiss_sandbox00000001", 500, "usd");
+	char *live = strstr(body, "\"livemode\":true");
+	struct hres r;
+
+	assert_non_null(live);
+	memmove(live + strlen("\"livemode\":false"), live + strlen("\"livemode\":true"),
+	        strlen(live + strlen("\"livemode\":true")) + 1);
+	memcpy(live, "\"livemode\":false", strlen("\"livemode\":false"));
+	assert_int_equal(fx_stripe_send(d, body, &r), 200);
+	hres_finish(&r);
+	free(body);
+	assert_int_equal(fx_db_int(d,
+	                           "SELECT test_mode FROM events WHERE idem_key = '%s' AND "
+	                           "outcome = 'failed'",
+	                           key),
+	                 1);
+}
+
 static int64_t t_event_id(struct daemon *d, const char *key)
 {
 	return fx_db_int(d, "SELECT id FROM events WHERE idem_key = '%s'", key);
@@ -243,26 +264,64 @@ static void test_a_key_prefix_that_is_not_ascii_selects_by_its_bytes(void **stat
 static void test_test_mode_failures_are_counted_apart_from_live_ones(void **state)
 {
 	struct daemon *d = *state;
-	char *body = fx_stripe_payment("evt_sandbox_1", "ord_dismiss_sandbox00000001", 500, "usd");
-	char *live = strstr(body, "\"livemode\":true");
-	struct hres r;
 
-	assert_non_null(live);
-	/* the same event from Stripe's test mode: "livemode":false */
-	memmove(live + strlen("\"livemode\":false"), live + strlen("\"livemode\":true"),
-	        strlen(live + strlen("\"livemode\":true")) + 1);
-	memcpy(live, "\"livemode\":false", strlen("\"livemode\":false"));
-	assert_int_equal(fx_stripe_send(d, body, &r), 200);
-	hres_finish(&r);
-	free(body);
-	assert_int_equal(fx_db_int(d, "SELECT test_mode FROM events WHERE idem_key = "
-	                              "'evt_sandbox_1' AND outcome = 'failed'"),
-	                 1);
+	t_unknown_test_mode(d, "evt_sandbox_1");
 	assert_int_equal(t_gauge(d, "idemhook_events_failed_open"), 0);
 	assert_int_equal(t_gauge(d, "idemhook_events_failed_test_mode"), 1);
 	t_unknown(d, "evt_live_1");
 	assert_int_equal(t_gauge(d, "idemhook_events_failed_open"), 1);
 	assert_int_equal(t_gauge(d, "idemhook_events_failed_test_mode"), 1);
+}
+
+/* --test-mode selects the failed test-mode events (never open, never
+ * alerting) and dismisses those; --live, or neither, the live ones. It used
+ * to add test_mode <> 0 to the open set's test_mode = 0 and match none. */
+static void test_dismiss_by_filter_with_test_mode_selects_the_test_mode_failures(void **state)
+{
+	struct daemon *d = *state;
+	static const char *const count[] = {"events",   "dismiss", "--test-mode",
+	                                    "--reason", "sandbox", NULL};
+	static const char *const confirm[] = {"events",  "dismiss",   "--test-mode", "--reason",
+	                                      "sandbox", "--confirm", "2",           NULL};
+	static const char *const live[] = {"events",   "dismiss", "--live",
+	                                   "--reason", "sandbox", NULL};
+	static const char *const neither[] = {"events",   "dismiss", "--provider", "stripe",
+	                                      "--reason", "sandbox", NULL};
+	char *out = NULL;
+
+	t_unknown_test_mode(d, "evt_sandbox_f1");
+	t_unknown_test_mode(d, "evt_sandbox_f2");
+	t_unknown(d, "evt_live_f1");
+	assert_int_equal(daemon_cli(d, 1, count, &out), 0);
+	assert_non_null(strstr(out, "2 failed test-mode event(s) match"));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, live, &out), 0);
+	assert_non_null(strstr(out, "1 open failed event(s) match"));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, neither, &out), 0);
+	assert_non_null(strstr(out, "1 open failed event(s) match"));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, confirm, &out), 0);
+	assert_non_null(strstr(out, "2 event(s) dismissed"));
+	free(out);
+	out = NULL;
+	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"
+	                              " AND test_mode <> 0 AND dismiss_reason = 'sandbox'"),
+	                 2);
+	fx_assert_audit(d, 2, "action = 'events.dismiss' AND result = 'ok'");
+	assert_int_equal(t_gauge(d, "idemhook_events_failed_test_mode"), 0);
+	/* the live one was never selected */
+	assert_int_equal(t_gauge(d, "idemhook_events_failed_open"), 1);
+	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM events WHERE idem_key = "
+	                              "'evt_live_f1' AND dismissed_at IS NULL"),
+	                 1);
+	/* dismissed ones are not counted again */
+	assert_int_equal(daemon_cli(d, 1, count, &out), 0);
+	assert_non_null(strstr(out, "0 failed test-mode event(s) match"));
+	free(out);
 }
 
 static int setup(void **state)
@@ -290,6 +349,9 @@ int main(void)
 	                daemon_teardown),
 	        cmocka_unit_test_setup_teardown(
 	                test_test_mode_failures_are_counted_apart_from_live_ones, setup,
+	                daemon_teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_dismiss_by_filter_with_test_mode_selects_the_test_mode_failures, setup,
 	                daemon_teardown),
 	};
 

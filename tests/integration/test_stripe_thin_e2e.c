@@ -706,6 +706,88 @@ static void test_a_thin_event_stripe_no_longer_has_is_dismissed_and_no_longer_fe
 	env_finish(&e);
 }
 
+/* Thin events Stripe no longer has are closed by filter as failed events
+ * are: counted first, dismissed only once the count is confirmed, each
+ * audited; live ones unless --test-mode, nothing but waiting thin events. */
+static void test_thin_events_stripe_no_longer_has_are_dismissed_by_filter(void **state)
+{
+	static const char *const count[] = {
+	        "events", "dismiss",  "--status",           "fetching", "--provider",
+	        "stripe", "--reason", "older than 30 days", NULL};
+	static const char *const wrong[] = {
+	        "events",     "dismiss", "--status", "fetching",
+	        "--provider", "stripe",  "--reason", "older than 30 days",
+	        "--confirm",  "3",       NULL};
+	static const char *const right[] = {
+	        "events",     "dismiss", "--status", "fetching",
+	        "--provider", "stripe",  "--reason", "older than 30 days",
+	        "--confirm",  "2",       NULL};
+	static const char *const sandbox[] = {"events",      "dismiss",  "--status",
+	                                      "fetching",    "--reason", "older than 30 days",
+	                                      "--test-mode", NULL};
+	static const char *const by_reason[] = {
+	        "events",    "dismiss",  "--status",           "fetching", "--failed-reason",
+	        "not_found", "--reason", "older than 30 days", NULL};
+	static const char *const done[] = {
+	        "events", "dismiss", "--status", "done", "--reason", "older than 30 days", NULL};
+	struct t_env e;
+	char *out = NULL;
+
+	(void)state;
+	env_start(&e);
+	thin_send(&e, "evt_gone_1", "pi_gone_1", T_PAY, 1);
+	thin_send(&e, "evt_gone_2", "pi_gone_2", T_PAY, 1);
+	thin_send(&e, "evt_gone_sandbox", "pi_gone_sandbox", T_PAY, 0);
+	wait_fetch_failed(&e, "evt_gone_1", "not_found");
+	wait_fetch_failed(&e, "evt_gone_2", "not_found");
+	wait_fetch_failed(&e, "evt_gone_sandbox", "not_found");
+	/* Neither a failed event nor a thin event applied is selected. */
+	assert_int_equal(fx_stripe_pay(&e.te_d, "evt_snapshot_failed", "ord_thin_nosuch0000000001",
+	                               500, "usd"),
+	                 200);
+	kick(&e);
+	assert_int_equal(cli(&e, count, &out), 0);
+	assert_non_null(strstr(out, "2 thin event(s) waiting for their full event match"));
+	free(out);
+	assert_int_equal(cli(&e, sandbox, &out), 0);
+	assert_non_null(
+	        strstr(out, "1 test-mode thin event(s) waiting for their full event match"));
+	free(out);
+	/* A thin event has no failure reason; a done one nothing to dismiss. */
+	assert_int_equal(cli(&e, by_reason, NULL), 64);
+	assert_int_equal(cli(&e, done, NULL), 64);
+	/* The count changed since it was read: nothing happens. */
+	assert_int_equal(cli(&e, wrong, NULL), 65);
+	assert_int_equal(
+	        db_int(&e, "SELECT COUNT(*) FROM events WHERE dismissed_at IS NOT NULL%s", ""), 0);
+	assert_int_equal(cli(&e, right, &out), 0);
+	assert_non_null(strstr(out, "2 event(s) dismissed"));
+	free(out);
+	assert_int_equal(
+	        db_int(&e,
+	               "SELECT COUNT(*) FROM events WHERE idem_key LIKE 'evt_gone_%s' AND "
+	               "effect = 'to_fetch' AND test_mode = 0 AND dismissed_at > 0 AND "
+	               "dismissed_by LIKE 'cli:%%' AND dismiss_reason = 'older than 30 days'",
+	               "%"),
+	        2);
+	fx_assert_audit(&e.te_d, 2,
+	                "action = 'events.dismiss' AND result = 'ok' AND reason = 'older than 30 "
+	                "days'");
+	assert_int_equal(
+	        db_int(&e,
+	               "SELECT COUNT(*) FROM events WHERE dismissed_at IS NULL AND idem_key "
+	               "IN ('evt_gone_sandbox', 'evt_snapshot_failed', '%s')",
+	               "-"),
+	        2);
+	assert_int_equal(
+	        db_int(&e, "SELECT COUNT(*) FROM events WHERE dismissed_at IS NOT NULL%s", ""), 2);
+	/* Dismissed ones are not counted again. */
+	assert_int_equal(cli(&e, count, &out), 0);
+	assert_non_null(strstr(out, "0 thin event(s) waiting for their full event match"));
+	free(out);
+	env_finish(&e);
+}
+
 static char mine[96]; /* the PaymentIntent fake_says is about */
 
 /* A fetched event that does not match its signed thin notification (its
@@ -786,6 +868,7 @@ int main(void)
 	                test_gc_keeps_a_live_thin_event_waiting_for_its_full_event_past_every_retention),
 	        cmocka_unit_test(
 	                test_a_thin_event_stripe_no_longer_has_is_dismissed_and_no_longer_fetched),
+	        cmocka_unit_test(test_thin_events_stripe_no_longer_has_are_dismissed_by_filter),
 	        cmocka_unit_test(
 	                test_a_fetched_event_that_contradicts_its_thin_notification_is_never_applied),
 	};
