@@ -2063,28 +2063,44 @@ int outbox_complete_many(struct store *st, const struct outbox_conf *oc,
 	return -1;
 }
 
+struct outbox_release_ctx {
+	const struct outbox_row *orl_row;
+	const struct outbox_result *orl_res; /* NULL: nothing was sent */
+};
+
 static int outbox_release_tx(struct store_tx *tx, void *arg)
 {
-	const struct outbox_row *r = arg;
+	const struct outbox_release_ctx *ctx = arg;
+	const struct outbox_row *r = ctx->orl_row;
 	int64_t now = store_tx_now(tx);
+	int64_t changed = 0;
 	struct store_value p[] = {store_int(now), store_int(now), store_int(r->or_id),
 	                          store_int(r->or_lease_token)};
 
-	return store_exec(tx,
-	                  "UPDATE outbox SET status = CASE WHEN attempts > 1 THEN 'retry_wait'"
-	                  " ELSE 'pending'"
-	                  " END, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,"
-	                  " lease_until = NULL, "
-	                  "next_attempt_at = ?, updated_at = ? WHERE id = ?"
-	                  " AND status = 'delivering' AND lease_token = ?",
-	                  p, 4, NULL) < 0
-	               ? -1
-	               : 0;
+	if (store_exec(tx,
+	               "UPDATE outbox SET status = CASE WHEN attempts > 1 THEN 'retry_wait'"
+	               " ELSE 'pending'"
+	               " END, attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,"
+	               " lease_until = NULL, "
+	               "next_attempt_at = ?, updated_at = ? WHERE id = ?"
+	               " AND status = 'delivering' AND lease_token = ?",
+	               p, 4, &changed) < 0) {
+		return -1;
+	}
+	/* A call that went out is in the history even though it does not
+	 * count, or the peer's second copy of it has no explanation. */
+	if (changed == 0 || ctx->orl_res == NULL) {
+		return 0;
+	}
+	return outbox_record_attempt(tx, r, ctx->orl_res, now);
 }
 
-int outbox_release(struct store *st, const struct outbox_row *row, int64_t now_ms)
+int outbox_release(struct store *st, const struct outbox_row *row, const struct outbox_result *res,
+                   int64_t now_ms)
 {
-	return store_write(st, now_ms, outbox_release_tx, (void *)row);
+	struct outbox_release_ctx ctx = {.orl_row = row, .orl_res = res};
+
+	return store_write(st, now_ms, outbox_release_tx, &ctx);
 }
 
 /* ---- operator transitions ---- */

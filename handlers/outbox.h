@@ -250,8 +250,10 @@ int outbox_complete_many(struct store *st, const struct outbox_conf *oc,
                          size_t n, int64_t now_ms);
 
 /* Gives a leased row back, due now, without counting the attempt
- * (shutdown). Returns 0 or -1. */
-int outbox_release(struct store *st, const struct outbox_row *row, int64_t now_ms);
+ * (shutdown). res, when the call went out, is kept in the row's attempt
+ * history (NULL: it was never sent). Returns 0 or -1. */
+int outbox_release(struct store *st, const struct outbox_row *row, const struct outbox_result *res,
+                   int64_t now_ms);
 
 /* ---- operator transitions (CLI) ---- */
 

@@ -120,10 +120,17 @@ fail:
 }
 
 /* The spec's header, or its svix- alias, into *ret (NULL when neither
- * is there): 0, or -1 with v set when the one taken comes more than once. */
+ * is there): 0, or -1 with v set when either comes more than once or both
+ * come with different values. A sender moving from the svix- names to the
+ * spec's may send both, the same (Standard Webhooks, "Migrating"); two
+ * different ids would leave the idempotency key to whichever name a
+ * receiver prefers (Svix's own libraries take svix-, the spec webhook-),
+ * so neither is taken. */
 static int standard_webhooks_header(const struct http_request *req, const char *suffix,
-                                    struct provider_verdict *v, const char **ret)
+                                    const char *differ, struct provider_verdict *v,
+                                    const char **ret)
 {
+	const char *alias = NULL;
 	char name[64];
 
 	memcpy(name, "webhook-", 8);
@@ -131,12 +138,19 @@ static int standard_webhooks_header(const struct http_request *req, const char *
 	if (provider_header(req, name, v, ret) < 0) {
 		return -1;
 	}
-	if (*ret != NULL) {
-		return 0;
-	}
 	memcpy(name, "svix-", 5);
 	memcpy(name + 5, suffix, strlen(suffix) + 1);
-	return provider_header(req, name, v, ret);
+	if (provider_header(req, name, v, &alias) < 0) {
+		*ret = NULL;
+		return -1;
+	}
+	if (*ret == NULL) {
+		*ret = alias;
+	} else if (alias != NULL && strcmp(*ret, alias) != 0) {
+		*ret = NULL;
+		return provider_refuse(v, 400, "repeated_header", differ);
+	}
+	return 0;
 }
 
 static int standard_webhooks_signed_content(const char *id, const char *ts, const void *body,
@@ -253,9 +267,14 @@ static int standard_webhooks_receive(const struct provider_conf *pc, const struc
 	int ok;
 
 	buf_init(&content, 0);
-	if (standard_webhooks_header(req, "id", ret_verdict, &id) < 0 ||
-	    standard_webhooks_header(req, "timestamp", ret_verdict, &ts_text) < 0 ||
-	    standard_webhooks_header(req, "signature", ret_verdict, &sig_text) < 0) {
+	if (standard_webhooks_header(req, "id", "webhook-id and svix-id differ.", ret_verdict,
+	                             &id) < 0 ||
+	    standard_webhooks_header(req, "timestamp",
+	                             "webhook-timestamp and svix-timestamp differ.", ret_verdict,
+	                             &ts_text) < 0 ||
+	    standard_webhooks_header(req, "signature",
+	                             "webhook-signature and svix-signature differ.", ret_verdict,
+	                             &sig_text) < 0) {
 		goto fail;
 	}
 	if (id == NULL || ts_text == NULL || sig_text == NULL) {

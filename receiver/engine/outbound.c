@@ -176,7 +176,7 @@ static int outbound_begin(struct outbound *ob, struct outbox_row *row)
 	outbound_headers_finish(&h);
 	if (rc < 0) {
 		/* Not sent: the lease is given back so the row is not stuck until it expires. */
-		outbox_release(ob->ob_store, &x->ox_row, outbound_now(ob));
+		outbox_release(ob->ob_store, &x->ox_row, NULL, outbound_now(ob));
 		outbound_xfer_destroy(x);
 		return -1;
 	}
@@ -417,7 +417,15 @@ static void *outbound_main(void *arg)
 		           ob->ob_n_xfers);
 	}
 	while (ob->ob_xfers != NULL) {
-		outbox_release(ob->ob_store, &ob->ob_xfers->ox_row, outbound_now(ob));
+		struct outbox_result res;
+		int64_t now = outbound_now(ob);
+
+		memset(&res, 0, sizeof(res));
+		res.ors_error = "released at shutdown: no answer within the stop's grace time "
+		                "(not counted)";
+		res.ors_retry_after_ms = -1;
+		res.ors_latency_ms = now - ob->ob_xfers->ox_started_ms;
+		outbox_release(ob->ob_store, &ob->ob_xfers->ox_row, &res, now);
 		outbound_forget(ob, ob->ob_xfers);
 	}
 	return NULL;

@@ -774,6 +774,26 @@ struct replay_answer {
 
 /* POSTs req to url (the --to address joined with its target), with the
  * headers in sig (may be NULL) replacing those of the same name. */
+/* 1 when the captured header name gives way to the fresh signature sig:
+ * the same name, or the svix- twin of a webhook- name (a Standard Webhooks
+ * receiver refuses the two with different values). */
+static int replay_superseded(const struct httpc_headers *sig, const char *name)
+{
+	char twin[64];
+
+	if (sig == NULL) {
+		return 0;
+	}
+	if (httpc_headers_get(sig, name) != NULL) {
+		return 1;
+	}
+	if (strncasecmp(name, "svix-", 5) != 0 || strlen(name + 5) + 9 > sizeof(twin)) {
+		return 0;
+	}
+	snprintf(twin, sizeof(twin), "webhook-%s", name + 5);
+	return httpc_headers_get(sig, twin) != NULL;
+}
+
 static int replay_http(struct replay_state *s, const char *url, const struct http_request *req,
 		       const struct httpc_headers *sig, struct replay_answer *ret, char *err, size_t err_size)
 {
@@ -795,7 +815,7 @@ static int replay_http(struct replay_state *s, const char *url, const struct htt
 	for (i = 0; i < req->hr_n_headers; i++) {
 		const struct http_header *h = &req->hr_headers[i];
 
-		if (sig == NULL || httpc_headers_get(sig, h->hh_name) == NULL) {
+		if (!replay_superseded(sig, h->hh_name)) {
 			httpc_headers_add(&hdrs, h->hh_name, h->hh_value);
 		}
 	}
@@ -1306,6 +1326,16 @@ static void replay_one(struct replay_state *s, const struct replay_entry *e, con
 	}
 }
 
+/* The id a Standard Webhooks profile keys req on: webhook-id, else its
+ * svix-id alias (the profile refuses the two when they differ, so a
+ * capture that verified has one id); NULL for other schemes. */
+static const char *replay_event_id(const struct http_request *req)
+{
+	const char *id = http_header_get(req, "webhook-id");
+
+	return id != NULL ? id : http_header_get(req, "svix-id");
+}
+
 static void replay_capture(struct replay_state *s, const struct replay_entry *e)
 {
 	struct capture_record rec;
@@ -1344,8 +1374,8 @@ static void replay_capture(struct replay_state *s, const struct replay_entry *e)
 			goto out;
 		}
 	}
-	if (pc != NULL && replay_sign(pc, rec.cr_req.hr_body, rec.cr_req.hr_body_len, replay_now_s(),
-				      http_header_get(&rec.cr_req, "webhook-id"), &sig) < 0) {
+	if (pc != NULL && replay_sign(pc, rec.cr_req.hr_body, rec.cr_req.hr_body_len,
+	                              replay_now_s(), replay_event_id(&rec.cr_req), &sig) < 0) {
 		replay_fail(s, e->re_path, -1, "sign", "cannot sign the request again");
 		goto out;
 	}

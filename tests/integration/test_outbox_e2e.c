@@ -512,6 +512,54 @@ static void test_a_reload_lets_a_slow_delivery_finish_and_moves_the_next_one(voi
 	peer_destroy(p);
 }
 
+/* A call still unanswered when the daemon stops is given back after the
+ * grace time without counting, and its attempt history says so: the shop
+ * that gets it a second time after the restart can be told why. */
+static void test_a_call_released_at_shutdown_is_in_the_attempt_history(void **state)
+{
+	struct peer_behaviour hang = {.pb_action = PEER_HANG, .pb_ms = 60000};
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	struct peer *p = peer_create();
+	struct daemon d;
+	char ini[2048];
+	char id[64];
+
+	(void)state;
+	assert_non_null(p);
+	peer_script(p, "/notify", &hang);
+	peer_default(p, "/notify", &ok);
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
+	                       "poll = 20ms\ntimeout = 50s\n",
+	         peer_base(p));
+	fx_daemon_start(&d, "%s", ini);
+	fx_order(&d, 2300, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_released", id, 2300, "usd"), 200);
+	assert_int_equal(peer_wait(p, 1, E2E_WAIT_S * 1000), 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	assert_int_equal(fx_db_int(&d, "SELECT attempts FROM outbox"), 0);
+	assert_int_equal(fx_db_int(&d, "SELECT status = 'pending' FROM outbox"), 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE attempt = 1"
+	                               " AND http_status IS NULL AND latency_ms >= 4000"
+	                               " AND error LIKE 'released at shutdown:%%'"),
+	                 1);
+
+	/* Not counted: max_attempts = 1 still lets the next start deliver it. */
+	assert_int_equal(daemon_start(&d), 0);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                E2E_WAIT_S),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT attempts FROM outbox"), 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE attempt = 1"
+	                               " AND http_status = 200"),
+	                 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
 struct crash {
 	struct daemon cr_daemon;
 	char cr_ids[CRASH_ORDERS][64];
@@ -673,6 +721,7 @@ int main(void)
 	        cmocka_unit_test(test_a_row_killed_by_a_redirect_keeps_where_the_peer_pointed),
 	        cmocka_unit_test(test_a_retried_dead_row_puts_the_fulfillment_back_to_pending),
 	        cmocka_unit_test(test_a_reload_lets_a_slow_delivery_finish_and_moves_the_next_one),
+	        cmocka_unit_test(test_a_call_released_at_shutdown_is_in_the_attempt_history),
 	        cmocka_unit_test(
 	                test_kill_during_deliveries_delivers_every_committed_row_with_one_key),
 	};

@@ -2,10 +2,13 @@
  * against the real daemon: paid once, refunded once, duplicates replayed. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
 #include <cmocka.h>
 
 #include "buf.h"
@@ -255,6 +258,114 @@ static void test_standard_webhooks_bodies_parsers_disagree_on_consume_no_key(voi
 	free(good);
 }
 
+/* m's headers under the svix- names (what Svix sends by default). */
+static void sw_svix(struct sw_msg *m)
+{
+	snprintf(m->sm_h_id, sizeof(m->sm_h_id), "svix-id: %s", m->sm_id);
+	snprintf(m->sm_h_ts, sizeof(m->sm_h_ts), "svix-timestamp: %s", m->sm_ts);
+	snprintf(m->sm_h_sig, sizeof(m->sm_h_sig), "svix-signature: %s", m->sm_sig);
+}
+
+/* webhook-id: A and svix-id: B, each with its own valid signature: the
+ * idempotency key would be whichever name the receiver prefers, so the
+ * request is refused and claims neither key; the same message with both
+ * names carrying the same values is taken once. */
+static void test_standard_webhooks_webhook_and_svix_ids_that_differ_are_refused(void **state)
+{
+	struct daemon *d = *state;
+	struct sw_msg a;
+	struct sw_msg b;
+	struct hres r;
+	const char *both[8];
+	char id[64];
+	char *body;
+
+	fx_order(d, 900, "usd", id);
+	body = sw_body("payment.succeeded", id, 900);
+	sw_sign(&a, "msg_twin_a", body);
+	sw_sign(&b, "msg_twin_b", body);
+	sw_svix(&b);
+	both[0] = a.sm_h_id;
+	both[1] = a.sm_h_ts;
+	both[2] = a.sm_h_sig;
+	both[3] = b.sm_h_id;
+	both[4] = b.sm_h_ts;
+	both[5] = b.sm_h_sig;
+	both[6] = "Content-Type: application/json";
+	both[7] = NULL;
+	assert_int_equal(e2e_post(d, "billing", both, body, &r), 0);
+	assert_int_equal(r.hs_status, 400);
+	assert_non_null(strstr(r.hs_body, "repeated_header"));
+	hres_finish(&r);
+	assert_int_equal(e2e_db_int(d, "SELECT COUNT(*) FROM idempotency_records WHERE idem_key IN "
+	                               "('msg_twin_a', 'msg_twin_b')"),
+	                 0);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", id),
+	                 1);
+
+	/* The same values under both names: one message. */
+	b = a;
+	sw_svix(&b);
+	assert_int_equal(e2e_post(d, "billing", both, body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id),
+	                 1);
+	free(body);
+}
+
+static int64_t sw_field(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	assert_true(cJSON_IsNumber(v));
+	return (int64_t)v->valuedouble;
+}
+
+/* A capture of a message Svix sent under its svix- names, replayed with
+ * --to the daemon that took it: signed again under its own id, so it is a
+ * duplicate there, never a new message with a made-up id. */
+static void test_standard_webhooks_replay_of_a_svix_capture_keeps_its_id(void **state)
+{
+	struct daemon o;
+	struct sw_msg m;
+	struct hres r;
+	char spool[600];
+	const char *args[] = {"replay", "--json", "--to", NULL, spool, NULL};
+	char *out = NULL;
+	char *body;
+	cJSON *s;
+
+	(void)state;
+	assert_int_equal(daemon_init(&o, SW_INI), 0);
+	snprintf(spool, sizeof(spool), "%s/spool", o.dm_dir);
+	fx_append_config(&o, "\n[capture]\nmode = all\ndir = %s\n", spool);
+	assert_int_equal(daemon_start(&o), 0);
+	body = strdup("{\"type\":\"customer.created\",\"data\":{\"id\":\"cus_1\"}}");
+	assert_non_null(body);
+	sw_sign(&m, "msg_svix_replay", body);
+	sw_svix(&m);
+	assert_int_equal(e2e_post(&o, "billing", m.sm_headers, body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+
+	args[3] = o.dm_base;
+	assert_int_equal(daemon_cli(&o, 1, args, &out), 0);
+	assert_non_null(out);
+	s = cJSON_Parse(out);
+	if (s == NULL) {
+		fail_msg("replay printed no JSON summary: \"%s\"", out);
+	}
+	assert_int_equal(sw_field(s, "duplicate"), 1);
+	assert_int_equal(sw_field(s, "new"), 0);
+	cJSON_Delete(s);
+	free(out);
+	assert_int_equal(e2e_db_int(&o, "SELECT COUNT(*) FROM idempotency_records"), 1);
+	assert_int_equal(daemon_term(&o, 20), 0);
+	daemon_finish(&o);
+	free(body);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -264,6 +375,9 @@ int main(void)
 	        cmocka_unit_test(
 	                test_standard_webhooks_bad_signature_is_refused_and_consumes_no_key),
 	        cmocka_unit_test(test_standard_webhooks_bodies_parsers_disagree_on_consume_no_key),
+	        cmocka_unit_test(
+	                test_standard_webhooks_webhook_and_svix_ids_that_differ_are_refused),
+	        cmocka_unit_test(test_standard_webhooks_replay_of_a_svix_capture_keeps_its_id),
 	};
 
 	return cmocka_run_group_tests(tests, setup, daemon_teardown);

@@ -216,6 +216,39 @@ static void test_a_retried_dead_row_puts_the_fulfillment_back_to_pending_on_post
 	peer_destroy(p);
 }
 
+/* A call unanswered at shutdown is given back, uncounted, with a line in
+ * its attempt history (as on SQLite, test_outbox_e2e). */
+static void test_a_call_released_at_shutdown_is_in_the_attempt_history_on_postgresql(void **state)
+{
+	struct peer_behaviour hang = {.pb_action = PEER_HANG, .pb_ms = 60000};
+	struct peer *p = peer_create();
+	struct daemon d;
+	char ini[2048];
+	char id[64];
+
+	(void)state;
+	assert_non_null(p);
+	peer_default(p, "/notify", &hang);
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
+	                       "poll = 20ms\ntimeout = 50s\n",
+	         peer_base(p));
+	assert_int_equal(pg_receivers_start(&d, 1, ini), 0);
+	assert_int_equal(hn_order_create(&d, 2300, "usd", id), 0);
+	assert_int_equal(fx_stripe_pay(&d, "evt_pg_outbox_released", id, 2300, "usd"), 200);
+	assert_int_equal(peer_wait(p, 1, OUTBOX_WAIT_S * 1000), 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT attempts FROM outbox"), 0);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT COUNT(*) FROM outbox WHERE status = 'pending'"),
+	                 1);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT COUNT(*) FROM outbox_attempts WHERE attempt = 1"
+	                                    " AND http_status IS NULL AND latency_ms >= 4000"
+	                                    " AND error LIKE 'released at shutdown:%'"),
+	                 1);
+	pg_receivers_finish(&d, 1);
+	peer_destroy(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -223,6 +256,8 @@ int main(void)
 	                test_a_retried_dead_row_puts_the_fulfillment_back_to_pending_on_postgresql),
 	        cmocka_unit_test(
 	                test_three_receivers_deliver_each_row_once_per_attempt_never_twice_at_once),
+	        cmocka_unit_test(
+	                test_a_call_released_at_shutdown_is_in_the_attempt_history_on_postgresql),
 	};
 
 	pgserver_require_or_skip("test_pg_outbox");

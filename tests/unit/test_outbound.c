@@ -1168,6 +1168,13 @@ static void test_shutdown_releases_in_flight_rows_after_the_grace_time(void **st
 	db_text(fx, "SELECT status FROM outbox WHERE order_id = ?", id, text, sizeof(text));
 	assert_string_equal(text, "pending");
 	assert_int_equal(db_int(fx, "SELECT attempts FROM outbox WHERE order_id = ?", id), 0);
+	/* Not counted, but the call went out: the history says what became of it. */
+	assert_int_equal(db_int(fx,
+	                        "SELECT count(*) FROM outbox_attempts WHERE outbox_id = (SELECT id"
+	                        " FROM outbox WHERE order_id = ?) AND attempt = 1 AND"
+	                        " http_status IS NULL AND error LIKE 'released at shutdown:%'",
+	                        id),
+	                 1);
 }
 
 static void test_operator_transitions_check_the_rows_status(void **state)

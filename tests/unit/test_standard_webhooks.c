@@ -161,6 +161,76 @@ static void test_standard_webhooks_refuses_each_repeated_header_with_400(void **
 	pt_instance_destroy(&pi);
 }
 
+/* Both names, the same values: what a sender moving to the spec's names
+ * sends; taken. */
+static void test_standard_webhooks_accepts_identical_webhook_and_svix_headers(void **state)
+{
+	struct pt_instance pi;
+	struct pt_request r;
+	struct event_batch b;
+	struct provider_verdict v;
+
+	(void)state;
+	make_instance(&pi, NULL);
+	pt_request_init(&r, VEC_BODY, strlen(VEC_BODY));
+	pt_request_header(&r, "webhook-id", VEC_ID);
+	pt_request_header(&r, "webhook-timestamp", VEC_TS_TEXT);
+	pt_request_header(&r, "webhook-signature", VEC_SIG);
+	pt_request_header(&r, "svix-id", VEC_ID);
+	pt_request_header(&r, "svix-timestamp", VEC_TS_TEXT);
+	pt_request_header(&r, "svix-signature", VEC_SIG);
+	assert_int_equal(pt_receive(&pi, &r, VEC_TS, &b, &v), 0);
+	assert_string_equal(b.eb_events[0].ev_key, VEC_ID);
+	event_batch_finish(&b);
+	pt_request_finish(&r);
+	pt_instance_destroy(&pi);
+}
+
+/* webhook-id: A with svix-id: B, each validly signed: which one is the
+ * idempotency key depends on the receiver's preference, so the request is
+ * refused (400 repeated_header), whichever of the three differs. */
+static void test_standard_webhooks_refuses_webhook_and_svix_headers_that_differ(void **state)
+{
+	static const char *const what[3] = {"id", "timestamp", "signature"};
+	struct pt_instance pi;
+	struct pt_request r;
+	struct event_batch b;
+	struct provider_verdict v;
+	char sig_a[128];
+	char sig_b[128];
+	char sig_both[260];
+	char ts_b[24];
+	size_t i;
+
+	(void)state;
+	make_instance(&pi, NULL);
+	v1_for(VEC_SECRET, "msg_a", VEC_TS, VEC_BODY, sig_a, sizeof(sig_a));
+	for (i = 0; i < 3; i++) {
+		const char *id_b = i == 0 ? "msg_b" : "msg_a";
+		int64_t ts = i == 1 ? VEC_TS + 1 : VEC_TS;
+
+		snprintf(ts_b, sizeof(ts_b), "%lld", (long long)ts);
+		v1_for(VEC_SECRET, id_b, ts, VEC_BODY, sig_b, sizeof(sig_b));
+		/* Same id and time: a signature header with one more entry. */
+		snprintf(sig_both, sizeof(sig_both), "%s %s", sig_b, sig_a);
+		pt_request_init(&r, VEC_BODY, strlen(VEC_BODY));
+		pt_request_header(&r, "webhook-id", "msg_a");
+		pt_request_header(&r, "webhook-timestamp", VEC_TS_TEXT);
+		pt_request_header(&r, "webhook-signature", sig_a);
+		pt_request_header(&r, "svix-id", id_b);
+		pt_request_header(&r, "svix-timestamp", ts_b);
+		pt_request_header(&r, "svix-signature", i == 2 ? sig_both : sig_b);
+		memset(&v, 0, sizeof(v));
+		assert_int_equal(pt_receive(&pi, &r, VEC_TS, &b, &v), -1);
+		assert_int_equal(v.pv_status, 400);
+		assert_string_equal(v.pv_reason, "repeated_header");
+		assert_non_null(strstr(v.pv_detail, what[i]));
+		assert_int_equal(b.eb_n, 0);
+		pt_request_finish(&r);
+	}
+	pt_instance_destroy(&pi);
+}
+
 static void test_standard_webhooks_sign_reproduces_the_published_signature(void **state)
 {
 	struct pt_instance pi;
@@ -517,6 +587,9 @@ int main(void)
 	        cmocka_unit_test(test_standard_webhooks_accepts_the_published_v1_vector),
 	        cmocka_unit_test(test_standard_webhooks_accepts_svix_header_aliases),
 	        cmocka_unit_test(test_standard_webhooks_refuses_each_repeated_header_with_400),
+	        cmocka_unit_test(test_standard_webhooks_accepts_identical_webhook_and_svix_headers),
+	        cmocka_unit_test(
+	                test_standard_webhooks_refuses_webhook_and_svix_headers_that_differ),
 	        cmocka_unit_test(test_standard_webhooks_sign_reproduces_the_published_signature),
 	        cmocka_unit_test(test_standard_webhooks_accepts_one_valid_among_several_signatures),
 	        cmocka_unit_test(test_standard_webhooks_accepts_a_rotated_secret),
