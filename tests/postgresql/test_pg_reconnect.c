@@ -412,7 +412,9 @@ static int reconnect_log_unprefixed(const struct daemon *d)
 		return -1;
 	}
 	for (line = log_text; *line != '\0'; line = strchr(line, '\n') + 1) {
-		if (line[0] != '<') {
+		/* A sanitizer's own lines ("==PID==WARNING: ASan ...") are not
+		 * the daemon's. */
+		if (line[0] != '<' && strncmp(line, "==", 2) != 0) {
 			print_message("unprefixed log line: %.*s\n", (int)strcspn(line, "\n"),
 			              line);
 			n++;
