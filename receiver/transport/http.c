@@ -387,17 +387,21 @@ size_t http_header_count(const struct http_request *req, const char *name)
 
 int http_header_one(const struct http_request *req, const char *name, const char **ret_value)
 {
-	const char *v = http_header_get(req, name);
+	const char *v = NULL;
+	size_t i;
 
+	/* One walk: the first line, and whether there is a second. */
 	*ret_value = NULL;
-	if (v == NULL) {
-		return 0;
-	}
-	if (http_header_count(req, name) > 1) {
-		return -1;
+	for (i = 0; i < req->hr_n_headers; i++) {
+		if (strcasecmp(req->hr_headers[i].hh_name, name) == 0) {
+			if (v != NULL) {
+				return -1;
+			}
+			v = req->hr_headers[i].hh_value;
+		}
 	}
 	*ret_value = v;
-	return 1;
+	return v != NULL ? 1 : 0;
 }
 
 char *http_query_get(const struct http_request *req, const char *name)
