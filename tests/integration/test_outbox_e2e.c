@@ -633,6 +633,144 @@ static void test_a_call_cut_by_a_kill_is_in_the_attempt_history_after_the_restar
 	peer_destroy(p);
 }
 
+/* The config without its [outbound] section (the harness writes it last),
+ * into out. */
+static void e2e_ini_without_outbound(const struct daemon *d, char *out, size_t size)
+{
+	char *conf = hn_read_file(d->dm_config);
+	const char *at;
+
+	assert_non_null(conf);
+	at = strstr(conf, "\n[outbound]\n");
+	assert_non_null(at);
+	assert_true((size_t)(at - conf) + 2 < size);
+	snprintf(out, size, "%.*s\n", (int)(at - conf), conf);
+	free(conf);
+}
+
+static double e2e_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* A reload that removes [outbound] while a slow shop holds a call does not
+ * wait for it: the call finishes and is recorded once (no release, no
+ * second copy), nothing else is leased, and a reload that brings the
+ * section back delivers again. */
+static void test_a_reload_that_removes_outbound_lets_the_call_in_flight_finish(void **state)
+{
+	struct peer *p = peer_create();
+	struct gate g = {.g_hold_ms = 7000};
+	struct timespec t0;
+	struct daemon d;
+	char with[2048];
+	char without[2048];
+	char id1[64];
+	char id2[64];
+	char id3[64];
+	double took;
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
+	snprintf(with, sizeof(with),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\n"
+	                       "poll = 50ms\ntimeout = 20s\n",
+	         peer_base(p));
+	fx_daemon_start(&d, "%s", with);
+	fx_order(&d, 2500, "usd", id1);
+	fx_order(&d, 2501, "usd", id2);
+	fx_order(&d, 2502, "usd", id3);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_unconf_1", id1, 2500, "usd"), 200);
+	assert_int_equal(gate_wait(&g, 1), 1);
+
+	e2e_ini_without_outbound(&d, without, sizeof(without));
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", without), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "SIGHUP: configuration", 10000), 0);
+	took = e2e_since(&t0);
+	print_message("reload without [outbound] took %.2f s while a call was in flight\n", took);
+	assert_true(took < 2.0);
+	assert_int_equal(daemon_log_wait(&d,
+	                                 "SIGHUP: no outbound call configured any more: the "
+	                                 "outbound worker starts no delivery; those in flight "
+	                                 "finish and are recorded",
+	                                 1000),
+	                 0);
+
+	/* The held call ends with the shop's answer, recorded as one attempt. */
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                E2E_WAIT_S),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT attempts FROM outbox"), 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE"
+	                               " http_status = 200"),
+	                 1);
+	assert_int_equal(peer_count(p), 1);
+	/* A payment now queues no call. */
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_unconf_2", id2, 2501, "usd"), 200);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox"), 1);
+
+	/* The section back: the worker delivers again. */
+	atomic_store(&g.g_open, 1);
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", with), 0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "SIGHUP: the outbound worker takes the new", 10000),
+	                 0);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_unconf_3", id3, 2502, "usd"), 200);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 2,
+	                                E2E_WAIT_S),
+	                 2);
+	assert_int_equal(peer_count(p), 2);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
+/* A reload that adds [outbound] to a daemon started without one starts the
+ * worker, and says so. */
+static void test_a_reload_that_adds_outbound_starts_the_worker(void **state)
+{
+	struct peer *p = peer_create();
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	struct daemon d;
+	char ini[2048];
+	char id[64];
+	char *log;
+
+	(void)state;
+	assert_non_null(p);
+	peer_default(p, "/notify", &ok);
+	fx_daemon_start(&d, "%s", FX_STRIPE_INI);
+	snprintf(ini, sizeof(ini), "\n[outbound]\nnotify_url = %s/notify\npoll = 50ms\n",
+	         peer_base(p));
+	assert_int_equal(daemon_append_config(&d, ini), 0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "SIGHUP: configuration", 10000), 0);
+	fx_order(&d, 2600, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_added", id, 2600, "usd"), 200);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                E2E_WAIT_S),
+	                 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	assert_non_null(
+	        strstr(log, "SIGHUP: outbound worker started with the new [outbound] settings"));
+	assert_null(strstr(log, "restarted"));
+	free(log);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
 struct crash {
 	struct daemon cr_daemon;
 	char cr_ids[CRASH_ORDERS][64];
@@ -797,6 +935,9 @@ int main(void)
 	        cmocka_unit_test(test_a_call_released_at_shutdown_is_in_the_attempt_history),
 	        cmocka_unit_test(
 	                test_a_call_cut_by_a_kill_is_in_the_attempt_history_after_the_restart),
+	        cmocka_unit_test(
+	                test_a_reload_that_removes_outbound_lets_the_call_in_flight_finish),
+	        cmocka_unit_test(test_a_reload_that_adds_outbound_starts_the_worker),
 	        cmocka_unit_test(
 	                test_kill_during_deliveries_delivers_every_committed_row_with_one_key),
 	};
