@@ -22,6 +22,16 @@
 #define OUTBOX_BODY_MAX (64 * 1024) /* bytes of a row body we build */
 #define OUTBOX_RETRY_AFTER_MAX_S (30LL * 24 * 3600) /* longer Retry-After values are clamped */
 #define OUTBOX_REFUND_BASE_DEFAULT "https://api.stripe.com"
+/* The attempt-history line (and last error) of a call found leased by a
+ * process that is gone: it stopped without a clean shutdown mid-call. */
+#define OUTBOX_INTERRUPTED_ERROR                                                                   \
+	"interrupted: the idemhook process delivering it stopped without a clean shutdown "        \
+	"(crash, kill -9, power loss); the peer may have received it (not counted)"
+/* ... and of a call whose lease ran out with no outcome recorded (several
+ * receivers on one database: the one delivering it is gone or cut off). */
+#define OUTBOX_EXPIRED_ERROR                                                                       \
+	"lease expired: no outcome was recorded in time (the idemhook process delivering it "      \
+	"stopped or lost its database); the peer may have received it (not counted)"
 
 /* ---- configuration ---- */
 
@@ -1009,32 +1019,77 @@ void outbox_row_finish(struct outbox_row *row)
 	memset(row, 0, sizeof(*row));
 }
 
+/* The rows an interrupted call left leased: 'delivering' with a lease
+ * older than the bound (a single receiver passes INT64_MAX: every such row
+ * is its own, from the last run), or one row when id > 0. */
+#define OUTBOX_INTERRUPTED_WHERE " WHERE status = 'delivering' AND lease_until < ?"
+#define OUTBOX_INTERRUPTED_ONE OUTBOX_INTERRUPTED_WHERE " AND id = ?"
+
+/* Keeps the interrupted call of each such row in its attempt history, under
+ * its attempt number, with no HTTP status, no latency (when the call ended
+ * is not known) and error, trimmed as outbox_record_attempt trims. */
+static int outbox_interrupted_tx(struct store_tx *tx, int64_t bound, int64_t id, const char *error)
+{
+	int64_t now = store_tx_now(tx);
+
+	{
+		struct store_value p[] = {store_int(now), store_text(error), store_int(bound),
+		                          store_int(id)};
+
+		if (store_exec(
+		            tx,
+		            id > 0 ? "INSERT INTO outbox_attempts (outbox_id, attempt, at, error)"
+		                     " SELECT id, attempts, ?, ? FROM outbox" OUTBOX_INTERRUPTED_ONE
+		                   : "INSERT INTO outbox_attempts (outbox_id, attempt, at, error)"
+		                     " SELECT id, attempts, ?, ? FROM "
+		                     "outbox" OUTBOX_INTERRUPTED_WHERE,
+		            p, id > 0 ? 4 : 3, NULL) < 0) {
+			return -1;
+		}
+	}
+	{
+		struct store_value p[] = {store_int(bound), store_int(id),
+		                          store_int(OUTBOX_ATTEMPTS_KEPT)};
+		struct store_value q[] = {store_int(bound), store_int(OUTBOX_ATTEMPTS_KEPT)};
+
+		return store_exec(
+		               tx,
+		               id > 0 ? "DELETE FROM outbox_attempts WHERE outbox_id IN (SELECT id"
+		                        " FROM outbox" OUTBOX_INTERRUPTED_ONE ") AND id NOT IN"
+		                        " (SELECT k.id FROM outbox_attempts k WHERE k.outbox_id ="
+		                        " outbox_attempts.outbox_id ORDER BY k.id DESC LIMIT ?)"
+		                      : "DELETE FROM outbox_attempts WHERE outbox_id IN (SELECT id"
+		                        " FROM outbox" OUTBOX_INTERRUPTED_WHERE ") AND id NOT IN"
+		                        " (SELECT k.id FROM outbox_attempts k WHERE k.outbox_id ="
+		                        " outbox_attempts.outbox_id ORDER BY k.id DESC LIMIT ?)",
+		               id > 0 ? p : q, id > 0 ? 3 : 2, NULL) < 0
+		               ? -1
+		               : 0;
+	}
+}
+
 static int outbox_release_all_tx(struct store_tx *tx, void *arg)
 {
 	int64_t *ret_n = arg;
 	int64_t now = store_tx_now(tx);
-	struct store_value p[] = {store_int(now), store_int(now)};
-
 	/* Several receivers on one database: the rows other live receivers
 	 * are delivering are theirs; only an expired lease is given back. */
-	if (store_tx_shared(tx)) {
-		struct store_value q[] = {store_int(now), store_int(now), store_int(now)};
+	int64_t bound = store_tx_shared(tx) ? now : INT64_MAX;
+	struct store_value p[] = {store_text(OUTBOX_INTERRUPTED_ERROR), store_int(now),
+	                          store_int(now), store_int(bound)};
 
-		return store_exec(tx,
-		                  "UPDATE outbox SET status = CASE WHEN attempts > 0 THEN 'retry_wait'"
-		                  " ELSE 'pending'"
-		                  " END, lease_until = NULL, next_attempt_at = ?, updated_at = ?"
-		                  " WHERE status = 'delivering' AND lease_until < ?",
-		                  q, 3, ret_n) < 0
-		               ? -1
-		               : 0;
+	if (outbox_interrupted_tx(tx, bound, 0, OUTBOX_INTERRUPTED_ERROR) < 0) {
+		return -1;
 	}
+	/* Not counted, as a release at shutdown: what became of the call is
+	 * not known, and the next attempt sends it again with the same key. */
 	return store_exec(tx,
-	                  "UPDATE outbox SET status = CASE WHEN attempts > 0 THEN 'retry_wait'"
-	                  " ELSE 'pending'"
-	                  " END, lease_until = NULL, next_attempt_at = ?, updated_at = ?"
-	                  " WHERE status = 'delivering'",
-	                  p, 2, ret_n) < 0
+	                  "UPDATE outbox SET status = CASE WHEN attempts > 1 THEN 'retry_wait'"
+	                  " ELSE 'pending' END,"
+	                  " attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END,"
+	                  " lease_until = NULL, last_status = NULL, last_error = ?,"
+	                  " next_attempt_at = ?, updated_at = ?" OUTBOX_INTERRUPTED_WHERE,
+	                  p, 4, ret_n) < 0
 	               ? -1
 	               : 0;
 }
@@ -1101,6 +1156,7 @@ struct outbox_lease_ctx {
 	struct outbox_row *ol_rows;
 	size_t ol_n;
 	int64_t ol_ids[64];
+	int ol_expired[64]; /* of ol_ids: a 'delivering' row whose lease ran out */
 	size_t ol_n_ids;
 };
 
@@ -1108,6 +1164,7 @@ static int outbox_lease_id(void *arg, const struct store_row *row)
 {
 	struct outbox_lease_ctx *ctx = arg;
 
+	ctx->ol_expired[ctx->ol_n_ids] = store_row_int(row, 1) != 0;
 	ctx->ol_ids[ctx->ol_n_ids++] = store_row_int(row, 0);
 	return ctx->ol_n_ids < sizeof(ctx->ol_ids) / sizeof(ctx->ol_ids[0]) ? 0 : 1;
 }
@@ -1171,7 +1228,8 @@ static int outbox_lease_url(struct store_tx *tx, const struct outbox_conf *oc, s
 	return 0;
 }
 
-static int outbox_lease_one(struct store_tx *tx, struct outbox_lease_ctx *ctx, int64_t id)
+static int outbox_lease_one(struct store_tx *tx, struct outbox_lease_ctx *ctx, int64_t id,
+                            int expired)
 {
 	int64_t now = store_tx_now(tx);
 	struct outbox_row *r = &ctx->ol_rows[ctx->ol_n];
@@ -1180,18 +1238,34 @@ static int outbox_lease_one(struct store_tx *tx, struct outbox_lease_ctx *ctx, i
 	int order_null;
 	int rc;
 
+	/* An expired lease is taken over: the call under it went out and its
+	 * outcome never came back, so it is in the history and, as a release,
+	 * not counted (the new lease keeps its attempt number). */
+	if (expired && outbox_interrupted_tx(tx, now, id, OUTBOX_EXPIRED_ERROR) < 0) {
+		return -1;
+	}
 	{
-		struct store_value p[] = {store_int(now + ctx->ol_lease_ms), store_int(now),
-		                          store_int(id), store_int(now), store_int(now)};
+		struct store_value p[] = {store_int(now + ctx->ol_lease_ms),
+		                          store_text(OUTBOX_EXPIRED_ERROR),
+		                          store_int(now),
+		                          store_int(id),
+		                          store_int(now),
+		                          store_int(now)};
 
 		if (store_exec(tx,
 		               "UPDATE outbox"
-		               " SET status = 'delivering', lease_until = ?, lease_token = "
-		               "lease_token + 1, attempts = attempts + 1, updated_at = ?"
+		               " SET lease_until = ?, lease_token = lease_token + 1,"
+		               " attempts = CASE WHEN status = 'delivering' THEN attempts"
+		               " ELSE attempts + 1 END,"
+		               " last_status = CASE WHEN status = 'delivering' THEN NULL"
+		               " ELSE last_status END,"
+		               " last_error = CASE WHEN status = 'delivering' THEN ?"
+		               " ELSE last_error END,"
+		               " status = 'delivering', updated_at = ?"
 		               " WHERE id = ? AND ((status IN ('pending', 'retry_wait')"
 		               " AND next_attempt_at <= ?) OR (status = 'delivering'"
 		               " AND lease_until < ?))",
-		               p, 5, &changes) < 0) {
+		               p, 6, &changes) < 0) {
 			return -1;
 		}
 	}
@@ -1254,20 +1328,23 @@ static int outbox_lease_tx(struct store_tx *tx, void *arg)
 	 * conditional UPDATE of outbox_lease_one makes one of them the holder
 	 * of a row in any case, and a dead receiver's row is due again when
 	 * its lease_until passes. */
-	if (store_query_each(tx,
-	                     store_tx_shared(tx)
-	                             ? "SELECT id FROM outbox WHERE (status IN ('pending', 'retry_wait')"
-	                               " AND next_attempt_at <= ?) OR (status = 'delivering'"
-	                               " AND lease_until < ?) ORDER BY next_attempt_at, id LIMIT ?"
-	                               " FOR UPDATE SKIP LOCKED"
-	                             : "SELECT id FROM outbox WHERE (status IN ('pending', 'retry_wait')"
-	                               " AND next_attempt_at <= ?) OR (status = 'delivering'"
-	                               " AND lease_until < ?) ORDER BY next_attempt_at, id LIMIT ?",
-	                     p, 3, outbox_lease_id, ctx) < 0) {
+	if (store_query_each(
+	            tx,
+	            store_tx_shared(tx)
+	                    ? "SELECT id, CASE WHEN status = 'delivering' THEN 1 ELSE 0 END"
+	                      " FROM outbox WHERE (status IN ('pending', 'retry_wait')"
+	                      " AND next_attempt_at <= ?) OR (status = 'delivering'"
+	                      " AND lease_until < ?) ORDER BY next_attempt_at, id LIMIT ?"
+	                      " FOR UPDATE SKIP LOCKED"
+	                    : "SELECT id, CASE WHEN status = 'delivering' THEN 1 ELSE 0 END"
+	                      " FROM outbox WHERE (status IN ('pending', 'retry_wait')"
+	                      " AND next_attempt_at <= ?) OR (status = 'delivering'"
+	                      " AND lease_until < ?) ORDER BY next_attempt_at, id LIMIT ?",
+	            p, 3, outbox_lease_id, ctx) < 0) {
 		return -1;
 	}
 	for (i = 0; i < ctx->ol_n_ids; i++) {
-		if (outbox_lease_one(tx, ctx, ctx->ol_ids[i]) < 0) {
+		if (outbox_lease_one(tx, ctx, ctx->ol_ids[i], ctx->ol_expired[i]) < 0) {
 			return -1;
 		}
 	}
@@ -2073,6 +2150,7 @@ static int outbox_release_tx(struct store_tx *tx, void *arg)
 	const struct outbox_release_ctx *ctx = arg;
 	const struct outbox_row *r = ctx->orl_row;
 	int64_t now = store_tx_now(tx);
+	char err[OUTBOX_ERROR_MAX];
 	int64_t changed = 0;
 	struct store_value p[] = {store_int(now), store_int(now), store_int(r->or_id),
 	                          store_int(r->or_lease_token)};
@@ -2091,6 +2169,18 @@ static int outbox_release_tx(struct store_tx *tx, void *arg)
 	 * count, or the peer's second copy of it has no explanation. */
 	if (changed == 0 || ctx->orl_res == NULL) {
 		return 0;
+	}
+	/* It is the row's last attempt too (`outbox show`), as a call that
+	 * came back with no answer would be. */
+	outbox_error_text(ctx->orl_res, err, sizeof(err));
+	{
+		struct store_value q[] = {store_text(err), store_int(r->or_id)};
+
+		if (store_exec(tx,
+		               "UPDATE outbox SET last_status = NULL, last_error = ? WHERE id = ?",
+		               q, 2, NULL) < 0) {
+			return -1;
+		}
 	}
 	return outbox_record_attempt(tx, r, ctx->orl_res, now);
 }

@@ -185,8 +185,11 @@ struct outbox_row {
 
 void outbox_row_finish(struct outbox_row *row);
 
-/* Puts every row left 'delivering' (by a crash or an unfinished shutdown)
- * back in the queue, due now. ret_n (may be NULL) gets how many. 0 or -1. */
+/* Puts every row left 'delivering' (by a crash or an unfinished shutdown;
+ * on a shared database only those whose lease ran out) back in the queue,
+ * due now, without counting the call that was cut, which is kept in the
+ * row's attempt history and last error. ret_n (may be NULL) gets how many.
+ * 0 or -1. */
 int outbox_release_all(struct store *st, int64_t now_ms, int64_t *ret_n);
 
 /* The earliest time a row is due (pending/retry_wait next_attempt_at, or an
@@ -194,7 +197,9 @@ int outbox_release_all(struct store *st, int64_t now_ms, int64_t *ret_n);
 int outbox_next_due(struct store *st, int64_t now_ms, int64_t *ret_ms);
 
 /* Leases up to max due rows (status delivering, lease_until now+lease_ms,
- * attempts + 1, new lease token) into rows[]. ret_n gets how many. 0 or -1. */
+ * attempts + 1, new lease token) into rows[]. A row whose lease expired is
+ * taken over without counting again: the cut call goes to its attempt
+ * history and last error. ret_n gets how many. 0 or -1. */
 int outbox_lease(struct store *st, int64_t now_ms, int64_t lease_ms, size_t max,
                  struct outbox_row *rows, size_t *ret_n);
 
@@ -251,7 +256,7 @@ int outbox_complete_many(struct store *st, const struct outbox_conf *oc,
 
 /* Gives a leased row back, due now, without counting the attempt
  * (shutdown). res, when the call went out, is kept in the row's attempt
- * history (NULL: it was never sent). Returns 0 or -1. */
+ * history and last error (NULL: it was never sent). Returns 0 or -1. */
 int outbox_release(struct store *st, const struct outbox_row *row, const struct outbox_result *res,
                    int64_t now_ms);
 

@@ -320,13 +320,13 @@ static int serve_restart_one(void *arg, const char *section, const char *key)
 }
 
 /* Applies the new configuration (already the current one) to the
- * outbound worker when it changes what it does. A running worker that
- * still has calls takes the new settings between transfers and keeps its
- * transfers in flight (outbound_reload): the reload does not wait for
- * them. A section added starts the worker; a section removed stops it
- * (its transfers get their grace, the rest are released), so no row is
- * delivered by two workers. Returns 1 when applied, 0 when unchanged, -1
- * when the worker could not take or start it (logged). */
+ * outbound worker when it changes what it does. A running worker takes
+ * the new settings between transfers and keeps its transfers in flight
+ * (outbound_reload): the reload does not wait for them, also when the
+ * section has no call left (the worker then leases nothing, and what is in
+ * flight is recorded when it ends). A section added with no worker running
+ * starts one. Returns 1 when applied, 0 when unchanged, -1 when the worker
+ * could not take or start it (logged). */
 static int serve_outbound_reload(struct app *app, int changed)
 {
 	struct outbound *ob;
@@ -344,13 +344,18 @@ static int serve_outbound_reload(struct app *app, int changed)
 			           "between transfers; those in flight finish as they began");
 			return 1;
 		}
+		if (rc == 1) {
+			log_notice(
+			        "SIGHUP: no outbound call configured any more: the outbound worker "
+			        "starts no delivery; those in flight finish and are recorded");
+			return 1;
+		}
 		if (rc < 0) {
 			log_err("SIGHUP: the outbound worker could not take the new [outbound] "
 			        "settings; it keeps the running ones");
 			return -1;
 		}
 	}
-	outbound_stop(app_outbound_swap(app, NULL), SERVE_OUTBOUND_GRACE_MS);
 	ob = outbound_start(&app->app_env, &err);
 	app_outbound_swap(app, ob);
 	if (err) {
@@ -358,8 +363,10 @@ static int serve_outbound_reload(struct app *app, int changed)
 		        "settings; outbound rows wait until it can");
 		return -1;
 	}
-	log_notice("SIGHUP: outbound worker %s with the new [outbound] settings",
-	           ob != NULL ? "restarted" : "stopped (no call configured)");
+	if (ob == NULL) {
+		return 0;
+	}
+	log_notice("SIGHUP: outbound worker started with the new [outbound] settings");
 	return 1;
 }
 

@@ -23,8 +23,9 @@ struct app {
 	 * by app_init; env_store, env_http and env_health by the caller. */
 	struct env app_env;
 	struct capture *app_capture; /* NULL when capture is off */
-	struct outbound *app_outbound;      /* NULL when no outbound call is configured;
-	                                     * swapped by a reload (app_outbound_swap) */
+	struct outbound *app_outbound;      /* NULL until an outbound call is configured
+	                                     * (start or reload, app_outbound_swap); a
+	                                     * reload that removes them leaves it idle */
 	pthread_mutex_t app_outbound_mutex; /* kicks against that swap */
 	struct fetch_worker *app_fetch;     /* thin events' full events (fetch.h), or NULL */
 	struct http_server *app_admin;

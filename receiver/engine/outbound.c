@@ -352,6 +352,13 @@ static void outbound_take_conf(struct outbound *ob)
 	ob->ob_orders = ob->ob_next_orders;
 	memset(&ob->ob_next_conf, 0, sizeof(ob->ob_next_conf));
 	outbox_conf_finish(&old);
+	if (ob->ob_conf.oc_n_calls == 0) {
+		log_info("outbound: no call type configured any more: no row is leased until one "
+		         "is; "
+		         "%zu transfer(s) in flight finish as they began and are recorded",
+		         ob->ob_n_xfers);
+		return;
+	}
 	log_info("outbound: new [outbound] settings taken (%zu call type(s), concurrency %u); "
 	         "%zu transfer(s) in flight finish as they began",
 	         ob->ob_conf.oc_n_calls, ob->ob_conf.oc_concurrency, ob->ob_n_xfers);
@@ -370,6 +377,7 @@ static void *outbound_main(void *arg)
 		int64_t wait;
 		int stop;
 		int kicked;
+		int idle;
 
 		pthread_mutex_lock(&ob->ob_lock);
 		stop = ob->ob_stop;
@@ -386,7 +394,10 @@ static void *outbound_main(void *arg)
 		if (stop && (ob->ob_n_xfers == 0 || now >= deadline)) {
 			break;
 		}
-		if (!stop && ob->ob_n_xfers < ob->ob_conf.oc_concurrency &&
+		/* A reload removed every call type: nothing is leased until one
+		 * comes back, and what is in flight finishes and is recorded. */
+		idle = ob->ob_conf.oc_n_calls == 0;
+		if (!stop && !idle && ob->ob_n_xfers < ob->ob_conf.oc_concurrency &&
 		    (kicked || now >= next_check)) {
 			next_check = outbound_fill(ob, now);
 		}
@@ -398,7 +409,7 @@ static void *outbound_main(void *arg)
 		if (stop) {
 			wait = deadline - now < OUTBOUND_STOP_TICK_MS ? deadline - now
 			                                              : OUTBOUND_STOP_TICK_MS;
-		} else if (ob->ob_n_xfers >= ob->ob_conf.oc_concurrency) {
+		} else if (idle || ob->ob_n_xfers >= ob->ob_conf.oc_concurrency) {
 			wait = ob->ob_conf.oc_poll_ms;
 		} else {
 			wait = next_check - now;
@@ -546,9 +557,9 @@ int outbound_conf_changed(struct outbound *ob, const struct config *cf)
 	if (rc < 0) {
 		return -1;
 	}
-	if (rc == 0 || ob == NULL) {
+	if (ob == NULL) {
 		outbox_conf_finish(&oc);
-		return (rc == 0) != (ob == NULL);
+		return rc;
 	}
 	/* Against what the worker was last given: it may not have taken it yet. */
 	pthread_mutex_lock(&ob->ob_lock);
@@ -571,10 +582,6 @@ int outbound_reload(struct outbound *ob, const struct env *env)
 	if (rc < 0) {
 		return -1;
 	}
-	if (rc == 0) {
-		outbox_conf_finish(&oc);
-		return 1;
-	}
 	pthread_mutex_lock(&ob->ob_lock);
 	if (ob->ob_has_next) {
 		outbox_conf_finish(&ob->ob_next_conf);
@@ -584,7 +591,7 @@ int outbound_reload(struct outbound *ob, const struct env *env)
 	ob->ob_has_next = 1;
 	pthread_mutex_unlock(&ob->ob_lock);
 	httpc_multi_wakeup(ob->ob_multi);
-	return 0;
+	return rc == 0 ? 1 : 0;
 }
 
 void outbound_kick(struct outbound *ob)

@@ -18,18 +18,20 @@ struct store;
 struct outbound *outbound_start(const struct env *env, int *ret_err);
 
 /* 1 when the worker for cf's [outbound] section (its secrets read again)
- * and [points] would differ from ob (NULL: no worker runs), so that a
- * reload restarts it; 0 when it would be the same; -1 on a bad section
- * (logged). */
+ * and [points] would differ from ob (NULL: no worker runs; then 1 when cf
+ * configures a call), so that a reload hands it over (outbound_reload) or
+ * starts one; 0 when it would be the same; -1 on a bad section (logged). */
 int outbound_conf_changed(struct outbound *ob, const struct config *cf);
 
 /* Hands the running worker the [outbound] section (secrets read again) and
  * [points] of env's current configuration. It takes them between
  * transfers, without stopping: transfers in flight finish as they began
  * (URL, headers, timeouts) and are recorded under the new settings; every
- * later lease uses the new ones. Does not wait for the worker. Returns 0;
- * 1 when the section configures no call any more (nothing handed over:
- * the caller stops the worker); -1 on a bad section (logged). */
+ * later lease uses the new ones. A section with no call type left is
+ * handed over too: the worker then leases nothing until a reload brings a
+ * call back, and is stopped with the daemon. Does not wait for the worker.
+ * Returns 0; 1 when the section configures no call any more; -1 on a bad
+ * section (logged). */
 int outbound_reload(struct outbound *ob, const struct env *env);
 
 /* The worker's clock and randomness (backoff jitter); tests inject theirs. */

@@ -560,6 +560,217 @@ static void test_a_call_released_at_shutdown_is_in_the_attempt_history(void **st
 	peer_destroy(p);
 }
 
+/* A call cut by a kill -9 while a slow shop holds it is given back at the
+ * next start, not counted, and said so in the row's attempt history (the
+ * console's outbox page) and last error (`outbox show`): the shop may have
+ * it already, and gets it again with the same key. */
+static void test_a_call_cut_by_a_kill_is_in_the_attempt_history_after_the_restart(void **state)
+{
+	struct peer *p = peer_create();
+	struct gate g = {.g_hold_ms = 60000};
+	struct t_session s;
+	struct daemon d;
+	struct hres r;
+	char ini[2048];
+	char page[64];
+	char row[32];
+	char id[64];
+	char *out = NULL;
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
+	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
+	setenv("T_CONSOLE_RO", T_RO_TOKEN, 1);
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI T_CONSOLE "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
+	                                 "poll = 20ms\ntimeout = 50s\n",
+	         peer_base(p));
+	fx_daemon_start(&d, "%s", ini);
+	fx_order(&d, 2400, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_killed", id, 2400, "usd"), 200);
+	assert_int_equal(gate_wait(&g, 1), 1);
+	daemon_kill9(&d);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox WHERE status = 'delivering'"
+	                               " AND attempts = 1"),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 0);
+
+	/* The next start gives it back and sends it again: held by the shop. */
+	assert_int_equal(daemon_start(&d), 0);
+	assert_int_equal(gate_wait(&g, 2), 2);
+	assert_int_equal(daemon_log_wait(&d, "row(s) left delivering by the last run", 10000), 0);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE attempt = 1"
+	                               " AND http_status IS NULL AND error LIKE 'interrupted: %%"
+	                               "without a clean shutdown%%may have received it"
+	                               " (not counted)'"),
+	                 1);
+	snprintf(row, sizeof(row), "%" PRId64, hn_db_int(d.dm_db, "SELECT id FROM outbox"));
+	assert_int_equal(e2e_cli(&d, "outbox", "show", row, &out), EX_OK);
+	assert_non_null(strstr(out, "last error:    interrupted: "));
+	assert_non_null(strstr(out, "count:         1\n"));
+	free(out);
+	t_login(&d, T_RO_TOKEN, &s);
+	snprintf(page, sizeof(page), "/console/outbox/%s", row);
+	assert_int_equal(t_get(&d, page, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "interrupted: the idemhook process delivering it stopped"
+	                                  " without a clean shutdown"));
+	hres_finish(&r);
+
+	/* Not counted: max_attempts = 1 still lets this attempt deliver it. */
+	atomic_store(&g.g_open, 1);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                E2E_WAIT_S),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT attempts FROM outbox"), 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 2);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE attempt = 1"
+	                               " AND http_status = 200"),
+	                 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
+/* The config without its [outbound] section (the harness writes it last),
+ * into out. */
+static void e2e_ini_without_outbound(const struct daemon *d, char *out, size_t size)
+{
+	char *conf = hn_read_file(d->dm_config);
+	const char *at;
+
+	assert_non_null(conf);
+	at = strstr(conf, "\n[outbound]\n");
+	assert_non_null(at);
+	assert_true((size_t)(at - conf) + 2 < size);
+	snprintf(out, size, "%.*s\n", (int)(at - conf), conf);
+	free(conf);
+}
+
+static double e2e_since(const struct timespec *t0)
+{
+	struct timespec t1;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* A reload that removes [outbound] while a slow shop holds a call does not
+ * wait for it: the call finishes and is recorded once (no release, no
+ * second copy), nothing else is leased, and a reload that brings the
+ * section back delivers again. */
+static void test_a_reload_that_removes_outbound_lets_the_call_in_flight_finish(void **state)
+{
+	struct peer *p = peer_create();
+	struct gate g = {.g_hold_ms = 7000};
+	struct timespec t0;
+	struct daemon d;
+	char with[2048];
+	char without[2048];
+	char id1[64];
+	char id2[64];
+	char id3[64];
+	double took;
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
+	snprintf(with, sizeof(with),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\n"
+	                       "poll = 50ms\ntimeout = 20s\n",
+	         peer_base(p));
+	fx_daemon_start(&d, "%s", with);
+	fx_order(&d, 2500, "usd", id1);
+	fx_order(&d, 2501, "usd", id2);
+	fx_order(&d, 2502, "usd", id3);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_unconf_1", id1, 2500, "usd"), 200);
+	assert_int_equal(gate_wait(&g, 1), 1);
+
+	e2e_ini_without_outbound(&d, without, sizeof(without));
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", without), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "SIGHUP: configuration", 10000), 0);
+	took = e2e_since(&t0);
+	print_message("reload without [outbound] took %.2f s while a call was in flight\n", took);
+	assert_true(took < 2.0);
+	assert_int_equal(daemon_log_wait(&d,
+	                                 "SIGHUP: no outbound call configured any more: the "
+	                                 "outbound worker starts no delivery; those in flight "
+	                                 "finish and are recorded",
+	                                 1000),
+	                 0);
+
+	/* The held call ends with the shop's answer, recorded as one attempt. */
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                E2E_WAIT_S),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT attempts FROM outbox"), 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE"
+	                               " http_status = 200"),
+	                 1);
+	assert_int_equal(peer_count(p), 1);
+	/* A payment now queues no call. */
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_unconf_2", id2, 2501, "usd"), 200);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox"), 1);
+
+	/* The section back: the worker delivers again. */
+	atomic_store(&g.g_open, 1);
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", with), 0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "SIGHUP: the outbound worker takes the new", 10000),
+	                 0);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_unconf_3", id3, 2502, "usd"), 200);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 2,
+	                                E2E_WAIT_S),
+	                 2);
+	assert_int_equal(peer_count(p), 2);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
+/* A reload that adds [outbound] to a daemon started without one starts the
+ * worker, and says so. */
+static void test_a_reload_that_adds_outbound_starts_the_worker(void **state)
+{
+	struct peer *p = peer_create();
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	struct daemon d;
+	char ini[2048];
+	char id[64];
+	char *log;
+
+	(void)state;
+	assert_non_null(p);
+	peer_default(p, "/notify", &ok);
+	fx_daemon_start(&d, "%s", FX_STRIPE_INI);
+	snprintf(ini, sizeof(ini), "\n[outbound]\nnotify_url = %s/notify\npoll = 50ms\n",
+	         peer_base(p));
+	assert_int_equal(daemon_append_config(&d, ini), 0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "SIGHUP: configuration", 10000), 0);
+	fx_order(&d, 2600, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_added", id, 2600, "usd"), 200);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                E2E_WAIT_S),
+	                 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	assert_non_null(
+	        strstr(log, "SIGHUP: outbound worker started with the new [outbound] settings"));
+	assert_null(strstr(log, "restarted"));
+	free(log);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
 struct crash {
 	struct daemon cr_daemon;
 	char cr_ids[CRASH_ORDERS][64];
@@ -722,6 +933,11 @@ int main(void)
 	        cmocka_unit_test(test_a_retried_dead_row_puts_the_fulfillment_back_to_pending),
 	        cmocka_unit_test(test_a_reload_lets_a_slow_delivery_finish_and_moves_the_next_one),
 	        cmocka_unit_test(test_a_call_released_at_shutdown_is_in_the_attempt_history),
+	        cmocka_unit_test(
+	                test_a_call_cut_by_a_kill_is_in_the_attempt_history_after_the_restart),
+	        cmocka_unit_test(
+	                test_a_reload_that_removes_outbound_lets_the_call_in_flight_finish),
+	        cmocka_unit_test(test_a_reload_that_adds_outbound_starts_the_worker),
 	        cmocka_unit_test(
 	                test_kill_during_deliveries_delivers_every_committed_row_with_one_key),
 	};

@@ -249,6 +249,102 @@ static void test_a_call_released_at_shutdown_is_in_the_attempt_history_on_postgr
 	peer_destroy(p);
 }
 
+/* A call cut by a kill -9 is given back, once its lease ran out, by the
+ * next start, uncounted, with a line in its attempt history (as on SQLite,
+ * test_outbox_e2e). */
+static void test_a_call_cut_by_a_kill_is_in_the_attempt_history_on_postgresql(void **state)
+{
+	struct peer_behaviour hang = {.pb_action = PEER_HANG, .pb_ms = 60000};
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	struct peer *p = peer_create();
+	struct daemon d;
+	char ini[2048];
+	char id[64];
+
+	(void)state;
+	assert_non_null(p);
+	peer_script(p, "/notify", &hang);
+	peer_default(p, "/notify", &ok);
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
+	                       "poll = 20ms\ntimeout = 2s\nlease = 3s\n",
+	         peer_base(p));
+	assert_int_equal(pg_receivers_start(&d, 1, ini), 0);
+	assert_int_equal(hn_order_create(&d, 2400, "usd", id), 0);
+	assert_int_equal(fx_stripe_pay(&d, "evt_pg_outbox_killed", id, 2400, "usd"), 200);
+	assert_int_equal(peer_wait(p, 1, OUTBOX_WAIT_S * 1000), 1);
+	daemon_kill9(&d);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT COUNT(*) FROM outbox WHERE status ="
+	                                    " 'delivering' AND attempts = 1"),
+	                 1);
+	sleep(4); /* the lease runs out: only then is the row given back */
+	assert_int_equal(daemon_start(&d), 0);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT COUNT(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                OUTBOX_WAIT_S),
+	                 1);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT attempts FROM outbox"), 1);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT COUNT(*) FROM outbox_attempts"), 2);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT COUNT(*) FROM outbox_attempts WHERE attempt = 1"
+	                                    " AND http_status IS NULL AND latency_ms IS NULL"
+	                                    " AND error LIKE 'interrupted: %without a clean"
+	                                    " shutdown%(not counted)'"),
+	                 1);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT COUNT(*) FROM outbox_attempts WHERE attempt = 1"
+	                                    " AND http_status = 200"),
+	                 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	pg_receivers_finish(&d, 1);
+	peer_destroy(p);
+}
+
+/* A receiver killed mid-call on a database it shares: another receiver
+ * takes the row over once its lease ran out, sends it again uncounted, and
+ * the cut call is in the history as a lease that expired. */
+static void test_a_row_taken_over_from_a_killed_receiver_keeps_the_cut_call(void **state)
+{
+	struct peer_behaviour hang = {.pb_action = PEER_HANG, .pb_ms = 60000};
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	struct peer *p = peer_create();
+	struct daemon d[2];
+	char ini[2048];
+	char id[64];
+
+	(void)state;
+	assert_non_null(p);
+	peer_script(p, "/notify", &hang);
+	peer_default(p, "/notify", &ok);
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
+	                       "poll = 20ms\ntimeout = 2s\nlease = 3s\n",
+	         peer_base(p));
+	assert_int_equal(pg_receivers_start(&d[0], 1, ini), 0);
+	assert_int_equal(hn_order_create(&d[0], 2500, "usd", id), 0);
+	assert_int_equal(fx_stripe_pay(&d[0], "evt_pg_outbox_taken", id, 2500, "usd"), 200);
+	assert_int_equal(peer_wait(p, 1, OUTBOX_WAIT_S * 1000), 1);
+	daemon_kill9(&d[0]);
+	/* started while the lease holds: its start gives nothing back */
+	assert_int_equal(daemon_init_beside(&d[1], &d[0], ini), 0);
+	assert_int_equal(daemon_start(&d[1]), 0);
+	assert_int_equal(hn_db_wait_int(d[1].dm_db,
+	                                "SELECT COUNT(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                OUTBOX_WAIT_S),
+	                 1);
+	assert_int_equal(hn_db_int(d[1].dm_db, "SELECT attempts FROM outbox"), 1);
+	assert_int_equal(hn_db_int(d[1].dm_db, "SELECT COUNT(*) FROM outbox_attempts"), 2);
+	assert_int_equal(hn_db_int(d[1].dm_db,
+	                           "SELECT COUNT(*) FROM outbox_attempts WHERE attempt = 1"
+	                           " AND http_status IS NULL AND error LIKE 'lease expired: %"
+	                           "(not counted)'"),
+	                 1);
+	assert_int_equal(hn_db_int(d[1].dm_db, "SELECT COUNT(*) FROM outbox_attempts WHERE"
+	                                       " attempt = 1 AND http_status = 200"),
+	                 1);
+	assert_int_equal(daemon_term(&d[1], 20), 0);
+	pg_receivers_finish(d, 2);
+	peer_destroy(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -258,6 +354,8 @@ int main(void)
 	                test_three_receivers_deliver_each_row_once_per_attempt_never_twice_at_once),
 	        cmocka_unit_test(
 	                test_a_call_released_at_shutdown_is_in_the_attempt_history_on_postgresql),
+	        cmocka_unit_test(test_a_call_cut_by_a_kill_is_in_the_attempt_history_on_postgresql),
+	        cmocka_unit_test(test_a_row_taken_over_from_a_killed_receiver_keeps_the_cut_call),
 	};
 
 	pgserver_require_or_skip("test_pg_outbox");
