@@ -46,6 +46,8 @@ struct fixture {
 /* What the test apply callbacks do and count. */
 struct applier {
 	atomic_int ap_runs;
+	atomic_int ap_inside; /* apply_note_backend: handlers running now */
+	atomic_int ap_met;    /* two of them have run at once (or the wait gave up) */
 	int ap_result;      /* STORE_APPLY_* */
 	size_t ap_fill;     /* bytes of a scratch blob to insert */
 	const char *ap_tag; /* stored in the scratch row */
@@ -3147,15 +3149,34 @@ test_pg_a_writer_connection_lost_mid_batch_fails_the_batch_and_is_made_again(voi
 /* A handler that notes which writer backend ran it and when its
  * transaction began and its statement ended (pg_sleep keeps each batch's
  * transaction open a while), and counts its runs per key. */
+#define WRITERS_MEET_MS 10000 /* the first handler's wait for a second one */
+
 static int apply_note_backend(struct store_tx *tx, void *arg, struct reply *ret_reply)
 {
 	struct applier *ap = arg;
+	int waited_ms;
+	int r;
 
 	atomic_fetch_add(&ap->ap_runs, 1);
-	if (store_exec(tx,
+	/* Until two handlers have run at once, a handler waits for another
+	 * to come in, so that two writers' transactions overlap whatever the
+	 * machine's load (a handler holds its writer's thread: the other one
+	 * must be another writer's). Once only: a store that ran one batch at
+	 * a time never lets the second in, and the wait gives up. */
+	if (atomic_fetch_add(&ap->ap_inside, 1) >= 1) {
+		atomic_store(&ap->ap_met, 1);
+	}
+	for (waited_ms = 0; !atomic_load(&ap->ap_met) && waited_ms < WRITERS_MEET_MS;
+	     waited_ms += 5) {
+		usleep(5 * 1000);
+	}
+	atomic_store(&ap->ap_met, 1);
+	r = store_exec(tx,
 	               "INSERT INTO writers_seen (pid, began, ended) SELECT pg_backend_pid(), "
 	               "now(), clock_timestamp() FROM pg_sleep(0.01)",
-	               NULL, 0, NULL) < 0) {
+	               NULL, 0, NULL);
+	atomic_fetch_sub(&ap->ap_inside, 1);
+	if (r < 0) {
 		return STORE_APPLY_TRANSIENT;
 	}
 	assert_int_equal(reply_set(ret_reply, 200, "text/plain", "ok", 2), 0);
@@ -3213,7 +3234,11 @@ static int unit_create_writers_seen(struct store_tx *tx, void *arg)
  * threads, each key sent by two threads (a duplicate storm across the
  * writers), are each applied exactly once (one NEW, one REPLAYED per key,
  * one handler run and one row per key), more than one writer backend ran
- * handlers, and two of them had transactions open at the same time. */
+ * handlers, and two of them had transactions open at the same time. One
+ * claim per batch, and the first handler waits for a second (above): which
+ * writer takes which claims, and when, is then no race the machine's load
+ * can decide (one writer taking every queued claim at once, round after
+ * round, left no overlap). */
 static void test_pg_writers_run_batches_side_by_side_and_apply_each_key_once(void **state)
 {
 	struct fixture *fx = *state;
@@ -3227,6 +3252,8 @@ static void test_pg_writers_run_batches_side_by_side_and_apply_each_key_once(voi
 	int64_t overlaps;
 	size_t i;
 
+	store_destroy(fx->fx_st);
+	assert_int_equal(fixture_open(fx, 1), 0);
 	assert_int_equal(store_write(fx->fx_st, T0, unit_create_writers_seen, NULL), 0);
 	assert_int_equal(pthread_barrier_init(&barrier, NULL, WRITERS_THREADS), 0);
 	for (i = 0; i < WRITERS_THREADS; i++) {
