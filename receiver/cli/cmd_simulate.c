@@ -272,18 +272,23 @@ static int simulate_order(const struct config *cf, const char *id, struct api_or
 	return rc;
 }
 
-/* Fills sim from the options and the order. Returns EX_OK or an exit code. */
+/* Fills sim from the options and the order. A payment given --amount and
+ * --currency is built from the command line alone: the database is not
+ * opened (it may be out of reach, or not hold the order at all). A refund
+ * reads the order's refunded total. Returns EX_OK or an exit code. */
 static int simulate_fill(const struct config *cf, const struct simulate_opts *o,
                          struct provider_sim *sim)
 {
 	struct api_order order;
-	int found;
+	int found = 0;
 	int rc = EX_OK;
 
 	memset(&order, 0, sizeof(order));
-	found = simulate_order(cf, o->so_order, &order, &rc);
-	if (found < 0) {
-		return rc;
+	if (sim->ps_kind == PROVIDER_SIM_REFUND || o->so_amount < 0 || o->so_currency == NULL) {
+		found = simulate_order(cf, o->so_order, &order, &rc);
+		if (found < 0) {
+			return rc;
+		}
 	}
 	if (found == 0 && (o->so_amount < 0 || o->so_currency == NULL)) {
 		fprintf(stderr,

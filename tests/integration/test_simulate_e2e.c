@@ -307,6 +307,53 @@ static void test_simulate_refuses_what_it_cannot_do_with_a_clear_exit_status(voi
 	daemon_finish(&d);
 }
 
+/* An operator's box whose configuration names a PostgreSQL database out of
+ * reach (an outage, a firewall): a payment given --amount and --currency
+ * needs nothing of the database, so it is built, signed, sent and
+ * answered; the receiver it reaches pays the order. A refund reads the
+ * order's refunded total from the database, so it says it cannot (69). */
+static void test_simulate_with_amount_and_currency_needs_no_database(void **state)
+{
+	struct daemon d;
+	char order[64];
+	char url[256];
+	char ini[2048];
+	char ini_path[700];
+	char key_dir[700];
+	const char *pay[] = {"-c",      ini_path, "simulate", "stripe", "payment",
+	                     "--order", order,    "--amount", "1999",   "--currency",
+	                     "usd",     "--to",   url,        NULL};
+	const char *refund[] = {"-c",      ini_path, "simulate", "stripe", "refund",
+	                        "--order", order,    "--amount", "500",    "--currency",
+	                        "usd",     "--to",   url,        NULL};
+	char *out = NULL;
+
+	assert_int_equal(daemon_init(&d, NULL), 0);
+	configure(&d, &sim_cases[0], 0, &d);
+	assert_int_equal(daemon_start(&d), 0);
+	order_create(&d, "usd", order);
+	snprintf(url, sizeof(url), "%s/hooks/stripe", d.dm_base);
+	/* Nothing listens on port 1: libpq's connection is refused at once. */
+	snprintf(key_dir, sizeof(key_dir), "%s/operator", d.dm_dir);
+	snprintf(ini, sizeof(ini),
+	         "[store]\nbackend = postgresql\nconninfo = host=127.0.0.1 port=1 "
+	         "dbname=idemhook user=idemhook connect_timeout=2\npath = %s/idemhook.db\n\n"
+	         "[provider stripe]\ntype = stripe\nsecret = file:%s/stripe-secret\n",
+	         key_dir, d.dm_dir);
+	assert_int_equal(daemon_write_file(&d, "operator.ini", ini), 0);
+	snprintf(ini_path, sizeof(ini_path), "%s/operator.ini", d.dm_dir);
+
+	assert_int_equal(daemon_cli(&d, 0, pay, &out), 0);
+	assert_non_null(strstr(out, "HTTP 200"));
+	free(out);
+	expect_order(&d, order, "paid", 0);
+	assert_int_equal(daemon_cli(&d, 0, refund, &out), 69);
+	free(out);
+	expect_order(&d, order, "paid", 0);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -325,6 +372,7 @@ int main(void)
 	        cmocka_unit_test(
 	                test_simulate_to_https_verifies_the_listener_against_client_ca_file),
 	        cmocka_unit_test(test_simulate_refuses_what_it_cannot_do_with_a_clear_exit_status),
+	        cmocka_unit_test(test_simulate_with_amount_and_currency_needs_no_database),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

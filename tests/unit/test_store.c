@@ -46,6 +46,8 @@ struct fixture {
 /* What the test apply callbacks do and count. */
 struct applier {
 	atomic_int ap_runs;
+	atomic_int ap_inside; /* apply_note_backend: handlers running now */
+	atomic_int ap_met;    /* two of them have run at once (or the wait gave up) */
 	int ap_result;      /* STORE_APPLY_* */
 	size_t ap_fill;     /* bytes of a scratch blob to insert */
 	const char *ap_tag; /* stored in the scratch row */
@@ -3147,15 +3149,34 @@ test_pg_a_writer_connection_lost_mid_batch_fails_the_batch_and_is_made_again(voi
 /* A handler that notes which writer backend ran it and when its
  * transaction began and its statement ended (pg_sleep keeps each batch's
  * transaction open a while), and counts its runs per key. */
+#define WRITERS_MEET_MS 10000 /* the first handler's wait for a second one */
+
 static int apply_note_backend(struct store_tx *tx, void *arg, struct reply *ret_reply)
 {
 	struct applier *ap = arg;
+	int waited_ms;
+	int r;
 
 	atomic_fetch_add(&ap->ap_runs, 1);
-	if (store_exec(tx,
+	/* Until two handlers have run at once, a handler waits for another
+	 * to come in, so that two writers' transactions overlap whatever the
+	 * machine's load (a handler holds its writer's thread: the other one
+	 * must be another writer's). Once only: a store that ran one batch at
+	 * a time never lets the second in, and the wait gives up. */
+	if (atomic_fetch_add(&ap->ap_inside, 1) >= 1) {
+		atomic_store(&ap->ap_met, 1);
+	}
+	for (waited_ms = 0; !atomic_load(&ap->ap_met) && waited_ms < WRITERS_MEET_MS;
+	     waited_ms += 5) {
+		usleep(5 * 1000);
+	}
+	atomic_store(&ap->ap_met, 1);
+	r = store_exec(tx,
 	               "INSERT INTO writers_seen (pid, began, ended) SELECT pg_backend_pid(), "
 	               "now(), clock_timestamp() FROM pg_sleep(0.01)",
-	               NULL, 0, NULL) < 0) {
+	               NULL, 0, NULL);
+	atomic_fetch_sub(&ap->ap_inside, 1);
+	if (r < 0) {
 		return STORE_APPLY_TRANSIENT;
 	}
 	assert_int_equal(reply_set(ret_reply, 200, "text/plain", "ok", 2), 0);
@@ -3213,7 +3234,11 @@ static int unit_create_writers_seen(struct store_tx *tx, void *arg)
  * threads, each key sent by two threads (a duplicate storm across the
  * writers), are each applied exactly once (one NEW, one REPLAYED per key,
  * one handler run and one row per key), more than one writer backend ran
- * handlers, and two of them had transactions open at the same time. */
+ * handlers, and two of them had transactions open at the same time. One
+ * claim per batch, and the first handler waits for a second (above): which
+ * writer takes which claims, and when, is then no race the machine's load
+ * can decide (one writer taking every queued claim at once, round after
+ * round, left no overlap). */
 static void test_pg_writers_run_batches_side_by_side_and_apply_each_key_once(void **state)
 {
 	struct fixture *fx = *state;
@@ -3227,6 +3252,8 @@ static void test_pg_writers_run_batches_side_by_side_and_apply_each_key_once(voi
 	int64_t overlaps;
 	size_t i;
 
+	store_destroy(fx->fx_st);
+	assert_int_equal(fixture_open(fx, 1), 0);
 	assert_int_equal(store_write(fx->fx_st, T0, unit_create_writers_seen, NULL), 0);
 	assert_int_equal(pthread_barrier_init(&barrier, NULL, WRITERS_THREADS), 0);
 	for (i = 0; i < WRITERS_THREADS; i++) {
@@ -3269,6 +3296,130 @@ static void test_pg_writers_run_batches_side_by_side_and_apply_each_key_once(voi
 	print_message("handler pairs on two writers with transactions open at once: %lld\n",
 	              (long long)overlaps);
 	assert_true(overlaps > 0);
+}
+
+#define LOCKED_TIMEOUT_MS 500 /* the claiming store's statement_timeout */
+#define LOCKED_HOLD_S 4       /* the holder's transaction: past two timeouts and more */
+
+struct lock_holder {
+	struct store *lh_st; /* the fixture's: its statement_timeout (5 s) outlasts the sleep */
+	atomic_int lh_holding;
+	int lh_rc;
+};
+
+/* Another session's long transaction on parent row 7. */
+static int unit_hold_parent_row(struct store_tx *tx, void *arg)
+{
+	struct lock_holder *lh = arg;
+	char sql[64];
+
+	if (store_exec(tx, "SELECT id FROM parent WHERE id = 7 FOR UPDATE", NULL, 0, NULL) < 0) {
+		return -1;
+	}
+	atomic_store(&lh->lh_holding, 1);
+	snprintf(sql, sizeof(sql), "SELECT pg_sleep(%d)", LOCKED_HOLD_S);
+	return store_exec(tx, sql, NULL, 0, NULL);
+}
+
+static void *lock_holder_main(void *arg)
+{
+	struct lock_holder *lh = arg;
+
+	lh->lh_rc = store_write(lh->lh_st, T0, unit_hold_parent_row, lh);
+	return NULL;
+}
+
+static int unit_insert_parent_seven(struct store_tx *tx, void *arg)
+{
+	(void)arg;
+	return store_exec(tx, "INSERT INTO parent (id) VALUES (7)", NULL, 0, NULL);
+}
+
+/* A handler that waits on parent row 7, then stores as apply_test does. */
+static int apply_touch_parent(struct store_tx *tx, void *arg, struct reply *ret_reply)
+{
+	if (store_exec(tx, "UPDATE parent SET id = id WHERE id = 7", NULL, 0, NULL) < 0) {
+		return STORE_APPLY_TRANSIENT;
+	}
+	return apply_test(tx, arg, ret_reply);
+}
+
+/* A batch of three claims, the middle one's handler waiting on a row
+ * another session holds: that claim is transient after one
+ * statement_timeout (its lane's), not run again one by one to wait a
+ * second time; the other two are applied and committed in the batch, and
+ * the held key is free for the provider's retry. */
+static void test_pg_a_claim_that_waits_out_the_timeout_on_a_lock_is_transient_at_once(void **state)
+{
+	struct fixture *fx = *state;
+	struct applier ap = {.ap_result = STORE_APPLY_DONE};
+	struct lock_holder lh = {.lh_st = fx->fx_st};
+	struct store_options so = {
+	        .so_backend = STORE_BACKEND_POSTGRESQL,
+	        .so_conninfo = fx->fx_conninfo,
+	        .so_statement_timeout_ms = LOCKED_TIMEOUT_MS,
+	        .so_pg_writers = 1,
+	};
+	struct store_stats before;
+	struct store_stats after;
+	struct store_claim c[3];
+	struct store *st;
+	pthread_t thread;
+	double t0;
+	double waited_ms;
+	size_t i;
+
+	assert_int_equal(store_write(fx->fx_st, T0, unit_insert_parent_seven, NULL), 0);
+	st = store_create(&so);
+	assert_non_null(st);
+	atomic_init(&lh.lh_holding, 0);
+	assert_int_equal(pthread_create(&thread, NULL, lock_holder_main, &lh), 0);
+	while (!atomic_load(&lh.lh_holding)) {
+		usleep(10 * 1000);
+	}
+	claim_init(&c[0], "evt_lock_a", 1, T0, &ap);
+	claim_init(&c[1], "evt_lock_b", 1, T0, &ap);
+	claim_init(&c[2], "evt_lock_c", 1, T0, &ap);
+	c[1].sc_apply = apply_touch_parent;
+	store_get_stats(st, &before);
+	t0 = mono_s();
+	assert_int_equal(store_submit(st, c, 3), 0);
+	waited_ms = (mono_s() - t0) * 1000;
+	store_get_stats(st, &after);
+	print_message("the batch ended after %.0f ms (statement_timeout %d ms)\n", waited_ms,
+	              LOCKED_TIMEOUT_MS);
+	assert_int_equal(c[0].sc_outcome, STORE_NEW);
+	assert_int_equal(c[1].sc_outcome, STORE_TRANSIENT);
+	assert_int_equal(c[2].sc_outcome, STORE_NEW);
+	assert_int_equal(after.ss_batches - before.ss_batches, 1);
+	assert_int_equal(after.ss_commits - before.ss_commits, 1);
+	/* One wait, not two; generous against a loaded machine. */
+	assert_true(waited_ms >= LOCKED_TIMEOUT_MS - 50);
+	assert_true(waited_ms < 2 * LOCKED_TIMEOUT_MS);
+	/* The holder still holds the row: the claims did not outwait it. */
+	assert_true(waited_ms < LOCKED_HOLD_S * 1000);
+	for (i = 0; i < 3; i++) {
+		store_claim_finish(&c[i]);
+	}
+	pthread_join(thread, NULL);
+	assert_int_equal(lh.lh_rc, 0);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records WHERE "
+	                                     "idem_key IN ('evt_lock_a', 'evt_lock_c') AND "
+	                                     "status = 'done'"),
+	                 2);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM idempotency_records WHERE "
+	                                     "idem_key = 'evt_lock_b'"),
+	                 0);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 2);
+
+	/* The lock gone, the provider's retry of the held key is applied. */
+	claim_init(&c[1], "evt_lock_b", 1, T0, &ap);
+	c[1].sc_apply = apply_touch_parent;
+	assert_int_equal(store_submit(st, &c[1], 1), 0);
+	assert_int_equal(c[1].sc_outcome, STORE_NEW);
+	store_claim_finish(&c[1]);
+	assert_int_equal(count_of(fx->fx_st, "SELECT count(*) FROM scratch"), 3);
+	store_destroy(st);
 }
 
 /* Submits eight claims keyed prefix_0 to prefix_7 in one batch, each of
@@ -3894,6 +4045,7 @@ int main(void)
 	        PG_TEST_ONE_WRITER(test_pg_a_claims_final_write_goes_with_the_commit),
 	        PG_TEST_THREE_WRITERS(
 	                test_pg_writers_run_batches_side_by_side_and_apply_each_key_once),
+	        PG_TEST(test_pg_a_claim_that_waits_out_the_timeout_on_a_lock_is_transient_at_once),
 	        PG_TEST(test_pg_a_held_back_write_that_fails_fails_only_its_claim),
 	        PG_TEST_ONE_WRITER(test_pg_a_handlers_held_write_costs_no_round_trip_of_its_own),
 	        PG_TEST_ONE_WRITER(test_pg_a_held_write_that_fails_on_its_lane_fails_only_its_unit),

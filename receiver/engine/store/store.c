@@ -1091,6 +1091,26 @@ struct store_step {
 
 #define STORE_STEP_WRITE SIZE_MAX
 
+/* Settles claim i of u as transient outside its savepoint (the engine
+ * ended the transaction, or the claim waited out the statement bound on a
+ * lane): it is not run again in this batch; u is settled when none of its
+ * claims is left. */
+static void store_unit_claim_settle(struct store_unit *u, size_t i)
+{
+	size_t left = 0;
+	size_t j;
+
+	store_claim_transient(&u->su_claims[i], 0);
+	u->su_skip[i] = 1;
+	for (j = 0; j < u->su_n; j++) {
+		left += !u->su_skip[j];
+	}
+	if (left == 0) {
+		u->su_result = -1;
+		u->su_settled = 1;
+	}
+}
+
 /* Runs one claim of u in its savepoint. */
 static enum store_tx_state store_step_run_claim(struct store *st, struct store_tx *tx,
                                                 struct store_unit *u, size_t i)
@@ -1099,8 +1119,6 @@ static enum store_tx_state store_step_run_claim(struct store *st, struct store_t
 	struct store_claim *c = &u->su_claims[i];
 	struct store_claim_step cs;
 	enum store_tx_state state;
-	size_t left = 0;
-	size_t j;
 	int r;
 
 	tx->tx_now = c->sc_now_ms;
@@ -1121,15 +1139,7 @@ static enum store_tx_state store_step_run_claim(struct store *st, struct store_t
 		return state;
 	}
 	/* The engine ended the transaction: this claim is settled as transient. */
-	store_claim_transient(c, 0);
-	u->su_skip[i] = 1;
-	for (j = 0; j < u->su_n; j++) {
-		left += !u->su_skip[j];
-	}
-	if (left == 0) {
-		u->su_result = -1;
-		u->su_settled = 1;
-	}
+	store_unit_claim_settle(u, i);
 	return state;
 }
 
@@ -1338,6 +1348,13 @@ static int store_lane_step(void *arg, size_t g, struct store_conn *lane)
 			u->su_result = 0;
 		}
 		if (r < 0) {
+			if (en->en_timed_out != NULL && en->en_timed_out(lane)) {
+				/* It waited out the statement bound on a lock held
+				 * elsewhere: transient now (503, the provider
+				 * retries), not run again one by one to wait once
+				 * more; the others of the pass run again. */
+				store_unit_claim_settle(u, sp->sp_claim);
+			}
 			return -1;
 		}
 	}
@@ -1388,7 +1405,9 @@ static enum store_tx_state store_batch_lanes(struct store *st, struct store_conn
  * serialization failure between receivers: the whole batch runs again, up
  * to STORE_BATCH_RETRIES times. A lost connection fails every unit
  * (transient: 503, nothing acknowledged before a COMMIT returned); the
- * writer reconnects before its next batch. */
+ * writer reconnects before its next batch. A claim whose statement the
+ * server cancelled on a lane (statement_timeout: a lock held elsewhere) is
+ * settled transient there and is not run again with the others. */
 static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
                             uint64_t *ret_commits, double *ret_commit_s)
 {
@@ -2326,7 +2345,8 @@ static void store_claim_reset(struct store_claim *c)
 }
 
 /* A single claim whose key is already done/failed, answered on this
- * thread's read connection. Returns 1 when answered, 0 otherwise. */
+ * thread's read connection; or transient when the read waited out the
+ * statement bound. Returns 1 when answered, 0 otherwise. */
 static int store_claim_fast(struct store *st, struct store_claim *c)
 {
 	struct store_value key[] = {store_text(c->sc_scope), store_text(c->sc_key)};
@@ -2334,6 +2354,7 @@ static int store_claim_fast(struct store *st, struct store_claim *c)
 	enum store_status status;
 	struct store_row rec;
 	int answered = 0;
+	int timed_out;
 	int found;
 
 	/* The fast path is an optimization: a busy pool sends the claim to
@@ -2346,7 +2367,19 @@ static int store_claim_fast(struct store *st, struct store_claim *c)
 		return 0;
 	}
 	found = store_query(&tx, STORE_SQL_RECORD, key, 2, &rec);
+	timed_out = found < 0 && st->st_engine->en_timed_out != NULL &&
+	            st->st_engine->en_timed_out(tx.tx_conn);
 	st->st_engine->en_reader_put(st->st_db, tx.tx_conn);
+	if (timed_out) {
+		/* The read waited out the statement bound on a lock of the
+		 * whole table (DDL of another session), which the writer's
+		 * claim would wait on again: transient now. */
+		store_claim_transient(c, 0);
+		pthread_mutex_lock(&st->st_stats_mutex);
+		st->st_stats.ss_transient++;
+		pthread_mutex_unlock(&st->st_stats_mutex);
+		return 1;
+	}
 	if (found <= 0) {
 		return 0;
 	}

@@ -104,6 +104,12 @@ struct store_engine {
 	 * that was busy), else a short description. */
 	int (*en_last_error)(struct store_conn *cn);
 	const char *(*en_error_reason)(int code);
+	/* Optional: 1 when the statement that just failed on cn (a lane's
+	 * own, not one that unwound with its pass) was cancelled by the
+	 * server's bound on a statement (PostgreSQL's statement_timeout or
+	 * lock_timeout): the unit waited out that bound on a lock held
+	 * elsewhere, and is transient at once rather than made to wait again. */
+	int (*en_timed_out)(struct store_conn *cn);
 
 	/* Optional (NULL: the writer runs a batch's units one after another,
 	 * each in its savepoint). Runs steps 0..n-1 together inside cn's open
@@ -116,7 +122,8 @@ struct store_engine {
 	 * transaction is open and holds their work); ENDED when a step failed
 	 * or the engine could not pipeline: roll back and run the batch again
 	 * one unit at a time, each in its savepoint, which gives every unit
-	 * the outcome a savepoint of its own gives it; RETRY; LOST. hold: the
+	 * the outcome a savepoint of its own gives it (a claim step settled
+	 * while failing, after en_timed_out, is not run again); RETRY; LOST. hold: the
 	 * writes the lanes held back (en_exec_one) may wait for the writer's
 	 * next statement after the lanes (the batch's COMMIT); 0: they are sent
 	 * and checked before en_lanes returns. */

@@ -96,6 +96,7 @@ struct store_conn {
 	size_t cn_n_stmts;
 	unsigned cn_next_id;
 	int cn_retry;               /* a deadlock or serialization failure since BEGIN */
+	int cn_timed_out; /* its last statement failed on statement_timeout or lock_timeout */
 	int cn_begin_pending;       /* writer: BEGIN not sent yet, goes with the next statement */
 	char cn_sqlstate[6];        /* of the last failure */
 	int cn_depth;               /* reader: nested gets on its thread */
@@ -448,20 +449,29 @@ static int store_pg_sqlstate_retry(const char *state)
 	return strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0;
 }
 
-/* Remembers and logs (once, here) a failed result. */
-static void store_pg_fail(struct store_conn *cn, const PGresult *res, const char *what)
+static int store_pg_sqlstate_timeout(const char *state)
 {
-	cn = store_pg_home(cn);
+	/* query_canceled (statement_timeout), lock_not_available (lock_timeout) */
+	return strcmp(state, "57014") == 0 || strcmp(state, "55P03") == 0;
+}
+
+/* Remembers and logs (once, here) a failed result. The statement's own
+ * connection (a lane's, for a lane) learns whether it timed out; the
+ * writer's the rest. */
+static void store_pg_fail(struct store_conn *self, const PGresult *res, const char *what)
+{
+	struct store_conn *cn = store_pg_home(self);
 	const char *state = res != NULL ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
 	char msg[STORE_PG_MSG_MAX];
 
+	self->cn_timed_out = state != NULL && store_pg_sqlstate_timeout(state);
 	store_pg_one_line(res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(cn->cn_pg), msg,
 	                  sizeof(msg));
 	snprintf(cn->cn_sqlstate, sizeof(cn->cn_sqlstate), "%s", state != NULL ? state : "08000");
 	if (store_pg_sqlstate_retry(cn->cn_sqlstate)) {
 		cn->cn_retry = 1;
 		log_warn("store: %.100s: %s", what, msg);
-	} else if (PQstatus(cn->cn_pg) != CONNECTION_OK || strcmp(cn->cn_sqlstate, "57014") == 0) {
+	} else if (PQstatus(cn->cn_pg) != CONNECTION_OK || self->cn_timed_out) {
 		log_warn("store: %.100s: %s", what, msg);
 	} else {
 		log_err("store: %.100s: %s", what, msg);
@@ -1051,6 +1061,7 @@ static int store_pg_run(struct store_conn *cn, const char *sql, const struct sto
 	int rc = -1;
 
 	memset(&pc, 0, sizeof(pc));
+	cn->cn_timed_out = 0;
 	pg_sql = store_pg_rewrite(sql, &n);
 	if (pg_sql == NULL) {
 		return -1;
@@ -1261,6 +1272,11 @@ static int store_pg_last_error(struct store_conn *cn)
 		return 1;
 	}
 	return cn->cn_retry ? 2 : 3;
+}
+
+static int store_pg_timed_out(struct store_conn *cn)
+{
+	return cn->cn_timed_out;
 }
 
 static const char *store_pg_error_reason(int code)
@@ -2530,6 +2546,7 @@ const struct store_engine store_engine_pg = {
         .en_round_trips = store_pg_round_trips,
         .en_last_error = store_pg_last_error,
         .en_error_reason = store_pg_error_reason,
+        .en_timed_out = store_pg_timed_out,
         .en_after_batch = store_pg_after_batch,
         .en_wal_written = store_pg_wal_written,
         .en_probe = store_pg_probe,
