@@ -770,19 +770,38 @@ int api_fingerprint(const void *json, size_t len, unsigned char ret[32])
 
 /* ---- small helpers ---- */
 
+/* The outcome names api_claim_account counts: a finished claim ends as
+ * one of the first five (STORE_NEW .. STORE_TRANSIENT). */
+static const char *const api_outcome_names[] = {
+        [STORE_NEW] = "new",
+        [STORE_REPLAYED] = "replayed",
+        [STORE_MISMATCH] = "mismatch",
+        [STORE_IN_PROGRESS] = "in_progress",
+        [STORE_TRANSIENT] = "transient",
+        [STORE_CLAIMED] = "claimed",
+};
+
+void api_metrics_declare(void)
+{
+	const char *outcomes[STORE_TRANSIENT + 2];
+	size_t i;
+
+	for (i = 0; i <= STORE_TRANSIENT; i++) {
+		outcomes[i] = api_outcome_names[i];
+	}
+	outcomes[i] = NULL;
+	metrics_declare_provider("api:orders", outcomes, NULL);
+	metrics_declare_provider("api:checkout", outcomes, NULL);
+}
+
 void api_claim_account(const char *label, const char *client, const char *key,
 		       enum store_outcome outcome, int status, int64_t t0_ms, int64_t now_ms)
 {
-	static const char *const names[] = {
-		[STORE_NEW] = "new",
-		[STORE_REPLAYED] = "replayed",
-		[STORE_MISMATCH] = "mismatch",
-		[STORE_IN_PROGRESS] = "in_progress",
-		[STORE_TRANSIENT] = "transient",
-		[STORE_CLAIMED] = "claimed",
-	};
+	const char *const *names = api_outcome_names;
 	const char *name =
-		(size_t)outcome < sizeof(names) / sizeof(names[0]) ? names[outcome] : "transient";
+	        (size_t)outcome < sizeof(api_outcome_names) / sizeof(api_outcome_names[0])
+	                ? names[outcome]
+	                : "transient";
 	int64_t elapsed = now_ms - t0_ms;
 	char qclient[API_CLIENT_MAX + 8];
 	char qkey[80];

@@ -108,6 +108,12 @@ int api_rate_allow(const struct config *cf, const char *client, int64_t now_ms,
 void api_claim_account(const char *label, const char *client, const char *key,
 		       enum store_outcome outcome, int status, int64_t t0_ms, int64_t now_ms);
 
+/* Exports the series api_claim_account counts at 0, for both labels
+ * (api:orders, api:checkout) and each outcome it gives: the order API and
+ * the checkout page are always routed, so their series are known from the
+ * start (metrics.h). */
+void api_metrics_declare(void);
+
 /* "2026-12-02T10:20:12.345Z" for ms since the epoch (out: 32 bytes). */
 void api_format_time(int64_t ms, char out[32]);
 

@@ -78,8 +78,9 @@ static void cmd_events_usage(FILE *out)
 	        "or kept by gc past its retention. By filter, it first prints how many\n"
 	        "events match: failed ones not dismissed (--status failed, the default), or\n"
 	        "thin events waiting (--status fetching), live ones unless --test-mode; run\n"
-	        "it again with --confirm N to dismiss exactly those N. Each dismissal is in\n"
-	        "the audit log (idemhook audit list).\n\n"
+	        "it again with --confirm N to dismiss exactly those N (none matching: it says\n"
+	        "there is nothing to dismiss, and exits 0). Each dismissal is in the audit\n"
+	        "log (idemhook audit list).\n\n"
 	        "Exit status: 0 done, 1 reprocessed but still failed, 64 usage (an unknown\n"
 	        "provider too), 65 refused, 66 no such event, 69 database unavailable,\n"
 	        "75 database busy or failing.\n");
@@ -618,6 +619,12 @@ static int cmd_events_dismiss(int argc, char **argv, const struct config *cf, st
 	if (r < 0) {
 		fprintf(stderr, "idemhook events: dismissing failed; nothing changed\n");
 		return EX_TEMPFAIL;
+	}
+	/* Nothing matching is nothing to do, not a count to confirm: 0
+	 * confirmed would dismiss nothing either. */
+	if (count == 0 && confirm <= 0) {
+		printf("no %s match: nothing to dismiss\n", what);
+		return EX_OK;
 	}
 	if (confirm < 0) {
 		printf("%" PRId64 " %s match; to dismiss them run the same command with "

@@ -282,6 +282,29 @@ void metrics_declare_fetch(const char *provider)
 	pthread_mutex_unlock(&metrics_lock);
 }
 
+void metrics_declare_http(const char *listener, const char *const *cuts, const int *statuses,
+                          const char *const *drains)
+{
+	char text[16];
+	size_t i;
+
+	pthread_mutex_lock(&metrics_lock);
+	for (i = 0; cuts != NULL && cuts[i] != NULL; i++) {
+		(void)metrics_series_get(&metrics_http_cuts, listener, cuts[i]);
+	}
+	for (i = 0; statuses != NULL && statuses[i] != 0; i++) {
+		snprintf(text, sizeof(text), "%d", statuses[i]);
+		(void)metrics_series_get(&metrics_http_refusals, listener, text);
+	}
+	for (i = 0; drains != NULL && drains[i] != NULL; i++) {
+		(void)metrics_series_get(&metrics_http_drains, listener, drains[i]);
+	}
+	(void)metrics_series_get(&metrics_http_wakeups, listener, "");
+	(void)metrics_series_get(&metrics_http_lingers, listener, "");
+	(void)metrics_series_get(&metrics_http_resumes, listener, "");
+	pthread_mutex_unlock(&metrics_lock);
+}
+
 void metrics_http_cut(const char *listener, const char *reason)
 {
 	metrics_count(&metrics_http_cuts, listener, reason);

@@ -30,6 +30,13 @@ void metrics_declare_provider(const char *provider, const char *const *outcomes,
 void metrics_declare_unapplied(const char *provider, const char *const *reasons);
 void metrics_declare_reconcile(const char *provider);
 void metrics_declare_fetch(const char *provider);
+/* The series of the HTTP listener named listener exported at 0 from its
+ * start (as metrics_declare_provider's): its cuts for each reason of cuts,
+ * its refusals for each status of statuses (0-terminated), its drains for
+ * each kind of drains, its wakeups, lingering closes and resumes. cuts and
+ * drains are NULL-terminated; a series that exists keeps its count. */
+void metrics_declare_http(const char *listener, const char *const *cuts, const int *statuses,
+                          const char *const *drains);
 /* The HTTP listener named listener ("public", "admin"): a connection the
  * sweeper closed (reason: head_timeout, body_min_rate, make_room, drain),
  * a request answered before routing (status), a drain begun (kind: reload

@@ -1174,6 +1174,108 @@ out:
 	free(expect_text);
 }
 
+/* Bulk dismiss of the events list's filters (the form's list, its query),
+ * as idemhook events dismiss by filter: the events of those filters a
+ * dismissal takes (console_events_dismiss_what), only when the count the
+ * operator confirmed is still the count, each then dismissed and audited
+ * (events.dismiss on event:ID, with the reason) in one transaction. A
+ * refusal answers the list's page with the new count to confirm. */
+static void console_dismiss_all(struct console_act *a, struct reply *ret)
+{
+	const struct console_ctx *cx = a->a_cx;
+	char *list = console_form(a->a_req, "list");
+	char *reason = console_form(a->a_req, "reason");
+	char *expect_text = console_form(a->a_req, "expect");
+	struct console_events_query q;
+	struct http_request get = *a->a_req;
+	const char *what;
+	char *end = NULL;
+	int64_t expect = -1;
+	int64_t count = 0;
+	char msg[600];
+	struct buf url;
+	int rc;
+
+	/* The list's filters, read as the list's own URL would give them. */
+	buf_init(&url, CONSOLE_URL_MAX + CONSOLE_FORM_FIELD_MAX);
+	buf_printf(&url, "/console/events?%s", list != NULL ? list : "");
+	get.hr_url = url.buf_data != NULL ? url.buf_data : "/console/events";
+	console_events_query_load(&q, &get);
+	buf_finish(&url);
+	/* and the page to show after it: that URL, rebuilt from what was read */
+	buf_init(&url, CONSOLE_URL_MAX + CONSOLE_FORM_FIELD_MAX);
+	console_events_href(&url, &q, "&");
+	what = console_events_dismiss_what(&q);
+	if (expect_text != NULL && expect_text[0] >= '0' && expect_text[0] <= '9') {
+		expect = strtoll(expect_text, &end, 10);
+		if (*end != '\0') {
+			expect = -1;
+		}
+	}
+	if (url.buf_overflow || url.buf_data == NULL) {
+		snprintf(a->a_result, sizeof(a->a_result), "refused: filters too long");
+		console_text(ret, 400, "these filters are too long\n");
+		goto out;
+	}
+	if (what == NULL) {
+		snprintf(msg, sizeof(msg),
+		         "These filters select nothing a dismissal can take (%s); nothing "
+		         "dismissed.",
+		         q.eq_why[0] != '\0' ? q.eq_why : "done or dismissed events");
+		snprintf(a->a_result, sizeof(a->a_result), "refused: %s", msg);
+		console_after(a, ret, 409, url.buf_data, "/console/events", msg, 1);
+		goto out;
+	}
+	if (!console_db_reason_ok(reason)) {
+		snprintf(msg, sizeof(msg),
+		         "A reason is required (1 to %d characters); nothing dismissed.",
+		         CONSOLE_DB_REASON_MAX);
+		snprintf(a->a_result, sizeof(a->a_result), "refused: %s", msg);
+		console_after(a, ret, 409, url.buf_data, "/console/events", msg, 1);
+		goto out;
+	}
+	if (expect < 1) {
+		snprintf(a->a_result, sizeof(a->a_result), "refused: no count confirmed");
+		console_text(ret, 400, "bulk dismiss wants the count confirmed\n");
+		goto out;
+	}
+	rc = console_db_dismiss_filter(cx->cx_store, cx->cx_now_ms, a->a_actor, &q.eq_f, reason,
+	                               expect, &count);
+	if (rc < 0) {
+		snprintf(a->a_result, sizeof(a->a_result), "error");
+		console_after(a, ret, 503, url.buf_data, "/console/events",
+		              "The store failed; nothing changed.", 1);
+		goto out;
+	}
+	if (rc == 1) {
+		if (count == 0) {
+			snprintf(msg, sizeof(msg),
+			         "No %s match these filters now, not the %" PRId64
+			         " you confirmed: nothing to dismiss.",
+			         what, expect);
+		} else {
+			snprintf(msg, sizeof(msg),
+			         "%" PRId64 " %s match these filters now, not the %" PRId64
+			         " you confirmed: nothing dismissed. Look again and confirm the "
+			         "new count.",
+			         count, what, expect);
+		}
+		snprintf(a->a_result, sizeof(a->a_result), "refused: %s", msg);
+		console_after(a, ret, 409, url.buf_data, "/console/events", msg, 1);
+		goto out;
+	}
+	/* each one recorded in the transaction that dismissed it */
+	a->a_audited = 1;
+	snprintf(msg, sizeof(msg), "%" PRId64 " event(s) dismissed.", count);
+	console_after(a, ret, 200, url.buf_data, "/console/events", msg, 0);
+out:
+	buf_finish(&url);
+	console_events_query_finish(&q);
+	free(list);
+	free(reason);
+	free(expect_text);
+}
+
 /* Which action a POST names, into a (action, target, the function):
  * returns 0, or -1 when the path is no action. The target is read from the
  * path, or from the form where the path has none. */
@@ -1183,7 +1285,15 @@ static int console_action_of(const struct http_request *req, struct console_act 
 	const char *op = NULL;
 	char *v;
 
-	if (console_path_id(path, "/console/events/", &a->a_id, &op) == 0) {
+	if (strcmp(path, "/console/events/dismiss") == 0) {
+		/* refusals are recorded on the filters, each dismissal on its
+		 * event (console_dismiss_all) */
+		v = console_form(req, "list");
+		snprintf(a->a_action, sizeof(a->a_action), "events.dismiss");
+		snprintf(a->a_target, sizeof(a->a_target), "events?%.200s", v != NULL ? v : "");
+		free(v);
+		a->a_fn = console_dismiss_all;
+	} else if (console_path_id(path, "/console/events/", &a->a_id, &op) == 0) {
 		if (strcmp(op, "dismiss") != 0 && strcmp(op, "reprocess") != 0) {
 			return -1;
 		}

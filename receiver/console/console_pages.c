@@ -634,11 +634,138 @@ static int64_t console_parse_date(const char *s)
 	return (int64_t)timegm(&tm) * 1000;
 }
 
-static const char *const console_event_params[] = {
+static const char *const console_event_params[CONSOLE_EVENT_PARAMS] = {
         "provider", "outcome", "reason", "source", "order",     "key",
         "since",    "until",   "open",   "test",   "dismissed", "parked",
 };
-#define CONSOLE_EVENT_PARAMS (sizeof(console_event_params) / sizeof(console_event_params[0]))
+
+/* A 0/1 flag of the list (absent: def) into *ret; -1 when it is neither. */
+static int console_flag(const char *v, int def, int *ret)
+{
+	if (v == NULL) {
+		*ret = def;
+	} else if (strcmp(v, "0") == 0 || strcmp(v, "1") == 0) {
+		*ret = v[0] == '1';
+	} else {
+		return -1;
+	}
+	return 0;
+}
+
+void console_events_query_load(struct console_events_query *q, const struct http_request *req)
+{
+	struct console_db_filter *f = &q->eq_f;
+	char *const *v = q->eq_v;
+	static const size_t flags[] = {8, 9, 10, 11}; /* open, test, dismissed, parked */
+	static const int defaults[] = {0, -1, -1, 0};
+	int *const flag_of[] = {&f->ef_open, &f->ef_test_mode, &f->ef_dismissed, &f->ef_parked};
+	size_t bad = 0;
+	size_t i;
+
+	memset(q, 0, sizeof(*q));
+	for (i = 0; i < CONSOLE_EVENT_PARAMS; i++) {
+		q->eq_v[i] = console_query(req, console_event_params[i]);
+	}
+	console_db_filter_init(f);
+	f->ef_provider = v[0];
+	f->ef_outcome = v[1];
+	f->ef_reason = v[2];
+	f->ef_source = v[3];
+	f->ef_order = v[4];
+	f->ef_key_prefix = v[5];
+	f->ef_since_ms = console_parse_date(v[6]);
+	f->ef_until_ms = console_parse_date(v[7]);
+	for (i = 0; i < sizeof(flags) / sizeof(flags[0]) && bad == 0; i++) {
+		if (console_flag(v[flags[i]], defaults[i], flag_of[i]) < 0) {
+			bad = flags[i];
+		}
+	}
+	/* A value not understood would be left out, and the list show more
+	 * than was asked for: said, and nothing listed. */
+	if (bad != 0) {
+		snprintf(q->eq_why, sizeof(q->eq_why), "%s is 0 or 1, not \"%.60s\".",
+		         console_event_params[bad], v[bad]);
+	} else if ((v[6] != NULL && f->ef_since_ms == 0) || (v[7] != NULL && f->ef_until_ms == 0)) {
+		int since = v[6] != NULL && f->ef_since_ms == 0;
+
+		snprintf(q->eq_why, sizeof(q->eq_why),
+		         "%s \"%.60s\" is not a UTC date or time (2026-12-04 or 2026-12-04T10:30).",
+		         since ? "since" : "until", since ? v[6] : v[7]);
+	} else if (f->ef_open && f->ef_test_mode == 1) {
+		snprintf(q->eq_why, sizeof(q->eq_why),
+		         "These filters cannot both hold: open failures are live events, and test "
+		         "mode = 1 selects test-mode ones. Failed test-mode events are listed with "
+		         "outcome = failed and test mode = 1.");
+	} else if (f->ef_open && f->ef_dismissed == 1) {
+		snprintf(q->eq_why, sizeof(q->eq_why),
+		         "These filters cannot both hold: open failures are not dismissed, and "
+		         "dismissed = 1 selects dismissed ones.");
+	} else if (f->ef_open && f->ef_outcome != NULL && strcmp(f->ef_outcome, "failed") != 0) {
+		snprintf(q->eq_why, sizeof(q->eq_why),
+		         "These filters cannot both hold: open failures are failed events, and "
+		         "outcome = %.20s selects others.",
+		         f->ef_outcome);
+	} else if (f->ef_since_ms > 0 && f->ef_until_ms > 0 && f->ef_since_ms >= f->ef_until_ms) {
+		snprintf(q->eq_why, sizeof(q->eq_why),
+		         "These filters cannot both hold: since is not before until.");
+	}
+}
+
+void console_events_query_finish(struct console_events_query *q)
+{
+	size_t i;
+
+	for (i = 0; i < CONSOLE_EVENT_PARAMS; i++) {
+		free(q->eq_v[i]);
+		q->eq_v[i] = NULL;
+	}
+}
+
+size_t console_events_query_string(struct buf *b, const struct console_events_query *q,
+                                   const char *sep)
+{
+	size_t n = 0;
+	size_t i;
+
+	for (i = 0; i < CONSOLE_EVENT_PARAMS; i++) {
+		if (q->eq_v[i] != NULL) {
+			buf_printf(b, "%s%s=", n > 0 ? sep : "", console_event_params[i]);
+			console_urlenc(b, q->eq_v[i]);
+			n++;
+		}
+	}
+	return n;
+}
+
+size_t console_events_href(struct buf *b, const struct console_events_query *q, const char *sep)
+{
+	size_t i;
+
+	buf_puts(b, "/console/events");
+	for (i = 0; i < CONSOLE_EVENT_PARAMS && q->eq_v[i] == NULL; i++) {
+	}
+	if (i == CONSOLE_EVENT_PARAMS) {
+		return 0;
+	}
+	buf_puts(b, "?");
+	return console_events_query_string(b, q, sep);
+}
+
+const char *console_events_dismiss_what(const struct console_events_query *q)
+{
+	const struct console_db_filter *f = &q->eq_f;
+	int fetching = f->ef_outcome != NULL && strcmp(f->ef_outcome, "fetching") == 0;
+
+	if (q->eq_why[0] != '\0' || f->ef_dismissed == 1 ||
+	    (f->ef_outcome != NULL && !fetching && strcmp(f->ef_outcome, "failed") != 0)) {
+		return NULL;
+	}
+	if (fetching) {
+		return f->ef_test_mode == 1 ? "test-mode thin event(s) waiting for their full event"
+		                            : "thin event(s) waiting for their full event";
+	}
+	return f->ef_test_mode == 1 ? "failed test-mode event(s)" : "open failed event(s)";
+}
 
 static void console_select(struct buf *b, const char *name, const char *value,
                            const char *const *options, size_t n)
@@ -662,39 +789,75 @@ static void console_text_input(struct buf *b, const char *name, const char *valu
 	buf_puts(b, "\">");
 }
 
+/* The bulk dismiss form for the list's filters: the count of what it
+ * would take, shown and sent back as the confirmation (console.c's
+ * console_dismiss_all refuses when it changed). Operators only; nothing
+ * when nothing matches. Returns 0 or -1 (a store failure). */
+static int console_dismiss_all_form(struct buf *b, const struct console_ctx *cx,
+                                    const struct console_events_query *q)
+{
+	const char *what = console_events_dismiss_what(q);
+	int64_t count = 0;
+	struct buf list;
+
+	if (!console_operator(cx) || what == NULL) {
+		return 0;
+	}
+	if (console_db_dismiss_filter(cx->cx_store, cx->cx_now_ms, cx->cx_who->cw_name, &q->eq_f,
+	                              "", -1, &count) < 0) {
+		return -1;
+	}
+	if (count == 0) {
+		return 0;
+	}
+	/* the filters as the list's query, which the action reads back */
+	buf_init(&list, CONSOLE_PAGE_MAX);
+	console_events_query_string(&list, q, "&");
+	buf_printf(
+	        b,
+	        "<div class=\"actions\"><form method=\"post\" action=\"/console/events/dismiss\" "
+	        "data-confirm=\"Dismiss %" PRId64 " %s?\"><input type=\"hidden\" name=\"list\" "
+	        "value=\"",
+	        count, what);
+	console_esc(b, list.buf_data != NULL ? list.buf_data : "");
+	buf_finish(&list);
+	buf_printf(b,
+	           "\"><input type=\"hidden\" name=\"expect\" value=\"%" PRId64 "\">"
+	           "<label>reason (required, up to %d characters)<br>"
+	           "<input name=\"reason\" id=\"dismiss-all-reason\" required maxlength=\"%d\" "
+	           "size=\"40\"></label>",
+	           count, CONSOLE_DB_REASON_MAX, CONSOLE_DB_REASON_MAX);
+	console_csrf_field(b, cx);
+	buf_printf(b,
+	           "<button type=\"submit\" class=\"danger\" id=\"dismiss-all\">Dismiss %" PRId64
+	           " %s</button></form><p class=\"muted\">The events of these filters that a "
+	           "dismissal takes: %s, not dismissed yet, %s. Each is dismissed and audited as "
+	           "from its own page; none is unless %" PRId64 " still match.</p></div>\n",
+	           count, what,
+	           q->eq_f.ef_outcome != NULL && strcmp(q->eq_f.ef_outcome, "fetching") == 0
+	                   ? "waiting for their full event"
+	                   : "failed",
+	           q->eq_f.ef_test_mode == 1 ? "test-mode ones"
+	                                     : "live ones (test mode = 1: the test-mode ones)",
+	           count);
+	return b->buf_overflow ? -1 : 0;
+}
+
 int console_page_events(struct buf *b, const struct console_ctx *cx, const struct http_request *req)
 {
 	static const char *const outcomes[] = {"done", "failed", "fetching"};
 	static const char *const sources[] = {"callback", "reconcile"};
 	static const char *const tri[] = {"0", "1"};
-	char *v[CONSOLE_EVENT_PARAMS];
-	struct console_db_filter f;
+	struct console_events_query q;
+	char *const *v = q.eq_v;
+	const struct console_db_filter *f = &q.eq_f;
 	struct console_list l = {b, 0, 0};
 	char *before_text = console_query(req, "before");
 	int64_t before = before_text != NULL ? strtoll(before_text, NULL, 10) : 0;
 	size_t i;
 	int rc = -1;
 
-	for (i = 0; i < CONSOLE_EVENT_PARAMS; i++) {
-		v[i] = console_query(req, console_event_params[i]);
-	}
-	console_db_filter_init(&f);
-	f.ef_provider = v[0];
-	f.ef_outcome = v[1];
-	f.ef_reason = v[2];
-	f.ef_source = v[3];
-	f.ef_order = v[4];
-	f.ef_key_prefix = v[5];
-	f.ef_since_ms = console_parse_date(v[6]);
-	f.ef_until_ms = console_parse_date(v[7]);
-	f.ef_open = v[8] != NULL && strcmp(v[8], "1") == 0;
-	if (v[9] != NULL) {
-		f.ef_test_mode = strcmp(v[9], "1") == 0;
-	}
-	if (v[10] != NULL) {
-		f.ef_dismissed = strcmp(v[10], "1") == 0;
-	}
-	f.ef_parked = v[11] != NULL && strcmp(v[11], "1") == 0;
+	console_events_query_load(&q, req);
 	console_page_begin(b, cx, "Events", "events", 0);
 	buf_puts(b, "<form class=\"filters\" method=\"get\" action=\"/console/events\">"
 	            "<label>provider<select name=\"provider\" id=\"f-provider\">"
@@ -730,46 +893,47 @@ int console_page_events(struct buf *b, const struct console_ctx *cx, const struc
 	           "value=\"1\"%s></label><label>parked, waiting for their payment<input "
 	           "type=\"checkbox\" name=\"parked\" value=\"1\"%s></label>"
 	           "<button type=\"submit\">Filter</button></form>\n",
-	           f.ef_open ? " checked" : "", f.ef_parked ? " checked" : "");
+	           f->ef_open ? " checked" : "", f->ef_parked ? " checked" : "");
+	/* Filters that cannot all hold list nothing: said, not shown as an
+	 * empty list that reads as "no such events". */
+	if (q.eq_why[0] != '\0') {
+		buf_puts(b, "<p class=\"flash error\" role=\"alert\" id=\"filters-conflict\">");
+		console_esc(b, q.eq_why);
+		buf_puts(b, " No event can match; change the filters.</p>\n");
+	} else if (console_dismiss_all_form(b, cx, &q) < 0) {
+		goto out;
+	}
 	buf_puts(b, "<table id=\"events\"><tr><th class=\"num\">id</th><th>received (UTC)</th>"
 	            "<th>provider</th><th>key</th><th>kind</th><th>order</th><th>outcome</th>"
 	            "<th>reason / effect</th><th>source</th></tr>\n");
-	if (console_db_events(cx->cx_store, cx->cx_now_ms, &f, before, CONSOLE_LIST_LIMIT,
+	if (q.eq_why[0] == '\0' &&
+	    console_db_events(cx->cx_store, cx->cx_now_ms, f, before, CONSOLE_LIST_LIMIT,
 	                      console_events_row, &l) < 0) {
 		goto out;
 	}
 	if (l.cl_n == 0) {
-		buf_puts(b, "<tr><td colspan=\"9\" class=\"muted\">no events</td></tr>");
+		buf_printf(b, "<tr><td colspan=\"9\" class=\"muted\">%s</td></tr>",
+		           q.eq_why[0] != '\0' ? "no events: the filters above cannot match any"
+		                               : "no events");
 	}
 	buf_puts(b, "</table>\n<p class=\"pager\">");
 	if (before > 0) {
-		buf_puts(b, "<a href=\"/console/events?");
-		for (i = 0; i < CONSOLE_EVENT_PARAMS; i++) {
-			if (v[i] != NULL) {
-				buf_printf(b, "%s=", console_event_params[i]);
-				console_urlenc(b, v[i]);
-				buf_puts(b, "&amp;");
-			}
-		}
+		buf_puts(b, "<a href=\"");
+		console_events_href(b, &q, "&amp;");
 		buf_puts(b, "\">Newest</a> ");
 	}
 	if (l.cl_n == CONSOLE_LIST_LIMIT) {
-		buf_puts(b, "<a rel=\"next\" href=\"/console/events?");
-		for (i = 0; i < CONSOLE_EVENT_PARAMS; i++) {
-			if (v[i] != NULL) {
-				buf_printf(b, "%s=", console_event_params[i]);
-				console_urlenc(b, v[i]);
-				buf_puts(b, "&amp;");
-			}
-		}
-		buf_printf(b, "before=%" PRId64 "\">Older</a>", l.cl_last_id);
+		size_t n;
+
+		buf_puts(b, "<a rel=\"next\" href=\"");
+		n = console_events_href(b, &q, "&amp;");
+		buf_printf(b, "%sbefore=%" PRId64 "\">Older</a>", n > 0 ? "&amp;" : "?",
+		           l.cl_last_id);
 	}
 	buf_puts(b, "</p>\n");
 	rc = console_page_end(b) < 0 ? -1 : 200;
 out:
-	for (i = 0; i < CONSOLE_EVENT_PARAMS; i++) {
-		free(v[i]);
-	}
+	console_events_query_finish(&q);
 	free(before_text);
 	return rc;
 }

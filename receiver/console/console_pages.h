@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "console_db.h"
+
 struct buf;
 struct config;
 struct http_request;
@@ -15,6 +17,8 @@ struct env;
 
 #define CONSOLE_PAGE_MAX (8 * 1024 * 1024) /* bytes of one page */
 #define CONSOLE_LIST_LIMIT 50              /* rows per list page */
+#define CONSOLE_EVENT_PARAMS 12            /* the events list's filters */
+#define CONSOLE_EVENTS_WHY_MAX 400         /* bytes of why no event can match */
 
 /* Who is looking: the session's token name, role and CSRF token. */
 struct console_who {
@@ -67,6 +71,36 @@ int console_page_outbox(struct buf *b, const struct console_ctx *cx,
 int console_page_outbox_row(struct buf *b, const struct console_ctx *cx, int64_t id);
 int console_page_rejected(struct buf *b, const struct console_ctx *cx);
 int console_page_audit(struct buf *b, const struct console_ctx *cx, const struct http_request *req);
+
+/* The events list's filters as its URL's query gives them: each parameter
+ * decoded (or NULL), the filter they make (pointing into eq_v), and why no
+ * event can match them, or "": filters that cannot all hold (open=1 with
+ * test=1, dismissed=1 or another outcome than failed; since not before
+ * until), or a value not understood (a date, a 0/1 flag), which would
+ * otherwise be left out and list more than was asked for. */
+struct console_events_query {
+	char *eq_v[CONSOLE_EVENT_PARAMS];
+	struct console_db_filter eq_f;
+	char eq_why[CONSOLE_EVENTS_WHY_MAX];
+};
+
+/* Loads q from req's query (q is overwritten); finish it after. */
+void console_events_query_load(struct console_events_query *q, const struct http_request *req);
+void console_events_query_finish(struct console_events_query *q);
+
+/* Appends q's filters as a query string, NAME=VALUE (values
+ * percent-encoded) separated by sep ("&" for a URL, "&amp;" in HTML), and
+ * returns how many; console_events_href the list's URL with them,
+ * /console/events?..., or /console/events without any. */
+size_t console_events_query_string(struct buf *b, const struct console_events_query *q,
+                                   const char *sep);
+size_t console_events_href(struct buf *b, const struct console_events_query *q, const char *sep);
+
+/* What a dismissal by q's filters takes (console_db_dismiss_filter), named
+ * as the operator knows it ("open failed event(s)", ...), or NULL when the
+ * list holds nothing it could take: filters that cannot hold, done events
+ * only, dismissed ones only. */
+const char *console_events_dismiss_what(const struct console_events_query *q);
 
 /* Appends the path (and query) of order id's page, percent-encoded, for an
  * href: /console/orders/ID, or /console/orders?id=ID when ID is "." or "..",

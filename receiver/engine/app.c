@@ -74,8 +74,10 @@ struct outbound *app_outbound_swap(struct app *app, struct outbound *ob)
 	return was;
 }
 
-/* Exports every provider instance's series at 0 (metrics.h): the labels
- * known from the configuration, at start and at each reload taken. The
+/* Exports every provider instance's series at 0 (metrics.h), and the order
+ * API's and checkout page's: the labels known from the configuration, at
+ * start and at each reload taken (each listener declares its own when it
+ * starts, http.c). The
  * reject reasons are those every profile can give (docs/operations.md);
  * a profile's own (probe_signature, ...) appear with their first count. */
 static void app_metrics_declare(const struct config *cf)
@@ -92,6 +94,7 @@ static void app_metrics_declare(const struct config *cf)
 		outcomes[i] = ingest_result_name((enum ingest_result)i);
 	}
 	outcomes[i] = NULL;
+	api_metrics_declare();
 	for (i = 0; i < cf->cf_n_providers; i++) {
 		const struct provider_conf *pc = &cf->cf_providers[i];
 		const struct provider *p = pc->pc_provider;

@@ -124,8 +124,14 @@ enum http_cut {
 };
 
 /* Their names in metrics (idemhook_http_connections_cut_total). */
-static const char *const http_cut_names[HTTP_CUT_N] = {"head_timeout", "body_min_rate",
-                                                       "make_room", "drain"};
+static const char *const http_cut_names[HTTP_CUT_N + 1] = {"head_timeout", "body_min_rate",
+                                                           "make_room", "drain", NULL};
+
+/* The statuses http_refuse answers with (http_refusal_set's callers), and
+ * the kinds of drain: a listener's series of each, exported at 0 from its
+ * start (metrics_declare_http). */
+static const int http_refused_statuses[] = {400, 413, 414, 431, 501, 503, 0};
+static const char *const http_drain_kinds[] = {"reload", "stop", NULL};
 
 struct http_gen;
 
@@ -2447,7 +2453,7 @@ static void http_gen_drain_begin(struct http_gen *gen, int stop)
 	gen->hg_drain_log_ms = now;
 	gen->hg_drain_answered = atomic_load(&gen->hg_answered);
 	atomic_store(&gen->hg_draining, 1);
-	metrics_http_drain(gen->hg_srv->hs_name, stop ? "stop" : "reload");
+	metrics_http_drain(gen->hg_srv->hs_name, stop ? http_drain_kinds[1] : http_drain_kinds[0]);
 	http_accept_stop(gen);
 	if (stop) {
 		shutdown(gen->hg_fd, SHUT_RDWR);
@@ -2645,6 +2651,7 @@ struct http_server *http_create(const struct http_options *opt, http_route_fn ro
 	if (srv->hs_name == NULL || srv->hs_host == NULL || srv->hs_lingers == NULL) {
 		goto fail;
 	}
+	metrics_declare_http(srv->hs_name, http_cut_names, http_refused_statuses, http_drain_kinds);
 	if (http_listen(opt->ho_host, opt->ho_port, &fd, &srv->hs_port) < 0) {
 		goto fail;
 	}

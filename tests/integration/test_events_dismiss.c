@@ -320,8 +320,39 @@ static void test_dismiss_by_filter_with_test_mode_selects_the_test_mode_failures
 	                 1);
 	/* dismissed ones are not counted again */
 	assert_int_equal(daemon_cli(d, 1, count, &out), 0);
-	assert_non_null(strstr(out, "0 failed test-mode event(s) match"));
+	assert_non_null(strstr(out, "no failed test-mode event(s) match: nothing to dismiss"));
 	free(out);
+}
+
+/* Nothing matching is nothing to do: said so, exit 0, and no "--confirm 0"
+ * offered as a step to take (nor taken: confirming 0 says the same). */
+static void
+test_dismiss_by_filter_with_nothing_matching_says_there_is_nothing_to_dismiss(void **state)
+{
+	struct daemon *d = *state;
+	static const char *const count[] = {
+	        "events",  "dismiss", "--failed-reason", "amount_mismatch", "--reason",
+	        "sandbox", NULL};
+	static const char *const zero[] = {"events",          "dismiss",  "--failed-reason",
+	                                   "amount_mismatch", "--reason", "sandbox",
+	                                   "--confirm",       "0",        NULL};
+	char *out = NULL;
+
+	t_unknown(d, "evt_nothing_1"); /* unknown_order: not what is asked for */
+	assert_int_equal(daemon_cli(d, 1, count, &out), 0);
+	assert_non_null(out);
+	assert_non_null(strstr(out, "no open failed event(s) match: nothing to dismiss"));
+	assert_null(strstr(out, "--confirm"));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, zero, &out), 0);
+	assert_non_null(out);
+	assert_non_null(strstr(out, "nothing to dismiss"));
+	assert_null(strstr(out, "dismissed"));
+	free(out);
+	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"),
+	                 0);
+	fx_assert_audit(d, 0, "action = 'events.dismiss'");
 }
 
 static int setup(void **state)
@@ -353,6 +384,9 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                test_dismiss_by_filter_with_test_mode_selects_the_test_mode_failures, setup,
 	                daemon_teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_dismiss_by_filter_with_nothing_matching_says_there_is_nothing_to_dismiss,
+	                setup, daemon_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

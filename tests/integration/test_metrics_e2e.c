@@ -601,12 +601,85 @@ static void test_the_listener_counts_cuts_refusals_lingering_closes_and_drains(v
 	daemon_finish(&d);
 }
 
+/* The same for the listeners (each one's cuts by reason, refusals by
+ * status, drains by kind, wakeups, lingering closes, resumes) and for the
+ * order API and the checkout page (requests by outcome, duplicates,
+ * mismatches, latency): each at 0 before anything happened, so the first
+ * 400 shows in increase() as 1, not as a series that appeared. */
+static void test_listener_and_order_api_series_are_exported_at_zero_from_the_start(void **state)
+{
+	static const char *const listeners[] = {"public", "admin"};
+	static const char *const cuts[] = {"head_timeout", "body_min_rate", "make_room", "drain"};
+	static const char *const statuses[] = {"400", "413", "414", "431", "501", "503"};
+	static const char *const drains[] = {"reload", "stop"};
+	static const char *const outcomes[] = {"new", "replayed", "mismatch", "in_progress",
+	                                       "transient"};
+	static const char *const apis[] = {"api:orders", "api:checkout"};
+	static struct prom_text p;
+	struct daemon d;
+	struct buf req;
+	char canon[256];
+	size_t i;
+	size_t k;
+
+	(void)state;
+	fx_daemon_start(&d, T_INI);
+	scrape(&d, &p);
+	for (k = 0; k < 2; k++) {
+		for (i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+			snprintf(canon, sizeof(canon), "listener=\"%s\",reason=\"%s\"",
+			         listeners[k], cuts[i]);
+			t_zero(&p, "idemhook_http_connections_cut_total", canon);
+		}
+		for (i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
+			snprintf(canon, sizeof(canon), "listener=\"%s\",status=\"%s\"",
+			         listeners[k], statuses[i]);
+			t_zero(&p, "idemhook_http_refused_total", canon);
+		}
+		for (i = 0; i < sizeof(drains) / sizeof(drains[0]); i++) {
+			snprintf(canon, sizeof(canon), "kind=\"%s\",listener=\"%s\"", drains[i],
+			         listeners[k]);
+			t_zero(&p, "idemhook_http_drains_total", canon);
+		}
+		snprintf(canon, sizeof(canon), "listener=\"%s\"", listeners[k]);
+		t_zero(&p, "idemhook_http_thread_wakeups_total", canon);
+		t_zero(&p, "idemhook_http_lingering_closes_total", canon);
+		t_zero(&p, "idemhook_http_resumes_total", canon);
+		t_zero(&p, "idemhook_http_resume_seconds_total", canon);
+	}
+	for (k = 0; k < 2; k++) {
+		for (i = 0; i < sizeof(outcomes) / sizeof(outcomes[0]); i++) {
+			snprintf(canon, sizeof(canon), "outcome=\"%s\",provider=\"%s\"",
+			         outcomes[i], apis[k]);
+			t_zero(&p, "idemhook_requests_total", canon);
+		}
+		snprintf(canon, sizeof(canon), "provider=\"%s\"", apis[k]);
+		t_zero(&p, "idemhook_duplicates_absorbed_total", canon);
+		t_zero(&p, "idemhook_fingerprint_mismatches_total", canon);
+		t_zero(&p, "idemhook_request_duration_seconds_count", canon);
+	}
+	/* the first refusal moves the declared series from 0 to 1 */
+	buf_init(&req, 0);
+	buf_puts(&req, "GET /hooks/stripe%00x HTTP/1.1\r\nHost: a\r\n\r\n");
+	assert_int_equal(edge_status(d.dm_port, req.buf_data, req.buf_len), 400);
+	buf_finish(&req);
+	scrape(&d, &p);
+	assert_int_equal(
+	        prom_sum(&p, "idemhook_http_refused_total", "listener=\"public\",status=\"400\""),
+	        1);
+	t_zero(&p, "idemhook_http_refused_total", "listener=\"admin\",status=\"400\"");
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_healthz_and_readyz_answer_on_the_admin_listener_only),
 	        cmocka_unit_test(
 	                test_known_series_are_exported_at_zero_from_the_start_and_a_reload),
+	        cmocka_unit_test(
+	                test_listener_and_order_api_series_are_exported_at_zero_from_the_start),
 	        cmocka_unit_test(test_metrics_text_declares_every_family_with_help_and_type),
 	        cmocka_unit_test(
 	                test_a_storm_of_duplicates_moves_new_once_and_replayed_for_the_rest),

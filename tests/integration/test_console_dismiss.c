@@ -1,0 +1,271 @@
+/* test_console_dismiss.c: the console's events list over real HTTP on the
+ * real daemon's admin listener: filters that cannot all hold are said to
+ * conflict rather than shown as an empty list, and the bulk dismiss of the
+ * list's filters needs the count it showed, a reason, the operator role and
+ * the CSRF token, and is audited per event as the single dismiss is. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "console_client.h"
+#include "fixtures.h"
+#include "harness.h"
+
+static void t_stop(struct daemon *d)
+{
+	assert_int_equal(daemon_term(d, 30), 0);
+	daemon_finish(d);
+}
+
+/* A payment for an order that does not exist: failed (unknown_order). */
+static int64_t t_unknown(struct daemon *d, const char *key)
+{
+	assert_int_equal(fx_stripe_pay(d, key, "ord_bulk_nosuch00000000001", 500, "usd"), 200);
+	return fx_db_int(d, "SELECT id FROM events WHERE idem_key = '%s'", key);
+}
+
+/* The same from Stripe's test mode ("livemode":false). */
+static void t_unknown_test_mode(struct daemon *d, const char *key)
+{
+	char *body = fx_stripe_payment(key, "ord_bulk_sandbox0000000001", 500, "usd");
+	char *live = strstr(body, "\"livemode\":true");
+
+	assert_non_null(live);
+	memmove(live + strlen("\"livemode\":false"), live + strlen("\"livemode\":true"),
+	        strlen(live + strlen("\"livemode\":true")) + 1);
+	memcpy(live, "\"livemode\":false", strlen("\"livemode\":false"));
+	assert_int_equal(fx_stripe_send(d, body, NULL), 200);
+	free(body);
+}
+
+/* The value of the hidden field name on page, &amp; undone, percent-encoded
+ * for a form body into out. */
+static void t_field(const char *page, const char *name, char *out, size_t size)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char want[100];
+	const char *p;
+	size_t o = 0;
+
+	snprintf(want, sizeof(want), "name=\"%s\" value=\"", name);
+	p = strstr(page, want);
+	if (p == NULL) {
+		fail_msg("no field %s on the page", name);
+	}
+	for (p += strlen(want); *p != '"' && o + 4 < size; p++) {
+		unsigned char c = (unsigned char)*p;
+
+		if (strncmp(p, "&amp;", 5) == 0) {
+			c = '&';
+			p += 4;
+		}
+		if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		    c == '_' || c == '-') {
+			out[o++] = (char)c;
+		} else {
+			out[o++] = '%';
+			out[o++] = hex[c >> 4];
+			out[o++] = hex[c & 15];
+		}
+	}
+	assert_int_equal(*p, '"');
+	out[o] = '\0';
+}
+
+static void test_the_events_list_says_when_its_filters_cannot_all_hold(void **state)
+{
+	static const char *const conflicting[] = {
+	        "/console/events?open=1&test=1",
+	        "/console/events?open=1&dismissed=1",
+	        "/console/events?open=1&outcome=done",
+	        "/console/events?since=2026-12-05&until=2026-12-04",
+	        /* not understood: left out, they listed more than was asked */
+	        "/console/events?since=yesterday",
+	        "/console/events?test=yes",
+	};
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	size_t i;
+
+	(void)state;
+	t_start(&d, NULL);
+	t_unknown(&d, "evt_conflict_live");
+	t_unknown_test_mode(&d, "evt_conflict_sandbox");
+	t_login(&d, T_OP_TOKEN, &s);
+	for (i = 0; i < sizeof(conflicting) / sizeof(conflicting[0]); i++) {
+		assert_int_equal(t_get(&d, conflicting[i], &s, &r), 200);
+		if (strstr(r.hs_body, "id=\"filters-conflict\"") == NULL) {
+			fail_msg("%s: no word of the filters' conflict", conflicting[i]);
+		}
+		assert_non_null(strstr(r.hs_body, "No event can match"));
+		assert_non_null(strstr(r.hs_body, "no events: the filters above cannot match any"));
+		assert_null(strstr(r.hs_body, "evt_conflict_"));
+		assert_null(strstr(r.hs_body, "id=\"dismiss-all\""));
+		hres_finish(&r);
+	}
+	assert_int_equal(t_get(&d, "/console/events?open=1&test=1", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "open failures are live events, and test mode = 1"));
+	hres_finish(&r);
+	/* the failed test-mode event is there, under filters that can hold */
+	assert_int_equal(t_get(&d, "/console/events?outcome=failed&test=1", &s, &r), 200);
+	assert_null(strstr(r.hs_body, "filters-conflict"));
+	assert_non_null(strstr(r.hs_body, "evt_conflict_sandbox"));
+	assert_null(strstr(r.hs_body, "evt_conflict_live"));
+	hres_finish(&r);
+	assert_int_equal(t_get(&d, "/console/events?open=1", &s, &r), 200);
+	assert_null(strstr(r.hs_body, "filters-conflict"));
+	assert_non_null(strstr(r.hs_body, "evt_conflict_live"));
+	hres_finish(&r);
+	t_stop(&d);
+}
+
+static void test_bulk_dismiss_takes_the_lists_filters_and_needs_the_count_it_showed(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	struct hres post;
+	char order[64];
+	char list[300];
+	char form[600];
+	char *loc;
+	int64_t a;
+	int64_t b;
+
+	(void)state;
+	t_start(&d, NULL);
+	fx_order(&d, 700, "usd", order);
+	assert_int_equal(fx_stripe_pay(&d, "evt_bulk_applied", order, 700, "usd"), 200);
+	a = t_unknown(&d, "evt_bulk_1");
+	b = t_unknown(&d, "evt_bulk_2");
+	t_unknown_test_mode(&d, "evt_bulk_sandbox");
+	t_login(&d, T_OP_TOKEN, &s);
+
+	/* the list of failed stripe events offers to dismiss the 2 live ones */
+	assert_int_equal(t_get(&d, "/console/events?provider=stripe&outcome=failed", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "id=\"dismiss-all\">Dismiss 2 open failed event(s)"));
+	assert_non_null(strstr(r.hs_body, "name=\"expect\" value=\"2\""));
+	t_field(r.hs_body, "list", list, sizeof(list));
+	assert_string_equal(list, "provider%3Dstripe%26outcome%3Dfailed");
+	hres_finish(&r);
+
+	/* a count that is not the count: nothing, and the page with the new one */
+	snprintf(form, sizeof(form), "csrf=%s&list=%s&expect=3&reason=sandbox+orders", s.ts_csrf,
+	         list);
+	assert_int_equal(t_post(&d, "/console/events/dismiss", &s, form, &r), 409);
+	assert_non_null(strstr(r.hs_body, "2 open failed event(s) match these filters now, not "
+	                                  "the 3 you confirmed: nothing dismissed"));
+	assert_non_null(strstr(r.hs_body, "name=\"expect\" value=\"2\""));
+	hres_finish(&r);
+	/* no reason: nothing */
+	snprintf(form, sizeof(form), "csrf=%s&list=%s&expect=2&reason=", s.ts_csrf, list);
+	assert_int_equal(t_post(&d, "/console/events/dismiss", &s, form, &r), 409);
+	assert_non_null(strstr(r.hs_body, "A reason is required"));
+	hres_finish(&r);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"), 0);
+	fx_assert_audit(&d, 2,
+	                "action = 'events.dismiss' AND actor = 'console:alice' AND target = "
+	                "'events?provider=stripe&outcome=failed' AND result LIKE 'refused: %%'");
+
+	/* the count confirmed: dismissed, then Post/Redirect/Get to the list */
+	snprintf(form, sizeof(form), "csrf=%s&list=%s&expect=2&reason=sandbox+orders", s.ts_csrf,
+	         list);
+	assert_int_equal(t_post(&d, "/console/events/dismiss", &s, form, &post), 303);
+	loc = hres_header(&post, "Location");
+	assert_non_null(loc);
+	assert_string_equal(loc, "/console/events?provider=stripe&outcome=failed");
+	hres_finish(&post);
+	assert_int_equal(t_get(&d, loc, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "2 event(s) dismissed."));
+	/* nothing left to take: no form */
+	assert_null(strstr(r.hs_body, "id=\"dismiss-all\""));
+	hres_finish(&r);
+	/* shown once: a reload neither shows it again nor sends anything */
+	assert_int_equal(t_get(&d, loc, &s, &r), 200);
+	assert_null(strstr(r.hs_body, "event(s) dismissed"));
+	hres_finish(&r);
+	free(loc);
+
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL AND "
+	                           "dismissed_by = 'console:alice' AND dismiss_reason = "
+	                           "'sandbox orders' AND id IN (%lld, %lld)",
+	                           (long long)a, (long long)b),
+	                 2);
+	/* the test-mode one and the applied one were not selected */
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"), 2);
+	/* audited as the single dismiss is: one row per event, with the reason */
+	fx_assert_audit(&d, 1,
+	                "action = 'events.dismiss' AND target = 'event:%lld' AND reason = "
+	                "'sandbox orders' AND result = 'ok' AND actor = 'console:alice'",
+	                (long long)a);
+	fx_assert_audit(&d, 1,
+	                "action = 'events.dismiss' AND target = 'event:%lld' AND reason = "
+	                "'sandbox orders' AND result = 'ok'",
+	                (long long)b);
+	/* the same form once more: the count is now 0, nothing to dismiss */
+	assert_int_equal(t_post(&d, "/console/events/dismiss", &s, form, &r), 409);
+	assert_non_null(strstr(r.hs_body, "No open failed event(s) match these filters now"));
+	hres_finish(&r);
+	t_stop(&d);
+}
+
+static void test_bulk_dismiss_needs_the_operator_role_and_the_csrf_token(void **state)
+{
+	struct daemon d;
+	struct t_session op;
+	struct t_session ro;
+	struct hres r;
+	char form[400];
+
+	(void)state;
+	t_start(&d, NULL);
+	t_unknown(&d, "evt_bulk_ro_1");
+	t_login(&d, T_OP_TOKEN, &op);
+	t_login(&d, T_RO_TOKEN, &ro);
+	/* a read-only session sees the list, not the form */
+	assert_int_equal(t_get(&d, "/console/events?open=1", &ro, &r), 200);
+	assert_non_null(strstr(r.hs_body, "evt_bulk_ro_1"));
+	assert_null(strstr(r.hs_body, "id=\"dismiss-all\""));
+	hres_finish(&r);
+	snprintf(form, sizeof(form), "csrf=%s&list=open%%3D1&expect=1&reason=x", ro.ts_csrf);
+	assert_int_equal(t_post(&d, "/console/events/dismiss", &ro, form, &r), 403);
+	hres_finish(&r);
+	/* an operator's form without its token, or with another session's */
+	assert_int_equal(
+	        t_post(&d, "/console/events/dismiss", &op, "list=open%3D1&expect=1&reason=x", &r),
+	        403);
+	hres_finish(&r);
+	assert_int_equal(t_post(&d, "/console/events/dismiss", &op, form, &r), 403);
+	hres_finish(&r);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"), 0);
+	fx_assert_audit(&d, 1,
+	                "action = 'events.dismiss' AND actor = 'console:bob' AND target = "
+	                "'events?open=1' AND result = 'refused: this session is read-only'");
+	fx_assert_audit(&d, 2,
+	                "action = 'events.dismiss' AND actor = 'console:alice' AND result = "
+	                "'refused: missing or wrong CSRF token'");
+	t_stop(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_the_events_list_says_when_its_filters_cannot_all_hold),
+	        cmocka_unit_test(
+	                test_bulk_dismiss_takes_the_lists_filters_and_needs_the_count_it_showed),
+	        cmocka_unit_test(test_bulk_dismiss_needs_the_operator_role_and_the_csrf_token),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
