@@ -1337,12 +1337,22 @@ static int console_attempt_row(void *arg, const struct store_row *row)
 	buf_printf(b, "<tr><td class=\"num\">%" PRId64 "</td><td>", store_row_int(row, 1));
 	console_time(b, store_row_int(row, 2));
 	buf_puts(b, "</td><td class=\"num\">");
-	if (store_row_is_null(row, 3)) {
+	/* No latency: a call a stop without a clean shutdown cut, whose end
+	 * (and answer, if any) is not known. */
+	if (store_row_is_null(row, 3) && store_row_is_null(row, 5)) {
+		buf_puts(b, "<span class=\"bad\">unknown</span>");
+	} else if (store_row_is_null(row, 3)) {
 		buf_puts(b, "<span class=\"bad\">no answer</span>");
 	} else {
 		buf_printf(b, "%" PRId64, store_row_int(row, 3));
 	}
-	buf_printf(b, "</td><td class=\"num\">%" PRId64 " ms</td><td>", store_row_int(row, 5));
+	buf_puts(b, "</td><td class=\"num\">");
+	if (store_row_is_null(row, 5)) {
+		console_esc_or_dash(b, NULL);
+	} else {
+		buf_printf(b, "%" PRId64 " ms", store_row_int(row, 5));
+	}
+	buf_puts(b, "</td><td>");
 	console_esc_or_dash(b, store_row_text(row, 4));
 	buf_puts(b, "</td><td class=\"key\">");
 	console_esc_or_dash(b, store_row_text(row, 6));

@@ -615,6 +615,10 @@ static void test_a_call_cut_by_a_kill_is_in_the_attempt_history_after_the_restar
 	assert_int_equal(t_get(&d, page, &s, &r), 200);
 	assert_non_null(strstr(r.hs_body, "interrupted: the idemhook process delivering it stopped"
 	                                  " without a clean shutdown"));
+	/* Its answer and latency are not known: not "no answer", not "0 ms". */
+	assert_non_null(strstr(r.hs_body, "<td class=\"num\"><span class=\"bad\">unknown</span>"
+	                                  "</td><td class=\"num\"><span class=\"muted\">-</span>"));
+	assert_null(strstr(r.hs_body, ">0 ms<"));
 	hres_finish(&r);
 
 	/* Not counted: max_attempts = 1 still lets this attempt deliver it. */
