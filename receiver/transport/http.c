@@ -1833,10 +1833,19 @@ static int http_head_check(struct MHD_Connection *con, struct http_conn *hc, con
 		                 "or tab (obsolete line folding); send each field on one line.");
 		return -1;
 	}
-	/* RFC 9112 3.2: which host the request is for must be unambiguous. */
+	/* RFC 9112 3.2: which host the request is for must be unambiguous,
+	 * and an HTTP/1.1 request must name it (HTTP/1.0 may not; the
+	 * library takes any other 1.x as 1.1 and refuses the rest with 505).
+	 * libmicrohttpd 0.9.75 checks the Host only with
+	 * MHD_OPTION_STRICT_FOR_CLIENT, which is not set. */
 	if (hm.hm_host_n > 1) {
 		http_refusal_set(hf, 400, "repeated_host", "More than one Host",
 		                 "The request has more than one Host header field.");
+		return -1;
+	}
+	if (hm.hm_host_n == 0 && strcmp(version, MHD_HTTP_VERSION_1_0) != 0) {
+		http_refusal_set(hf, 400, "missing_host", "No Host",
+		                 "An HTTP/1.1 request must have a Host header field.");
 		return -1;
 	}
 	if (hm.hm_te_n > 0) {

@@ -360,6 +360,20 @@ static void test_wechatpay_ambiguous_requests_answer_fail_json_and_consume_no_ke
 	rh_response_finish(&raw);
 	buf_finish(&b);
 
+	/* HTTP/1.1 without a Host field (RFC 9112 3.2). */
+	buf_init(&b, 0);
+	buf_printf(&b, "POST /hooks/wechatpay HTTP/1.1\r\n");
+	for (i = 0; m.wm_headers[i] != NULL; i++) {
+		buf_printf(&b, "%s\r\n", m.wm_headers[i]);
+	}
+	buf_printf(&b, "Content-Length: %zu\r\n\r\n%s", strlen(body), body);
+	assert_int_equal(rh_exchange(d->dm_port, b.buf_data, b.buf_len, 10000, &raw), 1);
+	assert_int_equal(raw.rr_status, 400);
+	assert_string_equal(raw.rr_body, "{\"code\":\"FAIL\",\"message\":\"An HTTP/1.1 request "
+	                                 "must have a Host header field.\"}");
+	rh_response_finish(&raw);
+	buf_finish(&b);
+
 	after = hn_db_snapshot(d->dm_db);
 	assert_non_null(after);
 	assert_string_equal(before, after);
