@@ -422,6 +422,16 @@ done:
 	return rc;
 }
 
+/* The message id, under either name (a request this profile accepted has
+ * one, or both the same). */
+static const char *standard_webhooks_sign_id(const struct provider_conf *pc,
+                                             const struct http_request *req)
+{
+	const char *id = http_header_get(req, "webhook-id");
+
+	return id != NULL ? id : http_header_get(req, "svix-id");
+}
+
 /* A body shaped by the instance's mapping, signed v1 with its first secret
  * under a fresh webhook-id. */
 static int
@@ -483,6 +493,7 @@ const struct provider provider_standard_webhooks = {
         .p_receive = standard_webhooks_receive,
         .p_ack = standard_webhooks_ack,
         .p_sign = standard_webhooks_sign,
+        .p_sign_id = standard_webhooks_sign_id,
         .p_simulate = standard_webhooks_simulate,
         .p_reconcile_mode = standard_webhooks_reconcile_mode,
 };
