@@ -477,6 +477,17 @@ done:
 	return rc;
 }
 
+/* The key header's value: hmac_sign needs it to sign {id} again. */
+static const char *hmac_sign_id(const struct provider_conf *pc, const struct http_request *req)
+{
+	const struct hmac_state *st = pc->pc_state;
+
+	if (st == NULL || st->hs_key_header == NULL) {
+		return NULL;
+	}
+	return http_header_get(req, st->hs_key_header);
+}
+
 /* A body shaped by the instance's mapping, its key in key_header or at
  * key_path, signed as configured with the first secret. */
 static int hmac_simulate(const struct provider_conf *pc, const struct provider_sim *sim,
@@ -543,6 +554,7 @@ const struct provider provider_hmac = {
         .p_receive = hmac_receive,
         .p_ack = hmac_ack,
         .p_sign = hmac_sign,
+        .p_sign_id = hmac_sign_id,
         .p_simulate = hmac_simulate,
         .p_reconcile_mode = hmac_reconcile_mode,
 };

@@ -155,6 +155,11 @@ struct provider {
 	int (*p_sign)(const struct provider_conf *pc, const void *body, size_t body_len, int64_t now_s,
 		      const char *event_id, void (*add_header)(void *arg, const char *name, const char *value),
 		      void *arg);
+	/* Optional: the event_id p_sign takes to sign again req, a request
+	 * this instance accepted (replay --to): the id it keys on when that
+	 * comes in a signed header, borrowed from req; NULL when the id is
+	 * in the body, or without this. */
+	const char *(*p_sign_id)(const struct provider_conf *pc, const struct http_request *req);
 	/* Optional: the Authorization value the instance requires of every
 	 * request (HTTP Basic credentials), or NULL when it requires none.
 	 * A capture never keeps that field's value; replay puts this back in

@@ -17,6 +17,7 @@
 /* Svix: immediately, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: about 27.6 h. */
 #define SW_RETRY_WINDOW_S (28 * 3600)
 #define SW_ED25519_KEY_LEN 32
+#define SW_HEADERS 3 /* id, timestamp, signature: one set */
 
 struct standard_webhooks_state {
 	struct provider_secrets sw_secrets; /* decoded HMAC keys */
@@ -120,15 +121,15 @@ fail:
 }
 
 /* The spec's header, or its svix- alias, into *ret (NULL when neither
- * is there): 0, or -1 with v set when either comes more than once or both
- * come with different values. A sender moving from the svix- names to the
- * spec's may send both, the same (Standard Webhooks, "Migrating"); two
- * different ids would leave the idempotency key to whichever name a
- * receiver prefers (Svix's own libraries take svix-, the spec webhook-),
- * so neither is taken. */
+ * is there), counting in *spec and *svix which of the two came: 0, or -1
+ * with v set when either comes more than once or both come with different
+ * values. A sender moving from the svix- names to the spec's may send
+ * both, the same (Standard Webhooks, "Migrating"); two different ids would
+ * leave the idempotency key to whichever name a receiver prefers (Svix's
+ * own libraries take svix-, the spec webhook-), so neither is taken. */
 static int standard_webhooks_header(const struct http_request *req, const char *suffix,
-                                    const char *differ, struct provider_verdict *v,
-                                    const char **ret)
+                                    const char *differ, struct provider_verdict *v, unsigned *spec,
+                                    unsigned *svix, const char **ret)
 {
 	const char *alias = NULL;
 	char name[64];
@@ -144,6 +145,8 @@ static int standard_webhooks_header(const struct http_request *req, const char *
 		*ret = NULL;
 		return -1;
 	}
+	*spec += *ret != NULL;
+	*svix += alias != NULL;
 	if (*ret == NULL) {
 		*ret = alias;
 	} else if (alias != NULL && strcmp(*ret, alias) != 0) {
@@ -263,18 +266,31 @@ static int standard_webhooks_receive(const struct provider_conf *pc, const struc
 	struct event *ev;
 	char *sig = NULL;
 	size_t usable = 0;
+	unsigned spec = 0;
+	unsigned svix = 0;
 	int64_t ts = 0;
 	int ok;
 
 	buf_init(&content, 0);
 	if (standard_webhooks_header(req, "id", "webhook-id and svix-id differ.", ret_verdict,
-	                             &id) < 0 ||
+	                             &spec, &svix, &id) < 0 ||
 	    standard_webhooks_header(req, "timestamp",
 	                             "webhook-timestamp and svix-timestamp differ.", ret_verdict,
-	                             &ts_text) < 0 ||
+	                             &spec, &svix, &ts_text) < 0 ||
 	    standard_webhooks_header(req, "signature",
 	                             "webhook-signature and svix-signature differ.", ret_verdict,
-	                             &sig_text) < 0) {
+	                             &spec, &svix, &sig_text) < 0) {
+		goto fail;
+	}
+	/* One set under one family of names, or both sets whole. Svix's
+	 * libraries read a whole svix- set, else a whole webhook- set, and
+	 * the spec's receiver the webhook- set: neither takes webhook-id with
+	 * svix-timestamp and svix-signature, so neither does this one. */
+	if (spec > 0 && svix > 0 && (spec < SW_HEADERS || svix < SW_HEADERS)) {
+		provider_refuse(ret_verdict, 400, "mixed_headers",
+		                "The webhook- and svix- header names are mixed: send webhook-id, "
+		                "webhook-timestamp and webhook-signature, or the three svix- "
+		                "ones, or both sets with the same values.");
 		goto fail;
 	}
 	if (id == NULL || ts_text == NULL || sig_text == NULL) {
@@ -406,6 +422,16 @@ done:
 	return rc;
 }
 
+/* The message id, under either name (a request this profile accepted has
+ * one, or both the same). */
+static const char *standard_webhooks_sign_id(const struct provider_conf *pc,
+                                             const struct http_request *req)
+{
+	const char *id = http_header_get(req, "webhook-id");
+
+	return id != NULL ? id : http_header_get(req, "svix-id");
+}
+
 /* A body shaped by the instance's mapping, signed v1 with its first secret
  * under a fresh webhook-id. */
 static int
@@ -467,6 +493,7 @@ const struct provider provider_standard_webhooks = {
         .p_receive = standard_webhooks_receive,
         .p_ack = standard_webhooks_ack,
         .p_sign = standard_webhooks_sign,
+        .p_sign_id = standard_webhooks_sign_id,
         .p_simulate = standard_webhooks_simulate,
         .p_reconcile_mode = standard_webhooks_reconcile_mode,
 };

@@ -43,6 +43,7 @@ struct serve_listener {
 	unsigned sl_port;
 	char *sl_tls_cert;
 	char *sl_tls_key;
+	struct app_timeouts sl_timeouts;
 };
 
 static void serve_listener_finish(struct serve_listener *sl)
@@ -53,6 +54,7 @@ static void serve_listener_finish(struct serve_listener *sl)
 	}
 	free(sl->sl_tls_cert);
 	free(sl->sl_tls_key);
+	app_timeouts_finish(&sl->sl_timeouts);
 	memset(sl, 0, sizeof(*sl));
 }
 
@@ -141,6 +143,10 @@ static int serve_public_options(const struct config *cf, struct serve_listener *
 	if (serve_server_listener(cf, sl) < 0) {
 		return -1;
 	}
+	if (app_timeouts_build(cf, &sl->sl_timeouts) < 0) {
+		log_err("out of memory");
+		return -1;
+	}
 	memset(ho, 0, sizeof(*ho));
 	ho->ho_host = sl->sl_host;
 	ho->ho_port = sl->sl_port;
@@ -157,6 +163,8 @@ static int serve_public_options(const struct config *cf, struct serve_listener *
 	ho->ho_trusted_proxies = (const char *const *)cf->cf_trusted_proxies;
 	ho->ho_name = "public";
 	ho->ho_refused = app_refused_public;
+	ho->ho_timeouts = sl->sl_timeouts.at_items;
+	ho->ho_n_timeouts = sl->sl_timeouts.at_n;
 	return 0;
 }
 

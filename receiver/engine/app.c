@@ -485,6 +485,59 @@ void app_route_public(void *arg, const struct http_request *req, struct reply *r
 	app_config_release(app, cf);
 }
 
+int app_timeouts_build(const struct config *cf, struct app_timeouts *t)
+{
+	size_t n = cf->cf_n_providers;
+	size_t i;
+
+	if (n == 0) {
+		return 0;
+	}
+	t->at_items = calloc(n, sizeof(*t->at_items));
+	t->at_replies = calloc(n, sizeof(*t->at_replies));
+	t->at_paths = calloc(n, sizeof(*t->at_paths));
+	if (t->at_items == NULL || t->at_replies == NULL || t->at_paths == NULL) {
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		const struct provider_conf *pc = &cf->cf_providers[i];
+		size_t len = strlen(APP_HOOKS_PREFIX) + strlen(pc->pc_name) + 1;
+		struct reply *r = &t->at_replies[t->at_n];
+
+		if (!provider_has_format(pc)) {
+			continue;
+		}
+		reply_init(r);
+		t->at_paths[t->at_n] = malloc(len);
+		if (t->at_paths[t->at_n] == NULL) {
+			return -1;
+		}
+		snprintf(t->at_paths[t->at_n], len, "%s%s", APP_HOOKS_PREFIX, pc->pc_name);
+		t->at_items[t->at_n].htr_path = t->at_paths[t->at_n];
+		t->at_items[t->at_n].htr_reply = r;
+		t->at_n++;
+		if (provider_refusal(pc, 408, "request_timeout", HTTP_TIMEOUT_TITLE,
+		                     HTTP_TIMEOUT_DETAIL, r) < 0) {
+			return -1;
+		}
+	}
+	return 0;
+}
+
+void app_timeouts_finish(struct app_timeouts *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->at_n; i++) {
+		reply_finish(&t->at_replies[i]);
+		free(t->at_paths[i]);
+	}
+	free(t->at_items);
+	free(t->at_replies);
+	free(t->at_paths);
+	memset(t, 0, sizeof(*t));
+}
+
 void app_refused_public(void *arg, const struct http_request *req, const struct http_refusal *why,
                         struct reply *ret)
 {

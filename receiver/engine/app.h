@@ -69,4 +69,18 @@ void app_route_public(void *arg, const struct http_request *req, struct reply *r
 void app_refused_public(void *arg, const struct http_request *req, const struct http_refusal *why,
                         struct reply *ret);
 
+/* The 408 a body too slow gets at each provider instance's path whose
+ * refusals have a format of their own (http_options.ho_timeouts). */
+struct app_timeouts {
+	struct http_timeout_reply *at_items;
+	struct reply *at_replies;
+	char **at_paths;
+	size_t at_n;
+};
+
+/* Fills t (zeroed by the caller) from cf: 0, or -1 out of memory with t
+ * left for app_timeouts_finish. */
+int app_timeouts_build(const struct config *cf, struct app_timeouts *t);
+void app_timeouts_finish(struct app_timeouts *t);
+
 #endif

@@ -1326,14 +1326,15 @@ static void replay_one(struct replay_state *s, const struct replay_entry *e, con
 	}
 }
 
-/* The id a Standard Webhooks profile keys req on: webhook-id, else its
- * svix-id alias (the profile refuses the two when they differ, so a
- * capture that verified has one id); NULL for other schemes. */
-static const char *replay_event_id(const struct http_request *req)
+/* The id pc's profile signs req again with: the one it keys on when a
+ * signed header carries it (Standard Webhooks' webhook-id, hmac's
+ * key_header); NULL when the body has it. */
+static const char *replay_event_id(const struct provider_conf *pc, const struct http_request *req)
 {
-	const char *id = http_header_get(req, "webhook-id");
-
-	return id != NULL ? id : http_header_get(req, "svix-id");
+	if (pc->pc_provider->p_sign_id == NULL) {
+		return NULL;
+	}
+	return pc->pc_provider->p_sign_id(pc, req);
 }
 
 static void replay_capture(struct replay_state *s, const struct replay_entry *e)
@@ -1363,7 +1364,8 @@ static void replay_capture(struct replay_state *s, const struct replay_entry *e)
 	}
 	/* Over HTTP the receiver checks the timestamp against its own clock:
 	 * sign again, now, with this configuration's secret, keeping the
-	 * event id (Standard Webhooks puts it in webhook-id). Only what
+	 * event id (Standard Webhooks puts it in webhook-id, hmac in its
+	 * key_header). Only what
 	 * verifies as captured is signed again, or a forged capture would be
 	 * laundered. Schemes we cannot sign go as captured. */
 	if (pc != NULL && pc->pc_provider->p_sign != NULL) {
@@ -1375,7 +1377,7 @@ static void replay_capture(struct replay_state *s, const struct replay_entry *e)
 		}
 	}
 	if (pc != NULL && replay_sign(pc, rec.cr_req.hr_body, rec.cr_req.hr_body_len,
-	                              replay_now_s(), replay_event_id(&rec.cr_req), &sig) < 0) {
+	                              replay_now_s(), replay_event_id(pc, &rec.cr_req), &sig) < 0) {
 		replay_fail(s, e->re_path, -1, "sign", "cannot sign the request again");
 		goto out;
 	}

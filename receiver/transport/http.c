@@ -153,6 +153,9 @@ struct http_sock {
 	atomic_llong hk_body_bytes; /* of the body being read */
 	/* the sweeper's own */
 	atomic_int hk_unread;   /* answered before its body was read: linger when closed */
+	/* The request's own 408 for a body too slow: 1 + the index of its
+	 * path in hg_timeouts, or 0 for the problem (set by its server thread). */
+	atomic_int hk_answer;
 	int64_t hk_linger_ms;   /* cut with an answer: its read side is shut this much later (hg_lock) */
 	int64_t hk_probe_ms;    /* an idle connection was last looked at */
 	uint64_t hk_idle_bytes; /* bytes received by then; UINT64_MAX: not looked at yet */
@@ -182,6 +185,13 @@ enum http_mark {
 	HTTP_MARK_WAKE,     /* to be woken */
 };
 
+/* A 408 as sent on the wire, for a path that has its own (ho_timeouts). */
+struct http_timeout_answer {
+	char *hta_path;
+	char *hta_data;
+	size_t hta_len;
+};
+
 /* One libmicrohttpd daemon and the settings it serves with. A reload starts
  * a new generation on a dup of the same listening socket before the old one
  * stops accepting, so settings never change under a request in flight. */
@@ -201,6 +211,8 @@ struct http_gen {
 	http_refused_fn hg_refused;
 	char *hg_timeout_answer; /* the 408 a plain-HTTP slow client gets */
 	size_t hg_timeout_answer_len;
+	struct http_timeout_answer *hg_timeouts; /* and at these paths, for a body (ho_timeouts) */
+	size_t hg_n_timeouts;
 	pthread_mutex_t hg_lock;    /* hg_socks */
 	struct http_sock *hg_socks; /* every open connection */
 	/* Open connections: counted by the accept thread before it hands one
@@ -596,6 +608,7 @@ static void http_connection_notify(void *cls, struct MHD_Connection *con, void *
 		atomic_init(&hk->hk_state, (unsigned long long)HTTP_PHASE_HEAD);
 		atomic_init(&hk->hk_since_ms, http_mono_ms());
 		atomic_init(&hk->hk_body_bytes, 0);
+		atomic_init(&hk->hk_answer, 0);
 		pthread_mutex_lock(&gen->hg_lock);
 		hk->hk_next = gen->hg_socks;
 		if (gen->hg_socks != NULL) {
@@ -689,10 +702,18 @@ static int http_sock_cut(struct http_gen *gen, struct http_sock *hk, unsigned lo
 	gen->hg_cuts[why]++;
 	metrics_http_cut(gen->hg_srv->hs_name, http_cut_names[why]);
 	if (from != HTTP_PHASE_IDLE && !gen->hg_tls && gen->hg_timeout_answer != NULL) {
+		const char *data = gen->hg_timeout_answer;
+		size_t len = gen->hg_timeout_answer_len;
+		/* Past its head, the request's path is known: its own answer. */
+		int own = from == HTTP_PHASE_BODY ? atomic_load(&hk->hk_answer) : 0;
+
+		if (own > 0 && (size_t)own <= gen->hg_n_timeouts) {
+			data = gen->hg_timeouts[own - 1].hta_data;
+			len = gen->hg_timeouts[own - 1].hta_len;
+		}
 		/* Its server thread writes nothing while a request is still
 		 * arriving, and will write nothing more now. */
-		(void)send(hk->hk_fd, gen->hg_timeout_answer, gen->hg_timeout_answer_len,
-		           MSG_DONTWAIT | MSG_NOSIGNAL);
+		(void)send(hk->hk_fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 		shutdown(hk->hk_fd, SHUT_WR);
 		hk->hk_linger_ms = now;
 		return 1;
@@ -1762,6 +1783,19 @@ static int http_path_encoded_slash(const char *url)
 	return 0;
 }
 
+/* 1 + the index of path's own 408 in gen->hg_timeouts, or 0. */
+static int http_timeout_find(const struct http_gen *gen, const char *path)
+{
+	size_t i;
+
+	for (i = 0; path != NULL && i < gen->hg_n_timeouts; i++) {
+		if (strcmp(gen->hg_timeouts[i].hta_path, path) == 0) {
+			return (int)i + 1;
+		}
+	}
+	return 0;
+}
+
 /* Checks a request head once it is all in. Returns 0, or -1 with the
  * refusal in hf. libmicrohttpd takes the first Content-Length and the first
  * Transfer-Encoding, and only an exact "chunked" as chunked: anything that
@@ -1839,10 +1873,19 @@ static int http_head_check(struct MHD_Connection *con, struct http_conn *hc, con
 		                 "or tab (obsolete line folding); send each field on one line.");
 		return -1;
 	}
-	/* RFC 9112 3.2: which host the request is for must be unambiguous. */
+	/* RFC 9112 3.2: which host the request is for must be unambiguous,
+	 * and an HTTP/1.1 request must name it (HTTP/1.0 may not; the
+	 * library takes any other 1.x as 1.1 and refuses the rest with 505).
+	 * libmicrohttpd 0.9.75 checks the Host only with
+	 * MHD_OPTION_STRICT_FOR_CLIENT, which is not set. */
 	if (hm.hm_host_n > 1) {
 		http_refusal_set(hf, 400, "repeated_host", "More than one Host",
 		                 "The request has more than one Host header field.");
+		return -1;
+	}
+	if (hm.hm_host_n == 0 && strcmp(version, MHD_HTTP_VERSION_1_0) != 0) {
+		http_refusal_set(hf, 400, "missing_host", "No Host",
+		                 "An HTTP/1.1 request must have a Host header field.");
 		return -1;
 	}
 	if (hm.hm_te_n > 0) {
@@ -2038,6 +2081,10 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 		/* First call: the head is in. Refuse what is malformed or too
 		 * large before reading any of the body. */
 		hc->hc_head_seen = 1;
+		if (hc->hc_sock != NULL) {
+			/* not the previous request's, on a kept-alive connection */
+			atomic_store(&hc->hc_sock->hk_answer, 0);
+		}
 		if (http_sock_enter(gen, hc->hc_sock, HTTP_PHASE_BODY) < 0) {
 			return MHD_NO;
 		}
@@ -2046,6 +2093,9 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 		}
 		if (http_head_check(con, hc, url, version, &hf) < 0) {
 			return http_refuse(con, hc, &hf, url, method, version);
+		}
+		if (hc->hc_sock != NULL && gen->hg_n_timeouts > 0) {
+			atomic_store(&hc->hc_sock->hk_answer, http_timeout_find(gen, hc->hc_path));
 		}
 		return MHD_YES;
 	}
@@ -2224,30 +2274,59 @@ static unsigned http_conn_limit(const char *name, unsigned configured)
 	return configured;
 }
 
-/* The 408 a plain-HTTP client gets when the sweeper closes its request. */
-static int http_timeout_answer_make(struct http_gen *gen)
+/* r (its content type and body) as a 408 on the wire, into *ret
+ * (malloc'd): 0 or -1. */
+static int http_timeout_wire(const struct reply *r, char **ret, size_t *ret_len)
+{
+	struct buf b;
+
+	buf_init(&b, 0);
+	if (buf_puts(&b, "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n") < 0 ||
+	    (r->reply_content_type != NULL &&
+	     buf_printf(&b, "Content-Type: %s\r\n", r->reply_content_type) < 0) ||
+	    buf_printf(&b, "Content-Length: %zu\r\n\r\n", r->reply_body_len) < 0 ||
+	    buf_append(&b, r->reply_body, r->reply_body_len) < 0) {
+		buf_finish(&b);
+		return -1;
+	}
+	*ret = buf_take(&b, ret_len);
+	buf_finish(&b);
+	return *ret != NULL ? 0 : -1;
+}
+
+/* The 408 a plain-HTTP client gets when the sweeper closes its request,
+ * and at each of opt's paths with an answer of its own. */
+static int http_timeout_answer_make(struct http_gen *gen, const struct http_options *opt)
 {
 	struct reply r;
-	struct buf b;
+	size_t i;
 	int rc = -1;
 
 	reply_init(&r);
-	buf_init(&b, 0);
-	if (reply_problem(&r, 408, "request_timeout", "Request timeout",
-	                  "The request head did not arrive in time, or the body came too slowly.") <
+	if (reply_problem(&r, 408, "request_timeout", HTTP_TIMEOUT_TITLE, HTTP_TIMEOUT_DETAIL) <
 	            0 ||
-	    buf_printf(&b,
-	               "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Type: %s\r\n"
-	               "Content-Length: %zu\r\n\r\n",
-	               r.reply_content_type, r.reply_body_len) < 0 ||
-	    buf_append(&b, r.reply_body, r.reply_body_len) < 0) {
+	    http_timeout_wire(&r, &gen->hg_timeout_answer, &gen->hg_timeout_answer_len) < 0) {
 		goto done;
 	}
-	gen->hg_timeout_answer = buf_take(&b, &gen->hg_timeout_answer_len);
-	rc = gen->hg_timeout_answer != NULL ? 0 : -1;
+	if (opt->ho_n_timeouts > 0) {
+		gen->hg_timeouts = calloc(opt->ho_n_timeouts, sizeof(*gen->hg_timeouts));
+		if (gen->hg_timeouts == NULL) {
+			goto done;
+		}
+	}
+	for (i = 0; i < opt->ho_n_timeouts; i++) {
+		struct http_timeout_answer *ta = &gen->hg_timeouts[i];
+
+		gen->hg_n_timeouts++;
+		ta->hta_path = strdup(opt->ho_timeouts[i].htr_path);
+		if (ta->hta_path == NULL || http_timeout_wire(opt->ho_timeouts[i].htr_reply,
+		                                              &ta->hta_data, &ta->hta_len) < 0) {
+			goto done;
+		}
+	}
+	rc = 0;
 done:
 	reply_finish(&r);
-	buf_finish(&b);
 	return rc;
 }
 
@@ -2412,6 +2491,8 @@ static void http_accept_stop(struct http_gen *gen)
  * them and no deferred request is outstanding) and frees. */
 static void http_gen_destroy(struct http_gen *gen)
 {
+	size_t i;
+
 	if (gen == NULL) {
 		return;
 	}
@@ -2429,6 +2510,11 @@ static void http_gen_destroy(struct http_gen *gen)
 	}
 	http_free_list(gen->hg_proxies);
 	free(gen->hg_timeout_answer);
+	for (i = 0; i < gen->hg_n_timeouts; i++) {
+		free(gen->hg_timeouts[i].hta_path);
+		free(gen->hg_timeouts[i].hta_data);
+	}
+	free(gen->hg_timeouts);
 	free(gen->hg_thread);
 	pthread_mutex_destroy(&gen->hg_lock);
 	free(gen);
@@ -2534,7 +2620,7 @@ static struct http_gen *http_gen_create(struct http_server *srv, const struct ht
 		log_err("http %s: eventfd: %s", srv->hs_name, strerror(errno));
 		goto fail;
 	}
-	if (http_timeout_answer_make(gen) < 0) {
+	if (http_timeout_answer_make(gen, opt) < 0) {
 		goto fail;
 	}
 	if (opt->ho_trusted_proxies != NULL) {

@@ -86,6 +86,17 @@ struct http_deferred *http_defer(const struct http_request *req, http_finish_fn 
 /* From any thread, exactly once per handle: the answer can be built now. */
 void http_resume(struct http_deferred *d);
 
+/* What the sweeper answers a client too slow (408): the problem+json's
+ * title and sentence, and, for a path whose refusals have a format of
+ * their own, the answer there (http_options.ho_timeouts). */
+#define HTTP_TIMEOUT_TITLE "Request timeout"
+#define HTTP_TIMEOUT_DETAIL "The request head did not arrive in time, or the body came too slowly."
+
+struct http_timeout_reply {
+	const char *htr_path;          /* the decoded path, exactly ("/hooks/wechatpay") */
+	const struct reply *htr_reply; /* its 408: content type and body */
+};
+
 /* Limits and timeouts: 0 takes the default. */
 struct http_options {
 	const char *ho_host; /* listen address (numeric IPv4/IPv6) */
@@ -107,6 +118,12 @@ struct http_options {
 	 * 503): ret holds the problem for why; it may add headers (CORS) or
 	 * replace it (a provider's own format), never defer. */
 	http_refused_fn ho_refused;
+	/* Optional: the paths whose 408 for a body too slow is not the
+	 * problem+json. The sweeper sends that answer without the route; the
+	 * path of a head that is not in yet is not known, so a slow head gets
+	 * the problem everywhere. Copied by http_create and http_reload. */
+	const struct http_timeout_reply *ho_timeouts;
+	size_t ho_n_timeouts;
 };
 
 struct http_server;

@@ -6,7 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
+#include <cjson/cJSON.h>
 #include <cmocka.h>
 
 #include "buf.h"
@@ -265,6 +267,104 @@ static void test_hmac_a_captured_refund_replayed_under_fresh_unsigned_headers_re
 	        1);
 }
 
+/* A sender that signs "{id}.{timestamp}.{body}", with a short tolerance so
+ * that a capture a few seconds old is stale as captured. */
+#define HMAC_TS_INI                                                                                \
+	"[provider shop-ts]\ntype = hmac\nsecret = " HMAC_SECRET "\nheader = X-Signature\n"        \
+	"key_header = X-Delivery\ntimestamp_header = X-Timestamp\n"                                \
+	"signed_content = {id}.{timestamp}.{body}\ntolerance = 1\n"
+
+static int64_t hmac_field(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	assert_true(cJSON_IsNumber(v));
+	return (int64_t)v->valuedouble;
+}
+
+/* replay --to signs a capture again, now, for the target's clock: on an
+ * instance whose key comes from key_header it keeps that header's value as
+ * the id it signs, so the capture is new at a second receiver and a
+ * duplicate the second time, never sent stale as captured. */
+static void test_hmac_replay_to_another_receiver_signs_again_under_the_delivery_id(void **state)
+{
+	struct daemon o;
+	struct daemon t;
+	struct hres r;
+	struct buf content;
+	struct buf body;
+	char ts[32];
+	char sig[2 * CRYPTO_HMAC_MAX + 32];
+	char hex[2 * CRYPTO_HMAC_MAX + 1];
+	char h_ts[64];
+	unsigned char mac[CRYPTO_HMAC_MAX];
+	size_t n = 0;
+	char spool[600];
+	const char *headers[5];
+	const char *args[] = {"replay", "--json", "--to", NULL, spool, NULL};
+	char *out = NULL;
+	cJSON *s;
+
+	(void)state;
+	assert_int_equal(daemon_init(&o, HMAC_TS_INI), 0);
+	snprintf(spool, sizeof(spool), "%s/spool", o.dm_dir);
+	fx_append_config(&o, "\n[capture]\nmode = all\ndir = %s\n", spool);
+	assert_int_equal(daemon_start(&o), 0);
+	fx_daemon_start(&t, HMAC_TS_INI);
+
+	buf_init(&body, 0);
+	buf_puts(&body, "{\"action\":\"created\",\"order\":{\"id\":\"x\"}}");
+	snprintf(ts, sizeof(ts), "%lld", (long long)hn_now_s());
+	buf_init(&content, 0);
+	buf_printf(&content, "dlv-replay-1.%s.%s", ts, body.buf_data);
+	assert_int_equal(crypto_hmac(CRYPTO_SHA256, HMAC_SECRET, strlen(HMAC_SECRET),
+	                             content.buf_data, content.buf_len, mac, &n),
+	                 0);
+	crypto_hex_encode(mac, n, hex);
+	snprintf(sig, sizeof(sig), "X-Signature: %s", hex);
+	snprintf(h_ts, sizeof(h_ts), "X-Timestamp: %s", ts);
+	headers[0] = sig;
+	headers[1] = h_ts;
+	headers[2] = "X-Delivery: dlv-replay-1";
+	headers[3] = "Content-Type: application/json";
+	headers[4] = NULL;
+	assert_int_equal(e2e_post(&o, "shop-ts", headers, body.buf_data, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&o, 20), 0);
+	/* Past the tolerance: the captured signature is stale now. */
+	usleep(2500 * 1000);
+
+	args[3] = t.dm_base;
+	assert_int_equal(daemon_cli(&o, 1, args, &out), 0);
+	assert_non_null(out);
+	s = cJSON_Parse(out);
+	if (s == NULL) {
+		fail_msg("replay printed no JSON summary: \"%s\"", out);
+	}
+	assert_int_equal(hmac_field(s, "new"), 1);
+	assert_int_equal(hmac_field(s, "rejected"), 0);
+	cJSON_Delete(s);
+	free(out);
+	out = NULL;
+	assert_int_equal(e2e_db_int(&t, "SELECT COUNT(*) FROM idempotency_records WHERE idem_key = "
+	                                "'dlv-replay-1'"),
+	                 1);
+	/* Again: the same delivery, a duplicate there. */
+	assert_int_equal(daemon_cli(&o, 1, args, &out), 0);
+	s = cJSON_Parse(out);
+	assert_non_null(s);
+	assert_int_equal(hmac_field(s, "duplicate"), 1);
+	cJSON_Delete(s);
+	free(out);
+	assert_int_equal(e2e_db_int(&t, "SELECT COUNT(*) FROM idempotency_records"), 1);
+	assert_int_equal(daemon_term(&t, 20), 0);
+	daemon_finish(&t);
+	daemon_finish(&o);
+	buf_finish(&content);
+	buf_finish(&body);
+}
+
 /* Signed bodies two JSON parsers could read differently are refused before
  * any claim; the event's real delivery still applies afterwards. */
 static void test_hmac_bodies_parsers_disagree_on_consume_no_key(void **state)
@@ -323,6 +423,8 @@ int main(void)
 	        cmocka_unit_test(test_hmac_key_header_outside_the_signature_refuses_to_start),
 	        cmocka_unit_test(
 	                test_hmac_a_captured_refund_replayed_under_fresh_unsigned_headers_refunds_once),
+	        cmocka_unit_test(
+	                test_hmac_replay_to_another_receiver_signs_again_under_the_delivery_id),
 	};
 
 	return cmocka_run_group_tests(tests, setup, daemon_teardown);

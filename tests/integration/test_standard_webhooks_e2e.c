@@ -314,6 +314,53 @@ static void test_standard_webhooks_webhook_and_svix_ids_that_differ_are_refused(
 	free(body);
 }
 
+/* webhook-id with svix-timestamp and svix-signature, validly signed: a set
+ * neither Svix's libraries nor the spec's receiver would take, refused
+ * with 400 mixed_headers and nothing claimed; the same message under one
+ * family of names pays the order. */
+static void test_standard_webhooks_a_mixed_header_set_is_refused(void **state)
+{
+	struct daemon *d = *state;
+	struct sw_msg m;
+	struct sw_msg svix;
+	struct hres r;
+	const char *mixed[5];
+	char id[64];
+	char *before;
+	char *after;
+	char *body;
+
+	fx_order(d, 700, "usd", id);
+	body = sw_body("payment.succeeded", id, 700);
+	sw_sign(&m, "msg_mixed", body);
+	svix = m;
+	sw_svix(&svix);
+	mixed[0] = m.sm_h_id;
+	mixed[1] = svix.sm_h_ts;
+	mixed[2] = svix.sm_h_sig;
+	mixed[3] = "Content-Type: application/json";
+	mixed[4] = NULL;
+	before = hn_db_snapshot(d->dm_db);
+	assert_non_null(before);
+	assert_int_equal(e2e_post(d, "billing", mixed, body, &r), 0);
+	assert_int_equal(r.hs_status, 400);
+	assert_non_null(strstr(r.hs_body, "urn:idemhook:problem:mixed_headers"));
+	assert_non_null(strstr(r.hs_body, "mixed"));
+	hres_finish(&r);
+	after = hn_db_snapshot(d->dm_db);
+	assert_non_null(after);
+	assert_string_equal(before, after);
+
+	assert_int_equal(e2e_post(d, "billing", m.sm_headers, body, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id),
+	                 1);
+	free(before);
+	free(after);
+	free(body);
+}
+
 static int64_t sw_field(const cJSON *o, const char *name)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
@@ -377,6 +424,7 @@ int main(void)
 	        cmocka_unit_test(test_standard_webhooks_bodies_parsers_disagree_on_consume_no_key),
 	        cmocka_unit_test(
 	                test_standard_webhooks_webhook_and_svix_ids_that_differ_are_refused),
+	        cmocka_unit_test(test_standard_webhooks_a_mixed_header_set_is_refused),
 	        cmocka_unit_test(test_standard_webhooks_replay_of_a_svix_capture_keeps_its_id),
 	};
 

@@ -4,7 +4,9 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -294,6 +296,42 @@ static void test_wechatpay_listener_and_method_refusals_answer_fail_json(void **
 	                 0);
 }
 
+/* A body that does not come is cut with 408 by the sweeper (after the
+ * body's grace, [server] body_min_rate): at WeChat Pay's path in WeChat
+ * Pay's format, elsewhere as the problem. */
+static void test_wechatpay_a_body_too_slow_gets_its_408_in_fail_json(void **state)
+{
+	struct daemon *d = *state;
+	const char wx[] = "POST /hooks/wechatpay HTTP/1.1\r\nHost: x\r\n"
+	                  "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{";
+	const char api[] = "POST /api/orders HTTP/1.1\r\nHost: x\r\n"
+	                   "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{";
+	struct rh_response r;
+	char *ct;
+	int a = rh_connect(NULL, d->dm_port);
+	int b = rh_connect(NULL, d->dm_port);
+
+	assert_true(a >= 0 && b >= 0);
+	assert_int_equal(rh_send(a, wx, sizeof(wx) - 1), 0);
+	assert_int_equal(rh_send(b, api, sizeof(api) - 1), 0);
+	assert_int_equal(rh_read_response(a, 30000, &r), 1);
+	assert_int_equal(r.rr_status, 408);
+	assert_true(r.rr_close);
+	ct = rh_header(&r, "Content-Type");
+	assert_non_null(ct);
+	assert_string_equal(ct, "application/json");
+	free(ct);
+	assert_string_equal(r.rr_body, "{\"code\":\"FAIL\",\"message\":\"The request head did not "
+	                               "arrive in time, or the body came too slowly.\"}");
+	rh_response_finish(&r);
+	assert_int_equal(rh_read_response(b, 30000, &r), 1);
+	assert_int_equal(r.rr_status, 408);
+	assert_non_null(strstr(r.rr_body, "\"type\":\"urn:idemhook:problem:request_timeout\""));
+	rh_response_finish(&r);
+	close(a);
+	close(b);
+}
+
 /* A signed notification made ambiguous: a second Wechatpay-Signature line,
  * a path with an encoded slash, a header folded onto two lines. Each is
  * refused with 400 in WeChat Pay's format and stores nothing; the same
@@ -357,6 +395,20 @@ static void test_wechatpay_ambiguous_requests_answer_fail_json_and_consume_no_ke
 	assert_int_equal(raw.rr_status, 400);
 	assert_non_null(strstr(raw.rr_body, "{\"code\":\"FAIL\",\"message\":\"A header field is "
 	                                    "continued on a line"));
+	rh_response_finish(&raw);
+	buf_finish(&b);
+
+	/* HTTP/1.1 without a Host field (RFC 9112 3.2). */
+	buf_init(&b, 0);
+	buf_printf(&b, "POST /hooks/wechatpay HTTP/1.1\r\n");
+	for (i = 0; m.wm_headers[i] != NULL; i++) {
+		buf_printf(&b, "%s\r\n", m.wm_headers[i]);
+	}
+	buf_printf(&b, "Content-Length: %zu\r\n\r\n%s", strlen(body), body);
+	assert_int_equal(rh_exchange(d->dm_port, b.buf_data, b.buf_len, 10000, &raw), 1);
+	assert_int_equal(raw.rr_status, 400);
+	assert_string_equal(raw.rr_body, "{\"code\":\"FAIL\",\"message\":\"An HTTP/1.1 request "
+	                                 "must have a Host header field.\"}");
 	rh_response_finish(&raw);
 	buf_finish(&b);
 
@@ -570,6 +622,7 @@ int main(void)
 	        cmocka_unit_test(test_wechatpay_refund_applies_once),
 	        cmocka_unit_test(test_wechatpay_probe_is_refused_with_fail_json_and_counted_apart),
 	        cmocka_unit_test(test_wechatpay_listener_and_method_refusals_answer_fail_json),
+	        cmocka_unit_test(test_wechatpay_a_body_too_slow_gets_its_408_in_fail_json),
 	        cmocka_unit_test(
 	                test_wechatpay_ambiguous_requests_answer_fail_json_and_consume_no_key),
 	        cmocka_unit_test(test_wechatpay_refund_then_refund_abnormal_leaves_the_order_paid),

@@ -357,6 +357,39 @@ static void test_hmac_refuses_a_repeated_signature_timestamp_or_key_header_with_
 	pt_instance_destroy(&pi);
 }
 
+/* replay --to signs a capture again under the id it was keyed on: the key
+ * header's value, or none when the key is in the body. */
+static void test_hmac_gives_the_key_headers_value_to_sign_again(void **state)
+{
+	const char *body = "{\"id\":\"evt_1\",\"action\":\"paid\"}";
+	struct pt_instance pi;
+	struct pt_instance gh;
+	struct pt_request r;
+	struct pt_request again;
+
+	(void)state;
+	assert_int_equal(pt_instance_create(&pi, &provider_hmac, delivery), 0);
+	assert_int_equal(pt_instance_create(&gh, &provider_hmac, github), 0);
+	pt_request_init(&r, body, strlen(body));
+	assert_int_equal(provider_hmac.p_sign(&pi.pi_conf, body, strlen(body), NOW, "d-5",
+	                                      pt_add_header, &r),
+	                 0);
+	assert_non_null(provider_hmac.p_sign_id);
+	assert_string_equal(provider_hmac.p_sign_id(&pi.pi_conf, &r.pr_req), "d-5");
+	assert_null(provider_hmac.p_sign_id(&gh.pi_conf, &r.pr_req));
+	/* Signed again with it, the request carries the same id. */
+	pt_request_init(&again, body, strlen(body));
+	assert_int_equal(provider_hmac.p_sign(&pi.pi_conf, body, strlen(body), NOW + 60,
+	                                      provider_hmac.p_sign_id(&pi.pi_conf, &r.pr_req),
+	                                      pt_add_header, &again),
+	                 0);
+	assert_string_equal(provider_hmac.p_sign_id(&pi.pi_conf, &again.pr_req), "d-5");
+	pt_request_finish(&again);
+	pt_request_finish(&r);
+	pt_instance_destroy(&gh);
+	pt_instance_destroy(&pi);
+}
+
 static void test_hmac_a_changed_key_header_no_longer_verifies(void **state)
 {
 	const char *body = "{\"action\":\"refunded\",\"order\":{\"id\":\"ord_h2\",\"total\":500,"
@@ -404,6 +437,7 @@ int main(void)
 	        cmocka_unit_test(test_hmac_refuses_bad_configuration),
 	        cmocka_unit_test(test_hmac_refuses_a_key_header_the_signature_does_not_cover),
 	        cmocka_unit_test(test_hmac_a_changed_key_header_no_longer_verifies),
+	        cmocka_unit_test(test_hmac_gives_the_key_headers_value_to_sign_again),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -807,6 +807,27 @@ static void test_two_host_fields_get_400(void **state)
 	http_destroy(srv);
 }
 
+/* RFC 9112 3.2: an HTTP/1.1 request without Host is refused (so is any
+ * later 1.x, which libmicrohttpd serves as 1.1); HTTP/1.0 may omit it. */
+static void test_an_http_1_1_request_without_host_gets_400(void **state)
+{
+	char url[128];
+	struct http_server *srv = start(1024, NULL, url);
+	const char none[] = "POST /hooks/x HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}";
+	const char later[] = "POST /hooks/x HTTP/1.2\r\nContent-Length: 2\r\n\r\n{}";
+	const char get[] = "GET /healthz HTTP/1.1\r\nX-Test: a\r\n\r\n";
+	const char old[] = "POST /hooks/x HTTP/1.0\r\nContent-Length: 2\r\n\r\n{}";
+	const char empty[] = "POST /hooks/x HTTP/1.1\r\nHost:\r\nContent-Length: 2\r\n\r\n{}";
+
+	expect_refusal(http_port(srv), none, sizeof(none) - 1, 400, "missing_host");
+	expect_refusal(http_port(srv), later, sizeof(later) - 1, 400, "missing_host");
+	expect_refusal(http_port(srv), get, sizeof(get) - 1, 400, "missing_host");
+	expect_routed(http_port(srv), old, sizeof(old) - 1, "path=/hooks/x ");
+	/* An empty Host is a Host (RFC 9112 3.2: a target without authority). */
+	expect_routed(http_port(srv), empty, sizeof(empty) - 1, "path=/hooks/x ");
+	http_destroy(srv);
+}
+
 static char *request_with_header(const char *name, size_t value_len)
 {
 	struct buf b;
@@ -2301,6 +2322,7 @@ int main(void)
 	        cmocka_unit_test(test_an_encoded_slash_in_the_path_gets_400_and_is_not_routed),
 	        cmocka_unit_test(test_a_folded_header_line_gets_400_and_is_not_routed),
 	        cmocka_unit_test(test_two_host_fields_get_400),
+	        cmocka_unit_test(test_an_http_1_1_request_without_host_gets_400),
 	        cmocka_unit_test(test_transfer_encoding_is_chunked_alone_or_refused),
 	        cmocka_unit_test(test_the_route_layer_decorates_answers_made_before_routing),
 	        cmocka_unit_test(test_each_keep_alive_request_sees_its_own_connections_peer),

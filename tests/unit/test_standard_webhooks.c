@@ -186,6 +186,69 @@ static void test_standard_webhooks_accepts_identical_webhook_and_svix_headers(vo
 	pt_instance_destroy(&pi);
 }
 
+/* The three headers under names of both families, validly signed
+ * (webhook-id with svix-timestamp and svix-signature, and every other
+ * mix): neither Svix's libraries nor the spec's receiver take such a set,
+ * so it is refused (400 mixed_headers); one family alone is taken. A
+ * whole set with a stray twin of the other family is a mix too. */
+static void test_standard_webhooks_refuses_a_set_that_mixes_webhook_and_svix_names(void **state)
+{
+	static const char *const names[2][3] = {
+	        {"webhook-id", "webhook-timestamp", "webhook-signature"},
+	        {"svix-id", "svix-timestamp", "svix-signature"},
+	};
+	static const char *const value[3] = {VEC_ID, VEC_TS_TEXT, VEC_SIG};
+	struct pt_instance pi;
+	struct pt_request r;
+	struct event_batch b;
+	struct provider_verdict v;
+	unsigned mask;
+	size_t i;
+
+	(void)state;
+	make_instance(&pi, NULL);
+	/* Bit i set: header i under its svix- name. */
+	for (mask = 0; mask < 8; mask++) {
+		pt_request_init(&r, VEC_BODY, strlen(VEC_BODY));
+		for (i = 0; i < 3; i++) {
+			pt_request_header(&r, names[(mask >> i) & 1][i], value[i]);
+		}
+		memset(&v, 0, sizeof(v));
+		if (mask == 0 || mask == 7) {
+			assert_int_equal(pt_receive(&pi, &r, VEC_TS, &b, &v), 0);
+			assert_string_equal(b.eb_events[0].ev_key, VEC_ID);
+			event_batch_finish(&b);
+		} else {
+			assert_int_equal(pt_receive(&pi, &r, VEC_TS, &b, &v), -1);
+			assert_int_equal(v.pv_status, 400);
+			assert_string_equal(v.pv_reason, "mixed_headers");
+			assert_non_null(strstr(v.pv_detail, "mixed"));
+			assert_int_equal(b.eb_n, 0);
+		}
+		pt_request_finish(&r);
+	}
+	/* A whole webhook- set, and svix-id with the same value. */
+	pt_request_init(&r, VEC_BODY, strlen(VEC_BODY));
+	pt_request_header(&r, "webhook-id", VEC_ID);
+	pt_request_header(&r, "webhook-timestamp", VEC_TS_TEXT);
+	pt_request_header(&r, "webhook-signature", VEC_SIG);
+	pt_request_header(&r, "svix-id", VEC_ID);
+	memset(&v, 0, sizeof(v));
+	assert_int_equal(pt_receive(&pi, &r, VEC_TS, &b, &v), -1);
+	assert_string_equal(v.pv_reason, "mixed_headers");
+	assert_int_equal(b.eb_n, 0);
+	pt_request_finish(&r);
+	/* One family, incomplete: missing, as before. */
+	pt_request_init(&r, VEC_BODY, strlen(VEC_BODY));
+	pt_request_header(&r, "svix-id", VEC_ID);
+	pt_request_header(&r, "svix-signature", VEC_SIG);
+	memset(&v, 0, sizeof(v));
+	assert_int_equal(pt_receive(&pi, &r, VEC_TS, &b, &v), -1);
+	assert_string_equal(v.pv_reason, "missing_signature");
+	pt_request_finish(&r);
+	pt_instance_destroy(&pi);
+}
+
 /* webhook-id: A with svix-id: B, each validly signed: which one is the
  * idempotency key depends on the receiver's preference, so the request is
  * refused (400 repeated_header), whichever of the three differs. */
@@ -588,6 +651,8 @@ int main(void)
 	        cmocka_unit_test(test_standard_webhooks_accepts_svix_header_aliases),
 	        cmocka_unit_test(test_standard_webhooks_refuses_each_repeated_header_with_400),
 	        cmocka_unit_test(test_standard_webhooks_accepts_identical_webhook_and_svix_headers),
+	        cmocka_unit_test(
+	                test_standard_webhooks_refuses_a_set_that_mixes_webhook_and_svix_names),
 	        cmocka_unit_test(
 	                test_standard_webhooks_refuses_webhook_and_svix_headers_that_differ),
 	        cmocka_unit_test(test_standard_webhooks_sign_reproduces_the_published_signature),
