@@ -1032,7 +1032,7 @@ static void test_a_reload_names_keys_that_need_a_restart_and_applies_outbound(vo
 	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
 	cc_wait_log(&d, "; not in effect until a restart: [store] busy_timeout_ms, [capture] mode",
 	            1);
-	cc_wait_log(&d, "SIGHUP: outbound worker restarted with the new [outbound] settings", 1);
+	cc_wait_log(&d, "SIGHUP: outbound worker started with the new [outbound] settings", 1);
 	/* plain http:// and no signing_secret: warned about, taken */
 	assert_true(cc_log_count(&d, "[outbound] notify_url: plain http:// and unsigned") >= 1);
 	assert_true(cc_metric(
@@ -1054,7 +1054,10 @@ static void test_a_reload_names_keys_that_need_a_restart_and_applies_outbound(vo
 	/* Back to the start's values: nothing pending any more. */
 	assert_int_equal(daemon_write_file(&d, "idemhook.ini", good), 0);
 	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
-	cc_wait_log(&d, "SIGHUP: outbound worker stopped (no call configured)", 1);
+	cc_wait_log(&d,
+	            "SIGHUP: no outbound call configured any more: the outbound worker starts no "
+	            "delivery",
+	            1);
 	assert_false(cc_metric(&d, "idemhook_config_restart_pending{"));
 	free(good);
 	daemon_finish(&d);
