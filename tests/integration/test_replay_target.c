@@ -3,7 +3,9 @@
  * ("@127.0.0.1:OTHER/hooks/stripe", which concatenated after the base URL
  * makes libcurl connect to OTHER) is not sent, and is counted failed, never
  * new. It waits as long as the target's Retry-After asks (within a bound),
- * and stops the run when the target is plainly down. */
+ * and stops the run when the target is plainly down. A capture its instance
+ * can verify but not sign again is failed, never sent with its old
+ * signature. */
 #define _XOPEN_SOURCE 700
 #include <ftw.h>
 #include <setjmp.h>
@@ -16,7 +18,9 @@
 
 #include <cjson/cJSON.h>
 #include <cmocka.h>
+#include <openssl/evp.h>
 
+#include "crypto.h"
 #include "fixtures.h"
 #include "harness.h"
 #include "peer.h"
@@ -327,6 +331,101 @@ static void test_a_request_answered_in_between_starts_the_count_again(void **sta
 	daemon_finish(&origin);
 }
 
+/* A Standard Webhooks sender that signs v1a (Ed25519) only: its instance
+ * holds the public key, which verifies a capture but cannot sign it
+ * again. */
+#define T_SW_INI "[provider billing]\ntype = standard-webhooks\npublic_key = %s\n"
+
+/* POSTs body to d's /hooks/billing, signed v1a now with key as message id;
+ * returns the status. */
+static long t_sw_ed_send(struct daemon *d, EVP_PKEY *key, const char *id, const char *body)
+{
+	char ts[32];
+	char content[512];
+	unsigned char sig[64];
+	size_t sig_len = sizeof(sig);
+	char *sig_b64 = NULL;
+	char h_id[96];
+	char h_ts[64];
+	char h_sig[160];
+	const char *headers[] = {h_id, h_ts, h_sig, "Content-Type: application/json", NULL};
+	char url[128];
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	struct hres r;
+	long status;
+
+	snprintf(ts, sizeof(ts), "%lld", (long long)hn_now_s());
+	snprintf(content, sizeof(content), "%s.%s.%s", id, ts, body);
+	assert_non_null(ctx);
+	assert_int_equal(EVP_DigestSignInit(ctx, NULL, NULL, NULL, key), 1);
+	assert_int_equal(
+	        EVP_DigestSign(ctx, sig, &sig_len, (const unsigned char *)content, strlen(content)),
+	        1);
+	EVP_MD_CTX_free(ctx);
+	assert_int_equal(crypto_base64_encode(sig, sig_len, &sig_b64, NULL), 0);
+	snprintf(h_id, sizeof(h_id), "webhook-id: %s", id);
+	snprintf(h_ts, sizeof(h_ts), "webhook-timestamp: %s", ts);
+	snprintf(h_sig, sizeof(h_sig), "webhook-signature: v1a,%s", sig_b64);
+	free(sig_b64);
+	snprintf(url, sizeof(url), "%s/hooks/billing", d->dm_base);
+	assert_int_equal(hn_http("POST", url, headers, body, strlen(body), &r), 0);
+	status = r.hs_status;
+	hres_finish(&r);
+	return status;
+}
+
+static void
+test_a_capture_its_instance_cannot_sign_again_is_failed_with_reason_sign_not_sent(void **state)
+{
+	EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+	unsigned char pub[32];
+	size_t pub_len = sizeof(pub);
+	char *pub_b64 = NULL;
+	char whpk[80];
+	struct daemon origin;
+	struct daemon target;
+	char spool[600];
+	const cJSON *reasons;
+	cJSON *s;
+
+	(void)state;
+	assert_non_null(key);
+	assert_int_equal(EVP_PKEY_get_raw_public_key(key, pub, &pub_len), 1);
+	assert_int_equal(crypto_base64_encode(pub, pub_len, &pub_b64, NULL), 0);
+	snprintf(whpk, sizeof(whpk), "whpk_%s", pub_b64);
+	free(pub_b64);
+	/* The origin verifies and captures the callback. */
+	assert_int_equal(daemon_init(&origin, NULL), 0);
+	snprintf(spool, sizeof(spool), "%s/spool", origin.dm_dir);
+	fx_append_config(&origin, T_SW_INI "\n[capture]\nmode = all\ndir = %s\n", whpk, spool);
+	assert_int_equal(daemon_start(&origin), 0);
+	assert_int_equal(t_sw_ed_send(&origin, key, "msg_rp_ed_1", "{\"type\":\"thing.happened\"}"),
+	                 200);
+	assert_int_equal(daemon_term(&origin, 20), 0);
+	/* A second daemon, configured alike, is the target. Sent with its
+	 * captured signature the request would pass there now, and fail as
+	 * stale_timestamp once the capture is older than the tolerance:
+	 * neither is a re-signed replay, and the operator must know. */
+	fx_daemon_start(&target, T_SW_INI, whpk);
+	assert_int_equal(t_replay(&origin, target.dm_base, spool, NULL, NULL, &s), 65);
+	assert_int_equal(t_field(s, "new"), 0);
+	assert_int_equal(t_field(s, "failed"), 1);
+	reasons = cJSON_GetObjectItemCaseSensitive(s, "failed_reasons");
+	assert_int_equal(t_field(reasons, "sign"), 1);
+	cJSON_Delete(s);
+	assert_int_equal(daemon_log_wait(&origin,
+	                                 "provider instance \"billing\" cannot sign the request "
+	                                 "again: the instance holds only Ed25519 public keys",
+	                                 0),
+	                 0);
+	/* Nothing reached the target. */
+	assert_int_equal(hn_db_int(target.dm_db, "SELECT COUNT(*) FROM idempotency_records"), 0);
+	assert_int_equal(daemon_term(&target, 20), 0);
+	daemon_finish(&target);
+	daemon_finish(&origin);
+	EVP_PKEY_free(key);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -337,6 +436,8 @@ int main(void)
 	                test_replay_does_not_wait_an_hour_for_a_retry_after_but_fails_the_request),
 	        cmocka_unit_test(test_replay_stops_after_three_requests_in_a_row_get_no_answer),
 	        cmocka_unit_test(test_a_request_answered_in_between_starts_the_count_again),
+	        cmocka_unit_test(
+	                test_a_capture_its_instance_cannot_sign_again_is_failed_with_reason_sign_not_sent),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
