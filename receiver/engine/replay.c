@@ -1216,9 +1216,10 @@ static void replay_submit(struct replay_state *s, const struct replay_entry *e, 
 	ingest_submit(s->st_store, job, replay_slot_done, sl);
 }
 
-/* Over HTTP: classified from the answer. *ret_unavailable says whether the
- * address was unavailable (no answer, or 429/503), *ret_wait_ms how long it
- * asked to be left alone (Retry-After), or -1. */
+/* Over HTTP: classified from the answer; REPLAY_V_RETRY for no answer and
+ * for 409, 429 and 503. *ret_unavailable says whether the address was
+ * unavailable (no answer, or 429/503), *ret_wait_ms how long it asked to be
+ * left alone (Retry-After), or -1. */
 static enum replay_verdict replay_remote(struct replay_state *s, const struct http_request *req,
                                          const struct httpc_headers *sig, char *reason,
                                          size_t reason_size, char *err, size_t err_size,
@@ -1242,10 +1243,13 @@ static enum replay_verdict replay_remote(struct replay_state *s, const struct ht
 	}
 	rc = replay_http(s, url, req, sig, &a, err, err_size);
 	free(url);
+	/* No answer at all: the target may be restarting, and sending the
+	 * same request again is safe (it dedupes on the event id), so it is
+	 * tried again like a 503. */
 	if (rc < 0) {
 		snprintf(reason, reason_size, "%s", "connection");
 		*ret_unavailable = 1;
-		return REPLAY_V_FAILED;
+		return REPLAY_V_RETRY;
 	}
 	if (a.ra_slug[0] != '\0') {
 		snprintf(reason, reason_size, "%s", a.ra_slug);
@@ -1291,6 +1295,7 @@ static void replay_one(struct replay_state *s, const struct replay_entry *e, con
 {
 	char reason[64] = "";
 	char err[REPLAY_ERR_MAX] = "";
+	char q[PATH_MAX];
 	enum replay_verdict v = REPLAY_V_FAILED;
 	int unavailable = 0;
 	int64_t wait_ms = -1;
@@ -1320,7 +1325,16 @@ static void replay_one(struct replay_state *s, const struct replay_entry *e, con
 		if (wait_ms > delay) {
 			delay = wait_ms;
 		}
+		log_warn("replay: \"%s\": %s; sending it again in %" PRId64
+		         " ms (attempt %d of %d)",
+		         log_quote(q, sizeof(q), e->re_path), err, delay, attempt + 2,
+		         REPLAY_RETRIES + 1);
 		replay_sleep_ms(delay);
+	}
+	if (v == REPLAY_V_RETRY && attempt > 0) {
+		size_t len = strlen(err);
+
+		snprintf(err + len, sizeof(err) - len, " (%d attempts)", attempt + 1);
 	}
 	replay_count(s, e, v, reason[0] != '\0' ? reason : NULL, err[0] != '\0' ? err : NULL);
 	/* A target that is plainly down would cost every remaining request

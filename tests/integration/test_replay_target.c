@@ -3,11 +3,13 @@
  * ("@127.0.0.1:OTHER/hooks/stripe", which concatenated after the base URL
  * makes libcurl connect to OTHER) is not sent, and is counted failed, never
  * new. It waits as long as the target's Retry-After asks (within a bound),
+ * sends a request that got no answer again (the target may be restarting),
  * and stops the run when the target is plainly down. A capture its instance
  * can verify but not sign again is failed, never sent with its old
  * signature. */
 #define _XOPEN_SOURCE 700
 #include <ftw.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -269,6 +271,7 @@ static void test_replay_stops_after_three_requests_in_a_row_get_no_answer(void *
 	struct peer_behaviour b;
 	char spool[600];
 	const char *usage[] = {"replay", "--stop-after", "2", NULL, NULL};
+	char gone[64];
 	cJSON *s;
 
 	(void)state;
@@ -279,23 +282,29 @@ static void test_replay_stops_after_three_requests_in_a_row_get_no_answer(void *
 	b.pb_action = PEER_HANG;
 	b.pb_ms = 20000;
 	assert_int_equal(peer_default(target, NULL, &b), 0);
-	/* Each one waits its whole --timeout (1 s); the fourth is not sent. */
+	/* Each attempt waits its whole --timeout (1 s), and each request is
+	 * tried 4 times; the fourth request is not sent. */
 	assert_int_equal(t_replay(&origin, peer_base(target), spool, NULL, NULL, &s), 69);
 	assert_int_equal(t_field(s, "failed"), 3);
 	assert_int_equal(t_field(s, "not_sent"), 3);
 	cJSON_Delete(s);
-	assert_int_equal(peer_count(target), 3);
+	assert_int_equal(peer_count(target), 12);
 	assert_int_equal(daemon_log_wait(&origin, "replay: stopped: 3 requests in a row", 0), 0);
-	/* --stop-after 0 never stops: all six are tried. */
-	assert_int_equal(t_replay(&origin, peer_base(target), spool, "--stop-after", "0", &s), 65);
+	assert_int_equal(daemon_log_wait(&origin, "(4 attempts)", 0), 0);
+	peer_destroy(target);
+	/* --stop-after 0 never stops: all six are tried, here against an
+	 * address that refuses every connection. */
+	target = peer_create();
+	assert_non_null(target);
+	snprintf(gone, sizeof(gone), "%s", peer_base(target));
+	peer_destroy(target);
+	assert_int_equal(t_replay(&origin, gone, spool, "--stop-after", "0", &s), 65);
 	assert_int_equal(t_field(s, "failed"), 6);
 	assert_int_equal(t_field(s, "not_sent"), 0);
 	cJSON_Delete(s);
-	assert_int_equal(peer_count(target), 9);
 	/* In-process there is no address to give up on. */
 	usage[3] = spool;
 	assert_int_equal(daemon_cli(&origin, 1, usage, NULL), 64);
-	peer_destroy(target);
 	daemon_finish(&origin);
 }
 
@@ -307,27 +316,113 @@ static void test_a_request_answered_in_between_starts_the_count_again(void **sta
 	struct peer_behaviour ok = peer_reply(200, "{}");
 	char spool[600];
 	cJSON *s;
+	int i;
 
 	(void)state;
 	t_capture(&origin, spool, sizeof(spool), 5);
 	target = peer_create();
 	assert_non_null(target);
 	memset(&hang, 0, sizeof(hang));
-	hang.pb_action = PEER_HANG;
-	hang.pb_ms = 20000;
-	/* no answer, no answer, accepted, no answer, no answer: never 3 in a row */
-	assert_int_equal(peer_script(target, NULL, &hang), 0);
-	assert_int_equal(peer_script(target, NULL, &hang), 0);
+	hang.pb_action = PEER_CLOSE;
+	/* Requests with no answer to any of their 4 attempts: 2, then one
+	 * accepted, then 2 more: never 3 in a row. */
+	for (i = 0; i < 8; i++) {
+		assert_int_equal(peer_script(target, NULL, &hang), 0);
+	}
 	assert_int_equal(peer_script(target, NULL, &ok), 0);
-	assert_int_equal(peer_script(target, NULL, &hang), 0);
-	assert_int_equal(peer_script(target, NULL, &hang), 0);
+	for (i = 0; i < 8; i++) {
+		assert_int_equal(peer_script(target, NULL, &hang), 0);
+	}
 	assert_int_equal(t_replay(&origin, peer_base(target), spool, NULL, NULL, &s), 65);
 	assert_int_equal(t_field(s, "new"), 1);
 	assert_int_equal(t_field(s, "failed"), 4);
 	assert_int_equal(t_field(s, "not_sent"), 0);
 	cJSON_Delete(s);
-	assert_int_equal(peer_count(target), 5);
+	assert_int_equal(peer_count(target), 17);
 	peer_destroy(target);
+	daemon_finish(&origin);
+}
+
+static void test_a_request_that_got_no_answer_is_sent_again_until_the_target_answers(void **state)
+{
+	struct daemon origin;
+	struct peer *target;
+	struct peer_behaviour cut;
+	char spool[600];
+	cJSON *s;
+
+	(void)state;
+	t_capture(&origin, spool, sizeof(spool), 1);
+	target = peer_create();
+	assert_non_null(target);
+	/* The connection is closed twice without an answer (a target
+	 * restarting), then the request is accepted. */
+	memset(&cut, 0, sizeof(cut));
+	cut.pb_action = PEER_CLOSE;
+	assert_int_equal(peer_script(target, NULL, &cut), 0);
+	assert_int_equal(peer_script(target, NULL, &cut), 0);
+	assert_int_equal(t_replay(&origin, peer_base(target), spool, NULL, NULL, &s), 0);
+	assert_int_equal(t_field(s, "new"), 1);
+	assert_int_equal(t_field(s, "failed"), 0);
+	cJSON_Delete(s);
+	assert_int_equal(peer_count(target), 3);
+	/* Our own pauses, as after a 503: 200 ms, then 400 ms. */
+	assert_true(t_at_ms(target, 1) - t_at_ms(target, 0) >= 180);
+	assert_true(t_at_ms(target, 2) - t_at_ms(target, 1) >= 380);
+	assert_int_equal(daemon_log_wait(&origin, "sending it again in 200 ms (attempt 2 of 4)", 0),
+	                 0);
+	peer_destroy(target);
+	daemon_finish(&origin);
+}
+
+/* Starts the target on its port once the replay says it found nobody
+ * there and will try again. */
+struct t_late {
+	struct daemon *tl_origin;
+	unsigned tl_port;
+	struct peer *tl_peer;
+};
+
+static void *t_late_start(void *arg)
+{
+	struct t_late *tl = arg;
+
+	if (daemon_log_wait(tl->tl_origin, "sending it again in", 20000) == 0) {
+		tl->tl_peer = peer_create_on(tl->tl_port);
+	}
+	return NULL;
+}
+
+static void test_replay_waits_for_a_target_that_refuses_connections_for_a_moment(void **state)
+{
+	struct daemon origin;
+	struct peer *probe;
+	struct t_late tl;
+	pthread_t th;
+	char spool[600];
+	char base[64];
+	cJSON *s;
+
+	(void)state;
+	t_capture(&origin, spool, sizeof(spool), 1);
+	/* A port nobody listens on: connections are refused until the
+	 * target comes up there. */
+	probe = peer_create();
+	assert_non_null(probe);
+	snprintf(base, sizeof(base), "%s", peer_base(probe));
+	peer_destroy(probe);
+	memset(&tl, 0, sizeof(tl));
+	tl.tl_origin = &origin;
+	tl.tl_port = (unsigned)strtoul(strrchr(base, ':') + 1, NULL, 10);
+	assert_int_equal(pthread_create(&th, NULL, t_late_start, &tl), 0);
+	assert_int_equal(t_replay(&origin, base, spool, NULL, NULL, &s), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_non_null(tl.tl_peer);
+	assert_int_equal(t_field(s, "new"), 1);
+	assert_int_equal(t_field(s, "failed"), 0);
+	cJSON_Delete(s);
+	assert_int_equal(peer_count(tl.tl_peer), 1);
+	peer_destroy(tl.tl_peer);
 	daemon_finish(&origin);
 }
 
@@ -436,6 +531,10 @@ int main(void)
 	                test_replay_does_not_wait_an_hour_for_a_retry_after_but_fails_the_request),
 	        cmocka_unit_test(test_replay_stops_after_three_requests_in_a_row_get_no_answer),
 	        cmocka_unit_test(test_a_request_answered_in_between_starts_the_count_again),
+	        cmocka_unit_test(
+	                test_a_request_that_got_no_answer_is_sent_again_until_the_target_answers),
+	        cmocka_unit_test(
+	                test_replay_waits_for_a_target_that_refuses_connections_for_a_moment),
 	        cmocka_unit_test(
 	                test_a_capture_its_instance_cannot_sign_again_is_failed_with_reason_sign_not_sent),
 	};
