@@ -1094,6 +1094,7 @@ static int checkout_self_post(struct checkout_pay_job *pj, int *ret_status, int 
 	struct httpc_request hreq;
 	struct httpc_response resp;
 	const char *replayed;
+	const char *why = "the signature headers could not be added";
 	char err[HTTPC_ERR_MAX];
 
 	httpc_headers_init(&hdrs);
@@ -1101,10 +1102,10 @@ static int checkout_self_post(struct checkout_pay_job *pj, int *ret_status, int 
 	httpc_headers_add(&hdrs, "User-Agent", "idemhook-demo");
 	httpc_headers_add(&hdrs, "Content-Type", "application/json");
 	if (pc->pc_provider->p_sign(pc, pj->pj_body.buf_data, pj->pj_body.buf_len,
-				    env_now_ms(pj->pj_env) / 1000, pj->pj_evt, httpc_headers_add,
-				    &hdrs) < 0 ||
+	                            env_now_ms(pj->pj_env) / 1000, pj->pj_evt, httpc_headers_add,
+	                            &hdrs, &why) < 0 ||
 	    hdrs.hch_n <= 2 || hdrs.hch_overflow) {
-		log_err("checkout: demo payment: cannot sign the callback");
+		log_err("checkout: demo payment: cannot sign the callback: %s", why);
 		goto fail;
 	}
 	hreq.hcq_method = "POST";

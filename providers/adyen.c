@@ -746,14 +746,6 @@ done:
 	return rc;
 }
 
-/* The signature sits inside each item, not in a header. */
-static int adyen_sign(const struct provider_conf *pc, const void *body, size_t body_len,
-                      int64_t now_s, const char *event_id,
-                      void (*add_header)(void *arg, const char *name, const char *value), void *arg)
-{
-	return -1;
-}
-
 static const char *adyen_required_authorization(const struct provider_conf *pc)
 {
 	const struct adyen_state *st = pc->pc_state;
@@ -784,7 +776,8 @@ const struct provider provider_adyen = {
         .p_destroy = adyen_destroy,
         .p_receive = adyen_receive,
         .p_ack = adyen_ack,
-        .p_sign = adyen_sign,
+        /* No p_sign: the signature sits inside each item of the body, not in
+         * a header. */
         .p_required_authorization = adyen_required_authorization,
         .p_simulate = adyen_simulate,
         .p_reconcile_mode = adyen_reconcile_mode,

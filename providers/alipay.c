@@ -772,15 +772,6 @@ done:
 	return rc;
 }
 
-/* Alipay signs with its own private key: nothing for us to sign with. */
-static int alipay_sign(const struct provider_conf *pc, const void *body, size_t body_len,
-                       int64_t now_s, const char *event_id,
-                       void (*add_header)(void *arg, const char *name, const char *value),
-                       void *arg)
-{
-	return -1;
-}
-
 /* ---- reconciliation: alipay.trade.query ----
  *
  * The request is signed as every OpenAPI request: every parameter but sign
@@ -1243,8 +1234,8 @@ const struct provider provider_alipay = {
         .p_destroy = alipay_destroy,
         .p_receive = alipay_receive,
         .p_ack = alipay_ack,
+        /* No p_sign: Alipay signs with its own private key. */
         .p_error = alipay_error,
-        .p_sign = alipay_sign,
         .p_simulate = alipay_simulate,
         .p_reconcile_mode = alipay_reconcile_mode,
         .p_reconcile_request = alipay_reconcile_request,

@@ -437,7 +437,8 @@ static int hmac_ack(const struct provider_conf *pc, const struct event *ev,
 
 static int hmac_sign(const struct provider_conf *pc, const void *body, size_t body_len,
                      int64_t now_s, const char *event_id,
-                     void (*add_header)(void *arg, const char *name, const char *value), void *arg)
+                     void (*add_header)(void *arg, const char *name, const char *value), void *arg,
+                     const char **ret_why)
 {
 	const struct hmac_state *st = pc->pc_state;
 	struct buf ts;
@@ -446,8 +447,13 @@ static int hmac_sign(const struct provider_conf *pc, const void *body, size_t bo
 	char *mac = NULL;
 	int rc = -1;
 
-	if (st == NULL || st->hs_secrets.ps_n == 0 ||
-	    (st->hs_key_header != NULL && event_id == NULL)) {
+	if (st == NULL || st->hs_secrets.ps_n == 0) {
+		*ret_why = "the instance's secrets were not loaded";
+		return -1;
+	}
+	if (st->hs_key_header != NULL && event_id == NULL) {
+		*ret_why = "the request has no delivery id in the instance's key_header, which the "
+		           "signature covers as {id}";
 		return -1;
 	}
 	buf_init(&ts, 0);
@@ -470,6 +476,9 @@ static int hmac_sign(const struct provider_conf *pc, const void *body, size_t bo
 	}
 	rc = 0;
 done:
+	if (rc < 0) {
+		*ret_why = "out of memory";
+	}
 	free(mac);
 	buf_finish(&ts);
 	buf_finish(&content);
@@ -496,6 +505,7 @@ static int hmac_simulate(const struct provider_conf *pc, const struct provider_s
                          void *arg)
 {
 	const struct hmac_state *st = pc->pc_state;
+	const char *why = NULL;
 	char id[64];
 	cJSON *root;
 	char *text;
@@ -527,7 +537,12 @@ static int hmac_simulate(const struct provider_conf *pc, const struct provider_s
 		return -1;
 	}
 	add_header(arg, "Content-Type", "application/json");
-	return hmac_sign(pc, ret_body->buf_data, ret_body->buf_len, now_s, id, add_header, arg);
+	if (hmac_sign(pc, ret_body->buf_data, ret_body->buf_len, now_s, id, add_header, arg, &why) <
+	    0) {
+		log_err("provider %s: cannot sign: %s", pc->pc_name, why);
+		return -1;
+	}
+	return 0;
 }
 
 /* A generic sender: idemhook does not know its API. */

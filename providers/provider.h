@@ -150,11 +150,16 @@ struct provider {
 	/* Optional: builds the authentication headers for body as the provider
 	 * would send it at time now_s with the instance's first secret (demo
 	 * payments, replay --to re-signing, benchmarks). Calls add_header for
-	 * each header. Returns 0, or -1 when the scheme cannot (e.g. RSA keys of
-	 * the provider are not ours). */
-	int (*p_sign)(const struct provider_conf *pc, const void *body, size_t body_len, int64_t now_s,
-		      const char *event_id, void (*add_header)(void *arg, const char *name, const char *value),
-		      void *arg);
+	 * each header. Returns 0, or -1 with *ret_why (static: one clause for
+	 * the operator) when this instance cannot sign this request: no secret
+	 * of its own to sign with, no event_id where the scheme signs one, no
+	 * memory. NULL for a scheme we never sign by design (the provider's own
+	 * private key, or a signature inside the body: WeChat Pay, Alipay,
+	 * Adyen): replay --to sends those requests as captured. */
+	int (*p_sign)(const struct provider_conf *pc, const void *body, size_t body_len,
+	              int64_t now_s, const char *event_id,
+	              void (*add_header)(void *arg, const char *name, const char *value), void *arg,
+	              const char **ret_why);
 	/* Optional: the event_id p_sign takes to sign again req, a request
 	 * this instance accepted (replay --to): the id it keys on when that
 	 * comes in a signed header, borrowed from req; NULL when the id is

@@ -374,7 +374,7 @@ static int standard_webhooks_sign(const struct provider_conf *pc, const void *bo
                                   int64_t now_s, const char *event_id,
                                   void (*add_header)(void *arg, const char *name,
                                                      const char *value),
-                                  void *arg)
+                                  void *arg, const char **ret_why)
 {
 	const struct standard_webhooks_state *st = pc->pc_state;
 	char uuid[37];
@@ -385,11 +385,21 @@ static int standard_webhooks_sign(const struct provider_conf *pc, const void *bo
 	char *mac = NULL;
 	int rc = -1;
 
-	if (st == NULL || st->sw_secrets.ps_n == 0) {
+	if (st == NULL) {
+		*ret_why = "the instance's secrets were not loaded";
+		return -1;
+	}
+	/* An instance of a sender that signs v1a only holds public keys:
+	 * they verify, but only the sender's private key signs. */
+	if (st->sw_secrets.ps_n == 0) {
+		*ret_why = "the instance holds only Ed25519 public keys (public_key), which verify "
+		           "but cannot sign: give it the endpoint's whsec_ secret, or replay "
+		           "in-process";
 		return -1;
 	}
 	if (event_id == NULL) {
 		if (crypto_uuid4(uuid) < 0) {
+			*ret_why = "no random message id could be made";
 			return -1;
 		}
 		memcpy(id, "msg_", 4);
@@ -416,6 +426,9 @@ static int standard_webhooks_sign(const struct provider_conf *pc, const void *bo
 	add_header(arg, "webhook-signature", header.buf_data);
 	rc = 0;
 done:
+	if (rc < 0) {
+		*ret_why = "out of memory";
+	}
 	free(mac);
 	buf_finish(&content);
 	buf_finish(&header);
@@ -441,6 +454,7 @@ standard_webhooks_simulate(const struct provider_conf *pc, const struct provider
                            void *arg)
 {
 	const struct standard_webhooks_state *st = pc->pc_state;
+	const char *why = NULL;
 	char id[64];
 	cJSON *root;
 	char *text;
@@ -467,8 +481,12 @@ standard_webhooks_simulate(const struct provider_conf *pc, const struct provider
 	}
 	snprintf(id, sizeof(id), "msg_sim_%s", sim->ps_id);
 	add_header(arg, "Content-Type", "application/json");
-	return standard_webhooks_sign(pc, ret_body->buf_data, ret_body->buf_len, now_s, id,
-	                              add_header, arg);
+	if (standard_webhooks_sign(pc, ret_body->buf_data, ret_body->buf_len, now_s, id, add_header,
+	                           arg, &why) < 0) {
+		log_err("provider %s: cannot sign: %s", pc->pc_name, why);
+		return -1;
+	}
+	return 0;
 }
 
 /* A generic sender: idemhook does not know its API. */

@@ -651,7 +651,7 @@ static int stripe_ack(const struct provider_conf *pc, const struct event *ev,
 static int stripe_sign(const struct provider_conf *pc, const void *body, size_t body_len,
                        int64_t now_s, const char *event_id,
                        void (*add_header)(void *arg, const char *name, const char *value),
-                       void *arg)
+                       void *arg, const char **ret_why)
 {
 	const struct stripe_state *st = pc->pc_state;
 	char mac[2 * CRYPTO_SHA256_LEN + 1];
@@ -659,13 +659,16 @@ static int stripe_sign(const struct provider_conf *pc, const void *body, size_t 
 	int rc = -1;
 
 	if (st == NULL || st->ss_secrets.ps_n == 0) {
+		*ret_why = "the instance's secrets were not loaded";
 		return -1;
 	}
 	if (stripe_mac(&st->ss_secrets.ps_items[0], now_s, body, body_len, mac) < 0) {
+		*ret_why = "the HMAC could not be computed";
 		return -1;
 	}
 	buf_init(&b, 0);
 	if (buf_printf(&b, "t=%lld,v1=%s", (long long)now_s, mac) < 0) {
+		*ret_why = "out of memory";
 		goto done;
 	}
 	add_header(arg, "Stripe-Signature", b.buf_data);
@@ -683,6 +686,7 @@ static int stripe_simulate(const struct provider_conf *pc, const struct provider
                            void (*add_header)(void *arg, const char *name, const char *value),
                            void *arg)
 {
+	const char *why = NULL;
 	char cur[4];
 	char id[64];
 	int rc;
@@ -749,7 +753,12 @@ static int stripe_simulate(const struct provider_conf *pc, const struct provider
 		return -1;
 	}
 	add_header(arg, "Content-Type", "application/json; charset=utf-8");
-	return stripe_sign(pc, ret_body->buf_data, ret_body->buf_len, now_s, id, add_header, arg);
+	if (stripe_sign(pc, ret_body->buf_data, ret_body->buf_len, now_s, id, add_header, arg,
+	                &why) < 0) {
+		log_err("provider %s: cannot sign: %s", pc->pc_name, why);
+		return -1;
+	}
+	return 0;
 }
 
 /* ---- reconciliation: Stripe's own list of events ---- */

@@ -769,15 +769,6 @@ done:
 	return rc;
 }
 
-/* The platform's private key is WeChat Pay's, not ours: nothing to sign with. */
-static int wechatpay_sign(const struct provider_conf *pc, const void *body, size_t body_len,
-                          int64_t now_s, const char *event_id,
-                          void (*add_header)(void *arg, const char *name, const char *value),
-                          void *arg)
-{
-	return -1;
-}
-
 /* ---- reconciliation: query by out_trade_no ----
  *
  * GET /v3/pay/transactions/out-trade-no/{out_trade_no}?mchid=..., with
@@ -1023,8 +1014,8 @@ const struct provider provider_wechatpay = {
         .p_destroy = wechatpay_destroy,
         .p_receive = wechatpay_receive,
         .p_ack = wechatpay_ack,
+        /* No p_sign: the platform's private key is WeChat Pay's, not ours. */
         .p_error = wechatpay_error,
-        .p_sign = wechatpay_sign,
         .p_simulate = wechatpay_simulate,
         .p_reconcile_mode = wechatpay_reconcile_mode,
         .p_reconcile_request = wechatpay_reconcile_request,

@@ -346,6 +346,17 @@ void metrics_http_resumed(const char *listener, uint64_t n, double seconds)
 	pthread_mutex_unlock(&metrics_lock);
 }
 
+void metrics_declare_capture_skipped(const char *const *reasons)
+{
+	size_t i;
+
+	pthread_mutex_lock(&metrics_lock);
+	for (i = 0; reasons != NULL && reasons[i] != NULL; i++) {
+		(void)metrics_series_get(&metrics_capture_skips, reasons[i], "");
+	}
+	pthread_mutex_unlock(&metrics_lock);
+}
+
 void metrics_capture_skipped(const char *reason)
 {
 	metrics_count(&metrics_capture_skips, reason, "");

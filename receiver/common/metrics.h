@@ -56,6 +56,10 @@ void metrics_capture_failure(void);
 /* A capture not written because of a bound of the spool; reason is one of
  * rejected_size, rejected_client_rate, rejected_rate, quota, free_space. */
 void metrics_capture_skipped(const char *reason);
+/* Those series exported at 0 from the start of a daemon whose capture is
+ * on (as metrics_declare_provider's), one per reason of reasons
+ * (NULL-terminated); a series that exists keeps its count. */
+void metrics_declare_capture_skipped(const char *const *reasons);
 
 /* The store's library and version (static text), the sqlite label of
  * idemhook_build_info: store_library_version(), given at start. */

@@ -53,8 +53,8 @@ enum capture_skip {
 	CAPTURE_SKIP_N,
 };
 
-static const char *const capture_skip_names[CAPTURE_SKIP_N] = {
-        "rejected_size", "rejected_client_rate", "rejected_rate", "quota", "free_space"};
+static const char *const capture_skip_names[CAPTURE_SKIP_N + 1] = {
+        "rejected_size", "rejected_client_rate", "rejected_rate", "quota", "free_space", NULL};
 
 static const char *const capture_skip_why[CAPTURE_SKIP_N] = {
         "its body is over [capture] rejected_body_max",
@@ -702,6 +702,9 @@ struct capture *capture_create(const struct config *cf, int *ret_off)
 	}
 	cap->cap_spool_bytes = capture_du(cap->cap_dir, 1);
 	cap->cap_scanned_ms = capture_now_ms();
+	/* At 0 from the start, so that increase() sees the first skip. Only
+	 * a start turns capture on ([capture] mode needs a restart). */
+	metrics_declare_capture_skipped(capture_skip_names);
 	log_info("capture: mode %s, spool \"%s\" (%" PRId64 " bytes of max_bytes %zu; min_free %zu)", mode,
 		 cap->cap_dir, cap->cap_spool_bytes, cap->cap_max_bytes, cap->cap_min_free);
 	return cap;

@@ -658,19 +658,29 @@ static int replay_scan(struct replay_state *s, const char *path, int depth, int 
 
 /* ---- signatures ---- */
 
-/* Signs body for pc at now_s into h. Returns 1 when signed, 0 when the
- * scheme cannot sign, -1 on failure. */
+/* Signs body for pc at now_s into h. Returns 1 when signed; 0 when pc's
+ * scheme is never signed by us (provider.h: p_sign NULL), h untouched;
+ * -1 when it can sign but could not sign this one, with the reason in err. */
 static int replay_sign(const struct provider_conf *pc, const void *body, size_t len, int64_t now_s,
-		       const char *event_id, struct httpc_headers *h)
+                       const char *event_id, struct httpc_headers *h, char *err, size_t err_size)
 {
+	const char *why = NULL;
+	char q[160];
+	int rc;
+
 	if (pc->pc_provider->p_sign == NULL) {
 		return 0;
 	}
-	if (pc->pc_provider->p_sign(pc, body, len, now_s, event_id, httpc_headers_add, h) < 0) {
+	rc = pc->pc_provider->p_sign(pc, body, len, now_s, event_id, httpc_headers_add, h, &why);
+	if (rc < 0 || h->hch_overflow) {
 		httpc_headers_finish(h);
-		return 0;
+		replay_err(err, err_size,
+		           "provider instance \"%s\" cannot sign the request again: %s",
+		           log_quote(q, sizeof(q), pc->pc_name),
+		           why != NULL ? why : "its signature headers do not fit");
+		return -1;
 	}
-	return h->hch_overflow ? -1 : 1;
+	return 1;
 }
 
 /* Checks req's own signature as of verify_s, without the store: NULL when
@@ -1206,9 +1216,10 @@ static void replay_submit(struct replay_state *s, const struct replay_entry *e, 
 	ingest_submit(s->st_store, job, replay_slot_done, sl);
 }
 
-/* Over HTTP: classified from the answer. *ret_unavailable says whether the
- * address was unavailable (no answer, or 429/503), *ret_wait_ms how long it
- * asked to be left alone (Retry-After), or -1. */
+/* Over HTTP: classified from the answer; REPLAY_V_RETRY for no answer and
+ * for 409, 429 and 503. *ret_unavailable says whether the address was
+ * unavailable (no answer, or 429/503), *ret_wait_ms how long it asked to be
+ * left alone (Retry-After), or -1. */
 static enum replay_verdict replay_remote(struct replay_state *s, const struct http_request *req,
                                          const struct httpc_headers *sig, char *reason,
                                          size_t reason_size, char *err, size_t err_size,
@@ -1232,10 +1243,13 @@ static enum replay_verdict replay_remote(struct replay_state *s, const struct ht
 	}
 	rc = replay_http(s, url, req, sig, &a, err, err_size);
 	free(url);
+	/* No answer at all: the target may be restarting, and sending the
+	 * same request again is safe (it dedupes on the event id), so it is
+	 * tried again like a 503. */
 	if (rc < 0) {
 		snprintf(reason, reason_size, "%s", "connection");
 		*ret_unavailable = 1;
-		return REPLAY_V_FAILED;
+		return REPLAY_V_RETRY;
 	}
 	if (a.ra_slug[0] != '\0') {
 		snprintf(reason, reason_size, "%s", a.ra_slug);
@@ -1281,6 +1295,7 @@ static void replay_one(struct replay_state *s, const struct replay_entry *e, con
 {
 	char reason[64] = "";
 	char err[REPLAY_ERR_MAX] = "";
+	char q[PATH_MAX];
 	enum replay_verdict v = REPLAY_V_FAILED;
 	int unavailable = 0;
 	int64_t wait_ms = -1;
@@ -1310,7 +1325,16 @@ static void replay_one(struct replay_state *s, const struct replay_entry *e, con
 		if (wait_ms > delay) {
 			delay = wait_ms;
 		}
+		log_warn("replay: \"%s\": %s; sending it again in %" PRId64
+		         " ms (attempt %d of %d)",
+		         log_quote(q, sizeof(q), e->re_path), err, delay, attempt + 2,
+		         REPLAY_RETRIES + 1);
 		replay_sleep_ms(delay);
+	}
+	if (v == REPLAY_V_RETRY && attempt > 0) {
+		size_t len = strlen(err);
+
+		snprintf(err + len, sizeof(err) - len, " (%d attempts)", attempt + 1);
 	}
 	replay_count(s, e, v, reason[0] != '\0' ? reason : NULL, err[0] != '\0' ? err : NULL);
 	/* A target that is plainly down would cost every remaining request
@@ -1367,8 +1391,10 @@ static void replay_capture(struct replay_state *s, const struct replay_entry *e)
 	 * event id (Standard Webhooks puts it in webhook-id, hmac in its
 	 * key_header). Only what
 	 * verifies as captured is signed again, or a forged capture would be
-	 * laundered. Schemes we cannot sign go as captured. */
-	if (pc != NULL && pc->pc_provider->p_sign != NULL) {
+	 * laundered. Schemes we never sign go as captured; one that can sign
+	 * but cannot sign this capture is not sent with its stale signature
+	 * as if nothing were wrong: it fails, saying why. */
+	if (pc != NULL) {
 		const char *reason = replay_verify(pc, &rec.cr_req, rec.cr_received_ms / 1000);
 
 		if (reason != NULL) {
@@ -1376,9 +1402,10 @@ static void replay_capture(struct replay_state *s, const struct replay_entry *e)
 			goto out;
 		}
 	}
-	if (pc != NULL && replay_sign(pc, rec.cr_req.hr_body, rec.cr_req.hr_body_len,
-	                              replay_now_s(), replay_event_id(pc, &rec.cr_req), &sig) < 0) {
-		replay_fail(s, e->re_path, -1, "sign", "cannot sign the request again");
+	if (pc != NULL &&
+	    replay_sign(pc, rec.cr_req.hr_body, rec.cr_req.hr_body_len, replay_now_s(),
+	                replay_event_id(pc, &rec.cr_req), &sig, err, sizeof(err)) < 0) {
+		replay_fail(s, e->re_path, -1, "sign", err);
 		goto out;
 	}
 	replay_one(s, e, pc, &rec.cr_req, rec.cr_received_ms / 1000, &sig);
@@ -1399,6 +1426,7 @@ static void replay_export_item(struct replay_state *s, const struct replay_entry
 	char *body = NULL;
 	int64_t created_s;
 	int64_t sign_s;
+	int signed_rc;
 
 	httpc_headers_init(&hdr);
 	if (s->st_export_path == NULL || strcmp(s->st_export_path, e->re_path) != 0) {
@@ -1426,8 +1454,11 @@ static void replay_export_item(struct replay_state *s, const struct replay_entry
 	 * time in-process or now over HTTP, and then verified as usual. */
 	sign_s = s->st_opt->ro_to != NULL ? replay_now_s() : created_s;
 	httpc_headers_add(&hdr, "Content-Type", "application/json; charset=utf-8");
-	if (replay_sign(pc, body, strlen(body), sign_s, id, &hdr) != 1) {
+	signed_rc = replay_sign(pc, body, strlen(body), sign_s, id, &hdr, err, sizeof(err));
+	if (signed_rc == 0) {
 		replay_err(err, sizeof(err), "provider instance \"%s\" cannot sign events", pc->pc_name);
+	}
+	if (signed_rc != 1) {
 		replay_fail(s, e->re_path, e->re_index, "sign", err);
 		goto out;
 	}

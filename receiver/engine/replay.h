@@ -14,7 +14,7 @@ struct store;
 #define REPLAY_EXPORT_MAX (256 * 1024 * 1024) /* bytes of one exported-events file */
 #define REPLAY_REASONS_MAX 32 /* distinct reasons kept per summary category */
 #define REPLAY_TIMEOUT_DEFAULT_S 30 /* --to: the whole exchange of one request */
-#define REPLAY_RETRIES 3 /* extra attempts after a 409/503-like answer */
+#define REPLAY_RETRIES 3            /* extra attempts after a 409/429/503 answer, or none at all */
 #define REPLAY_RETRY_AFTER_MAX_S                                                                   \
 	60 /* --to: longest Retry-After waited for; a longer one fails the request */
 #define REPLAY_STOP_AFTER_DEFAULT                                                                  \
@@ -39,7 +39,7 @@ struct replay_options {
 	enum replay_progress ro_progress;
 	unsigned ro_timeout_s; /* --to; 0 = REPLAY_TIMEOUT_DEFAULT_S */
 	/* --to: stop the run once this many requests in a row found the
-	 * address unavailable (no answer, or 429/503 after the retries); 0 =
+	 * address unavailable (no answer, or 429/503, after the retries); 0 =
 	 * never */
 	unsigned ro_stop_after;
 	unsigned ro_jobs; /* in-process: requests in flight, their claims sharing commits;

@@ -88,7 +88,7 @@ static inline void fuzz_signed(struct pt_instance *pi, const uint8_t *body, size
 	pt_request_init(&r, body, len);
 	pt_request_header(&r, "Content-Type", "application/json");
 	FUZZ_CHECK(pi->pi_conf.pc_provider->p_sign(&pi->pi_conf, body, len, FUZZ_NOW, event_id,
-	                                           pt_add_header, &r) == 0);
+	                                           pt_add_header, &r, &pt_sign_why) == 0);
 	fuzz_receive(pi, &r);
 	pt_request_finish(&r);
 }

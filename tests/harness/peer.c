@@ -466,6 +466,11 @@ static void peer_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 struct peer *peer_create(void)
 {
+	return peer_create_on(0);
+}
+
+struct peer *peer_create_on(unsigned port)
+{
 	struct peer *p = calloc(1, sizeof(*p));
 	struct sockaddr_in sa;
 	const union MHD_DaemonInfo *info;
@@ -478,7 +483,7 @@ struct peer *peer_create(void)
 	memset(&sa, 0, sizeof(sa));
 	sa.sin_family = AF_INET;
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	sa.sin_port = 0;
+	sa.sin_port = htons((uint16_t)port);
 	/* A thread per connection, so a hanging or dripping answer blocks only its own. */
 	p->p_daemon = MHD_start_daemon(
 	        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL, NULL,

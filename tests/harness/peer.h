@@ -52,6 +52,10 @@ struct peer;
 /* Starts listening on 127.0.0.1 with an ephemeral port; NULL on failure. */
 struct peer *peer_create(void);
 
+/* The same on a given port (0: ephemeral), for a target that comes back
+ * where it was; NULL on failure (the port is taken). */
+struct peer *peer_create_on(unsigned port);
+
 /* Stops (hanging requests are released) and frees. NULL is a no-op. */
 void peer_destroy(struct peer *p);
 

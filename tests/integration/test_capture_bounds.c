@@ -8,6 +8,7 @@
 #include <ftw.h>
 #include <inttypes.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -57,13 +58,15 @@ static void t_start(struct daemon *d, char spool[600], const char *keys)
 	assert_int_equal(daemon_start(d), 0);
 }
 
-static int64_t t_skipped(struct daemon *d, const char *reason)
+/* The value of idemhook_capture_skipped_total{reason}, or -1 when /metrics
+ * does not export that series. */
+static int64_t t_series(struct daemon *d, const char *reason)
 {
 	struct hres r;
 	char url[256];
 	char series[128];
 	const char *at;
-	int64_t n = 0;
+	int64_t n = -1;
 
 	snprintf(url, sizeof(url), "%s/metrics", d->dm_admin_base);
 	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
@@ -75,6 +78,14 @@ static int64_t t_skipped(struct daemon *d, const char *reason)
 	}
 	hres_finish(&r);
 	return n;
+}
+
+/* The count of a series that may not be exported yet (0 then). */
+static int64_t t_skipped(struct daemon *d, const char *reason)
+{
+	int64_t n = t_series(d, reason);
+
+	return n < 0 ? 0 : n;
 }
 
 /* A request signed with the wrong secret: 401, rejected before any claim. */
@@ -306,6 +317,49 @@ static void test_below_the_free_space_floor_rejects_stop_first_then_everything(v
 	free(forged);
 }
 
+/* A counter that first appears at 1 is missed by increase(): with capture
+ * on, every reason is exported at 0 from the start. */
+static void
+test_the_skip_counters_are_exported_at_zero_from_the_start_when_capture_is_on(void **state)
+{
+	static const char *const reasons[] = {"rejected_size", "rejected_client_rate",
+	                                      "rejected_rate", "quota", "free_space"};
+	struct daemon d;
+	char spool[600];
+	char *big = malloc(T_BIG + 1);
+	size_t i;
+
+	(void)state;
+	assert_non_null(big);
+	memset(big, 'a', T_BIG);
+	big[T_BIG] = '\0';
+	t_start(&d, spool, "mode = rejected\n");
+	for (i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {
+		if (t_series(&d, reasons[i]) != 0) {
+			fail_msg("the skip reason %s is not exported at 0 before its first skip",
+			         reasons[i]);
+		}
+	}
+	/* The first skip moves the series from 0 to 1; the others stay. */
+	t_forged(&d, big);
+	assert_int_equal(t_series(&d, "rejected_size"), 1);
+	assert_int_equal(t_series(&d, "quota"), 0);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+
+	/* Capture off: nothing is skipped, nothing exported. A reload
+	 * cannot turn capture on ([capture] mode needs a restart). */
+	fx_daemon_start(&d, FX_STRIPE_INI);
+	assert_int_equal(t_series(&d, "rejected_size"), -1);
+	fx_append_config(&d, "\n[capture]\nmode = all\ndir = %s/spool\n", d.dm_dir);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "not in effect until a restart", 10000), 0);
+	assert_int_equal(t_series(&d, "rejected_size"), -1);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+	free(big);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -317,6 +371,8 @@ int main(void)
 	                test_the_quota_keeps_half_for_authenticated_captures_and_bounds_the_spool),
 	        cmocka_unit_test(
 	                test_below_the_free_space_floor_rejects_stop_first_then_everything),
+	        cmocka_unit_test(
+	                test_the_skip_counters_are_exported_at_zero_from_the_start_when_capture_is_on),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

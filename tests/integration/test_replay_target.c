@@ -3,9 +3,13 @@
  * ("@127.0.0.1:OTHER/hooks/stripe", which concatenated after the base URL
  * makes libcurl connect to OTHER) is not sent, and is counted failed, never
  * new. It waits as long as the target's Retry-After asks (within a bound),
- * and stops the run when the target is plainly down. */
+ * sends a request that got no answer again (the target may be restarting),
+ * and stops the run when the target is plainly down. A capture its instance
+ * can verify but not sign again is failed, never sent with its old
+ * signature. */
 #define _XOPEN_SOURCE 700
 #include <ftw.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,7 +20,9 @@
 
 #include <cjson/cJSON.h>
 #include <cmocka.h>
+#include <openssl/evp.h>
 
+#include "crypto.h"
 #include "fixtures.h"
 #include "harness.h"
 #include "peer.h"
@@ -265,6 +271,7 @@ static void test_replay_stops_after_three_requests_in_a_row_get_no_answer(void *
 	struct peer_behaviour b;
 	char spool[600];
 	const char *usage[] = {"replay", "--stop-after", "2", NULL, NULL};
+	char gone[64];
 	cJSON *s;
 
 	(void)state;
@@ -275,23 +282,29 @@ static void test_replay_stops_after_three_requests_in_a_row_get_no_answer(void *
 	b.pb_action = PEER_HANG;
 	b.pb_ms = 20000;
 	assert_int_equal(peer_default(target, NULL, &b), 0);
-	/* Each one waits its whole --timeout (1 s); the fourth is not sent. */
+	/* Each attempt waits its whole --timeout (1 s), and each request is
+	 * tried 4 times; the fourth request is not sent. */
 	assert_int_equal(t_replay(&origin, peer_base(target), spool, NULL, NULL, &s), 69);
 	assert_int_equal(t_field(s, "failed"), 3);
 	assert_int_equal(t_field(s, "not_sent"), 3);
 	cJSON_Delete(s);
-	assert_int_equal(peer_count(target), 3);
+	assert_int_equal(peer_count(target), 12);
 	assert_int_equal(daemon_log_wait(&origin, "replay: stopped: 3 requests in a row", 0), 0);
-	/* --stop-after 0 never stops: all six are tried. */
-	assert_int_equal(t_replay(&origin, peer_base(target), spool, "--stop-after", "0", &s), 65);
+	assert_int_equal(daemon_log_wait(&origin, "(4 attempts)", 0), 0);
+	peer_destroy(target);
+	/* --stop-after 0 never stops: all six are tried, here against an
+	 * address that refuses every connection. */
+	target = peer_create();
+	assert_non_null(target);
+	snprintf(gone, sizeof(gone), "%s", peer_base(target));
+	peer_destroy(target);
+	assert_int_equal(t_replay(&origin, gone, spool, "--stop-after", "0", &s), 65);
 	assert_int_equal(t_field(s, "failed"), 6);
 	assert_int_equal(t_field(s, "not_sent"), 0);
 	cJSON_Delete(s);
-	assert_int_equal(peer_count(target), 9);
 	/* In-process there is no address to give up on. */
 	usage[3] = spool;
 	assert_int_equal(daemon_cli(&origin, 1, usage, NULL), 64);
-	peer_destroy(target);
 	daemon_finish(&origin);
 }
 
@@ -303,28 +316,209 @@ static void test_a_request_answered_in_between_starts_the_count_again(void **sta
 	struct peer_behaviour ok = peer_reply(200, "{}");
 	char spool[600];
 	cJSON *s;
+	int i;
 
 	(void)state;
 	t_capture(&origin, spool, sizeof(spool), 5);
 	target = peer_create();
 	assert_non_null(target);
 	memset(&hang, 0, sizeof(hang));
-	hang.pb_action = PEER_HANG;
-	hang.pb_ms = 20000;
-	/* no answer, no answer, accepted, no answer, no answer: never 3 in a row */
-	assert_int_equal(peer_script(target, NULL, &hang), 0);
-	assert_int_equal(peer_script(target, NULL, &hang), 0);
+	hang.pb_action = PEER_CLOSE;
+	/* Requests with no answer to any of their 4 attempts: 2, then one
+	 * accepted, then 2 more: never 3 in a row. */
+	for (i = 0; i < 8; i++) {
+		assert_int_equal(peer_script(target, NULL, &hang), 0);
+	}
 	assert_int_equal(peer_script(target, NULL, &ok), 0);
-	assert_int_equal(peer_script(target, NULL, &hang), 0);
-	assert_int_equal(peer_script(target, NULL, &hang), 0);
+	for (i = 0; i < 8; i++) {
+		assert_int_equal(peer_script(target, NULL, &hang), 0);
+	}
 	assert_int_equal(t_replay(&origin, peer_base(target), spool, NULL, NULL, &s), 65);
 	assert_int_equal(t_field(s, "new"), 1);
 	assert_int_equal(t_field(s, "failed"), 4);
 	assert_int_equal(t_field(s, "not_sent"), 0);
 	cJSON_Delete(s);
-	assert_int_equal(peer_count(target), 5);
+	assert_int_equal(peer_count(target), 17);
 	peer_destroy(target);
 	daemon_finish(&origin);
+}
+
+static void test_a_request_that_got_no_answer_is_sent_again_until_the_target_answers(void **state)
+{
+	struct daemon origin;
+	struct peer *target;
+	struct peer_behaviour cut;
+	char spool[600];
+	cJSON *s;
+
+	(void)state;
+	t_capture(&origin, spool, sizeof(spool), 1);
+	target = peer_create();
+	assert_non_null(target);
+	/* The connection is closed twice without an answer (a target
+	 * restarting), then the request is accepted. */
+	memset(&cut, 0, sizeof(cut));
+	cut.pb_action = PEER_CLOSE;
+	assert_int_equal(peer_script(target, NULL, &cut), 0);
+	assert_int_equal(peer_script(target, NULL, &cut), 0);
+	assert_int_equal(t_replay(&origin, peer_base(target), spool, NULL, NULL, &s), 0);
+	assert_int_equal(t_field(s, "new"), 1);
+	assert_int_equal(t_field(s, "failed"), 0);
+	cJSON_Delete(s);
+	assert_int_equal(peer_count(target), 3);
+	/* Our own pauses, as after a 503: 200 ms, then 400 ms. */
+	assert_true(t_at_ms(target, 1) - t_at_ms(target, 0) >= 180);
+	assert_true(t_at_ms(target, 2) - t_at_ms(target, 1) >= 380);
+	assert_int_equal(daemon_log_wait(&origin, "sending it again in 200 ms (attempt 2 of 4)", 0),
+	                 0);
+	peer_destroy(target);
+	daemon_finish(&origin);
+}
+
+/* Starts the target on its port once the replay says it found nobody
+ * there and will try again. */
+struct t_late {
+	struct daemon *tl_origin;
+	unsigned tl_port;
+	struct peer *tl_peer;
+};
+
+static void *t_late_start(void *arg)
+{
+	struct t_late *tl = arg;
+
+	if (daemon_log_wait(tl->tl_origin, "sending it again in", 20000) == 0) {
+		tl->tl_peer = peer_create_on(tl->tl_port);
+	}
+	return NULL;
+}
+
+static void test_replay_waits_for_a_target_that_refuses_connections_for_a_moment(void **state)
+{
+	struct daemon origin;
+	struct peer *probe;
+	struct t_late tl;
+	pthread_t th;
+	char spool[600];
+	char base[64];
+	cJSON *s;
+
+	(void)state;
+	t_capture(&origin, spool, sizeof(spool), 1);
+	/* A port nobody listens on: connections are refused until the
+	 * target comes up there. */
+	probe = peer_create();
+	assert_non_null(probe);
+	snprintf(base, sizeof(base), "%s", peer_base(probe));
+	peer_destroy(probe);
+	memset(&tl, 0, sizeof(tl));
+	tl.tl_origin = &origin;
+	tl.tl_port = (unsigned)strtoul(strrchr(base, ':') + 1, NULL, 10);
+	assert_int_equal(pthread_create(&th, NULL, t_late_start, &tl), 0);
+	assert_int_equal(t_replay(&origin, base, spool, NULL, NULL, &s), 0);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_non_null(tl.tl_peer);
+	assert_int_equal(t_field(s, "new"), 1);
+	assert_int_equal(t_field(s, "failed"), 0);
+	cJSON_Delete(s);
+	assert_int_equal(peer_count(tl.tl_peer), 1);
+	peer_destroy(tl.tl_peer);
+	daemon_finish(&origin);
+}
+
+/* A Standard Webhooks sender that signs v1a (Ed25519) only: its instance
+ * holds the public key, which verifies a capture but cannot sign it
+ * again. */
+#define T_SW_INI "[provider billing]\ntype = standard-webhooks\npublic_key = %s\n"
+
+/* POSTs body to d's /hooks/billing, signed v1a now with key as message id;
+ * returns the status. */
+static long t_sw_ed_send(struct daemon *d, EVP_PKEY *key, const char *id, const char *body)
+{
+	char ts[32];
+	char content[512];
+	unsigned char sig[64];
+	size_t sig_len = sizeof(sig);
+	char *sig_b64 = NULL;
+	char h_id[96];
+	char h_ts[64];
+	char h_sig[160];
+	const char *headers[] = {h_id, h_ts, h_sig, "Content-Type: application/json", NULL};
+	char url[128];
+	EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+	struct hres r;
+	long status;
+
+	snprintf(ts, sizeof(ts), "%lld", (long long)hn_now_s());
+	snprintf(content, sizeof(content), "%s.%s.%s", id, ts, body);
+	assert_non_null(ctx);
+	assert_int_equal(EVP_DigestSignInit(ctx, NULL, NULL, NULL, key), 1);
+	assert_int_equal(
+	        EVP_DigestSign(ctx, sig, &sig_len, (const unsigned char *)content, strlen(content)),
+	        1);
+	EVP_MD_CTX_free(ctx);
+	assert_int_equal(crypto_base64_encode(sig, sig_len, &sig_b64, NULL), 0);
+	snprintf(h_id, sizeof(h_id), "webhook-id: %s", id);
+	snprintf(h_ts, sizeof(h_ts), "webhook-timestamp: %s", ts);
+	snprintf(h_sig, sizeof(h_sig), "webhook-signature: v1a,%s", sig_b64);
+	free(sig_b64);
+	snprintf(url, sizeof(url), "%s/hooks/billing", d->dm_base);
+	assert_int_equal(hn_http("POST", url, headers, body, strlen(body), &r), 0);
+	status = r.hs_status;
+	hres_finish(&r);
+	return status;
+}
+
+static void
+test_a_capture_its_instance_cannot_sign_again_is_failed_with_reason_sign_not_sent(void **state)
+{
+	EVP_PKEY *key = EVP_PKEY_Q_keygen(NULL, NULL, "ED25519");
+	unsigned char pub[32];
+	size_t pub_len = sizeof(pub);
+	char *pub_b64 = NULL;
+	char whpk[80];
+	struct daemon origin;
+	struct daemon target;
+	char spool[600];
+	const cJSON *reasons;
+	cJSON *s;
+
+	(void)state;
+	assert_non_null(key);
+	assert_int_equal(EVP_PKEY_get_raw_public_key(key, pub, &pub_len), 1);
+	assert_int_equal(crypto_base64_encode(pub, pub_len, &pub_b64, NULL), 0);
+	snprintf(whpk, sizeof(whpk), "whpk_%s", pub_b64);
+	free(pub_b64);
+	/* The origin verifies and captures the callback. */
+	assert_int_equal(daemon_init(&origin, NULL), 0);
+	snprintf(spool, sizeof(spool), "%s/spool", origin.dm_dir);
+	fx_append_config(&origin, T_SW_INI "\n[capture]\nmode = all\ndir = %s\n", whpk, spool);
+	assert_int_equal(daemon_start(&origin), 0);
+	assert_int_equal(t_sw_ed_send(&origin, key, "msg_rp_ed_1", "{\"type\":\"thing.happened\"}"),
+	                 200);
+	assert_int_equal(daemon_term(&origin, 20), 0);
+	/* A second daemon, configured alike, is the target. Sent with its
+	 * captured signature the request would pass there now, and fail as
+	 * stale_timestamp once the capture is older than the tolerance:
+	 * neither is a re-signed replay, and the operator must know. */
+	fx_daemon_start(&target, T_SW_INI, whpk);
+	assert_int_equal(t_replay(&origin, target.dm_base, spool, NULL, NULL, &s), 65);
+	assert_int_equal(t_field(s, "new"), 0);
+	assert_int_equal(t_field(s, "failed"), 1);
+	reasons = cJSON_GetObjectItemCaseSensitive(s, "failed_reasons");
+	assert_int_equal(t_field(reasons, "sign"), 1);
+	cJSON_Delete(s);
+	assert_int_equal(daemon_log_wait(&origin,
+	                                 "provider instance \"billing\" cannot sign the request "
+	                                 "again: the instance holds only Ed25519 public keys",
+	                                 0),
+	                 0);
+	/* Nothing reached the target. */
+	assert_int_equal(hn_db_int(target.dm_db, "SELECT COUNT(*) FROM idempotency_records"), 0);
+	assert_int_equal(daemon_term(&target, 20), 0);
+	daemon_finish(&target);
+	daemon_finish(&origin);
+	EVP_PKEY_free(key);
 }
 
 int main(void)
@@ -337,6 +531,12 @@ int main(void)
 	                test_replay_does_not_wait_an_hour_for_a_retry_after_but_fails_the_request),
 	        cmocka_unit_test(test_replay_stops_after_three_requests_in_a_row_get_no_answer),
 	        cmocka_unit_test(test_a_request_answered_in_between_starts_the_count_again),
+	        cmocka_unit_test(
+	                test_a_request_that_got_no_answer_is_sent_again_until_the_target_answers),
+	        cmocka_unit_test(
+	                test_replay_waits_for_a_target_that_refuses_connections_for_a_moment),
+	        cmocka_unit_test(
+	                test_a_capture_its_instance_cannot_sign_again_is_failed_with_reason_sign_not_sent),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

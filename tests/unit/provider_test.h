@@ -103,6 +103,9 @@ static inline void pt_add_header(void *arg, const char *name, const char *value)
 	pt_request_header(arg, name, value);
 }
 
+/* Where p_sign says why it could not sign (provider.h). */
+static const char *pt_sign_why __attribute__((unused));
+
 /* Runs p_receive; the batch is left for the caller (event_batch_finish). */
 static inline int pt_receive(struct pt_instance *pi, struct pt_request *r, int64_t now_s,
                              struct event_batch *b, struct provider_verdict *v)

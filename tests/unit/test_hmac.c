@@ -67,7 +67,7 @@ static int roundtrip(struct pt_instance *pi, const char *body, int64_t sign_at, 
 
 	pt_request_init(&r, body, strlen(body));
 	assert_int_equal(provider_hmac.p_sign(&pi->pi_conf, body, strlen(body), sign_at, id,
-	                                      pt_add_header, &r),
+	                                      pt_add_header, &r, &pt_sign_why),
 	                 0);
 	rc = pt_receive(pi, &r, now, b, v);
 	pt_request_finish(&r);
@@ -86,7 +86,7 @@ static void test_hmac_reproduces_githubs_documented_signature(void **state)
 	assert_int_equal(pt_instance_create(&pi, &provider_hmac, github), 0);
 	pt_request_init(&r, GH_BODY, strlen(GH_BODY));
 	assert_int_equal(provider_hmac.p_sign(&pi.pi_conf, GH_BODY, strlen(GH_BODY), NOW, NULL,
-	                                      pt_add_header, &r),
+	                                      pt_add_header, &r, &pt_sign_why),
 	                 0);
 	assert_string_equal(http_header_get(&r.pr_req, "X-Hub-Signature-256"), GH_SIG);
 	pt_request_finish(&r);
@@ -249,9 +249,9 @@ static void test_hmac_signed_timestamp_is_part_of_the_signed_content(void **stat
 	(void)state;
 	assert_int_equal(pt_instance_create(&pi, &provider_hmac, kv), 0);
 	pt_request_init(&r, body, strlen(body));
-	assert_int_equal(
-	        provider_hmac.p_sign(&pi.pi_conf, body, strlen(body), NOW, NULL, pt_add_header, &r),
-	        0);
+	assert_int_equal(provider_hmac.p_sign(&pi.pi_conf, body, strlen(body), NOW, NULL,
+	                                      pt_add_header, &r, &pt_sign_why),
+	                 0);
 	/* Move the timestamp without re-signing. */
 	free(r.pr_owned[1]);
 	r.pr_owned[1] = strdup("1733130101");
@@ -347,7 +347,7 @@ static void test_hmac_refuses_a_repeated_signature_timestamp_or_key_header_with_
 	assert_int_equal(pt_instance_create(&pi, &provider_hmac, timed), 0);
 	pt_request_init(&r, body, strlen(body));
 	assert_int_equal(provider_hmac.p_sign(&pi.pi_conf, body, strlen(body), NOW, "d-9",
-	                                      pt_add_header, &r),
+	                                      pt_add_header, &r, &pt_sign_why),
 	                 0);
 	assert_int_equal(r.pr_req.hr_n_headers, 3);
 	assert_int_equal(pt_receive(&pi, &r, NOW, &b, &v), 0);
@@ -372,7 +372,7 @@ static void test_hmac_gives_the_key_headers_value_to_sign_again(void **state)
 	assert_int_equal(pt_instance_create(&gh, &provider_hmac, github), 0);
 	pt_request_init(&r, body, strlen(body));
 	assert_int_equal(provider_hmac.p_sign(&pi.pi_conf, body, strlen(body), NOW, "d-5",
-	                                      pt_add_header, &r),
+	                                      pt_add_header, &r, &pt_sign_why),
 	                 0);
 	assert_non_null(provider_hmac.p_sign_id);
 	assert_string_equal(provider_hmac.p_sign_id(&pi.pi_conf, &r.pr_req), "d-5");
@@ -381,12 +381,35 @@ static void test_hmac_gives_the_key_headers_value_to_sign_again(void **state)
 	pt_request_init(&again, body, strlen(body));
 	assert_int_equal(provider_hmac.p_sign(&pi.pi_conf, body, strlen(body), NOW + 60,
 	                                      provider_hmac.p_sign_id(&pi.pi_conf, &r.pr_req),
-	                                      pt_add_header, &again),
+	                                      pt_add_header, &again, &pt_sign_why),
 	                 0);
 	assert_string_equal(provider_hmac.p_sign_id(&pi.pi_conf, &again.pr_req), "d-5");
 	pt_request_finish(&again);
 	pt_request_finish(&r);
 	pt_instance_destroy(&gh);
+	pt_instance_destroy(&pi);
+}
+
+/* A request without the key header cannot be signed again as it was
+ * signed: p_sign says so (replay --to counts it failed, never sends it
+ * with its old signature). */
+static void test_hmac_cannot_sign_without_the_id_its_key_header_signs(void **state)
+{
+	const char *body = "{\"id\":\"evt_1\",\"action\":\"paid\"}";
+	struct pt_instance pi;
+	struct pt_request r;
+
+	(void)state;
+	assert_int_equal(pt_instance_create(&pi, &provider_hmac, delivery), 0);
+	pt_request_init(&r, body, strlen(body));
+	pt_sign_why = NULL;
+	assert_int_equal(provider_hmac.p_sign(&pi.pi_conf, body, strlen(body), NOW, NULL,
+	                                      pt_add_header, &r, &pt_sign_why),
+	                 -1);
+	assert_non_null(pt_sign_why);
+	assert_non_null(strstr(pt_sign_why, "key_header"));
+	assert_int_equal(r.pr_req.hr_n_headers, 0);
+	pt_request_finish(&r);
 	pt_instance_destroy(&pi);
 }
 
@@ -403,7 +426,7 @@ static void test_hmac_a_changed_key_header_no_longer_verifies(void **state)
 	assert_int_equal(pt_instance_create(&pi, &provider_hmac, delivery), 0);
 	pt_request_init(&r, body, strlen(body));
 	assert_int_equal(provider_hmac.p_sign(&pi.pi_conf, body, strlen(body), NOW, "d-7",
-	                                      pt_add_header, &r),
+	                                      pt_add_header, &r, &pt_sign_why),
 	                 0);
 	assert_int_equal(pt_receive(&pi, &r, NOW, &b, &v), 0);
 	assert_string_equal(b.eb_events[0].ev_key, "d-7");
@@ -438,6 +461,7 @@ int main(void)
 	        cmocka_unit_test(test_hmac_refuses_a_key_header_the_signature_does_not_cover),
 	        cmocka_unit_test(test_hmac_a_changed_key_header_no_longer_verifies),
 	        cmocka_unit_test(test_hmac_gives_the_key_headers_value_to_sign_again),
+	        cmocka_unit_test(test_hmac_cannot_sign_without_the_id_its_key_header_signs),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

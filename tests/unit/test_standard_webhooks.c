@@ -303,7 +303,8 @@ static void test_standard_webhooks_sign_reproduces_the_published_signature(void 
 	make_instance(&pi, NULL);
 	pt_request_init(&r, VEC_BODY, strlen(VEC_BODY));
 	assert_int_equal(provider_standard_webhooks.p_sign(&pi.pi_conf, VEC_BODY, strlen(VEC_BODY),
-	                                                   VEC_TS, VEC_ID, pt_add_header, &r),
+	                                                   VEC_TS, VEC_ID, pt_add_header, &r,
+	                                                   &pt_sign_why),
 	                 0);
 	assert_string_equal(http_header_get(&r.pr_req, "webhook-id"), VEC_ID);
 	assert_string_equal(http_header_get(&r.pr_req, "webhook-timestamp"), VEC_TS_TEXT);
@@ -520,6 +521,22 @@ static void test_standard_webhooks_verifies_v1a_ed25519_signatures(void **state)
 	        receive(&pi, "webhook", "msg_ed", "1700000000", header, body, 1700000000, &b, &v),
 	        -1);
 	assert_int_equal(v.pv_status, 401);
+
+	/* Public keys verify; they cannot sign the request again. */
+	{
+		struct pt_request r;
+
+		pt_request_init(&r, body, strlen(body));
+		pt_sign_why = NULL;
+		assert_int_equal(provider_standard_webhooks.p_sign(&pi.pi_conf, body, strlen(body),
+		                                                   1700000000, "msg_ed",
+		                                                   pt_add_header, &r, &pt_sign_why),
+		                 -1);
+		assert_non_null(pt_sign_why);
+		assert_non_null(strstr(pt_sign_why, "public_key"));
+		assert_int_equal(r.pr_req.hr_n_headers, 0);
+		pt_request_finish(&r);
+	}
 	pt_instance_destroy(&pi);
 
 	EVP_MD_CTX_free(ctx);

@@ -624,7 +624,7 @@ static void test_stripe_sign_produces_a_header_the_profile_accepts(void **state)
 	make_instance(&pi);
 	pt_request_init(&r, body, strlen(body));
 	assert_int_equal(provider_stripe.p_sign(&pi.pi_conf, body, strlen(body), NOW, "evt_12",
-	                                        pt_add_header, &r),
+	                                        pt_add_header, &r, &pt_sign_why),
 	                 0);
 	assert_int_equal(r.pr_req.hr_n_headers, 1);
 	assert_string_equal(r.pr_headers[0].hh_name, "Stripe-Signature");
@@ -651,7 +651,7 @@ static void test_stripe_refuses_a_repeated_stripe_signature_with_400(void **stat
 	make_instance(&pi);
 	pt_request_init(&r, body, strlen(body));
 	assert_int_equal(provider_stripe.p_sign(&pi.pi_conf, body, strlen(body), NOW, "evt_13",
-	                                        pt_add_header, &r),
+	                                        pt_add_header, &r, &pt_sign_why),
 	                 0);
 	assert_int_equal(pt_receive(&pi, &r, NOW, &b, &v), 0);
 	event_batch_finish(&b);
