@@ -537,6 +537,10 @@ struct outbound *outbound_start(const struct env *env, int *ret_err)
 	}
 	if (rc == 0) {
 		outbox_conf_finish(&oc);
+		/* No worker will lease them: rows a crash left 'delivering' are
+		 * queued again all the same, or lists show them delivering for
+		 * ever. A failure leaves them so (logged), the rest starts. */
+		outbox_release_all(env->env_store, env_now_ms(env), NULL);
 		return NULL;
 	}
 	ob = outbound_create(env->env_store, &oc, &orc, NULL);
