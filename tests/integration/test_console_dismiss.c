@@ -174,6 +174,12 @@ static void test_bulk_dismiss_takes_the_lists_filters_and_needs_the_count_it_sho
 	fx_assert_audit(&d, 2,
 	                "action = 'events.dismiss' AND actor = 'console:alice' AND target = "
 	                "'events?provider=stripe&outcome=failed' AND result LIKE 'refused: %%'");
+	/* each with why it was refused as its reason */
+	fx_assert_audit(&d, 1,
+	                "action = 'events.dismiss' AND reason LIKE '2 open failed event(s) match"
+	                " these filters now, not the 3 you confirmed%%'");
+	fx_assert_audit(&d, 1,
+	                "action = 'events.dismiss' AND reason LIKE 'A reason is required%%'");
 
 	/* the count confirmed: dismissed, then Post/Redirect/Get to the list */
 	snprintf(form, sizeof(form), "csrf=%s&list=%s&expect=2&reason=sandbox+orders", s.ts_csrf,
@@ -308,7 +314,11 @@ static void test_bulk_dismiss_needs_the_operator_role_and_the_csrf_token(void **
 	                "'events?open=1' AND result = 'refused: this session is read-only'");
 	fx_assert_audit(&d, 2,
 	                "action = 'events.dismiss' AND actor = 'console:alice' AND result = "
-	                "'refused: missing or wrong CSRF token'");
+	                "'refused: missing or wrong CSRF token' AND reason = 'missing or wrong CSRF"
+	                " token'");
+	fx_assert_audit(&d, 1,
+	                "action = 'events.dismiss' AND actor = 'console:bob' AND reason = 'this"
+	                " session is read-only'");
 	t_stop(&d);
 }
 
