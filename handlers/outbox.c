@@ -23,10 +23,13 @@
 #define OUTBOX_RETRY_AFTER_MAX_S (30LL * 24 * 3600) /* longer Retry-After values are clamped */
 #define OUTBOX_REFUND_BASE_DEFAULT "https://api.stripe.com"
 /* The attempt-history line (and last error) of a call found leased by a
- * process that is gone: it stopped without a clean shutdown mid-call. */
+ * process that is gone: it stopped without a clean shutdown mid-call, or
+ * (rarer: the worker writes an outcome again until its stop) with an
+ * outcome its database never took, which its log then has. */
 #define OUTBOX_INTERRUPTED_ERROR                                                                   \
 	"interrupted: the idemhook process delivering it stopped without a clean shutdown "        \
-	"(crash, kill -9, power loss); the peer may have received it (not counted)"
+	"(crash, kill -9, power loss) or unable to record it (see its log); the peer may have "    \
+	"received it (not counted)"
 /* ... and of a call whose lease ran out with no outcome recorded (several
  * receivers on one database: the one delivering it is gone or cut off). */
 #define OUTBOX_EXPIRED_ERROR                                                                       \
@@ -2112,8 +2115,8 @@ static int outbox_complete_many_tx(struct store_tx *tx, void *arg)
 }
 
 int outbox_complete_many(struct store *st, const struct outbox_conf *oc,
-                         const struct orders_conf *orc, const struct outbox_attempt *attempts,
-                         size_t n, int64_t now_ms)
+                         const struct orders_conf *orc, struct outbox_attempt *attempts, size_t n,
+                         int64_t now_ms)
 {
 	struct outbox_many_ctx m = {
 	        .om_conf = oc,
@@ -2121,23 +2124,24 @@ int outbox_complete_many(struct store *st, const struct outbox_conf *oc,
 	        .om_attempts = attempts,
 	        .om_n = n,
 	};
+	int rc = 0;
 	size_t i;
 
-	if (n == 1) {
-		return outbox_complete(st, oc, orc, attempts[0].oa_row, &attempts[0].oa_res, now_ms,
-		                       attempts[0].oa_rnd) < 0
-		               ? -1
-		               : 0;
+	for (i = 0; i < n; i++) {
+		attempts[i].oa_unrecorded = 0;
 	}
-	if (n == 0 || store_write(st, now_ms, outbox_complete_many_tx, &m) >= 0) {
+	if (n == 0 || (n > 1 && store_write(st, now_ms, outbox_complete_many_tx, &m) >= 0)) {
 		return 0;
 	}
 	/* One outcome failed and took the others with it: record them apart. */
 	for (i = 0; i < n; i++) {
-		outbox_complete(st, oc, orc, attempts[i].oa_row, &attempts[i].oa_res, now_ms,
-		                attempts[i].oa_rnd);
+		if (outbox_complete(st, oc, orc, attempts[i].oa_row, &attempts[i].oa_res, now_ms,
+		                    attempts[i].oa_rnd) < 0) {
+			attempts[i].oa_unrecorded = 1;
+			rc = -1;
+		}
 	}
-	return -1;
+	return rc;
 }
 
 struct outbox_release_ctx {

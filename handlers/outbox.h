@@ -243,16 +243,18 @@ int outbox_complete(struct store *st, const struct outbox_conf *oc, const struct
 struct outbox_attempt {
 	const struct outbox_row *oa_row;
 	struct outbox_result oa_res;
-	uint64_t oa_rnd; /* jitter for this row's backoff */
+	uint64_t oa_rnd;   /* jitter for this row's backoff */
+	int oa_unrecorded; /* set by outbox_complete_many: the store refused it */
 };
 
 /* Records n outcomes in one unit of work (one commit for a burst of finished
  * transfers); when that unit fails, each is recorded in its own. Returns 0,
- * or -1 when something could not be recorded (the row keeps its lease and is
- * delivered again once the lease expires or the daemon restarts). */
+ * or -1 when something could not be recorded: each such attempt has
+ * oa_unrecorded set (its row keeps its lease: the caller may record it
+ * again, or release it). */
 int outbox_complete_many(struct store *st, const struct outbox_conf *oc,
-                         const struct orders_conf *orc, const struct outbox_attempt *attempts,
-                         size_t n, int64_t now_ms);
+                         const struct orders_conf *orc, struct outbox_attempt *attempts, size_t n,
+                         int64_t now_ms);
 
 /* Gives a leased row back, due now, without counting the attempt
  * (shutdown). res, when the call went out, is kept in the row's attempt

@@ -267,9 +267,12 @@ struct console_session {
 	unsigned char cs_secret_mac[CRYPTO_HMAC_MAX];
 	int64_t cs_expires_ms;
 	/* The outcome of the session's last action, shown once by the page it
-	 * redirected to (cs_flash_url, "" when none), for a minute at most. */
+	 * redirected to, for a minute at most. That URL is kept as its SHA-256
+	 * (cs_flash_url_hash, when cs_flash_set): a bulk dismiss's filters make
+	 * it as long as a form field, and a cut copy would never match. */
 	char cs_flash[CONSOLE_FLASH_MAX];
-	char cs_flash_url[CONSOLE_URL_MAX];
+	unsigned char cs_flash_url_hash[CRYPTO_SHA256_LEN];
+	int cs_flash_set;
 	int cs_flash_error;
 	int64_t cs_flash_at_ms;
 };
@@ -821,15 +824,18 @@ struct console_act {
 static void console_flash_set(struct console *c, const char *sid, const char *url, const char *msg,
                               int error, int64_t now)
 {
+	unsigned char hash[CRYPTO_SHA256_LEN];
 	size_t i;
 
+	crypto_sha256(url, strlen(url), hash);
 	pthread_mutex_lock(&c->co_lock);
 	for (i = 0; i < CONSOLE_SESSIONS_MAX; i++) {
 		struct console_session *s = &c->co_sessions[i];
 
 		if (s->cs_id[0] != '\0' && strcmp(s->cs_id, sid) == 0) {
 			snprintf(s->cs_flash, sizeof(s->cs_flash), "%s", msg);
-			snprintf(s->cs_flash_url, sizeof(s->cs_flash_url), "%s", url);
+			memcpy(s->cs_flash_url_hash, hash, sizeof(hash));
+			s->cs_flash_set = 1;
 			s->cs_flash_error = error;
 			s->cs_flash_at_ms = now;
 		}
@@ -842,15 +848,17 @@ static void console_flash_set(struct console *c, const char *sid, const char *ur
 static int console_flash_take(struct console *c, const char *sid, const char *url, int64_t now,
                               char *out, size_t size, int *ret_error)
 {
+	unsigned char hash[CRYPTO_SHA256_LEN];
 	int found = 0;
 	size_t i;
 
+	crypto_sha256(url, strlen(url), hash);
 	pthread_mutex_lock(&c->co_lock);
 	for (i = 0; i < CONSOLE_SESSIONS_MAX; i++) {
 		struct console_session *s = &c->co_sessions[i];
 
-		if (s->cs_id[0] == '\0' || strcmp(s->cs_id, sid) != 0 ||
-		    s->cs_flash_url[0] == '\0' || strcmp(s->cs_flash_url, url) != 0) {
+		if (s->cs_id[0] == '\0' || strcmp(s->cs_id, sid) != 0 || !s->cs_flash_set ||
+		    memcmp(s->cs_flash_url_hash, hash, sizeof(hash)) != 0) {
 			continue;
 		}
 		if (now - s->cs_flash_at_ms < CONSOLE_FLASH_TTL_MS) {
@@ -859,7 +867,7 @@ static int console_flash_take(struct console *c, const char *sid, const char *ur
 			found = 1;
 		}
 		s->cs_flash[0] = '\0';
-		s->cs_flash_url[0] = '\0';
+		s->cs_flash_set = 0;
 	}
 	pthread_mutex_unlock(&c->co_lock);
 	return found;

@@ -129,12 +129,31 @@ static int console_db_filter_sql(const struct console_db_filter *f, enum store_b
 
 /* ---- the audit log ---- */
 
+#define CONSOLE_DB_REFUSED_PREFIX "refused: "
+
+/* The reason an audit row keeps: the operator's, or for a refusal that
+ * came with none, why it was refused (the column a reader looks at, which
+ * `audit list` prints whole where it cuts the result). */
+static const char *console_db_audit_reason(const char *reason, const char *result)
+{
+	size_t n = strlen(CONSOLE_DB_REFUSED_PREFIX);
+
+	if ((reason == NULL || reason[0] == '\0') && result != NULL &&
+	    strncmp(result, CONSOLE_DB_REFUSED_PREFIX, n) == 0 && result[n] != '\0') {
+		return result + n;
+	}
+	return reason;
+}
+
 int console_db_audit_tx(struct store_tx *tx, const char *actor, const char *action,
                         const char *target, const char *reason, const char *result)
 {
-	struct store_value p[] = {store_int(store_tx_now(tx)), store_text(actor),
-	                          store_text(action),          store_text(target),
-	                          store_text(reason),          store_text(result)};
+	struct store_value p[] = {store_int(store_tx_now(tx)),
+	                          store_text(actor),
+	                          store_text(action),
+	                          store_text(target),
+	                          store_text(console_db_audit_reason(reason, result)),
+	                          store_text(result)};
 
 	return store_exec(tx,
 	                  "INSERT INTO audit_log (at, actor, action, target, reason, result)"

@@ -21,11 +21,24 @@
 #define OUTBOUND_USER_AGENT "idemhook/" IDEMHOOK_VERSION
 #define OUTBOUND_HEADER_MAX 4096 /* bytes of one request header line we build */
 #define OUTBOUND_STOP_TICK_MS 50 /* poll interval while draining at shutdown */
+#define OUTBOUND_RECORD_RETRY_MS 500      /* between tries to record an outcome the store refused */
+#define OUTBOUND_RECORD_MARGIN_MS 5000    /* given up that long before the lease runs out */
+#define OUTBOUND_UNRECORDED_ERROR_MAX 400 /* bytes of the history line of an outcome given up */
 
 struct outbound_xfer {
 	struct outbox_row ox_row;
 	int64_t ox_started_ms; /* when the transfer began: the attempt's latency */
-	struct outbound_xfer *ox_next; /* running, in ob_xfers */
+	struct outbound_xfer *ox_next; /* running, in ob_xfers; or in ob_unrecorded */
+	/* An outcome the store refused to record, kept (with its own copies
+	 * of the answer) to be written again: the peer's answer is not lost
+	 * to a full disk or a lock held a while. */
+	struct outbox_result ox_res;
+	char *ox_res_body;
+	char *ox_res_error;
+	char *ox_res_location;
+	uint64_t ox_rnd;
+	int64_t ox_give_up_ms; /* then released instead, before its lease runs out */
+	unsigned ox_tries;
 };
 
 struct outbound {
@@ -45,6 +58,9 @@ struct outbound {
 	int64_t ob_grace_ms;
 	struct outbound_xfer *ob_xfers; /* running transfers */
 	size_t ob_n_xfers;
+	struct outbound_xfer *ob_unrecorded; /* ended, their outcome not written yet */
+	size_t ob_n_unrecorded;
+	int64_t ob_record_next_ms; /* when to try writing them again */
 	size_t ob_cap; /* entries of the scratch arrays below: the largest concurrency yet */
 	struct outbox_row *ob_lease_rows;   /* scratch for outbox_lease */
 	struct outbox_attempt *ob_attempts; /* scratch for outbound_harvest */
@@ -84,6 +100,9 @@ static void outbound_xfer_destroy(struct outbound_xfer *x)
 		return;
 	}
 	outbox_row_finish(&x->ox_row);
+	free(x->ox_res_body);
+	free(x->ox_res_error);
+	free(x->ox_res_location);
 	free(x);
 }
 
@@ -202,6 +221,160 @@ static void outbound_forget(struct outbound *ob, struct outbound_xfer *x)
 	outbound_xfer_destroy(x);
 }
 
+static char *outbound_copy(const char *s, size_t len)
+{
+	char *c = malloc(len + 1);
+
+	if (c != NULL) {
+		memcpy(c, s, len);
+		c[len] = '\0';
+	}
+	return c;
+}
+
+/* Moves running transfer x, whose outcome a (borrowing the response) the
+ * store refused to record, to ob_unrecorded, with its own copy of the
+ * outcome. Out of memory, the answer's body and texts are left out. */
+static void outbound_keep(struct outbound *ob, struct outbound_xfer *x,
+                          const struct outbox_attempt *a)
+{
+	const struct outbox_result *res = &a->oa_res;
+	struct outbound_xfer **p;
+
+	for (p = &ob->ob_xfers; *p != NULL; p = &(*p)->ox_next) {
+		if (*p == x) {
+			*p = x->ox_next;
+			ob->ob_n_xfers--;
+			break;
+		}
+	}
+	x->ox_res = *res;
+	x->ox_res.ors_body = NULL;
+	x->ox_res.ors_body_len = 0;
+	x->ox_res.ors_error = NULL;
+	x->ox_res.ors_location = NULL;
+	if (res->ors_body != NULL) {
+		x->ox_res_body = outbound_copy(res->ors_body, res->ors_body_len);
+		x->ox_res.ors_body = x->ox_res_body;
+		x->ox_res.ors_body_len = x->ox_res_body != NULL ? res->ors_body_len : 0;
+	}
+	if (res->ors_error != NULL) {
+		x->ox_res_error = outbound_copy(res->ors_error, strlen(res->ors_error));
+		x->ox_res.ors_error = x->ox_res_error;
+	}
+	if (res->ors_location != NULL) {
+		x->ox_res_location = outbound_copy(res->ors_location, strlen(res->ors_location));
+		x->ox_res.ors_location = x->ox_res_location;
+	}
+	x->ox_rnd = a->oa_rnd;
+	x->ox_tries = 1;
+	/* The lease began about when the transfer did: a take-over after it
+	 * would send the call again while its outcome waits here. */
+	x->ox_give_up_ms = x->ox_started_ms + ob->ob_conf.oc_lease_ms - OUTBOUND_RECORD_MARGIN_MS;
+	x->ox_next = ob->ob_unrecorded;
+	ob->ob_unrecorded = x;
+	ob->ob_n_unrecorded++;
+	ob->ob_record_next_ms = outbound_now(ob) + OUTBOUND_RECORD_RETRY_MS;
+	log_warn("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) could not be "
+	         "recorded; kept, written again every %d ms until its lease runs out",
+	         x->ox_row.or_id, x->ox_row.or_attempts,
+	         res->ors_http_status != 0 ? "HTTP" : "status", res->ors_http_status,
+	         OUTBOUND_RECORD_RETRY_MS);
+}
+
+/* Gives the row of kept outcome x back (not counted), its attempt in the
+ * history as an answer that came but could not be recorded, so that the
+ * call is sent again with the same key; logged when even that fails. */
+static void outbound_give_up(struct outbound *ob, struct outbound_xfer *x, const char *when)
+{
+	char line[OUTBOUND_UNRECORDED_ERROR_MAX];
+	struct outbox_result res = x->ox_res;
+
+	if (x->ox_res.ors_http_status != 0) {
+		snprintf(line, sizeof(line),
+		         "outcome not recorded: the peer answered HTTP %ld, but the database "
+		         "refused "
+		         "to record it %s (see the log); sent again (not counted)",
+		         x->ox_res.ors_http_status, when);
+	} else {
+		snprintf(line, sizeof(line),
+		         "outcome not recorded: %s; the database refused to record it %s (see the "
+		         "log); sent again (not counted)",
+		         x->ox_res.ors_error != NULL ? x->ox_res.ors_error : "no answer", when);
+	}
+	res.ors_http_status = 0;
+	res.ors_error = line;
+	res.ors_location = NULL;
+	if (outbox_release(ob->ob_store, &x->ox_row, &res, outbound_now(ob)) < 0) {
+		log_err("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) is lost: "
+		        "the database refused it %u time(s); the row is sent again with the same "
+		        "key once its lease runs out or at the next start",
+		        x->ox_row.or_id, x->ox_row.or_attempts,
+		        x->ox_res.ors_http_status != 0 ? "HTTP" : "status",
+		        x->ox_res.ors_http_status, x->ox_tries);
+		return;
+	}
+	log_warn("outbound: row %" PRId64 ": the outcome of attempt %u could not be recorded "
+	         "%s; the row is given back and sent again with the same key",
+	         x->ox_row.or_id, x->ox_row.or_attempts, when);
+}
+
+/* Writes the kept outcomes again (all when force, else when due); those
+ * still refused stay, unless their lease is about to run out (or force
+ * and last: the stop), then they are given back. */
+static void outbound_record_kept(struct outbound *ob, int64_t now, int last)
+{
+	struct outbox_attempt *done = ob->ob_attempts;
+	struct outbound_xfer *keep = NULL;
+	struct outbound_xfer *x;
+	size_t n = 0;
+	size_t i;
+
+	if (ob->ob_unrecorded == NULL || (!last && now < ob->ob_record_next_ms)) {
+		return;
+	}
+	/* ob_attempts holds ob_cap entries: the rest wait for the next round. */
+	for (x = ob->ob_unrecorded; x != NULL && n < ob->ob_cap; x = x->ox_next) {
+		memset(&done[n], 0, sizeof(done[n]));
+		done[n].oa_row = &x->ox_row;
+		done[n].oa_res = x->ox_res;
+		done[n].oa_rnd = x->ox_rnd;
+		ob->ob_done[n] = x;
+		n++;
+	}
+	outbox_complete_many(ob->ob_store, &ob->ob_conf, &ob->ob_orders, done, n, now);
+	for (i = 0; i < n; i++) {
+		x = ob->ob_done[i];
+		x->ox_tries++;
+		if (done[i].oa_unrecorded && !last && now < x->ox_give_up_ms) {
+			continue;
+		}
+		if (done[i].oa_unrecorded) {
+			outbound_give_up(ob, x,
+			                 last ? "before the stop" : "before its lease ran out");
+		} else {
+			log_notice("outbound: row %" PRId64
+			           ": the outcome of attempt %u recorded at "
+			           "try %u",
+			           x->ox_row.or_id, x->ox_row.or_attempts, x->ox_tries);
+		}
+		x->ox_tries = 0; /* marks it done below */
+	}
+	while (ob->ob_unrecorded != NULL) {
+		x = ob->ob_unrecorded;
+		ob->ob_unrecorded = x->ox_next;
+		if (x->ox_tries == 0) {
+			ob->ob_n_unrecorded--;
+			outbound_xfer_destroy(x);
+		} else {
+			x->ox_next = keep;
+			keep = x;
+		}
+	}
+	ob->ob_unrecorded = keep;
+	ob->ob_record_next_ms = now + OUTBOUND_RECORD_RETRY_MS;
+}
+
 /* Records every finished transfer, all in one unit of work. Returns how
  * many finished. */
 static size_t outbound_harvest(struct outbound *ob)
@@ -255,8 +428,13 @@ static size_t outbound_harvest(struct outbound *ob)
 		                     outbound_now(ob));
 	}
 	for (i = 0; i < n; i++) {
+		if (done[i].oa_unrecorded) {
+			outbound_keep(ob, xs[i], &done[i]);
+		}
 		httpc_response_finish(&ob->ob_resps[i]);
-		outbound_forget(ob, xs[i]);
+		if (!done[i].oa_unrecorded) {
+			outbound_forget(ob, xs[i]);
+		}
 	}
 	return n;
 }
@@ -391,9 +569,12 @@ static void *outbound_main(void *arg)
 			deadline = now + ob->ob_grace_ms;
 		}
 		pthread_mutex_unlock(&ob->ob_lock);
-		if (stop && (ob->ob_n_xfers == 0 || now >= deadline)) {
+		if (stop &&
+		    ((ob->ob_n_xfers == 0 && ob->ob_unrecorded == NULL) || now >= deadline)) {
 			break;
 		}
+		/* Kept outcomes first: written as soon as the store takes them. */
+		outbound_record_kept(ob, now, 0);
 		/* A reload removed every call type: nothing is leased until one
 		 * comes back, and what is in flight finishes and is recorded. */
 		idle = ob->ob_conf.oc_n_calls == 0;
@@ -417,6 +598,12 @@ static void *outbound_main(void *arg)
 		if (wait < 0) {
 			wait = 0;
 		}
+		if (ob->ob_unrecorded != NULL && wait > ob->ob_record_next_ms - now) {
+			wait = ob->ob_record_next_ms - now;
+		}
+		if (wait < 0) {
+			wait = 0;
+		}
 		if (wait > ob->ob_conf.oc_poll_ms) {
 			wait = ob->ob_conf.oc_poll_ms;
 		}
@@ -426,6 +613,11 @@ static void *outbound_main(void *arg)
 		log_notice("outbound: %zu transfer(s) still running at shutdown; released for the "
 		           "next start",
 		           ob->ob_n_xfers);
+	}
+	/* Outcomes the store still refuses: one last try, else the rows are
+	 * given back with what happened in their history. */
+	while (ob->ob_unrecorded != NULL) {
+		outbound_record_kept(ob, outbound_now(ob), 1);
 	}
 	while (ob->ob_xfers != NULL) {
 		struct outbox_result res;
@@ -449,6 +641,12 @@ static void outbound_destroy(struct outbound *ob)
 	}
 	/* Transfers still in the set belong to rows already released. */
 	httpc_multi_destroy(ob->ob_multi);
+	while (ob->ob_unrecorded != NULL) {
+		struct outbound_xfer *x = ob->ob_unrecorded;
+
+		ob->ob_unrecorded = x->ox_next;
+		outbound_xfer_destroy(x);
+	}
 	free(ob->ob_lease_rows);
 	free(ob->ob_attempts);
 	free(ob->ob_done);
@@ -537,6 +735,10 @@ struct outbound *outbound_start(const struct env *env, int *ret_err)
 	}
 	if (rc == 0) {
 		outbox_conf_finish(&oc);
+		/* No worker will lease them: rows a crash left 'delivering' are
+		 * queued again all the same, or lists show them delivering for
+		 * ever. A failure leaves them so (logged), the rest starts. */
+		outbox_release_all(env->env_store, env_now_ms(env), NULL);
 		return NULL;
 	}
 	ob = outbound_create(env->env_store, &oc, &orc, NULL);

@@ -14,7 +14,8 @@ struct store;
 
 /* Starts the worker thread from the [outbound] section; NULL when nothing is
  * configured or on failure (logged; *ret_err set to 1 then). Rows left
- * 'delivering' by a previous run are released first. */
+ * 'delivering' by a previous run are released first, also when nothing is
+ * configured (no worker runs then: none of them is this process's). */
 struct outbound *outbound_start(const struct env *env, int *ret_err);
 
 /* 1 when the worker for cf's [outbound] section (its secrets read again)

@@ -36,10 +36,13 @@ static inline long t_get(struct daemon *d, const char *path, const struct t_sess
                          struct hres *r)
 {
 	const char *h[] = {s != NULL ? s->ts_cookie : NULL, NULL};
-	char url[512];
+	size_t size = strlen(d->dm_admin_base) + strlen(path) + 1;
+	char *url = malloc(size); /* a bulk dismiss's filters make long ones */
 
-	snprintf(url, sizeof(url), "%s%s", d->dm_admin_base, path);
+	assert_non_null(url);
+	snprintf(url, size, "%s%s", d->dm_admin_base, path);
 	assert_int_equal(hn_http("GET", url, s != NULL ? h : NULL, NULL, 0, r), 0);
+	free(url);
 	return r->hs_status;
 }
 
@@ -49,10 +52,13 @@ static inline long t_post(struct daemon *d, const char *path, const struct t_ses
 {
 	const char *h[] = {"Content-Type: application/x-www-form-urlencoded",
 	                   s != NULL ? s->ts_cookie : NULL, NULL};
-	char url[512];
+	size_t size = strlen(d->dm_admin_base) + strlen(path) + 1;
+	char *url = malloc(size);
 
-	snprintf(url, sizeof(url), "%s%s", d->dm_admin_base, path);
+	assert_non_null(url);
+	snprintf(url, size, "%s%s", d->dm_admin_base, path);
 	assert_int_equal(hn_http("POST", url, h, form, strlen(form), r), 0);
+	free(url);
 	return r->hs_status;
 }
 

@@ -400,6 +400,8 @@ static void test_read_only_sessions_get_403_on_every_action_and_nothing_changes(
 	fx_assert_audit(&d, 7, "action <> 'console.login'");
 	fx_assert_audit(&d, 7,
 	                "actor = 'console:bob' AND result = 'refused: this session is read-only'");
+	/* and why it was refused is its reason */
+	fx_assert_audit(&d, 7, "actor = 'console:bob' AND reason = 'this session is read-only'");
 	fx_assert_audit(&d, 1, "action = 'events.dismiss' AND target = 'event:%lld'", id);
 	fx_assert_audit(&d, 1, "action = 'outbox.compensate' AND target = 'outbox:1'");
 	fx_assert_audit(&d, 1, "action = 'outbox.retry_all' AND target = 'outbox?status=dead'");
@@ -414,6 +416,7 @@ static void test_an_action_without_or_with_a_wrong_csrf_token_changes_nothing(vo
 	struct t_session s;
 	struct hres r;
 	char path[128];
+	char form[200];
 	long long id;
 
 	(void)state;
@@ -434,12 +437,26 @@ static void test_an_action_without_or_with_a_wrong_csrf_token_changes_nothing(vo
 	hres_finish(&r);
 	assert_int_equal(
 	        fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"), 0);
-	/* both refusals are recorded; the logout is no action */
+	/* both refusals are recorded, why as their reason; the logout is no action */
 	fx_assert_audit(&d, 2, "action <> 'console.login'");
 	fx_assert_audit(&d, 2,
 	                "action = 'events.dismiss' AND target = 'event:%lld' AND result = "
-	                "'refused: missing or wrong CSRF token'",
+	                "'refused: missing or wrong CSRF token' AND reason = 'missing or wrong CSRF"
+	                " token'",
 	                id);
+	/* refusals found further on too: an unknown event, an unknown outbox row */
+	snprintf(form, sizeof(form), "csrf=%s", s.ts_csrf);
+	assert_int_equal(t_post(&d, "/console/events/999999/reprocess", &s, form, &r), 404);
+	hres_finish(&r);
+	assert_int_equal(t_post(&d, "/console/outbox/999999/retry", &s, form, &r), 404);
+	hres_finish(&r);
+	fx_assert_audit(&d, 1,
+	                "action = 'events.reprocess' AND target = 'event:999999' AND reason = "
+	                "'no such event'");
+	fx_assert_audit(&d, 1,
+	                "action = 'outbox.retry' AND target = 'outbox:999999' AND result LIKE "
+	                "'refused: %%' AND 'refused: ' || reason = result");
+	fx_assert_audit(&d, 0, "result LIKE 'refused: %%' AND reason IS NULL");
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
 }

@@ -174,6 +174,12 @@ static void test_bulk_dismiss_takes_the_lists_filters_and_needs_the_count_it_sho
 	fx_assert_audit(&d, 2,
 	                "action = 'events.dismiss' AND actor = 'console:alice' AND target = "
 	                "'events?provider=stripe&outcome=failed' AND result LIKE 'refused: %%'");
+	/* each with why it was refused as its reason */
+	fx_assert_audit(&d, 1,
+	                "action = 'events.dismiss' AND reason LIKE '2 open failed event(s) match"
+	                " these filters now, not the 3 you confirmed%%'");
+	fx_assert_audit(&d, 1,
+	                "action = 'events.dismiss' AND reason LIKE 'A reason is required%%'");
 
 	/* the count confirmed: dismissed, then Post/Redirect/Get to the list */
 	snprintf(form, sizeof(form), "csrf=%s&list=%s&expect=2&reason=sandbox+orders", s.ts_csrf,
@@ -219,6 +225,60 @@ static void test_bulk_dismiss_takes_the_lists_filters_and_needs_the_count_it_sho
 	t_stop(&d);
 }
 
+/* A bulk dismiss whose filters make the list's URL longer than a page's
+ * usual URL (a key prefix of colons, each %3A): the message still waits
+ * for that URL, and is shown there once. */
+static void test_bulk_dismiss_with_long_filters_still_says_what_it_did(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	struct hres post;
+	char key[300];
+	char url[1200];
+	char list[3000];
+	char form[3400];
+	char *loc;
+	size_t i;
+
+	(void)state;
+	t_start(&d, NULL);
+	snprintf(key, sizeof(key), "evt_bulk_long_");
+	for (i = strlen(key); i < 250; i++) {
+		key[i] = ':';
+	}
+	key[i] = '\0';
+	t_unknown(&d, key);
+	t_login(&d, T_OP_TOKEN, &s);
+	snprintf(url, sizeof(url), "/console/events?open=1&key=evt_bulk_long_");
+	for (i = strlen("evt_bulk_long_"); i < strlen(key); i++) {
+		strcat(url, "%3A");
+	}
+	assert_true(strlen(url) > 700);
+	assert_int_equal(t_get(&d, url, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "id=\"dismiss-all\">Dismiss 1 open failed event(s)"));
+	t_field(r.hs_body, "list", list, sizeof(list));
+	hres_finish(&r);
+	snprintf(form, sizeof(form), "csrf=%s&list=%s&expect=1&reason=long+filters", s.ts_csrf,
+	         list);
+	assert_int_equal(t_post(&d, "/console/events/dismiss", &s, form, &post), 303);
+	loc = hres_header(&post, "Location");
+	hres_finish(&post);
+	assert_non_null(loc);
+	assert_true(strlen(loc) > 700);
+	assert_int_equal(t_get(&d, loc, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "1 event(s) dismissed."));
+	hres_finish(&r);
+	/* once */
+	assert_int_equal(t_get(&d, loc, &s, &r), 200);
+	assert_null(strstr(r.hs_body, "event(s) dismissed"));
+	hres_finish(&r);
+	free(loc);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"), 1);
+	t_stop(&d);
+}
+
 static void test_bulk_dismiss_needs_the_operator_role_and_the_csrf_token(void **state)
 {
 	struct daemon d;
@@ -254,7 +314,11 @@ static void test_bulk_dismiss_needs_the_operator_role_and_the_csrf_token(void **
 	                "'events?open=1' AND result = 'refused: this session is read-only'");
 	fx_assert_audit(&d, 2,
 	                "action = 'events.dismiss' AND actor = 'console:alice' AND result = "
-	                "'refused: missing or wrong CSRF token'");
+	                "'refused: missing or wrong CSRF token' AND reason = 'missing or wrong CSRF"
+	                " token'");
+	fx_assert_audit(&d, 1,
+	                "action = 'events.dismiss' AND actor = 'console:bob' AND reason = 'this"
+	                " session is read-only'");
 	t_stop(&d);
 }
 
@@ -264,6 +328,7 @@ int main(void)
 	        cmocka_unit_test(test_the_events_list_says_when_its_filters_cannot_all_hold),
 	        cmocka_unit_test(
 	                test_bulk_dismiss_takes_the_lists_filters_and_needs_the_count_it_showed),
+	        cmocka_unit_test(test_bulk_dismiss_with_long_filters_still_says_what_it_did),
 	        cmocka_unit_test(test_bulk_dismiss_needs_the_operator_role_and_the_csrf_token),
 	};
 

@@ -637,6 +637,103 @@ static void test_a_call_cut_by_a_kill_is_in_the_attempt_history_after_the_restar
 	peer_destroy(p);
 }
 
+/* The shop answers while another process holds the database's write lock:
+ * the outcome cannot be written. The worker keeps it and writes it again
+ * once the lock is gone (also during a stop's grace time): the row is
+ * recorded succeeded with the shop's answer, not sent again, and no later
+ * start calls it interrupted. */
+static void test_an_outcome_the_store_refused_is_recorded_once_it_takes_writes(void **state)
+{
+	struct peer *p = peer_create();
+	struct gate g = {.g_hold_ms = 60000};
+	struct hn_sqlite lock;
+	struct daemon d;
+	char ini[2048];
+	char id[64];
+	char id2[64];
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
+	snprintf(ini, sizeof(ini),
+	         "[store]\nbusy_timeout_ms = 300\n\n" FX_STRIPE_INI
+	         "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\npoll = 20ms\n"
+	         "timeout = 50s\n",
+	         peer_base(p));
+	fx_daemon_start(&d, "%s", ini);
+	fx_order(&d, 2470, "usd", id);
+	fx_order(&d, 2471, "usd", id2);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_unrecorded_1", id, 2470, "usd"), 200);
+	assert_int_equal(gate_wait(&g, 1), 1);
+	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	atomic_store(&g.g_open, 1);
+	assert_int_equal(daemon_log_wait(&d, "could not be recorded; kept", 10000), 0);
+	usleep(1500 * 1000); /* a few tries refused */
+	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                E2E_WAIT_S),
+	                 1);
+	assert_int_equal(daemon_log_wait(&d, "the outcome of attempt 1 recorded at try", 1000), 0);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE attempt = 1"
+	                               " AND http_status = 200"),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 1);
+	assert_int_equal(peer_count(p), 1);
+
+	/* Refused again, then the daemon is stopped: the lock goes during the
+	 * stop's grace time, and the outcome is recorded before it ends. */
+	atomic_store(&g.g_open, 0);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_unrecorded_2", id2, 2471, "usd"), 200);
+	assert_int_equal(gate_wait(&g, 2), 2);
+	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	atomic_store(&g.g_open, 1);
+	assert_int_equal(
+	        daemon_log_wait(&d, "row 2: the outcome of attempt 1 (HTTP 200) could not", 10000),
+	        0);
+	assert_int_equal(daemon_signal(&d, SIGTERM), 0);
+	usleep(1000 * 1000);
+	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox WHERE status = 'succeeded'"),
+	                 2);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE error LIKE"
+	                               " 'interrupted:%%'"),
+	                 0);
+	assert_int_equal(peer_count(p), 2);
+
+	/* Refused through the whole stop: the answer is in the log, and the
+	 * next start gives the row back saying it may be that. */
+	atomic_store(&g.g_open, 0);
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 2472, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_unrecorded_3", id, 2472, "usd"), 200);
+	assert_int_equal(gate_wait(&g, 3), 3);
+	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	atomic_store(&g.g_open, 1);
+	assert_int_equal(
+	        daemon_log_wait(&d, "row 3: the outcome of attempt 1 (HTTP 200) could not", 10000),
+	        0);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
+	assert_int_equal(
+	        daemon_log_wait(&d, "row 3: the outcome of attempt 1 (HTTP 200) is lost", 1000), 0);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox WHERE status = 'delivering'"),
+	                 1);
+	assert_int_equal(daemon_start(&d), 0);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 3,
+	                                E2E_WAIT_S),
+	                 3);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE outbox_id = 3"
+	                               " AND http_status IS NULL AND error LIKE 'interrupted: %%"
+	                               "or unable to record it (see its log)%%'"),
+	                 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
 /* The config without its [outbound] section (the harness writes it last),
  * into out. */
 static void e2e_ini_without_outbound(const struct daemon *d, char *out, size_t size)
@@ -658,6 +755,71 @@ static double e2e_since(const struct timespec *t0)
 
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	return (double)(t1.tv_sec - t0->tv_sec) + (double)(t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+/* A call cut by a kill -9, then a start without [outbound]: no worker will
+ * lease the row, so the start gives it back all the same (with its history
+ * line), and `outbox list` no longer shows it delivering for ever. */
+static void test_a_start_without_outbound_gives_back_a_row_a_crash_left_delivering(void **state)
+{
+	struct peer *p = peer_create();
+	struct gate g = {.g_hold_ms = 60000};
+	struct daemon d;
+	char with[2048];
+	char without[2048];
+	char id[64];
+	char *full;
+	char *out = NULL;
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
+	snprintf(with, sizeof(with),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
+	                       "poll = 20ms\ntimeout = 50s\n",
+	         peer_base(p));
+	fx_daemon_start(&d, "%s", with);
+	fx_order(&d, 2450, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_no_worker", id, 2450, "usd"), 200);
+	assert_int_equal(gate_wait(&g, 1), 1);
+	daemon_kill9(&d);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox WHERE status = 'delivering'"),
+	                 1);
+
+	full = hn_read_file(d.dm_config);
+	assert_non_null(full);
+	e2e_ini_without_outbound(&d, without, sizeof(without));
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", without), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	assert_int_equal(daemon_log_wait(&d, "row(s) left delivering by the last run", 10000), 0);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox WHERE status = 'pending'"
+	                               " AND attempts = 0 AND lease_until IS NULL"),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE attempt = 1"
+	                               " AND http_status IS NULL AND error LIKE 'interrupted: %%'"),
+	                 1);
+	{
+		const char *args[] = {"outbox", "list", "--status", "delivering", NULL};
+
+		assert_int_equal(daemon_cli(&d, 1, args, &out), 0);
+		assert_non_null(strstr(out, "no outbox rows"));
+		free(out);
+	}
+	assert_int_equal(daemon_term(&d, 20), 0);
+
+	/* The section back: the row is delivered, its cut call not counted. */
+	atomic_store(&g.g_open, 1);
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", full), 0);
+	free(full);
+	assert_int_equal(daemon_start(&d), 0);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                E2E_WAIT_S),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT attempts FROM outbox"), 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
 }
 
 /* A reload that removes [outbound] while a slow shop holds a call does not
@@ -942,6 +1104,10 @@ int main(void)
 	        cmocka_unit_test(
 	                test_a_reload_that_removes_outbound_lets_the_call_in_flight_finish),
 	        cmocka_unit_test(test_a_reload_that_adds_outbound_starts_the_worker),
+	        cmocka_unit_test(
+	                test_an_outcome_the_store_refused_is_recorded_once_it_takes_writes),
+	        cmocka_unit_test(
+	                test_a_start_without_outbound_gives_back_a_row_a_crash_left_delivering),
 	        cmocka_unit_test(
 	                test_kill_during_deliveries_delivers_every_committed_row_with_one_key),
 	};

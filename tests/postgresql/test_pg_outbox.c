@@ -345,6 +345,55 @@ static void test_a_row_taken_over_from_a_killed_receiver_keeps_the_cut_call(void
 	peer_destroy(p);
 }
 
+/* A receiver killed mid-call, then receivers started without [outbound]
+ * on the same database: one started while the lease holds gives nothing
+ * back (the row may be another live receiver's), one started after it ran
+ * out gives the row back with its history line, though no worker runs. */
+static void test_a_start_without_outbound_gives_back_an_expired_lease_only(void **state)
+{
+	struct peer_behaviour hang = {.pb_action = PEER_HANG, .pb_ms = 60000};
+	struct peer *p = peer_create();
+	struct daemon d[3];
+	char ini[2048];
+	char id[64];
+
+	(void)state;
+	assert_non_null(p);
+	peer_default(p, "/notify", &hang);
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
+	                       "poll = 20ms\ntimeout = 3s\nlease = 4s\n",
+	         peer_base(p));
+	assert_int_equal(pg_receivers_start(&d[0], 1, ini), 0);
+	assert_int_equal(hn_order_create(&d[0], 2600, "usd", id), 0);
+	assert_int_equal(fx_stripe_pay(&d[0], "evt_pg_outbox_no_worker", id, 2600, "usd"), 200);
+	assert_int_equal(peer_wait(p, 1, OUTBOX_WAIT_S * 1000), 1);
+	daemon_kill9(&d[0]);
+
+	assert_int_equal(daemon_init_beside(&d[1], &d[0], FX_STRIPE_INI), 0);
+	assert_int_equal(daemon_start(&d[1]), 0);
+	assert_int_equal(hn_db_int(d[1].dm_db, "SELECT COUNT(*) FROM outbox WHERE status ="
+	                                       " 'delivering' AND attempts = 1"),
+	                 1);
+	assert_int_equal(daemon_term(&d[1], 20), 0);
+
+	sleep(5); /* the lease runs out */
+	assert_int_equal(daemon_init_beside(&d[2], &d[0], FX_STRIPE_INI), 0);
+	assert_int_equal(daemon_start(&d[2]), 0);
+	assert_int_equal(daemon_log_wait(&d[2], "row(s) left delivering by the last run", 10000),
+	                 0);
+	assert_int_equal(hn_db_int(d[2].dm_db, "SELECT COUNT(*) FROM outbox WHERE status ="
+	                                       " 'pending' AND attempts = 0"),
+	                 1);
+	assert_int_equal(hn_db_int(d[2].dm_db, "SELECT COUNT(*) FROM outbox_attempts WHERE"
+	                                       " attempt = 1 AND http_status IS NULL AND error"
+	                                       " LIKE 'interrupted: %(not counted)'"),
+	                 1);
+	assert_int_equal(daemon_term(&d[2], 20), 0);
+	pg_receivers_finish(d, 3);
+	peer_destroy(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -356,6 +405,7 @@ int main(void)
 	                test_a_call_released_at_shutdown_is_in_the_attempt_history_on_postgresql),
 	        cmocka_unit_test(test_a_call_cut_by_a_kill_is_in_the_attempt_history_on_postgresql),
 	        cmocka_unit_test(test_a_row_taken_over_from_a_killed_receiver_keeps_the_cut_call),
+	        cmocka_unit_test(test_a_start_without_outbound_gives_back_an_expired_lease_only),
 	};
 
 	pgserver_require_or_skip("test_pg_outbox");
