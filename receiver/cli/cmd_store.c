@@ -222,6 +222,13 @@ static int cmd_store_copy_tx(struct store_tx *tx, void *arg)
 		}
 		cs->cs_counts[i] = cs->cs_rows;
 	}
+	/* In the same transaction: a copy whose generators could not be moved
+	 * is not committed (its first new row would collide). */
+	if (store_after_copy(tx) < 0) {
+		fprintf(stderr, "idemhook store copy: the target's id generators could not be "
+		                "moved past the copied ids\n");
+		return -1;
+	}
 	return 0;
 }
 
@@ -284,8 +291,8 @@ static void cmd_store_usage(FILE *out)
 	        "usage: idemhook store copy --from LOCATION --to LOCATION [--replace]\n\n"
 	        "Copies every table (idempotency records with their stored replies, orders,\n"
 	        "refunds, points, disputes, events, outbox, checkout messages) from one store\n"
-	        "into another, row by row, in one transaction of the target, then moves the\n"
-	        "target's id generators past the copied ids. The target is migrated first and\n"
+	        "into another, row by row, in one transaction of the target that also moves\n"
+	        "the target's id generators past the copied ids. The target is migrated first and\n"
 	        "must be empty unless --replace. A SQLite store is locked as serve locks it:\n"
 	        "stop serve first (the copy is refused while it runs).\n\n"
 	        "  LOCATION   sqlite:PATH, postgresql:CONNINFO or a postgresql:// URI\n"
@@ -371,14 +378,8 @@ static int cmd_store_copy_run(int argc, char **argv)
 		}
 		goto out;
 	}
-	cli_progress_draw(&cs.cs_progress, 1, "store copy: %lld of %lld rows", (long long)cs.cs_copied,
-	                  (long long)cs.cs_src_total);
-	if (store_after_copy(dst) < 0) {
-		fprintf(stderr, "idemhook store copy: the rows are copied, but the target's id "
-		                "generators could not be moved past them\n");
-		rc = EX_SOFTWARE;
-		goto out;
-	}
+	cli_progress_draw(&cs.cs_progress, 1, "store copy: %lld of %lld rows",
+	                  (long long)cs.cs_copied, (long long)cs.cs_src_total);
 	for (i = 0; i < CMD_STORE_N_TABLES; i++) {
 		printf("%-22s %10lld\n", cmd_store_tables[i].ct_name, (long long)cs.cs_counts[i]);
 		total += cs.cs_counts[i];

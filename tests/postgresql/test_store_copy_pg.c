@@ -300,11 +300,134 @@ static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_th
 	peer_destroy(p);
 }
 
+/* The keys of the outbox rows a SQLite receiver delivered, one per line. */
+static int copy_key_listed(const char *keys, const char *key)
+{
+	size_t n = strlen(key);
+	const char *k;
+
+	for (k = keys; (k = strstr(k, key)) != NULL; k += n) {
+		if ((k == keys || k[-1] == '\n') && (k[n] == '\n' || k[n] == '\0')) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static void test_a_store_copied_to_postgresql_keeps_auditing_and_delivering(void **state)
+{
+	struct peer *p = peer_create();
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	struct peer_behaviour busy = peer_reply(503, "{}");
+	struct daemon lite;
+	struct daemon pgd;
+	char ini[2048];
+	char from[700];
+	char id[32];
+	char *out = NULL;
+	char *delivered;
+	const char *dismiss[] = {"events", "dismiss", id, "--reason", "paid at the till", NULL};
+	size_t seen;
+	size_t i;
+	int64_t attempts;
+	int k;
+
+	(void)state;
+	assert_non_null(p);
+	/* The shop takes the first notification, then is busy until the copy:
+	 * the source holds rows delivered and rows waiting, with attempts. */
+	peer_script(p, "/notify", &ok);
+	peer_default(p, "/notify", &busy);
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI
+	         "\n[outbound]\nnotify_url = %s/notify\nretry_base = 1s\nretry_cap = 2s\n"
+	         "max_attempts = 100\npoll = 50ms\ntimeout = 5s\nconnect_timeout = 2s\n",
+	         peer_base(p));
+	assert_int_equal(daemon_init(&lite, ini), 0);
+	assert_int_equal(daemon_start(&lite), 0);
+	for (k = 0; k < 3; k++) {
+		char event_id[64];
+		char order[64];
+
+		assert_int_equal(hn_order_create(&lite, 2000 + k, "usd", order), 0);
+		snprintf(event_id, sizeof(event_id), "evt_keep_pay_%d", k);
+		assert_int_equal(fx_stripe_pay(&lite, event_id, order, 2000 + k, "usd"), 200);
+	}
+	/* Two events that can never apply: one dismissed before the copy,
+	 * one after it. */
+	assert_int_equal(
+	        fx_stripe_pay(&lite, "evt_keep_lost_0", "ord_keeplostkeeplost00", 5, "usd"), 200);
+	assert_int_equal(
+	        fx_stripe_pay(&lite, "evt_keep_lost_1", "ord_keeplostkeeplost01", 5, "usd"), 200);
+	snprintf(id, sizeof(id), "%lld",
+	         (long long)hn_db_int(lite.dm_db,
+	                              "SELECT id FROM events WHERE idem_key = 'evt_keep_lost_0'"));
+	assert_int_equal(daemon_cli(&lite, 1, dismiss, &out), 0);
+	free(out);
+	out = NULL;
+	assert_int_equal(hn_db_wait_int(lite.dm_db,
+	                                "SELECT COUNT(*) >= 2 FROM outbox_attempts WHERE "
+	                                "http_status = 503",
+	                                1, 20),
+	                 1);
+	assert_int_equal(daemon_term(&lite, 20), 0);
+	delivered =
+	        hn_db_dump(lite.dm_db, "SELECT idem_key FROM outbox WHERE status = 'succeeded'");
+	assert_non_null(delivered);
+	assert_true(delivered[0] != '\0');
+	assert_true(hn_db_int(lite.dm_db,
+	                      "SELECT COUNT(*) FROM outbox WHERE status <> 'succeeded'") > 0);
+	attempts = hn_db_int(lite.dm_db, "SELECT COUNT(*) FROM outbox_attempts");
+
+	assert_int_equal(daemon_init_pg(&pgd, ini), 0);
+	snprintf(from, sizeof(from), "sqlite:%s", lite.dm_db);
+	assert_int_equal(copy_run(&lite, from, pgd.dm_db, 0), 0);
+
+	/* The shop is back: the receiver on PostgreSQL delivers what waited,
+	 * recording each attempt, and nothing that had been delivered. */
+	peer_default(p, "/notify", &ok);
+	seen = peer_count(p);
+	assert_int_equal(daemon_start(&pgd), 0);
+	assert_int_equal(hn_db_wait_int(pgd.dm_db,
+	                                "SELECT COUNT(*) FROM outbox WHERE status <> 'succeeded'",
+	                                0, 20),
+	                 0);
+	assert_true(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM outbox_attempts") > attempts);
+	for (i = seen; i < peer_count(p); i++) {
+		struct peer_request r;
+
+		assert_int_equal(peer_request(p, i, &r), 0);
+		assert_non_null(r.pq_idem_key);
+		if (copy_key_listed(delivered, r.pq_idem_key)) {
+			fail_msg("outbox row %s was delivered before the copy and again after it",
+			         r.pq_idem_key);
+		}
+		peer_request_finish(&r);
+	}
+
+	/* An operator action on the copy is audited next to the copied ones. */
+	snprintf(id, sizeof(id), "%lld",
+	         (long long)hn_db_int(pgd.dm_db,
+	                              "SELECT id FROM events WHERE idem_key = 'evt_keep_lost_1'"));
+	assert_int_equal(daemon_cli(&pgd, 1, dismiss, &out), 0);
+	free(out);
+	assert_int_equal(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM audit_log WHERE "
+	                                      "action = 'events.dismiss' AND result = 'ok'"),
+	                 2);
+	assert_int_equal(daemon_term(&pgd, 20), 0);
+
+	free(delivered);
+	daemon_finish(&pgd);
+	daemon_finish(&lite);
+	peer_destroy(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(
 	                test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_the_same),
+	        cmocka_unit_test(test_a_store_copied_to_postgresql_keeps_auditing_and_delivering),
 	};
 
 	pgserver_require_or_skip("test_store_copy_pg");
