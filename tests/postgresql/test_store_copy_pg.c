@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -18,6 +20,15 @@
 
 #define COPY_ORDERS 12
 #define COPY_API_ORDERS 4
+/* A large source: more rows than one page of the copy, in every kind of
+ * key, and audit rows whose text (COPY_BIG_REASON bytes each) adds up to
+ * more than the copy may hold in memory (COPY_BIG_RSS_MAX_KB). */
+#define COPY_BIG_REFS 2500
+#define COPY_BIG_AUDIT 24000
+#define COPY_BIG_REASON 5000
+#define COPY_BIG_RSS_MAX_KB (80 * 1024)
+#define COPY_STR_(x) #x
+#define COPY_STR(x) COPY_STR_(x)
 
 /* What was sent to the SQLite receiver and what it answered. */
 struct copy_sent {
@@ -422,12 +433,132 @@ static void test_a_store_copied_to_postgresql_keeps_auditing_and_delivering(void
 	peer_destroy(p);
 }
 
+/* copy_run in a child of its own: returns the copy's exit status and its
+ * peak resident memory (KiB) in *ret_rss_kb. */
+static int copy_run_measured(struct daemon *d, const char *from, const char *to, long *ret_rss_kb)
+{
+	int fds[2];
+	pid_t pid;
+	int status;
+	long got[2] = {-1, -1};
+
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rusage ru;
+		long out[2];
+
+		close(fds[0]);
+		out[0] = copy_run(d, from, to, 0);
+		out[1] = getrusage(RUSAGE_CHILDREN, &ru) == 0 ? ru.ru_maxrss : -1;
+		if (write(fds[1], out, sizeof(out)) != (ssize_t)sizeof(out)) {
+			_exit(1);
+		}
+		_exit(0);
+	}
+	close(fds[1]);
+	assert_int_equal(read(fds[0], got, sizeof(got)), (ssize_t)sizeof(got));
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	*ret_rss_kb = got[1];
+	return (int)got[0];
+}
+
+/* The tables with composite keys hold the same rows at from and to. */
+static void copy_assert_same_keys(const char *from, const char *to, const char *what)
+{
+	static const char *const sqls[] = {
+	        "SELECT provider, ref, order_id FROM order_refs ORDER BY order_id",
+	        "SELECT provider, dispute_ref, step_key FROM dispute_steps ORDER BY created_at",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(sqls) / sizeof(sqls[0]); i++) {
+		char *want = hn_db_dump(from, sqls[i]);
+		char *got = hn_db_dump(to, sqls[i]);
+
+		assert_non_null(want);
+		assert_true(strlen(want) > 1000);
+		copy_assert_same(want, got, what);
+		free(want);
+		free(got);
+	}
+}
+
+static void test_a_large_postgresql_source_is_copied_a_page_at_a_time(void **state)
+{
+	struct daemon pgd;
+	struct daemon back;
+	struct daemon again;
+	char back_loc[700];
+	char sql[1024];
+	long rss_kb;
+
+	(void)state;
+	assert_int_equal(daemon_init_pg(&pgd, FX_STRIPE_INI), 0);
+	assert_int_equal(daemon_start(&pgd), 0);
+	assert_int_equal(daemon_term(&pgd, 20), 0);
+	/* Two providers interleaved: the composite key's order is not the
+	 * order the rows were written in. */
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO orders (id, amount, currency, created_at, updated_at) "
+	         "SELECT 'ord_big_' || lpad(i::text, 6, '0'), i, 'USD', i, i "
+	         "FROM generate_series(1, %d) AS i",
+	         COPY_BIG_REFS);
+	assert_int_equal(hn_db_exec(pgd.dm_db, sql), 0);
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO order_refs (provider, ref, order_id, kind, created_at) "
+	         "SELECT CASE WHEN i %% 2 = 0 THEN 'stripe' ELSE 'adyen' END, "
+	         "'pi_' || (%d - i), 'ord_big_' || lpad(i::text, 6, '0'), 'payment', i "
+	         "FROM generate_series(1, %d) AS i",
+	         COPY_BIG_REFS, COPY_BIG_REFS);
+	assert_int_equal(hn_db_exec(pgd.dm_db, sql), 0);
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO dispute_steps (provider, dispute_ref, step_key, outcome, created_at) "
+	         "SELECT 'p' || (i %% 3), 'dp_' || (i %% 7), 'st_' || i, 'opened', i "
+	         "FROM generate_series(1, %d) AS i",
+	         COPY_BIG_REFS);
+	assert_int_equal(hn_db_exec(pgd.dm_db, sql), 0);
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO audit_log (at, actor, action, target, reason, result) "
+	         "SELECT i, 'cli:big', 'events.dismiss', 'event:' || i, repeat('r', %d), 'ok' "
+	         "FROM generate_series(1, %d) AS i",
+	         COPY_BIG_REASON, COPY_BIG_AUDIT);
+	assert_int_equal(hn_db_exec(pgd.dm_db, sql), 0);
+
+	assert_int_equal(daemon_init(&back, NULL), 0);
+	snprintf(back_loc, sizeof(back_loc), "sqlite:%s", back.dm_db);
+	assert_int_equal(copy_run_measured(&pgd, pgd.dm_db, back_loc, &rss_kb), 0);
+	if (rss_kb > COPY_BIG_RSS_MAX_KB) {
+		fail_msg("the copy of %d MB of audit text held %ld KiB",
+		         COPY_BIG_AUDIT * COPY_BIG_REASON >> 20, rss_kb);
+	}
+	copy_assert_same_keys(pgd.dm_db, back.dm_db, "PostgreSQL to SQLite");
+	/* And from SQLite, whose statements read their parameters as they
+	 * step: each page starts after the last key of the one before. */
+	assert_int_equal(daemon_init_pg(&again, FX_STRIPE_INI), 0);
+	assert_int_equal(copy_run(&back, back_loc, again.dm_db, 0), 0);
+	copy_assert_same_keys(back.dm_db, again.dm_db, "SQLite to PostgreSQL");
+	assert_int_equal(hn_db_int(again.dm_db, "SELECT COUNT(*) FROM audit_log"), COPY_BIG_AUDIT);
+	assert_int_equal(hn_db_int(back.dm_db, "SELECT COUNT(*) FROM orders"), COPY_BIG_REFS);
+	assert_int_equal(hn_db_int(back.dm_db, "SELECT COUNT(DISTINCT id) FROM audit_log WHERE "
+	                                       "length(reason) = " COPY_STR(COPY_BIG_REASON)),
+	                 COPY_BIG_AUDIT);
+	assert_int_equal(hn_db_int(back.dm_db, "SELECT MAX(id) FROM audit_log"), COPY_BIG_AUDIT);
+
+	daemon_finish(&again);
+	daemon_finish(&back);
+	daemon_finish(&pgd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(
 	                test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_the_same),
 	        cmocka_unit_test(test_a_store_copied_to_postgresql_keeps_auditing_and_delivering),
+	        cmocka_unit_test(test_a_large_postgresql_source_is_copied_a_page_at_a_time),
 	};
 
 	pgserver_require_or_skip("test_store_copy_pg");
