@@ -13,6 +13,11 @@
 #define CMD_STORE_SQL_MAX 8192 /* bytes of one generated statement */
 #define CMD_STORE_PAGE_ROWS 1000 /* source rows read by one statement */
 #define CMD_STORE_KEYS_MAX 3     /* columns of a table's key */
+/* A PostgreSQL end's statement_timeout. serve's (5 s by default) keeps a
+ * receiver answering; the copy is one unit of work on stopped receivers
+ * whose statements may run far longer (--replace emptying a target of
+ * millions of rows), and cut short it would copy nothing. */
+#define CMD_STORE_STATEMENT_TIMEOUT_MS (24u * 3600u * 1000u)
 
 /* Every table, parents before the rows that reference them, each in the
  * order of its key (outbox: a compensation row after the row it is for).
@@ -507,6 +512,8 @@ static int cmd_store_copy_run(int argc, char **argv)
 	from.so_exclusive = 1;
 	to.so_exclusive = 1;
 	to.so_pg_writers = 1; /* the copy is one unit of work */
+	from.so_statement_timeout_ms = CMD_STORE_STATEMENT_TIMEOUT_MS;
+	to.so_statement_timeout_ms = CMD_STORE_STATEMENT_TIMEOUT_MS;
 	src = store_create(&from);
 	if (src == NULL) {
 		goto out;

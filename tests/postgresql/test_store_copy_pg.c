@@ -3,6 +3,7 @@
  * every table equal row by row, a receiver on PostgreSQL answering the old
  * duplicates with their stored replies; a non-empty target is refused
  * without --replace; and the way back. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,6 +28,9 @@
 #define COPY_BIG_AUDIT 24000
 #define COPY_BIG_REASON 5000
 #define COPY_BIG_RSS_MAX_KB (80 * 1024)
+/* Longer than serve's statement_timeout (5 s by default), which the copy
+ * does not inherit: a --replace of a large target deletes for longer. */
+#define COPY_LOCK_HOLD_MS 6500
 #define COPY_STR_(x) #x
 #define COPY_STR(x) COPY_STR_(x)
 
@@ -325,6 +329,37 @@ static int copy_key_listed(const char *keys, const char *key)
 	return 0;
 }
 
+/* What an operator reads on the source and on its copy is the same. */
+static void copy_assert_same_output(struct daemon *src, struct daemon *dst)
+{
+	static const char *const cmds[][8] = {
+	        {"events", "list", "--limit", "100", NULL},
+	        {"events", "list", "--failed", NULL},
+	        {"events", "show", "1", "--json", NULL},
+	        {"outbox", "list", NULL},
+	        {"outbox", "show", "2", NULL},
+	        {"audit", "list", NULL},
+	        {"order", "list", "--json", NULL},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		char *want = NULL;
+		char *got = NULL;
+		char what[128];
+		int rc_want = daemon_cli(src, 1, cmds[i], &want);
+		int rc_got = daemon_cli(dst, 1, cmds[i], &got);
+
+		snprintf(what, sizeof(what), "%s %s on the copy", cmds[i][0],
+		         cmds[i][1] != NULL ? cmds[i][1] : "");
+		assert_int_equal(rc_want, 0);
+		assert_int_equal(rc_got, rc_want);
+		copy_assert_same(want != NULL ? want : "", got != NULL ? got : "", what);
+		free(want);
+		free(got);
+	}
+}
+
 static void test_a_store_copied_to_postgresql_keeps_auditing_and_delivering(void **state)
 {
 	struct peer *p = peer_create();
@@ -393,6 +428,7 @@ static void test_a_store_copied_to_postgresql_keeps_auditing_and_delivering(void
 	assert_int_equal(daemon_init_pg(&pgd, ini), 0);
 	snprintf(from, sizeof(from), "sqlite:%s", lite.dm_db);
 	assert_int_equal(copy_run(&lite, from, pgd.dm_db, 0), 0);
+	copy_assert_same_output(&lite, &pgd);
 
 	/* The shop is back: the receiver on PostgreSQL delivers what waited,
 	 * recording each attempt, and nothing that had been delivered. */
@@ -552,6 +588,100 @@ static void test_a_large_postgresql_source_is_copied_a_page_at_a_time(void **sta
 	daemon_finish(&pgd);
 }
 
+/* Another session's lock on the target's audit_log, kept while it sleeps
+ * and dropped COPY_LOCK_HOLD_MS after it was taken. */
+struct copy_holder {
+	const char *ch_db;
+	pthread_t ch_thread;
+	pthread_t ch_releaser;
+};
+
+static void *copy_holder_main(void *arg)
+{
+	struct copy_holder *ch = arg;
+
+	/* Fails when terminated: that is how the lock is released. */
+	pgserver_psql(pgserver_shared(NULL), ch->ch_db,
+	              "BEGIN; LOCK TABLE audit_log IN SHARE MODE; SELECT pg_sleep(120); COMMIT;",
+	              NULL);
+	return NULL;
+}
+
+static int64_t copy_holder_sessions(const struct copy_holder *ch, const char *what)
+{
+	char sql[512];
+	char *out = NULL;
+	int64_t n = -1;
+
+	snprintf(sql, sizeof(sql),
+	         "SELECT %s FROM pg_stat_activity WHERE datname = '%s' AND query LIKE "
+	         "'%%pg_sleep(120)%%' AND pid <> pg_backend_pid() AND wait_event = 'PgSleep'",
+	         what, ch->ch_db);
+	if (pgserver_psql(pgserver_shared(NULL), ch->ch_db, sql, &out) == 0 && out != NULL) {
+		n = strtoll(out, NULL, 10);
+	}
+	free(out);
+	return n;
+}
+
+static void *copy_releaser_main(void *arg)
+{
+	struct copy_holder *ch = arg;
+
+	usleep(COPY_LOCK_HOLD_MS * 1000);
+	copy_holder_sessions(ch, "count(pg_terminate_backend(pid))");
+	return NULL;
+}
+
+static void test_a_copy_statement_may_run_longer_than_serves_statement_timeout(void **state)
+{
+	struct daemon lite;
+	struct daemon pgd;
+	struct copy_holder ch;
+	char from[700];
+	int tries;
+	int64_t t0;
+	int rc;
+
+	(void)state;
+	assert_int_equal(daemon_init(&lite, FX_STRIPE_INI), 0);
+	assert_int_equal(daemon_start(&lite), 0);
+	assert_int_equal(daemon_term(&lite, 20), 0);
+	assert_int_equal(hn_db_exec(lite.dm_db,
+	                            "INSERT INTO audit_log (at, actor, action, target, "
+	                            "result) VALUES (1, 'cli:new', 'a', 'event:1', 'ok')"),
+	                 0);
+	assert_int_equal(daemon_init_pg(&pgd, FX_STRIPE_INI), 0);
+	assert_int_equal(daemon_start(&pgd), 0);
+	assert_int_equal(daemon_term(&pgd, 20), 0);
+	assert_int_equal(hn_db_exec(pgd.dm_db,
+	                            "INSERT INTO audit_log (at, actor, action, target, "
+	                            "result) VALUES (1, 'cli:old', 'a', 'event:1', 'ok')"),
+	                 0);
+
+	/* --replace's DELETE waits on the lock for longer than 5 s. */
+	ch.ch_db = pgd.dm_pg_db;
+	assert_int_equal(pthread_create(&ch.ch_thread, NULL, copy_holder_main, &ch), 0);
+	for (tries = 0; tries < 500 && copy_holder_sessions(&ch, "count(*)") != 1; tries++) {
+		usleep(20 * 1000);
+	}
+	assert_int_equal(copy_holder_sessions(&ch, "count(*)"), 1);
+	assert_int_equal(pthread_create(&ch.ch_releaser, NULL, copy_releaser_main, &ch), 0);
+	t0 = hn_now_ms();
+	snprintf(from, sizeof(from), "sqlite:%s", lite.dm_db);
+	rc = copy_run(&lite, from, pgd.dm_db, 1);
+	pthread_join(ch.ch_releaser, NULL);
+	pthread_join(ch.ch_thread, NULL);
+	assert_int_equal(rc, 0);
+	assert_true(hn_now_ms() - t0 >= COPY_LOCK_HOLD_MS - 1000);
+	assert_int_equal(
+	        hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM audit_log WHERE actor = 'cli:new'"), 1);
+	assert_int_equal(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM audit_log"), 1);
+
+	daemon_finish(&pgd);
+	daemon_finish(&lite);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -559,6 +689,8 @@ int main(void)
 	                test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_the_same),
 	        cmocka_unit_test(test_a_store_copied_to_postgresql_keeps_auditing_and_delivering),
 	        cmocka_unit_test(test_a_large_postgresql_source_is_copied_a_page_at_a_time),
+	        cmocka_unit_test(
+	                test_a_copy_statement_may_run_longer_than_serves_statement_timeout),
 	};
 
 	pgserver_require_or_skip("test_store_copy_pg");
