@@ -295,7 +295,7 @@ static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_th
 	assert_int_equal(daemon_term(&pgd, 20), 0);
 
 	/* And back: PostgreSQL to a new SQLite file holds what PostgreSQL holds. */
-	assert_int_equal(daemon_init(&back, NULL), 0);
+	assert_int_equal(daemon_init(&back, ini), 0);
 	snprintf(back_loc, sizeof(back_loc), "sqlite:%s", back.dm_db);
 	assert_int_equal(copy_run(&back, pgd.dm_db, back_loc, 0), 0);
 	free(want);
@@ -304,6 +304,24 @@ static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_th
 	copy_assert_same(want, got, "the copy back to SQLite");
 	free(got);
 	free(want);
+	/* A receiver on the copy back answers the same duplicates the same. */
+	assert_int_equal(daemon_start(&back), 0);
+	for (i = 0; i < n_sent; i++) {
+		struct pg_callback cb;
+		struct hres r;
+		char *replayed;
+
+		pg_callback_init(&cb, &back, sent[i].cs_body);
+		assert_int_equal(pg_callback_send(&cb, &r), 0);
+		assert_int_equal(r.hs_status, 200);
+		replayed = hres_header(&r, "Idempotent-Replayed");
+		assert_non_null(replayed);
+		free(replayed);
+		assert_int_equal(r.hs_body_len, sent[i].cs_reply_len);
+		assert_memory_equal(r.hs_body, sent[i].cs_reply, r.hs_body_len);
+		hres_finish(&r);
+	}
+	assert_int_equal(daemon_term(&back, 20), 0);
 
 	for (i = 0; i < n_sent; i++) {
 		free(sent[i].cs_body);
