@@ -11,27 +11,36 @@
 #include "store.h"
 
 #define CMD_STORE_SQL_MAX 8192 /* bytes of one generated statement */
+#define CMD_STORE_PAGE_ROWS 1000 /* source rows read by one statement */
+#define CMD_STORE_KEYS_MAX 3     /* columns of a table's key */
+/* A PostgreSQL end's statement_timeout. serve's (5 s by default) keeps a
+ * receiver answering; the copy is one unit of work on stopped receivers
+ * whose statements may run far longer (--replace emptying a target of
+ * millions of rows), and cut short it would copy nothing. */
+#define CMD_STORE_STATEMENT_TIMEOUT_MS (24u * 3600u * 1000u)
 
 /* Every table, parents before the rows that reference them, each in the
- * order of its key (outbox: a compensation row after the row it is for). */
+ * order of its key (outbox: a compensation row after the row it is for).
+ * The key is unique and indexed: the source is read a page at a time
+ * after the last key copied. */
 struct cmd_store_table {
 	const char *ct_name;
-	const char *ct_order;
+	const char *ct_keys[CMD_STORE_KEYS_MAX]; /* NULL-ended when shorter */
 };
 
 static const struct cmd_store_table cmd_store_tables[] = {
-        {"orders", "id"},
-        {"order_refs", "provider, ref"},
-        {"refunds", "id"},
-        {"points_ledger", "id"},
-        {"disputes", "id"},
-        {"dispute_steps", "provider, dispute_ref, step_key"},
-        {"order_parked", "id"},
-        {"outbox", "id"},
-        {"idempotency_records", "id"},
-        {"checkout_flash", "token"},
-        {"outbox_attempts", "id"},
-        {"audit_log", "id"},
+        {"orders", {"id"}},
+        {"order_refs", {"provider", "ref"}},
+        {"refunds", {"id"}},
+        {"points_ledger", {"id"}},
+        {"disputes", {"id"}},
+        {"dispute_steps", {"provider", "dispute_ref", "step_key"}},
+        {"order_parked", {"id"}},
+        {"outbox", {"id"}},
+        {"idempotency_records", {"id"}},
+        {"checkout_flash", {"token"}},
+        {"outbox_attempts", {"id"}},
+        {"audit_log", {"id"}},
 };
 
 #define CMD_STORE_N_TABLES (sizeof(cmd_store_tables) / sizeof(cmd_store_tables[0]))
@@ -44,13 +53,22 @@ struct cmd_store_copy {
 	int cs_replace;
 	int64_t cs_counts[CMD_STORE_N_TABLES];
 	/* the table being copied */
-	const char *cs_table;
+	const struct cmd_store_table *cs_table;
 	struct store_tx *cs_target;
 	struct buf cs_select;
 	struct buf cs_insert;
 	int cs_blob[STORE_ROW_MAX]; /* per column: declared binary */
 	size_t cs_n_cols;
 	int64_t cs_rows;
+	/* Where the next page starts: the key of the last row copied. A
+	 * page's statement reads cs_key as its parameters while it runs (a
+	 * SQLite statement borrows them), so its rows' keys go to cs_last,
+	 * which becomes cs_key once the page is read. */
+	size_t cs_n_keys;
+	size_t cs_key_col[CMD_STORE_KEYS_MAX];         /* the key's columns in the row */
+	struct store_value cs_key[CMD_STORE_KEYS_MAX]; /* sv_text owned */
+	struct store_value cs_last[CMD_STORE_KEYS_MAX]; /* sv_text owned */
+	int64_t cs_page_rows;
 	/* progress: every row of the source, and those copied so far */
 	struct cli_progress cs_progress;
 	int64_t cs_src_total;
@@ -78,6 +96,7 @@ static int cmd_store_known_table(void *arg, const char *name)
 static int cmd_store_column(void *arg, const char *name, int is_blob)
 {
 	struct cmd_store_copy *cs = arg;
+	size_t k;
 
 	if (cs->cs_n_cols >= STORE_ROW_MAX) {
 		fprintf(stderr, "idemhook store copy: more than %d columns in one table\n",
@@ -85,6 +104,11 @@ static int cmd_store_column(void *arg, const char *name, int is_blob)
 		return -1;
 	}
 	cs->cs_blob[cs->cs_n_cols] = is_blob;
+	for (k = 0; k < cs->cs_n_keys; k++) {
+		if (strcmp(cs->cs_table->ct_keys[k], name) == 0) {
+			cs->cs_key_col[k] = cs->cs_n_cols;
+		}
+	}
 	if ((cs->cs_n_cols > 0 &&
 	     (buf_puts(&cs->cs_select, ", ") < 0 || buf_puts(&cs->cs_insert, ", ") < 0)) ||
 	    buf_puts(&cs->cs_select, name) < 0 || buf_puts(&cs->cs_insert, name) < 0) {
@@ -94,6 +118,54 @@ static int cmd_store_column(void *arg, const char *name, int is_blob)
 	return 0;
 }
 
+static void cmd_store_key_clear(struct store_value *key)
+{
+	size_t k;
+
+	for (k = 0; k < CMD_STORE_KEYS_MAX; k++) {
+		free((char *)key[k].sv_text);
+		memset(&key[k], 0, sizeof(key[k]));
+	}
+}
+
+/* Keeps the key of row, the last one copied so far, in cs_last. */
+static int cmd_store_key_keep(struct cmd_store_copy *cs, const struct store_row *row)
+{
+	size_t k;
+
+	cmd_store_key_clear(cs->cs_last);
+	for (k = 0; k < cs->cs_n_keys; k++) {
+		const struct store_value *v = &row->sr_cols[cs->cs_key_col[k]];
+
+		cs->cs_last[k] = *v;
+		cs->cs_last[k].sv_text = NULL;
+		if (v->sv_type == STORE_NULL) {
+			fprintf(stderr, "idemhook store copy: %s: a row without its key\n",
+			        cs->cs_table->ct_name);
+			return -1;
+		}
+		if (v->sv_type == STORE_TEXT || v->sv_type == STORE_BLOB) {
+			char *t = malloc(v->sv_len + 1);
+
+			if (t == NULL) {
+				fprintf(stderr, "idemhook store copy: out of memory\n");
+				return -1;
+			}
+			memcpy(t, v->sv_text, v->sv_len);
+			t[v->sv_len] = '\0';
+			cs->cs_last[k].sv_text = t;
+		}
+	}
+	return 0;
+}
+
+/* After a page: its last key is where the next one starts. */
+static void cmd_store_key_advance(struct cmd_store_copy *cs)
+{
+	cmd_store_key_clear(cs->cs_key);
+	memcpy(cs->cs_key, cs->cs_last, sizeof(cs->cs_key));
+	memset(cs->cs_last, 0, sizeof(cs->cs_last));
+}
 
 /* One source row into the target, each column as what it is, binary
  * columns as binary whatever SQLite stored in them. */
@@ -103,54 +175,120 @@ static int cmd_store_row(void *arg, const struct store_row *row)
 	struct store_value p[STORE_ROW_MAX];
 	size_t i;
 
+	if (row->sr_n != cs->cs_n_cols) {
+		fprintf(stderr, "idemhook store copy: %s: %zu columns read, %zu expected\n",
+		        cs->cs_table->ct_name, row->sr_n, cs->cs_n_cols);
+		return -1;
+	}
 	for (i = 0; i < row->sr_n && i < STORE_ROW_MAX; i++) {
 		p[i] = row->sr_cols[i];
 		if (p[i].sv_type == STORE_TEXT && cs->cs_blob[i]) {
 			p[i].sv_type = STORE_BLOB;
 		}
 	}
-	if (store_exec(cs->cs_target, cs->cs_insert.buf_data, p, row->sr_n, NULL) < 0) {
+	if (store_exec(cs->cs_target, cs->cs_insert.buf_data, p, row->sr_n, NULL) < 0 ||
+	    cmd_store_key_keep(cs, row) < 0) {
 		return -1;
 	}
 	cs->cs_rows++;
+	cs->cs_page_rows++;
 	cs->cs_copied++;
 	cli_progress_draw(&cs->cs_progress, 0, "store copy: %lld of %lld rows (%s)",
-	                  (long long)cs->cs_copied, (long long)cs->cs_src_total, cs->cs_table);
+	                  (long long)cs->cs_copied, (long long)cs->cs_src_total,
+	                  cs->cs_table->ct_name);
 	return 0;
 }
 
+/* The statement that reads one page of t: the columns in cols, the rows
+ * after the last key copied (after: 0 for the first page) in the key's order. */
+static int cmd_store_page_sql(struct buf *b, const struct cmd_store_table *t, const char *cols,
+                              size_t n_keys, int after)
+{
+	size_t k;
 
-/* Copies one table: its columns as the source has them, every row. */
+	if (buf_printf(b, "SELECT %s FROM %s", cols, t->ct_name) < 0) {
+		return -1;
+	}
+	if (after) {
+		/* (a, b) > (?, ?): the row-value comparison both backends have. */
+		if (buf_puts(b, n_keys > 1 ? " WHERE (" : " WHERE ") < 0) {
+			return -1;
+		}
+		for (k = 0; k < n_keys; k++) {
+			if (buf_printf(b, "%s%s", k > 0 ? ", " : "", t->ct_keys[k]) < 0) {
+				return -1;
+			}
+		}
+		if (buf_puts(b, n_keys > 1 ? ") > (" : " > ") < 0) {
+			return -1;
+		}
+		for (k = 0; k < n_keys; k++) {
+			if (buf_puts(b, k > 0 ? ", ?" : "?") < 0) {
+				return -1;
+			}
+		}
+		if (n_keys > 1 && buf_puts(b, ")") < 0) {
+			return -1;
+		}
+	}
+	if (buf_puts(b, " ORDER BY ") < 0) {
+		return -1;
+	}
+	for (k = 0; k < n_keys; k++) {
+		if (buf_printf(b, "%s%s", k > 0 ? ", " : "", t->ct_keys[k]) < 0) {
+			return -1;
+		}
+	}
+	return buf_printf(b, " LIMIT %d", CMD_STORE_PAGE_ROWS) < 0 ? -1 : 0;
+}
+
+/* Copies one table: its columns as the source has them, every row, read a
+ * page at a time in the key's order (a PostgreSQL source hands a
+ * statement's whole result over at once: one statement for the table
+ * would hold the whole table in this process's memory). */
 static int cmd_store_copy_table(struct cmd_store_copy *cs, const struct cmd_store_table *t)
 {
+	struct buf cols;
+	struct buf first;
 	size_t i;
 	int rc = -1;
 
 	buf_init(&cs->cs_select, CMD_STORE_SQL_MAX);
 	buf_init(&cs->cs_insert, CMD_STORE_SQL_MAX);
+	buf_init(&first, CMD_STORE_SQL_MAX);
 	cs->cs_n_cols = 0;
 	cs->cs_rows = 0;
-	cs->cs_table = t->ct_name;
+	cs->cs_table = t;
+	for (cs->cs_n_keys = 0; cs->cs_n_keys < CMD_STORE_KEYS_MAX && t->ct_keys[cs->cs_n_keys];
+	     cs->cs_n_keys++) {
+		cs->cs_key_col[cs->cs_n_keys] = STORE_ROW_MAX;
+	}
+	cmd_store_key_clear(cs->cs_key);
+	cmd_store_key_clear(cs->cs_last);
 	if (buf_printf(&cs->cs_insert, "INSERT INTO %s (", t->ct_name) < 0 ||
-	    store_columns(cs->cs_src_tx, cs->cs_table, cmd_store_column, cs) < 0) {
+	    store_columns(cs->cs_src_tx, t->ct_name, cmd_store_column, cs) < 0) {
 		goto out;
 	}
 	if (cs->cs_n_cols == 0) {
 		fprintf(stderr, "idemhook store copy: the source has no table %s\n", t->ct_name);
 		goto out;
 	}
-	{
-		/* cs_select holds the column list: make it the query. */
-		struct buf cols = cs->cs_select;
-
-		buf_init(&cs->cs_select, CMD_STORE_SQL_MAX);
-		if (buf_printf(&cs->cs_select, "SELECT %s FROM %s ORDER BY %s", cols.buf_data,
-		               t->ct_name, t->ct_order) < 0) {
-			buf_finish(&cols);
+	for (i = 0; i < cs->cs_n_keys; i++) {
+		if (cs->cs_key_col[i] >= cs->cs_n_cols) {
+			fprintf(stderr, "idemhook store copy: the source's %s has no column %s\n",
+			        t->ct_name, t->ct_keys[i]);
 			goto out;
 		}
-		buf_finish(&cols);
 	}
+	/* cs_select holds the column list: make it the queries. */
+	cols = cs->cs_select;
+	buf_init(&cs->cs_select, CMD_STORE_SQL_MAX);
+	if (cmd_store_page_sql(&first, t, cols.buf_data, cs->cs_n_keys, 0) < 0 ||
+	    cmd_store_page_sql(&cs->cs_select, t, cols.buf_data, cs->cs_n_keys, 1) < 0) {
+		buf_finish(&cols);
+		goto out;
+	}
+	buf_finish(&cols);
 	if (buf_puts(&cs->cs_insert, ") VALUES (") < 0) {
 		goto out;
 	}
@@ -160,14 +298,27 @@ static int cmd_store_copy_table(struct cmd_store_copy *cs, const struct cmd_stor
 		}
 	}
 	if (buf_puts(&cs->cs_insert, ")") < 0 || cs->cs_select.buf_overflow ||
-	    cs->cs_insert.buf_overflow) {
+	    cs->cs_insert.buf_overflow || first.buf_overflow) {
 		fprintf(stderr, "idemhook store copy: %s: statement too long\n", t->ct_name);
 		goto out;
 	}
-	rc = store_query_each(cs->cs_src_tx, cs->cs_select.buf_data, NULL, 0, cmd_store_row, cs) < 0
-	             ? -1
-	             : 0;
+	cs->cs_page_rows = 0;
+	if (store_query_each(cs->cs_src_tx, first.buf_data, NULL, 0, cmd_store_row, cs) < 0) {
+		goto out;
+	}
+	while (cs->cs_page_rows == CMD_STORE_PAGE_ROWS) {
+		cmd_store_key_advance(cs);
+		cs->cs_page_rows = 0;
+		if (store_query_each(cs->cs_src_tx, cs->cs_select.buf_data, cs->cs_key,
+		                     cs->cs_n_keys, cmd_store_row, cs) < 0) {
+			goto out;
+		}
+	}
+	rc = 0;
 out:
+	cmd_store_key_clear(cs->cs_key);
+	cmd_store_key_clear(cs->cs_last);
+	buf_finish(&first);
 	buf_finish(&cs->cs_select);
 	buf_finish(&cs->cs_insert);
 	return rc;
@@ -221,6 +372,13 @@ static int cmd_store_copy_tx(struct store_tx *tx, void *arg)
 			return -1;
 		}
 		cs->cs_counts[i] = cs->cs_rows;
+	}
+	/* In the same transaction: a copy whose generators could not be moved
+	 * is not committed (its first new row would collide). */
+	if (store_after_copy(tx) < 0) {
+		fprintf(stderr, "idemhook store copy: the target's id generators could not be "
+		                "moved past the copied ids\n");
+		return -1;
 	}
 	return 0;
 }
@@ -284,8 +442,8 @@ static void cmd_store_usage(FILE *out)
 	        "usage: idemhook store copy --from LOCATION --to LOCATION [--replace]\n\n"
 	        "Copies every table (idempotency records with their stored replies, orders,\n"
 	        "refunds, points, disputes, events, outbox, checkout messages) from one store\n"
-	        "into another, row by row, in one transaction of the target, then moves the\n"
-	        "target's id generators past the copied ids. The target is migrated first and\n"
+	        "into another, row by row, in one transaction of the target that also moves\n"
+	        "the target's id generators past the copied ids. The target is migrated first and\n"
 	        "must be empty unless --replace. A SQLite store is locked as serve locks it:\n"
 	        "stop serve first (the copy is refused while it runs).\n\n"
 	        "  LOCATION   sqlite:PATH, postgresql:CONNINFO or a postgresql:// URI\n"
@@ -354,6 +512,8 @@ static int cmd_store_copy_run(int argc, char **argv)
 	from.so_exclusive = 1;
 	to.so_exclusive = 1;
 	to.so_pg_writers = 1; /* the copy is one unit of work */
+	from.so_statement_timeout_ms = CMD_STORE_STATEMENT_TIMEOUT_MS;
+	to.so_statement_timeout_ms = CMD_STORE_STATEMENT_TIMEOUT_MS;
 	src = store_create(&from);
 	if (src == NULL) {
 		goto out;
@@ -371,14 +531,8 @@ static int cmd_store_copy_run(int argc, char **argv)
 		}
 		goto out;
 	}
-	cli_progress_draw(&cs.cs_progress, 1, "store copy: %lld of %lld rows", (long long)cs.cs_copied,
-	                  (long long)cs.cs_src_total);
-	if (store_after_copy(dst) < 0) {
-		fprintf(stderr, "idemhook store copy: the rows are copied, but the target's id "
-		                "generators could not be moved past them\n");
-		rc = EX_SOFTWARE;
-		goto out;
-	}
+	cli_progress_draw(&cs.cs_progress, 1, "store copy: %lld of %lld rows",
+	                  (long long)cs.cs_copied, (long long)cs.cs_src_total);
 	for (i = 0; i < CMD_STORE_N_TABLES; i++) {
 		printf("%-22s %10lld\n", cmd_store_tables[i].ct_name, (long long)cs.cs_counts[i]);
 		total += cs.cs_counts[i];

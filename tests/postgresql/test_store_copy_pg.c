@@ -3,11 +3,14 @@
  * every table equal row by row, a receiver on PostgreSQL answering the old
  * duplicates with their stored replies; a non-empty target is refused
  * without --replace; and the way back. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -18,6 +21,18 @@
 
 #define COPY_ORDERS 12
 #define COPY_API_ORDERS 4
+/* A large source: more rows than one page of the copy, in every kind of
+ * key, and audit rows whose text (COPY_BIG_REASON bytes each) adds up to
+ * more than the copy may hold in memory (COPY_BIG_RSS_MAX_KB). */
+#define COPY_BIG_REFS 2500
+#define COPY_BIG_AUDIT 24000
+#define COPY_BIG_REASON 5000
+#define COPY_BIG_RSS_MAX_KB (80 * 1024)
+/* Longer than serve's statement_timeout (5 s by default), which the copy
+ * does not inherit: a --replace of a large target deletes for longer. */
+#define COPY_LOCK_HOLD_MS 6500
+#define COPY_STR_(x) #x
+#define COPY_STR(x) COPY_STR_(x)
 
 /* What was sent to the SQLite receiver and what it answered. */
 struct copy_sent {
@@ -280,7 +295,7 @@ static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_th
 	assert_int_equal(daemon_term(&pgd, 20), 0);
 
 	/* And back: PostgreSQL to a new SQLite file holds what PostgreSQL holds. */
-	assert_int_equal(daemon_init(&back, NULL), 0);
+	assert_int_equal(daemon_init(&back, ini), 0);
 	snprintf(back_loc, sizeof(back_loc), "sqlite:%s", back.dm_db);
 	assert_int_equal(copy_run(&back, pgd.dm_db, back_loc, 0), 0);
 	free(want);
@@ -289,6 +304,24 @@ static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_th
 	copy_assert_same(want, got, "the copy back to SQLite");
 	free(got);
 	free(want);
+	/* A receiver on the copy back answers the same duplicates the same. */
+	assert_int_equal(daemon_start(&back), 0);
+	for (i = 0; i < n_sent; i++) {
+		struct pg_callback cb;
+		struct hres r;
+		char *replayed;
+
+		pg_callback_init(&cb, &back, sent[i].cs_body);
+		assert_int_equal(pg_callback_send(&cb, &r), 0);
+		assert_int_equal(r.hs_status, 200);
+		replayed = hres_header(&r, "Idempotent-Replayed");
+		assert_non_null(replayed);
+		free(replayed);
+		assert_int_equal(r.hs_body_len, sent[i].cs_reply_len);
+		assert_memory_equal(r.hs_body, sent[i].cs_reply, r.hs_body_len);
+		hres_finish(&r);
+	}
+	assert_int_equal(daemon_term(&back, 20), 0);
 
 	for (i = 0; i < n_sent; i++) {
 		free(sent[i].cs_body);
@@ -300,11 +333,382 @@ static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_th
 	peer_destroy(p);
 }
 
+/* The keys of the outbox rows a SQLite receiver delivered, one per line. */
+static int copy_key_listed(const char *keys, const char *key)
+{
+	size_t n = strlen(key);
+	const char *k;
+
+	for (k = keys; (k = strstr(k, key)) != NULL; k += n) {
+		if ((k == keys || k[-1] == '\n') && (k[n] == '\n' || k[n] == '\0')) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* What an operator reads on the source and on its copy is the same. */
+static void copy_assert_same_output(struct daemon *src, struct daemon *dst)
+{
+	static const char *const cmds[][8] = {
+	        {"events", "list", "--limit", "100", NULL},
+	        {"events", "list", "--failed", NULL},
+	        {"events", "show", "1", "--json", NULL},
+	        {"outbox", "list", NULL},
+	        {"outbox", "show", "2", NULL},
+	        {"audit", "list", NULL},
+	        {"order", "list", "--json", NULL},
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		char *want = NULL;
+		char *got = NULL;
+		char what[128];
+		int rc_want = daemon_cli(src, 1, cmds[i], &want);
+		int rc_got = daemon_cli(dst, 1, cmds[i], &got);
+
+		snprintf(what, sizeof(what), "%s %s on the copy", cmds[i][0],
+		         cmds[i][1] != NULL ? cmds[i][1] : "");
+		assert_int_equal(rc_want, 0);
+		assert_int_equal(rc_got, rc_want);
+		copy_assert_same(want != NULL ? want : "", got != NULL ? got : "", what);
+		free(want);
+		free(got);
+	}
+}
+
+static void test_a_store_copied_to_postgresql_keeps_auditing_and_delivering(void **state)
+{
+	struct peer *p = peer_create();
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	struct peer_behaviour busy = peer_reply(503, "{}");
+	struct daemon lite;
+	struct daemon pgd;
+	char ini[2048];
+	char from[700];
+	char id[32];
+	char *out = NULL;
+	char *delivered;
+	const char *dismiss[] = {"events", "dismiss", id, "--reason", "paid at the till", NULL};
+	size_t seen;
+	size_t i;
+	int64_t attempts;
+	int k;
+
+	(void)state;
+	assert_non_null(p);
+	/* The shop takes the first notification, then is busy until the copy:
+	 * the source holds rows delivered and rows waiting, with attempts. */
+	peer_script(p, "/notify", &ok);
+	peer_default(p, "/notify", &busy);
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI
+	         "\n[outbound]\nnotify_url = %s/notify\nretry_base = 1s\nretry_cap = 2s\n"
+	         "max_attempts = 100\npoll = 50ms\ntimeout = 5s\nconnect_timeout = 2s\n",
+	         peer_base(p));
+	assert_int_equal(daemon_init(&lite, ini), 0);
+	assert_int_equal(daemon_start(&lite), 0);
+	for (k = 0; k < 3; k++) {
+		char event_id[64];
+		char order[64];
+
+		assert_int_equal(hn_order_create(&lite, 2000 + k, "usd", order), 0);
+		snprintf(event_id, sizeof(event_id), "evt_keep_pay_%d", k);
+		assert_int_equal(fx_stripe_pay(&lite, event_id, order, 2000 + k, "usd"), 200);
+	}
+	/* Two events that can never apply: one dismissed before the copy,
+	 * one after it. */
+	assert_int_equal(
+	        fx_stripe_pay(&lite, "evt_keep_lost_0", "ord_keeplostkeeplost00", 5, "usd"), 200);
+	assert_int_equal(
+	        fx_stripe_pay(&lite, "evt_keep_lost_1", "ord_keeplostkeeplost01", 5, "usd"), 200);
+	snprintf(id, sizeof(id), "%lld",
+	         (long long)hn_db_int(lite.dm_db,
+	                              "SELECT id FROM events WHERE idem_key = 'evt_keep_lost_0'"));
+	assert_int_equal(daemon_cli(&lite, 1, dismiss, &out), 0);
+	free(out);
+	out = NULL;
+	assert_int_equal(hn_db_wait_int(lite.dm_db,
+	                                "SELECT COUNT(*) >= 2 FROM outbox_attempts WHERE "
+	                                "http_status = 503",
+	                                1, 20),
+	                 1);
+	assert_int_equal(daemon_term(&lite, 20), 0);
+	delivered =
+	        hn_db_dump(lite.dm_db, "SELECT idem_key FROM outbox WHERE status = 'succeeded'");
+	assert_non_null(delivered);
+	assert_true(delivered[0] != '\0');
+	assert_true(hn_db_int(lite.dm_db,
+	                      "SELECT COUNT(*) FROM outbox WHERE status <> 'succeeded'") > 0);
+	attempts = hn_db_int(lite.dm_db, "SELECT COUNT(*) FROM outbox_attempts");
+
+	assert_int_equal(daemon_init_pg(&pgd, ini), 0);
+	snprintf(from, sizeof(from), "sqlite:%s", lite.dm_db);
+	assert_int_equal(copy_run(&lite, from, pgd.dm_db, 0), 0);
+	copy_assert_same_output(&lite, &pgd);
+
+	/* The shop is back: the receiver on PostgreSQL delivers what waited,
+	 * recording each attempt, and nothing that had been delivered. */
+	peer_default(p, "/notify", &ok);
+	seen = peer_count(p);
+	assert_int_equal(daemon_start(&pgd), 0);
+	assert_int_equal(hn_db_wait_int(pgd.dm_db,
+	                                "SELECT COUNT(*) FROM outbox WHERE status <> 'succeeded'",
+	                                0, 20),
+	                 0);
+	assert_true(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM outbox_attempts") > attempts);
+	for (i = seen; i < peer_count(p); i++) {
+		struct peer_request r;
+
+		assert_int_equal(peer_request(p, i, &r), 0);
+		assert_non_null(r.pq_idem_key);
+		if (copy_key_listed(delivered, r.pq_idem_key)) {
+			fail_msg("outbox row %s was delivered before the copy and again after it",
+			         r.pq_idem_key);
+		}
+		peer_request_finish(&r);
+	}
+
+	/* An operator action on the copy is audited next to the copied ones. */
+	snprintf(id, sizeof(id), "%lld",
+	         (long long)hn_db_int(pgd.dm_db,
+	                              "SELECT id FROM events WHERE idem_key = 'evt_keep_lost_1'"));
+	assert_int_equal(daemon_cli(&pgd, 1, dismiss, &out), 0);
+	free(out);
+	assert_int_equal(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM audit_log WHERE "
+	                                      "action = 'events.dismiss' AND result = 'ok'"),
+	                 2);
+	assert_int_equal(daemon_term(&pgd, 20), 0);
+
+	free(delivered);
+	daemon_finish(&pgd);
+	daemon_finish(&lite);
+	peer_destroy(p);
+}
+
+/* copy_run in a child of its own: returns the copy's exit status and its
+ * peak resident memory (KiB) in *ret_rss_kb. */
+static int copy_run_measured(struct daemon *d, const char *from, const char *to, long *ret_rss_kb)
+{
+	int fds[2];
+	pid_t pid;
+	int status;
+	long got[2] = {-1, -1};
+
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct rusage ru;
+		long out[2];
+
+		close(fds[0]);
+		out[0] = copy_run(d, from, to, 0);
+		out[1] = getrusage(RUSAGE_CHILDREN, &ru) == 0 ? ru.ru_maxrss : -1;
+		if (write(fds[1], out, sizeof(out)) != (ssize_t)sizeof(out)) {
+			_exit(1);
+		}
+		_exit(0);
+	}
+	close(fds[1]);
+	assert_int_equal(read(fds[0], got, sizeof(got)), (ssize_t)sizeof(got));
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	*ret_rss_kb = got[1];
+	return (int)got[0];
+}
+
+/* The tables with composite keys hold the same rows at from and to. */
+static void copy_assert_same_keys(const char *from, const char *to, const char *what)
+{
+	static const char *const sqls[] = {
+	        "SELECT provider, ref, order_id FROM order_refs ORDER BY order_id",
+	        "SELECT provider, dispute_ref, step_key FROM dispute_steps ORDER BY created_at",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(sqls) / sizeof(sqls[0]); i++) {
+		char *want = hn_db_dump(from, sqls[i]);
+		char *got = hn_db_dump(to, sqls[i]);
+
+		assert_non_null(want);
+		assert_true(strlen(want) > 1000);
+		copy_assert_same(want, got, what);
+		free(want);
+		free(got);
+	}
+}
+
+static void test_a_large_postgresql_source_is_copied_a_page_at_a_time(void **state)
+{
+	struct daemon pgd;
+	struct daemon back;
+	struct daemon again;
+	char back_loc[700];
+	char sql[1024];
+	long rss_kb;
+
+	(void)state;
+	assert_int_equal(daemon_init_pg(&pgd, FX_STRIPE_INI), 0);
+	assert_int_equal(daemon_start(&pgd), 0);
+	assert_int_equal(daemon_term(&pgd, 20), 0);
+	/* Two providers interleaved: the composite key's order is not the
+	 * order the rows were written in. */
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO orders (id, amount, currency, created_at, updated_at) "
+	         "SELECT 'ord_big_' || lpad(i::text, 6, '0'), i, 'USD', i, i "
+	         "FROM generate_series(1, %d) AS i",
+	         COPY_BIG_REFS);
+	assert_int_equal(hn_db_exec(pgd.dm_db, sql), 0);
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO order_refs (provider, ref, order_id, kind, created_at) "
+	         "SELECT CASE WHEN i %% 2 = 0 THEN 'stripe' ELSE 'adyen' END, "
+	         "'pi_' || (%d - i), 'ord_big_' || lpad(i::text, 6, '0'), 'payment', i "
+	         "FROM generate_series(1, %d) AS i",
+	         COPY_BIG_REFS, COPY_BIG_REFS);
+	assert_int_equal(hn_db_exec(pgd.dm_db, sql), 0);
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO dispute_steps (provider, dispute_ref, step_key, outcome, created_at) "
+	         "SELECT 'p' || (i %% 3), 'dp_' || (i %% 7), 'st_' || i, 'opened', i "
+	         "FROM generate_series(1, %d) AS i",
+	         COPY_BIG_REFS);
+	assert_int_equal(hn_db_exec(pgd.dm_db, sql), 0);
+	snprintf(sql, sizeof(sql),
+	         "INSERT INTO audit_log (at, actor, action, target, reason, result) "
+	         "SELECT i, 'cli:big', 'events.dismiss', 'event:' || i, repeat('r', %d), 'ok' "
+	         "FROM generate_series(1, %d) AS i",
+	         COPY_BIG_REASON, COPY_BIG_AUDIT);
+	assert_int_equal(hn_db_exec(pgd.dm_db, sql), 0);
+
+	assert_int_equal(daemon_init(&back, NULL), 0);
+	snprintf(back_loc, sizeof(back_loc), "sqlite:%s", back.dm_db);
+	assert_int_equal(copy_run_measured(&pgd, pgd.dm_db, back_loc, &rss_kb), 0);
+	if (rss_kb > COPY_BIG_RSS_MAX_KB) {
+		fail_msg("the copy of %d MB of audit text held %ld KiB",
+		         COPY_BIG_AUDIT * COPY_BIG_REASON >> 20, rss_kb);
+	}
+	copy_assert_same_keys(pgd.dm_db, back.dm_db, "PostgreSQL to SQLite");
+	/* And from SQLite, whose statements read their parameters as they
+	 * step: each page starts after the last key of the one before. */
+	assert_int_equal(daemon_init_pg(&again, FX_STRIPE_INI), 0);
+	assert_int_equal(copy_run(&back, back_loc, again.dm_db, 0), 0);
+	copy_assert_same_keys(back.dm_db, again.dm_db, "SQLite to PostgreSQL");
+	assert_int_equal(hn_db_int(again.dm_db, "SELECT COUNT(*) FROM audit_log"), COPY_BIG_AUDIT);
+	assert_int_equal(hn_db_int(back.dm_db, "SELECT COUNT(*) FROM orders"), COPY_BIG_REFS);
+	assert_int_equal(hn_db_int(back.dm_db, "SELECT COUNT(DISTINCT id) FROM audit_log WHERE "
+	                                       "length(reason) = " COPY_STR(COPY_BIG_REASON)),
+	                 COPY_BIG_AUDIT);
+	assert_int_equal(hn_db_int(back.dm_db, "SELECT MAX(id) FROM audit_log"), COPY_BIG_AUDIT);
+
+	daemon_finish(&again);
+	daemon_finish(&back);
+	daemon_finish(&pgd);
+}
+
+/* Another session's lock on the target's audit_log, kept while it sleeps
+ * and dropped COPY_LOCK_HOLD_MS after it was taken. */
+struct copy_holder {
+	const char *ch_db;
+	pthread_t ch_thread;
+	pthread_t ch_releaser;
+};
+
+static void *copy_holder_main(void *arg)
+{
+	struct copy_holder *ch = arg;
+
+	/* Fails when terminated: that is how the lock is released. */
+	pgserver_psql(pgserver_shared(NULL), ch->ch_db,
+	              "BEGIN; LOCK TABLE audit_log IN SHARE MODE; SELECT pg_sleep(120); COMMIT;",
+	              NULL);
+	return NULL;
+}
+
+static int64_t copy_holder_sessions(const struct copy_holder *ch, const char *what)
+{
+	char sql[512];
+	char *out = NULL;
+	int64_t n = -1;
+
+	snprintf(sql, sizeof(sql),
+	         "SELECT %s FROM pg_stat_activity WHERE datname = '%s' AND query LIKE "
+	         "'%%pg_sleep(120)%%' AND pid <> pg_backend_pid() AND wait_event = 'PgSleep'",
+	         what, ch->ch_db);
+	if (pgserver_psql(pgserver_shared(NULL), ch->ch_db, sql, &out) == 0 && out != NULL) {
+		n = strtoll(out, NULL, 10);
+	}
+	free(out);
+	return n;
+}
+
+static void *copy_releaser_main(void *arg)
+{
+	struct copy_holder *ch = arg;
+
+	usleep(COPY_LOCK_HOLD_MS * 1000);
+	copy_holder_sessions(ch, "count(pg_terminate_backend(pid))");
+	return NULL;
+}
+
+static void test_a_copy_statement_may_run_longer_than_serves_statement_timeout(void **state)
+{
+	struct daemon lite;
+	struct daemon pgd;
+	struct copy_holder ch;
+	char from[700];
+	int tries;
+	int64_t t0;
+	int rc;
+
+	(void)state;
+	assert_int_equal(daemon_init(&lite, FX_STRIPE_INI), 0);
+	assert_int_equal(daemon_start(&lite), 0);
+	assert_int_equal(daemon_term(&lite, 20), 0);
+	assert_int_equal(hn_db_exec(lite.dm_db,
+	                            "INSERT INTO audit_log (at, actor, action, target, "
+	                            "result) VALUES (1, 'cli:new', 'a', 'event:1', 'ok')"),
+	                 0);
+	assert_int_equal(daemon_init_pg(&pgd, FX_STRIPE_INI), 0);
+	assert_int_equal(daemon_start(&pgd), 0);
+	assert_int_equal(daemon_term(&pgd, 20), 0);
+	assert_int_equal(hn_db_exec(pgd.dm_db,
+	                            "INSERT INTO audit_log (at, actor, action, target, "
+	                            "result) VALUES (1, 'cli:old', 'a', 'event:1', 'ok')"),
+	                 0);
+
+	/* --replace's DELETE waits on the lock for longer than 5 s. */
+	ch.ch_db = pgd.dm_pg_db;
+	assert_int_equal(pthread_create(&ch.ch_thread, NULL, copy_holder_main, &ch), 0);
+	for (tries = 0; tries < 500 && copy_holder_sessions(&ch, "count(*)") != 1; tries++) {
+		usleep(20 * 1000);
+	}
+	assert_int_equal(copy_holder_sessions(&ch, "count(*)"), 1);
+	assert_int_equal(pthread_create(&ch.ch_releaser, NULL, copy_releaser_main, &ch), 0);
+	t0 = hn_now_ms();
+	snprintf(from, sizeof(from), "sqlite:%s", lite.dm_db);
+	rc = copy_run(&lite, from, pgd.dm_db, 1);
+	pthread_join(ch.ch_releaser, NULL);
+	pthread_join(ch.ch_thread, NULL);
+	assert_int_equal(rc, 0);
+	assert_true(hn_now_ms() - t0 >= COPY_LOCK_HOLD_MS - 1000);
+	assert_int_equal(
+	        hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM audit_log WHERE actor = 'cli:new'"), 1);
+	assert_int_equal(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM audit_log"), 1);
+
+	daemon_finish(&pgd);
+	daemon_finish(&lite);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(
 	                test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_the_same),
+	        cmocka_unit_test(test_a_store_copied_to_postgresql_keeps_auditing_and_delivering),
+	        cmocka_unit_test(test_a_large_postgresql_source_is_copied_a_page_at_a_time),
+	        cmocka_unit_test(
+	                test_a_copy_statement_may_run_longer_than_serves_statement_timeout),
 	};
 
 	pgserver_require_or_skip("test_store_copy_pg");

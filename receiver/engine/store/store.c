@@ -2761,9 +2761,9 @@ int store_location_parse(const char *loc, struct store_options *opt)
 	return opt->so_path[0] != '\0' ? 0 : -1;
 }
 
-int store_after_copy(struct store *st)
+int store_after_copy(struct store_tx *tx)
 {
-	return st->st_engine->en_after_copy(st);
+	return tx->tx_engine->en_after_copy(tx);
 }
 
 int store_file_stats(struct store *st, struct store_file_stats *ret)

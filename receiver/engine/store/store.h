@@ -191,10 +191,12 @@ struct store_options {
  * store on the command line (store copy, tests). */
 int store_location_parse(const char *loc, struct store_options *opt);
 
-/* After rows were inserted with explicit ids (store copy): moves every
- * id generator past the largest id in its table so new rows do not
- * collide. A no-op where ids come from the rows themselves (SQLite). */
-int store_after_copy(struct store *st);
+/* After rows were inserted with explicit ids (store copy), in the same
+ * write transaction: moves every id generator of the schema (every
+ * identity column the catalogue lists) past the largest id in its table,
+ * so new rows do not collide. A no-op where ids come from the rows
+ * themselves (SQLite). Returns 0, or -1 (logged). */
+int store_after_copy(struct store_tx *tx);
 
 /* The backend a store was opened on. */
 enum store_backend store_backend_of(const struct store *st);

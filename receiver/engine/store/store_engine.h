@@ -174,7 +174,8 @@ struct store_engine {
 	int (*en_files_check)(struct store_db *db, struct store_files *f, char *reason,
 	                      size_t reason_size);
 	int (*en_vacuum)(struct store_db *db);
-	int (*en_after_copy)(struct store *st);
+	/* In the copy's transaction, after its rows: id generators past them. */
+	int (*en_after_copy)(struct store_tx *tx);
 	/* Named cluster-wide locks: 1 when taken, 0 when another holds it, -1. */
 	int (*en_try_lock)(struct store_db *db, const char *name);
 	void (*en_unlock)(struct store_db *db, const char *name);

@@ -2300,35 +2300,70 @@ static int store_pg_vacuum(struct store_db *db)
 	return 0;
 }
 
-/* Tables whose id comes from an identity column. */
-static const char *const store_pg_id_tables[] = {
-        "idempotency_records", "refunds", "points_ledger", "outbox", "disputes",
-        "order_parked",
+#define STORE_PG_IDENTITIES_MAX 64 /* identity columns store_pg_after_copy moves */
+#define STORE_PG_IDENT_MAX 64      /* bytes of a table or column name, NUL included */
+
+/* The identity columns of the schema, as the catalogue lists them. */
+struct store_pg_identities {
+	char pi_table[STORE_PG_IDENTITIES_MAX][STORE_PG_IDENT_MAX];
+	char pi_column[STORE_PG_IDENTITIES_MAX][STORE_PG_IDENT_MAX];
+	size_t pi_n;
 };
 
-static int store_pg_after_copy_tx(struct store_tx *tx, void *arg)
+static int store_pg_identity_row(void *arg, const struct store_row *row)
 {
-	char sql[320];
-	size_t i;
+	struct store_pg_identities *pi = arg;
+	const char *table = store_row_text(row, 0);
+	const char *column = store_row_text(row, 1);
 
-	(void)arg;
-	for (i = 0; i < sizeof(store_pg_id_tables) / sizeof(store_pg_id_tables[0]); i++) {
-		const char *t = store_pg_id_tables[i];
-
-		snprintf(sql, sizeof(sql),
-		         "SELECT setval(pg_get_serial_sequence('%s', 'id'), "
-		         "COALESCE((SELECT max(id) FROM %s), 0) + 1, false)",
-		         t, t);
-		if (store_exec(tx, sql, NULL, 0, NULL) < 0) {
-			return -1;
-		}
+	if (table == NULL || column == NULL || pi->pi_n >= STORE_PG_IDENTITIES_MAX ||
+	    strlen(table) >= STORE_PG_IDENT_MAX || strlen(column) >= STORE_PG_IDENT_MAX ||
+	    strchr(table, '"') != NULL || strchr(column, '"') != NULL) {
+		log_err("store: store copy cannot move the identity column %s.%s",
+		        table != NULL ? table : "?", column != NULL ? column : "?");
+		return -1;
 	}
+	snprintf(pi->pi_table[pi->pi_n], STORE_PG_IDENT_MAX, "%s", table);
+	snprintf(pi->pi_column[pi->pi_n], STORE_PG_IDENT_MAX, "%s", column);
+	pi->pi_n++;
 	return 0;
 }
 
-static int store_pg_after_copy(struct store *st)
+/* Every identity column of the schema (the catalogue's list, so a table a
+ * later migration adds is not forgotten), moved past the largest value
+ * its table holds. Runs in the copy's own transaction. */
+static int store_pg_after_copy(struct store_tx *tx)
 {
-	return store_write(st, 0, store_pg_after_copy_tx, NULL) < 0 ? -1 : 0;
+	struct store_pg_identities *pi;
+	char sql[512];
+	size_t i;
+	int rc = -1;
+
+	pi = calloc(1, sizeof(*pi));
+	if (pi == NULL) {
+		log_err("store: out of memory");
+		return -1;
+	}
+	if (store_query_each(tx,
+	                     "SELECT table_name, column_name FROM information_schema.columns "
+	                     "WHERE table_schema = current_schema() AND is_identity = 'YES' "
+	                     "ORDER BY table_name",
+	                     NULL, 0, store_pg_identity_row, pi) < 0) {
+		goto out;
+	}
+	for (i = 0; i < pi->pi_n; i++) {
+		snprintf(sql, sizeof(sql),
+		         "SELECT setval(pg_get_serial_sequence('\"%s\"', '%s'), "
+		         "COALESCE((SELECT max(\"%s\") FROM \"%s\"), 0) + 1, false)",
+		         pi->pi_table[i], pi->pi_column[i], pi->pi_column[i], pi->pi_table[i]);
+		if (store_exec(tx, sql, NULL, 0, NULL) < 0) {
+			goto out;
+		}
+	}
+	rc = 0;
+out:
+	free(pi);
+	return rc;
 }
 
 /* A lock name as a 64-bit advisory lock key (FNV-1a), in a space of its own. */

@@ -2138,9 +2138,9 @@ static uint64_t store_sqlite_wal_written(struct store_db *db)
 	return db->db_wal_written;
 }
 
-static int store_sqlite_after_copy(struct store *st)
+static int store_sqlite_after_copy(struct store_tx *tx)
 {
-	(void)st; /* INTEGER PRIMARY KEY takes max(id) + 1 by itself */
+	(void)tx; /* INTEGER PRIMARY KEY takes max(id) + 1 by itself */
 	return 0;
 }
 
