@@ -28,6 +28,19 @@
 #define COPY_BIG_AUDIT 24000
 #define COPY_BIG_REASON 5000
 #define COPY_BIG_RSS_MAX_KB (80 * 1024)
+/* Under AddressSanitizer freed memory stays in its quarantine (256 MB by
+ * default) and the peak says nothing of what the copy holds: the bound is
+ * checked by the plain build only (the README's test command). */
+#if defined(__SANITIZE_ADDRESS__)
+#define COPY_RSS_MEANINGFUL 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define COPY_RSS_MEANINGFUL 0
+#endif
+#endif
+#ifndef COPY_RSS_MEANINGFUL
+#define COPY_RSS_MEANINGFUL 1
+#endif
 /* Longer than serve's statement_timeout (5 s by default), which the copy
  * does not inherit: a --replace of a large target deletes for longer. */
 #define COPY_LOCK_HOLD_MS 6500
@@ -584,7 +597,7 @@ static void test_a_large_postgresql_source_is_copied_a_page_at_a_time(void **sta
 	assert_int_equal(daemon_init(&back, NULL), 0);
 	snprintf(back_loc, sizeof(back_loc), "sqlite:%s", back.dm_db);
 	assert_int_equal(copy_run_measured(&pgd, pgd.dm_db, back_loc, &rss_kb), 0);
-	if (rss_kb > COPY_BIG_RSS_MAX_KB) {
+	if (COPY_RSS_MEANINGFUL && rss_kb > COPY_BIG_RSS_MAX_KB) {
 		fail_msg("the copy of %d MB of audit text held %ld KiB",
 		         COPY_BIG_AUDIT * COPY_BIG_REASON >> 20, rss_kb);
 	}
