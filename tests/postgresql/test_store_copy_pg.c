@@ -713,6 +713,75 @@ static void test_a_copy_statement_may_run_longer_than_serves_statement_timeout(v
 	daemon_finish(&lite);
 }
 
+/* A database an older store copy made: audit_log and outbox_attempts rows
+ * copied with their ids, their identity generators left at 1 (the copy
+ * moved only the tables of migrations 0001 to 0005), and an outbox row
+ * waiting. */
+static void copy_rows_before_0018(struct buf *sql, int pg, void *arg)
+{
+	int i;
+
+	(void)pg;
+	(void)arg;
+	buf_printf(sql, "INSERT INTO outbox (id, call_type, effect, url, content_type, body, "
+	                "idem_key, status, window_start, next_attempt_at, created_at, updated_at) "
+	                "VALUES (7, 'notify', 'notify', 'http://127.0.0.1:9/n', "
+	                "'application/json', '\\x7b7d', 'ob-copied-7', 'pending', 1000, "
+	                "4102444800000, 1000, 1000);\n");
+	buf_printf(sql, "SELECT setval(pg_get_serial_sequence('outbox', 'id'), 8, false);\n");
+	for (i = 1; i <= 3; i++) {
+		buf_printf(sql,
+		           "INSERT INTO audit_log (id, at, actor, action, target, result) VALUES "
+		           "(%d, %d, 'cli:copied', 'outbox.retry', 'outbox:7', 'ok');\n"
+		           "INSERT INTO outbox_attempts (id, outbox_id, attempt, at, http_status) "
+		           "VALUES (%d, 7, %d, %d, 503);\n",
+		           i, 1000 + i, i, i, 1000 + i);
+	}
+}
+
+/* Migration 0018 moves the generators an older store copy left behind:
+ * after `migrate`, the operator's next action and the worker's next
+ * attempt get new ids instead of failing on the primary key; a generator
+ * already ahead is not moved back. */
+static void test_migrate_moves_the_ids_an_older_copy_left_behind(void **state)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+	static const char *const cancel[] = {"outbox", "cancel", "7", NULL};
+	struct daemon d;
+	int rc;
+
+	(void)state;
+	assert_int_equal(daemon_init_pg(&d, FX_STRIPE_INI), 0);
+	rc = hn_db_build_before(&d, "_move_identities_past_copied_ids.sql", copy_rows_before_0018,
+	                        NULL);
+	assert_int_equal(rc, 0);
+	assert_int_equal(daemon_cli(&d, 1, migrate, NULL), 0);
+	/* An operator's action is audited (before: a duplicate key, the audit
+	 * row lost and only logged). */
+	assert_int_equal(daemon_cli(&d, 1, cancel, NULL), 0);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT MAX(id) FROM audit_log"), 4);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT COUNT(*) FROM audit_log WHERE id = 4 AND "
+	                                    "action = 'outbox.cancel' AND result LIKE 'ok:%'"),
+	                 1);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT COUNT(*) FROM outbox WHERE status = "
+	                                    "'cancelled'"),
+	                 1);
+	/* The worker's next attempt row gets a new id too. */
+	assert_int_equal(hn_db_exec(d.dm_db, "INSERT INTO outbox_attempts (outbox_id, attempt, at) "
+	                                     "VALUES (7, 4, 2000)"),
+	                 0);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT MAX(id) FROM outbox_attempts"), 4);
+	/* Only forward: rows deleted (gc) leave the generator where it is. */
+	assert_int_equal(hn_db_exec(d.dm_db, "DELETE FROM outbox_attempts WHERE id >= 3"), 0);
+	assert_int_equal(hn_db_exec(d.dm_db, "DELETE FROM idemhook_schema WHERE version = 18"), 0);
+	assert_int_equal(daemon_cli(&d, 1, migrate, NULL), 0);
+	assert_int_equal(hn_db_exec(d.dm_db, "INSERT INTO outbox_attempts (outbox_id, attempt, at) "
+	                                     "VALUES (7, 5, 3000)"),
+	                 0);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT MAX(id) FROM outbox_attempts"), 5);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -722,6 +791,7 @@ int main(void)
 	        cmocka_unit_test(test_a_large_postgresql_source_is_copied_a_page_at_a_time),
 	        cmocka_unit_test(
 	                test_a_copy_statement_may_run_longer_than_serves_statement_timeout),
+	        cmocka_unit_test(test_migrate_moves_the_ids_an_older_copy_left_behind),
 	};
 
 	pgserver_require_or_skip("test_store_copy_pg");
