@@ -42,6 +42,15 @@ static int e2e_cli(struct daemon *d, const char *a, const char *b, const char *c
 	return daemon_cli(d, 1, args, ret_out);
 }
 
+/* Waits for the one outbox row to be delivered (status succeeded). */
+static void t_wait_one_succeeded(struct daemon *d)
+{
+	assert_int_equal(hn_db_wait_int(d->dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                E2E_WAIT_S),
+	                 1);
+}
+
 static void test_a_paid_callback_reaches_the_shop_once_with_an_idempotency_key(void **state)
 {
 	struct peer *p = peer_create();
@@ -73,8 +82,7 @@ static void test_a_paid_callback_reaches_the_shop_once_with_an_idempotency_key(v
 	assert_non_null(strstr(keys, q.pq_idem_key));
 	free(keys);
 	peer_request_finish(&q);
-	assert_int_equal(
-	        hn_db_wait_int(d.dm_db, "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1, E2E_WAIT_S), 1);
+	t_wait_one_succeeded(&d);
 
 	/* The provider's retry is a duplicate: no second row, no second call. */
 	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
@@ -423,10 +431,7 @@ static void test_a_retried_dead_row_puts_the_fulfillment_back_to_pending(void **
 	                           id),
 	                 1);
 	atomic_store(&g.g_open, 1);
-	assert_int_equal(hn_db_wait_int(d.dm_db,
-	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
-	                                E2E_WAIT_S),
-	                 1);
+	t_wait_one_succeeded(&d);
 	assert_int_equal(fx_db_int(&d,
 	                           "SELECT count(*) FROM orders WHERE id = '%s' AND "
 	                           "fulfillment_status = 'notified' AND needs_operator = 0",
@@ -547,10 +552,7 @@ static void test_a_call_released_at_shutdown_is_in_the_attempt_history(void **st
 
 	/* Not counted: max_attempts = 1 still lets the next start deliver it. */
 	assert_int_equal(daemon_start(&d), 0);
-	assert_int_equal(hn_db_wait_int(d.dm_db,
-	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
-	                                E2E_WAIT_S),
-	                 1);
+	t_wait_one_succeeded(&d);
 	assert_int_equal(fx_db_int(&d, "SELECT attempts FROM outbox"), 1);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE attempt = 1"
 	                               " AND http_status = 200"),
@@ -623,10 +625,7 @@ static void test_a_call_cut_by_a_kill_is_in_the_attempt_history_after_the_restar
 
 	/* Not counted: max_attempts = 1 still lets this attempt deliver it. */
 	atomic_store(&g.g_open, 1);
-	assert_int_equal(hn_db_wait_int(d.dm_db,
-	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
-	                                E2E_WAIT_S),
-	                 1);
+	t_wait_one_succeeded(&d);
 	assert_int_equal(fx_db_int(&d, "SELECT attempts FROM outbox"), 1);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 2);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE attempt = 1"
@@ -670,10 +669,7 @@ static void test_an_outcome_the_store_refused_is_recorded_once_it_takes_writes(v
 	assert_int_equal(daemon_log_wait(&d, "could not be recorded; kept", 10000), 0);
 	usleep(1500 * 1000); /* a few tries refused */
 	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
-	assert_int_equal(hn_db_wait_int(d.dm_db,
-	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
-	                                E2E_WAIT_S),
-	                 1);
+	t_wait_one_succeeded(&d);
 	assert_int_equal(daemon_log_wait(&d, "the outcome of attempt 1 recorded at try", 1000), 0);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE attempt = 1"
 	                               " AND http_status = 200"),
@@ -812,10 +808,7 @@ static void test_a_start_without_outbound_gives_back_a_row_a_crash_left_deliveri
 	assert_int_equal(daemon_write_file(&d, "idemhook.ini", full), 0);
 	free(full);
 	assert_int_equal(daemon_start(&d), 0);
-	assert_int_equal(hn_db_wait_int(d.dm_db,
-	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
-	                                E2E_WAIT_S),
-	                 1);
+	t_wait_one_succeeded(&d);
 	assert_int_equal(fx_db_int(&d, "SELECT attempts FROM outbox"), 1);
 	assert_int_equal(daemon_term(&d, 20), 0);
 	daemon_finish(&d);
@@ -869,10 +862,7 @@ static void test_a_reload_that_removes_outbound_lets_the_call_in_flight_finish(v
 	                 0);
 
 	/* The held call ends with the shop's answer, recorded as one attempt. */
-	assert_int_equal(hn_db_wait_int(d.dm_db,
-	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
-	                                E2E_WAIT_S),
-	                 1);
+	t_wait_one_succeeded(&d);
 	assert_int_equal(fx_db_int(&d, "SELECT attempts FROM outbox"), 1);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 1);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE"
@@ -922,10 +912,7 @@ static void test_a_reload_that_adds_outbound_starts_the_worker(void **state)
 	assert_int_equal(daemon_log_wait(&d, "SIGHUP: configuration", 10000), 0);
 	fx_order(&d, 2600, "usd", id);
 	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_added", id, 2600, "usd"), 200);
-	assert_int_equal(hn_db_wait_int(d.dm_db,
-	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
-	                                E2E_WAIT_S),
-	                 1);
+	t_wait_one_succeeded(&d);
 	assert_int_equal(daemon_term(&d, 20), 0);
 	log = hn_read_file(d.dm_log);
 	assert_non_null(log);
