@@ -619,6 +619,104 @@ static void test_a_large_postgresql_source_is_copied_a_page_at_a_time(void **sta
 	daemon_finish(&pgd);
 }
 
+/* The refusal store copy wrote to d's log since it was `before` bytes
+ * long: the receiver's sessions named, the flag that overrides it. */
+static void copy_assert_refused(const struct daemon *d, size_t before, const char *flag)
+{
+	char *log = hn_read_file(d->dm_log);
+	const char *said;
+
+	assert_non_null(log);
+	assert_true(strlen(log) >= before);
+	said = log + before;
+	if (strstr(said, flag) == NULL ||
+	    strstr(said, "(1 receiver, by its \"idemhook writer\")") == NULL ||
+	    strstr(said, "\"idemhook writer\" from the local socket") == NULL ||
+	    strstr(said, "--allow-running") == NULL) {
+		fail_msg("no refusal naming the receiver on %s in:\n%s", flag, said);
+	}
+	free(log);
+}
+
+static size_t copy_log_len(const struct daemon *d)
+{
+	char *log = hn_read_file(d->dm_log);
+	size_t n = log != NULL ? strlen(log) : 0;
+
+	free(log);
+	return n;
+}
+
+/* A PostgreSQL end has no file lock: a receiver still running on it is
+ * found in pg_stat_activity and the copy refused (69), in both
+ * directions, nothing changed; --allow-running overrides it; stopped, the
+ * copy runs. */
+static void test_a_copy_is_refused_while_a_receiver_runs_on_a_postgresql_end(void **state)
+{
+	struct daemon lite;
+	struct daemon pgd;
+	struct daemon back;
+	char from[700];
+	char back_loc[700];
+	char lite_order[64];
+	char pg_order[64];
+	char sql[256];
+	size_t before;
+	int rc;
+
+	(void)state;
+	assert_int_equal(daemon_init(&lite, FX_STRIPE_INI), 0);
+	assert_int_equal(daemon_start(&lite), 0);
+	assert_int_equal(hn_order_create(&lite, 1500, "usd", lite_order), 0);
+	assert_int_equal(fx_stripe_pay(&lite, "evt_running_lite", lite_order, 1500, "usd"), 200);
+	assert_int_equal(daemon_term(&lite, 20), 0);
+	assert_int_equal(daemon_init_pg(&pgd, FX_STRIPE_INI), 0);
+	assert_int_equal(daemon_start(&pgd), 0);
+	assert_int_equal(hn_order_create(&pgd, 2500, "usd", pg_order), 0);
+	assert_int_equal(fx_stripe_pay(&pgd, "evt_running_pg", pg_order, 2500, "usd"), 200);
+	snprintf(from, sizeof(from), "sqlite:%s", lite.dm_db);
+	assert_int_equal(daemon_init(&back, NULL), 0);
+	snprintf(back_loc, sizeof(back_loc), "sqlite:%s", back.dm_db);
+
+	/* Into the running receiver's database: refused, its rows kept. */
+	before = copy_log_len(&lite);
+	rc = copy_run(&lite, from, pgd.dm_db, 1);
+	assert_int_equal(rc, 69);
+	copy_assert_refused(&lite, before, "--to");
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM orders WHERE id = '%s'", pg_order);
+	assert_int_equal(hn_db_int(pgd.dm_db, sql), 1);
+	assert_int_equal(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM orders"), 1);
+	/* Out of it: refused before the SQLite target is made. */
+	before = copy_log_len(&back);
+	rc = copy_run(&back, pgd.dm_db, back_loc, 0);
+	assert_int_equal(rc, 69);
+	copy_assert_refused(&back, before, "--from");
+	assert_int_not_equal(access(back.dm_db, F_OK), 0);
+	/* The receiver answers on, untouched by the refusals. */
+	assert_int_equal(fx_stripe_pay(&pgd, "evt_running_pg", pg_order, 2500, "usd"), 200);
+	{
+		const char *args[] = {"store", "copy",   "--from",          pgd.dm_db,
+		                      "--to",  back_loc, "--allow-running", NULL};
+
+		assert_int_equal(daemon_cli(&back, 0, args, NULL), 0);
+	}
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM orders WHERE id = '%s'", pg_order);
+	assert_int_equal(hn_db_int(back.dm_db, sql), 1);
+
+	/* Stopped: both directions copy. */
+	assert_int_equal(daemon_term(&pgd, 20), 0);
+	assert_int_equal(copy_run(&back, pgd.dm_db, back_loc, 1), 0);
+	assert_int_equal(hn_db_int(back.dm_db, sql), 1);
+	assert_int_equal(copy_run(&lite, from, pgd.dm_db, 1), 0);
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM orders WHERE id = '%s'", lite_order);
+	assert_int_equal(hn_db_int(pgd.dm_db, sql), 1);
+	assert_int_equal(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM orders"), 1);
+
+	daemon_finish(&back);
+	daemon_finish(&pgd);
+	daemon_finish(&lite);
+}
+
 /* Another session's lock on the target's audit_log, kept while it sleeps
  * and dropped COPY_LOCK_HOLD_MS after it was taken. */
 struct copy_holder {
@@ -700,7 +798,14 @@ static void test_a_copy_statement_may_run_longer_than_serves_statement_timeout(v
 	assert_int_equal(pthread_create(&ch.ch_releaser, NULL, copy_releaser_main, &ch), 0);
 	t0 = hn_now_ms();
 	snprintf(from, sizeof(from), "sqlite:%s", lite.dm_db);
-	rc = copy_run(&lite, from, pgd.dm_db, 1);
+	{
+		/* The holder is another session on the target: the copy is
+		 * told to run beside it. */
+		const char *args[] = {"store",   "copy",      "--from",          from, "--to",
+		                      pgd.dm_db, "--replace", "--allow-running", NULL};
+
+		rc = daemon_cli(&lite, 0, args, NULL);
+	}
 	pthread_join(ch.ch_releaser, NULL);
 	pthread_join(ch.ch_thread, NULL);
 	assert_int_equal(rc, 0);
@@ -789,6 +894,7 @@ int main(void)
 	                test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_the_same),
 	        cmocka_unit_test(test_a_store_copied_to_postgresql_keeps_auditing_and_delivering),
 	        cmocka_unit_test(test_a_large_postgresql_source_is_copied_a_page_at_a_time),
+	        cmocka_unit_test(test_a_copy_is_refused_while_a_receiver_runs_on_a_postgresql_end),
 	        cmocka_unit_test(
 	                test_a_copy_statement_may_run_longer_than_serves_statement_timeout),
 	        cmocka_unit_test(test_migrate_moves_the_ids_an_older_copy_left_behind),
