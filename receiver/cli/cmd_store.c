@@ -18,6 +18,26 @@
  * whose statements may run far longer (--replace emptying a target of
  * millions of rows), and cut short it would copy nothing. */
 #define CMD_STORE_STATEMENT_TIMEOUT_MS (24u * 3600u * 1000u)
+/* The application_name of the copy's own PostgreSQL sessions: the
+ * sessions of the database that are not the copy's are told by it. */
+#define CMD_STORE_APP_NAME "idemhook store copy"
+/* Groups of other sessions named in the refusal; the rest are counted. */
+#define CMD_STORE_SESSIONS_NAMED 8
+
+/* The other client sessions on a PostgreSQL end's database, grouped by
+ * name and address. Another role's session shows its name but not its
+ * address (pg_stat_activity without pg_read_all_stats); server processes
+ * (autovacuum) have no role and are not counted. */
+static const char cmd_store_sessions_sql[] =
+        "SELECT count(*), coalesce(application_name, ''), "
+        "CASE WHEN client_addr IS NOT NULL THEN host(client_addr) "
+        "WHEN client_port = -1 THEN 'the local socket' "
+        "ELSE 'an address hidden from this role' END AS addr "
+        "FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND usename IS NOT NULL "
+        "AND coalesce(backend_type, 'client backend') = 'client backend' "
+        "AND application_name IS DISTINCT FROM '" CMD_STORE_APP_NAME "' "
+        "GROUP BY 2, 3 ORDER BY 3, 2";
 
 /* Every table, parents before the rows that reference them, each in the
  * order of its key (outbox: a compensation row after the row it is for).
@@ -74,6 +94,81 @@ struct cmd_store_copy {
 	int64_t cs_src_total;
 	int64_t cs_copied;
 };
+
+/* What cmd_store_sessions found on one end. */
+struct cmd_store_sessions {
+	int64_t ss_total;   /* other sessions */
+	int64_t ss_writers; /* of them "idemhook writer": one per receiver */
+	size_t ss_groups;
+	struct buf ss_list; /* `N "name" from ADDR, ...` */
+};
+
+static int cmd_store_session_row(void *arg, const struct store_row *row)
+{
+	struct cmd_store_sessions *ss = arg;
+	int64_t n = store_row_int(row, 0);
+	const char *name = store_row_text(row, 1);
+	const char *addr = store_row_text(row, 2);
+
+	ss->ss_total += n;
+	if (name != NULL && strcmp(name, "idemhook writer") == 0) {
+		ss->ss_writers += n;
+	}
+	if (ss->ss_groups++ < CMD_STORE_SESSIONS_NAMED) {
+		return buf_printf(&ss->ss_list, "%s%lld \"%s\" from %s",
+		                  ss->ss_groups > 1 ? ", " : "", (long long)n,
+		                  name != NULL ? name : "", addr != NULL ? addr : "?");
+	}
+	return 0;
+}
+
+static int cmd_store_sessions_tx(struct store_tx *tx, void *arg)
+{
+	return store_query_each(tx, cmd_store_sessions_sql, NULL, 0, cmd_store_session_row, arg);
+}
+
+/* A PostgreSQL end (flag: --from or --to) on which other sessions run:
+ * receivers whose callbacks, committed during the copy, would be missing
+ * from it (source) or deleted or mixed with it (target). Returns 0 when
+ * there are none (or a SQLite end: its file lock refused a serve at open),
+ * 1 when refused (said here), -1 when the sessions could not be read. */
+static int cmd_store_check_sessions(struct store *st, const struct store_options *so,
+                                    const char *flag)
+{
+	struct cmd_store_sessions ss;
+	int r = 0;
+
+	if (so->so_backend != STORE_BACKEND_POSTGRESQL) {
+		return 0;
+	}
+	memset(&ss, 0, sizeof(ss));
+	buf_init(&ss.ss_list, 0);
+	if (store_read(st, cli_now_ms(), cmd_store_sessions_tx, &ss) < 0) {
+		fprintf(stderr, "idemhook store copy: %s: cannot read pg_stat_activity\n", flag);
+		r = -1;
+		goto out;
+	}
+	if (ss.ss_total == 0) {
+		goto out;
+	}
+	fprintf(stderr, "idemhook store copy: %s: the database has %lld other session%s", flag,
+	        (long long)ss.ss_total, ss.ss_total == 1 ? "" : "s");
+	if (ss.ss_writers > 0) {
+		fprintf(stderr, " (%lld receiver%s, by %s \"idemhook writer\")",
+		        (long long)ss.ss_writers, ss.ss_writers == 1 ? "" : "s",
+		        ss.ss_writers == 1 ? "its" : "their");
+	}
+	fprintf(stderr, ": %s%s\n", ss.ss_list.buf_data != NULL ? ss.ss_list.buf_data : "",
+	        ss.ss_groups > CMD_STORE_SESSIONS_NAMED ? ", ..." : "");
+	fprintf(stderr,
+	        "idemhook store copy: what a receiver commits during the copy would %s: stop the "
+	        "receivers first, or pass --allow-running to copy anyway\n",
+	        strcmp(flag, "--from") == 0 ? "not be in it" : "be deleted or mixed with it");
+	r = 1;
+out:
+	buf_finish(&ss.ss_list);
+	return r;
+}
 
 static int cmd_store_known_table(void *arg, const char *name)
 {
@@ -439,15 +534,19 @@ static int cmd_store_location(const char *flag, const char *loc, struct store_op
 static void cmd_store_usage(FILE *out)
 {
 	fprintf(out,
-	        "usage: idemhook store copy --from LOCATION --to LOCATION [--replace]\n\n"
+	        "usage: idemhook store copy --from LOCATION --to LOCATION [--replace]\n"
+	        "                           [--allow-running]\n\n"
 	        "Copies every table (idempotency records with their stored replies, orders,\n"
 	        "refunds, points, disputes, events, outbox, checkout messages) from one store\n"
 	        "into another, row by row, in one transaction of the target that also moves\n"
 	        "the target's id generators past the copied ids. The target is migrated first and\n"
 	        "must be empty unless --replace. A SQLite store is locked as serve locks it:\n"
-	        "stop serve first (the copy is refused while it runs).\n\n"
-	        "  LOCATION   sqlite:PATH, postgresql:CONNINFO or a postgresql:// URI\n"
-	        "  --replace  delete what the target holds first\n\n"
+	        "stop serve first (the copy is refused while it runs). A PostgreSQL end\n"
+	        "with other sessions on its database (receivers still running) is refused\n"
+	        "too: they are listed by name and address.\n\n"
+	        "  LOCATION         sqlite:PATH, postgresql:CONNINFO or a postgresql:// URI\n"
+	        "  --replace        delete what the target holds first\n"
+	        "  --allow-running  copy even with other sessions on a PostgreSQL end\n\n"
 	        "On a terminal a progress line counts the rows copied (not with -q).\n\n"
 	        "Example:\n"
 	        "  idemhook store copy --from sqlite:/var/lib/idemhook/idemhook.db \\\n"
@@ -460,6 +559,7 @@ static int cmd_store_copy_run(int argc, char **argv)
 	        {"from", required_argument, NULL, 'f'},
 	        {"to", required_argument, NULL, 't'},
 	        {"replace", no_argument, NULL, 'r'},
+	        {"allow-running", no_argument, NULL, 'a'},
 	        {NULL, 0, NULL, 0},
 	};
 	struct store_options from;
@@ -471,6 +571,7 @@ static int cmd_store_copy_run(int argc, char **argv)
 	const char *to_loc = NULL;
 	int64_t total = 0;
 	size_t i;
+	int allow_running = 0;
 	int rc = EX_UNAVAILABLE;
 
 	memset(&cs, 0, sizeof(cs));
@@ -490,6 +591,9 @@ static int cmd_store_copy_run(int argc, char **argv)
 			break;
 		case 'r':
 			cs.cs_replace = 1;
+			break;
+		case 'a':
+			allow_running = 1;
 			break;
 		default:
 			cmd_store_usage(stderr);
@@ -514,12 +618,17 @@ static int cmd_store_copy_run(int argc, char **argv)
 	to.so_pg_writers = 1; /* the copy is one unit of work */
 	from.so_statement_timeout_ms = CMD_STORE_STATEMENT_TIMEOUT_MS;
 	to.so_statement_timeout_ms = CMD_STORE_STATEMENT_TIMEOUT_MS;
+	from.so_pg_application_name = CMD_STORE_APP_NAME;
+	to.so_pg_application_name = CMD_STORE_APP_NAME;
+	/* PostgreSQL ends are shared: no lock keeps receivers off them. The
+	 * source is checked before the target is made (a SQLite file). */
 	src = store_create(&from);
-	if (src == NULL) {
+	if (src == NULL ||
+	    (!allow_running && cmd_store_check_sessions(src, &from, "--from") != 0)) {
 		goto out;
 	}
 	dst = store_create(&to);
-	if (dst == NULL) {
+	if (dst == NULL || (!allow_running && cmd_store_check_sessions(dst, &to, "--to") != 0)) {
 		goto out;
 	}
 	cs.cs_dst = dst;

@@ -619,6 +619,287 @@ static void test_a_large_postgresql_source_is_copied_a_page_at_a_time(void **sta
 	daemon_finish(&pgd);
 }
 
+/* A fake Stripe v2 events API (as tests/integration/test_stripe_thin_e2e.c
+ * has): GET /v2/core/events/evt_thin_<pi> answers 500 while down, then the
+ * full event of the one payment it was given. */
+#define COPY_THIN_KEY "rk_test_store_copy"
+
+static struct {
+	pthread_mutex_t ct_lock;
+	int ct_up;
+	unsigned ct_served; /* full events served */
+	char ct_pi[96];
+	char ct_order[64];
+	int64_t ct_amount;
+} copy_thin = {.ct_lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void copy_thin_done(void *arg, struct peer_behaviour *b)
+{
+	(void)arg;
+	free((char *)b->pb_body);
+}
+
+static void copy_thin_events(void *arg, const struct peer_request *req, struct peer_behaviour *ret)
+{
+	const char *id = req->pq_path + strlen("/v2/core/events/");
+	struct buf b;
+
+	(void)arg;
+	pthread_mutex_lock(&copy_thin.ct_lock);
+	if (req->pq_authorization == NULL ||
+	    strcmp(req->pq_authorization, "Bearer " COPY_THIN_KEY) != 0) {
+		ret->pb_status = 401;
+		ret->pb_body = strdup("{\"error\":{\"message\":\"Invalid API Key provided\"}}");
+	} else if (!copy_thin.ct_up) {
+		ret->pb_status = 500;
+		ret->pb_body = strdup("{\"error\":{\"message\":\"An unknown error occurred\"}}");
+	} else if (strncmp(id, "evt_thin_", 9) != 0 || strcmp(id + 9, copy_thin.ct_pi) != 0) {
+		ret->pb_status = 404;
+		ret->pb_body = strdup("{\"error\":{\"message\":\"No such event\"}}");
+	} else {
+		buf_init(&b, 0);
+		buf_printf(
+		        &b,
+		        "{\"id\":\"%s\",\"object\":\"v2.core.event\",\"type\":"
+		        "\"v1.payment_intent.succeeded\",\"created\":\"2026-12-04T08:00:00.000Z\","
+		        "\"livemode\":false,\"context\":null,\"related_object\":{\"id\":\"%s\","
+		        "\"type\":\"payment_intent\",\"url\":\"/v1/payment_intents/%s\"},"
+		        "\"data\":{\"object\":{\"id\":\"%s\",\"object\":\"payment_intent\","
+		        "\"amount\":%lld,\"amount_received\":%lld,\"currency\":\"usd\","
+		        "\"status\":\"succeeded\",\"metadata\":{\"order_id\":\"%s\"}}}}",
+		        id, copy_thin.ct_pi, copy_thin.ct_pi, copy_thin.ct_pi,
+		        (long long)copy_thin.ct_amount, (long long)copy_thin.ct_amount,
+		        copy_thin.ct_order);
+		ret->pb_body = buf_take(&b, NULL);
+		copy_thin.ct_served++;
+	}
+	pthread_mutex_unlock(&copy_thin.ct_lock);
+}
+
+static unsigned copy_thin_served(void)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&copy_thin.ct_lock);
+	n = copy_thin.ct_served;
+	pthread_mutex_unlock(&copy_thin.ct_lock);
+	return n;
+}
+
+/* A thin event the SQLite receiver could not fetch (Stripe's API down)
+ * waits for its full event in the copy: a receiver on PostgreSQL fetches
+ * it once Stripe answers, and applies it once; its duplicate is answered
+ * from the stored reply. */
+static void
+test_a_thin_event_waiting_on_the_source_is_fetched_and_applied_once_on_the_copy(void **state)
+{
+	struct peer *api = peer_create();
+	struct peer *shop = peer_create();
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	struct daemon lite;
+	struct daemon pgd;
+	char ini[2048];
+	char from[700];
+	char order[64];
+	char event_id[160];
+	char sql[512];
+	char thin[1024];
+	char *replayed;
+	struct hres r;
+
+	(void)state;
+	assert_non_null(api);
+	assert_non_null(shop);
+	peer_default(shop, "/notify", &ok);
+	assert_int_equal(
+	        peer_handler(api, "/v2/core/events/", copy_thin_events, copy_thin_done, NULL), 0);
+	setenv("IDEMHOOK_COPY_THIN_KEY", COPY_THIN_KEY, 1);
+	snprintf(ini, sizeof(ini),
+	         "[provider stripe]\ntype = stripe\nsecret = " FX_STRIPE_SECRET "\n"
+	         "api_key = env:IDEMHOOK_COPY_THIN_KEY\napi_base_url = %s\n\n"
+	         "[points]\nrate = 1/100\n\n"
+	         "[outbound]\nnotify_url = %s/notify\npoll = 50ms\n\n"
+	         "[reconcile]\nretries = 2\nretry_base = 50ms\ntimeout = 1s\n",
+	         peer_base(api), peer_base(shop));
+	assert_int_equal(daemon_init(&lite, ini), 0);
+	assert_int_equal(daemon_start(&lite), 0);
+	assert_int_equal(hn_order_create(&lite, 1900, "usd", order), 0);
+	pthread_mutex_lock(&copy_thin.ct_lock);
+	copy_thin.ct_up = 0;
+	copy_thin.ct_served = 0;
+	snprintf(copy_thin.ct_pi, sizeof(copy_thin.ct_pi), "pi_%s", order);
+	snprintf(copy_thin.ct_order, sizeof(copy_thin.ct_order), "%s", order);
+	copy_thin.ct_amount = 1900;
+	pthread_mutex_unlock(&copy_thin.ct_lock);
+	snprintf(event_id, sizeof(event_id), "evt_thin_pi_%s", order);
+	snprintf(thin, sizeof(thin),
+	         "{\"id\":\"%s\",\"object\":\"v2.core.event\",\"type\":"
+	         "\"v1.payment_intent.succeeded\",\"created\":\"2026-12-04T08:00:00.000Z\","
+	         "\"livemode\":false,\"context\":null,\"related_object\":{\"id\":\"pi_%s\","
+	         "\"type\":\"payment_intent\",\"url\":\"/v1/payment_intents/pi_%s\"}}",
+	         event_id, order, order);
+	assert_int_equal(fx_stripe_send(&lite, thin, NULL), 200);
+	assert_int_equal(daemon_log_wait(&lite, "gave up after 3 attempts: HTTP 500", 10000), 0);
+	assert_int_equal(daemon_term(&lite, 20), 0);
+	/* Waiting on the source: nothing applied. */
+	snprintf(sql, sizeof(sql),
+	         "SELECT COUNT(*) FROM events WHERE idem_key = '%s' AND effect = 'to_fetch'",
+	         event_id);
+	assert_int_equal(hn_db_int(lite.dm_db, sql), 1);
+	snprintf(sql, sizeof(sql),
+	         "SELECT COUNT(*) FROM orders WHERE id = '%s' AND status = "
+	         "'pending'",
+	         order);
+	assert_int_equal(hn_db_int(lite.dm_db, sql), 1);
+	assert_int_equal(copy_thin_served(), 0);
+
+	/* The copy, then Stripe back, then a receiver on the copy. */
+	assert_int_equal(daemon_init_pg(&pgd, ini), 0);
+	snprintf(from, sizeof(from), "sqlite:%s", lite.dm_db);
+	assert_int_equal(copy_run(&lite, from, pgd.dm_db, 0), 0);
+	assert_int_equal(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM events WHERE effect = "
+	                                      "'to_fetch'"),
+	                 1);
+	pthread_mutex_lock(&copy_thin.ct_lock);
+	copy_thin.ct_up = 1;
+	pthread_mutex_unlock(&copy_thin.ct_lock);
+	assert_int_equal(daemon_start(&pgd), 0);
+	snprintf(sql, sizeof(sql),
+	         "SELECT COUNT(*) FROM orders WHERE id = '%s' AND status = "
+	         "'paid'",
+	         order);
+	assert_int_equal(hn_db_wait_int(pgd.dm_db, sql, 1, 20), 1);
+	assert_int_equal(copy_thin_served(), 1);
+	snprintf(sql, sizeof(sql),
+	         "SELECT COUNT(*) FROM events WHERE idem_key = '%s' AND effect = 'to_fetch'",
+	         event_id);
+	assert_int_equal(hn_db_int(pgd.dm_db, sql), 0);
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM outbox WHERE order_id = '%s'", order);
+	assert_int_equal(hn_db_int(pgd.dm_db, sql), 1);
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'",
+	         order);
+	assert_int_equal(hn_db_int(pgd.dm_db, sql), 1);
+
+	/* Once: Stripe's retry of the thin event is a duplicate, and a
+	 * restarted receiver has nothing left to fetch. */
+	assert_int_equal(fx_stripe_send(&pgd, thin, &r), 200);
+	replayed = hres_header(&r, "Idempotent-Replayed");
+	assert_non_null(replayed);
+	free(replayed);
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&pgd, 20), 0);
+	assert_int_equal(daemon_start(&pgd), 0);
+	assert_int_equal(fx_stripe_pay(&pgd, "evt_copy_thin_after", order, 1900, "usd"), 200);
+	assert_int_equal(daemon_term(&pgd, 20), 0);
+	assert_int_equal(copy_thin_served(), 1);
+	assert_int_equal(hn_db_int(pgd.dm_db, sql), 1);
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM outbox WHERE order_id = '%s'", order);
+	assert_int_equal(hn_db_int(pgd.dm_db, sql), 1);
+
+	daemon_finish(&pgd);
+	daemon_finish(&lite);
+	peer_destroy(api);
+	peer_destroy(shop);
+}
+
+/* The refusal store copy wrote to d's log since it was `before` bytes
+ * long: the receiver's sessions named, the flag that overrides it. */
+static void copy_assert_refused(const struct daemon *d, size_t before, const char *flag)
+{
+	char *log = hn_read_file(d->dm_log);
+	const char *said;
+
+	assert_non_null(log);
+	assert_true(strlen(log) >= before);
+	said = log + before;
+	if (strstr(said, flag) == NULL ||
+	    strstr(said, "(1 receiver, by its \"idemhook writer\")") == NULL ||
+	    strstr(said, "\"idemhook writer\" from the local socket") == NULL ||
+	    strstr(said, "--allow-running") == NULL) {
+		fail_msg("no refusal naming the receiver on %s in:\n%s", flag, said);
+	}
+	free(log);
+}
+
+static size_t copy_log_len(const struct daemon *d)
+{
+	char *log = hn_read_file(d->dm_log);
+	size_t n = log != NULL ? strlen(log) : 0;
+
+	free(log);
+	return n;
+}
+
+/* A PostgreSQL end has no file lock: a receiver still running on it is
+ * found in pg_stat_activity and the copy refused (69), in both
+ * directions, nothing changed; --allow-running overrides it; stopped, the
+ * copy runs. */
+static void test_a_copy_is_refused_while_a_receiver_runs_on_a_postgresql_end(void **state)
+{
+	struct daemon lite;
+	struct daemon pgd;
+	struct daemon back;
+	char from[700];
+	char back_loc[700];
+	char lite_order[64];
+	char pg_order[64];
+	char sql[256];
+	size_t before;
+	int rc;
+
+	(void)state;
+	assert_int_equal(daemon_init(&lite, FX_STRIPE_INI), 0);
+	assert_int_equal(daemon_start(&lite), 0);
+	assert_int_equal(hn_order_create(&lite, 1500, "usd", lite_order), 0);
+	assert_int_equal(fx_stripe_pay(&lite, "evt_running_lite", lite_order, 1500, "usd"), 200);
+	assert_int_equal(daemon_term(&lite, 20), 0);
+	assert_int_equal(daemon_init_pg(&pgd, FX_STRIPE_INI), 0);
+	assert_int_equal(daemon_start(&pgd), 0);
+	assert_int_equal(hn_order_create(&pgd, 2500, "usd", pg_order), 0);
+	assert_int_equal(fx_stripe_pay(&pgd, "evt_running_pg", pg_order, 2500, "usd"), 200);
+	snprintf(from, sizeof(from), "sqlite:%s", lite.dm_db);
+	assert_int_equal(daemon_init(&back, NULL), 0);
+	snprintf(back_loc, sizeof(back_loc), "sqlite:%s", back.dm_db);
+
+	/* Into the running receiver's database: refused, its rows kept. */
+	before = copy_log_len(&lite);
+	rc = copy_run(&lite, from, pgd.dm_db, 1);
+	assert_int_equal(rc, 69);
+	copy_assert_refused(&lite, before, "--to");
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM orders WHERE id = '%s'", pg_order);
+	assert_int_equal(hn_db_int(pgd.dm_db, sql), 1);
+	assert_int_equal(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM orders"), 1);
+	/* Out of it: refused before the SQLite target is made. */
+	before = copy_log_len(&back);
+	rc = copy_run(&back, pgd.dm_db, back_loc, 0);
+	assert_int_equal(rc, 69);
+	copy_assert_refused(&back, before, "--from");
+	assert_int_not_equal(access(back.dm_db, F_OK), 0);
+	/* The receiver answers on, untouched by the refusals. */
+	assert_int_equal(fx_stripe_pay(&pgd, "evt_running_pg", pg_order, 2500, "usd"), 200);
+	{
+		const char *args[] = {"store", "copy",   "--from",          pgd.dm_db,
+		                      "--to",  back_loc, "--allow-running", NULL};
+
+		assert_int_equal(daemon_cli(&back, 0, args, NULL), 0);
+	}
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM orders WHERE id = '%s'", pg_order);
+	assert_int_equal(hn_db_int(back.dm_db, sql), 1);
+
+	/* Stopped: both directions copy. */
+	assert_int_equal(daemon_term(&pgd, 20), 0);
+	assert_int_equal(copy_run(&back, pgd.dm_db, back_loc, 1), 0);
+	assert_int_equal(hn_db_int(back.dm_db, sql), 1);
+	assert_int_equal(copy_run(&lite, from, pgd.dm_db, 1), 0);
+	snprintf(sql, sizeof(sql), "SELECT COUNT(*) FROM orders WHERE id = '%s'", lite_order);
+	assert_int_equal(hn_db_int(pgd.dm_db, sql), 1);
+	assert_int_equal(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM orders"), 1);
+
+	daemon_finish(&back);
+	daemon_finish(&pgd);
+	daemon_finish(&lite);
+}
+
 /* Another session's lock on the target's audit_log, kept while it sleeps
  * and dropped COPY_LOCK_HOLD_MS after it was taken. */
 struct copy_holder {
@@ -700,7 +981,14 @@ static void test_a_copy_statement_may_run_longer_than_serves_statement_timeout(v
 	assert_int_equal(pthread_create(&ch.ch_releaser, NULL, copy_releaser_main, &ch), 0);
 	t0 = hn_now_ms();
 	snprintf(from, sizeof(from), "sqlite:%s", lite.dm_db);
-	rc = copy_run(&lite, from, pgd.dm_db, 1);
+	{
+		/* The holder is another session on the target: the copy is
+		 * told to run beside it. */
+		const char *args[] = {"store",   "copy",      "--from",          from, "--to",
+		                      pgd.dm_db, "--replace", "--allow-running", NULL};
+
+		rc = daemon_cli(&lite, 0, args, NULL);
+	}
 	pthread_join(ch.ch_releaser, NULL);
 	pthread_join(ch.ch_thread, NULL);
 	assert_int_equal(rc, 0);
@@ -789,6 +1077,9 @@ int main(void)
 	                test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_the_same),
 	        cmocka_unit_test(test_a_store_copied_to_postgresql_keeps_auditing_and_delivering),
 	        cmocka_unit_test(test_a_large_postgresql_source_is_copied_a_page_at_a_time),
+	        cmocka_unit_test(test_a_copy_is_refused_while_a_receiver_runs_on_a_postgresql_end),
+	        cmocka_unit_test(
+	                test_a_thin_event_waiting_on_the_source_is_fetched_and_applied_once_on_the_copy),
 	        cmocka_unit_test(
 	                test_a_copy_statement_may_run_longer_than_serves_statement_timeout),
 	        cmocka_unit_test(test_migrate_moves_the_ids_an_older_copy_left_behind),

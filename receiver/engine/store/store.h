@@ -149,6 +149,11 @@ struct store_options {
 	 * always has one. */
 	unsigned so_pg_writers;
 	unsigned so_statement_timeout_ms; /* PostgreSQL: per statement, default 5000 */
+	/* PostgreSQL: the application_name of every connection, over the
+	 * conninfo's; NULL: each names its role ("idemhook writer", ...) unless
+	 * the conninfo sets one. `store copy` names its own so that it can
+	 * tell receivers' sessions from its own in pg_stat_activity. */
+	const char *so_pg_application_name;
 	enum store_sync so_sync;
 	unsigned so_batch_max; /* units per transaction, default 256; 1 = no group commit */
 	unsigned so_busy_timeout_ms; /* default 5000 */

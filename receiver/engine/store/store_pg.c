@@ -104,6 +104,7 @@ struct store_conn {
 	const char *cn_conninfo;    /* borrowed from its store_db, for reconnecting */
 	unsigned *cn_fails;         /* its store_db's db_fails */
 	const char *cn_role;        /* its fallback application_name */
+	const char *cn_app_name;    /* borrowed from its store_db: its application_name, or NULL */
 	unsigned cn_timeout_ms;     /* its statement_timeout, set again after a reconnect */
 	uint64_t cn_round_trips;    /* to the server, counted on the connection's own thread */
 	struct store_conn *cn_next; /* reader: in the free list */
@@ -117,6 +118,7 @@ struct store_conn {
 
 struct store_db {
 	char *db_conninfo;
+	char *db_app_name; /* so_pg_application_name, or NULL */
 	unsigned db_timeout_ms;
 	struct store_conn *db_writer;                     /* NULL when read-only */
 	struct store_conn *db_more[STORE_PG_WRITERS_MAX]; /* en_writer_add's, each its thread's */
@@ -364,8 +366,12 @@ static void store_pg_reachable(unsigned *fails)
 
 static PGconn *store_pg_connect(const struct store_conn *cn)
 {
-	const char *const keys[] = {"dbname", "fallback_application_name", NULL};
-	const char *const values[] = {cn->cn_conninfo, cn->cn_role, NULL};
+	/* Later keys win over the conninfo's (expanded from dbname); libpq
+	 * skips a NULL value, so without cn_app_name the conninfo's
+	 * application_name, or else the role, names the session. */
+	const char *const keys[] = {"dbname", "fallback_application_name", "application_name",
+	                            NULL};
+	const char *const values[] = {cn->cn_conninfo, cn->cn_role, cn->cn_app_name, NULL};
 
 	return PQconnectdbParams(keys, values, 1);
 }
@@ -385,6 +391,7 @@ static struct store_conn *store_pg_conn_open_q(struct store_db *db, const char *
 		return NULL;
 	}
 	cn->cn_conninfo = db->db_conninfo;
+	cn->cn_app_name = db->db_app_name;
 	cn->cn_fails = &db->db_fails;
 	cn->cn_role = role;
 	cn->cn_defer_tail = &cn->cn_defer;
@@ -2449,6 +2456,7 @@ static void store_pg_close(struct store_db *db)
 	pthread_cond_destroy(&db->db_cond);
 	pthread_mutex_destroy(&db->db_lock_mutex);
 	free(db->db_conninfo);
+	free(db->db_app_name);
 	free(db);
 }
 
@@ -2495,8 +2503,12 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 	                            ? opt->so_statement_timeout_ms
 	                            : STORE_PG_STATEMENT_TIMEOUT_MS_DEFAULT;
 	db->db_conninfo = strdup(opt->so_conninfo);
+	if (opt->so_pg_application_name != NULL) {
+		db->db_app_name = strdup(opt->so_pg_application_name);
+	}
 	db->db_all = calloc(db->db_pool_size, sizeof(*db->db_all));
-	if (db->db_conninfo == NULL || db->db_all == NULL) {
+	if (db->db_conninfo == NULL || db->db_all == NULL ||
+	    (opt->so_pg_application_name != NULL && db->db_app_name == NULL)) {
 		log_err("store: out of memory");
 		goto fail;
 	}
