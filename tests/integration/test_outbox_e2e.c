@@ -51,6 +51,29 @@ static void t_wait_one_succeeded(struct daemon *d)
 	                 1);
 }
 
+/* The configuration of the tests whose shop holds a call: before (sections
+ * in front of the Stripe instance's, or ""), then after it (a section, or
+ * ""), and [outbound] with one attempt, a quick poll and a long timeout. */
+static void t_ini_one_attempt(char *out, size_t size, const char *before, const char *after,
+                              const struct peer *p)
+{
+	snprintf(out, size,
+	         "%s" FX_STRIPE_INI "%s\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
+	         "poll = 20ms\ntimeout = 50s\n",
+	         before, after, peer_base(p));
+}
+
+/* The one row delivered by its first counted attempt, answered 200: the
+ * attempt a stop or a crash cut before it was not counted. */
+static void t_delivered_as_attempt_one(struct daemon *d)
+{
+	t_wait_one_succeeded(d);
+	assert_int_equal(fx_db_int(d, "SELECT attempts FROM outbox"), 1);
+	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM outbox_attempts WHERE attempt = 1"
+	                              " AND http_status = 200"),
+	                 1);
+}
+
 static void test_a_paid_callback_reaches_the_shop_once_with_an_idempotency_key(void **state)
 {
 	struct peer *p = peer_create();
@@ -533,10 +556,7 @@ static void test_a_call_released_at_shutdown_is_in_the_attempt_history(void **st
 	assert_non_null(p);
 	peer_script(p, "/notify", &hang);
 	peer_default(p, "/notify", &ok);
-	snprintf(ini, sizeof(ini),
-	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
-	                       "poll = 20ms\ntimeout = 50s\n",
-	         peer_base(p));
+	t_ini_one_attempt(ini, sizeof(ini), "", "", p);
 	fx_daemon_start(&d, "%s", ini);
 	fx_order(&d, 2300, "usd", id);
 	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_released", id, 2300, "usd"), 200);
@@ -552,11 +572,7 @@ static void test_a_call_released_at_shutdown_is_in_the_attempt_history(void **st
 
 	/* Not counted: max_attempts = 1 still lets the next start deliver it. */
 	assert_int_equal(daemon_start(&d), 0);
-	t_wait_one_succeeded(&d);
-	assert_int_equal(fx_db_int(&d, "SELECT attempts FROM outbox"), 1);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE attempt = 1"
-	                               " AND http_status = 200"),
-	                 1);
+	t_delivered_as_attempt_one(&d);
 	assert_int_equal(daemon_term(&d, 20), 0);
 	daemon_finish(&d);
 	peer_destroy(p);
@@ -584,10 +600,7 @@ static void test_a_call_cut_by_a_kill_is_in_the_attempt_history_after_the_restar
 	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
 	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
 	setenv("T_CONSOLE_RO", T_RO_TOKEN, 1);
-	snprintf(ini, sizeof(ini),
-	         FX_STRIPE_INI T_CONSOLE "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
-	                                 "poll = 20ms\ntimeout = 50s\n",
-	         peer_base(p));
+	t_ini_one_attempt(ini, sizeof(ini), "", T_CONSOLE, p);
 	fx_daemon_start(&d, "%s", ini);
 	fx_order(&d, 2400, "usd", id);
 	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_killed", id, 2400, "usd"), 200);
@@ -625,12 +638,8 @@ static void test_a_call_cut_by_a_kill_is_in_the_attempt_history_after_the_restar
 
 	/* Not counted: max_attempts = 1 still lets this attempt deliver it. */
 	atomic_store(&g.g_open, 1);
-	t_wait_one_succeeded(&d);
-	assert_int_equal(fx_db_int(&d, "SELECT attempts FROM outbox"), 1);
+	t_delivered_as_attempt_one(&d);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 2);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE attempt = 1"
-	                               " AND http_status = 200"),
-	                 1);
 	assert_int_equal(daemon_term(&d, 20), 0);
 	daemon_finish(&d);
 	peer_destroy(p);
@@ -654,11 +663,7 @@ static void test_an_outcome_the_store_refused_is_recorded_once_it_takes_writes(v
 	(void)state;
 	assert_non_null(p);
 	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
-	snprintf(ini, sizeof(ini),
-	         "[store]\nbusy_timeout_ms = 300\n\n" FX_STRIPE_INI
-	         "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\npoll = 20ms\n"
-	         "timeout = 50s\n",
-	         peer_base(p));
+	t_ini_one_attempt(ini, sizeof(ini), "[store]\nbusy_timeout_ms = 300\n\n", "", p);
 	fx_daemon_start(&d, "%s", ini);
 	fx_order(&d, 2470, "usd", id);
 	fx_order(&d, 2471, "usd", id2);
@@ -770,10 +775,7 @@ static void test_a_start_without_outbound_gives_back_a_row_a_crash_left_deliveri
 	(void)state;
 	assert_non_null(p);
 	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
-	snprintf(with, sizeof(with),
-	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
-	                       "poll = 20ms\ntimeout = 50s\n",
-	         peer_base(p));
+	t_ini_one_attempt(with, sizeof(with), "", "", p);
 	fx_daemon_start(&d, "%s", with);
 	fx_order(&d, 2450, "usd", id);
 	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_no_worker", id, 2450, "usd"), 200);
@@ -808,8 +810,7 @@ static void test_a_start_without_outbound_gives_back_a_row_a_crash_left_deliveri
 	assert_int_equal(daemon_write_file(&d, "idemhook.ini", full), 0);
 	free(full);
 	assert_int_equal(daemon_start(&d), 0);
-	t_wait_one_succeeded(&d);
-	assert_int_equal(fx_db_int(&d, "SELECT attempts FROM outbox"), 1);
+	t_delivered_as_attempt_one(&d);
 	assert_int_equal(daemon_term(&d, 20), 0);
 	daemon_finish(&d);
 	peer_destroy(p);
@@ -862,12 +863,8 @@ static void test_a_reload_that_removes_outbound_lets_the_call_in_flight_finish(v
 	                 0);
 
 	/* The held call ends with the shop's answer, recorded as one attempt. */
-	t_wait_one_succeeded(&d);
-	assert_int_equal(fx_db_int(&d, "SELECT attempts FROM outbox"), 1);
+	t_delivered_as_attempt_one(&d);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 1);
-	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE"
-	                               " http_status = 200"),
-	                 1);
 	assert_int_equal(peer_count(p), 1);
 	/* A payment now queues no call. */
 	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_unconf_2", id2, 2501, "usd"), 200);

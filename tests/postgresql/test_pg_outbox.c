@@ -249,6 +249,48 @@ static void test_a_call_released_at_shutdown_is_in_the_attempt_history_on_postgr
 	peer_destroy(p);
 }
 
+/* One receiver with [outbound] (one attempt, the timeout and lease given
+ * as "timeout = ..\nlease = ..\n") into ini, a payment of amount for a new
+ * order under event evt whose call the shop p holds, and the receiver
+ * killed (kill -9) mid-call, its row left delivering under its lease. */
+static void pg_killed_mid_call(struct daemon *d, struct peer *p, const char *timing, char *ini,
+                               size_t ini_size, const char *evt, int amount)
+{
+	char id[64];
+
+	snprintf(ini, ini_size,
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
+	                       "poll = 20ms\n%s",
+	         peer_base(p), timing);
+	assert_int_equal(pg_receivers_start(d, 1, ini), 0);
+	assert_int_equal(hn_order_create(d, amount, "usd", id), 0);
+	assert_int_equal(fx_stripe_pay(d, evt, id, amount, "usd"), 200);
+	assert_int_equal(peer_wait(p, 1, OUTBOX_WAIT_S * 1000), 1);
+	daemon_kill9(d);
+}
+
+/* The row a kill cut is delivered by its first counted attempt (200), and
+ * the cut call is in its history beside it, uncounted, as cut_like says. */
+static void pg_delivered_after_the_cut(const char *db, const char *cut_like)
+{
+	char sql[256];
+
+	assert_int_equal(hn_db_wait_int(db,
+	                                "SELECT COUNT(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                OUTBOX_WAIT_S),
+	                 1);
+	assert_int_equal(hn_db_int(db, "SELECT attempts FROM outbox"), 1);
+	assert_int_equal(hn_db_int(db, "SELECT COUNT(*) FROM outbox_attempts"), 2);
+	snprintf(sql, sizeof(sql),
+	         "SELECT COUNT(*) FROM outbox_attempts WHERE attempt = 1 AND http_status IS NULL"
+	         " AND error LIKE '%s'",
+	         cut_like);
+	assert_int_equal(hn_db_int(db, sql), 1);
+	assert_int_equal(hn_db_int(db, "SELECT COUNT(*) FROM outbox_attempts WHERE attempt = 1"
+	                               " AND http_status = 200"),
+	                 1);
+}
+
 /* A call cut by a kill -9 is given back, once its lease ran out, by the
  * next start, uncounted, with a line in its attempt history (as on SQLite,
  * test_outbox_e2e). */
@@ -259,39 +301,22 @@ static void test_a_call_cut_by_a_kill_is_in_the_attempt_history_on_postgresql(vo
 	struct peer *p = peer_create();
 	struct daemon d;
 	char ini[2048];
-	char id[64];
 
 	(void)state;
 	assert_non_null(p);
 	peer_script(p, "/notify", &hang);
 	peer_default(p, "/notify", &ok);
-	snprintf(ini, sizeof(ini),
-	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
-	                       "poll = 20ms\ntimeout = 2s\nlease = 3s\n",
-	         peer_base(p));
-	assert_int_equal(pg_receivers_start(&d, 1, ini), 0);
-	assert_int_equal(hn_order_create(&d, 2400, "usd", id), 0);
-	assert_int_equal(fx_stripe_pay(&d, "evt_pg_outbox_killed", id, 2400, "usd"), 200);
-	assert_int_equal(peer_wait(p, 1, OUTBOX_WAIT_S * 1000), 1);
-	daemon_kill9(&d);
+	pg_killed_mid_call(&d, p, "timeout = 2s\nlease = 3s\n", ini, sizeof(ini),
+	                   "evt_pg_outbox_killed", 2400);
 	assert_int_equal(hn_db_int(d.dm_db, "SELECT COUNT(*) FROM outbox WHERE status ="
 	                                    " 'delivering' AND attempts = 1"),
 	                 1);
 	sleep(4); /* the lease runs out: only then is the row given back */
 	assert_int_equal(daemon_start(&d), 0);
-	assert_int_equal(hn_db_wait_int(d.dm_db,
-	                                "SELECT COUNT(*) FROM outbox WHERE status = 'succeeded'", 1,
-	                                OUTBOX_WAIT_S),
-	                 1);
-	assert_int_equal(hn_db_int(d.dm_db, "SELECT attempts FROM outbox"), 1);
-	assert_int_equal(hn_db_int(d.dm_db, "SELECT COUNT(*) FROM outbox_attempts"), 2);
-	assert_int_equal(hn_db_int(d.dm_db, "SELECT COUNT(*) FROM outbox_attempts WHERE attempt = 1"
-	                                    " AND http_status IS NULL AND latency_ms IS NULL"
-	                                    " AND error LIKE 'interrupted: %without a clean"
-	                                    " shutdown%(not counted)'"),
-	                 1);
-	assert_int_equal(hn_db_int(d.dm_db, "SELECT COUNT(*) FROM outbox_attempts WHERE attempt = 1"
-	                                    " AND http_status = 200"),
+	pg_delivered_after_the_cut(d.dm_db, "interrupted: %without a clean shutdown%(not counted)");
+	assert_int_equal(hn_db_int(d.dm_db,
+	                           "SELECT COUNT(*) FROM outbox_attempts WHERE attempt = 1"
+	                           " AND latency_ms IS NULL AND error LIKE 'interrupted: %'"),
 	                 1);
 	assert_int_equal(daemon_term(&d, 20), 0);
 	pg_receivers_finish(&d, 1);
@@ -308,38 +333,17 @@ static void test_a_row_taken_over_from_a_killed_receiver_keeps_the_cut_call(void
 	struct peer *p = peer_create();
 	struct daemon d[2];
 	char ini[2048];
-	char id[64];
 
 	(void)state;
 	assert_non_null(p);
 	peer_script(p, "/notify", &hang);
 	peer_default(p, "/notify", &ok);
-	snprintf(ini, sizeof(ini),
-	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
-	                       "poll = 20ms\ntimeout = 2s\nlease = 3s\n",
-	         peer_base(p));
-	assert_int_equal(pg_receivers_start(&d[0], 1, ini), 0);
-	assert_int_equal(hn_order_create(&d[0], 2500, "usd", id), 0);
-	assert_int_equal(fx_stripe_pay(&d[0], "evt_pg_outbox_taken", id, 2500, "usd"), 200);
-	assert_int_equal(peer_wait(p, 1, OUTBOX_WAIT_S * 1000), 1);
-	daemon_kill9(&d[0]);
+	pg_killed_mid_call(&d[0], p, "timeout = 2s\nlease = 3s\n", ini, sizeof(ini),
+	                   "evt_pg_outbox_taken", 2500);
 	/* started while the lease holds: its start gives nothing back */
 	assert_int_equal(daemon_init_beside(&d[1], &d[0], ini), 0);
 	assert_int_equal(daemon_start(&d[1]), 0);
-	assert_int_equal(hn_db_wait_int(d[1].dm_db,
-	                                "SELECT COUNT(*) FROM outbox WHERE status = 'succeeded'", 1,
-	                                OUTBOX_WAIT_S),
-	                 1);
-	assert_int_equal(hn_db_int(d[1].dm_db, "SELECT attempts FROM outbox"), 1);
-	assert_int_equal(hn_db_int(d[1].dm_db, "SELECT COUNT(*) FROM outbox_attempts"), 2);
-	assert_int_equal(hn_db_int(d[1].dm_db,
-	                           "SELECT COUNT(*) FROM outbox_attempts WHERE attempt = 1"
-	                           " AND http_status IS NULL AND error LIKE 'lease expired: %"
-	                           "(not counted)'"),
-	                 1);
-	assert_int_equal(hn_db_int(d[1].dm_db, "SELECT COUNT(*) FROM outbox_attempts WHERE"
-	                                       " attempt = 1 AND http_status = 200"),
-	                 1);
+	pg_delivered_after_the_cut(d[1].dm_db, "lease expired: %(not counted)");
 	assert_int_equal(daemon_term(&d[1], 20), 0);
 	pg_receivers_finish(d, 2);
 	peer_destroy(p);
@@ -355,20 +359,12 @@ static void test_a_start_without_outbound_gives_back_an_expired_lease_only(void 
 	struct peer *p = peer_create();
 	struct daemon d[3];
 	char ini[2048];
-	char id[64];
 
 	(void)state;
 	assert_non_null(p);
 	peer_default(p, "/notify", &hang);
-	snprintf(ini, sizeof(ini),
-	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
-	                       "poll = 20ms\ntimeout = 3s\nlease = 4s\n",
-	         peer_base(p));
-	assert_int_equal(pg_receivers_start(&d[0], 1, ini), 0);
-	assert_int_equal(hn_order_create(&d[0], 2600, "usd", id), 0);
-	assert_int_equal(fx_stripe_pay(&d[0], "evt_pg_outbox_no_worker", id, 2600, "usd"), 200);
-	assert_int_equal(peer_wait(p, 1, OUTBOX_WAIT_S * 1000), 1);
-	daemon_kill9(&d[0]);
+	pg_killed_mid_call(&d[0], p, "timeout = 3s\nlease = 4s\n", ini, sizeof(ini),
+	                   "evt_pg_outbox_no_worker", 2600);
 
 	assert_int_equal(daemon_init_beside(&d[1], &d[0], FX_STRIPE_INI), 0);
 	assert_int_equal(daemon_start(&d[1]), 0);
