@@ -149,6 +149,36 @@ static char *copy_dump_all(const char *sqlite_db, const char *db)
 	return s;
 }
 
+/* r is the stored answer replayed: status, Idempotent-Replayed, and the
+ * body byte for byte. Finishes r. */
+static void copy_assert_replayed(struct hres *r, long status, const char *body, size_t len)
+{
+	char *replayed;
+
+	assert_int_equal(r->hs_status, status);
+	replayed = hres_header(r, "Idempotent-Replayed");
+	assert_non_null(replayed);
+	free(replayed);
+	assert_int_equal(r->hs_body_len, len);
+	assert_memory_equal(r->hs_body, body, len);
+	hres_finish(r);
+}
+
+/* Every callback of sent again to d's receiver: each gets its stored reply. */
+static void copy_assert_duplicates(struct daemon *d, const struct copy_sent *sent, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		struct pg_callback cb;
+		struct hres r;
+
+		pg_callback_init(&cb, d, sent[i].cs_body);
+		assert_int_equal(pg_callback_send(&cb, &r), 0);
+		copy_assert_replayed(&r, 200, sent[i].cs_reply, sent[i].cs_reply_len);
+	}
+}
+
 static void copy_assert_same(const char *want, const char *got, const char *what)
 {
 	const char *w = want;
@@ -260,33 +290,12 @@ static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_th
 
 	/* A receiver on PostgreSQL: every duplicate gets the stored reply. */
 	assert_int_equal(daemon_start(&pgd), 0);
-	for (i = 0; i < n_sent; i++) {
-		struct pg_callback cb;
-		struct hres r;
-		char *replayed;
-
-		pg_callback_init(&cb, &pgd, sent[i].cs_body);
-		assert_int_equal(pg_callback_send(&cb, &r), 0);
-		assert_int_equal(r.hs_status, 200);
-		replayed = hres_header(&r, "Idempotent-Replayed");
-		assert_non_null(replayed);
-		free(replayed);
-		assert_int_equal(r.hs_body_len, sent[i].cs_reply_len);
-		assert_memory_equal(r.hs_body, sent[i].cs_reply, r.hs_body_len);
-		hres_finish(&r);
-	}
+	copy_assert_duplicates(&pgd, sent, n_sent);
 	for (k = 0; k < COPY_API_ORDERS; k++) {
 		struct hres r;
-		char *replayed;
 
 		copy_api_post(&pgd, k, &r);
-		assert_int_equal(r.hs_status, 201);
-		replayed = hres_header(&r, "Idempotent-Replayed");
-		assert_non_null(replayed);
-		free(replayed);
-		assert_int_equal(r.hs_body_len, api_first[k].hs_body_len);
-		assert_memory_equal(r.hs_body, api_first[k].hs_body, r.hs_body_len);
-		hres_finish(&r);
+		copy_assert_replayed(&r, 201, api_first[k].hs_body, api_first[k].hs_body_len);
 		hres_finish(&api_first[k]);
 	}
 	/* Nothing was applied twice; new ids do not collide with copied ones. */
@@ -319,21 +328,7 @@ static void test_a_sqlite_install_copied_to_postgresql_answers_its_duplicates_th
 	free(want);
 	/* A receiver on the copy back answers the same duplicates the same. */
 	assert_int_equal(daemon_start(&back), 0);
-	for (i = 0; i < n_sent; i++) {
-		struct pg_callback cb;
-		struct hres r;
-		char *replayed;
-
-		pg_callback_init(&cb, &back, sent[i].cs_body);
-		assert_int_equal(pg_callback_send(&cb, &r), 0);
-		assert_int_equal(r.hs_status, 200);
-		replayed = hres_header(&r, "Idempotent-Replayed");
-		assert_non_null(replayed);
-		free(replayed);
-		assert_int_equal(r.hs_body_len, sent[i].cs_reply_len);
-		assert_memory_equal(r.hs_body, sent[i].cs_reply, r.hs_body_len);
-		hres_finish(&r);
-	}
+	copy_assert_duplicates(&back, sent, n_sent);
 	assert_int_equal(daemon_term(&back, 20), 0);
 
 	for (i = 0; i < n_sent; i++) {
