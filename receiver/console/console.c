@@ -916,9 +916,10 @@ static void console_action_event(struct console_act *a, struct reply *ret)
 
 		rc = console_db_dismiss(cx->cx_store, cx->cx_now_ms, a->a_actor, a->a_id, reason,
 		                        msg, sizeof(msg));
-		/* Without a valid reason it is refused before any transaction. */
-		a->a_audited = rc >= 0 && reason != NULL && reason[0] != '\0' &&
-		               strlen(reason) <= CONSOLE_DB_REASON_MAX;
+		/* Without a valid reason it is refused before any transaction;
+		 * the same count of characters as console_db_dismiss's, not of
+		 * bytes (500 characters of Chinese are a valid reason). */
+		a->a_audited = rc >= 0 && console_db_reason_ok(reason);
 		free(reason);
 		console_result(a->a_result, sizeof(a->a_result), rc, msg);
 		console_after(a, ret,
