@@ -285,15 +285,36 @@ static void test_a_session_ends_at_its_expiry(void **state)
 	struct daemon d;
 	struct t_session s;
 	struct hres r;
+	char path[200];
+	char form[200];
+	long long id;
 
 	(void)state;
 	t_start(&d, "session_ttl = 2s\n");
+	id = (long long)t_unknown_event(&d, "evt_console_expired_session");
 	t_login(&d, T_OP_TOKEN, &s);
 	assert_int_equal(t_get(&d, "/console/events", &s, &r), 200);
 	hres_finish(&r);
 	sleep(3);
 	assert_int_equal(t_get(&d, "/console/events", &s, &r), 303);
 	hres_finish(&r);
+	/* A form sent after the session ended (filled in too slowly) is
+	 * refused and changes nothing; the operator is told so and what to
+	 * do, and the log (no one to record in the audit log) says it. */
+	snprintf(path, sizeof(path), "/console/events/%lld/dismiss", id);
+	snprintf(form, sizeof(form), "csrf=%s&reason=sandbox", s.ts_csrf);
+	assert_int_equal(t_post(&d, path, &s, form, &r), 401);
+	assert_non_null(strstr(r.hs_body, "no live session"));
+	assert_non_null(strstr(r.hs_body, "nothing was done: log in again at /console/login"));
+	hres_finish(&r);
+	snprintf(path, sizeof(path),
+	         "console: POST \"/console/events/%lld/dismiss\" from 127.0.0.1 refused: no live "
+	         "session",
+	         id);
+	assert_int_equal(daemon_log_wait(&d, path, 5000), 0);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"), 0);
+	fx_assert_audit(&d, 0, "action = 'events.dismiss'");
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
 }
