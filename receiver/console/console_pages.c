@@ -1320,6 +1320,19 @@ static int console_timeline_row(void *arg, const struct store_row *row)
 	return b->buf_overflow ? -1 : 0;
 }
 
+/* The next attempt of an outbox row of status: only a row that waits for
+ * one (pending, retry_wait) has it. A dead, cancelled or succeeded row
+ * keeps the time its last attempt was due, which is no next attempt, and
+ * a row delivering is being attempted now: "-", as `idemhook outbox`
+ * shows them. */
+static void console_next_attempt(struct buf *b, const char *status, int64_t ms)
+{
+	int waiting = status != NULL &&
+	              (strcmp(status, "pending") == 0 || strcmp(status, "retry_wait") == 0);
+
+	console_time(b, waiting ? ms : 0);
+}
+
 struct console_outbox_rows {
 	const struct console_ctx *or_cx;
 	struct buf *or_b;
@@ -1384,7 +1397,7 @@ static int console_outbox_list_row(void *arg, const struct store_row *row)
 	           status != NULL && strcmp(status, "dead") == 0 ? "bad" : "");
 	console_esc(b, status);
 	buf_printf(b, "</td><td class=\"num\">%" PRId64 "</td><td>", store_row_int(row, 5));
-	console_time(b, store_row_int(row, 6));
+	console_next_attempt(b, status, store_row_int(row, 6));
 	console_td_or_dash(b, store_row_text(row, 8));
 	console_td(b, store_row_text(row, 9));
 	buf_puts(b, "</td></tr>\n");
@@ -1591,7 +1604,9 @@ static int console_outbox_detail_row(void *arg, const struct store_row *row)
 	snprintf(n, sizeof(n), "%" PRId64, store_row_int(row, 13));
 	console_field(b, "attempts", n);
 	console_field_time(b, "window start (UTC)", store_row_int(row, 14));
-	console_field_time(b, "next attempt (UTC)", store_row_int(row, 15));
+	buf_puts(b, "<dt>next attempt (UTC)</dt><dd>");
+	console_next_attempt(b, status, store_row_int(row, 15));
+	buf_puts(b, "</dd>");
 	console_field(b, "last error", store_row_text(row, 17));
 	console_field_time(b, "created (UTC)", store_row_int(row, 18));
 	console_field_time(b, "updated (UTC)", store_row_int(row, 19));
