@@ -1484,6 +1484,44 @@ int console_page_order_query(struct buf *b, const struct console_ctx *cx,
 
 /* ---- outbox ---- */
 
+/* Whether ?status= names outbox statuses only (one, or several separated
+ * by commas, each once): "" when it does, else why not into why. A status
+ * not understood (a typo, "failed" for dead) would list nothing and read
+ * as "no such rows". */
+static void console_outbox_status_check(const char *status, char *why, size_t size)
+{
+	const char *s = status;
+	unsigned seen = 0;
+	size_t i;
+
+	why[0] = '\0';
+	while (s != NULL) {
+		const char *comma = strchr(s, ',');
+		size_t n = comma != NULL ? (size_t)(comma - s) : strlen(s);
+
+		for (i = 0; i < STATS_OUTBOX_STATUSES; i++) {
+			if (strlen(stats_outbox_statuses[i]) == n &&
+			    strncmp(s, stats_outbox_statuses[i], n) == 0) {
+				break;
+			}
+		}
+		if (i == STATS_OUTBOX_STATUSES) {
+			snprintf(why, size,
+			         "status \"%.*s\" is not an outbox status (pending, delivering, "
+			         "retry_wait, succeeded, dead, cancelled, or several of them "
+			         "separated by commas).",
+			         n > 60 ? 60 : (int)n, s);
+			return;
+		}
+		if (seen & (1u << i)) {
+			snprintf(why, size, "status names %s twice.", stats_outbox_statuses[i]);
+			return;
+		}
+		seen |= 1u << i;
+		s = comma != NULL ? comma + 1 : NULL;
+	}
+}
+
 int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struct http_request *req)
 {
 	struct console_outbox_rows o = {.or_cx = cx, .or_b = b};
@@ -1492,11 +1530,15 @@ int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struc
 	int64_t before = before_text != NULL ? strtoll(before_text, NULL, 10) : 0;
 	struct stats_gauges g;
 	int64_t count = -1;
+	char why[200] = "";
 	size_t i;
 	int rc = -1;
 
 	if (stats_gauges(cx->cx_store, cx->cx_now_ms, &g) < 0) {
 		goto out;
+	}
+	if (status != NULL) {
+		console_outbox_status_check(status, why, sizeof(why));
 	}
 	console_page_begin(b, cx,
 	                   status == NULL                ? "Outbox"
@@ -1538,13 +1580,22 @@ int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struc
 		           " %s rows</button></form></div>\n",
 		           count, status);
 	}
+	/* A status not understood lists nothing: said, as the events list
+	 * says filters that cannot match. */
+	if (why[0] != '\0') {
+		buf_puts(b, "<p class=\"flash error\" role=\"alert\" id=\"filters-conflict\">");
+		console_esc(b, why);
+		buf_puts(b, " No row can match; pick a status above.</p>\n");
+	}
 	buf_puts(b, console_outbox_head);
-	if (console_db_outbox(cx->cx_store, cx->cx_now_ms, status, before, CONSOLE_LIST_LIMIT,
+	if (why[0] == '\0' &&
+	    console_db_outbox(cx->cx_store, cx->cx_now_ms, status, before, CONSOLE_LIST_LIMIT,
 	                      console_outbox_list_row, &o) < 0) {
 		goto out;
 	}
 	if (o.or_n == 0) {
-		buf_puts(b, "<tr><td colspan=\"9\" class=\"muted\">no rows</td></tr>");
+		buf_printf(b, "<tr><td colspan=\"9\" class=\"muted\">%s</td></tr>",
+		           why[0] != '\0' ? "no rows: the status above matches none" : "no rows");
 	}
 	buf_puts(b, "</table>\n<p class=\"pager\">");
 	if (o.or_n == CONSOLE_LIST_LIMIT) {
