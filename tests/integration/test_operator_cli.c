@@ -367,6 +367,36 @@ static void test_store_copy_refuses_an_unknown_scheme_and_a_missing_source(void 
 	daemon_finish(&d);
 }
 
+/* -c (or --config) as the last word, without its file, is said as such,
+ * before or after the command, not taken for an unknown option. */
+static void test_config_flag_without_a_file_says_it_needs_one(void **state)
+{
+	static const char *const cases[][4] = {
+	        {"-c", NULL},
+	        {"--config", NULL},
+	        {"events", "list", "-c", NULL},
+	};
+	struct daemon d;
+	char *out = NULL;
+	char *log;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(daemon_cli(&d, 0, cases[i], &out), 64);
+		free(out);
+		out = NULL;
+	}
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "idemhook: -c needs a file name"));
+	assert_non_null(strstr(log, "idemhook: --config needs a file name"));
+	assert_null(strstr(log, "unknown option"));
+	free(log);
+	daemon_finish(&d);
+}
+
 static int setup(void **state)
 {
 	return daemon_setup(state, FX_STRIPE_INI);
@@ -382,6 +412,7 @@ int main(void)
 	        cmocka_unit_test(test_order_show_and_list_escape_control_characters_already_stored),
 	        cmocka_unit_test(test_commands_on_a_missing_database_create_nothing),
 	        cmocka_unit_test(test_store_copy_refuses_an_unknown_scheme_and_a_missing_source),
+	        cmocka_unit_test(test_config_flag_without_a_file_says_it_needs_one),
 	};
 
 	return cmocka_run_group_tests(tests, setup, daemon_teardown);
