@@ -219,7 +219,10 @@ static int cmd_events_provider_known(const struct config *cf, struct store *st, 
 	return EX_USAGE;
 }
 
-static int cmd_events_list(int argc, char **argv, const struct config *cf, struct store *st)
+/* Parses events list's options into el. Returns EX_OK, or EX_USAGE (said):
+ * before the store is opened, so a wrong flag is a usage error whatever
+ * state the database is in. */
+static int cmd_events_list_parse(int argc, char **argv, struct cmd_events_list *el)
 {
 	static const struct option opts[] = {
 	        {"status", required_argument, NULL, 's'},
@@ -231,12 +234,10 @@ static int cmd_events_list(int argc, char **argv, const struct config *cf, struc
 	        {"json", no_argument, NULL, 'j'},
 	        {NULL, 0, NULL, 0},
 	};
-	struct cmd_events_list el;
 	int c;
-	int rc;
 
-	memset(&el, 0, sizeof(el));
-	el.el_limit = CLI_LIMIT_DEFAULT;
+	memset(el, 0, sizeof(*el));
+	el->el_limit = CLI_LIMIT_DEFAULT;
 	optind = 0;
 	for (;;) {
 		c = getopt_long(argc, argv, "s:p:o:n:fj", opts, NULL);
@@ -250,36 +251,36 @@ static int cmd_events_list(int argc, char **argv, const struct config *cf, struc
 				        "idemhook events: --status is done, failed or fetching\n");
 				return EX_USAGE;
 			}
-			if (el.el_status != NULL && strcmp(el.el_status, optarg) != 0) {
+			if (el->el_status != NULL && strcmp(el->el_status, optarg) != 0) {
 				fprintf(stderr, "idemhook events: --failed is --status failed; "
 				                "give one status\n");
 				return EX_USAGE;
 			}
-			el.el_status = optarg;
+			el->el_status = optarg;
 		} else if (c == 'f') {
-			if (el.el_status != NULL && strcmp(el.el_status, "failed") != 0) {
+			if (el->el_status != NULL && strcmp(el->el_status, "failed") != 0) {
 				fprintf(stderr, "idemhook events: --failed is --status failed; "
 				                "give one status\n");
 				return EX_USAGE;
 			}
-			el.el_status = "failed";
+			el->el_status = "failed";
 		} else if (c == 'p') {
-			el.el_provider = optarg;
+			el->el_provider = optarg;
 		} else if (c == 'o') {
 			if (strcmp(optarg, "callback") != 0 && strcmp(optarg, "reconcile") != 0) {
 				fprintf(stderr,
 				        "idemhook events: --source is callback or reconcile\n");
 				return EX_USAGE;
 			}
-			el.el_source = optarg;
+			el->el_source = optarg;
 		} else if (c == 'O') {
-			el.el_order = optarg;
+			el->el_order = optarg;
 		} else if (c == 'n') {
-			if (cli_parse_limit("events", optarg, &el.el_limit) < 0) {
+			if (cli_parse_limit("events", optarg, &el->el_limit) < 0) {
 				return EX_USAGE;
 			}
 		} else if (c == 'j') {
-			el.el_json = 1;
+			el->el_json = 1;
 		} else {
 			cmd_events_usage(stderr);
 			return EX_USAGE;
@@ -289,24 +290,31 @@ static int cmd_events_list(int argc, char **argv, const struct config *cf, struc
 		cmd_events_usage(stderr);
 		return EX_USAGE;
 	}
-	if (el.el_provider != NULL) {
-		rc = cmd_events_provider_known(cf, st, el.el_provider);
+	return EX_OK;
+}
+
+static int cmd_events_list(struct cmd_events_list *el, const struct config *cf, struct store *st)
+{
+	int rc;
+
+	if (el->el_provider != NULL) {
+		rc = cmd_events_provider_known(cf, st, el->el_provider);
 		if (rc != 0) {
 			return rc;
 		}
 	}
-	if (el.el_json) {
+	if (el->el_json) {
 		printf("{\"events\": [");
 	}
-	if (store_read(st, cli_now_ms(), cmd_events_list_unit, &el) < 0) {
-		if (el.el_json) {
+	if (store_read(st, cli_now_ms(), cmd_events_list_unit, el) < 0) {
+		if (el->el_json) {
 			printf("]}\n");
 		}
 		return EX_TEMPFAIL;
 	}
-	if (el.el_json) {
-		printf("%s]}\n", el.el_n > 0 ? "\n  " : "");
-	} else if (el.el_n == 0) {
+	if (el->el_json) {
+		printf("%s]}\n", el->el_n > 0 ? "\n  " : "");
+	} else if (el->el_n == 0) {
 		printf("no events\n");
 	}
 	return EX_OK;
@@ -455,8 +463,9 @@ static int cmd_events_show_unit(struct store_tx *tx, void *arg)
 
 /* ---- dismiss ---- */
 
-static int cmd_events_dismiss_ids(int argc, char **argv, int first, const char *reason,
-                                  struct store *st)
+/* Dismisses each of the n event IDs ids (checked by the parser) in turn,
+ * each in its own unit of work. */
+static int cmd_events_dismiss_ids(int n, char *const *ids, const char *reason, struct store *st)
 {
 	char actor[CONSOLE_DB_ACTOR_MAX];
 	char msg[CONSOLE_DB_MSG_MAX];
@@ -466,15 +475,8 @@ static int cmd_events_dismiss_ids(int argc, char **argv, int first, const char *
 	int r;
 
 	cli_actor(actor, sizeof(actor));
-	for (i = first; i < argc; i++) {
-		if (cli_parse_id(argv[i], &id) < 0) {
-			fprintf(stderr, "idemhook events dismiss: \"%s\" is not an event ID\n",
-			        argv[i]);
-			return EX_USAGE;
-		}
-	}
-	for (i = first; i < argc; i++) {
-		cli_parse_id(argv[i], &id);
+	for (i = 0; i < n; i++) {
+		cli_parse_id(ids[i], &id);
 		r = console_db_dismiss(st, cli_now_ms(), actor, id, reason, msg, sizeof(msg));
 		if (r < 0) {
 			fprintf(stderr,
@@ -496,7 +498,20 @@ static int cmd_events_dismiss_ids(int argc, char **argv, int first, const char *
 	return rc;
 }
 
-static int cmd_events_dismiss(int argc, char **argv, const struct config *cf, struct store *st)
+/* events dismiss's command line, parsed before the store is opened. */
+struct cmd_events_dismiss_args {
+	struct console_db_filter da_f;
+	const char *da_reason;
+	int64_t da_confirm; /* -1: not given */
+	int da_by_filter;
+	char **da_ids; /* by ID: the IDs (checked), else NULL */
+	int da_n_ids;
+};
+
+/* Parses events dismiss's options into da. Returns EX_OK, or EX_USAGE
+ * (said): before the store is opened, so a wrong flag is a usage error
+ * whatever state the database is in. */
+static int cmd_events_dismiss_parse(int argc, char **argv, struct cmd_events_dismiss_args *da)
 {
 	static const struct option opts[] = {
 	        {"reason", required_argument, NULL, 'r'},
@@ -511,19 +526,14 @@ static int cmd_events_dismiss(int argc, char **argv, const struct config *cf, st
 	        {"status", required_argument, NULL, 's'},
 	        {NULL, 0, NULL, 0},
 	};
-	struct console_db_filter f;
-	const char *what;
-	char actor[CONSOLE_DB_ACTOR_MAX];
-	const char *reason = NULL;
-	int64_t confirm = -1;
-	int64_t count = 0;
-	int by_filter = 0;
-	int fetching;
+	struct console_db_filter *f = &da->da_f;
+	int64_t id;
 	int c;
-	int r;
-	int rc;
+	int i;
 
-	console_db_filter_init(&f);
+	memset(da, 0, sizeof(*da));
+	console_db_filter_init(f);
+	da->da_confirm = -1;
 	optind = 0;
 	for (;;) {
 		c = getopt_long(argc, argv, "r:p:f:o:O:k:tly:s:", opts, NULL);
@@ -531,17 +541,17 @@ static int cmd_events_dismiss(int argc, char **argv, const struct config *cf, st
 			break;
 		}
 		if (c == 'r') {
-			reason = optarg;
+			da->da_reason = optarg;
 		} else if (c == 'p') {
-			f.ef_provider = optarg;
+			f->ef_provider = optarg;
 		} else if (c == 'f') {
-			f.ef_reason = optarg;
+			f->ef_reason = optarg;
 		} else if (c == 'o') {
-			f.ef_source = optarg;
+			f->ef_source = optarg;
 		} else if (c == 'O') {
-			f.ef_order = optarg;
+			f->ef_order = optarg;
 		} else if (c == 'k') {
-			f.ef_key_prefix = optarg;
+			f->ef_key_prefix = optarg;
 		} else if (c == 's') {
 			if (strcmp(optarg, "failed") != 0 && strcmp(optarg, "fetching") != 0) {
 				fprintf(stderr, "idemhook events dismiss: --status is failed or "
@@ -549,13 +559,13 @@ static int cmd_events_dismiss(int argc, char **argv, const struct config *cf, st
 				                "dismiss)\n");
 				return EX_USAGE;
 			}
-			f.ef_outcome = optarg;
+			f->ef_outcome = optarg;
 		} else if (c == 't' || c == 'l') {
-			f.ef_test_mode = c == 't';
+			f->ef_test_mode = c == 't';
 		} else if (c == 'y') {
 			if (strcmp(optarg, "0") == 0) {
-				confirm = 0;
-			} else if (cli_parse_id(optarg, &confirm) < 0) {
+				da->da_confirm = 0;
+			} else if (cli_parse_id(optarg, &da->da_confirm) < 0) {
 				fprintf(stderr,
 				        "idemhook events dismiss: --confirm wants the count "
 				        "printed before\n");
@@ -566,56 +576,85 @@ static int cmd_events_dismiss(int argc, char **argv, const struct config *cf, st
 			return EX_USAGE;
 		}
 		if (c != 'r' && c != 'y') {
-			by_filter = 1;
+			da->da_by_filter = 1;
 		}
 	}
-	if (!console_db_reason_ok(reason)) {
+	if (!console_db_reason_ok(da->da_reason)) {
 		fprintf(stderr,
 		        "idemhook events dismiss: --reason TEXT is required (1 to %d characters)\n",
 		        CONSOLE_DB_REASON_MAX);
 		return EX_USAGE;
 	}
-	if (by_filter && optind < argc) {
+	if (da->da_by_filter && optind < argc) {
 		fprintf(stderr, "idemhook events dismiss: give event IDs or a filter "
 		                "(--provider, --failed-reason, ...), not both\n");
 		return EX_USAGE;
 	}
-	if (!by_filter && optind == argc) {
+	if (!da->da_by_filter && optind == argc) {
 		fprintf(stderr, "idemhook events dismiss: which events? give their IDs or a "
 		                "filter (--provider, --failed-reason, ...)\n");
 		return EX_USAGE;
 	}
-	if (!by_filter) {
-		if (confirm >= 0) {
+	if (!da->da_by_filter) {
+		if (da->da_confirm >= 0) {
 			fprintf(stderr, "idemhook events dismiss: --confirm goes with a filter\n");
 			return EX_USAGE;
 		}
-		return cmd_events_dismiss_ids(argc, argv, optind, reason, st);
+		for (i = optind; i < argc; i++) {
+			if (cli_parse_id(argv[i], &id) < 0) {
+				fprintf(stderr,
+				        "idemhook events dismiss: \"%s\" is not an event ID\n",
+				        argv[i]);
+				return EX_USAGE;
+			}
+		}
+		da->da_ids = argv + optind;
+		da->da_n_ids = argc - optind;
+		return EX_OK;
 	}
-	fetching = f.ef_outcome != NULL && strcmp(f.ef_outcome, "fetching") == 0;
-	if (fetching && f.ef_reason != NULL) {
+	if (f->ef_outcome != NULL && strcmp(f->ef_outcome, "fetching") == 0 &&
+	    f->ef_reason != NULL) {
 		fprintf(stderr, "idemhook events dismiss: --failed-reason selects failed events; "
 		                "a thin event waiting (--status fetching) has no failure reason\n");
 		return EX_USAGE;
 	}
+	return EX_OK;
+}
+
+static int cmd_events_dismiss(const struct cmd_events_dismiss_args *da, const struct config *cf,
+                              struct store *st)
+{
+	const struct console_db_filter *f = &da->da_f;
+	int64_t confirm = da->da_confirm;
+	const char *what;
+	char actor[CONSOLE_DB_ACTOR_MAX];
+	int64_t count = 0;
+	int fetching;
+	int r;
+	int rc;
+
+	if (!da->da_by_filter) {
+		return cmd_events_dismiss_ids(da->da_n_ids, da->da_ids, da->da_reason, st);
+	}
+	fetching = f->ef_outcome != NULL && strcmp(f->ef_outcome, "fetching") == 0;
 	/* The set counted, named as the operator knows it: open failed
 	 * events are the alert's (live). */
 	if (fetching) {
-		what = f.ef_test_mode == 1 ? "test-mode thin event(s) waiting for their full event"
-		                           : "thin event(s) waiting for their full event";
+		what = f->ef_test_mode == 1 ? "test-mode thin event(s) waiting for their full event"
+		                            : "thin event(s) waiting for their full event";
 	} else {
-		what = f.ef_test_mode == 1 ? "failed test-mode event(s)" : "open failed event(s)";
+		what = f->ef_test_mode == 1 ? "failed test-mode event(s)" : "open failed event(s)";
 	}
 	/* A misspelt provider would match nothing and read as "0 match":
 	 * refused as events list refuses it. */
-	if (f.ef_provider != NULL) {
-		rc = cmd_events_provider_known(cf, st, f.ef_provider);
+	if (f->ef_provider != NULL) {
+		rc = cmd_events_provider_known(cf, st, f->ef_provider);
 		if (rc != 0) {
 			return rc;
 		}
 	}
 	cli_actor(actor, sizeof(actor));
-	r = console_db_dismiss_filter(st, cli_now_ms(), actor, &f, reason, confirm, &count);
+	r = console_db_dismiss_filter(st, cli_now_ms(), actor, f, da->da_reason, confirm, &count);
 	if (r < 0) {
 		fprintf(stderr, "idemhook events: dismissing failed; nothing changed\n");
 		return EX_TEMPFAIL;
@@ -724,15 +763,20 @@ static int cmd_events_reprocess(int argc, char **argv, int first, const struct c
 /* events dismiss: parsed and run in cmd_events_dismiss, on a writer store. */
 static int cmd_events_dismiss_run(int argc, char **argv, const char *config_path)
 {
+	struct cmd_events_dismiss_args da;
 	struct config *cf = NULL;
 	struct store *st = NULL;
 	int rc;
 
+	rc = cmd_events_dismiss_parse(argc - 1, argv + 1, &da);
+	if (rc != EX_OK) {
+		return rc;
+	}
 	rc = cli_open(config_path, CLI_STORE_EXISTING, &cf, &st);
 	if (rc != EX_OK) {
 		return rc;
 	}
-	rc = cmd_events_dismiss(argc - 1, argv + 1, cf, st);
+	rc = cmd_events_dismiss(&da, cf, st);
 	store_destroy(st);
 	config_destroy(cf);
 	return rc;
@@ -740,6 +784,7 @@ static int cmd_events_dismiss_run(int argc, char **argv, const char *config_path
 
 static int cmd_events_run(int argc, char **argv, const char *config_path)
 {
+	struct cmd_events_list el;
 	struct cmd_events_one one;
 	struct config *cf = NULL;
 	struct store *st = NULL;
@@ -766,6 +811,12 @@ static int cmd_events_run(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "idemhook events show: wants one event ID (a positive number)\n");
 		return EX_USAGE;
 	}
+	if (strcmp(sub, "list") == 0) {
+		rc = cmd_events_list_parse(argc - 1, argv + 1, &el);
+		if (rc != EX_OK) {
+			return rc;
+		}
+	}
 	if (strcmp(sub, "reprocess") == 0) {
 		for (i = 2; i < argc; i++) {
 			if (cli_parse_id(argv[i], &id) < 0) {
@@ -790,7 +841,7 @@ static int cmd_events_run(int argc, char **argv, const char *config_path)
 		goto fail;
 	}
 	if (strcmp(sub, "list") == 0) {
-		rc = cmd_events_list(argc - 1, argv + 1, cf, st);
+		rc = cmd_events_list(&el, cf, st);
 	} else if (strcmp(sub, "show") == 0) {
 		memset(&one, 0, sizeof(one));
 		one.eo_id = id;

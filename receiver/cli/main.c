@@ -323,13 +323,15 @@ int main(int argc, char **argv)
 			cli_usage(stdout);
 			free(args);
 			return EX_OK;
+		} else if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) {
+			/* the last word: -c without its file, said as such (not an
+			 * unknown option) before or after the command */
+			fprintf(stderr, "idemhook: %s needs a file name\n", argv[i]);
+			free(args);
+			return EX_USAGE;
 		} else if (n == 0 && argv[i][0] == '-') {
 			fprintf(stderr, "idemhook: unknown option %s\n", argv[i]);
 			cli_usage(stderr);
-			free(args);
-			return EX_USAGE;
-		} else if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) {
-			fprintf(stderr, "idemhook: %s needs a file name\n", argv[i]);
 			free(args);
 			return EX_USAGE;
 		} else {

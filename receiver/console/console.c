@@ -31,6 +31,7 @@
 #define CONSOLE_LOGIN_FAILURES_DEFAULT 5
 #define CONSOLE_LOGIN_WINDOW_MS (15 * 60 * 1000)
 #define CONSOLE_CLIENTS_MAX 256 /* client addresses the failed-login limit tracks */
+#define CONSOLE_LOG_PATH_MAX 256    /* bytes of a request path in a log line */
 #define CONSOLE_FORM_FIELD_MAX 8192 /* encoded: a 500-character reason is 6000 at most */
 #define CONSOLE_URL_MAX 700   /* a page's URL: an order id of 200 bytes, encoded */
 #define CONSOLE_FLASH_MAX 700 /* an action's message shown after its redirect */
@@ -916,9 +917,10 @@ static void console_action_event(struct console_act *a, struct reply *ret)
 
 		rc = console_db_dismiss(cx->cx_store, cx->cx_now_ms, a->a_actor, a->a_id, reason,
 		                        msg, sizeof(msg));
-		/* Without a valid reason it is refused before any transaction. */
-		a->a_audited = rc >= 0 && reason != NULL && reason[0] != '\0' &&
-		               strlen(reason) <= CONSOLE_DB_REASON_MAX;
+		/* Without a valid reason it is refused before any transaction;
+		 * the same count of characters as console_db_dismiss's, not of
+		 * bytes (500 characters of Chinese are a valid reason). */
+		a->a_audited = rc >= 0 && console_db_reason_ok(reason);
 		free(reason);
 		console_result(a->a_result, sizeof(a->a_result), rc, msg);
 		console_after(a, ret,
@@ -1450,11 +1452,23 @@ void console_route(void *arg, const struct http_request *req, struct reply *ret)
 		goto out;
 	}
 	if (!found) {
-		/* A page sends the browser to the login form; anything else is 401. */
+		/* A page sends the browser to the login form; anything else is 401,
+		 * logged: there is no one to record it under in the audit log,
+		 * and an operator whose session ended while filling a form needs
+		 * to know that nothing was done. */
 		if (get) {
 			console_redirect(ret, "/console/login");
 		} else {
-			console_text(ret, 401, "log in first\n");
+			char q[CONSOLE_LOG_PATH_MAX];
+
+			log_warn("console: POST \"%s\" from %s refused: no live session (none, "
+			         "expired, logged out, or the receiver restarted)",
+			         log_quote(q, sizeof(q), req->hr_path),
+			         req->hr_client != NULL ? req->hr_client : "unknown");
+			console_text(ret, 401,
+			             "refused: no live session (it expired, was logged out, or the "
+			             "receiver restarted); nothing was done: log in again at "
+			             "/console/login\n");
 		}
 		goto out;
 	}

@@ -1320,6 +1320,19 @@ static int console_timeline_row(void *arg, const struct store_row *row)
 	return b->buf_overflow ? -1 : 0;
 }
 
+/* The next attempt of an outbox row of status: only a row that waits for
+ * one (pending, retry_wait) has it. A dead, cancelled or succeeded row
+ * keeps the time its last attempt was due, which is no next attempt, and
+ * a row delivering is being attempted now: "-", as `idemhook outbox`
+ * shows them. */
+static void console_next_attempt(struct buf *b, const char *status, int64_t ms)
+{
+	int waiting = status != NULL &&
+	              (strcmp(status, "pending") == 0 || strcmp(status, "retry_wait") == 0);
+
+	console_time(b, waiting ? ms : 0);
+}
+
 struct console_outbox_rows {
 	const struct console_ctx *or_cx;
 	struct buf *or_b;
@@ -1384,7 +1397,7 @@ static int console_outbox_list_row(void *arg, const struct store_row *row)
 	           status != NULL && strcmp(status, "dead") == 0 ? "bad" : "");
 	console_esc(b, status);
 	buf_printf(b, "</td><td class=\"num\">%" PRId64 "</td><td>", store_row_int(row, 5));
-	console_time(b, store_row_int(row, 6));
+	console_next_attempt(b, status, store_row_int(row, 6));
 	console_td_or_dash(b, store_row_text(row, 8));
 	console_td(b, store_row_text(row, 9));
 	buf_puts(b, "</td></tr>\n");
@@ -1471,6 +1484,44 @@ int console_page_order_query(struct buf *b, const struct console_ctx *cx,
 
 /* ---- outbox ---- */
 
+/* Whether ?status= names outbox statuses only (one, or several separated
+ * by commas, each once): "" when it does, else why not into why. A status
+ * not understood (a typo, "failed" for dead) would list nothing and read
+ * as "no such rows". */
+static void console_outbox_status_check(const char *status, char *why, size_t size)
+{
+	const char *s = status;
+	unsigned seen = 0;
+	size_t i;
+
+	why[0] = '\0';
+	while (s != NULL) {
+		const char *comma = strchr(s, ',');
+		size_t n = comma != NULL ? (size_t)(comma - s) : strlen(s);
+
+		for (i = 0; i < STATS_OUTBOX_STATUSES; i++) {
+			if (strlen(stats_outbox_statuses[i]) == n &&
+			    strncmp(s, stats_outbox_statuses[i], n) == 0) {
+				break;
+			}
+		}
+		if (i == STATS_OUTBOX_STATUSES) {
+			snprintf(why, size,
+			         "status \"%.*s\" is not an outbox status (pending, delivering, "
+			         "retry_wait, succeeded, dead, cancelled, or several of them "
+			         "separated by commas).",
+			         n > 60 ? 60 : (int)n, s);
+			return;
+		}
+		if (seen & (1u << i)) {
+			snprintf(why, size, "status names %s twice.", stats_outbox_statuses[i]);
+			return;
+		}
+		seen |= 1u << i;
+		s = comma != NULL ? comma + 1 : NULL;
+	}
+}
+
 int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struct http_request *req)
 {
 	struct console_outbox_rows o = {.or_cx = cx, .or_b = b};
@@ -1479,11 +1530,15 @@ int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struc
 	int64_t before = before_text != NULL ? strtoll(before_text, NULL, 10) : 0;
 	struct stats_gauges g;
 	int64_t count = -1;
+	char why[200] = "";
 	size_t i;
 	int rc = -1;
 
 	if (stats_gauges(cx->cx_store, cx->cx_now_ms, &g) < 0) {
 		goto out;
+	}
+	if (status != NULL) {
+		console_outbox_status_check(status, why, sizeof(why));
 	}
 	console_page_begin(b, cx,
 	                   status == NULL                ? "Outbox"
@@ -1525,13 +1580,22 @@ int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struc
 		           " %s rows</button></form></div>\n",
 		           count, status);
 	}
+	/* A status not understood lists nothing: said, as the events list
+	 * says filters that cannot match. */
+	if (why[0] != '\0') {
+		buf_puts(b, "<p class=\"flash error\" role=\"alert\" id=\"filters-conflict\">");
+		console_esc(b, why);
+		buf_puts(b, " No row can match; pick a status above.</p>\n");
+	}
 	buf_puts(b, console_outbox_head);
-	if (console_db_outbox(cx->cx_store, cx->cx_now_ms, status, before, CONSOLE_LIST_LIMIT,
+	if (why[0] == '\0' &&
+	    console_db_outbox(cx->cx_store, cx->cx_now_ms, status, before, CONSOLE_LIST_LIMIT,
 	                      console_outbox_list_row, &o) < 0) {
 		goto out;
 	}
 	if (o.or_n == 0) {
-		buf_puts(b, "<tr><td colspan=\"9\" class=\"muted\">no rows</td></tr>");
+		buf_printf(b, "<tr><td colspan=\"9\" class=\"muted\">%s</td></tr>",
+		           why[0] != '\0' ? "no rows: the status above matches none" : "no rows");
 	}
 	buf_puts(b, "</table>\n<p class=\"pager\">");
 	if (o.or_n == CONSOLE_LIST_LIMIT) {
@@ -1591,7 +1655,9 @@ static int console_outbox_detail_row(void *arg, const struct store_row *row)
 	snprintf(n, sizeof(n), "%" PRId64, store_row_int(row, 13));
 	console_field(b, "attempts", n);
 	console_field_time(b, "window start (UTC)", store_row_int(row, 14));
-	console_field_time(b, "next attempt (UTC)", store_row_int(row, 15));
+	buf_puts(b, "<dt>next attempt (UTC)</dt><dd>");
+	console_next_attempt(b, status, store_row_int(row, 15));
+	buf_puts(b, "</dd>");
 	console_field(b, "last error", store_row_text(row, 17));
 	console_field_time(b, "created (UTC)", store_row_int(row, 18));
 	console_field_time(b, "updated (UTC)", store_row_int(row, 19));

@@ -285,15 +285,36 @@ static void test_a_session_ends_at_its_expiry(void **state)
 	struct daemon d;
 	struct t_session s;
 	struct hres r;
+	char path[200];
+	char form[200];
+	long long id;
 
 	(void)state;
 	t_start(&d, "session_ttl = 2s\n");
+	id = (long long)t_unknown_event(&d, "evt_console_expired_session");
 	t_login(&d, T_OP_TOKEN, &s);
 	assert_int_equal(t_get(&d, "/console/events", &s, &r), 200);
 	hres_finish(&r);
 	sleep(3);
 	assert_int_equal(t_get(&d, "/console/events", &s, &r), 303);
 	hres_finish(&r);
+	/* A form sent after the session ended (filled in too slowly) is
+	 * refused and changes nothing; the operator is told so and what to
+	 * do, and the log (no one to record in the audit log) says it. */
+	snprintf(path, sizeof(path), "/console/events/%lld/dismiss", id);
+	snprintf(form, sizeof(form), "csrf=%s&reason=sandbox", s.ts_csrf);
+	assert_int_equal(t_post(&d, path, &s, form, &r), 401);
+	assert_non_null(strstr(r.hs_body, "no live session"));
+	assert_non_null(strstr(r.hs_body, "nothing was done: log in again at /console/login"));
+	hres_finish(&r);
+	snprintf(path, sizeof(path),
+	         "console: POST \"/console/events/%lld/dismiss\" from 127.0.0.1 refused: no live "
+	         "session",
+	         id);
+	assert_int_equal(daemon_log_wait(&d, path, 5000), 0);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"), 0);
+	fx_assert_audit(&d, 0, "action = 'events.dismiss'");
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
 }
@@ -1061,6 +1082,52 @@ static void t_dead_row(struct daemon *d, int64_t *ret_id)
 	*ret_id = fx_db_int(d, "SELECT id FROM outbox WHERE status = 'dead'");
 }
 
+/* A dead row waits for no attempt: its page and the outbox list show no
+ * next attempt, as `idemhook outbox show` says none ("next": null), not
+ * the time its last attempt was due. */
+static void test_a_dead_row_shows_no_next_attempt_as_the_cli_does(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char path[128];
+	char id_text[32];
+	const char *row;
+	char *out = NULL;
+	int64_t id;
+
+	(void)state;
+	t_start(&d, T_DEAD_OUTBOUND);
+	t_dead_row(&d, &id);
+	assert_true(fx_db_int(&d, "SELECT next_attempt_at FROM outbox WHERE id = %lld",
+	                      (long long)id) > 0);
+	t_login(&d, T_OP_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/outbox/%lld", (long long)id);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "<dt>status</dt><dd>dead</dd>"));
+	assert_non_null(strstr(r.hs_body, "<dt>next attempt (UTC)</dt><dd><span "
+	                                  "class=\"muted\">-</span></dd>"));
+	hres_finish(&r);
+	/* its line in the list: the column after attempts */
+	assert_int_equal(t_get(&d, "/console/outbox?status=dead", &s, &r), 200);
+	snprintf(path, sizeof(path), "\">%lld</a></td>", (long long)id);
+	row = strstr(r.hs_body, path);
+	assert_non_null(row);
+	assert_non_null(strstr(row, "<td class=\"num\">1</td><td><span class=\"muted\">-</span>"));
+	hres_finish(&r);
+	{
+		const char *args[] = {"outbox", "show", id_text, "--json", NULL};
+
+		snprintf(id_text, sizeof(id_text), "%lld", (long long)id);
+		assert_int_equal(daemon_cli(&d, 1, args, &out), 0);
+		assert_non_null(out);
+		assert_non_null(strstr(out, "\"next\": null"));
+		free(out);
+	}
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
 static void test_two_operators_retrying_one_row_at_once_end_with_one_retry(void **state)
 {
 	struct daemon d;
@@ -1452,6 +1519,7 @@ int main(void)
 	        cmocka_unit_test(test_the_event_page_shows_the_captured_request_headers),
 	        cmocka_unit_test(test_rejected_callbacks_are_listed_with_their_reason),
 	        cmocka_unit_test(test_two_operators_retrying_one_row_at_once_end_with_one_retry),
+	        cmocka_unit_test(test_a_dead_row_shows_no_next_attempt_as_the_cli_does),
 	        cmocka_unit_test(test_an_action_redirects_so_that_a_reload_does_not_repeat_it),
 	        cmocka_unit_test(test_bulk_retry_needs_the_count_it_showed_confirmed),
 	        cmocka_unit_test(test_bulk_retry_takes_every_row_of_a_status_however_many),

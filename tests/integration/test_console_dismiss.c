@@ -322,6 +322,58 @@ static void test_bulk_dismiss_needs_the_operator_role_and_the_csrf_token(void **
 	t_stop(&d);
 }
 
+/* A reason is counted in characters, not bytes (the form's maxlength and
+ * console_db_reason_ok): 300 characters of Chinese, 900 bytes, are a valid
+ * reason, and the dismissal, recorded in its own transaction, is recorded
+ * once, as is the second one's refusal. */
+static void test_a_dismissal_with_a_long_chinese_reason_is_audited_once(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char path[64];
+	char *form;
+	size_t n = 0;
+	int64_t id;
+	int i;
+
+	(void)state;
+	t_start(&d, NULL);
+	id = t_unknown(&d, "evt_dismiss_chinese_reason");
+	t_login(&d, T_OP_TOKEN, &s);
+	form = malloc(4096);
+	assert_non_null(form);
+	n += (size_t)snprintf(form, 4096, "csrf=%s&reason=", s.ts_csrf);
+	for (i = 0; i < 300; i++) {
+		n += (size_t)snprintf(form + n, 4096 - n, "%%E4%%B8%%AD"); /* U+4E2D */
+	}
+	snprintf(path, sizeof(path), "/console/events/%lld/dismiss", (long long)id);
+	assert_int_equal(t_post(&d, path, &s, form, &r), 303);
+	hres_finish(&r);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM events WHERE id = %lld AND "
+	                           "length(dismiss_reason) = 300",
+	                           (long long)id),
+	                 1);
+	fx_assert_audit(&d, 1, "action = 'events.dismiss' AND target = 'event:%lld'",
+	                (long long)id);
+	fx_assert_audit(&d, 1,
+	                "action = 'events.dismiss' AND target = 'event:%lld' AND result = 'ok' "
+	                "AND length(reason) = 300",
+	                (long long)id);
+	/* the same form again: refused, and that recorded once too */
+	assert_int_equal(t_post(&d, path, &s, form, &r), 409);
+	hres_finish(&r);
+	fx_assert_audit(&d, 2, "action = 'events.dismiss' AND target = 'event:%lld'",
+	                (long long)id);
+	fx_assert_audit(&d, 1,
+	                "action = 'events.dismiss' AND target = 'event:%lld' AND result LIKE "
+	                "'refused: event %lld was dismissed already%%'",
+	                (long long)id, (long long)id);
+	free(form);
+	t_stop(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -330,6 +382,7 @@ int main(void)
 	                test_bulk_dismiss_takes_the_lists_filters_and_needs_the_count_it_showed),
 	        cmocka_unit_test(test_bulk_dismiss_with_long_filters_still_says_what_it_did),
 	        cmocka_unit_test(test_bulk_dismiss_needs_the_operator_role_and_the_csrf_token),
+	        cmocka_unit_test(test_a_dismissal_with_a_long_chinese_reason_is_audited_once),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

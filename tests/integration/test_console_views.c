@@ -274,11 +274,55 @@ static void test_a_dismiss_reason_of_500_characters_of_3_bytes_each_is_accepted(
 	t_stop(&d);
 }
 
+/* An outbox status the page does not know (a typo, "failed" for dead)
+ * lists nothing and says why, rather than an empty list that reads as "no
+ * such rows"; a status named twice likewise, not a page that fails. */
+static void test_the_outbox_list_says_when_its_status_is_not_one(void **state)
+{
+	static const char *const bad[] = {
+	        "/console/outbox?status=failed",
+	        "/console/outbox?status=dead,retry",
+	        "/console/outbox?status=dead,dead,dead,dead,dead,dead,dead,dead,dead",
+	};
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	size_t i;
+
+	(void)state;
+	t_start(&d, NULL);
+	t_login(&d, T_RO_TOKEN, &s);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(t_get(&d, bad[i], &s, &r), 200);
+		assert_non_null(strstr(r.hs_body, "id=\"filters-conflict\""));
+		assert_non_null(strstr(r.hs_body, "no rows: the status above matches none"));
+		hres_finish(&r);
+	}
+	assert_int_equal(t_get(&d, "/console/outbox?status=failed", &s, &r), 200);
+	assert_non_null(
+	        strstr(r.hs_body, "status &quot;failed&quot; is not an outbox status (pending,"));
+	hres_finish(&r);
+	assert_int_equal(t_get(&d, "/console/outbox?status=dead,dead", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "status names dead twice."));
+	hres_finish(&r);
+	/* the statuses it knows, one or several, list as before */
+	assert_int_equal(t_get(&d, "/console/outbox?status=pending,delivering,retry_wait", &s, &r),
+	                 200);
+	assert_null(strstr(r.hs_body, "filters-conflict"));
+	assert_non_null(strstr(r.hs_body, ">no rows<"));
+	hres_finish(&r);
+	assert_int_equal(t_get(&d, "/console/outbox?status=dead", &s, &r), 200);
+	assert_null(strstr(r.hs_body, "filters-conflict"));
+	hres_finish(&r);
+	t_stop(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_an_order_whose_id_is_a_dot_segment_is_linked_by_query),
 	        cmocka_unit_test(test_each_overview_card_links_to_the_rows_it_counts),
+	        cmocka_unit_test(test_the_outbox_list_says_when_its_status_is_not_one),
 	        cmocka_unit_test(test_a_payload_over_256_kb_is_cut_in_both_views),
 	        cmocka_unit_test(
 	                test_a_dismiss_reason_of_500_characters_of_3_bytes_each_is_accepted),

@@ -215,6 +215,7 @@ static int t_exists(const char *path)
 
 /* [store] path in a directory that is not there: a reader, gc and the
  * commands that change stored rows say the database does not exist (69),
+ * a wrong command line to them is still a usage error (64),
  * serve --no-migrate says to migrate first, and none of them creates the
  * directory, the database or its lock; order create (like serve and
  * migrate) makes the database. */
@@ -233,6 +234,13 @@ static void test_commands_on_a_missing_database_create_nothing(void **state)
 	        {"outbox", "retry", "1", NULL},
 	        {"outbox", "compensate", "1", NULL},
 	        {"reconcile", NULL},
+	};
+	static const char *const usage[][6] = {
+	        {"events", "list", "--status", "faild", NULL},
+	        {"events", "list", "--bogus", NULL},
+	        {"events", "dismiss", "x7", "--reason", "never applies", NULL},
+	        {"events", "dismiss", "1", NULL},
+	        {"events", "dismiss", "--provider", "stripe", "--frob", NULL},
 	};
 	const char *no_migrate[] = {"serve", "--no-migrate", NULL};
 	const char *order[] = {"order", "create", "--amount", "100", "--currency", "usd", NULL};
@@ -279,6 +287,20 @@ static void test_commands_on_a_missing_database_create_nothing(void **state)
 	assert_true(t_log_has(&d, "store: the database \""));
 	assert_true(t_log_has(&d, "/sub/idemhook.db\" does not exist"));
 	assert_false(t_log_has(&d, "unable to open database file"));
+	/* A wrong command line is a usage error (64) before the database is
+	 * looked at: not "the database does not exist" for a typo. */
+	for (i = 0; i < sizeof(usage) / sizeof(usage[0]); i++) {
+		rc = daemon_cli(&d, 1, usage[i], &out);
+		free(out);
+		out = NULL;
+		if (rc != 64 || t_exists(sub)) {
+			fail_msg("%s %s %s: exit %d, not 64, or %s was created", usage[i][0],
+			         usage[i][1], usage[i][2], rc, sub);
+		}
+	}
+	assert_true(t_log_has(&d, "idemhook events: --status is done, failed or fetching"));
+	assert_true(t_log_has(&d, "idemhook events dismiss: \"x7\" is not an event ID"));
+	assert_true(t_log_has(&d, "idemhook events dismiss: --reason TEXT is required"));
 
 	assert_int_equal(daemon_cli(&d, 1, no_migrate, &out), 69);
 	free(out);
@@ -345,6 +367,36 @@ static void test_store_copy_refuses_an_unknown_scheme_and_a_missing_source(void 
 	daemon_finish(&d);
 }
 
+/* -c (or --config) as the last word, without its file, is said as such,
+ * before or after the command, not taken for an unknown option. */
+static void test_config_flag_without_a_file_says_it_needs_one(void **state)
+{
+	static const char *const cases[][4] = {
+	        {"-c", NULL},
+	        {"--config", NULL},
+	        {"events", "list", "-c", NULL},
+	};
+	struct daemon d;
+	char *out = NULL;
+	char *log;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(daemon_cli(&d, 0, cases[i], &out), 64);
+		free(out);
+		out = NULL;
+	}
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "idemhook: -c needs a file name"));
+	assert_non_null(strstr(log, "idemhook: --config needs a file name"));
+	assert_null(strstr(log, "unknown option"));
+	free(log);
+	daemon_finish(&d);
+}
+
 static int setup(void **state)
 {
 	return daemon_setup(state, FX_STRIPE_INI);
@@ -360,6 +412,7 @@ int main(void)
 	        cmocka_unit_test(test_order_show_and_list_escape_control_characters_already_stored),
 	        cmocka_unit_test(test_commands_on_a_missing_database_create_nothing),
 	        cmocka_unit_test(test_store_copy_refuses_an_unknown_scheme_and_a_missing_source),
+	        cmocka_unit_test(test_config_flag_without_a_file_says_it_needs_one),
 	};
 
 	return cmocka_run_group_tests(tests, setup, daemon_teardown);
