@@ -29,12 +29,12 @@
 #define OUTBOX_INTERRUPTED_ERROR                                                                   \
 	"interrupted: the idemhook process delivering it stopped without a clean shutdown "        \
 	"(crash, kill -9, power loss) or unable to record it (see its log); the peer may have "    \
-	"received it (not counted)"
+	"received it " OUTBOX_UNCOUNTED_MARK
 /* ... and of a call whose lease ran out with no outcome recorded (several
  * receivers on one database: the one delivering it is gone or cut off). */
 #define OUTBOX_EXPIRED_ERROR                                                                       \
 	"lease expired: no outcome was recorded in time (the idemhook process delivering it "      \
-	"stopped or lost its database); the peer may have received it (not counted)"
+	"stopped or lost its database); the peer may have received it " OUTBOX_UNCOUNTED_MARK
 
 /* ---- configuration ---- */
 
@@ -2142,6 +2142,17 @@ int outbox_complete_many(struct store *st, const struct outbox_conf *oc,
 		}
 	}
 	return rc;
+}
+
+int outbox_attempt_counted(long http_status, const char *error)
+{
+	size_t n = error != NULL ? strlen(error) : 0;
+	size_t m = strlen(OUTBOX_UNCOUNTED_MARK);
+
+	if (http_status != 0 || n < m) {
+		return 1;
+	}
+	return strcmp(error + n - m, OUTBOX_UNCOUNTED_MARK) != 0;
 }
 
 struct outbox_release_ctx {

@@ -256,6 +256,16 @@ int outbox_complete_many(struct store *st, const struct outbox_conf *oc,
                          const struct orders_conf *orc, struct outbox_attempt *attempts, size_t n,
                          int64_t now_ms);
 
+/* The end of the error of an attempt-history line that max_attempts does
+ * not count: a call given back (released at a stop, cut by a crash, its
+ * lease taken over, its outcome not recorded). Such a line has no HTTP
+ * status, and the next call carries the same attempt number. */
+#define OUTBOX_UNCOUNTED_MARK "(not counted)"
+
+/* 1 when a history line (its HTTP status, 0 when none, and its error, or
+ * NULL) is a counted attempt, 0 when it is a call given back. */
+int outbox_attempt_counted(long http_status, const char *error);
+
 /* Gives a leased row back, due now, without counting the attempt
  * (shutdown). res, when the call went out, is kept in the row's attempt
  * history and last error (NULL: it was never sent). Returns 0 or -1. */

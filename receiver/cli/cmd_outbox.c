@@ -345,8 +345,7 @@ static int cmd_outbox_show_row(void *arg, const struct store_row *row)
 		cli_json_time(stdout, store_row_int(row, CMD_OUTBOX_C_UPDATED));
 		printf(", ");
 		cmd_outbox_print_attempts(row, 1);
-		printf("}\n");
-		return 1;
+		return 1; /* the history and the closing brace follow */
 	}
 	cli_format_time(store_row_int(row, CMD_OUTBOX_C_CREATED), created);
 	cli_format_time(store_row_int(row, CMD_OUTBOX_C_UPDATED), updated);
@@ -378,6 +377,92 @@ static int cmd_outbox_show_row(void *arg, const struct store_row *row)
 	return 1;
 }
 
+struct cmd_outbox_history {
+	int oh_json;
+	size_t oh_n;
+};
+
+/* One line of the row's attempt history (console_db_outbox_attempts's
+ * columns), as the console shows it: its own ordinal first, since a call
+ * given back (not counted) and the call that repeated it carry the same
+ * attempt number. */
+static int cmd_outbox_history_line(void *arg, const struct store_row *row)
+{
+	struct cmd_outbox_history *h = arg;
+	int has_status = !store_row_is_null(row, 3);
+	int has_latency = !store_row_is_null(row, 5);
+	const char *error = store_row_text(row, 4);
+	int counted = outbox_attempt_counted(has_status ? (long)store_row_int(row, 3) : 0, error);
+	char at[32];
+	char answer[32];
+	char latency[32];
+
+	if (h->oh_json) {
+		printf("%s\n    {\"n\": %" PRId64 ", \"attempt\": %" PRId64
+		       ", \"counted\": %s, \"at\": ",
+		       h->oh_n > 0 ? "," : "", store_row_int(row, 7), store_row_int(row, 1),
+		       counted ? "true" : "false");
+		cli_json_time(stdout, store_row_int(row, 2));
+		printf(", \"http_status\": ");
+		if (has_status) {
+			printf("%" PRId64, store_row_int(row, 3));
+		} else {
+			printf("null");
+		}
+		printf(", \"latency_ms\": ");
+		if (has_latency) {
+			printf("%" PRId64, store_row_int(row, 5));
+		} else {
+			printf("null");
+		}
+		printf(", \"error\": ");
+		cli_json_string(stdout, error);
+		printf("}");
+		h->oh_n++;
+		return 0;
+	}
+	if (h->oh_n == 0) {
+		printf("history:         newest first; # numbers the calls, an attempt not counted "
+		       "was given back and repeated under the same number\n");
+		printf("  %-4s %-7s %-12s %-20s %-9s %-8s %s\n", "#", "attempt", "", "at", "answer",
+		       "latency", "error");
+	}
+	cli_format_time(store_row_int(row, 2), at);
+	if (has_status) {
+		snprintf(answer, sizeof(answer), "HTTP %" PRId64, store_row_int(row, 3));
+	} else {
+		snprintf(answer, sizeof(answer), "-");
+	}
+	if (has_latency) {
+		snprintf(latency, sizeof(latency), "%" PRId64 " ms", store_row_int(row, 5));
+	} else {
+		snprintf(latency, sizeof(latency), "-");
+	}
+	printf("  %-4" PRId64 " %-7" PRId64 " %-12s %-20s %-9s %-8s ", store_row_int(row, 7),
+	       store_row_int(row, 1), counted ? "" : "not counted", at, answer, latency);
+	cli_line(stdout, "", error);
+	h->oh_n++;
+	return 0;
+}
+
+/* The row's attempt history after the row (the JSON object closed after it). */
+static int cmd_outbox_show_history(struct store *st, int64_t id, int json)
+{
+	struct cmd_outbox_history h = {.oh_json = json, .oh_n = 0};
+	int rc;
+
+	if (json) {
+		printf(", \"history\": [");
+	}
+	rc = console_db_outbox_attempts(st, cli_now_ms(), id, cmd_outbox_history_line, &h);
+	if (json) {
+		printf("%s]}\n", h.oh_n > 0 ? "\n  " : "");
+	} else if (h.oh_n == 0) {
+		printf("history:         -\n");
+	}
+	return rc;
+}
+
 static int cmd_outbox_show_unit(struct store_tx *tx, void *arg)
 {
 	struct cmd_outbox_one *one = arg;
@@ -403,7 +488,7 @@ static int cmd_outbox_show(int64_t id, int json, struct store *st)
 		fprintf(stderr, "idemhook outbox show: no outbox row %" PRId64 "\n", id);
 		return CLI_EX_NOT_FOUND;
 	}
-	return EX_OK;
+	return cmd_outbox_show_history(st, id, json) < 0 ? EX_TEMPFAIL : EX_OK;
 }
 
 /* ---- transitions ---- */

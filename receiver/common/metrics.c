@@ -64,6 +64,7 @@ static struct metrics_family metrics_rec_events;   /* provider, result */
 static struct metrics_family metrics_rec_failures; /* provider */
 static struct metrics_family metrics_fetch_failures; /* provider */
 static int64_t metrics_fetch_waiting_now;
+static int64_t metrics_outbox_unrecorded_now;
 static struct metrics_family metrics_http_cuts;     /* listener, reason */
 static struct metrics_family metrics_http_wakeups;  /* listener */
 static struct metrics_family metrics_http_refusals; /* listener, status */
@@ -489,6 +490,13 @@ void metrics_set_fetch_waiting(int64_t n)
 	pthread_mutex_unlock(&metrics_lock);
 }
 
+void metrics_set_outbox_unrecorded(int64_t n)
+{
+	pthread_mutex_lock(&metrics_lock);
+	metrics_outbox_unrecorded_now = n;
+	pthread_mutex_unlock(&metrics_lock);
+}
+
 void metrics_reconcile_run(int ok)
 {
 	pthread_mutex_lock(&metrics_lock);
@@ -533,6 +541,7 @@ void metrics_reset(void)
 	metrics_family_reset(&metrics_rec_failures);
 	metrics_family_reset(&metrics_fetch_failures);
 	metrics_fetch_waiting_now = 0;
+	metrics_outbox_unrecorded_now = 0;
 	metrics_family_reset(&metrics_http_cuts);
 	metrics_family_reset(&metrics_http_wakeups);
 	metrics_family_reset(&metrics_http_refusals);
@@ -918,6 +927,13 @@ static int metrics_render_memory(struct buf *out)
 	                        "Thin events acknowledged and waiting for their full event "
 	                        "(idemhook events list --status fetching).",
 	                        "%" PRId64, metrics_fetch_waiting_now) < 0) {
+		return -1;
+	}
+	if (metrics_text_single(out, "idemhook_outbox_outcomes_unrecorded", "gauge",
+	                        "Outbound calls answered whose outcome the database refused to "
+	                        "record, kept in memory and written again every 500 ms (their "
+	                        "rows show delivering meanwhile).",
+	                        "%" PRId64, metrics_outbox_unrecorded_now) < 0) {
 		return -1;
 	}
 	return metrics_render_process(out) < 0 || metrics_render_gc(out) < 0 ||

@@ -104,6 +104,9 @@ void metrics_reconcile_instance(const char *provider, const struct metrics_recon
 void metrics_fetch_failure(const char *provider);
 /* Thin events acknowledged and waiting for their full event. */
 void metrics_set_fetch_waiting(int64_t n);
+/* Outbound calls answered whose outcome the store refused, kept by the
+ * worker (outbound.c) to be written again (idemhook_outbox_outcomes_unrecorded). */
+void metrics_set_outbox_unrecorded(int64_t n);
 /* One whole run: ok when no question failed. */
 void metrics_reconcile_run(int ok);
 

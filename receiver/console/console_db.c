@@ -979,7 +979,9 @@ int console_db_outbox_attempts(struct store *st, int64_t now_ms, int64_t id, con
 	struct store_value p[] = {store_int(id)};
 
 	return console_db_read(st, now_ms,
-	                       "SELECT id, attempt, at, http_status, error, latency_ms, excerpt"
+	                       "SELECT id, attempt, at, http_status, error, latency_ms, excerpt,"
+	                       " (SELECT count(*) FROM outbox_attempts k WHERE k.outbox_id ="
+	                       " outbox_attempts.outbox_id AND k.id <= outbox_attempts.id)"
 	                       " FROM outbox_attempts WHERE outbox_id = ? ORDER BY id DESC",
 	                       p, 1, fn, arg);
 }

@@ -18,6 +18,7 @@
 #include "health.h"
 #include "http.h"
 #include "metrics.h"
+#include "outbox.h"
 #include "rejects.h"
 #include "stats.h"
 #include "store.h"
@@ -1347,7 +1348,15 @@ static int console_attempt_row(void *arg, const struct store_row *row)
 {
 	struct buf *b = arg;
 
-	buf_printf(b, "<tr><td class=\"num\">%" PRId64 "</td><td>", store_row_int(row, 1));
+	/* A call given back is not counted: the next one repeats its number,
+	 * so the line's own ordinal tells the two apart. */
+	buf_printf(b, "<tr><td class=\"num\">%" PRId64 "</td><td class=\"num\">%" PRId64,
+	           store_row_int(row, 7), store_row_int(row, 1));
+	if (!outbox_attempt_counted(store_row_is_null(row, 3) ? 0 : (long)store_row_int(row, 3),
+	                            store_row_text(row, 4))) {
+		buf_puts(b, " <span class=\"muted\">not counted</span>");
+	}
+	buf_puts(b, "</td><td>");
 	console_time(b, store_row_int(row, 2));
 	buf_puts(b, "</td><td class=\"num\">");
 	/* No latency: a call a stop without a clean shutdown cut, whose end
@@ -1374,7 +1383,8 @@ static int console_attempt_row(void *arg, const struct store_row *row)
 }
 
 static const char console_attempts_head[] =
-        "<table class=\"attempts\"><tr><th class=\"num\">attempt</th><th>at (UTC)</th>"
+        "<table class=\"attempts\"><tr><th class=\"num\">#</th><th class=\"num\">attempt</th>"
+        "<th>at (UTC)</th>"
         "<th class=\"num\">HTTP</th><th class=\"num\">latency</th><th>error</th>"
         "<th>response</th></tr>\n";
 

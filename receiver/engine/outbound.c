@@ -14,6 +14,7 @@
 #include "crypto.h"
 #include "httpc.h"
 #include "log.h"
+#include "metrics.h"
 #include "orders.h"
 #include "outbound.h"
 #include "outbox.h"
@@ -221,6 +222,13 @@ static void outbound_forget(struct outbound *ob, struct outbound_xfer *x)
 	outbound_xfer_destroy(x);
 }
 
+/* The outcomes kept in memory, for /metrics: their rows show 'delivering'
+ * meanwhile, as if the call were still in flight. */
+static void outbound_unrecorded_count(const struct outbound *ob)
+{
+	metrics_set_outbox_unrecorded((int64_t)ob->ob_n_unrecorded);
+}
+
 static char *outbound_copy(const char *s, size_t len)
 {
 	char *c = malloc(len + 1);
@@ -275,11 +283,18 @@ static void outbound_keep(struct outbound *ob, struct outbound_xfer *x,
 	ob->ob_unrecorded = x;
 	ob->ob_n_unrecorded++;
 	ob->ob_record_next_ms = outbound_now(ob) + OUTBOUND_RECORD_RETRY_MS;
+	outbound_unrecorded_count(ob);
 	log_warn("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) could not be "
-	         "recorded; kept, written again every %d ms until its lease runs out",
+	         "recorded; kept, written again every %d ms (the row shows delivering "
+	         "meanwhile; idemhook_outbox_outcomes_unrecorded counts it); if the database "
+	         "still refuses it in %" PRId64 " s or when the daemon stops, the row is given "
+	         "back, not counted, and the call sent again with the same key",
 	         x->ox_row.or_id, x->ox_row.or_attempts,
 	         res->ors_http_status != 0 ? "HTTP" : "status", res->ors_http_status,
-	         OUTBOUND_RECORD_RETRY_MS);
+	         OUTBOUND_RECORD_RETRY_MS,
+	         x->ox_give_up_ms > outbound_now(ob)
+	                 ? (x->ox_give_up_ms - outbound_now(ob) + 999) / 1000
+	                 : 0);
 }
 
 /* Gives the row of kept outcome x back (not counted), its attempt in the
@@ -294,17 +309,25 @@ static void outbound_give_up(struct outbound *ob, struct outbound_xfer *x, const
 		snprintf(line, sizeof(line),
 		         "outcome not recorded: the peer answered HTTP %ld, but the database "
 		         "refused "
-		         "to record it %s (see the log); sent again (not counted)",
+		         "to record it %s (see the log); sent again " OUTBOX_UNCOUNTED_MARK,
 		         x->ox_res.ors_http_status, when);
 	} else {
 		snprintf(line, sizeof(line),
 		         "outcome not recorded: %s; the database refused to record it %s (see the "
-		         "log); sent again (not counted)",
+		         "log); sent again " OUTBOX_UNCOUNTED_MARK,
 		         x->ox_res.ors_error != NULL ? x->ox_res.ors_error : "no answer", when);
 	}
 	res.ors_http_status = 0;
 	res.ors_error = line;
 	res.ors_location = NULL;
+	/* Said before the write, which may wait for the lock as long as the
+	 * store's busy timeout: the log tells what is being done meanwhile. */
+	log_warn("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) still could not "
+	         "be recorded %s (%u tries); giving the row back, not counted, so that the call "
+	         "is sent again with the same key",
+	         x->ox_row.or_id, x->ox_row.or_attempts,
+	         x->ox_res.ors_http_status != 0 ? "HTTP" : "status", x->ox_res.ors_http_status,
+	         when, x->ox_tries);
 	if (outbox_release(ob->ob_store, &x->ox_row, &res, outbound_now(ob)) < 0) {
 		log_err("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) is lost: "
 		        "the database refused it %u time(s); the row is sent again with the same "
@@ -314,9 +337,9 @@ static void outbound_give_up(struct outbound *ob, struct outbound_xfer *x, const
 		        x->ox_res.ors_http_status, x->ox_tries);
 		return;
 	}
-	log_warn("outbound: row %" PRId64 ": the outcome of attempt %u could not be recorded "
-	         "%s; the row is given back and sent again with the same key",
-	         x->ox_row.or_id, x->ox_row.or_attempts, when);
+	log_notice("outbound: row %" PRId64 ": given back, its history says the outcome of "
+	           "attempt %u was not recorded",
+	           x->ox_row.or_id, x->ox_row.or_attempts);
 }
 
 /* Writes the kept outcomes again (all when force, else when due); those
@@ -373,6 +396,7 @@ static void outbound_record_kept(struct outbound *ob, int64_t now, int last)
 	}
 	ob->ob_unrecorded = keep;
 	ob->ob_record_next_ms = now + OUTBOUND_RECORD_RETRY_MS;
+	outbound_unrecorded_count(ob);
 }
 
 /* Records every finished transfer, all in one unit of work. Returns how
@@ -624,8 +648,8 @@ static void *outbound_main(void *arg)
 		int64_t now = outbound_now(ob);
 
 		memset(&res, 0, sizeof(res));
-		res.ors_error = "released at shutdown: no answer within the stop's grace time "
-		                "(not counted)";
+		res.ors_error = "released at shutdown: no answer within the stop's grace "
+		                "time " OUTBOX_UNCOUNTED_MARK;
 		res.ors_retry_after_ms = -1;
 		res.ors_latency_ms = now - ob->ob_xfers->ox_started_ms;
 		outbox_release(ob->ob_store, &ob->ob_xfers->ox_row, &res, now);
@@ -646,6 +670,10 @@ static void outbound_destroy(struct outbound *ob)
 
 		ob->ob_unrecorded = x->ox_next;
 		outbound_xfer_destroy(x);
+	}
+	if (ob->ob_n_unrecorded > 0) {
+		ob->ob_n_unrecorded = 0;
+		outbound_unrecorded_count(ob);
 	}
 	free(ob->ob_lease_rows);
 	free(ob->ob_attempts);

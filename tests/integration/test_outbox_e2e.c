@@ -20,6 +20,7 @@
 #include "peer.h"
 #include "fixtures.h"
 #include "console_client.h"
+#include "prom_text.h"
 
 #define E2E_WAIT_S 30
 #define CRASH_ORDERS 40
@@ -578,6 +579,43 @@ static void test_a_call_released_at_shutdown_is_in_the_attempt_history(void **st
 	peer_destroy(p);
 }
 
+/* `outbox show` of row (text and JSON) lists its two calls newest first,
+ * each with its own ordinal: #2 the counted attempt 1 answered 200, #1
+ * the call given back under the same number, not counted, whose error
+ * begins with error. */
+static void t_assert_history_of_one_cut_call(struct daemon *d, const char *row, const char *error)
+{
+	const char *args[] = {"outbox", "show", "--json", row, NULL};
+	const char *first;
+	const char *second;
+	char line[256];
+	char *out = NULL;
+
+	assert_int_equal(e2e_cli(d, "outbox", "show", row, &out), EX_OK);
+	assert_non_null(strstr(out, "count:         1\n"));
+	first = strstr(out, "\n  2    1                    ");
+	second = strstr(out, "\n  1    1       not counted  ");
+	assert_non_null(first);
+	assert_non_null(second);
+	assert_true(first < second);
+	assert_non_null(strstr(first, " HTTP 200 "));
+	/* No answer recorded; its error at the end of its line. */
+	snprintf(line, sizeof(line), "Z -         ");
+	assert_non_null(strstr(second, line));
+	assert_true(strstr(second, line) < strchr(second + 1, '\n'));
+	assert_non_null(strstr(second, error));
+	assert_true(strstr(second, error) < strchr(second + 1, '\n'));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, args, &out), EX_OK);
+	assert_non_null(
+	        strstr(out, "\"history\": [\n    {\"n\": 2, \"attempt\": 1, \"counted\": true,"));
+	assert_non_null(strstr(out, "\"http_status\": 200,"));
+	assert_non_null(strstr(out, "},\n    {\"n\": 1, \"attempt\": 1, \"counted\": false,"));
+	assert_non_null(strstr(out, "\"http_status\": null, \"latency_ms\": "));
+	free(out);
+}
+
 /* A call cut by a kill -9 while a slow shop holds it is given back at the
  * next start, not counted, and said so in the row's attempt history (the
  * console's outbox page) and last error (`outbox show`): the shop may have
@@ -640,6 +678,19 @@ static void test_a_call_cut_by_a_kill_is_in_the_attempt_history_after_the_restar
 	atomic_store(&g.g_open, 1);
 	t_delivered_as_attempt_one(&d);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 2);
+
+	/* Both calls carry attempt number 1: each line has its own ordinal,
+	 * and the one cut says it was not counted, on the console and in
+	 * `outbox show`. */
+	assert_int_equal(t_get(&d, page, &s, &r), 200);
+	assert_non_null(
+	        strstr(r.hs_body, "<th class=\"num\">#</th><th class=\"num\">attempt</th>"));
+	assert_non_null(strstr(r.hs_body, "<tr><td class=\"num\">2</td><td class=\"num\">1</td>"
+	                                  "<td>"));
+	assert_non_null(strstr(r.hs_body, "<tr><td class=\"num\">1</td><td class=\"num\">1"
+	                                  " <span class=\"muted\">not counted</span></td>"));
+	hres_finish(&r);
+	t_assert_history_of_one_cut_call(&d, row, "interrupted: ");
 	assert_int_equal(daemon_term(&d, 20), 0);
 	daemon_finish(&d);
 	peer_destroy(p);
@@ -730,6 +781,121 @@ static void test_an_outcome_the_store_refused_is_recorded_once_it_takes_writes(v
 	                               " AND http_status IS NULL AND error LIKE 'interrupted: %%"
 	                               "or unable to record it (see its log)%%'"),
 	                 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
+/* idemhook_outbox_outcomes_unrecorded as d's /metrics says it (-1 when
+ * the series is missing). */
+static double t_unrecorded_gauge(struct daemon *d)
+{
+	struct prom_text *pt = calloc(1, sizeof(*pt));
+	struct hres r;
+	char url[256];
+	double v = -1;
+
+	assert_non_null(pt);
+	snprintf(url, sizeof(url), "%s/metrics", d->dm_admin_base);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	if (prom_parse(pt, r.hs_body) < 0) {
+		fail_msg("/metrics: %s", pt->pt_error);
+	}
+	if (prom_count(pt, "idemhook_outbox_outcomes_unrecorded") == 1) {
+		assert_string_equal(prom_type(pt, "idemhook_outbox_outcomes_unrecorded"), "gauge");
+		v = prom_sum(pt, "idemhook_outbox_outcomes_unrecorded", "");
+	}
+	hres_finish(&r);
+	free(pt);
+	return v;
+}
+
+/* The shop answers while another process holds the write lock through the
+ * whole stop: the outcome waits in memory (counted by /metrics, which an
+ * operator reads while `outbox list` still says delivering) and, when the
+ * stop's grace ends, the row is given back with an "outcome not recorded"
+ * line, not counted. The next start sends the call once more with the same
+ * key, and the row ends succeeded with one attempt counted. */
+static void
+test_an_outcome_refused_until_the_stop_ends_is_given_back_and_sent_once_more(void **state)
+{
+	struct peer *p = peer_create();
+	struct gate g = {.g_hold_ms = 60000};
+	struct peer_request q[2];
+	struct hn_sqlite lock;
+	struct daemon d;
+	char ini[2048];
+	char id[64];
+	char *out = NULL;
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
+	/* Each write waits 2 s for the lock: the give-back's wait is when the
+	 * lock goes. */
+	t_ini_one_attempt(ini, sizeof(ini), "[store]\nbusy_timeout_ms = 2000\n\n", "", p);
+	fx_daemon_start(&d, "%s", ini);
+	assert_true(t_unrecorded_gauge(&d) == 0);
+	fx_order(&d, 2480, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_given_back", id, 2480, "usd"), 200);
+	assert_int_equal(gate_wait(&g, 1), 1);
+	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	atomic_store(&g.g_open, 1);
+	assert_int_equal(daemon_log_wait(&d,
+	                                 "row 1: the outcome of attempt 1 (HTTP 200) could not be "
+	                                 "recorded; kept, written again every 500 ms (the row "
+	                                 "shows delivering meanwhile",
+	                                 10000),
+	                 0);
+	assert_true(t_unrecorded_gauge(&d) == 1);
+	assert_int_equal(e2e_cli(&d, "outbox", "list", NULL, &out), EX_OK);
+	assert_non_null(strstr(out, "delivering"));
+	free(out);
+
+	assert_int_equal(daemon_signal(&d, SIGTERM), 0);
+	assert_int_equal(daemon_log_wait(&d,
+	                                 "row 1: the outcome of attempt 1 (HTTP 200) still could "
+	                                 "not be recorded before the stop",
+	                                 30000),
+	                 0);
+	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	assert_int_equal(daemon_log_wait(&d, "row 1: given back, its history says", 1000), 0);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox WHERE status = 'pending'"
+	                               " AND attempts = 0 AND last_error LIKE 'outcome not%%'"),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 1);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE attempt = 1"
+	                      " AND http_status IS NULL AND latency_ms >= 0 AND error ="
+	                      " 'outcome not recorded: the peer answered HTTP 200, but the database"
+	                      " refused to record it before the stop (see the log); sent again"
+	                      " (not counted)'"),
+	        1);
+	assert_int_equal(peer_count(p), 1);
+
+	/* Not counted: max_attempts = 1 lets the next start deliver it, once. */
+	assert_int_equal(daemon_start(&d), 0);
+	t_delivered_as_attempt_one(&d);
+	usleep(500 * 1000); /* a second delivery would come in this time */
+	assert_int_equal(peer_count(p), 2);
+	assert_int_equal(peer_request(p, 0, &q[0]), 0);
+	assert_int_equal(peer_request(p, 1, &q[1]), 0);
+	assert_non_null(q[0].pq_idem_key);
+	assert_non_null(q[1].pq_idem_key);
+	assert_string_equal(q[0].pq_idem_key, q[1].pq_idem_key);
+	peer_request_finish(&q[0]);
+	peer_request_finish(&q[1]);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 2);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"
+	                               " WHERE error LIKE 'interrupted:%%'"),
+	                 0);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM orders WHERE"
+	                               " fulfillment_status = 'notified'"),
+	                 1);
+	t_assert_history_of_one_cut_call(&d, "1", "outcome not recorded: ");
+	assert_true(t_unrecorded_gauge(&d) == 0);
 	assert_int_equal(daemon_term(&d, 20), 0);
 	daemon_finish(&d);
 	peer_destroy(p);
@@ -1090,6 +1256,8 @@ int main(void)
 	        cmocka_unit_test(test_a_reload_that_adds_outbound_starts_the_worker),
 	        cmocka_unit_test(
 	                test_an_outcome_the_store_refused_is_recorded_once_it_takes_writes),
+	        cmocka_unit_test(
+	                test_an_outcome_refused_until_the_stop_ends_is_given_back_and_sent_once_more),
 	        cmocka_unit_test(
 	                test_a_start_without_outbound_gives_back_a_row_a_crash_left_delivering),
 	        cmocka_unit_test(
