@@ -45,6 +45,8 @@ static void cmd_outbox_usage(FILE *out)
 /* ---- list ---- */
 
 struct cmd_outbox_list {
+	const char *ol_status;
+	const char *ol_order;
 	int64_t ol_n;
 	int64_t ol_limit;
 	int ol_json;
@@ -149,7 +151,10 @@ static int cmd_outbox_list_row(void *arg, const struct outbox_info *i)
 	return 0;
 }
 
-static int cmd_outbox_list(int argc, char **argv, struct store *st)
+/* Parses outbox list's options into ol. Returns EX_OK, or EX_USAGE (said):
+ * before the store is opened, so a wrong flag is a usage error whatever
+ * state the database is in. */
+static int cmd_outbox_list_parse(int argc, char **argv, struct cmd_outbox_list *ol)
 {
 	static const struct option opts[] = {
 	        {"status", required_argument, NULL, 's'},
@@ -158,13 +163,8 @@ static int cmd_outbox_list(int argc, char **argv, struct store *st)
 	        {"json", no_argument, NULL, 'j'},
 	        {NULL, 0, NULL, 0},
 	};
-	struct cmd_outbox_list ol;
-	const char *status = NULL;
-	const char *order = NULL;
-	int rc;
-
-	memset(&ol, 0, sizeof(ol));
-	ol.ol_limit = CLI_LIMIT_DEFAULT;
+	memset(ol, 0, sizeof(*ol));
+	ol->ol_limit = CLI_LIMIT_DEFAULT;
 	optind = 0;
 	for (;;) {
 		int c = getopt_long(argc, argv, "s:o:n:j", opts, NULL);
@@ -179,15 +179,15 @@ static int cmd_outbox_list(int argc, char **argv, struct store *st)
 				                "succeeded, dead, cancelled\n");
 				return EX_USAGE;
 			}
-			status = optarg;
+			ol->ol_status = optarg;
 		} else if (c == 'o') {
-			order = optarg;
+			ol->ol_order = optarg;
 		} else if (c == 'n') {
-			if (cli_parse_limit("outbox", optarg, &ol.ol_limit) < 0) {
+			if (cli_parse_limit("outbox", optarg, &ol->ol_limit) < 0) {
 				return EX_USAGE;
 			}
 		} else if (c == 'j') {
-			ol.ol_json = 1;
+			ol->ol_json = 1;
 		} else {
 			cmd_outbox_usage(stderr);
 			return EX_USAGE;
@@ -197,13 +197,21 @@ static int cmd_outbox_list(int argc, char **argv, struct store *st)
 		cmd_outbox_usage(stderr);
 		return EX_USAGE;
 	}
-	if (ol.ol_json) {
+	return EX_OK;
+}
+
+static int cmd_outbox_list(struct cmd_outbox_list *ol, struct store *st)
+{
+	int rc;
+
+	if (ol->ol_json) {
 		printf("{\"outbox\": [");
 	}
-	rc = outbox_list(st, status, order, cmd_outbox_list_row, &ol) < 0 ? EX_TEMPFAIL : EX_OK;
-	if (ol.ol_json) {
-		printf("%s]}\n", ol.ol_n > 0 ? "\n  " : "");
-	} else if (rc == EX_OK && ol.ol_n == 0) {
+	rc = outbox_list(st, ol->ol_status, ol->ol_order, cmd_outbox_list_row, ol) < 0 ? EX_TEMPFAIL
+	                                                                               : EX_OK;
+	if (ol->ol_json) {
+		printf("%s]}\n", ol->ol_n > 0 ? "\n  " : "");
+	} else if (rc == EX_OK && ol->ol_n == 0) {
 		printf("no outbox rows\n");
 	}
 	return rc;
@@ -539,6 +547,7 @@ static int cmd_outbox_transition(const char *sub, int64_t id, const struct confi
 
 static int cmd_outbox_run(int argc, char **argv, const char *config_path)
 {
+	struct cmd_outbox_list ol;
 	struct config *cf = NULL;
 	struct store *st = NULL;
 	const char *sub;
@@ -565,12 +574,18 @@ static int cmd_outbox_run(int argc, char **argv, const char *config_path)
 		fprintf(stderr, "idemhook outbox %s: wants one row ID (a positive number)\n", sub);
 		return EX_USAGE;
 	}
+	if (list) {
+		rc = cmd_outbox_list_parse(argc - 1, argv + 1, &ol);
+		if (rc != EX_OK) {
+			return rc;
+		}
+	}
 	rc = cli_open(config_path, list || show ? 1 : CLI_STORE_EXISTING, &cf, &st);
 	if (rc != EX_OK) {
 		return rc;
 	}
 	if (list) {
-		rc = cmd_outbox_list(argc - 1, argv + 1, st);
+		rc = cmd_outbox_list(&ol, st);
 	} else if (show) {
 		rc = cmd_outbox_show(id, json, st);
 	} else {

@@ -241,6 +241,8 @@ static void test_commands_on_a_missing_database_create_nothing(void **state)
 	        {"events", "dismiss", "x7", "--reason", "never applies", NULL},
 	        {"events", "dismiss", "1", NULL},
 	        {"events", "dismiss", "--provider", "stripe", "--frob", NULL},
+	        {"outbox", "list", "--bogus", NULL},
+	        {"outbox", "list", "--status", "failed", NULL},
 	};
 	const char *no_migrate[] = {"serve", "--no-migrate", NULL};
 	const char *order[] = {"order", "create", "--amount", "100", "--currency", "usd", NULL};
