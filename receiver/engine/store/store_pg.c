@@ -2378,11 +2378,14 @@ static int store_pg_identity_row(void *arg, const struct store_row *row)
 
 /* Every identity column of the schema (the catalogue's list, so a table a
  * later migration adds is not forgotten), moved past the largest value
- * its table holds. Runs in the copy's own transaction. */
+ * its table holds, and never back: after --replace, the ids the target
+ * gave out before (quoted in the console's URLs, audit rows, an
+ * operator's notes) are not given to other rows. Runs in the copy's own
+ * transaction. */
 static int store_pg_after_copy(struct store_tx *tx)
 {
 	struct store_pg_identities *pi;
-	char sql[512];
+	char sql[1024];
 	size_t i;
 	int rc = -1;
 
@@ -2399,10 +2402,13 @@ static int store_pg_after_copy(struct store_tx *tx)
 		goto out;
 	}
 	for (i = 0; i < pi->pi_n; i++) {
+		/* pg_sequence_last_value: NULL before the first nextval. */
 		snprintf(sql, sizeof(sql),
-		         "SELECT setval(pg_get_serial_sequence('\"%s\"', '%s'), "
-		         "COALESCE((SELECT max(\"%s\") FROM \"%s\"), 0) + 1, false)",
-		         pi->pi_table[i], pi->pi_column[i], pi->pi_column[i], pi->pi_table[i]);
+		         "SELECT setval(s, GREATEST(COALESCE((SELECT max(\"%s\") FROM \"%s\"), 0) "
+		         "+ 1, "
+		         "COALESCE(pg_sequence_last_value(CAST(s AS regclass)) + 1, 1)), false) "
+		         "FROM (SELECT pg_get_serial_sequence('\"%s\"', '%s') AS s) AS q",
+		         pi->pi_column[i], pi->pi_table[i], pi->pi_table[i], pi->pi_column[i]);
 		if (store_exec(tx, sql, NULL, 0, NULL) < 0) {
 			goto out;
 		}
