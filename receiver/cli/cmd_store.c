@@ -23,21 +23,38 @@
 #define CMD_STORE_APP_NAME "idemhook store copy"
 /* Groups of other sessions named in the refusal; the rest are counted. */
 #define CMD_STORE_SESSIONS_NAMED 8
+/* Server pids listed per group (pg_terminate_backend takes them). */
+#define CMD_STORE_SESSION_PIDS 4
+#define CMD_STORE_STR_(x) #x
+#define CMD_STORE_STR(x) CMD_STORE_STR_(x)
+/* The name of the store's read connections ("idemhook reader"): their
+ * transactions are READ ONLY, so a read-only command (events list, stats,
+ * a copy from this database) changes nothing a copy reads or writes. A
+ * receiver has them too, but is seen by its writer, which it keeps open. */
+#define CMD_STORE_READER_NAME "idemhook reader"
 
-/* The other client sessions on a PostgreSQL end's database, grouped by
- * name and address. Another role's session shows its name but not its
- * address (pg_stat_activity without pg_read_all_stats); server processes
- * (autovacuum) have no role and are not counted. */
+/* The other client sessions on a PostgreSQL end's database (sessions on
+ * other databases of the server are not counted), grouped by name and
+ * address, with their first pids. Another role's session shows its name
+ * and pid but not its address (pg_stat_activity without
+ * pg_read_all_stats); server processes (autovacuum) have no role and are
+ * not counted. */
 static const char cmd_store_sessions_sql[] =
         "SELECT count(*), coalesce(application_name, ''), "
         "CASE WHEN client_addr IS NOT NULL THEN host(client_addr) "
         "WHEN client_port = -1 THEN 'the local socket' "
-        "ELSE 'an address hidden from this role' END AS addr "
-        "FROM pg_stat_activity WHERE datname = current_database() "
-        "AND pid <> pg_backend_pid() AND usename IS NOT NULL "
-        "AND coalesce(backend_type, 'client backend') = 'client backend' "
-        "AND application_name IS DISTINCT FROM '" CMD_STORE_APP_NAME "' "
-        "GROUP BY 2, 3 ORDER BY 3, 2";
+        "ELSE 'an address hidden from this role' END AS addr, "
+        "array_to_string((array_agg(pid ORDER BY pid))[1:" CMD_STORE_STR(
+                CMD_STORE_SESSION_PIDS) "], ', ') "
+                                        "FROM pg_stat_activity WHERE datname = current_database() "
+                                        "AND pid <> pg_backend_pid() AND usename IS NOT NULL "
+                                        "AND coalesce(backend_type, 'client backend') = 'client "
+                                        "backend' "
+                                        "AND application_name IS DISTINCT FROM '" CMD_STORE_APP_NAME
+                                        "' "
+                                        "AND application_name IS DISTINCT FROM "
+                                        "'" CMD_STORE_READER_NAME "' "
+                                        "GROUP BY 2, 3 ORDER BY 3, 2";
 
 /* Every table, parents before the rows that reference them, each in the
  * order of its key (outbox: a compensation row after the row it is for).
@@ -109,15 +126,18 @@ static int cmd_store_session_row(void *arg, const struct store_row *row)
 	int64_t n = store_row_int(row, 0);
 	const char *name = store_row_text(row, 1);
 	const char *addr = store_row_text(row, 2);
+	const char *pids = store_row_text(row, 3);
 
 	ss->ss_total += n;
 	if (name != NULL && strcmp(name, "idemhook writer") == 0) {
 		ss->ss_writers += n;
 	}
 	if (ss->ss_groups++ < CMD_STORE_SESSIONS_NAMED) {
-		return buf_printf(&ss->ss_list, "%s%lld \"%s\" from %s",
+		return buf_printf(&ss->ss_list, "%s%lld \"%s\" from %s (pid %s%s)",
 		                  ss->ss_groups > 1 ? ", " : "", (long long)n,
-		                  name != NULL ? name : "", addr != NULL ? addr : "?");
+		                  name != NULL ? name : "", addr != NULL ? addr : "?",
+		                  pids != NULL ? pids : "?",
+		                  n > CMD_STORE_SESSION_PIDS ? ", ..." : "");
 	}
 	return 0;
 }
@@ -543,7 +563,8 @@ static void cmd_store_usage(FILE *out)
 	        "must be empty unless --replace. A SQLite store is locked as serve locks it:\n"
 	        "stop serve first (the copy is refused while it runs). A PostgreSQL end\n"
 	        "with other sessions on its database (receivers still running) is refused\n"
-	        "too: they are listed by name and address.\n\n"
+	        "too: they are listed by name, address and pid (read-only idemhook\n"
+	        "commands are not counted).\n\n"
 	        "  LOCATION         sqlite:PATH, postgresql:CONNINFO or a postgresql:// URI\n"
 	        "  --replace        delete what the target holds first\n"
 	        "  --allow-running  copy even with other sessions on a PostgreSQL end\n\n"

@@ -2,7 +2,8 @@
  * database filled by real callbacks, `idemhook store copy` to PostgreSQL,
  * every table equal row by row, a receiver on PostgreSQL answering the old
  * duplicates with their stored replies; a non-empty target is refused
- * without --replace; and the way back. */
+ * without --replace; and the way back. Which other sessions refuse a
+ * PostgreSQL end, and a copy run by the database's owner, no superuser. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1065,6 +1066,222 @@ static void test_migrate_moves_the_ids_an_older_copy_left_behind(void **state)
 	daemon_finish(&d);
 }
 
+/* ---- other sessions, and a role that is no superuser ---- */
+
+/* A psql session that sleeps on a database until it is ended: db may carry
+ * further conninfo keywords after the name ("db user=x"; a later keyword
+ * wins over pgserver_conninfo's). */
+struct copy_session {
+	char cs_db[128];
+	char cs_sql[128];
+	char cs_tag[32];
+	pthread_t cs_thread;
+};
+
+static void *copy_session_main(void *arg)
+{
+	struct copy_session *cs = arg;
+
+	/* Fails when terminated: that is how it ends. */
+	pgserver_psql(pgserver_shared(NULL), cs->cs_db, cs->cs_sql, NULL);
+	return NULL;
+}
+
+/* what (an aggregate) over the session, read by the superuser. */
+static int64_t copy_session_query(const struct copy_session *cs, const char *what)
+{
+	char sql[512];
+	char *out = NULL;
+	int64_t n = -1;
+
+	snprintf(sql, sizeof(sql),
+	         "SELECT %s FROM pg_stat_activity WHERE query LIKE '%%pg_sleep(120) AS %s%%' "
+	         "AND pid <> pg_backend_pid() AND wait_event = 'PgSleep'",
+	         what, cs->cs_tag);
+	if (pgserver_psql(pgserver_shared(NULL), "postgres", sql, &out) == 0 && out != NULL) {
+		n = strtoll(out, NULL, 10);
+	}
+	free(out);
+	return n;
+}
+
+/* Starts the session and returns its server pid once it sleeps. */
+static int64_t copy_session_start(struct copy_session *cs, const char *db, const char *tag)
+{
+	int tries;
+
+	snprintf(cs->cs_db, sizeof(cs->cs_db), "%s", db);
+	snprintf(cs->cs_tag, sizeof(cs->cs_tag), "%s", tag);
+	snprintf(cs->cs_sql, sizeof(cs->cs_sql), "SELECT pg_sleep(120) AS %s", tag);
+	assert_int_equal(pthread_create(&cs->cs_thread, NULL, copy_session_main, cs), 0);
+	for (tries = 0; tries < 500 && copy_session_query(cs, "count(*)") != 1; tries++) {
+		usleep(20 * 1000);
+	}
+	assert_int_equal(copy_session_query(cs, "count(*)"), 1);
+	return copy_session_query(cs, "max(pid)");
+}
+
+static void copy_session_end(struct copy_session *cs)
+{
+	assert_int_equal(copy_session_query(cs, "count(pg_terminate_backend(pid))"), 1);
+	pthread_join(cs->cs_thread, NULL);
+}
+
+/* The refusal in d's log since `before` names the session as want. */
+static void copy_assert_refused_for(const struct daemon *d, size_t before, const char *want)
+{
+	char *log = hn_read_file(d->dm_log);
+
+	assert_non_null(log);
+	assert_true(strlen(log) >= before);
+	if (strstr(log + before, "the database has 1 other session: ") == NULL ||
+	    strstr(log + before, want) == NULL) {
+		fail_msg("no refusal naming %s in:\n%s", want, log + before);
+	}
+	free(log);
+}
+
+/* Only sessions that may write to the copy's own database refuse it: an
+ * operator's psql left open on another database of the server does not,
+ * nor does a read-only idemhook command's session on the same one (the
+ * store's "idemhook reader", READ ONLY); a psql on the same database
+ * does, named with its address and pid. */
+static void test_a_copy_is_refused_only_by_sessions_that_may_write_its_database(void **state)
+{
+	struct copy_session other;
+	struct copy_session reader;
+	struct copy_session psql;
+	struct daemon pgd;
+	struct daemon back;
+	char back_loc[700];
+	char reader_db[128];
+	char want[128];
+	char order[64];
+	size_t before;
+	int64_t pid;
+
+	(void)state;
+	assert_int_equal(daemon_init_pg(&pgd, FX_STRIPE_INI), 0);
+	assert_int_equal(daemon_start(&pgd), 0);
+	assert_int_equal(hn_order_create(&pgd, 2500, "usd", order), 0);
+	assert_int_equal(fx_stripe_pay(&pgd, "evt_sessions_pg", order, 2500, "usd"), 200);
+	assert_int_equal(daemon_term(&pgd, 20), 0);
+	assert_int_equal(daemon_init(&back, NULL), 0);
+	snprintf(back_loc, sizeof(back_loc), "sqlite:%s", back.dm_db);
+
+	copy_session_start(&other, "postgres", "other_database");
+	snprintf(reader_db, sizeof(reader_db), "%s application_name='idemhook reader'",
+	         pgd.dm_pg_db);
+	copy_session_start(&reader, reader_db, "read_only_command");
+	assert_int_equal(copy_run(&back, pgd.dm_db, back_loc, 0), 0);
+	assert_int_equal(hn_db_int(back.dm_db, "SELECT COUNT(*) FROM orders"), 1);
+
+	pid = copy_session_start(&psql, pgd.dm_pg_db, "same_database");
+	before = copy_log_len(&back);
+	assert_int_equal(copy_run(&back, pgd.dm_db, back_loc, 1), 69);
+	snprintf(want, sizeof(want), "1 \"psql\" from the local socket (pid %lld)", (long long)pid);
+	copy_assert_refused_for(&back, before, want);
+	copy_session_end(&psql);
+	copy_session_end(&reader);
+	copy_session_end(&other);
+	daemon_finish(&back);
+	daemon_finish(&pgd);
+}
+
+#define COPY_OWNER "idemhook_copy_owner"
+#define COPY_OWNED_DB "idemhook_copy_owned"
+
+/* The production setup of docs/postgresql.md: a role that is no superuser
+ * and owns the database. The copy into it migrates and fills it; its
+ * session check sees a superuser's session (name and pid, the address
+ * hidden from this role) and refuses; --replace then keeps the id
+ * generators where the database had moved them, so no id the target gave
+ * out before is given to another row. */
+static void test_a_copy_by_the_owner_of_the_database_needs_no_superuser(void **state)
+{
+	struct copy_session admin;
+	struct daemon first;
+	struct daemon lite;
+	struct daemon pgd;
+	char from[700];
+	char want[160];
+	char order[64];
+	char *out = NULL;
+	size_t before;
+	int64_t pid;
+	int64_t next;
+	int i;
+
+	(void)state;
+	assert_int_equal(pgserver_psql(pgserver_shared(NULL), "postgres",
+	                               "CREATE ROLE " COPY_OWNER " LOGIN NOSUPERUSER", NULL),
+	                 0);
+	assert_int_equal(pgserver_psql(pgserver_shared(NULL), "postgres",
+	                               "CREATE DATABASE " COPY_OWNED_DB " OWNER " COPY_OWNER, NULL),
+	                 0);
+	memset(&first, 0, sizeof(first));
+	snprintf(first.dm_pg_db, sizeof(first.dm_pg_db), "%s user=%s", COPY_OWNED_DB, COPY_OWNER);
+	assert_int_equal(daemon_init_beside(&pgd, &first, FX_STRIPE_INI), 0);
+
+	assert_int_equal(daemon_init(&lite, FX_STRIPE_INI), 0);
+	assert_int_equal(daemon_start(&lite), 0);
+	assert_int_equal(hn_order_create(&lite, 1500, "usd", order), 0);
+	assert_int_equal(fx_stripe_pay(&lite, "evt_owner_lite", order, 1500, "usd"), 200);
+	assert_int_equal(daemon_term(&lite, 20), 0);
+	snprintf(from, sizeof(from), "sqlite:%s", lite.dm_db);
+
+	assert_int_equal(copy_run(&lite, from, pgd.dm_db, 0), 0);
+	assert_int_equal(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM orders WHERE status = 'paid'"),
+	                 1);
+	assert_int_equal(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM points_ledger"), 1);
+	assert_int_equal(
+	        pgserver_psql(pgserver_shared(NULL), COPY_OWNED_DB,
+	                      "SELECT tableowner FROM pg_tables WHERE tablename = 'orders'", &out),
+	        0);
+	assert_non_null(out);
+	assert_non_null(strstr(out, COPY_OWNER));
+	free(out);
+
+	/* A receiver on it as the owner gives out points ids 2 and 3. */
+	assert_int_equal(daemon_start(&pgd), 0);
+	for (i = 0; i < 2; i++) {
+		char event[32];
+
+		assert_int_equal(hn_order_create(&pgd, 1500, "usd", order), 0);
+		snprintf(event, sizeof(event), "evt_owner_pg_%d", i);
+		assert_int_equal(fx_stripe_pay(&pgd, event, order, 1500, "usd"), 200);
+	}
+	assert_int_equal(hn_db_int(pgd.dm_db, "SELECT MAX(id) FROM points_ledger"), 3);
+	assert_int_equal(daemon_term(&pgd, 20), 0);
+
+	/* The superuser's session: seen by the owner, its address hidden. */
+	pid = copy_session_start(&admin, COPY_OWNED_DB, "superuser_session");
+	before = copy_log_len(&lite);
+	assert_int_equal(copy_run(&lite, from, pgd.dm_db, 1), 69);
+	snprintf(want, sizeof(want), "1 \"psql\" from an address hidden from this role (pid %lld)",
+	         (long long)pid);
+	copy_assert_refused_for(&lite, before, want);
+	copy_session_end(&admin);
+	assert_int_equal(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM points_ledger"), 3);
+
+	/* --replace: the source's one row, and the next id is still new. */
+	assert_int_equal(copy_run(&lite, from, pgd.dm_db, 1), 0);
+	assert_int_equal(hn_db_int(pgd.dm_db, "SELECT COUNT(*) FROM points_ledger"), 1);
+	assert_int_equal(pgserver_psql(pgserver_shared(NULL), COPY_OWNED_DB " user=" COPY_OWNER,
+	                               "SELECT nextval(pg_get_serial_sequence('points_ledger', "
+	                               "'id'))",
+	                               &out),
+	                 0);
+	assert_non_null(out);
+	next = strtoll(out, NULL, 10);
+	free(out);
+	print_message("points_ledger's next id after --replace: %lld\n", (long long)next);
+	assert_true(next > 3);
+
+	daemon_finish(&pgd);
+	daemon_finish(&lite);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1078,6 +1295,9 @@ int main(void)
 	        cmocka_unit_test(
 	                test_a_copy_statement_may_run_longer_than_serves_statement_timeout),
 	        cmocka_unit_test(test_migrate_moves_the_ids_an_older_copy_left_behind),
+	        cmocka_unit_test(
+	                test_a_copy_is_refused_only_by_sessions_that_may_write_its_database),
+	        cmocka_unit_test(test_a_copy_by_the_owner_of_the_database_needs_no_superuser),
 	};
 
 	pgserver_require_or_skip("test_store_copy_pg");

@@ -1032,6 +1032,9 @@ static int store_savepoint_run(struct store_tx *tx, int (*step)(struct store_tx 
 	}
 	r = step(tx, arg);
 	if (r < 0) {
+		/* Before the rollback, whose statements would answer for it. */
+		tx->tx_timed_out = tx->tx_engine->en_timed_out != NULL &&
+		                   tx->tx_engine->en_timed_out(tx->tx_conn);
 		store_savepoint_rollback(tx);
 		return -1;
 	}
@@ -1111,7 +1114,8 @@ static void store_unit_claim_settle(struct store_unit *u, size_t i)
 	}
 }
 
-/* Runs one claim of u in its savepoint. */
+/* Runs one claim of u in its savepoint (tx->tx_timed_out tells whether it
+ * waited out the statement bound). */
 static enum store_tx_state store_step_run_claim(struct store *st, struct store_tx *tx,
                                                 struct store_unit *u, size_t i)
 {
@@ -1144,9 +1148,10 @@ static enum store_tx_state store_step_run_claim(struct store *st, struct store_t
 }
 
 /* Runs one step on the writer connection wc. Returns what became of the
- * transaction. */
+ * transaction; *ret_timed_out is 1 when the step waited out the statement
+ * bound on a lock held elsewhere. */
 static enum store_tx_state store_step_run(struct store *st, struct store_conn *wc,
-                                          const struct store_step *sp)
+                                          const struct store_step *sp, int *ret_timed_out)
 {
 	const struct store_engine *en = st->st_engine;
 	struct store_unit *u = sp->sp_unit;
@@ -1154,9 +1159,12 @@ static enum store_tx_state store_step_run(struct store *st, struct store_conn *w
 	enum store_tx_state state;
 
 	if (sp->sp_claim != STORE_STEP_WRITE) {
-		return store_step_run_claim(st, &tx, u, sp->sp_claim);
+		state = store_step_run_claim(st, &tx, u, sp->sp_claim);
+		*ret_timed_out = tx.tx_timed_out;
+		return state;
 	}
 	u->su_result = store_savepoint_run(&tx, u->su_fn, u->su_arg);
+	*ret_timed_out = tx.tx_timed_out;
 	state = en->en_in_tx(tx.tx_conn) && u->su_result >= 0 ? STORE_TXS_OPEN
 	                                                      : en->en_tx_state(tx.tx_conn);
 	if (state == STORE_TXS_ENDED) {
@@ -1302,6 +1310,7 @@ struct store_lanes {
 	size_t *sl_first; /* per lane step: its first step; claims of one key run in one */
 	size_t sl_end;    /* the first step that is no claim */
 	int sl_hold;      /* no step after the claims: tx_hold */
+	int sl_timed_out; /* a claim waited out the statement bound: settled */
 };
 
 static int store_step_same_key(const struct store_step *a, const struct store_step *b)
@@ -1354,6 +1363,7 @@ static int store_lane_step(void *arg, size_t g, struct store_conn *lane)
 				 * retries), not run again one by one to wait once
 				 * more; the others of the pass run again. */
 				store_unit_claim_settle(u, sp->sp_claim);
+				sl->sl_timed_out = 1;
 			}
 			return -1;
 		}
@@ -1363,10 +1373,12 @@ static int store_lane_step(void *arg, size_t g, struct store_conn *lane)
 
 /* Runs the batch's pending claims (the steps before the first write) on
  * the engine's lanes of the writer connection wc. *ret_next gets the first
- * step left to run one by one. Returns what became of the transaction
- * (en_lanes). */
+ * step left to run one by one; *ret_timed_out is 1 when a claim waited out
+ * the statement bound (and was settled). Returns what became of the
+ * transaction (en_lanes). */
 static enum store_tx_state store_batch_lanes(struct store *st, struct store_conn *wc,
-                                             struct store_step *steps, size_t n, size_t *ret_next)
+                                             struct store_step *steps, size_t n, size_t *ret_next,
+                                             int *ret_timed_out)
 {
 	struct store_lanes sl = {.sl_st = st, .sl_steps = steps};
 	enum store_tx_state state;
@@ -1377,6 +1389,7 @@ static enum store_tx_state store_batch_lanes(struct store *st, struct store_conn
 	for (end = 0; end < n && steps[end].sp_claim != STORE_STEP_WRITE; end++) {
 	}
 	*ret_next = end;
+	*ret_timed_out = 0;
 	sl.sl_end = end;
 	sl.sl_hold = end == n;
 	sl.sl_first = calloc(end + 1, sizeof(*sl.sl_first));
@@ -1395,7 +1408,28 @@ static enum store_tx_state store_batch_lanes(struct store *st, struct store_conn
 	state = groups > 0 ? st->st_engine->en_lanes(wc, groups, sl.sl_hold, store_lane_step, &sl)
 	                   : STORE_TXS_OPEN;
 	free(sl.sl_first);
+	*ret_timed_out = sl.sl_timed_out;
 	return state;
+}
+
+/* A unit of the batch on wc waited out the statement bound on a lock held
+ * elsewhere: the engine cuts the batch's later lock waits short, once
+ * (*cut). Returns en_lock_wait_cut's value. */
+static int store_batch_lock_cut(const struct store_engine *en, struct store_conn *wc, int *cut)
+{
+	if (*cut || en->en_lock_wait_cut == NULL) {
+		return 0;
+	}
+	*cut = 1;
+	return en->en_lock_wait_cut(wc, 1);
+}
+
+/* 1 when the writer's own last statement (a write the lanes held back for
+ * the round or the COMMIT) was cancelled on the bound: no claim was
+ * settled for it, but the batch has waited it out. */
+static int store_batch_timed_out(const struct store_engine *en, struct store_conn *wc)
+{
+	return en->en_timed_out != NULL && en->en_timed_out(wc);
 }
 
 /* Runs a batch in one transaction. SQLite may end the transaction by itself
@@ -1407,7 +1441,10 @@ static enum store_tx_state store_batch_lanes(struct store *st, struct store_conn
  * (transient: 503, nothing acknowledged before a COMMIT returned); the
  * writer reconnects before its next batch. A claim whose statement the
  * server cancelled on a lane (statement_timeout: a lock held elsewhere) is
- * settled transient there and is not run again with the others. */
+ * settled transient there and is not run again with the others. The batch
+ * waits out that bound once: after a unit did, the engine cuts every later
+ * lock wait of the batch short (en_lock_wait_cut), so a second claim that
+ * meets another lock does not hold the whole batch for the bound again. */
 static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
                             uint64_t *ret_commits, double *ret_commit_s)
 {
@@ -1418,6 +1455,8 @@ static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
 	struct store_step *steps;
 	unsigned retries = 0;
 	int one_by_one = en->en_lanes == NULL;
+	int timed_out = 0;
+	int cut = 0;
 	size_t n = 0;
 	size_t i;
 	double t0;
@@ -1441,18 +1480,27 @@ static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
 		state = STORE_TXS_OPEN;
 		i = 0;
 		if (!one_by_one) {
-			state = store_batch_lanes(st, wc, steps, n, &i);
+			state = store_batch_lanes(st, wc, steps, n, &i, &timed_out);
 			if (state == STORE_TXS_ENDED) {
 				/* A claim failed on its lane: the pass is undone and
 				 * every claim runs again in a savepoint of its own. */
+				timed_out = timed_out || store_batch_timed_out(en, wc);
 				store_conn_exec(en, wc, "ROLLBACK");
+				if (timed_out) {
+					store_batch_lock_cut(en, wc,
+					                     &cut); /* with the next BEGIN */
+				}
 				one_by_one = 1;
 				continue;
 			}
 		}
 		for (; i < n && state == STORE_TXS_OPEN; i++) {
 			if (store_step_pending(&steps[i])) {
-				state = store_step_run(st, wc, &steps[i]);
+				state = store_step_run(st, wc, &steps[i], &timed_out);
+				if (timed_out && state == STORE_TXS_OPEN &&
+				    store_batch_lock_cut(en, wc, &cut) < 0) {
+					state = en->en_tx_state(wc);
+				}
 			}
 		}
 		if (state == STORE_TXS_OPEN && __atomic_load_n(&st->st_files_lost, __ATOMIC_ACQUIRE)) {
@@ -1473,6 +1521,9 @@ static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
 				/* Nothing committed (a claim's write the engine held
 				 * for the COMMIT failed): every claim runs again in a
 				 * savepoint of its own, as after a failed lane. */
+				if (store_batch_timed_out(en, wc)) {
+					store_batch_lock_cut(en, wc, &cut);
+				}
 				if (en->en_in_tx(wc)) {
 					store_conn_exec(en, wc, "ROLLBACK");
 				}
@@ -1507,6 +1558,9 @@ static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
 		}
 		store_units_fail_unsettled(batch);
 		break;
+	}
+	if (cut) {
+		en->en_lock_wait_cut(wc, 0);
 	}
 	free(steps);
 }

@@ -39,6 +39,9 @@ struct store_tx {
 	/* 1 on a lane whose batch has nothing but its COMMIT after the lanes:
 	 * a claim's final write may go with it (en_exec_one). */
 	int tx_hold;
+	/* Set when the unit's step failed on a statement the server cancelled
+	 * on its bound (en_timed_out), seen before its savepoint was undone. */
+	int tx_timed_out;
 };
 
 /* What became of the writer's transaction after a unit failed. */
@@ -110,6 +113,13 @@ struct store_engine {
 	 * lock_timeout): the unit waited out that bound on a lock held
 	 * elsewhere, and is transient at once rather than made to wait again. */
 	int (*en_timed_out)(struct store_conn *cn);
+	/* Optional: one bound per batch. on = 1 after a unit of the batch on
+	 * the writer cn waited out that bound (en_timed_out): every later lock
+	 * wait of the batch, in this transaction and the passes after it, is
+	 * cut short, so a second lock held elsewhere costs the batch little
+	 * more instead of the bound again. on = 0 when the batch is over.
+	 * Returns 0, or -1 when the open transaction could not take it (logged). */
+	int (*en_lock_wait_cut)(struct store_conn *cn, int on);
 
 	/* Optional (NULL: the writer runs a batch's units one after another,
 	 * each in its savepoint). Runs steps 0..n-1 together inside cn's open

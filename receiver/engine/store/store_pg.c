@@ -47,6 +47,9 @@
 #define STORE_PG_POOL_DEFAULT 4
 #define STORE_PG_WRITERS_MAX 15 /* writer connections besides the first (en_writer_add) */
 #define STORE_PG_STATEMENT_TIMEOUT_MS_DEFAULT 5000
+/* A batch waits out its statement_timeout on a lock once: after that, each
+ * lock wait of the batch gets this fraction of it (lock_timeout). */
+#define STORE_PG_LOCK_CUT_DIVISOR 20
 #define STORE_PG_STMT_BUCKETS 64
 #define STORE_PG_STMT_CACHE_MAX 512 /* prepared statements per connection */
 #define STORE_PG_PARAMS_MAX 1000    /* '?' in one statement */
@@ -114,6 +117,8 @@ struct store_conn {
 	struct store_pg_defer **cn_defer_tail;
 	int cn_defer_failed; /* writer: one of them failed: the transaction cannot commit */
 	int cn_lost;         /* writer: its transaction went with a broken round */
+	int cn_lock_cut;     /* writer: its batch met a lock once: lock waits cut short */
+	char cn_lock_cut_sql[48];
 };
 
 struct store_db {
@@ -1188,6 +1193,18 @@ static int store_pg_simple(struct store_conn *cn, const char *sql, const char *w
 
 #define STORE_PG_BEGIN_WRITE "BEGIN ISOLATION LEVEL READ COMMITTED"
 
+/* SET LOCAL lock_timeout for a batch that met a lock once (cn_lock_cut):
+ * a fraction of the statement bound, in a buffer of cn's. */
+static const char *store_pg_lock_cut_sql(struct store_conn *cn)
+{
+	unsigned ms = cn->cn_timeout_ms / STORE_PG_LOCK_CUT_DIVISOR;
+
+	/* 0 would turn lock_timeout off */
+	snprintf(cn->cn_lock_cut_sql, sizeof(cn->cn_lock_cut_sql), "SET LOCAL lock_timeout = %u",
+	         ms > 0 ? ms : 1);
+	return cn->cn_lock_cut_sql;
+}
+
 /* Sends BEGIN by itself. A connection the server closed while it was idle
  * is made again and BEGIN sent once more: nothing was begun on it. */
 static int store_pg_begin_now(struct store_conn *cn, const char *sql)
@@ -1220,6 +1237,7 @@ static int store_pg_begin_now(struct store_conn *cn, const char *sql)
 static int store_pg_begin(struct store_conn *cn, int write)
 {
 	cn->cn_retry = 0;
+	cn->cn_timed_out = 0;
 	cn->cn_sqlstate[0] = '\0';
 	if (write) {
 		store_pg_defer_reset(cn);
@@ -1238,11 +1256,18 @@ static int store_pg_begin(struct store_conn *cn, int write)
  * Returns 0 or -1 (logged). */
 static int store_pg_begin_flush(struct store_conn *cn)
 {
+	char sql[128];
+
 	if (!cn->cn_begin_pending) {
 		return 0;
 	}
 	cn->cn_begin_pending = 0;
-	return store_pg_begin_now(cn, STORE_PG_BEGIN_WRITE);
+	if (!cn->cn_lock_cut) {
+		return store_pg_begin_now(cn, STORE_PG_BEGIN_WRITE);
+	}
+	/* One round trip still: the simple protocol takes both. */
+	snprintf(sql, sizeof(sql), "%s; %s", STORE_PG_BEGIN_WRITE, store_pg_lock_cut_sql(cn));
+	return store_pg_begin_now(cn, sql);
 }
 
 static int store_pg_in_tx(struct store_conn *cn)
@@ -1284,6 +1309,18 @@ static int store_pg_last_error(struct store_conn *cn)
 static int store_pg_timed_out(struct store_conn *cn)
 {
 	return cn->cn_timed_out;
+}
+
+/* The batch met a lock once (on) or is over. A transaction not begun yet
+ * gets the cut with its BEGIN; an open one now, with SET LOCAL, which ends
+ * with it (so off has nothing to undo on the server). */
+static int store_pg_lock_wait_cut(struct store_conn *cn, int on)
+{
+	cn->cn_lock_cut = on;
+	if (!on || cn->cn_begin_pending || PQtransactionStatus(cn->cn_pg) != PQTRANS_INTRANS) {
+		return 0;
+	}
+	return store_pg_simple(cn, store_pg_lock_cut_sql(cn), NULL);
 }
 
 static const char *store_pg_error_reason(int code)
@@ -1610,6 +1647,9 @@ static PGresult *store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 	if (begin) {
 		ok = PQsendQueryParams(w->cn_pg, STORE_PG_BEGIN_WRITE, 0, NULL, NULL, NULL, NULL,
 		                       0) == 1;
+		ok = ok &&
+		     (!w->cn_lock_cut || PQsendQueryParams(w->cn_pg, store_pg_lock_cut_sql(w), 0,
+		                                           NULL, NULL, NULL, NULL, 0) == 1);
 	}
 	for (df = w->cn_defer; df != NULL && ok; df = df->df_next) {
 		ok = PQsendQueryPrepared(w->cn_pg, df->df_name, df->df_n,
@@ -1626,9 +1666,9 @@ static PGresult *store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 	}
 	ok = ok && PQpipelineSync(w->cn_pg) == 1;
 	w->cn_round_trips++;
-	if (ok && begin) {
+	for (k = 0; ok && begin && k < (w->cn_lock_cut ? 2u : 1u); k++) {
 		res = store_pg_lane_result(w->cn_pg);
-		if (PQresultStatus(res) != PGRES_COMMAND_OK) {
+		if (PQresultStatus(res) != PGRES_COMMAND_OK && begin_res == NULL) {
 			ls->ls_doomed = 1;
 			begin_res = res;
 		} else {
@@ -2338,11 +2378,14 @@ static int store_pg_identity_row(void *arg, const struct store_row *row)
 
 /* Every identity column of the schema (the catalogue's list, so a table a
  * later migration adds is not forgotten), moved past the largest value
- * its table holds. Runs in the copy's own transaction. */
+ * its table holds, and never back: after --replace, the ids the target
+ * gave out before (quoted in the console's URLs, audit rows, an
+ * operator's notes) are not given to other rows. Runs in the copy's own
+ * transaction. */
 static int store_pg_after_copy(struct store_tx *tx)
 {
 	struct store_pg_identities *pi;
-	char sql[512];
+	char sql[1024];
 	size_t i;
 	int rc = -1;
 
@@ -2359,10 +2402,13 @@ static int store_pg_after_copy(struct store_tx *tx)
 		goto out;
 	}
 	for (i = 0; i < pi->pi_n; i++) {
+		/* pg_sequence_last_value: NULL before the first nextval. */
 		snprintf(sql, sizeof(sql),
-		         "SELECT setval(pg_get_serial_sequence('\"%s\"', '%s'), "
-		         "COALESCE((SELECT max(\"%s\") FROM \"%s\"), 0) + 1, false)",
-		         pi->pi_table[i], pi->pi_column[i], pi->pi_column[i], pi->pi_table[i]);
+		         "SELECT setval(s, GREATEST(COALESCE((SELECT max(\"%s\") FROM \"%s\"), 0) "
+		         "+ 1, "
+		         "COALESCE(pg_sequence_last_value(CAST(s AS regclass)) + 1, 1)), false) "
+		         "FROM (SELECT pg_get_serial_sequence('\"%s\"', '%s') AS s) AS q",
+		         pi->pi_column[i], pi->pi_table[i], pi->pi_table[i], pi->pi_column[i]);
 		if (store_exec(tx, sql, NULL, 0, NULL) < 0) {
 			goto out;
 		}
@@ -2594,6 +2640,7 @@ const struct store_engine store_engine_pg = {
         .en_last_error = store_pg_last_error,
         .en_error_reason = store_pg_error_reason,
         .en_timed_out = store_pg_timed_out,
+        .en_lock_wait_cut = store_pg_lock_wait_cut,
         .en_after_batch = store_pg_after_batch,
         .en_wal_written = store_pg_wal_written,
         .en_probe = store_pg_probe,
