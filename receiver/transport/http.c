@@ -702,6 +702,9 @@ static int http_sock_cut(struct http_gen *gen, struct http_sock *hk, unsigned lo
 	}
 	gen->hg_cuts[why]++;
 	metrics_http_cut(gen->hg_srv->hs_name, http_cut_names[why]);
+	/* Over TLS the 408 would have to go through libmicrohttpd's GnuTLS
+	 * session, which its server thread may be using (a handshake, a
+	 * read): it is only closed (docs/operations.md, native TLS). */
 	if (from != HTTP_PHASE_IDLE && !gen->hg_tls && gen->hg_timeout_answer != NULL) {
 		const char *data = gen->hg_timeout_answer;
 		size_t len = gen->hg_timeout_answer_len;
