@@ -780,6 +780,7 @@ struct replay_answer {
 	char ra_outcome[24]; /* Idemhook-Outcome, or "" */
 	char ra_slug[48]; /* "urn:idemhook:problem:<slug>" of a problem answer, or "" */
 	int64_t ra_retry_after_ms; /* the answer's Retry-After from now, or -1 */
+	enum httpc_failure ra_failure; /* why no answer came (replay_http returned -1) */
 };
 
 /* POSTs req to url (the --to address joined with its target), with the
@@ -820,6 +821,7 @@ static int replay_http(struct replay_state *s, const char *url, const struct htt
 	int rc = -1;
 
 	httpc_headers_init(&hdrs);
+	memset(ret, 0, sizeof(*ret));
 	memset(&hreq, 0, sizeof(hreq));
 	memset(&resp, 0, sizeof(resp));
 	for (i = 0; i < req->hr_n_headers; i++) {
@@ -848,10 +850,19 @@ static int replay_http(struct replay_state *s, const char *url, const struct htt
 	hreq.hcq_timeout_ms = timeout * 1000;
 	hreq.hcq_ca_file = s->st_ca_file;
 	if (httpc_exchange(&hreq, &resp, herr, sizeof(herr)) < 0) {
-		replay_err(err, err_size, "the --to address: %s", herr);
+		ret->ra_failure = resp.hcr_failure;
+		if (ret->ra_failure == HTTPC_FAILURE_TLS_VERIFY) {
+			replay_err(err, err_size,
+			           "the --to address's certificate could not be verified (%s), and "
+			           "another attempt would fail alike: trust the CA that issued it "
+			           "with --cacert FILE or [client] ca_file, and address it by a "
+			           "name its certificate holds",
+			           herr);
+		} else {
+			replay_err(err, err_size, "the --to address: %s", herr);
+		}
 		goto out;
 	}
-	memset(ret, 0, sizeof(*ret));
 	ret->ra_status = (int)resp.hcr_status;
 	ret->ra_retry_after_ms = -1;
 	retry_after = httpc_response_header(&resp, "Retry-After");
@@ -1217,9 +1228,10 @@ static void replay_submit(struct replay_state *s, const struct replay_entry *e, 
 }
 
 /* Over HTTP: classified from the answer; REPLAY_V_RETRY for no answer and
- * for 409, 429 and 503. *ret_unavailable says whether the address was
- * unavailable (no answer, or 429/503), *ret_wait_ms how long it asked to be
- * left alone (Retry-After), or -1. */
+ * for 409, 429 and 503, REPLAY_V_FAILED for a certificate that failed
+ * verification. *ret_unavailable says whether the address was unavailable
+ * (no answer, a certificate refused, or 429/503), *ret_wait_ms how long it
+ * asked to be left alone (Retry-After), or -1. */
 static enum replay_verdict replay_remote(struct replay_state *s, const struct http_request *req,
                                          const struct httpc_headers *sig, char *reason,
                                          size_t reason_size, char *err, size_t err_size,
@@ -1243,6 +1255,14 @@ static enum replay_verdict replay_remote(struct replay_state *s, const struct ht
 	}
 	rc = replay_http(s, url, req, sig, &a, err, err_size);
 	free(url);
+	/* A certificate refused now is refused in a second too, and for
+	 * every request after this one: no retry, and the stop counts it
+	 * as the address unavailable. */
+	if (rc < 0 && a.ra_failure == HTTPC_FAILURE_TLS_VERIFY) {
+		snprintf(reason, reason_size, "%s", "tls_verify");
+		*ret_unavailable = 1;
+		return REPLAY_V_FAILED;
+	}
 	/* No answer at all: the target may be restarting, and sending the
 	 * same request again is safe (it dedupes on the event id), so it is
 	 * tried again like a 503. */
@@ -1504,7 +1524,7 @@ int replay_run(struct store *st, const struct config *cf, const struct replay_op
 		log_err("replay: --to takes an http:// or https://host[:port][/prefix] URL");
 		return -1;
 	}
-	s.st_ca_file = config_client_ca_file(cf);
+	s.st_ca_file = opt->ro_ca_file != NULL ? opt->ro_ca_file : config_client_ca_file(cf);
 	s.st_scanning = 1;
 	for (i = 0; i < n_paths; i++) {
 		if (replay_scan(&s, paths[i], 0, 1) < 0) {

@@ -31,6 +31,9 @@ enum replay_progress {
 
 struct replay_options {
 	const char *ro_to; /* "http[s]://host[:port][/prefix]", or NULL for in-process */
+	/* --to: PEM CA certificates an https:// address is verified against,
+	 * in place of [client] ca_file; NULL: that, or the system's CAs */
+	const char *ro_ca_file;
 	const char *ro_provider; /* only this provider instance, or NULL */
 	int64_t ro_since_ms; /* received at or after; INT64_MIN for none */
 	int64_t ro_until_ms; /* received before; INT64_MAX for none */

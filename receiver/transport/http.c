@@ -153,8 +153,9 @@ struct http_sock {
 	atomic_llong hk_body_bytes; /* of the body being read */
 	/* the sweeper's own */
 	atomic_int hk_unread;   /* answered before its body was read: linger when closed */
-	/* The request's own 408 for a body too slow: 1 + the index of its
-	 * path in hg_timeouts, or 0 for the problem (set by its server thread). */
+	/* The request's own 408 for a head or body too slow: 1 + the index of
+	 * its path in hg_timeouts, or 0 for the problem (set by its server
+	 * thread once the request line is in, reset when the request ends). */
 	atomic_int hk_answer;
 	int64_t hk_linger_ms;   /* cut with an answer: its read side is shut this much later (hg_lock) */
 	int64_t hk_probe_ms;    /* an idle connection was last looked at */
@@ -701,11 +702,15 @@ static int http_sock_cut(struct http_gen *gen, struct http_sock *hk, unsigned lo
 	}
 	gen->hg_cuts[why]++;
 	metrics_http_cut(gen->hg_srv->hs_name, http_cut_names[why]);
+	/* Over TLS the 408 would have to go through libmicrohttpd's GnuTLS
+	 * session, which its server thread may be using (a handshake, a
+	 * read): it is only closed (docs/operations.md, native TLS). */
 	if (from != HTTP_PHASE_IDLE && !gen->hg_tls && gen->hg_timeout_answer != NULL) {
 		const char *data = gen->hg_timeout_answer;
 		size_t len = gen->hg_timeout_answer_len;
-		/* Past its head, the request's path is known: its own answer. */
-		int own = from == HTTP_PHASE_BODY ? atomic_load(&hk->hk_answer) : 0;
+		/* Once its request line is in, the request's path is known
+		 * (http_uri_logger): its own answer, for a slow head too. */
+		int own = atomic_load(&hk->hk_answer);
 
 		if (own > 0 && (size_t)own <= gen->hg_n_timeouts) {
 			data = gen->hg_timeouts[own - 1].hta_data;
@@ -1234,6 +1239,9 @@ static void *http_sweeper_main(void *arg)
 
 /* ---- MHD callbacks ---- */
 
+static char *http_path_decode(const char *url, int *ret_nul);
+static int http_timeout_find(const struct http_gen *gen, const char *path);
+
 /* Query parameters in q (the text after '?'): one more than its '&'. */
 static size_t http_count_params(const char *q)
 {
@@ -1266,6 +1274,15 @@ static void *http_uri_logger(void *cls, const char *uri, struct MHD_Connection *
 	}
 	hc->hc_url_len = strlen(uri);
 	hc->hc_url = strndup(uri, HTTP_URL_MAX);
+	if (hc->hc_sock != NULL && gen->hg_n_timeouts > 0) {
+		/* The request line is in, the header fields are not: a head
+		 * too slow from here on is told 408 in its path's format. */
+		int nul;
+		char *path = http_path_decode(uri, &nul);
+
+		atomic_store(&hc->hc_sock->hk_answer, nul ? 0 : http_timeout_find(gen, path));
+		free(path);
+	}
 	q = strchr(uri, '?');
 	if (q != NULL) {
 		hc->hc_params = http_count_params(q + 1);
@@ -1341,6 +1358,11 @@ static void http_completed(void *cls, struct MHD_Connection *con, void **con_cls
 		atomic_store(&gen->hg_thread[hc->hc_sock != NULL ? hc->hc_sock->hk_thread : 0]
 		                      .ht_done_ms,
 		             http_mono_ms());
+	}
+	if (hc->hc_sock != NULL) {
+		/* The next request's head is the problem's until its request
+		 * line names a path. */
+		atomic_store(&hc->hc_sock->hk_answer, 0);
 	}
 	http_sock_move(hc->hc_sock, HTTP_PHASE_IDLE);
 	if (hc->hc_defer.hd_fn != NULL && http_defer_abandon(hc)) {

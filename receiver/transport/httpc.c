@@ -627,8 +627,24 @@ fail:
 	return NULL;
 }
 
+/* The failure kind of a transfer that ended with rc. */
+static enum httpc_failure httpc_failure_of(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_PEER_FAILED_VERIFICATION: /* chain, host name, dates */
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+		return HTTPC_FAILURE_TLS_VERIFY;
+	default:
+		return HTTPC_FAILURE_OTHER;
+	}
+}
+
 /* Hands the finished transfer's answer over to ret. Returns 0, or -1 with
- * err set and ret zeroed when no usable answer came back. */
+ * err set and ret zeroed but for hcr_failure when no usable answer came
+ * back. */
 static int httpc_xfer_result(struct httpc_xfer *x, CURLcode rc, struct httpc_response *ret,
                              char *err, size_t err_size)
 {
@@ -644,6 +660,7 @@ static int httpc_xfer_result(struct httpc_xfer *x, CURLcode rc, struct httpc_res
 	if (rc != CURLE_OK && !(x->hx_truncated && rc == CURLE_WRITE_ERROR && code != 0)) {
 		httpc_err(err, err_size, "%s",
 		          x->hx_errbuf[0] != '\0' ? x->hx_errbuf : curl_easy_strerror(rc));
+		ret->hcr_failure = httpc_failure_of(rc);
 		return -1;
 	}
 	if (code == 0) {

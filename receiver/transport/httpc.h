@@ -41,12 +41,22 @@ struct httpc_request {
 	const char *hcq_pinned_key;
 };
 
+/* Why no answer came back, where a caller acts on the kind. */
+enum httpc_failure {
+	HTTPC_FAILURE_OTHER = 0, /* an answer came; or no connection, a timeout, a reset... */
+	/* TLS verification refused the peer (unknown CA, a certificate for
+	 * another host name, expired, not the pinned key) or the CA file
+	 * could not be used: another attempt fails alike. */
+	HTTPC_FAILURE_TLS_VERIFY,
+};
+
 struct httpc_response {
 	long hcr_status;                  /* the final answer's status (after any 1xx) */
 	struct httpc_headers hcr_headers; /* the final answer's fields, in arrival order */
 	char *hcr_body;                   /* NUL-terminated, may hold any bytes; owned */
 	size_t hcr_body_len;
 	int hcr_truncated; /* the body passed hcq_response_max: the rest was not read */
+	enum httpc_failure hcr_failure; /* set when no answer came back, else HTTPC_FAILURE_OTHER */
 };
 
 /* init/finish work on caller-owned memory; finish frees the copies and
@@ -83,9 +93,9 @@ int httpc_url_join(const char *base, const char *target, char **ret, char *err, 
 
 /* Sends req and waits for the answer. Returns 0 with ret filled (finish it
  * with httpc_response_finish) when an answer came back, whole or cut at the
- * cap (hcr_truncated); -1 with one sentence in err and ret zeroed when none
- * did: no connection, TLS verification failed, a timeout, a malformed or
- * oversized head. */
+ * cap (hcr_truncated); -1 with one sentence in err and ret zeroed but for
+ * hcr_failure when none did: no connection, TLS verification failed, a
+ * timeout, a malformed or oversized head. */
 int httpc_exchange(const struct httpc_request *req, struct httpc_response *ret, char *err,
                    size_t err_size);
 
@@ -115,7 +125,8 @@ int httpc_multi_add(struct httpc_multi *m, const struct httpc_request *req, void
 int httpc_multi_perform(struct httpc_multi *m);
 
 /* Takes one finished transfer: returns 1 with its arg and its answer in ret
- * (as httpc_exchange: hcr_status 0 and err set when no answer came back), or
+ * (as httpc_exchange: hcr_status 0, hcr_failure and err set when no answer
+ * came back), or
  * 0 when none has finished. */
 int httpc_multi_done(struct httpc_multi *m, void **ret_arg, struct httpc_response *ret, char *err,
                      size_t err_size);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -16,6 +17,7 @@
 #include "crypto.h"
 #include "fixtures.h"
 #include "provider_e2e.h"
+#include "rawhttp.h"
 
 #define ALI_APP_ID "2021001144680325"
 #define ALI_SELLER "2088031940831575"
@@ -279,6 +281,37 @@ static void test_alipay_listener_and_method_refusals_answer_fail(void **state)
 	                 0);
 }
 
+/* A head that stops after its request line (which names the path) is cut
+ * at [server] head_timeout with Alipay's "fail" in a 408. */
+static void test_alipay_a_head_too_slow_gets_its_408_as_fail(void **state)
+{
+	static const char line[] = "POST /hooks/alipay HTTP/1.1\r\nHost: x\r\n";
+	struct daemon d;
+	struct rh_response r;
+	char *ct;
+	int fd;
+
+	(void)state;
+	fx_daemon_start(&d,
+	                "[provider alipay]\ntype = alipay\napp_id = %s\nseller_id = %s\n"
+	                "public_key = env:IDEMHOOK_E2E_ALIPAY_PUB\n\n[server]\nhead_timeout = 1s\n",
+	                ALI_APP_ID, ALI_SELLER);
+	fd = rh_connect(NULL, d.dm_port);
+	assert_true(fd >= 0);
+	assert_int_equal(rh_send(fd, line, sizeof(line) - 1), 0);
+	assert_int_equal(rh_read_response(fd, 10000, &r), 1);
+	assert_int_equal(r.rr_status, 408);
+	ct = rh_header(&r, "Content-Type");
+	assert_non_null(ct);
+	assert_string_equal(ct, "text/plain");
+	free(ct);
+	assert_string_equal(r.rr_body, "fail");
+	rh_response_finish(&r);
+	close(fd);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+}
+
 /* ---- the lifecycle: TRADE_CLOSED, in order and in reverse ---- */
 
 /* Posts body twice; both answered "success", the second replayed. */
@@ -395,6 +428,7 @@ int main(void)
 	        cmocka_unit_test(test_alipay_refund_applies_once),
 	        cmocka_unit_test(test_alipay_forged_notification_answers_fail_and_stores_nothing),
 	        cmocka_unit_test(test_alipay_listener_and_method_refusals_answer_fail),
+	        cmocka_unit_test(test_alipay_a_head_too_slow_gets_its_408_as_fail),
 	        cmocka_unit_test(test_alipay_trade_closed_unpaid_cancels_the_order),
 	        cmocka_unit_test(test_alipay_trade_closed_after_a_full_refund_is_that_refund),
 	        cmocka_unit_test(test_alipay_forms_parsers_disagree_on_consume_no_key),

@@ -426,6 +426,79 @@ static void test_replay_waits_for_a_target_that_refuses_connections_for_a_moment
 	daemon_finish(&origin);
 }
 
+/* A target serving native HTTPS with a self-signed certificate for
+ * 127.0.0.1. A certificate that fails verification fails every attempt
+ * alike: each request fails at once (no retry) under its own reason with
+ * the way out in the message, and such requests in a row stop the run like
+ * an address that is down. --cacert trusts the target's certificate for
+ * this run; the host name must still be the certificate's. */
+static void test_a_certificate_that_fails_verification_is_not_retried_and_says_why(void **state)
+{
+	struct daemon origin;
+	struct daemon target;
+	char spool[600];
+	char by_name[64];
+	const cJSON *reasons;
+	cJSON *s;
+	int64_t t0;
+	const char *missing[] = {"replay", "--cacert", "/nonexistent/ca.pem", "--to", NULL,
+	                         NULL,     NULL};
+	const char *alone[] = {"replay", "--cacert", NULL, NULL, NULL};
+
+	(void)state;
+	t_capture(&origin, spool, sizeof(spool), 4);
+	assert_int_equal(daemon_init(&target, FX_STRIPE_INI), 0);
+	assert_int_equal(daemon_use_tls(&target), 0);
+	assert_int_equal(daemon_start(&target), 0);
+
+	/* Not trusted by the system CAs: 3 failures in a row, then the run
+	 * stops; one attempt each, well within the 1 s --timeout. */
+	t0 = hn_now_ms();
+	assert_int_equal(t_replay(&origin, target.dm_base, spool, NULL, NULL, &s), 69);
+	assert_true(hn_now_ms() - t0 < 3000);
+	assert_int_equal(t_field(s, "new"), 0);
+	assert_int_equal(t_field(s, "failed"), 3);
+	assert_int_equal(t_field(s, "not_sent"), 1);
+	reasons = cJSON_GetObjectItemCaseSensitive(s, "failed_reasons");
+	assert_int_equal(t_field(reasons, "tls_verify"), 3);
+	assert_null(cJSON_GetObjectItemCaseSensitive(reasons, "connection"));
+	cJSON_Delete(s);
+	assert_int_equal(daemon_log_wait(&origin, "sending it again", 0), -1);
+	assert_int_equal(daemon_log_wait(&origin, "certificate could not be verified", 0), 0);
+	assert_int_equal(daemon_log_wait(&origin, "--cacert", 0), 0);
+
+	/* Its CA trusted, but addressed by a name the certificate does not
+	 * hold. */
+	snprintf(by_name, sizeof(by_name), "https://localhost:%u", target.dm_port);
+	assert_int_equal(t_replay(&origin, by_name, spool, "--cacert", target.dm_ca, &s), 69);
+	reasons = cJSON_GetObjectItemCaseSensitive(s, "failed_reasons");
+	assert_int_equal(t_field(reasons, "tls_verify"), 3);
+	cJSON_Delete(s);
+	assert_int_equal(daemon_log_wait(&origin, "localhost", 0), 0);
+	assert_int_equal(hn_db_int(target.dm_db, "SELECT COUNT(*) FROM idempotency_records"), 0);
+
+	/* Trusted and addressed by its name: every capture is applied. */
+	assert_int_equal(t_replay(&origin, target.dm_base, spool, "--cacert", target.dm_ca, &s), 0);
+	assert_int_equal(t_field(s, "new"), 4);
+	assert_int_equal(t_field(s, "failed"), 0);
+	cJSON_Delete(s);
+	assert_int_equal(hn_db_int(target.dm_db, "SELECT COUNT(*) FROM idempotency_records"), 4);
+
+	/* A CA file that cannot be read, or --cacert in-process, is a usage
+	 * error, and nothing is sent. */
+	missing[4] = target.dm_base;
+	missing[5] = spool;
+	assert_int_equal(daemon_cli(&origin, 1, missing, NULL), 64);
+	assert_int_equal(daemon_log_wait(&origin, "/nonexistent/ca.pem", 0), 0);
+	alone[2] = target.dm_ca;
+	alone[3] = spool;
+	assert_int_equal(daemon_cli(&origin, 1, alone, NULL), 64);
+	assert_int_equal(hn_db_int(target.dm_db, "SELECT COUNT(*) FROM idempotency_records"), 4);
+	assert_int_equal(daemon_term(&target, 20), 0);
+	daemon_finish(&target);
+	daemon_finish(&origin);
+}
+
 /* A Standard Webhooks sender that signs v1a (Ed25519) only: its instance
  * holds the public key, which verifies a capture but cannot sign it
  * again. */
@@ -537,6 +610,8 @@ int main(void)
 	                test_replay_waits_for_a_target_that_refuses_connections_for_a_moment),
 	        cmocka_unit_test(
 	                test_a_capture_its_instance_cannot_sign_again_is_failed_with_reason_sign_not_sent),
+	        cmocka_unit_test(
+	                test_a_certificate_that_fails_verification_is_not_retried_and_says_why),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

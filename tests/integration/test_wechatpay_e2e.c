@@ -332,6 +332,86 @@ static void test_wechatpay_a_body_too_slow_gets_its_408_in_fail_json(void **stat
 	close(b);
 }
 
+static void wx_send(int fd, const char *text)
+{
+	assert_int_equal(rh_send(fd, text, strlen(text)), 0);
+}
+
+/* Reads the 408 a connection gets when its head stops coming, and checks
+ * its content type (and, when want_body is not NULL, its body). */
+static void wx_expect_408(int fd, const char *want_type, const char *want_body)
+{
+	struct rh_response r;
+	char *ct;
+
+	assert_int_equal(rh_read_response(fd, 10000, &r), 1);
+	assert_int_equal(r.rr_status, 408);
+	assert_true(r.rr_close);
+	ct = rh_header(&r, "Content-Type");
+	assert_non_null(ct);
+	assert_string_equal(ct, want_type);
+	free(ct);
+	if (want_body != NULL) {
+		assert_string_equal(r.rr_body, want_body);
+	} else {
+		assert_non_null(
+		        strstr(r.rr_body, "\"type\":\"urn:idemhook:problem:request_timeout\""));
+	}
+	rh_response_finish(&r);
+}
+
+/* A head that stops after its request line is cut at [server] head_timeout
+ * with 408; the request line names the path, so at WeChat Pay's path (also
+ * spelled with an escape) the 408 is in WeChat Pay's format, elsewhere the
+ * problem. On a kept-alive connection the next request's head is the
+ * problem's until its own request line names a path. */
+static void test_wechatpay_a_head_too_slow_gets_its_408_in_fail_json(void **state)
+{
+	static const char fail[] = "{\"code\":\"FAIL\",\"message\":\"The request head did not "
+	                           "arrive in time, or the body came too slowly.\"}";
+	static const char get[] = "GET /hooks/wechatpay HTTP/1.1\r\nHost: x\r\n\r\n";
+	struct daemon d;
+	struct rh_response r;
+	int wx;
+	int escaped;
+	int api;
+	int kept;
+
+	(void)state;
+	fx_daemon_start(&d, WX_INI "\n[server]\nhead_timeout = 1s\n");
+	kept = rh_connect(NULL, d.dm_port);
+	assert_true(kept >= 0);
+	/* One whole request (405 in WeChat Pay's format), then the start of
+	 * the next whose path never comes. */
+	wx_send(kept, get);
+	assert_int_equal(rh_read_response(kept, 10000, &r), 1);
+	assert_int_equal(r.rr_status, 405);
+	assert_false(r.rr_close);
+	rh_response_finish(&r);
+	/* The listener sees the next request begin on an idle connection
+	 * by bytes arriving after it first looked (HTTP_IDLE_PROBE_MS). */
+	usleep(1000 * 1000);
+	wx_send(kept, "POST /hooks/wec");
+	/* Heads whose deadline runs from their connection. */
+	wx = rh_connect(NULL, d.dm_port);
+	escaped = rh_connect(NULL, d.dm_port);
+	api = rh_connect(NULL, d.dm_port);
+	assert_true(wx >= 0 && escaped >= 0 && api >= 0);
+	wx_send(wx, "POST /hooks/wechatpay HTTP/1.1\r\n");
+	wx_send(escaped, "POST /hooks/wechat%70ay HTTP/1.1\r\nHost: x\r\n");
+	wx_send(api, "POST /api/orders HTTP/1.1\r\n");
+	wx_expect_408(wx, "application/json", fail);
+	wx_expect_408(escaped, "application/json", fail);
+	wx_expect_408(api, "application/problem+json", NULL);
+	wx_expect_408(kept, "application/problem+json", NULL);
+	close(wx);
+	close(escaped);
+	close(api);
+	close(kept);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+}
+
 /* A signed notification made ambiguous: a second Wechatpay-Signature line,
  * a path with an encoded slash, a header folded onto two lines. Each is
  * refused with 400 in WeChat Pay's format and stores nothing; the same
@@ -623,6 +703,7 @@ int main(void)
 	        cmocka_unit_test(test_wechatpay_probe_is_refused_with_fail_json_and_counted_apart),
 	        cmocka_unit_test(test_wechatpay_listener_and_method_refusals_answer_fail_json),
 	        cmocka_unit_test(test_wechatpay_a_body_too_slow_gets_its_408_in_fail_json),
+	        cmocka_unit_test(test_wechatpay_a_head_too_slow_gets_its_408_in_fail_json),
 	        cmocka_unit_test(
 	                test_wechatpay_ambiguous_requests_answer_fail_json_and_consume_no_key),
 	        cmocka_unit_test(test_wechatpay_refund_then_refund_abnormal_leaves_the_order_paid),
