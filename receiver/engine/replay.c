@@ -342,14 +342,24 @@ static int replay_add(struct replay_state *s, int64_t ms, const char *path, long
 	return 0;
 }
 
+/* Receive order: by the time of receipt, then by file name (which
+ * goes on with the receiver's sequence), then by the whole path: two
+ * captures of one millisecond keep their order in every tree they were
+ * copied into. */
 static int replay_entry_cmp(const void *a, const void *b)
 {
 	const struct replay_entry *x = a;
 	const struct replay_entry *y = b;
+	const char *xn = strrchr(x->re_path, '/');
+	const char *yn = strrchr(y->re_path, '/');
 	int c;
 
 	if (x->re_ms != y->re_ms) {
 		return x->re_ms < y->re_ms ? -1 : 1;
+	}
+	c = strcmp(xn != NULL ? xn : x->re_path, yn != NULL ? yn : y->re_path);
+	if (c != 0) {
+		return c;
 	}
 	c = strcmp(x->re_path, y->re_path);
 	if (c != 0) {
