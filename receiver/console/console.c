@@ -1210,7 +1210,7 @@ static void console_dismiss_all(struct console_act *a, struct reply *ret)
 	buf_init(&url, CONSOLE_URL_MAX + CONSOLE_FORM_FIELD_MAX);
 	buf_printf(&url, "/console/events?%s", list != NULL ? list : "");
 	get.hr_url = url.buf_data != NULL ? url.buf_data : "/console/events";
-	console_events_query_load(&q, &get);
+	console_events_query_load(&q, cx, &get);
 	buf_finish(&url);
 	/* and the page to show after it: that URL, rebuilt from what was read */
 	buf_init(&url, CONSOLE_URL_MAX + CONSOLE_FORM_FIELD_MAX);

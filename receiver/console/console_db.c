@@ -807,6 +807,27 @@ out:
 	return rc;
 }
 
+static int console_db_found(void *arg, const struct store_row *row)
+{
+	int *found = arg;
+
+	(void)row;
+	*found = 1;
+	return 1;
+}
+
+int console_db_scope_known(struct store *st, int64_t now_ms, const char *scope)
+{
+	struct store_value p[] = {store_text(scope)};
+	int found = 0;
+
+	if (console_db_read(st, now_ms, "SELECT 1 FROM events WHERE scope = ? LIMIT 1", p, 1,
+	                    console_db_found, &found) < 0) {
+		return -1;
+	}
+	return found;
+}
+
 int console_db_event(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn, void *arg)
 {
 	struct store_value p[] = {store_int(id)};
