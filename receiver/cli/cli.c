@@ -121,6 +121,18 @@ void cli_json_time(FILE *out, int64_t ms)
 	cli_json_string(out, t);
 }
 
+int cli_tempfail(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "idemhook %s: the database is busy or failing; ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, ". Run the same command again.\n");
+	return EX_TEMPFAIL;
+}
+
 int cli_parse_limit(const char *cmd, const char *arg, int64_t *ret)
 {
 	int64_t v = 0;

@@ -72,6 +72,13 @@ int cli_open(const char *config_path, int read_only, struct config **ret_cf, str
 int cli_open_store_exclusive(const struct config *cf, int read_only, int exclusive,
                              struct store **ret);
 
+/* The closing line of a command that writes, when the store failed for a
+ * moment (busy, locked, a connection lost; the store's own line above
+ * says which): "idemhook CMD: the database is busy or failing; WHAT
+ * (printf-formatted: what is unchanged). Run the same command again.",
+ * on stderr. Returns EX_TEMPFAIL, the command's exit code. */
+int cli_tempfail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* 1 when argv holds -h or --help. */
 int cli_wants_help(int argc, char **argv);
 

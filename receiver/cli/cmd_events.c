@@ -479,11 +479,8 @@ static int cmd_events_dismiss_ids(int n, char *const *ids, const char *reason, s
 		cli_parse_id(ids[i], &id);
 		r = console_db_dismiss(st, cli_now_ms(), actor, id, reason, msg, sizeof(msg));
 		if (r < 0) {
-			fprintf(stderr,
-			        "idemhook events: dismissing event %" PRId64
-			        " failed; it is unchanged\n",
-			        id);
-			return EX_TEMPFAIL;
+			return cli_tempfail("events dismiss", "event %" PRId64 "%s unchanged", id,
+			                    i + 1 < n ? " and the ones after it are" : " is");
 		}
 		if (r == CONSOLE_DB_OK) {
 			printf("%s\n", msg);
@@ -656,8 +653,7 @@ static int cmd_events_dismiss(const struct cmd_events_dismiss_args *da, const st
 	cli_actor(actor, sizeof(actor));
 	r = console_db_dismiss_filter(st, cli_now_ms(), actor, f, da->da_reason, confirm, &count);
 	if (r < 0) {
-		fprintf(stderr, "idemhook events: dismissing failed; nothing changed\n");
-		return EX_TEMPFAIL;
+		return cli_tempfail("events dismiss", "nothing was dismissed");
 	}
 	/* Nothing matching is nothing to do, not a count to confirm: 0
 	 * confirmed would dismiss nothing either. */
@@ -685,18 +681,17 @@ static int cmd_events_dismiss(const struct cmd_events_dismiss_args *da, const st
 /* ---- reprocess ---- */
 
 /* One event: EX_OK applied, CLI_EX_STILL_FAILED ran and still failed, or
- * the exit code of a refusal (nothing done) or a store failure. */
-static int cmd_events_reprocess_one(int64_t id, const struct config *cf, struct store *st)
+ * the exit code of a refusal (nothing done) or a store failure (more: the
+ * events after it, which a failure leaves alone too). */
+static int cmd_events_reprocess_one(int64_t id, int more, const struct config *cf, struct store *st)
 {
 	struct console_db_reprocess rp;
 	char actor[CONSOLE_DB_ACTOR_MAX];
 
 	cli_actor(actor, sizeof(actor));
 	if (console_db_reprocess(st, cf, cli_now_ms(), actor, id, &rp) < 0) {
-		fprintf(stderr,
-		        "idemhook events: reprocessing event %" PRId64 " failed; nothing changed\n",
-		        id);
-		return EX_TEMPFAIL;
+		return cli_tempfail("events reprocess", "event %" PRId64 "%s unchanged", id,
+		                    more ? " and the ones after it are" : " is");
 	}
 	switch (rp.rp_state) {
 	case CONSOLE_DB_RP_UNKNOWN:
@@ -744,7 +739,7 @@ static int cmd_events_reprocess(int argc, char **argv, int first, const struct c
 
 	for (i = first; i < argc; i++) {
 		cli_parse_id(argv[i], &id);
-		r = cmd_events_reprocess_one(id, cf, st);
+		r = cmd_events_reprocess_one(id, i + 1 < argc, cf, st);
 		if (r == EX_TEMPFAIL) {
 			return r;
 		}

@@ -364,7 +364,7 @@ static int cmd_order_create(int argc, char **argv, const struct config *cf)
 	}
 	if (store_write(st, cli_now_ms(), cmd_order_create_unit, &co) < 0) {
 		store_destroy(st);
-		return EX_TEMPFAIL;
+		return cli_tempfail("order create", "no order was created");
 	}
 	store_destroy(st);
 	printf("%s\n", co.co_id);
