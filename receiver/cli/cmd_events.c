@@ -240,7 +240,7 @@ static int cmd_events_list_parse(int argc, char **argv, struct cmd_events_list *
 	el->el_limit = CLI_LIMIT_DEFAULT;
 	optind = 0;
 	for (;;) {
-		c = getopt_long(argc, argv, "s:p:o:n:fj", opts, NULL);
+		c = cli_getopt(argc, argv, "s:p:o:n:fj", opts);
 		if (c == -1) {
 			break;
 		}
@@ -533,7 +533,7 @@ static int cmd_events_dismiss_parse(int argc, char **argv, struct cmd_events_dis
 	da->da_confirm = -1;
 	optind = 0;
 	for (;;) {
-		c = getopt_long(argc, argv, "r:p:f:o:O:k:tly:s:", opts, NULL);
+		c = cli_getopt(argc, argv, "r:p:f:o:O:k:tly:s:", opts);
 		if (c == -1) {
 			break;
 		}

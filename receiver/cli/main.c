@@ -366,6 +366,7 @@ int main(int argc, char **argv)
 		if (!level_given && strcmp(cmd->cc_name, "serve") != 0) {
 			log_set_level(LOG_LEVEL_NOTICE);
 		}
+		cli_command_set(cmd->cc_name);
 		rc = cmd->cc_run(n, args, config_path);
 		free(args);
 		return rc;

@@ -471,6 +471,54 @@ static void test_a_write_command_on_a_locked_database_says_what_is_unchanged(voi
 	daemon_finish(&d);
 }
 
+/* An option a command does not know is said with the whole command's
+ * name, a subcommand's too, never with the subcommand's word alone. */
+static void test_an_unknown_option_names_the_whole_command(void **state)
+{
+	static const char *const cases[][4] = {
+	        {"events", "dismiss", "--bogus", NULL},
+	        {"events", "list", "--bogus", NULL},
+	        {"audit", "list", "--bogus", NULL},
+	        {"order", "create", "--bogus", NULL},
+	        {"stats", "--bogus", NULL},
+	        {"gc", "--bogus", NULL},
+	};
+	static const char *const said[] = {
+	        "idemhook events dismiss: unrecognized option '--bogus'\n",
+	        "idemhook events list: unrecognized option '--bogus'\n",
+	        "idemhook audit list: unrecognized option '--bogus'\n",
+	        "idemhook order create: unrecognized option '--bogus'\n",
+	        "idemhook stats: unrecognized option '--bogus'\n",
+	        "idemhook gc: unrecognized option '--bogus'\n",
+	};
+	static const char *const stats_since[] = {"stats", "--since", NULL};
+	struct daemon d;
+	char *out = NULL;
+	char *log;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(daemon_cli(&d, 1, cases[i], &out), 64);
+		free(out);
+		out = NULL;
+	}
+	assert_int_equal(daemon_cli(&d, 1, stats_since, &out), 64);
+	free(out);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	for (i = 0; i < sizeof(said) / sizeof(said[0]); i++) {
+		if (strstr(log, said[i]) == NULL) {
+			print_error("no \"%s\" in:\n%s\n", said[i], log);
+		}
+		assert_non_null(strstr(log, said[i]));
+	}
+	assert_non_null(strstr(log, "idemhook stats: option '--since' requires an argument\n"));
+	free(log);
+	daemon_finish(&d);
+}
+
 static int setup(void **state)
 {
 	return daemon_setup(state, FX_STRIPE_INI);
@@ -488,6 +536,7 @@ int main(void)
 	        cmocka_unit_test(test_store_copy_refuses_an_unknown_scheme_and_a_missing_source),
 	        cmocka_unit_test(test_config_flag_without_a_file_says_it_needs_one),
 	        cmocka_unit_test(test_a_write_command_on_a_locked_database_says_what_is_unchanged),
+	        cmocka_unit_test(test_an_unknown_option_names_the_whole_command),
 	};
 
 	return cmocka_run_group_tests(tests, setup, daemon_teardown);
