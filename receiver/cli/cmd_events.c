@@ -345,6 +345,7 @@ static void cmd_events_show_json(const struct store_row *row)
 		printf(", \"amount\": %" PRId64, store_row_int(row, 8));
 	}
 	printf(", \"refund_cumulative\": %s", store_row_int(row, 10) ? "true" : "false");
+	printf(", \"test_mode\": %s", store_row_int(row, 22) ? "true" : "false");
 	printf(", \"received\": ");
 	cli_json_time(stdout, store_row_int(row, 15));
 	printf(", \"processed\": ");
@@ -422,6 +423,8 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 		printf("%s\n", store_row_int(row, 10) ? " (refunded total so far)" : "");
 	}
 	cli_line(stdout, "source:          ", store_row_text(row, 18));
+	/* as the console's event page says it */
+	printf("test mode:       %s\n", store_row_int(row, 22) ? "yes (never alerts)" : "no");
 	cli_line(stdout, "outcome:         ", store_row_text(row, 12));
 	cli_line(stdout, "effect:          ", store_row_text(row, 13));
 	cli_line(stdout, "reason:          ", store_row_text(row, 14));
@@ -450,7 +453,7 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 #define CMD_EVENTS_COLUMNS                                                                         \
 	"id, scope, idem_key, type, kind, order_ref, payment_ref, refund_ref, amount, currency,"   \
 	" refund_cumulative, payload, outcome, effect, reason, received_at, processed_at, "        \
-	"reprocessed, source, dismissed_at, dismissed_by, dismiss_reason"
+	"reprocessed, source, dismissed_at, dismissed_by, dismiss_reason, test_mode"
 
 static int cmd_events_show_unit(struct store_tx *tx, void *arg)
 {

@@ -178,7 +178,8 @@ int console_db_audit_for(struct store *st, int64_t now_ms, const char *target, i
 /* One order. Columns: id, amount, currency, status, refunded_amount,
  * customer_ref, provider, payment_ref, fulfillment_status, needs_operator,
  * created_at, paid_at, refunded_at, updated_at, disputed_amount,
- * chargeback_amount, owner. */
+ * chargeback_amount, owner, points (the ledger's total: awards less
+ * clawbacks, as idemhook order show prints it). */
 int console_db_order(struct store *st, int64_t now_ms, const char *id, console_db_row_fn fn,
                      void *arg);
 

@@ -1365,6 +1365,8 @@ static int console_order_row(void *arg, const struct store_row *row)
 	console_field(b, "disputed", n);
 	snprintf(n, sizeof(n), "%" PRId64, store_row_int(row, 15));
 	console_field(b, "charged back", n);
+	snprintf(n, sizeof(n), "%" PRId64, store_row_int(row, 17));
+	console_field(b, "points", n);
 	console_field(b, "customer", store_row_text(row, 5));
 	console_field(b, "provider", store_row_text(row, 6));
 	console_field(b, "payment ref", store_row_text(row, 7));

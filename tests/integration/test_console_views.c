@@ -377,6 +377,38 @@ static void test_the_lists_say_a_filter_or_cursor_they_do_not_understand(void **
 	t_stop(&d);
 }
 
+/* The order page shows the points total that idemhook order show prints:
+ * the same figure, from the ledger. */
+static void test_the_order_page_shows_the_points_order_show_prints(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char order[64];
+	char path[128];
+	const char *show[] = {"order", "show", order, NULL};
+	char *out = NULL;
+
+	(void)state;
+	t_start(&d, NULL);
+	fx_order(&d, 1999, "usd", order);
+	assert_int_equal(fx_stripe_pay(&d, "evt_views_points", order, 1999, "usd"), 200);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT COALESCE(SUM(points), 0) FROM points_ledger"
+	                           " WHERE order_id = '%s'",
+	                           order),
+	                 19);
+	assert_int_equal(daemon_cli(&d, 1, show, &out), 0);
+	assert_non_null(strstr(out, "\npoints:             19\n"));
+	free(out);
+	t_login(&d, T_RO_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/orders/%s", order);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "<dt>points</dt><dd>19</dd>"));
+	hres_finish(&r);
+	t_stop(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -384,6 +416,7 @@ int main(void)
 	        cmocka_unit_test(test_each_overview_card_links_to_the_rows_it_counts),
 	        cmocka_unit_test(test_the_outbox_list_says_when_its_status_is_not_one),
 	        cmocka_unit_test(test_the_lists_say_a_filter_or_cursor_they_do_not_understand),
+	        cmocka_unit_test(test_the_order_page_shows_the_points_order_show_prints),
 	        cmocka_unit_test(test_a_payload_over_256_kb_is_cut_in_both_views),
 	        cmocka_unit_test(
 	                test_a_dismiss_reason_of_500_characters_of_3_bytes_each_is_accepted),
