@@ -3,6 +3,7 @@
  * line on a terminal, and the private files a command writes. */
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -119,6 +120,44 @@ void cli_json_time(FILE *out, int64_t ms)
 	}
 	cli_format_time(ms, t);
 	cli_json_string(out, t);
+}
+
+static const char *cli_command_name; /* the command main runs */
+
+void cli_command_set(const char *name)
+{
+	cli_command_name = name;
+}
+
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts)
+{
+	char name[128];
+	char *own = argv[0];
+	int c;
+
+	/* getopt names argv[0] in what it prints, and uses it for nothing
+	 * else: the whole command in its place for the call. */
+	if (cli_command_name == NULL || strcmp(own, cli_command_name) == 0) {
+		snprintf(name, sizeof(name), "idemhook %s", own);
+	} else {
+		snprintf(name, sizeof(name), "idemhook %s %s", cli_command_name, own);
+	}
+	argv[0] = name;
+	c = getopt_long(argc, argv, shortopts, longopts, NULL);
+	argv[0] = own;
+	return c;
+}
+
+int cli_tempfail(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "idemhook %s: the database is busy or failing; ", cmd);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, ". Run the same command again.\n");
+	return EX_TEMPFAIL;
 }
 
 int cli_parse_limit(const char *cmd, const char *arg, int64_t *ret)

@@ -72,6 +72,23 @@ int cli_open(const char *config_path, int read_only, struct config **ret_cf, str
 int cli_open_store_exclusive(const struct config *cf, int read_only, int exclusive,
                              struct store **ret);
 
+/* The closing line of a command that writes, when the store failed for a
+ * moment (busy, locked, a connection lost; the store's own line above
+ * says which): "idemhook CMD: the database is busy or failing; WHAT
+ * (printf-formatted: what is unchanged). Run the same command again.",
+ * on stderr. Returns EX_TEMPFAIL, the command's exit code. */
+int cli_tempfail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Names the command main runs ("events"), for cli_getopt's messages. */
+void cli_command_set(const char *name);
+
+/* getopt_long(3), whose messages name the whole command ("idemhook events
+ * dismiss: unrecognized option '--bogus'") rather than argv[0] alone
+ * ("dismiss: ..."): argv[0] is the command main ran or one of its
+ * subcommands. */
+struct option;
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
+
 /* 1 when argv holds -h or --help. */
 int cli_wants_help(int argc, char **argv);
 

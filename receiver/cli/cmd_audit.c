@@ -119,7 +119,7 @@ static int cmd_audit_run(int argc, char **argv, const char *config_path)
 	}
 	optind = 0;
 	for (;;) {
-		c = getopt_long(argc - 1, argv + 1, "n:a:w:b:j", opts, NULL);
+		c = cli_getopt(argc - 1, argv + 1, "n:a:w:b:j", opts);
 		if (c == -1) {
 			break;
 		}

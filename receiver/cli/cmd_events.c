@@ -240,7 +240,7 @@ static int cmd_events_list_parse(int argc, char **argv, struct cmd_events_list *
 	el->el_limit = CLI_LIMIT_DEFAULT;
 	optind = 0;
 	for (;;) {
-		c = getopt_long(argc, argv, "s:p:o:n:fj", opts, NULL);
+		c = cli_getopt(argc, argv, "s:p:o:n:fj", opts);
 		if (c == -1) {
 			break;
 		}
@@ -345,6 +345,7 @@ static void cmd_events_show_json(const struct store_row *row)
 		printf(", \"amount\": %" PRId64, store_row_int(row, 8));
 	}
 	printf(", \"refund_cumulative\": %s", store_row_int(row, 10) ? "true" : "false");
+	printf(", \"test_mode\": %s", store_row_int(row, 22) ? "true" : "false");
 	printf(", \"received\": ");
 	cli_json_time(stdout, store_row_int(row, 15));
 	printf(", \"processed\": ");
@@ -422,6 +423,8 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 		printf("%s\n", store_row_int(row, 10) ? " (refunded total so far)" : "");
 	}
 	cli_line(stdout, "source:          ", store_row_text(row, 18));
+	/* as the console's event page says it */
+	printf("test mode:       %s\n", store_row_int(row, 22) ? "yes (never alerts)" : "no");
 	cli_line(stdout, "outcome:         ", store_row_text(row, 12));
 	cli_line(stdout, "effect:          ", store_row_text(row, 13));
 	cli_line(stdout, "reason:          ", store_row_text(row, 14));
@@ -450,7 +453,7 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 #define CMD_EVENTS_COLUMNS                                                                         \
 	"id, scope, idem_key, type, kind, order_ref, payment_ref, refund_ref, amount, currency,"   \
 	" refund_cumulative, payload, outcome, effect, reason, received_at, processed_at, "        \
-	"reprocessed, source, dismissed_at, dismissed_by, dismiss_reason"
+	"reprocessed, source, dismissed_at, dismissed_by, dismiss_reason, test_mode"
 
 static int cmd_events_show_unit(struct store_tx *tx, void *arg)
 {
@@ -479,11 +482,8 @@ static int cmd_events_dismiss_ids(int n, char *const *ids, const char *reason, s
 		cli_parse_id(ids[i], &id);
 		r = console_db_dismiss(st, cli_now_ms(), actor, id, reason, msg, sizeof(msg));
 		if (r < 0) {
-			fprintf(stderr,
-			        "idemhook events: dismissing event %" PRId64
-			        " failed; it is unchanged\n",
-			        id);
-			return EX_TEMPFAIL;
+			return cli_tempfail("events dismiss", "event %" PRId64 "%s unchanged", id,
+			                    i + 1 < n ? " and the ones after it are" : " is");
 		}
 		if (r == CONSOLE_DB_OK) {
 			printf("%s\n", msg);
@@ -536,7 +536,7 @@ static int cmd_events_dismiss_parse(int argc, char **argv, struct cmd_events_dis
 	da->da_confirm = -1;
 	optind = 0;
 	for (;;) {
-		c = getopt_long(argc, argv, "r:p:f:o:O:k:tly:s:", opts, NULL);
+		c = cli_getopt(argc, argv, "r:p:f:o:O:k:tly:s:", opts);
 		if (c == -1) {
 			break;
 		}
@@ -656,8 +656,7 @@ static int cmd_events_dismiss(const struct cmd_events_dismiss_args *da, const st
 	cli_actor(actor, sizeof(actor));
 	r = console_db_dismiss_filter(st, cli_now_ms(), actor, f, da->da_reason, confirm, &count);
 	if (r < 0) {
-		fprintf(stderr, "idemhook events: dismissing failed; nothing changed\n");
-		return EX_TEMPFAIL;
+		return cli_tempfail("events dismiss", "nothing was dismissed");
 	}
 	/* Nothing matching is nothing to do, not a count to confirm: 0
 	 * confirmed would dismiss nothing either. */
@@ -685,18 +684,17 @@ static int cmd_events_dismiss(const struct cmd_events_dismiss_args *da, const st
 /* ---- reprocess ---- */
 
 /* One event: EX_OK applied, CLI_EX_STILL_FAILED ran and still failed, or
- * the exit code of a refusal (nothing done) or a store failure. */
-static int cmd_events_reprocess_one(int64_t id, const struct config *cf, struct store *st)
+ * the exit code of a refusal (nothing done) or a store failure (more: the
+ * events after it, which a failure leaves alone too). */
+static int cmd_events_reprocess_one(int64_t id, int more, const struct config *cf, struct store *st)
 {
 	struct console_db_reprocess rp;
 	char actor[CONSOLE_DB_ACTOR_MAX];
 
 	cli_actor(actor, sizeof(actor));
 	if (console_db_reprocess(st, cf, cli_now_ms(), actor, id, &rp) < 0) {
-		fprintf(stderr,
-		        "idemhook events: reprocessing event %" PRId64 " failed; nothing changed\n",
-		        id);
-		return EX_TEMPFAIL;
+		return cli_tempfail("events reprocess", "event %" PRId64 "%s unchanged", id,
+		                    more ? " and the ones after it are" : " is");
 	}
 	switch (rp.rp_state) {
 	case CONSOLE_DB_RP_UNKNOWN:
@@ -744,7 +742,7 @@ static int cmd_events_reprocess(int argc, char **argv, int first, const struct c
 
 	for (i = first; i < argc; i++) {
 		cli_parse_id(argv[i], &id);
-		r = cmd_events_reprocess_one(id, cf, st);
+		r = cmd_events_reprocess_one(id, i + 1 < argc, cf, st);
 		if (r == EX_TEMPFAIL) {
 			return r;
 		}

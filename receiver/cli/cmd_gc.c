@@ -58,7 +58,7 @@ static int cmd_gc_run(int argc, char **argv, const char *config_path)
 
 	optind = 0;
 	for (;;) {
-		c = getopt_long(argc, argv, "nh", opts, NULL);
+		c = cli_getopt(argc, argv, "nh", opts);
 		if (c == -1) {
 			break;
 		}

@@ -208,7 +208,7 @@ static int cmd_ips_run(int argc, char **argv, const char *config_path)
 	int rc;
 
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "h", opts)) != -1) {
 		if (c == 'f') {
 			from = optarg;
 		} else if (c == 'h') {

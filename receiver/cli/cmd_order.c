@@ -234,7 +234,7 @@ static int cmd_order_list(int argc, char **argv, const struct config *cf)
 	memset(&ol, 0, sizeof(ol));
 	ol.ol_limit = CLI_LIMIT_DEFAULT;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "", opts)) != -1) {
 		switch (c) {
 		case 's':
 			for (i = 0; cmd_order_statuses[i] != NULL; i++) {
@@ -326,7 +326,7 @@ static int cmd_order_create(int argc, char **argv, const struct config *cf)
 	memset(&co, 0, sizeof(co));
 	co.co_amount = -1;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "", opts)) != -1) {
 		switch (c) {
 		case 'a':
 			if (money_parse_minor(optarg, &co.co_amount) < 0) {
@@ -364,7 +364,7 @@ static int cmd_order_create(int argc, char **argv, const struct config *cf)
 	}
 	if (store_write(st, cli_now_ms(), cmd_order_create_unit, &co) < 0) {
 		store_destroy(st);
-		return EX_TEMPFAIL;
+		return cli_tempfail("order create", "no order was created");
 	}
 	store_destroy(st);
 	printf("%s\n", co.co_id);

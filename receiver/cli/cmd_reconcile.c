@@ -66,7 +66,7 @@ static int cmd_reconcile_run(int argc, char **argv, const char *config_path)
 	buf_init(&out, 0);
 	optind = 0;
 	for (;;) {
-		c = getopt_long(argc, argv, "p:o:s:O:njh", opts, NULL);
+		c = cli_getopt(argc, argv, "p:o:s:O:njh", opts);
 		if (c == -1) {
 			break;
 		}

@@ -294,6 +294,26 @@ static struct config *serve_load(const char *path)
 	return cf;
 }
 
+/* serve --check: serve_load, what the start and every reload run, and
+ * nothing after it (no database, listener nor spool opened). Returns
+ * EX_OK (said on stdout) or EX_CONFIG (every problem logged). */
+static int serve_check(const char *config_path)
+{
+	struct config *cf;
+
+	if (cli_config_path(config_path, 1, &config_path) < 0) {
+		return EX_CONFIG;
+	}
+	cf = serve_load(config_path);
+	if (cf == NULL) {
+		return EX_CONFIG;
+	}
+	printf("%s: good: serve would start with it, and a reload would take it\n",
+	       config_path != NULL ? config_path : "(demo)");
+	config_destroy(cf);
+	return EX_OK;
+}
+
 /* The workers a reload tells about the new configuration, and the
  * configuration the daemon started with (what the keys that need a restart
  * are in force from). */
@@ -527,20 +547,28 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	int rc;
 
 	if (cli_wants_help(argc, argv)) {
-		printf("usage: idemhook [-c FILE] serve [--no-migrate]\n\n"
+		printf("usage: idemhook [-c FILE] serve [--no-migrate | --check]\n\n"
 		       "Runs the receiver in the foreground (for systemd Type=notify). Without a\n"
 		       "configuration it runs the demo: 127.0.0.1:8080, ./var/idemhook.db and a\n"
 		       "public demo Stripe secret. SIGHUP reloads the configuration and secrets;\n"
 		       "SIGTERM stops after the requests in flight.\n\n"
 		       "  --no-migrate  refuse to start while migrations are pending, rather than\n"
 		       "                apply them (run idemhook migrate once, then start the\n"
-		       "                receivers)\n");
+		       "                receivers)\n"
+		       "  --check       check the file as the start and a reload do (every "
+		       "section,\n"
+		       "                [console] too, secrets and certificates read, the port\n"
+		       "                files, the spool and the database's directory) and exit:\n"
+		       "                0 when serve would take it, 78 with every problem said;\n"
+		       "                nothing is opened nor changed\n");
 		return EX_OK;
 	}
 	if (argc == 2 && strcmp(argv[1], "--no-migrate") == 0) {
 		no_migrate = 1;
+	} else if (argc == 2 && strcmp(argv[1], "--check") == 0) {
+		return serve_check(config_path);
 	} else if (argc != 1) {
-		fprintf(stderr, "idemhook serve: takes no arguments but --no-migrate\n");
+		fprintf(stderr, "idemhook serve: takes no arguments but --no-migrate or --check\n");
 		return EX_USAGE;
 	}
 	/* Signals are taken synchronously by the main loop; every thread started

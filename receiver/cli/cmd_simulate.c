@@ -525,7 +525,7 @@ static int cmd_simulate_run(int argc, char **argv, const char *config_path)
 	memset(&o, 0, sizeof(o));
 	o.so_amount = -1;
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "h", opts)) != -1) {
 		switch (c) {
 		case 'o':
 			o.so_order = optarg;

@@ -44,7 +44,7 @@ static int cmd_stats_run(int argc, char **argv, const char *config_path)
 	buf_init(&out, CMD_STATS_OUT_MAX);
 	optind = 0;
 	for (;;) {
-		c = getopt_long(argc, argv, "s:jh", opts, NULL);
+		c = cli_getopt(argc, argv, "s:jh", opts);
 		if (c == -1) {
 			break;
 		}

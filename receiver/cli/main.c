@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "confcheck.h"
 #include "config.h"
+#include "console.h"
 #include "log.h"
 #include "provider.h"
 #include "store.h"
@@ -197,8 +198,10 @@ int cli_config_path(const char *config_path, int demo_ok, const char **ret_path)
 
 static int cli_load(const char *config_path, int secrets, struct config **ret)
 {
+	struct console_conf cc;
 	const char *path;
 	struct config *cf;
+	int rc;
 
 	if (cli_config_path(config_path, 0, &path) < 0) {
 		return EX_CONFIG;
@@ -209,8 +212,16 @@ static int cli_load(const char *config_path, int secrets, struct config **ret)
 		return EX_CONFIG;
 	}
 	/* The other sections are checked even when the load found problems:
-	 * one run names them all. */
-	if (confcheck_run(cf, 0) < 0 || cf->cf_problems > 0) {
+	 * one run names them all; [console] too (its shape: the tokens'
+	 * secrets are serve's to read), so a section serve refuses is
+	 * refused here first, not at the next start or reload. */
+	rc = confcheck_run(cf, 0);
+	if (console_conf_load(cf, 0, &cc) < 0) {
+		rc = -1;
+	} else {
+		console_conf_finish(&cc);
+	}
+	if (rc < 0 || cf->cf_problems > 0) {
 		config_destroy(cf);
 		return EX_CONFIG;
 	}
@@ -355,6 +366,7 @@ int main(int argc, char **argv)
 		if (!level_given && strcmp(cmd->cc_name, "serve") != 0) {
 			log_set_level(LOG_LEVEL_NOTICE);
 		}
+		cli_command_set(cmd->cc_name);
 		rc = cmd->cc_run(n, args, config_path);
 		free(args);
 		return rc;

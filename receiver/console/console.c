@@ -1157,6 +1157,23 @@ static void console_retry_all(struct console_act *a, struct reply *ret)
 		console_text(ret, 503, "the store failed; nothing changed\n");
 		goto out;
 	}
+	/* None of that status: nothing to do, said as such (as events
+	 * dismiss says "nothing to dismiss"), never "0 of 0 rows queued". */
+	if (ids.ci_n == 0) {
+		if (expect == 0) {
+			snprintf(msg, sizeof(msg), "No %s rows: nothing to retry.", status);
+		} else {
+			snprintf(msg, sizeof(msg),
+			         "No %s rows now, not the %" PRId64
+			         " you confirmed: nothing to retry.",
+			         status, expect);
+		}
+		snprintf(a->a_result, sizeof(a->a_result), "%s: %s", expect == 0 ? "ok" : "refused",
+		         msg);
+		console_after(a, ret, expect == 0 ? 200 : 409, url, "/console/outbox", msg,
+		              expect != 0);
+		goto out;
+	}
 	if ((int64_t)ids.ci_n != expect) {
 		snprintf(msg, sizeof(msg),
 		         "%zu %s rows now, not the %" PRId64
@@ -1210,7 +1227,7 @@ static void console_dismiss_all(struct console_act *a, struct reply *ret)
 	buf_init(&url, CONSOLE_URL_MAX + CONSOLE_FORM_FIELD_MAX);
 	buf_printf(&url, "/console/events?%s", list != NULL ? list : "");
 	get.hr_url = url.buf_data != NULL ? url.buf_data : "/console/events";
-	console_events_query_load(&q, &get);
+	console_events_query_load(&q, cx, &get);
 	buf_finish(&url);
 	/* and the page to show after it: that URL, rebuilt from what was read */
 	buf_init(&url, CONSOLE_URL_MAX + CONSOLE_FORM_FIELD_MAX);

@@ -807,6 +807,27 @@ out:
 	return rc;
 }
 
+static int console_db_found(void *arg, const struct store_row *row)
+{
+	int *found = arg;
+
+	(void)row;
+	*found = 1;
+	return 1;
+}
+
+int console_db_scope_known(struct store *st, int64_t now_ms, const char *scope)
+{
+	struct store_value p[] = {store_text(scope)};
+	int found = 0;
+
+	if (console_db_read(st, now_ms, "SELECT 1 FROM events WHERE scope = ? LIMIT 1", p, 1,
+	                    console_db_found, &found) < 0) {
+		return -1;
+	}
+	return found;
+}
+
 int console_db_event(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn, void *arg)
 {
 	struct store_value p[] = {store_int(id)};
@@ -858,10 +879,12 @@ int console_db_order(struct store *st, int64_t now_ms, const char *id, console_d
 	struct store_value p[] = {store_text(id)};
 
 	return console_db_read(st, now_ms,
-	                       "SELECT id, amount, currency, status, refunded_amount, customer_ref,"
-	                       " provider, payment_ref, fulfillment_status, needs_operator,"
-	                       " created_at, paid_at, refunded_at, updated_at, disputed_amount,"
-	                       " chargeback_amount, owner FROM orders WHERE id = ?",
+	                       "SELECT o.id, o.amount, o.currency, o.status, o.refunded_amount,"
+	                       " o.customer_ref, o.provider, o.payment_ref, o.fulfillment_status,"
+	                       " o.needs_operator, o.created_at, o.paid_at, o.refunded_at,"
+	                       " o.updated_at, o.disputed_amount, o.chargeback_amount, o.owner,"
+	                       " COALESCE((SELECT SUM(l.points) FROM points_ledger AS l"
+	                       " WHERE l.order_id = o.id), 0) FROM orders AS o WHERE o.id = ?",
 	                       p, 1, fn, arg);
 }
 

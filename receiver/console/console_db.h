@@ -158,6 +158,10 @@ typedef int (*console_db_row_fn)(void *arg, const struct store_row *row);
 int console_db_events(struct store *st, int64_t now_ms, const struct console_db_filter *f,
                       int64_t before_id, int64_t limit, console_db_row_fn fn, void *arg);
 
+/* 1 when the events table holds a row of scope (a provider instance since
+ * removed from the file keeps its history), 0 when none, -1 on failure. */
+int console_db_scope_known(struct store *st, int64_t now_ms, const char *scope);
+
 /* One event with its idempotency record. Columns 0..18: id, scope, idem_key,
  * type, kind, order_ref, payment_ref, refund_ref, amount, currency,
  * refund_cumulative, payload, outcome, effect, reason, received_at,
@@ -174,7 +178,8 @@ int console_db_audit_for(struct store *st, int64_t now_ms, const char *target, i
 /* One order. Columns: id, amount, currency, status, refunded_amount,
  * customer_ref, provider, payment_ref, fulfillment_status, needs_operator,
  * created_at, paid_at, refunded_at, updated_at, disputed_amount,
- * chargeback_amount, owner. */
+ * chargeback_amount, owner, points (the ledger's total: awards less
+ * clawbacks, as idemhook order show prints it). */
 int console_db_order(struct store *st, int64_t now_ms, const char *id, console_db_row_fn fn,
                      void *arg);
 

@@ -1,4 +1,5 @@
 /* console_pages.c: the console's pages, server-rendered HTML (console_pages.h). */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -635,6 +636,73 @@ static int64_t console_parse_date(const char *s)
 	return (int64_t)timegm(&tm) * 1000;
 }
 
+/* A list's ?before= (the id its Older link gives) into *ret (absent: 0,
+ * the newest); -1 with why said when it is no id, which would otherwise
+ * be read as no cursor and show the newest rows as if they were older. */
+static int console_before(const char *text, int64_t *ret, char *why, size_t size)
+{
+	char *end = NULL;
+	long long v;
+
+	*ret = 0;
+	if (text == NULL) {
+		return 0;
+	}
+	errno = 0;
+	v = strtoll(text, &end, 10);
+	if (errno != 0 || end == text || *end != '\0' || v <= 0 || text[0] < '0' || text[0] > '9') {
+		snprintf(why, size,
+		         "before \"%.60s\" is not a row id (the Older link at the foot of a "
+		         "list gives one).",
+		         text);
+		return -1;
+	}
+	*ret = v;
+	return 0;
+}
+
+/* The events list's outcomes and sources: any other value would match no
+ * event, and is said. */
+static const char *const console_event_outcomes[] = {"done", "failed", "fetching"};
+static const char *const console_event_sources[] = {"callback", "reconcile"};
+
+static int console_one_of(const char *v, const char *const *list, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (strcmp(v, list[i]) == 0) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* An instance that is neither configured nor in the events table is a
+ * typo, said as such (as idemhook events --provider refuses it); one
+ * removed from the file still has its history. A failed read says
+ * nothing here: the list's own read fails the page. */
+static void console_provider_check(const struct console_ctx *cx, const char *name, char *why,
+                                   size_t size)
+{
+	const struct config *cf = cx->cx_cf;
+	struct buf names;
+	size_t i;
+
+	if (cf == NULL || config_provider(cf, name) != NULL ||
+	    console_db_scope_known(cx->cx_store, cx->cx_now_ms, name) != 0) {
+		return;
+	}
+	buf_init(&names, 200);
+	for (i = 0; i < cf->cf_n_providers; i++) {
+		buf_printf(&names, "%s%s", i > 0 ? ", " : "", cf->cf_providers[i].pc_name);
+	}
+	snprintf(why, size,
+	         "provider \"%.60s\" is not one configured (%.200s) and no event stored has it.",
+	         name, names.buf_data != NULL && names.buf_len > 0 ? names.buf_data : "none");
+	buf_finish(&names);
+}
+
 static const char *const console_event_params[CONSOLE_EVENT_PARAMS] = {
         "provider", "outcome", "reason", "source", "order",     "key",
         "since",    "until",   "open",   "test",   "dismissed", "parked",
@@ -653,7 +721,8 @@ static int console_flag(const char *v, int def, int *ret)
 	return 0;
 }
 
-void console_events_query_load(struct console_events_query *q, const struct http_request *req)
+void console_events_query_load(struct console_events_query *q, const struct console_ctx *cx,
+                               const struct http_request *req)
 {
 	struct console_db_filter *f = &q->eq_f;
 	char *const *v = q->eq_v;
@@ -682,8 +751,17 @@ void console_events_query_load(struct console_events_query *q, const struct http
 		}
 	}
 	/* A value not understood would be left out, and the list show more
-	 * than was asked for: said, and nothing listed. */
-	if (bad != 0) {
+	 * than was asked for, or match nothing and read as "no events":
+	 * said, and nothing listed. */
+	if (f->ef_outcome != NULL && !console_one_of(f->ef_outcome, console_event_outcomes, 3)) {
+		snprintf(q->eq_why, sizeof(q->eq_why),
+		         "outcome \"%.60s\" is not an outcome (done, failed, fetching).",
+		         f->ef_outcome);
+	} else if (f->ef_source != NULL &&
+	           !console_one_of(f->ef_source, console_event_sources, 2)) {
+		snprintf(q->eq_why, sizeof(q->eq_why),
+		         "source \"%.60s\" is not a source (callback, reconcile).", f->ef_source);
+	} else if (bad != 0) {
 		snprintf(q->eq_why, sizeof(q->eq_why), "%s is 0 or 1, not \"%.60s\".",
 		         console_event_params[bad], v[bad]);
 	} else if ((v[6] != NULL && f->ef_since_ms == 0) || (v[7] != NULL && f->ef_until_ms == 0)) {
@@ -709,6 +787,8 @@ void console_events_query_load(struct console_events_query *q, const struct http
 	} else if (f->ef_since_ms > 0 && f->ef_until_ms > 0 && f->ef_since_ms >= f->ef_until_ms) {
 		snprintf(q->eq_why, sizeof(q->eq_why),
 		         "These filters cannot both hold: since is not before until.");
+	} else if (f->ef_provider != NULL) {
+		console_provider_check(cx, f->ef_provider, q->eq_why, sizeof(q->eq_why));
 	}
 }
 
@@ -846,19 +926,20 @@ static int console_dismiss_all_form(struct buf *b, const struct console_ctx *cx,
 
 int console_page_events(struct buf *b, const struct console_ctx *cx, const struct http_request *req)
 {
-	static const char *const outcomes[] = {"done", "failed", "fetching"};
-	static const char *const sources[] = {"callback", "reconcile"};
 	static const char *const tri[] = {"0", "1"};
 	struct console_events_query q;
 	char *const *v = q.eq_v;
 	const struct console_db_filter *f = &q.eq_f;
 	struct console_list l = {b, 0, 0};
 	char *before_text = console_query(req, "before");
-	int64_t before = before_text != NULL ? strtoll(before_text, NULL, 10) : 0;
+	int64_t before = 0;
 	size_t i;
 	int rc = -1;
 
-	console_events_query_load(&q, req);
+	console_events_query_load(&q, cx, req);
+	if (q.eq_why[0] == '\0') {
+		console_before(before_text, &before, q.eq_why, sizeof(q.eq_why));
+	}
 	console_page_begin(b, cx, "Events", "events", 0);
 	buf_puts(b, "<form class=\"filters\" method=\"get\" action=\"/console/events\">"
 	            "<label>provider<select name=\"provider\" id=\"f-provider\">"
@@ -872,11 +953,11 @@ int console_page_events(struct buf *b, const struct console_ctx *cx, const struc
 		buf_puts(b, "</option>");
 	}
 	buf_puts(b, "</select></label><label>outcome");
-	console_select(b, "outcome", v[1], outcomes, 3);
+	console_select(b, "outcome", v[1], console_event_outcomes, 3);
 	buf_puts(b, "</label><label>reason or effect");
 	console_text_input(b, "reason", v[2], "text");
 	buf_puts(b, "</label><label>source");
-	console_select(b, "source", v[3], sources, 2);
+	console_select(b, "source", v[3], console_event_sources, 2);
 	buf_puts(b, "</label><label>order");
 	console_text_input(b, "order", v[4], "text");
 	buf_puts(b, "</label><label>key prefix");
@@ -1285,6 +1366,8 @@ static int console_order_row(void *arg, const struct store_row *row)
 	console_field(b, "disputed", n);
 	snprintf(n, sizeof(n), "%" PRId64, store_row_int(row, 15));
 	console_field(b, "charged back", n);
+	snprintf(n, sizeof(n), "%" PRId64, store_row_int(row, 17));
+	console_field(b, "points", n);
 	console_field(b, "customer", store_row_text(row, 5));
 	console_field(b, "provider", store_row_text(row, 6));
 	console_field(b, "payment ref", store_row_text(row, 7));
@@ -1537,10 +1620,11 @@ int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struc
 	struct console_outbox_rows o = {.or_cx = cx, .or_b = b};
 	char *status = console_query(req, "status");
 	char *before_text = console_query(req, "before");
-	int64_t before = before_text != NULL ? strtoll(before_text, NULL, 10) : 0;
+	int64_t before = 0;
 	struct stats_gauges g;
 	int64_t count = -1;
 	char why[200] = "";
+	int bad_before = 0;
 	size_t i;
 	int rc = -1;
 
@@ -1549,6 +1633,9 @@ int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struc
 	}
 	if (status != NULL) {
 		console_outbox_status_check(status, why, sizeof(why));
+	}
+	if (why[0] == '\0' && console_before(before_text, &before, why, sizeof(why)) < 0) {
+		bad_before = 1;
 	}
 	console_page_begin(b, cx,
 	                   status == NULL                ? "Outbox"
@@ -1595,7 +1682,8 @@ int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struc
 	if (why[0] != '\0') {
 		buf_puts(b, "<p class=\"flash error\" role=\"alert\" id=\"filters-conflict\">");
 		console_esc(b, why);
-		buf_puts(b, " No row can match; pick a status above.</p>\n");
+		buf_puts(b, bad_before ? " Nothing listed; start from the newest rows above.</p>\n"
+		                       : " No row can match; pick a status above.</p>\n");
 	}
 	buf_puts(b, console_outbox_head);
 	if (why[0] == '\0' &&
@@ -1605,7 +1693,9 @@ int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struc
 	}
 	if (o.or_n == 0) {
 		buf_printf(b, "<tr><td colspan=\"9\" class=\"muted\">%s</td></tr>",
-		           why[0] != '\0' ? "no rows: the status above matches none" : "no rows");
+		           bad_before       ? "no rows: the before above is no row id"
+		           : why[0] != '\0' ? "no rows: the status above matches none"
+		                            : "no rows");
 	}
 	buf_puts(b, "</table>\n<p class=\"pager\">");
 	if (o.or_n == CONSOLE_LIST_LIMIT) {

@@ -85,7 +85,8 @@ struct console_events_query {
 };
 
 /* Loads q from req's query (q is overwritten); finish it after. */
-void console_events_query_load(struct console_events_query *q, const struct http_request *req);
+void console_events_query_load(struct console_events_query *q, const struct console_ctx *cx,
+                               const struct http_request *req);
 void console_events_query_finish(struct console_events_query *q);
 
 /* Appends q's filters as a query string, NAME=VALUE (values

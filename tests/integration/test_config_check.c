@@ -79,12 +79,15 @@ static int cc_run(const char *cwd, const char *cred_dir, unsigned limit_s, const
 }
 
 /* serve -c d's config, which must be refused at once: asserts exit 78,
- * that the output holds want, and that no database was created. */
+ * that the output holds want, and that no database was created; and that
+ * serve --check refuses it alike, with the very same lines. */
 static void cc_serve_refused(struct daemon *d, const char *want)
 {
 	const char *args[] = {"serve", "-c", d->dm_config, NULL};
+	const char *check[] = {"serve", "--check", "-c", d->dm_config, NULL};
 	struct stat st;
 	char *out = NULL;
+	char *checked = NULL;
 	int rc;
 
 	rc = cc_run(NULL, NULL, CC_RUN_LIMIT_S, args, &out);
@@ -94,6 +97,16 @@ static void cc_serve_refused(struct daemon *d, const char *want)
 	assert_int_equal(rc, 78);
 	assert_non_null(strstr(out, want));
 	assert_int_equal(stat(d->dm_db, &st), -1);
+	rc = cc_run(NULL, NULL, CC_RUN_LIMIT_S, check, &checked);
+	if (rc != 78 || strcmp(checked, out) != 0) {
+		print_error("serve --check exited %d, wanted 78 with serve's lines:\n%s\n"
+		            "serve said:\n%s\n",
+		            rc, checked, out);
+	}
+	assert_int_equal(rc, 78);
+	assert_string_equal(checked, out);
+	assert_int_equal(stat(d->dm_db, &st), -1);
+	free(checked);
 	free(out);
 }
 
@@ -1131,6 +1144,66 @@ static void test_a_secret_reference_without_a_name_is_refused_by_every_command(v
 	daemon_finish(&d);
 }
 
+/* serve --check takes what serve takes, says so, and opens nothing: no
+ * database made, no listener, nothing written. */
+static void test_serve_check_takes_a_good_file_and_opens_nothing(void **state)
+{
+	struct daemon d;
+	const char *check[] = {"-c", d.dm_config, "serve", "--check", NULL};
+	struct stat st;
+	char *out = NULL;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, check, &out), 0);
+	assert_non_null(strstr(out, "idemhook.ini: good: serve would start with it"));
+	assert_null(strstr(out, "listening"));
+	assert_int_equal(stat(d.dm_db, &st), -1);
+	free(out);
+	daemon_finish(&d);
+}
+
+/* A [console] section serve refuses is refused by every command, with the
+ * same line, before any database is looked at: an operator finds it with
+ * whatever command runs first, not at the next start or reload. */
+static void test_a_console_section_serve_refuses_is_refused_by_every_command(void **state)
+{
+	static const char *const bad[][2] = {
+	        {"[console]\nsession_ttl = forever\n", "[console] session_ttl"},
+	        {"[console]\nenabled = yes\n", "[console] enabled = yes needs at least one token"},
+	        {"[admin]\nlisten = off\n[console]\nenabled = yes\n"
+	         "token = alice operator env:T_NOT_READ\n",
+	         "[console] enabled = yes needs the admin listener"},
+	};
+	struct daemon d;
+	const char *stats[] = {"-c", d.dm_config, "stats", NULL};
+	const char *events[] = {"-c", d.dm_config, "events", "list", NULL};
+	const char *serve[] = {"-c", d.dm_config, "serve", NULL};
+	const char *const *cmds[] = {stats, events, serve};
+	char ini[512];
+	char *out = NULL;
+	size_t i;
+	size_t c;
+	int rc;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(ini, sizeof(ini), "%s%s", FX_STRIPE_INI, bad[i][0]);
+		assert_int_equal(daemon_init(&d, ini), 0);
+		for (c = 0; c < sizeof(cmds) / sizeof(cmds[0]); c++) {
+			rc = cc_run(NULL, NULL, CC_RUN_LIMIT_S, cmds[c], &out);
+			if (rc != 78 || strstr(out, bad[i][1]) == NULL) {
+				print_error("%s exited %d, wanted 78 with \"%s\":\n%s\n",
+				            cmds[c][2], rc, bad[i][1], out);
+			}
+			assert_int_equal(rc, 78);
+			assert_non_null(strstr(out, bad[i][1]));
+			free(out);
+		}
+		daemon_finish(&d);
+	}
+}
+
 static void test_without_any_configuration_a_command_says_so(void **state)
 {
 	struct daemon d;
@@ -1175,6 +1248,8 @@ int main(void)
 	                test_commands_that_verify_nothing_run_without_the_provider_secrets),
 	        cmocka_unit_test(
 	                test_a_secret_reference_without_a_name_is_refused_by_every_command),
+	        cmocka_unit_test(test_serve_check_takes_a_good_file_and_opens_nothing),
+	        cmocka_unit_test(test_a_console_section_serve_refuses_is_refused_by_every_command),
 	        cmocka_unit_test(test_without_any_configuration_a_command_says_so),
 	};
 

@@ -1297,6 +1297,23 @@ static void test_bulk_retry_needs_the_count_it_showed_confirmed(void **state)
 	fx_assert_audit(
 	        &d, 1, "action = 'outbox.retry' AND target = 'outbox:%lld' AND result LIKE 'ok:%%'",
 	        (long long)id);
+	/* a status without rows: nothing to retry, said so (as events dismiss
+	 * says nothing to dismiss), not "0 of 0 rows queued again" */
+	snprintf(form, sizeof(form), "csrf=%s&status=cancelled&expect=0", s.ts_csrf);
+	t_act(&d, "/console/outbox/retry-all", &s, form, "/console/outbox?status=cancelled", &r);
+	assert_non_null(strstr(r.hs_body, "<p class=\"flash\" role=\"status\">No cancelled rows: "
+	                                  "nothing to retry.</p>"));
+	assert_null(strstr(r.hs_body, "queued again"));
+	hres_finish(&r);
+	fx_assert_audit(&d, 1,
+	                "action = 'outbox.retry_all' AND target = 'outbox?status=cancelled' AND "
+	                "result = 'ok: No cancelled rows: nothing to retry.'");
+	/* and rows confirmed that are gone: refused, with the count now */
+	snprintf(form, sizeof(form), "csrf=%s&status=cancelled&expect=2", s.ts_csrf);
+	assert_int_equal(t_post(&d, "/console/outbox/retry-all", &s, form, &r), 409);
+	assert_non_null(strstr(
+	        r.hs_body, "No cancelled rows now, not the 2 you confirmed: nothing to retry."));
+	hres_finish(&r);
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
 }

@@ -317,12 +317,106 @@ static void test_the_outbox_list_says_when_its_status_is_not_one(void **state)
 	t_stop(&d);
 }
 
+/* An events filter value the list does not know (an outcome, a source, a
+ * provider neither configured nor stored) and a ?before= that is no row
+ * id, on the events and the outbox lists, are said, never an empty list
+ * that reads as "no such events", nor the newest rows read as older. */
+static void test_the_lists_say_a_filter_or_cursor_they_do_not_understand(void **state)
+{
+	static const char *const bad[][2] = {
+	        {"/console/events?outcome=bogus",
+	         "outcome &quot;bogus&quot; is not an outcome (done, failed, fetching)."},
+	        {"/console/events?source=bogus",
+	         "source &quot;bogus&quot; is not a source (callback, reconcile)."},
+	        {"/console/events?provider=strpe",
+	         "provider &quot;strpe&quot; is not one configured (stripe) and no event stored "
+	         "has it."},
+	        {"/console/events?before=abc", "before &quot;abc&quot; is not a row id"},
+	        {"/console/events?outcome=failed&before=-4",
+	         "before &quot;-4&quot; is not a row id"},
+	        {"/console/outbox?before=abc", "before &quot;abc&quot; is not a row id"},
+	        {"/console/outbox?status=dead&before=12x",
+	         "before &quot;12x&quot; is not a row id"},
+	};
+	static const char *const good[] = {
+	        "/console/events?outcome=failed&source=callback&provider=stripe",
+	        "/console/events?outcome=fetching&source=reconcile",
+	        "/console/events?before=999999",
+	        "/console/outbox?status=dead&before=999999",
+	};
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	size_t i;
+
+	(void)state;
+	t_start(&d, NULL);
+	t_failed_event(&d, "evt_views_filters_1");
+	t_login(&d, T_OP_TOKEN, &s);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(t_get(&d, bad[i][0], &s, &r), 200);
+		if (strstr(r.hs_body, bad[i][1]) == NULL) {
+			print_error("%s does not say \"%s\"\n", bad[i][0], bad[i][1]);
+		}
+		assert_non_null(strstr(r.hs_body, "id=\"filters-conflict\""));
+		assert_non_null(strstr(r.hs_body, bad[i][1]));
+		/* nothing listed, and no bulk form offered on what was not understood */
+		assert_null(strstr(r.hs_body, "evt_views_filters_1"));
+		assert_null(strstr(r.hs_body, "id=\"dismiss-all\""));
+		hres_finish(&r);
+	}
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		assert_int_equal(t_get(&d, good[i], &s, &r), 200);
+		assert_null(strstr(r.hs_body, "filters-conflict"));
+		hres_finish(&r);
+	}
+	/* the failed event is listed by the filters it has */
+	assert_int_equal(t_get(&d, "/console/events?provider=stripe&outcome=failed", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "evt_views_filters_1"));
+	hres_finish(&r);
+	t_stop(&d);
+}
+
+/* The order page shows the points total that idemhook order show prints:
+ * the same figure, from the ledger. */
+static void test_the_order_page_shows_the_points_order_show_prints(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char order[64];
+	char path[128];
+	const char *show[] = {"order", "show", order, NULL};
+	char *out = NULL;
+
+	(void)state;
+	t_start(&d, NULL);
+	fx_order(&d, 1999, "usd", order);
+	assert_int_equal(fx_stripe_pay(&d, "evt_views_points", order, 1999, "usd"), 200);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT COALESCE(SUM(points), 0) FROM points_ledger"
+	                           " WHERE order_id = '%s'",
+	                           order),
+	                 19);
+	assert_int_equal(daemon_cli(&d, 1, show, &out), 0);
+	assert_non_null(strstr(out, "\npoints:             19\n"));
+	free(out);
+	t_login(&d, T_RO_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/orders/%s", order);
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "<dt>points</dt><dd>19</dd>"));
+	hres_finish(&r);
+	t_stop(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_an_order_whose_id_is_a_dot_segment_is_linked_by_query),
 	        cmocka_unit_test(test_each_overview_card_links_to_the_rows_it_counts),
 	        cmocka_unit_test(test_the_outbox_list_says_when_its_status_is_not_one),
+	        cmocka_unit_test(test_the_lists_say_a_filter_or_cursor_they_do_not_understand),
+	        cmocka_unit_test(test_the_order_page_shows_the_points_order_show_prints),
 	        cmocka_unit_test(test_a_payload_over_256_kb_is_cut_in_both_views),
 	        cmocka_unit_test(
 	                test_a_dismiss_reason_of_500_characters_of_3_bytes_each_is_accepted),

@@ -108,6 +108,40 @@ static void test_dismissing_a_failed_event_clears_the_gauge_and_is_audited(void 
 	free(out);
 }
 
+/* events show says whether an event came from the provider's test mode,
+ * as the console's event page does, in text and in JSON. */
+static void test_events_show_says_test_mode_as_the_console_does(void **state)
+{
+	struct daemon *d = *state;
+	char live[32];
+	char test[32];
+	const char *show_live[] = {"events", "show", live, NULL};
+	const char *show_test[] = {"events", "show", test, NULL};
+	const char *json_live[] = {"events", "show", live, "--json", NULL};
+	const char *json_test[] = {"events", "show", test, "--json", NULL};
+	char *out = NULL;
+
+	t_unknown(d, "evt_show_live_mode");
+	t_unknown_test_mode(d, "evt_show_test_mode");
+	snprintf(live, sizeof(live), "%lld", (long long)t_event_id(d, "evt_show_live_mode"));
+	snprintf(test, sizeof(test), "%lld", (long long)t_event_id(d, "evt_show_test_mode"));
+	assert_int_equal(daemon_cli(d, 1, show_test, &out), 0);
+	assert_non_null(strstr(out, "\ntest mode:       yes (never alerts)\n"));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, show_live, &out), 0);
+	assert_non_null(strstr(out, "\ntest mode:       no\n"));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, json_test, &out), 0);
+	assert_non_null(strstr(out, "\"test_mode\": true"));
+	free(out);
+	out = NULL;
+	assert_int_equal(daemon_cli(d, 1, json_live, &out), 0);
+	assert_non_null(strstr(out, "\"test_mode\": false"));
+	free(out);
+}
+
 static void test_events_show_and_list_say_who_dismissed_an_event_and_why(void **state)
 {
 	struct daemon *d = *state;
@@ -369,6 +403,8 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                test_events_show_and_list_say_who_dismissed_an_event_and_why, setup,
 	                daemon_teardown),
+	        cmocka_unit_test_setup_teardown(test_events_show_says_test_mode_as_the_console_does,
+	                                        setup, daemon_teardown),
 	        cmocka_unit_test_setup_teardown(
 	                test_dismiss_without_a_reason_is_refused_and_changes_nothing, setup,
 	                daemon_teardown),

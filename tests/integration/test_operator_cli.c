@@ -399,6 +399,128 @@ static void test_config_flag_without_a_file_says_it_needs_one(void **state)
 	daemon_finish(&d);
 }
 
+/* With the database write-locked by another process, every command that
+ * writes exits 75 and ends with one line: what is unchanged, and that the
+ * same command can be run again; and it is unchanged, and the same
+ * command run again once the lock is gone does it. */
+static void test_a_write_command_on_a_locked_database_says_what_is_unchanged(void **state)
+{
+	struct daemon d;
+	struct hn_sqlite lock;
+	char id_text[32];
+	char *out = NULL;
+	char *log;
+	int64_t id;
+	const char *create[] = {"order", "create", "--amount", "100", "--currency", "usd", NULL};
+	const char *dismiss_ids[] = {"events",   "dismiss", id_text, id_text,
+	                             "--reason", "test",    NULL};
+	const char *dismiss_filter[] = {"events", "dismiss",   "--provider", "stripe", "--reason",
+	                                "test",   "--confirm", "1",          NULL};
+	const char *reprocess[] = {"events", "reprocess", id_text, NULL};
+	const char *const *cmds[] = {create, dismiss_ids, dismiss_filter, reprocess};
+	char said[4][300];
+	size_t i;
+
+	(void)state;
+	fx_daemon_start(&d, "%s[store]\nbusy_timeout_ms = 200\n", FX_STRIPE_INI);
+	assert_int_equal(
+	        fx_stripe_pay(&d, "evt_cli_locked", "ord_cli_no_such_order0002", 500, "usd"), 200);
+	id = fx_db_int(&d, "SELECT id FROM events WHERE idem_key = 'evt_cli_locked'");
+	snprintf(id_text, sizeof(id_text), "%lld", (long long)id);
+	snprintf(said[0], sizeof(said[0]),
+	         "idemhook order create: the database is busy or failing; no order was created. "
+	         "Run the same command again.\n");
+	snprintf(said[1], sizeof(said[1]),
+	         "idemhook events dismiss: the database is busy or failing; event %s and the ones "
+	         "after it are unchanged. Run the same command again.\n",
+	         id_text);
+	snprintf(said[2], sizeof(said[2]),
+	         "idemhook events dismiss: the database is busy or failing; nothing was dismissed. "
+	         "Run the same command again.\n");
+	snprintf(said[3], sizeof(said[3]),
+	         "idemhook events reprocess: the database is busy or failing; event %s is "
+	         "unchanged. Run the same command again.\n",
+	         id_text);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM orders"), 0);
+	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		assert_int_equal(daemon_cli(&d, 1, cmds[i], &out), 75);
+		free(out);
+		out = NULL;
+		log = hn_read_file(d.dm_log);
+		assert_non_null(log);
+		if (strstr(log, said[i]) == NULL) {
+			print_error("%s %s: no \"%s\" in:\n%s\n", cmds[i][0], cmds[i][1], said[i],
+			            log);
+		}
+		assert_non_null(strstr(log, said[i]));
+		free(log);
+	}
+	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
+	/* unchanged, as said; and run again, it is done */
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM orders"), 0);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"), 0);
+	assert_int_equal(daemon_cli(&d, 1, create, &out), 0);
+	free(out);
+	out = NULL;
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM orders"), 1);
+	assert_int_equal(daemon_cli(&d, 1, dismiss_filter, &out), 0);
+	free(out);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"), 1);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
+/* An option a command does not know is said with the whole command's
+ * name, a subcommand's too, never with the subcommand's word alone. */
+static void test_an_unknown_option_names_the_whole_command(void **state)
+{
+	static const char *const cases[][4] = {
+	        {"events", "dismiss", "--bogus", NULL},
+	        {"events", "list", "--bogus", NULL},
+	        {"audit", "list", "--bogus", NULL},
+	        {"order", "create", "--bogus", NULL},
+	        {"stats", "--bogus", NULL},
+	        {"gc", "--bogus", NULL},
+	};
+	static const char *const said[] = {
+	        "idemhook events dismiss: unrecognized option '--bogus'\n",
+	        "idemhook events list: unrecognized option '--bogus'\n",
+	        "idemhook audit list: unrecognized option '--bogus'\n",
+	        "idemhook order create: unrecognized option '--bogus'\n",
+	        "idemhook stats: unrecognized option '--bogus'\n",
+	        "idemhook gc: unrecognized option '--bogus'\n",
+	};
+	static const char *const stats_since[] = {"stats", "--since", NULL};
+	struct daemon d;
+	char *out = NULL;
+	char *log;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(daemon_cli(&d, 1, cases[i], &out), 64);
+		free(out);
+		out = NULL;
+	}
+	assert_int_equal(daemon_cli(&d, 1, stats_since, &out), 64);
+	free(out);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	for (i = 0; i < sizeof(said) / sizeof(said[0]); i++) {
+		if (strstr(log, said[i]) == NULL) {
+			print_error("no \"%s\" in:\n%s\n", said[i], log);
+		}
+		assert_non_null(strstr(log, said[i]));
+	}
+	assert_non_null(strstr(log, "idemhook stats: option '--since' requires an argument\n"));
+	free(log);
+	daemon_finish(&d);
+}
+
 static int setup(void **state)
 {
 	return daemon_setup(state, FX_STRIPE_INI);
@@ -415,6 +537,8 @@ int main(void)
 	        cmocka_unit_test(test_commands_on_a_missing_database_create_nothing),
 	        cmocka_unit_test(test_store_copy_refuses_an_unknown_scheme_and_a_missing_source),
 	        cmocka_unit_test(test_config_flag_without_a_file_says_it_needs_one),
+	        cmocka_unit_test(test_a_write_command_on_a_locked_database_says_what_is_unchanged),
+	        cmocka_unit_test(test_an_unknown_option_names_the_whole_command),
 	};
 
 	return cmocka_run_group_tests(tests, setup, daemon_teardown);
