@@ -167,7 +167,7 @@ static int cmd_outbox_list_parse(int argc, char **argv, struct cmd_outbox_list *
 	ol->ol_limit = CLI_LIMIT_DEFAULT;
 	optind = 0;
 	for (;;) {
-		int c = getopt_long(argc, argv, "s:o:n:j", opts, NULL);
+		int c = cli_getopt(argc, argv, "s:o:n:j", opts);
 
 		if (c == -1) {
 			break;
@@ -539,10 +539,8 @@ static int cmd_outbox_transition(const char *sub, int64_t id, const struct confi
 	default:
 		break;
 	}
-	fprintf(stderr,
-	        "idemhook outbox %s: row %" PRId64 " could not be changed; nothing changed\n", sub,
-	        id);
-	return EX_TEMPFAIL;
+	snprintf(msg, sizeof(msg), "outbox %s", sub);
+	return cli_tempfail(msg, "row %" PRId64 " is unchanged", id);
 }
 
 static int cmd_outbox_run(int argc, char **argv, const char *config_path)

@@ -155,7 +155,7 @@ static int cmd_replay_run(int argc, char **argv, const char *config_path)
 	ro.ro_stop_after = REPLAY_STOP_AFTER_DEFAULT;
 	buf_init(&out, 0);
 	optind = 0;
-	while ((c = getopt_long(argc, argv, "qh", opts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "qh", opts)) != -1) {
 		char *end;
 		unsigned long v;
 

@@ -598,7 +598,7 @@ static int cmd_store_copy_run(int argc, char **argv)
 	memset(&cs, 0, sizeof(cs));
 	optind = 1;
 	for (;;) {
-		int c = getopt_long(argc, argv, "", opts, NULL);
+		int c = cli_getopt(argc, argv, "", opts);
 
 		if (c == -1) {
 			break;

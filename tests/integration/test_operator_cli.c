@@ -417,8 +417,9 @@ static void test_a_write_command_on_a_locked_database_says_what_is_unchanged(voi
 	const char *dismiss_filter[] = {"events", "dismiss",   "--provider", "stripe", "--reason",
 	                                "test",   "--confirm", "1",          NULL};
 	const char *reprocess[] = {"events", "reprocess", id_text, NULL};
-	const char *const *cmds[] = {create, dismiss_ids, dismiss_filter, reprocess};
-	char said[4][300];
+	const char *cancel[] = {"outbox", "cancel", "1", NULL};
+	const char *const *cmds[] = {create, dismiss_ids, dismiss_filter, reprocess, cancel};
+	char said[5][300];
 	size_t i;
 
 	(void)state;
@@ -441,6 +442,9 @@ static void test_a_write_command_on_a_locked_database_says_what_is_unchanged(voi
 	         "idemhook events reprocess: the database is busy or failing; event %s is "
 	         "unchanged. Run the same command again.\n",
 	         id_text);
+	snprintf(said[4], sizeof(said[4]),
+	         "idemhook outbox cancel: the database is busy or failing; row 1 is unchanged. "
+	         "Run the same command again.\n");
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM orders"), 0);
 	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
 	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
@@ -484,6 +488,9 @@ static void test_an_unknown_option_names_the_whole_command(void **state)
 	        {"order", "create", "--bogus", NULL},
 	        {"stats", "--bogus", NULL},
 	        {"gc", "--bogus", NULL},
+	        {"outbox", "list", "--bogus", NULL},
+	        {"replay", "--bogus", NULL},
+	        {"store", "copy", "--bogus", NULL},
 	};
 	static const char *const said[] = {
 	        "idemhook events dismiss: unrecognized option '--bogus'\n",
@@ -492,6 +499,9 @@ static void test_an_unknown_option_names_the_whole_command(void **state)
 	        "idemhook order create: unrecognized option '--bogus'\n",
 	        "idemhook stats: unrecognized option '--bogus'\n",
 	        "idemhook gc: unrecognized option '--bogus'\n",
+	        "idemhook outbox list: unrecognized option '--bogus'\n",
+	        "idemhook replay: unrecognized option '--bogus'\n",
+	        "idemhook store copy: unrecognized option '--bogus'\n",
 	};
 	static const char *const stats_since[] = {"stats", "--since", NULL};
 	struct daemon d;
