@@ -232,6 +232,12 @@ int provider_error(const struct provider_conf *pc, int status, const char *reaso
  * 1, or 0 for problem+json. */
 int provider_has_format(const struct provider_conf *pc);
 
+/* Whether req is a callback pc's profile accepts at now_s (authentic,
+ * fresh, well-formed): 1 or 0. Nothing is stored; for telling a genuine
+ * callback refused before its profile (allow_from) from anyone else's. */
+int provider_verifies(const struct provider_conf *pc, const struct http_request *req,
+                      int64_t now_s);
+
 /* The answer at pc's path for a refusal made outside its profile (the
  * listener's limits, a method other than POST, no memory): through p_error
  * where the provider has a format of its own (the detail, else the title,

@@ -140,6 +140,18 @@ int provider_refusal(const struct provider_conf *pc, int status, const char *slu
 	return pc->pc_provider->p_error(pc, status, slug, detail != NULL ? detail : title, ret);
 }
 
+int provider_verifies(const struct provider_conf *pc, const struct http_request *req, int64_t now_s)
+{
+	struct event_batch batch = {0};
+	struct provider_verdict verdict = {0};
+	int ok = pc->pc_state != NULL &&
+	         pc->pc_provider->p_receive(pc, req, now_s, &batch, &verdict) == 0 &&
+	         batch.eb_n > 0;
+
+	event_batch_finish(&batch);
+	return ok;
+}
+
 /* ---- secrets ---- */
 
 /* The line of key in pc's section (its last), or the section's. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cidr.h"
+#include "log.h"
 #include "senders.h"
 #include "senders_data.h"
 
@@ -213,6 +214,53 @@ static int senders_read(const char *path, char **ret, size_t *ret_len, char *err
 	return 1;
 }
 
+/* 1 when date is a "YYYY-MM-DD" day, which compare as strings. */
+static int senders_is_day(const char *date)
+{
+	static const char shape[] = "dddd-dd-dd";
+	size_t i;
+
+	for (i = 0; shape[i] != '\0'; i++) {
+		if (shape[i] == 'd' ? date[i] < '0' || date[i] > '9' : date[i] != shape[i]) {
+			return 0;
+		}
+	}
+	return date[i] == '\0';
+}
+
+/* ret holds the list an update wrote: it stays in force unless the list
+ * shipped with this binary is newer by their date lines, as after an
+ * upgrade that ships a list taken since the update ran. A provider that
+ * moves its senders announces it ahead, and the shipped list follows; an
+ * old update left in place would go on refusing the new addresses. A file
+ * without a readable date is the operator's own and stays. Returns 0, or
+ * -1 with err set (ret finished). */
+static int senders_newest(const struct senders_provider *sp, struct senders_list *ret, char *err,
+                          size_t err_size)
+{
+	struct senders_list shipped;
+
+	if (!senders_is_day(ret->sl_date)) {
+		return 0;
+	}
+	if (senders_parse(sp->sp_data, *sp->sp_len, &shipped, err, err_size) < 0) {
+		senders_list_finish(ret);
+		return -1;
+	}
+	if (!senders_is_day(shipped.sl_date) || strcmp(ret->sl_date, shipped.sl_date) >= 0) {
+		senders_list_finish(&shipped);
+		return 0;
+	}
+	log_notice("senders: %s is dated %s, older than the %s list shipped with idemhook "
+	           "(%s): the shipped list is in force; idemhook ips update %s fetches the "
+	           "current one",
+	           ret->sl_path, ret->sl_date, sp->sp_name, shipped.sl_date, sp->sp_name);
+	senders_list_finish(ret);
+	*ret = shipped;
+	ret->sl_shipped = 1;
+	return 0;
+}
+
 int senders_load(const char *dir, const char *provider, struct senders_list *ret, char *err,
                  size_t err_size)
 {
@@ -243,7 +291,7 @@ int senders_load(const char *dir, const char *provider, struct senders_list *ret
 				return -1;
 			}
 			snprintf(ret->sl_path, sizeof(ret->sl_path), "%s", path);
-			return 0;
+			return senders_newest(sp, ret, err, err_size);
 		}
 	}
 	if (senders_parse(sp->sp_data, *sp->sp_len, ret, err, err_size) < 0) {

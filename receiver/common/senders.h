@@ -41,7 +41,9 @@ int senders_parse(const char *text, size_t len, struct senders_list *ret, char *
                   size_t err_size);
 
 /* The list in force for provider: dir/PROVIDER.txt when it exists (dir may
- * be NULL), else the shipped one. Returns 0, or -1 with err set: the
+ * be NULL) and is not older than the shipped one by their "# date:" lines
+ * (an older one is passed over with a notice), else the shipped one.
+ * Returns 0, or -1 with err set: the
  * provider's advice when it publishes no list, or what is wrong with the
  * file. */
 int senders_load(const char *dir, const char *provider, struct senders_list *ret, char *err,

@@ -369,6 +369,27 @@ static void app_hook_refuse(const struct provider_conf *pc, int status, const ch
 	}
 }
 
+/* A callback refused by allow_from that verifies comes from the provider
+ * (or replays one of its callbacks within the tolerance): the address list
+ * is likely out of date, and the provider goes on retrying into 403s until
+ * its retry window closes. Said at warning, apart from the refusals of
+ * anyone else, which cannot produce a valid signature. */
+static void app_hook_sender_check(const struct provider_conf *pc, const struct http_request *req)
+{
+	char qname[80];
+	char qclient[80];
+
+	if (!provider_verifies(pc, req, (int64_t)time(NULL))) {
+		return;
+	}
+	log_warn("hook provider=\"%s\" client=\"%s\": a correctly signed callback comes from an "
+	         "address allow_from does not admit; it is refused (403), and the provider "
+	         "retries it: if the provider sends from there now, update its list "
+	         "(idemhook ips update, then reload) or add the address to allow_from",
+	         log_quote(qname, sizeof(qname), pc->pc_name),
+	         log_quote(qclient, sizeof(qclient), req->hr_client != NULL ? req->hr_client : ""));
+}
+
 /* The store's completion (its completion thread): only wakes the connection. */
 static void app_hook_committed(void *arg)
 {
@@ -422,6 +443,7 @@ static int app_hook(struct app *app, struct config *cf, const struct http_reques
 	}
 	memset(&rep, 0, sizeof(rep));
 	if (!config_provider_allows(pc, req->hr_client)) {
+		app_hook_sender_check(pc, req);
 		metrics_rejected(pc->pc_name, "source_not_allowed");
 		rep.ir_result = INGEST_REJECTED;
 		rep.ir_reason = "source_not_allowed";

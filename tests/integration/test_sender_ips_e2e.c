@@ -87,6 +87,60 @@ test_provider_stripe_admits_an_address_in_the_shipped_list_and_refuses_one_outsi
 	daemon_finish(&d);
 }
 
+/* A correctly signed callback from an address the list lacks is refused
+ * all the same, but not silently among everyone else's refusals: the log
+ * says the list may be out of date. A forged one from elsewhere is not
+ * taken for the provider's. */
+static void test_a_signed_callback_from_an_unlisted_address_says_the_list_may_be_old(void **state)
+{
+	struct daemon d;
+	char order[64];
+	char *body;
+	char *sig;
+	char sig_h[256];
+	char xff[128];
+	char url[256];
+	const char *headers[4];
+	struct hres r;
+	char *log;
+
+	(void)state;
+	fx_daemon_start(&d, T_INI);
+	fx_order(&d, 1999, "usd", order);
+	/* Signed with another secret, from 203.0.113.9. */
+	body = fx_stripe_payment("evt_ips_forged", order, 1999, "usd");
+	sig = hn_stripe_signature("whsec_not_the_endpoints", hn_now_s(), body, strlen(body));
+	snprintf(sig_h, sizeof(sig_h), "Stripe-Signature: %s", sig);
+	snprintf(xff, sizeof(xff), "X-Forwarded-For: %s", "203.0.113.9");
+	headers[0] = sig_h;
+	headers[1] = xff;
+	headers[2] = "Content-Type: application/json";
+	headers[3] = NULL;
+	snprintf(url, sizeof(url), "%s/hooks/stripe", d.dm_base);
+	assert_int_equal(hn_http("POST", url, headers, body, strlen(body), &r), 0);
+	assert_int_equal(r.hs_status, 403);
+	hres_finish(&r);
+	free(sig);
+	free(body);
+	/* Signed with the endpoint's secret, from an address Stripe's list lacks. */
+	assert_int_equal(post_from(&d, T_OUTSIDE, "evt_ips_unlisted", order), 403);
+	assert_int_equal(daemon_log_wait(&d, "client=\"" T_OUTSIDE "\": a correctly signed", 5000),
+	                 0);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "idemhook ips update"));
+	assert_null(strstr(log, "client=\"203.0.113.9\": a correctly signed"));
+	free(log);
+	/* Refused all the same: nothing stored, the order unpaid. */
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT COUNT(*) FROM idempotency_records WHERE idem_key = '%s'",
+	                           "evt_ips_unlisted"),
+	                 0);
+	assert_int_equal(
+	        fx_db_int(&d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", order), 1);
+	daemon_finish(&d);
+}
+
 #define T_SERVICE_UID 65534 /* nobody: stands for the service's user */
 
 /* path has mode want; run as root, it belongs to T_SERVICE_UID too. */
@@ -191,6 +245,77 @@ static void test_ips_update_writes_the_served_list_and_a_reload_takes_it(void **
 	peer_destroy(lists);
 }
 
+/* path with the first "# date: " line's day replaced by day. */
+static void rewrite_date(const char *path, const char *day)
+{
+	char *file = hn_read_file(path);
+	char *at;
+	FILE *f;
+
+	assert_non_null(file);
+	at = strstr(file, "# date: ");
+	assert_non_null(at);
+	assert_true(strlen(at + 8) >= 10);
+	memcpy(at + 8, day, 10);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fputs(file, f) >= 0, 1);
+	assert_int_equal(fclose(f), 0);
+	free(file);
+}
+
+/* An update run before an upgrade whose binary ships a newer list (Stripe
+ * moved its senders, with notice, in between) must not go on refusing the
+ * new addresses: the newer list by its date is in force, and the log says
+ * which one was passed over. */
+static void test_an_update_older_than_the_shipped_list_gives_way_to_it(void **state)
+{
+	struct daemon d;
+	struct peer *lists = peer_create();
+	struct peer_behaviour served = peer_reply(200, T_UPDATED_RANGE "\n");
+	char url[256];
+	char path[700];
+	char order[64];
+	char *out = NULL;
+	char *log;
+	const char *update[] = {"ips", "update", "stripe", "--from", url, NULL};
+	const char *show[] = {"ips", "show", "stripe", NULL};
+
+	(void)state;
+	assert_non_null(lists);
+	fx_daemon_start(&d, T_INI);
+	snprintf(url, sizeof(url), "%s/files/ips/ips_webhooks.txt", peer_base(lists));
+	snprintf(path, sizeof(path), "%s/sender-ips/stripe.txt", d.dm_dir);
+	assert_int_equal(peer_default(lists, NULL, &served), 0);
+	assert_int_equal(daemon_cli(&d, 1, update, &out), 0);
+	free(out);
+	/* The update as if it ran before the shipped list was taken. */
+	rewrite_date(path, "2026-01-10");
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "SIGHUP: configuration", 10000), 0);
+	fx_order(&d, 1999, "usd", order);
+	assert_int_equal(post_from(&d, T_OUTSIDE, "evt_ips_old_update", order), 403);
+	assert_int_equal(post_from(&d, T_IN_SHIPPED, "evt_ips_shipped", order), 200);
+	assert_int_equal(fx_db_int(&d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", order),
+	                 1);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "sender-ips/stripe.txt is dated 2026-01-10, older than the "
+	                            "stripe list shipped with idemhook (2026-05-15)"));
+	free(log);
+	assert_int_equal(daemon_cli(&d, 1, show, &out), 0);
+	assert_non_null(strstr(out, "shipped with idemhook, dated 2026-05-15"));
+	free(out);
+	/* An update newer than the shipped list is in force again. */
+	rewrite_date(path, "2026-06-01");
+	assert_int_equal(daemon_cli(&d, 1, show, &out), 0);
+	assert_non_null(strstr(out, "sender-ips/stripe.txt, dated 2026-06-01"));
+	assert_non_null(strstr(out, "\n" T_UPDATED_RANGE "\n"));
+	free(out);
+	daemon_finish(&d);
+	peer_destroy(lists);
+}
+
 static void test_a_provider_that_publishes_no_list_refuses_the_preset_with_its_advice(void **state)
 {
 	struct daemon d;
@@ -219,6 +344,9 @@ int main(void)
 	                test_provider_stripe_admits_an_address_in_the_shipped_list_and_refuses_one_outside_it),
 	        cmocka_unit_test(test_ips_update_writes_the_served_list_and_a_reload_takes_it),
 	        cmocka_unit_test(test_ips_an_unknown_provider_is_a_usage_error),
+	        cmocka_unit_test(test_an_update_older_than_the_shipped_list_gives_way_to_it),
+	        cmocka_unit_test(
+	                test_a_signed_callback_from_an_unlisted_address_says_the_list_may_be_old),
 	        cmocka_unit_test(
 	                test_a_provider_that_publishes_no_list_refuses_the_preset_with_its_advice),
 	};
