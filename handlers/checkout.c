@@ -306,7 +306,9 @@ static int checkout_wants_json(const struct http_request *req)
 static void checkout_internal(struct reply *ret, const char *what)
 {
 	log_err("checkout: %s; answered 500", what);
-	reply_problem(ret, 500, "internal", "Internal error", NULL);
+	reply_problem(ret, 500, "internal", "Internal error",
+	              "The shop could not answer this request; its log says why. Sending the "
+	              "form again is safe: it cannot place a second order.");
 }
 
 /* ---- the form ---- */
@@ -682,6 +684,16 @@ fail:
 	checkout_internal(ret, "cannot build the refusal page (out of memory)");
 }
 
+/* 503 when the order could not be read (the store is busy): the page or
+ * problem+json, retried after Retry-After. */
+static void checkout_unreadable(const struct http_request *req, struct reply *ret)
+{
+	checkout_post_error(req, ret, 503, "temporarily_unavailable", "Please try again",
+	                    "The order could not be read just now; please reload in a moment.",
+	                    NULL);
+	reply_add_header(ret, "Retry-After", "1");
+}
+
 struct checkout_create {
 	int64_t cc_amount;
 	const char *cc_ref; /* NULL when none */
@@ -964,8 +976,7 @@ static void checkout_order_page(const struct env *env, const struct config *cf,
 
 	rc = api_order_id_valid(id) ? api_order_load(env->env_store, env_now_ms(env), id, &o) : 0;
 	if (rc < 0) {
-		reply_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable", NULL);
-		reply_add_header(ret, "Retry-After", "1");
+		checkout_unreadable(req, ret);
 		return;
 	}
 	if (rc == 0) {
@@ -1270,8 +1281,12 @@ static void checkout_pay(const struct env *env, struct config *cf, const struct 
 	int i;
 
 	if (api_rate_allow(cf, req->hr_client, env_now_ms(env), &retry_after) == 0) {
-		reply_problem(ret, 429, "rate_limited", "Too many requests", NULL);
-		reply_add_header(ret, "Retry-After", "1");
+		char v[24];
+
+		checkout_post_error(req, ret, 429, "rate_limited", "Too many requests",
+		                    "Please wait a moment and try again.", NULL);
+		snprintf(v, sizeof(v), "%lld", (long long)retry_after);
+		reply_add_header(ret, "Retry-After", v);
 		return;
 	}
 	if (pc == NULL) {
@@ -1281,9 +1296,13 @@ static void checkout_pay(const struct env *env, struct config *cf, const struct 
 		return;
 	}
 	rc = api_order_id_valid(id) ? api_order_load(env->env_store, env_now_ms(env), id, &o) : 0;
-	if (rc <= 0) {
-		checkout_post_error(req, ret, rc < 0 ? 503 : 404, "not_found", "No such order",
-				    "There is no order with this id.", NULL);
+	if (rc < 0) {
+		checkout_unreadable(req, ret);
+		return;
+	}
+	if (rc == 0) {
+		checkout_post_error(req, ret, 404, "not_found", "No such order",
+		                    "There is no order with this id.", NULL);
 		return;
 	}
 	pj = calloc(1, sizeof(*pj));
@@ -1343,8 +1362,7 @@ internal:
 
 static void checkout_method_not_allowed(struct reply *ret, const char *allow)
 {
-	reply_problem(ret, 405, "method_not_allowed", "Method not allowed", NULL);
-	reply_add_header(ret, "Allow", allow);
+	api_method_not_allowed(ret, allow);
 }
 
 int checkout_route(const struct env *env, struct config *cf, const struct http_request *req,
@@ -1395,7 +1413,8 @@ int checkout_route(const struct env *env, struct config *cf, const struct http_r
 	rest = path + 8;
 	n = strcspn(rest, "/");
 	if (n == 0 || n > ORDERS_ID_LEN) {
-		reply_problem(ret, 404, "not_found", "No such order", NULL);
+		reply_problem(ret, 404, "not_found", "No such order",
+		              "There is no order with this id.");
 		return 1;
 	}
 	memcpy(id, rest, n);
@@ -1417,6 +1436,7 @@ int checkout_route(const struct env *env, struct config *cf, const struct http_r
 		}
 		return 1;
 	}
-	reply_problem(ret, 404, "not_found", "Not found", NULL);
+	reply_problem(ret, 404, "not_found", "Not found",
+	              "An order's page is /orders/{id}; there is nothing below it.");
 	return 1;
 }

@@ -126,6 +126,17 @@ static void assert_problem(const struct hres *r, long status, const char *slug)
 		fail_msg("problem type %s not in body: %s", type,
 			 r->hs_body != NULL ? r->hs_body : "");
 	}
+	/* Every refusal says what to do about it (RFC 9457's detail), not
+	 * only what it is. */
+	if (strstr(r->hs_body, "\"title\":\"") == NULL ||
+	    strstr(r->hs_body, "\"detail\":\"") == NULL ||
+	    strstr(r->hs_body, "\"detail\":\"\"") != NULL) {
+		fail_msg("problem without a title or a detail: %s", r->hs_body);
+	}
+	snprintf(type, sizeof(type), "\"status\":%ld", status);
+	if (strstr(r->hs_body, type) == NULL) {
+		fail_msg("problem without \"status\":%ld: %s", status, r->hs_body);
+	}
 	/* It ends its line, for people reading it in a terminal. */
 	assert_true(r->hs_body_len > 0 && r->hs_body[r->hs_body_len - 1] == '\n');
 }
@@ -689,6 +700,21 @@ static void test_unknown_orders_and_paths_are_404_problems(void **state)
 	assert_int_equal(hn_http("DELETE", u1, NULL, NULL, 0, &r), 0);
 	assert_problem(&r, 405, "method_not_allowed");
 	hres_finish(&r);
+	free(u1);
+	free(u2);
+	/* The checkout's order pages, as a script asks for them. */
+	u1 = e2e_url(&e2e_main, "/orders/ord_aaaaaaaaaaaaaaaaaaaa/receipt");
+	u2 = e2e_url(&e2e_main, "/orders/ord_aaaaaaaaaaaaaaaaaaaa");
+	assert_int_equal(hn_http("GET", u1, NULL, NULL, 0, &r), 0);
+	assert_problem(&r, 404, "not_found");
+	hres_finish(&r);
+	{
+		const char *json[] = {"Accept: application/json", NULL};
+
+		assert_int_equal(hn_http("GET", u2, json, NULL, 0, &r), 0);
+		assert_problem(&r, 404, "not_found");
+		hres_finish(&r);
+	}
 	free(u1);
 	free(u2);
 }
