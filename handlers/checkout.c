@@ -23,7 +23,11 @@
 
 #define CHECKOUT_BODY_MAX (16 * 1024) /* bytes of a form post */
 #define CHECKOUT_FIELD_MAX 256        /* bytes of one decoded form value */
-#define CHECKOUT_REF_MAX 64           /* bytes of the customer's reference */
+#define CHECKOUT_REF_MAX API_TEXT_MAX /* bytes of the customer's reference: the API's rule */
+/* The reference field's maxlength. A browser counts it in UTF-16 code
+ * units, and one unit is at most 3 bytes of UTF-8 (4 bytes take 2 units),
+ * so whatever the field lets a customer type fits CHECKOUT_REF_MAX. */
+#define CHECKOUT_REF_INPUT_MAX (CHECKOUT_REF_MAX / 3)
 #define CHECKOUT_QTY_MAX 20
 #define CHECKOUT_CURRENCY "EUR"
 #define CHECKOUT_SCOPE "api:checkout"
@@ -35,6 +39,9 @@
 #define CHECKOUT_SELF_URL_MAX (16 + 2 * 128 + 16 + 128) /* scheme, [host], :port, path */
 
 #define CHECKOUT_HTML "text/html; charset=utf-8"
+#define CHECKOUT_INVALID_DETAIL                                                                    \
+	"Choose a product, a quantity from 1 to 20, and a reference of at most 128 bytes of "      \
+	"text without control characters (such as a tab)."
 #define CHECKOUT_CSP                                                                               \
 	"default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; "   \
 	"form-action 'self'; img-src 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -465,16 +472,16 @@ static int checkout_form_html(struct buf *b, const char *key, const struct check
 		}
 	}
 	if (buf_puts(b, "</select></label>\n<label>Quantity <input type=\"number\" "
-			"name=\"quantity\" value=\"") < 0 ||
+	                "name=\"quantity\" value=\"") < 0 ||
 	    checkout_esc(b, prev != NULL ? prev->cf_quantity : "1") < 0 ||
 	    buf_printf(b, "\" min=\"1\" max=\"%d\" required></label>\n", CHECKOUT_QTY_MAX) < 0 ||
 	    buf_puts(b, "<label>Your reference (optional) <input type=\"text\" "
-			"name=\"customer_ref\" value=\"") < 0 ||
+	                "name=\"customer_ref\" value=\"") < 0 ||
 	    checkout_esc(b, prev != NULL ? prev->cf_ref : "") < 0 ||
-	    buf_printf(b, "\" maxlength=\"%d\"></label>\n", CHECKOUT_REF_MAX) < 0 ||
+	    buf_printf(b, "\" maxlength=\"%d\"></label>\n", CHECKOUT_REF_INPUT_MAX) < 0 ||
 	    buf_puts(b,
-		     "<button type=\"submit\" id=\"submit\">Place order</button>\n"
-		     "<p id=\"status\" role=\"status\" aria-live=\"polite\"></p>\n</form>\n") < 0) {
+	             "<button type=\"submit\" id=\"submit\">Place order</button>\n"
+	             "<p id=\"status\" role=\"status\" aria-live=\"polite\"></p>\n</form>\n") < 0) {
 		return -1;
 	}
 	return 0;
@@ -858,11 +865,14 @@ static void checkout_post(const struct env *env, const struct config *cf, const 
 	prod = checkout_product_find(f->cf_product);
 	if (prod == NULL || checkout_quantity(f->cf_quantity, &qty) < 0 ||
 	    !checkout_ref_ok(f->cf_ref)) {
-		checkout_post_error(
-		        req, ret, 400, "invalid_order", "Please check the form",
-		        "Choose a product, a quantity from 1 to 20, and a reference of at most 64 "
-		        "bytes of text without control characters.",
-		        NULL);
+		/* The key is not spent: the form comes back as sent, to be
+		 * corrected and sent again; a reference that is no text at all
+		 * (not UTF-8, control characters) comes back empty. */
+		if (!text_field_ok(f->cf_ref, sizeof(f->cf_ref) - 1)) {
+			f->cf_ref[0] = '\0';
+		}
+		checkout_post_error(req, ret, 400, "invalid_order", "Please check the form",
+		                    CHECKOUT_INVALID_DETAIL, f);
 		goto done;
 	}
 	/* The fingerprint covers what the order is, never the key itself. */
