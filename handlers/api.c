@@ -1801,6 +1801,12 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 		api_method_not_allowed(ret, allow);
 	}
 cors:
+	/* A refusal depends on who asks (another client's order is 404 to
+	 * them, not to its owner) and on when: a shared cache that keeps a
+	 * 404 or a 401 by its own heuristics must not hand it on. */
+	if (ret->reply_status >= 400) {
+		reply_add_header(ret, "Cache-Control", "no-store");
+	}
 	api_cors(ret, cors_on, allowed ? origin_copy : NULL, 0);
 	return 1;
 }

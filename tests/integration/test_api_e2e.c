@@ -691,11 +691,15 @@ static void test_unknown_orders_and_paths_are_404_problems(void **state)
 	char *u2 = e2e_url(&e2e_main, "/api/nothing");
 	struct hres r;
 
+	/* Whether an order is there depends on who asks: no cache keeps
+	 * the answer for the next one. */
 	assert_int_equal(hn_http("GET", u1, NULL, NULL, 0, &r), 0);
 	assert_problem(&r, 404, "not_found");
+	assert_header(&r, "Cache-Control", "no-store");
 	hres_finish(&r);
 	assert_int_equal(hn_http("GET", u2, NULL, NULL, 0, &r), 0);
 	assert_problem(&r, 404, "not_found");
+	assert_header(&r, "Cache-Control", "no-store");
 	hres_finish(&r);
 	assert_int_equal(hn_http("DELETE", u1, NULL, NULL, 0, &r), 0);
 	assert_problem(&r, 405, "method_not_allowed");
