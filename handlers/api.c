@@ -38,6 +38,12 @@
 #define API_LIST_MAX 100 /* orders in one GET /api/orders */
 #define API_CLIENT_HEADER "X-Client-Id"
 #define API_PROBLEM_TYPE "application/problem+json"
+/* The detail of refusals said in several places: every problem has one. */
+#define API_DETAIL_NO_ORDER "There is no order with this id that this client may read."
+#define API_DETAIL_UNAVAILABLE                                                                     \
+	"Nothing was kept; retry with the same key after Retry-After seconds."
+#define API_DETAIL_UNREADABLE                                                                      \
+	"The orders could not be read just now; retry after Retry-After seconds."
 
 /* ---- settings of the [api] section, loaded once per config ---- */
 
@@ -974,6 +980,16 @@ static int api_problem(struct reply *ret, int status, const char *slug, const ch
 	return reply_problem(ret, status, slug, title, detail);
 }
 
+/* 405, the methods the resource allows in Allow and in the detail. */
+void api_method_not_allowed(struct reply *ret, const char *allow)
+{
+	char detail[API_DETAIL_MAX];
+
+	snprintf(detail, sizeof(detail), "This resource allows %s (the Allow header).", allow);
+	api_problem(ret, 405, "method_not_allowed", "Method not allowed", detail);
+	reply_add_header(ret, "Allow", allow);
+}
+
 /* 400 for a field that may come once and came on several lines (RFC 9110
  * 5.3): neither line is taken over the other, identical or not. */
 static void api_repeated(struct reply *ret, const char *field)
@@ -1335,7 +1351,10 @@ static void api_post_finish(void *arg, const struct http_request *req, struct re
 		if (reply_copy(ret, &c->sc_reply) < 0 ||
 		    (c->sc_outcome == STORE_REPLAYED &&
 		     reply_add_header(ret, "Idempotent-Replayed", "true") < 0)) {
-			api_problem(ret, 500, "internal", "Internal error", NULL);
+			api_problem(
+			        ret, 500, "internal", "Internal error",
+			        "The order was kept but its answer could not be built; retry with "
+			        "the same key to get it.");
 		}
 		break;
 	case STORE_MISMATCH:
@@ -1398,7 +1417,8 @@ static int api_post_order(const struct env *env, const struct config *cf,
 	}
 	ap = calloc(1, sizeof(*ap));
 	if (ap == NULL) {
-		api_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable", NULL);
+		api_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable",
+		            API_DETAIL_UNAVAILABLE);
 		api_retry_after(ret, 1);
 		return 0;
 	}
@@ -1465,23 +1485,25 @@ static void api_get_order(const struct env *env, const char *id, const struct ap
 	int rc;
 
 	if (!api_order_id_valid(id)) {
-		api_problem(ret, 404, "not_found", "No such order", NULL);
+		api_problem(ret, 404, "not_found", "No such order", API_DETAIL_NO_ORDER);
 		return;
 	}
 	rc = store_read(env->env_store, env_now_ms(env), api_order_load_tx, &al);
 	if (rc < 0) {
-		api_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable", NULL);
+		api_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable",
+		            API_DETAIL_UNREADABLE);
 		api_retry_after(ret, 1);
 		return;
 	}
 	if (rc == 0) {
-		api_problem(ret, 404, "not_found", "No such order", NULL);
+		api_problem(ret, 404, "not_found", "No such order", API_DETAIL_NO_ORDER);
 		return;
 	}
 	buf_init(&b, 0);
 	if (api_order_json(&b, &o) < 0 || api_reply_json(ret, 200, &b) < 0) {
 		buf_finish(&b);
-		api_problem(ret, 500, "internal", "Internal error", NULL);
+		api_problem(ret, 500, "internal", "Internal error",
+		            "The order could not be written out; retry.");
 		return;
 	}
 	reply_add_header(ret, "Cache-Control", "no-store");
@@ -1538,7 +1560,8 @@ static void api_list_orders(const struct env *env, const struct api_reader *read
 	    store_read(env->env_store, env_now_ms(env), api_list_tx, &al) < 0 ||
 	    buf_puts(&b, "]}") < 0 || api_reply_json(ret, 200, &b) < 0) {
 		buf_finish(&b);
-		api_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable", NULL);
+		api_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable",
+		            API_DETAIL_UNREADABLE);
 		api_retry_after(ret, 1);
 		return;
 	}
@@ -1682,7 +1705,9 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 		goto cors;
 	}
 	if (!is_list && id == NULL) {
-		api_problem(ret, 404, "not_found", "No such API resource", NULL);
+		api_problem(ret, 404, "not_found", "No such API resource",
+		            "The order API is POST /api/orders, GET /api/orders and GET "
+		            "/api/orders/{id}.");
 		goto cors;
 	}
 	allow = is_list ? "GET, HEAD, POST, OPTIONS" : "GET, HEAD, OPTIONS";
@@ -1773,10 +1798,15 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 	} else if (id != NULL && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
 		api_get_order(env, id, &reader, ret);
 	} else {
-		api_problem(ret, 405, "method_not_allowed", "Method not allowed", NULL);
-		reply_add_header(ret, "Allow", allow);
+		api_method_not_allowed(ret, allow);
 	}
 cors:
+	/* A refusal depends on who asks (another client's order is 404 to
+	 * them, not to its owner) and on when: a shared cache that keeps a
+	 * 404 or a 401 by its own heuristics must not hand it on. */
+	if (ret->reply_status >= 400) {
+		reply_add_header(ret, "Cache-Control", "no-store");
+	}
 	api_cors(ret, cors_on, allowed ? origin_copy : NULL, 0);
 	return 1;
 }

@@ -114,6 +114,10 @@ void api_claim_account(const char *label, const char *client, const char *key,
  * start (metrics.h). */
 void api_metrics_declare(void);
 
+/* Makes ret a 405 problem+json whose Allow header and detail name allow
+ * ("GET, HEAD"): the order API's and the checkout page's. */
+void api_method_not_allowed(struct reply *ret, const char *allow);
+
 /* "2026-12-02T10:20:12.345Z" for ms since the epoch (out: 32 bytes). */
 void api_format_time(int64_t ms, char out[32]);
 

@@ -23,7 +23,11 @@
 
 #define CHECKOUT_BODY_MAX (16 * 1024) /* bytes of a form post */
 #define CHECKOUT_FIELD_MAX 256        /* bytes of one decoded form value */
-#define CHECKOUT_REF_MAX 64           /* bytes of the customer's reference */
+#define CHECKOUT_REF_MAX API_TEXT_MAX /* bytes of the customer's reference: the API's rule */
+/* The reference field's maxlength. A browser counts it in UTF-16 code
+ * units, and one unit is at most 3 bytes of UTF-8 (4 bytes take 2 units),
+ * so whatever the field lets a customer type fits CHECKOUT_REF_MAX. */
+#define CHECKOUT_REF_INPUT_MAX (CHECKOUT_REF_MAX / 3)
 #define CHECKOUT_QTY_MAX 20
 #define CHECKOUT_CURRENCY "EUR"
 #define CHECKOUT_SCOPE "api:checkout"
@@ -35,6 +39,9 @@
 #define CHECKOUT_SELF_URL_MAX (16 + 2 * 128 + 16 + 128) /* scheme, [host], :port, path */
 
 #define CHECKOUT_HTML "text/html; charset=utf-8"
+#define CHECKOUT_INVALID_DETAIL                                                                    \
+	"Choose a product, a quantity from 1 to 20, and a reference of at most 128 bytes of "      \
+	"text without control characters (such as a tab)."
 #define CHECKOUT_CSP                                                                               \
 	"default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; connect-src 'self'; "   \
 	"form-action 'self'; img-src 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -306,7 +313,9 @@ static int checkout_wants_json(const struct http_request *req)
 static void checkout_internal(struct reply *ret, const char *what)
 {
 	log_err("checkout: %s; answered 500", what);
-	reply_problem(ret, 500, "internal", "Internal error", NULL);
+	reply_problem(ret, 500, "internal", "Internal error",
+	              "The shop could not answer this request; its log says why. Sending the "
+	              "form again is safe: it cannot place a second order.");
 }
 
 /* ---- the form ---- */
@@ -463,16 +472,16 @@ static int checkout_form_html(struct buf *b, const char *key, const struct check
 		}
 	}
 	if (buf_puts(b, "</select></label>\n<label>Quantity <input type=\"number\" "
-			"name=\"quantity\" value=\"") < 0 ||
+	                "name=\"quantity\" value=\"") < 0 ||
 	    checkout_esc(b, prev != NULL ? prev->cf_quantity : "1") < 0 ||
 	    buf_printf(b, "\" min=\"1\" max=\"%d\" required></label>\n", CHECKOUT_QTY_MAX) < 0 ||
 	    buf_puts(b, "<label>Your reference (optional) <input type=\"text\" "
-			"name=\"customer_ref\" value=\"") < 0 ||
+	                "name=\"customer_ref\" value=\"") < 0 ||
 	    checkout_esc(b, prev != NULL ? prev->cf_ref : "") < 0 ||
-	    buf_printf(b, "\" maxlength=\"%d\"></label>\n", CHECKOUT_REF_MAX) < 0 ||
+	    buf_printf(b, "\" maxlength=\"%d\"></label>\n", CHECKOUT_REF_INPUT_MAX) < 0 ||
 	    buf_puts(b,
-		     "<button type=\"submit\" id=\"submit\">Place order</button>\n"
-		     "<p id=\"status\" role=\"status\" aria-live=\"polite\"></p>\n</form>\n") < 0) {
+	             "<button type=\"submit\" id=\"submit\">Place order</button>\n"
+	             "<p id=\"status\" role=\"status\" aria-live=\"polite\"></p>\n</form>\n") < 0) {
 		return -1;
 	}
 	return 0;
@@ -682,6 +691,16 @@ fail:
 	checkout_internal(ret, "cannot build the refusal page (out of memory)");
 }
 
+/* 503 when the order could not be read (the store is busy): the page or
+ * problem+json, retried after Retry-After. */
+static void checkout_unreadable(const struct http_request *req, struct reply *ret)
+{
+	checkout_post_error(req, ret, 503, "temporarily_unavailable", "Please try again",
+	                    "The order could not be read just now; please reload in a moment.",
+	                    NULL);
+	reply_add_header(ret, "Retry-After", "1");
+}
+
 struct checkout_create {
 	int64_t cc_amount;
 	const char *cc_ref; /* NULL when none */
@@ -846,11 +865,14 @@ static void checkout_post(const struct env *env, const struct config *cf, const 
 	prod = checkout_product_find(f->cf_product);
 	if (prod == NULL || checkout_quantity(f->cf_quantity, &qty) < 0 ||
 	    !checkout_ref_ok(f->cf_ref)) {
-		checkout_post_error(
-		        req, ret, 400, "invalid_order", "Please check the form",
-		        "Choose a product, a quantity from 1 to 20, and a reference of at most 64 "
-		        "bytes of text without control characters.",
-		        NULL);
+		/* The key is not spent: the form comes back as sent, to be
+		 * corrected and sent again; a reference that is no text at all
+		 * (not UTF-8, control characters) comes back empty. */
+		if (!text_field_ok(f->cf_ref, sizeof(f->cf_ref) - 1)) {
+			f->cf_ref[0] = '\0';
+		}
+		checkout_post_error(req, ret, 400, "invalid_order", "Please check the form",
+		                    CHECKOUT_INVALID_DETAIL, f);
 		goto done;
 	}
 	/* The fingerprint covers what the order is, never the key itself. */
@@ -964,8 +986,7 @@ static void checkout_order_page(const struct env *env, const struct config *cf,
 
 	rc = api_order_id_valid(id) ? api_order_load(env->env_store, env_now_ms(env), id, &o) : 0;
 	if (rc < 0) {
-		reply_problem(ret, 503, "temporarily_unavailable", "Temporarily unavailable", NULL);
-		reply_add_header(ret, "Retry-After", "1");
+		checkout_unreadable(req, ret);
 		return;
 	}
 	if (rc == 0) {
@@ -1270,8 +1291,12 @@ static void checkout_pay(const struct env *env, struct config *cf, const struct 
 	int i;
 
 	if (api_rate_allow(cf, req->hr_client, env_now_ms(env), &retry_after) == 0) {
-		reply_problem(ret, 429, "rate_limited", "Too many requests", NULL);
-		reply_add_header(ret, "Retry-After", "1");
+		char v[24];
+
+		checkout_post_error(req, ret, 429, "rate_limited", "Too many requests",
+		                    "Please wait a moment and try again.", NULL);
+		snprintf(v, sizeof(v), "%lld", (long long)retry_after);
+		reply_add_header(ret, "Retry-After", v);
 		return;
 	}
 	if (pc == NULL) {
@@ -1281,9 +1306,13 @@ static void checkout_pay(const struct env *env, struct config *cf, const struct 
 		return;
 	}
 	rc = api_order_id_valid(id) ? api_order_load(env->env_store, env_now_ms(env), id, &o) : 0;
-	if (rc <= 0) {
-		checkout_post_error(req, ret, rc < 0 ? 503 : 404, "not_found", "No such order",
-				    "There is no order with this id.", NULL);
+	if (rc < 0) {
+		checkout_unreadable(req, ret);
+		return;
+	}
+	if (rc == 0) {
+		checkout_post_error(req, ret, 404, "not_found", "No such order",
+		                    "There is no order with this id.", NULL);
 		return;
 	}
 	pj = calloc(1, sizeof(*pj));
@@ -1343,8 +1372,7 @@ internal:
 
 static void checkout_method_not_allowed(struct reply *ret, const char *allow)
 {
-	reply_problem(ret, 405, "method_not_allowed", "Method not allowed", NULL);
-	reply_add_header(ret, "Allow", allow);
+	api_method_not_allowed(ret, allow);
 }
 
 int checkout_route(const struct env *env, struct config *cf, const struct http_request *req,
@@ -1395,7 +1423,8 @@ int checkout_route(const struct env *env, struct config *cf, const struct http_r
 	rest = path + 8;
 	n = strcspn(rest, "/");
 	if (n == 0 || n > ORDERS_ID_LEN) {
-		reply_problem(ret, 404, "not_found", "No such order", NULL);
+		reply_problem(ret, 404, "not_found", "No such order",
+		              "There is no order with this id.");
 		return 1;
 	}
 	memcpy(id, rest, n);
@@ -1417,6 +1446,7 @@ int checkout_route(const struct env *env, struct config *cf, const struct http_r
 		}
 		return 1;
 	}
-	reply_problem(ret, 404, "not_found", "Not found", NULL);
+	reply_problem(ret, 404, "not_found", "Not found",
+	              "An order's page is /orders/{id}; there is nothing below it.");
 	return 1;
 }

@@ -146,7 +146,18 @@ def check_run(n, blocks, outs):
     paid_body = None
     for i, b in enumerate(blocks):
         out = outs.get(i, "")
-        if "curl" in b:
+        if "Idempotency-Key" in b:
+            a = answers(out)
+            if len(a) != 2 or not all(h.startswith("HTTP/1.1 201") for h, _ in a):
+                fail(f"run {n}: the order API block: two 201 answers expected:\n{out}")
+            loc = [re.search(r"^Location: (/api/orders/ord_[a-z0-9]{26})$", h, re.M) for h, _ in a]
+            if "Idempotent-Replayed" in a[0][0] or None in loc:
+                fail(f"run {n}: the first order API answer is not a new order:\n{out}")
+            if "Idempotent-Replayed: true" not in a[1][0] or a[1][1] != a[0][1] or \
+                    loc[1].group(1) != loc[0].group(1):
+                fail(f"run {n}: the second order API answer is not the first replayed:\n{out}")
+            seen.add("order api")
+        elif "curl" in b:
             a = answers(out)
             if len(a) != 2 or not all(h.startswith("HTTP/1.1 200") for h, _ in a):
                 fail(f"run {n}: the openssl/curl block: two 200 answers expected:\n{out}")
@@ -183,7 +194,7 @@ def check_run(n, blocks, outs):
             seen.add("order show")
         else:
             fail(f"run {n}: a Try it block this test does not know what to expect of:\n{b}")
-    want = {"order create", "payment", "duplicate", "order show", "refund", "curl"}
+    want = {"order create", "payment", "duplicate", "order show", "refund", "curl", "order api"}
     if seen != want:
         fail(f"run {n}: the Try it section lost steps: {sorted(want - seen)}")
     ok(f"run {n}: every Try it block printed what the text promises")

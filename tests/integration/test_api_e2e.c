@@ -126,6 +126,17 @@ static void assert_problem(const struct hres *r, long status, const char *slug)
 		fail_msg("problem type %s not in body: %s", type,
 			 r->hs_body != NULL ? r->hs_body : "");
 	}
+	/* Every refusal says what to do about it (RFC 9457's detail), not
+	 * only what it is. */
+	if (strstr(r->hs_body, "\"title\":\"") == NULL ||
+	    strstr(r->hs_body, "\"detail\":\"") == NULL ||
+	    strstr(r->hs_body, "\"detail\":\"\"") != NULL) {
+		fail_msg("problem without a title or a detail: %s", r->hs_body);
+	}
+	snprintf(type, sizeof(type), "\"status\":%ld", status);
+	if (strstr(r->hs_body, type) == NULL) {
+		fail_msg("problem without \"status\":%ld: %s", status, r->hs_body);
+	}
 	/* It ends its line, for people reading it in a terminal. */
 	assert_true(r->hs_body_len > 0 && r->hs_body[r->hs_body_len - 1] == '\n');
 }
@@ -680,15 +691,34 @@ static void test_unknown_orders_and_paths_are_404_problems(void **state)
 	char *u2 = e2e_url(&e2e_main, "/api/nothing");
 	struct hres r;
 
+	/* Whether an order is there depends on who asks: no cache keeps
+	 * the answer for the next one. */
 	assert_int_equal(hn_http("GET", u1, NULL, NULL, 0, &r), 0);
 	assert_problem(&r, 404, "not_found");
+	assert_header(&r, "Cache-Control", "no-store");
 	hres_finish(&r);
 	assert_int_equal(hn_http("GET", u2, NULL, NULL, 0, &r), 0);
 	assert_problem(&r, 404, "not_found");
+	assert_header(&r, "Cache-Control", "no-store");
 	hres_finish(&r);
 	assert_int_equal(hn_http("DELETE", u1, NULL, NULL, 0, &r), 0);
 	assert_problem(&r, 405, "method_not_allowed");
 	hres_finish(&r);
+	free(u1);
+	free(u2);
+	/* The checkout's order pages, as a script asks for them. */
+	u1 = e2e_url(&e2e_main, "/orders/ord_aaaaaaaaaaaaaaaaaaaa/receipt");
+	u2 = e2e_url(&e2e_main, "/orders/ord_aaaaaaaaaaaaaaaaaaaa");
+	assert_int_equal(hn_http("GET", u1, NULL, NULL, 0, &r), 0);
+	assert_problem(&r, 404, "not_found");
+	hres_finish(&r);
+	{
+		const char *json[] = {"Accept: application/json", NULL};
+
+		assert_int_equal(hn_http("GET", u2, json, NULL, 0, &r), 0);
+		assert_problem(&r, 404, "not_found");
+		hres_finish(&r);
+	}
 	free(u1);
 	free(u2);
 }
@@ -1515,6 +1545,114 @@ static void test_requests_over_the_rate_limit_get_429_with_retry_after(void **st
 	daemon_finish(&d);
 }
 
+/* The reference field's maxlength, as the form page renders it. */
+static long e2e_ref_maxlength(void)
+{
+	char *url = e2e_url(&e2e_main, "/checkout");
+	const char *p;
+	struct hres r;
+	long n;
+
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	p = strstr(r.hs_body, "name=\"customer_ref\"");
+	assert_non_null(p);
+	p = strstr(p, "maxlength=\"");
+	assert_non_null(p);
+	n = strtol(p + strlen("maxlength=\""), NULL, 10);
+	hres_finish(&r);
+	free(url);
+	return n;
+}
+
+/* A browser counts maxlength in UTF-16 code units, not bytes: a customer
+ * who fills the reference field to its limit, in any script, places the
+ * order. The field is filled here with 3-byte characters (one unit each)
+ * and with 4-byte ones (two units each), the most bytes per unit. */
+static void test_checkout_takes_the_longest_reference_its_form_lets_a_customer_type(void **state)
+{
+	static const struct {
+		const char *ch_form; /* one character, form-encoded */
+		const char *ch_raw;
+		long ch_units;
+	} chars[] = {
+	        {"%E4%B8%AD", "\xe4\xb8\xad", 1},
+	        {"%F0%9F%98%80", "\xf0\x9f\x98\x80", 2},
+	};
+	long max = e2e_ref_maxlength();
+	size_t i;
+
+	assert_true(max > 0);
+	for (i = 0; i < sizeof(chars) / sizeof(chars[0]); i++) {
+		char form[2048];
+		char raw[1024];
+		char sql[1200];
+		char key[40];
+		size_t n = 0;
+		size_t m = 0;
+		long k;
+		struct hres r;
+
+		snprintf(key, sizeof(key), "5b1e7c3a-2d4f-4a6b-8c9d-0e1f2a3b4c5%zu", i);
+		n = (size_t)snprintf(
+		        form, sizeof(form),
+		        "idempotency_key=%s&product=mug&quantity=1&customer_ref=", key);
+		for (k = 0; k + chars[i].ch_units <= max; k += chars[i].ch_units) {
+			n += (size_t)snprintf(form + n, sizeof(form) - n, "%s", chars[i].ch_form);
+			m += (size_t)snprintf(raw + m, sizeof(raw) - m, "%s", chars[i].ch_raw);
+			assert_true(n < sizeof(form) && m < sizeof(raw));
+		}
+		e2e_form_post_accept(form, "Accept: text/html", &r);
+		if (r.hs_status != 303) {
+			fail_msg("a full reference field (%ld units of %s): want 303, got %ld: %s",
+			         max, chars[i].ch_form, r.hs_status,
+			         r.hs_body != NULL ? r.hs_body : "");
+		}
+		hres_finish(&r);
+		snprintf(sql, sizeof(sql), "SELECT count(*) FROM orders WHERE customer_ref = '%s'",
+		         raw);
+		assert_int_equal(e2e_count(&e2e_main, sql), 1);
+	}
+}
+
+/* A refused form comes back to be corrected, not thrown away: the same
+ * key (not spent), the product, quantity and reference as sent; a
+ * reference that is no text (a tab) comes back empty. */
+static void test_checkout_refusal_gives_the_form_back_with_its_key(void **state)
+{
+	const char *key = "9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d";
+	char form[256];
+	char field[128];
+	struct hres r;
+
+	snprintf(form, sizeof(form),
+	         "idempotency_key=%s&product=grinder&quantity=25&customer_ref=Keep+me", key);
+	e2e_form_post_accept(form, "Accept: text/html", &r);
+	assert_int_equal(r.hs_status, 400);
+	assert_non_null(strstr(r.hs_body, "<form id=\"checkout\""));
+	snprintf(field, sizeof(field), "name=\"idempotency_key\" value=\"%s\"", key);
+	assert_non_null(strstr(r.hs_body, field));
+	assert_non_null(strstr(r.hs_body, "<option value=\"grinder\" selected>"));
+	assert_non_null(strstr(r.hs_body, "name=\"quantity\" value=\"25\""));
+	assert_non_null(strstr(r.hs_body, "name=\"customer_ref\" value=\"Keep me\""));
+	hres_finish(&r);
+	snprintf(form, sizeof(form),
+	         "idempotency_key=%s&product=grinder&quantity=2&customer_ref=a%%09b", key);
+	e2e_form_post_accept(form, "Accept: text/html", &r);
+	assert_int_equal(r.hs_status, 400);
+	assert_non_null(strstr(r.hs_body, field));
+	assert_non_null(strstr(r.hs_body, "name=\"customer_ref\" value=\"\""));
+	hres_finish(&r);
+	assert_int_equal(e2e_count(&e2e_main, "SELECT count(*) FROM idempotency_records WHERE "
+	                                      "idem_key = '9a8b7c6d-5e4f-4a3b-9c2d-1e0f9a8b7c6d'"),
+	                 0);
+	/* Corrected, the same key places the order. */
+	snprintf(form, sizeof(form),
+	         "idempotency_key=%s&product=grinder&quantity=2&customer_ref=Keep+me", key);
+	e2e_form_post_accept(form, "Accept: text/html", &r);
+	assert_int_equal(r.hs_status, 303);
+	hres_finish(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1556,6 +1694,9 @@ int main(void)
 	        cmocka_unit_test(test_checkout_405s_allow_head_where_get_is_allowed),
 	        cmocka_unit_test(test_checkout_without_key_or_with_bad_fields_is_400),
 	        cmocka_unit_test(test_checkout_reference_not_utf8_or_with_controls_is_400),
+	        cmocka_unit_test(
+	                test_checkout_takes_the_longest_reference_its_form_lets_a_customer_type),
+	        cmocka_unit_test(test_checkout_refusal_gives_the_form_back_with_its_key),
 	        cmocka_unit_test(
 	                test_checkout_serves_its_script_and_stylesheet_as_the_files_in_the_tree),
 	        cmocka_unit_test(test_demo_payment_sends_a_signed_callback_twice_and_pays_once),
