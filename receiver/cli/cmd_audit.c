@@ -114,6 +114,8 @@ static int cmd_audit_run(int argc, char **argv, const char *config_path)
 		return argc < 2 ? EX_USAGE : EX_OK;
 	}
 	if (strcmp(argv[1], "list") != 0) {
+		fprintf(stderr, "idemhook audit: \"%s\" is no subcommand (list is the one)\n",
+		        argv[1]);
 		cmd_audit_usage(stderr);
 		return EX_USAGE;
 	}
@@ -124,7 +126,7 @@ static int cmd_audit_run(int argc, char **argv, const char *config_path)
 			break;
 		}
 		if (c == 'n') {
-			if (cli_parse_limit("audit", optarg, &limit) < 0) {
+			if (cli_parse_limit("audit list", optarg, &limit) < 0) {
 				return EX_USAGE;
 			}
 		} else if (c == 'a') {
@@ -135,7 +137,11 @@ static int cmd_audit_run(int argc, char **argv, const char *config_path)
 			al.al_json = 1;
 		} else if (c == 'b') {
 			if (cli_parse_id(optarg, &before) < 0) {
-				fprintf(stderr, "idemhook audit: --before wants an audit row ID\n");
+				fprintf(stderr,
+				        "idemhook audit list: --before \"%s\" is not an audit row "
+				        "ID "
+				        "(the ID column gives one)\n",
+				        optarg);
 				return EX_USAGE;
 			}
 		} else {
@@ -159,14 +165,30 @@ static int cmd_audit_run(int argc, char **argv, const char *config_path)
 		if (al.al_json) {
 			printf("]}\n");
 		}
-		fprintf(stderr, "idemhook audit: reading the audit log failed\n");
+		fprintf(stderr, "idemhook audit list: reading the audit log failed\n");
 		rc = EX_TEMPFAIL;
 		goto out;
 	}
 	if (al.al_json) {
 		printf("%s]}\n", al.al_n > 0 ? "\n  " : "");
 	} else if (al.al_n == 0) {
-		printf("no audit entries\n");
+		/* Filters that match nothing are named: a misspelt action must
+		 * not read as an empty log. */
+		printf("no audit entries");
+		if (actor != NULL) {
+			printf(" by actor \"");
+			cli_text(stdout, actor);
+			printf("\"");
+		}
+		if (action != NULL) {
+			printf("%s action \"", actor != NULL ? " and" : " with");
+			cli_text(stdout, action);
+			printf("\"");
+		}
+		if (before > 0) {
+			printf(" before ID %" PRId64, before);
+		}
+		printf("\n");
 	}
 	rc = EX_OK;
 out:

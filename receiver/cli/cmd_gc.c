@@ -39,6 +39,39 @@ static void cmd_gc_progress(void *arg, const char *what, const struct gc_report 
 	                  so_far->gr_batches);
 }
 
+/* The exit code of a pass that stopped: 70 for a failure of gc's own
+ * (logged), else the closing line of a busy or failing store, saying what
+ * went for good (each batch commits on its own) and what is unchanged. */
+static int cmd_gc_stopped(int dry_run, const struct gc_report *r)
+{
+	if (!r->gr_store_failed) {
+		return EX_SOFTWARE;
+	}
+	if (dry_run) {
+		return cli_tempfail("gc", "nothing was deleted (a dry run deletes nothing)");
+	}
+	if (r->gr_stopped_at != NULL && strcmp(r->gr_stopped_at, GC_STOPPED_FREE_PAGES) == 0) {
+		return cli_tempfail(
+		        "gc",
+		        "every expired row was deleted (%" PRId64 " idempotency records, %" PRId64
+		        " events, %" PRId64 " parked events applied, %" PRId64
+		        " outbox rows), then it stopped while %s: the free pages not given "
+		        "back yet stay in the file, where new rows reuse them",
+		        r->gr_records, r->gr_events, r->gr_parked, r->gr_outbox, r->gr_stopped_at);
+	}
+	if (r->gr_batches == 0) {
+		return cli_tempfail("gc", "nothing was deleted");
+	}
+	return cli_tempfail("gc",
+	                    "it stopped while %s, after %" PRId64
+	                    " batch(es), which stay deleted: %" PRId64
+	                    " idempotency records, %" PRId64 " events, %" PRId64
+	                    " parked events applied and %" PRId64
+	                    " outbox rows; the rest is unchanged, and a new run goes on from there",
+	                    r->gr_stopped_at != NULL ? r->gr_stopped_at : "deleting rows",
+	                    r->gr_batches, r->gr_records, r->gr_events, r->gr_parked, r->gr_outbox);
+}
+
 static int cmd_gc_run(int argc, char **argv, const char *config_path)
 {
 	static const struct option opts[] = {
@@ -93,13 +126,15 @@ static int cmd_gc_run(int argc, char **argv, const char *config_path)
 	}
 	cli_progress_init(&cp, log_get_level() < LOG_LEVEL_NOTICE);
 	if (gc_run_progress(st, cf, cli_now_ms(), dry_run, cmd_gc_progress, &cp, &rep) < 0) {
-		rc = EX_SOFTWARE;
+		cli_progress_draw(&cp, 1, "gc: stopped");
+		rc = cmd_gc_stopped(dry_run, &rep);
 		goto fail;
 	}
 	if (vacuum) {
 		cli_progress_draw(&cp, 0, "gc: giving free pages back to the file system");
 		if (gc_vacuum(st, cf, &rep) < 0) {
-			rc = EX_SOFTWARE;
+			cli_progress_draw(&cp, 1, "gc: stopped");
+			rc = cmd_gc_stopped(dry_run, &rep);
 			goto fail;
 		}
 	}

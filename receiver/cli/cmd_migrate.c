@@ -6,6 +6,28 @@
 #include "config.h"
 #include "store.h"
 
+/* A lock held elsewhere stopped the migrations: each is applied whole in
+ * its own transaction, so the schema is at a version it names, never
+ * between two. from and to: the version found and the one reached (-1
+ * when not known). */
+static int cmd_migrate_busy(int from, int to)
+{
+	if (from < 0 || to < 0) {
+		return cli_tempfail("migrate", "no migration was applied");
+	}
+	if (to == from) {
+		return cli_tempfail("migrate",
+		                    "schema version %d is unchanged (each migration is applied "
+		                    "whole in its own transaction, or not at all)",
+		                    from);
+	}
+	return cli_tempfail("migrate",
+	                    "it went from schema version %d to %d, and the migrations after %d "
+	                    "are not applied (each is applied whole in its own transaction, or "
+	                    "not at all)",
+	                    from, to, to);
+}
+
 static int cmd_migrate_run(int argc, char **argv, const char *config_path)
 {
 	struct store_options so;
@@ -38,6 +60,9 @@ static int cmd_migrate_run(int argc, char **argv, const char *config_path)
 	name = so.so_backend == STORE_BACKEND_POSTGRESQL ? "postgresql" : cf->cf_db_path;
 	if (store_migrate_options(&so, &from, &to) < 0) {
 		config_destroy(cf);
+		if (store_open_error() == STORE_OPEN_BUSY) {
+			return cmd_migrate_busy(from, to);
+		}
 		/* Permissions (logged with their fix) are no fault of the
 		 * database's; a schema it refuses is. */
 		return store_open_error() == STORE_OPEN_DENIED ? EX_NOPERM : EX_DATAERR;

@@ -601,6 +601,14 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	rc = cli_open_store_exclusive(cf, no_migrate ? CLI_STORE_NO_MIGRATE : 0, 1, &st);
 	if (rc != EX_OK) {
 		config_destroy(cf);
+		/* systemd starts it again (Restart=on-failure): said, so the
+		 * journal shows why it did not start and that nothing is half
+		 * done. */
+		if (rc == EX_TEMPFAIL) {
+			return cli_tempfail("serve", "it did not start, and no migration is half "
+			                             "applied (each is applied whole in its own "
+			                             "transaction, or not at all)");
+		}
 		return rc;
 	}
 	if (app_init(&app, cf) < 0) {

@@ -293,7 +293,14 @@ int cli_open_store_exclusive(const struct config *cf, int read_only, int exclusi
 	so.so_key_filter = exclusive && !so.so_read_only;
 	st = store_create(&so);
 	if (st == NULL) {
-		return store_open_error() == STORE_OPEN_DENIED ? EX_NOPERM : EX_UNAVAILABLE;
+		switch (store_open_error()) {
+		case STORE_OPEN_DENIED:
+			return EX_NOPERM;
+		case STORE_OPEN_BUSY:
+			return EX_TEMPFAIL; /* a lock held elsewhere: a new try may pass */
+		default:
+			return EX_UNAVAILABLE;
+		}
 	}
 	*ret = st;
 	return EX_OK;

@@ -933,12 +933,14 @@ int console_page_events(struct buf *b, const struct console_ctx *cx, const struc
 	struct console_list l = {b, 0, 0};
 	char *before_text = console_query(req, "before");
 	int64_t before = 0;
+	int bad_before = 0;
 	size_t i;
 	int rc = -1;
 
 	console_events_query_load(&q, cx, req);
-	if (q.eq_why[0] == '\0') {
-		console_before(before_text, &before, q.eq_why, sizeof(q.eq_why));
+	if (q.eq_why[0] == '\0' &&
+	    console_before(before_text, &before, q.eq_why, sizeof(q.eq_why)) < 0) {
+		bad_before = 1;
 	}
 	console_page_begin(b, cx, "Events", "events", 0);
 	buf_puts(b, "<form class=\"filters\" method=\"get\" action=\"/console/events\">"
@@ -977,11 +979,19 @@ int console_page_events(struct buf *b, const struct console_ctx *cx, const struc
 	           "<button type=\"submit\">Filter</button></form>\n",
 	           f->ef_open ? " checked" : "", f->ef_parked ? " checked" : "");
 	/* Filters that cannot all hold list nothing: said, not shown as an
-	 * empty list that reads as "no such events". */
+	 * empty list that reads as "no such events"; a cursor that is no row
+	 * id is no filter to change, the newest events are where to start. */
 	if (q.eq_why[0] != '\0') {
 		buf_puts(b, "<p class=\"flash error\" role=\"alert\" id=\"filters-conflict\">");
 		console_esc(b, q.eq_why);
-		buf_puts(b, " No event can match; change the filters.</p>\n");
+		if (bad_before) {
+			buf_puts(b, " Nothing listed; <a href=\"");
+			console_events_href(b, &q, "&amp;");
+			buf_puts(b, "\">Newest</a> starts from the newest events these filters "
+			            "match.</p>\n");
+		} else {
+			buf_puts(b, " No event can match; change the filters.</p>\n");
+		}
 	} else if (console_dismiss_all_form(b, cx, &q) < 0) {
 		goto out;
 	}
@@ -995,8 +1005,9 @@ int console_page_events(struct buf *b, const struct console_ctx *cx, const struc
 	}
 	if (l.cl_n == 0) {
 		buf_printf(b, "<tr><td colspan=\"9\" class=\"muted\">%s</td></tr>",
-		           q.eq_why[0] != '\0' ? "no events: the filters above cannot match any"
-		                               : "no events");
+		           bad_before            ? "no events: the before above is no row id"
+		           : q.eq_why[0] != '\0' ? "no events: the filters above cannot match any"
+		                                 : "no events");
 	}
 	buf_puts(b, "</table>\n<p class=\"pager\">");
 	if (before > 0) {
@@ -1890,21 +1901,40 @@ int console_page_audit(struct buf *b, const struct console_ctx *cx, const struct
 {
 	struct console_audit_page ap = {b, 0, 0};
 	char *before_text = console_query(req, "before");
-	int64_t before = before_text != NULL ? strtoll(before_text, NULL, 10) : 0;
+	int64_t before = 0;
+	char why[200] = "";
+	int bad_before;
 
+	/* A cursor that is no row id, read as none, would show the newest
+	 * actions as if they were older ones: said, as the events and outbox
+	 * lists say it, and nothing listed. */
+	bad_before = console_before(before_text, &before, why, sizeof(why)) < 0;
 	free(before_text);
 	console_page_begin(b, cx, "Audit log", "audit", 0);
+	if (bad_before) {
+		buf_puts(b, "<p class=\"flash error\" role=\"alert\" id=\"filters-conflict\">");
+		console_esc(b, why);
+		buf_puts(b,
+		         " Nothing listed; <a href=\"/console/audit\">Newest</a> starts from the "
+		         "newest actions.</p>\n");
+	}
 	buf_puts(b, "<table id=\"audit\"><tr><th class=\"num\">id</th><th>at (UTC)</th><th>who</th>"
 	            "<th>action</th><th>target</th><th>reason</th><th>result</th></tr>\n");
-	if (console_db_audit_list(cx->cx_store, cx->cx_now_ms, NULL, NULL, before,
+	if (!bad_before &&
+	    console_db_audit_list(cx->cx_store, cx->cx_now_ms, NULL, NULL, before,
 	                          CONSOLE_LIST_LIMIT, console_audit_page_row, &ap) < 0) {
 		return -1;
 	}
 	if (ap.ap_n == 0) {
-		buf_puts(b,
-		         "<tr><td colspan=\"7\" class=\"muted\">no operator actions yet</td></tr>");
+		buf_printf(b, "<tr><td colspan=\"7\" class=\"muted\">%s</td></tr>",
+		           bad_before   ? "no actions: the before above is no row id"
+		           : before > 0 ? "no older operator actions"
+		                        : "no operator actions yet");
 	}
 	buf_puts(b, "</table>\n<p class=\"pager\">");
+	if (before > 0) {
+		buf_puts(b, "<a href=\"/console/audit\">Newest</a> ");
+	}
 	if (ap.ap_n == CONSOLE_LIST_LIMIT) {
 		buf_printf(b,
 		           "<a rel=\"next\" href=\"/console/audit?before=%" PRId64 "\">Older</a>",

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -70,7 +71,8 @@ struct gc_worker {
  * batch. */
 struct gc_target {
 	const char *gt_table;
-	const char *gt_what; /* what the progress line calls the rows */
+	const char *gt_what;  /* what the progress line calls the rows */
+	const char *gt_doing; /* gr_stopped_at while at them */
 	const char *gt_time_col;
 	int gt_per_scope;        /* cutoff by scope (CASE scope ...), else one cutoff */
 	const char *gt_scope_col; /* the scope's column when not "scope" */
@@ -384,11 +386,20 @@ static int gc_count_tx(struct store_tx *tx, void *arg)
 	return 0;
 }
 
+/* Notes in rep where a pass stopped and whether the store failed there
+ * (store: it logged why) or gc itself did. Returns -1. */
+static int gc_failed(struct gc_report *rep, const char *what, int store)
+{
+	rep->gr_stopped_at = what;
+	rep->gr_store_failed = store;
+	return -1;
+}
+
 /* Deletes (or counts) what t selects, batch after batch, each batch its own
- * unit of work, pausing between them. */
+ * unit of work, pausing between them. ret_rows is t's counter in rep. */
 static int gc_target_run(struct store *st, const struct gc_plan *p, const struct gc_target *t,
-                         int64_t now_ms, int dry_run, struct gc_worker *w, int64_t *ret_rows,
-                         int64_t *ret_batches)
+                         int64_t now_ms, int dry_run, struct gc_worker *w, struct gc_report *rep,
+                         int64_t *ret_rows)
 {
 	struct store_value *params = NULL;
 	struct buf cond;
@@ -402,6 +413,7 @@ static int gc_target_run(struct store *st, const struct gc_plan *p, const struct
 	size_t n;
 	int rc = -1;
 
+	gc_failed(rep, t->gt_doing, 0); /* until it is done */
 	buf_init(&cond, GC_SQL_MAX);
 	buf_init(&max_sql, GC_SQL_MAX);
 	buf_init(&del_sql, GC_SQL_MAX);
@@ -431,10 +443,11 @@ static int gc_target_run(struct store *st, const struct gc_plan *p, const struct
 			c.gcn_params = params;
 			c.gcn_n = n;
 			if (store_read(st, now_ms, gc_count_tx, &c) < 0) {
+				rep->gr_store_failed = 1;
 				goto fail;
 			}
 			*ret_rows += c.gcn_count;
-			*ret_batches += (c.gcn_count + p->gp_batch - 1) / p->gp_batch;
+			rep->gr_batches += (c.gcn_count + p->gp_batch - 1) / p->gp_batch;
 			if (p->gp_progress != NULL) {
 				p->gp_progress(p->gp_progress_arg, t->gt_what, p->gp_report);
 			}
@@ -459,6 +472,7 @@ static int gc_target_run(struct store *st, const struct gc_plan *p, const struct
 		b.gb_n = n + 1;
 		t0 = gc_monotonic_ms();
 		if (store_write(st, now_ms, gc_batch_tx, &b) < 0) {
+			rep->gr_store_failed = 1;
 			goto fail;
 		}
 		/* At least as long a pause as the batch held the writer: cleanup
@@ -475,7 +489,7 @@ static int gc_target_run(struct store *st, const struct gc_plan *p, const struct
 			break;
 		}
 		*ret_rows += b.gb_deleted;
-		(*ret_batches)++;
+		rep->gr_batches++;
 		last = b.gb_last;
 		if (p->gp_progress != NULL) {
 			p->gp_progress(p->gp_progress_arg, t->gt_what, p->gp_report);
@@ -487,6 +501,7 @@ static int gc_target_run(struct store *st, const struct gc_plan *p, const struct
 			break;
 		}
 	}
+	gc_failed(rep, NULL, 0);
 	rc = 0;
 fail:
 	free(params);
@@ -524,6 +539,7 @@ static int gc_run_plan(struct store *st, const struct gc_plan *p, int64_t now_ms
 	struct gc_target records = {
 	        .gt_table = "idempotency_records",
 	        .gt_what = "records",
+	        .gt_doing = "deleting idempotency records",
 	        .gt_time_col = "created_at",
 	        .gt_per_scope = 1,
 	        /* a live lease is never cut short, however old the record */
@@ -545,6 +561,7 @@ static int gc_run_plan(struct store *st, const struct gc_plan *p, int64_t now_ms
 	struct gc_target events = {
 	        .gt_table = "idempotency_records",
 	        .gt_what = "events",
+	        .gt_doing = "deleting events",
 	        .gt_time_col = "received_at",
 	        .gt_per_scope = 1,
 	        .gt_retention_ms = p->gp_events_retention_ms,
@@ -558,6 +575,7 @@ static int gc_run_plan(struct store *st, const struct gc_plan *p, int64_t now_ms
 	struct gc_target outbox = {
 	        .gt_table = "outbox",
 	        .gt_what = "outbox rows",
+	        .gt_doing = "deleting outbox rows",
 	        .gt_time_col = "updated_at",
 	        .gt_retention_ms = p->gp_outbox_retention_ms,
 	        .gt_extra =
@@ -572,6 +590,7 @@ static int gc_run_plan(struct store *st, const struct gc_plan *p, int64_t now_ms
 	struct gc_target parked = {
 	        .gt_table = "order_parked",
 	        .gt_what = "parked events",
+	        .gt_doing = "deleting parked events",
 	        .gt_time_col = "applied_at",
 	        .gt_per_scope = 1,
 	        .gt_scope_col = "provider",
@@ -579,33 +598,29 @@ static int gc_run_plan(struct store *st, const struct gc_plan *p, int64_t now_ms
 	};
 	struct gc_has h;
 
-	if (gc_target_run(st, p, &records, now_ms, dry_run, w, &rep->gr_records, &rep->gr_batches) <
-	    0) {
+	if (gc_target_run(st, p, &records, now_ms, dry_run, w, rep, &rep->gr_records) < 0) {
 		return -1;
 	}
 	if (gc_stopping(w)) {
 		return 0;
 	}
-	if (gc_target_run(st, p, &events, now_ms, dry_run, w, &rep->gr_events, &rep->gr_batches) <
-	    0) {
+	if (gc_target_run(st, p, &events, now_ms, dry_run, w, rep, &rep->gr_events) < 0) {
 		return -1;
 	}
 	if (gc_stopping(w)) {
 		return 0;
 	}
-	if (gc_target_run(st, p, &parked, now_ms, dry_run, w, &rep->gr_parked, &rep->gr_batches) <
-	    0) {
+	if (gc_target_run(st, p, &parked, now_ms, dry_run, w, rep, &rep->gr_parked) < 0) {
 		return -1;
 	}
 	if (gc_stopping(w)) {
 		return 0;
 	}
 	if (store_read(st, now_ms, gc_has_outbox_tx, &h) < 0) {
-		return -1;
+		return gc_failed(rep, outbox.gt_doing, 1);
 	}
 	if (h.gh_found) {
-		if (gc_target_run(st, p, &outbox, now_ms, dry_run, w, &rep->gr_outbox,
-		                  &rep->gr_batches) < 0) {
+		if (gc_target_run(st, p, &outbox, now_ms, dry_run, w, rep, &rep->gr_outbox) < 0) {
 			return -1;
 		}
 	}
@@ -624,7 +639,7 @@ static int gc_reclaim(struct store *st, int64_t pause_ms, int force, struct gc_w
 	int64_t pages = 0;
 
 	if (store_file_stats(st, &before) < 0) {
-		return -1;
+		return gc_failed(rep, GC_STOPPED_FREE_PAGES, 1);
 	}
 	if (!force && (before.sf_free_bytes < GC_RECLAIM_MIN_BYTES ||
 	               before.sf_free_bytes * GC_RECLAIM_SHARE < before.sf_db_bytes)) {
@@ -639,12 +654,12 @@ static int gc_reclaim(struct store *st, int64_t pause_ms, int force, struct gc_w
 	}
 	do {
 		if (store_reclaim(st, GC_RECLAIM_PAGES, &pages) < 0) {
-			return -1;
+			return gc_failed(rep, GC_STOPPED_FREE_PAGES, 1);
 		}
 	} while (pages >= GC_RECLAIM_PAGES && !gc_stopping(w) &&
 	         !(pause_ms > 0 && gc_sleep(w, pause_ms)));
 	if (store_checkpoint(st) < 0 || store_file_stats(st, &after) < 0) {
-		return -1;
+		return gc_failed(rep, GC_STOPPED_FREE_PAGES, 1);
 	}
 	rep->gr_file_before = before.sf_db_bytes + before.sf_wal_bytes;
 	rep->gr_file_after = after.sf_db_bytes + after.sf_wal_bytes;
@@ -661,11 +676,11 @@ int gc_vacuum(struct store *st, const struct config *cf, struct gc_report *ret)
 	int rc;
 
 	if (store_file_stats(st, &before) < 0) {
-		return -1;
+		return gc_failed(ret, GC_STOPPED_FREE_PAGES, 1);
 	}
 	if (before.sf_incremental) {
 		if (gc_plan_load(cf, &p) < 0) {
-			return -1;
+			return gc_failed(ret, GC_STOPPED_FREE_PAGES, 0);
 		}
 		rc = gc_reclaim(st, p.gp_pause_ms, 1, NULL, ret);
 		gc_plan_finish(&p);
@@ -674,7 +689,7 @@ int gc_vacuum(struct store *st, const struct config *cf, struct gc_report *ret)
 	log_notice("gc: rebuilding the database file once (VACUUM) to switch it to incremental "
 	           "vacuum; writers wait until it is done");
 	if (store_vacuum(st) < 0 || store_checkpoint(st) < 0 || store_file_stats(st, &after) < 0) {
-		return -1;
+		return gc_failed(ret, GC_STOPPED_FREE_PAGES, 1);
 	}
 	ret->gr_file_before = before.sf_db_bytes + before.sf_wal_bytes;
 	ret->gr_file_after = after.sf_db_bytes + after.sf_wal_bytes;
@@ -690,31 +705,56 @@ int gc_run(struct store *st, const struct config *cf, int64_t now_ms, int dry_ru
 int gc_run_progress(struct store *st, const struct config *cf, int64_t now_ms, int dry_run,
                     gc_progress_fn progress, void *arg, struct gc_report *ret)
 {
-	struct gc_report rep;
 	struct gc_plan p;
 	int rc = -1;
 
-	memset(&rep, 0, sizeof(rep));
+	memset(ret, 0, sizeof(*ret));
 	if (gc_plan_load(cf, &p) < 0) {
 		return -1;
 	}
 	p.gp_progress = progress;
 	p.gp_progress_arg = arg;
-	p.gp_report = &rep;
-	if (gc_run_plan(st, &p, now_ms, dry_run, NULL, &rep) < 0) {
+	p.gp_report = ret;
+	if (gc_run_plan(st, &p, now_ms, dry_run, NULL, ret) < 0) {
 		goto fail;
 	}
-	if (!dry_run && gc_reclaim(st, p.gp_pause_ms, 0, NULL, &rep) < 0) {
+	if (!dry_run && gc_reclaim(st, p.gp_pause_ms, 0, NULL, ret) < 0) {
 		goto fail;
 	}
-	if (capture_expire(cf, now_ms, dry_run, &rep.gr_captures) < 0) {
+	if (capture_expire(cf, now_ms, dry_run, &ret->gr_captures) < 0) {
+		gc_failed(ret, "deleting capture files", 0);
 		goto fail;
 	}
-	*ret = rep;
 	rc = 0;
 fail:
 	gc_plan_finish(&p);
 	return rc;
+}
+
+/* A pass that stopped: where, why, what went before it (each batch
+ * commits on its own) and that the next pass (in interval_s) goes on from
+ * there, in one line. */
+static void gc_log_stopped(const struct gc_report *r, int64_t interval_s)
+{
+	const char *doing = r->gr_stopped_at != NULL ? r->gr_stopped_at : "deleting rows";
+	const char *why = r->gr_store_failed ? " (the database is busy or failing)" : "";
+	char next[64];
+
+	if (interval_s > 0) {
+		snprintf(next, sizeof(next), "the next pass, in %" PRId64 " s,", interval_s);
+	} else {
+		snprintf(next, sizeof(next), "a pass started again");
+	}
+	if (r->gr_records + r->gr_events + r->gr_parked + r->gr_outbox + r->gr_captures == 0) {
+		log_warn("gc: pass stopped while %s%s, nothing deleted; %s goes on", doing, why,
+		         next);
+		return;
+	}
+	log_warn("gc: pass stopped while %s%s, after deleting %" PRId64 " records, %" PRId64
+	         " events, %" PRId64 " parked events applied, %" PRId64 " outbox rows, %" PRId64
+	         " capture files in %" PRId64 " batches (gone for good); %s goes on from there",
+	         doing, why, r->gr_records, r->gr_events, r->gr_parked, r->gr_outbox,
+	         r->gr_captures, r->gr_batches, next);
 }
 
 static void gc_log_report(const struct gc_report *r, int64_t ms)
@@ -741,6 +781,7 @@ static void gc_worker_pass(struct gc_worker *w)
 	struct gc_plan p;
 	int64_t start = env_now_ms(env);
 	int64_t t0 = gc_monotonic_ms();
+	int64_t interval;
 	int locked;
 	int rc;
 
@@ -772,17 +813,21 @@ static void gc_worker_pass(struct gc_worker *w)
 		store_unlock(env->env_store, "gc");
 	}
 	gc_plan_finish(&p);
-	if (rc < 0) {
-		log_warn("gc: pass stopped early; the next one goes on");
-	}
 	if (!gc_stopping(w)) {
 		cf = env_config_acquire(env);
-		if (capture_expire(cf, start, 0, &rep.gr_captures) < 0) {
-			rc = -1;
+		if (capture_expire(cf, start, 0, &rep.gr_captures) < 0 && rc == 0) {
+			rc = gc_failed(&rep, "deleting capture files", 0);
 		}
 		env_config_release(env, cf);
 	}
-	gc_log_report(&rep, env_now_ms(env) - start);
+	if (rc < 0) {
+		pthread_mutex_lock(&w->gw_lock);
+		interval = w->gw_interval_s;
+		pthread_mutex_unlock(&w->gw_lock);
+		gc_log_stopped(&rep, interval);
+	} else {
+		gc_log_report(&rep, env_now_ms(env) - start);
+	}
 	pass.mg_ok = rc == 0;
 	pass.mg_seconds = (double)(gc_monotonic_ms() - t0) / 1000.0;
 	pass.mg_records = rep.gr_records;

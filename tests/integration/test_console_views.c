@@ -377,6 +377,77 @@ static void test_the_lists_say_a_filter_or_cursor_they_do_not_understand(void **
 	t_stop(&d);
 }
 
+/* The audit list's ?before= that is no row id is said as the events and
+ * outbox lists say it, nothing listed, never the newest actions read as
+ * older ones; and a bad cursor on any list says where to start again, not
+ * to change filters it does not have. */
+static void test_a_cursor_that_is_no_row_id_is_said_on_every_list_as_a_cursor(void **state)
+{
+	static const char *const bad[] = {"/console/audit?before=abc", "/console/audit?before=-4",
+	                                  "/console/audit?before=12x", "/console/audit?before=0"};
+	static const char *const cursors[] = {"/console/events?before=abc",
+	                                      "/console/outbox?before=abc",
+	                                      "/console/audit?before=abc"};
+	const char *dismiss[] = {"events", "dismiss", NULL, "--reason", "views cursor test", NULL};
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char id[32];
+	char path[64];
+	size_t i;
+
+	(void)state;
+	t_start(&d, NULL);
+	snprintf(id, sizeof(id), "%lld", t_failed_event(&d, "evt_views_cursor_1"));
+	dismiss[2] = id;
+	assert_int_equal(daemon_cli(&d, 1, dismiss, NULL), 0);
+	t_login(&d, T_OP_TOKEN, &s);
+	/* the action is listed from the top and before a later id */
+	assert_int_equal(t_get(&d, "/console/audit", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "events.dismiss"));
+	assert_null(strstr(r.hs_body, "filters-conflict"));
+	hres_finish(&r);
+	snprintf(path, sizeof(path), "/console/audit?before=%lld",
+	         (long long)fx_db_int(&d, "SELECT max(id) + 1 FROM audit_log"));
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "events.dismiss"));
+	assert_null(strstr(r.hs_body, "filters-conflict"));
+	hres_finish(&r);
+	assert_int_equal(t_get(&d, "/console/audit?before=1", &s, &r), 200);
+	assert_null(strstr(r.hs_body, "events.dismiss"));
+	assert_non_null(strstr(r.hs_body, "no older operator actions"));
+	hres_finish(&r);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(t_get(&d, bad[i], &s, &r), 200);
+		if (strstr(r.hs_body, "is not a row id") == NULL ||
+		    strstr(r.hs_body, "events.dismiss") != NULL) {
+			print_error("%s: the bad cursor is not said, or rows are listed\n", bad[i]);
+		}
+		assert_non_null(strstr(r.hs_body, "id=\"filters-conflict\""));
+		assert_non_null(strstr(r.hs_body, "is not a row id"));
+		assert_null(strstr(r.hs_body, "events.dismiss"));
+		assert_non_null(strstr(r.hs_body, "no actions: the before above is no row id"));
+		hres_finish(&r);
+	}
+	for (i = 0; i < sizeof(cursors) / sizeof(cursors[0]); i++) {
+		assert_int_equal(t_get(&d, cursors[i], &s, &r), 200);
+		assert_non_null(strstr(r.hs_body, "before &quot;abc&quot; is not a row id"));
+		assert_non_null(strstr(r.hs_body, " Nothing listed; "));
+		assert_null(strstr(r.hs_body, "change the filters"));
+		assert_null(strstr(r.hs_body, "cannot match"));
+		hres_finish(&r);
+	}
+	/* the events list's way back keeps its filters and drops the cursor */
+	assert_int_equal(t_get(&d, "/console/events?outcome=failed&before=abc", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body,
+	                       " Nothing listed; <a href=\"/console/events?outcome=failed\">"
+	                       "Newest</a> starts from the newest events these filters "
+	                       "match."));
+	assert_non_null(strstr(r.hs_body, "no events: the before above is no row id"));
+	hres_finish(&r);
+	t_stop(&d);
+}
+
 /* The order page shows the points total that idemhook order show prints:
  * the same figure, from the ledger. */
 static void test_the_order_page_shows_the_points_order_show_prints(void **state)
@@ -416,6 +487,7 @@ int main(void)
 	        cmocka_unit_test(test_each_overview_card_links_to_the_rows_it_counts),
 	        cmocka_unit_test(test_the_outbox_list_says_when_its_status_is_not_one),
 	        cmocka_unit_test(test_the_lists_say_a_filter_or_cursor_they_do_not_understand),
+	        cmocka_unit_test(test_a_cursor_that_is_no_row_id_is_said_on_every_list_as_a_cursor),
 	        cmocka_unit_test(test_the_order_page_shows_the_points_order_show_prints),
 	        cmocka_unit_test(test_a_payload_over_256_kb_is_cut_in_both_views),
 	        cmocka_unit_test(

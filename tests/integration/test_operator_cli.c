@@ -477,6 +477,55 @@ static void test_a_write_command_on_a_locked_database_says_what_is_unchanged(voi
 	daemon_finish(&d);
 }
 
+/* audit list says a bad value with the whole command's name and the value,
+ * and a filter that matches nothing is named, not read as an empty log. */
+static void test_audit_list_says_a_bad_value_and_names_a_filter_that_matches_nothing(void **state)
+{
+	static const char *const bad[][6] = {
+	        {"audit", "list", "--before", "abc", NULL},
+	        {"audit", "list", "--before", "-3", NULL},
+	        {"audit", "list", "--limit", "0", NULL},
+	        {"audit", "lst", NULL},
+	};
+	static const char *const said[] = {
+	        "idemhook audit list: --before \"abc\" is not an audit row ID (the ID column gives "
+	        "one)\n",
+	        "idemhook audit list: --before \"-3\" is not an audit row ID (the ID column gives "
+	        "one)\n",
+	        "idemhook audit list: --limit wants 1..100000\n",
+	        "idemhook audit: \"lst\" is no subcommand (list is the one)\n",
+	};
+	static const char *const misspelt[] = {"audit", "list", "--action", "events.dismis", NULL};
+	struct daemon d;
+	char *out = NULL;
+	char *log;
+	size_t i;
+
+	(void)state;
+	fx_daemon_start(&d, "%s", FX_STRIPE_INI);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(daemon_cli(&d, 1, bad[i], &out), 64);
+		assert_true(out == NULL || out[0] == '\0');
+		free(out);
+		out = NULL;
+	}
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	for (i = 0; i < sizeof(said) / sizeof(said[0]); i++) {
+		if (strstr(log, said[i]) == NULL) {
+			print_error("no \"%s\" in:\n%s\n", said[i], log);
+		}
+		assert_non_null(strstr(log, said[i]));
+	}
+	free(log);
+	assert_int_equal(daemon_cli(&d, 1, misspelt, &out), 0);
+	assert_non_null(out);
+	assert_string_equal(out, "no audit entries with action \"events.dismis\"\n");
+	free(out);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
 /* An option a command does not know is said with the whole command's
  * name, a subcommand's too, never with the subcommand's word alone. */
 static void test_an_unknown_option_names_the_whole_command(void **state)
@@ -549,6 +598,8 @@ int main(void)
 	        cmocka_unit_test(test_config_flag_without_a_file_says_it_needs_one),
 	        cmocka_unit_test(test_a_write_command_on_a_locked_database_says_what_is_unchanged),
 	        cmocka_unit_test(test_an_unknown_option_names_the_whole_command),
+	        cmocka_unit_test(
+	                test_audit_list_says_a_bad_value_and_names_a_filter_that_matches_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, setup, daemon_teardown);

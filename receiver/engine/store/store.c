@@ -499,6 +499,11 @@ void store_open_denied(void)
 	store_open_err = STORE_OPEN_DENIED;
 }
 
+void store_open_busy(void)
+{
+	store_open_err = STORE_OPEN_BUSY;
+}
+
 static const struct store_engine *store_engine_of(const struct store_options *opt)
 {
 	return opt->so_backend == STORE_BACKEND_POSTGRESQL ? &store_engine_pg : &store_engine_sqlite;
@@ -509,25 +514,24 @@ int store_migrate_options(const struct store_options *opt, int *ret_from, int *r
 	const struct store_engine *en = store_engine_of(opt);
 	struct store_options o = *opt;
 	struct store_db *db;
-	int from = 0;
-	int to = 0;
+	int from = -1;
+	int to = -1;
 
 	o.so_read_only = 0;
 	o.so_no_migrate = 0;
 	o.so_must_exist = 0;
 	store_open_err = STORE_OPEN_FAILED;
 	db = en->en_open(&o, &from, &to);
-	if (db == NULL) {
-		return -1;
+	if (db != NULL) {
+		en->en_close(db);
 	}
-	en->en_close(db);
 	if (ret_from != NULL) {
 		*ret_from = from;
 	}
 	if (ret_to != NULL) {
 		*ret_to = to;
 	}
-	return 0;
+	return db != NULL ? 0 : -1;
 }
 
 int store_migrate(const char *path, int *ret_from, int *ret_to)

@@ -216,10 +216,14 @@ struct store *store_create(const struct store_options *opt);
  * failed. STORE_OPEN_DENIED: the operating system's permissions refused
  * what the command needs (a SQLite file it may not read or write, a
  * directory it may not create a file in); the cause and its fix are
- * logged. The CLI exits 77 (EX_NOPERM) for it, 69 for the rest. */
+ * logged. STORE_OPEN_BUSY: another connection held the write lock past
+ * the busy timeout (a migration could not start or commit): what was not
+ * committed whole is unchanged, and a new try may pass. The CLI exits 77
+ * (EX_NOPERM), 75 (EX_TEMPFAIL) and 69 for the rest. */
 enum store_open_error {
 	STORE_OPEN_FAILED = 0,
 	STORE_OPEN_DENIED,
+	STORE_OPEN_BUSY,
 };
 enum store_open_error store_open_error(void);
 
@@ -232,7 +236,9 @@ int store_migrate(const char *path, int *ret_from, int *ret_to);
 
 /* store_migrate for any backend: opt names the database (so_read_only and
  * so_no_migrate are ignored). On PostgreSQL the migrations run under an
- * advisory lock, so receivers starting together migrate once. */
+ * advisory lock, so receivers starting together migrate once. Each
+ * migration commits whole or not at all: on failure ret_from/ret_to get
+ * the version found and the one reached (-1 when not known). */
 int store_migrate_options(const struct store_options *opt, int *ret_from, int *ret_to);
 
 /* The schema version this binary brings. */

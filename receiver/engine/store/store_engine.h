@@ -30,6 +30,8 @@ struct store_files {
  * (store_open_error); store_create and store_migrate_options clear it
  * first. */
 void store_open_denied(void);
+/* ... and one that met a lock held past its busy timeout, here. */
+void store_open_busy(void);
 
 struct store_tx {
 	struct store *tx_store; /* NULL while the engine opens the database */

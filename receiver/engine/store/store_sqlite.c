@@ -1084,7 +1084,7 @@ static int store_migrate_conn(struct store_conn *cn)
 		int applied = 0;
 
 		if (store_conn_exec(en, cn, "BEGIN IMMEDIATE") < 0) {
-			return -1;
+			goto fail;
 		}
 		/* Read again under the write lock: another process may have migrated. */
 		if (store_user_version(cn, &version) < 0) {
@@ -1116,6 +1116,12 @@ static int store_migrate_conn(struct store_conn *cn)
 	return 0;
 fail:
 	sqlite3_free(err);
+	/* A lock held elsewhere past the busy timeout: this migration is
+	 * undone whole, the ones before it stay, and a new try goes on. */
+	rc = sqlite3_errcode(db);
+	if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
+		store_open_busy();
+	}
 	if (!sqlite3_get_autocommit(db)) {
 		sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
 	}
@@ -1229,6 +1235,8 @@ static void store_sqlite_refused(struct store_conn *cn)
 		        "(its -wal and -shm): run this command as the database's owner "
 		        "(docs/cli.md, Permissions)");
 		store_open_denied();
+	} else if (rc == SQLITE_BUSY || rc == SQLITE_LOCKED) {
+		store_open_busy();
 	}
 }
 
@@ -1358,6 +1366,11 @@ static struct store_conn *store_open_writer(const char *path, enum store_sync sy
 	return cn;
 fail:
 	store_sqlite_refused(cn);
+	/* The version reached (each migration commits whole), for the
+	 * caller to say what is unchanged. */
+	if (cn != NULL && ret_to != NULL && store_user_version(cn, &version) == 0) {
+		*ret_to = version;
+	}
 	store_conn_close(cn);
 	return NULL;
 }
