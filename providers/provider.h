@@ -72,6 +72,9 @@ struct provider_query {
 	 * that says otherwise is FAILED (fetch_mismatch), never an event. */
 	const char *pq_event_type;
 	const char *pq_event_related;
+	/* With pq_event_id: the account the event is in (event.h
+	 * ev_context), which the request names; NULL for the instance's own. */
+	const char *pq_event_context;
 };
 
 /* The request a profile builds for a query; the caller sends it (timeouts,

@@ -22,6 +22,9 @@
 /* API v2 requests name a version (Stripe-Version); the fetch reads only
  * fields every v2 version has (id, object, type, created, data). */
 #define STRIPE_V2_VERSION "2025-09-30.clover"
+/* Bytes in a thin event's context: account ids ("acct_" and some 16
+ * characters) joined by "/", a few levels deep at most. */
+#define STRIPE_CONTEXT_MAX 255
 
 struct stripe_state {
 	struct provider_secrets ss_secrets;
@@ -512,6 +515,32 @@ static int64_t stripe_v2_created(const cJSON *created)
 	return (int64_t)timegm(&tm);
 }
 
+/* Whether s is a context as Stripe writes one (docs.stripe.com/context):
+ * account ids, letters, digits and "_", joined by "/" (an organization's
+ * platform, then its connected account). Nothing else may reach the
+ * Stripe-Context header of a fetch: no line break, space or colon. */
+static int stripe_context_valid(const char *s)
+{
+	size_t len = strlen(s);
+	size_t i;
+
+	if (len == 0 || len > STRIPE_CONTEXT_MAX || s[0] == '/' || s[len - 1] == '/') {
+		return 0;
+	}
+	for (i = 0; i < len; i++) {
+		char c = s[i];
+
+		if (c == '/' && s[i + 1] == '/') {
+			return 0;
+		}
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '/')) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
 /* A thin notification: authentic but without the object's data. It
  * becomes one event to fetch (ev_fetch), keyed by its own id, with the
  * related object as its payment reference, so that operators see what it
@@ -522,6 +551,7 @@ static int stripe_thin_read(const struct stripe_state *st, const cJSON *root, co
 	const char *id = provider_json_string(root, "id");
 	const char *type = provider_json_string(root, "type");
 	const cJSON *related = cJSON_GetObjectItemCaseSensitive(root, "related_object");
+	const cJSON *context = cJSON_GetObjectItemCaseSensitive(root, "context");
 	struct event *ev;
 	struct buf fp;
 
@@ -530,6 +560,13 @@ static int stripe_thin_read(const struct stripe_state *st, const cJSON *root, co
 	}
 	if (type == NULL) {
 		return provider_refuse(v, 400, "malformed_body", "The thin event has no type.");
+	}
+	/* null (or "", as Stripe's SDKs read it): the instance's own account. */
+	if (context != NULL && !cJSON_IsNull(context) &&
+	    !(cJSON_IsString(context) &&
+	      (context->valuestring[0] == '\0' || stripe_context_valid(context->valuestring)))) {
+		return provider_refuse(v, 400, "malformed_body",
+		                       "The thin event's context is not an account id.");
 	}
 	if (st->ss_api_key == NULL) {
 		/* Stripe retries it until the key is given: nothing is claimed. */
@@ -546,6 +583,10 @@ static int stripe_thin_read(const struct stripe_state *st, const cJSON *root, co
 	ev->ev_fetch = 1;
 	buf_init(&fp, 0);
 	if (provider_set_ref(&ev->ev_key, id) < 0 || provider_set_ref(&ev->ev_type, type) < 0 ||
+	    provider_set_ref(&ev->ev_context,
+	                     cJSON_IsString(context) && context->valuestring[0] != '\0'
+	                             ? context->valuestring
+	                             : NULL) < 0 ||
 	    provider_set_ref(&ev->ev_payment_ref,
 	                     cJSON_IsObject(related) ? provider_json_string(related, "id") : NULL) <
 	            0) {
@@ -796,6 +837,16 @@ static int stripe_reconcile_request(const struct provider_conf *pc, const struct
 			goto done;
 		}
 		httpc_headers_add(&ret->prq_headers, "Stripe-Version", STRIPE_V2_VERSION);
+		/* An event of a connected account is served in its context only. */
+		if (q->pq_event_context != NULL) {
+			if (!stripe_context_valid(q->pq_event_context)) {
+				log_err("provider %s: thin event \"%.64s\": its context is not an "
+				        "account id",
+				        pc->pc_name, q->pq_event_id);
+				goto done;
+			}
+			httpc_headers_add(&ret->prq_headers, "Stripe-Context", q->pq_event_context);
+		}
 	} else if (buf_printf(
 	                   &ret->prq_url,
 	                   "%s/v1/events?limit=%d&created%%5Bgte%%5D=%lld&created%%5Blte%%5D=%lld",
@@ -860,6 +911,7 @@ static int stripe_fetch_answer(const struct provider_query *q, const struct http
 	cJSON *root = json_parse_strict(resp->hcr_body, resp->hcr_body_len, NULL);
 	cJSON *empty = NULL;
 	const cJSON *obj;
+	const char *context;
 	const char *related;
 	const char *type;
 	const char *id;
@@ -905,6 +957,16 @@ static int stripe_fetch_answer(const struct provider_query *q, const struct http
 		cJSON_Delete(root);
 		return rc;
 	}
+	context = provider_json_string(root, "context");
+	if (q->pq_event_context != NULL && context != NULL &&
+	    strcmp(context, q->pq_event_context) != 0) {
+		rc = provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "fetch_mismatch",
+		                         "the fetched event is in context %.64s, the thin event "
+		                         "in %.64s",
+		                         context, q->pq_event_context);
+		cJSON_Delete(root);
+		return rc;
+	}
 	obj = provider_json_path(root, "data.object");
 	if (!cJSON_IsObject(obj)) {
 		obj = cJSON_GetObjectItemCaseSensitive(root, "data");
@@ -928,6 +990,11 @@ static int stripe_fetch_answer(const struct provider_query *q, const struct http
 	if (rc < 0) {
 		return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, v.pv_reason, "%s",
 		                           v.pv_detail != NULL ? v.pv_detail : v.pv_reason);
+	}
+	/* Applied in the context it was asked in: the row keeps it. */
+	if (provider_set_ref(&ret->pa_events.eb_events[0].ev_context, q->pq_event_context) < 0) {
+		event_batch_finish(&ret->pa_events);
+		return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "out_of_memory", NULL);
 	}
 	return provider_answer_set(ret, PROVIDER_ANSWER_OK, NULL, NULL);
 }

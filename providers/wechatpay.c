@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include <cjson/cJSON.h>
@@ -194,9 +195,9 @@ static int wechatpay_partner_load(const struct provider_conf *pc, struct wechatp
 	return 0;
 }
 
-/* 1 when the resource is for this instance's merchant: its mchid (direct),
- * or its sp_mchid and an accepted sub_mchid (partner), or anything when
- * neither is configured. */
+/* 1 when the resource is for this instance's merchant where a payment or
+ * refund names it: its mchid (direct), or its sp_mchid and an accepted
+ * sub_mchid (partner), or anything when neither is configured. */
 static int wechatpay_merchant_ok(const struct wechatpay_state *st, const cJSON *res)
 {
 	const char *mchid = provider_json_string(res, "mchid");
@@ -222,6 +223,53 @@ static int wechatpay_merchant_ok(const struct wechatpay_state *st, const cJSON *
 		}
 	}
 	return 0;
+}
+
+/* Where a notification the profile does not apply names a merchant, by
+ * WeChat Pay's field names: most resources `mchid` (partner: `sp_mchid`),
+ * a transfer's `mch_id`, a combined payment `combine_mchid` and each
+ * sub-order's `mchid`. */
+static const char *const wechatpay_merchant_fields[] = {"mchid", "sp_mchid", "mch_id",
+                                                        "combine_mchid", NULL};
+
+enum wechatpay_named {
+	WECHATPAY_NAMED_NONE = 0, /* no known field names a merchant */
+	WECHATPAY_NAMED_OURS,     /* one names the instance's (mchid, or sp_mchid) */
+	WECHATPAY_NAMED_OTHER,    /* merchants are named, none of them ours */
+};
+
+static void wechatpay_named_add(const struct wechatpay_state *st, const char *value,
+                                enum wechatpay_named *named)
+{
+	const char *ours = st->ws_mchid != NULL ? st->ws_mchid : st->ws_sp_mchid;
+
+	if (value == NULL || *named == WECHATPAY_NAMED_OURS) {
+		return;
+	}
+	*named = strcmp(value, ours) == 0 ? WECHATPAY_NAMED_OURS : WECHATPAY_NAMED_OTHER;
+}
+
+/* Whether the resource names this instance's merchant (mchid or sp_mchid,
+ * one of which is configured) in any field WeChat Pay puts one. */
+static enum wechatpay_named wechatpay_merchant_named(const struct wechatpay_state *st,
+                                                     const cJSON *res)
+{
+	enum wechatpay_named named = WECHATPAY_NAMED_NONE;
+	const cJSON *sub_orders = cJSON_GetObjectItemCaseSensitive(res, "sub_orders");
+	const cJSON *item;
+	size_t i;
+
+	for (i = 0; wechatpay_merchant_fields[i] != NULL; i++) {
+		wechatpay_named_add(st, provider_json_string(res, wechatpay_merchant_fields[i]),
+		                    &named);
+	}
+	if (cJSON_IsArray(sub_orders)) {
+		cJSON_ArrayForEach(item, sub_orders)
+		{
+			wechatpay_named_add(st, provider_json_string(item, "mchid"), &named);
+		}
+	}
+	return named;
 }
 
 /* Reconciliation's keys: merchant_key and merchant_serial go together,
@@ -329,7 +377,10 @@ static const struct crypto_pubkey *wechatpay_key_for(const struct wechatpay_stat
 	size_t i;
 
 	for (i = 0; i < st->ws_n_keys; i++) {
-		if (strcmp(st->ws_keys[i].wk_serial, serial) == 0) {
+		/* Serials are hex, written in either case (the merchant
+		 * platform upper, some tools lower); public key ids compare
+		 * the same way. */
+		if (strcasecmp(st->ws_keys[i].wk_serial, serial) == 0) {
 			return st->ws_keys[i].wk_key;
 		}
 	}
@@ -555,7 +606,9 @@ static int wechatpay_receive(const struct provider_conf *pc, const struct http_r
 		                "The decrypted resource is not a JSON object.");
 		goto fail;
 	}
-	if (!wechatpay_merchant_ok(st, res)) {
+	/* Another merchant's, wherever WeChat Pay names it: not ours. */
+	if ((st->ws_mchid != NULL || st->ws_sp_mchid != NULL) &&
+	    wechatpay_merchant_named(st, res) == WECHATPAY_NAMED_OTHER) {
 		provider_refuse(ret_verdict, 403, "wrong_merchant",
 		                "The notification is for another merchant id.");
 		goto fail;
@@ -572,6 +625,15 @@ static int wechatpay_receive(const struct provider_conf *pc, const struct http_r
 		goto fail_batch;
 	}
 	if (wechatpay_normalize(event_type, res, ev, ret_verdict) < 0) {
+		goto fail_batch;
+	}
+	/* What changes an order must name our merchant where payments and
+	 * refunds do. What is only recorded (a transfer, a combined payment, a
+	 * complaint) is acknowledged: refused, WeChat Pay would retry it for a
+	 * day, and no retry could change the answer. */
+	if (ev->ev_kind != EVENT_OTHER && !wechatpay_merchant_ok(st, res)) {
+		provider_refuse(ret_verdict, 403, "wrong_merchant",
+		                "The notification is for another merchant id.");
 		goto fail_batch;
 	}
 	/* Semantic: the event type and the decrypted resource; the ciphertext

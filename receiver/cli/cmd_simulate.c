@@ -485,8 +485,9 @@ static int simulate_new(const struct config *cf, const struct provider_conf *pc,
 	if (pc->pc_provider->p_simulate(pc, &sim, cli_now_ms() / 1000, &body, httpc_headers_add,
 	                                &hdrs) < 0 ||
 	    hdrs.hch_overflow) {
-		fprintf(stderr, "simulate: cannot build a %s callback for %s (see above)\n",
-		        pc->pc_provider->p_name, pc->pc_name);
+		/* No article before the type's name: "a alipay", "a adyen". */
+		fprintf(stderr, "simulate: cannot build a callback for %s (type %s; see above)\n",
+		        pc->pc_name, pc->pc_provider->p_name);
 		rc = EX_CONFIG;
 		goto done;
 	}

@@ -29,6 +29,7 @@ void event_finish(struct event *ev)
 	free(ev->ev_charge_ref);
 	free(ev->ev_refund_ref);
 	free(ev->ev_payload);
+	free(ev->ev_context);
 	memset(ev, 0, sizeof(*ev));
 	ev->ev_amount = -1;
 }

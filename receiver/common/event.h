@@ -55,6 +55,11 @@ struct event {
 	 * claimed and recorded as fetching, with no business effect, until the
 	 * fetch worker (fetch.h) has the full event. */
 	int ev_fetch;
+	/* The account the event happened in when it is not the instance's
+	 * own (a Stripe thin notification's context: a connected account,
+	 * "acct_..." or "acct_.../acct_..."), which its fetch must name; or
+	 * NULL. Checked by the profile: letters, digits, "_" and "/". */
+	char *ev_context;
 	/* 1 when the provider marks the event as made in its test mode or
 	 * sandbox (Stripe livemode false, Adyen live "false"): recorded, and
 	 * counted apart from live failures. */

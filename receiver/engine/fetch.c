@@ -45,6 +45,7 @@ struct fetch_pending {
 	int64_t fp_received_ms;
 	char *fp_type;    /* what the signed thin notification said: its type */
 	char *fp_related; /* and the id of its object, or NULL */
+	char *fp_context; /* and the account it is in, or NULL */
 };
 
 struct fetch_list {
@@ -104,9 +105,11 @@ static int fetch_list_row(void *arg, const struct ingest_waiting *iw)
 	p->fp_received_ms = iw->iw_received_ms;
 	p->fp_type = strdup(iw->iw_type != NULL ? iw->iw_type : "");
 	p->fp_related = iw->iw_related != NULL ? strdup(iw->iw_related) : NULL;
+	p->fp_context = iw->iw_context != NULL ? strdup(iw->iw_context) : NULL;
 	l->fl_n++;
 	if (p->fp_scope == NULL || p->fp_key == NULL || p->fp_type == NULL ||
-	    (iw->iw_related != NULL && p->fp_related == NULL)) {
+	    (iw->iw_related != NULL && p->fp_related == NULL) ||
+	    (iw->iw_context != NULL && p->fp_context == NULL)) {
 		return -1;
 	}
 	return 0;
@@ -121,6 +124,7 @@ static void fetch_list_finish(struct fetch_list *l)
 		free(l->fl_items[i].fp_key);
 		free(l->fl_items[i].fp_type);
 		free(l->fl_items[i].fp_related);
+		free(l->fl_items[i].fp_context);
 	}
 	l->fl_n = 0;
 }
@@ -167,9 +171,10 @@ static int fetch_one(struct fetch_worker *w, const struct config *cf, const stru
 		return 0;
 	}
 	/* The answer must be the event the signed notification announced:
-	 * one that says otherwise is a failed fetch, never applied. */
-	if (reconcile_fetch(cf, pc, p->fp_key, p->fp_type, p->fp_related, fetch_sleep, w, &ans) <
-	            0 ||
+	 * one that says otherwise is a failed fetch, never applied. It is
+	 * asked in the account the notification named. */
+	if (reconcile_fetch(cf, pc, p->fp_key, p->fp_type, p->fp_related, p->fp_context,
+	                    fetch_sleep, w, &ans) < 0 ||
 	    ans.pa_events.eb_n != 1) {
 		fetch_failed(pc->pc_name, p->fp_key,
 		             ans.pa_reason != NULL ? ans.pa_reason : "malformed_answer",

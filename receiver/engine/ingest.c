@@ -14,8 +14,7 @@
 #include "provider.h"
 #include "store.h"
 
-
-#define INGEST_EVENT_COLS 19 /* ingest_event_cols */
+#define INGEST_EVENT_COLS 20 /* ingest_event_cols */
 
 /* What one claim's apply callback needs, and what the handler made of its
  * event (written on the writer thread, read after the completion). */
@@ -34,6 +33,8 @@ struct ingest_unit {
 	 * request as large and first consolidates its fast bins. */
 	struct store_value iu_vals[INGEST_EVENT_COLS];
 };
+
+_Static_assert(sizeof(struct ingest_unit) < 1024, "an ingest_unit outgrows a small allocation");
 
 const char *ingest_result_name(enum ingest_result r)
 {
@@ -67,18 +68,21 @@ static int64_t ingest_now_ms(void)
 /* The event's columns of its key's row (migration 0012: one row per
  * claimed key; the view `events` shows them). */
 static const char *const ingest_event_cols[INGEST_EVENT_COLS] = {
-	"type", "kind", "order_ref", "payment_ref", "refund_ref", "amount", "currency",
-	"refund_cumulative", "payload", "outcome", "effect", "reason", "received_at",
-	"processed_at", "source", "test_mode", "dismissed_at", "dismissed_by", "dismiss_reason",
+        "type",      "kind",         "order_ref",         "payment_ref",    "refund_ref",
+        "amount",    "currency",     "refund_cumulative", "payload",        "outcome",
+        "effect",    "reason",       "received_at",       "processed_at",   "source",
+        "test_mode", "dismissed_at", "dismissed_by",      "dismiss_reason", "context",
 };
 
 /* The same columns, for an event whose row exists already (a fetched thin
  * event: its row was written when it was "to fetch"). */
 static const char INGEST_SQL_EVENT_UPDATE[] =
-	"UPDATE idempotency_records SET type = ?, kind = ?, order_ref = ?, payment_ref = ?, "
-	"refund_ref = ?, amount = ?, currency = ?, refund_cumulative = ?, payload = ?, outcome = ?, "
-	"effect = ?, reason = ?, received_at = ?, processed_at = ?, source = ?, test_mode = ?, "
-	"dismissed_at = ?, dismissed_by = ?, dismiss_reason = ? WHERE scope = ? AND idem_key = ?";
+        "UPDATE idempotency_records SET type = ?, kind = ?, order_ref = ?, payment_ref = ?, "
+        "refund_ref = ?, amount = ?, currency = ?, refund_cumulative = ?, payload = ?, outcome = "
+        "?, "
+        "effect = ?, reason = ?, received_at = ?, processed_at = ?, source = ?, test_mode = ?, "
+        "dismissed_at = ?, dismissed_by = ?, dismiss_reason = ?, context = ? WHERE scope = ? AND "
+        "idem_key = ?";
 
 /* Records the event on its key's row. In a claim (iu_claim set) its columns
  * go to the claim, which writes them with the reply in its one row write;
@@ -108,6 +112,7 @@ static int ingest_record_event(struct store_tx *tx, struct ingest_unit *iu, cons
 	p[16] = store_null();
 	p[17] = store_null();
 	p[18] = store_null();
+	p[19] = store_text(ev->ev_context);
 	if (iu->iu_claim != NULL) {
 		iu->iu_claim->sc_cols = ingest_event_cols;
 		iu->iu_claim->sc_vals = iu->iu_vals;
@@ -694,6 +699,7 @@ static int ingest_pending_row(void *arg, const struct store_row *row)
 	        .iw_received_ms = store_row_int(row, 2),
 	        .iw_type = store_row_text(row, 3),
 	        .iw_related = store_row_text(row, 4),
+	        .iw_context = store_row_text(row, 5),
 	};
 
 	return ip->ip_fn(ip->ip_arg, &w);

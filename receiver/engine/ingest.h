@@ -150,8 +150,9 @@ int ingest_apply_fetched(struct store *st, const struct config *cf, const struct
  * (docs/benchmarks.md). Its conditions are the index's own, so the planner
  * may take it. */
 #define INGEST_SQL_FETCH_PENDING                                                                   \
-	"SELECT scope, idem_key, received_at, type, payment_ref FROM events WHERE received_at >= " \
-	"? AND outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH "' AND dismissed_at IS "    \
+	"SELECT scope, idem_key, received_at, type, payment_ref, context FROM events WHERE "       \
+	"received_at >= ? AND outcome = 'done' AND effect = '" INGEST_EFFECT_TO_FETCH              \
+	"' AND dismissed_at IS "                                                                   \
 	"NULL AND (received_at > ? OR scope > ? OR (scope = ? AND idem_key > ?)) ORDER BY "        \
 	"received_at, scope, idem_key LIMIT ?"
 
@@ -163,6 +164,7 @@ struct ingest_waiting {
 	int64_t iw_received_ms;
 	const char *iw_type;    /* the notification's type ("v1.payment_intent.succeeded") */
 	const char *iw_related; /* the id of the object it is about, or NULL */
+	const char *iw_context; /* the account it is in (event.h ev_context), or NULL */
 };
 
 /* Calls fn for up to limit events that wait to be fetched, oldest first,

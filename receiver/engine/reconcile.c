@@ -389,8 +389,9 @@ static int reconcile_ask(struct reconcile_ctx *x, const struct provider_conf *pc
 }
 
 int reconcile_fetch(const struct config *cf, const struct provider_conf *pc, const char *event_id,
-                    const char *type, const char *related, int (*sleep_fn)(void *arg, int64_t ms),
-                    void *sleep_arg, struct provider_answer *ret)
+                    const char *type, const char *related, const char *context,
+                    int (*sleep_fn)(void *arg, int64_t ms), void *sleep_arg,
+                    struct provider_answer *ret)
 {
 	struct reconcile_options opt;
 	struct reconcile_instance in;
@@ -408,6 +409,7 @@ int reconcile_fetch(const struct config *cf, const struct provider_conf *pc, con
 	q.pq_event_id = event_id;
 	q.pq_event_type = type;
 	q.pq_event_related = related;
+	q.pq_event_context = context;
 	if (reconcile_conf_load(cf, &x.rx_conf) < 0 ||
 	    pc->pc_provider->p_reconcile_request == NULL) {
 		provider_answer_init(ret);

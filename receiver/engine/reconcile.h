@@ -145,13 +145,16 @@ int reconcile_format_json(const struct reconcile_report *r, struct buf *out);
  * with backoff and Retry-After ([reconcile] timeout, retries, retry_base)
  * and the instance's key. type and related (NULL: not checked) are what
  * the signed notification said (provider_query pq_event_type,
- * pq_event_related): an answer about another is refused. sleep_fn waits
+ * pq_event_related): an answer about another is refused. context (NULL:
+ * the instance's own account) is the account the event is in, which the
+ * question names (pq_event_context, Stripe-Context). sleep_fn waits
  * between attempts (returns 1 to give up; NULL: a plain sleep). ret
  * (initialised here; finish it) gets the answer: 0 with the event in
  * pa_events, or -1 with the verdict FAILED and its reason and detail. */
 int reconcile_fetch(const struct config *cf, const struct provider_conf *pc, const char *event_id,
-                    const char *type, const char *related, int (*sleep_fn)(void *arg, int64_t ms),
-                    void *sleep_arg, struct provider_answer *ret);
+                    const char *type, const char *related, const char *context,
+                    int (*sleep_fn)(void *arg, int64_t ms), void *sleep_arg,
+                    struct provider_answer *ret);
 
 /* ---- the daemon's worker ---- */
 

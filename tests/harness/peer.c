@@ -185,6 +185,7 @@ static void peer_request_fill(struct peer_request *r, struct MHD_Connection *c, 
 	r->pq_webhook_id = peer_strdup(peer_header(c, "webhook-id"));
 	r->pq_webhook_timestamp = peer_strdup(peer_header(c, "webhook-timestamp"));
 	r->pq_webhook_signature = peer_strdup(peer_header(c, "webhook-signature"));
+	r->pq_stripe_context = peer_strdup(peer_header(c, "Stripe-Context"));
 	r->pq_body = malloc(pc->pc_len + 1);
 	if (r->pq_body != NULL) {
 		if (pc->pc_len > 0) {
@@ -648,6 +649,7 @@ int peer_request(struct peer *p, size_t i, struct peer_request *ret)
 		ret->pq_webhook_id = peer_strdup(r->pq_webhook_id);
 		ret->pq_webhook_timestamp = peer_strdup(r->pq_webhook_timestamp);
 		ret->pq_webhook_signature = peer_strdup(r->pq_webhook_signature);
+		ret->pq_stripe_context = peer_strdup(r->pq_stripe_context);
 		ret->pq_body = malloc(r->pq_body_len + 1);
 		if (ret->pq_body != NULL) {
 			memcpy(ret->pq_body, r->pq_body != NULL ? r->pq_body : "", r->pq_body_len);
@@ -673,6 +675,7 @@ void peer_request_finish(struct peer_request *r)
 	free(r->pq_webhook_id);
 	free(r->pq_webhook_timestamp);
 	free(r->pq_webhook_signature);
+	free(r->pq_stripe_context);
 	free(r->pq_body);
 	memset(r, 0, sizeof(*r));
 }

@@ -41,6 +41,7 @@ struct peer_request {
 	char *pq_webhook_id;
 	char *pq_webhook_timestamp;
 	char *pq_webhook_signature;
+	char *pq_stripe_context; /* Stripe-Context, or NULL */
 	char *pq_body; /* NUL-terminated */
 	size_t pq_body_len;
 	int64_t pq_at_ms;           /* when the body was complete */

@@ -354,6 +354,45 @@ static void test_simulate_with_amount_and_currency_needs_no_database(void **stat
 	daemon_finish(&d);
 }
 
+/* A callback simulate cannot sign (the instance's public key is not the
+ * half of this box's key pair) says so with a sentence that reads right
+ * for any type's name, and sends nothing. */
+static void test_simulate_says_which_callback_it_cannot_build(void **state)
+{
+	struct daemon d;
+	struct daemon keys;
+	const char *pay[] = {"simulate",
+	                     "alipay",
+	                     "payment",
+	                     "--order",
+	                     "ord_aaaaaaaaaaaaaaaaaaaa",
+	                     "--amount",
+	                     "1999",
+	                     "--currency",
+	                     "cny",
+	                     "--to",
+	                     "http://127.0.0.1:1/hooks/alipay",
+	                     NULL};
+	char *log;
+
+	(void)state;
+	assert_int_equal(daemon_init(&keys, NULL), 0);
+	assert_int_equal(daemon_init(&d, NULL), 0);
+	configure(&d, &sim_cases[5], 0, &keys);
+	assert_int_equal(cli(&d, pay, NULL), 78);
+	assert_int_equal(daemon_log_wait(&d,
+	                                 "simulate: cannot build a callback for alipay (type "
+	                                 "alipay; see above)",
+	                                 1000),
+	                 0);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	assert_null(strstr(log, "a alipay"));
+	free(log);
+	daemon_finish(&d);
+	daemon_finish(&keys);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -373,6 +412,7 @@ int main(void)
 	                test_simulate_to_https_verifies_the_listener_against_client_ca_file),
 	        cmocka_unit_test(test_simulate_refuses_what_it_cannot_do_with_a_clear_exit_status),
 	        cmocka_unit_test(test_simulate_with_amount_and_currency_needs_no_database),
+	        cmocka_unit_test(test_simulate_says_which_callback_it_cannot_build),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -31,6 +31,10 @@ struct fake_payment {
 	char fp_pi[80];    /* the PaymentIntent the event is about */
 	char fp_order[64]; /* our order id, in its metadata */
 	int64_t fp_amount;
+	/* The connected account the event happened in: Stripe serves it
+	 * only to a request in that context (Stripe-Context); "" for the
+	 * platform's own events, served only without one. */
+	char fp_context[96];
 };
 
 static struct {
@@ -71,10 +75,13 @@ static void fake_says(const char *pi, const char *type, const char *related)
 }
 
 /* The thin event related to pi (its id ends the URL after "evt_thin_")
- * gets the payment registered for pi. */
-static void fake_pays(const char *pi, const char *order, int64_t amount)
+ * gets the payment registered for pi, made in the account context ("":
+ * the platform's own). */
+static void fake_pays_in(const char *pi, const char *order, int64_t amount, const char *context)
 {
 	pthread_mutex_lock(&fake.fk_lock);
+	snprintf(fake.fk_pays[fake.fk_n].fp_context, sizeof(fake.fk_pays[0].fp_context), "%.*s",
+	         (int)sizeof(fake.fk_pays[0].fp_context) - 1, context);
 	/* Bounded by the precision, so an optimising build sees no truncation. */
 	snprintf(fake.fk_pays[fake.fk_n].fp_pi, sizeof(fake.fk_pays[0].fp_pi), "%.*s",
 	         (int)sizeof(fake.fk_pays[0].fp_pi) - 1, pi);
@@ -83,6 +90,11 @@ static void fake_pays(const char *pi, const char *order, int64_t amount)
 	fake.fk_pays[fake.fk_n].fp_amount = amount;
 	fake.fk_n++;
 	pthread_mutex_unlock(&fake.fk_lock);
+}
+
+static void fake_pays(const char *pi, const char *order, int64_t amount)
+{
+	fake_pays_in(pi, order, amount, "");
 }
 
 static void fake_done(void *arg, struct peer_behaviour *b)
@@ -124,7 +136,11 @@ static void fake_events(void *arg, const struct peer_request *req, struct peer_b
 			p = &fake.fk_pays[i];
 		}
 	}
-	if (p == NULL) {
+	/* An event of another account than the request's context is not
+	 * found, as Stripe answers it. */
+	if (p == NULL ||
+	    strcmp(p->fp_context, req->pq_stripe_context != NULL ? req->pq_stripe_context : "") !=
+	            0) {
 		pthread_mutex_unlock(&fake.fk_lock);
 		ret->pb_status = 404;
 		ret->pb_body = strdup("{\"error\":{\"message\":\"No such event\"}}");
@@ -132,9 +148,11 @@ static void fake_events(void *arg, const struct peer_request *req, struct peer_b
 	}
 	says = fake.fk_says_pi != NULL && strcmp(fake.fk_says_pi, p->fp_pi) == 0;
 	buf_init(&b, 0);
+	buf_printf(&b, "{\"context\":");
+	buf_printf(&b, p->fp_context[0] != '\0' ? "\"%s\"," : "null,", p->fp_context);
 	buf_printf(&b,
-	           "{\"id\":\"%s\",\"object\":\"v2.core.event\",\"type\":\"%s\","
-	           "\"created\":\"2026-12-04T08:00:00.000Z\",\"livemode\":false,\"context\":null,"
+	           "\"id\":\"%s\",\"object\":\"v2.core.event\",\"type\":\"%s\","
+	           "\"created\":\"2026-12-04T08:00:00.000Z\",\"livemode\":false,"
 	           "\"related_object\":{\"id\":\"%s\",\"type\":\"payment_intent\",\"url\":"
 	           "\"/v1/payment_intents/%s\"},\"data\":{\"object\":{\"id\":\"%s\",\"object\":"
 	           "\"payment_intent\",\"amount\":%" PRId64 ",\"amount_received\":%" PRId64
@@ -166,11 +184,10 @@ struct t_env {
 	struct peer *te_notify;
 };
 
-/* The daemon with a fake Stripe API, and extra appended to its configuration. */
-static void env_start_with(struct t_env *e, const char *extra)
+/* The fake Stripe API and the notified shop started; the daemon's
+ * configuration, extra appended, into ini. */
+static void env_peers(struct t_env *e, const char *extra, struct buf *ini)
 {
-	struct buf ini;
-
 	fake_reset();
 	e->te_api = peer_create();
 	e->te_notify = peer_create();
@@ -178,14 +195,22 @@ static void env_start_with(struct t_env *e, const char *extra)
 	assert_non_null(e->te_notify);
 	assert_int_equal(peer_handler(e->te_api, "/v2/core/events/", fake_events, fake_done, NULL),
 	                 0);
-	buf_init(&ini, 0);
-	buf_printf(&ini,
+	buf_init(ini, 0);
+	buf_printf(ini,
 	           "[provider stripe]\ntype = stripe\nsecret = " FX_STRIPE_SECRET "\n"
 	           "api_key = env:IDEMHOOK_E2E_THIN_KEY\napi_base_url = %s\n\n"
 	           "[points]\nrate = 1/100\n\n"
 	           "[outbound]\nnotify_url = %s/notify\n\n"
 	           "[reconcile]\nretries = 2\nretry_base = 50ms\ntimeout = 1s\n\n%s",
 	           peer_base(e->te_api), peer_base(e->te_notify), extra);
+}
+
+/* The daemon with a fake Stripe API, and extra appended to its configuration. */
+static void env_start_with(struct t_env *e, const char *extra)
+{
+	struct buf ini;
+
+	env_peers(e, extra, &ini);
 	assert_int_equal(daemon_init(&e->te_d, ini.buf_data), 0);
 	buf_finish(&ini);
 	assert_int_equal(daemon_start(&e->te_d), 0);
@@ -204,19 +229,26 @@ static void env_finish(struct t_env *e)
 }
 
 /* A thin notification of type about PaymentIntent pi as an event
- * destination sends it: no data; live or in test mode. */
-static char *thin_body_as(const char *id, const char *pi, const char *type, int live)
+ * destination sends it: no data; live or in test mode; context is the
+ * JSON value of its context ("null", or a quoted account id). */
+static char *thin_body_in(const char *id, const char *pi, const char *type, int live,
+                          const char *context)
 {
 	struct buf b;
 
 	buf_init(&b, 0);
 	buf_printf(&b,
 	           "{\"id\":\"%s\",\"object\":\"v2.core.event\",\"type\":\"%s\","
-	           "\"created\":\"2026-12-04T08:00:00.000Z\",\"livemode\":%s,\"context\":null,"
+	           "\"created\":\"2026-12-04T08:00:00.000Z\",\"livemode\":%s,\"context\":%s,"
 	           "\"related_object\":{\"id\":\"%s\",\"type\":\"payment_intent\",\"url\":"
 	           "\"/v1/payment_intents/%s\"}}",
-	           id, type, live ? "true" : "false", pi, pi);
+	           id, type, live ? "true" : "false", context, pi, pi);
 	return buf_take(&b, NULL);
+}
+
+static char *thin_body_as(const char *id, const char *pi, const char *type, int live)
+{
+	return thin_body_in(id, pi, type, live, "null");
 }
 
 /* A thin payment in test mode. */
@@ -846,6 +878,197 @@ test_a_fetched_event_that_contradicts_its_thin_notification_is_never_applied(voi
 	env_finish(&e);
 }
 
+/* The requests the fake Stripe API got for event id, and the
+ * Stripe-Context of the last of them into ret (NULL: none; free it). */
+static size_t fetches_of(struct t_env *e, const char *id, char **ret)
+{
+	char path[160];
+	size_t n = 0;
+	size_t i;
+
+	snprintf(path, sizeof(path), "/v2/core/events/%s", id);
+	*ret = NULL;
+	for (i = 0; i < peer_count(e->te_api); i++) {
+		struct peer_request r;
+
+		assert_int_equal(peer_request(e->te_api, i, &r), 0);
+		if (strcmp(r.pq_path, path) == 0) {
+			n++;
+			free(*ret);
+			*ret = r.pq_stripe_context != NULL ? strdup(r.pq_stripe_context) : NULL;
+		}
+		peer_request_finish(&r);
+	}
+	return n;
+}
+
+/* A thin event from a connected account (Connect, or an account of an
+ * organization: "acct_platform/acct_connected") carries its context.
+ * Stripe serves its full event only to a request in that context: the
+ * fetch sends Stripe-Context, and the payment is applied once. */
+static void test_a_connected_accounts_thin_event_is_fetched_in_its_context_and_applied(void **state)
+{
+	static const char *const contexts[] = {"acct_1ConnectedShop00",
+	                                       "acct_1Platform00/acct_1Connected01"};
+	struct t_env e;
+	char order[64];
+	char pi[96];
+	char id[128];
+	char quoted[128];
+	char *body;
+	char *sent;
+	size_t i;
+
+	(void)state;
+	env_start(&e);
+	for (i = 0; i < 2; i++) {
+		fx_order(&e.te_d, 1999, "usd", order);
+		snprintf(pi, sizeof(pi), "pi_%s", order);
+		snprintf(id, sizeof(id), "evt_thin_%s", pi);
+		snprintf(quoted, sizeof(quoted), "\"%s\"", contexts[i]);
+		fake_pays_in(pi, order, 1999, contexts[i]);
+		body = thin_body_in(id, pi, T_PAY, 1, quoted);
+		assert_int_equal(fx_stripe_send(&e.te_d, body, NULL), 200);
+		free(body);
+		wait_paid(&e, order);
+		assert_int_equal(fetches_of(&e, id, &sent), 1);
+		assert_non_null(sent);
+		assert_string_equal(sent, contexts[i]);
+		free(sent);
+		assert_int_equal(db_int(&e,
+		                        "SELECT COUNT(*) FROM points_ledger WHERE order_id = '%s'",
+		                        order),
+		                 1);
+	}
+	/* The platform's own thin events are fetched without one. */
+	kick(&e);
+	env_finish(&e);
+}
+
+/* A context is an account id, or several joined by "/": letters, digits
+ * and "_". Anything else (a line break that would add a header field to
+ * the fetch, a space, a colon, an empty segment, another JSON type, more
+ * than 255 bytes) is refused 400, nothing stored, no key consumed. */
+static void test_a_thin_event_whose_context_is_not_an_account_id_is_refused(void **state)
+{
+	static const char *const bad[] = {
+	        "\"acct_1\\r\\nX-Injected: yes\"",
+	        "\"acct_1\\nX-Injected: yes\"",
+	        "\"acct_1 acct_2\"",
+	        "\"acct_1:x\"",
+	        "\"acct_1//acct_2\"",
+	        "\"/acct_1\"",
+	        "\"acct_1/\"",
+	        "\"acct_\\u00e91\"",
+	        "5",
+	        "{\"id\":\"acct_1\"}",
+	        "\"acct_"
+	        "1xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	        "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	        "x"
+	        "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+	        "x"
+	        "xxxxxxxxxxxxxxxxxxxxxxxxxxx\"",
+	};
+	struct t_env e;
+	char header[512];
+	const char *headers[] = {header, "Content-Type: application/json", NULL};
+	char *body;
+	char *sig;
+	size_t i;
+
+	(void)state;
+	env_start(&e);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		body = thin_body_in("evt_thin_bad_context", "pi_bad_context", T_PAY, 1, bad[i]);
+		sig = hn_stripe_signature(FX_STRIPE_SECRET, hn_now_s(), body, strlen(body));
+		snprintf(header, sizeof(header), "Stripe-Signature: %s", sig);
+		e2e_expect_unchanged(&e.te_d, "stripe", headers, body, 400);
+		free(sig);
+		free(body);
+	}
+	assert_int_equal(peer_count(e.te_api), 0);
+	env_finish(&e);
+}
+
+#define T_MIGRATION_CONTEXT "_keep_thin_event_context.sql"
+
+/* Rows of the schema before the migration: thin events waiting for their
+ * full event, as the daemon recorded them (the notification as payload):
+ * one from a connected account, one from the platform, one whose context
+ * is no account id (recorded before contexts were checked). */
+static void t_rows_context(struct buf *sql, int pg, void *arg)
+{
+	static const char *const rows[][3] = {
+	        {"evt_thin_pi_migrated_conn", "pi_migrated_conn", "\"acct_1Migrated00\""},
+	        {"evt_thin_pi_migrated_own", "pi_migrated_own", "null"},
+	        {"evt_thin_pi_migrated_odd", "pi_migrated_odd", "\"acct 1\""},
+	};
+	long long now_ms = (long long)hn_now_s() * 1000;
+	size_t i;
+
+	(void)arg;
+	for (i = 0; i < 3; i++) {
+		char *body = thin_body_in(rows[i][0], rows[i][1], T_PAY, 1, rows[i][2]);
+
+		buf_printf(sql,
+		           "INSERT INTO idempotency_records (scope, idem_key, status, fingerprint, "
+		           "fence_token, created_at, updated_at, type, kind, payment_ref, payload, "
+		           "outcome, effect, received_at, processed_at) VALUES ('stripe', '%s', "
+		           "'done', %s, 1, %lld, %lld, '" T_PAY "', 'other', '%s', %s('%s'%s), "
+		           "'done', 'to_fetch', %lld, %lld);\n",
+		           rows[i][0], pg ? "decode(repeat('ab', 32), 'hex')" : "randomblob(32)",
+		           now_ms, now_ms, rows[i][1], pg ? "convert_to" : "CAST", body,
+		           pg ? ", 'UTF8'" : " AS BLOB", now_ms, now_ms);
+		free(body);
+	}
+}
+
+/* A database of the schema before contexts were kept, with thin events
+ * waiting: `idemhook migrate` keeps every one and takes each one's context
+ * from the notification it recorded (an account id only), so the
+ * connected account's event, stuck until then (Stripe answered "not
+ * found"), is fetched in its context and applied. */
+static void test_migrate_gives_waiting_thin_events_their_context_and_they_are_applied(void **state)
+{
+	struct t_env e;
+	struct buf ini;
+	char order[64];
+	char *sent;
+
+	(void)state;
+	env_peers(&e, "", &ini);
+	e2e_migrate_from(&e.te_d, ini.buf_data, T_MIGRATION_CONTEXT, t_rows_context, NULL);
+	buf_finish(&ini);
+	assert_int_equal(db_int(&e, "SELECT COUNT(*) FROM events WHERE effect = '%s'", "to_fetch"),
+	                 3);
+	assert_int_equal(db_int(&e,
+	                        "SELECT COUNT(*) FROM idempotency_records WHERE idem_key = "
+	                        "'evt_thin_pi_migrated_conn' AND context = '%s'",
+	                        "acct_1Migrated00"),
+	                 1);
+	assert_int_equal(db_int(&e,
+	                        "SELECT COUNT(*) FROM idempotency_records WHERE idem_key LIKE "
+	                        "'evt_thin_pi_migrated_%s' AND context IS NULL",
+	                        "%"),
+	                 2);
+	assert_int_equal(daemon_start(&e.te_d), 0);
+	fx_order(&e.te_d, 2500, "usd", order);
+	fake_pays_in("pi_migrated_conn", order, 2500, "acct_1Migrated00");
+	kick(&e);
+	wait_paid(&e, order);
+	assert_true(fetches_of(&e, "evt_thin_pi_migrated_conn", &sent) >= 1);
+	assert_non_null(sent);
+	assert_string_equal(sent, "acct_1Migrated00");
+	free(sent);
+	assert_int_equal(db_int(&e,
+	                        "SELECT COUNT(*) FROM events WHERE idem_key = "
+	                        "'evt_thin_pi_migrated_conn' AND effect = '%s'",
+	                        "paid"),
+	                 1);
+	env_finish(&e);
+}
+
 static int group_setup(void **state)
 {
 	(void)state;
@@ -872,6 +1095,11 @@ int main(void)
 	        cmocka_unit_test(test_thin_events_stripe_no_longer_has_are_dismissed_by_filter),
 	        cmocka_unit_test(
 	                test_a_fetched_event_that_contradicts_its_thin_notification_is_never_applied),
+	        cmocka_unit_test(
+	                test_a_connected_accounts_thin_event_is_fetched_in_its_context_and_applied),
+	        cmocka_unit_test(test_a_thin_event_whose_context_is_not_an_account_id_is_refused),
+	        cmocka_unit_test(
+	                test_migrate_gives_waiting_thin_events_their_context_and_they_are_applied),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, NULL);

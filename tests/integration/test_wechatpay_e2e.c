@@ -21,6 +21,8 @@
 #include "wechatpay_fixture.h"
 
 #define WX_SERIAL "5157F09EFDC096DE15EBE81A47057A7232F1B8E1"
+/* The same serial as the merchant platform may show it, in lower case. */
+#define WX_SERIAL_LOWER "5157f09efdc096de15ebe81a47057a7232f1b8e1"
 #define WX_APIV3 "abcdefghijklmnopqrstuvwxyz012345"
 
 #define WX_INI                                                                                     \
@@ -29,7 +31,10 @@
 	"apiv3_key = " WX_APIV3 "\nmchid = 1900000001\n\n"                                         \
 	"[provider wechatpay-partner]\ntype = wechatpay\nplatform_key = " WX_SERIAL                \
 	" env:IDEMHOOK_E2E_WX_PUB\napiv3_key = " WX_APIV3 "\nsp_mchid = 1900000100\n"              \
-	"sub_mchid = 1900000108, 1900000109\n\n[points]\nrate = 1/100\n"
+	"sub_mchid = 1900000108, 1900000109\n\n"                                                   \
+	"[provider wechatpay-lower]\ntype = wechatpay\nplatform_key = " WX_SERIAL_LOWER            \
+	" env:IDEMHOOK_E2E_WX_PUB\napiv3_key = " WX_APIV3 "\nmchid = 1900000001\n\n"               \
+	"[points]\nrate = 1/100\n"
 
 static EVP_PKEY *wx_key;
 
@@ -695,6 +700,126 @@ static void test_wechatpay_bodies_parsers_disagree_on_consume_no_key(void **stat
 	free(good);
 }
 
+/* Serials are hex: one configured in lower case (as some tools print it)
+ * names the key WeChat Pay's upper-case Wechatpay-Serial names. */
+static void test_wechatpay_a_serial_configured_in_lower_case_matches_the_header(void **state)
+{
+	struct daemon *d = *state;
+	struct wx_msg m;
+	struct hres r;
+	char id[64];
+	char *plain;
+	char *body;
+
+	fx_order(d, 1500, "cny", id);
+	plain = paid_plain(id, 1500);
+	body = wx_body("EV-e2e-lower-1", "TRANSACTION.SUCCESS", plain, "llllllllllll");
+	wx_sign(&m, body, NULL);
+	assert_string_equal(m.wm_h[3], "Wechatpay-Serial: " WX_SERIAL);
+	assert_int_equal(e2e_post(d, "wechatpay-lower", m.wm_headers, body, &r), 0);
+	assert_int_equal(r.hs_status, 204);
+	hres_finish(&r);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", id),
+	                 1);
+	free(plain);
+	free(body);
+}
+
+/* Posts plain as a notification of event_type to instance provider, signed,
+ * and returns the status of the answer. */
+static long wx_post(struct daemon *d, const char *provider, const char *event_id,
+                    const char *event_type, const char *plain)
+{
+	char *body = wx_body(event_id, event_type, plain, "mmmmmmmmmmmm");
+	struct wx_msg m;
+	struct hres r;
+	long status;
+
+	wx_sign(&m, body, NULL);
+	assert_int_equal(e2e_post(d, provider, m.wm_headers, body, &r), 0);
+	status = r.hs_status;
+	hres_finish(&r);
+	free(body);
+	return status;
+}
+
+/* With mchid set, notifications of types the shop does not apply name the
+ * merchant elsewhere (a transfer's mch_id, a combined payment's
+ * combine_mchid and its sub-orders' mchid) or nowhere (a complaint): they
+ * are acknowledged and recorded with no effect, not refused for WeChat Pay
+ * to retry for a day. One that names another merchant is refused, and a
+ * payment that would be applied must name ours where payments do. */
+static void test_wechatpay_events_the_shop_does_not_apply_are_recorded_not_refused(void **state)
+{
+	struct daemon *d = *state;
+	struct wx_msg m;
+	char id[64];
+	char *plain;
+	char *body;
+	char *nameless;
+
+	fx_order(d, 1000, "cny", id);
+	assert_int_equal(
+	        wx_post(d, "wechatpay", "EV-transfer-1", "MCHTRANSFER.BILL.FINISHED",
+	                "{\"mch_id\":\"1900000001\",\"out_bill_no\":\"plfk2020042013\","
+	                "\"transfer_bill_no\":\"1330000071100999991182020050700019480001\","
+	                "\"state\":\"SUCCESS\",\"transfer_amount\":400000,\"openid\":\"o1\","
+	                "\"create_time\":\"2025-01-01T13:29:35+08:00\"}"),
+	        204);
+	plain = e2e_expand("{\"combine_appid\":\"wxd678efh567hg6787\",\"combine_mchid\":"
+	                   "\"1900000001\",\"combine_out_trade_no\":\"C-@\",\"sub_orders\":[{"
+	                   "\"mchid\":\"1900000001\",\"trade_type\":\"JSAPI\",\"trade_state\":"
+	                   "\"SUCCESS\",\"transaction_id\":\"42000@\",\"out_trade_no\":\"@\","
+	                   "\"amount\":{\"total_amount\":1000,\"currency\":\"CNY\"}}],"
+	                   "\"combine_payer_info\":{\"openid\":\"o1\"}}",
+	                   id);
+	assert_int_equal(wx_post(d, "wechatpay", "EV-combine-1", "TRANSACTION.SUCCESS", plain),
+	                 204);
+	free(plain);
+	assert_int_equal(wx_post(d, "wechatpay", "EV-complaint-1", "COMPLAINT.CREATE",
+	                         "{\"complaint_id\":\"200201820200101080076610000\","
+	                         "\"action_type\":\"CREATE_COMPLAINT\"}"),
+	                 204);
+	assert_int_equal(
+	        e2e_db_int(d,
+	                   "SELECT COUNT(*) FROM events WHERE idem_key IN ('EV-transfer-1', "
+	                   "'EV-combine-1', 'EV-complaint-1') AND outcome = 'done' AND "
+	                   "effect = 'recorded' AND kind = '%s'",
+	                   "other"),
+	        3);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", id),
+	                 1);
+
+	/* Another merchant's, wherever it is named: refused, nothing stored. */
+	body = wx_body("EV-transfer-2", "MCHTRANSFER.BILL.FINISHED",
+	               "{\"mch_id\":\"1900000002\",\"out_bill_no\":\"plfk2020042014\","
+	               "\"state\":\"SUCCESS\",\"transfer_amount\":100}",
+	               "nnnnnnnnnnnn");
+	wx_sign(&m, body, NULL);
+	e2e_expect_unchanged(d, "wechatpay", m.wm_headers, body, 403);
+	free(body);
+	plain = e2e_expand("{\"combine_mchid\":\"1900000002\",\"combine_out_trade_no\":\"C2-@\","
+	                   "\"sub_orders\":[{\"mchid\":\"1900000002\",\"out_trade_no\":\"@\","
+	                   "\"trade_state\":\"SUCCESS\"}]}",
+	                   id);
+	body = wx_body("EV-combine-2", "TRANSACTION.SUCCESS", plain, "oooooooooooo");
+	wx_sign(&m, body, NULL);
+	e2e_expect_unchanged(d, "wechatpay", m.wm_headers, body, 403);
+	free(body);
+	free(plain);
+	/* A payment that names no merchant is not applied to an order. */
+	plain = paid_plain(id, 1000);
+	nameless = e2e_replace(plain, "\"mchid\":\"1900000001\",", "");
+	body = wx_body("EV-nameless-1", "TRANSACTION.SUCCESS", nameless, "pppppppppppp");
+	wx_sign(&m, body, NULL);
+	e2e_expect_unchanged(d, "wechatpay", m.wm_headers, body, 403);
+	free(body);
+	free(nameless);
+	free(plain);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", id),
+	                 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -709,6 +834,10 @@ int main(void)
 	        cmocka_unit_test(test_wechatpay_refund_then_refund_abnormal_leaves_the_order_paid),
 	        cmocka_unit_test(test_wechatpay_partner_mode_pays_refunds_and_closes_refunds),
 	        cmocka_unit_test(test_wechatpay_bodies_parsers_disagree_on_consume_no_key),
+	        cmocka_unit_test(
+	                test_wechatpay_a_serial_configured_in_lower_case_matches_the_header),
+	        cmocka_unit_test(
+	                test_wechatpay_events_the_shop_does_not_apply_are_recorded_not_refused),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
