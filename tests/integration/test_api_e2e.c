@@ -827,6 +827,83 @@ static void test_answers_vary_on_origin_whatever_the_origin(void **state)
 	free(nothing);
 }
 
+/* Under cors_origins = * every page may read the answers, and no
+ * credentials are ever allowed: the Fetch standard's literal "*" says
+ * exactly that. It is the same on every answer, Origin or none, so no
+ * Vary: Origin; and "null" (a sandboxed frame, a file:// page) is never
+ * echoed back as if it were an origin that was allowed. */
+static void test_under_a_star_every_answer_says_star_and_never_echoes_null(void **state)
+{
+	const char *null_preflight[] = {"Origin: null", "Access-Control-Request-Method: POST",
+	                                "Access-Control-Request-Headers: idempotency-key", NULL};
+	const char *null_origin[] = {"Origin: null", NULL};
+	const char *page[] = {"Origin: https://any.example", "Idempotency-Key: star-1", NULL};
+	const char *body = "{\"amount\":113,\"currency\":\"eur\"}";
+	const char *const *asks[] = {null_origin, NULL};
+	struct daemon d;
+	char *list;
+	char *order;
+	struct hres r;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, API_ONLY_INI "[api]\ncors_origins = *\n"), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	list = e2e_url(&d, "/api/orders");
+	order = e2e_url(&d, "/api/orders/ord_aaaaaaaaaaaaaaaaaaaa");
+	assert_int_equal(hn_http("OPTIONS", list, null_preflight, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 204);
+	assert_header(&r, "Access-Control-Allow-Origin", "*");
+	assert_header_contains(&r, "Access-Control-Allow-Headers", "Idempotency-Key");
+	assert_no_header(&r, "Access-Control-Allow-Credentials");
+	assert_no_header(&r, "Vary");
+	hres_finish(&r);
+	e2e_post(&d, page, body, &r);
+	assert_int_equal(r.hs_status, 201);
+	assert_header(&r, "Access-Control-Allow-Origin", "*");
+	assert_header_contains(&r, "Access-Control-Expose-Headers", "Location");
+	assert_no_header(&r, "Access-Control-Allow-Credentials");
+	assert_no_header(&r, "Vary");
+	hres_finish(&r);
+	/* With Origin: null and without an Origin, the same headers. */
+	for (i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
+		assert_int_equal(hn_http("GET", order, asks[i], NULL, 0, &r), 0);
+		assert_problem(&r, 404, "not_found");
+		assert_header(&r, "Access-Control-Allow-Origin", "*");
+		assert_header_contains(&r, "Access-Control-Expose-Headers", "Retry-After");
+		assert_no_header(&r, "Vary");
+		hres_finish(&r);
+	}
+	free(list);
+	free(order);
+	daemon_finish(&d);
+}
+
+/* With origins listed, "null" is none of them: no preflight, no answer
+ * to read. */
+static void test_with_origins_listed_null_is_refused(void **state)
+{
+	const char *null_preflight[] = {"Origin: null", "Access-Control-Request-Method: POST",
+	                                NULL};
+	const char *null_origin[] = {"Origin: null", NULL};
+	char *list = e2e_url(&e2e_main, "/api/orders");
+	char *order = e2e_url(&e2e_main, "/api/orders/ord_aaaaaaaaaaaaaaaaaaaa");
+	struct hres r;
+
+	(void)state;
+	assert_int_equal(hn_http("OPTIONS", list, null_preflight, NULL, 0, &r), 0);
+	assert_problem(&r, 403, "cors_origin_not_allowed");
+	assert_no_header(&r, "Access-Control-Allow-Origin");
+	hres_finish(&r);
+	assert_int_equal(hn_http("GET", order, null_origin, NULL, 0, &r), 0);
+	assert_problem(&r, 404, "not_found");
+	assert_no_header(&r, "Access-Control-Allow-Origin");
+	assert_header(&r, "Vary", "Origin");
+	hres_finish(&r);
+	free(list);
+	free(order);
+}
+
 /* method on url is answered 405 problem+json with Allow: allow. */
 static void assert_405(const char *method, const char *url, const char *allow)
 {
@@ -1684,6 +1761,8 @@ int main(void)
 	        cmocka_unit_test(
 	                test_cross_origin_replies_expose_location_retry_after_and_replayed),
 	        cmocka_unit_test(test_answers_vary_on_origin_whatever_the_origin),
+	        cmocka_unit_test(test_under_a_star_every_answer_says_star_and_never_echoes_null),
+	        cmocka_unit_test(test_with_origins_listed_null_is_refused),
 	        cmocka_unit_test(test_options_that_is_no_preflight_answers_allow),
 	        cmocka_unit_test(test_content_type_takes_tabs_before_parameters_and_nothing_else),
 	        cmocka_unit_test(test_checkout_renders_a_form_with_a_fresh_server_made_key),
