@@ -720,6 +720,169 @@ int api_idempotency_key_parse(const char *value, char ret_key[API_KEY_MAX + 1])
 	return 0;
 }
 
+/* ---- Accept ---- */
+
+/* An RFC 9110 qvalue ("0", "0.5", "1.000") of n bytes in thousandths:
+ * 0 with *ret set, or -1. */
+static int api_qvalue(const char *p, size_t n, int *ret)
+{
+	static const int scale[] = {100, 10, 1};
+	int q;
+	size_t i;
+
+	if (n == 0 || (p[0] != '0' && p[0] != '1') || n > 5 || (n > 1 && p[1] != '.')) {
+		return -1;
+	}
+	q = (p[0] - '0') * 1000;
+	for (i = 2; i < n; i++) {
+		if (!api_ascii_digit(p[i])) {
+			return -1;
+		}
+		q += (p[i] - '0') * scale[i - 2];
+	}
+	if (q > 1000) {
+		return -1;
+	}
+	*ret = q;
+	return 0;
+}
+
+/* How specifically the media range r (n bytes) names type ("text/html"):
+ * 3 the type itself, 2 its major type with any subtype ("text" and "*"),
+ * 1 any type ("*" and "*"), 0 not at all. */
+static int api_accept_rank(const char *r, size_t n, const char *type)
+{
+	size_t major = strcspn(type, "/");
+
+	if (n == strlen(type) && strncasecmp(r, type, n) == 0) {
+		return 3;
+	}
+	if (n == major + 2 && strncasecmp(r, type, major + 1) == 0 && r[major + 1] == '*') {
+		return 2;
+	}
+	return n == 3 && memcmp(r, "*/*", 3) == 0 ? 1 : 0;
+}
+
+/* Past the element of an Accept value at p, to its "," or the end,
+ * stepping over quoted strings. */
+static const char *api_accept_skip(const char *p)
+{
+	int quoted = 0;
+
+	for (; *p != '\0' && (quoted || *p != ','); p++) {
+		if (quoted && *p == '\\' && p[1] != '\0') {
+			p++;
+		} else if (*p == '"') {
+			quoted = !quoted;
+		}
+	}
+	return p;
+}
+
+/* One element of an Accept value at p: its media range's rank for type
+ * and its weight (1000 without q=). Returns 0, or -1 when the element is
+ * not one RFC 9110 reads (it then counts for nothing). */
+static int api_accept_element(const char *p, const char *end, const char *type, int *ret_rank,
+                              int *ret_q)
+{
+	size_t n = strcspn(p, " \t;,");
+	int q = 1000;
+	int weighed = 0;
+
+	if (p + n > end || memchr(p, '/', n) == NULL) {
+		return -1;
+	}
+	*ret_rank = api_accept_rank(p, n, type);
+	p += n;
+	for (;;) {
+		const char *name;
+		size_t name_len;
+		const char *value;
+
+		p += strspn(p, " \t");
+		if (p >= end) {
+			break;
+		}
+		if (*p != ';') {
+			return -1;
+		}
+		p++;
+		p += strspn(p, " \t");
+		name = p;
+		name_len = strcspn(p, " \t;,=\"");
+		p += name_len;
+		if (name_len == 0 || p >= end || *p != '=') {
+			return -1;
+		}
+		value = ++p;
+		if (*p == '"') {
+			/* A quoted-string: to its closing quote, past escapes. */
+			while (*++p != '"') {
+				if (*p == '\\' && p[1] != '\0') {
+					p++;
+				}
+				if (*p == '\0' || p >= end) {
+					return -1;
+				}
+			}
+			p++;
+			continue;
+		}
+		p += strcspn(p, " \t;,");
+		/* The first q is the weight; parameters before it belong to
+		 * the media range, which this does not read. */
+		if (name_len == 1 && (name[0] == 'q' || name[0] == 'Q') && !weighed) {
+			if (api_qvalue(value, (size_t)(p - value), &q) < 0) {
+				return -1;
+			}
+			weighed = 1;
+		}
+	}
+	*ret_q = q;
+	return 0;
+}
+
+int api_accept_quality(const struct http_request *req, const char *type, int *ret_rank)
+{
+	int best_q = 0;
+	int best_rank = 0;
+	int seen = 0;
+	size_t i;
+
+	for (i = 0; i < req->hr_n_headers; i++) {
+		const char *p = req->hr_headers[i].hh_value;
+
+		if (strcasecmp(req->hr_headers[i].hh_name, "Accept") != 0) {
+			continue;
+		}
+		seen = 1;
+		while (*p != '\0') {
+			const char *end;
+			int rank = 0;
+			int q = 0;
+
+			p += strspn(p, " \t,");
+			if (*p == '\0') {
+				break;
+			}
+			end = api_accept_skip(p);
+			if (api_accept_element(p, end, type, &rank, &q) == 0 && rank > 0 &&
+			    (rank > best_rank || (rank == best_rank && q > best_q))) {
+				best_rank = rank;
+				best_q = q;
+			}
+			p = end;
+		}
+	}
+	if (!seen) {
+		/* No Accept: any type will do (RFC 9110 12.5.1). */
+		*ret_rank = 0;
+		return 1000;
+	}
+	*ret_rank = best_rank;
+	return best_q;
+}
+
 /* ---- canonical JSON ---- */
 
 static int api_canon_value(struct buf *b, const cJSON *v, int depth);

@@ -1218,6 +1218,72 @@ static void e2e_form_post_accept(const char *form, const char *accept, struct hr
 	free(url);
 }
 
+/* The checkout answers in the type the client prefers (RFC 9110
+ * 12.5.1): by weight, then JSON named over HTML reached by a wildcard;
+ * when the client prefers neither, the page. Each Accept as browsers,
+ * fetch() and the usual libraries send it, at a refused form post (400)
+ * and a missing order page (404). */
+static void test_checkout_answers_in_the_type_the_accept_field_prefers(void **state)
+{
+	static const struct {
+		const char *accept;
+		int json;
+	} cases[] = {
+	        /* Chrome and Firefox loading a page, and fetch()'s default. */
+	        {"Accept: text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,"
+	         "image/webp,image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7",
+	         0},
+	        {"Accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", 0},
+	        {"Accept: */*", 0},
+	        /* The page's own script, axios, jQuery's getJSON. */
+	        {"Accept: application/json", 1},
+	        {"Accept: application/json, text/plain, */*", 1},
+	        {"Accept: application/json, text/javascript, */*; q=0.01", 1},
+	        {"Accept: application/problem+json", 1},
+	        /* The weights decide, not the order or the mere mention. */
+	        {"Accept: application/json;q=0, text/html", 0},
+	        {"Accept: text/html;q=0.5, application/json", 1},
+	        {"Accept: text/html;q=0, application/json;q=0.1", 1},
+	        {"Accept: application/json;q=0", 0},
+	        {"Accept: application/json, text/html", 0},
+	};
+	const char *form = "idempotency_key=8c1d3f63-2b8e-4c66-9e4e-1b0f9f8e7b62&product=caviar"
+	                   "&quantity=1";
+	char *page = e2e_url(&e2e_main, "/orders/ord_aaaaaaaaaaaaaaaaaaaa");
+	struct hres r;
+	size_t i;
+	int k;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		for (k = 0; k < 2; k++) {
+			const char *headers[] = {cases[i].accept, NULL};
+			long want = k == 0 ? 400 : 404;
+			char *ct;
+
+			if (k == 0) {
+				e2e_form_post_accept(form, cases[i].accept, &r);
+			} else {
+				assert_int_equal(hn_http("GET", page, headers, NULL, 0, &r), 0);
+			}
+			ct = hres_header(&r, "Content-Type");
+			if (r.hs_status != want || ct == NULL ||
+			    (strcmp(ct, "application/problem+json") == 0) != cases[i].json) {
+				fail_msg("%s %s: got %ld %s, wanted %ld %s",
+				         k == 0 ? "POST" : "GET", cases[i].accept, r.hs_status,
+				         ct != NULL ? ct : "(none)", want,
+				         cases[i].json ? "problem+json" : "the page");
+			}
+			if (!cases[i].json) {
+				assert_header(&r, "Content-Type", "text/html; charset=utf-8");
+			}
+			free(ct);
+			hres_finish(&r);
+		}
+	}
+	free(page);
+}
+
 /* A reference that is not UTF-8 or holds a control character is the
  * customer's mistake, answered as the other form refusals are (400, the
  * page or problem+json), never a 500; the key stays free for the form
@@ -1773,6 +1839,7 @@ int main(void)
 	        cmocka_unit_test(test_checkout_405s_allow_head_where_get_is_allowed),
 	        cmocka_unit_test(test_checkout_without_key_or_with_bad_fields_is_400),
 	        cmocka_unit_test(test_checkout_reference_not_utf8_or_with_controls_is_400),
+	        cmocka_unit_test(test_checkout_answers_in_the_type_the_accept_field_prefers),
 	        cmocka_unit_test(
 	                test_checkout_takes_the_longest_reference_its_form_lets_a_customer_type),
 	        cmocka_unit_test(test_checkout_refusal_gives_the_form_back_with_its_key),
