@@ -16,6 +16,7 @@
 #include "api.h"
 #include "fixtures.h"
 #include "harness.h"
+#include "rawhttp.h"
 #include "store.h"
 
 #define E2E_ORIGIN "https://shop.example"
@@ -902,6 +903,64 @@ static void test_with_origins_listed_null_is_refused(void **state)
 	hres_finish(&r);
 	free(list);
 	free(order);
+}
+
+/* A page's POST whose body comes too slowly is cut with a 408 by the
+ * listener, before the API sees it: for an allowed origin with the CORS
+ * headers the API would add, so that the page's script reads the 408 (and
+ * retries with the same key) instead of meeting a network error. Another
+ * origin gets the 408 without them. The two are slow together: one wait
+ * of the listener's 5 s grace. */
+static void test_a_body_too_slow_is_408_with_cors_for_an_allowed_origin(void **state)
+{
+	static const char head[] = "POST /api/orders HTTP/1.1\r\nHost: shop\r\nOrigin: %s\r\n"
+	                           "Content-Type: application/json\r\nIdempotency-Key: slow-%d\r\n"
+	                           "Content-Length: 100\r\n\r\n{\"amount\":";
+	const char *origins[] = {E2E_ORIGIN, "https://evil.example"};
+	struct rh_response r[2];
+	char req[512];
+	int fd[2];
+	int i;
+
+	(void)state;
+	for (i = 0; i < 2; i++) {
+		int n = snprintf(req, sizeof(req), head, origins[i], i);
+
+		fd[i] = rh_connect(NULL, e2e_main.dm_port);
+		assert_true(fd[i] >= 0);
+		assert_int_equal(rh_send(fd[i], req, (size_t)n), 0);
+	}
+	for (i = 0; i < 2; i++) {
+		char *v;
+
+		assert_int_equal(rh_read_response(fd[i], 30000, &r[i]), 1);
+		assert_int_equal(r[i].rr_status, 408);
+		assert_non_null(strstr(r[i].rr_body, "urn:idemhook:problem:request_timeout"));
+		v = rh_header(&r[i], "Vary");
+		assert_non_null(v);
+		assert_string_equal(v, "Origin");
+		free(v);
+		v = rh_header(&r[i], "Access-Control-Allow-Origin");
+		if (i == 0) {
+			assert_non_null(v);
+			assert_string_equal(v, E2E_ORIGIN);
+			free(v);
+			v = rh_header(&r[i], "Access-Control-Expose-Headers");
+			assert_non_null(v);
+			assert_non_null(strstr(v, "Retry-After"));
+		}
+		if (i == 1 && v != NULL) {
+			fail_msg("a 408 for another origin says Access-Control-Allow-Origin: %s",
+			         v);
+		}
+		free(v);
+		rh_response_finish(&r[i]);
+		close(fd[i]);
+	}
+	/* The key was never claimed: the page's retry makes the order. */
+	assert_int_equal(e2e_count(&e2e_main, "SELECT count(*) FROM idempotency_records WHERE "
+	                                      "idem_key IN ('slow-0', 'slow-1')"),
+	                 0);
 }
 
 /* method on url is answered 405 problem+json with Allow: allow. */
@@ -1829,6 +1888,7 @@ int main(void)
 	        cmocka_unit_test(test_answers_vary_on_origin_whatever_the_origin),
 	        cmocka_unit_test(test_under_a_star_every_answer_says_star_and_never_echoes_null),
 	        cmocka_unit_test(test_with_origins_listed_null_is_refused),
+	        cmocka_unit_test(test_a_body_too_slow_is_408_with_cors_for_an_allowed_origin),
 	        cmocka_unit_test(test_options_that_is_no_preflight_answers_allow),
 	        cmocka_unit_test(test_content_type_takes_tabs_before_parameters_and_nothing_else),
 	        cmocka_unit_test(test_checkout_renders_a_form_with_a_fresh_server_made_key),
