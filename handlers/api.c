@@ -69,6 +69,9 @@ struct api_settings {
 	int as_bad;        /* a token or origin line was refused (logged), the walk went on */
 	int as_tokens_over;  /* past API_TOKENS_MAX: said once, the rest still checked */
 	int as_origins_over; /* past API_ORIGINS_MAX: likewise */
+	int as_any;          /* cors_origins = *: every origin, answered with "*" */
+	int as_any_mixed;    /* "*" and other origins listed: said once */
+	size_t as_n_named;   /* origins listed other than "*" */
 };
 
 static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -236,59 +239,144 @@ static int api_settings_token(void *arg, const char *value, int line)
 	return 0;
 }
 
-/* An origin as a browser's Origin header serializes it (RFC 6454): a
- * lower-case scheme, "://", a lower-case host name or address ([v6] in
- * brackets), an optional port, and nothing after; or "*". Anything else
- * (a trailing slash, a path, upper case, no scheme) matches no request. */
-static int api_origin_valid(const char *p, size_t n)
+static int api_ascii_alpha(char c)
 {
-	size_t i = 0;
-	size_t host;
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
 
+static int api_ascii_digit(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+static char api_ascii_lower(char c)
+{
+	return c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+}
+
+/* One configured origin, checked against what a browser sends in Origin
+ * (the URL standard's serialization of an origin, RFC 6454): a lower-case
+ * scheme, "://", a lower-case host (an IPv6 address in brackets), a port
+ * only when it is not the scheme's default, and nothing after; or "*".
+ * Returns 0 when p (n bytes, at most API_ORIGIN_MAX) is one; else -1 with
+ * *ret_why a static sentence and ret_fix the origin to write instead, or
+ * "" when no origin can be told. Anything else would match no request. */
+static int api_origin_check(const char *p, size_t n, const char **ret_why,
+                            char ret_fix[API_ORIGIN_MAX + 1])
+{
+	static const char shape[] =
+	        "an origin is scheme://host or scheme://host:port, as the "
+	        "browser's address bar shows the page (https://shop.example.com)";
+	char fix[API_ORIGIN_MAX + 1];
+	size_t f = 0;
+	size_t i = 0;
+	size_t scheme_end;
+	size_t host;
+	size_t port = 0;
+	unsigned long port_value = 0;
+	int port_default = 0;
+	const char *why = NULL;
+
+	ret_fix[0] = '\0';
 	if (n == 1 && p[0] == '*') {
-		return 1;
+		return 0;
 	}
-	while (i < n &&
-	       ((p[i] >= 'a' && p[i] <= 'z') ||
-	        (i > 0 && ((p[i] >= '0' && p[i] <= '9') || strchr("+.-", p[i]) != NULL)))) {
+	if (n == 4 && strncasecmp(p, "null", 4) == 0) {
+		*ret_why =
+		        "null is the origin of sandboxed frames and local files, and any page can "
+		        "make its requests say it: it is never allowed";
+		return -1;
+	}
+	while (i < n && (api_ascii_alpha(p[i]) ||
+	                 (i > 0 && (api_ascii_digit(p[i]) || strchr("+.-", p[i]) != NULL)))) {
 		i++;
 	}
 	if (i == 0 || n - i < 3 || memcmp(p + i, "://", 3) != 0) {
-		return 0;
+		*ret_why = shape;
+		return -1;
 	}
+	scheme_end = i;
 	i += 3;
 	host = i;
 	if (i < n && p[i] == '[') {
 		while (++i < n && p[i] != ']') {
-			if (!((p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f') ||
+			if (!(api_ascii_digit(p[i]) ||
+			      (api_ascii_lower(p[i]) >= 'a' && api_ascii_lower(p[i]) <= 'f') ||
 			      p[i] == ':' || p[i] == '.')) {
-				return 0;
+				*ret_why = shape;
+				return -1;
 			}
 		}
 		if (i == n || i == host + 1) {
-			return 0;
+			*ret_why = shape;
+			return -1;
 		}
 		i++;
 	} else {
-		while (i < n && ((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= '0' && p[i] <= '9') ||
-		                 p[i] == '.' || p[i] == '-')) {
+		while (i < n && (api_ascii_alpha(p[i]) || api_ascii_digit(p[i]) || p[i] == '.' ||
+		                 p[i] == '-')) {
 			i++;
 		}
-		if (i == host) {
-			return 0;
-		}
+	}
+	if (i < n && (unsigned char)p[i] >= 0x80) {
+		*ret_why = "a browser sends a host name that is not ASCII in its ASCII form "
+		           "(xn--...): write that";
+		return -1;
+	}
+	if (i == host) {
+		*ret_why = shape;
+		return -1;
+	}
+	if (i < n && p[i] == '@') {
+		*ret_why = "an origin has no user name or password: write scheme://host[:port] "
+		           "alone";
+		return -1;
+	}
+	memcpy(fix, p, i);
+	for (f = 0; f < i; f++) {
+		fix[f] = api_ascii_lower(fix[f]);
 	}
 	if (i < n && p[i] == ':') {
-		size_t port = ++i;
-
-		while (i < n && p[i] >= '0' && p[i] <= '9') {
+		port = ++i;
+		while (i < n && api_ascii_digit(p[i])) {
+			if (port_value <= 65535) {
+				port_value = port_value * 10 + (unsigned long)(p[i] - '0');
+			}
 			i++;
 		}
-		if (i == port || i - port > 5) {
-			return 0;
+		if (port == i || port_value == 0 || port_value > 65535) {
+			*ret_why = "a port is a number from 1 to 65535";
+			return -1;
+		}
+		port_default =
+		        (scheme_end == 5 && strncasecmp(p, "https", 5) == 0 && port_value == 443) ||
+		        (scheme_end == 4 && strncasecmp(p, "http", 4) == 0 && port_value == 80);
+		if (!port_default) {
+			f += (size_t)snprintf(fix + f, sizeof(fix) - f, ":%lu", port_value);
 		}
 	}
-	return i == n;
+	fix[f] = '\0';
+	if (i < n && p[i] != '/' && p[i] != '?' && p[i] != '#') {
+		*ret_why = shape;
+		return -1;
+	}
+	if (i == n && f == n && memcmp(fix, p, n) == 0) {
+		return 0;
+	}
+	if (i < n) {
+		why = "an origin ends after the host or port: a browser never sends a path, a "
+		      "query or a trailing slash in Origin";
+	} else if (port_default) {
+		why = "a browser leaves out the scheme's default port (443 for https, 80 for "
+		      "http)";
+	} else if (port != 0 && p[port] == '0') {
+		why = "a browser writes the port without leading zeros";
+	} else {
+		why = "a browser sends the scheme and the host in lower case";
+	}
+	*ret_why = why;
+	memcpy(ret_fix, fix, f + 1);
+	return -1;
 }
 
 static int api_settings_origins(void *arg, const char *value, int line)
@@ -300,6 +388,11 @@ static int api_settings_origins(void *arg, const char *value, int line)
 
 	while ((p = config_list_next(&cursor, &n)) != NULL) {
 		int over = as->as_n_origins == API_ORIGINS_MAX;
+		char q[2 * API_ORIGIN_MAX + 8];
+		char fix[API_ORIGIN_MAX + 1];
+		const char *why = NULL;
+		char *o;
+		int star = n == 1 && p[0] == '*';
 
 		if (over && !as->as_origins_over) {
 			log_err("config %s:%d: [api] cors_origins: at most %d origins",
@@ -317,23 +410,36 @@ static int api_settings_origins(void *arg, const char *value, int line)
 			as->as_bad = 1;
 			continue;
 		}
-		if (!api_origin_valid(p, n)) {
-			char q[API_ORIGIN_MAX + 8];
-			char *o = strndup(p, n);
-
-			log_err("config %s:%d: [api] cors_origins: \"%s\" is no origin a browser "
-			        "sends: expected scheme://host or scheme://host:port in lower "
-			        "case, "
-			        "without a path or a trailing slash (https://shop.example.com), or "
-			        "*",
+		if (api_origin_check(p, n, &why, fix) < 0) {
+			o = strndup(p, n);
+			log_err("config %s:%d: [api] cors_origins: \"%s\" is no origin to list: "
+			        "%s%s%s%s",
 			        api_cf_name(as), line,
-			        o != NULL ? log_quote(q, sizeof(q), o) : "(out of memory)");
+			        o != NULL ? log_quote(q, sizeof(q), o) : "(out of memory)", why,
+			        fix[0] != '\0' ? "; write \"" : "", fix,
+			        fix[0] != '\0' ? "\"" : "");
 			free(o);
 			as->as_bad = 1; /* and the next origin read */
 			continue;
 		}
+		/* "*" answers every origin alike (no list to match), so an
+		 * origin beside it would mean nothing: said once, wherever. */
+		if ((star ? as->as_n_named > 0 : as->as_any) && !as->as_any_mixed) {
+			log_err("config %s:%d: [api] cors_origins: * allows every origin and is "
+			        "not "
+			        "listed with others: write cors_origins = * alone, or the origins "
+			        "without *",
+			        api_cf_name(as), line);
+			as->as_any_mixed = 1;
+			as->as_bad = 1;
+		}
 		if (over) {
 			continue;
+		}
+		if (star) {
+			as->as_any = 1;
+		} else {
+			as->as_n_named++;
 		}
 		as->as_origins[as->as_n_origins] = strndup(p, n);
 		if (as->as_origins[as->as_n_origins] == NULL) {
@@ -366,6 +472,9 @@ static int api_settings_read(struct api_settings *as, const struct config *cf)
 	as->as_bad = 0;
 	as->as_tokens_over = 0;
 	as->as_origins_over = 0;
+	as->as_any = 0;
+	as->as_any_mixed = 0;
+	as->as_n_named = 0;
 	as->as_fingerprint = api_section_text(cf);
 	if (as->as_fingerprint == NULL) {
 		goto fail;
@@ -609,6 +718,169 @@ int api_idempotency_key_parse(const char *value, char ret_key[API_KEY_MAX + 1])
 	key[n] = '\0';
 	memcpy(ret_key, key, n + 1);
 	return 0;
+}
+
+/* ---- Accept ---- */
+
+/* An RFC 9110 qvalue ("0", "0.5", "1.000") of n bytes in thousandths:
+ * 0 with *ret set, or -1. */
+static int api_qvalue(const char *p, size_t n, int *ret)
+{
+	static const int scale[] = {100, 10, 1};
+	int q;
+	size_t i;
+
+	if (n == 0 || (p[0] != '0' && p[0] != '1') || n > 5 || (n > 1 && p[1] != '.')) {
+		return -1;
+	}
+	q = (p[0] - '0') * 1000;
+	for (i = 2; i < n; i++) {
+		if (!api_ascii_digit(p[i])) {
+			return -1;
+		}
+		q += (p[i] - '0') * scale[i - 2];
+	}
+	if (q > 1000) {
+		return -1;
+	}
+	*ret = q;
+	return 0;
+}
+
+/* How specifically the media range r (n bytes) names type ("text/html"):
+ * 3 the type itself, 2 its major type with any subtype ("text" and "*"),
+ * 1 any type ("*" and "*"), 0 not at all. */
+static int api_accept_rank(const char *r, size_t n, const char *type)
+{
+	size_t major = strcspn(type, "/");
+
+	if (n == strlen(type) && strncasecmp(r, type, n) == 0) {
+		return 3;
+	}
+	if (n == major + 2 && strncasecmp(r, type, major + 1) == 0 && r[major + 1] == '*') {
+		return 2;
+	}
+	return n == 3 && memcmp(r, "*/*", 3) == 0 ? 1 : 0;
+}
+
+/* Past the element of an Accept value at p, to its "," or the end,
+ * stepping over quoted strings. */
+static const char *api_accept_skip(const char *p)
+{
+	int quoted = 0;
+
+	for (; *p != '\0' && (quoted || *p != ','); p++) {
+		if (quoted && *p == '\\' && p[1] != '\0') {
+			p++;
+		} else if (*p == '"') {
+			quoted = !quoted;
+		}
+	}
+	return p;
+}
+
+/* One element of an Accept value at p: its media range's rank for type
+ * and its weight (1000 without q=). Returns 0, or -1 when the element is
+ * not one RFC 9110 reads (it then counts for nothing). */
+static int api_accept_element(const char *p, const char *end, const char *type, int *ret_rank,
+                              int *ret_q)
+{
+	size_t n = strcspn(p, " \t;,");
+	int q = 1000;
+	int weighed = 0;
+
+	if (p + n > end || memchr(p, '/', n) == NULL) {
+		return -1;
+	}
+	*ret_rank = api_accept_rank(p, n, type);
+	p += n;
+	for (;;) {
+		const char *name;
+		size_t name_len;
+		const char *value;
+
+		p += strspn(p, " \t");
+		if (p >= end) {
+			break;
+		}
+		if (*p != ';') {
+			return -1;
+		}
+		p++;
+		p += strspn(p, " \t");
+		name = p;
+		name_len = strcspn(p, " \t;,=\"");
+		p += name_len;
+		if (name_len == 0 || p >= end || *p != '=') {
+			return -1;
+		}
+		value = ++p;
+		if (*p == '"') {
+			/* A quoted-string: to its closing quote, past escapes. */
+			while (*++p != '"') {
+				if (*p == '\\' && p[1] != '\0') {
+					p++;
+				}
+				if (*p == '\0' || p >= end) {
+					return -1;
+				}
+			}
+			p++;
+			continue;
+		}
+		p += strcspn(p, " \t;,");
+		/* The first q is the weight; parameters before it belong to
+		 * the media range, which this does not read. */
+		if (name_len == 1 && (name[0] == 'q' || name[0] == 'Q') && !weighed) {
+			if (api_qvalue(value, (size_t)(p - value), &q) < 0) {
+				return -1;
+			}
+			weighed = 1;
+		}
+	}
+	*ret_q = q;
+	return 0;
+}
+
+int api_accept_quality(const struct http_request *req, const char *type, int *ret_rank)
+{
+	int best_q = 0;
+	int best_rank = 0;
+	int seen = 0;
+	size_t i;
+
+	for (i = 0; i < req->hr_n_headers; i++) {
+		const char *p = req->hr_headers[i].hh_value;
+
+		if (strcasecmp(req->hr_headers[i].hh_name, "Accept") != 0) {
+			continue;
+		}
+		seen = 1;
+		while (*p != '\0') {
+			const char *end;
+			int rank = 0;
+			int q = 0;
+
+			p += strspn(p, " \t,");
+			if (*p == '\0') {
+				break;
+			}
+			end = api_accept_skip(p);
+			if (api_accept_element(p, end, type, &rank, &q) == 0 && rank > 0 &&
+			    (rank > best_rank || (rank == best_rank && q > best_q))) {
+				best_rank = rank;
+				best_q = q;
+			}
+			p = end;
+		}
+	}
+	if (!seen) {
+		/* No Accept: any type will do (RFC 9110 12.5.1). */
+		*ret_rank = 0;
+		return 1000;
+	}
+	*ret_rank = best_rank;
+	return best_q;
 }
 
 /* ---- canonical JSON ---- */
@@ -1308,6 +1580,21 @@ static int api_content_type_json(const char *ct)
 	return *ct == '\0' || *ct == ';';
 }
 
+/* What the CORS headers of one answer depend on: [api] cors_origins and
+ * the request's Origin, read under api_lock (api_cors_take) and used after
+ * it, when the answer is built (api_cors). */
+enum api_cors_mode {
+	API_CORS_OFF = 0, /* no origin listed: no CORS headers */
+	API_CORS_ANY,     /* "*": every answer says Access-Control-Allow-Origin: * */
+	API_CORS_LIST,    /* the origins listed, each echoed, and Vary: Origin */
+};
+
+struct api_cors {
+	enum api_cors_mode ac_mode;
+	int ac_allowed;                     /* the request's origin may read the answer */
+	char ac_origin[API_ORIGIN_MAX + 1]; /* API_CORS_LIST: that origin, when allowed */
+};
+
 /* A POST /api/orders whose claim is with the store: what its answer needs. */
 struct api_post {
 	struct store_claim ap_claim;
@@ -1315,8 +1602,7 @@ struct api_post {
 	char ap_key[API_KEY_MAX + 1];
 	char ap_scope[16 + API_CLIENT_MAX];
 	char ap_client[API_CLIENT_MAX + 1];
-	char ap_origin[API_ORIGIN_MAX + 1]; /* "" when no CORS headers are due */
-	int ap_cors_on;                     /* [api] cors_origins lists origins */
+	struct api_cors ap_cors;
 	int64_t ap_received_ms;
 	const struct env *ap_env;
 	struct http_deferred *ap_defer;
@@ -1330,7 +1616,7 @@ static void api_post_committed(void *arg, int result)
 	http_resume(ap->ap_defer);
 }
 
-static void api_cors(struct reply *ret, int cors_on, const char *origin, int preflight);
+static void api_cors(struct reply *ret, const struct api_cors *c, int preflight);
 
 /* The answer to a POST /api/orders once its claim committed, on a server
  * thread (ret NULL: the client went away). */
@@ -1377,7 +1663,7 @@ static void api_post_finish(void *arg, const struct http_request *req, struct re
 		api_retry_after(ret, c->sc_retry_after_s);
 		break;
 	}
-	api_cors(ret, ap->ap_cors_on, ap->ap_origin, 0);
+	api_cors(ret, &ap->ap_cors, 0);
 	api_claim_account("api:orders", ap->ap_client, ap->ap_key, c->sc_outcome,
 			  ret != &scratch ? ret->reply_status : 0, ap->ap_received_ms, env_now_ms(ap->ap_env));
 	reply_finish(&scratch);
@@ -1389,7 +1675,7 @@ static void api_post_finish(void *arg, const struct http_request *req, struct re
  * returns 1: the answer carries its CORS headers for origin itself). */
 static int api_post_order(const struct env *env, const struct config *cf,
                           const struct http_request *req, const char *client, size_t body_max,
-                          int cors_on, const char *origin, struct reply *ret)
+                          const struct api_cors *cors, struct reply *ret)
 {
 	struct api_post *ap = NULL;
 	const char *slug = NULL;
@@ -1451,8 +1737,7 @@ static int api_post_order(const struct env *env, const struct config *cf,
 	snprintf(ap->ap_scope, sizeof(ap->ap_scope), "api:orders:%s", client);
 	api_copy(ap->ap_client, sizeof(ap->ap_client), client);
 	ap->ap_create.ac_owner = ap->ap_client;
-	api_copy(ap->ap_origin, sizeof(ap->ap_origin), origin != NULL ? origin : "");
-	ap->ap_cors_on = cors_on;
+	ap->ap_cors = *cors;
 	ap->ap_received_ms = req->hr_received_ms;
 	ap->ap_claim.sc_scope = ap->ap_scope;
 	ap->ap_claim.sc_key = ap->ap_key;
@@ -1570,20 +1855,33 @@ static void api_list_orders(const struct env *env, const struct api_reader *read
 
 /* ---- auth, CORS, routing ---- */
 
-static int api_origin_allowed(const char *origin)
+/* Called with api_lock held. origin NULL: none, or several (which one
+ * asked is unknown). "null" (a sandboxed frame, a local file) is no
+ * configured origin (api_origin_check), so it matches only under "*",
+ * which does not echo it. */
+static void api_cors_take(struct api_cors *ret, const char *origin)
 {
 	size_t i;
 
-	if (origin == NULL) {
-		return 0;
+	ret->ac_mode = API_CORS_OFF;
+	ret->ac_allowed = 0;
+	ret->ac_origin[0] = '\0';
+	if (api_set.as_any) {
+		ret->ac_mode = API_CORS_ANY;
+		ret->ac_allowed = 1;
+		return;
 	}
-	for (i = 0; i < api_set.as_n_origins; i++) {
-		if (strcmp(api_set.as_origins[i], "*") == 0 ||
-		    strcmp(api_set.as_origins[i], origin) == 0) {
-			return 1;
+	if (api_set.as_n_origins == 0) {
+		return;
+	}
+	ret->ac_mode = API_CORS_LIST;
+	for (i = 0; origin != NULL && i < api_set.as_n_origins; i++) {
+		if (strcmp(api_set.as_origins[i], origin) == 0) {
+			ret->ac_allowed = 1;
+			api_copy(ret->ac_origin, sizeof(ret->ac_origin), origin);
+			return;
 		}
 	}
-	return 0;
 }
 
 /* Called with api_lock held. 1 and ret_client filled when authorized; 0
@@ -1625,20 +1923,28 @@ static int api_authorize(const struct http_request *req, char ret_client[API_CLI
 	return 1;
 }
 
-/* The CORS headers of an answer. Vary: Origin goes on every answer while
- * [api] cors_origins lists any origin, whatever the request's Origin (or
- * none): the answer depends on it, so a cache must not hand one origin's
- * answer to another, or to a request without one. The rest only for an
- * allowed origin (NULL or "" when the origin is not allowed). */
-static void api_cors(struct reply *ret, int cors_on, const char *origin, int preflight)
+/* The CORS headers of an answer (the Fetch standard's advice on caches).
+ * Under "*" every answer says Access-Control-Allow-Origin: *, whatever the
+ * request's Origin (or none), so the answer does not depend on it and says
+ * no Vary. With origins listed, Vary: Origin goes on every answer, whatever
+ * the Origin (or none): the answer depends on it, so a cache must not hand
+ * one origin's answer to another, or to a request without one; the rest
+ * only for an allowed origin, echoed. Never Access-Control-Allow-Credentials. */
+static void api_cors(struct reply *ret, const struct api_cors *c, int preflight)
 {
-	if (cors_on) {
-		reply_add_header(ret, "Vary", "Origin");
-	}
-	if (origin == NULL || origin[0] == '\0') {
+	const char *allow = "*";
+
+	if (c->ac_mode == API_CORS_OFF) {
 		return;
 	}
-	reply_add_header(ret, "Access-Control-Allow-Origin", origin);
+	if (c->ac_mode == API_CORS_LIST) {
+		reply_add_header(ret, "Vary", "Origin");
+		if (!c->ac_allowed) {
+			return;
+		}
+		allow = c->ac_origin;
+	}
+	reply_add_header(ret, "Access-Control-Allow-Origin", allow);
 	if (preflight) {
 		reply_add_header(
 			ret, "Access-Control-Allow-Headers",
@@ -1658,11 +1964,10 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 	const char *origin = NULL;
 	int origins = http_header_one(req, "Origin", &origin);
 	char client[API_CLIENT_MAX + 1] = "anonymous";
-	char origin_copy[API_ORIGIN_MAX + 1] = "";
+	struct api_cors cors;
 	const char *id = NULL;
 	int is_list;
 	int ok;
-	int allowed;
 	int authorized = 1;
 	int auth_on;
 	int rate_ok;
@@ -1670,7 +1975,6 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 	size_t body_max;
 	struct api_reader reader;
 	int reads_all;
-	int cors_on;
 	const char *allow;
 
 	if (strcmp(path, "/api") != 0 && strncmp(path, "/api/", 5) != 0) {
@@ -1686,11 +1990,7 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 	ok = api_set.as_ok;
 	body_max = api_set.as_body_max;
 	reads_all = api_set.as_reads_all;
-	allowed = api_origin_allowed(origin);
-	if (allowed) {
-		api_copy(origin_copy, sizeof(origin_copy), origin);
-	}
-	cors_on = api_set.as_n_origins > 0;
+	api_cors_take(&cors, origins < 0 ? NULL : origin);
 	rate_ok = api_rate_take(api_set.as_rate, api_set.as_burst, req->hr_client, env_now_ms(env),
 				&retry_after);
 	auth_on = api_set.as_n_tokens > 0;
@@ -1719,7 +2019,7 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 		int preflight = origin != NULL &&
 		                http_header_get(req, "Access-Control-Request-Method") != NULL;
 
-		if (preflight && !allowed) {
+		if (preflight && !cors.ac_allowed) {
 			api_problem(ret, 403, "cors_origin_not_allowed", "Origin not allowed",
 				    "Add the origin to [api] cors_origins.");
 			goto cors;
@@ -1727,7 +2027,7 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 		reply_set(ret, 204, NULL, NULL, 0);
 		reply_add_header(ret, "Allow", allow);
 		if (preflight) {
-			api_cors(ret, cors_on, origin_copy, 1);
+			api_cors(ret, &cors, 1);
 			reply_add_header(ret, "Access-Control-Allow-Methods",
 			                 is_list ? "GET, POST, OPTIONS" : "GET, OPTIONS");
 			return 1;
@@ -1781,8 +2081,7 @@ int api_route(const struct env *env, const struct config *cf, const struct http_
 	reader.ar_client = reads_all ? NULL : client;
 	reader.ar_ownerless = !auth_on;
 	if (is_list && strcmp(method, "POST") == 0) {
-		if (api_post_order(env, cf, req, client, body_max, cors_on,
-		                   allowed ? origin_copy : NULL, ret)) {
+		if (api_post_order(env, cf, req, client, body_max, &cors, ret)) {
 			return 1; /* deferred; its answer brings its own CORS headers */
 		}
 	} else if (is_list && (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
@@ -1807,28 +2106,22 @@ cors:
 	if (ret->reply_status >= 400) {
 		reply_add_header(ret, "Cache-Control", "no-store");
 	}
-	api_cors(ret, cors_on, allowed ? origin_copy : NULL, 0);
+	api_cors(ret, &cors, 0);
 	return 1;
 }
 
 void api_refused(const struct config *cf, const struct http_request *req, struct reply *ret)
 {
 	const char *origin = NULL;
-	char origin_copy[API_ORIGIN_MAX + 1] = "";
-	int allowed;
-	int cors_on;
+	struct api_cors cors;
 
 	if (strcmp(req->hr_path, "/api") != 0 && strncmp(req->hr_path, "/api/", 5) != 0) {
 		return;
 	}
-	http_header_one(req, "Origin", &origin); /* NULL when repeated: no CORS */
+	http_header_one(req, "Origin", &origin); /* NULL when repeated: which one asked? */
 	pthread_mutex_lock(&api_lock);
 	api_settings_ensure(cf);
-	allowed = api_origin_allowed(origin);
-	if (allowed) {
-		api_copy(origin_copy, sizeof(origin_copy), origin);
-	}
-	cors_on = api_set.as_n_origins > 0;
+	api_cors_take(&cors, origin);
 	pthread_mutex_unlock(&api_lock);
-	api_cors(ret, cors_on, allowed ? origin_copy : NULL, 0);
+	api_cors(ret, &cors, 0);
 }

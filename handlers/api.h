@@ -38,6 +38,15 @@ void api_refused(const struct config *cf, const struct http_request *req, struct
  * and returns 0, or returns -1 (ret_key untouched). */
 int api_idempotency_key_parse(const char *value, char ret_key[API_KEY_MAX + 1]);
 
+/* How much req's Accept fields (RFC 9110 12.5.1) want the media type type
+ * ("text/html"): the weight, 0 to 1000 (q=0.5 is 500), of the most specific
+ * range that matches it (the type itself, then its major type with any
+ * subtype, then any type), with that rank (3, 2, 1; 0 when none matched:
+ * weight 0) in *ret_rank; of equally specific ones, the highest weight.
+ * Parameters other than q are not read; an element that does not parse
+ * counts for nothing. Without Accept: 1000, rank 0 (any type will do). */
+int api_accept_quality(const struct http_request *req, const char *type, int *ret_rank);
+
 /* Canonical form of a JSON text: object keys sorted, no whitespace, numbers
  * and strings in one spelling, so that key order and layout do not matter
  * and values do. Duplicate keys and nesting past 16 levels are refused.

@@ -300,12 +300,28 @@ static int checkout_reply_html(struct reply *ret, int status, struct buf *b)
 	return 0;
 }
 
+/* 1 when the client prefers JSON (the script's problem+json, or the
+ * order's id) to the HTML page: a higher weight in Accept, or, at equal
+ * weights, JSON named and HTML only reached by a wildcard (axios's
+ * "application/json, text/plain, * / *"). Otherwise, with no Accept, or
+ * equal in both: the page, as the form works without a script. */
 static int checkout_wants_json(const struct http_request *req)
 {
-	const char *accept = http_header_get(req, "Accept");
+	int json_rank;
+	int problem_rank;
+	int html_rank;
+	int json = api_accept_quality(req, "application/json", &json_rank);
+	int problem = api_accept_quality(req, "application/problem+json", &problem_rank);
+	int html = api_accept_quality(req, "text/html", &html_rank);
 
-	return accept != NULL && strstr(accept, "application/json") != NULL &&
-	       strstr(accept, "text/html") == NULL;
+	if (problem > json || (problem == json && problem_rank > json_rank)) {
+		json = problem;
+		json_rank = problem_rank;
+	}
+	if (json != html) {
+		return json > html;
+	}
+	return json > 0 && json_rank > html_rank;
 }
 
 /* 500, and a log line saying what failed: the client learns nothing more,

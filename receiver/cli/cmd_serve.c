@@ -163,6 +163,7 @@ static int serve_public_options(const struct config *cf, struct serve_listener *
 	ho->ho_trusted_proxies = (const char *const *)cf->cf_trusted_proxies;
 	ho->ho_name = "public";
 	ho->ho_refused = app_refused_public;
+	ho->ho_timeout_headers = app_timeout_public;
 	ho->ho_timeouts = sl->sl_timeouts.at_items;
 	ho->ho_n_timeouts = sl->sl_timeouts.at_n;
 	return 0;

@@ -560,6 +560,17 @@ void app_timeouts_finish(struct app_timeouts *t)
 	memset(t, 0, sizeof(*t));
 }
 
+void app_timeout_public(void *arg, const struct http_request *req, const struct http_refusal *why,
+                        struct reply *ret)
+{
+	struct app *app = arg;
+	struct config *cf = app_config_acquire(app);
+
+	(void)why;
+	api_refused(cf, req, ret);
+	app_config_release(app, cf);
+}
+
 void app_refused_public(void *arg, const struct http_request *req, const struct http_refusal *why,
                         struct reply *ret)
 {

@@ -69,6 +69,13 @@ void app_route_public(void *arg, const struct http_request *req, struct reply *r
 void app_refused_public(void *arg, const struct http_request *req, const struct http_refusal *why,
                         struct reply *ret);
 
+/* Adds, for the public listener, the order API's CORS headers to the 408
+ * a request to /api/... would get for a body too slow (arg = struct app *;
+ * http_options.ho_timeout_headers): see api_refused. Nothing else: the
+ * request may well complete. */
+void app_timeout_public(void *arg, const struct http_request *req, const struct http_refusal *why,
+                        struct reply *ret);
+
 /* The 408 a body too slow gets at each provider instance's path whose
  * refusals have a format of their own (http_options.ho_timeouts). */
 struct app_timeouts {

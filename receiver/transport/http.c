@@ -157,6 +157,12 @@ struct http_sock {
 	 * its path in hg_timeouts, or 0 for the problem (set by its server
 	 * thread once the request line is in, reset when the request ends). */
 	atomic_int hk_answer;
+	/* Or this request's own 408 on the wire, when the route layer added
+	 * headers to it once the head was in (ho_timeout_headers), else
+	 * NULL: taken before hk_answer. Written only by its server thread,
+	 * under hg_lock, as the sweeper reads it (with hg_lock held). */
+	char *hk_timeout;
+	size_t hk_timeout_len;
 	int64_t hk_linger_ms;   /* cut with an answer: its read side is shut this much later (hg_lock) */
 	int64_t hk_probe_ms;    /* an idle connection was last looked at */
 	uint64_t hk_idle_bytes; /* bytes received by then; UINT64_MAX: not looked at yet */
@@ -210,6 +216,7 @@ struct http_gen {
 	int64_t hg_drain_timeout_ms;
 	char **hg_proxies; /* trusted proxy CIDRs, NULL-terminated, or NULL */
 	http_refused_fn hg_refused;
+	http_refused_fn hg_timeout_headers;
 	char *hg_timeout_answer; /* the 408 a plain-HTTP slow client gets */
 	size_t hg_timeout_answer_len;
 	struct http_timeout_answer *hg_timeouts; /* and at these paths, for a body (ho_timeouts) */
@@ -634,6 +641,7 @@ static void http_connection_notify(void *cls, struct MHD_Connection *con, void *
 		}
 		pthread_mutex_unlock(&gen->hg_lock);
 		atomic_fetch_sub(&gen->hg_thread[hk->hk_thread].ht_conns, 1);
+		free(hk->hk_timeout);
 		free(hk);
 		*socket_context = NULL;
 	}
@@ -712,7 +720,10 @@ static int http_sock_cut(struct http_gen *gen, struct http_sock *hk, unsigned lo
 		 * (http_uri_logger): its own answer, for a slow head too. */
 		int own = atomic_load(&hk->hk_answer);
 
-		if (own > 0 && (size_t)own <= gen->hg_n_timeouts) {
+		if (hk->hk_timeout != NULL) {
+			data = hk->hk_timeout;
+			len = hk->hk_timeout_len;
+		} else if (own > 0 && (size_t)own <= gen->hg_n_timeouts) {
 			data = gen->hg_timeouts[own - 1].hta_data;
 			len = gen->hg_timeouts[own - 1].hta_len;
 		}
@@ -1241,6 +1252,10 @@ static void *http_sweeper_main(void *arg)
 
 static char *http_path_decode(const char *url, int *ret_nul);
 static int http_timeout_find(const struct http_gen *gen, const char *path);
+static void http_sock_timeout_set(struct http_gen *gen, struct http_sock *hk, char *data,
+                                  size_t len);
+static void http_timeout_own(struct MHD_Connection *con, struct http_conn *hc, const char *url,
+                             const char *method, const char *version);
 
 /* Query parameters in q (the text after '?'): one more than its '&'. */
 static size_t http_count_params(const char *q)
@@ -1363,6 +1378,9 @@ static void http_completed(void *cls, struct MHD_Connection *con, void **con_cls
 		/* The next request's head is the problem's until its request
 		 * line names a path. */
 		atomic_store(&hc->hc_sock->hk_answer, 0);
+		if (hc->hc_sock->hk_timeout != NULL) {
+			http_sock_timeout_set(gen, hc->hc_sock, NULL, 0);
+		}
 	}
 	http_sock_move(hc->hc_sock, HTTP_PHASE_IDLE);
 	if (hc->hc_defer.hd_fn != NULL && http_defer_abandon(hc)) {
@@ -2119,6 +2137,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *con, const 
 		if (hc->hc_sock != NULL && gen->hg_n_timeouts > 0) {
 			atomic_store(&hc->hc_sock->hk_answer, http_timeout_find(gen, hc->hc_path));
 		}
+		http_timeout_own(con, hc, url, method, version);
 		return MHD_YES;
 	}
 	/* The whole request is in. From here the sweeper leaves it alone. */
@@ -2296,24 +2315,96 @@ static unsigned http_conn_limit(const char *name, unsigned configured)
 	return configured;
 }
 
-/* r (its content type and body) as a 408 on the wire, into *ret
+/* A 408 being written: its buffer, and whether a line failed. */
+struct http_wire {
+	struct buf hw_buf;
+	int hw_failed;
+};
+
+static void http_wire_header(void *arg, const char *name, const char *value)
+{
+	struct http_wire *hw = arg;
+
+	if (buf_printf(&hw->hw_buf, "%s: %s\r\n", name, value) < 0) {
+		hw->hw_failed = 1;
+	}
+}
+
+/* r (its content type, headers and body) as a 408 on the wire, into *ret
  * (malloc'd): 0 or -1. */
 static int http_timeout_wire(const struct reply *r, char **ret, size_t *ret_len)
 {
-	struct buf b;
+	struct http_wire hw;
 
-	buf_init(&b, 0);
-	if (buf_puts(&b, "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n") < 0 ||
+	buf_init(&hw.hw_buf, 0);
+	hw.hw_failed =
+	        buf_puts(&hw.hw_buf, "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n") < 0;
+	reply_each_header(r, http_wire_header, &hw);
+	if (hw.hw_failed ||
 	    (r->reply_content_type != NULL &&
-	     buf_printf(&b, "Content-Type: %s\r\n", r->reply_content_type) < 0) ||
-	    buf_printf(&b, "Content-Length: %zu\r\n\r\n", r->reply_body_len) < 0 ||
-	    buf_append(&b, r->reply_body, r->reply_body_len) < 0) {
-		buf_finish(&b);
+	     buf_printf(&hw.hw_buf, "Content-Type: %s\r\n", r->reply_content_type) < 0) ||
+	    buf_printf(&hw.hw_buf, "Content-Length: %zu\r\n\r\n", r->reply_body_len) < 0 ||
+	    buf_append(&hw.hw_buf, r->reply_body, r->reply_body_len) < 0) {
+		buf_finish(&hw.hw_buf);
 		return -1;
 	}
-	*ret = buf_take(&b, ret_len);
-	buf_finish(&b);
+	*ret = buf_take(&hw.hw_buf, ret_len);
+	buf_finish(&hw.hw_buf);
 	return *ret != NULL ? 0 : -1;
+}
+
+/* Makes data (malloc'd, or NULL) hk's own 408, freeing the one before. */
+static void http_sock_timeout_set(struct http_gen *gen, struct http_sock *hk, char *data,
+                                  size_t len)
+{
+	char *old;
+
+	pthread_mutex_lock(&gen->hg_lock);
+	old = hk->hk_timeout;
+	hk->hk_timeout = data;
+	hk->hk_timeout_len = len;
+	pthread_mutex_unlock(&gen->hg_lock);
+	free(old);
+}
+
+/* Once a request's head is in: if its body is still to come and it comes
+ * from a page (an Origin field), the route layer may add headers (CORS) to
+ * the 408 it would get for a body too slow, so that the page's script
+ * reads the 408 instead of a network error. Made now, as the sweeper that
+ * sends it cannot read the request; most requests never need it. A slow
+ * head, whose fields are not all in, gets the 408 without them. */
+static void http_timeout_own(struct MHD_Connection *con, struct http_conn *hc, const char *url,
+                             const char *method, const char *version)
+{
+	struct http_gen *gen = hc->hc_gen;
+	const char *cl;
+	struct http_refusal hf;
+	struct reply r;
+	char *data = NULL;
+	size_t len = 0;
+
+	if (gen->hg_timeout_headers == NULL || gen->hg_tls || hc->hc_sock == NULL ||
+	    atomic_load(&hc->hc_sock->hk_answer) != 0 ||
+	    MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Origin") == NULL) {
+		return;
+	}
+	cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if ((cl == NULL || strcmp(cl, "0") == 0) &&
+	    MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) ==
+	            NULL) {
+		return;
+	}
+	reply_init(&r);
+	http_refusal_set(&hf, 408, "request_timeout", HTTP_TIMEOUT_TITLE, HTTP_TIMEOUT_DETAIL);
+	if (reply_problem(&r, 408, hf.hf_slug, hf.hf_title, hf.hf_detail) == 0 &&
+	    http_request_build(con, hc, url, method, version) == 0) {
+		gen->hg_timeout_headers(gen->hg_srv->hs_arg, &hc->hc_req, &hf, &r);
+		if (r.reply_headers != NULL && r.reply_status == 408 &&
+		    http_timeout_wire(&r, &data, &len) == 0) {
+			http_sock_timeout_set(gen, hc->hc_sock, data, len);
+		}
+	}
+	reply_finish(&r);
 }
 
 /* The 408 a plain-HTTP client gets when the sweeper closes its request,
@@ -2610,6 +2701,7 @@ static struct http_gen *http_gen_create(struct http_server *srv, const struct ht
 	gen->hg_drain_timeout_ms = opt->ho_drain_timeout_ms != 0 ? opt->ho_drain_timeout_ms
 	                                                         : HTTP_DRAIN_TIMEOUT_DEFAULT_MS;
 	gen->hg_refused = opt->ho_refused;
+	gen->hg_timeout_headers = opt->ho_timeout_headers;
 	if (threads == 0) {
 		long cores = sysconf(_SC_NPROCESSORS_ONLN);
 

@@ -124,6 +124,12 @@ struct http_options {
 	 * the problem everywhere. Copied by http_create and http_reload. */
 	const struct http_timeout_reply *ho_timeouts;
 	size_t ho_n_timeouts;
+	/* Optional: adds headers (CORS) to the 408 a request would get for a
+	 * body too slow, at a path without an answer of its own. Called with
+	 * the route's arg and why the 408, once the head of a request with a
+	 * body and an Origin field is in, on plain HTTP only: the request
+	 * may well complete, so it must do nothing but add headers. */
+	http_refused_fn ho_timeout_headers;
 };
 
 struct http_server;

@@ -16,6 +16,7 @@
 #include "api.h"
 #include "fixtures.h"
 #include "harness.h"
+#include "rawhttp.h"
 #include "store.h"
 
 #define E2E_ORIGIN "https://shop.example"
@@ -827,6 +828,141 @@ static void test_answers_vary_on_origin_whatever_the_origin(void **state)
 	free(nothing);
 }
 
+/* Under cors_origins = * every page may read the answers, and no
+ * credentials are ever allowed: the Fetch standard's literal "*" says
+ * exactly that. It is the same on every answer, Origin or none, so no
+ * Vary: Origin; and "null" (a sandboxed frame, a file:// page) is never
+ * echoed back as if it were an origin that was allowed. */
+static void test_under_a_star_every_answer_says_star_and_never_echoes_null(void **state)
+{
+	const char *null_preflight[] = {"Origin: null", "Access-Control-Request-Method: POST",
+	                                "Access-Control-Request-Headers: idempotency-key", NULL};
+	const char *null_origin[] = {"Origin: null", NULL};
+	const char *page[] = {"Origin: https://any.example", "Idempotency-Key: star-1", NULL};
+	const char *body = "{\"amount\":113,\"currency\":\"eur\"}";
+	const char *const *asks[] = {null_origin, NULL};
+	struct daemon d;
+	char *list;
+	char *order;
+	struct hres r;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, API_ONLY_INI "[api]\ncors_origins = *\n"), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	list = e2e_url(&d, "/api/orders");
+	order = e2e_url(&d, "/api/orders/ord_aaaaaaaaaaaaaaaaaaaa");
+	assert_int_equal(hn_http("OPTIONS", list, null_preflight, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 204);
+	assert_header(&r, "Access-Control-Allow-Origin", "*");
+	assert_header_contains(&r, "Access-Control-Allow-Headers", "Idempotency-Key");
+	assert_no_header(&r, "Access-Control-Allow-Credentials");
+	assert_no_header(&r, "Vary");
+	hres_finish(&r);
+	e2e_post(&d, page, body, &r);
+	assert_int_equal(r.hs_status, 201);
+	assert_header(&r, "Access-Control-Allow-Origin", "*");
+	assert_header_contains(&r, "Access-Control-Expose-Headers", "Location");
+	assert_no_header(&r, "Access-Control-Allow-Credentials");
+	assert_no_header(&r, "Vary");
+	hres_finish(&r);
+	/* With Origin: null and without an Origin, the same headers. */
+	for (i = 0; i < sizeof(asks) / sizeof(asks[0]); i++) {
+		assert_int_equal(hn_http("GET", order, asks[i], NULL, 0, &r), 0);
+		assert_problem(&r, 404, "not_found");
+		assert_header(&r, "Access-Control-Allow-Origin", "*");
+		assert_header_contains(&r, "Access-Control-Expose-Headers", "Retry-After");
+		assert_no_header(&r, "Vary");
+		hres_finish(&r);
+	}
+	free(list);
+	free(order);
+	daemon_finish(&d);
+}
+
+/* With origins listed, "null" is none of them: no preflight, no answer
+ * to read. */
+static void test_with_origins_listed_null_is_refused(void **state)
+{
+	const char *null_preflight[] = {"Origin: null", "Access-Control-Request-Method: POST",
+	                                NULL};
+	const char *null_origin[] = {"Origin: null", NULL};
+	char *list = e2e_url(&e2e_main, "/api/orders");
+	char *order = e2e_url(&e2e_main, "/api/orders/ord_aaaaaaaaaaaaaaaaaaaa");
+	struct hres r;
+
+	(void)state;
+	assert_int_equal(hn_http("OPTIONS", list, null_preflight, NULL, 0, &r), 0);
+	assert_problem(&r, 403, "cors_origin_not_allowed");
+	assert_no_header(&r, "Access-Control-Allow-Origin");
+	hres_finish(&r);
+	assert_int_equal(hn_http("GET", order, null_origin, NULL, 0, &r), 0);
+	assert_problem(&r, 404, "not_found");
+	assert_no_header(&r, "Access-Control-Allow-Origin");
+	assert_header(&r, "Vary", "Origin");
+	hres_finish(&r);
+	free(list);
+	free(order);
+}
+
+/* A page's POST whose body comes too slowly is cut with a 408 by the
+ * listener, before the API sees it: for an allowed origin with the CORS
+ * headers the API would add, so that the page's script reads the 408 (and
+ * retries with the same key) instead of meeting a network error. Another
+ * origin gets the 408 without them. The two are slow together: one wait
+ * of the listener's 5 s grace. */
+static void test_a_body_too_slow_is_408_with_cors_for_an_allowed_origin(void **state)
+{
+	static const char head[] = "POST /api/orders HTTP/1.1\r\nHost: shop\r\nOrigin: %s\r\n"
+	                           "Content-Type: application/json\r\nIdempotency-Key: slow-%d\r\n"
+	                           "Content-Length: 100\r\n\r\n{\"amount\":";
+	const char *origins[] = {E2E_ORIGIN, "https://evil.example"};
+	struct rh_response r[2];
+	char req[512];
+	int fd[2];
+	int i;
+
+	(void)state;
+	for (i = 0; i < 2; i++) {
+		int n = snprintf(req, sizeof(req), head, origins[i], i);
+
+		fd[i] = rh_connect(NULL, e2e_main.dm_port);
+		assert_true(fd[i] >= 0);
+		assert_int_equal(rh_send(fd[i], req, (size_t)n), 0);
+	}
+	for (i = 0; i < 2; i++) {
+		char *v;
+
+		assert_int_equal(rh_read_response(fd[i], 30000, &r[i]), 1);
+		assert_int_equal(r[i].rr_status, 408);
+		assert_non_null(strstr(r[i].rr_body, "urn:idemhook:problem:request_timeout"));
+		v = rh_header(&r[i], "Vary");
+		assert_non_null(v);
+		assert_string_equal(v, "Origin");
+		free(v);
+		v = rh_header(&r[i], "Access-Control-Allow-Origin");
+		if (i == 0) {
+			assert_non_null(v);
+			assert_string_equal(v, E2E_ORIGIN);
+			free(v);
+			v = rh_header(&r[i], "Access-Control-Expose-Headers");
+			assert_non_null(v);
+			assert_non_null(strstr(v, "Retry-After"));
+		}
+		if (i == 1 && v != NULL) {
+			fail_msg("a 408 for another origin says Access-Control-Allow-Origin: %s",
+			         v);
+		}
+		free(v);
+		rh_response_finish(&r[i]);
+		close(fd[i]);
+	}
+	/* The key was never claimed: the page's retry makes the order. */
+	assert_int_equal(e2e_count(&e2e_main, "SELECT count(*) FROM idempotency_records WHERE "
+	                                      "idem_key IN ('slow-0', 'slow-1')"),
+	                 0);
+}
+
 /* method on url is answered 405 problem+json with Allow: allow. */
 static void assert_405(const char *method, const char *url, const char *allow)
 {
@@ -1139,6 +1275,72 @@ static void e2e_form_post_accept(const char *form, const char *accept, struct hr
 
 	assert_int_equal(hn_http("POST", url, headers, form, strlen(form), ret), 0);
 	free(url);
+}
+
+/* The checkout answers in the type the client prefers (RFC 9110
+ * 12.5.1): by weight, then JSON named over HTML reached by a wildcard;
+ * when the client prefers neither, the page. Each Accept as browsers,
+ * fetch() and the usual libraries send it, at a refused form post (400)
+ * and a missing order page (404). */
+static void test_checkout_answers_in_the_type_the_accept_field_prefers(void **state)
+{
+	static const struct {
+		const char *accept;
+		int json;
+	} cases[] = {
+	        /* Chrome and Firefox loading a page, and fetch()'s default. */
+	        {"Accept: text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,"
+	         "image/webp,image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7",
+	         0},
+	        {"Accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8", 0},
+	        {"Accept: */*", 0},
+	        /* The page's own script, axios, jQuery's getJSON. */
+	        {"Accept: application/json", 1},
+	        {"Accept: application/json, text/plain, */*", 1},
+	        {"Accept: application/json, text/javascript, */*; q=0.01", 1},
+	        {"Accept: application/problem+json", 1},
+	        /* The weights decide, not the order or the mere mention. */
+	        {"Accept: application/json;q=0, text/html", 0},
+	        {"Accept: text/html;q=0.5, application/json", 1},
+	        {"Accept: text/html;q=0, application/json;q=0.1", 1},
+	        {"Accept: application/json;q=0", 0},
+	        {"Accept: application/json, text/html", 0},
+	};
+	const char *form = "idempotency_key=8c1d3f63-2b8e-4c66-9e4e-1b0f9f8e7b62&product=caviar"
+	                   "&quantity=1";
+	char *page = e2e_url(&e2e_main, "/orders/ord_aaaaaaaaaaaaaaaaaaaa");
+	struct hres r;
+	size_t i;
+	int k;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		for (k = 0; k < 2; k++) {
+			const char *headers[] = {cases[i].accept, NULL};
+			long want = k == 0 ? 400 : 404;
+			char *ct;
+
+			if (k == 0) {
+				e2e_form_post_accept(form, cases[i].accept, &r);
+			} else {
+				assert_int_equal(hn_http("GET", page, headers, NULL, 0, &r), 0);
+			}
+			ct = hres_header(&r, "Content-Type");
+			if (r.hs_status != want || ct == NULL ||
+			    (strcmp(ct, "application/problem+json") == 0) != cases[i].json) {
+				fail_msg("%s %s: got %ld %s, wanted %ld %s",
+				         k == 0 ? "POST" : "GET", cases[i].accept, r.hs_status,
+				         ct != NULL ? ct : "(none)", want,
+				         cases[i].json ? "problem+json" : "the page");
+			}
+			if (!cases[i].json) {
+				assert_header(&r, "Content-Type", "text/html; charset=utf-8");
+			}
+			free(ct);
+			hres_finish(&r);
+		}
+	}
+	free(page);
 }
 
 /* A reference that is not UTF-8 or holds a control character is the
@@ -1684,6 +1886,9 @@ int main(void)
 	        cmocka_unit_test(
 	                test_cross_origin_replies_expose_location_retry_after_and_replayed),
 	        cmocka_unit_test(test_answers_vary_on_origin_whatever_the_origin),
+	        cmocka_unit_test(test_under_a_star_every_answer_says_star_and_never_echoes_null),
+	        cmocka_unit_test(test_with_origins_listed_null_is_refused),
+	        cmocka_unit_test(test_a_body_too_slow_is_408_with_cors_for_an_allowed_origin),
 	        cmocka_unit_test(test_options_that_is_no_preflight_answers_allow),
 	        cmocka_unit_test(test_content_type_takes_tabs_before_parameters_and_nothing_else),
 	        cmocka_unit_test(test_checkout_renders_a_form_with_a_fresh_server_made_key),
@@ -1694,6 +1899,7 @@ int main(void)
 	        cmocka_unit_test(test_checkout_405s_allow_head_where_get_is_allowed),
 	        cmocka_unit_test(test_checkout_without_key_or_with_bad_fields_is_400),
 	        cmocka_unit_test(test_checkout_reference_not_utf8_or_with_controls_is_400),
+	        cmocka_unit_test(test_checkout_answers_in_the_type_the_accept_field_prefers),
 	        cmocka_unit_test(
 	                test_checkout_takes_the_longest_reference_its_form_lets_a_customer_type),
 	        cmocka_unit_test(test_checkout_refusal_gives_the_form_back_with_its_key),

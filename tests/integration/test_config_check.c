@@ -212,6 +212,65 @@ static void test_a_cors_origin_no_browser_sends_is_refused(void **state)
 	daemon_finish(&d);
 }
 
+/* A browser leaves out the default port and writes scheme and host in
+ * lower case: an origin written with them would match no request, so it
+ * is refused with the origin to write instead; as are a port no page can
+ * have and "*" beside other origins. */
+static void
+test_a_cors_origin_a_browser_writes_otherwise_is_refused_with_what_to_write(void **state)
+{
+	static const char *const bad[][2] = {
+	        {"https://shop.example:443", "write \"https://shop.example\""},
+	        {"http://shop.example:80", "write \"http://shop.example\""},
+	        {"https://shop.example:0443", "write \"https://shop.example\""},
+	        {"HTTPS://Shop.Example:8443", "write \"https://shop.example:8443\""},
+	        {"https://shop.example/?q=1", "write \"https://shop.example\""},
+	        {"https://shop.example:65536", "a port is a number from 1 to 65535"},
+	        {"https://user@shop.example", "no user name or password"},
+	};
+	const char *args[] = {"serve", "-c", NULL, NULL};
+	struct daemon d;
+	struct buf ini;
+	char want[256];
+	char *out = NULL;
+	size_t i;
+
+	(void)state;
+	buf_init(&ini, 0);
+	/* One a line (a line holds at most 199 bytes), from line 23. */
+	buf_printf(&ini, FX_STRIPE_INI "[api]\ncors_origins = https://shop.example:8443\n");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		buf_printf(&ini, "cors_origins = %s\n", bad[i][0]);
+	}
+	buf_append(&ini, "", 1);
+	assert_int_equal(daemon_init(&d, ini.buf_data), 0);
+	args[2] = d.dm_config;
+	assert_int_equal(cc_run(NULL, NULL, CC_RUN_LIMIT_S, args, &out), 78);
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(want, sizeof(want),
+		         "idemhook.ini:%zu: [api] cors_origins: \"%s\" is no origin to list: ",
+		         23 + i, bad[i][0]);
+		if (strstr(out, want) == NULL || strstr(strstr(out, want), bad[i][1]) == NULL) {
+			print_error("wanted \"%s...%s\" in:\n%s\n", want, bad[i][1], out);
+		}
+		assert_non_null(strstr(out, want));
+		assert_non_null(strstr(strstr(out, want), bad[i][1]));
+	}
+	/* The origin with a port of its own is taken as written. */
+	assert_null(strstr(out, "\"https://shop.example:8443\" is no origin"));
+	free(out);
+	buf_finish(&ini);
+	daemon_finish(&d);
+	/* "*" answers every origin alike: beside others, on any line. */
+	cc_refused_at_start(FX_STRIPE_INI "[api]\ncors_origins = https://shop.example\n"
+	                                  "cors_origins = *\n",
+	                    "idemhook.ini:23: [api] cors_origins: * allows every origin and is "
+	                    "not listed with others");
+	cc_refused_at_start(FX_STRIPE_INI "[api]\ncors_origins = *, https://shop.example\n",
+	                    "idemhook.ini:22: [api] cors_origins: * allows every origin and is "
+	                    "not listed with others");
+}
+
 static void test_a_second_serve_on_a_running_database_gets_the_config_error(void **state)
 {
 	struct daemon d;
@@ -1228,6 +1287,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_serve_refuses_a_bad_section_before_opening_the_database),
 	        cmocka_unit_test(test_a_cors_origin_no_browser_sends_is_refused),
+	        cmocka_unit_test(
+	                test_a_cors_origin_a_browser_writes_otherwise_is_refused_with_what_to_write),
 	        cmocka_unit_test(test_a_public_key_written_in_the_file_is_not_warned_about),
 	        cmocka_unit_test(test_a_second_serve_on_a_running_database_gets_the_config_error),
 	        cmocka_unit_test(test_listen_must_be_a_numeric_address_with_file_line_and_key),

@@ -393,6 +393,115 @@ static void test_times_are_formatted_as_rfc3339_utc(void **state)
 	assert_string_equal(t, "1970-01-01T00:00:00.000Z");
 }
 
+/* ---- Accept ---- */
+
+/* The weight Accept lines (NULL-terminated, none when NULL) give type,
+ * and its rank in *rank. */
+static int accept_q(const char *const *lines, const char *type, int *rank)
+{
+	struct http_header h[4];
+	struct http_request req;
+	size_t n = 0;
+
+	memset(&req, 0, sizeof(req));
+	while (lines != NULL && lines[n] != NULL && n < 3) {
+		h[n].hh_name = n % 2 == 0 ? "Accept" : "accept";
+		h[n].hh_value = lines[n];
+		n++;
+	}
+	h[n].hh_name = "User-Agent";
+	h[n].hh_value = "text/html;q=0"; /* not an Accept line: not read */
+	req.hr_headers = h;
+	req.hr_n_headers = n + 1;
+	return api_accept_quality(&req, type, rank);
+}
+
+static void assert_accept(const char *line, const char *type, int want_q, int want_rank)
+{
+	const char *lines[] = {line, NULL};
+	int rank = -1;
+	int q = accept_q(lines, type, &rank);
+
+	if (q != want_q || rank != want_rank) {
+		fail_msg("Accept: %s gives %s q=%d rank %d, wanted q=%d rank %d", line, type, q,
+		         rank, want_q, want_rank);
+	}
+}
+
+static void test_accept_without_the_field_takes_any_type(void **state)
+{
+	int rank = -1;
+
+	assert_int_equal(accept_q(NULL, "text/html", &rank), 1000);
+	assert_int_equal(rank, 0);
+}
+
+static void test_accept_reads_q_values_as_rfc_9110_writes_them(void **state)
+{
+	assert_accept("application/json;q=0, text/html", "application/json", 0, 3);
+	assert_accept("application/json;q=0, text/html", "text/html", 1000, 3);
+	assert_accept("text/html;q=0.5, application/json", "text/html", 500, 3);
+	assert_accept("application/json;q=0.25,text/html;q=0.125", "application/json", 250, 3);
+	assert_accept("application/json;q=0.25,text/html;q=0.125", "text/html", 125, 3);
+	assert_accept("text/html ; Q=0.7", "text/html", 700, 3);
+	assert_accept("text/html;q=1.000", "text/html", 1000, 3);
+	assert_accept("text/html;q=0.", "text/html", 0, 3);
+	assert_accept("TEXT/HTML", "text/html", 1000, 3);
+}
+
+static void test_accept_takes_the_most_specific_range(void **state)
+{
+	/* text/html is not q=0.9 here: text/ with any subtype is more specific. */
+	assert_accept("text/*;q=0.3, */*;q=0.9", "text/html", 300, 2);
+	assert_accept("text/*;q=0.3, */*;q=0.9", "application/json", 900, 1);
+	assert_accept("*/*;q=0, text/html", "text/html", 1000, 3);
+	assert_accept("text/plain", "text/html", 0, 0);
+	assert_accept("", "text/html", 0, 0);
+	/* Chrome's and Firefox's page load, fetch()'s default, axios. */
+	assert_accept("text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,"
+	              "image/webp,image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7",
+	              "application/json", 800, 1);
+	assert_accept("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+	              "text/html", 1000, 3);
+	assert_accept("*/*", "application/json", 1000, 1);
+	assert_accept("application/json, text/plain, */*", "application/json", 1000, 3);
+	assert_accept("application/json, text/plain, */*", "text/html", 1000, 1);
+}
+
+static void test_accept_skips_elements_it_cannot_read(void **state)
+{
+	/* A weight RFC 9110 does not allow, a range without a subtype, a
+	 * parameter without a value: each counts for nothing. */
+	assert_accept("application/json;q=1.5", "application/json", 0, 0);
+	assert_accept("application/json;q=0.1234", "application/json", 0, 0);
+	assert_accept("application/json;q=", "application/json", 0, 0);
+	assert_accept("application/json;q=-1, */*;q=0.1", "application/json", 100, 1);
+	assert_accept("json, text/html;q=0.2", "text/html", 200, 3);
+	assert_accept("text/html;level, */*;q=0.3", "text/html", 300, 1);
+	assert_accept("text/html;x=\"unclosed, */*;q=0.3", "text/html", 0, 0);
+}
+
+static void test_accept_steps_over_quoted_parameters(void **state)
+{
+	assert_accept("text/html;x=\"a,b;q=0\";q=0.2, application/json", "text/html", 200, 3);
+	assert_accept("text/html;x=\"a\\\"b,c\";q=0.3", "text/html", 300, 3);
+	assert_accept("text/html;x=\"a,b;q=0\";q=0.2, application/json", "application/json", 1000,
+	              3);
+	/* The first q is the weight. */
+	assert_accept("text/html;q=0.4;q=0.9", "text/html", 400, 3);
+}
+
+static void test_accept_reads_every_accept_line(void **state)
+{
+	const char *lines[] = {"text/html;q=0.1", "application/json", NULL};
+	int rank = -1;
+
+	assert_int_equal(accept_q(lines, "text/html", &rank), 100);
+	assert_int_equal(rank, 3);
+	assert_int_equal(accept_q(lines, "application/json", &rank), 1000);
+	assert_int_equal(rank, 3);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -423,6 +532,12 @@ int main(void)
 	        cmocka_unit_test(test_order_fields_check_applies_the_api_rules),
 	        cmocka_unit_test(test_order_ids_are_checked_for_shape),
 	        cmocka_unit_test(test_times_are_formatted_as_rfc3339_utc),
+	        cmocka_unit_test(test_accept_without_the_field_takes_any_type),
+	        cmocka_unit_test(test_accept_reads_q_values_as_rfc_9110_writes_them),
+	        cmocka_unit_test(test_accept_takes_the_most_specific_range),
+	        cmocka_unit_test(test_accept_skips_elements_it_cannot_read),
+	        cmocka_unit_test(test_accept_steps_over_quoted_parameters),
+	        cmocka_unit_test(test_accept_reads_every_accept_line),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
