@@ -717,6 +717,26 @@ static void checkout_unreadable(const struct http_request *req, struct reply *re
 	reply_add_header(ret, "Retry-After", "1");
 }
 
+/* The order id names into o: 1, or 0 when answered (404 for an id that is
+ * malformed or names no order, 503 when the store could not read it). */
+static int checkout_order_load(const struct env *env, const struct http_request *req,
+                               struct reply *ret, const char *id, struct api_order *o)
+{
+	int rc =
+	        api_order_id_valid(id) ? api_order_load(env->env_store, env_now_ms(env), id, o) : 0;
+
+	if (rc < 0) {
+		checkout_unreadable(req, ret);
+		return 0;
+	}
+	if (rc == 0) {
+		checkout_post_error(req, ret, 404, "not_found", "No such order",
+		                    "There is no order with this id.", NULL);
+		return 0;
+	}
+	return 1;
+}
+
 struct checkout_create {
 	int64_t cc_amount;
 	const char *cc_ref; /* NULL when none */
@@ -998,16 +1018,8 @@ static void checkout_order_page(const struct env *env, const struct config *cf,
 	struct buf b;
 	char *flash = NULL;
 	int has_flash = 0;
-	int rc;
 
-	rc = api_order_id_valid(id) ? api_order_load(env->env_store, env_now_ms(env), id, &o) : 0;
-	if (rc < 0) {
-		checkout_unreadable(req, ret);
-		return;
-	}
-	if (rc == 0) {
-		checkout_post_error(req, ret, 404, "not_found", "No such order",
-				    "There is no order with this id.", NULL);
+	if (!checkout_order_load(env, req, ret, id, &o)) {
 		return;
 	}
 	buf_init(&b, 0);
@@ -1321,14 +1333,7 @@ static void checkout_pay(const struct env *env, struct config *cf, const struct 
 			"Demo payments need a [provider NAME] section with type = stripe.", NULL);
 		return;
 	}
-	rc = api_order_id_valid(id) ? api_order_load(env->env_store, env_now_ms(env), id, &o) : 0;
-	if (rc < 0) {
-		checkout_unreadable(req, ret);
-		return;
-	}
-	if (rc == 0) {
-		checkout_post_error(req, ret, 404, "not_found", "No such order",
-		                    "There is no order with this id.", NULL);
+	if (!checkout_order_load(env, req, ret, id, &o)) {
 		return;
 	}
 	pj = calloc(1, sizeof(*pj));
