@@ -74,6 +74,22 @@ void fx_append_config(struct daemon *d, const char *fmt, ...)
 /* The audit rows a failed fx_assert_audit shows, at most. */
 #define FX_AUDIT_SHOWN 50
 
+void fx_cli_says_at(const char *file, int line, struct daemon *d, const char *const *args,
+                    int want_rc, const char *said)
+{
+	char *out = NULL;
+	int rc = daemon_cli(d, 1, args, &out);
+
+	if (rc != want_rc || out == NULL || strstr(out, said) == NULL) {
+		print_error("%s %s: exit %d (want %d), no \"%s\" in what it printed:\n%s\n",
+		            args[0], args[1] != NULL ? args[1] : "", rc, want_rc, said,
+		            out != NULL ? out : "(nothing)");
+		free(out);
+		_fail(file, line);
+	}
+	free(out);
+}
+
 void fx_assert_audit_at(const char *file, int line, struct daemon *d, int64_t want,
                         const char *where_fmt, ...)
 {

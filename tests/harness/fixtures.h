@@ -45,6 +45,14 @@ void fx_append_config(struct daemon *d, const char *fmt, ...) __attribute__((for
 void fx_assert_audit_at(const char *file, int line, struct daemon *d, int64_t want,
                         const char *where_fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* Runs the CLI with d's config (daemon_cli) and asserts its exit status
+ * is want_rc and its standard output holds said; a failure names the
+ * command, what it printed and the caller's line. */
+#define fx_cli_says(d, args, want_rc, said)                                                        \
+	fx_cli_says_at(__FILE__, __LINE__, (d), (args), (want_rc), (said))
+void fx_cli_says_at(const char *file, int line, struct daemon *d, const char *const *args,
+                    int want_rc, const char *said);
+
 /* ---- Stripe events (bodies malloc'd, as Stripe sends them) ---- */
 
 /* payment_intent.succeeded for order_id. */

@@ -81,10 +81,7 @@ static void test_dismissing_a_failed_event_clears_the_gauge_and_is_audited(void 
 	t_unknown(d, "evt_dismiss_one");
 	assert_int_equal(t_gauge(d, "idemhook_events_failed_open"), 1);
 	snprintf(id, sizeof(id), "%lld", (long long)t_event_id(d, "evt_dismiss_one"));
-	assert_int_equal(daemon_cli(d, 1, dismiss, &out), 0);
-	assert_non_null(strstr(out, "dismissed"));
-	free(out);
-	out = NULL;
+	fx_cli_says(d, dismiss, 0, "dismissed");
 	assert_int_equal(t_gauge(d, "idemhook_events_failed_open"), 0);
 	/* still failed, with who and why */
 	assert_int_equal(fx_db_int(d,
@@ -119,27 +116,15 @@ static void test_events_show_says_test_mode_as_the_console_does(void **state)
 	const char *show_test[] = {"events", "show", test, NULL};
 	const char *json_live[] = {"events", "show", live, "--json", NULL};
 	const char *json_test[] = {"events", "show", test, "--json", NULL};
-	char *out = NULL;
 
 	t_unknown(d, "evt_show_live_mode");
 	t_unknown_test_mode(d, "evt_show_test_mode");
 	snprintf(live, sizeof(live), "%lld", (long long)t_event_id(d, "evt_show_live_mode"));
 	snprintf(test, sizeof(test), "%lld", (long long)t_event_id(d, "evt_show_test_mode"));
-	assert_int_equal(daemon_cli(d, 1, show_test, &out), 0);
-	assert_non_null(strstr(out, "\ntest mode:       yes (never alerts)\n"));
-	free(out);
-	out = NULL;
-	assert_int_equal(daemon_cli(d, 1, show_live, &out), 0);
-	assert_non_null(strstr(out, "\ntest mode:       no\n"));
-	free(out);
-	out = NULL;
-	assert_int_equal(daemon_cli(d, 1, json_test, &out), 0);
-	assert_non_null(strstr(out, "\"test_mode\": true"));
-	free(out);
-	out = NULL;
-	assert_int_equal(daemon_cli(d, 1, json_live, &out), 0);
-	assert_non_null(strstr(out, "\"test_mode\": false"));
-	free(out);
+	fx_cli_says(d, show_test, 0, "\ntest mode:       yes (never alerts)\n");
+	fx_cli_says(d, show_live, 0, "\ntest mode:       no\n");
+	fx_cli_says(d, json_test, 0, "\"test_mode\": true");
+	fx_cli_says(d, json_live, 0, "\"test_mode\": false");
 }
 
 static void test_events_show_and_list_say_who_dismissed_an_event_and_why(void **state)
@@ -157,10 +142,7 @@ static void test_events_show_and_list_say_who_dismissed_an_event_and_why(void **
 
 	t_unknown(d, "evt_dismiss_shown");
 	snprintf(id, sizeof(id), "%lld", (long long)t_event_id(d, "evt_dismiss_shown"));
-	assert_int_equal(daemon_cli(d, 1, show, &out), 0);
-	assert_non_null(strstr(out, "\ndismissed:       no\n"));
-	free(out);
-	out = NULL;
+	fx_cli_says(d, show, 0, "\ndismissed:       no\n");
 	assert_int_equal(daemon_cli(d, 1, dismiss, &out), 0);
 	free(out);
 	out = NULL;
@@ -182,10 +164,7 @@ static void test_events_show_and_list_say_who_dismissed_an_event_and_why(void **
 	cJSON_Delete(j);
 	free(out);
 	out = NULL;
-	assert_int_equal(daemon_cli(d, 1, list, &out), 0);
-	assert_non_null(strstr(out, "unknown_order (dismissed)\n"));
-	free(out);
-	out = NULL;
+	fx_cli_says(d, list, 0, "unknown_order (dismissed)\n");
 	assert_int_equal(daemon_cli(d, 1, list_json, &out), 0);
 	j = cJSON_Parse(out);
 	assert_non_null(j);
@@ -238,10 +217,7 @@ static void test_dismiss_by_filter_counts_first_and_needs_the_count_confirmed(vo
 	assert_int_equal(fx_stripe_pay(d, "evt_filter_applied", order, 700, "usd"), 200);
 	t_unknown(d, "evt_filter_1");
 	t_unknown(d, "evt_filter_2");
-	assert_int_equal(daemon_cli(d, 1, count, &out), 0);
-	assert_non_null(strstr(out, "2 open failed event(s) match"));
-	free(out);
-	out = NULL;
+	fx_cli_says(d, count, 0, "2 open failed event(s) match");
 	assert_int_equal(t_gauge(d, "idemhook_events_failed_open"), 2);
 	/* the count changed since it was read: nothing happens */
 	assert_int_equal(daemon_cli(d, 1, wrong, &out), 65);
@@ -249,9 +225,7 @@ static void test_dismiss_by_filter_counts_first_and_needs_the_count_confirmed(vo
 	out = NULL;
 	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"),
 	                 0);
-	assert_int_equal(daemon_cli(d, 1, right, &out), 0);
-	assert_non_null(strstr(out, "2 event(s) dismissed"));
-	free(out);
+	fx_cli_says(d, right, 0, "2 event(s) dismissed");
 	assert_int_equal(t_gauge(d, "idemhook_events_failed_open"), 0);
 	fx_assert_audit(d, 2, "action = 'events.dismiss' AND result = 'ok'");
 	/* the applied event was never selected */
@@ -273,22 +247,13 @@ static void test_a_key_prefix_that_is_not_ascii_selects_by_its_bytes(void **stat
 	static const char *const confirm[] = {"events",       "dismiss",  "--key-prefix",
 	                                      "evt_\xc3\xa9", "--reason", "sandbox",
 	                                      "--confirm",    "2",        NULL};
-	char *out = NULL;
 
 	t_unknown(d, "evt_\xc3\xa9_1");
 	t_unknown(d, "evt_\xc3\xa9_2");
 	t_unknown(d, "evt_e_3");
-	assert_int_equal(daemon_cli(d, 1, accented, &out), 0);
-	assert_non_null(strstr(out, "2 open failed event(s) match"));
-	free(out);
-	out = NULL;
-	assert_int_equal(daemon_cli(d, 1, half, &out), 0);
-	assert_non_null(strstr(out, "2 open failed event(s) match"));
-	free(out);
-	out = NULL;
-	assert_int_equal(daemon_cli(d, 1, confirm, &out), 0);
-	assert_non_null(strstr(out, "2 event(s) dismissed"));
-	free(out);
+	fx_cli_says(d, accented, 0, "2 open failed event(s) match");
+	fx_cli_says(d, half, 0, "2 open failed event(s) match");
+	fx_cli_says(d, confirm, 0, "2 event(s) dismissed");
 	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"
 	                              " AND idem_key LIKE 'evt_\xc3\xa9_%%'"),
 	                 2);
@@ -321,27 +286,14 @@ static void test_dismiss_by_filter_with_test_mode_selects_the_test_mode_failures
 	                                   "--reason", "sandbox", NULL};
 	static const char *const neither[] = {"events",   "dismiss", "--provider", "stripe",
 	                                      "--reason", "sandbox", NULL};
-	char *out = NULL;
 
 	t_unknown_test_mode(d, "evt_sandbox_f1");
 	t_unknown_test_mode(d, "evt_sandbox_f2");
 	t_unknown(d, "evt_live_f1");
-	assert_int_equal(daemon_cli(d, 1, count, &out), 0);
-	assert_non_null(strstr(out, "2 failed test-mode event(s) match"));
-	free(out);
-	out = NULL;
-	assert_int_equal(daemon_cli(d, 1, live, &out), 0);
-	assert_non_null(strstr(out, "1 open failed event(s) match"));
-	free(out);
-	out = NULL;
-	assert_int_equal(daemon_cli(d, 1, neither, &out), 0);
-	assert_non_null(strstr(out, "1 open failed event(s) match"));
-	free(out);
-	out = NULL;
-	assert_int_equal(daemon_cli(d, 1, confirm, &out), 0);
-	assert_non_null(strstr(out, "2 event(s) dismissed"));
-	free(out);
-	out = NULL;
+	fx_cli_says(d, count, 0, "2 failed test-mode event(s) match");
+	fx_cli_says(d, live, 0, "1 open failed event(s) match");
+	fx_cli_says(d, neither, 0, "1 open failed event(s) match");
+	fx_cli_says(d, confirm, 0, "2 event(s) dismissed");
 	assert_int_equal(fx_db_int(d, "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL"
 	                              " AND test_mode <> 0 AND dismiss_reason = 'sandbox'"),
 	                 2);
@@ -353,9 +305,7 @@ static void test_dismiss_by_filter_with_test_mode_selects_the_test_mode_failures
 	                              "'evt_live_f1' AND dismissed_at IS NULL"),
 	                 1);
 	/* dismissed ones are not counted again */
-	assert_int_equal(daemon_cli(d, 1, count, &out), 0);
-	assert_non_null(strstr(out, "no failed test-mode event(s) match: nothing to dismiss"));
-	free(out);
+	fx_cli_says(d, count, 0, "no failed test-mode event(s) match: nothing to dismiss");
 }
 
 /* Nothing matching is nothing to do: said so, exit 0, and no "--confirm 0"
