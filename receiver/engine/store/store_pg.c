@@ -108,6 +108,7 @@ struct store_conn {
 	unsigned *cn_fails;         /* its store_db's db_fails */
 	const char *cn_role;        /* its fallback application_name */
 	const char *cn_app_name;    /* borrowed from its store_db: its application_name, or NULL */
+	const char *cn_session_attrs; /* borrowed: its target_session_attrs, or NULL */
 	unsigned cn_timeout_ms;     /* its statement_timeout, set again after a reconnect */
 	uint64_t cn_round_trips;    /* to the server, counted on the connection's own thread */
 	struct store_conn *cn_next; /* reader: in the free list */
@@ -124,6 +125,9 @@ struct store_conn {
 struct store_db {
 	char *db_conninfo;
 	char *db_app_name; /* so_pg_application_name, or NULL */
+	/* "read-write" when the store writes and the conninfo names no
+	 * target_session_attrs of its own, else NULL (libpq's default). */
+	const char *db_session_attrs;
 	unsigned db_timeout_ms;
 	struct store_conn *db_writer;                     /* NULL when read-only */
 	struct store_conn *db_more[STORE_PG_WRITERS_MAX]; /* en_writer_add's, each its thread's */
@@ -292,11 +296,23 @@ static int store_pg_is_conninfo(const char *conninfo)
 	       strncmp(conninfo, "postgres://", 11) == 0 || strchr(conninfo, '=') != NULL;
 }
 
+/* Whether the parsed conninfo sets target_session_attrs itself. */
+static int store_pg_sets_session_attrs(const PQconninfoOption *opts)
+{
+	for (; opts->keyword != NULL; opts++) {
+		if (strcmp(opts->keyword, "target_session_attrs") == 0) {
+			return opts->val != NULL && opts->val[0] != '\0';
+		}
+	}
+	return 0;
+}
+
 /* Checks conninfo's syntax before the first connection. libpq's parse
  * errors quote the text they stopped at (the token after a bad '=', the
  * whole URI), which may be the password: the message is logged with every
- * quoted part left out. Returns 0, or -1 (logged). */
-static int store_pg_conninfo_check(const char *conninfo)
+ * quoted part left out. Sets *ret_attrs to 1 when the conninfo sets
+ * target_session_attrs, else 0. Returns 0, or -1 (logged). */
+static int store_pg_conninfo_check(const char *conninfo, int *ret_attrs)
 {
 	PQconninfoOption *opts;
 	char *err = NULL;
@@ -304,11 +320,13 @@ static int store_pg_conninfo_check(const char *conninfo)
 	size_t o = 0;
 	const char *p;
 
+	*ret_attrs = 0;
 	if (!store_pg_is_conninfo(conninfo)) {
 		return 0; /* a database name */
 	}
 	opts = PQconninfoParse(conninfo, &err);
 	if (opts != NULL) {
+		*ret_attrs = store_pg_sets_session_attrs(opts);
 		PQconninfoFree(opts);
 		return 0;
 	}
@@ -373,10 +391,15 @@ static PGconn *store_pg_connect(const struct store_conn *cn)
 {
 	/* Later keys win over the conninfo's (expanded from dbname); libpq
 	 * skips a NULL value, so without cn_app_name the conninfo's
-	 * application_name, or else the role, names the session. */
+	 * application_name, or else the role, names the session. Likewise
+	 * target_session_attrs: a store that writes asks libpq for a server
+	 * that takes writes, so a standby (or the old primary come back as
+	 * one) is refused at connect, and of a conninfo listing several
+	 * hosts the primary is chosen, again on every reconnect. */
 	const char *const keys[] = {"dbname", "fallback_application_name", "application_name",
-	                            NULL};
-	const char *const values[] = {cn->cn_conninfo, cn->cn_role, cn->cn_app_name, NULL};
+	                            "target_session_attrs", NULL};
+	const char *const values[] = {cn->cn_conninfo, cn->cn_role, cn->cn_app_name,
+	                              cn->cn_session_attrs, NULL};
 
 	return PQconnectdbParams(keys, values, 1);
 }
@@ -397,6 +420,7 @@ static struct store_conn *store_pg_conn_open_q(struct store_db *db, const char *
 	}
 	cn->cn_conninfo = db->db_conninfo;
 	cn->cn_app_name = db->db_app_name;
+	cn->cn_session_attrs = db->db_session_attrs;
 	cn->cn_fails = &db->db_fails;
 	cn->cn_role = role;
 	cn->cn_defer_tail = &cn->cn_defer;
@@ -2531,6 +2555,7 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 	struct store_conn *cn = NULL;
 	struct store_db *db;
 	int version = 0;
+	int sets_attrs = 0;
 
 	if (opt->so_conninfo == NULL || opt->so_conninfo[0] == '\0') {
 		log_err("store: backend = postgresql needs [store] conninfo");
@@ -2563,8 +2588,11 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 		goto fail;
 	}
 	db->db_key_made = 1;
-	if (store_pg_conninfo_check(db->db_conninfo) < 0) {
+	if (store_pg_conninfo_check(db->db_conninfo, &sets_attrs) < 0) {
 		goto fail;
+	}
+	if (!opt->so_read_only && !sets_attrs && getenv("PGTARGETSESSIONATTRS") == NULL) {
+		db->db_session_attrs = "read-write";
 	}
 	/* Migrations may take longer than one statement's timeout. A server
 	 * out of reach at start is an error: the receiver does not start. */
