@@ -16,6 +16,7 @@
 #include "buf.h"
 #include "cli.h"
 #include "config.h"
+#include "store.h"
 #include "text.h"
 
 /* s as text_printable shows it (NULL or empty: "-"), NUL-terminated in
@@ -151,12 +152,23 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
 int cli_tempfail(const char *cmd, const char *fmt, ...)
 {
 	va_list ap;
+	/* One command per process: any full disk met is this command's. */
+	int full = store_full_count() > 0;
 
-	fprintf(stderr, "idemhook %s: the database is busy or failing; ", cmd);
+	if (full) {
+		fprintf(stderr, "idemhook %s: the disk of the database is full; ", cmd);
+	} else {
+		fprintf(stderr, "idemhook %s: the database is busy or failing; ", cmd);
+	}
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, ". Run the same command again.\n");
+	if (full) {
+		fprintf(stderr, ". Free space on its file system first (see \"A full disk\" in "
+		                "docs/operations.md), then run the same command again.\n");
+	} else {
+		fprintf(stderr, ". Run the same command again.\n");
+	}
 	return EX_TEMPFAIL;
 }
 

@@ -76,7 +76,10 @@ int cli_open_store_exclusive(const struct config *cf, int read_only, int exclusi
  * moment (busy, locked, a connection lost; the store's own line above
  * says which): "idemhook CMD: the database is busy or failing; WHAT
  * (printf-formatted: what is unchanged). Run the same command again.",
- * on stderr. Returns EX_TEMPFAIL, the command's exit code. */
+ * on stderr; when a statement of this process failed for a full disk
+ * (store_full_count), "the disk of the database is full; WHAT. Free space
+ * ... first, then run the same command again." Returns EX_TEMPFAIL, the
+ * command's exit code. */
 int cli_tempfail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Names the command main runs ("events"), for cli_getopt's messages. */

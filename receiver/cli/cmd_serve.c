@@ -399,7 +399,8 @@ static int serve_outbound_reload(struct app *app, int changed)
 	return 1;
 }
 
-/* Returns 1 when the new configuration was taken, 0 when refused. */
+/* Returns 1 when the new configuration was taken, 0 when refused or taken
+ * except [outbound] (the worker could not take it): a failed reload. */
 static int serve_reload_run(struct app *app, const struct serve_workers *sw, const char *path)
 {
 	struct serve_restart_list rl;
@@ -407,6 +408,7 @@ static int serve_reload_run(struct app *app, const struct serve_workers *sw, con
 	struct http_options ho;
 	struct config *cf;
 	int outbound_changed;
+	int outbound_taken;
 
 	notify_reloading();
 	if (path == NULL) {
@@ -442,8 +444,25 @@ static int serve_reload_run(struct app *app, const struct serve_workers *sw, con
 	app_config_swap(app, cf);
 	gc_worker_reload(sw->sw_gc);
 	reconcile_worker_reload(sw->sw_reconcile);
-	serve_outbound_reload(app, outbound_changed);
+	outbound_taken = serve_outbound_reload(app, outbound_changed) >= 0;
 	cf = app_config_acquire(app);
+	if (!outbound_taken) {
+		/* The rest is swapped and stays: said, and counted as a failed
+		 * reload, so IdemhookReloadFailed tells that the worker is not on
+		 * the file's [outbound]. A later reload tries it again. */
+		log_err("SIGHUP: configuration%s reloaded from %s except [outbound] (above): "
+		        "outbound calls do not run on its settings; fix the cause and reload "
+		        "again, or restart idemhook (systemctl restart idemhook)%s%s%s",
+		        config_get(cf, "server", "tls_cert") != NULL
+		                ? ", secrets and TLS certificate"
+		                : " and secrets",
+		        path, rl.srl_n > 0 ? "; not in effect until a restart: " : "", rl.srl_text,
+		        rl.srl_len >= sizeof(rl.srl_text) - 1 ? "..." : "");
+		app_config_release(app, cf);
+		notify_ready("serving (reload incomplete: [outbound] not taken; reload again or "
+		             "restart)");
+		return 0;
+	}
 	log_notice("SIGHUP: configuration%s reloaded from %s%s%s%s",
 	           config_get(cf, "server", "tls_cert") != NULL ? ", secrets and TLS certificate"
 	                                                        : " and secrets",

@@ -1082,6 +1082,81 @@ static void test_a_reload_that_adds_outbound_starts_the_worker(void **state)
 	peer_destroy(p);
 }
 
+/* The admin listener's /metrics holds line within 5 s (a reload's metric
+ * is set just after its log line). */
+static int t_metric(struct daemon *d, const char *line)
+{
+	char url[128];
+	struct hres r;
+	int found = 0;
+	int i;
+
+	snprintf(url, sizeof(url), "%s/metrics", d->dm_admin_base);
+	for (i = 0; i < 100 && !found; i++) {
+		if (i > 0) {
+			usleep(50 * 1000);
+		}
+		assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+		assert_int_equal(r.hs_status, 200);
+		found = strstr(r.hs_body, line) != NULL;
+		hres_finish(&r);
+	}
+	return found;
+}
+
+/* A reload that adds [outbound] while another process holds the database's
+ * write lock: the worker cannot start (it gives back rows a crash left
+ * delivering first, a write), the rest of the file is taken, and the reload
+ * says so and counts as failed. Once the lock is gone, the next reload
+ * starts the worker, and counts as taken. */
+static void test_a_reload_whose_outbound_worker_cannot_start_counts_as_failed(void **state)
+{
+	struct peer *p = peer_create();
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	struct hn_sqlite lock;
+	struct daemon d;
+	char ini[2048];
+	char id[64];
+	char *log;
+
+	(void)state;
+	assert_non_null(p);
+	peer_default(p, "/notify", &ok);
+	fx_daemon_start(&d, "%s\n[store]\nbusy_timeout_ms = 200\n", FX_STRIPE_INI);
+	snprintf(ini, sizeof(ini), "\n[outbound]\nnotify_url = %s/notify\npoll = 50ms\n",
+	         peer_base(p));
+	assert_int_equal(daemon_append_config(&d, ini), 0);
+	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "SIGHUP: configuration", 10000), 0);
+	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "<3>SIGHUP: configuration and secrets reloaded from "));
+	assert_non_null(strstr(log, " except [outbound] (above): outbound calls do not run on its "
+	                            "settings; fix the cause and reload again, or restart "
+	                            "idemhook (systemctl restart idemhook)\n"));
+	assert_null(strstr(log, "<5>SIGHUP: configuration"));
+	free(log);
+	assert_true(t_metric(&d, "idemhook_config_last_reload_successful 0\n"));
+	assert_true(t_metric(&d, "idemhook_config_reloads_total{result=\"failure\"} 1\n"));
+
+	/* the cause gone, a reload starts the worker and counts as taken */
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d,
+	                                 "SIGHUP: outbound worker started with the new [outbound]",
+	                                 10000),
+	                 0);
+	assert_int_equal(daemon_log_wait(&d, "<5>SIGHUP: configuration", 10000), 0);
+	assert_true(t_metric(&d, "idemhook_config_last_reload_successful 1\n"));
+	fx_order(&d, 2600, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_late_start", id, 2600, "usd"), 200);
+	t_wait_one_succeeded(&d);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
 struct crash {
 	struct daemon cr_daemon;
 	char cr_ids[CRASH_ORDERS][64];
@@ -1249,6 +1324,7 @@ int main(void)
 	        cmocka_unit_test(
 	                test_a_reload_that_removes_outbound_lets_the_call_in_flight_finish),
 	        cmocka_unit_test(test_a_reload_that_adds_outbound_starts_the_worker),
+	        cmocka_unit_test(test_a_reload_whose_outbound_worker_cannot_start_counts_as_failed),
 	        cmocka_unit_test(
 	                test_an_outcome_the_store_refused_is_recorded_once_it_takes_writes),
 	        cmocka_unit_test(

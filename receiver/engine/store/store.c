@@ -504,6 +504,20 @@ void store_open_busy(void)
 	store_open_err = STORE_OPEN_BUSY;
 }
 
+/* Process-wide: a full disk is a fact about the machine, not about one
+ * store, and the writer thread that meets it is not the caller's. */
+static uint64_t store_full_n;
+
+void store_note_full(void)
+{
+	__atomic_add_fetch(&store_full_n, 1, __ATOMIC_RELAXED);
+}
+
+uint64_t store_full_count(void)
+{
+	return __atomic_load_n(&store_full_n, __ATOMIC_RELAXED);
+}
+
 static const struct store_engine *store_engine_of(const struct store_options *opt)
 {
 	return opt->so_backend == STORE_BACKEND_POSTGRESQL ? &store_engine_pg : &store_engine_sqlite;

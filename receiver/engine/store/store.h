@@ -227,6 +227,14 @@ enum store_open_error {
 };
 enum store_open_error store_open_error(void);
 
+/* How many statements of this process have failed because the disk had
+ * no room (SQLite: SQLITE_FULL, or an I/O error with ENOSPC or EDQUOT;
+ * PostgreSQL: SQLSTATE 53100 disk_full), on any store and any thread.
+ * A command compares it before and after to tell a full disk from a busy
+ * or failing database: running it again does not help until space is
+ * freed. */
+uint64_t store_full_count(void);
+
 /* Finishes queued work, stops the writer, closes connections. NULL is a no-op. */
 void store_destroy(struct store *st);
 

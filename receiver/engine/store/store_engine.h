@@ -32,6 +32,10 @@ struct store_files {
 void store_open_denied(void);
 /* ... and one that met a lock held past its busy timeout, here. */
 void store_open_busy(void);
+/* An engine that received "no room on the disk" (SQLite's SQLITE_FULL,
+ * PostgreSQL's disk_full) for any statement says so here, where it logs
+ * it (store_full_count). */
+void store_note_full(void);
 
 struct store_tx {
 	struct store *tx_store; /* NULL while the engine opens the database */

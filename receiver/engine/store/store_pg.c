@@ -504,6 +504,9 @@ static void store_pg_fail(struct store_conn *self, const PGresult *res, const ch
 	store_pg_one_line(res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(cn->cn_pg), msg,
 	                  sizeof(msg));
 	snprintf(cn->cn_sqlstate, sizeof(cn->cn_sqlstate), "%s", state != NULL ? state : "08000");
+	if (strcmp(cn->cn_sqlstate, "53100") == 0) { /* disk_full */
+		store_note_full();
+	}
 	if (store_pg_sqlstate_retry(cn->cn_sqlstate)) {
 		cn->cn_retry = 1;
 		log_warn("store: %.100s: %s", what, msg);

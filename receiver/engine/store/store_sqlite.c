@@ -181,10 +181,30 @@ static int store_rc_transient(int rc)
 	}
 }
 
+/* 1 when rc says the file system had no room: SQLITE_FULL (ENOSPC, or a
+ * short write), or an I/O error whose errno is ENOSPC or EDQUOT (a quota
+ * is a full disk for its user; the unix VFS maps only ENOSPC). */
+static int store_rc_full(sqlite3 *db, int rc)
+{
+	int e;
+
+	if ((rc & 0xff) == SQLITE_FULL) {
+		return 1;
+	}
+	if ((rc & 0xff) != SQLITE_IOERR || db == NULL) {
+		return 0;
+	}
+	e = sqlite3_system_errno(db);
+	return e == ENOSPC || e == EDQUOT;
+}
+
 static void store_log_rc(sqlite3 *db, int rc, const char *what)
 {
 	const char *msg = db != NULL ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
 
+	if (store_rc_full(db, rc)) {
+		store_note_full();
+	}
 	if (store_rc_transient(rc)) {
 		log_warn("store: %.100s: %s", what, msg);
 	} else {
@@ -1093,6 +1113,9 @@ static int store_migrate_conn(struct store_conn *cn)
 		if (version < mg->mg_version) {
 			rc = sqlite3_exec(db, mg->mg_sql, NULL, NULL, &err);
 			if (rc != SQLITE_OK) {
+				if (store_rc_full(db, rc)) {
+					store_note_full();
+				}
 				log_err("store: migration %s failed: %s", mg->mg_name,
 				        err != NULL ? err : sqlite3_errstr(rc));
 				goto fail;
@@ -1937,6 +1960,9 @@ static int store_sqlite_vacuum(struct store_db *db)
 	}
 	rc = sqlite3_exec(cn->cn_db, "PRAGMA auto_vacuum = INCREMENTAL; VACUUM", NULL, NULL, &err);
 	if (rc != SQLITE_OK) {
+		if (store_rc_full(cn->cn_db, rc)) {
+			store_note_full();
+		}
 		log_err("store: VACUUM failed: %s", err != NULL ? err : sqlite3_errstr(rc));
 		sqlite3_free(err);
 		store_conn_close(cn);
