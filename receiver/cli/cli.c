@@ -155,6 +155,9 @@ int cli_tempfail(const char *cmd, const char *fmt, ...)
 	/* One command per process: any full disk met is this command's. */
 	int full = store_full_count() > 0;
 
+	if (cmd == NULL) {
+		cmd = cli_command_name != NULL ? cli_command_name : "";
+	}
 	if (full) {
 		fprintf(stderr, "idemhook %s: the disk of the database is full; ", cmd);
 	} else {

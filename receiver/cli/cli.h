@@ -78,8 +78,8 @@ int cli_open_store_exclusive(const struct config *cf, int read_only, int exclusi
  * (printf-formatted: what is unchanged). Run the same command again.",
  * on stderr; when a statement of this process failed for a full disk
  * (store_full_count), "the disk of the database is full; WHAT. Free space
- * ... first, then run the same command again." Returns EX_TEMPFAIL, the
- * command's exit code. */
+ * ... first, then run the same command again." cmd NULL is the command
+ * main runs. Returns EX_TEMPFAIL, the command's exit code. */
 int cli_tempfail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Names the command main runs ("events"), for cli_getopt's messages. */

@@ -293,6 +293,12 @@ int cli_open_store_exclusive(const struct config *cf, int read_only, int exclusi
 	so.so_key_filter = exclusive && !so.so_read_only;
 	st = store_create(&so);
 	if (st == NULL) {
+		if (store_full_count() > 0) {
+			/* A file the open creates or grows (-wal, -shm, a
+			 * migration) found no room: it passes once there is. */
+			return cli_tempfail(NULL,
+			                    "the database was not opened, and nothing changed");
+		}
 		switch (store_open_error()) {
 		case STORE_OPEN_DENIED:
 			return EX_NOPERM;

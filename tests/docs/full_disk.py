@@ -152,6 +152,26 @@ def main():
         if records(db) != 0:
             fail(f"gc after space was freed left {records(db)} records")
         ok("with space freed, the same gc deletes them all")
+
+        # A database with no -wal or -shm yet (restored from a backup, say)
+        # on a full disk: the command's own open is what meets it, before
+        # any write of its own.
+        held.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        held.close()
+        held = None
+        for side in ("-wal", "-shm"):
+            if os.path.exists(db + side):
+                os.unlink(db + side)
+        fill(os.path.join(mnt, "filler"))
+        rc, out, err = run(binary, config, "order", "create", "--amount", "100",
+                           "--currency", "EUR")
+        said = ("idemhook order: the disk of the database is full; the database was "
+                "not opened, and nothing changed. Free space on its file system first (see "
+                "\"A full disk\" in docs/operations.md), then run the same command again.")
+        if rc != 75 or said not in err:
+            fail(f"order create opening a database on a full disk exited {rc}, wanted 75 and "
+                 f"\"{said}\":\n{out}{err}")
+        ok("a command whose open meets the full disk says so, exit 75")
     finally:
         if held is not None:
             held.close()
