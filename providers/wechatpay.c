@@ -29,6 +29,7 @@
 struct wechatpay_key {
 	char *wk_serial;
 	struct crypto_pubkey *wk_key;
+	int wk_line; /* the platform_key line it was read from */
 };
 
 struct wechatpay_state {
@@ -93,6 +94,7 @@ static int wechatpay_load_key(void *arg, const char *value, int line)
 	int over = st->ws_n_keys >= WECHATPAY_KEYS_MAX;
 	char *text = NULL;
 	size_t len = 0;
+	size_t i;
 
 	if (over && !ctx->lc_over) {
 		log_err("provider %s: line %d: more than %d platform_key values", name, line,
@@ -107,6 +109,20 @@ static int wechatpay_load_key(void *arg, const char *value, int line)
 		        name, line);
 		ctx->lc_bad = 1;
 		return 0;
+	}
+	/* Serials are compared without case (wechatpay_key_for): two lines
+	 * naming one serial would leave which key verifies to their order. */
+	for (i = 0; i < st->ws_n_keys; i++) {
+		if (strlen(st->ws_keys[i].wk_serial) == n &&
+		    strncasecmp(st->ws_keys[i].wk_serial, value, n) == 0) {
+			log_err("provider %s: line %d: platform_key serial \"%.*s\" is line %d's "
+			        "(\"%s\"; serials are compared without regard to case): one line "
+			        "per serial",
+			        name, line, (int)n, value, st->ws_keys[i].wk_line,
+			        st->ws_keys[i].wk_serial);
+			ctx->lc_bad = 1;
+			return 0;
+		}
 	}
 	if (provider_public_resolve(ctx->lc_pc, "platform_key", spec, line, &text, &len) < 0) {
 		ctx->lc_bad = 1; /* logged */
@@ -131,6 +147,7 @@ static int wechatpay_load_key(void *arg, const char *value, int line)
 		k->wk_key = NULL;
 		return -1;
 	}
+	k->wk_line = line;
 	st->ws_n_keys++;
 	return 0;
 }
