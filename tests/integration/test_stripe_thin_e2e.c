@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "buf.h"
+#include "console_client.h"
 #include "fixtures.h"
 #include "peer.h"
 #include "provider_e2e.h"
@@ -945,6 +946,81 @@ static void test_a_connected_accounts_thin_event_is_fetched_in_its_context_and_a
 	env_finish(&e);
 }
 
+/* The context a thin event was received in is shown where its other
+ * fetch details are: `events show` (text and JSON) and the console's event
+ * page, for one waiting for its full event and for one fetched and
+ * applied; an event of the platform's own account shows none. */
+static void test_a_thin_events_context_is_shown_by_events_show_and_the_console(void **state)
+{
+	static const char *const keys[] = {"evt_thin_pi_ctx_waits", "evt_thin_pi_ctx_paid"};
+	static const char *const contexts[] = {"acct_1Platform00/acct_1Connected02",
+	                                       "acct_1ConnectedShop03"};
+	struct t_env e;
+	struct t_session s;
+	struct hres r;
+	char id[32];
+	char want[160];
+	char path[64];
+	char order[64];
+	char *body;
+	char *out = NULL;
+	const char *show[] = {"events", "show", id, NULL};
+	const char *show_json[] = {"events", "show", "--json", id, NULL};
+	size_t i;
+
+	(void)state;
+	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
+	setenv("T_CONSOLE_RO", T_RO_TOKEN, 1);
+	env_start_with(&e, T_CONSOLE);
+	/* One Stripe never has (it waits), one it has in its context (the
+	 * fake API serves evt_thin_<pi>). */
+	fx_order(&e.te_d, 1999, "usd", order);
+	fake_pays_in("pi_ctx_paid", order, 1999, contexts[1]);
+	for (i = 0; i < 2; i++) {
+		snprintf(want, sizeof(want), "\"%s\"", contexts[i]);
+		body = thin_body_in(keys[i], i == 0 ? "pi_ctx_waits" : "pi_ctx_paid", T_PAY, 1,
+		                    want);
+		assert_int_equal(fx_stripe_send(&e.te_d, body, NULL), 200);
+		free(body);
+	}
+	thin_send(&e, "evt_thin_ctx_own", "pi_ctx_own", T_PAY, 1);
+	wait_fetch_failed(&e, keys[0], "not_found");
+	wait_paid(&e, order);
+	t_login(&e.te_d, T_RO_TOKEN, &s);
+	for (i = 0; i < 2; i++) {
+		snprintf(id, sizeof(id), "%lld",
+		         (long long)db_int(&e, "SELECT id FROM events WHERE idem_key = '%s'",
+		                           keys[i]));
+		assert_int_equal(cli(&e, show, &out), 0);
+		snprintf(want, sizeof(want), "\ncontext:         %s\n", contexts[i]);
+		assert_non_null(strstr(out, want));
+		free(out);
+		assert_int_equal(cli(&e, show_json, &out), 0);
+		snprintf(want, sizeof(want), "\"context\": \"%s\"", contexts[i]);
+		assert_non_null(strstr(out, want));
+		free(out);
+		snprintf(path, sizeof(path), "/console/events/%s", id);
+		assert_int_equal(t_get(&e.te_d, path, &s, &r), 200);
+		snprintf(want, sizeof(want), "<dd id=\"context\">%s ", contexts[i]);
+		assert_non_null(strstr(r.hs_body, want));
+		hres_finish(&r);
+	}
+	snprintf(id, sizeof(id), "%lld",
+	         (long long)db_int(&e, "SELECT id FROM events WHERE idem_key = '%s'",
+	                           "evt_thin_ctx_own"));
+	assert_int_equal(cli(&e, show_json, &out), 0);
+	assert_non_null(strstr(out, "\"context\": null"));
+	free(out);
+	assert_int_equal(cli(&e, show, &out), 0);
+	assert_null(strstr(out, "context:"));
+	free(out);
+	snprintf(path, sizeof(path), "/console/events/%s", id);
+	assert_int_equal(t_get(&e.te_d, path, &s, &r), 200);
+	assert_null(strstr(r.hs_body, "id=\"context\""));
+	hres_finish(&r);
+	env_finish(&e);
+}
+
 /* A context is an account id, or several joined by "/": letters, digits
  * and "_". Anything else (a line break that would add a header field to
  * the fetch, a space, a colon, an empty segment, another JSON type, more
@@ -1097,6 +1173,8 @@ int main(void)
 	                test_a_fetched_event_that_contradicts_its_thin_notification_is_never_applied),
 	        cmocka_unit_test(
 	                test_a_connected_accounts_thin_event_is_fetched_in_its_context_and_applied),
+	        cmocka_unit_test(
+	                test_a_thin_events_context_is_shown_by_events_show_and_the_console),
 	        cmocka_unit_test(test_a_thin_event_whose_context_is_not_an_account_id_is_refused),
 	        cmocka_unit_test(
 	                test_migrate_gives_waiting_thin_events_their_context_and_they_are_applied),
