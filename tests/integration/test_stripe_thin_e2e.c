@@ -644,6 +644,57 @@ static void test_simulated_thin_payment_is_signed_as_stripe_signs_and_fetched(vo
 	env_finish(&e);
 }
 
+/* simulate --context sends a connected account's thin payment, which is
+ * fetched in that context and applied; a context the receiver would refuse
+ * is refused by simulate (64, nothing sent), as is --context with another
+ * event than thin-payment. */
+static void
+test_simulated_thin_payment_of_a_connected_account_is_fetched_in_its_context(void **state)
+{
+	static const char *const bad[] = {"acct_1Sim/", "acct 1Sim", "acct_1Sim:x", "", "/acct_1"};
+	struct t_env e;
+	char order[64];
+	char pi[96];
+	char ctx[64];
+	char *out = NULL;
+	const char *args[] = {"simulate", "stripe", "thin-payment", "--order", order, "--context",
+	                      ctx,        NULL};
+	const char *payment[] = {"simulate",
+	                         "stripe",
+	                         "payment",
+	                         "--order",
+	                         order,
+	                         "--context",
+	                         "acct_1SimConnected00",
+	                         NULL};
+	size_t i;
+
+	(void)state;
+	env_start(&e);
+	fx_order(&e.te_d, 1234, "usd", order);
+	snprintf(pi, sizeof(pi), "pi_sim_%s", order);
+	fake_pays_in(pi, order, 1234, "acct_1SimPlatform0/acct_1SimConnected0");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(ctx, sizeof(ctx), "%s", bad[i]);
+		assert_int_equal(daemon_cli(&e.te_d, 1, args, NULL), 64);
+	}
+	assert_int_equal(daemon_cli(&e.te_d, 1, payment, NULL), 64);
+	assert_int_equal(
+	        db_int(&e, "SELECT COUNT(*) FROM events WHERE idem_key LIKE '%s'", "evt_sim_%"), 0);
+	snprintf(ctx, sizeof(ctx), "%s", "acct_1SimPlatform0/acct_1SimConnected0");
+	assert_int_equal(daemon_cli(&e.te_d, 1, args, &out), 0);
+	assert_non_null(strstr(out, "HTTP 200"));
+	free(out);
+	wait_paid(&e, order);
+	assert_int_equal(db_int(&e,
+	                        "SELECT COUNT(*) FROM events WHERE idem_key LIKE 'evt_sim_%%' "
+	                        "AND effect = 'paid' AND context = '%s'",
+	                        "acct_1SimPlatform0/acct_1SimConnected0"),
+	                 1);
+	assert_int_equal(fake_served(), 1);
+	env_finish(&e);
+}
+
 /* A live thin event acknowledged to Stripe whose full event never came is
  * a payment Stripe will not send again: gc keeps it past every retention,
  * still waiting and still listed. A test-mode one expires as usual. */
@@ -1164,6 +1215,8 @@ int main(void)
 	        cmocka_unit_test(
 	                test_thin_events_that_keep_failing_do_not_hold_back_those_after_them),
 	        cmocka_unit_test(test_simulated_thin_payment_is_signed_as_stripe_signs_and_fetched),
+	        cmocka_unit_test(
+	                test_simulated_thin_payment_of_a_connected_account_is_fetched_in_its_context),
 	        cmocka_unit_test(
 	                test_gc_keeps_a_live_thin_event_waiting_for_its_full_event_past_every_retention),
 	        cmocka_unit_test(
