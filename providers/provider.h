@@ -22,6 +22,16 @@ enum provider_sim_kind {
 	PROVIDER_SIM_THIN_PAYMENT, /* the payment as a thin notification (Stripe event destinations) */
 };
 
+/* Bytes in an account context: account ids ("acct_" and some 16
+ * characters) joined by "/", a few levels deep at most. */
+#define PROVIDER_CONTEXT_MAX 255
+
+/* Whether s is an account context as Stripe writes one (event.h
+ * ev_context): account ids, letters, digits and "_", joined by "/"; at most
+ * PROVIDER_CONTEXT_MAX bytes. What a thin event may carry and what
+ * `simulate --context` takes. 1 or 0. */
+int provider_context_valid(const char *s);
+
 struct provider_sim {
 	enum provider_sim_kind ps_kind;
 	const char *ps_id;         /* fresh for every callback (lower-case hex): ids derive from it */
@@ -32,6 +42,9 @@ struct provider_sim {
 	char ps_currency[4];       /* ISO 4217, upper case */
 	const struct crypto_privkey *ps_key; /* the throwaway key pair, for schemes signed
 						with the provider's own private key; or NULL */
+	/* A thin payment's account context (provider_context_valid), or NULL
+	 * for the instance's own account. */
+	const char *ps_context;
 };
 
 /* Why a request was refused before any claim (nothing stored). */

@@ -582,6 +582,32 @@ int provider_json_canonical(const struct cJSON *item, struct buf *b)
 	return buf_puts(b, "null");
 }
 
+/* Whether s is a context as Stripe writes one (docs.stripe.com/context):
+ * account ids, letters, digits and "_", joined by "/" (an organization's
+ * platform, then its connected account). Nothing else may reach the
+ * Stripe-Context header of a fetch: no line break, space or colon. */
+int provider_context_valid(const char *s)
+{
+	size_t len = strlen(s);
+	size_t i;
+
+	if (len == 0 || len > PROVIDER_CONTEXT_MAX || s[0] == '/' || s[len - 1] == '/') {
+		return 0;
+	}
+	for (i = 0; i < len; i++) {
+		char c = s[i];
+
+		if (c == '/' && s[i + 1] == '/') {
+			return 0;
+		}
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '_' || c == '/')) {
+			return 0;
+		}
+	}
+	return 1;
+}
+
 int provider_ref_usable(const char *s)
 {
 	size_t i;

@@ -22,9 +22,6 @@
 /* API v2 requests name a version (Stripe-Version); the fetch reads only
  * fields every v2 version has (id, object, type, created, data). */
 #define STRIPE_V2_VERSION "2025-09-30.clover"
-/* Bytes in a thin event's context: account ids ("acct_" and some 16
- * characters) joined by "/", a few levels deep at most. */
-#define STRIPE_CONTEXT_MAX 255
 
 struct stripe_state {
 	struct provider_secrets ss_secrets;
@@ -515,32 +512,6 @@ static int64_t stripe_v2_created(const cJSON *created)
 	return (int64_t)timegm(&tm);
 }
 
-/* Whether s is a context as Stripe writes one (docs.stripe.com/context):
- * account ids, letters, digits and "_", joined by "/" (an organization's
- * platform, then its connected account). Nothing else may reach the
- * Stripe-Context header of a fetch: no line break, space or colon. */
-static int stripe_context_valid(const char *s)
-{
-	size_t len = strlen(s);
-	size_t i;
-
-	if (len == 0 || len > STRIPE_CONTEXT_MAX || s[0] == '/' || s[len - 1] == '/') {
-		return 0;
-	}
-	for (i = 0; i < len; i++) {
-		char c = s[i];
-
-		if (c == '/' && s[i + 1] == '/') {
-			return 0;
-		}
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '_' || c == '/')) {
-			return 0;
-		}
-	}
-	return 1;
-}
-
 /* A thin notification: authentic but without the object's data. It
  * becomes one event to fetch (ev_fetch), keyed by its own id, with the
  * related object as its payment reference, so that operators see what it
@@ -564,7 +535,7 @@ static int stripe_thin_read(const struct stripe_state *st, const cJSON *root, co
 	/* null (or "", as Stripe's SDKs read it): the instance's own account. */
 	if (context != NULL && !cJSON_IsNull(context) &&
 	    !(cJSON_IsString(context) &&
-	      (context->valuestring[0] == '\0' || stripe_context_valid(context->valuestring)))) {
+	      (context->valuestring[0] == '\0' || provider_context_valid(context->valuestring)))) {
 		return provider_refuse(v, 400, "malformed_body",
 		                       "The thin event's context is not an account id.");
 	}
@@ -754,13 +725,21 @@ static int stripe_simulate(const struct provider_conf *pc, const struct provider
 		 * the related object and where to fetch it. */
 		gmtime_r(&t, &tm);
 		strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+		/* A connected account's names it (checked by the caller). */
+		if (sim->ps_context != NULL && !provider_context_valid(sim->ps_context)) {
+			log_err("provider %s: the context is not an account id", pc->pc_name);
+			return -1;
+		}
 		rc = buf_printf(ret_body,
 		                "{\"id\":\"%s\",\"object\":\"v2.core.event\","
 		                "\"type\":\"v1.payment_intent.succeeded\",\"created\":\"%s\","
-		                "\"livemode\":false,\"context\":null,\"related_object\":{"
+		                "\"livemode\":false,\"context\":%s%s%s,\"related_object\":{"
 		                "\"id\":\"pi_sim_%s\",\"type\":\"payment_intent\","
 		                "\"url\":\"/v1/payment_intents/pi_sim_%s\"}}",
-		                id, created, sim->ps_order_id, sim->ps_order_id);
+		                id, created, sim->ps_context != NULL ? "\"" : "",
+		                sim->ps_context != NULL ? sim->ps_context : "null",
+		                sim->ps_context != NULL ? "\"" : "", sim->ps_order_id,
+		                sim->ps_order_id);
 	} else if (sim->ps_kind == PROVIDER_SIM_PAYMENT) {
 		rc = buf_printf(
 		        ret_body,
@@ -839,7 +818,7 @@ static int stripe_reconcile_request(const struct provider_conf *pc, const struct
 		httpc_headers_add(&ret->prq_headers, "Stripe-Version", STRIPE_V2_VERSION);
 		/* An event of a connected account is served in its context only. */
 		if (q->pq_event_context != NULL) {
-			if (!stripe_context_valid(q->pq_event_context)) {
+			if (!provider_context_valid(q->pq_event_context)) {
 				log_err("provider %s: thin event \"%.64s\": its context is not an "
 				        "account id",
 				        pc->pc_name, q->pq_event_id);

@@ -29,6 +29,7 @@
 struct wechatpay_key {
 	char *wk_serial;
 	struct crypto_pubkey *wk_key;
+	int wk_line; /* the platform_key line it was read from */
 };
 
 struct wechatpay_state {
@@ -93,6 +94,7 @@ static int wechatpay_load_key(void *arg, const char *value, int line)
 	int over = st->ws_n_keys >= WECHATPAY_KEYS_MAX;
 	char *text = NULL;
 	size_t len = 0;
+	size_t i;
 
 	if (over && !ctx->lc_over) {
 		log_err("provider %s: line %d: more than %d platform_key values", name, line,
@@ -107,6 +109,20 @@ static int wechatpay_load_key(void *arg, const char *value, int line)
 		        name, line);
 		ctx->lc_bad = 1;
 		return 0;
+	}
+	/* Serials are compared without case (wechatpay_key_for): two lines
+	 * naming one serial would leave which key verifies to their order. */
+	for (i = 0; i < st->ws_n_keys; i++) {
+		if (strlen(st->ws_keys[i].wk_serial) == n &&
+		    strncasecmp(st->ws_keys[i].wk_serial, value, n) == 0) {
+			log_err("provider %s: line %d: platform_key serial \"%.*s\" is line %d's "
+			        "(\"%s\"; serials are compared without regard to case): one line "
+			        "per serial",
+			        name, line, (int)n, value, st->ws_keys[i].wk_line,
+			        st->ws_keys[i].wk_serial);
+			ctx->lc_bad = 1;
+			return 0;
+		}
 	}
 	if (provider_public_resolve(ctx->lc_pc, "platform_key", spec, line, &text, &len) < 0) {
 		ctx->lc_bad = 1; /* logged */
@@ -131,6 +147,7 @@ static int wechatpay_load_key(void *arg, const char *value, int line)
 		k->wk_key = NULL;
 		return -1;
 	}
+	k->wk_line = line;
 	st->ws_n_keys++;
 	return 0;
 }
@@ -219,6 +236,36 @@ static int wechatpay_merchant_ok(const struct wechatpay_state *st, const cJSON *
 	}
 	for (i = 0; sub != NULL && st->ws_sub_mchids[i] != NULL; i++) {
 		if (strcmp(sub, st->ws_sub_mchids[i]) == 0) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* 1 when a combined payment's sub-order is this instance's merchant's:
+ * its mchid is mchid (direct); or, in partner mode, its mchid is sp_mchid
+ * and its sub_mchid an accepted one; or anything when neither is
+ * configured. */
+static int wechatpay_sub_order_ours(const struct wechatpay_state *st, const cJSON *sub)
+{
+	const char *mchid = provider_json_string(sub, "mchid");
+	const char *smch = provider_json_string(sub, "sub_mchid");
+	size_t i;
+
+	if (st->ws_mchid != NULL) {
+		return mchid != NULL && strcmp(mchid, st->ws_mchid) == 0;
+	}
+	if (st->ws_sp_mchid == NULL) {
+		return 1;
+	}
+	if (mchid == NULL || strcmp(mchid, st->ws_sp_mchid) != 0) {
+		return 0;
+	}
+	if (st->ws_sub_mchids == NULL) {
+		return 1;
+	}
+	for (i = 0; smch != NULL && st->ws_sub_mchids[i] != NULL; i++) {
+		if (strcmp(smch, st->ws_sub_mchids[i]) == 0) {
 			return 1;
 		}
 	}
@@ -450,13 +497,43 @@ static int wechatpay_decrypt(const struct wechatpay_state *st, const cJSON *reso
 	return rc;
 }
 
+/* The order and payment references, the currency and the amount at
+ * amount_path (or none) of obj, a resource or a combined payment's
+ * sub-order, once ev_kind is set. Returns 0, or -1 with the verdict set. */
+static int wechatpay_fill(const cJSON *obj, const char *amount_path, struct event *ev,
+                          struct provider_verdict *v)
+{
+	const char *currency = provider_json_string(obj, "amount.currency");
+	const cJSON *amount;
+
+	if (provider_set_ref(&ev->ev_order_ref, provider_json_string(obj, "out_trade_no")) < 0 ||
+	    provider_set_ref(&ev->ev_payment_ref, provider_json_string(obj, "transaction_id")) <
+	            0) {
+		return provider_refuse(v, 400, "malformed_body",
+		                       "A reference in the resource is not usable.");
+	}
+	/* WeChat Pay settles in CNY; refund notifications carry no currency. */
+	if (money_currency_normalize(currency != NULL ? currency : "CNY", ev->ev_currency) < 0) {
+		return provider_refuse(v, 400, "malformed_body",
+		                       "The currency is not an ISO 4217 code.");
+	}
+	amount = amount_path != NULL ? provider_json_path(obj, amount_path) : NULL;
+	if (amount != NULL && provider_json_minor(amount, &ev->ev_amount) < 0) {
+		ev->ev_amount = -1;
+		return provider_refuse(v, 400, "malformed_body",
+		                       "The amount is not a whole number of fen.");
+	}
+	if (ev->ev_kind != EVENT_OTHER && amount == NULL) {
+		return provider_refuse(v, 400, "malformed_body", "The resource has no amount.");
+	}
+	return 0;
+}
+
 /* Fills the business fields from the decrypted resource. */
 static int wechatpay_normalize(const char *event_type, const cJSON *res, struct event *ev,
                                struct provider_verdict *v)
 {
-	const char *currency = provider_json_string(res, "amount.currency");
 	const char *amount_path = NULL;
-	const cJSON *amount;
 
 	ev->ev_kind = EVENT_OTHER;
 	if (strcmp(event_type, "TRANSACTION.SUCCESS") == 0) {
@@ -490,27 +567,123 @@ static int wechatpay_normalize(const char *event_type, const cJSON *res, struct 
 			                       "The refund id is not usable.");
 		}
 	}
-	if (provider_set_ref(&ev->ev_order_ref, provider_json_string(res, "out_trade_no")) < 0 ||
-	    provider_set_ref(&ev->ev_payment_ref, provider_json_string(res, "transaction_id")) <
-	            0) {
-		return provider_refuse(v, 400, "malformed_body",
-		                       "A reference in the resource is not usable.");
-	}
-	/* WeChat Pay settles in CNY; refund notifications carry no currency. */
-	if (money_currency_normalize(currency != NULL ? currency : "CNY", ev->ev_currency) < 0) {
-		return provider_refuse(v, 400, "malformed_body",
-		                       "The currency is not an ISO 4217 code.");
-	}
-	amount = amount_path != NULL ? provider_json_path(res, amount_path) : NULL;
-	if (amount != NULL && provider_json_minor(amount, &ev->ev_amount) < 0) {
-		ev->ev_amount = -1;
-		return provider_refuse(v, 400, "malformed_body",
-		                       "The amount is not a whole number of fen.");
-	}
-	if (ev->ev_kind != EVENT_OTHER && amount == NULL) {
-		return provider_refuse(v, 400, "malformed_body", "The resource has no amount.");
+	return wechatpay_fill(res, amount_path, ev, v);
+}
+
+/* Whether the batch holds an event for the sub-order order already. */
+static int wechatpay_combine_seen(const struct event_batch *b, const char *order)
+{
+	size_t i;
+
+	for (i = 0; i < b->eb_n; i++) {
+		if (b->eb_events[i].ev_order_ref != NULL &&
+		    strcmp(b->eb_events[i].ev_order_ref, order) == 0) {
+			return 1;
+		}
 	}
 	return 0;
+}
+
+/* One event of a combined payment's sub-order sub, keyed "<id>:<out_trade_no>":
+ * paid when its trade_state is SUCCESS, its amount amount.total_amount.
+ * The payload names the sub-order and holds the whole resource (canon). */
+static int wechatpay_combine_event(const char *id, const char *event_type, const cJSON *sub,
+                                   const struct buf *canon, struct event *ev,
+                                   struct provider_verdict *v)
+{
+	const char *order = provider_json_string(sub, "out_trade_no");
+	const char *state = provider_json_string(sub, "trade_state");
+	struct buf key;
+	struct buf b;
+	int rc = -1;
+
+	buf_init(&key, 0);
+	buf_init(&b, 0);
+	ev->ev_kind = state != NULL && strcmp(state, "SUCCESS") == 0 ? EVENT_PAYMENT_SUCCEEDED
+	                                                             : EVENT_OTHER;
+	if (buf_printf(&key, "%s:%s", id, order) < 0 ||
+	    provider_set_ref(&ev->ev_key, key.buf_data) < 0 ||
+	    provider_set_ref(&ev->ev_type, event_type) < 0) {
+		provider_refuse(v, 400, "malformed_body", "The id or a sub-order is not usable.");
+		goto done;
+	}
+	if (wechatpay_fill(sub, "amount.total_amount", ev, v) < 0) {
+		goto done;
+	}
+	/* Semantic: the type, which sub-order, and the decrypted resource. */
+	if (buf_puts(&b, "{\"event_type\":") < 0 || buf_json_string(&b, event_type) < 0 ||
+	    buf_puts(&b, ",\"sub_order\":") < 0 || buf_json_string(&b, order) < 0 ||
+	    buf_puts(&b, ",\"resource\":") < 0 ||
+	    buf_append(&b, canon->buf_data, canon->buf_len) < 0 || buf_puts(&b, "}") < 0 ||
+	    provider_set_payload(ev, b.buf_data, b.buf_len) < 0) {
+		provider_refuse(v, 503, "out_of_memory", NULL);
+		goto done;
+	}
+	event_fingerprint(ev, b.buf_data, b.buf_len);
+	rc = 0;
+done:
+	buf_finish(&key);
+	buf_finish(&b);
+	return rc;
+}
+
+/* A combined payment (合单支付): one TRANSACTION.SUCCESS for several
+ * sub-orders, each a merchant's own order with its own transaction id.
+ * Each sub-order of this instance's merchant becomes one event, claimed
+ * with the others in the notification's one transaction; other merchants'
+ * are left out. Returns how many events were added (0: no sub-order is
+ * ours), or -1 with the verdict set and the batch left empty. */
+static int wechatpay_combine_read(const struct wechatpay_state *st, const char *id,
+                                  const char *event_type, const cJSON *res, struct event_batch *b,
+                                  struct provider_verdict *v)
+{
+	const cJSON *sub;
+	struct buf canon;
+	struct event *ev;
+	int n = 0;
+
+	buf_init(&canon, 0);
+	if (provider_json_canonical(res, &canon) < 0) {
+		provider_refuse(v, 503, "out_of_memory", NULL);
+		goto fail;
+	}
+	cJSON_ArrayForEach(sub, cJSON_GetObjectItemCaseSensitive(res, "sub_orders"))
+	{
+		const char *order = provider_json_string(sub, "out_trade_no");
+
+		if (!cJSON_IsObject(sub)) {
+			provider_refuse(v, 400, "malformed_body", "A sub-order is not an object.");
+			goto fail;
+		}
+		if (!wechatpay_sub_order_ours(st, sub)) {
+			continue;
+		}
+		if (order == NULL || order[0] == '\0') {
+			provider_refuse(v, 400, "malformed_body",
+			                "A sub-order of this merchant names no out_trade_no.");
+			goto fail;
+		}
+		if (wechatpay_combine_seen(b, order)) {
+			provider_refuse(v, 400, "malformed_body",
+			                "A sub-order's out_trade_no is named twice.");
+			goto fail;
+		}
+		ev = event_batch_add(b);
+		if (ev == NULL) {
+			provider_refuse(v, 503, "out_of_memory", NULL);
+			goto fail;
+		}
+		if (wechatpay_combine_event(id, event_type, sub, &canon, ev, v) < 0) {
+			goto fail;
+		}
+		n++;
+	}
+	buf_finish(&canon);
+	return n;
+fail:
+	buf_finish(&canon);
+	event_batch_finish(b);
+	return -1;
 }
 
 /* Checks the headers and the signature; 0, or -1 with the verdict set. */
@@ -613,6 +786,19 @@ static int wechatpay_receive(const struct provider_conf *pc, const struct http_r
 		                "The notification is for another merchant id.");
 		goto fail;
 	}
+	/* A combined payment pays each of our sub-orders' orders; one that
+	 * names none of ours is recorded as one event, below. */
+	if (strcmp(event_type, "TRANSACTION.SUCCESS") == 0 &&
+	    cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(res, "sub_orders"))) {
+		int n = wechatpay_combine_read(st, id, event_type, res, ret_batch, ret_verdict);
+
+		if (n < 0) {
+			goto fail;
+		}
+		if (n > 0) {
+			goto done;
+		}
+	}
 	ev = event_batch_add(ret_batch);
 	if (ev == NULL) {
 		provider_refuse(ret_verdict, 503, "out_of_memory", NULL);
@@ -645,6 +831,7 @@ static int wechatpay_receive(const struct provider_conf *pc, const struct http_r
 		goto fail_batch;
 	}
 	event_fingerprint(ev, b.buf_data, b.buf_len);
+done:
 	buf_finish(&b);
 	cJSON_Delete(res);
 	cJSON_Delete(root);

@@ -331,6 +331,7 @@ static void cmd_events_show_json(const struct store_row *row)
 	        {"provider", 1}, {"key", 2},         {"type", 3},       {"kind", 4},
 	        {"order", 5},    {"payment_ref", 6}, {"refund_ref", 7}, {"currency", 9},
 	        {"source", 18},  {"outcome", 12},    {"effect", 13},    {"reason", 14},
+	        {"context", 23},
 	};
 	size_t i;
 
@@ -427,6 +428,10 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 	printf("test mode:       %s\n", store_row_int(row, 22) ? "yes (never alerts)" : "no");
 	cli_line(stdout, "outcome:         ", store_row_text(row, 12));
 	cli_line(stdout, "effect:          ", store_row_text(row, 13));
+	/* A thin event's account, which its fetch names (Stripe-Context). */
+	if (store_row_text(row, 23) != NULL) {
+		cli_line(stdout, "context:         ", store_row_text(row, 23));
+	}
 	cli_line(stdout, "reason:          ", store_row_text(row, 14));
 	printf("received:        %s\n"
 	       "processed:       %s\n"
@@ -453,7 +458,7 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 #define CMD_EVENTS_COLUMNS                                                                         \
 	"id, scope, idem_key, type, kind, order_ref, payment_ref, refund_ref, amount, currency,"   \
 	" refund_cumulative, payload, outcome, effect, reason, received_at, processed_at, "        \
-	"reprocessed, source, dismissed_at, dismissed_by, dismiss_reason, test_mode"
+	"reprocessed, source, dismissed_at, dismissed_by, dismiss_reason, test_mode, context"
 
 static int cmd_events_show_unit(struct store_tx *tx, void *arg)
 {

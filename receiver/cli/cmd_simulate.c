@@ -38,6 +38,7 @@ struct simulate_opts {
 	const char *so_order;
 	const char *so_to;
 	const char *so_currency;
+	const char *so_context; /* thin-payment: a connected account's context, or NULL */
 	int64_t so_amount; /* -1: from the order */
 	int so_print_config;
 };
@@ -45,8 +46,10 @@ struct simulate_opts {
 static void cmd_simulate_usage(FILE *out)
 {
 	fprintf(out,
-	        "usage: idemhook [-c FILE] simulate PROVIDER payment|refund|thin-payment --order ID\n"
-	        "                [--amount MINOR] [--currency CODE] [--to URL]\n"
+	        "usage: idemhook [-c FILE] simulate PROVIDER payment|refund|thin-payment --order "
+	        "ID\n"
+	        "                [--amount MINOR] [--currency CODE] [--context ACCOUNT] [--to "
+	        "URL]\n"
 	        "       idemhook [-c FILE] simulate PROVIDER duplicate [--to URL]\n"
 	        "       idemhook [-c FILE] simulate --print-config\n\n"
 	        "Builds the callback the provider instance PROVIDER ([provider PROVIDER] of the\n"
@@ -61,6 +64,9 @@ static void cmd_simulate_usage(FILE *out)
 	        "  --order ID         the order the callback is about\n"
 	        "  --amount MINOR     amount in minor units instead of the order's\n"
 	        "  --currency CODE    currency instead of the order's\n"
+	        "  --context ACCOUNT  thin-payment: the event of a connected account, e.g.\n"
+	        "                     acct_1Nv0FGQ9RKHgCVdK (account ids joined by /), which\n"
+	        "                     idemhook fetches in that context (Stripe-Context)\n"
 	        "  --to URL           where to send it (default: the configured listener,\n"
 	        "                     http://HOST:PORT/hooks/PROVIDER); https:// is verified\n"
 	        "                     against the system CAs or [client] ca_file\n"
@@ -480,6 +486,7 @@ static int simulate_new(const struct config *cf, const struct provider_conf *pc,
 	sim.ps_id = id;
 	key = simulate_key_load(dir);
 	sim.ps_key = key;
+	sim.ps_context = o->so_context;
 	httpc_headers_init(&hdrs);
 	buf_init(&body, 0);
 	if (pc->pc_provider->p_simulate(pc, &sim, cli_now_ms() / 1000, &body, httpc_headers_add,
@@ -495,8 +502,10 @@ static int simulate_new(const struct config *cf, const struct provider_conf *pc,
 		rc = EX_CANTCREAT;
 		goto done;
 	}
-	fprintf(stderr, "simulate: %s: %s %s of %lld %s for order %s (id %s)\n", url, pc->pc_name,
-	        o->so_event, (long long)sim.ps_amount, sim.ps_currency, sim.ps_order_id, id);
+	fprintf(stderr, "simulate: %s: %s %s of %lld %s for order %s%s%s (id %s)\n", url,
+	        pc->pc_name, o->so_event, (long long)sim.ps_amount, sim.ps_currency,
+	        sim.ps_order_id, o->so_context != NULL ? " in context " : "",
+	        o->so_context != NULL ? o->so_context : "", id);
 	rc = simulate_send(cf, url, &hdrs, body.buf_data, body.buf_len);
 done:
 	crypto_privkey_destroy(key);
@@ -511,6 +520,7 @@ static int cmd_simulate_run(int argc, char **argv, const char *config_path)
 	        {"order", required_argument, NULL, 'o'},
 	        {"amount", required_argument, NULL, 'a'},
 	        {"currency", required_argument, NULL, 'C'},
+	        {"context", required_argument, NULL, 'x'},
 	        {"to", required_argument, NULL, 't'},
 	        {"print-config", no_argument, NULL, 'P'},
 	        {"help", no_argument, NULL, 'h'},
@@ -540,6 +550,20 @@ static int cmd_simulate_run(int argc, char **argv, const char *config_path)
 			break;
 		case 'C':
 			o.so_currency = optarg;
+			break;
+		case 'x':
+			/* As the receiver checks a thin event's context. */
+			if (!provider_context_valid(optarg)) {
+				fprintf(stderr,
+				        "simulate: --context takes a connected account's id, or "
+				        "ids "
+				        "joined by /: letters, digits and _, at most %d bytes, "
+				        "e.g. "
+				        "acct_1Nv0FGQ9RKHgCVdK\n",
+				        PROVIDER_CONTEXT_MAX);
+				return EX_USAGE;
+			}
+			o.so_context = optarg;
 			break;
 		case 't':
 			o.so_to = optarg;
@@ -583,6 +607,13 @@ static int cmd_simulate_run(int argc, char **argv, const char *config_path)
 	if (strcmp(o.so_event, "duplicate") != 0 &&
 	    (o.so_order == NULL || !api_order_id_valid(o.so_order))) {
 		fprintf(stderr, "simulate: %s needs --order with an order id (ord_...)\n",
+		        o.so_event);
+		return EX_USAGE;
+	}
+	if (o.so_context != NULL && strcmp(o.so_event, "thin-payment") != 0) {
+		fprintf(stderr,
+		        "simulate: --context goes with thin-payment (a Stripe thin event of "
+		        "a connected account), not %s\n",
 		        o.so_event);
 		return EX_USAGE;
 	}

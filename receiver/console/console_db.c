@@ -840,7 +840,9 @@ int console_db_event(struct store *st, int64_t now_ms, int64_t id, console_db_ro
 	        " THEN 'fetching' ELSE e.outcome END,"
 	        " e.effect, e.reason, e.received_at, e.processed_at, e.reprocessed, e.source,"
 	        " e.test_mode, e.dismissed_at, e.dismissed_by, e.dismiss_reason, r.status,"
-	        " r.reply_status, r.reply_content_type, r.reply_headers, r.reply_body, r.updated_at"
+	        " r.reply_status, r.reply_content_type, r.reply_headers, r.reply_body, "
+	        "r.updated_at,"
+	        " e.context"
 	        " FROM events AS e LEFT JOIN idempotency_records AS r"
 	        " ON r.scope = e.scope AND r.idem_key = e.idem_key AND r.created_at > 0"
 	        " WHERE e.id = ?",

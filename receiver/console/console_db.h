@@ -168,7 +168,7 @@ int console_db_scope_known(struct store *st, int64_t now_ms, const char *scope);
  * processed_at, reprocessed, source; then 19 test_mode, 20 dismissed_at,
  * 21 dismissed_by, 22 dismiss_reason, 23 the record's status, 24
  * reply_status, 25 reply_content_type, 26 reply_headers, 27 reply_body,
- * 28 the record's updated_at. */
+ * 28 the record's updated_at, 29 context (a thin event's account, or NULL). */
 int console_db_event(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn, void *arg);
 
 /* Audit rows about target ("event:12"), newest first, at most limit. */

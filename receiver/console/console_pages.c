@@ -1166,6 +1166,13 @@ static int console_event_row(void *arg, const struct store_row *row)
 	}
 	buf_puts(b, "</dd>");
 	console_field(b, "effect", store_row_text(row, 13));
+	/* A thin event's account, which its fetch names (Stripe-Context). */
+	if (store_row_text(row, 29) != NULL) {
+		buf_puts(b, "<dt>context</dt><dd id=\"context\">");
+		console_esc(b, store_row_text(row, 29));
+		buf_puts(b, " <span class=\"muted\">(the account the event happened in; its "
+		            "fetch names it in Stripe-Context)</span></dd>");
+	}
 	console_field(b, "reason", store_row_text(row, 14));
 	console_field(b, "source", store_row_text(row, 18));
 	console_field(b, "test mode", store_row_int(row, 19) ? "yes (never alerts)" : "no");

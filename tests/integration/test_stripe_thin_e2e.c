@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "buf.h"
+#include "console_client.h"
 #include "fixtures.h"
 #include "peer.h"
 #include "provider_e2e.h"
@@ -643,6 +644,57 @@ static void test_simulated_thin_payment_is_signed_as_stripe_signs_and_fetched(vo
 	env_finish(&e);
 }
 
+/* simulate --context sends a connected account's thin payment, which is
+ * fetched in that context and applied; a context the receiver would refuse
+ * is refused by simulate (64, nothing sent), as is --context with another
+ * event than thin-payment. */
+static void
+test_simulated_thin_payment_of_a_connected_account_is_fetched_in_its_context(void **state)
+{
+	static const char *const bad[] = {"acct_1Sim/", "acct 1Sim", "acct_1Sim:x", "", "/acct_1"};
+	struct t_env e;
+	char order[64];
+	char pi[96];
+	char ctx[64];
+	char *out = NULL;
+	const char *args[] = {"simulate", "stripe", "thin-payment", "--order", order, "--context",
+	                      ctx,        NULL};
+	const char *payment[] = {"simulate",
+	                         "stripe",
+	                         "payment",
+	                         "--order",
+	                         order,
+	                         "--context",
+	                         "acct_1SimConnected00",
+	                         NULL};
+	size_t i;
+
+	(void)state;
+	env_start(&e);
+	fx_order(&e.te_d, 1234, "usd", order);
+	snprintf(pi, sizeof(pi), "pi_sim_%s", order);
+	fake_pays_in(pi, order, 1234, "acct_1SimPlatform0/acct_1SimConnected0");
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(ctx, sizeof(ctx), "%s", bad[i]);
+		assert_int_equal(daemon_cli(&e.te_d, 1, args, NULL), 64);
+	}
+	assert_int_equal(daemon_cli(&e.te_d, 1, payment, NULL), 64);
+	assert_int_equal(
+	        db_int(&e, "SELECT COUNT(*) FROM events WHERE idem_key LIKE '%s'", "evt_sim_%"), 0);
+	snprintf(ctx, sizeof(ctx), "%s", "acct_1SimPlatform0/acct_1SimConnected0");
+	assert_int_equal(daemon_cli(&e.te_d, 1, args, &out), 0);
+	assert_non_null(strstr(out, "HTTP 200"));
+	free(out);
+	wait_paid(&e, order);
+	assert_int_equal(db_int(&e,
+	                        "SELECT COUNT(*) FROM events WHERE idem_key LIKE 'evt_sim_%%' "
+	                        "AND effect = 'paid' AND context = '%s'",
+	                        "acct_1SimPlatform0/acct_1SimConnected0"),
+	                 1);
+	assert_int_equal(fake_served(), 1);
+	env_finish(&e);
+}
+
 /* A live thin event acknowledged to Stripe whose full event never came is
  * a payment Stripe will not send again: gc keeps it past every retention,
  * still waiting and still listed. A test-mode one expires as usual. */
@@ -945,6 +997,81 @@ static void test_a_connected_accounts_thin_event_is_fetched_in_its_context_and_a
 	env_finish(&e);
 }
 
+/* The context a thin event was received in is shown where its other
+ * fetch details are: `events show` (text and JSON) and the console's event
+ * page, for one waiting for its full event and for one fetched and
+ * applied; an event of the platform's own account shows none. */
+static void test_a_thin_events_context_is_shown_by_events_show_and_the_console(void **state)
+{
+	static const char *const keys[] = {"evt_thin_pi_ctx_waits", "evt_thin_pi_ctx_paid"};
+	static const char *const contexts[] = {"acct_1Platform00/acct_1Connected02",
+	                                       "acct_1ConnectedShop03"};
+	struct t_env e;
+	struct t_session s;
+	struct hres r;
+	char id[32];
+	char want[160];
+	char path[64];
+	char order[64];
+	char *body;
+	char *out = NULL;
+	const char *show[] = {"events", "show", id, NULL};
+	const char *show_json[] = {"events", "show", "--json", id, NULL};
+	size_t i;
+
+	(void)state;
+	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
+	setenv("T_CONSOLE_RO", T_RO_TOKEN, 1);
+	env_start_with(&e, T_CONSOLE);
+	/* One Stripe never has (it waits), one it has in its context (the
+	 * fake API serves evt_thin_<pi>). */
+	fx_order(&e.te_d, 1999, "usd", order);
+	fake_pays_in("pi_ctx_paid", order, 1999, contexts[1]);
+	for (i = 0; i < 2; i++) {
+		snprintf(want, sizeof(want), "\"%s\"", contexts[i]);
+		body = thin_body_in(keys[i], i == 0 ? "pi_ctx_waits" : "pi_ctx_paid", T_PAY, 1,
+		                    want);
+		assert_int_equal(fx_stripe_send(&e.te_d, body, NULL), 200);
+		free(body);
+	}
+	thin_send(&e, "evt_thin_ctx_own", "pi_ctx_own", T_PAY, 1);
+	wait_fetch_failed(&e, keys[0], "not_found");
+	wait_paid(&e, order);
+	t_login(&e.te_d, T_RO_TOKEN, &s);
+	for (i = 0; i < 2; i++) {
+		snprintf(id, sizeof(id), "%lld",
+		         (long long)db_int(&e, "SELECT id FROM events WHERE idem_key = '%s'",
+		                           keys[i]));
+		assert_int_equal(cli(&e, show, &out), 0);
+		snprintf(want, sizeof(want), "\ncontext:         %s\n", contexts[i]);
+		assert_non_null(strstr(out, want));
+		free(out);
+		assert_int_equal(cli(&e, show_json, &out), 0);
+		snprintf(want, sizeof(want), "\"context\": \"%s\"", contexts[i]);
+		assert_non_null(strstr(out, want));
+		free(out);
+		snprintf(path, sizeof(path), "/console/events/%s", id);
+		assert_int_equal(t_get(&e.te_d, path, &s, &r), 200);
+		snprintf(want, sizeof(want), "<dd id=\"context\">%s ", contexts[i]);
+		assert_non_null(strstr(r.hs_body, want));
+		hres_finish(&r);
+	}
+	snprintf(id, sizeof(id), "%lld",
+	         (long long)db_int(&e, "SELECT id FROM events WHERE idem_key = '%s'",
+	                           "evt_thin_ctx_own"));
+	assert_int_equal(cli(&e, show_json, &out), 0);
+	assert_non_null(strstr(out, "\"context\": null"));
+	free(out);
+	assert_int_equal(cli(&e, show, &out), 0);
+	assert_null(strstr(out, "context:"));
+	free(out);
+	snprintf(path, sizeof(path), "/console/events/%s", id);
+	assert_int_equal(t_get(&e.te_d, path, &s, &r), 200);
+	assert_null(strstr(r.hs_body, "id=\"context\""));
+	hres_finish(&r);
+	env_finish(&e);
+}
+
 /* A context is an account id, or several joined by "/": letters, digits
  * and "_". Anything else (a line break that would add a header field to
  * the fetch, a space, a colon, an empty segment, another JSON type, more
@@ -1089,6 +1216,8 @@ int main(void)
 	                test_thin_events_that_keep_failing_do_not_hold_back_those_after_them),
 	        cmocka_unit_test(test_simulated_thin_payment_is_signed_as_stripe_signs_and_fetched),
 	        cmocka_unit_test(
+	                test_simulated_thin_payment_of_a_connected_account_is_fetched_in_its_context),
+	        cmocka_unit_test(
 	                test_gc_keeps_a_live_thin_event_waiting_for_its_full_event_past_every_retention),
 	        cmocka_unit_test(
 	                test_a_thin_event_stripe_no_longer_has_is_dismissed_and_no_longer_fetched),
@@ -1097,6 +1226,8 @@ int main(void)
 	                test_a_fetched_event_that_contradicts_its_thin_notification_is_never_applied),
 	        cmocka_unit_test(
 	                test_a_connected_accounts_thin_event_is_fetched_in_its_context_and_applied),
+	        cmocka_unit_test(
+	                test_a_thin_events_context_is_shown_by_events_show_and_the_console),
 	        cmocka_unit_test(test_a_thin_event_whose_context_is_not_an_account_id_is_refused),
 	        cmocka_unit_test(
 	                test_migrate_gives_waiting_thin_events_their_context_and_they_are_applied),

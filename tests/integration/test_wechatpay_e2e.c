@@ -745,7 +745,8 @@ static long wx_post(struct daemon *d, const char *provider, const char *event_id
 
 /* With mchid set, notifications of types the shop does not apply name the
  * merchant elsewhere (a transfer's mch_id, a combined payment's
- * combine_mchid and its sub-orders' mchid) or nowhere (a complaint): they
+ * combine_mchid when none of its sub-orders is ours) or nowhere (a
+ * complaint): they
  * are acknowledged and recorded with no effect, not refused for WeChat Pay
  * to retry for a day. One that names another merchant is refused, and a
  * payment that would be applied must name ours where payments do. */
@@ -766,9 +767,11 @@ static void test_wechatpay_events_the_shop_does_not_apply_are_recorded_not_refus
 	                "\"state\":\"SUCCESS\",\"transfer_amount\":400000,\"openid\":\"o1\","
 	                "\"create_time\":\"2025-01-01T13:29:35+08:00\"}"),
 	        204);
+	/* A combined payment this merchant started whose sub-orders are all
+	 * other merchants' (the order named is even one of the shop's). */
 	plain = e2e_expand("{\"combine_appid\":\"wxd678efh567hg6787\",\"combine_mchid\":"
 	                   "\"1900000001\",\"combine_out_trade_no\":\"C-@\",\"sub_orders\":[{"
-	                   "\"mchid\":\"1900000001\",\"trade_type\":\"JSAPI\",\"trade_state\":"
+	                   "\"mchid\":\"1900000777\",\"trade_type\":\"JSAPI\",\"trade_state\":"
 	                   "\"SUCCESS\",\"transaction_id\":\"42000@\",\"out_trade_no\":\"@\","
 	                   "\"amount\":{\"total_amount\":1000,\"currency\":\"CNY\"}}],"
 	                   "\"combine_payer_info\":{\"openid\":\"o1\"}}",
@@ -820,6 +823,203 @@ static void test_wechatpay_events_the_shop_does_not_apply_are_recorded_not_refus
 	                 1);
 }
 
+/* One sub-order of a combined payment (合单支付) as WeChat Pay writes it. */
+static void wx_sub_order(struct buf *b, const char *mchid, const char *sub_mchid, const char *order,
+                         int64_t total, const char *state)
+{
+	buf_printf(b,
+	           "%s{\"mchid\":\"%s\",%s%s%s\"trade_type\":\"JSAPI\",\"trade_state\":\"%s\","
+	           "\"bank_type\":\"OTHERS\",\"attach\":\"\",\"success_time\":"
+	           "\"2024-12-02T10:00:00+08:00\",\"transaction_id\":\"42001%s\","
+	           "\"out_trade_no\":\"%s\",\"amount\":{\"total_amount\":%lld,"
+	           "\"payer_amount\":%lld,\"currency\":\"CNY\",\"payer_currency\":\"CNY\"}}",
+	           b->buf_len > 0 && b->buf_data[b->buf_len - 1] == '}' ? "," : "", mchid,
+	           sub_mchid != NULL ? "\"sub_mchid\":\"" : "", sub_mchid != NULL ? sub_mchid : "",
+	           sub_mchid != NULL ? "\"," : "", state, order, order, (long long)total,
+	           (long long)total);
+}
+
+/* The decrypted resource of a combined payment around sub-orders subs. */
+static char *wx_combine_plain(const char *combine_mchid, const char *subs)
+{
+	struct buf b;
+
+	buf_init(&b, 0);
+	buf_printf(&b,
+	           "{\"combine_appid\":\"wxd678efh567hg6787\",\"combine_mchid\":\"%s\","
+	           "\"combine_out_trade_no\":\"C20241202001\",\"scene_info\":{\"device_id\":"
+	           "\"POS1:1\"},\"sub_orders\":[%s],\"combine_payer_info\":{\"openid\":"
+	           "\"o1\"}}",
+	           combine_mchid, subs);
+	return buf_take(&b, NULL);
+}
+
+/* A combined payment pays each sub-order of this merchant's that names one
+ * of the shop's orders, once, in the notification's one transaction, each
+ * under its own key "<id>:<out_trade_no>"; a sub-order of another merchant
+ * changes nothing, even one naming a shop's order. Redeliveries (WeChat
+ * Pay encrypts each anew) and concurrent copies are replayed. */
+static void test_wechatpay_a_combined_payment_pays_each_of_our_sub_orders_once(void **state)
+{
+	struct daemon *d = *state;
+	struct wx_msg m;
+	struct hres first;
+	struct hres again;
+	struct buf subs;
+	int classes[3];
+	char a[64];
+	char b[64];
+	char c[64];
+	char *plain;
+	char *body;
+
+	fx_order(d, 1000, "cny", a);
+	fx_order(d, 2500, "cny", b);
+	fx_order(d, 700, "cny", c);
+	buf_init(&subs, 0);
+	wx_sub_order(&subs, "1900000001", NULL, a, 1000, "SUCCESS");
+	wx_sub_order(&subs, "1900000777", NULL, c, 700, "SUCCESS");
+	wx_sub_order(&subs, "1900000001", NULL, b, 2500, "SUCCESS");
+	plain = wx_combine_plain("1900000001", subs.buf_data);
+	body = wx_body("EV-combine-pay-1", "TRANSACTION.SUCCESS", plain, "cccccccccccc");
+	wx_sign(&m, body, NULL);
+	assert_int_equal(e2e_post(d, "wechatpay", m.wm_headers, body, &first), 0);
+	assert_int_equal(first.hs_status, 204);
+	assert_int_equal(first.hs_body_len, 0);
+	assert_false(e2e_replayed(&first));
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", a), 1);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", b), 1);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", c),
+	                 1);
+	assert_int_equal(
+	        e2e_db_int(d,
+	                   "SELECT SUM(points) FROM points_ledger WHERE order_id IN ('%s', '%s')",
+	                   a, b),
+	        35);
+	assert_int_equal(e2e_db_int(d,
+	                            "SELECT COUNT(*) FROM events WHERE idem_key IN "
+	                            "('EV-combine-pay-1:%s', 'EV-combine-pay-1:%s') AND outcome = "
+	                            "'done' AND effect = 'paid' AND kind = 'payment_succeeded'",
+	                            a, b),
+	                 2);
+	assert_int_equal(e2e_db_int(d,
+	                            "SELECT COUNT(*) FROM events WHERE idem_key = "
+	                            "'EV-combine-pay-1:%s' AND order_ref = '%s' AND amount = 2500 "
+	                            "AND payment_ref = '42001%s'",
+	                            b, b, b),
+	                 1);
+	assert_int_equal(e2e_db_int(d,
+	                            "SELECT COUNT(*) FROM idempotency_records WHERE idem_key LIKE "
+	                            "'EV-combine-pay-1%%'"),
+	                 2);
+
+	/* WeChat Pay's retry, encrypted anew: every sub-order replayed. */
+	free(body);
+	body = wx_body("EV-combine-pay-1", "TRANSACTION.SUCCESS", plain, "dddddddddddd");
+	wx_sign(&m, body, NULL);
+	assert_int_equal(e2e_post(d, "wechatpay", m.wm_headers, body, &again), 0);
+	assert_int_equal(again.hs_status, 204);
+	assert_true(e2e_replayed(&again));
+	assert_int_equal(e2e_storm_classes(d, "wechatpay", m.wm_headers, body, classes), 0);
+	assert_int_equal(classes[0], E2E_STORM);
+	assert_int_equal(
+	        e2e_db_int(d, "SELECT COUNT(*) FROM points_ledger WHERE order_id IN ('%s', '%s')",
+	                   a, b),
+	        2);
+	assert_int_equal(e2e_db_int(d,
+	                            "SELECT COUNT(*) FROM idempotency_records WHERE idem_key LIKE "
+	                            "'EV-combine-pay-1%%'"),
+	                 2);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", c),
+	                 1);
+	hres_finish(&first);
+	hres_finish(&again);
+	buf_finish(&subs);
+	free(plain);
+	free(body);
+}
+
+/* A sub-order of ours that cannot be applied (an order the shop does not
+ * know, an amount that is not the order's) is acknowledged and stored as a
+ * failed event, which alerts and waits for an operator, while the others
+ * apply; one that names no order is refused, nothing stored. */
+static void test_wechatpay_a_combined_sub_order_not_applied_is_a_failed_event(void **state)
+{
+	struct daemon *d = *state;
+	struct wx_msg m;
+	struct buf subs;
+	char a[64];
+	char b[64];
+	char *plain;
+	char *body;
+	char *nameless;
+
+	fx_order(d, 1000, "cny", a);
+	fx_order(d, 2000, "cny", b);
+	buf_init(&subs, 0);
+	wx_sub_order(&subs, "1900000001", NULL, "ord_nosuchorder0000000000001", 300, "SUCCESS");
+	wx_sub_order(&subs, "1900000001", NULL, a, 999, "SUCCESS");
+	wx_sub_order(&subs, "1900000001", NULL, b, 2000, "SUCCESS");
+	plain = wx_combine_plain("1900000001", subs.buf_data);
+	assert_int_equal(wx_post(d, "wechatpay", "EV-combine-fail-1", "TRANSACTION.SUCCESS", plain),
+	                 204);
+	assert_int_equal(e2e_db_int(d, "SELECT COUNT(*) FROM events WHERE idem_key = "
+	                               "'EV-combine-fail-1:ord_nosuchorder0000000000001' AND "
+	                               "outcome = 'failed' AND reason = 'unknown_order'"),
+	                 1);
+	assert_int_equal(e2e_db_int(d,
+	                            "SELECT COUNT(*) FROM events WHERE idem_key = "
+	                            "'EV-combine-fail-1:%s' AND outcome = 'failed' AND "
+	                            "reason = 'amount_mismatch'",
+	                            a),
+	                 1);
+	assert_int_equal(e2e_failed_events(d, a), 1);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", a),
+	                 1);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", b), 1);
+	free(plain);
+
+	/* A sub-order of ours without out_trade_no: refused, nothing stored. */
+	plain = wx_combine_plain("1900000001", subs.buf_data);
+	nameless = e2e_replace(plain, "\"out_trade_no\":\"ord_nosuchorder0000000000001\",", "");
+	body = wx_body("EV-combine-fail-2", "TRANSACTION.SUCCESS", nameless, "qqqqqqqqqqqq");
+	wx_sign(&m, body, NULL);
+	e2e_expect_unchanged(d, "wechatpay", m.wm_headers, body, 400);
+	free(body);
+	free(nameless);
+	free(plain);
+	buf_finish(&subs);
+}
+
+/* In partner mode a sub-order is ours when its mchid is sp_mchid and its
+ * sub_mchid an accepted one; another sub-merchant's changes nothing. */
+static void test_wechatpay_partner_mode_pays_its_sub_merchants_combined_sub_orders(void **state)
+{
+	struct daemon *d = *state;
+	struct buf subs;
+	char a[64];
+	char b[64];
+	char *plain;
+
+	fx_order(d, 1200, "cny", a);
+	fx_order(d, 1300, "cny", b);
+	buf_init(&subs, 0);
+	wx_sub_order(&subs, "1900000100", "1900000109", a, 1200, "SUCCESS");
+	wx_sub_order(&subs, "1900000100", "1900000555", b, 1300, "SUCCESS");
+	plain = wx_combine_plain("1900000100", subs.buf_data);
+	assert_int_equal(
+	        wx_post(d, "wechatpay-partner", "EV-combine-sp-1", "TRANSACTION.SUCCESS", plain),
+	        204);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'paid' FROM orders WHERE id = '%s'", a), 1);
+	assert_int_equal(e2e_db_int(d, "SELECT status = 'pending' FROM orders WHERE id = '%s'", b),
+	                 1);
+	assert_int_equal(e2e_db_int(d, "SELECT COUNT(*) FROM events WHERE idem_key LIKE "
+	                               "'EV-combine-sp-1%%'"),
+	                 1);
+	free(plain);
+	buf_finish(&subs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -838,6 +1038,11 @@ int main(void)
 	                test_wechatpay_a_serial_configured_in_lower_case_matches_the_header),
 	        cmocka_unit_test(
 	                test_wechatpay_events_the_shop_does_not_apply_are_recorded_not_refused),
+	        cmocka_unit_test(
+	                test_wechatpay_a_combined_payment_pays_each_of_our_sub_orders_once),
+	        cmocka_unit_test(test_wechatpay_a_combined_sub_order_not_applied_is_a_failed_event),
+	        cmocka_unit_test(
+	                test_wechatpay_partner_mode_pays_its_sub_merchants_combined_sub_orders),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
