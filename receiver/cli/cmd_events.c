@@ -457,7 +457,8 @@ static int cmd_events_show_row(void *arg, const struct store_row *row)
 
 #define CMD_EVENTS_COLUMNS                                                                         \
 	"id, scope, idem_key, type, kind, order_ref, payment_ref, refund_ref, amount, currency,"   \
-	" refund_cumulative, payload, outcome, effect, reason, received_at, processed_at, "        \
+	" refund_cumulative, payload, " CMD_EVENTS_STATUS ", effect, reason, received_at, "        \
+	"processed_at, "                                                                           \
 	"reprocessed, source, dismissed_at, dismissed_by, dismiss_reason, test_mode, context"
 
 static int cmd_events_show_unit(struct store_tx *tx, void *arg)

@@ -1045,10 +1045,15 @@ static void test_a_thin_events_context_is_shown_by_events_show_and_the_console(v
 		assert_int_equal(cli(&e, show, &out), 0);
 		snprintf(want, sizeof(want), "\ncontext:         %s\n", contexts[i]);
 		assert_non_null(strstr(out, want));
+		/* The one waiting is fetching, as events list and the console say. */
+		assert_non_null(strstr(out, i == 0 ? "\noutcome:         fetching\n"
+		                                   : "\noutcome:         done\n"));
 		free(out);
 		assert_int_equal(cli(&e, show_json, &out), 0);
 		snprintf(want, sizeof(want), "\"context\": \"%s\"", contexts[i]);
 		assert_non_null(strstr(out, want));
+		assert_non_null(strstr(out, i == 0 ? "\"outcome\": \"fetching\""
+		                                   : "\"outcome\": \"done\""));
 		free(out);
 		snprintf(path, sizeof(path), "/console/events/%s", id);
 		assert_int_equal(t_get(&e.te_d, path, &s, &r), 200);
