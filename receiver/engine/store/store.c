@@ -145,6 +145,10 @@ struct store {
 	int st_probe_lock_made;
 	struct store_files st_files; /* under st_probe_lock */
 	int st_files_lost;           /* atomic: a file held open is gone; no more work is taken */
+	/* Atomic: the schema version the probe last read when it is not this
+	 * binary's (0 when it is): no write is taken, as this binary does not
+	 * know what the newer (or older) schema expects of its writers. */
+	int st_schema_foreign;
 	/* The key filter (so_key_filter, keyset.h): the keys this database
 	 * may hold. st_keys is NULL until the first fill ends (every claim
 	 * reads first meanwhile); st_keys_next is the filter being filled,
@@ -1489,6 +1493,7 @@ static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
 	while (store_batch_pending(batch)) {
 		/* Its commit would go to a log no restart reads: transient. */
 		if (__atomic_load_n(&st->st_files_lost, __ATOMIC_ACQUIRE) ||
+		    __atomic_load_n(&st->st_schema_foreign, __ATOMIC_ACQUIRE) != 0 ||
 		    (en->en_writer_conn_ready != NULL ? en->en_writer_conn_ready(st->st_db, wc)
 		                                      : en->en_writer_ready(st->st_db)) < 0 ||
 		    en->en_begin(wc, 1) < 0) {
@@ -1521,7 +1526,9 @@ static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
 				}
 			}
 		}
-		if (state == STORE_TXS_OPEN && __atomic_load_n(&st->st_files_lost, __ATOMIC_ACQUIRE)) {
+		if (state == STORE_TXS_OPEN &&
+		    (__atomic_load_n(&st->st_files_lost, __ATOMIC_ACQUIRE) ||
+		     __atomic_load_n(&st->st_schema_foreign, __ATOMIC_ACQUIRE) != 0)) {
 			/* Seen while the batch ran: no COMMIT starts after it. */
 			store_conn_exec(en, wc, "ROLLBACK");
 			store_units_fail_unsettled(batch);
@@ -2717,7 +2724,9 @@ static void store_heartbeat_end(struct store_writer *sw, uint64_t commits)
 
 	if (commits > 0) {
 		__atomic_store_n(&st->st_hb_ok, now, __ATOMIC_RELEASE);
-	} else {
+	} else if (__atomic_load_n(&st->st_schema_foreign, __ATOMIC_ACQUIRE) == 0) {
+		/* (A batch refused for a foreign schema is no failed commit:
+		 * the probe says why, and stops saying it once it is over.) */
 		__atomic_store_n(&st->st_hb_fail_rc, st->st_engine->en_last_error(sw->sw_conn),
 		                 __ATOMIC_RELEASE);
 		__atomic_store_n(&st->st_hb_fail, now, __ATOMIC_RELEASE);
@@ -2738,9 +2747,42 @@ void store_health_fail(struct store_health *h, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Notes the schema version a probe read (-1: none): a version that is not
+ * this binary's stops the writers until it is again. Logs the change once. */
+static void store_schema_note(struct store *st, int version)
+{
+	int newest = store_schema_version();
+	int foreign;
+	int was;
+
+	if (version < 0) {
+		return; /* unknown: the verdict of the last read stands */
+	}
+	foreign = version != newest ? version : 0;
+	was = __atomic_exchange_n(&st->st_schema_foreign, foreign, __ATOMIC_ACQ_REL);
+	if (foreign == was) {
+		return;
+	}
+	if (version > newest) {
+		log_warn(
+		        "store: database schema %d is newer than this idemhook (%d): new callbacks "
+		        "and other writes are answered 503 until this receiver runs the new "
+		        "release; duplicates still get their stored replies",
+		        version, newest);
+	} else if (foreign != 0) {
+		log_warn(
+		        "store: database schema %d is older than this idemhook (%d): new callbacks "
+		        "and other writes are answered 503 until it is migrated",
+		        version, newest);
+	} else {
+		log_notice("store: database schema %d is this idemhook's again; writes resume",
+		           version);
+	}
+}
+
 int store_probe(struct store *st, struct store_health *ret)
 {
-	struct store_health h = {.sh_ok = 1, .sh_writer_alive = 1};
+	struct store_health h = {.sh_ok = 1, .sh_writer_alive = 1, .sh_schema = -1};
 	int64_t now = store_mono_ms();
 	int64_t busy = 0;
 	int64_t ok_at;
@@ -2778,6 +2820,7 @@ int store_probe(struct store *st, struct store_health *ret)
 	}
 	pthread_mutex_lock(&st->st_probe_lock);
 	st->st_engine->en_probe(st->st_db, &st->st_writers[0].sw_hb_busy_since, &st->st_hb_ok, &h);
+	store_schema_note(st, h.sh_schema);
 	if (st->st_engine->en_files_check != NULL) {
 		char reason[STORE_HEALTH_REASON_MAX];
 

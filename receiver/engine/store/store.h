@@ -432,14 +432,18 @@ struct store_health {
 	int sh_ok;           /* 1: the writer can commit now and the schema is this binary's */
 	int sh_writer_alive; /* 0: the writer thread is gone, or stuck in one batch far past the busy timeout */
 	char sh_reason[STORE_HEALTH_REASON_MAX]; /* why not ok, one line; "" when ok */
+	int sh_schema; /* the schema version the probe read; -1 when it could not */
 };
 
 /* Checks whether the writer can commit now: its heartbeat (no batch waiting
  * for the lock over a second, no failed commit in the last seconds), the
  * schema version (no migration pending, none newer), and, while the writer
  * is idle, the write lock itself (BEGIN IMMEDIATE and ROLLBACK on a probe
- * connection, 100 ms busy timeout). Blocks at most about 100 ms; logs
- * nothing. Meant to be called periodically from one thread; readers of the
+ * connection, 100 ms busy timeout). Blocks at most about 100 ms. A schema
+ * that is not this binary's (a newer release migrated it) also stops the
+ * writers: every write is transient (503) until the schema is this binary's
+ * again, while stored replies are still answered; that change, and only
+ * it, is logged. Meant to be called periodically from one thread; readers of the
  * result should use the last one. Always fills ret and returns 0. */
 int store_probe(struct store *st, struct store_health *ret);
 

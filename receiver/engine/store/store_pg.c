@@ -2315,7 +2315,10 @@ static void store_pg_probe(struct store_db *db, const int64_t *busy_since, const
 	}
 	if (store_pg_version_q(db->db_probe, &version, 1) < 0) {
 		store_health_fail(h, "the schema version cannot be read");
-	} else if (version < newest) {
+		return;
+	}
+	h->sh_schema = version;
+	if (version < newest) {
 		store_health_fail(h,
 		                  "migrations pending: database schema %d, this idemhook needs %d",
 		                  version, newest);

@@ -1816,12 +1816,18 @@ static void store_sqlite_probe(struct store_db *db, const int64_t *busy_since, c
 	rc = store_pragma_int(db->db_probe, "PRAGMA user_version", &version);
 	if (rc != SQLITE_OK) {
 		store_health_fail(h, "the schema version cannot be read: %s", sqlite3_errstr(rc));
-	} else if (version < newest) {
-		store_health_fail(h, "migrations pending: database schema %" PRId64 ", this idemhook needs %d",
-		                  version, newest);
-	} else if (version > newest) {
-		store_health_fail(h, "database schema %" PRId64 " is newer than this idemhook (%d)", version,
-		                  newest);
+	} else {
+		h->sh_schema = version > INT_MAX ? INT_MAX : (int)version;
+		if (version < newest) {
+			store_health_fail(h,
+			                  "migrations pending: database schema %" PRId64
+			                  ", this idemhook needs %d",
+			                  version, newest);
+		} else if (version > newest) {
+			store_health_fail(
+			        h, "database schema %" PRId64 " is newer than this idemhook (%d)",
+			        version, newest);
+		}
 	}
 	/* While our own writer is inside a young batch (or the WAL restart
 	 * after one) it holds the lock (or waits for it): a probe would only
