@@ -516,6 +516,11 @@ static void test_filters_leave_out_what_they_do_not_match(void **state)
 	const char *future[] = {"--since", "2999-01-01", o->og_spool, NULL};
 	const char *past[] = {"--until", "2000-01-01T00:00:00Z", o->og_spool, NULL};
 	const char *named[] = {"--provider", "stripe", "--since", "2000-01-01", o->og_spool, NULL};
+	const char *swapped[] = {"replay",     "--since",   "2026-12-02", "--until",
+	                         "2000-01-01", o->og_spool, NULL};
+	const char *empty[] = {"replay",     "--since",   "2026-12-02", "--until",
+	                       "2026-12-02", o->og_spool, NULL};
+	char *out = NULL;
 	struct daemon b;
 	cJSON *s = NULL;
 
@@ -527,6 +532,14 @@ static void test_filters_leave_out_what_they_do_not_match(void **state)
 	assert_int_equal(replay(&b, past, &s), 0);
 	assert_int_equal(field(s, "skipped"), 7);
 	cJSON_Delete(s);
+	assert_int_equal(hn_db_int(b.dm_db, "SELECT COUNT(*) FROM idempotency_records"), 0);
+	/* A window with its ends swapped (or equal) holds nothing: a usage
+	 * error, not a run that skips every request and exits 0. */
+	assert_int_equal(daemon_cli(&b, 1, swapped, &out), 64);
+	assert_true(out == NULL || strstr(out, "skipped") == NULL);
+	free(out);
+	assert_int_equal(daemon_cli(&b, 1, empty, &out), 64);
+	free(out);
 	assert_int_equal(hn_db_int(b.dm_db, "SELECT COUNT(*) FROM idempotency_records"), 0);
 	assert_int_equal(replay(&b, named, &s), 65);
 	assert_int_equal(field(s, "total"), 7);
