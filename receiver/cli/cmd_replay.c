@@ -230,6 +230,13 @@ static int cmd_replay_run(int argc, char **argv, const char *config_path)
 		cmd_replay_usage(stderr);
 		return EX_USAGE;
 	}
+	/* An empty window would skip every request and exit 0: an operator
+	 * who swapped the two would believe the spool replayed. */
+	if (ro.ro_since_ms >= ro.ro_until_ms) {
+		fprintf(stderr, "replay: --since must be before --until: the window [since, until) "
+		                "holds no request\n");
+		return EX_USAGE;
+	}
 	if (ro.ro_to == NULL && stop_after_given) {
 		fprintf(stderr, "replay: --stop-after works with --to only\n");
 		return EX_USAGE;

@@ -783,6 +783,18 @@ int capture_request(struct capture *cap, const char *provider, const struct http
 		if (chmod(day, 0700) < 0 || capture_fsync_dir(cap->cap_dir) < 0) {
 			goto fail;
 		}
+	} else if (errno == ENOENT) {
+		/* The spool itself is gone (removed by hand, a cleanup script, a
+		 * volume remounted): made again, 0700, as at start, rather than
+		 * failing every capture until a restart. */
+		if (capture_mkdirs(day) < 0) {
+			goto fail;
+		}
+		log_warn("capture: the spool directory \"%s\" was missing; created it again",
+		         log_quote(q, sizeof(q), cap->cap_dir));
+		pthread_mutex_lock(&cap->cap_lock);
+		cap->cap_scanned_ms = 0; /* measured again when the quota is next reached */
+		pthread_mutex_unlock(&cap->cap_lock);
 	} else if (errno != EEXIST) {
 		goto fail;
 	}

@@ -516,6 +516,11 @@ static void test_filters_leave_out_what_they_do_not_match(void **state)
 	const char *future[] = {"--since", "2999-01-01", o->og_spool, NULL};
 	const char *past[] = {"--until", "2000-01-01T00:00:00Z", o->og_spool, NULL};
 	const char *named[] = {"--provider", "stripe", "--since", "2000-01-01", o->og_spool, NULL};
+	const char *swapped[] = {"replay",     "--since",   "2026-12-02", "--until",
+	                         "2000-01-01", o->og_spool, NULL};
+	const char *empty[] = {"replay",     "--since",   "2026-12-02", "--until",
+	                       "2026-12-02", o->og_spool, NULL};
+	char *out = NULL;
 	struct daemon b;
 	cJSON *s = NULL;
 
@@ -527,6 +532,14 @@ static void test_filters_leave_out_what_they_do_not_match(void **state)
 	assert_int_equal(replay(&b, past, &s), 0);
 	assert_int_equal(field(s, "skipped"), 7);
 	cJSON_Delete(s);
+	assert_int_equal(hn_db_int(b.dm_db, "SELECT COUNT(*) FROM idempotency_records"), 0);
+	/* A window with its ends swapped (or equal) holds nothing: a usage
+	 * error, not a run that skips every request and exits 0. */
+	assert_int_equal(daemon_cli(&b, 1, swapped, &out), 64);
+	assert_true(out == NULL || strstr(out, "skipped") == NULL);
+	free(out);
+	assert_int_equal(daemon_cli(&b, 1, empty, &out), 64);
+	free(out);
 	assert_int_equal(hn_db_int(b.dm_db, "SELECT COUNT(*) FROM idempotency_records"), 0);
 	assert_int_equal(replay(&b, named, &s), 65);
 	assert_int_equal(field(s, "total"), 7);
@@ -619,6 +632,67 @@ static void test_a_capture_that_cannot_be_written_never_loses_the_callback(void 
 	daemon_finish(&d);
 }
 
+/* The number of 0600 capture files two levels under spool. */
+static long count_captures(const char *spool)
+{
+	char cmd[1024];
+	char line[64] = "";
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd),
+	         "find '%s' -mindepth 2 -maxdepth 2 -name '*.cap' -perm 0600 | wc -l", spool);
+	p = popen(cmd, "r");
+	assert_non_null(p);
+	assert_non_null(fgets(line, sizeof(line), p));
+	pclose(p);
+	return strtol(line, NULL, 10);
+}
+
+static void
+test_a_spool_directory_removed_while_serving_is_made_again_for_the_next_capture(void **state)
+{
+	struct daemon d;
+	struct hres r;
+	struct stat sb;
+	char ini[1024];
+	char spool[700];
+	char cmd[800];
+	char url[128];
+	char *body;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	snprintf(spool, sizeof(spool), "%s/spool", d.dm_dir);
+	snprintf(ini, sizeof(ini), "\n[capture]\nmode = all\ndir = %s\n", spool);
+	assert_int_equal(daemon_append_config(&d, ini), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	body = hn_stripe_event("evt_cr_before_rm", "customer.created",
+	                       "{\"id\":\"cus_3\",\"object\":\"customer\"}");
+	post(&d, FX_STRIPE_SECRET, body, 200);
+	free(body);
+	assert_int_equal(count_captures(spool), 1);
+
+	/* An operator (or a cleanup script) removes the whole spool. */
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", spool);
+	assert_int_equal(system(cmd), 0);
+	body = hn_stripe_event("evt_cr_after_rm", "customer.created",
+	                       "{\"id\":\"cus_4\",\"object\":\"customer\"}");
+	post(&d, FX_STRIPE_SECRET, body, 200);
+	free(body);
+
+	/* The next callback is captured into a spool made again, 0700. */
+	assert_int_equal(stat(spool, &sb), 0);
+	assert_true(S_ISDIR(sb.st_mode));
+	assert_int_equal(sb.st_mode & 07777, 0700);
+	assert_int_equal(count_captures(spool), 1);
+	snprintf(url, sizeof(url), "%s/metrics", d.dm_admin_base);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	assert_non_null(strstr(r.hs_body, "idemhook_capture_failures_total 0"));
+	hres_finish(&r);
+	daemon_finish(&d);
+}
+
 static void test_replay_to_a_running_daemon_over_https_verifies_it_and_rebuilds_the_same_state(void **state)
 {
 	struct origin *o = *state;
@@ -686,6 +760,8 @@ int main(void)
 	        cmocka_unit_test(test_filters_leave_out_what_they_do_not_match),
 	        cmocka_unit_test(test_exported_stripe_events_need_trust_unsigned),
 	        cmocka_unit_test(test_a_capture_that_cannot_be_written_never_loses_the_callback),
+	        cmocka_unit_test(
+	                test_a_spool_directory_removed_while_serving_is_made_again_for_the_next_capture),
 	        cmocka_unit_test(
 	                test_replay_to_a_running_daemon_over_https_verifies_it_and_rebuilds_the_same_state),
 	        cmocka_unit_test(test_replay_refuses_a_to_url_that_is_not_http_or_https),
