@@ -123,6 +123,19 @@ static int cmd_reconcile_run(int argc, char **argv, const char *config_path)
 		if (rep.rr_order_unknown) {
 			fprintf(stderr, "idemhook reconcile: no order %s\n", opt.ro_order);
 			rc = CLI_EX_NOT_FOUND;
+		} else if (rep.rr_window_empty) {
+			char since[32];
+			char until[32];
+
+			cli_format_time(rep.rr_since_ms, since);
+			cli_format_time(rep.rr_until_ms, until);
+			fprintf(stderr,
+			        "idemhook reconcile: --since %s is not before the window's end, %s "
+			        "(now minus --older-than, or [reconcile] older_than): nothing "
+			        "would be "
+			        "checked; give an earlier --since or a shorter --older-than\n",
+			        since, until);
+			rc = EX_USAGE;
 		} else {
 			rc = EX_CONFIG;
 		}

@@ -1005,6 +1005,12 @@ static int reconcile_run_opts(struct store *st, const struct config *cf,
 	ret->rr_dry_run = opt->ro_dry_run;
 	ret->rr_since_ms = x.rx_since_ms;
 	ret->rr_until_ms = x.rx_until_ms;
+	if (opt->ro_since_ms != 0 && x.rx_since_ms >= x.rx_until_ms) {
+		/* Asked for a window that holds nothing: not a run that found
+		 * nothing. */
+		ret->rr_window_empty = 1;
+		return -1;
+	}
 	ret->rr_instances =
 	        calloc(cf->cf_n_providers > 0 ? cf->cf_n_providers : 1, sizeof(*ret->rr_instances));
 	if (ret->rr_instances == NULL) {

@@ -123,6 +123,9 @@ struct reconcile_report {
 	int64_t rr_orders_checked, rr_events_found, rr_applied, rr_known, rr_refused,
 	        rr_would_apply, rr_failed;
 	int rr_order_unknown; /* ro_order names no order (reconcile_run returned -1) */
+	/* ro_since_ms is not before the window's end, now minus the older-than
+	 * age (reconcile_run returned -1, rr_since_ms and rr_until_ms set) */
+	int rr_window_empty;
 };
 
 /* One run over cf's provider instances (or ro_provider alone): every

@@ -786,6 +786,13 @@ static void test_dry_run_reports_what_would_change_and_changes_nothing(void **st
 	fake_event(paid);
 	fake_order(w, 1500, "paid");
 	before = dump_state(&e);
+	/* A window that holds nothing (--since not before now minus
+	 * --older-than 0) is refused, not reported as a run that found
+	 * nothing; as a real run, it changes nothing. */
+	assert_int_equal(reconcile(&e, &out, "--since", "2999-01-01", NULL), 64);
+	assert_true(out == NULL || out[0] == '\0');
+	free(out);
+	out = NULL;
 	assert_int_equal(reconcile(&e, &out, "--dry-run", NULL), 0);
 	assert_non_null(strstr(out, "dry run"));
 	assert_non_null(strstr(out, "would_apply"));
