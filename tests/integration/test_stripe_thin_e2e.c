@@ -1083,7 +1083,9 @@ static void test_a_thin_events_context_is_shown_by_events_show_and_the_console(v
  * than 255 bytes) is refused 400, nothing stored, no key consumed. */
 static void test_a_thin_event_whose_context_is_not_an_account_id_is_refused(void **state)
 {
-	static const char *const bad[] = {
+	/* "acct_1xx...x": 280 bytes of a valid form, over the 255 allowed */
+	char long_context[1 + 280 + 1 + 1];
+	const char *const bad[] = {
 	        "\"acct_1\\r\\nX-Injected: yes\"",
 	        "\"acct_1\\nX-Injected: yes\"",
 	        "\"acct_1 acct_2\"",
@@ -1094,13 +1096,7 @@ static void test_a_thin_event_whose_context_is_not_an_account_id_is_refused(void
 	        "\"acct_\\u00e91\"",
 	        "5",
 	        "{\"id\":\"acct_1\"}",
-	        "\"acct_"
-	        "1xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-	        "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-	        "x"
-	        "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-	        "x"
-	        "xxxxxxxxxxxxxxxxxxxxxxxxxxx\"",
+	        long_context,
 	};
 	struct t_env e;
 	char header[512];
@@ -1110,6 +1106,10 @@ static void test_a_thin_event_whose_context_is_not_an_account_id_is_refused(void
 	size_t i;
 
 	(void)state;
+	memset(long_context, 'x', sizeof(long_context) - 1);
+	memcpy(long_context, "\"acct_1", 7);
+	long_context[sizeof(long_context) - 2] = '"';
+	long_context[sizeof(long_context) - 1] = '\0';
 	env_start(&e);
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		body = thin_body_in("evt_thin_bad_context", "pi_bad_context", T_PAY, 1, bad[i]);
