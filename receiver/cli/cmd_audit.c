@@ -32,6 +32,26 @@ void cli_actor(char *out, size_t size)
 	}
 }
 
+/* Every action the audit log records (console_db.c and console.c write
+ * them), alphabetized: --action names one of them, so a misspelt action is
+ * a usage error rather than an empty list. */
+static const char *const cmd_audit_actions[] = {
+        "console.login", "events.dismiss",    "events.reprocess", "order.reconcile",
+        "outbox.cancel", "outbox.compensate", "outbox.retry",     "outbox.retry_all",
+};
+
+static int cmd_audit_action_known(const char *action)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(cmd_audit_actions) / sizeof(cmd_audit_actions[0]); i++) {
+		if (strcmp(action, cmd_audit_actions[i]) == 0) {
+			return 1;
+		}
+	}
+	return 0;
+}
+
 static void cmd_audit_usage(FILE *out)
 {
 	fprintf(out,
@@ -40,8 +60,11 @@ static void cmd_audit_usage(FILE *out)
 	        "Lists what operators did (idemhook events dismiss and reprocess, outbox\n"
 	        "retry, cancel and compensate, the console's actions), newest first: when,\n"
 	        "who (cli:USER or console:TOKEN), what, on which target, why, and the\n"
-	        "result. --before ID pages on. A value too long for its column ends in an\n"
-	        "ellipsis; --json prints every value whole.\n\n"
+	        "result. --action is one of console.login, events.dismiss,\n"
+	        "events.reprocess, order.reconcile, outbox.cancel, outbox.compensate,\n"
+	        "outbox.retry, outbox.retry_all (another is a usage error). --before ID\n"
+	        "pages on. A value too long for its column ends in an ellipsis; --json\n"
+	        "prints every value whole.\n\n"
 	        "Exit status: 0 done, 64 usage, 69 database unavailable, 75 database busy\n"
 	        "or failing.\n");
 }
@@ -132,6 +155,21 @@ static int cmd_audit_run(int argc, char **argv, const char *config_path)
 		} else if (c == 'a') {
 			actor = optarg;
 		} else if (c == 'w') {
+			if (!cmd_audit_action_known(optarg)) {
+				size_t i;
+
+				fprintf(stderr,
+				        "idemhook audit list: --action \"%s\" is no action; "
+				        "the actions:",
+				        optarg);
+				for (i = 0;
+				     i < sizeof(cmd_audit_actions) / sizeof(cmd_audit_actions[0]);
+				     i++) {
+					fprintf(stderr, " %s", cmd_audit_actions[i]);
+				}
+				fprintf(stderr, "\n");
+				return EX_USAGE;
+			}
 			action = optarg;
 		} else if (c == 'j') {
 			al.al_json = 1;

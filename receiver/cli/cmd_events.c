@@ -45,6 +45,9 @@ static void cmd_events_usage(FILE *out)
 	        "                                  [--provider NAME] [--source "
 	        "callback|reconcile]\n"
 	        "                                  [--order ORDER_ID] [--limit N] [--json]\n"
+	        "       idemhook [-c FILE] events list --status processing [--older-than "
+	        "DURATION]\n"
+	        "                                  [--provider NAME] [--limit N] [--json]\n"
 	        "       idemhook [-c FILE] events show ID [--json]\n"
 	        "       idemhook [-c FILE] events reprocess ID...\n"
 	        "       idemhook [-c FILE] events dismiss ID... --reason TEXT\n"
@@ -60,6 +63,9 @@ static void cmd_events_usage(FILE *out)
 	        "thin events acknowledged and waiting for their full event. --order shows\n"
 	        "the events of one order. A value too long for its column ends in an ellipsis;\n"
 	        "--json prints every value whole.\n"
+	        "--status processing lists the claims taken and not completed yet (callbacks\n"
+	        "and order-API keys alike), oldest first, with their lease; --older-than 60s\n"
+	        "lists the ones idemhook_processing_stuck counts (durations like 90s, 5m, 1h).\n"
 	        "show prints one event with its stored semantic payload, and who dismissed\n"
 	        "it, when and why.\n"
 	        "reprocess runs failed events through the business handler again (for\n"
@@ -93,6 +99,7 @@ struct cmd_events_list {
 	const char *el_provider;
 	const char *el_source;
 	const char *el_order;
+	int64_t el_older_than_s; /* --status processing: -1 when not given */
 	int64_t el_limit;
 	int64_t el_n;
 	int el_json;
@@ -178,6 +185,91 @@ static int cmd_events_list_unit(struct store_tx *tx, void *arg)
 	        p, 9, cmd_events_list_row, el);
 }
 
+/* --status processing: one claim as idempotency_records keeps it. */
+static int cmd_events_claim_row(void *arg, const struct store_row *row)
+{
+	struct cmd_events_list *el = arg;
+	int64_t lease = store_row_is_null(row, 3) ? 0 : store_row_int(row, 3);
+	int expired = lease <= cli_now_ms();
+	char claimed[32];
+	char updated[32];
+	char until[32];
+
+	if (el->el_json) {
+		printf("%s\n    {\"id\": %" PRId64 ", \"claimed\": ", el->el_n == 0 ? "" : ",",
+		       store_row_int(row, 0));
+		cli_json_time(stdout, store_row_int(row, 1));
+		printf(", \"updated\": ");
+		cli_json_time(stdout, store_row_int(row, 2));
+		printf(", \"lease_until\": ");
+		cli_json_time(stdout, lease);
+		printf(", \"lease_expired\": %s, \"fence_token\": %" PRId64 ", \"provider\": ",
+		       expired ? "true" : "false", store_row_int(row, 4));
+		cli_json_string(stdout, store_row_text(row, 5));
+		printf(", \"key\": ");
+		cli_json_string(stdout, store_row_text(row, 6));
+		printf(", \"outcome\": \"processing\"}");
+		el->el_n++;
+		return 0;
+	}
+	if (el->el_n == 0) {
+		printf("%-8s %-20s %-20s %-28s %-24s %s\n", "ID", "CLAIMED", "UPDATED",
+		       "LEASE UNTIL", "PROVIDER", "KEY");
+	}
+	el->el_n++;
+	cli_format_time(store_row_int(row, 1), claimed);
+	cli_format_time(store_row_int(row, 2), updated);
+	cli_format_time(lease, until);
+	printf("%-8" PRId64 " %-20s %-20s %-20s%-8s ", store_row_int(row, 0), claimed, updated,
+	       until, expired ? " expired" : "");
+	cli_cell(stdout, store_row_text(row, 5), 24);
+	fputc(' ', stdout);
+	cli_line(stdout, "", store_row_text(row, 6));
+	return 0;
+}
+
+static int cmd_events_claims_unit(struct store_tx *tx, void *arg)
+{
+	struct cmd_events_list *el = arg;
+	/* not given: every claim (no NULL integer, which PostgreSQL would
+	 * have to guess a type for) */
+	int64_t cutoff =
+	        el->el_older_than_s < 0 ? INT64_MAX : cli_now_ms() - el->el_older_than_s * 1000;
+	struct store_value p[4] = {
+	        store_int(cutoff),
+	        store_text(el->el_provider),
+	        store_text(el->el_provider),
+	        store_int(el->el_limit),
+	};
+
+	/* The partial index idempotency_records_processing (updated_at)
+	 * serves it, as it serves idemhook_processing_stuck. */
+	return store_query_each(
+	        tx,
+	        "SELECT id, created_at, updated_at, lease_until, fence_token, scope,"
+	        " idem_key FROM idempotency_records WHERE status = 'processing'"
+	        " AND updated_at < ? AND (? IS NULL OR scope = ?)"
+	        " ORDER BY updated_at, id LIMIT ?",
+	        p, 4, cmd_events_claim_row, el);
+}
+
+/* 1 when idempotency_records holds a row of scope: a claim's scope may be
+ * an order-API one (api:orders:SHOP), which no provider section names. */
+static int cmd_events_claim_scope_known_unit(struct store_tx *tx, void *arg)
+{
+	const char *scope = arg;
+	struct store_value p[1] = {store_text(scope)};
+	struct store_row row;
+	int rc;
+
+	rc = store_query(tx, "SELECT 1 FROM idempotency_records WHERE scope = ? LIMIT 1", p, 1,
+	                 &row);
+	if (rc > 0) {
+		store_row_finish(&row);
+	}
+	return rc;
+}
+
 /* 1 when the events table holds a row of scope (a provider instance since
  * removed from the file still has its history). */
 static int cmd_events_scope_known_unit(struct store_tx *tx, void *arg)
@@ -196,7 +288,8 @@ static int cmd_events_scope_known_unit(struct store_tx *tx, void *arg)
 
 /* An instance that is neither configured nor in the events table is a
  * typo, said as such rather than listed as "no events". */
-static int cmd_events_provider_known(const struct config *cf, struct store *st, const char *name)
+static int cmd_events_provider_known(const struct config *cf, struct store *st, const char *name,
+                                     int claims)
 {
 	size_t i;
 	int rc;
@@ -204,7 +297,9 @@ static int cmd_events_provider_known(const struct config *cf, struct store *st, 
 	if (config_provider(cf, name) != NULL) {
 		return 0;
 	}
-	rc = store_read(st, cli_now_ms(), cmd_events_scope_known_unit, (void *)name);
+	rc = store_read(st, cli_now_ms(),
+	                claims ? cmd_events_claim_scope_known_unit : cmd_events_scope_known_unit,
+	                (void *)name);
 	if (rc < 0) {
 		return EX_TEMPFAIL;
 	}
@@ -232,23 +327,26 @@ static int cmd_events_list_parse(int argc, char **argv, struct cmd_events_list *
 	        {"limit", required_argument, NULL, 'n'},
 	        {"failed", no_argument, NULL, 'f'},
 	        {"json", no_argument, NULL, 'j'},
+	        {"older-than", required_argument, NULL, 'a'},
 	        {NULL, 0, NULL, 0},
 	};
 	int c;
 
 	memset(el, 0, sizeof(*el));
 	el->el_limit = CLI_LIMIT_DEFAULT;
+	el->el_older_than_s = -1;
 	optind = 0;
 	for (;;) {
-		c = cli_getopt(argc, argv, "s:p:o:n:fj", opts);
+		c = cli_getopt(argc, argv, "s:p:o:n:fja:", opts);
 		if (c == -1) {
 			break;
 		}
 		if (c == 's') {
 			if (strcmp(optarg, "done") != 0 && strcmp(optarg, "failed") != 0 &&
-			    strcmp(optarg, "fetching") != 0) {
+			    strcmp(optarg, "fetching") != 0 && strcmp(optarg, "processing") != 0) {
 				fprintf(stderr,
-				        "idemhook events: --status is done, failed or fetching\n");
+				        "idemhook events: --status is done, failed, fetching "
+				        "or processing\n");
 				return EX_USAGE;
 			}
 			if (el->el_status != NULL && strcmp(el->el_status, optarg) != 0) {
@@ -281,6 +379,14 @@ static int cmd_events_list_parse(int argc, char **argv, struct cmd_events_list *
 			}
 		} else if (c == 'j') {
 			el->el_json = 1;
+		} else if (c == 'a') {
+			if (config_parse_duration(optarg, &el->el_older_than_s) < 0 ||
+			    el->el_older_than_s < 0) {
+				fprintf(stderr,
+				        "idemhook events list: --older-than wants a duration "
+				        "such as 60s or 5m\n");
+				return EX_USAGE;
+			}
 		} else {
 			cmd_events_usage(stderr);
 			return EX_USAGE;
@@ -290,15 +396,28 @@ static int cmd_events_list_parse(int argc, char **argv, struct cmd_events_list *
 		cmd_events_usage(stderr);
 		return EX_USAGE;
 	}
+	if (el->el_status != NULL && strcmp(el->el_status, "processing") == 0) {
+		if (el->el_source != NULL || el->el_order != NULL) {
+			fprintf(stderr, "idemhook events list: a claim in processing has no "
+			                "source or order yet; --status processing takes "
+			                "--older-than, --provider, --limit and --json\n");
+			return EX_USAGE;
+		}
+	} else if (el->el_older_than_s >= 0) {
+		fprintf(stderr, "idemhook events list: --older-than goes with --status "
+		                "processing\n");
+		return EX_USAGE;
+	}
 	return EX_OK;
 }
 
 static int cmd_events_list(struct cmd_events_list *el, const struct config *cf, struct store *st)
 {
+	int claims = el->el_status != NULL && strcmp(el->el_status, "processing") == 0;
 	int rc;
 
 	if (el->el_provider != NULL) {
-		rc = cmd_events_provider_known(cf, st, el->el_provider);
+		rc = cmd_events_provider_known(cf, st, el->el_provider, claims);
 		if (rc != 0) {
 			return rc;
 		}
@@ -306,7 +425,8 @@ static int cmd_events_list(struct cmd_events_list *el, const struct config *cf, 
 	if (el->el_json) {
 		printf("{\"events\": [");
 	}
-	if (store_read(st, cli_now_ms(), cmd_events_list_unit, el) < 0) {
+	if (store_read(st, cli_now_ms(), claims ? cmd_events_claims_unit : cmd_events_list_unit,
+	               el) < 0) {
 		if (el->el_json) {
 			printf("]}\n");
 		}
@@ -314,6 +434,12 @@ static int cmd_events_list(struct cmd_events_list *el, const struct config *cf, 
 	}
 	if (el->el_json) {
 		printf("%s]}\n", el->el_n > 0 ? "\n  " : "");
+	} else if (el->el_n == 0 && claims) {
+		printf("no claims in processing");
+		if (el->el_older_than_s >= 0) {
+			printf(" older than %" PRId64 " s", el->el_older_than_s);
+		}
+		printf("\n");
 	} else if (el->el_n == 0) {
 		printf("no events\n");
 	}
@@ -654,7 +780,7 @@ static int cmd_events_dismiss(const struct cmd_events_dismiss_args *da, const st
 	/* A misspelt provider would match nothing and read as "0 match":
 	 * refused as events list refuses it. */
 	if (f->ef_provider != NULL) {
-		rc = cmd_events_provider_known(cf, st, f->ef_provider);
+		rc = cmd_events_provider_known(cf, st, f->ef_provider, 0);
 		if (rc != 0) {
 			return rc;
 		}

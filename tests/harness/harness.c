@@ -457,7 +457,10 @@ void daemon_finish(struct daemon *d)
 	d->dm_dir[0] = '\0';
 }
 
-int daemon_cli(struct daemon *d, int with_config, const char *const *args, char **ret_out)
+/* daemon_cli's work: the command's stderr goes to err_path (truncated)
+ * when not NULL, else appended to dm_log. */
+static int daemon_cli_to(struct daemon *d, int with_config, const char *const *args, char **ret_out,
+                         const char *err_path)
 {
 	const char *bin = getenv("IDEMHOOK_BIN");
 	const char *argv[64];
@@ -487,7 +490,8 @@ int daemon_cli(struct daemon *d, int with_config, const char *const *args, char 
 		return -1;
 	}
 	if (pid == 0) {
-		int fd = open(d->dm_log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		int fd = err_path != NULL ? open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644)
+		                          : open(d->dm_log, O_WRONLY | O_CREAT | O_APPEND, 0644);
 
 		dup2(pipefd[1], 1);
 		if (fd >= 0) {
@@ -507,6 +511,40 @@ int daemon_cli(struct daemon *d, int with_config, const char *const *args, char 
 		free(out);
 	}
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int daemon_cli(struct daemon *d, int with_config, const char *const *args, char **ret_out)
+{
+	return daemon_cli_to(d, with_config, args, ret_out, NULL);
+}
+
+int daemon_cli_err(struct daemon *d, int with_config, const char *const *args, char **ret_out,
+                   char **ret_err)
+{
+	char path[700];
+	char *err;
+	FILE *log;
+	int rc;
+
+	*ret_err = NULL;
+	snprintf(path, sizeof(path), "%s/cli.stderr", d->dm_dir);
+	rc = daemon_cli_to(d, with_config, args, ret_out, path);
+	err = hn_read_file(path);
+	unlink(path);
+	if (err == NULL) {
+		/* nothing written (the exec failed), or out of memory */
+		err = strdup("");
+	}
+	/* dm_log keeps what daemon_cli would have left there */
+	log = fopen(d->dm_log, "a");
+	if (log != NULL && err != NULL) {
+		fputs(err, log);
+	}
+	if (log != NULL) {
+		fclose(log);
+	}
+	*ret_err = err;
+	return rc;
 }
 
 /* ---- HTTP ---- */
@@ -859,6 +897,29 @@ int hn_db_exec(const char *db_path, const char *sql)
 	rc = store_write(st, hn_now_ms(), hn_db_exec_unit, (void *)sql);
 	store_destroy(st);
 	return rc < 0 ? -1 : 0;
+}
+
+int hn_claim_begin(const char *db_path, const char *scope, const char *key, int64_t now_ms,
+                   int64_t lease_ms)
+{
+	struct store *st = hn_db_open(db_path, 1);
+	struct store_claim c;
+	int rc;
+
+	if (st == NULL) {
+		return -1;
+	}
+	memset(&c, 0, sizeof(c));
+	c.sc_scope = scope;
+	c.sc_key = key;
+	c.sc_now_ms = now_ms;
+	c.sc_retention_ms = 7LL * 24 * 3600 * 1000;
+	c.sc_lease_ms = lease_ms;
+	store_claim_begin(st, &c);
+	rc = c.sc_outcome == STORE_CLAIMED ? 0 : -1;
+	store_claim_finish(&c);
+	store_destroy(st);
+	return rc;
 }
 
 char *hn_db_snapshot(const char *db_path)

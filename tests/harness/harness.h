@@ -94,6 +94,13 @@ int daemon_log_wait(struct daemon *d, const char *text, int timeout_ms);
  * (malloc'd, may be NULL). Returns the exit status, or -1. */
 int daemon_cli(struct daemon *d, int with_config, const char *const *args, char **ret_out);
 
+/* daemon_cli, and the command's stderr captured into *ret_err (malloc'd,
+ * "" when it said nothing, NULL only when memory ran out) as well as
+ * appended to dm_log as daemon_cli leaves it: for a test that checks
+ * what a command said. ret_out may be NULL. */
+int daemon_cli_err(struct daemon *d, int with_config, const char *const *args, char **ret_out,
+                   char **ret_err);
+
 struct hres {
 	long hs_status; /* 0 when the transfer failed */
 	char *hs_body;
@@ -150,6 +157,14 @@ char *hn_db_dump(const char *db_path, const char *sql);
  * db_path (a location as hn_db_int takes it): for a test that moves rows
  * back in time, say. Returns 0 or -1. */
 int hn_db_exec(const char *db_path, const char *sql);
+
+/* Takes a claim through store_claim_begin on db_path (as hn_db_exec takes
+ * it, beside a running daemon): a processing record of scope and key
+ * claimed and last touched at now_ms with a lease of lease_ms, what a
+ * handler waiting on something outside the database (or a daemon killed
+ * mid-claim) leaves behind. Returns 0 when claimed, -1 when not. */
+int hn_claim_begin(const char *db_path, const char *scope, const char *key, int64_t now_ms,
+                   int64_t lease_ms);
 
 /* A second process on the database: the sqlite3 shell, started on db_path
  * with sql (for example "BEGIN IMMEDIATE;" to hold the write lock), and

@@ -243,6 +243,7 @@ static void test_commands_on_a_missing_database_create_nothing(void **state)
 	        {"events", "dismiss", "--provider", "stripe", "--frob", NULL},
 	        {"outbox", "list", "--bogus", NULL},
 	        {"outbox", "list", "--status", "failed", NULL},
+	        {"audit", "list", "--action", "events.dismis", NULL},
 	};
 	const char *no_migrate[] = {"serve", "--no-migrate", NULL};
 	const char *order[] = {"order", "create", "--amount", "100", "--currency", "usd", NULL};
@@ -300,7 +301,8 @@ static void test_commands_on_a_missing_database_create_nothing(void **state)
 			         usage[i][1], usage[i][2], rc, sub);
 		}
 	}
-	assert_true(t_log_has(&d, "idemhook events: --status is done, failed or fetching"));
+	assert_true(
+	        t_log_has(&d, "idemhook events: --status is done, failed, fetching or processing"));
 	assert_true(t_log_has(&d, "idemhook events dismiss: \"x7\" is not an event ID"));
 	assert_true(t_log_has(&d, "idemhook events dismiss: --reason TEXT is required"));
 
@@ -477,8 +479,9 @@ static void test_a_write_command_on_a_locked_database_says_what_is_unchanged(voi
 	daemon_finish(&d);
 }
 
-/* audit list says a bad value with the whole command's name and the value,
- * and a filter that matches nothing is named, not read as an empty log. */
+/* audit list says a bad value with the whole command's name and the value;
+ * a misspelt action is refused with the actions there are, and a filter
+ * that matches nothing is named, not read as an empty log. */
 static void test_audit_list_says_a_bad_value_and_names_a_filter_that_matches_nothing(void **state)
 {
 	static const char *const bad[][6] = {
@@ -496,7 +499,10 @@ static void test_audit_list_says_a_bad_value_and_names_a_filter_that_matches_not
 	        "idemhook audit: \"lst\" is no subcommand (list is the one)\n",
 	};
 	static const char *const misspelt[] = {"audit", "list", "--action", "events.dismis", NULL};
+	static const char *const nothing_yet[] = {"audit", "list", "--action", "outbox.retry_all",
+	                                          NULL};
 	struct daemon d;
+	char *err = NULL;
 	char *out = NULL;
 	char *log;
 	size_t i;
@@ -518,9 +524,18 @@ static void test_audit_list_says_a_bad_value_and_names_a_filter_that_matches_not
 		assert_non_null(strstr(log, said[i]));
 	}
 	free(log);
-	assert_int_equal(daemon_cli(&d, 1, misspelt, &out), 0);
+	assert_int_equal(daemon_cli_err(&d, 1, misspelt, &out, &err), 64);
+	assert_true(out == NULL || out[0] == '\0');
+	assert_non_null(err);
+	assert_string_equal(err, "idemhook audit list: --action \"events.dismis\" is no action; "
+	                         "the actions: console.login events.dismiss events.reprocess "
+	                         "order.reconcile outbox.cancel outbox.compensate outbox.retry "
+	                         "outbox.retry_all\n");
+	free(out);
+	free(err);
+	assert_int_equal(daemon_cli(&d, 1, nothing_yet, &out), 0);
 	assert_non_null(out);
-	assert_string_equal(out, "no audit entries with action \"events.dismis\"\n");
+	assert_string_equal(out, "no audit entries with action \"outbox.retry_all\"\n");
 	free(out);
 	assert_int_equal(daemon_term(&d, 30), 0);
 	daemon_finish(&d);
