@@ -1409,16 +1409,18 @@ static int capture_day_name(const char *name, int64_t *ret_ms)
 	return capture_parse_time(name, ret_ms) == 0 ? 1 : 0;
 }
 
+/* 1 for a capture file, 2 for the temporary file of a capture a crash
+ * interrupted (".NAME.tmp", never renamed into place: no capture, and
+ * skipped by replay), 0 for anything else. */
 static int capture_is_capture_name(const char *name)
 {
 	size_t len = strlen(name);
 	size_t slen = sizeof(CAPTURE_SUFFIX) - 1;
 
-	if (len > slen && strcmp(name + len - slen, CAPTURE_SUFFIX) == 0) {
-		return 1;
+	if (name[0] == '.') {
+		return len > 4 && strcmp(name + len - 4, ".tmp") == 0 ? 2 : 0;
 	}
-	/* Temporary files a crash left behind. */
-	return name[0] == '.' && len > 4 && strcmp(name + len - 4, ".tmp") == 0;
+	return len > slen && strcmp(name + len - slen, CAPTURE_SUFFIX) == 0;
 }
 
 static int capture_expire_day(const char *day, int dry_run, int64_t *n)
@@ -1433,9 +1435,10 @@ static int capture_expire_day(const char *day, int dry_run, int64_t *n)
 		return -1;
 	}
 	for (de = readdir(d); de != NULL; de = readdir(d)) {
+		int kind = capture_is_capture_name(de->d_name);
 		int len;
 
-		if (!capture_is_capture_name(de->d_name)) {
+		if (kind == 0) {
 			continue;
 		}
 		len = snprintf(path, sizeof(path), "%s/%s", day, de->d_name);
@@ -1446,7 +1449,10 @@ static int capture_expire_day(const char *day, int dry_run, int64_t *n)
 			log_err("capture: cannot delete \"%s\": %s", log_quote(q, sizeof(q), path), strerror(errno));
 			continue;
 		}
-		(*n)++;
+		/* A leftover goes with its day but is no capture file. */
+		if (kind == 1) {
+			(*n)++;
+		}
 	}
 	closedir(d);
 	/* Fails harmlessly when something else lives there. */

@@ -145,8 +145,10 @@ void capture_rfc3339(int64_t ms, char out[32]);
 int capture_parse_time(const char *s, int64_t *ret_ms);
 
 /* Deletes capture files of the [capture] dir whose UTC day ended more than
- * [capture] retention ago (0 = keep forever), then their empty day
- * directories. dry_run only counts. ret_n (may be NULL) gets the files.
+ * [capture] retention ago (0 = keep forever), with the temporary files of
+ * interrupted captures left in those days, then their empty day
+ * directories. dry_run only counts. ret_n (may be NULL) gets the capture
+ * files (a leftover temporary file is not one).
  * Returns 0, or -1 (logged). */
 int capture_expire(const struct config *cf, int64_t now_ms, int dry_run, int64_t *ret_n);
 
