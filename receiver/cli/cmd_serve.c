@@ -399,8 +399,10 @@ static int serve_outbound_reload(struct app *app, int changed)
 	return 1;
 }
 
-/* Returns 1 when the new configuration was taken, 0 when refused or taken
- * except [outbound] (the worker could not take it): a failed reload. */
+/* Returns METRICS_RELOAD_TAKEN when the new configuration was taken,
+ * METRICS_RELOAD_PARTIAL when taken except [outbound] (the worker could not
+ * take it: a failed reload, on a new configuration all the same),
+ * METRICS_RELOAD_REFUSED when the running one was kept. */
 static int serve_reload_run(struct app *app, const struct serve_workers *sw, const char *path)
 {
 	struct serve_restart_list rl;
@@ -414,7 +416,7 @@ static int serve_reload_run(struct app *app, const struct serve_workers *sw, con
 	if (path == NULL) {
 		log_warn("SIGHUP: running on the built-in demo configuration; nothing to reload");
 		notify_ready("serving (demo)");
-		return 0;
+		return METRICS_RELOAD_REFUSED;
 	}
 	/* The same load and the same whole check as the start: a file the
 	 * start refuses is refused here, before anything is swapped. */
@@ -425,7 +427,7 @@ static int serve_reload_run(struct app *app, const struct serve_workers *sw, con
 		        "configuration",
 		        path);
 		notify_ready("serving (reload refused: bad config)");
-		return 0;
+		return METRICS_RELOAD_REFUSED;
 	}
 	/* The listener first: a certificate that does not load refuses the
 	 * whole reload, so config and listener never disagree. */
@@ -435,7 +437,7 @@ static int serve_reload_run(struct app *app, const struct serve_workers *sw, con
 		log_err("SIGHUP: the listener could not take the new [server] settings; keeping the running "
 			"configuration");
 		notify_ready("serving (reload refused: listener)");
-		return 0;
+		return METRICS_RELOAD_REFUSED;
 	}
 	serve_listener_finish(&sl);
 	memset(&rl, 0, sizeof(rl));
@@ -461,7 +463,7 @@ static int serve_reload_run(struct app *app, const struct serve_workers *sw, con
 		app_config_release(app, cf);
 		notify_ready("serving (reload incomplete: [outbound] not taken; reload again or "
 		             "restart)");
-		return 0;
+		return METRICS_RELOAD_PARTIAL;
 	}
 	log_notice("SIGHUP: configuration%s reloaded from %s%s%s%s",
 	           config_get(cf, "server", "tls_cert") != NULL ? ", secrets and TLS certificate"
@@ -470,7 +472,7 @@ static int serve_reload_run(struct app *app, const struct serve_workers *sw, con
 	           rl.srl_len >= sizeof(rl.srl_text) - 1 ? "..." : "");
 	app_config_release(app, cf);
 	notify_ready(rl.srl_n > 0 ? "serving (restart pending for changed keys)" : "serving");
-	return 1;
+	return METRICS_RELOAD_TAKEN;
 }
 
 static void serve_reload(struct app *app, const struct serve_workers *sw, const char *path)

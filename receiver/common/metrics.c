@@ -78,8 +78,9 @@ static int64_t metrics_start_ms;
 static const char *metrics_store_library = "";
 static int metrics_ready_now;
 
-/* Configuration reloads. The generation counts configurations taken,
- * starting at 1 with the process. */
+/* Configuration reloads. The generation counts the configurations the
+ * process has run on, starting at 1 with the process: a reload taken except
+ * [outbound] moves it too. */
 static struct {
 	uint64_t mr_ok;
 	uint64_t mr_failed;
@@ -400,17 +401,21 @@ void metrics_set_ready(int ready)
 	pthread_mutex_unlock(&metrics_lock);
 }
 
-void metrics_reload(int ok)
+void metrics_reload(int result)
 {
+	int ok = result == METRICS_RELOAD_TAKEN;
+
 	pthread_mutex_lock(&metrics_lock);
 	if (ok) {
 		metrics_reloads.mr_ok++;
-		metrics_reloads.mr_generation++;
 		metrics_reloads.mr_last_success_s = metrics_now_s();
 	} else {
 		metrics_reloads.mr_failed++;
 	}
-	metrics_reloads.mr_last_ok = ok != 0;
+	if (result != METRICS_RELOAD_REFUSED) {
+		metrics_reloads.mr_generation++;
+	}
+	metrics_reloads.mr_last_ok = ok;
 	pthread_mutex_unlock(&metrics_lock);
 }
 

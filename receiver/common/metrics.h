@@ -68,9 +68,16 @@ void metrics_set_store_library(const char *version);
 void metrics_set_start_time(int64_t ms);
 /* Readiness as /readyz answers it (idemhook_ready). */
 void metrics_set_ready(int ready);
-/* A configuration reload that was taken (ok: the generation moves on) or
- * refused. */
-void metrics_reload(int ok);
+/* A configuration reload: result METRICS_RELOAD_TAKEN (the generation and
+ * the success time move on), METRICS_RELOAD_REFUSED (the running
+ * configuration kept: nothing moves but the failure count), or
+ * METRICS_RELOAD_PARTIAL (taken except [outbound]: the process runs on a
+ * new configuration, so the generation moves on, but the reload counts as
+ * failed and the success time stays). */
+#define METRICS_RELOAD_REFUSED 0
+#define METRICS_RELOAD_TAKEN 1
+#define METRICS_RELOAD_PARTIAL 2
+void metrics_reload(int result);
 /* The keys a taken reload changed that need a restart
  * (idemhook_config_restart_pending): cleared, then added one by one. */
 void metrics_restart_pending_clear(void);
