@@ -650,7 +650,16 @@ static int cmd_serve_run(int argc, char **argv, const char *config_path)
 	}
 	app_outbound_swap(&app, outbound_start(&app.app_env, &err));
 	if (err) {
-		rc = EX_CONFIG;
+		/* The file was checked whole before anything was opened
+		 * (serve_load): what failed is the start itself, most often the
+		 * write lock held elsewhere past the busy timeout while the
+		 * worker gave back the calls a previous run left delivering (the
+		 * store's line above). Not 78, a bad file, which the unit does
+		 * not restart (RestartPreventExitStatus=78): 75, and it is. */
+		log_err("serve: the outbound worker could not start (the line above says why); "
+		        "idemhook did not start and nothing was delivered: start it again "
+		        "(systemd does, Restart=on-failure)");
+		rc = EX_TEMPFAIL;
 		goto done;
 	}
 	sw.sw_gc = gc_worker_start(&app.app_env);

@@ -541,6 +541,45 @@ static void test_audit_list_says_a_bad_value_and_names_a_filter_that_matches_not
 	daemon_finish(&d);
 }
 
+/* serve started while another process holds the write lock past the busy
+ * timeout, with [outbound] configured: the worker cannot give back the
+ * calls a previous run left delivering (a write), and serve says so and
+ * exits 75, which systemd restarts; never 78, a bad file, which it does
+ * not (RestartPreventExitStatus=78). */
+static void test_serve_under_a_held_write_lock_with_outbound_exits_75_not_78(void **state)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+	static const char *const serve[] = {"serve", NULL};
+	struct hn_sqlite lock;
+	struct daemon d;
+	char *out = NULL;
+	char *err = NULL;
+
+	(void)state;
+	if (hn_backend_is_postgresql()) {
+		skip(); /* SQLite's write lock */
+	}
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI "\n[store]\nbusy_timeout_ms = 200\n"
+	                                               "\n[outbound]\nnotify_url = "
+	                                               "http://127.0.0.1:9/notify\n"),
+	                 0);
+	assert_int_equal(daemon_cli(&d, 1, migrate, NULL), 0);
+	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	assert_int_equal(daemon_cli_err(&d, 1, serve, &out, &err), 75);
+	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
+	assert_non_null(err);
+	if (strstr(err, "<3>serve: the outbound worker could not start") == NULL) {
+		print_error("%s", err);
+	}
+	assert_non_null(strstr(err, "database is locked"));
+	assert_non_null(strstr(err, "<3>serve: the outbound worker could not start (the line "
+	                            "above says why); idemhook did not start and nothing was "
+	                            "delivered"));
+	free(out);
+	free(err);
+	daemon_finish(&d);
+}
+
 /* An option a command does not know is said with the whole command's
  * name, a subcommand's too, never with the subcommand's word alone. */
 static void test_an_unknown_option_names_the_whole_command(void **state)
@@ -613,6 +652,7 @@ int main(void)
 	        cmocka_unit_test(test_config_flag_without_a_file_says_it_needs_one),
 	        cmocka_unit_test(test_a_write_command_on_a_locked_database_says_what_is_unchanged),
 	        cmocka_unit_test(test_an_unknown_option_names_the_whole_command),
+	        cmocka_unit_test(test_serve_under_a_held_write_lock_with_outbound_exits_75_not_78),
 	        cmocka_unit_test(
 	                test_audit_list_says_a_bad_value_and_names_a_filter_that_matches_nothing),
 	};
