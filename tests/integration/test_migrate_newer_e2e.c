@@ -74,6 +74,20 @@ static int t_log_count(const struct daemon *d, const char *text)
 	return n;
 }
 
+/* Waits until the log holds text n times. */
+static int t_log_wait_count(const struct daemon *d, const char *text, int n)
+{
+	int64_t start = hn_now_ms();
+
+	while (t_log_count(d, text) < n) {
+		if (hn_now_ms() - start > T_WAIT_MS) {
+			return -1;
+		}
+		usleep(20 * 1000);
+	}
+	return 0;
+}
+
 /* POSTs the Stripe event evt_id; returns the status, the Retry-After and
  * Idempotent-Replayed headers' presence in *ret_retry / *ret_replayed. */
 static long t_post(struct daemon *d, const char *evt_id, int *ret_retry, int *ret_replayed)
@@ -201,11 +215,57 @@ static void test_receivers_facing_a_newer_schema_are_not_ready_and_store_nothing
 	}
 }
 
+/* The probe reads the schema every 250 ms; a callback that comes right
+ * after a newer release's migration committed, before the next probe, is
+ * refused all the same: each write transaction reads the version itself. */
+static void test_a_callback_right_after_a_newer_migration_stores_nothing(void **state)
+{
+	struct daemon d;
+	char evt_id[64];
+	char sql[160];
+	int64_t version;
+	int retry;
+	int replayed;
+	int round;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, T_INI), 0);
+	if (d.dm_pg_db[0] != '\0') {
+		/* PostgreSQL's writers do not read the version in their
+		 * transaction yet (docs/postgresql.md, "Upgrading"). */
+		daemon_finish(&d);
+		skip();
+	}
+	assert_int_equal(daemon_start(&d), 0);
+	assert_int_equal(t_readyz_until(&d, 200, NULL), 0);
+	assert_int_equal(t_post(&d, "evt_before_race", &retry, &replayed), 200);
+	version = t_schema(&d);
+	for (round = 0; round < 5; round++) {
+		snprintf(evt_id, sizeof(evt_id), "evt_race_%d", round);
+		t_set_schema(&d, version + 1);
+		assert_int_equal(t_post(&d, evt_id, &retry, &replayed), 503);
+		assert_true(retry);
+		t_set_schema(&d, version);
+		snprintf(sql, sizeof(sql),
+		         "SELECT count(*) FROM idempotency_records WHERE idem_key = '%s'", evt_id);
+		assert_int_equal(hn_db_int(d.dm_db, sql), 0);
+		/* the next probe finds the schema this binary's again */
+		assert_int_equal(t_log_wait_count(&d, "writes resume", round + 1), 0);
+	}
+	assert_int_equal(t_records(&d), 1);
+	/* the provider's retry lands once the schema is this binary's */
+	assert_int_equal(t_post(&d, "evt_race_0", &retry, &replayed), 200);
+	assert_int_equal(t_records(&d), 2);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(
 	                test_receivers_facing_a_newer_schema_are_not_ready_and_store_nothing),
+	        cmocka_unit_test(test_a_callback_right_after_a_newer_migration_stores_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -186,6 +186,7 @@ struct store {
 
 static void store_heartbeat_begin(struct store_writer *sw);
 static void store_heartbeat_end(struct store_writer *sw, uint64_t commits);
+static void store_schema_note(struct store *st, int version);
 
 /* The writer whose thread this is: set by the thread itself. */
 static _Thread_local struct store_writer *store_this_writer;
@@ -1467,6 +1468,26 @@ static int store_batch_timed_out(const struct store_engine *en, struct store_con
  * waits out that bound once: after a unit did, the engine cuts every later
  * lock wait of the batch short (en_lock_wait_cut), so a second claim that
  * meets another lock does not hold the whole batch for the bound again. */
+/* In the writer's transaction, just begun: 0 when the schema is this
+ * binary's, -1 when it is not (noted: the writers stop, as after the
+ * probe's read) or cannot be read. The probe alone would leave a window of
+ * up to its interval after a newer release's migration committed in which
+ * this binary still wrote; the engine's read here leaves none. */
+static int store_batch_schema_held(struct store *st, struct store_conn *wc)
+{
+	const struct store_engine *en = st->st_engine;
+	int version;
+
+	if (en->en_schema_held == NULL) {
+		return 0;
+	}
+	if (en->en_schema_held(wc, &version) < 0) {
+		return -1;
+	}
+	store_schema_note(st, version);
+	return version == store_schema_version() ? 0 : -1;
+}
+
 static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
                             uint64_t *ret_commits, double *ret_commit_s)
 {
@@ -1497,6 +1518,11 @@ static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
 		    (en->en_writer_conn_ready != NULL ? en->en_writer_conn_ready(st->st_db, wc)
 		                                      : en->en_writer_ready(st->st_db)) < 0 ||
 		    en->en_begin(wc, 1) < 0) {
+			store_units_fail_unsettled(batch);
+			break;
+		}
+		if (store_batch_schema_held(st, wc) < 0) {
+			store_conn_exec(en, wc, "ROLLBACK");
 			store_units_fail_unsettled(batch);
 			break;
 		}
