@@ -1477,15 +1477,37 @@ static int store_batch_schema_held(struct store *st, struct store_conn *wc)
 {
 	const struct store_engine *en = st->st_engine;
 	int version;
+	int r;
 
 	if (en->en_schema_held == NULL) {
 		return 0;
 	}
-	if (en->en_schema_held(wc, &version) < 0) {
-		return -1;
+	r = en->en_schema_held(wc, &version);
+	if (r != 0) {
+		/* 1: the engine checks it with the first statements */
+		return r > 0 ? 0 : -1;
 	}
 	store_schema_note(st, version);
 	return version == store_schema_version() ? 0 : -1;
+}
+
+/* After a pass on wc failed: 1 when the engine's own check of the schema
+ * version (en_schema_held answered 1) was what failed it, the version it
+ * found noted (the writers stop), else 0. */
+static int store_batch_schema_found(struct store *st, struct store_conn *wc)
+{
+	const struct store_engine *en = st->st_engine;
+	int version;
+
+	if (en->en_schema_found == NULL) {
+		return 0;
+	}
+	version = en->en_schema_found(wc);
+	if (version < 0) {
+		return 0;
+	}
+	store_schema_note(st, version);
+	return 1;
 }
 
 static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
@@ -1512,6 +1534,9 @@ static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
 		return;
 	}
 	while (store_batch_pending(batch)) {
+		/* The pass before failed on the engine's schema check: noted,
+		 * and refused below as after the probe's verdict. */
+		store_batch_schema_found(st, wc);
 		/* Its commit would go to a log no restart reads: transient. */
 		if (__atomic_load_n(&st->st_files_lost, __ATOMIC_ACQUIRE) ||
 		    __atomic_load_n(&st->st_schema_foreign, __ATOMIC_ACQUIRE) != 0 ||
@@ -1592,6 +1617,10 @@ static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
 			i = n;
 		}
 		if (state == STORE_TXS_ENDED) {
+			if (store_batch_schema_found(st, wc)) {
+				store_units_fail_unsettled(batch);
+				break;
+			}
 			log_warn("store: %s rolled the transaction back; the failed unit is "
 			         "transient, the others run again",
 			         en->en_name);
@@ -1610,6 +1639,9 @@ static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
 		store_units_fail_unsettled(batch);
 		break;
 	}
+	/* A pass that failed on the engine's schema check and ended the
+	 * batch (a lost connection after it) is noted all the same. */
+	store_batch_schema_found(st, wc);
 	if (cut) {
 		en->en_lock_wait_cut(wc, 0);
 	}
