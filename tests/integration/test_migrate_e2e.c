@@ -161,10 +161,66 @@ static void test_migrate_keeps_every_row_and_learns_each_payment_reference(void 
 	daemon_finish(&d);
 }
 
+/* No rows: the schema alone. */
+static void no_rows(struct buf *sql, int pg, void *arg)
+{
+	(void)sql;
+	(void)pg;
+	(void)arg;
+}
+
+/* A new binary on an older schema with --no-migrate, and the read
+ * commands, which never migrate: each refuses with a line naming
+ * `idemhook migrate`, exits 69, and leaves the schema as it was. */
+static void test_an_older_schema_is_refused_until_it_is_migrated(void **state)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+	static const char *const serve[] = {"serve", "--no-migrate", NULL};
+	static const char *const list[] = {"events", "list", NULL};
+	static const char *const stats[] = {"stats", NULL};
+	const char *const *refused[] = {serve, list, stats};
+	struct daemon d;
+	char text[96];
+	char *out = NULL;
+	char *log;
+	int64_t version;
+	size_t i;
+	int rc;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI), 0);
+	/* as the previous release left it */
+	rc = hn_db_build_before(&d, "0019_", no_rows, NULL);
+	if (rc == 1) {
+		daemon_finish(&d);
+		skip();
+	}
+	assert_int_equal(rc, 0);
+	for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		assert_int_equal(daemon_cli(&d, 1, refused[i], NULL), 69);
+	}
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	assert_non_null(strstr(log, "database schema version 18 is older than this idemhook"));
+	assert_non_null(strstr(log, "run idemhook migrate"));
+	free(log);
+
+	/* none of them migrated it; migrate does, and then they work */
+	assert_int_equal(daemon_cli(&d, 1, migrate, &out), 0);
+	assert_non_null(out);
+	version = e2e_db_int(&d, "PRAGMA user_version");
+	snprintf(text, sizeof(text), "migrated from schema version 18 to %" PRId64, version);
+	assert_non_null(strstr(out, text));
+	free(out);
+	assert_int_equal(daemon_cli(&d, 1, stats, NULL), 0);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_migrate_keeps_every_row_and_learns_each_payment_reference),
+	        cmocka_unit_test(test_an_older_schema_is_refused_until_it_is_migrated),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

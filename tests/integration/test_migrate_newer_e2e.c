@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -74,6 +75,20 @@ static int t_log_count(const struct daemon *d, const char *text)
 	return n;
 }
 
+/* Waits until the log holds text n times. */
+static int t_log_wait_count(const struct daemon *d, const char *text, int n)
+{
+	int64_t start = hn_now_ms();
+
+	while (t_log_count(d, text) < n) {
+		if (hn_now_ms() - start > T_WAIT_MS) {
+			return -1;
+		}
+		usleep(20 * 1000);
+	}
+	return 0;
+}
+
 /* POSTs the Stripe event evt_id; returns the status, the Retry-After and
  * Idempotent-Replayed headers' presence in *ret_retry / *ret_replayed. */
 static long t_post(struct daemon *d, const char *evt_id, int *ret_retry, int *ret_replayed)
@@ -100,20 +115,94 @@ static long t_post(struct daemon *d, const char *evt_id, int *ret_retry, int *re
 
 /* Records the schema as version: what a newer release's migrate leaves
  * (or, given this binary's version, what undoes it). */
+/* A psql session kept open, so that a statement commits a moment before
+ * the next request (a new psql takes long enough to start for the health
+ * probe to run in between). */
+struct t_psql {
+	pid_t tp_pid;
+	FILE *tp_in;
+	FILE *tp_out;
+};
+
+static void t_psql_start(struct t_psql *tp, const struct daemon *d)
+{
+	struct pgserver *pg = pgserver_shared(NULL);
+	char psql[300];
+	char conninfo[700];
+	int in[2];
+	int out[2];
+
+	assert_non_null(pg);
+	snprintf(psql, sizeof(psql), "%s/psql", pg->pg_bindir);
+	pgserver_conninfo(pg, d->dm_pg_db, conninfo, sizeof(conninfo));
+	assert_int_equal(pipe(in), 0);
+	assert_int_equal(pipe(out), 0);
+	tp->tp_pid = fork();
+	assert_true(tp->tp_pid >= 0);
+	if (tp->tp_pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		close(in[0]);
+		close(in[1]);
+		close(out[0]);
+		close(out[1]);
+		execl(psql, "psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", conninfo,
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	tp->tp_in = fdopen(in[1], "w");
+	tp->tp_out = fdopen(out[0], "r");
+	assert_non_null(tp->tp_in);
+	assert_non_null(tp->tp_out);
+}
+
+/* Runs sql in the session and waits until it is done (committed). */
+static void t_psql_run(struct t_psql *tp, const char *sql)
+{
+	char line[256];
+
+	fprintf(tp->tp_in, "%s\n\\echo t_psql_done\n", sql);
+	assert_int_equal(fflush(tp->tp_in), 0);
+	for (;;) {
+		assert_non_null(fgets(line, sizeof(line), tp->tp_out));
+		if (strcmp(line, "t_psql_done\n") == 0) {
+			return;
+		}
+	}
+}
+
+static void t_psql_finish(struct t_psql *tp)
+{
+	int status;
+
+	fclose(tp->tp_in);
+	fclose(tp->tp_out);
+	assert_int_equal(waitpid(tp->tp_pid, &status, 0), tp->tp_pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* The statements that record version as the schema's on PostgreSQL. */
+static void t_pg_schema_sql(char *sql, size_t size, int64_t version)
+{
+	snprintf(sql, size,
+	         "DELETE FROM idemhook_schema WHERE version > %" PRId64 "; "
+	         "INSERT INTO idemhook_schema (version, name, applied_at) "
+	         "SELECT %" PRId64 ", 'from_a_newer_release', 0 WHERE NOT EXISTS "
+	         "(SELECT 1 FROM idemhook_schema WHERE version = %" PRId64 ");",
+	         version, version, version);
+}
+
 static void t_set_schema(const struct daemon *d, int64_t version)
 {
-	char sql[256];
+	char sql[320];
 
 	if (d->dm_pg_db[0] != '\0') {
 		struct pgserver *pg = pgserver_shared(NULL);
 
 		assert_non_null(pg);
-		snprintf(sql, sizeof(sql),
-		         "DELETE FROM idemhook_schema WHERE version > %" PRId64 "; "
-		         "INSERT INTO idemhook_schema (version, name, applied_at) "
-		         "SELECT %" PRId64 ", 'from_a_newer_release', 0 WHERE NOT EXISTS "
-		         "(SELECT 1 FROM idemhook_schema WHERE version = %" PRId64 ");",
-		         version, version, version);
+		t_pg_schema_sql(sql, sizeof(sql), version);
 		assert_int_equal(pgserver_psql(pg, d->dm_pg_db, sql, NULL), 0);
 	} else {
 		struct hn_sqlite l;
@@ -201,11 +290,66 @@ static void test_receivers_facing_a_newer_schema_are_not_ready_and_store_nothing
 	}
 }
 
+/* The probe reads the schema every 250 ms; a callback that comes right
+ * after a newer release's migration committed, before the next probe, is
+ * refused all the same: each write transaction reads the version itself
+ * (on PostgreSQL in the round that carries its BEGIN). */
+static void test_a_callback_right_after_a_newer_migration_stores_nothing(void **state)
+{
+	struct t_psql tp;
+	struct daemon d;
+	char evt_id[64];
+	char sql[320];
+	int64_t version;
+	int retry;
+	int replayed;
+	int round;
+	int pg;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, T_INI), 0);
+	pg = d.dm_pg_db[0] != '\0';
+	assert_int_equal(daemon_start(&d), 0);
+	assert_int_equal(t_readyz_until(&d, 200, NULL), 0);
+	assert_int_equal(t_post(&d, "evt_before_race", &retry, &replayed), 200);
+	version = t_schema(&d);
+	if (pg) {
+		t_psql_start(&tp, &d);
+	}
+	for (round = 0; round < 5; round++) {
+		snprintf(evt_id, sizeof(evt_id), "evt_race_%d", round);
+		if (pg) {
+			t_pg_schema_sql(sql, sizeof(sql), version + 1);
+			t_psql_run(&tp, sql);
+		} else {
+			t_set_schema(&d, version + 1);
+		}
+		assert_int_equal(t_post(&d, evt_id, &retry, &replayed), 503);
+		assert_true(retry);
+		t_set_schema(&d, version);
+		snprintf(sql, sizeof(sql),
+		         "SELECT count(*) FROM idempotency_records WHERE idem_key = '%s'", evt_id);
+		assert_int_equal(hn_db_int(d.dm_db, sql), 0);
+		/* the next probe finds the schema this binary's again */
+		assert_int_equal(t_log_wait_count(&d, "writes resume", round + 1), 0);
+	}
+	if (pg) {
+		t_psql_finish(&tp);
+	}
+	assert_int_equal(t_records(&d), 1);
+	/* the provider's retry lands once the schema is this binary's */
+	assert_int_equal(t_post(&d, "evt_race_0", &retry, &replayed), 200);
+	assert_int_equal(t_records(&d), 2);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(
 	                test_receivers_facing_a_newer_schema_are_not_ready_and_store_nothing),
+	        cmocka_unit_test(test_a_callback_right_after_a_newer_migration_stores_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -186,6 +186,7 @@ struct store {
 
 static void store_heartbeat_begin(struct store_writer *sw);
 static void store_heartbeat_end(struct store_writer *sw, uint64_t commits);
+static void store_schema_note(struct store *st, int version);
 
 /* The writer whose thread this is: set by the thread itself. */
 static _Thread_local struct store_writer *store_this_writer;
@@ -1467,6 +1468,48 @@ static int store_batch_timed_out(const struct store_engine *en, struct store_con
  * waits out that bound once: after a unit did, the engine cuts every later
  * lock wait of the batch short (en_lock_wait_cut), so a second claim that
  * meets another lock does not hold the whole batch for the bound again. */
+/* In the writer's transaction, just begun: 0 when the schema is this
+ * binary's, -1 when it is not (noted: the writers stop, as after the
+ * probe's read) or cannot be read. The probe alone would leave a window of
+ * up to its interval after a newer release's migration committed in which
+ * this binary still wrote; the engine's read here leaves none. */
+static int store_batch_schema_held(struct store *st, struct store_conn *wc)
+{
+	const struct store_engine *en = st->st_engine;
+	int version;
+	int r;
+
+	if (en->en_schema_held == NULL) {
+		return 0;
+	}
+	r = en->en_schema_held(wc, &version);
+	if (r != 0) {
+		/* 1: the engine checks it with the first statements */
+		return r > 0 ? 0 : -1;
+	}
+	store_schema_note(st, version);
+	return version == store_schema_version() ? 0 : -1;
+}
+
+/* After a pass on wc failed: 1 when the engine's own check of the schema
+ * version (en_schema_held answered 1) was what failed it, the version it
+ * found noted (the writers stop), else 0. */
+static int store_batch_schema_found(struct store *st, struct store_conn *wc)
+{
+	const struct store_engine *en = st->st_engine;
+	int version;
+
+	if (en->en_schema_found == NULL) {
+		return 0;
+	}
+	version = en->en_schema_found(wc);
+	if (version < 0) {
+		return 0;
+	}
+	store_schema_note(st, version);
+	return 1;
+}
+
 static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
                             uint64_t *ret_commits, double *ret_commit_s)
 {
@@ -1491,12 +1534,20 @@ static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
 		return;
 	}
 	while (store_batch_pending(batch)) {
+		/* The pass before failed on the engine's schema check: noted,
+		 * and refused below as after the probe's verdict. */
+		store_batch_schema_found(st, wc);
 		/* Its commit would go to a log no restart reads: transient. */
 		if (__atomic_load_n(&st->st_files_lost, __ATOMIC_ACQUIRE) ||
 		    __atomic_load_n(&st->st_schema_foreign, __ATOMIC_ACQUIRE) != 0 ||
 		    (en->en_writer_conn_ready != NULL ? en->en_writer_conn_ready(st->st_db, wc)
 		                                      : en->en_writer_ready(st->st_db)) < 0 ||
 		    en->en_begin(wc, 1) < 0) {
+			store_units_fail_unsettled(batch);
+			break;
+		}
+		if (store_batch_schema_held(st, wc) < 0) {
+			store_conn_exec(en, wc, "ROLLBACK");
 			store_units_fail_unsettled(batch);
 			break;
 		}
@@ -1566,6 +1617,10 @@ static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
 			i = n;
 		}
 		if (state == STORE_TXS_ENDED) {
+			if (store_batch_schema_found(st, wc)) {
+				store_units_fail_unsettled(batch);
+				break;
+			}
 			log_warn("store: %s rolled the transaction back; the failed unit is "
 			         "transient, the others run again",
 			         en->en_name);
@@ -1584,6 +1639,9 @@ static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
 		store_units_fail_unsettled(batch);
 		break;
 	}
+	/* A pass that failed on the engine's schema check and ended the
+	 * batch (a lost connection after it) is noted all the same. */
+	store_batch_schema_found(st, wc);
 	if (cut) {
 		en->en_lock_wait_cut(wc, 0);
 	}

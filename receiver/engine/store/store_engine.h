@@ -104,6 +104,19 @@ struct store_engine {
 	              size_t n_params, store_row_fn fn, void *arg, int64_t *ret_changes);
 	/* BEGIN for the writer (write = 1) or a reader. Returns 0 or -1. */
 	int (*en_begin)(struct store_conn *cn, int write);
+	/* Optional: right after en_begin(cn, 1), the schema version, read so
+	 * that no migration can commit between this read and the end of cn's
+	 * transaction (SQLite: BEGIN IMMEDIATE holds the write lock that a
+	 * migration needs). One statement. Returns 0 or -1 (logged); or 1,
+	 * *ret_version untouched, when the engine reads it itself with the
+	 * transaction's first statements (PostgreSQL: in the round that
+	 * carries BEGIN, no round trip of its own) and fails the transaction
+	 * on a version not this binary's: en_schema_found then says which. */
+	int (*en_schema_held)(struct store_conn *cn, int *ret_version);
+	/* With an en_schema_held that answers 1: after cn's transaction
+	 * failed, the version its check found when that failed it (the check
+	 * is forgotten: a second call answers -1), else -1. */
+	int (*en_schema_found)(struct store_conn *cn);
 	/* 1 while cn is inside a transaction. */
 	int (*en_in_tx)(struct store_conn *cn);
 	/* After a failure on the writer: what became of its transaction. */

@@ -120,6 +120,11 @@ struct store_conn {
 	int cn_lost;         /* writer: its transaction went with a broken round */
 	int cn_lock_cut;     /* writer: its batch met a lock once: lock waits cut short */
 	char cn_lock_cut_sql[48];
+	const int *cn_no_advisory; /* borrowed from its store_db: db_no_advisory */
+	int cn_schema_check;       /* writer: its transaction's first round checks the version */
+	int cn_schema_found;       /* writer: the foreign version that check found, or -1 */
+	char cn_schema_lock_sql[64];
+	char cn_schema_guard_sql[96];
 };
 
 struct store_db {
@@ -147,6 +152,9 @@ struct store_db {
 	/* Connects and reconnects failed since the server was last reached
 	 * (atomic): only the first of an outage is logged as a warning. */
 	unsigned db_fails;
+	/* The server has no advisory locks (CockroachDB): writers do not
+	 * check the schema version in their transactions; the probe does. */
+	int db_no_advisory;
 };
 
 static const struct store_engine *const en = &store_engine_pg;
@@ -422,6 +430,8 @@ static struct store_conn *store_pg_conn_open_q(struct store_db *db, const char *
 	cn->cn_app_name = db->db_app_name;
 	cn->cn_session_attrs = db->db_session_attrs;
 	cn->cn_fails = &db->db_fails;
+	cn->cn_no_advisory = &db->db_no_advisory;
+	cn->cn_schema_found = -1;
 	cn->cn_role = role;
 	cn->cn_defer_tail = &cn->cn_defer;
 	cn->cn_pg = store_pg_connect(cn);
@@ -1220,6 +1230,62 @@ static int store_pg_simple(struct store_conn *cn, const char *sql, const char *w
 
 #define STORE_PG_BEGIN_WRITE "BEGIN ISOLATION LEVEL READ COMMITTED"
 
+/* A writer's check of the schema version, in the statements after its
+ * BEGIN: the migration lock shared (idemhook migrate holds it exclusively
+ * for its whole run, so no migration commits before this transaction
+ * ends, and one running is waited for, up to the statement bound), then
+ * the version, read by a statement of its own (READ COMMITTED takes its
+ * snapshot when a statement starts: after the lock), then the same read
+ * failing on a foreign version, so that the server itself aborts the
+ * transaction and skips the statements pipelined after it. */
+#define STORE_PG_SCHEMA_READ "SELECT COALESCE(max(version), 0) FROM idemhook_schema"
+#define STORE_PG_SCHEMA_STMTS 3
+
+/* The check's statements, in order, into sql (buffers of cn's). */
+static void store_pg_schema_sql(struct store_conn *cn, const char *sql[STORE_PG_SCHEMA_STMTS])
+{
+	snprintf(cn->cn_schema_lock_sql, sizeof(cn->cn_schema_lock_sql),
+	         "SELECT pg_advisory_xact_lock_shared(%" PRId64 ")", STORE_PG_MIGRATE_LOCK);
+	snprintf(cn->cn_schema_guard_sql, sizeof(cn->cn_schema_guard_sql),
+	         "SELECT 1 / (COALESCE(max(version), 0) = %d)::int FROM idemhook_schema",
+	         store_schema_version());
+	sql[0] = cn->cn_schema_lock_sql;
+	sql[1] = STORE_PG_SCHEMA_READ;
+	sql[2] = cn->cn_schema_guard_sql;
+}
+
+/* Reads the check's results (one per statement, in order: res[i] NULL for
+ * those not come). Returns 0 when the schema is this binary's; -1 when it is
+ * not (cn_schema_found set, nothing logged: the store notes it) or the check
+ * failed (logged, as a failed BEGIN). */
+static int store_pg_schema_results(struct store_conn *cn,
+                                   PGresult *const res[STORE_PG_SCHEMA_STMTS])
+{
+	const char *sql[STORE_PG_SCHEMA_STMTS];
+	int version;
+	int i;
+
+	store_pg_schema_sql(cn, sql);
+	if (res[1] != NULL && PQresultStatus(res[1]) == PGRES_TUPLES_OK && PQntuples(res[1]) == 1) {
+		version = (int)strtol(PQgetvalue(res[1], 0, 0), NULL, 10);
+		if (version != store_schema_version()) {
+			cn->cn_schema_found = version;
+			return -1;
+		}
+	}
+	for (i = 0; i < STORE_PG_SCHEMA_STMTS; i++) {
+		if (res[i] == NULL || (PQresultStatus(res[i]) != PGRES_TUPLES_OK &&
+		                       PQresultStatus(res[i]) != PGRES_PIPELINE_ABORTED)) {
+			store_pg_fail(cn, res[i], sql[i]);
+			return -1;
+		}
+		if (PQresultStatus(res[i]) == PGRES_PIPELINE_ABORTED) {
+			return -1; /* an earlier statement failed, logged there */
+		}
+	}
+	return 0;
+}
+
 /* SET LOCAL lock_timeout for a batch that met a lock once (cn_lock_cut):
  * a fraction of the statement bound, in a buffer of cn's. */
 static const char *store_pg_lock_cut_sql(struct store_conn *cn)
@@ -1258,6 +1324,60 @@ static int store_pg_begin_now(struct store_conn *cn, const char *sql)
 	return ok ? 0 : -1;
 }
 
+/* Sends sql, begin statements (BEGIN, SET LOCAL) and then the schema
+ * check's, by the simple protocol, and reads each result: on a foreign
+ * version (cn_schema_found) or a failure (logged) the transaction is
+ * rolled back and -1 returned. A connection the server closed while it was
+ * idle is made again and sql sent once more, as store_pg_begin_now does. */
+static int store_pg_begin_checked(struct store_conn *cn, const char *sql, int begin)
+{
+	PGresult *check[STORE_PG_SCHEMA_STMTS] = {NULL};
+	PGresult *res;
+	int attempt;
+	int failed = 0;
+	int i = 0;
+	int rc = -1;
+
+	for (attempt = 0; attempt < 2; attempt++) {
+		cn->cn_round_trips++;
+		if (PQsendQuery(cn->cn_pg, sql) == 1) {
+			break;
+		}
+		if (attempt > 0 || PQstatus(cn->cn_pg) == CONNECTION_OK ||
+		    store_pg_conn_revive(cn, cn->cn_timeout_ms) < 0) {
+			store_pg_fail(cn, NULL, STORE_PG_BEGIN_WRITE);
+			return -1;
+		}
+	}
+	while ((res = PQgetResult(cn->cn_pg)) != NULL) {
+		if (i < begin) {
+			if (PQresultStatus(res) != PGRES_COMMAND_OK && !failed) {
+				store_pg_fail(cn, res, STORE_PG_BEGIN_WRITE);
+				failed = 1;
+			}
+			PQclear(res);
+		} else if (i - begin < STORE_PG_SCHEMA_STMTS) {
+			check[i - begin] = res;
+		} else {
+			PQclear(res);
+		}
+		i++;
+	}
+	if (!failed) {
+		rc = store_pg_schema_results(cn, check);
+	}
+	for (i = 0; i < STORE_PG_SCHEMA_STMTS; i++) {
+		PQclear(check[i]);
+	}
+	if (rc < 0 && PQstatus(cn->cn_pg) == CONNECTION_OK &&
+	    PQtransactionStatus(cn->cn_pg) != PQTRANS_IDLE) {
+		res = PQexec(cn->cn_pg, "ROLLBACK");
+		cn->cn_round_trips++;
+		PQclear(res);
+	}
+	return rc;
+}
+
 /* The writer's BEGIN is held back and sent with the transaction's first
  * statement (in the first pipelined round of the lanes: a round trip less
  * per batch); a reader's goes at once. */
@@ -1283,18 +1403,46 @@ static int store_pg_begin(struct store_conn *cn, int write)
  * Returns 0 or -1 (logged). */
 static int store_pg_begin_flush(struct store_conn *cn)
 {
-	char sql[128];
+	const char *check[STORE_PG_SCHEMA_STMTS];
+	char sql[384];
+	int n;
 
 	if (!cn->cn_begin_pending) {
 		return 0;
 	}
 	cn->cn_begin_pending = 0;
-	if (!cn->cn_lock_cut) {
-		return store_pg_begin_now(cn, STORE_PG_BEGIN_WRITE);
+	/* One round trip still: the simple protocol takes them all. */
+	n = snprintf(sql, sizeof(sql), "%s", STORE_PG_BEGIN_WRITE);
+	if (cn->cn_lock_cut) {
+		n += snprintf(sql + n, sizeof(sql) - (size_t)n, "; %s", store_pg_lock_cut_sql(cn));
 	}
-	/* One round trip still: the simple protocol takes both. */
-	snprintf(sql, sizeof(sql), "%s; %s", STORE_PG_BEGIN_WRITE, store_pg_lock_cut_sql(cn));
-	return store_pg_begin_now(cn, sql);
+	if (!cn->cn_schema_check) {
+		return store_pg_begin_now(cn, sql);
+	}
+	cn->cn_schema_check = 0;
+	store_pg_schema_sql(cn, check);
+	snprintf(sql + n, sizeof(sql) - (size_t)n, "; %s; %s; %s", check[0], check[1], check[2]);
+	return store_pg_begin_checked(cn, sql, cn->cn_lock_cut ? 2 : 1);
+}
+
+/* Arms the check of the schema version in the transaction just begun:
+ * its statements go with BEGIN (store_pg_begin_flush, or the lanes' first
+ * round), so it costs no round trip of its own. Without advisory locks on
+ * the server (CockroachDB) there is no check: the probe's read stands. */
+static int store_pg_schema_held(struct store_conn *cn, int *ret_version)
+{
+	(void)ret_version;
+	cn->cn_schema_found = -1;
+	cn->cn_schema_check = !*cn->cn_no_advisory;
+	return 1;
+}
+
+static int store_pg_schema_found(struct store_conn *cn)
+{
+	int version = cn->cn_schema_found;
+
+	cn->cn_schema_found = -1;
+	return version;
 }
 
 static int store_pg_in_tx(struct store_conn *cn)
@@ -1671,12 +1819,23 @@ static PGresult *store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 	int ok = 1;
 	size_t k;
 
+	const char *check_sql[STORE_PG_SCHEMA_STMTS];
+	PGresult *check[STORE_PG_SCHEMA_STMTS] = {NULL};
+	int checking = begin && w->cn_schema_check;
+
 	if (begin) {
 		ok = PQsendQueryParams(w->cn_pg, STORE_PG_BEGIN_WRITE, 0, NULL, NULL, NULL, NULL,
 		                       0) == 1;
 		ok = ok &&
 		     (!w->cn_lock_cut || PQsendQueryParams(w->cn_pg, store_pg_lock_cut_sql(w), 0,
 		                                           NULL, NULL, NULL, NULL, 0) == 1);
+	}
+	if (checking) {
+		store_pg_schema_sql(w, check_sql);
+		for (k = 0; k < STORE_PG_SCHEMA_STMTS && ok; k++) {
+			ok = PQsendQueryParams(w->cn_pg, check_sql[k], 0, NULL, NULL, NULL, NULL,
+			                       0) == 1;
+		}
 	}
 	for (df = w->cn_defer; df != NULL && ok; df = df->df_next) {
 		ok = PQsendQueryPrepared(w->cn_pg, df->df_name, df->df_n,
@@ -1701,6 +1860,21 @@ static PGresult *store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 		} else {
 			PQclear(res);
 		}
+	}
+	for (k = 0; ok && checking && k < STORE_PG_SCHEMA_STMTS; k++) {
+		check[k] = store_pg_lane_result(w->cn_pg);
+		ok = check[k] != NULL;
+	}
+	if (ok && checking) {
+		/* Checked once per transaction: not again if the round goes
+		 * again on a new session (store_pg_lanes_round re-arms it). */
+		if (begin_res == NULL && store_pg_schema_results(w, check) < 0) {
+			/* The server skips the rest: the pass is undone. */
+			ls->ls_doomed = 1;
+		}
+	}
+	for (k = 0; k < STORE_PG_SCHEMA_STMTS; k++) {
+		PQclear(check[k]);
 	}
 	/* The writes held back, before the lanes' statements of this round. */
 	logged = ls->ls_doomed;
@@ -1772,6 +1946,7 @@ static void store_pg_lanes_round(struct store_pg_lanes *ls)
 {
 	struct store_conn *w = ls->ls_writer;
 	int begin = w->cn_begin_pending;
+	int check = begin && w->cn_schema_check;
 	PGresult *begin_res;
 	size_t k;
 	int ok;
@@ -1781,6 +1956,7 @@ static void store_pg_lanes_round(struct store_pg_lanes *ls)
 		ls->ls_lane[k].ln_in_round = ls->ls_lane[k].ln_state == STORE_PG_LANE_WAITING;
 	}
 	begin_res = store_pg_lanes_round_once(ls, begin);
+	w->cn_schema_check = 0;
 	if (!begin || PQstatus(w->cn_pg) == CONNECTION_OK) {
 		if (begin_res != NULL) {
 			store_pg_fail(w, begin_res, STORE_PG_BEGIN_WRITE);
@@ -1814,7 +1990,9 @@ static void store_pg_lanes_round(struct store_pg_lanes *ls)
 		ls->ls_broken = 1;
 		return;
 	}
+	w->cn_schema_check = check;
 	begin_res = store_pg_lanes_round_once(ls, 1);
+	w->cn_schema_check = 0;
 	if (begin_res != NULL) {
 		store_pg_fail(w, begin_res, STORE_PG_BEGIN_WRITE);
 		PQclear(begin_res);
@@ -2556,6 +2734,25 @@ static void store_pg_check_durability(struct store_conn *cn)
 	PQclear(res);
 }
 
+/* Whether the server has advisory locks (CockroachDB has none): tried
+ * without waiting, outside any transaction (a transaction-level lock taken
+ * so ends with its statement). Sets db_no_advisory. */
+static void store_pg_check_advisory(struct store_db *db, struct store_conn *cn)
+{
+	char sql[96];
+	PGresult *res;
+
+	snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_xact_lock_shared(%" PRId64 ")",
+	         STORE_PG_MIGRATE_LOCK);
+	res = PQexec(cn->cn_pg, sql);
+	db->db_no_advisory = PQresultStatus(res) != PGRES_TUPLES_OK;
+	PQclear(res);
+	if (db->db_no_advisory) {
+		log_warn("store: no advisory locks on this server: writes check the schema "
+		         "version every 250 ms, not in each transaction");
+	}
+}
+
 static struct store_db *store_pg_open(const struct store_options *opt, int *ret_from, int *ret_to)
 {
 	struct store_conn *cn = NULL;
@@ -2637,6 +2834,7 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 		goto fail;
 	}
 	store_pg_check_durability(cn);
+	store_pg_check_advisory(db, cn);
 	db->db_writer = cn;
 	return db;
 fail:
@@ -2666,6 +2864,8 @@ const struct store_engine store_engine_pg = {
         .en_reader_put = store_pg_reader_put,
         .en_run = store_pg_run,
         .en_begin = store_pg_begin,
+        .en_schema_held = store_pg_schema_held,
+        .en_schema_found = store_pg_schema_found,
         .en_in_tx = store_pg_in_tx,
         .en_tx_state = store_pg_tx_state,
         .en_lanes = store_pg_lanes_run,

@@ -2152,6 +2152,15 @@ static int store_sqlite_begin(struct store_conn *cn, int write)
 	return store_conn_exec(en, cn, write ? "BEGIN IMMEDIATE" : "BEGIN");
 }
 
+/* Inside BEGIN IMMEDIATE the write lock is ours and the snapshot the
+ * newest: a migration committed before it is seen, and none commits
+ * until this transaction ends. user_version is read from the header of
+ * page 1, which the transaction has in its cache. */
+static int store_sqlite_schema_held(struct store_conn *cn, int *ret_version)
+{
+	return store_user_version(cn, ret_version);
+}
+
 static int store_sqlite_in_tx(struct store_conn *cn)
 {
 	return !sqlite3_get_autocommit(cn->cn_db);
@@ -2500,35 +2509,36 @@ static int store_sqlite_files_check(struct store_db *db, struct store_files *f, 
 }
 
 const struct store_engine store_engine_sqlite = {
-	.en_name = "SQLite",
-	.en_shared = 0,
-	.en_sql_has_table = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
-	.en_sql_tables = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
-	                 "'sqlite%' ORDER BY name",
-	.en_sql_columns = "SELECT name, type FROM pragma_table_info(?) ORDER BY cid",
-	.en_open = store_sqlite_open,
-	.en_close = store_sqlite_close,
-	.en_writer = store_sqlite_writer,
-	.en_writer_ready = store_sqlite_writer_ready,
-	.en_reader_get = store_sqlite_reader_get,
-	.en_reader_put = store_sqlite_reader_put,
-	.en_run = store_sqlite_run,
-	.en_begin = store_sqlite_begin,
-	.en_in_tx = store_sqlite_in_tx,
-	.en_tx_state = store_sqlite_tx_state,
-	.en_last_error = store_sqlite_last_error,
-	.en_error_reason = store_sqlite_error_reason,
-	.en_after_batch = store_sqlite_after_batch,
-	.en_wal_written = store_sqlite_wal_written,
-	.en_wal_state = store_sqlite_wal_state,
-	.en_cache_truncations = store_pcache_counts,
-	.en_probe = store_sqlite_probe,
-	.en_file_stats = store_sqlite_file_stats,
-	.en_reclaim = store_sqlite_reclaim,
-	.en_checkpoint = store_sqlite_checkpoint,
-	.en_files_check = store_sqlite_files_check,
-	.en_vacuum = store_sqlite_vacuum,
-	.en_after_copy = store_sqlite_after_copy,
-	.en_try_lock = store_sqlite_try_lock,
-	.en_unlock = store_sqlite_unlock,
+        .en_name = "SQLite",
+        .en_shared = 0,
+        .en_sql_has_table = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+        .en_sql_tables = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+                         "'sqlite%' ORDER BY name",
+        .en_sql_columns = "SELECT name, type FROM pragma_table_info(?) ORDER BY cid",
+        .en_open = store_sqlite_open,
+        .en_close = store_sqlite_close,
+        .en_writer = store_sqlite_writer,
+        .en_writer_ready = store_sqlite_writer_ready,
+        .en_reader_get = store_sqlite_reader_get,
+        .en_reader_put = store_sqlite_reader_put,
+        .en_run = store_sqlite_run,
+        .en_begin = store_sqlite_begin,
+        .en_schema_held = store_sqlite_schema_held,
+        .en_in_tx = store_sqlite_in_tx,
+        .en_tx_state = store_sqlite_tx_state,
+        .en_last_error = store_sqlite_last_error,
+        .en_error_reason = store_sqlite_error_reason,
+        .en_after_batch = store_sqlite_after_batch,
+        .en_wal_written = store_sqlite_wal_written,
+        .en_wal_state = store_sqlite_wal_state,
+        .en_cache_truncations = store_pcache_counts,
+        .en_probe = store_sqlite_probe,
+        .en_file_stats = store_sqlite_file_stats,
+        .en_reclaim = store_sqlite_reclaim,
+        .en_checkpoint = store_sqlite_checkpoint,
+        .en_files_check = store_sqlite_files_check,
+        .en_vacuum = store_sqlite_vacuum,
+        .en_after_copy = store_sqlite_after_copy,
+        .en_try_lock = store_sqlite_try_lock,
+        .en_unlock = store_sqlite_unlock,
 };
