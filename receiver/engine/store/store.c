@@ -1455,19 +1455,6 @@ static int store_batch_timed_out(const struct store_engine *en, struct store_con
 	return en->en_timed_out != NULL && en->en_timed_out(wc);
 }
 
-/* Runs a batch in one transaction. SQLite may end the transaction by itself
- * when a statement fails with FULL, IOERR or NOMEM and has no statement
- * journal to undo just itself; then the unit that failed is transient and
- * the others run again. PostgreSQL may abort the batch on a deadlock or
- * serialization failure between receivers: the whole batch runs again, up
- * to STORE_BATCH_RETRIES times. A lost connection fails every unit
- * (transient: 503, nothing acknowledged before a COMMIT returned); the
- * writer reconnects before its next batch. A claim whose statement the
- * server cancelled on a lane (statement_timeout: a lock held elsewhere) is
- * settled transient there and is not run again with the others. The batch
- * waits out that bound once: after a unit did, the engine cuts every later
- * lock wait of the batch short (en_lock_wait_cut), so a second claim that
- * meets another lock does not hold the whole batch for the bound again. */
 /* In the writer's transaction, just begun: 0 when the schema is this
  * binary's, -1 when it is not (noted: the writers stop, as after the
  * probe's read) or cannot be read. The probe alone would leave a window of
@@ -1510,6 +1497,19 @@ static int store_batch_schema_found(struct store *st, struct store_conn *wc)
 	return 1;
 }
 
+/* Runs a batch in one transaction. SQLite may end the transaction by itself
+ * when a statement fails with FULL, IOERR or NOMEM and has no statement
+ * journal to undo just itself; then the unit that failed is transient and
+ * the others run again. PostgreSQL may abort the batch on a deadlock or
+ * serialization failure between receivers: the whole batch runs again, up
+ * to STORE_BATCH_RETRIES times. A lost connection fails every unit
+ * (transient: 503, nothing acknowledged before a COMMIT returned); the
+ * writer reconnects before its next batch. A claim whose statement the
+ * server cancelled on a lane (statement_timeout: a lock held elsewhere) is
+ * settled transient there and is not run again with the others. The batch
+ * waits out that bound once: after a unit did, the engine cuts every later
+ * lock wait of the batch short (en_lock_wait_cut), so a second claim that
+ * meets another lock does not hold the whole batch for the bound again. */
 static void store_batch_run(struct store_writer *sw, struct store_unit *batch,
                             uint64_t *ret_commits, double *ret_commit_s)
 {
