@@ -1324,51 +1324,73 @@ static int store_pg_begin_now(struct store_conn *cn, const char *sql)
 	return ok ? 0 : -1;
 }
 
-/* Sends sql, begin statements (BEGIN, SET LOCAL) and then the schema
- * check's, by the simple protocol, and reads each result: on a foreign
- * version (cn_schema_found) or a failure (logged) the transaction is
- * rolled back and -1 returned. A connection the server closed while it was
- * idle is made again and sql sent once more, as store_pg_begin_now does. */
-static int store_pg_begin_checked(struct store_conn *cn, const char *sql, int begin)
+/* Sends sql (begin statements: BEGIN, SET LOCAL, then the schema check's)
+ * by the simple protocol and reads each result into check (the check's) or
+ * *ret_failed (the first begin statement that failed, NULL when none did).
+ * Returns 0, or -1 when sql could not be sent. */
+static int store_pg_begin_send(struct store_conn *cn, const char *sql, int begin,
+                               PGresult *check[STORE_PG_SCHEMA_STMTS], PGresult **ret_failed)
 {
-	PGresult *check[STORE_PG_SCHEMA_STMTS] = {NULL};
 	PGresult *res;
-	int attempt;
-	int failed = 0;
 	int i = 0;
-	int rc = -1;
 
-	for (attempt = 0; attempt < 2; attempt++) {
-		cn->cn_round_trips++;
-		if (PQsendQuery(cn->cn_pg, sql) == 1) {
-			break;
-		}
-		if (attempt > 0 || PQstatus(cn->cn_pg) == CONNECTION_OK ||
-		    store_pg_conn_revive(cn, cn->cn_timeout_ms) < 0) {
-			store_pg_fail(cn, NULL, STORE_PG_BEGIN_WRITE);
-			return -1;
-		}
+	*ret_failed = NULL;
+	cn->cn_round_trips++;
+	if (PQsendQuery(cn->cn_pg, sql) != 1) {
+		return -1;
 	}
 	while ((res = PQgetResult(cn->cn_pg)) != NULL) {
-		if (i < begin) {
-			if (PQresultStatus(res) != PGRES_COMMAND_OK && !failed) {
-				store_pg_fail(cn, res, STORE_PG_BEGIN_WRITE);
-				failed = 1;
-			}
-			PQclear(res);
-		} else if (i - begin < STORE_PG_SCHEMA_STMTS) {
+		if (i < begin && PQresultStatus(res) != PGRES_COMMAND_OK && *ret_failed == NULL) {
+			*ret_failed = res;
+		} else if (i >= begin && i - begin < STORE_PG_SCHEMA_STMTS) {
 			check[i - begin] = res;
 		} else {
 			PQclear(res);
 		}
 		i++;
 	}
-	if (!failed) {
+	return 0;
+}
+
+static void store_pg_results_clear(PGresult *res[STORE_PG_SCHEMA_STMTS])
+{
+	int i;
+
+	for (i = 0; i < STORE_PG_SCHEMA_STMTS; i++) {
+		PQclear(res[i]);
+		res[i] = NULL;
+	}
+}
+
+/* Sends sql, begin statements (BEGIN, SET LOCAL) and then the schema
+ * check's, and reads each result: on a foreign version (cn_schema_found)
+ * or a failure (logged) the transaction is rolled back and -1 returned. A
+ * connection the server closed while it was idle (the send fails, or the
+ * server's FATAL comes as BEGIN's result) is made again and sql sent once
+ * more, as store_pg_begin_now does. */
+static int store_pg_begin_checked(struct store_conn *cn, const char *sql, int begin)
+{
+	PGresult *check[STORE_PG_SCHEMA_STMTS] = {NULL};
+	PGresult *failed = NULL;
+	PGresult *res;
+	int sent;
+	int rc = -1;
+
+	sent = store_pg_begin_send(cn, sql, begin, check, &failed);
+	if ((sent < 0 || failed != NULL) && PQstatus(cn->cn_pg) != CONNECTION_OK) {
+		PQclear(failed);
+		store_pg_results_clear(check);
+		sent = store_pg_conn_revive(cn, cn->cn_timeout_ms) < 0
+		               ? -1
+		               : store_pg_begin_send(cn, sql, begin, check, &failed);
+	}
+	if (sent < 0 || failed != NULL) {
+		store_pg_fail(cn, failed, STORE_PG_BEGIN_WRITE);
+		PQclear(failed);
+	} else {
 		rc = store_pg_schema_results(cn, check);
 	}
-	for (i = 0; i < STORE_PG_SCHEMA_STMTS; i++) {
-		PQclear(check[i]);
-	}
+	store_pg_results_clear(check);
 	if (rc < 0 && PQstatus(cn->cn_pg) == CONNECTION_OK &&
 	    PQtransactionStatus(cn->cn_pg) != PQTRANS_IDLE) {
 		res = PQexec(cn->cn_pg, "ROLLBACK");
