@@ -1448,13 +1448,18 @@ struct console_outbox_rows {
 static int console_attempt_row(void *arg, const struct store_row *row)
 {
 	struct buf *b = arg;
+	int counted =
+	        outbox_attempt_counted(store_row_is_null(row, 3) ? 0 : (long)store_row_int(row, 3),
+	                               store_row_text(row, 4));
+	char label[OUTBOX_LABEL_MAX];
 
 	/* A call given back is not counted: the next one repeats its number,
-	 * so the line's own ordinal tells the two apart. */
-	buf_printf(b, "<tr><td class=\"num\">%" PRId64 "</td><td class=\"num\">%" PRId64,
-	           store_row_int(row, 7), store_row_int(row, 1));
-	if (!outbox_attempt_counted(store_row_is_null(row, 3) ? 0 : (long)store_row_int(row, 3),
-	                            store_row_text(row, 4))) {
+	 * so its ordinal (N.K) tells the two apart. */
+	outbox_attempt_label(label, sizeof(label), store_row_int(row, 1), store_row_int(row, 7),
+	                     counted);
+	buf_printf(b, "<tr><td class=\"num\">%s</td><td class=\"num\">%" PRId64, label,
+	           store_row_int(row, 1));
+	if (!counted) {
 		buf_puts(b, " <span class=\"muted\">not counted</span>");
 	}
 	buf_puts(b, "</td><td>");

@@ -405,6 +405,72 @@ static void test_a_row_killed_by_a_redirect_keeps_where_the_peer_pointed(void **
 	peer_destroy(p);
 }
 
+/* A row with more attempts than its history keeps (the newest 20): each
+ * line's `#` is its attempt's own number, so the lines kept say 25 down to
+ * 6, in the console and in `outbox show` (text and JSON), rather than
+ * counting again from the oldest line kept. */
+static void
+test_the_history_numbers_stay_the_attempts_own_when_older_lines_are_trimmed(void **state)
+{
+	struct peer *p = peer_create();
+	struct peer_behaviour down = peer_reply(500, "down");
+	const char *args[] = {"outbox", "show", "--json", NULL, NULL};
+	struct t_session s;
+	struct daemon d;
+	struct hres r;
+	char ini[2048];
+	char page[64];
+	char row[32];
+	char id[64];
+	char *out = NULL;
+
+	(void)state;
+	assert_non_null(p);
+	peer_default(p, "/notify", &down);
+	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
+	setenv("T_CONSOLE_RO", T_RO_TOKEN, 1);
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI "%s\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 25\n"
+	                       "poll = 20ms\ntimeout = 5s\nretry_base = 1ms\nretry_cap = 5ms\n",
+	         T_CONSOLE, peer_base(p));
+	fx_daemon_start(&d, "%s", ini);
+	fx_order(&d, 2480, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_25", id, 2480, "usd"), 200);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'dead'", 1,
+	                                E2E_WAIT_S),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 20);
+	snprintf(row, sizeof(row), "%" PRId64, hn_db_int(d.dm_db, "SELECT id FROM outbox"));
+
+	assert_int_equal(e2e_cli(&d, "outbox", "show", row, &out), EX_OK);
+	assert_non_null(strstr(out, "count:         25\n"));
+	assert_non_null(strstr(out, "\n  25   25                   "));
+	assert_non_null(strstr(out, "\n  6    6                    "));
+	assert_null(strstr(out, "\n  5    "));
+	assert_null(strstr(out, "\n  1    "));
+	free(out);
+	out = NULL;
+	args[3] = row;
+	assert_int_equal(daemon_cli(&d, 1, args, &out), EX_OK);
+	assert_non_null(strstr(out, "\"history\": [\n    {\"n\": \"25\", \"attempt\": 25,"));
+	assert_non_null(strstr(out, "{\"n\": \"6\", \"attempt\": 6,"));
+	assert_null(strstr(out, "{\"n\": \"5\","));
+	free(out);
+
+	t_login(&d, T_RO_TOKEN, &s);
+	snprintf(page, sizeof(page), "/console/outbox/%s", row);
+	assert_int_equal(t_get(&d, page, &s, &r), 200);
+	assert_non_null(
+	        strstr(r.hs_body, "<tr><td class=\"num\">25</td><td class=\"num\">25</td>"));
+	assert_non_null(strstr(r.hs_body, "<tr><td class=\"num\">6</td><td class=\"num\">6</td>"));
+	assert_null(strstr(r.hs_body, "<tr><td class=\"num\">1</td>"));
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
 /* A dead row retried by an operator is a call queued again: the order's
  * fulfillment is pending while it is, and notified once it got through. */
 static void test_a_retried_dead_row_puts_the_fulfillment_back_to_pending(void **state)
@@ -576,7 +642,7 @@ static void test_a_call_released_at_shutdown_is_in_the_attempt_history(void **st
 }
 
 /* `outbox show` of row (text and JSON) lists its two calls newest first,
- * each with its own ordinal: #2 the counted attempt 1 answered 200, #1
+ * each with its own ordinal: #1 the counted attempt 1 answered 200, #1.1
  * the call given back under the same number, not counted, whose error
  * begins with error. */
 static void t_assert_history_of_one_cut_call(struct daemon *d, const char *row, const char *error)
@@ -590,8 +656,8 @@ static void t_assert_history_of_one_cut_call(struct daemon *d, const char *row, 
 
 	assert_int_equal(e2e_cli(d, "outbox", "show", row, &out), EX_OK);
 	assert_non_null(strstr(out, "count:         1\n"));
-	first = strstr(out, "\n  2    1                    ");
-	second = strstr(out, "\n  1    1       not counted  ");
+	first = strstr(out, "\n  1    1                    ");
+	second = strstr(out, "\n  1.1  1       not counted  ");
 	assert_non_null(first);
 	assert_non_null(second);
 	assert_true(first < second);
@@ -606,10 +672,11 @@ static void t_assert_history_of_one_cut_call(struct daemon *d, const char *row, 
 	free(out);
 	out = NULL;
 	assert_int_equal(daemon_cli(d, 1, args, &out), EX_OK);
-	assert_non_null(
-	        strstr(out, "\"history\": [\n    {\"n\": 2, \"attempt\": 1, \"counted\": true,"));
+	assert_non_null(strstr(
+	        out, "\"history\": [\n    {\"n\": \"1\", \"attempt\": 1, \"counted\": true,"));
 	assert_non_null(strstr(out, "\"http_status\": 200,"));
-	assert_non_null(strstr(out, "},\n    {\"n\": 1, \"attempt\": 1, \"counted\": false,"));
+	assert_non_null(
+	        strstr(out, "},\n    {\"n\": \"1.1\", \"attempt\": 1, \"counted\": false,"));
 	assert_non_null(strstr(out, "\"http_status\": null, \"latency_ms\": "));
 	free(out);
 }
@@ -683,9 +750,9 @@ static void test_a_call_cut_by_a_kill_is_in_the_attempt_history_after_the_restar
 	assert_int_equal(t_get(&d, page, &s, &r), 200);
 	assert_non_null(
 	        strstr(r.hs_body, "<th class=\"num\">#</th><th class=\"num\">attempt</th>"));
-	assert_non_null(strstr(r.hs_body, "<tr><td class=\"num\">2</td><td class=\"num\">1</td>"
+	assert_non_null(strstr(r.hs_body, "<tr><td class=\"num\">1</td><td class=\"num\">1</td>"
 	                                  "<td>"));
-	assert_non_null(strstr(r.hs_body, "<tr><td class=\"num\">1</td><td class=\"num\">1"
+	assert_non_null(strstr(r.hs_body, "<tr><td class=\"num\">1.1</td><td class=\"num\">1"
 	                                  " <span class=\"muted\">not counted</span></td>"));
 	hres_finish(&r);
 	t_assert_history_of_one_cut_call(&d, row, "interrupted: ");
@@ -1317,6 +1384,8 @@ int main(void)
 	        cmocka_unit_test(test_the_cli_transitions_are_in_the_audit_log),
 	        cmocka_unit_test(test_a_row_killed_by_a_redirect_keeps_where_the_peer_pointed),
 	        cmocka_unit_test(test_a_retried_dead_row_puts_the_fulfillment_back_to_pending),
+	        cmocka_unit_test(
+	                test_the_history_numbers_stay_the_attempts_own_when_older_lines_are_trimmed),
 	        cmocka_unit_test(test_a_reload_lets_a_slow_delivery_finish_and_moves_the_next_one),
 	        cmocka_unit_test(test_a_call_released_at_shutdown_is_in_the_attempt_history),
 	        cmocka_unit_test(
