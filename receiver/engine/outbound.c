@@ -299,8 +299,11 @@ static void outbound_keep(struct outbound *ob, struct outbound_xfer *x,
 
 /* Gives the row of kept outcome x back (not counted), its attempt in the
  * history as an answer that came but could not be recorded, so that the
- * call is sent again with the same key; logged when even that fails. */
-static void outbound_give_up(struct outbound *ob, struct outbound_xfer *x, const char *when)
+ * call is sent again with the same key. Returns 0, or -1 when the store
+ * refused that too: at the stop (last) the outcome is lost, said in the
+ * log; while running the caller keeps it and tries again. */
+static int outbound_give_up(struct outbound *ob, struct outbound_xfer *x, const char *when,
+                            int last)
 {
 	char line[OUTBOUND_UNRECORDED_ERROR_MAX];
 	struct outbox_result res = x->ox_res;
@@ -329,17 +332,30 @@ static void outbound_give_up(struct outbound *ob, struct outbound_xfer *x, const
 	         x->ox_res.ors_http_status != 0 ? "HTTP" : "status", x->ox_res.ors_http_status,
 	         when, x->ox_tries);
 	if (outbox_release(ob->ob_store, &x->ox_row, &res, outbound_now(ob)) < 0) {
+		if (!last) {
+			/* Kept as at the first refusal: the next try records the
+			 * outcome, or gives the row back, whichever the store takes
+			 * first; a row taken over meanwhile refuses both (its lease
+			 * token moved on), and is not touched. */
+			log_warn("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) "
+			         "could not be given back either; kept, tried again in %d ms",
+			         x->ox_row.or_id, x->ox_row.or_attempts,
+			         x->ox_res.ors_http_status != 0 ? "HTTP" : "status",
+			         x->ox_res.ors_http_status, OUTBOUND_RECORD_RETRY_MS);
+			return -1;
+		}
 		log_err("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) is lost: "
 		        "the database refused it %u time(s); the row is sent again with the same "
 		        "key once its lease runs out or at the next start",
 		        x->ox_row.or_id, x->ox_row.or_attempts,
 		        x->ox_res.ors_http_status != 0 ? "HTTP" : "status",
 		        x->ox_res.ors_http_status, x->ox_tries);
-		return;
+		return -1;
 	}
 	log_notice("outbound: row %" PRId64 ": given back, its history says the outcome of "
 	           "attempt %u was not recorded",
 	           x->ox_row.or_id, x->ox_row.or_attempts);
+	return 0;
 }
 
 /* Writes the kept outcomes again (all when force, else when due); those
@@ -372,10 +388,13 @@ static void outbound_record_kept(struct outbound *ob, int64_t now, int last)
 		if (done[i].oa_unrecorded && !last && now < x->ox_give_up_ms) {
 			continue;
 		}
-		if (done[i].oa_unrecorded) {
-			outbound_give_up(ob, x,
-			                 last ? "before the stop" : "before its lease ran out");
-		} else {
+		if (done[i].oa_unrecorded &&
+		    outbound_give_up(ob, x, last ? "before the stop" : "before its lease ran out",
+		                     last) < 0 &&
+		    !last) {
+			continue;
+		}
+		if (!done[i].oa_unrecorded) {
 			log_notice("outbound: row %" PRId64
 			           ": the outcome of attempt %u recorded at "
 			           "try %u",

@@ -851,6 +851,57 @@ static void test_an_outcome_the_store_refused_is_recorded_once_it_takes_writes(v
 	peer_destroy(p);
 }
 
+/* The store refuses the outcome until the row's give-back is due (its
+ * lease nearly out), and refuses the give-back too: the outcome is still
+ * kept and tried again, not dropped (which left the row delivering until
+ * its lease ran out, then sent it again). Once the lock goes, the next try
+ * records the shop's answer: the row is succeeded, the call sent once. */
+static void test_a_give_back_the_store_refuses_keeps_the_outcome_to_try_again(void **state)
+{
+	struct peer *p = peer_create();
+	struct gate g = {.g_hold_ms = 60000};
+	struct hn_sqlite lock;
+	struct daemon d;
+	char ini[2048];
+	char id[64];
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
+	/* lease 7 s: the give-back is due 5 s before it runs out, 2 s in. */
+	snprintf(ini, sizeof(ini),
+	         "[store]\nbusy_timeout_ms = 300\n\n" FX_STRIPE_INI
+	         "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
+	         "poll = 20ms\ntimeout = 1s\nlease = 7s\n",
+	         peer_base(p));
+	fx_daemon_start(&d, "%s", ini);
+	fx_order(&d, 2490, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_give_back_refused", id, 2490, "usd"), 200);
+	assert_int_equal(gate_wait(&g, 1), 1);
+	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	atomic_store(&g.g_open, 1);
+	assert_int_equal(daemon_log_wait(&d, "could not be recorded; kept", 10000), 0);
+	assert_int_equal(daemon_log_wait(&d,
+	                                 "row 1: the outcome of attempt 1 (HTTP 200) could not be "
+	                                 "given back either; kept, tried again in 500 ms",
+	                                 10000),
+	                 0);
+	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
+	/* Well before the lease runs out (5 s from now). */
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                2),
+	                 1);
+	assert_int_equal(daemon_log_wait(&d, "is lost", 0), -1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE attempt = 1"
+	                               " AND http_status = 200"),
+	                 1);
+	assert_int_equal(peer_count(p), 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
 /* idemhook_outbox_outcomes_unrecorded as d's /metrics says it (-1 when
  * the series is missing). */
 static double t_unrecorded_gauge(struct daemon *d)
@@ -1398,6 +1449,7 @@ int main(void)
 	                test_an_outcome_the_store_refused_is_recorded_once_it_takes_writes),
 	        cmocka_unit_test(
 	                test_an_outcome_refused_until_the_stop_ends_is_given_back_and_sent_once_more),
+	        cmocka_unit_test(test_a_give_back_the_store_refuses_keeps_the_outcome_to_try_again),
 	        cmocka_unit_test(
 	                test_a_start_without_outbound_gives_back_a_row_a_crash_left_delivering),
 	        cmocka_unit_test(
