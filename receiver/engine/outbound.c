@@ -62,6 +62,10 @@ struct outbound {
 	struct outbound_xfer *ob_unrecorded; /* ended, their outcome not written yet */
 	size_t ob_n_unrecorded;
 	int64_t ob_record_next_ms; /* when to try writing them again */
+	/* What ob_unrecorded holds, for other threads (the console), under
+	 * ob_lock: the worker alone walks ob_unrecorded. */
+	struct outbound_kept *ob_kept;
+	size_t ob_n_kept;
 	size_t ob_cap; /* entries of the scratch arrays below: the largest concurrency yet */
 	struct outbox_row *ob_lease_rows;   /* scratch for outbox_lease */
 	struct outbox_attempt *ob_attempts; /* scratch for outbound_harvest */
@@ -222,11 +226,50 @@ static void outbound_forget(struct outbound *ob, struct outbound_xfer *x)
 	outbound_xfer_destroy(x);
 }
 
-/* The outcomes kept in memory, for /metrics: their rows show 'delivering'
- * meanwhile, as if the call were still in flight. */
-static void outbound_unrecorded_count(const struct outbound *ob)
+/* The outcomes kept in memory, for /metrics and outbound_outcome_kept:
+ * their rows show 'delivering' meanwhile, as if the call were still in
+ * flight. Out of memory, the console is told of fewer. */
+static void outbound_unrecorded_count(struct outbound *ob)
 {
+	const struct outbound_xfer *x;
+	struct outbound_kept *k = NULL;
+	size_t n = 0;
+
 	metrics_set_outbox_unrecorded((int64_t)ob->ob_n_unrecorded);
+	if (ob->ob_n_unrecorded > 0) {
+		k = calloc(ob->ob_n_unrecorded, sizeof(*k));
+	}
+	for (x = ob->ob_unrecorded; k != NULL && x != NULL && n < ob->ob_n_unrecorded;
+	     x = x->ox_next) {
+		k[n].okp_id = x->ox_row.or_id;
+		k[n].okp_attempt = x->ox_row.or_attempts;
+		k[n].okp_http_status = x->ox_res.ors_http_status;
+		n++;
+	}
+	pthread_mutex_lock(&ob->ob_lock);
+	free(ob->ob_kept);
+	ob->ob_kept = k;
+	ob->ob_n_kept = n;
+	pthread_mutex_unlock(&ob->ob_lock);
+}
+
+int outbound_outcome_kept(struct outbound *ob, int64_t row_id, struct outbound_kept *ret)
+{
+	int found = 0;
+	size_t i;
+
+	if (ob == NULL) {
+		return 0;
+	}
+	pthread_mutex_lock(&ob->ob_lock);
+	for (i = 0; i < ob->ob_n_kept && !found; i++) {
+		if (ob->ob_kept[i].okp_id == row_id) {
+			*ret = ob->ob_kept[i];
+			found = 1;
+		}
+	}
+	pthread_mutex_unlock(&ob->ob_lock);
+	return found;
 }
 
 static char *outbound_copy(const char *s, size_t len)
@@ -694,6 +737,7 @@ static void outbound_destroy(struct outbound *ob)
 		ob->ob_n_unrecorded = 0;
 		outbound_unrecorded_count(ob);
 	}
+	free(ob->ob_kept);
 	free(ob->ob_lease_rows);
 	free(ob->ob_attempts);
 	free(ob->ob_done);

@@ -902,6 +902,63 @@ static void test_a_give_back_the_store_refuses_keeps_the_outcome_to_try_again(vo
 	peer_destroy(p);
 }
 
+/* While the worker keeps an outcome the store refused, the row still says
+ * 'delivering' in the database; the console, in the same process, asks
+ * the worker and marks the row (its page and the list) with the answer
+ * kept. The marker goes once the outcome is written. */
+static void test_the_console_marks_a_row_whose_outcome_the_worker_keeps(void **state)
+{
+	struct peer *p = peer_create();
+	struct gate g = {.g_hold_ms = 60000};
+	struct hn_sqlite lock;
+	struct t_session s;
+	struct daemon d;
+	struct hres r;
+	char ini[2048];
+	char id[64];
+	const char *marker = "<span class=\"bad\" id=\"kept-1\">outcome kept: attempt 1"
+	                     " answered HTTP 200, not recorded yet";
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
+	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
+	setenv("T_CONSOLE_RO", T_RO_TOKEN, 1);
+	t_ini_one_attempt(ini, sizeof(ini), "[store]\nbusy_timeout_ms = 300\n\n", T_CONSOLE, p);
+	fx_daemon_start(&d, "%s", ini);
+	t_login(&d, T_RO_TOKEN, &s);
+	fx_order(&d, 2491, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_kept_marker", id, 2491, "usd"), 200);
+	assert_int_equal(gate_wait(&g, 1), 1);
+	/* In flight: delivering, no marker. */
+	assert_int_equal(t_get(&d, "/console/outbox/1", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "<dt>status</dt><dd>delivering"));
+	assert_null(strstr(r.hs_body, "outcome kept"));
+	hres_finish(&r);
+
+	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	atomic_store(&g.g_open, 1);
+	assert_int_equal(daemon_log_wait(&d, "could not be recorded; kept", 10000), 0);
+	/* The console reads the database, which the lock leaves readable. */
+	assert_int_equal(t_get(&d, "/console/outbox/1", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "<dt>status</dt><dd>delivering <span"));
+	assert_non_null(strstr(r.hs_body, marker));
+	hres_finish(&r);
+	assert_int_equal(t_get(&d, "/console/outbox?status=delivering", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, marker));
+	hres_finish(&r);
+	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
+
+	t_wait_one_succeeded(&d);
+	assert_int_equal(t_get(&d, "/console/outbox/1", &s, &r), 200);
+	assert_null(strstr(r.hs_body, "outcome kept"));
+	hres_finish(&r);
+	assert_int_equal(peer_count(p), 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
 /* idemhook_outbox_outcomes_unrecorded as d's /metrics says it (-1 when
  * the series is missing). */
 static double t_unrecorded_gauge(struct daemon *d)
@@ -1450,6 +1507,7 @@ int main(void)
 	        cmocka_unit_test(
 	                test_an_outcome_refused_until_the_stop_ends_is_given_back_and_sent_once_more),
 	        cmocka_unit_test(test_a_give_back_the_store_refuses_keeps_the_outcome_to_try_again),
+	        cmocka_unit_test(test_the_console_marks_a_row_whose_outcome_the_worker_keeps),
 	        cmocka_unit_test(
 	                test_a_start_without_outbound_gives_back_a_row_a_crash_left_delivering),
 	        cmocka_unit_test(
