@@ -625,7 +625,10 @@ static void test_an_https_address_on_a_plain_http_port_fails_at_once_and_says_us
 	assert_int_equal(t_field(reasons, "not_tls"), 3);
 	assert_null(cJSON_GetObjectItemCaseSensitive(reasons, "connection"));
 	cJSON_Delete(s);
-	assert_int_equal(daemon_log_wait(&origin, "sending it again", 0), -1);
+	/* No "sending it again" check: the plain server closes with the
+	 * handshake unread, and the reset may overtake its 400 (curl then
+	 * says SSL_ERROR_SYSCALL, which is not conclusive and is retried
+	 * once); the timing above allows that, not the three retries. */
 	assert_int_equal(daemon_log_wait(&origin, "port does not speak TLS", 0), 0);
 	assert_int_equal(daemon_log_wait(&origin, "with http://", 0), 0);
 
