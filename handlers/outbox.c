@@ -2155,6 +2155,15 @@ int outbox_attempt_counted(long http_status, const char *error)
 	return strcmp(error + n - m, OUTBOX_UNCOUNTED_MARK) != 0;
 }
 
+void outbox_attempt_label(char *out, size_t size, int64_t attempt, int64_t group, int counted)
+{
+	if (counted) {
+		snprintf(out, size, "%" PRId64, attempt);
+	} else {
+		snprintf(out, size, "%" PRId64 ".%" PRId64, attempt, group);
+	}
+}
+
 struct outbox_release_ctx {
 	const struct outbox_row *orl_row;
 	const struct outbox_result *orl_res; /* NULL: nothing was sent */

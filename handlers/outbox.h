@@ -266,6 +266,16 @@ int outbox_complete_many(struct store *st, const struct outbox_conf *oc,
  * NULL) is a counted attempt, 0 when it is a call given back. */
 int outbox_attempt_counted(long http_status, const char *error);
 
+/* The size that holds any outbox_attempt_label. */
+#define OUTBOX_LABEL_MAX 48
+
+/* Writes the ordinal (`#`) of a history line to out: "N" for the counted
+ * call of attempt N, "N.K" for the K-th call given back under attempt N
+ * (group: its place, 1 the oldest, among the row's calls given back under
+ * that attempt number). Kept with the line, it does not change as older lines
+ * are trimmed. */
+void outbox_attempt_label(char *out, size_t size, int64_t attempt, int64_t group, int counted);
+
 /* Gives a leased row back, due now, without counting the attempt
  * (shutdown). res, when the call went out, is kept in the row's attempt
  * history and last error (NULL: it was never sent). Returns 0 or -1. */

@@ -401,14 +401,17 @@ static int cmd_outbox_history_line(void *arg, const struct store_row *row)
 	int has_latency = !store_row_is_null(row, 5);
 	const char *error = store_row_text(row, 4);
 	int counted = outbox_attempt_counted(has_status ? (long)store_row_int(row, 3) : 0, error);
+	char label[OUTBOX_LABEL_MAX];
 	char at[32];
 	char answer[32];
 	char latency[32];
 
+	outbox_attempt_label(label, sizeof(label), store_row_int(row, 1), store_row_int(row, 7),
+	                     counted);
 	if (h->oh_json) {
-		printf("%s\n    {\"n\": %" PRId64 ", \"attempt\": %" PRId64
+		printf("%s\n    {\"n\": \"%s\", \"attempt\": %" PRId64
 		       ", \"counted\": %s, \"at\": ",
-		       h->oh_n > 0 ? "," : "", store_row_int(row, 7), store_row_int(row, 1),
+		       h->oh_n > 0 ? "," : "", label, store_row_int(row, 1),
 		       counted ? "true" : "false");
 		cli_json_time(stdout, store_row_int(row, 2));
 		printf(", \"http_status\": ");
@@ -430,8 +433,8 @@ static int cmd_outbox_history_line(void *arg, const struct store_row *row)
 		return 0;
 	}
 	if (h->oh_n == 0) {
-		printf("history:         newest first; # numbers the calls, an attempt not counted "
-		       "was given back and repeated under the same number\n");
+		printf("history:         newest first; # is the attempt number, N.K the K-th call "
+		       "given back (not counted) and repeated under attempt N\n");
 		printf("  %-4s %-7s %-12s %-20s %-9s %-8s %s\n", "#", "attempt", "", "at", "answer",
 		       "latency", "error");
 	}
@@ -446,8 +449,8 @@ static int cmd_outbox_history_line(void *arg, const struct store_row *row)
 	} else {
 		snprintf(latency, sizeof(latency), "-");
 	}
-	printf("  %-4" PRId64 " %-7" PRId64 " %-12s %-20s %-9s %-8s ", store_row_int(row, 7),
-	       store_row_int(row, 1), counted ? "" : "not counted", at, answer, latency);
+	printf("  %-4s %-7" PRId64 " %-12s %-20s %-9s %-8s ", label, store_row_int(row, 1),
+	       counted ? "" : "not counted", at, answer, latency);
 	cli_line(stdout, "", error);
 	h->oh_n++;
 	return 0;

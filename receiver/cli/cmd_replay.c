@@ -53,7 +53,8 @@ static void cmd_replay_usage(FILE *out)
 	        "A request that got no answer, and a 409, 429 or 503 answer, is retried %d\n"
 	        "times, after 200, 400, 600 ms or the answer's Retry-After when longer (up to\n"
 	        "%d s; a longer one fails the request). A certificate that fails verification\n"
-	        "is not retried: the request fails (tls_verify) and counts for --stop-after.\n\n"
+	        "is not retried: the request fails (tls_verify) and counts for --stop-after;\n"
+	        "so is an https:// address whose port speaks plain HTTP (not_tls).\n\n"
 	        "Exit status: 0 when every request was new or a duplicate (or refused by\n"
 	        "business rules), 65 when any was rejected or could not be replayed, 69 when\n"
 	        "the run stopped early because the --to address was unavailable.\n",

@@ -39,6 +39,14 @@ void env_outbox_kick(const struct env *env)
 	}
 }
 
+int env_outbox_kept(const struct env *env, int64_t row_id, struct outbound_kept *ret)
+{
+	if (env == NULL || env->env_outbox_kept == NULL) {
+		return 0;
+	}
+	return env->env_outbox_kept(env->env_cfg_arg, row_id, ret);
+}
+
 struct http_server *env_http(const struct env *env)
 {
 	return __atomic_load_n(&env->env_http, __ATOMIC_ACQUIRE);

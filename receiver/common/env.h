@@ -9,6 +9,7 @@
 struct config;
 struct health;
 struct http_server;
+struct outbound_kept;
 struct store;
 
 struct env {
@@ -23,6 +24,9 @@ struct env {
 	void (*env_cfg_release)(void *arg, struct config *cf);
 	/* Optional: new outbox rows were committed (wakes the worker). */
 	void (*env_outbox_kick)(void *arg);
+	/* Optional: 1 with *ret set when the outbound worker keeps an outcome
+	 * of outbox row row_id that the store refused to record, else 0. */
+	int (*env_outbox_kept)(void *arg, int64_t row_id, struct outbound_kept *ret);
 	void *env_cfg_arg;
 	struct store *env_store;
 	/* The public listener once it serves, else NULL (read with an atomic
@@ -43,6 +47,7 @@ struct config *env_config_acquire(const struct env *env);
 struct config *env_config_retain(const struct env *env, struct config *cf);
 void env_config_release(const struct env *env, struct config *cf);
 void env_outbox_kick(const struct env *env);
+int env_outbox_kept(const struct env *env, int64_t row_id, struct outbound_kept *ret);
 
 /* The public listener, or NULL while it does not serve yet. */
 struct http_server *env_http(const struct env *env);

@@ -11,6 +11,7 @@
 #include "event.h"
 #include "ingest.h"
 #include "log.h"
+#include "outbox.h"
 #include "orders.h"
 #include "outbox.h"
 #include "provider.h"
@@ -1001,14 +1002,16 @@ int console_db_outbox_row(struct store *st, int64_t now_ms, int64_t id, console_
 int console_db_outbox_attempts(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn,
                                void *arg)
 {
-	struct store_value p[] = {store_int(id)};
+	struct store_value p[] = {store_text("%" OUTBOX_UNCOUNTED_MARK), store_int(id)};
 
 	return console_db_read(st, now_ms,
 	                       "SELECT id, attempt, at, http_status, error, latency_ms, excerpt,"
 	                       " (SELECT count(*) FROM outbox_attempts k WHERE k.outbox_id ="
-	                       " outbox_attempts.outbox_id AND k.id <= outbox_attempts.id)"
+	                       " outbox_attempts.outbox_id AND k.attempt = outbox_attempts.attempt"
+	                       " AND k.id <= outbox_attempts.id AND k.http_status IS NULL"
+	                       " AND k.error LIKE ?)"
 	                       " FROM outbox_attempts WHERE outbox_id = ? ORDER BY id DESC",
-	                       p, 1, fn, arg);
+	                       p, 2, fn, arg);
 }
 
 int console_db_outbox_ids(struct store *st, int64_t now_ms, const char *status, int64_t limit,

@@ -209,9 +209,9 @@ int console_db_outbox_row(struct store *st, int64_t now_ms, int64_t id, console_
                           void *arg);
 
 /* Its attempts, newest first. Columns: id, attempt, at, http_status, error,
- * latency_ms, excerpt, and the line's ordinal among the row's lines kept
- * (1: the oldest), which tells apart a call given back and the one that
- * repeated it under the same attempt number. */
+ * latency_ms, excerpt, and, for a call given back, its place among the
+ * row's calls given back under the same attempt number (1: the oldest),
+ * for outbox_attempt_label. */
 int console_db_outbox_attempts(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn,
                                void *arg);
 

@@ -19,6 +19,7 @@
 #include "health.h"
 #include "http.h"
 #include "metrics.h"
+#include "outbound.h"
 #include "outbox.h"
 #include "rejects.h"
 #include "stats.h"
@@ -1448,13 +1449,18 @@ struct console_outbox_rows {
 static int console_attempt_row(void *arg, const struct store_row *row)
 {
 	struct buf *b = arg;
+	int counted =
+	        outbox_attempt_counted(store_row_is_null(row, 3) ? 0 : (long)store_row_int(row, 3),
+	                               store_row_text(row, 4));
+	char label[OUTBOX_LABEL_MAX];
 
 	/* A call given back is not counted: the next one repeats its number,
-	 * so the line's own ordinal tells the two apart. */
-	buf_printf(b, "<tr><td class=\"num\">%" PRId64 "</td><td class=\"num\">%" PRId64,
-	           store_row_int(row, 7), store_row_int(row, 1));
-	if (!outbox_attempt_counted(store_row_is_null(row, 3) ? 0 : (long)store_row_int(row, 3),
-	                            store_row_text(row, 4))) {
+	 * so its ordinal (N.K) tells the two apart. */
+	outbox_attempt_label(label, sizeof(label), store_row_int(row, 1), store_row_int(row, 7),
+	                     counted);
+	buf_printf(b, "<tr><td class=\"num\">%s</td><td class=\"num\">%" PRId64, label,
+	           store_row_int(row, 1));
+	if (!counted) {
 		buf_puts(b, " <span class=\"muted\">not counted</span>");
 	}
 	buf_puts(b, "</td><td>");
@@ -1489,6 +1495,30 @@ static const char console_attempts_head[] =
         "<th class=\"num\">HTTP</th><th class=\"num\">latency</th><th>error</th>"
         "<th>response</th></tr>\n";
 
+/* The marker of a 'delivering' row whose call has ended but whose outcome
+ * the store refused to record: this process's worker keeps it and writes
+ * it again (idemhook_outbox_outcomes_unrecorded). The database cannot say
+ * so; the worker in this process can. */
+static void console_kept_marker(struct buf *b, const struct console_ctx *cx, int64_t id,
+                                const char *status)
+{
+	struct outbound_kept k;
+
+	if (status == NULL || strcmp(status, "delivering") != 0 ||
+	    !env_outbox_kept(cx->cx_env, id, &k)) {
+		return;
+	}
+	buf_printf(b, " <span class=\"bad\" id=\"kept-%" PRId64 "\">outcome kept: attempt %u ", id,
+	           k.okp_attempt);
+	if (k.okp_http_status != 0) {
+		buf_printf(b, "answered HTTP %ld", k.okp_http_status);
+	} else {
+		buf_puts(b, "got no answer");
+	}
+	buf_puts(b, ", not recorded yet (the database refuses it); written again every 500 ms"
+	            "</span>");
+}
+
 static int console_outbox_list_row(void *arg, const struct store_row *row)
 {
 	struct console_outbox_rows *o = arg;
@@ -1507,6 +1537,7 @@ static int console_outbox_list_row(void *arg, const struct store_row *row)
 	buf_printf(b, "</td><td class=\"%s\">",
 	           status != NULL && strcmp(status, "dead") == 0 ? "bad" : "");
 	console_esc(b, status);
+	console_kept_marker(b, o->or_cx, o->or_last_id, status);
 	buf_printf(b, "</td><td class=\"num\">%" PRId64 "</td><td>", store_row_int(row, 5));
 	console_next_attempt(b, status, store_row_int(row, 6));
 	console_td_or_dash(b, store_row_text(row, 8));
@@ -1769,7 +1800,10 @@ static int console_outbox_detail_row(void *arg, const struct store_row *row)
 		           "\">row %" PRId64 "</a></dd>",
 		           store_row_int(row, 11), store_row_int(row, 11));
 	}
-	console_field(b, "status", status);
+	buf_puts(b, "<dt>status</dt><dd>");
+	console_esc_or_dash(b, status);
+	console_kept_marker(b, cx, id, status);
+	buf_puts(b, "</dd>");
 	snprintf(n, sizeof(n), "%" PRId64, store_row_int(row, 13));
 	console_field(b, "attempts", n);
 	console_field_time(b, "window start (UTC)", store_row_int(row, 14));

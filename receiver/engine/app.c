@@ -63,6 +63,17 @@ static void app_env_outbox_kick(void *arg)
 	pthread_mutex_unlock(&app->app_outbound_mutex);
 }
 
+static int app_env_outbox_kept(void *arg, int64_t row_id, struct outbound_kept *ret)
+{
+	struct app *app = arg;
+	int found;
+
+	pthread_mutex_lock(&app->app_outbound_mutex);
+	found = outbound_outcome_kept(app->app_outbound, row_id, ret);
+	pthread_mutex_unlock(&app->app_outbound_mutex);
+	return found;
+}
+
 struct outbound *app_outbound_swap(struct app *app, struct outbound *ob)
 {
 	struct outbound *was;
@@ -140,6 +151,7 @@ int app_init(struct app *app, struct config *cf)
 	app->app_env.env_cfg_retain = app_env_retain;
 	app->app_env.env_cfg_release = app_env_release;
 	app->app_env.env_outbox_kick = app_env_outbox_kick;
+	app->app_env.env_outbox_kept = app_env_outbox_kept;
 	app->app_env.env_cfg_arg = app;
 	app->app_started_ms = env_clock_ms();
 	app_metrics_declare(cf);

@@ -62,6 +62,10 @@ struct outbound {
 	struct outbound_xfer *ob_unrecorded; /* ended, their outcome not written yet */
 	size_t ob_n_unrecorded;
 	int64_t ob_record_next_ms; /* when to try writing them again */
+	/* What ob_unrecorded holds, for other threads (the console), under
+	 * ob_lock: the worker alone walks ob_unrecorded. */
+	struct outbound_kept *ob_kept;
+	size_t ob_n_kept;
 	size_t ob_cap; /* entries of the scratch arrays below: the largest concurrency yet */
 	struct outbox_row *ob_lease_rows;   /* scratch for outbox_lease */
 	struct outbox_attempt *ob_attempts; /* scratch for outbound_harvest */
@@ -222,11 +226,50 @@ static void outbound_forget(struct outbound *ob, struct outbound_xfer *x)
 	outbound_xfer_destroy(x);
 }
 
-/* The outcomes kept in memory, for /metrics: their rows show 'delivering'
- * meanwhile, as if the call were still in flight. */
-static void outbound_unrecorded_count(const struct outbound *ob)
+/* The outcomes kept in memory, for /metrics and outbound_outcome_kept:
+ * their rows show 'delivering' meanwhile, as if the call were still in
+ * flight. Out of memory, the console is told of fewer. */
+static void outbound_unrecorded_count(struct outbound *ob)
 {
+	const struct outbound_xfer *x;
+	struct outbound_kept *k = NULL;
+	size_t n = 0;
+
 	metrics_set_outbox_unrecorded((int64_t)ob->ob_n_unrecorded);
+	if (ob->ob_n_unrecorded > 0) {
+		k = calloc(ob->ob_n_unrecorded, sizeof(*k));
+	}
+	for (x = ob->ob_unrecorded; k != NULL && x != NULL && n < ob->ob_n_unrecorded;
+	     x = x->ox_next) {
+		k[n].okp_id = x->ox_row.or_id;
+		k[n].okp_attempt = x->ox_row.or_attempts;
+		k[n].okp_http_status = x->ox_res.ors_http_status;
+		n++;
+	}
+	pthread_mutex_lock(&ob->ob_lock);
+	free(ob->ob_kept);
+	ob->ob_kept = k;
+	ob->ob_n_kept = n;
+	pthread_mutex_unlock(&ob->ob_lock);
+}
+
+int outbound_outcome_kept(struct outbound *ob, int64_t row_id, struct outbound_kept *ret)
+{
+	int found = 0;
+	size_t i;
+
+	if (ob == NULL) {
+		return 0;
+	}
+	pthread_mutex_lock(&ob->ob_lock);
+	for (i = 0; i < ob->ob_n_kept && !found; i++) {
+		if (ob->ob_kept[i].okp_id == row_id) {
+			*ret = ob->ob_kept[i];
+			found = 1;
+		}
+	}
+	pthread_mutex_unlock(&ob->ob_lock);
+	return found;
 }
 
 static char *outbound_copy(const char *s, size_t len)
@@ -299,8 +342,11 @@ static void outbound_keep(struct outbound *ob, struct outbound_xfer *x,
 
 /* Gives the row of kept outcome x back (not counted), its attempt in the
  * history as an answer that came but could not be recorded, so that the
- * call is sent again with the same key; logged when even that fails. */
-static void outbound_give_up(struct outbound *ob, struct outbound_xfer *x, const char *when)
+ * call is sent again with the same key. Returns 0, or -1 when the store
+ * refused that too: at the stop (last) the outcome is lost, said in the
+ * log; while running the caller keeps it and tries again. */
+static int outbound_give_up(struct outbound *ob, struct outbound_xfer *x, const char *when,
+                            int last)
 {
 	char line[OUTBOUND_UNRECORDED_ERROR_MAX];
 	struct outbox_result res = x->ox_res;
@@ -329,17 +375,30 @@ static void outbound_give_up(struct outbound *ob, struct outbound_xfer *x, const
 	         x->ox_res.ors_http_status != 0 ? "HTTP" : "status", x->ox_res.ors_http_status,
 	         when, x->ox_tries);
 	if (outbox_release(ob->ob_store, &x->ox_row, &res, outbound_now(ob)) < 0) {
+		if (!last) {
+			/* Kept as at the first refusal: the next try records the
+			 * outcome, or gives the row back, whichever the store takes
+			 * first; a row taken over meanwhile refuses both (its lease
+			 * token moved on), and is not touched. */
+			log_warn("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) "
+			         "could not be given back either; kept, tried again in %d ms",
+			         x->ox_row.or_id, x->ox_row.or_attempts,
+			         x->ox_res.ors_http_status != 0 ? "HTTP" : "status",
+			         x->ox_res.ors_http_status, OUTBOUND_RECORD_RETRY_MS);
+			return -1;
+		}
 		log_err("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) is lost: "
 		        "the database refused it %u time(s); the row is sent again with the same "
 		        "key once its lease runs out or at the next start",
 		        x->ox_row.or_id, x->ox_row.or_attempts,
 		        x->ox_res.ors_http_status != 0 ? "HTTP" : "status",
 		        x->ox_res.ors_http_status, x->ox_tries);
-		return;
+		return -1;
 	}
 	log_notice("outbound: row %" PRId64 ": given back, its history says the outcome of "
 	           "attempt %u was not recorded",
 	           x->ox_row.or_id, x->ox_row.or_attempts);
+	return 0;
 }
 
 /* Writes the kept outcomes again (all when force, else when due); those
@@ -372,10 +431,13 @@ static void outbound_record_kept(struct outbound *ob, int64_t now, int last)
 		if (done[i].oa_unrecorded && !last && now < x->ox_give_up_ms) {
 			continue;
 		}
-		if (done[i].oa_unrecorded) {
-			outbound_give_up(ob, x,
-			                 last ? "before the stop" : "before its lease ran out");
-		} else {
+		if (done[i].oa_unrecorded &&
+		    outbound_give_up(ob, x, last ? "before the stop" : "before its lease ran out",
+		                     last) < 0 &&
+		    !last) {
+			continue;
+		}
+		if (!done[i].oa_unrecorded) {
 			log_notice("outbound: row %" PRId64
 			           ": the outcome of attempt %u recorded at "
 			           "try %u",
@@ -675,6 +737,7 @@ static void outbound_destroy(struct outbound *ob)
 		ob->ob_n_unrecorded = 0;
 		outbound_unrecorded_count(ob);
 	}
+	free(ob->ob_kept);
 	free(ob->ob_lease_rows);
 	free(ob->ob_attempts);
 	free(ob->ob_done);

@@ -49,6 +49,18 @@ struct outbound_clock {
 struct outbound *outbound_create(struct store *st, struct outbox_conf *conf,
                                  const struct orders_conf *orc, const struct outbound_clock *clock);
 
+/* An outcome the worker keeps in memory because the store refused to
+ * record it (its row still says 'delivering'). */
+struct outbound_kept {
+	int64_t okp_id;       /* the outbox row */
+	unsigned okp_attempt; /* the attempt that got it */
+	long okp_http_status; /* the peer's answer, 0 when none came */
+};
+
+/* 1 with *ret set when ob keeps an unrecorded outcome of row row_id, else
+ * 0 (also for ob NULL). Any thread. */
+int outbound_outcome_kept(struct outbound *ob, int64_t row_id, struct outbound_kept *ret);
+
 /* Wakes the worker (new rows were committed). NULL is a no-op. */
 void outbound_kick(struct outbound *ob);
 

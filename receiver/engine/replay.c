@@ -868,6 +868,12 @@ static int replay_http(struct replay_state *s, const char *url, const struct htt
 			           "with --cacert FILE or [client] ca_file, and address it by a "
 			           "name its certificate holds",
 			           herr);
+		} else if (ret->ra_failure == HTTPC_FAILURE_TLS_PLAIN) {
+			replay_err(err, err_size,
+			           "the --to address's port does not speak TLS (%s), and another "
+			           "attempt would fail alike: address a plain HTTP port with "
+			           "http://",
+			           herr);
 		} else {
 			replay_err(err, err_size, "the --to address: %s", herr);
 		}
@@ -1239,8 +1245,8 @@ static void replay_submit(struct replay_state *s, const struct replay_entry *e, 
 
 /* Over HTTP: classified from the answer; REPLAY_V_RETRY for no answer and
  * for 409, 429 and 503, REPLAY_V_FAILED for a certificate that failed
- * verification. *ret_unavailable says whether the address was unavailable
- * (no answer, a certificate refused, or 429/503), *ret_wait_ms how long it
+ * verification or an https:// port that does not speak TLS. *ret_unavailable says whether the
+ * address was unavailable (no answer, a certificate refused, or 429/503), *ret_wait_ms how long it
  * asked to be left alone (Retry-After), or -1. */
 static enum replay_verdict replay_remote(struct replay_state *s, const struct http_request *req,
                                          const struct httpc_headers *sig, char *reason,
@@ -1270,6 +1276,13 @@ static enum replay_verdict replay_remote(struct replay_state *s, const struct ht
 	 * as the address unavailable. */
 	if (rc < 0 && a.ra_failure == HTTPC_FAILURE_TLS_VERIFY) {
 		snprintf(reason, reason_size, "%s", "tls_verify");
+		*ret_unavailable = 1;
+		return REPLAY_V_FAILED;
+	}
+	/* An https:// address on a port that answers plain HTTP: the same
+	 * answer comes every time. */
+	if (rc < 0 && a.ra_failure == HTTPC_FAILURE_TLS_PLAIN) {
+		snprintf(reason, reason_size, "%s", "not_tls");
 		*ret_unavailable = 1;
 		return REPLAY_V_FAILED;
 	}

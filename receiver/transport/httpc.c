@@ -627,10 +627,20 @@ fail:
 	return NULL;
 }
 
-/* The failure kind of a transfer that ended with rc. */
-static enum httpc_failure httpc_failure_of(CURLcode rc)
+/* The failure kind of a transfer that ended with rc and libcurl's message
+ * errbuf. A handshake answered by a plain HTTP server ends as any failed
+ * handshake (CURLE_SSL_CONNECT_ERROR); only the TLS library's message
+ * says the answer was not a TLS record at all: OpenSSL reads the bytes
+ * "HTTP/1.1 400" as a record of an unknown version, or one too long. */
+static enum httpc_failure httpc_failure_of(CURLcode rc, const char *errbuf)
 {
 	switch (rc) {
+	case CURLE_SSL_CONNECT_ERROR:
+		if (strstr(errbuf, "wrong version number") != NULL ||
+		    strstr(errbuf, "packet length too long") != NULL) {
+			return HTTPC_FAILURE_TLS_PLAIN;
+		}
+		return HTTPC_FAILURE_OTHER;
 	case CURLE_PEER_FAILED_VERIFICATION: /* chain, host name, dates */
 	case CURLE_SSL_CACERT_BADFILE:
 	case CURLE_SSL_CRL_BADFILE:
@@ -660,7 +670,7 @@ static int httpc_xfer_result(struct httpc_xfer *x, CURLcode rc, struct httpc_res
 	if (rc != CURLE_OK && !(x->hx_truncated && rc == CURLE_WRITE_ERROR && code != 0)) {
 		httpc_err(err, err_size, "%s",
 		          x->hx_errbuf[0] != '\0' ? x->hx_errbuf : curl_easy_strerror(rc));
-		ret->hcr_failure = httpc_failure_of(rc);
+		ret->hcr_failure = httpc_failure_of(rc, x->hx_errbuf);
 		return -1;
 	}
 	if (code == 0) {

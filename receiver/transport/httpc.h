@@ -48,6 +48,10 @@ enum httpc_failure {
 	 * another host name, expired, not the pinned key) or the CA file
 	 * could not be used: another attempt fails alike. */
 	HTTPC_FAILURE_TLS_VERIFY,
+	/* An https:// address whose port answered the TLS handshake with
+	 * something that is not TLS (a plain HTTP server): another attempt
+	 * gets the same answer. */
+	HTTPC_FAILURE_TLS_PLAIN,
 };
 
 struct httpc_response {

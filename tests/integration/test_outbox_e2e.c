@@ -405,6 +405,72 @@ static void test_a_row_killed_by_a_redirect_keeps_where_the_peer_pointed(void **
 	peer_destroy(p);
 }
 
+/* A row with more attempts than its history keeps (the newest 20): each
+ * line's `#` is its attempt's own number, so the lines kept say 25 down to
+ * 6, in the console and in `outbox show` (text and JSON), rather than
+ * counting again from the oldest line kept. */
+static void
+test_the_history_numbers_stay_the_attempts_own_when_older_lines_are_trimmed(void **state)
+{
+	struct peer *p = peer_create();
+	struct peer_behaviour down = peer_reply(500, "down");
+	const char *args[] = {"outbox", "show", "--json", NULL, NULL};
+	struct t_session s;
+	struct daemon d;
+	struct hres r;
+	char ini[2048];
+	char page[64];
+	char row[32];
+	char id[64];
+	char *out = NULL;
+
+	(void)state;
+	assert_non_null(p);
+	peer_default(p, "/notify", &down);
+	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
+	setenv("T_CONSOLE_RO", T_RO_TOKEN, 1);
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI "%s\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 25\n"
+	                       "poll = 20ms\ntimeout = 5s\nretry_base = 1ms\nretry_cap = 5ms\n",
+	         T_CONSOLE, peer_base(p));
+	fx_daemon_start(&d, "%s", ini);
+	fx_order(&d, 2480, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_25", id, 2480, "usd"), 200);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'dead'", 1,
+	                                E2E_WAIT_S),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 20);
+	snprintf(row, sizeof(row), "%" PRId64, hn_db_int(d.dm_db, "SELECT id FROM outbox"));
+
+	assert_int_equal(e2e_cli(&d, "outbox", "show", row, &out), EX_OK);
+	assert_non_null(strstr(out, "count:         25\n"));
+	assert_non_null(strstr(out, "\n  25   25                   "));
+	assert_non_null(strstr(out, "\n  6    6                    "));
+	assert_null(strstr(out, "\n  5    "));
+	assert_null(strstr(out, "\n  1    "));
+	free(out);
+	out = NULL;
+	args[3] = row;
+	assert_int_equal(daemon_cli(&d, 1, args, &out), EX_OK);
+	assert_non_null(strstr(out, "\"history\": [\n    {\"n\": \"25\", \"attempt\": 25,"));
+	assert_non_null(strstr(out, "{\"n\": \"6\", \"attempt\": 6,"));
+	assert_null(strstr(out, "{\"n\": \"5\","));
+	free(out);
+
+	t_login(&d, T_RO_TOKEN, &s);
+	snprintf(page, sizeof(page), "/console/outbox/%s", row);
+	assert_int_equal(t_get(&d, page, &s, &r), 200);
+	assert_non_null(
+	        strstr(r.hs_body, "<tr><td class=\"num\">25</td><td class=\"num\">25</td>"));
+	assert_non_null(strstr(r.hs_body, "<tr><td class=\"num\">6</td><td class=\"num\">6</td>"));
+	assert_null(strstr(r.hs_body, "<tr><td class=\"num\">1</td>"));
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
 /* A dead row retried by an operator is a call queued again: the order's
  * fulfillment is pending while it is, and notified once it got through. */
 static void test_a_retried_dead_row_puts_the_fulfillment_back_to_pending(void **state)
@@ -576,7 +642,7 @@ static void test_a_call_released_at_shutdown_is_in_the_attempt_history(void **st
 }
 
 /* `outbox show` of row (text and JSON) lists its two calls newest first,
- * each with its own ordinal: #2 the counted attempt 1 answered 200, #1
+ * each with its own ordinal: #1 the counted attempt 1 answered 200, #1.1
  * the call given back under the same number, not counted, whose error
  * begins with error. */
 static void t_assert_history_of_one_cut_call(struct daemon *d, const char *row, const char *error)
@@ -590,8 +656,8 @@ static void t_assert_history_of_one_cut_call(struct daemon *d, const char *row, 
 
 	assert_int_equal(e2e_cli(d, "outbox", "show", row, &out), EX_OK);
 	assert_non_null(strstr(out, "count:         1\n"));
-	first = strstr(out, "\n  2    1                    ");
-	second = strstr(out, "\n  1    1       not counted  ");
+	first = strstr(out, "\n  1    1                    ");
+	second = strstr(out, "\n  1.1  1       not counted  ");
 	assert_non_null(first);
 	assert_non_null(second);
 	assert_true(first < second);
@@ -606,10 +672,11 @@ static void t_assert_history_of_one_cut_call(struct daemon *d, const char *row, 
 	free(out);
 	out = NULL;
 	assert_int_equal(daemon_cli(d, 1, args, &out), EX_OK);
-	assert_non_null(
-	        strstr(out, "\"history\": [\n    {\"n\": 2, \"attempt\": 1, \"counted\": true,"));
+	assert_non_null(strstr(
+	        out, "\"history\": [\n    {\"n\": \"1\", \"attempt\": 1, \"counted\": true,"));
 	assert_non_null(strstr(out, "\"http_status\": 200,"));
-	assert_non_null(strstr(out, "},\n    {\"n\": 1, \"attempt\": 1, \"counted\": false,"));
+	assert_non_null(
+	        strstr(out, "},\n    {\"n\": \"1.1\", \"attempt\": 1, \"counted\": false,"));
 	assert_non_null(strstr(out, "\"http_status\": null, \"latency_ms\": "));
 	free(out);
 }
@@ -683,9 +750,9 @@ static void test_a_call_cut_by_a_kill_is_in_the_attempt_history_after_the_restar
 	assert_int_equal(t_get(&d, page, &s, &r), 200);
 	assert_non_null(
 	        strstr(r.hs_body, "<th class=\"num\">#</th><th class=\"num\">attempt</th>"));
-	assert_non_null(strstr(r.hs_body, "<tr><td class=\"num\">2</td><td class=\"num\">1</td>"
+	assert_non_null(strstr(r.hs_body, "<tr><td class=\"num\">1</td><td class=\"num\">1</td>"
 	                                  "<td>"));
-	assert_non_null(strstr(r.hs_body, "<tr><td class=\"num\">1</td><td class=\"num\">1"
+	assert_non_null(strstr(r.hs_body, "<tr><td class=\"num\">1.1</td><td class=\"num\">1"
 	                                  " <span class=\"muted\">not counted</span></td>"));
 	hres_finish(&r);
 	t_assert_history_of_one_cut_call(&d, row, "interrupted: ");
@@ -779,6 +846,114 @@ static void test_an_outcome_the_store_refused_is_recorded_once_it_takes_writes(v
 	                               " AND http_status IS NULL AND error LIKE 'interrupted: %%"
 	                               "or unable to record it (see its log)%%'"),
 	                 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
+/* The store refuses the outcome until the row's give-back is due (its
+ * lease nearly out), and refuses the give-back too: the outcome is still
+ * kept and tried again, not dropped (which left the row delivering until
+ * its lease ran out, then sent it again). Once the lock goes, the next try
+ * records the shop's answer: the row is succeeded, the call sent once. */
+static void test_a_give_back_the_store_refuses_keeps_the_outcome_to_try_again(void **state)
+{
+	struct peer *p = peer_create();
+	struct gate g = {.g_hold_ms = 60000};
+	struct hn_sqlite lock;
+	struct daemon d;
+	char ini[2048];
+	char id[64];
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
+	/* lease 7 s: the give-back is due 5 s before it runs out, 2 s in. */
+	snprintf(ini, sizeof(ini),
+	         "[store]\nbusy_timeout_ms = 300\n\n" FX_STRIPE_INI
+	         "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
+	         "poll = 20ms\ntimeout = 1s\nlease = 7s\n",
+	         peer_base(p));
+	fx_daemon_start(&d, "%s", ini);
+	fx_order(&d, 2490, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_give_back_refused", id, 2490, "usd"), 200);
+	assert_int_equal(gate_wait(&g, 1), 1);
+	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	atomic_store(&g.g_open, 1);
+	assert_int_equal(daemon_log_wait(&d, "could not be recorded; kept", 10000), 0);
+	assert_int_equal(daemon_log_wait(&d,
+	                                 "row 1: the outcome of attempt 1 (HTTP 200) could not be "
+	                                 "given back either; kept, tried again in 500 ms",
+	                                 10000),
+	                 0);
+	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
+	/* Well before the lease runs out (5 s from now). */
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                2),
+	                 1);
+	assert_int_equal(daemon_log_wait(&d, "is lost", 0), -1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE attempt = 1"
+	                               " AND http_status = 200"),
+	                 1);
+	assert_int_equal(peer_count(p), 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
+/* While the worker keeps an outcome the store refused, the row still says
+ * 'delivering' in the database; the console, in the same process, asks
+ * the worker and marks the row (its page and the list) with the answer
+ * kept. The marker goes once the outcome is written. */
+static void test_the_console_marks_a_row_whose_outcome_the_worker_keeps(void **state)
+{
+	struct peer *p = peer_create();
+	struct gate g = {.g_hold_ms = 60000};
+	struct hn_sqlite lock;
+	struct t_session s;
+	struct daemon d;
+	struct hres r;
+	char ini[2048];
+	char id[64];
+	const char *marker = "<span class=\"bad\" id=\"kept-1\">outcome kept: attempt 1"
+	                     " answered HTTP 200, not recorded yet";
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
+	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
+	setenv("T_CONSOLE_RO", T_RO_TOKEN, 1);
+	t_ini_one_attempt(ini, sizeof(ini), "[store]\nbusy_timeout_ms = 300\n\n", T_CONSOLE, p);
+	fx_daemon_start(&d, "%s", ini);
+	t_login(&d, T_RO_TOKEN, &s);
+	fx_order(&d, 2491, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_kept_marker", id, 2491, "usd"), 200);
+	assert_int_equal(gate_wait(&g, 1), 1);
+	/* In flight: delivering, no marker. */
+	assert_int_equal(t_get(&d, "/console/outbox/1", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "<dt>status</dt><dd>delivering"));
+	assert_null(strstr(r.hs_body, "outcome kept"));
+	hres_finish(&r);
+
+	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	atomic_store(&g.g_open, 1);
+	assert_int_equal(daemon_log_wait(&d, "could not be recorded; kept", 10000), 0);
+	/* The console reads the database, which the lock leaves readable. */
+	assert_int_equal(t_get(&d, "/console/outbox/1", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "<dt>status</dt><dd>delivering <span"));
+	assert_non_null(strstr(r.hs_body, marker));
+	hres_finish(&r);
+	assert_int_equal(t_get(&d, "/console/outbox?status=delivering", &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, marker));
+	hres_finish(&r);
+	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
+
+	t_wait_one_succeeded(&d);
+	assert_int_equal(t_get(&d, "/console/outbox/1", &s, &r), 200);
+	assert_null(strstr(r.hs_body, "outcome kept"));
+	hres_finish(&r);
+	assert_int_equal(peer_count(p), 1);
 	assert_int_equal(daemon_term(&d, 20), 0);
 	daemon_finish(&d);
 	peer_destroy(p);
@@ -1317,6 +1492,8 @@ int main(void)
 	        cmocka_unit_test(test_the_cli_transitions_are_in_the_audit_log),
 	        cmocka_unit_test(test_a_row_killed_by_a_redirect_keeps_where_the_peer_pointed),
 	        cmocka_unit_test(test_a_retried_dead_row_puts_the_fulfillment_back_to_pending),
+	        cmocka_unit_test(
+	                test_the_history_numbers_stay_the_attempts_own_when_older_lines_are_trimmed),
 	        cmocka_unit_test(test_a_reload_lets_a_slow_delivery_finish_and_moves_the_next_one),
 	        cmocka_unit_test(test_a_call_released_at_shutdown_is_in_the_attempt_history),
 	        cmocka_unit_test(
@@ -1329,6 +1506,8 @@ int main(void)
 	                test_an_outcome_the_store_refused_is_recorded_once_it_takes_writes),
 	        cmocka_unit_test(
 	                test_an_outcome_refused_until_the_stop_ends_is_given_back_and_sent_once_more),
+	        cmocka_unit_test(test_a_give_back_the_store_refuses_keeps_the_outcome_to_try_again),
+	        cmocka_unit_test(test_the_console_marks_a_row_whose_outcome_the_worker_keeps),
 	        cmocka_unit_test(
 	                test_a_start_without_outbound_gives_back_a_row_a_crash_left_delivering),
 	        cmocka_unit_test(

@@ -61,6 +61,8 @@ struct fake {
 	size_t fk_n_events;
 	size_t fk_page;
 	int fk_ignore_cursor; /* starting_after dropped on the way (a proxy) */
+	/* Pages after the first are answered 429 with this Retry-After */
+	const char *fk_limit_later_pages;
 	unsigned fk_delay_ms; /* before each answer */
 	size_t fk_started;    /* requests whose answer is being prepared or was sent */
 	/* Alipay and WeChat Pay: what each order's queries get */
@@ -230,6 +232,13 @@ static void fake_stripe(void *arg, const struct peer_request *req, struct peer_b
 		pthread_mutex_unlock(&fake.fk_lock);
 		ret->pb_status = 401;
 		ret->pb_body = strdup("{\"error\":{\"message\":\"Invalid API Key provided\"}}");
+		free(after);
+		return;
+	}
+	if (after != NULL && fake.fk_limit_later_pages != NULL) {
+		ret->pb_action = PEER_RETRY_AFTER;
+		ret->pb_retry_after = fake.fk_limit_later_pages;
+		pthread_mutex_unlock(&fake.fk_lock);
 		free(after);
 		return;
 	}
@@ -1579,6 +1588,54 @@ test_a_listing_that_says_has_more_but_does_not_go_on_fails_rather_than_ends(void
 	env_finish(&e);
 }
 
+/* A rate limit that asks for more than 2 minutes (seconds, or an HTTP-date
+ * as far off) ends the listing for this run at once, with a line that says
+ * how long the provider asked for: the run is not held for minutes, the
+ * pages read before it are applied, and the next run lists again. */
+static void test_a_rate_limit_asking_for_minutes_ends_the_listing_at_once_and_says_so(void **state)
+{
+	static const char *const waits[] = {"600", "Wed, 01 Jan 2098 00:00:00 GMT"};
+	size_t w;
+
+	(void)state;
+	for (w = 0; w < 2; w++) {
+		struct timespec t0;
+		struct timespec t1;
+		struct t_env e;
+		char *out = NULL;
+		int64_t ms;
+
+		env_start(&e, "[reconcile]\nretries = 3\nretry_base = 50ms\ntimeout = 5s\n");
+		many_events();
+		pthread_mutex_lock(&fake.fk_lock);
+		fake.fk_limit_later_pages = waits[w];
+		pthread_mutex_unlock(&fake.fk_lock);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		assert_int_equal(reconcile(&e, &out, "--provider", "stripe", "--json", NULL), 75);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		ms = (int64_t)(t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+		assert_non_null(out);
+		/* One 429 asked for, not retries = 3 more, and no wait. */
+		assert_true(ms < 20000);
+		assert_int_equal(stripe_field(out, "pages"), 1);
+		assert_int_equal(stripe_field(out, "requests"), 2);
+		assert_int_equal(stripe_field(out, "events_found"), 10);
+		assert_int_equal(stripe_field(out, "failed"), 1);
+		assert_non_null(strstr(out, "rate_limited"));
+		assert_non_null(strstr(out, "HTTP 429, Retry-After: "));
+		assert_non_null(strstr(out, " s; the next run asks again"));
+		if (w == 0) {
+			assert_non_null(strstr(out, "the provider asks to wait 600 s"));
+		}
+		free(out);
+		/* The first page's events went through. */
+		assert_int_equal(e2e_db_int(&e.te_d, "SELECT COUNT(*) FROM idempotency_records"
+		                                     " WHERE idem_key LIKE 'evt_long_%%'"),
+		                 10);
+		env_finish(&e);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1606,6 +1663,8 @@ int main(void)
 	        cmocka_unit_test(test_an_error_answers_body_is_not_counted_as_listing_bytes),
 	        cmocka_unit_test(
 	                test_a_listing_that_says_has_more_but_does_not_go_on_fails_rather_than_ends),
+	        cmocka_unit_test(
+	                test_a_rate_limit_asking_for_minutes_ends_the_listing_at_once_and_says_so),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
