@@ -341,7 +341,12 @@ struct http_conn {
 	/* The request as routed, kept until it completes: a deferred answer
 	 * is built from it after the connection is resumed. */
 	struct http_header_list *hc_headers;
+	/* The decoded path, made once when the request line arrives
+	 * (http_uri_logger) and used by the head's checks, the timeouts and
+	 * the route; cut at a NUL it decodes to (hc_path_nul), then only for
+	 * a refusal's decoration. NULL when out of memory. */
 	char *hc_path;
+	int hc_path_nul;
 	char hc_peer[INET6_ADDRSTRLEN + 1];
 	char hc_client[INET6_ADDRSTRLEN + 1];
 	struct http_request hc_req;
@@ -1289,14 +1294,12 @@ static void *http_uri_logger(void *cls, const char *uri, struct MHD_Connection *
 	}
 	hc->hc_url_len = strlen(uri);
 	hc->hc_url = strndup(uri, HTTP_URL_MAX);
+	hc->hc_path = http_path_decode(uri, &hc->hc_path_nul);
 	if (hc->hc_sock != NULL && gen->hg_n_timeouts > 0) {
 		/* The request line is in, the header fields are not: a head
 		 * too slow from here on is told 408 in its path's format. */
-		int nul;
-		char *path = http_path_decode(uri, &nul);
-
-		atomic_store(&hc->hc_sock->hk_answer, nul ? 0 : http_timeout_find(gen, path));
-		free(path);
+		atomic_store(&hc->hc_sock->hk_answer,
+		             hc->hc_path_nul ? 0 : http_timeout_find(gen, hc->hc_path));
 	}
 	q = strchr(uri, '?');
 	if (q != NULL) {
@@ -1594,7 +1597,6 @@ static int http_request_build(struct MHD_Connection *con, struct http_conn *hc, 
                               const char *method, const char *version)
 {
 	struct http_request *req = &hc->hc_req;
-	int nul;
 
 	if (hc->hc_headers == NULL) {
 		/* Sized to the request's fields: a list of HTTP_HEADERS_MAX
@@ -1613,7 +1615,9 @@ static int http_request_build(struct MHD_Connection *con, struct http_conn *hc, 
 		                          hc->hc_headers);
 	}
 	if (hc->hc_path == NULL) {
-		hc->hc_path = http_path_decode(hc->hc_url != NULL ? hc->hc_url : url, &nul);
+		/* out of memory in http_uri_logger: one more try */
+		hc->hc_path =
+		        http_path_decode(hc->hc_url != NULL ? hc->hc_url : url, &hc->hc_path_nul);
 		if (hc->hc_path == NULL) {
 			return -1;
 		}
@@ -1847,10 +1851,8 @@ static int http_head_check(struct MHD_Connection *con, struct http_conn *hc, con
 	const union MHD_ConnectionInfo *ci =
 	        MHD_get_connection_info(con, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
 	struct http_framing hm;
-	char *path;
-	int nul = 0;
 
-	if (hc->hc_url == NULL) {
+	if (hc->hc_url == NULL || hc->hc_path == NULL) {
 		http_refusal_set(hf, 503, "unavailable", "Temporarily unavailable",
 		                 "Out of memory.");
 		return -1;
@@ -1875,13 +1877,7 @@ static int http_head_check(struct MHD_Connection *con, struct http_conn *hc, con
 		                         HTTP_QUERY_PARAMS_MAX) " query parameters.");
 		return -1;
 	}
-	path = http_path_decode(hc->hc_url, &nul);
-	if (!nul && hc->hc_path == NULL) {
-		hc->hc_path = path; /* the route's path (http_request_build) */
-	} else {
-		free(path);
-	}
-	if (nul) {
+	if (hc->hc_path_nul) {
 		http_refusal_set(hf, 400, "nul_in_target", "NUL byte in the request target",
 		                 "The path contains an encoded NUL byte (%00).");
 		return -1;
