@@ -195,6 +195,8 @@ enum http_mark {
 /* A 408 as sent on the wire, for a path that has its own (ho_timeouts). */
 struct http_timeout_answer {
 	char *hta_path;
+	size_t hta_path_len;
+	int hta_under; /* and every path below hta_path */
 	char *hta_data;
 	size_t hta_len;
 };
@@ -1833,7 +1835,11 @@ static int http_timeout_find(const struct http_gen *gen, const char *path)
 	size_t i;
 
 	for (i = 0; path != NULL && i < gen->hg_n_timeouts; i++) {
-		if (strcmp(gen->hg_timeouts[i].hta_path, path) == 0) {
+		const struct http_timeout_answer *ta = &gen->hg_timeouts[i];
+
+		if (strncmp(ta->hta_path, path, ta->hta_path_len) == 0 &&
+		    (path[ta->hta_path_len] == '\0' ||
+		     (ta->hta_under && path[ta->hta_path_len] == '/'))) {
 			return (int)i + 1;
 		}
 	}
@@ -2368,7 +2374,8 @@ static void http_sock_timeout_set(struct http_gen *gen, struct http_sock *hk, ch
  * the 408 it would get for a body too slow, so that the page's script
  * reads the 408 instead of a network error. Made now, as the sweeper that
  * sends it cannot read the request; most requests never need it. A slow
- * head, whose fields are not all in, gets the 408 without them. */
+ * head, whose fields are not all in, gets its path's own 408 (ho_timeouts:
+ * at /api, the headers a request without an Origin gets), or the plain one. */
 static void http_timeout_own(struct MHD_Connection *con, struct http_conn *hc, const char *url,
                              const char *method, const char *version)
 {
@@ -2378,9 +2385,17 @@ static void http_timeout_own(struct MHD_Connection *con, struct http_conn *hc, c
 	struct reply r;
 	char *data = NULL;
 	size_t len = 0;
+	int own;
 
-	if (gen->hg_timeout_headers == NULL || gen->hg_tls || hc->hc_sock == NULL ||
-	    atomic_load(&hc->hc_sock->hk_answer) != 0 ||
+	if (gen->hg_timeout_headers == NULL || gen->hg_tls || hc->hc_sock == NULL) {
+		return;
+	}
+	/* A path with an exact answer of its own keeps it; one under a
+	 * prefix (/api) has the headers a request without Origin gets, and
+	 * an allowed Origin may get more (its own, echoed). */
+	own = atomic_load(&hc->hc_sock->hk_answer);
+	if ((own > 0 && (size_t)own <= gen->hg_n_timeouts &&
+	     !gen->hg_timeouts[own - 1].hta_under) ||
 	    MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Origin") == NULL) {
 		return;
 	}
@@ -2428,6 +2443,8 @@ static int http_timeout_answer_make(struct http_gen *gen, const struct http_opti
 
 		gen->hg_n_timeouts++;
 		ta->hta_path = strdup(opt->ho_timeouts[i].htr_path);
+		ta->hta_path_len = ta->hta_path != NULL ? strlen(ta->hta_path) : 0;
+		ta->hta_under = opt->ho_timeouts[i].htr_under;
 		if (ta->hta_path == NULL || http_timeout_wire(opt->ho_timeouts[i].htr_reply,
 		                                              &ta->hta_data, &ta->hta_len) < 0) {
 			goto done;
