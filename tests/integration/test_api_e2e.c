@@ -1500,6 +1500,66 @@ static void test_checkout_answers_in_the_type_the_accept_field_prefers(void **st
 	free(page);
 }
 
+/* The checkout's answers that come as HTML or JSON by Accept say
+ * Vary: Accept, each of them (created, replayed, reused, refused, the
+ * order's page found or not, a demo payment's): a cache in front must not
+ * give the page to the script or the JSON to the browser. */
+static void test_checkout_answers_chosen_by_accept_say_vary_accept(void **state)
+{
+	const char *json = "Accept: application/json";
+	const char *key = "idempotency_key=0b6f3c9e-5a1d-4e2f-8c7b-9d0e1f2a3b4c";
+	char form[256];
+	char *page;
+	char *url;
+	char *loc;
+	struct hres r;
+	int k;
+
+	(void)state;
+	for (k = 0; k < 3; k++) {
+		/* created (303), replayed (303), reused with other details (422) */
+		snprintf(form, sizeof(form), "%s&product=mug&quantity=%d", key, k < 2 ? 1 : 2);
+		e2e_form_post_accept(form, json, &r);
+		assert_int_equal(r.hs_status, k < 2 ? 303 : 422);
+		assert_header_contains(&r, "Vary", "Accept");
+		if (k == 0) {
+			loc = hres_header(&r, "Location");
+			assert_non_null(loc);
+		}
+		hres_finish(&r);
+	}
+	e2e_form_post_accept("product=mug&quantity=1", json, &r);
+	assert_int_equal(r.hs_status, 400);
+	assert_header_contains(&r, "Vary", "Accept");
+	hres_finish(&r);
+	url = e2e_url(&e2e_main, loc);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	assert_header_contains(&r, "Vary", "Accept");
+	hres_finish(&r);
+	page = e2e_url(&e2e_main, "/orders/ord_aaaaaaaaaaaaaaaaaaaa");
+	assert_int_equal(hn_http("GET", page, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 404);
+	assert_header_contains(&r, "Vary", "Accept");
+	hres_finish(&r);
+	free(page);
+	page = e2e_url(&e2e_main, "/orders/ord_aaaaaaaaaaaaaaaaaaaa/pay");
+	assert_int_equal(hn_http("POST", page, NULL, "", 0, &r), 0);
+	assert_int_equal(r.hs_status, 404);
+	assert_header_contains(&r, "Vary", "Accept");
+	hres_finish(&r);
+	free(page);
+	free(url);
+	free(loc);
+	/* The form itself is the same for every Accept. */
+	page = e2e_url(&e2e_main, "/checkout");
+	assert_int_equal(hn_http("GET", page, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	assert_no_header(&r, "Vary");
+	hres_finish(&r);
+	free(page);
+}
+
 /* A reference that is not UTF-8 or holds a control character is the
  * customer's mistake, answered as the other form refusals are (400, the
  * page or problem+json), never a 500; the key stays free for the form
@@ -2061,6 +2121,7 @@ int main(void)
 	        cmocka_unit_test(test_checkout_without_key_or_with_bad_fields_is_400),
 	        cmocka_unit_test(test_checkout_reference_not_utf8_or_with_controls_is_400),
 	        cmocka_unit_test(test_checkout_answers_in_the_type_the_accept_field_prefers),
+	        cmocka_unit_test(test_checkout_answers_chosen_by_accept_say_vary_accept),
 	        cmocka_unit_test(
 	                test_checkout_takes_the_longest_reference_its_form_lets_a_customer_type),
 	        cmocka_unit_test(test_checkout_refusal_gives_the_form_back_with_its_key),
