@@ -167,6 +167,15 @@ struct http_sock {
 	int64_t hk_probe_ms;    /* an idle connection was last looked at */
 	uint64_t hk_idle_bytes; /* bytes received by then; UINT64_MAX: not looked at yet */
 	unsigned long long hk_idle_state; /* hk_state when hk_idle_bytes was taken */
+	/* Its server thread's: the bytes of the requests it completed on this
+	 * connection (request line, header fields, blank line, body), or
+	 * UINT64_MAX once that is not known (TLS, a chunked body). More bytes
+	 * received than that when a request completes: the next request's
+	 * first bytes are in already (http_sock_rest). */
+	uint64_t hk_consumed;
+	/* Bytes received when its last request completed: what an idle
+	 * connection's first look compares with (UINT64_MAX: unknown). */
+	atomic_ullong hk_idle_base;
 	/* The peer's address as text, formatted once per connection: each
 	 * request of a keep-alive connection copies it (issue 24). */
 	char hk_peer[INET6_ADDRSTRLEN + 1];
@@ -336,6 +345,8 @@ struct http_conn {
 	size_t hc_params;          /* query parameters in it */
 	struct buf hc_body;
 	int hc_head_seen; /* the access handler has seen the request head */
+	size_t hc_head_bytes; /* its size as libmicrohttpd counts it (0: unknown) */
+	int hc_chunked;       /* its body comes chunked: its size on the wire is unknown */
 	int hc_refused; /* a response was queued before the body was read */
 	int hc_too_large; /* an unannounced body went over the cap */
 	size_t hc_discarded; /* bytes dropped since */
@@ -619,6 +630,8 @@ static void http_connection_notify(void *cls, struct MHD_Connection *con, void *
 		hk->hk_thread = hk->hk_fd >= 0 ? (unsigned)hk->hk_fd % gen->hg_threads : 0;
 		atomic_fetch_add(&gen->hg_thread[hk->hk_thread].ht_conns, 1);
 		hk->hk_idle_bytes = UINT64_MAX;
+		hk->hk_consumed = gen->hg_tls ? UINT64_MAX : 0;
+		atomic_init(&hk->hk_idle_base, UINT64_MAX);
 		http_peer_address(con, hk->hk_peer, sizeof(hk->hk_peer));
 		atomic_init(&hk->hk_state, (unsigned long long)HTTP_PHASE_HEAD);
 		atomic_init(&hk->hk_since_ms, http_mono_ms());
@@ -763,10 +776,19 @@ static void http_sock_probe_idle(struct http_sock *hk, unsigned long long state,
 		return;
 	}
 	if (hk->hk_idle_bytes == UINT64_MAX || hk->hk_idle_state != state) {
-		/* The first look in this idle period: what came before. */
-		hk->hk_idle_bytes = ti.tcpi_bytes_received;
+		/* The first look in this idle period: compared with what had
+		 * come when its last request completed (bytes that came
+		 * between then and now began a head), else with now. */
+		unsigned long long base = atomic_load(&hk->hk_idle_base);
+
 		hk->hk_idle_state = state;
-	} else if (ti.tcpi_bytes_received > hk->hk_idle_bytes) {
+		hk->hk_idle_bytes = base;
+		if (base == UINT64_MAX || base > ti.tcpi_bytes_received) {
+			hk->hk_idle_bytes = ti.tcpi_bytes_received;
+			return;
+		}
+	}
+	if (ti.tcpi_bytes_received > hk->hk_idle_bytes) {
 		/* Fails, rightly, if a request came and went meanwhile. */
 		atomic_store(&hk->hk_since_ms, now);
 		atomic_compare_exchange_strong(&hk->hk_state, &state,
@@ -938,7 +960,11 @@ static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 				pf[n_pf].events = POLLIN;
 				n_pf++;
 			}
-		} else if (phase == HTTP_PHASE_IDLE && n_pf < cap_pf && pf != NULL) {
+		} else if ((phase == HTTP_PHASE_IDLE ||
+		            (phase == HTTP_PHASE_HEAD &&
+		             atomic_load(&hk->hk_since_ms) == hk->hk_probe_ms)) &&
+		           n_pf < cap_pf && pf != NULL) {
+			/* idle, or a head the sweeper saw begin: unread so far */
 			pf[n_pf].fd = hk->hk_fd;
 			pf[n_pf].events = POLLIN;
 			n_pf++;
@@ -1363,9 +1389,49 @@ static int http_defer_abandon(struct http_conn *hc)
 	return 0;
 }
 
+/* Where a kept-alive connection is once its request hc completed (ok: it
+ * was answered): idle, or already in its next head when more bytes came
+ * than its requests so far had. A pipelined request, or the first bytes of
+ * the next one sent with the last, are in libmicrohttpd's buffer already
+ * and never show as new bytes to the sweeper's look at idle connections:
+ * their head's deadline runs from here. Otherwise the bytes received now
+ * are what that look compares with. */
+static enum http_phase http_sock_rest(struct http_sock *hk, const struct http_conn *hc, int ok)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	uint64_t got;
+
+	memset(&ti, 0, sizeof(ti));
+	if (!ok || hk->hk_fd < 0 || getsockopt(hk->hk_fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+	    len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received)) {
+		hk->hk_consumed = UINT64_MAX;
+		atomic_store(&hk->hk_idle_base, UINT64_MAX);
+		return HTTP_PHASE_IDLE;
+	}
+	got = ti.tcpi_bytes_received;
+	if (hk->hk_consumed != UINT64_MAX) {
+		if (hc->hc_chunked || hc->hc_head_bytes == 0) {
+			hk->hk_consumed = UINT64_MAX;
+		} else {
+			hk->hk_consumed +=
+			        hc->hc_head_bytes + (uint64_t)atomic_load(&hk->hk_body_bytes);
+		}
+	}
+	if (hk->hk_consumed != UINT64_MAX && got > hk->hk_consumed) {
+		return HTTP_PHASE_HEAD;
+	}
+	if (hk->hk_consumed != UINT64_MAX && got < hk->hk_consumed) {
+		hk->hk_consumed = UINT64_MAX; /* counted wrong: never trusted again */
+	}
+	atomic_store(&hk->hk_idle_base, got);
+	return HTTP_PHASE_IDLE;
+}
+
 static void http_completed(void *cls, struct MHD_Connection *con, void **con_cls,
 			   enum MHD_RequestTerminationCode toe)
 {
+	enum http_phase next = HTTP_PHASE_IDLE;
 	struct http_gen *gen = cls;
 	struct http_conn *hc = *con_cls;
 
@@ -1386,8 +1452,9 @@ static void http_completed(void *cls, struct MHD_Connection *con, void **con_cls
 		if (hc->hc_sock->hk_timeout != NULL) {
 			http_sock_timeout_set(gen, hc->hc_sock, NULL, 0);
 		}
+		next = http_sock_rest(hc->hc_sock, hc, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
 	}
-	http_sock_move(hc->hc_sock, HTTP_PHASE_IDLE);
+	http_sock_move(hc->hc_sock, next);
 	if (hc->hc_defer.hd_fn != NULL && http_defer_abandon(hc)) {
 		return;
 	}
@@ -1895,6 +1962,8 @@ static int http_head_check(struct MHD_Connection *con, struct http_conn *hc, con
 	}
 	memset(&hm, 0, sizeof(hm));
 	MHD_get_connection_values(con, MHD_HEADER_KIND, http_framing_collect, &hm);
+	hc->hc_head_bytes = ci != NULL ? ci->header_size : 0;
+	hc->hc_chunked = hm.hm_te_n > 0;
 	if (hm.hm_fields > HTTP_HEADERS_MAX) {
 		http_refusal_set(
 		        hf, 431, "too_many_headers", "Too many header fields",
