@@ -1511,7 +1511,7 @@ static void test_checkout_answers_chosen_by_accept_say_vary_accept(void **state)
 	char form[256];
 	char *page;
 	char *url;
-	char *loc;
+	char *loc = NULL;
 	struct hres r;
 	int k;
 
