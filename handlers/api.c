@@ -1855,33 +1855,39 @@ static void api_list_orders(const struct env *env, const struct api_reader *read
 
 /* ---- auth, CORS, routing ---- */
 
-/* Called with api_lock held. origin NULL: none, or several (which one
+/* What cors_origins in as says for origin. origin NULL: none, or several (which one
  * asked is unknown). "null" (a sandboxed frame, a local file) is no
  * configured origin (api_origin_check), so it matches only under "*",
  * which does not echo it. */
-static void api_cors_take(struct api_cors *ret, const char *origin)
+static void api_cors_from(struct api_cors *ret, const struct api_settings *as, const char *origin)
 {
 	size_t i;
 
 	ret->ac_mode = API_CORS_OFF;
 	ret->ac_allowed = 0;
 	ret->ac_origin[0] = '\0';
-	if (api_set.as_any) {
+	if (as->as_any) {
 		ret->ac_mode = API_CORS_ANY;
 		ret->ac_allowed = 1;
 		return;
 	}
-	if (api_set.as_n_origins == 0) {
+	if (as->as_n_origins == 0) {
 		return;
 	}
 	ret->ac_mode = API_CORS_LIST;
-	for (i = 0; origin != NULL && i < api_set.as_n_origins; i++) {
-		if (strcmp(api_set.as_origins[i], origin) == 0) {
+	for (i = 0; origin != NULL && i < as->as_n_origins; i++) {
+		if (strcmp(as->as_origins[i], origin) == 0) {
 			ret->ac_allowed = 1;
 			api_copy(ret->ac_origin, sizeof(ret->ac_origin), origin);
 			return;
 		}
 	}
+}
+
+/* api_cors_from for the settings in use. Called with api_lock held. */
+static void api_cors_take(struct api_cors *ret, const char *origin)
+{
+	api_cors_from(ret, &api_set, origin);
 }
 
 /* Called with api_lock held. 1 and ret_client filled when authorized; 0
@@ -2124,4 +2130,38 @@ void api_refused(const struct config *cf, const struct http_request *req, struct
 	api_cors_take(&cors, origin);
 	pthread_mutex_unlock(&api_lock);
 	api_cors(ret, &cors, 0);
+}
+
+int api_timeout_reply(const struct config *cf, struct reply *ret)
+{
+	struct api_settings *as = calloc(1, sizeof(*as));
+	struct api_cors cors;
+	int rc = -1;
+
+	if (as == NULL) {
+		return -1;
+	}
+	/* Only cors_origins counts: no secret is read. A section that does
+	 * not read was logged by the check at start and reload; its API
+	 * answers 503 with the problem only. */
+	as->as_no_secrets = 1;
+	if (api_settings_read(as, cf) < 0) {
+		rc = 0;
+		goto done;
+	}
+	api_cors_from(&cors, as, NULL);
+	if (cors.ac_mode == API_CORS_OFF) {
+		rc = 0;
+		goto done;
+	}
+	if (reply_problem(ret, 408, "request_timeout", HTTP_TIMEOUT_TITLE, HTTP_TIMEOUT_DETAIL) <
+	    0) {
+		goto done;
+	}
+	api_cors(ret, &cors, 0);
+	rc = 1;
+done:
+	api_settings_clear(as);
+	free(as);
+	return rc;
 }

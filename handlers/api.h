@@ -32,6 +32,16 @@ int api_config_check(const struct config *cf, int read_secrets);
  * problem instead of a network error. Other paths: ret unchanged. */
 void api_refused(const struct config *cf, const struct http_request *req, struct reply *ret);
 
+/* The 408 the listener sends at /api and below to a request it cannot
+ * read (a head too slow, or a body too slow from a request without an
+ * Origin), which no route sees: fills ret (reply_init'd) with the problem
+ * and the CORS headers cf's [api] cors_origins gives a request without an
+ * Origin (Access-Control-Allow-Origin: * under "*", Vary: Origin with
+ * origins listed). Returns 1, 0 when cors_origins is empty or the section
+ * unusable (ret untouched: the listener's plain 408 will do), -1 out of
+ * memory. */
+int api_timeout_reply(const struct config *cf, struct reply *ret);
+
 /* Parses an Idempotency-Key field value (IETF draft "The Idempotency-Key
  * HTTP Header Field"): a quoted sf-string or a bare token, 1..API_KEY_MAX
  * printable ASCII characters. Writes the key (unquoted, unescaped) to ret_key

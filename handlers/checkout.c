@@ -324,6 +324,16 @@ static int checkout_wants_json(const struct http_request *req)
 	return json > 0 && json_rank > html_rank;
 }
 
+/* Marks an answer of a resource whose answers come as HTML or as JSON by
+ * the request's Accept (checkout_wants_json): POST /checkout, an order's
+ * page and its demo payment. All of them, not only those built from
+ * Accept, so a cache in front never hands one client's type to another
+ * (RFC 9110 12.5.5), no-store ones too. */
+static void checkout_vary_accept(struct reply *ret)
+{
+	reply_add_header(ret, "Vary", "Accept");
+}
+
 /* 500, and a log line saying what failed: the client learns nothing more,
  * so the operator must. */
 static void checkout_internal(struct reply *ret, const char *what)
@@ -839,6 +849,7 @@ static void checkout_post_finish(void *arg, const struct http_request *req, stru
 		break;
 	}
 	}
+	checkout_vary_accept(ret);
 	api_claim_account("api:checkout", req->hr_client, cp->cp_key, c->sc_outcome, ret->reply_status,
 			  req->hr_received_ms, now_ms);
 done:
@@ -1239,9 +1250,11 @@ static void checkout_pay_finish(void *arg, const struct http_request *req, struc
 		goto internal;
 	}
 	reply_add_header(ret, "Cache-Control", "no-store");
+	checkout_vary_accept(ret);
 	goto done;
 internal:
 	checkout_internal(ret, "demo payment: cannot keep the flash message or build the redirect");
+	checkout_vary_accept(ret);
 done:
 	buf_finish(&msg);
 	checkout_pay_job_destroy(pj);
@@ -1419,6 +1432,9 @@ int checkout_route(const struct env *env, struct config *cf, const struct http_r
 			checkout_get(ret);
 		} else if (strcmp(method, "POST") == 0) {
 			checkout_post(env, cf, req, ret);
+			if (ret->reply_status != 0) { /* else deferred: checkout_post_finish */
+				checkout_vary_accept(ret);
+			}
 		} else {
 			checkout_method_not_allowed(ret, "GET, HEAD, POST");
 		}
@@ -1454,6 +1470,7 @@ int checkout_route(const struct env *env, struct config *cf, const struct http_r
 	if (rest[0] == '\0') {
 		if (get) {
 			checkout_order_page(env, cf, req, id, ret);
+			checkout_vary_accept(ret);
 		} else {
 			checkout_method_not_allowed(ret, "GET, HEAD");
 		}
@@ -1462,6 +1479,9 @@ int checkout_route(const struct env *env, struct config *cf, const struct http_r
 	if (strcmp(rest, "/pay") == 0 && cf->cf_demo) {
 		if (strcmp(method, "POST") == 0) {
 			checkout_pay(env, cf, req, id, ret);
+			if (ret->reply_status != 0) { /* else deferred: checkout_pay_finish */
+				checkout_vary_accept(ret);
+			}
 		} else {
 			checkout_method_not_allowed(ret, "POST");
 		}

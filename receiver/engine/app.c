@@ -521,19 +521,17 @@ void app_route_public(void *arg, const struct http_request *req, struct reply *r
 
 int app_timeouts_build(const struct config *cf, struct app_timeouts *t)
 {
-	size_t n = cf->cf_n_providers;
+	size_t n = cf->cf_n_providers + 1; /* and /api */
 	size_t i;
+	int api;
 
-	if (n == 0) {
-		return 0;
-	}
 	t->at_items = calloc(n, sizeof(*t->at_items));
 	t->at_replies = calloc(n, sizeof(*t->at_replies));
 	t->at_paths = calloc(n, sizeof(*t->at_paths));
 	if (t->at_items == NULL || t->at_replies == NULL || t->at_paths == NULL) {
 		return -1;
 	}
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < cf->cf_n_providers; i++) {
 		const struct provider_conf *pc = &cf->cf_providers[i];
 		size_t len = strlen(APP_HOOKS_PREFIX) + strlen(pc->pc_name) + 1;
 		struct reply *r = &t->at_replies[t->at_n];
@@ -554,6 +552,25 @@ int app_timeouts_build(const struct config *cf, struct app_timeouts *t)
 		                     HTTP_TIMEOUT_DETAIL, r) < 0) {
 			return -1;
 		}
+	}
+	/* The order API's CORS headers on every 408 at /api and below, a slow
+	 * head's too: the browser's script then reads the 408. */
+	reply_init(&t->at_replies[t->at_n]);
+	api = api_timeout_reply(cf, &t->at_replies[t->at_n]);
+	if (api < 0) {
+		reply_finish(&t->at_replies[t->at_n]);
+		return -1;
+	}
+	if (api > 0) {
+		t->at_paths[t->at_n] = strdup("/api");
+		if (t->at_paths[t->at_n] == NULL) {
+			reply_finish(&t->at_replies[t->at_n]);
+			return -1;
+		}
+		t->at_items[t->at_n].htr_path = t->at_paths[t->at_n];
+		t->at_items[t->at_n].htr_under = 1;
+		t->at_items[t->at_n].htr_reply = &t->at_replies[t->at_n];
+		t->at_n++;
 	}
 	return 0;
 }

@@ -167,6 +167,15 @@ struct http_sock {
 	int64_t hk_probe_ms;    /* an idle connection was last looked at */
 	uint64_t hk_idle_bytes; /* bytes received by then; UINT64_MAX: not looked at yet */
 	unsigned long long hk_idle_state; /* hk_state when hk_idle_bytes was taken */
+	/* Its server thread's: the bytes of the requests it completed on this
+	 * connection (request line, header fields, blank line, body), or
+	 * UINT64_MAX once that is not known (TLS, a chunked body). More bytes
+	 * received than that when a request completes: the next request's
+	 * first bytes are in already (http_sock_rest). */
+	uint64_t hk_consumed;
+	/* Bytes received when its last request completed: what an idle
+	 * connection's first look compares with (UINT64_MAX: unknown). */
+	atomic_ullong hk_idle_base;
 	/* The peer's address as text, formatted once per connection: each
 	 * request of a keep-alive connection copies it (issue 24). */
 	char hk_peer[INET6_ADDRSTRLEN + 1];
@@ -195,6 +204,8 @@ enum http_mark {
 /* A 408 as sent on the wire, for a path that has its own (ho_timeouts). */
 struct http_timeout_answer {
 	char *hta_path;
+	size_t hta_path_len;
+	int hta_under; /* and every path below hta_path */
 	char *hta_data;
 	size_t hta_len;
 };
@@ -334,6 +345,8 @@ struct http_conn {
 	size_t hc_params;          /* query parameters in it */
 	struct buf hc_body;
 	int hc_head_seen; /* the access handler has seen the request head */
+	size_t hc_head_bytes; /* its size as libmicrohttpd counts it (0: unknown) */
+	int hc_chunked;       /* its body comes chunked: its size on the wire is unknown */
 	int hc_refused; /* a response was queued before the body was read */
 	int hc_too_large; /* an unannounced body went over the cap */
 	size_t hc_discarded; /* bytes dropped since */
@@ -341,7 +354,12 @@ struct http_conn {
 	/* The request as routed, kept until it completes: a deferred answer
 	 * is built from it after the connection is resumed. */
 	struct http_header_list *hc_headers;
+	/* The decoded path, made once when the request line arrives
+	 * (http_uri_logger) and used by the head's checks, the timeouts and
+	 * the route; cut at a NUL it decodes to (hc_path_nul), then only for
+	 * a refusal's decoration. NULL when out of memory. */
 	char *hc_path;
+	int hc_path_nul;
 	char hc_peer[INET6_ADDRSTRLEN + 1];
 	char hc_client[INET6_ADDRSTRLEN + 1];
 	struct http_request hc_req;
@@ -612,6 +630,8 @@ static void http_connection_notify(void *cls, struct MHD_Connection *con, void *
 		hk->hk_thread = hk->hk_fd >= 0 ? (unsigned)hk->hk_fd % gen->hg_threads : 0;
 		atomic_fetch_add(&gen->hg_thread[hk->hk_thread].ht_conns, 1);
 		hk->hk_idle_bytes = UINT64_MAX;
+		hk->hk_consumed = gen->hg_tls ? UINT64_MAX : 0;
+		atomic_init(&hk->hk_idle_base, UINT64_MAX);
 		http_peer_address(con, hk->hk_peer, sizeof(hk->hk_peer));
 		atomic_init(&hk->hk_state, (unsigned long long)HTTP_PHASE_HEAD);
 		atomic_init(&hk->hk_since_ms, http_mono_ms());
@@ -756,10 +776,19 @@ static void http_sock_probe_idle(struct http_sock *hk, unsigned long long state,
 		return;
 	}
 	if (hk->hk_idle_bytes == UINT64_MAX || hk->hk_idle_state != state) {
-		/* The first look in this idle period: what came before. */
-		hk->hk_idle_bytes = ti.tcpi_bytes_received;
+		/* The first look in this idle period: compared with what had
+		 * come when its last request completed (bytes that came
+		 * between then and now began a head), else with now. */
+		unsigned long long base = atomic_load(&hk->hk_idle_base);
+
 		hk->hk_idle_state = state;
-	} else if (ti.tcpi_bytes_received > hk->hk_idle_bytes) {
+		hk->hk_idle_bytes = base;
+		if (base == UINT64_MAX || base > ti.tcpi_bytes_received) {
+			hk->hk_idle_bytes = ti.tcpi_bytes_received;
+			return;
+		}
+	}
+	if (ti.tcpi_bytes_received > hk->hk_idle_bytes) {
 		/* Fails, rightly, if a request came and went meanwhile. */
 		atomic_store(&hk->hk_since_ms, now);
 		atomic_compare_exchange_strong(&hk->hk_state, &state,
@@ -931,7 +960,11 @@ static void http_gen_wake_stalled(struct http_gen *gen, int64_t now)
 				pf[n_pf].events = POLLIN;
 				n_pf++;
 			}
-		} else if (phase == HTTP_PHASE_IDLE && n_pf < cap_pf && pf != NULL) {
+		} else if ((phase == HTTP_PHASE_IDLE ||
+		            (phase == HTTP_PHASE_HEAD &&
+		             atomic_load(&hk->hk_since_ms) == hk->hk_probe_ms)) &&
+		           n_pf < cap_pf && pf != NULL) {
+			/* idle, or a head the sweeper saw begin: unread so far */
 			pf[n_pf].fd = hk->hk_fd;
 			pf[n_pf].events = POLLIN;
 			n_pf++;
@@ -1289,14 +1322,12 @@ static void *http_uri_logger(void *cls, const char *uri, struct MHD_Connection *
 	}
 	hc->hc_url_len = strlen(uri);
 	hc->hc_url = strndup(uri, HTTP_URL_MAX);
+	hc->hc_path = http_path_decode(uri, &hc->hc_path_nul);
 	if (hc->hc_sock != NULL && gen->hg_n_timeouts > 0) {
 		/* The request line is in, the header fields are not: a head
 		 * too slow from here on is told 408 in its path's format. */
-		int nul;
-		char *path = http_path_decode(uri, &nul);
-
-		atomic_store(&hc->hc_sock->hk_answer, nul ? 0 : http_timeout_find(gen, path));
-		free(path);
+		atomic_store(&hc->hc_sock->hk_answer,
+		             hc->hc_path_nul ? 0 : http_timeout_find(gen, hc->hc_path));
 	}
 	q = strchr(uri, '?');
 	if (q != NULL) {
@@ -1358,9 +1389,49 @@ static int http_defer_abandon(struct http_conn *hc)
 	return 0;
 }
 
+/* Where a kept-alive connection is once its request hc completed (ok: it
+ * was answered): idle, or already in its next head when more bytes came
+ * than its requests so far had. A pipelined request, or the first bytes of
+ * the next one sent with the last, are in libmicrohttpd's buffer already
+ * and never show as new bytes to the sweeper's look at idle connections:
+ * their head's deadline runs from here. Otherwise the bytes received now
+ * are what that look compares with. */
+static enum http_phase http_sock_rest(struct http_sock *hk, const struct http_conn *hc, int ok)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	uint64_t got;
+
+	memset(&ti, 0, sizeof(ti));
+	if (!ok || hk->hk_fd < 0 || getsockopt(hk->hk_fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+	    len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received)) {
+		hk->hk_consumed = UINT64_MAX;
+		atomic_store(&hk->hk_idle_base, UINT64_MAX);
+		return HTTP_PHASE_IDLE;
+	}
+	got = ti.tcpi_bytes_received;
+	if (hk->hk_consumed != UINT64_MAX) {
+		if (hc->hc_chunked || hc->hc_head_bytes == 0) {
+			hk->hk_consumed = UINT64_MAX;
+		} else {
+			hk->hk_consumed +=
+			        hc->hc_head_bytes + (uint64_t)atomic_load(&hk->hk_body_bytes);
+		}
+	}
+	if (hk->hk_consumed != UINT64_MAX && got > hk->hk_consumed) {
+		return HTTP_PHASE_HEAD;
+	}
+	if (hk->hk_consumed != UINT64_MAX && got < hk->hk_consumed) {
+		hk->hk_consumed = UINT64_MAX; /* counted wrong: never trusted again */
+	}
+	atomic_store(&hk->hk_idle_base, got);
+	return HTTP_PHASE_IDLE;
+}
+
 static void http_completed(void *cls, struct MHD_Connection *con, void **con_cls,
 			   enum MHD_RequestTerminationCode toe)
 {
+	enum http_phase next = HTTP_PHASE_IDLE;
 	struct http_gen *gen = cls;
 	struct http_conn *hc = *con_cls;
 
@@ -1381,8 +1452,9 @@ static void http_completed(void *cls, struct MHD_Connection *con, void **con_cls
 		if (hc->hc_sock->hk_timeout != NULL) {
 			http_sock_timeout_set(gen, hc->hc_sock, NULL, 0);
 		}
+		next = http_sock_rest(hc->hc_sock, hc, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
 	}
-	http_sock_move(hc->hc_sock, HTTP_PHASE_IDLE);
+	http_sock_move(hc->hc_sock, next);
 	if (hc->hc_defer.hd_fn != NULL && http_defer_abandon(hc)) {
 		return;
 	}
@@ -1594,7 +1666,6 @@ static int http_request_build(struct MHD_Connection *con, struct http_conn *hc, 
                               const char *method, const char *version)
 {
 	struct http_request *req = &hc->hc_req;
-	int nul;
 
 	if (hc->hc_headers == NULL) {
 		/* Sized to the request's fields: a list of HTTP_HEADERS_MAX
@@ -1613,7 +1684,9 @@ static int http_request_build(struct MHD_Connection *con, struct http_conn *hc, 
 		                          hc->hc_headers);
 	}
 	if (hc->hc_path == NULL) {
-		hc->hc_path = http_path_decode(hc->hc_url != NULL ? hc->hc_url : url, &nul);
+		/* out of memory in http_uri_logger: one more try */
+		hc->hc_path =
+		        http_path_decode(hc->hc_url != NULL ? hc->hc_url : url, &hc->hc_path_nul);
 		if (hc->hc_path == NULL) {
 			return -1;
 		}
@@ -1829,7 +1902,11 @@ static int http_timeout_find(const struct http_gen *gen, const char *path)
 	size_t i;
 
 	for (i = 0; path != NULL && i < gen->hg_n_timeouts; i++) {
-		if (strcmp(gen->hg_timeouts[i].hta_path, path) == 0) {
+		const struct http_timeout_answer *ta = &gen->hg_timeouts[i];
+
+		if (strncmp(ta->hta_path, path, ta->hta_path_len) == 0 &&
+		    (path[ta->hta_path_len] == '\0' ||
+		     (ta->hta_under && path[ta->hta_path_len] == '/'))) {
 			return (int)i + 1;
 		}
 	}
@@ -1847,10 +1924,8 @@ static int http_head_check(struct MHD_Connection *con, struct http_conn *hc, con
 	const union MHD_ConnectionInfo *ci =
 	        MHD_get_connection_info(con, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
 	struct http_framing hm;
-	char *path;
-	int nul = 0;
 
-	if (hc->hc_url == NULL) {
+	if (hc->hc_url == NULL || hc->hc_path == NULL) {
 		http_refusal_set(hf, 503, "unavailable", "Temporarily unavailable",
 		                 "Out of memory.");
 		return -1;
@@ -1875,13 +1950,7 @@ static int http_head_check(struct MHD_Connection *con, struct http_conn *hc, con
 		                         HTTP_QUERY_PARAMS_MAX) " query parameters.");
 		return -1;
 	}
-	path = http_path_decode(hc->hc_url, &nul);
-	if (!nul && hc->hc_path == NULL) {
-		hc->hc_path = path; /* the route's path (http_request_build) */
-	} else {
-		free(path);
-	}
-	if (nul) {
+	if (hc->hc_path_nul) {
 		http_refusal_set(hf, 400, "nul_in_target", "NUL byte in the request target",
 		                 "The path contains an encoded NUL byte (%00).");
 		return -1;
@@ -1893,6 +1962,8 @@ static int http_head_check(struct MHD_Connection *con, struct http_conn *hc, con
 	}
 	memset(&hm, 0, sizeof(hm));
 	MHD_get_connection_values(con, MHD_HEADER_KIND, http_framing_collect, &hm);
+	hc->hc_head_bytes = ci != NULL ? ci->header_size : 0;
+	hc->hc_chunked = hm.hm_te_n > 0;
 	if (hm.hm_fields > HTTP_HEADERS_MAX) {
 		http_refusal_set(
 		        hf, 431, "too_many_headers", "Too many header fields",
@@ -2372,7 +2443,8 @@ static void http_sock_timeout_set(struct http_gen *gen, struct http_sock *hk, ch
  * the 408 it would get for a body too slow, so that the page's script
  * reads the 408 instead of a network error. Made now, as the sweeper that
  * sends it cannot read the request; most requests never need it. A slow
- * head, whose fields are not all in, gets the 408 without them. */
+ * head, whose fields are not all in, gets its path's own 408 (ho_timeouts:
+ * at /api, the headers a request without an Origin gets), or the plain one. */
 static void http_timeout_own(struct MHD_Connection *con, struct http_conn *hc, const char *url,
                              const char *method, const char *version)
 {
@@ -2382,9 +2454,17 @@ static void http_timeout_own(struct MHD_Connection *con, struct http_conn *hc, c
 	struct reply r;
 	char *data = NULL;
 	size_t len = 0;
+	int own;
 
-	if (gen->hg_timeout_headers == NULL || gen->hg_tls || hc->hc_sock == NULL ||
-	    atomic_load(&hc->hc_sock->hk_answer) != 0 ||
+	if (gen->hg_timeout_headers == NULL || gen->hg_tls || hc->hc_sock == NULL) {
+		return;
+	}
+	/* A path with an exact answer of its own keeps it; one under a
+	 * prefix (/api) has the headers a request without Origin gets, and
+	 * an allowed Origin may get more (its own, echoed). */
+	own = atomic_load(&hc->hc_sock->hk_answer);
+	if ((own > 0 && (size_t)own <= gen->hg_n_timeouts &&
+	     !gen->hg_timeouts[own - 1].hta_under) ||
 	    MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Origin") == NULL) {
 		return;
 	}
@@ -2432,6 +2512,8 @@ static int http_timeout_answer_make(struct http_gen *gen, const struct http_opti
 
 		gen->hg_n_timeouts++;
 		ta->hta_path = strdup(opt->ho_timeouts[i].htr_path);
+		ta->hta_path_len = ta->hta_path != NULL ? strlen(ta->hta_path) : 0;
+		ta->hta_under = opt->ho_timeouts[i].htr_under;
 		if (ta->hta_path == NULL || http_timeout_wire(opt->ho_timeouts[i].htr_reply,
 		                                              &ta->hta_data, &ta->hta_len) < 0) {
 			goto done;

@@ -94,7 +94,8 @@ void http_resume(struct http_deferred *d);
 
 struct http_timeout_reply {
 	const char *htr_path;          /* the decoded path, exactly ("/hooks/wechatpay") */
-	const struct reply *htr_reply; /* its 408: content type and body */
+	int htr_under;                 /* and every path below it (htr_path + "/...") */
+	const struct reply *htr_reply; /* its 408: content type, headers and body */
 };
 
 /* Limits and timeouts: 0 takes the default. */
@@ -118,14 +119,18 @@ struct http_options {
 	 * 503): ret holds the problem for why; it may add headers (CORS) or
 	 * replace it (a provider's own format), never defer. */
 	http_refused_fn ho_refused;
-	/* Optional: the paths whose 408 for a body too slow is not the
-	 * problem+json. The sweeper sends that answer without the route; the
-	 * path of a head that is not in yet is not known, so a slow head gets
-	 * the problem everywhere. Copied by http_create and http_reload. */
+	/* Optional: the paths whose 408 is not the listener's plain
+	 * problem+json (a provider's own format, or the order API's CORS
+	 * headers). The sweeper sends that answer without the route, for a
+	 * head too slow once its request line is in, and for a body too
+	 * slow; a head whose request line is not in yet has no path and
+	 * gets the plain problem. The first entry that matches counts.
+	 * Copied by http_create and http_reload. */
 	const struct http_timeout_reply *ho_timeouts;
 	size_t ho_n_timeouts;
 	/* Optional: adds headers (CORS) to the 408 a request would get for a
-	 * body too slow, at a path without an answer of its own. Called with
+	 * body too slow, at a path without an exact answer of its own (one
+	 * under a ho_timeouts entry with htr_under is still asked). Called with
 	 * the route's arg and why the 408, once the head of a request with a
 	 * body and an Origin field is in, on plain HTTP only: the request
 	 * may well complete, so it must do nothing but add headers. */

@@ -880,6 +880,163 @@ static void test_under_a_star_every_answer_says_star_and_never_echoes_null(void 
 	daemon_finish(&d);
 }
 
+/* The answers the listener makes itself on /api, before (or without) the
+ * API's route, each read from a raw socket: under "*" every one says
+ * Access-Control-Allow-Origin: *, a request without an Origin too. */
+struct star_case {
+	const char *sc_what;
+	int sc_status;
+	char *sc_request; /* malloc'd */
+	size_t sc_len;
+};
+
+static void star_case_add(struct star_case *sc, size_t *n, const char *what, int status,
+                          const char *fmt, ...)
+{
+	va_list ap;
+	char *s = malloc(16384);
+	int len;
+
+	assert_non_null(s);
+	va_start(ap, fmt);
+	len = vsnprintf(s, 16384, fmt, ap);
+	va_end(ap);
+	assert_true(len > 0 && len < 16384);
+	sc[*n].sc_what = what;
+	sc[*n].sc_status = status;
+	sc[*n].sc_request = s;
+	sc[*n].sc_len = (size_t)len;
+	(*n)++;
+}
+
+static void assert_star_cors(const struct rh_response *r, const char *what)
+{
+	char *v = rh_header(r, "Access-Control-Allow-Origin");
+
+	if (v == NULL || strcmp(v, "*") != 0) {
+		fail_msg("%s: answered %d without Access-Control-Allow-Origin: * (%s)", what,
+		         r->rr_status, v != NULL ? v : "none");
+	}
+	free(v);
+	v = rh_header(r, "Access-Control-Expose-Headers");
+	if (v == NULL || strstr(v, "Retry-After") == NULL) {
+		fail_msg("%s: answered %d without Access-Control-Expose-Headers", what,
+		         r->rr_status);
+	}
+	free(v);
+}
+
+static void test_under_a_star_every_answer_the_listener_makes_on_api_says_star(void **state)
+{
+	static const char slow_body[] = "POST /api/orders HTTP/1.1\r\nHost: shop\r\n"
+	                                "Content-Type: application/json\r\n"
+	                                "Idempotency-Key: star-slow\r\n"
+	                                "Content-Length: 100\r\n\r\n{\"amount\":";
+	static const char slow_head[] = "GET /api/orders/ord_aaaaaaaaaaaaaaaaaaaa HTTP/1.1\r\n"
+	                                "Host: shop\r\n";
+	struct star_case sc[16];
+	size_t n = 0;
+	char *big = malloc(12000);
+	char *many = malloc(4096);
+	struct rh_response r;
+	struct daemon d;
+	int fd[2];
+	size_t i;
+
+	(void)state;
+	assert_non_null(big);
+	assert_non_null(many);
+	memset(big, 'a', 11999);
+	big[11999] = '\0';
+	many[0] = '\0';
+	for (i = 0; i < 101; i++) {
+		snprintf(many + strlen(many), 4096 - strlen(many), "X-F%zu: 1\r\n", i);
+	}
+	assert_int_equal(daemon_init(&d, API_ONLY_INI "[server]\nhead_timeout = 2s\nbody_max = 1k\n"
+	                                              "[api]\ncors_origins = *\n"),
+	                 0);
+	assert_int_equal(daemon_start(&d), 0);
+	/* The two slow ones first, so that they wait together. */
+	fd[0] = rh_connect(NULL, d.dm_port);
+	fd[1] = rh_connect(NULL, d.dm_port);
+	assert_true(fd[0] >= 0 && fd[1] >= 0);
+	assert_int_equal(rh_send(fd[0], slow_head, sizeof(slow_head) - 1), 0);
+	assert_int_equal(rh_send(fd[1], slow_body, sizeof(slow_body) - 1), 0);
+	star_case_add(sc, &n, "body over [server] body_max", 413,
+	              "POST /api/orders HTTP/1.1\r\nHost: shop\r\nContent-Length: 5000\r\n\r\n");
+	star_case_add(sc, &n, "target over 4096 bytes", 414,
+	              "GET /api/orders/%.5000s HTTP/1.1\r\nHost: shop\r\n\r\n", big);
+	star_case_add(sc, &n, "101 header fields", 431,
+	              "GET /api/orders HTTP/1.1\r\nHost: shop\r\n%s\r\n", many);
+	star_case_add(sc, &n, "head over 8192 bytes", 431,
+	              "GET /api/orders HTTP/1.1\r\nHost: shop\r\nX-Big: %.9000s\r\n\r\n", big);
+	star_case_add(sc, &n, "encoded NUL in the path", 400,
+	              "GET /api/orders%%00 HTTP/1.1\r\nHost: shop\r\n\r\n");
+	star_case_add(sc, &n, "no Host", 400, "GET /api/orders HTTP/1.1\r\n\r\n");
+	star_case_add(sc, &n, "a transfer coding other than chunked", 501,
+	              "POST /api/orders HTTP/1.1\r\nHost: shop\r\n"
+	              "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n");
+	star_case_add(sc, &n, "a method the path does not take", 405,
+	              "DELETE /api/orders HTTP/1.1\r\nHost: shop\r\nConnection: close\r\n\r\n");
+	for (i = 0; i < n; i++) {
+		assert_int_equal(rh_exchange(d.dm_port, sc[i].sc_request, sc[i].sc_len, 10000, &r),
+		                 1);
+		if (r.rr_status != sc[i].sc_status) {
+			fail_msg("%s: answered %d, not %d", sc[i].sc_what, r.rr_status,
+			         sc[i].sc_status);
+		}
+		assert_star_cors(&r, sc[i].sc_what);
+		rh_response_finish(&r);
+		free(sc[i].sc_request);
+	}
+	for (i = 0; i < 2; i++) {
+		const char *what = i == 0 ? "a head too slow" : "a body too slow";
+
+		assert_int_equal(rh_read_response(fd[i], 30000, &r), 1);
+		assert_int_equal(r.rr_status, 408);
+		assert_non_null(strstr(r.rr_body, "urn:idemhook:problem:request_timeout"));
+		assert_star_cors(&r, what);
+		rh_response_finish(&r);
+		close(fd[i]);
+	}
+	free(big);
+	free(many);
+	daemon_finish(&d);
+}
+
+/* With origins listed, a 408 at /api to a request without an Origin (a
+ * head too slow: its fields are not in) still says Vary: Origin, as every
+ * other answer of the API does, and allows no origin. */
+static void test_with_origins_listed_a_slow_head_on_api_is_408_with_vary_origin(void **state)
+{
+	static const char slow_head[] = "GET /api/orders/ord_aaaaaaaaaaaaaaaaaaaa HTTP/1.1\r\n"
+	                                "Host: shop\r\nOrigin: " E2E_ORIGIN "\r\n";
+	struct rh_response r;
+	struct daemon d;
+	char *v;
+	int fd;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, API_ONLY_INI "[server]\nhead_timeout = 1s\n"
+	                                              "[api]\ncors_origins = " E2E_ORIGIN "\n"),
+	                 0);
+	assert_int_equal(daemon_start(&d), 0);
+	fd = rh_connect(NULL, d.dm_port);
+	assert_true(fd >= 0);
+	assert_int_equal(rh_send(fd, slow_head, sizeof(slow_head) - 1), 0);
+	assert_int_equal(rh_read_response(fd, 30000, &r), 1);
+	assert_int_equal(r.rr_status, 408);
+	v = rh_header(&r, "Vary");
+	assert_non_null(v);
+	assert_string_equal(v, "Origin");
+	free(v);
+	v = rh_header(&r, "Access-Control-Allow-Origin");
+	assert_null(v);
+	rh_response_finish(&r);
+	close(fd);
+	daemon_finish(&d);
+}
+
 /* With origins listed, "null" is none of them: no preflight, no answer
  * to read. */
 static void test_with_origins_listed_null_is_refused(void **state)
@@ -1340,6 +1497,66 @@ static void test_checkout_answers_in_the_type_the_accept_field_prefers(void **st
 			hres_finish(&r);
 		}
 	}
+	free(page);
+}
+
+/* The checkout's answers that come as HTML or JSON by Accept say
+ * Vary: Accept, each of them (created, replayed, reused, refused, the
+ * order's page found or not, a demo payment's): a cache in front must not
+ * give the page to the script or the JSON to the browser. */
+static void test_checkout_answers_chosen_by_accept_say_vary_accept(void **state)
+{
+	const char *json = "Accept: application/json";
+	const char *key = "idempotency_key=0b6f3c9e-5a1d-4e2f-8c7b-9d0e1f2a3b4c";
+	char form[256];
+	char *page;
+	char *url;
+	char *loc = NULL;
+	struct hres r;
+	int k;
+
+	(void)state;
+	for (k = 0; k < 3; k++) {
+		/* created (303), replayed (303), reused with other details (422) */
+		snprintf(form, sizeof(form), "%s&product=mug&quantity=%d", key, k < 2 ? 1 : 2);
+		e2e_form_post_accept(form, json, &r);
+		assert_int_equal(r.hs_status, k < 2 ? 303 : 422);
+		assert_header_contains(&r, "Vary", "Accept");
+		if (k == 0) {
+			loc = hres_header(&r, "Location");
+			assert_non_null(loc);
+		}
+		hres_finish(&r);
+	}
+	e2e_form_post_accept("product=mug&quantity=1", json, &r);
+	assert_int_equal(r.hs_status, 400);
+	assert_header_contains(&r, "Vary", "Accept");
+	hres_finish(&r);
+	url = e2e_url(&e2e_main, loc);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	assert_header_contains(&r, "Vary", "Accept");
+	hres_finish(&r);
+	page = e2e_url(&e2e_main, "/orders/ord_aaaaaaaaaaaaaaaaaaaa");
+	assert_int_equal(hn_http("GET", page, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 404);
+	assert_header_contains(&r, "Vary", "Accept");
+	hres_finish(&r);
+	free(page);
+	page = e2e_url(&e2e_main, "/orders/ord_aaaaaaaaaaaaaaaaaaaa/pay");
+	assert_int_equal(hn_http("POST", page, NULL, "", 0, &r), 0);
+	assert_int_equal(r.hs_status, 404);
+	assert_header_contains(&r, "Vary", "Accept");
+	hres_finish(&r);
+	free(page);
+	free(url);
+	free(loc);
+	/* The form itself is the same for every Accept. */
+	page = e2e_url(&e2e_main, "/checkout");
+	assert_int_equal(hn_http("GET", page, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	assert_no_header(&r, "Vary");
+	hres_finish(&r);
 	free(page);
 }
 
@@ -1887,6 +2104,10 @@ int main(void)
 	                test_cross_origin_replies_expose_location_retry_after_and_replayed),
 	        cmocka_unit_test(test_answers_vary_on_origin_whatever_the_origin),
 	        cmocka_unit_test(test_under_a_star_every_answer_says_star_and_never_echoes_null),
+	        cmocka_unit_test(
+	                test_under_a_star_every_answer_the_listener_makes_on_api_says_star),
+	        cmocka_unit_test(
+	                test_with_origins_listed_a_slow_head_on_api_is_408_with_vary_origin),
 	        cmocka_unit_test(test_with_origins_listed_null_is_refused),
 	        cmocka_unit_test(test_a_body_too_slow_is_408_with_cors_for_an_allowed_origin),
 	        cmocka_unit_test(test_options_that_is_no_preflight_answers_allow),
@@ -1900,6 +2121,7 @@ int main(void)
 	        cmocka_unit_test(test_checkout_without_key_or_with_bad_fields_is_400),
 	        cmocka_unit_test(test_checkout_reference_not_utf8_or_with_controls_is_400),
 	        cmocka_unit_test(test_checkout_answers_in_the_type_the_accept_field_prefers),
+	        cmocka_unit_test(test_checkout_answers_chosen_by_accept_say_vary_accept),
 	        cmocka_unit_test(
 	                test_checkout_takes_the_longest_reference_its_form_lets_a_customer_type),
 	        cmocka_unit_test(test_checkout_refusal_gives_the_form_back_with_its_key),

@@ -1132,6 +1132,54 @@ test_an_idle_keep_alive_connection_is_not_a_slow_head_but_its_trickled_next_head
 	http_destroy(srv);
 }
 
+/* The next request's first bytes on a kept-alive connection, come with the
+ * previous request in one write (pipelined) or just after its answer
+ * (before the sweeper looked at the idle connection), and then nothing
+ * more: that head gets its 408 at the head deadline, not the 30 s
+ * connection timeout. */
+static void test_a_next_head_begun_with_or_right_after_a_request_gets_its_deadline(void **state)
+{
+	struct http_server *srv = start_limited(1000, 0, 0, 0);
+	const char req[] = "POST /hooks/x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+	const char next[] = "POST /hoo"; /* not even the request line */
+	char both[sizeof(req) + sizeof(next)];
+	struct rh_response r;
+	int64_t t0;
+	int fd[2];
+	int i;
+
+	(void)state;
+	snprintf(both, sizeof(both), "%s%s", req, next);
+	for (i = 0; i < 2; i++) {
+		fd[i] = rh_connect(NULL, http_port(srv));
+		assert_true(fd[i] >= 0);
+	}
+	/* one write: the request and the next head's first bytes */
+	assert_int_equal(rh_send(fd[0], both, strlen(both)), 0);
+	/* the request, its answer, at once the next head's first bytes */
+	assert_int_equal(rh_send(fd[1], req, sizeof(req) - 1), 0);
+	t0 = hn_now_ms();
+	for (i = 0; i < 2; i++) {
+		assert_int_equal(rh_read_response(fd[i], 5000, &r), 1);
+		assert_int_equal(r.rr_status, 200);
+		assert_false(r.rr_close);
+		rh_response_finish(&r);
+	}
+	assert_int_equal(rh_send(fd[1], next, sizeof(next) - 1), 0);
+	for (i = 0; i < 2; i++) {
+		int rc = rh_read_response(fd[i], 8000, &r);
+
+		if (rc != 1) {
+			fail_msg("connection %d: no 408 %lld ms after the head began", i,
+			         (long long)(hn_now_ms() - t0));
+		}
+		assert_int_equal(r.rr_status, 408);
+		rh_response_finish(&r);
+		close(fd[i]);
+	}
+	http_destroy(srv);
+}
+
 static void test_keep_alive_requests_at_any_pace_are_never_taken_for_slow_heads(void **state)
 {
 	struct http_server *srv = start_limited(1000, 0, 0, 0);
@@ -2338,6 +2386,8 @@ int main(void)
 	                test_an_idle_keep_alive_connection_is_not_a_slow_head_but_its_trickled_next_head_is),
 	        cmocka_unit_test(
 	                test_keep_alive_requests_at_any_pace_are_never_taken_for_slow_heads),
+	        cmocka_unit_test(
+	                test_a_next_head_begun_with_or_right_after_a_request_gets_its_deadline),
 	        cmocka_unit_test(test_a_body_slower_than_the_floor_is_cut_with_408),
 	        cmocka_unit_test(
 	                test_more_connections_than_fd_setsize_and_a_request_is_still_answered),
