@@ -828,8 +828,13 @@ struct outbound *outbound_start(const struct env *env, int *ret_err)
 		outbox_conf_finish(&oc);
 		/* No worker will lease them: rows a crash left 'delivering' are
 		 * queued again all the same, or lists show them delivering for
-		 * ever. A failure leaves them so (logged), the rest starts. */
-		outbox_release_all(env->env_store, env_now_ms(env), NULL);
+		 * ever. A failure leaves them so (the store's line says why),
+		 * the rest starts. */
+		if (outbox_release_all(env->env_store, env_now_ms(env), NULL) < 0) {
+			log_notice("outbound: calls a previous run left delivering stay so for now "
+			           "(the line above says why); with no [outbound] nothing delivers "
+			           "them, and the next start queues them again");
+		}
 		return NULL;
 	}
 	ob = outbound_create(env->env_store, &oc, &orc, NULL);

@@ -580,6 +580,33 @@ static void test_serve_under_a_held_write_lock_with_outbound_exits_75_not_78(voi
 	daemon_finish(&d);
 }
 
+/* Without [outbound] the start still queues again the calls a previous
+ * run left delivering; under a held write lock that write fails, the
+ * daemon starts all the same and says what stays as it was. */
+static void test_serve_under_a_held_write_lock_without_outbound_says_what_stays(void **state)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+	struct hn_sqlite lock;
+	struct daemon d;
+
+	(void)state;
+	if (hn_backend_is_postgresql()) {
+		skip(); /* SQLite's write lock */
+	}
+	assert_int_equal(daemon_init(&d, FX_STRIPE_INI "\n[store]\nbusy_timeout_ms = 200\n"), 0);
+	assert_int_equal(daemon_cli(&d, 1, migrate, NULL), 0);
+	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	assert_int_equal(daemon_log_wait(&d,
+	                                 "<5>outbound: calls a previous run left delivering stay "
+	                                 "so for now (the line above says why)",
+	                                 10000),
+	                 0);
+	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
+	assert_int_equal(daemon_term(&d, 10), 0);
+	daemon_finish(&d);
+}
+
 /* An option a command does not know is said with the whole command's
  * name, a subcommand's too, never with the subcommand's word alone. */
 static void test_an_unknown_option_names_the_whole_command(void **state)
@@ -652,6 +679,8 @@ int main(void)
 	        cmocka_unit_test(test_a_write_command_on_a_locked_database_says_what_is_unchanged),
 	        cmocka_unit_test(test_an_unknown_option_names_the_whole_command),
 	        cmocka_unit_test(test_serve_under_a_held_write_lock_with_outbound_exits_75_not_78),
+	        cmocka_unit_test(
+	                test_serve_under_a_held_write_lock_without_outbound_says_what_stays),
 	        cmocka_unit_test(
 	                test_audit_list_says_a_bad_value_and_names_a_filter_that_matches_nothing),
 	};
