@@ -2810,7 +2810,8 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 	if (ret_from != NULL) {
 		*ret_from = version;
 	}
-	if (store_version_check(version, !opt->so_read_only && !opt->so_no_migrate) < 0) {
+	if ((opt->so_read_only ? store_version_check_read(version)
+	                       : store_version_check(version, !opt->so_no_migrate)) < 0) {
 		goto fail;
 	}
 	if (!opt->so_read_only && !opt->so_no_migrate) {
