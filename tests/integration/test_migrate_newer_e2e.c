@@ -296,7 +296,7 @@ static void test_receivers_facing_a_newer_schema_are_not_ready_and_store_nothing
  * (on PostgreSQL in the round that carries its BEGIN). */
 static void test_a_callback_right_after_a_newer_migration_stores_nothing(void **state)
 {
-	struct t_psql tp;
+	struct t_psql tp = {0};
 	struct daemon d;
 	char evt_id[64];
 	char sql[320];
