@@ -12,8 +12,18 @@
  * when not known). */
 static int cmd_migrate_busy(int from, int to)
 {
-	if (from < 0 || to < 0) {
+	if (from < 0) {
 		return cli_tempfail("migrate", "no migration was applied");
+	}
+	if (to < 0) {
+		/* The connection went, and no new one could read the
+		 * version a migration may have committed before. */
+		return cli_tempfail(
+		        "migrate",
+		        "the schema is at version %d or a later one, never between two "
+		        "(each migration is applied whole in its own transaction, or not "
+		        "at all)",
+		        from);
 	}
 	if (to == from) {
 		return cli_tempfail("migrate",

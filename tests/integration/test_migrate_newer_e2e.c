@@ -296,7 +296,7 @@ static void test_receivers_facing_a_newer_schema_are_not_ready_and_store_nothing
  * (on PostgreSQL in the round that carries its BEGIN). */
 static void test_a_callback_right_after_a_newer_migration_stores_nothing(void **state)
 {
-	struct t_psql tp;
+	struct t_psql tp = {0};
 	struct daemon d;
 	char evt_id[64];
 	char sql[320];
@@ -344,12 +344,136 @@ static void test_a_callback_right_after_a_newer_migration_stores_nothing(void **
 	daemon_finish(&d);
 }
 
+/* Runs the command args (NULL-terminated), returns its exit status with
+ * its stdout and stderr in *ret_out and *ret_err (the caller frees). */
+static int t_cli(struct daemon *d, const char *const *args, char **ret_out, char **ret_err)
+{
+	int rc = daemon_cli_err(d, 1, args, ret_out, ret_err);
+
+	assert_non_null(*ret_err);
+	return rc;
+}
+
+/* Every migration so far keeps what an older release reads, so the
+ * commands that only read may read a newer schema as their own (with a
+ * notice); every command that writes still refuses it, changing nothing. */
+static void test_read_only_commands_read_a_newer_schema_and_writers_refuse_it(void **state)
+{
+	static const char *const readers[][5] = {
+	        {"events", "list", NULL}, {"events", "show", "EVENT", NULL},
+	        {"order", "list", NULL},  {"order", "show", "ORDER", NULL},
+	        {"stats", NULL},          {"audit", "list", NULL},
+	        {"outbox", "list", NULL}, {"gc", "--dry-run", NULL},
+	};
+	static const char *const writers[][6] = {
+	        {"order", "create", "--amount", "500", "--currency", "usd"},
+	        {"events", "dismiss", "EVENT", "--reason", "t", NULL},
+	        {"gc", NULL},
+	        {"migrate", NULL},
+	};
+	struct daemon d;
+	char notice[160];
+	char refused[160];
+	char event_id[32];
+	char order_id[96];
+	char *out = NULL;
+	char *err = NULL;
+	const char *args[8];
+	int64_t version;
+	int64_t records;
+	int retry;
+	int replayed;
+	size_t i;
+	size_t j;
+	int rc;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, T_INI), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	assert_int_equal(t_readyz_until(&d, 200, NULL), 0);
+	assert_int_equal(t_post(&d, "evt_read_newer", &retry, &replayed), 200);
+	{
+		const char *create[] = {"order",      "create", "--amount", "1999",
+		                        "--currency", "usd",    NULL};
+
+		assert_int_equal(t_cli(&d, create, &out, &err), 0);
+		assert_non_null(out);
+		assert_int_equal(sscanf(out, "%95s", order_id), 1);
+		free(out);
+		free(err);
+	}
+	assert_int_equal(daemon_term(&d, 30), 0);
+	snprintf(event_id, sizeof(event_id), "%" PRId64,
+	         hn_db_int(d.dm_db, "SELECT id FROM events WHERE idem_key = 'evt_read_newer'"));
+	version = t_schema(&d);
+	records = t_records(&d);
+	t_set_schema(&d, version + 1);
+	snprintf(notice, sizeof(notice),
+	         "database schema %" PRId64 " is newer than this idemhook (%" PRId64
+	         "): reading it as %" PRId64,
+	         version + 1, version, version);
+	snprintf(refused, sizeof(refused),
+	         "database schema version %" PRId64 " is newer than this idemhook (%" PRId64
+	         "); refusing to touch it",
+	         version + 1, version);
+
+	for (i = 0; i < sizeof(readers) / sizeof(readers[0]); i++) {
+		for (j = 0; readers[i][j] != NULL; j++) {
+			args[j] = strcmp(readers[i][j], "EVENT") == 0   ? event_id
+			          : strcmp(readers[i][j], "ORDER") == 0 ? order_id
+			                                                : readers[i][j];
+		}
+		args[j] = NULL;
+		rc = t_cli(&d, args, &out, &err);
+		if (rc != 0 || strstr(err, notice) == NULL) {
+			fprintf(stderr, "%s %s: %d\n%s", args[0], args[1] != NULL ? args[1] : "",
+			        rc, err);
+		}
+		assert_int_equal(rc, 0);
+		assert_non_null(strstr(err, notice));
+		if (strcmp(args[0], "events") == 0 || strcmp(args[0], "order") == 0) {
+			/* what is stored, read */
+			assert_non_null(out);
+			assert_non_null(strstr(
+			        out, strcmp(args[0], "events") == 0 ? "evt_read_newer" : order_id));
+		}
+		free(out);
+		free(err);
+	}
+	for (i = 0; i < sizeof(writers) / sizeof(writers[0]); i++) {
+		for (j = 0; j < 6 && writers[i][j] != NULL; j++) {
+			args[j] = strcmp(writers[i][j], "EVENT") == 0 ? event_id : writers[i][j];
+		}
+		args[j] = NULL;
+		rc = t_cli(&d, args, &out, &err);
+		if (rc == 0 || strstr(err, refused) == NULL) {
+			fprintf(stderr, "%s %s: %d\n%s", args[0], args[1] != NULL ? args[1] : "",
+			        rc, err);
+		}
+		assert_int_not_equal(rc, 0);
+		assert_non_null(strstr(err, refused));
+		assert_null(strstr(err, "reading it as"));
+		free(out);
+		free(err);
+	}
+	/* nothing written: the schema and the rows as they were */
+	assert_int_equal(t_schema(&d), version + 1);
+	t_set_schema(&d, version);
+	assert_int_equal(t_records(&d), records);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT count(*) FROM orders"), 1);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT count(*) FROM events WHERE dismissed_at IS "
+	                                    "NOT NULL"),
+	                 0);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(
 	                test_receivers_facing_a_newer_schema_are_not_ready_and_store_nothing),
 	        cmocka_unit_test(test_a_callback_right_after_a_newer_migration_stores_nothing),
+	        cmocka_unit_test(test_read_only_commands_read_a_newer_schema_and_writers_refuse_it),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "buf.h"
+
 #include "pg_common.h"
 
 #define T_RUNS 4
@@ -63,10 +65,171 @@ static void test_migrate_runs_at_once_report_the_migration_once(void **state)
 	daemon_finish(&d);
 }
 
+static void t_no_rows(struct buf *sql, int pg, void *arg)
+{
+	(void)sql;
+	(void)pg;
+	(void)arg;
+}
+
+/* The schema version d's database records, read by psql (the store
+ * refuses to read an older schema). */
+static int64_t t_schema(const struct daemon *d)
+{
+	char *out = NULL;
+	int64_t version;
+
+	assert_int_equal(pgserver_psql(pgserver_shared(NULL), d->dm_pg_db,
+	                               "SELECT max(version) FROM idemhook_schema", &out),
+	                 0);
+	assert_non_null(out);
+	version = strtoll(out, NULL, 10);
+	free(out);
+	return version;
+}
+
+/* d's database as the release before migration 0019 left it, with a psql
+ * session holding the lock 0019's ALTER TABLE needs. Returns the version
+ * found, or 0 when the harness cannot build an older schema here. */
+static int64_t t_older_schema_locked(struct daemon *d, struct pg_session *ps)
+{
+	int rc;
+
+	assert_int_equal(daemon_init_pg(d, FX_STRIPE_INI), 0);
+	rc = hn_db_build_before(d, "0019_", t_no_rows, NULL);
+	if (rc == 1) {
+		return 0;
+	}
+	assert_int_equal(rc, 0);
+	assert_int_equal(pg_session_start(ps, d), 0);
+	assert_int_equal(pg_session_run(ps, "BEGIN; LOCK TABLE idempotency_records IN ACCESS "
+	                                    "EXCLUSIVE MODE;"),
+	                 0);
+	return t_schema(d);
+}
+
+/* Once the lock is released, migrate finishes what the first run left. */
+static void t_migrate_after(struct daemon *d, struct pg_session *ps, int64_t from)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+	char text[96];
+	char *out = NULL;
+
+	assert_int_equal(pg_session_run(ps, "ROLLBACK;"), 0);
+	assert_int_equal(pg_session_finish(ps), 0);
+	assert_int_equal(daemon_cli(d, 1, migrate, &out), 0);
+	assert_non_null(out);
+	snprintf(text, sizeof(text), "migrated from schema version %" PRId64 " to ", from);
+	assert_non_null(strstr(out, text));
+	free(out);
+}
+
+/* A lock the migration needs, held past lock_timeout (set by the operator
+ * through PGOPTIONS, or options= in the conninfo): the migration's
+ * transaction is rolled back, and migrate says the schema is unchanged and
+ * exits 75 (temporary), not 65 (refused). */
+static void test_a_migration_stopped_by_a_lock_timeout_exits_75_schema_unchanged(void **state)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+	struct pg_session ps;
+	struct daemon d;
+	char text[128];
+	char *err = NULL;
+	int64_t from;
+	int rc;
+
+	(void)state;
+	from = t_older_schema_locked(&d, &ps);
+	if (from == 0) {
+		daemon_finish(&d);
+		skip();
+	}
+	assert_int_equal(setenv("PGOPTIONS", "-c lock_timeout=300", 1), 0);
+	rc = daemon_cli_err(&d, 1, migrate, NULL, &err);
+	unsetenv("PGOPTIONS");
+	assert_non_null(err);
+	print_message("%s", err);
+	assert_int_equal(rc, 75);
+	snprintf(text, sizeof(text), "schema version %" PRId64 " is unchanged", from);
+	assert_non_null(strstr(err, text));
+	assert_non_null(strstr(err, "Run the same command again."));
+	free(err);
+	assert_int_equal(t_schema(&d), from);
+	t_migrate_after(&d, &ps, from);
+	daemon_finish(&d);
+}
+
+/* The migration's connection lost while it waits inside its transaction
+ * (its backend terminated, as a server restart or a failover does): rolled
+ * back whole; migrate reads the version on a new connection, says it is
+ * unchanged and exits 75. */
+static void test_a_migration_whose_connection_is_lost_exits_75_schema_unchanged(void **state)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+	struct pgserver *pg = pgserver_shared(NULL);
+	struct pg_session ps;
+	struct daemon d;
+	char text[128];
+	char *log;
+	char *out = NULL;
+	int64_t from;
+	int64_t start;
+	int status = 0;
+	pid_t pid;
+
+	(void)state;
+	assert_non_null(pg);
+	from = t_older_schema_locked(&d, &ps);
+	if (from == 0) {
+		daemon_finish(&d);
+		skip();
+	}
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		_exit(daemon_cli(&d, 1, migrate, NULL));
+	}
+	/* the migration waits for the lock, inside its transaction */
+	start = hn_now_ms();
+	for (;;) {
+		assert_int_equal(
+		        pgserver_psql(pg, d.dm_pg_db,
+		                      "SELECT pg_terminate_backend(pid) FROM "
+		                      "pg_stat_activity WHERE datname = current_database() "
+		                      "AND wait_event_type = 'Lock' AND state = 'active'",
+		                      &out),
+		        0);
+		if (out != NULL && strstr(out, "t") != NULL) {
+			free(out);
+			break;
+		}
+		free(out);
+		out = NULL;
+		assert_true(hn_now_ms() - start < 10000);
+		usleep(50 * 1000);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	print_message("%s", log);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 75);
+	snprintf(text, sizeof(text), "schema version %" PRId64 " is unchanged", from);
+	assert_non_null(strstr(log, text));
+	free(log);
+	assert_int_equal(t_schema(&d), from);
+	t_migrate_after(&d, &ps, from);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_migrate_runs_at_once_report_the_migration_once),
+	        cmocka_unit_test(
+	                test_a_migration_stopped_by_a_lock_timeout_exits_75_schema_unchanged),
+	        cmocka_unit_test(
+	                test_a_migration_whose_connection_is_lost_exits_75_schema_unchanged),
 	};
 
 	pgserver_require_or_skip("test_pg_migrate");

@@ -492,6 +492,19 @@ int store_version_check(int version, int may_migrate)
 	return 0;
 }
 
+int store_version_check_read(int version)
+{
+	int newest = store_schema_version();
+
+	if (version > newest) {
+		log_notice("store: database schema %d is newer than this idemhook (%d): reading it "
+		           "as %d",
+		           version, newest, newest);
+		return 0;
+	}
+	return store_version_check(version, 0);
+}
+
 static _Thread_local enum store_open_error store_open_err;
 
 enum store_open_error store_open_error(void)

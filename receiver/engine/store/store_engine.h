@@ -219,6 +219,13 @@ void store_health_fail(struct store_health *h, const char *fmt, ...)
 /* Refuses a schema newer than this binary, and an older one unless it is
  * about to be migrated. Returns 0 or -1 (logged). */
 int store_version_check(int version, int may_migrate);
+/* store_version_check for a store that only reads: a newer schema is read
+ * as this binary's, with a notice. Every migration so far keeps each table,
+ * view and column an older release reads (a table rebuilt keeps its
+ * columns; `events` became a view of the same columns, 0012): a migration
+ * that drops or renames one must end this (docs/operations.md, "Upgrading
+ * idemhook"). Returns 0 or -1 (logged). */
+int store_version_check_read(int version);
 /* The engine's statement runner on a connection outside any store. */
 int store_conn_exec(const struct store_engine *en, struct store_conn *cn, const char *sql);
 /* Copies a row value (NUL-terminated copy for TEXT/BLOB). Returns 0 or -1. */

@@ -2271,6 +2271,20 @@ static int store_pg_version(struct store_conn *cn, int *ret)
 	return store_pg_version_q(cn, ret, 0);
 }
 
+/* Whether the failure just met on cn may pass on a new try: the connection
+ * lost (SQLSTATE class 08, or a server shutting down or starting: 57P01 to
+ * 57P03), a lock or statement timeout, a serialization failure or a
+ * deadlock. What it did not commit is rolled back whole. */
+static int store_pg_failed_for_now(const struct store_conn *cn)
+{
+	const char *state = cn->cn_sqlstate;
+
+	return PQstatus(cn->cn_pg) != CONNECTION_OK || cn->cn_timed_out ||
+	       store_pg_sqlstate_retry(state) || strncmp(state, "08", 2) == 0 ||
+	       strcmp(state, "57P01") == 0 || strcmp(state, "57P02") == 0 ||
+	       strcmp(state, "57P03") == 0;
+}
+
 /* Applies one migration in its own transaction with its version row. The
  * version is the primary key: a second receiver migrating at the same time
  * (no advisory locks on CockroachDB) fails to commit and finds it done. */
@@ -2329,6 +2343,11 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_from, int *ret_versi
 	/* Receivers starting together migrate once: the others wait here. */
 	snprintf(sql, sizeof(sql), "SELECT pg_advisory_lock(%" PRId64 ")", STORE_PG_MIGRATE_LOCK);
 	if (store_pg_simple(cn, sql, "take the migration lock") < 0) {
+		/* Another migration held it past lock_timeout, or the
+		 * connection went: not a server without advisory locks. */
+		if (store_pg_failed_for_now(cn)) {
+			goto out;
+		}
 		log_warn("store: no advisory locks on this server; migrating under the version key "
 		         "only");
 	} else {
@@ -2360,6 +2379,20 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_from, int *ret_versi
 	}
 	rc = store_pg_version(cn, ret_version);
 out:
+	if (rc < 0 && store_pg_failed_for_now(cn)) {
+		/* Each migration commits whole or not at all: the version the
+		 * server holds now is the one reached, read again on a new
+		 * session when this one is gone (-1 when none can be had). */
+		store_open_busy();
+		*ret_version = -1;
+		if (PQstatus(cn->cn_pg) != CONNECTION_OK) {
+			locked = 0; /* went with the session */
+		}
+		if (store_pg_conn_revive(cn, cn->cn_timeout_ms) < 0 ||
+		    store_pg_version_q(cn, ret_version, 1) < 0) {
+			*ret_version = -1;
+		}
+	}
 	if (locked) {
 		snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock(%" PRId64 ")",
 		         STORE_PG_MIGRATE_LOCK);
@@ -2832,13 +2865,20 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 	if (ret_from != NULL) {
 		*ret_from = version;
 	}
-	if (store_version_check(version, !opt->so_read_only && !opt->so_no_migrate) < 0) {
+	if ((opt->so_read_only ? store_version_check_read(version)
+	                       : store_version_check(version, !opt->so_no_migrate)) < 0) {
 		goto fail;
 	}
 	if (!opt->so_read_only && !opt->so_no_migrate) {
 		int from = version;
 
 		if (store_pg_migrate(cn, &from, &version) < 0) {
+			if (ret_from != NULL) {
+				*ret_from = from;
+			}
+			if (ret_to != NULL) {
+				*ret_to = version;
+			}
 			goto fail;
 		}
 		if (ret_from != NULL) {

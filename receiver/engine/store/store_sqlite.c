@@ -2306,7 +2306,7 @@ static int store_sqlite_check_read_only(struct store_db *db)
 		store_conn_close(cn);
 		return -1;
 	}
-	if (store_version_check(version, 0) < 0) {
+	if (store_version_check_read(version) < 0) {
 		store_conn_close(cn);
 		return -1;
 	}
