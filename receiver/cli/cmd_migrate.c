@@ -73,9 +73,16 @@ static int cmd_migrate_run(int argc, char **argv, const char *config_path)
 		if (store_open_error() == STORE_OPEN_BUSY) {
 			return cmd_migrate_busy(from, to);
 		}
-		/* Permissions (logged with their fix) are no fault of the
-		 * database's; a schema it refuses is. */
-		return store_open_error() == STORE_OPEN_DENIED ? EX_NOPERM : EX_DATAERR;
+		/* Permissions (logged with their fix) and a server out of
+		 * reach are no fault of the database's; a schema it refuses is. */
+		switch (store_open_error()) {
+		case STORE_OPEN_DENIED:
+			return EX_NOPERM;
+		case STORE_OPEN_UNREACHABLE:
+			return EX_UNAVAILABLE;
+		default:
+			return EX_DATAERR;
+		}
 	}
 	if (from == to) {
 		printf("%s: schema version %d, up to date\n", name, to);

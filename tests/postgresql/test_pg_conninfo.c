@@ -87,6 +87,25 @@ test_a_conninfo_libpq_cannot_parse_is_refused_without_its_password_in_the_log(vo
 	}
 }
 
+/* A server out of reach is no fault of the database's: migrate exits 69
+ * as every other command does (EX_UNAVAILABLE: run it again once the
+ * server answers), not 65, which says the schema was refused. */
+static void test_a_server_out_of_reach_is_69_for_migrate_as_for_the_others(void **state)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+	static const char *const stats[] = {"stats", NULL};
+	struct daemon d;
+
+	(void)state;
+	assert_int_equal(daemon_init_pg(&d, FX_STRIPE_INI), 0);
+	t_conninfo_secret(&d, "host=127.0.0.1 port=1 dbname=idemhook user=idemhook "
+	                      "connect_timeout=2 password=" T_PASSWORD);
+	assert_int_equal(daemon_cli(&d, 1, migrate, NULL), 69);
+	assert_int_equal(daemon_cli(&d, 1, stats, NULL), 69);
+	t_log_is_clean(&d, "cannot connect to postgresql");
+	daemon_finish(&d);
+}
+
 /* store copy names its stores on the command line: a target libpq cannot
  * parse is refused the same way, nothing copied, no password written. */
 static void test_store_copy_refuses_a_malformed_target_without_its_password_in_the_log(void **state)
@@ -146,6 +165,7 @@ static void test_a_working_conninfo_with_a_password_stays_out_of_the_log(void **
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_a_server_out_of_reach_is_69_for_migrate_as_for_the_others),
 	        cmocka_unit_test(
 	                test_a_conninfo_libpq_cannot_parse_is_refused_without_its_password_in_the_log),
 	        cmocka_unit_test(

@@ -46,22 +46,30 @@ static int standby_readyz(const struct daemon *d, char *ret, size_t size)
 	return ready;
 }
 
-/* Polls /readyz until it answers ready (1) or not (0) as wanted; 0 when it
- * did within timeout_ms, else -1 (the last body printed). */
-static int standby_readyz_wait(const struct daemon *d, int want, int timeout_ms)
+/* Polls /readyz until it answers ready (1) or not (0) as wanted, with
+ * said in its body (NULL: any); 0 when it did within timeout_ms, else -1
+ * (the last body printed). */
+static int standby_readyz_says(const struct daemon *d, int want, const char *said, int timeout_ms)
 {
 	char body[512] = "";
 	int waited;
 
 	for (waited = 0; waited < timeout_ms; waited += 50) {
-		if (standby_readyz(d, body, sizeof(body)) == want) {
+		if (standby_readyz(d, body, sizeof(body)) == want &&
+		    (said == NULL || strstr(body, said) != NULL)) {
 			print_message("readyz: %s", body);
 			return 0;
 		}
 		usleep(50 * 1000);
 	}
-	print_message("readyz never answered %s; last: %s\n", want ? "ready" : "not ready", body);
+	print_message("readyz never answered %s%s%s; last: %s\n", want ? "ready" : "not ready",
+	              said != NULL ? " saying " : "", said != NULL ? said : "", body);
 	return -1;
+}
+
+static int standby_readyz_wait(const struct daemon *d, int want, int timeout_ms)
+{
+	return standby_readyz_says(d, want, NULL, timeout_ms);
 }
 
 static void test_a_receiver_does_not_start_on_a_server_that_takes_no_writes(void **state)
@@ -101,7 +109,13 @@ test_a_receiver_whose_server_turns_read_only_is_not_ready_and_stores_nothing(voi
 	assert_non_null(retry);
 	free(retry);
 	hres_finish(&r);
-	assert_int_equal(standby_readyz_wait(&d, 0, 5000), 0);
+	/* Not "cannot be reached" or "connection lost": the server answers,
+	 * and refuses writes. */
+	assert_int_equal(standby_readyz_says(&d, 0,
+	                                     "postgresql takes no writes: the server is read-only",
+	                                     5000),
+	                 0);
+	assert_int_equal(daemon_log_wait(&d, "session is read-only", 5000), 0);
 
 	standby_set(&d, "off");
 	for (i = 0; i < 100 && fx_stripe_send(&d, body, NULL) != 200; i++) {

@@ -689,10 +689,14 @@ static unsigned char *read_file(const char *path, size_t *ret_len)
 	return data;
 }
 
+/* A newer schema is refused by every store that may write; a read-only
+ * one (the CLI's readers) reads it as its own, every migration so far
+ * keeping what older releases read; none changes the file. */
 static void test_newer_schema_is_refused_and_the_file_left_untouched(void **state)
 {
 	struct fixture *fx = *state;
 	struct store_options so = {.so_path = fx->fx_path};
+	struct store *reader;
 	unsigned char *before;
 	unsigned char *after;
 	size_t before_len;
@@ -706,7 +710,9 @@ static void test_newer_schema_is_refused_and_the_file_left_untouched(void **stat
 
 	assert_null(store_create(&so));
 	so.so_read_only = 1;
-	assert_null(store_create(&so));
+	reader = store_create(&so);
+	assert_non_null(reader);
+	store_destroy(reader);
 	assert_int_equal(store_migrate(fx->fx_path, NULL, NULL), -1);
 
 	after = read_file(fx->fx_path, &after_len);
@@ -3012,8 +3018,9 @@ static int pg_psql(const char *conninfo, const char *sql)
 }
 
 /* A reader beside the receivers, as the CLI opens one: it reads, answers a
- * peek, and refuses work; a newer schema is refused by writers and readers
- * alike, and an older one by a store that may not migrate. */
+ * peek, and refuses work; a newer schema is refused by writers and read
+ * as its own by readers, and an older one refused by a store that may not
+ * migrate. */
 static void test_pg_read_only_stores_and_schema_versions_are_checked_as_on_sqlite(void **state)
 {
 	struct fixture *fx = *state;
@@ -3022,6 +3029,7 @@ static void test_pg_read_only_stores_and_schema_versions_are_checked_as_on_sqlit
 	        .so_conninfo = fx->fx_conninfo,
 	        .so_read_only = 1,
 	};
+	struct store *reader;
 
 	check_read_only_beside_writer(fx, &so);
 
@@ -3029,7 +3037,9 @@ static void test_pg_read_only_stores_and_schema_versions_are_checked_as_on_sqlit
 	                             "INSERT INTO idemhook_schema (version, name, applied_at) "
 	                             "VALUES (999, 'future', 0)"),
 	                 0);
-	assert_null(store_create(&so));
+	reader = store_create(&so);
+	assert_non_null(reader);
+	store_destroy(reader);
 	so.so_read_only = 0;
 	assert_null(store_create(&so));
 	assert_int_equal(store_migrate_options(&so, NULL, NULL), -1);

@@ -522,6 +522,11 @@ void store_open_busy(void)
 	store_open_err = STORE_OPEN_BUSY;
 }
 
+void store_open_unreachable(void)
+{
+	store_open_err = STORE_OPEN_UNREACHABLE;
+}
+
 /* Process-wide: a full disk is a fact about the machine, not about one
  * store, and the writer thread that meets it is not the caller's. */
 static uint64_t store_full_n;

@@ -218,12 +218,15 @@ struct store *store_create(const struct store_options *opt);
  * directory it may not create a file in); the cause and its fix are
  * logged. STORE_OPEN_BUSY: another connection held the write lock past
  * the busy timeout (a migration could not start or commit): what was not
- * committed whole is unchanged, and a new try may pass. The CLI exits 77
- * (EX_NOPERM), 75 (EX_TEMPFAIL) and 69 for the rest. */
+ * committed whole is unchanged, and a new try may pass.
+ * STORE_OPEN_UNREACHABLE: the database server could not be reached
+ * (PostgreSQL). The CLI exits 77 (EX_NOPERM), 75 (EX_TEMPFAIL) and 69 for
+ * the rest; migrate 65 for a schema it refuses. */
 enum store_open_error {
 	STORE_OPEN_FAILED = 0,
 	STORE_OPEN_DENIED,
 	STORE_OPEN_BUSY,
+	STORE_OPEN_UNREACHABLE,
 };
 enum store_open_error store_open_error(void);
 

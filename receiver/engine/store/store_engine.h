@@ -32,6 +32,9 @@ struct store_files {
 void store_open_denied(void);
 /* ... and one that met a lock held past its busy timeout, here. */
 void store_open_busy(void);
+/* The server could not be reached (logged): store_open_error says
+ * STORE_OPEN_UNREACHABLE. */
+void store_open_unreachable(void);
 /* An engine that received "no room on the disk" (SQLite's SQLITE_FULL,
  * PostgreSQL's disk_full) for any statement says so here, where it logs
  * it (store_full_count). */

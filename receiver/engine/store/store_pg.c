@@ -106,6 +106,7 @@ struct store_conn {
 	int cn_reader;              /* a pooled read connection */
 	const char *cn_conninfo;    /* borrowed from its store_db, for reconnecting */
 	unsigned *cn_fails;         /* its store_db's db_fails */
+	int *cn_read_only;          /* its store_db's db_read_only */
 	const char *cn_role;        /* its fallback application_name */
 	const char *cn_app_name;    /* borrowed from its store_db: its application_name, or NULL */
 	const char *cn_session_attrs; /* borrowed: its target_session_attrs, or NULL */
@@ -152,6 +153,10 @@ struct store_db {
 	/* Connects and reconnects failed since the server was last reached
 	 * (atomic): only the first of an outage is logged as a warning. */
 	unsigned db_fails;
+	/* The server takes no writes (atomic): the last connect was refused
+	 * as read-only (libpq's check of target_session_attrs). Readiness and
+	 * a failed commit's reason say so. */
+	int db_read_only;
 	/* The server has no advisory locks (CockroachDB): writers do not
 	 * check the schema version in their transactions; the probe does. */
 	int db_no_advisory;
@@ -395,6 +400,19 @@ static void store_pg_reachable(unsigned *fails)
 	}
 }
 
+/* After a connect or reconnect of cn's (pg): whether the server refused
+ * it for taking no writes (libpq's check of target_session_attrs), or took
+ * it, which ends that. */
+static void store_pg_read_only_note(const struct store_conn *cn, const PGconn *pg)
+{
+	int ro = pg != NULL && PQstatus(pg) != CONNECTION_OK &&
+	         strstr(PQerrorMessage(pg), "session is read-only") != NULL;
+
+	if (ro || (pg != NULL && PQstatus(pg) == CONNECTION_OK && cn->cn_session_attrs != NULL)) {
+		__atomic_store_n(cn->cn_read_only, ro, __ATOMIC_RELAXED);
+	}
+}
+
 static PGconn *store_pg_connect(const struct store_conn *cn)
 {
 	/* Later keys win over the conninfo's (expanded from dbname); libpq
@@ -430,11 +448,13 @@ static struct store_conn *store_pg_conn_open_q(struct store_db *db, const char *
 	cn->cn_app_name = db->db_app_name;
 	cn->cn_session_attrs = db->db_session_attrs;
 	cn->cn_fails = &db->db_fails;
+	cn->cn_read_only = &db->db_read_only;
 	cn->cn_no_advisory = &db->db_no_advisory;
 	cn->cn_schema_found = -1;
 	cn->cn_role = role;
 	cn->cn_defer_tail = &cn->cn_defer;
 	cn->cn_pg = store_pg_connect(cn);
+	store_pg_read_only_note(cn, cn->cn_pg);
 	if (cn->cn_pg == NULL || PQstatus(cn->cn_pg) != CONNECTION_OK) {
 		/* The conninfo's syntax was checked at open (store_pg_conninfo_check):
 		 * libpq's message now names host and port, never the password. */
@@ -474,6 +494,7 @@ static int store_pg_conn_revive(struct store_conn *cn, unsigned timeout_ms)
 	 * it died in). */
 	PQfinish(cn->cn_pg);
 	cn->cn_pg = store_pg_connect(cn);
+	store_pg_read_only_note(cn, cn->cn_pg);
 	if (PQstatus(cn->cn_pg) != CONNECTION_OK) {
 		store_pg_unreachable(cn->cn_fails, LOG_LEVEL_WARNING, "cannot reconnect to",
 		                     cn->cn_pg);
@@ -1230,6 +1251,11 @@ static int store_pg_simple(struct store_conn *cn, const char *sql, const char *w
 
 #define STORE_PG_BEGIN_WRITE "BEGIN ISOLATION LEVEL READ COMMITTED"
 
+/* Readiness while the server takes no writes. */
+#define STORE_PG_READ_ONLY                                                                         \
+	"postgresql takes no writes: the server is read-only (a standby, or "                      \
+	"default_transaction_read_only is on)"
+
 /* A writer's check of the schema version, in the statements after its
  * BEGIN: the migration lock shared (idemhook migrate holds it exclusively
  * for its whole run, so no migration commits before this transaction
@@ -1497,6 +1523,12 @@ static enum store_tx_state store_pg_tx_state(struct store_conn *cn)
 
 static int store_pg_last_error(struct store_conn *cn)
 {
+	/* read_only_sql_transaction, or a reconnect refused so */
+	if (cn != NULL && (strcmp(cn->cn_sqlstate, "25006") == 0 ||
+	                   (PQstatus(cn->cn_pg) != CONNECTION_OK &&
+	                    __atomic_load_n(cn->cn_read_only, __ATOMIC_RELAXED)))) {
+		return 4;
+	}
 	if (cn == NULL || PQstatus(cn->cn_pg) != CONNECTION_OK) {
 		return 1;
 	}
@@ -1527,6 +1559,8 @@ static const char *store_pg_error_reason(int code)
 		return "the connection to postgresql is lost";
 	case 2:
 		return NULL; /* a deadlock passes */
+	case 4:
+		return STORE_PG_READ_ONLY;
 	default:
 		return "a statement failed";
 	}
@@ -2541,11 +2575,15 @@ static void store_pg_probe(struct store_db *db, const int64_t *busy_since, const
 	} else if (PQstatus(db->db_probe->cn_pg) != CONNECTION_OK) {
 		store_pg_stmts_clear(db->db_probe);
 		PQreset(db->db_probe->cn_pg);
+		store_pg_read_only_note(db->db_probe, db->db_probe->cn_pg);
 	}
 	if (db->db_probe == NULL || PQstatus(db->db_probe->cn_pg) != CONNECTION_OK) {
-		store_health_fail(h, "postgresql cannot be reached");
+		store_health_fail(h, __atomic_load_n(&db->db_read_only, __ATOMIC_RELAXED)
+		                             ? STORE_PG_READ_ONLY
+		                             : "postgresql cannot be reached");
 		return;
 	}
+
 	if (store_pg_version_q(db->db_probe, &version, 1) < 0) {
 		store_health_fail(h, "the schema version cannot be read");
 		return;
@@ -2857,6 +2895,7 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 	cn = store_pg_conn_open_q(db, "idemhook writer", opt->so_read_only ? db->db_timeout_ms : 0,
 	                          0, LOG_LEVEL_ERR);
 	if (cn == NULL) {
+		store_open_unreachable();
 		goto fail;
 	}
 	if (store_pg_version(cn, &version) < 0) {
