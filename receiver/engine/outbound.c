@@ -525,11 +525,43 @@ static size_t outbound_harvest(struct outbound *ob)
 	return n;
 }
 
+/* The ids of the rows this worker holds (running, or their outcome kept),
+ * into *ret (malloc'd, NULL when none). 0 or -1. */
+static int outbound_held(const struct outbound *ob, int64_t **ret, size_t *ret_n)
+{
+	const struct outbound_xfer *lists[] = {ob->ob_xfers, ob->ob_unrecorded};
+	const struct outbound_xfer *x;
+	size_t total = ob->ob_n_xfers + ob->ob_n_unrecorded;
+	int64_t *ids;
+	size_t n = 0;
+	size_t i;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (total == 0) {
+		return 0;
+	}
+	ids = calloc(total, sizeof(*ids));
+	if (ids == NULL) {
+		return -1;
+	}
+	for (i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+		for (x = lists[i]; x != NULL && n < total; x = x->ox_next) {
+			ids[n++] = x->ox_row.or_id;
+		}
+	}
+	*ret = ids;
+	*ret_n = n;
+	return 0;
+}
+
 /* Leases due rows into free slots. Returns the time to look again. */
 static int64_t outbound_fill(struct outbound *ob, int64_t now)
 {
 	size_t free_slots = ob->ob_conf.oc_concurrency - ob->ob_n_xfers;
 	int64_t next = now + ob->ob_conf.oc_poll_ms;
+	int64_t *held = NULL;
+	size_t n_held = 0;
 	int64_t due = 0;
 	size_t n = 0;
 	size_t i;
@@ -542,9 +574,16 @@ static int64_t outbound_fill(struct outbound *ob, int64_t now)
 	if (due > now) {
 		return due < next ? due : next;
 	}
-	if (outbox_lease_current(ob->ob_store, &ob->ob_conf, now, free_slots, ob->ob_lease_rows,
-	                         &n) < 0 ||
-	    n == 0) {
+	/* A row whose outcome is kept here may be past its lease (the store
+	 * refused every write for longer): it is ours still, not to be taken
+	 * over and sent again. Out of memory, nothing is leased this time. */
+	if (outbound_held(ob, &held, &n_held) < 0) {
+		return next;
+	}
+	rc = outbox_lease_current(ob->ob_store, &ob->ob_conf, now, free_slots, held, n_held,
+	                          ob->ob_lease_rows, &n);
+	free(held);
+	if (rc < 0 || n == 0) {
 		return next;
 	}
 	for (i = 0; i < n; i++) {
