@@ -39,7 +39,9 @@ struct outbound_xfer {
 	char *ox_res_location;
 	uint64_t ox_rnd;
 	int64_t ox_give_up_ms; /* then released instead, before its lease runs out */
+	int64_t ox_kept_ms;    /* when the store first refused the outcome */
 	unsigned ox_tries;
+	unsigned ox_backs_refused; /* give-backs the store refused too: later ones log at debug */
 };
 
 struct outbound {
@@ -319,6 +321,7 @@ static void outbound_keep(struct outbound *ob, struct outbound_xfer *x,
 	}
 	x->ox_rnd = a->oa_rnd;
 	x->ox_tries = 1;
+	x->ox_kept_ms = outbound_now(ob);
 	/* The lease began about when the transfer did: a take-over after it
 	 * would send the call again while its outcome waits here. */
 	x->ox_give_up_ms = x->ox_started_ms + ob->ob_conf.oc_lease_ms - OUTBOUND_RECORD_MARGIN_MS;
@@ -350,6 +353,7 @@ static int outbound_give_up(struct outbound *ob, struct outbound_xfer *x, const 
 {
 	char line[OUTBOUND_UNRECORDED_ERROR_MAX];
 	struct outbox_result res = x->ox_res;
+	enum log_level level;
 
 	if (x->ox_res.ors_http_status != 0) {
 		snprintf(line, sizeof(line),
@@ -367,24 +371,36 @@ static int outbound_give_up(struct outbound *ob, struct outbound_xfer *x, const 
 	res.ors_error = line;
 	res.ors_location = NULL;
 	/* Said before the write, which may wait for the lock as long as the
-	 * store's busy timeout: the log tells what is being done meanwhile. */
-	log_warn("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) still could not "
-	         "be recorded %s (%u tries); giving the row back, not counted, so that the call "
-	         "is sent again with the same key",
-	         x->ox_row.or_id, x->ox_row.or_attempts,
-	         x->ox_res.ors_http_status != 0 ? "HTTP" : "status", x->ox_res.ors_http_status,
-	         when, x->ox_tries);
+	 * store's busy timeout: the log tells what is being done meanwhile.
+	 * In a long outage this repeats every OUTBOUND_RECORD_RETRY_MS: only
+	 * the first time is a warning (the stop's last try always is). */
+	level = x->ox_backs_refused > 0 && !last ? LOG_LEVEL_DEBUG : LOG_LEVEL_WARNING;
+	log_msg(level,
+	        "outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) still could not "
+	        "be recorded %s (%u tries); giving the row back, not counted, so that the call "
+	        "is sent again with the same key",
+	        x->ox_row.or_id, x->ox_row.or_attempts,
+	        x->ox_res.ors_http_status != 0 ? "HTTP" : "status", x->ox_res.ors_http_status, when,
+	        x->ox_tries);
 	if (outbox_release(ob->ob_store, &x->ox_row, &res, outbound_now(ob)) < 0) {
 		if (!last) {
 			/* Kept as at the first refusal: the next try records the
 			 * outcome, or gives the row back, whichever the store takes
 			 * first; a row taken over meanwhile refuses both (its lease
 			 * token moved on), and is not touched. */
-			log_warn("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) "
-			         "could not be given back either; kept, tried again in %d ms",
-			         x->ox_row.or_id, x->ox_row.or_attempts,
-			         x->ox_res.ors_http_status != 0 ? "HTTP" : "status",
-			         x->ox_res.ors_http_status, OUTBOUND_RECORD_RETRY_MS);
+			log_msg(level,
+			        "outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) "
+			        "could not be given back either; kept, tried again in %d ms%s",
+			        x->ox_row.or_id, x->ox_row.or_attempts,
+			        x->ox_res.ors_http_status != 0 ? "HTTP" : "status",
+			        x->ox_res.ors_http_status, OUTBOUND_RECORD_RETRY_MS,
+			        x->ox_backs_refused == 0
+			                ? " (the tries after this one are logged at debug level; a "
+			                  "notice says when the outcome is recorded or the row "
+			                  "given "
+			                  "back)"
+			                : "");
+			x->ox_backs_refused++;
 			return -1;
 		}
 		log_err("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) is lost: "
@@ -396,8 +412,10 @@ static int outbound_give_up(struct outbound *ob, struct outbound_xfer *x, const 
 		return -1;
 	}
 	log_notice("outbound: row %" PRId64 ": given back, its history says the outcome of "
-	           "attempt %u was not recorded",
-	           x->ox_row.or_id, x->ox_row.or_attempts);
+	           "attempt %u was not recorded (try %u, %" PRId64 " ms after the store first "
+	           "refused it)",
+	           x->ox_row.or_id, x->ox_row.or_attempts, x->ox_tries,
+	           outbound_now(ob) - x->ox_kept_ms);
 	return 0;
 }
 
@@ -440,8 +458,9 @@ static void outbound_record_kept(struct outbound *ob, int64_t now, int last)
 		if (!done[i].oa_unrecorded) {
 			log_notice("outbound: row %" PRId64
 			           ": the outcome of attempt %u recorded at "
-			           "try %u",
-			           x->ox_row.or_id, x->ox_row.or_attempts, x->ox_tries);
+			           "try %u, %" PRId64 " ms after the store first refused it",
+			           x->ox_row.or_id, x->ox_row.or_attempts, x->ox_tries,
+			           now - x->ox_kept_ms);
 		}
 		x->ox_tries = 0; /* marks it done below */
 	}

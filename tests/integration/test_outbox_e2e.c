@@ -902,6 +902,22 @@ static void test_a_give_back_the_store_refuses_keeps_the_outcome_to_try_again(vo
 	peer_destroy(p);
 }
 
+/* How many times d's log holds text. */
+static int t_log_count(struct daemon *d, const char *text)
+{
+	char *log = hn_read_file(d->dm_log);
+	const char *at = log;
+	int n = 0;
+
+	assert_non_null(log);
+	while ((at = strstr(at, text)) != NULL) {
+		n++;
+		at += strlen(text);
+	}
+	free(log);
+	return n;
+}
+
 /* Records the database's schema as version, as a newer release's
  * `idemhook migrate` leaves it (or, given this binary's, as undoing it). */
 static void t_set_schema(struct daemon *d, int64_t version)
@@ -960,12 +976,30 @@ static void test_under_a_newer_schema_the_worker_calls_nothing_and_resumes_after
 	usleep(5000 * 1000); /* past the held row's lease; the other long due */
 	assert_int_equal(atomic_load(&g.g_arrived), 1);
 	assert_int_equal(peer_count(p), 1);
+	/* Tried every 500 ms, past its give-back time: a warning the first
+	 * time, then debug lines, not two warnings a try. */
+	assert_int_equal(t_log_count(&d, "<4>outbound: row 1: the outcome of attempt 1 (HTTP 200)"
+	                                 " still could not be recorded"),
+	                 1);
+	assert_int_equal(t_log_count(&d, "<4>outbound: row 1: the outcome of attempt 1 (HTTP 200)"
+	                                 " could not be given back either; kept, tried again in "
+	                                 "500 ms (the tries after this one are logged at debug"),
+	                 1);
+	assert_true(t_log_count(&d, "<7>outbound: row 1: the outcome of attempt 1 (HTTP 200)"
+	                            " could not be given back either") >= 3);
 
 	t_set_schema(&d, version);
 	assert_int_equal(hn_db_wait_int(d.dm_db,
 	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 2,
 	                                E2E_WAIT_S),
 	                 2);
+	/* one notice when it is recorded at last, saying how long it took */
+	assert_int_equal(daemon_log_wait(&d,
+	                                 "<5>outbound: row 1: the outcome of attempt 1 "
+	                                 "recorded at try ",
+	                                 1000),
+	                 0);
+	assert_int_equal(t_log_count(&d, " ms after the store first refused it"), 1);
 	assert_int_equal(atomic_load(&g.g_arrived), 2);
 	assert_int_equal(peer_count(p), 2);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 2);
