@@ -74,6 +74,7 @@ struct outbound {
 	struct outbound_xfer **ob_done;
 	struct httpc_response *ob_resps; /* answers of ob_done */
 	char (*ob_errs)[HTTPC_ERR_MAX];  /* and their errors */
+	int ob_not_tls_warned; /* an https:// URL met a plain port: warned once per config */
 };
 
 static int64_t outbound_real_now(void *arg)
@@ -480,6 +481,31 @@ static void outbound_record_kept(struct outbound *ob, int64_t now, int last)
 	outbound_unrecorded_count(ob);
 }
 
+/* Row r's https:// URL reached a port that answered in plain HTTP: a
+ * configuration error, not an outage. Rewrites err (libcurl's "wrong
+ * version number") to say so, for the row's history, and warns once per
+ * configuration (each attempt's line follows at info level). The row is
+ * retried with backoff all the same: a reload that fixes the URL applies
+ * to it at its next lease. */
+static void outbound_not_tls(struct outbound *ob, const struct outbox_row *r,
+                             char err[HTTPC_ERR_MAX])
+{
+	char why[HTTPC_ERR_MAX];
+
+	snprintf(why, sizeof(why), "%s", err);
+	snprintf(err, HTTPC_ERR_MAX, "the server does not speak TLS: use http:// (%.160s)", why);
+	if (ob->ob_not_tls_warned) {
+		return;
+	}
+	ob->ob_not_tls_warned = 1;
+	/* The URL is not logged: it may carry a token in its query. */
+	log_warn("outbound: row %" PRId64 " (%s): its https:// URL points at a port that "
+	         "answers in plain HTTP, not TLS: a configuration error; use http:// (or the "
+	         "TLS port) in [outbound] and reload; the row is retried with backoff "
+	         "meanwhile (said once until a reload)",
+	         r->or_id, r->or_call_type);
+}
+
 /* Records every finished transfer, all in one unit of work. Returns how
  * many finished. */
 static size_t outbound_harvest(struct outbound *ob)
@@ -507,6 +533,9 @@ static size_t outbound_harvest(struct outbound *ob)
 		 * answer is incomplete, and a repeat is deduplicated. */
 		res->ors_http_status = resp->hcr_status;
 		if (resp->hcr_status == 0) {
+			if (resp->hcr_failure == HTTPC_FAILURE_TLS_PLAIN) {
+				outbound_not_tls(ob, &xs[n]->ox_row, ob->ob_errs[n]);
+			}
 			res->ors_error = ob->ob_errs[n];
 		}
 		if (resp->hcr_status >= 300 && resp->hcr_status < 400) {
@@ -670,6 +699,7 @@ static void outbound_take_conf(struct outbound *ob)
 		return;
 	}
 	old = ob->ob_conf;
+	ob->ob_not_tls_warned = 0;
 	ob->ob_conf = ob->ob_next_conf;
 	ob->ob_orders = ob->ob_next_orders;
 	memset(&ob->ob_next_conf, 0, sizeof(ob->ob_next_conf));

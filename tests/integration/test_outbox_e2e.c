@@ -1011,6 +1011,60 @@ static void test_under_a_newer_schema_the_worker_calls_nothing_and_resumes_after
 	peer_destroy(p);
 }
 
+/* notify_url says https:// but its port is the shop's plain HTTP one: no
+ * answer can ever come. The row's last error says what is wrong and what
+ * to do, the log warns once (not at each retry), the row is retried with
+ * backoff, and once a reload gives the http:// URL it is delivered. */
+static void test_an_https_notify_url_on_a_plain_port_says_use_http(void **state)
+{
+	struct peer *p = peer_create();
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	struct daemon d;
+	char ini[2048];
+	char id[64];
+	const char *base;
+
+	(void)state;
+	assert_non_null(p);
+	peer_default(p, "/notify", &ok);
+	base = peer_base(p);
+	assert_true(strncmp(base, "http://", 7) == 0);
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = https://%s/notify\nretry_base = 50ms\n"
+	                       "retry_cap = 200ms\npoll = 20ms\ntimeout = 5s\n",
+	         base + 7);
+	fx_daemon_start(&d, "%s", ini);
+	fx_order(&d, 2497, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_not_tls", id, 2497, "usd"), 200);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox_attempts WHERE error LIKE"
+	                                " 'the server does not speak TLS: use http:// (%'",
+	                                3, E2E_WAIT_S),
+	                 3);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox WHERE status IN"
+	                               " ('retry_wait', 'delivering') AND (last_error IS NULL OR"
+	                               " last_error LIKE 'the server does not speak TLS%%')"),
+	                 1);
+	assert_int_equal(t_log_count(&d, "<4>outbound: row 1 (notify): its https:// URL points "
+	                                 "at a port that answers in plain HTTP"),
+	                 1);
+	assert_int_equal(peer_count(p), 0);
+
+	/* the operator fixes the URL: the row goes out at its next attempt */
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\n"
+	                       "retry_cap = 200ms\npoll = 20ms\ntimeout = 5s\n",
+	         base);
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", ini), 0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "SIGHUP: configuration", 10000), 0);
+	t_wait_one_succeeded(&d);
+	assert_int_equal(peer_count(p), 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
 /* While the worker keeps an outcome the store refused, the row still says
  * 'delivering' in the database; the console, in the same process, asks
  * the worker and marks the row (its page and the list) with the answer
@@ -1619,6 +1673,7 @@ int main(void)
 	        cmocka_unit_test(test_the_console_marks_a_row_whose_outcome_the_worker_keeps),
 	        cmocka_unit_test(
 	                test_under_a_newer_schema_the_worker_calls_nothing_and_resumes_after),
+	        cmocka_unit_test(test_an_https_notify_url_on_a_plain_port_says_use_http),
 	        cmocka_unit_test(
 	                test_a_start_without_outbound_gives_back_a_row_a_crash_left_delivering),
 	        cmocka_unit_test(
