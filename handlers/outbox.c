@@ -1156,6 +1156,9 @@ struct outbox_lease_ctx {
 	const struct outbox_conf *ol_conf; /* NULL: each row keeps its URL */
 	int64_t ol_lease_ms;
 	size_t ol_max;
+	size_t ol_limit;        /* rows looked at: ol_max, plus room for the held ones */
+	const int64_t *ol_held; /* rows the caller holds: never leased again */
+	size_t ol_n_held;
 	struct outbox_row *ol_rows;
 	size_t ol_n;
 	int64_t ol_ids[64];
@@ -1322,8 +1325,10 @@ static int outbox_lease_tx(struct store_tx *tx, void *arg)
 {
 	struct outbox_lease_ctx *ctx = arg;
 	int64_t now = store_tx_now(tx);
-	struct store_value p[] = {store_int(now), store_int(now), store_int((int64_t)ctx->ol_max)};
+	struct store_value p[] = {store_int(now), store_int(now),
+	                          store_int((int64_t)ctx->ol_limit)};
 	size_t i;
+	size_t j;
 
 	ctx->ol_n_ids = 0;
 	/* Several receivers on one database: each takes due rows no other is
@@ -1346,7 +1351,15 @@ static int outbox_lease_tx(struct store_tx *tx, void *arg)
 	            p, 3, outbox_lease_id, ctx) < 0) {
 		return -1;
 	}
-	for (i = 0; i < ctx->ol_n_ids; i++) {
+	for (i = 0; i < ctx->ol_n_ids && ctx->ol_n < ctx->ol_max; i++) {
+		/* A row whose lease ran out while its holder keeps the outcome
+		 * (the store refused it): taking it over would send the call
+		 * again, and the kept outcome could never be recorded. */
+		for (j = 0; j < ctx->ol_n_held && ctx->ol_held[j] != ctx->ol_ids[i]; j++) {
+		}
+		if (j < ctx->ol_n_held) {
+			continue;
+		}
 		if (outbox_lease_one(tx, ctx, ctx->ol_ids[i], ctx->ol_expired[i]) < 0) {
 			return -1;
 		}
@@ -1355,17 +1368,21 @@ static int outbox_lease_tx(struct store_tx *tx, void *arg)
 }
 
 static int outbox_lease_with(struct store *st, const struct outbox_conf *oc, int64_t now_ms,
-                             int64_t lease_ms, size_t max, struct outbox_row *rows, size_t *ret_n)
+                             int64_t lease_ms, size_t max, const int64_t *held, size_t n_held,
+                             struct outbox_row *rows, size_t *ret_n)
 {
+	const size_t cap = sizeof(((struct outbox_lease_ctx *)NULL)->ol_ids) /
+	                   sizeof(((struct outbox_lease_ctx *)NULL)->ol_ids[0]);
 	struct outbox_lease_ctx ctx;
 	size_t i;
 
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.ol_conf = oc;
 	ctx.ol_lease_ms = lease_ms;
-	ctx.ol_max = max < sizeof(ctx.ol_ids) / sizeof(ctx.ol_ids[0])
-	                     ? max
-	                     : sizeof(ctx.ol_ids) / sizeof(ctx.ol_ids[0]);
+	ctx.ol_max = max < cap ? max : cap;
+	ctx.ol_limit = n_held < cap - ctx.ol_max ? ctx.ol_max + n_held : cap;
+	ctx.ol_held = held;
+	ctx.ol_n_held = n_held;
 	ctx.ol_rows = rows;
 	*ret_n = 0;
 	if (ctx.ol_max == 0) {
@@ -1385,13 +1402,13 @@ static int outbox_lease_with(struct store *st, const struct outbox_conf *oc, int
 int outbox_lease(struct store *st, int64_t now_ms, int64_t lease_ms, size_t max,
                  struct outbox_row *rows, size_t *ret_n)
 {
-	return outbox_lease_with(st, NULL, now_ms, lease_ms, max, rows, ret_n);
+	return outbox_lease_with(st, NULL, now_ms, lease_ms, max, NULL, 0, rows, ret_n);
 }
 
 int outbox_lease_current(struct store *st, const struct outbox_conf *oc, int64_t now_ms, size_t max,
-                         struct outbox_row *rows, size_t *ret_n)
+                         const int64_t *held, size_t n_held, struct outbox_row *rows, size_t *ret_n)
 {
-	return outbox_lease_with(st, oc, now_ms, oc->oc_lease_ms, max, rows, ret_n);
+	return outbox_lease_with(st, oc, now_ms, oc->oc_lease_ms, max, held, n_held, rows, ret_n);
 }
 
 /* Percent-encodes s for an application/x-www-form-urlencoded value. */

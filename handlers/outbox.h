@@ -206,9 +206,12 @@ int outbox_lease(struct store *st, int64_t now_ms, int64_t lease_ms, size_t max,
 /* outbox_lease with oc's lease time, each row pointed (in the row too) at
  * the URL its call type has in oc (refund rows: oc's refund_base_url), so
  * a URL changed by a reload applies to rows already queued. A call type oc
- * does not name keeps the URL it was queued with. 0 or -1. */
+ * does not name keeps the URL it was queued with. The n_held rows in held
+ * (the caller's, in flight or with an outcome not recorded yet) are never
+ * taken over, even once their lease ran out. 0 or -1. */
 int outbox_lease_current(struct store *st, const struct outbox_conf *oc, int64_t now_ms, size_t max,
-                         struct outbox_row *rows, size_t *ret_n);
+                         const int64_t *held, size_t n_held, struct outbox_row *rows,
+                         size_t *ret_n);
 
 /* What one attempt came to. */
 struct outbox_result {

@@ -39,7 +39,9 @@ struct outbound_xfer {
 	char *ox_res_location;
 	uint64_t ox_rnd;
 	int64_t ox_give_up_ms; /* then released instead, before its lease runs out */
+	int64_t ox_kept_ms;    /* when the store first refused the outcome */
 	unsigned ox_tries;
+	unsigned ox_backs_refused; /* give-backs the store refused too: later ones log at debug */
 };
 
 struct outbound {
@@ -72,6 +74,7 @@ struct outbound {
 	struct outbound_xfer **ob_done;
 	struct httpc_response *ob_resps; /* answers of ob_done */
 	char (*ob_errs)[HTTPC_ERR_MAX];  /* and their errors */
+	int ob_not_tls_warned; /* an https:// URL met a plain port: warned once per config */
 };
 
 static int64_t outbound_real_now(void *arg)
@@ -319,6 +322,7 @@ static void outbound_keep(struct outbound *ob, struct outbound_xfer *x,
 	}
 	x->ox_rnd = a->oa_rnd;
 	x->ox_tries = 1;
+	x->ox_kept_ms = outbound_now(ob);
 	/* The lease began about when the transfer did: a take-over after it
 	 * would send the call again while its outcome waits here. */
 	x->ox_give_up_ms = x->ox_started_ms + ob->ob_conf.oc_lease_ms - OUTBOUND_RECORD_MARGIN_MS;
@@ -350,6 +354,7 @@ static int outbound_give_up(struct outbound *ob, struct outbound_xfer *x, const 
 {
 	char line[OUTBOUND_UNRECORDED_ERROR_MAX];
 	struct outbox_result res = x->ox_res;
+	enum log_level level;
 
 	if (x->ox_res.ors_http_status != 0) {
 		snprintf(line, sizeof(line),
@@ -367,24 +372,36 @@ static int outbound_give_up(struct outbound *ob, struct outbound_xfer *x, const 
 	res.ors_error = line;
 	res.ors_location = NULL;
 	/* Said before the write, which may wait for the lock as long as the
-	 * store's busy timeout: the log tells what is being done meanwhile. */
-	log_warn("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) still could not "
-	         "be recorded %s (%u tries); giving the row back, not counted, so that the call "
-	         "is sent again with the same key",
-	         x->ox_row.or_id, x->ox_row.or_attempts,
-	         x->ox_res.ors_http_status != 0 ? "HTTP" : "status", x->ox_res.ors_http_status,
-	         when, x->ox_tries);
+	 * store's busy timeout: the log tells what is being done meanwhile.
+	 * In a long outage this repeats every OUTBOUND_RECORD_RETRY_MS: only
+	 * the first time is a warning (the stop's last try always is). */
+	level = x->ox_backs_refused > 0 && !last ? LOG_LEVEL_DEBUG : LOG_LEVEL_WARNING;
+	log_msg(level,
+	        "outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) still could not "
+	        "be recorded %s (%u tries); giving the row back, not counted, so that the call "
+	        "is sent again with the same key",
+	        x->ox_row.or_id, x->ox_row.or_attempts,
+	        x->ox_res.ors_http_status != 0 ? "HTTP" : "status", x->ox_res.ors_http_status, when,
+	        x->ox_tries);
 	if (outbox_release(ob->ob_store, &x->ox_row, &res, outbound_now(ob)) < 0) {
 		if (!last) {
 			/* Kept as at the first refusal: the next try records the
 			 * outcome, or gives the row back, whichever the store takes
 			 * first; a row taken over meanwhile refuses both (its lease
 			 * token moved on), and is not touched. */
-			log_warn("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) "
-			         "could not be given back either; kept, tried again in %d ms",
-			         x->ox_row.or_id, x->ox_row.or_attempts,
-			         x->ox_res.ors_http_status != 0 ? "HTTP" : "status",
-			         x->ox_res.ors_http_status, OUTBOUND_RECORD_RETRY_MS);
+			log_msg(level,
+			        "outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) "
+			        "could not be given back either; kept, tried again in %d ms%s",
+			        x->ox_row.or_id, x->ox_row.or_attempts,
+			        x->ox_res.ors_http_status != 0 ? "HTTP" : "status",
+			        x->ox_res.ors_http_status, OUTBOUND_RECORD_RETRY_MS,
+			        x->ox_backs_refused == 0
+			                ? " (the tries after this one are logged at debug level; a "
+			                  "notice says when the outcome is recorded or the row "
+			                  "given "
+			                  "back)"
+			                : "");
+			x->ox_backs_refused++;
 			return -1;
 		}
 		log_err("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) is lost: "
@@ -396,8 +413,10 @@ static int outbound_give_up(struct outbound *ob, struct outbound_xfer *x, const 
 		return -1;
 	}
 	log_notice("outbound: row %" PRId64 ": given back, its history says the outcome of "
-	           "attempt %u was not recorded",
-	           x->ox_row.or_id, x->ox_row.or_attempts);
+	           "attempt %u was not recorded (try %u, %" PRId64 " ms after the store first "
+	           "refused it)",
+	           x->ox_row.or_id, x->ox_row.or_attempts, x->ox_tries,
+	           outbound_now(ob) - x->ox_kept_ms);
 	return 0;
 }
 
@@ -440,8 +459,9 @@ static void outbound_record_kept(struct outbound *ob, int64_t now, int last)
 		if (!done[i].oa_unrecorded) {
 			log_notice("outbound: row %" PRId64
 			           ": the outcome of attempt %u recorded at "
-			           "try %u",
-			           x->ox_row.or_id, x->ox_row.or_attempts, x->ox_tries);
+			           "try %u, %" PRId64 " ms after the store first refused it",
+			           x->ox_row.or_id, x->ox_row.or_attempts, x->ox_tries,
+			           now - x->ox_kept_ms);
 		}
 		x->ox_tries = 0; /* marks it done below */
 	}
@@ -459,6 +479,31 @@ static void outbound_record_kept(struct outbound *ob, int64_t now, int last)
 	ob->ob_unrecorded = keep;
 	ob->ob_record_next_ms = now + OUTBOUND_RECORD_RETRY_MS;
 	outbound_unrecorded_count(ob);
+}
+
+/* Row r's https:// URL reached a port that answered in plain HTTP: a
+ * configuration error, not an outage. Rewrites err (libcurl's "wrong
+ * version number") to say so, for the row's history, and warns once per
+ * configuration (each attempt's line follows at info level). The row is
+ * retried with backoff all the same: a reload that fixes the URL applies
+ * to it at its next lease. */
+static void outbound_not_tls(struct outbound *ob, const struct outbox_row *r,
+                             char err[HTTPC_ERR_MAX])
+{
+	char why[HTTPC_ERR_MAX];
+
+	snprintf(why, sizeof(why), "%s", err);
+	snprintf(err, HTTPC_ERR_MAX, "the server does not speak TLS: use http:// (%.160s)", why);
+	if (ob->ob_not_tls_warned) {
+		return;
+	}
+	ob->ob_not_tls_warned = 1;
+	/* The URL is not logged: it may carry a token in its query. */
+	log_warn("outbound: row %" PRId64 " (%s): its https:// URL points at a port that "
+	         "answers in plain HTTP, not TLS: a configuration error; use http:// (or the "
+	         "TLS port) in [outbound] and reload; the row is retried with backoff "
+	         "meanwhile (said once until a reload)",
+	         r->or_id, r->or_call_type);
 }
 
 /* Records every finished transfer, all in one unit of work. Returns how
@@ -488,6 +533,9 @@ static size_t outbound_harvest(struct outbound *ob)
 		 * answer is incomplete, and a repeat is deduplicated. */
 		res->ors_http_status = resp->hcr_status;
 		if (resp->hcr_status == 0) {
+			if (resp->hcr_failure == HTTPC_FAILURE_TLS_PLAIN) {
+				outbound_not_tls(ob, &xs[n]->ox_row, ob->ob_errs[n]);
+			}
 			res->ors_error = ob->ob_errs[n];
 		}
 		if (resp->hcr_status >= 300 && resp->hcr_status < 400) {
@@ -525,11 +573,43 @@ static size_t outbound_harvest(struct outbound *ob)
 	return n;
 }
 
+/* The ids of the rows this worker holds (running, or their outcome kept),
+ * into *ret (malloc'd, NULL when none). 0 or -1. */
+static int outbound_held(const struct outbound *ob, int64_t **ret, size_t *ret_n)
+{
+	const struct outbound_xfer *lists[] = {ob->ob_xfers, ob->ob_unrecorded};
+	const struct outbound_xfer *x;
+	size_t total = ob->ob_n_xfers + ob->ob_n_unrecorded;
+	int64_t *ids;
+	size_t n = 0;
+	size_t i;
+
+	*ret = NULL;
+	*ret_n = 0;
+	if (total == 0) {
+		return 0;
+	}
+	ids = calloc(total, sizeof(*ids));
+	if (ids == NULL) {
+		return -1;
+	}
+	for (i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+		for (x = lists[i]; x != NULL && n < total; x = x->ox_next) {
+			ids[n++] = x->ox_row.or_id;
+		}
+	}
+	*ret = ids;
+	*ret_n = n;
+	return 0;
+}
+
 /* Leases due rows into free slots. Returns the time to look again. */
 static int64_t outbound_fill(struct outbound *ob, int64_t now)
 {
 	size_t free_slots = ob->ob_conf.oc_concurrency - ob->ob_n_xfers;
 	int64_t next = now + ob->ob_conf.oc_poll_ms;
+	int64_t *held = NULL;
+	size_t n_held = 0;
 	int64_t due = 0;
 	size_t n = 0;
 	size_t i;
@@ -542,9 +622,16 @@ static int64_t outbound_fill(struct outbound *ob, int64_t now)
 	if (due > now) {
 		return due < next ? due : next;
 	}
-	if (outbox_lease_current(ob->ob_store, &ob->ob_conf, now, free_slots, ob->ob_lease_rows,
-	                         &n) < 0 ||
-	    n == 0) {
+	/* A row whose outcome is kept here may be past its lease (the store
+	 * refused every write for longer): it is ours still, not to be taken
+	 * over and sent again. Out of memory, nothing is leased this time. */
+	if (outbound_held(ob, &held, &n_held) < 0) {
+		return next;
+	}
+	rc = outbox_lease_current(ob->ob_store, &ob->ob_conf, now, free_slots, held, n_held,
+	                          ob->ob_lease_rows, &n);
+	free(held);
+	if (rc < 0 || n == 0) {
 		return next;
 	}
 	for (i = 0; i < n; i++) {
@@ -612,6 +699,7 @@ static void outbound_take_conf(struct outbound *ob)
 		return;
 	}
 	old = ob->ob_conf;
+	ob->ob_not_tls_warned = 0;
 	ob->ob_conf = ob->ob_next_conf;
 	ob->ob_orders = ob->ob_next_orders;
 	memset(&ob->ob_next_conf, 0, sizeof(ob->ob_next_conf));

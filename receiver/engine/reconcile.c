@@ -324,7 +324,17 @@ static int reconcile_ask(struct reconcile_ctx *x, const struct provider_conf *pc
 		rc = httpc_exchange(&hreq, &resp, err, sizeof(err));
 		provider_request_finish(&req);
 		in->rn_requests++;
-		if (rc < 0) {
+		if (rc < 0 && resp.hcr_failure == HTTPC_FAILURE_TLS_PLAIN) {
+			/* A configuration error: every retry would meet it alike. */
+			httpc_response_finish(&resp);
+			provider_answer_finish(ret);
+			provider_answer_init(ret);
+			return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "not_tls",
+			                           "the server does not speak TLS: use http:// "
+			                           "for this instance's API address, or its TLS "
+			                           "port (%s)",
+			                           err);
+		} else if (rc < 0) {
 			last_reason = "unreachable";
 			snprintf(last, sizeof(last), "no answer: %s", err);
 		} else if (resp.hcr_status == 408 || resp.hcr_status == 429 ||

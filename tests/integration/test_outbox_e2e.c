@@ -902,6 +902,169 @@ static void test_a_give_back_the_store_refuses_keeps_the_outcome_to_try_again(vo
 	peer_destroy(p);
 }
 
+/* How many times d's log holds text. */
+static int t_log_count(struct daemon *d, const char *text)
+{
+	char *log = hn_read_file(d->dm_log);
+	const char *at = log;
+	int n = 0;
+
+	assert_non_null(log);
+	while ((at = strstr(at, text)) != NULL) {
+		n++;
+		at += strlen(text);
+	}
+	free(log);
+	return n;
+}
+
+/* Records the database's schema as version, as a newer release's
+ * `idemhook migrate` leaves it (or, given this binary's, as undoing it). */
+static void t_set_schema(struct daemon *d, int64_t version)
+{
+	struct hn_sqlite l;
+	char sql[64];
+
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %" PRId64 ";", version);
+	assert_int_equal(hn_sqlite_start(&l, d->dm_db, sql), 0);
+	assert_int_equal(hn_sqlite_finish(&l, ""), 0);
+}
+
+/* A newer release migrates the database while the shop answers a call and
+ * another row waits: the answer cannot be recorded, and the worker calls
+ * nothing new (a call it could not record would be sent again later), not
+ * even once the held row's lease has run out; it keeps the answer. When
+ * the schema is its own again it records the answer (the held row is not
+ * taken over and sent again) and delivers the waiting row: each call once. */
+static void test_under_a_newer_schema_the_worker_calls_nothing_and_resumes_after(void **state)
+{
+	struct peer *p = peer_create();
+	struct gate g = {.g_hold_ms = 60000};
+	struct daemon d;
+	char ini[2048];
+	char id[64];
+	char id2[64];
+	int64_t version;
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
+	/* lease 4 s: it runs out while the schema is newer. */
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nconcurrency = 1\n"
+	                       "poll = 20ms\ntimeout = 2s\nlease = 4s\n",
+	         peer_base(p));
+	fx_daemon_start(&d, "%s", ini);
+	if (d.dm_pg_db[0] != '\0') {
+		/* (the schema is set as SQLite records it) */
+		assert_int_equal(daemon_term(&d, 20), 0);
+		daemon_finish(&d);
+		peer_destroy(p);
+		skip();
+	}
+	fx_order(&d, 2495, "usd", id);
+	fx_order(&d, 2496, "usd", id2);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_newer_1", id, 2495, "usd"), 200);
+	assert_int_equal(gate_wait(&g, 1), 1);
+	/* queued behind the call in flight (concurrency 1) */
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_newer_2", id2, 2496, "usd"), 200);
+	version = fx_db_int(&d, "PRAGMA user_version");
+	t_set_schema(&d, version + 1);
+	atomic_store(&g.g_open, 1);
+	assert_int_equal(daemon_log_wait(&d, "could not be recorded; kept", 10000), 0);
+	assert_int_equal(daemon_log_wait(&d, "newer than this idemhook", 10000), 0);
+	usleep(5000 * 1000); /* past the held row's lease; the other long due */
+	assert_int_equal(atomic_load(&g.g_arrived), 1);
+	assert_int_equal(peer_count(p), 1);
+	/* Tried every 500 ms, past its give-back time: a warning the first
+	 * time, then debug lines, not two warnings a try. */
+	assert_int_equal(t_log_count(&d, "<4>outbound: row 1: the outcome of attempt 1 (HTTP 200)"
+	                                 " still could not be recorded"),
+	                 1);
+	assert_int_equal(t_log_count(&d, "<4>outbound: row 1: the outcome of attempt 1 (HTTP 200)"
+	                                 " could not be given back either; kept, tried again in "
+	                                 "500 ms (the tries after this one are logged at debug"),
+	                 1);
+	assert_true(t_log_count(&d, "<7>outbound: row 1: the outcome of attempt 1 (HTTP 200)"
+	                            " could not be given back either") >= 3);
+
+	t_set_schema(&d, version);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'succeeded'", 2,
+	                                E2E_WAIT_S),
+	                 2);
+	/* one notice when it is recorded at last, saying how long it took */
+	assert_int_equal(daemon_log_wait(&d,
+	                                 "<5>outbound: row 1: the outcome of attempt 1 "
+	                                 "recorded at try ",
+	                                 1000),
+	                 0);
+	assert_int_equal(t_log_count(&d, " ms after the store first refused it"), 1);
+	assert_int_equal(atomic_load(&g.g_arrived), 2);
+	assert_int_equal(peer_count(p), 2);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 2);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE attempt = 1"
+	                               " AND http_status = 200"),
+	                 2);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
+/* notify_url says https:// but its port is the shop's plain HTTP one: no
+ * answer can ever come. The row's last error says what is wrong and what
+ * to do, the log warns once (not at each retry), the row is retried with
+ * backoff, and once a reload gives the http:// URL it is delivered. */
+static void test_an_https_notify_url_on_a_plain_port_says_use_http(void **state)
+{
+	struct peer *p = peer_create();
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	struct daemon d;
+	char ini[2048];
+	char id[64];
+	const char *base;
+
+	(void)state;
+	assert_non_null(p);
+	peer_default(p, "/notify", &ok);
+	base = peer_base(p);
+	assert_true(strncmp(base, "http://", 7) == 0);
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = https://%s/notify\nretry_base = 50ms\n"
+	                       "retry_cap = 200ms\npoll = 20ms\ntimeout = 5s\n",
+	         base + 7);
+	fx_daemon_start(&d, "%s", ini);
+	fx_order(&d, 2497, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_not_tls", id, 2497, "usd"), 200);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM outbox_attempts WHERE error LIKE"
+	                                " 'the server does not speak TLS: use http:// (%'",
+	                                3, E2E_WAIT_S),
+	                 3);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox WHERE status IN"
+	                               " ('retry_wait', 'delivering') AND (last_error IS NULL OR"
+	                               " last_error LIKE 'the server does not speak TLS%%')"),
+	                 1);
+	assert_int_equal(t_log_count(&d, "<4>outbound: row 1 (notify): its https:// URL points "
+	                                 "at a port that answers in plain HTTP"),
+	                 1);
+	assert_int_equal(peer_count(p), 0);
+
+	/* the operator fixes the URL: the row goes out at its next attempt */
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\n"
+	                       "retry_cap = 200ms\npoll = 20ms\ntimeout = 5s\n",
+	         base);
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", ini), 0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "SIGHUP: configuration", 10000), 0);
+	t_wait_one_succeeded(&d);
+	assert_int_equal(peer_count(p), 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
 /* While the worker keeps an outcome the store refused, the row still says
  * 'delivering' in the database; the console, in the same process, asks
  * the worker and marks the row (its page and the list) with the answer
@@ -1508,6 +1671,9 @@ int main(void)
 	                test_an_outcome_refused_until_the_stop_ends_is_given_back_and_sent_once_more),
 	        cmocka_unit_test(test_a_give_back_the_store_refuses_keeps_the_outcome_to_try_again),
 	        cmocka_unit_test(test_the_console_marks_a_row_whose_outcome_the_worker_keeps),
+	        cmocka_unit_test(
+	                test_under_a_newer_schema_the_worker_calls_nothing_and_resumes_after),
+	        cmocka_unit_test(test_an_https_notify_url_on_a_plain_port_says_use_http),
 	        cmocka_unit_test(
 	                test_a_start_without_outbound_gives_back_a_row_a_crash_left_delivering),
 	        cmocka_unit_test(

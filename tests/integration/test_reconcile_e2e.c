@@ -533,10 +533,14 @@ struct t_env {
 	struct peer *te_notify; /* the shop's backend ([outbound] notify_url) */
 };
 
+/* 1: env_start gives Stripe's api_base_url as https:// on the fakes' plain port. */
+static int t_stripe_https;
+
 /* A daemon whose providers' APIs are the peer's fakes; extra joins the
  * configuration (a [reconcile] section, say). */
 static void env_start(struct t_env *e, const char *extra)
 {
+	char stripe_base[128];
 	struct buf ini;
 
 	fake_reset();
@@ -549,6 +553,8 @@ static void env_start(struct t_env *e, const char *extra)
 	assert_int_equal(peer_handler(e->te_peer, "/v3/pay/transactions/out-trade-no/",
 	                              fake_wechatpay, fake_done, NULL),
 	                 0);
+	snprintf(stripe_base, sizeof(stripe_base), "%s%s", t_stripe_https ? "https://" : "",
+	         peer_base(e->te_peer) + (t_stripe_https ? strlen("http://") : 0));
 	buf_init(&ini, 0);
 	buf_printf(
 	        &ini,
@@ -566,8 +572,8 @@ static void env_start(struct t_env *e, const char *extra)
 	        "hmac_key = 44782DEF547AAA06C910C43932B1EB0C71FC68D9D0C057550C48EC2ACF6BA056\n\n"
 	        "[points]\nrate = 1/100\n\n"
 	        "[outbound]\nnotify_url = %s/notify\n\n%s\n",
-	        peer_base(e->te_peer), peer_base(e->te_peer), peer_base(e->te_peer),
-	        peer_base(e->te_notify), extra != NULL ? extra : "");
+	        stripe_base, peer_base(e->te_peer), peer_base(e->te_peer), peer_base(e->te_notify),
+	        extra != NULL ? extra : "");
 	assert_int_equal(daemon_init(&e->te_d, ini.buf_data), 0);
 	buf_finish(&ini);
 	assert_int_equal(daemon_start(&e->te_d), 0);
@@ -1636,6 +1642,32 @@ static void test_a_rate_limit_asking_for_minutes_ends_the_listing_at_once_and_sa
 	}
 }
 
+/* Stripe's api_base_url says https:// but its port speaks plain HTTP: the
+ * instance fails at once (no retries: each would fail alike) with a reason
+ * and a detail that say what to change. */
+static void test_an_https_api_address_on_a_plain_port_fails_at_once_saying_use_http(void **state)
+{
+	struct t_env e;
+	char *out = NULL;
+
+	(void)state;
+	t_stripe_https = 1;
+	env_start(&e, "[reconcile]\nretries = 3\nretry_base = 50ms\ntimeout = 5s\n");
+	t_stripe_https = 0;
+	many_events();
+	assert_int_equal(reconcile(&e, &out, "--provider", "stripe", "--json", NULL), 75);
+	assert_non_null(out);
+	assert_int_equal(stripe_field(out, "requests"), 1);
+	assert_int_equal(stripe_field(out, "failed"), 1);
+	assert_non_null(strstr(out, "not_tls"));
+	assert_non_null(strstr(out, "the server does not speak TLS: use http://"));
+	free(out);
+	assert_int_equal(e2e_db_int(&e.te_d, "SELECT COUNT(*) FROM idempotency_records"
+	                                     " WHERE idem_key LIKE 'evt_long_%%'"),
+	                 0);
+	env_finish(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1665,6 +1697,8 @@ int main(void)
 	                test_a_listing_that_says_has_more_but_does_not_go_on_fails_rather_than_ends),
 	        cmocka_unit_test(
 	                test_a_rate_limit_asking_for_minutes_ends_the_listing_at_once_and_says_so),
+	        cmocka_unit_test(
+	                test_an_https_api_address_on_a_plain_port_fails_at_once_saying_use_http),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
