@@ -204,6 +204,8 @@ static void pgserver_watch(const struct pgserver *pg, int watch_fd, uid_t uid, g
 	char log[600];
 	char postgres[300];
 	char opt_port[32];
+	char tls_cert[600];
+	char tls_key[600];
 	pid_t child;
 	int waited;
 	int status;
@@ -233,18 +235,60 @@ static void pgserver_watch(const struct pgserver *pg, int watch_fd, uid_t uid, g
 	snprintf(log, sizeof(log), "%s/postgres.log", pg->pg_dir);
 	snprintf(postgres, sizeof(postgres), "%s/postgres", pg->pg_bindir);
 	snprintf(opt_port, sizeof(opt_port), "%u", pg->pg_port);
+	snprintf(tls_cert, sizeof(tls_cert), "ssl_cert_file=%s/server.pem", pg->pg_dir);
+	snprintf(tls_key, sizeof(tls_key), "ssl_key_file=%s/server.key", pg->pg_dir);
 	child = fork();
 	if (child == 0) {
+		const char *argv[64] = {postgres,
+		                        "-D",
+		                        data,
+		                        "-p",
+		                        opt_port,
+		                        "-k",
+		                        pg->pg_dir,
+		                        "-c",
+		                        "listen_addresses=",
+		                        "-c",
+		                        "fsync=on",
+		                        "-c",
+		                        "synchronous_commit=on",
+		                        "-c",
+		                        "full_page_writes=on",
+		                        "-c",
+		                        "max_connections=300",
+		                        "-c",
+		                        "shared_buffers=64MB",
+		                        "-c",
+		                        "shared_preload_libraries=pg_stat_statements",
+		                        "-c",
+		                        "logging_collector=off",
+		                        "-c",
+		                        "log_min_messages=warning"};
+		size_t n = 25;
+		size_t i;
+
 		close(watch_fd);
 		pgserver_child_setup(uid, gid, log);
 		/* Durable as in production: fsync and synchronous_commit on. The
-		 * unix socket in the directory; no TCP listener to collide with. */
-		execl(postgres, postgres, "-D", data, "-p", opt_port, "-k", pg->pg_dir, "-c",
-		      "listen_addresses=", "-c", "fsync=on", "-c", "synchronous_commit=on", "-c",
-		      "full_page_writes=on", "-c", "max_connections=300", "-c",
-		      "shared_buffers=64MB", "-c", "shared_preload_libraries=pg_stat_statements",
-		      "-c", "logging_collector=off", "-c", "log_min_messages=warning",
-		      (char *)NULL);
+		 * unix socket in the directory; no TCP listener to collide with,
+		 * unless TLS asks for one. */
+		if (pg->pg_tls) {
+			argv[n++] = "-c";
+			argv[n++] = "listen_addresses=127.0.0.1";
+			argv[n++] = "-c";
+			argv[n++] = "ssl=on";
+			argv[n++] = "-c";
+			argv[n++] = tls_cert;
+			argv[n++] = "-c";
+			argv[n++] = tls_key;
+		}
+		for (i = 0; pg->pg_settings != NULL && pg->pg_settings[i] != NULL && n + 3 < 64;
+		     i++) {
+			argv[n++] = "-c";
+			argv[n++] = pg->pg_settings[i];
+		}
+		argv[n] = NULL;
+		execv(postgres, (char *const *)argv);
 		_exit(127);
 	}
 	for (;;) {
@@ -346,7 +390,46 @@ static void pgserver_print_log(const struct pgserver *pg)
 	fclose(f);
 }
 
+/* A CA and a server certificate for localhost and 127.0.0.1 in pg_dir,
+ * the key readable by the server's account only. Returns 0 or -1. */
+static int pgserver_make_tls(const struct pgserver *pg, uid_t uid, gid_t gid)
+{
+	char cmd[4096];
+	char key[600];
+	const char *d = pg->pg_dir;
+
+	snprintf(cmd, sizeof(cmd),
+	         "cd '%s' && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out "
+	         "ca.pem -days 2 -subj /CN=idemhook-test-ca >/dev/null 2>&1 && openssl req "
+	         "-newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj "
+	         "/CN=localhost >/dev/null 2>&1 && printf "
+	         "'subjectAltName=DNS:localhost,IP:127.0.0.1\n' > server.ext && openssl x509 "
+	         "-req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile "
+	         "server.ext -out server.pem >/dev/null 2>&1",
+	         d);
+	if (system(cmd) != 0) {
+		fprintf(stderr, "pgserver: openssl could not make the TLS certificates\n");
+		return -1;
+	}
+	snprintf(key, sizeof(key), "%s/server.key", d);
+	if (chmod(key, 0600) < 0 || (geteuid() == 0 && chown(key, uid, gid) < 0)) {
+		fprintf(stderr, "pgserver: %s: %s\n", key, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+void pgserver_ca_path(const struct pgserver *pg, char *ret, size_t size)
+{
+	snprintf(ret, size, "%s/ca.pem", pg->pg_dir);
+}
+
 int pgserver_start(struct pgserver *pg)
+{
+	return pgserver_start_opts(pg, NULL, 0);
+}
+
+int pgserver_start_opts(struct pgserver *pg, const char *const *settings, int tls)
 {
 	const char *tmp = getenv("TMPDIR");
 	char initdb[300];
@@ -358,6 +441,8 @@ int pgserver_start(struct pgserver *pg)
 
 	memset(pg, 0, sizeof(*pg));
 	pg->pg_watch_fd = -1;
+	pg->pg_settings = settings;
+	pg->pg_tls = tls;
 	if (pgserver_find_bindir(pg->pg_bindir, sizeof(pg->pg_bindir)) < 0) {
 		return 1;
 	}
@@ -391,6 +476,9 @@ int pgserver_start(struct pgserver *pg)
 			fprintf(stderr, "pgserver: initdb failed; see %s\n", log);
 			goto fail;
 		}
+	}
+	if (tls && pgserver_make_tls(pg, uid, gid) < 0) {
+		goto fail;
 	}
 	if (pipe2(fds, O_CLOEXEC) < 0) {
 		goto fail;

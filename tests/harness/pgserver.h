@@ -18,6 +18,10 @@ struct pgserver {
 	int pg_watch_fd;  /* write end of the watcher's pipe */
 	int pg_running;
 	unsigned pg_next_db; /* pgserver_create_db numbering */
+	/* pgserver_start_opts: more "name=value" settings (NULL-terminated,
+	 * borrowed until the server stops) and TLS on 127.0.0.1 */
+	const char *const *pg_settings;
+	int pg_tls;
 };
 
 /* The directory holding Debian's PostgreSQL binaries ($IDEMHOOK_PG_BINDIR,
@@ -34,6 +38,19 @@ int pgserver_required(void);
  * it and removes the directory when this process exits or dies. Returns 0,
  * 1 when the binaries are missing (nothing started), -1 on failure (logged). */
 int pgserver_start(struct pgserver *pg);
+
+/* pgserver_start with more server settings (settings: "name=value"
+ * strings ending with NULL, given to postgres as -c after the defaults,
+ * so they win; kept by pointer until the server stops), and, with tls, a
+ * TCP listener on 127.0.0.1 (port pg_port) with ssl = on: a fresh CA
+ * (pg_dir/ca.pem) signs a server certificate for localhost and 127.0.0.1.
+ * pgserver_conninfo stays on the unix socket (no TLS there). Returns as
+ * pgserver_start. */
+int pgserver_start_opts(struct pgserver *pg, const char *const *settings, int tls);
+
+/* The CA certificate a client must trust for a pgserver_start_opts(tls)
+ * server, written into ret. */
+void pgserver_ca_path(const struct pgserver *pg, char *ret, size_t size);
 
 /* Stops the server (fast shutdown, then SIGKILL) and removes its directory.
  * A zeroed or stopped pgserver is a no-op. */

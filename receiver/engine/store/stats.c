@@ -514,8 +514,20 @@ int stats_render_metrics(struct buf *out, struct store *st)
 	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	/* A failed read (the database out of reach, a statement timed out)
+	 * leaves the db gauges out, and says so: a scrape must tell "the
+	 * database could not be read" from "the figures are gone". */
 	if (stats_gauges(st, now_ms, &g) < 0) {
-		return 0;
+		return metrics_text_single(out, "idemhook_store_readable", "gauge",
+		                           "1 when this scrape read the db gauges from the "
+		                           "database, 0 when it could not (they are left out).",
+		                           "%d", 0);
+	}
+	if (metrics_text_single(out, "idemhook_store_readable", "gauge",
+	                        "1 when this scrape read the db gauges from the database, 0 "
+	                        "when it could not (they are left out).",
+	                        "%d", 1) < 0) {
+		return -1;
 	}
 	if (metrics_text_header(out, "idemhook_processing_stuck", "gauge",
 	                   "Idempotency records in processing, untouched for more than 60 s.") <

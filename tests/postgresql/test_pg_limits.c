@@ -1,0 +1,523 @@
+/* test_pg_limits.c: docs/postgresql.md and docs/operations.md "Connections
+ * to PostgreSQL" walked through as an operator would, each against a server
+ * of its own: max_connections reached while serving, /metrics and /readyz
+ * while the server is down, a duplicate's read meeting a lock, and
+ * sslmode=verify-full. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "buf.h"
+#include "pg_common.h"
+
+static const char limits_ini[] = FX_STRIPE_INI "\n[api]\nrate = 1000\nburst = 1000\n";
+
+/* A receiver on database db with conninfo: daemon_init's SQLite [store]
+ * turned into backend = postgresql. */
+static void limits_daemon_init_ci(struct daemon *d, const char *db, const char *conninfo,
+                                  const char *extra_ini)
+{
+	char path_line[700];
+	char *cfg;
+	char *at;
+	struct buf b;
+
+	assert_int_equal(daemon_init(d, extra_ini), 0);
+	cfg = hn_read_file(d->dm_config);
+	assert_non_null(cfg);
+	snprintf(path_line, sizeof(path_line), "path = %s\n", d->dm_db);
+	at = strstr(cfg, path_line);
+	assert_non_null(at);
+	buf_init(&b, 0);
+	buf_printf(&b, "%.*sbackend = postgresql\nconninfo = %s\n%s", (int)(at - cfg), cfg,
+	           conninfo, at + strlen(path_line));
+	assert_int_equal(daemon_write_file(d, "idemhook.ini", b.buf_data), 0);
+	buf_finish(&b);
+	free(cfg);
+	snprintf(d->dm_pg_db, sizeof(d->dm_pg_db), "%s", db);
+	snprintf(d->dm_db, sizeof(d->dm_db), "postgresql:%.580s", conninfo);
+}
+
+/* A receiver on database db of server pg (not the shared one), over its
+ * unix socket. */
+static void limits_daemon_init(struct daemon *d, struct pgserver *pg, const char *db,
+                               const char *extra_ini)
+{
+	char conninfo[700];
+
+	pgserver_conninfo(pg, db, conninfo, sizeof(conninfo));
+	limits_daemon_init_ci(d, db, conninfo, extra_ini);
+}
+
+/* GET path on the admin listener: the status, the body into *ret_body
+ * (malloc'd, may be NULL), the time it took into *ret_ms. */
+static long limits_admin_get(const struct daemon *d, const char *path, char **ret_body,
+                             int64_t *ret_ms)
+{
+	char url[160];
+	struct hres r;
+	int64_t t0 = hn_now_ms();
+	long status;
+
+	snprintf(url, sizeof(url), "%s%s", d->dm_admin_base, path);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	*ret_ms = hn_now_ms() - t0;
+	status = r.hs_status;
+	if (ret_body != NULL) {
+		*ret_body = r.hs_body;
+		r.hs_body = NULL;
+	}
+	hres_finish(&r);
+	return status;
+}
+
+static int64_t limits_psql_int(struct pgserver *pg, const char *db, const char *sql)
+{
+	char *out = NULL;
+	int64_t v;
+
+	assert_int_equal(pgserver_psql(pg, db, sql, &out), 0);
+	assert_non_null(out);
+	v = strtoll(out, NULL, 10);
+	free(out);
+	return v;
+}
+
+/* The server stops while a receiver runs: /metrics and /readyz answer at
+ * once, every scrape, and /metrics says the store cannot be read rather
+ * than leaving its gauges out without a word. */
+static void test_metrics_and_readyz_answer_promptly_while_the_server_is_down(void **state)
+{
+	struct pgserver pg;
+	struct daemon d;
+	char db[64];
+	char order_id[64];
+	char *body = NULL;
+	int64_t ms;
+	int i;
+
+	assert_int_equal(pgserver_start_opts(&pg, NULL, 0), 0);
+	assert_int_equal(pgserver_create_db(&pg, "limits", db), 0);
+	limits_daemon_init(&d, &pg, db, limits_ini);
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 1500, "eur", order_id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_limits_outage", order_id, 1500, "eur"), 200);
+	assert_int_equal(limits_admin_get(&d, "/metrics", &body, &ms), 200);
+	print_message("metrics while up: %" PRId64 " ms\n", ms);
+	assert_non_null(strstr(body, "\nidemhook_processing_stuck 0\n"));
+	assert_non_null(strstr(body, "\nidemhook_store_readable 1\n"));
+	free(body);
+
+	pgserver_stop(&pg);
+	assert_int_equal(daemon_log_wait(&d, "not ready", 5000), 0);
+	for (i = 0; i < 10; i++) {
+		long status;
+
+		status = limits_admin_get(&d, "/metrics", &body, &ms);
+		print_message("metrics during the outage: %ld in %" PRId64 " ms\n", status, ms);
+		assert_int_equal(status, 200);
+		assert_true(ms < 1000);
+		assert_non_null(body);
+		/* no stale or made-up figures, and a gauge that says why */
+		assert_null(strstr(body, "\nidemhook_processing_stuck "));
+		assert_non_null(strstr(body, "\nidemhook_store_readable 0\n"));
+		assert_non_null(strstr(body, "\nidemhook_ready 0\n"));
+		free(body);
+		body = NULL;
+		status = limits_admin_get(&d, "/readyz", &body, &ms);
+		print_message("readyz during the outage: %ld in %" PRId64 " ms: %s\n", status, ms,
+		              body != NULL ? body : "");
+		assert_int_equal(status, 503);
+		assert_true(ms < 1000);
+		free(body);
+		body = NULL;
+	}
+	daemon_finish(&d);
+}
+
+/* serve with conninfo on db, expected to refuse to start: its exit status,
+ * its stderr into *ret_err (malloc'd). */
+static int limits_serve_refused(const char *db, const char *conninfo, char **ret_err)
+{
+	const char *const args[] = {"serve", NULL};
+	struct daemon d;
+	int rc;
+
+	limits_daemon_init_ci(&d, db, conninfo, limits_ini);
+	rc = daemon_cli_err(&d, 1, args, NULL, ret_err);
+	daemon_finish(&d);
+	return rc;
+}
+
+/* sslmode=verify-full as docs/postgresql.md shows it: with the server's
+ * CA and its name the receiver serves over TLS; a wrong host name or a
+ * wrong CA is refused at start, exit 69, with libpq's reason and without
+ * the password. */
+static void test_verify_full_serves_and_refuses_a_wrong_name_or_ca(void **state)
+{
+	struct pgserver pg;
+	struct daemon d;
+	char db[64];
+	char ca[600];
+	char other_ca[700];
+	char conninfo[1400];
+	char cmd[1600];
+	char order_id[64];
+	char *err = NULL;
+	int rc;
+
+	assert_int_equal(pgserver_start_opts(&pg, NULL, 1), 0);
+	assert_int_equal(pgserver_create_db(&pg, "limits", db), 0);
+	pgserver_ca_path(&pg, ca, sizeof(ca));
+
+	snprintf(conninfo, sizeof(conninfo),
+	         "host=localhost port=%u dbname=%s user=postgres password=s3cret-pw "
+	         "sslmode=verify-full sslrootcert=%s",
+	         pg.pg_port, db, ca);
+	limits_daemon_init_ci(&d, db, conninfo, limits_ini);
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 1700, "eur", order_id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_limits_tls", order_id, 1700, "eur"), 200);
+	/* every connection of the receiver is encrypted */
+	snprintf(cmd, sizeof(cmd),
+	         "SELECT count(*) FILTER (WHERE s.ssl) || ' ' || count(*) FROM pg_stat_activity a "
+	         "JOIN pg_stat_ssl s USING (pid) WHERE a.datname = '%s' AND a.application_name "
+	         "LIKE 'idemhook%%'",
+	         db);
+	{
+		char *out = NULL;
+		int with_ssl = 0;
+		int all = -1;
+
+		assert_int_equal(pgserver_psql(&pg, db, cmd, &out), 0);
+		assert_non_null(out);
+		assert_int_equal(sscanf(out, "%d %d", &with_ssl, &all), 2);
+		print_message("connections with TLS: %d of %d\n", with_ssl, all);
+		assert_true(all > 0);
+		assert_int_equal(with_ssl, all);
+		free(out);
+	}
+	daemon_finish(&d);
+
+	/* the right server under a name its certificate does not have */
+	snprintf(conninfo, sizeof(conninfo),
+	         "host=db.wrong.example hostaddr=127.0.0.1 port=%u dbname=%s user=postgres "
+	         "password=s3cret-pw sslmode=verify-full sslrootcert=%s",
+	         pg.pg_port, db, ca);
+	rc = limits_serve_refused(db, conninfo, &err);
+	print_message("wrong name: exit %d: %s", rc, err != NULL ? err : "");
+	assert_int_equal(rc, 69);
+	assert_non_null(err);
+	assert_non_null(strstr(err, "store: cannot connect to postgresql: "));
+	assert_non_null(strstr(err, "does not match host name \"db.wrong.example\""));
+	assert_null(strstr(err, "s3cret-pw"));
+	free(err);
+	err = NULL;
+
+	/* a CA that did not sign the server's certificate */
+	snprintf(other_ca, sizeof(other_ca), "%s/other-ca.pem", pg.pg_dir);
+	snprintf(cmd, sizeof(cmd),
+	         "openssl req -x509 -newkey rsa:2048 -nodes -keyout '%s.key' -out '%s' -days 1 "
+	         "-subj /CN=other-ca >/dev/null 2>&1",
+	         other_ca, other_ca);
+	assert_int_equal(system(cmd), 0);
+	snprintf(conninfo, sizeof(conninfo),
+	         "host=localhost port=%u dbname=%s user=postgres password=s3cret-pw "
+	         "sslmode=verify-full sslrootcert=%s",
+	         pg.pg_port, db, other_ca);
+	rc = limits_serve_refused(db, conninfo, &err);
+	print_message("wrong CA: exit %d: %s", rc, err != NULL ? err : "");
+	assert_int_equal(rc, 69);
+	assert_non_null(err);
+	assert_non_null(strstr(err, "store: cannot connect to postgresql: "));
+	assert_non_null(strstr(err, "certificate verify failed"));
+	assert_null(strstr(err, "s3cret-pw"));
+	free(err);
+	pgserver_stop(&pg);
+}
+
+#define LIMITS_MAX_CONNECTIONS 14
+#define LIMITS_HOLDERS_MAX 20
+#define LIMITS_STORM 16
+
+/* A client of the server holding one of its connections: psql sleeping. */
+static pid_t limits_holder(const struct pgserver *pg, const char *db)
+{
+	char psql[300];
+	char conninfo[700];
+	pid_t pid;
+
+	snprintf(psql, sizeof(psql), "%s/psql", pg->pg_bindir);
+	pgserver_conninfo(pg, db, conninfo, sizeof(conninfo));
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execl(psql, "psql", "-X", "-q", "-d", conninfo, "-c", "SELECT pg_sleep(600)",
+		      (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* The receiver's sessions on the server, as "name count" lines. */
+static void limits_print_sessions(struct pgserver *pg, const char *db)
+{
+	char sql[300];
+	char *out = NULL;
+
+	snprintf(sql, sizeof(sql),
+	         "SELECT application_name, count(*) FROM pg_stat_activity WHERE datname = '%s' "
+	         "AND application_name LIKE 'idemhook%%' GROUP BY 1 ORDER BY 1",
+	         db);
+	if (pgserver_psql(pg, db, sql, &out) == 0 && out != NULL) {
+		print_message("sessions:\n%s", out);
+	}
+	free(out);
+}
+
+/* max_connections reached while the receiver serves, before its read pool
+ * opened: duplicates get their stored replies and new callbacks are
+ * applied (on the writer's connection), reads that need a connection of
+ * their own are answered 503 with Retry-After, and the log names the
+ * reason. */
+static void test_max_connections_reached_while_serving(void **state)
+{
+	static const char *const settings[] = {"max_connections=14",
+	                                       "superuser_reserved_connections=0",
+	                                       "client_connection_check_interval=100ms", NULL};
+	struct pgserver pg;
+	struct daemon d;
+	pid_t holders[LIMITS_HOLDERS_MAX];
+	size_t n_holders = 0;
+	char db[64];
+	char paid[64];
+	char fresh[64];
+	char sql[300];
+	char url[256];
+	char *body;
+	struct hres r;
+	struct hres storm[LIMITS_STORM];
+	struct pg_callback dup;
+	int refused = 0;
+	int64_t used;
+	size_t i;
+
+	assert_int_equal(pgserver_start_opts(&pg, settings, 0), 0);
+	assert_int_equal(pgserver_create_db(&pg, "limits", db), 0);
+	limits_daemon_init(&d, &pg, db, limits_ini);
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 1100, "eur", paid);
+	fx_order(&d, 1200, "eur", fresh);
+	body = fx_stripe_payment("evt_limits_full_1", paid, 1100, "eur");
+	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
+	limits_print_sessions(&pg, db);
+	used = limits_psql_int(&pg, db,
+	                       "SELECT count(*) FROM pg_stat_activity WHERE backend_type = "
+	                       "'client backend'");
+	print_message("%" PRId64 " of %d connections in use\n", used, LIMITS_MAX_CONNECTIONS);
+	/* other clients take every slot left: until psql itself is refused */
+	for (i = 0; n_holders < LIMITS_HOLDERS_MAX; i++) {
+		holders[n_holders++] = limits_holder(&pg, db);
+		usleep(200 * 1000);
+		if (pgserver_psql(&pg, db, "SELECT 1", NULL) < 0) {
+			break;
+		}
+	}
+	print_message("%zu other clients hold the rest\n", n_holders);
+	i = n_holders < LIMITS_HOLDERS_MAX ? 0 : 200;
+	assert_true(i < 200); /* full: psql itself is refused */
+
+	/* duplicates at once, more than the one read connection open: each
+	 * its stored reply (a read that gets no connection goes to the writer) */
+	pg_callback_init(&dup, &d, body);
+	assert_int_equal(hn_http_storm(LIMITS_STORM, "POST", dup.pc_url, dup.pc_headers, body,
+	                               strlen(body), storm),
+	                 0);
+	for (i = 0; i < LIMITS_STORM; i++) {
+		char *replayed = hres_header(&storm[i], "Idempotent-Replayed");
+
+		assert_int_equal(storm[i].hs_status, 200);
+		assert_non_null(replayed);
+		free(replayed);
+		hres_finish(&storm[i]);
+	}
+	free(body);
+	/* a new callback: applied */
+	assert_int_equal(fx_stripe_pay(&d, "evt_limits_full_2", fresh, 1200, "eur"), 200);
+	/* order reads at once need read connections of their own: each is
+	 * the order as it is, or 503 with Retry-After, never a wrong answer */
+	snprintf(url, sizeof(url), "%s/api/orders/%s", d.dm_base, fresh);
+	assert_int_equal(hn_http_storm(LIMITS_STORM, "GET", url, NULL, NULL, 0, storm), 0);
+	for (i = 0; i < LIMITS_STORM; i++) {
+		if (storm[i].hs_status == 200) {
+			assert_non_null(strstr(storm[i].hs_body, "\"status\":\"paid\""));
+		} else {
+			char *retry = hres_header(&storm[i], "Retry-After");
+
+			print_message("GET order while full: %ld %s\n", storm[i].hs_status,
+			              storm[i].hs_body != NULL ? storm[i].hs_body : "");
+			assert_int_equal(storm[i].hs_status, 503);
+			assert_non_null(retry);
+			free(retry);
+			refused++;
+		}
+		hres_finish(&storm[i]);
+	}
+	print_message("%d of %d order reads answered 503\n", refused, LIMITS_STORM);
+	/* the reason, in the log (once: the first failed connection) */
+	if (refused > 0) {
+		assert_int_equal(daemon_log_wait(&d,
+		                                 "<4>store: cannot connect to postgresql: "
+		                                 "connection to server on socket",
+		                                 2000),
+		                 0);
+		assert_int_equal(daemon_log_wait(&d, "too many clients already", 2000), 0);
+	}
+
+	for (i = 0; i < n_holders; i++) {
+		kill(holders[i], SIGTERM);
+		waitpid(holders[i], NULL, 0);
+	}
+	/* the slots free again (each holder's backend notices its client
+	 * gone within client_connection_check_interval): the order reads,
+	 * paid once */
+	for (i = 0; i < 100 && pgserver_psql(&pg, db, "SELECT 1", NULL) < 0; i++) {
+		usleep(50 * 1000);
+	}
+	for (i = 0; i < 100; i++) {
+		assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+		if (r.hs_status == 200) {
+			break;
+		}
+		hres_finish(&r);
+		usleep(50 * 1000);
+	}
+	assert_int_equal(r.hs_status, 200);
+	assert_non_null(strstr(r.hs_body, "\"status\":\"paid\""));
+	hres_finish(&r);
+	snprintf(sql, sizeof(sql), "SELECT count(*) FROM orders WHERE status = 'paid'");
+	assert_int_equal(limits_psql_int(&pg, db, sql), 2);
+	limits_print_sessions(&pg, db);
+	daemon_finish(&d);
+	pgserver_stop(&pg);
+}
+
+/* A duplicate whose lookup meets a lock of the whole table (another
+ * session's LOCK TABLE ... IN ACCESS EXCLUSIVE MODE): answered 503 with
+ * Retry-After after one statement_timeout, not after two, and its stored
+ * reply once the lock is gone. */
+static void test_a_duplicates_lookup_meeting_a_table_lock(void **state)
+{
+	struct daemon d;
+	struct pgserver *pg = pgserver_shared(NULL);
+	char order_id[64];
+	char psql[300];
+	char conninfo[700];
+	char *body;
+	struct hres r;
+	int64_t t0;
+	int64_t ms;
+	char *retry;
+	pid_t locker;
+	int i;
+
+	assert_int_equal(daemon_init_pg(&d, FX_STRIPE_INI "\n[api]\nrate = 1000\nburst = 1000\n"),
+	                 0);
+	{
+		/* statement_timeout 2s: [store] is daemon_init_pg's */
+		char *cfg = hn_read_file(d.dm_config);
+		struct buf b;
+		char *at;
+
+		assert_non_null(cfg);
+		at = strstr(cfg, "backend = postgresql\n");
+		assert_non_null(at);
+		buf_init(&b, 0);
+		buf_printf(&b, "%.*sstatement_timeout = 2s\n%s", (int)(at - cfg), cfg, at);
+		assert_int_equal(daemon_write_file(&d, "idemhook.ini", b.buf_data), 0);
+		buf_finish(&b);
+		free(cfg);
+	}
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 1300, "eur", order_id);
+	body = fx_stripe_payment("evt_limits_lock", order_id, 1300, "eur");
+	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
+
+	snprintf(psql, sizeof(psql), "%s/psql", pg->pg_bindir);
+	pgserver_conninfo(pg, d.dm_pg_db, conninfo, sizeof(conninfo));
+	locker = fork();
+	assert_true(locker >= 0);
+	if (locker == 0) {
+		int fd = open("/dev/null", O_RDWR);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+		}
+		execl(psql, "psql", "-X", "-q", "-d", conninfo, "-c",
+		      "BEGIN; LOCK TABLE idempotency_records IN ACCESS EXCLUSIVE MODE; SELECT "
+		      "pg_sleep(6); COMMIT",
+		      (char *)NULL);
+		_exit(127);
+	}
+	for (i = 0; i < 100; i++) {
+		if (limits_psql_int(
+		            pg, d.dm_pg_db,
+		            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = "
+		            "l.relation WHERE c.relname = 'idempotency_records' AND l.mode = "
+		            "'AccessExclusiveLock' AND l.granted") > 0) {
+			break;
+		}
+		usleep(20 * 1000);
+	}
+	assert_true(i < 100);
+	t0 = hn_now_ms();
+	assert_int_equal(fx_stripe_send(&d, body, &r), 503);
+	ms = hn_now_ms() - t0;
+	print_message("duplicate under the lock: %ld after %" PRId64 " ms: %s\n", r.hs_status, ms,
+	              r.hs_body != NULL ? r.hs_body : "");
+	retry = hres_header(&r, "Retry-After");
+	assert_non_null(retry);
+	free(retry);
+	hres_finish(&r);
+	/* one statement_timeout (2 s), not two */
+	assert_true(ms >= 1900);
+	assert_true(ms < 3500);
+	assert_int_equal(daemon_log_wait(&d, "canceling statement due to statement timeout", 2000),
+	                 0);
+	waitpid(locker, NULL, 0);
+	assert_int_equal(fx_stripe_send(&d, body, &r), 200);
+	retry = hres_header(&r, "Idempotent-Replayed");
+	assert_non_null(retry);
+	free(retry);
+	hres_finish(&r);
+	free(body);
+	daemon_finish(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	        cmocka_unit_test(test_metrics_and_readyz_answer_promptly_while_the_server_is_down),
+	        cmocka_unit_test(test_verify_full_serves_and_refuses_a_wrong_name_or_ca),
+	        cmocka_unit_test(test_max_connections_reached_while_serving),
+	        cmocka_unit_test(test_a_duplicates_lookup_meeting_a_table_lock),
+	};
+
+	pgserver_require_or_skip("test_pg_limits");
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
