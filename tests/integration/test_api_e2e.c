@@ -891,6 +891,9 @@ struct star_case {
 };
 
 static void star_case_add(struct star_case *sc, size_t *n, const char *what, int status,
+                          const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void star_case_add(struct star_case *sc, size_t *n, const char *what, int status,
                           const char *fmt, ...)
 {
 	va_list ap;
