@@ -538,6 +538,76 @@ void pgserver_conninfo(const struct pgserver *pg, const char *db, char *ret, siz
 	snprintf(ret, size, "host=%s port=%u user=postgres dbname=%s", pg->pg_dir, pg->pg_port, db);
 }
 
+int pgserver_session_start(struct pgserver_session *ps, const struct pgserver *pg, const char *db)
+{
+	char psql[300];
+	char conninfo[700];
+	int in[2];
+	int out[2];
+
+	memset(ps, 0, sizeof(*ps));
+	if (pg == NULL || pipe(in) < 0) {
+		return -1;
+	}
+	if (pipe(out) < 0) {
+		close(in[0]);
+		close(in[1]);
+		return -1;
+	}
+	snprintf(psql, sizeof(psql), "%s/psql", pg->pg_bindir);
+	pgserver_conninfo(pg, db, conninfo, sizeof(conninfo));
+	ps->ps_pid = fork();
+	if (ps->ps_pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		close(in[0]);
+		close(in[1]);
+		close(out[0]);
+		close(out[1]);
+		execl(psql, "psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", conninfo,
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	if (ps->ps_pid < 0) {
+		close(in[1]);
+		close(out[0]);
+		return -1;
+	}
+	ps->ps_in = fdopen(in[1], "w");
+	ps->ps_out = fdopen(out[0], "r");
+	return ps->ps_in != NULL && ps->ps_out != NULL ? 0 : -1;
+}
+
+int pgserver_session_run(struct pgserver_session *ps, const char *sql)
+{
+	char line[256];
+
+	fprintf(ps->ps_in, "%s\n\\echo pgserver_session_done\n", sql);
+	if (fflush(ps->ps_in) != 0) {
+		return -1;
+	}
+	while (fgets(line, sizeof(line), ps->ps_out) != NULL) {
+		if (strcmp(line, "pgserver_session_done\n") == 0) {
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int pgserver_session_finish(struct pgserver_session *ps)
+{
+	int status;
+
+	fclose(ps->ps_in);
+	fclose(ps->ps_out);
+	if (waitpid(ps->ps_pid, &status, 0) != ps->ps_pid || !WIFEXITED(status)) {
+		return -1;
+	}
+	return WEXITSTATUS(status);
+}
+
 int pgserver_psql(const struct pgserver *pg, const char *db, const char *sql, char **ret_out)
 {
 	char psql[300];

@@ -5,6 +5,7 @@
 #ifndef IDEMHOOK_PGSERVER_H
 #define IDEMHOOK_PGSERVER_H
 
+#include <stdio.h>
 #include <sys/types.h>
 
 /* exit status meson counts as "skipped" */
@@ -66,6 +67,26 @@ void pgserver_conninfo(const struct pgserver *pg, const char *db, char *ret, siz
  * when NULL); stdout, unaligned and tuples only, into *ret_out (malloc'd,
  * may be NULL). Returns 0 when psql exited 0, -1 otherwise. */
 int pgserver_psql(const struct pgserver *pg, const char *db, const char *sql, char **ret_out);
+
+/* A psql session kept open on database db: a statement run in it commits
+ * (or a transaction begun in it holds its locks) the moment
+ * pgserver_session_run returns, with no psql start in between;
+ * pgserver_session_finish quits it (rolling back what is open). */
+struct pgserver_session {
+	pid_t ps_pid;
+	FILE *ps_in;
+	FILE *ps_out;
+};
+
+/* Returns 0 or -1. */
+int pgserver_session_start(struct pgserver_session *ps, const struct pgserver *pg, const char *db);
+
+/* Runs sql in the session and waits until the server has run it. Returns
+ * 0, or -1 when the session ended (a statement failed). */
+int pgserver_session_run(struct pgserver_session *ps, const char *sql);
+
+/* Quits the session; returns psql's exit status, or -1. */
+int pgserver_session_finish(struct pgserver_session *ps);
 
 /* CREATE DATABASE with a fresh name (prefix_N), written into ret_name
  * (64 bytes). Returns 0 or -1. */

@@ -113,76 +113,6 @@ static long t_post(struct daemon *d, const char *evt_id, int *ret_retry, int *re
 	return status;
 }
 
-/* Records the schema as version: what a newer release's migrate leaves
- * (or, given this binary's version, what undoes it). */
-/* A psql session kept open, so that a statement commits a moment before
- * the next request (a new psql takes long enough to start for the health
- * probe to run in between). */
-struct t_psql {
-	pid_t tp_pid;
-	FILE *tp_in;
-	FILE *tp_out;
-};
-
-static void t_psql_start(struct t_psql *tp, const struct daemon *d)
-{
-	struct pgserver *pg = pgserver_shared(NULL);
-	char psql[300];
-	char conninfo[700];
-	int in[2];
-	int out[2];
-
-	assert_non_null(pg);
-	snprintf(psql, sizeof(psql), "%s/psql", pg->pg_bindir);
-	pgserver_conninfo(pg, d->dm_pg_db, conninfo, sizeof(conninfo));
-	assert_int_equal(pipe(in), 0);
-	assert_int_equal(pipe(out), 0);
-	tp->tp_pid = fork();
-	assert_true(tp->tp_pid >= 0);
-	if (tp->tp_pid == 0) {
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		close(in[0]);
-		close(in[1]);
-		close(out[0]);
-		close(out[1]);
-		execl(psql, "psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", conninfo,
-		      (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	tp->tp_in = fdopen(in[1], "w");
-	tp->tp_out = fdopen(out[0], "r");
-	assert_non_null(tp->tp_in);
-	assert_non_null(tp->tp_out);
-}
-
-/* Runs sql in the session and waits until it is done (committed). */
-static void t_psql_run(struct t_psql *tp, const char *sql)
-{
-	char line[256];
-
-	fprintf(tp->tp_in, "%s\n\\echo t_psql_done\n", sql);
-	assert_int_equal(fflush(tp->tp_in), 0);
-	for (;;) {
-		assert_non_null(fgets(line, sizeof(line), tp->tp_out));
-		if (strcmp(line, "t_psql_done\n") == 0) {
-			return;
-		}
-	}
-}
-
-static void t_psql_finish(struct t_psql *tp)
-{
-	int status;
-
-	fclose(tp->tp_in);
-	fclose(tp->tp_out);
-	assert_int_equal(waitpid(tp->tp_pid, &status, 0), tp->tp_pid);
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}
-
 /* The statements that record version as the schema's on PostgreSQL. */
 static void t_pg_schema_sql(char *sql, size_t size, int64_t version)
 {
@@ -194,6 +124,8 @@ static void t_pg_schema_sql(char *sql, size_t size, int64_t version)
 	         version, version, version);
 }
 
+/* Records the schema as version: what a newer release's migrate leaves
+ * (or, given this binary's version, what undoes it). */
 static void t_set_schema(const struct daemon *d, int64_t version)
 {
 	char sql[320];
@@ -296,7 +228,7 @@ static void test_receivers_facing_a_newer_schema_are_not_ready_and_store_nothing
  * (on PostgreSQL in the round that carries its BEGIN). */
 static void test_a_callback_right_after_a_newer_migration_stores_nothing(void **state)
 {
-	struct t_psql tp = {0};
+	struct pgserver_session tp = {0};
 	struct daemon d;
 	char evt_id[64];
 	char sql[320];
@@ -314,13 +246,16 @@ static void test_a_callback_right_after_a_newer_migration_stores_nothing(void **
 	assert_int_equal(t_post(&d, "evt_before_race", &retry, &replayed), 200);
 	version = t_schema(&d);
 	if (pg) {
-		t_psql_start(&tp, &d);
+		/* Kept open, so that the version commits a moment before the
+		 * next request (a new psql takes long enough to start for the
+		 * health probe to run in between). */
+		assert_int_equal(pgserver_session_start(&tp, pgserver_shared(NULL), d.dm_pg_db), 0);
 	}
 	for (round = 0; round < 5; round++) {
 		snprintf(evt_id, sizeof(evt_id), "evt_race_%d", round);
 		if (pg) {
 			t_pg_schema_sql(sql, sizeof(sql), version + 1);
-			t_psql_run(&tp, sql);
+			assert_int_equal(pgserver_session_run(&tp, sql), 0);
 		} else {
 			t_set_schema(&d, version + 1);
 		}
@@ -334,7 +269,7 @@ static void test_a_callback_right_after_a_newer_migration_stores_nothing(void **
 		assert_int_equal(t_log_wait_count(&d, "writes resume", round + 1), 0);
 	}
 	if (pg) {
-		t_psql_finish(&tp);
+		assert_int_equal(pgserver_session_finish(&tp), 0);
 	}
 	assert_int_equal(t_records(&d), 1);
 	/* the provider's retry lands once the schema is this binary's */

@@ -83,81 +83,11 @@ static inline struct hreq pg_callback_req(const struct pg_callback *c)
 	return q;
 }
 
-/* A psql session kept open on d's database: a transaction begun in it
- * holds its locks until pg_session_run ends it or pg_session_finish quits
- * (which rolls it back). */
-struct pg_session {
-	pid_t ps_pid;
-	FILE *ps_in;
-	FILE *ps_out;
-};
-
-static inline int pg_session_start(struct pg_session *ps, const struct daemon *d)
+/* A psql session kept open on d's database (pgserver_session_run and
+ * pgserver_session_finish go on with it). */
+static inline int pg_session_start(struct pgserver_session *ps, const struct daemon *d)
 {
-	struct pgserver *pg = pgserver_shared(NULL);
-	char psql[300];
-	char conninfo[700];
-	int in[2];
-	int out[2];
-
-	if (pg == NULL || pipe(in) < 0) {
-		return -1;
-	}
-	if (pipe(out) < 0) {
-		close(in[0]);
-		close(in[1]);
-		return -1;
-	}
-	snprintf(psql, sizeof(psql), "%s/psql", pg->pg_bindir);
-	pgserver_conninfo(pg, d->dm_pg_db, conninfo, sizeof(conninfo));
-	ps->ps_pid = fork();
-	if (ps->ps_pid == 0) {
-		dup2(in[0], 0);
-		dup2(out[1], 1);
-		close(in[0]);
-		close(in[1]);
-		close(out[0]);
-		close(out[1]);
-		execl(psql, "psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", conninfo,
-		      (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	ps->ps_in = fdopen(in[1], "w");
-	ps->ps_out = fdopen(out[0], "r");
-	return ps->ps_pid > 0 && ps->ps_in != NULL && ps->ps_out != NULL ? 0 : -1;
-}
-
-/* Runs sql in the session and waits until the server has run it. Returns
- * 0, or -1 when the session ended (a statement failed). */
-static inline int pg_session_run(struct pg_session *ps, const char *sql)
-{
-	char line[256];
-
-	fprintf(ps->ps_in, "%s\n\\echo pg_session_done\n", sql);
-	if (fflush(ps->ps_in) != 0) {
-		return -1;
-	}
-	while (fgets(line, sizeof(line), ps->ps_out) != NULL) {
-		if (strcmp(line, "pg_session_done\n") == 0) {
-			return 0;
-		}
-	}
-	return -1;
-}
-
-/* Quits the session; returns psql's exit status, or -1. */
-static inline int pg_session_finish(struct pg_session *ps)
-{
-	int status;
-
-	fclose(ps->ps_in);
-	fclose(ps->ps_out);
-	if (waitpid(ps->ps_pid, &status, 0) != ps->ps_pid || !WIFEXITED(status)) {
-		return -1;
-	}
-	return WEXITSTATUS(status);
+	return pgserver_session_start(ps, pgserver_shared(NULL), d->dm_pg_db);
 }
 
 #endif

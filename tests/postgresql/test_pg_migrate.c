@@ -91,7 +91,7 @@ static int64_t t_schema(const struct daemon *d)
 /* d's database as the release before migration 0019 left it, with a psql
  * session holding the lock 0019's ALTER TABLE needs. Returns the version
  * found, or 0 when the harness cannot build an older schema here. */
-static int64_t t_older_schema_locked(struct daemon *d, struct pg_session *ps)
+static int64_t t_older_schema_locked(struct daemon *d, struct pgserver_session *ps)
 {
 	int rc;
 
@@ -102,21 +102,21 @@ static int64_t t_older_schema_locked(struct daemon *d, struct pg_session *ps)
 	}
 	assert_int_equal(rc, 0);
 	assert_int_equal(pg_session_start(ps, d), 0);
-	assert_int_equal(pg_session_run(ps, "BEGIN; LOCK TABLE idempotency_records IN ACCESS "
-	                                    "EXCLUSIVE MODE;"),
+	assert_int_equal(pgserver_session_run(ps, "BEGIN; LOCK TABLE idempotency_records IN ACCESS "
+	                                          "EXCLUSIVE MODE;"),
 	                 0);
 	return t_schema(d);
 }
 
 /* Once the lock is released, migrate finishes what the first run left. */
-static void t_migrate_after(struct daemon *d, struct pg_session *ps, int64_t from)
+static void t_migrate_after(struct daemon *d, struct pgserver_session *ps, int64_t from)
 {
 	static const char *const migrate[] = {"migrate", NULL};
 	char text[96];
 	char *out = NULL;
 
-	assert_int_equal(pg_session_run(ps, "ROLLBACK;"), 0);
-	assert_int_equal(pg_session_finish(ps), 0);
+	assert_int_equal(pgserver_session_run(ps, "ROLLBACK;"), 0);
+	assert_int_equal(pgserver_session_finish(ps), 0);
 	assert_int_equal(daemon_cli(d, 1, migrate, &out), 0);
 	assert_non_null(out);
 	snprintf(text, sizeof(text), "migrated from schema version %" PRId64 " to ", from);
@@ -131,7 +131,7 @@ static void t_migrate_after(struct daemon *d, struct pg_session *ps, int64_t fro
 static void test_a_migration_stopped_by_a_lock_timeout_exits_75_schema_unchanged(void **state)
 {
 	static const char *const migrate[] = {"migrate", NULL};
-	struct pg_session ps;
+	struct pgserver_session ps;
 	struct daemon d;
 	char text[128];
 	char *err = NULL;
@@ -167,7 +167,7 @@ static void test_a_migration_whose_connection_is_lost_exits_75_schema_unchanged(
 {
 	static const char *const migrate[] = {"migrate", NULL};
 	struct pgserver *pg = pgserver_shared(NULL);
-	struct pg_session ps;
+	struct pgserver_session ps;
 	struct daemon d;
 	char text[128];
 	char *log;
