@@ -1,8 +1,8 @@
 /* test_pg_limits.c: docs/postgresql.md and docs/operations.md "Connections
  * to PostgreSQL" walked through as an operator would, each against a server
  * of its own: max_connections reached while serving, /metrics and /readyz
- * while the server is down, a duplicate's read meeting a lock, and
- * sslmode=verify-full. */
+ * while the server is down and while it hangs, a duplicate's read meeting a
+ * lock, and sslmode=verify-full. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
