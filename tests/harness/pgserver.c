@@ -185,6 +185,63 @@ pid_t pgserver_postmaster_pid(const struct pgserver *pg)
 	return (pid_t)pid;
 }
 
+/* The parent pid of process pid (from /proc/pid/stat), 0 when unknown. */
+static pid_t pgserver_parent_of(pid_t pid)
+{
+	char path[64];
+	char line[1024];
+	const char *close_paren;
+	long ppid = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	f = fopen(path, "r");
+	if (f == NULL) {
+		return 0;
+	}
+	if (fgets(line, sizeof(line), f) == NULL) {
+		line[0] = '\0';
+	}
+	fclose(f);
+	/* "pid (comm) state ppid ...": comm may hold spaces and parentheses. */
+	close_paren = strrchr(line, ')');
+	if (close_paren == NULL || sscanf(close_paren + 1, " %*c %ld", &ppid) != 1) {
+		return 0;
+	}
+	return (pid_t)ppid;
+}
+
+int pgserver_signal_all(const struct pgserver *pg, int sig)
+{
+	pid_t postmaster = pgserver_postmaster_pid(pg);
+	struct dirent *de;
+	DIR *proc;
+	int n = 0;
+
+	if (postmaster <= 0) {
+		return -1;
+	}
+	/* The postmaster first, so it forks no new backend meanwhile. */
+	if (kill(postmaster, sig) == 0) {
+		n++;
+	}
+	proc = opendir("/proc");
+	if (proc == NULL) {
+		return n;
+	}
+	while ((de = readdir(proc)) != NULL) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+
+		if (*end == '\0' && pid > 0 && pgserver_parent_of((pid_t)pid) == postmaster &&
+		    kill((pid_t)pid, sig) == 0) {
+			n++;
+		}
+	}
+	closedir(proc);
+	return n;
+}
+
 /* IDEMHOOK_KEEP_TMP=1 keeps the directory (the server's log) as it keeps
  * the daemons'. */
 static int pgserver_keep(void)

@@ -60,6 +60,12 @@ void pgserver_stop(struct pgserver *pg);
 /* The postmaster's process id (from its postmaster.pid), 0 when unknown. */
 pid_t pgserver_postmaster_pid(const struct pgserver *pg);
 
+/* Sends sig (SIGSTOP: a hung server, as behind a network black hole;
+ * SIGCONT: it answers again) to the postmaster and every process it
+ * forked (its backends, its helpers). Returns how many processes got the
+ * signal, or -1 when the postmaster is unknown. */
+int pgserver_signal_all(const struct pgserver *pg, int sig);
+
 /* A libpq conninfo for database db on the server, written into ret. */
 void pgserver_conninfo(const struct pgserver *pg, const char *db, char *ret, size_t size);
 

@@ -1,8 +1,8 @@
 /* test_pg_limits.c: docs/postgresql.md and docs/operations.md "Connections
  * to PostgreSQL" walked through as an operator would, each against a server
  * of its own: max_connections reached while serving, /metrics and /readyz
- * while the server is down, a duplicate's read meeting a lock, and
- * sslmode=verify-full. */
+ * while the server is down and while it hangs, a duplicate's read meeting a
+ * lock, and sslmode=verify-full. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -142,6 +142,123 @@ static void test_metrics_and_readyz_answer_promptly_while_the_server_is_down(voi
 		body = NULL;
 	}
 	daemon_finish(&d);
+}
+
+/* GET path on the admin listener until it answers want (each 250 ms, for
+ * at most max_ms): the time it took, or -1 when it never did. */
+static int64_t limits_admin_wait(const struct daemon *d, const char *path, long want,
+                                 int64_t max_ms)
+{
+	int64_t t0 = hn_now_ms();
+	int64_t ms;
+
+	while (hn_now_ms() - t0 < max_ms) {
+		if (limits_admin_get(d, path, NULL, &ms) == want) {
+			return hn_now_ms() - t0;
+		}
+		usleep(250 * 1000);
+	}
+	return -1;
+}
+
+/* Runs `idemhook stats` on d in a child, waiting at most max_ms for it:
+ * its exit status, or -1 when it had not ended by then (it is left to end
+ * once the server answers again). */
+static int limits_stats_within(struct daemon *d, int64_t max_ms, int64_t *ret_ms)
+{
+	static const char *const stats[] = {"stats", NULL};
+	int64_t t0 = hn_now_ms();
+	pid_t pid;
+	int status;
+
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		_exit(daemon_cli(d, 1, stats, NULL) & 0xff);
+	}
+	while (hn_now_ms() - t0 < max_ms) {
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			*ret_ms = hn_now_ms() - t0;
+			return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+		}
+		usleep(100 * 1000);
+	}
+	*ret_ms = hn_now_ms() - t0;
+	return -1;
+}
+
+/* The server hangs (its processes stopped, as behind a network black hole:
+ * connections stay open, nothing answers): /readyz turns not ready within
+ * a few seconds, /metrics answers within two seconds every scrape, without
+ * the database's gauges and with idemhook_store_readable 0, a command
+ * gives up connecting after connect_timeout's default (5 s), and all is
+ * well again by itself once the server answers. */
+static void test_a_hung_server_makes_readyz_not_ready_and_metrics_stay_prompt(void **state)
+{
+	struct pgserver pg;
+	struct daemon d;
+	char db[64];
+	char order_id[64];
+	char *body = NULL;
+	int64_t ms;
+	int rc;
+	int i;
+
+	assert_int_equal(pgserver_start_opts(&pg, NULL, 0), 0);
+	assert_int_equal(pgserver_create_db(&pg, "limits", db), 0);
+	limits_daemon_init(&d, &pg, db, limits_ini);
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 1500, "eur", order_id);
+	assert_int_equal(limits_admin_get(&d, "/metrics", &body, &ms), 200);
+	assert_non_null(strstr(body, "\nidemhook_store_readable 1\n"));
+	free(body);
+	body = NULL;
+
+	assert_true(pgserver_signal_all(&pg, SIGSTOP) > 1);
+	ms = limits_admin_wait(&d, "/readyz", 503, 10000);
+	print_message("readyz not ready %" PRId64 " ms after the server hung\n", ms);
+	assert_true(ms >= 0 && ms < 5000);
+	assert_int_equal(limits_admin_get(&d, "/readyz", &body, &ms), 503);
+	print_message("readyz: %s\n", body);
+	assert_non_null(strstr(body, "postgresql"));
+	free(body);
+	body = NULL;
+	for (i = 0; i < 4; i++) {
+		assert_int_equal(limits_admin_get(&d, "/metrics", &body, &ms), 200);
+		print_message("metrics while the server hangs: %" PRId64 " ms\n", ms);
+		assert_true(ms < 2000);
+		assert_null(strstr(body, "\nidemhook_processing_stuck "));
+		assert_non_null(strstr(body, "\nidemhook_store_readable 0\n"));
+		assert_non_null(strstr(body, "\nidemhook_ready 0\n"));
+		free(body);
+		body = NULL;
+	}
+	rc = limits_stats_within(&d, 15000, &ms);
+	print_message("stats while the server hangs: exit %d after %" PRId64 " ms\n", rc, ms);
+	assert_int_equal(rc, 69);
+	assert_true(ms >= 4000);
+
+	assert_true(pgserver_signal_all(&pg, SIGCONT) > 1);
+	ms = limits_admin_wait(&d, "/readyz", 200, 15000);
+	print_message("readyz ready %" PRId64 " ms after the server answered again\n", ms);
+	assert_true(ms >= 0);
+	/* The scrape whose read outlived its wait may still be finishing. */
+	for (i = 0; i < 20; i++) {
+		assert_int_equal(limits_admin_get(&d, "/metrics", &body, &ms), 200);
+		if (strstr(body, "\nidemhook_store_readable 1\n") != NULL) {
+			break;
+		}
+		free(body);
+		body = NULL;
+		usleep(250 * 1000);
+	}
+	assert_non_null(body);
+	assert_non_null(strstr(body, "\nidemhook_store_readable 1\n"));
+	assert_non_null(strstr(body, "\nidemhook_processing_stuck 0\n"));
+	free(body);
+	assert_int_equal(fx_stripe_pay(&d, "evt_limits_hang", order_id, 1500, "eur"), 200);
+	daemon_finish(&d);
+	pgserver_stop(&pg);
 }
 
 /* serve with conninfo on db, expected to refuse to start: its exit status,
@@ -513,6 +630,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_metrics_and_readyz_answer_promptly_while_the_server_is_down),
+	        cmocka_unit_test(test_a_hung_server_makes_readyz_not_ready_and_metrics_stay_prompt),
 	        cmocka_unit_test(test_verify_full_serves_and_refuses_a_wrong_name_or_ca),
 	        cmocka_unit_test(test_max_connections_reached_while_serving),
 	        cmocka_unit_test(test_a_duplicates_lookup_meeting_a_table_lock),

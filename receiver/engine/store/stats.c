@@ -357,14 +357,32 @@ static const char *const stats_batch_le_text[] = {"1", "3", "7", "15", "31", "63
 static const char *const stats_commit_le_text[STORE_COMMIT_BUCKETS] = {
         "0.0005", "0.001", "0.002", "0.005", "0.01", "0.025", "0.05", "0.1", "+Inf"};
 
+/* What one scrape reads from the database, on the store's own thread. */
+struct stats_scrape {
+	int64_t ssc_now_ms;
+	int ssc_files_ok;
+	int ssc_gauges_ok;
+	struct store_file_stats ssc_files;
+	struct stats_gauges ssc_gauges;
+};
+
+static int stats_scrape_read(struct store *st, void *arg)
+{
+	struct stats_scrape *sc = arg;
+
+	sc->ssc_files_ok = store_file_stats(st, &sc->ssc_files) == 0;
+	sc->ssc_gauges_ok = stats_gauges(st, sc->ssc_now_ms, &sc->ssc_gauges) == 0;
+	return 0;
+}
+
 int stats_render_metrics(struct buf *out, struct store *st)
 {
-	struct store_file_stats fs;
+	struct stats_scrape sc;
+	const struct store_file_stats *fs = &sc.ssc_files;
+	const struct stats_gauges *g = &sc.ssc_gauges;
 	struct store_stats ss;
-	struct stats_gauges g;
 	struct timespec ts;
 	uint64_t cum = 0;
-	int64_t now_ms;
 	size_t i;
 
 	store_get_stats(st, &ss);
@@ -500,24 +518,34 @@ int stats_render_metrics(struct buf *out, struct store *st)
 		return -1;
 	}
 
+	/* The database's figures are read aside and waited for a bounded time:
+	 * a scrape must answer whatever the database does (a hung server
+	 * would hold it for good). */
+	memset(&sc, 0, sizeof(sc));
+	clock_gettime(CLOCK_REALTIME, &ts);
+	sc.ssc_now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	if (store_call_within(st, STATS_SCRAPE_WAIT_MS, stats_scrape_read, &sc, sizeof(sc)) < 0) {
+		sc.ssc_files_ok = 0;
+		sc.ssc_gauges_ok = 0;
+	}
 	/* A failed read leaves the gauges out rather than showing a false zero. */
-	if (store_file_stats(st, &fs) == 0 &&
-	    (metrics_text_single(out, "idemhook_db_size_bytes", "gauge", "Size of the database file.",
-	                    "%" PRId64, fs.sf_db_bytes) < 0 ||
+	if (sc.ssc_files_ok &&
+	    (metrics_text_single(out, "idemhook_db_size_bytes", "gauge",
+	                         "Size of the database file.", "%" PRId64, fs->sf_db_bytes) < 0 ||
 	     metrics_text_single(out, "idemhook_db_wal_size_bytes", "gauge",
-	                    "Size of the database's write-ahead log.", "%" PRId64,
-	                    fs.sf_wal_bytes) < 0 ||
-	     metrics_text_single(out, "idemhook_db_free_bytes", "gauge",
-	                    "Free pages inside the database file: what a vacuum would give back.",
-	                    "%" PRId64, fs.sf_free_bytes) < 0)) {
+	                         "Size of the database's write-ahead log.", "%" PRId64,
+	                         fs->sf_wal_bytes) < 0 ||
+	     metrics_text_single(
+	             out, "idemhook_db_free_bytes", "gauge",
+	             "Free pages inside the database file: what a vacuum would give back.",
+	             "%" PRId64, fs->sf_free_bytes) < 0)) {
 		return -1;
 	}
-	clock_gettime(CLOCK_REALTIME, &ts);
-	now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-	/* A failed read (the database out of reach, a statement timed out)
-	 * leaves the db gauges out, and says so: a scrape must tell "the
-	 * database could not be read" from "the figures are gone". */
-	if (stats_gauges(st, now_ms, &g) < 0) {
+	/* A failed read (the database out of reach, a statement timed out,
+	 * no answer in time) leaves the db gauges out, and says so: a scrape
+	 * must tell "the database could not be read" from "the figures are
+	 * gone". */
+	if (!sc.ssc_gauges_ok) {
 		return metrics_text_single(out, "idemhook_store_readable", "gauge",
 		                           "1 when this scrape read the db gauges from the "
 		                           "database, 0 when it could not (they are left out).",
@@ -529,24 +557,26 @@ int stats_render_metrics(struct buf *out, struct store *st)
 	                        "%d", 1) < 0) {
 		return -1;
 	}
-	if (metrics_text_header(out, "idemhook_processing_stuck", "gauge",
-	                   "Idempotency records in processing, untouched for more than 60 s.") <
-	            0 ||
-	    buf_printf(out, "idemhook_processing_stuck %" PRId64 "\n", g.sg_processing_stuck) < 0) {
+	if (metrics_text_header(
+	            out, "idemhook_processing_stuck", "gauge",
+	            "Idempotency records in processing, untouched for more than 60 s.") < 0 ||
+	    buf_printf(out, "idemhook_processing_stuck %" PRId64 "\n", g->sg_processing_stuck) <
+	            0) {
 		return -1;
 	}
-	if (metrics_text_single(out, "idemhook_events_failed_open", "gauge",
-	                   "Events acknowledged to the provider but refused by the business rules "
-	                   "(outcome failed), live (not test mode), neither reprocessed nor "
-	                   "dismissed since.",
-	                   "%" PRId64, g.sg_events_failed_open) < 0 ||
+	if (metrics_text_single(
+	            out, "idemhook_events_failed_open", "gauge",
+	            "Events acknowledged to the provider but refused by the business rules "
+	            "(outcome failed), live (not test mode), neither reprocessed nor "
+	            "dismissed since.",
+	            "%" PRId64, g->sg_events_failed_open) < 0 ||
 	    metrics_text_single(out, "idemhook_events_failed_test_mode", "gauge",
-	                   "Failed events the provider marked as test mode or sandbox (Stripe "
-	                   "livemode false, Adyen live false), not dismissed: never an alert.",
-	                   "%" PRId64, g.sg_events_failed_test_mode) < 0) {
+	                        "Failed events the provider marked as test mode or sandbox (Stripe "
+	                        "livemode false, Adyen live false), not dismissed: never an alert.",
+	                        "%" PRId64, g->sg_events_failed_test_mode) < 0) {
 		return -1;
 	}
-	if (!g.sg_has_outbox) {
+	if (!g->sg_has_outbox) {
 		return 0;
 	}
 	if (metrics_text_header(out, "idemhook_outbox_rows", "gauge", "Outbound rows by status.") < 0) {
@@ -554,25 +584,26 @@ int stats_render_metrics(struct buf *out, struct store *st)
 	}
 	for (i = 0; i < STATS_OUTBOX_STATUSES; i++) {
 		if (buf_printf(out, "idemhook_outbox_rows{status=\"%s\"} %" PRId64 "\n",
-		               stats_outbox_statuses[i], g.sg_outbox_rows[i]) < 0) {
+		               stats_outbox_statuses[i], g->sg_outbox_rows[i]) < 0) {
 			return -1;
 		}
 	}
-	if (metrics_text_single(out, "idemhook_outbox_oldest_pending_age_seconds", "gauge",
-	                   "Age of the oldest outbound row not yet delivered (pending, delivering, "
-	                   "retry_wait); 0 when none.",
-	                   "%.3f", (double)g.sg_outbox_oldest_pending_ms / 1000.0) < 0) {
+	if (metrics_text_single(
+	            out, "idemhook_outbox_oldest_pending_age_seconds", "gauge",
+	            "Age of the oldest outbound row not yet delivered (pending, delivering, "
+	            "retry_wait); 0 when none.",
+	            "%.3f", (double)g->sg_outbox_oldest_pending_ms / 1000.0) < 0) {
 		return -1;
 	}
 	if (metrics_text_header(
 	            out, "idemhook_outbox_backlog", "gauge",
 	            "Outbound rows waiting for delivery (pending, delivering, retry_wait).") < 0 ||
-	    buf_printf(out, "idemhook_outbox_backlog %" PRId64 "\n", g.sg_outbox_backlog) < 0) {
+	    buf_printf(out, "idemhook_outbox_backlog %" PRId64 "\n", g->sg_outbox_backlog) < 0) {
 		return -1;
 	}
-	if (metrics_text_header(out, "idemhook_outbox_dead", "gauge", "Outbound rows dead-lettered.") <
-	            0 ||
-	    buf_printf(out, "idemhook_outbox_dead %" PRId64 "\n", g.sg_outbox_dead) < 0) {
+	if (metrics_text_header(out, "idemhook_outbox_dead", "gauge",
+	                        "Outbound rows dead-lettered.") < 0 ||
+	    buf_printf(out, "idemhook_outbox_dead %" PRId64 "\n", g->sg_outbox_dead) < 0) {
 		return -1;
 	}
 	return 0;

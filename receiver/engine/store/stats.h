@@ -12,6 +12,8 @@ struct store;
 
 #define STATS_STUCK_MS 60000  /* a processing record untouched this long is stuck */
 #define STATS_GROUPS_MAX 4096 /* (provider, outcome, detail) rows in one report */
+/* A /metrics scrape waits this long for the database's figures. */
+#define STATS_SCRAPE_WAIT_MS 1500
 
 /* Outbox row statuses, in the order of sg_outbox_rows. */
 #define STATS_OUTBOX_STATUSES 6
@@ -36,8 +38,8 @@ int stats_gauges(struct store *st, int64_t now_ms, struct stats_gauges *ret);
 /* Appends the store's part of the Prometheus exposition: the writer's
  * batch and commit histograms and counters, the file sizes, and the gauges
  * above (processing > 60 s, failed events, outbox rows by status), after
- * metrics_render's part. A failed read leaves those figures out. Returns 0
- * or -1. */
+ * metrics_render's part. A failed read, or one not done within
+ * STATS_SCRAPE_WAIT_MS, leaves those figures out. Returns 0 or -1. */
 int stats_render_metrics(struct buf *out, struct store *st);
 
 /* Events of one provider instance with one outcome and detail. */

@@ -38,6 +38,7 @@
 #define STORE_WRITERS_MAX 16
 #define STORE_KEYS_MIN ((size_t)1 << 20) /* keys a filter is made for, at least */
 #define STORE_KEYS_PAGE 10000            /* keys read per read transaction while a filter fills */
+#define STORE_ASIDE_ARG_MAX 512          /* bytes of a store_call_within argument */
 #define STORE_KEYS_OLD_MAX 48 /* filters replaced: each twice the last, so never this many */
 
 #define STORE_SQL_RECORD                                                                           \
@@ -143,6 +144,22 @@ struct store {
 	int st_hb_fail_rc;  /* its engine error code */
 	pthread_mutex_t st_probe_lock;
 	int st_probe_lock_made;
+	/* store_call_within's thread, made on first use; all under
+	 * st_aside_mutex but st_aside_arg, which is the thread's while a call
+	 * is busy. */
+	pthread_mutex_t st_aside_mutex;
+	pthread_cond_t st_aside_cond; /* CLOCK_MONOTONIC */
+	int st_aside_made;
+	pthread_t st_aside_thread;
+	int st_aside_running;
+	int st_aside_stop;
+	int st_aside_busy;       /* a call is queued or running, or its caller copies it out */
+	int st_aside_abandoned;  /* its caller gave up waiting: the thread ends the call */
+	uint64_t st_aside_asked; /* calls handed over */
+	uint64_t st_aside_done;  /* calls finished */
+	int (*st_aside_fn)(struct store *st, void *arg);
+	int st_aside_rc;
+	_Alignas(max_align_t) unsigned char st_aside_arg[STORE_ASIDE_ARG_MAX];
 	struct store_files st_files; /* under st_probe_lock */
 	int st_files_lost;           /* atomic: a file held open is gone; no more work is taken */
 	/* Atomic: the schema version the probe last read when it is not this
@@ -2360,6 +2377,16 @@ struct store *store_create(const struct store_options *opt)
 		goto fail;
 	}
 	st->st_probe_lock_made = 1;
+	{
+		pthread_condattr_t ca;
+
+		pthread_mutex_init(&st->st_aside_mutex, NULL);
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&st->st_aside_cond, &ca);
+		pthread_condattr_destroy(&ca);
+		st->st_aside_made = 1;
+	}
 	st->st_read_only = opt->so_read_only;
 	st->st_batch_max = opt->so_batch_max > 0 ? opt->so_batch_max : STORE_BATCH_MAX_DEFAULT;
 	st->st_writer_nice = opt->so_writer_nice;
@@ -2438,6 +2465,16 @@ void store_destroy(struct store *st)
 	if (st == NULL) {
 		return;
 	}
+	if (st->st_aside_running) {
+		/* A call still waiting on the database is waited for: it uses
+		 * connections closed below. */
+		pthread_mutex_lock(&st->st_aside_mutex);
+		st->st_aside_stop = 1;
+		pthread_cond_broadcast(&st->st_aside_cond);
+		pthread_mutex_unlock(&st->st_aside_mutex);
+		pthread_join(st->st_aside_thread, NULL);
+		st->st_aside_running = 0;
+	}
 	if (st->st_thread_running) {
 		/* The writers finish what is queued (each completion called)
 		 * and stop; later submissions are refused. */
@@ -2476,6 +2513,10 @@ void store_destroy(struct store *st)
 	}
 	if (st->st_probe_lock_made) {
 		pthread_mutex_destroy(&st->st_probe_lock);
+	}
+	if (st->st_aside_made) {
+		pthread_cond_destroy(&st->st_aside_cond);
+		pthread_mutex_destroy(&st->st_aside_mutex);
 	}
 	if (st->st_sync_made) {
 		pthread_cond_destroy(&st->st_work);
@@ -2854,6 +2895,101 @@ static void store_schema_note(struct store *st, int version)
 		log_notice("store: database schema %d is this idemhook's again; writes resume",
 		           version);
 	}
+}
+
+static void *store_aside_main(void *arg)
+{
+	struct store *st = arg;
+	uint64_t seq;
+	int rc;
+
+	pthread_setname_np(pthread_self(), "store-aside"); /* top -H, perf */
+	pthread_mutex_lock(&st->st_aside_mutex);
+	for (;;) {
+		while (!st->st_aside_stop && st->st_aside_done == st->st_aside_asked) {
+			pthread_cond_wait(&st->st_aside_cond, &st->st_aside_mutex);
+		}
+		if (st->st_aside_stop) {
+			break;
+		}
+		seq = st->st_aside_asked;
+		pthread_mutex_unlock(&st->st_aside_mutex);
+		rc = st->st_aside_fn(st, st->st_aside_arg);
+		pthread_mutex_lock(&st->st_aside_mutex);
+		st->st_aside_rc = rc;
+		st->st_aside_done = seq;
+		if (st->st_aside_abandoned) {
+			st->st_aside_busy = 0;
+			st->st_aside_abandoned = 0;
+		}
+		pthread_cond_broadcast(&st->st_aside_cond);
+	}
+	pthread_mutex_unlock(&st->st_aside_mutex);
+	return NULL;
+}
+
+/* Waits on st_aside_cond until deadline (CLOCK_MONOTONIC). Returns 1 when
+ * the deadline passed. Under st_aside_mutex. */
+static int store_aside_wait(struct store *st, const struct timespec *deadline)
+{
+	return pthread_cond_timedwait(&st->st_aside_cond, &st->st_aside_mutex, deadline) ==
+	       ETIMEDOUT;
+}
+
+int store_call_within(struct store *st, unsigned wait_ms, int (*fn)(struct store *st, void *arg),
+                      void *arg, size_t arg_size)
+{
+	struct timespec deadline;
+	uint64_t seq;
+	int rc = -1;
+
+	if (arg_size > sizeof(st->st_aside_arg)) {
+		log_err("store: an argument of %zu bytes for a bounded call (at most %zu)",
+		        arg_size, sizeof(st->st_aside_arg));
+		return -1;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += (time_t)(wait_ms / 1000);
+	deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&st->st_aside_mutex);
+	/* Another caller's call: waited for, unless it already outlived
+	 * its own wait (the database does not answer: no use asking twice). */
+	while (st->st_aside_busy) {
+		if (st->st_aside_abandoned || store_aside_wait(st, &deadline)) {
+			goto out;
+		}
+	}
+	if (!st->st_aside_running) {
+		int err = pthread_create(&st->st_aside_thread, NULL, store_aside_main, st);
+
+		if (err != 0) {
+			log_err("store: cannot start a thread: %s", strerror(err));
+			goto out;
+		}
+		st->st_aside_running = 1;
+	}
+	memcpy(st->st_aside_arg, arg, arg_size);
+	st->st_aside_fn = fn;
+	st->st_aside_busy = 1;
+	seq = ++st->st_aside_asked;
+	pthread_cond_broadcast(&st->st_aside_cond);
+	while (st->st_aside_done < seq) {
+		if (store_aside_wait(st, &deadline) && st->st_aside_done < seq) {
+			st->st_aside_abandoned = 1;
+			goto out;
+		}
+	}
+	memcpy(arg, st->st_aside_arg, arg_size);
+	rc = st->st_aside_rc;
+	st->st_aside_busy = 0;
+	pthread_cond_broadcast(&st->st_aside_cond);
+out:
+	pthread_mutex_unlock(&st->st_aside_mutex);
+	return rc;
 }
 
 int store_probe(struct store *st, struct store_health *ret)

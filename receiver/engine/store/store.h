@@ -362,6 +362,16 @@ int store_write(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx,
  * fn's value, or -1. */
 int store_read(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx, void *arg), void *arg);
 
+/* Runs fn(st, arg) on a thread of the store's own and waits for it at most
+ * wait_ms: for readers that must answer in time whatever the database does
+ * (a /metrics scrape on a hung server). arg (arg_size bytes, at most 512)
+ * is copied to that thread and back, so a call that outlives its wait never
+ * writes into the caller's memory; it ends on its own, and meanwhile later
+ * calls return -1 at once. Returns fn's value, or -1 when it did not end
+ * in time. */
+int store_call_within(struct store *st, unsigned wait_ms, int (*fn)(struct store *st, void *arg),
+                      void *arg, size_t arg_size);
+
 /* ---- work one receiver does at a time ---- */
 
 /* Takes the named lock for this store's database, shared by every receiver

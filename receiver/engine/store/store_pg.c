@@ -10,6 +10,7 @@
 #undef _FORTIFY_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <ucontext.h>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -47,6 +49,15 @@
 #define STORE_PG_POOL_DEFAULT 4
 #define STORE_PG_WRITERS_MAX 15 /* writer connections besides the first (en_writer_add) */
 #define STORE_PG_STATEMENT_TIMEOUT_MS_DEFAULT 5000
+/* A connect that has not finished in this many seconds gives up (libpq's
+ * connect_timeout, per host) unless the conninfo or PGCONNECT_TIMEOUT says
+ * otherwise: a server that accepts and never answers must not hold a
+ * thread for good. */
+#define STORE_PG_CONNECT_TIMEOUT_S "5"
+/* The health probe's bounds: its connect, and its query's reply. A server
+ * silent for longer "does not answer": not ready. */
+#define STORE_PG_PROBE_CONNECT_S "2"
+#define STORE_PG_PROBE_WAIT_MS 2000
 /* A batch waits out its statement_timeout on a lock once: after that, each
  * lock wait of the batch gets this fraction of it (lock_timeout). */
 #define STORE_PG_LOCK_CUT_DIVISOR 20
@@ -110,6 +121,8 @@ struct store_conn {
 	const char *cn_role;        /* its fallback application_name */
 	const char *cn_app_name;    /* borrowed from its store_db: its application_name, or NULL */
 	const char *cn_session_attrs; /* borrowed: its target_session_attrs, or NULL */
+	/* borrowed: its connect_timeout, or NULL (the conninfo's) */
+	const char *cn_connect_timeout;
 	unsigned cn_timeout_ms;     /* its statement_timeout, set again after a reconnect */
 	uint64_t cn_round_trips;    /* to the server, counted on the connection's own thread */
 	struct store_conn *cn_next; /* reader: in the free list */
@@ -134,6 +147,9 @@ struct store_db {
 	/* "read-write" when the store writes and the conninfo names no
 	 * target_session_attrs of its own, else NULL (libpq's default). */
 	const char *db_session_attrs;
+	/* STORE_PG_CONNECT_TIMEOUT_S when neither the conninfo nor
+	 * PGCONNECT_TIMEOUT sets connect_timeout, else NULL. */
+	const char *db_connect_timeout;
 	unsigned db_timeout_ms;
 	struct store_conn *db_writer;                     /* NULL when read-only */
 	struct store_conn *db_more[STORE_PG_WRITERS_MAX]; /* en_writer_add's, each its thread's */
@@ -310,10 +326,10 @@ static int store_pg_is_conninfo(const char *conninfo)
 }
 
 /* Whether the parsed conninfo sets target_session_attrs itself. */
-static int store_pg_sets_session_attrs(const PQconninfoOption *opts)
+static int store_pg_sets_option(const PQconninfoOption *opts, const char *keyword)
 {
 	for (; opts->keyword != NULL; opts++) {
-		if (strcmp(opts->keyword, "target_session_attrs") == 0) {
+		if (strcmp(opts->keyword, keyword) == 0) {
 			return opts->val != NULL && opts->val[0] != '\0';
 		}
 	}
@@ -324,8 +340,9 @@ static int store_pg_sets_session_attrs(const PQconninfoOption *opts)
  * errors quote the text they stopped at (the token after a bad '=', the
  * whole URI), which may be the password: the message is logged with every
  * quoted part left out. Sets *ret_attrs to 1 when the conninfo sets
- * target_session_attrs, else 0. Returns 0, or -1 (logged). */
-static int store_pg_conninfo_check(const char *conninfo, int *ret_attrs)
+ * target_session_attrs, else 0, and *ret_connect_timeout likewise for
+ * connect_timeout. Returns 0, or -1 (logged). */
+static int store_pg_conninfo_check(const char *conninfo, int *ret_attrs, int *ret_connect_timeout)
 {
 	PQconninfoOption *opts;
 	char *err = NULL;
@@ -334,12 +351,14 @@ static int store_pg_conninfo_check(const char *conninfo, int *ret_attrs)
 	const char *p;
 
 	*ret_attrs = 0;
+	*ret_connect_timeout = 0;
 	if (!store_pg_is_conninfo(conninfo)) {
 		return 0; /* a database name */
 	}
 	opts = PQconninfoParse(conninfo, &err);
 	if (opts != NULL) {
-		*ret_attrs = store_pg_sets_session_attrs(opts);
+		*ret_attrs = store_pg_sets_option(opts, "target_session_attrs");
+		*ret_connect_timeout = store_pg_sets_option(opts, "connect_timeout");
 		PQconninfoFree(opts);
 		return 0;
 	}
@@ -421,11 +440,15 @@ static PGconn *store_pg_connect(const struct store_conn *cn)
 	 * target_session_attrs: a store that writes asks libpq for a server
 	 * that takes writes, so a standby (or the old primary come back as
 	 * one) is refused at connect, and of a conninfo listing several
-	 * hosts the primary is chosen, again on every reconnect. */
-	const char *const keys[] = {"dbname", "fallback_application_name", "application_name",
-	                            "target_session_attrs", NULL};
-	const char *const values[] = {cn->cn_conninfo, cn->cn_role, cn->cn_app_name,
-	                              cn->cn_session_attrs, NULL};
+	 * hosts the primary is chosen, again on every reconnect. And
+	 * connect_timeout, which bounds a connect to a server that accepts
+	 * and never answers. */
+	const char *const keys[] = {"dbname",           "fallback_application_name",
+	                            "application_name", "target_session_attrs",
+	                            "connect_timeout",  NULL};
+	const char *const values[] = {cn->cn_conninfo,        cn->cn_role,
+	                              cn->cn_app_name,        cn->cn_session_attrs,
+	                              cn->cn_connect_timeout, NULL};
 
 	return PQconnectdbParams(keys, values, 1);
 }
@@ -433,9 +456,11 @@ static PGconn *store_pg_connect(const struct store_conn *cn)
 /* role names the connection in pg_stat_activity (application_name, unless
  * the conninfo sets one): "idemhook writer", "idemhook reader", ... A
  * failure is logged at level (the first of an outage: store_pg_unreachable),
- * or not at all when quiet. */
-static struct store_conn *store_pg_conn_open_q(struct store_db *db, const char *role,
-                                               unsigned timeout_ms, int quiet, enum log_level level)
+ * or not at all when quiet. connect_timeout (seconds, as text) overrides
+ * the store's when not NULL. */
+static struct store_conn *store_pg_conn_open_t(struct store_db *db, const char *role,
+                                               unsigned timeout_ms, int quiet, enum log_level level,
+                                               const char *connect_timeout)
 {
 	struct store_conn *cn;
 
@@ -447,6 +472,7 @@ static struct store_conn *store_pg_conn_open_q(struct store_db *db, const char *
 	cn->cn_conninfo = db->db_conninfo;
 	cn->cn_app_name = db->db_app_name;
 	cn->cn_session_attrs = db->db_session_attrs;
+	cn->cn_connect_timeout = connect_timeout != NULL ? connect_timeout : db->db_connect_timeout;
 	cn->cn_fails = &db->db_fails;
 	cn->cn_read_only = &db->db_read_only;
 	cn->cn_no_advisory = &db->db_no_advisory;
@@ -471,6 +497,12 @@ static struct store_conn *store_pg_conn_open_q(struct store_db *db, const char *
 fail:
 	store_pg_conn_close(cn);
 	return NULL;
+}
+
+static struct store_conn *store_pg_conn_open_q(struct store_db *db, const char *role,
+                                               unsigned timeout_ms, int quiet, enum log_level level)
+{
+	return store_pg_conn_open_t(db, role, timeout_ms, quiet, level, NULL);
 }
 
 /* A connection made while the receiver runs: an outage is a warning. */
@@ -2561,30 +2593,107 @@ static uint64_t store_pg_wal_written(struct store_db *db)
 	return 0;
 }
 
+static int64_t store_pg_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The schema version read on the probe's connection, waiting at most
+ * wait_ms for the server's reply: libpq's blocking calls would wait for
+ * a hung server (stopped, or behind a network black hole) for good.
+ * Returns 0, -1 when the server answered with an error or the connection
+ * broke, -2 when no reply came in time (the connection is then mid-query:
+ * the caller closes it). */
+static int store_pg_probe_version(struct store_conn *cn, unsigned wait_ms, int *ret)
+{
+	int64_t deadline = store_pg_mono_ms() + wait_ms;
+	PGresult *res;
+	int rc = -1;
+	int got = 0;
+
+	if (PQsendQuery(cn->cn_pg, STORE_PG_SCHEMA_READ) != 1) {
+		return -1;
+	}
+	cn->cn_round_trips++;
+	for (;;) {
+		while (PQisBusy(cn->cn_pg)) {
+			struct pollfd pfd = {.fd = PQsocket(cn->cn_pg), .events = POLLIN};
+			int64_t left = deadline - store_pg_mono_ms();
+			int n;
+
+			if (left <= 0) {
+				return -2;
+			}
+			n = poll(&pfd, 1, (int)left);
+			if (n < 0 && errno != EINTR) {
+				return -1;
+			}
+			if (n > 0 && PQconsumeInput(cn->cn_pg) != 1) {
+				return -1;
+			}
+		}
+		/* Not busy: PQgetResult does not wait. */
+		res = PQgetResult(cn->cn_pg);
+		if (res == NULL) {
+			return got ? rc : -1;
+		}
+		if (!got) {
+			const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+
+			got = 1;
+			if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
+				*ret = (int)strtol(PQgetvalue(res, 0, 0), NULL, 10);
+				rc = 0;
+			} else if (state != NULL && strcmp(state, "42P01") == 0) {
+				*ret = 0; /* no idemhook_schema yet */
+				rc = 0;
+			}
+		}
+		PQclear(res);
+	}
+}
+
 static void store_pg_probe(struct store_db *db, const int64_t *busy_since, const int64_t *ok_at,
                            struct store_health *h)
 {
 	int newest = store_schema_version();
 	int version = 0;
+	int rc;
 
 	(void)busy_since;
 	(void)ok_at;
-	if (db->db_probe == NULL) {
-		/* Quiet too: a probe that cannot connect says so in its verdict. */
-		db->db_probe = store_pg_conn_open_q(db, "idemhook probe", 1000, 1, LOG_LEVEL_DEBUG);
-	} else if (PQstatus(db->db_probe->cn_pg) != CONNECTION_OK) {
-		store_pg_stmts_clear(db->db_probe);
-		PQreset(db->db_probe->cn_pg);
-		store_pg_read_only_note(db->db_probe, db->db_probe->cn_pg);
+	if (db->db_probe != NULL && PQstatus(db->db_probe->cn_pg) != CONNECTION_OK) {
+		store_pg_conn_close(db->db_probe);
+		db->db_probe = NULL;
 	}
-	if (db->db_probe == NULL || PQstatus(db->db_probe->cn_pg) != CONNECTION_OK) {
+	if (db->db_probe == NULL) {
+		/* Quiet too: a probe that cannot connect says so in its verdict.
+		 * A connect of its own bound, whatever the conninfo says: the
+		 * verdict must come within seconds. */
+		db->db_probe = store_pg_conn_open_t(db, "idemhook probe", 1000, 1, LOG_LEVEL_DEBUG,
+		                                    STORE_PG_PROBE_CONNECT_S);
+	}
+	if (db->db_probe == NULL) {
 		store_health_fail(h, __atomic_load_n(&db->db_read_only, __ATOMIC_RELAXED)
 		                             ? STORE_PG_READ_ONLY
 		                             : "postgresql cannot be reached");
 		return;
 	}
 
-	if (store_pg_version_q(db->db_probe, &version, 1) < 0) {
+	rc = store_pg_probe_version(db->db_probe, STORE_PG_PROBE_WAIT_MS, &version);
+	if (rc == -2) {
+		/* A cancel request to a hung server would hang too: the
+		 * connection goes, and the next probe makes a new one. */
+		store_pg_conn_close(db->db_probe);
+		db->db_probe = NULL;
+		store_health_fail(h, "postgresql does not answer (no reply within %u ms)",
+		                  STORE_PG_PROBE_WAIT_MS);
+		return;
+	}
+	if (rc < 0) {
 		store_health_fail(h, "the schema version cannot be read");
 		return;
 	}
@@ -2852,6 +2961,7 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 	struct store_db *db;
 	int version = 0;
 	int sets_attrs = 0;
+	int sets_connect_timeout = 0;
 
 	if (opt->so_conninfo == NULL || opt->so_conninfo[0] == '\0') {
 		log_err("store: backend = postgresql needs [store] conninfo");
@@ -2884,8 +2994,11 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 		goto fail;
 	}
 	db->db_key_made = 1;
-	if (store_pg_conninfo_check(db->db_conninfo, &sets_attrs) < 0) {
+	if (store_pg_conninfo_check(db->db_conninfo, &sets_attrs, &sets_connect_timeout) < 0) {
 		goto fail;
+	}
+	if (!sets_connect_timeout && getenv("PGCONNECT_TIMEOUT") == NULL) {
+		db->db_connect_timeout = STORE_PG_CONNECT_TIMEOUT_S;
 	}
 	if (!opt->so_read_only && !sets_attrs && getenv("PGTARGETSESSIONATTRS") == NULL) {
 		db->db_session_attrs = "read-write";
