@@ -170,10 +170,10 @@ struct http_sock {
 	/* Its server thread's: the bytes of the requests it completed on this
 	 * connection (request line, header fields, blank line, body), or
 	 * UINT64_MAX once that is not known (TLS, a chunked body). More bytes
-	 * received than that when a request completes: the next request's
-	 * first bytes are in already (http_sock_rest). */
+	 * received than that: the next request's first bytes are in
+	 * (http_sock_rest, http_sock_probe_idle). */
 	uint64_t hk_consumed;
-	/* Bytes received when its last request completed: what an idle
+	/* hk_consumed when its last request completed: what an idle
 	 * connection's first look compares with (UINT64_MAX: unknown). */
 	atomic_ullong hk_idle_base;
 	/* The peer's address as text, formatted once per connection: each
@@ -776,9 +776,9 @@ static void http_sock_probe_idle(struct http_sock *hk, unsigned long long state,
 		return;
 	}
 	if (hk->hk_idle_bytes == UINT64_MAX || hk->hk_idle_state != state) {
-		/* The first look in this idle period: compared with what had
-		 * come when its last request completed (bytes that came
-		 * between then and now began a head), else with now. */
+		/* The first look in this idle period: compared with the
+		 * bytes of the requests completed so far (more began a head:
+		 * sent with the last one, or since), else with now. */
 		unsigned long long base = atomic_load(&hk->hk_idle_base);
 
 		hk->hk_idle_state = state;
@@ -1389,49 +1389,30 @@ static int http_defer_abandon(struct http_conn *hc)
 	return 0;
 }
 
-/* Where a kept-alive connection is once its request hc completed (ok: it
- * was answered): idle, or already in its next head when more bytes came
- * than its requests so far had. A pipelined request, or the first bytes of
- * the next one sent with the last, are in libmicrohttpd's buffer already
- * and never show as new bytes to the sweeper's look at idle connections:
- * their head's deadline runs from here. Otherwise the bytes received now
- * are what that look compares with. */
-static enum http_phase http_sock_rest(struct http_sock *hk, const struct http_conn *hc, int ok)
+/* Counts the bytes of hc, a kept-alive connection's request that completed
+ * (ok: it was answered), and leaves the count as what the sweeper's first
+ * look at the idle connection compares the bytes received with. A
+ * pipelined request, or the first bytes of the next one sent with the last,
+ * are in libmicrohttpd's buffer already and never show as new bytes to a
+ * look that compared with the bytes received at completion; against the
+ * count they do, and that head's deadline runs from that look. No system
+ * call here: this runs once per request. */
+static void http_sock_rest(struct http_sock *hk, const struct http_conn *hc, int ok)
 {
-	struct tcp_info ti;
-	socklen_t len = sizeof(ti);
-	uint64_t got;
-
-	memset(&ti, 0, sizeof(ti));
-	if (!ok || hk->hk_fd < 0 || getsockopt(hk->hk_fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
-	    len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received)) {
-		hk->hk_consumed = UINT64_MAX;
-		atomic_store(&hk->hk_idle_base, UINT64_MAX);
-		return HTTP_PHASE_IDLE;
-	}
-	got = ti.tcpi_bytes_received;
 	if (hk->hk_consumed != UINT64_MAX) {
-		if (hc->hc_chunked || hc->hc_head_bytes == 0) {
+		if (!ok || hc->hc_chunked || hc->hc_head_bytes == 0) {
 			hk->hk_consumed = UINT64_MAX;
 		} else {
 			hk->hk_consumed +=
 			        hc->hc_head_bytes + (uint64_t)atomic_load(&hk->hk_body_bytes);
 		}
 	}
-	if (hk->hk_consumed != UINT64_MAX && got > hk->hk_consumed) {
-		return HTTP_PHASE_HEAD;
-	}
-	if (hk->hk_consumed != UINT64_MAX && got < hk->hk_consumed) {
-		hk->hk_consumed = UINT64_MAX; /* counted wrong: never trusted again */
-	}
-	atomic_store(&hk->hk_idle_base, got);
-	return HTTP_PHASE_IDLE;
+	atomic_store(&hk->hk_idle_base, hk->hk_consumed);
 }
 
 static void http_completed(void *cls, struct MHD_Connection *con, void **con_cls,
 			   enum MHD_RequestTerminationCode toe)
 {
-	enum http_phase next = HTTP_PHASE_IDLE;
 	struct http_gen *gen = cls;
 	struct http_conn *hc = *con_cls;
 
@@ -1452,9 +1433,9 @@ static void http_completed(void *cls, struct MHD_Connection *con, void **con_cls
 		if (hc->hc_sock->hk_timeout != NULL) {
 			http_sock_timeout_set(gen, hc->hc_sock, NULL, 0);
 		}
-		next = http_sock_rest(hc->hc_sock, hc, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+		http_sock_rest(hc->hc_sock, hc, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
 	}
-	http_sock_move(hc->hc_sock, next);
+	http_sock_move(hc->hc_sock, HTTP_PHASE_IDLE);
 	if (hc->hc_defer.hd_fn != NULL && http_defer_abandon(hc)) {
 		return;
 	}
