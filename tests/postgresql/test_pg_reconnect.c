@@ -427,6 +427,38 @@ static int reconnect_log_unprefixed(const struct daemon *d)
 	return n;
 }
 
+/* Lines of the daemon's log holding text without context on the same
+ * line, each printed: counted in one read of the log, as lines go on
+ * being written (a deferred debug line comes up to a second later). */
+static int reconnect_log_without(const struct daemon *d, const char *text, const char *context)
+{
+	char *log_text = hn_read_file(d->dm_log);
+	const char *line;
+	const char *end;
+	int n = 0;
+
+	if (log_text == NULL) {
+		return -1;
+	}
+	for (line = log_text; *line != '\0'; line = end + 1) {
+		char *one;
+
+		end = strchr(line, '\n');
+		if (end == NULL) {
+			break; /* a line being written */
+		}
+		one = strndup(line, (size_t)(end - line));
+		assert_non_null(one);
+		if (strstr(one, text) != NULL && strstr(one, context) == NULL) {
+			print_message("\"%s\" without \"%s\": %s\n", text, context, one);
+			n++;
+		}
+		free(one);
+	}
+	free(log_text);
+	return n;
+}
+
 #define RECONNECT_OUTAGE_CALLBACKS 40
 #define RECONNECT_WARNING "<4>store: cannot"
 
@@ -476,8 +508,11 @@ static void test_a_database_out_of_reach_is_logged_once_not_per_callback(void **
 	print_message("%d callbacks while out of reach: %d warnings of a failed connect\n",
 	              RECONNECT_OUTAGE_CALLBACKS, reconnect_log_count(&d, RECONNECT_WARNING));
 	assert_int_equal(reconnect_log_count(&d, RECONNECT_WARNING), 1);
-	assert_int_equal(reconnect_log_count(&d, "is not currently accepting connections"),
-	                 reconnect_log_count(&d, "connect to postgresql"));
+	/* libpq's reason is said only where a connect failed, not again by
+	 * each statement that found no connection */
+	assert_int_equal(reconnect_log_without(&d, "is not currently accepting connections",
+	                                       "connect to postgresql"),
+	                 0);
 
 	snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS true", d.dm_pg_db);
 	assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
