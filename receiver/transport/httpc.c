@@ -27,6 +27,12 @@ struct httpc_xfer {
 	size_t hx_head_bytes;
 	const char *hx_head_error; /* static: why the answer's head was refused */
 	void *hx_arg;
+	/* The first bytes the peer sent in a TLS handshake, as libcurl's
+	 * debug callback hands them over (before the TLS library judges
+	 * them): "HTTP/" when a plain HTTP server answered the ClientHello. */
+	char hx_tls_first[8];
+	size_t hx_tls_first_len;
+	int hx_tls_seen;
 	struct httpc_xfer *hx_next; /* in the multi's list */
 	char hx_errbuf[CURL_ERROR_SIZE];
 };
@@ -534,6 +540,41 @@ static int httpc_opt_fn(CURL *easy, CURLoption opt, curl_write_callback fn)
 	return httpc_opt_check(curl_easy_setopt(easy, opt, fn), opt);
 }
 
+/* CURLOPT_DEBUGFUNCTION: keeps the first bytes of the TLS data received
+ * (CURLINFO_SSL_DATA_IN: the record header the peer sent first, handed
+ * over before it is checked) and ignores the rest, which may hold
+ * secrets (the request's Authorization among the header lines out). */
+static int httpc_on_debug(CURL *easy, curl_infotype type, char *data, size_t size, void *arg)
+{
+	struct httpc_xfer *x = arg;
+	size_t n = size < sizeof(x->hx_tls_first) ? size : sizeof(x->hx_tls_first);
+
+	(void)easy;
+	if (type != CURLINFO_SSL_DATA_IN || x->hx_tls_seen) {
+		return 0;
+	}
+	x->hx_tls_seen = 1;
+	memcpy(x->hx_tls_first, data, n);
+	x->hx_tls_first_len = n;
+	return 0;
+}
+
+/* For https:// URLs only: libcurl calls a debug function only in verbose
+ * mode, and the rest of what verbose mode makes goes to httpc_on_debug,
+ * which drops it. */
+static int httpc_opt_tls_trace(CURL *easy, const char *url, struct httpc_xfer *x)
+{
+	if (strncasecmp(url, "https://", 8) != 0) {
+		return 0;
+	}
+	if (httpc_opt_check(curl_easy_setopt(easy, CURLOPT_DEBUGFUNCTION, httpc_on_debug),
+	                    CURLOPT_DEBUGFUNCTION) < 0 ||
+	    httpc_opt_ptr(easy, CURLOPT_DEBUGDATA, x) < 0) {
+		return -1;
+	}
+	return httpc_opt_long(easy, CURLOPT_VERBOSE, 1L);
+}
+
 static int httpc_opt_method(CURL *easy, const char *method, const struct httpc_request *req)
 {
 	if (strcmp(method, "GET") == 0) {
@@ -606,7 +647,8 @@ static struct httpc_xfer *httpc_xfer_create(const struct httpc_request *req, cha
 	    httpc_opt_fn(e, CURLOPT_HEADERFUNCTION, httpc_on_header) < 0 ||
 	    httpc_opt_ptr(e, CURLOPT_HEADERDATA, x) < 0 ||
 	    httpc_opt_ptr(e, CURLOPT_ERRORBUFFER, x->hx_errbuf) < 0 ||
-	    httpc_opt_ptr(e, CURLOPT_PRIVATE, x) < 0) {
+	    httpc_opt_ptr(e, CURLOPT_PRIVATE, x) < 0 ||
+	    httpc_opt_tls_trace(e, req->hcq_url, x) < 0) {
 		httpc_err(err, err_size, "cannot set up the transfer");
 		goto fail;
 	}
@@ -627,17 +669,23 @@ fail:
 	return NULL;
 }
 
-/* The failure kind of a transfer that ended with rc and libcurl's message
- * errbuf. A handshake answered by a plain HTTP server ends as any failed
- * handshake (CURLE_SSL_CONNECT_ERROR); only the TLS library's message
- * says the answer was not a TLS record at all: OpenSSL reads the bytes
- * "HTTP/1.1 400" as a record of an unknown version, or one too long. */
-static enum httpc_failure httpc_failure_of(CURLcode rc, const char *errbuf)
+/* The failure kind of transfer x that ended with rc. A handshake answered
+ * by a plain HTTP server ends as any failed handshake
+ * (CURLE_SSL_CONNECT_ERROR), and the TLS library's message for it is its
+ * own wording (OpenSSL: "wrong version number", for any bytes that are not
+ * a TLS record): what tells it is what came first, a status line where a
+ * TLS record header belongs. Only an HTTP status line: a port answering
+ * with another protocol's greeting is no case for http://. Without a TLS
+ * trace (a libcurl built without verbose strings) the failure is
+ * HTTPC_FAILURE_OTHER. */
+static enum httpc_failure httpc_failure_of(CURLcode rc, const struct httpc_xfer *x)
 {
+	static const char status_line[] = "HTTP/";
+
 	switch (rc) {
 	case CURLE_SSL_CONNECT_ERROR:
-		if (strstr(errbuf, "wrong version number") != NULL ||
-		    strstr(errbuf, "packet length too long") != NULL) {
+		if (x->hx_tls_first_len >= sizeof(status_line) - 1 &&
+		    memcmp(x->hx_tls_first, status_line, sizeof(status_line) - 1) == 0) {
 			return HTTPC_FAILURE_TLS_PLAIN;
 		}
 		return HTTPC_FAILURE_OTHER;
@@ -670,7 +718,7 @@ static int httpc_xfer_result(struct httpc_xfer *x, CURLcode rc, struct httpc_res
 	if (rc != CURLE_OK && !(x->hx_truncated && rc == CURLE_WRITE_ERROR && code != 0)) {
 		httpc_err(err, err_size, "%s",
 		          x->hx_errbuf[0] != '\0' ? x->hx_errbuf : curl_easy_strerror(rc));
-		ret->hcr_failure = httpc_failure_of(rc, x->hx_errbuf);
+		ret->hcr_failure = httpc_failure_of(rc, x);
 		return -1;
 	}
 	if (code == 0) {

@@ -1036,11 +1036,12 @@ static void test_an_https_notify_url_on_a_plain_port_says_use_http(void **state)
 	fx_daemon_start(&d, "%s", ini);
 	fx_order(&d, 2497, "usd", id);
 	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_not_tls", id, 2497, "usd"), 200);
+	/* (at least 3: two retries may come within one look at the database) */
 	assert_int_equal(hn_db_wait_int(d.dm_db,
-	                                "SELECT count(*) FROM outbox_attempts WHERE error LIKE"
+	                                "SELECT count(*) >= 3 FROM outbox_attempts WHERE error LIKE"
 	                                " 'the server does not speak TLS: use http:// (%'",
-	                                3, E2E_WAIT_S),
-	                 3);
+	                                1, E2E_WAIT_S),
+	                 1);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox WHERE status IN"
 	                               " ('retry_wait', 'delivering') AND (last_error IS NULL OR"
 	                               " last_error LIKE 'the server does not speak TLS%%')"),

@@ -391,6 +391,46 @@ static void test_answer_that_is_not_http_is_refused(void **state)
 	canned_stop(&c);
 }
 
+/* An https:// URL on a port that answers the ClientHello in plain HTTP
+ * is told apart by the status line that came where a TLS record belongs,
+ * not by the TLS library's wording: a port that answers with another
+ * protocol's greeting (which OpenSSL words alike, "wrong version number")
+ * is not taken for a plain HTTP port. */
+static void test_an_https_url_on_a_plain_http_port_is_told_by_its_status_line(void **state)
+{
+	static const struct {
+		const char *answer;
+		enum httpc_failure failure;
+	} cases[] = {
+	        {"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+	         HTTPC_FAILURE_TLS_PLAIN},
+	        {"HTTP/1.0 400 Bad request\r\n\r\n", HTTPC_FAILURE_TLS_PLAIN},
+	        {"220 mail.example ESMTP ready\r\n", HTTPC_FAILURE_OTHER},
+	        {"SSH-2.0-OpenSSH_9.2\r\n", HTTPC_FAILURE_OTHER},
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct canned c;
+		struct httpc_request req;
+		struct httpc_response resp;
+		char err[HTTPC_ERR_MAX] = "";
+		unsigned port = canned_start(&c, cases[i].answer, 0);
+
+		request_init(&req, port, "/");
+		req.hcq_url = url_of("https", port, "/");
+		assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), -1);
+		assert_true(err[0] != '\0');
+		assert_int_equal(resp.hcr_status, 0);
+		if (resp.hcr_failure != cases[i].failure) {
+			fail_msg("answer %zu: failure %d, not %d (%s)", i, (int)resp.hcr_failure,
+			         (int)cases[i].failure, err);
+		}
+		canned_stop(&c);
+	}
+}
+
 static void test_only_http_and_https_urls_are_taken(void **state)
 {
 	struct httpc_request req;
@@ -792,6 +832,7 @@ int main(void)
 	        cmocka_unit_test(test_only_the_final_answer_after_a_1xx_counts),
 	        cmocka_unit_test(test_redirects_are_not_followed),
 	        cmocka_unit_test(test_answer_that_is_not_http_is_refused),
+	        cmocka_unit_test(test_an_https_url_on_a_plain_http_port_is_told_by_its_status_line),
 	        cmocka_unit_test(test_only_http_and_https_urls_are_taken),
 	        cmocka_unit_test(
 	                test_url_check_refuses_userinfo_and_plain_http_with_a_key_off_loopback),
