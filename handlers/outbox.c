@@ -1115,39 +1115,87 @@ int outbox_release_all(struct store *st, int64_t now_ms, int64_t *ret_n)
 	return 0;
 }
 
-static int outbox_next_due_tx(struct store_tx *tx, void *arg)
-{
-	int64_t *ret = arg;
-	struct store_row row;
-	int rc;
+struct outbox_due_ctx {
+	const int64_t *od_held; /* rows the caller holds: not due to it */
+	size_t od_n_held;
+	int64_t od_ms;
+	int od_found;
+};
 
-	rc = store_query(
-	        tx,
-	        "SELECT MIN(t) FROM (SELECT MIN(next_attempt_at) AS t FROM outbox"
-	        " WHERE status IN ('pending', 'retry_wait') UNION ALL SELECT MIN(lease_until) AS t"
-	        " FROM outbox WHERE status = 'delivering') AS due",
-	        NULL, 0, &row);
-	if (rc < 0) {
-		return -1;
-	}
-	if (rc == 0 || store_row_is_null(&row, 0)) {
-		if (rc == 1) {
-			store_row_finish(&row);
+static int outbox_due_held(const struct outbox_due_ctx *ctx, int64_t id)
+{
+	size_t i;
+
+	for (i = 0; i < ctx->od_n_held; i++) {
+		if (ctx->od_held[i] == id) {
+			return 1;
 		}
+	}
+	return 0;
+}
+
+/* The first 'delivering' row (earliest lease) the caller does not hold. */
+static int outbox_due_lease(void *arg, const struct store_row *row)
+{
+	struct outbox_due_ctx *ctx = arg;
+	int64_t t = store_row_int(row, 1);
+
+	if (outbox_due_held(ctx, store_row_int(row, 0))) {
 		return 0;
 	}
-	*ret = store_row_int(&row, 0);
-	store_row_finish(&row);
+	if (!ctx->od_found || t < ctx->od_ms) {
+		ctx->od_ms = t;
+		ctx->od_found = 1;
+	}
 	return 1;
 }
 
-int outbox_next_due(struct store *st, int64_t now_ms, int64_t *ret_ms)
+static int outbox_next_due_tx(struct store_tx *tx, void *arg)
 {
-	int64_t t = 0;
-	int rc = store_read(st, now_ms, outbox_next_due_tx, &t);
+	struct outbox_due_ctx *ctx = arg;
+	struct store_value p[] = {store_int((int64_t)ctx->od_n_held + 1)};
+	struct store_row row;
+	int rc;
 
+	rc = store_query(tx,
+	                 "SELECT MIN(next_attempt_at) FROM outbox"
+	                 " WHERE status IN ('pending', 'retry_wait')",
+	                 NULL, 0, &row);
+	if (rc < 0) {
+		return -1;
+	}
 	if (rc == 1) {
-		*ret_ms = t;
+		if (!store_row_is_null(&row, 0)) {
+			ctx->od_ms = store_row_int(&row, 0);
+			ctx->od_found = 1;
+		}
+		store_row_finish(&row);
+	}
+	/* A held row's lease may have run out while its holder keeps the
+	 * outcome the store refused: it is never leased again, so it is not
+	 * due either, or the worker would look for it at every poll. At most
+	 * n_held rows are skipped before one that counts. */
+	if (store_query_each(tx,
+	                     "SELECT id, lease_until FROM outbox WHERE status = 'delivering'"
+	                     " AND lease_until IS NOT NULL ORDER BY lease_until, id LIMIT ?",
+	                     p, 1, outbox_due_lease, ctx) < 0) {
+		return -1;
+	}
+	return ctx->od_found ? 1 : 0;
+}
+
+int outbox_next_due(struct store *st, int64_t now_ms, const int64_t *held, size_t n_held,
+                    int64_t *ret_ms)
+{
+	struct outbox_due_ctx ctx;
+	int rc;
+
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.od_held = held;
+	ctx.od_n_held = n_held;
+	rc = store_read(st, now_ms, outbox_next_due_tx, &ctx);
+	if (rc == 1) {
+		*ret_ms = ctx.od_ms;
 	}
 	return rc;
 }

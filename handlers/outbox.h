@@ -193,8 +193,11 @@ void outbox_row_finish(struct outbox_row *row);
 int outbox_release_all(struct store *st, int64_t now_ms, int64_t *ret_n);
 
 /* The earliest time a row is due (pending/retry_wait next_attempt_at, or an
- * expired 'delivering' lease). Returns 1 with ret_ms, 0 when none, -1. */
-int outbox_next_due(struct store *st, int64_t now_ms, int64_t *ret_ms);
+ * expired 'delivering' lease), leaving out the n_held rows in held (the
+ * caller's: never leased again while it holds them). Returns 1 with
+ * ret_ms, 0 when none, -1. */
+int outbox_next_due(struct store *st, int64_t now_ms, const int64_t *held, size_t n_held,
+                    int64_t *ret_ms);
 
 /* Leases up to max due rows (status delivering, lease_until now+lease_ms,
  * attempts + 1, new lease token) into rows[]. A row whose lease expired is

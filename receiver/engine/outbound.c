@@ -286,6 +286,34 @@ static char *outbound_copy(const char *s, size_t len)
 	return c;
 }
 
+/* The warning of an outcome kept at its first refusal: when the row is
+ * given back instead, if the store still refuses it. That is the next try
+ * when the give-back time (the lease less its margin) has passed already:
+ * a lease shorter than the margin, or a write that waited long for the
+ * lock. */
+static void outbound_keep_warn(struct outbound *ob, const struct outbound_xfer *x)
+{
+	int64_t now = outbound_now(ob);
+	char when[96];
+
+	if (x->ox_give_up_ms > now + OUTBOUND_RECORD_RETRY_MS) {
+		snprintf(when, sizeof(when), "in %" PRId64 " s",
+		         (x->ox_give_up_ms - now + 999) / 1000);
+	} else {
+		snprintf(when, sizeof(when),
+		         "at the next try, in %d ms (its lease leaves no time to wait longer),",
+		         OUTBOUND_RECORD_RETRY_MS);
+	}
+	log_warn("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) could not be "
+	         "recorded; kept, written again every %d ms (the row shows delivering "
+	         "meanwhile; idemhook_outbox_outcomes_unrecorded counts it); if the database "
+	         "still refuses it %s or when the daemon stops, the row is given back, not "
+	         "counted, and the call sent again with the same key",
+	         x->ox_row.or_id, x->ox_row.or_attempts,
+	         x->ox_res.ors_http_status != 0 ? "HTTP" : "status", x->ox_res.ors_http_status,
+	         OUTBOUND_RECORD_RETRY_MS, when);
+}
+
 /* Moves running transfer x, whose outcome a (borrowing the response) the
  * store refused to record, to ob_unrecorded, with its own copy of the
  * outcome. Out of memory, the answer's body and texts are left out. */
@@ -326,22 +354,12 @@ static void outbound_keep(struct outbound *ob, struct outbound_xfer *x,
 	/* The lease began about when the transfer did: a take-over after it
 	 * would send the call again while its outcome waits here. */
 	x->ox_give_up_ms = x->ox_started_ms + ob->ob_conf.oc_lease_ms - OUTBOUND_RECORD_MARGIN_MS;
+	outbound_keep_warn(ob, x);
 	x->ox_next = ob->ob_unrecorded;
 	ob->ob_unrecorded = x;
 	ob->ob_n_unrecorded++;
 	ob->ob_record_next_ms = outbound_now(ob) + OUTBOUND_RECORD_RETRY_MS;
 	outbound_unrecorded_count(ob);
-	log_warn("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) could not be "
-	         "recorded; kept, written again every %d ms (the row shows delivering "
-	         "meanwhile; idemhook_outbox_outcomes_unrecorded counts it); if the database "
-	         "still refuses it in %" PRId64 " s or when the daemon stops, the row is given "
-	         "back, not counted, and the call sent again with the same key",
-	         x->ox_row.or_id, x->ox_row.or_attempts,
-	         res->ors_http_status != 0 ? "HTTP" : "status", res->ors_http_status,
-	         OUTBOUND_RECORD_RETRY_MS,
-	         x->ox_give_up_ms > outbound_now(ob)
-	                 ? (x->ox_give_up_ms - outbound_now(ob) + 999) / 1000
-	                 : 0);
 }
 
 /* Gives the row of kept outcome x back (not counted), its attempt in the
@@ -615,19 +633,19 @@ static int64_t outbound_fill(struct outbound *ob, int64_t now)
 	size_t i;
 	int rc;
 
-	rc = outbox_next_due(ob->ob_store, now, &due);
-	if (rc <= 0) {
-		return next;
-	}
-	if (due > now) {
-		return due < next ? due : next;
-	}
 	/* A row whose outcome is kept here may be past its lease (the store
-	 * refused every write for longer): it is ours still, not to be taken
-	 * over and sent again. Out of memory, nothing is leased this time. */
+	 * refused every write for longer): it is ours still, neither due nor
+	 * to be taken over and sent again. Out of memory, nothing is leased
+	 * this time. */
 	if (outbound_held(ob, &held, &n_held) < 0) {
 		return next;
 	}
+	rc = outbox_next_due(ob->ob_store, now, held, n_held, &due);
+	if (rc <= 0 || due > now) {
+		free(held);
+		return rc <= 0 || due >= next ? next : due;
+	}
+	log_debug("outbound: leasing up to %zu due row(s) (%zu held here)", free_slots, n_held);
 	rc = outbox_lease_current(ob->ob_store, &ob->ob_conf, now, free_slots, held, n_held,
 	                          ob->ob_lease_rows, &n);
 	free(held);
