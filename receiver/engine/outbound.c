@@ -75,6 +75,7 @@ struct outbound {
 	struct httpc_response *ob_resps; /* answers of ob_done */
 	char (*ob_errs)[HTTPC_ERR_MAX];  /* and their errors */
 	int ob_not_tls_warned; /* an https:// URL met a plain port: warned once per config */
+	int ob_untrusted_warned; /* a peer's certificate failed verification: likewise */
 };
 
 static int64_t outbound_real_now(void *arg)
@@ -524,6 +525,35 @@ static void outbound_not_tls(struct outbound *ob, const struct outbox_row *r,
 	         r->or_id, r->or_call_type);
 }
 
+/* Row r's peer failed TLS verification (a certificate no configured CA
+ * issued, for another host name, expired; or a CA file that cannot be
+ * used): a configuration matter, which libcurl's message alone does not
+ * say. Rewrites err for the row's history, and warns once per
+ * configuration. The row keeps its retry schedule: the peer may renew or
+ * fix its certificate, and a reload that sets ca_file applies at the
+ * row's next attempt, without an operator's retry. */
+static void outbound_untrusted(struct outbound *ob, const struct outbox_row *r,
+                               char err[HTTPC_ERR_MAX])
+{
+	char why[HTTPC_ERR_MAX];
+
+	snprintf(why, sizeof(why), "%s", err);
+	snprintf(err, HTTPC_ERR_MAX,
+	         "the peer's certificate is not trusted: set [outbound] ca_file to the CA that "
+	         "issued it, or fix the peer (%.120s)",
+	         why);
+	if (ob->ob_untrusted_warned) {
+		return;
+	}
+	ob->ob_untrusted_warned = 1;
+	log_warn("outbound: row %" PRId64 " (%s): the peer's certificate is not trusted (%s): "
+	         "a configuration matter, not an outage; set ca_file in [outbound] (or "
+	         "[client]) to a PEM file of the CA that issued it and reload, or have the peer "
+	         "fix its certificate (its host name, its dates); the row is retried with "
+	         "backoff meanwhile (said once until a reload)",
+	         r->or_id, r->or_call_type, why);
+}
+
 /* Records every finished transfer, all in one unit of work. Returns how
  * many finished. */
 static size_t outbound_harvest(struct outbound *ob)
@@ -553,6 +583,8 @@ static size_t outbound_harvest(struct outbound *ob)
 		if (resp->hcr_status == 0) {
 			if (resp->hcr_failure == HTTPC_FAILURE_TLS_PLAIN) {
 				outbound_not_tls(ob, &xs[n]->ox_row, ob->ob_errs[n]);
+			} else if (resp->hcr_failure == HTTPC_FAILURE_TLS_VERIFY) {
+				outbound_untrusted(ob, &xs[n]->ox_row, ob->ob_errs[n]);
 			}
 			res->ors_error = ob->ob_errs[n];
 		}
@@ -718,6 +750,7 @@ static void outbound_take_conf(struct outbound *ob)
 	}
 	old = ob->ob_conf;
 	ob->ob_not_tls_warned = 0;
+	ob->ob_untrusted_warned = 0;
 	ob->ob_conf = ob->ob_next_conf;
 	ob->ob_orders = ob->ob_next_orders;
 	memset(&ob->ob_next_conf, 0, sizeof(ob->ob_next_conf));

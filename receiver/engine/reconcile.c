@@ -334,6 +334,17 @@ static int reconcile_ask(struct reconcile_ctx *x, const struct provider_conf *pc
 			                           "for this instance's API address, or its TLS "
 			                           "port (%s)",
 			                           err);
+		} else if (rc < 0 && resp.hcr_failure == HTTPC_FAILURE_TLS_VERIFY) {
+			/* Nor does a certificate refused now pass in a second. */
+			httpc_response_finish(&resp);
+			provider_answer_finish(ret);
+			provider_answer_init(ret);
+			return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "tls_verify",
+			                           "the provider API's certificate is not trusted "
+			                           "(%s): set [client] ca_file to the CA that "
+			                           "issued it, or fix this instance's API address "
+			                           "(a name its certificate holds)",
+			                           err);
 		} else if (rc < 0) {
 			last_reason = "unreachable";
 			snprintf(last, sizeof(last), "no answer: %s", err);

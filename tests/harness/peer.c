@@ -31,6 +31,9 @@ struct peer_handler_entry {
 struct peer {
 	struct MHD_Daemon *p_daemon;
 	char p_base[64];
+	char p_ca[600];   /* peer_create_tls: its certificate, the CA to trust; else "" */
+	char *p_tls_cert; /* PEM, kept while the daemon runs */
+	char *p_tls_key;
 	pthread_mutex_t p_lock;
 	pthread_cond_t p_cond; /* requests arrive; stop */
 	int p_stopping;
@@ -470,15 +473,14 @@ struct peer *peer_create(void)
 	return peer_create_on(0);
 }
 
-struct peer *peer_create_on(unsigned port)
+/* Starts p's daemon on port (0: ephemeral), over TLS when p holds a
+ * certificate and key. 0 or -1. */
+static int peer_start(struct peer *p, unsigned port)
 {
-	struct peer *p = calloc(1, sizeof(*p));
 	struct sockaddr_in sa;
 	const union MHD_DaemonInfo *info;
+	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION;
 
-	if (p == NULL) {
-		return NULL;
-	}
 	pthread_mutex_init(&p->p_lock, NULL);
 	pthread_cond_init(&p->p_cond, NULL);
 	memset(&sa, 0, sizeof(sa));
@@ -486,25 +488,101 @@ struct peer *peer_create_on(unsigned port)
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	sa.sin_port = htons((uint16_t)port);
 	/* A thread per connection, so a hanging or dripping answer blocks only its own. */
-	p->p_daemon = MHD_start_daemon(
-	        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, 0, NULL, NULL,
-	        peer_handle, p, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-	        MHD_OPTION_URI_LOG_CALLBACK, peer_uri_log, p, MHD_OPTION_NOTIFY_COMPLETED,
-	        peer_completed, p, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+	if (p->p_tls_cert != NULL) {
+		p->p_daemon = MHD_start_daemon(
+		        flags | MHD_USE_TLS, 0, NULL, NULL, peer_handle, p, MHD_OPTION_SOCK_ADDR,
+		        (struct sockaddr *)&sa, MHD_OPTION_URI_LOG_CALLBACK, peer_uri_log, p,
+		        MHD_OPTION_NOTIFY_COMPLETED, peer_completed, p,
+		        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_HTTPS_MEM_CERT,
+		        p->p_tls_cert, MHD_OPTION_HTTPS_MEM_KEY, p->p_tls_key, MHD_OPTION_END);
+	} else {
+		p->p_daemon = MHD_start_daemon(
+		        flags, 0, NULL, NULL, peer_handle, p, MHD_OPTION_SOCK_ADDR,
+		        (struct sockaddr *)&sa, MHD_OPTION_URI_LOG_CALLBACK, peer_uri_log, p,
+		        MHD_OPTION_NOTIFY_COMPLETED, peer_completed, p,
+		        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_END);
+	}
 	if (p->p_daemon == NULL) {
 		fprintf(stderr, "peer: MHD_start_daemon failed\n");
-		goto fail;
+		return -1;
 	}
 	info = MHD_get_daemon_info(p->p_daemon, MHD_DAEMON_INFO_BIND_PORT);
 	if (info == NULL || info->port == 0) {
 		fprintf(stderr, "peer: no bound port\n");
-		goto fail;
+		return -1;
 	}
-	snprintf(p->p_base, sizeof(p->p_base), "http://127.0.0.1:%u", (unsigned)info->port);
+	snprintf(p->p_base, sizeof(p->p_base), "%s://127.0.0.1:%u",
+	         p->p_tls_cert != NULL ? "https" : "http", (unsigned)info->port);
+	return 0;
+}
+
+struct peer *peer_create_on(unsigned port)
+{
+	struct peer *p = calloc(1, sizeof(*p));
+
+	if (p == NULL) {
+		return NULL;
+	}
+	if (peer_start(p, port) < 0) {
+		peer_destroy(p);
+		return NULL;
+	}
 	return p;
-fail:
-	peer_destroy(p);
-	return NULL;
+}
+
+/* The whole file at path, NUL-terminated, or NULL. */
+static char *peer_read_file(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *data = NULL;
+	long len;
+
+	if (f == NULL) {
+		return NULL;
+	}
+	if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0) {
+		data = calloc(1, (size_t)len + 1);
+		if (data != NULL && fread(data, 1, (size_t)len, f) != (size_t)len) {
+			free(data);
+			data = NULL;
+		}
+	}
+	fclose(f);
+	return data;
+}
+
+struct peer *peer_create_tls(const char *dir)
+{
+	struct peer *p = calloc(1, sizeof(*p));
+	char key[600];
+	char cmd[1600];
+
+	if (p == NULL) {
+		return NULL;
+	}
+	snprintf(p->p_ca, sizeof(p->p_ca), "%s/peer-cert.pem", dir);
+	snprintf(key, sizeof(key), "%s/peer-key.pem", dir);
+	snprintf(cmd, sizeof(cmd),
+	         "openssl req -x509 -newkey rsa:2048 -nodes -keyout '%s' -out '%s' -days 1 "
+	         "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
+	         key, p->p_ca);
+	if (system(cmd) != 0) {
+		fprintf(stderr, "peer: openssl could not make a certificate\n");
+		free(p);
+		return NULL;
+	}
+	p->p_tls_cert = peer_read_file(p->p_ca);
+	p->p_tls_key = peer_read_file(key);
+	if (p->p_tls_cert == NULL || p->p_tls_key == NULL || peer_start(p, 0) < 0) {
+		peer_destroy(p);
+		return NULL;
+	}
+	return p;
+}
+
+const char *peer_ca(const struct peer *p)
+{
+	return p->p_ca;
 }
 
 void peer_destroy(struct peer *p)
@@ -534,6 +612,8 @@ void peer_destroy(struct peer *p)
 		peer_request_finish(&p->p_reqs[i]);
 	}
 	free(p->p_reqs);
+	free(p->p_tls_cert);
+	free(p->p_tls_key);
 	pthread_cond_destroy(&p->p_cond);
 	pthread_mutex_destroy(&p->p_lock);
 	free(p);

@@ -57,10 +57,19 @@ struct peer *peer_create(void);
  * where it was; NULL on failure (the port is taken). */
 struct peer *peer_create_on(unsigned port);
 
+/* The same over TLS, on an ephemeral port: a self-signed certificate for
+ * 127.0.0.1 made in dir (openssl), which no system CA trusts; peer_base
+ * says "https://127.0.0.1:PORT". NULL on failure. */
+struct peer *peer_create_tls(const char *dir);
+
+/* peer_create_tls: the file of the peer's certificate, the CA a client
+ * must trust; "" for a plain peer. */
+const char *peer_ca(const struct peer *p);
+
 /* Stops (hanging requests are released) and frees. NULL is a no-op. */
 void peer_destroy(struct peer *p);
 
-/* "http://127.0.0.1:PORT" */
+/* "http://127.0.0.1:PORT" ("https://" from peer_create_tls) */
 const char *peer_base(const struct peer *p);
 
 /* The behaviour for requests to path (NULL: any path) once its script is used up. */

@@ -1160,6 +1160,88 @@ static void test_an_https_notify_url_on_a_plain_port_says_use_http(void **state)
 	peer_destroy(p);
 }
 
+/* The shop serves HTTPS with a self-signed certificate no system CA
+ * trusts (then, trusted, under a name it does not hold): no answer can
+ * come until the configuration changes or the shop fixes it. The row's
+ * error says so, and what to set; the log warns once; the row keeps its
+ * retry schedule, and once a reload names the CA it is delivered at its
+ * next attempt, without an operator's retry. */
+static void test_a_shop_certificate_that_fails_verification_says_what_to_set(void **state)
+{
+	struct peer *p;
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	struct daemon d;
+	char ini[4096];
+	char id[64];
+	char *base;
+	unsigned port;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, NULL), 0);
+	base = hn_read_file(d.dm_config); /* [server], [store], [admin] */
+	assert_non_null(base);
+	p = peer_create_tls(d.dm_dir);
+	assert_non_null(p);
+	peer_default(p, "/notify", &ok);
+	assert_true(strncmp(peer_base(p), "https://127.0.0.1:", 18) == 0);
+	port = (unsigned)strtoul(peer_base(p) + 18, NULL, 10);
+	snprintf(ini, sizeof(ini),
+	         "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\nretry_cap = 200ms\n"
+	         "poll = 20ms\ntimeout = 5s\n",
+	         peer_base(p));
+	fx_append_config(&d, FX_STRIPE_INI "%s", ini);
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 2499, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_untrusted", id, 2499, "usd"), 200);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) >= 3 FROM outbox_attempts WHERE error LIKE"
+	                                " 'the peer''s certificate is not trusted: set [outbound]"
+	                                " ca_file to the CA that issued it, or fix the peer (%'",
+	                                1, E2E_WAIT_S),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox WHERE status IN"
+	                               " ('retry_wait', 'delivering', 'pending')"),
+	                 1);
+	assert_int_equal(t_log_count(&d, "<4>outbound: row 1 (notify): the peer's certificate is "
+	                                 "not trusted ("),
+	                 1);
+	assert_int_equal(daemon_log_wait(&d, "set ca_file in [outbound] (or [client])", 0), 0);
+	assert_int_equal(peer_count(p), 0);
+
+	/* Its CA named, but the shop addressed by a name its certificate
+	 * does not hold: the same advice, warned once more (a reload). */
+	snprintf(ini, sizeof(ini),
+	         "%s" FX_STRIPE_INI "\n[outbound]\nnotify_url = https://localhost:%u/notify\n"
+	         "retry_base = 50ms\nretry_cap = 200ms\npoll = 20ms\ntimeout = 5s\nca_file = %s\n",
+	         base, port, peer_ca(p));
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", ini), 0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "SIGHUP: configuration", 10000), 0);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) >= 1 FROM outbox_attempts WHERE error LIKE"
+	                                " 'the peer''s certificate is not trusted: %localhost%'",
+	                                1, E2E_WAIT_S),
+	                 1);
+	assert_int_equal(t_log_count(&d, "<4>outbound: row 1 (notify): the peer's certificate is "
+	                                 "not trusted ("),
+	                 2);
+	assert_int_equal(peer_count(p), 0);
+
+	/* Its CA named and its own name: delivered at the next attempt. */
+	snprintf(ini, sizeof(ini),
+	         "%s" FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\n"
+	         "retry_cap = 200ms\npoll = 20ms\ntimeout = 5s\nca_file = %s\n",
+	         base, peer_base(p), peer_ca(p));
+	assert_int_equal(daemon_write_file(&d, "idemhook.ini", ini), 0);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	t_wait_one_succeeded(&d);
+	assert_int_equal(peer_count(p), 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	peer_destroy(p);
+	daemon_finish(&d);
+	free(base);
+}
+
 /* While the worker keeps an outcome the store refused, the row still says
  * 'delivering' in the database; the console, in the same process, asks
  * the worker and marks the row (its page and the list) with the answer
@@ -1770,6 +1852,7 @@ int main(void)
 	                test_under_a_newer_schema_the_worker_calls_nothing_and_resumes_after),
 	        cmocka_unit_test(test_a_kept_row_past_its_lease_is_not_polled_as_due),
 	        cmocka_unit_test(test_an_https_notify_url_on_a_plain_port_says_use_http),
+	        cmocka_unit_test(test_a_shop_certificate_that_fails_verification_says_what_to_set),
 	        cmocka_unit_test(
 	                test_a_start_without_outbound_gives_back_a_row_a_crash_left_delivering),
 	        cmocka_unit_test(

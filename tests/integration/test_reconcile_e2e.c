@@ -531,10 +531,16 @@ struct t_env {
 	struct daemon te_d;
 	struct peer *te_peer;   /* the providers' APIs */
 	struct peer *te_notify; /* the shop's backend ([outbound] notify_url) */
+	struct peer *te_tls;    /* t_stripe_tls: Stripe's API over HTTPS */
+	char te_tls_dir[600];   /* its certificate's directory */
 };
 
 /* 1: env_start gives Stripe's api_base_url as https:// on the fakes' plain port. */
 static int t_stripe_https;
+
+/* 1: env_start gives Stripe's api_base_url as a fake of its own serving
+ * HTTPS with a self-signed certificate no CA the daemon knows issued. */
+static int t_stripe_tls;
 
 /* A daemon whose providers' APIs are the peer's fakes; extra joins the
  * configuration (a [reconcile] section, say). */
@@ -555,6 +561,19 @@ static void env_start(struct t_env *e, const char *extra)
 	                 0);
 	snprintf(stripe_base, sizeof(stripe_base), "%s%s", t_stripe_https ? "https://" : "",
 	         peer_base(e->te_peer) + (t_stripe_https ? strlen("http://") : 0));
+	e->te_tls = NULL;
+	if (t_stripe_tls) {
+		const char *tmp = getenv("TMPDIR");
+
+		snprintf(e->te_tls_dir, sizeof(e->te_tls_dir), "%s/idemhook-tls-XXXXXX",
+		         tmp != NULL ? tmp : "/tmp");
+		assert_non_null(mkdtemp(e->te_tls_dir));
+		e->te_tls = peer_create_tls(e->te_tls_dir);
+		assert_non_null(e->te_tls);
+		assert_int_equal(
+		        peer_handler(e->te_tls, "/v1/events", fake_stripe, fake_done, NULL), 0);
+		snprintf(stripe_base, sizeof(stripe_base), "%s", peer_base(e->te_tls));
+	}
 	buf_init(&ini, 0);
 	buf_printf(
 	        &ini,
@@ -584,8 +603,16 @@ static void env_finish(struct t_env *e)
 	daemon_finish(&e->te_d);
 	peer_destroy(e->te_peer);
 	peer_destroy(e->te_notify);
+	if (e->te_tls != NULL) {
+		char cmd[700];
+
+		peer_destroy(e->te_tls);
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e->te_tls_dir);
+		assert_int_equal(system(cmd), 0);
+	}
 	e->te_peer = NULL;
 	e->te_notify = NULL;
+	e->te_tls = NULL;
 }
 
 #define T_RECONCILE_FAST "[reconcile]\nretries = 2\nretry_base = 50ms\ntimeout = 1s\n"
@@ -1668,6 +1695,62 @@ static void test_an_https_api_address_on_a_plain_port_fails_at_once_saying_use_h
 	env_finish(&e);
 }
 
+/* Stripe's API answers over HTTPS with a certificate no CA the daemon
+ * knows issued: the question fails at once (one request, where retries
+ * = 3 would make four: another attempt fails alike) with reason
+ * tls_verify and what to set; once [client] ca_file names the CA, the
+ * next run asks and applies. */
+static void
+test_an_api_certificate_that_fails_verification_fails_at_once_saying_what_to_set(void **state)
+{
+	struct t_env e;
+	char *out = NULL;
+	char id[64];
+	char order[64];
+	size_t i;
+
+	(void)state;
+	t_stripe_tls = 1;
+	env_start(&e, "[reconcile]\nretries = 3\nretry_base = 50ms\ntimeout = 5s\n");
+	t_stripe_tls = 0;
+	for (i = 0; i < 3; i++) {
+		char *ev;
+
+		snprintf(id, sizeof(id), "evt_tls_%03zu", i);
+		snprintf(order, sizeof(order), "ord_tls%015zu", i);
+		ev = fx_stripe_payment(id, order, 100 + (int64_t)i, "usd");
+		fake_event(ev);
+		free(ev);
+	}
+	assert_int_equal(reconcile(&e, &out, "--provider", "stripe", "--json", NULL), 75);
+	assert_non_null(out);
+	assert_int_equal(stripe_field(out, "requests"), 1);
+	assert_int_equal(stripe_field(out, "failed"), 1);
+	assert_non_null(strstr(out, "tls_verify"));
+	assert_non_null(strstr(out, "the provider API's certificate is not trusted (SSL certificate"
+	                            " problem: self-signed certificate): set [client] ca_file to"
+	                            " the CA that issued it"));
+	free(out);
+	out = NULL;
+	assert_int_equal(peer_count(e.te_tls), 0);
+	assert_int_equal(e2e_db_int(&e.te_d, "SELECT COUNT(*) FROM idempotency_records"
+	                                     " WHERE idem_key LIKE 'evt_tls_%%'"),
+	                 0);
+
+	assert_int_equal(daemon_append_config(&e.te_d, "\n[client]\nca_file = "), 0);
+	assert_int_equal(daemon_append_config(&e.te_d, peer_ca(e.te_tls)), 0);
+	assert_int_equal(daemon_append_config(&e.te_d, "\n"), 0);
+	assert_int_equal(reconcile(&e, &out, "--provider", "stripe", "--json", NULL), 0);
+	assert_non_null(out);
+	assert_int_equal(stripe_field(out, "failed"), 0);
+	free(out);
+	assert_true(peer_count(e.te_tls) >= 1);
+	assert_int_equal(e2e_db_int(&e.te_d, "SELECT COUNT(*) FROM idempotency_records"
+	                                     " WHERE idem_key LIKE 'evt_tls_%%'"),
+	                 3);
+	env_finish(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1699,7 +1782,13 @@ int main(void)
 	                test_a_rate_limit_asking_for_minutes_ends_the_listing_at_once_and_says_so),
 	        cmocka_unit_test(
 	                test_an_https_api_address_on_a_plain_port_fails_at_once_saying_use_http),
+	        cmocka_unit_test(
+	                test_an_api_certificate_that_fails_verification_fails_at_once_saying_what_to_set),
 	};
 
+	/* IDEMHOOK_TEST_FILTER=test_a_* runs only the tests it matches. */
+	if (getenv("IDEMHOOK_TEST_FILTER") != NULL) {
+		cmocka_set_test_filter(getenv("IDEMHOOK_TEST_FILTER"));
+	}
 	return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
