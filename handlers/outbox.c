@@ -1022,6 +1022,19 @@ void outbox_row_finish(struct outbox_row *row)
 	memset(row, 0, sizeof(*row));
 }
 
+/* The number a new history line of row ROW takes (SQL, ROW an expression
+ * for the row's id), when ATTEMPTS is the row's attempt count: one more
+ * than the newest counted line's, or the number of the newest line given
+ * back (its call is being repeated), whichever is larger; ATTEMPTS for the
+ * row's first line. So the numbers go on across `outbox retry` (which
+ * starts the count max_attempts limits again at 1) and stay unique per
+ * counted call, and only the newest lines, which are kept, are read. */
+#define OUTBOX_HISTORY_NUMBER(ROW, ATTEMPTS)                                                       \
+	"COALESCE((SELECT MAX(CASE WHEN n.http_status IS NULL AND n.error LIKE "                   \
+	"'%" OUTBOX_UNCOUNTED_MARK                                                                 \
+	"' THEN n.attempt ELSE n.attempt + 1 END) FROM outbox_attempts n"                          \
+	" WHERE n.outbox_id = " ROW "), " ATTEMPTS ")"
+
 /* The rows an interrupted call left leased: 'delivering' with a lease
  * older than the bound (a single receiver passes INT64_MAX: every such row
  * is its own, from the last run), or one row when id > 0. */
@@ -1042,10 +1055,14 @@ static int outbox_interrupted_tx(struct store_tx *tx, int64_t bound, int64_t id,
 		if (store_exec(
 		            tx,
 		            id > 0 ? "INSERT INTO outbox_attempts (outbox_id, attempt, at, error)"
-		                     " SELECT id, attempts, ?, ? FROM outbox" OUTBOX_INTERRUPTED_ONE
+		                     " SELECT id, " OUTBOX_HISTORY_NUMBER(
+		                             "outbox.id",
+		                             "attempts") ", ?, ? FROM outbox" OUTBOX_INTERRUPTED_ONE
 		                   : "INSERT INTO outbox_attempts (outbox_id, attempt, at, error)"
-		                     " SELECT id, attempts, ?, ? FROM "
-		                     "outbox" OUTBOX_INTERRUPTED_WHERE,
+		                     " SELECT id, " OUTBOX_HISTORY_NUMBER(
+		                             "outbox.id",
+		                             "attempts") ", ?, ? FROM "
+		                                         "outbox" OUTBOX_INTERRUPTED_WHERE,
 		            p, id > 0 ? 4 : 3, NULL) < 0) {
 			return -1;
 		}
@@ -1986,6 +2003,7 @@ static int outbox_record_attempt(struct store_tx *tx, const struct outbox_row *r
 	{
 		struct store_value p[] = {
 		        store_int(r->or_id),
+		        store_int(r->or_id),
 		        store_int(r->or_attempts),
 		        store_int(now),
 		        res->ors_http_status != 0 ? store_int(res->ors_http_status) : store_null(),
@@ -1995,9 +2013,11 @@ static int outbox_record_attempt(struct store_tx *tx, const struct outbox_row *r
 		};
 
 		if (store_exec(tx,
-		               "INSERT INTO outbox_attempts (outbox_id, attempt, at, http_status, error,"
-		               " latency_ms, excerpt) VALUES (?, ?, ?, ?, ?, ?, ?)",
-		               p, 7, NULL) < 0) {
+		               "INSERT INTO outbox_attempts (outbox_id, attempt, at, http_status, "
+		               "error,"
+		               " latency_ms, excerpt) VALUES (?, " OUTBOX_HISTORY_NUMBER(
+		                       "?", "?") ", ?, ?, ?, ?, ?)",
+		               p, 8, NULL) < 0) {
 			return -1;
 		}
 	}

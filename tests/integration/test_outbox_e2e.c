@@ -523,6 +523,21 @@ static void test_a_retried_dead_row_puts_the_fulfillment_back_to_pending(void **
 	                           "fulfillment_status = 'notified' AND needs_operator = 0",
 	                           id),
 	                 1);
+
+	/* The retry started the count again (max_attempts = 1 let it go
+	 * out), but the history numbers each call once: #2 after #1. */
+	assert_int_equal(fx_db_int(&d, "SELECT attempts FROM outbox"), 1);
+	{
+		const char *args[] = {"outbox", "show", row, "--json", NULL};
+
+		assert_int_equal(daemon_cli(&d, 1, args, &out), EX_OK);
+	}
+	assert_non_null(out);
+	assert_non_null(strstr(out, "\"n\": \"2\", \"attempt\": 2, \"counted\": true"));
+	assert_non_null(strstr(out, "\"n\": \"1\", \"attempt\": 1, \"counted\": true"));
+	free(out);
+	out = NULL;
+	assert_int_equal(fx_db_int(&d, "SELECT count(DISTINCT attempt) FROM outbox_attempts"), 2);
 	assert_int_equal(daemon_term(&d, 20), 0);
 	daemon_finish(&d);
 	peer_destroy(p);
