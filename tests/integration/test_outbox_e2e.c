@@ -945,6 +945,29 @@ static void t_set_schema(struct daemon *d, int64_t version)
 	assert_int_equal(hn_sqlite_finish(&l, ""), 0);
 }
 
+/* Starts d with the shop's notify calls answered by gate g on peer p, one
+ * at a time, polled every 20 ms, with a lease of 4 s: it runs out while a
+ * test holds the schema newer. SQLite only (the schema is set as SQLite
+ * records it): on PostgreSQL the test is skipped. */
+static void t_gated_start(struct daemon *d, struct peer *p, struct gate *g)
+{
+	char ini[2048];
+
+	assert_non_null(p);
+	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, g), 0);
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nconcurrency = 1\n"
+	                       "poll = 20ms\ntimeout = 2s\nlease = 4s\n",
+	         peer_base(p));
+	fx_daemon_start(d, "%s", ini);
+	if (d->dm_pg_db[0] != '\0') {
+		assert_int_equal(daemon_term(d, 20), 0);
+		daemon_finish(d);
+		peer_destroy(p);
+		skip();
+	}
+}
+
 /* A newer release migrates the database while the shop answers a call and
  * another row waits: the answer cannot be recorded, and the worker calls
  * nothing new (a call it could not record would be sent again later), not
@@ -956,27 +979,12 @@ static void test_under_a_newer_schema_the_worker_calls_nothing_and_resumes_after
 	struct peer *p = peer_create();
 	struct gate g = {.g_hold_ms = 60000};
 	struct daemon d;
-	char ini[2048];
 	char id[64];
 	char id2[64];
 	int64_t version;
 
 	(void)state;
-	assert_non_null(p);
-	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
-	/* lease 4 s: it runs out while the schema is newer. */
-	snprintf(ini, sizeof(ini),
-	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nconcurrency = 1\n"
-	                       "poll = 20ms\ntimeout = 2s\nlease = 4s\n",
-	         peer_base(p));
-	fx_daemon_start(&d, "%s", ini);
-	if (d.dm_pg_db[0] != '\0') {
-		/* (the schema is set as SQLite records it) */
-		assert_int_equal(daemon_term(&d, 20), 0);
-		daemon_finish(&d);
-		peer_destroy(p);
-		skip();
-	}
+	t_gated_start(&d, p, &g);
 	fx_order(&d, 2495, "usd", id);
 	fx_order(&d, 2496, "usd", id2);
 	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_newer_1", id, 2495, "usd"), 200);
@@ -1060,26 +1068,12 @@ static void test_a_kept_row_past_its_lease_is_not_polled_as_due(void **state)
 	struct peer *p = peer_create();
 	struct gate g = {.g_hold_ms = 60000};
 	struct daemon d;
-	char ini[2048];
 	char id[64];
 	int64_t version;
 	double units;
 
 	(void)state;
-	assert_non_null(p);
-	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, &g), 0);
-	snprintf(ini, sizeof(ini),
-	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nconcurrency = 1\n"
-	                       "poll = 20ms\ntimeout = 2s\nlease = 4s\n",
-	         peer_base(p));
-	fx_daemon_start(&d, "%s", ini);
-	if (d.dm_pg_db[0] != '\0') {
-		/* (the schema is set as SQLite records it) */
-		assert_int_equal(daemon_term(&d, 20), 0);
-		daemon_finish(&d);
-		peer_destroy(p);
-		skip();
-	}
+	t_gated_start(&d, p, &g);
 	fx_order(&d, 2498, "usd", id);
 	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_kept_lease", id, 2498, "usd"), 200);
 	assert_int_equal(gate_wait(&g, 1), 1);
