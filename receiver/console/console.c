@@ -1151,8 +1151,8 @@ static void console_retry_all(struct console_act *a, struct reply *ret)
 	}
 	/* The status's own page, so its form offers the count. */
 	snprintf(url, sizeof(url), "/console/outbox?status=%s", status);
-	if (console_db_outbox_ids(cx->cx_store, cx->cx_now_ms, status, INT64_MAX, console_ids_row,
-	                          &ids) < 0) {
+	if (console_db_outbox_ids(cx->cx_store, cx->cx_now_ms, 0, status, INT64_MAX,
+	                          console_ids_row, &ids) < 0) {
 		snprintf(a->a_result, sizeof(a->a_result), "error");
 		console_text(ret, 503, "the store failed; nothing changed\n");
 		goto out;

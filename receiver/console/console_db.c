@@ -1,6 +1,7 @@
 /* console_db.c: the operator side's SQL: event filters, dismissing and
  * reprocessing failed events, the audit log, and the console's reads. */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,9 @@
 #define CONSOLE_DB_PARKED                                                                          \
 	" AND id IN (SELECT r.id FROM order_parked AS p JOIN idempotency_records AS r"             \
 	" ON r.scope = p.provider AND r.idem_key = p.idem_key WHERE p.applied_at IS NULL)"
+
+static int console_db_read(struct store *st, int64_t now_ms, unsigned wait_ms, const char *sql,
+                           const struct store_value *p, size_t n, console_db_row_fn fn, void *arg);
 
 void console_db_filter_init(struct console_db_filter *f)
 {
@@ -247,33 +251,35 @@ static int console_db_audit_row(void *arg, const struct store_row *row)
 	return q->aq_fn(q->aq_arg, &r);
 }
 
-static int console_db_audit_list_unit(struct store_tx *tx, void *arg)
+int console_db_audit_list_within(struct store *st, int64_t now_ms, unsigned wait_ms,
+                                 const char *actor, const char *action, int64_t before_id,
+                                 int64_t limit,
+                                 int (*fn)(void *arg, const struct console_db_audit_row *row),
+                                 void *arg)
 {
-	struct console_db_audit_q *q = arg;
+	struct console_db_audit_q q = {actor, action, before_id, limit, fn, arg};
 	struct store_value p[] = {
-	        store_int(q->aq_before > 0 ? q->aq_before : INT64_MAX),
-	        store_text(q->aq_actor),
-	        store_text(q->aq_actor),
-	        store_text(q->aq_action),
-	        store_text(q->aq_action),
-	        store_int(q->aq_limit),
+	        store_int(before_id > 0 ? before_id : INT64_MAX),
+	        store_text(actor),
+	        store_text(actor),
+	        store_text(action),
+	        store_text(action),
+	        store_int(limit),
 	};
 
-	return store_query_each(
-	        tx,
-	        "SELECT id, at, actor, action, target, reason, result FROM audit_log"
-	        " WHERE id < ? AND (? IS NULL OR actor = ?)"
-	        " AND (? IS NULL OR action = ?) ORDER BY id DESC LIMIT ?",
-	        p, 6, console_db_audit_row, q);
+	return console_db_read(st, now_ms, wait_ms,
+	                       "SELECT id, at, actor, action, target, reason, result FROM audit_log"
+	                       " WHERE id < ? AND (? IS NULL OR actor = ?)"
+	                       " AND (? IS NULL OR action = ?) ORDER BY id DESC LIMIT ?",
+	                       p, 6, console_db_audit_row, &q);
 }
 
 int console_db_audit_list(struct store *st, int64_t now_ms, const char *actor, const char *action,
                           int64_t before_id, int64_t limit,
                           int (*fn)(void *arg, const struct console_db_audit_row *row), void *arg)
 {
-	struct console_db_audit_q q = {actor, action, before_id, limit, fn, arg};
-
-	return store_read(st, now_ms, console_db_audit_list_unit, &q);
+	return console_db_audit_list_within(st, now_ms, 0, actor, action, before_id, limit, fn,
+	                                    arg);
 }
 
 /* ---- dismissing ---- */
@@ -439,15 +445,12 @@ static const char *console_db_dismiss_outcome(const struct console_db_filter *f)
 	return NULL;
 }
 
-static int console_db_dismiss_many_unit(struct store_tx *tx, void *arg)
+/* The ids of the events a dismissal by filter takes: sql (initialised by
+ * the caller) with p[0..*n). Returns 0 or -1. */
+static int console_db_dismiss_sql(const struct console_db_filter *in, enum store_backend backend,
+                                  struct buf *sql, struct store_value *p, size_t *n)
 {
-	struct console_db_dismiss_many *dm = arg;
-	struct store_value p[CONSOLE_DB_FILTER_PARAMS];
-	struct console_db_filter f = *dm->dm_filter;
-	struct buf sql;
-	size_t n = 0;
-	size_t i;
-	int rc = -1;
+	struct console_db_filter f = *in;
 
 	/* What a dismissal by id accepts, not dismissed yet, and live unless
 	 * the caller asks for test mode: the rows gc keeps forever. Not
@@ -459,12 +462,27 @@ static int console_db_dismiss_many_unit(struct store_tx *tx, void *arg)
 	if (f.ef_test_mode < 0) {
 		f.ef_test_mode = 0;
 	}
+	buf_puts(sql, "SELECT id FROM events WHERE 1 = 1");
+	if (console_db_filter_sql(&f, backend, sql, p, n) < 0) {
+		return -1;
+	}
+	buf_puts(sql, " ORDER BY id");
+	return sql->buf_overflow ? -1 : 0;
+}
+
+static int console_db_dismiss_many_unit(struct store_tx *tx, void *arg)
+{
+	struct console_db_dismiss_many *dm = arg;
+	struct store_value p[CONSOLE_DB_FILTER_PARAMS];
+	struct buf sql;
+	size_t n = 0;
+	size_t i;
+	int rc = -1;
+
 	buf_init(&sql, CONSOLE_DB_SQL_MAX);
-	buf_puts(&sql, "SELECT id FROM events WHERE 1 = 1");
-	if (console_db_filter_sql(&f, dm->dm_backend, &sql, p, &n) < 0) {
+	if (console_db_dismiss_sql(dm->dm_filter, dm->dm_backend, &sql, p, &n) < 0) {
 		goto out;
 	}
-	buf_puts(&sql, " ORDER BY id");
 	dm->dm_n = 0;
 	/* Read in the writer's transaction: what is counted is what is changed. */
 	if (store_query_each(tx, sql.buf_data, p, n, console_db_dismiss_id, dm) < 0) {
@@ -527,6 +545,43 @@ int console_db_dismiss_filter(struct store *st, int64_t now_ms, const char *acto
 	}
 	*ret_count = dm.dm_count;
 	return expect >= 0 && dm.dm_count != expect ? 1 : 0;
+}
+
+static int console_db_count_row(void *arg, const struct store_row *row)
+{
+	int64_t *count = arg;
+
+	(void)row;
+	(*count)++;
+	return 0;
+}
+
+int console_db_dismiss_count_within(struct store *st, int64_t now_ms, unsigned wait_ms,
+                                    const struct console_db_filter *f, int64_t *ret_count)
+{
+	struct store_value p[CONSOLE_DB_FILTER_PARAMS];
+	int64_t count = 0;
+	struct buf sql;
+	size_t n = 0;
+	int rc = -1;
+
+	if (console_db_dismiss_outcome(f) == NULL) {
+		log_err("console: dismissing events by filter: outcome \"%s\" is neither failed "
+		        "nor fetching",
+		        f->ef_outcome);
+		return -1;
+	}
+	buf_init(&sql, CONSOLE_DB_SQL_MAX);
+	if (console_db_dismiss_sql(f, store_backend_of(st), &sql, p, &n) < 0) {
+		goto out;
+	}
+	rc = console_db_read(st, now_ms, wait_ms, sql.buf_data, p, n, console_db_count_row, &count);
+	if (rc == 0) {
+		*ret_count = count;
+	}
+out:
+	buf_finish(&sql);
+	return rc;
 }
 
 /* ---- reprocessing ---- */
@@ -763,18 +818,271 @@ static int console_db_q_unit(struct store_tx *tx, void *arg)
 	return store_query_each(tx, q->q_sql, q->q_params, q->q_n, q->q_fn, q->q_arg);
 }
 
-static int console_db_read(struct store *st, int64_t now_ms, const char *sql,
+/* ---- reads the console waits for a bounded time ----
+ * A page must answer whatever the database does (a hung server would hold
+ * it, and its server thread, for good). Such a read runs on the store's own
+ * thread (store_call_within) on a job of its own: copies of its SQL and
+ * parameters, and the rows it collects, handed to fn on the caller's thread
+ * once the read ended in time. The jobs are listed here, not in the
+ * caller's memory, because a read that outlives its wait ends later on its
+ * own: the caller that gave up unlists a job not started (store_call_within
+ * may never have handed it over, or the thread finds it gone), and leaves
+ * one running to the thread, which frees it when it ends. */
+
+struct console_db_job {
+	struct console_db_job *j_next;
+	uint64_t j_id;
+	int64_t j_now_ms;
+	char *j_sql;
+	struct store_value j_params[CONSOLE_DB_FILTER_PARAMS];
+	size_t j_n;
+	struct store_row *j_rows; /* collected on the store's thread */
+	size_t j_n_rows;
+	size_t j_cap;
+	size_t j_bytes;
+	int j_rc;
+	int j_running;   /* under console_db_jobs_lock: the thread has it */
+	int j_done;      /* the read ended; j_rc, j_rows are the caller's */
+	int j_abandoned; /* its caller gave up: the thread frees it */
+};
+
+static pthread_mutex_t console_db_jobs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct console_db_job *console_db_jobs; /* under console_db_jobs_lock */
+static uint64_t console_db_jobs_next;          /* under console_db_jobs_lock */
+
+static void console_db_job_free(struct console_db_job *j)
+{
+	size_t i;
+
+	if (j == NULL) {
+		return;
+	}
+	for (i = 0; i < j->j_n; i++) {
+		if (j->j_params[i].sv_type == STORE_TEXT || j->j_params[i].sv_type == STORE_BLOB) {
+			free((char *)j->j_params[i].sv_text);
+		}
+	}
+	for (i = 0; i < j->j_n_rows; i++) {
+		store_row_finish(&j->j_rows[i]);
+	}
+	free(j->j_rows);
+	free(j->j_sql);
+	free(j);
+}
+
+/* Takes job id off the list; NULL when it is not there. Under the lock. */
+static struct console_db_job *console_db_job_unlist(uint64_t id)
+{
+	struct console_db_job **at = &console_db_jobs;
+
+	while (*at != NULL && (*at)->j_id != id) {
+		at = &(*at)->j_next;
+	}
+	if (*at == NULL) {
+		return NULL;
+	}
+	{
+		struct console_db_job *j = *at;
+
+		*at = j->j_next;
+		return j;
+	}
+}
+
+/* A row's copy, kept past the read (its bytes are the row's own). */
+static int console_db_job_row(void *arg, const struct store_row *row)
+{
+	struct console_db_job *j = arg;
+	struct store_row *r;
+	size_t i;
+
+	if (j->j_n_rows == j->j_cap) {
+		size_t cap = j->j_cap == 0 ? 16 : 2 * j->j_cap;
+		struct store_row *rows = realloc(j->j_rows, cap * sizeof(*rows));
+
+		if (rows == NULL) {
+			return -1;
+		}
+		j->j_rows = rows;
+		j->j_cap = cap;
+	}
+	r = &j->j_rows[j->j_n_rows];
+	memset(r, 0, sizeof(*r));
+	for (i = 0; i < row->sr_n && i < STORE_ROW_MAX; i++) {
+		const struct store_value *v = &row->sr_cols[i];
+
+		r->sr_cols[i] = *v;
+		if (v->sv_type == STORE_TEXT || v->sv_type == STORE_BLOB) {
+			char *copy = malloc(v->sv_len + 1);
+
+			if (copy == NULL) {
+				r->sr_cols[i].sv_type = STORE_NULL;
+				r->sr_n = i;
+				store_row_finish(r);
+				return -1;
+			}
+			memcpy(copy, v->sv_text != NULL ? v->sv_text : "", v->sv_len);
+			copy[v->sv_len] = '\0';
+			r->sr_cols[i].sv_text = copy;
+			j->j_bytes += v->sv_len;
+		}
+		r->sr_n = i + 1;
+	}
+	j->j_n_rows++;
+	if (j->j_bytes > CONSOLE_DB_ROWS_MAX) {
+		log_err("console: a read of more than %d bytes", CONSOLE_DB_ROWS_MAX);
+		return -1;
+	}
+	return 0;
+}
+
+/* On the store's own thread: job *arg's read, unless its caller gave up
+ * before it began. */
+static int console_db_job_run(struct store *st, void *arg)
+{
+	uint64_t id;
+	struct console_db_job *j;
+	struct console_db_q q;
+	int rc;
+
+	memcpy(&id, arg, sizeof(id));
+	pthread_mutex_lock(&console_db_jobs_lock);
+	for (j = console_db_jobs; j != NULL && j->j_id != id; j = j->j_next) {
+	}
+	if (j != NULL) {
+		j->j_running = 1;
+	}
+	pthread_mutex_unlock(&console_db_jobs_lock);
+	if (j == NULL) {
+		return -1;
+	}
+	q.q_sql = j->j_sql;
+	q.q_params = j->j_params;
+	q.q_n = j->j_n;
+	q.q_fn = console_db_job_row;
+	q.q_arg = j;
+	rc = store_read(st, j->j_now_ms, console_db_q_unit, &q);
+	pthread_mutex_lock(&console_db_jobs_lock);
+	j->j_rc = rc;
+	j->j_done = 1;
+	if (j->j_abandoned) {
+		console_db_job_unlist(id);
+	} else {
+		j = NULL;
+	}
+	pthread_mutex_unlock(&console_db_jobs_lock);
+	console_db_job_free(j);
+	return 0;
+}
+
+/* A job for sql with p[0..n), copied; NULL when out of memory. */
+static struct console_db_job *console_db_job_create(int64_t now_ms, const char *sql,
+                                                    const struct store_value *p, size_t n)
+{
+	struct console_db_job *j = calloc(1, sizeof(*j));
+	size_t i;
+
+	if (j == NULL || n > CONSOLE_DB_FILTER_PARAMS) {
+		goto fail;
+	}
+	j->j_now_ms = now_ms;
+	j->j_sql = strdup(sql);
+	if (j->j_sql == NULL) {
+		goto fail;
+	}
+	for (i = 0; i < n; i++) {
+		j->j_params[i] = p[i];
+		if (p[i].sv_type == STORE_TEXT || p[i].sv_type == STORE_BLOB) {
+			size_t len = p[i].sv_type == STORE_TEXT && p[i].sv_len == 0
+			                     ? strlen(p[i].sv_text)
+			                     : p[i].sv_len;
+			char *copy = malloc(len + 1);
+
+			if (copy == NULL) {
+				j->j_params[i].sv_type = STORE_NULL;
+				j->j_n = i;
+				goto fail;
+			}
+			memcpy(copy, p[i].sv_text, len);
+			copy[len] = '\0';
+			j->j_params[i].sv_text = copy;
+			j->j_params[i].sv_len = len;
+		}
+		j->j_n = i + 1;
+	}
+	return j;
+fail:
+	log_err("console: out of memory");
+	console_db_job_free(j);
+	return NULL;
+}
+
+/* The read below, run aside and waited for at most wait_ms. */
+static int console_db_read_within(struct store *st, int64_t now_ms, unsigned wait_ms,
+                                  const char *sql, const struct store_value *p, size_t n,
+                                  console_db_row_fn fn, void *arg)
+{
+	struct console_db_job *j = console_db_job_create(now_ms, sql, p, n);
+	uint64_t id;
+	size_t i;
+	int rc;
+
+	if (j == NULL) {
+		return -1;
+	}
+	pthread_mutex_lock(&console_db_jobs_lock);
+	id = ++console_db_jobs_next;
+	j->j_id = id;
+	j->j_next = console_db_jobs;
+	console_db_jobs = j;
+	pthread_mutex_unlock(&console_db_jobs_lock);
+	(void)store_call_within(st, wait_ms, console_db_job_run, &id, sizeof(id));
+	pthread_mutex_lock(&console_db_jobs_lock);
+	if (j->j_done) {
+		console_db_job_unlist(id);
+	} else if (j->j_running) {
+		j->j_abandoned = 1;
+		j = NULL;
+	} else {
+		console_db_job_unlist(id);
+		j->j_rc = CONSOLE_DB_LATE;
+	}
+	pthread_mutex_unlock(&console_db_jobs_lock);
+	if (j == NULL) {
+		return CONSOLE_DB_LATE;
+	}
+	rc = j->j_rc < 0 ? j->j_rc : 0;
+	/* fn sees the rows as a read would have shown them, and may stop. */
+	for (i = 0; rc == 0 && i < j->j_n_rows; i++) {
+		int r = fn(arg, &j->j_rows[i]);
+
+		if (r < 0) {
+			rc = -1;
+		} else if (r > 0) {
+			break;
+		}
+	}
+	console_db_job_free(j);
+	return rc;
+}
+
+/* One read of the console: sql with p[0..n), fn for each row; waited for
+ * at most wait_ms (0: as long as it takes). */
+static int console_db_read(struct store *st, int64_t now_ms, unsigned wait_ms, const char *sql,
                            const struct store_value *p, size_t n, console_db_row_fn fn, void *arg)
 {
 	struct console_db_q q = {sql, p, n, fn, arg};
 
+	if (wait_ms > 0) {
+		return console_db_read_within(st, now_ms, wait_ms, sql, p, n, fn, arg);
+	}
 	return store_read(st, now_ms, console_db_q_unit, &q);
 }
 
 /* A list page's read: sql (its WHERE built, p[0..n) its parameters, room
  * for one more) newest first, at most limit rows. */
-static int console_db_read_newest(struct store *st, int64_t now_ms, struct buf *sql,
-                                  struct store_value *p, size_t n, int64_t limit,
+static int console_db_read_newest(struct store *st, int64_t now_ms, unsigned wait_ms,
+                                  struct buf *sql, struct store_value *p, size_t n, int64_t limit,
                                   console_db_row_fn fn, void *arg)
 {
 	buf_puts(sql, " ORDER BY id DESC LIMIT ?");
@@ -782,11 +1090,12 @@ static int console_db_read_newest(struct store *st, int64_t now_ms, struct buf *
 	if (sql->buf_overflow) {
 		return -1;
 	}
-	return console_db_read(st, now_ms, sql->buf_data, p, n, fn, arg);
+	return console_db_read(st, now_ms, wait_ms, sql->buf_data, p, n, fn, arg);
 }
 
-int console_db_events(struct store *st, int64_t now_ms, const struct console_db_filter *f,
-                      int64_t before_id, int64_t limit, console_db_row_fn fn, void *arg)
+int console_db_events(struct store *st, int64_t now_ms, unsigned wait_ms,
+                      const struct console_db_filter *f, int64_t before_id, int64_t limit,
+                      console_db_row_fn fn, void *arg)
 {
 	struct store_value p[CONSOLE_DB_FILTER_PARAMS];
 	struct buf sql;
@@ -802,7 +1111,7 @@ int console_db_events(struct store *st, int64_t now_ms, const struct console_db_
 	if (console_db_filter_sql(f, store_backend_of(st), &sql, p, &n) < 0) {
 		goto out;
 	}
-	rc = console_db_read_newest(st, now_ms, &sql, p, n, limit, fn, arg);
+	rc = console_db_read_newest(st, now_ms, wait_ms, &sql, p, n, limit, fn, arg);
 out:
 	buf_finish(&sql);
 	return rc;
@@ -817,24 +1126,25 @@ static int console_db_found(void *arg, const struct store_row *row)
 	return 1;
 }
 
-int console_db_scope_known(struct store *st, int64_t now_ms, const char *scope)
+int console_db_scope_known(struct store *st, int64_t now_ms, unsigned wait_ms, const char *scope)
 {
 	struct store_value p[] = {store_text(scope)};
 	int found = 0;
 
-	if (console_db_read(st, now_ms, "SELECT 1 FROM events WHERE scope = ? LIMIT 1", p, 1,
-	                    console_db_found, &found) < 0) {
+	if (console_db_read(st, now_ms, wait_ms, "SELECT 1 FROM events WHERE scope = ? LIMIT 1", p,
+	                    1, console_db_found, &found) < 0) {
 		return -1;
 	}
 	return found;
 }
 
-int console_db_event(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn, void *arg)
+int console_db_event(struct store *st, int64_t now_ms, unsigned wait_ms, int64_t id,
+                     console_db_row_fn fn, void *arg)
 {
 	struct store_value p[] = {store_int(id)};
 
 	return console_db_read(
-	        st, now_ms,
+	        st, now_ms, wait_ms,
 	        "SELECT e.id, e.scope, e.idem_key, e.type, e.kind, e.order_ref, e.payment_ref,"
 	        " e.refund_ref, e.amount, e.currency, e.refund_cumulative, e.payload,"
 	        " CASE WHEN e.outcome = 'done' AND e.effect = '" INGEST_EFFECT_TO_FETCH "'"
@@ -863,25 +1173,26 @@ static int console_db_audit_t_row(void *arg, const struct store_row *row)
 	return console_db_audit_row(&q, row);
 }
 
-int console_db_audit_for(struct store *st, int64_t now_ms, const char *target, int64_t limit,
+int console_db_audit_for(struct store *st, int64_t now_ms, unsigned wait_ms, const char *target,
+                         int64_t limit,
                          int (*fn)(void *arg, const struct console_db_audit_row *row), void *arg)
 {
 	struct store_value p[] = {store_text(target), store_int(limit)};
 	struct console_db_audit_t t = {fn, arg};
 
 	/* Few rows per target; the audit log is small beside the events. */
-	return console_db_read(st, now_ms,
+	return console_db_read(st, now_ms, wait_ms,
 	                       "SELECT id, at, actor, action, target, reason, result FROM audit_log"
 	                       " WHERE target = ? ORDER BY id DESC LIMIT ?",
 	                       p, 2, console_db_audit_t_row, &t);
 }
 
-int console_db_order(struct store *st, int64_t now_ms, const char *id, console_db_row_fn fn,
-                     void *arg)
+int console_db_order(struct store *st, int64_t now_ms, unsigned wait_ms, const char *id,
+                     console_db_row_fn fn, void *arg)
 {
 	struct store_value p[] = {store_text(id)};
 
-	return console_db_read(st, now_ms,
+	return console_db_read(st, now_ms, wait_ms,
 	                       "SELECT o.id, o.amount, o.currency, o.status, o.refunded_amount,"
 	                       " o.customer_ref, o.provider, o.payment_ref, o.fulfillment_status,"
 	                       " o.needs_operator, o.created_at, o.paid_at, o.refunded_at,"
@@ -891,7 +1202,7 @@ int console_db_order(struct store *st, int64_t now_ms, const char *id, console_d
 	                       p, 1, fn, arg);
 }
 
-int console_db_order_timeline(struct store *st, int64_t now_ms, const char *id,
+int console_db_order_timeline(struct store *st, int64_t now_ms, unsigned wait_ms, const char *id,
                               console_db_row_fn fn, void *arg)
 {
 	struct store_value p[] = {store_text(id), store_text(id), store_text(id),
@@ -901,7 +1212,7 @@ int console_db_order_timeline(struct store *st, int64_t now_ms, const char *id,
 	 * the refunds/disputes/points unique keys, order_refs_order,
 	 * outbox_order); parked events through the order's references. */
 	return console_db_read(
-	        st, now_ms,
+	        st, now_ms, wait_ms,
 	        "SELECT at, what, rid, title, detail FROM ("
 	        " SELECT received_at AS at, 'event' AS what, id AS rid,"
 	        "  scope || ' ' || kind || ' (' || idem_key || ')' AS title,"
@@ -934,8 +1245,8 @@ int console_db_order_timeline(struct store *st, int64_t now_ms, const char *id,
 	"id, order_id, call_type, effect, status, attempts, next_attempt_at, last_status,"         \
 	" last_error, comp_state, created_at, updated_at"
 
-int console_db_outbox(struct store *st, int64_t now_ms, const char *status, int64_t before_id,
-                      int64_t limit, console_db_row_fn fn, void *arg)
+int console_db_outbox(struct store *st, int64_t now_ms, unsigned wait_ms, const char *status,
+                      int64_t before_id, int64_t limit, console_db_row_fn fn, void *arg)
 {
 	struct store_value p[CONSOLE_DB_STATUSES_MAX + 2];
 	char *list = status != NULL ? strdup(status) : NULL;
@@ -967,31 +1278,31 @@ int console_db_outbox(struct store *st, int64_t now_ms, const char *status, int6
 	if (n > 1) {
 		buf_puts(&sql, ")");
 	}
-	rc = console_db_read_newest(st, now_ms, &sql, p, n, limit, fn, arg);
+	rc = console_db_read_newest(st, now_ms, wait_ms, &sql, p, n, limit, fn, arg);
 out:
 	buf_finish(&sql);
 	free(list);
 	return rc;
 }
 
-int console_db_outbox_of_order(struct store *st, int64_t now_ms, const char *order_id,
-                               console_db_row_fn fn, void *arg)
+int console_db_outbox_of_order(struct store *st, int64_t now_ms, unsigned wait_ms,
+                               const char *order_id, console_db_row_fn fn, void *arg)
 {
 	struct store_value p[] = {store_text(order_id)};
 
-	return console_db_read(st, now_ms,
+	return console_db_read(st, now_ms, wait_ms,
 	                       "SELECT " CONSOLE_DB_OUTBOX_COLUMNS
 	                       " FROM outbox WHERE order_id = ? ORDER BY id LIMIT 1000",
 	                       p, 1, fn, arg);
 }
 
-int console_db_outbox_row(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn,
-                          void *arg)
+int console_db_outbox_row(struct store *st, int64_t now_ms, unsigned wait_ms, int64_t id,
+                          console_db_row_fn fn, void *arg)
 {
 	struct store_value p[] = {store_int(id)};
 
 	return console_db_read(
-	        st, now_ms,
+	        st, now_ms, wait_ms,
 	        "SELECT id, order_id, call_type, effect, provider, url, content_type,"
 	        " body, idem_key, compensation, comp_state, parent_id, status,"
 	        " attempts, window_start, next_attempt_at, last_status, last_error,"
@@ -999,12 +1310,12 @@ int console_db_outbox_row(struct store *st, int64_t now_ms, int64_t id, console_
 	        p, 1, fn, arg);
 }
 
-int console_db_outbox_attempts(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn,
-                               void *arg)
+int console_db_outbox_attempts_within(struct store *st, int64_t now_ms, unsigned wait_ms,
+                                      int64_t id, console_db_row_fn fn, void *arg)
 {
 	struct store_value p[] = {store_text("%" OUTBOX_UNCOUNTED_MARK), store_int(id)};
 
-	return console_db_read(st, now_ms,
+	return console_db_read(st, now_ms, wait_ms,
 	                       "SELECT id, attempt, at, http_status, error, latency_ms, excerpt,"
 	                       " (SELECT count(*) FROM outbox_attempts k WHERE k.outbox_id ="
 	                       " outbox_attempts.outbox_id AND k.attempt = outbox_attempts.attempt"
@@ -1014,12 +1325,18 @@ int console_db_outbox_attempts(struct store *st, int64_t now_ms, int64_t id, con
 	                       p, 2, fn, arg);
 }
 
-int console_db_outbox_ids(struct store *st, int64_t now_ms, const char *status, int64_t limit,
-                          console_db_row_fn fn, void *arg)
+int console_db_outbox_attempts(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn,
+                               void *arg)
+{
+	return console_db_outbox_attempts_within(st, now_ms, 0, id, fn, arg);
+}
+
+int console_db_outbox_ids(struct store *st, int64_t now_ms, unsigned wait_ms, const char *status,
+                          int64_t limit, console_db_row_fn fn, void *arg)
 {
 	struct store_value p[] = {store_text(status), store_int(limit)};
 
-	return console_db_read(st, now_ms,
+	return console_db_read(st, now_ms, wait_ms,
 	                       "SELECT id FROM outbox WHERE status = ? ORDER BY id LIMIT ?", p, 2,
 	                       fn, arg);
 }

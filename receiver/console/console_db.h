@@ -22,6 +22,14 @@ struct store_tx;
 #define CONSOLE_DB_ACTOR_MAX 100  /* bytes of an actor name */
 #define CONSOLE_DB_MSG_MAX 256
 #define CONSOLE_DB_STATUSES_MAX 8 /* outbox statuses of one list */
+/* The console's pages wait this long for each of their reads (as /metrics
+ * waits for its gauges): a hung database answers 503, not never. */
+#define CONSOLE_DB_WAIT_MS 1500
+#define CONSOLE_DB_WAIT_TEXT "1.5 s" /* CONSOLE_DB_WAIT_MS, as the pages say it */
+/* What a read waited for (wait_ms > 0) returns when the database did not
+ * answer in time; the read ends later on its own, in the background. */
+#define CONSOLE_DB_LATE (-2)
+#define CONSOLE_DB_ROWS_MAX (64 * 1024 * 1024) /* bytes of one waited-for read's rows */
 
 /* Which events a list (or a dismiss by filter) selects; NULL / 0 / -1 mean
  * any. Every field is matched exactly, except ef_key_prefix. */
@@ -70,6 +78,12 @@ struct console_db_audit_row {
 int console_db_audit_list(struct store *st, int64_t now_ms, const char *actor, const char *action,
                           int64_t before_id, int64_t limit,
                           int (*fn)(void *arg, const struct console_db_audit_row *row), void *arg);
+/* The same, waited for at most wait_ms (see "the console's reads"). */
+int console_db_audit_list_within(struct store *st, int64_t now_ms, unsigned wait_ms,
+                                 const char *actor, const char *action, int64_t before_id,
+                                 int64_t limit,
+                                 int (*fn)(void *arg, const struct console_db_audit_row *row),
+                                 void *arg);
 
 /* ---- outbox transitions ---- */
 
@@ -122,6 +136,13 @@ int console_db_dismiss_filter(struct store *st, int64_t now_ms, const char *acto
                               const struct console_db_filter *f, const char *reason, int64_t expect,
                               int64_t *ret_count);
 
+/* How many events a dismissal by f would take now (the count
+ * console_db_dismiss_filter confirms), read as the console's reads are:
+ * waited for at most wait_ms. Returns 0 with ret_count, -1, or
+ * CONSOLE_DB_LATE. */
+int console_db_dismiss_count_within(struct store *st, int64_t now_ms, unsigned wait_ms,
+                                    const struct console_db_filter *f, int64_t *ret_count);
+
 /* ---- reprocessing a failed event ---- */
 
 enum console_db_rp_state {
@@ -148,19 +169,25 @@ int console_db_reprocess(struct store *st, const struct config *cf, int64_t now_
 /* ---- the console's reads ----
  * Each calls fn for each row (borrowed for the call; fn returns 0 to go on,
  * 1 to stop) in one read transaction at now_ms, and returns 0 or -1. The
- * columns of each are listed in order. */
+ * columns of each are listed in order. wait_ms 0 waits as long as the
+ * database takes (the CLI); otherwise the read runs on the store's own
+ * thread (store_call_within) and is waited for at most wait_ms
+ * (CONSOLE_DB_WAIT_MS for the console's pages): CONSOLE_DB_LATE when it
+ * did not end in time, and at once while an earlier one still has not
+ * (fn is then never called). */
 typedef int (*console_db_row_fn)(void *arg, const struct store_row *row);
 
 /* Events f selects with id < before_id (0: newest), newest first, at most
  * limit (keyset pagination: no OFFSET). Columns: id, received_at, scope,
  * idem_key, kind, order_ref, outcome, detail (reason when failed, else the
  * effect), source, test_mode, dismissed_at, reprocessed. */
-int console_db_events(struct store *st, int64_t now_ms, const struct console_db_filter *f,
-                      int64_t before_id, int64_t limit, console_db_row_fn fn, void *arg);
+int console_db_events(struct store *st, int64_t now_ms, unsigned wait_ms,
+                      const struct console_db_filter *f, int64_t before_id, int64_t limit,
+                      console_db_row_fn fn, void *arg);
 
 /* 1 when the events table holds a row of scope (a provider instance since
  * removed from the file keeps its history), 0 when none, -1 on failure. */
-int console_db_scope_known(struct store *st, int64_t now_ms, const char *scope);
+int console_db_scope_known(struct store *st, int64_t now_ms, unsigned wait_ms, const char *scope);
 
 /* One event with its idempotency record. Columns 0..18: id, scope, idem_key,
  * type, kind, order_ref, payment_ref, refund_ref, amount, currency,
@@ -169,10 +196,12 @@ int console_db_scope_known(struct store *st, int64_t now_ms, const char *scope);
  * 21 dismissed_by, 22 dismiss_reason, 23 the record's status, 24
  * reply_status, 25 reply_content_type, 26 reply_headers, 27 reply_body,
  * 28 the record's updated_at, 29 context (a thin event's account, or NULL). */
-int console_db_event(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn, void *arg);
+int console_db_event(struct store *st, int64_t now_ms, unsigned wait_ms, int64_t id,
+                     console_db_row_fn fn, void *arg);
 
 /* Audit rows about target ("event:12"), newest first, at most limit. */
-int console_db_audit_for(struct store *st, int64_t now_ms, const char *target, int64_t limit,
+int console_db_audit_for(struct store *st, int64_t now_ms, unsigned wait_ms, const char *target,
+                         int64_t limit,
                          int (*fn)(void *arg, const struct console_db_audit_row *row), void *arg);
 
 /* One order. Columns: id, amount, currency, status, refunded_amount,
@@ -180,13 +209,13 @@ int console_db_audit_for(struct store *st, int64_t now_ms, const char *target, i
  * created_at, paid_at, refunded_at, updated_at, disputed_amount,
  * chargeback_amount, owner, points (the ledger's total: awards less
  * clawbacks, as idemhook order show prints it). */
-int console_db_order(struct store *st, int64_t now_ms, const char *id, console_db_row_fn fn,
-                     void *arg);
+int console_db_order(struct store *st, int64_t now_ms, unsigned wait_ms, const char *id,
+                     console_db_row_fn fn, void *arg);
 
 /* An order's whole timeline, oldest first, as one list of rows of five
  * columns: at (ms), what ("event", "refund", "dispute", "points",
  * "parked", "outbox"), the row's id (or 0), a one-line title, detail. */
-int console_db_order_timeline(struct store *st, int64_t now_ms, const char *id,
+int console_db_order_timeline(struct store *st, int64_t now_ms, unsigned wait_ms, const char *id,
                               console_db_row_fn fn, void *arg);
 
 /* Outbox rows with status (NULL: any; or several, separated by commas, up
@@ -194,19 +223,19 @@ int console_db_order_timeline(struct store *st, int64_t now_ms, const char *id,
  * at most limit. Columns: id, order_id, call_type, effect,
  * status, attempts, next_attempt_at, last_status, last_error, comp_state,
  * created_at, updated_at. */
-int console_db_outbox(struct store *st, int64_t now_ms, const char *status, int64_t before_id,
-                      int64_t limit, console_db_row_fn fn, void *arg);
+int console_db_outbox(struct store *st, int64_t now_ms, unsigned wait_ms, const char *status,
+                      int64_t before_id, int64_t limit, console_db_row_fn fn, void *arg);
 
 /* Outbox rows of one order, oldest first (columns as console_db_outbox). */
-int console_db_outbox_of_order(struct store *st, int64_t now_ms, const char *order_id,
-                               console_db_row_fn fn, void *arg);
+int console_db_outbox_of_order(struct store *st, int64_t now_ms, unsigned wait_ms,
+                               const char *order_id, console_db_row_fn fn, void *arg);
 
 /* One outbox row. Columns: id, order_id, call_type, effect, provider, url,
  * content_type, body, idem_key, compensation, comp_state, parent_id,
  * status, attempts, window_start, next_attempt_at, last_status,
  * last_error, created_at, updated_at, delivered_at. */
-int console_db_outbox_row(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn,
-                          void *arg);
+int console_db_outbox_row(struct store *st, int64_t now_ms, unsigned wait_ms, int64_t id,
+                          console_db_row_fn fn, void *arg);
 
 /* Its attempts, newest first. Columns: id, attempt, at, http_status, error,
  * latency_ms, excerpt, and, for a call given back, its place among the
@@ -214,11 +243,13 @@ int console_db_outbox_row(struct store *st, int64_t now_ms, int64_t id, console_
  * for outbox_attempt_label. */
 int console_db_outbox_attempts(struct store *st, int64_t now_ms, int64_t id, console_db_row_fn fn,
                                void *arg);
+int console_db_outbox_attempts_within(struct store *st, int64_t now_ms, unsigned wait_ms,
+                                      int64_t id, console_db_row_fn fn, void *arg);
 
 /* Ids of the outbox rows with status (dead, retry_wait, cancelled), oldest
  * first, at most limit: what a bulk retry selects. */
-int console_db_outbox_ids(struct store *st, int64_t now_ms, const char *status, int64_t limit,
-                          console_db_row_fn fn, void *arg);
+int console_db_outbox_ids(struct store *st, int64_t now_ms, unsigned wait_ms, const char *status,
+                          int64_t limit, console_db_row_fn fn, void *arg);
 
 /* The overview's figures. */
 struct console_db_overview {

@@ -390,19 +390,87 @@ static void console_ago(char *out, size_t size, int64_t now_ms, int64_t then_ms)
 	}
 }
 
+/* The figures the overview and the outbox list read from the database,
+ * read on the store's own thread and waited for at most CONSOLE_DB_WAIT_MS
+ * (as /metrics reads its gauges): everything here is copied, so a read
+ * that outlives its wait writes into nothing of the page's. */
+struct console_figures {
+	int64_t cf_now_ms;
+	int cf_gauges_ok;
+	int cf_overview_ok;
+	int cf_files_ok;
+	struct stats_gauges cf_gauges;
+	struct console_db_overview cf_overview;
+	struct store_file_stats cf_files;
+};
+
+static int console_figures_read(struct store *st, void *arg)
+{
+	struct console_figures *f = arg;
+
+	f->cf_gauges_ok = stats_gauges(st, f->cf_now_ms, &f->cf_gauges) == 0;
+	f->cf_overview_ok = console_db_overview(st, f->cf_now_ms, &f->cf_overview) == 0;
+	f->cf_files_ok = store_file_stats(st, &f->cf_files) == 0;
+	return 0;
+}
+
+/* Fills ret; its _ok flags say what was read. Returns 0, or
+ * CONSOLE_DB_LATE when the database did not answer in time (nothing read). */
+static int console_figures_get(const struct console_ctx *cx, struct console_figures *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	ret->cf_now_ms = cx->cx_now_ms;
+	if (store_call_within(cx->cx_store, CONSOLE_DB_WAIT_MS, console_figures_read, ret,
+	                      sizeof(*ret)) < 0) {
+		memset(ret, 0, sizeof(*ret));
+		return CONSOLE_DB_LATE;
+	}
+	return 0;
+}
+
+/* Why figures are missing, as a sentence. */
+static const char *console_db_why(int rc)
+{
+	return rc == CONSOLE_DB_LATE ? "the database did not answer within " CONSOLE_DB_WAIT_TEXT
+	                             : "the database could not be read (see the log)";
+}
+
+/* A page whose read failed (rc: -1, or CONSOLE_DB_LATE): 503, said
+ * plainly, with the navigation; what b held so far is dropped. */
+static int console_page_db_failed(struct buf *b, const struct console_ctx *cx, const char *here,
+                                  int rc)
+{
+	buf_finish(b);
+	buf_init(b, CONSOLE_PAGE_MAX);
+	console_page_begin(b, cx, "Database unavailable", here, 0);
+	buf_puts(b, "<p class=\"flash error\" role=\"alert\" id=\"db-unavailable\">"
+	            "This page cannot be shown now: ");
+	buf_puts(b, console_db_why(rc));
+	buf_puts(b, ". Nothing was changed. Reload the page in a moment; the "
+	            "<a href=\"/console/\">overview</a> shows what this receiver knows "
+	            "without the database.</p>\n");
+	return console_page_end(b) < 0 ? -1 : 503;
+}
+
+/* A card for a figure the database did not give. */
+static void console_card_missing(struct buf *b, const char *href, const char *label)
+{
+	console_card(b, href, label, "unavailable", "warn");
+}
+
 int console_page_overview(struct buf *b, const struct console_ctx *cx)
 {
 	struct traffic_view *tv = calloc(1, sizeof(*tv));
-	struct console_db_overview ov;
-	struct store_file_stats fs;
+	struct console_figures fig;
+	const struct stats_gauges *g = &fig.cf_gauges;
 	struct store_stats ss;
-	struct stats_gauges g;
 	struct metrics_ops mo;
 	struct health *health = env_health(cx->cx_env);
 	char reason[HEALTH_REASON_MAX];
 	char text[HEALTH_REASON_MAX + 32];
 	size_t i;
-	int rc = -1;
+	int late;
+	int rc;
 
 	if (tv == NULL) {
 		return -1;
@@ -410,24 +478,48 @@ int console_page_overview(struct buf *b, const struct console_ctx *cx)
 	/* The charts come from this receiver's counts in memory: reading a
 	 * day of events would cost a scan of them at every refresh. */
 	traffic_get(cx->cx_now_ms, tv);
-	if (stats_gauges(cx->cx_store, cx->cx_now_ms, &g) < 0 ||
-	    console_db_overview(cx->cx_store, cx->cx_now_ms, &ov) < 0) {
-		goto out;
-	}
+	/* What the database does not give in time is shown as unavailable;
+	 * the rest, kept in memory, is shown as ever. */
+	late = console_figures_get(cx, &fig);
 	metrics_ops_get(&mo);
 	console_page_begin(b, cx, "Overview", "overview", 30);
+	if (!fig.cf_gauges_ok || !fig.cf_overview_ok) {
+		buf_puts(b, "<p class=\"flash error\" role=\"alert\" id=\"db-unavailable\">"
+		            "Some figures are unavailable: ");
+		buf_puts(b, console_db_why(late < 0 ? late : -1));
+		buf_puts(b, ".</p>\n");
+	}
 	buf_puts(b, "<div class=\"cards\">");
-	console_card_int(b, "/console/events?open=1", "open failed events (alerting)",
-	                 g.sg_events_failed_open, 1);
-	console_card_int(b, "/console/events?outcome=failed&amp;test=1&amp;dismissed=0",
-	                 "failed test-mode events (not alerting)", g.sg_events_failed_test_mode, 0);
+	if (fig.cf_gauges_ok) {
+		console_card_int(b, "/console/events?open=1", "open failed events (alerting)",
+		                 g->sg_events_failed_open, 1);
+		console_card_int(b, "/console/events?outcome=failed&amp;test=1&amp;dismissed=0",
+		                 "failed test-mode events (not alerting)",
+		                 g->sg_events_failed_test_mode, 0);
+	} else {
+		console_card_missing(b, "/console/events?open=1", "open failed events (alerting)");
+		console_card_missing(b, "/console/events?outcome=failed&amp;test=1&amp;dismissed=0",
+		                     "failed test-mode events (not alerting)");
+	}
 	/* Each card links to the list of exactly what it counts. */
-	console_card_int(b, "/console/events?parked=1", "parked, waiting for their payment",
-	                 ov.ov_parked, 0);
-	console_card_int(b, "/console/outbox?status=dead", "dead letters (outbox)",
-	                 g.sg_outbox_dead, 1);
-	console_card_int(b, "/console/outbox?status=" CONSOLE_OUTBOX_BACKLOG,
-	                 "outbox backlog (pending, delivering, retrying)", g.sg_outbox_backlog, 0);
+	if (fig.cf_overview_ok) {
+		console_card_int(b, "/console/events?parked=1", "parked, waiting for their payment",
+		                 fig.cf_overview.ov_parked, 0);
+	} else {
+		console_card_missing(b, "/console/events?parked=1",
+		                     "parked, waiting for their payment");
+	}
+	if (fig.cf_gauges_ok) {
+		console_card_int(b, "/console/outbox?status=dead", "dead letters (outbox)",
+		                 g->sg_outbox_dead, 1);
+		console_card_int(b, "/console/outbox?status=" CONSOLE_OUTBOX_BACKLOG,
+		                 "outbox backlog (pending, delivering, retrying)",
+		                 g->sg_outbox_backlog, 0);
+	} else {
+		console_card_missing(b, "/console/outbox?status=dead", "dead letters (outbox)");
+		console_card_missing(b, "/console/outbox?status=" CONSOLE_OUTBOX_BACKLOG,
+		                     "outbox backlog (pending, delivering, retrying)");
+	}
 	snprintf(text, sizeof(text), "%zu", rejects_count_since(cx->cx_now_ms - 3600000LL, NULL));
 	console_card(b, "/console/rejected", "rejected callbacks, last hour", text, NULL);
 	if (health == NULL) {
@@ -438,9 +530,9 @@ int console_page_overview(struct buf *b, const struct console_ctx *cx)
 		snprintf(text, sizeof(text), "not ready: %s", reason);
 		console_card(b, "/console/", "readiness", text, "bad");
 	}
-	if (store_file_stats(cx->cx_store, &fs) == 0) {
+	if (fig.cf_files_ok) {
 		snprintf(text, sizeof(text), "%.1f MB",
-		         (double)(fs.sf_db_bytes + fs.sf_wal_bytes) / 1e6);
+		         (double)(fig.cf_files.sf_db_bytes + fig.cf_files.sf_wal_bytes) / 1e6);
 		console_card(b, "/console/", "database size (with WAL)", text, NULL);
 	}
 	/* A read transaction kept open keeps the WAL from starting over
@@ -465,8 +557,12 @@ int console_page_overview(struct buf *b, const struct console_ctx *cx)
 	             mo.mo_reconcile_failed > 0 ? "last reconcile run (some failed)"
 	                                        : "last reconcile run",
 	             text, mo.mo_reconcile_failed > 0 ? "warn" : NULL);
-	console_ago(text, sizeof(text), cx->cx_now_ms, ov.ov_audit_last_at);
-	console_card(b, "/console/audit", "last operator action", text, NULL);
+	if (fig.cf_overview_ok) {
+		console_ago(text, sizeof(text), cx->cx_now_ms, fig.cf_overview.ov_audit_last_at);
+		console_card(b, "/console/audit", "last operator action", text, NULL);
+	} else {
+		console_card_missing(b, "/console/audit", "last operator action");
+	}
 	buf_puts(b, "</div>\n<h2>Outbox by status</h2><table><tr>");
 	for (i = 0; i < STATS_OUTBOX_STATUSES; i++) {
 		buf_printf(b, "<th class=\"num\"><a href=\"/console/outbox?status=%s\">%s</a></th>",
@@ -474,7 +570,11 @@ int console_page_overview(struct buf *b, const struct console_ctx *cx)
 	}
 	buf_puts(b, "</tr><tr>");
 	for (i = 0; i < STATS_OUTBOX_STATUSES; i++) {
-		buf_printf(b, "<td class=\"num\">%" PRId64 "</td>", g.sg_outbox_rows[i]);
+		if (fig.cf_gauges_ok) {
+			buf_printf(b, "<td class=\"num\">%" PRId64 "</td>", g->sg_outbox_rows[i]);
+		} else {
+			buf_puts(b, "<td class=\"num muted\">unavailable</td>");
+		}
 	}
 	buf_puts(b,
 	         "</tr></table>\n<h2>Callbacks by provider (this receiver, since it started)</h2>");
@@ -524,7 +624,6 @@ int console_page_overview(struct buf *b, const struct console_ctx *cx)
 	}
 	buf_puts(b, "</div>\n");
 	rc = console_page_end(b) < 0 ? -1 : 200;
-out:
 	free(tv);
 	return rc;
 }
@@ -691,7 +790,7 @@ static void console_provider_check(const struct console_ctx *cx, const char *nam
 	size_t i;
 
 	if (cf == NULL || config_provider(cf, name) != NULL ||
-	    console_db_scope_known(cx->cx_store, cx->cx_now_ms, name) != 0) {
+	    console_db_scope_known(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, name) != 0) {
 		return;
 	}
 	buf_init(&names, 200);
@@ -874,20 +973,22 @@ static void console_text_input(struct buf *b, const char *name, const char *valu
 /* The bulk dismiss form for the list's filters: the count of what it
  * would take, shown and sent back as the confirmation (console.c's
  * console_dismiss_all refuses when it changed). Operators only; nothing
- * when nothing matches. Returns 0 or -1 (a store failure). */
+ * when nothing matches. Returns 0, -1 (a store failure) or CONSOLE_DB_LATE. */
 static int console_dismiss_all_form(struct buf *b, const struct console_ctx *cx,
                                     const struct console_events_query *q)
 {
 	const char *what = console_events_dismiss_what(q);
 	int64_t count = 0;
 	struct buf list;
+	int rc;
 
 	if (!console_operator(cx) || what == NULL) {
 		return 0;
 	}
-	if (console_db_dismiss_filter(cx->cx_store, cx->cx_now_ms, cx->cx_who->cw_name, &q->eq_f,
-	                              "", -1, &count) < 0) {
-		return -1;
+	rc = console_db_dismiss_count_within(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS,
+	                                     &q->eq_f, &count);
+	if (rc < 0) {
+		return rc;
 	}
 	if (count == 0) {
 		return 0;
@@ -993,15 +1094,17 @@ int console_page_events(struct buf *b, const struct console_ctx *cx, const struc
 		} else {
 			buf_puts(b, " No event can match; change the filters.</p>\n");
 		}
-	} else if (console_dismiss_all_form(b, cx, &q) < 0) {
+	} else if ((rc = console_dismiss_all_form(b, cx, &q)) < 0) {
+		rc = console_page_db_failed(b, cx, "events", rc);
 		goto out;
 	}
 	buf_puts(b, "<table id=\"events\"><tr><th class=\"num\">id</th><th>received (UTC)</th>"
 	            "<th>provider</th><th>key</th><th>kind</th><th>order</th><th>outcome</th>"
 	            "<th>reason / effect</th><th>source</th></tr>\n");
 	if (q.eq_why[0] == '\0' &&
-	    console_db_events(cx->cx_store, cx->cx_now_ms, f, before, CONSOLE_LIST_LIMIT,
-	                      console_events_row, &l) < 0) {
+	    (rc = console_db_events(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, f, before,
+	                            CONSOLE_LIST_LIMIT, console_events_row, &l)) < 0) {
+		rc = console_page_db_failed(b, cx, "events", rc);
 		goto out;
 	}
 	if (l.cl_n == 0) {
@@ -1330,10 +1433,14 @@ int console_page_event(struct buf *b, const struct console_ctx *cx, int64_t id)
 	struct console_event_page ep = {cx, b, 0, NULL, NULL, 0};
 	char target[40];
 
-	if (console_db_event(cx->cx_store, cx->cx_now_ms, id, console_event_row, &ep) < 0) {
+	int rc;
+
+	rc = console_db_event(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
+	                      console_event_row, &ep);
+	if (rc < 0) {
 		free(ep.ep_scope);
 		free(ep.ep_key);
-		return -1;
+		return console_page_db_failed(b, cx, "events", rc);
 	}
 	if (!ep.ep_found) {
 		return console_not_found(b, cx, "events", "No such event.");
@@ -1346,9 +1453,10 @@ int console_page_event(struct buf *b, const struct console_ctx *cx, int64_t id)
 	buf_puts(b, "\n<h2>Operator history</h2><table id=\"history\"><tr><th>at (UTC)</th>"
 	            "<th>who</th><th>action</th><th>reason</th><th>result</th></tr>");
 	snprintf(target, sizeof(target), "event:%" PRId64, id);
-	if (console_db_audit_for(cx->cx_store, cx->cx_now_ms, target, 100, console_history_row, b) <
-	    0) {
-		return -1;
+	rc = console_db_audit_for(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, target, 100,
+	                          console_history_row, b);
+	if (rc < 0) {
+		return console_page_db_failed(b, cx, "events", rc);
 	}
 	buf_puts(b, "</table>\n");
 	return console_page_end(b) < 0 ? -1 : 200;
@@ -1560,8 +1668,12 @@ int console_page_order(struct buf *b, const struct console_ctx *cx, const char *
 	struct console_outbox_rows o = {.or_cx = cx, .or_b = b, .or_attempts = 1};
 	size_t i;
 
-	if (console_db_order(cx->cx_store, cx->cx_now_ms, id, console_order_row, &op) < 0) {
-		return -1;
+	int rc;
+
+	rc = console_db_order(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
+	                      console_order_row, &op);
+	if (rc < 0) {
+		return console_page_db_failed(b, cx, NULL, rc);
 	}
 	if (!op.op_found) {
 		/* Events may name an order idemhook never had: show them anyway. */
@@ -1584,15 +1696,17 @@ int console_page_order(struct buf *b, const struct console_ctx *cx, const char *
 	}
 	buf_puts(b, "<h2>Timeline</h2><table id=\"timeline\"><tr><th>at (UTC)</th><th>what</th>"
 	            "<th>which</th><th>detail</th></tr>\n");
-	if (console_db_order_timeline(cx->cx_store, cx->cx_now_ms, id, console_timeline_row, b) <
-	    0) {
-		return -1;
+	rc = console_db_order_timeline(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
+	                               console_timeline_row, b);
+	if (rc < 0) {
+		return console_page_db_failed(b, cx, NULL, rc);
 	}
 	buf_puts(b, "</table>\n<h2>Outbox rows and their attempts</h2>");
 	buf_puts(b, console_outbox_head);
-	if (console_db_outbox_of_order(cx->cx_store, cx->cx_now_ms, id, console_outbox_list_row,
-	                               &o) < 0) {
-		return -1;
+	rc = console_db_outbox_of_order(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
+	                                console_outbox_list_row, &o);
+	if (rc < 0) {
+		return console_page_db_failed(b, cx, NULL, rc);
 	}
 	buf_puts(b, "</table>\n");
 	for (i = 0; i < o.or_n_ids; i++) {
@@ -1601,9 +1715,11 @@ int console_page_order(struct buf *b, const struct console_ctx *cx, const char *
 		           "</a></h3>",
 		           o.or_ids[i], o.or_ids[i]);
 		buf_puts(b, console_attempts_head);
-		if (console_db_outbox_attempts(cx->cx_store, cx->cx_now_ms, o.or_ids[i],
-		                               console_attempt_row, b) < 0) {
-			return -1;
+		rc = console_db_outbox_attempts_within(cx->cx_store, cx->cx_now_ms,
+		                                       CONSOLE_DB_WAIT_MS, o.or_ids[i],
+		                                       console_attempt_row, b);
+		if (rc < 0) {
+			return console_page_db_failed(b, cx, NULL, rc);
 		}
 		buf_puts(b, "</table>\n");
 	}
@@ -1670,16 +1786,21 @@ int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struc
 	char *status = console_query(req, "status");
 	char *before_text = console_query(req, "before");
 	int64_t before = 0;
-	struct stats_gauges g;
+	struct console_figures fig;
+	const struct stats_gauges *g = &fig.cf_gauges;
 	int64_t count = -1;
 	char why[200] = "";
 	int bad_before = 0;
 	size_t i;
 	int rc = -1;
 
-	if (stats_gauges(cx->cx_store, cx->cx_now_ms, &g) < 0) {
+	/* The counts of the status links: the list's read says the rest. */
+	rc = console_figures_get(cx, &fig);
+	if (rc < 0 || !fig.cf_gauges_ok) {
+		rc = console_page_db_failed(b, cx, "outbox", rc < 0 ? rc : -1);
 		goto out;
 	}
+	rc = -1;
 	if (status != NULL) {
 		console_outbox_status_check(status, why, sizeof(why));
 	}
@@ -1699,16 +1820,16 @@ int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struc
 	           "\"%s>backlog: pending, delivering, retry_wait (%" PRId64 ")</a>",
 	           status != NULL && strcmp(status, CONSOLE_OUTBOX_BACKLOG) == 0 ? " class=\"here\""
 	                                                                         : "",
-	           g.sg_outbox_backlog);
+	           g->sg_outbox_backlog);
 	for (i = 0; i < STATS_OUTBOX_STATUSES; i++) {
 		int here = status != NULL && strcmp(status, stats_outbox_statuses[i]) == 0;
 
 		if (here) {
-			count = g.sg_outbox_rows[i];
+			count = g->sg_outbox_rows[i];
 		}
 		buf_printf(b, " · <a href=\"/console/outbox?status=%s\"%s>%s (%" PRId64 ")</a>",
 		           stats_outbox_statuses[i], here ? " class=\"here\"" : "",
-		           stats_outbox_statuses[i], g.sg_outbox_rows[i]);
+		           stats_outbox_statuses[i], g->sg_outbox_rows[i]);
 	}
 	buf_puts(b, "</p>\n");
 	if (status != NULL && count > 0 && console_operator(cx) &&
@@ -1736,8 +1857,9 @@ int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struc
 	}
 	buf_puts(b, console_outbox_head);
 	if (why[0] == '\0' &&
-	    console_db_outbox(cx->cx_store, cx->cx_now_ms, status, before, CONSOLE_LIST_LIMIT,
-	                      console_outbox_list_row, &o) < 0) {
+	    (rc = console_db_outbox(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, status, before,
+	                            CONSOLE_LIST_LIMIT, console_outbox_list_row, &o)) < 0) {
+		rc = console_page_db_failed(b, cx, "outbox", rc);
 		goto out;
 	}
 	if (o.or_n == 0) {
@@ -1843,18 +1965,22 @@ int console_page_outbox_row(struct buf *b, const struct console_ctx *cx, int64_t
 {
 	struct console_outbox_page xp = {cx, b, 0};
 
-	if (console_db_outbox_row(cx->cx_store, cx->cx_now_ms, id, console_outbox_detail_row, &xp) <
-	    0) {
-		return -1;
+	int rc;
+
+	rc = console_db_outbox_row(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
+	                           console_outbox_detail_row, &xp);
+	if (rc < 0) {
+		return console_page_db_failed(b, cx, "outbox", rc);
 	}
 	if (!xp.xp_found) {
 		return console_not_found(b, cx, "outbox", "No such outbox row.");
 	}
 	buf_puts(b, "<h2>Attempts (newest first)</h2>");
 	buf_puts(b, console_attempts_head);
-	if (console_db_outbox_attempts(cx->cx_store, cx->cx_now_ms, id, console_attempt_row, b) <
-	    0) {
-		return -1;
+	rc = console_db_outbox_attempts_within(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
+	                                       console_attempt_row, b);
+	if (rc < 0) {
+		return console_page_db_failed(b, cx, "outbox", rc);
 	}
 	buf_puts(b, "</table>\n");
 	return console_page_end(b) < 0 ? -1 : 200;
@@ -1945,6 +2071,7 @@ int console_page_audit(struct buf *b, const struct console_ctx *cx, const struct
 	int64_t before = 0;
 	char why[200] = "";
 	int bad_before;
+	int rc;
 
 	/* A cursor that is no row id, read as none, would show the newest
 	 * actions as if they were older ones: said, as the events and outbox
@@ -1961,10 +2088,10 @@ int console_page_audit(struct buf *b, const struct console_ctx *cx, const struct
 	}
 	buf_puts(b, "<table id=\"audit\"><tr><th class=\"num\">id</th><th>at (UTC)</th><th>who</th>"
 	            "<th>action</th><th>target</th><th>reason</th><th>result</th></tr>\n");
-	if (!bad_before &&
-	    console_db_audit_list(cx->cx_store, cx->cx_now_ms, NULL, NULL, before,
-	                          CONSOLE_LIST_LIMIT, console_audit_page_row, &ap) < 0) {
-		return -1;
+	if (!bad_before && (rc = console_db_audit_list_within(
+	                            cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, NULL, NULL,
+	                            before, CONSOLE_LIST_LIMIT, console_audit_page_row, &ap)) < 0) {
+		return console_page_db_failed(b, cx, "audit", rc);
 	}
 	if (ap.ap_n == 0) {
 		buf_printf(b, "<tr><td colspan=\"7\" class=\"muted\">%s</td></tr>",

@@ -15,6 +15,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/eventfd.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -50,6 +52,11 @@
  * it is no bigger than a request head needs. A head it cannot hold gets its
  * own 431 (or 414), with a short HTML body. */
 #define HTTP_CONN_MEMORY (16 * 1024)
+/* Not always: a head whose last field fits the pool but leaves no room for
+ * the field's record makes libmicrohttpd 0.9.75 close the connection
+ * without a word (it cannot build even its own 431's header in the pool;
+ * about 16,000 bytes of head in a 16 KiB pool). http_head_lost answers
+ * those with our 431 as it closes (http_head_lost). */
 #define HTTP_BODY_EXPECT_MAX (64 * 1024) /* an announced body reserved at once, up to this */
 #define HTTP_LISTEN_BACKLOG 4096 /* the kernel caps it at net.core.somaxconn */
 #define HTTP_FD_RESERVE 256      /* descriptors kept for the database, outbound calls, files */
@@ -230,6 +237,8 @@ struct http_gen {
 	http_refused_fn hg_timeout_headers;
 	char *hg_timeout_answer; /* the 408 a plain-HTTP slow client gets */
 	size_t hg_timeout_answer_len;
+	char *hg_head_answer; /* the 431 of a head libmicrohttpd dropped (http_head_lost) */
+	size_t hg_head_answer_len;
 	struct http_timeout_answer *hg_timeouts; /* and at these paths, for a body (ho_timeouts) */
 	size_t hg_n_timeouts;
 	pthread_mutex_t hg_lock;    /* hg_socks */
@@ -603,6 +612,52 @@ static size_t http_linger_step(struct http_server *srv, int64_t now, int all)
 static void http_accept_wake(struct http_gen *gen);
 
 static void http_peer_address(struct MHD_Connection *con, char *out, size_t out_size);
+
+/* A request libmicrohttpd ends with an error while its head was still
+ * arriving, or once a head over HTTP_HEAD_MAX was in: if it is the
+ * connection's first, more than HTTP_HEAD_MAX bytes came and nothing was
+ * sent back, libmicrohttpd dropped a head its
+ * pool could not hold without a word (HTTP_CONN_MEMORY). The client gets
+ * our 431 instead, and 1 is returned: the connection is to linger when
+ * closed (hk_unread), so that no reset destroys the answer. Its own 431,
+ * or a 408 the sweeper sent, has gone out: nothing more then. Only for
+ * such an end, so no system call on any request that was answered. */
+static int http_head_lost(struct http_gen *gen, const struct http_conn *hc)
+{
+	struct http_sock *hk = hc->hc_sock;
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	int outq = 0;
+
+	if (gen->hg_tls || gen->hg_head_answer == NULL || hk == NULL || hk->hk_fd < 0 ||
+	    hk->hk_consumed != 0) {
+		return 0;
+	}
+	/* Still arriving, or all in but over the limit (the route's own 431
+	 * was made, and libmicrohttpd found no room for its header). */
+	if (http_sock_phase(hk) != HTTP_PHASE_HEAD && hc->hc_head_bytes <= HTTP_HEAD_MAX) {
+		return 0;
+	}
+	memset(&ti, 0, sizeof(ti));
+	if (getsockopt(hk->hk_fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 ||
+	    len < offsetof(struct tcp_info, tcpi_bytes_received) + sizeof(ti.tcpi_bytes_received) ||
+	    ioctl(hk->hk_fd, SIOCOUTQ, &outq) < 0) {
+		return 0;
+	}
+	if (ti.tcpi_bytes_received <= HTTP_HEAD_MAX || ti.tcpi_bytes_acked != 0 || outq != 0) {
+		return 0;
+	}
+	(void)send(hk->hk_fd, gen->hg_head_answer, gen->hg_head_answer_len,
+	           MSG_DONTWAIT | MSG_NOSIGNAL);
+	/* A head that was all in was counted when its 431 was made. */
+	if (http_sock_phase(hk) == HTTP_PHASE_HEAD) {
+		metrics_http_refused(gen->hg_srv->hs_name, 431);
+	}
+	log_info("http %s: a request head of more than %d bytes from %s answered 431 as "
+	         "libmicrohttpd closed it",
+	         gen->hg_srv->hs_name, HTTP_HEAD_MAX, hk->hk_peer);
+	return 1;
+}
 
 static void http_connection_notify(void *cls, struct MHD_Connection *con, void **socket_context,
                                    enum MHD_ConnectionNotificationCode toe)
@@ -1426,6 +1481,9 @@ static void http_completed(void *cls, struct MHD_Connection *con, void **con_cls
 		                      .ht_done_ms,
 		             http_mono_ms());
 	}
+	if (toe == MHD_REQUEST_TERMINATED_WITH_ERROR && http_head_lost(gen, hc)) {
+		atomic_store(&hc->hc_sock->hk_unread, 1);
+	}
 	if (hc->hc_sock != NULL) {
 		/* The next request's head is the problem's until its request
 		 * line names a path. */
@@ -1952,9 +2010,7 @@ static int http_head_check(struct MHD_Connection *con, struct http_conn *hc, con
 		return -1;
 	}
 	if (ci != NULL && ci->header_size > HTTP_HEAD_MAX) {
-		http_refusal_set(hf, 431, "headers_too_large", "Request header fields too large",
-		                 "The request line and header fields are larger than " HTTP_XSTR(
-		                         HTTP_HEAD_MAX) " bytes.");
+		http_refusal_set(hf, 431, HTTP_HEAD_SLUG, HTTP_HEAD_TITLE, HTTP_HEAD_DETAIL);
 		return -1;
 	}
 	/* RFC 9112 5.2: refused, not joined, as the library lost where the
@@ -2382,15 +2438,16 @@ static void http_wire_header(void *arg, const char *name, const char *value)
 	}
 }
 
-/* r (its content type, headers and body) as a 408 on the wire, into *ret
+/* r (its content type, headers and body) on the wire after status_line
+ * ("HTTP/1.1 408 Request Timeout"), with Connection: close, into *ret
  * (malloc'd): 0 or -1. */
-static int http_timeout_wire(const struct reply *r, char **ret, size_t *ret_len)
+static int http_answer_wire(const struct reply *r, const char *status_line, char **ret,
+                            size_t *ret_len)
 {
 	struct http_wire hw;
 
 	buf_init(&hw.hw_buf, 0);
-	hw.hw_failed =
-	        buf_puts(&hw.hw_buf, "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n") < 0;
+	hw.hw_failed = buf_printf(&hw.hw_buf, "%s\r\nConnection: close\r\n", status_line) < 0;
 	reply_each_header(r, http_wire_header, &hw);
 	if (hw.hw_failed ||
 	    (r->reply_content_type != NULL &&
@@ -2403,6 +2460,11 @@ static int http_timeout_wire(const struct reply *r, char **ret, size_t *ret_len)
 	*ret = buf_take(&hw.hw_buf, ret_len);
 	buf_finish(&hw.hw_buf);
 	return *ret != NULL ? 0 : -1;
+}
+
+static int http_timeout_wire(const struct reply *r, char **ret, size_t *ret_len)
+{
+	return http_answer_wire(r, "HTTP/1.1 408 Request Timeout", ret, ret_len);
 }
 
 /* Makes data (malloc'd, or NULL) hk's own 408, freeing the one before. */
@@ -2480,6 +2542,13 @@ static int http_timeout_answer_make(struct http_gen *gen, const struct http_opti
 	if (reply_problem(&r, 408, "request_timeout", HTTP_TIMEOUT_TITLE, HTTP_TIMEOUT_DETAIL) <
 	            0 ||
 	    http_timeout_wire(&r, &gen->hg_timeout_answer, &gen->hg_timeout_answer_len) < 0) {
+		goto done;
+	}
+	reply_finish(&r);
+	reply_init(&r);
+	if (reply_problem(&r, 431, HTTP_HEAD_SLUG, HTTP_HEAD_TITLE, HTTP_HEAD_DETAIL) < 0 ||
+	    http_answer_wire(&r, "HTTP/1.1 431 Request Header Fields Too Large",
+	                     &gen->hg_head_answer, &gen->hg_head_answer_len) < 0) {
 		goto done;
 	}
 	if (opt->ho_n_timeouts > 0) {
@@ -2686,6 +2755,7 @@ static void http_gen_destroy(struct http_gen *gen)
 	}
 	http_free_list(gen->hg_proxies);
 	free(gen->hg_timeout_answer);
+	free(gen->hg_head_answer);
 	for (i = 0; i < gen->hg_n_timeouts; i++) {
 		free(gen->hg_timeouts[i].hta_path);
 		free(gen->hg_timeouts[i].hta_data);

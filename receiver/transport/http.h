@@ -91,6 +91,14 @@ void http_resume(struct http_deferred *d);
  * their own, the answer there (http_options.ho_timeouts). */
 #define HTTP_TIMEOUT_TITLE "Request timeout"
 #define HTTP_TIMEOUT_DETAIL "The request head did not arrive in time, or the body came too slowly."
+/* The problem of a head over HTTP_HEAD_MAX (431), whoever notices it. */
+#define HTTP_HEAD_STR_(x) #x
+#define HTTP_HEAD_STR(x) HTTP_HEAD_STR_(x)
+#define HTTP_HEAD_SLUG "headers_too_large"
+#define HTTP_HEAD_TITLE "Request header fields too large"
+#define HTTP_HEAD_MAX_TEXT HTTP_HEAD_STR(HTTP_HEAD_MAX)
+#define HTTP_HEAD_DETAIL                                                                           \
+	"The request line and header fields are larger than " HTTP_HEAD_MAX_TEXT " bytes."
 
 struct http_timeout_reply {
 	const char *htr_path;          /* the decoded path, exactly ("/hooks/wechatpay") */
