@@ -3,6 +3,7 @@
  * of its own: max_connections reached while serving, /metrics and /readyz
  * while the server is down and while it hangs, a duplicate's read meeting a
  * lock, and sslmode=verify-full. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,10 +22,11 @@
 
 static const char limits_ini[] = FX_STRIPE_INI "\n[api]\nrate = 1000\nburst = 1000\n";
 
-/* A receiver on database db with conninfo: daemon_init's SQLite [store]
- * turned into backend = postgresql. */
-static void limits_daemon_init_ci(struct daemon *d, const char *db, const char *conninfo,
-                                  const char *extra_ini)
+/* A receiver on database db with conninfo and more [store] lines
+ * (store_lines, "" for none): daemon_init's SQLite [store] turned into
+ * backend = postgresql. */
+static void limits_daemon_init_st(struct daemon *d, const char *db, const char *conninfo,
+                                  const char *store_lines, const char *extra_ini)
 {
 	char path_line[700];
 	char *cfg;
@@ -38,13 +40,19 @@ static void limits_daemon_init_ci(struct daemon *d, const char *db, const char *
 	at = strstr(cfg, path_line);
 	assert_non_null(at);
 	buf_init(&b, 0);
-	buf_printf(&b, "%.*sbackend = postgresql\nconninfo = %s\n%s", (int)(at - cfg), cfg,
-	           conninfo, at + strlen(path_line));
+	buf_printf(&b, "%.*sbackend = postgresql\nconninfo = %s\n%s%s", (int)(at - cfg), cfg,
+	           conninfo, store_lines, at + strlen(path_line));
 	assert_int_equal(daemon_write_file(d, "idemhook.ini", b.buf_data), 0);
 	buf_finish(&b);
 	free(cfg);
 	snprintf(d->dm_pg_db, sizeof(d->dm_pg_db), "%s", db);
 	snprintf(d->dm_db, sizeof(d->dm_db), "postgresql:%.580s", conninfo);
+}
+
+static void limits_daemon_init_ci(struct daemon *d, const char *db, const char *conninfo,
+                                  const char *extra_ini)
+{
+	limits_daemon_init_st(d, db, conninfo, "", extra_ini);
 }
 
 /* A receiver on database db of server pg (not the shared one), over its
@@ -257,6 +265,200 @@ static void test_a_hung_server_makes_readyz_not_ready_and_metrics_stay_prompt(vo
 	assert_non_null(strstr(body, "\nidemhook_processing_stuck 0\n"));
 	free(body);
 	assert_int_equal(fx_stripe_pay(&d, "evt_limits_hang", order_id, 1500, "eur"), 200);
+	daemon_finish(&d);
+	pgserver_stop(&pg);
+}
+
+/* Requests sent at once from a thread of their own, so that the test can
+ * wake a hung server even when they are not answered. */
+#define LIMITS_HANG_REQS 3
+
+struct limits_sender {
+	struct hreq ls_reqs[LIMITS_HANG_REQS];
+	struct hres ls_res[LIMITS_HANG_REQS];
+	size_t ls_n;
+	int ls_done; /* atomic */
+};
+
+static void *limits_sender_main(void *arg)
+{
+	struct limits_sender *snd = arg;
+
+	hn_http_storm_each(snd->ls_n, snd->ls_reqs, snd->ls_res);
+	__atomic_store_n(&snd->ls_done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* A request meets at most a connect (connect_timeout=2 in the conninfo:
+ * a lookup whose read connection must be made again) and a statement on
+ * an open connection (statement_timeout 2 s and the client's margin of 2 s
+ * over it), with room for a loaded machine. */
+#define LIMITS_HANG_BOUND_MS 7500
+#define LIMITS_HANG_WAIT_MS 20000 /* then the server is woken up, and the test fails */
+
+/* Sends snd's requests to a receiver of the hung server pg and checks that
+ * each is answered 503 with Retry-After within LIMITS_HANG_BOUND_MS. The
+ * server is woken up (SIGCONT) first when they are not all answered within
+ * LIMITS_HANG_WAIT_MS, which fails the test. */
+static void limits_send_hung(struct limits_sender *snd, struct pgserver *pg)
+{
+	int64_t t0 = hn_now_ms();
+	pthread_t th;
+	size_t i;
+	int done;
+
+	snd->ls_done = 0;
+	assert_int_equal(pthread_create(&th, NULL, limits_sender_main, snd), 0);
+	while (!__atomic_load_n(&snd->ls_done, __ATOMIC_ACQUIRE) &&
+	       hn_now_ms() - t0 < LIMITS_HANG_WAIT_MS) {
+		usleep(50 * 1000);
+	}
+	done = __atomic_load_n(&snd->ls_done, __ATOMIC_ACQUIRE);
+	print_message("answered %s after %" PRId64 " ms of a hung server\n",
+	              done ? "all" : "not all", hn_now_ms() - t0);
+	if (!done) {
+		pgserver_signal_all(pg, SIGCONT);
+	}
+	assert_int_equal(pthread_join(th, NULL), 0);
+	for (i = 0; i < snd->ls_n; i++) {
+		struct hres *r = &snd->ls_res[i];
+		char *retry = hres_header(r, "Retry-After");
+
+		print_message("%s %s: %ld after %.0f ms, Retry-After %s: %s\n",
+		              snd->ls_reqs[i].rq_method, snd->ls_reqs[i].rq_url, r->hs_status,
+		              r->hs_seconds * 1000, retry != NULL ? retry : "none",
+		              r->hs_body != NULL ? r->hs_body : "");
+		assert_int_equal(r->hs_status, 503);
+		assert_non_null(retry);
+		assert_true(r->hs_seconds * 1000 < LIMITS_HANG_BOUND_MS);
+		free(retry);
+		hres_finish(r);
+	}
+}
+
+/* How many lines of d's log hold text. */
+static int limits_log_count(const struct daemon *d, const char *text)
+{
+	char *log_text = hn_read_file(d->dm_log);
+	const char *p = log_text;
+	int n = 0;
+
+	assert_non_null(log_text);
+	while ((p = strstr(p, text)) != NULL) {
+		n++;
+		p += strlen(text);
+	}
+	free(log_text);
+	return n;
+}
+
+#define LIMITS_HUNG_LINE "postgresql did not answer within 4000 ms"
+
+/* The server hangs under connections the receiver has open (its
+ * processes stopped, as behind a network black hole): a new callback, a
+ * duplicate and an order read at once, each on a read connection, are
+ * answered 503 with Retry-After within statement_timeout and the client's
+ * margin; so is the new callback sent again, now on the writer's
+ * connection (the read connections are given up). Nothing is
+ * acknowledged; once the server answers again the provider's retry is
+ * applied, once, and the duplicate replayed. */
+static void test_a_hung_server_gets_callbacks_answered_503_within_the_statement_bound(void **state)
+{
+	struct limits_sender snd;
+	struct pg_callback fresh_cb;
+	struct pg_callback dup_cb;
+	struct pgserver pg;
+	struct daemon d;
+	struct hres r;
+	char db[64];
+	char paid[64];
+	char fresh[64];
+	char url[256];
+	char *dup_body;
+	char *fresh_body;
+	int64_t ms;
+	int hung;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(pgserver_start_opts(&pg, NULL, 0), 0);
+	assert_int_equal(pgserver_create_db(&pg, "limits", db), 0);
+	{
+		char conninfo[700];
+
+		pgserver_conninfo(&pg, db, conninfo, sizeof(conninfo));
+		strncat(conninfo, " connect_timeout=2", sizeof(conninfo) - strlen(conninfo) - 1);
+		limits_daemon_init_st(&d, db, conninfo, "statement_timeout = 2s\n", limits_ini);
+	}
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 1500, "eur", paid);
+	fx_order(&d, 1600, "eur", fresh);
+	dup_body = fx_stripe_payment("evt_limits_hang_dup", paid, 1500, "eur");
+	fresh_body = fx_stripe_payment("evt_limits_hang_new", fresh, 1600, "eur");
+	assert_int_equal(fx_stripe_send(&d, dup_body, NULL), 200);
+	/* duplicates at once, and a read: read connections are open */
+	pg_callback_init(&dup_cb, &d, dup_body);
+	{
+		struct hres storm[LIMITS_HANG_REQS];
+
+		assert_int_equal(hn_http_storm(LIMITS_HANG_REQS, "POST", dup_cb.pc_url,
+		                               dup_cb.pc_headers, dup_body, strlen(dup_body),
+		                               storm),
+		                 0);
+		for (i = 0; i < LIMITS_HANG_REQS; i++) {
+			assert_int_equal(storm[i].hs_status, 200);
+			hres_finish(&storm[i]);
+		}
+	}
+	snprintf(url, sizeof(url), "%s/api/orders/%s", d.dm_base, fresh);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+
+	pg_callback_init(&fresh_cb, &d, fresh_body);
+	memset(&snd, 0, sizeof(snd));
+	snd.ls_reqs[0] = pg_callback_req(&fresh_cb);
+	snd.ls_reqs[1] = pg_callback_req(&dup_cb);
+	snd.ls_reqs[2].rq_method = "GET";
+	snd.ls_reqs[2].rq_url = url;
+	snd.ls_n = 3;
+	assert_true(pgserver_signal_all(&pg, SIGSTOP) > 1);
+	limits_send_hung(&snd, &pg);
+	hung = limits_log_count(&d, LIMITS_HUNG_LINE);
+	print_message("connections given up: %d\n", hung);
+	assert_true(hung > 0);
+	/* the provider's retry while the server still hangs: on the writer's
+	 * connection, unless a lookup that found no read connection took the
+	 * writer's already (its connects then back off: a 503 at once) */
+	snd.ls_n = 1;
+	limits_send_hung(&snd, &pg);
+	assert_int_equal(
+	        daemon_log_wait(&d, LIMITS_HUNG_LINE "; the connection (idemhook writer)", 1000),
+	        0);
+	assert_true(pgserver_signal_all(&pg, SIGCONT) > 1);
+
+	/* the server answers again: the provider's retries land once */
+	ms = limits_admin_wait(&d, "/readyz", 200, 15000);
+	print_message("ready %" PRId64 " ms after the server answered again\n", ms);
+	assert_true(ms >= 0);
+	for (i = 0; i < 100 && fx_stripe_send(&d, fresh_body, NULL) != 200; i++) {
+		usleep(100 * 1000);
+	}
+	assert_true(i < 100);
+	assert_int_equal(fx_stripe_send(&d, fresh_body, &r), 200);
+	{
+		char *replayed = hres_header(&r, "Idempotent-Replayed");
+
+		assert_non_null(replayed);
+		free(replayed);
+	}
+	hres_finish(&r);
+	assert_int_equal(fx_stripe_send(&d, dup_body, NULL), 200);
+	assert_int_equal(limits_psql_int(&pg, db, "SELECT count(*) FROM events"), 2);
+	assert_int_equal(
+	        limits_psql_int(&pg, db, "SELECT count(*) FROM orders WHERE status = 'paid'"), 2);
+	free(dup_body);
+	free(fresh_body);
 	daemon_finish(&d);
 	pgserver_stop(&pg);
 }
@@ -631,6 +833,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_metrics_and_readyz_answer_promptly_while_the_server_is_down),
 	        cmocka_unit_test(test_a_hung_server_makes_readyz_not_ready_and_metrics_stay_prompt),
+	        cmocka_unit_test(
+	                test_a_hung_server_gets_callbacks_answered_503_within_the_statement_bound),
 	        cmocka_unit_test(test_verify_full_serves_and_refuses_a_wrong_name_or_ca),
 	        cmocka_unit_test(test_max_connections_reached_while_serving),
 	        cmocka_unit_test(test_a_duplicates_lookup_meeting_a_table_lock),
