@@ -2,7 +2,8 @@
  * to PostgreSQL" walked through as an operator would, each against a server
  * of its own: max_connections reached while serving, /metrics and /readyz
  * while the server is down and while it hangs, a duplicate's read meeting a
- * lock, and sslmode=verify-full. */
+ * lock, callbacks, duplicates and reads on open connections to a hung
+ * server, and sslmode=verify-full. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -296,19 +297,24 @@ static void *limits_sender_main(void *arg)
 #define LIMITS_HANG_BOUND_MS 7500
 #define LIMITS_HANG_WAIT_MS 20000 /* then the server is woken up, and the test fails */
 
-/* Sends snd's requests to a receiver of the hung server pg and checks that
- * each is answered 503 with Retry-After within LIMITS_HANG_BOUND_MS. The
- * server is woken up (SIGCONT) first when they are not all answered within
- * LIMITS_HANG_WAIT_MS, which fails the test. */
-static void limits_send_hung(struct limits_sender *snd, struct pgserver *pg)
+/* Starts sending snd's requests (to a receiver of a hung server) from a
+ * thread of its own. */
+static void limits_send_start(struct limits_sender *snd, pthread_t *ret_th)
 {
-	int64_t t0 = hn_now_ms();
-	pthread_t th;
+	snd->ls_done = 0;
+	assert_int_equal(pthread_create(ret_th, NULL, limits_sender_main, snd), 0);
+}
+
+/* Waits for snd's requests, started t0, and checks that each was answered
+ * 503 with Retry-After within LIMITS_HANG_BOUND_MS. The server pg is woken
+ * up (SIGCONT) first when they are not all answered within
+ * LIMITS_HANG_WAIT_MS, which fails the test. */
+static void limits_send_finish(struct limits_sender *snd, pthread_t th, int64_t t0,
+                               struct pgserver *pg)
+{
 	size_t i;
 	int done;
 
-	snd->ls_done = 0;
-	assert_int_equal(pthread_create(&th, NULL, limits_sender_main, snd), 0);
 	while (!__atomic_load_n(&snd->ls_done, __ATOMIC_ACQUIRE) &&
 	       hn_now_ms() - t0 < LIMITS_HANG_WAIT_MS) {
 		usleep(50 * 1000);
@@ -324,7 +330,7 @@ static void limits_send_hung(struct limits_sender *snd, struct pgserver *pg)
 		struct hres *r = &snd->ls_res[i];
 		char *retry = hres_header(r, "Retry-After");
 
-		print_message("%s %s: %ld after %.0f ms, Retry-After %s: %s\n",
+		print_message("%s %s: %ld after %.0f ms, Retry-After %s: %.200s\n",
 		              snd->ls_reqs[i].rq_method, snd->ls_reqs[i].rq_url, r->hs_status,
 		              r->hs_seconds * 1000, retry != NULL ? retry : "none",
 		              r->hs_body != NULL ? r->hs_body : "");
@@ -334,6 +340,15 @@ static void limits_send_hung(struct limits_sender *snd, struct pgserver *pg)
 		free(retry);
 		hres_finish(r);
 	}
+}
+
+static void limits_send_hung(struct limits_sender *snd, struct pgserver *pg)
+{
+	int64_t t0 = hn_now_ms();
+	pthread_t th;
+
+	limits_send_start(snd, &th);
+	limits_send_finish(snd, th, t0, pg);
 }
 
 /* How many lines of d's log hold text. */
@@ -433,8 +448,7 @@ static void test_a_hung_server_gets_callbacks_answered_503_within_the_statement_
 	snd.ls_n = 1;
 	limits_send_hung(&snd, &pg);
 	assert_int_equal(
-	        daemon_log_wait(&d, LIMITS_HUNG_LINE "; the connection (idemhook writer)", 1000),
-	        0);
+	        daemon_log_wait(&d, LIMITS_HUNG_LINE "; the connection (idemhook writer", 1000), 0);
 	assert_true(pgserver_signal_all(&pg, SIGCONT) > 1);
 
 	/* the server answers again: the provider's retries land once */
@@ -459,6 +473,80 @@ static void test_a_hung_server_gets_callbacks_answered_503_within_the_statement_
 	        limits_psql_int(&pg, db, "SELECT count(*) FROM orders WHERE status = 'paid'"), 2);
 	free(dup_body);
 	free(fresh_body);
+	daemon_finish(&d);
+	pgserver_stop(&pg);
+}
+
+/* A callback that goes to the writer while the server hangs (the one read
+ * connection, pool_size = 1, is held by an order read meanwhile): answered
+ * 503 with Retry-After within the bound, and applied once the server
+ * answers again. */
+static void
+test_a_callback_on_the_writers_connection_to_a_hung_server_gets_503_in_time(void **state)
+{
+	struct limits_sender get_snd;
+	struct limits_sender cb_snd;
+	struct pg_callback cb;
+	struct pgserver pg;
+	struct daemon d;
+	struct hres r;
+	pthread_t get_th;
+	pthread_t cb_th;
+	char db[64];
+	char order_id[64];
+	char url[256];
+	char *body;
+	int64_t t0;
+	int i;
+
+	(void)state;
+	assert_int_equal(pgserver_start_opts(&pg, NULL, 0), 0);
+	assert_int_equal(pgserver_create_db(&pg, "limits", db), 0);
+	{
+		char conninfo[700];
+
+		pgserver_conninfo(&pg, db, conninfo, sizeof(conninfo));
+		strncat(conninfo, " connect_timeout=2", sizeof(conninfo) - strlen(conninfo) - 1);
+		limits_daemon_init_st(&d, db, conninfo, "statement_timeout = 2s\npool_size = 1\n",
+		                      limits_ini);
+	}
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 1700, "eur", order_id);
+	body = fx_stripe_payment("evt_limits_hang_writer", order_id, 1700, "eur");
+	snprintf(url, sizeof(url), "%s/api/orders/%s", d.dm_base, order_id);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+
+	memset(&get_snd, 0, sizeof(get_snd));
+	get_snd.ls_reqs[0].rq_method = "GET";
+	get_snd.ls_reqs[0].rq_url = url;
+	get_snd.ls_n = 1;
+	pg_callback_init(&cb, &d, body);
+	memset(&cb_snd, 0, sizeof(cb_snd));
+	cb_snd.ls_reqs[0] = pg_callback_req(&cb);
+	cb_snd.ls_n = 1;
+	assert_true(pgserver_signal_all(&pg, SIGSTOP) > 1);
+	t0 = hn_now_ms();
+	limits_send_start(&get_snd, &get_th);
+	usleep(500 * 1000); /* the read holds the one read connection */
+	limits_send_start(&cb_snd, &cb_th);
+	limits_send_finish(&get_snd, get_th, t0, &pg);
+	limits_send_finish(&cb_snd, cb_th, t0, &pg);
+	/* pg_writers: "idemhook writer", "idemhook writer 2", ... */
+	assert_int_equal(
+	        daemon_log_wait(&d, LIMITS_HUNG_LINE "; the connection (idemhook writer", 1000), 0);
+	assert_true(pgserver_signal_all(&pg, SIGCONT) > 1);
+
+	assert_true(limits_admin_wait(&d, "/readyz", 200, 15000) >= 0);
+	for (i = 0; i < 100 && fx_stripe_send(&d, body, NULL) != 200; i++) {
+		usleep(100 * 1000);
+	}
+	assert_true(i < 100);
+	assert_int_equal(
+	        limits_psql_int(&pg, db, "SELECT count(*) FROM orders WHERE status = 'paid'"), 1);
+	assert_int_equal(limits_psql_int(&pg, db, "SELECT count(*) FROM events"), 1);
+	free(body);
 	daemon_finish(&d);
 	pgserver_stop(&pg);
 }
@@ -835,6 +923,8 @@ int main(void)
 	        cmocka_unit_test(test_a_hung_server_makes_readyz_not_ready_and_metrics_stay_prompt),
 	        cmocka_unit_test(
 	                test_a_hung_server_gets_callbacks_answered_503_within_the_statement_bound),
+	        cmocka_unit_test(
+	                test_a_callback_on_the_writers_connection_to_a_hung_server_gets_503_in_time),
 	        cmocka_unit_test(test_verify_full_serves_and_refuses_a_wrong_name_or_ca),
 	        cmocka_unit_test(test_max_connections_reached_while_serving),
 	        cmocka_unit_test(test_a_duplicates_lookup_meeting_a_table_lock),
