@@ -533,9 +533,11 @@ static void test_a_database_out_of_reach_is_logged_once_not_per_callback(void **
 #define BACKOFF_SENDERS 4
 #define BACKOFF_REFUSED_MS 3000
 /* Connects tried in BACKOFF_REFUSED_MS: the ones made at once before the
- * first failure was known (the writer's, the readers'), then one after
- * each delay of the back-off (250 ms, 500 ms, 1 s, 2 s: four in 3 s). */
-#define BACKOFF_CONNECTS_MAX 12
+ * first failure was known (at most the two writers', the four readers',
+ * the locks' connection: 7), then one after each delay of the back-off
+ * (250 ms, 500 ms, 1 s, 2 s: four in 3 s), and room for a slow machine.
+ * Without the back-off, each callback tries its own (about a thousand). */
+#define BACKOFF_CONNECTS_MAX 16
 #define BACKOFF_MAX_MS 5000 /* the back-off's longest delay */
 
 struct backoff_sender {
