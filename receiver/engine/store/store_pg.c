@@ -352,10 +352,12 @@ static const char *store_pg_conn_message(const struct store_conn *cn, char *buf,
 }
 
 /* Waits until cn's next result can be read without blocking (libpq's
- * blocking calls would wait for a hung server for good), at most wait_ms.
- * Returns 0, -1 when the connection broke (libpq has its message), -2
- * when no reply came in time. */
-static int store_pg_wait(struct store_conn *cn, unsigned wait_ms)
+ * blocking calls would wait for a hung server for good), at most wait_ms,
+ * or, when silence, as long as the server sends something at least every
+ * wait_ms (a large result on a slow link is not a hung server). Returns 0,
+ * -1 when the connection broke (libpq has its message), -2 when no reply
+ * came in time. */
+static int store_pg_wait(struct store_conn *cn, unsigned wait_ms, int silence)
 {
 	int64_t deadline = store_pg_mono_ms() + wait_ms;
 
@@ -376,6 +378,9 @@ static int store_pg_wait(struct store_conn *cn, unsigned wait_ms)
 		}
 		if (n > 0 && PQconsumeInput(cn->cn_pg) != 1) {
 			return -1;
+		}
+		if (n > 0 && silence) {
+			deadline = store_pg_mono_ms() + wait_ms;
 		}
 	}
 	return 0;
@@ -406,15 +411,15 @@ static void store_pg_hung(struct store_conn *cn, unsigned wait_ms)
 	}
 }
 
-/* cn's next result (PQgetResult), waited for at most its statement_timeout
- * and STORE_PG_ANSWER_MARGIN_MS (for good without a statement_timeout:
- * migrations), measured from this call: every reply of the store's goes
- * through here. */
+/* cn's next result (PQgetResult), waited for while the server is silent
+ * for at most its statement_timeout and STORE_PG_ANSWER_MARGIN_MS (for
+ * good without a statement_timeout: migrations), from this call or the
+ * last bytes it sent: every reply of the store's goes through here. */
 static PGresult *store_pg_result(struct store_conn *cn)
 {
 	unsigned wait_ms = cn->cn_timeout_ms + STORE_PG_ANSWER_MARGIN_MS;
 
-	if (cn->cn_timeout_ms > 0 && store_pg_wait(cn, wait_ms) == -2) {
+	if (cn->cn_timeout_ms > 0 && store_pg_wait(cn, wait_ms, 1) == -2) {
 		store_pg_hung(cn, wait_ms);
 	}
 	return PQgetResult(cn->cn_pg);
@@ -2853,7 +2858,7 @@ static int store_pg_probe_version(struct store_conn *cn, unsigned wait_ms, int *
 	cn->cn_round_trips++;
 	for (;;) {
 		int64_t left = deadline - store_pg_mono_ms();
-		int w = store_pg_wait(cn, left > 0 ? (unsigned)left : 0);
+		int w = store_pg_wait(cn, left > 0 ? (unsigned)left : 0, 0);
 
 		if (w < 0) {
 			return w;
