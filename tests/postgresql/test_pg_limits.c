@@ -3,7 +3,7 @@
  * of its own: max_connections reached while serving, /metrics and /readyz
  * while the server is down and while it hangs, a duplicate's read meeting a
  * lock, callbacks, duplicates and reads on open connections to a hung
- * server, and sslmode=verify-full. */
+ * server or one that reads nothing more, and sslmode=verify-full. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -307,10 +307,11 @@ static void limits_send_start(struct limits_sender *snd, pthread_t *ret_th)
 
 /* Waits for snd's requests, started t0, and checks that each was answered
  * 503 with Retry-After within LIMITS_HANG_BOUND_MS. The server pg is woken
- * up (SIGCONT) first when they are not all answered within
- * LIMITS_HANG_WAIT_MS, which fails the test. */
-static void limits_send_finish(struct limits_sender *snd, pthread_t th, int64_t t0,
-                               struct pgserver *pg)
+ * up (SIGCONT; the relay px, when not NULL, takes everything again) first
+ * when they are not all answered within LIMITS_HANG_WAIT_MS, which fails
+ * the test. */
+static void limits_send_finish_px(struct limits_sender *snd, pthread_t th, int64_t t0,
+                                  struct pgserver *pg, struct pgserver_proxy *px)
 {
 	size_t i;
 	int done;
@@ -324,6 +325,9 @@ static void limits_send_finish(struct limits_sender *snd, pthread_t th, int64_t 
 	              done ? "all" : "not all", hn_now_ms() - t0);
 	if (!done) {
 		pgserver_signal_all(pg, SIGCONT);
+		if (px != NULL) {
+			pgserver_proxy_budget(px, -1);
+		}
 	}
 	assert_int_equal(pthread_join(th, NULL), 0);
 	for (i = 0; i < snd->ls_n; i++) {
@@ -340,6 +344,12 @@ static void limits_send_finish(struct limits_sender *snd, pthread_t th, int64_t 
 		free(retry);
 		hres_finish(r);
 	}
+}
+
+static void limits_send_finish(struct limits_sender *snd, pthread_t th, int64_t t0,
+                               struct pgserver *pg)
+{
+	limits_send_finish_px(snd, th, t0, pg, NULL);
 }
 
 static void limits_send_hung(struct limits_sender *snd, struct pgserver *pg)
@@ -548,6 +558,82 @@ test_a_callback_on_the_writers_connection_to_a_hung_server_gets_503_in_time(void
 	assert_int_equal(limits_psql_int(&pg, db, "SELECT count(*) FROM events"), 1);
 	free(body);
 	daemon_finish(&d);
+	pgserver_stop(&pg);
+}
+
+#define LIMITS_HUGE_NOTE ((size_t)6 * 1024 * 1024) /* more than TCP's buffers take */
+
+/* A server that reads nothing more (a relay between it and the receiver
+ * stops taking what the receiver sends, as a black hole does) while the
+ * writer sends a callback of 6 MB, more than the sockets' buffers hold:
+ * the writer is not left blocked in the send, and the callback is answered
+ * 503 with Retry-After within the bound; once the relay passes everything
+ * again, the provider's retry is applied once. */
+static void
+test_a_callback_bigger_than_the_socket_buffers_to_a_deaf_server_gets_503_in_time(void **state)
+{
+	static const char *const settings[] = {"listen_addresses=127.0.0.1", NULL};
+	struct limits_sender snd;
+	struct pgserver_proxy px;
+	struct pg_callback cb;
+	struct pgserver pg;
+	struct daemon d;
+	pthread_t th;
+	char db[64];
+	char order_id[64];
+	char conninfo[700];
+	char *obj;
+	char *body;
+	int64_t t0;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(pgserver_start_opts(&pg, settings, 0), 0);
+	assert_int_equal(pgserver_create_db(&pg, "limits", db), 0);
+	assert_int_equal(pgserver_proxy_start(&px, &pg), 0);
+	snprintf(conninfo, sizeof(conninfo),
+	         "host=127.0.0.1 port=%u user=postgres dbname=%s connect_timeout=2 sslmode=disable",
+	         px.px_port, db);
+	limits_daemon_init_st(&d, db, conninfo, "statement_timeout = 2s\n",
+	                      FX_STRIPE_INI "\n[api]\nrate = 1000\nburst = 1000\n"
+	                                    "\n[server]\nbody_max = 8M\n");
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 1800, "eur", order_id);
+	obj = malloc(LIMITS_HUGE_NOTE + 512);
+	assert_non_null(obj);
+	i = (size_t)snprintf(obj, 512,
+	                     "{\"id\":\"pi_%s\",\"object\":\"payment_intent\",\"amount\":1800,"
+	                     "\"amount_received\":1800,\"currency\":\"eur\",\"status\":"
+	                     "\"succeeded\",\"metadata\":{\"order_id\":\"%s\",\"note\":\"",
+	                     order_id, order_id);
+	memset(obj + i, 'x', LIMITS_HUGE_NOTE);
+	snprintf(obj + i + LIMITS_HUGE_NOTE, 16, "\"}}");
+	body = hn_stripe_event("evt_limits_deaf_big", "payment_intent.succeeded", obj);
+	free(obj);
+	assert_non_null(body);
+
+	pg_callback_init(&cb, &d, body);
+	memset(&snd, 0, sizeof(snd));
+	snd.ls_reqs[0] = pg_callback_req(&cb);
+	snd.ls_n = 1;
+	pgserver_proxy_budget(&px, 256 * 1024);
+	t0 = hn_now_ms();
+	limits_send_start(&snd, &th);
+	limits_send_finish_px(&snd, th, t0, &pg, &px);
+	assert_int_equal(
+	        daemon_log_wait(&d, LIMITS_HUNG_LINE "; the connection (idemhook writer", 1000), 0);
+	pgserver_proxy_budget(&px, -1);
+
+	for (i = 0; i < 100 && fx_stripe_send(&d, body, NULL) != 200; i++) {
+		usleep(100 * 1000);
+	}
+	assert_true(i < 100);
+	assert_int_equal(
+	        limits_psql_int(&pg, db, "SELECT count(*) FROM orders WHERE status = 'paid'"), 1);
+	assert_int_equal(limits_psql_int(&pg, db, "SELECT count(*) FROM events"), 1);
+	free(body);
+	daemon_finish(&d);
+	pgserver_proxy_stop(&px);
 	pgserver_stop(&pg);
 }
 
@@ -925,6 +1011,8 @@ int main(void)
 	                test_a_hung_server_gets_callbacks_answered_503_within_the_statement_bound),
 	        cmocka_unit_test(
 	                test_a_callback_on_the_writers_connection_to_a_hung_server_gets_503_in_time),
+	        cmocka_unit_test(
+	                test_a_callback_bigger_than_the_socket_buffers_to_a_deaf_server_gets_503_in_time),
 	        cmocka_unit_test(test_verify_full_serves_and_refuses_a_wrong_name_or_ca),
 	        cmocka_unit_test(test_max_connections_reached_while_serving),
 	        cmocka_unit_test(test_a_duplicates_lookup_meeting_a_table_lock),

@@ -351,39 +351,49 @@ static const char *store_pg_conn_message(const struct store_conn *cn, char *buf,
 	return buf;
 }
 
-/* Waits until cn's next result can be read without blocking (libpq's
- * blocking calls would wait for a hung server for good), at most wait_ms,
- * or, when silence, as long as the server sends something at least every
- * wait_ms (a large result on a slow link is not a hung server). Returns 0,
- * -1 when the connection broke (libpq has its message), -2 when no reply
- * came in time. */
+/* Sends what libpq still holds for cn (its connections are nonblocking:
+ * a send to a server that reads nothing does not block) and waits until
+ * cn's next result can be read without blocking (libpq's blocking calls
+ * would wait for a hung server for good), reading what comes meanwhile:
+ * at most wait_ms or, when silence, as long as the server reads or sends
+ * something at least every wait_ms (a large result on a slow link is not
+ * a hung server). Returns 0, -1 when the connection broke (libpq has its
+ * message), -2 when the server did not answer in time. */
 static int store_pg_wait(struct store_conn *cn, unsigned wait_ms, int silence)
 {
 	int64_t deadline = store_pg_mono_ms() + wait_ms;
 
-	while (PQisBusy(cn->cn_pg)) {
+	for (;;) {
+		int unsent = PQflush(cn->cn_pg);
 		struct pollfd pfd = {.fd = PQsocket(cn->cn_pg), .events = POLLIN};
 		int64_t left = deadline - store_pg_mono_ms();
 		int n;
 
+		if (unsent < 0) {
+			return -1;
+		}
+		if (unsent == 0 && !PQisBusy(cn->cn_pg)) {
+			return 0;
+		}
 		if (pfd.fd < 0) {
 			return -1;
 		}
 		if (left <= 0) {
 			return -2;
 		}
+		pfd.events |= unsent > 0 ? POLLOUT : 0;
 		n = poll(&pfd, 1, (int)left);
 		if (n < 0 && errno != EINTR) {
 			return -1;
 		}
-		if (n > 0 && PQconsumeInput(cn->cn_pg) != 1) {
+		if (n > 0 && (pfd.revents & (POLLIN | POLLERR | POLLHUP)) != 0 &&
+		    PQconsumeInput(cn->cn_pg) != 1) {
 			return -1;
 		}
 		if (n > 0 && silence) {
 			deadline = store_pg_mono_ms() + wait_ms;
 		}
 	}
-	return 0;
 }
 
 static void store_pg_backoff_failed(struct store_pg_backoff *bo);
@@ -712,7 +722,7 @@ static struct store_conn *store_pg_conn_open_t(struct store_db *db, const char *
 		goto fail;
 	}
 	store_pg_reachable(cn->cn_backoff);
-	if (store_pg_conn_setup(cn, timeout_ms) < 0) {
+	if (PQsetnonblocking(cn->cn_pg, 1) != 0 || store_pg_conn_setup(cn, timeout_ms) < 0) {
 		goto fail;
 	}
 	return cn;
@@ -766,6 +776,9 @@ static int store_pg_conn_revive(struct store_conn *cn, unsigned timeout_ms)
 	}
 	store_pg_reachable(cn->cn_backoff);
 	log_info("store: reconnected to postgresql");
+	if (PQsetnonblocking(cn->cn_pg, 1) != 0) {
+		return -1;
+	}
 	return store_pg_conn_setup(cn, timeout_ms);
 }
 
