@@ -5,8 +5,10 @@
 #include <ftw.h>
 #include <grp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -727,6 +729,158 @@ static int pgserver_shared_state; /* 0 untried, 1 running, -1 failed, -2 missing
 static void pgserver_shared_stop(void)
 {
 	pgserver_stop(&pgserver_the_shared);
+}
+
+static void pgserver_proxy_close(struct pgserver_proxy *px, size_t i)
+{
+	close(px->px_client[i]);
+	close(px->px_server[i]);
+	px->px_client[i] = -1;
+	px->px_server[i] = -1;
+}
+
+/* Copies what is readable on from to to (all of it: to's reader reads).
+ * Returns the bytes copied, 0 at the end, -1 on failure. */
+static ssize_t pgserver_proxy_copy(int from, int to, size_t max)
+{
+	char buf[16384];
+	ssize_t n = read(from, buf, max < sizeof(buf) ? max : sizeof(buf));
+	ssize_t off = 0;
+
+	while (n > 0 && off < n) {
+		ssize_t w = write(to, buf + off, (size_t)(n - off));
+
+		if (w <= 0) {
+			return -1;
+		}
+		off += w;
+	}
+	return n;
+}
+
+static void *pgserver_proxy_main(void *arg)
+{
+	struct pgserver_proxy *px = arg;
+
+	while (!__atomic_load_n(&px->px_stop, __ATOMIC_ACQUIRE)) {
+		struct pollfd pfd[1 + 2 * PGSERVER_PROXY_PAIRS];
+		long long budget = __atomic_load_n(&px->px_budget, __ATOMIC_ACQUIRE);
+		size_t i;
+
+		pfd[0].fd = px->px_listen;
+		pfd[0].events = POLLIN;
+		for (i = 0; i < PGSERVER_PROXY_PAIRS; i++) {
+			pfd[1 + 2 * i].fd = budget != 0 ? px->px_client[i] : -1;
+			pfd[1 + 2 * i].events = POLLIN;
+			pfd[2 + 2 * i].fd = px->px_server[i];
+			pfd[2 + 2 * i].events = POLLIN;
+		}
+		if (poll(pfd, 1 + 2 * PGSERVER_PROXY_PAIRS, 50) <= 0) {
+			continue;
+		}
+		if (pfd[0].revents & POLLIN) {
+			int c = accept(px->px_listen, NULL, NULL);
+			struct sockaddr_in a = {.sin_family = AF_INET,
+			                        .sin_port = htons((uint16_t)px->px_target_port),
+			                        .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+			int s = c >= 0 ? socket(AF_INET, SOCK_STREAM, 0) : -1;
+
+			for (i = 0; i < PGSERVER_PROXY_PAIRS && px->px_client[i] >= 0; i++) {
+			}
+			if (s < 0 || i == PGSERVER_PROXY_PAIRS ||
+			    connect(s, (struct sockaddr *)&a, sizeof(a)) < 0) {
+				if (c >= 0) {
+					close(c);
+				}
+				if (s >= 0) {
+					close(s);
+				}
+			} else {
+				px->px_client[i] = c;
+				px->px_server[i] = s;
+			}
+		}
+		for (i = 0; i < PGSERVER_PROXY_PAIRS; i++) {
+			ssize_t n;
+
+			if (px->px_client[i] < 0) {
+				continue;
+			}
+			if (pfd[2 + 2 * i].revents != 0 &&
+			    pgserver_proxy_copy(px->px_server[i], px->px_client[i], SIZE_MAX) <=
+			            0) {
+				pgserver_proxy_close(px, i);
+				continue;
+			}
+			if (pfd[1 + 2 * i].fd < 0 || pfd[1 + 2 * i].revents == 0) {
+				continue;
+			}
+			n = pgserver_proxy_copy(px->px_client[i], px->px_server[i],
+			                        budget < 0 ? SIZE_MAX : (size_t)budget);
+			if (n <= 0) {
+				pgserver_proxy_close(px, i);
+				continue;
+			}
+			if (budget > 0) {
+				budget -= n;
+				__atomic_store_n(&px->px_budget, budget, __ATOMIC_RELEASE);
+			}
+		}
+	}
+	return NULL;
+}
+
+int pgserver_proxy_start(struct pgserver_proxy *px, const struct pgserver *pg)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	int small = 4096;
+	size_t i;
+
+	memset(px, 0, sizeof(*px));
+	px->px_budget = -1;
+	px->px_target_port = pg->pg_port;
+	for (i = 0; i < PGSERVER_PROXY_PAIRS; i++) {
+		px->px_client[i] = -1;
+		px->px_server[i] = -1;
+	}
+	px->px_listen = socket(AF_INET, SOCK_STREAM, 0);
+	if (px->px_listen < 0 ||
+	    setsockopt(px->px_listen, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) < 0 ||
+	    bind(px->px_listen, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    listen(px->px_listen, 16) < 0 ||
+	    getsockname(px->px_listen, (struct sockaddr *)&a, &len) < 0) {
+		fprintf(stderr, "pgserver: proxy: %s\n", strerror(errno));
+		if (px->px_listen >= 0) {
+			close(px->px_listen);
+		}
+		return -1;
+	}
+	px->px_port = ntohs(a.sin_port);
+	if (pthread_create(&px->px_thread, NULL, pgserver_proxy_main, px) != 0) {
+		close(px->px_listen);
+		return -1;
+	}
+	return 0;
+}
+
+void pgserver_proxy_budget(struct pgserver_proxy *px, long long bytes)
+{
+	__atomic_store_n(&px->px_budget, bytes, __ATOMIC_RELEASE);
+}
+
+void pgserver_proxy_stop(struct pgserver_proxy *px)
+{
+	size_t i;
+
+	__atomic_store_n(&px->px_stop, 1, __ATOMIC_RELEASE);
+	pthread_join(px->px_thread, NULL);
+	for (i = 0; i < PGSERVER_PROXY_PAIRS; i++) {
+		if (px->px_client[i] >= 0) {
+			pgserver_proxy_close(px, i);
+		}
+	}
+	close(px->px_listen);
 }
 
 struct pgserver *pgserver_shared(int *ret_missing)

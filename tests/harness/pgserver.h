@@ -5,6 +5,7 @@
 #ifndef IDEMHOOK_PGSERVER_H
 #define IDEMHOOK_PGSERVER_H
 
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -97,6 +98,33 @@ int pgserver_session_finish(struct pgserver_session *ps);
 /* CREATE DATABASE with a fresh name (prefix_N), written into ret_name
  * (64 bytes). Returns 0 or -1. */
 int pgserver_create_db(struct pgserver *pg, const char *prefix, char ret_name[64]);
+
+/* A TCP relay between clients and the server's 127.0.0.1 port, in a
+ * thread of its own, that can stop taking what clients send (as a server
+ * that reads nothing, or a network black hole, does) while it still
+ * passes on what the server sends. Its sockets' buffers are small. */
+#define PGSERVER_PROXY_PAIRS 32
+
+struct pgserver_proxy {
+	unsigned px_port;        /* where clients connect (127.0.0.1) */
+	unsigned px_target_port; /* the server's */
+	int px_listen;
+	int px_stop;         /* atomic */
+	long long px_budget; /* atomic: bytes clients may still send; -1: no limit */
+	int px_client[PGSERVER_PROXY_PAIRS];
+	int px_server[PGSERVER_PROXY_PAIRS];
+	pthread_t px_thread;
+};
+
+/* Starts a relay to pg's TCP port. Returns 0 or -1. */
+int pgserver_proxy_start(struct pgserver_proxy *px, const struct pgserver *pg);
+
+/* From now, the relay takes at most bytes more from its clients (-1: no
+ * limit again), then reads nothing of theirs until given more. */
+void pgserver_proxy_budget(struct pgserver_proxy *px, long long bytes);
+
+/* Stops the relay and closes its connections. */
+void pgserver_proxy_stop(struct pgserver_proxy *px);
 
 /* The server the harness shares within one test program: started on first
  * use, stopped at exit (and by its watcher when the program is killed).

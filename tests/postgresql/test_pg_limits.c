@@ -2,7 +2,9 @@
  * to PostgreSQL" walked through as an operator would, each against a server
  * of its own: max_connections reached while serving, /metrics and /readyz
  * while the server is down and while it hangs, a duplicate's read meeting a
- * lock, and sslmode=verify-full. */
+ * lock, callbacks, duplicates and reads on open connections to a hung
+ * server or one that reads nothing more, and sslmode=verify-full. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -21,10 +23,11 @@
 
 static const char limits_ini[] = FX_STRIPE_INI "\n[api]\nrate = 1000\nburst = 1000\n";
 
-/* A receiver on database db with conninfo: daemon_init's SQLite [store]
- * turned into backend = postgresql. */
-static void limits_daemon_init_ci(struct daemon *d, const char *db, const char *conninfo,
-                                  const char *extra_ini)
+/* A receiver on database db with conninfo and more [store] lines
+ * (store_lines, "" for none): daemon_init's SQLite [store] turned into
+ * backend = postgresql. */
+static void limits_daemon_init_st(struct daemon *d, const char *db, const char *conninfo,
+                                  const char *store_lines, const char *extra_ini)
 {
 	char path_line[700];
 	char *cfg;
@@ -38,13 +41,19 @@ static void limits_daemon_init_ci(struct daemon *d, const char *db, const char *
 	at = strstr(cfg, path_line);
 	assert_non_null(at);
 	buf_init(&b, 0);
-	buf_printf(&b, "%.*sbackend = postgresql\nconninfo = %s\n%s", (int)(at - cfg), cfg,
-	           conninfo, at + strlen(path_line));
+	buf_printf(&b, "%.*sbackend = postgresql\nconninfo = %s\n%s%s", (int)(at - cfg), cfg,
+	           conninfo, store_lines, at + strlen(path_line));
 	assert_int_equal(daemon_write_file(d, "idemhook.ini", b.buf_data), 0);
 	buf_finish(&b);
 	free(cfg);
 	snprintf(d->dm_pg_db, sizeof(d->dm_pg_db), "%s", db);
 	snprintf(d->dm_db, sizeof(d->dm_db), "postgresql:%.580s", conninfo);
+}
+
+static void limits_daemon_init_ci(struct daemon *d, const char *db, const char *conninfo,
+                                  const char *extra_ini)
+{
+	limits_daemon_init_st(d, db, conninfo, "", extra_ini);
 }
 
 /* A receiver on database db of server pg (not the shared one), over its
@@ -258,6 +267,373 @@ static void test_a_hung_server_makes_readyz_not_ready_and_metrics_stay_prompt(vo
 	free(body);
 	assert_int_equal(fx_stripe_pay(&d, "evt_limits_hang", order_id, 1500, "eur"), 200);
 	daemon_finish(&d);
+	pgserver_stop(&pg);
+}
+
+/* Requests sent at once from a thread of their own, so that the test can
+ * wake a hung server even when they are not answered. */
+#define LIMITS_HANG_REQS 3
+
+struct limits_sender {
+	struct hreq ls_reqs[LIMITS_HANG_REQS];
+	struct hres ls_res[LIMITS_HANG_REQS];
+	size_t ls_n;
+	int ls_done; /* atomic */
+};
+
+static void *limits_sender_main(void *arg)
+{
+	struct limits_sender *snd = arg;
+
+	hn_http_storm_each(snd->ls_n, snd->ls_reqs, snd->ls_res);
+	__atomic_store_n(&snd->ls_done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* A request meets at most a connect (connect_timeout=2 in the conninfo:
+ * a lookup whose read connection must be made again) and a statement on
+ * an open connection (statement_timeout 2 s and the client's margin of 2 s
+ * over it), with room for a loaded machine. */
+#define LIMITS_HANG_BOUND_MS 7500
+#define LIMITS_HANG_WAIT_MS 20000 /* then the server is woken up, and the test fails */
+
+/* Starts sending snd's requests (to a receiver of a hung server) from a
+ * thread of its own. */
+static void limits_send_start(struct limits_sender *snd, pthread_t *ret_th)
+{
+	snd->ls_done = 0;
+	assert_int_equal(pthread_create(ret_th, NULL, limits_sender_main, snd), 0);
+}
+
+/* Waits for snd's requests, started t0, and checks that each was answered
+ * 503 with Retry-After within LIMITS_HANG_BOUND_MS. The server pg is woken
+ * up (SIGCONT; the relay px, when not NULL, takes everything again) first
+ * when they are not all answered within LIMITS_HANG_WAIT_MS, which fails
+ * the test. */
+static void limits_send_finish_px(struct limits_sender *snd, pthread_t th, int64_t t0,
+                                  struct pgserver *pg, struct pgserver_proxy *px)
+{
+	size_t i;
+	int done;
+
+	while (!__atomic_load_n(&snd->ls_done, __ATOMIC_ACQUIRE) &&
+	       hn_now_ms() - t0 < LIMITS_HANG_WAIT_MS) {
+		usleep(50 * 1000);
+	}
+	done = __atomic_load_n(&snd->ls_done, __ATOMIC_ACQUIRE);
+	print_message("answered %s after %" PRId64 " ms of a hung server\n",
+	              done ? "all" : "not all", hn_now_ms() - t0);
+	if (!done) {
+		pgserver_signal_all(pg, SIGCONT);
+		if (px != NULL) {
+			pgserver_proxy_budget(px, -1);
+		}
+	}
+	assert_int_equal(pthread_join(th, NULL), 0);
+	for (i = 0; i < snd->ls_n; i++) {
+		struct hres *r = &snd->ls_res[i];
+		char *retry = hres_header(r, "Retry-After");
+
+		print_message("%s %s: %ld after %.0f ms, Retry-After %s: %.200s\n",
+		              snd->ls_reqs[i].rq_method, snd->ls_reqs[i].rq_url, r->hs_status,
+		              r->hs_seconds * 1000, retry != NULL ? retry : "none",
+		              r->hs_body != NULL ? r->hs_body : "");
+		assert_int_equal(r->hs_status, 503);
+		assert_non_null(retry);
+		assert_true(r->hs_seconds * 1000 < LIMITS_HANG_BOUND_MS);
+		free(retry);
+		hres_finish(r);
+	}
+}
+
+static void limits_send_finish(struct limits_sender *snd, pthread_t th, int64_t t0,
+                               struct pgserver *pg)
+{
+	limits_send_finish_px(snd, th, t0, pg, NULL);
+}
+
+static void limits_send_hung(struct limits_sender *snd, struct pgserver *pg)
+{
+	int64_t t0 = hn_now_ms();
+	pthread_t th;
+
+	limits_send_start(snd, &th);
+	limits_send_finish(snd, th, t0, pg);
+}
+
+/* How many lines of d's log hold text. */
+static int limits_log_count(const struct daemon *d, const char *text)
+{
+	char *log_text = hn_read_file(d->dm_log);
+	const char *p = log_text;
+	int n = 0;
+
+	assert_non_null(log_text);
+	while ((p = strstr(p, text)) != NULL) {
+		n++;
+		p += strlen(text);
+	}
+	free(log_text);
+	return n;
+}
+
+#define LIMITS_HUNG_LINE "postgresql did not answer within 4000 ms"
+
+/* The server hangs under connections the receiver has open (its
+ * processes stopped, as behind a network black hole): a new callback, a
+ * duplicate and an order read at once, each on a read connection, are
+ * answered 503 with Retry-After within statement_timeout and the client's
+ * margin; so is the new callback sent again, now on the writer's
+ * connection (the read connections are given up). Nothing is
+ * acknowledged; once the server answers again the provider's retry is
+ * applied, once, and the duplicate replayed. */
+static void test_a_hung_server_gets_callbacks_answered_503_within_the_statement_bound(void **state)
+{
+	struct limits_sender snd;
+	struct pg_callback fresh_cb;
+	struct pg_callback dup_cb;
+	struct pgserver pg;
+	struct daemon d;
+	struct hres r;
+	char db[64];
+	char paid[64];
+	char fresh[64];
+	char url[256];
+	char *dup_body;
+	char *fresh_body;
+	int64_t ms;
+	int hung;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(pgserver_start_opts(&pg, NULL, 0), 0);
+	assert_int_equal(pgserver_create_db(&pg, "limits", db), 0);
+	{
+		char conninfo[700];
+
+		pgserver_conninfo(&pg, db, conninfo, sizeof(conninfo));
+		strncat(conninfo, " connect_timeout=2", sizeof(conninfo) - strlen(conninfo) - 1);
+		limits_daemon_init_st(&d, db, conninfo, "statement_timeout = 2s\n", limits_ini);
+	}
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 1500, "eur", paid);
+	fx_order(&d, 1600, "eur", fresh);
+	dup_body = fx_stripe_payment("evt_limits_hang_dup", paid, 1500, "eur");
+	fresh_body = fx_stripe_payment("evt_limits_hang_new", fresh, 1600, "eur");
+	assert_int_equal(fx_stripe_send(&d, dup_body, NULL), 200);
+	/* duplicates at once, and a read: read connections are open */
+	pg_callback_init(&dup_cb, &d, dup_body);
+	{
+		struct hres storm[LIMITS_HANG_REQS];
+
+		assert_int_equal(hn_http_storm(LIMITS_HANG_REQS, "POST", dup_cb.pc_url,
+		                               dup_cb.pc_headers, dup_body, strlen(dup_body),
+		                               storm),
+		                 0);
+		for (i = 0; i < LIMITS_HANG_REQS; i++) {
+			assert_int_equal(storm[i].hs_status, 200);
+			hres_finish(&storm[i]);
+		}
+	}
+	snprintf(url, sizeof(url), "%s/api/orders/%s", d.dm_base, fresh);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+
+	pg_callback_init(&fresh_cb, &d, fresh_body);
+	memset(&snd, 0, sizeof(snd));
+	snd.ls_reqs[0] = pg_callback_req(&fresh_cb);
+	snd.ls_reqs[1] = pg_callback_req(&dup_cb);
+	snd.ls_reqs[2].rq_method = "GET";
+	snd.ls_reqs[2].rq_url = url;
+	snd.ls_n = 3;
+	assert_true(pgserver_signal_all(&pg, SIGSTOP) > 1);
+	limits_send_hung(&snd, &pg);
+	hung = limits_log_count(&d, LIMITS_HUNG_LINE);
+	print_message("connections given up: %d\n", hung);
+	assert_true(hung > 0);
+	/* the provider's retry while the server still hangs: on the writer's
+	 * connection, unless a lookup that found no read connection took the
+	 * writer's already (its connects then back off: a 503 at once) */
+	snd.ls_n = 1;
+	limits_send_hung(&snd, &pg);
+	assert_int_equal(
+	        daemon_log_wait(&d, LIMITS_HUNG_LINE "; the connection (idemhook writer", 1000), 0);
+	assert_true(pgserver_signal_all(&pg, SIGCONT) > 1);
+
+	/* the server answers again: the provider's retries land once */
+	ms = limits_admin_wait(&d, "/readyz", 200, 15000);
+	print_message("ready %" PRId64 " ms after the server answered again\n", ms);
+	assert_true(ms >= 0);
+	for (i = 0; i < 100 && fx_stripe_send(&d, fresh_body, NULL) != 200; i++) {
+		usleep(100 * 1000);
+	}
+	assert_true(i < 100);
+	assert_int_equal(fx_stripe_send(&d, fresh_body, &r), 200);
+	{
+		char *replayed = hres_header(&r, "Idempotent-Replayed");
+
+		assert_non_null(replayed);
+		free(replayed);
+	}
+	hres_finish(&r);
+	assert_int_equal(fx_stripe_send(&d, dup_body, NULL), 200);
+	assert_int_equal(limits_psql_int(&pg, db, "SELECT count(*) FROM events"), 2);
+	assert_int_equal(
+	        limits_psql_int(&pg, db, "SELECT count(*) FROM orders WHERE status = 'paid'"), 2);
+	free(dup_body);
+	free(fresh_body);
+	daemon_finish(&d);
+	pgserver_stop(&pg);
+}
+
+/* A callback that goes to the writer while the server hangs (the one read
+ * connection, pool_size = 1, is held by an order read meanwhile): answered
+ * 503 with Retry-After within the bound, and applied once the server
+ * answers again. */
+static void
+test_a_callback_on_the_writers_connection_to_a_hung_server_gets_503_in_time(void **state)
+{
+	struct limits_sender get_snd;
+	struct limits_sender cb_snd;
+	struct pg_callback cb;
+	struct pgserver pg;
+	struct daemon d;
+	struct hres r;
+	pthread_t get_th;
+	pthread_t cb_th;
+	char db[64];
+	char order_id[64];
+	char url[256];
+	char *body;
+	int64_t t0;
+	int i;
+
+	(void)state;
+	assert_int_equal(pgserver_start_opts(&pg, NULL, 0), 0);
+	assert_int_equal(pgserver_create_db(&pg, "limits", db), 0);
+	{
+		char conninfo[700];
+
+		pgserver_conninfo(&pg, db, conninfo, sizeof(conninfo));
+		strncat(conninfo, " connect_timeout=2", sizeof(conninfo) - strlen(conninfo) - 1);
+		limits_daemon_init_st(&d, db, conninfo, "statement_timeout = 2s\npool_size = 1\n",
+		                      limits_ini);
+	}
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 1700, "eur", order_id);
+	body = fx_stripe_payment("evt_limits_hang_writer", order_id, 1700, "eur");
+	snprintf(url, sizeof(url), "%s/api/orders/%s", d.dm_base, order_id);
+	assert_int_equal(hn_http("GET", url, NULL, NULL, 0, &r), 0);
+	assert_int_equal(r.hs_status, 200);
+	hres_finish(&r);
+
+	memset(&get_snd, 0, sizeof(get_snd));
+	get_snd.ls_reqs[0].rq_method = "GET";
+	get_snd.ls_reqs[0].rq_url = url;
+	get_snd.ls_n = 1;
+	pg_callback_init(&cb, &d, body);
+	memset(&cb_snd, 0, sizeof(cb_snd));
+	cb_snd.ls_reqs[0] = pg_callback_req(&cb);
+	cb_snd.ls_n = 1;
+	assert_true(pgserver_signal_all(&pg, SIGSTOP) > 1);
+	t0 = hn_now_ms();
+	limits_send_start(&get_snd, &get_th);
+	usleep(500 * 1000); /* the read holds the one read connection */
+	limits_send_start(&cb_snd, &cb_th);
+	limits_send_finish(&get_snd, get_th, t0, &pg);
+	limits_send_finish(&cb_snd, cb_th, t0, &pg);
+	/* pg_writers: "idemhook writer", "idemhook writer 2", ... */
+	assert_int_equal(
+	        daemon_log_wait(&d, LIMITS_HUNG_LINE "; the connection (idemhook writer", 1000), 0);
+	assert_true(pgserver_signal_all(&pg, SIGCONT) > 1);
+
+	assert_true(limits_admin_wait(&d, "/readyz", 200, 15000) >= 0);
+	for (i = 0; i < 100 && fx_stripe_send(&d, body, NULL) != 200; i++) {
+		usleep(100 * 1000);
+	}
+	assert_true(i < 100);
+	assert_int_equal(
+	        limits_psql_int(&pg, db, "SELECT count(*) FROM orders WHERE status = 'paid'"), 1);
+	assert_int_equal(limits_psql_int(&pg, db, "SELECT count(*) FROM events"), 1);
+	free(body);
+	daemon_finish(&d);
+	pgserver_stop(&pg);
+}
+
+#define LIMITS_HUGE_NOTE ((size_t)6 * 1024 * 1024) /* more than TCP's buffers take */
+
+/* A server that reads nothing more (a relay between it and the receiver
+ * stops taking what the receiver sends, as a black hole does) while the
+ * writer sends a callback of 6 MB, more than the sockets' buffers hold:
+ * the writer is not left blocked in the send, and the callback is answered
+ * 503 with Retry-After within the bound; once the relay passes everything
+ * again, the provider's retry is applied once. */
+static void
+test_a_callback_bigger_than_the_socket_buffers_to_a_deaf_server_gets_503_in_time(void **state)
+{
+	static const char *const settings[] = {"listen_addresses=127.0.0.1", NULL};
+	struct limits_sender snd;
+	struct pgserver_proxy px;
+	struct pg_callback cb;
+	struct pgserver pg;
+	struct daemon d;
+	pthread_t th;
+	char db[64];
+	char order_id[64];
+	char conninfo[700];
+	char *obj;
+	char *body;
+	int64_t t0;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(pgserver_start_opts(&pg, settings, 0), 0);
+	assert_int_equal(pgserver_create_db(&pg, "limits", db), 0);
+	assert_int_equal(pgserver_proxy_start(&px, &pg), 0);
+	snprintf(conninfo, sizeof(conninfo),
+	         "host=127.0.0.1 port=%u user=postgres dbname=%s connect_timeout=2 sslmode=disable",
+	         px.px_port, db);
+	limits_daemon_init_st(&d, db, conninfo, "statement_timeout = 2s\n",
+	                      FX_STRIPE_INI "\n[api]\nrate = 1000\nburst = 1000\n"
+	                                    "\n[server]\nbody_max = 8M\n");
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 1800, "eur", order_id);
+	obj = malloc(LIMITS_HUGE_NOTE + 512);
+	assert_non_null(obj);
+	i = (size_t)snprintf(obj, 512,
+	                     "{\"id\":\"pi_%s\",\"object\":\"payment_intent\",\"amount\":1800,"
+	                     "\"amount_received\":1800,\"currency\":\"eur\",\"status\":"
+	                     "\"succeeded\",\"metadata\":{\"order_id\":\"%s\",\"note\":\"",
+	                     order_id, order_id);
+	memset(obj + i, 'x', LIMITS_HUGE_NOTE);
+	snprintf(obj + i + LIMITS_HUGE_NOTE, 16, "\"}}");
+	body = hn_stripe_event("evt_limits_deaf_big", "payment_intent.succeeded", obj);
+	free(obj);
+	assert_non_null(body);
+
+	pg_callback_init(&cb, &d, body);
+	memset(&snd, 0, sizeof(snd));
+	snd.ls_reqs[0] = pg_callback_req(&cb);
+	snd.ls_n = 1;
+	pgserver_proxy_budget(&px, 256 * 1024);
+	t0 = hn_now_ms();
+	limits_send_start(&snd, &th);
+	limits_send_finish_px(&snd, th, t0, &pg, &px);
+	assert_int_equal(
+	        daemon_log_wait(&d, LIMITS_HUNG_LINE "; the connection (idemhook writer", 1000), 0);
+	pgserver_proxy_budget(&px, -1);
+
+	for (i = 0; i < 100 && fx_stripe_send(&d, body, NULL) != 200; i++) {
+		usleep(100 * 1000);
+	}
+	assert_true(i < 100);
+	assert_int_equal(
+	        limits_psql_int(&pg, db, "SELECT count(*) FROM orders WHERE status = 'paid'"), 1);
+	assert_int_equal(limits_psql_int(&pg, db, "SELECT count(*) FROM events"), 1);
+	free(body);
+	daemon_finish(&d);
+	pgserver_proxy_stop(&px);
 	pgserver_stop(&pg);
 }
 
@@ -631,6 +1007,12 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_metrics_and_readyz_answer_promptly_while_the_server_is_down),
 	        cmocka_unit_test(test_a_hung_server_makes_readyz_not_ready_and_metrics_stay_prompt),
+	        cmocka_unit_test(
+	                test_a_hung_server_gets_callbacks_answered_503_within_the_statement_bound),
+	        cmocka_unit_test(
+	                test_a_callback_on_the_writers_connection_to_a_hung_server_gets_503_in_time),
+	        cmocka_unit_test(
+	                test_a_callback_bigger_than_the_socket_buffers_to_a_deaf_server_gets_503_in_time),
 	        cmocka_unit_test(test_verify_full_serves_and_refuses_a_wrong_name_or_ca),
 	        cmocka_unit_test(test_max_connections_reached_while_serving),
 	        cmocka_unit_test(test_a_duplicates_lookup_meeting_a_table_lock),

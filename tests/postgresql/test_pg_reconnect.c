@@ -530,6 +530,155 @@ static void test_a_database_out_of_reach_is_logged_once_not_per_callback(void **
 	daemon_finish(&d);
 }
 
+#define BACKOFF_SENDERS 4
+#define BACKOFF_REFUSED_MS 3000
+/* Connects tried in BACKOFF_REFUSED_MS: the ones made at once before the
+ * first failure was known (at most the two writers', the four readers',
+ * the locks' connection: 7), then one after each delay of the back-off
+ * (250 ms, 500 ms, 1 s, 2 s: four in 3 s), and room for a slow machine.
+ * Without the back-off, each callback tries its own (about a thousand). */
+#define BACKOFF_CONNECTS_MAX 16
+#define BACKOFF_MAX_MS 5000 /* the back-off's longest delay */
+
+struct backoff_sender {
+	struct daemon *bs_d;
+	const char *bs_order;
+	int bs_no;
+	int64_t bs_until_ms;
+	int bs_sent;
+	int bs_wrong; /* answered otherwise than 503 with Retry-After */
+};
+
+/* A provider's stream of new callbacks until bs_until_ms. */
+static void *backoff_sender_main(void *arg)
+{
+	struct backoff_sender *bs = arg;
+	char event_id[64];
+
+	while (hn_now_ms() < bs->bs_until_ms) {
+		char *body;
+		char *retry;
+		struct hres r;
+
+		snprintf(event_id, sizeof(event_id), "evt_pg_backoff_%d_%d", bs->bs_no,
+		         bs->bs_sent);
+		body = fx_stripe_payment(event_id, bs->bs_order, 1000, "eur");
+		if (fx_stripe_send(bs->bs_d, body, &r) != 503) {
+			bs->bs_wrong++;
+		}
+		retry = hres_header(&r, "Retry-After");
+		bs->bs_wrong += retry == NULL;
+		free(retry);
+		hres_finish(&r);
+		free(body);
+		bs->bs_sent++;
+	}
+	return NULL;
+}
+
+/* Connects that were tried and failed, as the log says them (the first
+ * of an outage at warning, the others at debug: the daemon runs with -v). */
+static int backoff_failed_connects(const struct daemon *d)
+{
+	return reconnect_log_count(d, "store: cannot connect to postgresql") +
+	       reconnect_log_count(d, "store: cannot reconnect to postgresql");
+}
+
+/* The database refuses connections while callbacks stream in from
+ * several senders: each is answered 503 with Retry-After, but the
+ * receiver tries a connect only after each delay of its back-off, not one
+ * per callback; once the database takes connections again, callbacks are
+ * applied within the back-off's longest delay, and the log's "reached
+ * again after N failed connection attempts" counts the connects that were
+ * tried and failed, each of them logged once. */
+static void test_connects_back_off_while_the_database_refuses_them(void **state)
+{
+	struct pgserver *pg = pgserver_shared(NULL);
+	struct backoff_sender bs[BACKOFF_SENDERS];
+	pthread_t th[BACKOFF_SENDERS];
+	struct daemon d;
+	char sql[256];
+	char id[64];
+	char *body;
+	char *log_text;
+	const char *line;
+	int sent = 0;
+	int before;
+	int tried;
+	unsigned n_said = 0;
+	double s_said = -1;
+	int64_t t0;
+	int64_t ms;
+	int i;
+
+	(void)state;
+	assert_int_equal(daemon_init_pg(&d, reconnect_ini), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 1000, "eur", id);
+	body = fx_stripe_payment("evt_pg_backoff_before", id, 1000, "eur");
+	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
+	free(body);
+	before = backoff_failed_connects(&d);
+
+	snprintf(sql, sizeof(sql),
+	         "ALTER DATABASE %s ALLOW_CONNECTIONS false; SELECT pg_terminate_backend(pid) FROM "
+	         "pg_stat_activity WHERE datname = '%s'",
+	         d.dm_pg_db, d.dm_pg_db);
+	assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
+	t0 = hn_now_ms();
+	for (i = 0; i < BACKOFF_SENDERS; i++) {
+		bs[i] = (struct backoff_sender){.bs_d = &d,
+		                                .bs_order = id,
+		                                .bs_no = i,
+		                                .bs_until_ms = t0 + BACKOFF_REFUSED_MS};
+		assert_int_equal(pthread_create(&th[i], NULL, backoff_sender_main, &bs[i]), 0);
+	}
+	for (i = 0; i < BACKOFF_SENDERS; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		assert_int_equal(bs[i].bs_wrong, 0);
+		sent += bs[i].bs_sent;
+	}
+	usleep(1000 * 1000); /* the debug lines of the last ones */
+	tried = backoff_failed_connects(&d) - before;
+	print_message("%d callbacks in %d ms while refused: %d connects tried\n", sent,
+	              BACKOFF_REFUSED_MS, tried);
+	assert_true(tried >= 1);
+	assert_true(tried <= BACKOFF_CONNECTS_MAX);
+	assert_true(sent > 4 * BACKOFF_CONNECTS_MAX);
+
+	snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS true", d.dm_pg_db);
+	assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
+	t0 = hn_now_ms();
+	body = fx_stripe_payment("evt_pg_backoff_after", id, 1000, "eur");
+	while (fx_stripe_send(&d, body, NULL) != 200 && hn_now_ms() - t0 < 3 * BACKOFF_MAX_MS) {
+		usleep(50 * 1000);
+	}
+	ms = hn_now_ms() - t0;
+	free(body);
+	print_message("applied %" PRId64 " ms after the database took connections again\n", ms);
+	assert_true(ms < BACKOFF_MAX_MS + 1000);
+
+	/* the line's figure: the connects tried and failed, each logged */
+	assert_int_equal(daemon_log_wait(&d, "postgresql reached again after", 1000), 0);
+	usleep(1000 * 1000);
+	tried = backoff_failed_connects(&d) - before;
+	log_text = hn_read_file(d.dm_log);
+	assert_non_null(log_text);
+	line = strstr(log_text, "postgresql reached again after ");
+	assert_non_null(line);
+	print_message("%.*s\n", (int)strcspn(line, "\n"), line);
+	assert_int_equal(
+	        sscanf(line, "postgresql reached again after %u failed connection", &n_said), 1);
+	line = strstr(line, " in ");
+	assert_non_null(line);
+	assert_int_equal(sscanf(line, " in %lf s", &s_said), 1);
+	free(log_text);
+	assert_int_equal((int)n_said, tried);
+	assert_true(s_said >= 0 && s_said * 1000 < BACKOFF_REFUSED_MS + 3 * BACKOFF_MAX_MS);
+	assert_int_equal(reconnect_log_unprefixed(&d), 0);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -538,6 +687,7 @@ int main(void)
 	                test_the_writers_connection_killed_under_load_loses_nothing_and_applies_nothing_twice),
 	        cmocka_unit_test(test_readyz_tells_of_a_writer_connection_lost_mid_batch),
 	        cmocka_unit_test(test_a_database_out_of_reach_is_logged_once_not_per_callback),
+	        cmocka_unit_test(test_connects_back_off_while_the_database_refuses_them),
 	};
 
 	pgserver_require_or_skip("test_pg_reconnect");

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <ucontext.h>
 
@@ -58,6 +59,16 @@
  * silent for longer "does not answer": not ready. */
 #define STORE_PG_PROBE_CONNECT_S "2"
 #define STORE_PG_PROBE_WAIT_MS 2000
+/* Every reply of the server on a connection with a statement_timeout is
+ * waited for at most that long and this much more: the server enforces
+ * statement_timeout itself, which a stopped server (or one behind a
+ * network black hole) never does. Past it the connection is given up. */
+#define STORE_PG_ANSWER_MARGIN_MS 2000
+/* After a connect that failed (or a server that stopped answering), the
+ * next connect waits this long, doubled after each failure up to the
+ * maximum; until then a connect fails at once. */
+#define STORE_PG_BACKOFF_MIN_MS 250
+#define STORE_PG_BACKOFF_MAX_MS 5000
 /* A batch waits out its statement_timeout on a lock once: after that, each
  * lock wait of the batch gets this fraction of it (lock_timeout). */
 #define STORE_PG_LOCK_CUT_DIVISOR 20
@@ -90,6 +101,21 @@ struct store_pg_stmt {
 struct store_pg_lane;
 struct store_pg_lanes;
 
+/* The connects of one store after a failure: one at a time, each after a
+ * delay (STORE_PG_BACKOFF_*), so that an outage costs a connect attempt
+ * per delay rather than one per request. Under bo_mutex. */
+struct store_pg_backoff {
+	pthread_mutex_t bo_mutex;
+	int64_t bo_next_ms;   /* monotonic: no connect before */
+	unsigned bo_delay_ms; /* the last delay; 0 while nothing failed */
+	int bo_trying;        /* the one connect let through is under way */
+	/* Connects tried and failed since one last succeeded (the probe's
+	 * not counted: it fails quietly), and when the first of them ended:
+	 * only the first of an outage is logged as a warning. */
+	unsigned bo_fails;
+	int64_t bo_fails_since_ms;
+};
+
 /* A write held back (en_exec_one on a lane): its prepared statement's name
  * and copies of its parameters as libpq takes them, sent at the head of
  * the writer's next round. */
@@ -116,7 +142,6 @@ struct store_conn {
 	int cn_depth;               /* reader: nested gets on its thread */
 	int cn_reader;              /* a pooled read connection */
 	const char *cn_conninfo;    /* borrowed from its store_db, for reconnecting */
-	unsigned *cn_fails;         /* its store_db's db_fails */
 	int *cn_read_only;          /* its store_db's db_read_only */
 	const char *cn_role;        /* its fallback application_name */
 	const char *cn_app_name;    /* borrowed from its store_db: its application_name, or NULL */
@@ -139,6 +164,8 @@ struct store_conn {
 	int cn_schema_found;       /* writer: the foreign version that check found, or -1 */
 	char cn_schema_lock_sql[64];
 	char cn_schema_guard_sql[96];
+	struct store_pg_backoff *cn_backoff; /* borrowed from its store_db */
+	int cn_hung; /* the server left it without a reply: given up (store_pg_hung) */
 };
 
 struct store_db {
@@ -166,9 +193,6 @@ struct store_db {
 	struct store_conn *db_lock_conn; /* advisory locks (session), under db_lock_mutex */
 	pthread_mutex_t db_lock_mutex;
 	struct store_conn *db_probe;
-	/* Connects and reconnects failed since the server was last reached
-	 * (atomic): only the first of an outage is logged as a warning. */
-	unsigned db_fails;
 	/* The server takes no writes (atomic): the last connect was refused
 	 * as read-only (libpq's check of target_session_attrs). Readiness and
 	 * a failed commit's reason say so. */
@@ -176,11 +200,20 @@ struct store_db {
 	/* The server has no advisory locks (CockroachDB): writers do not
 	 * check the schema version in their transactions; the probe does. */
 	int db_no_advisory;
+	struct store_pg_backoff db_backoff;
 };
 
 static const struct store_engine *const en = &store_engine_pg;
 
 /* ---- connections ---- */
+
+static int64_t store_pg_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void store_pg_notice(void *arg, const char *message)
 {
@@ -264,6 +297,7 @@ static void store_pg_conn_close(struct store_conn *cn)
 }
 
 static void store_pg_one_line(const char *msg, char *out, size_t size);
+static PGresult *store_pg_exec_sql(struct store_conn *cn, const char *sql);
 
 /* Session settings every connection gets (again after a reconnect). */
 static int store_pg_conn_setup(struct store_conn *cn, unsigned timeout_ms)
@@ -276,7 +310,7 @@ static int store_pg_conn_setup(struct store_conn *cn, unsigned timeout_ms)
 	snprintf(sql, sizeof(sql), "SET statement_timeout = %u; SET client_min_messages = warning",
 	         timeout_ms);
 	cn->cn_timeout_ms = timeout_ms;
-	res = PQexec(cn->cn_pg, sql);
+	res = store_pg_exec_sql(cn, sql);
 	cn->cn_round_trips++;
 	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 	if (!ok) {
@@ -315,6 +349,118 @@ static const char *store_pg_conn_message(const struct store_conn *cn, char *buf,
 {
 	store_pg_one_line(PQerrorMessage(cn->cn_pg), buf, size);
 	return buf;
+}
+
+/* Sends what libpq still holds for cn (its connections are nonblocking:
+ * a send to a server that reads nothing does not block) and waits until
+ * cn's next result can be read without blocking (libpq's blocking calls
+ * would wait for a hung server for good), reading what comes meanwhile:
+ * at most wait_ms or, when silence, as long as the server reads or sends
+ * something at least every wait_ms (a large result on a slow link is not
+ * a hung server). Returns 0, -1 when the connection broke (libpq has its
+ * message), -2 when the server did not answer in time. */
+static int store_pg_wait(struct store_conn *cn, unsigned wait_ms, int silence)
+{
+	int64_t deadline = store_pg_mono_ms() + wait_ms;
+
+	for (;;) {
+		int unsent = PQflush(cn->cn_pg);
+		struct pollfd pfd = {.fd = PQsocket(cn->cn_pg), .events = POLLIN};
+		int64_t left = deadline - store_pg_mono_ms();
+		int n;
+
+		if (unsent < 0) {
+			return -1;
+		}
+		if (unsent == 0 && !PQisBusy(cn->cn_pg)) {
+			return 0;
+		}
+		if (pfd.fd < 0) {
+			return -1;
+		}
+		if (left <= 0) {
+			return -2;
+		}
+		pfd.events |= unsent > 0 ? POLLOUT : 0;
+		n = poll(&pfd, 1, (int)left);
+		if (n < 0 && errno != EINTR) {
+			return -1;
+		}
+		if (n > 0 && (pfd.revents & (POLLIN | POLLERR | POLLHUP)) != 0 &&
+		    PQconsumeInput(cn->cn_pg) != 1) {
+			return -1;
+		}
+		if (n > 0 && silence) {
+			deadline = store_pg_mono_ms() + wait_ms;
+		}
+	}
+}
+
+static void store_pg_backoff_failed(struct store_pg_backoff *bo);
+
+/* The server left cn without a reply for wait_ms: the connection is given
+ * up as a lost one. Its socket is shut down under libpq, which then finds
+ * it closed: what was pending fails as on a connection the server closed
+ * (a transaction on it is rolled back by the server, or, for a COMMIT
+ * sent, its outcome is unknown), and PQstatus says CONNECTION_BAD. A
+ * cancel request would meet the same silence. The store's next connects
+ * back off, as after a failed one. */
+static void store_pg_hung(struct store_conn *cn, unsigned wait_ms)
+{
+	int fd = PQsocket(cn->cn_pg);
+
+	log_warn("store: postgresql did not answer within %u ms; the connection (%s) is given up",
+	         wait_ms, cn->cn_app_name != NULL ? cn->cn_app_name : cn->cn_role);
+	cn->cn_hung = 1;
+	if (fd >= 0) {
+		shutdown(fd, SHUT_RDWR);
+		PQconsumeInput(cn->cn_pg);
+	}
+	if (cn->cn_backoff != NULL) {
+		store_pg_backoff_failed(cn->cn_backoff);
+	}
+}
+
+/* cn's next result (PQgetResult), waited for while the server is silent
+ * for at most its statement_timeout and STORE_PG_ANSWER_MARGIN_MS (for
+ * good without a statement_timeout: migrations), from this call or the
+ * last bytes it sent: every reply of the store's goes through here. */
+static PGresult *store_pg_result(struct store_conn *cn)
+{
+	unsigned wait_ms = cn->cn_timeout_ms + STORE_PG_ANSWER_MARGIN_MS;
+
+	if (cn->cn_timeout_ms > 0 && store_pg_wait(cn, wait_ms, 1) == -2) {
+		store_pg_hung(cn, wait_ms);
+	}
+	return PQgetResult(cn->cn_pg);
+}
+
+/* What PQexec returns after a send (sent 0: it failed), its replies each
+ * waited for by store_pg_result: the last result, or NULL. */
+static PGresult *store_pg_last_result(struct store_conn *cn, int sent)
+{
+	PGresult *last = NULL;
+	PGresult *res;
+
+	if (!sent) {
+		return NULL;
+	}
+	while ((res = store_pg_result(cn)) != NULL) {
+		PQclear(last);
+		last = res;
+		if (PQstatus(cn->cn_pg) != CONNECTION_OK) {
+			break;
+		}
+	}
+	return last;
+}
+
+/* PQexec (statements by the simple protocol), bounded. Like PQexec, not
+ * in pipeline mode. */
+static PGresult *store_pg_exec_sql(struct store_conn *cn, const char *sql)
+{
+	return store_pg_last_result(cn, PQpipelineStatus(cn->cn_pg) == PQ_PIPELINE_OFF &&
+	                                        PQsendQuery(cn->cn_pg, sql) == 1);
 }
 
 /* Whether libpq reads conninfo as a connection string or URI rather than a
@@ -393,30 +539,106 @@ static int store_pg_conninfo_check(const char *conninfo, int *ret_attrs, int *re
 	return -1;
 }
 
-/* A connect or reconnect that failed. The first of an outage is logged at
- * level; the others, until a connection succeeds again, at debug level:
- * under load every request would otherwise log its own. */
-static void store_pg_unreachable(unsigned *fails, enum log_level level, const char *what,
-                                 const PGconn *pg)
+/* A connect or reconnect that was tried and failed (bo: its store's). The
+ * first of an outage is logged at level; the others, until a connection
+ * succeeds again, at debug level: under load every request would
+ * otherwise log its own. */
+static void store_pg_unreachable(struct store_pg_backoff *bo, enum log_level level,
+                                 const char *what, const PGconn *pg)
 {
 	char msg[STORE_PG_MSG_MAX];
+	unsigned n;
 
 	store_pg_one_line(pg != NULL ? PQerrorMessage(pg) : "out of memory", msg, sizeof(msg));
-	if (__atomic_fetch_add(fails, 1, __ATOMIC_RELAXED) > 0) {
-		level = LOG_LEVEL_DEBUG;
+	pthread_mutex_lock(&bo->bo_mutex);
+	n = bo->bo_fails++;
+	if (n == 0) {
+		bo->bo_fails_since_ms = store_pg_mono_ms();
 	}
-	log_msg(level, "store: %s postgresql: %s", what, msg);
+	pthread_mutex_unlock(&bo->bo_mutex);
+	log_msg(n > 0 ? LOG_LEVEL_DEBUG : level, "store: %s postgresql: %s", what, msg);
 }
 
-/* A connection succeeded: ends an outage's silence, saying how long it was. */
-static void store_pg_reachable(unsigned *fails)
+/* A connection succeeded: ends an outage's silence, saying how many
+ * connects failed in it (each one logged, the first as a warning) and
+ * for how long. */
+static void store_pg_reachable(struct store_pg_backoff *bo)
 {
-	unsigned n = __atomic_exchange_n(fails, 0, __ATOMIC_RELAXED);
+	unsigned n;
+	int64_t ms;
 
+	pthread_mutex_lock(&bo->bo_mutex);
+	n = bo->bo_fails;
+	ms = store_pg_mono_ms() - bo->bo_fails_since_ms;
+	bo->bo_fails = 0;
+	pthread_mutex_unlock(&bo->bo_mutex);
 	if (n > 0) {
-		log_notice("store: postgresql reached again after %u failed connection attempt%s",
-		           n, n == 1 ? "" : "s");
+		log_notice("store: postgresql reached again after %u failed connection attempt%s "
+		           "in %.1f s",
+		           n, n == 1 ? "" : "s", (double)ms / 1000);
 	}
+}
+
+/* Arms bo's next delay, from now: the first, or the last doubled, at most
+ * the maximum. Under bo_mutex. */
+static void store_pg_backoff_arm(struct store_pg_backoff *bo)
+{
+	unsigned d = bo->bo_delay_ms == 0 ? STORE_PG_BACKOFF_MIN_MS : bo->bo_delay_ms * 2;
+
+	bo->bo_delay_ms = d < STORE_PG_BACKOFF_MAX_MS ? d : STORE_PG_BACKOFF_MAX_MS;
+	bo->bo_next_ms = store_pg_mono_ms() + bo->bo_delay_ms;
+}
+
+/* Whether a connect may be tried now: always while none has failed; after
+ * a failure, once its delay has passed, by one caller at a time (*ret_gated
+ * set: that caller's store_pg_backoff_done lets the next one through).
+ * Returns 1, or 0 when the connect is to fail at once. */
+static int store_pg_backoff_enter(struct store_pg_backoff *bo, int *ret_gated)
+{
+	int64_t now = store_pg_mono_ms();
+	int ok = 1;
+
+	*ret_gated = 0;
+	pthread_mutex_lock(&bo->bo_mutex);
+	if (bo->bo_delay_ms > 0) {
+		ok = !bo->bo_trying && now >= bo->bo_next_ms;
+		bo->bo_trying = bo->bo_trying || ok;
+		*ret_gated = ok;
+	}
+	pthread_mutex_unlock(&bo->bo_mutex);
+	if (!ok) {
+		log_debug("store: not connecting to postgresql yet (backing off after a failure)");
+	}
+	return ok;
+}
+
+/* A connect let through by store_pg_backoff_enter (gated as it said) ended:
+ * a success ends the back-off, a failure arms the next delay. */
+static void store_pg_backoff_done(struct store_pg_backoff *bo, int gated, int ok)
+{
+	pthread_mutex_lock(&bo->bo_mutex);
+	if (gated) {
+		bo->bo_trying = 0;
+	}
+	if (ok) {
+		bo->bo_delay_ms = 0;
+		bo->bo_next_ms = 0;
+	} else if (gated || bo->bo_delay_ms == 0) {
+		store_pg_backoff_arm(bo);
+	}
+	pthread_mutex_unlock(&bo->bo_mutex);
+}
+
+/* The server stopped answering an open connection: connects back off as
+ * after a failed one, from now (the batch or read that met the silence
+ * does not reconnect at once to meet it again), unless one is under way. */
+static void store_pg_backoff_failed(struct store_pg_backoff *bo)
+{
+	pthread_mutex_lock(&bo->bo_mutex);
+	if (!bo->bo_trying && store_pg_mono_ms() >= bo->bo_next_ms) {
+		store_pg_backoff_arm(bo);
+	}
+	pthread_mutex_unlock(&bo->bo_mutex);
 }
 
 /* After a connect or reconnect of cn's (pg): whether the server refused
@@ -463,17 +685,24 @@ static struct store_conn *store_pg_conn_open_t(struct store_db *db, const char *
                                                const char *connect_timeout)
 {
 	struct store_conn *cn;
+	int gated = 0;
 
+	/* The probe (quiet) keeps its own schedule: it is what finds the
+	 * server back, and its success ends the back-off. */
+	if (!quiet && !store_pg_backoff_enter(&db->db_backoff, &gated)) {
+		return NULL;
+	}
 	cn = calloc(1, sizeof(*cn));
 	if (cn == NULL) {
 		log_err("store: out of memory");
+		store_pg_backoff_done(&db->db_backoff, gated, 0);
 		return NULL;
 	}
+	cn->cn_backoff = &db->db_backoff;
 	cn->cn_conninfo = db->db_conninfo;
 	cn->cn_app_name = db->db_app_name;
 	cn->cn_session_attrs = db->db_session_attrs;
 	cn->cn_connect_timeout = connect_timeout != NULL ? connect_timeout : db->db_connect_timeout;
-	cn->cn_fails = &db->db_fails;
 	cn->cn_read_only = &db->db_read_only;
 	cn->cn_no_advisory = &db->db_no_advisory;
 	cn->cn_schema_found = -1;
@@ -481,16 +710,19 @@ static struct store_conn *store_pg_conn_open_t(struct store_db *db, const char *
 	cn->cn_defer_tail = &cn->cn_defer;
 	cn->cn_pg = store_pg_connect(cn);
 	store_pg_read_only_note(cn, cn->cn_pg);
+	if (!quiet || PQstatus(cn->cn_pg) == CONNECTION_OK) {
+		store_pg_backoff_done(&db->db_backoff, gated, PQstatus(cn->cn_pg) == CONNECTION_OK);
+	}
 	if (cn->cn_pg == NULL || PQstatus(cn->cn_pg) != CONNECTION_OK) {
 		/* The conninfo's syntax was checked at open (store_pg_conninfo_check):
 		 * libpq's message now names host and port, never the password. */
 		if (!quiet) {
-			store_pg_unreachable(cn->cn_fails, level, "cannot connect to", cn->cn_pg);
+			store_pg_unreachable(cn->cn_backoff, level, "cannot connect to", cn->cn_pg);
 		}
 		goto fail;
 	}
-	store_pg_reachable(cn->cn_fails);
-	if (store_pg_conn_setup(cn, timeout_ms) < 0) {
+	store_pg_reachable(cn->cn_backoff);
+	if (PQsetnonblocking(cn->cn_pg, 1) != 0 || store_pg_conn_setup(cn, timeout_ms) < 0) {
 		goto fail;
 	}
 	return cn;
@@ -513,27 +745,40 @@ static struct store_conn *store_pg_conn_open(struct store_db *db, const char *ro
 }
 
 /* Reconnects a connection the server or the network dropped. Its prepared
- * statements went with the old session. Returns 0 or -1 (logged). */
+ * statements went with the old session. Returns 0 or -1 (logged; not when
+ * the back-off refused the connect: the outage was logged already). */
 static int store_pg_conn_revive(struct store_conn *cn, unsigned timeout_ms)
 {
+	int gated;
+	int ok;
+
 	if (PQstatus(cn->cn_pg) == CONNECTION_OK &&
 	    PQpipelineStatus(cn->cn_pg) == PQ_PIPELINE_OFF) {
 		return 0;
 	}
+	if (!store_pg_backoff_enter(cn->cn_backoff, &gated)) {
+		return -1;
+	}
 	store_pg_stmts_clear(cn);
 	store_pg_defer_clear(cn);
+	cn->cn_hung = 0;
 	/* A new session, with nothing of the old one's state (a pipeline
 	 * it died in). */
 	PQfinish(cn->cn_pg);
 	cn->cn_pg = store_pg_connect(cn);
 	store_pg_read_only_note(cn, cn->cn_pg);
-	if (PQstatus(cn->cn_pg) != CONNECTION_OK) {
-		store_pg_unreachable(cn->cn_fails, LOG_LEVEL_WARNING, "cannot reconnect to",
+	ok = PQstatus(cn->cn_pg) == CONNECTION_OK;
+	store_pg_backoff_done(cn->cn_backoff, gated, ok);
+	if (!ok) {
+		store_pg_unreachable(cn->cn_backoff, LOG_LEVEL_WARNING, "cannot reconnect to",
 		                     cn->cn_pg);
 		return -1;
 	}
-	store_pg_reachable(cn->cn_fails);
+	store_pg_reachable(cn->cn_backoff);
 	log_info("store: reconnected to postgresql");
+	if (PQsetnonblocking(cn->cn_pg, 1) != 0) {
+		return -1;
+	}
 	return store_pg_conn_setup(cn, timeout_ms);
 }
 
@@ -564,8 +809,15 @@ static void store_pg_fail(struct store_conn *self, const PGresult *res, const ch
 	char msg[STORE_PG_MSG_MAX];
 
 	self->cn_timed_out = state != NULL && store_pg_sqlstate_timeout(state);
-	store_pg_one_line(res != NULL ? PQresultErrorMessage(res) : PQerrorMessage(cn->cn_pg), msg,
-	                  sizeof(msg));
+	if (cn->cn_hung) {
+		/* libpq's word is "server closed the connection": we did */
+		snprintf(msg, sizeof(msg),
+		         "no answer from postgresql (the connection was given up)");
+	} else {
+		store_pg_one_line(res != NULL ? PQresultErrorMessage(res)
+		                              : PQerrorMessage(cn->cn_pg),
+		                  msg, sizeof(msg));
+	}
 	snprintf(cn->cn_sqlstate, sizeof(cn->cn_sqlstate), "%s", state != NULL ? state : "08000");
 	if (strcmp(cn->cn_sqlstate, "53100") == 0) { /* disk_full */
 		store_note_full();
@@ -688,17 +940,19 @@ static PGresult *store_pg_prepare_typed(struct store_conn *cn, const char *name,
 
 	for (tries = 0; tries <= n; tries++) {
 		if (in_tx) {
-			sp = PQexec(cn->cn_pg, "SAVEPOINT idemhook_prepare");
+			sp = store_pg_exec_sql(cn, "SAVEPOINT idemhook_prepare");
 			PQclear(sp);
 			cn->cn_round_trips++;
 		}
 		PQclear(res);
-		res = PQprepare(cn->cn_pg, name, pg_sql, (int)n, types);
+		res = store_pg_last_result(
+		        cn, PQpipelineStatus(cn->cn_pg) == PQ_PIPELINE_OFF &&
+		                    PQsendPrepare(cn->cn_pg, name, pg_sql, (int)n, types) == 1);
 		cn->cn_round_trips++;
 		if (in_tx) {
-			sp = PQexec(cn->cn_pg, PQresultStatus(res) == PGRES_COMMAND_OK
-			                               ? "RELEASE idemhook_prepare"
-			                               : "ROLLBACK TO idemhook_prepare");
+			sp = store_pg_exec_sql(cn, PQresultStatus(res) == PGRES_COMMAND_OK
+			                                   ? "RELEASE idemhook_prepare"
+			                                   : "ROLLBACK TO idemhook_prepare");
 			PQclear(sp);
 			cn->cn_round_trips++;
 		}
@@ -965,8 +1219,10 @@ static PGresult *store_pg_exec(struct store_conn *cn, const char *sql, const cha
 		return NULL;
 	}
 	cn->cn_round_trips++;
-	return PQexecPrepared(cn->cn_pg, name, (int)n, pp->pp_values, pp->pp_lengths,
-	                      pp->pp_formats, 0);
+	return store_pg_last_result(cn, PQpipelineStatus(cn->cn_pg) == PQ_PIPELINE_OFF &&
+	                                        PQsendQueryPrepared(cn->cn_pg, name, (int)n,
+	                                                            pp->pp_values, pp->pp_lengths,
+	                                                            pp->pp_formats, 0) == 1);
 }
 
 /* Everything one statement needs beside its SQL, in one allocation: the
@@ -1036,7 +1292,7 @@ fail:
 static PGresult *store_pg_lane_wait(struct store_conn *cn, const char *sql, const char *pg_sql,
                                     struct store_pg_call *pc);
 static int store_pg_begin_flush(struct store_conn *cn);
-static PGresult *store_pg_lane_result(PGconn *pg);
+static PGresult *store_pg_lane_result(struct store_conn *w);
 
 /* Checks a held-back write's result. Returns 0 when it succeeded, -1
  * (logged once per pass: logged set) when it failed or, for one that must
@@ -1101,7 +1357,7 @@ static PGresult *store_pg_defer_exec(struct store_conn *cn, const char *sql, con
 	ok = ok && PQpipelineSync(cn->cn_pg) == 1;
 	cn->cn_round_trips++;
 	for (df = cn->cn_defer; df != NULL && ok; df = df->df_next) {
-		r = store_pg_lane_result(cn->cn_pg);
+		r = store_pg_lane_result(cn);
 		ok = r != NULL;
 		if (ok && store_pg_defer_check(cn, df, r, &failed) < 0) {
 			cn->cn_defer_failed = 1;
@@ -1109,8 +1365,8 @@ static PGresult *store_pg_defer_exec(struct store_conn *cn, const char *sql, con
 		PQclear(r);
 	}
 	if (ok) {
-		res = store_pg_lane_result(cn->cn_pg);
-		r = PQgetResult(cn->cn_pg);
+		res = store_pg_lane_result(cn);
+		r = store_pg_result(cn);
 		ok = res != NULL && PQresultStatus(r) == PGRES_PIPELINE_SYNC;
 		PQclear(r);
 	}
@@ -1269,7 +1525,7 @@ static int store_pg_simple(struct store_conn *cn, const char *sql, const char *w
 	if (store_pg_begin_flush(cn) < 0) {
 		return -1;
 	}
-	res = PQexec(cn->cn_pg, sql);
+	res = store_pg_exec_sql(cn, sql);
 	ok = PQresultStatus(res) == PGRES_COMMAND_OK || PQresultStatus(res) == PGRES_TUPLES_OK;
 	cn->cn_round_trips++;
 	if (!ok) {
@@ -1363,14 +1619,14 @@ static int store_pg_begin_now(struct store_conn *cn, const char *sql)
 	PGresult *res;
 	int ok;
 
-	res = PQexec(cn->cn_pg, sql);
+	res = store_pg_exec_sql(cn, sql);
 	cn->cn_round_trips++;
 	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 	if (!ok && PQstatus(cn->cn_pg) != CONNECTION_OK) {
 		PQclear(res);
 		res = NULL;
 		if (store_pg_conn_revive(cn, cn->cn_timeout_ms) == 0) {
-			res = PQexec(cn->cn_pg, sql);
+			res = store_pg_exec_sql(cn, sql);
 			cn->cn_round_trips++;
 			ok = PQresultStatus(res) == PGRES_COMMAND_OK;
 		}
@@ -1397,7 +1653,7 @@ static int store_pg_begin_send(struct store_conn *cn, const char *sql, int begin
 	if (PQsendQuery(cn->cn_pg, sql) != 1) {
 		return -1;
 	}
-	while ((res = PQgetResult(cn->cn_pg)) != NULL) {
+	while ((res = store_pg_result(cn)) != NULL) {
 		if (i < begin && PQresultStatus(res) != PGRES_COMMAND_OK && *ret_failed == NULL) {
 			*ret_failed = res;
 		} else if (i >= begin && i - begin < STORE_PG_SCHEMA_STMTS) {
@@ -1451,7 +1707,7 @@ static int store_pg_begin_checked(struct store_conn *cn, const char *sql, int be
 	store_pg_results_clear(check);
 	if (rc < 0 && PQstatus(cn->cn_pg) == CONNECTION_OK &&
 	    PQtransactionStatus(cn->cn_pg) != PQTRANS_IDLE) {
-		res = PQexec(cn->cn_pg, "ROLLBACK");
+		res = store_pg_exec_sql(cn, "ROLLBACK");
 		cn->cn_round_trips++;
 		PQclear(res);
 	}
@@ -1567,9 +1823,12 @@ static int store_pg_last_error(struct store_conn *cn)
 	return cn->cn_retry ? 2 : 3;
 }
 
+/* Its last statement waited out the bound: the server's (statement_timeout,
+ * lock_timeout), or ours on a server that did not answer (store_pg_hung),
+ * which another connection's statement would wait out again. */
 static int store_pg_timed_out(struct store_conn *cn)
 {
-	return cn->cn_timed_out;
+	return cn->cn_timed_out || cn->cn_hung;
 }
 
 /* The batch met a lock once (on) or is over. A transaction not begun yet
@@ -1880,14 +2139,14 @@ static int store_pg_lane_send(struct store_pg_lanes *ls, struct store_pg_lane *l
 	return 0;
 }
 
-/* The next result of the pipeline and the NULL that ends it. */
-static PGresult *store_pg_lane_result(PGconn *pg)
+/* The next result of w's pipeline and the NULL that ends it. */
+static PGresult *store_pg_lane_result(struct store_conn *w)
 {
-	PGresult *res = PQgetResult(pg);
+	PGresult *res = store_pg_result(w);
 	PGresult *end;
 
 	if (res != NULL && PQresultStatus(res) != PGRES_PIPELINE_SYNC) {
-		end = PQgetResult(pg);
+		end = store_pg_result(w);
 		PQclear(end);
 	}
 	return res;
@@ -1941,7 +2200,7 @@ static PGresult *store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 	ok = ok && PQpipelineSync(w->cn_pg) == 1;
 	w->cn_round_trips++;
 	for (k = 0; ok && begin && k < (w->cn_lock_cut ? 2u : 1u); k++) {
-		res = store_pg_lane_result(w->cn_pg);
+		res = store_pg_lane_result(w);
 		if (PQresultStatus(res) != PGRES_COMMAND_OK && begin_res == NULL) {
 			ls->ls_doomed = 1;
 			begin_res = res;
@@ -1950,7 +2209,7 @@ static PGresult *store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 		}
 	}
 	for (k = 0; ok && checking && k < STORE_PG_SCHEMA_STMTS; k++) {
-		check[k] = store_pg_lane_result(w->cn_pg);
+		check[k] = store_pg_lane_result(w);
 		ok = check[k] != NULL;
 	}
 	if (ok && checking) {
@@ -1967,7 +2226,7 @@ static PGresult *store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 	/* The writes held back, before the lanes' statements of this round. */
 	logged = ls->ls_doomed;
 	for (df = w->cn_defer; df != NULL && ok; df = df->df_next) {
-		res = store_pg_lane_result(w->cn_pg);
+		res = store_pg_lane_result(w);
 		ok = res != NULL;
 		if (ok && store_pg_defer_check(w, df, res, &logged) < 0) {
 			ls->ls_doomed = 1;
@@ -1995,7 +2254,7 @@ static PGresult *store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 		}
 		ln->ln_sent = 0;
 		if (ps != NULL) {
-			res = store_pg_lane_result(w->cn_pg);
+			res = store_pg_lane_result(w);
 			if (PQresultStatus(res) == PGRES_COMMAND_OK) {
 				store_pg_stmt_add(w, ps);
 			} else {
@@ -2005,7 +2264,7 @@ static PGresult *store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 			}
 			PQclear(res);
 		}
-		res = store_pg_lane_result(w->cn_pg);
+		res = store_pg_lane_result(w);
 		if (res == NULL || (PQresultStatus(res) != PGRES_COMMAND_OK &&
 		                    PQresultStatus(res) != PGRES_TUPLES_OK)) {
 			ls->ls_doomed = 1;
@@ -2017,7 +2276,7 @@ static PGresult *store_pg_lanes_round_once(struct store_pg_lanes *ls, int begin)
 		ls->ls_broken = 1;
 		return begin_res;
 	}
-	res = PQgetResult(w->cn_pg);
+	res = store_pg_result(w);
 	if (PQresultStatus(res) != PGRES_PIPELINE_SYNC) {
 		ls->ls_doomed = 1;
 		ls->ls_broken = 1;
@@ -2313,7 +2572,7 @@ static int store_pg_version_q(struct store_conn *cn, int *ret, int quiet)
 	PGresult *res;
 	const char *state;
 
-	res = PQexec(cn->cn_pg, "SELECT COALESCE(max(version), 0) FROM idemhook_schema");
+	res = store_pg_exec_sql(cn, "SELECT COALESCE(max(version), 0) FROM idemhook_schema");
 	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
 		*ret = (int)strtol(PQgetvalue(res, 0, 0), NULL, 10);
 		PQclear(res);
@@ -2383,7 +2642,7 @@ static int store_pg_migrate_one(struct store_conn *cn, const struct migration *m
 	return 0;
 fail:
 	if (PQtransactionStatus(cn->cn_pg) != PQTRANS_IDLE) {
-		PGresult *res = PQexec(cn->cn_pg, "ROLLBACK");
+		PGresult *res = store_pg_exec_sql(cn, "ROLLBACK");
 
 		PQclear(res);
 	}
@@ -2593,14 +2852,6 @@ static uint64_t store_pg_wal_written(struct store_db *db)
 	return 0;
 }
 
-static int64_t store_pg_mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The schema version read on the probe's connection, waiting at most
  * wait_ms for the server's reply: libpq's blocking calls would wait for
  * a hung server (stopped, or behind a network black hole) for good.
@@ -2619,21 +2870,11 @@ static int store_pg_probe_version(struct store_conn *cn, unsigned wait_ms, int *
 	}
 	cn->cn_round_trips++;
 	for (;;) {
-		while (PQisBusy(cn->cn_pg)) {
-			struct pollfd pfd = {.fd = PQsocket(cn->cn_pg), .events = POLLIN};
-			int64_t left = deadline - store_pg_mono_ms();
-			int n;
+		int64_t left = deadline - store_pg_mono_ms();
+		int w = store_pg_wait(cn, left > 0 ? (unsigned)left : 0, 0);
 
-			if (left <= 0) {
-				return -2;
-			}
-			n = poll(&pfd, 1, (int)left);
-			if (n < 0 && errno != EINTR) {
-				return -1;
-			}
-			if (n > 0 && PQconsumeInput(cn->cn_pg) != 1) {
-				return -1;
-			}
+		if (w < 0) {
+			return w;
 		}
 		/* Not busy: PQgetResult does not wait. */
 		res = PQgetResult(cn->cn_pg);
@@ -2911,6 +3152,7 @@ static void store_pg_close(struct store_db *db)
 	pthread_mutex_destroy(&db->db_mutex);
 	pthread_cond_destroy(&db->db_cond);
 	pthread_mutex_destroy(&db->db_lock_mutex);
+	pthread_mutex_destroy(&db->db_backoff.bo_mutex);
 	free(db->db_conninfo);
 	free(db->db_app_name);
 	free(db);
@@ -2921,7 +3163,7 @@ static void store_pg_close(struct store_db *db)
  * lost with the server, and the payment with it. Says so, once. */
 static void store_pg_check_durability(struct store_conn *cn)
 {
-	PGresult *res = PQexec(cn->cn_pg, "SHOW synchronous_commit");
+	PGresult *res = store_pg_exec_sql(cn, "SHOW synchronous_commit");
 
 	if (PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1) {
 		const char *v = PQgetvalue(res, 0, 0);
@@ -2946,7 +3188,7 @@ static void store_pg_check_advisory(struct store_db *db, struct store_conn *cn)
 
 	snprintf(sql, sizeof(sql), "SELECT pg_try_advisory_xact_lock_shared(%" PRId64 ")",
 	         STORE_PG_MIGRATE_LOCK);
-	res = PQexec(cn->cn_pg, sql);
+	res = store_pg_exec_sql(cn, sql);
 	db->db_no_advisory = PQresultStatus(res) != PGRES_TUPLES_OK;
 	PQclear(res);
 	if (db->db_no_advisory) {
@@ -2975,6 +3217,7 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 	db->db_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	db->db_cond = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
 	db->db_lock_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
+	db->db_backoff.bo_mutex = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	db->db_pool_size = opt->so_pool_size > 0 ? opt->so_pool_size : STORE_PG_POOL_DEFAULT;
 	db->db_timeout_ms = opt->so_statement_timeout_ms > 0
 	                            ? opt->so_statement_timeout_ms
