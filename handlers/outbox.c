@@ -2174,13 +2174,13 @@ int outbox_complete(struct store *st, const struct outbox_conf *oc, const struct
 struct outbox_many_ctx {
 	const struct outbox_conf *om_conf;
 	const struct orders_conf *om_orders;
-	const struct outbox_attempt *om_attempts;
+	struct outbox_attempt *om_attempts;
 	size_t om_n;
 };
 
 static int outbox_complete_many_tx(struct store_tx *tx, void *arg)
 {
-	const struct outbox_many_ctx *m = arg;
+	struct outbox_many_ctx *m = arg;
 	size_t i;
 
 	for (i = 0; i < m->om_n; i++) {
@@ -2192,9 +2192,12 @@ static int outbox_complete_many_tx(struct store_tx *tx, void *arg)
 		        .oc_rnd = m->om_attempts[i].oa_rnd,
 		};
 
-		if (outbox_complete_tx(tx, &ctx) < 0) {
+		int rc = outbox_complete_tx(tx, &ctx);
+
+		if (rc < 0) {
 			return -1;
 		}
+		m->om_attempts[i].oa_overtaken = rc == 1;
 	}
 	return 0;
 }
@@ -2214,17 +2217,21 @@ int outbox_complete_many(struct store *st, const struct outbox_conf *oc,
 
 	for (i = 0; i < n; i++) {
 		attempts[i].oa_unrecorded = 0;
+		attempts[i].oa_overtaken = 0;
 	}
 	if (n == 0 || (n > 1 && store_write(st, now_ms, outbox_complete_many_tx, &m) >= 0)) {
 		return 0;
 	}
 	/* One outcome failed and took the others with it: record them apart. */
 	for (i = 0; i < n; i++) {
-		if (outbox_complete(st, oc, orc, attempts[i].oa_row, &attempts[i].oa_res, now_ms,
-		                    attempts[i].oa_rnd) < 0) {
+		int one = outbox_complete(st, oc, orc, attempts[i].oa_row, &attempts[i].oa_res,
+		                          now_ms, attempts[i].oa_rnd);
+
+		if (one < 0) {
 			attempts[i].oa_unrecorded = 1;
 			rc = -1;
 		}
+		attempts[i].oa_overtaken = one == 1;
 	}
 	return rc;
 }
@@ -2274,9 +2281,12 @@ static int outbox_release_tx(struct store_tx *tx, void *arg)
 	               p, 4, &changed) < 0) {
 		return -1;
 	}
+	if (changed == 0) {
+		return 1; /* taken over: the taker wrote the call's history line */
+	}
 	/* A call that went out is in the history even though it does not
 	 * count, or the peer's second copy of it has no explanation. */
-	if (changed == 0 || ctx->orl_res == NULL) {
+	if (ctx->orl_res == NULL) {
 		return 0;
 	}
 	/* It is the row's last attempt too (`outbox show`), as a call that

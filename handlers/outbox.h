@@ -251,6 +251,11 @@ struct outbox_attempt {
 	struct outbox_result oa_res;
 	uint64_t oa_rnd;   /* jitter for this row's backoff */
 	int oa_unrecorded; /* set by outbox_complete_many: the store refused it */
+	/* set by outbox_complete_many: nothing written, the row's lease had
+	 * moved on (its lease ran out and it was taken over, by another
+	 * receiver or an operator's retry): the history shows the call as
+	 * interrupted, and the row's new holder calls again with its key */
+	int oa_overtaken;
 };
 
 /* Records n outcomes in one unit of work (one commit for a burst of finished
@@ -284,7 +289,8 @@ void outbox_attempt_label(char *out, size_t size, int64_t attempt, int64_t group
 
 /* Gives a leased row back, due now, without counting the attempt
  * (shutdown). res, when the call went out, is kept in the row's attempt
- * history and last error (NULL: it was never sent). Returns 0 or -1. */
+ * history and last error (NULL: it was never sent). Returns 0, 1 when its
+ * lease had moved on (taken over: nothing written), or -1. */
 int outbox_release(struct store *st, const struct outbox_row *row, const struct outbox_result *res,
                    int64_t now_ms);
 

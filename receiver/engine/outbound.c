@@ -363,6 +363,22 @@ static void outbound_keep(struct outbound *ob, struct outbound_xfer *x,
 	outbound_unrecorded_count(ob);
 }
 
+/* Row x's outcome res found the row's lease moved on: its lease ran out
+ * and another holder took the row over (another receiver on the same
+ * database, or an operator's outbox retry), so nothing of it was written.
+ * Said as a warning: the row's history shows the call as interrupted,
+ * not with this answer, and the new holder calls the peer again with the
+ * same key. */
+static void outbound_overtaken(const struct outbound_xfer *x, const struct outbox_result *res)
+{
+	log_warn("outbound: row %" PRId64 ": the outcome of attempt %u (%s %ld) was not recorded: "
+	         "the row's lease ran out and it was taken over (by another receiver, or an "
+	         "operator's retry); its history shows this call as interrupted, and the row's "
+	         "holder now calls again with the same key",
+	         x->ox_row.or_id, x->ox_row.or_attempts,
+	         res->ors_http_status != 0 ? "HTTP" : "status", res->ors_http_status);
+}
+
 /* Gives the row of kept outcome x back (not counted), its attempt in the
  * history as an answer that came but could not be recorded, so that the
  * call is sent again with the same key. Returns 0, or -1 when the store
@@ -374,6 +390,7 @@ static int outbound_give_up(struct outbound *ob, struct outbound_xfer *x, const 
 	char line[OUTBOUND_UNRECORDED_ERROR_MAX];
 	struct outbox_result res = x->ox_res;
 	enum log_level level;
+	int rc;
 
 	if (x->ox_res.ors_http_status != 0) {
 		snprintf(line, sizeof(line),
@@ -402,7 +419,11 @@ static int outbound_give_up(struct outbound *ob, struct outbound_xfer *x, const 
 	        x->ox_row.or_id, x->ox_row.or_attempts,
 	        x->ox_res.ors_http_status != 0 ? "HTTP" : "status", x->ox_res.ors_http_status, when,
 	        x->ox_tries);
-	if (outbox_release(ob->ob_store, &x->ox_row, &res, outbound_now(ob)) < 0) {
+	rc = outbox_release(ob->ob_store, &x->ox_row, &res, outbound_now(ob));
+	if (rc == 1) {
+		outbound_overtaken(x, &x->ox_res);
+	}
+	if (rc < 0) {
 		if (!last) {
 			/* Kept as at the first refusal: the next try records the
 			 * outcome, or gives the row back, whichever the store takes
@@ -475,7 +496,9 @@ static void outbound_record_kept(struct outbound *ob, int64_t now, int last)
 		    !last) {
 			continue;
 		}
-		if (!done[i].oa_unrecorded) {
+		if (done[i].oa_overtaken) {
+			outbound_overtaken(x, &done[i].oa_res);
+		} else if (!done[i].oa_unrecorded) {
 			log_notice("outbound: row %" PRId64
 			           ": the outcome of attempt %u recorded at "
 			           "try %u, %" PRId64 " ms after the store first refused it",
@@ -614,6 +637,9 @@ static size_t outbound_harvest(struct outbound *ob)
 	for (i = 0; i < n; i++) {
 		if (done[i].oa_unrecorded) {
 			outbound_keep(ob, xs[i], &done[i]);
+		}
+		if (done[i].oa_overtaken) {
+			outbound_overtaken(xs[i], &done[i].oa_res);
 		}
 		httpc_response_finish(&ob->ob_resps[i]);
 		if (!done[i].oa_unrecorded) {

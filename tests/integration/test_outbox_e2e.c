@@ -946,10 +946,10 @@ static void t_set_schema(struct daemon *d, int64_t version)
 }
 
 /* Starts d with the shop's notify calls answered by gate g on peer p, one
- * at a time, polled every 20 ms, with a lease of 4 s: it runs out while a
- * test holds the schema newer. SQLite only (the schema is set as SQLite
+ * at a time, polled every 20 ms, with lease ("4s": it runs out while a
+ * test holds the schema newer). SQLite only (the schema is set as SQLite
  * records it): on PostgreSQL the test is skipped. */
-static void t_gated_start(struct daemon *d, struct peer *p, struct gate *g)
+static void t_gated_start(struct daemon *d, struct peer *p, struct gate *g, const char *lease)
 {
 	char ini[2048];
 
@@ -957,8 +957,8 @@ static void t_gated_start(struct daemon *d, struct peer *p, struct gate *g)
 	assert_int_equal(peer_handler(p, "/notify", gate_answer, NULL, g), 0);
 	snprintf(ini, sizeof(ini),
 	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nconcurrency = 1\n"
-	                       "poll = 20ms\ntimeout = 2s\nlease = 4s\n",
-	         peer_base(p));
+	                       "poll = 20ms\ntimeout = 2s\nlease = %s\n",
+	         peer_base(p), lease);
 	fx_daemon_start(d, "%s", ini);
 	if (d->dm_pg_db[0] != '\0') {
 		assert_int_equal(daemon_term(d, 20), 0);
@@ -984,7 +984,7 @@ static void test_under_a_newer_schema_the_worker_calls_nothing_and_resumes_after
 	int64_t version;
 
 	(void)state;
-	t_gated_start(&d, p, &g);
+	t_gated_start(&d, p, &g, "4s");
 	fx_order(&d, 2495, "usd", id);
 	fx_order(&d, 2496, "usd", id2);
 	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_newer_1", id, 2495, "usd"), 200);
@@ -1073,7 +1073,7 @@ static void test_a_kept_row_past_its_lease_is_not_polled_as_due(void **state)
 	double units;
 
 	(void)state;
-	t_gated_start(&d, p, &g);
+	t_gated_start(&d, p, &g, "4s");
 	fx_order(&d, 2498, "usd", id);
 	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_kept_lease", id, 2498, "usd"), 200);
 	assert_int_equal(gate_wait(&g, 1), 1);
@@ -1109,6 +1109,51 @@ static void test_a_kept_row_past_its_lease_is_not_polled_as_due(void **state)
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 1);
 	assert_int_equal(atomic_load(&g.g_arrived), 1);
 	assert_int_equal(peer_count(p), 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	peer_destroy(p);
+}
+
+/* While the worker keeps an answer the database would not take (a newer
+ * schema), the row's lease moves on: another holder took it over (what a
+ * second receiver's lease of an expired row, or an operator's retry,
+ * does: a new lease token). When the database takes writes again the
+ * kept answer is not written, and the log says why, not "recorded". */
+static void test_a_kept_outcome_of_a_row_taken_over_says_so(void **state)
+{
+	struct peer *p = peer_create();
+	struct gate g = {.g_hold_ms = 60000};
+	struct daemon d;
+	char id[64];
+	int64_t version;
+
+	(void)state;
+	t_gated_start(&d, p, &g, "60s");
+	fx_order(&d, 2499, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_overtaken", id, 2499, "usd"), 200);
+	assert_int_equal(gate_wait(&g, 1), 1);
+	version = fx_db_int(&d, "PRAGMA user_version");
+	t_set_schema(&d, version + 1);
+	atomic_store(&g.g_open, 1);
+	assert_int_equal(daemon_log_wait(&d, "could not be recorded; kept", 10000), 0);
+	{
+		struct hn_sqlite l;
+
+		assert_int_equal(hn_sqlite_start(&l, d.dm_db,
+		                                 "UPDATE outbox SET lease_token = lease_token + 1"
+		                                 " WHERE status = 'delivering';"),
+		                 0);
+		assert_int_equal(hn_sqlite_finish(&l, ""), 0);
+	}
+	t_set_schema(&d, version);
+	assert_int_equal(daemon_log_wait(&d,
+	                                 "<4>outbound: row 1: the outcome of attempt 1 (HTTP 200) "
+	                                 "was not recorded: the row's lease ran out and it was "
+	                                 "taken over",
+	                                 10000),
+	                 0);
+	assert_int_equal(t_log_count(&d, "recorded at try"), 0);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts"), 0);
 	assert_int_equal(daemon_term(&d, 20), 0);
 	daemon_finish(&d);
 	peer_destroy(p);
@@ -1860,6 +1905,7 @@ int main(void)
 	        cmocka_unit_test(
 	                test_under_a_newer_schema_the_worker_calls_nothing_and_resumes_after),
 	        cmocka_unit_test(test_a_kept_row_past_its_lease_is_not_polled_as_due),
+	        cmocka_unit_test(test_a_kept_outcome_of_a_row_taken_over_says_so),
 	        cmocka_unit_test(test_an_https_notify_url_on_a_plain_port_says_use_http),
 	        cmocka_unit_test(test_a_shop_certificate_that_fails_verification_says_what_to_set),
 	        cmocka_unit_test(
