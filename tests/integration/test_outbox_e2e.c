@@ -1056,6 +1056,27 @@ static double t_prom_value(struct daemon *d, const char *name)
 	return v;
 }
 
+/* A paid order (cents) whose notify call is answered (200) while the
+ * schema is newer: the answer cannot be recorded, and the worker keeps it.
+ * Starts d as t_gated_start does, with lease. Returns the schema version
+ * to set back. */
+static int64_t t_kept_answer(struct daemon *d, struct peer *p, struct gate *g, const char *lease,
+                             const char *event, int cents)
+{
+	char id[64];
+	int64_t version;
+
+	t_gated_start(d, p, g, lease);
+	fx_order(d, cents, "usd", id);
+	assert_int_equal(fx_stripe_pay(d, event, id, cents, "usd"), 200);
+	assert_int_equal(gate_wait(g, 1), 1);
+	version = fx_db_int(d, "PRAGMA user_version");
+	t_set_schema(d, version + 1);
+	atomic_store(&g->g_open, 1);
+	assert_int_equal(daemon_log_wait(d, "could not be recorded; kept", 10000), 0);
+	return version;
+}
+
 /* A lease (4 s) shorter than the give-back margin (5 s): the warning of
  * the kept outcome says the row is given back at the next try, not "in
  * 0 s". Under a newer schema the row's lease then runs out while the
@@ -1068,19 +1089,11 @@ static void test_a_kept_row_past_its_lease_is_not_polled_as_due(void **state)
 	struct peer *p = peer_create();
 	struct gate g = {.g_hold_ms = 60000};
 	struct daemon d;
-	char id[64];
 	int64_t version;
 	double units;
 
 	(void)state;
-	t_gated_start(&d, p, &g, "4s");
-	fx_order(&d, 2498, "usd", id);
-	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_kept_lease", id, 2498, "usd"), 200);
-	assert_int_equal(gate_wait(&g, 1), 1);
-	version = fx_db_int(&d, "PRAGMA user_version");
-	t_set_schema(&d, version + 1);
-	atomic_store(&g.g_open, 1);
-	assert_int_equal(daemon_log_wait(&d, "could not be recorded; kept", 10000), 0);
+	version = t_kept_answer(&d, p, &g, "4s", "evt_outbox_kept_lease", 2498);
 	assert_int_equal(daemon_log_wait(&d,
 	                                 "if the database still refuses it at the next try, in "
 	                                 "500 ms (its lease leaves no time to wait longer), or "
@@ -1124,18 +1137,10 @@ static void test_a_kept_outcome_of_a_row_taken_over_says_so(void **state)
 	struct peer *p = peer_create();
 	struct gate g = {.g_hold_ms = 60000};
 	struct daemon d;
-	char id[64];
 	int64_t version;
 
 	(void)state;
-	t_gated_start(&d, p, &g, "60s");
-	fx_order(&d, 2499, "usd", id);
-	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_overtaken", id, 2499, "usd"), 200);
-	assert_int_equal(gate_wait(&g, 1), 1);
-	version = fx_db_int(&d, "PRAGMA user_version");
-	t_set_schema(&d, version + 1);
-	atomic_store(&g.g_open, 1);
-	assert_int_equal(daemon_log_wait(&d, "could not be recorded; kept", 10000), 0);
+	version = t_kept_answer(&d, p, &g, "60s", "evt_outbox_overtaken", 2499);
 	{
 		struct hn_sqlite l;
 
