@@ -230,22 +230,41 @@ static int hn_daemon_write_config(struct daemon *d, const char *store_ini, const
 	return rc;
 }
 
-/* The [store] keys for a daemon on PostgreSQL database db. */
+/* The [store] keys for a daemon on PostgreSQL database db by conninfo, and
+ * store_lines (more [store] keys, "" for none). */
+static int hn_daemon_write_pg_at(struct daemon *d, const char *db, const char *conninfo,
+                                 const char *store_lines, const char *extra_ini)
+{
+	char store_ini[1400];
+
+	snprintf(d->dm_pg_db, sizeof(d->dm_pg_db), "%s", db);
+	snprintf(d->dm_db, sizeof(d->dm_db), "postgresql:%.580s", conninfo);
+	snprintf(store_ini, sizeof(store_ini), "backend = postgresql\nconninfo = %.700s\n%.600s",
+	         conninfo, store_lines);
+	return hn_daemon_write_config(d, store_ini, extra_ini);
+}
+
+/* The [store] keys for a daemon on database db of the shared server. */
 static int hn_daemon_write_pg_config(struct daemon *d, const char *db, const char *extra_ini)
 {
 	struct pgserver *pg = pgserver_shared(NULL);
 	char conninfo[500];
-	char store_ini[600];
 
 	if (pg == NULL) {
 		fprintf(stderr, "harness: no PostgreSQL server for a daemon on backend = postgresql\n");
 		return -1;
 	}
 	pgserver_conninfo(pg, db, conninfo, sizeof(conninfo));
-	snprintf(d->dm_pg_db, sizeof(d->dm_pg_db), "%s", db);
-	snprintf(d->dm_db, sizeof(d->dm_db), "postgresql:%s", conninfo);
-	snprintf(store_ini, sizeof(store_ini), "backend = postgresql\nconninfo = %s\n", conninfo);
-	return hn_daemon_write_config(d, store_ini, extra_ini);
+	return hn_daemon_write_pg_at(d, db, conninfo, "", extra_ini);
+}
+
+int daemon_init_pg_at(struct daemon *d, const char *db, const char *conninfo,
+                      const char *store_lines, const char *extra_ini)
+{
+	if (hn_daemon_prepare(d) < 0) {
+		return -1;
+	}
+	return hn_daemon_write_pg_at(d, db, conninfo, store_lines, extra_ini);
 }
 
 int daemon_init_pg(struct daemon *d, const char *extra_ini)

@@ -39,6 +39,12 @@ int hn_backend_is_postgresql(void);
  * whatever the environment says. Returns 0 or -1. */
 int daemon_init_pg(struct daemon *d, const char *extra_ini);
 
+/* daemon_init on PostgreSQL database db by conninfo (a server of the
+ * test's own, or options of its own), with store_lines (more [store] keys,
+ * "" for none). Returns 0 or -1. */
+int daemon_init_pg_at(struct daemon *d, const char *db, const char *conninfo,
+                      const char *store_lines, const char *extra_ini);
+
 /* daemon_init for one more receiver on first's database (first must be on
  * PostgreSQL): its own directory, ports, log and config, the same [store].
  * Returns 0 or -1. */

@@ -17,7 +17,6 @@
 #include <cmocka.h>
 
 #include "../integration/console_client.h"
-#include "buf.h"
 #include "pg_common.h"
 
 #define HANG_LATE "the database did not answer within 1.5 s"
@@ -29,28 +28,11 @@
 static void hang_daemon_start(struct daemon *d, struct pgserver *pg, const char *db)
 {
 	char conninfo[700];
-	char path_line[700];
-	char *cfg;
-	char *at;
-	struct buf b;
 
 	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
 	setenv("T_CONSOLE_RO", T_RO_TOKEN, 1);
 	pgserver_conninfo(pg, db, conninfo, sizeof(conninfo));
-	assert_int_equal(daemon_init(d, FX_STRIPE_INI T_CONSOLE), 0);
-	cfg = hn_read_file(d->dm_config);
-	assert_non_null(cfg);
-	snprintf(path_line, sizeof(path_line), "path = %s\n", d->dm_db);
-	at = strstr(cfg, path_line);
-	assert_non_null(at);
-	buf_init(&b, 0);
-	buf_printf(&b, "%.*sbackend = postgresql\nconninfo = %s\n%s", (int)(at - cfg), cfg,
-	           conninfo, at + strlen(path_line));
-	assert_int_equal(daemon_write_file(d, "idemhook.ini", b.buf_data), 0);
-	buf_finish(&b);
-	free(cfg);
-	snprintf(d->dm_pg_db, sizeof(d->dm_pg_db), "%s", db);
-	snprintf(d->dm_db, sizeof(d->dm_db), "postgresql:%.580s", conninfo);
+	assert_int_equal(daemon_init_pg_at(d, db, conninfo, "", FX_STRIPE_INI T_CONSOLE), 0);
 	assert_int_equal(daemon_start(d), 0);
 }
 

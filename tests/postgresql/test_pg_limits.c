@@ -24,30 +24,11 @@
 static const char limits_ini[] = FX_STRIPE_INI "\n[api]\nrate = 1000\nburst = 1000\n";
 
 /* A receiver on database db with conninfo and more [store] lines
- * (store_lines, "" for none): daemon_init's SQLite [store] turned into
- * backend = postgresql. */
+ * (store_lines, "" for none). */
 static void limits_daemon_init_st(struct daemon *d, const char *db, const char *conninfo,
                                   const char *store_lines, const char *extra_ini)
 {
-	char path_line[700];
-	char *cfg;
-	char *at;
-	struct buf b;
-
-	assert_int_equal(daemon_init(d, extra_ini), 0);
-	cfg = hn_read_file(d->dm_config);
-	assert_non_null(cfg);
-	snprintf(path_line, sizeof(path_line), "path = %s\n", d->dm_db);
-	at = strstr(cfg, path_line);
-	assert_non_null(at);
-	buf_init(&b, 0);
-	buf_printf(&b, "%.*sbackend = postgresql\nconninfo = %s\n%s%s", (int)(at - cfg), cfg,
-	           conninfo, store_lines, at + strlen(path_line));
-	assert_int_equal(daemon_write_file(d, "idemhook.ini", b.buf_data), 0);
-	buf_finish(&b);
-	free(cfg);
-	snprintf(d->dm_pg_db, sizeof(d->dm_pg_db), "%s", db);
-	snprintf(d->dm_db, sizeof(d->dm_db), "postgresql:%.580s", conninfo);
+	assert_int_equal(daemon_init_pg_at(d, db, conninfo, store_lines, extra_ini), 0);
 }
 
 static void limits_daemon_init_ci(struct daemon *d, const char *db, const char *conninfo,
