@@ -31,6 +31,24 @@ static void limits_daemon_init_st(struct daemon *d, const char *db, const char *
 	assert_int_equal(daemon_init_pg_at(d, db, conninfo, store_lines, extra_ini), 0);
 }
 
+/* A receiver d on a server pg of the test's own (to be stopped), with
+ * statement_timeout = 2s, connects bounded at 2 s and more [store] lines
+ * (store_lines): started. */
+static void limits_hang_start(struct pgserver *pg, struct daemon *d, const char *store_lines)
+{
+	char conninfo[700];
+	char lines[256];
+	char db[64];
+
+	assert_int_equal(pgserver_start_opts(pg, NULL, 0), 0);
+	assert_int_equal(pgserver_create_db(pg, "limits", db), 0);
+	pgserver_conninfo(pg, db, conninfo, sizeof(conninfo));
+	strncat(conninfo, " connect_timeout=2", sizeof(conninfo) - strlen(conninfo) - 1);
+	snprintf(lines, sizeof(lines), "statement_timeout = 2s\n%s", store_lines);
+	limits_daemon_init_st(d, db, conninfo, lines, limits_ini);
+	assert_int_equal(daemon_start(d), 0);
+}
+
 static void limits_daemon_init_ci(struct daemon *d, const char *db, const char *conninfo,
                                   const char *extra_ini)
 {
@@ -376,7 +394,6 @@ static void test_a_hung_server_gets_callbacks_answered_503_within_the_statement_
 	struct pgserver pg;
 	struct daemon d;
 	struct hres r;
-	char db[64];
 	char paid[64];
 	char fresh[64];
 	char url[256];
@@ -387,16 +404,7 @@ static void test_a_hung_server_gets_callbacks_answered_503_within_the_statement_
 	size_t i;
 
 	(void)state;
-	assert_int_equal(pgserver_start_opts(&pg, NULL, 0), 0);
-	assert_int_equal(pgserver_create_db(&pg, "limits", db), 0);
-	{
-		char conninfo[700];
-
-		pgserver_conninfo(&pg, db, conninfo, sizeof(conninfo));
-		strncat(conninfo, " connect_timeout=2", sizeof(conninfo) - strlen(conninfo) - 1);
-		limits_daemon_init_st(&d, db, conninfo, "statement_timeout = 2s\n", limits_ini);
-	}
-	assert_int_equal(daemon_start(&d), 0);
+	limits_hang_start(&pg, &d, "");
 	fx_order(&d, 1500, "eur", paid);
 	fx_order(&d, 1600, "eur", fresh);
 	dup_body = fx_stripe_payment("evt_limits_hang_dup", paid, 1500, "eur");
@@ -459,9 +467,10 @@ static void test_a_hung_server_gets_callbacks_answered_503_within_the_statement_
 	}
 	hres_finish(&r);
 	assert_int_equal(fx_stripe_send(&d, dup_body, NULL), 200);
-	assert_int_equal(limits_psql_int(&pg, db, "SELECT count(*) FROM events"), 2);
-	assert_int_equal(
-	        limits_psql_int(&pg, db, "SELECT count(*) FROM orders WHERE status = 'paid'"), 2);
+	assert_int_equal(limits_psql_int(&pg, d.dm_pg_db, "SELECT count(*) FROM events"), 2);
+	assert_int_equal(limits_psql_int(&pg, d.dm_pg_db,
+	                                 "SELECT count(*) FROM orders WHERE status = 'paid'"),
+	                 2);
 	free(dup_body);
 	free(fresh_body);
 	daemon_finish(&d);
@@ -483,7 +492,6 @@ test_a_callback_on_the_writers_connection_to_a_hung_server_gets_503_in_time(void
 	struct hres r;
 	pthread_t get_th;
 	pthread_t cb_th;
-	char db[64];
 	char order_id[64];
 	char url[256];
 	char *body;
@@ -491,17 +499,7 @@ test_a_callback_on_the_writers_connection_to_a_hung_server_gets_503_in_time(void
 	int i;
 
 	(void)state;
-	assert_int_equal(pgserver_start_opts(&pg, NULL, 0), 0);
-	assert_int_equal(pgserver_create_db(&pg, "limits", db), 0);
-	{
-		char conninfo[700];
-
-		pgserver_conninfo(&pg, db, conninfo, sizeof(conninfo));
-		strncat(conninfo, " connect_timeout=2", sizeof(conninfo) - strlen(conninfo) - 1);
-		limits_daemon_init_st(&d, db, conninfo, "statement_timeout = 2s\npool_size = 1\n",
-		                      limits_ini);
-	}
-	assert_int_equal(daemon_start(&d), 0);
+	limits_hang_start(&pg, &d, "pool_size = 1\n");
 	fx_order(&d, 1700, "eur", order_id);
 	body = fx_stripe_payment("evt_limits_hang_writer", order_id, 1700, "eur");
 	snprintf(url, sizeof(url), "%s/api/orders/%s", d.dm_base, order_id);
@@ -534,9 +532,10 @@ test_a_callback_on_the_writers_connection_to_a_hung_server_gets_503_in_time(void
 		usleep(100 * 1000);
 	}
 	assert_true(i < 100);
-	assert_int_equal(
-	        limits_psql_int(&pg, db, "SELECT count(*) FROM orders WHERE status = 'paid'"), 1);
-	assert_int_equal(limits_psql_int(&pg, db, "SELECT count(*) FROM events"), 1);
+	assert_int_equal(limits_psql_int(&pg, d.dm_pg_db,
+	                                 "SELECT count(*) FROM orders WHERE status = 'paid'"),
+	                 1);
+	assert_int_equal(limits_psql_int(&pg, d.dm_pg_db, "SELECT count(*) FROM events"), 1);
 	free(body);
 	daemon_finish(&d);
 	pgserver_stop(&pg);
