@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,4 +241,132 @@ int rh_closed_now(int fd)
 		return 0;
 	}
 	return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
+}
+
+struct rh_plain {
+	int rp_fd; /* listening */
+	unsigned rp_port;
+	pthread_t rp_thread;
+	pthread_mutex_t rp_lock;
+	int rp_stop;
+	unsigned rp_count;
+};
+
+/* Waits up to timeout_ms for fd to be readable; 1, or 0. */
+static int rh_readable(int fd, int timeout_ms)
+{
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+
+	return poll(&pfd, 1, timeout_ms) > 0;
+}
+
+/* One connection: what came first is answered, then the client's close
+ * is waited for (2 s at most) before the socket is closed. */
+static void rh_plain_serve(int fd)
+{
+	static const char answer[] = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n"
+	                             "Connection: close\r\n\r\n";
+	char in[4096];
+	long long until;
+
+	if (rh_readable(fd, 2000) && recv(fd, in, sizeof(in), 0) > 0) {
+		(void)rh_send(fd, answer, sizeof(answer) - 1);
+	}
+	shutdown(fd, SHUT_WR);
+	until = rh_now_ms() + 2000;
+	while (rh_now_ms() < until && rh_readable(fd, 100)) {
+		if (recv(fd, in, sizeof(in), 0) <= 0) {
+			break;
+		}
+	}
+	close(fd);
+}
+
+static void *rh_plain_main(void *arg)
+{
+	struct rh_plain *s = arg;
+
+	for (;;) {
+		int stop;
+		int fd;
+
+		pthread_mutex_lock(&s->rp_lock);
+		stop = s->rp_stop;
+		pthread_mutex_unlock(&s->rp_lock);
+		if (stop) {
+			return NULL;
+		}
+		if (!rh_readable(s->rp_fd, 50)) {
+			continue;
+		}
+		fd = accept(s->rp_fd, NULL, NULL);
+		if (fd < 0) {
+			continue;
+		}
+		pthread_mutex_lock(&s->rp_lock);
+		s->rp_count++;
+		pthread_mutex_unlock(&s->rp_lock);
+		rh_plain_serve(fd);
+	}
+}
+
+struct rh_plain *rh_plain_start(void)
+{
+	struct rh_plain *s = calloc(1, sizeof(*s));
+	struct sockaddr_in sa;
+	socklen_t slen = sizeof(sa);
+
+	if (s == NULL) {
+		return NULL;
+	}
+	s->rp_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	memset(&sa, 0, sizeof(sa));
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (s->rp_fd < 0 || bind(s->rp_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(s->rp_fd, 16) < 0 || getsockname(s->rp_fd, (struct sockaddr *)&sa, &slen) < 0) {
+		goto fail;
+	}
+	s->rp_port = ntohs(sa.sin_port);
+	pthread_mutex_init(&s->rp_lock, NULL);
+	if (pthread_create(&s->rp_thread, NULL, rh_plain_main, s) != 0) {
+		pthread_mutex_destroy(&s->rp_lock);
+		goto fail;
+	}
+	return s;
+fail:
+	if (s->rp_fd >= 0) {
+		close(s->rp_fd);
+	}
+	free(s);
+	return NULL;
+}
+
+unsigned rh_plain_port(const struct rh_plain *s)
+{
+	return s->rp_port;
+}
+
+unsigned rh_plain_count(struct rh_plain *s)
+{
+	unsigned n;
+
+	pthread_mutex_lock(&s->rp_lock);
+	n = s->rp_count;
+	pthread_mutex_unlock(&s->rp_lock);
+	return n;
+}
+
+void rh_plain_stop(struct rh_plain *s)
+{
+	if (s == NULL) {
+		return;
+	}
+	pthread_mutex_lock(&s->rp_lock);
+	s->rp_stop = 1;
+	pthread_mutex_unlock(&s->rp_lock);
+	pthread_join(s->rp_thread, NULL);
+	pthread_mutex_destroy(&s->rp_lock);
+	close(s->rp_fd);
+	free(s);
 }

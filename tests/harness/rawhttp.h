@@ -43,4 +43,19 @@ int rh_wait_closed(int fd, int timeout_ms);
  * connection, as careful clients do); 0 if it looks open. */
 int rh_closed_now(int fd);
 
+/* A plain HTTP server that answers whatever a connection sends first (a
+ * TLS ClientHello too) with "HTTP/1.1 400 Bad Request", then closes the
+ * way careful servers do: it shuts its side and reads until the client
+ * closes, so no reset can overtake its answer. (libmicrohttpd, the peer's
+ * server, closes some connections silently, as the random bytes of a
+ * ClientHello happen to fall.) Connections are served one at a time. */
+struct rh_plain;
+
+/* Listens on 127.0.0.1 at a port of its own; NULL on failure. */
+struct rh_plain *rh_plain_start(void);
+unsigned rh_plain_port(const struct rh_plain *s);
+/* The connections accepted so far. */
+unsigned rh_plain_count(struct rh_plain *s);
+void rh_plain_stop(struct rh_plain *s);
+
 #endif

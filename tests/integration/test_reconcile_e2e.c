@@ -24,6 +24,7 @@
 #include "crypto.h"
 #include "peer.h"
 #include "provider_e2e.h"
+#include "rawhttp.h"
 #include "fixtures.h"
 #include "text.h"
 
@@ -533,9 +534,11 @@ struct t_env {
 	struct peer *te_notify; /* the shop's backend ([outbound] notify_url) */
 	struct peer *te_tls;    /* t_stripe_tls: Stripe's API over HTTPS */
 	char te_tls_dir[600];   /* its certificate's directory */
+	struct rh_plain *te_plain; /* t_stripe_https: a plain HTTP port */
 };
 
-/* 1: env_start gives Stripe's api_base_url as https:// on the fakes' plain port. */
+/* 1: env_start gives Stripe's api_base_url as https:// on a plain HTTP
+ * port (one that always answers: see rh_plain_start). */
 static int t_stripe_https;
 
 /* 1: env_start gives Stripe's api_base_url as a fake of its own serving
@@ -559,8 +562,14 @@ static void env_start(struct t_env *e, const char *extra)
 	assert_int_equal(peer_handler(e->te_peer, "/v3/pay/transactions/out-trade-no/",
 	                              fake_wechatpay, fake_done, NULL),
 	                 0);
-	snprintf(stripe_base, sizeof(stripe_base), "%s%s", t_stripe_https ? "https://" : "",
-	         peer_base(e->te_peer) + (t_stripe_https ? strlen("http://") : 0));
+	snprintf(stripe_base, sizeof(stripe_base), "%s", peer_base(e->te_peer));
+	e->te_plain = NULL;
+	if (t_stripe_https) {
+		e->te_plain = rh_plain_start();
+		assert_non_null(e->te_plain);
+		snprintf(stripe_base, sizeof(stripe_base), "https://127.0.0.1:%u",
+		         rh_plain_port(e->te_plain));
+	}
 	e->te_tls = NULL;
 	if (t_stripe_tls) {
 		const char *tmp = getenv("TMPDIR");
@@ -610,9 +619,11 @@ static void env_finish(struct t_env *e)
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", e->te_tls_dir);
 		assert_int_equal(system(cmd), 0);
 	}
+	rh_plain_stop(e->te_plain);
 	e->te_peer = NULL;
 	e->te_notify = NULL;
 	e->te_tls = NULL;
+	e->te_plain = NULL;
 }
 
 #define T_RECONCILE_FAST "[reconcile]\nretries = 2\nretry_base = 50ms\ntimeout = 1s\n"
@@ -1685,6 +1696,7 @@ static void test_an_https_api_address_on_a_plain_port_fails_at_once_saying_use_h
 	assert_int_equal(reconcile(&e, &out, "--provider", "stripe", "--json", NULL), 75);
 	assert_non_null(out);
 	assert_int_equal(stripe_field(out, "requests"), 1);
+	assert_int_equal(rh_plain_count(e.te_plain), 1);
 	assert_int_equal(stripe_field(out, "failed"), 1);
 	assert_non_null(strstr(out, "not_tls"));
 	assert_non_null(strstr(out, "the server does not speak TLS: use http://"));
