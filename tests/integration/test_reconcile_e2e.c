@@ -1763,6 +1763,41 @@ test_an_api_certificate_that_fails_verification_fails_at_once_saying_what_to_set
 	env_finish(&e);
 }
 
+/* [client] ca_file names a file that holds no certificate (the commands
+ * besides serve do not check it up front): the question fails at once
+ * (one request: another attempt fails alike) with reason ca_file and a
+ * detail that names the file, not the provider's certificate. */
+static void test_a_ca_file_that_cannot_be_used_fails_at_once_naming_the_file(void **state)
+{
+	struct t_env e;
+	char *out = NULL;
+	char bad[700];
+	char want[1024];
+	char ini[800];
+
+	(void)state;
+	t_stripe_tls = 1;
+	env_start(&e, "[reconcile]\nretries = 3\nretry_base = 50ms\ntimeout = 5s\n");
+	t_stripe_tls = 0;
+	assert_int_equal(daemon_write_file(&e.te_d, "bad.pem", "not a certificate\n"), 0);
+	snprintf(bad, sizeof(bad), "%s/bad.pem", e.te_d.dm_dir);
+	snprintf(ini, sizeof(ini), "\n[client]\nca_file = %s\n", bad);
+	assert_int_equal(daemon_append_config(&e.te_d, ini), 0);
+	assert_int_equal(reconcile(&e, &out, "--provider", "stripe", "--json", NULL), 75);
+	assert_non_null(out);
+	assert_int_equal(stripe_field(out, "requests"), 1);
+	assert_int_equal(stripe_field(out, "failed"), 1);
+	snprintf(want, sizeof(want), "\"ca_file: the CA file %s cannot be used: ", bad);
+	if (strstr(out, want) == NULL || strstr(out, "set [client] ca_file to a PEM file of the"
+	                                             " CAs to trust, or fix the file") == NULL) {
+		fail_msg("reconcile said: %s", out);
+	}
+	assert_null(strstr(out, "not trusted"));
+	free(out);
+	assert_int_equal(peer_count(e.te_tls), 0);
+	env_finish(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1796,6 +1831,7 @@ int main(void)
 	                test_an_https_api_address_on_a_plain_port_fails_at_once_saying_use_http),
 	        cmocka_unit_test(
 	                test_an_api_certificate_that_fails_verification_fails_at_once_saying_what_to_set),
+	        cmocka_unit_test(test_a_ca_file_that_cannot_be_used_fails_at_once_naming_the_file),
 	};
 
 	/* IDEMHOOK_TEST_FILTER=test_a_* runs only the tests it matches. */
