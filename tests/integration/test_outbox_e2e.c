@@ -1186,7 +1186,8 @@ static void test_an_https_notify_url_on_a_plain_port_says_use_http(void **state)
 	peer_default(p, "/notify", &ok);
 	snprintf(ini, sizeof(ini),
 	         FX_STRIPE_INI "\n[outbound]\nnotify_url = https://127.0.0.1:%u/notify\n"
-	                       "retry_base = 50ms\nretry_cap = 200ms\npoll = 20ms\ntimeout = 5s\n",
+	                       "retry_base = 50ms\nretry_cap = 200ms\npoll = 20ms\ntimeout = 5s\n"
+	                       "max_attempts = 1000\n", /* alive until the reload */
 	         rh_plain_port(plain));
 	fx_daemon_start(&d, "%s", ini);
 	fx_order(&d, 2497, "usd", id);
@@ -1246,7 +1247,7 @@ test_an_https_notify_url_whose_server_closes_in_the_handshake_hints_at_http(void
 	fx_daemon_start(&d,
 	                FX_STRIPE_INI "\n[outbound]\nnotify_url = https://127.0.0.1:%u/notify\n"
 	                              "retry_base = 50ms\nretry_cap = 200ms\npoll = 20ms\n"
-	                              "timeout = 5s\n",
+	                              "timeout = 5s\nmax_attempts = 1000\n",
 	                rh_plain_port(silent));
 	fx_order(&d, 2498, "usd", id);
 	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_closed_in_tls", id, 2498, "usd"), 200);
