@@ -13,6 +13,7 @@
 #include "capture.h"
 #include "cli.h"
 #include "config.h"
+#include "crypto.h"
 #include "log.h"
 #include "replay.h"
 #include "store.h"
@@ -54,7 +55,8 @@ static void cmd_replay_usage(FILE *out)
 	        "times, after 200, 400, 600 ms or the answer's Retry-After when longer (up to\n"
 	        "%d s; a longer one fails the request). A certificate that fails verification\n"
 	        "is not retried: the request fails (tls_verify) and counts for --stop-after;\n"
-	        "so is an https:// address whose port speaks plain HTTP (not_tls).\n\n"
+	        "so is an https:// address whose port speaks plain HTTP (not_tls), and a CA\n"
+	        "file that cannot be used (ca_file).\n\n"
 	        "Exit status: 0 when every request was new or a duplicate (or refused by\n"
 	        "business rules), 65 when any was rejected or could not be replayed, 69 when\n"
 	        "the run stopped early because the --to address was unavailable.\n",
@@ -71,11 +73,12 @@ static int cmd_replay_time(const char *name, const char *value, int64_t *ret)
 	return 0;
 }
 
-/* --cacert: with --to only, and a file this user can read (whether it
- * holds certificates, TLS says on the first request). */
+/* --cacert: with --to only, and a file this user can read that holds PEM
+ * certificates, as TLS would load it: else every request would fail. */
 static int cmd_replay_cacert_check(const char *to, const char *path)
 {
 	char q[PATH_MAX];
+	char why[128];
 	FILE *f;
 
 	if (to == NULL) {
@@ -89,6 +92,11 @@ static int cmd_replay_cacert_check(const char *to, const char *path)
 		return -1;
 	}
 	fclose(f);
+	if (crypto_ca_file_check(path, why, sizeof(why)) < 0) {
+		fprintf(stderr, "replay: --cacert: the CA file %s cannot be used: %s\n",
+		        log_quote(q, sizeof(q), path), why);
+		return -1;
+	}
 	return 0;
 }
 

@@ -1,5 +1,6 @@
 /* crypto.c: hashes, MACs, signatures, AES-GCM and encodings over OpenSSL 3 libcrypto. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -497,6 +498,42 @@ done:
 	free(der);
 	free(compact);
 	return pkey;
+}
+
+int crypto_ca_file_check(const char *path, char *err, size_t err_size)
+{
+	STACK_OF(X509_INFO) *infos = NULL;
+	BIO *b = BIO_new_file(path, "r");
+	int certs = 0;
+	int rc = -1;
+	int i;
+
+	if (b == NULL) {
+		snprintf(err, err_size, "cannot open it");
+		goto done;
+	}
+	/* What OpenSSL's X509_load_cert_crl_file reads: a block it cannot
+	 * parse fails the whole file. */
+	infos = PEM_X509_INFO_read_bio(b, NULL, NULL, NULL);
+	if (infos == NULL) {
+		snprintf(err, err_size, "it is not a PEM file of certificates");
+		goto done;
+	}
+	for (i = 0; i < sk_X509_INFO_num(infos); i++) {
+		if (sk_X509_INFO_value(infos, i)->x509 != NULL) {
+			certs++;
+		}
+	}
+	if (certs == 0) {
+		snprintf(err, err_size, "it holds no PEM certificate");
+		goto done;
+	}
+	rc = 0;
+done:
+	ERR_clear_error();
+	sk_X509_INFO_pop_free(infos, X509_INFO_free);
+	BIO_free(b);
+	return rc;
 }
 
 int crypto_tls_pair_check(const char *cert_pem, const char *key_pem)

@@ -68,6 +68,11 @@ int crypto_pubkey_pin(const struct crypto_pubkey *key, char **ret);
  * (never the key). */
 int crypto_tls_pair_check(const char *cert_pem, const char *key_pem);
 
+/* Checks the file at path as the HTTP client's TLS library loads a CA file
+ * (PEM, every block readable, at least one certificate). Returns 0, or -1
+ * with one sentence in err (no log): the caller names the key. */
+int crypto_ca_file_check(const char *path, char *err, size_t err_size);
+
 /* SHA256withRSA PKCS#1 v1.5: 1 valid, 0 invalid, -1 error. */
 int crypto_rsa_sha256_verify(const struct crypto_pubkey *key, const void *data, size_t len, const unsigned char *sig,
 			     size_t sig_len);

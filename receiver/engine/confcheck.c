@@ -128,6 +128,24 @@ static int confcheck_readable_file(const struct config *cf, const char *section,
 	return 0;
 }
 
+/* A CA file must be one the HTTP client can load: readable, and PEM with
+ * a certificate. Else every TLS call would fail, reading as a peer's
+ * fault, until the file is fixed. */
+static int confcheck_ca_file(const struct config *cf, const char *section)
+{
+	const char *path = config_get(cf, section, "ca_file");
+	char why[128];
+
+	if (confcheck_readable_file(cf, section, "ca_file") < 0) {
+		return -1;
+	}
+	if (path != NULL && crypto_ca_file_check(path, why, sizeof(why)) < 0) {
+		return config_refuse(cf, section, "ca_file", "the CA file %s cannot be used: %s",
+		                     path, why);
+	}
+	return 0;
+}
+
 int confcheck_admin_listen(const struct config *cf, char **ret_host, unsigned *ret_port)
 {
 	const char *v = config_get(cf, "admin", "listen");
@@ -181,7 +199,7 @@ static int confcheck_capture(const struct config *cf, unsigned flags)
 
 static int confcheck_client(const struct config *cf, unsigned flags)
 {
-	return (flags & CONFCHECK_DAEMON) ? confcheck_readable_file(cf, "client", "ca_file") : 0;
+	return (flags & CONFCHECK_DAEMON) ? confcheck_ca_file(cf, "client") : 0;
 }
 
 static int confcheck_gc(const struct config *cf, unsigned flags)
@@ -199,7 +217,7 @@ static int confcheck_outbound(const struct config *cf, unsigned flags)
 	if (rc < 0) {
 		/* Each problem logged; the calls are not known, ca_file is. */
 		if ((flags & CONFCHECK_DAEMON)) {
-			confcheck_readable_file(cf, "outbound", "ca_file");
+			confcheck_ca_file(cf, "outbound");
 		}
 		return -1;
 	}
@@ -219,7 +237,7 @@ static int confcheck_outbound(const struct config *cf, unsigned flags)
 				        "from forged ones; use https:// or set signing_secret");
 			}
 		}
-		rc = confcheck_readable_file(cf, "outbound", "ca_file");
+		rc = confcheck_ca_file(cf, "outbound");
 	}
 	outbox_conf_finish(&oc);
 	return rc < 0 ? -1 : 0;

@@ -74,8 +74,9 @@ struct outbound {
 	struct outbound_xfer **ob_done;
 	struct httpc_response *ob_resps; /* answers of ob_done */
 	char (*ob_errs)[HTTPC_ERR_MAX];  /* and their errors */
-	int ob_not_tls_warned; /* an https:// URL met a plain port: warned once per config */
-	int ob_untrusted_warned; /* a peer's certificate failed verification: likewise */
+	/* The outbound_tls_kinds warned about since the configuration was
+	 * taken, one bit per enum httpc_failure. */
+	unsigned ob_tls_warned;
 };
 
 static int64_t outbound_real_now(void *arg)
@@ -523,58 +524,67 @@ static void outbound_record_kept(struct outbound *ob, int64_t now, int last)
 	outbound_unrecorded_count(ob);
 }
 
-/* Row r's https:// URL reached a port that answered in plain HTTP: a
- * configuration error, not an outage. Rewrites err (libcurl's "wrong
- * version number") to say so, for the row's history, and warns once per
- * configuration (each attempt's line follows at info level). The row is
- * retried with backoff all the same: a reload that fixes the URL applies
- * to it at its next lease. */
-static void outbound_not_tls(struct outbound *ob, const struct outbox_row *r,
-                             char err[HTTPC_ERR_MAX])
-{
-	char why[HTTPC_ERR_MAX];
+/* The TLS failures that are a configuration matter, not an outage:
+ * libcurl's message alone does not say so, nor what to do. Each row's
+ * error is rewritten to say it (libcurl's message after it, in
+ * parentheses), and each kind is warned once per configuration (each
+ * attempt's line follows at info level). The row keeps its retry
+ * schedule: a reload that fixes the cause applies at its next lease,
+ * without an operator's retry (and a peer may fix its certificate). */
+struct outbound_tls {
+	enum httpc_failure ot_failure;
+	const char *ot_row;      /* the row's error, before libcurl's message */
+	const char *ot_headline; /* the warning: what happened, then libcurl's message */
+	const char *ot_advice;   /* and what to do */
+};
 
-	snprintf(why, sizeof(why), "%s", err);
-	snprintf(err, HTTPC_ERR_MAX, "the server does not speak TLS: use http:// (%.160s)", why);
-	if (ob->ob_not_tls_warned) {
+static const struct outbound_tls outbound_tls_kinds[] = {
+        {HTTPC_FAILURE_TLS_PLAIN, "the server does not speak TLS: use http://",
+         /* The URL is not logged: it may carry a token in its query. */
+         "its https:// URL points at a port that answers in plain HTTP, not TLS",
+         "a configuration error; use http:// (or the TLS port) in [outbound] and reload"},
+        {HTTPC_FAILURE_TLS_VERIFY,
+         "the peer's certificate is not trusted: set [outbound] ca_file to the CA that issued "
+         "it, or fix the peer",
+         "the peer's certificate is not trusted",
+         "a configuration matter, not an outage; set ca_file in [outbound] (or [client]) to a "
+         "PEM file of the CA that issued it and reload, or have the peer fix its certificate "
+         "(its host name, its dates)"},
+        {HTTPC_FAILURE_TLS_CA_FILE,
+         "the CA file cannot be used: fix it, or set [outbound] ca_file to a PEM file of CAs, "
+         "and reload",
+         "the CA file to verify peers with cannot be used",
+         "a configuration error, not an outage, and not the peer's: the file is missing, "
+         "unreadable or holds no PEM certificate; fix it, or set ca_file in [outbound] (or "
+         "[client]) to a PEM file of CAs, and reload"},
+};
+
+/* Row r's call failed with failure f: when f is one of outbound_tls_kinds,
+ * rewrites err and warns as that kind says. */
+static void outbound_tls_failure(struct outbound *ob, const struct outbox_row *r,
+                                 enum httpc_failure f, char err[HTTPC_ERR_MAX])
+{
+	const struct outbound_tls *k = NULL;
+	char why[HTTPC_ERR_MAX];
+	size_t i;
+
+	for (i = 0; i < sizeof(outbound_tls_kinds) / sizeof(outbound_tls_kinds[0]); i++) {
+		if (outbound_tls_kinds[i].ot_failure == f) {
+			k = &outbound_tls_kinds[i];
+		}
+	}
+	if (k == NULL) {
 		return;
 	}
-	ob->ob_not_tls_warned = 1;
-	/* The URL is not logged: it may carry a token in its query. */
-	log_warn("outbound: row %" PRId64 " (%s): its https:// URL points at a port that "
-	         "answers in plain HTTP, not TLS: a configuration error; use http:// (or the "
-	         "TLS port) in [outbound] and reload; the row is retried with backoff "
+	snprintf(why, sizeof(why), "%s", err);
+	snprintf(err, HTTPC_ERR_MAX, "%s (%.120s)", k->ot_row, why);
+	if (ob->ob_tls_warned & (1u << f)) {
+		return;
+	}
+	ob->ob_tls_warned |= 1u << f;
+	log_warn("outbound: row %" PRId64 " (%s): %s (%s): %s; the row is retried with backoff "
 	         "meanwhile (said once until a reload)",
-	         r->or_id, r->or_call_type);
-}
-
-/* Row r's peer failed TLS verification (a certificate no configured CA
- * issued, for another host name, expired; or a CA file that cannot be
- * used): a configuration matter, which libcurl's message alone does not
- * say. Rewrites err for the row's history, and warns once per
- * configuration. The row keeps its retry schedule: the peer may renew or
- * fix its certificate, and a reload that sets ca_file applies at the
- * row's next attempt, without an operator's retry. */
-static void outbound_untrusted(struct outbound *ob, const struct outbox_row *r,
-                               char err[HTTPC_ERR_MAX])
-{
-	char why[HTTPC_ERR_MAX];
-
-	snprintf(why, sizeof(why), "%s", err);
-	snprintf(err, HTTPC_ERR_MAX,
-	         "the peer's certificate is not trusted: set [outbound] ca_file to the CA that "
-	         "issued it, or fix the peer (%.120s)",
-	         why);
-	if (ob->ob_untrusted_warned) {
-		return;
-	}
-	ob->ob_untrusted_warned = 1;
-	log_warn("outbound: row %" PRId64 " (%s): the peer's certificate is not trusted (%s): "
-	         "a configuration matter, not an outage; set ca_file in [outbound] (or "
-	         "[client]) to a PEM file of the CA that issued it and reload, or have the peer "
-	         "fix its certificate (its host name, its dates); the row is retried with "
-	         "backoff meanwhile (said once until a reload)",
-	         r->or_id, r->or_call_type, why);
+	         r->or_id, r->or_call_type, k->ot_headline, why, k->ot_advice);
 }
 
 /* Records every finished transfer, all in one unit of work. Returns how
@@ -604,11 +614,7 @@ static size_t outbound_harvest(struct outbound *ob)
 		 * answer is incomplete, and a repeat is deduplicated. */
 		res->ors_http_status = resp->hcr_status;
 		if (resp->hcr_status == 0) {
-			if (resp->hcr_failure == HTTPC_FAILURE_TLS_PLAIN) {
-				outbound_not_tls(ob, &xs[n]->ox_row, ob->ob_errs[n]);
-			} else if (resp->hcr_failure == HTTPC_FAILURE_TLS_VERIFY) {
-				outbound_untrusted(ob, &xs[n]->ox_row, ob->ob_errs[n]);
-			}
+			outbound_tls_failure(ob, &xs[n]->ox_row, resp->hcr_failure, ob->ob_errs[n]);
 			res->ors_error = ob->ob_errs[n];
 		}
 		if (resp->hcr_status >= 300 && resp->hcr_status < 400) {
@@ -775,8 +781,7 @@ static void outbound_take_conf(struct outbound *ob)
 		return;
 	}
 	old = ob->ob_conf;
-	ob->ob_not_tls_warned = 0;
-	ob->ob_untrusted_warned = 0;
+	ob->ob_tls_warned = 0;
 	ob->ob_conf = ob->ob_next_conf;
 	ob->ob_orders = ob->ob_next_orders;
 	memset(&ob->ob_next_conf, 0, sizeof(ob->ob_next_conf));

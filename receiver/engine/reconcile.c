@@ -345,6 +345,16 @@ static int reconcile_ask(struct reconcile_ctx *x, const struct provider_conf *pc
 			                           "issued it, or fix this instance's API address "
 			                           "(a name its certificate holds)",
 			                           err);
+		} else if (rc < 0 && resp.hcr_failure == HTTPC_FAILURE_TLS_CA_FILE) {
+			/* The file is wrong, not the provider: fixed in a second
+			 * by no one. */
+			httpc_response_finish(&resp);
+			provider_answer_finish(ret);
+			provider_answer_init(ret);
+			return provider_answer_set(ret, PROVIDER_ANSWER_FAILED, "ca_file",
+			                           "%s: set [client] ca_file to a PEM file of the "
+			                           "CAs to trust, or fix the file",
+			                           err);
 		} else if (rc < 0) {
 			last_reason = "unreachable";
 			snprintf(last, sizeof(last), "no answer: %s", err);

@@ -868,6 +868,11 @@ static int replay_http(struct replay_state *s, const char *url, const struct htt
 			           "with --cacert FILE or [client] ca_file, and address it by a "
 			           "name its certificate holds",
 			           herr);
+		} else if (ret->ra_failure == HTTPC_FAILURE_TLS_CA_FILE) {
+			replay_err(err, err_size,
+			           "%s, and every request would fail alike: give --cacert or "
+			           "[client] ca_file a PEM file of the CAs to trust",
+			           herr);
 		} else if (ret->ra_failure == HTTPC_FAILURE_TLS_PLAIN) {
 			replay_err(err, err_size,
 			           "the --to address's port does not speak TLS (%s), and another "
@@ -1276,6 +1281,12 @@ static enum replay_verdict replay_remote(struct replay_state *s, const struct ht
 	 * as the address unavailable. */
 	if (rc < 0 && a.ra_failure == HTTPC_FAILURE_TLS_VERIFY) {
 		snprintf(reason, reason_size, "%s", "tls_verify");
+		*ret_unavailable = 1;
+		return REPLAY_V_FAILED;
+	}
+	/* The CA file is the problem, for every request alike. */
+	if (rc < 0 && a.ra_failure == HTTPC_FAILURE_TLS_CA_FILE) {
+		snprintf(reason, reason_size, "%s", "ca_file");
 		*ret_unavailable = 1;
 		return REPLAY_V_FAILED;
 	}

@@ -33,6 +33,8 @@ struct httpc_xfer {
 	char hx_tls_first[8];
 	size_t hx_tls_first_len;
 	int hx_tls_seen;
+	int hx_tls_sent;            /* the handshake began: TLS data went out */
+	char *hx_ca_file;           /* the request's hcq_ca_file (a copy), or NULL */
 	struct httpc_xfer *hx_next; /* in the multi's list */
 	char hx_errbuf[CURL_ERROR_SIZE];
 };
@@ -435,6 +437,7 @@ static void httpc_xfer_destroy(struct httpc_xfer *x)
 	curl_slist_free_all(x->hx_list);
 	buf_finish(&x->hx_body);
 	httpc_headers_finish(&x->hx_headers);
+	free(x->hx_ca_file);
 	free(x);
 }
 
@@ -550,6 +553,9 @@ static int httpc_on_debug(CURL *easy, curl_infotype type, char *data, size_t siz
 	size_t n = size < sizeof(x->hx_tls_first) ? size : sizeof(x->hx_tls_first);
 
 	(void)easy;
+	if (type == CURLINFO_SSL_DATA_OUT) {
+		x->hx_tls_sent = 1;
+	}
 	if (type != CURLINFO_SSL_DATA_IN || x->hx_tls_seen) {
 		return 0;
 	}
@@ -629,6 +635,10 @@ static struct httpc_xfer *httpc_xfer_create(const struct httpc_request *req, cha
 		httpc_err(err, err_size, "out of memory");
 		goto fail;
 	}
+	if (req->hcq_ca_file != NULL && (x->hx_ca_file = strdup(req->hcq_ca_file)) == NULL) {
+		httpc_err(err, err_size, "out of memory");
+		goto fail;
+	}
 	e = x->hx_easy;
 	if (httpc_opt_ptr(e, CURLOPT_URL, req->hcq_url) < 0 ||
 	    httpc_opt_ptr(e, CURLOPT_PROTOCOLS_STR, "http,https") < 0 ||
@@ -689,8 +699,9 @@ static enum httpc_failure httpc_failure_of(CURLcode rc, const struct httpc_xfer 
 			return HTTPC_FAILURE_TLS_PLAIN;
 		}
 		return HTTPC_FAILURE_OTHER;
-	case CURLE_PEER_FAILED_VERIFICATION: /* chain, host name, dates */
 	case CURLE_SSL_CACERT_BADFILE:
+		return HTTPC_FAILURE_TLS_CA_FILE;
+	case CURLE_PEER_FAILED_VERIFICATION: /* chain, host name, dates */
 	case CURLE_SSL_CRL_BADFILE:
 	case CURLE_SSL_ISSUER_ERROR:
 	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
@@ -698,6 +709,40 @@ static enum httpc_failure httpc_failure_of(CURLcode rc, const struct httpc_xfer 
 	default:
 		return HTTPC_FAILURE_OTHER;
 	}
+}
+
+/* Words the error of transfer x that ended with rc, of failure kind f,
+ * into err: libcurl's message, and before it what it means where libcurl's
+ * own words do not say (a CA file it could not load reads as one more
+ * certificate problem; a peer that closed during the handshake, as the
+ * TLS library's error code). */
+static void httpc_xfer_error(const struct httpc_xfer *x, CURLcode rc, enum httpc_failure f,
+                             char *err, size_t err_size)
+{
+	const char *why = x->hx_errbuf[0] != '\0' ? x->hx_errbuf : curl_easy_strerror(rc);
+
+	if (f == HTTPC_FAILURE_TLS_CA_FILE) {
+		if (x->hx_ca_file != NULL) {
+			httpc_err(err, err_size, "the CA file %s cannot be used: %s", x->hx_ca_file,
+			          why);
+		} else {
+			httpc_err(err, err_size, "the system's CA certificates cannot be used: %s",
+			          why);
+		}
+		return;
+	}
+	/* A server that closes (or resets) after the ClientHello without a
+	 * byte back: a plain HTTP server may (libmicrohttpd does so for some
+	 * ClientHellos, as their random bytes fall), so may a TLS server that
+	 * refuses the handshake. Not sure enough to stop retrying. */
+	if (rc == CURLE_SSL_CONNECT_ERROR && x->hx_tls_sent && !x->hx_tls_seen) {
+		httpc_err(err, err_size,
+		          "the server closed the connection during the TLS handshake; if this port "
+		          "speaks plain HTTP, use http:// (%s)",
+		          why);
+		return;
+	}
+	httpc_err(err, err_size, "%s", why);
 }
 
 /* Hands the finished transfer's answer over to ret. Returns 0, or -1 with
@@ -716,9 +761,8 @@ static int httpc_xfer_result(struct httpc_xfer *x, CURLcode rc, struct httpc_res
 	}
 	/* A write error is ours when the body passed the cap: the answer came. */
 	if (rc != CURLE_OK && !(x->hx_truncated && rc == CURLE_WRITE_ERROR && code != 0)) {
-		httpc_err(err, err_size, "%s",
-		          x->hx_errbuf[0] != '\0' ? x->hx_errbuf : curl_easy_strerror(rc));
 		ret->hcr_failure = httpc_failure_of(rc, x);
+		httpc_xfer_error(x, rc, ret->hcr_failure, err, err_size);
 		return -1;
 	}
 	if (code == 0) {

@@ -45,13 +45,17 @@ struct httpc_request {
 enum httpc_failure {
 	HTTPC_FAILURE_OTHER = 0, /* an answer came; or no connection, a timeout, a reset... */
 	/* TLS verification refused the peer (unknown CA, a certificate for
-	 * another host name, expired, not the pinned key) or the CA file
-	 * could not be used: another attempt fails alike. */
+	 * another host name, expired, not the pinned key): another attempt
+	 * fails alike. */
 	HTTPC_FAILURE_TLS_VERIFY,
 	/* An https:// address whose port answered the TLS handshake with
 	 * something that is not TLS (a plain HTTP server): another attempt
 	 * gets the same answer. */
 	HTTPC_FAILURE_TLS_PLAIN,
+	/* The CA file to verify TLS peers with (hcq_ca_file, else the
+	 * system's) is missing, unreadable or holds no PEM certificate: the
+	 * file is the problem, not the peer; err names it. */
+	HTTPC_FAILURE_TLS_CA_FILE,
 };
 
 struct httpc_response {

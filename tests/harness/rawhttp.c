@@ -250,6 +250,7 @@ struct rh_plain {
 	pthread_mutex_t rp_lock;
 	int rp_stop;
 	unsigned rp_count;
+	int rp_silent; /* rh_silent_start: closes without a byte */
 };
 
 /* Waits up to timeout_ms for fd to be readable; 1, or 0. */
@@ -271,6 +272,26 @@ static void rh_plain_serve(int fd)
 
 	if (rh_readable(fd, 2000) && recv(fd, in, sizeof(in), 0) > 0) {
 		(void)rh_send(fd, answer, sizeof(answer) - 1);
+	}
+	shutdown(fd, SHUT_WR);
+	until = rh_now_ms() + 2000;
+	while (rh_now_ms() < until && rh_readable(fd, 100)) {
+		if (recv(fd, in, sizeof(in), 0) <= 0) {
+			break;
+		}
+	}
+	close(fd);
+}
+
+/* One connection: what came first is read, then the server closes without
+ * a byte, waiting for the client's close (2 s at most), so no reset. */
+static void rh_silent_serve(int fd)
+{
+	char in[4096];
+	long long until;
+
+	if (rh_readable(fd, 2000)) {
+		(void)recv(fd, in, sizeof(in), 0);
 	}
 	shutdown(fd, SHUT_WR);
 	until = rh_now_ms() + 2000;
@@ -306,11 +327,15 @@ static void *rh_plain_main(void *arg)
 		pthread_mutex_lock(&s->rp_lock);
 		s->rp_count++;
 		pthread_mutex_unlock(&s->rp_lock);
-		rh_plain_serve(fd);
+		if (s->rp_silent) {
+			rh_silent_serve(fd);
+		} else {
+			rh_plain_serve(fd);
+		}
 	}
 }
 
-struct rh_plain *rh_plain_start(void)
+static struct rh_plain *rh_plain_start_as(int silent)
 {
 	struct rh_plain *s = calloc(1, sizeof(*s));
 	struct sockaddr_in sa;
@@ -328,6 +353,7 @@ struct rh_plain *rh_plain_start(void)
 		goto fail;
 	}
 	s->rp_port = ntohs(sa.sin_port);
+	s->rp_silent = silent;
 	pthread_mutex_init(&s->rp_lock, NULL);
 	if (pthread_create(&s->rp_thread, NULL, rh_plain_main, s) != 0) {
 		pthread_mutex_destroy(&s->rp_lock);
@@ -340,6 +366,16 @@ fail:
 	}
 	free(s);
 	return NULL;
+}
+
+struct rh_plain *rh_plain_start(void)
+{
+	return rh_plain_start_as(0);
+}
+
+struct rh_plain *rh_silent_start(void)
+{
+	return rh_plain_start_as(1);
 }
 
 unsigned rh_plain_port(const struct rh_plain *s)

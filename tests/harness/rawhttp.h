@@ -53,6 +53,10 @@ struct rh_plain;
 
 /* Listens on 127.0.0.1 at a port of its own; NULL on failure. */
 struct rh_plain *rh_plain_start(void);
+/* A server as rh_plain's that reads what a connection sends first and
+ * closes without a byte (as libmicrohttpd does with some ClientHellos);
+ * stopped, counted and addressed as rh_plain's. NULL on failure. */
+struct rh_plain *rh_silent_start(void);
 unsigned rh_plain_port(const struct rh_plain *s);
 /* The connections accepted so far. */
 unsigned rh_plain_count(struct rh_plain *s);

@@ -21,6 +21,7 @@
 #include "fixtures.h"
 #include "console_client.h"
 #include "prom_text.h"
+#include "rawhttp.h"
 
 #define E2E_WAIT_S 30
 #define CRASH_ORDERS 40
@@ -1164,28 +1165,30 @@ static void test_a_kept_outcome_of_a_row_taken_over_says_so(void **state)
 	peer_destroy(p);
 }
 
-/* notify_url says https:// but its port is the shop's plain HTTP one: no
- * answer can ever come. The row's last error says what is wrong and what
- * to do, the log warns once (not at each retry), the row is retried with
- * backoff, and once a reload gives the http:// URL it is delivered. */
+/* notify_url says https:// but its port is a plain HTTP one (a server that
+ * answers every ClientHello with a status line): no answer can ever come.
+ * Every attempt's error says what is wrong and what to do, the log warns
+ * once (not at each retry), the row is retried with backoff, and once a
+ * reload gives the shop's http:// URL it is delivered. */
 static void test_an_https_notify_url_on_a_plain_port_says_use_http(void **state)
 {
+	struct rh_plain *plain = rh_plain_start();
 	struct peer *p = peer_create();
 	struct peer_behaviour ok = peer_reply(200, "{}");
 	struct daemon d;
 	char ini[2048];
 	char id[64];
-	const char *base;
+	int64_t attempts;
 
 	(void)state;
+	assert_non_null(plain);
 	assert_non_null(p);
 	peer_default(p, "/notify", &ok);
-	base = peer_base(p);
-	assert_true(strncmp(base, "http://", 7) == 0);
 	snprintf(ini, sizeof(ini),
-	         FX_STRIPE_INI "\n[outbound]\nnotify_url = https://%s/notify\nretry_base = 50ms\n"
-	                       "retry_cap = 200ms\npoll = 20ms\ntimeout = 5s\n",
-	         base + 7);
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = https://127.0.0.1:%u/notify\n"
+	                       "retry_base = 50ms\nretry_cap = 200ms\npoll = 20ms\ntimeout = 5s\n"
+	                       "max_attempts = 1000\n", /* alive until the reload */
+	         rh_plain_port(plain));
 	fx_daemon_start(&d, "%s", ini);
 	fx_order(&d, 2497, "usd", id);
 	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_not_tls", id, 2497, "usd"), 200);
@@ -1195,6 +1198,11 @@ static void test_an_https_notify_url_on_a_plain_port_says_use_http(void **state)
 	                                " 'the server does not speak TLS: use http:// (%'",
 	                                1, E2E_WAIT_S),
 	                 1);
+	/* Every attempt met the status line, none a silent close. */
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE error IS NULL OR"
+	                               " error NOT LIKE 'the server does not speak TLS: use"
+	                               " http:// (%%'"),
+	                 0);
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox WHERE status IN"
 	                               " ('retry_wait', 'delivering') AND (last_error IS NULL OR"
 	                               " last_error LIKE 'the server does not speak TLS%%')"),
@@ -1202,13 +1210,15 @@ static void test_an_https_notify_url_on_a_plain_port_says_use_http(void **state)
 	assert_int_equal(t_log_count(&d, "<4>outbound: row 1 (notify): its https:// URL points "
 	                                 "at a port that answers in plain HTTP"),
 	                 1);
+	attempts = fx_db_int(&d, "SELECT count(*) FROM outbox_attempts");
+	assert_true(rh_plain_count(plain) >= (unsigned)attempts);
 	assert_int_equal(peer_count(p), 0);
 
 	/* the operator fixes the URL: the row goes out at its next attempt */
 	snprintf(ini, sizeof(ini),
 	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\n"
 	                       "retry_cap = 200ms\npoll = 20ms\ntimeout = 5s\n",
-	         base);
+	         peer_base(p));
 	assert_int_equal(daemon_write_file(&d, "idemhook.ini", ini), 0);
 	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
 	assert_int_equal(daemon_log_wait(&d, "SIGHUP: configuration", 10000), 0);
@@ -1217,6 +1227,49 @@ static void test_an_https_notify_url_on_a_plain_port_says_use_http(void **state)
 	assert_int_equal(daemon_term(&d, 20), 0);
 	daemon_finish(&d);
 	peer_destroy(p);
+	rh_plain_stop(plain);
+}
+
+/* notify_url says https:// and its server takes the ClientHello and closes
+ * without a byte (libmicrohttpd does so on a plain port for some
+ * ClientHellos): nothing says for sure what is wrong, so no warning and the
+ * row is retried as any call without an answer, but each attempt's error
+ * says what it may mean. */
+static void
+test_an_https_notify_url_whose_server_closes_in_the_handshake_hints_at_http(void **state)
+{
+	struct rh_plain *silent = rh_silent_start();
+	struct daemon d;
+	char id[64];
+
+	(void)state;
+	assert_non_null(silent);
+	fx_daemon_start(&d,
+	                FX_STRIPE_INI "\n[outbound]\nnotify_url = https://127.0.0.1:%u/notify\n"
+	                              "retry_base = 50ms\nretry_cap = 200ms\npoll = 20ms\n"
+	                              "timeout = 5s\nmax_attempts = 1000\n",
+	                rh_plain_port(silent));
+	fx_order(&d, 2498, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_closed_in_tls", id, 2498, "usd"), 200);
+	assert_int_equal(
+	        hn_db_wait_int(d.dm_db,
+	                       "SELECT count(*) >= 2 FROM outbox_attempts WHERE error LIKE"
+	                       " 'the server closed the connection during the TLS handshake; if"
+	                       " this port speaks plain HTTP, use http:// (%'",
+	                       1, E2E_WAIT_S),
+	        1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE error IS NULL OR"
+	                               " error NOT LIKE 'the server closed the connection during"
+	                               " the TLS handshake;%%'"),
+	                 0);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox WHERE status IN"
+	                               " ('retry_wait', 'delivering')"),
+	                 1);
+	assert_true(rh_plain_count(silent) >= 2);
+	assert_int_equal(t_log_count(&d, "<4>outbound: row 1 (notify): its https:// URL"), 0);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	rh_plain_stop(silent);
 }
 
 /* The shop serves HTTPS with a self-signed certificate no system CA
@@ -1298,6 +1351,147 @@ static void test_a_shop_certificate_that_fails_verification_says_what_to_set(voi
 	assert_int_equal(daemon_term(&d, 20), 0);
 	peer_destroy(p);
 	daemon_finish(&d);
+	free(base);
+}
+
+/* The CA file the worker verifies the shop with stops being usable after
+ * the start (overwritten by something that is not PEM): no answer can
+ * come, and it is not the shop's certificate that is wrong. The row's
+ * error and the one warning name the file; once the file is put back,
+ * the row is delivered at its next attempt, without a reload. */
+static void test_a_ca_file_that_cannot_be_used_is_named_not_the_peer(void **state)
+{
+	struct peer *p;
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	struct daemon d;
+	char sql[1024];
+	char ca[700];
+	char id[64];
+	char *pem;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, NULL), 0);
+	p = peer_create_tls(d.dm_dir);
+	assert_non_null(p);
+	peer_default(p, "/notify", &ok);
+	pem = hn_read_file(peer_ca(p));
+	assert_non_null(pem);
+	assert_int_equal(daemon_write_file(&d, "shop-ca.pem", pem), 0);
+	snprintf(ca, sizeof(ca), "%s/shop-ca.pem", d.dm_dir);
+	fx_append_config(&d,
+	                 FX_STRIPE_INI
+	                 "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\n"
+	                 "retry_cap = 200ms\npoll = 20ms\ntimeout = 5s\nca_file = %s\n",
+	                 peer_base(p), ca);
+	assert_int_equal(daemon_start(&d), 0);
+	assert_int_equal(daemon_write_file(&d, "shop-ca.pem", "not a certificate\n"), 0);
+	fx_order(&d, 2501, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_ca_file", id, 2501, "usd"), 200);
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) >= 2 FROM outbox_attempts WHERE error LIKE 'the CA file cannot"
+	         " be used: fix it, or set [outbound] ca_file to a PEM file of CAs, and reload"
+	         " (the CA file %s cannot be used: %%'",
+	         ca);
+	assert_int_equal(hn_db_wait_int(d.dm_db, sql, 1, E2E_WAIT_S), 1);
+	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE error LIKE"
+	                               " '%%certificate is not trusted%%'"),
+	                 0);
+	assert_int_equal(t_log_count(&d, "<4>outbound: row 1 (notify): the CA file to verify "
+	                                 "peers with cannot be used (the CA file "),
+	                 1);
+	assert_int_equal(daemon_log_wait(&d,
+	                                 "and not the peer's: the file is missing, unreadable"
+	                                 " or holds no PEM certificate",
+	                                 0),
+	                 0);
+	assert_int_equal(peer_count(p), 0);
+
+	/* The file put back: delivered at the next attempt. */
+	assert_int_equal(daemon_write_file(&d, "shop-ca.pem", pem), 0);
+	t_wait_one_succeeded(&d);
+	assert_int_equal(peer_count(p), 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	peer_destroy(p);
+	daemon_finish(&d);
+	free(pem);
+}
+
+/* d's configuration: base, Stripe, and "[section]\nca_file = path". */
+static void t_write_ca_config(struct daemon *d, const char *base, const char *section,
+                              const char *path)
+{
+	char ini[4096];
+
+	snprintf(ini, sizeof(ini), "%s" FX_STRIPE_INI "\n[%s]\nca_file = %s\n", base, section,
+	         path);
+	assert_int_equal(daemon_write_file(d, "idemhook.ini", ini), 0);
+}
+
+/* A CA file that is not PEM, or missing, would fail every TLS call: serve
+ * --check and the start refuse it, naming the key and the file, and so
+ * does a reload ([client] or [outbound]), which keeps the running
+ * configuration. */
+static void test_a_ca_file_that_cannot_be_used_is_refused_by_check_start_and_reload(void **state)
+{
+	const char *check[] = {"serve", "--check", NULL};
+	struct daemon d;
+	char bad[700];
+	char missing[700];
+	char good[700];
+	char want[1024];
+	char *base;
+	char *err = NULL;
+	char id[64];
+	char *pem;
+	struct peer *p;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, NULL), 0);
+	base = hn_read_file(d.dm_config); /* [server], [store], [admin] */
+	assert_non_null(base);
+	p = peer_create_tls(d.dm_dir); /* for a good CA file */
+	assert_non_null(p);
+	pem = hn_read_file(peer_ca(p));
+	assert_non_null(pem);
+	assert_int_equal(daemon_write_file(&d, "good.pem", pem), 0);
+	assert_int_equal(daemon_write_file(&d, "bad.pem", "not a certificate\n"), 0);
+	snprintf(good, sizeof(good), "%s/good.pem", d.dm_dir);
+	snprintf(bad, sizeof(bad), "%s/bad.pem", d.dm_dir);
+	snprintf(missing, sizeof(missing), "%s/missing.pem", d.dm_dir);
+	snprintf(want, sizeof(want),
+	         "[client] ca_file: the CA file %s cannot be used: it holds no PEM certificate",
+	         bad);
+
+	t_write_ca_config(&d, base, "client", bad);
+	assert_int_equal(daemon_cli_err(&d, 1, check, NULL, &err), EX_CONFIG);
+	assert_non_null(err);
+	if (strstr(err, want) == NULL) {
+		fail_msg("serve --check said: %s", err);
+	}
+	free(err);
+	err = NULL;
+	assert_int_equal(daemon_start(&d), -1);
+	assert_int_equal(daemon_log_wait(&d, want, 0), 0);
+
+	/* Good: it starts; then a reload with the bad file, or a missing
+	 * one, is refused and the daemon keeps serving. */
+	t_write_ca_config(&d, base, "client", good);
+	assert_int_equal(daemon_cli(&d, 1, check, NULL), EX_OK);
+	assert_int_equal(daemon_start(&d), 0);
+	t_write_ca_config(&d, base, "client", bad);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	assert_int_equal(daemon_log_wait(&d, "is not valid (above: file, line and key)", 10000), 0);
+	assert_int_equal(t_log_count(&d, want), 3); /* --check, the start, the reload */
+	t_write_ca_config(&d, base, "outbound", missing);
+	assert_int_equal(daemon_signal(&d, SIGHUP), 0);
+	snprintf(want, sizeof(want), "[outbound] ca_file: cannot read %s: No such file", missing);
+	assert_int_equal(daemon_log_wait(&d, want, 10000), 0);
+	assert_int_equal(t_log_count(&d, "is not valid (above: file, line and key)"), 2);
+	fx_order(&d, 2502, "usd", id); /* still serving */
+	assert_int_equal(daemon_term(&d, 20), 0);
+	peer_destroy(p);
+	daemon_finish(&d);
+	free(pem);
 	free(base);
 }
 
@@ -1912,7 +2106,12 @@ int main(void)
 	        cmocka_unit_test(test_a_kept_row_past_its_lease_is_not_polled_as_due),
 	        cmocka_unit_test(test_a_kept_outcome_of_a_row_taken_over_says_so),
 	        cmocka_unit_test(test_an_https_notify_url_on_a_plain_port_says_use_http),
+	        cmocka_unit_test(
+	                test_an_https_notify_url_whose_server_closes_in_the_handshake_hints_at_http),
 	        cmocka_unit_test(test_a_shop_certificate_that_fails_verification_says_what_to_set),
+	        cmocka_unit_test(test_a_ca_file_that_cannot_be_used_is_named_not_the_peer),
+	        cmocka_unit_test(
+	                test_a_ca_file_that_cannot_be_used_is_refused_by_check_start_and_reload),
 	        cmocka_unit_test(
 	                test_a_start_without_outbound_gives_back_a_row_a_crash_left_delivering),
 	        cmocka_unit_test(

@@ -538,7 +538,8 @@ struct t_env {
 };
 
 /* 1: env_start gives Stripe's api_base_url as https:// on a plain HTTP
- * port (one that always answers: see rh_plain_start). */
+ * port (one that always answers: see rh_plain_start); 2: on a port whose
+ * server closes without a byte (rh_silent_start). */
 static int t_stripe_https;
 
 /* 1: env_start gives Stripe's api_base_url as a fake of its own serving
@@ -565,7 +566,7 @@ static void env_start(struct t_env *e, const char *extra)
 	snprintf(stripe_base, sizeof(stripe_base), "%s", peer_base(e->te_peer));
 	e->te_plain = NULL;
 	if (t_stripe_https) {
-		e->te_plain = rh_plain_start();
+		e->te_plain = t_stripe_https == 2 ? rh_silent_start() : rh_plain_start();
 		assert_non_null(e->te_plain);
 		snprintf(stripe_base, sizeof(stripe_base), "https://127.0.0.1:%u",
 		         rh_plain_port(e->te_plain));
@@ -1707,6 +1708,36 @@ static void test_an_https_api_address_on_a_plain_port_fails_at_once_saying_use_h
 	env_finish(&e);
 }
 
+/* Stripe's api_base_url says https:// and its server closes during the
+ * handshake without a byte (as libmicrohttpd does on a plain port for
+ * some ClientHellos): nothing sure, so retried as no answer (retries = 2:
+ * three requests); the detail says what the close may mean. */
+static void
+test_an_https_api_address_that_closes_in_the_handshake_is_retried_with_a_hint(void **state)
+{
+	struct t_env e;
+	char *out = NULL;
+
+	(void)state;
+	t_stripe_https = 2;
+	env_start(&e, "[reconcile]\nretries = 2\nretry_base = 50ms\ntimeout = 5s\n");
+	t_stripe_https = 0;
+	many_events();
+	assert_int_equal(reconcile(&e, &out, "--provider", "stripe", "--json", NULL), 75);
+	assert_non_null(out);
+	assert_int_equal(stripe_field(out, "requests"), 3);
+	assert_int_equal(rh_plain_count(e.te_plain), 3);
+	assert_int_equal(stripe_field(out, "failed"), 1);
+	if (strstr(out, "unreachable") == NULL ||
+	    strstr(out, "no answer: the server closed the connection during the TLS handshake; if"
+	                " this port speaks plain HTTP, use http:// (") == NULL) {
+		fail_msg("reconcile said: %s", out);
+	}
+	assert_null(strstr(out, "not_tls"));
+	free(out);
+	env_finish(&e);
+}
+
 /* Stripe's API answers over HTTPS with a certificate no CA the daemon
  * knows issued: the question fails at once (one request, where retries
  * = 3 would make four: another attempt fails alike) with reason
@@ -1763,6 +1794,41 @@ test_an_api_certificate_that_fails_verification_fails_at_once_saying_what_to_set
 	env_finish(&e);
 }
 
+/* [client] ca_file names a file that holds no certificate (the commands
+ * besides serve do not check it up front): the question fails at once
+ * (one request: another attempt fails alike) with reason ca_file and a
+ * detail that names the file, not the provider's certificate. */
+static void test_a_ca_file_that_cannot_be_used_fails_at_once_naming_the_file(void **state)
+{
+	struct t_env e;
+	char *out = NULL;
+	char bad[700];
+	char want[1024];
+	char ini[800];
+
+	(void)state;
+	t_stripe_tls = 1;
+	env_start(&e, "[reconcile]\nretries = 3\nretry_base = 50ms\ntimeout = 5s\n");
+	t_stripe_tls = 0;
+	assert_int_equal(daemon_write_file(&e.te_d, "bad.pem", "not a certificate\n"), 0);
+	snprintf(bad, sizeof(bad), "%s/bad.pem", e.te_d.dm_dir);
+	snprintf(ini, sizeof(ini), "\n[client]\nca_file = %s\n", bad);
+	assert_int_equal(daemon_append_config(&e.te_d, ini), 0);
+	assert_int_equal(reconcile(&e, &out, "--provider", "stripe", "--json", NULL), 75);
+	assert_non_null(out);
+	assert_int_equal(stripe_field(out, "requests"), 1);
+	assert_int_equal(stripe_field(out, "failed"), 1);
+	snprintf(want, sizeof(want), "\"ca_file: the CA file %s cannot be used: ", bad);
+	if (strstr(out, want) == NULL || strstr(out, "set [client] ca_file to a PEM file of the"
+	                                             " CAs to trust, or fix the file") == NULL) {
+		fail_msg("reconcile said: %s", out);
+	}
+	assert_null(strstr(out, "not trusted"));
+	free(out);
+	assert_int_equal(peer_count(e.te_tls), 0);
+	env_finish(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1795,7 +1861,10 @@ int main(void)
 	        cmocka_unit_test(
 	                test_an_https_api_address_on_a_plain_port_fails_at_once_saying_use_http),
 	        cmocka_unit_test(
+	                test_an_https_api_address_that_closes_in_the_handshake_is_retried_with_a_hint),
+	        cmocka_unit_test(
 	                test_an_api_certificate_that_fails_verification_fails_at_once_saying_what_to_set),
+	        cmocka_unit_test(test_a_ca_file_that_cannot_be_used_fails_at_once_naming_the_file),
 	};
 
 	/* IDEMHOOK_TEST_FILTER=test_a_* runs only the tests it matches. */

@@ -390,6 +390,148 @@ static void test_a_start_without_outbound_gives_back_an_expired_lease_only(void 
 	peer_destroy(p);
 }
 
+/* Receiver r (stopped or not) runs `outbox retry row` as an operator. */
+static void pg_operator_retry(struct daemon *r, const char *row)
+{
+	const char *retry[] = {"outbox", "retry", row, NULL};
+	char *out = NULL;
+
+	assert_int_equal(daemon_cli(r, 1, retry, &out), 0);
+	free(out);
+}
+
+/* Waits until the one row is dead with its attempt history n lines long. */
+static void pg_wait_dead_after(const struct daemon *r, int lines)
+{
+	char sql[256];
+
+	snprintf(sql, sizeof(sql),
+	         "SELECT COUNT(*) FROM outbox WHERE status = 'dead' AND"
+	         " (SELECT COUNT(*) FROM outbox_attempts) = %d",
+	         lines);
+	assert_int_equal(hn_db_wait_int(r->dm_db, sql, 1, OUTBOX_WAIT_S), 1);
+}
+
+/* Two receivers share the outbox: a row that went dead on one, retried by
+ * the operator and taken by the other (and back again), numbers each
+ * counted call once across the rounds and the receivers (#1, #2, #3), as
+ * on SQLite, though each round's count starts again at 1. */
+static void test_a_row_retried_and_taken_by_another_receiver_numbers_its_calls_on(void **state)
+{
+	struct peer_behaviour e400 = peer_reply(400, "{\"error\":\"no such order\"}");
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	struct peer *p = peer_create();
+	struct daemon d[2];
+	char ini[2048];
+	char row[32];
+	char id[64];
+	char *out = NULL;
+
+	(void)state;
+	assert_non_null(p);
+	peer_script(p, "/notify", &e400);
+	peer_script(p, "/notify", &e400);
+	peer_default(p, "/notify", &ok);
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
+	                       "poll = 20ms\ntimeout = 5s\n",
+	         peer_base(p));
+	assert_int_equal(pg_receivers_start(d, 1, ini), 0);
+	assert_int_equal(hn_order_create(&d[0], 2700, "usd", id), 0);
+	assert_int_equal(fx_stripe_pay(&d[0], "evt_pg_outbox_numbered", id, 2700, "usd"), 200);
+	pg_wait_dead_after(&d[0], 1);
+	snprintf(row, sizeof(row), "%lld",
+	         (long long)hn_db_int(d[0].dm_db, "SELECT id FROM outbox"));
+
+	/* The first receiver stops; the other one takes the retried row. */
+	assert_int_equal(daemon_term(&d[0], 20), 0);
+	assert_int_equal(daemon_init_beside(&d[1], &d[0], ini), 0);
+	assert_int_equal(daemon_start(&d[1]), 0);
+	pg_operator_retry(&d[0], row);
+	pg_wait_dead_after(&d[1], 2);
+
+	/* And back: the first receiver takes the next retry, delivered. */
+	assert_int_equal(daemon_term(&d[1], 20), 0);
+	assert_int_equal(daemon_start(&d[0]), 0);
+	pg_operator_retry(&d[1], row);
+	assert_int_equal(hn_db_wait_int(d[0].dm_db,
+	                                "SELECT COUNT(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                OUTBOX_WAIT_S),
+	                 1);
+	assert_int_equal(peer_count(p), 3);
+	assert_int_equal(hn_db_int(d[0].dm_db, "SELECT attempts FROM outbox"), 1);
+	out = hn_db_dump(d[0].dm_db, "SELECT attempt, http_status FROM outbox_attempts"
+	                             " ORDER BY id");
+	assert_non_null(out);
+	assert_string_equal(out, "1|400\n2|400\n3|200\n");
+	free(out);
+	{
+		const char *show[] = {"outbox", "show", row, "--json", NULL};
+
+		assert_int_equal(daemon_cli(&d[0], 1, show, &out), 0);
+	}
+	assert_non_null(out);
+	assert_non_null(strstr(out, "\"n\": \"3\", \"attempt\": 3, \"counted\": true"));
+	assert_non_null(strstr(out, "\"n\": \"2\", \"attempt\": 2, \"counted\": true"));
+	assert_non_null(strstr(out, "\"n\": \"1\", \"attempt\": 1, \"counted\": true"));
+	free(out);
+	assert_int_equal(daemon_term(&d[0], 20), 0);
+	pg_receivers_finish(d, 2);
+	peer_destroy(p);
+}
+
+/* A retried row's call given back at one receiver's shutdown is repeated
+ * by the other under the same number: the history reads #1 (the dead
+ * call), #2 given back (not counted), #2 delivered. */
+static void test_a_retried_call_given_back_at_shutdown_keeps_its_number_at_the_other(void **state)
+{
+	struct peer_behaviour e400 = peer_reply(400, "{\"error\":\"no such order\"}");
+	struct peer_behaviour hang = {.pb_action = PEER_HANG, .pb_ms = 60000};
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	struct peer *p = peer_create();
+	struct daemon d[2];
+	char ini[2048];
+	char row[32];
+	char id[64];
+	char *out = NULL;
+
+	(void)state;
+	assert_non_null(p);
+	peer_script(p, "/notify", &e400);
+	peer_script(p, "/notify", &hang);
+	peer_default(p, "/notify", &ok);
+	snprintf(ini, sizeof(ini),
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
+	                       "poll = 20ms\ntimeout = 50s\n",
+	         peer_base(p));
+	assert_int_equal(pg_receivers_start(d, 1, ini), 0);
+	assert_int_equal(hn_order_create(&d[0], 2800, "usd", id), 0);
+	assert_int_equal(fx_stripe_pay(&d[0], "evt_pg_outbox_given_back", id, 2800, "usd"), 200);
+	pg_wait_dead_after(&d[0], 1);
+	snprintf(row, sizeof(row), "%lld",
+	         (long long)hn_db_int(d[0].dm_db, "SELECT id FROM outbox"));
+	pg_operator_retry(&d[0], row);
+	assert_int_equal(peer_wait(p, 2, OUTBOX_WAIT_S * 1000), 2); /* the retried call hangs */
+	assert_int_equal(daemon_term(&d[0], 20), 0);
+	assert_int_equal(daemon_init_beside(&d[1], &d[0], ini), 0);
+	assert_int_equal(daemon_start(&d[1]), 0);
+	assert_int_equal(hn_db_wait_int(d[1].dm_db,
+	                                "SELECT COUNT(*) FROM outbox WHERE status = 'succeeded'", 1,
+	                                OUTBOX_WAIT_S),
+	                 1);
+	out = hn_db_dump(d[1].dm_db, "SELECT attempt, COALESCE(http_status, 0),"
+	                             " error LIKE 'released at shutdown:%' FROM outbox_attempts"
+	                             " ORDER BY id");
+	assert_non_null(out);
+	if (strcmp(out, "1|400|NULL\n2|0|1\n2|200|NULL\n") != 0) {
+		fail_msg("history:\n%s", out);
+	}
+	free(out);
+	assert_int_equal(daemon_term(&d[1], 20), 0);
+	pg_receivers_finish(d, 2);
+	peer_destroy(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -402,6 +544,10 @@ int main(void)
 	        cmocka_unit_test(test_a_call_cut_by_a_kill_is_in_the_attempt_history_on_postgresql),
 	        cmocka_unit_test(test_a_row_taken_over_from_a_killed_receiver_keeps_the_cut_call),
 	        cmocka_unit_test(test_a_start_without_outbound_gives_back_an_expired_lease_only),
+	        cmocka_unit_test(
+	                test_a_row_retried_and_taken_by_another_receiver_numbers_its_calls_on),
+	        cmocka_unit_test(
+	                test_a_retried_call_given_back_at_shutdown_keeps_its_number_at_the_other),
 	};
 
 	pgserver_require_or_skip("test_pg_outbox");

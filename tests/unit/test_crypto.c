@@ -4,8 +4,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -366,6 +368,113 @@ static void test_crypto_pubkey_load_takes_the_key_from_a_certificate(void **stat
 	EVP_PKEY_free(k);
 }
 
+/* text written to a new file under $TMPDIR (or /tmp); its path in path. */
+static void test_ca_file_write(char path[256], const char *text)
+{
+	const char *tmp = getenv("TMPDIR");
+	FILE *f;
+	int fd;
+
+	snprintf(path, 256, "%s/idemhook-ca-XXXXXX", tmp != NULL ? tmp : "/tmp");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* A self-signed certificate and its key, PEM. */
+static void test_ca_file_pems(char **ret_cert, char **ret_key)
+{
+	EVP_PKEY *k = test_rsa_key();
+	X509 *cert = X509_new();
+	BIO *cb = BIO_new(BIO_s_mem());
+	BIO *kb = BIO_new(BIO_s_mem());
+	char *data = NULL;
+	long n;
+
+	assert_int_equal(ASN1_INTEGER_set(X509_get_serialNumber(cert), 0x5158), 1);
+	assert_non_null(X509_gmtime_adj(X509_getm_notBefore(cert), 0));
+	assert_non_null(X509_gmtime_adj(X509_getm_notAfter(cert), 3600));
+	assert_int_equal(X509_set_pubkey(cert, k), 1);
+	assert_int_equal(X509_NAME_add_entry_by_txt(X509_get_subject_name(cert), "CN", MBSTRING_ASC,
+	                                            (const unsigned char *)"Private CA", -1, -1, 0),
+	                 1);
+	assert_int_equal(X509_set_issuer_name(cert, X509_get_subject_name(cert)), 1);
+	assert_true(X509_sign(cert, k, EVP_sha256()) > 0);
+	assert_int_equal(PEM_write_bio_X509(cb, cert), 1);
+	assert_int_equal(PEM_write_bio_PrivateKey(kb, k, NULL, NULL, 0, NULL, NULL), 1);
+	n = BIO_get_mem_data(cb, &data);
+	*ret_cert = strndup(data, (size_t)n);
+	n = BIO_get_mem_data(kb, &data);
+	*ret_key = strndup(data, (size_t)n);
+	assert_non_null(*ret_cert);
+	assert_non_null(*ret_key);
+	BIO_free(cb);
+	BIO_free(kb);
+	X509_free(cert);
+	EVP_PKEY_free(k);
+}
+
+/* A CA file is taken as OpenSSL's loader takes it: PEM certificates
+ * (text between them is skipped), and a block that does not parse fails
+ * the whole file. */
+static void test_crypto_ca_file_check_takes_what_tls_would_load(void **state)
+{
+	char *cert;
+	char *key;
+	char text[16384];
+	char path[256];
+	char err[128];
+	size_t i;
+	struct {
+		int rc;
+		const char *why;
+	} want[] = {
+	        {0, NULL},
+	        {0, NULL},
+	        {-1, "it is not a PEM file of certificates"},
+	        {-1, "it holds no PEM certificate"},
+	        {-1, "it holds no PEM certificate"},
+	};
+
+	(void)state;
+	test_ca_file_pems(&cert, &key);
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		switch (i) {
+		case 0:
+			snprintf(text, sizeof(text), "%s", cert);
+			break;
+		case 1:
+			snprintf(text, sizeof(text), "# Private CA\n%s\n# again\n%s", cert, cert);
+			break;
+		case 2:
+			snprintf(text, sizeof(text),
+			         "%s-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+			         cert);
+			break;
+		case 3:
+			snprintf(text, sizeof(text), "%s", key);
+			break;
+		default:
+			text[0] = '\0';
+			break;
+		}
+		test_ca_file_write(path, text);
+		err[0] = '\0';
+		assert_int_equal(crypto_ca_file_check(path, err, sizeof(err)), want[i].rc);
+		if (want[i].why != NULL) {
+			assert_string_equal(err, want[i].why);
+		}
+		unlink(path);
+	}
+	assert_int_equal(crypto_ca_file_check(path, err, sizeof(err)), -1);
+	assert_string_equal(err, "cannot open it");
+	free(cert);
+	free(key);
+}
+
 /* RFC 8032 section 7.1, TEST 1 (empty message). */
 static void test_crypto_ed25519_verifies_rfc8032_test1(void **state)
 {
@@ -545,7 +654,7 @@ int main(void)
 	        cmocka_unit_test(test_crypto_hmac_sha256_matches_stripe_published_vectors),
 	        cmocka_unit_test(test_crypto_hmac_with_an_empty_key_is_still_keyed),
 	        cmocka_unit_test(test_crypto_hmac_sha512_matches_rfc4231),
-        cmocka_unit_test(test_crypto_hmac_spans_equal_the_mac_of_the_whole),
+	        cmocka_unit_test(test_crypto_hmac_spans_equal_the_mac_of_the_whole),
 	        cmocka_unit_test(test_crypto_sha256_of_abc_is_the_fips_value),
 	        cmocka_unit_test(test_crypto_equal_compares_length_and_content),
 	        cmocka_unit_test(test_crypto_hex_decode_accepts_both_cases_and_rejects_junk),
@@ -555,10 +664,12 @@ int main(void)
 	        cmocka_unit_test(
 	                test_crypto_rsa_verify_accepts_pem_and_base64_der_and_refuses_changes),
 	        cmocka_unit_test(test_crypto_pubkey_load_takes_the_key_from_a_certificate),
+	        cmocka_unit_test(test_crypto_ca_file_check_takes_what_tls_would_load),
 	        cmocka_unit_test(test_crypto_ed25519_verifies_rfc8032_test1),
 	        cmocka_unit_test(test_crypto_aes256gcm_decrypts_and_refuses_a_bad_tag),
 	        cmocka_unit_test(test_crypto_aes256gcm_encrypt_matches_openssl_and_round_trips),
-	        cmocka_unit_test(test_crypto_generated_rsa_pair_signs_what_its_public_half_verifies),
+	        cmocka_unit_test(
+	                test_crypto_generated_rsa_pair_signs_what_its_public_half_verifies),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -431,6 +431,85 @@ static void test_an_https_url_on_a_plain_http_port_is_told_by_its_status_line(vo
 	}
 }
 
+/* A server that takes the ClientHello and closes without a byte back (as
+ * libmicrohttpd does on a plain port for some ClientHellos): no answer,
+ * retried as any (a close says nothing for sure), but the error says what
+ * it may mean for an https:// URL. */
+static void test_a_close_during_the_tls_handshake_hints_at_a_plain_port(void **state)
+{
+	static const char hint[] = "the server closed the connection during the TLS handshake; "
+	                           "if this port speaks plain HTTP, use http:// (";
+	struct canned c;
+	struct httpc_request req;
+	struct httpc_response resp;
+	char err[HTTPC_ERR_MAX] = "";
+	unsigned port = canned_start(&c, "", 0);
+
+	(void)state;
+	request_init(&req, port, "/");
+	req.hcq_url = url_of("https", port, "/");
+	assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), -1);
+	assert_int_equal(resp.hcr_status, 0);
+	assert_int_equal(resp.hcr_failure, HTTPC_FAILURE_OTHER);
+	if (strncmp(err, hint, strlen(hint)) != 0) {
+		fail_msg("error: %s", err);
+	}
+	canned_stop(&c);
+
+	/* Over plain http:// the same close says nothing about TLS. */
+	port = canned_start(&c, "", 0);
+	request_init(&req, port, "/");
+	err[0] = '\0';
+	assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), -1);
+	assert_int_equal(resp.hcr_failure, HTTPC_FAILURE_OTHER);
+	assert_null(strstr(err, "TLS"));
+	canned_stop(&c);
+}
+
+/* A CA file that is missing or holds no PEM certificate is its own
+ * failure, whose error names the file: the peer is not what is wrong. */
+static void test_an_unusable_ca_file_is_named_not_taken_for_an_untrusted_peer(void **state)
+{
+	char dir[64];
+	char path[2][128];
+	char want[320];
+	FILE *f;
+	size_t i;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/idemhook-httpc-XXXXXX");
+	assert_non_null(mkdtemp(dir));
+	snprintf(path[0], sizeof(path[0]), "%s/missing.pem", dir);
+	snprintf(path[1], sizeof(path[1]), "%s/not-pem.pem", dir);
+	f = fopen(path[1], "w");
+	assert_non_null(f);
+	fputs("this is not a certificate\n", f);
+	fclose(f);
+	for (i = 0; i < 2; i++) {
+		struct canned c;
+		struct httpc_request req;
+		struct httpc_response resp;
+		char err[HTTPC_ERR_MAX] = "";
+		unsigned port = canned_start(&c, "", 0);
+
+		request_init(&req, port, "/");
+		req.hcq_url = url_of("https", port, "/");
+		req.hcq_ca_file = path[i];
+		assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), -1);
+		assert_int_equal(resp.hcr_status, 0);
+		if (resp.hcr_failure != HTTPC_FAILURE_TLS_CA_FILE) {
+			fail_msg("%s: failure %d (%s)", path[i], (int)resp.hcr_failure, err);
+		}
+		snprintf(want, sizeof(want), "the CA file %s cannot be used: ", path[i]);
+		if (strncmp(err, want, strlen(want)) != 0) {
+			fail_msg("error: %s", err);
+		}
+		canned_stop(&c);
+	}
+	unlink(path[1]);
+	rmdir(dir);
+}
+
 static void test_only_http_and_https_urls_are_taken(void **state)
 {
 	struct httpc_request req;
@@ -843,6 +922,8 @@ int main(void)
 	        cmocka_unit_test(test_answer_trickling_in_still_hits_the_total_timeout),
 	        cmocka_unit_test(test_header_list_refuses_line_breaks_and_finds_by_name),
 	        cmocka_unit_test(test_https_is_verified_against_the_given_ca_file),
+	        cmocka_unit_test(test_a_close_during_the_tls_handshake_hints_at_a_plain_port),
+	        cmocka_unit_test(test_an_unusable_ca_file_is_named_not_taken_for_an_untrusted_peer),
 	        cmocka_unit_test(test_a_pinned_key_alone_authenticates_a_tls_peer),
 	        cmocka_unit_test(test_multi_runs_transfers_at_once_and_hands_back_each_arg),
 	};
