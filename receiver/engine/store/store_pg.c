@@ -64,6 +64,13 @@
  * statement_timeout itself, which a stopped server (or one behind a
  * network black hole) never does. Past it the connection is given up. */
 #define STORE_PG_ANSWER_MARGIN_MS 2000
+/* The migrating connection has no statement_timeout (an index build on a
+ * large table is long, and as silent as a hung server). After this much
+ * silence on it, a second connection asks the server for a reply (its
+ * connect and its query bounded as the health probe's): a server that
+ * answers it is working (or waiting for a lock) and the migration waits
+ * on; one that does not is hung, and the migration is given up. */
+#define STORE_PG_MIGRATE_SILENCE_MS 2000
 /* After a connect that failed (or a server that stopped answering), the
  * next connect waits this long, doubled after each failure up to the
  * maximum; until then a connect fails at once. */
@@ -166,6 +173,10 @@ struct store_conn {
 	char cn_schema_guard_sql[96];
 	struct store_pg_backoff *cn_backoff; /* borrowed from its store_db */
 	int cn_hung; /* the server left it without a reply: given up (store_pg_hung) */
+	/* migrating (no statement_timeout): its store, and the connection
+	 * that checks the server answers while this one is silent */
+	struct store_db *cn_watch_db;
+	struct store_conn *cn_watch;
 };
 
 struct store_db {
@@ -290,6 +301,7 @@ static void store_pg_conn_close(struct store_conn *cn)
 	store_pg_defer_clear(cn);
 	store_pg_lanes_free(cn->cn_lanes);
 	store_pg_stmts_clear(cn);
+	store_pg_conn_close(cn->cn_watch);
 	if (cn->cn_pg != NULL) {
 		PQfinish(cn->cn_pg);
 	}
@@ -409,8 +421,11 @@ static void store_pg_hung(struct store_conn *cn, unsigned wait_ms)
 {
 	int fd = PQsocket(cn->cn_pg);
 
-	log_warn("store: postgresql did not answer within %u ms; the connection (%s) is given up",
-	         wait_ms, cn->cn_app_name != NULL ? cn->cn_app_name : cn->cn_role);
+	if (wait_ms > 0) { /* else the caller said it */
+		log_warn("store: postgresql did not answer within %u ms; the connection (%s) is "
+		         "given up",
+		         wait_ms, cn->cn_app_name != NULL ? cn->cn_app_name : cn->cn_role);
+	}
 	cn->cn_hung = 1;
 	if (fd >= 0) {
 		shutdown(fd, SHUT_RDWR);
@@ -421,16 +436,96 @@ static void store_pg_hung(struct store_conn *cn, unsigned wait_ms)
 	}
 }
 
+static struct store_conn *store_pg_conn_open_t(struct store_db *db, const char *role,
+                                               unsigned timeout_ms, int quiet, enum log_level level,
+                                               const char *connect_timeout);
+
+/* Whether the server answers a query on cn within wait_ms: 0 when it
+ * does (with a result or an error), -1 when the connection broke, -2 when
+ * no reply came in time (cn is then mid-query: the caller closes it). */
+static int store_pg_ping(struct store_conn *cn, unsigned wait_ms)
+{
+	int64_t deadline = store_pg_mono_ms() + wait_ms;
+	PGresult *res;
+
+	if (PQsendQuery(cn->cn_pg, "SELECT 1") != 1) {
+		return -1;
+	}
+	for (;;) {
+		int64_t left = deadline - store_pg_mono_ms();
+		int w = store_pg_wait(cn, left > 0 ? (unsigned)left : 0, 0);
+
+		if (w < 0) {
+			return w;
+		}
+		res = PQgetResult(cn->cn_pg); /* not busy: does not wait */
+		if (res == NULL) {
+			return 0;
+		}
+		PQclear(res);
+	}
+}
+
+/* Whether the server of cn (migrating, silent for a while) still answers,
+ * asked on a connection of its own (made on first use, kept): 0 when it
+ * does, or when it refuses that connection (it answered), -1 when the
+ * connect or the query got no reply in time. */
+static int store_pg_watch_check(struct store_conn *cn)
+{
+	int64_t t0 = store_pg_mono_ms();
+	int rc;
+
+	if (cn->cn_watch != NULL && PQstatus(cn->cn_watch->cn_pg) != CONNECTION_OK) {
+		store_pg_conn_close(cn->cn_watch);
+		cn->cn_watch = NULL;
+	}
+	if (cn->cn_watch == NULL) {
+		cn->cn_watch = store_pg_conn_open_t(cn->cn_watch_db, "idemhook migration check",
+		                                    STORE_PG_PROBE_WAIT_MS, 1, LOG_LEVEL_DEBUG,
+		                                    STORE_PG_PROBE_CONNECT_S);
+		if (cn->cn_watch == NULL) {
+			/* A refusal (max_connections, say) comes at once; only
+			 * connect_timeout's end is silence. */
+			return store_pg_mono_ms() - t0 >=
+			                       1000 * strtol(STORE_PG_PROBE_CONNECT_S, NULL, 10)
+			               ? -1
+			               : 0;
+		}
+	}
+	rc = store_pg_ping(cn->cn_watch, STORE_PG_PROBE_WAIT_MS);
+	if (rc == -2) {
+		store_pg_conn_close(cn->cn_watch);
+		cn->cn_watch = NULL;
+		return -1;
+	}
+	return 0;
+}
+
 /* cn's next result (PQgetResult), waited for while the server is silent
- * for at most its statement_timeout and STORE_PG_ANSWER_MARGIN_MS (for
- * good without a statement_timeout: migrations), from this call or the
- * last bytes it sent: every reply of the store's goes through here. */
+ * for at most its statement_timeout and STORE_PG_ANSWER_MARGIN_MS, from
+ * this call or the last bytes it sent: every reply of the store's goes
+ * through here. Without a statement_timeout (migrating), silence is
+ * waited out for as long as the server answers another connection. */
 static PGresult *store_pg_result(struct store_conn *cn)
 {
 	unsigned wait_ms = cn->cn_timeout_ms + STORE_PG_ANSWER_MARGIN_MS;
 
 	if (cn->cn_timeout_ms > 0 && store_pg_wait(cn, wait_ms, 1) == -2) {
 		store_pg_hung(cn, wait_ms);
+	}
+	while (cn->cn_timeout_ms == 0 && cn->cn_watch_db != NULL &&
+	       store_pg_wait(cn, STORE_PG_MIGRATE_SILENCE_MS, 1) == -2) {
+		int64_t t0 = store_pg_mono_ms();
+
+		if (store_pg_watch_check(cn) < 0) {
+			log_err("store: postgresql does not answer: the migration's connection was "
+			        "silent for %u ms, and a second connection got no reply within "
+			        "%" PRId64 " ms; the migration is given up (the server rolls back "
+			        "what it did not commit)",
+			        STORE_PG_MIGRATE_SILENCE_MS, store_pg_mono_ms() - t0);
+			store_pg_hung(cn, 0);
+			break;
+		}
 	}
 	return PQgetResult(cn->cn_pg);
 }
@@ -2692,7 +2787,8 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_from, int *ret_versi
 
 		if (store_pg_migrate_one(cn, mg, &applied) < 0) {
 			/* Another receiver may have applied it meanwhile. */
-			if (store_pg_version(cn, &version) < 0 || version < mg->mg_version) {
+			if (PQstatus(cn->cn_pg) != CONNECTION_OK ||
+			    store_pg_version(cn, &version) < 0 || version < mg->mg_version) {
 				log_err("store: migration %s failed", mg->mg_name);
 				goto out;
 			}
@@ -3254,6 +3350,9 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 		store_open_unreachable();
 		goto fail;
 	}
+	if (!opt->so_read_only) {
+		cn->cn_watch_db = db; /* no statement_timeout: silence is checked */
+	}
 	if (store_pg_version(cn, &version) < 0) {
 		goto fail;
 	}
@@ -3287,6 +3386,9 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 		store_pg_conn_close(cn);
 		return db;
 	}
+	store_pg_conn_close(cn->cn_watch);
+	cn->cn_watch = NULL;
+	cn->cn_watch_db = NULL;
 	if (store_pg_conn_setup(cn, db->db_timeout_ms) < 0) {
 		goto fail;
 	}
