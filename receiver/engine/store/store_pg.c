@@ -121,6 +121,11 @@ struct store_pg_backoff {
 	 * only the first of an outage is logged as a warning. */
 	unsigned bo_fails;
 	int64_t bo_fails_since_ms;
+	unsigned bo_under_way; /* counted connects let through and not ended */
+	/* A connect succeeded after bo_fails failed (at bo_reached_ms): said
+	 * once the connects under way then have ended, and counted. */
+	int bo_reached;
+	int64_t bo_reached_ms;
 };
 
 /* A write held back (en_exec_one on a lane): its prepared statement's name
@@ -634,46 +639,6 @@ static int store_pg_conninfo_check(const char *conninfo, int *ret_attrs, int *re
 	return -1;
 }
 
-/* A connect or reconnect that was tried and failed (bo: its store's). The
- * first of an outage is logged at level; the others, until a connection
- * succeeds again, at debug level: under load every request would
- * otherwise log its own. */
-static void store_pg_unreachable(struct store_pg_backoff *bo, enum log_level level,
-                                 const char *what, const PGconn *pg)
-{
-	char msg[STORE_PG_MSG_MAX];
-	unsigned n;
-
-	store_pg_one_line(pg != NULL ? PQerrorMessage(pg) : "out of memory", msg, sizeof(msg));
-	pthread_mutex_lock(&bo->bo_mutex);
-	n = bo->bo_fails++;
-	if (n == 0) {
-		bo->bo_fails_since_ms = store_pg_mono_ms();
-	}
-	pthread_mutex_unlock(&bo->bo_mutex);
-	log_msg(n > 0 ? LOG_LEVEL_DEBUG : level, "store: %s postgresql: %s", what, msg);
-}
-
-/* A connection succeeded: ends an outage's silence, saying how many
- * connects failed in it (each one logged, the first as a warning) and
- * for how long. */
-static void store_pg_reachable(struct store_pg_backoff *bo)
-{
-	unsigned n;
-	int64_t ms;
-
-	pthread_mutex_lock(&bo->bo_mutex);
-	n = bo->bo_fails;
-	ms = store_pg_mono_ms() - bo->bo_fails_since_ms;
-	bo->bo_fails = 0;
-	pthread_mutex_unlock(&bo->bo_mutex);
-	if (n > 0) {
-		log_notice("store: postgresql reached again after %u failed connection attempt%s "
-		           "in %.1f s",
-		           n, n == 1 ? "" : "s", (double)ms / 1000);
-	}
-}
-
 /* Arms bo's next delay, from now: the first, or the last doubled, at most
  * the maximum. Under bo_mutex. */
 static void store_pg_backoff_arm(struct store_pg_backoff *bo)
@@ -686,8 +651,9 @@ static void store_pg_backoff_arm(struct store_pg_backoff *bo)
 
 /* Whether a connect may be tried now: always while none has failed; after
  * a failure, once its delay has passed, by one caller at a time (*ret_gated
- * set: that caller's store_pg_backoff_done lets the next one through).
- * Returns 1, or 0 when the connect is to fail at once. */
+ * set: that caller's store_pg_connect_ended lets the next one through).
+ * Returns 1 (the connect is under way until store_pg_connect_ended), or 0
+ * when the connect is to fail at once. */
 static int store_pg_backoff_enter(struct store_pg_backoff *bo, int *ret_gated)
 {
 	int64_t now = store_pg_mono_ms();
@@ -700,6 +666,7 @@ static int store_pg_backoff_enter(struct store_pg_backoff *bo, int *ret_gated)
 		bo->bo_trying = bo->bo_trying || ok;
 		*ret_gated = ok;
 	}
+	bo->bo_under_way += ok;
 	pthread_mutex_unlock(&bo->bo_mutex);
 	if (!ok) {
 		log_debug("store: not connecting to postgresql yet (backing off after a failure)");
@@ -707,10 +674,43 @@ static int store_pg_backoff_enter(struct store_pg_backoff *bo, int *ret_gated)
 	return ok;
 }
 
-/* A connect let through by store_pg_backoff_enter (gated as it said) ended:
- * a success ends the back-off, a failure arms the next delay. */
-static void store_pg_backoff_done(struct store_pg_backoff *bo, int gated, int ok)
+/* Says, once no counted connect is under way, that an outage a success
+ * ended is over, with how many connects failed in it and for how long.
+ * Under bo_mutex (the log line too: in the order of the counts). */
+static void store_pg_reached_say(struct store_pg_backoff *bo)
 {
+	unsigned n = bo->bo_fails;
+
+	if (!bo->bo_reached || bo->bo_under_way > 0) {
+		return;
+	}
+	log_notice("store: postgresql reached again after %u failed connection attempt%s in %.1f s",
+	           n, n == 1 ? "" : "s",
+	           (double)(bo->bo_reached_ms - bo->bo_fails_since_ms) / 1000);
+	bo->bo_fails = 0;
+	bo->bo_reached = 0;
+}
+
+/* A connect of bo's store ended (pg: its connection, NULL when none could
+ * be made; counted: let through by store_pg_backoff_enter, gated as it
+ * said; else the probe's, which ends an outage but is not counted in
+ * one). A success ends the back-off, a failure arms the next delay. The
+ * failure is counted, and logged (the first of an outage at level, the
+ * others at debug level: under load every request would otherwise log
+ * its own), in the same critical section as the gate is released and a
+ * success reads and resets the count: two connects ending together are
+ * each counted once, in the outage they ended in. The outage's end is
+ * said when the last connect begun in it has ended. */
+static void store_pg_connect_ended(struct store_pg_backoff *bo, int counted, int gated,
+                                   const PGconn *pg, enum log_level level, const char *what)
+{
+	int ok = pg != NULL && PQstatus(pg) == CONNECTION_OK;
+	char msg[STORE_PG_MSG_MAX] = "";
+
+	if (!ok) {
+		store_pg_one_line(pg != NULL ? PQerrorMessage(pg) : "out of memory", msg,
+		                  sizeof(msg));
+	}
 	pthread_mutex_lock(&bo->bo_mutex);
 	if (gated) {
 		bo->bo_trying = 0;
@@ -721,6 +721,22 @@ static void store_pg_backoff_done(struct store_pg_backoff *bo, int gated, int ok
 	} else if (gated || bo->bo_delay_ms == 0) {
 		store_pg_backoff_arm(bo);
 	}
+	if (counted) {
+		bo->bo_under_way--;
+	}
+	if (!ok && counted) {
+		unsigned n = bo->bo_fails++;
+
+		if (n == 0) {
+			bo->bo_fails_since_ms = store_pg_mono_ms();
+		}
+		log_msg(n > 0 ? LOG_LEVEL_DEBUG : level, "store: %s postgresql: %s", what, msg);
+	}
+	if (ok && bo->bo_fails > 0 && !bo->bo_reached) {
+		bo->bo_reached = 1;
+		bo->bo_reached_ms = store_pg_mono_ms();
+	}
+	store_pg_reached_say(bo);
 	pthread_mutex_unlock(&bo->bo_mutex);
 }
 
@@ -772,7 +788,7 @@ static PGconn *store_pg_connect(const struct store_conn *cn)
 
 /* role names the connection in pg_stat_activity (application_name, unless
  * the conninfo sets one): "idemhook writer", "idemhook reader", ... A
- * failure is logged at level (the first of an outage: store_pg_unreachable),
+ * failure is logged at level (the first of an outage: store_pg_connect_ended),
  * or not at all when quiet. connect_timeout (seconds, as text) overrides
  * the store's when not NULL. */
 static struct store_conn *store_pg_conn_open_t(struct store_db *db, const char *role,
@@ -790,7 +806,10 @@ static struct store_conn *store_pg_conn_open_t(struct store_db *db, const char *
 	cn = calloc(1, sizeof(*cn));
 	if (cn == NULL) {
 		log_err("store: out of memory");
-		store_pg_backoff_done(&db->db_backoff, gated, 0);
+		if (!quiet) {
+			store_pg_connect_ended(&db->db_backoff, 1, gated, NULL, LOG_LEVEL_DEBUG,
+			                       "cannot connect to");
+		}
 		return NULL;
 	}
 	cn->cn_backoff = &db->db_backoff;
@@ -805,18 +824,15 @@ static struct store_conn *store_pg_conn_open_t(struct store_db *db, const char *
 	cn->cn_defer_tail = &cn->cn_defer;
 	cn->cn_pg = store_pg_connect(cn);
 	store_pg_read_only_note(cn, cn->cn_pg);
+	/* The conninfo's syntax was checked at open (store_pg_conninfo_check):
+	 * libpq's message now names host and port, never the password. */
 	if (!quiet || PQstatus(cn->cn_pg) == CONNECTION_OK) {
-		store_pg_backoff_done(&db->db_backoff, gated, PQstatus(cn->cn_pg) == CONNECTION_OK);
+		store_pg_connect_ended(&db->db_backoff, !quiet, gated, cn->cn_pg, level,
+		                       "cannot connect to");
 	}
 	if (cn->cn_pg == NULL || PQstatus(cn->cn_pg) != CONNECTION_OK) {
-		/* The conninfo's syntax was checked at open (store_pg_conninfo_check):
-		 * libpq's message now names host and port, never the password. */
-		if (!quiet) {
-			store_pg_unreachable(cn->cn_backoff, level, "cannot connect to", cn->cn_pg);
-		}
 		goto fail;
 	}
-	store_pg_reachable(cn->cn_backoff);
 	if (PQsetnonblocking(cn->cn_pg, 1) != 0 || store_pg_conn_setup(cn, timeout_ms) < 0) {
 		goto fail;
 	}
@@ -863,13 +879,11 @@ static int store_pg_conn_revive(struct store_conn *cn, unsigned timeout_ms)
 	cn->cn_pg = store_pg_connect(cn);
 	store_pg_read_only_note(cn, cn->cn_pg);
 	ok = PQstatus(cn->cn_pg) == CONNECTION_OK;
-	store_pg_backoff_done(cn->cn_backoff, gated, ok);
+	store_pg_connect_ended(cn->cn_backoff, 1, gated, cn->cn_pg, LOG_LEVEL_WARNING,
+	                       "cannot reconnect to");
 	if (!ok) {
-		store_pg_unreachable(cn->cn_backoff, LOG_LEVEL_WARNING, "cannot reconnect to",
-		                     cn->cn_pg);
 		return -1;
 	}
-	store_pg_reachable(cn->cn_backoff);
 	log_info("store: reconnected to postgresql");
 	if (PQsetnonblocking(cn->cn_pg, 1) != 0) {
 		return -1;
