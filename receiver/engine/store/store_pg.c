@@ -71,6 +71,13 @@
  * answers it is working (or waiting for a lock) and the migration waits
  * on; one that does not is hung, and the migration is given up. */
 #define STORE_PG_MIGRATE_SILENCE_MS 2000
+/* A wait on an open connection after a connect found the server silent
+ * for most of STORE_PG_ANSWER_MARGIN_MS and statement_timeout gets at
+ * least this long. */
+#define STORE_PG_SILENT_FLOOR_MS 250
+/* A connect that failed after this long got no answer (a refusal comes at
+ * once; libpq's connect_timeout is 2 s at least). */
+#define STORE_PG_CONNECT_SILENT_MS 1500
 /* After a connect that failed (or a server that stopped answering), the
  * next connect waits this long, doubled after each failure up to the
  * maximum; until then a connect fails at once. */
@@ -126,6 +133,14 @@ struct store_pg_backoff {
 	 * once the connects under way then have ended, and counted. */
 	int bo_reached;
 	int64_t bo_reached_ms;
+	/* Atomic, not under bo_mutex: when a connection of the store last
+	 * heard from the server, and, when a connect got no answer since,
+	 * when that connect began (else 0). The server has been silent
+	 * since then on every connection: a wait on an open one counts that
+	 * silence as its own, so a callback that first met it on a connect
+	 * does not wait it out again in full. */
+	int64_t bo_heard_ms;
+	int64_t bo_silent_since_ms;
 };
 
 /* A write held back (en_exec_one on a lane): its prepared statement's name
@@ -376,9 +391,33 @@ static const char *store_pg_conn_message(const struct store_conn *cn, char *buf,
  * something at least every wait_ms (a large result on a slow link is not
  * a hung server). Returns 0, -1 when the connection broke (libpq has its
  * message), -2 when the server did not answer in time. */
+static int store_pg_wait_first(struct store_conn *cn, unsigned first_ms, unsigned wait_ms,
+                               int silence);
+
 static int store_pg_wait(struct store_conn *cn, unsigned wait_ms, int silence)
 {
-	int64_t deadline = store_pg_mono_ms() + wait_ms;
+	return store_pg_wait_first(cn, wait_ms, wait_ms, silence);
+}
+
+/* The server was heard from on a connection of cn's store: it is not
+ * silent. */
+static void store_pg_heard(struct store_conn *cn)
+{
+	if (cn->cn_backoff == NULL) {
+		return;
+	}
+	__atomic_store_n(&cn->cn_backoff->bo_heard_ms, store_pg_mono_ms(), __ATOMIC_RELAXED);
+	if (__atomic_load_n(&cn->cn_backoff->bo_silent_since_ms, __ATOMIC_RELAXED) != 0) {
+		__atomic_store_n(&cn->cn_backoff->bo_silent_since_ms, 0, __ATOMIC_RELAXED);
+	}
+}
+
+/* store_pg_wait, the first silence bounded at first_ms, the later ones
+ * (after the server sent something) at wait_ms. */
+static int store_pg_wait_first(struct store_conn *cn, unsigned first_ms, unsigned wait_ms,
+                               int silence)
+{
+	int64_t deadline = store_pg_mono_ms() + first_ms;
 
 	for (;;) {
 		int unsent = PQflush(cn->cn_pg);
@@ -406,6 +445,9 @@ static int store_pg_wait(struct store_conn *cn, unsigned wait_ms, int silence)
 		if (n > 0 && (pfd.revents & (POLLIN | POLLERR | POLLHUP)) != 0 &&
 		    PQconsumeInput(cn->cn_pg) != 1) {
 			return -1;
+		}
+		if (n > 0 && (pfd.revents & POLLIN) != 0) {
+			store_pg_heard(cn);
 		}
 		if (n > 0 && silence) {
 			deadline = store_pg_mono_ms() + wait_ms;
@@ -514,9 +556,31 @@ static int store_pg_watch_check(struct store_conn *cn)
 static PGresult *store_pg_result(struct store_conn *cn)
 {
 	unsigned wait_ms = cn->cn_timeout_ms + STORE_PG_ANSWER_MARGIN_MS;
+	unsigned first_ms = wait_ms;
 
-	if (cn->cn_timeout_ms > 0 && store_pg_wait(cn, wait_ms, 1) == -2) {
-		store_pg_hung(cn, wait_ms);
+	if (cn->cn_timeout_ms > 0 && cn->cn_backoff != NULL) {
+		/* A connect found the server silent before this wait began:
+		 * the silence counts from there (at least a moment is left
+		 * for a server that has just come back). */
+		int64_t since =
+		        __atomic_load_n(&cn->cn_backoff->bo_silent_since_ms, __ATOMIC_RELAXED);
+		int64_t left = since + wait_ms - store_pg_mono_ms();
+
+		if (since != 0 && left < (int64_t)wait_ms) {
+			first_ms = left > STORE_PG_SILENT_FLOOR_MS ? (unsigned)left
+			                                           : STORE_PG_SILENT_FLOOR_MS;
+		}
+	}
+	if (cn->cn_timeout_ms > 0 && store_pg_wait_first(cn, first_ms, wait_ms, 1) == -2) {
+		if (first_ms < wait_ms) {
+			log_warn(
+			        "store: postgresql did not answer within %u ms; the connection "
+			        "(%s) is "
+			        "given up (a connect found it silent %u ms before this wait began)",
+			        wait_ms, cn->cn_app_name != NULL ? cn->cn_app_name : cn->cn_role,
+			        wait_ms - first_ms);
+		}
+		store_pg_hung(cn, first_ms < wait_ms ? 0 : wait_ms);
 	}
 	while (cn->cn_timeout_ms == 0 && cn->cn_watch_db != NULL &&
 	       store_pg_wait(cn, STORE_PG_MIGRATE_SILENCE_MS, 1) == -2) {
@@ -786,6 +850,31 @@ static PGconn *store_pg_connect(const struct store_conn *cn)
 	return PQconnectdbParams(keys, values, 1);
 }
 
+/* store_pg_connect, noting what it learned of the server: heard from
+ * (connected, or refused at once), or silent since the connect began (a
+ * failure after STORE_PG_CONNECT_SILENT_MS or more: libpq's
+ * connect_timeout is 2 s at least), unless another connection heard from
+ * it meanwhile. */
+static PGconn *store_pg_connect_noted(struct store_conn *cn)
+{
+	struct store_pg_backoff *bo = cn->cn_backoff;
+	int64_t t0 = store_pg_mono_ms();
+	PGconn *pg = store_pg_connect(cn);
+	int64_t since;
+
+	if (pg != NULL && PQstatus(pg) == CONNECTION_OK) {
+		store_pg_heard(cn);
+	} else if (store_pg_mono_ms() - t0 >= STORE_PG_CONNECT_SILENT_MS &&
+	           __atomic_load_n(&bo->bo_heard_ms, __ATOMIC_RELAXED) <= t0) {
+		since = __atomic_load_n(&bo->bo_silent_since_ms, __ATOMIC_RELAXED);
+		while ((since == 0 || since > t0) &&
+		       !__atomic_compare_exchange_n(&bo->bo_silent_since_ms, &since, t0, 0,
+		                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+		}
+	}
+	return pg;
+}
+
 /* role names the connection in pg_stat_activity (application_name, unless
  * the conninfo sets one): "idemhook writer", "idemhook reader", ... A
  * failure is logged at level (the first of an outage: store_pg_connect_ended),
@@ -822,7 +911,7 @@ static struct store_conn *store_pg_conn_open_t(struct store_db *db, const char *
 	cn->cn_schema_found = -1;
 	cn->cn_role = role;
 	cn->cn_defer_tail = &cn->cn_defer;
-	cn->cn_pg = store_pg_connect(cn);
+	cn->cn_pg = store_pg_connect_noted(cn);
 	store_pg_read_only_note(cn, cn->cn_pg);
 	/* The conninfo's syntax was checked at open (store_pg_conninfo_check):
 	 * libpq's message now names host and port, never the password. */
@@ -876,7 +965,7 @@ static int store_pg_conn_revive(struct store_conn *cn, unsigned timeout_ms)
 	/* A new session, with nothing of the old one's state (a pipeline
 	 * it died in). */
 	PQfinish(cn->cn_pg);
-	cn->cn_pg = store_pg_connect(cn);
+	cn->cn_pg = store_pg_connect_noted(cn);
 	store_pg_read_only_note(cn, cn->cn_pg);
 	ok = PQstatus(cn->cn_pg) == CONNECTION_OK;
 	store_pg_connect_ended(cn->cn_backoff, 1, gated, cn->cn_pg, LOG_LEVEL_WARNING,
