@@ -259,6 +259,68 @@ static int t_lock_waiter(const struct daemon *d)
 	return n;
 }
 
+/* A lock the migration needs, held by another session's long transaction
+ * (a report, a pg_dump), and no lock_timeout of the operator's: each try
+ * of the migration gives the lock up after 1 s, rolled back whole (what
+ * queued behind its lock request runs), and after 5 tries migrate names
+ * the cause and exits 75, the schema unchanged, rather than wait for good.
+ * A lock released between two tries lets the next one apply it. */
+static void test_a_migration_gives_up_a_lock_held_elsewhere_after_its_tries(void **state)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+	struct pgserver_session ps;
+	struct daemon d;
+	char text[128];
+	char *err = NULL;
+	char *log;
+	int64_t from;
+	int64_t t0;
+	int64_t ms;
+	int status = 0;
+	pid_t pid;
+	int rc;
+
+	(void)state;
+	from = t_older_schema_locked(&d, &ps);
+	if (from == 0) {
+		daemon_finish(&d);
+		skip();
+	}
+	t0 = hn_now_ms();
+	rc = daemon_cli_err(&d, 1, migrate, NULL, &err);
+	ms = hn_now_ms() - t0;
+	assert_non_null(err);
+	print_message("migrate after %" PRId64 " ms, exit %d:\n%s", ms, rc, err);
+	assert_int_equal(rc, 75);
+	assert_true(ms >= 4000 && ms < 20000);
+	assert_non_null(strstr(err, "another session held a lock it needs through 5 tries"));
+	snprintf(text, sizeof(text), "schema version %" PRId64 " is unchanged", from);
+	assert_non_null(strstr(err, text));
+	free(err);
+	assert_int_equal(t_schema(&d), from);
+	assert_int_equal(t_has_column(&d, "context"), 0);
+
+	/* the lock released while migrate tries: applied */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		_exit(daemon_cli(&d, 1, migrate, NULL));
+	}
+	usleep(2500 * 1000);
+	assert_int_equal(pgserver_session_run(&ps, "ROLLBACK;"), 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_non_null(strstr(log, "another session holds a lock it needs; trying again"));
+	free(log);
+	assert_true(t_schema(&d) > from);
+	assert_int_equal(t_has_column(&d, "context"), 1);
+	assert_int_equal(pgserver_session_finish(&ps), 0);
+	daemon_finish(&d);
+}
+
 /* The server hangs (its processes stopped, as a swapping server or a
  * network black hole) halfway through a migration (by args: migrate, or
  * serve's start): 0019's ALTER TABLE done
@@ -300,6 +362,8 @@ static void t_hang_during(const char *const *args)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
+		/* the operator's choice: wait for the lock as long as it is held */
+		setenv("PGOPTIONS", "-c lock_timeout=0", 1);
 		_exit(daemon_cli(&d, 1, args, NULL));
 	}
 	start = hn_now_ms();
@@ -369,6 +433,7 @@ int main(void)
 	                test_a_migration_stopped_by_a_lock_timeout_exits_75_schema_unchanged),
 	        cmocka_unit_test(
 	                test_a_migration_whose_connection_is_lost_exits_75_schema_unchanged),
+	        cmocka_unit_test(test_a_migration_gives_up_a_lock_held_elsewhere_after_its_tries),
 	        cmocka_unit_test(
 	                test_a_migration_on_a_server_that_hangs_ends_within_seconds_undone),
 	        cmocka_unit_test(

@@ -71,6 +71,14 @@
  * answers it is working (or waiting for a lock) and the migration waits
  * on; one that does not is hung, and the migration is given up. */
 #define STORE_PG_MIGRATE_SILENCE_MS 2000
+/* A migration's lock waits (unless the operator sets a lock_timeout): a
+ * lock request queued behind another session's long transaction holds up
+ * every callback that needs the same table, on every receiver, so it is
+ * given up after this long, rolled back whole, and tried again after a
+ * pause (what queued behind it runs meanwhile), this many times. */
+#define STORE_PG_MIGRATE_LOCK_TIMEOUT_MS 1000
+#define STORE_PG_MIGRATE_LOCK_PAUSE_MS 1000
+#define STORE_PG_MIGRATE_LOCK_TRIES 5
 /* A wait on an open connection after a connect found the server silent
  * for most of STORE_PG_ANSWER_MARGIN_MS and statement_timeout gets at
  * least this long. */
@@ -2847,6 +2855,64 @@ fail:
 	return -1;
 }
 
+/* Whether the migration's session has no lock_timeout of the operator's
+ * (PGOPTIONS, options= in the conninfo, ALTER ROLE or DATABASE ... SET,
+ * postgresql.conf): then it gets STORE_PG_MIGRATE_LOCK_TIMEOUT_MS, and
+ * returns 1; 0 when it keeps the operator's (or the server cannot say). */
+static int store_pg_migrate_lock_timeout(struct store_conn *cn)
+{
+	char sql[64];
+	PGresult *res;
+	int ours;
+
+	res = store_pg_exec_sql(cn, "SELECT source FROM pg_settings WHERE name = 'lock_timeout'");
+	ours = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+	       strcmp(PQgetvalue(res, 0, 0), "default") == 0;
+	PQclear(res);
+	if (!ours) {
+		return 0;
+	}
+	snprintf(sql, sizeof(sql), "SET lock_timeout = %u", STORE_PG_MIGRATE_LOCK_TIMEOUT_MS);
+	return store_pg_simple(cn, sql, "set the migration's lock_timeout") == 0;
+}
+
+/* Applies one migration, again after a pause when it met the lock_timeout
+ * the store set (own_timeout): it is rolled back whole, and what queued
+ * behind its lock request (callbacks of the other receivers) runs
+ * meanwhile. */
+static int store_pg_migrate_tries(struct store_conn *cn, const struct migration *mg,
+                                  int own_timeout, int *ret_applied)
+{
+	const struct timespec pause = {.tv_sec = STORE_PG_MIGRATE_LOCK_PAUSE_MS / 1000,
+	                               .tv_nsec = STORE_PG_MIGRATE_LOCK_PAUSE_MS % 1000 * 1000000L};
+	int try;
+
+	for (try = 1;; try++) {
+		if (store_pg_migrate_one(cn, mg, ret_applied) == 0) {
+			return 0;
+		}
+		if (!own_timeout || !cn->cn_timed_out || PQstatus(cn->cn_pg) != CONNECTION_OK ||
+		    try >= STORE_PG_MIGRATE_LOCK_TRIES) {
+			if (own_timeout && cn->cn_timed_out) {
+				log_err("store: %s: another session held a lock it needs through "
+				        "%d "
+				        "tries of %u ms each (the lock_timeout idemhook sets on a "
+				        "migration); end that session's transaction, or set a "
+				        "lock_timeout of your own (PGOPTIONS='-c lock_timeout=0' "
+				        "waits "
+				        "for good)",
+				        mg->mg_name, try, STORE_PG_MIGRATE_LOCK_TIMEOUT_MS);
+			}
+			return -1;
+		}
+		log_warn("store: %s: another session holds a lock it needs; trying again in %u ms "
+		         "(try %d of %d)",
+		         mg->mg_name, STORE_PG_MIGRATE_LOCK_PAUSE_MS, try + 1,
+		         STORE_PG_MIGRATE_LOCK_TRIES);
+		nanosleep(&pause, NULL);
+	}
+}
+
 /* Applies the pending migrations under the migration lock; *ret_from is
  * the version found once the lock was taken (a receiver that waited for
  * another's migration finds it done), *ret_version the version after. */
@@ -2855,6 +2921,7 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_from, int *ret_versi
 	char sql[96];
 	int applied;
 	int locked = 0;
+	int own_timeout = 0;
 	size_t i;
 	int rc = -1;
 
@@ -2876,6 +2943,9 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_from, int *ret_versi
 	} else {
 		locked = 1;
 	}
+	/* Only now: waiting for another receiver's migration (the lock
+	 * above) is no lock to give up on. */
+	own_timeout = store_pg_migrate_lock_timeout(cn);
 	if (store_pg_simple(
 	            cn,
 	            "CREATE TABLE IF NOT EXISTS idemhook_schema (version BIGINT PRIMARY KEY, "
@@ -2888,7 +2958,7 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_from, int *ret_versi
 		const struct migration *mg = &migrations_pg[i];
 		int version;
 
-		if (store_pg_migrate_one(cn, mg, &applied) < 0) {
+		if (store_pg_migrate_tries(cn, mg, own_timeout, &applied) < 0) {
 			/* Another receiver may have applied it meanwhile. */
 			if (PQstatus(cn->cn_pg) != CONNECTION_OK ||
 			    store_pg_version(cn, &version) < 0 || version < mg->mg_version) {
@@ -2916,6 +2986,10 @@ out:
 		    store_pg_version_q(cn, ret_version, 1) < 0) {
 			*ret_version = -1;
 		}
+	}
+	if (own_timeout && PQstatus(cn->cn_pg) == CONNECTION_OK) {
+		/* the connection goes on as the writer's */
+		store_pg_simple(cn, "RESET lock_timeout", NULL);
 	}
 	if (locked) {
 		snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock(%" PRId64 ")",
