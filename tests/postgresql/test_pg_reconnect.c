@@ -683,7 +683,9 @@ static void test_connects_back_off_while_the_database_refuses_them(void **state)
 #define COUNT_SENDERS 16
 #define COUNT_CYCLES 5
 #define COUNT_REFUSED_MS 1200
-#define COUNT_ACCEPTED_MS 800
+#define COUNT_ACCEPTED_MS 300
+/* the back-off's longest delay (5 s), a check of the probe, and room */
+#define COUNT_REACHED_MS 8000
 
 struct count_sender {
 	struct daemon *cs_d;
@@ -778,6 +780,8 @@ static void test_each_failed_connect_is_counted_once_in_the_outage_it_ended_in(v
 	char id[64];
 	int sent = 0;
 	int outages;
+	int said;
+	int64_t t0;
 	int i;
 
 	(void)state;
@@ -790,14 +794,30 @@ static void test_each_failed_connect_is_counted_once_in_the_outage_it_ended_in(v
 		assert_int_equal(pthread_create(&th[i], NULL, count_sender_main, &cs[i]), 0);
 	}
 	for (i = 0; i < COUNT_CYCLES; i++) {
+		/* committed before the connections go: psql runs one -c
+		 * string as one transaction, and a receiver reconnecting
+		 * before its commit would be let in */
+		snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS false", d.dm_pg_db);
+		assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
 		snprintf(sql, sizeof(sql),
-		         "ALTER DATABASE %s ALLOW_CONNECTIONS false; SELECT "
-		         "pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '%s'",
-		         d.dm_pg_db, d.dm_pg_db);
+		         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
+		         "'%s'",
+		         d.dm_pg_db);
 		assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
 		usleep(COUNT_REFUSED_MS * 1000);
 		snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS true", d.dm_pg_db);
 		assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
+		/* each outage is said once it is over, before the next */
+		t0 = hn_now_ms();
+		while (reconnect_log_count(&d, "postgresql reached again after") < i + 1 &&
+		       hn_now_ms() - t0 < COUNT_REACHED_MS) {
+			usleep(50 * 1000);
+		}
+		said = reconnect_log_count(&d, "postgresql reached again after");
+		if (said != i + 1) {
+			print_message("transition %d: %d outages said\n", i + 1, said);
+			break;
+		}
 		usleep(COUNT_ACCEPTED_MS * 1000);
 	}
 	atomic_store(&stop, 1);

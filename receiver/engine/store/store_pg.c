@@ -581,12 +581,13 @@ static PGresult *store_pg_result(struct store_conn *cn)
 	}
 	if (cn->cn_timeout_ms > 0 && store_pg_wait_first(cn, first_ms, wait_ms, 1) == -2) {
 		if (first_ms < wait_ms) {
-			log_warn(
-			        "store: postgresql did not answer within %u ms; the connection "
-			        "(%s) is "
-			        "given up (a connect found it silent %u ms before this wait began)",
-			        wait_ms, cn->cn_app_name != NULL ? cn->cn_app_name : cn->cn_role,
-			        wait_ms - first_ms);
+			const char *name = cn->cn_app_name != NULL ? cn->cn_app_name : cn->cn_role;
+
+			log_warn("store: postgresql did not answer within %u ms; the connection "
+			         "(%s) "
+			         "is given up (a connect found it silent %u ms before this wait "
+			         "began)",
+			         wait_ms, name, wait_ms - first_ms);
 		}
 		store_pg_hung(cn, first_ms < wait_ms ? 0 : wait_ms);
 	}
@@ -859,9 +860,9 @@ static PGconn *store_pg_connect(const struct store_conn *cn)
 }
 
 /* store_pg_connect, noting what it learned of the server: heard from
- * (connected, or refused at once), or silent since the connect began (a
- * failure after STORE_PG_CONNECT_SILENT_MS or more: libpq's
- * connect_timeout is 2 s at least), unless another connection heard from
+ * (connected), or silent since the connect began (a failure after
+ * STORE_PG_CONNECT_SILENT_MS or more: libpq's connect_timeout is 2 s at
+ * least, a refusal comes at once), unless another connection heard from
  * it meanwhile. */
 static PGconn *store_pg_connect_noted(struct store_conn *cn)
 {
