@@ -541,6 +541,88 @@ test_a_callback_on_the_writers_connection_to_a_hung_server_gets_503_in_time(void
 	pgserver_stop(&pg);
 }
 
+/* One bound for all of a callback's waits on a hung server:
+ * statement_timeout (2 s) and the margin (2 s), and room for a loaded
+ * machine, but less than the connect's 2 s more. */
+#define LIMITS_ONE_BOUND_MS 5000
+
+/* The worst a new callback can meet on a hung server: no read connection
+ * open (the server closed them), so its lookup must make one, which the
+ * hung server lets run out connect_timeout (2 s); then the writer's open
+ * connection meets the same silence. The callback has one deadline for all its waits: the
+ * silence the connect found counts on the writer's wait too, so the
+ * callback is answered 503 with Retry-After within statement_timeout and
+ * the margin of its arrival (4 s), not 2 s later; and it is applied once
+ * when the server answers again. */
+static void test_a_callback_that_must_connect_first_gets_503_within_one_bound(void **state)
+{
+	struct limits_sender snd;
+	struct pg_callback cb;
+	struct pgserver pg;
+	struct daemon d;
+	struct hres *r = &snd.ls_res[0];
+	pthread_t th;
+	char *body;
+	char *retry;
+	int64_t t0;
+	int i;
+
+	(void)state;
+	limits_hang_start(&pg, &d, "");
+	/* the read connections open go (as in a restart of the server, which
+	 * the receiver learns of only when it uses them) */
+	assert_true(limits_psql_int(&pg, d.dm_pg_db,
+	                            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+	                            "WHERE application_name = 'idemhook reader'") >= 0);
+	for (i = 0; i < 100 && limits_psql_int(&pg, d.dm_pg_db,
+	                                       "SELECT count(*) FROM pg_stat_activity WHERE "
+	                                       "application_name = 'idemhook reader'") > 0;
+	     i++) {
+		usleep(20 * 1000);
+	}
+	body = fx_stripe_payment("evt_limits_connect_first", "ord_limits_missing", 1700, "eur");
+	pg_callback_init(&cb, &d, body);
+	memset(&snd, 0, sizeof(snd));
+	snd.ls_reqs[0] = pg_callback_req(&cb);
+	snd.ls_n = 1;
+	assert_true(pgserver_signal_all(&pg, SIGSTOP) > 1);
+	t0 = hn_now_ms();
+	limits_send_start(&snd, &th);
+	while (!__atomic_load_n(&snd.ls_done, __ATOMIC_ACQUIRE) && hn_now_ms() - t0 < 20000) {
+		usleep(50 * 1000);
+	}
+	if (!__atomic_load_n(&snd.ls_done, __ATOMIC_ACQUIRE)) {
+		pgserver_signal_all(&pg, SIGCONT);
+	}
+	assert_int_equal(pthread_join(th, NULL), 0);
+	retry = hres_header(r, "Retry-After");
+	print_message("a callback that had to connect first: %ld after %.0f ms, Retry-After %s\n",
+	              r->hs_status, r->hs_seconds * 1000, retry != NULL ? retry : "none");
+	assert_int_equal(r->hs_status, 503);
+	assert_non_null(retry);
+	assert_true(r->hs_seconds * 1000 < LIMITS_ONE_BOUND_MS);
+	free(retry);
+	hres_finish(r);
+	/* it did connect first, and the writer met the silence */
+	assert_int_equal(daemon_log_wait(&d, "store: cannot reconnect to postgresql", 1000), 0);
+	assert_int_equal(daemon_log_wait(&d, "a connect found it silent", 1000), 0);
+	assert_int_equal(daemon_log_wait(&d, "; the connection (idemhook writer", 1000), 0);
+	assert_true(pgserver_signal_all(&pg, SIGCONT) > 1);
+
+	assert_true(limits_admin_wait(&d, "/readyz", 200, 15000) >= 0);
+	for (i = 0; i < 100 && fx_stripe_send(&d, body, NULL) == 503; i++) {
+		usleep(100 * 1000);
+	}
+	assert_true(i < 100);
+	assert_int_equal(limits_psql_int(&pg, d.dm_pg_db,
+	                                 "SELECT count(*) FROM events WHERE idem_key = "
+	                                 "'evt_limits_connect_first'"),
+	                 1);
+	free(body);
+	daemon_finish(&d);
+	pgserver_stop(&pg);
+}
+
 #define LIMITS_HUGE_NOTE ((size_t)6 * 1024 * 1024) /* more than TCP's buffers take */
 
 /* A server that reads nothing more (a relay between it and the receiver
@@ -993,6 +1075,7 @@ int main(void)
 	                test_a_callback_on_the_writers_connection_to_a_hung_server_gets_503_in_time),
 	        cmocka_unit_test(
 	                test_a_callback_bigger_than_the_socket_buffers_to_a_deaf_server_gets_503_in_time),
+	        cmocka_unit_test(test_a_callback_that_must_connect_first_gets_503_within_one_bound),
 	        cmocka_unit_test(test_verify_full_serves_and_refuses_a_wrong_name_or_ca),
 	        cmocka_unit_test(test_max_connections_reached_while_serving),
 	        cmocka_unit_test(test_a_duplicates_lookup_meeting_a_table_lock),

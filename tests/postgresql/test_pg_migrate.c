@@ -4,6 +4,7 @@
  * version 0", the others "up to date", as they found the schema once the
  * lock was theirs. */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -222,6 +223,208 @@ static void test_a_migration_whose_connection_is_lost_exits_75_schema_unchanged(
 	daemon_finish(&d);
 }
 
+/* How many columns named column idempotency_records of d's database has. */
+static int t_has_column(const struct daemon *d, const char *column)
+{
+	char sql[256];
+	char *out = NULL;
+	int n;
+
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM information_schema.columns WHERE table_name = "
+	         "'idempotency_records' AND column_name = '%s'",
+	         column);
+	assert_int_equal(pgserver_psql(pgserver_shared(NULL), d->dm_pg_db, sql, &out), 0);
+	assert_non_null(out);
+	n = atoi(out);
+	free(out);
+	return n;
+}
+
+/* Whether a statement of d's database waits for a lock. */
+static int t_lock_waiter(const struct daemon *d)
+{
+	char *out = NULL;
+	int n;
+
+	assert_int_equal(pgserver_psql(pgserver_shared(NULL), d->dm_pg_db,
+	                               "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+	                               "current_database() AND wait_event_type = 'Lock' AND "
+	                               "state = 'active'",
+	                               &out),
+	                 0);
+	assert_non_null(out);
+	n = atoi(out);
+	free(out);
+	return n;
+}
+
+/* A lock the migration needs, held by another session's long transaction
+ * (a report, a pg_dump), and no lock_timeout of the operator's: each try
+ * of the migration gives the lock up after 1 s, rolled back whole (what
+ * queued behind its lock request runs), and after 5 tries migrate names
+ * the cause and exits 75, the schema unchanged, rather than wait for good.
+ * A lock released between two tries lets the next one apply it. */
+static void test_a_migration_gives_up_a_lock_held_elsewhere_after_its_tries(void **state)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+	struct pgserver_session ps;
+	struct daemon d;
+	char text[128];
+	char *err = NULL;
+	char *log;
+	int64_t from;
+	int64_t t0;
+	int64_t ms;
+	int status = 0;
+	pid_t pid;
+	int rc;
+
+	(void)state;
+	from = t_older_schema_locked(&d, &ps);
+	if (from == 0) {
+		daemon_finish(&d);
+		skip();
+	}
+	t0 = hn_now_ms();
+	rc = daemon_cli_err(&d, 1, migrate, NULL, &err);
+	ms = hn_now_ms() - t0;
+	assert_non_null(err);
+	print_message("migrate after %" PRId64 " ms, exit %d:\n%s", ms, rc, err);
+	assert_int_equal(rc, 75);
+	assert_true(ms >= 4000 && ms < 20000);
+	assert_non_null(strstr(err, "another session held a lock it needs through 5 tries"));
+	snprintf(text, sizeof(text), "schema version %" PRId64 " is unchanged", from);
+	assert_non_null(strstr(err, text));
+	free(err);
+	assert_int_equal(t_schema(&d), from);
+	assert_int_equal(t_has_column(&d, "context"), 0);
+
+	/* the lock released while migrate tries: applied */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		_exit(daemon_cli(&d, 1, migrate, NULL));
+	}
+	usleep(2500 * 1000);
+	assert_int_equal(pgserver_session_run(&ps, "ROLLBACK;"), 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_non_null(strstr(log, "another session holds a lock it needs; trying again"));
+	free(log);
+	assert_true(t_schema(&d) > from);
+	assert_int_equal(t_has_column(&d, "context"), 1);
+	assert_int_equal(pgserver_session_finish(&ps), 0);
+	daemon_finish(&d);
+}
+
+/* The server hangs (its processes stopped, as a swapping server or a
+ * network black hole) halfway through a migration (by args: migrate, or
+ * serve's start): 0019's ALTER TABLE done
+ * in its transaction, its CREATE OR REPLACE VIEW waiting for a lock a psql
+ * session holds. While the server answers, that silent wait goes on (a
+ * long index build is silent too); once it hangs, migrate gives up within
+ * seconds, says why and exits 75, and once the server runs again nothing
+ * of the migration is there (the column its ALTER TABLE added neither):
+ * the same command then applies it. Runs last: it stops the shared
+ * server. */
+static void t_hang_during(const char *const *args)
+{
+	struct pgserver *pg = pgserver_shared(NULL);
+	struct pgserver_session ps;
+	struct daemon d;
+	char *log;
+	int64_t from;
+	int64_t start;
+	int64_t ms;
+	int status = 0;
+	pid_t pid;
+	pid_t done = 0;
+	int rc;
+
+	assert_non_null(pg);
+	assert_int_equal(daemon_init_pg(&d, FX_STRIPE_INI), 0);
+	rc = hn_db_build_before(&d, "0019_", t_no_rows, NULL);
+	if (rc == 1) {
+		daemon_finish(&d);
+		skip();
+	}
+	assert_int_equal(rc, 0);
+	from = t_schema(&d);
+	assert_int_equal(t_has_column(&d, "context"), 0);
+	assert_int_equal(pg_session_start(&ps, &d), 0);
+	assert_int_equal(pgserver_session_run(&ps, "BEGIN; LOCK TABLE events IN ACCESS EXCLUSIVE "
+	                                           "MODE;"),
+	                 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		/* the operator's choice: wait for the lock as long as it is held */
+		setenv("PGOPTIONS", "-c lock_timeout=0", 1);
+		_exit(daemon_cli(&d, 1, args, NULL));
+	}
+	start = hn_now_ms();
+	while (t_lock_waiter(&d) == 0) {
+		assert_true(hn_now_ms() - start < 10000);
+		usleep(50 * 1000);
+	}
+	/* silent, on a server that answers: a wait, not a hang */
+	usleep(5000 * 1000);
+	assert_int_equal(waitpid(pid, &status, WNOHANG), 0);
+
+	assert_true(pgserver_signal_all(pg, SIGSTOP) > 1);
+	start = hn_now_ms();
+	while (done == 0 && hn_now_ms() - start < 30000) {
+		done = waitpid(pid, &status, WNOHANG);
+		usleep(20 * 1000);
+	}
+	ms = hn_now_ms() - start;
+	assert_true(pgserver_signal_all(pg, SIGCONT) > 1);
+	if (done == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+	print_message("%s on a hung server ended after %" PRId64 " ms\n", args[0], ms);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	print_message("%s", log);
+	assert_int_equal(done, pid);
+	assert_true(ms < 8000);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 75);
+	assert_non_null(strstr(log, "store: postgresql does not answer"));
+	assert_non_null(strstr(log, "the migration is given up"));
+	free(log);
+
+	/* the server rolls the half-done migration back */
+	assert_int_equal(t_schema(&d), from);
+	assert_int_equal(t_has_column(&d, "context"), 0);
+	t_migrate_after(&d, &ps, from);
+	assert_int_equal(t_has_column(&d, "context"), 1);
+	daemon_finish(&d);
+}
+
+static void test_a_migration_on_a_server_that_hangs_ends_within_seconds_undone(void **state)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+
+	(void)state;
+	t_hang_during(migrate);
+}
+
+/* The same at serve's start, which migrates before it listens: it exits
+ * (75, as migrate) rather than wait for good without listening. */
+static void test_a_start_whose_migration_meets_a_hung_server_exits_within_seconds(void **state)
+{
+	static const char *const serve[] = {"serve", NULL};
+
+	(void)state;
+	t_hang_during(serve);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -230,6 +433,11 @@ int main(void)
 	                test_a_migration_stopped_by_a_lock_timeout_exits_75_schema_unchanged),
 	        cmocka_unit_test(
 	                test_a_migration_whose_connection_is_lost_exits_75_schema_unchanged),
+	        cmocka_unit_test(test_a_migration_gives_up_a_lock_held_elsewhere_after_its_tries),
+	        cmocka_unit_test(
+	                test_a_migration_on_a_server_that_hangs_ends_within_seconds_undone),
+	        cmocka_unit_test(
+	                test_a_start_whose_migration_meets_a_hung_server_exits_within_seconds),
 	};
 
 	pgserver_require_or_skip("test_pg_migrate");

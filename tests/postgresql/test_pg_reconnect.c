@@ -680,6 +680,161 @@ static void test_connects_back_off_while_the_database_refuses_them(void **state)
 	daemon_finish(&d);
 }
 
+#define COUNT_SENDERS 16
+#define COUNT_CYCLES 5
+#define COUNT_REFUSED_MS 1200
+#define COUNT_ACCEPTED_MS 300
+/* the back-off's longest delay (5 s), a check of the probe, and room */
+#define COUNT_REACHED_MS 8000
+
+struct count_sender {
+	struct daemon *cs_d;
+	const char *cs_order;
+	int cs_no;
+	atomic_int *cs_stop;
+	int cs_sent;
+};
+
+/* A provider's stream of new callbacks until told to stop, whatever the
+ * answers. */
+static void *count_sender_main(void *arg)
+{
+	struct count_sender *cs = arg;
+	char event_id[64];
+
+	while (!atomic_load(cs->cs_stop)) {
+		char *body;
+
+		snprintf(event_id, sizeof(event_id), "evt_pg_count_%d_%d", cs->cs_no, cs->cs_sent);
+		body = fx_stripe_payment(event_id, cs->cs_order, 1000, "eur");
+		fx_stripe_send(cs->cs_d, body, NULL);
+		free(body);
+		cs->cs_sent++;
+	}
+	return NULL;
+}
+
+/* Whether the log line from line to end holds text. */
+static int count_in_line(const char *line, const char *end, const char *text)
+{
+	const char *p = strstr(line, text);
+
+	return p != NULL && p < end;
+}
+
+/* Walks d's log in order: each "reached again after N failed connection
+ * attempts" must count the failed connects logged since the one before
+ * (none missed, none counted in the next outage), and every failed
+ * connect must be followed by one. Returns how many outages it said. */
+static int count_outages_checked(const struct daemon *d)
+{
+	char *log_text = hn_read_file(d->dm_log);
+	const char *line;
+	const char *end;
+	int pending = 0;
+	int outages = 0;
+
+	assert_non_null(log_text);
+	for (line = log_text; line != NULL && *line != '\0'; line = end + 1) {
+		const char *said;
+		unsigned n = 0;
+
+		end = strchr(line, '\n');
+		if (end == NULL) {
+			break;
+		}
+		if (count_in_line(line, end, "store: cannot connect to postgresql") ||
+		    count_in_line(line, end, "store: cannot reconnect to postgresql")) {
+			pending++;
+			continue;
+		}
+		said = strstr(line, "postgresql reached again after ");
+		if (count_in_line(line, end, "postgresql reached again after ")) {
+			assert_int_equal(
+			        sscanf(said, "postgresql reached again after %u failed", &n), 1);
+			print_message("%.*s (%d failed connects logged since the last)\n",
+			              (int)(end - line), line, pending);
+			assert_int_equal((int)n, pending);
+			pending = 0;
+			outages++;
+		}
+	}
+	free(log_text);
+	assert_int_equal(pending, 0);
+	return outages;
+}
+
+/* Many callbacks at once through several refuse-then-accept transitions of
+ * the database: connects fail and succeed on several threads together, and
+ * each outage's "reached again after N failed connection attempts" counts
+ * exactly the failed connects logged in it: a failure that ends as the
+ * success does is counted once, in its outage, not in a phantom next one. */
+static void test_each_failed_connect_is_counted_once_in_the_outage_it_ended_in(void **state)
+{
+	struct pgserver *pg = pgserver_shared(NULL);
+	struct count_sender cs[COUNT_SENDERS];
+	pthread_t th[COUNT_SENDERS];
+	atomic_int stop = 0;
+	struct daemon d;
+	char sql[256];
+	char id[64];
+	int sent = 0;
+	int outages;
+	int said;
+	int64_t t0;
+	int i;
+
+	(void)state;
+	assert_int_equal(daemon_init_pg(&d, reconnect_ini), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 1000, "eur", id);
+	for (i = 0; i < COUNT_SENDERS; i++) {
+		cs[i] = (struct count_sender){
+		        .cs_d = &d, .cs_order = id, .cs_no = i, .cs_stop = &stop};
+		assert_int_equal(pthread_create(&th[i], NULL, count_sender_main, &cs[i]), 0);
+	}
+	for (i = 0; i < COUNT_CYCLES; i++) {
+		/* committed before the connections go: psql runs one -c
+		 * string as one transaction, and a receiver reconnecting
+		 * before its commit would be let in */
+		snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS false", d.dm_pg_db);
+		assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
+		snprintf(sql, sizeof(sql),
+		         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
+		         "'%s'",
+		         d.dm_pg_db);
+		assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
+		usleep(COUNT_REFUSED_MS * 1000);
+		snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS true", d.dm_pg_db);
+		assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
+		/* each outage is said once it is over, before the next */
+		t0 = hn_now_ms();
+		while (reconnect_log_count(&d, "postgresql reached again after") < i + 1 &&
+		       hn_now_ms() - t0 < COUNT_REACHED_MS) {
+			usleep(50 * 1000);
+		}
+		said = reconnect_log_count(&d, "postgresql reached again after");
+		if (said != i + 1) {
+			print_message("transition %d: %d outages said\n", i + 1, said);
+			break;
+		}
+		usleep(COUNT_ACCEPTED_MS * 1000);
+	}
+	atomic_store(&stop, 1);
+	for (i = 0; i < COUNT_SENDERS; i++) {
+		assert_int_equal(pthread_join(th[i], NULL), 0);
+		sent += cs[i].cs_sent;
+	}
+	assert_int_equal(reconnect_readyz_wait(&d, "ready\n", 6000), 0);
+	usleep(500 * 1000);
+	outages = count_outages_checked(&d);
+	print_message("%d callbacks through %d transitions: %d outages said\n", sent, COUNT_CYCLES,
+	              outages);
+	assert_int_equal(outages, COUNT_CYCLES);
+	assert_int_equal(reconnect_log_unprefixed(&d), 0);
+	daemon_finish(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -689,6 +844,8 @@ int main(void)
 	        cmocka_unit_test(test_readyz_tells_of_a_writer_connection_lost_mid_batch),
 	        cmocka_unit_test(test_a_database_out_of_reach_is_logged_once_not_per_callback),
 	        cmocka_unit_test(test_connects_back_off_while_the_database_refuses_them),
+	        cmocka_unit_test(
+	                test_each_failed_connect_is_counted_once_in_the_outage_it_ended_in),
 	};
 
 	pgserver_require_or_skip("test_pg_reconnect");

@@ -64,6 +64,28 @@
  * statement_timeout itself, which a stopped server (or one behind a
  * network black hole) never does. Past it the connection is given up. */
 #define STORE_PG_ANSWER_MARGIN_MS 2000
+/* The migrating connection has no statement_timeout (an index build on a
+ * large table is long, and as silent as a hung server). After this much
+ * silence on it, a second connection asks the server for a reply (its
+ * connect and its query bounded as the health probe's): a server that
+ * answers it is working (or waiting for a lock) and the migration waits
+ * on; one that does not is hung, and the migration is given up. */
+#define STORE_PG_MIGRATE_SILENCE_MS 2000
+/* A migration's lock waits (unless the operator sets a lock_timeout): a
+ * lock request queued behind another session's long transaction holds up
+ * every callback that needs the same table, on every receiver, so it is
+ * given up after this long, rolled back whole, and tried again after a
+ * pause (what queued behind it runs meanwhile), this many times. */
+#define STORE_PG_MIGRATE_LOCK_TIMEOUT_MS 1000
+#define STORE_PG_MIGRATE_LOCK_PAUSE_MS 1000
+#define STORE_PG_MIGRATE_LOCK_TRIES 5
+/* A wait on an open connection after a connect found the server silent
+ * for most of STORE_PG_ANSWER_MARGIN_MS and statement_timeout gets at
+ * least this long. */
+#define STORE_PG_SILENT_FLOOR_MS 250
+/* A connect that failed after this long got no answer (a refusal comes at
+ * once; libpq's connect_timeout is 2 s at least). */
+#define STORE_PG_CONNECT_SILENT_MS 1500
 /* After a connect that failed (or a server that stopped answering), the
  * next connect waits this long, doubled after each failure up to the
  * maximum; until then a connect fails at once. */
@@ -114,6 +136,19 @@ struct store_pg_backoff {
 	 * only the first of an outage is logged as a warning. */
 	unsigned bo_fails;
 	int64_t bo_fails_since_ms;
+	unsigned bo_under_way; /* counted connects let through and not ended */
+	/* A connect succeeded after bo_fails failed (at bo_reached_ms): said
+	 * once the connects under way then have ended, and counted. */
+	int bo_reached;
+	int64_t bo_reached_ms;
+	/* Atomic, not under bo_mutex: when a connection of the store last
+	 * heard from the server, and, when a connect got no answer since,
+	 * when that connect began (else 0). The server has been silent
+	 * since then on every connection: a wait on an open one counts that
+	 * silence as its own, so a callback that first met it on a connect
+	 * does not wait it out again in full. */
+	int64_t bo_heard_ms;
+	int64_t bo_silent_since_ms;
 };
 
 /* A write held back (en_exec_one on a lane): its prepared statement's name
@@ -166,6 +201,10 @@ struct store_conn {
 	char cn_schema_guard_sql[96];
 	struct store_pg_backoff *cn_backoff; /* borrowed from its store_db */
 	int cn_hung; /* the server left it without a reply: given up (store_pg_hung) */
+	/* migrating (no statement_timeout): its store, and the connection
+	 * that checks the server answers while this one is silent */
+	struct store_db *cn_watch_db;
+	struct store_conn *cn_watch;
 };
 
 struct store_db {
@@ -290,6 +329,7 @@ static void store_pg_conn_close(struct store_conn *cn)
 	store_pg_defer_clear(cn);
 	store_pg_lanes_free(cn->cn_lanes);
 	store_pg_stmts_clear(cn);
+	store_pg_conn_close(cn->cn_watch);
 	if (cn->cn_pg != NULL) {
 		PQfinish(cn->cn_pg);
 	}
@@ -359,9 +399,33 @@ static const char *store_pg_conn_message(const struct store_conn *cn, char *buf,
  * something at least every wait_ms (a large result on a slow link is not
  * a hung server). Returns 0, -1 when the connection broke (libpq has its
  * message), -2 when the server did not answer in time. */
+static int store_pg_wait_first(struct store_conn *cn, unsigned first_ms, unsigned wait_ms,
+                               int silence);
+
 static int store_pg_wait(struct store_conn *cn, unsigned wait_ms, int silence)
 {
-	int64_t deadline = store_pg_mono_ms() + wait_ms;
+	return store_pg_wait_first(cn, wait_ms, wait_ms, silence);
+}
+
+/* The server was heard from on a connection of cn's store: it is not
+ * silent. */
+static void store_pg_heard(struct store_conn *cn)
+{
+	if (cn->cn_backoff == NULL) {
+		return;
+	}
+	__atomic_store_n(&cn->cn_backoff->bo_heard_ms, store_pg_mono_ms(), __ATOMIC_RELAXED);
+	if (__atomic_load_n(&cn->cn_backoff->bo_silent_since_ms, __ATOMIC_RELAXED) != 0) {
+		__atomic_store_n(&cn->cn_backoff->bo_silent_since_ms, 0, __ATOMIC_RELAXED);
+	}
+}
+
+/* store_pg_wait, the first silence bounded at first_ms, the later ones
+ * (after the server sent something) at wait_ms. */
+static int store_pg_wait_first(struct store_conn *cn, unsigned first_ms, unsigned wait_ms,
+                               int silence)
+{
+	int64_t deadline = store_pg_mono_ms() + first_ms;
 
 	for (;;) {
 		int unsent = PQflush(cn->cn_pg);
@@ -390,6 +454,9 @@ static int store_pg_wait(struct store_conn *cn, unsigned wait_ms, int silence)
 		    PQconsumeInput(cn->cn_pg) != 1) {
 			return -1;
 		}
+		if (n > 0 && (pfd.revents & POLLIN) != 0) {
+			store_pg_heard(cn);
+		}
 		if (n > 0 && silence) {
 			deadline = store_pg_mono_ms() + wait_ms;
 		}
@@ -409,8 +476,11 @@ static void store_pg_hung(struct store_conn *cn, unsigned wait_ms)
 {
 	int fd = PQsocket(cn->cn_pg);
 
-	log_warn("store: postgresql did not answer within %u ms; the connection (%s) is given up",
-	         wait_ms, cn->cn_app_name != NULL ? cn->cn_app_name : cn->cn_role);
+	if (wait_ms > 0) { /* else the caller said it */
+		log_warn("store: postgresql did not answer within %u ms; the connection (%s) is "
+		         "given up",
+		         wait_ms, cn->cn_app_name != NULL ? cn->cn_app_name : cn->cn_role);
+	}
 	cn->cn_hung = 1;
 	if (fd >= 0) {
 		shutdown(fd, SHUT_RDWR);
@@ -421,16 +491,119 @@ static void store_pg_hung(struct store_conn *cn, unsigned wait_ms)
 	}
 }
 
+static struct store_conn *store_pg_conn_open_t(struct store_db *db, const char *role,
+                                               unsigned timeout_ms, int quiet, enum log_level level,
+                                               const char *connect_timeout);
+
+/* Whether the server answers a query on cn within wait_ms: 0 when it
+ * does (with a result or an error), -1 when the connection broke, -2 when
+ * no reply came in time (cn is then mid-query: the caller closes it). */
+static int store_pg_ping(struct store_conn *cn, unsigned wait_ms)
+{
+	int64_t deadline = store_pg_mono_ms() + wait_ms;
+	PGresult *res;
+
+	if (PQsendQuery(cn->cn_pg, "SELECT 1") != 1) {
+		return -1;
+	}
+	for (;;) {
+		int64_t left = deadline - store_pg_mono_ms();
+		int w = store_pg_wait(cn, left > 0 ? (unsigned)left : 0, 0);
+
+		if (w < 0) {
+			return w;
+		}
+		res = PQgetResult(cn->cn_pg); /* not busy: does not wait */
+		if (res == NULL) {
+			return 0;
+		}
+		PQclear(res);
+	}
+}
+
+/* Whether the server of cn (migrating, silent for a while) still answers,
+ * asked on a connection of its own (made on first use, kept): 0 when it
+ * does, or when it refuses that connection (it answered), -1 when the
+ * connect or the query got no reply in time. */
+static int store_pg_watch_check(struct store_conn *cn)
+{
+	int64_t t0 = store_pg_mono_ms();
+	int rc;
+
+	if (cn->cn_watch != NULL && PQstatus(cn->cn_watch->cn_pg) != CONNECTION_OK) {
+		store_pg_conn_close(cn->cn_watch);
+		cn->cn_watch = NULL;
+	}
+	if (cn->cn_watch == NULL) {
+		cn->cn_watch = store_pg_conn_open_t(cn->cn_watch_db, "idemhook migration check",
+		                                    STORE_PG_PROBE_WAIT_MS, 1, LOG_LEVEL_DEBUG,
+		                                    STORE_PG_PROBE_CONNECT_S);
+		if (cn->cn_watch == NULL) {
+			/* A refusal (max_connections, say) comes at once; only
+			 * connect_timeout's end is silence. */
+			return store_pg_mono_ms() - t0 >=
+			                       1000 * strtol(STORE_PG_PROBE_CONNECT_S, NULL, 10)
+			               ? -1
+			               : 0;
+		}
+	}
+	rc = store_pg_ping(cn->cn_watch, STORE_PG_PROBE_WAIT_MS);
+	if (rc == -2) {
+		store_pg_conn_close(cn->cn_watch);
+		cn->cn_watch = NULL;
+		return -1;
+	}
+	return 0;
+}
+
 /* cn's next result (PQgetResult), waited for while the server is silent
- * for at most its statement_timeout and STORE_PG_ANSWER_MARGIN_MS (for
- * good without a statement_timeout: migrations), from this call or the
- * last bytes it sent: every reply of the store's goes through here. */
+ * for at most its statement_timeout and STORE_PG_ANSWER_MARGIN_MS, from
+ * this call or the last bytes it sent: every reply of the store's goes
+ * through here. Without a statement_timeout (migrating), silence is
+ * waited out for as long as the server answers another connection. */
 static PGresult *store_pg_result(struct store_conn *cn)
 {
 	unsigned wait_ms = cn->cn_timeout_ms + STORE_PG_ANSWER_MARGIN_MS;
+	unsigned first_ms = wait_ms;
 
-	if (cn->cn_timeout_ms > 0 && store_pg_wait(cn, wait_ms, 1) == -2) {
-		store_pg_hung(cn, wait_ms);
+	if (cn->cn_timeout_ms > 0 && cn->cn_backoff != NULL) {
+		/* A connect found the server silent before this wait began:
+		 * the silence counts from there (at least a moment is left
+		 * for a server that has just come back). */
+		int64_t since =
+		        __atomic_load_n(&cn->cn_backoff->bo_silent_since_ms, __ATOMIC_RELAXED);
+		int64_t left = since + wait_ms - store_pg_mono_ms();
+
+		if (since != 0 && left < (int64_t)wait_ms) {
+			first_ms = left > STORE_PG_SILENT_FLOOR_MS ? (unsigned)left
+			                                           : STORE_PG_SILENT_FLOOR_MS;
+		}
+	}
+	if (cn->cn_timeout_ms > 0 && store_pg_wait_first(cn, first_ms, wait_ms, 1) == -2) {
+		if (first_ms < wait_ms) {
+			const char *name = cn->cn_app_name != NULL ? cn->cn_app_name : cn->cn_role;
+
+			log_warn("store: postgresql did not answer within %u ms; the connection "
+			         "(%s) "
+			         "is given up (a connect found it silent %u ms before this wait "
+			         "began)",
+			         wait_ms, name, wait_ms - first_ms);
+		}
+		store_pg_hung(cn, first_ms < wait_ms ? 0 : wait_ms);
+	}
+	while (cn->cn_timeout_ms == 0 && cn->cn_watch_db != NULL &&
+	       store_pg_wait(cn, STORE_PG_MIGRATE_SILENCE_MS, 1) == -2) {
+		int64_t t0 = store_pg_mono_ms();
+
+		if (store_pg_watch_check(cn) < 0) {
+			log_err("store: postgresql does not answer: the migration's connection was "
+			        "silent for %u ms, and a second connection got no reply within "
+			        "%" PRId64 " ms; the migration is given up (the server rolls back "
+			        "what it did not commit)",
+			        STORE_PG_MIGRATE_SILENCE_MS, store_pg_mono_ms() - t0);
+			store_pg_hung(cn, 0);
+			break;
+		}
 	}
 	return PQgetResult(cn->cn_pg);
 }
@@ -539,46 +712,6 @@ static int store_pg_conninfo_check(const char *conninfo, int *ret_attrs, int *re
 	return -1;
 }
 
-/* A connect or reconnect that was tried and failed (bo: its store's). The
- * first of an outage is logged at level; the others, until a connection
- * succeeds again, at debug level: under load every request would
- * otherwise log its own. */
-static void store_pg_unreachable(struct store_pg_backoff *bo, enum log_level level,
-                                 const char *what, const PGconn *pg)
-{
-	char msg[STORE_PG_MSG_MAX];
-	unsigned n;
-
-	store_pg_one_line(pg != NULL ? PQerrorMessage(pg) : "out of memory", msg, sizeof(msg));
-	pthread_mutex_lock(&bo->bo_mutex);
-	n = bo->bo_fails++;
-	if (n == 0) {
-		bo->bo_fails_since_ms = store_pg_mono_ms();
-	}
-	pthread_mutex_unlock(&bo->bo_mutex);
-	log_msg(n > 0 ? LOG_LEVEL_DEBUG : level, "store: %s postgresql: %s", what, msg);
-}
-
-/* A connection succeeded: ends an outage's silence, saying how many
- * connects failed in it (each one logged, the first as a warning) and
- * for how long. */
-static void store_pg_reachable(struct store_pg_backoff *bo)
-{
-	unsigned n;
-	int64_t ms;
-
-	pthread_mutex_lock(&bo->bo_mutex);
-	n = bo->bo_fails;
-	ms = store_pg_mono_ms() - bo->bo_fails_since_ms;
-	bo->bo_fails = 0;
-	pthread_mutex_unlock(&bo->bo_mutex);
-	if (n > 0) {
-		log_notice("store: postgresql reached again after %u failed connection attempt%s "
-		           "in %.1f s",
-		           n, n == 1 ? "" : "s", (double)ms / 1000);
-	}
-}
-
 /* Arms bo's next delay, from now: the first, or the last doubled, at most
  * the maximum. Under bo_mutex. */
 static void store_pg_backoff_arm(struct store_pg_backoff *bo)
@@ -591,8 +724,9 @@ static void store_pg_backoff_arm(struct store_pg_backoff *bo)
 
 /* Whether a connect may be tried now: always while none has failed; after
  * a failure, once its delay has passed, by one caller at a time (*ret_gated
- * set: that caller's store_pg_backoff_done lets the next one through).
- * Returns 1, or 0 when the connect is to fail at once. */
+ * set: that caller's store_pg_connect_ended lets the next one through).
+ * Returns 1 (the connect is under way until store_pg_connect_ended), or 0
+ * when the connect is to fail at once. */
 static int store_pg_backoff_enter(struct store_pg_backoff *bo, int *ret_gated)
 {
 	int64_t now = store_pg_mono_ms();
@@ -605,6 +739,7 @@ static int store_pg_backoff_enter(struct store_pg_backoff *bo, int *ret_gated)
 		bo->bo_trying = bo->bo_trying || ok;
 		*ret_gated = ok;
 	}
+	bo->bo_under_way += ok;
 	pthread_mutex_unlock(&bo->bo_mutex);
 	if (!ok) {
 		log_debug("store: not connecting to postgresql yet (backing off after a failure)");
@@ -612,10 +747,43 @@ static int store_pg_backoff_enter(struct store_pg_backoff *bo, int *ret_gated)
 	return ok;
 }
 
-/* A connect let through by store_pg_backoff_enter (gated as it said) ended:
- * a success ends the back-off, a failure arms the next delay. */
-static void store_pg_backoff_done(struct store_pg_backoff *bo, int gated, int ok)
+/* Says, once no counted connect is under way, that an outage a success
+ * ended is over, with how many connects failed in it and for how long.
+ * Under bo_mutex (the log line too: in the order of the counts). */
+static void store_pg_reached_say(struct store_pg_backoff *bo)
 {
+	unsigned n = bo->bo_fails;
+
+	if (!bo->bo_reached || bo->bo_under_way > 0) {
+		return;
+	}
+	log_notice("store: postgresql reached again after %u failed connection attempt%s in %.1f s",
+	           n, n == 1 ? "" : "s",
+	           (double)(bo->bo_reached_ms - bo->bo_fails_since_ms) / 1000);
+	bo->bo_fails = 0;
+	bo->bo_reached = 0;
+}
+
+/* A connect of bo's store ended (pg: its connection, NULL when none could
+ * be made; counted: let through by store_pg_backoff_enter, gated as it
+ * said; else the probe's, which ends an outage but is not counted in
+ * one). A success ends the back-off, a failure arms the next delay. The
+ * failure is counted, and logged (the first of an outage at level, the
+ * others at debug level: under load every request would otherwise log
+ * its own), in the same critical section as the gate is released and a
+ * success reads and resets the count: two connects ending together are
+ * each counted once, in the outage they ended in. The outage's end is
+ * said when the last connect begun in it has ended. */
+static void store_pg_connect_ended(struct store_pg_backoff *bo, int counted, int gated,
+                                   const PGconn *pg, enum log_level level, const char *what)
+{
+	int ok = pg != NULL && PQstatus(pg) == CONNECTION_OK;
+	char msg[STORE_PG_MSG_MAX] = "";
+
+	if (!ok) {
+		store_pg_one_line(pg != NULL ? PQerrorMessage(pg) : "out of memory", msg,
+		                  sizeof(msg));
+	}
 	pthread_mutex_lock(&bo->bo_mutex);
 	if (gated) {
 		bo->bo_trying = 0;
@@ -626,6 +794,22 @@ static void store_pg_backoff_done(struct store_pg_backoff *bo, int gated, int ok
 	} else if (gated || bo->bo_delay_ms == 0) {
 		store_pg_backoff_arm(bo);
 	}
+	if (counted) {
+		bo->bo_under_way--;
+	}
+	if (!ok && counted) {
+		unsigned n = bo->bo_fails++;
+
+		if (n == 0) {
+			bo->bo_fails_since_ms = store_pg_mono_ms();
+		}
+		log_msg(n > 0 ? LOG_LEVEL_DEBUG : level, "store: %s postgresql: %s", what, msg);
+	}
+	if (ok && bo->bo_fails > 0 && !bo->bo_reached) {
+		bo->bo_reached = 1;
+		bo->bo_reached_ms = store_pg_mono_ms();
+	}
+	store_pg_reached_say(bo);
 	pthread_mutex_unlock(&bo->bo_mutex);
 }
 
@@ -675,9 +859,34 @@ static PGconn *store_pg_connect(const struct store_conn *cn)
 	return PQconnectdbParams(keys, values, 1);
 }
 
+/* store_pg_connect, noting what it learned of the server: heard from
+ * (connected), or silent since the connect began (a failure after
+ * STORE_PG_CONNECT_SILENT_MS or more: libpq's connect_timeout is 2 s at
+ * least, a refusal comes at once), unless another connection heard from
+ * it meanwhile. */
+static PGconn *store_pg_connect_noted(struct store_conn *cn)
+{
+	struct store_pg_backoff *bo = cn->cn_backoff;
+	int64_t t0 = store_pg_mono_ms();
+	PGconn *pg = store_pg_connect(cn);
+	int64_t since;
+
+	if (pg != NULL && PQstatus(pg) == CONNECTION_OK) {
+		store_pg_heard(cn);
+	} else if (store_pg_mono_ms() - t0 >= STORE_PG_CONNECT_SILENT_MS &&
+	           __atomic_load_n(&bo->bo_heard_ms, __ATOMIC_RELAXED) <= t0) {
+		since = __atomic_load_n(&bo->bo_silent_since_ms, __ATOMIC_RELAXED);
+		while ((since == 0 || since > t0) &&
+		       !__atomic_compare_exchange_n(&bo->bo_silent_since_ms, &since, t0, 0,
+		                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+		}
+	}
+	return pg;
+}
+
 /* role names the connection in pg_stat_activity (application_name, unless
  * the conninfo sets one): "idemhook writer", "idemhook reader", ... A
- * failure is logged at level (the first of an outage: store_pg_unreachable),
+ * failure is logged at level (the first of an outage: store_pg_connect_ended),
  * or not at all when quiet. connect_timeout (seconds, as text) overrides
  * the store's when not NULL. */
 static struct store_conn *store_pg_conn_open_t(struct store_db *db, const char *role,
@@ -695,7 +904,10 @@ static struct store_conn *store_pg_conn_open_t(struct store_db *db, const char *
 	cn = calloc(1, sizeof(*cn));
 	if (cn == NULL) {
 		log_err("store: out of memory");
-		store_pg_backoff_done(&db->db_backoff, gated, 0);
+		if (!quiet) {
+			store_pg_connect_ended(&db->db_backoff, 1, gated, NULL, LOG_LEVEL_DEBUG,
+			                       "cannot connect to");
+		}
 		return NULL;
 	}
 	cn->cn_backoff = &db->db_backoff;
@@ -708,20 +920,17 @@ static struct store_conn *store_pg_conn_open_t(struct store_db *db, const char *
 	cn->cn_schema_found = -1;
 	cn->cn_role = role;
 	cn->cn_defer_tail = &cn->cn_defer;
-	cn->cn_pg = store_pg_connect(cn);
+	cn->cn_pg = store_pg_connect_noted(cn);
 	store_pg_read_only_note(cn, cn->cn_pg);
+	/* The conninfo's syntax was checked at open (store_pg_conninfo_check):
+	 * libpq's message now names host and port, never the password. */
 	if (!quiet || PQstatus(cn->cn_pg) == CONNECTION_OK) {
-		store_pg_backoff_done(&db->db_backoff, gated, PQstatus(cn->cn_pg) == CONNECTION_OK);
+		store_pg_connect_ended(&db->db_backoff, !quiet, gated, cn->cn_pg, level,
+		                       "cannot connect to");
 	}
 	if (cn->cn_pg == NULL || PQstatus(cn->cn_pg) != CONNECTION_OK) {
-		/* The conninfo's syntax was checked at open (store_pg_conninfo_check):
-		 * libpq's message now names host and port, never the password. */
-		if (!quiet) {
-			store_pg_unreachable(cn->cn_backoff, level, "cannot connect to", cn->cn_pg);
-		}
 		goto fail;
 	}
-	store_pg_reachable(cn->cn_backoff);
 	if (PQsetnonblocking(cn->cn_pg, 1) != 0 || store_pg_conn_setup(cn, timeout_ms) < 0) {
 		goto fail;
 	}
@@ -765,16 +974,14 @@ static int store_pg_conn_revive(struct store_conn *cn, unsigned timeout_ms)
 	/* A new session, with nothing of the old one's state (a pipeline
 	 * it died in). */
 	PQfinish(cn->cn_pg);
-	cn->cn_pg = store_pg_connect(cn);
+	cn->cn_pg = store_pg_connect_noted(cn);
 	store_pg_read_only_note(cn, cn->cn_pg);
 	ok = PQstatus(cn->cn_pg) == CONNECTION_OK;
-	store_pg_backoff_done(cn->cn_backoff, gated, ok);
+	store_pg_connect_ended(cn->cn_backoff, 1, gated, cn->cn_pg, LOG_LEVEL_WARNING,
+	                       "cannot reconnect to");
 	if (!ok) {
-		store_pg_unreachable(cn->cn_backoff, LOG_LEVEL_WARNING, "cannot reconnect to",
-		                     cn->cn_pg);
 		return -1;
 	}
-	store_pg_reachable(cn->cn_backoff);
 	log_info("store: reconnected to postgresql");
 	if (PQsetnonblocking(cn->cn_pg, 1) != 0) {
 		return -1;
@@ -2649,6 +2856,64 @@ fail:
 	return -1;
 }
 
+/* Whether the migration's session has no lock_timeout of the operator's
+ * (PGOPTIONS, options= in the conninfo, ALTER ROLE or DATABASE ... SET,
+ * postgresql.conf): then it gets STORE_PG_MIGRATE_LOCK_TIMEOUT_MS, and
+ * returns 1; 0 when it keeps the operator's (or the server cannot say). */
+static int store_pg_migrate_lock_timeout(struct store_conn *cn)
+{
+	char sql[64];
+	PGresult *res;
+	int ours;
+
+	res = store_pg_exec_sql(cn, "SELECT source FROM pg_settings WHERE name = 'lock_timeout'");
+	ours = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 &&
+	       strcmp(PQgetvalue(res, 0, 0), "default") == 0;
+	PQclear(res);
+	if (!ours) {
+		return 0;
+	}
+	snprintf(sql, sizeof(sql), "SET lock_timeout = %u", STORE_PG_MIGRATE_LOCK_TIMEOUT_MS);
+	return store_pg_simple(cn, sql, "set the migration's lock_timeout") == 0;
+}
+
+/* Applies one migration, again after a pause when it met the lock_timeout
+ * the store set (own_timeout): it is rolled back whole, and what queued
+ * behind its lock request (callbacks of the other receivers) runs
+ * meanwhile. */
+static int store_pg_migrate_tries(struct store_conn *cn, const struct migration *mg,
+                                  int own_timeout, int *ret_applied)
+{
+	const struct timespec pause = {.tv_sec = STORE_PG_MIGRATE_LOCK_PAUSE_MS / 1000,
+	                               .tv_nsec = STORE_PG_MIGRATE_LOCK_PAUSE_MS % 1000 * 1000000L};
+	int try;
+
+	for (try = 1;; try++) {
+		if (store_pg_migrate_one(cn, mg, ret_applied) == 0) {
+			return 0;
+		}
+		if (!own_timeout || !cn->cn_timed_out || PQstatus(cn->cn_pg) != CONNECTION_OK ||
+		    try >= STORE_PG_MIGRATE_LOCK_TRIES) {
+			if (own_timeout && cn->cn_timed_out) {
+				log_err("store: %s: another session held a lock it needs through "
+				        "%d "
+				        "tries of %u ms each (the lock_timeout idemhook sets on a "
+				        "migration); end that session's transaction, or set a "
+				        "lock_timeout of your own (PGOPTIONS='-c lock_timeout=0' "
+				        "waits "
+				        "for good)",
+				        mg->mg_name, try, STORE_PG_MIGRATE_LOCK_TIMEOUT_MS);
+			}
+			return -1;
+		}
+		log_warn("store: %s: another session holds a lock it needs; trying again in %u ms "
+		         "(try %d of %d)",
+		         mg->mg_name, STORE_PG_MIGRATE_LOCK_PAUSE_MS, try + 1,
+		         STORE_PG_MIGRATE_LOCK_TRIES);
+		nanosleep(&pause, NULL);
+	}
+}
+
 /* Applies the pending migrations under the migration lock; *ret_from is
  * the version found once the lock was taken (a receiver that waited for
  * another's migration finds it done), *ret_version the version after. */
@@ -2657,6 +2922,7 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_from, int *ret_versi
 	char sql[96];
 	int applied;
 	int locked = 0;
+	int own_timeout = 0;
 	size_t i;
 	int rc = -1;
 
@@ -2678,6 +2944,9 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_from, int *ret_versi
 	} else {
 		locked = 1;
 	}
+	/* Only now: waiting for another receiver's migration (the lock
+	 * above) is no lock to give up on. */
+	own_timeout = store_pg_migrate_lock_timeout(cn);
 	if (store_pg_simple(
 	            cn,
 	            "CREATE TABLE IF NOT EXISTS idemhook_schema (version BIGINT PRIMARY KEY, "
@@ -2690,9 +2959,10 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_from, int *ret_versi
 		const struct migration *mg = &migrations_pg[i];
 		int version;
 
-		if (store_pg_migrate_one(cn, mg, &applied) < 0) {
+		if (store_pg_migrate_tries(cn, mg, own_timeout, &applied) < 0) {
 			/* Another receiver may have applied it meanwhile. */
-			if (store_pg_version(cn, &version) < 0 || version < mg->mg_version) {
+			if (PQstatus(cn->cn_pg) != CONNECTION_OK ||
+			    store_pg_version(cn, &version) < 0 || version < mg->mg_version) {
 				log_err("store: migration %s failed", mg->mg_name);
 				goto out;
 			}
@@ -2717,6 +2987,10 @@ out:
 		    store_pg_version_q(cn, ret_version, 1) < 0) {
 			*ret_version = -1;
 		}
+	}
+	if (own_timeout && PQstatus(cn->cn_pg) == CONNECTION_OK) {
+		/* the connection goes on as the writer's */
+		store_pg_simple(cn, "RESET lock_timeout", NULL);
 	}
 	if (locked) {
 		snprintf(sql, sizeof(sql), "SELECT pg_advisory_unlock(%" PRId64 ")",
@@ -3254,6 +3528,9 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 		store_open_unreachable();
 		goto fail;
 	}
+	if (!opt->so_read_only) {
+		cn->cn_watch_db = db; /* no statement_timeout: silence is checked */
+	}
 	if (store_pg_version(cn, &version) < 0) {
 		goto fail;
 	}
@@ -3287,6 +3564,9 @@ static struct store_db *store_pg_open(const struct store_options *opt, int *ret_
 		store_pg_conn_close(cn);
 		return db;
 	}
+	store_pg_conn_close(cn->cn_watch);
+	cn->cn_watch = NULL;
+	cn->cn_watch_db = NULL;
 	if (store_pg_conn_setup(cn, db->db_timeout_ms) < 0) {
 		goto fail;
 	}
