@@ -452,6 +452,12 @@ static int console_page_db_failed(struct buf *b, const struct console_ctx *cx, c
 	return console_page_end(b) < 0 ? -1 : 503;
 }
 
+/* The readiness card while the database does not answer this page but the
+ * health probe has not noticed yet. */
+#define CONSOLE_NOT_ANSWERING                                                                      \
+	"not answering: the database did not answer this page within " CONSOLE_DB_WAIT_TEXT        \
+	"; /readyz will follow at the next probe"
+
 /* A card for a figure the database did not give. */
 static void console_card_missing(struct buf *b, const char *href, const char *label)
 {
@@ -483,7 +489,7 @@ int console_page_overview(struct buf *b, const struct console_ctx *cx)
 	late = console_figures_get(cx, &fig);
 	metrics_ops_get(&mo);
 	console_page_begin(b, cx, "Overview", "overview", 30);
-	if (!fig.cf_gauges_ok || !fig.cf_overview_ok) {
+	if (!fig.cf_gauges_ok || !fig.cf_overview_ok || !fig.cf_files_ok) {
 		buf_puts(b, "<p class=\"flash error\" role=\"alert\" id=\"db-unavailable\">"
 		            "Some figures are unavailable: ");
 		buf_puts(b, console_db_why(late < 0 ? late : -1));
@@ -522,18 +528,27 @@ int console_page_overview(struct buf *b, const struct console_ctx *cx)
 	}
 	snprintf(text, sizeof(text), "%zu", rejects_count_since(cx->cx_now_ms - 3600000LL, NULL));
 	console_card(b, "/console/rejected", "rejected callbacks, last hour", text, NULL);
+	/* Readiness is the health probe's verdict, which follows a database
+	 * that stopped answering only at its next probe: meanwhile this page,
+	 * whose own reads went unanswered, says so rather than "ready" next
+	 * to cards that say the database did not answer. /readyz is not
+	 * changed by it. */
 	if (health == NULL) {
 		console_card(b, "/console/", "readiness", "starting", "warn");
-	} else if (health_ready(health, reason, sizeof(reason))) {
-		console_card(b, "/console/", "readiness", "ready", "ok");
-	} else {
+	} else if (!health_ready(health, reason, sizeof(reason))) {
 		snprintf(text, sizeof(text), "not ready: %s", reason);
 		console_card(b, "/console/", "readiness", text, "bad");
+	} else if (late == CONSOLE_DB_LATE) {
+		console_card(b, "/console/", "readiness", CONSOLE_NOT_ANSWERING, "bad");
+	} else {
+		console_card(b, "/console/", "readiness", "ready", "ok");
 	}
 	if (fig.cf_files_ok) {
 		snprintf(text, sizeof(text), "%.1f MB",
 		         (double)(fig.cf_files.sf_db_bytes + fig.cf_files.sf_wal_bytes) / 1e6);
 		console_card(b, "/console/", "database size (with WAL)", text, NULL);
+	} else {
+		console_card_missing(b, "/console/", "database size (with WAL)");
 	}
 	/* A read transaction kept open keeps the WAL from starting over
 	 * (docs/operations.md): only while it does. */

@@ -20,6 +20,9 @@
 #include "pg_common.h"
 
 #define HANG_LATE "the database did not answer within 1.5 s"
+#define HANG_NOT_ANSWERING                                                                         \
+	"not answering: the database did not answer this page within 1.5 s; /readyz will "         \
+	"follow at the next probe"
 #define HANG_PROMPT_MS 2500 /* a page's answer, at most, while the server hangs */
 
 /* A receiver with the console on database db of server pg (not the shared
@@ -61,6 +64,15 @@ static void hang_expect_overview(struct daemon *d, const struct t_session *s)
 	assert_non_null(
 	        strstr(r.hs_body, "unavailable</div><div class=\"label\">open failed events"));
 	assert_non_null(strstr(r.hs_body, "unavailable</div><div class=\"label\">dead letters"));
+	/* every card the database gives, the size too */
+	assert_non_null(strstr(r.hs_body,
+	                       "unavailable</div><div class=\"label\">database size (with WAL)"));
+	/* and the page does not call the receiver ready next to them: it
+	 * says why, or the health probe's own verdict once it has noticed */
+	assert_null(strstr(r.hs_body, ">ready</div><div class=\"label\">readiness"));
+	assert_true(strstr(r.hs_body, ">" HANG_NOT_ANSWERING "</div><div "
+	                              "class=\"label\">readiness") != NULL ||
+	            strstr(r.hs_body, ">not ready: ") != NULL);
 	/* the rest of the page, from memory */
 	assert_non_null(strstr(r.hs_body, "rejected callbacks, last hour"));
 	assert_non_null(strstr(r.hs_body, "<table id=\"traffic\">"));
@@ -110,6 +122,14 @@ static void test_console_pages_answer_promptly_while_the_server_hangs(void **sta
 	hres_finish(&r);
 
 	assert_true(pgserver_signal_all(&pg, SIGSTOP) > 1);
+	/* The overview at once, before the health probe can have noticed
+	 * (readiness still "ready"): the page says the database is not
+	 * answering it, not "ready". */
+	assert_int_equal(hang_get(&d, "/console/", &s, &r, &ms), 200);
+	assert_non_null(strstr(r.hs_body, ">" HANG_NOT_ANSWERING "</div>"));
+	assert_null(strstr(r.hs_body, ">ready</div>"));
+	hres_finish(&r);
+	hang_expect_overview(&d, &s);
 	/* A list's read first: it outlives its wait, and ends on its own. */
 	hang_expect_503(&d, "/console/events", &s);
 	/* Again and again: a read still waiting on the server does not make
