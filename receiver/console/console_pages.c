@@ -446,8 +446,11 @@ static int console_page_db_failed(struct buf *b, const struct console_ctx *cx, c
 	buf_puts(b, "<p class=\"flash error\" role=\"alert\" id=\"db-unavailable\">"
 	            "This page cannot be shown now: ");
 	buf_puts(b, console_db_why(rc));
-	buf_puts(b, ". Nothing was changed. Reload the page in a moment; the "
-	            "<a href=\"/console/\">overview</a> shows what this receiver knows "
+	/* In answer to an action, the message on top says what it changed. */
+	buf_puts(b, cx->cx_flash == NULL
+	                    ? ". Nothing was changed. Reload the page in a moment; the "
+	                    : ". Reload the page in a moment; the ");
+	buf_puts(b, "<a href=\"/console/\">overview</a> shows what this receiver knows "
 	            "without the database.</p>\n");
 	return console_page_end(b) < 0 ? -1 : 503;
 }

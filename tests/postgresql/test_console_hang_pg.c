@@ -5,6 +5,8 @@
  * with the figures it keeps in memory and the database's shown as
  * unavailable, the pages that need the database with a plain 503; and all
  * is as before once the server answers again. */
+#include <inttypes.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -28,15 +31,23 @@
 /* A receiver with the console on database db of server pg (not the shared
  * one), over its unix socket: daemon_init's SQLite [store] turned into
  * backend = postgresql. */
-static void hang_daemon_start(struct daemon *d, struct pgserver *pg, const char *db)
+static void hang_daemon_start_with(struct daemon *d, struct pgserver *pg, const char *db,
+                                   const char *extra)
 {
 	char conninfo[700];
+	char ini[4096];
 
 	setenv("T_CONSOLE_OP", T_OP_TOKEN, 1);
 	setenv("T_CONSOLE_RO", T_RO_TOKEN, 1);
 	pgserver_conninfo(pg, db, conninfo, sizeof(conninfo));
-	assert_int_equal(daemon_init_pg_at(d, db, conninfo, "", FX_STRIPE_INI T_CONSOLE), 0);
+	snprintf(ini, sizeof(ini), "%s%s%s", FX_STRIPE_INI, T_CONSOLE, extra);
+	assert_int_equal(daemon_init_pg_at(d, db, conninfo, "", ini), 0);
 	assert_int_equal(daemon_start(d), 0);
+}
+
+static void hang_daemon_start(struct daemon *d, struct pgserver *pg, const char *db)
+{
+	hang_daemon_start_with(d, pg, db, "");
 }
 
 /* GET path with s's cookie: its status, its body into r, the time it took. */
@@ -178,10 +189,217 @@ static void test_console_pages_answer_promptly_while_the_server_hangs(void **sta
 	pgserver_stop(&pg);
 }
 
+/* A server stopped for good would hold a receiver that waits for it, and
+ * this program with it: the server answers again after HANG_RESCUE_S
+ * whatever happens, so a wait that is not bounded fails the test on its
+ * time instead of hanging it. */
+#define HANG_RESCUE_S 8
+
+struct hang_rescue {
+	struct pgserver *hr_pg;
+	pthread_mutex_t hr_lock;
+	pthread_cond_t hr_cond;
+	int hr_done;
+	pthread_t hr_thread;
+};
+
+static void *hang_rescue_main(void *arg)
+{
+	struct hang_rescue *h = arg;
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += HANG_RESCUE_S;
+	pthread_mutex_lock(&h->hr_lock);
+	while (!h->hr_done) {
+		if (pthread_cond_timedwait(&h->hr_cond, &h->hr_lock, &until) != 0) {
+			break;
+		}
+	}
+	if (!h->hr_done) {
+		print_message("the server stopped for %d s: answering again\n", HANG_RESCUE_S);
+		pgserver_signal_all(h->hr_pg, SIGCONT);
+	}
+	pthread_mutex_unlock(&h->hr_lock);
+	return NULL;
+}
+
+/* SIGSTOP, with the rescue armed. */
+static void hang_stop(struct hang_rescue *h, struct pgserver *pg)
+{
+	memset(h, 0, sizeof(*h));
+	h->hr_pg = pg;
+	pthread_mutex_init(&h->hr_lock, NULL);
+	pthread_cond_init(&h->hr_cond, NULL);
+	assert_true(pgserver_signal_all(pg, SIGSTOP) > 1);
+	assert_int_equal(pthread_create(&h->hr_thread, NULL, hang_rescue_main, h), 0);
+}
+
+/* SIGCONT, the rescue disarmed. */
+static void hang_cont(struct hang_rescue *h)
+{
+	pthread_mutex_lock(&h->hr_lock);
+	h->hr_done = 1;
+	pthread_cond_signal(&h->hr_cond);
+	pthread_mutex_unlock(&h->hr_lock);
+	pthread_join(h->hr_thread, NULL);
+	pthread_mutex_destroy(&h->hr_lock);
+	pthread_cond_destroy(&h->hr_cond);
+	assert_true(pgserver_signal_all(h->hr_pg, SIGCONT) > 1);
+}
+
+/* POST form to path as s while the server hangs: a prompt 503 with
+ * Retry-After, its body into r. */
+static void hang_post_503(struct daemon *d, const char *path, const struct t_session *s,
+                          const char *form, struct hres *r)
+{
+	int64_t t0 = hn_now_ms();
+	int64_t ms;
+	char *retry;
+
+	assert_int_equal(t_post(d, path, s, form, r), 503);
+	ms = hn_now_ms() - t0;
+	print_message("POST %s: 503 in %" PRId64 " ms\n", path, ms);
+	assert_true(ms < HANG_PROMPT_MS);
+	retry = hres_header(r, "Retry-After");
+	assert_non_null(retry);
+	free(retry);
+	assert_non_null(strstr(r->hs_body, "</html>"));
+}
+
+#define HANG_T_DEAD_OUTBOUND                                                                       \
+	"\n[outbound]\nnotify_url = http://127.0.0.1:9/notify\nmax_attempts = 1\npoll = 50ms\n"    \
+	"connect_timeout = 1s\n"
+#define HANG_UNKNOWN_MSG "the outcome of this action is unknown"
+#define HANG_NOT_RUN_MSG                                                                           \
+	"The database is not answering (an earlier request still waits for it); nothing was "      \
+	"changed."
+
+/* docs/console.md "When the database does not answer", actions: a write
+ * the database does not answer in time answers 503 saying its outcome is
+ * unknown (it is applied once the server answers, and recorded once); one
+ * sent while that one still waits is not begun at all, and says nothing
+ * was changed (nothing is); a login is refused with 503 and no session;
+ * an action applied late and sent again is refused by the row's state. */
+static void test_console_actions_and_login_answer_promptly_while_the_server_hangs(void **state)
+{
+	struct pgserver pg;
+	struct hang_rescue h;
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char db[64];
+	char order[64];
+	char path[128];
+	char form[300];
+	char *cookie;
+	int64_t event;
+	int64_t row;
+
+	(void)state;
+	assert_int_equal(pgserver_start_opts(&pg, NULL, 0), 0);
+	assert_int_equal(pgserver_create_db(&pg, "console_hang_act", db), 0);
+	hang_daemon_start_with(&d, &pg, db, HANG_T_DEAD_OUTBOUND);
+	/* a failed event (its order does not exist) and a dead outbox row */
+	assert_int_equal(
+	        fx_stripe_pay(&d, "evt_hang_unknown", "ord_hang_nosuch000000001", 900, "usd"), 200);
+	event = fx_db_int(&d, "SELECT id FROM events WHERE idem_key = 'evt_hang_unknown'");
+	assert_true(event > 0);
+	fx_order(&d, 1500, "usd", order);
+	assert_int_equal(fx_stripe_pay(&d, "evt_hang_outbox", order, 1500, "usd"), 200);
+	assert_int_equal(
+	        hn_db_wait_int(d.dm_db, "SELECT count(*) FROM outbox WHERE status = 'dead'", 1, 20),
+	        1);
+	row = fx_db_int(&d, "SELECT id FROM outbox WHERE status = 'dead'");
+	t_login(&d, T_OP_TOKEN, &s);
+
+	hang_stop(&h, &pg);
+	/* The dismissal begins and gets no answer: unknown, said so. */
+	snprintf(path, sizeof(path), "/console/events/%" PRId64 "/dismiss", event);
+	snprintf(form, sizeof(form), "csrf=%s&reason=paid+at+the+till", s.ts_csrf);
+	hang_post_503(&d, path, &s, form, &r);
+	assert_non_null(strstr(r.hs_body, HANG_UNKNOWN_MSG));
+	assert_null(strstr(r.hs_body, "othing was changed"));
+	assert_null(strstr(r.hs_body, "othing changed"));
+	hres_finish(&r);
+	/* Sent again while it waits: not begun, nothing changed. */
+	hang_post_503(&d, path, &s, form, &r);
+	assert_non_null(strstr(r.hs_body, HANG_NOT_RUN_MSG));
+	hres_finish(&r);
+	snprintf(path, sizeof(path), "/console/outbox/%" PRId64 "/retry", row);
+	snprintf(form, sizeof(form), "csrf=%s", s.ts_csrf);
+	hang_post_503(&d, path, &s, form, &r);
+	assert_non_null(strstr(r.hs_body, HANG_NOT_RUN_MSG));
+	hres_finish(&r);
+	/* A login is recorded before it is let in: 503, no session. */
+	snprintf(form, sizeof(form), "token=%s", T_OP_TOKEN);
+	hang_post_503(&d, "/console/login", NULL, form, &r);
+	assert_non_null(strstr(r.hs_body, "The database is not answering"));
+	assert_non_null(strstr(r.hs_body, "you are not logged in"));
+	cookie = hres_header(&r, "Set-Cookie");
+	assert_null(cookie);
+	hres_finish(&r);
+	hang_cont(&h);
+
+	/* The dismissal is applied once the server answers, recorded once. */
+	assert_int_equal(
+	        hn_db_wait_int(d.dm_db,
+	                       "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL", 1, 20),
+	        1);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM events WHERE id = %" PRId64
+	                           " AND dismissed_by = 'console:alice'",
+	                           event),
+	                 1);
+	fx_assert_audit(&d, 1,
+	                "action = 'events.dismiss' AND target = 'event:%" PRId64
+	                "' AND result = 'ok'",
+	                event);
+	/* what was not begun changed nothing */
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM outbox WHERE id = %" PRId64
+	                           " AND status = 'dead' AND attempts = 1",
+	                           row),
+	                 1);
+	fx_assert_audit(&d, 0, "action = 'outbox.retry' AND result LIKE 'ok%%'");
+	fx_assert_audit(&d, 1, "action = 'console.login'");
+	/* Sent again now: refused by the event's state, not applied twice. */
+	snprintf(path, sizeof(path), "/console/events/%" PRId64 "/dismiss", event);
+	snprintf(form, sizeof(form), "csrf=%s&reason=paid+at+the+till", s.ts_csrf);
+	assert_int_equal(t_post(&d, path, &s, form, &r), 409);
+	hres_finish(&r);
+	fx_assert_audit(&d, 1,
+	                "action = 'events.dismiss' AND target = 'event:%" PRId64
+	                "' AND result = 'ok'",
+	                event);
+
+	/* The outbox retry the same way: unknown while the server hangs,
+	 * applied and recorded once when it answers. */
+	hang_stop(&h, &pg);
+	snprintf(path, sizeof(path), "/console/outbox/%" PRId64 "/retry", row);
+	snprintf(form, sizeof(form), "csrf=%s", s.ts_csrf);
+	hang_post_503(&d, path, &s, form, &r);
+	assert_non_null(strstr(r.hs_body, HANG_UNKNOWN_MSG));
+	hres_finish(&r);
+	hang_cont(&h);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM audit_log WHERE action = "
+	                                "'outbox.retry' AND result LIKE 'ok%'",
+	                                1, 20),
+	                 1);
+	/* and a login is let in again */
+	t_login(&d, T_OP_TOKEN, &s);
+	fx_assert_audit(&d, 2, "action = 'console.login'");
+	daemon_finish(&d);
+	pgserver_stop(&pg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_console_pages_answer_promptly_while_the_server_hangs),
+	        cmocka_unit_test(
+	                test_console_actions_and_login_answer_promptly_while_the_server_hangs),
 	};
 
 	pgserver_require_or_skip("test_console_hang_pg");
