@@ -990,6 +990,9 @@ static void console_render(struct reply *ret, const struct console_ctx *cx,
 	get.hr_path = path;
 	with.cx_flash = msg;
 	with.cx_flash_error = error;
+	/* the page's reads get a deadline of their own, after the action's
+	 * write (which waited at most as long) */
+	with.cx_deadline_ms = console_mono_ms() + CONSOLE_DB_WAIT_MS;
 	console_get(&with, &get, status, ret);
 }
 
@@ -1755,6 +1758,8 @@ void console_route(void *arg, const struct http_request *req, struct reply *ret)
 	cx.cx_cf = cf;
 	cx.cx_now_ms = now;
 	cx.cx_who = &who;
+	/* One deadline for all of a page's reads (docs/console.md). */
+	cx.cx_deadline_ms = console_mono_ms() + CONSOLE_DB_WAIT_MS;
 	if (get) {
 		/* The outcome of the action that redirected here, once. */
 		if (strcmp(req->hr_method, "GET") == 0 &&

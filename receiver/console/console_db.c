@@ -1073,6 +1073,9 @@ static int console_db_read(struct store *st, int64_t now_ms, unsigned wait_ms, c
 {
 	struct console_db_q q = {sql, p, n, fn, arg};
 
+	if (wait_ms == CONSOLE_DB_WAIT_SPENT) {
+		return CONSOLE_DB_LATE;
+	}
 	if (wait_ms > 0) {
 		return console_db_read_within(st, now_ms, wait_ms, sql, p, n, fn, arg);
 	}

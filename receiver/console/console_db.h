@@ -7,6 +7,7 @@
 #ifndef IDEMHOOK_CONSOLE_DB_H
 #define IDEMHOOK_CONSOLE_DB_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,13 +23,17 @@ struct store_tx;
 #define CONSOLE_DB_ACTOR_MAX 100  /* bytes of an actor name */
 #define CONSOLE_DB_MSG_MAX 256
 #define CONSOLE_DB_STATUSES_MAX 8 /* outbox statuses of one list */
-/* The console's pages wait this long for each of their reads (as /metrics
- * waits for its gauges): a hung database answers 503, not never. */
+/* The console's pages wait this long for their reads, all of a page's
+ * together (as /metrics waits for its gauges): a hung or slow database
+ * answers 503, not never. */
 #define CONSOLE_DB_WAIT_MS 1500
 #define CONSOLE_DB_WAIT_TEXT "1.5 s" /* CONSOLE_DB_WAIT_MS, as the pages say it */
 /* What a read waited for (wait_ms > 0) returns when the database did not
  * answer in time; the read ends later on its own, in the background. */
 #define CONSOLE_DB_LATE (-2)
+/* A wait_ms that says the caller's time is spent: CONSOLE_DB_LATE at once,
+ * nothing read. */
+#define CONSOLE_DB_WAIT_SPENT UINT_MAX
 #define CONSOLE_DB_ROWS_MAX (64 * 1024 * 1024) /* bytes of one waited-for read's rows */
 
 /* Which events a list (or a dismiss by filter) selects; NULL / 0 / -1 mean

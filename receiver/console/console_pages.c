@@ -390,6 +390,25 @@ static void console_ago(char *out, size_t size, int64_t now_ms, int64_t then_ms)
 	}
 }
 
+int64_t console_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+unsigned console_wait(const struct console_ctx *cx)
+{
+	int64_t left;
+
+	if (cx->cx_deadline_ms == 0) {
+		return CONSOLE_DB_WAIT_MS;
+	}
+	left = cx->cx_deadline_ms - console_mono_ms();
+	return left > 0 ? (unsigned)left : CONSOLE_DB_WAIT_SPENT;
+}
+
 /* The figures the overview and the outbox list read from the database,
  * read on the store's own thread and waited for at most CONSOLE_DB_WAIT_MS
  * (as /metrics reads its gauges): everything here is copied, so a read
@@ -420,8 +439,10 @@ static int console_figures_get(const struct console_ctx *cx, struct console_figu
 {
 	memset(ret, 0, sizeof(*ret));
 	ret->cf_now_ms = cx->cx_now_ms;
-	if (store_call_within(cx->cx_store, CONSOLE_DB_WAIT_MS, console_figures_read, ret,
-	                      sizeof(*ret)) < 0) {
+	unsigned wait_ms = console_wait(cx);
+
+	if (wait_ms == CONSOLE_DB_WAIT_SPENT ||
+	    store_call_within(cx->cx_store, wait_ms, console_figures_read, ret, sizeof(*ret)) < 0) {
 		memset(ret, 0, sizeof(*ret));
 		return CONSOLE_DB_LATE;
 	}
@@ -808,7 +829,7 @@ static void console_provider_check(const struct console_ctx *cx, const char *nam
 	size_t i;
 
 	if (cf == NULL || config_provider(cf, name) != NULL ||
-	    console_db_scope_known(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, name) != 0) {
+	    console_db_scope_known(cx->cx_store, cx->cx_now_ms, console_wait(cx), name) != 0) {
 		return;
 	}
 	buf_init(&names, 200);
@@ -1003,7 +1024,7 @@ static int console_dismiss_all_form(struct buf *b, const struct console_ctx *cx,
 	if (!console_operator(cx) || what == NULL) {
 		return 0;
 	}
-	rc = console_db_dismiss_count_within(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS,
+	rc = console_db_dismiss_count_within(cx->cx_store, cx->cx_now_ms, console_wait(cx),
 	                                     &q->eq_f, &count);
 	if (rc < 0) {
 		return rc;
@@ -1120,7 +1141,7 @@ int console_page_events(struct buf *b, const struct console_ctx *cx, const struc
 	            "<th>provider</th><th>key</th><th>kind</th><th>order</th><th>outcome</th>"
 	            "<th>reason / effect</th><th>source</th></tr>\n");
 	if (q.eq_why[0] == '\0' &&
-	    (rc = console_db_events(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, f, before,
+	    (rc = console_db_events(cx->cx_store, cx->cx_now_ms, console_wait(cx), f, before,
 	                            CONSOLE_LIST_LIMIT, console_events_row, &l)) < 0) {
 		rc = console_page_db_failed(b, cx, "events", rc);
 		goto out;
@@ -1453,8 +1474,8 @@ int console_page_event(struct buf *b, const struct console_ctx *cx, int64_t id)
 
 	int rc;
 
-	rc = console_db_event(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
-	                      console_event_row, &ep);
+	rc = console_db_event(cx->cx_store, cx->cx_now_ms, console_wait(cx), id, console_event_row,
+	                      &ep);
 	if (rc < 0) {
 		free(ep.ep_scope);
 		free(ep.ep_key);
@@ -1471,7 +1492,7 @@ int console_page_event(struct buf *b, const struct console_ctx *cx, int64_t id)
 	buf_puts(b, "\n<h2>Operator history</h2><table id=\"history\"><tr><th>at (UTC)</th>"
 	            "<th>who</th><th>action</th><th>reason</th><th>result</th></tr>");
 	snprintf(target, sizeof(target), "event:%" PRId64, id);
-	rc = console_db_audit_for(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, target, 100,
+	rc = console_db_audit_for(cx->cx_store, cx->cx_now_ms, console_wait(cx), target, 100,
 	                          console_history_row, b);
 	if (rc < 0) {
 		return console_page_db_failed(b, cx, "events", rc);
@@ -1688,8 +1709,8 @@ int console_page_order(struct buf *b, const struct console_ctx *cx, const char *
 
 	int rc;
 
-	rc = console_db_order(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
-	                      console_order_row, &op);
+	rc = console_db_order(cx->cx_store, cx->cx_now_ms, console_wait(cx), id, console_order_row,
+	                      &op);
 	if (rc < 0) {
 		return console_page_db_failed(b, cx, NULL, rc);
 	}
@@ -1714,14 +1735,14 @@ int console_page_order(struct buf *b, const struct console_ctx *cx, const char *
 	}
 	buf_puts(b, "<h2>Timeline</h2><table id=\"timeline\"><tr><th>at (UTC)</th><th>what</th>"
 	            "<th>which</th><th>detail</th></tr>\n");
-	rc = console_db_order_timeline(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
+	rc = console_db_order_timeline(cx->cx_store, cx->cx_now_ms, console_wait(cx), id,
 	                               console_timeline_row, b);
 	if (rc < 0) {
 		return console_page_db_failed(b, cx, NULL, rc);
 	}
 	buf_puts(b, "</table>\n<h2>Outbox rows and their attempts</h2>");
 	buf_puts(b, console_outbox_head);
-	rc = console_db_outbox_of_order(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
+	rc = console_db_outbox_of_order(cx->cx_store, cx->cx_now_ms, console_wait(cx), id,
 	                                console_outbox_list_row, &o);
 	if (rc < 0) {
 		return console_page_db_failed(b, cx, NULL, rc);
@@ -1734,7 +1755,7 @@ int console_page_order(struct buf *b, const struct console_ctx *cx, const char *
 		           o.or_ids[i], o.or_ids[i]);
 		buf_puts(b, console_attempts_head);
 		rc = console_db_outbox_attempts_within(cx->cx_store, cx->cx_now_ms,
-		                                       CONSOLE_DB_WAIT_MS, o.or_ids[i],
+		                                       console_wait(cx), o.or_ids[i],
 		                                       console_attempt_row, b);
 		if (rc < 0) {
 			return console_page_db_failed(b, cx, NULL, rc);
@@ -1875,7 +1896,7 @@ int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struc
 	}
 	buf_puts(b, console_outbox_head);
 	if (why[0] == '\0' &&
-	    (rc = console_db_outbox(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, status, before,
+	    (rc = console_db_outbox(cx->cx_store, cx->cx_now_ms, console_wait(cx), status, before,
 	                            CONSOLE_LIST_LIMIT, console_outbox_list_row, &o)) < 0) {
 		rc = console_page_db_failed(b, cx, "outbox", rc);
 		goto out;
@@ -1985,7 +2006,7 @@ int console_page_outbox_row(struct buf *b, const struct console_ctx *cx, int64_t
 
 	int rc;
 
-	rc = console_db_outbox_row(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
+	rc = console_db_outbox_row(cx->cx_store, cx->cx_now_ms, console_wait(cx), id,
 	                           console_outbox_detail_row, &xp);
 	if (rc < 0) {
 		return console_page_db_failed(b, cx, "outbox", rc);
@@ -1995,7 +2016,7 @@ int console_page_outbox_row(struct buf *b, const struct console_ctx *cx, int64_t
 	}
 	buf_puts(b, "<h2>Attempts (newest first)</h2>");
 	buf_puts(b, console_attempts_head);
-	rc = console_db_outbox_attempts_within(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
+	rc = console_db_outbox_attempts_within(cx->cx_store, cx->cx_now_ms, console_wait(cx), id,
 	                                       console_attempt_row, b);
 	if (rc < 0) {
 		return console_page_db_failed(b, cx, "outbox", rc);
@@ -2107,7 +2128,7 @@ int console_page_audit(struct buf *b, const struct console_ctx *cx, const struct
 	buf_puts(b, "<table id=\"audit\"><tr><th class=\"num\">id</th><th>at (UTC)</th><th>who</th>"
 	            "<th>action</th><th>target</th><th>reason</th><th>result</th></tr>\n");
 	if (!bad_before && (rc = console_db_audit_list_within(
-	                            cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, NULL, NULL,
+	                            cx->cx_store, cx->cx_now_ms, console_wait(cx), NULL, NULL,
 	                            before, CONSOLE_LIST_LIMIT, console_audit_page_row, &ap)) < 0) {
 		return console_page_db_failed(b, cx, "audit", rc);
 	}

@@ -394,12 +394,107 @@ static void test_console_actions_and_login_answer_promptly_while_the_server_hang
 	pgserver_stop(&pg);
 }
 
+/* A slow database, not a hung one: a session of its own takes the tables
+ * an order's page reads in turn, for SLOW_HOLD_S at a time, so each of the
+ * page's reads waits about that long (less than the 1.5 s a read may wait)
+ * and together they would wait several times as long. */
+#define SLOW_SQL                                                                                   \
+	"BEGIN; LOCK TABLE orders, outbox, outbox_attempts IN ACCESS EXCLUSIVE MODE; "             \
+	"SELECT pg_sleep(1.2); COMMIT;"
+
+struct slow_locker {
+	struct pgserver_session sl_ps;
+	int sl_stop; /* atomic */
+	int sl_cycles;
+	pthread_t sl_thread;
+};
+
+static void *slow_locker_main(void *arg)
+{
+	struct slow_locker *l = arg;
+
+	while (!__atomic_load_n(&l->sl_stop, __ATOMIC_ACQUIRE)) {
+		if (pgserver_session_run(&l->sl_ps, SLOW_SQL) < 0) {
+			break;
+		}
+		l->sl_cycles++;
+	}
+	return NULL;
+}
+
+/* docs/console.md "When the database does not answer": a page's reads
+ * share one deadline of 1.5 s, so a page of many reads on a slow database
+ * answers within it too (a 503 when they did not all end in time), not
+ * after several times 1.5 s. */
+static void test_console_page_reads_share_one_deadline_on_a_slow_database(void **state)
+{
+	struct pgserver pg;
+	struct slow_locker l;
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char db[64];
+	char order[64];
+	char path[128];
+	int64_t ms;
+	long status;
+	int i;
+
+	(void)state;
+	assert_int_equal(pgserver_start_opts(&pg, NULL, 0), 0);
+	assert_int_equal(pgserver_create_db(&pg, "console_slow", db), 0);
+	hang_daemon_start_with(&d, &pg, db, HANG_T_DEAD_OUTBOUND);
+	/* an order with an outbox row and its attempt: four reads */
+	fx_order(&d, 1500, "usd", order);
+	assert_int_equal(fx_stripe_pay(&d, "evt_slow_outbox", order, 1500, "usd"), 200);
+	assert_int_equal(
+	        hn_db_wait_int(d.dm_db, "SELECT count(*) FROM outbox WHERE status = 'dead'", 1, 20),
+	        1);
+	t_login(&d, T_OP_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/orders/%s", order);
+	assert_int_equal(hang_get(&d, path, &s, &r, &ms), 200);
+	assert_non_null(strstr(r.hs_body, "evt_slow_outbox"));
+	hres_finish(&r);
+
+	memset(&l, 0, sizeof(l));
+	assert_int_equal(pgserver_session_start(&l.sl_ps, &pg, db), 0);
+	assert_int_equal(pthread_create(&l.sl_thread, NULL, slow_locker_main, &l), 0);
+	usleep(300 * 1000);
+	for (i = 0; i < 3; i++) {
+		status = hang_get(&d, path, &s, &r, &ms);
+		assert_true(status == 200 || status == 503);
+		if (status == 503) {
+			assert_non_null(strstr(r.hs_body, HANG_LATE));
+		}
+		assert_true(ms < HANG_PROMPT_MS);
+		hres_finish(&r);
+	}
+	__atomic_store_n(&l.sl_stop, 1, __ATOMIC_RELEASE);
+	pthread_join(l.sl_thread, NULL);
+	print_message("%d lock cycles\n", l.sl_cycles);
+	pgserver_session_finish(&l.sl_ps);
+	/* whole again once the database is quick */
+	for (i = 0; i < 40; i++) {
+		if (hang_get(&d, path, &s, &r, &ms) == 200) {
+			break;
+		}
+		hres_finish(&r);
+		usleep(250 * 1000);
+	}
+	assert_true(i < 40);
+	assert_non_null(strstr(r.hs_body, "evt_slow_outbox"));
+	hres_finish(&r);
+	daemon_finish(&d);
+	pgserver_stop(&pg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_console_pages_answer_promptly_while_the_server_hangs),
 	        cmocka_unit_test(
 	                test_console_actions_and_login_answer_promptly_while_the_server_hangs),
+	        cmocka_unit_test(test_console_page_reads_share_one_deadline_on_a_slow_database),
 	};
 
 	pgserver_require_or_skip("test_console_hang_pg");
