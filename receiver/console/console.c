@@ -641,6 +641,7 @@ enum console_wkind {
 	CONSOLE_W_OUTBOX,
 	CONSOLE_W_DISMISS,
 	CONSOLE_W_REPROCESS,
+	CONSOLE_W_DISMISS_ALL, /* dismiss what wj_q's filters select */
 };
 
 struct console_wjob {
@@ -656,6 +657,9 @@ struct console_wjob {
 	char *wj_result;     /* audit */
 	struct outbox_conf wj_oc;
 	int wj_have_oc;
+	int64_t wj_expect;                 /* dismiss all: the count confirmed */
+	struct console_events_query *wj_q; /* dismiss all: the filters, the job's own */
+	int64_t wj_count;                  /* dismiss all: the events matching */
 	/* what the write gives back, when it ended in time */
 	int wj_rc;
 	char wj_msg[CONSOLE_DB_MSG_MAX + 300];
@@ -674,6 +678,10 @@ static void console_wjob_free(void *arg)
 	}
 	if (j->wj_cf != NULL) {
 		env_config_release(j->wj_env, j->wj_cf);
+	}
+	if (j->wj_q != NULL) {
+		console_events_query_finish(j->wj_q);
+		free(j->wj_q);
 	}
 	free(j->wj_reason);
 	free(j->wj_result);
@@ -701,6 +709,10 @@ static int console_wjob_run(struct store *st, void *arg)
 	case CONSOLE_W_REPROCESS:
 		j->wj_rc = console_db_reprocess(st, j->wj_cf, j->wj_now_ms, j->wj_actor, j->wj_id,
 		                                &j->wj_rp);
+		break;
+	case CONSOLE_W_DISMISS_ALL:
+		j->wj_rc = console_db_dismiss_filter(st, j->wj_now_ms, j->wj_actor, &j->wj_q->eq_f,
+		                                     j->wj_reason, j->wj_expect, &j->wj_count);
 		break;
 	}
 	return 0;
@@ -788,6 +800,9 @@ static int console_audit_within(const struct env *env, int64_t now_ms, const cha
 #define CONSOLE_NOT_RUN_MSG                                                                        \
 	"The database is not answering (an earlier request still waits for it); nothing was "      \
 	"changed. Try again in a moment."
+#define CONSOLE_READ_LATE_MSG                                                                      \
+	"The database did not answer within " CONSOLE_DB_WAIT_TEXT                                 \
+	" (reading the rows to retry); nothing was changed. Try again in a moment."
 #define CONSOLE_LATE_MSG                                                                           \
 	"The database did not answer within " CONSOLE_DB_WAIT_TEXT                                 \
 	": the outcome of this action is unknown. It may still be applied when the database "      \
@@ -1101,7 +1116,8 @@ static void console_result(char *out, size_t size, int rc, const char *msg)
  * STORE_CALL_LATE): 503 with Retry-After on the page at url. One begun
  * records itself when applied; one not begun is recorded as an error by
  * console_route, if the database lets it. */
-static void console_write_late(struct console_act *a, struct reply *ret, int rc, const char *url)
+static void console_write_late(struct console_act *a, struct reply *ret, int rc, const char *url,
+                               const char *path)
 {
 	if (rc == STORE_CALL_LATE) {
 		a->a_audited = 1;
@@ -1112,7 +1128,7 @@ static void console_write_late(struct console_act *a, struct reply *ret, int rc,
 		snprintf(a->a_result, sizeof(a->a_result),
 		         "error: the database is not answering; nothing changed");
 	}
-	console_after(a, ret, 503, url, url,
+	console_after(a, ret, 503, url, path,
 	              rc == STORE_CALL_LATE ? CONSOLE_LATE_MSG : CONSOLE_NOT_RUN_MSG, 1);
 	reply_add_header(ret, "Retry-After", CONSOLE_RETRY_AFTER);
 }
@@ -1146,7 +1162,7 @@ static void console_action_event(struct console_act *a, struct reply *ret)
 			rc = console_wjob_call(cx->cx_store, j, &j);
 			if (rc < -1) {
 				free(reason);
-				console_write_late(a, ret, rc, url);
+				console_write_late(a, ret, rc, url, url);
 				return;
 			}
 			rc = j->wj_rc;
@@ -1178,7 +1194,7 @@ static void console_action_event(struct console_act *a, struct reply *ret)
 		}
 		rc = console_wjob_call(cx->cx_store, j, &j);
 		if (rc < -1) {
-			console_write_late(a, ret, rc, url);
+			console_write_late(a, ret, rc, url, url);
 			return;
 		}
 		rc = j->wj_rc;
@@ -1228,7 +1244,7 @@ static void console_action_outbox(struct console_act *a, struct reply *ret)
 	snprintf(url, sizeof(url), "/console/outbox/%" PRId64, a->a_id);
 	j = console_wjob_new(CONSOLE_W_OUTBOX, a->a_c->co_env, cx->cx_now_ms, a->a_actor, NULL);
 	if (j == NULL) {
-		console_write_late(a, ret, STORE_CALL_NOT_RUN, url);
+		console_write_late(a, ret, STORE_CALL_NOT_RUN, url, url);
 		return;
 	}
 	j->wj_id = a->a_id;
@@ -1247,7 +1263,7 @@ static void console_action_outbox(struct console_act *a, struct reply *ret)
 	/* It records itself, but for a row that does not exist. */
 	rc = console_wjob_call(cx->cx_store, j, &j);
 	if (rc < -1) {
-		console_write_late(a, ret, rc, url);
+		console_write_late(a, ret, rc, url, url);
 		return;
 	}
 	rc = j->wj_rc;
@@ -1391,7 +1407,8 @@ static void console_retry_all(struct console_act *a, struct reply *ret)
 	char *expect_text = console_form(a->a_req, "expect");
 	int64_t expect = expect_text != NULL ? strtoll(expect_text, NULL, 10) : -1;
 	struct console_ids ids = {NULL, 0, 0};
-	char msg[300];
+	struct console_wjob *j;
+	char msg[600];
 	char url[64];
 	int64_t ok = 0;
 	size_t i;
@@ -1407,8 +1424,16 @@ static void console_retry_all(struct console_act *a, struct reply *ret)
 	}
 	/* The status's own page, so its form offers the count. */
 	snprintf(url, sizeof(url), "/console/outbox?status=%s", status);
-	if (console_db_outbox_ids(cx->cx_store, cx->cx_now_ms, 0, status, INT64_MAX,
-	                          console_ids_row, &ids) < 0) {
+	rc = console_db_outbox_ids(cx->cx_store, cx->cx_now_ms, console_wait(cx), status, INT64_MAX,
+	                           console_ids_row, &ids);
+	if (rc == CONSOLE_DB_LATE) {
+		snprintf(a->a_result, sizeof(a->a_result),
+		         "error: the database did not answer; nothing changed");
+		console_after(a, ret, 503, url, "/console/outbox", CONSOLE_READ_LATE_MSG, 1);
+		reply_add_header(ret, "Retry-After", CONSOLE_RETRY_AFTER);
+		goto out;
+	}
+	if (rc < 0) {
 		snprintf(a->a_result, sizeof(a->a_result), "error");
 		console_text(ret, 503, "the store failed; nothing changed\n");
 		goto out;
@@ -1440,10 +1465,40 @@ static void console_retry_all(struct console_act *a, struct reply *ret)
 		console_after(a, ret, 409, url, "/console/outbox", msg, 1);
 		goto out;
 	}
+	/* Each row retried (and recorded) on its own, each write waited for
+	 * at most CONSOLE_DB_WAIT_MS: a long list on a database that answers
+	 * takes its time, one that stops answering stops it. */
 	for (i = 0; i < ids.ci_n; i++) {
-		rc = console_db_outbox_admin(cx->cx_store, NULL, cx->cx_now_ms, a->a_actor, "retry",
-		                             ids.ci_ids[i], "bulk retry", msg, sizeof(msg));
-		ok += rc == OUTBOX_ADMIN_OK;
+		j = console_wjob_new(CONSOLE_W_OUTBOX, a->a_c->co_env, cx->cx_now_ms, a->a_actor,
+		                     "bulk retry");
+		if (j != NULL) {
+			j->wj_id = ids.ci_ids[i];
+			snprintf(j->wj_op, sizeof(j->wj_op), "retry");
+		}
+		rc = console_wjob_call(cx->cx_store, j, &j);
+		if (rc < -1) {
+			break;
+		}
+		ok += j->wj_rc == OUTBOX_ADMIN_OK;
+		console_wjob_free(j);
+	}
+	if (i < ids.ci_n) {
+		if (ok > 0) {
+			env_outbox_kick(a->a_c->co_env);
+		}
+		snprintf(msg, sizeof(msg),
+		         "%" PRId64 " of %zu rows queued again, then the database %s: %s%" PRId64
+		         "%s, the rest not retried. Reload this page in a moment to see them (and "
+		         "the audit log, /console/audit) before you send it again.",
+		         ok, ids.ci_n,
+		         rc == STORE_CALL_LATE ? "did not answer within " CONSOLE_DB_WAIT_TEXT
+		                               : "stopped answering",
+		         rc == STORE_CALL_LATE ? "the outcome of row " : "row ", ids.ci_ids[i],
+		         rc == STORE_CALL_LATE ? " is unknown" : " was not retried");
+		snprintf(a->a_result, sizeof(a->a_result), "error: %s", msg);
+		console_after(a, ret, 503, url, "/console/outbox", msg, 1);
+		reply_add_header(ret, "Retry-After", CONSOLE_RETRY_AFTER);
+		goto out;
 	}
 	if (ok > 0) {
 		env_outbox_kick(a->a_c->co_env);
@@ -1471,6 +1526,7 @@ static void console_dismiss_all(struct console_act *a, struct reply *ret)
 	char *expect_text = console_form(a->a_req, "expect");
 	struct console_events_query q;
 	struct http_request get = *a->a_req;
+	struct console_wjob *j;
 	const char *what;
 	char *end = NULL;
 	int64_t expect = -1;
@@ -1522,8 +1578,27 @@ static void console_dismiss_all(struct console_act *a, struct reply *ret)
 		console_text(ret, 400, "bulk dismiss wants the count confirmed\n");
 		goto out;
 	}
-	rc = console_db_dismiss_filter(cx->cx_store, cx->cx_now_ms, a->a_actor, &q.eq_f, reason,
-	                               expect, &count);
+	/* The job takes the filters (and their strings) with it: q's are not
+	 * used past here. */
+	j = console_wjob_new(CONSOLE_W_DISMISS_ALL, a->a_c->co_env, cx->cx_now_ms, a->a_actor,
+	                     reason);
+	if (j != NULL && (j->wj_q = malloc(sizeof(*j->wj_q))) == NULL) {
+		console_wjob_free(j);
+		j = NULL;
+	}
+	if (j != NULL) {
+		*j->wj_q = q;
+		memset(q.eq_v, 0, sizeof(q.eq_v));
+		j->wj_expect = expect;
+	}
+	rc = console_wjob_call(cx->cx_store, j, &j);
+	if (rc < -1) {
+		console_write_late(a, ret, rc, url.buf_data, "/console/events");
+		goto out;
+	}
+	rc = j->wj_rc;
+	count = j->wj_count;
+	console_wjob_free(j);
 	if (rc < 0) {
 		snprintf(a->a_result, sizeof(a->a_result), "error");
 		console_after(a, ret, 503, url.buf_data, "/console/events",

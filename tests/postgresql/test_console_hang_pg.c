@@ -305,6 +305,11 @@ static void test_console_actions_and_login_answer_promptly_while_the_server_hang
 	        fx_stripe_pay(&d, "evt_hang_unknown", "ord_hang_nosuch000000001", 900, "usd"), 200);
 	event = fx_db_int(&d, "SELECT id FROM events WHERE idem_key = 'evt_hang_unknown'");
 	assert_true(event > 0);
+	/* two more, for the bulk dismissal */
+	assert_int_equal(
+	        fx_stripe_pay(&d, "evt_hang_bulk_1", "ord_hang_nosuch000000002", 900, "usd"), 200);
+	assert_int_equal(
+	        fx_stripe_pay(&d, "evt_hang_bulk_2", "ord_hang_nosuch000000003", 900, "usd"), 200);
 	fx_order(&d, 1500, "usd", order);
 	assert_int_equal(fx_stripe_pay(&d, "evt_hang_outbox", order, 1500, "usd"), 200);
 	assert_int_equal(
@@ -387,6 +392,35 @@ static void test_console_actions_and_login_answer_promptly_while_the_server_hang
 	                                "'outbox.retry' AND result LIKE 'ok%'",
 	                                1, 20),
 	                 1);
+	/* A bulk dismissal the same way: one job, applied once, each event
+	 * recorded in the transaction that dismissed it. */
+	hang_stop(&h, &pg);
+	snprintf(form, sizeof(form), "csrf=%s&list=open%%3D1&expect=2&reason=sandbox+orders",
+	         s.ts_csrf);
+	hang_post_503(&d, "/console/events/dismiss", &s, form, &r);
+	assert_non_null(strstr(r.hs_body, HANG_UNKNOWN_MSG));
+	hres_finish(&r);
+	hang_cont(&h);
+	assert_int_equal(
+	        hn_db_wait_int(d.dm_db,
+	                       "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL", 3, 20),
+	        3);
+	fx_assert_audit(&d, 2, "action = 'events.dismiss' AND reason = 'sandbox orders'");
+	/* A bulk retry reads its rows first: a read the database does not
+	 * answer in time changes nothing, and says so. */
+	assert_int_equal(
+	        hn_db_wait_int(d.dm_db, "SELECT count(*) FROM outbox WHERE status = 'dead'", 1, 20),
+	        1);
+	hang_stop(&h, &pg);
+	snprintf(form, sizeof(form), "csrf=%s&status=dead&expect=1", s.ts_csrf);
+	hang_post_503(&d, "/console/outbox/retry-all", &s, form, &r);
+	assert_non_null(strstr(r.hs_body, "The database did not answer within 1.5 s (reading the "
+	                                  "rows to retry); nothing was changed."));
+	assert_non_null(strstr(r.hs_body, "</html>"));
+	hres_finish(&r);
+	hang_cont(&h);
+	fx_assert_audit(&d, 1, "action = 'outbox.retry' AND result LIKE 'ok%%'");
+	fx_assert_audit(&d, 0, "action = 'outbox.retry_all'");
 	/* and a login is let in again */
 	t_login(&d, T_OP_TOKEN, &s);
 	fx_assert_audit(&d, 2, "action = 'console.login'");

@@ -2948,12 +2948,6 @@ static void *store_aside_main(void *arg)
 		}
 		pthread_cond_broadcast(&st->st_aside_cond);
 	}
-	/* A call handed over that never began, abandoned: its job is freed
-	 * here (one not abandoned is still its caller's). */
-	if (st->st_aside_busy && st->st_aside_done < st->st_aside_asked && st->st_aside_abandoned &&
-	    !st->st_aside_cancelled && st->st_aside_job_free != NULL) {
-		st->st_aside_job_free(st->st_aside_job);
-	}
 	pthread_mutex_unlock(&st->st_aside_mutex);
 	return NULL;
 }
