@@ -809,8 +809,6 @@ static int console_audit_within(const struct env *env, int64_t now_ms, const cha
 	"answers, or not at all. Reload this page in a moment to see it (and the audit log, "      \
 	"/console/audit) before you send it again."
 
-/* Dismiss and reprocess record themselves in their own transaction (also
- * a refusal found there); what is refused before, here. */
 static void console_login(struct console *c, const struct http_request *req, int64_t now,
                           struct reply *ret)
 {
@@ -820,6 +818,7 @@ static void console_login(struct console *c, const struct http_request *req, int
 	char cookie[300];
 	char *token = console_form(req, "token");
 	char actor[CONSOLE_NAME_MAX + 16] = "";
+	char sid[2 * CONSOLE_SESSION_ID_BYTES + 1] = "";
 	const struct console_token *match = NULL;
 	const char *foreign = console_cross_site(req);
 	int limited = 0;
@@ -889,6 +888,7 @@ static void console_login(struct console *c, const struct http_request *req, int
 			         slot->cs_id, c->co_conf.cc_session_ttl_s,
 			         c->co_conf.cc_cookie_secure ? "; Secure" : "");
 			snprintf(actor, sizeof(actor), "console:%s", match->ct_name);
+			snprintf(sid, sizeof(sid), "%s", slot->cs_id);
 		}
 	}
 	pthread_mutex_unlock(&c->co_lock);
@@ -916,7 +916,8 @@ static void console_login(struct console *c, const struct http_request *req, int
 	    -1) {
 		pthread_mutex_lock(&c->co_lock);
 		for (i = 0; i < CONSOLE_SESSIONS_MAX; i++) {
-			if (strcmp(c->co_sessions[i].cs_id, slot->cs_id) == 0) {
+			/* by its id: the slot may be another login's by now */
+			if (strcmp(c->co_sessions[i].cs_id, sid) == 0) {
 				memset(&c->co_sessions[i], 0, sizeof(c->co_sessions[i]));
 			}
 		}
