@@ -422,6 +422,25 @@ static void test_console_actions_and_login_answer_promptly_while_the_server_hang
 	hang_cont(&h);
 	fx_assert_audit(&d, 1, "action = 'outbox.retry' AND result LIKE 'ok%%'");
 	fx_assert_audit(&d, 0, "action = 'outbox.retry_all'");
+	/* Compensate: unknown while the server hangs, applied once when it
+	 * answers; sent again, refused by the row's state, not run twice. */
+	hang_stop(&h, &pg);
+	snprintf(path, sizeof(path), "/console/outbox/%" PRId64 "/compensate", row);
+	snprintf(form, sizeof(form), "csrf=%s", s.ts_csrf);
+	hang_post_503(&d, path, &s, form, &r);
+	assert_non_null(strstr(r.hs_body, HANG_UNKNOWN_MSG));
+	hres_finish(&r);
+	hang_cont(&h);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM audit_log WHERE action = "
+	                                "'outbox.compensate' AND result LIKE 'ok%'",
+	                                1, 20),
+	                 1);
+	assert_int_equal(t_post(&d, path, &s, form, &r), 409);
+	assert_non_null(strstr(r.hs_body, "already compensated"));
+	hres_finish(&r);
+	fx_assert_audit(&d, 1, "action = 'outbox.compensate' AND result LIKE 'ok%%'");
+	fx_assert_audit(&d, 1, "action = 'outbox.compensate' AND result LIKE 'refused%%'");
 	/* and a login is let in again */
 	t_login(&d, T_OP_TOKEN, &s);
 	fx_assert_audit(&d, 2, "action = 'console.login'");
