@@ -176,10 +176,10 @@ int console_db_reprocess(struct store *st, const struct config *cf, int64_t now_
  * 1 to stop) in one read transaction at now_ms, and returns 0 or -1. The
  * columns of each are listed in order. wait_ms 0 waits as long as the
  * database takes (the CLI); otherwise the read runs on the store's own
- * thread (store_call_within) and is waited for at most wait_ms
- * (CONSOLE_DB_WAIT_MS for the console's pages): CONSOLE_DB_LATE when it
- * did not end in time, and at once while an earlier one still has not
- * (fn is then never called). */
+ * thread (store_call_owned) and is waited for at most wait_ms (what is
+ * left of the page's CONSOLE_DB_WAIT_MS: console_wait): CONSOLE_DB_LATE
+ * when it did not end in time, at once while an earlier one still has
+ * not, and at once for CONSOLE_DB_WAIT_SPENT (fn is then never called). */
 typedef int (*console_db_row_fn)(void *arg, const struct store_row *row);
 
 /* Events f selects with id < before_id (0: newest), newest first, at most
