@@ -1131,7 +1131,6 @@ static void console_write_late(struct console_act *a, struct reply *ret, int rc,
 	}
 	console_after(a, ret, 503, url, path,
 	              rc == STORE_CALL_LATE ? CONSOLE_LATE_MSG : CONSOLE_NOT_RUN_MSG, 1);
-	reply_add_header(ret, "Retry-After", CONSOLE_RETRY_AFTER);
 }
 
 /* Dismiss and reprocess record themselves in their own transaction (also
@@ -1431,7 +1430,6 @@ static void console_retry_all(struct console_act *a, struct reply *ret)
 		snprintf(a->a_result, sizeof(a->a_result),
 		         "error: the database did not answer; nothing changed");
 		console_after(a, ret, 503, url, "/console/outbox", CONSOLE_READ_LATE_MSG, 1);
-		reply_add_header(ret, "Retry-After", CONSOLE_RETRY_AFTER);
 		goto out;
 	}
 	if (rc < 0) {
@@ -1498,7 +1496,6 @@ static void console_retry_all(struct console_act *a, struct reply *ret)
 		         rc == STORE_CALL_LATE ? " is unknown" : " was not retried");
 		snprintf(a->a_result, sizeof(a->a_result), "error: %s", msg);
 		console_after(a, ret, 503, url, "/console/outbox", msg, 1);
-		reply_add_header(ret, "Retry-After", CONSOLE_RETRY_AFTER);
 		goto out;
 	}
 	if (ok > 0) {
@@ -1746,7 +1743,12 @@ static void console_get(const struct console_ctx *cx, const struct http_request 
 		console_text(ret, 404, "not found\n");
 		return;
 	}
-	console_reply_buf(ret, rc == 200 && status != 0 ? status : rc, &b);
+	rc = rc == 200 && status != 0 ? status : rc;
+	console_reply_buf(ret, rc, &b);
+	if (rc == 503) {
+		/* the database did not answer (or failed): worth trying again */
+		reply_add_header(ret, "Retry-After", CONSOLE_RETRY_AFTER);
+	}
 }
 
 void console_route(void *arg, const struct http_request *req, struct reply *ret)

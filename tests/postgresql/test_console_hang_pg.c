@@ -93,14 +93,19 @@ static void hang_expect_overview(struct daemon *d, const struct t_session *s)
 }
 
 /* A page that needs the database, while the server hangs: a prompt 503
- * that says why, with the navigation. */
+ * with Retry-After that says why, with the navigation. */
 static void hang_expect_503(struct daemon *d, const char *path, const struct t_session *s)
 {
 	struct hres r;
+	char *retry;
 	int64_t ms;
 
 	assert_int_equal(hang_get(d, path, s, &r, &ms), 503);
 	assert_true(ms < HANG_PROMPT_MS);
+	retry = hres_header(&r, "Retry-After");
+	assert_non_null(retry);
+	assert_string_equal(retry, "5");
+	free(retry);
 	assert_non_null(strstr(r.hs_body, HANG_LATE));
 	assert_non_null(strstr(r.hs_body, "Nothing was changed."));
 	assert_non_null(strstr(r.hs_body, "href=\"/console/events\""));
@@ -264,6 +269,7 @@ static void hang_post_503(struct daemon *d, const char *path, const struct t_ses
 	assert_true(ms < HANG_PROMPT_MS);
 	retry = hres_header(r, "Retry-After");
 	assert_non_null(retry);
+	assert_string_equal(retry, "5");
 	free(retry);
 	assert_non_null(strstr(r->hs_body, "</html>"));
 }
