@@ -447,6 +447,31 @@ static void test_console_actions_and_login_answer_promptly_while_the_server_hang
 	hres_finish(&r);
 	fx_assert_audit(&d, 1, "action = 'outbox.compensate' AND result LIKE 'ok%%'");
 	fx_assert_audit(&d, 1, "action = 'outbox.compensate' AND result LIKE 'refused%%'");
+	/* Reprocess: its job holds a configuration of its own, let go by the
+	 * store's thread once the unit ends; applied once. */
+	assert_int_equal(fx_stripe_pay(&d, "evt_hang_reprocess", "ord_hang_nosuch000000004", 900,
+	                               "usd"),
+	                 200);
+	event = fx_db_int(&d, "SELECT id FROM events WHERE idem_key = 'evt_hang_reprocess'");
+	assert_true(event > 0);
+	hang_stop(&h, &pg);
+	snprintf(path, sizeof(path), "/console/events/%" PRId64 "/reprocess", event);
+	snprintf(form, sizeof(form), "csrf=%s", s.ts_csrf);
+	hang_post_503(&d, path, &s, form, &r);
+	assert_non_null(strstr(r.hs_body, HANG_UNKNOWN_MSG));
+	hres_finish(&r);
+	hang_cont(&h);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) FROM audit_log WHERE action = "
+	                                "'events.reprocess'",
+	                                1, 20),
+	                 1);
+	assert_int_equal(fx_db_int(&d, "SELECT reprocessed FROM events WHERE id = %" PRId64, event),
+	                 1);
+	fx_assert_audit(&d, 1,
+	                "action = 'events.reprocess' AND target = 'event:%" PRId64
+	                "' AND result LIKE 'ok: still failed%%'",
+	                event);
 	/* and a login is let in again */
 	t_login(&d, T_OP_TOKEN, &s);
 	fx_assert_audit(&d, 2, "action = 'console.login'");
