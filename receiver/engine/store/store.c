@@ -3007,7 +3007,9 @@ static int store_aside_call(struct store *st, unsigned wait_ms,
 	pthread_cond_broadcast(&st->st_aside_cond);
 	while (st->st_aside_done < seq) {
 		if (store_aside_wait(st, &deadline) && st->st_aside_done < seq) {
-			/* Not begun yet: dropped, the job stays the caller's. */
+			/* Given up: later calls do not wait for it. Not begun
+			 * yet, it is dropped and the job stays the caller's;
+			 * begun, it ends on its own and the thread frees it. */
 			st->st_aside_abandoned = 1;
 			if (st->st_aside_started < seq) {
 				st->st_aside_cancelled = 1;
