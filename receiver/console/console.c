@@ -1283,6 +1283,15 @@ static void console_action_outbox(struct console_act *a, struct reply *ret)
 	              rc != OUTBOX_ADMIN_OK);
 }
 
+/* A row of the order read before a reconcile run: only whether it answers
+ * matters. */
+static int console_reconcile_seen(void *arg, const struct store_row *row)
+{
+	(void)arg;
+	(void)row;
+	return 1;
+}
+
 /* Reconcile one order now: the engine's reconcile run (reconcile.h) for
  * this order alone (reconcile_options ro_order: its provider instance,
  * or every one that can be asked when no payment has named one yet, from
@@ -1307,6 +1316,28 @@ static void console_action_reconcile(struct console_act *a, struct reply *ret)
 	if (order == NULL || order[0] == '\0' || strlen(order) > 200) {
 		snprintf(a->a_result, sizeof(a->a_result), "refused: no order id given");
 		console_text(ret, 400, "reconcile wants the order's id\n");
+		goto out;
+	}
+	/* the order's page as the pages link it (a dot segment or a slash in
+	 * the query form) */
+	buf_init(&href, sizeof(url) - 1);
+	console_order_href(&href, order);
+	snprintf(url, sizeof(url), "%s", href.buf_data != NULL ? href.buf_data : "/console/orders");
+	buf_finish(&href);
+	snprintf(path, sizeof(path), "/console/orders/%s", order);
+	/* The run itself waits for the database as long as it takes (and for
+	 * the providers, their timeouts): one on a database that does not
+	 * answer now is not begun. The order is read first, within the
+	 * request's deadline. */
+	rc = console_db_order(cx->cx_store, cx->cx_now_ms, console_wait(cx), order,
+	                      console_reconcile_seen, NULL);
+	if (rc == CONSOLE_DB_LATE) {
+		snprintf(a->a_result, sizeof(a->a_result),
+		         "error: the database did not answer; nothing changed");
+		console_after(a, ret, 503, url, path,
+		              "The database did not answer within " CONSOLE_DB_WAIT_TEXT
+		              " (reading the order); nothing was changed. Try again in a moment.",
+		              1);
 		goto out;
 	}
 	memset(&opt, 0, sizeof(opt));
@@ -1349,13 +1380,6 @@ static void console_action_reconcile(struct console_act *a, struct reply *ret)
 	if (rep.rr_applied > 0) {
 		env_outbox_kick(a->a_c->co_env);
 	}
-	/* the order's page as the pages link it (a dot segment or a slash in
-	 * the query form) */
-	buf_init(&href, sizeof(url) - 1);
-	console_order_href(&href, order);
-	snprintf(url, sizeof(url), "%s", href.buf_data != NULL ? href.buf_data : "/console/orders");
-	buf_finish(&href);
-	snprintf(path, sizeof(path), "/console/orders/%s", order);
 	console_after(a, ret, status, url, path, msg, status != 200 || failed);
 out:
 	reconcile_report_finish(&rep);

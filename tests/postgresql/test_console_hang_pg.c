@@ -472,6 +472,15 @@ static void test_console_actions_and_login_answer_promptly_while_the_server_hang
 	                "action = 'events.reprocess' AND target = 'event:%" PRId64
 	                "' AND result LIKE 'ok: still failed%%'",
 	                event);
+	/* Reconcile now reads the order first: on a database that does not
+	 * answer, the run is not begun. */
+	hang_stop(&h, &pg);
+	snprintf(form, sizeof(form), "csrf=%s&order=%s", s.ts_csrf, order);
+	hang_post_503(&d, "/console/reconcile", &s, form, &r);
+	assert_non_null(strstr(r.hs_body, "The database did not answer within 1.5 s (reading the "
+	                                  "order); nothing was changed."));
+	hres_finish(&r);
+	hang_cont(&h);
 	/* and a login is let in again */
 	t_login(&d, T_OP_TOKEN, &s);
 	fx_assert_audit(&d, 2, "action = 'console.login'");
