@@ -1706,7 +1706,7 @@ int console_page_order(struct buf *b, const struct console_ctx *cx, const char *
 	struct console_order_page op = {cx, b, 0};
 	struct console_outbox_rows o = {.or_cx = cx, .or_b = b, .or_attempts = 1};
 	size_t i;
-
+	int late = 0;
 	int rc;
 
 	rc = console_db_order(cx->cx_store, cx->cx_now_ms, console_wait(cx), id, console_order_row,
@@ -1748,19 +1748,29 @@ int console_page_order(struct buf *b, const struct console_ctx *cx, const char *
 		return console_page_db_failed(b, cx, NULL, rc);
 	}
 	buf_puts(b, "</table>\n");
+	/* The attempts come last: what the page's deadline leaves no time
+	 * for is marked unavailable, the rest of the page is shown. */
 	for (i = 0; i < o.or_n_ids; i++) {
 		buf_printf(b,
 		           "<h3>Attempts of <a href=\"/console/outbox/%" PRId64 "\">row %" PRId64
 		           "</a></h3>",
 		           o.or_ids[i], o.or_ids[i]);
-		buf_puts(b, console_attempts_head);
-		rc = console_db_outbox_attempts_within(cx->cx_store, cx->cx_now_ms,
-		                                       console_wait(cx), o.or_ids[i],
-		                                       console_attempt_row, b);
-		if (rc < 0) {
-			return console_page_db_failed(b, cx, NULL, rc);
+		if (late == 0) {
+			buf_puts(b, console_attempts_head);
+			late = console_db_outbox_attempts_within(cx->cx_store, cx->cx_now_ms,
+			                                         console_wait(cx), o.or_ids[i],
+			                                         console_attempt_row, b);
+			buf_puts(b, "</table>\n");
+			if (late >= 0) {
+				late = 0;
+				continue;
+			}
+			buf_puts(b, "<p class=\"flash error\" role=\"alert\" id=\"db-unavailable\">"
+			            "The attempts below are unavailable: ");
+			buf_puts(b, console_db_why(late));
+			buf_puts(b, ". Reload the page in a moment.</p>\n");
 		}
-		buf_puts(b, "</table>\n");
+		buf_puts(b, "<p class=\"muted\">unavailable</p>\n");
 	}
 	return console_page_end(b) < 0 ? -1 : 200;
 }

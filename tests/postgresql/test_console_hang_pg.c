@@ -254,6 +254,26 @@ static void hang_cont(struct hang_rescue *h)
 	assert_true(pgserver_signal_all(h->hr_pg, SIGCONT) > 1);
 }
 
+/* Waits until a read the console gave up on has ended (its overview has
+ * no figure unavailable): the server answers again. */
+static void hang_wait_whole(struct daemon *d, const struct t_session *s)
+{
+	struct hres r;
+	int64_t ms;
+	int i;
+
+	for (i = 0; i < 80; i++) {
+		assert_int_equal(hang_get(d, "/console/", s, &r, &ms), 200);
+		if (strstr(r.hs_body, "unavailable") == NULL) {
+			hres_finish(&r);
+			return;
+		}
+		hres_finish(&r);
+		usleep(250 * 1000);
+	}
+	fail_msg("the console's reads did not come back");
+}
+
 /* POST form to path as s while the server hangs: a prompt 503 with
  * Retry-After, its body into r. */
 static void hang_post_503(struct daemon *d, const char *path, const struct t_session *s,
@@ -352,6 +372,7 @@ static void test_console_actions_and_login_answer_promptly_while_the_server_hang
 	assert_null(cookie);
 	hres_finish(&r);
 	hang_cont(&h);
+	hang_wait_whole(&d, &s);
 
 	/* The dismissal is applied once the server answers, recorded once. */
 	assert_int_equal(
@@ -394,6 +415,7 @@ static void test_console_actions_and_login_answer_promptly_while_the_server_hang
 	assert_non_null(strstr(r.hs_body, HANG_UNKNOWN_MSG));
 	hres_finish(&r);
 	hang_cont(&h);
+	hang_wait_whole(&d, &s);
 	assert_int_equal(hn_db_wait_int(d.dm_db,
 	                                "SELECT count(*) FROM audit_log WHERE action = "
 	                                "'outbox.retry' AND result LIKE 'ok%'",
@@ -408,6 +430,7 @@ static void test_console_actions_and_login_answer_promptly_while_the_server_hang
 	assert_non_null(strstr(r.hs_body, HANG_UNKNOWN_MSG));
 	hres_finish(&r);
 	hang_cont(&h);
+	hang_wait_whole(&d, &s);
 	assert_int_equal(
 	        hn_db_wait_int(d.dm_db,
 	                       "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL", 3, 20),
@@ -426,6 +449,7 @@ static void test_console_actions_and_login_answer_promptly_while_the_server_hang
 	assert_non_null(strstr(r.hs_body, "</html>"));
 	hres_finish(&r);
 	hang_cont(&h);
+	hang_wait_whole(&d, &s);
 	fx_assert_audit(&d, 1, "action = 'outbox.retry' AND result LIKE 'ok%%'");
 	fx_assert_audit(&d, 0, "action = 'outbox.retry_all'");
 	/* Compensate: unknown while the server hangs, applied once when it
@@ -437,6 +461,7 @@ static void test_console_actions_and_login_answer_promptly_while_the_server_hang
 	assert_non_null(strstr(r.hs_body, HANG_UNKNOWN_MSG));
 	hres_finish(&r);
 	hang_cont(&h);
+	hang_wait_whole(&d, &s);
 	assert_int_equal(hn_db_wait_int(d.dm_db,
 	                                "SELECT count(*) FROM audit_log WHERE action = "
 	                                "'outbox.compensate' AND result LIKE 'ok%'",
@@ -461,6 +486,7 @@ static void test_console_actions_and_login_answer_promptly_while_the_server_hang
 	assert_non_null(strstr(r.hs_body, HANG_UNKNOWN_MSG));
 	hres_finish(&r);
 	hang_cont(&h);
+	hang_wait_whole(&d, &s);
 	assert_int_equal(hn_db_wait_int(d.dm_db,
 	                                "SELECT count(*) FROM audit_log WHERE action = "
 	                                "'events.reprocess'",
@@ -481,6 +507,7 @@ static void test_console_actions_and_login_answer_promptly_while_the_server_hang
 	                                  "order); nothing was changed."));
 	hres_finish(&r);
 	hang_cont(&h);
+	hang_wait_whole(&d, &s);
 	/* and a login is let in again */
 	t_login(&d, T_OP_TOKEN, &s);
 	fx_assert_audit(&d, 2, "action = 'console.login'");
@@ -586,6 +613,63 @@ static void test_console_page_reads_share_one_deadline_on_a_slow_database(void *
 	pgserver_stop(&pg);
 }
 
+/* docs/console.md "When the database does not answer": an order's page
+ * whose deadline runs out while it reads the outbox rows' attempts (a
+ * lock held on their table) shows the order, its timeline and its rows,
+ * and marks the attempts unavailable. */
+static void test_an_order_page_shows_what_it_read_in_time(void **state)
+{
+	struct pgserver pg;
+	struct pgserver_session ps;
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	char db[64];
+	char order[64];
+	char path[128];
+	int64_t ms;
+	int i;
+
+	(void)state;
+	assert_int_equal(pgserver_start_opts(&pg, NULL, 0), 0);
+	assert_int_equal(pgserver_create_db(&pg, "console_part", db), 0);
+	hang_daemon_start_with(&d, &pg, db, HANG_T_DEAD_OUTBOUND);
+	fx_order(&d, 1500, "usd", order);
+	assert_int_equal(fx_stripe_pay(&d, "evt_part_outbox", order, 1500, "usd"), 200);
+	assert_int_equal(
+	        hn_db_wait_int(d.dm_db, "SELECT count(*) FROM outbox WHERE status = 'dead'", 1, 20),
+	        1);
+	t_login(&d, T_OP_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/orders/%s", order);
+
+	assert_int_equal(pgserver_session_start(&ps, &pg, db), 0);
+	assert_int_equal(pgserver_session_run(&ps, "BEGIN; LOCK TABLE outbox_attempts IN ACCESS "
+	                                           "EXCLUSIVE MODE;"),
+	                 0);
+	assert_int_equal(hang_get(&d, path, &s, &r, &ms), 200);
+	assert_true(ms < HANG_PROMPT_MS);
+	assert_non_null(strstr(r.hs_body, "evt_part_outbox"));         /* the timeline */
+	assert_non_null(strstr(r.hs_body, "<h3>Attempts of <a href")); /* the rows */
+	assert_non_null(strstr(r.hs_body, "The attempts below are unavailable: " HANG_LATE));
+	assert_non_null(strstr(r.hs_body, "</html>"));
+	hres_finish(&r);
+	assert_int_equal(pgserver_session_finish(&ps), 0);
+	/* whole again once the lock is gone (and the read given up on ended) */
+	for (i = 0; i < 40; i++) {
+		if (hang_get(&d, path, &s, &r, &ms) == 200 &&
+		    strstr(r.hs_body, "unavailable") == NULL) {
+			break;
+		}
+		hres_finish(&r);
+		usleep(250 * 1000);
+	}
+	assert_true(i < 40);
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+	pgserver_stop(&pg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -593,6 +677,7 @@ int main(void)
 	        cmocka_unit_test(
 	                test_console_actions_and_login_answer_promptly_while_the_server_hangs),
 	        cmocka_unit_test(test_console_page_reads_share_one_deadline_on_a_slow_database),
+	        cmocka_unit_test(test_an_order_page_shows_what_it_read_in_time),
 	};
 
 	pgserver_require_or_skip("test_console_hang_pg");
