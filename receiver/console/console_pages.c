@@ -2028,10 +2028,14 @@ int console_page_outbox_row(struct buf *b, const struct console_ctx *cx, int64_t
 	buf_puts(b, console_attempts_head);
 	rc = console_db_outbox_attempts_within(cx->cx_store, cx->cx_now_ms, console_wait(cx), id,
 	                                       console_attempt_row, b);
-	if (rc < 0) {
-		return console_page_db_failed(b, cx, "outbox", rc);
-	}
 	buf_puts(b, "</table>\n");
+	if (rc < 0) {
+		/* the row was read in time: shown, its attempts marked */
+		buf_puts(b, "<p class=\"flash error\" role=\"alert\" id=\"db-unavailable\">"
+		            "The attempts are unavailable: ");
+		buf_puts(b, console_db_why(rc));
+		buf_puts(b, ". Reload the page in a moment.</p>\n");
+	}
 	return console_page_end(b) < 0 ? -1 : 200;
 }
 

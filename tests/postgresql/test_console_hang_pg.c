@@ -665,6 +665,18 @@ static void test_an_order_page_shows_what_it_read_in_time(void **state)
 	}
 	assert_true(i < 40);
 	hres_finish(&r);
+	/* the row's own page the same way: the row, its attempts marked */
+	assert_int_equal(pgserver_session_start(&ps, &pg, db), 0);
+	assert_int_equal(pgserver_session_run(&ps, "BEGIN; LOCK TABLE outbox_attempts IN ACCESS "
+	                                           "EXCLUSIVE MODE;"),
+	                 0);
+	assert_int_equal(hang_get(&d, "/console/outbox/1", &s, &r, &ms), 200);
+	assert_true(ms < HANG_PROMPT_MS);
+	assert_non_null(strstr(r.hs_body, "notify"));
+	assert_non_null(strstr(r.hs_body, "The attempts are unavailable: " HANG_LATE));
+	assert_non_null(strstr(r.hs_body, "</html>"));
+	hres_finish(&r);
+	assert_int_equal(pgserver_session_finish(&ps), 0);
 	assert_int_equal(daemon_term(&d, 20), 0);
 	daemon_finish(&d);
 	pgserver_stop(&pg);
