@@ -627,6 +627,188 @@ static const char *console_cross_site(const struct http_request *req)
 	return NULL;
 }
 
+/* ---- writes waited for a bounded time ----
+ * An action's write (and login's audit row) runs on the store's own thread
+ * (store_call_owned) and is waited for at most CONSOLE_DB_WAIT_MS, as the
+ * pages' reads are: a hung database answers 503, not never. The job owns
+ * copies of everything the write needs, the configuration's reference
+ * among them, so a write that outlives its wait (and may still be applied
+ * when the database answers) uses nothing of the request's; the store's
+ * thread frees it then. */
+
+enum console_wkind {
+	CONSOLE_W_AUDIT,
+	CONSOLE_W_OUTBOX,
+	CONSOLE_W_DISMISS,
+	CONSOLE_W_REPROCESS,
+	CONSOLE_W_DISMISS_ALL, /* dismiss what wj_q's filters select */
+};
+
+struct console_wjob {
+	enum console_wkind wj_kind;
+	const struct env *wj_env;
+	struct config *wj_cf; /* reprocess: a reference of the job's own */
+	int64_t wj_now_ms;
+	int64_t wj_id;
+	char wj_actor[CONSOLE_NAME_MAX + 16];
+	char wj_op[40];      /* outbox: retry, cancel, compensate; audit: the action */
+	char wj_target[220]; /* audit */
+	char *wj_reason;     /* or NULL */
+	char *wj_result;     /* audit */
+	struct outbox_conf wj_oc;
+	int wj_have_oc;
+	int64_t wj_expect;                 /* dismiss all: the count confirmed */
+	struct console_events_query *wj_q; /* dismiss all: the filters, the job's own */
+	int64_t wj_count;                  /* dismiss all: the events matching */
+	/* what the write gives back, when it ended in time */
+	int wj_rc;
+	char wj_msg[CONSOLE_DB_MSG_MAX + 300];
+	struct console_db_reprocess wj_rp;
+};
+
+static void console_wjob_free(void *arg)
+{
+	struct console_wjob *j = arg;
+
+	if (j == NULL) {
+		return;
+	}
+	if (j->wj_have_oc) {
+		outbox_conf_finish(&j->wj_oc);
+	}
+	if (j->wj_cf != NULL) {
+		env_config_release(j->wj_env, j->wj_cf);
+	}
+	if (j->wj_q != NULL) {
+		console_events_query_finish(j->wj_q);
+		free(j->wj_q);
+	}
+	free(j->wj_reason);
+	free(j->wj_result);
+	free(j);
+}
+
+static int console_wjob_run(struct store *st, void *arg)
+{
+	struct console_wjob *j = arg;
+
+	switch (j->wj_kind) {
+	case CONSOLE_W_AUDIT:
+		j->wj_rc = console_db_audit(st, j->wj_now_ms, j->wj_actor, j->wj_op, j->wj_target,
+		                            j->wj_reason, j->wj_result);
+		break;
+	case CONSOLE_W_OUTBOX:
+		j->wj_rc = console_db_outbox_admin(st, j->wj_have_oc ? &j->wj_oc : NULL,
+		                                   j->wj_now_ms, j->wj_actor, j->wj_op, j->wj_id,
+		                                   j->wj_reason, j->wj_msg, sizeof(j->wj_msg));
+		break;
+	case CONSOLE_W_DISMISS:
+		j->wj_rc = console_db_dismiss(st, j->wj_now_ms, j->wj_actor, j->wj_id, j->wj_reason,
+		                              j->wj_msg, sizeof(j->wj_msg));
+		break;
+	case CONSOLE_W_REPROCESS:
+		j->wj_rc = console_db_reprocess(st, j->wj_cf, j->wj_now_ms, j->wj_actor, j->wj_id,
+		                                &j->wj_rp);
+		break;
+	case CONSOLE_W_DISMISS_ALL:
+		j->wj_rc = console_db_dismiss_filter(st, j->wj_now_ms, j->wj_actor, &j->wj_q->eq_f,
+		                                     j->wj_reason, j->wj_expect, &j->wj_count);
+		break;
+	}
+	return 0;
+}
+
+/* A job of kind for actor at now_ms, reason copied (NULL: none); NULL
+ * when out of memory. */
+static struct console_wjob *console_wjob_new(enum console_wkind kind, const struct env *env,
+                                             int64_t now_ms, const char *actor, const char *reason)
+{
+	struct console_wjob *j = calloc(1, sizeof(*j));
+
+	if (j == NULL) {
+		return NULL;
+	}
+	j->wj_kind = kind;
+	j->wj_env = env;
+	j->wj_now_ms = now_ms;
+	snprintf(j->wj_actor, sizeof(j->wj_actor), "%s", actor);
+	if (reason != NULL && (j->wj_reason = strdup(reason)) == NULL) {
+		free(j);
+		return NULL;
+	}
+	return j;
+}
+
+/* Runs job j (given away) waited for at most CONSOLE_DB_WAIT_MS. Returns
+ * 0 with *ret_j the job ended in time (the caller frees it),
+ * STORE_CALL_NOT_RUN (nothing was done: the database does not answer, or
+ * out of memory) or STORE_CALL_LATE (begun, the outcome unknown: the job
+ * is the store's now). */
+static int console_wjob_call(struct store *st, struct console_wjob *j, struct console_wjob **ret_j)
+{
+	int rc;
+
+	*ret_j = NULL;
+	if (j == NULL) {
+		log_err("console: out of memory");
+		return STORE_CALL_NOT_RUN;
+	}
+	rc = store_call_owned(st, CONSOLE_DB_WAIT_MS, console_wjob_run, j, console_wjob_free);
+	if (rc == STORE_CALL_LATE) {
+		return rc; /* the store's thread frees it */
+	}
+	if (rc < -1) {
+		console_wjob_free(j);
+		return STORE_CALL_NOT_RUN;
+	}
+	*ret_j = j;
+	return 0;
+}
+
+/* console_db_audit, waited for at most CONSOLE_DB_WAIT_MS: 0 when
+ * recorded, -1 on a store error, STORE_CALL_NOT_RUN when the database did
+ * not answer (not recorded), STORE_CALL_LATE when it may still be. */
+static int console_audit_within(const struct env *env, int64_t now_ms, const char *actor,
+                                const char *action, const char *target, const char *reason,
+                                const char *result)
+{
+	struct console_wjob *j = console_wjob_new(CONSOLE_W_AUDIT, env, now_ms, actor, reason);
+	struct console_wjob *done;
+	int rc;
+
+	if (j != NULL) {
+		snprintf(j->wj_op, sizeof(j->wj_op), "%s", action);
+		snprintf(j->wj_target, sizeof(j->wj_target), "%s", target);
+		j->wj_result = strdup(result);
+		if (j->wj_result == NULL) {
+			console_wjob_free(j);
+			j = NULL;
+		}
+	}
+	rc = console_wjob_call(env->env_store, j, &done);
+	if (rc == 0) {
+		rc = done->wj_rc < 0 ? -1 : 0;
+		console_wjob_free(done);
+	}
+	return rc;
+}
+
+/* What an action answers when its write did not end in time (rc:
+ * STORE_CALL_NOT_RUN or STORE_CALL_LATE): 503 with Retry-After, and what
+ * is known of its outcome. */
+#define CONSOLE_RETRY_AFTER "5"
+#define CONSOLE_NOT_RUN_MSG                                                                        \
+	"The database is not answering (an earlier request still waits for it); nothing was "      \
+	"changed. Try again in a moment."
+#define CONSOLE_READ_LATE_MSG                                                                      \
+	"The database did not answer within " CONSOLE_DB_WAIT_TEXT                                 \
+	" (reading the rows to retry); nothing was changed. Try again in a moment."
+#define CONSOLE_LATE_MSG                                                                           \
+	"The database did not answer within " CONSOLE_DB_WAIT_TEXT                                 \
+	": the outcome of this action is unknown. It may still be applied when the database "      \
+	"answers, or not at all. Reload this page in a moment to see it (and the audit log, "      \
+	"/console/audit) before you send it again."
+
 static void console_login(struct console *c, const struct http_request *req, int64_t now,
                           struct reply *ret)
 {
@@ -636,6 +818,7 @@ static void console_login(struct console *c, const struct http_request *req, int
 	char cookie[300];
 	char *token = console_form(req, "token");
 	char actor[CONSOLE_NAME_MAX + 16] = "";
+	char sid[2 * CONSOLE_SESSION_ID_BYTES + 1] = "";
 	const struct console_token *match = NULL;
 	const char *foreign = console_cross_site(req);
 	int limited = 0;
@@ -705,6 +888,7 @@ static void console_login(struct console *c, const struct http_request *req, int
 			         slot->cs_id, c->co_conf.cc_session_ttl_s,
 			         c->co_conf.cc_cookie_secure ? "; Secure" : "");
 			snprintf(actor, sizeof(actor), "console:%s", match->ct_name);
+			snprintf(sid, sizeof(sid), "%s", slot->cs_id);
 		}
 	}
 	pthread_mutex_unlock(&c->co_lock);
@@ -725,7 +909,31 @@ static void console_login(struct console *c, const struct http_request *req, int
 		console_login_page(ret, 401, "That token is not valid.");
 		return;
 	}
-	console_db_audit(c->co_env->env_store, now, actor, "console.login", "console", NULL, "ok");
+	/* A login is recorded before its session is given: on a database
+	 * that does not answer, the session made above is taken back (a
+	 * row written late records a login that got no session). */
+	if (console_audit_within(c->co_env, now, actor, "console.login", "console", NULL, "ok") <
+	    -1) {
+		pthread_mutex_lock(&c->co_lock);
+		for (i = 0; i < CONSOLE_SESSIONS_MAX; i++) {
+			/* by its id: the slot may be another login's by now */
+			if (strcmp(c->co_sessions[i].cs_id, sid) == 0) {
+				memset(&c->co_sessions[i], 0, sizeof(c->co_sessions[i]));
+			}
+		}
+		pthread_mutex_unlock(&c->co_lock);
+		log_warn("console: login of %s from %s refused: the database did not answer "
+		         "within %s (the login is recorded in the audit log first)",
+		         actor, client, CONSOLE_DB_WAIT_TEXT);
+		console_login_page(
+		        ret, 503,
+		        "The database is not answering (it did not answer "
+		        "within " CONSOLE_DB_WAIT_TEXT
+		        "), and a login is recorded in the audit log before it is let in: "
+		        "you are not logged in. Try again in a moment.");
+		reply_add_header(ret, "Retry-After", CONSOLE_RETRY_AFTER);
+		return;
+	}
 	console_redirect(ret, "/console/");
 	reply_add_header(ret, "Set-Cookie", cookie);
 }
@@ -798,6 +1006,9 @@ static void console_render(struct reply *ret, const struct console_ctx *cx,
 	get.hr_path = path;
 	with.cx_flash = msg;
 	with.cx_flash_error = error;
+	/* the page's reads get a deadline of their own, after the action's
+	 * write (which waited at most as long) */
+	with.cx_deadline_ms = console_mono_ms() + CONSOLE_DB_WAIT_MS;
 	console_get(&with, &get, status, ret);
 }
 
@@ -902,11 +1113,33 @@ static void console_result(char *out, size_t size, int rc, const char *msg)
 	}
 }
 
+/* An action whose write did not end in time (rc: STORE_CALL_NOT_RUN or
+ * STORE_CALL_LATE): 503 with Retry-After on the page at url. One begun
+ * records itself when applied; one not begun is recorded as an error by
+ * console_route, if the database lets it. */
+static void console_write_late(struct console_act *a, struct reply *ret, int rc, const char *url,
+                               const char *path)
+{
+	if (rc == STORE_CALL_LATE) {
+		a->a_audited = 1;
+		log_warn("console: %s by %s on %s: the database did not answer within %s; its "
+		         "outcome is unknown",
+		         a->a_action, a->a_actor, a->a_target, CONSOLE_DB_WAIT_TEXT);
+	} else {
+		snprintf(a->a_result, sizeof(a->a_result),
+		         "error: the database is not answering; nothing changed");
+	}
+	console_after(a, ret, 503, url, path,
+	              rc == STORE_CALL_LATE ? CONSOLE_LATE_MSG : CONSOLE_NOT_RUN_MSG, 1);
+}
+
 /* Dismiss and reprocess record themselves in their own transaction (also
  * a refusal found there); what is refused before, here. */
 static void console_action_event(struct console_act *a, struct reply *ret)
 {
 	const struct console_ctx *cx = a->a_cx;
+	const struct env *env = a->a_c->co_env;
+	struct console_wjob *j;
 	char msg[CONSOLE_DB_MSG_MAX + 300];
 	char url[64];
 	int rc;
@@ -914,13 +1147,32 @@ static void console_action_event(struct console_act *a, struct reply *ret)
 	snprintf(url, sizeof(url), "/console/events/%" PRId64, a->a_id);
 	if (strcmp(a->a_action, "events.dismiss") == 0) {
 		char *reason = console_form(a->a_req, "reason");
+		int reason_ok = console_db_reason_ok(reason);
 
-		rc = console_db_dismiss(cx->cx_store, cx->cx_now_ms, a->a_actor, a->a_id, reason,
-		                        msg, sizeof(msg));
+		if (!reason_ok) {
+			/* refused before any transaction: no database needed */
+			rc = console_db_dismiss(cx->cx_store, cx->cx_now_ms, a->a_actor, a->a_id,
+			                        reason, msg, sizeof(msg));
+		} else {
+			j = console_wjob_new(CONSOLE_W_DISMISS, env, cx->cx_now_ms, a->a_actor,
+			                     reason);
+			if (j != NULL) {
+				j->wj_id = a->a_id;
+			}
+			rc = console_wjob_call(cx->cx_store, j, &j);
+			if (rc < -1) {
+				free(reason);
+				console_write_late(a, ret, rc, url, url);
+				return;
+			}
+			rc = j->wj_rc;
+			snprintf(msg, sizeof(msg), "%s", j->wj_msg);
+			console_wjob_free(j);
+		}
 		/* Without a valid reason it is refused before any transaction;
 		 * the same count of characters as console_db_dismiss's, not of
 		 * bytes (500 characters of Chinese are a valid reason). */
-		a->a_audited = rc >= 0 && console_db_reason_ok(reason);
+		a->a_audited = rc >= 0 && reason_ok;
 		free(reason);
 		console_result(a->a_result, sizeof(a->a_result), rc, msg);
 		console_after(a, ret,
@@ -935,8 +1187,19 @@ static void console_action_event(struct console_act *a, struct reply *ret)
 	{
 		struct console_db_reprocess rp;
 
-		rc = console_db_reprocess(cx->cx_store, cx->cx_cf, cx->cx_now_ms, a->a_actor,
-		                          a->a_id, &rp);
+		j = console_wjob_new(CONSOLE_W_REPROCESS, env, cx->cx_now_ms, a->a_actor, NULL);
+		if (j != NULL) {
+			j->wj_id = a->a_id;
+			j->wj_cf = env_config_acquire(env);
+		}
+		rc = console_wjob_call(cx->cx_store, j, &j);
+		if (rc < -1) {
+			console_write_late(a, ret, rc, url, url);
+			return;
+		}
+		rc = j->wj_rc;
+		rp = j->wj_rp;
+		console_wjob_free(j);
 		if (rc < 0) {
 			snprintf(a->a_result, sizeof(a->a_result), "error");
 			console_after(a, ret, 503, url, url, "The store failed; nothing changed.",
@@ -973,31 +1236,40 @@ static void console_action_event(struct console_act *a, struct reply *ret)
 static void console_action_outbox(struct console_act *a, struct reply *ret)
 {
 	const struct console_ctx *cx = a->a_cx;
-	char msg[300];
+	struct console_wjob *j;
+	char msg[CONSOLE_DB_MSG_MAX + 300];
 	char url[64];
-	struct outbox_conf oc;
-	int have_oc = 0;
 	int rc;
 
 	snprintf(url, sizeof(url), "/console/outbox/%" PRId64, a->a_id);
+	j = console_wjob_new(CONSOLE_W_OUTBOX, a->a_c->co_env, cx->cx_now_ms, a->a_actor, NULL);
+	if (j == NULL) {
+		console_write_late(a, ret, STORE_CALL_NOT_RUN, url, url);
+		return;
+	}
+	j->wj_id = a->a_id;
+	snprintf(j->wj_op, sizeof(j->wj_op), "%s", a->a_action + strlen("outbox."));
 	if (strcmp(a->a_action, "outbox.compensate") == 0) {
-		if (outbox_conf_load(cx->cx_cf, 1, &oc) < 0) {
+		if (outbox_conf_load(cx->cx_cf, 1, &j->wj_oc) < 0) {
+			console_wjob_free(j);
 			snprintf(a->a_result, sizeof(a->a_result),
 			         "error: the [outbound] section is unusable");
 			console_after(a, ret, 503, url, url,
 			              "The [outbound] section is unusable; nothing changed.", 1);
 			return;
 		}
-		have_oc = 1;
+		j->wj_have_oc = 1;
 	}
 	/* It records itself, but for a row that does not exist. */
-	rc = console_db_outbox_admin(cx->cx_store, have_oc ? &oc : NULL, cx->cx_now_ms, a->a_actor,
-	                             a->a_action + strlen("outbox."), a->a_id, NULL, msg,
-	                             sizeof(msg));
-	a->a_audited = rc != OUTBOX_ADMIN_UNKNOWN;
-	if (have_oc) {
-		outbox_conf_finish(&oc);
+	rc = console_wjob_call(cx->cx_store, j, &j);
+	if (rc < -1) {
+		console_write_late(a, ret, rc, url, url);
+		return;
 	}
+	rc = j->wj_rc;
+	snprintf(msg, sizeof(msg), "%s", j->wj_msg);
+	console_wjob_free(j);
+	a->a_audited = rc != OUTBOX_ADMIN_UNKNOWN;
 	console_result(a->a_result, sizeof(a->a_result), rc, msg);
 	if (rc == OUTBOX_ADMIN_OK) {
 		env_outbox_kick(a->a_c->co_env);
@@ -1009,6 +1281,15 @@ static void console_action_outbox(struct console_act *a, struct reply *ret)
 	                                           : 409,
 	              url, url, rc < 0 ? "The store failed; nothing changed." : msg,
 	              rc != OUTBOX_ADMIN_OK);
+}
+
+/* A row of the order read before a reconcile run: only whether it answers
+ * matters. */
+static int console_reconcile_seen(void *arg, const struct store_row *row)
+{
+	(void)arg;
+	(void)row;
+	return 1;
 }
 
 /* Reconcile one order now: the engine's reconcile run (reconcile.h) for
@@ -1035,6 +1316,28 @@ static void console_action_reconcile(struct console_act *a, struct reply *ret)
 	if (order == NULL || order[0] == '\0' || strlen(order) > 200) {
 		snprintf(a->a_result, sizeof(a->a_result), "refused: no order id given");
 		console_text(ret, 400, "reconcile wants the order's id\n");
+		goto out;
+	}
+	/* the order's page as the pages link it (a dot segment or a slash in
+	 * the query form) */
+	buf_init(&href, sizeof(url) - 1);
+	console_order_href(&href, order);
+	snprintf(url, sizeof(url), "%s", href.buf_data != NULL ? href.buf_data : "/console/orders");
+	buf_finish(&href);
+	snprintf(path, sizeof(path), "/console/orders/%s", order);
+	/* The run itself waits for the database as long as it takes (and for
+	 * the providers, their timeouts): one on a database that does not
+	 * answer now is not begun. The order is read first, within the
+	 * request's deadline. */
+	rc = console_db_order(cx->cx_store, cx->cx_now_ms, console_wait(cx), order,
+	                      console_reconcile_seen, NULL);
+	if (rc == CONSOLE_DB_LATE) {
+		snprintf(a->a_result, sizeof(a->a_result),
+		         "error: the database did not answer; nothing changed");
+		console_after(a, ret, 503, url, path,
+		              "The database did not answer within " CONSOLE_DB_WAIT_TEXT
+		              " (reading the order); nothing was changed. Try again in a moment.",
+		              1);
 		goto out;
 	}
 	memset(&opt, 0, sizeof(opt));
@@ -1077,13 +1380,6 @@ static void console_action_reconcile(struct console_act *a, struct reply *ret)
 	if (rep.rr_applied > 0) {
 		env_outbox_kick(a->a_c->co_env);
 	}
-	/* the order's page as the pages link it (a dot segment or a slash in
-	 * the query form) */
-	buf_init(&href, sizeof(url) - 1);
-	console_order_href(&href, order);
-	snprintf(url, sizeof(url), "%s", href.buf_data != NULL ? href.buf_data : "/console/orders");
-	buf_finish(&href);
-	snprintf(path, sizeof(path), "/console/orders/%s", order);
 	console_after(a, ret, status, url, path, msg, status != 200 || failed);
 out:
 	reconcile_report_finish(&rep);
@@ -1135,7 +1431,8 @@ static void console_retry_all(struct console_act *a, struct reply *ret)
 	char *expect_text = console_form(a->a_req, "expect");
 	int64_t expect = expect_text != NULL ? strtoll(expect_text, NULL, 10) : -1;
 	struct console_ids ids = {NULL, 0, 0};
-	char msg[300];
+	struct console_wjob *j;
+	char msg[600];
 	char url[64];
 	int64_t ok = 0;
 	size_t i;
@@ -1151,8 +1448,15 @@ static void console_retry_all(struct console_act *a, struct reply *ret)
 	}
 	/* The status's own page, so its form offers the count. */
 	snprintf(url, sizeof(url), "/console/outbox?status=%s", status);
-	if (console_db_outbox_ids(cx->cx_store, cx->cx_now_ms, 0, status, INT64_MAX,
-	                          console_ids_row, &ids) < 0) {
+	rc = console_db_outbox_ids(cx->cx_store, cx->cx_now_ms, console_wait(cx), status, INT64_MAX,
+	                           console_ids_row, &ids);
+	if (rc == CONSOLE_DB_LATE) {
+		snprintf(a->a_result, sizeof(a->a_result),
+		         "error: the database did not answer; nothing changed");
+		console_after(a, ret, 503, url, "/console/outbox", CONSOLE_READ_LATE_MSG, 1);
+		goto out;
+	}
+	if (rc < 0) {
 		snprintf(a->a_result, sizeof(a->a_result), "error");
 		console_text(ret, 503, "the store failed; nothing changed\n");
 		goto out;
@@ -1184,10 +1488,39 @@ static void console_retry_all(struct console_act *a, struct reply *ret)
 		console_after(a, ret, 409, url, "/console/outbox", msg, 1);
 		goto out;
 	}
+	/* Each row retried (and recorded) on its own, each write waited for
+	 * at most CONSOLE_DB_WAIT_MS: a long list on a database that answers
+	 * takes its time, one that stops answering stops it. */
 	for (i = 0; i < ids.ci_n; i++) {
-		rc = console_db_outbox_admin(cx->cx_store, NULL, cx->cx_now_ms, a->a_actor, "retry",
-		                             ids.ci_ids[i], "bulk retry", msg, sizeof(msg));
-		ok += rc == OUTBOX_ADMIN_OK;
+		j = console_wjob_new(CONSOLE_W_OUTBOX, a->a_c->co_env, cx->cx_now_ms, a->a_actor,
+		                     "bulk retry");
+		if (j != NULL) {
+			j->wj_id = ids.ci_ids[i];
+			snprintf(j->wj_op, sizeof(j->wj_op), "retry");
+		}
+		rc = console_wjob_call(cx->cx_store, j, &j);
+		if (rc < -1) {
+			break;
+		}
+		ok += j->wj_rc == OUTBOX_ADMIN_OK;
+		console_wjob_free(j);
+	}
+	if (i < ids.ci_n) {
+		if (ok > 0) {
+			env_outbox_kick(a->a_c->co_env);
+		}
+		snprintf(msg, sizeof(msg),
+		         "%" PRId64 " of %zu rows queued again, then the database %s: %s%" PRId64
+		         "%s, the rest not retried. Reload this page in a moment to see them (and "
+		         "the audit log, /console/audit) before you send it again.",
+		         ok, ids.ci_n,
+		         rc == STORE_CALL_LATE ? "did not answer within " CONSOLE_DB_WAIT_TEXT
+		                               : "stopped answering",
+		         rc == STORE_CALL_LATE ? "the outcome of row " : "row ", ids.ci_ids[i],
+		         rc == STORE_CALL_LATE ? " is unknown" : " was not retried");
+		snprintf(a->a_result, sizeof(a->a_result), "error: %s", msg);
+		console_after(a, ret, 503, url, "/console/outbox", msg, 1);
+		goto out;
 	}
 	if (ok > 0) {
 		env_outbox_kick(a->a_c->co_env);
@@ -1215,6 +1548,7 @@ static void console_dismiss_all(struct console_act *a, struct reply *ret)
 	char *expect_text = console_form(a->a_req, "expect");
 	struct console_events_query q;
 	struct http_request get = *a->a_req;
+	struct console_wjob *j;
 	const char *what;
 	char *end = NULL;
 	int64_t expect = -1;
@@ -1266,8 +1600,27 @@ static void console_dismiss_all(struct console_act *a, struct reply *ret)
 		console_text(ret, 400, "bulk dismiss wants the count confirmed\n");
 		goto out;
 	}
-	rc = console_db_dismiss_filter(cx->cx_store, cx->cx_now_ms, a->a_actor, &q.eq_f, reason,
-	                               expect, &count);
+	/* The job takes the filters (and their strings) with it: q's are not
+	 * used past here. */
+	j = console_wjob_new(CONSOLE_W_DISMISS_ALL, a->a_c->co_env, cx->cx_now_ms, a->a_actor,
+	                     reason);
+	if (j != NULL && (j->wj_q = malloc(sizeof(*j->wj_q))) == NULL) {
+		console_wjob_free(j);
+		j = NULL;
+	}
+	if (j != NULL) {
+		*j->wj_q = q;
+		memset(q.eq_v, 0, sizeof(q.eq_v));
+		j->wj_expect = expect;
+	}
+	rc = console_wjob_call(cx->cx_store, j, &j);
+	if (rc < -1) {
+		console_write_late(a, ret, rc, url.buf_data, "/console/events");
+		goto out;
+	}
+	rc = j->wj_rc;
+	count = j->wj_count;
+	console_wjob_free(j);
 	if (rc < 0) {
 		snprintf(a->a_result, sizeof(a->a_result), "error");
 		console_after(a, ret, 503, url.buf_data, "/console/events",
@@ -1360,9 +1713,9 @@ static void console_audit(const struct console_act *a)
 	if (a->a_audited) {
 		return;
 	}
-	if (console_db_audit(a->a_cx->cx_store, a->a_cx->cx_now_ms, a->a_actor, a->a_action,
-	                     a->a_target, NULL,
-	                     a->a_result[0] != '\0' ? a->a_result : "error") < 0) {
+	if (console_audit_within(a->a_c->co_env, a->a_cx->cx_now_ms, a->a_actor, a->a_action,
+	                         a->a_target, NULL,
+	                         a->a_result[0] != '\0' ? a->a_result : "error") < 0) {
 		log_err("console: %s by %s on %s not recorded in the audit log", a->a_action,
 		        a->a_actor, a->a_target);
 	}
@@ -1414,7 +1767,12 @@ static void console_get(const struct console_ctx *cx, const struct http_request 
 		console_text(ret, 404, "not found\n");
 		return;
 	}
-	console_reply_buf(ret, rc == 200 && status != 0 ? status : rc, &b);
+	rc = rc == 200 && status != 0 ? status : rc;
+	console_reply_buf(ret, rc, &b);
+	if (rc == 503) {
+		/* the database did not answer (or failed): worth trying again */
+		reply_add_header(ret, "Retry-After", CONSOLE_RETRY_AFTER);
+	}
 }
 
 void console_route(void *arg, const struct http_request *req, struct reply *ret)
@@ -1502,6 +1860,8 @@ void console_route(void *arg, const struct http_request *req, struct reply *ret)
 	cx.cx_cf = cf;
 	cx.cx_now_ms = now;
 	cx.cx_who = &who;
+	/* One deadline for all of a page's reads (docs/console.md). */
+	cx.cx_deadline_ms = console_mono_ms() + CONSOLE_DB_WAIT_MS;
 	if (get) {
 		/* The outcome of the action that redirected here, once. */
 		if (strcmp(req->hr_method, "GET") == 0 &&

@@ -1,7 +1,6 @@
 /* console_db.c: the operator side's SQL: event filters, dismissing and
  * reprocessing failed events, the audit log, and the console's reads. */
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -821,17 +820,12 @@ static int console_db_q_unit(struct store_tx *tx, void *arg)
 /* ---- reads the console waits for a bounded time ----
  * A page must answer whatever the database does (a hung server would hold
  * it, and its server thread, for good). Such a read runs on the store's own
- * thread (store_call_within) on a job of its own: copies of its SQL and
+ * thread (store_call_owned) as a job of its own: copies of its SQL and
  * parameters, and the rows it collects, handed to fn on the caller's thread
- * once the read ended in time. The jobs are listed here, not in the
- * caller's memory, because a read that outlives its wait ends later on its
- * own: the caller that gave up unlists a job not started (store_call_within
- * may never have handed it over, or the thread finds it gone), and leaves
- * one running to the thread, which frees it when it ends. */
+ * once the read ended in time. A read that outlives its wait ends later on
+ * its own, and the store's thread frees its job then. */
 
 struct console_db_job {
-	struct console_db_job *j_next;
-	uint64_t j_id;
 	int64_t j_now_ms;
 	char *j_sql;
 	struct store_value j_params[CONSOLE_DB_FILTER_PARAMS];
@@ -841,17 +835,11 @@ struct console_db_job {
 	size_t j_cap;
 	size_t j_bytes;
 	int j_rc;
-	int j_running;   /* under console_db_jobs_lock: the thread has it */
-	int j_done;      /* the read ended; j_rc, j_rows are the caller's */
-	int j_abandoned; /* its caller gave up: the thread frees it */
 };
 
-static pthread_mutex_t console_db_jobs_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct console_db_job *console_db_jobs; /* under console_db_jobs_lock */
-static uint64_t console_db_jobs_next;          /* under console_db_jobs_lock */
-
-static void console_db_job_free(struct console_db_job *j)
+static void console_db_job_free(void *arg)
 {
+	struct console_db_job *j = arg;
 	size_t i;
 
 	if (j == NULL) {
@@ -868,25 +856,6 @@ static void console_db_job_free(struct console_db_job *j)
 	free(j->j_rows);
 	free(j->j_sql);
 	free(j);
-}
-
-/* Takes job id off the list; NULL when it is not there. Under the lock. */
-static struct console_db_job *console_db_job_unlist(uint64_t id)
-{
-	struct console_db_job **at = &console_db_jobs;
-
-	while (*at != NULL && (*at)->j_id != id) {
-		at = &(*at)->j_next;
-	}
-	if (*at == NULL) {
-		return NULL;
-	}
-	{
-		struct console_db_job *j = *at;
-
-		*at = j->j_next;
-		return j;
-	}
 }
 
 /* A row's copy, kept past the read (its bytes are the row's own). */
@@ -936,42 +905,18 @@ static int console_db_job_row(void *arg, const struct store_row *row)
 	return 0;
 }
 
-/* On the store's own thread: job *arg's read, unless its caller gave up
- * before it began. */
+/* On the store's own thread: job arg's read. */
 static int console_db_job_run(struct store *st, void *arg)
 {
-	uint64_t id;
-	struct console_db_job *j;
+	struct console_db_job *j = arg;
 	struct console_db_q q;
-	int rc;
 
-	memcpy(&id, arg, sizeof(id));
-	pthread_mutex_lock(&console_db_jobs_lock);
-	for (j = console_db_jobs; j != NULL && j->j_id != id; j = j->j_next) {
-	}
-	if (j != NULL) {
-		j->j_running = 1;
-	}
-	pthread_mutex_unlock(&console_db_jobs_lock);
-	if (j == NULL) {
-		return -1;
-	}
 	q.q_sql = j->j_sql;
 	q.q_params = j->j_params;
 	q.q_n = j->j_n;
 	q.q_fn = console_db_job_row;
 	q.q_arg = j;
-	rc = store_read(st, j->j_now_ms, console_db_q_unit, &q);
-	pthread_mutex_lock(&console_db_jobs_lock);
-	j->j_rc = rc;
-	j->j_done = 1;
-	if (j->j_abandoned) {
-		console_db_job_unlist(id);
-	} else {
-		j = NULL;
-	}
-	pthread_mutex_unlock(&console_db_jobs_lock);
-	console_db_job_free(j);
+	j->j_rc = store_read(st, j->j_now_ms, console_db_q_unit, &q);
 	return 0;
 }
 
@@ -1023,32 +968,18 @@ static int console_db_read_within(struct store *st, int64_t now_ms, unsigned wai
                                   console_db_row_fn fn, void *arg)
 {
 	struct console_db_job *j = console_db_job_create(now_ms, sql, p, n);
-	uint64_t id;
 	size_t i;
 	int rc;
 
 	if (j == NULL) {
 		return -1;
 	}
-	pthread_mutex_lock(&console_db_jobs_lock);
-	id = ++console_db_jobs_next;
-	j->j_id = id;
-	j->j_next = console_db_jobs;
-	console_db_jobs = j;
-	pthread_mutex_unlock(&console_db_jobs_lock);
-	(void)store_call_within(st, wait_ms, console_db_job_run, &id, sizeof(id));
-	pthread_mutex_lock(&console_db_jobs_lock);
-	if (j->j_done) {
-		console_db_job_unlist(id);
-	} else if (j->j_running) {
-		j->j_abandoned = 1;
-		j = NULL;
-	} else {
-		console_db_job_unlist(id);
-		j->j_rc = CONSOLE_DB_LATE;
+	rc = store_call_owned(st, wait_ms, console_db_job_run, j, console_db_job_free);
+	if (rc == STORE_CALL_LATE) {
+		return CONSOLE_DB_LATE; /* the store's thread frees j */
 	}
-	pthread_mutex_unlock(&console_db_jobs_lock);
-	if (j == NULL) {
+	if (rc < -1) {
+		console_db_job_free(j);
 		return CONSOLE_DB_LATE;
 	}
 	rc = j->j_rc < 0 ? j->j_rc : 0;
@@ -1073,6 +1004,9 @@ static int console_db_read(struct store *st, int64_t now_ms, unsigned wait_ms, c
 {
 	struct console_db_q q = {sql, p, n, fn, arg};
 
+	if (wait_ms == CONSOLE_DB_WAIT_SPENT) {
+		return CONSOLE_DB_LATE;
+	}
 	if (wait_ms > 0) {
 		return console_db_read_within(st, now_ms, wait_ms, sql, p, n, fn, arg);
 	}

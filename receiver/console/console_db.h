@@ -7,6 +7,7 @@
 #ifndef IDEMHOOK_CONSOLE_DB_H
 #define IDEMHOOK_CONSOLE_DB_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,13 +23,17 @@ struct store_tx;
 #define CONSOLE_DB_ACTOR_MAX 100  /* bytes of an actor name */
 #define CONSOLE_DB_MSG_MAX 256
 #define CONSOLE_DB_STATUSES_MAX 8 /* outbox statuses of one list */
-/* The console's pages wait this long for each of their reads (as /metrics
- * waits for its gauges): a hung database answers 503, not never. */
+/* The console's pages wait this long for their reads, all of a page's
+ * together (as /metrics waits for its gauges): a hung or slow database
+ * answers 503, not never. */
 #define CONSOLE_DB_WAIT_MS 1500
 #define CONSOLE_DB_WAIT_TEXT "1.5 s" /* CONSOLE_DB_WAIT_MS, as the pages say it */
 /* What a read waited for (wait_ms > 0) returns when the database did not
  * answer in time; the read ends later on its own, in the background. */
 #define CONSOLE_DB_LATE (-2)
+/* A wait_ms that says the caller's time is spent: CONSOLE_DB_LATE at once,
+ * nothing read. */
+#define CONSOLE_DB_WAIT_SPENT UINT_MAX
 #define CONSOLE_DB_ROWS_MAX (64 * 1024 * 1024) /* bytes of one waited-for read's rows */
 
 /* Which events a list (or a dismiss by filter) selects; NULL / 0 / -1 mean
@@ -171,10 +176,10 @@ int console_db_reprocess(struct store *st, const struct config *cf, int64_t now_
  * 1 to stop) in one read transaction at now_ms, and returns 0 or -1. The
  * columns of each are listed in order. wait_ms 0 waits as long as the
  * database takes (the CLI); otherwise the read runs on the store's own
- * thread (store_call_within) and is waited for at most wait_ms
- * (CONSOLE_DB_WAIT_MS for the console's pages): CONSOLE_DB_LATE when it
- * did not end in time, and at once while an earlier one still has not
- * (fn is then never called). */
+ * thread (store_call_owned) and is waited for at most wait_ms (what is
+ * left of the page's CONSOLE_DB_WAIT_MS: console_wait): CONSOLE_DB_LATE
+ * when it did not end in time, at once while an earlier one still has
+ * not, and at once for CONSOLE_DB_WAIT_SPENT (fn is then never called). */
 typedef int (*console_db_row_fn)(void *arg, const struct store_row *row);
 
 /* Events f selects with id < before_id (0: newest), newest first, at most

@@ -390,6 +390,25 @@ static void console_ago(char *out, size_t size, int64_t now_ms, int64_t then_ms)
 	}
 }
 
+int64_t console_mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+unsigned console_wait(const struct console_ctx *cx)
+{
+	int64_t left;
+
+	if (cx->cx_deadline_ms == 0) {
+		return CONSOLE_DB_WAIT_MS;
+	}
+	left = cx->cx_deadline_ms - console_mono_ms();
+	return left > 0 ? (unsigned)left : CONSOLE_DB_WAIT_SPENT;
+}
+
 /* The figures the overview and the outbox list read from the database,
  * read on the store's own thread and waited for at most CONSOLE_DB_WAIT_MS
  * (as /metrics reads its gauges): everything here is copied, so a read
@@ -420,8 +439,10 @@ static int console_figures_get(const struct console_ctx *cx, struct console_figu
 {
 	memset(ret, 0, sizeof(*ret));
 	ret->cf_now_ms = cx->cx_now_ms;
-	if (store_call_within(cx->cx_store, CONSOLE_DB_WAIT_MS, console_figures_read, ret,
-	                      sizeof(*ret)) < 0) {
+	unsigned wait_ms = console_wait(cx);
+
+	if (wait_ms == CONSOLE_DB_WAIT_SPENT ||
+	    store_call_within(cx->cx_store, wait_ms, console_figures_read, ret, sizeof(*ret)) < 0) {
 		memset(ret, 0, sizeof(*ret));
 		return CONSOLE_DB_LATE;
 	}
@@ -446,11 +467,20 @@ static int console_page_db_failed(struct buf *b, const struct console_ctx *cx, c
 	buf_puts(b, "<p class=\"flash error\" role=\"alert\" id=\"db-unavailable\">"
 	            "This page cannot be shown now: ");
 	buf_puts(b, console_db_why(rc));
-	buf_puts(b, ". Nothing was changed. Reload the page in a moment; the "
-	            "<a href=\"/console/\">overview</a> shows what this receiver knows "
+	/* In answer to an action, the message on top says what it changed. */
+	buf_puts(b, cx->cx_flash == NULL
+	                    ? ". Nothing was changed. Reload the page in a moment; the "
+	                    : ". Reload the page in a moment; the ");
+	buf_puts(b, "<a href=\"/console/\">overview</a> shows what this receiver knows "
 	            "without the database.</p>\n");
 	return console_page_end(b) < 0 ? -1 : 503;
 }
+
+/* The readiness card while the database does not answer this page but the
+ * health probe has not noticed yet. */
+#define CONSOLE_NOT_ANSWERING                                                                      \
+	"not answering: the database did not answer this page within " CONSOLE_DB_WAIT_TEXT        \
+	"; /readyz will follow at the next probe"
 
 /* A card for a figure the database did not give. */
 static void console_card_missing(struct buf *b, const char *href, const char *label)
@@ -483,7 +513,7 @@ int console_page_overview(struct buf *b, const struct console_ctx *cx)
 	late = console_figures_get(cx, &fig);
 	metrics_ops_get(&mo);
 	console_page_begin(b, cx, "Overview", "overview", 30);
-	if (!fig.cf_gauges_ok || !fig.cf_overview_ok) {
+	if (!fig.cf_gauges_ok || !fig.cf_overview_ok || !fig.cf_files_ok) {
 		buf_puts(b, "<p class=\"flash error\" role=\"alert\" id=\"db-unavailable\">"
 		            "Some figures are unavailable: ");
 		buf_puts(b, console_db_why(late < 0 ? late : -1));
@@ -522,18 +552,27 @@ int console_page_overview(struct buf *b, const struct console_ctx *cx)
 	}
 	snprintf(text, sizeof(text), "%zu", rejects_count_since(cx->cx_now_ms - 3600000LL, NULL));
 	console_card(b, "/console/rejected", "rejected callbacks, last hour", text, NULL);
+	/* Readiness is the health probe's verdict, which follows a database
+	 * that stopped answering only at its next probe: meanwhile this page,
+	 * whose own reads went unanswered, says so rather than "ready" next
+	 * to cards that say the database did not answer. /readyz is not
+	 * changed by it. */
 	if (health == NULL) {
 		console_card(b, "/console/", "readiness", "starting", "warn");
-	} else if (health_ready(health, reason, sizeof(reason))) {
-		console_card(b, "/console/", "readiness", "ready", "ok");
-	} else {
+	} else if (!health_ready(health, reason, sizeof(reason))) {
 		snprintf(text, sizeof(text), "not ready: %s", reason);
 		console_card(b, "/console/", "readiness", text, "bad");
+	} else if (late == CONSOLE_DB_LATE) {
+		console_card(b, "/console/", "readiness", CONSOLE_NOT_ANSWERING, "bad");
+	} else {
+		console_card(b, "/console/", "readiness", "ready", "ok");
 	}
 	if (fig.cf_files_ok) {
 		snprintf(text, sizeof(text), "%.1f MB",
 		         (double)(fig.cf_files.sf_db_bytes + fig.cf_files.sf_wal_bytes) / 1e6);
 		console_card(b, "/console/", "database size (with WAL)", text, NULL);
+	} else {
+		console_card_missing(b, "/console/", "database size (with WAL)");
 	}
 	/* A read transaction kept open keeps the WAL from starting over
 	 * (docs/operations.md): only while it does. */
@@ -790,7 +829,7 @@ static void console_provider_check(const struct console_ctx *cx, const char *nam
 	size_t i;
 
 	if (cf == NULL || config_provider(cf, name) != NULL ||
-	    console_db_scope_known(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, name) != 0) {
+	    console_db_scope_known(cx->cx_store, cx->cx_now_ms, console_wait(cx), name) != 0) {
 		return;
 	}
 	buf_init(&names, 200);
@@ -985,7 +1024,7 @@ static int console_dismiss_all_form(struct buf *b, const struct console_ctx *cx,
 	if (!console_operator(cx) || what == NULL) {
 		return 0;
 	}
-	rc = console_db_dismiss_count_within(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS,
+	rc = console_db_dismiss_count_within(cx->cx_store, cx->cx_now_ms, console_wait(cx),
 	                                     &q->eq_f, &count);
 	if (rc < 0) {
 		return rc;
@@ -1102,7 +1141,7 @@ int console_page_events(struct buf *b, const struct console_ctx *cx, const struc
 	            "<th>provider</th><th>key</th><th>kind</th><th>order</th><th>outcome</th>"
 	            "<th>reason / effect</th><th>source</th></tr>\n");
 	if (q.eq_why[0] == '\0' &&
-	    (rc = console_db_events(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, f, before,
+	    (rc = console_db_events(cx->cx_store, cx->cx_now_ms, console_wait(cx), f, before,
 	                            CONSOLE_LIST_LIMIT, console_events_row, &l)) < 0) {
 		rc = console_page_db_failed(b, cx, "events", rc);
 		goto out;
@@ -1435,8 +1474,8 @@ int console_page_event(struct buf *b, const struct console_ctx *cx, int64_t id)
 
 	int rc;
 
-	rc = console_db_event(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
-	                      console_event_row, &ep);
+	rc = console_db_event(cx->cx_store, cx->cx_now_ms, console_wait(cx), id, console_event_row,
+	                      &ep);
 	if (rc < 0) {
 		free(ep.ep_scope);
 		free(ep.ep_key);
@@ -1453,7 +1492,7 @@ int console_page_event(struct buf *b, const struct console_ctx *cx, int64_t id)
 	buf_puts(b, "\n<h2>Operator history</h2><table id=\"history\"><tr><th>at (UTC)</th>"
 	            "<th>who</th><th>action</th><th>reason</th><th>result</th></tr>");
 	snprintf(target, sizeof(target), "event:%" PRId64, id);
-	rc = console_db_audit_for(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, target, 100,
+	rc = console_db_audit_for(cx->cx_store, cx->cx_now_ms, console_wait(cx), target, 100,
 	                          console_history_row, b);
 	if (rc < 0) {
 		return console_page_db_failed(b, cx, "events", rc);
@@ -1667,11 +1706,11 @@ int console_page_order(struct buf *b, const struct console_ctx *cx, const char *
 	struct console_order_page op = {cx, b, 0};
 	struct console_outbox_rows o = {.or_cx = cx, .or_b = b, .or_attempts = 1};
 	size_t i;
-
+	int late = 0;
 	int rc;
 
-	rc = console_db_order(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
-	                      console_order_row, &op);
+	rc = console_db_order(cx->cx_store, cx->cx_now_ms, console_wait(cx), id, console_order_row,
+	                      &op);
 	if (rc < 0) {
 		return console_page_db_failed(b, cx, NULL, rc);
 	}
@@ -1696,32 +1735,42 @@ int console_page_order(struct buf *b, const struct console_ctx *cx, const char *
 	}
 	buf_puts(b, "<h2>Timeline</h2><table id=\"timeline\"><tr><th>at (UTC)</th><th>what</th>"
 	            "<th>which</th><th>detail</th></tr>\n");
-	rc = console_db_order_timeline(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
+	rc = console_db_order_timeline(cx->cx_store, cx->cx_now_ms, console_wait(cx), id,
 	                               console_timeline_row, b);
 	if (rc < 0) {
 		return console_page_db_failed(b, cx, NULL, rc);
 	}
 	buf_puts(b, "</table>\n<h2>Outbox rows and their attempts</h2>");
 	buf_puts(b, console_outbox_head);
-	rc = console_db_outbox_of_order(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
+	rc = console_db_outbox_of_order(cx->cx_store, cx->cx_now_ms, console_wait(cx), id,
 	                                console_outbox_list_row, &o);
 	if (rc < 0) {
 		return console_page_db_failed(b, cx, NULL, rc);
 	}
 	buf_puts(b, "</table>\n");
+	/* The attempts come last: what the page's deadline leaves no time
+	 * for is marked unavailable, the rest of the page is shown. */
 	for (i = 0; i < o.or_n_ids; i++) {
 		buf_printf(b,
 		           "<h3>Attempts of <a href=\"/console/outbox/%" PRId64 "\">row %" PRId64
 		           "</a></h3>",
 		           o.or_ids[i], o.or_ids[i]);
-		buf_puts(b, console_attempts_head);
-		rc = console_db_outbox_attempts_within(cx->cx_store, cx->cx_now_ms,
-		                                       CONSOLE_DB_WAIT_MS, o.or_ids[i],
-		                                       console_attempt_row, b);
-		if (rc < 0) {
-			return console_page_db_failed(b, cx, NULL, rc);
+		if (late == 0) {
+			buf_puts(b, console_attempts_head);
+			late = console_db_outbox_attempts_within(cx->cx_store, cx->cx_now_ms,
+			                                         console_wait(cx), o.or_ids[i],
+			                                         console_attempt_row, b);
+			buf_puts(b, "</table>\n");
+			if (late >= 0) {
+				late = 0;
+				continue;
+			}
+			buf_puts(b, "<p class=\"flash error\" role=\"alert\" id=\"db-unavailable\">"
+			            "The attempts below are unavailable: ");
+			buf_puts(b, console_db_why(late));
+			buf_puts(b, ". Reload the page in a moment.</p>\n");
 		}
-		buf_puts(b, "</table>\n");
+		buf_puts(b, "<p class=\"muted\">unavailable</p>\n");
 	}
 	return console_page_end(b) < 0 ? -1 : 200;
 }
@@ -1857,7 +1906,7 @@ int console_page_outbox(struct buf *b, const struct console_ctx *cx, const struc
 	}
 	buf_puts(b, console_outbox_head);
 	if (why[0] == '\0' &&
-	    (rc = console_db_outbox(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, status, before,
+	    (rc = console_db_outbox(cx->cx_store, cx->cx_now_ms, console_wait(cx), status, before,
 	                            CONSOLE_LIST_LIMIT, console_outbox_list_row, &o)) < 0) {
 		rc = console_page_db_failed(b, cx, "outbox", rc);
 		goto out;
@@ -1967,7 +2016,7 @@ int console_page_outbox_row(struct buf *b, const struct console_ctx *cx, int64_t
 
 	int rc;
 
-	rc = console_db_outbox_row(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
+	rc = console_db_outbox_row(cx->cx_store, cx->cx_now_ms, console_wait(cx), id,
 	                           console_outbox_detail_row, &xp);
 	if (rc < 0) {
 		return console_page_db_failed(b, cx, "outbox", rc);
@@ -1977,12 +2026,16 @@ int console_page_outbox_row(struct buf *b, const struct console_ctx *cx, int64_t
 	}
 	buf_puts(b, "<h2>Attempts (newest first)</h2>");
 	buf_puts(b, console_attempts_head);
-	rc = console_db_outbox_attempts_within(cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, id,
+	rc = console_db_outbox_attempts_within(cx->cx_store, cx->cx_now_ms, console_wait(cx), id,
 	                                       console_attempt_row, b);
-	if (rc < 0) {
-		return console_page_db_failed(b, cx, "outbox", rc);
-	}
 	buf_puts(b, "</table>\n");
+	if (rc < 0) {
+		/* the row was read in time: shown, its attempts marked */
+		buf_puts(b, "<p class=\"flash error\" role=\"alert\" id=\"db-unavailable\">"
+		            "The attempts are unavailable: ");
+		buf_puts(b, console_db_why(rc));
+		buf_puts(b, ". Reload the page in a moment.</p>\n");
+	}
 	return console_page_end(b) < 0 ? -1 : 200;
 }
 
@@ -2089,7 +2142,7 @@ int console_page_audit(struct buf *b, const struct console_ctx *cx, const struct
 	buf_puts(b, "<table id=\"audit\"><tr><th class=\"num\">id</th><th>at (UTC)</th><th>who</th>"
 	            "<th>action</th><th>target</th><th>reason</th><th>result</th></tr>\n");
 	if (!bad_before && (rc = console_db_audit_list_within(
-	                            cx->cx_store, cx->cx_now_ms, CONSOLE_DB_WAIT_MS, NULL, NULL,
+	                            cx->cx_store, cx->cx_now_ms, console_wait(cx), NULL, NULL,
 	                            before, CONSOLE_LIST_LIMIT, console_audit_page_row, &ap)) < 0) {
 		return console_page_db_failed(b, cx, "audit", rc);
 	}

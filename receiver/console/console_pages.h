@@ -36,7 +36,18 @@ struct console_ctx {
 	const struct console_who *cx_who;
 	const char *cx_flash; /* a message to show at the top, or NULL */
 	int cx_flash_error;   /* it is an error */
+	/* When the page's reads must have ended (CLOCK_MONOTONIC ms; 0: each
+	 * waits CONSOLE_DB_WAIT_MS): one deadline shared by all of them. */
+	int64_t cx_deadline_ms;
 };
+
+/* Monotonic milliseconds, for cx_deadline_ms. */
+int64_t console_mono_ms(void);
+
+/* What the page's next read may wait: the time left before cx's deadline,
+ * CONSOLE_DB_WAIT_SPENT when none is left (the read answers
+ * CONSOLE_DB_LATE at once), CONSOLE_DB_WAIT_MS without a deadline. */
+unsigned console_wait(const struct console_ctx *cx);
 
 /* Appends s escaped for HTML text and attribute values: & < > " ' as
  * entities, control bytes and bytes that are not UTF-8 as visible \xNN.

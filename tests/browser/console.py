@@ -252,6 +252,45 @@ def scenario_operator(driver, d, base, ids):
     check("after logging out the pages ask for a login again", "/console/login" in driver.current_url)
 
 
+# What a page lays out wider than its window, as "selector: right edge":
+# the document itself, and each table past the box it sits in (a table
+# wider than its box spills over the page's edge).
+OVERFLOW_JS = """
+const out = [];
+const doc = document.documentElement;
+if (doc.scrollWidth > window.innerWidth) {
+  out.push(`document: ${doc.scrollWidth} px wide in a ${window.innerWidth} px window`);
+}
+for (const t of document.querySelectorAll('table')) {
+  const box = t.parentElement.getBoundingClientRect();
+  const r = t.getBoundingClientRect();
+  if (r.right > box.right + 0.5) {
+    out.push(`table${t.id ? '#' + t.id : ''}: ends at ${Math.round(r.right)} px, ` +
+             `its box at ${Math.round(box.right)} px`);
+  }
+}
+return out;
+"""
+
+NARROW_PAGES = ["/console/", "/console/events", "/console/outbox", "/console/outbox?status=dead",
+                "/console/audit", "/console/rejected"]
+
+
+def scenario_narrow(driver, d, base, ids):
+    # A 1,100 px window (a laptop with a side panel open): every page fits,
+    # the overview's table of callbacks by provider (nine columns) too.
+    driver.set_window_size(1100, 900)
+    login(driver, base, OPERATOR)
+    pages = NARROW_PAGES + [f"/console/events/{ids['unknown_2']}",
+                            f"/console/orders/{ids['order']}"]
+    for page in pages:
+        go(driver, f"{base}{page}")
+        over = driver.execute_script(OVERFLOW_JS)
+        check(f"{page} fits a 1,100 px window", not over, "; ".join(over))
+    go(driver, f"{base}/console/")
+    shot(driver, "overview-1100")
+
+
 def scenario_no_script(driver, d, base, ids):
     login(driver, base, OPERATOR)
     go(driver, f"{base}/console/events/{ids['unknown_3']}")
@@ -313,7 +352,8 @@ def main():
         chromedriver = Driver(tmp)
         for name, javascript, fn in [("operator", True, scenario_operator),
                                      ("noscript", False, scenario_no_script),
-                                     ("readonly", True, scenario_read_only)]:
+                                     ("readonly", True, scenario_read_only),
+                                     ("narrow", True, scenario_narrow)]:
             browser = None
             try:
                 browser = Browser(tmp, f"console-{name}", javascript, chromedriver)

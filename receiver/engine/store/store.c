@@ -157,7 +157,11 @@ struct store {
 	int st_aside_abandoned;  /* its caller gave up waiting: the thread ends the call */
 	uint64_t st_aside_asked; /* calls handed over */
 	uint64_t st_aside_done;  /* calls finished */
+	uint64_t st_aside_started; /* calls the thread began (or dropped, cancelled) */
+	int st_aside_cancelled;    /* the call handed over is dropped before it began */
 	int (*st_aside_fn)(struct store *st, void *arg);
+	void *st_aside_job;                   /* what fn is given: st_aside_arg or a caller's */
+	void (*st_aside_job_free)(void *job); /* an abandoned job's, or NULL */
 	int st_aside_rc;
 	_Alignas(max_align_t) unsigned char st_aside_arg[STORE_ASIDE_ARG_MAX];
 	struct store_files st_files; /* under st_probe_lock */
@@ -2901,6 +2905,7 @@ static void *store_aside_main(void *arg)
 {
 	struct store *st = arg;
 	uint64_t seq;
+	void *job;
 	int rc;
 
 	pthread_setname_np(pthread_self(), "store-aside"); /* top -H, perf */
@@ -2913,14 +2918,33 @@ static void *store_aside_main(void *arg)
 			break;
 		}
 		seq = st->st_aside_asked;
+		st->st_aside_started = seq;
+		if (st->st_aside_cancelled) {
+			/* its caller gave up before it began, and keeps its job */
+			st->st_aside_cancelled = 0;
+			st->st_aside_done = seq;
+			st->st_aside_busy = 0;
+			st->st_aside_abandoned = 0;
+			pthread_cond_broadcast(&st->st_aside_cond);
+			continue;
+		}
+		job = st->st_aside_job;
 		pthread_mutex_unlock(&st->st_aside_mutex);
-		rc = st->st_aside_fn(st, st->st_aside_arg);
+		rc = st->st_aside_fn(st, job);
 		pthread_mutex_lock(&st->st_aside_mutex);
 		st->st_aside_rc = rc;
 		st->st_aside_done = seq;
 		if (st->st_aside_abandoned) {
+			void (*job_free)(void *job) = st->st_aside_job_free;
+
 			st->st_aside_busy = 0;
 			st->st_aside_abandoned = 0;
+			if (job_free != NULL) {
+				/* its caller gave up: the job is the store's */
+				pthread_mutex_unlock(&st->st_aside_mutex);
+				job_free(job);
+				pthread_mutex_lock(&st->st_aside_mutex);
+			}
 		}
 		pthread_cond_broadcast(&st->st_aside_cond);
 	}
@@ -2936,18 +2960,18 @@ static int store_aside_wait(struct store *st, const struct timespec *deadline)
 	       ETIMEDOUT;
 }
 
-int store_call_within(struct store *st, unsigned wait_ms, int (*fn)(struct store *st, void *arg),
-                      void *arg, size_t arg_size)
+/* Hands fn(st, job) to the store's own thread and waits for it at most
+ * wait_ms. Returns as store_call_owned. With copy (copy_size bytes),
+ * job is st_aside_arg: copy is copied into it, and back once fn ended in
+ * time; a call abandoned leaves it to the thread (job_free NULL). */
+static int store_aside_call(struct store *st, unsigned wait_ms,
+                            int (*fn)(struct store *st, void *job), void *job,
+                            void (*job_free)(void *job), void *copy, size_t copy_size)
 {
 	struct timespec deadline;
 	uint64_t seq;
-	int rc = -1;
+	int rc = STORE_CALL_NOT_RUN;
 
-	if (arg_size > sizeof(st->st_aside_arg)) {
-		log_err("store: an argument of %zu bytes for a bounded call (at most %zu)",
-		        arg_size, sizeof(st->st_aside_arg));
-		return -1;
-	}
 	clock_gettime(CLOCK_MONOTONIC, &deadline);
 	deadline.tv_sec += (time_t)(wait_ms / 1000);
 	deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
@@ -2972,24 +2996,58 @@ int store_call_within(struct store *st, unsigned wait_ms, int (*fn)(struct store
 		}
 		st->st_aside_running = 1;
 	}
-	memcpy(st->st_aside_arg, arg, arg_size);
+	if (copy != NULL) {
+		memcpy(st->st_aside_arg, copy, copy_size);
+	}
 	st->st_aside_fn = fn;
+	st->st_aside_job = job;
+	st->st_aside_job_free = job_free;
 	st->st_aside_busy = 1;
 	seq = ++st->st_aside_asked;
 	pthread_cond_broadcast(&st->st_aside_cond);
 	while (st->st_aside_done < seq) {
 		if (store_aside_wait(st, &deadline) && st->st_aside_done < seq) {
+			/* Given up: later calls do not wait for it. Not begun
+			 * yet, it is dropped and the job stays the caller's;
+			 * begun, it ends on its own and the thread frees it. */
 			st->st_aside_abandoned = 1;
+			if (st->st_aside_started < seq) {
+				st->st_aside_cancelled = 1;
+				goto out;
+			}
+			rc = STORE_CALL_LATE;
 			goto out;
 		}
 	}
-	memcpy(arg, st->st_aside_arg, arg_size);
+	if (copy != NULL) {
+		memcpy(copy, st->st_aside_arg, copy_size);
+	}
 	rc = st->st_aside_rc;
 	st->st_aside_busy = 0;
 	pthread_cond_broadcast(&st->st_aside_cond);
 out:
 	pthread_mutex_unlock(&st->st_aside_mutex);
 	return rc;
+}
+
+int store_call_within(struct store *st, unsigned wait_ms, int (*fn)(struct store *st, void *arg),
+                      void *arg, size_t arg_size)
+{
+	int rc;
+
+	if (arg_size > sizeof(st->st_aside_arg)) {
+		log_err("store: an argument of %zu bytes for a bounded call (at most %zu)",
+		        arg_size, sizeof(st->st_aside_arg));
+		return -1;
+	}
+	rc = store_aside_call(st, wait_ms, fn, st->st_aside_arg, NULL, arg, arg_size);
+	return rc < -1 ? -1 : rc;
+}
+
+int store_call_owned(struct store *st, unsigned wait_ms, int (*fn)(struct store *st, void *job),
+                     void *job, void (*job_free)(void *job))
+{
+	return store_aside_call(st, wait_ms, fn, job, job_free, NULL, 0);
 }
 
 int store_probe(struct store *st, struct store_health *ret)

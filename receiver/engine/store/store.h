@@ -372,6 +372,23 @@ int store_read(struct store *st, int64_t now_ms, int (*fn)(struct store_tx *tx, 
 int store_call_within(struct store *st, unsigned wait_ms, int (*fn)(struct store *st, void *arg),
                       void *arg, size_t arg_size);
 
+/* What store_call_owned returns when fn did not end in time. */
+#define STORE_CALL_LATE (-2)    /* it began: it ends on its own, and frees the job */
+#define STORE_CALL_NOT_RUN (-3) /* it never began (nor will): the job is the caller's */
+
+/* store_call_within for work that owns memory of its own (copies of SQL,
+ * parameters, rows collected, a write's arguments): job is handed to fn
+ * on the store's thread, not copied. Returns fn's value (which is >= -1)
+ * when fn ended within wait_ms: job is the caller's again.
+ * STORE_CALL_NOT_RUN when it could not begin in time (an earlier call
+ * still runs, or outlived its own wait): fn never runs, the job is the
+ * caller's, and for a write nothing was changed. STORE_CALL_LATE when fn
+ * began and did not end in time: it ends on its own (a write may still be
+ * applied), then the store's thread calls job_free(job); the caller must
+ * not touch job again. */
+int store_call_owned(struct store *st, unsigned wait_ms, int (*fn)(struct store *st, void *job),
+                     void *job, void (*job_free)(void *job));
+
 /* ---- work one receiver does at a time ---- */
 
 /* Takes the named lock for this store's database, shared by every receiver
