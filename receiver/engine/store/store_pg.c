@@ -1006,6 +1006,34 @@ static int store_pg_sqlstate_timeout(const char *state)
 	return strcmp(state, "57014") == 0 || strcmp(state, "55P03") == 0;
 }
 
+/* A write that must change one row, as one statement that fails otherwise:
+ * the row it returned as a scalar subquery (more than one row is an error)
+ * cast to an integer, or, for none, a sentence that fails the cast. No
+ * aggregate: count(*) cost the server about 10 us more per claim (the
+ * aggregate's set-up on every execution). */
+#define STORE_PG_ONE_HEAD "WITH one AS ("
+#define STORE_PG_ONE_TAIL                                                                          \
+	" RETURNING '1') SELECT CAST(COALESCE((SELECT * FROM one), 'a held write changed no "      \
+	"row') AS integer)"
+
+/* 1 when a statement made by store_pg_exec_one failed as it does when its
+ * write changed no row (22P02: the sentence did not cast) or more than one
+ * (21000): expected now and then (two claims of one batch on one order),
+ * the batch then runs again one unit at a time. */
+static int store_pg_one_missed(const char *state, const char *sql)
+{
+	return state != NULL && (strcmp(state, "22P02") == 0 || strcmp(state, "21000") == 0) &&
+	       strncmp(sql, STORE_PG_ONE_HEAD, strlen(STORE_PG_ONE_HEAD)) == 0;
+}
+
+/* The warning of a write that must change one row and did not. */
+static void store_pg_one_warn(const char *sql)
+{
+	log_warn("store: %.100s: a write held back changed another number of rows than one; the "
+	         "batch runs again one unit at a time",
+	         sql);
+}
+
 /* Remembers and logs (once, here) a failed result. The statement's own
  * connection (a lane's, for a lane) learns whether it timed out; the
  * writer's the rest. */
@@ -1032,6 +1060,9 @@ static void store_pg_fail(struct store_conn *self, const PGresult *res, const ch
 	if (store_pg_sqlstate_retry(cn->cn_sqlstate)) {
 		cn->cn_retry = 1;
 		log_warn("store: %.100s: %s", what, msg);
+	} else if (store_pg_one_missed(state, what)) {
+		/* A lane's first use of the statement, run at once. */
+		store_pg_one_warn(what + strlen(STORE_PG_ONE_HEAD));
 	} else if (PQstatus(cn->cn_pg) != CONNECTION_OK || self->cn_timed_out) {
 		log_warn("store: %.100s: %s", what, msg);
 	} else {
@@ -1520,12 +1551,9 @@ static int store_pg_defer_check(struct store_conn *w, const struct store_pg_defe
 	state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
 	if (df->df_one && state != NULL &&
 	    (strcmp(state, "22P02") == 0 || strcmp(state, "21000") == 0)) {
-		/* Expected now and then (two claims of one batch on one order):
-		 * the batch runs again one unit at a time. */
+		/* Expected now and then (store_pg_one_missed). */
 		snprintf(w->cn_sqlstate, sizeof(w->cn_sqlstate), "%s", state);
-		log_warn("store: %.100s: a write held back changed another number of rows than "
-		         "one; the batch runs again one unit at a time",
-		         df->df_sql);
+		store_pg_one_warn(df->df_sql);
 		return -1;
 	}
 	store_pg_fail(w, res, df->df_sql);
@@ -2643,16 +2671,6 @@ store_pg_lanes_run(struct store_conn *cn, size_t n, int hold,
 	}
 	return ls->ls_doomed ? STORE_TXS_ENDED : STORE_TXS_OPEN;
 }
-
-/* A write that must change one row, as one statement that fails otherwise:
- * the row it returned as a scalar subquery (more than one row is an error)
- * cast to an integer, or, for none, a sentence that fails the cast. No
- * aggregate: count(*) cost the server about 10 us more per claim (the
- * aggregate's set-up on every execution). */
-#define STORE_PG_ONE_HEAD "WITH one AS ("
-#define STORE_PG_ONE_TAIL                                                                          \
-	" RETURNING '1') SELECT CAST(COALESCE((SELECT * FROM one), 'a held write changed no "      \
-	"row') AS integer)"
 
 /* A copy of what libpq sends for the n parameters of pp. Returns 0 or -1. */
 static int store_pg_defer_fill(struct store_pg_defer *df, const struct store_pg_params *pp,
