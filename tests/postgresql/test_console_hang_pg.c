@@ -546,46 +546,65 @@ static void *slow_locker_main(void *arg)
 	return NULL;
 }
 
+/* A receiver on a database of its own with an order whose outbox row is
+ * dead (an outbox row and its attempt), an operator logged in, and the
+ * order page's path. */
+struct hang_order {
+	struct pgserver ho_pg;
+	struct daemon ho_d;
+	struct t_session ho_s;
+	char ho_db[64];
+	char ho_order[64];
+	char ho_path[128];
+};
+
+static void hang_order_start(struct hang_order *h, const char *dbname, const char *evt)
+{
+	assert_int_equal(pgserver_start_opts(&h->ho_pg, NULL, 0), 0);
+	assert_int_equal(pgserver_create_db(&h->ho_pg, dbname, h->ho_db), 0);
+	hang_daemon_start_with(&h->ho_d, &h->ho_pg, h->ho_db, HANG_T_DEAD_OUTBOUND);
+	fx_order(&h->ho_d, 1500, "usd", h->ho_order);
+	assert_int_equal(fx_stripe_pay(&h->ho_d, evt, h->ho_order, 1500, "usd"), 200);
+	assert_int_equal(hn_db_wait_int(h->ho_d.dm_db,
+	                                "SELECT count(*) FROM outbox WHERE status = 'dead'", 1, 20),
+	                 1);
+	t_login(&h->ho_d, T_OP_TOKEN, &h->ho_s);
+	snprintf(h->ho_path, sizeof(h->ho_path), "/console/orders/%s", h->ho_order);
+}
+
+static void hang_order_stop(struct hang_order *h)
+{
+	assert_int_equal(daemon_term(&h->ho_d, 20), 0);
+	daemon_finish(&h->ho_d);
+	pgserver_stop(&h->ho_pg);
+}
+
 /* docs/console.md "When the database does not answer": a page's reads
  * share one deadline of 1.5 s, so a page of many reads on a slow database
  * answers within it too (a 503 when they did not all end in time), not
  * after several times 1.5 s. */
 static void test_console_page_reads_share_one_deadline_on_a_slow_database(void **state)
 {
-	struct pgserver pg;
+	struct hang_order h;
 	struct slow_locker l;
-	struct daemon d;
-	struct t_session s;
 	struct hres r;
-	char db[64];
-	char order[64];
-	char path[128];
 	int64_t ms;
 	long status;
 	int i;
 
 	(void)state;
-	assert_int_equal(pgserver_start_opts(&pg, NULL, 0), 0);
-	assert_int_equal(pgserver_create_db(&pg, "console_slow", db), 0);
-	hang_daemon_start_with(&d, &pg, db, HANG_T_DEAD_OUTBOUND);
 	/* an order with an outbox row and its attempt: four reads */
-	fx_order(&d, 1500, "usd", order);
-	assert_int_equal(fx_stripe_pay(&d, "evt_slow_outbox", order, 1500, "usd"), 200);
-	assert_int_equal(
-	        hn_db_wait_int(d.dm_db, "SELECT count(*) FROM outbox WHERE status = 'dead'", 1, 20),
-	        1);
-	t_login(&d, T_OP_TOKEN, &s);
-	snprintf(path, sizeof(path), "/console/orders/%s", order);
-	assert_int_equal(hang_get(&d, path, &s, &r, &ms), 200);
+	hang_order_start(&h, "console_slow", "evt_slow_outbox");
+	assert_int_equal(hang_get(&h.ho_d, h.ho_path, &h.ho_s, &r, &ms), 200);
 	assert_non_null(strstr(r.hs_body, "evt_slow_outbox"));
 	hres_finish(&r);
 
 	memset(&l, 0, sizeof(l));
-	assert_int_equal(pgserver_session_start(&l.sl_ps, &pg, db), 0);
+	assert_int_equal(pgserver_session_start(&l.sl_ps, &h.ho_pg, h.ho_db), 0);
 	assert_int_equal(pthread_create(&l.sl_thread, NULL, slow_locker_main, &l), 0);
 	usleep(300 * 1000);
 	for (i = 0; i < 3; i++) {
-		status = hang_get(&d, path, &s, &r, &ms);
+		status = hang_get(&h.ho_d, h.ho_path, &h.ho_s, &r, &ms);
 		assert_true(status == 200 || status == 503);
 		if (status == 503) {
 			assert_non_null(strstr(r.hs_body, HANG_LATE));
@@ -599,7 +618,7 @@ static void test_console_page_reads_share_one_deadline_on_a_slow_database(void *
 	pgserver_session_finish(&l.sl_ps);
 	/* whole again once the database is quick */
 	for (i = 0; i < 40; i++) {
-		if (hang_get(&d, path, &s, &r, &ms) == 200) {
+		if (hang_get(&h.ho_d, h.ho_path, &h.ho_s, &r, &ms) == 200) {
 			break;
 		}
 		hres_finish(&r);
@@ -608,9 +627,7 @@ static void test_console_page_reads_share_one_deadline_on_a_slow_database(void *
 	assert_true(i < 40);
 	assert_non_null(strstr(r.hs_body, "evt_slow_outbox"));
 	hres_finish(&r);
-	assert_int_equal(daemon_term(&d, 20), 0);
-	daemon_finish(&d);
-	pgserver_stop(&pg);
+	hang_order_stop(&h);
 }
 
 /* docs/console.md "When the database does not answer": an order's page
@@ -619,34 +636,20 @@ static void test_console_page_reads_share_one_deadline_on_a_slow_database(void *
  * and marks the attempts unavailable. */
 static void test_an_order_page_shows_what_it_read_in_time(void **state)
 {
-	struct pgserver pg;
+	struct hang_order h;
 	struct pgserver_session ps;
-	struct daemon d;
-	struct t_session s;
 	struct hres r;
-	char db[64];
-	char order[64];
-	char path[128];
 	int64_t ms;
 	int i;
 
 	(void)state;
-	assert_int_equal(pgserver_start_opts(&pg, NULL, 0), 0);
-	assert_int_equal(pgserver_create_db(&pg, "console_part", db), 0);
-	hang_daemon_start_with(&d, &pg, db, HANG_T_DEAD_OUTBOUND);
-	fx_order(&d, 1500, "usd", order);
-	assert_int_equal(fx_stripe_pay(&d, "evt_part_outbox", order, 1500, "usd"), 200);
-	assert_int_equal(
-	        hn_db_wait_int(d.dm_db, "SELECT count(*) FROM outbox WHERE status = 'dead'", 1, 20),
-	        1);
-	t_login(&d, T_OP_TOKEN, &s);
-	snprintf(path, sizeof(path), "/console/orders/%s", order);
+	hang_order_start(&h, "console_part", "evt_part_outbox");
 
-	assert_int_equal(pgserver_session_start(&ps, &pg, db), 0);
+	assert_int_equal(pgserver_session_start(&ps, &h.ho_pg, h.ho_db), 0);
 	assert_int_equal(pgserver_session_run(&ps, "BEGIN; LOCK TABLE outbox_attempts IN ACCESS "
 	                                           "EXCLUSIVE MODE;"),
 	                 0);
-	assert_int_equal(hang_get(&d, path, &s, &r, &ms), 200);
+	assert_int_equal(hang_get(&h.ho_d, h.ho_path, &h.ho_s, &r, &ms), 200);
 	assert_true(ms < HANG_PROMPT_MS);
 	assert_non_null(strstr(r.hs_body, "evt_part_outbox"));         /* the timeline */
 	assert_non_null(strstr(r.hs_body, "<h3>Attempts of <a href")); /* the rows */
@@ -656,7 +659,7 @@ static void test_an_order_page_shows_what_it_read_in_time(void **state)
 	assert_int_equal(pgserver_session_finish(&ps), 0);
 	/* whole again once the lock is gone (and the read given up on ended) */
 	for (i = 0; i < 40; i++) {
-		if (hang_get(&d, path, &s, &r, &ms) == 200 &&
+		if (hang_get(&h.ho_d, h.ho_path, &h.ho_s, &r, &ms) == 200 &&
 		    strstr(r.hs_body, "unavailable") == NULL) {
 			break;
 		}
@@ -666,20 +669,18 @@ static void test_an_order_page_shows_what_it_read_in_time(void **state)
 	assert_true(i < 40);
 	hres_finish(&r);
 	/* the row's own page the same way: the row, its attempts marked */
-	assert_int_equal(pgserver_session_start(&ps, &pg, db), 0);
+	assert_int_equal(pgserver_session_start(&ps, &h.ho_pg, h.ho_db), 0);
 	assert_int_equal(pgserver_session_run(&ps, "BEGIN; LOCK TABLE outbox_attempts IN ACCESS "
 	                                           "EXCLUSIVE MODE;"),
 	                 0);
-	assert_int_equal(hang_get(&d, "/console/outbox/1", &s, &r, &ms), 200);
+	assert_int_equal(hang_get(&h.ho_d, "/console/outbox/1", &h.ho_s, &r, &ms), 200);
 	assert_true(ms < HANG_PROMPT_MS);
 	assert_non_null(strstr(r.hs_body, "notify"));
 	assert_non_null(strstr(r.hs_body, "The attempts are unavailable: " HANG_LATE));
 	assert_non_null(strstr(r.hs_body, "</html>"));
 	hres_finish(&r);
 	assert_int_equal(pgserver_session_finish(&ps), 0);
-	assert_int_equal(daemon_term(&d, 20), 0);
-	daemon_finish(&d);
-	pgserver_stop(&pg);
+	hang_order_stop(&h);
 }
 
 int main(void)
