@@ -412,6 +412,26 @@ static void pg_wait_dead_after(const struct daemon *r, int lines)
 	assert_int_equal(hn_db_wait_int(r->dm_db, sql, 1, OUTBOX_WAIT_S), 1);
 }
 
+/* The first of two receivers sharing the outbox, started with ini (made
+ * here, notify_url on p, max_attempts = 1, the [outbound] timeout given),
+ * and a payment whose outbox row went dead after one call: its id in row. */
+static void numbered_start(struct peer *p, struct daemon *d, char *ini, size_t ini_size,
+                           const char *timeout, int64_t amount, const char *evt, char *row,
+                           size_t row_size)
+{
+	char id[64];
+
+	snprintf(ini, ini_size,
+	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
+	                       "poll = 20ms\ntimeout = %s\n",
+	         peer_base(p), timeout);
+	assert_int_equal(pg_receivers_start(d, 1, ini), 0);
+	assert_int_equal(hn_order_create(&d[0], amount, "usd", id), 0);
+	assert_int_equal(fx_stripe_pay(&d[0], evt, id, amount, "usd"), 200);
+	pg_wait_dead_after(&d[0], 1);
+	snprintf(row, row_size, "%lld", (long long)hn_db_int(d[0].dm_db, "SELECT id FROM outbox"));
+}
+
 /* Two receivers share the outbox: a row that went dead on one, retried by
  * the operator and taken by the other (and back again), numbers each
  * counted call once across the rounds and the receivers (#1, #2, #3), as
@@ -424,7 +444,6 @@ static void test_a_row_retried_and_taken_by_another_receiver_numbers_its_calls_o
 	struct daemon d[2];
 	char ini[2048];
 	char row[32];
-	char id[64];
 	char *out = NULL;
 
 	(void)state;
@@ -432,16 +451,8 @@ static void test_a_row_retried_and_taken_by_another_receiver_numbers_its_calls_o
 	peer_script(p, "/notify", &e400);
 	peer_script(p, "/notify", &e400);
 	peer_default(p, "/notify", &ok);
-	snprintf(ini, sizeof(ini),
-	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
-	                       "poll = 20ms\ntimeout = 5s\n",
-	         peer_base(p));
-	assert_int_equal(pg_receivers_start(d, 1, ini), 0);
-	assert_int_equal(hn_order_create(&d[0], 2700, "usd", id), 0);
-	assert_int_equal(fx_stripe_pay(&d[0], "evt_pg_outbox_numbered", id, 2700, "usd"), 200);
-	pg_wait_dead_after(&d[0], 1);
-	snprintf(row, sizeof(row), "%lld",
-	         (long long)hn_db_int(d[0].dm_db, "SELECT id FROM outbox"));
+	numbered_start(p, d, ini, sizeof(ini), "5s", 2700, "evt_pg_outbox_numbered", row,
+	               sizeof(row));
 
 	/* The first receiver stops; the other one takes the retried row. */
 	assert_int_equal(daemon_term(&d[0], 20), 0);
@@ -492,7 +503,6 @@ static void test_a_retried_call_given_back_at_shutdown_keeps_its_number_at_the_o
 	struct daemon d[2];
 	char ini[2048];
 	char row[32];
-	char id[64];
 	char *out = NULL;
 
 	(void)state;
@@ -500,16 +510,8 @@ static void test_a_retried_call_given_back_at_shutdown_keeps_its_number_at_the_o
 	peer_script(p, "/notify", &e400);
 	peer_script(p, "/notify", &hang);
 	peer_default(p, "/notify", &ok);
-	snprintf(ini, sizeof(ini),
-	         FX_STRIPE_INI "\n[outbound]\nnotify_url = %s/notify\nmax_attempts = 1\n"
-	                       "poll = 20ms\ntimeout = 50s\n",
-	         peer_base(p));
-	assert_int_equal(pg_receivers_start(d, 1, ini), 0);
-	assert_int_equal(hn_order_create(&d[0], 2800, "usd", id), 0);
-	assert_int_equal(fx_stripe_pay(&d[0], "evt_pg_outbox_given_back", id, 2800, "usd"), 200);
-	pg_wait_dead_after(&d[0], 1);
-	snprintf(row, sizeof(row), "%lld",
-	         (long long)hn_db_int(d[0].dm_db, "SELECT id FROM outbox"));
+	numbered_start(p, d, ini, sizeof(ini), "50s", 2800, "evt_pg_outbox_given_back", row,
+	               sizeof(row));
 	pg_operator_retry(&d[0], row);
 	assert_int_equal(peer_wait(p, 2, OUTBOX_WAIT_S * 1000), 2); /* the retried call hangs */
 	assert_int_equal(daemon_term(&d[0], 20), 0);
