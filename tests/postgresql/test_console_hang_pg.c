@@ -302,6 +302,21 @@ static void hang_post_503(struct daemon *d, const char *path, const struct t_ses
 	"The database is not answering (an earlier request still waits for it); nothing was "      \
 	"changed."
 
+/* path posted with form while the server hangs: a 503 saying the outcome
+ * is unknown; then the server goes on, and every page is whole again. */
+static void hang_post_unknown(struct hang_rescue *h, struct pgserver *pg, struct daemon *d,
+                              const struct t_session *s, const char *path, const char *form)
+{
+	struct hres r;
+
+	hang_stop(h, pg);
+	hang_post_503(d, path, s, form, &r);
+	assert_non_null(strstr(r.hs_body, HANG_UNKNOWN_MSG));
+	hres_finish(&r);
+	hang_cont(h);
+	hang_wait_whole(d, s);
+}
+
 /* docs/console.md "When the database does not answer", actions: a write
  * the database does not answer in time answers 503 saying its outcome is
  * unknown (it is applied once the server answers, and recorded once); one
@@ -408,14 +423,9 @@ static void test_console_actions_and_login_answer_promptly_while_the_server_hang
 
 	/* The outbox retry the same way: unknown while the server hangs,
 	 * applied and recorded once when it answers. */
-	hang_stop(&h, &pg);
 	snprintf(path, sizeof(path), "/console/outbox/%" PRId64 "/retry", row);
 	snprintf(form, sizeof(form), "csrf=%s", s.ts_csrf);
-	hang_post_503(&d, path, &s, form, &r);
-	assert_non_null(strstr(r.hs_body, HANG_UNKNOWN_MSG));
-	hres_finish(&r);
-	hang_cont(&h);
-	hang_wait_whole(&d, &s);
+	hang_post_unknown(&h, &pg, &d, &s, path, form);
 	assert_int_equal(hn_db_wait_int(d.dm_db,
 	                                "SELECT count(*) FROM audit_log WHERE action = "
 	                                "'outbox.retry' AND result LIKE 'ok%'",
@@ -423,14 +433,9 @@ static void test_console_actions_and_login_answer_promptly_while_the_server_hang
 	                 1);
 	/* A bulk dismissal the same way: one job, applied once, each event
 	 * recorded in the transaction that dismissed it. */
-	hang_stop(&h, &pg);
 	snprintf(form, sizeof(form), "csrf=%s&list=open%%3D1&expect=2&reason=sandbox+orders",
 	         s.ts_csrf);
-	hang_post_503(&d, "/console/events/dismiss", &s, form, &r);
-	assert_non_null(strstr(r.hs_body, HANG_UNKNOWN_MSG));
-	hres_finish(&r);
-	hang_cont(&h);
-	hang_wait_whole(&d, &s);
+	hang_post_unknown(&h, &pg, &d, &s, "/console/events/dismiss", form);
 	assert_int_equal(
 	        hn_db_wait_int(d.dm_db,
 	                       "SELECT count(*) FROM events WHERE dismissed_at IS NOT NULL", 3, 20),
@@ -454,14 +459,9 @@ static void test_console_actions_and_login_answer_promptly_while_the_server_hang
 	fx_assert_audit(&d, 0, "action = 'outbox.retry_all'");
 	/* Compensate: unknown while the server hangs, applied once when it
 	 * answers; sent again, refused by the row's state, not run twice. */
-	hang_stop(&h, &pg);
 	snprintf(path, sizeof(path), "/console/outbox/%" PRId64 "/compensate", row);
 	snprintf(form, sizeof(form), "csrf=%s", s.ts_csrf);
-	hang_post_503(&d, path, &s, form, &r);
-	assert_non_null(strstr(r.hs_body, HANG_UNKNOWN_MSG));
-	hres_finish(&r);
-	hang_cont(&h);
-	hang_wait_whole(&d, &s);
+	hang_post_unknown(&h, &pg, &d, &s, path, form);
 	assert_int_equal(hn_db_wait_int(d.dm_db,
 	                                "SELECT count(*) FROM audit_log WHERE action = "
 	                                "'outbox.compensate' AND result LIKE 'ok%'",
@@ -479,14 +479,9 @@ static void test_console_actions_and_login_answer_promptly_while_the_server_hang
 	                 200);
 	event = fx_db_int(&d, "SELECT id FROM events WHERE idem_key = 'evt_hang_reprocess'");
 	assert_true(event > 0);
-	hang_stop(&h, &pg);
 	snprintf(path, sizeof(path), "/console/events/%" PRId64 "/reprocess", event);
 	snprintf(form, sizeof(form), "csrf=%s", s.ts_csrf);
-	hang_post_503(&d, path, &s, form, &r);
-	assert_non_null(strstr(r.hs_body, HANG_UNKNOWN_MSG));
-	hres_finish(&r);
-	hang_cont(&h);
-	hang_wait_whole(&d, &s);
+	hang_post_unknown(&h, &pg, &d, &s, path, form);
 	assert_int_equal(hn_db_wait_int(d.dm_db,
 	                                "SELECT count(*) FROM audit_log WHERE action = "
 	                                "'events.reprocess'",
