@@ -162,15 +162,23 @@ int hn_backend_is_postgresql(void)
 }
 
 /* Writes the config with store_ini as its [store] section's keys. */
-static int hn_daemon_prepare(struct daemon *d)
+int hn_mkdtemp(char *out, size_t size, const char *name)
 {
 	const char *tmp = getenv("TMPDIR");
 
+	snprintf(out, size, "%s/%s-XXXXXX", tmp != NULL ? tmp : "/tmp", name);
+	if (mkdtemp(out) == NULL) {
+		fprintf(stderr, "harness: mkdtemp %s: %s\n", out, strerror(errno));
+		out[0] = '\0';
+		return -1;
+	}
+	return 0;
+}
+
+static int hn_daemon_prepare(struct daemon *d)
+{
 	memset(d, 0, sizeof(*d));
-	snprintf(d->dm_dir, sizeof(d->dm_dir), "%s/idemhook-test-XXXXXX", tmp != NULL ? tmp : "/tmp");
-	if (mkdtemp(d->dm_dir) == NULL) {
-		fprintf(stderr, "harness: mkdtemp: %s\n", strerror(errno));
-		d->dm_dir[0] = '\0';
+	if (hn_mkdtemp(d->dm_dir, sizeof(d->dm_dir), "idemhook-test") < 0) {
 		return -1;
 	}
 	snprintf(d->dm_config, sizeof(d->dm_config), "%s/idemhook.ini", d->dm_dir);

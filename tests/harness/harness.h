@@ -34,6 +34,10 @@ int daemon_init(struct daemon *d, const char *extra_ini);
  * for the Stripe and order-API flows), else SQLite. */
 int hn_backend_is_postgresql(void);
 
+/* Makes a new directory "$TMPDIR/NAME-XXXXXX" (/tmp without TMPDIR), its
+ * path in out. Returns 0, or -1 (logged). */
+int hn_mkdtemp(char *out, size_t size, const char *name);
+
 /* daemon_init with [store] backend = postgresql on a fresh database (CREATE
  * DATABASE on the test program's throwaway server, tests/harness/pgserver.h),
  * whatever the environment says. Returns 0 or -1. */

@@ -368,14 +368,16 @@ static void test_crypto_pubkey_load_takes_the_key_from_a_certificate(void **stat
 	EVP_PKEY_free(k);
 }
 
+#define TEST_CA_PATH_MAX 256
+
 /* text written to a new file under $TMPDIR (or /tmp); its path in path. */
-static void test_ca_file_write(char path[256], const char *text)
+static void test_ca_file_write(char path[TEST_CA_PATH_MAX], const char *text)
 {
 	const char *tmp = getenv("TMPDIR");
 	FILE *f;
 	int fd;
 
-	snprintf(path, 256, "%s/idemhook-ca-XXXXXX", tmp != NULL ? tmp : "/tmp");
+	snprintf(path, TEST_CA_PATH_MAX, "%s/idemhook-ca-XXXXXX", tmp != NULL ? tmp : "/tmp");
 	fd = mkstemp(path);
 	assert_true(fd >= 0);
 	f = fdopen(fd, "w");
@@ -425,7 +427,7 @@ static void test_crypto_ca_file_check_takes_what_tls_would_load(void **state)
 	char *cert;
 	char *key;
 	char text[16384];
-	char path[256];
+	char path[TEST_CA_PATH_MAX];
 	char err[128];
 	size_t i;
 	struct {

@@ -16,6 +16,7 @@
 
 #include "buf.h"
 #include "crypto.h"
+#include "harness.h"
 #include "http.h"
 #include "httpc.h"
 
@@ -477,8 +478,7 @@ static void test_an_unusable_ca_file_is_named_not_taken_for_an_untrusted_peer(vo
 	size_t i;
 
 	(void)state;
-	snprintf(dir, sizeof(dir), "/tmp/idemhook-httpc-XXXXXX");
-	assert_non_null(mkdtemp(dir));
+	assert_int_equal(hn_mkdtemp(dir, sizeof(dir), "idemhook-httpc"), 0);
 	snprintf(path[0], sizeof(path[0]), "%s/missing.pem", dir);
 	snprintf(path[1], sizeof(path[1]), "%s/not-pem.pem", dir);
 	f = fopen(path[1], "w");
@@ -610,8 +610,7 @@ static void tls_start(struct tls_fixture *tf)
 	char *cert;
 	char *key;
 
-	snprintf(tf->tf_dir, sizeof(tf->tf_dir), "/tmp/idemhook-httpc-XXXXXX");
-	assert_non_null(mkdtemp(tf->tf_dir));
+	assert_int_equal(hn_mkdtemp(tf->tf_dir, sizeof(tf->tf_dir), "idemhook-httpc"), 0);
 	tls_make_cert(tf->tf_dir, "server");
 	tls_make_cert(tf->tf_dir, "other");
 	snprintf(tf->tf_cert, sizeof(tf->tf_cert), "%s/server.pem", tf->tf_dir);
