@@ -479,7 +479,7 @@ static int console_page_db_failed(struct buf *b, const struct console_ctx *cx, c
 /* The readiness card while the database does not answer this page but the
  * health probe has not noticed yet. */
 #define CONSOLE_NOT_ANSWERING                                                                      \
-	"not answering: the database did not answer this page within " CONSOLE_DB_WAIT_TEXT        \
+	"readiness: the database did not answer this page within " CONSOLE_DB_WAIT_TEXT            \
 	"; /readyz will follow at the next probe"
 
 /* A card for a figure the database did not give. */
@@ -560,10 +560,11 @@ int console_page_overview(struct buf *b, const struct console_ctx *cx)
 	if (health == NULL) {
 		console_card(b, "/console/", "readiness", "starting", "warn");
 	} else if (!health_ready(health, reason, sizeof(reason))) {
-		snprintf(text, sizeof(text), "not ready: %s", reason);
-		console_card(b, "/console/", "readiness", text, "bad");
+		/* The figure short, the why in its label, as every card. */
+		snprintf(text, sizeof(text), "readiness: %s", reason);
+		console_card(b, "/console/", text, "not ready", "bad");
 	} else if (late == CONSOLE_DB_LATE) {
-		console_card(b, "/console/", "readiness", CONSOLE_NOT_ANSWERING, "bad");
+		console_card(b, "/console/", CONSOLE_NOT_ANSWERING, "not answering", "bad");
 	} else {
 		console_card(b, "/console/", "readiness", "ready", "ok");
 	}
