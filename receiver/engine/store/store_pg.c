@@ -338,6 +338,7 @@ static void store_pg_conn_close(struct store_conn *cn)
 
 static void store_pg_one_line(const char *msg, char *out, size_t size);
 static PGresult *store_pg_exec_sql(struct store_conn *cn, const char *sql);
+static void store_pg_heard(struct store_conn *cn);
 
 /* Session settings every connection gets (again after a reconnect). */
 static int store_pg_conn_setup(struct store_conn *cn, unsigned timeout_ms)
@@ -353,7 +354,11 @@ static int store_pg_conn_setup(struct store_conn *cn, unsigned timeout_ms)
 	res = store_pg_exec_sql(cn, sql);
 	cn->cn_round_trips++;
 	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-	if (!ok) {
+	if (ok) {
+		/* the session's first reply: the server is heard from (a
+		 * connect's answer alone is not: store_pg_connect_noted) */
+		store_pg_heard(cn);
+	} else {
 		char msg[STORE_PG_MSG_MAX];
 
 		store_pg_one_line(PQerrorMessage(cn->cn_pg), msg, sizeof(msg));
@@ -859,27 +864,41 @@ static PGconn *store_pg_connect(const struct store_conn *cn)
 	return PQconnectdbParams(keys, values, 1);
 }
 
-/* store_pg_connect, noting what it learned of the server: heard from
- * (connected), or silent since the connect began (a failure after
- * STORE_PG_CONNECT_SILENT_MS or more: libpq's connect_timeout is 2 s at
- * least, a refusal comes at once), unless another connection heard from
- * it meanwhile. */
-static PGconn *store_pg_connect_noted(struct store_conn *cn)
+/* Marks cn's server silent since t0 (when a connect began), unless it
+ * has been so since earlier or another connection heard from it since. */
+static void store_pg_silent_since(struct store_conn *cn, int64_t t0)
 {
 	struct store_pg_backoff *bo = cn->cn_backoff;
-	int64_t t0 = store_pg_mono_ms();
-	PGconn *pg = store_pg_connect(cn);
 	int64_t since;
 
+	if (__atomic_load_n(&bo->bo_heard_ms, __ATOMIC_RELAXED) > t0) {
+		return;
+	}
+	since = __atomic_load_n(&bo->bo_silent_since_ms, __ATOMIC_RELAXED);
+	while ((since == 0 || since > t0) &&
+	       !__atomic_compare_exchange_n(&bo->bo_silent_since_ms, &since, t0, 0,
+	                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+	}
+}
+
+/* store_pg_connect, noting what it learned of the server. A connect that
+ * got no answer (a failure after STORE_PG_CONNECT_SILENT_MS or more:
+ * libpq's connect_timeout is 2 s at least, a refusal comes at once) found
+ * the server silent since it began. So did one answered late: the
+ * connect's answer is not counted as the server heard from, or a server
+ * that answers a connect at the end of connect_timeout and then reads
+ * nothing would give the callback that connected connect_timeout and the
+ * reply's whole bound; the server is heard from with the first reply on
+ * the new session (its settings), which ends the silence. */
+static PGconn *store_pg_connect_noted(struct store_conn *cn)
+{
+	int64_t t0 = store_pg_mono_ms();
+	PGconn *pg = store_pg_connect(cn);
+
 	if (pg != NULL && PQstatus(pg) == CONNECTION_OK) {
-		store_pg_heard(cn);
-	} else if (store_pg_mono_ms() - t0 >= STORE_PG_CONNECT_SILENT_MS &&
-	           __atomic_load_n(&bo->bo_heard_ms, __ATOMIC_RELAXED) <= t0) {
-		since = __atomic_load_n(&bo->bo_silent_since_ms, __ATOMIC_RELAXED);
-		while ((since == 0 || since > t0) &&
-		       !__atomic_compare_exchange_n(&bo->bo_silent_since_ms, &since, t0, 0,
-		                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-		}
+		store_pg_silent_since(cn, t0);
+	} else if (store_pg_mono_ms() - t0 >= STORE_PG_CONNECT_SILENT_MS) {
+		store_pg_silent_since(cn, t0);
 	}
 	return pg;
 }
