@@ -2960,6 +2960,7 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_from, int *ret_versi
 	int applied;
 	int locked = 0;
 	int own_timeout = 0;
+	int lock_wait_free;
 	size_t i;
 	int rc = -1;
 
@@ -2968,9 +2969,20 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_from, int *ret_versi
 		log_err("store: this build's postgresql migrations do not match its sqlite ones");
 		return -1;
 	}
-	/* Receivers starting together migrate once: the others wait here. */
+	/* Receivers starting together migrate once: the others wait here,
+	 * for as long as that migration takes (its own bounds end it), and
+	 * not for a lock_timeout of the operator's (PGOPTIONS, ALTER ROLE
+	 * ... SET), which is for other sessions' transactions: the wait
+	 * holds up nothing but the receivers that wait with it. RESET
+	 * gives the session its own setting back. */
+	lock_wait_free = store_pg_simple(cn, "SET lock_timeout = 0", NULL) == 0;
 	snprintf(sql, sizeof(sql), "SELECT pg_advisory_lock(%" PRId64 ")", STORE_PG_MIGRATE_LOCK);
-	if (store_pg_simple(cn, sql, "take the migration lock") < 0) {
+	rc = store_pg_simple(cn, sql, "take the migration lock");
+	if (lock_wait_free && PQstatus(cn->cn_pg) == CONNECTION_OK &&
+	    PQtransactionStatus(cn->cn_pg) == PQTRANS_IDLE) {
+		store_pg_simple(cn, "RESET lock_timeout", NULL);
+	}
+	if (rc < 0) {
 		/* Another migration held it past lock_timeout, or the
 		 * connection went: not a server without advisory locks. */
 		if (store_pg_failed_for_now(cn)) {
@@ -2981,6 +2993,7 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_from, int *ret_versi
 	} else {
 		locked = 1;
 	}
+	rc = -1;
 	/* Only now: waiting for another receiver's migration (the lock
 	 * above) is no lock to give up on. */
 	own_timeout = store_pg_migrate_lock_timeout(cn);
