@@ -894,10 +894,9 @@ static PGconn *store_pg_connect_noted(struct store_conn *cn)
 {
 	int64_t t0 = store_pg_mono_ms();
 	PGconn *pg = store_pg_connect(cn);
+	int answered = pg != NULL && PQstatus(pg) == CONNECTION_OK;
 
-	if (pg != NULL && PQstatus(pg) == CONNECTION_OK) {
-		store_pg_silent_since(cn, t0);
-	} else if (store_pg_mono_ms() - t0 >= STORE_PG_CONNECT_SILENT_MS) {
+	if (answered || store_pg_mono_ms() - t0 >= STORE_PG_CONNECT_SILENT_MS) {
 		store_pg_silent_since(cn, t0);
 	}
 	return pg;
@@ -2983,8 +2982,9 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_from, int *ret_versi
 		store_pg_simple(cn, "RESET lock_timeout", NULL);
 	}
 	if (rc < 0) {
-		/* Another migration held it past lock_timeout, or the
-		 * connection went: not a server without advisory locks. */
+		/* The connection went (or another migration held it past a
+		 * lock_timeout that could not be set aside): not a server
+		 * without advisory locks. */
 		if (store_pg_failed_for_now(cn)) {
 			goto out;
 		}
