@@ -491,6 +491,86 @@ static void test_a_start_whose_migration_meets_a_hung_server_exits_within_second
 	t_hang_during(serve);
 }
 
+/* A server that answers the migration's connect and then reads nothing
+ * (a relay passes the connect and nothing after it): the migration's
+ * first statement, its session's settings, is silent like any other of
+ * its statements, so migrate (or serve's start) ends within seconds,
+ * never waits for good. */
+static void t_silent_after_connect(const char *const *args)
+{
+	static const char *const settings[] = {"listen_addresses=127.0.0.1", NULL};
+	struct pgserver_proxy px;
+	struct pgserver pg;
+	struct daemon d;
+	char conninfo[700];
+	char db[64];
+	char *log;
+	int64_t start;
+	int64_t ms;
+	int status = 0;
+	pid_t done = 0;
+	pid_t pid;
+
+	assert_int_equal(pgserver_start_opts(&pg, settings, 0), 0);
+	assert_int_equal(pgserver_create_db(&pg, "migrate", db), 0);
+	assert_int_equal(pgserver_proxy_start(&px, &pg), 0);
+	snprintf(conninfo, sizeof(conninfo),
+	         "host=127.0.0.1 port=%u user=postgres dbname=%s connect_timeout=2 sslmode=disable "
+	         "gssencmode=disable",
+	         px.px_port, db);
+	assert_int_equal(daemon_init_pg_at(&d, db, conninfo, "", FX_STRIPE_INI), 0);
+	pgserver_proxy_late(&px, 0, 1);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		_exit(daemon_cli(&d, 1, args, NULL));
+	}
+	start = hn_now_ms();
+	while (done == 0 && hn_now_ms() - start < 20000) {
+		done = waitpid(pid, &status, WNOHANG);
+		usleep(20 * 1000);
+	}
+	ms = hn_now_ms() - start;
+	if (done == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+	print_message("%s on a server silent after the connect ended after %" PRId64 " ms\n",
+	              args[0], ms);
+	assert_int_equal(done, pid);
+	assert_true(WIFEXITED(status));
+	print_message("exit status %d\n", WEXITSTATUS(status));
+	assert_int_not_equal(WEXITSTATUS(status), 0);
+	/* 2 s of silence, then the check's connection: its settings' reply
+	 * (2 s and the margin of 2 s), and room */
+	assert_true(ms < 9000);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	print_message("%s", log);
+	free(log);
+	assert_int_equal(daemon_log_wait(&d, "postgresql does not answer", 1000), 0);
+	daemon_finish(&d);
+	pgserver_proxy_stop(&px);
+	pgserver_stop(&pg);
+}
+
+static void
+test_a_migration_whose_server_is_silent_after_the_connect_ends_within_seconds(void **state)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+
+	(void)state;
+	t_silent_after_connect(migrate);
+}
+
+static void test_a_start_whose_server_is_silent_after_the_connect_exits_within_seconds(void **state)
+{
+	static const char *const serve[] = {"serve", NULL};
+
+	(void)state;
+	t_silent_after_connect(serve);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -506,6 +586,10 @@ int main(void)
 	                test_a_migration_on_a_server_that_hangs_ends_within_seconds_undone),
 	        cmocka_unit_test(
 	                test_a_start_whose_migration_meets_a_hung_server_exits_within_seconds),
+	        cmocka_unit_test(
+	                test_a_migration_whose_server_is_silent_after_the_connect_ends_within_seconds),
+	        cmocka_unit_test(
+	                test_a_start_whose_server_is_silent_after_the_connect_exits_within_seconds),
 	};
 
 	cmocka_set_test_filter(getenv("IDEMHOOK_TEST_FILTER"));

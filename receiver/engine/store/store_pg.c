@@ -358,7 +358,7 @@ static int store_pg_conn_setup(struct store_conn *cn, unsigned timeout_ms)
 		/* the session's first reply: the server is heard from (a
 		 * connect's answer alone is not: store_pg_connect_noted) */
 		store_pg_heard(cn);
-	} else {
+	} else if (!cn->cn_hung) { /* else store_pg_hung said why: libpq's "closed" is ours */
 		char msg[STORE_PG_MSG_MAX];
 
 		store_pg_one_line(PQerrorMessage(cn->cn_pg), msg, sizeof(msg));
@@ -544,12 +544,21 @@ static int store_pg_watch_check(struct store_conn *cn)
 		                                    STORE_PG_PROBE_WAIT_MS, 1, LOG_LEVEL_DEBUG,
 		                                    STORE_PG_PROBE_CONNECT_S);
 		if (cn->cn_watch == NULL) {
-			/* A refusal (max_connections, say) comes at once; only
-			 * connect_timeout's end is silence. */
-			return store_pg_mono_ms() - t0 >=
-			                       1000 * strtol(STORE_PG_PROBE_CONNECT_S, NULL, 10)
-			               ? -1
-			               : 0;
+			/* A refusal (max_connections, say) comes at once and is
+			 * an answer; connect_timeout's end is silence, and so is
+			 * a connect answered and then left without the reply to
+			 * its settings (the server is still marked silent: a
+			 * wait cut short by that mark ends soon, and is no
+			 * refusal). */
+			int64_t waited = store_pg_mono_ms() - t0;
+			int64_t silent_since = __atomic_load_n(&cn->cn_backoff->bo_silent_since_ms,
+			                                       __ATOMIC_RELAXED);
+
+			if (waited >= 1000 * strtol(STORE_PG_PROBE_CONNECT_S, NULL, 10) ||
+			    silent_since != 0) {
+				return -1;
+			}
+			return 0;
 		}
 	}
 	rc = store_pg_ping(cn->cn_watch, STORE_PG_PROBE_WAIT_MS);
@@ -948,6 +957,13 @@ static struct store_conn *store_pg_conn_open_t(struct store_db *db, const char *
 	}
 	if (cn->cn_pg == NULL || PQstatus(cn->cn_pg) != CONNECTION_OK) {
 		goto fail;
+	}
+	/* Without a statement_timeout (migrating), every reply is waited for
+	 * as long as the server answers a second connection, the session's
+	 * settings too: a server that answers the connect and then nothing
+	 * must not hold the migration for good. */
+	if (timeout_ms == 0) {
+		cn->cn_watch_db = db;
 	}
 	if (PQsetnonblocking(cn->cn_pg, 1) != 0 || store_pg_conn_setup(cn, timeout_ms) < 0) {
 		goto fail;
