@@ -226,6 +226,39 @@ static void test_an_operators_lock_timeout_does_not_cut_the_wait_for_another_mig
 	daemon_finish(&d);
 }
 
+/* The same lock_timeout set on the server's side for the database (ALTER
+ * DATABASE ... SET, as ALTER ROLE ... SET or postgresql.conf would): it
+ * is the operator's too, and replaces idemhook's tries. */
+static void test_a_lock_timeout_set_for_the_database_replaces_the_tries(void **state)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+	struct pgserver_session ps;
+	struct daemon d;
+	char sql[160];
+	char *err = NULL;
+	int64_t from;
+	int rc;
+
+	(void)state;
+	from = t_older_schema_locked(&d, &ps);
+	if (from == 0) {
+		daemon_finish(&d);
+		skip();
+	}
+	snprintf(sql, sizeof(sql), "ALTER DATABASE %s SET lock_timeout = 300", d.dm_pg_db);
+	assert_int_equal(pgserver_psql(pgserver_shared(NULL), NULL, sql, NULL), 0);
+	rc = daemon_cli_err(&d, 1, migrate, NULL, &err);
+	assert_non_null(err);
+	print_message("%s", err);
+	assert_int_equal(rc, 75);
+	assert_non_null(strstr(err, "canceling statement due to lock timeout"));
+	assert_null(strstr(err, "trying again"));
+	free(err);
+	assert_int_equal(t_schema(&d), from);
+	t_migrate_after(&d, &ps, from);
+	daemon_finish(&d);
+}
+
 /* The migration's connection lost while it waits inside its transaction
  * (its backend terminated, as a server restart or a failover does): rolled
  * back whole; migrate reads the version on a new connection, says it is
@@ -577,6 +610,7 @@ int main(void)
 	        cmocka_unit_test(test_migrate_runs_at_once_report_the_migration_once),
 	        cmocka_unit_test(
 	                test_a_migration_stopped_by_a_lock_timeout_exits_75_schema_unchanged),
+	        cmocka_unit_test(test_a_lock_timeout_set_for_the_database_replaces_the_tries),
 	        cmocka_unit_test(
 	                test_a_migration_whose_connection_is_lost_exits_75_schema_unchanged),
 	        cmocka_unit_test(test_a_migration_gives_up_a_lock_held_elsewhere_after_its_tries),
