@@ -259,6 +259,42 @@ static void test_a_lock_timeout_set_for_the_database_replaces_the_tries(void **s
 	daemon_finish(&d);
 }
 
+/* And in the conninfo (options=, as docs/postgresql.md shows it): a
+ * receiver configured so migrates with one try of that bound. */
+static void test_a_lock_timeout_in_the_conninfo_replaces_the_tries(void **state)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+	struct pgserver_session ps;
+	struct daemon d;
+	struct daemon opts;
+	char conninfo[800];
+	char *err = NULL;
+	int64_t from;
+	int rc;
+
+	(void)state;
+	from = t_older_schema_locked(&d, &ps);
+	if (from == 0) {
+		daemon_finish(&d);
+		skip();
+	}
+	pgserver_conninfo(pgserver_shared(NULL), d.dm_pg_db, conninfo, sizeof(conninfo));
+	strncat(conninfo, " options='-c lock_timeout=300'",
+	        sizeof(conninfo) - strlen(conninfo) - 1);
+	assert_int_equal(daemon_init_pg_at(&opts, d.dm_pg_db, conninfo, "", FX_STRIPE_INI), 0);
+	rc = daemon_cli_err(&opts, 1, migrate, NULL, &err);
+	assert_non_null(err);
+	print_message("%s", err);
+	assert_int_equal(rc, 75);
+	assert_non_null(strstr(err, "canceling statement due to lock timeout"));
+	assert_null(strstr(err, "trying again"));
+	free(err);
+	daemon_finish(&opts);
+	assert_int_equal(t_schema(&d), from);
+	t_migrate_after(&d, &ps, from);
+	daemon_finish(&d);
+}
+
 /* The migration's connection lost while it waits inside its transaction
  * (its backend terminated, as a server restart or a failover does): rolled
  * back whole; migrate reads the version on a new connection, says it is
@@ -611,6 +647,7 @@ int main(void)
 	        cmocka_unit_test(
 	                test_a_migration_stopped_by_a_lock_timeout_exits_75_schema_unchanged),
 	        cmocka_unit_test(test_a_lock_timeout_set_for_the_database_replaces_the_tries),
+	        cmocka_unit_test(test_a_lock_timeout_in_the_conninfo_replaces_the_tries),
 	        cmocka_unit_test(
 	                test_a_migration_whose_connection_is_lost_exits_75_schema_unchanged),
 	        cmocka_unit_test(test_a_migration_gives_up_a_lock_held_elsewhere_after_its_tries),
