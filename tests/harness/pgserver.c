@@ -773,8 +773,12 @@ static long long pgserver_proxy_client_max(struct pgserver_proxy *px, size_t i, 
 {
 	if (px->px_pair_left[i] == -2) {
 		unsigned char head[4];
+		ssize_t n = recv(px->px_client[i], head, sizeof(head), MSG_PEEK | MSG_DONTWAIT);
 
-		if (recv(px->px_client[i], head, sizeof(head), MSG_PEEK | MSG_DONTWAIT) < 4) {
+		if (n == 0) {
+			return 1; /* the client closed: the copy finds it, and closes the pair */
+		}
+		if (n < 4) {
 			return 0; /* the packet's length has not all come yet */
 		}
 		px->px_pair_left[i] = ((long long)head[0] << 24) | ((long long)head[1] << 16) |
@@ -793,12 +797,11 @@ static void *pgserver_proxy_main(void *arg)
 	while (!__atomic_load_n(&px->px_stop, __ATOMIC_ACQUIRE)) {
 		struct pollfd pfd[1 + 2 * PGSERVER_PROXY_PAIRS];
 		long long budget = __atomic_load_n(&px->px_budget, __ATOMIC_ACQUIRE);
+		long long now = pgserver_proxy_now_ms();
 		size_t i;
 
 		pfd[0].fd = px->px_listen;
 		pfd[0].events = POLLIN;
-		long long now = pgserver_proxy_now_ms();
-
 		for (i = 0; i < PGSERVER_PROXY_PAIRS; i++) {
 			int held = now - px->px_born_ms[i] < px->px_pair_hold_ms[i];
 
