@@ -758,6 +758,38 @@ static ssize_t pgserver_proxy_copy(int from, int to, size_t max)
 	return n;
 }
 
+static long long pgserver_proxy_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* How much of pair i's client the relay may take now: the global budget,
+ * and for a pair that passes only its startup packet, what is left of it
+ * (its length read first, from the packet's head, left in the socket). */
+static long long pgserver_proxy_client_max(struct pgserver_proxy *px, size_t i, long long budget)
+{
+	if (px->px_pair_left[i] == -2) {
+		unsigned char head[4];
+		ssize_t n = recv(px->px_client[i], head, sizeof(head), MSG_PEEK | MSG_DONTWAIT);
+
+		if (n == 0) {
+			return 1; /* the client closed: the copy finds it, and closes the pair */
+		}
+		if (n < 4) {
+			return 0; /* the packet's length has not all come yet */
+		}
+		px->px_pair_left[i] = ((long long)head[0] << 24) | ((long long)head[1] << 16) |
+		                      ((long long)head[2] << 8) | (long long)head[3];
+	}
+	if (px->px_pair_left[i] >= 0 && (budget < 0 || px->px_pair_left[i] < budget)) {
+		return px->px_pair_left[i];
+	}
+	return budget;
+}
+
 static void *pgserver_proxy_main(void *arg)
 {
 	struct pgserver_proxy *px = arg;
@@ -765,14 +797,18 @@ static void *pgserver_proxy_main(void *arg)
 	while (!__atomic_load_n(&px->px_stop, __ATOMIC_ACQUIRE)) {
 		struct pollfd pfd[1 + 2 * PGSERVER_PROXY_PAIRS];
 		long long budget = __atomic_load_n(&px->px_budget, __ATOMIC_ACQUIRE);
+		long long now = pgserver_proxy_now_ms();
 		size_t i;
 
 		pfd[0].fd = px->px_listen;
 		pfd[0].events = POLLIN;
 		for (i = 0; i < PGSERVER_PROXY_PAIRS; i++) {
-			pfd[1 + 2 * i].fd = budget != 0 ? px->px_client[i] : -1;
+			int held = now - px->px_born_ms[i] < px->px_pair_hold_ms[i];
+
+			pfd[1 + 2 * i].fd =
+			        budget != 0 && px->px_pair_left[i] != 0 ? px->px_client[i] : -1;
 			pfd[1 + 2 * i].events = POLLIN;
-			pfd[2 + 2 * i].fd = px->px_server[i];
+			pfd[2 + 2 * i].fd = held ? -1 : px->px_server[i];
 			pfd[2 + 2 * i].events = POLLIN;
 		}
 		if (poll(pfd, 1 + 2 * PGSERVER_PROXY_PAIRS, 50) <= 0) {
@@ -798,9 +834,15 @@ static void *pgserver_proxy_main(void *arg)
 			} else {
 				px->px_client[i] = c;
 				px->px_server[i] = s;
+				px->px_born_ms[i] = pgserver_proxy_now_ms();
+				px->px_pair_hold_ms[i] =
+				        __atomic_load_n(&px->px_hold_ms, __ATOMIC_ACQUIRE);
+				px->px_pair_left[i] =
+				        __atomic_load_n(&px->px_deaf, __ATOMIC_ACQUIRE) ? -2 : -1;
 			}
 		}
 		for (i = 0; i < PGSERVER_PROXY_PAIRS; i++) {
+			long long max;
 			ssize_t n;
 
 			if (px->px_client[i] < 0) {
@@ -815,11 +857,18 @@ static void *pgserver_proxy_main(void *arg)
 			if (pfd[1 + 2 * i].fd < 0 || pfd[1 + 2 * i].revents == 0) {
 				continue;
 			}
+			max = pgserver_proxy_client_max(px, i, budget);
+			if (max == 0) {
+				continue;
+			}
 			n = pgserver_proxy_copy(px->px_client[i], px->px_server[i],
-			                        budget < 0 ? SIZE_MAX : (size_t)budget);
+			                        max < 0 ? SIZE_MAX : (size_t)max);
 			if (n <= 0) {
 				pgserver_proxy_close(px, i);
 				continue;
+			}
+			if (px->px_pair_left[i] > 0) {
+				px->px_pair_left[i] -= n;
 			}
 			if (budget > 0) {
 				budget -= n;
@@ -862,6 +911,12 @@ int pgserver_proxy_start(struct pgserver_proxy *px, const struct pgserver *pg)
 		return -1;
 	}
 	return 0;
+}
+
+void pgserver_proxy_late(struct pgserver_proxy *px, int hold_ms, int deaf)
+{
+	__atomic_store_n(&px->px_hold_ms, hold_ms, __ATOMIC_RELEASE);
+	__atomic_store_n(&px->px_deaf, deaf, __ATOMIC_RELEASE);
 }
 
 void pgserver_proxy_budget(struct pgserver_proxy *px, long long bytes)

@@ -114,6 +114,16 @@ struct pgserver_proxy {
 	int px_client[PGSERVER_PROXY_PAIRS];
 	int px_server[PGSERVER_PROXY_PAIRS];
 	pthread_t px_thread;
+	/* pgserver_proxy_late: for the pairs accepted while set (atomic) */
+	int px_hold_ms;
+	int px_deaf;
+	/* per pair: when it was accepted (monotonic ms), its hold, and what
+	 * it still takes of its client: -1 everything (within px_budget),
+	 * -2 its startup packet (length not read yet), N bytes of it, 0
+	 * nothing more */
+	long long px_born_ms[PGSERVER_PROXY_PAIRS];
+	int px_pair_hold_ms[PGSERVER_PROXY_PAIRS];
+	long long px_pair_left[PGSERVER_PROXY_PAIRS];
 };
 
 /* Starts a relay to pg's TCP port. Returns 0 or -1. */
@@ -122,6 +132,16 @@ int pgserver_proxy_start(struct pgserver_proxy *px, const struct pgserver *pg);
 /* From now, the relay takes at most bytes more from its clients (-1: no
  * limit again), then reads nothing of theirs until given more. */
 void pgserver_proxy_budget(struct pgserver_proxy *px, long long bytes);
+
+/* A server that answers connects late, then reads nothing: each
+ * connection the relay accepts from now has what the server sends it held
+ * back until it is hold_ms old (the connect's answer comes then), and,
+ * with deaf, passes its client's startup packet and then nothing more of
+ * what the client sends (its first query never reaches the server).
+ * Connections accepted before keep working. hold_ms 0 and deaf 0: new
+ * connections are relayed as before. The client must send its startup
+ * packet first (sslmode=disable gssencmode=disable in its conninfo). */
+void pgserver_proxy_late(struct pgserver_proxy *px, int hold_ms, int deaf);
 
 /* Stops the relay and closes its connections. */
 void pgserver_proxy_stop(struct pgserver_proxy *px);

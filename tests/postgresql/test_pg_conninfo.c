@@ -141,6 +141,7 @@ static void test_a_working_conninfo_with_a_password_stays_out_of_the_log(void **
 	char conninfo[700];
 	char sql[300];
 	char id[64];
+	char *out = NULL;
 
 	(void)state;
 	assert_int_equal(daemon_init_pg(&d, FX_STRIPE_INI), 0);
@@ -152,11 +153,17 @@ static void test_a_working_conninfo_with_a_password_stays_out_of_the_log(void **
 	assert_int_equal(daemon_start(&d), 0);
 	fx_order(&d, 1000, "eur", id);
 	snprintf(sql, sizeof(sql),
-	         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '%s' "
-	         "AND pid <> pg_backend_pid()",
+	         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = "
+	         "'%s' AND pid <> pg_backend_pid()",
 	         d.dm_pg_db);
-	assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
+	assert_int_equal(pgserver_psql(pg, NULL, sql, &out), 0);
+	assert_non_null(out);
+	/* it had sessions, which the server closed */
+	assert_true(atoi(out) > 0);
+	free(out);
 	assert_int_equal(fx_stripe_pay(&d, "evt_pg_conninfo", id, 1000, "eur"), 200);
+	/* and it did reach the database again, with the password */
+	assert_int_equal(daemon_log_wait(&d, "store: reconnected to postgresql", 1000), 0);
 	assert_int_equal(daemon_term(&d, 30), 0);
 	t_log_is_clean(&d, "listening on");
 	daemon_finish(&d);

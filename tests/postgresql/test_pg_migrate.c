@@ -154,7 +154,142 @@ static void test_a_migration_stopped_by_a_lock_timeout_exits_75_schema_unchanged
 	snprintf(text, sizeof(text), "schema version %" PRId64 " is unchanged", from);
 	assert_non_null(strstr(err, text));
 	assert_non_null(strstr(err, "Run the same command again."));
+	/* the operator's lock_timeout is one try, not idemhook's five */
+	assert_null(strstr(err, "trying again"));
 	free(err);
+	assert_int_equal(t_schema(&d), from);
+	t_migrate_after(&d, &ps, from);
+	daemon_finish(&d);
+}
+
+/* One integer sql reads from d's database, by psql. */
+static int64_t t_psql_int(const struct daemon *d, const char *sql)
+{
+	char *out = NULL;
+	int64_t v;
+
+	assert_int_equal(pgserver_psql(pgserver_shared(NULL), d->dm_pg_db, sql, &out), 0);
+	assert_non_null(out);
+	v = strtoll(out, NULL, 10);
+	free(out);
+	return v;
+}
+
+/* The advisory lock every migrating receiver takes ("idemhook" in ASCII). */
+#define T_MIGRATE_LOCK "7594306392231473003"
+
+/* A lock_timeout of the operator's (PGOPTIONS) bounds the migration's
+ * waits for the locks of other sessions' transactions, not its wait for
+ * another receiver's migration (the advisory lock, held here by a psql
+ * session as a receiver migrating would): migrate waits past that
+ * lock_timeout, and migrates once the lock is released. */
+static void test_an_operators_lock_timeout_does_not_cut_the_wait_for_another_migration(void **state)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+	struct pgserver_session ps;
+	struct daemon d;
+	char sql[256];
+	int status = 0;
+	pid_t pid;
+	int i;
+
+	(void)state;
+	assert_int_equal(daemon_init_pg(&d, FX_STRIPE_INI), 0);
+	assert_int_equal(pg_session_start(&ps, &d), 0);
+	assert_int_equal(pgserver_session_run(&ps, "SELECT pg_advisory_lock(" T_MIGRATE_LOCK ");"),
+	                 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		setenv("PGOPTIONS", "-c lock_timeout=300", 1);
+		_exit(daemon_cli(&d, 1, migrate, NULL));
+	}
+	/* it waits for the advisory lock, past its lock_timeout */
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(*) FROM pg_stat_activity WHERE datname = '%s' AND wait_event_type = "
+	         "'Lock' AND wait_event = 'advisory'",
+	         d.dm_pg_db);
+	for (i = 0; i < 100 && t_psql_int(&d, sql) == 0; i++) {
+		usleep(20 * 1000);
+	}
+	usleep(1500 * 1000); /* five times its lock_timeout */
+	assert_int_equal(waitpid(pid, &status, WNOHANG), 0);
+	assert_int_equal(t_psql_int(&d, sql), 1);
+
+	assert_int_equal(
+	        pgserver_session_run(&ps, "SELECT pg_advisory_unlock(" T_MIGRATE_LOCK ");"), 0);
+	assert_int_equal(pgserver_session_finish(&ps), 0);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	assert_true(t_schema(&d) > 0);
+	daemon_finish(&d);
+}
+
+/* The same lock_timeout set on the server's side for the database (ALTER
+ * DATABASE ... SET, as ALTER ROLE ... SET or postgresql.conf would): it
+ * is the operator's too, and replaces idemhook's tries. */
+static void test_a_lock_timeout_set_for_the_database_replaces_the_tries(void **state)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+	struct pgserver_session ps;
+	struct daemon d;
+	char sql[160];
+	char *err = NULL;
+	int64_t from;
+	int rc;
+
+	(void)state;
+	from = t_older_schema_locked(&d, &ps);
+	if (from == 0) {
+		daemon_finish(&d);
+		skip();
+	}
+	snprintf(sql, sizeof(sql), "ALTER DATABASE %s SET lock_timeout = 300", d.dm_pg_db);
+	assert_int_equal(pgserver_psql(pgserver_shared(NULL), NULL, sql, NULL), 0);
+	rc = daemon_cli_err(&d, 1, migrate, NULL, &err);
+	assert_non_null(err);
+	print_message("%s", err);
+	assert_int_equal(rc, 75);
+	assert_non_null(strstr(err, "canceling statement due to lock timeout"));
+	assert_null(strstr(err, "trying again"));
+	free(err);
+	assert_int_equal(t_schema(&d), from);
+	t_migrate_after(&d, &ps, from);
+	daemon_finish(&d);
+}
+
+/* And in the conninfo (options=, as docs/postgresql.md shows it): a
+ * receiver configured so migrates with one try of that bound. */
+static void test_a_lock_timeout_in_the_conninfo_replaces_the_tries(void **state)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+	struct pgserver_session ps;
+	struct daemon d;
+	struct daemon opts;
+	char conninfo[800];
+	char *err = NULL;
+	int64_t from;
+	int rc;
+
+	(void)state;
+	from = t_older_schema_locked(&d, &ps);
+	if (from == 0) {
+		daemon_finish(&d);
+		skip();
+	}
+	pgserver_conninfo(pgserver_shared(NULL), d.dm_pg_db, conninfo, sizeof(conninfo));
+	strncat(conninfo, " options='-c lock_timeout=300'",
+	        sizeof(conninfo) - strlen(conninfo) - 1);
+	assert_int_equal(daemon_init_pg_at(&opts, d.dm_pg_db, conninfo, "", FX_STRIPE_INI), 0);
+	rc = daemon_cli_err(&opts, 1, migrate, NULL, &err);
+	assert_non_null(err);
+	print_message("%s", err);
+	assert_int_equal(rc, 75);
+	assert_non_null(strstr(err, "canceling statement due to lock timeout"));
+	assert_null(strstr(err, "trying again"));
+	free(err);
+	daemon_finish(&opts);
 	assert_int_equal(t_schema(&d), from);
 	t_migrate_after(&d, &ps, from);
 	daemon_finish(&d);
@@ -425,21 +560,110 @@ static void test_a_start_whose_migration_meets_a_hung_server_exits_within_second
 	t_hang_during(serve);
 }
 
+/* A server that answers the migration's connect and then reads nothing
+ * (a relay passes the connect and nothing after it): the migration's
+ * first statement, its session's settings, is silent like any other of
+ * its statements, so migrate (or serve's start) ends within seconds,
+ * never waits for good. */
+static void t_silent_after_connect(const char *const *args)
+{
+	static const char *const settings[] = {"listen_addresses=127.0.0.1", NULL};
+	struct pgserver_proxy px;
+	struct pgserver pg;
+	struct daemon d;
+	char conninfo[700];
+	char db[64];
+	char *log;
+	int64_t start;
+	int64_t ms;
+	int status = 0;
+	pid_t done = 0;
+	pid_t pid;
+
+	assert_int_equal(pgserver_start_opts(&pg, settings, 0), 0);
+	assert_int_equal(pgserver_create_db(&pg, "migrate", db), 0);
+	assert_int_equal(pgserver_proxy_start(&px, &pg), 0);
+	snprintf(conninfo, sizeof(conninfo),
+	         "host=127.0.0.1 port=%u user=postgres dbname=%s connect_timeout=2 sslmode=disable "
+	         "gssencmode=disable",
+	         px.px_port, db);
+	assert_int_equal(daemon_init_pg_at(&d, db, conninfo, "", FX_STRIPE_INI), 0);
+	pgserver_proxy_late(&px, 0, 1);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		_exit(daemon_cli(&d, 1, args, NULL));
+	}
+	start = hn_now_ms();
+	while (done == 0 && hn_now_ms() - start < 20000) {
+		done = waitpid(pid, &status, WNOHANG);
+		usleep(20 * 1000);
+	}
+	ms = hn_now_ms() - start;
+	if (done == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+	}
+	print_message("%s on a server silent after the connect ended after %" PRId64 " ms\n",
+	              args[0], ms);
+	assert_int_equal(done, pid);
+	assert_true(WIFEXITED(status));
+	print_message("exit status %d\n", WEXITSTATUS(status));
+	assert_int_not_equal(WEXITSTATUS(status), 0);
+	/* 2 s of silence, then the check's connection: its settings' reply
+	 * (2 s and the margin of 2 s), and room */
+	assert_true(ms < 9000);
+	log = hn_read_file(d.dm_log);
+	assert_non_null(log);
+	print_message("%s", log);
+	free(log);
+	assert_int_equal(daemon_log_wait(&d, "postgresql does not answer", 1000), 0);
+	daemon_finish(&d);
+	pgserver_proxy_stop(&px);
+	pgserver_stop(&pg);
+}
+
+static void
+test_a_migration_whose_server_is_silent_after_the_connect_ends_within_seconds(void **state)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+
+	(void)state;
+	t_silent_after_connect(migrate);
+}
+
+static void test_a_start_whose_server_is_silent_after_the_connect_exits_within_seconds(void **state)
+{
+	static const char *const serve[] = {"serve", NULL};
+
+	(void)state;
+	t_silent_after_connect(serve);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_migrate_runs_at_once_report_the_migration_once),
 	        cmocka_unit_test(
 	                test_a_migration_stopped_by_a_lock_timeout_exits_75_schema_unchanged),
+	        cmocka_unit_test(test_a_lock_timeout_set_for_the_database_replaces_the_tries),
+	        cmocka_unit_test(test_a_lock_timeout_in_the_conninfo_replaces_the_tries),
 	        cmocka_unit_test(
 	                test_a_migration_whose_connection_is_lost_exits_75_schema_unchanged),
 	        cmocka_unit_test(test_a_migration_gives_up_a_lock_held_elsewhere_after_its_tries),
 	        cmocka_unit_test(
+	                test_an_operators_lock_timeout_does_not_cut_the_wait_for_another_migration),
+	        cmocka_unit_test(
 	                test_a_migration_on_a_server_that_hangs_ends_within_seconds_undone),
 	        cmocka_unit_test(
 	                test_a_start_whose_migration_meets_a_hung_server_exits_within_seconds),
+	        cmocka_unit_test(
+	                test_a_migration_whose_server_is_silent_after_the_connect_ends_within_seconds),
+	        cmocka_unit_test(
+	                test_a_start_whose_server_is_silent_after_the_connect_exits_within_seconds),
 	};
 
+	cmocka_set_test_filter(getenv("IDEMHOOK_TEST_FILTER"));
 	pgserver_require_or_skip("test_pg_migrate");
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

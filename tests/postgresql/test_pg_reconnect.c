@@ -74,6 +74,33 @@ static int reconnect_kill(const struct daemon *d, const char *role)
 	return reconnect_kill_q(d, role, 1);
 }
 
+/* The database of d refuses connections from now, as a server being
+ * restarted does, and the sessions it has are closed. Two psql calls, in
+ * this order: psql runs one -c string as one transaction, so terminating
+ * in the same string as the ALTER closes the sessions before the refusal
+ * commits, and a receiver reconnecting in between is let in (and keeps
+ * that session). Returns how many sessions were terminated. */
+static int reconnect_refuse(const struct daemon *d)
+{
+	struct pgserver *pg = pgserver_shared(NULL);
+	char sql[256];
+	char *out = NULL;
+	int killed;
+
+	assert_non_null(pg);
+	snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS false", d->dm_pg_db);
+	assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = "
+	         "'%s'",
+	         d->dm_pg_db);
+	assert_int_equal(pgserver_psql(pg, NULL, sql, &out), 0);
+	assert_non_null(out);
+	killed = atoi(out);
+	free(out);
+	return killed;
+}
+
 static long reconnect_get_order(const struct daemon *d, const char *id)
 {
 	char url[256];
@@ -459,6 +486,16 @@ static int reconnect_log_without(const struct daemon *d, const char *text, const
 	return n;
 }
 
+#define RECONNECT_REFUSED "is not currently accepting connections"
+
+/* Connects of d's that the database refused (ALLOW_CONNECTIONS false), as
+ * the log says them: what shows that a test's outage was one. */
+static int reconnect_refused(const struct daemon *d)
+{
+	return reconnect_log_count(d, RECONNECT_REFUSED) -
+	       reconnect_log_without(d, RECONNECT_REFUSED, "connect to postgresql");
+}
+
 #define RECONNECT_OUTAGE_CALLBACKS 40
 #define RECONNECT_WARNING "<4>store: cannot"
 
@@ -485,12 +522,7 @@ static void test_a_database_out_of_reach_is_logged_once_not_per_callback(void **
 	assert_int_equal(fx_stripe_send(&d, body, NULL), 200);
 	free(body);
 
-	/* from the database postgres: d's no longer takes connections */
-	snprintf(sql, sizeof(sql),
-	         "ALTER DATABASE %s ALLOW_CONNECTIONS false; SELECT pg_terminate_backend(pid) FROM "
-	         "pg_stat_activity WHERE datname = '%s'",
-	         d.dm_pg_db, d.dm_pg_db);
-	assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
+	assert_true(reconnect_refuse(&d) > 0);
 	for (i = 0; i < RECONNECT_OUTAGE_CALLBACKS; i++) {
 		struct hres r;
 		char *retry;
@@ -508,11 +540,13 @@ static void test_a_database_out_of_reach_is_logged_once_not_per_callback(void **
 	print_message("%d callbacks while out of reach: %d warnings of a failed connect\n",
 	              RECONNECT_OUTAGE_CALLBACKS, reconnect_log_count(&d, RECONNECT_WARNING));
 	assert_int_equal(reconnect_log_count(&d, RECONNECT_WARNING), 1);
+	/* the 503s came from connects the database refused, not from a
+	 * session let in before the refusal committed */
+	print_message("connects refused meanwhile: %d\n", reconnect_refused(&d));
+	assert_true(reconnect_refused(&d) > 0);
 	/* libpq's reason is said only where a connect failed, not again by
 	 * each statement that found no connection */
-	assert_int_equal(reconnect_log_without(&d, "is not currently accepting connections",
-	                                       "connect to postgresql"),
-	                 0);
+	assert_int_equal(reconnect_log_without(&d, RECONNECT_REFUSED, "connect to postgresql"), 0);
 
 	snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS true", d.dm_pg_db);
 	assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
@@ -620,11 +654,7 @@ static void test_connects_back_off_while_the_database_refuses_them(void **state)
 	free(body);
 	before = backoff_failed_connects(&d);
 
-	snprintf(sql, sizeof(sql),
-	         "ALTER DATABASE %s ALLOW_CONNECTIONS false; SELECT pg_terminate_backend(pid) FROM "
-	         "pg_stat_activity WHERE datname = '%s'",
-	         d.dm_pg_db, d.dm_pg_db);
-	assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
+	assert_true(reconnect_refuse(&d) > 0);
 	t0 = hn_now_ms();
 	for (i = 0; i < BACKOFF_SENDERS; i++) {
 		bs[i] = (struct backoff_sender){.bs_d = &d,
@@ -644,6 +674,9 @@ static void test_connects_back_off_while_the_database_refuses_them(void **state)
 	              BACKOFF_REFUSED_MS, tried);
 	assert_true(tried >= 1);
 	assert_true(tried <= BACKOFF_CONNECTS_MAX);
+	/* each of them refused by the database, none failing otherwise */
+	print_message("of them refused by the database: %d\n", reconnect_refused(&d));
+	assert_int_equal(reconnect_refused(&d), tried);
 	assert_true(sent > 4 * BACKOFF_CONNECTS_MAX);
 
 	snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS true", d.dm_pg_db);
@@ -794,16 +827,7 @@ static void test_each_failed_connect_is_counted_once_in_the_outage_it_ended_in(v
 		assert_int_equal(pthread_create(&th[i], NULL, count_sender_main, &cs[i]), 0);
 	}
 	for (i = 0; i < COUNT_CYCLES; i++) {
-		/* committed before the connections go: psql runs one -c
-		 * string as one transaction, and a receiver reconnecting
-		 * before its commit would be let in */
-		snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS false", d.dm_pg_db);
-		assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
-		snprintf(sql, sizeof(sql),
-		         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = "
-		         "'%s'",
-		         d.dm_pg_db);
-		assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
+		reconnect_refuse(&d);
 		usleep(COUNT_REFUSED_MS * 1000);
 		snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS true", d.dm_pg_db);
 		assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
@@ -831,6 +855,9 @@ static void test_each_failed_connect_is_counted_once_in_the_outage_it_ended_in(v
 	print_message("%d callbacks through %d transitions: %d outages said\n", sent, COUNT_CYCLES,
 	              outages);
 	assert_int_equal(outages, COUNT_CYCLES);
+	/* each transition's connects were refused, at least one in each */
+	print_message("connects refused: %d\n", reconnect_refused(&d));
+	assert_true(reconnect_refused(&d) >= COUNT_CYCLES);
 	assert_int_equal(reconnect_log_unprefixed(&d), 0);
 	daemon_finish(&d);
 }

@@ -17,18 +17,30 @@
 #include "pg_common.h"
 
 /* Sets d's database read-only (on) or writable (off) and closes its
- * sessions, which reconnect as after a failover. */
-static void standby_set(const struct daemon *d, const char *on)
+ * sessions, which reconnect as after a failover. Two psql calls, in this
+ * order: psql runs one -c string as one transaction, so sessions closed in
+ * the same string as the ALTER could reconnect before it commits and keep
+ * the old setting. Returns how many sessions were closed. */
+static int standby_set(const struct daemon *d, const char *on)
 {
 	struct pgserver *pg = pgserver_shared(NULL);
 	char sql[512];
+	char *out = NULL;
+	int killed;
 
 	assert_non_null(pg);
-	snprintf(sql, sizeof(sql),
-	         "ALTER DATABASE %s SET default_transaction_read_only = %s; SELECT "
-	         "count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = '%s'",
-	         d->dm_pg_db, on, d->dm_pg_db);
+	snprintf(sql, sizeof(sql), "ALTER DATABASE %s SET default_transaction_read_only = %s",
+	         d->dm_pg_db, on);
 	assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = "
+	         "'%s'",
+	         d->dm_pg_db);
+	assert_int_equal(pgserver_psql(pg, NULL, sql, &out), 0);
+	assert_non_null(out);
+	killed = atoi(out);
+	free(out);
+	return killed;
 }
 
 /* /readyz: 1 when ready, 0 when not; the body into ret (size bytes). */
@@ -102,7 +114,8 @@ test_a_receiver_whose_server_turns_read_only_is_not_ready_and_stores_nothing(voi
 	fx_order(&d, 1000, "eur", id);
 	assert_int_equal(standby_readyz_wait(&d, 1, 3000), 0);
 
-	standby_set(&d, "on");
+	/* the receiver's sessions were open, and are closed */
+	assert_true(standby_set(&d, "on") > 0);
 	body = fx_stripe_payment("evt_pg_standby", id, 1000, "eur");
 	assert_int_equal(fx_stripe_send(&d, body, &r), 503);
 	retry = hres_header(&r, "Retry-After");

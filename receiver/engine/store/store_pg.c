@@ -338,6 +338,7 @@ static void store_pg_conn_close(struct store_conn *cn)
 
 static void store_pg_one_line(const char *msg, char *out, size_t size);
 static PGresult *store_pg_exec_sql(struct store_conn *cn, const char *sql);
+static void store_pg_heard(struct store_conn *cn);
 
 /* Session settings every connection gets (again after a reconnect). */
 static int store_pg_conn_setup(struct store_conn *cn, unsigned timeout_ms)
@@ -353,7 +354,11 @@ static int store_pg_conn_setup(struct store_conn *cn, unsigned timeout_ms)
 	res = store_pg_exec_sql(cn, sql);
 	cn->cn_round_trips++;
 	ok = PQresultStatus(res) == PGRES_COMMAND_OK;
-	if (!ok) {
+	if (ok) {
+		/* the session's first reply: the server is heard from (a
+		 * connect's answer alone is not: store_pg_connect_noted) */
+		store_pg_heard(cn);
+	} else if (!cn->cn_hung) { /* else store_pg_hung said why: libpq's "closed" is ours */
 		char msg[STORE_PG_MSG_MAX];
 
 		store_pg_one_line(PQerrorMessage(cn->cn_pg), msg, sizeof(msg));
@@ -539,12 +544,21 @@ static int store_pg_watch_check(struct store_conn *cn)
 		                                    STORE_PG_PROBE_WAIT_MS, 1, LOG_LEVEL_DEBUG,
 		                                    STORE_PG_PROBE_CONNECT_S);
 		if (cn->cn_watch == NULL) {
-			/* A refusal (max_connections, say) comes at once; only
-			 * connect_timeout's end is silence. */
-			return store_pg_mono_ms() - t0 >=
-			                       1000 * strtol(STORE_PG_PROBE_CONNECT_S, NULL, 10)
-			               ? -1
-			               : 0;
+			/* A refusal (max_connections, say) comes at once and is
+			 * an answer; connect_timeout's end is silence, and so is
+			 * a connect answered and then left without the reply to
+			 * its settings (the server is still marked silent: a
+			 * wait cut short by that mark ends soon, and is no
+			 * refusal). */
+			int64_t waited = store_pg_mono_ms() - t0;
+			int64_t silent_since = __atomic_load_n(&cn->cn_backoff->bo_silent_since_ms,
+			                                       __ATOMIC_RELAXED);
+
+			if (waited >= 1000 * strtol(STORE_PG_PROBE_CONNECT_S, NULL, 10) ||
+			    silent_since != 0) {
+				return -1;
+			}
+			return 0;
 		}
 	}
 	rc = store_pg_ping(cn->cn_watch, STORE_PG_PROBE_WAIT_MS);
@@ -859,27 +873,40 @@ static PGconn *store_pg_connect(const struct store_conn *cn)
 	return PQconnectdbParams(keys, values, 1);
 }
 
-/* store_pg_connect, noting what it learned of the server: heard from
- * (connected), or silent since the connect began (a failure after
- * STORE_PG_CONNECT_SILENT_MS or more: libpq's connect_timeout is 2 s at
- * least, a refusal comes at once), unless another connection heard from
- * it meanwhile. */
-static PGconn *store_pg_connect_noted(struct store_conn *cn)
+/* Marks cn's server silent since t0 (when a connect began), unless it
+ * has been so since earlier or another connection heard from it since. */
+static void store_pg_silent_since(struct store_conn *cn, int64_t t0)
 {
 	struct store_pg_backoff *bo = cn->cn_backoff;
-	int64_t t0 = store_pg_mono_ms();
-	PGconn *pg = store_pg_connect(cn);
 	int64_t since;
 
-	if (pg != NULL && PQstatus(pg) == CONNECTION_OK) {
-		store_pg_heard(cn);
-	} else if (store_pg_mono_ms() - t0 >= STORE_PG_CONNECT_SILENT_MS &&
-	           __atomic_load_n(&bo->bo_heard_ms, __ATOMIC_RELAXED) <= t0) {
-		since = __atomic_load_n(&bo->bo_silent_since_ms, __ATOMIC_RELAXED);
-		while ((since == 0 || since > t0) &&
-		       !__atomic_compare_exchange_n(&bo->bo_silent_since_ms, &since, t0, 0,
-		                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-		}
+	if (__atomic_load_n(&bo->bo_heard_ms, __ATOMIC_RELAXED) > t0) {
+		return;
+	}
+	since = __atomic_load_n(&bo->bo_silent_since_ms, __ATOMIC_RELAXED);
+	while ((since == 0 || since > t0) &&
+	       !__atomic_compare_exchange_n(&bo->bo_silent_since_ms, &since, t0, 0,
+	                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+	}
+}
+
+/* store_pg_connect, noting what it learned of the server. A connect that
+ * got no answer (a failure after STORE_PG_CONNECT_SILENT_MS or more:
+ * libpq's connect_timeout is 2 s at least, a refusal comes at once) found
+ * the server silent since it began. So did one answered late: the
+ * connect's answer is not counted as the server heard from, or a server
+ * that answers a connect at the end of connect_timeout and then reads
+ * nothing would give the callback that connected connect_timeout and the
+ * reply's whole bound; the server is heard from with the first reply on
+ * the new session (its settings), which ends the silence. */
+static PGconn *store_pg_connect_noted(struct store_conn *cn)
+{
+	int64_t t0 = store_pg_mono_ms();
+	PGconn *pg = store_pg_connect(cn);
+	int answered = pg != NULL && PQstatus(pg) == CONNECTION_OK;
+
+	if (answered || store_pg_mono_ms() - t0 >= STORE_PG_CONNECT_SILENT_MS) {
+		store_pg_silent_since(cn, t0);
 	}
 	return pg;
 }
@@ -930,6 +957,13 @@ static struct store_conn *store_pg_conn_open_t(struct store_db *db, const char *
 	}
 	if (cn->cn_pg == NULL || PQstatus(cn->cn_pg) != CONNECTION_OK) {
 		goto fail;
+	}
+	/* Without a statement_timeout (migrating), every reply is waited for
+	 * as long as the server answers a second connection, the session's
+	 * settings too: a server that answers the connect and then nothing
+	 * must not hold the migration for good. */
+	if (timeout_ms == 0) {
+		cn->cn_watch_db = db;
 	}
 	if (PQsetnonblocking(cn->cn_pg, 1) != 0 || store_pg_conn_setup(cn, timeout_ms) < 0) {
 		goto fail;
@@ -2941,6 +2975,7 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_from, int *ret_versi
 	int applied;
 	int locked = 0;
 	int own_timeout = 0;
+	int lock_wait_free;
 	size_t i;
 	int rc = -1;
 
@@ -2949,11 +2984,23 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_from, int *ret_versi
 		log_err("store: this build's postgresql migrations do not match its sqlite ones");
 		return -1;
 	}
-	/* Receivers starting together migrate once: the others wait here. */
+	/* Receivers starting together migrate once: the others wait here,
+	 * for as long as that migration takes (its own bounds end it), and
+	 * not for a lock_timeout of the operator's (PGOPTIONS, ALTER ROLE
+	 * ... SET), which is for other sessions' transactions: the wait
+	 * holds up nothing but the receivers that wait with it. RESET
+	 * gives the session its own setting back. */
+	lock_wait_free = store_pg_simple(cn, "SET lock_timeout = 0", NULL) == 0;
 	snprintf(sql, sizeof(sql), "SELECT pg_advisory_lock(%" PRId64 ")", STORE_PG_MIGRATE_LOCK);
-	if (store_pg_simple(cn, sql, "take the migration lock") < 0) {
-		/* Another migration held it past lock_timeout, or the
-		 * connection went: not a server without advisory locks. */
+	rc = store_pg_simple(cn, sql, "take the migration lock");
+	if (lock_wait_free && PQstatus(cn->cn_pg) == CONNECTION_OK &&
+	    PQtransactionStatus(cn->cn_pg) == PQTRANS_IDLE) {
+		store_pg_simple(cn, "RESET lock_timeout", NULL);
+	}
+	if (rc < 0) {
+		/* The connection went (or another migration held it past a
+		 * lock_timeout that could not be set aside): not a server
+		 * without advisory locks. */
 		if (store_pg_failed_for_now(cn)) {
 			goto out;
 		}
@@ -2962,6 +3009,7 @@ static int store_pg_migrate(struct store_conn *cn, int *ret_from, int *ret_versi
 	} else {
 		locked = 1;
 	}
+	rc = -1;
 	/* Only now: waiting for another receiver's migration (the lock
 	 * above) is no lock to give up on. */
 	own_timeout = store_pg_migrate_lock_timeout(cn);
