@@ -165,13 +165,15 @@ static void console_time(struct buf *b, int64_t ms)
 {
 	time_t t = (time_t)(ms / 1000);
 	struct tm tm;
-	char text[32];
+	char text[48];
 
 	if (ms <= 0 || gmtime_r(&t, &tm) == NULL) {
 		buf_puts(b, "<span class=\"muted\">-</span>");
 		return;
 	}
-	strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &tm);
+	/* a <time>, so that a phone's narrow cell does not break it at its
+	 * hyphens (console.css) */
+	strftime(text, sizeof(text), "<time>%Y-%m-%d %H:%M:%S</time>", &tm);
 	buf_puts(b, text);
 }
 

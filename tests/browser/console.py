@@ -7,7 +7,9 @@ and driver classes are checkout.py's). Starts the real daemon with a
 outbound call dies, failed events, a hostile payload, a 1 MB one), then
 logs in and works through every page and action, with JavaScript on and
 off, checking each action in the database (through the CLI) and the audit
-log. Screenshots go to tests/browser/artifacts/console-*.png; docs/console.md
+log, and every page at 1,100 px ("narrow") and on a 390 px phone
+("phone"). IDEMHOOK_CONSOLE_SCENARIOS=phone,narrow runs only those.
+Screenshots go to tests/browser/artifacts/console-*.png; docs/console.md
 shows them.
 """
 
@@ -291,6 +293,122 @@ def scenario_narrow(driver, d, base, ids):
     shot(driver, "overview-1100")
 
 
+# What keeps a page from being used on a phone, as text: no viewport meta
+# (a phone would lay it out 980 px wide and shrink it), a layout wider than
+# the window (the whole page scrolls sideways), a table past its box that
+# no box of its own scrolls, and a control (button, field, link of the
+# header) out of reach: past the window's edge, or past the edge of the
+# box that scrolls it.
+PHONE_JS = """
+const out = [];
+const w = window.innerWidth;
+const meta = document.querySelector('meta[name=viewport]');
+if (!meta || !/width=device-width/.test(meta.content)) {
+  out.push('no <meta name=viewport content=width=device-width>');
+}
+if (w > 400) {
+  out.push(`laid out ${w} px wide, not at the phone's width`);
+}
+const doc = document.documentElement;
+if (doc.scrollWidth > w) {
+  out.push(`document: ${doc.scrollWidth} px wide in a ${w} px window`);
+}
+function scroller(el) {
+  for (let p = el; p && p !== document.body; p = p.parentElement) {
+    const o = getComputedStyle(p).overflowX;
+    if (o === 'auto' || o === 'scroll') {
+      return p;
+    }
+  }
+  return null;
+}
+function name(el) {
+  return el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+         (el.textContent ? ` "${el.textContent.trim().slice(0, 20)}"` : '');
+}
+for (const t of document.querySelectorAll('table')) {
+  const box = t.parentElement.getBoundingClientRect();
+  const r = t.getBoundingClientRect();
+  if (r.right > box.right + 0.5 && !scroller(t)) {
+    out.push(`${name(t).split(' ')[0]}: ends at ${Math.round(r.right)} px, ` +
+             `its box at ${Math.round(box.right)} px, and nothing scrolls it`);
+  }
+}
+const controls = 'button, input:not([type=hidden]), select, textarea, header a';
+for (const el of document.querySelectorAll(controls)) {
+  const r = el.getBoundingClientRect();
+  if (r.width === 0 && r.height === 0) {
+    continue;
+  }
+  const s = scroller(el);
+  const lim = s ? s.getBoundingClientRect() : {left: 0, right: w};
+  if (r.left < lim.left - 0.5 || r.right > Math.min(lim.right, w) + 0.5) {
+    out.push(`${name(el)}: from ${Math.round(r.left)} to ${Math.round(r.right)} px, ` +
+             `out of reach`);
+  }
+}
+return out;
+"""
+
+PHONE_W = 390
+PHONE_H = 844
+
+
+def phone(driver):
+    """A phone's screen, as Chromium's device emulation lays it out: 390
+    CSS px wide, touch, and the page's viewport meta honoured (a page
+    without one is laid out 980 px wide, as on a phone)."""
+    driver.command_executor._commands["executeCdpCommand"] = (
+        "POST", "/session/$sessionId/goog/cdp/execute")
+    driver.execute("executeCdpCommand", {"cmd": "Emulation.setDeviceMetricsOverride", "params": {
+        "width": PHONE_W, "height": PHONE_H, "deviceScaleFactor": 3, "mobile": True}})
+    driver.execute("executeCdpCommand", {"cmd": "Emulation.setTouchEmulationEnabled",
+                                         "params": {"enabled": True}})
+
+
+def scenario_phone(driver, d, base, ids):
+    # An operator on call, on a phone 390 px wide: every page usable
+    # without scrolling the whole page sideways (a wide table scrolls in
+    # its own box), every button and field within reach.
+    phone(driver)
+    go(driver, f"{base}/console/login")
+    over = driver.execute_script(PHONE_JS)
+    check("/console/login is usable on a 390 px phone", not over, "; ".join(over))
+    shot(driver, "phone-login")
+    login(driver, base, OPERATOR)
+    rc, out = d.cli("outbox", "list", "--status", "dead")
+    outbox_id = None
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0].isdigit():
+            outbox_id = parts[0]
+            break
+    pages = NARROW_PAGES + ["/console/events?outcome=failed",
+                            f"/console/events/{ids['unknown_2']}",
+                            f"/console/events/{ids['big']}",
+                            f"/console/orders/{ids['order']}"]
+    if outbox_id is not None:
+        pages.append(f"/console/outbox/{outbox_id}")
+    for page in pages:
+        go(driver, f"{base}{page}")
+        over = driver.execute_script(PHONE_JS)
+        check(f"{page} is usable on a 390 px phone", not over, "; ".join(over))
+    for page, name in [("/console/", "overview"), ("/console/events", "events"),
+                       (f"/console/orders/{ids['order']}", "order"),
+                       (f"/console/events/{ids['unknown_2']}", "event")]:
+        go(driver, f"{base}{page}")
+        shot(driver, f"phone-{name}")
+    # an action from the phone: the event's reprocess button is reached
+    # and works
+    go(driver, f"{base}/console/events/{ids['unknown_2']}")
+    driver.find_element(By.ID, "reprocess").click()
+    WebDriverWait(driver, WAIT_S).until(lambda d: d.switch_to.alert)
+    driver.switch_to.alert.accept()
+    wait_text(driver, "still failed (unknown_order)")
+    check("an action from the phone ends on its page",
+          driver.current_url == f"{base}/console/events/{ids['unknown_2']}", driver.current_url)
+
+
 def scenario_no_script(driver, d, base, ids):
     login(driver, base, OPERATOR)
     go(driver, f"{base}/console/events/{ids['unknown_3']}")
@@ -347,13 +465,17 @@ def main():
     d = Daemon(bin_path, tmp)
     base = f"http://127.0.0.1:{d.admin}"
     chromedriver = None
+    only = [n for n in os.environ.get("IDEMHOOK_CONSOLE_SCENARIOS", "").split(",") if n]
     try:
         ids = seed(d)
         chromedriver = Driver(tmp)
         for name, javascript, fn in [("operator", True, scenario_operator),
                                      ("noscript", False, scenario_no_script),
                                      ("readonly", True, scenario_read_only),
-                                     ("narrow", True, scenario_narrow)]:
+                                     ("narrow", True, scenario_narrow),
+                                     ("phone", True, scenario_phone)]:
+            if only and name not in only:
+                continue
             browser = None
             try:
                 browser = Browser(tmp, f"console-{name}", javascript, chromedriver)
