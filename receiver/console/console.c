@@ -687,9 +687,11 @@ static const char *console_cross_site(const struct http_request *req)
 }
 
 /* ---- writes waited for a bounded time ----
- * An action's write (and login's audit row) runs on the store's own thread
- * (store_call_owned) and is waited for at most CONSOLE_DB_WAIT_MS, as the
- * pages' reads are: a hung database answers 503, not never. The job owns
+ * An action's write (and login's audit row) runs on the store's thread of
+ * writes (store_call_owned_write) and is waited for at most
+ * CONSOLE_DB_WAIT_MS, as the pages' reads are: a hung database answers
+ * 503, not never, and a write stuck behind the write lock leaves the
+ * pages' reads (and /metrics') their own thread. The job owns
  * copies of everything the write needs, the configuration's reference
  * among them, so a write that outlives its wait (and may still be applied
  * when the database answers) uses nothing of the request's; the store's
@@ -812,7 +814,7 @@ static int console_wjob_call(struct store *st, struct console_wjob *j, struct co
 		log_err("console: out of memory");
 		return STORE_CALL_NOT_RUN;
 	}
-	rc = store_call_owned(st, CONSOLE_DB_WAIT_MS, console_wjob_run, j, console_wjob_free);
+	rc = store_call_owned_write(st, CONSOLE_DB_WAIT_MS, console_wjob_run, j, console_wjob_free);
 	if (rc == STORE_CALL_LATE) {
 		return rc; /* the store's thread frees it */
 	}
@@ -1053,9 +1055,9 @@ static void console_get(const struct console_ctx *cx, const struct http_request 
 /* The GET page at url (its path decoded: path) in answer to an action,
  * with msg on top, answered with status when the page itself is there:
  * the page as the operator would load it, filters and forms included. */
-static void console_render(struct reply *ret, const struct console_ctx *cx,
-                           const struct http_request *req, const char *url, const char *path,
-                           int status, const char *msg, int error)
+static void console_render_within(struct reply *ret, const struct console_ctx *cx,
+                                  const struct http_request *req, const char *url, const char *path,
+                                  int status, const char *msg, int error, int64_t deadline_ms)
 {
 	struct http_request get = *req;
 	struct console_ctx with = *cx;
@@ -1065,10 +1067,18 @@ static void console_render(struct reply *ret, const struct console_ctx *cx,
 	get.hr_path = path;
 	with.cx_flash = msg;
 	with.cx_flash_error = error;
-	/* the page's reads get a deadline of their own, after the action's
-	 * write (which waited at most as long) */
-	with.cx_deadline_ms = console_mono_ms() + CONSOLE_DB_WAIT_MS;
+	with.cx_deadline_ms = deadline_ms;
 	console_get(&with, &get, status, ret);
+}
+
+/* console_render_within, the page's reads with a deadline of their own,
+ * after the action's write (which waited at most as long). */
+static void console_render(struct reply *ret, const struct console_ctx *cx,
+                           const struct http_request *req, const char *url, const char *path,
+                           int status, const char *msg, int error)
+{
+	console_render_within(ret, cx, req, url, path, status, msg, error,
+	                      console_mono_ms() + CONSOLE_DB_WAIT_MS);
 }
 
 #define CONSOLE_RESULT_MAX 700 /* an audit row's result */
@@ -1184,6 +1194,12 @@ static void console_write_late(struct console_act *a, struct reply *ret, int rc,
 		log_warn("console: %s by %s on %s: the database did not answer within %s; its "
 		         "outcome is unknown",
 		         a->a_action, a->a_actor, a->a_target, CONSOLE_DB_WAIT_TEXT);
+		/* The database did not answer the write: the page's reads
+		 * get what is left of the request's time (nothing, as a
+		 * rule), not 1.5 s more of waiting for it. */
+		console_render_within(ret, a->a_cx, a->a_req, url, path, 503, CONSOLE_LATE_MSG, 1,
+		                      a->a_cx->cx_deadline_ms);
+		return;
 	} else {
 		snprintf(a->a_result, sizeof(a->a_result),
 		         "error: the database is not answering; nothing changed");

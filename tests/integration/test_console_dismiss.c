@@ -228,6 +228,78 @@ static void test_bulk_dismiss_takes_the_lists_filters_and_needs_the_count_it_sho
 /* A bulk dismiss whose filters make the list's URL longer than a page's
  * usual URL (a key prefix of colons, each %3A): the message still waits
  * for that URL, and is shown there once. */
+/* The milliseconds GET url (the admin listener's /metrics, or a console
+ * page as s) took; its answer in r. */
+static int64_t t_timed_get(struct daemon *d, const char *path, const struct t_session *s,
+                           struct hres *r)
+{
+	int64_t t0 = hn_now_ms();
+	char url[256];
+
+	if (s != NULL) {
+		t_get(d, path, s, r);
+	} else {
+		snprintf(url, sizeof(url), "%s%s", d->dm_admin_base, path);
+		assert_int_equal(hn_http("GET", url, NULL, NULL, 0, r), 0);
+	}
+	return hn_now_ms() - t0;
+}
+
+/* A bulk dismiss stuck on a database whose write lock another process
+ * holds (a slow database, as a huge dismiss on a slow disk is) does not
+ * take the pages' and the scrape's reads with it: the database still
+ * answers reads, so the events list and /metrics still show its figures
+ * while the write waits. */
+static void test_a_stuck_bulk_dismiss_leaves_pages_and_metrics_their_database_figures(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	struct hn_sqlite lock;
+	char form[600];
+	int64_t ms;
+
+	(void)state;
+	t_start(&d, NULL);
+	if (d.dm_pg_db[0] != '\0') {
+		/* the lock held is SQLite's (a second process on the file);
+		 * the store's threads are the same on PostgreSQL */
+		t_stop(&d);
+		skip();
+	}
+	t_unknown(&d, "evt_stuck_1");
+	t_unknown(&d, "evt_stuck_2");
+	t_login(&d, T_OP_TOKEN, &s);
+	/* before: the scrape reads the database */
+	t_timed_get(&d, "/metrics", NULL, &r);
+	assert_int_equal(r.hs_status, 200);
+	assert_non_null(strstr(r.hs_body, "\nidemhook_store_readable 1\n"));
+	hres_finish(&r);
+
+	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	snprintf(form, sizeof(form),
+	         "csrf=%s&list=outcome%%3Dfailed&expect=2&reason=stuck+behind+a+lock", s.ts_csrf);
+	ms = hn_now_ms();
+	assert_int_equal(t_post(&d, "/console/events/dismiss", &s, form, &r), 503);
+	ms = hn_now_ms() - ms;
+	fprintf(stderr, "# the dismiss answered 503 in %lld ms\n", (long long)ms);
+	hres_finish(&r);
+	/* while it waits for the lock */
+	ms = t_timed_get(&d, "/metrics", NULL, &r);
+	fprintf(stderr, "# /metrics: %lld ms, readable %s\n", (long long)ms,
+	        strstr(r.hs_body, "\nidemhook_store_readable 1\n") != NULL ? "1" : "0");
+	assert_non_null(strstr(r.hs_body, "\nidemhook_store_readable 1\n"));
+	assert_non_null(strstr(r.hs_body, "\nidemhook_events_failed_open 2\n"));
+	hres_finish(&r);
+	ms = t_timed_get(&d, "/console/events?outcome=failed", &s, &r);
+	fprintf(stderr, "# /console/events: %lld ms, status %ld\n", (long long)ms, r.hs_status);
+	assert_int_equal(r.hs_status, 200);
+	assert_non_null(strstr(r.hs_body, "evt_stuck_1"));
+	hres_finish(&r);
+	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
+	t_stop(&d);
+}
+
 static void test_bulk_dismiss_with_long_filters_still_says_what_it_did(void **state)
 {
 	struct daemon d;
@@ -378,6 +450,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_the_events_list_says_when_its_filters_cannot_all_hold),
+	        cmocka_unit_test(
+	                test_a_stuck_bulk_dismiss_leaves_pages_and_metrics_their_database_figures),
 	        cmocka_unit_test(
 	                test_bulk_dismiss_takes_the_lists_filters_and_needs_the_count_it_showed),
 	        cmocka_unit_test(test_bulk_dismiss_with_long_filters_still_says_what_it_did),
