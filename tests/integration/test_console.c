@@ -936,6 +936,56 @@ test_reconcile_now_on_a_hanging_provider_answers_in_time_and_shows_the_outcome_l
 	peer_destroy(api);
 }
 
+/* A receiver stopped while a "reconcile now" run waits for a provider
+ * that never answers: the stop is not held past the run's current request
+ * (its retries are given up), and the run's outcome is recorded once. */
+static void test_a_receiver_stopped_during_reconcile_now_records_its_outcome_once(void **state)
+{
+	struct peer *api = peer_create();
+	struct peer_behaviour hang = {.pb_action = PEER_HANG, .pb_ms = 0};
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	struct buf extra;
+	char mine[64];
+	char path[128];
+	char form[300];
+	int64_t t0;
+
+	(void)state;
+	assert_non_null(api);
+	setenv("T_CONSOLE_REC_KEY", "rk_test_console_rec", 1);
+	buf_init(&extra, 0);
+	/* every question hangs past the 2 s timeout; 3 retries 5 s apart
+	 * would take 20 s and more */
+	buf_printf(&extra,
+	           "\n[provider rec]\ntype = stripe\nsecret = " FX_STRIPE_SECRET
+	           "\napi_key = env:T_CONSOLE_REC_KEY\napi_base_url = %s\n"
+	           "\n[reconcile]\ntimeout = 2s\nretries = 3\nretry_base = 5s\n",
+	           peer_base(api));
+	t_start(&d, extra.buf_data);
+	buf_finish(&extra);
+	assert_int_equal(peer_default(api, "/v1/events", &hang), 0);
+	fx_order(&d, 1500, "usd", mine);
+	t_login(&d, T_OP_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/orders/%s", mine);
+	snprintf(form, sizeof(form), "csrf=%s&order=%s", s.ts_csrf, mine);
+	t_act(&d, "/console/reconcile", &s, form, path, &r);
+	assert_non_null(strstr(r.hs_body, "the reconcile run goes on"));
+	hres_finish(&r);
+	assert_int_equal(peer_wait(api, 1, 5000), 1);
+	t0 = hn_now_ms();
+	assert_int_equal(daemon_term(&d, 30), 0);
+	assert_true(hn_now_ms() - t0 < 8000);
+	fx_assert_audit(&d, 1,
+	                "action = 'order.reconcile' AND target = 'order:%s' AND actor = "
+	                "'console:alice' AND result LIKE 'failed: Reconciled: %%1 failed.'",
+	                mine);
+	fx_assert_audit(&d, 1, "action = 'order.reconcile'");
+	daemon_finish(&d);
+	peer_destroy(api);
+}
+
 /* The event page counts the duplicates this receiver answered for it. */
 static void test_the_event_page_counts_the_duplicates_answered(void **state)
 {
@@ -1646,6 +1696,8 @@ int main(void)
 	                test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited),
 	        cmocka_unit_test(
 	                test_reconcile_now_on_a_hanging_provider_answers_in_time_and_shows_the_outcome_later),
+	        cmocka_unit_test(
+	                test_a_receiver_stopped_during_reconcile_now_records_its_outcome_once),
 	        cmocka_unit_test(test_the_event_page_counts_the_duplicates_answered),
 	        cmocka_unit_test(test_the_overview_shows_a_wal_held_by_a_read_transaction),
 	        cmocka_unit_test(test_the_event_page_shows_the_captured_request_headers),
