@@ -986,6 +986,67 @@ static void test_a_receiver_stopped_during_reconcile_now_records_its_outcome_onc
 	peer_destroy(api);
 }
 
+/* "Reconcile now" runs that wait for a provider are bounded in number: 8
+ * at once, over all orders; a ninth is refused (503, Retry-After), asks
+ * nothing, and is recorded as refused. */
+static void test_reconcile_now_keeps_at_most_eight_runs_under_way(void **state)
+{
+	struct peer *api = peer_create();
+	struct peer_behaviour hang = {.pb_action = PEER_HANG, .pb_ms = 0};
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	struct buf extra;
+	char orders[9][64];
+	char path[128];
+	char form[300];
+	char *retry;
+	int i;
+
+	(void)state;
+	assert_non_null(api);
+	setenv("T_CONSOLE_REC_KEY", "rk_test_console_rec", 1);
+	buf_init(&extra, 0);
+	buf_printf(&extra,
+	           "\n[provider rec]\ntype = stripe\nsecret = " FX_STRIPE_SECRET
+	           "\napi_key = env:T_CONSOLE_REC_KEY\napi_base_url = %s\n"
+	           "\n[reconcile]\ntimeout = 60s\nretries = 0\n",
+	           peer_base(api));
+	t_start(&d, extra.buf_data);
+	buf_finish(&extra);
+	assert_int_equal(peer_default(api, "/v1/events", &hang), 0);
+	t_login(&d, T_OP_TOKEN, &s);
+	for (i = 0; i < 9; i++) {
+		fx_order(&d, 1000 + i, "usd", orders[i]);
+	}
+	for (i = 0; i < 8; i++) {
+		snprintf(path, sizeof(path), "/console/orders/%.63s", orders[i]);
+		snprintf(form, sizeof(form), "csrf=%s&order=%.63s", s.ts_csrf, orders[i]);
+		t_act(&d, "/console/reconcile", &s, form, path, &r);
+		assert_non_null(strstr(r.hs_body, "the reconcile run goes on"));
+		hres_finish(&r);
+	}
+	assert_int_equal(peer_wait(api, 8, 10000), 8);
+	snprintf(form, sizeof(form), "csrf=%s&order=%.63s", s.ts_csrf, orders[8]);
+	assert_int_equal(t_post(&d, "/console/reconcile", &s, form, &r), 503);
+	assert_non_null(strstr(r.hs_body, "No reconcile run could start now (too many under way)"));
+	retry = hres_header(&r, "Retry-After");
+	assert_non_null(retry);
+	free(retry);
+	hres_finish(&r);
+	assert_int_equal(peer_count(api), 8);
+	fx_assert_audit(&d, 1,
+	                "action = 'order.reconcile' AND target = 'order:%s' AND result = 'error: "
+	                "no reconcile run could start; nothing changed'",
+	                orders[8]);
+	/* the provider goes away: the runs end, each recorded once */
+	peer_destroy(api);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	fx_assert_audit(&d, 9, "action = 'order.reconcile'");
+	fx_assert_audit(&d, 8, "action = 'order.reconcile' AND result LIKE 'failed: %%'");
+	daemon_finish(&d);
+}
+
 /* The event page counts the duplicates this receiver answered for it. */
 static void test_the_event_page_counts_the_duplicates_answered(void **state)
 {
@@ -1698,6 +1759,7 @@ int main(void)
 	                test_reconcile_now_on_a_hanging_provider_answers_in_time_and_shows_the_outcome_later),
 	        cmocka_unit_test(
 	                test_a_receiver_stopped_during_reconcile_now_records_its_outcome_once),
+	        cmocka_unit_test(test_reconcile_now_keeps_at_most_eight_runs_under_way),
 	        cmocka_unit_test(test_the_event_page_counts_the_duplicates_answered),
 	        cmocka_unit_test(test_the_overview_shows_a_wal_held_by_a_read_transaction),
 	        cmocka_unit_test(test_the_event_page_shows_the_captured_request_headers),
