@@ -324,7 +324,7 @@ struct console {
 	 * waiting for one (CLOCK_MONOTONIC) */
 	struct console_run *co_runs[CONSOLE_RUNS_MAX];
 	pthread_cond_t co_run_cond;
-	int co_stopping; /* console_destroy began: runs give up between attempts */
+	int co_stopping; /* atomic: console_destroy began; runs give up between attempts */
 };
 
 struct console *console_create(const struct env *env, int *ret_off)
@@ -383,9 +383,7 @@ void console_destroy(struct console *c)
 	/* No request is left (the listener is gone); runs still under way
 	 * give up between attempts, end their current request, record their
 	 * outcome and are joined before the store closes. */
-	pthread_mutex_lock(&c->co_lock);
-	c->co_stopping = 1;
-	pthread_mutex_unlock(&c->co_lock);
+	__atomic_store_n(&c->co_stopping, 1, __ATOMIC_RELEASE);
 	for (i = 0; i < CONSOLE_RUNS_MAX; i++) {
 		if (c->co_runs[i] != NULL) {
 			pthread_join(c->co_runs[i]->cr_thread, NULL);
