@@ -287,6 +287,7 @@ struct console_client {
 
 #define CONSOLE_RUNS_MAX 8        /* "reconcile now" runs under way at once, all orders */
 #define CONSOLE_RUN_ORDER_MAX 200 /* bytes of an order id "reconcile now" takes */
+#define CONSOLE_RUN_AUDIT_MS (60 * 1000) /* a run's outcome waits this long for the store */
 
 /* A "reconcile now" run. It runs on a thread of its own, because a
  * provider may take its whole [reconcile] timeout (and retries) to answer:
@@ -1437,6 +1438,27 @@ static int console_run_outcome(const struct console_run *r, char *msg, size_t ms
 	return 200;
 }
 
+/* The audit row of a run's outcome, from its thread: a write the store
+ * did not begin (another write still waits for the database, or a read
+ * does) is tried again every 500 ms for CONSOLE_RUN_AUDIT_MS, but once
+ * the console stops; one begun is left to end, never sent twice. Returns
+ * as console_audit_within. */
+static int console_run_audit(struct console *c, const struct console_run *r, const char *result)
+{
+	const struct env *env = c->co_env;
+	int64_t until = console_mono_ms() + CONSOLE_RUN_AUDIT_MS;
+	int rc;
+
+	for (;;) {
+		rc = console_audit_within(env, env_now_ms(env), r->cr_actor, "order.reconcile",
+		                          r->cr_target, NULL, result);
+		if (rc != STORE_CALL_NOT_RUN || console_mono_ms() >= until ||
+		    console_run_sleep(c, 500)) {
+			return rc;
+		}
+	}
+}
+
 /* A run's thread: the engine's reconcile run for one order. When the
  * request that started it stopped waiting (cr_detached), the outcome is
  * recorded here: once in the audit log, and as the flash of the session
@@ -1449,7 +1471,6 @@ static void *console_run_main(void *arg)
 	struct reconcile_options opt;
 	char result[CONSOLE_RESULT_MAX];
 	char msg[600];
-	int64_t now;
 	int detached;
 	int error;
 	int rc;
@@ -1473,16 +1494,14 @@ static void *console_run_main(void *arg)
 		if (r->cr_rep.rr_applied > 0) {
 			env_outbox_kick(env);
 		}
-		now = env_now_ms(env);
 		log_notice("console: order.reconcile by %s on %s ended after its request: %s",
 		           r->cr_actor, r->cr_target, result);
-		if (console_audit_within(env, now, r->cr_actor, "order.reconcile", r->cr_target,
-		                         NULL, result) < 0) {
+		if (console_run_audit(c, r, result) < 0) {
 			log_err("console: order.reconcile by %s on %s not recorded in the audit "
 			        "log",
 			        r->cr_actor, r->cr_target);
 		}
-		console_flash_set(c, r->cr_sid, r->cr_url, msg, error, now);
+		console_flash_set(c, r->cr_sid, r->cr_url, msg, error, env_now_ms(env));
 	}
 	pthread_mutex_lock(&c->co_lock);
 	r->cr_done = 1;

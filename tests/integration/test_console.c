@@ -1047,6 +1047,79 @@ static void test_reconcile_now_keeps_at_most_eight_runs_under_way(void **state)
 	daemon_finish(&d);
 }
 
+/* A "reconcile now" run that ends while another write waits on the
+ * database (here: a dismissal stuck behind SQLite's write lock, which a
+ * second process holds) still records its outcome, once the database
+ * takes writes again, and once only. */
+static void test_a_reconcile_run_ending_on_a_busy_database_is_still_recorded_once(void **state)
+{
+	struct peer *api = peer_create();
+	struct peer_behaviour hang = {.pb_action = PEER_HANG, .pb_ms = 0};
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	struct buf extra;
+	struct hn_sqlite lock;
+	char mine[64];
+	char path[128];
+	char form[300];
+	int64_t event;
+	int i;
+
+	(void)state;
+	assert_non_null(api);
+	setenv("T_CONSOLE_REC_KEY", "rk_test_console_rec", 1);
+	buf_init(&extra, 0);
+	/* the provider never answers: the run fails after 4 s, writing
+	 * nothing but its audit row */
+	buf_printf(&extra,
+	           "\n[provider rec]\ntype = stripe\nsecret = " FX_STRIPE_SECRET
+	           "\napi_key = env:T_CONSOLE_REC_KEY\napi_base_url = %s\n"
+	           "\n[reconcile]\ntimeout = 4s\nretries = 0\n",
+	           peer_base(api));
+	t_start(&d, extra.buf_data);
+	buf_finish(&extra);
+	if (d.dm_pg_db[0] != '\0') {
+		/* the lock held is SQLite's (a second process on the file) */
+		assert_int_equal(daemon_term(&d, 30), 0);
+		daemon_finish(&d);
+		peer_destroy(api);
+		skip();
+	}
+	assert_int_equal(peer_default(api, "/v1/events", &hang), 0);
+	fx_order(&d, 1500, "usd", mine);
+	event = t_unknown_event(&d, "evt_console_busy_end");
+	t_login(&d, T_OP_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/orders/%s", mine);
+	snprintf(form, sizeof(form), "csrf=%s&order=%s", s.ts_csrf, mine);
+	t_act(&d, "/console/reconcile", &s, form, path, &r);
+	assert_non_null(strstr(r.hs_body, "the reconcile run goes on"));
+	hres_finish(&r);
+	/* a dismissal stuck on the write lock while the run ends */
+	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	snprintf(path, sizeof(path), "/console/events/%lld/dismiss", (long long)event);
+	snprintf(form, sizeof(form), "csrf=%s&reason=paid+at+the+till", s.ts_csrf);
+	assert_int_equal(t_post(&d, path, &s, form, &r), 503);
+	hres_finish(&r);
+	sleep(4); /* the run's 4 s are over: it ended, its audit row waits */
+	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
+	for (i = 0; i < 100; i++) {
+		if (fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
+		                  "'order.reconcile' AND result LIKE 'failed:%%'") > 0) {
+			break;
+		}
+		usleep(100 * 1000);
+	}
+	fx_assert_audit(&d, 1,
+	                "action = 'order.reconcile' AND target = 'order:%s' AND result LIKE "
+	                "'failed: Reconciled: %%1 failed.'",
+	                mine);
+	peer_destroy(api);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	fx_assert_audit(&d, 1, "action = 'order.reconcile'");
+	daemon_finish(&d);
+}
+
 /* The event page counts the duplicates this receiver answered for it. */
 static void test_the_event_page_counts_the_duplicates_answered(void **state)
 {
@@ -1760,6 +1833,8 @@ int main(void)
 	        cmocka_unit_test(
 	                test_a_receiver_stopped_during_reconcile_now_records_its_outcome_once),
 	        cmocka_unit_test(test_reconcile_now_keeps_at_most_eight_runs_under_way),
+	        cmocka_unit_test(
+	                test_a_reconcile_run_ending_on_a_busy_database_is_still_recorded_once),
 	        cmocka_unit_test(test_the_event_page_counts_the_duplicates_answered),
 	        cmocka_unit_test(test_the_overview_shows_a_wal_held_by_a_read_transaction),
 	        cmocka_unit_test(test_the_event_page_shows_the_captured_request_headers),
