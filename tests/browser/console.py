@@ -409,7 +409,7 @@ def phone(driver):
     driver.command_executor._commands["executeCdpCommand"] = (
         "POST", "/session/$sessionId/goog/cdp/execute")
     driver.execute("executeCdpCommand", {"cmd": "Emulation.setDeviceMetricsOverride", "params": {
-        "width": PHONE_W, "height": PHONE_H, "deviceScaleFactor": 3, "mobile": True}})
+        "width": PHONE_W, "height": PHONE_H, "deviceScaleFactor": 1, "mobile": True}})
     driver.execute("executeCdpCommand", {"cmd": "Emulation.setTouchEmulationEnabled",
                                          "params": {"enabled": True}})
 
