@@ -282,17 +282,17 @@ static void test_a_stuck_bulk_dismiss_leaves_pages_and_metrics_their_database_fi
 	ms = hn_now_ms();
 	assert_int_equal(t_post(&d, "/console/events/dismiss", &s, form, &r), 503);
 	ms = hn_now_ms() - ms;
-	fprintf(stderr, "# the dismiss answered 503 in %lld ms\n", (long long)ms);
+	print_message("the dismiss answered 503 in %lld ms\n", (long long)ms);
 	hres_finish(&r);
 	/* while it waits for the lock */
 	ms = t_timed_get(&d, "/metrics", NULL, &r);
-	fprintf(stderr, "# /metrics: %lld ms, readable %s\n", (long long)ms,
-	        strstr(r.hs_body, "\nidemhook_store_readable 1\n") != NULL ? "1" : "0");
+	print_message("/metrics: %lld ms, readable %s\n", (long long)ms,
+	              strstr(r.hs_body, "\nidemhook_store_readable 1\n") != NULL ? "1" : "0");
 	assert_non_null(strstr(r.hs_body, "\nidemhook_store_readable 1\n"));
 	assert_non_null(strstr(r.hs_body, "\nidemhook_events_failed_open 2\n"));
 	hres_finish(&r);
 	ms = t_timed_get(&d, "/console/events?outcome=failed", &s, &r);
-	fprintf(stderr, "# /console/events: %lld ms, status %ld\n", (long long)ms, r.hs_status);
+	print_message("/console/events: %lld ms, status %ld\n", (long long)ms, r.hs_status);
 	assert_int_equal(r.hs_status, 200);
 	assert_non_null(strstr(r.hs_body, "evt_stuck_1"));
 	hres_finish(&r);
