@@ -30,8 +30,9 @@
 #define CONSOLE_RAW_SHOWN (256 * 1024)   /* bytes of a payload or body shown raw */
 #define CONSOLE_PRETTY_MAX (1024 * 1024) /* payloads pretty-printed up to this size */
 #define CONSOLE_ORDER_OUTBOX_MAX 100     /* outbox rows of one order shown with their attempts */
-#define CONSOLE_RUN_REFRESH_S                                                                      \
-	5 /* the order page reloads this often while a reconcile run is under way */
+/* the order page reloads itself this often while a reconcile run of it
+ * is under way */
+#define CONSOLE_RUN_REFRESH_S 5
 /* The statuses the outbox backlog counts (stats.h: sg_outbox_backlog), as
  * the outbox page's ?status= takes a list. */
 #define CONSOLE_OUTBOX_BACKLOG "pending,delivering,retry_wait"
