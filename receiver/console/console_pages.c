@@ -439,18 +439,34 @@ static int console_figures_read(struct store *st, void *arg)
 }
 
 /* Fills ret; its _ok flags say what was read. Returns 0, or
- * CONSOLE_DB_LATE when the database did not answer in time (nothing read). */
+ * CONSOLE_DB_LATE when the database did not answer in time (nothing read).
+ * The read is a job of its own (store_call_owned), on the thread of the
+ * console's reads: /metrics reads its gauges on another. */
 static int console_figures_get(const struct console_ctx *cx, struct console_figures *ret)
 {
-	memset(ret, 0, sizeof(*ret));
-	ret->cf_now_ms = cx->cx_now_ms;
 	unsigned wait_ms = console_wait(cx);
+	struct console_figures *job;
+	int rc;
 
-	if (wait_ms == CONSOLE_DB_WAIT_SPENT ||
-	    store_call_within(cx->cx_store, wait_ms, console_figures_read, ret, sizeof(*ret)) < 0) {
-		memset(ret, 0, sizeof(*ret));
+	memset(ret, 0, sizeof(*ret));
+	if (wait_ms == CONSOLE_DB_WAIT_SPENT) {
 		return CONSOLE_DB_LATE;
 	}
+	job = calloc(1, sizeof(*job));
+	if (job == NULL) {
+		return CONSOLE_DB_LATE;
+	}
+	job->cf_now_ms = cx->cx_now_ms;
+	rc = store_call_owned(cx->cx_store, wait_ms, console_figures_read, job, free);
+	if (rc == STORE_CALL_LATE) {
+		return CONSOLE_DB_LATE; /* the store's thread frees it */
+	}
+	if (rc < 0) {
+		free(job);
+		return CONSOLE_DB_LATE;
+	}
+	*ret = *job;
+	free(job);
 	return 0;
 }
 

@@ -141,8 +141,9 @@ struct store_aside {
 };
 
 enum store_aside_lane {
-	STORE_ASIDE_READ = 0, /* store_call_within, store_call_owned */
+	STORE_ASIDE_READ = 0, /* store_call_owned: the console's reads */
 	STORE_ASIDE_WRITE,    /* store_call_owned_write */
+	STORE_ASIDE_SCRAPE,   /* store_call_within: a /metrics scrape's gauges */
 	STORE_ASIDE_LANES,
 };
 
@@ -173,10 +174,11 @@ struct store {
 	int st_hb_fail_rc;  /* its engine error code */
 	pthread_mutex_t st_probe_lock;
 	int st_probe_lock_made;
-	/* The threads of bounded calls (store_call_within, store_call_owned):
-	 * one for reads, one for writes (store_call_owned_write), so that a
-	 * write stuck behind the write lock never keeps a page or a scrape
-	 * from reading. */
+	/* The threads of bounded calls: one for reads (store_call_owned), one
+	 * for writes (store_call_owned_write), one for the scrape's gauges
+	 * (store_call_within), so that a write stuck behind the write lock
+	 * never keeps a page or a scrape from reading, nor a page's read stuck
+	 * on a locked table a scrape. */
 	struct store_aside st_aside[STORE_ASIDE_LANES];
 	struct store_files st_files; /* under st_probe_lock */
 	int st_files_lost;           /* atomic: a file held open is gone; no more work is taken */
@@ -3078,8 +3080,8 @@ int store_call_within(struct store *st, unsigned wait_ms, int (*fn)(struct store
 		        STORE_ASIDE_ARG_MAX);
 		return -1;
 	}
-	rc = store_aside_call(st, STORE_ASIDE_READ, wait_ms, fn,
-	                      st->st_aside[STORE_ASIDE_READ].sa_arg, NULL, arg, arg_size);
+	rc = store_aside_call(st, STORE_ASIDE_SCRAPE, wait_ms, fn,
+	                      st->st_aside[STORE_ASIDE_SCRAPE].sa_arg, NULL, arg, arg_size);
 	return rc < -1 ? -1 : rc;
 }
 
