@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "buf.h"
 #include "config.h"
@@ -284,6 +285,34 @@ struct console_client {
 	int64_t cc_window_start_ms;
 };
 
+#define CONSOLE_RUNS_MAX 8        /* "reconcile now" runs under way at once, all orders */
+#define CONSOLE_RUN_ORDER_MAX 200 /* bytes of an order id "reconcile now" takes */
+#define CONSOLE_RUN_AUDIT_MS (60 * 1000) /* a run's outcome waits this long for the store */
+
+/* A "reconcile now" run. It runs on a thread of its own, because a
+ * provider may take its whole [reconcile] timeout (and retries) to answer:
+ * the request waits for it until its deadline (CONSOLE_DB_WAIT_MS), and
+ * past that the run goes on, records its own outcome in the audit log and
+ * leaves it for the session's next look at the order page. cr_ended,
+ * cr_detached and cr_done are read and written under co_lock. */
+struct console_run {
+	struct console *cr_c;
+	pthread_t cr_thread;
+	struct config *cr_cf; /* acquired for the run, released by the thread */
+	char cr_order[CONSOLE_RUN_ORDER_MAX + 1];
+	char cr_actor[CONSOLE_NAME_MAX + 16];
+	char cr_target[220];
+	char cr_sid[2 * CONSOLE_SESSION_ID_BYTES + 1]; /* whose flash the outcome is */
+	char cr_url[CONSOLE_URL_MAX];                  /* the order page, as linked */
+	int64_t cr_started_ms;                         /* wall clock */
+	struct reconcile_report cr_rep;
+	int cr_rc;       /* reconcile_run's */
+	int cr_ended;    /* reconcile_run returned: cr_rc and cr_rep are set */
+	int cr_detached; /* the request stopped waiting: the thread records the outcome */
+	int cr_done;     /* the thread touches nothing more: join it, free the run */
+	int cr_held;     /* the request that started it reads it: not freed yet */
+};
+
 struct console {
 	const struct env *co_env;
 	pthread_mutex_t co_lock;
@@ -292,6 +321,11 @@ struct console {
 	unsigned char co_mac_key[32]; /* random per process: the key of cs_secret_mac */
 	struct console_session co_sessions[CONSOLE_SESSIONS_MAX];
 	struct console_client co_clients[CONSOLE_CLIENTS_MAX];
+	/* "reconcile now" runs (NULL: a free slot), and what wakes the request
+	 * waiting for one (CLOCK_MONOTONIC) */
+	struct console_run *co_runs[CONSOLE_RUNS_MAX];
+	pthread_cond_t co_run_cond;
+	int co_stopping; /* atomic: console_destroy began; runs give up between attempts */
 };
 
 struct console *console_create(const struct env *env, int *ret_off)
@@ -322,6 +356,14 @@ struct console *console_create(const struct env *env, int *ret_off)
 	}
 	c->co_env = env;
 	pthread_mutex_init(&c->co_lock, NULL);
+	{
+		pthread_condattr_t ca;
+
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&c->co_run_cond, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	c->co_conf = conf;
 	c->co_serial = cf->cf_serial;
 	log_notice("console: on the admin listener under /console, %zu token(s)", conf.cc_n_tokens);
@@ -330,11 +372,27 @@ out:
 	return c;
 }
 
+static void console_run_free(struct console_run *r);
+
 void console_destroy(struct console *c)
 {
+	size_t i;
+
 	if (c == NULL) {
 		return;
 	}
+	/* No request is left (the listener is gone); runs still under way
+	 * give up between attempts, end their current request, record their
+	 * outcome and are joined before the store closes. */
+	__atomic_store_n(&c->co_stopping, 1, __ATOMIC_RELEASE);
+	for (i = 0; i < CONSOLE_RUNS_MAX; i++) {
+		if (c->co_runs[i] != NULL) {
+			pthread_join(c->co_runs[i]->cr_thread, NULL);
+			console_run_free(c->co_runs[i]);
+			c->co_runs[i] = NULL;
+		}
+	}
+	pthread_cond_destroy(&c->co_run_cond);
 	console_conf_finish(&c->co_conf);
 	memset(c->co_sessions, 0, sizeof(c->co_sessions));
 	memset(c->co_mac_key, 0, sizeof(c->co_mac_key));
@@ -628,9 +686,11 @@ static const char *console_cross_site(const struct http_request *req)
 }
 
 /* ---- writes waited for a bounded time ----
- * An action's write (and login's audit row) runs on the store's own thread
- * (store_call_owned) and is waited for at most CONSOLE_DB_WAIT_MS, as the
- * pages' reads are: a hung database answers 503, not never. The job owns
+ * An action's write (and login's audit row) runs on the store's thread of
+ * writes (store_call_owned_write) and is waited for at most
+ * CONSOLE_DB_WAIT_MS, as the pages' reads are: a hung database answers
+ * 503, not never, and a write stuck behind the write lock leaves the
+ * pages' reads (and /metrics') their own thread. The job owns
  * copies of everything the write needs, the configuration's reference
  * among them, so a write that outlives its wait (and may still be applied
  * when the database answers) uses nothing of the request's; the store's
@@ -753,7 +813,7 @@ static int console_wjob_call(struct store *st, struct console_wjob *j, struct co
 		log_err("console: out of memory");
 		return STORE_CALL_NOT_RUN;
 	}
-	rc = store_call_owned(st, CONSOLE_DB_WAIT_MS, console_wjob_run, j, console_wjob_free);
+	rc = store_call_owned_write(st, CONSOLE_DB_WAIT_MS, console_wjob_run, j, console_wjob_free);
 	if (rc == STORE_CALL_LATE) {
 		return rc; /* the store's thread frees it */
 	}
@@ -994,9 +1054,9 @@ static void console_get(const struct console_ctx *cx, const struct http_request 
 /* The GET page at url (its path decoded: path) in answer to an action,
  * with msg on top, answered with status when the page itself is there:
  * the page as the operator would load it, filters and forms included. */
-static void console_render(struct reply *ret, const struct console_ctx *cx,
-                           const struct http_request *req, const char *url, const char *path,
-                           int status, const char *msg, int error)
+static void console_render_within(struct reply *ret, const struct console_ctx *cx,
+                                  const struct http_request *req, const char *url, const char *path,
+                                  int status, const char *msg, int error, int64_t deadline_ms)
 {
 	struct http_request get = *req;
 	struct console_ctx with = *cx;
@@ -1006,10 +1066,18 @@ static void console_render(struct reply *ret, const struct console_ctx *cx,
 	get.hr_path = path;
 	with.cx_flash = msg;
 	with.cx_flash_error = error;
-	/* the page's reads get a deadline of their own, after the action's
-	 * write (which waited at most as long) */
-	with.cx_deadline_ms = console_mono_ms() + CONSOLE_DB_WAIT_MS;
+	with.cx_deadline_ms = deadline_ms;
 	console_get(&with, &get, status, ret);
+}
+
+/* console_render_within, the page's reads with a deadline of their own,
+ * after the action's write (which waited at most as long). */
+static void console_render(struct reply *ret, const struct console_ctx *cx,
+                           const struct http_request *req, const char *url, const char *path,
+                           int status, const char *msg, int error)
+{
+	console_render_within(ret, cx, req, url, path, status, msg, error,
+	                      console_mono_ms() + CONSOLE_DB_WAIT_MS);
 }
 
 #define CONSOLE_RESULT_MAX 700 /* an audit row's result */
@@ -1125,6 +1193,12 @@ static void console_write_late(struct console_act *a, struct reply *ret, int rc,
 		log_warn("console: %s by %s on %s: the database did not answer within %s; its "
 		         "outcome is unknown",
 		         a->a_action, a->a_actor, a->a_target, CONSOLE_DB_WAIT_TEXT);
+		/* The database did not answer the write: the page's reads
+		 * get what is left of the request's time (nothing, as a
+		 * rule), not 1.5 s more of waiting for it. */
+		console_render_within(ret, a->a_cx, a->a_req, url, path, 503, CONSOLE_LATE_MSG, 1,
+		                      a->a_cx->cx_deadline_ms);
+		return;
 	} else {
 		snprintf(a->a_result, sizeof(a->a_result),
 		         "error: the database is not answering; nothing changed");
@@ -1292,28 +1366,304 @@ static int console_reconcile_seen(void *arg, const struct store_row *row)
 	return 1;
 }
 
+static void console_run_free(struct console_run *r)
+{
+	if (r == NULL) {
+		return;
+	}
+	reconcile_report_finish(&r->cr_rep);
+	free(r);
+}
+
+/* ro_sleep of a run: the backoff between attempts, cut short (1: give
+ * up) when the console stops. */
+static int console_run_sleep(void *arg, int64_t ms)
+{
+	struct console *c = arg;
+
+	while (ms > 0 && !__atomic_load_n(&c->co_stopping, __ATOMIC_ACQUIRE)) {
+		int64_t step = ms < 100 ? ms : 100;
+		struct timespec ts = {(time_t)(step / 1000), (long)(step % 1000) * 1000000L};
+
+		nanosleep(&ts, NULL);
+		ms -= step;
+	}
+	return __atomic_load_n(&c->co_stopping, __ATOMIC_ACQUIRE) ? 1 : 0;
+}
+
+/* What an ended run r says: its audit result into result, its message
+ * for the order page into msg, *ret_error when that message is an error.
+ * Returns the status the request answers it with: 200 (it ran, and may
+ * have applied events), 404 (no such order), 409 (no provider of the
+ * order can be asked), 503 (no run was possible). */
+static int console_run_outcome(const struct console_run *r, char *msg, size_t msg_size,
+                               char *result, size_t result_size, int *ret_error)
+{
+	const struct reconcile_report *rep = &r->cr_rep;
+	const char *why = NULL;
+	size_t asked = 0;
+	size_t i;
+
+	*ret_error = 1;
+	if (r->cr_rc < 0 && rep->rr_order_unknown) {
+		snprintf(msg, msg_size, "No such order; nothing was asked.");
+		snprintf(result, result_size, "refused: no such order");
+		return 404;
+	}
+	if (r->cr_rc < 0) {
+		snprintf(msg, msg_size, "The reconcile run could not start; nothing changed.");
+		snprintf(result, result_size, "error");
+		return 503;
+	}
+	for (i = 0; i < rep->rr_n; i++) {
+		if (rep->rr_instances[i].rn_mode != PROVIDER_RECONCILE_NONE) {
+			asked++;
+		} else if (why == NULL) {
+			why = rep->rr_instances[i].rn_why;
+		}
+	}
+	if (asked == 0) {
+		snprintf(msg, msg_size, "No provider of this order can be asked: %s.",
+		         why != NULL ? why : "none is configured");
+		snprintf(result, result_size, "refused: %s", msg);
+		return 409;
+	}
+	snprintf(msg, msg_size,
+	         "Reconciled: %" PRId64 " event(s) found, %" PRId64 " applied, %" PRId64
+	         " known, %" PRId64 " refused, %" PRId64 " failed.",
+	         rep->rr_events_found, rep->rr_applied, rep->rr_known, rep->rr_refused,
+	         rep->rr_failed);
+	snprintf(result, result_size, "%s: %s", rep->rr_failed > 0 ? "failed" : "ok", msg);
+	*ret_error = rep->rr_failed > 0;
+	return 200;
+}
+
+/* The audit row of a run's outcome, from its thread: a write the store
+ * did not begin (another write still waits for the database, or a read
+ * does) is tried again every 500 ms for CONSOLE_RUN_AUDIT_MS, but once
+ * the console stops; one begun is left to end, never sent twice. Returns
+ * as console_audit_within. */
+static int console_run_audit(struct console *c, const struct console_run *r, const char *result)
+{
+	const struct env *env = c->co_env;
+	int64_t until = console_mono_ms() + CONSOLE_RUN_AUDIT_MS;
+	int rc;
+
+	for (;;) {
+		rc = console_audit_within(env, env_now_ms(env), r->cr_actor, "order.reconcile",
+		                          r->cr_target, NULL, result);
+		if (rc != STORE_CALL_NOT_RUN || console_mono_ms() >= until ||
+		    console_run_sleep(c, 500)) {
+			return rc;
+		}
+	}
+}
+
+/* A run's thread: the engine's reconcile run for one order. When the
+ * request that started it stopped waiting (cr_detached), the outcome is
+ * recorded here: once in the audit log, and as the flash of the session
+ * that asked, for its next look at the order page. */
+static void *console_run_main(void *arg)
+{
+	struct console_run *r = arg;
+	struct console *c = r->cr_c;
+	const struct env *env = c->co_env;
+	struct reconcile_options opt;
+	char result[CONSOLE_RESULT_MAX];
+	char msg[600];
+	int detached;
+	int error;
+	int rc;
+
+	memset(&opt, 0, sizeof(opt));
+	opt.ro_older_than_s = -1;
+	opt.ro_order = r->cr_order;
+	opt.ro_sleep = console_run_sleep;
+	opt.ro_sleep_arg = c;
+	rc = reconcile_run(env->env_store, r->cr_cf, &opt, &r->cr_rep);
+	env_config_release(env, r->cr_cf);
+	r->cr_cf = NULL;
+	pthread_mutex_lock(&c->co_lock);
+	r->cr_rc = rc;
+	r->cr_ended = 1;
+	detached = r->cr_detached;
+	pthread_cond_broadcast(&c->co_run_cond);
+	pthread_mutex_unlock(&c->co_lock);
+	if (detached) {
+		console_run_outcome(r, msg, sizeof(msg), result, sizeof(result), &error);
+		if (r->cr_rep.rr_applied > 0) {
+			env_outbox_kick(env);
+		}
+		log_notice("console: order.reconcile by %s on %s ended after its request: %s",
+		           r->cr_actor, r->cr_target, result);
+		if (console_run_audit(c, r, result) < 0) {
+			log_err("console: order.reconcile by %s on %s not recorded in the audit "
+			        "log",
+			        r->cr_actor, r->cr_target);
+		}
+		console_flash_set(c, r->cr_sid, r->cr_url, msg, error, env_now_ms(env));
+	}
+	pthread_mutex_lock(&c->co_lock);
+	r->cr_done = 1;
+	pthread_mutex_unlock(&c->co_lock);
+	return NULL;
+}
+
+/* Starts a run for action a on order (its page: url), unless a run of
+ * the same order is under way: then 1 with its actor and start (wall
+ * clock ms) in ret_busy_actor and *ret_busy_ms. Returns 0 with *ret_r
+ * (held: console_run_wait lets go of it), 1, or -1 when no run could
+ * start (CONSOLE_RUNS_MAX under way, out of memory, no thread: logged).
+ * Runs whose thread is done are joined and freed here. */
+static int console_run_start(struct console_act *a, const char *order, const char *url,
+                             struct console_run **ret_r, char *ret_busy_actor, size_t busy_size,
+                             int64_t *ret_busy_ms)
+{
+	struct console *c = a->a_c;
+	struct console_run *reap[CONSOLE_RUNS_MAX];
+	struct console_run *r;
+	size_t n_reap = 0;
+	size_t free_slot = CONSOLE_RUNS_MAX;
+	size_t i;
+	int rc = -1;
+	int err;
+
+	*ret_r = NULL;
+	r = calloc(1, sizeof(*r));
+	if (r == NULL) {
+		log_err("console: out of memory");
+		return -1;
+	}
+	r->cr_c = c;
+	snprintf(r->cr_order, sizeof(r->cr_order), "%s", order);
+	snprintf(r->cr_actor, sizeof(r->cr_actor), "%s", a->a_actor);
+	snprintf(r->cr_target, sizeof(r->cr_target), "%s", a->a_target);
+	snprintf(r->cr_sid, sizeof(r->cr_sid), "%s", a->a_sid);
+	snprintf(r->cr_url, sizeof(r->cr_url), "%s", url);
+	r->cr_started_ms = a->a_cx->cx_now_ms;
+	r->cr_held = 1;
+	pthread_mutex_lock(&c->co_lock);
+	for (i = 0; i < CONSOLE_RUNS_MAX; i++) {
+		struct console_run *o = c->co_runs[i];
+
+		if (o != NULL && o->cr_done && !o->cr_held) {
+			reap[n_reap++] = o;
+			c->co_runs[i] = NULL;
+			o = NULL;
+		}
+		if (o == NULL) {
+			free_slot = free_slot < i ? free_slot : i;
+		} else if (strcmp(o->cr_order, order) == 0) {
+			snprintf(ret_busy_actor, busy_size, "%s", o->cr_actor);
+			*ret_busy_ms = o->cr_started_ms;
+			rc = 1;
+		}
+	}
+	if (rc != 1 && free_slot == CONSOLE_RUNS_MAX) {
+		log_warn("console: order.reconcile by %s on %s refused: %d runs under way",
+		         a->a_actor, a->a_target, CONSOLE_RUNS_MAX);
+	} else if (rc != 1) {
+		r->cr_cf = env_config_acquire(c->co_env);
+		err = pthread_create(&r->cr_thread, NULL, console_run_main, r);
+		if (err != 0) {
+			log_err("console: cannot start a reconcile run: %s", strerror(err));
+			env_config_release(c->co_env, r->cr_cf);
+		} else {
+			c->co_runs[free_slot] = r;
+			*ret_r = r;
+			r = NULL;
+			rc = 0;
+		}
+	}
+	pthread_mutex_unlock(&c->co_lock);
+	free(r);
+	for (i = 0; i < n_reap; i++) {
+		pthread_join(reap[i]->cr_thread, NULL);
+		console_run_free(reap[i]);
+	}
+	return rc;
+}
+/* Waits for run r until deadline_ms (CLOCK_MONOTONIC). Returns 1 when it
+ * ended (its report is the caller's to read; console_run_release after),
+ * or 0: it goes on, and records its own outcome (the caller let go). */
+static int console_run_wait(struct console *c, struct console_run *r, int64_t deadline_ms)
+{
+	struct timespec ts = {(time_t)(deadline_ms / 1000), (long)(deadline_ms % 1000) * 1000000L};
+	int ended;
+
+	pthread_mutex_lock(&c->co_lock);
+	while (!r->cr_ended) {
+		if (pthread_cond_timedwait(&c->co_run_cond, &c->co_lock, &ts) == ETIMEDOUT) {
+			break;
+		}
+	}
+	ended = r->cr_ended;
+	if (!ended) {
+		r->cr_detached = 1;
+		r->cr_held = 0;
+	}
+	pthread_mutex_unlock(&c->co_lock);
+	return ended;
+}
+
+static void console_run_release(struct console *c, struct console_run *r)
+{
+	pthread_mutex_lock(&c->co_lock);
+	r->cr_held = 0;
+	pthread_mutex_unlock(&c->co_lock);
+}
+
+/* The run of order under way, said for its page into out (who asked, how
+ * long ago): 1, or 0 when none (console_ctx cx_order_run). */
+static int console_run_note(void *arg, const char *order, int64_t now_ms, char *out, size_t size)
+{
+	struct console *c = arg;
+	size_t i;
+	int found = 0;
+
+	pthread_mutex_lock(&c->co_lock);
+	for (i = 0; i < CONSOLE_RUNS_MAX && !found; i++) {
+		const struct console_run *r = c->co_runs[i];
+
+		if (r != NULL && !r->cr_done && strcmp(r->cr_order, order) == 0) {
+			snprintf(out, size,
+			         "A reconcile run of this order is under way (asked by %s %" PRId64
+			         " s ago): the provider has not answered yet. Its outcome will be "
+			         "shown on this page and in the operator history below.",
+			         r->cr_actor,
+			         now_ms > r->cr_started_ms ? (now_ms - r->cr_started_ms) / 1000
+			                                   : 0);
+			found = 1;
+		}
+	}
+	pthread_mutex_unlock(&c->co_lock);
+	return found;
+}
+
 /* Reconcile one order now: the engine's reconcile run (reconcile.h) for
  * this order alone (reconcile_options ro_order: its provider instance,
  * or every one that can be asked when no payment has named one yet, from
- * a minute before the order was created). Audited as order.reconcile. */
+ * a minute before the order was created), on a thread of its own. The
+ * request waits for it until its deadline: an outcome in time is
+ * answered as any action's; past it the answer says the run goes on and
+ * where its outcome will show, and the run records it (console_run_main).
+ * One run per order at a time. Audited as order.reconcile, once. */
 static void console_action_reconcile(struct console_act *a, struct reply *ret)
 {
 	const struct console_ctx *cx = a->a_cx;
 	char *order = console_form(a->a_req, "order");
-	struct reconcile_options opt;
-	struct reconcile_report rep = {0};
+	struct console_run *r = NULL;
 	char url[CONSOLE_URL_MAX];
 	char path[CONSOLE_URL_MAX];
+	char busy_actor[CONSOLE_NAME_MAX + 16];
 	struct buf href;
-	char msg[600];
-	const char *why = NULL;
-	size_t asked = 0;
-	size_t i;
-	int status = 200;
-	int failed = 0;
+	char msg[900];
+	int64_t busy_ms = 0;
+	int status;
+	int error;
 	int rc;
 
-	if (order == NULL || order[0] == '\0' || strlen(order) > 200) {
+	if (order == NULL || order[0] == '\0' || strlen(order) > CONSOLE_RUN_ORDER_MAX) {
 		snprintf(a->a_result, sizeof(a->a_result), "refused: no order id given");
 		console_text(ret, 400, "reconcile wants the order's id\n");
 		goto out;
@@ -1325,10 +1675,8 @@ static void console_action_reconcile(struct console_act *a, struct reply *ret)
 	snprintf(url, sizeof(url), "%s", href.buf_data != NULL ? href.buf_data : "/console/orders");
 	buf_finish(&href);
 	snprintf(path, sizeof(path), "/console/orders/%s", order);
-	/* The run itself waits for the database as long as it takes (and for
-	 * the providers, their timeouts): one on a database that does not
-	 * answer now is not begun. The order is read first, within the
-	 * request's deadline. */
+	/* A run on a database that does not answer now is not begun: the
+	 * order is read first, within the request's deadline. */
 	rc = console_db_order(cx->cx_store, cx->cx_now_ms, console_wait(cx), order,
 	                      console_reconcile_seen, NULL);
 	if (rc == CONSOLE_DB_LATE) {
@@ -1340,49 +1688,52 @@ static void console_action_reconcile(struct console_act *a, struct reply *ret)
 		              1);
 		goto out;
 	}
-	memset(&opt, 0, sizeof(opt));
-	opt.ro_older_than_s = -1;
-	opt.ro_order = order;
-	rc = reconcile_run(cx->cx_store, cx->cx_cf, &opt, &rep);
-	if (rc < 0 && rep.rr_order_unknown) {
-		snprintf(a->a_result, sizeof(a->a_result), "refused: no such order");
+	rc = console_run_start(a, order, url, &r, busy_actor, sizeof(busy_actor), &busy_ms);
+	if (rc == 1) {
+		snprintf(msg, sizeof(msg),
+		         "A reconcile run of this order is already under way (asked by %s %" PRId64
+		         " s ago); nothing more was started. Its outcome will be shown on this "
+		         "page and in the operator history below.",
+		         busy_actor,
+		         cx->cx_now_ms > busy_ms ? (cx->cx_now_ms - busy_ms) / 1000 : 0);
+		snprintf(a->a_result, sizeof(a->a_result),
+		         "refused: a reconcile run of this order is already under way");
+		console_after(a, ret, 409, url, path, msg, 1);
+		goto out;
+	}
+	if (rc < 0) {
+		snprintf(a->a_result, sizeof(a->a_result),
+		         "error: no reconcile run could start; nothing changed");
+		console_after(a, ret, 503, url, path,
+		              "No reconcile run could start now (too many under way); nothing "
+		              "was changed. Try again in a moment.",
+		              1);
+		goto out;
+	}
+	if (!console_run_wait(a->a_c, r, cx->cx_deadline_ms)) {
+		/* The run goes on and records its outcome itself. */
+		a->a_audited = 1;
+		snprintf(msg, sizeof(msg),
+		         "The provider has not answered within " CONSOLE_DB_WAIT_TEXT
+		         ": the reconcile run goes on. Its outcome will be shown on this page "
+		         "and in the operator history below (and the audit log, as "
+		         "order.reconcile) when it ends.");
+		console_after(a, ret, 200, url, path, msg, 0);
+		goto out;
+	}
+	status = console_run_outcome(r, msg, sizeof(msg), a->a_result, sizeof(a->a_result), &error);
+	if (r->cr_rep.rr_applied > 0) {
+		env_outbox_kick(a->a_c->co_env);
+	}
+	console_run_release(a->a_c, r);
+	if (status == 404) {
 		console_text(ret, 404, "no such order\n");
 		goto out;
 	}
-	for (i = 0; rc == 0 && i < rep.rr_n; i++) {
-		if (rep.rr_instances[i].rn_mode != PROVIDER_RECONCILE_NONE) {
-			asked++;
-		} else if (why == NULL) {
-			why = rep.rr_instances[i].rn_why;
-		}
-	}
-	if (rc < 0) {
-		snprintf(msg, sizeof(msg), "The reconcile run could not start; nothing changed.");
-		snprintf(a->a_result, sizeof(a->a_result), "error");
-		status = 503;
-	} else if (asked == 0) {
-		snprintf(msg, sizeof(msg), "No provider of this order can be asked: %s.",
-		         why != NULL ? why : "none is configured");
-		snprintf(a->a_result, sizeof(a->a_result), "refused: %s", msg);
-		status = 409;
-	} else {
-		snprintf(msg, sizeof(msg),
-		         "Reconciled: %" PRId64 " event(s) found, %" PRId64 " applied, %" PRId64
-		         " known, %" PRId64 " refused, %" PRId64 " failed.",
-		         rep.rr_events_found, rep.rr_applied, rep.rr_known, rep.rr_refused,
-		         rep.rr_failed);
-		snprintf(a->a_result, sizeof(a->a_result), "%s: %s",
-		         rep.rr_failed > 0 ? "failed" : "ok", msg);
-		/* It ran (and may have applied some): redirected like any
-		 * action carried out, the failures said on the page. */
-		failed = rep.rr_failed > 0;
-	}
-	if (rep.rr_applied > 0) {
-		env_outbox_kick(a->a_c->co_env);
-	}
-	console_after(a, ret, status, url, path, msg, status != 200 || failed);
+	/* It ran (and may have applied some): redirected like any action
+	 * carried out, the failures said on the page. */
+	console_after(a, ret, status, url, path, msg, error);
 out:
-	reconcile_report_finish(&rep);
 	free(order);
 }
 
@@ -1860,6 +2211,8 @@ void console_route(void *arg, const struct http_request *req, struct reply *ret)
 	cx.cx_cf = cf;
 	cx.cx_now_ms = now;
 	cx.cx_who = &who;
+	cx.cx_order_run = console_run_note;
+	cx.cx_order_run_arg = c;
 	/* One deadline for all of a page's reads (docs/console.md). */
 	cx.cx_deadline_ms = console_mono_ms() + CONSOLE_DB_WAIT_MS;
 	if (get) {

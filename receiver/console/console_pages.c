@@ -30,6 +30,9 @@
 #define CONSOLE_RAW_SHOWN (256 * 1024)   /* bytes of a payload or body shown raw */
 #define CONSOLE_PRETTY_MAX (1024 * 1024) /* payloads pretty-printed up to this size */
 #define CONSOLE_ORDER_OUTBOX_MAX 100     /* outbox rows of one order shown with their attempts */
+/* the order page reloads itself this often while a reconcile run of it
+ * is under way */
+#define CONSOLE_RUN_REFRESH_S 5
 /* The statuses the outbox backlog counts (stats.h: sg_outbox_backlog), as
  * the outbox page's ?status= takes a list. */
 #define CONSOLE_OUTBOX_BACKLOG "pending,delivering,retry_wait"
@@ -163,13 +166,15 @@ static void console_time(struct buf *b, int64_t ms)
 {
 	time_t t = (time_t)(ms / 1000);
 	struct tm tm;
-	char text[32];
+	char text[48];
 
 	if (ms <= 0 || gmtime_r(&t, &tm) == NULL) {
 		buf_puts(b, "<span class=\"muted\">-</span>");
 		return;
 	}
-	strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S", &tm);
+	/* a <time>, so that a phone's narrow cell does not break it at its
+	 * hyphens (console.css) */
+	strftime(text, sizeof(text), "<time>%Y-%m-%d %H:%M:%S</time>", &tm);
 	buf_puts(b, text);
 }
 
@@ -434,18 +439,34 @@ static int console_figures_read(struct store *st, void *arg)
 }
 
 /* Fills ret; its _ok flags say what was read. Returns 0, or
- * CONSOLE_DB_LATE when the database did not answer in time (nothing read). */
+ * CONSOLE_DB_LATE when the database did not answer in time (nothing read).
+ * The read is a job of its own (store_call_owned), on the thread of the
+ * console's reads: /metrics reads its gauges on another. */
 static int console_figures_get(const struct console_ctx *cx, struct console_figures *ret)
 {
-	memset(ret, 0, sizeof(*ret));
-	ret->cf_now_ms = cx->cx_now_ms;
 	unsigned wait_ms = console_wait(cx);
+	struct console_figures *job;
+	int rc;
 
-	if (wait_ms == CONSOLE_DB_WAIT_SPENT ||
-	    store_call_within(cx->cx_store, wait_ms, console_figures_read, ret, sizeof(*ret)) < 0) {
-		memset(ret, 0, sizeof(*ret));
+	memset(ret, 0, sizeof(*ret));
+	if (wait_ms == CONSOLE_DB_WAIT_SPENT) {
 		return CONSOLE_DB_LATE;
 	}
+	job = calloc(1, sizeof(*job));
+	if (job == NULL) {
+		return CONSOLE_DB_LATE;
+	}
+	job->cf_now_ms = cx->cx_now_ms;
+	rc = store_call_owned(cx->cx_store, wait_ms, console_figures_read, job, free);
+	if (rc == STORE_CALL_LATE) {
+		return CONSOLE_DB_LATE; /* the store's thread frees it */
+	}
+	if (rc < 0) {
+		free(job);
+		return CONSOLE_DB_LATE;
+	}
+	*ret = *job;
+	free(job);
 	return 0;
 }
 
@@ -1508,6 +1529,7 @@ struct console_order_page {
 	const struct console_ctx *op_cx;
 	struct buf *op_b;
 	int op_found;
+	int op_running; /* a reconcile run of it is under way: the page reloads itself */
 };
 
 static int console_order_row(void *arg, const struct store_row *row)
@@ -1519,7 +1541,7 @@ static int console_order_row(void *arg, const struct store_row *row)
 
 	op->op_found = 1;
 	snprintf(title, sizeof(title), "Order %s", store_row_text(row, 0));
-	console_page_begin(b, op->op_cx, title, NULL, 0);
+	console_page_begin(b, op->op_cx, title, NULL, op->op_running ? CONSOLE_RUN_REFRESH_S : 0);
 	buf_puts(b, "<dl class=\"fields\">");
 	snprintf(n, sizeof(n), "%" PRId64 " ", store_row_int(row, 1));
 	buf_puts(b, "<dt>amount</dt><dd>");
@@ -1704,12 +1726,17 @@ static const char console_outbox_head[] =
 
 int console_page_order(struct buf *b, const struct console_ctx *cx, const char *id)
 {
-	struct console_order_page op = {cx, b, 0};
+	struct console_order_page op = {cx, b, 0, 0};
+	char running[600];
+	char target[220];
 	struct console_outbox_rows o = {.or_cx = cx, .or_b = b, .or_attempts = 1};
 	size_t i;
 	int late = 0;
 	int rc;
 
+	op.op_running =
+	        cx->cx_order_run != NULL &&
+	        cx->cx_order_run(cx->cx_order_run_arg, id, cx->cx_now_ms, running, sizeof(running));
 	rc = console_db_order(cx->cx_store, cx->cx_now_ms, console_wait(cx), id, console_order_row,
 	                      &op);
 	if (rc < 0) {
@@ -1734,10 +1761,24 @@ int console_page_order(struct buf *b, const struct console_ctx *cx, const char *
 		buf_puts(b, "<button type=\"submit\" id=\"reconcile\">Reconcile now</button></form>"
 		            "</div>\n");
 	}
+	if (op.op_running) {
+		buf_puts(b, "<p class=\"flash\" role=\"status\" id=\"reconcile-running\">");
+		console_esc(b, running);
+		buf_puts(b, "</p>\n");
+	}
 	buf_puts(b, "<h2>Timeline</h2><table id=\"timeline\"><tr><th>at (UTC)</th><th>what</th>"
 	            "<th>which</th><th>detail</th></tr>\n");
 	rc = console_db_order_timeline(cx->cx_store, cx->cx_now_ms, console_wait(cx), id,
 	                               console_timeline_row, b);
+	if (rc < 0) {
+		return console_page_db_failed(b, cx, NULL, rc);
+	}
+	/* the operator's actions on it ("reconcile now"), as the event page's */
+	buf_puts(b, "</table>\n<h2>Operator history</h2><table id=\"history\"><tr><th>at (UTC)"
+	            "</th><th>who</th><th>action</th><th>reason</th><th>result</th></tr>");
+	snprintf(target, sizeof(target), "order:%.200s", id);
+	rc = console_db_audit_for(cx->cx_store, cx->cx_now_ms, console_wait(cx), target, 100,
+	                          console_history_row, b);
 	if (rc < 0) {
 		return console_page_db_failed(b, cx, NULL, rc);
 	}

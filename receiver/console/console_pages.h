@@ -39,6 +39,10 @@ struct console_ctx {
 	/* When the page's reads must have ended (CLOCK_MONOTONIC ms; 0: each
 	 * waits CONSOLE_DB_WAIT_MS): one deadline shared by all of them. */
 	int64_t cx_deadline_ms;
+	/* Whether a "reconcile now" run of order is under way, said into out
+	 * (who asked it, when): 1, or 0 when none. NULL: none ever is. */
+	int (*cx_order_run)(void *arg, const char *order, int64_t now_ms, char *out, size_t size);
+	void *cx_order_run_arg;
 };
 
 /* Monotonic milliseconds, for cx_deadline_ms. */

@@ -7,7 +7,10 @@ and driver classes are checkout.py's). Starts the real daemon with a
 outbound call dies, failed events, a hostile payload, a 1 MB one), then
 logs in and works through every page and action, with JavaScript on and
 off, checking each action in the database (through the CLI) and the audit
-log. Screenshots go to tests/browser/artifacts/console-*.png; docs/console.md
+log, every page at 1,100 px ("narrow") and on a 390 px phone ("phone"),
+and "reconcile now" on a provider slower than the console's 1.5 s (a
+small fake Stripe API here: "reconcile"). IDEMHOOK_CONSOLE_SCENARIOS=phone,narrow runs only those.
+Screenshots go to tests/browser/artifacts/console-*.png; docs/console.md
 shows them.
 """
 
@@ -20,9 +23,11 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
@@ -36,6 +41,7 @@ SECRET = "whsec_browser_console_secret"
 OPERATOR = "browser-operator-token-0123456789"
 READONLY = "browser-readonly-token-0123456789"
 WAIT_S = 30
+PROVIDER_DELAY_S = 3
 
 passed = 0
 failed = 0
@@ -55,8 +61,49 @@ def shot(driver, name):
     driver.save_screenshot(os.path.join(ARTIFACTS, f"console-{name}.png"))
 
 
+class SlowStripe:
+    """A Stripe API that takes PROVIDER_DELAY_S to list its events (more
+    than the console's 1.5 s): one payment for the order given, so that
+    "reconcile now" goes on after its request and applies it later."""
+
+    def __init__(self):
+        self.order = None
+        self.asked = 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                owner.asked += 1
+                time.sleep(PROVIDER_DELAY_S)
+                obj = {"id": "pi_browser_rec", "object": "payment_intent", "amount": 2500,
+                       "amount_received": 2500, "currency": "usd", "status": "succeeded",
+                       "metadata": {"order_id": owner.order}}
+                event = {"id": "evt_browser_rec", "object": "event",
+                         "api_version": "2024-06-20", "created": int(time.time()),
+                         "type": "payment_intent.succeeded", "livemode": True,
+                         "data": {"object": obj}}
+                body = json.dumps({"object": "list", "url": "/v1/events", "data": [event],
+                                   "has_more": False}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
 class Daemon:
-    def __init__(self, bin_path, tmp):
+    def __init__(self, bin_path, tmp, provider_base):
         self.bin = bin_path
         self.tmp = tmp
         self.port = free_port()
@@ -70,9 +117,12 @@ class Daemon:
                 f"secret = {SECRET}", "", "[outbound]", "notify_url = http://127.0.0.1:9/notify",
                 "max_attempts = 1", "poll = 50ms", "connect_timeout = 1s", "", "[console]",
                 "enabled = yes", "token = alice operator env:CONSOLE_OPERATOR",
-                "token = bob read-only env:CONSOLE_READONLY", "",
+                "token = bob read-only env:CONSOLE_READONLY", "", "[provider rec]",
+                "type = stripe", f"secret = {SECRET}", "api_key = env:REC_API_KEY",
+                f"api_base_url = {provider_base}", "",
             ]))
-        env = dict(os.environ, CONSOLE_OPERATOR=OPERATOR, CONSOLE_READONLY=READONLY)
+        env = dict(os.environ, CONSOLE_OPERATOR=OPERATOR, CONSOLE_READONLY=READONLY,
+                   REC_API_KEY="rk_browser_console_rec")
         log = open(os.path.join(tmp, "daemon.log"), "ab")
         self.proc = subprocess.Popen([bin_path, "serve", "-c", self.conf], stdout=log,
                                      stderr=log, env=env)
@@ -291,6 +341,156 @@ def scenario_narrow(driver, d, base, ids):
     shot(driver, "overview-1100")
 
 
+# What keeps a page from being used on a phone, as text: no viewport meta
+# (a phone would lay it out 980 px wide and shrink it), a layout wider than
+# the window (the whole page scrolls sideways), a table past its box that
+# no box of its own scrolls, and a control (button, field, link of the
+# header) out of reach: past the window's edge, or past the edge of the
+# box that scrolls it.
+PHONE_JS = """
+const out = [];
+const w = window.innerWidth;
+const meta = document.querySelector('meta[name=viewport]');
+if (!meta || !/width=device-width/.test(meta.content)) {
+  out.push('no <meta name=viewport content=width=device-width>');
+}
+if (w > 400) {
+  out.push(`laid out ${w} px wide, not at the phone's width`);
+}
+const doc = document.documentElement;
+if (doc.scrollWidth > w) {
+  out.push(`document: ${doc.scrollWidth} px wide in a ${w} px window`);
+}
+function scroller(el) {
+  for (let p = el; p && p !== document.body; p = p.parentElement) {
+    const o = getComputedStyle(p).overflowX;
+    if (o === 'auto' || o === 'scroll') {
+      return p;
+    }
+  }
+  return null;
+}
+function name(el) {
+  return el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+         (el.textContent ? ` "${el.textContent.trim().slice(0, 20)}"` : '');
+}
+for (const t of document.querySelectorAll('table')) {
+  const box = t.parentElement.getBoundingClientRect();
+  const r = t.getBoundingClientRect();
+  if (r.right > box.right + 0.5 && !scroller(t)) {
+    out.push(`${name(t).split(' ')[0]}: ends at ${Math.round(r.right)} px, ` +
+             `its box at ${Math.round(box.right)} px, and nothing scrolls it`);
+  }
+}
+const controls = 'button, input:not([type=hidden]), select, textarea, header a';
+for (const el of document.querySelectorAll(controls)) {
+  const r = el.getBoundingClientRect();
+  if (r.width === 0 && r.height === 0) {
+    continue;
+  }
+  const s = scroller(el);
+  const lim = s ? s.getBoundingClientRect() : {left: 0, right: w};
+  if (r.left < lim.left - 0.5 || r.right > Math.min(lim.right, w) + 0.5) {
+    out.push(`${name(el)}: from ${Math.round(r.left)} to ${Math.round(r.right)} px, ` +
+             `out of reach`);
+  }
+}
+return out;
+"""
+
+PHONE_W = 390
+PHONE_H = 844
+
+
+def phone(driver):
+    """A phone's screen, as Chromium's device emulation lays it out: 390
+    CSS px wide, touch, and the page's viewport meta honoured (a page
+    without one is laid out 980 px wide, as on a phone)."""
+    driver.command_executor._commands["executeCdpCommand"] = (
+        "POST", "/session/$sessionId/goog/cdp/execute")
+    driver.execute("executeCdpCommand", {"cmd": "Emulation.setDeviceMetricsOverride", "params": {
+        "width": PHONE_W, "height": PHONE_H, "deviceScaleFactor": 1, "mobile": True}})
+    driver.execute("executeCdpCommand", {"cmd": "Emulation.setTouchEmulationEnabled",
+                                         "params": {"enabled": True}})
+
+
+def scenario_phone(driver, d, base, ids):
+    # An operator on call, on a phone 390 px wide: every page usable
+    # without scrolling the whole page sideways (a wide table scrolls in
+    # its own box), every button and field within reach.
+    phone(driver)
+    go(driver, f"{base}/console/login")
+    over = driver.execute_script(PHONE_JS)
+    check("/console/login is usable on a 390 px phone", not over, "; ".join(over))
+    shot(driver, "phone-login")
+    login(driver, base, OPERATOR)
+    rc, out = d.cli("outbox", "list", "--status", "dead")
+    outbox_id = None
+    for line in out.splitlines():
+        parts = line.split()
+        if parts and parts[0].isdigit():
+            outbox_id = parts[0]
+            break
+    pages = NARROW_PAGES + ["/console/events?outcome=failed",
+                            f"/console/events/{ids['unknown_2']}",
+                            f"/console/events/{ids['big']}",
+                            f"/console/orders/{ids['order']}"]
+    if outbox_id is not None:
+        pages.append(f"/console/outbox/{outbox_id}")
+    for page in pages:
+        go(driver, f"{base}{page}")
+        over = driver.execute_script(PHONE_JS)
+        check(f"{page} is usable on a 390 px phone", not over, "; ".join(over))
+    for page, name in [("/console/", "overview"), ("/console/events", "events"),
+                       (f"/console/orders/{ids['order']}", "order"),
+                       (f"/console/events/{ids['unknown_2']}", "event")]:
+        go(driver, f"{base}{page}")
+        shot(driver, f"phone-{name}")
+    # an action from the phone: the event's reprocess button is reached
+    # and works
+    go(driver, f"{base}/console/events/{ids['unknown_2']}")
+    driver.find_element(By.ID, "reprocess").click()
+    WebDriverWait(driver, WAIT_S).until(lambda d: d.switch_to.alert)
+    driver.switch_to.alert.accept()
+    wait_text(driver, "still failed (unknown_order)")
+    check("an action from the phone ends on its page",
+          driver.current_url == f"{base}/console/events/{ids['unknown_2']}", driver.current_url)
+
+
+def scenario_reconcile(driver, d, base, ids, api):
+    # "Reconcile now" on a provider slower than the console's 1.5 s: the
+    # browser is answered in time, on the order page, which says the run
+    # goes on and reloads itself until the outcome is there.
+    login(driver, base, OPERATOR)
+    page = f"{base}/console/orders/{ids['rec_order']}"
+    go(driver, page)
+    t0 = time.monotonic()
+    driver.find_element(By.ID, "reconcile").click()
+    WebDriverWait(driver, WAIT_S).until(lambda d: d.switch_to.alert)
+    driver.switch_to.alert.accept()
+    wait_text(driver, "the reconcile run goes on")
+    took = time.monotonic() - t0
+    check("reconcile now answers before the slow provider does", took < PROVIDER_DELAY_S,
+          f"{took:.1f} s")
+    check("it answers on the order page (Post/Redirect/Get)", driver.current_url == page,
+          driver.current_url)
+    check("the order page says the run is under way",
+          bool(driver.find_elements(By.ID, "reconcile-running")))
+    shot(driver, "order-reconcile-running")
+    # no reload by the test: the page reloads itself
+    wait_text(driver, "Reconciled: 1 event(s) found, 1 applied")
+    check("the outcome shows on the order page by itself",
+          "Reconciled: 1 event(s) found, 1 applied" in
+          driver.find_element(By.ID, "history").text)
+    check("the note is gone once the run ended",
+          not driver.find_elements(By.ID, "reconcile-running"))
+    rc, audit = d.cli("audit", "list", "--action", "order.reconcile")
+    check("the run is audited once, as ok",
+          audit.count("order.reconcile") == 1 and "ok: Reconciled" in audit, audit)
+    check("the provider was asked once", api.asked == 1, api.asked)
+    shot(driver, "order-reconciled")
+
+
 def scenario_no_script(driver, d, base, ids):
     login(driver, base, OPERATOR)
     go(driver, f"{base}/console/events/{ids['unknown_3']}")
@@ -313,6 +513,8 @@ def seed(d):
     rc, out = d.cli("order", "create", "--amount", "1999", "--currency", "usd")
     order = out.strip().split()[-1]
     ids["order"] = order
+    rc, out = d.cli("order", "create", "--amount", "2500", "--currency", "usd")
+    ids["rec_order"] = out.strip().split()[-1]
     check("a payment is acknowledged", d.pay("evt_paid", order, 1999) == 200)
     for i in (1, 2, 3):
         d.pay(f"evt_unknown_{i}", f"ord_browser_nosuch{i:08d}", 500)
@@ -344,16 +546,25 @@ def main():
         return 1
     os.makedirs(ARTIFACTS, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix="idemhook-console-browser-")
-    d = Daemon(bin_path, tmp)
+    api = SlowStripe()
+    d = Daemon(bin_path, tmp, api.base)
     base = f"http://127.0.0.1:{d.admin}"
     chromedriver = None
+    only = [n for n in os.environ.get("IDEMHOOK_CONSOLE_SCENARIOS", "").split(",") if n]
     try:
         ids = seed(d)
+        api.order = ids["rec_order"]
         chromedriver = Driver(tmp)
         for name, javascript, fn in [("operator", True, scenario_operator),
                                      ("noscript", False, scenario_no_script),
                                      ("readonly", True, scenario_read_only),
-                                     ("narrow", True, scenario_narrow)]:
+                                     ("narrow", True, scenario_narrow),
+                                     ("phone", True, scenario_phone),
+                                     ("reconcile", True,
+                                      lambda drv, d, base, ids: scenario_reconcile(
+                                          drv, d, base, ids, api))]:
+            if only and name not in only:
+                continue
             browser = None
             try:
                 browser = Browser(tmp, f"console-{name}", javascript, chromedriver)
@@ -374,6 +585,7 @@ def main():
         if chromedriver is not None:
             chromedriver.close()
         d.stop()
+        api.stop()
         if failed > 0 or os.environ.get("IDEMHOOK_KEEP_TMP") == "1":
             print(f"kept {tmp} (daemon log: {os.path.join(tmp, 'daemon.log')})")
         else:

@@ -823,6 +823,303 @@ test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited(void
 	peer_destroy(api);
 }
 
+/* "Reconcile now" on a provider that hangs: the operator is answered
+ * within the console's bound (1.5 s, and some slack for a loaded
+ * machine), sent to the order page, which says the run goes on; a second
+ * click meanwhile starts nothing (409, the provider asked once); when the
+ * provider's retry answers, the outcome is in the audit log exactly once
+ * and on the order page (the session's message and its operator
+ * history). */
+static void
+test_reconcile_now_on_a_hanging_provider_answers_in_time_and_shows_the_outcome_later(void **state)
+{
+	struct peer *api = peer_create();
+	struct peer_behaviour hang = {.pb_action = PEER_HANG, .pb_ms = 0};
+	struct peer_behaviour pb;
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	struct buf list;
+	struct buf extra;
+	char mine[64];
+	char obj[512];
+	char path[128];
+	char form[300];
+	char *ev;
+	int64_t t0;
+	int64_t took;
+	int i;
+
+	(void)state;
+	assert_non_null(api);
+	setenv("T_CONSOLE_REC_KEY", "rk_test_console_rec", 1);
+	buf_init(&extra, 0);
+	/* the first question hangs past the 3 s timeout; its retry answers */
+	buf_printf(&extra,
+	           "\n[provider rec]\ntype = stripe\nsecret = " FX_STRIPE_SECRET
+	           "\napi_key = env:T_CONSOLE_REC_KEY\napi_base_url = %s\n"
+	           "\n[reconcile]\ntimeout = 3s\nretries = 1\nretry_base = 100ms\n",
+	           peer_base(api));
+	t_start(&d, extra.buf_data);
+	buf_finish(&extra);
+	fx_order(&d, 1500, "usd", mine);
+	snprintf(obj, sizeof(obj),
+	         "{\"id\":\"pi_rec_hang\",\"object\":\"payment_intent\",\"amount\":1500,"
+	         "\"amount_received\":1500,\"currency\":\"usd\",\"status\":\"succeeded\","
+	         "\"metadata\":{\"order_id\":\"%s\"}}",
+	         mine);
+	ev = hn_stripe_event("evt_rec_hang", "payment_intent.succeeded", obj);
+	buf_init(&list, 0);
+	buf_printf(&list,
+	           "{\"object\":\"list\",\"url\":\"/v1/events\",\"data\":[%s],\"has_more\":false}",
+	           ev);
+	free(ev);
+	assert_int_equal(peer_script(api, "/v1/events", &hang), 0);
+	pb = peer_reply(200, list.buf_data);
+	assert_int_equal(peer_default(api, "/v1/events", &pb), 0);
+	buf_finish(&list);
+
+	t_login(&d, T_OP_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/orders/%s", mine);
+	snprintf(form, sizeof(form), "csrf=%s&order=%s", s.ts_csrf, mine);
+	t0 = hn_now_ms();
+	t_act(&d, "/console/reconcile", &s, form, path, &r);
+	took = hn_now_ms() - t0;
+	assert_true(took < 2500);
+	assert_non_null(strstr(r.hs_body, "the reconcile run goes on"));
+	assert_non_null(strstr(r.hs_body, "id=\"reconcile-running\""));
+	assert_non_null(strstr(r.hs_body, "data-refresh="));
+	hres_finish(&r);
+	assert_int_equal(peer_wait(api, 1, 5000), 1);
+	/* a second click while the first run waits: nothing more is asked */
+	assert_int_equal(t_post(&d, "/console/reconcile", &s, form, &r), 409);
+	assert_non_null(strstr(r.hs_body, "already under way"));
+	hres_finish(&r);
+	assert_int_equal(peer_count(api), 1);
+	fx_assert_audit(&d, 0, "action = 'order.reconcile' AND result LIKE 'ok:%%'");
+	fx_assert_audit(&d, 1,
+	                "action = 'order.reconcile' AND target = 'order:%s' AND result = "
+	                "'refused: a reconcile run of this order is already under way'",
+	                mine);
+	/* the retry answers: the run ends by itself and records its outcome */
+	for (i = 0; i < 150; i++) {
+		if (fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
+		                  "'order.reconcile' AND result LIKE 'ok:%%'") > 0) {
+			break;
+		}
+		usleep(100 * 1000);
+	}
+	fx_assert_audit(&d, 1,
+	                "action = 'order.reconcile' AND target = 'order:%s' AND actor = "
+	                "'console:alice' AND result LIKE 'ok: Reconciled: 1 event(s) found, 1 "
+	                "applied%%'",
+	                mine);
+	assert_int_equal(peer_count(api), 2);
+	assert_int_equal(fx_db_int(&d,
+	                           "SELECT count(*) FROM orders WHERE id = '%s' AND status = "
+	                           "'paid'",
+	                           mine),
+	                 1);
+	/* the order page says it: once as the session's message, always in
+	 * its operator history; the run is no longer under way */
+	assert_int_equal(t_get(&d, path, &s, &r), 200);
+	assert_non_null(strstr(r.hs_body, "<p class=\"flash\" role=\"status\">Reconciled: 1 "
+	                                  "event(s) found, 1 applied"));
+	assert_non_null(strstr(r.hs_body, "id=\"history\""));
+	assert_non_null(strstr(r.hs_body, "ok: Reconciled: 1 event(s) found, 1 applied"));
+	assert_null(strstr(r.hs_body, "id=\"reconcile-running\""));
+	hres_finish(&r);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	/* one outcome recorded, however the run ended */
+	fx_assert_audit(&d, 2, "action = 'order.reconcile'");
+	daemon_finish(&d);
+	peer_destroy(api);
+}
+
+/* A receiver stopped while a "reconcile now" run waits for a provider
+ * that never answers: the stop is not held past the run's current request
+ * (its retries are given up), and the run's outcome is recorded once. */
+static void test_a_receiver_stopped_during_reconcile_now_records_its_outcome_once(void **state)
+{
+	struct peer *api = peer_create();
+	struct peer_behaviour hang = {.pb_action = PEER_HANG, .pb_ms = 0};
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	struct buf extra;
+	char mine[64];
+	char path[128];
+	char form[300];
+	int64_t t0;
+
+	(void)state;
+	assert_non_null(api);
+	setenv("T_CONSOLE_REC_KEY", "rk_test_console_rec", 1);
+	buf_init(&extra, 0);
+	/* every question hangs past the 2 s timeout; 3 retries 5 s apart
+	 * would take 20 s and more */
+	buf_printf(&extra,
+	           "\n[provider rec]\ntype = stripe\nsecret = " FX_STRIPE_SECRET
+	           "\napi_key = env:T_CONSOLE_REC_KEY\napi_base_url = %s\n"
+	           "\n[reconcile]\ntimeout = 2s\nretries = 3\nretry_base = 5s\n",
+	           peer_base(api));
+	t_start(&d, extra.buf_data);
+	buf_finish(&extra);
+	assert_int_equal(peer_default(api, "/v1/events", &hang), 0);
+	fx_order(&d, 1500, "usd", mine);
+	t_login(&d, T_OP_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/orders/%s", mine);
+	snprintf(form, sizeof(form), "csrf=%s&order=%s", s.ts_csrf, mine);
+	t_act(&d, "/console/reconcile", &s, form, path, &r);
+	assert_non_null(strstr(r.hs_body, "the reconcile run goes on"));
+	hres_finish(&r);
+	assert_int_equal(peer_wait(api, 1, 5000), 1);
+	t0 = hn_now_ms();
+	assert_int_equal(daemon_term(&d, 30), 0);
+	assert_true(hn_now_ms() - t0 < 8000);
+	fx_assert_audit(&d, 1,
+	                "action = 'order.reconcile' AND target = 'order:%s' AND actor = "
+	                "'console:alice' AND result LIKE 'failed: Reconciled: %%1 failed.'",
+	                mine);
+	fx_assert_audit(&d, 1, "action = 'order.reconcile'");
+	daemon_finish(&d);
+	peer_destroy(api);
+}
+
+/* "Reconcile now" runs that wait for a provider are bounded in number: 8
+ * at once, over all orders; a ninth is refused (503, Retry-After), asks
+ * nothing, and is recorded as refused. */
+static void test_reconcile_now_keeps_at_most_eight_runs_under_way(void **state)
+{
+	struct peer *api = peer_create();
+	struct peer_behaviour hang = {.pb_action = PEER_HANG, .pb_ms = 0};
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	struct buf extra;
+	char orders[9][64];
+	char path[128];
+	char form[300];
+	char *retry;
+	int i;
+
+	(void)state;
+	assert_non_null(api);
+	setenv("T_CONSOLE_REC_KEY", "rk_test_console_rec", 1);
+	buf_init(&extra, 0);
+	buf_printf(&extra,
+	           "\n[provider rec]\ntype = stripe\nsecret = " FX_STRIPE_SECRET
+	           "\napi_key = env:T_CONSOLE_REC_KEY\napi_base_url = %s\n"
+	           "\n[reconcile]\ntimeout = 60s\nretries = 0\n",
+	           peer_base(api));
+	t_start(&d, extra.buf_data);
+	buf_finish(&extra);
+	assert_int_equal(peer_default(api, "/v1/events", &hang), 0);
+	t_login(&d, T_OP_TOKEN, &s);
+	for (i = 0; i < 9; i++) {
+		fx_order(&d, 1000 + i, "usd", orders[i]);
+	}
+	for (i = 0; i < 8; i++) {
+		snprintf(path, sizeof(path), "/console/orders/%.63s", orders[i]);
+		snprintf(form, sizeof(form), "csrf=%s&order=%.63s", s.ts_csrf, orders[i]);
+		t_act(&d, "/console/reconcile", &s, form, path, &r);
+		assert_non_null(strstr(r.hs_body, "the reconcile run goes on"));
+		hres_finish(&r);
+	}
+	assert_int_equal(peer_wait(api, 8, 10000), 8);
+	snprintf(form, sizeof(form), "csrf=%s&order=%.63s", s.ts_csrf, orders[8]);
+	assert_int_equal(t_post(&d, "/console/reconcile", &s, form, &r), 503);
+	assert_non_null(strstr(r.hs_body, "No reconcile run could start now (too many under way)"));
+	retry = hres_header(&r, "Retry-After");
+	assert_non_null(retry);
+	free(retry);
+	hres_finish(&r);
+	assert_int_equal(peer_count(api), 8);
+	fx_assert_audit(&d, 1,
+	                "action = 'order.reconcile' AND target = 'order:%s' AND result = 'error: "
+	                "no reconcile run could start; nothing changed'",
+	                orders[8]);
+	/* the provider goes away: the runs end, each recorded once */
+	peer_destroy(api);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	fx_assert_audit(&d, 9, "action = 'order.reconcile'");
+	fx_assert_audit(&d, 8, "action = 'order.reconcile' AND result LIKE 'failed: %%'");
+	daemon_finish(&d);
+}
+
+/* A "reconcile now" run that ends while another write waits on the
+ * database (here: a dismissal stuck behind SQLite's write lock, which a
+ * second process holds) still records its outcome, once the database
+ * takes writes again, and once only. */
+static void test_a_reconcile_run_ending_on_a_busy_database_is_still_recorded_once(void **state)
+{
+	struct peer *api = peer_create();
+	struct peer_behaviour hang = {.pb_action = PEER_HANG, .pb_ms = 0};
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	struct buf extra;
+	struct hn_sqlite lock;
+	char mine[64];
+	char path[128];
+	char form[300];
+	int64_t event;
+	int i;
+
+	(void)state;
+	assert_non_null(api);
+	setenv("T_CONSOLE_REC_KEY", "rk_test_console_rec", 1);
+	buf_init(&extra, 0);
+	/* the provider never answers: the run fails after 4 s, writing
+	 * nothing but its audit row */
+	buf_printf(&extra,
+	           "\n[provider rec]\ntype = stripe\nsecret = " FX_STRIPE_SECRET
+	           "\napi_key = env:T_CONSOLE_REC_KEY\napi_base_url = %s\n"
+	           "\n[reconcile]\ntimeout = 4s\nretries = 0\n",
+	           peer_base(api));
+	t_start(&d, extra.buf_data);
+	buf_finish(&extra);
+	if (d.dm_pg_db[0] != '\0') {
+		/* the lock held is SQLite's (a second process on the file) */
+		assert_int_equal(daemon_term(&d, 30), 0);
+		daemon_finish(&d);
+		peer_destroy(api);
+		skip();
+	}
+	assert_int_equal(peer_default(api, "/v1/events", &hang), 0);
+	fx_order(&d, 1500, "usd", mine);
+	event = t_unknown_event(&d, "evt_console_busy_end");
+	t_login(&d, T_OP_TOKEN, &s);
+	snprintf(path, sizeof(path), "/console/orders/%s", mine);
+	snprintf(form, sizeof(form), "csrf=%s&order=%s", s.ts_csrf, mine);
+	t_act(&d, "/console/reconcile", &s, form, path, &r);
+	assert_non_null(strstr(r.hs_body, "the reconcile run goes on"));
+	hres_finish(&r);
+	/* a dismissal stuck on the write lock while the run ends */
+	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	snprintf(path, sizeof(path), "/console/events/%lld/dismiss", (long long)event);
+	snprintf(form, sizeof(form), "csrf=%s&reason=paid+at+the+till", s.ts_csrf);
+	assert_int_equal(t_post(&d, path, &s, form, &r), 503);
+	hres_finish(&r);
+	sleep(4); /* the run's 4 s are over: it ended, its audit row waits */
+	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
+	for (i = 0; i < 100; i++) {
+		if (fx_db_int(&d, "SELECT count(*) FROM audit_log WHERE action = "
+		                  "'order.reconcile' AND result LIKE 'failed:%%'") > 0) {
+			break;
+		}
+		usleep(100 * 1000);
+	}
+	fx_assert_audit(&d, 1,
+	                "action = 'order.reconcile' AND target = 'order:%s' AND result LIKE "
+	                "'failed: Reconciled: %%1 failed.'",
+	                mine);
+	peer_destroy(api);
+	assert_int_equal(daemon_term(&d, 30), 0);
+	fx_assert_audit(&d, 1, "action = 'order.reconcile'");
+	daemon_finish(&d);
+}
+
 /* The event page counts the duplicates this receiver answered for it. */
 static void test_the_event_page_counts_the_duplicates_answered(void **state)
 {
@@ -1531,6 +1828,13 @@ int main(void)
 	        cmocka_unit_test(test_a_thin_event_waiting_for_its_fetch_shows_as_fetching),
 	        cmocka_unit_test(
 	                test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited),
+	        cmocka_unit_test(
+	                test_reconcile_now_on_a_hanging_provider_answers_in_time_and_shows_the_outcome_later),
+	        cmocka_unit_test(
+	                test_a_receiver_stopped_during_reconcile_now_records_its_outcome_once),
+	        cmocka_unit_test(test_reconcile_now_keeps_at_most_eight_runs_under_way),
+	        cmocka_unit_test(
+	                test_a_reconcile_run_ending_on_a_busy_database_is_still_recorded_once),
 	        cmocka_unit_test(test_the_event_page_counts_the_duplicates_answered),
 	        cmocka_unit_test(test_the_overview_shows_a_wal_held_by_a_read_transaction),
 	        cmocka_unit_test(test_the_event_page_shows_the_captured_request_headers),

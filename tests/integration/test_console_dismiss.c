@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/wait.h>
 
 #include <cmocka.h>
 
@@ -228,6 +230,175 @@ static void test_bulk_dismiss_takes_the_lists_filters_and_needs_the_count_it_sho
 /* A bulk dismiss whose filters make the list's URL longer than a page's
  * usual URL (a key prefix of colons, each %3A): the message still waits
  * for that URL, and is shown there once. */
+/* The milliseconds GET url (the admin listener's /metrics, or a console
+ * page as s) took; its answer in r. */
+static int64_t t_timed_get(struct daemon *d, const char *path, const struct t_session *s,
+                           struct hres *r)
+{
+	int64_t t0 = hn_now_ms();
+	char url[256];
+
+	if (s != NULL) {
+		t_get(d, path, s, r);
+	} else {
+		snprintf(url, sizeof(url), "%s%s", d->dm_admin_base, path);
+		assert_int_equal(hn_http("GET", url, NULL, NULL, 0, r), 0);
+	}
+	return hn_now_ms() - t0;
+}
+
+/* A bulk dismiss stuck on a database whose write lock another process
+ * holds (a slow database, as a huge dismiss on a slow disk is) does not
+ * take the pages' and the scrape's reads with it: the database still
+ * answers reads, so the events list and /metrics still show its figures
+ * while the write waits. */
+static void test_a_stuck_bulk_dismiss_leaves_pages_and_metrics_their_database_figures(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	struct hn_sqlite lock;
+	char form[600];
+	int64_t ms;
+
+	(void)state;
+	t_start(&d, NULL);
+	if (d.dm_pg_db[0] != '\0') {
+		/* the lock held is SQLite's (a second process on the file);
+		 * the store's threads are the same on PostgreSQL */
+		t_stop(&d);
+		skip();
+	}
+	t_unknown(&d, "evt_stuck_1");
+	t_unknown(&d, "evt_stuck_2");
+	t_login(&d, T_OP_TOKEN, &s);
+	/* before: the scrape reads the database */
+	t_timed_get(&d, "/metrics", NULL, &r);
+	assert_int_equal(r.hs_status, 200);
+	assert_non_null(strstr(r.hs_body, "\nidemhook_store_readable 1\n"));
+	hres_finish(&r);
+
+	assert_int_equal(hn_sqlite_start(&lock, d.dm_db, "BEGIN IMMEDIATE;"), 0);
+	snprintf(form, sizeof(form),
+	         "csrf=%s&list=outcome%%3Dfailed&expect=2&reason=stuck+behind+a+lock", s.ts_csrf);
+	ms = hn_now_ms();
+	assert_int_equal(t_post(&d, "/console/events/dismiss", &s, form, &r), 503);
+	ms = hn_now_ms() - ms;
+	print_message("the dismiss answered 503 in %lld ms\n", (long long)ms);
+	hres_finish(&r);
+	/* while it waits for the lock */
+	ms = t_timed_get(&d, "/metrics", NULL, &r);
+	print_message("/metrics: %lld ms, readable %s\n", (long long)ms,
+	              strstr(r.hs_body, "\nidemhook_store_readable 1\n") != NULL ? "1" : "0");
+	assert_non_null(strstr(r.hs_body, "\nidemhook_store_readable 1\n"));
+	assert_non_null(strstr(r.hs_body, "\nidemhook_events_failed_open 2\n"));
+	hres_finish(&r);
+	ms = t_timed_get(&d, "/console/events?outcome=failed", &s, &r);
+	print_message("/console/events: %lld ms, status %ld\n", (long long)ms, r.hs_status);
+	assert_int_equal(r.hs_status, 200);
+	assert_non_null(strstr(r.hs_body, "evt_stuck_1"));
+	hres_finish(&r);
+	assert_int_equal(hn_sqlite_finish(&lock, "ROLLBACK;"), 0);
+	t_stop(&d);
+}
+
+/* A psql session on the daemon's PostgreSQL database (dm_db is
+ * "postgresql:" and its conninfo), for holding a lock: t_psql_run waits
+ * until the server has run the SQL. */
+struct t_psql {
+	pid_t tp_pid;
+	FILE *tp_in;
+	FILE *tp_out;
+};
+
+static void t_psql_start(struct t_psql *p, const struct daemon *d)
+{
+	int in[2];
+	int out[2];
+
+	assert_int_equal(pipe(in), 0);
+	assert_int_equal(pipe(out), 0);
+	p->tp_pid = fork();
+	assert_true(p->tp_pid >= 0);
+	if (p->tp_pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		close(in[1]);
+		close(out[0]);
+		execlp("psql", "psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d",
+		       d->dm_db + strlen("postgresql:"), (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	p->tp_in = fdopen(in[1], "w");
+	p->tp_out = fdopen(out[0], "r");
+	assert_non_null(p->tp_in);
+	assert_non_null(p->tp_out);
+}
+
+static void t_psql_run(struct t_psql *p, const char *sql)
+{
+	char line[256];
+
+	fprintf(p->tp_in, "%s\n\\echo t_psql_done\n", sql);
+	assert_int_equal(fflush(p->tp_in), 0);
+	while (fgets(line, sizeof(line), p->tp_out) != NULL) {
+		if (strcmp(line, "t_psql_done\n") == 0) {
+			return;
+		}
+	}
+	fail_msg("psql ended before running: %s", sql);
+}
+
+static void t_psql_finish(struct t_psql *p)
+{
+	int status;
+
+	fclose(p->tp_in);
+	fclose(p->tp_out);
+	assert_int_equal(waitpid(p->tp_pid, &status, 0), p->tp_pid);
+}
+
+/* A console page whose read waits on a table another session has locked
+ * (PostgreSQL) does not take /metrics with it: the scrape reads its
+ * gauges (other tables) on a thread of its own, and shows them. */
+static void test_a_console_read_stuck_on_a_lock_leaves_metrics_their_figures(void **state)
+{
+	struct daemon d;
+	struct t_session s;
+	struct hres r;
+	struct t_psql lock;
+	int64_t ms;
+
+	(void)state;
+	t_start(&d, NULL);
+	if (d.dm_pg_db[0] == '\0') {
+		/* SQLite's reads wait on no lock (WAL): nothing to hold them */
+		t_stop(&d);
+		skip();
+	}
+	t_unknown(&d, "evt_scrape_1");
+	t_login(&d, T_OP_TOKEN, &s);
+	t_psql_start(&lock, &d);
+	t_psql_run(&lock, "BEGIN; LOCK TABLE audit_log IN ACCESS EXCLUSIVE MODE;");
+	/* the audit log's page waits on the lock, and gives up */
+	ms = t_timed_get(&d, "/console/audit", &s, &r);
+	print_message("/console/audit: %lld ms, status %ld\n", (long long)ms, r.hs_status);
+	assert_int_equal(r.hs_status, 503);
+	hres_finish(&r);
+	/* while its read still waits */
+	ms = t_timed_get(&d, "/metrics", NULL, &r);
+	print_message("/metrics: %lld ms, readable %s\n", (long long)ms,
+	              strstr(r.hs_body, "\nidemhook_store_readable 1\n") != NULL ? "1" : "0");
+	assert_non_null(strstr(r.hs_body, "\nidemhook_store_readable 1\n"));
+	assert_non_null(strstr(r.hs_body, "\nidemhook_events_failed_open 1\n"));
+	hres_finish(&r);
+	t_psql_run(&lock, "ROLLBACK;");
+	t_psql_finish(&lock);
+	t_stop(&d);
+}
+
 static void test_bulk_dismiss_with_long_filters_still_says_what_it_did(void **state)
 {
 	struct daemon d;
@@ -378,6 +549,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	        cmocka_unit_test(test_the_events_list_says_when_its_filters_cannot_all_hold),
+	        cmocka_unit_test(
+	                test_a_stuck_bulk_dismiss_leaves_pages_and_metrics_their_database_figures),
+	        cmocka_unit_test(test_a_console_read_stuck_on_a_lock_leaves_metrics_their_figures),
 	        cmocka_unit_test(
 	                test_bulk_dismiss_takes_the_lists_filters_and_needs_the_count_it_showed),
 	        cmocka_unit_test(test_bulk_dismiss_with_long_filters_still_says_what_it_did),

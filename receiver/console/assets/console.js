@@ -26,9 +26,14 @@
         var fresh = doc.querySelector("main");
         if (fresh) {
           main.replaceChildren.apply(main, Array.prototype.slice.call(fresh.childNodes));
+          // a page that no longer asks for it (an order whose reconcile
+          // run ended) stops reloading
+          if (!fresh.hasAttribute("data-refresh")) {
+            window.clearInterval(timer);
+          }
         }
       })
       .catch(function () { /* the next tick tries again */ });
   }
-  window.setInterval(refresh, every);
+  var timer = window.setInterval(refresh, every);
 })();

@@ -117,6 +117,36 @@ struct store_writer {
 	} sw_claim_sql[STORE_CLAIM_SQL_CACHED];
 };
 
+/* A thread of bounded calls, made on first use; all under sa_mutex but
+ * sa_arg, which is the thread's while a call is busy. */
+struct store_aside {
+	struct store *sa_store;
+	pthread_mutex_t sa_mutex;
+	pthread_cond_t sa_cond; /* CLOCK_MONOTONIC */
+	int sa_made;
+	pthread_t sa_thread;
+	int sa_running;
+	int sa_stop;
+	int sa_busy;         /* a call is queued or running, or its caller copies it out */
+	int sa_abandoned;    /* its caller gave up waiting: the thread ends the call */
+	uint64_t sa_asked;   /* calls handed over */
+	uint64_t sa_done;    /* calls finished */
+	uint64_t sa_started; /* calls the thread began (or dropped, cancelled) */
+	int sa_cancelled;    /* the call handed over is dropped before it began */
+	int (*sa_fn)(struct store *st, void *arg);
+	void *sa_job;                   /* what fn is given: sa_arg or a caller's */
+	void (*sa_job_free)(void *job); /* an abandoned job's, or NULL */
+	int sa_rc;
+	_Alignas(max_align_t) unsigned char sa_arg[STORE_ASIDE_ARG_MAX];
+};
+
+enum store_aside_lane {
+	STORE_ASIDE_READ = 0, /* store_call_owned: the console's reads */
+	STORE_ASIDE_WRITE,    /* store_call_owned_write */
+	STORE_ASIDE_SCRAPE,   /* store_call_within: a /metrics scrape's gauges */
+	STORE_ASIDE_LANES,
+};
+
 struct store {
 	const struct store_engine *st_engine;
 	struct store_db *st_db;
@@ -144,26 +174,12 @@ struct store {
 	int st_hb_fail_rc;  /* its engine error code */
 	pthread_mutex_t st_probe_lock;
 	int st_probe_lock_made;
-	/* store_call_within's thread, made on first use; all under
-	 * st_aside_mutex but st_aside_arg, which is the thread's while a call
-	 * is busy. */
-	pthread_mutex_t st_aside_mutex;
-	pthread_cond_t st_aside_cond; /* CLOCK_MONOTONIC */
-	int st_aside_made;
-	pthread_t st_aside_thread;
-	int st_aside_running;
-	int st_aside_stop;
-	int st_aside_busy;       /* a call is queued or running, or its caller copies it out */
-	int st_aside_abandoned;  /* its caller gave up waiting: the thread ends the call */
-	uint64_t st_aside_asked; /* calls handed over */
-	uint64_t st_aside_done;  /* calls finished */
-	uint64_t st_aside_started; /* calls the thread began (or dropped, cancelled) */
-	int st_aside_cancelled;    /* the call handed over is dropped before it began */
-	int (*st_aside_fn)(struct store *st, void *arg);
-	void *st_aside_job;                   /* what fn is given: st_aside_arg or a caller's */
-	void (*st_aside_job_free)(void *job); /* an abandoned job's, or NULL */
-	int st_aside_rc;
-	_Alignas(max_align_t) unsigned char st_aside_arg[STORE_ASIDE_ARG_MAX];
+	/* The threads of bounded calls: one for reads (store_call_owned), one
+	 * for writes (store_call_owned_write), one for the scrape's gauges
+	 * (store_call_within), so that a write stuck behind the write lock
+	 * never keeps a page or a scrape from reading, nor a page's read stuck
+	 * on a locked table a scrape. */
+	struct store_aside st_aside[STORE_ASIDE_LANES];
 	struct store_files st_files; /* under st_probe_lock */
 	int st_files_lost;           /* atomic: a file held open is gone; no more work is taken */
 	/* Atomic: the schema version the probe last read when it is not this
@@ -2381,15 +2397,17 @@ struct store *store_create(const struct store_options *opt)
 		goto fail;
 	}
 	st->st_probe_lock_made = 1;
-	{
+	for (i = 0; i < STORE_ASIDE_LANES; i++) {
+		struct store_aside *sa = &st->st_aside[i];
 		pthread_condattr_t ca;
 
-		pthread_mutex_init(&st->st_aside_mutex, NULL);
+		sa->sa_store = st;
+		pthread_mutex_init(&sa->sa_mutex, NULL);
 		pthread_condattr_init(&ca);
 		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&st->st_aside_cond, &ca);
+		pthread_cond_init(&sa->sa_cond, &ca);
 		pthread_condattr_destroy(&ca);
-		st->st_aside_made = 1;
+		sa->sa_made = 1;
 	}
 	st->st_read_only = opt->so_read_only;
 	st->st_batch_max = opt->so_batch_max > 0 ? opt->so_batch_max : STORE_BATCH_MAX_DEFAULT;
@@ -2469,15 +2487,20 @@ void store_destroy(struct store *st)
 	if (st == NULL) {
 		return;
 	}
-	if (st->st_aside_running) {
+	for (i = 0; i < STORE_ASIDE_LANES; i++) {
+		struct store_aside *sa = &st->st_aside[i];
+
+		if (!sa->sa_running) {
+			continue;
+		}
 		/* A call still waiting on the database is waited for: it uses
 		 * connections closed below. */
-		pthread_mutex_lock(&st->st_aside_mutex);
-		st->st_aside_stop = 1;
-		pthread_cond_broadcast(&st->st_aside_cond);
-		pthread_mutex_unlock(&st->st_aside_mutex);
-		pthread_join(st->st_aside_thread, NULL);
-		st->st_aside_running = 0;
+		pthread_mutex_lock(&sa->sa_mutex);
+		sa->sa_stop = 1;
+		pthread_cond_broadcast(&sa->sa_cond);
+		pthread_mutex_unlock(&sa->sa_mutex);
+		pthread_join(sa->sa_thread, NULL);
+		sa->sa_running = 0;
 	}
 	if (st->st_thread_running) {
 		/* The writers finish what is queued (each completion called)
@@ -2518,9 +2541,11 @@ void store_destroy(struct store *st)
 	if (st->st_probe_lock_made) {
 		pthread_mutex_destroy(&st->st_probe_lock);
 	}
-	if (st->st_aside_made) {
-		pthread_cond_destroy(&st->st_aside_cond);
-		pthread_mutex_destroy(&st->st_aside_mutex);
+	for (i = 0; i < STORE_ASIDE_LANES; i++) {
+		if (st->st_aside[i].sa_made) {
+			pthread_cond_destroy(&st->st_aside[i].sa_cond);
+			pthread_mutex_destroy(&st->st_aside[i].sa_mutex);
+		}
 	}
 	if (st->st_sync_made) {
 		pthread_cond_destroy(&st->st_work);
@@ -2903,71 +2928,72 @@ static void store_schema_note(struct store *st, int version)
 
 static void *store_aside_main(void *arg)
 {
-	struct store *st = arg;
+	struct store_aside *sa = arg;
+	struct store *st = sa->sa_store;
 	uint64_t seq;
 	void *job;
 	int rc;
 
 	pthread_setname_np(pthread_self(), "store-aside"); /* top -H, perf */
-	pthread_mutex_lock(&st->st_aside_mutex);
+	pthread_mutex_lock(&sa->sa_mutex);
 	for (;;) {
-		while (!st->st_aside_stop && st->st_aside_done == st->st_aside_asked) {
-			pthread_cond_wait(&st->st_aside_cond, &st->st_aside_mutex);
+		while (!sa->sa_stop && sa->sa_done == sa->sa_asked) {
+			pthread_cond_wait(&sa->sa_cond, &sa->sa_mutex);
 		}
-		if (st->st_aside_stop) {
+		if (sa->sa_stop) {
 			break;
 		}
-		seq = st->st_aside_asked;
-		st->st_aside_started = seq;
-		if (st->st_aside_cancelled) {
+		seq = sa->sa_asked;
+		sa->sa_started = seq;
+		if (sa->sa_cancelled) {
 			/* its caller gave up before it began, and keeps its job */
-			st->st_aside_cancelled = 0;
-			st->st_aside_done = seq;
-			st->st_aside_busy = 0;
-			st->st_aside_abandoned = 0;
-			pthread_cond_broadcast(&st->st_aside_cond);
+			sa->sa_cancelled = 0;
+			sa->sa_done = seq;
+			sa->sa_busy = 0;
+			sa->sa_abandoned = 0;
+			pthread_cond_broadcast(&sa->sa_cond);
 			continue;
 		}
-		job = st->st_aside_job;
-		pthread_mutex_unlock(&st->st_aside_mutex);
-		rc = st->st_aside_fn(st, job);
-		pthread_mutex_lock(&st->st_aside_mutex);
-		st->st_aside_rc = rc;
-		st->st_aside_done = seq;
-		if (st->st_aside_abandoned) {
-			void (*job_free)(void *job) = st->st_aside_job_free;
+		job = sa->sa_job;
+		pthread_mutex_unlock(&sa->sa_mutex);
+		rc = sa->sa_fn(st, job);
+		pthread_mutex_lock(&sa->sa_mutex);
+		sa->sa_rc = rc;
+		sa->sa_done = seq;
+		if (sa->sa_abandoned) {
+			void (*job_free)(void *job) = sa->sa_job_free;
 
-			st->st_aside_busy = 0;
-			st->st_aside_abandoned = 0;
+			sa->sa_busy = 0;
+			sa->sa_abandoned = 0;
 			if (job_free != NULL) {
 				/* its caller gave up: the job is the store's */
-				pthread_mutex_unlock(&st->st_aside_mutex);
+				pthread_mutex_unlock(&sa->sa_mutex);
 				job_free(job);
-				pthread_mutex_lock(&st->st_aside_mutex);
+				pthread_mutex_lock(&sa->sa_mutex);
 			}
 		}
-		pthread_cond_broadcast(&st->st_aside_cond);
+		pthread_cond_broadcast(&sa->sa_cond);
 	}
-	pthread_mutex_unlock(&st->st_aside_mutex);
+	pthread_mutex_unlock(&sa->sa_mutex);
 	return NULL;
 }
 
-/* Waits on st_aside_cond until deadline (CLOCK_MONOTONIC). Returns 1 when
- * the deadline passed. Under st_aside_mutex. */
-static int store_aside_wait(struct store *st, const struct timespec *deadline)
+/* Waits on sa_cond until deadline (CLOCK_MONOTONIC). Returns 1 when the
+ * deadline passed. Under sa_mutex. */
+static int store_aside_wait(struct store_aside *sa, const struct timespec *deadline)
 {
-	return pthread_cond_timedwait(&st->st_aside_cond, &st->st_aside_mutex, deadline) ==
-	       ETIMEDOUT;
+	return pthread_cond_timedwait(&sa->sa_cond, &sa->sa_mutex, deadline) == ETIMEDOUT;
 }
 
-/* Hands fn(st, job) to the store's own thread and waits for it at most
- * wait_ms. Returns as store_call_owned. With copy (copy_size bytes),
- * job is st_aside_arg: copy is copied into it, and back once fn ended in
- * time; a call abandoned leaves it to the thread (job_free NULL). */
-static int store_aside_call(struct store *st, unsigned wait_ms,
+/* Hands fn(st, job) to the store's thread of lane and waits for it at
+ * most wait_ms. Returns as store_call_owned. With copy (copy_size bytes),
+ * job is sa_arg: copy is copied into it, and back once fn ended in time;
+ * a call abandoned leaves it to the thread (job_free NULL). */
+static int store_aside_call(struct store *st, enum store_aside_lane lane, unsigned wait_ms,
                             int (*fn)(struct store *st, void *job), void *job,
                             void (*job_free)(void *job), void *copy, size_t copy_size)
 {
+	struct store_aside *sa = &st->st_aside[lane];
 	struct timespec deadline;
 	uint64_t seq;
 	int rc = STORE_CALL_NOT_RUN;
@@ -2979,40 +3005,54 @@ static int store_aside_call(struct store *st, unsigned wait_ms,
 		deadline.tv_sec++;
 		deadline.tv_nsec -= 1000000000L;
 	}
-	pthread_mutex_lock(&st->st_aside_mutex);
+	if (lane == STORE_ASIDE_WRITE) {
+		/* A read still waiting past its own wait: the database answers
+		 * nothing, so no write is begun. (Not the other way round: a
+		 * write stuck behind the write lock leaves reads their turn.) */
+		struct store_aside *reads = &st->st_aside[STORE_ASIDE_READ];
+		int stuck;
+
+		pthread_mutex_lock(&reads->sa_mutex);
+		stuck = reads->sa_busy && reads->sa_abandoned;
+		pthread_mutex_unlock(&reads->sa_mutex);
+		if (stuck) {
+			return STORE_CALL_NOT_RUN;
+		}
+	}
+	pthread_mutex_lock(&sa->sa_mutex);
 	/* Another caller's call: waited for, unless it already outlived
 	 * its own wait (the database does not answer: no use asking twice). */
-	while (st->st_aside_busy) {
-		if (st->st_aside_abandoned || store_aside_wait(st, &deadline)) {
+	while (sa->sa_busy) {
+		if (sa->sa_abandoned || store_aside_wait(sa, &deadline)) {
 			goto out;
 		}
 	}
-	if (!st->st_aside_running) {
-		int err = pthread_create(&st->st_aside_thread, NULL, store_aside_main, st);
+	if (!sa->sa_running) {
+		int err = pthread_create(&sa->sa_thread, NULL, store_aside_main, sa);
 
 		if (err != 0) {
 			log_err("store: cannot start a thread: %s", strerror(err));
 			goto out;
 		}
-		st->st_aside_running = 1;
+		sa->sa_running = 1;
 	}
 	if (copy != NULL) {
-		memcpy(st->st_aside_arg, copy, copy_size);
+		memcpy(sa->sa_arg, copy, copy_size);
 	}
-	st->st_aside_fn = fn;
-	st->st_aside_job = job;
-	st->st_aside_job_free = job_free;
-	st->st_aside_busy = 1;
-	seq = ++st->st_aside_asked;
-	pthread_cond_broadcast(&st->st_aside_cond);
-	while (st->st_aside_done < seq) {
-		if (store_aside_wait(st, &deadline) && st->st_aside_done < seq) {
+	sa->sa_fn = fn;
+	sa->sa_job = job;
+	sa->sa_job_free = job_free;
+	sa->sa_busy = 1;
+	seq = ++sa->sa_asked;
+	pthread_cond_broadcast(&sa->sa_cond);
+	while (sa->sa_done < seq) {
+		if (store_aside_wait(sa, &deadline) && sa->sa_done < seq) {
 			/* Given up: later calls do not wait for it. Not begun
 			 * yet, it is dropped and the job stays the caller's;
 			 * begun, it ends on its own and the thread frees it. */
-			st->st_aside_abandoned = 1;
-			if (st->st_aside_started < seq) {
-				st->st_aside_cancelled = 1;
+			sa->sa_abandoned = 1;
+			if (sa->sa_started < seq) {
+				sa->sa_cancelled = 1;
 				goto out;
 			}
 			rc = STORE_CALL_LATE;
@@ -3020,13 +3060,13 @@ static int store_aside_call(struct store *st, unsigned wait_ms,
 		}
 	}
 	if (copy != NULL) {
-		memcpy(copy, st->st_aside_arg, copy_size);
+		memcpy(copy, sa->sa_arg, copy_size);
 	}
-	rc = st->st_aside_rc;
-	st->st_aside_busy = 0;
-	pthread_cond_broadcast(&st->st_aside_cond);
+	rc = sa->sa_rc;
+	sa->sa_busy = 0;
+	pthread_cond_broadcast(&sa->sa_cond);
 out:
-	pthread_mutex_unlock(&st->st_aside_mutex);
+	pthread_mutex_unlock(&sa->sa_mutex);
 	return rc;
 }
 
@@ -3035,19 +3075,27 @@ int store_call_within(struct store *st, unsigned wait_ms, int (*fn)(struct store
 {
 	int rc;
 
-	if (arg_size > sizeof(st->st_aside_arg)) {
-		log_err("store: an argument of %zu bytes for a bounded call (at most %zu)",
-		        arg_size, sizeof(st->st_aside_arg));
+	if (arg_size > STORE_ASIDE_ARG_MAX) {
+		log_err("store: an argument of %zu bytes for a bounded call (at most %d)", arg_size,
+		        STORE_ASIDE_ARG_MAX);
 		return -1;
 	}
-	rc = store_aside_call(st, wait_ms, fn, st->st_aside_arg, NULL, arg, arg_size);
+	rc = store_aside_call(st, STORE_ASIDE_SCRAPE, wait_ms, fn,
+	                      st->st_aside[STORE_ASIDE_SCRAPE].sa_arg, NULL, arg, arg_size);
 	return rc < -1 ? -1 : rc;
 }
 
 int store_call_owned(struct store *st, unsigned wait_ms, int (*fn)(struct store *st, void *job),
                      void *job, void (*job_free)(void *job))
 {
-	return store_aside_call(st, wait_ms, fn, job, job_free, NULL, 0);
+	return store_aside_call(st, STORE_ASIDE_READ, wait_ms, fn, job, job_free, NULL, 0);
+}
+
+int store_call_owned_write(struct store *st, unsigned wait_ms,
+                           int (*fn)(struct store *st, void *job), void *job,
+                           void (*job_free)(void *job))
+{
+	return store_aside_call(st, STORE_ASIDE_WRITE, wait_ms, fn, job, job_free, NULL, 0);
 }
 
 int store_probe(struct store *st, struct store_health *ret)

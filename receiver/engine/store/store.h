@@ -389,6 +389,14 @@ int store_call_within(struct store *st, unsigned wait_ms, int (*fn)(struct store
 int store_call_owned(struct store *st, unsigned wait_ms, int (*fn)(struct store *st, void *job),
                      void *job, void (*job_free)(void *job));
 
+/* store_call_owned for a job that writes: it runs on a thread of its own,
+ * so a write stuck behind the write lock (a long transaction, a slow disk)
+ * only keeps later writes from beginning (STORE_CALL_NOT_RUN at once),
+ * never the reads of store_call_within and store_call_owned. */
+int store_call_owned_write(struct store *st, unsigned wait_ms,
+                           int (*fn)(struct store *st, void *job), void *job,
+                           void (*job_free)(void *job));
+
 /* ---- work one receiver does at a time ---- */
 
 /* Takes the named lock for this store's database, shared by every receiver
