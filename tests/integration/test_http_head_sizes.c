@@ -4,7 +4,9 @@
  * its normal answer within the limit (8192 bytes of request line and
  * header fields), 431 beyond it, and nothing stored. Around 16,000 bytes,
  * the edge of libmicrohttpd's per-connection pool, it used to get no
- * answer at all. */
+ * answer at all (on a kept-alive connection until the listener sent the
+ * refusal libmicrohttpd had no room for), or one without the order API's
+ * CORS headers. */
 #include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -186,9 +189,136 @@ static void test_every_head_size_gets_an_answer_and_large_ones_store_nothing(voi
 	}
 }
 
+/* A request of head_size bytes to path on fd (kept alive), with the
+ * fields given before the filler; its answer into r. rh_read_response's
+ * result. */
+static int hs_send_on(int fd, const char *path, size_t head_size, const char *const *fields,
+                      const char *body, struct rh_response *r)
+{
+	char end[64];
+	struct buf b;
+	size_t fixed;
+	size_t i;
+	int rc;
+
+	snprintf(end, sizeof(end), "\r\nContent-Length: %zu\r\n\r\n", strlen(body));
+	buf_init(&b, 0);
+	buf_printf(&b, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n",
+	           path);
+	for (i = 0; fields != NULL && fields[i] != NULL; i++) {
+		buf_printf(&b, "%s\r\n", fields[i]);
+	}
+	buf_puts(&b, "X-Filler: ");
+	fixed = b.buf_len + strlen(end);
+	for (i = fixed; i < head_size; i++) {
+		buf_puts(&b, "f");
+	}
+	buf_puts(&b, end);
+	buf_puts(&b, body);
+	assert_false(b.buf_overflow);
+	if (rh_send(fd, b.buf_data, b.buf_len) < 0) {
+		buf_finish(&b);
+		return -2;
+	}
+	rc = rh_read_response(fd, 5000, r);
+	buf_finish(&b);
+	return rc;
+}
+
+#define HS_ORIGIN "https://shop.example"
+
+/* r is the order API's 431 for a head too large, readable by a page of
+ * HS_ORIGIN: problem+json, its type, the Origin echoed; the connection
+ * fd is then closed. what and size say which in a failure. */
+static void hs_assert_api_431(int rc, struct rh_response *r, int fd, const char *what, size_t size)
+{
+	char *acao;
+
+	if (rc != 1) {
+		fail_msg("%s, a head of %zu bytes: no answer (%d)", what, size, rc);
+	}
+	acao = rh_header(r, "Access-Control-Allow-Origin");
+	if (r->rr_status != 431 || strstr(r->rr_head, HS_PROBLEM) == NULL ||
+	    strstr(r->rr_body, "urn:idemhook:problem:headers_too_large") == NULL || acao == NULL ||
+	    strcmp(acao, HS_ORIGIN) != 0) {
+		fail_msg("%s, a head of %zu bytes: %d, Access-Control-Allow-Origin %s:\n%s\n%s",
+		         what, size, r->rr_status, acao != NULL ? acao : "missing", r->rr_head,
+		         r->rr_body != NULL ? r->rr_body : "");
+	}
+	free(acao);
+	assert_true(r->rr_close);
+	rh_response_finish(r);
+	assert_int_equal(rh_wait_closed(fd, 5000), 1);
+}
+
+/* Heads up to where libmicrohttpd's pool ends, on /api from a page: the
+ * order API's own 431, with the CORS headers that let the page read it,
+ * whether the request is a connection's first or comes on a connection
+ * kept alive; then the connection is closed and nothing is stored. A
+ * head whose answer libmicrohttpd had no room left to send used to get
+ * no answer at all on a kept-alive connection, and the listener's bare
+ * 431 (no CORS) on a first one. Past the pool, libmicrohttpd's own HTML
+ * 431, as docs/operations.md says. */
+static void test_a_head_at_the_pools_edge_gets_the_api_431_with_cors_on_any_request(void **state)
+{
+	struct daemon *d = *state;
+	const char *fields[] = {"Origin: " HS_ORIGIN, NULL};
+	const char *order = "{\"amount\": 1999, \"currency\": \"eur\"}";
+	struct rh_response r;
+	size_t kept = 0;
+	size_t n;
+	int fd;
+	int rc;
+
+	for (n = 15600; n < 16600; n += 4) {
+		char key[64];
+		const char *first[] = {key, "Origin: " HS_ORIGIN, NULL};
+
+		/* a connection's first request */
+		fd = rh_connect(NULL, d->dm_port);
+		assert_true(fd >= 0);
+		rc = hs_send_on(fd, "/api/orders", n, fields, order, &r);
+		if (rc == 1 && strstr(r.rr_head, HS_PROBLEM) == NULL) {
+			/* past the pool: libmicrohttpd's own */
+			assert_int_equal(r.rr_status, 431);
+			assert_non_null(strstr(r.rr_body, "<title>Request too big</title>"));
+			assert_null(strstr(r.rr_head, "Access-Control-Allow-Origin"));
+			rh_response_finish(&r);
+			close(fd);
+			assert_true(n > 16000);
+			break;
+		}
+		hs_assert_api_431(rc, &r, fd, "first request", n);
+		close(fd);
+
+		/* the second on a kept-alive connection */
+		fd = rh_connect(NULL, d->dm_port);
+		assert_true(fd >= 0);
+		snprintf(key, sizeof(key), "Idempotency-Key: kept-%zu", n);
+		assert_int_equal(hs_send_on(fd, "/api/orders", 300, first, order, &r), 1);
+		assert_int_equal(r.rr_status, 201);
+		assert_false(r.rr_close);
+		rh_response_finish(&r);
+		kept++;
+		rc = hs_send_on(fd, "/api/orders", n, fields, order, &r);
+		hs_assert_api_431(rc, &r, fd, "kept alive", n);
+		close(fd);
+	}
+	print_message("api 431s with CORS up to a head of %zu bytes\n", n);
+	assert_true(n > 16000 && n < 16600);
+	/* only the kept-alive connections' first orders */
+	assert_int_equal(hn_db_int(d->dm_db, "SELECT count(*) FROM orders"), (int64_t)kept);
+}
+
 static int hs_setup(void **state)
 {
 	return daemon_setup(state, FX_STRIPE_INI);
+}
+
+static int hs_api_setup(void **state)
+{
+	return daemon_setup(state, FX_STRIPE_INI "\n[api]\ncors_origins = " HS_ORIGIN
+	                                         "\nrate = 10000\nburst = 10000\n");
 }
 
 int main(void)
@@ -197,7 +327,13 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                test_every_head_size_gets_an_answer_and_large_ones_store_nothing, hs_setup,
 	                daemon_teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_a_head_at_the_pools_edge_gets_the_api_431_with_cors_on_any_request,
+	                hs_api_setup, daemon_teardown),
 	};
 
+	if (getenv("IDEMHOOK_TEST_FILTER") != NULL) {
+		cmocka_set_test_filter(getenv("IDEMHOOK_TEST_FILTER"));
+	}
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
