@@ -248,13 +248,15 @@ static void hs_assert_api_431(int rc, struct rh_response *r, int fd, const char 
 	free(acao);
 	assert_true(r->rr_close);
 	rh_response_finish(r);
-	assert_int_equal(rh_wait_closed(fd, 5000), 1);
+	/* closed, and cleanly: no reset to destroy the answer */
+	assert_int_equal(rh_wait_end(fd, 5000), 1);
 }
 
 /* Heads up to where libmicrohttpd's pool ends, on /api from a page: the
  * order API's own 431, with the CORS headers that let the page read it,
  * whether the request is a connection's first or comes on a connection
- * kept alive; then the connection is closed and nothing is stored. A
+ * kept alive; then the connection is closed cleanly (its unread body
+ * drained, no reset) and nothing is stored. A
  * head whose answer libmicrohttpd had no room left to send used to get
  * no answer at all on a kept-alive connection, and the listener's bare
  * 431 (no CORS) on a first one. Past the pool, libmicrohttpd's own HTML
