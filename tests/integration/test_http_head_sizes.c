@@ -19,7 +19,11 @@
 
 #include <cmocka.h>
 
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+
 #include "buf.h"
+#include "crypto.h"
 #include "fixtures.h"
 #include "harness.h"
 #include "rawhttp.h"
@@ -312,6 +316,91 @@ static void test_a_head_at_the_pools_edge_gets_the_api_431_with_cors_on_any_requ
 	assert_int_equal(hn_db_int(d->dm_db, "SELECT count(*) FROM orders"), (int64_t)kept);
 }
 
+/* Heads at the pool's edge at Alipay's path: its own refusal (text/plain
+ * "fail", the body Alipay reads as "not taken, send it again"), on a
+ * connection's first request and on one kept alive, never the listener's
+ * problem+json nor a silent close; nothing stored. */
+static void test_a_head_at_the_pools_edge_gets_alipays_own_refusal_on_any_request(void **state)
+{
+	struct daemon *d = *state;
+	const char *order = "{\"amount\": 1999, \"currency\": \"eur\"}";
+	struct rh_response r;
+	size_t answered = 0;
+	size_t n;
+
+	for (n = 15600; n < 16600; n += 4) {
+		char key[64];
+		const char *first[] = {key, NULL};
+		int kept;
+
+		for (kept = 0; kept < 2; kept++) {
+			int fd = rh_connect(NULL, d->dm_port);
+			char *type;
+			int rc;
+
+			assert_true(fd >= 0);
+			if (kept) {
+				snprintf(key, sizeof(key), "Idempotency-Key: ali-kept-%zu", n);
+				assert_int_equal(
+				        hs_send_on(fd, "/api/orders", 300, first, order, &r), 1);
+				assert_int_equal(r.rr_status, 201);
+				rh_response_finish(&r);
+			}
+			rc = hs_send_on(fd, "/hooks/alipay", n, NULL, "notify_id=x", &r);
+			if (rc == 1 && r.rr_status == 431 && strstr(r.rr_body, "<html>") != NULL) {
+				rh_response_finish(&r); /* past the pool: libmicrohttpd's own */
+				close(fd);
+				assert_true(n > 16000);
+				goto done;
+			}
+			if (rc != 1) {
+				fail_msg("%s, a head of %zu bytes: no answer (%d)",
+				         kept ? "kept alive" : "first request", n, rc);
+			}
+			type = rh_header(&r, "Content-Type");
+			if (r.rr_status != 431 || type == NULL ||
+			    strncmp(type, "text/plain", 10) != 0 ||
+			    strcmp(r.rr_body, "fail") != 0) {
+				fail_msg("%s, a head of %zu bytes: %d %s:\n%s",
+				         kept ? "kept alive" : "first", n, r.rr_status,
+				         type != NULL ? type : "(no type)", r.rr_body);
+			}
+			free(type);
+			rh_response_finish(&r);
+			assert_int_equal(rh_wait_end(fd, 5000), 1);
+			close(fd);
+			answered++;
+		}
+	}
+done:
+	print_message("alipay 431s in its format: %zu, up to a head of %zu bytes\n", answered, n);
+	assert_true(n > 16000 && n < 16600);
+	assert_int_equal(hn_db_int(d->dm_db, "SELECT count(*) FROM events"), 0);
+}
+
+static int hs_alipay_setup(void **state)
+{
+	EVP_PKEY *key = EVP_RSA_gen(2048);
+	unsigned char *der = NULL;
+	char *b64 = NULL;
+	int n = key != NULL ? i2d_PUBKEY(key, &der) : -1;
+	int rc;
+
+	if (n <= 0 || crypto_base64_encode(der, (size_t)n, &b64, NULL) < 0) {
+		EVP_PKEY_free(key);
+		return -1;
+	}
+	OPENSSL_free(der);
+	EVP_PKEY_free(key);
+	setenv("IDEMHOOK_HS_ALIPAY_PUB", b64, 1);
+	free(b64);
+	rc = daemon_setup(state, "[provider alipay]\ntype = alipay\napp_id = 2021001144680325\n"
+	                         "seller_id = 2088031940831575\n"
+	                         "public_key = env:IDEMHOOK_HS_ALIPAY_PUB\n\n"
+	                         "[api]\nrate = 10000\nburst = 10000\n");
+	return rc;
+}
+
 static int hs_setup(void **state)
 {
 	return daemon_setup(state, FX_STRIPE_INI);
@@ -332,6 +421,9 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                test_a_head_at_the_pools_edge_gets_the_api_431_with_cors_on_any_request,
 	                hs_api_setup, daemon_teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_a_head_at_the_pools_edge_gets_alipays_own_refusal_on_any_request,
+	                hs_alipay_setup, daemon_teardown),
 	};
 
 	if (getenv("IDEMHOOK_TEST_FILTER") != NULL) {
