@@ -647,8 +647,12 @@ static int http_head_lost(struct http_gen *gen, const struct http_conn *hc)
 		if (hc->hc_refusal == NULL || ioctl(hk->hk_fd, SIOCOUTQ, &outq) < 0 || outq != 0) {
 			return 0;
 		}
-		(void)send(hk->hk_fd, hc->hc_refusal, hc->hc_refusal_len,
-		           MSG_DONTWAIT | MSG_NOSIGNAL);
+		/* A connection the client reset (libmicrohttpd's error) takes
+		 * none of it: nothing to say then. */
+		if (send(hk->hk_fd, hc->hc_refusal, hc->hc_refusal_len,
+		         MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)hc->hc_refusal_len) {
+			return 0;
+		}
 		log_info("http %s: a request head of more than %d bytes from %s answered %.3s as "
 		         "libmicrohttpd closed it",
 		         gen->hg_srv->hs_name, HTTP_HEAD_MAX, hk->hk_peer,
