@@ -358,8 +358,9 @@ struct http_conn {
 	int hc_chunked;       /* its body comes chunked: its size on the wire is unknown */
 	int hc_refused; /* a response was queued before the body was read */
 	/* That refusal as sent on the wire, kept when the head was over
-	 * HTTP_HEAD_MAX (plain HTTP only): libmicrohttpd may find no room
-	 * in the pool to send it (http_head_lost). */
+	 * HTTP_HEAD_MAX or had too many fields (plain HTTP only):
+	 * libmicrohttpd may find no room in the pool to send it
+	 * (http_head_lost). */
 	char *hc_refusal;
 	size_t hc_refusal_len;
 	int hc_too_large; /* an unannounced body went over the cap */
@@ -653,10 +654,9 @@ static int http_head_lost(struct http_gen *gen, const struct http_conn *hc)
 		         MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)hc->hc_refusal_len) {
 			return 0;
 		}
-		log_info("http %s: a request head of more than %d bytes from %s answered %.3s as "
-		         "libmicrohttpd closed it",
-		         gen->hg_srv->hs_name, HTTP_HEAD_MAX, hk->hk_peer,
-		         hc->hc_refusal + strlen("HTTP/1.1 "));
+		log_info("http %s: a request head from %s refused %.3s, sent by the listener as "
+		         "libmicrohttpd had no room left for it",
+		         gen->hg_srv->hs_name, hk->hk_peer, hc->hc_refusal + strlen("HTTP/1.1 "));
 		return 1;
 	}
 	if (gen->hg_head_answer == NULL || hk->hk_consumed != 0) {
@@ -1818,11 +1818,12 @@ static enum MHD_Result http_refuse(struct MHD_Connection *con, struct http_conn 
 			reply_problem(&r, hf->hf_status, hf->hf_slug, hf->hf_title, hf->hf_detail);
 		}
 	}
-	/* Kept for http_head_lost; without memory for it, that case closes
-	 * without a word, as before. */
+	/* Kept for http_head_lost when the head is heavy (its bytes or its
+	 * fields, whose records fill the same pool); without memory for it,
+	 * that case closes without a word, as before. */
 	head = MHD_get_connection_info(con, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
-	if (!gen->hg_tls && head != NULL && head->header_size > HTTP_HEAD_MAX &&
-	    hc->hc_refusal == NULL) {
+	if (!gen->hg_tls && hc->hc_refusal == NULL &&
+	    (hf->hf_status == 431 || (head != NULL && head->header_size > HTTP_HEAD_MAX))) {
 		char line[80];
 		const char *phrase = MHD_get_reason_phrase_for((unsigned)r.reply_status);
 

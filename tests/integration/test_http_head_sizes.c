@@ -234,19 +234,19 @@ static int hs_send_on(int fd, const char *path, size_t head_size, const char *co
 /* r is the order API's 431 for a head too large, readable by a page of
  * HS_ORIGIN: problem+json, its type, the Origin echoed; the connection
  * fd is then closed. what and size say which in a failure. */
-static void hs_assert_api_431(int rc, struct rh_response *r, int fd, const char *what, size_t size)
+static void hs_assert_api_431_of(int rc, struct rh_response *r, int fd, const char *what,
+                                 size_t size, const char *slug)
 {
 	char *acao;
 
 	if (rc != 1) {
-		fail_msg("%s, a head of %zu bytes: no answer (%d)", what, size, rc);
+		fail_msg("%s, size %zu: no answer (%d)", what, size, rc);
 	}
 	acao = rh_header(r, "Access-Control-Allow-Origin");
 	if (r->rr_status != 431 || strstr(r->rr_head, HS_PROBLEM) == NULL ||
-	    strstr(r->rr_body, "urn:idemhook:problem:headers_too_large") == NULL || acao == NULL ||
-	    strcmp(acao, HS_ORIGIN) != 0) {
-		fail_msg("%s, a head of %zu bytes: %d, Access-Control-Allow-Origin %s:\n%s\n%s",
-		         what, size, r->rr_status, acao != NULL ? acao : "missing", r->rr_head,
+	    strstr(r->rr_body, slug) == NULL || acao == NULL || strcmp(acao, HS_ORIGIN) != 0) {
+		fail_msg("%s, size %zu: %d, Access-Control-Allow-Origin %s:\n%s\n%s", what, size,
+		         r->rr_status, acao != NULL ? acao : "missing", r->rr_head,
 		         r->rr_body != NULL ? r->rr_body : "");
 	}
 	free(acao);
@@ -254,6 +254,11 @@ static void hs_assert_api_431(int rc, struct rh_response *r, int fd, const char 
 	rh_response_finish(r);
 	/* closed, and cleanly: no reset to destroy the answer */
 	assert_int_equal(rh_wait_end(fd, 5000), 1);
+}
+
+static void hs_assert_api_431(int rc, struct rh_response *r, int fd, const char *what, size_t size)
+{
+	hs_assert_api_431_of(rc, r, fd, what, size, "urn:idemhook:problem:headers_too_large");
 }
 
 /* Heads over the limit (9000 bytes, 12300, then every 4 bytes from 15600
@@ -315,6 +320,62 @@ static void test_a_head_at_the_pools_edge_gets_the_api_431_with_cors_on_any_requ
 	assert_true(n > 16000 && n < 16600);
 	/* only the kept-alive connections' first orders */
 	assert_int_equal(hn_db_int(d->dm_db, "SELECT count(*) FROM orders"), (int64_t)kept);
+}
+
+/* A small head with too many fields (150 to 260 of them, 8 bytes each):
+ * their records fill libmicrohttpd's pool as the bytes of a large head
+ * do. Each gets the order API's 431 too_many_headers with its CORS
+ * headers, first request or kept alive, until libmicrohttpd's own HTML
+ * 431; never a silent close (around 195 fields it used to get none). */
+static void test_too_many_fields_get_the_api_431_with_cors_on_any_request(void **state)
+{
+	struct daemon *d = *state;
+	const char *order = "{\"amount\": 1999, \"currency\": \"eur\"}";
+	struct rh_response r;
+	size_t n;
+
+	for (n = 150; n < 260; n++) {
+		const char *fields[300];
+		char names[300][32];
+		char key[64];
+		const char *first[] = {key, "Origin: " HS_ORIGIN, NULL};
+		int kept;
+		size_t i;
+
+		fields[0] = "Origin: " HS_ORIGIN;
+		for (i = 0; i < n; i++) {
+			snprintf(names[i], sizeof(names[i]), "X-F%zu: vvvvvvvv", i);
+			fields[i + 1] = names[i];
+		}
+		fields[n + 1] = NULL;
+		for (kept = 0; kept < 2; kept++) {
+			int fd = rh_connect(NULL, d->dm_port);
+			int rc;
+
+			assert_true(fd >= 0);
+			if (kept) {
+				snprintf(key, sizeof(key), "Idempotency-Key: fields-%zu", n);
+				assert_int_equal(
+				        hs_send_on(fd, "/api/orders", 300, first, order, &r), 1);
+				assert_int_equal(r.rr_status, 201);
+				rh_response_finish(&r);
+			}
+			rc = hs_send_on(fd, "/api/orders", 0, fields, order, &r);
+			if (rc == 1 &&
+			    strstr(r.rr_body, "<title>Request too big</title>") != NULL) {
+				rh_response_finish(&r); /* past the pool: libmicrohttpd's own */
+				close(fd);
+				assert_true(n > 180);
+				print_message("api 431s with CORS up to %zu fields\n", n - 1);
+				return;
+			}
+			hs_assert_api_431_of(rc, &r, fd,
+			                     kept ? "kept alive, fields" : "first request, fields",
+			                     n, "urn:idemhook:problem:too_many_headers");
+			close(fd);
+		}
+	}
+	fail_msg("libmicrohttpd took %zu fields", n);
 }
 
 /* Heads at the pool's edge at Alipay's path: its own refusal (text/plain
@@ -422,6 +483,9 @@ int main(void)
 	        cmocka_unit_test_setup_teardown(
 	                test_a_head_at_the_pools_edge_gets_the_api_431_with_cors_on_any_request,
 	                hs_api_setup, daemon_teardown),
+	        cmocka_unit_test_setup_teardown(
+	                test_too_many_fields_get_the_api_431_with_cors_on_any_request, hs_api_setup,
+	                daemon_teardown),
 	        cmocka_unit_test_setup_teardown(
 	                test_a_head_at_the_pools_edge_gets_alipays_own_refusal_on_any_request,
 	                hs_alipay_setup, daemon_teardown),
