@@ -644,8 +644,10 @@ static int http_head_lost(struct http_gen *gen, const struct http_conn *hc)
 	}
 	if (http_sock_phase(hk) != HTTP_PHASE_HEAD) {
 		/* Refused with the head all in (counted then): unless a byte
-		 * of the answer is still queued, none left. */
-		if (hc->hc_refusal == NULL || ioctl(hk->hk_fd, SIOCOUTQ, &outq) < 0 || outq != 0) {
+		 * of the answer is still queued, none left. Not once the
+		 * sweeper cut the connection (it may have answered). */
+		if (hc->hc_refusal == NULL || http_sock_phase(hk) != HTTP_PHASE_BUSY ||
+		    ioctl(hk->hk_fd, SIOCOUTQ, &outq) < 0 || outq != 0) {
 			return 0;
 		}
 		/* A connection the client reset (libmicrohttpd's error) takes
