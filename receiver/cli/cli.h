@@ -48,6 +48,12 @@ int cli_load_config(const char *config_path, struct config **ret);
  * that verify or sign (simulate, replay, reconcile). */
 int cli_load_config_secrets(const char *config_path, struct config **ret);
 
+/* For the commands that make outbound calls by hand (reconcile, simulate,
+ * replay --to, ips fetch): [client] ca_file, when set, must be a file TLS
+ * can load, as serve requires. Else every call would fail, reading as the
+ * peer's fault. Returns EX_OK, or EX_CONFIG with the file named (logged). */
+int cli_check_client_ca_file(const struct config *cf);
+
 /* Opens the store named by cf for a command: read_only commands do not run
  * migrations nor start a writer; read_only CLI_STORE_EXISTING is a writer
  * on a database that must exist. Only serve, migrate, order create, replay

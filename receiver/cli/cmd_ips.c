@@ -256,6 +256,12 @@ static int cmd_ips_run(int argc, char **argv, const char *config_path)
 	if (strcmp(verb, "show") == 0) {
 		rc = cmd_ips_show(cf, argv[optind + 1]);
 	} else {
+		/* The lists are fetched with it: refused before any is. */
+		rc = cli_check_client_ca_file(cf);
+		if (rc != EX_OK) {
+			config_destroy(cf);
+			return rc;
+		}
 		rc = cmd_ips_update(cf, argc - optind == 2 ? argv[optind + 1] : NULL, from);
 	}
 	config_destroy(cf);

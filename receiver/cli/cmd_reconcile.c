@@ -108,6 +108,11 @@ static int cmd_reconcile_run(int argc, char **argv, const char *config_path)
 	if (rc != EX_OK) {
 		return rc;
 	}
+	/* Every question goes out with it: refused before any is asked. */
+	rc = cli_check_client_ca_file(cf);
+	if (rc != EX_OK) {
+		goto done;
+	}
 	if (opt.ro_provider != NULL && config_provider(cf, opt.ro_provider) == NULL) {
 		fprintf(stderr, "idemhook reconcile: no [provider %s] in the configuration\n",
 		        opt.ro_provider);

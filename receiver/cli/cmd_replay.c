@@ -283,6 +283,13 @@ static int cmd_replay_run(int argc, char **argv, const char *config_path)
 		rc = EX_USAGE;
 		goto out;
 	}
+	/* To a URL, every request goes out with it (--cacert was checked). */
+	if (ro.ro_to != NULL && ro.ro_ca_file == NULL) {
+		rc = cli_check_client_ca_file(cf);
+		if (rc != EX_OK) {
+			goto out;
+		}
+	}
 	if (ro.ro_to == NULL) {
 		rc = ro.ro_dry_run ? cmd_replay_open_snapshot(cf, &snapshot, &st) : cli_open_store(cf, 0, &st);
 		if (rc != EX_OK) {

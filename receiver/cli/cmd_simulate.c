@@ -645,6 +645,11 @@ static int cmd_simulate_run(int argc, char **argv, const char *config_path)
 		rc = EX_USAGE;
 		goto out;
 	}
+	/* The callback goes out with it: refused before anything is sent. */
+	rc = cli_check_client_ca_file(cf);
+	if (rc != EX_OK) {
+		goto out;
+	}
 	if (o.so_to != NULL) {
 		snprintf(url, sizeof(url), "%s", o.so_to);
 	} else if (simulate_default_url(cf, pc->pc_name, url, sizeof(url)) < 0) {

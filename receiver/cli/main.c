@@ -12,6 +12,7 @@
 #include "confcheck.h"
 #include "config.h"
 #include "console.h"
+#include "crypto.h"
 #include "log.h"
 #include "provider.h"
 #include "store.h"
@@ -237,6 +238,29 @@ int cli_load_config(const char *config_path, struct config **ret)
 int cli_load_config_secrets(const char *config_path, struct config **ret)
 {
 	return cli_load(config_path, 1, ret);
+}
+
+int cli_check_client_ca_file(const struct config *cf)
+{
+	const char *path = config_client_ca_file(cf);
+	char why[128];
+	FILE *f;
+
+	if (path == NULL) {
+		return EX_OK;
+	}
+	f = fopen(path, "r");
+	if (f == NULL) {
+		config_refuse(cf, "client", "ca_file", "cannot read %s: %s", path, strerror(errno));
+		return EX_CONFIG;
+	}
+	fclose(f);
+	if (crypto_ca_file_check(path, why, sizeof(why)) < 0) {
+		config_refuse(cf, "client", "ca_file", "the CA file %s cannot be used: %s", path,
+		              why);
+		return EX_CONFIG;
+	}
+	return EX_OK;
 }
 
 int cli_open_store(const struct config *cf, int read_only, struct store **ret)

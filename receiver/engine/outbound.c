@@ -577,7 +577,8 @@ static void outbound_tls_failure(struct outbound *ob, const struct outbox_row *r
 		return;
 	}
 	snprintf(why, sizeof(why), "%s", err);
-	snprintf(err, HTTPC_ERR_MAX, "%s (%.120s)", k->ot_row, why);
+	/* within the row's error, cut where no UTF-8 sequence is split */
+	snprintf(err, HTTPC_ERR_MAX, "%s (%.*s)", k->ot_row, (int)httpc_utf8_prefix(why, 120), why);
 	if (ob->ob_tls_warned & (1u << f)) {
 		return;
 	}

@@ -357,6 +357,12 @@ struct http_conn {
 	size_t hc_head_bytes; /* its size as libmicrohttpd counts it (0: unknown) */
 	int hc_chunked;       /* its body comes chunked: its size on the wire is unknown */
 	int hc_refused; /* a response was queued before the body was read */
+	/* That refusal as sent on the wire, kept when the head was over
+	 * HTTP_HEAD_MAX or had too many fields (plain HTTP only):
+	 * libmicrohttpd may find no room in the pool to send it
+	 * (http_head_lost). */
+	char *hc_refusal;
+	size_t hc_refusal_len;
 	int hc_too_large; /* an unannounced body went over the cap */
 	size_t hc_discarded; /* bytes dropped since */
 	int64_t hc_received_ms;
@@ -613,15 +619,19 @@ static void http_accept_wake(struct http_gen *gen);
 
 static void http_peer_address(struct MHD_Connection *con, char *out, size_t out_size);
 
-/* A request libmicrohttpd ends with an error while its head was still
- * arriving, or once a head over HTTP_HEAD_MAX was in: if it is the
- * connection's first, more than HTTP_HEAD_MAX bytes came and nothing was
- * sent back, libmicrohttpd dropped a head its
- * pool could not hold without a word (HTTP_CONN_MEMORY). The client gets
- * our 431 instead, and 1 is returned: the connection is to linger when
- * closed (hk_unread), so that no reset destroys the answer. Its own 431,
- * or a 408 the sweeper sent, has gone out: nothing more then. Only for
- * such an end, so no system call on any request that was answered. */
+/* A request libmicrohttpd ended with an error without an answer, as it
+ * does with a head close to its pool's size (HTTP_CONN_MEMORY), on plain
+ * HTTP. Either the head was all in and refused (over HTTP_HEAD_MAX), but
+ * libmicrohttpd found no room in the pool for the answer's header: that
+ * answer (hc_refusal), decorated as the route layer made it (CORS, a
+ * provider's format), is sent, on any request of the connection. Or, on
+ * a connection's first request, the head was still arriving, more than
+ * HTTP_HEAD_MAX bytes came and nothing was sent back: libmicrohttpd
+ * dropped a head its pool could not hold, and the client gets the
+ * listener's 431. Returns 1 when an answer went out: the connection is to
+ * linger when closed (hk_unread), so that no reset destroys it. Its own
+ * 431, or a 408 the sweeper sent, has gone out: nothing more then. Only
+ * for such an end, so no system call on any request that was answered. */
 static int http_head_lost(struct http_gen *gen, const struct http_conn *hc)
 {
 	struct http_sock *hk = hc->hc_sock;
@@ -629,13 +639,29 @@ static int http_head_lost(struct http_gen *gen, const struct http_conn *hc)
 	socklen_t len = sizeof(ti);
 	int outq = 0;
 
-	if (gen->hg_tls || gen->hg_head_answer == NULL || hk == NULL || hk->hk_fd < 0 ||
-	    hk->hk_consumed != 0) {
+	if (gen->hg_tls || hk == NULL || hk->hk_fd < 0) {
 		return 0;
 	}
-	/* Still arriving, or all in but over the limit (the route's own 431
-	 * was made, and libmicrohttpd found no room for its header). */
-	if (http_sock_phase(hk) != HTTP_PHASE_HEAD && hc->hc_head_bytes <= HTTP_HEAD_MAX) {
+	if (http_sock_phase(hk) != HTTP_PHASE_HEAD) {
+		/* Refused with the head all in (counted then): unless a byte
+		 * of the answer is still queued, none left. Not once the
+		 * sweeper cut the connection (it may have answered). */
+		if (hc->hc_refusal == NULL || http_sock_phase(hk) != HTTP_PHASE_BUSY ||
+		    ioctl(hk->hk_fd, SIOCOUTQ, &outq) < 0 || outq != 0) {
+			return 0;
+		}
+		/* A connection the client reset (libmicrohttpd's error) takes
+		 * none of it: nothing to say then. */
+		if (send(hk->hk_fd, hc->hc_refusal, hc->hc_refusal_len,
+		         MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)hc->hc_refusal_len) {
+			return 0;
+		}
+		log_info("http %s: a request head from %s refused %.3s, sent by the listener as "
+		         "libmicrohttpd had no room left for it",
+		         gen->hg_srv->hs_name, hk->hk_peer, hc->hc_refusal + strlen("HTTP/1.1 "));
+		return 1;
+	}
+	if (gen->hg_head_answer == NULL || hk->hk_consumed != 0) {
 		return 0;
 	}
 	memset(&ti, 0, sizeof(ti));
@@ -649,10 +675,7 @@ static int http_head_lost(struct http_gen *gen, const struct http_conn *hc)
 	}
 	(void)send(hk->hk_fd, gen->hg_head_answer, gen->hg_head_answer_len,
 	           MSG_DONTWAIT | MSG_NOSIGNAL);
-	/* A head that was all in was counted when its 431 was made. */
-	if (http_sock_phase(hk) == HTTP_PHASE_HEAD) {
-		metrics_http_refused(gen->hg_srv->hs_name, 431);
-	}
+	metrics_http_refused(gen->hg_srv->hs_name, 431);
 	log_info("http %s: a request head of more than %d bytes from %s answered 431 as "
 	         "libmicrohttpd closed it",
 	         gen->hg_srv->hs_name, HTTP_HEAD_MAX, hk->hk_peer);
@@ -1404,6 +1427,7 @@ static void *http_uri_logger(void *cls, const char *uri, struct MHD_Connection *
 static void http_conn_free(struct http_conn *hc)
 {
 	buf_finish(&hc->hc_body);
+	free(hc->hc_refusal);
 	free(hc->hc_url);
 	free(hc->hc_headers);
 	free(hc->hc_path);
@@ -1756,6 +1780,9 @@ static int http_request_build(struct MHD_Connection *con, struct http_conn *hc, 
 	return 0;
 }
 
+static int http_answer_wire(const struct reply *r, const char *status_line, char **ret,
+                            size_t *ret_len);
+
 /* Answers the request with a problem before routing it, and closes the
  * connection (its body, if any, is not read: it lingers, see
  * HTTP_DISCARD_MS). The route layer may decorate the answer (ho_refused). */
@@ -1764,6 +1791,7 @@ static enum MHD_Result http_refuse(struct MHD_Connection *con, struct http_conn 
                                    const char *method, const char *version)
 {
 	struct http_gen *gen = hc->hc_gen;
+	const union MHD_ConnectionInfo *head;
 	struct reply r;
 	enum MHD_Result rc;
 
@@ -1790,6 +1818,21 @@ static enum MHD_Result http_refuse(struct MHD_Connection *con, struct http_conn 
 		gen->hg_refused(gen->hg_srv->hs_arg, &hc->hc_req, hf, &r);
 		if (r.reply_status == 0) {
 			reply_problem(&r, hf->hf_status, hf->hf_slug, hf->hf_title, hf->hf_detail);
+		}
+	}
+	/* Kept for http_head_lost when the head is heavy (its bytes or its
+	 * fields, whose records fill the same pool); without memory for it,
+	 * that case closes without a word, as before. */
+	head = MHD_get_connection_info(con, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+	if (!gen->hg_tls && hc->hc_refusal == NULL &&
+	    (hf->hf_status == 431 || (head != NULL && head->header_size > HTTP_HEAD_MAX))) {
+		char line[80];
+		const char *phrase = MHD_get_reason_phrase_for((unsigned)r.reply_status);
+
+		snprintf(line, sizeof(line), "HTTP/1.1 %d %s", r.reply_status,
+		         phrase != NULL && phrase[0] != '\0' ? phrase : "Refused");
+		if (http_answer_wire(&r, line, &hc->hc_refusal, &hc->hc_refusal_len) < 0) {
+			hc->hc_refusal = NULL;
 		}
 	}
 	rc = http_send(con, &r, 1);

@@ -66,16 +66,47 @@ static int httpc_global(void)
 static void httpc_err(char *err, size_t err_size, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
+size_t httpc_utf8_prefix(const char *s, size_t max)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t len = strnlen(s, max);
+	size_t back = 0;
+
+	if (len < max) {
+		return len; /* all of it fits */
+	}
+	/* The byte after the cut continues a sequence: cut before its first
+	 * byte (at most 3 back; bytes that are not UTF-8 are cut anywhere). */
+	while (back < 3 && len - back > 0 && (u[len - back] & 0xC0) == 0x80) {
+		back++;
+	}
+	if (back > 0 && (u[len - back] & 0xC0) == 0xC0) {
+		return len - back;
+	}
+	return len;
+}
+
+/* Formats into err; a message longer than err_size is cut before the
+ * UTF-8 sequence the cut would split (a path or a peer's text may hold
+ * any), so what is kept (a row's error, a log line) stays well-formed. */
 static void httpc_err(char *err, size_t err_size, const char *fmt, ...)
 {
 	va_list ap;
+	char *full = NULL;
+	int n;
 
 	if (err == NULL || err_size == 0) {
 		return;
 	}
 	va_start(ap, fmt);
-	vsnprintf(err, err_size, fmt, ap);
+	n = vasprintf(&full, fmt, ap);
 	va_end(ap);
+	if (n < 0) {
+		snprintf(err, err_size, "out of memory");
+		return;
+	}
+	snprintf(err, err_size, "%.*s", (int)httpc_utf8_prefix(full, err_size - 1), full);
+	free(full);
 }
 
 /* ---- header lists ---- */
@@ -663,6 +694,14 @@ static struct httpc_xfer *httpc_xfer_create(const struct httpc_request *req, cha
 		goto fail;
 	}
 #if LIBCURL_VERSION_NUM >= 0x075700 /* 7.87.0 */
+	/* libcurl keeps the CA store it built from a file (per multi handle,
+	 * keyed on the file's name, 24 h by default): the outbound worker
+	 * would go on verifying with the store of a file the operator has
+	 * since replaced under the same name. Off, every new TLS connection
+	 * reads the CA file as it is then, as before 7.87 (a connection kept
+	 * alive keeps the peer it verified). An older libcurl at run time
+	 * refuses it and has no cache. */
+	(void)curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, 0L);
 	/* A transfer that ends while its name is being resolved (the timeout,
 	 * a stop) otherwise waits in its cleanup for getaddrinfo to give up,
 	 * which a DNS server that does not answer makes take many seconds:
@@ -711,6 +750,34 @@ static enum httpc_failure httpc_failure_of(CURLcode rc, const struct httpc_xfer 
 	}
 }
 
+/* libcurl's message why, for a CA file at path it could not load, without
+ * the path (its OpenSSL back end says "error setting certificate file:
+ * PATH"), into out: the caller names the file once, before it. Each
+ * occurrence goes with the ": " or " " before it. */
+static void httpc_ca_said(const char *why, const char *path, char *out, size_t out_size)
+{
+	size_t path_len = strlen(path);
+	size_t o = 0;
+	const char *at;
+
+	while (path_len > 0 && (at = strstr(why, path)) != NULL && o < out_size) {
+		size_t keep = (size_t)(at - why);
+
+		if (keep >= 2 && at[-2] == ':' && at[-1] == ' ') {
+			keep -= 2;
+		} else if (keep >= 1 && at[-1] == ' ') {
+			keep -= 1;
+		}
+		if (keep > out_size - 1 - o) {
+			keep = out_size - 1 - o;
+		}
+		memcpy(out + o, why, keep);
+		o += keep;
+		why = at + path_len;
+	}
+	snprintf(out + o, out_size - o, "%s", why);
+}
+
 /* Words the error of transfer x that ended with rc, of failure kind f,
  * into err: libcurl's message, and before it what it means where libcurl's
  * own words do not say (a CA file it could not load reads as one more
@@ -723,8 +790,11 @@ static void httpc_xfer_error(const struct httpc_xfer *x, CURLcode rc, enum httpc
 
 	if (f == HTTPC_FAILURE_TLS_CA_FILE) {
 		if (x->hx_ca_file != NULL) {
+			char said[CURL_ERROR_SIZE];
+
+			httpc_ca_said(why, x->hx_ca_file, said, sizeof(said));
 			httpc_err(err, err_size, "the CA file %s cannot be used: %s", x->hx_ca_file,
-			          why);
+			          said);
 		} else {
 			httpc_err(err, err_size, "the system's CA certificates cannot be used: %s",
 			          why);

@@ -76,6 +76,11 @@ void httpc_headers_finish(struct httpc_headers *h);
  * provider p_sign's add_header). On failure sets hch_overflow instead. */
 void httpc_headers_add(void *arg, const char *name, const char *value);
 
+/* The length of s's longest prefix within max bytes that does not end
+ * inside a UTF-8 sequence: where to cut a message (a row's error, a log
+ * line) that must stay well-formed. */
+size_t httpc_utf8_prefix(const char *s, size_t max);
+
 /* The value of the first field called name (case-insensitive), or NULL. */
 const char *httpc_headers_get(const struct httpc_headers *h, const char *name);
 

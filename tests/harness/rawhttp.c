@@ -232,6 +232,27 @@ int rh_wait_closed(int fd, int timeout_ms)
 	}
 }
 
+int rh_wait_end(int fd, int timeout_ms)
+{
+	long long end = rh_now_ms() + timeout_ms;
+	char sink[4096];
+
+	for (;;) {
+		ssize_t n;
+
+		if (rh_wait(fd, end) <= 0) {
+			return 0;
+		}
+		n = recv(fd, sink, sizeof(sink), 0);
+		if (n == 0) {
+			return 1;
+		}
+		if (n < 0 && errno != EINTR && errno != EAGAIN) {
+			return -1;
+		}
+	}
+}
+
 int rh_closed_now(int fd)
 {
 	struct pollfd pfd = {.fd = fd, .events = POLLIN};

@@ -39,6 +39,11 @@ int rh_exchange(unsigned port, const void *data, size_t len, int timeout_ms,
  * reading and dropping what comes first; 0 if not. */
 int rh_wait_closed(int fd, int timeout_ms);
 
+/* How the peer ended fd within timeout_ms, reading and dropping what
+ * comes first: 1 closed cleanly (end of stream), -1 reset (or another
+ * error), 0 not within the time. */
+int rh_wait_end(int fd, int timeout_ms);
+
 /* 1 when the peer closed fd already (a check before reusing a kept-alive
  * connection, as careful clients do); 0 if it looks open. */
 int rh_closed_now(int fd);

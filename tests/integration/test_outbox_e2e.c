@@ -1393,6 +1393,15 @@ static void test_a_ca_file_that_cannot_be_used_is_named_not_the_peer(void **stat
 	         " (the CA file %s cannot be used: %%'",
 	         ca);
 	assert_int_equal(hn_db_wait_int(d.dm_db, sql, 1, E2E_WAIT_S), 1);
+	/* the file named once, not again in libcurl's words */
+	{
+		char twice[1600];
+
+		snprintf(twice, sizeof(twice),
+		         "SELECT count(*) FROM outbox_attempts WHERE error LIKE '%%%s%%%s%%'", ca,
+		         ca);
+		assert_int_equal(hn_db_int(d.dm_db, twice), 0);
+	}
 	assert_int_equal(fx_db_int(&d, "SELECT count(*) FROM outbox_attempts WHERE error LIKE"
 	                               " '%%certificate is not trusted%%'"),
 	                 0);
@@ -1414,6 +1423,66 @@ static void test_a_ca_file_that_cannot_be_used_is_named_not_the_peer(void **stat
 	peer_destroy(p);
 	daemon_finish(&d);
 	free(pem);
+}
+
+/* The operator replaces the CA file the worker verifies the shop with,
+ * under the same name (a CA rotated): the worker read the old one for a
+ * call already, and libcurl keeps what it built from a file for a day by
+ * default. The row, refused with the old CA, is delivered at its next
+ * attempt with the new one, without a reload. */
+static void test_a_replaced_ca_file_takes_effect_at_the_next_attempt(void **state)
+{
+	struct peer *shop;
+	struct peer *other;
+	struct peer_behaviour ok = peer_reply(200, "{}");
+	struct daemon d;
+	char other_dir[600];
+	char ca[700];
+	char id[64];
+	char *shop_pem;
+	char *other_pem;
+
+	(void)state;
+	assert_int_equal(daemon_init(&d, NULL), 0);
+	shop = peer_create_tls(d.dm_dir);
+	assert_non_null(shop);
+	peer_default(shop, "/notify", &ok);
+	assert_int_equal(hn_mkdtemp(other_dir, sizeof(other_dir), "other-ca"), 0);
+	other = peer_create_tls(other_dir); /* its CA is another one */
+	assert_non_null(other);
+	shop_pem = hn_read_file(peer_ca(shop));
+	other_pem = hn_read_file(peer_ca(other));
+	assert_non_null(shop_pem);
+	assert_non_null(other_pem);
+	assert_string_not_equal(shop_pem, other_pem);
+	assert_int_equal(daemon_write_file(&d, "shop-ca.pem", other_pem), 0);
+	snprintf(ca, sizeof(ca), "%s/shop-ca.pem", d.dm_dir);
+	fx_append_config(&d,
+	                 FX_STRIPE_INI
+	                 "\n[outbound]\nnotify_url = %s/notify\nretry_base = 50ms\n"
+	                 "retry_cap = 200ms\npoll = 20ms\ntimeout = 5s\nmax_attempts = 100\n"
+	                 "ca_file = %s\n",
+	                 peer_base(shop), ca);
+	assert_int_equal(daemon_start(&d), 0);
+	fx_order(&d, 2503, "usd", id);
+	assert_int_equal(fx_stripe_pay(&d, "evt_outbox_ca_rotated", id, 2503, "usd"), 200);
+	assert_int_equal(hn_db_wait_int(d.dm_db,
+	                                "SELECT count(*) >= 2 FROM outbox_attempts WHERE error LIKE"
+	                                " 'the peer''s certificate is not trusted: %'",
+	                                1, E2E_WAIT_S),
+	                 1);
+	assert_int_equal(peer_count(shop), 0);
+
+	/* The shop's own CA, under the same name: read at the next attempt. */
+	assert_int_equal(daemon_write_file(&d, "shop-ca.pem", shop_pem), 0);
+	t_wait_one_succeeded(&d);
+	assert_int_equal(peer_count(shop), 1);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	peer_destroy(shop);
+	peer_destroy(other);
+	daemon_finish(&d);
+	free(shop_pem);
+	free(other_pem);
 }
 
 /* d's configuration: base, Stripe, and "[section]\nca_file = path". */
@@ -2110,6 +2179,7 @@ int main(void)
 	                test_an_https_notify_url_whose_server_closes_in_the_handshake_hints_at_http),
 	        cmocka_unit_test(test_a_shop_certificate_that_fails_verification_says_what_to_set),
 	        cmocka_unit_test(test_a_ca_file_that_cannot_be_used_is_named_not_the_peer),
+	        cmocka_unit_test(test_a_replaced_ca_file_takes_effect_at_the_next_attempt),
 	        cmocka_unit_test(
 	                test_a_ca_file_that_cannot_be_used_is_refused_by_check_start_and_reload),
 	        cmocka_unit_test(

@@ -1794,38 +1794,78 @@ test_an_api_certificate_that_fails_verification_fails_at_once_saying_what_to_set
 	env_finish(&e);
 }
 
-/* [client] ca_file names a file that holds no certificate (the commands
- * besides serve do not check it up front): the question fails at once
- * (one request: another attempt fails alike) with reason ca_file and a
- * detail that names the file, not the provider's certificate. */
-static void test_a_ca_file_that_cannot_be_used_fails_at_once_naming_the_file(void **state)
+/* Takes tail, the text daemon_append_config last added, off d's
+ * configuration again. Returns 0 or -1. */
+static int daemon_drop_config_tail(struct daemon *d, const char *tail)
 {
+	char *text = hn_read_file(d->dm_config);
+	size_t len = text != NULL ? strlen(text) : 0;
+	size_t tail_len = strlen(tail);
+	FILE *f;
+	int rc = -1;
+
+	if (text == NULL || len < tail_len || strcmp(text + len - tail_len, tail) != 0) {
+		goto done;
+	}
+	f = fopen(d->dm_config, "w");
+	if (f == NULL) {
+		goto done;
+	}
+	rc = fwrite(text, 1, len - tail_len, f) == len - tail_len ? 0 : -1;
+	if (fclose(f) != 0) {
+		rc = -1;
+	}
+done:
+	free(text);
+	return rc;
+}
+
+/* [client] ca_file names a file that holds no certificate, or none at
+ * all: reconcile refuses it up front, as serve does, with the
+ * configuration's exit status (78) and the file named, before any
+ * question is asked or anything is stored. */
+static void test_a_ca_file_that_cannot_be_used_is_refused_before_any_question(void **state)
+{
+	static const char *const files[] = {"bad.pem", "missing.pem"};
+	const char *args[] = {"reconcile",    "--provider", "stripe", "--json",
+	                      "--older-than", "0",          NULL};
 	struct t_env e;
 	char *out = NULL;
+	char *err = NULL;
 	char bad[700];
 	char want[1024];
 	char ini[800];
+	size_t i;
 
 	(void)state;
 	t_stripe_tls = 1;
 	env_start(&e, "[reconcile]\nretries = 3\nretry_base = 50ms\ntimeout = 5s\n");
 	t_stripe_tls = 0;
+	many_events();
 	assert_int_equal(daemon_write_file(&e.te_d, "bad.pem", "not a certificate\n"), 0);
-	snprintf(bad, sizeof(bad), "%s/bad.pem", e.te_d.dm_dir);
-	snprintf(ini, sizeof(ini), "\n[client]\nca_file = %s\n", bad);
-	assert_int_equal(daemon_append_config(&e.te_d, ini), 0);
-	assert_int_equal(reconcile(&e, &out, "--provider", "stripe", "--json", NULL), 75);
-	assert_non_null(out);
-	assert_int_equal(stripe_field(out, "requests"), 1);
-	assert_int_equal(stripe_field(out, "failed"), 1);
-	snprintf(want, sizeof(want), "\"ca_file: the CA file %s cannot be used: ", bad);
-	if (strstr(out, want) == NULL || strstr(out, "set [client] ca_file to a PEM file of the"
-	                                             " CAs to trust, or fix the file") == NULL) {
-		fail_msg("reconcile said: %s", out);
+	for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(bad, sizeof(bad), "%s/%s", e.te_d.dm_dir, files[i]);
+		snprintf(ini, sizeof(ini), "\n[client]\nca_file = %s\n", bad);
+		assert_int_equal(daemon_append_config(&e.te_d, ini), 0);
+		assert_int_equal(daemon_cli_err(&e.te_d, 1, args, &out, &err), 78);
+		snprintf(want, sizeof(want), "[client] ca_file: %s %s",
+		         i == 0 ? "the CA file" : "cannot read", bad);
+		if (err == NULL || strstr(err, want) == NULL ||
+		    strstr(err, i == 0 ? "cannot be used: it holds no PEM certificate"
+		                       : "No such file or directory") == NULL) {
+			fail_msg("reconcile said: %s", err != NULL ? err : "(nothing)");
+		}
+		assert_true(out == NULL || out[0] == '\0');
+		free(out);
+		free(err);
+		out = NULL;
+		err = NULL;
+		assert_int_equal(daemon_drop_config_tail(&e.te_d, ini), 0);
 	}
-	assert_null(strstr(out, "not trusted"));
-	free(out);
 	assert_int_equal(peer_count(e.te_tls), 0);
+	assert_int_equal(e2e_db_int(&e.te_d, "SELECT COUNT(*) FROM idempotency_records"
+	                                     " WHERE idem_key LIKE 'evt_long_%%'"),
+	                 0);
 	env_finish(&e);
 }
 
@@ -1864,7 +1904,7 @@ int main(void)
 	                test_an_https_api_address_that_closes_in_the_handshake_is_retried_with_a_hint),
 	        cmocka_unit_test(
 	                test_an_api_certificate_that_fails_verification_fails_at_once_saying_what_to_set),
-	        cmocka_unit_test(test_a_ca_file_that_cannot_be_used_fails_at_once_naming_the_file),
+	        cmocka_unit_test(test_a_ca_file_that_cannot_be_used_is_refused_before_any_question),
 	};
 
 	/* IDEMHOOK_TEST_FILTER=test_a_* runs only the tests it matches. */

@@ -243,6 +243,48 @@ static void test_ips_update_writes_the_served_list_and_a_reload_takes_it(void **
 	peer_destroy(lists);
 }
 
+/* [client] ca_file names a file TLS cannot load: ips update refuses it
+ * before fetching anything, as serve would (78, the file named), and
+ * writes nothing; ips show, which fetches nothing, still works. */
+static void test_ips_update_refuses_an_unusable_ca_file_before_fetching(void **state)
+{
+	struct daemon d;
+	struct peer *lists = peer_create();
+	struct peer_behaviour good = peer_reply(200, "3.130.192.231\n" T_UPDATED_RANGE "\n");
+	char url[256];
+	char path[700];
+	char bad[700];
+	char ini[800];
+	char want[900];
+	char *err = NULL;
+	const char *update[] = {"ips", "update", "stripe", "--from", url, NULL};
+	const char *show[] = {"ips", "show", "stripe", NULL};
+
+	(void)state;
+	assert_non_null(lists);
+	assert_int_equal(peer_default(lists, NULL, &good), 0);
+	fx_daemon_start(&d, T_INI);
+	snprintf(url, sizeof(url), "%s/files/ips/ips_webhooks.txt", peer_base(lists));
+	snprintf(path, sizeof(path), "%s/sender-ips/stripe.txt", d.dm_dir);
+	assert_int_equal(daemon_write_file(&d, "bad.pem", "not a certificate\n"), 0);
+	snprintf(bad, sizeof(bad), "%s/bad.pem", d.dm_dir);
+	snprintf(ini, sizeof(ini), "\n[client]\nca_file = %s\n", bad);
+	assert_int_equal(daemon_append_config(&d, ini), 0);
+	assert_int_equal(daemon_cli_err(&d, 1, update, NULL, &err), 78);
+	snprintf(want, sizeof(want),
+	         "[client] ca_file: the CA file %s cannot be used: it holds no PEM certificate",
+	         bad);
+	if (err == NULL || strstr(err, want) == NULL) {
+		fail_msg("ips update said: %s", err != NULL ? err : "(nothing)");
+	}
+	free(err);
+	assert_int_equal(peer_count(lists), 0);
+	assert_int_equal(access(path, F_OK), -1);
+	assert_int_equal(daemon_cli(&d, 1, show, NULL), 0);
+	daemon_finish(&d);
+	peer_destroy(lists);
+}
+
 /* path with the first "# date: " line's day replaced by day. */
 static void rewrite_date(const char *path, const char *day)
 {
@@ -340,6 +382,7 @@ int main(void)
 	                test_provider_stripe_admits_an_address_in_the_shipped_list_and_refuses_one_outside_it),
 	        cmocka_unit_test(test_ips_update_writes_the_served_list_and_a_reload_takes_it),
 	        cmocka_unit_test(test_ips_an_unknown_provider_is_a_usage_error),
+	        cmocka_unit_test(test_ips_update_refuses_an_unusable_ca_file_before_fetching),
 	        cmocka_unit_test(test_an_update_older_than_the_shipped_list_gives_way_to_it),
 	        cmocka_unit_test(
 	                test_a_signed_callback_from_an_unlisted_address_says_the_list_may_be_old),

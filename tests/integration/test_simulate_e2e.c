@@ -279,6 +279,46 @@ static void test_simulate_to_https_verifies_the_listener_against_client_ca_file(
 	daemon_finish(&d);
 }
 
+/* [client] ca_file names a file TLS cannot load: simulate refuses it up
+ * front, as serve would, with the configuration's exit status (78) and
+ * the file named; nothing reaches the listener, the order stays pending. */
+static void test_simulate_refuses_a_client_ca_file_that_cannot_be_used_before_sending(void **state)
+{
+	struct daemon d;
+	char order[64];
+	char ini[800];
+	char bad[700];
+	char want[900];
+	const char *pay[] = {"simulate", "stripe", "payment", "--order", order, NULL};
+	char *out = NULL;
+	char *err = NULL;
+
+	assert_int_equal(daemon_init(&d, NULL), 0);
+	configure(&d, &sim_cases[0], 0, &d);
+	assert_int_equal(daemon_use_tls(&d), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	order_create(&d, "usd", order);
+	assert_int_equal(daemon_write_file(&d, "bad.pem", "not a certificate\n"), 0);
+	snprintf(bad, sizeof(bad), "%s/bad.pem", d.dm_dir);
+	snprintf(ini, sizeof(ini), "\n[client]\nca_file = %s\n", bad);
+	assert_int_equal(daemon_append_config(&d, ini), 0);
+	assert_int_equal(daemon_cli_err(&d, 1, pay, &out, &err), 78);
+	snprintf(want, sizeof(want),
+	         "[client] ca_file: the CA file %s cannot be used: it holds no "
+	         "PEM certificate",
+	         bad);
+	if (err == NULL || strstr(err, want) == NULL) {
+		fail_msg("simulate said: %s", err != NULL ? err : "(nothing)");
+	}
+	assert_true(out == NULL || strstr(out, "HTTP ") == NULL);
+	free(out);
+	free(err);
+	expect_order(&d, order, "pending", 0);
+	assert_int_equal(hn_db_int(d.dm_db, "SELECT COUNT(*) FROM idempotency_records"), 0);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+}
+
 static void test_simulate_refuses_what_it_cannot_do_with_a_clear_exit_status(void **state)
 {
 	struct daemon d;
@@ -410,6 +450,8 @@ int main(void)
 	                test_simulated_alipay_notification_pays_once_and_its_duplicate_is_replayed),
 	        cmocka_unit_test(
 	                test_simulate_to_https_verifies_the_listener_against_client_ca_file),
+	        cmocka_unit_test(
+	                test_simulate_refuses_a_client_ca_file_that_cannot_be_used_before_sending),
 	        cmocka_unit_test(test_simulate_refuses_what_it_cannot_do_with_a_clear_exit_status),
 	        cmocka_unit_test(test_simulate_with_amount_and_currency_needs_no_database),
 	        cmocka_unit_test(test_simulate_says_which_callback_it_cannot_build),

@@ -504,10 +504,88 @@ static void test_an_unusable_ca_file_is_named_not_taken_for_an_untrusted_peer(vo
 		if (strncmp(err, want, strlen(want)) != 0) {
 			fail_msg("error: %s", err);
 		}
+		/* the path once: libcurl's own words name it too */
+		if (strstr(err + strlen(want), path[i]) != NULL) {
+			fail_msg("the path said twice: %s", err);
+		}
 		canned_stop(&c);
 	}
 	unlink(path[1]);
 	rmdir(dir);
+}
+
+/* 1 when s is well-formed UTF-8 to its end. */
+static int t_utf8_whole(const char *s)
+{
+	const unsigned char *u = (const unsigned char *)s;
+
+	while (*u != '\0') {
+		size_t n = *u < 0x80 ? 1 : *u >= 0xF0 ? 4 : *u >= 0xE0 ? 3 : *u >= 0xC0 ? 2 : 0;
+		size_t i;
+
+		if (n == 0) {
+			return 0;
+		}
+		for (i = 1; i < n; i++) {
+			if ((u[i] & 0xC0) != 0x80) {
+				return 0;
+			}
+		}
+		u += n;
+	}
+	return 1;
+}
+
+/* A CA file whose name (UTF-8) makes the message longer than its buffer:
+ * cut whole, before the character the cut would split, never inside it. */
+static void test_an_error_too_long_is_cut_between_characters(void **state)
+{
+	char dir[64];
+	char path[400];
+	size_t off;
+	size_t i;
+	struct canned c;
+	struct httpc_request req;
+	struct httpc_response resp;
+	char err[HTTPC_ERR_MAX] = "";
+	unsigned port;
+
+	(void)state;
+	assert_int_equal(hn_mkdtemp(dir, sizeof(dir), "idemhook-httpc"), 0);
+	/* "the CA file DIR/" then two-byte characters: the cut at 255 falls
+	 * on the second byte of one */
+	off = strlen("the CA file ") + strlen(dir) + 1;
+	assert_true(off < HTTPC_ERR_MAX - 1);
+	snprintf(path, sizeof(path), "%s/%s", dir, (HTTPC_ERR_MAX - 1 - off) % 2 == 0 ? "x" : "");
+	for (i = 0; i < 120; i++) {
+		strcat(path, "\xc3\xa9"); /* e acute */
+	}
+	strcat(path, ".pem");
+	port = canned_start(&c, "", 0);
+	request_init(&req, port, "/");
+	req.hcq_url = url_of("https", port, "/");
+	req.hcq_ca_file = path;
+	assert_int_equal(httpc_exchange(&req, &resp, err, sizeof(err)), -1);
+	assert_int_equal(resp.hcr_failure, HTTPC_FAILURE_TLS_CA_FILE);
+	assert_true(strlen(err) >= HTTPC_ERR_MAX - 4);
+	assert_true(strlen(err) < HTTPC_ERR_MAX - 1);
+	if (!t_utf8_whole(err)) {
+		fail_msg("cut inside a character: %s", err);
+	}
+	canned_stop(&c);
+	rmdir(dir);
+
+	/* the cut itself */
+	assert_int_equal(httpc_utf8_prefix("ab\xc3\xa9", 3), 2);
+	assert_int_equal(httpc_utf8_prefix("ab\xc3\xa9", 4), 4);
+	assert_int_equal(httpc_utf8_prefix("ab\xe2\x82\xac", 4), 2);
+	assert_int_equal(httpc_utf8_prefix("ab\xf0\x9f\x98\x80"
+	                                   "c",
+	                                   5),
+	                 2);
+	assert_int_equal(httpc_utf8_prefix("abc", 2), 2);
+	assert_int_equal(httpc_utf8_prefix("abc", 10), 3);
+	assert_int_equal(httpc_utf8_prefix("a\x80\x80\x80\x80", 3), 3);
 }
 
 static void test_only_http_and_https_urls_are_taken(void **state)
@@ -923,6 +1001,7 @@ int main(void)
 	        cmocka_unit_test(test_https_is_verified_against_the_given_ca_file),
 	        cmocka_unit_test(test_a_close_during_the_tls_handshake_hints_at_a_plain_port),
 	        cmocka_unit_test(test_an_unusable_ca_file_is_named_not_taken_for_an_untrusted_peer),
+	        cmocka_unit_test(test_an_error_too_long_is_cut_between_characters),
 	        cmocka_unit_test(test_a_pinned_key_alone_authenticates_a_tls_peer),
 	        cmocka_unit_test(test_multi_runs_transfers_at_once_and_hands_back_each_arg),
 	};
