@@ -693,6 +693,19 @@ static struct httpc_xfer *httpc_xfer_create(const struct httpc_request *req, cha
 		httpc_err(err, err_size, "cannot set up the transfer");
 		goto fail;
 	}
+	/* A CA file is the only trust: a libcurl built with a CA directory
+	 * (Debian's: /etc/ssl/certs) would otherwise verify against both, and
+	 * a peer that the file does not vouch for but a public CA does would
+	 * pass, which is not what ca_file says. A TLS backend without CA
+	 * directories has none to set aside (CURLE_NOT_BUILT_IN). */
+	if (req->hcq_ca_file != NULL) {
+		CURLcode cc = curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
+
+		if (cc != CURLE_OK && cc != CURLE_NOT_BUILT_IN) {
+			httpc_err(err, err_size, "cannot set up the transfer");
+			goto fail;
+		}
+	}
 #if LIBCURL_VERSION_NUM >= 0x075700 /* 7.87.0 */
 	/* libcurl keeps the CA store it built from a file (per multi handle,
 	 * keyed on the file's name, 24 h by default): the outbound worker

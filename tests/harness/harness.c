@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -486,6 +488,45 @@ void daemon_finish(struct daemon *d)
 
 /* daemon_cli's work: the command's stderr goes to err_path (truncated)
  * when not NULL, else appended to dm_log. */
+/* In a child about to exec: a mount namespace of its own with certs over
+ * /etc/ssl/certs. Returns 0, or -1 with errno. */
+static int hn_mount_certs(const char *certs)
+{
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+	    mount(certs, "/etc/ssl/certs", NULL, MS_BIND, NULL) < 0) {
+		return -1;
+	}
+	return 0;
+}
+
+static char hn_cli_certs[700]; /* hn_cli_system_certs */
+
+void hn_cli_system_certs(const char *dir)
+{
+	snprintf(hn_cli_certs, sizeof(hn_cli_certs), "%s", dir != NULL ? dir : "");
+}
+
+int hn_can_mount_ns(void)
+{
+	char dir[700];
+	int status;
+	pid_t pid;
+
+	if (hn_mkdtemp(dir, sizeof(dir), "idemhook-ns") < 0) {
+		return 0;
+	}
+	pid = fork();
+	if (pid == 0) {
+		_exit(hn_mount_certs(dir) == 0 ? 0 : 1);
+	}
+	status = -1;
+	if (pid > 0) {
+		waitpid(pid, &status, 0);
+	}
+	rmdir(dir);
+	return pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 static int daemon_cli_to(struct daemon *d, int with_config, const char *const *args, char **ret_out,
                          const char *err_path)
 {
@@ -525,6 +566,11 @@ static int daemon_cli_to(struct daemon *d, int with_config, const char *const *a
 			dup2(fd, 2);
 		}
 		close(pipefd[0]);
+		if (hn_cli_certs[0] != '\0' && hn_mount_certs(hn_cli_certs) < 0) {
+			fprintf(stderr, "harness: cannot put %s over /etc/ssl/certs: %s\n",
+			        hn_cli_certs, strerror(errno));
+			_exit(126);
+		}
 		execv(bin, (char *const *)argv);
 		_exit(127);
 	}

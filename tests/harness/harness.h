@@ -38,6 +38,16 @@ int hn_backend_is_postgresql(void);
  * path in out. Returns 0, or -1 (logged). */
 int hn_mkdtemp(char *out, size_t size, const char *name);
 
+/* 1 when this process may give a child a mount namespace of its own
+ * (unshare(CLONE_NEWNS) and a bind mount: root), else 0. */
+int hn_can_mount_ns(void);
+
+/* With dir, the CLI commands daemon_cli* run from now on run in a mount
+ * namespace of their own with dir over /etc/ssl/certs: the system's CA
+ * directory as a test wants it, the machine's untouched (root only:
+ * hn_can_mount_ns). NULL: as the machine has it again. */
+void hn_cli_system_certs(const char *dir);
+
 /* daemon_init with [store] backend = postgresql on a fresh database (CREATE
  * DATABASE on the test program's throwaway server, tests/harness/pgserver.h),
  * whatever the environment says. Returns 0 or -1. */

@@ -279,6 +279,72 @@ static void test_simulate_to_https_verifies_the_listener_against_client_ca_file(
 	daemon_finish(&d);
 }
 
+/* [client] ca_file is the only trust, as its documentation says: the
+ * system's CA directory (a directory of the test's own over /etc/ssl/certs,
+ * in the CLI's own mount namespace; the machine's is untouched) vouches for
+ * the listener, and without ca_file simulate trusts it through that
+ * directory; with ca_file naming another CA the listener's certificate is
+ * refused and nothing reaches it. libcurl built with a CA directory
+ * (Debian's) used to verify against the directory beside the file. */
+static void test_simulate_trusts_client_ca_file_alone_not_the_system_ca_directory(void **state)
+{
+	struct daemon d;
+	char order[64];
+	char other_order[64];
+	char ini[800];
+	char cmd[4096];
+	char url[256];
+	const char *to[] = {"simulate", "stripe", "payment", "--order", NULL, "--to", url, NULL};
+	char *out = NULL;
+	char *err = NULL;
+
+	if (!hn_can_mount_ns()) {
+		print_message("no mount namespace here (root only): not run\n");
+		skip();
+	}
+	assert_int_equal(daemon_init(&d, NULL), 0);
+	configure(&d, &sim_cases[0], 0, &d);
+	assert_int_equal(daemon_use_tls(&d), 0);
+	assert_int_equal(daemon_start(&d), 0);
+	order_create(&d, "usd", order);
+	order_create(&d, "usd", other_order);
+	snprintf(url, sizeof(url), "%s/hooks/stripe", d.dm_base);
+	/* the directory: the listener's CA under its subject hash, and the
+	 * system's bundle (libcurl's default CA file is in that directory,
+	 * and it does not vouch for the listener); the other CA: a
+	 * certificate of its own */
+	snprintf(cmd, sizeof(cmd),
+	         "mkdir '%s/certs' && cp '%s' '%s/certs/listener.pem' && openssl rehash '%s/certs' "
+	         ">/dev/null 2>&1 && cp /etc/ssl/certs/ca-certificates.crt '%s/certs/' && "
+	         "openssl req -x509 -newkey rsa:2048 -nodes -keyout '%s/other.key' "
+	         "-out '%s/other.pem' -days 1 -subj /CN=other-ca >/dev/null 2>&1",
+	         d.dm_dir, d.dm_ca, d.dm_dir, d.dm_dir, d.dm_dir, d.dm_dir, d.dm_dir);
+	assert_int_equal(system(cmd), 0);
+	snprintf(cmd, sizeof(cmd), "%s/certs", d.dm_dir);
+	hn_cli_system_certs(cmd);
+	/* The directory is in effect: no ca_file, and the listener verifies. */
+	to[4] = order;
+	assert_int_equal(daemon_cli(&d, 1, to, &out), 0);
+	assert_non_null(strstr(out, "HTTP 200"));
+	free(out);
+	expect_order(&d, order, "paid", 0);
+	/* ca_file names another CA: the directory vouches no more. */
+	snprintf(ini, sizeof(ini), "\n[client]\nca_file = %s/other.pem\n", d.dm_dir);
+	assert_int_equal(daemon_append_config(&d, ini), 0);
+	to[4] = other_order;
+	assert_int_equal(daemon_cli_err(&d, 1, to, &out, &err), 69);
+	if (err == NULL || strstr(err, "certificate") == NULL) {
+		fail_msg("simulate said: %s", err != NULL ? err : "(nothing)");
+	}
+	assert_true(out == NULL || strstr(out, "HTTP 200") == NULL);
+	free(out);
+	free(err);
+	expect_order(&d, other_order, "pending", 0);
+	hn_cli_system_certs(NULL);
+	assert_int_equal(daemon_term(&d, 20), 0);
+	daemon_finish(&d);
+}
+
 /* [client] ca_file names a file TLS cannot load: simulate refuses it up
  * front, as serve would, with the configuration's exit status (78) and
  * the file named; nothing reaches the listener, the order stays pending. */
@@ -450,6 +516,8 @@ int main(void)
 	                test_simulated_alipay_notification_pays_once_and_its_duplicate_is_replayed),
 	        cmocka_unit_test(
 	                test_simulate_to_https_verifies_the_listener_against_client_ca_file),
+	        cmocka_unit_test(
+	                test_simulate_trusts_client_ca_file_alone_not_the_system_ca_directory),
 	        cmocka_unit_test(
 	                test_simulate_refuses_a_client_ca_file_that_cannot_be_used_before_sending),
 	        cmocka_unit_test(test_simulate_refuses_what_it_cannot_do_with_a_clear_exit_status),
