@@ -983,3 +983,26 @@ void pgserver_require_or_skip(const char *program)
 	        program);
 	exit(PGSERVER_SKIP);
 }
+
+int pgserver_alter_db_and_close(const struct pgserver *pg, const char *db, const char *setting)
+{
+	char sql[512];
+	char *out = NULL;
+	int closed;
+
+	snprintf(sql, sizeof(sql), "ALTER DATABASE %s %s", db, setting);
+	if (pgserver_psql(pg, NULL, sql, NULL) < 0) {
+		return -1;
+	}
+	snprintf(sql, sizeof(sql),
+	         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = "
+	         "'%s'",
+	         db);
+	if (pgserver_psql(pg, NULL, sql, &out) < 0 || out == NULL) {
+		free(out);
+		return -1;
+	}
+	closed = atoi(out);
+	free(out);
+	return closed;
+}

@@ -75,6 +75,14 @@ void pgserver_conninfo(const struct pgserver *pg, const char *db, char *ret, siz
  * may be NULL). Returns 0 when psql exited 0, -1 otherwise. */
 int pgserver_psql(const struct pgserver *pg, const char *db, const char *sql, char **ret_out);
 
+/* ALTER DATABASE db setting (e.g. "ALLOW_CONNECTIONS false"), committed,
+ * and only then every session on db closed (pg_terminate_backend), so
+ * that a client reconnecting at once meets the new setting: two psql
+ * calls, because psql runs one -c string as one transaction and would
+ * close the sessions before the ALTER commits. Returns how many sessions
+ * were closed, or -1. */
+int pgserver_alter_db_and_close(const struct pgserver *pg, const char *db, const char *setting);
+
 /* A psql session kept open on database db: a statement run in it commits
  * (or a transaction begun in it holds its locks) the moment
  * pgserver_session_run returns, with no psql start in between;

@@ -69,6 +69,23 @@ static int64_t t_unknown_event(struct daemon *d, const char *key)
 	return fx_db_int(d, "SELECT id FROM events WHERE idem_key = '%s'", key);
 }
 
+/* Starts d with a Stripe instance "rec" whose API is api (the key in the
+ * environment, as an operator would give it), and rec_ini (a [reconcile]
+ * section, or NULL for its defaults). */
+static void t_start_rec(struct daemon *d, const struct peer *api, const char *rec_ini)
+{
+	struct buf extra;
+
+	setenv("T_CONSOLE_REC_KEY", "rk_test_console_rec", 1);
+	buf_init(&extra, 0);
+	buf_printf(&extra,
+	           "\n[provider rec]\ntype = stripe\nsecret = " FX_STRIPE_SECRET
+	           "\napi_key = env:T_CONSOLE_REC_KEY\napi_base_url = %s\n%s",
+	           peer_base(api), rec_ini != NULL ? rec_ini : "");
+	t_start(d, extra.buf_data);
+	buf_finish(&extra);
+}
+
 static void test_without_a_session_pages_redirect_to_login_and_actions_get_401(void **state)
 {
 	struct daemon d;
@@ -714,7 +731,6 @@ test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited(void
 	struct t_session s;
 	struct hres r;
 	struct buf list;
-	struct buf extra;
 	char mine[64];
 	char other[64];
 	char obj[512];
@@ -725,14 +741,7 @@ test_reconcile_now_applies_the_provider_answer_for_one_order_and_is_audited(void
 
 	(void)state;
 	assert_non_null(api);
-	setenv("T_CONSOLE_REC_KEY", "rk_test_console_rec", 1);
-	buf_init(&extra, 0);
-	buf_printf(&extra,
-	           "\n[provider rec]\ntype = stripe\nsecret = " FX_STRIPE_SECRET
-	           "\napi_key = env:T_CONSOLE_REC_KEY\napi_base_url = %s\n",
-	           peer_base(api));
-	t_start(&d, extra.buf_data);
-	buf_finish(&extra);
+	t_start_rec(&d, api, NULL);
 	fx_order(&d, 1500, "usd", mine);
 	fx_order(&d, 2500, "usd", other);
 	snprintf(obj, sizeof(obj),
@@ -840,7 +849,6 @@ test_reconcile_now_on_a_hanging_provider_answers_in_time_and_shows_the_outcome_l
 	struct t_session s;
 	struct hres r;
 	struct buf list;
-	struct buf extra;
 	char mine[64];
 	char obj[512];
 	char path[128];
@@ -852,16 +860,8 @@ test_reconcile_now_on_a_hanging_provider_answers_in_time_and_shows_the_outcome_l
 
 	(void)state;
 	assert_non_null(api);
-	setenv("T_CONSOLE_REC_KEY", "rk_test_console_rec", 1);
-	buf_init(&extra, 0);
 	/* the first question hangs past the 3 s timeout; its retry answers */
-	buf_printf(&extra,
-	           "\n[provider rec]\ntype = stripe\nsecret = " FX_STRIPE_SECRET
-	           "\napi_key = env:T_CONSOLE_REC_KEY\napi_base_url = %s\n"
-	           "\n[reconcile]\ntimeout = 3s\nretries = 1\nretry_base = 100ms\n",
-	           peer_base(api));
-	t_start(&d, extra.buf_data);
-	buf_finish(&extra);
+	t_start_rec(&d, api, "\n[reconcile]\ntimeout = 3s\nretries = 1\nretry_base = 100ms\n");
 	fx_order(&d, 1500, "usd", mine);
 	snprintf(obj, sizeof(obj),
 	         "{\"id\":\"pi_rec_hang\",\"object\":\"payment_intent\",\"amount\":1500,"
@@ -946,7 +946,6 @@ static void test_a_receiver_stopped_during_reconcile_now_records_its_outcome_onc
 	struct daemon d;
 	struct t_session s;
 	struct hres r;
-	struct buf extra;
 	char mine[64];
 	char path[128];
 	char form[300];
@@ -954,17 +953,9 @@ static void test_a_receiver_stopped_during_reconcile_now_records_its_outcome_onc
 
 	(void)state;
 	assert_non_null(api);
-	setenv("T_CONSOLE_REC_KEY", "rk_test_console_rec", 1);
-	buf_init(&extra, 0);
 	/* every question hangs past the 2 s timeout; 3 retries 5 s apart
 	 * would take 20 s and more */
-	buf_printf(&extra,
-	           "\n[provider rec]\ntype = stripe\nsecret = " FX_STRIPE_SECRET
-	           "\napi_key = env:T_CONSOLE_REC_KEY\napi_base_url = %s\n"
-	           "\n[reconcile]\ntimeout = 2s\nretries = 3\nretry_base = 5s\n",
-	           peer_base(api));
-	t_start(&d, extra.buf_data);
-	buf_finish(&extra);
+	t_start_rec(&d, api, "\n[reconcile]\ntimeout = 2s\nretries = 3\nretry_base = 5s\n");
 	assert_int_equal(peer_default(api, "/v1/events", &hang), 0);
 	fx_order(&d, 1500, "usd", mine);
 	t_login(&d, T_OP_TOKEN, &s);
@@ -996,7 +987,6 @@ static void test_reconcile_now_keeps_at_most_eight_runs_under_way(void **state)
 	struct daemon d;
 	struct t_session s;
 	struct hres r;
-	struct buf extra;
 	char orders[9][64];
 	char path[128];
 	char form[300];
@@ -1005,15 +995,7 @@ static void test_reconcile_now_keeps_at_most_eight_runs_under_way(void **state)
 
 	(void)state;
 	assert_non_null(api);
-	setenv("T_CONSOLE_REC_KEY", "rk_test_console_rec", 1);
-	buf_init(&extra, 0);
-	buf_printf(&extra,
-	           "\n[provider rec]\ntype = stripe\nsecret = " FX_STRIPE_SECRET
-	           "\napi_key = env:T_CONSOLE_REC_KEY\napi_base_url = %s\n"
-	           "\n[reconcile]\ntimeout = 60s\nretries = 0\n",
-	           peer_base(api));
-	t_start(&d, extra.buf_data);
-	buf_finish(&extra);
+	t_start_rec(&d, api, "\n[reconcile]\ntimeout = 60s\nretries = 0\n");
 	assert_int_equal(peer_default(api, "/v1/events", &hang), 0);
 	t_login(&d, T_OP_TOKEN, &s);
 	for (i = 0; i < 9; i++) {
@@ -1058,7 +1040,6 @@ static void test_a_reconcile_run_ending_on_a_busy_database_is_still_recorded_onc
 	struct daemon d;
 	struct t_session s;
 	struct hres r;
-	struct buf extra;
 	struct hn_sqlite lock;
 	char mine[64];
 	char path[128];
@@ -1068,17 +1049,9 @@ static void test_a_reconcile_run_ending_on_a_busy_database_is_still_recorded_onc
 
 	(void)state;
 	assert_non_null(api);
-	setenv("T_CONSOLE_REC_KEY", "rk_test_console_rec", 1);
-	buf_init(&extra, 0);
 	/* the provider never answers: the run fails after 4 s, writing
 	 * nothing but its audit row */
-	buf_printf(&extra,
-	           "\n[provider rec]\ntype = stripe\nsecret = " FX_STRIPE_SECRET
-	           "\napi_key = env:T_CONSOLE_REC_KEY\napi_base_url = %s\n"
-	           "\n[reconcile]\ntimeout = 4s\nretries = 0\n",
-	           peer_base(api));
-	t_start(&d, extra.buf_data);
-	buf_finish(&extra);
+	t_start_rec(&d, api, "\n[reconcile]\ntimeout = 4s\nretries = 0\n");
 	if (d.dm_pg_db[0] != '\0') {
 		/* the lock held is SQLite's (a second process on the file) */
 		assert_int_equal(daemon_term(&d, 30), 0);

@@ -45,31 +45,40 @@ static void hs_count(const struct rh_response *r)
  * fields with their line ends, the blank line too): the fields given
  * ("Name: value"), then an X-Filler field long enough; body body. Its
  * answer into r. Asserts that an answer came. */
+/* Into b (initialised here): path's request with a head of head_size
+ * bytes (or the least the fields allow), as hs_exchange says, then body. */
+static void hs_request(struct buf *b, const char *path, size_t head_size, const char *const *fields,
+                       const char *body)
+{
+	char end[64];
+	size_t fixed;
+	size_t i;
+
+	snprintf(end, sizeof(end), "\r\nContent-Length: %zu\r\n\r\n", strlen(body));
+	buf_init(b, 0);
+	buf_printf(b, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n",
+	           path);
+	for (i = 0; fields != NULL && fields[i] != NULL; i++) {
+		buf_printf(b, "%s\r\n", fields[i]);
+	}
+	buf_puts(b, "X-Filler: ");
+	fixed = b->buf_len + strlen(end);
+	for (i = fixed; i < head_size; i++) {
+		buf_puts(b, "f");
+	}
+	buf_puts(b, end);
+	assert_int_equal(b->buf_len, head_size > fixed ? head_size : fixed);
+	buf_puts(b, body);
+	assert_false(b->buf_overflow);
+}
+
 static void hs_exchange(const struct daemon *d, const char *path, size_t head_size,
                         const char *const *fields, const char *body, struct rh_response *r)
 {
-	char end[64];
 	struct buf b;
-	size_t fixed;
-	size_t i;
 	int rc;
 
-	snprintf(end, sizeof(end), "\r\nContent-Length: %zu\r\n\r\n", strlen(body));
-	buf_init(&b, 0);
-	buf_printf(&b, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n",
-	           path);
-	for (i = 0; fields != NULL && fields[i] != NULL; i++) {
-		buf_printf(&b, "%s\r\n", fields[i]);
-	}
-	buf_puts(&b, "X-Filler: ");
-	fixed = b.buf_len + strlen(end);
-	for (i = fixed; i < head_size; i++) {
-		buf_puts(&b, "f");
-	}
-	buf_puts(&b, end);
-	assert_int_equal(b.buf_len, head_size > fixed ? head_size : fixed);
-	buf_puts(&b, body);
-	assert_false(b.buf_overflow);
+	hs_request(&b, path, head_size, fields, body);
 	rc = rh_exchange(d->dm_port, b.buf_data, b.buf_len, 5000, r);
 	if (rc != 1) {
 		print_message("%s with a head of %zu bytes: no answer (%d)\n", path, head_size, rc);
@@ -199,27 +208,10 @@ static void test_every_head_size_gets_an_answer_and_large_ones_store_nothing(voi
 static int hs_send_on(int fd, const char *path, size_t head_size, const char *const *fields,
                       const char *body, struct rh_response *r)
 {
-	char end[64];
 	struct buf b;
-	size_t fixed;
-	size_t i;
 	int rc;
 
-	snprintf(end, sizeof(end), "\r\nContent-Length: %zu\r\n\r\n", strlen(body));
-	buf_init(&b, 0);
-	buf_printf(&b, "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n",
-	           path);
-	for (i = 0; fields != NULL && fields[i] != NULL; i++) {
-		buf_printf(&b, "%s\r\n", fields[i]);
-	}
-	buf_puts(&b, "X-Filler: ");
-	fixed = b.buf_len + strlen(end);
-	for (i = fixed; i < head_size; i++) {
-		buf_puts(&b, "f");
-	}
-	buf_puts(&b, end);
-	buf_puts(&b, body);
-	assert_false(b.buf_overflow);
+	hs_request(&b, path, head_size, fields, body);
 	if (rh_send(fd, b.buf_data, b.buf_len) < 0) {
 		buf_finish(&b);
 		return -2;

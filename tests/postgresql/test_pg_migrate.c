@@ -125,19 +125,41 @@ static void t_migrate_after(struct daemon *d, struct pgserver_session *ps, int64
 	free(out);
 }
 
+/* migrate run by run (on d's database, whose lock ps holds) with a
+ * lock_timeout of the operator's: one try of that bound, not idemhook's
+ * five; exit 75 (temporary), the schema unchanged at from and said so;
+ * then, the lock released, d migrates. */
+static void t_migrate_one_lock_try(struct daemon *run, struct daemon *d,
+                                   struct pgserver_session *ps, int64_t from)
+{
+	static const char *const migrate[] = {"migrate", NULL};
+	char text[128];
+	char *err = NULL;
+	int rc;
+
+	rc = daemon_cli_err(run, 1, migrate, NULL, &err);
+	assert_non_null(err);
+	print_message("%s", err);
+	assert_int_equal(rc, 75);
+	assert_non_null(strstr(err, "canceling statement due to lock timeout"));
+	snprintf(text, sizeof(text), "schema version %" PRId64 " is unchanged", from);
+	assert_non_null(strstr(err, text));
+	assert_non_null(strstr(err, "Run the same command again."));
+	assert_null(strstr(err, "trying again"));
+	free(err);
+	assert_int_equal(t_schema(d), from);
+	t_migrate_after(d, ps, from);
+}
+
 /* A lock the migration needs, held past lock_timeout (set by the operator
  * through PGOPTIONS, or options= in the conninfo): the migration's
  * transaction is rolled back, and migrate says the schema is unchanged and
  * exits 75 (temporary), not 65 (refused). */
 static void test_a_migration_stopped_by_a_lock_timeout_exits_75_schema_unchanged(void **state)
 {
-	static const char *const migrate[] = {"migrate", NULL};
 	struct pgserver_session ps;
 	struct daemon d;
-	char text[128];
-	char *err = NULL;
 	int64_t from;
-	int rc;
 
 	(void)state;
 	from = t_older_schema_locked(&d, &ps);
@@ -146,19 +168,8 @@ static void test_a_migration_stopped_by_a_lock_timeout_exits_75_schema_unchanged
 		skip();
 	}
 	assert_int_equal(setenv("PGOPTIONS", "-c lock_timeout=300", 1), 0);
-	rc = daemon_cli_err(&d, 1, migrate, NULL, &err);
+	t_migrate_one_lock_try(&d, &d, &ps, from);
 	unsetenv("PGOPTIONS");
-	assert_non_null(err);
-	print_message("%s", err);
-	assert_int_equal(rc, 75);
-	snprintf(text, sizeof(text), "schema version %" PRId64 " is unchanged", from);
-	assert_non_null(strstr(err, text));
-	assert_non_null(strstr(err, "Run the same command again."));
-	/* the operator's lock_timeout is one try, not idemhook's five */
-	assert_null(strstr(err, "trying again"));
-	free(err);
-	assert_int_equal(t_schema(&d), from);
-	t_migrate_after(&d, &ps, from);
 	daemon_finish(&d);
 }
 
@@ -231,13 +242,10 @@ static void test_an_operators_lock_timeout_does_not_cut_the_wait_for_another_mig
  * is the operator's too, and replaces idemhook's tries. */
 static void test_a_lock_timeout_set_for_the_database_replaces_the_tries(void **state)
 {
-	static const char *const migrate[] = {"migrate", NULL};
 	struct pgserver_session ps;
 	struct daemon d;
 	char sql[160];
-	char *err = NULL;
 	int64_t from;
-	int rc;
 
 	(void)state;
 	from = t_older_schema_locked(&d, &ps);
@@ -247,15 +255,7 @@ static void test_a_lock_timeout_set_for_the_database_replaces_the_tries(void **s
 	}
 	snprintf(sql, sizeof(sql), "ALTER DATABASE %s SET lock_timeout = 300", d.dm_pg_db);
 	assert_int_equal(pgserver_psql(pgserver_shared(NULL), NULL, sql, NULL), 0);
-	rc = daemon_cli_err(&d, 1, migrate, NULL, &err);
-	assert_non_null(err);
-	print_message("%s", err);
-	assert_int_equal(rc, 75);
-	assert_non_null(strstr(err, "canceling statement due to lock timeout"));
-	assert_null(strstr(err, "trying again"));
-	free(err);
-	assert_int_equal(t_schema(&d), from);
-	t_migrate_after(&d, &ps, from);
+	t_migrate_one_lock_try(&d, &d, &ps, from);
 	daemon_finish(&d);
 }
 
@@ -263,14 +263,11 @@ static void test_a_lock_timeout_set_for_the_database_replaces_the_tries(void **s
  * receiver configured so migrates with one try of that bound. */
 static void test_a_lock_timeout_in_the_conninfo_replaces_the_tries(void **state)
 {
-	static const char *const migrate[] = {"migrate", NULL};
 	struct pgserver_session ps;
 	struct daemon d;
 	struct daemon opts;
 	char conninfo[800];
-	char *err = NULL;
 	int64_t from;
-	int rc;
 
 	(void)state;
 	from = t_older_schema_locked(&d, &ps);
@@ -282,16 +279,8 @@ static void test_a_lock_timeout_in_the_conninfo_replaces_the_tries(void **state)
 	strncat(conninfo, " options='-c lock_timeout=300'",
 	        sizeof(conninfo) - strlen(conninfo) - 1);
 	assert_int_equal(daemon_init_pg_at(&opts, d.dm_pg_db, conninfo, "", FX_STRIPE_INI), 0);
-	rc = daemon_cli_err(&opts, 1, migrate, NULL, &err);
-	assert_non_null(err);
-	print_message("%s", err);
-	assert_int_equal(rc, 75);
-	assert_non_null(strstr(err, "canceling statement due to lock timeout"));
-	assert_null(strstr(err, "trying again"));
-	free(err);
+	t_migrate_one_lock_try(&opts, &d, &ps, from);
 	daemon_finish(&opts);
-	assert_int_equal(t_schema(&d), from);
-	t_migrate_after(&d, &ps, from);
 	daemon_finish(&d);
 }
 

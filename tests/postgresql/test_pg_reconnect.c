@@ -75,29 +75,18 @@ static int reconnect_kill(const struct daemon *d, const char *role)
 }
 
 /* The database of d refuses connections from now, as a server being
- * restarted does, and the sessions it has are closed. Two psql calls, in
- * this order: psql runs one -c string as one transaction, so terminating
- * in the same string as the ALTER closes the sessions before the refusal
- * commits, and a receiver reconnecting in between is let in (and keeps
- * that session). Returns how many sessions were terminated. */
+ * restarted does, and the sessions it has are closed, in that order
+ * (pgserver_alter_db_and_close: a receiver reconnecting in between would
+ * be let in, and keep that session). Returns how many sessions were
+ * terminated. */
 static int reconnect_refuse(const struct daemon *d)
 {
 	struct pgserver *pg = pgserver_shared(NULL);
-	char sql[256];
-	char *out = NULL;
 	int killed;
 
 	assert_non_null(pg);
-	snprintf(sql, sizeof(sql), "ALTER DATABASE %s ALLOW_CONNECTIONS false", d->dm_pg_db);
-	assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
-	snprintf(sql, sizeof(sql),
-	         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = "
-	         "'%s'",
-	         d->dm_pg_db);
-	assert_int_equal(pgserver_psql(pg, NULL, sql, &out), 0);
-	assert_non_null(out);
-	killed = atoi(out);
-	free(out);
+	killed = pgserver_alter_db_and_close(pg, d->dm_pg_db, "ALLOW_CONNECTIONS false");
+	assert_true(killed >= 0);
 	return killed;
 }
 

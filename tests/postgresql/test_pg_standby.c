@@ -16,30 +16,19 @@
 
 #include "pg_common.h"
 
-/* Sets d's database read-only (on) or writable (off) and closes its
- * sessions, which reconnect as after a failover. Two psql calls, in this
- * order: psql runs one -c string as one transaction, so sessions closed in
- * the same string as the ALTER could reconnect before it commits and keep
- * the old setting. Returns how many sessions were closed. */
+/* Sets d's database read-only (on) or writable (off) and then closes
+ * its sessions, which reconnect as after a failover, with the new setting
+ * (pgserver_alter_db_and_close). Returns how many sessions were closed. */
 static int standby_set(const struct daemon *d, const char *on)
 {
 	struct pgserver *pg = pgserver_shared(NULL);
-	char sql[512];
-	char *out = NULL;
+	char setting[64];
 	int killed;
 
 	assert_non_null(pg);
-	snprintf(sql, sizeof(sql), "ALTER DATABASE %s SET default_transaction_read_only = %s",
-	         d->dm_pg_db, on);
-	assert_int_equal(pgserver_psql(pg, NULL, sql, NULL), 0);
-	snprintf(sql, sizeof(sql),
-	         "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = "
-	         "'%s'",
-	         d->dm_pg_db);
-	assert_int_equal(pgserver_psql(pg, NULL, sql, &out), 0);
-	assert_non_null(out);
-	killed = atoi(out);
-	free(out);
+	snprintf(setting, sizeof(setting), "SET default_transaction_read_only = %s", on);
+	killed = pgserver_alter_db_and_close(pg, d->dm_pg_db, setting);
+	assert_true(killed >= 0);
 	return killed;
 }
 
