@@ -214,24 +214,6 @@ int rh_exchange(unsigned port, const void *data, size_t len, int timeout_ms,
 	return rc;
 }
 
-int rh_wait_closed(int fd, int timeout_ms)
-{
-	long long end = rh_now_ms() + timeout_ms;
-	char sink[4096];
-
-	for (;;) {
-		ssize_t n;
-
-		if (rh_wait(fd, end) <= 0) {
-			return 0;
-		}
-		n = recv(fd, sink, sizeof(sink), 0);
-		if (n <= 0) {
-			return 1;
-		}
-	}
-}
-
 int rh_wait_end(int fd, int timeout_ms)
 {
 	long long end = rh_now_ms() + timeout_ms;
@@ -251,6 +233,12 @@ int rh_wait_end(int fd, int timeout_ms)
 			return -1;
 		}
 	}
+}
+
+int rh_wait_closed(int fd, int timeout_ms)
+{
+	/* a reset is a close too */
+	return rh_wait_end(fd, timeout_ms) != 0;
 }
 
 int rh_closed_now(int fd)

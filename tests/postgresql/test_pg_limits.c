@@ -546,6 +546,21 @@ test_a_callback_on_the_writers_connection_to_a_hung_server_gets_503_in_time(void
  * machine, but less than the connect's 2 s more. */
 #define LIMITS_ONE_BOUND_MS 5000
 
+/* r, a callback's answer (finished here), is a 503 with Retry-After that
+ * came within LIMITS_ONE_BOUND_MS; what says which in the output. */
+static void limits_assert_503_in_one_bound(struct hres *r, const char *what)
+{
+	char *retry = hres_header(r, "Retry-After");
+
+	print_message("%s: %ld after %.0f ms, Retry-After %s\n", what, r->hs_status,
+	              r->hs_seconds * 1000, retry != NULL ? retry : "none");
+	assert_int_equal(r->hs_status, 503);
+	assert_non_null(retry);
+	assert_true(r->hs_seconds * 1000 < LIMITS_ONE_BOUND_MS);
+	free(retry);
+	hres_finish(r);
+}
+
 /* The worst a new callback can meet on a hung server: no read connection
  * open (the server closed them), so its lookup must make one, which the
  * hung server lets run out connect_timeout (2 s); then the writer's open
@@ -563,7 +578,6 @@ static void test_a_callback_that_must_connect_first_gets_503_within_one_bound(vo
 	struct hres *r = &snd.ls_res[0];
 	pthread_t th;
 	char *body;
-	char *retry;
 	int64_t t0;
 	int i;
 
@@ -595,14 +609,7 @@ static void test_a_callback_that_must_connect_first_gets_503_within_one_bound(vo
 		pgserver_signal_all(&pg, SIGCONT);
 	}
 	assert_int_equal(pthread_join(th, NULL), 0);
-	retry = hres_header(r, "Retry-After");
-	print_message("a callback that had to connect first: %ld after %.0f ms, Retry-After %s\n",
-	              r->hs_status, r->hs_seconds * 1000, retry != NULL ? retry : "none");
-	assert_int_equal(r->hs_status, 503);
-	assert_non_null(retry);
-	assert_true(r->hs_seconds * 1000 < LIMITS_ONE_BOUND_MS);
-	free(retry);
-	hres_finish(r);
+	limits_assert_503_in_one_bound(r, "a callback that had to connect first");
 	/* it did connect first, and the writer met the silence */
 	assert_int_equal(daemon_log_wait(&d, "store: cannot reconnect to postgresql", 1000), 0);
 	assert_int_equal(daemon_log_wait(&d, "a connect found it silent", 1000), 0);
@@ -652,7 +659,6 @@ static void test_a_connect_answered_late_then_a_hang_gets_503_within_one_bound(v
 	char order_id[64];
 	char conninfo[700];
 	char *body;
-	char *retry;
 	char *cut = NULL;
 	int64_t t0;
 	int i;
@@ -708,15 +714,8 @@ static void test_a_connect_answered_late_then_a_hang_gets_503_within_one_bound(v
 	}
 	pgserver_proxy_late(&px, 0, 0);
 	assert_int_equal(pthread_join(th, NULL), 0);
-	retry = hres_header(r, "Retry-After");
-	print_message("a callback whose connect was answered late, then met a server reading "
-	              "nothing: %ld after %.0f ms, Retry-After %s\n",
-	              r->hs_status, r->hs_seconds * 1000, retry != NULL ? retry : "none");
-	assert_int_equal(r->hs_status, 503);
-	assert_non_null(retry);
-	assert_true(r->hs_seconds * 1000 < LIMITS_ONE_BOUND_MS);
-	free(retry);
-	hres_finish(r);
+	limits_assert_503_in_one_bound(r, "a callback whose connect was answered late, then met a "
+	                                  "server reading nothing");
 	/* it did connect (late: nothing said of a failed connect), and its
 	 * wait counted the connect's time */
 	assert_int_equal(daemon_log_wait(&d, "store: reconnected to postgresql", 1000), 0);
