@@ -229,8 +229,15 @@ int console_page_begin(struct buf *b, const struct console_ctx *cx, const char *
 	console_esc(b, title);
 	buf_puts(b, " · idemhook console</title>"
 	            "<link rel=\"stylesheet\" href=\"/console/console.css\">"
-	            "<script src=\"/console/console.js\" defer></script></head>\n<body><header>"
-	            "<span class=\"brand\">idemhook</span>");
+	            "<script src=\"/console/console.js\" defer></script>");
+	/* console.js reloads a page that waits for something (data-refresh
+	 * below) and stops once it ended; without JavaScript the browser
+	 * reloads it itself, until the page comes without the wait */
+	if (refresh_s > 0) {
+		buf_printf(b, "<noscript><meta http-equiv=\"refresh\" content=\"%d\"></noscript>",
+		           refresh_s);
+	}
+	buf_puts(b, "</head>\n<body><header><span class=\"brand\">idemhook</span>");
 	for (i = 0; i < sizeof(console_nav) / sizeof(console_nav[0]); i++) {
 		buf_printf(b, "<a href=\"%s\"%s>%s</a>", console_nav[i][1],
 		           here != NULL && strcmp(here, console_nav[i][0]) == 0 ? " class=\"here\""

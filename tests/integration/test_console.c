@@ -889,6 +889,9 @@ test_reconcile_now_on_a_hanging_provider_answers_in_time_and_shows_the_outcome_l
 	assert_non_null(strstr(r.hs_body, "the reconcile run goes on"));
 	assert_non_null(strstr(r.hs_body, "id=\"reconcile-running\""));
 	assert_non_null(strstr(r.hs_body, "data-refresh="));
+	/* and without JavaScript, the browser reloads it */
+	assert_non_null(strstr(r.hs_body, "<noscript><meta http-equiv=\"refresh\" content=\"5\">"
+	                                  "</noscript>"));
 	hres_finish(&r);
 	assert_int_equal(peer_wait(api, 1, 5000), 1);
 	/* a second click while the first run waits: nothing more is asked */
@@ -928,6 +931,7 @@ test_reconcile_now_on_a_hanging_provider_answers_in_time_and_shows_the_outcome_l
 	assert_non_null(strstr(r.hs_body, "id=\"history\""));
 	assert_non_null(strstr(r.hs_body, "ok: Reconciled: 1 event(s) found, 1 applied"));
 	assert_null(strstr(r.hs_body, "id=\"reconcile-running\""));
+	assert_null(strstr(r.hs_body, "http-equiv=\"refresh\""));
 	hres_finish(&r);
 	assert_int_equal(daemon_term(&d, 30), 0);
 	/* one outcome recorded, however the run ended */
